@@ -1,0 +1,58 @@
+"""Eager execution: per-op dispatch on tiny arrays and throughput on 1e7-element arrays."""
+import numpy as np
+
+from . import _backends
+
+
+class Dispatch:
+  """Per-op cost of add and sin on 0-d and 100-element float32 arrays."""
+  params = (_backends.BACKENDS, ["add", "sin"], [0, 100])
+  param_names = ["backend", "op", "size"]
+
+  def setup(self, backend, op, size):
+    m, put = _backends.get(backend)
+    shape = () if size == 0 else (size,)
+    self.x = put(np.full(shape, 0.5, np.float32))
+    self.f = m.add if op == "add" else m.sin
+    self.args = (self.x, self.x) if op == "add" else (self.x,)
+    _backends.block(self.f(*self.args))
+
+  def time_op(self, backend, op, size):
+    self.f(*self.args)
+
+
+class Large:
+  """``x*y+z`` and ``sum(sin(x))`` on 1e7 float32."""
+  params = (_backends.BACKENDS, ["xy_plus_z", "sum_sin"])
+  param_names = ["backend", "expr"]
+  number = 1
+  repeat = (3, 10, 20.0)
+
+  def setup(self, backend, expr):
+    m, put = _backends.get(backend)
+    rng = np.random.default_rng(0)
+    self.x, self.y, self.z = (put(rng.standard_normal(10**7, dtype=np.float32)) for _ in range(3))
+    self.m = m
+    self.time_expr(backend, expr)
+
+  def time_expr(self, backend, expr):
+    m, x = self.m, self.x
+    r = x * self.y + self.z if expr == "xy_plus_z" else m.sum(m.sin(x))
+    _backends.block(r)
+
+
+class Matmul:
+  """1024x1024 float32 matmul."""
+  params = (_backends.BACKENDS,)
+  param_names = ["backend"]
+  number = 1
+
+  def setup(self, backend):
+    m, put = _backends.get(backend)
+    rng = np.random.default_rng(0)
+    self.a, self.b = (put(rng.standard_normal((1024, 1024), dtype=np.float32)) for _ in range(2))
+    self.m = m
+    self.time_matmul(backend)
+
+  def time_matmul(self, backend):
+    _backends.block(self.m.matmul(self.a, self.b))

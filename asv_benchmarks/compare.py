@@ -1,0 +1,137 @@
+"""Side-by-side timings: nbjax vs NumPy (and JAX when importable), one process, medians.
+
+Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), for each
+backend in turn, and prints median times and ratios. ``--update-readme`` rewrites the
+table between the benchmark markers in README.md.
+
+  python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--update-readme]
+"""
+import argparse
+import importlib
+import itertools
+import os
+import pkgutil
+import statistics
+import sys
+import time
+
+from asv_benchmarks import benchmarks as _pkg
+from asv_benchmarks.benchmarks import _backends
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def _classes():
+  for m in pkgutil.iter_modules(_pkg.__path__):
+    if m.name.startswith("_"):
+      continue
+    mod = importlib.import_module(f"asv_benchmarks.benchmarks.{m.name}")
+    for name, cls in vars(mod).items():
+      if isinstance(cls, type) and cls.__module__ == mod.__name__ and hasattr(cls, "params"):
+        yield m.name, name, cls
+
+
+def _median_time(fn, budget):
+  fn()
+  n, t = 1, 0.0
+  while True:  # calibrate: one timing sample takes >= ~budget/20 s
+    t0 = time.perf_counter()
+    for _ in range(n):
+      fn()
+    t = time.perf_counter() - t0
+    if t >= budget / 20 or n >= 1 << 20:
+      break
+    n *= 4 if t < budget / 200 else 2
+  samples, deadline = [], time.perf_counter() + budget
+  while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 41):
+    t0 = time.perf_counter()
+    for _ in range(n):
+      fn()
+    samples.append((time.perf_counter() - t0) / n)
+  return statistics.median(samples)
+
+
+def run(filter_="", quick=False, stream=sys.stdout):
+  rows = []
+  budget = 0.3 if quick else 1.0
+  for mod, cname, cls in _classes():
+    params = cls.params if isinstance(cls.params, tuple) else (cls.params,)
+    names = list(getattr(cls, "param_names", [f"p{i}" for i in range(len(params))]))
+    bi = names.index("backend")
+    rest = [p for i, p in enumerate(params) if i != bi]
+    methods = [m for m in dir(cls) if m.startswith("time_")]
+    for combo in itertools.product(*rest):
+      for meth in methods:
+        label = f"{mod}.{cname}.{meth}(" + ", ".join(
+            f"{n}={v}" for n, v in zip([n for i, n in enumerate(names) if i != bi], combo)) + ")"
+        if filter_ and filter_ not in label:
+          continue
+        row = {"case": label}
+        for backend in _backends.BACKENDS:
+          args = list(combo)
+          args.insert(bi, backend)
+          obj = cls()
+          try:
+            obj.setup(*args)
+          except NotImplementedError:
+            row[backend] = None
+            continue
+          row[backend] = _median_time(lambda: getattr(obj, meth)(*args), budget)
+        rows.append(row)
+        print(_fmt_row(row), file=stream, flush=True)
+  return rows
+
+
+def _t(s):
+  if s is None:
+    return "-"
+  for unit, k in (("s", 1), ("ms", 1e3), ("us", 1e6), ("ns", 1e9)):
+    if s * k >= 1:
+      return f"{s * k:.3g} {unit}"
+  return f"{s * 1e9:.3g} ns"
+
+
+def _ratio(a, b):
+  return "-" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def _fmt_row(r):
+  return (f"{r['case']:<60} numpy {_t(r.get('numpy')):>10}  nbjax {_t(r.get('nbjax')):>10}  "
+          f"jax {_t(r.get('jax')):>10}  nbjax/numpy {_ratio(r.get('nbjax'), r.get('numpy')):>7}  "
+          f"nbjax/jax {_ratio(r.get('nbjax'), r.get('jax')):>7}")
+
+
+def markdown(rows):
+  out = ["| case | NumPy | nbjax | JAX | nbjax/NumPy | nbjax/JAX |", "|---|---|---|---|---|---|"]
+  for r in rows:
+    out.append(f"| `{r['case']}` | {_t(r.get('numpy'))} | {_t(r.get('nbjax'))} | {_t(r.get('jax'))} | "
+               f"{_ratio(r.get('nbjax'), r.get('numpy'))} | {_ratio(r.get('nbjax'), r.get('jax'))} |")
+  return "\n".join(out)
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--quick", action="store_true", help="shorter time budget per case")
+  ap.add_argument("--filter", default="", help="only cases whose label contains this")
+  ap.add_argument("--update-readme", action="store_true", help="rewrite README.md's table")
+  a = ap.parse_args(argv)
+  rows = run(a.filter, a.quick)
+  md = markdown(rows)
+  if a.update_readme:
+    path = os.path.join(ROOT, "README.md")
+    text = open(path).read()
+    i, j = text.index(START) + len(START), text.index(END)
+    import platform
+    stamp = (f"\n\nMedians on {platform.machine()} ({os.cpu_count()} cores), "
+             f"`python -m asv_benchmarks.compare{' --quick' if a.quick else ''}`; "
+             "the JAX column is empty where jax is not installed.\n\n")
+    open(path, "w").write(text[:i] + stamp + md + "\n\n" + text[j:])
+    print(f"updated {path}")
+  else:
+    print()
+    print(md)
+
+
+if __name__ == "__main__":
+  main()

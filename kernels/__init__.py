@@ -1,0 +1,1 @@
+"""numba kernels for nbjax's eager backends. Imports numba and numpy only, never nbjax."""

@@ -1,0 +1,329 @@
+"""numba kernels for indexing primitives: dynamic_slice, dynamic_update_slice, gather, scatter.
+
+Pipeline position: the bottom of eager execution for ``nbjax.lax.indexing``. The Python
+side turns dimension numbers into a *plan* of int64 stride arrays (see ``gather_plan`` /
+``scatter_plan`` there); the kernels walk the batch (index) space and, per index vector,
+copy or combine one window. Index semantics are JAX's and enforced here, so no input can
+make a kernel touch memory out of bounds:
+
+- ``dynamic_slice`` / ``dynamic_update_slice``: starts are clamped so the window fits;
+- gather: ``mode=0`` clamps each start into ``[0, hi]``; ``mode=1`` fills the whole window
+  with the fill value when any start is outside ``[0, hi]``;
+- scatter: ``mode=0`` clamps; ``mode=1`` drops the whole window update when out of bounds.
+
+Each kernel also checks, once, that the largest offset its plan can produce is inside the
+buffers (plans come from validated dimension numbers; this keeps a bad plan from becoming
+a wild write). Data movement works on unsigned-integer views of the buffers; combining
+scatters are generated per combiner from one template (like ``kernels.elementwise``).
+Imports numba and numpy only.
+"""
+import numpy as np
+from numba import njit, prange
+
+from kernels.shape import copy_window
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max_offset(shape, st):
+  m = 0
+  for k in range(shape.size):
+    if shape[k] > 1:
+      m += (shape[k] - 1) * st[k]
+  return m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _empty(shape):
+  for k in range(shape.size):
+    if shape[k] == 0:
+      return True
+  return False
+
+
+@njit(cache=True, nogil=True)
+def clamp_starts(starts, shape, sizes):
+  """Starts (one int per dim) clamped so a window of ``sizes`` fits in ``shape`` (as XLA)."""
+  out = np.empty(shape.size, np.int64)
+  for k in range(shape.size):
+    s = np.int64(starts[k])
+    hi = shape[k] - sizes[k]
+    out[k] = 0 if s < 0 else (hi if s > hi else s)
+  return out
+
+
+# ----------------------------------------------------------------------------- dynamic slices
+
+
+@njit(cache=True, nogil=True)
+def dynamic_slice(src, shape, st, starts, sizes, out):
+  """``out = src[clamped starts : + sizes]`` (``src`` flat C buffer of ``shape``)."""
+  if _empty(sizes):
+    return
+  for k in range(shape.size):
+    if sizes[k] > shape[k] or sizes[k] < 0:
+      raise IndexError("dynamic_slice: slice larger than operand")
+  c = clamp_starts(starts, shape, sizes)
+  off = 0
+  for k in range(shape.size):
+    off += c[k] * st[k]
+  ost = np.empty(sizes.size, np.int64)
+  acc = 1
+  for k in range(sizes.size - 1, -1, -1):
+    ost[k] = acc
+    acc *= sizes[k]
+  if out.size != acc:
+    raise IndexError("dynamic_slice: output size mismatch")
+  copy_window(src, off, st, out, 0, ost, sizes)
+
+
+@njit(cache=True, nogil=True)
+def dynamic_update_slice(dst, shape, st, upd, ushape, starts):
+  """``dst[clamped starts : + ushape] = upd`` in place (``dst`` a copy of the operand)."""
+  if _empty(ushape):
+    return
+  for k in range(shape.size):
+    if ushape[k] > shape[k]:
+      raise IndexError("dynamic_update_slice: update larger than operand")
+  c = clamp_starts(starts, shape, ushape)
+  off = 0
+  for k in range(shape.size):
+    off += c[k] * st[k]
+  ust = np.empty(ushape.size, np.int64)
+  acc = 1
+  for k in range(ushape.size - 1, -1, -1):
+    ust[k] = acc
+    acc *= ushape[k]
+  if upd.size != acc:
+    raise IndexError("dynamic_update_slice: update size mismatch")
+  copy_window(upd, 0, ust, dst, off, st, ushape)
+
+
+# ----------------------------------------------------------------------------- gather
+
+
+# One traversal serves gather and every scatter: walk the index (batch) space row by row
+# along its last dimension (an odometer over the others, no division per element), compute
+# the operand start from the index vector (clamp, or flag out-of-bounds), then move one
+# window: ``P``/``p`` are operand offsets, ``A``/``d`` offsets in the other array (the
+# gather output, or the scatter updates). Generated per element action, like elementwise.
+_WALK = """
+def {fn}(op, idx, arr, g0, g1, bshape, b_arr_st, b_op_st, sim_st, sim_hi, mode, fillv,
+         win_shape, win_op_st, win_arr_st):
+  nbd = bshape.size
+  nk = sim_st.size
+  hi0 = sim_hi[0] if nk else 0
+  st0 = sim_st[0] if nk else 0
+  nw = win_shape.size
+  n = 1
+  for k in range(nw):
+    n *= win_shape[k]
+  m = win_shape[nw - 1] if nw else 1
+  wa = win_arr_st[nw - 1] if nw else 0
+  wo = win_op_st[nw - 1] if nw else 0
+  widx = np.zeros(max(nw, 1), np.int64)
+  fv = fillv[0]
+  bidx = np.zeros(max(nbd, 1), np.int64)
+  r = g0
+  for k in range(nbd - 1, -1, -1):
+    bidx[k] = r % bshape[k]
+    r //= bshape[k]
+  row = bshape[nbd - 1] if nbd else 1
+  ba = b_arr_st[nbd - 1] if nbd else 0
+  bo = b_op_st[nbd - 1] if nbd else 0
+  ra = 0
+  ro = 0
+  for k in range(nbd - 1):
+    ra += bidx[k] * b_arr_st[k]
+    ro += bidx[k] * b_op_st[k]
+  j = bidx[nbd - 1] if nbd else 0
+  g = g0
+  while g < g1:
+    cnt = min(row - j, g1 - g)
+    A = ra + j * ba
+    O = ro + j * bo
+    for t in range(g, g + cnt):
+      P = O
+      oob = False
+      if nk == 1:  # the common case, kept free of the inner loop (several times faster)
+        s = np.int64(idx[t, 0])
+        if s < 0 or s > hi0:
+          oob = mode == 1
+          s = 0 if s < 0 else hi0
+        P += s * st0
+      else:
+        for k in range(nk):
+          s = np.int64(idx[t, k])
+          hi = sim_hi[k]
+          if s < 0 or s > hi:
+            if mode == 1:
+              oob = True
+              break
+            s = 0 if s < 0 else hi
+          P += s * sim_st[k]
+      if n == 1:
+{one}
+      {window_guard}:
+        d = A
+        p = P
+        for _ in range(n // m):
+{row}
+          k = nw - 2
+          while k >= 0:
+            widx[k] += 1
+            d += win_arr_st[k]
+            p += win_op_st[k]
+            if widx[k] < win_shape[k]:
+              break
+            d -= win_arr_st[k] * win_shape[k]
+            p -= win_op_st[k] * win_shape[k]
+            widx[k] = 0
+            k -= 1
+      A += ba
+      O += bo
+    g += cnt
+    j = 0
+    k = nbd - 2
+    while k >= 0:
+      bidx[k] += 1
+      ra += b_arr_st[k]
+      ro += b_op_st[k]
+      if bidx[k] < bshape[k]:
+        break
+      ra -= b_arr_st[k] * bshape[k]
+      ro -= b_op_st[k] * bshape[k]
+      bidx[k] = 0
+      k -= 1
+"""
+
+_GATHER_ONE = """\
+        arr[A] = fv if oob else op[P]"""
+_GATHER_ROW = """\
+          if oob:
+            for jj in range(m):
+              arr[d + jj * wa] = fv
+          elif wa == 1 and wo == 1 and m >= 64:  # contiguous rows: a view loop vectorizes
+            src = op[p:p + m]
+            dst = arr[d:d + m]
+            for jj in range(m):
+              dst[jj] = src[jj]
+          else:
+            for jj in range(m):
+              arr[d + jj * wa] = op[p + jj * wo]"""
+_SCATTER_ONE = """\
+        if not oob:
+          a = op[P]
+          b = arr[A]
+          op[P] = {expr}"""
+_SCATTER_ROW = """\
+          for jj in range(m):
+            a = op[p + jj * wo]
+            b = arr[d + jj * wa]
+            op[p + jj * wo] = {expr}"""
+
+
+def _check_plan(op, idx, arr, bshape, b_arr_st, b_op_st, sim_st, sim_hi, win_shape, win_op_st,
+                win_arr_st):
+  """Number of index vectors to walk (0: nothing to do); IndexError if the plan could reach
+  outside the buffers (all strides are non-negative, so the extremes are easy to bound)."""
+  nb = 1
+  for k in range(bshape.size):
+    nb *= bshape[k]
+  if idx.shape[0] != nb or idx.shape[1] != sim_st.size:
+    raise IndexError("gather/scatter: indices do not match the plan")
+  if nb == 0 or _empty(win_shape):
+    return 0
+  po = _max_offset(bshape, b_op_st) + _max_offset(win_shape, win_op_st)
+  for k in range(sim_st.size):
+    if sim_hi[k] < 0:
+      raise IndexError("gather/scatter: window larger than operand")
+    po += sim_hi[k] * sim_st[k]
+  ao = _max_offset(bshape, b_arr_st) + _max_offset(win_shape, win_arr_st)
+  if po >= op.size or ao >= arr.size:
+    raise IndexError("gather/scatter: plan out of bounds")
+  return nb
+
+
+_check_plan = njit(cache=True, nogil=True)(_check_plan)
+_NS = dict(np=np, __name__=__name__)
+
+
+def _make_walk(fn, one, row, guard, **ns):
+  src = _WALK.format(fn=fn, one=one, row=row, window_guard=guard)
+  g = dict(_NS, **ns)
+  exec(compile(src, __file__, "exec"), g)  # file-backed so numba's disk cache works
+  f = g[fn]
+  f.__qualname__ = fn
+  return njit(cache=True, nogil=True)(f)
+
+
+_walk_gather = _make_walk("_walk_gather", _GATHER_ONE, _GATHER_ROW, "else")
+
+
+@njit(cache=True, nogil=True)
+def gather(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fillv,
+           win_shape, win_op_st, win_out_st):
+  """General gather over a plan; ``idx`` is (batch, index vector) of any integer dtype;
+  ``mode`` 0 clamps starts, 1 fills out-of-bounds windows with ``fillv[0]``."""
+  nb = _check_plan(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, win_shape,
+                   win_op_st, win_out_st)
+  if nb:
+    _walk_gather(op, idx, out, 0, nb, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fillv,
+                 win_shape, win_op_st, win_out_st)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gather_par(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fillv,
+               win_shape, win_op_st, win_out_st):
+  """``gather`` with chunks of the index space split across threads (windows are disjoint)."""
+  nb = _check_plan(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, win_shape,
+                   win_op_st, win_out_st)
+  chunk = 1 << 14
+  for c in prange((nb + chunk - 1) // chunk):
+    g0 = np.int64(c) * chunk
+    _walk_gather(op, idx, out, g0, min(g0 + chunk, nb), bshape, b_out_st, b_op_st, sim_st,
+                 sim_hi, mode, fillv, win_shape, win_op_st, win_out_st)
+
+
+# ----------------------------------------------------------------------------- scatter
+
+
+def _make_scatter(name, expr):
+  walk = _make_walk("_walk_scatter_" + name, _SCATTER_ONE.format(expr=expr),
+                    _SCATTER_ROW.format(expr=expr), "elif not oob", _max=_max, _min=_min)
+
+  def scatter(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, win_shape,
+              win_op_st, win_upd_st):
+    nb = _check_plan(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, win_shape,
+                     win_op_st, win_upd_st)
+    if nb:
+      walk(op, idx, upd, 0, nb, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, upd[:1],
+           win_shape, win_op_st, win_upd_st)
+  scatter.__name__ = scatter.__qualname__ = "scatter_" + name
+  scatter.__doc__ = (f"In-place scatter ({name}) of ``upd`` into ``op`` over a plan; ``mode`` 0 "
+                     "clamps starts, 1 drops out-of-bounds windows.")
+  return njit(cache=True, nogil=True)(scatter)
+
+
+COMBINERS = {
+    "set": "b",
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "min": "_min(a, b)",
+    "max": "_max(a, b)",
+}
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(a, b):
+  return a if (a > b or a != a) else b  # NaN-propagating, as lax.max
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min(a, b):
+  return a if (a < b or a != a) else b
+
+
+SCATTER = {name: _make_scatter(name, expr) for name, expr in COMBINERS.items()}

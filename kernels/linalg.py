@@ -1,0 +1,294 @@
+"""numba kernels for dot_general (batched matmul) and the linear-algebra decompositions.
+
+Pipeline position: the bottom of eager execution. ``nbjax.lax.linalg`` reduces every
+``dot_general`` to a batched matmul ``(B, M, K) @ (B, K, N)`` on the NumPy side (transpose +
+reshape) and calls ``matmul_blas`` (float/complex: numba's ``np.dot``, which calls BLAS gemm)
+or ``matmul_loop`` (integers: an i-k-j loop accumulating in the output dtype, wrapping as
+XLA does). The decompositions take operands with one leading batch axis ``(B, m, n)``:
+cholesky, triangular solve, LU and Householder QR are written out here (LAPACK's
+conventions: potrf's lower factor with NaNs on failure, getf2's partial pivoting, geqrf's
+reflector signs); eigh and svd call numba's LAPACK bindings (syevd / gesdd) per matrix.
+Callers allocate outputs. Imports numba and numpy only.
+"""
+import numpy as np
+import numba.np.linalg as _nla  # numba's LAPACK bindings (for syevd with either triangle)
+from numba import njit, prange
+from numba.extending import overload
+
+_J = dict(cache=True, nogil=True, error_model="numpy")
+
+# ----------------------------------------------------------------- matmul
+
+
+@njit(**_J)
+def matmul_blas(a, b, out):
+  for i in range(a.shape[0]):
+    np.dot(a[i], b[i], out[i])
+
+
+@njit(parallel=True, **_J)
+def matmul_blas_par(a, b, out):
+  for i in prange(a.shape[0]):
+    np.dot(a[i], b[i], out[i])
+
+
+@njit(**_J)
+def matmul_loop(a, b, out):
+  # out must be zeroed; accumulates in out's dtype
+  B, M, K = a.shape
+  for t in range(B * M):
+    bb = t // M
+    i = t - bb * M
+    o = out[bb, i]
+    ar = a[bb, i]
+    for k in range(K):
+      aik = ar[k]
+      br = b[bb, k]
+      for j in range(o.size):
+        o[j] += aik * br[j]
+
+
+@njit(parallel=True, **_J)
+def matmul_loop_par(a, b, out):
+  B, M, K = a.shape
+  for t in prange(B * M):
+    bb = t // M
+    i = t - bb * M
+    o = out[bb, i]
+    ar = a[bb, i]
+    for k in range(K):
+      aik = ar[k]
+      br = b[bb, k]
+      for j in range(o.size):
+        o[j] += aik * br[j]
+
+
+# ----------------------------------------------------------------- cholesky
+
+
+@njit(**_J)
+def cholesky(a, out):
+  """Lower Cholesky factor of each ``a[b]`` (reads its lower triangle); NaNs on failure."""
+  B, n, _ = a.shape
+  for bb in range(B):
+    A = a[bb]
+    L = out[bb]
+    L[:] = 0
+    ok = True
+    for j in range(n):
+      Lj = L[j]
+      d = A[j, j]
+      for k in range(j):
+        d -= Lj[k] * np.conj(Lj[k])
+      dr = d.real
+      if not dr > 0:
+        ok = False
+        break
+      ljj = np.sqrt(dr)
+      Lj[j] = ljj
+      for i in range(j + 1, n):
+        Li = L[i]
+        s = A[i, j]
+        for k in range(j):
+          s -= Li[k] * np.conj(Lj[k])
+        Li[j] = s / ljj
+    if not ok:
+      L[:] = np.nan
+
+
+# ----------------------------------------------------------------- triangular solve
+
+
+@njit(**_J)
+def trsm_left(a, b, out, lower, unit_diagonal):
+  """Solve ``a[k] @ x = b[k]`` reading only the ``lower`` (else upper) triangle of a[k]."""
+  B, m, _ = a.shape
+  for bb in range(B):
+    A = a[bb]
+    X = out[bb]
+    X[:] = b[bb]
+    for ii in range(m):
+      i = ii if lower else m - 1 - ii
+      xi = X[i]
+      lo = 0 if lower else i + 1
+      hi = i if lower else m
+      for k in range(lo, hi):
+        aik = A[i, k]
+        if aik != 0:
+          xk = X[k]
+          for j in range(xi.size):
+            xi[j] -= aik * xk[j]
+      if not unit_diagonal:
+        d = A[i, i]
+        for j in range(xi.size):
+          xi[j] = xi[j] / d
+
+
+# ----------------------------------------------------------------- LU (partial pivoting)
+
+
+@njit(inline="always", **_J)
+def _cabs1(v):
+  # LAPACK's i?amax measure: |re| + |im| (|x| for reals)
+  return abs(v.real) + abs(v.imag)
+
+
+@njit(**_J)
+def lu(a, out, pivots, perm):
+  """getf2: ``out[b]`` holds L (unit, strictly lower) and U; pivots/perm as JAX's lu."""
+  B, m, n = a.shape
+  k = min(m, n)
+  for bb in range(B):
+    A = out[bb]
+    A[:] = a[bb]
+    P = perm[bb]
+    for i in range(m):
+      P[i] = i
+    for j in range(k):
+      p = j
+      best = _cabs1(A[j, j])
+      for i in range(j + 1, m):
+        v = _cabs1(A[i, j])
+        if v > best:
+          best = v
+          p = i
+      pivots[bb, j] = p
+      if A[p, j] != 0:
+        if p != j:
+          for c in range(n):
+            t = A[p, c]
+            A[p, c] = A[j, c]
+            A[j, c] = t
+          t2 = P[p]
+          P[p] = P[j]
+          P[j] = t2
+        d = A[j, j]
+        for i in range(j + 1, m):
+          A[i, j] = A[i, j] / d
+      Aj = A[j]
+      for i in range(j + 1, m):
+        lij = A[i, j]
+        if lij != 0:
+          Ai = A[i]
+          for c in range(j + 1, n):
+            Ai[c] -= lij * Aj[c]
+
+
+# ----------------------------------------------------------------- Householder QR
+
+
+@njit(**_J)
+def qr(a, q, r):
+  """geqrf + orgqr conventions: ``a[b] = q[b] @ r[b]``; q is (m, m) or (m, k) as allocated,
+  r is (m, n) or (k, n) as allocated (k = min(m, n))."""
+  B, m, n = a.shape
+  k = min(m, n)
+  qc = q.shape[2]
+  rr = r.shape[1]
+  for bb in range(B):
+    R = a[bb].copy()
+    V = np.zeros((m, k), a.dtype)
+    tau = np.zeros(k, a.dtype)
+    for j in range(k):
+      alpha = R[j, j]
+      xnorm2 = 0.0
+      for i in range(j + 1, m):
+        xnorm2 += abs(R[i, j]) ** 2
+      V[j, j] = 1
+      if xnorm2 == 0 and alpha.imag == 0:
+        continue  # H = I (tau = 0)
+      norm = np.sqrt(abs(alpha) ** 2 + xnorm2)
+      beta = -norm if alpha.real >= 0 else norm
+      tau[j] = (beta - alpha) / beta
+      scale = 1 / (alpha - beta)
+      for i in range(j + 1, m):
+        V[i, j] = R[i, j] * scale
+        R[i, j] = 0
+      R[j, j] = beta
+      # R[j:, j+1:] -= conj(tau) v (v^H R[j:, j+1:])
+      tc = np.conj(tau[j])
+      for c in range(j + 1, n):
+        w = R[j, c]
+        for i in range(j + 1, m):
+          w += np.conj(V[i, j]) * R[i, c]
+        w *= tc
+        R[j, c] -= w
+        for i in range(j + 1, m):
+          R[i, c] -= V[i, j] * w
+    Q = q[bb]
+    Q[:] = 0
+    for i in range(min(m, qc)):
+      Q[i, i] = 1
+    for j in range(k - 1, -1, -1):
+      t = tau[j]
+      if t == 0:
+        continue
+      # Q[j:, j:] = (I - tau v v^H) Q[j:, j:]
+      for c in range(j, qc):
+        w = Q[j, c]
+        for i in range(j + 1, m):
+          w += np.conj(V[i, j]) * Q[i, c]
+        w *= t
+        Q[j, c] -= w
+        for i in range(j + 1, m):
+          Q[i, c] -= V[i, j] * w
+    Rout = r[bb]
+    Rout[:] = 0
+    for i in range(min(rr, m)):
+      for c in range(i, n):
+        Rout[i, c] = R[i, c]
+
+
+# ----------------------------------------------------------------- eigh / svd (LAPACK via numba)
+
+
+def _syevd(a, w, uplo):
+  """LAPACK ?syevd/?heevd on the Fortran-ordered square ``a`` (overwritten by eigenvectors)."""
+
+
+@overload(_syevd, jit_options=dict(cache=True))
+def _syevd_ov(a, w, uplo):
+  _nla.ensure_lapack()
+  evd = _nla._LAPACK().numba_ez_xxxevd(a.dtype)
+  kind = ord(_nla.get_blas_kind(a.dtype, "eigh"))
+
+  def impl(a, w, uplo):
+    n = a.shape[-1]
+    return evd(kind, ord("V"), uplo, n, a.ctypes, n, w.ctypes)
+  return impl
+
+
+@njit(**_J)
+def eigh(a, v, w, lower):
+  """syevd/heevd reading the ``lower`` (else upper) triangle of each ``a[b]``: ascending
+  ``w``, eigenvectors in the columns of ``v``; NaNs for non-finite input."""
+  uplo = ord("L") if lower else ord("U")
+  for bb in range(a.shape[0]):
+    if not np.isfinite(a[bb]).all():
+      v[bb] = np.nan
+      w[bb] = np.nan
+      continue
+    f = np.asfortranarray(a[bb])
+    ww = w[bb].copy()
+    info = _syevd(f, ww, uplo)
+    if info != 0:
+      v[bb] = np.nan
+      w[bb] = np.nan
+      continue
+    w[bb] = ww
+    v[bb] = f
+
+
+@njit(**_J)
+def svd(a, s, u, vt, full_matrices):
+  """gesdd per matrix; NaNs for non-finite input."""
+  for bb in range(a.shape[0]):
+    if not np.isfinite(a[bb]).all():
+      s[bb] = np.nan
+      u[bb] = np.nan
+      vt[bb] = np.nan
+      continue
+    uu, ss, vv = np.linalg.svd(a[bb], full_matrices)
+    s[bb] = ss
+    u[bb] = uu
+    vt[bb] = vv

@@ -1,0 +1,476 @@
+"""numba kernels for reductions, cumulative reductions, argmin/argmax and sort.
+
+Pipeline position: the bottom of eager execution. ``nbjax.lax.reductions`` views every
+operand as a C-contiguous ``(outer, n, inner)`` block whose middle axis is the one reduced
+(or scanned, or sorted), and calls the kernels here on it; the caller allocates outputs and
+chooses the accumulator type by passing the identity ``z`` as a scalar of that type
+(float64 for float32 sums, so they are exact to float32 rounding).
+
+Two layouts per operation: ``*_rows`` when ``inner == 1`` (each row is contiguous:
+``x2[outer, n]``) and ``*_cols`` otherwise (``x3[outer, n, inner]``, vectorised over
+``inner``). Each has a serial kernel and a ``prange`` one (``*_PAR`` tables); the caller
+decides when the parallel one pays (on shared 2-core machines it does not: see
+``nbjax.lax.reductions.PAR_MIN``).
+Float sums are cascaded: contiguous blocks summed by LLVM-vectorised loops (``reassoc``
+only, so NaN/inf semantics are IEEE), block sums combined pairwise, as NumPy does.
+
+Loops index through slices (``x[lo:hi]``) rather than ``x[lo + i]``: a computed index that
+may be negative makes numba emit wraparound checks that stop vectorisation.
+Kernels are generated from templates (exec'd file-backed, so ``cache=True`` works) and
+compile lazily per dtype signature. Imports numba and numpy only.
+"""
+import numpy as np
+from numba import njit, prange
+
+_J = dict(cache=True, nogil=True)
+
+# ----------------------------------------------------------------- scalar helpers
+
+
+@njit(inline="always", **_J)
+def _max(a, b):
+  # NaN-propagating, as lax.max
+  return a if (a > b or a != a) else b
+
+
+@njit(inline="always", **_J)
+def _min(a, b):
+  return a if (a < b or a != a) else b
+
+
+@njit(inline="always", **_J)
+def _lt(a, b):
+  # JAX's sort order: -inf < ... < inf < NaN; -0.0 == 0.0 and all NaNs equal
+  return a < b or (b != b and a == a)
+
+
+# ----------------------------------------------------------------- reductions
+
+# op -> (combine expression over s and v, fastmath flags of the contiguous leaf)
+REDUCE_OPS = {
+    "sum": ("s + v", {"reassoc"}),
+    "prod": ("s * v", {"reassoc"}),
+    "max": ("_max(s, v)", False),
+    "min": ("_min(s, v)", False),
+    "and": ("s & v", False),
+    "or": ("s | v", False),
+    "xor": ("s ^ v", False),
+}
+
+_LEAF = """
+def {fn}(y, z):
+  s = z
+  for i in range(y.size):
+    v = y[i]
+    s = {expr}
+  return s
+"""
+
+# max/min leaves: plain compare-select (vectorisable) plus a separate NaN flag
+_LEAF_CHOOSER = """
+def {fn}(y, z):
+  s = z
+  nan = False
+  for i in range(y.size):
+    v = y[i]
+    s = v if v {cmp} s else s
+    nan |= v != v
+  if nan:
+    for i in range(y.size):
+      if y[i] != y[i]:
+        return y[i]
+  return s
+"""
+
+# Cascade: blocks of B summed by the leaf, block sums combined pairwise (binary counter)
+_CASCADE = """
+def {fn}(y, z):
+  B = 2048
+  n = y.size
+  if n <= B:
+    return {leaf}(y, z)
+  stack = np.empty(64, np.asarray(z).dtype)
+  k = 0
+  cnt = 0
+  for i in range(0, n, B):
+    s = {leaf}(y[i:i + B], z)
+    cnt += 1
+    c = cnt
+    while c & 1 == 0:
+      k -= 1
+      s = stack[k] + s
+      c >>= 1
+    stack[k] = s
+    k += 1
+  r = stack[k - 1]
+  for j in range(k - 2, -1, -1):
+    r = stack[j] + r
+  return r
+"""
+
+_ROWS = """
+def {fn}(x, out, z):
+  for o in range(x.shape[0]):
+    out[o] = {row}(x[o], z)
+"""
+
+_ROWS_PAR = """
+def {fn}(x, out, z):
+  O, N = x.shape
+  if O >= 16:
+    for o in prange(O):
+      out[o] = {row}(x[o], z)
+  else:
+    T = 16
+    ch = ((N + T - 1) // T + 63) // 64 * 64
+    parts = np.empty(T, np.asarray(z).dtype)
+    for o in range(O):
+      xo = x[o]
+      for t in prange(T):
+        lo = min(t * ch, N)
+        parts[t] = {row}(xo[lo:min(lo + ch, N)], z)
+      s = z
+      for t in range(T):
+        v = parts[t]
+        s = {expr}
+      out[o] = s
+"""
+
+_COLS = """
+def {fn}(x, out, z):
+  O, N, I = x.shape
+  acc = np.empty(I, np.asarray(z).dtype)
+  for o in range(O):
+    acc[:] = z
+    for j in range(N):
+      r = x[o, j]
+      for i in range(I):
+        s = acc[i]
+        v = r[i]
+        acc[i] = {expr}
+    for i in range(I):
+      out[o, i] = acc[i]
+"""
+
+_COLS_PAR = """
+def {fn}(x, out, z):
+  O, N, I = x.shape
+  T = 16
+  if O >= T:
+    ch = (O + T - 1) // T
+    for t in prange(T):
+      acc = np.empty(I, np.asarray(z).dtype)
+      for o in range(min(t * ch, O), min(t * ch + ch, O)):
+        acc[:] = z
+        for j in range(N):
+          r = x[o, j]
+          for i in range(I):
+            s = acc[i]
+            v = r[i]
+            acc[i] = {expr}
+        for i in range(I):
+          out[o, i] = acc[i]
+  else:
+    ch = ((I + T - 1) // T + 15) // 16 * 16
+    for o in range(O):
+      for t in prange(T):
+        lo = min(t * ch, I)
+        hi = min(lo + ch, I)
+        acc = np.empty(hi - lo, np.asarray(z).dtype)
+        acc[:] = z
+        for j in range(N):
+          r = x[o, j, lo:hi]
+          for i in range(hi - lo):
+            s = acc[i]
+            v = r[i]
+            acc[i] = {expr}
+        oo = out[o, lo:hi]
+        for i in range(hi - lo):
+          oo[i] = acc[i]
+"""
+
+# ----------------------------------------------------------------- argmin / argmax
+# first NaN wins; ties go to the first index (JAX)
+
+_ARG_ROWS = """
+def {fn}(x, out):
+  O, N = x.shape
+  for o in {rng}(O):
+    r = x[o]
+    best = r[0]
+    k = 0
+    if best == best:
+      for j in range(1, N):
+        v = r[j]
+        if v != v:
+          k = j
+          break
+        if v {cmp} best:
+          best = v
+          k = j
+    out[o] = k
+"""
+
+_ARG_COLS = """
+def {fn}(x, out):
+  O, N, I = x.shape
+  for o in {rng}(O):
+    best = x[o, 0].copy()
+    idx = out[o]
+    idx[:] = 0
+    for j in range(1, N):
+      r = x[o, j]
+      for i in range(I):
+        b = best[i]
+        v = r[i]
+        if b == b and (v != v or v {cmp} b):
+          best[i] = v
+          idx[i] = j
+"""
+
+# ----------------------------------------------------------------- cumulative reductions
+
+CUM_OPS = {"cumsum": "s + v", "cumprod": "s * v", "cummax": "_max(s, v)",
+           "cummin": "_min(s, v)", "cumlogsumexp": "_logaddexp(s, v)"}
+
+
+@njit(inline="always", **_J)
+def _logaddexp(a, b):
+  if a != a or b != b:
+    return a + b
+  if a == b:
+    return a + np.log(2.0)  # also inf + inf and -inf + -inf
+  m = a if a > b else b
+  return m + np.log1p(np.exp(-abs(a - b)))
+
+
+_CUM_ROWS = """
+def {fn}(x, out, z, reverse):
+  O, N = x.shape
+  for o in {rng}(O):
+    r = x[o]
+    w = out[o]
+    s = z
+    if reverse:
+      for j in range(N - 1, -1, -1):
+        v = r[j]
+        s = {expr}
+        w[j] = s
+    else:
+      for j in range(N):
+        v = r[j]
+        s = {expr}
+        w[j] = s
+"""
+
+_CUM_COLS = """
+def {fn}(x, out, z, reverse):
+  O, N, I = x.shape
+  for o in {rng}(O):
+    acc = np.empty(I, np.asarray(z).dtype)
+    acc[:] = z
+    for jj in range(N):
+      j = N - 1 - jj if reverse else jj
+      r = x[o, j]
+      w = out[o, j]
+      for i in range(I):
+        s = acc[i]
+        v = r[i]
+        s = {expr}
+        acc[i] = s
+        w[i] = s
+"""
+
+# ----------------------------------------------------------------- sort (stable merge sort)
+# ``_key(key, p)`` is the sort key of element p: p itself (values sort) or key[p] (perm sort)
+
+_MSORT = """
+def {fn}(a, tmp, key):
+  n = a.size
+  RUN = 24
+  for lo in range(0, n, RUN):
+    hi = min(lo + RUN, n)
+    for i in range(lo + 1, hi):
+      p = a[i]
+      kp = _key(key, p)
+      j = i - 1
+      while j >= lo:
+        q = a[j]
+        if _lt(kp, _key(key, q)):
+          a[j + 1] = q
+          j -= 1
+        else:
+          break
+      a[j + 1] = p
+  width = RUN
+  src = a
+  dst = tmp
+  flips = 0
+  while width < n:
+    for lo in range(0, n, 2 * width):
+      mid = min(lo + width, n)
+      hi = min(lo + 2 * width, n)
+      i = lo
+      j = mid
+      k = lo
+      if mid < hi and not _lt(_key(key, src[mid]), _key(key, src[mid - 1])):
+        for t in range(lo, hi):
+          dst[t] = src[t]
+        continue
+      while i < mid and j < hi:
+        p = src[i]
+        q = src[j]
+        if _lt(_key(key, q), _key(key, p)):
+          dst[k] = q
+          j += 1
+        else:
+          dst[k] = p
+          i += 1
+        k += 1
+      while i < mid:
+        dst[k] = src[i]
+        i += 1
+        k += 1
+      while j < hi:
+        dst[k] = src[j]
+        j += 1
+        k += 1
+    src, dst = dst, src
+    flips += 1
+    width *= 2
+  if flips % 2 == 1:
+    a[:] = tmp
+"""
+
+
+@njit(inline="always", **_J)
+def _key_val(key, p):
+  return p
+
+
+@njit(inline="always", **_J)
+def _key_idx(key, p):
+  return key[p]
+
+
+_SORT_ROWS = """
+def {fn}(x, out):
+  O, N = x.shape
+  for o in {rng}(O):
+    r = out[o]
+    r[:] = x[o]
+    tmp = np.empty(N, x.dtype)
+    _msort_vals(r, tmp, r)
+"""
+
+_TAKE_ROWS = """
+def {fn}(x, perm, out):
+  O, N = x.shape
+  for o in {rng}(O):
+    r = x[o]
+    p = perm[o]
+    w = out[o]
+    for j in range(N):
+      w[j] = r[p[j]]
+"""
+
+# LSD radix argsort (stable) on order-preserving integer keys: ``nbjax.lax.reductions`` maps
+# every key dtype to a signed integer whose (signed) order is JAX's sort order. Digits are
+# bytes; the top byte's sign bit is flipped so that unsigned digit order is signed order.
+
+_RADIX_ROWS = """
+def {fn}(keys, perm, nbits):
+  # stable-sort each row of ``perm`` by keys[row, perm[row, :]]
+  O, N = keys.shape
+  for o in {rng}(O):
+    p = perm[o]
+    k = keys[o]
+    if N <= 64:
+      tmp = np.empty(N, perm.dtype)
+      _msort_perm(p, tmp, k)
+      continue
+    kk = np.empty(N, keys.dtype)
+    for i in range(N):
+      kk[i] = k[p[i]]
+    pp = p.copy()
+    kt = np.empty_like(kk)
+    pt = np.empty_like(pp)
+    cnt = np.empty(256, np.int64)
+    for shift in range(0, nbits, 8):
+      flip = 128 if shift == nbits - 8 else 0
+      cnt[:] = 0
+      for i in range(N):
+        cnt[((kk[i] >> shift) & 255) ^ flip] += 1
+      if cnt[((kk[0] >> shift) & 255) ^ flip] == N:
+        continue  # one digit value: the pass would not move anything
+      tot = 0
+      for d in range(256):
+        c = cnt[d]
+        cnt[d] = tot
+        tot += c
+      for i in range(N):
+        d = ((kk[i] >> shift) & 255) ^ flip
+        pos = cnt[d]
+        kt[pos] = kk[i]
+        pt[pos] = pp[i]
+        cnt[d] = pos + 1
+      kk, kt = kt, kk
+      pp, pt = pt, pp
+    p[:] = pp
+"""
+
+# ----------------------------------------------------------------- generation
+
+_NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
+           _logaddexp=_logaddexp)
+
+
+def _make(src, fn, parallel=False, fastmath=False, **fmt):
+  ns = _NS
+  exec(compile(src.format(fn=fn, rng="prange" if parallel else "range", **fmt), __file__,
+               "exec"), ns)
+  f = ns[fn]
+  f.__qualname__ = fn
+  k = njit(parallel=parallel, fastmath=fastmath, error_model="numpy", **_J)(f)
+  ns[fn] = k
+  return k
+
+
+ROWS, ROWS_PAR, COLS, COLS_PAR = {}, {}, {}, {}
+for _op, (_expr, _fm) in REDUCE_OPS.items():
+  if _op in ("max", "min"):
+    _leaf = _make(_LEAF_CHOOSER, f"_leaf_{_op}", cmp=">" if _op == "max" else "<")
+  else:
+    _leaf = _make(_LEAF, f"_leaf_{_op}", fastmath=_fm, expr=_expr)
+  _row = f"_leaf_{_op}"
+  if _op == "sum":
+    _make(_CASCADE, "_cascade_sum", leaf="_leaf_sum")
+    _row = "_cascade_sum"
+  ROWS[_op] = _make(_ROWS, f"reduce_{_op}_rows", row=_row)
+  ROWS_PAR[_op] = _make(_ROWS_PAR, f"reduce_{_op}_rows_par", parallel=True, row=_row, expr=_expr)
+  COLS[_op] = _make(_COLS, f"reduce_{_op}_cols", expr=_expr)
+  COLS_PAR[_op] = _make(_COLS_PAR, f"reduce_{_op}_cols_par", parallel=True, expr=_expr)
+
+ARG_ROWS, ARG_ROWS_PAR, ARG_COLS, ARG_COLS_PAR = {}, {}, {}, {}
+for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
+  ARG_ROWS[_op] = _make(_ARG_ROWS, f"{_op}_rows", cmp=_cmp)
+  ARG_ROWS_PAR[_op] = _make(_ARG_ROWS, f"{_op}_rows_par", parallel=True, cmp=_cmp)
+  ARG_COLS[_op] = _make(_ARG_COLS, f"{_op}_cols", cmp=_cmp)
+  ARG_COLS_PAR[_op] = _make(_ARG_COLS, f"{_op}_cols_par", parallel=True, cmp=_cmp)
+
+CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
+for _op, _expr in CUM_OPS.items():
+  CUM_ROWS[_op] = _make(_CUM_ROWS, f"{_op}_rows", expr=_expr)
+  CUM_ROWS_PAR[_op] = _make(_CUM_ROWS, f"{_op}_rows_par", parallel=True, expr=_expr)
+  CUM_COLS[_op] = _make(_CUM_COLS, f"{_op}_cols", expr=_expr)
+  CUM_COLS_PAR[_op] = _make(_CUM_COLS, f"{_op}_cols_par", parallel=True, expr=_expr)
+
+_NS.update(_key_val=_key_val, _key_idx=_key_idx)
+_make(_MSORT.replace("_key(", "_key_val("), "_msort_vals")
+_make(_MSORT.replace("_key(", "_key_idx("), "_msort_perm")
+SORT_ROWS = _make(_SORT_ROWS, "sort_rows")
+SORT_ROWS_PAR = _make(_SORT_ROWS, "sort_rows_par", parallel=True)
+RADIX_ROWS = _make(_RADIX_ROWS, "radix_argsort_rows")
+RADIX_ROWS_PAR = _make(_RADIX_ROWS, "radix_argsort_rows_par", parallel=True)
+TAKE_ROWS = _make(_TAKE_ROWS, "take_rows")
+TAKE_ROWS_PAR = _make(_TAKE_ROWS, "take_rows_par", parallel=True)

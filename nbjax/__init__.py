@@ -1,0 +1,9 @@
+"""nbjax: a JAX-style array framework. Eager ops run on numba kernels; jit compiles to XLA."""
+__version__ = "0.1.0"
+from nbjax.config import config
+from nbjax.array import Array
+from nbjax import lax
+from nbjax import tree_util
+from nbjax.api import ShapeDtypeStruct, eval_shape, jacfwd, jvp, make_jaxpr, vmap
+from nbjax import numpy
+from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit

@@ -1,0 +1,689 @@
+"""User-facing transformations: ``jvp``, ``jacfwd``, ``vmap``, ``make_jaxpr``, ``eval_shape``.
+
+Pipeline position: the top of nbjax. Each transformation flattens its pytree arguments
+(``tree_util``), makes a new trace the current one (``ad.JVPTrace``, ``batching.BatchTrace``,
+``partial_eval.DynamicJaxprTrace``) with the trace that was current as its parent, runs the
+flattened function on tracers, and unpacks the outputs. Outputs that are not this trace's
+tracers (constants, tracers of enclosing transformations) get zero tangents / are unmapped,
+and are instantiated (zeros) or broadcast (``out_axes``) on the parent trace. Because every
+trace binds onto its parent, the transformations compose to any depth, in any order.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import operator
+
+import numpy as np
+
+from nbjax import core, dtypes
+from nbjax.array import Array as _Array
+from nbjax.core import Tracer, get_aval
+from nbjax.interpreters import ad, batching
+from nbjax.interpreters import partial_eval as pe
+from nbjax.jaxpr import ClosedJaxpr
+from nbjax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
+                             tree_map, tree_structure, tree_unflatten)
+
+__all__ = ["jvp", "jacfwd", "vmap", "make_jaxpr", "eval_shape", "ShapeDtypeStruct"]
+
+# --------------------------------------------------------------------- helpers
+
+
+def _check_callable(fun):
+  if not callable(fun):
+    raise TypeError(f"Expected a callable value, got {fun}")
+  if inspect.isgeneratorfunction(fun):
+    raise TypeError(f"Expected a function, got a generator function: {fun}")
+
+
+def _fun_name(fun):
+  while isinstance(fun, functools.partial):
+    fun = fun.func
+  return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _flatten_fun(fun, in_tree):
+  """``fun`` on the flat leaves of ``(args, kwargs)`` returning flat outputs; ``store()[0]``
+  is the output treedef once it ran."""
+  box = []
+
+  def flat_fun(*args_flat):
+    args, kwargs = tree_unflatten(in_tree, args_flat)
+    out, out_tree = tree_flatten(fun(*args, **kwargs))
+    box[:] = [out_tree]
+    return out
+
+  flat_fun.__name__ = _fun_name(fun)
+  return flat_fun, lambda: box
+
+
+def _dtype(x, what=None):
+  """The (canonical) dtype of an operand; ``what`` names it in the invalid-type error."""
+  t = type(x)
+  if t is _Array:
+    return x._value.dtype
+  try:
+    return get_aval(x).dtype
+  except TypeError:
+    if what is None:
+      raise
+    raise TypeError(f"{what} {x!r:.100} of type {type(x)} is not a valid nbjax type") from None
+
+
+def _tangent_dtype(d):
+  return d if dtypes.is_inexact(d) else dtypes.float0
+
+
+def _check_valid(x, what):
+  if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
+    raise TypeError(f"{what} {x!r:.100} of type {type(x)} is not a valid nbjax type")
+
+
+class ShapeDtypeStruct:
+  """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
+  __slots__ = ("shape", "dtype", "weak_type", "sharding")
+
+  def __init__(self, shape, dtype, weak_type=False, sharding=None):
+    self.shape = tuple(shape)
+    self.dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else None
+    self.weak_type = weak_type
+    self.sharding = sharding
+
+  ndim = property(lambda self: len(self.shape))
+  size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+  def __len__(self):
+    if not self.shape:
+      raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+  def __eq__(self, other):
+    return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+  def __hash__(self):
+    return hash((self.shape, self.dtype, self.weak_type))
+
+  def __repr__(self):
+    w = ", weak_type=True" if self.weak_type else ""
+    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
+
+  def update(self, **kw):
+    d = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type, sharding=self.sharding)
+    d.update(kw)
+    return ShapeDtypeStruct(**d)
+
+
+# argument types vmap's fast path takes as leaves without flattening
+_LEAF_TYPES = frozenset({_Array, np.ndarray, float, int, complex, bool, np.float64, np.float32})
+
+
+def _abstractify(x):
+  if isinstance(x, ShapeDtypeStruct):
+    return core.ShapedArray(x.shape, x.dtype, x.weak_type)
+  return get_aval(x)
+
+# --------------------------------------------------------------------- jvp
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+  """Jacobian-vector product of ``fun`` at ``primals`` along ``tangents`` (forward mode).
+
+  ``primals`` and ``tangents`` are tuples/lists of pytrees of the same structure, shapes
+  and dtypes (``float0`` tangents for integer/boolean primals). Returns
+  ``(primals_out, tangents_out)``, or ``(primals_out, tangents_out, aux)`` with ``has_aux``.
+
+  >>> y, y_dot = jvp(nbjax.numpy.sin, (0.1,), (0.2,))
+  """
+  _check_callable(fun)
+  if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+    raise TypeError("primal and tangent arguments to nbjax.jvp must be tuples or lists; "
+                    f"found {type(primals).__name__} and {type(tangents).__name__}.")
+  return _jvp(fun, primals, tangents, has_aux=has_aux)
+
+
+def _jvp(fun, primals, tangents, has_aux=False):
+  ps_flat, tree = tree_flatten(primals)
+  ts_flat, tree2 = tree_flatten(tangents)
+  if tree != tree2:
+    raise TypeError("primal and tangent arguments to nbjax.jvp must have the same tree "
+                    f"structure; primals have tree structure {tree} whereas tangents have "
+                    f"tree structure {tree2}.")
+  for p, t in zip(ps_flat, ts_flat):
+    pd, td = _dtype(p, "primal argument"), _dtype(t, "tangent argument")
+    if _tangent_dtype(pd) != td:
+      raise TypeError("primal and tangent arguments to nbjax.jvp do not match; dtypes must be "
+                      "equal, or in case of int/bool primal dtype the tangent dtype must be "
+                      f"float0. Got primal dtype {pd} and so expected tangent dtype "
+                      f"{_tangent_dtype(pd)}, but got tangent dtype {td} instead.")
+    if np.shape(p) != np.shape(t):
+      raise ValueError("jvp called with different primal and tangent shapes; Got primal "
+                       f"shape {np.shape(p)} and tangent shape as {np.shape(t)}")
+  box = []
+
+  def flat_fun(*xs):
+    ans = fun(*tree_unflatten(tree, xs))
+    if has_aux:
+      if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
+        raise TypeError("has_aux=True requires the function to return a pair (output, aux), "
+                        f"got {type(ans).__name__}")
+      ans, aux = ans
+      aux_flat, aux_tree = tree_flatten(aux)
+    out, out_tree = tree_flatten(ans)
+    box.append(out_tree)
+    if has_aux:
+      box.extend([aux_tree, len(out)])
+      return [*out, *aux_flat]
+    return out
+
+  flat_fun.__name__ = getattr(fun, "__name__", "fun")
+  trace, outs = _jvp_run(flat_fun, ps_flat, ts_flat)
+  if has_aux:
+    out_tree, aux_tree, n = box
+    outs, aux = outs[:n], outs[n:]
+    aux = [trace.to_primal_tangent_pair(a)[0] for a in aux]
+  else:
+    out_tree, = box
+  outs_p, outs_t = _jvp_outs(trace, outs, True)
+  if has_aux:
+    return (tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t),
+            tree_unflatten(aux_tree, aux))
+  return tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t)
+
+
+def jvp_flat(fun, primals, tangents, *, instantiate=True):
+  """jvp of a flat function: ``(primals_out, tangents_out)`` lists.
+
+  Input tangents may be ``ad.Zero``; output tangents are instantiated (zeros; ``float0`` for
+  integer/boolean outputs) unless ``instantiate=False``, which leaves symbolic ``Zero``s.
+  """
+  trace, outs = _jvp_run(fun, primals, tangents)
+  return _jvp_outs(trace, outs, instantiate)
+
+
+def _jvp_run(fun, primals, tangents):
+  trace = ad.JVPTrace(core.get_current_trace(), core.new_trace_tag())
+  tracers = []
+  for p, t in zip(primals, tangents):
+    if type(t) is ad.Zero or _dtype(t) == dtypes.float0:
+      tracers.append(p)  # a constant for this trace: its tangent is a symbolic zero
+    else:
+      tracers.append(ad.JVPTracer(trace, p, t))
+  with core.set_current_trace(trace):
+    outs = fun(*tracers)
+  return trace, outs
+
+
+def _jvp_outs(trace, outs, instantiate):
+  outs_p, outs_t = [], []
+  for o in outs:
+    p, t = trace.to_primal_tangent_pair(o)
+    if type(t) is ad.Zero:
+      _dtype(p, "jvp function output")  # validates the type
+      if instantiate:
+        t = ad.instantiate_zeros(t)
+    elif not dtypes.is_inexact(_dtype(p)):
+      t = ad.Zero(get_aval(p).to_tangent_aval())
+      if instantiate:
+        t = ad.instantiate_zeros(t)
+    outs_p.append(p)
+    outs_t.append(t)
+  return outs_p, outs_t
+
+
+def _ensure_index(x):
+  x = core.concrete_or_error(None, x, "expected a static index or sequence of indices.")
+  try:
+    return operator.index(x)
+  except TypeError:
+    return tuple(map(operator.index, x))
+
+
+def _argnums_partial(fun, argnums, args, kwargs, name):
+  nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+  n = len(args)
+  for i in nums:
+    if not -n <= i < n:
+      raise TypeError(f"{name} requires argnums {argnums} to be in bounds of the {n} "
+                      f"positional argument(s) passed to the function.")
+  nums = tuple(i % n for i in nums)
+  dyn = tuple(args[i] for i in nums)
+
+  def f_partial(*dyn_args):
+    a = list(args)
+    for i, x in zip(nums, dyn_args):
+      a[i] = x
+    return fun(*a, **kwargs)
+  return f_partial, dyn
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+  """Jacobian of ``fun`` by forward mode: ``vmap`` of ``jvp`` over the standard basis.
+
+  The result has, for each output leaf, the output's shape followed by each input leaf's
+  shape (a pytree over ``argnums`` when it is a tuple). ``has_aux``: ``fun`` returns
+  ``(out, aux)`` and the Jacobian function returns ``(jac, aux)``.
+  """
+  _check_callable(fun)
+  argnums = _ensure_index(argnums)
+
+  @functools.wraps(fun)
+  def jacfun(*args, **kwargs):
+    f_partial, dyn_args = _argnums_partial(fun, argnums, args, kwargs, "jacfwd")
+    tree_map(functools.partial(_check_input_dtype_jacfwd, holomorphic), dyn_args)
+    pushfwd = functools.partial(_jvp, f_partial, dyn_args, has_aux=has_aux)
+    basis = _std_basis(dyn_args)
+    if has_aux:
+      y, jac, aux = vmap(pushfwd, out_axes=(None, -1, None))(basis)
+    else:
+      y, jac = vmap(pushfwd, out_axes=(None, -1))(basis)
+      aux = None
+    if holomorphic:
+      tree_map(_check_output_dtype_holomorphic, y)
+    example = dyn_args[0] if isinstance(argnums, int) else dyn_args
+    jac_tree = tree_map(functools.partial(_jacfwd_unravel, example), y, jac)
+    return (jac_tree, aux) if has_aux else jac_tree
+
+  return jacfun
+
+
+def _check_input_dtype_jacfwd(holomorphic, x):
+  _check_valid(x, "jacfwd argument")
+  d = _dtype(x)
+  if holomorphic:
+    if not dtypes.is_complex(d):
+      raise TypeError("jacfwd with holomorphic=True requires inputs with complex dtype, "
+                      f"but got {d.name}.")
+  elif not dtypes.is_float(d):
+    raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                    f"np.floating), but got {d.name}. For holomorphic differentiation, pass "
+                    "holomorphic=True. For differentiation of non-holomorphic functions "
+                    "involving complex inputs or integer inputs, use nbjax.jvp directly.")
+
+
+def _check_output_dtype_holomorphic(x):
+  d = _dtype(x)
+  if not dtypes.is_complex(d):
+    raise TypeError("jacfwd with holomorphic=True requires outputs with complex dtype, "
+                    f"but got {d.name}.")
+
+
+def _std_basis(pytree):
+  """The identity, split into the pytree's leaves: leaf i gets shape ``(N, *leaf.shape)``."""
+  leaves, tree = tree_flatten(pytree)
+  avals = [get_aval(x) for x in leaves]
+  n = sum(a.size for a in avals)
+  eye = np.eye(n, dtype=dtypes.result_type(*leaves))
+  parts, off = [], 0
+  for a in avals:
+    block = eye[:, off:off + a.size].reshape((n, *a.shape)).astype(a.dtype)
+    parts.append(_Array(block, a.weak_type))
+    off += a.size
+  return tree_unflatten(tree, parts)
+
+
+def _jacfwd_unravel(example, y_leaf, arr):
+  """Split ``arr`` (``y.shape + (N,)``) into ``y.shape + leaf.shape`` blocks per input leaf."""
+  from nbjax import lax
+  leaves, tree = tree_flatten(example)
+  y_aval, a_aval = get_aval(y_leaf), get_aval(arr)
+  lead = a_aval.shape[:-1]
+  out, off = [], 0
+  for leaf in leaves:
+    la = get_aval(leaf)
+    part = arr
+    if len(leaves) > 1:
+      part = lax.slice_in_dim(arr, off, off + la.size, axis=a_aval.ndim - 1)
+    off += la.size
+    shape = (*lead, *la.shape)
+    if get_aval(part).shape != shape:
+      part = lax.reshape(part, shape)
+    out.append(_possible_downcast(part, y_aval))
+  return tree_unflatten(tree, out)
+
+
+def _possible_downcast(x, example_aval):
+  """``x`` cast to the example's dtype and weak type (the real part if ``x`` is complex and
+  the example is not)."""
+  from nbjax import lax
+  from nbjax.lax import elementwise
+  a = get_aval(x)
+  if dtypes.is_complex(a.dtype) and not dtypes.is_complex(example_aval.dtype):
+    x = lax.real(x)
+    a = get_aval(x)
+  if a.dtype != example_aval.dtype or a.weak_type != example_aval.weak_type:
+    x = elementwise._convert_element_type(x, example_aval.dtype, example_aval.weak_type)
+  return x
+
+# --------------------------------------------------------------------- vmap
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+  """Vectorizing map: ``fun`` mapped over array axes, as one batched computation.
+
+  ``in_axes``: an int, None, or a tuple (a list is taken as a tuple) with one entry per
+  positional argument, each an int, None, or a pytree prefix of that argument (negative
+  ints count from the end); keyword arguments are mapped over axis 0. ``out_axes``: the
+  same for the outputs (unmapped outputs are broadcast; ``None`` requires an unmapped
+  output). ``axis_size`` is needed when no argument is mapped. ``axis_name`` names the
+  axis for collectives; ``spmd_axis_name`` is accepted and ignored (single device).
+  """
+  _check_callable(fun)
+  if isinstance(in_axes, list):
+    in_axes = tuple(in_axes)
+  if not (in_axes is None or type(in_axes) in (int, tuple)):
+    raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                    f"to the positional arguments passed to the function, but got {in_axes}.")
+  if not all(type(l) is int for l in tree_leaves(in_axes)):
+    raise TypeError("vmap in_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {in_axes}.")
+  if not all(type(l) is int for l in tree_leaves(out_axes)):
+    raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {out_axes}.")
+  del spmd_axis_name
+
+  @functools.wraps(fun)
+  def vmap_f(*args, **kwargs):
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+      msg = ("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+             "positional arguments passed to the function, but got "
+             f"len(in_axes)={len(in_axes)}, len(args)={len(args)}.")
+      if kwargs:
+        msg += (f" Note that the function was called with keyword arguments {list(kwargs)}, "
+                "which the entries of a tuple in_axes never correspond to: keyword arguments "
+                "are always mapped along their leading axis (axis 0).")
+      raise ValueError(msg)
+    if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, Tracer) for a in args):
+      out = _vmap_leaves(args)  # fast path: every argument is an array
+      if out is not None:
+        return out[0]
+    args_flat, in_tree = tree_flatten((args, kwargs))
+    in_axes_flat = in_cache.get(in_tree)
+    if in_axes_flat is None:
+      in_axes_flat = _flatten_axes("vmap in_axes", in_tree, (in_axes, 0), kws=True)
+      if len(in_cache) < 64:
+        in_cache[in_tree] = in_axes_flat
+    size = _mapped_axis_size(fun, in_tree, args_flat, in_axes_flat, "vmap", axis_size)
+    flat_fun, store = _flatten_fun(fun, in_tree)
+
+    def out_axes_flat():
+      out_tree = store()[0]
+      r = out_cache.get(out_tree)
+      if r is None:
+        r = _flatten_axes("vmap out_axes", out_tree, out_axes)
+        if len(out_cache) < 64:
+          out_cache[out_tree] = r
+      return r
+
+    outs = batch_flat(flat_fun, args_flat, in_axes_flat, size, out_axes_flat,
+                      axis_name=axis_name)
+    return tree_unflatten(store()[0], outs)
+
+  in_cache, out_cache = {}, {}
+
+  def _vmap_leaves(args):
+    n = len(args)
+    in_axes_flat = in_cache.get(n)
+    if in_axes_flat is None:
+      in_axes_flat = in_cache[n] = _flatten_axes(
+          "vmap in_axes", tree_structure((args, {})), (in_axes, 0), kws=True)
+    sz = None
+    for x, d in zip(args, in_axes_flat):
+      if d is not None:
+        shape = np.shape(x)
+        if not -len(shape) <= d < len(shape) or (sz is not None and shape[d] != sz):
+          return None  # the general path raises the error
+        sz = shape[d]
+    if sz is None or (axis_size is not None and axis_size != sz):
+      return None
+    box = []
+
+    def flat_fun(*xs):
+      ans = fun(*xs)
+      if type(ans) in _LEAF_TYPES or isinstance(ans, Tracer):
+        box.append(None)
+        return [ans]
+      leaves, tree = tree_flatten(ans)
+      box.append(tree)
+      return leaves
+
+    def out_axes_flat():
+      tree = box[0]
+      if tree is None:
+        if type(out_axes) is int or out_axes is None:
+          return [out_axes]
+        tree = tree_structure(0)
+      r = out_cache.get(tree)
+      if r is None:
+        r = out_cache[tree] = _flatten_axes("vmap out_axes", tree, out_axes)
+      return r
+
+    outs = batch_flat(flat_fun, args, in_axes_flat, sz, out_axes_flat, axis_name=axis_name)
+    return (outs[0] if box[0] is None else tree_unflatten(box[0], outs),)
+
+  vmap_f.__doc__ = (f"Vectorized version of {_fun_name(fun)}. Takes similar arguments as "
+                    f"{_fun_name(fun)} but with additional array axes over which it is mapped."
+                    + (f"\n\nOriginal documentation:\n\n{fun.__doc__}" if fun.__doc__ else ""))
+  return vmap_f
+
+
+def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None):
+  """vmap of a flat function. ``in_axes``: int or None per flat argument; ``out_axes_thunk()``
+  gives int or None per flat output (called after ``fun`` ran). Returns the flat outputs."""
+  trace = batching.BatchTrace(core.get_current_trace(), core.new_trace_tag(), axis_size,
+                              axis_name)
+  tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
+             for x, ax in zip(args, in_axes)]
+  with core.set_current_trace(trace):
+    outs = fun(*tracers)
+  out_axes = out_axes_thunk()
+  results = []
+  for i, (o, dst) in enumerate(zip(outs, out_axes)):
+    if not (isinstance(o, Tracer) or core.valid_jaxtype(o)):
+      raise TypeError(f"Output from batched function {o!r:.100} with type {type(o)} is not a "
+                      "valid nbjax type")
+    val, src = trace.to_batch_info(o)
+    results.append(_match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes))
+  return results
+
+
+def _match_out_axis(x, src, dst, size, axis_name, i, out_axes):
+  nd = np.ndim(x) + (src is None)
+  if dst is not None:
+    if not -nd <= dst < nd:
+      raise ValueError(f"vmap out_axes entry {dst} is out of bounds for an output of rank "
+                       f"{nd} (including the mapped axis)")
+    dst %= nd
+  if src == dst:
+    return x
+  if src is None:
+    return _broadcast_at(x, size, dst)
+  if dst is None:
+    if axis_name is not None:
+      raise ValueError(f"vmap has mapped output (axis_name={axis_name}) but out_axes is None")
+    raise ValueError(f"vmap has mapped output but out_axes is None (output {i} was batched "
+                     f"on axis {src}, and its out_axes spec is None)")
+  return batching.moveaxis(x, src, dst)
+
+
+def _broadcast_at(x, size, axis):
+  from nbjax import lax
+  aval = get_aval(x)
+  shape = list(aval.shape)
+  shape.insert(axis, size)
+  if aval.dtype == dtypes.float0:  # float0 carries no data: no primitive to run
+    return _Array(np.zeros(shape, dtypes.float0))
+  dims = tuple(d for d in range(len(shape)) if d != axis)
+  return lax.broadcast_in_dim(x, tuple(shape), dims)
+
+
+def _flatten_axes(name, treedef, axis_tree, *, kws=False):
+  """Broadcast the prefix tree ``axis_tree`` (None counts as a leaf) over ``treedef``."""
+  leaves, axis_def = tree_flatten(axis_tree, is_leaf=lambda x: x is None)
+  proxy = tree_unflatten(treedef, [_Leaf()] * treedef.num_leaves)
+  try:
+    subtrees = axis_def.flatten_up_to(proxy)
+  except ValueError as e:
+    shown_tree, shown_axes = treedef, axis_tree
+    if kws:  # the error is about the positional arguments
+      shown_tree, shown_axes = treedef.children()[0], axis_tree[0]
+    raise ValueError(f"{name} specification must be a tree prefix of the corresponding value, "
+                     f"got specification {shown_axes} for value tree {shown_tree}. ({e})"
+                     ) from None
+  out = []
+  for ax, sub in zip(leaves, subtrees):
+    out.extend([ax] * len(tree_leaves(sub)))
+  assert len(out) == treedef.num_leaves
+  return out
+
+
+class _Leaf:
+  __slots__ = ()
+
+  def __repr__(self):
+    return "*"
+
+
+def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
+  if not vals:
+    if axis_size is not None:
+      return axis_size
+    args, kwargs = tree_unflatten(tree, vals)
+    raise ValueError(f"{name} wrapped function must be passed at least one argument "
+                     "containing an array or axis_size must be specified, got empty "
+                     f"*args={args} and **kwargs={kwargs}")
+
+  if axis_size is None:  # fast path: all mapped sizes agree
+    sz = None
+    for x, d in zip(vals, dims):
+      if d is not None:
+        shape = getattr(x, "shape", None)
+        if shape is None or not -len(shape) <= d < len(shape) or (sz is not None and
+                                                                   shape[d] != sz):
+          break
+        sz = shape[d]
+    else:
+      if sz is not None:
+        return sz
+
+  def size_of(x, axis):
+    shape = np.shape(x)
+    try:
+      return shape[axis]
+    except IndexError:
+      min_rank = axis + 1 if axis >= 0 else -axis
+      raise ValueError(f"{name} was requested to map its argument along axis {axis}, which "
+                       f"implies that its rank should be at least {min_rank}, but is only "
+                       f"{len(shape)} (its shape is {shape})") from None
+
+  mapped = [None if d is None else size_of(x, d) for x, d in zip(vals, dims)]
+  sizes = {s for s in mapped if s is not None}
+  if axis_size is not None:
+    sizes.add(axis_size)
+  if len(sizes) == 1:
+    return sizes.pop()
+  if not sizes:
+    raise ValueError(f"{name} must have at least one non-None value in in_axes or axis_size "
+                     "must be specified")
+  # inconsistent sizes: name the arguments, JAX style
+  args, kwargs = tree_unflatten(tree, vals)
+  try:
+    params = list(inspect.signature(fn).parameters)
+  except (TypeError, ValueError):
+    params = None
+
+  def arg_name(path):
+    i = path[0].idx
+    if params is None or i >= len(params):
+      return f"args{keystr(path)}"
+    return f"argument {params[i]}" + (keystr(path[1:]) if len(path) > 1 else "")
+
+  def type_str(x):
+    try:
+      return get_aval(x).str_short()
+    except TypeError:
+      return "unknown"
+
+  descr = [f"{arg_name(p)} of type {type_str(x)}" for p, x in tree_flatten_with_path(args)[0]]
+  descr += [f"kwargs{keystr(p)} of type {type_str(x)}"
+            for p, x in tree_flatten_with_path(kwargs)[0]]
+  counts = collections.Counter(s for s in mapped if s is not None).most_common()
+  first = {}
+  for i, s in enumerate(mapped):
+    if s is not None and s not in first:
+      first[s] = i
+  msg = [f"{name} got inconsistent sizes for array axes to be mapped:\n"]
+  if axis_size is not None:
+    msg.append(f"  * the `axis_size` argument was {axis_size};\n")
+  for k, (sz, ct) in enumerate(counts):
+    j = first[sz]
+    if ct == 1:
+      msg.append(f"  * one axis had size {sz}: axis {dims[j]} of {descr[j]};\n")
+    elif k == 0:
+      msg.append(f"  * most axes ({ct} of them) had size {sz}, e.g. axis {dims[j]} of "
+                 f"{descr[j]};\n")
+    else:
+      msg.append(f"  * some axes ({ct} of them) had size {sz}, e.g. axis {dims[j]} of "
+                 f"{descr[j]};\n")
+  raise ValueError("".join(msg)[:-2])
+
+# --------------------------------------------------------------------- staging
+
+
+def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False):
+  """A function that returns the ``ClosedJaxpr`` of ``fun`` for the given example arguments.
+
+  Every primitive ``fun`` binds is staged (omnistaging), also those on constants; array
+  constants become constvars (their values in ``.consts``), scalars inline literals.
+  ``static_argnums`` positions are passed to ``fun`` as Python values. With
+  ``return_shape=True`` the function also returns the output as a pytree of
+  ``ShapeDtypeStruct``s.
+
+  >>> print(make_jaxpr(lambda x: nbjax.numpy.sin(x) * 2.0)(1.0))
+  { lambda ; a:f64[]. let b:f64[] = sin a; c:f64[] = mul b 2.0:f64[] in (c,) }
+  """
+  _check_callable(fun)
+  if abstracted_axes is not None:
+    raise NotImplementedError("make_jaxpr: abstracted_axes (dynamic shapes) is not supported")
+  static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+  @functools.wraps(fun)
+  def make_jaxpr_f(*args, **kwargs):
+    n = len(args)
+    st = {i % n for i in static if -n <= i < n}
+    dyn_idx = [i for i in range(n) if i not in st]
+
+    def f_dyn(*dyn_args, **kw):
+      a = list(args)
+      for i, x in zip(dyn_idx, dyn_args):
+        a[i] = x
+      return fun(*a, **kw)
+
+    dyn_args = tuple(args[i] for i in dyn_idx)
+    args_flat, in_tree = tree_flatten((dyn_args, kwargs))
+    in_avals = [_abstractify(x) for x in args_flat]
+    flat_fun, store = _flatten_fun(f_dyn, in_tree)
+    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals,
+                                                         fun_name=_fun_name(fun))
+    closed = ClosedJaxpr(jaxpr, consts)
+    if return_shape:
+      shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in out_avals]
+      return closed, tree_unflatten(store()[0], shapes)
+    return closed
+
+  make_jaxpr_f.__name__ = f"make_jaxpr({_fun_name(fun)})"
+  return make_jaxpr_f
+
+
+def eval_shape(fun, *args, **kwargs):
+  """The output shapes/dtypes of ``fun(*args, **kwargs)`` as ``ShapeDtypeStruct``s, computed
+  by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""
+  _check_callable(fun)
+  args_flat, in_tree = tree_flatten((args, kwargs))
+  flat_fun, store = _flatten_fun(fun, in_tree)
+  _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_abstractify(x) for x in args_flat],
+                                              fun_name=_fun_name(fun))
+  return tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                     for a in out_avals])

@@ -1,0 +1,165 @@
+"""``nbjax.Array``: the concrete, immutable array every eager computation returns.
+
+Pipeline position: eager kernels (numba/NumPy) and XLA executables produce host buffers;
+``Array`` wraps one (a C-contiguous NumPy array that nbjax never mutates) with its
+``weak_type`` flag. Operators (``+``, ``@``, ``[]``, ``.at``, methods) are attached by
+``nbjax.numpy`` when it is imported, shared with ``core.Tracer``, as JAX does.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from nbjax import core, dtypes
+
+
+class Array:
+  """An immutable n-dimensional array on the host (CPU)."""
+  __slots__ = ("_value", "_weak", "__weakref__")
+  __array_priority__ = 100
+
+  def __init__(self, value, weak_type=False):
+    v = np.asarray(value)
+    d = dtypes.canonicalize_dtype(v.dtype)
+    if d != v.dtype:
+      v = v.astype(d)
+    if not v.flags.c_contiguous:
+      v = np.ascontiguousarray(v)
+    self._value = v
+    self._weak = weak_type
+
+  @property
+  def aval(self):
+    v = self._value
+    return core.ShapedArray(v.shape, v.dtype, self._weak)
+
+  shape = property(lambda self: self._value.shape)
+  dtype = property(lambda self: self._value.dtype)
+  ndim = property(lambda self: self._value.ndim)
+  size = property(lambda self: self._value.size)
+  itemsize = property(lambda self: self._value.itemsize)
+  nbytes = property(lambda self: self._value.nbytes)
+  weak_type = property(lambda self: self._weak)
+  sharding = property(lambda self: None)
+
+  def devices(self):
+    return {"cpu:0"}
+
+  def block_until_ready(self):
+    return self
+
+  def is_fully_replicated(self):
+    return True
+
+  def __len__(self):
+    if not self._value.ndim:
+      raise TypeError("len() of unsized object")
+    return self._value.shape[0]
+
+  def __iter__(self):
+    if not self._value.ndim:
+      raise TypeError("iteration over a 0-d array")
+    w = self._weak
+    return (Array(v, w) for v in self._value)
+
+  # NumPy interop ---------------------------------------------------------------
+  def __array__(self, dtype=None, copy=None):
+    if copy:
+      return np.array(self._value, dtype=dtype)
+    v = self._value.view()
+    v.flags.writeable = False
+    return v if dtype is None else v.astype(dtype, copy=False)
+
+  def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    kw = {}
+    if max_version is not None:
+      kw["max_version"] = max_version
+    if dl_device is not None:
+      kw["dl_device"] = dl_device
+    if copy is not None:
+      kw["copy"] = copy
+    return self._value.__dlpack__(stream=stream, **kw)
+
+  def __dlpack_device__(self):
+    return self._value.__dlpack_device__()
+
+  def tolist(self):
+    return self._value.tolist()
+
+  def item(self, *args):
+    return self._value.item(*args)
+
+  def __bool__(self):
+    return bool(self._value)
+
+  def __int__(self):
+    return int(self._value)
+
+  def __float__(self):
+    return float(self._value)
+
+  def __complex__(self):
+    return complex(self._value)
+
+  def __index__(self):
+    if not dtypes.is_int(self._value.dtype) and self._value.dtype != np.bool_:
+      raise TypeError(f"Only integer scalar arrays can be converted to a scalar index, got {self.dtype}")
+    return operator.index(self._value.item())
+
+  def __hash__(self):
+    raise TypeError("unhashable type: 'nbjax.Array'")
+
+  def __setitem__(self, idx, val):
+    raise TypeError("'nbjax.Array' object does not support item assignment. nbjax arrays are "
+                    "immutable; instead of `x[idx] = y`, use `x = x.at[idx].set(y)` or another "
+                    ".at[] method: https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
+  def __reduce__(self):
+    return (Array, (np.array(self._value), self._weak))
+
+  def copy(self):
+    return Array(self._value.copy(), self._weak)
+
+  def __copy__(self):
+    return self
+
+  def __deepcopy__(self, memo):
+    return self
+
+  def __format__(self, spec):
+    return format(self._value.item(), spec) if self._value.ndim == 0 else format(str(self), spec)
+
+  def __str__(self):
+    return str(self._value)
+
+  def __repr__(self):
+    v = self._value
+    prefix = "Array("
+    if v.size == 0 and v.shape != (0,):
+      body = f"[], shape={v.shape}"
+    else:
+      body = np.array2string(v, separator=", ", prefix=prefix, threshold=1000)
+    extra = f", dtype={v.dtype.name}"
+    if self._weak:
+      extra += ", weak_type=True"
+    return f"{prefix}{body}{extra})"
+
+
+def _wrap(v, weak=False):
+  """Fast constructor for kernel outputs (already canonical and C-contiguous)."""
+  a = object.__new__(Array)
+  a._value = v
+  a._weak = weak
+  return a
+
+
+Array._new = staticmethod(_wrap)
+ArrayImpl = Array
+
+
+def to_numpy(x):
+  """The host buffer of an eager operand (Array, NumPy array, or Python/NumPy scalar)."""
+  if type(x) is Array:
+    return x._value
+  return np.asarray(x)

@@ -1,0 +1,483 @@
+"""The core: primitives, bind, traces and tracers, abstract values, errors.
+
+Pipeline position: every operation in nbjax ends in ``Primitive.bind``. ``bind`` asks the
+*current trace* (a per-thread context, JAX's "stackless" design) to process the primitive:
+the eval trace runs the eager implementation the registry selected (a numba kernel or a
+NumPy loop); a transformation's trace (jvp, vmap, staging for jit/make_jaxpr) applies
+the primitive's rule, which binds other primitives on the parent trace. Nesting is the
+chain of parent traces, so any number of transformations compose; tags keep nested
+traces of the same kind apart (perturbation confusion).
+
+Imports: numpy, ``dtypes``, ``config``. Never ``lax``/``numpy`` layers.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+import threading
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from nbjax import dtypes
+
+# --------------------------------------------------------------------- errors
+
+
+class NbjaxTypeError(TypeError):
+  pass
+
+
+class ConcretizationTypeError(NbjaxTypeError):
+  """A traced (abstract) value was used where Python needs a concrete one."""
+
+  def __init__(self, tracer, context=""):
+    fn = getattr(getattr(tracer, "_trace", None), "fun_name", None)
+    where = f" in the function `{fn}`" if fn else ""
+    super().__init__(
+        f"Abstract tracer value encountered where concrete value is expected{where}: "
+        f"{tracer}\n{context}\nThe value was traced by a transformation (jit, make_jaxpr, "
+        "vmap, ...), so its concrete value is not known while Python runs. Fixes: mark the "
+        "argument static (`jit(f, static_argnums=...)` / `static_argnames=...`), use "
+        "structured control flow (`lax.cond`, `lax.switch`, `lax.while_loop`, "
+        "`lax.fori_loop`, `jnp.where`) instead of Python `if`/`while`, or compute the "
+        "value outside the transformed function.")
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+  pass
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+  pass
+
+
+class TracerArrayConversionError(NbjaxTypeError):
+  def __init__(self, tracer):
+    super().__init__(
+        f"The numpy.ndarray conversion method __array__() was called on traced array "
+        f"{tracer}. A traced value has no concrete data: use nbjax.numpy functions "
+        "instead of numpy ones inside transformed functions.")
+
+
+class UnexpectedTracerError(Exception):
+  """A tracer escaped the transformation that created it and was used later."""
+
+
+# --------------------------------------------------------------------- avals
+
+
+class ShapedArray:
+  """Abstract value: shape, dtype and weak_type. ``ShapedArray((3,), np.float32)``."""
+  __slots__ = ("shape", "dtype", "weak_type")
+  array_abstraction_level = 1
+
+  def __init__(self, shape, dtype, weak_type=False):
+    self.shape = tuple(shape)
+    self.dtype = np.dtype(dtype)
+    self.weak_type = weak_type
+
+  ndim = property(lambda self: len(self.shape))
+  size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+  def update(self, shape=None, dtype=None, weak_type=None):
+    return ShapedArray(self.shape if shape is None else shape,
+                       self.dtype if dtype is None else dtype,
+                       self.weak_type if weak_type is None else weak_type)
+
+  def strip_weak_type(self):
+    return ShapedArray(self.shape, self.dtype) if self.weak_type else self
+
+  def to_tangent_aval(self):
+    if dtypes.is_inexact(self.dtype):
+      return ShapedArray(self.shape, self.dtype, self.weak_type)
+    return ShapedArray(self.shape, dtypes.float0, self.weak_type)
+
+  def str_short(self, short_dtypes=True):
+    d = dtypes.short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+    return f"{d}[{','.join(map(str, self.shape))}]"
+
+  def __eq__(self, other):
+    return (type(other) is ShapedArray and self.shape == other.shape
+            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+  def __hash__(self):
+    return hash((self.shape, self.dtype, self.weak_type))
+
+  def __repr__(self):
+    w = ", weak_type=True" if self.weak_type else ""
+    return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
+
+  __str__ = __repr__
+
+  def _bool(self, tracer):
+    return bool(concrete_or_error(None, tracer, "The truth value of a traced array "
+                                  "was requested (e.g. by `if x:` or `bool(x)`)."))
+
+  def _int(self, tracer):
+    return int(concrete_or_error(None, tracer, "int() was called on a traced array."))
+
+  def _float(self, tracer):
+    return float(concrete_or_error(None, tracer, "float() was called on a traced array."))
+
+  def _complex(self, tracer):
+    return complex(concrete_or_error(None, tracer, "complex() was called on a traced array."))
+
+  def _index(self, tracer):
+    return operator.index(concrete_or_error(
+        None, tracer, "The traced array was used as a Python index (__index__)."))
+
+
+AbstractValue = ShapedArray
+
+
+def raise_to_shaped(aval, weak_type=None):
+  return aval if weak_type is None else aval.update(weak_type=weak_type)
+
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def get_aval(x):
+  """The abstract value of anything nbjax accepts as an operand."""
+  aval = getattr(x, "aval", None)
+  if aval is not None and not isinstance(x, np.ndarray):
+    return aval
+  t = type(x)
+  if isinstance(x, (np.ndarray, np.generic)):  # before Python scalars: np.float64 is a float
+    return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype))
+  if t in _PY_SCALARS or isinstance(x, _PY_SCALARS):
+    return ShapedArray((), dtypes.dtype(x, canonicalize=True), t is not bool)
+  if hasattr(x, "__jax_array__"):
+    return get_aval(x.__jax_array__())
+  raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid nbjax type")
+
+
+def valid_jaxtype(x):
+  try:
+    get_aval(x)
+    return True
+  except TypeError:
+    return False
+
+
+# --------------------------------------------------------------------- primitives
+
+_all_primitives: list = []  # every Primitive ever created; the registry reads it
+
+
+class Primitive:
+  """A primitive operation; it owns all its rules (see ``nbjax.registry``).
+
+  ``bind(*args, **params)`` hands the operation to the current trace.
+  """
+  multiple_results = False
+  call_primitive = False
+  map_primitive = False
+
+  def __init__(self, name: str):
+    self.name = name
+    self.impls: dict = {}          # eager implementations by backend: numba / numpy / xla / python
+    self.impl = None               # user-level impl set by def_impl (called with the raw args)
+    self.abstract_eval_rule = None
+    self.jvp = None                # (primals, tangents, **params) -> (primal_out, tangent_out)
+    self.transpose = None          # (ct, *args, **params) -> cts (linear args are UndefinedPrimal)
+    self.batch = None              # (vals, bdims, **params) -> (out, out_bdim)
+    self.lowerings: dict = {}      # platform -> (ctx, *operands, **params) -> [ir.Value]
+    self.partial_eval = None
+    self.meta: dict = {}           # test/benchmark metadata (dtypes, domain, differentiable, ...)
+    self.family = "user"
+    self.backend = None            # selected eager backend name (registry policy)
+    self.eager = self._eager_unset  # fast eager callable chosen by the registry
+    _all_primitives.append(self)
+
+  def __repr__(self):
+    return self.name
+
+  def bind(self, *args, **params):
+    trace = _ctx.trace
+    if trace is eval_trace:
+      return self.eager(*args, **params)
+    return trace.process_primitive(self, args, params)
+
+  # seed-compatible definers -------------------------------------------------
+  def def_impl(self, impl):
+    self.impl = impl
+    self.impls["python"] = impl
+    self.backend = "python"
+    self.eager = impl
+    return impl
+
+  def def_abstract_eval(self, abstract_eval):
+    self.abstract_eval_rule = abstract_eval
+    return abstract_eval
+
+  def def_effectful_abstract_eval(self, effectful_abstract_eval):
+    self.abstract_eval_rule = lambda *a, **kw: effectful_abstract_eval(*a, **kw)[0]
+    return effectful_abstract_eval
+
+  def abstract_eval(self, *avals, **params):
+    if self.abstract_eval_rule is None:
+      raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
+    return self.abstract_eval_rule(*avals, **params)
+
+  def _eager_unset(self, *args, **params):
+    raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
+
+  def impl_eager(self, *args, **params):
+    return self.eager(*args, **params)
+
+
+# --------------------------------------------------------------------- traces
+
+
+class Trace:
+  """Base trace. Subclasses implement ``process_primitive`` and the higher-order hooks."""
+  fun_name = None
+
+  def process_primitive(self, primitive, tracers, params):
+    raise NotImplementedError
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    raise NotImplementedError(f"custom_jvp is not supported by {type(self).__name__}")
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    raise NotImplementedError(f"custom_vjp is not supported by {type(self).__name__}")
+
+  def __repr__(self):
+    return f"{type(self).__name__}"
+
+
+class EvalTrace(Trace):
+  """The bottom trace: evaluate eagerly. A Tracer here is an escaped tracer."""
+
+  def process_primitive(self, primitive, args, params):
+    for a in args:
+      if isinstance(a, Tracer):
+        raise escaped_tracer_error(a, primitive)
+    return primitive.eager(*args, **params)
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    del prim, jvp, symbolic_zeros
+    with set_current_trace(self):
+      return fun.call_wrapped(*tracers)
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    del prim, fwd, bwd, out_trees, symbolic_zeros
+    with set_current_trace(self):
+      return fun.call_wrapped(*tracers)
+
+
+def escaped_tracer_error(tracer, primitive=None):
+  where = f" by primitive '{primitive.name}'" if primitive is not None else ""
+  return UnexpectedTracerError(
+      f"Encountered an unexpected tracer{where}: {tracer}. A function transformed by "
+      f"{type(tracer._trace).__name__.replace('Trace', '')} stored a traced value in a place "
+      "that outlives the transformation (a global, a closure, a returned object not in the "
+      "outputs) and it was used afterwards. Return the value from the transformed "
+      "function instead, or pass it in as an argument.")
+
+
+class _Ctx(threading.local):
+  def __init__(self):
+    self.trace = eval_trace
+
+
+eval_trace = EvalTrace()
+_ctx = _Ctx()
+
+
+def get_current_trace():
+  return _ctx.trace
+
+
+@contextmanager
+def set_current_trace(trace):
+  prev = _ctx.trace
+  _ctx.trace = trace
+  try:
+    yield
+  finally:
+    _ctx.trace = prev
+
+
+@contextmanager
+def take_current_trace():
+  prev = _ctx.trace
+  _ctx.trace = eval_trace
+  try:
+    yield prev
+  finally:
+    _ctx.trace = prev
+
+
+def is_eval():
+  return _ctx.trace is eval_trace
+
+
+class TraceTag:
+  """Identity of one transformation instance (tracers of a trace carry it)."""
+  __slots__ = ()
+
+
+_trace_ids = itertools.count()
+
+
+class Tracer:
+  """A value being traced by ``_trace``. Operators are attached by ``nbjax.numpy``."""
+  __array_priority__ = 1000
+  __slots__ = ("_trace", "__weakref__")
+
+  @property
+  def aval(self):
+    raise NotImplementedError
+
+  shape = property(lambda self: self.aval.shape)
+  dtype = property(lambda self: self.aval.dtype)
+  ndim = property(lambda self: len(self.aval.shape))
+  size = property(lambda self: self.aval.size)
+  weak_type = property(lambda self: self.aval.weak_type)
+
+  def to_concrete_value(self):
+    return None
+
+  def full_lower(self):
+    return self
+
+  def __len__(self):
+    if not self.aval.shape:
+      raise TypeError("len() of unsized object")
+    return self.aval.shape[0]
+
+  def __iter__(self):
+    if not self.aval.shape:
+      raise TypeError("iteration over a 0-d array")
+    return (self[i] for i in range(self.aval.shape[0]))
+
+  def __bool__(self):
+    return self.aval._bool(self)
+
+  def __int__(self):
+    return self.aval._int(self)
+
+  def __float__(self):
+    return self.aval._float(self)
+
+  def __complex__(self):
+    return self.aval._complex(self)
+
+  def __index__(self):
+    return self.aval._index(self)
+
+  def __array__(self, dtype=None, copy=None):
+    v = self.to_concrete_value()
+    if v is None:
+      raise TracerArrayConversionError(self)
+    return np.asarray(v, dtype=dtype)
+
+  def __hash__(self):
+    raise TypeError(f"unhashable type: {type(self).__name__}. Traced arrays are not hashable; "
+                    "use a static argument or a Python value instead.")
+
+  def __setitem__(self, idx, val):
+    raise TypeError("nbjax arrays are immutable: use `x = x.at[idx].set(val)` instead of "
+                    "`x[idx] = val`.")
+
+  def __repr__(self):
+    return f"Traced<{self.aval}>with<{self._trace!r}>"
+
+
+def concrete_or_error(force, val, context=""):
+  """``val`` as a concrete value, or a ConcretizationTypeError explaining why not."""
+  force = force or (lambda x: x)
+  if isinstance(val, Tracer):
+    c = val.to_concrete_value()
+    if c is None:
+      raise ConcretizationTypeError(val, context)
+    return force(c)
+  return force(val)
+
+
+def concrete_aval_or_none(x):
+  return x.to_concrete_value() if isinstance(x, Tracer) else x
+
+
+def find_top_trace_tracer(xs):
+  return next((x for x in xs if isinstance(x, Tracer)), None)
+
+
+# --------------------------------------------------------------------- helpers
+
+
+def check_leaked(tracers):
+  for t in tracers:
+    if isinstance(t, Tracer):
+      raise escaped_tracer_error(t)
+
+
+def new_trace_tag():
+  return TraceTag()
+
+
+def unzip2(pairs):
+  xs, ys = [], []
+  for x, y in pairs:
+    xs.append(x)
+    ys.append(y)
+  return xs, ys
+
+
+def safe_map(f, *args):
+  n = len(args[0])
+  for a in args[1:]:
+    assert len(a) == n, f"length mismatch: {list(map(len, args))}"
+  return list(map(f, *args))
+
+
+def safe_zip(*args):
+  n = len(args[0])
+  for a in args[1:]:
+    assert len(a) == n, f"length mismatch: {list(map(len, args))}"
+  return list(zip(*args))
+
+
+def split_list(xs, ns):
+  xs = list(xs)
+  out = []
+  for n in ns:
+    out.append(xs[:n])
+    xs = xs[n:]
+  out.append(xs)
+  return out
+
+
+def partition_list(bs, xs):
+  a, b = [], []
+  for t, x in zip(bs, xs):
+    (b if t else a).append(x)
+  return a, b
+
+
+def merge_lists(bs, l0, l1):
+  l0, l1 = iter(l0), iter(l1)
+  return [next(l1) if b else next(l0) for b in bs]
+
+
+Any = Any
+
+
+# ---------------------------------------------------------------- jaxpr names (lazy)
+# ``core.Jaxpr``, ``core.eval_jaxpr``... as in JAX; resolved on first use so that core never
+# imports ``nbjax.jaxpr`` at module import (which imports core).
+_JAXPR_NAMES = frozenset({"Var", "DropVar", "Literal", "JaxprEqn", "new_jaxpr_eqn", "Jaxpr",
+                          "ClosedJaxpr", "JaxprType", "JaxprTypeError", "check_jaxpr",
+                          "typecheck_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
+                          "pp_jaxpr", "Atom"})
+
+
+def __getattr__(name):
+  if name in _JAXPR_NAMES:
+    from nbjax import jaxpr
+    return getattr(jaxpr, name)
+  raise AttributeError(f"module 'nbjax.core' has no attribute {name!r}")

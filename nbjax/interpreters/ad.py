@@ -1,0 +1,243 @@
+"""Forward-mode autodiff: the JVP trace, symbolic zeros, and rule-definition helpers.
+
+Pipeline position: ``jvp(f)`` pushes a ``JVPTrace`` whose ``process_primitive`` applies the
+primitive's jvp rule (``prim.jvp``, also reachable as ``ad.primitive_jvps[prim]``) with the
+parent trace current, so the rule's own binds land one level down. Tangents that are known
+to be zero are the symbolic ``Zero(aval)`` and cost nothing. Reverse mode (linearize +
+transpose) reuses these rules plus ``prim.transpose`` (``ad.primitive_transposes``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nbjax import core, dtypes, registry
+from nbjax.core import Trace, Tracer, get_aval, set_current_trace
+
+primitive_jvps = registry.RuleView("jvp", "jvp")
+primitive_transposes = registry.RuleView("transpose", "transpose")
+
+
+class Zero:
+  """A symbolic zero tangent/cotangent of abstract value ``aval``."""
+  __slots__ = ("aval",)
+
+  def __init__(self, aval):
+    self.aval = aval
+
+  @staticmethod
+  def from_primal_value(x):
+    return Zero(get_aval(x).to_tangent_aval())
+
+  from_value = from_primal_value
+
+  def __repr__(self):
+    return f"Zero({self.aval})"
+
+
+SymbolicZero = Zero
+
+
+class UndefinedPrimal:
+  """Marks a linear input of a transpose rule (its value is not known)."""
+  __slots__ = ("aval",)
+
+  def __init__(self, aval):
+    self.aval = aval
+
+  def __repr__(self):
+    return f"UndefinedPrimal({self.aval})"
+
+
+def is_undefined_primal(x):
+  return type(x) is UndefinedPrimal
+
+
+def zeros_like_aval(aval):
+  from nbjax import lax
+  if aval.dtype == dtypes.float0:
+    from nbjax.array import Array
+    return Array(np.zeros(aval.shape, dtypes.float0))
+  return lax.full(aval.shape, 0, aval.dtype)
+
+
+def instantiate_zeros(t):
+  return zeros_like_aval(t.aval) if type(t) is Zero else t
+
+
+def add_tangents(x, y):
+  if type(x) is Zero:
+    return y
+  if type(y) is Zero:
+    return x
+  from nbjax import lax
+  return lax.add_any(x, y)
+
+
+add_jaxvals = add_tangents
+
+
+def zeros_like_jaxval(x):
+  return zeros_like_aval(get_aval(x))
+
+
+# ------------------------------------------------------------------------ the trace
+
+
+class JVPTracer(Tracer):
+  __slots__ = ("primal", "tangent", "_aval")
+
+  def __init__(self, trace, primal, tangent):
+    self._trace, self.primal, self.tangent, self._aval = trace, primal, tangent, None
+
+  @property
+  def aval(self):
+    a = self._aval
+    if a is None:
+      a = self._aval = get_aval(self.primal)
+    return a
+
+  def to_concrete_value(self):
+    return core.concrete_aval_or_none(self.primal)
+
+  def full_lower(self):
+    return self.primal if type(self.tangent) is Zero else self
+
+
+class JVPTrace(Trace):
+  def __init__(self, parent_trace, tag):
+    self.parent_trace, self.tag = parent_trace, tag
+
+  def to_primal_tangent_pair(self, val):
+    if isinstance(val, JVPTracer) and val._trace.tag is self.tag:
+      return val.primal, val.tangent
+    return val, Zero.from_primal_value(val)
+
+  def process_primitive(self, prim, tracers, params):
+    primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
+    if all(type(t) is Zero for t in tangents):
+      with set_current_trace(self.parent_trace):
+        return prim.bind(*primals, **params)
+    rule = prim.jvp
+    if rule is None:
+      raise registry.missing_rule("jvp", prim)
+    ctx = core._ctx
+    ctx.trace = self.parent_trace
+    try:
+      primal_out, tangent_out = rule(primals, tangents, **params)
+    finally:
+      ctx.trace = self
+    if prim.multiple_results:
+      return [maybe_jvp_tracer(self, p, t) for p, t in zip(primal_out, tangent_out)]
+    return maybe_jvp_tracer(self, primal_out, tangent_out)
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
+    if all(type(t) is Zero for t in tangents):
+      with set_current_trace(self.parent_trace):
+        return prim.bind_with_trace(self.parent_trace, fun, jvp, primals, symbolic_zeros)
+    if not symbolic_zeros:
+      tangents = [instantiate_zeros(t) for t in tangents]
+    with set_current_trace(self.parent_trace):
+      outs = jvp.call_wrapped(*primals, *tangents)
+    n = len(outs) // 2
+    return [maybe_jvp_tracer(self, p, t) for p, t in zip(outs[:n], outs[n:])]
+
+  def __repr__(self):
+    return "JVPTrace"
+
+
+def maybe_jvp_tracer(trace, primal, tangent):
+  if type(tangent) is Zero:
+    return primal
+  return JVPTracer(trace, primal, tangent)
+
+
+# ------------------------------------------------------------------------ rule helpers
+
+
+def _bind_primal(prim, primals, params):
+  return prim.bind(*primals, **params)
+
+
+def defjvp(prim, *jvprules):
+  """Per-argument jvp: ``jvprules[i](g, *primals, **params)`` is argument i's tangent term."""
+  def rule(primals, tangents, **params):
+    ans = prim.bind(*primals, **params)
+    return ans, _sum_terms(prim, ans, [r(t, *primals, **params) for r, t in zip(jvprules, tangents)
+                                        if r is not None and type(t) is not Zero])
+  prim.jvp = rule
+  return rule
+
+
+def defjvp2(prim, *jvprules):
+  """Like ``defjvp`` but rules also get the output: ``jvprules[i](g, ans, *primals, **params)``."""
+  def rule(primals, tangents, **params):
+    ans = prim.bind(*primals, **params)
+    return ans, _sum_terms(prim, ans, [r(t, ans, *primals, **params) for r, t in zip(jvprules, tangents)
+                                        if r is not None and type(t) is not Zero])
+  prim.jvp = rule
+  return rule
+
+
+def _sum_terms(prim, ans, terms):
+  if not terms:
+    return Zero.from_primal_value(ans)
+  out = terms[0]
+  for t in terms[1:]:
+    out = add_tangents(out, t)
+  return out
+
+
+def defjvp_zero(prim):
+  """Piecewise-constant or non-differentiable output: the tangent is a symbolic zero."""
+  def rule(primals, tangents, **params):
+    ans = prim.bind(*primals, **params)
+    if prim.multiple_results:
+      return ans, [Zero.from_primal_value(a) for a in ans]
+    return ans, Zero.from_primal_value(ans)
+  prim.jvp = rule
+  return rule
+
+
+def linear_jvp(prim, primals, tangents, **params):
+  val_out = prim.bind(*primals, **params)
+  if all(type(t) is Zero for t in tangents):
+    return val_out, (Zero.from_primal_value(val_out) if not prim.multiple_results
+                     else [Zero.from_primal_value(v) for v in val_out])
+  return val_out, prim.bind(*map(instantiate_zeros, tangents), **params)
+
+
+def deflinear(prim, transpose_rule):
+  """A linear primitive: jvp binds it on the tangents; ``transpose_rule(ct, **params)``."""
+  prim.jvp = lambda primals, tangents, **params: linear_jvp(prim, primals, tangents, **params)
+
+  def transpose(ct, *args, **params):
+    if type(ct) is Zero:
+      return [Zero(a.aval) if is_undefined_primal(a) else None for a in args]
+    return transpose_rule(ct, **params)
+  prim.transpose = transpose
+
+
+def deflinear2(prim, transpose_rule):
+  """Linear primitive whose transpose needs the (undefined) operands: ``rule(ct, *args, **params)``."""
+  prim.jvp = lambda primals, tangents, **params: linear_jvp(prim, primals, tangents, **params)
+
+  def transpose(ct, *args, **params):
+    if type(ct) is Zero:
+      return [Zero(a.aval) if is_undefined_primal(a) else None for a in args]
+    return transpose_rule(ct, *args, **params)
+  prim.transpose = transpose
+
+
+def defbilinear(prim, lhs_rule, rhs_rule):
+  """``prim(x, y)`` linear in each argument (mul, dot_general). Rules transpose one side."""
+  defjvp(prim, lambda g, x, y, **p: prim.bind(g, y, **p), lambda g, x, y, **p: prim.bind(x, g, **p))
+
+  def transpose(ct, x, y, **params):
+    if type(ct) is Zero:
+      return [Zero(x.aval) if is_undefined_primal(x) else None,
+              Zero(y.aval) if is_undefined_primal(y) else None]
+    if is_undefined_primal(x):
+      return [lhs_rule(ct, x, y, **params), None]
+    return [None, rhs_rule(ct, x, y, **params)]
+  prim.transpose = transpose

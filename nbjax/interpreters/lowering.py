@@ -1,0 +1,41 @@
+"""Lazy handles on the lowering machinery, for the lowering rules in ``nbjax/lax/*.py``.
+
+Pipeline position: each lax family file defines its primitives' StableHLO lowering rules
+next to their other rules. Those files are imported by ``import nbjax``, which must not
+import jaxlib, so they reach ``mlir``/``hlo``/``ir`` through these proxies: the real module
+is imported the first time a rule runs (under jit). ``register`` stores a rule on the
+primitive without importing anything.
+"""
+import importlib
+
+
+class _Lazy:
+  __slots__ = ("_attr",)
+
+  def __init__(self, attr=None):
+    self._attr = attr
+
+  def _get(self):
+    m = importlib.import_module("nbjax.interpreters.mlir")
+    return m if self._attr is None else getattr(m, self._attr)
+
+  def __getattr__(self, name):
+    return getattr(self._get(), name)
+
+  def __call__(self, *args, **kwargs):
+    return self._get()(*args, **kwargs)
+
+
+mlir = _Lazy()
+hlo = _Lazy("hlo")
+chlo = _Lazy("chlo")
+ir = _Lazy("ir")
+i64_array = _Lazy("i64_array")
+
+
+def register(name_or_prim, rule, platform="cpu"):
+  """``prim.lowerings[platform] = rule`` (by primitive or name); no jaxlib import."""
+  from nbjax import registry
+  p = registry.get(name_or_prim) if isinstance(name_or_prim, str) else name_or_prim
+  p.lowerings[platform] = rule
+  return rule

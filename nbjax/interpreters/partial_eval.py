@@ -1,0 +1,236 @@
+"""Staging: turning a Python function into a jaxpr (omnistaging), and jaxpr DCE.
+
+Pipeline position: ``make_jaxpr`` and (next) ``jit`` and the control-flow primitives call
+``trace_to_jaxpr_dynamic``, the single way a Python function becomes a jaxpr. It makes a
+``DynamicJaxprTrace`` the current trace while the function runs, so *every* primitive the
+function binds is recorded as an equation, also those whose operands are all constants
+(omnistaging, seed 003 Part 2). Transformations applied inside the traced function push
+their traces on top and bind down onto this one.
+
+Operands that are not this trace's tracers are constants: scalars become inline
+``Literal``s; arrays, and tracers of *other* traces (an enclosing jvp/vmap/staging trace, as
+when ``jit`` is traced inside ``jvp``), become constvars whose values are handed back to
+the caller in ``consts``, which passes them on as explicit inputs.
+
+Later (reverse mode): the known/unknown split of linearize lives here too; the trace keeps
+equations as plain data so a partial evaluator can reuse ``JaxprTracer``/``new_arg``.
+"""
+from __future__ import annotations
+
+from nbjax import core, registry
+from nbjax.core import Tracer, get_aval
+from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
+                         is_literalable)
+
+__all__ = ["JaxprTracer", "DynamicJaxprTracer", "DynamicJaxprTrace", "trace_to_jaxpr_dynamic",
+           "dce_jaxpr", "dce_jaxpr_consts", "dce_rules", "convert_constvars_jaxpr",
+           "close_jaxpr"]
+
+
+class JaxprTracer(Tracer):
+  """A value being staged: its abstract value and the jaxpr atom (Var/Literal) naming it."""
+  __slots__ = ("_aval", "atom")
+
+  def __init__(self, trace, aval, atom):
+    self._trace, self._aval, self.atom = trace, aval, atom
+
+  @property
+  def aval(self):
+    return self._aval
+
+  def to_concrete_value(self):
+    return None  # staged values have no concrete value (``if x > 0`` raises)
+
+  def __repr__(self):
+    return f"Traced<{self._aval}>with<{self._trace!r}>"
+
+
+DynamicJaxprTracer = JaxprTracer
+
+
+class DynamicJaxprTrace(core.Trace):
+  """The staging trace: ``process_primitive`` abstract-evaluates and records an equation."""
+
+  def __init__(self, fun_name=None, parent_trace=None):
+    self.fun_name = fun_name
+    self.parent_trace = parent_trace
+    self.invars: list = []
+    self.eqns: list = []
+    self.constvars: list = []
+    self.constvals: list = []
+    self._const_ids: dict = {}   # id(value) -> tracer (the value is kept alive in constvals)
+    self.valid = True
+
+  def __repr__(self):
+    return "DynamicJaxprTrace"
+
+  # ------------------------------------------------------------------ operands
+  def new_arg(self, aval):
+    v = Var(aval)
+    self.invars.append(v)
+    return JaxprTracer(self, aval, v)
+
+  def new_const(self, c, aval=None):
+    """A tracer for a constant: an inline literal for scalars, else a (deduplicated) constvar."""
+    t = self._const_ids.get(id(c))
+    if t is not None:
+      return t
+    if aval is None:
+      aval = get_aval(c)
+    if is_literalable(c):
+      return JaxprTracer(self, aval, Literal(c, aval))
+    v = Var(aval)
+    t = JaxprTracer(self, aval, v)
+    self.constvars.append(v)
+    self.constvals.append(c)
+    self._const_ids[id(c)] = t
+    return t
+
+  pure = lift = new_const
+
+  def to_jaxpr_tracer(self, x):
+    if type(x) is JaxprTracer:
+      if x._trace is self:
+        return x
+      if not x._trace.valid:
+        raise core.escaped_tracer_error(x)
+    elif not isinstance(x, Tracer):
+      try:
+        get_aval(x)
+      except TypeError:
+        raise TypeError(f"Value {x!r:.100} of type {type(x).__name__} is not a valid nbjax "
+                        "type (arrays, NumPy arrays and Python scalars are)") from None
+    return self.new_const(x)
+
+  # ------------------------------------------------------------------ primitives
+  def process_primitive(self, prim, tracers, params):
+    ts = [self.to_jaxpr_tracer(t) for t in tracers]
+    if prim.abstract_eval_rule is None:
+      raise registry.missing_rule("abstract_eval", prim)
+    out = prim.abstract_eval(*[t._aval for t in ts], **params)
+    multi = prim.multiple_results
+    if multi != isinstance(out, (tuple, list)):
+      raise ValueError(f"{prim.name}.abstract_eval() method should return a tuple or a list "
+                       f"iff {prim.name}.multiple_results.")
+    out_avals = list(out) if multi else [out]
+    outvars = [Var(a) for a in out_avals]
+    self.eqns.append(JaxprEqn([t.atom for t in ts], outvars, prim, params,
+                              getattr(prim, "effects", ())))
+    outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
+    return outs if multi else outs[0]
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    raise NotImplementedError("custom_jvp under make_jaxpr/jit is not implemented yet")
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    raise NotImplementedError("custom_vjp under make_jaxpr/jit is not implemented yet")
+
+  # ------------------------------------------------------------------ result
+  def to_jaxpr(self, out_tracers):
+    """``(jaxpr, consts)``; constvars nothing reads are dropped."""
+    outvars = [t.atom for t in out_tracers]
+    used = set()
+    for e in self.eqns:
+      used.update(x for x in e.invars if type(x) is Var)
+    used.update(x for x in outvars if type(x) is Var)
+    keep = [v in used for v in self.constvars]
+    constvars = [v for v, k in zip(self.constvars, keep) if k]
+    consts = [c for c, k in zip(self.constvals, keep) if k]
+    return Jaxpr(constvars, self.invars, outvars, self.eqns), consts
+
+  def invalidate(self):
+    self.valid = False
+    self._const_ids = {}
+
+
+def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None):
+  """Stage ``fun`` (flat list of inputs -> flat list of outputs) out to a jaxpr.
+
+  Returns ``(jaxpr, out_avals, consts)``: ``consts`` are the values of ``jaxpr.constvars``
+  (array constants, and tracers of enclosing traces the function closed over).
+  """
+  name = fun_name or getattr(fun, "__name__", None)
+  trace = DynamicJaxprTrace(name, core.get_current_trace())
+  in_tracers = [trace.new_arg(a) for a in in_avals]
+  try:
+    with core.set_current_trace(trace):
+      ans = fun(*in_tracers)
+    ans = list(ans)
+    for i, x in enumerate(ans):
+      if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
+        raise TypeError(f"function {name} traced for make_jaxpr/jit returned a value of type "
+                        f"{type(x)} at output component [{i}], which is not a valid nbjax type")
+    out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
+    jaxpr, consts = trace.to_jaxpr(out_tracers)
+  finally:
+    trace.invalidate()
+  return jaxpr, [t._aval for t in out_tracers], consts
+
+
+def close_jaxpr(jaxpr, consts=()):
+  return ClosedJaxpr(jaxpr, list(consts))
+
+
+def convert_constvars_jaxpr(jaxpr):
+  """The same jaxpr with its constvars moved to the front of its invars."""
+  return jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars])
+
+# --------------------------------------------------------------------- DCE
+
+dce_rules: dict = {}  # primitive -> (used_outs, eqn) -> (used_ins, new_eqn or None)
+
+
+def _default_dce_rule(used_outs, eqn):
+  if not any(used_outs) and not eqn.effects:
+    return [False] * len(eqn.invars), None
+  return [True] * len(eqn.invars), eqn
+
+
+def dce_jaxpr(jaxpr, used_outputs, instantiate=False):
+  """Dead-code elimination: ``(new_jaxpr, used_inputs)``.
+
+  ``used_outputs``: bools (or one bool) selecting the outputs to keep; ``instantiate``:
+  bools (or one bool) for inputs to keep even if unused. Equations whose outputs are all
+  unused (and that have no effects) are dropped; unused outputs of kept equations become
+  ``DropVar``s; constvars are kept.
+  """
+  if isinstance(used_outputs, bool):
+    used_outputs = [used_outputs] * len(jaxpr.outvars)
+  if isinstance(instantiate, bool):
+    instantiate = [instantiate] * len(jaxpr.invars)
+  live = set()
+  for v, u in zip(jaxpr.outvars, used_outputs):
+    if u and type(v) is Var:
+      live.add(v)
+  new_eqns = []
+  for eqn in reversed(jaxpr.eqns):
+    used_outs = [v in live for v in eqn.outvars]
+    rule = dce_rules.get(eqn.primitive, _default_dce_rule)
+    used_ins, new_eqn = rule(used_outs, eqn)
+    if new_eqn is None:
+      continue
+    if new_eqn is eqn and not all(used_outs):
+      new_eqn = eqn.replace(outvars=[v if u else DropVar(v.aval)
+                                     for v, u in zip(eqn.outvars, used_outs)])
+    new_eqns.append(new_eqn)
+    for x, u in zip(new_eqn.invars, used_ins):
+      if u and type(x) is Var:
+        live.add(x)
+  used_inputs = [(v in live) or bool(i) for v, i in zip(jaxpr.invars, instantiate)]
+  new = jaxpr.replace(invars=[v for v, u in zip(jaxpr.invars, used_inputs) if u],
+                      outvars=[v for v, u in zip(jaxpr.outvars, used_outputs) if u],
+                      eqns=new_eqns[::-1])
+  return new, used_inputs
+
+
+def dce_jaxpr_consts(jaxpr, used_outputs, instantiate=False):
+  """DCE that also drops unused constvars: ``(new_jaxpr, used_consts, used_inputs)``."""
+  n = len(jaxpr.constvars)
+  if isinstance(instantiate, bool):
+    instantiate = [instantiate] * len(jaxpr.invars)
+  new, used = dce_jaxpr(convert_constvars_jaxpr(jaxpr), used_outputs,
+                        [False] * n + list(instantiate))
+  used_consts, used_inputs = used[:n], used[n:]
+  new = new.replace(constvars=new.invars[:sum(used_consts)],
+                    invars=new.invars[sum(used_consts):])
+  return new, used_consts, used_inputs

@@ -1,0 +1,663 @@
+"""``jit``: the call primitive ``jit_p`` and the user-facing wrapper.
+
+Pipeline position: ``jit(f)(*args)`` looks its argument signature (input treedef, avals with
+weak types, static values) up in a per-function cache; on a miss it stages ``f`` to a jaxpr
+with the staging trace (``partial_eval.trace_to_jaxpr_dynamic``). At the top level (the
+current trace is the eval trace) the cached XLA executable is called directly: lowered by
+``interpreters.mlir``, compiled by ``nbjax.xla``, no ``bind``. Under a transformation the
+wrapper binds ``jit_p`` with the jaxpr, and ``jit_p``'s own rules (seed 003, Part 3) take
+over: jvp and batching re-stage the transformed jaxpr and bind ``jit_p`` again, abstract
+eval reads the jaxpr's output types, the lowering emits a private function and a
+``func.call`` (so jit nests), and the impl compiles and runs the jaxpr.
+
+jaxlib is imported only when something is compiled or lowered.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import weakref
+from contextlib import contextmanager
+
+import numpy as np
+
+from nbjax import core, dtypes, registry, tree_util
+from nbjax.array import Array, _wrap
+from nbjax.config import config
+from nbjax.core import Primitive, ShapedArray, Tracer
+from nbjax.interpreters import ad, batching
+from nbjax.interpreters import partial_eval as pe
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
+
+__all__ = ["jit", "jit_p", "disable_jit", "block_until_ready", "Lowered", "Compiled", "Traced",
+           "stats", "reset_stats"]
+
+_INLINE_CONST_BYTES = 1 << 12   # closed-over arrays larger than this become arguments of main
+
+# ----------------------------------------------------------------------- counters
+
+_stats = {"traces": 0, "lowerings": 0, "fast_calls": 0}
+
+
+def stats():
+  """Counters since process start: ``traces`` (jit stagings), ``lowerings``, ``fast_calls``."""
+  return dict(_stats)
+
+
+def reset_stats():
+  for k in _stats:
+    _stats[k] = 0
+
+
+# ----------------------------------------------------------------------- disable_jit
+
+
+class _JitState(threading.local):
+  def __init__(self):
+    self.disabled = False
+
+
+_state = _JitState()
+
+
+@contextmanager
+def disable_jit(disable: bool = True):
+  """Context manager: jitted functions run their Python bodies eagerly (op by op)."""
+  prev = _state.disabled
+  _state.disabled = bool(disable)
+  try:
+    yield
+  finally:
+    _state.disabled = prev
+
+
+# ----------------------------------------------------------------------- host values
+
+
+def _to_host(x, aval):
+  """An eager operand as the host value the executable expects for ``aval``."""
+  t = type(x)
+  if t is Array:
+    v = x._value
+  elif isinstance(x, Tracer):
+    raise core.escaped_tracer_error(x)
+  elif t in (bool, int, float, complex):
+    return x  # the executable converts Python scalars to the declared dtype
+  else:
+    v = np.asarray(x)
+  if v.dtype != aval.dtype:
+    if aval.dtype == dtypes.float0 or v.dtype == dtypes.float0:
+      return np.zeros(aval.shape, np.bool_)
+    v = v.astype(aval.dtype)
+  return v
+
+
+_ALIGN = 64                     # XLA aliases host buffers aligned to this; others it copies slowly
+_ALIGN_MIN_BYTES = 1 << 16      # below this the copy costs less than checking
+
+
+def _aligned_empty(shape, dtype):
+  dtype = np.dtype(dtype)
+  n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+  buf = np.empty(n + _ALIGN, np.uint8)
+  off = (-buf.ctypes.data) % _ALIGN
+  return buf[off:off + n].view(dtype).reshape(shape)
+
+
+def _aligned(x, v):
+  """``v`` in 64-byte-aligned memory, so XLA uses it in place instead of copying it (slowly)
+  on every call. An ``Array``'s buffer is immutable: it adopts the aligned copy, so the copy
+  is made once; a NumPy input is copied per call."""
+  if type(v) is not np.ndarray or v.ctypes.data % _ALIGN == 0:
+    return v
+  out = _aligned_empty(v.shape, v.dtype)
+  np.copyto(out, v)
+  if type(x) is Array and x._value is v:
+    out.flags.writeable = False
+    x._value = out
+  return out
+
+
+class _Executable:
+  """A closed jaxpr compiled for the CPU: ``run(args) -> list of Arrays``."""
+
+  def __init__(self, closed, name):
+    from nbjax import xla
+    from nbjax.interpreters import mlir
+    consts = closed.consts
+    hoisted = [i for i, c in enumerate(consts)
+               if isinstance(c, Tracer) or np.asarray(c).nbytes > _INLINE_CONST_BYTES]
+    cavals = [v.aval for v in closed.jaxpr.constvars]
+    self.const_vals = [_aligned(None, np.asarray(_to_host(consts[i], cavals[i])))
+                       for i in hoisted]
+    module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted)
+    _stats["lowerings"] += 1
+    self.text = str(module)
+    self.exe = xla.compile(self.text, name=name)
+    self.in_avals = closed.in_avals
+    self.big_in = [i for i, a in enumerate(self.in_avals)
+                   if a.size * np.dtype(a.dtype).itemsize >= _ALIGN_MIN_BYTES]
+    out_avals = closed.out_avals
+    self.out_weak = [a.weak_type for a in out_avals]
+    self.float0_out = [i for i, a in enumerate(out_avals) if a.dtype == dtypes.float0]
+    self.out_avals = out_avals
+
+  def run(self, args):
+    vals = [x._value if type(x) is Array else _to_host(x, a) for x, a in zip(args, self.in_avals)]
+    for i in self.big_in:
+      vals[i] = _aligned(args[i], vals[i])
+    outs = self.exe(*self.const_vals, *vals) if self.const_vals else self.exe(*vals)
+    if self.float0_out:
+      outs = list(outs)
+      for i in self.float0_out:
+        outs[i] = np.zeros(self.out_avals[i].shape, dtypes.float0)
+    return [_wrap(o, w) for o, w in zip(outs, self.out_weak)]
+
+
+_compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, _Executable]" = weakref.WeakKeyDictionary()
+
+
+def _executable_for(closed, name):
+  exe = _compiled.get(closed)
+  if exe is None:
+    exe = _compiled[closed] = _Executable(closed, name)
+  return exe
+
+
+# ----------------------------------------------------------------------- the primitive
+
+jit_p = Primitive("jit")
+jit_p.multiple_results = True
+
+
+def _jit_impl(*args, jaxpr, name, **_):
+  """Eager rule: compile the jaxpr (cached per jaxpr object) and run it."""
+  return _executable_for(jaxpr, name).run(args)
+
+
+def _jit_abstract_eval(*in_avals, jaxpr, name, **_):
+  want = jaxpr.in_avals
+  if len(in_avals) != len(want) or any(
+      a.shape != w.shape or a.dtype != w.dtype for a, w in zip(in_avals, want)):
+    got = ", ".join(a.str_short() for a in in_avals)
+    exp = ", ".join(a.str_short() for a in want)
+    raise TypeError(f"jit[name={name}] got arguments ({got}) but its jaxpr takes ({exp})")
+  return list(jaxpr.out_avals)
+
+
+# jvp: re-stage the jvp of the inner jaxpr (symbolic-zero tangents are not passed)
+
+_jvp_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _nonzero(t):
+  return type(t) is not ad.Zero and core.get_aval(t).dtype != dtypes.float0
+
+
+def jvp_jaxpr(closed, nonzeros, name):
+  """``(jvp_closed_jaxpr, out_nonzeros)``: inputs primals + nonzero tangents, outputs
+  primals + nonzero tangents."""
+  per = _jvp_cache.setdefault(closed, {})
+  hit = per.get(nonzeros)
+  if hit is not None:
+    return hit
+  in_avals = closed.in_avals
+  t_avals = [a.to_tangent_aval() for a, nz in zip(in_avals, nonzeros) if nz]
+  n = len(in_avals)
+  box = []
+
+  def fun(*args):
+    primals, tans = list(args[:n]), iter(args[n:])
+    trace = ad.JVPTrace(core.get_current_trace(), core.new_trace_tag())
+    ins = [ad.maybe_jvp_tracer(trace, p, next(tans)) if nz else p
+           for p, nz in zip(primals, nonzeros)]
+    with core.set_current_trace(trace):
+      outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
+    pairs = [trace.to_primal_tangent_pair(o) for o in outs]
+    out_nz = [_nonzero(t) for _, t in pairs]
+    box.append(out_nz)
+    return [p for p, _ in pairs] + [t for (_, t), nz in zip(pairs, out_nz) if nz]
+
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*in_avals, *t_avals], fun_name=name)
+  res = per[nonzeros] = (ClosedJaxpr(jaxpr, consts), tuple(box[0]))
+  return res
+
+
+def _jit_jvp(primals, tangents, *, jaxpr, name, **params):
+  nonzeros = tuple(_nonzero(t) for t in tangents)
+  new, out_nz = jvp_jaxpr(jaxpr, nonzeros, name)
+  outs = jit_p.bind(*primals, *[t for t, nz in zip(tangents, nonzeros) if nz],
+                    jaxpr=new, name=name, **params)
+  n = len(jaxpr.out_avals)
+  primals_out, tans = outs[:n], iter(outs[n:])
+  tangents_out = [next(tans) if nz else ad.Zero(a.to_tangent_aval())
+                  for a, nz in zip(jaxpr.out_avals, out_nz)]
+  return primals_out, tangents_out
+
+
+# batching: re-stage the vmap of the inner jaxpr
+
+_batch_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def batch_jaxpr(closed, axis_size, dims, axis_name, name):
+  """``(batched_closed_jaxpr, out_dims)`` for inputs batched along ``dims`` (None: unmapped)."""
+  per = _batch_cache.setdefault(closed, {})
+  key = (axis_size, dims, axis_name)
+  hit = per.get(key)
+  if hit is not None:
+    return hit
+  in_avals = [a if d is None else a.update(shape=(*a.shape[:d], axis_size, *a.shape[d:]))
+              for a, d in zip(closed.in_avals, dims)]
+  box = []
+
+  def fun(*args):
+    trace = batching.BatchTrace(core.get_current_trace(), core.new_trace_tag(), axis_size,
+                                axis_name)
+    ins = [a if d is None else batching.BatchTracer(trace, a, d) for a, d in zip(args, dims)]
+    with core.set_current_trace(trace):
+      outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
+    vals, odims = core.unzip2(trace.to_batch_info(o) for o in outs)
+    box.append(tuple(odims))
+    return vals
+
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, in_avals, fun_name=name)
+  res = per[key] = (ClosedJaxpr(jaxpr, consts), box[0])
+  return res
+
+
+def _jit_batch(axis_data, vals, dims, *, jaxpr, name, **params):
+  dims = tuple(None if d is batching.not_mapped else int(d) for d in dims)
+  new, out_dims = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, name)
+  outs = jit_p.bind(*vals, jaxpr=new, name=name, **params)
+  return outs, [batching.not_mapped if d is None else d for d in out_dims]
+
+
+_jit_batch.wants_axis_data = True
+
+
+def _jit_transpose(*args, **params):
+  raise registry.missing_rule("transpose", jit_p)
+
+
+def _jit_partial_eval(*args, **params):
+  raise NotImplementedError("Partial evaluation rule for 'jit' not implemented")
+
+
+def _jit_lowering(ctx, *args, jaxpr, name, **_):
+  from nbjax.interpreters import mlir
+  return mlir.call_jaxpr(ctx, jaxpr, args, name=name)
+
+
+jit_p.make_eager = lambda prim, f_small, f_large, thr: _jit_impl
+registry.register(
+    jit_p, family="call", impls={"python": _jit_impl}, abstract_eval=_jit_abstract_eval,
+    jvp=_jit_jvp, batch=_jit_batch,
+    meta=dict(differentiable=True, note="call primitive: its jaxpr runs as one XLA executable"))
+jit_p.partial_eval = _jit_partial_eval
+jit_p.lowerings["cpu"] = _jit_lowering
+
+# ----------------------------------------------------------------------- abstract values
+
+
+def _abstractify(x):
+  """The aval of an argument: arrays, scalars, tracers or ``ShapeDtypeStruct``s."""
+  if isinstance(x, np.generic):  # NumPy scalars are never weakly typed (even np.float64)
+    return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
+  from nbjax import api  # lazy: api sits above this module
+  return api._abstractify(x)
+
+
+def _valid(x):
+  try:
+    _abstractify(x)
+    return True
+  except TypeError:
+    return False
+
+
+def _sds(aval):
+  from nbjax.api import ShapeDtypeStruct
+  return ShapeDtypeStruct(aval.shape, aval.dtype, aval.weak_type)
+
+
+# ----------------------------------------------------------------------- the wrapper
+
+_SCALARS = (bool, int, float, complex)
+_NP_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefdgFDG")
+
+
+class _Entry:
+  """One traced signature: the closed jaxpr, output treedef, and (lazily) its executable."""
+  __slots__ = ("closed", "out_tree", "name", "exe", "single", "__weakref__")
+
+  def __init__(self, closed, out_tree, name):
+    self.closed, self.out_tree, self.name = closed, out_tree, name
+    self.exe = None
+    self.single = out_tree.num_leaves == 1 and out_tree.node is None
+
+  def executable(self):
+    if self.exe is None:
+      self.exe = _executable_for(self.closed, self.name)
+    return self.exe
+
+  def unflatten(self, outs):
+    return outs[0] if self.single else self.out_tree.unflatten(outs)
+
+
+def _fun_name(fun):
+  return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def _ensure_tuple(x):
+  if x is None:
+    return ()
+  if isinstance(x, (int, str)):
+    return (x,)
+  return tuple(x)
+
+
+class JitWrapped:
+  """A jitted function: call it, or ``.lower(*args)``, ``.trace(*args)``, ``.eval_shape``."""
+
+  def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+               donate_argnames=(), keep_unused=False, inline=False, name=None):
+    if not callable(fun):
+      raise TypeError(f"Expected a callable value, got {fun!r}")
+    self._fun = fun
+    self.__wrapped__ = fun
+    functools.update_wrapper(self, fun, updated=())
+    self._name = name or _fun_name(fun)
+    static_argnums = tuple(int(i) for i in _ensure_tuple(static_argnums))
+    static_argnames = tuple(_ensure_tuple(static_argnames))
+    try:
+      sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+      sig = None
+    if sig is not None:
+      params = list(sig.parameters.values())
+      pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+      has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
+      nums = [i if i >= 0 else i + len(pos) for i in static_argnums]
+      for i in nums:
+        if i >= len(pos) and not has_var:
+          raise ValueError(f"jitted function has static_argnums={static_argnums}, but only "
+                           f"accepts {len(pos)} positional arguments")
+      names = set(static_argnames)
+      # JAX: static_argnums and static_argnames name the same parameters both ways
+      names.update(pos[i].name for i in nums if 0 <= i < len(pos)
+                   and pos[i].kind is not inspect.Parameter.POSITIONAL_ONLY)
+      nums = set(nums)
+      nums.update(i for i, p in enumerate(pos) if p.name in static_argnames)
+      static_argnums, static_argnames = tuple(sorted(nums)), tuple(sorted(names))
+    self._static_argnums = static_argnums
+    self._static_argnames = static_argnames
+    self._donate_argnums = _ensure_tuple(donate_argnums)   # accepted; host buffers are not donated
+    self._donate_argnames = _ensure_tuple(donate_argnames)
+    self._keep_unused = keep_unused
+    self._inline = inline
+    self._simple = not static_argnums and not static_argnames
+    self._cache = {}
+    self._trace_count = 0
+
+  def __repr__(self):
+    return f"<nbjax.jit of {self._fun!r}>"
+
+  def __get__(self, obj, objtype=None):
+    if obj is None:
+      return self
+    return functools.partial(self, obj)
+
+  # -------------------------------------------------------------- calling
+  def __call__(self, *args, **kwargs):
+    if core._ctx.trace is core.eval_trace and self._simple and not kwargs:
+      # fast path: all arguments are arrays/scalars (no pytrees), eager, no statics
+      key = [config._flags["enable_x64"]]
+      for a in args:
+        t = type(a)
+        if t is Array:
+          v = a._value
+          key.append((v.shape, v.dtype, a._weak))
+        elif t in _SCALARS:
+          key.append(t)
+        elif t is np.ndarray:
+          key.append((a.shape, a.dtype, False))
+        elif t in _NP_SCALARS:
+          key.append(t)
+        else:
+          break
+      else:
+        entry = self._cache.get(tuple(key))
+        if entry is not None and entry.exe is not None and not _state.disabled:
+          _stats["fast_calls"] += 1
+          return entry.unflatten(entry.exe.run(args))
+        return self._call(args, kwargs, tuple(key))
+    return self._call(args, kwargs, None)
+
+  def _call(self, args, kwargs, fast_key):
+    if _state.disabled:
+      return self._fun(*args, **kwargs)
+    trace = core.get_current_trace()
+    if trace is core.eval_trace:
+      for x in tree_util.tree_leaves((args, kwargs)):
+        if isinstance(x, Tracer):
+          raise core.escaped_tracer_error(x)
+    entry, flat = self._entry(args, kwargs, fast_key)
+    consts = entry.closed.consts
+    if trace is core.eval_trace:
+      return entry.unflatten(entry.executable().run(flat))
+    if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
+      return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
+    if any(isinstance(c, Tracer) for c in consts):
+      # closed over tracers of an enclosing transformation: pass them as explicit inputs
+      closed = ClosedJaxpr(pe.convert_constvars_jaxpr(entry.closed.jaxpr), [])
+      outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self._name)
+    else:
+      outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
+    return entry.unflatten(outs)
+
+  def _split_statics(self, args, kwargs):
+    if self._simple:
+      return args, kwargs, ()
+    nums, names = self._static_argnums, self._static_argnames
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
+    statics = tuple((i, args[i]) for i in nums if i < len(args))
+    statics += tuple(sorted((k, v) for k, v in kwargs.items() if k in names))
+    for where, v in statics:
+      try:
+        hash(v)
+      except TypeError as e:
+        raise ValueError(
+            "Non-hashable static arguments are not supported. An error occurred while trying "
+            f"to hash an object of type {type(v)}, {v!r:.100}. The error was:\n"
+            f"TypeError: {e}\n") from None
+    return dyn_args, dyn_kwargs, statics
+
+  def _entry(self, args, kwargs, fast_key=None, abstract=False):
+    dyn_args, dyn_kwargs, statics = self._split_statics(args, kwargs)
+    flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    try:
+      avals = [_abstractify(x) for x in flat]
+    except TypeError:
+      bad = next(x for x in flat if not _valid(x))
+      raise TypeError(
+          f"Error interpreting argument to {self._fun!r} as an abstract array. The problematic "
+          f"value is of type {type(bad)}. This typically means that a jit-wrapped function was "
+          "called with a non-array argument, and this argument was not marked as static using "
+          "the static_argnums or static_argnames parameters of nbjax.jit.") from None
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
+           config._flags["enable_x64"])
+    entry = self._cache.get(key)
+    if entry is None:
+      entry = self._trace(in_tree, avals, args, kwargs, statics)
+      if not any(isinstance(c, Tracer) for c in entry.closed.consts):
+        self._cache[key] = entry
+    if fast_key is not None and entry.exe is None and core._ctx.trace is core.eval_trace:
+      entry.executable()
+    if fast_key is not None and self._cache.get(key) is entry:
+      self._cache[fast_key] = entry
+    return entry, flat
+
+  def _trace(self, in_tree, avals, args, kwargs, statics):
+    static_pos = dict((i, v) for i, v in statics if isinstance(i, int))
+    static_kw = {k: v for k, v in statics if isinstance(k, str)}
+    nargs = len(args)
+    box = []
+    fun = self._fun
+
+    def flat_fun(*flat):
+      dyn_args, dyn_kwargs = in_tree.unflatten(flat)
+      if static_pos:
+        it = iter(dyn_args)
+        full = [static_pos[i] if i in static_pos else next(it) for i in range(nargs)]
+      else:
+        full = dyn_args
+      out = fun(*full, **dyn_kwargs, **static_kw)
+      out_flat, out_tree = tree_util.tree_flatten(out)
+      box.append(out_tree)
+      return out_flat
+
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name)
+    self._trace_count += 1
+    _stats["traces"] += 1
+    return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name)
+
+  # -------------------------------------------------------------- AOT API
+  def trace(self, *args, **kwargs):
+    """Stage to a jaxpr for these arguments (arrays or ``ShapeDtypeStruct``s): a ``Traced``."""
+    entry, _ = self._entry(args, kwargs)
+    return Traced(self, entry)
+
+  def lower(self, *args, **kwargs):
+    """Stage and lower to StableHLO for these arguments: a ``Lowered`` (``.as_text()``,
+    ``.compile()``)."""
+    return self.trace(*args, **kwargs).lower()
+
+  def eval_shape(self, *args, **kwargs):
+    """Output shapes/dtypes (``ShapeDtypeStruct`` pytree), without compiling."""
+    entry, _ = self._entry(args, kwargs)
+    return entry.out_tree.unflatten([_sds(a) for a in entry.closed.out_avals])
+
+  def _cache_size(self):
+    return len({id(e) for e in self._cache.values()})
+
+  def clear_cache(self):
+    self._cache.clear()
+
+  @property
+  def trace_count(self):
+    """How many times the Python function has been staged (cache misses)."""
+    return self._trace_count
+
+
+class Traced:
+  """``jit(f).trace(*args)``: the staged jaxpr (``.jaxpr``) and output structure."""
+
+  def __init__(self, wrapped, entry):
+    self._wrapped, self._entry = wrapped, entry
+
+  jaxpr = property(lambda self: self._entry.closed)
+  out_info = property(lambda self: self._entry.out_tree.unflatten(
+      [_sds(a) for a in self._entry.closed.out_avals]))
+
+  def lower(self):
+    return Lowered(self._wrapped, self._entry)
+
+
+class Lowered:
+  """``jit(f).lower(*args)``: the StableHLO module (``.as_text()``); ``.compile()`` builds it."""
+
+  def __init__(self, wrapped, entry):
+    from nbjax.interpreters import mlir
+    self._wrapped, self._entry = wrapped, entry
+    self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}")
+
+  def as_text(self, dialect=None, **_):
+    if dialect not in (None, "stablehlo", "mhlo"):
+      raise ValueError(f"unknown dialect {dialect!r} (nbjax emits StableHLO)")
+    return str(self._module)
+
+  def compiler_ir(self, dialect=None):
+    return self._module
+
+  out_info = property(lambda self: self._entry.out_tree.unflatten(
+      [_sds(a) for a in self._entry.closed.out_avals]))
+
+  def compile(self, compiler_options=None):
+    return Compiled(self._wrapped, self._entry)
+
+
+class Compiled:
+  """``jit(f).lower(*args).compile()``: call it with arguments of the lowered signature."""
+
+  def __init__(self, wrapped, entry):
+    self._wrapped, self._entry = wrapped, entry
+    self._exe = entry.executable()
+
+  def as_text(self):
+    return self._exe.text
+
+  out_info = property(lambda self: self._entry.out_tree.unflatten(
+      [_sds(a) for a in self._entry.closed.out_avals]))
+
+  def __call__(self, *args, **kwargs):
+    _, dyn_kwargs, _ = self._wrapped._split_statics(args, kwargs)
+    dyn_args = self._wrapped._split_statics(args, kwargs)[0]
+    flat, _ = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    want = self._entry.closed.in_avals
+    got = [_abstractify(x) for x in flat]
+    if len(got) != len(want) or any(g.shape != w.shape or g.dtype != w.dtype
+                                    for g, w in zip(got, want)):
+      raise TypeError(
+          "Argument types differ from the types for which this computation was compiled: "
+          f"expected ({', '.join(a.str_short() for a in want)}), got "
+          f"({', '.join(a.str_short() for a in got)})")
+    return self._entry.unflatten(self._exe.run(flat))
+
+
+def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
+        static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
+        device=None, backend=None, inline=False, abstracted_axes=None, compiler_options=None):
+  """Compile ``fun`` with XLA: traced once per input signature (treedef, shapes, dtypes,
+  weak types, static values), then run as one executable.
+
+  Args:
+    fun: the function to compile (pure; arrays in, arrays out, pytrees allowed).
+    static_argnums, static_argnames: arguments treated as compile-time constants (hashable);
+      a new value retraces.
+    donate_argnums, donate_argnames: accepted for compatibility (host buffers are never
+      donated).
+    in_shardings, out_shardings, device, backend: accepted; nbjax runs on one CPU device.
+    inline: when traced inside another jit, inline the jaxpr instead of a nested call.
+  """
+  if fun is None:
+    return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                             static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                             keep_unused=keep_unused, device=device, backend=backend,
+                             inline=inline)
+  if backend not in (None, "cpu"):
+    raise ValueError(f"nbjax.jit supports only backend='cpu', got {backend!r}")
+  return JitWrapped(fun, static_argnums=static_argnums, static_argnames=static_argnames,
+                    donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                    keep_unused=keep_unused, inline=inline)
+
+
+# ----------------------------------------------------------------------- utilities
+
+
+def block_until_ready(x):
+  """Wait for every array in the pytree ``x`` to be computed; returns ``x``."""
+  for leaf in tree_util.tree_leaves(x):
+    f = getattr(leaf, "block_until_ready", None)
+    if f is not None:
+      f()
+  return x
+
+
+def eval_shape(fun, *args, **kwargs):
+  """``nbjax.eval_shape`` (defined in ``nbjax.api``)."""
+  from nbjax import api
+  return api.eval_shape(fun, *args, **kwargs)

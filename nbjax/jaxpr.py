@@ -1,0 +1,538 @@
+"""Jaxprs: nbjax's typed, first-order IR (seed 001, seed 003 Part 2).
+
+Pipeline position: the staging trace (``interpreters.partial_eval.DynamicJaxprTrace``)
+records every primitive a Python function binds as a ``JaxprEqn``; ``make_jaxpr`` returns
+the result as a ``ClosedJaxpr`` (the program plus its hoisted constants); ``jit`` lowers
+one to StableHLO; ``eval_jaxpr`` interprets one by binding each equation, so evaluating a
+jaxpr is itself traceable by every transformation.
+
+Printing follows today's JAX: ``{ lambda consts ; args. let eqns in (outs) }`` with typed
+binders (``a:f32[8]``), params in brackets, inline scalar literals (``3.0:f32[]``), and
+variable names a..z, ba, bb... unique across nested jaxprs; a Wadler-style layout puts a
+short jaxpr on one line and breaks long ones one equation per line.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from nbjax import dtypes
+from nbjax.core import Tracer, get_aval
+
+__all__ = ["Var", "DropVar", "Literal", "JaxprEqn", "new_jaxpr_eqn", "Jaxpr", "ClosedJaxpr",
+           "JaxprType", "JaxprTypeError", "check_jaxpr", "typecheck_jaxpr", "eval_jaxpr",
+           "jaxpr_as_fun", "jaxprs_in_params", "pp_jaxpr", "Atom"]
+
+# --------------------------------------------------------------------- terms
+
+_var_ids = itertools.count()
+
+
+class Var:
+  """A jaxpr variable: bound once (as an input, constant, or equation output)."""
+  __slots__ = ("count", "suffix", "aval")
+
+  def __init__(self, aval, suffix=""):
+    self.count = next(_var_ids)
+    self.suffix = suffix
+    self.aval = aval
+
+  def __repr__(self):
+    return f"Var({self.count}{self.suffix}):{self.aval.str_short()}"
+
+
+class DropVar(Var):
+  """An equation output that nothing reads (printed ``_``)."""
+  __slots__ = ()
+
+  def __repr__(self):
+    return "_"
+
+
+class Literal:
+  """An inline scalar constant operand. ``val`` is kept as given (a Python scalar stays
+  weakly typed when the jaxpr is evaluated)."""
+  __slots__ = ("val", "aval")
+
+  def __init__(self, val, aval=None):
+    self.val = val
+    self.aval = get_aval(val) if aval is None else aval
+
+  def __repr__(self):
+    return f"Literal({_literal_str(self.val)})"
+
+
+Atom = Any  # Var | Literal
+
+
+def _literal_str(val):
+  v = np.asarray(val)
+  return str(v.item()) if v.ndim == 0 else "[...]"
+
+
+def is_literalable(x):
+  """Values staged inline as ``Literal``s: scalars that are not tracers."""
+  if isinstance(x, Tracer):
+    return False
+  t = type(x)
+  if t in (bool, int, float, complex):
+    return True
+  if isinstance(x, (np.ndarray, np.generic)):
+    return x.ndim == 0 and x.dtype != dtypes.float0
+  shape = getattr(x, "shape", None)
+  return shape == () and hasattr(x, "_value")
+
+
+class JaxprEqn:
+  """``outvars = primitive[params] invars``."""
+  __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info")
+
+  def __init__(self, invars, outvars, primitive, params, effects=(), source_info=None):
+    self.invars, self.outvars = list(invars), list(outvars)
+    self.primitive, self.params = primitive, dict(params)
+    self.effects, self.source_info = effects, source_info
+
+  def replace(self, **kw):
+    d = {k: getattr(self, k) for k in self.__slots__}
+    d.update(kw)
+    return JaxprEqn(**d)
+
+  def __repr__(self):
+    return pp_eqn_str(self)
+
+
+def new_jaxpr_eqn(invars, outvars, primitive, params, effects=(), source_info=None):
+  return JaxprEqn(invars, outvars, primitive, params, effects, source_info)
+
+
+class Jaxpr:
+  """``{ lambda constvars ; invars. let eqns in (outvars) }``."""
+  __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info", "__weakref__")
+
+  def __init__(self, constvars, invars, outvars, eqns, effects=(), debug_info=None):
+    self.constvars, self.invars = list(constvars), list(invars)
+    self.outvars, self.eqns = list(outvars), list(eqns)
+    self.effects, self.debug_info = effects, debug_info
+
+  in_avals = property(lambda self: [v.aval for v in self.invars])
+  out_avals = property(lambda self: [v.aval for v in self.outvars])
+
+  def replace(self, **kw):
+    d = {k: getattr(self, k) for k in ("constvars", "invars", "outvars", "eqns", "effects",
+                                       "debug_info")}
+    d.update(kw)
+    return Jaxpr(**d)
+
+  def __str__(self):
+    return pp_jaxpr(self)
+
+  __repr__ = __str__
+
+  def pretty_print(self, **kw):
+    return pp_jaxpr(self, **kw)
+
+  def _repr_pretty_(self, p, cycle):
+    p.text(str(self))
+
+
+class ClosedJaxpr:
+  """A jaxpr together with the values of its constvars (``consts``, alias ``literals``)."""
+  __slots__ = ("jaxpr", "consts", "__weakref__")
+
+  def __init__(self, jaxpr, consts):
+    assert len(jaxpr.constvars) == len(consts), (len(jaxpr.constvars), len(consts))
+    self.jaxpr, self.consts = jaxpr, list(consts)
+
+  in_avals = property(lambda self: [v.aval for v in self.jaxpr.invars])
+  out_avals = property(lambda self: [v.aval for v in self.jaxpr.outvars])
+  eqns = property(lambda self: self.jaxpr.eqns)
+  effects = property(lambda self: self.jaxpr.effects)
+  literals = property(lambda self: self.consts)  # the name seed 001 (TypedJaxpr) uses
+
+  def map_jaxpr(self, f):
+    return ClosedJaxpr(f(self.jaxpr), self.consts)
+
+  def replace(self, *, jaxpr=None, consts=None):
+    return ClosedJaxpr(self.jaxpr if jaxpr is None else jaxpr,
+                       self.consts if consts is None else consts)
+
+  def __call__(self, *args):
+    return eval_jaxpr(self.jaxpr, self.consts, *args)
+
+  def __str__(self):
+    return pp_jaxpr(self.jaxpr)
+
+  __repr__ = __str__
+
+  def pretty_print(self, **kw):
+    return pp_jaxpr(self.jaxpr, **kw)
+
+  def _repr_pretty_(self, p, cycle):
+    p.text(str(self))
+
+
+def jaxprs_in_params(params):
+  """Sub-jaxprs (open ``Jaxpr``s) held by an equation's params, in order."""
+  out = []
+  for v in params.values():
+    vs = v if type(v) in (tuple, list) else (v,)
+    for j in vs:
+      if isinstance(j, ClosedJaxpr):
+        out.append(j.jaxpr)
+      elif isinstance(j, Jaxpr):
+        out.append(j)
+  return out
+
+# --------------------------------------------------------------------- typecheck
+
+
+class JaxprTypeError(TypeError):
+  pass
+
+
+class JaxprType(NamedTuple):
+  in_types: list
+  out_types: list
+
+  def __repr__(self):
+    ins = ", ".join(a.str_short() for a in self.in_types)
+    outs = ", ".join(a.str_short() for a in self.out_types)
+    return f"({ins}) -> ({outs})"
+
+
+def _typematch(a, b):
+  """Equal shape and dtype (weak_type may differ, as in JAX)."""
+  return a.shape == b.shape and a.dtype == b.dtype
+
+
+def check_jaxpr(jaxpr):
+  """Type-check ``jaxpr`` (a ``Jaxpr`` or ``ClosedJaxpr``) and its sub-jaxprs.
+
+  Checks that every variable is bound exactly once before use, re-runs each primitive's
+  abstract evaluation on the operand types and compares with the output binders. Raises
+  ``JaxprTypeError`` naming the offending equation. Returns the ``JaxprType``.
+  """
+  closed = jaxpr if isinstance(jaxpr, ClosedJaxpr) else None
+  jaxpr = jaxpr.jaxpr if closed is not None else jaxpr
+  ctx = _PpContext()
+  for v in (*jaxpr.constvars, *jaxpr.invars, *(v for e in jaxpr.eqns for v in e.outvars)):
+    if isinstance(v, Var):
+      ctx.name(v)  # names as the printed jaxpr has them
+  env = set()
+
+  def where(i, eqn):
+    return f"in equation {i} of the jaxpr:\n  {_pp_eqn_doc(eqn, ctx).format()}\n"
+
+  def bind(v, what):
+    if not isinstance(v, Var):
+      raise JaxprTypeError(f"{what} {v!r} is not a Var")
+    if v in env:
+      raise JaxprTypeError(f"Variable '{ctx.name(v)}' is bound more than once ({what})")
+    env.add(v)
+
+  def read(x, what):
+    if isinstance(x, Literal):
+      la = get_aval(x.val)
+      if not _typematch(la, x.aval):
+        raise JaxprTypeError(f"Literal {_literal_str(x.val)} has type {la.str_short()} but is "
+                             f"annotated {x.aval.str_short()} ({what})")
+      return x.aval
+    if not isinstance(x, Var):
+      raise JaxprTypeError(f"Operand {x!r} is neither a Var nor a Literal ({what})")
+    if x not in env:
+      raise JaxprTypeError(f"Variable '{ctx.name(x)}' not defined ({what})")
+    return x.aval
+
+  if closed is not None:
+    for v, c in zip(jaxpr.constvars, closed.consts):
+      ca = get_aval(c)
+      if not _typematch(ca, v.aval):
+        raise JaxprTypeError(f"constant of type {ca.str_short()} bound to constvar of type "
+                             f"{v.aval.str_short()}")
+  for v in jaxpr.constvars:
+    bind(v, "constvar")
+  for v in jaxpr.invars:
+    bind(v, "invar")
+  for i, eqn in enumerate(jaxpr.eqns):
+    in_avals = [read(x, where(i, eqn)) for x in eqn.invars]
+    prim = eqn.primitive
+    try:
+      out = prim.abstract_eval(*in_avals, **eqn.params)
+    except NotImplementedError:
+      raise
+    except Exception as e:
+      raise JaxprTypeError(f"abstract evaluation of '{prim.name}' failed {where(i, eqn)}"
+                           f"{type(e).__name__}: {e}") from e
+    outs = list(out) if prim.multiple_results else [out]
+    if len(outs) != len(eqn.outvars):
+      raise JaxprTypeError(f"'{prim.name}' produces {len(outs)} outputs but the equation binds "
+                           f"{len(eqn.outvars)} {where(i, eqn)}")
+    for v, a in zip(eqn.outvars, outs):
+      if not _typematch(a, v.aval):
+        raise JaxprTypeError(
+            f"'{prim.name}' returns type {a.str_short()} but the output binder "
+            f"'{ctx.name(v)}' has type {v.aval.str_short()} {where(i, eqn)}")
+    for sub in jaxprs_in_params(eqn.params):
+      check_jaxpr(sub)
+    for v in eqn.outvars:
+      if type(v) is DropVar:
+        continue
+      bind(v, f"output of equation {i}")
+  out_types = [read(x, "jaxpr outputs") for x in jaxpr.outvars]
+  return JaxprType([v.aval for v in jaxpr.invars], out_types)
+
+
+typecheck_jaxpr = check_jaxpr
+
+# --------------------------------------------------------------------- evaluation
+
+
+def eval_jaxpr(jaxpr, consts, *args, propagate_source_info=True):
+  """Evaluate ``jaxpr`` on ``consts`` and ``args`` by binding every equation (traceable)."""
+  del propagate_source_info
+  if isinstance(jaxpr, ClosedJaxpr):
+    jaxpr = jaxpr.jaxpr
+  env = {}
+  if len(consts) != len(jaxpr.constvars) or len(args) != len(jaxpr.invars):
+    raise TypeError(f"eval_jaxpr: the jaxpr takes {len(jaxpr.constvars)} consts and "
+                    f"{len(jaxpr.invars)} args, got {len(consts)} and {len(args)}")
+  for v, x in zip(jaxpr.constvars, consts):
+    env[v] = x
+  for v, x in zip(jaxpr.invars, args):
+    env[v] = x
+
+  def read(x):
+    return x.val if type(x) is Literal else env[x]
+
+  for eqn in jaxpr.eqns:
+    ans = eqn.primitive.bind(*[read(x) for x in eqn.invars], **eqn.params)
+    if eqn.primitive.multiple_results:
+      for v, a in zip(eqn.outvars, ans):
+        env[v] = a
+    else:
+      env[eqn.outvars[0]] = ans
+  return [read(x) for x in jaxpr.outvars]
+
+
+def jaxpr_as_fun(closed_jaxpr, *args):
+  """The function a ``ClosedJaxpr`` denotes: ``f(*args) -> list of outputs``."""
+  if args:
+    return eval_jaxpr(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args)
+  return lambda *args: eval_jaxpr(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args)
+
+# --------------------------------------------------------------------- pretty printing
+# A small Wadler/Lindig document printer: a group is laid out flat when it fits in the
+# remaining width (up to the next possible line break after it), else its breaks are
+# newlines at the current nesting.
+
+
+class _Doc:
+  __slots__ = ()
+
+  def __add__(self, other):
+    return _Concat((self, other))
+
+  def format(self, width=80):
+    return _format(self, width)
+
+
+class _Text(_Doc):
+  __slots__ = ("text",)
+
+  def __init__(self, text):
+    self.text = text
+
+
+class _Concat(_Doc):
+  __slots__ = ("docs",)
+
+  def __init__(self, docs):
+    self.docs = tuple(docs)
+
+
+class _Brk(_Doc):
+  __slots__ = ("text",)
+
+  def __init__(self, text=" "):
+    self.text = text
+
+
+class _Group(_Doc):
+  __slots__ = ("doc",)
+
+  def __init__(self, doc):
+    self.doc = doc
+
+
+class _Nest(_Doc):
+  __slots__ = ("n", "doc")
+
+  def __init__(self, n, doc):
+    self.n, self.doc = n, doc
+
+
+def _join(sep, docs):
+  out = []
+  for i, d in enumerate(docs):
+    if i:
+      out.append(sep)
+    out.append(d)
+  return _Concat(out)
+
+
+_FLAT, _BREAK = True, False
+
+
+def _fits(width, item, rest):
+  agenda = list(rest)
+  agenda.append(item)
+  while width >= 0 and agenda:
+    i, flat, d = agenda.pop()
+    t = type(d)
+    if t is _Text:
+      width -= len(d.text)
+    elif t is _Concat:
+      agenda.extend((i, flat, c) for c in reversed(d.docs))
+    elif t is _Nest:
+      agenda.append((i + d.n, flat, d.doc))
+    elif t is _Group:
+      agenda.append((i, flat, d.doc))
+    elif t is _Brk:
+      if not flat:
+        return True
+      width -= len(d.text)
+  return width >= 0
+
+
+def _format(doc, width):
+  out, col = [], 0
+  agenda = [(0, _BREAK, doc)]
+  while agenda:
+    i, flat, d = agenda.pop()
+    t = type(d)
+    if t is _Text:
+      out.append(d.text)
+      col += len(d.text)
+    elif t is _Concat:
+      agenda.extend((i, flat, c) for c in reversed(d.docs))
+    elif t is _Nest:
+      agenda.append((i + d.n, flat, d.doc))
+    elif t is _Group:
+      f = flat or _fits(width - col, (i, _FLAT, d.doc), agenda)
+      agenda.append((i, f, d.doc))
+    elif t is _Brk:
+      if flat:
+        out.append(d.text)
+        col += len(d.text)
+      else:
+        out.append("\n" + " " * i)
+        col = i
+  return "".join(out)
+
+
+def _encode_alpha(n):
+  s = ""
+  while not s or n:
+    n, r = divmod(n, 26)
+    s = chr(97 + r) + s
+  return s
+
+
+class _PpContext:
+  """Variable names, assigned on first print, unique across nested jaxprs."""
+
+  def __init__(self):
+    self.names = {}
+    self.n = 0
+
+  def name(self, v):
+    if type(v) is DropVar:
+      return "_"
+    s = self.names.get(v)
+    if s is None:
+      s = self.names[v] = _encode_alpha(self.n) + v.suffix
+      self.n += 1
+    return s
+
+
+def _pp_atom(x, ctx):
+  if type(x) is Literal:
+    return f"{_literal_str(x.val)}:{x.aval.str_short()}"
+  return ctx.name(x)
+
+
+def _pp_vars(vs, ctx, *, binders=False, sep=""):
+  if binders:
+    items = [_Text(f"{ctx.name(v)}:{v.aval.str_short()}") for v in vs]
+  else:
+    items = [_Text(_pp_atom(v, ctx)) for v in vs]
+  return _Nest(2, _Group(_join(_Text(sep) + _Group(_Brk()), items)))
+
+
+def _pp_param(k, v, ctx):
+  if isinstance(v, (Jaxpr, ClosedJaxpr)):
+    pv = _pp_jaxpr_doc(v.jaxpr if isinstance(v, ClosedJaxpr) else v, ctx)
+  elif type(v) in (tuple, list) and v and all(isinstance(j, (Jaxpr, ClosedJaxpr)) for j in v):
+    docs = [_pp_jaxpr_doc(j.jaxpr if isinstance(j, ClosedJaxpr) else j, ctx) for j in v]
+    pv = _Group(_Nest(2, _Text("(") + _Brk("") + _join(_Brk(), docs)) + _Brk("") + _Text(")"))
+  else:
+    pv = _Text(_param_str(v))
+  return _Text(f"{k}=") + pv
+
+
+def _param_str(v):
+  if isinstance(v, np.dtype):
+    return v.name
+  if isinstance(v, type) and issubclass(v, np.generic):
+    return np.dtype(v).name
+  if isinstance(v, frozenset):
+    return "frozenset({" + ", ".join(repr(e) for e in sorted(v)) + "})"
+  if callable(v) and not isinstance(v, (str, tuple, list)):
+    name = getattr(v, "__name__", None)
+    if name is not None:
+      return name
+  s = str(v)
+  return re.sub(r" at 0x([0-9a-fA-F]+)", lambda m: " at 0x" + "X" * len(m.group(1)), s)
+
+
+def _pp_params(params, ctx):
+  if not params:
+    return _Concat(())
+  # JAX prints params sorted, except that a call's name comes first (``jit[name=f jaxpr=...]``)
+  keys = sorted(params, key=lambda k: (k != "name", k))
+  pairs = [_pp_param(k, params[k], ctx) for k in keys]
+  return _Group(_Nest(2, _Text("[") + _Brk("") + _join(_Brk(), pairs)) + _Brk("") + _Text("]"))
+
+
+def _pp_eqn_doc(eqn, ctx):
+  lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
+  rhs = [_Text(eqn.primitive.name), _pp_params(eqn.params, ctx),
+         _Text(" ") + _pp_vars(eqn.invars, ctx)]
+  if eqn.outvars:
+    return _Concat([lhs, _Text(" = "), *rhs])
+  return _Concat(rhs)
+
+
+def _pp_jaxpr_doc(jaxpr, ctx):
+  constvars = _pp_vars(jaxpr.constvars, ctx, binders=True)
+  invars = _pp_vars(jaxpr.invars, ctx, binders=True)
+  eqns = _join(_Brk("; "), [_pp_eqn_doc(e, ctx) for e in jaxpr.eqns])
+  outs = _Text("(") + _pp_vars(jaxpr.outvars, ctx, sep=",") + _Text(
+      ")" if len(jaxpr.outvars) != 1 else ",)")
+  return _Group(_Nest(2, _Concat([
+      _Text("{ lambda "), constvars, _Text("; "), invars, _Text(". let"),
+      _Nest(2, _Brk() + eqns), _Brk(), _Text("in "), outs]))) + _Text(" }")
+
+
+def pp_jaxpr(jaxpr, *, width=80, **_):
+  """The jaxpr in today's JAX text format."""
+  if isinstance(jaxpr, ClosedJaxpr):
+    jaxpr = jaxpr.jaxpr
+  return _pp_jaxpr_doc(jaxpr, _PpContext()).format(width)
+
+
+def pp_eqn_str(eqn, width=80):
+  return _pp_eqn_doc(eqn, _PpContext()).format(width)

@@ -1,0 +1,30 @@
+"""``nbjax.lax``: the primitives and their thin Python wrappers, one file per family.
+
+Each family module defines its primitives with every rule (eager kernels per backend,
+abstract eval, jvp, transpose, batching, lowering) and registers them in
+``nbjax.registry``. Importing this package registers them all.
+"""
+from nbjax.lax.elementwise import *  # noqa: F401,F403
+from nbjax.lax.elementwise import (add_any, add_any_p, add, add_p, cos, cos_p, exp, exp_p, log,
+                                   log_p, lt, lt_p, mul, mul_p, neg, neg_p, sin, sin_p, sub, sub_p)
+from nbjax.lax.elementwise import _convert_element_type, _const  # noqa: F401 (used by nbjax.numpy)
+from nbjax.lax.shape import (broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota,
+                             collapse, concatenate, concatenate_p, expand_dims, index_in_dim, iota,
+                             iota_p, pad, pad_p, reshape, reshape_p, rev, rev_p, slice, slice_in_dim,
+                             slice_p, squeeze, squeeze_p, transpose, transpose_p)
+from nbjax.lax.indexing import (GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers,
+                                dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
+                                dynamic_slice_p, dynamic_update_index_in_dim, dynamic_update_slice,
+                                dynamic_update_slice_in_dim, dynamic_update_slice_p, gather,
+                                gather_p, scatter, scatter_add, scatter_add_p, scatter_max,
+                                scatter_max_p, scatter_min, scatter_min_p, scatter_mul,
+                                scatter_mul_p, scatter_p, scatter_sub, scatter_sub_p)
+from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsumexp,
+                                  cumlogsumexp_p, cummax, cummax_p, cummin, cummin_p, cumprod,
+                                  cumprod_p, cumsum, cumsum_p, reduce_and, reduce_and_p,
+                                  reduce_max, reduce_max_p, reduce_min, reduce_min_p, reduce_or,
+                                  reduce_or_p, reduce_prod, reduce_prod_p, reduce_sum,
+                                  reduce_sum_p, reduce_xor, reduce_xor_p, sort, sort_key_val,
+                                  sort_p, top_k)
+from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
+from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)

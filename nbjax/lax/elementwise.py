@@ -1,0 +1,1708 @@
+"""Elementwise primitives: every rule of each one in one place.
+
+Pipeline position: ``lax.sin(x)`` -> ``sin_p.bind(x)``; with no transformation active the
+registry's eager entry (``make_elementwise_eager`` here) runs the selected backend: a numba
+kernel from ``kernels.elementwise`` or a NumPy ufunc, resolved once per dtype signature.
+Under transformations the jvp/batch/transpose rules below apply; under jit the lowering
+rules (``nbjax.lax._lower_elementwise``) emit StableHLO.
+
+Strictness as JAX's lax: operands share one dtype; shapes are equal, broadcast size-1
+dims at equal rank, or are rank-0 scalars. Python scalars next to arrays take the array's
+dtype, weakly. ``nbjax.numpy`` does promotion and broadcasting.
+
+Semantics are XLA's (checked against jaxlib): integer division truncates, ``x // 0`` is -1
+(all ones) and ``x % 0`` is ``x``; shift amounts are read as unsigned and amounts past the
+bit width give 0 (sign fill for arithmetic right shifts); float -> int conversion maps NaN to
+0 and saturates; ``max``/``min`` propagate NaN. Deliberate differences: float64 -> float16
+rounds once (XLA's CPU rounds via float32, twice), and complex ``max``/``min`` propagate NaN
+as NumPy does.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import operator
+import warnings
+
+import numpy as np
+
+from kernels import elementwise as K
+from nbjax import core, dtypes, registry
+from nbjax.array import Array, _wrap
+from nbjax.core import Primitive, ShapedArray
+from nbjax.interpreters import ad, batching
+
+# NumPy backends never warn (JAX does not): FP exceptions in this module's ufunc calls are
+# silenced by a filter matching only this module, which costs nothing on the no-warning path
+# (``np.errstate`` would cost ~0.9 us per call).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+# Output elements from which the two-core prange kernels run (measured on the project's shared
+# 2-core machines). Memory-bound kernels gain 1.5-2.8x at 1e5-4e6 elements and nothing at 1e7
+# (one thread already streams ~50 GB/s), but a prange call stalls 4-45 ms at its join when the
+# second core is busy or its fresh output faults in huge pages (about 1 call in 10 on a quiet
+# machine, most calls under load): never by default. libm-bound kernels (>= 5 ns/element) gain
+# 2x, which from 1M elements (>= 5 ms of work) outweighs that risk.
+PAR_MIN = 1 << 62
+PAR_MIN_LIBM = 1 << 20
+_LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
+         "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2",
+         "atan2_complex", "rem", "nextafter", "nextafter_f16", "erf", "erfc", "erf_inv",
+         "erf_inv_f32", "lgamma", "digamma", "polygamma"}
+
+# dtype classes accepted by rules
+_bool = {np.dtype(np.bool_)}
+_sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
+_uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
+_int = _sint | _uint
+_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
+_complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
+_complex_elem = {np.dtype(np.float32), np.dtype(np.float64)}
+_inexact = _float | _complex
+_num = _int | _inexact
+_any = _num | _bool
+_ordered = _int | _float | _bool
+_KIND_NAMES = [(_bool, "bool"), (_int, "integer"), (_sint, "signedinteger"),
+               (_uint, "unsignedinteger"), (_float, "floating"), (_complex, "complexfloating")]
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+BOOL = np.dtype(np.bool_)
+_UNSIGNED = {d.itemsize: d for d in _uint}
+_SIGNED = {d.itemsize: d for d in _sint}
+
+
+def _accepted(ok):
+  names, left = [], set(ok)
+  for s, n in _KIND_NAMES:
+    if s <= left:
+      names.append(n)
+      left -= s
+  return ", ".join(names + sorted(d.name for d in left))
+
+
+def _real_dtype(d):
+  return np.dtype(np.float32) if d == np.complex64 else np.dtype(np.float64) if d == np.complex128 else d
+
+
+def _complex_dtype(d):
+  return np.dtype(np.complex64) if d in (F32, np.complex64) else np.dtype(np.complex128)
+
+
+def _bool_out(d):
+  return BOOL
+
+
+# ----------------------------------------------------------------- abstract eval
+
+_FLOAT0_MSG = ("Called {} with a float0 array. float0s do not support any operations by design, "
+               "because they are not compatible with non-trivial vector spaces. No implicit "
+               "dtype conversion is done. You can use np.zeros_like(arr, dtype=np.float) to cast "
+               "a float0 array to a regular zeros array. \nIf you didn't expect to get a float0 "
+               "you might have accidentally taken a gradient with respect to an integer argument.")
+
+
+def broadcasting_shape(name, *shapes):
+  """JAX's rule: rank-0 operands broadcast; equal ranks broadcast size-1 dims."""
+  nz = [s for s in shapes if len(s)]
+  if not nz:
+    return ()
+  if len({len(s) for s in nz}) != 1:
+    raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
+                    f"{', '.join(map(str, shapes))}.")
+  out = []
+  for ds in zip(*nz):
+    non1 = {d for d in ds if d != 1}
+    if len(non1) > 1:
+      raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                      f"{', '.join(map(str, shapes))}.")
+    out.append(non1.pop() if non1 else 1)
+  return tuple(out)
+
+
+def check_dtypes(name, avals, ok):
+  """Raise JAX's TypeError when an operand's dtype is not accepted (``ok``: a set or one per position)."""
+  oks = ok if isinstance(ok, list) else [ok] * len(avals)
+  for i, (a, s) in enumerate(zip(avals, oks)):
+    if not isinstance(a, ShapedArray):
+      raise TypeError(f"{name} got a non-array operand {a!r}")
+    if a.dtype not in s:
+      if a.dtype == dtypes.float0:
+        raise TypeError(_FLOAT0_MSG.format(name))
+      if len(avals) == 1:
+        raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes are "
+                        f"subtypes of {_accepted(s)}.")
+      raise TypeError(f"{name} does not accept dtype {a.dtype.name} at position {i}. Accepted "
+                      f"dtypes at position {i} are subtypes of {_accepted(s)}.")
+
+
+def check_same_dtypes(name, *avals):
+  d0 = avals[0].dtype
+  if any(a.dtype != d0 for a in avals[1:]):
+    raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                    f"{', '.join(a.dtype.name for a in avals)}. (Tip: nbjax.numpy.{name} is a "
+                    "similar function that does automatic type promotion on inputs).")
+
+
+def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
+  """The standard elementwise rule: dtypes checked, shapes broadcast, weak if all operands are."""
+  def rule(*avals, **params):
+    check_dtypes(name, avals, ok)
+    if same_dtypes and len(avals) > 1:
+      check_same_dtypes(name, *avals)
+    shape = broadcasting_shape(name, *(a.shape for a in avals))
+    od = avals[0].dtype if out_dtype is None else np.dtype(out_dtype(avals[0].dtype))
+    return ShapedArray(shape, od, all(a.weak_type for a in avals) and od != BOOL)
+  return rule
+
+
+# ----------------------------------------------------------------- backends
+# A backend of an elementwise primitive is the registry's ``impl(*arrays, **params)``; it
+# carries ``impl.resolve(dtypes, params) -> run``, the function of the arrays alone for one
+# dtype signature, which the eager entry below caches per signature.
+
+_WORK = {F16: F32}  # numba has no float16: such operands are widened (exactly) to float32
+
+
+def _params_key(params):
+  return tuple(sorted(params.items())) if params else ()
+
+
+def backend(resolve):
+  """The registry impl of a per-signature ``resolve(dtypes, params) -> run(*arrays)``."""
+  cache = {}
+
+  def impl(*xs, **params):
+    xs = [x if x.flags.c_contiguous else np.array(x, order="C") for x in xs]
+    key = (tuple(x.dtype for x in xs), _params_key(params))
+    run = cache.get(key)
+    if run is None:
+      run = cache[key] = resolve(key[0], params)
+    return run(*xs)
+  impl.resolve = resolve
+  return impl
+
+
+def _converter(src, dst):
+  if src == dst:
+    return None
+  if src.kind in "iu" and dst.kind in "iu" and src.itemsize == dst.itemsize:
+    return lambda x: x.view(dst)
+  return lambda x: x.astype(dst)
+
+
+def _broadcast_operands(xs):
+  shape = np.broadcast_shapes(*(x.shape for x in xs))
+  return shape, [x if x.size == 1 or x.shape == shape else
+                 np.array(np.broadcast_to(x, shape), order="C") for x in xs]
+
+
+def _flat(x):
+  return x if x.ndim == 1 else x.reshape(-1)
+
+
+def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
+  """``run(*arrays)``: kernel ``kname`` over operands of dtypes ``in_dts`` into a new
+  ``out_dt`` array. Operands are converted to the ``work`` dtypes the kernel sees (float16
+  -> float32, or same-width integer views), the kernel writes ``work_out`` (float16 results
+  are computed in float32 and rounded once), and ``extra`` scalars follow the operands.
+  Entry points are resolved once per variant (serial below PAR_MIN elements, else prange)."""
+  in_dts = [np.dtype(d) for d in in_dts]
+  work = [_WORK.get(d, d) for d in in_dts] if work is None else [np.dtype(w) for w in work]
+  out_dt = np.dtype(out_dt)
+  wo = _WORK.get(out_dt, out_dt) if work_out is None else np.dtype(work_out)
+  convs = [_converter(d, w) for d, w in zip(in_dts, work)]
+  conv_any = any(c is not None for c in convs)
+  oconv = _converter(wo, out_dt)
+  extra = tuple(extra)
+  eps = {}
+  libm = kname in _LIBM
+
+  def call(flat, o):
+    par = o.size >= (PAR_MIN_LIBM if libm else PAR_MIN)
+    ep = eps.get(par)
+    if ep is None:
+      ep = eps[par] = K.entry(K.kernel(kname, par), *flat, *extra, o)
+    ep(*flat, *extra, o)
+
+  def run(*xs):
+    shape = xs[0].shape
+    for x in xs[1:]:
+      if x.shape != shape:
+        shape, xs = _broadcast_operands(xs)
+        break
+    if conv_any:
+      xs = [x if c is None else c(x) for x, c in zip(xs, convs)]
+    out = np.empty(shape, wo)
+    call([_flat(x) for x in xs], _flat(out))
+    return out if oconv is None else oconv(out)
+  return run
+
+
+def _nb(kname, out_dtype=None):
+  """numba resolver for a kernel (a name, or ``f(dtypes, params) -> name``)."""
+  def resolve(dts, params):
+    name = kname(dts, params) if callable(kname) else kname
+    return numba_run(name, dts, dts[0] if out_dtype is None else out_dtype(dts[0]))
+  return resolve
+
+
+def _np(f):
+  """NumPy resolver of a ufunc (called with ``out=...``: arrays even for 0-d results)."""
+  def resolve(dts, params):
+    if len(dts) == 1:
+      return lambda a: f(a, out=...)
+    if len(dts) == 2:
+      return lambda a, b: f(a, b, out=...)
+    return lambda *xs: f(*xs, out=...)
+  return resolve
+
+
+def _np_fn(fn):
+  """NumPy resolver of a plain function of the arrays (and params)."""
+  def resolve(dts, params):
+    return (lambda *xs: fn(*xs, **params)) if params else fn
+  return resolve
+
+
+# ----------------------------------------------------------------- eager entry
+
+
+def make_elementwise_eager(prim, f_small, f_large, thr):
+  """Fast eager entry: one dict lookup per call resolves (small run, large run, weak flags) for
+  the operand dtypes; the first call of each signature validates with abstract eval. Shapes
+  are checked inline on the fast path (equal, or rank-0 operands) and by abstract eval
+  otherwise."""
+  rs, rl = getattr(f_small, "resolve", None), getattr(f_large, "resolve", None)
+  if rs is None or rl is None:
+    return registry.make_generic_eager(prim, f_small, f_large, thr)
+  ae = prim.abstract_eval
+  wf = getattr(prim, "weak_from", 0)
+  fast, slow = {}, {}
+  new = object.__new__
+
+  def resolve(vals, params, pkey):
+    dts = tuple(v.dtype for v in vals)
+    e = slow.get((dts, pkey))
+    if e is None:
+      avals = [ShapedArray((), d) for d in dts]
+      w1 = ae(*avals[:wf], *(a.update(weak_type=True) for a in avals[wf:]), **params).weak_type
+      w0 = ae(*avals, **params).weak_type
+      e = slow[(dts, pkey)] = (rs(dts, params), rl(dts, params), w1, w0, dts[0])
+      if not params and all(d == dts[0] for d in dts):
+        fast[dts[0]] = e
+    return e
+
+  def general(args, params):
+    vals, ws = [], []
+    for a in args:
+      if type(a) is Array:
+        vals.append(a._value)
+        ws.append(a._weak)
+      else:
+        v, w = registry.coerce(a, prim)
+        vals.append(v if v.flags.c_contiguous else np.array(v, order="C"))
+        ws.append(w)
+    out_aval = ae(*(ShapedArray(v.shape, v.dtype, w) for v, w in zip(vals, ws)), **params)
+    e = resolve(vals, params, _params_key(params))
+    out = (e[0] if out_aval.size < thr else e[1])(*vals)
+    return _wrap(out, e[2] if all(ws[wf:]) else e[3])
+
+  if prim.arity == 1:
+    pfast = {}
+
+    def eager(x, **params):
+      if type(x) is Array:
+        v = x._value
+        if params:
+          k = (v.dtype, *params.items())
+          e = pfast.get(k)
+          if e is None:
+            e = pfast[k] = resolve([v], params, _params_key(params))
+        else:
+          e = fast.get(v.dtype)
+        if e is not None:
+          a = new(Array)
+          a._value = e[0](v) if v.size < thr else e[1](v)
+          a._weak = e[2] if x._weak else e[3]
+          return a
+      return general((x,), params)
+
+  elif prim.arity == 2:
+    def eager(x, y, **params):
+      if type(x) is Array and type(y) is Array and not params:
+        vx, vy = x._value, y._value
+        e = fast.get(vx.dtype)
+        if e is not None and vy.dtype is e[4]:
+          sx, sy = vx.shape, vy.shape
+          if sx == sy or not sy:
+            n = vx.size
+          elif not sx:
+            n = vy.size
+          else:
+            return general((x, y), params)
+          a = new(Array)
+          a._value = e[0](vx, vy) if n < thr else e[1](vx, vy)
+          a._weak = e[2] if (x._weak and y._weak) else e[3]
+          return a
+      return general((x, y), params)
+
+  else:
+    checked = {}
+
+    def eager(*args, **params):
+      if len(args) == 3 and not params:  # select(p, a, b), clamp(lo, x, hi)
+        a, b, c = args
+        if type(a) is Array and type(b) is Array and type(c) is Array:
+          va, vb, vc = a._value, b._value, c._value
+          hit = checked.get((va.dtype, va.shape, vb.dtype, vb.shape, vc.dtype, vc.shape))
+          if hit is not None:
+            e, small = hit
+            r = new(Array)
+            r._value = (e[0] if small else e[1])(va, vb, vc)
+            r._weak = e[2] if ((wf or a._weak) and b._weak and c._weak) else e[3]
+            return r
+      if not params and all(type(a) is Array for a in args):
+        vals = [a._value for a in args]
+        key = tuple([v.dtype for v in vals] + [v.shape for v in vals]) if len(vals) != 3 else \
+            (vals[0].dtype, vals[0].shape, vals[1].dtype, vals[1].shape, vals[2].dtype, vals[2].shape)
+        hit = checked.get(key)
+        if hit is None:
+          out_aval = ae(*[ShapedArray(v.shape, v.dtype) for v in vals])
+          if len(checked) > 4096:
+            checked.clear()
+          hit = checked[key] = (resolve(vals, params, ()), out_aval.size < thr)
+        e, small = hit
+        weak = e[2] if all([a._weak for a in args[wf:]]) else e[3]
+        return _wrap((e[0] if small else e[1])(*vals), weak)
+      return general(args, params)
+  return eager
+
+
+# ----------------------------------------------------------------- definition helper
+
+# Backend policies (small backend, large backend, threshold in output elements), chosen by
+# measuring every primitive at 1e2..1e7 float32 elements side by side:
+NUMPY = ("numpy", "numpy", 1 << 62)  # NumPy's SIMD loops beat libm-bound numba 3-20x at every size
+NUMBA = ("numba", "numba", 1 << 62)  # no NumPy equivalent
+ARITH = ("numpy", "numba", 1 << 14)  # kernels tie: ufunc dispatch wins small arrays
+KERNEL = ("numpy", "numba", 1 << 10)  # numba's one fused pass beats NumPy's several from ~1e3
+
+
+def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, policy=None,
+                         abstract_eval=None, domain=None, differentiable=True, linear=False,
+                         note=None, reference=None, samples=None, tol=None, weak_from=0,
+                         bad_params=None, bad_inputs=None):
+  """Define an elementwise primitive: numba kernel (a kernel name or a resolver), NumPy
+  backend (a ufunc, a resolver, or None), abstract eval, batching, test metadata."""
+  p = Primitive(name)
+  p.arity = arity
+  p.weak_from = weak_from
+  p.make_eager = make_elementwise_eager
+  impls = {"numba": backend(numba if callable(numba) and not isinstance(numba, str)
+                            else _nb(numba, out_dtype))}
+  if numpy is not None:
+    impls["numpy"] = backend(_np(numpy) if isinstance(numpy, np.ufunc) else numpy)
+  if policy is None:
+    policy = NUMBA if numpy is None else ARITH
+  if note is None and numpy is not None and policy[0] == "numpy":
+    note = ("numpy: ufunc SIMD loops beat libm-bound numba" if policy[1] == "numpy"
+            else f"numpy < {policy[2]} elements (ufunc dispatch), numba kernels above")
+  meta = dict(arity=arity, dtypes=sorted(ok[0] if isinstance(ok, list) else ok, key=str),
+              reference=reference or impls.get("numpy"), domain=domain,
+              differentiable=differentiable, linear=linear,
+              bad_inputs=bad_inputs or _bad_inputs(arity, ok, bad_params or {}))
+  if note:
+    meta["note"] = note
+  if samples is not None:
+    meta["samples"] = samples
+  if tol:
+    meta["tol"] = tol
+  registry.register(
+      p, family="elementwise", impls=impls,
+      abstract_eval=abstract_eval or nary_abstract_eval(name, ok, out_dtype),
+      batch=batching.broadcast_batcher(p) if arity > 1 else batching_unary(p),
+      policy=policy, meta=meta)
+  return p
+
+
+def batching_unary(p):
+  return lambda vals, dims, **params: (p.bind(vals[0], **params), dims[0])
+
+
+def _bad_inputs(arity, ok, params):
+  """Default bad inputs: a rejected dtype; mismatched dtypes and shapes for binary ops."""
+  oks = ok if isinstance(ok, list) else [ok] * arity
+  good = sorted(oks[0], key=str)[0]
+  bad = next((np.dtype(d) for d in (np.bool_, np.int32, np.float32, np.complex64)
+              if np.dtype(d) not in oks[0]), None)
+  other = next((d for d in sorted(_any, key=str) if d not in oks[-1]), None)
+
+  def cases(rng):
+    out = []
+    if bad is not None:
+      out.append(([np.zeros(3, bad)] + [np.zeros(3, good)] * (arity - 1), params, TypeError))
+    if arity == 2:
+      out.append(([np.zeros((2, 3), good), np.zeros((3, 2), good)], params, TypeError))
+      if other is not None:
+        out.append(([np.zeros(3, good), np.zeros(3, other)], params, TypeError))
+    return out
+  return cases
+
+
+# ----------------------------------------------------------------- NumPy implementations
+
+
+def _np_sign(x):
+  if x.dtype.kind == "f":  # keep -0.0 (np.sign gives +0.0; XLA keeps the sign)
+    s = np.sign(x, out=...)
+    return np.copysign(s, x, out=s)
+  return np.sign(x, out=...)
+
+
+def _np_logistic(x):
+  t = np.negative(x, out=...)
+  np.exp(t, out=t)
+  np.add(t, 1, out=t)
+  return np.divide(1, t, out=t)
+
+
+def _np_rsqrt(x):
+  t = np.sqrt(x, out=...)
+  return np.divide(1, t, out=t)
+
+
+_all = np.logical_and.reduce
+
+
+def _np_integer_pow_resolve(dts, params):
+  y = params["y"]
+  if y == 2:
+    return lambda x: np.multiply(x, x, out=...)
+  return lambda x: _np_integer_pow(x, y)
+
+
+def _np_round_resolve(dts, params):
+  return (lambda x: np.rint(x, out=...)) if int(params["rounding_method"]) == 1 else _np_round_away
+
+
+def _np_round_away(x):
+  t = np.trunc(x, out=...)
+  return np.where(np.abs(x - t) >= 0.5, t + np.copysign(1, x), t)
+
+
+def _np_integer_pow(x, y):
+  if y == 0:
+    return np.ones_like(x)
+  m, acc = -y if y < 0 else y, None
+  while m > 0:
+    if m & 1:
+      acc = x if acc is None else np.multiply(acc, x, out=...)
+    m >>= 1
+    if m > 0:
+      x = np.multiply(x, x, out=...)
+  if y < 0:
+    return np.divide(np.ones((), acc.dtype), acc, out=...)
+  return acc.copy() if acc is x and y == 1 else acc
+
+
+def _np_pow(x, y):
+  if y.dtype != x.dtype:
+    y = y.astype(x.dtype)
+  return np.power(x, y, out=...)
+
+
+def _all_ones(d):
+  return np.array(-1).astype(d)
+
+
+def _np_div(x, y):
+  d = x.dtype
+  if d.kind not in "iu":
+    return np.divide(x, y, out=...)
+  z = y == 0
+  if d.kind == "u":
+    return np.where(z, _all_ones(d), np.floor_divide(x, np.where(z, np.ones((), d), y)))
+  m1 = y == -1  # INT_MIN / -1 wraps (np.negative does not warn)
+  yy = np.where(z | m1, np.ones((), d), y)
+  q = np.floor_divide(x, yy, out=...)
+  q += ((q < 0) & (q * yy != x)).astype(d)  # floor -> truncation toward zero
+  return np.where(z, _all_ones(d), np.where(m1, np.negative(x), q))
+
+
+def _np_rem(x, y):
+  if x.dtype.kind not in "iu":
+    return np.fmod(x, y, out=...)
+  z = y == 0
+  return np.where(z, x, np.fmod(x, np.where(z, np.ones((), x.dtype), y)))
+
+
+def _np_atan2(x, y):
+  if x.dtype.kind != "c":
+    return np.arctan2(x, y, out=...)
+  return np.asarray(-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x)), x.dtype)
+
+
+def _np_shift(f, view):
+  def run(x, y):
+    d = x.dtype
+    w = (_UNSIGNED if view == "u" else _SIGNED)[d.itemsize]
+    return f(x.view(w), y.view(w), out=...).view(d)
+  return run
+
+
+def _np_popcount(x):
+  return np.bitwise_count(x.view(_UNSIGNED[x.dtype.itemsize]), out=...).astype(x.dtype)
+
+
+def _np_select_n(which, *cases):
+  n = len(cases)
+  if n == 1:
+    return np.array(cases[0])
+  if which.dtype == BOOL:
+    return np.where(which, cases[1], cases[0])
+  if n == 2:
+    return np.where(which >= 1, cases[1], cases[0])
+  w = np.clip(which, 0, n - 1)
+  if n <= 32:
+    return np.asarray(np.choose(w, cases))
+  out = np.array(cases[0])
+  for k in range(1, n):
+    out = np.where(w == k, cases[k], out)
+  return out
+
+
+def _np_clamp(lo, x, hi):
+  return np.minimum(np.maximum(x, lo), hi, out=...)
+
+
+def _np_real(x):
+  return np.array(x.real)
+
+
+def _np_imag(x):
+  return np.array(x.imag)
+
+
+def _np_conj(x, input_dtype=None):
+  if x.dtype.kind == "c":
+    return np.conjugate(x, out=...)
+  return x.astype(_complex_dtype(x.dtype))
+
+
+def _np_complex(x, y):
+  shape = np.broadcast_shapes(x.shape, y.shape)
+  out = np.empty(shape, _complex_dtype(x.dtype))
+  out.real = x
+  out.imag = y
+  return out
+
+
+def _f2i_bounds(dst):
+  info = np.iinfo(dst)
+  signed = dst.kind == "i"
+  return float(info.min), float(2 ** (8 * dst.itemsize - signed)), dst.type(info.min), dst.type(info.max)
+
+
+def _np_convert_resolve(dts, params):
+  """convert_element_type in NumPy with XLA's semantics (see module docstring)."""
+  src, dst = dts[0], np.dtype(params["new_dtype"])
+  real = src.kind == "c" and dst.kind != "c"
+  if dst == BOOL:
+    return (lambda x: np.not_equal(x.real, 0, out=...)) if real else \
+        (lambda x: np.not_equal(x, 0, out=...))
+  if src.kind in "fc" and dst.kind in "iu":
+    w = F32 if src == F16 else _real_dtype(src)
+    lo, hi, ilo, ihi = _f2i_bounds(dst)
+    with np.errstate(over="ignore"):
+      bound = np.array(hi, w)  # a power of two: exact
+    signed = dst.kind == "i"
+
+    def run(x):
+      if real:
+        x = x.real
+      if src == F16:
+        x = x.astype(F32)
+      # common case: every value truncates into range (NaN fails both tests)
+      ok = np.abs(x) < bound if signed else (x > -1) & (x < bound)
+      if _all(ok, axis=None):
+        return x.astype(dst)
+      low, high = x <= lo, x >= hi
+      out = np.where(low | high | np.isnan(x), 0, x).astype(dst)
+      out[low] = ilo
+      out[high] = ihi
+      return out
+    return run
+  if real:
+    return lambda x: np.array(x.real, dst)
+  return lambda x: np.array(x, dst)
+
+
+_np_convert_impl = backend(_np_convert_resolve)
+
+
+def _np_convert(x, new_dtype):
+  return _np_convert_impl(x, new_dtype=np.dtype(new_dtype), weak_type=False)
+
+
+def _np_copy(x):
+  return np.array(x)
+
+
+# ----------------------------------------------------------------- numba resolvers
+
+
+def _nb_round(dts, params):
+  return numba_run("round_even" if int(params["rounding_method"]) == 1 else "round_away",
+                   dts, dts[0])
+
+
+def _nb_sign(dts, params):
+  return numba_run("sign_complex" if dts[0].kind == "c" else "sign", dts, dts[0])
+
+
+def _nb_integer_pow(dts, params):
+  d = dts[0]
+  y = int(params["y"])
+  return numba_run("integer_pow", dts, d, extra=(np.int64(y), _WORK.get(d, d).type(1)))
+
+
+def _nb_pow(dts, params):
+  x, y = dts
+  return numba_run("pow", dts, x, work=[_WORK.get(x, x)] * 2)
+
+
+def _nb_div(dts, params):
+  k = dts[0].kind
+  return numba_run("div_int" if k == "i" else "div_uint" if k == "u" else "div", dts, dts[0])
+
+
+def _nb_rem(dts, params):
+  k = dts[0].kind
+  return numba_run("rem_int" if k == "i" else "rem_uint" if k == "u" else "rem", dts, dts[0])
+
+
+def _nb_minmax(name):
+  def resolve(dts, params):
+    return numba_run(name + "_complex" if dts[0].kind == "c" else name, dts, dts[0])
+  return resolve
+
+
+def _nb_atan2(dts, params):
+  return numba_run("atan2_complex" if dts[0].kind == "c" else "atan2", dts, dts[0])
+
+
+def _nb_nextafter(dts, params):
+  if dts[0] != F16:
+    return numba_run("nextafter", dts, dts[0])
+  u16 = np.dtype(np.uint16)
+  bits = numba_run("nextafter_f16", [F32, F32, u16, u16], u16)
+
+  def run(x, y):
+    if x.shape != y.shape:
+      _, (x, y) = _broadcast_operands([x, y])
+    return bits(x.astype(F32), y.astype(F32), x.view(u16), y.view(u16)).view(F16)
+  return run
+
+
+def _nb_not(dts, params):
+  return numba_run("not_bool" if dts[0] == BOOL else "not", dts, dts[0])
+
+
+def _nb_shift(name, view):
+  def resolve(dts, params):
+    d = dts[0]
+    w = (_UNSIGNED if view == "u" else _SIGNED)[d.itemsize]
+    return numba_run(name, dts, d, work=[w, w], work_out=w)
+  return resolve
+
+
+def _nb_popcount(dts, params):
+  d = dts[0]
+  u = _UNSIGNED[d.itemsize]
+  return numba_run("population_count", dts, d, work=[u], work_out=u)
+
+
+def _nb_select_n(dts, params):
+  return numba_run(f"select_n{len(dts) - 1}", dts, dts[1])
+
+
+def _nb_conj(dts, params):
+  d = dts[0]
+  return numba_run("conj" if d.kind == "c" else "convert", dts, _complex_dtype(d))
+
+
+def _nb_convert(dts, params):
+  src, dst = dts[0], np.dtype(params["new_dtype"])
+  if dst == F16:  # numba cannot write float16: NumPy's astype rounds once
+    return lambda x: _np_convert(x, dst)
+  real = src.kind == "c" and dst.kind != "c"
+  if dst == BOOL:
+    return numba_run("convert_bool_real" if real else "convert_bool", dts, dst)
+  if src.kind in "fc" and dst.kind in "iu":
+    return numba_run("convert_f2i", dts, dst, extra=_f2i_bounds(dst))
+  return numba_run("real" if real else "convert", dts, dst)
+
+
+# ----------------------------------------------------------------- references (scipy; tests only)
+
+
+def _scipy(fname, fix_poles=False):
+  def ref(x, *rest):
+    from scipy import special
+    with np.errstate(all="ignore"):
+      args = [np.asarray(a, np.float64) for a in (x, *rest)]
+      r = getattr(special, fname)(*args)
+      if fix_poles:  # XLA: NaN at non-positive integers
+        z = args[-1]
+        r = np.where((z <= 0) & (z == np.floor(z)), np.nan, r)
+    return np.asarray(r).astype(np.asarray(x).dtype)
+  return ref
+
+
+# ----------------------------------------------------------------- samples for params
+
+
+def _cases(rng, dtype, shapes, domain=None, params=None):
+  from nbjax import testing
+  doms = domain if isinstance(domain, (tuple, list)) else [domain] * len(shapes[0])
+  return [([testing.sample_values(rng, s, dtype, d) for s, d in zip(ss, doms)], dict(params or {}))
+          for ss in shapes]
+
+
+_U1 = [[()], [(3,)], [(2, 3)], [(0,)]]
+_U2 = [[(), ()], [(3,), (3,)], [(2, 3), ()], [(), (2, 3)], [(1, 3), (2, 3)], [(0,), (0,)]]
+
+
+def _round_samples(rng, dtype):
+  out = []
+  for m in (RoundingMethod.AWAY_FROM_ZERO, RoundingMethod.TO_NEAREST_EVEN):
+    out += _cases(rng, dtype, _U1, params=dict(rounding_method=m))
+    out.append(([np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49, -2.51], dtype)], dict(rounding_method=m)))
+  return out
+
+
+def _integer_pow_samples(rng, dtype):
+  ys = (0, 1, 2, 3, 5) if np.dtype(dtype).kind in "iu" else (0, 1, 2, 3, -1, -2, 5)
+  dom = "small" if np.dtype(dtype).kind in "iu" else "nonzero"
+  return [c for y in ys for c in _cases(rng, dtype, [[(3,)], [(2, 3)], [()]], dom, dict(y=y))]
+
+
+def _pow_samples(rng, dtype):
+  out = _cases(rng, dtype, _U2, ("positive", None))
+  x = [np.asarray(np.abs(rng.standard_normal((2, 3))) + 0.5, dtype)]
+  out.append((x + [rng.integers(-3, 4, (2, 3)).astype(np.int32)], {}))
+  return out
+
+
+def _convert_samples(rng, dtype):
+  out = []
+  for nd in sorted(_any, key=str):
+    out += _cases(rng, dtype, [[(3,)], [()]], params=dict(new_dtype=nd, weak_type=False))
+  out += _cases(rng, dtype, [[(2, 3)]], params=dict(new_dtype=np.dtype(dtype), weak_type=True))
+  return out
+
+
+def _select_n_samples(rng, dtype):
+  from nbjax import testing
+  out = []
+  for n, wd in ((1, np.int32), (2, np.bool_), (2, np.int32), (3, np.int32)):
+    for ws, cs in (((), ()), ((), (2, 3)), ((2, 3), (2, 3)), ((0,), (0,))):
+      which = (rng.random(ws) < 0.5 if wd == np.bool_ else rng.integers(-1, n + 1, ws).astype(wd))
+      out.append(([np.asarray(which)] + [testing.sample_values(rng, cs, dtype) for _ in range(n)], {}))
+  return out
+
+
+def _clamp_samples(rng, dtype):
+  from nbjax import testing
+  out = []
+  for ls, xs, hs in (((), (), ()), ((), (2, 3), ()), ((2, 3), (2, 3), (2, 3)), ((), (4,), (4,)),
+                     ((), (0,), ())):
+    lo = testing.sample_values(rng, ls, dtype)
+    hi = np.maximum(testing.sample_values(rng, hs, dtype), lo) if np.dtype(dtype) != BOOL else \
+        np.ones(hs, BOOL)
+    out.append(([lo, testing.sample_values(rng, xs, dtype), np.asarray(hi, dtype)], {}))
+  return out
+
+
+def _polygamma_samples(rng, dtype):
+  out = []
+  for shape in ((), (3,), (2, 3)):
+    m = rng.integers(0, 4, shape).astype(dtype)
+    out.append(([np.asarray(m), np.asarray(rng.uniform(0.5, 4.0, shape), dtype)], {}))
+  return out
+
+
+def _shift_samples(rng, dtype):
+  d = np.dtype(dtype)
+  out = _cases(rng, dtype, _U2, (None, "shift"))
+  x = rng.integers(np.iinfo(d).min, np.iinfo(d).max, (6,), dtype=d, endpoint=True)
+  y = np.array([0, 1, 8 * d.itemsize - 1, 8 * d.itemsize, 8 * d.itemsize + 3,
+                np.iinfo(d).max], d)
+  out.append(([x, y], {}))
+  return out
+
+
+def _int_div_samples(rng, dtype):
+  d = np.dtype(dtype)
+  out = _cases(rng, dtype, _U2, (None, "nonzero"))
+  if d.kind in "iu":
+    info = np.iinfo(d)
+    vals = [7, 0, 5, info.max, info.min] + ([-7, -7, info.min, info.min] if d.kind == "i" else [])
+    dens = [2, 3, 0, 0, 0] + ([2, -2, -1, 0] if d.kind == "i" else [])
+    out.append(([np.array(vals, d), np.array(dens, d)], {}))
+  return out
+
+
+# ----------------------------------------------------------------- primitives
+
+_TR = dict(policy=NUMPY)        # transcendental: NumPy at every size
+_NB_ONLY = "numba only (NumPy has no {}; reference: scipy.special)"
+
+neg_p = standard_elementwise("neg", 1, _num, numba="neg", numpy=np.negative, linear=True)
+sign_p = standard_elementwise("sign", 1, _num, numba=_nb_sign, numpy=_np_fn(_np_sign), policy=KERNEL,
+                              differentiable=False)
+floor_p = standard_elementwise("floor", 1, _float, numba="floor", numpy=np.floor,
+                               differentiable=False)
+ceil_p = standard_elementwise("ceil", 1, _float, numba="ceil", numpy=np.ceil, differentiable=False)
+
+
+class RoundingMethod(enum.IntEnum):
+  """Rounding of halfway values in :func:`round`."""
+  AWAY_FROM_ZERO = 0
+  TO_NEAREST_EVEN = 1
+
+
+def _round_abstract_eval(x, *, rounding_method):
+  if int(rounding_method) not in (0, 1):
+    raise ValueError(f"round: rounding_method must be a RoundingMethod, got {rounding_method!r}")
+  return nary_abstract_eval("round", _float)(x)
+
+
+round_p = standard_elementwise("round", 1, _float, numba=_nb_round, numpy=_np_round_resolve,
+                               policy=KERNEL,
+                               abstract_eval=_round_abstract_eval, differentiable=False,
+                               samples=_round_samples, bad_params=dict(rounding_method=0))
+is_finite_p = standard_elementwise("is_finite", 1, _float, numba="is_finite", numpy=np.isfinite,
+                                   out_dtype=_bool_out, differentiable=False)
+exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small", **_TR)
+exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small", **_TR)
+log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive", **_TR)
+log1p_p = standard_elementwise("log1p", 1, _inexact, numba="log1p", numpy=np.log1p,
+                               domain="positive", **_TR)
+expm1_p = standard_elementwise("expm1", 1, _inexact, numba="expm1", numpy=np.expm1, domain="small",
+                               **_TR)
+tanh_p = standard_elementwise("tanh", 1, _inexact, numba="tanh", numpy=np.tanh, **_TR)
+logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
+                                  numpy=_np_fn(_np_logistic), **_TR)
+sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin, **_TR)
+cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos, **_TR)
+tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small", **_TR)
+asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit", **_TR)
+acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit", **_TR)
+atan_p = standard_elementwise("atan", 1, _inexact, numba="atan", numpy=np.arctan, **_TR)
+sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, domain="small", **_TR)
+cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small", **_TR)
+asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh, **_TR)
+acosh_p = standard_elementwise("acosh", 1, _inexact, numba="acosh", numpy=np.arccosh, domain="gt1",
+                               **_TR)
+atanh_p = standard_elementwise("atanh", 1, _inexact, numba="atanh", numpy=np.arctanh, domain="unit",
+                               **_TR)
+sqrt_p = standard_elementwise("sqrt", 1, _inexact, numba="sqrt", numpy=np.sqrt, domain="positive",
+                              policy=KERNEL)
+rsqrt_p = standard_elementwise("rsqrt", 1, _inexact, numba="rsqrt", numpy=_np_fn(_np_rsqrt),
+                               domain="positive", policy=KERNEL)
+cbrt_p = standard_elementwise("cbrt", 1, _float, numba="cbrt", numpy=np.cbrt, **_TR)
+abs_p = standard_elementwise("abs", 1, _sint | _inexact, numba="abs", numpy=np.abs,
+                             out_dtype=_real_dtype, domain="nonzero")
+square_p = standard_elementwise("square", 1, _num, numba="square", numpy=np.square)
+
+
+def _integer_pow_abstract_eval(x, *, y):
+  if not isinstance(y, (int, np.integer)) or isinstance(y, bool):
+    raise TypeError(f"integer_pow requires an integer exponent y, got {y!r}")
+  out = nary_abstract_eval("integer_pow", _num)(x)
+  if y < 0 and x.dtype in _int:
+    raise TypeError(f"Integers cannot be raised to negative powers, got integer_pow({x.str_short()}, {y})")
+  return out
+
+
+integer_pow_p = standard_elementwise(
+    "integer_pow", 1, _num, numba=_nb_integer_pow, numpy=_np_integer_pow_resolve,
+    abstract_eval=_integer_pow_abstract_eval, samples=_integer_pow_samples,
+    bad_params=dict(y=2))
+
+
+def _pow_abstract_eval(x, y):
+  check_dtypes("pow", (x, y), [_inexact, _num])
+  if not (y.dtype == x.dtype or y.dtype in _int):
+    raise TypeError("the first argument to pow must have an inexact dtype (float or complex), and "
+                    "the second argument must have an inexact or integer dtype, and two inexact "
+                    f"dtypes must match, but got {x.dtype} and {y.dtype} respectively.")
+  shape = broadcasting_shape("pow", x.shape, y.shape)
+  return ShapedArray(shape, x.dtype, x.weak_type and y.weak_type)
+
+
+pow_p = standard_elementwise("pow", 2, [_inexact, _num], numba=_nb_pow, numpy=_np_fn(_np_pow),
+                             abstract_eval=_pow_abstract_eval, samples=_pow_samples, **_TR)
+add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True)
+sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True)
+mul_p = standard_elementwise("mul", 2, _num, numba="mul", numpy=np.multiply)
+div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div),
+                             domain=(None, "nonzero"), samples=_int_div_samples)
+rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
+                             domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
+max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"), numpy=np.maximum)
+min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"), numpy=np.minimum)
+atan2_p = standard_elementwise("atan2", 2, _inexact, numba=_nb_atan2, numpy=_np_fn(_np_atan2),
+                               domain=(None, "nonzero"), **_TR)
+nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter, numpy=np.nextafter,
+                                   differentiable=False)
+_cmp = dict(out_dtype=_bool_out, differentiable=False)
+eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
+ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
+lt_p = standard_elementwise("lt", 2, _ordered, numba="lt", numpy=np.less, **_cmp)
+le_p = standard_elementwise("le", 2, _ordered, numba="le", numpy=np.less_equal, **_cmp)
+gt_p = standard_elementwise("gt", 2, _ordered, numba="gt", numpy=np.greater, **_cmp)
+ge_p = standard_elementwise("ge", 2, _ordered, numba="ge", numpy=np.greater_equal, **_cmp)
+_bits = dict(differentiable=False)
+not_p = standard_elementwise("not", 1, _int | _bool, numba=_nb_not, numpy=np.invert, **_bits)
+and_p = standard_elementwise("and", 2, _int | _bool, numba="and", numpy=np.bitwise_and, **_bits)
+or_p = standard_elementwise("or", 2, _int | _bool, numba="or", numpy=np.bitwise_or, **_bits)
+xor_p = standard_elementwise("xor", 2, _int | _bool, numba="xor", numpy=np.bitwise_xor, **_bits)
+population_count_p = standard_elementwise(
+    "population_count", 1, _int, numba=_nb_popcount, numpy=_np_fn(_np_popcount), policy=KERNEL,
+    **_bits)
+shift_left_p = standard_elementwise(
+    "shift_left", 2, _int, numba=_nb_shift("shift_left", "u"),
+    numpy=_np_fn(_np_shift(np.left_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
+    **_bits)
+shift_right_arithmetic_p = standard_elementwise(
+    "shift_right_arithmetic", 2, _int, numba=_nb_shift("shift_right_arithmetic", "s"),
+    numpy=_np_fn(_np_shift(np.right_shift, "s")), domain=(None, "shift"), samples=_shift_samples,
+    **_bits)
+shift_right_logical_p = standard_elementwise(
+    "shift_right_logical", 2, _int, numba=_nb_shift("shift_right_logical", "u"),
+    numpy=_np_fn(_np_shift(np.right_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
+    **_bits)
+erf_p = standard_elementwise("erf", 1, _float, numba="erf", reference=_scipy("erf"),
+                             note=_NB_ONLY.format("erf"))
+erfc_p = standard_elementwise("erfc", 1, _float, numba="erfc", reference=_scipy("erfc"),
+                              note=_NB_ONLY.format("erfc"))
+erf_inv_p = standard_elementwise("erf_inv", 1, _float,
+                                 numba=_nb(lambda d, p: "erf_inv" if d[0] == F64 else "erf_inv_f32"),
+                                 reference=_scipy("erfinv"),
+                                 domain="unit", note=_NB_ONLY.format("erf_inv"))
+lgamma_p = standard_elementwise("lgamma", 1, _float, numba="lgamma", reference=_scipy("gammaln"),
+                                domain="positive", note=_NB_ONLY.format("lgamma"))
+digamma_p = standard_elementwise("digamma", 1, _float, numba="digamma",
+                                 reference=_scipy("digamma", fix_poles=True), domain="positive",
+                                 note=_NB_ONLY.format("digamma"))
+polygamma_p = standard_elementwise("polygamma", 2, _float, numba="polygamma",
+                                   reference=_scipy("polygamma", fix_poles=True),
+                                   samples=_polygamma_samples, note=_NB_ONLY.format("polygamma"))
+real_p = standard_elementwise("real", 1, _complex, numba="real", numpy=_np_fn(_np_real),
+                              out_dtype=_real_dtype, linear=True)
+imag_p = standard_elementwise("imag", 1, _complex, numba="imag", numpy=_np_fn(_np_imag),
+                              out_dtype=_real_dtype, linear=True)
+
+
+def _conj_abstract_eval(x, *, input_dtype=None):
+  return nary_abstract_eval("conj", _complex_elem | _complex, _complex_dtype)(x)
+
+
+conj_p = standard_elementwise("conj", 1, _complex_elem | _complex, numba=_nb_conj,
+                              numpy=_np_fn(_np_conj), abstract_eval=_conj_abstract_eval,
+                              linear=True, policy=KERNEL,
+                              samples=lambda rng, d: _cases(rng, d, _U1, params=dict(input_dtype=d)))
+complex_p = standard_elementwise("complex", 2, _complex_elem, numba="complex",
+                                 numpy=_np_fn(_np_complex), out_dtype=_complex_dtype, linear=True,
+                                 policy=KERNEL)
+
+
+def _select_n_abstract_eval(which, *cases):
+  if not cases:
+    raise TypeError("select_n must have at least one case")
+  check_dtypes("select_n", (which,), [_bool | _int])
+  if any(c.shape != cases[0].shape for c in cases[1:]):
+    raise TypeError(f"select_n cases must have the same shapes, got "
+                    f"[{', '.join(str(c.shape) for c in cases)}].")
+  if which.shape and which.shape != cases[0].shape:
+    raise TypeError("select_n `which` must be scalar or have the same shape as cases, got "
+                    f"`which` shape {which.shape} but case shape {cases[0].shape}.")
+  check_dtypes("select_n", cases, _any)
+  if len(cases) > 1:
+    check_same_dtypes("select_n", *cases)
+  if which.dtype == BOOL and len(cases) > 2:
+    raise TypeError("select_n with boolean `which` cannot have > 2 cases.")
+  return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
+
+
+select_n_p = standard_elementwise(
+    "select_n", 3, _any, numba=_nb_select_n, numpy=_np_fn(_np_select_n),
+    abstract_eval=_select_n_abstract_eval, samples=_select_n_samples, weak_from=1, policy=KERNEL,
+    bad_inputs=lambda rng: [
+        ([np.zeros(3, np.float32), np.zeros(3), np.zeros(3)], {}, TypeError),
+        ([np.zeros(3, np.bool_), np.zeros(3), np.zeros(3), np.zeros(3)], {}, TypeError),
+        ([np.zeros(3, np.int32), np.zeros(3), np.zeros(4)], {}, TypeError),
+        ([np.zeros(2, np.int32), np.zeros(3), np.zeros(3)], {}, TypeError),
+        ([np.zeros(3, np.int32), np.zeros(3), np.zeros(3, np.float32)], {}, TypeError)])
+select_n_p.arity = None  # variadic: ``select_n(which, *cases)``
+
+
+def _clamp_abstract_eval(lo, x, hi):
+  check_dtypes("clamp", (lo, x, hi), _ordered)
+  check_same_dtypes("clamp", lo, x, hi)
+  for nm, a in (("min", lo), ("max", hi)):
+    if a.shape and a.shape != x.shape:
+      raise TypeError(f"clamp requires {nm}.shape == operand.shape or {nm}.shape == (), got "
+                      f"{nm}.shape={a.shape}, operand.shape={x.shape}.")
+  return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
+
+
+clamp_p = standard_elementwise("clamp", 3, _ordered, numba="clamp", numpy=_np_fn(_np_clamp),
+                               abstract_eval=_clamp_abstract_eval, samples=_clamp_samples,
+                               policy=KERNEL,
+                               bad_inputs=lambda rng: [
+                                   ([np.zeros(()), np.zeros(3), np.zeros(2)], {}, TypeError),
+                                   ([np.zeros((), np.float32), np.zeros(3), np.zeros(())], {},
+                                    TypeError),
+                                   ([np.zeros(3, np.complex64)] * 3, {}, TypeError)])
+
+
+def _convert_abstract_eval(x, *, new_dtype, weak_type):
+  d = np.dtype(new_dtype)
+  if d not in _any:
+    raise TypeError(f"convert_element_type: new_dtype {d} is not a valid nbjax array type "
+                    "(only numeric and bool dtypes are supported)")
+  if x.dtype == dtypes.float0:
+    raise TypeError(_FLOAT0_MSG.format("convert_element_type"))
+  check_dtypes("convert_element_type", (x,), _any)
+  return ShapedArray(x.shape, d, bool(weak_type))
+
+
+convert_element_type_p = standard_elementwise(
+    "convert_element_type", 1, _any, numba=_nb_convert, numpy=_np_convert_resolve,
+    abstract_eval=_convert_abstract_eval, samples=_convert_samples,
+    bad_inputs=lambda rng: [([np.zeros(3)], dict(new_dtype=np.dtype("O"), weak_type=False),
+                             TypeError)],
+    note="numpy < 16384 elements (ufunc dispatch), numba kernels above; float16 results are "
+         "rounded by NumPy's astype (numba has no float16)")
+copy_p = standard_elementwise("copy", 1, _any, numba="copy", numpy=_np_fn(_np_copy), linear=True)
+
+# add_any: tangent accumulation (JAX's add_jaxvals); same kernel as add, any dtype
+add_any_p = standard_elementwise("add_any", 2, _num, numba="add", numpy=np.add, linear=True)
+
+
+# ----------------------------------------------------------------- wrappers
+# With no transformation active the wrappers call the eager entry directly (what ``bind``
+# does on the eval trace, minus argument packing).
+
+_ctx, _EVAL = core._ctx, core.eval_trace
+_PY = (int, float, complex, bool)
+_weak_consts = {}
+
+
+def _scalars_like(x, y):
+  """lax accepts Python scalars next to arrays: they take the array's dtype, weakly."""
+  tx, ty = type(x), type(y)
+  if tx in _PY and ty not in _PY:
+    x = _as_weak(x, y)
+  elif ty in _PY and tx not in _PY:
+    y = _as_weak(y, x)
+  return x, y
+
+
+def _as_weak(s, like):
+  d = like._value.dtype if type(like) is Array else core.get_aval(like).dtype
+  if type(s) is bool:
+    return Array._new(np.asarray(s, d), False)
+  key = (s, d)
+  a = _weak_consts.get(key) if s else None  # (0.0 and -0.0 are equal keys: not cached)
+  if a is None:
+    try:
+      v = np.asarray(s, d)
+    except (OverflowError, TypeError):
+      raise TypeError(f"Python scalar {s!r} cannot be converted to the dtype {d} of the other "
+                      "operand") from None
+    a = Array._new(v, True)
+    if s:
+      if len(_weak_consts) > 1024:
+        _weak_consts.clear()
+      _weak_consts[key] = a
+  return a
+
+
+def _un(p, doc, accuracy=False):
+  if accuracy:
+    def f(x, accuracy=None):
+      return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+  else:
+    def f(x):
+      return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+  f.__name__ = f.__qualname__ = p.name
+  f.__doc__ = doc
+  return f
+
+
+def _bin(p, doc, name=None):
+  def f(x, y):
+    if type(x) is not Array or type(y) is not Array:
+      x, y = _scalars_like(x, y)
+    return p.eager(x, y) if _ctx.trace is _EVAL else p.bind(x, y)
+  f.__name__ = f.__qualname__ = name or p.name
+  f.__doc__ = doc
+  return f
+
+
+neg = _un(neg_p, r"""Elementwise negation: :math:`-x`.""")
+sign = _un(sign_p, r"""Elementwise sign: -1, 0 or 1 (``x/|x|`` for complex); NaN and signed zeros kept.""")
+floor = _un(floor_p, r"""Elementwise floor: :math:`\lfloor x \rfloor`.""")
+ceil = _un(ceil_p, r"""Elementwise ceiling: :math:`\lceil x \rceil`.""")
+is_finite = _un(is_finite_p, r"""Elementwise :math:`\mathrm{isfinite}(x)`: False for inf and NaN.""")
+exp = _un(exp_p, r"""Elementwise exponential: :math:`e^x`.""", True)
+exp2 = _un(exp2_p, r"""Elementwise base-2 exponential: :math:`2^x`.""", True)
+log = _un(log_p, r"""Elementwise natural logarithm: :math:`\log(x)`.""", True)
+log1p = _un(log1p_p, r"""Elementwise :math:`\log(1 + x)`.""", True)
+expm1 = _un(expm1_p, r"""Elementwise :math:`e^x - 1`.""", True)
+tanh = _un(tanh_p, r"""Elementwise hyperbolic tangent: :math:`\tanh(x)`.""", True)
+logistic = _un(logistic_p, r"""Elementwise logistic (sigmoid): :math:`\frac{1}{1 + e^{-x}}`.""", True)
+sin = _un(sin_p, r"""Elementwise sine: :math:`\sin(x)`.""", True)
+cos = _un(cos_p, r"""Elementwise cosine: :math:`\cos(x)`.""", True)
+tan = _un(tan_p, r"""Elementwise tangent: :math:`\tan(x)`.""", True)
+asin = _un(asin_p, r"""Elementwise arc sine: :math:`\mathrm{asin}(x)`.""")
+acos = _un(acos_p, r"""Elementwise arc cosine: :math:`\mathrm{acos}(x)`.""")
+atan = _un(atan_p, r"""Elementwise arc tangent: :math:`\mathrm{atan}(x)`.""")
+sinh = _un(sinh_p, r"""Elementwise hyperbolic sine: :math:`\sinh(x)`.""")
+cosh = _un(cosh_p, r"""Elementwise hyperbolic cosine: :math:`\cosh(x)`.""")
+asinh = _un(asinh_p, r"""Elementwise inverse hyperbolic sine: :math:`\mathrm{asinh}(x)`.""")
+acosh = _un(acosh_p, r"""Elementwise inverse hyperbolic cosine: :math:`\mathrm{acosh}(x)`.""")
+atanh = _un(atanh_p, r"""Elementwise inverse hyperbolic tangent: :math:`\mathrm{atanh}(x)`.""")
+sqrt = _un(sqrt_p, r"""Elementwise square root: :math:`\sqrt{x}`.""", True)
+rsqrt = _un(rsqrt_p, r"""Elementwise reciprocal square root: :math:`1 / \sqrt{x}`.""", True)
+cbrt = _un(cbrt_p, r"""Elementwise cube root: :math:`\sqrt[3]{x}`.""", True)
+abs = _un(abs_p, r"""Elementwise absolute value: :math:`|x|` (real dtype for complex input).""")
+square = _un(square_p, r"""Elementwise square: :math:`x^2`.""")
+bitwise_not = _un(not_p, r"""Elementwise NOT: :math:`\neg x` (logical for bool).""")
+population_count = _un(population_count_p,
+                       r"""Elementwise popcount: the number of set bits (two's complement).""")
+erf = _un(erf_p, r"""Elementwise error function: :math:`\mathrm{erf}(x)`.""")
+erfc = _un(erfc_p, r"""Elementwise complementary error function: :math:`1 - \mathrm{erf}(x)`.""")
+erf_inv = _un(erf_inv_p, r"""Elementwise inverse error function: :math:`\mathrm{erf}^{-1}(x)`.""")
+lgamma = _un(lgamma_p, r"""Elementwise log of the absolute gamma function: :math:`\log|\Gamma(x)|`.""")
+digamma = _un(digamma_p, r"""Elementwise digamma: :math:`\psi(x) = \frac{d}{dx}\log\Gamma(x)`.""")
+real = _un(real_p, r"""Elementwise real part: :math:`\mathrm{Re}(x)`.""")
+imag = _un(imag_p, r"""Elementwise imaginary part: :math:`\mathrm{Im}(x)`.""")
+copy = _un(copy_p, """A copy of ``x`` (a fresh buffer).""")
+
+add = _bin(add_p, r"""Elementwise addition: :math:`x + y`.""")
+sub = _bin(sub_p, r"""Elementwise subtraction: :math:`x - y`.""")
+mul = _bin(mul_p, r"""Elementwise multiplication: :math:`x \times y`.""")
+div = _bin(div_p, r"""Elementwise division: :math:`x / y` (integers truncate toward zero; ``x // 0`` is -1).""")
+rem = _bin(rem_p, r"""Elementwise remainder with the sign of the dividend (C ``fmod``); ``x % 0`` is ``x``.""")
+max = _bin(max_p, r"""Elementwise maximum: :math:`\max(x, y)`, propagating NaN.""")
+min = _bin(min_p, r"""Elementwise minimum: :math:`\min(x, y)`, propagating NaN.""")
+atan2 = _bin(atan2_p, r"""Elementwise arc tangent of :math:`x / y` in the quadrant of ``(y, x)``.""")
+nextafter = _bin(nextafter_p, r"""The next representable value after ``x1`` toward ``x2``.""")
+eq = _bin(eq_p, r"""Elementwise equals: :math:`x = y`.""")
+ne = _bin(ne_p, r"""Elementwise not-equals: :math:`x \neq y`.""")
+lt = _bin(lt_p, r"""Elementwise less-than: :math:`x < y`.""")
+le = _bin(le_p, r"""Elementwise less-than-or-equals: :math:`x \leq y`.""")
+gt = _bin(gt_p, r"""Elementwise greater-than: :math:`x > y`.""")
+ge = _bin(ge_p, r"""Elementwise greater-than-or-equals: :math:`x \geq y`.""")
+bitwise_and = _bin(and_p, r"""Elementwise AND: :math:`x \wedge y`.""", "bitwise_and")
+bitwise_or = _bin(or_p, r"""Elementwise OR: :math:`x \vee y`.""", "bitwise_or")
+bitwise_xor = _bin(xor_p, r"""Elementwise exclusive OR: :math:`x \oplus y`.""", "bitwise_xor")
+shift_left = _bin(shift_left_p, r"""Elementwise left shift: :math:`x \ll y` (0 once ``y`` reaches the bit width).""")
+shift_right_arithmetic = _bin(shift_right_arithmetic_p,
+                              r"""Elementwise arithmetic right shift: :math:`x \gg y`, filling with the sign bit.""")
+shift_right_logical = _bin(shift_right_logical_p,
+                           r"""Elementwise logical right shift: :math:`x \gg y`, filling with zeros.""")
+polygamma = _bin(polygamma_p, r"""Elementwise polygamma :math:`\psi^{(m)}(x)` for integer-valued ``m >= 0``.""")
+complex = _bin(complex_p, r"""Elementwise complex number :math:`x + i y` from float32/float64 parts.""")
+add_any = _bin(add_any_p, """Adds tangents/cotangents (``add_jaxvals``); any numeric dtype.""")
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+  r"""Elementwise round to the nearest integer; halfway cases per ``rounding_method``."""
+  return round_p.bind(x, rounding_method=RoundingMethod(rounding_method))
+
+
+def reciprocal(x):
+  r"""Elementwise reciprocal: :math:`1 / x`."""
+  return integer_pow(x, -1)
+
+
+def integer_pow(x, y):
+  r"""Elementwise power :math:`x^y` for a static Python integer ``y`` (by repeated squaring)."""
+  return integer_pow_p.bind(x, y=operator.index(y))
+
+
+def pow(x, y):
+  r"""Elementwise power :math:`x^y`: float/complex ``x``, ``y`` of the same dtype or integer."""
+  if type(x) in _PY and type(y) not in _PY:
+    x = _as_weak(x, y) if core.get_aval(y).dtype in _inexact else x
+  elif type(y) in _PY and type(x) not in _PY:
+    y = _as_weak(y, x)
+  return pow_p.bind(x, y)
+
+
+def conj(x):
+  r"""Elementwise complex conjugate :math:`\overline{x}` (complex result for real input)."""
+  return conj_p.bind(x, input_dtype=core.get_aval(x).dtype)
+
+
+def select_n(which, *cases):
+  """Chooses ``cases[which]`` elementwise; ``which`` is bool (two cases) or integer.
+
+  ``which`` is a scalar or has the cases' shape; all cases share shape and dtype. Values of
+  ``which`` outside ``[0, len(cases))`` pick the first/last case (as JAX's lowering)."""
+  if not cases:
+    raise ValueError("select_n() must have at least one case")
+  return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+  """Elementwise ``on_true if pred else on_false`` (``select_n(pred, on_false, on_true)``)."""
+  if _ctx.trace is _EVAL:
+    return select_n_p.eager(pred, on_false, on_true)
+  return select_n_p.bind(pred, on_false, on_true)
+
+
+def clamp(min, x, max):
+  r"""Elementwise clamp :math:`\min(\max(x, \mathit{min}), \mathit{max})`; bounds may be scalars."""
+  if type(x) in _PY:
+    x = _as_weak(x, min if type(min) not in _PY else max)
+  if type(min) in _PY:
+    min = _as_weak(min, x)
+  if type(max) in _PY:
+    max = _as_weak(max, x)
+  return clamp_p.eager(min, x, max) if _ctx.trace is _EVAL else clamp_p.bind(min, x, max)
+
+
+def convert_element_type(operand, new_dtype):
+  """Elementwise cast to ``new_dtype`` (canonicalized: 64-bit types need x64).
+
+  Float to integer maps NaN to 0 and saturates out-of-range values; complex to real keeps
+  the real part. Returns ``operand`` itself when nothing changes."""
+  return _convert_element_type(operand, dtypes.canonicalize_dtype(new_dtype), False)
+
+
+def _convert_element_type(operand, new_dtype=None, weak_type=False):
+  """convert_element_type with an explicit result weak type (``new_dtype=None``: keep dtype)."""
+  t = type(operand)
+  if t is Array:
+    v = operand._value
+    nd = v.dtype if new_dtype is None else new_dtype
+    if v.dtype == nd and operand._weak == weak_type:
+      return operand
+    p = dict(new_dtype=np.dtype(nd), weak_type=bool(weak_type))
+    return (convert_element_type_p.eager(operand, **p) if _ctx.trace is _EVAL else
+            convert_element_type_p.bind(operand, **p))
+  if hasattr(operand, "__jax_array__"):
+    operand = operand.__jax_array__()
+    t = type(operand)
+  if t in _PY or isinstance(operand, (np.ndarray, np.generic)):
+    # constants: convert here (Python ints too large for int64 convert exactly)
+    if t is int and new_dtype is not None:
+      v = np.asarray(operand).astype(new_dtype) if np.dtype(new_dtype).kind in "fc" else \
+          _np_convert(np.asarray(operand, dtypes.dtype(operand, canonicalize=True)), new_dtype)
+    else:
+      v = np.asarray(operand, dtypes.dtype(operand, canonicalize=True) if t in _PY else None)
+      d = dtypes.canonicalize_dtype(v.dtype)
+      v = _np_convert(v, d if new_dtype is None else new_dtype)
+    return Array._new(np.array(v, order="C", copy=None), bool(weak_type))
+  aval = core.get_aval(operand)
+  new_dtype = aval.dtype if new_dtype is None else np.dtype(new_dtype)
+  weak_type = bool(weak_type)
+  if aval.dtype == new_dtype and aval.weak_type == weak_type:
+    return operand
+  return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _canonicalize_shape(shape):
+  try:
+    return tuple(operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else
+                                              np.shape(shape) and list(shape) or [shape]))
+  except TypeError:
+    raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got {shape}.") from None
+
+
+def full(shape, fill_value, dtype=None):
+  """An array of ``shape`` filled with the scalar ``fill_value`` (cast to ``dtype`` if given)."""
+  shape = _canonicalize_shape(shape)
+  if np.shape(fill_value):
+    raise TypeError(f"full must be called with scalar fill_value, got fill_value.shape "
+                    f"{np.shape(fill_value)}.")
+  if dtype is None:
+    weak = dtypes.is_weakly_typed(fill_value)
+    d = dtypes.dtype(fill_value, canonicalize=True)
+  else:
+    weak = False
+    d = dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+  return _full(shape, fill_value, d, weak)
+
+
+def _full(shape, fill_value, d, weak):
+  if core.is_eval() and not isinstance(fill_value, core.Tracer):
+    v = fill_value._value if type(fill_value) is Array else np.asarray(fill_value)
+    if v.dtype != d:
+      v = _np_convert(v, d) if type(fill_value) is not int else \
+          _convert_element_type(fill_value, d)._value
+    return Array._new(np.full(shape, v, d), weak)
+  from nbjax import lax
+  x = _convert_element_type(fill_value, d, weak)
+  return lax.broadcast_in_dim(x, shape, ()) if shape else x
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+  """An array like ``x`` (shape, dtype, weak type) filled with ``fill_value``."""
+  fill_shape = np.shape(x) if shape is None else _canonicalize_shape(shape)
+  weak = dtype is None and dtypes.is_weakly_typed(x)
+  d = dtypes.canonicalize_dtype(dtypes.dtype(x if dtype is None else dtype))
+  return _full(tuple(fill_shape), fill_value, d, weak)
+
+
+def zeros_like_array(x):
+  """Zeros with the shape, dtype and weak type of ``x``."""
+  return full_like(x, 0)
+
+
+# ----------------------------------------------------------------- rule helpers
+
+
+def _const(x, v):
+  """``v`` as a 0-d constant of ``x``'s dtype."""
+  return np.array(v, core.get_aval(x).dtype)
+
+
+def _zeros(x):
+  return full_like(x, 0)
+
+
+def _ones(x):
+  return full_like(x, 1)
+
+
+def _bcast_to(x, shape):
+  """``x`` (rank 0, or equal rank with size-1 dims) broadcast to ``shape``."""
+  xs = core.get_aval(x).shape
+  if xs == tuple(shape):
+    return x
+  from nbjax import lax
+  return lax.broadcast_in_dim(x, shape, tuple(range(len(shape))) if xs else ())
+
+
+def _bcast_like(g, x, other):
+  """The tangent of one operand, broadcast to the output shape of ``x op other``."""
+  out = broadcasting_shape("add", core.get_aval(x).shape, core.get_aval(other).shape)
+  return _bcast_to(g, out)
+
+
+def _unbroadcast(aval, x):
+  """Sum ``x`` down to ``aval.shape`` (the transpose of lax's implicit broadcasting)."""
+  from nbjax import lax
+  xs = core.get_aval(x).shape
+  if xs == aval.shape:
+    return x
+  if not aval.shape:
+    return lax.reduce_sum(x, tuple(range(len(xs))))
+  dims = tuple(i for i, (a, b) in enumerate(zip(aval.shape, xs)) if a == 1 and b != 1)
+  return lax.reshape(lax.reduce_sum(x, dims), aval.shape) if dims else x
+
+
+def _replace_zero(x):
+  return select(eq(x, _const(x, 0)), _ones(x), x)
+
+
+def _balanced_eq(x, z, y):
+  """1 where ``x == z`` (0.5 where ``y`` ties too), as JAX's max/min jvp."""
+  return div(select(eq(x, z), _ones(z), _zeros(z)), select(eq(y, z), full_like(z, 2), _ones(z)))
+
+
+# ----------------------------------------------------------------- jvp / transpose rules
+
+ad.deflinear2(neg_p, lambda ct, x: [neg(ct)])
+for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
+           not_p, and_p, or_p, xor_p, population_count_p, shift_left_p, shift_right_arithmetic_p,
+           shift_right_logical_p):
+  ad.defjvp_zero(_p)
+
+ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+ad.defjvp2(exp2_p, lambda g, ans, x: mul(_const(x, math.log(2)), mul(g, ans)))
+ad.defjvp(log_p, lambda g, x: div(g, x))
+ad.defjvp(log1p_p, lambda g, x: div(g, add(x, _const(x, 1))))
+ad.defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
+ad.defjvp2(tanh_p, lambda g, ans, x: mul(add(g, mul(g, ans)), sub(_const(x, 1), ans)))
+ad.defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))))
+ad.defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+ad.defjvp(cos_p, lambda g, x: neg(mul(g, sin(x))))
+ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), square(ans))))
+ad.defjvp(asin_p, lambda g, x: mul(g, rsqrt(sub(_const(x, 1), square(x)))))
+ad.defjvp(acos_p, lambda g, x: mul(g, neg(rsqrt(sub(_const(x, 1), square(x))))))
+ad.defjvp(atan_p, lambda g, x: div(g, add(_const(x, 1), square(x))))
+ad.defjvp(sinh_p, lambda g, x: mul(g, cosh(x)))
+ad.defjvp(cosh_p, lambda g, x: mul(g, sinh(x)))
+ad.defjvp(asinh_p, lambda g, x: mul(g, rsqrt(add(square(x), _const(x, 1)))))
+ad.defjvp(acosh_p, lambda g, x: mul(g, rsqrt(sub(square(x), _const(x, 1)))))
+ad.defjvp(atanh_p, lambda g, x: mul(reciprocal(add(_const(x, 1), x)), div(g, sub(_const(x, 1), x))))
+ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
+ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))
+ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, mul(_const(x, 1 / 3), integer_pow(ans, -2))))
+ad.defjvp2(square_p, lambda g, ans, x: mul(g, mul(_const(x, 2), x)))
+ad.defjvp(erf_p, lambda g, x: mul(_const(x, 2 / math.sqrt(math.pi)), mul(g, exp(neg(square(x))))))
+ad.defjvp(erfc_p, lambda g, x: mul(_const(x, -2 / math.sqrt(math.pi)), mul(g, exp(neg(square(x))))))
+ad.defjvp2(erf_inv_p, lambda g, ans, x: mul(_const(x, math.sqrt(math.pi) / 2),
+                                            mul(g, exp(square(ans)))))
+ad.defjvp(lgamma_p, lambda g, x: mul(g, digamma(x)))
+ad.defjvp(digamma_p, lambda g, x: mul(g, polygamma(_const(x, 1), x)))
+ad.defjvp(polygamma_p, None, lambda g, m, x: mul(g, polygamma(add(m, _const(m, 1)), x)))
+
+
+def _abs_jvp(g, ans, x):
+  if core.get_aval(x).dtype in _complex:
+    return real(mul(g, div(conj(x), _replace_zero(convert_element_type(ans, core.get_aval(x).dtype)))))
+  return select(ge(x, _const(x, 0)), g, neg(g))
+
+
+ad.defjvp2(abs_p, _abs_jvp)
+
+
+def _integer_pow_jvp(g, x, *, y):
+  if y == 0:
+    return _zeros(g)
+  if y == 1:
+    return g
+  return mul(g, mul(_const(x, y), x if y == 2 else integer_pow(x, y - 1)))
+
+
+ad.defjvp(integer_pow_p, _integer_pow_jvp)
+
+
+def _pow_jvp_lhs(g, ans, x, y):
+  xd, yd = core.get_aval(x).dtype, core.get_aval(y).dtype
+  out_shape = core.get_aval(ans).shape
+  if yd in _int:
+    yb = _bcast_to(y, out_shape)
+    jac = mul(convert_element_type(yb, xd), pow(x, sub(yb, _const(yb, 1))))
+    jac = select(eq(yb, _const(yb, 0)), _zeros(jac), jac)
+  else:
+    jac = mul(y, pow(x, sub(y, _const(y, 1))))
+  return mul(g, jac)
+
+
+def _pow_jvp_rhs(g, ans, x, y):
+  return mul(g, mul(log(_replace_zero(x)), ans))
+
+
+ad.defjvp2(pow_p, _pow_jvp_lhs, _pow_jvp_rhs)
+
+
+def _add_jvp(primals, tangents):
+  x, y = primals
+  xt, yt = tangents
+  out = add(x, y)
+  if type(xt) is ad.Zero:
+    return out, _bcast_like(yt, y, x)
+  if type(yt) is ad.Zero:
+    return out, _bcast_like(xt, x, y)
+  return out, add(xt, yt)
+
+
+def _sub_jvp(primals, tangents):
+  x, y = primals
+  xt, yt = tangents
+  out = sub(x, y)
+  if type(xt) is ad.Zero:
+    return out, _bcast_like(neg(yt), y, x)
+  if type(yt) is ad.Zero:
+    return out, _bcast_like(xt, x, y)
+  return out, sub(xt, yt)
+
+
+def _add_transpose(ct, x, y):
+  if type(ct) is ad.Zero:
+    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None,
+            ad.Zero(y.aval) if ad.is_undefined_primal(y) else None]
+  return [_unbroadcast(x.aval, ct) if ad.is_undefined_primal(x) else None,
+          _unbroadcast(y.aval, ct) if ad.is_undefined_primal(y) else None]
+
+
+def _sub_transpose(ct, x, y):
+  if type(ct) is ad.Zero:
+    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None,
+            ad.Zero(y.aval) if ad.is_undefined_primal(y) else None]
+  return [_unbroadcast(x.aval, ct) if ad.is_undefined_primal(x) else None,
+          _unbroadcast(y.aval, neg(ct)) if ad.is_undefined_primal(y) else None]
+
+
+add_p.jvp, add_p.transpose = _add_jvp, _add_transpose
+sub_p.jvp, sub_p.transpose = _sub_jvp, _sub_transpose
+ad.defbilinear(mul_p, lambda ct, x, y: _unbroadcast(x.aval, mul(ct, y)),
+               lambda ct, x, y: _unbroadcast(y.aval, mul(x, ct)))
+ad.deflinear2(add_any_p, lambda ct, x, y: [ct, ct])
+ad.deflinear2(copy_p, lambda ct, x: [copy(ct)])
+
+ad.defjvp(div_p, lambda g, x, y: div(g, y),
+          lambda g, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
+
+
+def _div_transpose(ct, x, y):
+  if ad.is_undefined_primal(y):
+    raise ValueError("div transpose: the divisor is not linear (nonlinear div can't be transposed)")
+  if type(ct) is ad.Zero:
+    return [ad.Zero(x.aval), None]
+  return [_unbroadcast(x.aval, div(ct, y)), None]
+
+
+div_p.transpose = _div_transpose
+ad.defjvp(rem_p, lambda g, x, y: _bcast_like(g, x, y),
+          lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+ad.defjvp2(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+           lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+ad.defjvp2(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+           lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+ad.defjvp(atan2_p, lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
+          lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
+
+ad.deflinear2(real_p, lambda ct, x: [complex(ct, _const(ct, 0))])
+ad.deflinear2(imag_p, lambda ct, x: [complex(_const(ct, 0), neg(ct))])
+
+
+def _complex_transpose(ct, x, y):
+  return [_unbroadcast(x.aval, real(ct)) if ad.is_undefined_primal(x) else None,
+          _unbroadcast(y.aval, imag(neg(ct))) if ad.is_undefined_primal(y) else None]
+
+
+ad.deflinear2(complex_p, _complex_transpose)
+
+
+def _conj_transpose(ct, x, *, input_dtype=None):
+  d = x.aval.dtype
+  return [conj(ct) if d in _complex else real(ct)]
+
+
+ad.deflinear2(conj_p, _conj_transpose)
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
+  (x,), (t,) = primals, tangents
+  ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+  if type(t) is ad.Zero or np.dtype(new_dtype) not in _inexact:
+    return ans, ad.Zero.from_primal_value(ans)
+  return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type):
+  aval = x.aval
+  if type(ct) is ad.Zero:
+    return [ad.Zero(aval)]
+  if aval.dtype not in _inexact:
+    return [ad.Zero(aval.update(dtype=dtypes.float0, weak_type=False))]
+  return [convert_element_type_p.bind(ct, new_dtype=aval.dtype, weak_type=aval.weak_type)]
+
+
+convert_element_type_p.jvp = _convert_jvp
+convert_element_type_p.transpose = _convert_transpose
+
+
+def _select_n_jvp(primals, tangents):
+  which, *cases = primals
+  cts = tangents[1:]
+  out = select_n(which, *cases)
+  if all(type(t) is ad.Zero for t in cts):
+    return out, ad.Zero.from_primal_value(out)
+  z = _zeros(next(t for t in cts if type(t) is not ad.Zero))
+  return out, select_n(which, *[z if type(t) is ad.Zero else t for t in cts])
+
+
+def _select_n_transpose(ct, which, *cases):
+  if ad.is_undefined_primal(which):
+    raise ValueError("select_n transpose: `which` is not linear")
+  if type(ct) is ad.Zero:
+    return [None] + [ad.Zero(c.aval) if ad.is_undefined_primal(c) else None for c in cases]
+  zeros = full_like(ct, 0)
+  if core.get_aval(which).dtype == BOOL:
+    return [None] + [(select_n(which, ct, zeros) if i == 0 else select_n(which, zeros, ct))
+                     if ad.is_undefined_primal(c) else None for i, c in enumerate(cases)]
+  return [None] + [select_n(eq(which, _const(which, i)), zeros, ct)
+                   if ad.is_undefined_primal(c) else None for i, c in enumerate(cases)]
+
+
+select_n_p.jvp, select_n_p.transpose = _select_n_jvp, _select_n_transpose
+
+
+def _clamp_jvp_term(pick):
+  def term(g, lo, x, hi):
+    shape = core.get_aval(x).shape
+    return select(pick(lo, x, hi), _bcast_to(g, shape), _zeros(x))
+  return term
+
+
+ad.defjvp(clamp_p,
+          _clamp_jvp_term(lambda lo, x, hi: bitwise_and(gt(lo, x), lt(lo, hi))),
+          _clamp_jvp_term(lambda lo, x, hi: bitwise_and(gt(x, lo), lt(x, hi))),
+          _clamp_jvp_term(lambda lo, x, hi: lt(hi, x)))
+
+
+# ----------------------------------------------------------------- batching rules
+
+
+def _select_n_batch(vals, dims):
+  which, *cases = vals
+  wd, *cds = dims
+  size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+  wshape, cshape = core.get_aval(which).shape, core.get_aval(cases[0]).shape
+  if all(d == wd for d in cds) and wshape == cshape:
+    return select_n_p.bind(which, *cases), wd
+  if wd is None and not wshape and all(d is not None and d == cds[0] for d in cds):
+    return select_n_p.bind(which, *cases), cds[0]
+  cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cds)]
+  if wd is not None or wshape:
+    which = batching.bdim_at_front(which, wd, size)
+    if core.get_aval(which).ndim < core.get_aval(cases[0]).ndim:  # per-example scalar `which`
+      which = _bcast_which(which, core.get_aval(cases[0]).shape)
+  return select_n_p.bind(which, *cases), 0
+
+
+def _bcast_which(w, shape):
+  from nbjax import lax
+  return lax.broadcast_in_dim(w, shape, (0,))
+
+
+def _clamp_batch(vals, dims):
+  lo, x, hi = vals
+  ld, xd, hd = dims
+  size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+  shapes = [core.get_aval(v).shape for v in vals]
+  if ld == xd == hd and shapes[0] == shapes[1] == shapes[2]:
+    return clamp_p.bind(lo, x, hi), xd
+  if xd is not None and ld is None and hd is None and not shapes[0] and not shapes[2]:
+    return clamp_p.bind(lo, x, hi), xd
+  x = batching.bdim_at_front(x, xd, size)
+  xshape = core.get_aval(x).shape
+  bounds = []
+  for b, d, s in ((lo, ld, shapes[0]), (hi, hd, shapes[2])):
+    if d is None and not s:
+      bounds.append(b)
+      continue
+    b = batching.bdim_at_front(b, d, size)
+    if core.get_aval(b).ndim < len(xshape):
+      b = _bcast_which(b, xshape)
+    bounds.append(b)
+  return clamp_p.bind(bounds[0], x, bounds[1]), 0
+
+
+select_n_p.batch = _select_n_batch
+clamp_p.batch = _clamp_batch
+
+
+__all__ = [n for n in list(globals()) if n.endswith("_p") and not n.startswith("_")] + [
+    "RoundingMethod", "neg", "sign", "floor", "ceil", "round", "is_finite", "exp", "exp2", "log",
+    "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+    "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt", "abs", "square", "reciprocal",
+    "integer_pow", "pow", "add", "sub", "mul", "div", "rem", "max", "min", "atan2", "nextafter",
+    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_not", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "population_count", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "real",
+    "imag", "conj", "complex", "select_n", "select", "clamp", "copy", "add_any",
+    "convert_element_type", "full", "full_like", "zeros_like_array"]

@@ -1,0 +1,1469 @@
+"""``dot_general`` and ``lax.linalg``: every rule of each primitive in one place.
+
+Pipeline position: ``lax.dot_general(x, y, dims)`` / ``lax.linalg.cholesky(a)`` -> ``*_p.bind``;
+with no transformation active the registry's eager entry runs the selected backend: a numba
+kernel from ``kernels.linalg`` or NumPy (OpenBLAS / LAPACK). ``dot_general`` is reduced on
+the NumPy side to one batched matmul ``(B, M, K) @ (B, K, N)``; the decompositions take any
+number of leading batch dimensions, flattened to one for the kernels.
+
+Under transformations: ``dot_general`` is bilinear (jvp + both transposes) and its batching
+rule moves the vmapped axis into the batch (or free) dimensions, one bind; decompositions
+batch by moving batch axes to the front (they take leading batch dims natively). jvp rules
+follow JAX's definitions; ``cholesky``/``eigh`` differentiate the function they compute
+(only the ``lower`` triangle is read), which for symmetric tangents is JAX's rule.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from kernels import linalg as K
+from nbjax import core, dtypes, registry
+from nbjax.array import Array
+from nbjax.core import Primitive, ShapedArray
+from nbjax.interpreters import ad, batching
+from nbjax.lax.reductions import work_eager
+
+
+_bool = {np.dtype(np.bool_)}
+_sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
+_uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
+_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
+_complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
+_dot_dtypes = _bool | _sint | _uint | _float | _complex
+_linalg_dtypes = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
+
+
+def _sorted(ds):
+  return sorted(ds, key=lambda d: (d.kind, d.itemsize))
+
+
+def _lax():
+  from nbjax import lax
+  return lax
+
+
+def _aval(x):
+  return core.get_aval(x)
+
+
+# ================================================================= dot_general
+
+
+def _check_dims(name, side, ndim, contract, batch):
+  for d in tuple(contract) + tuple(batch):
+    if not isinstance(d, (int, np.integer)) or not 0 <= d < ndim:
+      raise TypeError(f"{name} requires {side} dimension numbers to be nonnegative and less "
+                      f"than the number of axes of the {side} value, got {side}_batch of {batch} "
+                      f"and {side}_contracting of {contract} for {side} of rank {ndim}")
+
+
+def _dot_shape(lhs, rhs, dimension_numbers):
+  name = "dot_general"
+  try:
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = map(tuple, (lc, rc, lb, rb))
+  except (TypeError, ValueError):
+    raise TypeError(f"{name}: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                    f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
+  _check_dims(name, "lhs", lhs.ndim, lc, lb)
+  _check_dims(name, "rhs", rhs.ndim, rc, rb)
+  if len(lb) != len(rb):
+    raise TypeError(f"{name} requires equal numbers of lhs_batch and rhs_batch dimensions, "
+                    f"got lhs_batch {lb} and rhs_batch {rb}.")
+  for side, c, b in (("lhs", lc, lb), ("rhs", rc, rb)):
+    if len(set(b)) != len(b):
+      raise TypeError(f"{name} requires {side} batch dimensions to be distinct, got "
+                      f"{side}_batch {b}.")
+    if len(set(c)) != len(c):
+      raise TypeError(f"{name} requires {side} contracting dimensions to be distinct, got "
+                      f"{side}_contracting {c}.")
+    if set(c) & set(b):
+      raise TypeError(f"{name} requires {side} batch dimensions to be disjoint from contracting "
+                      f"dimensions, got {side}_batch {b} and {side}_contracting {c}.")
+  lbs, rbs = tuple(lhs.shape[i] for i in lb), tuple(rhs.shape[i] for i in rb)
+  if lbs != rbs:
+    raise TypeError(f"{name} requires lhs batch dimensions and rhs batch dimensions to have "
+                    f"the same shape, got {lbs} and {rbs}.")
+  lcs, rcs = tuple(lhs.shape[i] for i in lc), tuple(rhs.shape[i] for i in rc)
+  if len(lc) != len(rc) or lcs != rcs:
+    raise TypeError(f"{name} requires contracting dimensions to have the same shape, got "
+                    f"{lcs} and {rcs}.")
+  lf = [d for i, d in enumerate(lhs.shape) if i not in lc and i not in lb]
+  rf = [d for i, d in enumerate(rhs.shape) if i not in rc and i not in rb]
+  return lbs + tuple(lf) + tuple(rf)
+
+
+def _type_props(d):
+  # XLA's "higher precision type" order (JAX's _dot_general_dtype_rule)
+  c = _real_dtype(d)
+  fl = c.kind == "f"
+  bits = 1 if c == np.bool_ else c.itemsize * 8
+  return (d.kind == "c", np.finfo(c).maxexp if fl else -1, np.finfo(c).nmant if fl else -1,
+          bits, c.kind != "u")
+
+
+def _dot_dtype(ld, rd, preferred):
+  lp, rp = _type_props(ld), _type_props(rd)
+  if lp > rp:
+    res = ld
+  elif rp > lp:
+    res = rd
+  else:
+    if ld != rd:
+      raise TypeError(f"dot_general argument type error: {ld}, {rd}")
+    res = ld
+  if preferred is None or np.dtype(preferred) == res:
+    return res
+  pref = np.dtype(preferred)
+  bits = lambda d: 1 if d == np.bool_ else d.itemsize * 8
+  if res.kind != "f" and bits(pref) < bits(res):
+    raise TypeError("dot_general: `preferred_element_type` must not be narrower than the "
+                    f"original type, got preferred_element_type of {pref} for result type of "
+                    f"{res}.")
+  return pref
+
+
+def _dot_abstract_eval(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+  for a in (lhs, rhs):
+    if not isinstance(a, ShapedArray):
+      raise TypeError(f"dot_general got a non-array operand {a!r}")
+    if a.dtype not in _dot_dtypes:
+      raise TypeError(f"dot_general does not accept dtype {a.dtype.name}")
+  if preferred_element_type is not None and np.dtype(preferred_element_type) not in _dot_dtypes:
+    raise TypeError(f"dot_general: invalid preferred_element_type {preferred_element_type!r}")
+  shape = _dot_shape(lhs, rhs, dimension_numbers)
+  d = _dot_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
+  return ShapedArray(shape, d, lhs.weak_type and rhs.weak_type)
+
+
+_PLANS = {}
+
+
+def _plan(ls, rs, dimension_numbers):
+  """(lhs perm or None, rhs perm or None, B, M, K, N, out_shape), cached per signature."""
+  key = (ls, rs, dimension_numbers)
+  p = _PLANS.get(key)
+  if p is None:
+    (lc, rc), (lb, rb) = dimension_numbers
+    lf = tuple(i for i in range(len(ls)) if i not in lc and i not in lb)
+    rf = tuple(i for i in range(len(rs)) if i not in rc and i not in rb)
+    size = lambda s, ax: math.prod(s[i] for i in ax)
+    lp, rp = tuple(lb) + lf + tuple(lc), tuple(rb) + tuple(rc) + rf
+    ident = lambda q: None if q == tuple(range(len(q))) else q
+    p = (ident(lp), ident(rp), size(ls, lb), size(ls, lf), size(ls, lc), size(rs, rf),
+         tuple(ls[i] for i in lb) + tuple(ls[i] for i in lf) + tuple(rs[i] for i in rf))
+    if len(_PLANS) > 4096:
+      _PLANS.clear()
+    _PLANS[key] = p
+  return p
+
+
+def _as_bmm(lhs, rhs, dimension_numbers):
+  """Operands as contiguous (B, M, K) and (B, K, N), and the dot_general output shape."""
+  lp, rp, B, M, Kc, N, out_shape = _plan(lhs.shape, rhs.shape, dimension_numbers)
+  a = lhs if lp is None else np.ascontiguousarray(lhs.transpose(lp))
+  b = rhs if rp is None else np.ascontiguousarray(rhs.transpose(rp))
+  return a.reshape(B, M, Kc), b.reshape(B, Kc, N), out_shape
+
+
+_DTYPES = {}
+
+
+def _dot_out_dtypes(ld, rd, preferred):
+  key = (ld, rd, preferred)
+  r = _DTYPES.get(key)
+  if r is None:
+    out = _dot_dtype(ld, rd, preferred)
+    r = _DTYPES[key] = (out, _compute_dtype(out, ld, rd))
+  return r
+
+
+def _compute_dtype(out, ld, rd):
+  """dtype the product is computed in: floats in the widest of inputs and output (float16 ->
+  float32, BLAS has none); integers in 64 bits (wraps to the same bits as narrow
+  accumulation); bool as counts."""
+  if out.kind in "fc" or ld.kind in "fc" or rd.kind in "fc":
+    c = np.result_type(out, ld if ld.kind in "fc" else out, rd if rd.kind in "fc" else out)
+    return np.dtype({"e": "f", "g": "d", "G": "D"}.get(c.char, c.char))
+  return np.dtype(np.uint64 if out.kind == "u" and out.itemsize == 8 else np.int64)
+
+
+def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+  out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
+  a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
+  if a.dtype != cd:
+    a = a.astype(cd)
+  if b.dtype != cd:
+    b = b.astype(cd)
+  B, M, Kc = a.shape
+  N = b.shape[2]
+  if cd.kind in "fc":
+    out = np.empty((B, M, N), cd)
+    if out.size and Kc:
+      K.matmul_blas(a, b, out)
+    elif out.size:
+      out[:] = 0
+  else:
+    out = np.zeros((B, M, N), cd)
+    K.matmul_loop(a, b, out)
+  if out_dtype == np.bool_:
+    out = out != 0
+  out = out.reshape(out_shape)
+  return out if out.dtype == out_dtype else out.astype(out_dtype)
+
+
+def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+  out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
+  a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
+  if out_dtype == np.bool_:
+    return np.matmul(a, b).reshape(out_shape)
+  out = np.matmul(a if a.dtype == cd else a.astype(cd), b if b.dtype == cd else b.astype(cd))
+  out = out.reshape(out_shape)
+  return out if out.dtype == out_dtype else out.astype(out_dtype)
+
+
+def _ranges_like(*xs):
+  start = 0
+  for x in xs:
+    yield tuple(range(start, start + len(x)))
+    start += len(x)
+
+
+def _dot_transpose_lhs(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
+                       swap_ans=False):
+  (xc, yc), (xb, yb) = dimension_numbers
+  x_aval = x.aval if ad.is_undefined_primal(x) else _aval(x)
+  y_ndim = (y.aval if ad.is_undefined_primal(y) else _aval(y)).ndim
+  x_kept = [i for i in range(x_aval.ndim) if i not in xc and i not in xb]
+  y_kept = [i for i in range(y_ndim) if i not in yc and i not in yb]
+  if swap_ans:
+    ans_batch, ans_y, _ = _ranges_like(xb, y_kept, x_kept)
+  else:
+    ans_batch, _, ans_y = _ranges_like(xb, x_kept, y_kept)
+  dims = ((ans_y, tuple(y_kept)), (ans_batch, tuple(yb)))
+  x_contract_sorted_by_y = [xc[i] for i in np.argsort(yc)]
+  out_axes = tuple(int(i) for i in np.argsort(list(xb) + x_kept + x_contract_sorted_by_y))
+  r = dot_general(ct, y, dims, precision=precision, preferred_element_type=preferred_element_type)
+  x_bar = _lax().transpose(r, out_axes) if out_axes != tuple(range(len(out_axes))) else r
+  if _aval(x_bar).dtype != x_aval.dtype:
+    x_bar = _lax().convert_element_type(x_bar, x_aval.dtype)
+  return x_bar
+
+
+def _dot_transpose_rhs(ct, x, y, *, dimension_numbers, precision, preferred_element_type):
+  (xc, yc), (xb, yb) = dimension_numbers
+  return _dot_transpose_lhs(ct, y, x, dimension_numbers=((yc, xc), (yb, xb)),
+                            precision=precision, preferred_element_type=preferred_element_type,
+                            swap_ans=True)
+
+
+def _dot_batch(vals, dims, *, dimension_numbers, precision, preferred_element_type):
+  """The vmapped axis joins the batch dimensions (both mapped) or the free dimensions of
+  its side (one mapped): one dot_general over the whole batch."""
+  lhs, rhs = vals
+  lbd, rbd = dims
+  (lc, rc), (lb, rb) = dimension_numbers
+  bump = lambda ds, b: tuple(d + (d >= b) for d in ds)
+  if lbd is not None and rbd is not None:
+    lb2, rb2 = (lbd,) + bump(lb, lbd), (rbd,) + bump(rb, rbd)
+    lc2, rc2 = bump(lc, lbd), bump(rc, rbd)
+    out_bd = 0
+  elif lbd is not None:
+    l_nd = _aval(lhs).ndim - 1
+    tensor = [d for d in range(l_nd) if d not in lb and d not in lc]
+    out_bd = len(lb) + sum(d < lbd for d in tensor)
+    lb2, lc2, rb2, rc2 = bump(lb, lbd), bump(lc, lbd), tuple(rb), tuple(rc)
+  else:
+    r_nd = _aval(rhs).ndim - 1
+    tensor = [d for d in range(r_nd) if d not in rb and d not in rc]
+    out_bd = _aval(lhs).ndim - len(lc) + sum(d < rbd for d in tensor)
+    lb2, lc2, rb2, rc2 = tuple(lb), tuple(lc), bump(rb, rbd), bump(rc, rbd)
+  out = dot_general_p.bind(lhs, rhs, dimension_numbers=((lc2, rc2), (lb2, rb2)),
+                           precision=precision, preferred_element_type=preferred_element_type)
+  return out, out_bd
+
+
+def _dot_samples(rng, dtype):
+  d = np.dtype(dtype)
+  r = lambda *s: _rand(rng, s, d)
+  mm = (((1,), (0,)), ((), ()))
+  return [
+      ([r(3, 4), r(4, 5)], dict(dimension_numbers=mm)),
+      ([r(4), r(4)], dict(dimension_numbers=(((0,), (0,)), ((), ())))),
+      ([r(3, 4), r(4)], dict(dimension_numbers=(((1,), (0,)), ((), ())))),
+      ([r(2, 3, 4), r(2, 4, 5)], dict(dimension_numbers=(((2,), (1,)), ((0,), (0,))))),
+      ([r(4, 2, 3), r(3, 5, 2)], dict(dimension_numbers=(((2,), (0,)), ((1,), (2,))))),
+      ([r(3, 4, 2), r(2, 4, 6)], dict(dimension_numbers=(((1, 2), (1, 0)), ((), ())))),
+      ([r(3), r(5)], dict(dimension_numbers=(((), ()), ((), ())))),
+      ([r(), r(3)], dict(dimension_numbers=(((), ()), ((), ())))),
+      ([r(0, 4), r(4, 3)], dict(dimension_numbers=mm)),
+      ([r(3, 0), r(0, 2)], dict(dimension_numbers=mm)),
+      ([r(3, 4), r(4, 5)], dict(dimension_numbers=mm, preferred_element_type=_WIDER.get(d))),
+  ]
+
+
+_WIDER = {np.dtype(a): np.dtype(b) for a, b in [
+    ("int8", "int32"), ("int16", "int64"), ("int32", "int64"), ("int64", "int64"),
+    ("uint8", "uint32"), ("uint16", "uint64"), ("uint32", "uint64"), ("uint64", "uint64"),
+    ("float16", "float32"), ("float32", "float64"), ("float64", "float64"),
+    ("complex64", "complex128"), ("complex128", "complex128"), ("bool", "int32")]}
+
+
+def _rand(rng, shape, d):
+  if d == np.bool_:
+    return rng.random(shape) < 0.5
+  if d.kind in "iu":
+    return rng.integers(0 if d.kind == "u" else -3, 4, shape).astype(d)
+  if d.kind == "c":
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(d)
+  return rng.standard_normal(shape).astype(d)
+
+
+def _dot_bad(rng):
+  x, y = Array(np.ones((3, 4), np.float32)), Array(np.ones((5, 6), np.float32))
+  return [
+      ([x, y], dict(dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+                    preferred_element_type=None), TypeError),
+      ([x, y], dict(dimension_numbers=(((2,), (0,)), ((), ())), precision=None,
+                    preferred_element_type=None), TypeError),
+      ([x, Array(np.ones((4, 2), np.float32))],
+       dict(dimension_numbers=(((1,), (0,)), ((0,), (1,))), precision=None,
+            preferred_element_type=None), TypeError),
+      ([Array(np.ones((3, 4), np.int32)), Array(np.ones((4, 2), np.int32))],
+       dict(dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+            preferred_element_type=np.dtype(np.int8)), TypeError),
+  ]
+
+
+dot_general_p = Primitive("dot_general")
+dot_general_p.make_eager = work_eager(lambda vals, out_aval: out_aval.size)
+registry.register(
+    dot_general_p, family="linalg", impls={"numba": _dot_numba, "numpy": _dot_numpy},
+    abstract_eval=_dot_abstract_eval, batch=_dot_batch, policy=("numba", "numpy", 1 << 12),
+    meta=dict(dtypes=_sorted(_dot_dtypes), reference=_dot_numpy,
+              samples=lambda rng, d: [(a, dict(dict(precision=None, preferred_element_type=None),
+                                                **p)) for a, p in _dot_samples(rng, np.dtype(d))],
+              differentiable=True, linear=True, bad_inputs=_dot_bad,
+              tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
+                   np.dtype(np.complex64): (1e-5, 1e-5)},
+              note="numpy matmul (OpenBLAS, batched) from 4096 output elements; numba: BLAS "
+                   "gemm per product (np.dot) or an integer i-k-j loop"))
+ad.defbilinear(dot_general_p, _dot_transpose_lhs, _dot_transpose_rhs)
+
+
+def _canon_precision(precision):
+  if isinstance(precision, list):
+    return tuple(precision)
+  return precision
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+  """General tensor contraction: ``dimension_numbers = ((lhs_contracting, rhs_contracting),
+  (lhs_batch, rhs_batch))``. Output: batch dims, lhs free dims, rhs free dims."""
+  (lc, rc), (lb, rb) = dimension_numbers
+  idx = lambda ds: tuple(operator.index(d) for d in ds)
+  dn = ((idx(lc), idx(rc)), (idx(lb), idx(rb)))
+  pet = (None if preferred_element_type is None
+         else dtypes.canonicalize_dtype(preferred_element_type))
+  return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=_canon_precision(precision),
+                            preferred_element_type=pet)
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+  """Matrix/vector products; with ``dimension_numbers``, same as :func:`dot_general`."""
+  if dimension_numbers is None:
+    ls, rs = _aval(lhs).shape, _aval(rhs).shape
+    if 1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]:
+      dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
+    else:
+      raise ValueError("lax.dot: dimension_numbers must be specified when not performing "
+                       "simple un-batched matrix-matrix, matrix-vector, or vector-vector "
+                       f"products; got lhs_shape={ls} rhs_shape={rs}")
+  return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+  """Batched matrix multiply over all leading dimensions (equal ranks >= 2)."""
+  nd = _aval(lhs).ndim
+  if nd < 2 or nd != _aval(rhs).ndim:
+    raise ValueError("batch_matmul requires arguments of equal rank >= 2, got "
+                     f"{_aval(lhs).shape} and {_aval(rhs).shape}")
+  b = tuple(range(nd - 2))
+  return dot_general(lhs, rhs, (((nd - 1,), (nd - 2,)), (b, b)), precision)
+
+
+# ================================================================= decompositions: helpers
+
+
+def _linalg_check(name, avals, ranks=None):
+  ranks = ranks or (2,) * len(avals)
+  for i, (a, r) in enumerate(zip(avals, ranks)):
+    if not isinstance(a, ShapedArray):
+      raise TypeError(f"{name} got a non-array operand {a!r}")
+    if a.ndim < r:
+      raise TypeError(f"Input {i} to {name} must have rank at least {r}, but got shape={a.shape}")
+    if a.dtype not in _linalg_dtypes:
+      raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes are "
+                      "float32, float64, complex64, complex128.")
+  batch = avals[0].shape[:-ranks[0]]
+  for i, (a, r) in enumerate(zip(avals, ranks)):
+    if a.shape[:a.ndim - r] != batch:
+      raise TypeError(f"All inputs to {name} must have the same batch dimensions, got "
+                      f"{[x.shape[:x.ndim - rr] for x, rr in zip(avals, ranks)]}.")
+  if len({a.dtype for a in avals}) > 1:
+    raise TypeError(f"{name} requires arguments to have the same dtypes, got "
+                    f"{', '.join(a.dtype.name for a in avals)}.")
+  return batch
+
+
+def _real_dtype(d):
+  return np.dtype({np.dtype(np.complex64): np.float32,
+                   np.dtype(np.complex128): np.float64}.get(d, d))
+
+
+def _flat(x):
+  """(batch..., m, n) -> (B, m, n), contiguous."""
+  return np.ascontiguousarray(x).reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
+
+
+def _linalg_batch(prim):
+  """Batch axes to the front (unmapped operands broadcast): these primitives take leading
+  batch dimensions natively, so a vmap is one bind."""
+  def rule(vals, dims, **params):
+    size = next(_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+    out = prim.bind(*(batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)), **params)
+    return out, ([0] * len(out) if prim.multiple_results else 0)
+  return rule
+
+
+def _spd(rng, shape, d):
+  a = _rand(rng, shape, d)
+  n = shape[-1]
+  return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(d)
+
+
+_LTOL = {np.dtype(np.float32): (2e-4, 2e-4), np.dtype(np.complex64): (2e-4, 2e-4),
+         np.dtype(np.float64): (1e-10, 1e-10), np.dtype(np.complex128): (1e-10, 1e-10)}
+
+
+_matrix_eager = work_eager(lambda vals, out_aval: vals[0].shape[-1] * vals[0].shape[-2])
+
+
+def _register(prim, *, numba, numpy, abstract_eval, samples, bad, note, policy=None,
+              differentiable=True, reference=None):
+  """Register a decomposition; its policy threshold counts elements PER MATRIX (LAPACK's
+  blocked code wins on big matrices, the kernels on small and batched ones)."""
+  prim.make_eager = _matrix_eager
+  registry.register(prim, family="linalg", impls={"numba": numba, "numpy": numpy},
+                    abstract_eval=abstract_eval, batch=_linalg_batch(prim), policy=policy,
+                    meta=dict(dtypes=_sorted(_linalg_dtypes), reference=reference or numpy,
+                              samples=samples, differentiable=differentiable, linear=False,
+                              bad_inputs=bad, note=note, tol=_LTOL))
+
+
+# Matrix helpers for the jvp rules (lax ops; shapes static per trace level) ----------------
+
+
+def _T(x):
+  nd = _aval(x).ndim
+  return _lax().transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _H(x):
+  x = _T(x)
+  return _lax().conj(x) if _aval(x).dtype.kind == "c" else x
+
+
+def _mm(a, b):
+  return batch_matmul(a, b)
+
+
+def _full(shape, v, dtype):
+  return Array(np.full(shape, v, dtype))
+
+
+def _bcast_const(m, shape):
+  """A constant (n, m) matrix broadcast over the leading (batch) dims of ``shape``."""
+  return Array(np.ascontiguousarray(np.broadcast_to(m, shape)))
+
+
+def _mask(x, k, lower):
+  aval = _aval(x)
+  m, n = aval.shape[-2:]
+  tri = np.tril(np.ones((m, n), bool), k) if lower else np.triu(np.ones((m, n), bool), k)
+  return _bcast_const(tri, aval.shape)
+
+
+def _tril(x, k=0):
+  aval = _aval(x)
+  return _lax().select_n(_mask(x, k, True), _full(aval.shape, 0, aval.dtype), x)
+
+
+def _triu(x, k=0):
+  aval = _aval(x)
+  return _lax().select_n(_mask(x, k, False), _full(aval.shape, 0, aval.dtype), x)
+
+
+def _eye_like(x):
+  aval = _aval(x)
+  m, n = aval.shape[-2:]
+  return _bcast_const(np.eye(m, n, dtype=aval.dtype), aval.shape)
+
+
+def _diag(x):
+  """Diagonal of square matrices (…, n, n) -> (…, n)."""
+  aval = _aval(x)
+  eye = _bcast_const(np.eye(aval.shape[-1], dtype=bool), aval.shape)
+  lax = _lax()
+  return lax.reduce_sum(lax.select_n(eye, _full(aval.shape, 0, aval.dtype), x), (aval.ndim - 1,))
+
+
+def _bcast_vec(v, n, axis):
+  """(…, k) -> (…, n, k) (axis=-2: rows repeat v) or (…, k, n) (axis=-1: columns repeat v)."""
+  aval = _aval(v)
+  nd = aval.ndim
+  if axis == -2:
+    shape, dims = aval.shape[:-1] + (n, aval.shape[-1]), tuple(range(nd - 1)) + (nd,)
+  else:
+    shape, dims = aval.shape + (n,), tuple(range(nd))
+  return _lax().broadcast_in_dim(v, shape, dims)
+
+
+def _sym_from_triangle(t, lower):
+  """The Hermitian matrix a primitive reading only one triangle sees: tril(t) + tril(t,-1)^H."""
+  if lower:
+    return _lax().add(_tril(t), _H(_tril(t, -1)))
+  return _lax().add(_triu(t), _H(_triu(t, 1)))
+
+
+def _slice_last2(x, rows, cols):
+  aval = _aval(x)
+  nd = aval.ndim
+  start = [0] * nd
+  limit = list(aval.shape)
+  start[-2], limit[-2] = rows
+  start[-1], limit[-1] = cols
+  return _lax().slice(x, start, limit)
+
+
+def _pad_last2(x, rows, cols):
+  """Zero-pad (lo, hi) on the last two axes."""
+  aval = _aval(x)
+  cfg = [(0, 0, 0)] * (aval.ndim - 2) + [(rows[0], rows[1], 0), (cols[0], cols[1], 0)]
+  return _lax().pad(x, np.array(0, aval.dtype)[()], cfg)
+
+
+# ================================================================= cholesky
+
+cholesky_p = Primitive("cholesky")
+
+
+def _cholesky_abstract_eval(x):
+  _linalg_check("cholesky", [x])
+  if x.shape[-1] != x.shape[-2]:
+    raise ValueError(f"The input to cholesky must be a square matrix. Got shape {x.shape[-2:]}.")
+  return ShapedArray(x.shape, x.dtype)
+
+
+def _cholesky_numba(x):
+  out = np.empty(_flat(x).shape, x.dtype)
+  if x.size:
+    K.cholesky(_flat(x), out)
+  return out.reshape(x.shape)
+
+
+def _cholesky_numpy(x):
+  if x.size == 0:
+    return x.copy()
+  try:
+    return np.linalg.cholesky(x)
+  except np.linalg.LinAlgError:
+    flat = _flat(x)
+    out = np.empty_like(flat)
+    for i, m in enumerate(flat):
+      try:
+        out[i] = np.linalg.cholesky(m)
+      except np.linalg.LinAlgError:
+        out[i] = np.nan
+    return out.reshape(x.shape)
+
+
+def _cholesky_jvp(primals, tangents):
+  # L_dot = L phi(L^-1 S_dot L^-H), phi = lower triangle with halved diagonal (Murray 2016)
+  lax = _lax()
+  x, = primals
+  sigma_dot = _sym_from_triangle(ad.instantiate_zeros(tangents[0]), True)
+  L = cholesky_p.bind(x)
+  tmp = triangular_solve(L, sigma_dot, left_side=False, transpose_a=True, conjugate_a=True,
+                         lower=True)
+  inner = triangular_solve(L, tmp, left_side=True, transpose_a=False, lower=True)
+  aval = _aval(x)
+  n = aval.shape[-1]
+  half = _bcast_const((np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(aval.dtype),
+                      aval.shape)
+  return L, _mm(L, lax.mul(inner, half))
+
+
+def _cholesky_samples(rng, d):
+  d = np.dtype(d)
+  bad = np.array([[1.0, 2.0], [2.0, 1.0]], d)
+  return [([_spd(rng, (4, 4), d)], {}), ([_spd(rng, (2, 3, 3), d)], {}),
+          ([_spd(rng, (1, 1), d)], {}), ([np.zeros((0, 0), d)], {}),
+          ([np.zeros((2, 0, 0), d)], {}), ([np.stack([_spd(rng, (2, 2), d), bad])], {})]
+
+
+def _cholesky_bad(rng):
+  return [([Array(np.ones((2, 3)))], {}, ValueError), ([Array(np.ones(3))], {}, TypeError),
+          ([Array(np.ones((2, 2), np.int32))], {}, TypeError)]
+
+
+_register(cholesky_p, numba=_cholesky_numba, numpy=_cholesky_numpy,
+          abstract_eval=_cholesky_abstract_eval, samples=_cholesky_samples, bad=_cholesky_bad,
+          policy=("numba", "numpy", 1 << 12), reference=_cholesky_numpy,
+          note="numpy (LAPACK potrf) from 64x64 matrices; NaNs on failure as JAX")
+cholesky_p.jvp = _cholesky_jvp
+
+
+def symmetrize(x):
+  """``(x + x^H) / 2``."""
+  lax = _lax()
+  return lax.div(lax.add(x, _H(x)), Array(np.array(2, _aval(x).dtype)))
+
+
+def cholesky(x, *, symmetrize_input=True):
+  """Lower Cholesky factor ``L`` of Hermitian positive-definite ``x`` (``x = L L^H``); NaNs
+  where the factorization fails. Batched over leading dimensions."""
+  if symmetrize_input:
+    x = symmetrize(x)
+  return cholesky_p.bind(x)
+
+
+# ================================================================= triangular_solve
+
+triangular_solve_p = Primitive("triangular_solve")
+_TS_PARAMS = ("left_side", "lower", "transpose_a", "conjugate_a", "unit_diagonal")
+
+
+def _ts_abstract_eval(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  _linalg_check("triangular_solve", [a, b])
+  if a.shape[-1] != a.shape[-2]:
+    raise ValueError("The first input to triangular_solve must be a square matrix. Got shape "
+                     f"{a.shape[-2:]}.")
+  if a.shape[-1] != b.shape[-2 if left_side else -1]:
+    raise ValueError(f"Incompatible shapes for arguments to triangular_solve: {a.shape} and "
+                     f"{b.shape}.")
+  return ShapedArray(b.shape, b.dtype, b.weak_type)
+
+
+def _ts_normalize(a, b, left_side, lower, transpose_a, conjugate_a):
+  """Reduce every variant to ``M @ X = B`` with M read in its ``lower`` (bool) triangle."""
+  A = _flat(a)
+  Bm = _flat(b)
+  if conjugate_a and A.dtype.kind == "c":
+    A = np.conj(A)
+  t = transpose_a
+  if not left_side:  # X op(A) = B  <=>  op(A)^T X^T = B^T
+    t = not t
+    Bm = np.swapaxes(Bm, -1, -2)
+  if t:
+    A = np.swapaxes(A, -1, -2)
+    lower = not lower
+  return np.ascontiguousarray(A), np.ascontiguousarray(Bm), lower
+
+
+def _ts_numba(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  if b.size == 0:
+    return np.zeros(b.shape, b.dtype)
+  A, Bm, low = _ts_normalize(a, b, left_side, lower, transpose_a, conjugate_a)
+  out = np.empty_like(Bm)
+  K.trsm_left(A, Bm, out, low, unit_diagonal)
+  if not left_side:
+    out = np.swapaxes(out, -1, -2)
+  return np.ascontiguousarray(out).reshape(b.shape)
+
+
+def _ts_numpy(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  if b.size == 0:
+    return np.zeros(b.shape, b.dtype)
+  A, Bm, low = _ts_normalize(a, b, left_side, lower, transpose_a, conjugate_a)
+  M = np.tril(A) if low else np.triu(A)
+  if unit_diagonal:
+    idx = np.arange(M.shape[-1])
+    M[..., idx, idx] = 1
+  out = np.linalg.solve(M, Bm)
+  if not left_side:
+    out = np.swapaxes(out, -1, -2)
+  return np.ascontiguousarray(out).reshape(b.shape).astype(b.dtype, copy=False)
+
+
+def _ts_jvp_a(g_a, ans, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  lax = _lax()
+  k = 1 if unit_diagonal else 0
+  g_a = _tril(g_a, -k) if lower else _triu(g_a, k)
+  g_a = lax.neg(g_a)
+  g_a = _T(g_a) if transpose_a else g_a
+  g_a = lax.conj(g_a) if conjugate_a and _aval(g_a).dtype.kind == "c" else g_a
+  params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
+                conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+  inv = lambda rhs: triangular_solve_p.bind(a, rhs, **params)
+  m, n = _aval(b).shape[-2:]
+  if left_side:
+    return inv(_mm(g_a, ans)) if m > n else _mm(inv(g_a), ans)
+  return inv(_mm(ans, g_a)) if m < n else _mm(ans, inv(g_a))
+
+
+def _ts_transpose(ct, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  if ad.is_undefined_primal(a):
+    raise NotImplementedError("triangular_solve: transposition with respect to the matrix `a` "
+                              "is not defined (triangular_solve is not linear in `a`)")
+  if type(ct) is ad.Zero:
+    return [None, ad.Zero(b.aval)]
+  return [None, triangular_solve_p.bind(a, ct, left_side=left_side, lower=lower,
+                                        transpose_a=not transpose_a, conjugate_a=conjugate_a,
+                                        unit_diagonal=unit_diagonal)]
+
+
+def _ts_samples(rng, d):
+  d = np.dtype(d)
+  out = []
+  tri = lambda *s: (_rand(rng, s, d) + 4 * np.eye(s[-1])).astype(d)
+  for left_side in (True, False):
+    for lower in (True, False):
+      for transpose_a in (False, True):
+        for conjugate_a, unit in ((False, False), (True, True)):
+          b = _rand(rng, (3, 2) if left_side else (2, 3), d)
+          out.append(([tri(3, 3), b], dict(left_side=left_side, lower=lower,
+                                           transpose_a=transpose_a, conjugate_a=conjugate_a,
+                                           unit_diagonal=unit)))
+  p = dict(left_side=True, lower=True, transpose_a=False, conjugate_a=False, unit_diagonal=False)
+  out.append(([tri(2, 4, 4), _rand(rng, (2, 4, 5), d)], p))
+  out.append(([tri(3, 3), np.zeros((3, 0), d)], p))
+  return out
+
+
+def _ts_bad(rng):
+  p = dict(left_side=True, lower=True, transpose_a=False, conjugate_a=False, unit_diagonal=False)
+  a = Array(np.eye(3))
+  return [([a, Array(np.ones((4, 2)))], p, ValueError),
+          ([Array(np.ones((3, 2))), Array(np.ones((3, 2)))], p, ValueError),
+          ([a, Array(np.ones((3, 2), np.float32))], p, TypeError),
+          ([a, Array(np.ones(3))], p, TypeError)]
+
+
+_register(triangular_solve_p, numba=_ts_numba, numpy=_ts_numpy, abstract_eval=_ts_abstract_eval,
+          samples=_ts_samples, bad=_ts_bad, policy=("numba", "numba", 1 << 62),
+          note="numpy backend: LAPACK gesv on the masked triangle")
+ad.defjvp2(triangular_solve_p, _ts_jvp_a,
+           lambda g_b, ans, a, b, **kw: triangular_solve_p.bind(a, g_b, **kw))
+triangular_solve_p.transpose = _ts_transpose
+
+
+def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
+                     unit_diagonal=False):
+  """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` for triangular ``a``;
+  ``op`` transposes and/or conjugates ``a``. A ``b`` of one rank less is a vector."""
+  conjugate_a = bool(conjugate_a) and _aval(a).dtype.kind == "c"
+  singleton = _aval(b).ndim == _aval(a).ndim - 1
+  lax = _lax()
+  if singleton:
+    bs = _aval(b).shape
+    b = lax.reshape(b, bs + (1,) if left_side else bs[:-1] + (1, bs[-1]))
+  out = triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
+                                transpose_a=bool(transpose_a), conjugate_a=conjugate_a,
+                                unit_diagonal=bool(unit_diagonal))
+  if singleton:
+    out = lax.reshape(out, bs)
+  return out
+
+
+# ================================================================= lu
+
+lu_p = Primitive("lu")
+lu_p.multiple_results = True
+
+
+def _lu_abstract_eval(x):
+  batch = _linalg_check("lu", [x])
+  m, n = x.shape[-2:]
+  i32 = np.dtype(np.int32)
+  return [ShapedArray(x.shape, x.dtype), ShapedArray(batch + (min(m, n),), i32),
+          ShapedArray(batch + (m,), i32)]
+
+
+def _lu_numba(x):
+  m, n = x.shape[-2:]
+  batch = x.shape[:-2]
+  f = _flat(x)
+  lu = np.empty_like(f)
+  piv = np.empty((f.shape[0], min(m, n)), np.int32)
+  perm = np.empty((f.shape[0], m), np.int32)
+  if f.shape[0]:
+    K.lu(f, lu, piv, perm)
+  return [lu.reshape(x.shape), piv.reshape(batch + (min(m, n),)), perm.reshape(batch + (m,))]
+
+
+def _lu_numpy(x):
+  """getf2 as a column loop over NumPy ops, vectorised over the batch (NumPy has no LU)."""
+  m, n = x.shape[-2:]
+  batch = x.shape[:-2]
+  A = _flat(x).copy()
+  B = A.shape[0]
+  k = min(m, n)
+  piv = np.zeros((B, k), np.int32)
+  perm = np.tile(np.arange(m, dtype=np.int32), (B, 1))
+  rows = np.arange(B)
+  for j in range(k):
+    col = A[:, j:, j]
+    p = j + np.argmax(np.abs(col.real) + np.abs(col.imag), axis=1)
+    piv[:, j] = p
+    nz = A[rows, p, j] != 0
+    sw = nz & (p != j)
+    if sw.any():
+      r = rows[sw]
+      A[r, j], A[r, p[sw]] = A[r, p[sw]].copy(), A[r, j].copy()
+      perm[r, j], perm[r, p[sw]] = perm[r, p[sw]].copy(), perm[r, j].copy()
+    d = np.where(nz, A[:, j, j], 1)
+    A[:, j + 1:, j] = np.where(nz[:, None], A[:, j + 1:, j] / d[:, None], A[:, j + 1:, j])
+    A[:, j + 1:, j + 1:] -= A[:, j + 1:, j, None] * A[:, j, None, j + 1:]
+  return [A.reshape(x.shape), piv.reshape(batch + (k,)), perm.reshape(batch + (m,))]
+
+
+def _lu_jvp(primals, tangents):
+  # De Hoog, Anderssen & Lukas: L' = L tril(L^-1 P A' U^-1, -1), U' = triu(L^-1 P A' U^-1) U
+  lax = _lax()
+  a, = primals
+  a_dot = ad.instantiate_zeros(tangents[0])
+  lu, pivots, perm = lu_p.bind(a)
+  aval = _aval(a)
+  m, n = aval.shape[-2:]
+  k = min(m, n)
+  dt = aval.dtype
+  eye = lambda s: _bcast_const(np.eye(s, dtype=dt), aval.shape[:-2] + (s, s))
+  l = lax.add(_pad_last2(_tril(_slice_last2(lu, (0, m), (0, k)), -1), (0, 0), (0, m - k)), eye(m))
+  u = _pad_last2(_triu(_slice_last2(lu, (0, k), (0, n))), (0, n - k), (0, 0))
+  if n > k:
+    u = lax.add(u, _pad_last2(eye(n - k), (k, 0), (k, 0)))
+  # P a_dot with P[i, j] = (perm[i] == j), a one-hot built from the (integer) permutation
+  iota = _bcast_const(np.arange(m, dtype=np.int32), aval.shape[:-2] + (m, m))
+  P = lax.convert_element_type(lax.eq(_bcast_vec(perm, m, -1), iota), dt)
+  la = triangular_solve_p.bind(l, _mm(P, a_dot), left_side=True, lower=True, transpose_a=False,
+                               conjugate_a=False, unit_diagonal=True)
+  lau = triangular_solve_p.bind(u, la, left_side=False, lower=False, transpose_a=False,
+                                conjugate_a=False, unit_diagonal=False)
+  lu_dot = lax.add(_mm(l, _tril(lau, -1)), _mm(_triu(lau), u))
+  return [lu, pivots, perm], [lu_dot, ad.Zero.from_primal_value(pivots),
+                              ad.Zero.from_primal_value(perm)]
+
+
+def _lu_samples(rng, d):
+  d = np.dtype(d)
+  r = lambda *s: _rand(rng, s, d)
+  return [([r(4, 4)], {}), ([r(5, 3)], {}), ([r(3, 5)], {}), ([r(2, 3, 3)], {}),
+          ([np.zeros((0, 0), d)], {}), ([r(1, 1)], {})]  # singular inputs: tests/test_linalg.py
+
+
+def _lu_bad(rng):
+  return [([Array(np.ones(3))], {}, TypeError), ([Array(np.ones((2, 2), np.int32))], {}, TypeError)]
+
+
+_register(lu_p, numba=_lu_numba, numpy=_lu_numpy, abstract_eval=_lu_abstract_eval,
+          samples=_lu_samples, bad=_lu_bad, policy=("numba", "numba", 1 << 62),
+          note="numpy backend: getf2 column loop in Python (NumPy has no LU)")
+lu_p.jvp = _lu_jvp
+
+
+def lu(x):
+  """LU with partial pivoting: ``(lu, pivots, permutation)`` with ``x[permutation] = L @ U``."""
+  return tuple(lu_p.bind(x))
+
+
+# ================================================================= qr
+
+qr_p = Primitive("qr")
+qr_p.multiple_results = True
+
+
+def _qr_abstract_eval(x, *, pivoting, full_matrices, use_magma):
+  batch = _linalg_check("qr", [x])
+  if pivoting:
+    raise NotImplementedError("qr: column pivoting (pivoting=True) is not implemented in nbjax")
+  m, n = x.shape[-2:]
+  k = m if full_matrices else min(m, n)
+  return [ShapedArray(batch + (m, k), x.dtype), ShapedArray(batch + (k, n), x.dtype)]
+
+
+def _qr_numba(x, *, pivoting, full_matrices, use_magma):
+  m, n = x.shape[-2:]
+  k = m if full_matrices else min(m, n)
+  f = _flat(x)
+  q = np.empty((f.shape[0], m, k), x.dtype)
+  r = np.empty((f.shape[0], k, n), x.dtype)
+  if f.shape[0]:
+    K.qr(f, q, r)
+  return [q.reshape(x.shape[:-2] + (m, k)), r.reshape(x.shape[:-2] + (k, n))]
+
+
+def _qr_numpy(x, *, pivoting, full_matrices, use_magma):
+  m, n = x.shape[-2:]
+  if x.size == 0:
+    return _qr_numba(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
+  q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
+  return [q, r]
+
+
+def _thin_qr_jvp(q, r, dx):
+  lax = _lax()
+  dx_rinv = triangular_solve_p.bind(r, dx, left_side=False, lower=False, transpose_a=False,
+                                    conjugate_a=False, unit_diagonal=False)
+  qt_dx_rinv = _mm(_H(q), dx_rinv)
+  low = _tril(qt_dx_rinv, -1)
+  do = lax.sub(low, _H(low))  # skew-Hermitian
+  if _aval(do).dtype.kind == "c":
+    im = lax.sub(qt_dx_rinv, lax.convert_element_type(lax.real(qt_dx_rinv), _aval(do).dtype))
+    do = lax.add(do, lax.mul(_eye_like(do), im))
+  dq = lax.add(_mm(q, lax.sub(do, qt_dx_rinv)), dx_rinv)
+  dr = _mm(lax.sub(qt_dx_rinv, do), r)
+  return dq, dr
+
+
+def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
+  lax = _lax()
+  x, = primals
+  dx = ad.instantiate_zeros(tangents[0])
+  q, r = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
+  m, n = _aval(x).shape[-2:]
+  if m < n:  # wide: X = [X1 X2], R = [R1 R2]; square rule on X1, dR2 = dQ^H X2 + Q^H dX2
+    dq, dr1 = _thin_qr_jvp(q, _slice_last2(r, (0, m), (0, m)), _slice_last2(dx, (0, m), (0, m)))
+    x2, dx2 = _slice_last2(x, (0, m), (m, n)), _slice_last2(dx, (0, m), (m, n))
+    dr2 = lax.add(_mm(_H(dq), x2), _mm(_H(q), dx2))
+    return [q, r], [dq, lax.add(_pad_last2(dr1, (0, 0), (0, n - m)),
+                                _pad_last2(dr2, (0, 0), (m, 0)))]
+  if full_matrices and m > n:
+    raise NotImplementedError("qr: the jvp of full_matrices=True for tall matrices (m > n) is "
+                              "not implemented in nbjax; use full_matrices=False")
+  dq, dr = _thin_qr_jvp(q, r, dx)
+  return [q, r], [dq, dr]
+
+
+def _qr_samples(rng, d):
+  d = np.dtype(d)
+  r = lambda *s: _rand(rng, s, d)
+  p = lambda full: dict(pivoting=False, full_matrices=full, use_magma=None)
+  return [([r(4, 4)], p(True)), ([r(5, 3)], p(False)), ([r(3, 5)], p(True)),
+          ([r(3, 5)], p(False)), ([r(2, 4, 3)], p(False)), ([r(1, 1)], p(True))]
+
+
+def _qr_bad(rng):
+  p = dict(pivoting=False, full_matrices=True, use_magma=None)
+  return [([Array(np.ones(3))], p, TypeError), ([Array(np.ones((2, 2), np.int32))], p, TypeError)]
+
+
+_register(qr_p, numba=_qr_numba, numpy=_qr_numpy, abstract_eval=_qr_abstract_eval,
+          samples=_qr_samples, bad=_qr_bad, policy=("numba", "numpy", 1 << 10),
+          note="numpy (LAPACK geqrf/orgqr) from 32x32 matrices")
+qr_p.jvp = _qr_jvp
+
+
+def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
+  """QR decomposition ``x = q @ r``: ``q`` unitary ``(…, m, m)`` (``(…, m, min(m, n))`` if not
+  ``full_matrices``), ``r`` upper triangular."""
+  return tuple(qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
+                         use_magma=use_magma))
+
+
+# ================================================================= eigh
+
+eigh_p = Primitive("eigh")
+eigh_p.multiple_results = True
+
+
+def _eigh_abstract_eval(x, *, lower, sort_eigenvalues, subset_by_index):
+  batch = _linalg_check("eigh", [x])
+  n = x.shape[-1]
+  if x.shape[-2] != n:
+    raise ValueError("eigh: Argument to symmetric eigendecomposition must have shape [..., n, n], "
+                     f"got shape {x.shape}")
+  d = n if subset_by_index is None else subset_by_index[1] - subset_by_index[0]
+  if subset_by_index is not None and not 0 <= subset_by_index[0] <= subset_by_index[1] <= n:
+    raise ValueError(f"eigh: invalid subset_by_index {subset_by_index} for n={n}")
+  return [ShapedArray(batch + (n, d), x.dtype), ShapedArray(batch + (d,), _real_dtype(x.dtype))]
+
+
+def _eigh_subset(v, w, subset_by_index):
+  if subset_by_index is None:
+    return v, w
+  lo, hi = subset_by_index
+  return np.ascontiguousarray(v[..., lo:hi]), np.ascontiguousarray(w[..., lo:hi])
+
+
+def _eigh_numba(x, *, lower, sort_eigenvalues, subset_by_index):
+  n = x.shape[-1]
+  f = _flat(x)
+  v = np.empty(f.shape, x.dtype)
+  w = np.empty(f.shape[:-1], _real_dtype(x.dtype))
+  if f.shape[0] and n:
+    K.eigh(f, v, w, bool(lower))
+  v, w = _eigh_subset(v.reshape(x.shape), w.reshape(x.shape[:-1]), subset_by_index)
+  return [v, w]
+
+
+def _eigh_numpy(x, *, lower, sort_eigenvalues, subset_by_index):
+  if x.size == 0:
+    return _eigh_numba(x, lower=lower, sort_eigenvalues=sort_eigenvalues,
+                       subset_by_index=subset_by_index)
+  w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
+  return list(_eigh_subset(v, w, subset_by_index))
+
+
+def _eigh_jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index):
+  # nondegenerate perturbation theory (JAX's rule), on the Hermitian matrix actually read
+  lax = _lax()
+  a, = primals
+  n = _aval(a).shape[-1]
+  if not (subset_by_index is None or tuple(subset_by_index) == (0, n)):
+    raise NotImplementedError("Derivatives not defined for partial eigen decomposition.")
+  a_dot = _sym_from_triangle(ad.instantiate_zeros(tangents[0]), lower)
+  v, w_real = eigh_p.bind(a, lower=lower, sort_eigenvalues=sort_eigenvalues,
+                          subset_by_index=subset_by_index)
+  dt = _aval(a).dtype
+  w = lax.convert_element_type(w_real, dt) if dt.kind == "c" else w_real
+  eye = _eye_like(a)
+  one = Array(np.ones(_aval(a).shape, dt))
+  fmat = lax.sub(lax.div(one, lax.add(eye, lax.sub(_bcast_vec(w, n, -2), _bcast_vec(w, n, -1)))),
+                 eye)
+  vdag_adot_v = _mm(_mm(_H(v), a_dot), v)
+  dv = _mm(v, lax.mul(fmat, vdag_adot_v))
+  dw = _diag(lax.real(vdag_adot_v) if dt.kind == "c" else vdag_adot_v)
+  return [v, w_real], [dv, dw]
+
+
+def _eigh_samples(rng, d):
+  d = np.dtype(d)
+  p = dict(lower=True, sort_eigenvalues=True, subset_by_index=None)
+  sym = lambda *s: (lambda a: (a + np.conj(np.swapaxes(a, -1, -2))).astype(d))(_rand(rng, s, d))
+  return [([sym(4, 4)], p), ([sym(2, 3, 3)], dict(p, lower=False)), ([sym(1, 1)], p),
+          ([np.zeros((0, 0), d)], p)]
+
+
+def _eigh_bad(rng):
+  p = dict(lower=True, sort_eigenvalues=True, subset_by_index=None)
+  return [([Array(np.ones((2, 3)))], p, ValueError), ([Array(np.ones((2, 2), np.int8))], p,
+                                                      TypeError)]
+
+
+_register(eigh_p, numba=_eigh_numba, numpy=_eigh_numpy, abstract_eval=_eigh_abstract_eval,
+          samples=_eigh_samples, bad=_eigh_bad, policy=("numba", "numpy", 1 << 10),
+          note="LAPACK syevd/heevd: numba's binding below 32x32 matrices, NumPy's above")
+eigh_p.jvp = _eigh_jvp
+
+
+def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None):
+  """Eigendecomposition of Hermitian ``x``: ``(v, w)``, ``w`` ascending, ``v[..., :, i]`` the
+  eigenvector of ``w[..., i]``."""
+  if symmetrize_input:
+    x = symmetrize(x)
+  v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
+                     subset_by_index=None if subset_by_index is None else tuple(subset_by_index))
+  return v, w
+
+
+# ================================================================= svd
+
+svd_p = Primitive("svd")
+svd_p.multiple_results = True
+
+
+def _svd_abstract_eval(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+  batch = _linalg_check("svd", [x])
+  m, n = x.shape[-2:]
+  rank = min(m, n)
+  if subset_by_index is not None:
+    if full_matrices and tuple(subset_by_index) != (0, rank):
+      raise ValueError("svd: full_matrices and subset_by_index cannot both be set")
+    rank = min(rank, subset_by_index[1] - subset_by_index[0])
+  s = ShapedArray(batch + (rank,), _real_dtype(x.dtype))
+  if not compute_uv:
+    return [s]
+  return [s, ShapedArray(batch + (m, m if full_matrices else rank), x.dtype),
+          ShapedArray(batch + (n if full_matrices else rank, n), x.dtype)]
+
+
+def _svd_subset(outs, subset_by_index, compute_uv):
+  if subset_by_index is None:
+    return outs
+  lo, hi = subset_by_index
+  s = outs[0][..., lo:hi]
+  if not compute_uv:
+    return [np.ascontiguousarray(s)]
+  return [np.ascontiguousarray(s), np.ascontiguousarray(outs[1][..., :, lo:hi]),
+          np.ascontiguousarray(outs[2][..., lo:hi, :])]
+
+
+def _svd_numba(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+  m, n = x.shape[-2:]
+  k = min(m, n)
+  f = _flat(x)
+  B = f.shape[0]
+  s = np.empty((B, k), _real_dtype(x.dtype))
+  u = np.empty((B, m, m if full_matrices else k), x.dtype)
+  vt = np.empty((B, n if full_matrices else k, n), x.dtype)
+  if B and k:
+    K.svd(f, s, u, vt, bool(full_matrices))
+  elif B:  # empty matrices: identity bases, as LAPACK
+    u[:] = np.eye(*u.shape[1:])
+    vt[:] = np.eye(*vt.shape[1:])
+  batch = x.shape[:-2]
+  outs = [s.reshape(batch + s.shape[1:]), u.reshape(batch + u.shape[1:]),
+          vt.reshape(batch + vt.shape[1:])]
+  return _svd_subset(outs if compute_uv else outs[:1], subset_by_index, compute_uv)
+
+
+def _svd_numpy(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+  if x.size == 0:
+    return _svd_numba(x, full_matrices=full_matrices, compute_uv=compute_uv,
+                      subset_by_index=subset_by_index, algorithm=algorithm)
+  if not compute_uv:
+    return _svd_subset([np.linalg.svd(x, compute_uv=False)], subset_by_index, False)
+  u, s, vt = np.linalg.svd(x, full_matrices=full_matrices)
+  return _svd_subset([s, u, vt], subset_by_index, True)
+
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm):
+  lax = _lax()
+  A, = primals
+  dA = ad.instantiate_zeros(tangents[0])
+  m, n = _aval(A).shape[-2:]
+  if compute_uv and full_matrices and m != n:
+    raise NotImplementedError("Singular value decomposition JVP not implemented for full "
+                              "matrices")
+  s, U, Vt = svd_p.bind(A, full_matrices=False, compute_uv=True, subset_by_index=subset_by_index,
+                        algorithm=algorithm)
+  dt = _aval(A).dtype
+  cplx = dt.kind == "c"
+  to_dt = (lambda v: lax.convert_element_type(v, dt)) if cplx else (lambda v: v)
+  Ut, V = _H(U), _H(Vt)
+  dS = _mm(_mm(Ut, dA), V)
+  ds = _diag(lax.real(dS) if cplx else dS)
+  if not compute_uv:
+    return [s], [ds]
+  k = _aval(s).shape[-1]
+  s_row = _bcast_vec(s, k, -2)   # [i, j] = s_j
+  s_col = _bcast_vec(s, k, -1)   # [i, j] = s_i
+  s_diffs = lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col))
+  eye_r = _eye_like(s_diffs)
+  F = lax.sub(lax.div(Array(np.ones(_aval(s_diffs).shape, _aval(s_diffs).dtype)),
+                      lax.add(s_diffs, eye_r)), eye_r)
+  dSS = lax.mul(to_dt(s_row), dS)
+  SdS = lax.mul(to_dt(s_col), dS)
+  s_zeros = lax.convert_element_type(lax.eq(s, Array(np.zeros(_aval(s).shape, _aval(s).dtype))),
+                                     _aval(s).dtype)
+  s_inv = lax.sub(lax.div(Array(np.ones(_aval(s).shape, _aval(s).dtype)), lax.add(s, s_zeros)),
+                  s_zeros)
+  s_inv_mat = lax.mul(_bcast_vec(s_inv, k, -2), eye_r)
+  half = Array(np.array(0.5, dt))
+  dUdV_diag = lax.mul(lax.mul(half, lax.sub(dS, _H(dS))), to_dt(s_inv_mat))
+  Fc = to_dt(F)
+  dU = _mm(U, lax.add(lax.mul(Fc, lax.add(dSS, _H(dSS))), dUdV_diag))
+  dV = _mm(V, lax.mul(Fc, lax.add(SdS, _H(SdS))))
+  if m > n:
+    dAV = _mm(dA, V)
+    dU = lax.add(dU, lax.div(lax.sub(dAV, _mm(U, _mm(Ut, dAV))), to_dt(_bcast_vec(s, m, -2))))
+  if n > m:
+    dAHU = _mm(_H(dA), U)
+    dV = lax.add(dV, lax.div(lax.sub(dAHU, _mm(V, _mm(Vt, dAHU))), to_dt(_bcast_vec(s, n, -2))))
+  return [s, U, Vt], [ds, dU, _H(dV)]
+
+
+def _svd_samples(rng, d):
+  d = np.dtype(d)
+  r = lambda *s: _rand(rng, s, d)
+  p = lambda full, uv=True: dict(full_matrices=full, compute_uv=uv, subset_by_index=None,
+                                 algorithm=None)
+  return [([r(4, 4)], p(True)), ([r(5, 3)], p(False)), ([r(3, 5)], p(False)),
+          ([r(2, 4, 3)], p(False)), ([r(4, 3)], p(False, False)), ([r(1, 1)], p(True))]
+
+
+def _svd_bad(rng):
+  p = dict(full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None)
+  return [([Array(np.ones(3))], p, TypeError), ([Array(np.ones((2, 2), np.int32))], p, TypeError)]
+
+
+_register(svd_p, numba=_svd_numba, numpy=_svd_numpy, abstract_eval=_svd_abstract_eval,
+          samples=_svd_samples, bad=_svd_bad, policy=("numba", "numpy", 1 << 10),
+          note="LAPACK gesdd: numba's binding below 32x32 matrices, NumPy's above")
+svd_p.jvp = _svd_jvp
+
+
+def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
+  """Singular value decomposition: ``(u, s, vh)`` (or ``s`` if not ``compute_uv``)."""
+  out = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv),
+                   subset_by_index=None if subset_by_index is None else tuple(subset_by_index),
+                   algorithm=algorithm)
+  if compute_uv:
+    s, u, vt = out
+    return u, s, vt
+  return out[0]
+
+
+__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve", "symmetrize",
+           "cholesky_p", "eigh_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
+
+# ====================================================================== lowering (StableHLO)
+# Rules run under jit only; ``mlir``/``hlo``/``ir`` are lazy proxies, so importing this
+# file never imports jaxlib.
+from nbjax.interpreters import lowering  # noqa: E402
+from nbjax.interpreters.lowering import chlo, hlo, i64_array, ir, mlir  # noqa: E402,F401
+import threading  # noqa: E402
+from nbjax import xla  # noqa: E402
+
+
+def _reg(name, rule):
+  lowering.register(name, rule)
+
+
+def _kind(dtype):
+  return np.dtype(dtype).kind
+
+
+def _real(dtype):
+  d = np.dtype(dtype)
+  return np.dtype(np.float32 if d == np.complex64 else np.float64 if d == np.complex128 else d)
+
+
+# ----------------------------------------------------------------- dot_general
+
+def _dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
+                 preferred_element_type=None, **params):
+  (lc, rc), (lb, rb) = dimension_numbers
+  la, ra = ctx.avals_in
+  out = ctx.avals_out[0]
+  od = np.dtype(out.dtype)
+  # operands in one compute type: the output's (bool products are counted in int32)
+  cd = np.dtype(np.int32) if od == np.bool_ else od
+  lhs = mlir.convert_hlo(ctx, lhs, la, la.update(dtype=cd))
+  rhs = mlir.convert_hlo(ctx, rhs, ra, ra.update(dtype=cd))
+  dn = hlo.DotDimensionNumbers.get(
+      lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
+      lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
+  res = hlo.dot_general(mlir.aval_to_ir_type(out.update(dtype=cd)), lhs, rhs, dn)
+  if od == np.bool_:
+    res = mlir.convert_hlo(ctx, res, out.update(dtype=cd), out)
+  return [res]
+
+
+_reg("dot_general", _dot_general)
+
+
+# ----------------------------------------------------------------- helpers
+
+def _tri_mask(aval, lower, k=0):
+  """A bool tensor of ``aval``'s shape: True on the lower (upper) triangle of the last two
+  dims, offset by ``k``."""
+  nd = len(aval.shape)
+  it = aval.update(dtype=np.int32, weak_type=False)
+  rows = hlo.iota(mlir.aval_to_ir_type(it), nd - 2)
+  cols = hlo.iota(mlir.aval_to_ir_type(it), nd - 1)
+  if k:
+    rows = hlo.add(rows, mlir.full_like_aval(None, k, it))
+  return mlir.compare(rows, cols, "GE" if lower else "LE", np.int32)
+
+
+def _nan_if_any_nan(ctx, x, aval):
+  """Matrices (last two dims) containing a NaN become all-NaN (LAPACK's failure signal)."""
+  if not aval.shape or math.prod(aval.shape) == 0:
+    return x
+  dt = np.dtype(aval.dtype)
+  bad = mlir.compare(x, x, "NE", dt)
+  nd = len(aval.shape)
+  i1 = ir.IntegerType.get_signless(1)
+  red = hlo.ReduceOp([ir.RankedTensorType.get(list(aval.shape[:-2]), i1)], [bad],
+                     [mlir.ir_constant(np.array(False))], i64_array([nd - 2, nd - 1]))
+  s = ir.RankedTensorType.get([], i1)
+  blk = red.regions[0].blocks.append(s, s)
+  with ir.InsertionPoint(blk):
+    hlo.return_([hlo.or_(*blk.arguments)])
+  mask = hlo.broadcast_in_dim(ir.RankedTensorType.get(list(aval.shape), i1), red.result,
+                              i64_array(range(nd - 2)))
+  return hlo.select(mask, mlir.full_like_aval(ctx, np.nan, aval), x)
+
+
+# ----------------------------------------------------------------- cholesky, triangular_solve
+
+def _cholesky(ctx, x, **params):
+  aval = ctx.avals_in[0]
+  if math.prod(aval.shape) == 0:
+    return [x]
+  L = hlo.cholesky(x, lower=True)
+  L = hlo.select(_tri_mask(aval, True), L, mlir.full_like_aval(ctx, 0, aval))
+  return [_nan_if_any_nan(ctx, L, aval)]
+
+
+def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  aa, ba = ctx.avals_in
+  if math.prod(ba.shape) == 0:
+    return [mlir.full_like_aval(ctx, 0, ctx.avals_out[0])]
+  complex_ = _kind(aa.dtype) == "c"
+  if conjugate_a and complex_ and not transpose_a:
+    a = hlo.complex(hlo.real(a), hlo.negate(hlo.imag(a)))
+  mode = ("ADJOINT" if conjugate_a and complex_ else "TRANSPOSE") if transpose_a else "NO_TRANSPOSE"
+  return [hlo.triangular_solve(a, b, bool(left_side), bool(lower), bool(unit_diagonal),
+                               hlo.TransposeAttr.get(mode))]
+
+
+_reg("cholesky", _cholesky)
+_reg("triangular_solve", _triangular_solve)
+
+
+# ----------------------------------------------------------------- FFI handlers (numba)
+
+_HEAD = """
+import numpy as np
+from numba import cfunc, types
+from kernels import linalg as K
+from kernels.ffi import (ffi_metadata_query, arg_rank, arg_dim, ret_dim, arg_flat, ret_flat)
+"""
+
+_BATCH = """
+  if ffi_metadata_query(cf):
+    return 0
+  r = arg_rank(cf, 0)
+  m = arg_dim(cf, 0, r - 2)
+  n = arg_dim(cf, 0, r - 1)
+  B = 1
+  for i in range(r - 2):
+    B *= arg_dim(cf, 0, i)
+  a = arg_flat(cf, 0, DT, B * m * n).reshape((B, m, n))
+"""
+
+_BODIES = {
+    "lu": """
+  k = min(m, n)
+  out = ret_flat(cf, 0, DT, B * m * n).reshape((B, m, n))
+  piv = ret_flat(cf, 1, np.int32, B * k).reshape((B, k))
+  perm = ret_flat(cf, 2, np.int32, B * m).reshape((B, m))
+  if B > 0:
+    K.lu(a, out, piv, perm)
+  return 0
+""",
+    "qr": """
+  kq = ret_dim(cf, 0, r - 1)
+  kr = ret_dim(cf, 1, r - 2)
+  q = ret_flat(cf, 0, DT, B * m * kq).reshape((B, m, kq))
+  rr = ret_flat(cf, 1, DT, B * kr * n).reshape((B, kr, n))
+  if B > 0:
+    K.qr(a, q, rr)
+  return 0
+""",
+    "eigh": """
+  v = ret_flat(cf, 0, DT, B * n * n).reshape((B, n, n))
+  w = ret_flat(cf, 1, RT, B * n).reshape((B, n))
+  if B > 0 and n > 0:
+    K.eigh(a, v, w, LOWER)
+  return 0
+""",
+    "svd": """
+  k = min(m, n)
+  mu = ret_dim(cf, 1, r - 1)
+  nv = ret_dim(cf, 2, r - 2)
+  s = ret_flat(cf, 0, RT, B * k).reshape((B, k))
+  u = ret_flat(cf, 1, DT, B * m * mu).reshape((B, m, mu))
+  vt = ret_flat(cf, 2, DT, B * nv * n).reshape((B, nv, n))
+  if B > 0 and k > 0:
+    K.svd(a, s, u, vt, mu == m and nv == n)
+  elif B > 0:
+    for b in range(B):
+      for i in range(m):
+        for j in range(mu):
+          u[b, i, j] = 1 if i == j else 0
+      for i in range(nv):
+        for j in range(n):
+          vt[b, i, j] = 1 if i == j else 0
+  return 0
+""",
+}
+
+_handlers = {}
+_lock = threading.Lock()
+
+
+def _target(name, dtype, lower=True):
+  """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
+  d = np.dtype(dtype)
+  key = (name, d, lower)
+  with _lock:
+    if key in _handlers:
+      return _handlers[key]
+    fn = f"nbjax_{name}_{d.name}" + ("" if lower else "_upper")
+    src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\nLOWER = {bool(lower)}\n"
+           + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
+           + _BATCH + _BODIES[name])
+    ns = {"__name__": __name__}
+    exec(compile(src, __file__, "exec"), ns)
+    xla.register_ffi_target(fn, ns[fn])
+    _handlers[key] = fn
+    return fn
+
+
+def _ffi_call(name, dtype, operands, result_avals, lower=True):
+  target = _target(name, dtype, lower)
+  op = hlo.CustomCallOp.build_generic(
+      results=mlir.aval_to_ir_types(result_avals), operands=list(operands),
+      attributes=dict(call_target_name=ir.StringAttr.get(target),
+                      has_side_effect=ir.BoolAttr.get(False), api_version=mlir.i32_attr(4),
+                      backend_config=ir.DictAttr.get({}),
+                      called_computations=ir.ArrayAttr.get([])))
+  return list(op.results)
+
+
+def _slice_last(x, aval, axis_from_end, lo, hi):
+  nd = len(aval.shape)
+  start, stop = [0] * nd, list(aval.shape)
+  start[nd - axis_from_end], stop[nd - axis_from_end] = lo, hi
+  return hlo.slice(x, i64_array(start), i64_array(stop), i64_array([1] * nd))
+
+
+def _lu(ctx, x):
+  return _ffi_call("lu", ctx.avals_in[0].dtype, [x], ctx.avals_out)
+
+
+def _qr(ctx, x, *, pivoting=False, full_matrices=True, use_magma=None):
+  if pivoting:
+    raise NotImplementedError("qr: column pivoting (pivoting=True) is not implemented")
+  return _ffi_call("qr", ctx.avals_in[0].dtype, [x], ctx.avals_out)
+
+
+def _eigh(ctx, x, *, lower=True, sort_eigenvalues=True, subset_by_index=None):
+  aval = ctx.avals_in[0]
+  n = aval.shape[-1]
+  w_aval = aval.update(shape=aval.shape[:-1], dtype=_real(aval.dtype))
+  v, w = _ffi_call("eigh", aval.dtype, [x], [aval, w_aval], lower=bool(lower))
+  if subset_by_index is not None and tuple(subset_by_index) != (0, n):
+    lo, hi = subset_by_index
+    v, w = _slice_last(v, aval, 1, lo, hi), _slice_last(w, w_aval, 1, lo, hi)
+  return [v, w]
+
+
+def _svd(ctx, x, *, full_matrices=False, compute_uv=True, subset_by_index=None, algorithm=None):
+  aval = ctx.avals_in[0]
+  m, n = aval.shape[-2:]
+  k = min(m, n)
+  batch = tuple(aval.shape[:-2])
+  s_aval = aval.update(shape=batch + (k,), dtype=_real(aval.dtype))
+  u_aval = aval.update(shape=batch + (m, m if full_matrices else k))
+  vt_aval = aval.update(shape=batch + (n if full_matrices else k, n))
+  s, u, vt = _ffi_call("svd", aval.dtype, [x], [s_aval, u_aval, vt_aval])
+  if subset_by_index is not None and tuple(subset_by_index) != (0, k):
+    lo, hi = subset_by_index
+    s = _slice_last(s, s_aval, 1, lo, hi)
+    u = _slice_last(u, u_aval, 1, lo, hi)
+    vt = _slice_last(vt, vt_aval, 2, lo, hi)
+  return [s, u, vt] if compute_uv else [s]
+
+
+_reg("lu", _lu)
+_reg("qr", _qr)
+_reg("eigh", _eigh)
+_reg("svd", _svd)

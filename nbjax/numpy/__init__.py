@@ -1,0 +1,170 @@
+"""``nbjax.numpy``: JAX's ``jax.numpy`` (NumPy signatures, JAX semantics) over ``nbjax.lax``.
+
+Pipeline position: the user-facing layer. Functions here check and promote their
+arguments (JAX's dtype lattice with weak types, NumPy broadcasting and axis conventions)
+and bind strict ``lax`` primitives, so everything works eagerly and under every
+transformation. Importing this package also attaches operators, methods and ``.at[]`` to
+``nbjax.Array`` and to tracers (``_array_methods.attach``).
+
+Submodules: ``_ufuncs`` (elementwise), ``_reductions``, ``_creation``, ``_manip`` (shape,
+joining, sorting, selection), ``_indexing`` (``x[idx]``, ``.at[]``, take, nonzero,
+diagonals), ``_dot`` (dot, matmul, einsum), ``_dtype_api`` (scalar types, promotion
+queries), ``linalg``.
+"""
+import math as _math
+
+import numpy as _np
+
+from nbjax.array import Array as ndarray  # noqa: F401
+from nbjax.core import Tracer as _Tracer
+from nbjax.numpy import linalg  # noqa: F401
+from nbjax.numpy._array_methods import attach as _attach
+from nbjax.numpy._creation import (arange, array, asarray, copy, diag_indices, empty,  # noqa: F401
+                                   empty_like, eye, full, full_like, geomspace, identity, indices,
+                                   ix_, linspace, logspace, meshgrid, ones, ones_like, tri, tril,
+                                   tril_indices, triu, triu_indices, zeros, zeros_like)
+from nbjax.numpy._dot import (dot, einsum, einsum_path, inner, kron, matmul, outer,  # noqa: F401
+                              tensordot, vdot, vecdot)
+from nbjax.numpy._dtype_api import (bfloat16, bool, bool_, can_cast, cdouble,  # noqa: F401,A004
+                                    character, complex64, complex128, complex_, complexfloating,
+                                    csingle, double, dtype, finfo, flexible, float0, float16,
+                                    float32, float64, float_, floating, generic, half, iinfo,
+                                    inexact, int8, int16, int32, int64, int_, integer, isdtype,
+                                    issubdtype, number, object_, promote_types, result_type,
+                                    signedinteger, single, uint, uint8, uint16, uint32, uint64,
+                                    unsignedinteger)
+from nbjax.numpy._indexing import (NonConcreteBooleanIndexError, argwhere, compress,  # noqa: F401
+                                   diag, diagflat, diagonal, extract, flatnonzero, nonzero,
+                                   put_along_axis, take, take_along_axis, trace, unique)
+from nbjax.numpy._manip import (array_split, atleast_1d, atleast_2d, atleast_3d,  # noqa: F401
+                                argsort, broadcast_arrays, broadcast_shapes, broadcast_to, clip,
+                                column_stack, concat, concatenate, dsplit, dstack, expand_dims,
+                                flip, fliplr, flipud, hsplit, hstack, matrix_transpose, moveaxis,
+                                pad, permute_dims, ravel, repeat, reshape, roll, rollaxis, rot90,
+                                row_stack, searchsorted, select, sort, split, squeeze, stack,
+                                swapaxes, tile, transpose, vsplit, vstack, where)
+from nbjax.numpy._reductions import (all, amax, amin, any, argmax, argmin,  # noqa: F401,A004
+                                     average,
+                                     count_nonzero, cumprod, cumsum, cumulative_prod,
+                                     cumulative_sum, max, mean, min, nancumprod, nancumsum, nanmax,
+                                     nanmean, nanmin, nanprod, nansum, prod, ptp, std, sum, var)
+from nbjax.numpy._ufuncs import (abs, absolute, acos, acosh, add, angle, arccos,  # noqa: F401,A004
+                                 arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, around,
+                                 asin, asinh, atan, atan2, atanh, bitwise_and, bitwise_invert,
+                                 bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift,
+                                 bitwise_xor, cbrt, ceil, conj, conjugate, copysign, cos, cosh,
+                                 deg2rad, degrees, divide, divmod, equal, exp, exp2, expm1, fabs,
+                                 fix, float_power, floor, floor_divide, fmax, fmin, fmod, greater,
+                                 greater_equal, heaviside, hypot, imag, invert, isfinite, isinf,
+                                 isnan, isneginf, isposinf, left_shift, less, less_equal, log,
+                                 log1p, log2, log10, logaddexp, logaddexp2, logical_and,
+                                 logical_not, logical_or, logical_xor, maximum, minimum, mod,
+                                 multiply, nan_to_num, negative, nextafter, not_equal, positive,
+                                 pow, power, rad2deg, radians, real, reciprocal, remainder,
+                                 right_shift, rint, round, sign, signbit, sin, sinc, sinh, sqrt,
+                                 square, subtract, tan, tanh, true_divide, trunc)
+from nbjax.numpy._util import (check_arraylike as _check_arraylike,  # noqa: F401
+                               ensure_arraylike as _ensure_arraylike)
+
+pi = _np.pi
+e = _np.e
+euler_gamma = _np.euler_gamma
+inf = _np.inf
+nan = _np.nan
+newaxis = None
+
+
+def size(a, axis=None):
+  """Number of elements (along ``axis``)."""
+  s = _np.shape(a) if not hasattr(a, "shape") else a.shape
+  return _math.prod(s) if axis is None else s[axis]
+
+
+def shape(a):
+  """The shape of ``a``."""
+  return a.shape if hasattr(a, "shape") else _np.shape(a)
+
+
+def ndim(a):
+  """The number of axes of ``a``."""
+  return a.ndim if hasattr(a, "ndim") else _np.ndim(a)
+
+
+def isscalar(element):
+  """Whether ``element`` is a scalar: a Python/NumPy scalar or a 0-d nbjax array."""
+  if isinstance(element, (bool, int, float, complex, _np.generic)):
+    return True
+  return isinstance(element, (ndarray, _Tracer)) and element.ndim == 0
+
+
+def iscomplexobj(x):
+  """Whether ``x`` has a complex dtype."""
+  return issubdtype(result_type(x), complexfloating)
+
+
+def isrealobj(x):
+  """Whether ``x`` has a non-complex dtype."""
+  return not iscomplexobj(x)
+
+
+def iscomplex(x):
+  """Elementwise: non-zero imaginary part."""
+  return not_equal(imag(asarray(x)), 0)
+
+
+def isreal(x):
+  """Elementwise: zero imaginary part."""
+  return equal(imag(asarray(x)), 0)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+  """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN."""
+  a, b = _ensure_arraylike("isclose", a, b)
+  from nbjax.numpy import _util
+  a, b = _util.promote_dtypes(a, b)
+  if not _np.issubdtype(a.dtype, _np.inexact):
+    return equal(a, b)
+  close = less_equal(absolute(subtract(a, b)), add(atol, multiply(rtol, absolute(b))))
+  both_inf = logical_and(isinf(a), isinf(b))
+  close = logical_or(logical_and(close, logical_not(logical_or(isinf(a), isinf(b)))),
+                     logical_and(both_inf, equal(a, b)))
+  nan_a, nan_b = isnan(a), isnan(b)
+  close = logical_and(close, logical_not(logical_or(nan_a, nan_b)))
+  return logical_or(close, logical_and(nan_a, nan_b)) if equal_nan else close
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+  """Whether all elements are close (``isclose``), as a 0-d bool array."""
+  return all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+  """Whether two arrays have the same shape and elements (0-d bool array)."""
+  try:
+    a1, a2 = asarray(a1), asarray(a2)
+  except Exception:  # noqa: BLE001 (NumPy: anything unconvertible is unequal)
+    return False
+  if a1.shape != a2.shape:
+    return asarray(False)
+  eq = equal(a1, a2)
+  if equal_nan:
+    eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
+  return all(eq)
+
+
+def array_equiv(a1, a2):
+  """Whether two arrays are equal after broadcasting (0-d bool array)."""
+  a1, a2 = asarray(a1), asarray(a2)
+  try:
+    broadcast_shapes(a1.shape, a2.shape)
+  except ValueError:
+    return asarray(False)
+  return all(equal(a1, a2))
+
+
+def astype(x, dtype, /, *, copy=False, device=None):
+  """``x`` converted to ``dtype``."""
+  return asarray(x).astype(dtype)
+
+
+_attach()

@@ -1,0 +1,348 @@
+"""Array creation in ``nbjax.numpy``: array/asarray, zeros/ones/full, arange, linspace, eye, ...
+
+Pipeline position: Python data (lists, scalars, NumPy arrays) become ``Array``s here
+(copied, dtype canonicalized, JAX's weak-type rules); constants of a given shape are
+``lax.full``, ranges and masks are ``lax.iota``-based, so creation inside traced functions
+stages the same primitives as eager code runs.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from nbjax import core, dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
+from nbjax.numpy import _util
+from nbjax.numpy._manip import stack
+from nbjax.numpy._ufuncs import exp, log, power
+from nbjax.numpy._util import as_array, canonicalize_shape, canonicalize_user_dtype, lit
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _leaves(obj, out):
+  if isinstance(obj, (list, tuple)):
+    for o in obj:
+      _leaves(o, out)
+  else:
+    out.append(obj)
+  return out
+
+
+def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  # noqa: A002
+  """Create an array from an array-like: nested lists/tuples (of scalars, arrays or
+  tracers), NumPy arrays, Python scalars (JAX implementation of :func:`numpy.array`).
+
+  Python scalars give weakly typed arrays, as in JAX; NumPy data is copied, so later
+  mutation of the source never shows through."""
+  del device, copy  # arrays are immutable: sharing an Array's buffer is unobservable
+  if order not in (None, "K", "A", "C"):
+    raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
+  if object is None:
+    raise ValueError("None is not a valid value for jnp.array")
+  dtype = canonicalize_user_dtype(dtype)
+  if hasattr(object, "__jax_array__") and not isinstance(object, (Array, Tracer)):
+    object = object.__jax_array__()
+  weak = dtype is None and dtypes.is_weakly_typed(object)
+  leaves = _leaves(object, []) if isinstance(object, (list, tuple)) else None
+  if isinstance(object, (Array, Tracer)):
+    out = object
+  elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
+    d = dtype or dtypes.result_type(*leaves)
+    out = lax.concatenate([lax.expand_dims(array(e, d), (0,)) for e in object], 0)
+  else:
+    out = Array._new(_host_copy(object, leaves, dtype), weak)
+  if dtype is not None and out.dtype != dtype:
+    out = _util.convert(out, dtype)
+  elif weak != bool(out.weak_type):
+    out = _util.convert(out, out.dtype, weak)
+  if ndmin > out.ndim:
+    out = lax.expand_dims(out, tuple(range(ndmin - out.ndim)))
+  return out
+
+
+def _host_copy(object, leaves, dtype):  # noqa: A002
+  """A fresh C-contiguous NumPy copy of host data in the requested or JAX-inferred dtype."""
+  if dtype is None:
+    if type(object) in _PY_SCALARS:
+      dtype = dtypes.dtype(object)
+    elif leaves is not None and not all(type(x) in _PY_SCALARS for x in leaves):
+      dtype = dtypes.result_type(*leaves)
+    elif leaves == []:
+      dtype = dtypes.default_float_dtype()
+    else:
+      dtype = dtypes.canonicalize_dtype(dtypes.dtype(np.asarray(object)))
+  try:
+    return np.array(object, dtype=dtype, copy=True, order="C")
+  except OverflowError:
+    raise OverflowError(f"Python int too large to convert to {dtype}") from None
+
+
+def asarray(a, dtype=None, order=None, *, copy=None, device=None):
+  """Convert ``a`` to an array (no copy of an ``Array`` of the requested dtype)."""
+  del device
+  if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
+    return a
+  return array(a, dtype=dtype, copy=bool(copy), order=order)
+
+
+def copy(a, order=None):
+  """A copy of ``a`` (arrays are immutable, so this only matters for NumPy inputs)."""
+  return array(a, copy=True, order=order)
+
+
+def full(shape, fill_value, dtype=None, *, device=None):
+  """An array of ``shape`` filled with ``fill_value`` (an array fill broadcasts; a Python
+  scalar fill with no dtype gives a weakly typed array, as JAX)."""
+  del device
+  shape = canonicalize_shape(shape)
+  dtype = canonicalize_user_dtype(dtype)
+  if _util.ndim(fill_value) == 0:
+    return lax.full(shape, fill_value, dtype)
+  return _util.broadcast_to(asarray(fill_value, dtype=dtype), shape)
+
+
+def zeros(shape, dtype=None, *, device=None):
+  """An array of zeros (default dtype: the default float)."""
+  return full(shape, 0, dtype or dtypes.default_float_dtype())
+
+
+def ones(shape, dtype=None, *, device=None):
+  """An array of ones (default dtype: the default float)."""
+  return full(shape, 1, dtype or dtypes.default_float_dtype())
+
+
+def empty(shape, dtype=None, *, device=None):
+  """Like ``zeros`` (nbjax arrays are never uninitialised)."""
+  return zeros(shape, dtype)
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+  """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``."""
+  _util.check_arraylike("full_like", a)
+  a = as_array(a)
+  if _util.ndim(fill_value) != 0:
+    d = canonicalize_user_dtype(dtype) or a.dtype
+    return _util.broadcast_to(asarray(fill_value, d), a.shape if shape is None else shape)
+  dtype = canonicalize_user_dtype(dtype)
+  return lax.full_like(a, fill_value, dtype, None if shape is None else canonicalize_shape(shape))
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None):
+  """Zeros with the shape and dtype of ``a``."""
+  return full_like(a, 0, dtype, shape)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None):
+  """Ones with the shape and dtype of ``a``."""
+  return full_like(a, 1, dtype, shape)
+
+
+def empty_like(prototype, dtype=None, shape=None, *, device=None):
+  """Like ``zeros_like``."""
+  return zeros_like(prototype, dtype, shape)
+
+
+def _concrete_scalar(x, name):
+  return core.concrete_or_error(None, x, f"It arose in the jnp.arange argument '{name}'.")
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
+  """Evenly spaced values in ``[start, stop)`` (arguments must be concrete, as in JAX)."""
+  del device
+  start = _concrete_scalar(start, "start")
+  stop = None if stop is None else _concrete_scalar(stop, "stop")
+  step = None if step is None else _concrete_scalar(step, "step")
+  dtype = canonicalize_user_dtype(dtype)
+  args = [x for x in (start, stop, step) if x is not None]
+  for a in args:
+    if np.ndim(a) != 0:
+      raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {a!r}")
+  if dtype is None:
+    dtype = dtypes.result_type(*args)
+  int_start = dtypes.is_int(np.asarray(start).dtype)
+  if stop is None and step is None and dtypes.is_int(dtype) and int_start:
+    return lax.iota(dtype, max(operator.index(start), 0))
+  if stop is None:
+    start, stop = 0, start
+  vals = [np.asarray(x).item() for x in (start, stop, step if step is not None else 1)]
+  return Array._new(np.arange(*vals, dtype=dtype), False)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+  """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays)."""
+  del device
+  num = _util.index(num, "num")
+  if num < 0:
+    raise ValueError(f"Number of samples, {num}, must be non-negative.")
+  _util.check_arraylike("linspace", start, stop)
+  dtype = canonicalize_user_dtype(dtype)
+  if dtype is None:
+    dtype = _util.to_inexact_dtype(dtypes.result_type(start, stop))
+  comp = _util.to_inexact_dtype(dtype) if not dtypes.is_complex(dtype) else dtype
+  start, stop = (_util.convert(x, comp) for x in (start, stop))
+  bshape = _util.broadcast_shapes(start.shape, stop.shape)
+  axis = _util.canonicalize_axis(axis, len(bshape) + 1)
+  start = lax.expand_dims(_util.broadcast_to(start, bshape), (axis,))
+  stop = lax.expand_dims(_util.broadcast_to(stop, bshape), (axis,))
+  out_shape = bshape[:axis] + (num,) + bshape[axis:]
+  div = num - 1 if endpoint else num
+  delta = lax.div(lax.sub(stop, start), lit(max(div, 1), comp, True))
+  if num == 0:
+    out = lax.full_like(start, 0, shape=out_shape)
+  else:
+    i = lax.broadcasted_iota(comp, out_shape, axis)
+    out = lax.add(lax.mul(i, delta), start)
+    if endpoint and num > 1:
+      head = lax.slice_in_dim(out, 0, num - 1, axis=axis)
+      out = lax.concatenate([head, stop], axis)
+  if dtypes.is_int(dtype):
+    out = lax.floor(out)
+  out = _util.convert(out, dtype)
+  if retstep:
+    if div == 0:
+      delta = lax.full_like(delta, np.nan)
+    return out, lax.squeeze(delta, (axis,))
+  return out
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+  """``base ** linspace(start, stop, num)``."""
+  dtype = canonicalize_user_dtype(dtype)
+  comp = _util.to_inexact_dtype(dtypes.result_type(start, stop)) if dtype is None else \
+      _util.to_inexact_dtype(dtype)
+  lin = linspace(start, stop, num, endpoint=endpoint, dtype=comp, axis=axis)
+  out = power(_util.convert(base, comp), lin)
+  return out if dtype is None else _util.convert(out, dtype)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+  """Samples evenly spaced on a log scale between ``start`` and ``stop``."""
+  comp = _util.to_inexact_dtype(dtypes.result_type(start, stop))
+  out = exp(linspace(log(_util.convert(start, comp)), log(_util.convert(stop, comp)), num,
+                     endpoint=endpoint, axis=axis))
+  return out if dtype is None else _util.convert(out, canonicalize_user_dtype(dtype))
+
+
+def tri(N, M=None, k=0, dtype=None):
+  """Lower-triangular ones: ``out[i, j] = j <= i + k``."""
+  N = _util.index(N, "N")
+  M = N if M is None else _util.index(M, "M")
+  k = _util.index(k, "k")
+  d = dtypes.default_int_dtype()
+  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
+  mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
+  return _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+  """Ones on the ``k``-th diagonal, zeros elsewhere."""
+  N = _util.index(N, "N")
+  M = N if M is None else _util.index(M, "M")
+  if N < 0 or M < 0:
+    raise ValueError(f"negative dimensions are not allowed, got {N} and {M}")
+  k = _util.index(k, "k")
+  d = dtypes.default_int_dtype()
+  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
+  mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
+  return _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+
+
+def identity(n, dtype=None):
+  """The ``n x n`` identity matrix."""
+  return eye(n, dtype=dtype)
+
+
+def _tri_mask(m, k, upper):
+  rows, cols = m.shape[-2:]
+  mask = tri(rows, cols, k - 1 if upper else k, dtype=np.bool_)
+  return lax.bitwise_not(mask) if upper else mask
+
+
+def tril(m, k=0):
+  """Zero the elements above the ``k``-th diagonal (last two axes)."""
+  m = _util.ensure_arraylike("tril", m)
+  if m.ndim < 2:
+    raise ValueError("Argument to jax.numpy.tril must be at least 2D")
+  mask = _util.broadcast_to(_tri_mask(m, _util.index(k, "k"), False), m.shape)
+  return lax.select(mask, m, lax.full_like(m, 0))
+
+
+def triu(m, k=0):
+  """Zero the elements below the ``k``-th diagonal (last two axes)."""
+  m = _util.ensure_arraylike("triu", m)
+  if m.ndim < 2:
+    raise ValueError("Argument to jax.numpy.triu must be at least 2D")
+  mask = _util.broadcast_to(_tri_mask(m, _util.index(k, "k"), True), m.shape)
+  return lax.select(mask, m, lax.full_like(m, 0))
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+  """Coordinate arrays from 1-d coordinate vectors (``indexing`` 'xy' or 'ij')."""
+  del copy
+  if indexing not in ("xy", "ij"):
+    raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+  xs = [_util.ensure_arraylike("meshgrid", x) for x in xi]
+  xs = [lax.reshape(x, (x.size,)) if x.ndim != 1 else x for x in xs]
+  shape = [x.shape[0] for x in xs]
+  if indexing == "xy" and len(xs) >= 2:
+    shape[0], shape[1] = shape[1], shape[0]
+  out = []
+  for i, x in enumerate(xs):
+    dim = 1 - i if indexing == "xy" and len(xs) >= 2 and i < 2 else i
+    if sparse:
+      s = [1] * len(xs)
+      s[dim] = x.shape[0]
+      out.append(lax.reshape(x, tuple(s)))
+    else:
+      out.append(lax.broadcast_in_dim(x, tuple(shape), (dim,)))
+  return out
+
+
+def tril_indices(n, k=0, m=None):
+  """Indices of the lower triangle of an ``(n, m)`` array (static)."""
+  return tuple(Array(i.astype(dtypes.default_int_dtype())) for i in np.tril_indices(n, k, m))
+
+
+def triu_indices(n, k=0, m=None):
+  """Indices of the upper triangle of an ``(n, m)`` array (static)."""
+  return tuple(Array(i.astype(dtypes.default_int_dtype())) for i in np.triu_indices(n, k, m))
+
+
+def diag_indices(n, ndim=2):
+  """Indices of the main diagonal of an ``ndim``-d array of side ``n`` (static)."""
+  i = lax.iota(dtypes.default_int_dtype(), _util.index(n, "n"))
+  return (i,) * ndim
+
+
+def indices(dimensions, dtype=None, sparse=False):
+  """Grid index arrays of ``dimensions``."""
+  dimensions = canonicalize_shape(dimensions)
+  d = canonicalize_user_dtype(dtype) or dtypes.default_int_dtype()
+  out = []
+  for i, n in enumerate(dimensions):
+    if sparse:
+      s = [1] * len(dimensions)
+      s[i] = n
+      out.append(lax.reshape(lax.iota(d, n), tuple(s)))
+    else:
+      out.append(lax.broadcasted_iota(d, dimensions, i))
+  if sparse:
+    return tuple(out)
+  return stack(out) if out else Array._new(np.zeros((0,), d), False)
+
+
+def ix_(*args):
+  """Open mesh from 1-d index sequences (for cross-product indexing)."""
+  out = []
+  for i, a in enumerate(args):
+    a = _util.ensure_arraylike("ix_", a)
+    if a.ndim != 1:
+      raise ValueError(f"Cross index must be 1 dimensional, got {a.ndim}")
+    s = [1] * len(args)
+    s[i] = a.shape[0]
+    out.append(lax.reshape(a, tuple(s)))
+  return tuple(out)

@@ -1,0 +1,314 @@
+"""Products in ``nbjax.numpy``: dot, matmul, vdot, inner, outer, tensordot, kron, einsum.
+
+Pipeline position: NumPy's product conventions (vector promotion in ``matmul``, batch
+broadcasting, ``dot``'s axis pairing, einsum subscripts with ellipses) are turned into
+``lax.dot_general`` dimension numbers here, plus ``transpose``/``reduce_sum``/
+``broadcast_in_dim`` around them; einsum contracts pairwise left to right.
+"""
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.numpy import _util
+from nbjax.numpy._indexing import diagonal
+from nbjax.numpy._manip import moveaxis
+from nbjax.numpy._reductions import sum as _sum
+from nbjax.numpy._ufuncs import multiply
+from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
+
+_BOOL = np.dtype(np.bool_)
+
+
+def _contract(a, b, contract, batch, precision=None, preferred_element_type=None):
+  """``lax.dot_general`` on promoted operands; bools multiply as integers (logical and/or)."""
+  dn = ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
+  pet = _util.canonicalize_user_dtype(preferred_element_type)
+  if a.dtype == _BOOL:
+    i = dtypes.default_int_dtype()
+    out = lax.dot_general(_util.convert(a, i), _util.convert(b, i), dn, precision=precision)
+    out = lax.ne(out, _util.lit(0, i, True))
+    return out if pet is None else _util.convert(out, pet)
+  return lax.dot_general(a, b, dn, precision=precision, preferred_element_type=pet)
+
+
+def _promote(name, a, b):
+  a, b = ensure_arraylike(name, a, b)
+  return _util.promote_dtypes(a, b)
+
+
+def matmul(a, b, *, precision=None, preferred_element_type=None):
+  """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
+  broadcast."""
+  a, b = _promote("matmul", a, b)
+  for i, x in enumerate((a, b)):
+    if x.ndim == 0:
+      raise ValueError(f"matmul: Input operand {i} does not have enough dimensions, it has "
+                       f"0 but requires at least 1")
+  a_vec, b_vec = a.ndim == 1, b.ndim == 1
+  if a_vec:
+    a = lax.reshape(a, (1, a.shape[0]))
+  if b_vec:
+    b = lax.reshape(b, (b.shape[0], 1))
+  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
+  if b.ndim == 2:
+    out = _contract(a, b, ((a.ndim - 1,), (0,)), ((), ()), **kw)
+  elif a.ndim == 2:  # (n, k) @ (..., k, m) -> (n, ..., m) -> (..., n, m)
+    out = _contract(a, b, ((1,), (b.ndim - 2,)), ((), ()), **kw)
+    nb = b.ndim - 2
+    out = lax.transpose(out, (*range(1, nb + 1), 0, nb + 1))
+  else:
+    bshape = _util.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = _util.broadcast_to(a, bshape + a.shape[-2:])
+    b = _util.broadcast_to(b, bshape + b.shape[-2:])
+    nb = len(bshape)
+    out = _contract(a, b, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))), **kw)
+  if a_vec and b_vec:
+    return lax.reshape(out, out.shape[:-2])
+  if a_vec:
+    return lax.squeeze(out, (out.ndim - 2,))
+  if b_vec:
+    return lax.squeeze(out, (out.ndim - 1,))
+  return out
+
+
+def dot(a, b, *, precision=None, preferred_element_type=None):
+  """NumPy's ``dot``: scalars multiply; otherwise contract the last axis of ``a`` with the
+  last (1-d ``b``) or second-to-last axis of ``b``."""
+  a, b = _promote("dot", a, b)
+  if a.ndim == 0 or b.ndim == 0:
+    out = multiply(a, b)
+    pet = _util.canonicalize_user_dtype(preferred_element_type)
+    return out if pet is None else _util.convert(out, pet)
+  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
+  rc = 0 if b.ndim == 1 else b.ndim - 2
+  return _contract(a, b, ((a.ndim - 1,), (rc,)), ((), ()), **kw)
+
+
+def vdot(a, b, *, precision=None, preferred_element_type=None):
+  """Dot product of the flattened arrays, conjugating ``a``."""
+  a, b = _promote("vdot", a, b)
+  if dtypes.is_complex(a.dtype):
+    a = lax.conj(a)
+  return dot(lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,)), precision=precision,
+             preferred_element_type=preferred_element_type)
+
+
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+  """Vector dot product over ``axis`` (conjugating ``x1``), broadcasting the others."""
+  x1, x2 = _promote("vecdot", x1, x2)
+  if dtypes.is_complex(x1.dtype):
+    x1 = lax.conj(x1)
+  x1 = moveaxis(x1, axis, -1)
+  x2 = moveaxis(x2, axis, -1)
+  out = matmul(lax.expand_dims(x1, (x1.ndim - 1,)), lax.expand_dims(x2, (x2.ndim,)),
+               precision=precision, preferred_element_type=preferred_element_type)
+  return lax.squeeze(out, (out.ndim - 2, out.ndim - 1))
+
+
+def inner(a, b, *, precision=None, preferred_element_type=None):
+  """Contract the last axes of ``a`` and ``b``."""
+  a, b = _promote("inner", a, b)
+  if a.ndim == 0 or b.ndim == 0:
+    return dot(a, b, precision=precision, preferred_element_type=preferred_element_type)
+  return _contract(a, b, ((a.ndim - 1,), (b.ndim - 1,)), ((), ()), precision=precision,
+                      preferred_element_type=preferred_element_type)
+
+
+def outer(a, b, out=None):
+  """Outer product of the flattened arrays."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.outer is not supported.")
+  a, b = _promote("outer", a, b)
+  return multiply(lax.reshape(a, (a.size, 1)), lax.reshape(b, (1, b.size)))
+
+
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+  """Contract ``axes`` (the last/first ``n``, or explicit pairs) of ``a`` and ``b``."""
+  a, b = _promote("tensordot", a, b)
+  if isinstance(axes, (int, np.integer)):
+    n = int(axes)
+    if n < 0 or n > min(a.ndim, b.ndim):
+      raise TypeError(f"Number of tensordot axes (axes {n}) exceeds input ranks "
+                      f"({a.shape} and {b.shape})")
+    ca, cb = tuple(range(a.ndim - n, a.ndim)), tuple(range(n))
+  else:
+    try:
+      ax_a, ax_b = axes
+    except (TypeError, ValueError):
+      raise TypeError("tensordot axes argument must be an int, a pair of ints, or a pair of "
+                      f"lists/tuples of ints, got {axes}") from None
+    ax_a = (ax_a,) if isinstance(ax_a, (int, np.integer)) else tuple(ax_a)
+    ax_b = (ax_b,) if isinstance(ax_b, (int, np.integer)) else tuple(ax_b)
+    if len(ax_a) != len(ax_b):
+      raise TypeError("tensordot requires axes lists to have equal length, got "
+                      f"{ax_a} and {ax_b}.")
+    ca = tuple(canonicalize_axis(i, a.ndim) for i in ax_a)
+    cb = tuple(canonicalize_axis(i, b.ndim) for i in ax_b)
+  return _contract(a, b, (ca, cb), ((), ()), precision=precision,
+                      preferred_element_type=preferred_element_type)
+
+
+def kron(a, b):
+  """Kronecker product."""
+  a, b = _promote("kron", a, b)
+  nd = max(a.ndim, b.ndim)
+  a = lax.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+  b = lax.reshape(b, (1,) * (nd - b.ndim) + b.shape)
+  a = lax.reshape(a, tuple(d for n in a.shape for d in (n, 1)))
+  b = lax.reshape(b, tuple(d for n in b.shape for d in (1, n)))
+  out = multiply(a, b)
+  return lax.reshape(out, tuple(m * n for m, n in zip(a.shape[::2], b.shape[1::2])))
+
+# ----------------------------------------------------------------- einsum
+
+
+_ELLIPSIS_LABELS = [chr(0x3b1 + i) for i in range(24)]  # greek: never user labels
+
+
+def _interleaved_to_subscripts(args):
+  """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` -> ("ab,bc->ac", [a, b])."""
+  args = list(args)
+  out = args.pop() if len(args) % 2 else None
+  ops, subs = args[0::2], args[1::2]
+
+  def lab(s):
+    return "".join("..." if i is Ellipsis else string.ascii_letters[int(i)] for i in s)
+  spec = ",".join(lab(s) for s in subs)
+  if out is not None:
+    spec += "->" + lab(out)
+  return spec, ops
+
+
+def _parse_einsum(subscripts, shapes):
+  """Input label lists (ellipses expanded to reserved labels) and the output label list."""
+  s = subscripts.replace(" ", "")
+  if "->" in s:
+    ins, out = s.split("->")
+    explicit = True
+  else:
+    ins, out, explicit = s, "", False
+  ins = ins.split(",")
+  if len(ins) != len(shapes):
+    raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
+  n_ell = 0
+  labels = []
+  for spec, shape in zip(ins, shapes):
+    if "..." in spec:
+      head, tail = spec.split("...")
+      k = len(shape) - len(head) - len(tail)
+      if k < 0:
+        raise ValueError(f"einsum: operand subscripts {spec!r} do not match shape {shape}")
+      n_ell = max(n_ell, k)
+      labels.append(list(head) + _ELLIPSIS_LABELS[24 - k:] + list(tail))
+    else:
+      if len(spec) != len(shape):
+        raise ValueError(f"einsum: operand subscripts {spec!r} do not match the operand's "
+                         f"number of dimensions {len(shape)}")
+      labels.append(list(spec))
+  ell = _ELLIPSIS_LABELS[24 - n_ell:]
+  for ls in labels:
+    for c in ls:
+      if c not in ell and c not in string.ascii_letters:
+        raise ValueError(f"einsum: invalid subscript {c!r}")
+  if explicit:
+    if "..." in out:
+      head, tail = out.split("...")
+      out_labels = list(head) + ell + list(tail)
+    else:
+      out_labels = list(out)
+    for c in out_labels:
+      if not any(c in ls for ls in labels):
+        raise ValueError(f"einstein sum subscripts string included output subscript {c!r} "
+                         "which never appeared in an input")
+    if len(set(out_labels)) != len(out_labels):
+      raise ValueError(f"einsum: output subscript string {out!r} includes a repeated label")
+  else:
+    counts = {}
+    for ls in labels:
+      for c in ls:
+        counts[c] = counts.get(c, 0) + 1
+    out_labels = ell + sorted(c for c, n in counts.items() if n == 1 and c not in ell)
+  return labels, out_labels
+
+
+def _take_diagonals(x, ls):
+  """Collapse repeated labels of one operand onto their diagonal."""
+  while True:
+    dup = next((c for c in ls if ls.count(c) > 1), None)
+    if dup is None:
+      return x, ls
+    i = ls.index(dup)
+    j = ls.index(dup, i + 1)
+    x = diagonal(x, 0, i, j)
+    ls = [c for k, c in enumerate(ls) if k not in (i, j)] + [dup]
+
+
+def _sum_labels(x, ls, keep):
+  drop = tuple(i for i, c in enumerate(ls) if c not in keep)
+  if not drop:
+    return x, ls
+  return _sum(x, drop, dtype=x.dtype), [c for c in ls if c in keep]
+
+
+def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
+           preferred_element_type=None, _dot_general=None):
+  """Einstein summation (explicit ``->`` or implicit output, ``...`` broadcasting, repeated
+  labels for diagonals, the interleaved operand/sublist form). Contracts pairwise left to
+  right with ``lax.dot_general``; ``optimize`` is accepted and ignored."""
+  del optimize, _dot_general
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+  if not isinstance(subscripts, str):
+    subscripts, operands = _interleaved_to_subscripts((subscripts,) + operands)
+  ops = [ensure_arraylike("einsum", o) for o in operands]
+  ops = _util.promote_dtypes(*ops) if len(ops) > 1 else ops
+  labels, out_labels = _parse_einsum(subscripts, [o.shape for o in ops])
+  sizes = {}
+  for x, ls in zip(ops, labels):
+    for c, n in zip(ls, x.shape):
+      if sizes.get(c, 1) != n and n != 1:
+        if sizes.get(c, 1) != 1:
+          raise ValueError(f"einsum: size of label {c!r} differs between operands: "
+                           f"{sizes[c]} vs {n}")
+      if n != 1 or c not in sizes:
+        sizes[c] = n
+  prepared = []
+  for k, (x, ls) in enumerate(zip(ops, labels)):
+    x, ls = _take_diagonals(x, list(ls))
+    later = set(out_labels).union(*(set(l) for j, l in enumerate(labels) if j != k))
+    x, ls = _sum_labels(x, ls, later)
+    full = tuple(sizes[c] for c in ls)
+    if x.shape != full:  # size-1 (broadcast) axes
+      x = _util.broadcast_to(x, full)
+    prepared.append((x, ls))
+  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
+  cur, cls = prepared[0]
+  for k in range(1, len(prepared)):
+    other, ols = prepared[k]
+    needed = set(out_labels).union(*(set(l) for _, l in prepared[k + 1:]))
+    cur, cls = _sum_labels(cur, cls, needed | set(ols))
+    other, ols = _sum_labels(other, ols, needed | set(cls))
+    shared = [c for c in cls if c in ols]
+    batch = [c for c in shared if c in needed]
+    contract = [c for c in shared if c not in needed]
+    cur = _contract(cur, other,
+                    ([cls.index(c) for c in contract], [ols.index(c) for c in contract]),
+                    ([cls.index(c) for c in batch], [ols.index(c) for c in batch]), **kw)
+    cls = batch + [c for c in cls if c not in shared] + [c for c in ols if c not in shared]
+  cur, cls = _sum_labels(cur, cls, set(out_labels))
+  perm = tuple(cls.index(c) for c in out_labels)
+  if perm != tuple(range(len(perm))):
+    cur = lax.transpose(cur, perm)
+  pet = _util.canonicalize_user_dtype(preferred_element_type)
+  if pet is not None and cur.dtype != pet:
+    cur = _util.convert(cur, pet)
+  return cur
+
+
+def einsum_path(subscripts, *operands, optimize="greedy"):
+  """The (trivial) left-to-right contraction path nbjax's ``einsum`` uses."""
+  n = len(operands)
+  return ["einsum_path"] + [(0, 1)] * max(n - 1, 0), f"left-to-right pairwise: {subscripts}"

@@ -1,0 +1,119 @@
+"""dtype names and queries of ``nbjax.numpy``: ``jnp.float32``, ``result_type``, ``finfo``, ...
+
+Pipeline position: a thin layer over ``nbjax.dtypes`` (JAX's promotion lattice). The
+scalar types are JAX's: ``jnp.float32`` is usable wherever a dtype is (``np.dtype(jnp.float32)``,
+``x.dtype == jnp.float32``) and calling it makes an Array, ``jnp.float32(3)`` being a
+0-d float32 ``Array``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nbjax import dtypes
+
+
+class _ScalarMeta(type):
+  """Metaclass of the scalar types: a dtype-like class whose call builds an Array."""
+
+  def __hash__(cls):
+    return hash(cls.dtype.type)
+
+  def __eq__(cls, other):
+    return cls is other or cls.dtype.type == other
+
+  def __ne__(cls, other):
+    return not cls == other
+
+  def __call__(cls, x):
+    from nbjax.numpy._creation import asarray
+    return asarray(x, dtype=cls.dtype)
+
+  def __instancecheck__(cls, instance):
+    return isinstance(instance, cls.dtype.type)
+
+  def __repr__(cls):
+    return f"<class 'nbjax.numpy.{cls.__name__}'>"
+
+
+def _scalar_type(name, np_type):
+  return _ScalarMeta(name, (object,), {"dtype": np.dtype(np_type),
+                                       "__doc__": f"The {np.dtype(np_type).name} scalar type: "
+                                                  f"``jnp.{name}(x)`` is an Array of that dtype."})
+
+
+bool_ = _scalar_type("bool_", np.bool_)
+int8, int16 = _scalar_type("int8", np.int8), _scalar_type("int16", np.int16)
+int32, int64 = _scalar_type("int32", np.int32), _scalar_type("int64", np.int64)
+uint8, uint16 = _scalar_type("uint8", np.uint8), _scalar_type("uint16", np.uint16)
+uint32, uint64 = _scalar_type("uint32", np.uint32), _scalar_type("uint64", np.uint64)
+float16, float32 = _scalar_type("float16", np.float16), _scalar_type("float32", np.float32)
+float64 = _scalar_type("float64", np.float64)
+complex64 = _scalar_type("complex64", np.complex64)
+complex128 = _scalar_type("complex128", np.complex128)
+bfloat16 = _scalar_type("bfloat16", dtypes.bfloat16) if dtypes.bfloat16 is not None else None
+int_, uint, float_, complex_ = int64, uint64, float64, complex128
+single, double, csingle, cdouble, half = float32, float64, complex64, complex128, float16
+bool = bool_  # noqa: A001 (NumPy 2's name)
+
+# abstract types of NumPy's hierarchy
+generic, number, inexact, floating = np.generic, np.number, np.inexact, np.floating
+complexfloating, integer = np.complexfloating, np.integer
+signedinteger, unsignedinteger = np.signedinteger, np.unsignedinteger
+character, flexible, object_ = np.character, np.flexible, np.object_
+
+dtype = np.dtype
+float0 = dtypes.float0
+
+
+def result_type(*args, return_weak_type_flag=False):
+  """The dtype of an operation on ``args`` under JAX's promotion (canonicalized)."""
+  return dtypes.result_type(*args, return_weak_type_flag=return_weak_type_flag)
+
+
+def promote_types(a, b):
+  """The dtype two dtypes promote to on JAX's lattice (Python ``int``/``float``/``complex``
+  are weak types)."""
+  return dtypes.dtype(dtypes.promote_types(a, b))
+
+
+def can_cast(from_, to, casting="safe"):
+  """NumPy's ``can_cast`` for dtypes and arrays."""
+  return np.can_cast(dtypes.dtype(from_), np.dtype(to), casting=casting)
+
+
+def issubdtype(arg1, arg2):
+  """``numpy.issubdtype`` aware of bfloat16 and the ml_dtypes types."""
+  return dtypes.issubdtype(arg1, arg2)
+
+
+def isdtype(dtype, kind):
+  """Array-API dtype kind test: 'bool', 'signed integer', 'unsigned integer', 'integral',
+  'real floating', 'complex floating', 'numeric', or a dtype / tuple of those."""
+  d = np.dtype(dtype)
+  kinds = kind if isinstance(kind, tuple) else (kind,)
+  for k in kinds:
+    if isinstance(k, str):
+      ok = {"bool": d == np.bool_,
+            "signed integer": dtypes.issubdtype(d, np.signedinteger),
+            "unsigned integer": dtypes.issubdtype(d, np.unsignedinteger),
+            "integral": dtypes.is_int(d),
+            "real floating": dtypes.is_float(d),
+            "complex floating": dtypes.is_complex(d),
+            "numeric": d != np.bool_}.get(k)
+      if ok is None:
+        raise ValueError(f"Unrecognized {k=!r}")
+      if ok:
+        return True
+    elif d == np.dtype(k):
+      return True
+  return False
+
+
+def finfo(dtype):
+  """Machine limits of a floating dtype (or of an array's dtype)."""
+  return dtypes.finfo(dtypes.dtype(dtype))
+
+
+def iinfo(int_type):
+  """Machine limits of an integer dtype (or of an array's dtype)."""
+  return dtypes.iinfo(dtypes.dtype(int_type))

@@ -1,0 +1,717 @@
+"""NumPy indexing for nbjax arrays: ``x[idx]``, ``x.at[idx].set/add/...``, take, nonzero, ...
+
+Pipeline position: ``Array.__getitem__`` / ``Tracer.__getitem__`` and the ``.at[]``
+methods land here. An index is first normalised (``_parse``): lists become arrays,
+concrete boolean masks become integer arrays (``nonzero``; traced masks raise
+``NonConcreteBooleanIndexError``), ``None`` and scalar booleans become size-1 operand
+axes, ``...`` expands. Static integers and slices then lower to ``lax.slice``/``lax.rev``/
+``lax.squeeze``; anything with integer arrays lowers to one ``lax.gather`` (or
+``lax.scatter*`` for ``.at[]``) built by ``_index_to_gather``, following NumPy's placement
+rules for advanced indices. Out-of-bounds integer indices clamp when gathering and are
+dropped when scattering, as in JAX.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from nbjax import core, dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
+from nbjax.numpy import _util
+from nbjax.numpy._reductions import sum as _sum
+from nbjax.numpy._ufuncs import divide, negative, power, remainder
+from nbjax.numpy._util import as_array, canonicalize_axis, ensure_arraylike
+
+_BOOL = np.dtype(np.bool_)
+
+
+class NonConcreteBooleanIndexError(IndexError):
+  """A boolean mask index was traced: its number of ``True`` entries, hence the result's
+  shape, is unknown. Use ``jnp.where`` (or the ``size=`` argument of ``nonzero``) instead."""
+
+  def __init__(self, aval):
+    super().__init__(
+        f"Array boolean indices must be concrete; got {aval}\n\nA traced boolean mask gives "
+        "a result whose shape depends on data. Rewrite `x[mask]` / `x.at[mask].set(v)` with "
+        "`jnp.where(mask, v, x)`, or use `jnp.nonzero(mask, size=...)`.")
+
+# ----------------------------------------------------------------- parsing
+
+
+class _Parsed(NamedTuple):
+  """An index with None/bool scalars made into operand axes and ``...`` expanded."""
+  entries: list          # per operand axis: slice | int | array (Array/Tracer/ndarray of ints)
+  new_axes: tuple        # axes to insert into the operand first (from None / scalar bools)
+  contiguous: bool       # advanced indices adjacent in the original index (NumPy placement)
+
+
+def _is_int_scalar(x):
+  return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _to_index_tuple(idx):
+  if isinstance(idx, tuple):
+    return idx
+  if isinstance(idx, Sequence) and not isinstance(idx, (str, bytes)):
+    raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
+                    "use `arr[array(seq)]` instead of `arr[seq]` (or `arr[tuple(seq)]` for a "
+                    "sequence of slices). See https://github.com/jax-ml/jax/issues/4564.")
+  return (idx,)
+
+
+def _classify(i, pos):
+  """One raw index entry as (kind, value): kind in none/ellipsis/slice/int/bool/mask/array."""
+  if i is None:
+    return "none", None
+  if i is Ellipsis:
+    return "ellipsis", None
+  if isinstance(i, slice):
+    for v in (i.start, i.stop, i.step):
+      if v is not None and not _is_int_scalar(v):
+        try:
+          operator.index(core.concrete_or_error(None, v, "slice bounds must be static"))
+        except TypeError:
+          raise TypeError(f"slice indices must be integers or None, got {v!r}") from None
+    return "slice", slice(*(None if v is None else operator.index(v)
+                            for v in (i.start, i.stop, i.step)))
+  if isinstance(i, (bool, np.bool_)):
+    return "bool", bool(i)
+  if _is_int_scalar(i):
+    return "int", operator.index(i)
+  if isinstance(i, str):
+    raise TypeError(f"JAX does not support string indexing; got idx={i!r}")
+  if isinstance(i, (list, tuple)):
+    i = np.asarray(i) if len(i) else np.zeros((0,), np.int64)
+    if isinstance(i, np.ndarray) and i.dtype == object:
+      raise TypeError(f"Indexer must have integer or boolean type, got {i!r}")
+  if not _util.is_arraylike(i):
+    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                    f"{type(i).__name__} at position {pos}, indexer value {i!r}")
+  a = i if isinstance(i, (np.ndarray, Tracer, Array)) else as_array(i)
+  d = a.dtype
+  if d == _BOOL:
+    if a.ndim == 0:
+      if not _util.is_concrete(a):
+        raise NonConcreteBooleanIndexError(core.get_aval(a))
+      return "bool", bool(_util.concrete(a))
+    return "mask", a
+  if not dtypes.is_int(d):
+    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                    f"{d.name} at position {pos}, indexer value {i}")
+  if a.ndim == 0 and _util.is_concrete(a):
+    return "int", operator.index(_util.concrete(a).item())
+  return "array", a
+
+
+def _parse(shape, idx):
+  """Normalise ``idx`` for an operand of ``shape`` (see ``_Parsed``)."""
+  raw = [_classify(i, n) for n, i in enumerate(_to_index_tuple(idx))]
+  if sum(k == "ellipsis" for k, _ in raw) > 1:
+    raise IndexError("an index can only have a single ellipsis ('...')")
+  adv = [n for n, (k, _) in enumerate(raw) if k in ("int", "bool", "mask", "array")]
+  contiguous = not adv or adv == list(range(adv[0], adv[-1] + 1))
+  used = sum(v.ndim if k == "mask" else k in ("slice", "int", "array") for k, v in raw)
+  if used > len(shape):
+    raise IndexError(f"Too many indices: {len(shape)}-dimensional array indexed with "
+                     f"{used} regular indices.")
+  entries, new_axes, ax = [], [], 0  # ax: axis of the operand with new axes inserted
+  for k, v in raw:
+    if k == "ellipsis":
+      for _ in range(len(shape) - used):
+        entries.append(slice(None))
+        ax += 1
+    elif k == "none":
+      new_axes.append(ax)
+      entries.append(slice(None))
+      ax += 1
+    elif k == "bool":
+      new_axes.append(ax)
+      entries.append(np.arange(int(v)))
+      ax += 1
+    elif k == "mask":
+      if not _util.is_concrete(v):
+        raise NonConcreteBooleanIndexError(core.get_aval(v))
+      m = _util.concrete(v)
+      sub = _dims_of(shape, new_axes, ax, m.ndim)
+      if m.shape != sub:
+        raise IndexError(f"boolean index did not match shape of indexed array in index "
+                         f"{ax}: got {m.shape}, expected {sub}")
+      entries.extend(np.nonzero(m))
+      ax += m.ndim
+    else:
+      entries.append(v)
+      ax += 1
+  return _Parsed(entries, tuple(new_axes), contiguous)
+
+
+def _dims_of(shape, new_axes, ax, n):
+  """Sizes of axes ``ax..ax+n`` of ``shape`` with ``new_axes`` (size 1) inserted."""
+  full = list(shape)
+  for a in new_axes:
+    full.insert(a, 1)
+  return tuple(full[ax:ax + n])
+
+# ----------------------------------------------------------------- gather construction
+
+
+class _Indexer(NamedTuple):
+  indices: object        # gather/scatter indices, shape batch_shape + (ndim,)
+  dnums: object          # lax.GatherDimensionNumbers
+  slice_sizes: tuple
+  out_shape: tuple       # shape of the indexed result (= the updates' shape for scatter)
+  unique_indices: bool
+  indices_are_sorted: bool
+
+
+def _normalize(a, n):
+  """Negative integer indices counted from the end (``a + n`` where ``a < 0``)."""
+  if isinstance(a, np.ndarray):
+    return np.where(a < 0, a + n, a) if a.dtype.kind == "i" else a
+  if type(a) is Array:
+    v = a._value
+    return Array(np.where(v < 0, v + n, v)) if v.dtype.kind == "i" else a
+  if dtypes.issubdtype(a.dtype, np.unsignedinteger):
+    return a
+  return lax.select(lax.lt(a, _util.lit(0, a.dtype, True)),
+                    lax.add(a, _util.lit(n, a.dtype, True)), a)
+
+
+def _index_to_gather(shape, parsed):
+  """The gather (or scatter) that indexes an operand of ``shape`` with ``parsed`` entries.
+
+  Output axes, in order: one per slice, and the broadcast shape ``B`` of the integer arrays
+  at the first integer-indexed position (or first of all when those positions are not
+  adjacent, NumPy's rule). Unit-stride slices are gather windows; strided slices become
+  ``arange`` index arrays with their own batch axis."""
+  entries = parsed.entries + [slice(None)] * (len(shape) - len(parsed.entries))
+  adv = [d for d, e in enumerate(entries) if not isinstance(e, slice)]
+  arrays = {d: (np.asarray(entries[d]) if _is_int_scalar(entries[d]) else entries[d]) for d in adv}
+  B = _util.broadcast_shapes(*(arrays[d].shape for d in adv))
+  # output slots in order: ("adv",) once for the integer-array group; per slice of axis d with
+  # n elements ("win", d, n, start) for unit stride, ("str", d, n, arange) otherwise
+  slots, placed = [], False
+  if adv and not parsed.contiguous:
+    slots.append(("adv",))
+    placed = True
+  for d, e in enumerate(entries):
+    if isinstance(e, slice):
+      start, stop, step = e.indices(shape[d])
+      n = len(range(start, stop, step))
+      slots.append(("win", d, n, start) if step == 1 else
+                   ("str", d, n, np.arange(start, stop, step)))
+    elif not placed:
+      slots.append(("adv",))
+      placed = True
+  batch_shape, out_shape, offset_dims, pos = [], [], [], 0
+  adv_batch_dims, str_batch_dim = (), {}
+  for s in slots:
+    if s[0] == "adv":
+      adv_batch_dims = tuple(range(len(batch_shape), len(batch_shape) + len(B)))
+      batch_shape += B
+      out_shape += B
+      pos += len(B)
+    elif s[0] == "str":
+      str_batch_dim[s[1]] = len(batch_shape)
+      batch_shape.append(s[2])
+      out_shape.append(s[2])
+      pos += 1
+    else:
+      offset_dims.append(pos)
+      out_shape.append(s[2])
+      pos += 1
+  batch_shape = tuple(batch_shape)
+  wins = {s[1]: s for s in slots if s[0] == "win"}
+  strs = {s[1]: s for s in slots if s[0] == "str"}
+  comps, index_map, concrete = [], [], True  # one index column per operand axis that needs one
+  for d in range(len(shape)):
+    if d in wins:
+      if wins[d][3] == 0 and wins[d][2] == shape[d] and (index_map or d < len(shape) - 1):
+        continue  # a full window needs no start index (but keep at least one column)
+      comps.append((np.asarray(wins[d][3]), ()))
+    elif d in strs:
+      comps.append((strs[d][3], (str_batch_dim[d],)))
+    else:
+      a = _normalize(arrays[d], shape[d])
+      concrete &= not isinstance(a, Tracer)
+      comps.append((a, adv_batch_dims[len(B) - a.ndim:]))
+    index_map.append(d)
+  idx_dtype = dtypes.default_int_dtype()
+  if concrete:
+    cols = [np.broadcast_to(_expand_to(np.asarray(a), dims, len(batch_shape)), batch_shape)
+            for a, dims in comps]
+    indices = Array(np.stack(cols, -1).astype(idx_dtype) if cols else
+                    np.zeros(batch_shape + (0,), idx_dtype))
+  else:
+    cols = [lax.broadcast_in_dim(_util.convert(a, idx_dtype), batch_shape + (1,), dims)
+            for a, dims in comps]
+    indices = lax.concatenate(cols, len(batch_shape))
+  collapsed = tuple(d for d in range(len(shape)) if d not in wins)
+  dnums = lax.GatherDimensionNumbers(offset_dims=tuple(offset_dims),
+                                     collapsed_slice_dims=collapsed,
+                                     start_index_map=tuple(index_map))
+  slice_sizes = tuple(wins[d][2] if d in wins else 1 for d in range(len(shape)))
+  ascending = all(s[0] != "str" or s[3].size < 2 or s[3][1] > s[3][0] for s in slots)
+  return _Indexer(indices, dnums, slice_sizes, tuple(out_shape), not adv, not adv and ascending)
+
+
+def _expand_to(a, dims, nd):
+  """``a`` (NumPy) with its axes placed at ``dims`` of an ``nd``-d array (others size 1)."""
+  shape = [1] * nd
+  for d, n in zip(dims, a.shape):
+    shape[d] = n
+  return a.reshape(shape)
+
+# ----------------------------------------------------------------- x[idx]
+
+
+_MODES = {None: "clip", "clip": "clip", "fill": "fill", "drop": "fill",
+          "promise_in_bounds": "promise_in_bounds"}
+
+
+def _gather_mode(mode):
+  if isinstance(mode, lax.GatherScatterMode):
+    return mode
+  try:
+    return lax.GatherScatterMode.from_any(_MODES[mode])
+  except KeyError:
+    raise ValueError(f"Unknown gather mode {mode!r}") from None
+
+
+def _static_slice(x, entries):
+  """``x[entries]`` for static in-bounds ints and slices: lax.slice, rev, squeeze."""
+  nd = x.ndim
+  entries = entries + [slice(None)] * (nd - len(entries))
+  start, limit, strides, rev, squeeze = [], [], [], [], []
+  for d, (e, n) in enumerate(zip(entries, x.shape)):
+    if isinstance(e, slice):
+      a, b, s = e.indices(n)
+      m = len(range(a, b, s))
+      if s < 0:
+        rev.append(d)
+        a, s = a + (m - 1) * s, -s
+      start.append(a if m else 0)
+      limit.append(a + (m - 1) * s + 1 if m else 0)
+      strides.append(s)
+    else:
+      i = e + n if e < 0 else e
+      start.append(i)
+      limit.append(i + 1)
+      strides.append(1)
+      squeeze.append(d)
+  if start != [0] * nd or limit != list(x.shape) or any(s != 1 for s in strides):
+    x = lax.slice(x, start, limit, None if all(s == 1 for s in strides) else strides)
+  if rev:
+    x = lax.rev(x, tuple(rev))
+  if squeeze:
+    x = lax.squeeze(x, tuple(squeeze))
+  return x
+
+
+def _is_static_slicing(shape, entries):
+  for d, e in enumerate(entries):
+    if isinstance(e, slice):
+      continue
+    if not isinstance(e, int):
+      return False
+    n = shape[d]
+    if not -n <= e < n:
+      if n == 0:
+        raise IndexError(f"index is out of bounds for axis {d} with size 0")
+      return False
+  return True
+
+
+def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                   fill_value=None):
+  """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
+  default; ``mode='fill'`` returns ``fill_value`` for them instead)."""
+  x = as_array(x)
+  if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0]:  # x[i] fast path
+    i = idx + x.shape[0] if idx < 0 else idx
+    return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
+  parsed = _parse(x.shape, idx)
+  if parsed.new_axes:
+    x = lax.expand_dims(x, parsed.new_axes)
+  if _is_static_slicing(x.shape, parsed.entries):
+    return _static_slice(x, parsed.entries)
+  ix = _index_to_gather(x.shape, parsed)
+  if math.prod(ix.out_shape) == 0:
+    return lax.full_like(x, 0, shape=ix.out_shape)
+  for d, n in enumerate(x.shape):
+    if n == 0 and ix.slice_sizes[d] == 1:
+      raise IndexError(f"index is out of bounds for axis {d} with size 0")
+  gmode = _gather_mode(mode)
+  if fill_value is not None:
+    core.concrete_or_error(None, fill_value, "fill_value argument to indexed get()")
+    if np.ndim(fill_value) != 0:
+      raise ValueError("fill_value argument to indexed get() must be a scalar")
+    fill_value = np.asarray(fill_value).item()
+  return lax.gather(x, ix.indices, ix.dnums, ix.slice_sizes,
+                    unique_indices=unique_indices or ix.unique_indices,
+                    indices_are_sorted=indices_are_sorted or ix.indices_are_sorted,
+                    mode=gmode, fill_value=fill_value)
+
+
+def getitem(self, idx):
+  """``x[idx]`` (``Array.__getitem__`` / ``Tracer.__getitem__``)."""
+  return rewriting_take(self, idx)
+
+# ----------------------------------------------------------------- x.at[idx].op(y)
+
+
+_SCATTER_MODES = {None: "fill", "fill": "fill", "drop": "fill", "clip": "clip",
+                  "promise_in_bounds": "promise_in_bounds"}
+
+
+def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
+                   mode=None):
+  """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
+  ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
+  are dropped by default (``mode='clip'`` clamps them)."""
+  x = as_array(x)
+  y = _util.convert(np.asarray(y) if isinstance(y, (list, tuple)) else y, x.dtype, x.weak_type)
+  parsed = _parse(x.shape, idx)
+  xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
+  ix = _index_to_gather(xs.shape, parsed)
+  if math.prod(ix.out_shape) == 0:
+    return x
+  while y.ndim > len(ix.out_shape) and y.shape[0] == 1:
+    y = lax.squeeze(y, (0,))
+  y = _util.broadcast_to(y, ix.out_shape)
+  dn = ix.dnums
+  sdnums = lax.ScatterDimensionNumbers(update_window_dims=dn.offset_dims,
+                                       inserted_window_dims=dn.collapsed_slice_dims,
+                                       scatter_dims_to_operand_dims=dn.start_index_map)
+  try:
+    smode = lax.GatherScatterMode.from_any(_SCATTER_MODES[mode]) if not isinstance(
+        mode, lax.GatherScatterMode) else mode
+  except KeyError:
+    raise ValueError(f"Unknown scatter mode {mode!r}") from None
+  out = scatter_fn(xs, ix.indices, y, sdnums,
+                   indices_are_sorted=indices_are_sorted or ix.indices_are_sorted,
+                   unique_indices=unique_indices or ix.unique_indices, mode=smode)
+  return lax.squeeze(out, parsed.new_axes) if parsed.new_axes else out
+
+
+class _IndexUpdateHelper:
+  """``x.at``: ``x.at[idx]`` is an ``_IndexUpdateRef`` with the functional update methods."""
+  __slots__ = ("array",)
+
+  def __init__(self, array):
+    self.array = array
+
+  def __getitem__(self, index):
+    return _IndexUpdateRef(self.array, index)
+
+  def __repr__(self):
+    return f"_IndexUpdateHelper({self.array!r})"
+
+
+class _IndexUpdateRef:
+  """``x.at[idx]``: ``get``, ``set``, ``add``, ``subtract``, ``multiply``/``mul``,
+  ``divide``, ``power``, ``min``, ``max``, ``apply``; each returns a new array."""
+  __slots__ = ("array", "index")
+
+  def __init__(self, array, index):
+    self.array, self.index = array, index
+
+  def __repr__(self):
+    return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+  def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+    """``x[idx]`` (``mode``: None/'clip' clamps, 'fill' returns ``fill_value``)."""
+    return rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
+                          unique_indices=unique_indices, mode=mode, fill_value=fill_value)
+
+  def _scatter(self, values, fn, kw):
+    return scatter_update(self.array, self.index, values, fn, **kw)
+
+  def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] = values`` (out-of-bounds entries dropped)."""
+    return self._scatter(values, lax.scatter, dict(indices_are_sorted=indices_are_sorted,
+                                                   unique_indices=unique_indices, mode=mode))
+
+  def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] += values``, accumulating over repeated indices."""
+    return self._scatter(values, lax.scatter_add, dict(indices_are_sorted=indices_are_sorted,
+                                                       unique_indices=unique_indices, mode=mode))
+
+  def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] -= values``, accumulating over repeated indices."""
+    return self.add(negative(values), indices_are_sorted=indices_are_sorted,
+                    unique_indices=unique_indices, mode=mode)
+
+  def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] *= values``, accumulating over repeated indices."""
+    return self._scatter(values, lax.scatter_mul, dict(indices_are_sorted=indices_are_sorted,
+                                                       unique_indices=unique_indices, mode=mode))
+
+  mul = multiply
+
+  def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] /= values``."""
+    x = self.array
+    ones = lax.full_like(as_array(x), 1)
+    return divide(x, scatter_update(ones, self.index, values, lax.scatter_mul,
+                                    indices_are_sorted=indices_are_sorted,
+                                    unique_indices=unique_indices, mode=mode))
+
+  def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] **= values``."""
+    x = self.array
+    ones = lax.full_like(as_array(x), 1)
+    return power(x, scatter_update(ones, self.index, values, lax.scatter_mul,
+                                   indices_are_sorted=indices_are_sorted,
+                                   unique_indices=unique_indices, mode=mode))
+
+  def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] = minimum(x[idx], values)``."""
+    return self._scatter(values, lax.scatter_min, dict(indices_are_sorted=indices_are_sorted,
+                                                       unique_indices=unique_indices, mode=mode))
+
+  def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] = maximum(x[idx], values)``."""
+    return self._scatter(values, lax.scatter_max, dict(indices_are_sorted=indices_are_sorted,
+                                                       unique_indices=unique_indices, mode=mode))
+
+  def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    """``x[idx] = func(x[idx])`` (``func`` elementwise; applied once per indexed element)."""
+    x = self.array
+    vals = rewriting_take(x, self.index, mode=mode)
+    return self.set(func(vals), indices_are_sorted=indices_are_sorted,
+                    unique_indices=unique_indices, mode=mode)
+
+# ----------------------------------------------------------------- take & co
+
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+  """Elements of ``a`` at ``indices`` along ``axis`` (flattened when ``None``).
+
+  ``mode``: None/'fill' gives ``fill_value`` (NaN, or the dtype's extreme) for
+  out-of-bounds indices, 'clip' clamps, 'wrap' wraps (negative indices count from the
+  end in every mode), as JAX."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+  a, indices = ensure_arraylike("take", a, indices)
+  if axis is None:
+    a = lax.reshape(a, (a.size,))
+    axis = 0
+  axis = canonicalize_axis(axis, a.ndim)
+  if not dtypes.is_int(indices.dtype):
+    raise TypeError(f"take: indices must be integers, got {indices.dtype}")
+  n = a.shape[axis]
+  if n == 0 and indices.size:
+    raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
+  if mode == "raise":
+    raise NotImplementedError("The 'raise' mode to jnp.take is not supported.")
+  if mode == "wrap":
+    indices, mode = remainder(indices, n), "promise_in_bounds"
+  elif mode is None:
+    mode = "fill"
+  return rewriting_take(a, (slice(None),) * axis + (indices,), mode=mode, fill_value=fill_value,
+                        unique_indices=unique_indices, indices_are_sorted=indices_are_sorted)
+
+
+def _along_axis_index(arr_shape, indices, axis):
+  """The index tuple ``(iota_0, ..., indices, ..., iota_n)`` of ``take_along_axis``."""
+  nd = len(arr_shape)
+  if indices.ndim != nd:
+    raise ValueError("indices and arr must have the same number of dimensions; "
+                     f"{indices.ndim} vs. {nd}")
+  idx = []
+  for d in range(nd):
+    if d == axis:
+      idx.append(indices)
+    else:
+      n = arr_shape[d]
+      shape = [1] * nd
+      shape[d] = n
+      idx.append(np.arange(n).reshape(shape) if n != 1 else np.zeros([1] * nd, np.int64))
+  return tuple(idx)
+
+
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+  """``arr`` indexed by ``indices`` along ``axis`` (other axes broadcast), as
+  :func:`numpy.take_along_axis`; out-of-bounds indices follow ``mode`` (default 'fill')."""
+  arr, indices = ensure_arraylike("take_along_axis", arr, indices)
+  if axis is None:
+    if indices.ndim != 1:
+      raise ValueError("when axis=None, `indices` must have a single dimension; got "
+                       f"{indices.ndim}")
+    arr, axis = lax.reshape(arr, (arr.size,)), 0
+  axis = canonicalize_axis(axis, arr.ndim)
+  if not dtypes.is_int(indices.dtype):
+    raise TypeError(f"take_along_axis indices must be of integer type, got {indices.dtype}")
+  return rewriting_take(arr, _along_axis_index(arr.shape, indices, axis),
+                        mode="fill" if mode is None else mode, fill_value=fill_value)
+
+
+def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
+  """A copy of ``arr`` with ``values`` put at ``indices`` along ``axis`` (``inplace=False``)."""
+  if inplace:
+    raise ValueError("jax.numpy.put_along_axis cannot modify arrays in-place, because JAX "
+                     "arrays are immutable. Pass inplace=False to instead return an updated array.")
+  arr, indices = ensure_arraylike("put_along_axis", arr, indices)
+  shape = arr.shape
+  if axis is None:
+    arr, axis = lax.reshape(arr, (arr.size,)), 0
+  axis = canonicalize_axis(axis, arr.ndim)
+  out = scatter_update(arr, _along_axis_index(arr.shape, indices, axis), values, lax.scatter,
+                       mode=mode)
+  return lax.reshape(out, shape) if out.shape != shape else out
+
+
+def nonzero(a, *, size=None, fill_value=None):
+  """Indices of the non-zero elements, one array per axis.
+
+  Without ``size`` the result's shape depends on data, so ``a`` must be concrete (eager);
+  with ``size`` the first ``size`` indices are returned (padded with ``fill_value``,
+  default 0), which also works under transformations."""
+  a = ensure_arraylike("nonzero", a)
+  if a.ndim == 0:
+    raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar) "
+                     "instead.")
+  d = dtypes.default_int_dtype()
+  if size is None:
+    v = core.concrete_or_error(
+        None, a, "The size argument of jnp.nonzero must be statically specified to use "
+        "jnp.nonzero within JAX transformations.")
+    return tuple(Array(i.astype(d)) for i in np.nonzero(np.asarray(v)))
+  size = _util.index(size, "size")
+  from nbjax.numpy._manip import argsort
+  mask = lax.reshape(a != 0 if a.dtype != _BOOL else a, (a.size,))
+  count = lax.reduce_sum(_util.convert(mask, d), (0,)) if a.size else _util.lit(0, d)
+  order = argsort(lax.bitwise_not(mask)) if a.size else lax.full_like(mask, 0, d)
+  if size <= a.size:
+    flat = lax.slice(order, (0,), (size,))
+  else:
+    flat = lax.pad(order, _util.lit(0, d), [(0, size - a.size, 0)])
+  valid = lax.lt(lax.iota(d, size), count)
+  fills = fill_value if isinstance(fill_value, (tuple, list)) else (fill_value,) * a.ndim
+  out, rem = [], flat
+  strides = [math.prod(a.shape[k + 1:]) for k in range(a.ndim)]
+  for k, st in enumerate(strides):
+    q = lax.div(rem, _util.lit(st, d, True)) if st != 1 else rem
+    rem = lax.rem(rem, _util.lit(st, d, True)) if st != 1 else rem
+    fv = 0 if fills[k] is None else fills[k]
+    out.append(lax.select(valid, q, lax.full_like(q, fv)))
+  return tuple(out)
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+  """Indices of the non-zero elements of ``ravel(a)``."""
+  a = ensure_arraylike("flatnonzero", a)
+  return nonzero(lax.reshape(a, (a.size,)), size=size, fill_value=fill_value)[0]
+
+
+def argwhere(a, *, size=None, fill_value=None):
+  """Indices of non-zero elements as rows of an ``(N, a.ndim)`` array."""
+  a = ensure_arraylike("argwhere", a)
+  from nbjax.numpy._manip import stack
+  out = stack(nonzero(lax.reshape(a, (1,)) if a.ndim == 0 else a, size=size,
+                      fill_value=fill_value), -1)
+  return lax.slice(out, (0, 0), (out.shape[0], 0)) if a.ndim == 0 else out
+
+
+def extract(condition, arr):
+  """Elements of ``ravel(arr)`` where ``ravel(condition)`` is true (eager)."""
+  condition, arr = ensure_arraylike("extract", condition, arr)
+  return rewriting_take(lax.reshape(arr, (arr.size,)),
+                        _util.convert(lax.reshape(condition, (condition.size,)), _BOOL))
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0):
+  """Slices of ``a`` along ``axis`` where ``condition`` is true (eager unless ``size``)."""
+  condition, a = ensure_arraylike("compress", condition, a)
+  if condition.ndim != 1:
+    raise ValueError("condition must be a 1D array")
+  if axis is None:
+    a, axis = lax.reshape(a, (a.size,)), 0
+  axis = canonicalize_axis(axis, a.ndim)
+  cond = _util.convert(condition, _BOOL)
+  n = a.shape[axis]
+  if cond.shape[0] > n:
+    cond = lax.slice(cond, (0,), (n,))
+  if size is None:
+    (idx,) = nonzero(cond)
+  else:
+    (idx,) = nonzero(cond, size=size, fill_value=n)
+  return take(a, idx, axis=axis, mode="fill", fill_value=fill_value)
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, size=None, fill_value=None):
+  """Sorted unique elements of ``ravel(ar)`` (eager: the result's size depends on data)."""
+  if return_index or return_inverse or return_counts or axis is not None or size is not None:
+    raise NotImplementedError("jnp.unique supports only the plain form (no return_* / axis / size)")
+  ar = ensure_arraylike("unique", ar)
+  from nbjax.numpy._manip import sort
+  s = sort(lax.reshape(ar, (ar.size,)))
+  if s.size <= 1:
+    return s
+  head, tail = lax.slice(s, (1,), (s.size,)), lax.slice(s, (0,), (s.size - 1,))
+  new = lax.ne(head, tail)
+  if equal_nan and dtypes.is_inexact(s.dtype):
+    new = lax.bitwise_and(new, lax.bitwise_not(lax.bitwise_and(lax.ne(head, head),
+                                                               lax.ne(tail, tail))))
+  keep = lax.concatenate([lax.full_like(new, True, shape=(1,)), new], 0)
+  return rewriting_take(s, keep)
+
+# ----------------------------------------------------------------- diagonals
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+  """The ``offset`` diagonal of the ``(axis1, axis2)`` planes, as a last axis: one strided
+  ``lax.slice`` of the flattened planes (no gather)."""
+  a = ensure_arraylike("diagonal", a)
+  if a.ndim < 2:
+    raise ValueError("diagonal requires an array of at least two dimensions.")
+  offset = _util.index(offset, "offset")
+  ax1, ax2 = canonicalize_axis(axis1, a.ndim), canonicalize_axis(axis2, a.ndim)
+  if ax1 == ax2:
+    raise ValueError("axis1 and axis2 must not be equal")
+  perm = [d for d in range(a.ndim) if d not in (ax1, ax2)] + [ax1, ax2]
+  if perm != list(range(a.ndim)):
+    a = lax.transpose(a, tuple(perm))
+  *batch, n, m = a.shape
+  L = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+  flat = lax.reshape(a, (*batch, n * m))
+  start = offset if offset >= 0 else -offset * m
+  nb = len(batch)
+  if L == 0:
+    return lax.slice(flat, (0,) * (nb + 1), (*batch, 0))
+  return lax.slice(flat, (0,) * nb + (start,), (*batch, start + (L - 1) * (m + 1) + 1),
+                   (1,) * nb + (m + 1,))
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+  """Sum along a diagonal."""
+  return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
+
+
+def diag(v, k=0):
+  """The ``k``-th diagonal of a 2-d ``v``, or a 2-d array with 1-d ``v`` on it."""
+  v = ensure_arraylike("diag", v)
+  k = _util.index(k, "k")
+  if v.ndim == 2:
+    return diagonal(v, k)
+  if v.ndim != 1:
+    raise ValueError("diag input must be 1d or 2d")
+  L = v.shape[0]
+  n = L + abs(k)
+  vp = lax.pad(v, _util.lit(0, v.dtype), [(0, abs(k), 0)])
+  vals = lax.broadcast_in_dim(vp, (n, n), (0,) if k >= 0 else (1,))
+  from nbjax.numpy._creation import eye
+  return lax.select(eye(n, k=k, dtype=np.bool_), vals, lax.full_like(vals, 0))
+
+
+def diagflat(v, k=0):
+  """A 2-d array with the flattened ``v`` on its ``k``-th diagonal."""
+  v = ensure_arraylike("diagflat", v)
+  return diag(lax.reshape(v, (v.size,)), k)

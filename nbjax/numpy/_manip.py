@@ -1,0 +1,629 @@
+"""Shape manipulation, joining, splitting, sorting and selection in ``nbjax.numpy``.
+
+Pipeline position: NumPy-signature functions (reshape with -1, moveaxis, stack, split,
+tile, repeat, roll, pad, where, clip, sort, ...) reduce to static shape arithmetic here
+and a few strict ``lax`` primitives (``reshape``, ``transpose``, ``broadcast_in_dim``,
+``concatenate``, ``slice``, ``rev``, ``pad``, ``select``, ``sort``, ``gather``).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from nbjax import core, dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
+from nbjax.numpy import _util
+from nbjax.numpy._indexing import nonzero, take
+from nbjax.numpy._reductions import cumsum
+from nbjax.numpy._ufuncs import maximum, minimum, remainder
+from nbjax.numpy._util import (as_array, canonicalize_axes, canonicalize_axis, canonicalize_shape,
+                               ensure_arraylike)
+
+_BOOL = np.dtype(np.bool_)
+
+# ----------------------------------------------------------------- reshaping
+
+
+def _infer_shape(size, shape):
+  """``shape`` with one -1 resolved for ``size`` elements (NumPy's errors)."""
+  shape = canonicalize_shape(shape)
+  if shape.count(-1) > 1:
+    raise ValueError("can only specify one unknown dimension")
+  if -1 in shape:
+    known = math.prod(d for d in shape if d != -1)
+    if known == 0 or size % known:
+      raise TypeError(f"cannot reshape array of size {size} into shape {shape}")
+    shape = tuple(size // known if d == -1 else d for d in shape)
+  if math.prod(shape) != size:
+    raise TypeError(f"cannot reshape array of size {size} into shape {shape}")
+  return shape
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+  """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
+  del copy
+  a = ensure_arraylike("reshape", a)
+  if shape is None:
+    if newshape is None:
+      raise TypeError("reshape() missing required argument 'shape'")
+    shape = newshape
+  shape = _infer_shape(a.size, shape)
+  if order == "F":
+    nd = a.ndim
+    a = lax.transpose(a, tuple(range(nd - 1, -1, -1))) if nd > 1 else a
+    out = lax.reshape(a, shape[::-1])
+    return lax.transpose(out, tuple(range(len(shape) - 1, -1, -1))) if len(shape) > 1 else out
+  if order not in ("C", "A", None):
+    raise ValueError(f"Unexpected value for 'order' argument: {order}.")
+  return a if a.shape == shape else lax.reshape(a, shape)
+
+
+def ravel(a, order="C"):
+  """``a`` flattened to 1-d."""
+  a = ensure_arraylike("ravel", a)
+  return reshape(a, (a.size,), order=order)
+
+
+def transpose(a, axes=None):
+  """``a`` with axes permuted (reversed by default)."""
+  a = ensure_arraylike("transpose", a)
+  nd = a.ndim
+  perm = tuple(range(nd - 1, -1, -1)) if axes is None else tuple(
+      canonicalize_axis(i, nd) for i in axes)
+  if sorted(perm) != list(range(nd)):
+    raise ValueError(f"axes {axes} don't match array of {nd} dimensions")
+  return a if perm == tuple(range(nd)) else lax.transpose(a, perm)
+
+
+def permute_dims(a, /, axes):
+  """Array-API spelling of ``transpose(a, axes)``."""
+  return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+  """Swap the last two axes."""
+  x = ensure_arraylike("matrix_transpose", x)
+  if x.ndim < 2:
+    raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got ndim={x.ndim}")
+  perm = list(range(x.ndim))
+  perm[-2], perm[-1] = perm[-1], perm[-2]
+  return lax.transpose(x, tuple(perm))
+
+
+def swapaxes(a, axis1, axis2):
+  """``a`` with two axes interchanged."""
+  a = ensure_arraylike("swapaxes", a)
+  perm = list(range(a.ndim))
+  i, j = canonicalize_axis(axis1, a.ndim), canonicalize_axis(axis2, a.ndim)
+  perm[i], perm[j] = perm[j], perm[i]
+  return transpose(a, perm)
+
+
+def moveaxis(a, source, destination):
+  """``a`` with axes ``source`` moved to ``destination`` (others keep their order)."""
+  a = ensure_arraylike("moveaxis", a)
+  as_list = lambda v: v if isinstance(v, (tuple, list)) else [v]
+  src = canonicalize_axes(as_list(source), a.ndim, "source")
+  dst = canonicalize_axes(as_list(destination), a.ndim, "destination")
+  if len(src) != len(dst):
+    raise ValueError("Inconsistent number of elements: "
+                     f"{len(src)} vs {len(dst)}")
+  perm = [i for i in range(a.ndim) if i not in src]
+  for d, s in sorted(zip(dst, src)):
+    perm.insert(d, s)
+  return transpose(a, perm)
+
+
+def rollaxis(a, axis, start=0):
+  """Roll ``axis`` backwards until it lies before ``start`` (prefer ``moveaxis``)."""
+  a = ensure_arraylike("rollaxis", a)
+  axis = canonicalize_axis(axis, a.ndim)
+  start = canonicalize_axis(start, a.ndim + 1)
+  if start > axis:
+    start -= 1
+  return moveaxis(a, axis, start)
+
+
+def squeeze(a, axis=None):
+  """``a`` without size-1 axes (all of them, or those in ``axis``)."""
+  a = ensure_arraylike("squeeze", a)
+  if axis is None:
+    axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
+  else:
+    axes = canonicalize_axes(axis, a.ndim)
+    for i in axes:
+      if a.shape[i] != 1:
+        raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                         f"one, got shape={a.shape} and dimensions={axes}")
+  return lax.squeeze(a, axes) if axes else a
+
+
+def expand_dims(a, axis):
+  """``a`` with size-1 axes inserted at ``axis`` (positions in the result)."""
+  a = ensure_arraylike("expand_dims", a)
+  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  axes = canonicalize_axes(axes, a.ndim + len(axes))
+  return lax.expand_dims(a, tuple(sorted(axes)))
+
+
+def atleast_1d(*arys):
+  """Each argument with at least one axis."""
+  out = [a if (a := ensure_arraylike("atleast_1d", x)).ndim >= 1 else lax.reshape(a, (1,))
+         for x in arys]
+  return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys):
+  """Each argument with at least two axes (1-d ``(n,)`` becomes ``(1, n)``)."""
+  out = []
+  for x in arys:
+    a = ensure_arraylike("atleast_2d", x)
+    out.append(a if a.ndim >= 2 else lax.reshape(a, (1,) * (2 - a.ndim) + a.shape))
+  return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arys):
+  """Each argument with at least three axes: ``(n,)`` -> ``(1, n, 1)``,
+  ``(m, n)`` -> ``(m, n, 1)``."""
+  out = []
+  for x in arys:
+    a = ensure_arraylike("atleast_3d", x)
+    if a.ndim == 0:
+      a = lax.reshape(a, (1, 1, 1))
+    elif a.ndim == 1:
+      a = lax.reshape(a, (1, a.shape[0], 1))
+    elif a.ndim == 2:
+      a = lax.reshape(a, a.shape + (1,))
+    out.append(a)
+  return out[0] if len(out) == 1 else out
+
+
+broadcast_to = _util.broadcast_to
+broadcast_arrays = _util.broadcast_arrays
+
+
+def broadcast_shapes(*shapes):
+  """The NumPy broadcast of static shapes."""
+  return _util.broadcast_shapes(*(canonicalize_shape(s) for s in shapes))
+
+# ----------------------------------------------------------------- joining and splitting
+
+
+def concatenate(arrays, axis=0, dtype=None):
+  """Join arrays along an existing ``axis`` (``None``: flatten first)."""
+  if isinstance(arrays, (Array, Tracer, np.ndarray)):
+    arrays = list(arrays)
+  if not len(arrays):
+    raise ValueError("Need at least one array to concatenate.")
+  _util.check_arraylike("concatenate", *arrays)
+  arrays = [as_array(a) for a in arrays]
+  if axis is None:
+    arrays = [ravel(a) for a in arrays]
+    axis = 0
+  if any(a.ndim == 0 for a in arrays):
+    raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+  axis = canonicalize_axis(axis, arrays[0].ndim)
+  if dtype is not None:
+    d = _util.canonicalize_user_dtype(dtype)
+    arrays = [_util.convert(a, d) for a in arrays]
+  else:
+    arrays = _util.promote_dtypes(*arrays)
+  return arrays[0] if len(arrays) == 1 else lax.concatenate(arrays, axis)
+
+
+concat = concatenate
+
+
+def stack(arrays, axis=0, out=None, dtype=None):
+  """Join arrays of one shape along a new ``axis``."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+  if isinstance(arrays, (Array, Tracer, np.ndarray)):
+    arrays = list(arrays)
+  if not len(arrays):
+    raise ValueError("Need at least one array to stack.")
+  _util.check_arraylike("stack", *arrays)
+  arrays = [as_array(a) for a in arrays]
+  shape0 = arrays[0].shape
+  if any(a.shape != shape0 for a in arrays[1:]):
+    raise ValueError("All input arrays must have the same shape.")
+  axis = canonicalize_axis(axis, len(shape0) + 1)
+  return concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis, dtype=dtype)
+
+
+def hstack(tup, dtype=None):
+  """Stack horizontally (axis 1; axis 0 for 1-d arrays)."""
+  arrs = [atleast_1d(a) for a in tup]
+  return concatenate(arrs, 0 if arrs and arrs[0].ndim == 1 else 1, dtype=dtype)
+
+
+def vstack(tup, dtype=None):
+  """Stack vertically (axis 0 of the arrays as at least 2-d)."""
+  return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
+
+
+row_stack = vstack
+
+
+def dstack(tup, dtype=None):
+  """Stack along the third axis (arrays as at least 3-d)."""
+  return concatenate([atleast_3d(a) for a in tup], 2, dtype=dtype)
+
+
+def column_stack(tup):
+  """Stack 1-d arrays as columns of a 2-d array."""
+  arrs = []
+  for a in tup:
+    a = ensure_arraylike("column_stack", a)
+    arrs.append(lax.reshape(a, (a.size, 1)) if a.ndim < 2 else a)
+  return concatenate(arrs, 1)
+
+
+def _split(name, ary, indices_or_sections, axis, even):
+  ary = ensure_arraylike(name, ary)
+  axis = canonicalize_axis(axis, ary.ndim)
+  n = ary.shape[axis]
+  if isinstance(indices_or_sections, (tuple, list)) or _util.ndim(indices_or_sections) == 1:
+    cuts = [_util.index(i, "indices_or_sections") for i in np.asarray(indices_or_sections)]
+    cuts = [builtins.min(builtins.max(c + n if c < 0 else c, 0), n) for c in cuts]
+    bounds = [0, *cuts, n]
+  else:
+    k = _util.index(indices_or_sections, "indices_or_sections")
+    if k <= 0:
+      raise ValueError("number sections must be larger than 0.")
+    if even and n % k:
+      raise ValueError("array split does not result in an equal division")
+    q, r = divmod(n, k)
+    sizes = [q + 1] * r + [q] * (k - r)
+    bounds = [0, *np.cumsum(sizes).tolist()]
+  out = []
+  for lo, hi in zip(bounds[:-1], bounds[1:]):
+    hi = builtins.max(lo, hi)
+    out.append(lax.slice_in_dim(ary, lo, hi, axis=axis))
+  return out
+
+
+def split(ary, indices_or_sections, axis=0):
+  """Split into equal sections (an int) or at indices (a sequence) along ``axis``."""
+  return _split("split", ary, indices_or_sections, axis, True)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+  """Like ``split`` but sections may differ in size by one."""
+  return _split("array_split", ary, indices_or_sections, axis, False)
+
+
+def hsplit(ary, indices_or_sections):
+  """``split`` along axis 1 (axis 0 for 1-d arrays)."""
+  a = ensure_arraylike("hsplit", ary)
+  return split(a, indices_or_sections, axis=0 if a.ndim == 1 else 1)
+
+
+def vsplit(ary, indices_or_sections):
+  """``split`` along axis 0."""
+  return split(ary, indices_or_sections, axis=0)
+
+
+def dsplit(ary, indices_or_sections):
+  """``split`` along axis 2."""
+  return split(ary, indices_or_sections, axis=2)
+
+
+def tile(A, reps):
+  """``A`` repeated ``reps`` times along each axis."""
+  A = ensure_arraylike("tile", A)
+  reps = (reps,) if isinstance(reps, (int, np.integer)) or _util.ndim(reps) == 0 else tuple(reps)
+  reps = tuple(_util.index(r, "reps") for r in reps)
+  nd = builtins.max(len(reps), A.ndim)
+  reps = (1,) * (nd - len(reps)) + reps
+  A = lax.reshape(A, (1,) * (nd - A.ndim) + A.shape) if A.ndim < nd else A
+  inter = tuple(d for r, n in zip(reps, A.shape) for d in (r, n))
+  out = lax.broadcast_in_dim(A, inter, tuple(range(1, 2 * nd, 2)))
+  return lax.reshape(out, tuple(r * n for r, n in zip(reps, A.shape)))
+
+
+def repeat(a, repeats, axis=None, *, total_repeat_length=None):
+  """Repeat each element ``repeats`` times along ``axis`` (flattened when ``None``).
+
+  ``repeats`` may be a scalar or per-element array; a traced array needs
+  ``total_repeat_length`` (the static output length), as in JAX."""
+  a = ensure_arraylike("repeat", a)
+  if axis is None:
+    a, axis = ravel(a), 0
+  axis = canonicalize_axis(axis, a.ndim)
+  n = a.shape[axis]
+  if _util.ndim(repeats) == 0 and _util.is_concrete(repeats):
+    r = _util.index(repeats, "repeats")
+    if r < 0:
+      raise ValueError("negative dimensions are not allowed")
+    shape = a.shape[:axis + 1] + (r,) + a.shape[axis + 1:]
+    dims = tuple(i for i in range(a.ndim + 1) if i != axis + 1)
+    out = lax.broadcast_in_dim(a, shape, dims)
+    out = lax.reshape(out, a.shape[:axis] + (n * r,) + a.shape[axis + 1:])
+    if total_repeat_length is not None:
+      out = _fit_length(out, total_repeat_length, axis)
+    return out
+  if _util.is_concrete(repeats):
+    reps = np.broadcast_to(np.asarray(_util.concrete(repeats)), (n,))
+    if (reps < 0).any():
+      raise ValueError("repeats may not contain negative values.")
+    idx = np.repeat(np.arange(n), reps)
+    if total_repeat_length is not None:  # cut, or pad with the final element (as JAX)
+      L = total_repeat_length
+      idx = idx[:L] if idx.size >= L else np.concatenate(
+          [idx, np.full(L - idx.size, idx[-1] if idx.size else 0)])
+    return take(a, Array(idx.astype(dtypes.default_int_dtype())), axis=axis, mode="clip")
+  if total_repeat_length is None:
+    raise core.ConcretizationTypeError(
+        repeats, "jnp.repeat with a non-constant `repeats` requires `total_repeat_length`.")
+  reps = _util.broadcast_to(as_array(repeats), (n,))
+  ends = cumsum(reps)
+  pos = lax.iota(ends.dtype, total_repeat_length)
+  idx = searchsorted(ends, pos, side="right")
+  return take(a, idx, axis=axis, mode="clip")
+
+
+def _fit_length(x, length, axis):
+  n = x.shape[axis]
+  if length <= n:
+    return lax.slice_in_dim(x, 0, length, axis=axis)
+  return concatenate([x, repeat(lax.slice_in_dim(x, n - 1, n, axis=axis), length - n, axis)], axis)
+
+# ----------------------------------------------------------------- reordering
+
+
+def flip(m, axis=None):
+  """Reverse the order of elements along ``axis`` (all axes by default)."""
+  m = ensure_arraylike("flip", m)
+  axes = canonicalize_axes(axis, m.ndim)
+  return lax.rev(m, axes) if axes else m
+
+
+def fliplr(m):
+  """Reverse along axis 1."""
+  m = ensure_arraylike("fliplr", m)
+  if m.ndim < 2:
+    raise ValueError("fliplr requires an array of at least 2 dimensions.")
+  return flip(m, 1)
+
+
+def flipud(m):
+  """Reverse along axis 0."""
+  m = ensure_arraylike("flipud", m)
+  if m.ndim < 1:
+    raise ValueError("flipud requires an array of at least 1 dimension.")
+  return flip(m, 0)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+  """Rotate by 90 degrees ``k`` times in the plane of ``axes``."""
+  m = ensure_arraylike("rot90", m)
+  ax1, ax2 = canonicalize_axes(axes, m.ndim)
+  if ax1 == ax2:
+    raise ValueError("Axes must be different")
+  k = _util.index(k, "k") % 4
+  if k == 0:
+    return m
+  if k == 2:
+    return flip(flip(m, ax1), ax2)
+  perm = list(range(m.ndim))
+  perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+  return transpose(flip(m, ax2), perm) if k == 1 else flip(transpose(m, perm), ax2)
+
+
+def roll(a, shift, axis=None):
+  """Roll elements along ``axis`` (flattened when ``None``); ``shift`` may be traced."""
+  a = ensure_arraylike("roll", a)
+  if axis is None:
+    return reshape(roll(ravel(a), shift, 0), a.shape)
+  axes = (axis,) if _util.ndim(axis) == 0 else tuple(axis)
+  shifts = (shift,) if _util.ndim(shift) == 0 else tuple(shift)
+  if len(shifts) == 1 and len(axes) > 1:
+    shifts = shifts * len(axes)
+  if len(axes) == 1 and len(shifts) > 1:
+    axes = axes * len(shifts)
+  if len(shifts) != len(axes):
+    raise ValueError("'shift' and 'axis' must have the same length")
+  for s, ax in zip(shifts, axes):
+    ax = canonicalize_axis(ax, a.ndim)
+    n = a.shape[ax]
+    if n == 0:
+      continue
+    if _util.is_concrete(s):
+      k = _util.index(s, "shift") % n
+      if k:
+        a = lax.concatenate([lax.slice_in_dim(a, n - k, n, axis=ax),
+                             lax.slice_in_dim(a, 0, n - k, axis=ax)], ax)
+    else:
+      s = _util.convert(s, dtypes.default_int_dtype())
+      start = lax.sub(_util.lit(n, s.dtype, True), remainder(s, n))
+      a = lax.dynamic_slice_in_dim(lax.concatenate([a, a], ax), start, n, axis=ax)
+  return a
+
+
+def _pad_width(pad_width, nd):
+  pw = np.asarray(_util.concrete(pad_width, "pad_width must be static"))
+  if not dtypes.is_int(pw.dtype):
+    raise TypeError(f"`pad_width` must be of integral type, got {pw.dtype}")
+  try:
+    pw = np.broadcast_to(pw, (nd, 2))
+  except ValueError:
+    raise ValueError(f"jnp.pad: pad_width with nd={nd} has unsupported shape {pw.shape}. "
+                     "Valid shapes are ({nd}, 2), (1, 2), (2,), (1,), or ().") from None
+  if (pw < 0).any():
+    raise ValueError("index can't contain negative values")
+  return [(int(b), int(e)) for b, e in pw]
+
+
+def _pad_index(mode, n, before, after):
+  """Static source indices of a padded axis of length ``n`` for index-based modes."""
+  i = np.arange(-before, n + after)
+  if mode == "edge":
+    return np.clip(i, 0, n - 1)
+  if mode == "wrap":
+    return i % n
+  if mode == "reflect":
+    if n == 1:
+      return np.zeros_like(i)
+    p = 2 * (n - 1)
+    j = i % p
+    return np.where(j >= n, p - j, j)
+  if mode == "symmetric":
+    p = 2 * n
+    j = i % p
+    return np.where(j >= n, p - 1 - j, j)
+  raise NotImplementedError(f"jnp.pad mode '{mode}' is not implemented")
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+  """Pad an array: modes 'constant' (``constant_values``), 'edge', 'wrap', 'reflect',
+  'symmetric' (JAX implementation of :func:`numpy.pad`)."""
+  array = ensure_arraylike("pad", array)
+  nd = array.ndim
+  pw = _pad_width(pad_width, nd)
+  if callable(mode):
+    raise NotImplementedError("jnp.pad with a callable mode is not supported")
+  if mode == "constant":
+    cv = kwargs.get("constant_values", 0)
+    if _util.ndim(cv) == 0:
+      cv = _util.convert(cv, array.dtype)
+      return lax.pad(array, cv, [(b, e, 0) for b, e in pw])
+    cvs = np.broadcast_to(np.asarray(_util.concrete(cv)), (nd, 2))
+    for ax, (b, e) in enumerate(pw):
+      cfg = [(0, 0, 0)] * nd
+      cfg[ax] = (b, 0, 0)
+      array = lax.pad(array, _util.convert(cvs[ax, 0].item(), array.dtype), cfg)
+      cfg[ax] = (0, e, 0)
+      array = lax.pad(array, _util.convert(cvs[ax, 1].item(), array.dtype), cfg)
+    return array
+  if mode == "empty":
+    return lax.pad(array, _util.convert(0, array.dtype), [(b, e, 0) for b, e in pw])
+  if kwargs.get("reflect_type", "even") != "even":
+    raise NotImplementedError("jnp.pad: only reflect_type='even' is implemented")
+  for ax, (b, e) in enumerate(pw):
+    if b == e == 0:
+      continue
+    if array.shape[ax] == 0:
+      raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
+    idx = _pad_index(mode, array.shape[ax], b, e)
+    array = take(array, Array(idx.astype(dtypes.default_int_dtype())), axis=ax,
+                 mode="promise_in_bounds")
+  return array
+
+# ----------------------------------------------------------------- selection
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+  """``x`` where ``condition`` else ``y`` (broadcast); one argument: ``nonzero(condition)``."""
+  if x is None and y is None:
+    return nonzero(condition, size=size, fill_value=fill_value)
+  if x is None or y is None:
+    raise ValueError("Either both or neither of the x and y arguments should be provided to "
+                     "jax.numpy.where, got {x} and {y}.")
+  _util.check_arraylike("where", condition, x, y)
+  c = as_array(condition)
+  c = c if c.dtype == _BOOL else lax.ne(c, _util.lit(0, c.dtype, True))
+  x, y = _util.promote_dtypes(x, y)
+  c, x, y = _util.broadcast_arrays(c, x, y)
+  return lax.select(c, x, y)
+
+
+def select(condlist, choicelist, default=0):
+  """Elements of the first ``choicelist`` entry whose condition holds, else ``default``."""
+  if len(condlist) != len(choicelist):
+    raise ValueError("condlist must have length equal to choicelist ({} vs {})".format(
+        len(condlist), len(choicelist)))
+  if not condlist:
+    raise ValueError("condlist must be non-empty")
+  out = default
+  for c, v in zip(reversed(condlist), reversed(choicelist)):
+    out = where(c, v, out)
+  return out
+
+
+def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
+  """Limit values to ``[min, max]`` (either bound may be None)."""
+  if arr is None:
+    arr = a
+  if min is None:
+    min = a_min
+  if max is None:
+    max = a_max
+  arr = ensure_arraylike("clip", arr)
+  if min is not None:
+    arr = maximum(min, arr)
+  if max is not None:
+    arr = minimum(max, arr)
+  return arr
+
+
+def _sort_axis(a, axis):
+  if axis is None:
+    return ravel(a), 0
+  return a, canonicalize_axis(axis, a.ndim)
+
+
+def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+  """Sorted copy of ``a`` along ``axis`` (flattened when ``None``); NaNs sort last."""
+  if order is not None:
+    raise ValueError("'order' argument to sort is not supported.")
+  a = ensure_arraylike("sort", a)
+  a, axis = _sort_axis(a, axis)
+  if a.ndim == 0 or a.shape[axis] <= 1:
+    return a
+  if descending:
+    return lax.rev(lax.sort(a, dimension=axis, is_stable=stable), (axis,))
+  return lax.sort(a, dimension=axis, is_stable=stable)
+
+
+def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+  """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in order)."""
+  if order is not None:
+    raise ValueError("'order' argument to argsort is not supported.")
+  a = ensure_arraylike("argsort", a)
+  a, axis = _sort_axis(a, axis)
+  d = dtypes.default_int_dtype()
+  if a.ndim == 0:
+    return _util.lit(0, d)
+  n = a.shape[axis]
+  if descending:
+    a = lax.rev(a, (axis,))
+  iota = lax.broadcasted_iota(d, a.shape, axis)
+  _, idx = lax.sort((a, iota), dimension=axis, is_stable=stable, num_keys=1)
+  if descending:
+    idx = lax.rev(lax.sub(_util.lit(n - 1, d, True), idx), (axis,))
+  return idx
+
+
+def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
+  """Insertion indices of ``v`` into the sorted 1-d ``a`` keeping it sorted (binary
+  search: ``ceil(log2(n + 1))`` vectorized halving steps; ``method`` is accepted for JAX
+  compatibility)."""
+  del method
+  if side not in ("left", "right"):
+    raise ValueError(f"{side!r} is an invalid value for keyword 'side'. Expected one of "
+                     "['left', 'right'].")
+  a, v = ensure_arraylike("searchsorted", a, v)
+  if a.ndim != 1:
+    raise ValueError("a should be 1-dimensional")
+  if sorter is not None:
+    a = take(a, sorter, mode="clip")
+  a, v = _util.promote_dtypes(a, v)
+  d = dtypes.default_int_dtype()
+  n = a.shape[0]
+  if n == 0:
+    return lax.full_like(v, 0, d)
+  lo = lax.full_like(v, 0, d)
+  hi = lax.full_like(v, n, d)
+  go_right = (lambda x, y: lax.le(x, y)) if side == "right" else (lambda x, y: lax.lt(x, y))
+  one, two = _util.lit(1, d, True), _util.lit(2, d, True)
+  for _ in range(int(n).bit_length()):
+    active = lax.lt(lo, hi)
+    mid = lax.div(lax.add(lo, hi), two)
+    right = go_right(take(a, mid, mode="clip"), v)
+    lo = lax.select(lax.bitwise_and(active, right), lax.add(mid, one), lo)
+    hi = lax.select(lax.bitwise_and(active, lax.bitwise_not(right)), mid, hi)
+  return lo

@@ -1,0 +1,376 @@
+"""Reductions and scans of ``nbjax.numpy``: sum, mean, var, max, argmax, cumsum, ...
+
+Pipeline position: ``jnp.sum(x, axis, dtype=, keepdims=, initial=, where=)`` -> argument
+normalisation here (axes, JAX's integer promotion of sums and products, ``where`` masks as
+``lax.select`` against the reduction's identity) -> ``lax.reduce_sum`` and friends
+(``lax.cumsum`` for scans, ``lax.argmax`` for arg-reductions).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.numpy import _util
+from nbjax.numpy._util import as_array, canonicalize_axes, canonicalize_axis, ensure_arraylike
+
+_BOOL = np.dtype(np.bool_)
+
+
+def _promote_integer_dtype(d):
+  """JAX's ``promote_integers``: bool and narrow ints accumulate in the default int width."""
+  k = d.kind
+  if k not in "biu":
+    return d
+  if k == "b":
+    return dtypes.default_int_dtype()
+  wide = dtypes.default_uint_dtype() if k == "u" else dtypes.default_int_dtype()
+  return wide if d.itemsize < wide.itemsize else d
+
+
+def _identity(kind, d):
+  """Identity of a reduction for dtype ``d``: the fill of masked-out (``where``) entries."""
+  if kind == "sum":
+    return 0
+  if kind == "prod":
+    return 1
+  if kind in ("max", "min"):
+    if d == _BOOL:
+      return kind == "min"
+    if dtypes.is_int(d):
+      info = np.iinfo(d)
+      return info.min if kind == "max" else info.max
+    return -np.inf if kind == "max" else np.inf
+  return kind == "all"
+
+
+_LAX = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "min": "reduce_min",
+        "all": "reduce_and", "any": "reduce_or"}
+_BOOL_LAX = {"sum": "reduce_or", "max": "reduce_or", "min": "reduce_and", "prod": "reduce_and"}
+_COMBINE = {"sum": ("add", "bitwise_or"), "prod": ("mul", "bitwise_and"),  # (numeric, bool)
+            "max": ("max", "bitwise_or"), "min": ("min", "bitwise_and")}
+
+
+def _masked(a, where, fill):
+  where = _util.broadcast_to(_util.convert(where, _BOOL), a.shape)
+  return lax.select(where, a, lax.full_like(a, fill))
+
+
+def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
+  a = ensure_arraylike(name, a)
+  weak = a.weak_type and dtype is None
+  if dtype is not None:
+    to = _util.canonicalize_user_dtype(dtype)
+  elif promote_integers:
+    to = _promote_integer_dtype(a.dtype)
+  else:
+    to = a.dtype
+  if to != a.dtype:
+    a = _util.convert(a, to, weak)
+  axes = canonicalize_axes(axis, a.ndim)
+  has_identity = kind not in ("max", "min")
+  if not has_identity and initial is None:
+    if where is not None:
+      raise ValueError(f"reduction operation {name} does not have an identity, so to use a "
+                       "where mask one has to specify 'initial'")
+    if builtins.any(a.shape[i] == 0 for i in axes):
+      raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+  if where is not None:
+    a = _masked(a, where, _identity(kind, a.dtype))
+  op = _BOOL_LAX.get(kind) if a.dtype == _BOOL else None
+  out = getattr(lax, op or _LAX[kind])(a, axes) if axes else a
+  if initial is not None:
+    combine = _COMBINE[kind][out.dtype == _BOOL]
+    out = getattr(lax, combine)(out, _util.convert(initial, out.dtype))
+  if keepdims and axes:
+    out = lax.expand_dims(out, tuple(sorted(axes)))
+  return out
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001
+        promote_integers=True):
+  """Sum of array elements over ``axis`` (JAX implementation of :func:`numpy.sum`).
+
+  Booleans and integers narrower than the default int accumulate in the default int
+  (``promote_integers=True``, as JAX)."""
+  _no_out("sum", out)
+  return _reduce("sum", "sum", a, axis, dtype, keepdims, initial, where, promote_integers)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+         promote_integers=True):
+  """Product of array elements over ``axis``."""
+  _no_out("prod", out)
+  return _reduce("prod", "prod", a, axis, dtype, keepdims, initial, where, promote_integers)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+  """Maximum over ``axis`` (NaN propagates)."""
+  _no_out("max", out)
+  return _reduce("max", "max", a, axis, None, keepdims, initial, where)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+  """Minimum over ``axis`` (NaN propagates)."""
+  _no_out("min", out)
+  return _reduce("min", "min", a, axis, None, keepdims, initial, where)
+
+
+amax, amin = max, min
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+  """Whether all elements over ``axis`` are true."""
+  _no_out("all", out)
+  a = ensure_arraylike("all", a)
+  return _reduce("all", "all", _to_bool(a), axis, None, keepdims, None, where)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+  """Whether any element over ``axis`` is true."""
+  _no_out("any", out)
+  a = ensure_arraylike("any", a)
+  return _reduce("any", "any", _to_bool(a), axis, None, keepdims, None, where)
+
+
+def _to_bool(a):
+  return a if a.dtype == _BOOL else lax.ne(a, _util.lit(0, a.dtype, True))
+
+
+def _no_out(name, out):
+  if out is not None:
+    raise NotImplementedError(f"The 'out' argument to jnp.{name} is not supported.")
+
+
+def _count(a, axis, keepdims, where, dtype):
+  """Number of (unmasked) elements reduced over ``axis``, as ``dtype``."""
+  axes = canonicalize_axes(axis, a.ndim)
+  if where is None:
+    n = math.prod(a.shape[i] for i in axes)
+    return _util.lit(n, dtype, True)
+  w = _util.broadcast_to(_util.convert(where, _BOOL), a.shape)
+  return sum(w, axis, dtype=dtype, keepdims=keepdims)
+
+
+def _mean_dtypes(a_dtype, dtype):
+  if dtype is not None:
+    return _util.canonicalize_user_dtype(dtype)
+  return _util.to_inexact_dtype(a_dtype)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+  """Arithmetic mean over ``axis`` (integers average in the default float)."""
+  _no_out("mean", out)
+  a = ensure_arraylike("mean", a)
+  d = _mean_dtypes(a.dtype, dtype)
+  comp = d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  s = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
+  n = _count(a, axis, keepdims, where, s.dtype)
+  return _util.convert(lax.div(s, n), d, s.weak_type)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+  """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed."""
+  _no_out("var", out)
+  a = ensure_arraylike("var", a)
+  if correction is None:
+    correction = ddof
+  elif ddof != 0:
+    raise ValueError("ddof and correction can't be provided simultaneously.")
+  d = _mean_dtypes(a.dtype, dtype)
+  comp = d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  if dtypes.is_complex(a.dtype):
+    comp = _util.to_complex_dtype(comp)
+  a = _util.convert(a, comp, a.weak_type)
+  centered = lax.sub(a, mean(a, axis, keepdims=True, where=where))
+  if dtypes.is_complex(comp):
+    centered = lax.real(lax.mul(centered, lax.conj(centered)))
+  else:
+    centered = lax.integer_pow(centered, 2)
+  s = sum(centered, axis, keepdims=keepdims, where=where)
+  n = lax.sub(_count(a, axis, keepdims, where, s.dtype), _util.lit(correction, s.dtype, True))
+  out = lax.div(s, n)
+  if dtype is not None and not dtypes.is_complex(d):
+    out = _util.convert(out, d)
+  return out
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+  """Standard deviation over ``axis``: ``sqrt(var(...))``."""
+  return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+
+
+def _arg_reduce(name, lax_fn, a, axis, keepdims):
+  a = ensure_arraylike(name, a)
+  if axis is None:
+    if a.size == 0:
+      raise ValueError(f"attempt to get {name} of an empty sequence")
+    out = lax_fn(lax.reshape(a, (a.size,)), 0, dtypes.default_int_dtype())
+    return lax.reshape(out, (1,) * a.ndim) if keepdims else out
+  axis = canonicalize_axis(axis, a.ndim)
+  if a.shape[axis] == 0:
+    raise ValueError(f"attempt to get {name} of an empty sequence")
+  out = lax_fn(a, axis, dtypes.default_int_dtype())
+  return lax.expand_dims(out, (axis,)) if keepdims else out
+
+
+def argmax(a, axis=None, out=None, keepdims=None):
+  """Index of the maximum along ``axis`` (first occurrence; NaN counts as maximal)."""
+  _no_out("argmax", out)
+  return _arg_reduce("argmax", lambda x, ax, d: lax.argmax(x, ax, d), a, axis, keepdims)
+
+
+def argmin(a, axis=None, out=None, keepdims=None):
+  """Index of the minimum along ``axis`` (first occurrence; NaN counts as minimal)."""
+  _no_out("argmin", out)
+  return _arg_reduce("argmin", lambda x, ax, d: lax.argmin(x, ax, d), a, axis, keepdims)
+
+
+def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False):
+  a = ensure_arraylike(name, a)
+  if axis is None:
+    a = lax.reshape(a, (a.size,))
+    axis = 0
+  axis = canonicalize_axis(axis, a.ndim)
+  if fill_nan is not None and dtypes.is_inexact(a.dtype):
+    a = lax.select(lax.ne(a, a), lax.full_like(a, fill_nan), a)
+  if dtype is not None:
+    to = _util.canonicalize_user_dtype(dtype)
+  else:
+    to = _promote_integer_dtype(a.dtype) if lax_name in ("cumsum", "cumprod") else a.dtype
+  a = _util.convert(a, to, a.weak_type and dtype is None)
+  if a.shape[axis] == 0:
+    return a
+  if a.dtype == _BOOL and lax_name in ("cumsum", "cumprod"):  # explicit dtype=bool
+    a = _util.convert(getattr(lax, lax_name)(_util.convert(a, dtypes.default_int_dtype()), axis,
+                                             reverse), _BOOL)
+    return a
+  return getattr(lax, lax_name)(a, axis, reverse)
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+  """Cumulative sum along ``axis`` (flattened when ``axis`` is None)."""
+  _no_out("cumsum", out)
+  return _cumulative("cumsum", "cumsum", a, axis, dtype)
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+  """Cumulative product along ``axis`` (flattened when ``axis`` is None)."""
+  _no_out("cumprod", out)
+  return _cumulative("cumprod", "cumprod", a, axis, dtype)
+
+
+cumulative_sum = cumsum
+cumulative_prod = cumprod
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+  """``cumsum`` treating NaN as 0."""
+  _no_out("nancumsum", out)
+  return _cumulative("nancumsum", "cumsum", a, axis, dtype, fill_nan=0)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+  """``cumprod`` treating NaN as 1."""
+  _no_out("nancumprod", out)
+  return _cumulative("nancumprod", "cumprod", a, axis, dtype, fill_nan=1)
+
+
+def _nan_fill(name, a, fill):
+  a = ensure_arraylike(name, a)
+  if not dtypes.is_inexact(a.dtype):
+    return a, None
+  nan = lax.ne(a, a)
+  return lax.select(nan, lax.full_like(a, fill), a), nan
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+  """``sum`` treating NaN as 0."""
+  _no_out("nansum", out)
+  a, _ = _nan_fill("nansum", a, 0)
+  return sum(a, axis, dtype, None, keepdims, initial, where)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+  """``prod`` treating NaN as 1."""
+  _no_out("nanprod", out)
+  a, _ = _nan_fill("nanprod", a, 1)
+  return prod(a, axis, dtype, None, keepdims, initial, where)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+  """``mean`` ignoring NaNs (NaN where every element is NaN)."""
+  _no_out("nanmean", out)
+  a = ensure_arraylike("nanmean", a)
+  if not dtypes.is_inexact(a.dtype):
+    return mean(a, axis, dtype, None, keepdims, where=where)
+  filled, nan = _nan_fill("nanmean", a, 0)
+  keep = lax.bitwise_not(nan)
+  if where is not None:
+    keep = lax.bitwise_and(keep, _util.broadcast_to(_util.convert(where, _BOOL), a.shape))
+  s = sum(filled, axis, dtype=dtype, keepdims=keepdims, where=keep)
+  n = sum(keep, axis, dtype=s.dtype, keepdims=keepdims)
+  return lax.div(s, n)
+
+
+def _nan_extreme(kind, name, a, axis, keepdims, initial, where):
+  a = ensure_arraylike(name, a)
+  if not dtypes.is_inexact(a.dtype):
+    return _reduce(kind, name, a, axis, None, keepdims, initial, where)
+  filled, nan = _nan_fill(name, a, -np.inf if kind == "max" else np.inf)
+  out = _reduce(kind, name, filled, axis, None, keepdims, initial, where)
+  all_nan = all(nan, axis=axis, keepdims=keepdims)
+  return lax.select(all_nan, lax.full_like(out, np.nan), out)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+  """``max`` ignoring NaNs."""
+  _no_out("nanmax", out)
+  return _nan_extreme("max", "nanmax", a, axis, keepdims, initial, where)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+  """``min`` ignoring NaNs."""
+  _no_out("nanmin", out)
+  return _nan_extreme("min", "nanmin", a, axis, keepdims, initial, where)
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+  """Number of non-zero elements over ``axis``."""
+  a = ensure_arraylike("count_nonzero", a)
+  return sum(_to_bool(a), axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+  """Range (max - min) over ``axis``."""
+  _no_out("ptp", out)
+  return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+  """Weighted average over ``axis``."""
+  a = ensure_arraylike("average", a)
+  if weights is None:
+    avg = mean(a, axis, keepdims=keepdims)
+    wsum = _count(a, axis, keepdims, None, avg.dtype)
+  else:
+    w = as_array(weights)
+    a, w = _util.promote_dtypes_inexact(a, w)
+    if w.shape != a.shape:
+      if axis is None or w.ndim != 1:
+        raise ValueError("Axis must be specified when shapes of a and weights differ.")
+      ax = canonicalize_axis(axis, a.ndim)
+      if w.shape[0] != a.shape[ax]:
+        raise ValueError("Length of weights not compatible with specified axis.")
+      w = lax.broadcast_in_dim(w, a.shape, (ax,))
+    wsum = sum(w, axis, keepdims=keepdims)
+    avg = lax.div(sum(lax.mul(a, w), axis, keepdims=keepdims), wsum)
+  if returned:
+    if wsum.shape != avg.shape:
+      wsum = _util.broadcast_to(wsum, avg.shape)
+    return avg, _util.convert(wsum, avg.dtype)
+  return avg

@@ -1,0 +1,741 @@
+"""Elementwise ``nbjax.numpy`` functions (NumPy's ufuncs) over strict ``lax`` primitives.
+
+Pipeline position: ``jnp.add(x, y)`` / ``x + y`` -> fast path when both operands are
+``Array``s of one dtype the primitive accepts and one shape (straight to ``add_p``'s eager
+entry, or ``add_p.bind`` under a transformation); ``x * 2.0`` likewise when JAX's
+promotion keeps the Array's dtype -> otherwise ``_util.promote_args`` (JAX promotion with
+weak types, NumPy rank promotion) -> ``lax.add``. Functions with no primitive of their own
+(``floor_divide``, ``hypot``, ``logaddexp``, ...) are compositions of lax calls with JAX's
+semantics.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.array import Array
+from nbjax.core import _ctx, eval_trace as _EVAL
+from nbjax.numpy import _util
+from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
+                               promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
+                               promote_dtypes_numeric)
+
+_BOOL = np.dtype(np.bool_)
+
+
+def _is_int(d):
+  return dtypes.is_int(d)
+
+
+def _is_intlike(d):
+  return d == _BOOL or dtypes.is_int(d)
+
+
+def _const(x, v):
+  """A weak 0-d literal of ``x``'s dtype (keeps ``x``'s weak flag through lax ops)."""
+  return lit(v, x.dtype, True)
+
+
+def _prim(name):
+  return getattr(lax, f"{name}_p", None)
+
+
+def _accepted(prim):
+  return frozenset(prim.meta.get("dtypes", ())) if prim is not None else frozenset()
+
+# ----------------------------------------------------------------- ufunc factories
+
+
+def _fast_dtypes(prim, kinds):
+  """The dtypes (of ``kinds``) for which the ufunc is exactly one bind of ``prim``."""
+  return frozenset(d for d in prim.meta.get("dtypes", ()) if d.kind in kinds)
+
+
+def _unary(name, general, prim_name=None, kinds="biufc"):
+  """A unary ufunc: an Array of a dtype in ``kinds`` that the primitive accepts binds it
+  directly; anything else goes through ``general`` (checks, promotion)."""
+  prim = _prim(prim_name) if prim_name else None
+  if prim is None:
+    def f(x, /):
+      return general(x)
+  else:
+    ok = _fast_dtypes(prim, kinds)
+
+    def f(x, /):
+      if type(x) is Array and x._value.dtype in ok:
+        return prim.eager(x) if _ctx.trace is _EVAL else prim.bind(x)
+      return general(x)
+  f.__name__ = f.__qualname__ = name
+  f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
+  return f
+
+
+_SCALAR_FAST = {"f": (int, float), "c": (int, float, complex), "i": (int,), "u": (int,)}
+
+
+def _weak_literal(s, d):
+  """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit)."""
+  try:
+    return Array._new(np.asarray(s, d), True)
+  except OverflowError:
+    return None
+
+
+def _binary(name, general, prim_name=None, kinds="biufc"):
+  """A binary ufunc with the hot paths of ``x + y`` and ``x * 2.0``: two Arrays of one
+  dtype (of ``kinds``, accepted by the primitive) and one shape, or an Array and a Python
+  scalar that JAX's promotion leaves at the Array's dtype, bind the primitive directly;
+  anything else goes through ``general`` (checks, promotion, broadcasting)."""
+  prim = _prim(prim_name) if prim_name else None
+  if prim is None:
+    def f(x, y, /):
+      return general(x, y)
+  else:
+    ok = _fast_dtypes(prim, kinds)
+    scalar_fast = _SCALAR_FAST.get
+
+    def f(x, y, /):
+      tx, ty = type(x), type(y)
+      if tx is Array:
+        vx = x._value
+        if ty is Array:
+          vy = y._value
+          if vx.dtype is vy.dtype and vx.shape == vy.shape and vx.dtype in ok:
+            return prim.eager(x, y) if _ctx.trace is _EVAL else prim.bind(x, y)
+        elif ty in scalar_fast(vx.dtype.kind, ()) and vx.dtype in ok:
+          lit = _weak_literal(y, vx.dtype)
+          if lit is not None:
+            return prim.eager(x, lit) if _ctx.trace is _EVAL else prim.bind(x, lit)
+      elif ty is Array and tx in scalar_fast(y._value.dtype.kind, ()) and y._value.dtype in ok:
+        lit = _weak_literal(x, y._value.dtype)
+        if lit is not None:
+          return prim.eager(lit, y) if _ctx.trace is _EVAL else prim.bind(lit, y)
+      return general(x, y)
+  f.__name__ = f.__qualname__ = name
+  f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
+  f._general, f._prim_name, f._kinds = general, prim_name, kinds
+  return f
+
+
+def _inexact_unary(name, lax_fn, prim_name=None):
+  def general(x):
+    x, = promote_dtypes_inexact(ensure_arraylike(name, x))
+    return lax_fn(x)
+  return _unary(name, general, prim_name)
+
+
+def _numeric_unary(name, lax_fn, prim_name=None):
+  def general(x):
+    x, = promote_dtypes_numeric(ensure_arraylike(name, x))
+    return lax_fn(x)
+  return _unary(name, general, prim_name)
+
+
+def _std_binary(name, lax_fn, prim_name=None, promote=promote_args, kinds="biufc"):
+  def general(x, y):
+    return lax_fn(*promote(name, x, y))
+  return _binary(name, general, prim_name, kinds)
+
+# ----------------------------------------------------------------- arithmetic
+
+
+def _add(x, y):
+  x, y = promote_args("add", x, y)
+  return lax.bitwise_or(x, y) if x.dtype == _BOOL else lax.add(x, y)
+
+
+def _multiply(x, y):
+  x, y = promote_args("multiply", x, y)
+  return lax.bitwise_and(x, y) if x.dtype == _BOOL else lax.mul(x, y)
+
+
+add = _binary("add", _add, "add")
+subtract = _std_binary("subtract", lax.sub, "sub")
+multiply = _binary("multiply", _multiply, "mul")
+true_divide = _std_binary("true_divide", lax.div, "div", promote_args_inexact,
+                          kinds="fc")
+divide = _std_binary("divide", lax.div, "div", promote_args_inexact, kinds="fc")
+divide.__doc__ = "Elementwise true division ``x / y`` (JAX implementation of :func:`numpy.divide`)."
+
+
+def _replace_zero(x):
+  """Integer divisors: 0 -> 1, so that integer division by zero cannot trap."""
+  return lax.select(lax.eq(x, _const(x, 0)), lax.full_like(x, 1), x)
+
+
+def _float_divmod(x, y):
+  mod = lax.rem(x, y)
+  div = lax.div(lax.sub(x, mod), y)
+  fix = lax.bitwise_and(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(y), lax.sign(mod)))
+  mod = lax.select(fix, lax.add(mod, _bcast_like(y, mod)), mod)
+  div = lax.select(fix, lax.sub(div, _const(div, 1)), div)
+  return lax.round(div), mod
+
+
+def _bcast_like(y, x):
+  return y if y.shape == x.shape else _util.broadcast_to(y, x.shape)
+
+
+def _full_shape(*xs):
+  """Operands broadcast to one shape (for ``lax.select``, which does not broadcast)."""
+  s = _util.broadcast_shapes(*(x.shape for x in xs))
+  return [x if x.shape == s else _util.broadcast_to(x, s) for x in xs]
+
+
+def _floor_divide(x, y):
+  x, y = promote_args_numeric("floor_divide", x, y)
+  x, y = _full_shape(x, y)
+  d = x.dtype
+  if dtypes.is_int(d):
+    y = _replace_zero(y)
+    if dtypes.issubdtype(d, np.unsignedinteger):
+      return lax.div(x, y)
+    div = lax.div(x, y)
+    adjust = lax.bitwise_and(lax.ne(lax.lt(x, _const(x, 0)), lax.lt(y, _const(y, 0))),
+                             lax.ne(lax.rem(x, y), _const(x, 0)))
+    return lax.select(adjust, lax.sub(div, _const(div, 1)), div)
+  if dtypes.is_complex(d):
+    raise TypeError("floor_divide does not support complex-valued inputs")
+  return _float_divmod(x, y)[0]
+
+
+floor_divide = _binary("floor_divide", _floor_divide)
+
+
+def _remainder(x, y):
+  x, y = promote_args_numeric("remainder", x, y)
+  x, y = _full_shape(x, y)
+  if dtypes.is_complex(x.dtype):
+    raise TypeError("remainder does not support complex-valued inputs")
+  if dtypes.is_int(y.dtype):
+    y = _replace_zero(y)
+  mod = lax.rem(x, y)
+  zero = _const(mod, 0)
+  fix = lax.bitwise_and(lax.ne(lax.lt(mod, zero), lax.lt(y, zero)), lax.ne(mod, zero))
+  return lax.select(fix, lax.add(mod, y), mod)
+
+
+remainder = _binary("remainder", _remainder)
+mod = _binary("mod", _remainder)
+
+
+def _fmod(x, y):
+  x, y = promote_args_numeric("fmod", x, y)
+  if dtypes.is_int(y.dtype):
+    x, y = _full_shape(x, y)
+    y = _replace_zero(y)
+  return lax.rem(x, y)
+
+
+fmod = _binary("fmod", _fmod)
+
+
+def divmod(x, y, /):  # noqa: A001 (NumPy's name)
+  """Elementwise ``(x // y, x % y)`` (JAX implementation of :func:`numpy.divmod`)."""
+  x, y = promote_args_numeric("divmod", x, y)
+  if dtypes.is_int(x.dtype) or x.dtype == _BOOL:
+    return floor_divide(x, y), remainder(x, y)
+  return _float_divmod(*_full_shape(x, y))
+
+
+def _pow_int_int(x, y):
+  """Integer ``x ** y`` by binary exponentiation (negative exponents give 0, as JAX)."""
+  x, y = _full_shape(x, y)
+  one, zero = _const(y, 1), _const(y, 0)
+  acc = lax.select(lax.bitwise_and(lax.eq(x, _const(x, 0)), lax.ne(y, zero)),
+                   lax.full_like(x, 0), lax.full_like(x, 1))
+  for _ in range(6):  # 2**64 overflows every dtype: six squarings suffice
+    acc = lax.select(lax.ne(lax.bitwise_and(y, one), zero), lax.mul(acc, x), acc)
+    x = lax.mul(x, x)
+    y = lax.shift_right_logical(y, one)
+  return acc
+
+
+def power(x1, x2, /):
+  """Elementwise ``x1 ** x2`` (JAX implementation of :func:`numpy.power`).
+
+  A concrete integer exponent uses ``lax.integer_pow`` (exact, differentiable at 0);
+  integer bases with integer exponents use binary exponentiation.
+  """
+  check_arraylike("power", x1, x2)
+  _util.check_no_float0s("power", x1, x2)
+  if _util.is_concrete(x2) and (isinstance(x2, int) or _is_intlike(_util.as_array(x2).dtype)
+                                 and _util.ndim(x2) == 0) and not isinstance(x2, bool):
+    x1, = promote_dtypes_numeric(as_array(x1))
+    return lax.integer_pow(x1, operator.index(x2))
+  a, b = _util.promote_shapes("power", as_array(x1), as_array(x2))
+  a_, b_ = promote_args_numeric("power", a, b)
+  if _is_intlike(a_.dtype):
+    if a_.dtype == _BOOL:
+      i = dtypes.default_int_dtype()
+      a_, b_ = _util.convert(a_, i), _util.convert(b_, i)
+    return _pow_int_int(a_, b_)
+  return lax.pow(a_, b_)
+
+
+pow = power  # noqa: A001 (NumPy's name)
+
+
+def float_power(x1, x2, /):
+  """Elementwise ``x1 ** x2`` in the default float (or complex) dtype."""
+  x1, x2 = promote_args_inexact("float_power", x1, x2)
+  d = np.promote_types(x1.dtype, dtypes.default_float_dtype())
+  return lax.pow(_util.convert(x1, d), _util.convert(x2, d))
+
+
+negative = _numeric_unary("negative", lax.neg, "neg")
+
+
+def positive(x, /):
+  """Elementwise ``+x``."""
+  return ensure_arraylike("positive", x)
+
+
+def _abs(x):
+  x = ensure_arraylike("absolute", x)
+  if x.dtype == _BOOL or dtypes.issubdtype(x.dtype, np.unsignedinteger):
+    return x
+  return lax.abs(x)
+
+
+absolute = _unary("absolute", _abs, "abs", kinds="ifc")
+abs = _unary("abs", _abs, "abs", kinds="ifc")  # noqa: A001
+
+
+def fabs(x, /):
+  """Elementwise absolute value of a real array, in an inexact dtype."""
+  x, = promote_dtypes_inexact(ensure_arraylike("fabs", x))
+  if dtypes.is_complex(x.dtype):
+    raise TypeError("ufunc 'fabs' does not support complex dtypes")
+  return lax.abs(x)
+
+
+def _sign(x):
+  x, = promote_dtypes_numeric(ensure_arraylike("sign", x))
+  if dtypes.is_complex(x.dtype):
+    a = lax.abs(x)
+    return lax.select(lax.eq(a, _const(a, 0)), lax.full_like(x, 0),
+                      lax.div(x, lax.convert_element_type(a, x.dtype)))
+  return lax.sign(x)
+
+
+sign = _unary("sign", _sign, "sign", kinds="iuf")
+
+
+def _int_passthrough(name, lax_fn, prim_name):
+  def general(x):
+    x = ensure_arraylike(name, x)
+    if _is_intlike(x.dtype):
+      return x
+    if dtypes.is_complex(x.dtype):
+      raise TypeError(f"{name} does not support complex-valued inputs")
+    return lax_fn(x)
+  return _unary(name, general, prim_name)
+
+
+floor = _int_passthrough("floor", lax.floor, "floor")
+ceil = _int_passthrough("ceil", lax.ceil, "ceil")
+
+
+def _trunc(x):
+  return lax.select(lax.lt(x, _const(x, 0)), lax.ceil(x), lax.floor(x))
+
+
+trunc = _int_passthrough("trunc", _trunc, None)
+fix = _int_passthrough("fix", _trunc, None)
+
+
+def _round_even(x):
+  if dtypes.is_complex(x.dtype):
+    return lax.complex(_round_even(lax.real(x)), _round_even(lax.imag(x)))
+  return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+  """Round to ``decimals`` decimals, halves to even (JAX implementation of :func:`numpy.round`)."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
+  a = ensure_arraylike("round", a)
+  decimals = _util.index(decimals, "decimals")
+  if _is_intlike(a.dtype):
+    if decimals < 0:
+      raise NotImplementedError("integer np.round not implemented for decimals < 0")
+    return a
+  if decimals == 0:
+    return _round_even(a)
+  f = _const(a, 10.0 ** decimals)
+  return lax.div(_round_even(lax.mul(a, f)), f)
+
+
+around = round
+
+
+def rint(x, /):
+  """Round to the nearest integer, halves to even; integers give the default float."""
+  x = ensure_arraylike("rint", x)
+  if _is_intlike(x.dtype):
+    return _util.convert(x, dtypes.default_float_dtype(), x.weak_type)
+  return _round_even(x)
+
+# ----------------------------------------------------------------- transcendental
+
+
+exp = _inexact_unary("exp", lax.exp, "exp")
+exp2 = _inexact_unary("exp2", lax.exp2, "exp2")
+expm1 = _inexact_unary("expm1", lax.expm1, "expm1")
+log = _inexact_unary("log", lax.log, "log")
+log1p = _inexact_unary("log1p", lax.log1p, "log1p")
+sqrt = _inexact_unary("sqrt", lax.sqrt, "sqrt")
+cbrt = _inexact_unary("cbrt", lax.cbrt, "cbrt")
+sin = _inexact_unary("sin", lax.sin, "sin")
+cos = _inexact_unary("cos", lax.cos, "cos")
+tan = _inexact_unary("tan", lax.tan, "tan")
+arcsin = _inexact_unary("arcsin", lax.asin, "asin")
+arccos = _inexact_unary("arccos", lax.acos, "acos")
+arctan = _inexact_unary("arctan", lax.atan, "atan")
+sinh = _inexact_unary("sinh", lax.sinh, "sinh")
+cosh = _inexact_unary("cosh", lax.cosh, "cosh")
+tanh = _inexact_unary("tanh", lax.tanh, "tanh")
+arcsinh = _inexact_unary("arcsinh", lax.asinh, "asinh")
+arccosh = _inexact_unary("arccosh", lax.acosh, "acosh")
+arctanh = _inexact_unary("arctanh", lax.atanh, "atanh")
+asin, acos, atan = arcsin, arccos, arctan
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+
+
+def _log_base(name, base):
+  def f(x):
+    x, = promote_dtypes_inexact(ensure_arraylike(name, x))
+    return lax.div(lax.log(x), _const(x, np.log(base)))
+  return _unary(name, f)
+
+
+log2 = _log_base("log2", 2.0)
+log10 = _log_base("log10", 10.0)
+
+
+def _square(x):
+  x, = promote_dtypes_numeric(ensure_arraylike("square", x))
+  return lax.square(x)
+
+
+square = _unary("square", _square, "square")
+
+
+def _reciprocal(x):
+  x, = promote_dtypes_inexact(ensure_arraylike("reciprocal", x))
+  return lax.integer_pow(x, -1)
+
+
+reciprocal = _unary("reciprocal", _reciprocal)
+arctan2 = _std_binary("arctan2", lax.atan2, "atan2", promote_args_inexact,
+                      kinds="f")
+atan2 = arctan2
+
+
+def _scale(name, factor):
+  def f(x):
+    x, = promote_dtypes_inexact(ensure_arraylike(name, x))
+    return lax.mul(x, _const(x, factor))
+  return _unary(name, f)
+
+
+deg2rad = radians = _scale("deg2rad", np.pi / 180)
+rad2deg = degrees = _scale("rad2deg", 180 / np.pi)
+
+
+def hypot(x1, x2, /):
+  """Elementwise ``sqrt(x1**2 + x2**2)`` without intermediate overflow."""
+  x1, x2 = promote_args_inexact("hypot", x1, x2)
+  if dtypes.is_complex(x1.dtype):
+    raise TypeError("hypot does not support complex-valued inputs")
+  x1, x2 = _full_shape(lax.abs(x1), lax.abs(x2))
+  inf = lax.bitwise_or(isposinf(x1), isposinf(x2))
+  big, small = lax.max(x1, x2), lax.min(x1, x2)
+  zero = lax.eq(big, _const(big, 0))
+  safe = lax.select(zero, lax.full_like(big, 1), big)
+  r = lax.mul(big, lax.sqrt(lax.add(_const(big, 1), lax.integer_pow(lax.div(small, safe), 2))))
+  return lax.select(inf, lax.full_like(r, np.inf), lax.select(zero, big, r))
+
+
+def logaddexp(x1, x2, /):
+  """Elementwise ``log(exp(x1) + exp(x2))`` without overflow."""
+  x1, x2 = _full_shape(*promote_args_inexact("logaddexp", x1, x2))
+  amax = lax.max(x1, x2)
+  delta = lax.sub(x1, x2)
+  out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+  return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+
+
+def logaddexp2(x1, x2, /):
+  """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
+  x1, x2 = _full_shape(*promote_args_inexact("logaddexp2", x1, x2))
+  ln2 = _const(x1, np.log(2))
+  amax = lax.max(x1, x2)
+  delta = lax.sub(x1, x2)
+  out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(delta)))), ln2))
+  return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+
+
+def sinc(x, /):
+  """Elementwise normalized sinc: ``sin(pi x) / (pi x)``, 1 at 0."""
+  x, = promote_dtypes_inexact(ensure_arraylike("sinc", x))
+  zero = lax.eq(x, _const(x, 0))
+  pix = lax.mul(_const(x, np.pi), lax.select(zero, lax.full_like(x, 1), x))
+  return lax.select(zero, lax.full_like(x, 1), lax.div(lax.sin(pix), pix))
+
+# ----------------------------------------------------------------- comparisons and logic
+
+
+def _cmp(name, op, prim_name):
+  def general(x, y):
+    x, y = promote_args(name, x, y)
+    if dtypes.is_complex(x.dtype) and name not in ("equal", "not_equal"):  # lexicographic
+      x, y = _full_shape(x, y)
+      xr, yr = lax.real(x), lax.real(y)
+      return lax.select(lax.eq(xr, yr), op(lax.imag(x), lax.imag(y)), op(xr, yr))
+    return op(x, y)
+  return _binary(name, general, prim_name, "biufc" if name in ("equal", "not_equal") else "biuf")
+
+
+equal = _cmp("equal", lax.eq, "eq")
+not_equal = _cmp("not_equal", lax.ne, "ne")
+less = _cmp("less", lax.lt, "lt")
+less_equal = _cmp("less_equal", lax.le, "le")
+greater = _cmp("greater", lax.gt, "gt")
+greater_equal = _cmp("greater_equal", lax.ge, "ge")
+
+
+def _maxmin(name, op, prim_name):
+  def general(x, y):
+    x, y = promote_args(name, x, y)
+    if dtypes.is_complex(x.dtype):  # NumPy: lexicographic order
+      x, y = _full_shape(x, y)
+      pick = _cmp_complex_gt(x, y) if name == "maximum" else _cmp_complex_gt(y, x)
+      return lax.select(pick, x, y)
+    return op(x, y)
+  return _binary(name, general, prim_name, "biuf")
+
+
+def _cmp_complex_gt(x, y):
+  xr, yr = lax.real(x), lax.real(y)
+  return lax.select(lax.eq(xr, yr), lax.gt(lax.imag(x), lax.imag(y)), lax.gt(xr, yr))
+
+
+maximum = _maxmin("maximum", lax.max, "max")
+minimum = _maxmin("minimum", lax.min, "min")
+
+
+def fmax(x1, x2, /):
+  """Elementwise maximum ignoring NaNs."""
+  x1, x2 = _full_shape(*promote_args("fmax", x1, x2))
+  return lax.select(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
+
+
+def fmin(x1, x2, /):
+  """Elementwise minimum ignoring NaNs."""
+  x1, x2 = _full_shape(*promote_args("fmin", x1, x2))
+  return lax.select(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
+
+
+def _to_bool(x):
+  return x if x.dtype == _BOOL else lax.ne(x, _const(x, 0))
+
+
+def _logical(name, op):
+  def general(x, y):
+    check_arraylike(name, x, y)
+    x, y = _util.promote_shapes(name, _to_bool(as_array(x)), _to_bool(as_array(y)))
+    return op(x, y)
+  return _binary(name, general)
+
+
+logical_and = _logical("logical_and", lax.bitwise_and)
+logical_or = _logical("logical_or", lax.bitwise_or)
+logical_xor = _logical("logical_xor", lax.bitwise_xor)
+
+
+def logical_not(x, /):
+  """Elementwise logical NOT."""
+  return lax.bitwise_not(_to_bool(ensure_arraylike("logical_not", x)))
+
+
+def _bitwise(name, op, prim_name):
+  def general(x, y):
+    x, y = promote_args(name, x, y)
+    if not _is_intlike(x.dtype):
+      raise TypeError(f"{name} requires integer or boolean arguments, got {x.dtype}")
+    return op(x, y)
+  return _binary(name, general, prim_name, "biu")
+
+
+bitwise_and = _bitwise("bitwise_and", lax.bitwise_and, "and")
+bitwise_or = _bitwise("bitwise_or", lax.bitwise_or, "or")
+bitwise_xor = _bitwise("bitwise_xor", lax.bitwise_xor, "xor")
+
+
+def _invert(x):
+  x = ensure_arraylike("invert", x)
+  if not _is_intlike(x.dtype):
+    raise TypeError(f"invert requires an integer or boolean argument, got {x.dtype}")
+  return lax.bitwise_not(x)
+
+
+invert = _unary("invert", _invert, "not")
+bitwise_not = bitwise_invert = invert
+
+
+def _left_shift(x, y):
+  return lax.shift_left(*promote_args_numeric("left_shift", x, y))
+
+
+def _right_shift(x, y):
+  x, y = promote_args_numeric("right_shift", x, y)
+  if dtypes.issubdtype(x.dtype, np.unsignedinteger):
+    return lax.shift_right_logical(x, y)
+  return lax.shift_right_arithmetic(x, y)
+
+
+left_shift = bitwise_left_shift = _binary("left_shift", _left_shift)
+right_shift = bitwise_right_shift = _binary("right_shift", _right_shift)
+
+# ----------------------------------------------------------------- floating-point classes
+
+
+def isnan(x, /):
+  """Elementwise test for NaN."""
+  x = ensure_arraylike("isnan", x)
+  if not dtypes.is_inexact(x.dtype):
+    return lax.full_like(x, False, _BOOL)
+  return lax.ne(x, x)
+
+
+def isinf(x, /):
+  """Elementwise test for positive or negative infinity."""
+  x = ensure_arraylike("isinf", x)
+  d = x.dtype
+  if dtypes.is_complex(d):
+    return lax.bitwise_or(isinf(lax.real(x)), isinf(lax.imag(x)))
+  if not dtypes.is_float(d):
+    return lax.full_like(x, False, _BOOL)
+  return lax.eq(lax.abs(x), _const(x, np.inf))
+
+
+def isposinf(x, /):
+  """Elementwise test for +inf."""
+  x = ensure_arraylike("isposinf", x)
+  if not dtypes.is_float(x.dtype):
+    return lax.full_like(x, False, _BOOL)
+  return lax.eq(x, _const(x, np.inf))
+
+
+def isneginf(x, /):
+  """Elementwise test for -inf."""
+  x = ensure_arraylike("isneginf", x)
+  if not dtypes.is_float(x.dtype):
+    return lax.full_like(x, False, _BOOL)
+  return lax.eq(x, _const(x, -np.inf))
+
+
+def isfinite(x, /):
+  """Elementwise test for finiteness (not inf, not NaN)."""
+  x = ensure_arraylike("isfinite", x)
+  d = x.dtype
+  if dtypes.is_complex(d):
+    return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+  if not dtypes.is_float(d):
+    return lax.full_like(x, True, _BOOL)
+  return lax.is_finite(x)
+
+
+def signbit(x, /):
+  """Elementwise test of the sign bit (true for negative values and -0.0)."""
+  x = ensure_arraylike("signbit", x)
+  d = x.dtype
+  if dtypes.is_int(d):
+    return lax.lt(x, _const(x, 0))
+  if d == _BOOL:
+    return lax.full_like(x, False, _BOOL)
+  if not dtypes.is_float(d):
+    raise ValueError(f"jnp.signbit is not well defined for {d}")
+  zero = _const(x, 0)
+  neg_zero = lax.bitwise_and(lax.eq(x, zero), lax.lt(lax.div(_const(x, 1), x), zero))
+  return lax.bitwise_or(lax.lt(x, zero), neg_zero)
+
+
+def copysign(x1, x2, /):
+  """Elementwise magnitude of ``x1`` with the sign of ``x2``."""
+  x1, x2 = _full_shape(*promote_args_inexact("copysign", x1, x2))
+  if dtypes.is_complex(x1.dtype):
+    raise TypeError("copysign does not support complex-valued inputs")
+  a = lax.abs(x1)
+  return lax.select(signbit(x2), lax.neg(a), a)
+
+
+def heaviside(x1, x2, /):
+  """Elementwise Heaviside step: 0 below 0, ``x2`` at 0, 1 above."""
+  x1, x2 = _full_shape(*promote_args_inexact("heaviside", x1, x2))
+  zero = _const(x1, 0)
+  return lax.select(lax.lt(x1, zero), lax.full_like(x1, 0),
+                    lax.select(lax.gt(x1, zero), lax.full_like(x1, 1), x2))
+
+
+def nextafter(x1, x2, /):
+  """Next representable float after ``x1`` towards ``x2``."""
+  return lax.nextafter(*_full_shape(*promote_args_inexact("nextafter", x1, x2)))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+  """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's
+  extremes)."""
+  del copy
+  x = ensure_arraylike("nan_to_num", x)
+  d = x.dtype
+  if not dtypes.is_inexact(d):
+    return x
+  if dtypes.is_complex(d):
+    return lax.complex(nan_to_num(lax.real(x), nan=nan, posinf=posinf, neginf=neginf),
+                       nan_to_num(lax.imag(x), nan=nan, posinf=posinf, neginf=neginf))
+  info = dtypes.finfo(d)
+  posinf = info.max if posinf is None else posinf
+  neginf = info.min if neginf is None else neginf
+  out = lax.select(isnan(x), lax.full_like(x, nan), x)
+  out = lax.select(isposinf(out), lax.full_like(x, posinf), out)
+  return lax.select(isneginf(out), lax.full_like(x, neginf), out)
+
+# ----------------------------------------------------------------- complex parts
+
+
+def real(val, /):
+  """Real part (the array itself for real dtypes)."""
+  val = ensure_arraylike("real", val)
+  return lax.real(val) if dtypes.is_complex(val.dtype) else val
+
+
+def imag(val, /):
+  """Imaginary part (zeros for real dtypes)."""
+  val = ensure_arraylike("imag", val)
+  return lax.imag(val) if dtypes.is_complex(val.dtype) else lax.full_like(val, 0)
+
+
+def conjugate(x, /):
+  """Complex conjugate (the array itself for real dtypes)."""
+  x = ensure_arraylike("conjugate", x)
+  return lax.conj(x) if dtypes.is_complex(x.dtype) else x
+
+
+conj = conjugate
+
+
+def angle(z, deg=False):
+  """Counterclockwise angle from the positive real axis (radians, or degrees with ``deg``)."""
+  z = ensure_arraylike("angle", z)
+  if dtypes.is_complex(z.dtype):
+    re, im = lax.real(z), lax.imag(z)
+  else:
+    re, = promote_dtypes_inexact(z)
+    im = lax.full_like(re, 0)
+  out = lax.atan2(im, re)
+  return lax.mul(out, _const(out, 180 / np.pi)) if deg else out

@@ -1,0 +1,257 @@
+"""Argument normalisation shared by every ``nbjax.numpy`` function.
+
+Pipeline position: ``jnp.f(*args)`` -> helpers here (array-likeness checks, JAX's dtype
+promotion with weak types via ``dtypes.result_type``, NumPy rank promotion lowered to
+``lax.expand_dims``/``lax.broadcast_in_dim``, axis normalisation) -> strict ``lax``
+primitives. Nothing here computes on data.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+
+import numpy as np
+
+from nbjax import core, dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
+from nbjax.lax.elementwise import _convert_element_type as _lax_convert
+from nbjax.lax.shape import canonicalize_axis, canonicalize_shape  # noqa: F401 (re-exported)
+
+_PY_SCALARS = (bool, int, float, complex)
+_ARRAY_TYPES = (Array, Tracer, np.ndarray, np.generic) + _PY_SCALARS
+_BOOL = np.dtype(np.bool_)
+_new = Array._new
+
+# ----------------------------------------------------------------- array-likes
+
+
+def is_arraylike(x):
+  """Whether ``x`` is an array or scalar nbjax accepts as an operand."""
+  return isinstance(x, _ARRAY_TYPES) or hasattr(x, "__jax_array__")
+
+
+def check_arraylike(name, *args):
+  """JAX's TypeError for lists, tuples and other non-array arguments."""
+  for pos, a in enumerate(args):
+    if not is_arraylike(a):
+      msg = (f"{name} requires ndarray or scalar arguments, got {type(a).__name__} at "
+             f"position {pos}.")
+      if isinstance(a, (list, tuple)):
+        msg += f" Wrap it with nbjax.numpy.asarray: `{name}(jnp.asarray(x), ...)`."
+      raise TypeError(msg)
+
+
+def as_array(x):
+  """An operand as an ``Array`` or ``Tracer`` (Python scalars stay weakly typed)."""
+  t = type(x)
+  if t is Array:
+    return x
+  if t in _PY_SCALARS:
+    try:
+      return _new(np.asarray(x, dtypes.dtype(x)), t is not bool)
+    except OverflowError:
+      raise OverflowError(f"Python int {x} too large to convert to {dtypes.dtype(x)}") from None
+  if isinstance(x, (Tracer, Array)):
+    return x
+  if isinstance(x, np.ndarray):  # copied: later NumPy writes must not show through
+    return Array(x.copy() if x.flags.writeable else x)
+  if isinstance(x, np.generic):
+    return Array(x)
+  if hasattr(x, "__jax_array__"):
+    return as_array(x.__jax_array__())
+  raise TypeError(f"Value {x!r:.80} of type {type(x).__name__} is not a valid nbjax array type")
+
+
+def ensure_arraylike(name, *args):
+  """``check_arraylike`` then ``as_array`` each argument (one value for one argument)."""
+  check_arraylike(name, *args)
+  if len(args) == 1:
+    return as_array(args[0])
+  return tuple(as_array(a) for a in args)
+
+
+def ndim(x):
+  """Rank of an array-like (no conversion for arrays and tracers)."""
+  return x.ndim if isinstance(x, (Array, Tracer, np.ndarray, np.generic)) else np.ndim(x)
+
+
+def is_concrete(x):
+  """Whether ``x`` has a known value (not an abstract tracer)."""
+  return not isinstance(x, Tracer) or x.to_concrete_value() is not None
+
+
+def concrete(x, context=""):
+  """The NumPy value of ``x`` or a ConcretizationTypeError naming ``context``."""
+  return np.asarray(core.concrete_or_error(None, x, context))
+
+# ----------------------------------------------------------------- dtypes
+
+
+def convert(x, dtype, weak_type=False):
+  """``x`` as ``dtype`` (an Array or Tracer) with JAX's explicit ``weak_type`` (as
+  ``lax._convert_element_type``); Python scalars become literals, with JAX's
+  OverflowError for ints that do not fit."""
+  dtype = np.dtype(dtype)
+  if type(x) in _PY_SCALARS:
+    v = np.asarray(x)
+    if v.dtype != dtype:
+      try:
+        v = np.asarray(x, dtype)
+      except OverflowError:
+        raise OverflowError(f"Python int {x} too large to convert to {dtype}") from None
+      except TypeError:  # complex -> real: keep the real part, as convert_element_type
+        v = v.real.astype(dtype)
+    return _new(v, weak_type and dtype != _BOOL)
+  return _lax_convert(as_array(x), dtype, weak_type)
+
+
+def promote_dtypes(*args):
+  """Convert all arguments to their joint JAX result type (weak when all are weak)."""
+  if len(args) == 1:
+    return [as_array(args[0])]
+  to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+  return [convert(a, to, weak) for a in args]
+
+
+def promote_dtypes_inexact(*args):
+  """Promote to a common inexact dtype (integers and bools go to the default float)."""
+  to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+  to = to_inexact_dtype(to)
+  return [convert(a, to, weak) for a in args]
+
+
+def promote_dtypes_numeric(*args):
+  """Promote to a common numeric dtype (bool goes to the default int)."""
+  to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+  to = to_numeric_dtype(to)
+  return [convert(a, to, weak) for a in args]
+
+
+def to_inexact_dtype(d):
+  """``d`` if inexact, else the default float dtype."""
+  return d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+
+
+def to_numeric_dtype(d):
+  """``d`` unless bool, which becomes the default int dtype."""
+  return dtypes.default_int_dtype() if d == _BOOL else d
+
+
+def to_complex_dtype(d):
+  """The complex dtype of ``d``'s precision (the default complex for non-floats)."""
+  if dtypes.is_complex(d):
+    return d
+  return np.dtype(np.complex64) if d in (np.float16, np.float32) else dtypes.default_complex_dtype()
+
+
+def check_no_float0s(name, *args):
+  """JAX's TypeError for float0 (tangent-of-integer) operands."""
+  for a in args:
+    if getattr(a, "dtype", None) == dtypes.float0:
+      raise TypeError(f"Called {name} with a float0 array. float0s do not support any operations "
+                      "by design because they are not compatible with non-trivial vector spaces.")
+
+
+def canonicalize_user_dtype(dtype):
+  """A user-supplied dtype as a canonical np.dtype (``None`` stays ``None``)."""
+  if dtype is None:
+    return None
+  return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+
+# ----------------------------------------------------------------- shapes
+
+
+@functools.lru_cache(4096)
+def broadcast_shapes(*shapes):
+  """NumPy's broadcast of static shapes, with NumPy's ValueError."""
+  nd = max((len(s) for s in shapes), default=0)
+  out = [1] * nd
+  for s in shapes:
+    for i, d in enumerate(s, nd - len(s)):
+      if d != out[i]:
+        if out[i] == 1:
+          out[i] = d
+        elif d != 1:
+          raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")
+  return tuple(out)
+
+
+def promote_shapes(name, *args):
+  """NumPy rank promotion: operands of lower (non-zero) rank get leading size-1 axes
+  (``lax.expand_dims``); lax elementwise primitives broadcast size-1 axes and scalars."""
+  if len(args) < 2:
+    return list(args)
+  shapes = [a.shape for a in args]
+  s0 = shapes[0]
+  if all(s == s0 for s in shapes[1:]):
+    return list(args)
+  broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
+  nd = max(len(s) for s in shapes)
+  return [a if len(s) in (0, nd) else lax.expand_dims(a, tuple(range(nd - len(s))))
+          for a, s in zip(args, shapes)]
+
+
+def promote_args(name, *args):
+  """Check, promote dtypes and ranks: the arguments of a binary ufunc as lax takes them."""
+  check_arraylike(name, *args)
+  return promote_shapes(name, *promote_dtypes(*args))
+
+
+def promote_args_inexact(name, *args):
+  """``promote_args`` to a common inexact dtype."""
+  check_arraylike(name, *args)
+  return promote_shapes(name, *promote_dtypes_inexact(*args))
+
+
+def promote_args_numeric(name, *args):
+  """``promote_args`` to a common numeric (non-bool) dtype."""
+  check_arraylike(name, *args)
+  return promote_shapes(name, *promote_dtypes_numeric(*args))
+
+
+def broadcast_to(x, shape):
+  """``x`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``)."""
+  x = as_array(x)
+  shape = canonicalize_shape(shape)
+  xs = x.shape
+  if xs == shape:
+    return x
+  nd = len(shape)
+  if len(xs) > nd or any(a != 1 and a != b for a, b in zip(xs[::-1], shape[::-1])):
+    raise ValueError(f"Incompatible shapes for broadcasting: {xs} and requested shape {shape}")
+  return lax.broadcast_in_dim(x, shape, tuple(range(nd - len(xs), nd)))
+
+
+def broadcast_arrays(*args):
+  """Every argument broadcast to the joint shape."""
+  args = [as_array(a) for a in args]
+  s = broadcast_shapes(*(a.shape for a in args))
+  return [broadcast_to(a, s) for a in args]
+
+
+def canonicalize_axes(axis, ndim, name="axis"):
+  """``None`` -> all axes; an int or a sequence -> a sorted-as-given tuple of non-negative
+  axes (repeats raise ValueError as NumPy)."""
+  if axis is None:
+    return tuple(range(ndim))
+  if isinstance(axis, (tuple, list)):
+    axes = tuple(canonicalize_axis(a, ndim) for a in axis)
+    if len(set(axes)) != len(axes):
+      raise ValueError(f"duplicate value in '{name}': {axis}")
+    return axes
+  return (canonicalize_axis(axis, ndim),)
+
+
+def index(x, name):
+  """A static Python int from ``x`` (a concrete integer), else JAX's concretization error."""
+  try:
+    return operator.index(x)
+  except TypeError:
+    pass
+  return operator.index(core.concrete_or_error(None, x, f"The {name} argument must be static."))
+
+
+def lit(value, dtype, weak=False):
+  """A 0-d literal (constant) of ``dtype``."""
+  return _new(np.asarray(value, dtype), weak)

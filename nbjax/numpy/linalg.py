@@ -1,0 +1,290 @@
+"""``nbjax.numpy.linalg``: norms, solves, inverses, determinants and decompositions.
+
+Pipeline position: NumPy's linalg signatures over the decomposition primitives of
+``nbjax.lax.linalg`` (``lu``, ``triangular_solve``, ``cholesky``, ``qr``, ``eigh``,
+``svd``); ``solve``/``inv``/``det``/``slogdet`` are built from the pivoted LU. Leading
+axes are batch axes throughout.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.numpy import _creation, _dot, _indexing, _manip, _reductions, _ufuncs, _util
+from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
+
+
+class EighResult(NamedTuple):
+  eigenvalues: object
+  eigenvectors: object
+
+
+class SVDResult(NamedTuple):
+  U: object
+  S: object
+  Vh: object
+
+
+class SlogdetResult(NamedTuple):
+  sign: object
+  logabsdet: object
+
+
+class QRResult(NamedTuple):
+  Q: object
+  R: object
+
+
+def _square(name, a):
+  a = ensure_arraylike(name, a)
+  a, = _util.promote_dtypes_inexact(a)
+  if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+    raise ValueError(f"{name}: argument must be a square matrix or stack of square matrices, "
+                     f"got shape {a.shape}")
+  return a
+
+
+def _lu(a):
+  return lax.linalg.lu(a)
+
+
+def _parity(pivots):
+  """``True`` where the row swaps of ``pivots`` form an odd permutation."""
+  n = pivots.shape[-1]
+  iota = _util.broadcast_to(lax.iota(pivots.dtype, n), pivots.shape)
+  swaps = _reductions.sum(lax.ne(pivots, iota), axis=-1)
+  return lax.ne(lax.rem(swaps, _util.lit(2, swaps.dtype, True)), _util.lit(0, swaps.dtype, True))
+
+
+def _diag(a):
+  return _indexing.diagonal(a, 0, -2, -1)
+
+
+def det(a):
+  """Determinant (via the pivoted LU factorization)."""
+  a = _square("det", a)
+  lu, pivots, _ = _lu(a)
+  d = _reductions.prod(_diag(lu), axis=-1)
+  return _manip.where(_parity(pivots), lax.neg(d), d)
+
+
+def slogdet(a, *, method=None):
+  """Sign (a unit complex number for complex input) and log of the absolute determinant."""
+  a = _square("slogdet", a)
+  lu, pivots, _ = _lu(a)
+  diag = _diag(lu)
+  absdiag = lax.abs(diag)
+  logdet = _reductions.sum(lax.log(absdiag), axis=-1)
+  if dtypes.is_complex(a.dtype):
+    unit = _manip.where(lax.eq(absdiag, _util.lit(0, absdiag.dtype, True)),
+                     lax.full_like(diag, 0),
+                     lax.div(diag, lax.convert_element_type(absdiag, diag.dtype)))
+    sign = _reductions.prod(unit, axis=-1)
+  else:
+    sign = _reductions.prod(lax.sign(diag), axis=-1)
+  sign = _manip.where(_parity(pivots), lax.neg(sign), sign)
+  zero = _reductions.any(lax.eq(absdiag, _util.lit(0, absdiag.dtype, True)), axis=-1)
+  logdet = _manip.where(zero, lax.full_like(logdet, -np.inf), logdet)
+  return SlogdetResult(sign, logdet)
+
+
+def solve(a, b):
+  """Solve ``a @ x = b``; ``b`` is a vector when 1-d, else a (batch of) matrices (NumPy 2)."""
+  a = _square("solve", a)
+  b = ensure_arraylike("solve", b)
+  a, b = _util.promote_dtypes_inexact(a, b)
+  vec = b.ndim == 1
+  if vec:
+    b = lax.reshape(b, b.shape + (1,))
+  if b.shape[-2] != a.shape[-1]:
+    raise ValueError(f"solve: a has shape {a.shape} and b has shape {b.shape}, which are "
+                     "incompatible")
+  batch = _util.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+  a = _util.broadcast_to(a, batch + a.shape[-2:])
+  b = _util.broadcast_to(b, batch + b.shape[-2:])
+  lu, _, perm = _lu(a)
+  bp = _indexing.take_along_axis(b, lax.expand_dims(perm, (perm.ndim,)), axis=-2)
+  y = lax.linalg.triangular_solve(lu, bp, left_side=True, lower=True, unit_diagonal=True)
+  x = lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+  return lax.squeeze(x, (x.ndim - 1,)) if vec else x
+
+
+def inv(a):
+  """Matrix inverse (``solve(a, I)``)."""
+  a = _square("inv", a)
+  eye = _util.broadcast_to(_creation.eye(a.shape[-1], dtype=a.dtype), a.shape)
+  return solve(a, eye)
+
+
+def cholesky(a, *, upper=False, symmetrize_input=True):
+  """Cholesky factor ``L`` (lower; ``upper=True`` gives ``L^H``) of a Hermitian PD matrix."""
+  a = _square("cholesky", a)
+  L = lax.linalg.cholesky(a, symmetrize_input=symmetrize_input)
+  if upper:
+    L = _manip.matrix_transpose(lax.conj(L) if dtypes.is_complex(L.dtype) else L)
+  return L
+
+
+def qr(a, mode="reduced"):
+  """QR decomposition (``mode``: 'reduced', 'complete' or 'r')."""
+  a = ensure_arraylike("qr", a)
+  a, = _util.promote_dtypes_inexact(a)
+  if mode not in ("reduced", "complete", "r"):
+    raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+  q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
+  return r if mode == "r" else QRResult(q, r)
+
+
+def eigh(a, UPLO=None, symmetrize_input=True):
+  """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix."""
+  a = _square("eigh", a)
+  if UPLO not in (None, "L", "U"):
+    raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
+  v, w = lax.linalg.eigh(a, lower=UPLO != "U", symmetrize_input=symmetrize_input)
+  return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L", *, symmetrize_input=True):
+  """Eigenvalues (ascending) of a Hermitian matrix."""
+  return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+  """Singular value decomposition ``a = U @ diag(S) @ Vh`` (``S`` descending)."""
+  del hermitian
+  a = ensure_arraylike("svd", a)
+  a, = _util.promote_dtypes_inexact(a)
+  if a.ndim < 2:
+    raise ValueError(f"svd requires an array of at least two dimensions, got {a.shape}")
+  if not compute_uv:
+    return lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=False)
+  u, s, vh = lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=True)
+  return SVDResult(u, s, vh)
+
+
+def svdvals(x, /):
+  """Singular values (descending)."""
+  return svd(x, compute_uv=False)
+
+
+def matrix_power(a, n):
+  """``a`` raised to the integer power ``n`` by repeated squaring (``inv`` for ``n < 0``)."""
+  a = ensure_arraylike("matrix_power", a)
+  if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+    raise ValueError(f"matrix_power: argument must be a square matrix, got shape {a.shape}")
+  n = _util.index(n, "n")
+  if n == 0:
+    return _util.broadcast_to(_creation.eye(a.shape[-1], dtype=a.dtype), a.shape)
+  if n < 0:
+    a, n = inv(a), -n
+  result = None
+  while n:
+    if n & 1:
+      result = a if result is None else _dot.matmul(result, a)
+    n >>= 1
+    if n:
+      a = _dot.matmul(a, a)
+  return result
+
+
+def _abs2(x):
+  return lax.real(lax.mul(x, lax.conj(x))) if dtypes.is_complex(x.dtype) else lax.integer_pow(x, 2)
+
+
+def _vector_norm(x, ord, axis, keepdims):
+  ax = axis if isinstance(axis, tuple) else (axis,)
+  if ord is None or ord == 2:
+    return lax.sqrt(_reductions.sum(_abs2(x), axis=ax, keepdims=keepdims))
+  if ord == np.inf:
+    return _reductions.max(lax.abs(x), axis=ax, keepdims=keepdims)
+  if ord == -np.inf:
+    return _reductions.min(lax.abs(x), axis=ax, keepdims=keepdims)
+  if ord == 0:
+    nz = lax.ne(x, _util.lit(0, x.dtype, True))
+    return _reductions.sum(nz, axis=ax, keepdims=keepdims, dtype=np.finfo(x.dtype).dtype)
+  if ord == 1:
+    return _reductions.sum(lax.abs(x), axis=ax, keepdims=keepdims)
+  if isinstance(ord, str):
+    raise ValueError(f"Invalid order '{ord}' for vector norm.")
+  a = lax.abs(x)
+  p = _util.lit(ord, a.dtype, True)
+  return _ufuncs.power(_reductions.sum(_ufuncs.power(a, p), axis=ax, keepdims=keepdims),
+                   lax.div(_util.lit(1, a.dtype, True), p))
+
+
+def _matrix_norm(x, ord, axis, keepdims):
+  r, c = axis
+  if ord in (None, "fro", "f"):
+    return lax.sqrt(_reductions.sum(_abs2(x), axis=axis, keepdims=keepdims))
+  if ord in (1, -1, np.inf, -np.inf):
+    sum_ax, red_ax = (r, c) if ord in (1, -1) else (c, r)
+    s = _reductions.sum(lax.abs(x), axis=sum_ax, keepdims=keepdims)
+    red_ax = red_ax if keepdims or red_ax < sum_ax else red_ax - 1
+    pick = _reductions.max if ord in (1, np.inf) else _reductions.min
+    return pick(s, axis=red_ax, keepdims=keepdims)
+  if ord in (2, -2, "nuc"):
+    y = _manip.moveaxis(x, (r, c), (-2, -1))
+    s = svd(y, compute_uv=False)
+    pick = {2: _reductions.max, -2: _reductions.min, "nuc": _reductions.sum}[ord]
+    out = pick(s, -1)
+    if keepdims:
+      out = lax.expand_dims(out, tuple(sorted((r, c))))
+    return out
+  raise ValueError(f"Invalid order '{ord}' for matrix norm.")
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+  """Vector or matrix norm (NumPy's ``ord`` conventions)."""
+  x = ensure_arraylike("norm", x)
+  x, = _util.promote_dtypes_inexact(x)
+  nd = x.ndim
+  if axis is None:
+    if ord is None:
+      return _vector_norm(x, None, tuple(range(nd)), keepdims)
+    axis = tuple(range(nd))
+    if nd not in (1, 2):
+      raise ValueError("Improper number of dimensions to norm.")
+  axis = axis if isinstance(axis, (tuple, list)) else (axis,)
+  axis = tuple(canonicalize_axis(a, nd) for a in axis)
+  if len(axis) == 1:
+    return _vector_norm(x, ord, axis[0], keepdims)
+  if len(axis) == 2:
+    return _matrix_norm(x, ord, axis, keepdims)
+  raise ValueError(f"Invalid axis values ({axis}) for jnp.linalg.norm.")
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+  """Array-API vector norm over ``axis`` (all axes by default)."""
+  x = ensure_arraylike("vector_norm", x)
+  x, = _util.promote_dtypes_inexact(x)
+  axis = tuple(range(x.ndim)) if axis is None else axis
+  return _vector_norm(x, ord, axis if isinstance(axis, tuple) else axis, keepdims)
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+  """Array-API matrix norm over the last two axes."""
+  x = ensure_arraylike("matrix_norm", x)
+  x, = _util.promote_dtypes_inexact(x)
+  return _matrix_norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
+
+
+def matmul(x1, x2, /):
+  """Array-API ``linalg.matmul``: ``_dot.matmul``."""
+  return _dot.matmul(x1, x2)
+
+
+def outer(x1, x2, /):
+  """Array-API ``linalg.outer``: ``jnp.outer``."""
+  return _dot.outer(x1, x2)
+
+
+def trace(x, /, *, offset=0):
+  """Array-API ``linalg.trace``: trace of the last two axes."""
+  return _indexing.trace(x, offset, axis1=-2, axis2=-1)
+
+
+def diagonal(x, /, *, offset=0):
+  """Array-API ``linalg.diagonal``: diagonal of the last two axes."""
+  return _indexing.diagonal(x, offset, axis1=-2, axis2=-1)

@@ -1,0 +1,308 @@
+"""The rule registry: every primitive's rules in one record, and the eager backend policy.
+
+Pipeline position: ``core.Primitive`` owns its rules (``impls`` by backend, ``abstract_eval``,
+``jvp``, ``transpose``, ``batch``, ``lowerings``, test ``meta``); this module is the table
+of all primitives, the seed-compatible views onto those records (``ad.primitive_jvps[p] =
+rule`` is ``p.jvp = rule``), and the policy that picks which eager backend runs each
+primitive (chosen by measurement, overridable: ``nbjax.config.set_eager_backend``).
+It also builds each primitive's fast eager entry point (``p.eager``), the code that runs
+under ``bind`` when no transformation is active.
+
+``python -m nbjax.registry`` prints the coverage table.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nbjax import core, dtypes
+from nbjax.array import Array, _wrap
+
+BACKENDS = ("numba", "numpy", "xla", "python")
+
+# ----------------------------------------------------------------- seed-spelled views
+
+
+class RuleView:
+  """A dict-like view of one rule attribute across primitives (``ad.primitive_jvps``)."""
+
+  def __init__(self, attr, what):
+    self.attr, self.what = attr, what
+
+  def __setitem__(self, prim, rule):
+    setattr(prim, self.attr, rule)
+
+  def __getitem__(self, prim):
+    rule = getattr(prim, self.attr, None)
+    if rule is None:
+      raise KeyError(prim)
+    return rule
+
+  def get(self, prim, default=None):
+    rule = getattr(prim, self.attr, None)
+    return default if rule is None else rule
+
+  def __contains__(self, prim):
+    return getattr(prim, self.attr, None) is not None
+
+  def __delitem__(self, prim):
+    setattr(prim, self.attr, None)
+
+  def keys(self):
+    return [p for p in core._all_primitives if getattr(p, self.attr, None) is not None]
+
+  __iter__ = lambda self: iter(self.keys())
+
+  def __repr__(self):
+    return f"<{self.what} rules for {len(self.keys())} primitives>"
+
+
+def missing_rule(what, prim):
+  """The seed's wording for a missing rule."""
+  msgs = {
+      "jvp": f"Differentiation rule for '{prim.name}' not implemented",
+      "transpose": f"Transpose rule (for reverse-mode differentiation) for '{prim.name}' not implemented",
+      "batch": f"Batching rule for '{prim.name}' not implemented",
+      "abstract_eval": f"Abstract evaluation for '{prim.name}' not implemented",
+      "impl": f"Evaluation rule for '{prim.name}' not implemented",
+  }
+  if what.startswith("lowering"):
+    plat = what.split(":")[1] if ":" in what else "cpu"
+    return NotImplementedError(
+        f"MLIR translation rule for primitive '{prim.name}' not found for platform {plat}")
+  return NotImplementedError(msgs[what])
+
+
+# ----------------------------------------------------------------- the table
+
+_BUILTIN_FAMILIES = ("elementwise", "reduction", "shape", "indexing", "linalg",
+                     "control_flow", "call", "random", "misc")
+
+
+def primitives(builtin_only=False):
+  """All primitives, in registration order (``builtin_only``: those of ``nbjax.lax``)."""
+  ps = core._all_primitives
+  return [p for p in ps if p.family != "user"] if builtin_only else list(ps)
+
+
+def get(name):
+  for p in core._all_primitives:
+    if p.name == name:
+      return p
+  raise KeyError(f"no primitive named {name!r}")
+
+
+def register(prim, *, family, impls=None, abstract_eval=None, jvp=None, transpose=None,
+             batch=None, policy=None, meta=None):
+  """Fill a primitive's record in one place (lax modules use this)."""
+  prim.family = family
+  if impls:
+    prim.impls.update(impls)
+  for attr, rule in (("abstract_eval_rule", abstract_eval), ("jvp", jvp),
+                     ("transpose", transpose), ("batch", batch)):
+    if rule is not None:
+      setattr(prim, attr, rule)
+  if meta:
+    prim.meta.update(meta)
+  prim.policy = policy or _default_policy(prim)
+  select(prim)
+  return prim
+
+
+# ----------------------------------------------------------------- backend policy
+# policy: (backend, large_backend, threshold): ``backend`` below ``threshold`` output
+# elements, ``large_backend`` at or above. Measured with ``python -m nbjax.registry
+# --measure``; see README "Backends".
+
+LARGE = 1 << 16
+_overrides: dict = {}
+_override_all = None
+
+
+def _default_policy(prim):
+  if "numba" in prim.impls:
+    return ("numba", "numba", LARGE)
+  if "numpy" in prim.impls:
+    return ("numpy", "numpy", LARGE)
+  if "python" in prim.impls:
+    return ("python", "python", LARGE)
+  return (None, None, LARGE)
+
+
+def policy(prim):
+  """The (small, large, threshold) backend choice in force for ``prim``."""
+  ov = _overrides.get(prim.name)
+  if ov is None and _override_all is not None and (
+      _override_all in prim.impls or (_override_all == "xla" and prim.family != "call")):
+    ov = _override_all
+  if ov is not None:
+    if ov not in prim.impls and ov != "xla":
+      raise ValueError(f"primitive '{prim.name}' has no '{ov}' eager backend "
+                       f"(it has {sorted(prim.impls)})")
+    return (ov, ov, LARGE)
+  return getattr(prim, "policy", None) or _default_policy(prim)
+
+
+def set_eager_backend(name_or_primitive, backend):
+  """Pin the eager backend of one primitive, or of all (``"all"``); ``None`` restores the policy."""
+  global _override_all
+  if backend is not None and backend not in BACKENDS:
+    raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+  if name_or_primitive in ("all", None):
+    _override_all = backend
+    _overrides.clear()
+    targets = primitives(builtin_only=True)
+  else:
+    p = get(name_or_primitive) if isinstance(name_or_primitive, str) else name_or_primitive
+    if backend is None:
+      _overrides.pop(p.name, None)
+    else:
+      _overrides[p.name] = backend
+    targets = [p]
+  if backend is not None and name_or_primitive in ("all", None):
+    targets = [p for p in targets if backend in p.impls or (backend == "xla" and p.family != "call")]
+  for p in targets:
+    select(p)
+
+
+def backend_label(prim):
+  small, large, thr = policy(prim)
+  if small is None:
+    return "-"
+  return small if small == large else f"{small}<{thr}<={large}"
+
+
+# ----------------------------------------------------------------- eager entry points
+
+
+def _impl_for(prim, backend):
+  if backend == "xla":
+    from nbjax.interpreters import mlir  # lazy: jaxlib only when asked for
+    return mlir.single_primitive_impl(prim)
+  return prim.impls[backend]
+
+
+def select(prim):
+  """(Re)build ``prim.eager`` from its policy."""
+  if getattr(prim, "family", "user") == "user" and "python" in prim.impls and len(prim.impls) == 1:
+    prim.eager, prim.backend = prim.impls["python"], "python"
+    return
+  small, large, thr = policy(prim)
+  if small is None:
+    prim.eager, prim.backend = prim._eager_unset, None
+    return
+  make = getattr(prim, "make_eager", None) or make_generic_eager
+  f_small = _impl_for(prim, small)
+  f_large = f_small if large == small else _impl_for(prim, large)
+  prim.backend = backend_label(prim)
+  prim.eager = make(prim, f_small, f_large, thr)
+
+
+def coerce(x, prim=None):
+  """An eager operand as (ndarray, weak_type); NumPy/Python scalars canonicalized as JAX."""
+  if type(x) is Array:
+    return x._value, x._weak
+  if isinstance(x, core.Tracer):
+    raise core.escaped_tracer_error(x, prim)
+  if isinstance(x, np.ndarray):
+    d = dtypes.canonicalize_dtype(x.dtype)
+    return (x if d == x.dtype else x.astype(d)), False
+  if isinstance(x, Array):
+    return x._value, x._weak
+  if isinstance(x, (bool, int, float, complex, np.generic)):
+    aval = core.get_aval(x)
+    try:
+      return np.asarray(x, aval.dtype), aval.weak_type
+    except OverflowError:
+      raise OverflowError(f"Python int {x} too large to convert to {aval.dtype}") from None
+  if hasattr(x, "__jax_array__"):
+    return coerce(x.__jax_array__(), prim)
+  name = f"'{prim.name}' " if prim is not None else ""
+  raise TypeError(f"primitive {name}got an argument of type {type(x).__name__} ({x!r:.80}), "
+                  "which is not a valid nbjax type (arrays, NumPy arrays and Python scalars are)")
+
+
+def as_output(o, aval):
+  """A backend result as the canonical host buffer of ``aval`` (dtype, C order)."""
+  if type(o) is not np.ndarray or o.dtype != aval.dtype:
+    o = np.asarray(o, dtype=aval.dtype)
+  if not o.flags.c_contiguous:
+    o = np.ascontiguousarray(o)
+  return o
+
+
+def make_generic_eager(prim, f_small, f_large, thr):
+  """Eager entry: validate with abstract_eval, run the backend, wrap. Used by most primitives."""
+  ae = prim.abstract_eval
+  multi = prim.multiple_results
+
+  def eager(*args, **params):
+    vals, avals = [], []
+    for a in args:
+      v, w = coerce(a, prim)
+      vals.append(v)
+      avals.append(core.ShapedArray(v.shape, v.dtype, w))
+    out_aval = ae(*avals, **params)
+    if multi:
+      size = max((a.size for a in out_aval), default=0)
+      outs = (f_small if size < thr else f_large)(*vals, **params)
+      return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(outs, out_aval)]
+    out = (f_small if out_aval.size < thr else f_large)(*vals, **params)
+    return _wrap(as_output(out, out_aval), out_aval.weak_type)
+
+  return eager
+
+
+# ----------------------------------------------------------------- printing
+
+
+def rows():
+  try:  # lowering rules register lazily (they need jaxlib); load them for the table
+    from nbjax.interpreters import mlir
+    mlir.load_rules()
+  except ImportError:
+    pass
+  out = []
+  for p in primitives():
+    out.append(dict(
+        primitive=p.name, family=p.family,
+        eager=backend_label(p) if p.family != "user" else (p.backend or "-"),
+        kernels=",".join(b for b in BACKENDS if b in p.impls) or "-",
+        abstract_eval="yes" if p.abstract_eval_rule else "-",
+        jvp="yes" if p.jvp else ("n/a" if p.meta.get("differentiable") is False else "-"),
+        transpose="yes" if p.transpose else "-",
+        batch="yes" if p.batch else "-",
+        lowering=",".join(sorted(p.lowerings)) or "-",
+        note=p.meta.get("note", ""),
+    ))
+  return out
+
+
+def table(markdown=False):
+  rs = rows()
+  if not rs:
+    return "(no primitives registered)"
+  cols = list(rs[0])
+  if markdown:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rs]
+    return "\n".join(lines)
+  w = {c: max(len(c), *(len(str(r[c])) for r in rs)) for c in cols}
+  lines = ["  ".join(c.ljust(w[c]) for c in cols), "  ".join("-" * w[c] for c in cols)]
+  lines += ["  ".join(str(r[c]).ljust(w[c]) for c in cols) for r in rs]
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  import argparse
+  import nbjax  # noqa: F401  (registers every primitive)
+  ap = argparse.ArgumentParser(prog="python -m nbjax.registry", description=__doc__.split("\n")[0])
+  ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+  a = ap.parse_args(argv)
+  print(table(markdown=a.markdown))
+  ps = primitives(builtin_only=True)
+  print(f"\n{len(ps)} primitives; eager backends: "
+        + ", ".join(f"{b}={sum(policy(p)[0] == b for p in ps)}" for b in BACKENDS))
+
+
+if __name__ == "__main__":
+  main()

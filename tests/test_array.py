@@ -1,0 +1,415 @@
+"""nbjax.Array: immutability, attributes, NumPy/DLPack interop, conversions, repr,
+operators, indexing (basic, integer arrays, boolean masks) and ``.at[]`` updates vs NumPy."""
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax.array import Array
+
+rng = np.random.default_rng(1)
+
+
+def check(actual, expected):
+  a, e = np.asarray(actual), np.asarray(expected)
+  assert a.shape == e.shape, (a.shape, e.shape)
+  assert a.dtype == e.dtype, (a.dtype, e.dtype)
+  np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+# ----------------------------------------------------------------- basics
+
+
+def test_immutable():
+  x = jnp.arange(3)
+  with pytest.raises(TypeError, match=r"\.at\["):
+    x[0] = 1
+  with pytest.raises((TypeError, AttributeError)):
+    x.foo = 1
+  v = np.asarray(x)
+  with pytest.raises(ValueError):
+    v[0] = 5  # the NumPy view is read-only
+  assert int(x[0]) == 0
+  with pytest.raises(TypeError, match="unhashable"):
+    hash(x)
+
+
+def test_attributes():
+  x = jnp.ones((2, 3), jnp.float32)
+  assert x.shape == (2, 3) and x.dtype == np.float32 and x.ndim == 2 and x.size == 6
+  assert x.T.shape == (3, 2) and x.mT.shape == (3, 2) and x.itemsize == 4 and x.nbytes == 24
+  assert len(x) == 2 and [r.shape for r in x] == [(3,), (3,)]
+  with pytest.raises(TypeError):
+    len(jnp.float32(1))
+  z = jnp.asarray(np.array([1 + 2j, 3 - 1j], np.complex64))
+  check(z.real, np.array([1, 3], np.float32))
+  check(z.imag, np.array([2, -1], np.float32))
+  check(z.conj(), np.array([1 - 2j, 3 + 1j], np.complex64))
+  check(x.real, np.ones((2, 3), np.float32))
+  check(x.imag, np.zeros((2, 3), np.float32))
+  check(x.astype(jnp.int32), np.ones((2, 3), np.int32))
+  check(x.astype("float16"), np.ones((2, 3), np.float16))
+  assert x.item(1) == 1.0 and jnp.arange(3).tolist() == [0, 1, 2]
+  assert x.weak_type is False and jnp.asarray(1.0).weak_type
+
+
+def test_numpy_interop():
+  x = jnp.arange(6.0).reshape(2, 3)
+  a = np.asarray(x)
+  assert isinstance(a, np.ndarray) and a.dtype == np.float64
+  check(np.asarray(x, dtype=np.float32), np.arange(6.0, dtype=np.float32).reshape(2, 3))
+  assert np.array(x, copy=True).flags.writeable
+  assert float(np.sum(x)) == 15.0  # NumPy calls x.sum(): an Array, as with JAX
+  r = np.add(x, 1)
+  assert isinstance(r, np.ndarray)
+  check(r, np.arange(6.0).reshape(2, 3) + 1)
+  assert isinstance(np.sin(x), np.ndarray)
+  # a NumPy array on the left defers to nbjax (higher __array_priority__), as with JAX
+  r = np.ones((2, 3)) + x
+  assert isinstance(r, Array)
+  check(r, np.arange(6.0).reshape(2, 3) + 1)
+  assert isinstance(np.float32(2) * x, Array)
+
+
+def test_dlpack_roundtrip():
+  for d in (np.float32, np.int64, np.bool_, np.complex64):
+    src = (rng.standard_normal((3, 4)) * 5).astype(d)
+    x = jnp.asarray(src)
+    y = np.from_dlpack(x)
+    check(y, src)
+    assert x.__dlpack_device__() == src.__dlpack_device__()
+  x = jnp.arange(4.0)
+  back = jnp.asarray(np.from_dlpack(x))
+  check(back, np.arange(4.0))
+
+
+def test_scalar_conversions():
+  assert float(jnp.float32(2.5)) == 2.5 and int(jnp.int32(7)) == 7
+  assert bool(jnp.array([True])) and not bool(jnp.float32(0))
+  assert complex(jnp.complex64(1 + 2j)) == 1 + 2j
+  assert operator.index(jnp.int32(3)) == 3
+  assert [10, 20, 30][jnp.int32(1)] == 20
+  with pytest.raises(TypeError):
+    operator.index(jnp.float32(1))
+  with pytest.raises((TypeError, ValueError)):
+    float(jnp.ones(3))
+  with pytest.raises(ValueError):
+    bool(jnp.ones(3))
+  r = round(jnp.float32(2.6))
+  assert r == 3 and r.dtype == np.int64
+  assert float(round(jnp.float64(2.567), 2)) == 2.57
+  assert 2 in jnp.arange(3) and 5 not in jnp.arange(3)
+  assert f"{jnp.float32(1.5):.2f}" == "1.50"
+
+
+def test_repr():
+  assert repr(jnp.array([1.0, 2.0], jnp.float32)) == "Array([1., 2.], dtype=float32)"
+  assert repr(jnp.array([1, 2], jnp.int32)) == "Array([1, 2], dtype=int32)"
+  assert repr(jnp.asarray(1.5)) == "Array(1.5, dtype=float64, weak_type=True)"
+  assert repr(jnp.zeros((2, 0))) == "Array([], shape=(2, 0), dtype=float64)"
+  assert repr(jnp.array([[1, 2], [3, 4]], jnp.int8)) == \
+      "Array([[1, 2],\n       [3, 4]], dtype=int8)"
+  assert str(jnp.array([1, 2])) == "[1 2]"
+
+# ----------------------------------------------------------------- operators
+
+
+BINOPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+          operator.mod, operator.pow, operator.lt, operator.le, operator.gt, operator.ge,
+          operator.eq, operator.ne]
+INTOPS = [operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift]
+
+
+def test_binary_operators():
+  xf = rng.standard_normal((3, 4)).astype(np.float32)
+  yf = (np.abs(rng.standard_normal((4,))) + 0.5).astype(np.float32)
+  xi = rng.integers(-9, 10, (3, 4)).astype(np.int32)
+  yi = rng.integers(1, 4, (4,)).astype(np.int32)
+  for op in BINOPS:
+    for x, y in ((xf, yf), (xi, yi)):
+      with np.errstate(all="ignore"):
+        want = op(np.abs(x) if op is operator.pow else x, y)
+      jx = jnp.asarray(np.abs(x) if op is operator.pow else x)
+      check(op(jx, jnp.asarray(y)), want)
+      check(op(jx, y), want)  # NumPy operand on the right
+      check(op(jx, 2), op(np.abs(x) if op is operator.pow else x, x.dtype.type(2)))
+      check(op(3, jnp.asarray(y)), op(y.dtype.type(3), y))  # reflected
+  for op in INTOPS:
+    check(op(jnp.asarray(xi), jnp.asarray(yi)), op(xi, yi))
+    check(op(jnp.asarray(xi), 1), op(xi, np.int32(1)))
+    check(op(5, jnp.asarray(yi)), op(np.int32(5), yi))
+  b = rng.random((4,)) < 0.5
+  check(jnp.asarray(b) & jnp.asarray(~b), b & ~b)
+  check(jnp.asarray(b) | True, b | True)
+  q, r = divmod(jnp.asarray(xi), jnp.asarray(yi))
+  check(q, xi // yi)
+  check(r, xi % yi)
+  q, r = divmod(7, jnp.asarray(yi))
+  check(q, np.int32(7) // yi)
+  m1, m2 = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+  check(jnp.asarray(m1) @ jnp.asarray(m2), m1 @ m2)
+  check(m1 @ jnp.asarray(m2), m1 @ m2)
+  check(2.0 ** jnp.asarray(yf), np.float32(2.0) ** yf)
+
+
+def test_unary_operators():
+  x = rng.standard_normal((5,)).astype(np.float32)
+  i = rng.integers(-5, 5, (5,)).astype(np.int32)
+  check(-jnp.asarray(x), -x)
+  check(+jnp.asarray(x), +x)
+  check(abs(jnp.asarray(x)), abs(x))
+  check(~jnp.asarray(i), ~i)
+  check(~jnp.asarray(i > 0), ~(i > 0))
+
+
+def test_operator_deferral():
+  class Other:
+    def __radd__(self, other):
+      return "radd"
+
+    def __eq__(self, other):
+      return "eq"
+  x = jnp.arange(3)
+  assert x + Other() == "radd"
+  assert (x == Other()) == "eq"
+  assert (x == None) is False  # noqa: E711 (NotImplemented -> identity comparison)
+  assert (x != "a") is True
+  with pytest.raises(TypeError):
+    x + "a"
+  with pytest.raises(TypeError):
+    x + [1, 2, 3]
+
+
+def test_methods():
+  x = rng.standard_normal((3, 4)).astype(np.float32)
+  jx = jnp.asarray(x)
+  for name in ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "cumsum",
+               "cumprod"):
+    check(getattr(jx, name)(axis=0), getattr(x, name)(axis=0))
+  check(jx.all(), x.all())
+  check(jx.any(axis=1), x.any(axis=1))
+  check(jx.squeeze(), x.squeeze())
+  check(jx.swapaxes(0, 1), x.swapaxes(0, 1))
+  check(jx.clip(-0.5, 0.5), x.clip(-0.5, 0.5))
+  check(jx.round(1), x.round(1))
+  check(jx.argsort(axis=0), x.argsort(axis=0, kind="stable"))
+  check(jx.take(jnp.array([0, 2]), axis=1), x.take([0, 2], axis=1))
+  check(jx.ravel(), x.ravel())
+  check(jx.copy(), x)
+  check(jx.conjugate(), x.conjugate())
+
+# ----------------------------------------------------------------- indexing
+
+
+X = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+
+INDICES = [
+    0, -1, 1, (1, 2), (1, 2, 3), (-1, -2, -3), slice(None), slice(1, None), slice(None, None, -1),
+    (slice(None), slice(0, 3, 2)), (Ellipsis, 1), (1, Ellipsis), (Ellipsis, slice(None, None, -2)),
+    (None,), (None, 1, None), (slice(None), None, 0), (Ellipsis, None), (1, None, Ellipsis, 2),
+    (slice(10, 20),), (slice(-100, 100, 3),), (slice(3, 0, -1), 1), (),
+    np.array([0, 1]), (np.array([1, 0, 1]), 1), (np.array([[0], [1]]), slice(None), np.array([0, 3])),
+    (slice(None), np.array([2, 0]), np.array([1, 3])), (np.array([1, 0]), slice(None), np.array([3, 2])),
+    (Ellipsis, np.array([3, -1])), (0, slice(None), np.array([1, 2])), (np.array([1]), 1, slice(1, 3)),
+    (np.array([0, 1]), None, np.array([0, 2])), (slice(None, None, -1), np.array([[0, 1]]), slice(None, 3, 2)),
+    ([0, 1], [1, 2]), (np.int32(1), np.array(2)), (1, [0, 2]), (np.array([], np.int64),),
+    (True,), (False,), (slice(None), True), X > 10, (X[:, :, 0] > 3,), (1, X[0, :, 0] > 1),
+    (Ellipsis, np.array([True, False, True, True])), (np.array([True, False]), slice(None), 0),
+]
+
+
+@pytest.mark.parametrize("idx", INDICES, ids=[repr(i)[:40] for i in range(len(INDICES))])
+def test_getitem_vs_numpy(idx):
+  jx = jnp.asarray(X)
+  check(jx[idx], X[idx])
+
+
+def test_getitem_traced_index_and_oob():
+  x = jnp.arange(5.0)
+  # integer-array indices out of bounds clamp (JAX's gather semantics)
+  check(x[jnp.array([0, 7, -8])], np.array([0.0, 4.0, 0.0]))
+  check(x[7], np.float64(4.0))
+  with pytest.raises(IndexError):
+    jnp.zeros((0, 3))[0]
+  with pytest.raises(IndexError, match="Too many indices"):
+    x[0, 0]
+  with pytest.raises(IndexError, match="single ellipsis"):
+    x[..., ...]
+  with pytest.raises(TypeError, match="non-tuple sequence"):
+    jnp.ones((2, 2))[[slice(None), 0]]
+  with pytest.raises(TypeError):
+    x[1.5]
+  with pytest.raises(TypeError):
+    x[jnp.array([0.5])]
+  with pytest.raises(IndexError):
+    x[jnp.array([True, False])]
+  f = lambda i: x[i]
+  check(nbjax.vmap(f)(jnp.array([1, 3])), np.array([1.0, 3.0]))
+  check(nbjax.jit(f)(jnp.int32(2)), np.float64(2.0))
+  check(nbjax.jit(lambda x, i: x[i, ::-1])(jnp.ones((3, 2)) * jnp.arange(2.0), 1), np.array([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_traced_integer_indices_match_concrete(k):
+  x = np.arange(60.0).reshape(3, 4, 5)
+  f = [lambda x, i: x[i, 1:3], lambda x, i: x[:, i, ::-2], lambda x, i: x[None, 1, i, ::2],
+       lambda x, i: x[i, :, i], lambda x, i: x[..., i], lambda x, i: x.at[i, ::2].add(1.0),
+       lambda x, i: x.at[:, i, None].set(0.0), lambda x, i: x.at[i, 1, i].mul(2.0)][k]
+  i = np.array([2, 0, 1])
+  check(nbjax.jit(f)(jnp.asarray(x), jnp.asarray(i)), f(jnp.asarray(x), i))
+
+
+def test_boolean_mask_under_trace_raises():
+  x = jnp.arange(4.0)
+  with pytest.raises(jnp.NonConcreteBooleanIndexError, match="concrete"):
+    nbjax.jit(lambda x: x[x > 1])(x)
+  with pytest.raises(IndexError):
+    nbjax.jit(lambda x: x.at[x > 1].set(0.0))(x)
+  check(nbjax.jit(lambda x: jnp.where(x > 1, 0.0, x))(x), np.array([0.0, 1.0, 0.0, 0.0]))
+
+
+def test_tracer_methods():
+  x = rng.standard_normal((3, 4)).astype(np.float32)
+  f = lambda x: (x.T @ x).sum(axis=0) + x[1:, ::2].mean() - abs(-x).max() + x.at[0].add(1.0)[0, 0]
+  want = (x.T @ x).sum(axis=0) + x[1:, ::2].mean() - abs(-x).max() + (x[0, 0] + 1)
+  check(nbjax.jit(f)(jnp.asarray(x)), want.astype(np.float32))
+  check(nbjax.vmap(lambda r: r[::-1] * 2 + r.sum())(jnp.asarray(x)), x[:, ::-1] * 2 + x.sum(1, keepdims=True))
+  with pytest.raises(nbjax.core.ConcretizationTypeError):
+    nbjax.jit(lambda x: x.item())(jnp.asarray(x))
+  # indexing and .at[] under vmap: one batched gather/scatter
+  f = lambda r: r.at[np.array([0, 2])].add(1.0)[np.array([1, 2])] + r[::-1][jnp.array(1)]
+  want = np.stack([np.array([r[1], r[2] + 1]) + r[::-1][1] for r in x])
+  check(nbjax.vmap(f)(jnp.asarray(x)), want)
+  g = lambda r, i: r.at[i].set(-1.0)
+  want = x.copy()
+  want[[0, 1, 2], [0, 1, 3]] = -1
+  check(nbjax.vmap(g)(jnp.asarray(x), jnp.array([0, 1, 3])), want)
+
+
+def _index_strategy(shape):
+  """Random NumPy index expressions for an array of ``shape`` (ints, slices with steps,
+  None, Ellipsis, integer arrays with broadcasting, boolean masks)."""
+  @st.composite
+  def strat(draw):
+    idx, arr_shape = [], draw(st.sampled_from([(2,), (2, 1), (1, 3), ()]))
+    dims = list(shape)
+    used_ellipsis = False
+    while dims:
+      kind = draw(st.sampled_from(["int", "slice", "slice", "array", "none", "ellipsis",
+                                   "mask", "stop"]))
+      if kind == "stop":
+        break
+      if kind == "none":
+        idx.append(None)
+        continue
+      if kind == "ellipsis":
+        if not used_ellipsis:
+          idx.append(Ellipsis)
+          used_ellipsis = True
+          dims = dims[-draw(st.integers(0, len(dims))):] if draw(st.booleans()) else []
+        continue
+      n = dims.pop(0)
+      if kind == "int":
+        idx.append(draw(st.integers(-n, n - 1)))
+      elif kind == "slice":
+        idx.append(slice(draw(st.one_of(st.none(), st.integers(-n - 2, n + 2))),
+                         draw(st.one_of(st.none(), st.integers(-n - 2, n + 2))),
+                         draw(st.sampled_from([None, 1, 2, -1, -2, 3]))))
+      elif kind == "array":
+        idx.append(rng.integers(-n, n, arr_shape))
+      else:
+        idx.append(rng.random((n,)) < 0.5)
+    return tuple(idx)
+  return strat()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_getitem_hypothesis(data):
+  shape = data.draw(st.sampled_from([(4,), (3, 4), (2, 3, 4), (3, 1, 2)]))
+  x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+  idx = data.draw(_index_strategy(shape))
+  masks = sum(isinstance(i, np.ndarray) and i.dtype == bool for i in idx)
+  arrays = [i for i in idx if isinstance(i, np.ndarray) and i.dtype != bool]
+  if masks and arrays:
+    return  # NumPy broadcasts a mask's nonzero() with the other arrays; shapes rarely fit
+  try:
+    want = x[idx]
+  except IndexError:
+    return
+  check(jnp.asarray(x)[idx], want)
+
+# ----------------------------------------------------------------- .at[]
+
+
+def test_at_methods():
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+  jx = jnp.asarray(x)
+
+  def np_update(fn, idx, v):
+    y = x.copy()
+    fn(y, idx, v)
+    return y
+  idx = (1, np.array([0, 2]))
+  check(jx.at[idx].set(9.0), np_update(lambda y, i, v: y.__setitem__(i, v), idx, 9.0))
+  check(jx.at[idx].add(2.0), np_update(np.add.at, idx, 2.0))
+  check(jx.at[idx].subtract(2.0), np_update(np.subtract.at, idx, 2.0))
+  check(jx.at[idx].multiply(3.0), np_update(np.multiply.at, idx, 3.0))
+  check(jx.at[idx].mul(3.0), np_update(np.multiply.at, idx, 3.0))
+  check(jx.at[idx].divide(2.0), np_update(np.divide.at, idx, 2.0))
+  check(jx.at[idx].power(2.0), np_update(np.power.at, idx, 2.0))
+  check(jx.at[idx].min(1.5), np_update(np.minimum.at, idx, 1.5))
+  check(jx.at[idx].max(4.5), np_update(np.maximum.at, idx, 4.5))
+  check(jx.at[idx].apply(lambda v: v * 10), np_update(lambda y, i, v: y.__setitem__(i, y[i] * 10), idx, None))
+  check(jx.at[idx].get(), x[idx])
+  check(jx.at[:, 1:].set(jnp.array([7.0, 8.0])), np_update(lambda y, i, v: y.__setitem__(i, v), (slice(None), slice(1, None)), [7.0, 8.0]))
+  check(jx.at[..., ::-2].add(1.0), np_update(lambda y, i, v: y.__setitem__(i, y[i] + v), (Ellipsis, slice(None, None, -2)), 1.0))
+  check(jx.at[None, 0].set(5.0), np_update(lambda y, i, v: y.__setitem__(i, v), (None, 0), 5.0))
+  check(jx.at[jx > 2].set(0.0), np.where(x > 2, 0, x))
+  check(jx.at[jx > 2].add(jnp.array([1.0, 2.0, 3.0])), np.where(x > 2, x + np.array([0, 0, 0, 1, 2, 3], np.float32).reshape(2, 3), x))
+  check(jx.at[0].set(jnp.array([[1.0, 2.0, 3.0]])), np.array([[1, 2, 3], [3, 4, 5]], np.float32))
+  for kw in (dict(indices_are_sorted=True), dict(unique_indices=True), dict(mode="drop")):
+    check(jx.at[idx].set(1.0, **kw), np_update(lambda y, i, v: y.__setitem__(i, v), idx, 1.0))
+  assert jx.at[0].set(1).dtype == np.float32  # values cast to the array's dtype
+  check(jx, x)  # the original never changes
+
+
+def test_at_out_of_bounds_and_repeats():
+  x = jnp.zeros(5)
+  check(x.at[np.array([1, 1, 3, 3, 3])].add(1.0), np.array([0, 2, 0, 3, 0.0]))
+  check(x.at[np.array([1, 7, -1, -9])].set(5.0), np.array([0, 5, 0, 0, 5.0]))  # OOB dropped
+  check(x.at[np.array([7])].add(1.0, mode="clip"), np.array([0, 0, 0, 0, 1.0]))
+  check(x.at[10].set(1.0), np.zeros(5))
+  check(jnp.arange(5.0).at[np.array([0, 9])].get(mode="fill", fill_value=-1.0), np.array([0.0, -1.0]))
+  check(jnp.arange(5.0).at[9].get(), np.float64(4.0))  # default: clamp
+  assert np.isnan(float(jnp.arange(5.0).at[9].get(mode="fill")))
+  check(jnp.ones((2, 3), jnp.int32).at[np.array([0, 0]), np.array([1, 1])].add(2), np.array([[1, 5, 1], [1, 1, 1]], np.int32))
+  check(jnp.zeros(3).at[np.array([], np.int64)].add(1.0), np.zeros(3))
+  with pytest.raises(ValueError):
+    x.at[0].set(1.0, mode="bogus")
+  s = jnp.float32(1)  # 0-d operands
+  check(s.at[()].set(2), np.float32(2))
+  check(s.at[...].add(2), np.float32(3))
+  check(s.at[None].set(3), np.float32(3))
+  check(jnp.arange(4.0).at[:].set(7), np.full(4, 7.0))
+  check(jnp.arange(4.0).at[::-1].set(jnp.arange(4.0)), np.arange(4.0)[::-1])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_at_add_hypothesis(data):
+  shape = data.draw(st.sampled_from([(5,), (3, 4), (2, 3, 2)]))
+  x = rng.integers(-5, 5, shape).astype(np.int32)
+  idx = tuple(rng.integers(-n, n, data.draw(st.sampled_from([(3,), (2, 2), ()]))) if
+              data.draw(st.booleans()) else slice(None, None, data.draw(st.sampled_from([1, -1, 2])))
+              for n in shape[:data.draw(st.integers(1, len(shape)))])
+  try:
+    sub = x[idx]
+  except IndexError:
+    return
+  v = rng.integers(-3, 3, sub.shape).astype(np.int32)
+  want = x.copy()
+  np.add.at(want, idx, v)
+  check(jnp.asarray(x).at[idx].add(jnp.asarray(v)), want)

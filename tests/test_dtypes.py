@@ -1,0 +1,287 @@
+"""Tests for nbjax.dtypes: JAX's published promotion table, weak types, x64 canonicalization."""
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from nbjax import dtypes
+from nbjax.config import config
+
+# JAX's binary promotion table, transcribed from docs/type_promotion.rst ("Type promotion
+# semantics", generated there by dtypes._lattice_result_type with x64 enabled). Cells name
+# the result: "i*"/"f*"/"c*" mean a weakly typed int/float/complex result.
+COLS = "b1 u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 c8 c16 i* f* c*".split()
+JAX_TABLE = """
+b1  b1  u1  u2  u4  u8  i1  i2  i4  i8  bf  f2  f4  f8  c8  c16 i*  f*  c*
+u1  u1  u1  u2  u4  u8  i2  i2  i4  i8  bf  f2  f4  f8  c8  c16 u1  f*  c*
+u2  u2  u2  u2  u4  u8  i4  i4  i4  i8  bf  f2  f4  f8  c8  c16 u2  f*  c*
+u4  u4  u4  u4  u4  u8  i8  i8  i8  i8  bf  f2  f4  f8  c8  c16 u4  f*  c*
+u8  u8  u8  u8  u8  u8  f*  f*  f*  f*  bf  f2  f4  f8  c8  c16 u8  f*  c*
+i1  i1  i2  i4  i8  f*  i1  i2  i4  i8  bf  f2  f4  f8  c8  c16 i1  f*  c*
+i2  i2  i2  i4  i8  f*  i2  i2  i4  i8  bf  f2  f4  f8  c8  c16 i2  f*  c*
+i4  i4  i4  i4  i8  f*  i4  i4  i4  i8  bf  f2  f4  f8  c8  c16 i4  f*  c*
+i8  i8  i8  i8  i8  f*  i8  i8  i8  i8  bf  f2  f4  f8  c8  c16 i8  f*  c*
+bf  bf  bf  bf  bf  bf  bf  bf  bf  bf  bf  f4  f4  f8  c8  c16 bf  bf  c8
+f2  f2  f2  f2  f2  f2  f2  f2  f2  f2  f4  f2  f4  f8  c8  c16 f2  f2  c8
+f4  f4  f4  f4  f4  f4  f4  f4  f4  f4  f4  f4  f4  f8  c8  c16 f4  f4  c8
+f8  f8  f8  f8  f8  f8  f8  f8  f8  f8  f8  f8  f8  f8  c16 c16 f8  f8  c16
+c8  c8  c8  c8  c8  c8  c8  c8  c8  c8  c8  c8  c8  c16 c8  c16 c8  c8  c8
+c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16
+i*  i*  u1  u2  u4  u8  i1  i2  i4  i8  bf  f2  f4  f8  c8  c16 i*  f*  c*
+f*  f*  f*  f*  f*  f*  f*  f*  f*  f*  bf  f2  f4  f8  c8  c16 f*  f*  c*
+c*  c*  c*  c*  c*  c*  c*  c*  c*  c*  c8  c8  c8  c16 c8  c16 c*  c*  c*
+"""
+TABLE = {(r[0], c): v for r in (l.split() for l in JAX_TABLE.strip().splitlines())
+         for c, v in zip(COLS, r[1:])}
+
+STRONG = {'b1': np.bool_, 'u1': np.uint8, 'u2': np.uint16, 'u4': np.uint32, 'u8': np.uint64,
+          'i1': np.int8, 'i2': np.int16, 'i4': np.int32, 'i8': np.int64, 'bf': dtypes.bfloat16,
+          'f2': np.float16, 'f4': np.float32, 'f8': np.float64, 'c8': np.complex64,
+          'c16': np.complex128}
+WEAK_TYPES = {'i*': int, 'f*': float, 'c*': complex}
+WEAK_VALUES = {'i*': 1, 'f*': 1.0, 'c*': 1j}
+WEAK_KIND = {'i*': 'i', 'f*': 'f', 'c*': 'c'}
+
+
+@pytest.fixture
+def x64_off():
+  old = config.enable_x64
+  config.update("enable_x64", False)
+  try:
+    yield
+  finally:
+    config.update("enable_x64", old)
+
+
+def expected(cell):
+  """(dtype, weak) that a table cell names under the current x64 mode."""
+  if cell in WEAK_KIND:
+    return dtypes._defaults[WEAK_KIND[cell]], True
+  return dtypes.canonicalize_dtype(STRONG[cell]), False
+
+
+def test_table_is_square_and_symmetric():
+  assert len(TABLE) == len(COLS) ** 2
+  for (r, c), v in TABLE.items():
+    assert TABLE[c, r] == v, (r, c)
+
+
+@pytest.mark.parametrize("row", COLS)
+def test_result_type_matches_published_table(row):
+  for col in COLS:
+    want = expected(TABLE[row, col])
+    for a in (WEAK_TYPES.get(row, STRONG.get(row)), WEAK_VALUES.get(row)):
+      for b in (WEAK_TYPES.get(col, STRONG.get(col)), WEAK_VALUES.get(col)):
+        if a is None or b is None:
+          continue
+        got = dtypes.result_type(a, b, return_weak_type_flag=True)
+        assert got == want, (row, col, a, b, got, want)
+
+
+def test_result_type_table_x64_off(x64_off):
+  canon = lambda n: n if n in WEAK_KIND else {'u8': 'u4', 'i8': 'i4', 'f8': 'f4', 'c16': 'c8'}.get(n, n)
+  for row in COLS:
+    for col in COLS:
+      a, b = WEAK_TYPES.get(row, STRONG.get(row)), WEAK_TYPES.get(col, STRONG.get(col))
+      want = expected(TABLE[canon(row), canon(col)])
+      assert dtypes.result_type(a, b, return_weak_type_flag=True) == want, (row, col)
+      assert dtypes.result_type(a, b).itemsize <= 8
+
+
+@pytest.mark.parametrize("row", [c for c in COLS if c not in WEAK_KIND])
+def test_promote_types_matches_table(row):
+  for col in STRONG:
+    cell = TABLE[row, col]
+    want = dtypes.python_scalar_dtypes[WEAK_TYPES[cell]] if cell in WEAK_KIND else np.dtype(STRONG[cell])
+    assert dtypes.promote_types(STRONG[row], STRONG[col]) == want, (row, col)
+
+
+class Weak:
+  """Stands in for an nbjax Array: ``.dtype`` plus ``.weak_type``."""
+  def __init__(self, dtype, weak_type=True):
+    self.dtype, self.weak_type = np.dtype(dtype), weak_type
+
+
+class AvalHolder:
+  def __init__(self, dtype, weak_type):
+    self.dtype = np.dtype(dtype)
+    self.aval = type("Aval", (), {"weak_type": weak_type})()
+
+
+def test_weak_type_cases():
+  f32, i32, i8 = (np.zeros(3, t) for t in (np.float32, np.int32, np.int8))
+  rt = functools.partial(dtypes.result_type, return_weak_type_flag=True)
+  assert rt(f32, 2.0) == (np.float32, False)          # f32 array * 2.0 stays float32
+  assert rt(f32, 2) == (np.float32, False)
+  assert rt(i32, 2.0) == (np.float64, True)           # i32 + f* -> f*: default float, weak
+  assert rt(i8, 2) == (np.int8, False)
+  assert rt(i8, np.int32(2)) == (np.int32, False)
+  assert rt(2, 2) == (np.int64, True)
+  assert rt(2, 2.0) == (np.float64, True)
+  assert rt(2.0, 1j) == (np.complex128, True)
+  assert rt(True, True) == (np.bool_, False)           # bool is never weak
+  assert rt(True, 2) == (np.int64, True)
+  assert rt(True) == (np.bool_, False)
+  assert rt(3) == (np.int64, True)
+  assert rt(np.uint64, np.int64) == (np.float64, True)  # u8 x i8 -> f*
+  assert rt(dtypes.bfloat16, np.float16) == (np.float32, False)
+  assert rt(Weak(np.int32), np.int16) == (np.int16, False)
+  assert rt(Weak(np.float32), np.float16) == (np.float16, False)
+  assert rt(Weak(np.float32), 2) == (np.float64, True)  # all weak: default width
+  assert rt(Weak(np.int32, False), np.int16) == (np.int32, False)
+  assert rt(AvalHolder(np.int32, True), np.uint8) == (np.uint8, False)
+  assert rt(Weak(np.int32)) == (np.int64, True)
+  assert rt(None) == (np.float64, False)
+  assert rt(np.float32, np.float32, np.float32) == (np.float32, False)
+  assert dtypes.result_type(f32, i32, 2.0) == np.float32
+  with pytest.raises(ValueError):
+    dtypes.result_type()
+  with pytest.raises(dtypes.TypePromotionError):
+    dtypes.result_type(dtypes.float8_e4m3fn, np.float32)
+
+
+def test_weak_types_x64_off(x64_off):
+  rt = functools.partial(dtypes.result_type, return_weak_type_flag=True)
+  assert rt(np.zeros(3, np.int32), 2.0) == (np.float32, True)
+  assert rt(np.zeros(3, np.float32), 2.0) == (np.float32, False)
+  assert rt(2) == (np.int32, True)
+  assert rt(np.float64) == (np.float32, False)
+  assert rt(np.uint32, np.int32) == (np.int32, False)   # x32 lattice: u4 x i4 -> i4
+  assert rt(np.int64, np.float64) == (np.float32, False)
+
+
+def test_promote_types():
+  assert dtypes.promote_types('int32', 'float32') == np.float32
+  assert dtypes.promote_types(np.uint16, np.int32) == np.int32
+  assert dtypes.promote_types('uint8', int) == np.uint8
+  assert dtypes.promote_types('float16', float) == np.float16
+  assert dtypes.promote_types(int, float) == np.float64
+  assert dtypes.promote_types(dtypes.bfloat16, np.float16) == np.float32
+  assert dtypes.promote_types(np.uint64, np.int8) == np.float64
+
+
+def test_canonicalize_and_defaults(x64_off):
+  assert dtypes.canonicalize_dtype(np.int64) == np.int32
+  assert dtypes.canonicalize_dtype('uint64') == np.uint32
+  assert dtypes.canonicalize_dtype(np.dtype('float64')) == np.float32
+  assert dtypes.canonicalize_dtype(np.complex128) == np.complex64
+  assert dtypes.canonicalize_dtype(float) == np.float32
+  assert dtypes.canonicalize_dtype(np.int16) == np.int16
+  assert dtypes.canonicalize_dtype(dtypes.bfloat16) == dtypes.bfloat16
+  assert (dtypes.default_int_dtype(), dtypes.default_float_dtype(), dtypes.default_complex_dtype()
+          ) == (np.int32, np.float32, np.complex64)
+  assert dtypes.dtype(1) == np.int32 and dtypes.dtype(1.0) == np.float32
+  assert dtypes.dtype(np.zeros(2)) == np.float64
+  assert dtypes.dtype(np.zeros(2), canonicalize=True) == np.float32
+
+
+def test_x64_default_and_restore():
+  assert config.enable_x64
+  assert dtypes.canonicalize_dtype(np.int64) == np.int64
+  assert (dtypes.default_int_dtype(), dtypes.default_float_dtype(), dtypes.default_complex_dtype()
+          ) == (np.int64, np.float64, np.complex128)
+  with config.override("enable_x64", False):
+    assert dtypes.canonicalize_dtype(np.int64) == np.int32
+  assert dtypes.canonicalize_dtype(np.int64) == np.int64
+
+
+def test_dtype_of_values():
+  assert dtypes.dtype(1) == np.int64
+  assert dtypes.dtype(1.0) == np.float64
+  assert dtypes.dtype(1j) == np.complex128
+  assert dtypes.dtype(True) == np.bool_
+  assert dtypes.dtype(float) == np.float64
+  assert dtypes.dtype(bool) == np.bool_
+  assert dtypes.dtype('float32') == np.float32
+  assert dtypes.dtype(np.float32) == np.float32
+  assert dtypes.dtype(np.float32(1)) == np.float32
+  assert dtypes.dtype(np.zeros(2, np.uint8)) == np.uint8
+  assert dtypes.dtype(dtypes.bfloat16) == dtypes.bfloat16
+  assert dtypes.dtype(dtypes.float0) == dtypes.float0
+  with pytest.raises(TypeError):
+    dtypes.dtype(np.array(['a']))
+  with pytest.raises(ValueError):
+    dtypes.dtype(None)
+  assert dtypes.scalar_type_of(np.zeros(2, np.int8)) is int
+  assert dtypes.scalar_type_of(np.float32(1)) is float
+  assert dtypes.scalar_type_of(dtypes.bfloat16(1)) is float
+  assert dtypes.scalar_type_of(True) is bool
+  assert dtypes.scalar_type_of(1j) is complex
+
+
+def test_weak_and_scalar_predicates():
+  assert dtypes.is_weakly_typed(1) and dtypes.is_weakly_typed(1.0) and dtypes.is_weakly_typed(1j)
+  assert not dtypes.is_weakly_typed(True)
+  assert not dtypes.is_weakly_typed(np.float64(1.0))
+  assert not dtypes.is_weakly_typed(np.zeros(2))
+  assert dtypes.is_weakly_typed(Weak(np.float32))
+  assert not dtypes.is_weakly_typed(Weak(np.float32, False))
+  assert dtypes.is_weakly_typed(AvalHolder(np.float32, True))
+  assert dtypes.is_python_scalar(True) and dtypes.is_python_scalar(2)
+  assert not dtypes.is_python_scalar(np.float64(1.0))
+  assert dtypes.python_scalar_dtypes[float] == np.float64
+
+
+def test_issubdtype_and_helpers():
+  sub = dtypes.issubdtype
+  assert sub(dtypes.bfloat16, np.floating) and sub(dtypes.bfloat16, np.inexact)
+  assert sub(np.dtype(dtypes.bfloat16), np.number)
+  assert not sub(dtypes.bfloat16, np.integer)
+  assert sub(dtypes.bfloat16, dtypes.bfloat16) and not sub(np.float16, dtypes.bfloat16)
+  assert sub(np.float32, np.floating) and sub('float32', np.inexact)
+  assert sub(np.complex64, np.complexfloating) and not sub(np.complex64, np.floating)
+  assert sub(np.int8, np.signedinteger) and not sub(np.uint8, np.signedinteger)
+  assert sub(np.uint8, np.unsignedinteger) and sub(np.uint8, np.integer)
+  assert sub(np.bool_, np.bool_) and not sub(np.bool_, np.integer)
+  assert sub(np.int32, np.number) and not sub(np.bool_, np.number)
+  assert sub(float, np.floating) and sub(np.float64, np.float64)
+  assert dtypes.is_float(np.dtype(np.float32)) and dtypes.is_float(dtypes.bfloat16)
+  assert dtypes.is_float('float16') and not dtypes.is_float(np.int32)
+  assert dtypes.is_int(np.dtype(np.uint8)) and dtypes.is_int(np.int64) and not dtypes.is_int(np.bool_)
+  assert dtypes.is_complex(np.complex64) and not dtypes.is_complex(np.float64)
+  assert dtypes.is_inexact(np.complex64) and dtypes.is_inexact(np.float16) and not dtypes.is_inexact(np.int8)
+  assert dtypes.finfo(dtypes.bfloat16).bits == 16 and dtypes.finfo(np.float32).eps == np.finfo(np.float32).eps
+  assert dtypes.iinfo(np.int8).max == 127
+  assert dtypes.float0 == np.dtype([('float0', np.void, 0)])
+
+
+# ---- lattice properties ---------------------------------------------------------------------
+
+class Val:
+  """A value of a given lattice node, to feed intermediate results back in."""
+  def __init__(self, dtype, weak):
+    self.dtype, self.weak_type = dtype, weak
+
+node_st = st.sampled_from(COLS).map(lambda c: WEAK_TYPES.get(c, STRONG.get(c)))
+
+
+def _rt(*args):
+  d, w = dtypes.result_type(*args, return_weak_type_flag=True)
+  return Val(d, w)
+
+
+def _key(v):
+  return (v.dtype, v.weak_type)
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_st, node_st)
+def test_commutative(a, b):
+  assert dtypes.result_type(a, b, return_weak_type_flag=True) == \
+         dtypes.result_type(b, a, return_weak_type_flag=True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(node_st, node_st, node_st)
+def test_associative(a, b, c):
+  left = _key(_rt(_rt(a, b), c))
+  right = _key(_rt(a, _rt(b, c)))
+  assert left == right == _key(_rt(a, b, c))
+
+
+@settings(max_examples=200, deadline=None)
+@given(node_st, node_st)
+def test_join_is_upper_bound(a, b):
+  ab = _rt(a, b)
+  assert _key(_rt(ab, a)) == _key(ab) == _key(_rt(b, ab))

@@ -1,0 +1,330 @@
+"""Indexing primitives (dynamic_slice, dynamic_update_slice, gather, scatter*): JAX's
+out-of-bounds semantics (clamped starts, FILL_OR_DROP fill values, dropped scatter windows,
+CLIP), NumPy-indexing patterns expressed as gathers/scatters, batching dims, errors, kernel
+bounds safety, and every rule: jvp vs central differences, transpose by the inner-product
+identity, batching at every batch-dim placement vs a loop (one primitive call per batch).
+"""
+import numpy as np
+import pytest
+
+import nbjax  # noqa: F401
+from nbjax import api, lax, registry, testing
+from nbjax.lax import GatherDimensionNumbers as GDN
+from nbjax.lax import GatherScatterMode as Mode
+from nbjax.lax import ScatterDimensionNumbers as SDN
+from test_shape import check_batching, check_transpose, float_cases
+
+INDEXING = [p for p in registry.primitives(builtin_only=True) if p.family == "indexing"]
+_LINEAR_ARGS = {"dynamic_slice": (0,), "dynamic_update_slice": (0, 1), "gather": (0,),
+                "scatter": (0, 2), "scatter-add": (0, 2), "scatter-sub": (0, 2)}
+_ELEMENTWISE = all(hasattr(lax, n) for n in ("select_n", "eq", "div", "full"))
+needs_elementwise = pytest.mark.skipif(not _ELEMENTWISE, reason="needs lax.select_n/eq/div/full")
+
+
+def _index_args(prim, args):
+  if prim.name == "dynamic_slice":
+    return set(range(1, len(args)))
+  if prim.name == "dynamic_update_slice":
+    return set(range(2, len(args)))
+  return {1}
+
+
+def _needs_elementwise(prim):
+  return prim.name in ("scatter-min", "scatter-max")
+
+
+@pytest.mark.parametrize("prim", INDEXING, ids=str)
+def test_jvp_matches_finite_differences(prim):
+  if _needs_elementwise(prim) and not _ELEMENTWISE:
+    pytest.skip("needs lax.select_n/eq/div")
+  for args, params in float_cases(prim):
+    testing.check_jvp(testing.prim_fun(prim, params), args)
+
+
+@pytest.mark.parametrize("prim", [p for p in INDEXING if p.name in _LINEAR_ARGS], ids=str)
+def test_transpose_inner_product(prim):
+  for args, params in float_cases(prim):
+    check_transpose(prim, args, params, _LINEAR_ARGS[prim.name])
+
+
+@pytest.mark.parametrize("prim", INDEXING, ids=str)
+def test_batching_every_placement(prim):
+  for args, params in float_cases(prim, np.float32):
+    check_batching(prim, args, params, index_args=_index_args(prim, args), limit=10)
+
+# ----------------------------------------------------------------------------- dynamic slices
+
+
+def test_dynamic_slice_clamps_and_wraps_negative():
+  x = np.arange(10)
+  np.testing.assert_array_equal(lax.dynamic_slice(x, (8,), (4,)), [6, 7, 8, 9])
+  np.testing.assert_array_equal(lax.dynamic_slice(x, (np.int32(100),), (3,)), [7, 8, 9])
+  np.testing.assert_array_equal(lax.dynamic_slice(x, (-2,), (2,)), [8, 9])     # wraps
+  np.testing.assert_array_equal(lax.dynamic_slice_p.bind(x, np.int32(-2), slice_sizes=(2,)),
+                                [0, 1])                                        # primitive clamps
+  y = np.arange(20.0).reshape(4, 5)
+  np.testing.assert_array_equal(lax.dynamic_slice_in_dim(y, 3, 2, axis=0), y[2:4])
+  np.testing.assert_array_equal(lax.dynamic_index_in_dim(y, 1, axis=1, keepdims=False), y[:, 1])
+  with pytest.raises(ValueError, match="allow_negative_indices=False"):
+    lax.dynamic_slice(x, (-1,), (1,), allow_negative_indices=False)
+  # unsigned starts beyond int64 clamp to the end, never wrap
+  np.testing.assert_array_equal(lax.dynamic_slice_p.bind(x, np.uint64(2**63 + 5), slice_sizes=(2,)),
+                                [8, 9])
+
+
+def test_dynamic_slice_traced_negative_starts_wrap():
+  x = np.arange(10)
+  f = lambda i: lax.dynamic_slice(x, (i,), (2,))
+  np.testing.assert_array_equal(api.vmap(f)(np.array([-1, 3, -10, 12], np.int32)),
+                                [[8, 9], [3, 4], [0, 1], [8, 9]])
+  g = lambda i: lax.dynamic_update_slice_in_dim(np.zeros(4), np.ones(1), i, 0)
+  np.testing.assert_array_equal(api.vmap(g)(np.array([-1, 0], np.int32)), [[0, 0, 0, 1], [1, 0, 0, 0]])
+
+
+def test_dynamic_update_slice_clamps():
+  x = np.zeros((3, 4))
+  u = np.ones((2, 2))
+  got = lax.dynamic_update_slice(x, u, (5, -7))  # 5 clamps to 1; -7 wraps to -3, clamps to 0
+  want = x.copy()
+  want[1:3, 0:2] = 1
+  np.testing.assert_array_equal(got, want)
+  got = lax.dynamic_update_slice_in_dim(np.arange(5.0), np.array([9.0, 9.0]), 4, 0)
+  np.testing.assert_array_equal(got, [0, 1, 2, 9, 9])
+  got = lax.dynamic_update_index_in_dim(np.zeros((3, 2)), np.array([1.0, 2.0]), 1, 0)
+  np.testing.assert_array_equal(got, [[0, 0], [1, 2], [0, 0]])
+
+
+def test_dynamic_slice_batched_starts_is_one_gather():
+  x = np.arange(20.0).reshape(4, 5)
+  starts = np.array([0, 2, 9], np.int32)
+  f = lambda i: lax.dynamic_slice(x, (np.int32(1), i), (2, 3))
+  testing.check_vmap(f, [starts])
+  jaxpr = api.make_jaxpr(api.vmap(f))(starts)
+  names = [e.primitive.name for e in jaxpr.jaxpr.eqns]
+  assert names.count("gather") == 1 and "dynamic_slice" not in names, names
+  g = lambda xb, i: lax.dynamic_update_slice(xb, np.ones((1, 2)), (i, np.int32(3)))
+  testing.check_vmap(g, [np.zeros((3, 4, 5)), starts], in_axes=(0, 0))
+  names = [e.primitive.name for e in api.make_jaxpr(api.vmap(g))(np.zeros((3, 4, 5)), starts).jaxpr.eqns]
+  assert names.count("scatter") == 1, names
+
+# ----------------------------------------------------------------------------- gather
+
+
+def _take_rows(x, idx, mode=None, fill_value=None):
+  """``x[idx]`` along axis 0 as a gather (idx: (k,))."""
+  dn = GDN(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+  return lax.gather(x, lax.expand_dims(idx, (1,)), dn, (1, x.shape[1]), mode=mode,
+                    fill_value=fill_value)
+
+
+def test_gather_default_mode_clamps_and_fill_or_drop_fills():
+  x = np.arange(12.0).reshape(4, 3)
+  idx = np.array([0, 3, 7, -1], np.int32)
+  np.testing.assert_array_equal(_take_rows(x, idx), x[[0, 3, 3, 0]])          # default: clamp
+  np.testing.assert_array_equal(_take_rows(x, idx, mode="clip"), x[[0, 3, 3, 0]])
+  got = np.asarray(_take_rows(x, idx, mode="fill"))
+  np.testing.assert_array_equal(got[:2], x[[0, 3]])
+  assert np.isnan(got[2:]).all()                                              # default fill NaN
+  got = np.asarray(_take_rows(x, idx, mode=Mode.FILL_OR_DROP, fill_value=-5))
+  np.testing.assert_array_equal(got[2:], -5)
+
+
+@pytest.mark.parametrize("dtype,fill", [(np.int32, np.iinfo(np.int32).min), (np.uint8, 255),
+                                        (np.bool_, True), (np.complex64, np.nan)])
+def test_gather_default_fill_values(dtype, fill):
+  x = np.zeros((3, 2), dtype)
+  got = np.asarray(_take_rows(x, np.array([5]), mode="fill"))
+  assert got.dtype == dtype
+  if dtype == np.complex64:
+    assert np.isnan(got).all()
+  else:
+    assert (got == fill).all()
+
+
+def test_gather_window_partially_out_of_bounds():
+  x = np.arange(10.0)
+  dn = GDN(offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,))
+  idx = np.array([[2], [8]], np.int32)
+  got = np.asarray(lax.gather(x, idx, dn, (3,), mode="fill", fill_value=0.0))
+  np.testing.assert_array_equal(got, [[2, 3, 4], [0, 0, 0]])  # whole window filled
+  got = lax.gather(x, idx, dn, (3,), mode="clip")
+  np.testing.assert_array_equal(got, [[2, 3, 4], [7, 8, 9]])   # start clamped to fit
+
+
+def test_gather_numpy_indexing_patterns():
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((4, 5, 6))
+  i = np.array([3, 0, 4, 4], np.int32)
+  j = np.array([5, 1, 0, 2], np.int32)
+  # x[:, i]: operand dim 1 indexed, others are slices
+  dn = GDN(offset_dims=(0, 2), collapsed_slice_dims=(1,), start_index_map=(1,))
+  np.testing.assert_array_equal(lax.gather(x, i[:, None], dn, (4, 1, 6)), x[:, i])
+  # x[i, :, j] (advanced indices separated by a slice: the index dim goes first)
+  dn = GDN(offset_dims=(1,), collapsed_slice_dims=(0, 2), start_index_map=(0, 2))
+  np.testing.assert_array_equal(lax.gather(x, np.stack([i, j], 1) % [4, 6], dn, (1, 5, 1)),
+                                x[i % 4, :, j % 6])
+  # x[1:3, i] with a static slice: start 1 in dim 0 via a constant index column
+  dn = GDN(offset_dims=(0, 2), collapsed_slice_dims=(1,), start_index_map=(0, 1))
+  idx = np.stack([np.ones_like(i), i], 1)
+  np.testing.assert_array_equal(lax.gather(x, idx, dn, (2, 1, 6)), x[1:3][:, i])
+
+
+def test_gather_operand_batching_dims():
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((3, 5, 2))
+  idx = np.array([[4], [0], [2]], np.int32)
+  dn = GDN(offset_dims=(1,), collapsed_slice_dims=(1,), start_index_map=(1,),
+           operand_batching_dims=(0,), start_indices_batching_dims=(0,))
+  got = lax.gather(x, idx, dn, (1, 1, 2))
+  np.testing.assert_array_equal(got, x[np.arange(3), idx[:, 0]])
+  for b in ("numba", "numpy"):
+    np.testing.assert_array_equal(
+        lax.gather_p.impls[b](x, idx, dimension_numbers=dn, slice_sizes=(1, 1, 2),
+                              unique_indices=False, indices_are_sorted=False,
+                              mode=Mode.PROMISE_IN_BOUNDS, fill_value=None),
+        x[np.arange(3), idx[:, 0]])
+
+
+def test_vmap_gather_batched_indices_is_one_gather_with_batching_dims():
+  x = np.random.default_rng(2).standard_normal((3, 7))
+  idx = np.array([[1, 6, 6], [0, 0, 2], [5, 9, -3]], np.int32)
+  f = lambda row, i: lax.squeeze(_take_rows(lax.expand_dims(row, (1,)), i), (1,))
+  testing.check_vmap(f, [x, idx], in_axes=(0, 0))
+  testing.check_vmap(f, [x.T, idx], in_axes=(1, 0))
+  jaxpr = api.make_jaxpr(api.vmap(f))(x, idx)
+  gathers = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "gather"]
+  assert len(gathers) == 1
+  assert gathers[0].params["dimension_numbers"].operand_batching_dims == (0,)
+
+
+def test_large_gather_parallel_matches_reference():
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((1000, 200))
+  idx = rng.integers(-10, 1010, (800,)).astype(np.int32)
+  for mode in ("clip", "fill"):
+    got = _take_rows(x, idx, mode=mode, fill_value=0.0)
+    want = lax.gather_p.impls["numpy"](
+        x, idx[:, None], dimension_numbers=GDN((1,), (0,), (0,)), slice_sizes=(1, 200),
+        unique_indices=False, indices_are_sorted=False, mode=Mode.from_any(mode), fill_value=0.0)
+    np.testing.assert_array_equal(got, want)
+
+# ----------------------------------------------------------------------------- scatter
+
+_ROWS = SDN(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+
+
+def test_scatter_out_of_bounds_dropped_by_default_and_clip_clamps():
+  x = np.zeros((4, 2))
+  idx = np.array([[1], [7], [-1], [3]], np.int32)
+  u = np.arange(8.0).reshape(4, 2) + 1
+  np.testing.assert_array_equal(lax.scatter(x, idx, u, _ROWS), [[0, 0], [1, 2], [0, 0], [7, 8]])
+  np.testing.assert_array_equal(lax.scatter_add(x, idx, u, _ROWS, mode="clip"),
+                                [[5, 6], [1, 2], [0, 0], [3 + 7, 4 + 8]])
+
+
+def test_scatter_partially_out_of_bounds_window_dropped_whole():
+  x = np.zeros(6)
+  dn = SDN(update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,))
+  got = lax.scatter_add(x, np.array([[1], [4]], np.int32), np.ones((2, 3)), dn)
+  np.testing.assert_array_equal(got, [0, 1, 1, 1, 0, 0])
+
+
+def test_scatter_combiners_with_duplicates():
+  x = np.array([1.0, 5.0, 2.0, 0.0])
+  idx = np.array([[1], [1], [3], [1]], np.int32)
+  u = np.array([2.0, 7.0, -1.0, 3.0])
+  dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+  np.testing.assert_array_equal(lax.scatter_add(x, idx, u, dn), [1, 17, 2, -1])
+  np.testing.assert_array_equal(lax.scatter_sub(x, idx, u, dn), [1, -7, 2, 1])
+  np.testing.assert_array_equal(lax.scatter_mul(x, idx, u, dn), [1, 210, 2, 0])
+  np.testing.assert_array_equal(lax.scatter_min(x, idx, u, dn), [1, 2, 2, -1])
+  np.testing.assert_array_equal(lax.scatter_max(x, idx, u, dn), [1, 7, 2, 0])
+  b = np.array([False, True, False])
+  bi = np.array([[0], [0], [2]], np.int32)
+  bu = np.array([True, False, False])
+  np.testing.assert_array_equal(lax.scatter_add(b, bi, bu, dn), [True, True, False])
+  np.testing.assert_array_equal(lax.scatter_mul(b, bi, bu, dn), [False, True, False])
+  h = np.zeros(3, np.float16)
+  np.testing.assert_array_equal(lax.scatter_add(h, bi, np.ones(3, np.float16), dn), [2, 0, 1])
+
+
+def test_scatter_operand_batching_dims_and_vmap_is_one_scatter():
+  x = np.zeros((3, 4))
+  idx = np.array([[2], [0], [3]], np.int32)
+  dn = SDN(update_window_dims=(), inserted_window_dims=(1,), scatter_dims_to_operand_dims=(1,),
+           operand_batching_dims=(0,), scatter_indices_batching_dims=(0,))
+  want = np.zeros((3, 4))
+  want[np.arange(3), idx[:, 0]] = [1, 2, 3]
+  np.testing.assert_array_equal(lax.scatter(x, idx, np.array([1.0, 2, 3]), dn), want)
+  dn1 = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+  f = lambda row, i, u: lax.scatter_add(row, i, u, dn1)
+  args = [np.ones((3, 4)), np.array([[[0], [0]], [[3], [9]], [[1], [2]]], np.int32),
+          np.arange(6.0).reshape(3, 2)]
+  testing.check_vmap(f, args, in_axes=(0, 0, 0))
+  testing.check_vmap(f, [args[0][0], args[1], args[2]], in_axes=(None, 0, 0))
+  eqns = api.make_jaxpr(api.vmap(f))(*args).jaxpr.eqns
+  assert [e.primitive.name for e in eqns].count("scatter-add") == 1
+
+
+@needs_elementwise
+def test_scatter_jvp_overlapping_updates_picks_the_winner():
+  x = np.array([1.0, 2.0, 3.0])
+  idx = np.array([[1], [1], [5]], np.int32)
+  u = np.array([10.0, 20.0, 30.0])
+  dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+  f = lambda a, b: lax.scatter(a, idx, b, dn)
+  y, t = api.jvp(f, (x, u), (np.array([1.0, 1.0, 1.0]), np.array([100.0, 200.0, 300.0])))
+  np.testing.assert_array_equal(y, f(x, u))
+  winner = 100.0 if np.asarray(y)[1] == 10.0 else 200.0
+  np.testing.assert_array_equal(t, [1.0, winner, 1.0])
+
+
+@needs_elementwise
+def test_scatter_max_jvp_ties_average():
+  x = np.array([5.0, 1.0])
+  idx = np.array([[0], [0], [1]], np.int32)
+  u = np.array([5.0, 2.0, 0.0])
+  dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+  _, t = api.jvp(lambda a, b: lax.scatter_max(a, idx, b, dn), (x, u),
+                 (np.array([1.0, 10.0]), np.array([3.0, 100.0, 1000.0])))
+  np.testing.assert_array_equal(t, [2.0, 10.0])  # tie at 5: mean(1, 3); operand wins at 1
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("fn,exc,match", [
+    (lambda: lax.dynamic_slice(np.ones((3, 3)), (0,), (1, 1)), ValueError, "Length of slice indices must match"),
+    (lambda: lax.dynamic_slice(np.ones(3), (0,), (4,)), TypeError, "dynamic_slice slice_sizes must be less than or equal"),
+    (lambda: lax.dynamic_slice_p.bind(np.ones(3), np.float32(0), slice_sizes=(1,)), TypeError, "index arguments to dynamic_slice must be integers"),
+    (lambda: lax.dynamic_slice_p.bind(np.ones(3), np.zeros(1, np.int32), slice_sizes=(1,)), TypeError, "dynamic_slice must be scalars"),
+    (lambda: lax.dynamic_update_slice(np.ones(3), np.ones(4), (0,)), TypeError, "dynamic_update_slice update shape must be smaller"),
+    (lambda: lax.dynamic_update_slice(np.ones(3), np.ones((1, 1)), (0,)), TypeError, "dynamic_update_slice update must have the same rank"),
+    (lambda: lax.dynamic_update_slice(np.ones(3), np.ones(1, np.float32), (0,)), TypeError, "dynamic_update_slice requires arguments to have the same dtypes"),
+    (lambda: _take_rows(np.ones((3, 2)), np.array([0.5])), ValueError, "gather: indices must have an integer type"),
+    (lambda: lax.gather(np.ones((3, 2)), np.zeros((1, 2), np.int32), GDN((1,), (0,), (0,)), (1, 2)), TypeError, "gather op has 1 elements in start_index_map"),
+    (lambda: lax.gather(np.ones((3, 2)), np.zeros((1, 1), np.int32), GDN((1,), (0,), (0,)), (2, 2)), TypeError, "gather op can only collapse slice dims with bound 1"),
+    (lambda: lax.gather(np.ones((3, 2)), np.zeros((1, 1), np.int32), GDN((1,), (0,), (0,)), (1, 3)), TypeError, "Slice size at index 1 in gather op is out of range"),
+    (lambda: lax.gather(np.ones((3, 2)), np.zeros((1, 1), np.int32), GDN((1,), (0,), (5,)), (1, 2)), TypeError, "Invalid start_index_map in gather op"),
+    (lambda: lax.gather(np.ones((3, 2)), np.zeros((1, 1), np.int32), GDN((1,), (0,), (0,)), (1, 2), mode="bogus"), ValueError, 'Unknown gather mode "bogus"'),
+    (lambda: lax.scatter_add(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 3)), _ROWS), TypeError, "scatter-add: Bounds of the window dimensions"),
+    (lambda: lax.scatter_add(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((2, 2)), _ROWS), TypeError, "scatter-add: Bounds of the scatter dimensions"),
+    (lambda: lax.scatter(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones(2), _ROWS), TypeError, "scatter: Updates tensor must be of rank 2"),
+    (lambda: lax.scatter_mul(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 2), np.float32), _ROWS), TypeError, "scatter-mul requires arguments to have the same dtypes"),
+    (lambda: lax.scatter_max(np.ones((3, 2)), np.zeros((1, 1), np.float32), np.ones((1, 2)), _ROWS), ValueError, "scatter-max: indices must have an integer type"),
+])
+def test_errors(fn, exc, match):
+  with pytest.raises(exc, match=match):
+    fn()
+
+
+def test_kernels_reject_plans_that_would_go_out_of_bounds():
+  from kernels import indexing as K
+  a = lambda *v: np.array(v, np.int64)
+  op, out = np.zeros(6), np.zeros(4)
+  idx = np.zeros((2, 1), np.int64)
+  with pytest.raises(IndexError):  # window of 3 at clamp bound 4 would read op[4:7]
+    K.gather(op, idx, out, a(2), a(2), a(0), a(1), a(4), 0, np.zeros(1), a(3), a(1), a(1))
+  with pytest.raises(IndexError):
+    K.SCATTER["add"](op, idx, np.zeros(4), a(2), a(2), a(0), a(1), a(9), 1, a(2), a(1), a(1))
+  with pytest.raises(IndexError):
+    K.dynamic_slice(op, a(6), a(1), a(0), a(7), np.zeros(7))

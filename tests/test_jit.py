@@ -1,0 +1,435 @@
+"""jit: compile-once caching, static arguments, closures, pytrees, nesting and composition with
+jvp/vmap (seed 003 Part 3), the AOT API (lower/compile/trace), errors (concretization,
+leaked tracers, missing lowerings), disable_jit, and a run of this file in a process where
+``import jax`` fails (nbjax reaches XLA through jaxlib alone).
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import nbjax
+from nbjax import core, lax, xla
+from nbjax.array import Array
+from nbjax.interpreters import pjit
+
+mlir = pytest.importorskip("nbjax.interpreters.mlir", reason="jaxlib not installed")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_disk_cache(tmp_path, monkeypatch):
+  monkeypatch.setenv("NBJAX_CACHE_DIR", str(tmp_path / "xla-cache"))
+
+
+def _builds():
+  s = xla.compile_stats()
+  return s["compiles"] + s["disk_hits"]
+
+
+def f6(x, y):
+  """The benchmark's 6-op scalar function."""
+  a = lax.sin(x)
+  b = lax.mul(a, y)
+  c = lax.add(b, x)
+  d = lax.cos(c)
+  e = lax.sub(d, y)
+  return lax.mul(e, e)
+
+
+def f6_ref(x, y):
+  e = np.cos(np.sin(x) * y + x) - y
+  return e * e
+
+
+def seed_f(x):
+  y = lax.mul(lax.sin(x), 2.)
+  return lax.add(lax.neg(y), x)
+
+
+def deriv(f):
+  return lambda x: nbjax.jvp(f, (x,), (1.,))[1]
+
+
+# ------------------------------------------------------------------ caching
+
+
+def test_compile_once_no_retrace():
+  calls = []
+
+  def f(x, y):
+    calls.append(1)
+    return f6(x, y)
+
+  fj = nbjax.jit(f)
+  x = Array(np.linspace(0, 1, 5, dtype=np.float32))
+  b0 = _builds()
+  r1 = fj(x, x)
+  assert len(calls) == 1 and _builds() == b0 + 1
+  r2 = fj(x, x)
+  r3 = fj(Array(np.ones(5, np.float32)), x)
+  assert len(calls) == 1 and fj.trace_count == 1 and _builds() == b0 + 1
+  np.testing.assert_allclose(r1, f6_ref(np.asarray(x), np.asarray(x)), rtol=1e-6)
+  np.testing.assert_array_equal(r1, r2)
+  assert r3.dtype == np.float32 and type(r3) is Array
+  # a new shape or dtype retraces and compiles once more
+  fj(Array(np.ones(3, np.float32)), Array(np.ones(3, np.float32)))
+  fj(Array(np.ones(3, np.float64)), Array(np.ones(3, np.float64)))
+  assert fj.trace_count == 3 and _builds() == b0 + 3
+
+
+def test_cache_key_has_weak_type_and_numpy_inputs():
+  fj = nbjax.jit(lambda x: lax.mul(x, x))
+  r = fj(2.0)                       # weak f64
+  assert r.weak_type and r.dtype == np.float64 and float(r) == 4.0
+  fj(3.0)
+  assert fj.trace_count == 1
+  r = fj(np.float64(2.0))           # strong f64: a different signature
+  assert not r.weak_type and fj.trace_count == 2
+  r = fj(np.array(2.0))             # same aval as np.float64 scalar
+  assert fj.trace_count == 2 and float(r) == 4.0
+  r = fj(3)                         # weak int
+  assert r.dtype == np.int64 and r.weak_type and int(r) == 9 and fj.trace_count == 3
+
+
+def test_numpy_and_array_inputs_give_same_results():
+  fj = nbjax.jit(f6)
+  xs = np.linspace(-2, 2, 7, dtype=np.float32)
+  a = fj(xs, xs)
+  b = fj(Array(xs), Array(xs))
+  np.testing.assert_array_equal(a, b)
+  np.testing.assert_allclose(a, f6_ref(xs, xs), rtol=1e-6)
+
+
+def test_static_argnums_and_argnames():
+  traces = []
+
+  def f(x, n, *, scale=1.0):
+    traces.append(n)
+    out = x
+    for _ in range(n):
+      out = lax.mul(out, x)
+    return lax.mul(out, scale)
+
+  fj = nbjax.jit(f, static_argnums=1, static_argnames="scale")
+  x = Array(np.array([1.0, 2.0, 3.0]))
+  np.testing.assert_allclose(fj(x, 2), np.asarray(x) ** 3)
+  np.testing.assert_allclose(fj(x, 2), np.asarray(x) ** 3)
+  assert traces == [2]
+  np.testing.assert_allclose(fj(x, 3, scale=2.0), 2 * np.asarray(x) ** 4)
+  np.testing.assert_allclose(fj(x, 3, scale=2.0), 2 * np.asarray(x) ** 4)
+  assert traces == [2, 3]
+  np.testing.assert_allclose(fj(x, n=3, scale=2.0), 2 * np.asarray(x) ** 4)  # by name: as JAX,
+  assert traces == [2, 3, 3]                                                  # a new signature
+  with pytest.raises(ValueError, match="Non-hashable static arguments"):
+    nbjax.jit(lambda x, s: x, static_argnums=1)(x, [1, 2])
+
+
+def test_kwargs_and_pytrees():
+  @nbjax.jit
+  def f(params, x, *, bias):
+    w, b = params["w"], params["b"]
+    return {"y": lax.add(lax.mul(w, x), b), "both": (x, lax.add(x, bias))}
+
+  p = {"w": Array(np.float32(2)), "b": Array(np.float32(1))}
+  out = f(p, Array(np.float32(3)), bias=Array(np.float32(0.5)))
+  assert set(out) == {"y", "both"}
+  assert float(out["y"]) == 7.0 and float(out["both"][1]) == 3.5
+  f(p, Array(np.float32(4)), bias=Array(np.float32(0.5)))
+  assert f.trace_count == 1
+
+
+def test_closed_over_arrays_become_constants():
+  small = np.arange(4.0)
+  big = np.arange(4096.0)   # too large to bake into the module: passed as an argument
+
+  fs = nbjax.jit(lambda x: lax.mul(x, small))
+  fb = nbjax.jit(lambda x: lax.add(x, big))
+  np.testing.assert_allclose(fs(np.ones(4)), small)
+  np.testing.assert_allclose(fb(np.ones(4096)), big + 1)
+  text_s = fs.lower(np.ones(4)).compile().as_text()
+  text_b = fb.lower(np.ones(4096)).compile().as_text()
+  assert "stablehlo.constant dense<[0.000000e+00, 1.000000e+00" in text_s
+  main_b = next(l for l in text_b.splitlines() if "@main" in l)
+  assert main_b.count("tensor<4096xf64>") == 3, main_b   # const arg, x, result
+
+
+def test_outputs_without_computation():
+  f = nbjax.jit(lambda x: (x, 1.0, x))
+  a, b, c = f(Array(np.float32(2)))
+  assert float(a) == 2.0 and float(b) == 1.0 and b.weak_type and float(c) == 2.0
+  g = nbjax.jit(lambda: np.arange(3))
+  np.testing.assert_array_equal(g(), np.arange(3))
+
+
+def test_empty_arrays_and_many_dtypes():
+  f = nbjax.jit(lambda x: lax.add(x, x))
+  for dt in (np.float16, np.float32, np.int8, np.uint32, np.int64, np.complex64):
+    x = np.arange(6).reshape(2, 3).astype(dt)
+    r = f(x)
+    assert r.dtype == dt
+    np.testing.assert_array_equal(r, x + x)
+  assert f(np.zeros((0, 3), np.float32)).shape == (0, 3)
+
+
+def test_method_and_donate_accepted():
+  import functools
+
+  class M:
+    @functools.partial(nbjax.jit, static_argnums=0)
+    def f(self, x):
+      return lax.mul(x, 2.0)
+
+    @nbjax.jit
+    def g(self, x):
+      return x
+
+  assert float(M().f(Array(np.float64(3)))) == 6.0
+  with pytest.raises(TypeError, match="not marked as static"):
+    M().g(1.0)
+  g = nbjax.jit(lambda x: lax.neg(x), donate_argnums=0)
+  assert float(g(Array(np.float64(3)))) == -3.0
+
+
+# ------------------------------------------------------------------ nesting / composition
+
+
+def test_jit_of_jit_emits_nested_call():
+  inner = nbjax.jit(seed_f)
+  outer = nbjax.jit(lambda x: lax.add(inner(x), inner(lax.mul(x, 2.0))))
+  want = seed_f(3.0)._value + seed_f(6.0)._value
+  np.testing.assert_allclose(outer(3.0), want, rtol=1e-12)
+  text = outer.lower(3.0).as_text()
+  assert text.count("call @seed_f") == 2 and text.count("func.func private @seed_f") == 1
+  jaxpr = nbjax.make_jaxpr(outer)(3.0)
+  assert "jit[" in str(jaxpr) and "name=seed_f" in str(jaxpr)
+
+
+def test_inline_jit_is_inlined():
+  inner = nbjax.jit(seed_f, inline=True)
+  outer = nbjax.jit(lambda x: lax.mul(inner(x), 2.0))
+  assert "jit[" not in str(nbjax.make_jaxpr(outer)(3.0)).split("jaxpr=", 1)[1]
+  assert float(outer(3.0)) == pytest.approx(2 * float(seed_f(3.0)))
+
+
+def test_seed_003_jit_of_deriv_deriv():
+  assert deriv(deriv(seed_f))(3.) == pytest.approx(0.2822400161197344, abs=1e-15)
+  assert float(nbjax.jit(deriv(deriv(seed_f)))(3.)) == pytest.approx(0.2822400161197344, abs=1e-15)
+
+
+def test_seed_003_jvp_and_vmap_of_jitted():
+  calls = []
+
+  @nbjax.jit
+  def f(x):
+    calls.append(1)
+    return seed_f(x)
+
+  y, ydot = nbjax.jvp(f, (3.,), (1.,))
+  assert float(y) == pytest.approx(2.7177599838802657, abs=1e-14)
+  assert float(ydot) == pytest.approx(2.979984993200891, abs=1e-14)
+  n = len(calls)
+  nbjax.jvp(f, (3.,), (1.,))
+  assert len(calls) == n, "jvp of a jitted function retraced"
+  ys = nbjax.vmap(f, (0,))(np.arange(3.))
+  np.testing.assert_allclose(ys, [0., -0.68294197, 0.18140515], atol=1e-8)
+
+
+def test_vmap_of_jit_batch_dims_and_unbatched():
+  g = nbjax.jit(lambda x, y: lax.add(lax.mul(x, y), y))
+  x = np.arange(6.0).reshape(2, 3)
+  y = np.arange(3.0)
+  y2 = np.array([10.0, 20.0])
+  np.testing.assert_allclose(nbjax.vmap(g, in_axes=(1, None))(x, y2), x.T * y2 + y2)
+  np.testing.assert_allclose(nbjax.vmap(g, in_axes=(1, 0))(x, np.arange(3.0)),
+                             x.T * np.arange(3.0)[:, None] + np.arange(3.0)[:, None])
+  np.testing.assert_allclose(nbjax.vmap(g, in_axes=(0, None))(x, y), x * y + y)
+  # the batched jaxpr runs as one jit call
+  jaxpr = nbjax.make_jaxpr(nbjax.vmap(g, in_axes=(0, None)))(x, y)
+  assert str(jaxpr).count("jit[") == 1
+
+
+def test_jit_of_vmap_and_jvp_inside_jit():
+  f = nbjax.jit(nbjax.vmap(seed_f))
+  np.testing.assert_allclose(f(np.arange(3.)), [0., -0.68294197, 0.18140515], atol=1e-8)
+  h = nbjax.jit(lambda x: nbjax.jvp(nbjax.jit(seed_f), (x,), (1.0,)))
+  y, t = h(3.0)
+  assert float(t) == pytest.approx(2.979984993200891, abs=1e-14)
+
+
+def test_jvp_of_jit_with_integer_and_closed_over_tracer():
+  f = nbjax.jit(lambda x, i: lax.mul(x, lax.convert_element_type(i, np.float64)))
+  y, t = nbjax.jvp(lambda x: f(x, 3), (2.0,), (1.0,))
+  assert float(y) == 6.0 and float(t) == 3.0
+
+  def outer(x):
+    return nbjax.jit(lambda y: lax.mul(x, y))(2.0)   # closes over the jvp tracer x
+  y, t = nbjax.jvp(outer, (5.0,), (1.0,))
+  assert float(y) == 10.0 and float(t) == 2.0
+
+
+def test_vmap_of_jvp_of_jit():
+  f = nbjax.jit(seed_f)
+  ts = nbjax.vmap(lambda x: nbjax.jvp(f, (x,), (1.0,))[1])(np.arange(3.0))
+  want = [float(deriv(seed_f)(float(v))) for v in range(3)]
+  np.testing.assert_allclose(ts, want, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ AOT API
+
+
+def test_lower_as_text_and_compile():
+  fj = nbjax.jit(f6)
+  x = Array(np.float32(0.5))
+  lowered = fj.lower(x, x)
+  text = lowered.as_text()
+  assert text.startswith("module @jit_f6")
+  for op in ("func.func @main", "stablehlo.sine", "stablehlo.cosine", "stablehlo.multiply",
+             "tensor<f32>"):
+    assert op in text, op
+  compiled = lowered.compile()
+  np.testing.assert_allclose(compiled(x, x), f6_ref(np.float32(0.5), np.float32(0.5)), rtol=1e-6)
+  with pytest.raises(TypeError, match="differ from the types"):
+    compiled(Array(np.float64(0.5)), x)
+  sds = nbjax.ShapeDtypeStruct((3,), np.float32)
+  assert "tensor<3xf32>" in fj.lower(sds, sds).as_text()
+  traced = fj.trace(sds, sds)
+  assert "sin" in str(traced.jaxpr)
+
+
+def test_eval_shape_and_block_until_ready():
+  fj = nbjax.jit(lambda x: {"a": lax.sin(x), "b": lax.lt(x, x)})
+  out = fj.eval_shape(nbjax.ShapeDtypeStruct((2, 3), np.float32))
+  assert out["a"].shape == (2, 3) and out["a"].dtype == np.float32 and out["b"].dtype == np.bool_
+  out2 = nbjax.eval_shape(fj, np.zeros((4,), np.float64))
+  assert out2["a"].shape == (4,)
+  tree = fj(np.ones(3))
+  assert nbjax.block_until_ready(tree) is tree
+
+
+def test_user_primitive_seed_002_lowering():
+  from nbjax.interpreters.mlir import hlo
+  p = core.Primitive("multiply_add_test")
+  p.def_impl(lambda x, y, z: np.add(np.multiply(x, y), z))
+  p.def_abstract_eval(lambda x, y, z: core.ShapedArray(x.shape, x.dtype))
+  mlir.register_lowering(p, lambda ctx, x, y, z: [hlo.AddOp(hlo.MulOp(x, y), z).result],
+                         platform="cpu")
+  assert float(nbjax.jit(lambda a, b: p.bind(a, a, b), static_argnums=1)(2., 10.)) == 14.
+  assert float(nbjax.jit(lambda a, b: p.bind(a, a, b))(2., 10.)) == 14.
+
+
+def test_lower_fun_rule():
+  p = core.Primitive("square_plus_one_test")
+  p.def_impl(lambda x: x * x + 1)
+  p.def_abstract_eval(lambda x: core.ShapedArray(x.shape, x.dtype))
+  mlir.register_lowering(p, mlir.lower_fun(lambda x: lax.add(lax.mul(x, x), 1.0),
+                                           multiple_results=False))
+  assert float(nbjax.jit(p.bind)(3.0)) == 10.0
+
+
+def test_single_primitive_impl_is_the_xla_backend():
+  impl = mlir.single_primitive_impl(lax.sin_p)
+  x = np.linspace(0, 1, 5)
+  np.testing.assert_allclose(impl(x), np.sin(x), rtol=1e-12)
+  impl(x)
+  assert len(impl.cache) == 1
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_concretization_error_names_function_and_fix():
+  @nbjax.jit
+  def branchy(x):
+    if lax.lt(0.0, x):
+      return x
+    return lax.neg(x)
+
+  with pytest.raises(core.ConcretizationTypeError) as info:
+    branchy(1.0)
+  msg = str(info.value)
+  assert "branchy" in msg and "static_argnums" in msg and "lax.cond" in msg
+
+  with pytest.raises(core.ConcretizationTypeError, match="int"):
+    nbjax.jit(lambda x: lax.mul(x, float(int(x))))(2.0)
+  # the fix works
+  ok = nbjax.jit(lambda x, flag: x if flag else lax.neg(x), static_argnums=1)
+  assert float(ok(2.0, False)) == -2.0
+
+
+def test_leaked_tracer_raises_unexpected_tracer_error():
+  leaked = []
+
+  @nbjax.jit
+  def f(x):
+    leaked.append(x)
+    return lax.sin(x)
+
+  f(1.0)
+  t = leaked[0]
+  with pytest.raises(core.UnexpectedTracerError):
+    lax.sin(t)
+  with pytest.raises(core.UnexpectedTracerError):
+    nbjax.jit(lambda y: lax.add(y, t))(1.0)
+  with pytest.raises(core.UnexpectedTracerError):
+    nbjax.jit(lax.cos)(t)
+
+
+def test_disable_jit_runs_python():
+  calls = []
+
+  @nbjax.jit
+  def f(x):
+    calls.append(1)
+    return x if float(x) > 0 else lax.neg(x)   # concrete under disable_jit
+
+  with nbjax.disable_jit():
+    assert float(f(-2.0)) == 2.0
+    assert float(f(3.0)) == 3.0
+  assert len(calls) == 2
+  with pytest.raises(core.ConcretizationTypeError):
+    f(1.0)
+
+
+def test_jit_rules_registered():
+  p = pjit.jit_p
+  assert p.multiple_results and p.jvp and p.batch and p.lowerings.get("cpu")
+  assert p.abstract_eval_rule is not None
+
+
+# ------------------------------------------------------------------ no jax
+
+
+@pytest.mark.skipif(os.environ.get("NBJAX_NO_JAX_CHILD") == "1", reason="already the child")
+def test_runs_where_import_jax_fails(tmp_path):
+  fake = tmp_path / "fakejax" / "jax"
+  fake.mkdir(parents=True)
+  (fake / "__init__.py").write_text("raise ImportError('jax is not available in this test')\n")
+  env = dict(os.environ, NBJAX_NO_JAX_CHILD="1",
+             PYTHONPATH=os.pathsep.join([str(tmp_path / "fakejax"), ROOT]))
+  check = textwrap.dedent("""
+      import sys
+      try:
+        import jax
+      except ImportError:
+        pass
+      else:
+        sys.exit("import jax succeeded")
+      import nbjax, numpy as np
+      from nbjax import lax
+      assert not any(m.startswith("jaxlib") for m in sys.modules), "import nbjax imported jaxlib"
+      r = nbjax.jit(lambda x: lax.sin(x))(np.float32(1.0))
+      assert abs(float(r) - np.sin(np.float32(1.0))) < 1e-6
+      assert "jax" not in sys.modules or sys.modules["jax"] is None
+      print("ok")
+  """)
+  out = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
+                       timeout=300)
+  assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
+  res = subprocess.run([sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider",
+                        os.path.join(ROOT, "tests", "test_jit.py")],
+                       env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+  assert res.returncode == 0 and " passed" in res.stdout, res.stdout[-4000:] + res.stderr[-4000:]

@@ -1,0 +1,416 @@
+"""dot_general and lax.linalg: dimension numbers (batch dims, preferred_element_type, integer
+and bool products), bilinear transposes, batching rules at every batch-dim placement, the
+identities each decomposition must satisfy (L L^H = A, P A = L U, Q R = A, A V = V diag(w),
+U S V^H = A), LAPACK conventions, failure behaviour, jvps, and error messages."""
+import numpy as np
+import pytest
+
+import nbjax  # noqa: F401
+from nbjax import api, lax, registry, testing
+from nbjax.array import Array
+from nbjax.interpreters import ad
+from nbjax.lax import linalg as LA
+
+BACKENDS = ("numba", "numpy")
+MM = (((1,), (0,)), ((), ()))
+
+
+def A(x):
+  return Array(np.asarray(x))
+
+
+def impl(name, backend):
+  return registry.get(name).impls[backend]
+
+
+def _einsum_ref(x, y, dn):
+  (lc, rc), (lb, rb) = dn
+  letters = iter("abcdefghijklmnopqrstuvwxyz")
+  xs = [next(letters) for _ in range(x.ndim)]
+  ys = [next(letters) for _ in range(y.ndim)]
+  for i, j in zip(lc, rc):
+    ys[j] = xs[i]
+  for i, j in zip(lb, rb):
+    ys[j] = xs[i]
+  out = [xs[i] for i in lb] + [c for i, c in enumerate(xs) if i not in lc and i not in lb] + \
+      [c for i, c in enumerate(ys) if i not in rc and i not in rb]
+  return np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x, y)
+
+
+DNS = [
+    ((3, 4), (4, 5), MM),
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),
+    ((4, 2, 3), (3, 5, 2), (((2,), (0,)), ((1,), (2,)))),
+    ((3, 4, 2), (2, 4, 6), (((1, 2), (1, 0)), ((), ()))),
+    ((2, 3, 4, 5), (5, 2, 4, 6), (((3,), (0,)), ((0, 2), (1, 2)))),
+    ((3,), (5,), (((), ()), ((), ()))),
+    ((2, 0), (0, 3), MM),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ls,rs,dn", DNS)
+def test_dot_general_dimension_numbers(backend, ls, rs, dn):
+  rng = np.random.default_rng(0)
+  x, y = rng.standard_normal(ls), rng.standard_normal(rs)
+  got = impl("dot_general", backend)(x, y, dimension_numbers=dn, precision=None,
+                                     preferred_element_type=None)
+  np.testing.assert_allclose(got, _einsum_ref(x, y, dn), rtol=1e-12, atol=1e-12)
+  out = lax.dot_general(A(x), A(y), dn)
+  assert out.shape == _einsum_ref(x, y, dn).shape
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dot_integer_bool_mixed_and_preferred_element_type(backend):
+  f = impl("dot_general", backend)
+  p = dict(dimension_numbers=MM, precision=None)
+  a = np.full((2, 300), 100, np.int8)
+  b = np.full((300, 2), 3, np.int8)
+  wrapped = f(a, b, preferred_element_type=None, **p)  # accumulates with int8 wraparound
+  assert wrapped.dtype == np.int8
+  np.testing.assert_array_equal(wrapped, np.full((2, 2), np.int64(90000).astype(np.int8)))
+  wide = f(a, b, preferred_element_type=np.dtype(np.int32), **p)
+  assert wide.dtype == np.int32
+  np.testing.assert_array_equal(wide, np.full((2, 2), 90000))
+  u = np.array([[2**63, 1]], np.uint64)
+  np.testing.assert_array_equal(f(u, np.array([[2], [3]], np.uint64), preferred_element_type=None,
+                                  **p), [[3]])
+  bo = np.array([[True, False], [False, False]])
+  got = f(bo, bo, preferred_element_type=None, **p)
+  assert got.dtype == np.bool_
+  np.testing.assert_array_equal(got, [[True, False], [False, False]])
+  mixed = f(np.ones((2, 3), np.int32), np.ones((3, 2), np.float32), preferred_element_type=None,
+            **p)
+  assert mixed.dtype == np.float32
+  np.testing.assert_array_equal(mixed, np.full((2, 2), 3.0))
+  x32 = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+  up = f(x32, x32.T.copy(), preferred_element_type=np.dtype(np.float64), **p)
+  assert up.dtype == np.float64
+  np.testing.assert_allclose(up, x32.astype(np.float64) @ x32.T.astype(np.float64), rtol=1e-12)
+  h = np.ones((2, 3), np.float16)
+  assert f(h, h.T.copy(), preferred_element_type=None, **p).dtype == np.float16
+
+
+def test_dot_general_errors_are_jax_worded():
+  x, y = A(np.ones((3, 4))), A(np.ones((5, 6)))
+  with pytest.raises(TypeError, match=r"dot_general requires contracting dimensions to have "
+                                      r"the same shape, got \(4,\) and \(5,\)"):
+    lax.dot_general(x, y, MM)
+  with pytest.raises(TypeError, match="dot_general requires lhs dimension numbers to be "
+                                      "nonnegative"):
+    lax.dot_general(x, y, (((2,), (0,)), ((), ())))
+  with pytest.raises(TypeError, match="dot_general requires lhs batch dimensions and rhs batch "
+                                      r"dimensions to have the same shape, got \(3,\) and \(2,\)"):
+    lax.dot_general(x, A(np.ones((4, 2))), (((1,), (0,)), ((0,), (1,))))
+  with pytest.raises(TypeError, match="dot_general requires equal numbers of lhs_batch"):
+    lax.dot_general(x, A(np.ones((4, 3))), (((1,), (0,)), ((0,), ())))
+  with pytest.raises(TypeError, match="preferred_element_type.*must not be narrower"):
+    lax.dot_general(A(np.ones((2, 2), np.int32)), A(np.ones((2, 2), np.int32)), MM,
+                    preferred_element_type=np.int8)
+  with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+    lax.dot(A(np.ones((2, 3, 4))), A(np.ones((4, 2))))
+
+
+@pytest.mark.parametrize("ls,rs,dn", DNS[:5])
+def test_dot_general_transposes_inner_product_identity(ls, rs, dn):
+  rng = np.random.default_rng(2)
+  x, y = rng.standard_normal(ls), rng.standard_normal(rs)
+  out = _einsum_ref(x, y, dn)
+  ct = rng.standard_normal(out.shape)
+  params = dict(dimension_numbers=dn, precision=None, preferred_element_type=None)
+  xt, none = LA.dot_general_p.transpose(A(ct), ad.UndefinedPrimal(A(x).aval), A(y), **params)
+  assert none is None and xt.shape == x.shape
+  np.testing.assert_allclose(np.vdot(ct, out), np.vdot(np.asarray(xt), x), rtol=1e-10)
+  none, yt = LA.dot_general_p.transpose(A(ct), A(x), ad.UndefinedPrimal(A(y).aval), **params)
+  assert none is None and yt.shape == y.shape
+  np.testing.assert_allclose(np.vdot(ct, out), np.vdot(np.asarray(yt), y), rtol=1e-10)
+  testing.check_jvp(lambda a, b: lax.dot_general(a, b, dn), (A(x), A(y)))
+
+
+def test_dot_general_transpose_converts_preferred_type_back():
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+  y = np.ones((3, 2), np.float32)
+  params = dict(dimension_numbers=MM, precision=None, preferred_element_type=np.dtype(np.float64))
+  ct = A(np.ones((2, 2)))
+  xt, _ = LA.dot_general_p.transpose(ct, ad.UndefinedPrimal(A(x).aval), A(y), **params)
+  assert xt.dtype == np.float32 and xt.shape == (2, 3)
+
+
+def _stack(x, bd, n=3):
+  return A(np.stack([np.asarray(x) * (i + 1) for i in range(n)], axis=bd))
+
+
+@pytest.mark.parametrize("ls,rs,dn", DNS[:5])
+def test_dot_general_vmap_every_bdim_placement(ls, rs, dn):
+  rng = np.random.default_rng(3)
+  x, y = rng.standard_normal(ls), rng.standard_normal(rs)
+  f = lambda a, b: lax.dot_general(a, b, dn)
+  for bx, by in testing.bdim_placements([len(ls), len(rs)], limit=40):
+    if bx is None and by is None:
+      continue
+    args = (A(x) if bx is None else _stack(x, bx), A(y) if by is None else _stack(y, by))
+    testing.check_vmap(f, args, in_axes=(bx, by))
+
+
+def test_dot_general_vmap_is_one_bind():
+  calls = []
+  orig = LA.dot_general_p.eager
+
+  def spy(*a, **k):
+    calls.append(k["dimension_numbers"])
+    return orig(*a, **k)
+  LA.dot_general_p.eager = spy
+  try:
+    x, y = _stack(np.ones((3, 4)), 1, n=5), A(np.ones((4, 2)))
+    out = api.vmap(lambda a, b: lax.dot(a, b), in_axes=(1, None))(x, y)
+  finally:
+    LA.dot_general_p.eager = orig
+  assert out.shape == (5, 3, 2) and len(calls) == 1
+
+
+# ----------------------------------------------------------------- decompositions
+
+
+def _spd(rng, shape, dtype=np.float64):
+  a = rng.standard_normal(shape)
+  if np.dtype(dtype).kind == "c":
+    a = a + 1j * rng.standard_normal(shape)
+  n = shape[-1]
+  return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(dtype)
+
+
+def _H(x):
+  return np.conj(np.swapaxes(x, -1, -2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_cholesky_identity_nan_on_failure_and_lower_triangle_only(backend, dtype):
+  rng = np.random.default_rng(4)
+  a = _spd(rng, (3, 5, 5), dtype)
+  garbage = a.copy()
+  garbage[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] = 1e6  # upper ignored
+  tol = 1e-4 if np.dtype(dtype).itemsize <= 8 and np.dtype(dtype) != np.float64 else 1e-10
+  for inp in (a, garbage):
+    L = impl("cholesky", backend)(inp)
+    np.testing.assert_allclose(L @ _H(L), a, rtol=tol, atol=tol * 10)
+    np.testing.assert_array_equal(np.triu(L, 1), 0)
+  bad = np.stack([a[0], -a[1], a[2]])
+  L = impl("cholesky", backend)(bad)
+  assert np.isnan(L[1]).all() and not np.isnan(L[[0, 2]]).any()
+
+
+def test_cholesky_wrapper_symmetrizes_and_jvp():
+  rng = np.random.default_rng(5)
+  a = _spd(rng, (4, 4))
+  L = lax.linalg.cholesky(A(a + np.triu(np.ones((4, 4)), 1) * 0.0))
+  np.testing.assert_allclose(np.asarray(L), np.linalg.cholesky(a), rtol=1e-12)
+  sym = lambda t: (t + t.T) / 2
+  testing.check_jvp(lambda x: lax.linalg.cholesky(x), (A(a),),
+                    tangents=(A(sym(rng.standard_normal((4, 4)))),))
+  # the primitive reads the lower triangle only; its jvp differentiates exactly that
+  testing.check_jvp(lambda x: LA.cholesky_p.bind(x), (A(_spd(rng, (2, 3, 3))),))
+
+
+TS_FLAGS = [dict(left_side=l, lower=lo, transpose_a=t, conjugate_a=c, unit_diagonal=u)
+            for l in (True, False) for lo in (True, False) for t in (False, True)
+            for c, u in ((False, False), (True, True))]
+
+
+def _op(a, p):
+  m = np.tril(a) if p["lower"] else np.triu(a)
+  if p["unit_diagonal"]:
+    m = m - np.diag(np.diag(m)) + np.eye(a.shape[-1])
+  if p["transpose_a"]:
+    m = m.T
+  if p["conjugate_a"]:
+    m = np.conj(m)
+  return m
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("p", TS_FLAGS, ids=lambda p: "".join(str(int(v)) for v in p.values()))
+def test_triangular_solve_every_flag_combination(backend, p):
+  rng = np.random.default_rng(6)
+  a = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4)) + 4 * np.eye(4)
+  b = rng.standard_normal((4, 3) if p["left_side"] else (3, 4)) + 0j
+  x = impl("triangular_solve", backend)(a, b, **p)
+  m = _op(a, p)
+  np.testing.assert_allclose(m @ x if p["left_side"] else x @ m, b, atol=1e-12)
+
+
+def test_triangular_solve_vector_rhs_transpose_and_jvp():
+  rng = np.random.default_rng(7)
+  a = A(np.tril(rng.standard_normal((4, 4))) + 4 * np.eye(4))
+  b = rng.standard_normal(4)
+  x = lax.linalg.triangular_solve(a, A(b), left_side=True, lower=True)
+  assert x.shape == (4,)
+  np.testing.assert_allclose(np.tril(np.asarray(a)) @ np.asarray(x), b, atol=1e-12)
+  for p in TS_FLAGS[::3]:
+    bm = rng.standard_normal((4, 2) if p["left_side"] else (2, 4))
+    y = np.asarray(LA.triangular_solve_p.bind(a, A(bm), **p))
+    ct = rng.standard_normal(y.shape)
+    none, bt = LA.triangular_solve_p.transpose(A(ct), a, ad.UndefinedPrimal(A(bm).aval), **p)
+    assert none is None
+    np.testing.assert_allclose(np.vdot(ct, y), np.vdot(np.asarray(bt), bm), rtol=1e-10)
+    testing.check_jvp(lambda aa, bb: LA.triangular_solve_p.bind(aa, bb, **p), (a, A(bm)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 5, 5)])
+def test_lu_identity_pivots_and_permutation(backend, shape):
+  rng = np.random.default_rng(8)
+  a = rng.standard_normal(shape)
+  lu, piv, perm = impl("lu", backend)(a)
+  m, n = shape[-2:]
+  k = min(m, n)
+  L = np.tril(lu[..., :, :k], -1) + np.eye(m, k)
+  U = np.triu(lu[..., :k, :])
+  assert piv.dtype == perm.dtype == np.int32
+  np.testing.assert_allclose(L @ U, np.take_along_axis(a, perm[..., None], -2), atol=1e-12)
+  assert (np.abs(L) <= 1 + 1e-12).all()  # partial pivoting
+  want = np.tile(np.arange(m), shape[:-2] + (1,))  # permutation = swaps applied in order
+  for j in range(k):
+    for idx in np.ndindex(shape[:-2]):
+      w = want[idx]
+      w[[j, piv[idx + (j,)]]] = w[[piv[idx + (j,)], j]]
+  np.testing.assert_array_equal(perm, want)
+
+
+def test_lu_singular_and_jvp():
+  sing = np.array([[0.0, 1, 2], [0, 3, 4], [0, 5, 7]])
+  for backend in BACKENDS:
+    lu, piv, perm = impl("lu", backend)(sing)
+    assert np.isfinite(lu).all() and piv[0] == 0
+    L = np.tril(lu, -1) + np.eye(3)
+    np.testing.assert_allclose(L @ np.triu(lu), sing[perm], atol=1e-12)
+  rng = np.random.default_rng(9)
+  for shape in [(4, 4), (5, 3), (3, 5), (2, 3, 3)]:
+    testing.check_jvp(lambda x: lax.linalg.lu(x)[0], (A(rng.standard_normal(shape)),))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 5, 4)])
+@pytest.mark.parametrize("full", [True, False])
+def test_qr_identity_and_shapes(backend, shape, full):
+  rng = np.random.default_rng(10)
+  a = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+  q, r = impl("qr", backend)(a, pivoting=False, full_matrices=full, use_magma=None)
+  m, n = shape[-2:]
+  k = m if full else min(m, n)
+  assert q.shape == shape[:-2] + (m, k) and r.shape == shape[:-2] + (k, n)
+  np.testing.assert_allclose(q @ r, a, atol=1e-12)
+  np.testing.assert_allclose(_H(q) @ q, np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)),
+                             atol=1e-12)
+  np.testing.assert_array_equal(np.tril(r, -1), 0)
+  # LAPACK's convention, shared by both backends
+  qn, rn = np.linalg.qr(a, mode="complete" if full else "reduced")
+  np.testing.assert_allclose(r, rn, atol=1e-12)
+
+
+def test_qr_jvp():
+  rng = np.random.default_rng(11)
+  testing.check_jvp(lambda x: lax.linalg.qr(x), (A(rng.standard_normal((4, 4))),))
+  testing.check_jvp(lambda x: lax.linalg.qr(x, full_matrices=False),
+                    (A(rng.standard_normal((2, 5, 3))),))
+  testing.check_jvp(lambda x: lax.linalg.qr(x), (A(rng.standard_normal((3, 5))),))
+  with pytest.raises(NotImplementedError, match="qr"):
+    api.jvp(lambda x: lax.linalg.qr(x), (A(np.ones((4, 2))),), (A(np.ones((4, 2))),))
+  with pytest.raises(NotImplementedError, match="qr: column pivoting"):
+    lax.linalg.qr(A(np.eye(3)), pivoting=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_eigh_identity_triangle_and_subset(backend):
+  rng = np.random.default_rng(12)
+  a = rng.standard_normal((2, 5, 5)) + 1j * rng.standard_normal((2, 5, 5))
+  f = impl("eigh", backend)
+  for lower in (True, False):
+    herm = (np.tril(a) + _H(np.tril(a, -1))) if lower else (np.triu(a) + _H(np.triu(a, 1)))
+    herm = herm - 1j * np.imag(np.diagonal(herm, axis1=-2, axis2=-1))[..., None] * np.eye(5)
+    v, w = f(a, lower=lower, sort_eigenvalues=True, subset_by_index=None)
+    assert w.dtype == np.float64 and v.dtype == np.complex128
+    np.testing.assert_allclose(herm @ v, v * w[..., None, :], atol=1e-10)
+    assert (np.diff(w, axis=-1) >= 0).all()
+    vs, ws = f(a, lower=lower, sort_eigenvalues=True, subset_by_index=(1, 3))
+    np.testing.assert_allclose(ws, w[..., 1:3])
+    np.testing.assert_allclose(vs, v[..., :, 1:3])
+
+
+def test_eigh_wrapper_and_jvp():
+  rng = np.random.default_rng(13)
+  s = rng.standard_normal((4, 4))
+  v, w = lax.linalg.eigh(A(s))
+  np.testing.assert_allclose(np.asarray(w), np.linalg.eigvalsh((s + s.T) / 2), rtol=1e-12)
+  sym = (s + s.T) / 2
+  testing.check_jvp(lambda x: lax.linalg.eigh(x), (A(sym),),
+                    tangents=(A(rng.standard_normal((4, 4))),))
+  upper = lambda x: LA.eigh_p.bind(x, lower=False, sort_eigenvalues=True, subset_by_index=None)
+  testing.check_jvp(upper, (A(rng.standard_normal((2, 3, 3))),))
+  v, w = LA.eigh_p.bind(A(np.full((2, 2), np.nan)), lower=True, sort_eigenvalues=True,
+                        subset_by_index=None)
+  assert np.isnan(np.asarray(w)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
+def test_svd_identity_and_compute_uv(backend, shape):
+  rng = np.random.default_rng(14)
+  a = rng.standard_normal(shape)
+  f = impl("svd", backend)
+  for full in (True, False):
+    s, u, vt = f(a, full_matrices=full, compute_uv=True, subset_by_index=None, algorithm=None)
+    k = min(shape[-2:])
+    np.testing.assert_allclose((u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :], a, atol=1e-12)
+  s2, = f(a, full_matrices=True, compute_uv=False, subset_by_index=None, algorithm=None)
+  np.testing.assert_allclose(s2, s, rtol=1e-12)
+  u, s3, vh = lax.linalg.svd(A(a))
+  assert u.shape[-1] == shape[-2] and vh.shape[-2] == shape[-1]
+
+
+def test_svd_jvp():
+  rng = np.random.default_rng(15)
+  for shape in [(4, 4), (5, 3), (3, 5)]:
+    x = A(rng.standard_normal(shape))
+    testing.check_jvp(lambda a: lax.linalg.svd(a, full_matrices=False), (x,))
+    testing.check_jvp(lambda a: lax.linalg.svd(a, compute_uv=False), (x,))
+
+
+@pytest.mark.parametrize("name,args,kw,exc,msg", [
+    ("cholesky", [(2, 3)], {}, ValueError, "cholesky must be a square matrix"),
+    ("cholesky", [(3,)], {}, TypeError, "Input 0 to cholesky must have rank at least 2"),
+    ("qr", [(2, 2, np.int32)], dict(pivoting=False, full_matrices=True, use_magma=None),
+     TypeError, "qr does not accept dtype int32"),
+    ("triangular_solve", [(3, 3), (4, 2)], dict(left_side=True, lower=True, transpose_a=False,
+                                               conjugate_a=False, unit_diagonal=False),
+     ValueError, r"Incompatible shapes for arguments to triangular_solve: \(3, 3\) and \(4, 2\)"),
+    ("triangular_solve", [(2, 3, 3), (3, 3, 2)], dict(left_side=True, lower=True,
+                                                    transpose_a=False, conjugate_a=False,
+                                                    unit_diagonal=False),
+     TypeError, "triangular_solve must have the same batch dimensions"),
+    ("eigh", [(2, 3)], dict(lower=True, sort_eigenvalues=True, subset_by_index=None), ValueError,
+     r"eigh.*\[..., n, n\]"),
+])
+def test_linalg_error_messages(name, args, kw, exc, msg):
+  ops = [A(np.ones(s[:-1] if isinstance(s[-1], type) else s, s[-1] if isinstance(s[-1], type)
+                   else np.float64)) for s in args]
+  with pytest.raises(exc, match=msg):
+    registry.get(name).bind(*ops, **kw)
+
+
+@pytest.mark.parametrize("bd", [0, 1, 2])
+def test_decompositions_vmap_every_bdim(bd):
+  rng = np.random.default_rng(16)
+  spd = _spd(rng, (3, 3))
+  g = rng.standard_normal((3, 3))
+  testing.check_vmap(lambda x: lax.linalg.cholesky(x), (_stack(spd, bd),), in_axes=bd)
+  testing.check_vmap(lambda x: lax.linalg.lu(x), (_stack(g, bd),), in_axes=bd)
+  testing.check_vmap(lambda x: lax.linalg.qr(x), (_stack(g, bd),), in_axes=bd)
+  testing.check_vmap(lambda x: lax.linalg.eigh(x)[1], (_stack(spd, bd),), in_axes=bd)
+  testing.check_vmap(lambda x: lax.linalg.svd(x, compute_uv=False), (_stack(g, bd),), in_axes=bd)
+  tri = np.tril(g) + 3 * np.eye(3)
+  b = rng.standard_normal((3, 2))
+  f = lambda a, bb: lax.linalg.triangular_solve(a, bb, left_side=True, lower=True)
+  for bds in [(bd, None), (None, bd), (bd, bd)]:
+    args = [_stack(v, d) if d is not None else A(v) for v, d in zip((tri, b), bds)]
+    testing.check_vmap(f, args, in_axes=bds)

@@ -1,0 +1,437 @@
+"""Reductions, argmin/argmax, cumulative reductions and sort: the semantics the
+registry-generated suite cannot see (identities of empty reductions, NaN and tie rules,
+stability and key order of sort, zero-safe derivatives, transposes, batching rules at every
+batch-dim placement, error messages) and the kernels the default policy does not select
+(the prange variants)."""
+import numpy as np
+import pytest
+
+import nbjax  # noqa: F401
+from nbjax import api, lax, registry, testing
+from nbjax.array import Array
+from nbjax.interpreters import ad
+from kernels import reductions as K
+
+R = lax.reductions if hasattr(lax, "reductions") else __import__("nbjax.lax.reductions",
+                                                                 fromlist=["x"])
+BACKENDS = ("numba", "numpy")
+
+
+def impl(prim, backend):
+  return registry.get(prim).impls[backend]
+
+
+def A(x):
+  return Array(np.asarray(x))
+
+
+# ----------------------------------------------------------------- reductions
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int64, np.bool_])
+def test_empty_reductions_give_identity(backend, dtype):
+  d = np.dtype(dtype)
+  x = np.zeros((3, 0, 2), d)
+  ops = {"max": (-np.inf if d.kind == "f" else False if d.kind == "b" else np.iinfo(d).min),
+         "min": (np.inf if d.kind == "f" else True if d.kind == "b" else np.iinfo(d).max)}
+  if d.kind != "b":
+    ops.update(sum=0, prod=1)
+  if d.kind in "biu":
+    ops.update({"and": True if d.kind == "b" else np.array(-1).astype(d), "or": 0, "xor": 0})
+  for op, want in ops.items():
+    got = impl("reduce_" + op, backend)(x, axes=(1,))
+    assert got.shape == (3, 2) and got.dtype == d, op
+    np.testing.assert_array_equal(got, np.full((3, 2), want, d), err_msg=op)
+    got = lax.reduce_sum(A(x), (0, 1)) if op == "sum" else None
+  full = lax.reduce_max(A(np.zeros((0,), d)), (0,))
+  assert full.shape == () and full.dtype == d
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multi_axis_and_layouts_match_numpy(backend):
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((3, 4, 5, 6))
+  xi = rng.integers(-50, 50, (3, 4, 5, 6)).astype(np.int32)
+  for axes in [(0,), (3,), (1, 2), (0, 2), (0, 3), (1, 3), (0, 1, 2, 3), (0, 2, 3)]:
+    np.testing.assert_allclose(impl("reduce_sum", backend)(x, axes=axes), x.sum(axes), rtol=1e-12)
+    np.testing.assert_allclose(impl("reduce_prod", backend)(x, axes=axes), x.prod(axes),
+                               rtol=1e-10)
+    np.testing.assert_array_equal(impl("reduce_max", backend)(x, axes=axes), x.max(axes))
+    np.testing.assert_array_equal(impl("reduce_min", backend)(xi, axes=axes), xi.min(axes))
+    np.testing.assert_array_equal(impl("reduce_xor", backend)(xi, axes=axes),
+                                  np.bitwise_xor.reduce(xi, axis=axes))
+    np.testing.assert_array_equal(impl("reduce_or", backend)(xi > 0, axes=axes),
+                                  (xi > 0).any(axes))
+
+
+def test_float32_sum_accuracy_and_integer_wraparound():
+  rng = np.random.default_rng(1)
+  x = rng.random(1_000_003).astype(np.float32)
+  exact = np.sum(x.astype(np.float64))
+  for backend in BACKENDS:
+    got = impl("reduce_sum", backend)(x, axes=(0,))
+    assert got.dtype == np.float32
+    assert abs(float(got) - exact) / exact < 1e-6, backend
+  # column sums accumulate too (float64 accumulator in the numba kernel)
+  x2 = rng.random((100_000, 3)).astype(np.float32)
+  got = impl("reduce_sum", "numba")(x2, axes=(0,))
+  np.testing.assert_allclose(got, x2.astype(np.float64).sum(0), rtol=1e-6)
+  # integer sums wrap like XLA (no upcast)
+  x8 = np.full(300, 100, np.int8)
+  want = np.array(300 * 100, np.int64).astype(np.int8)
+  for backend in BACKENDS:
+    assert impl("reduce_sum", backend)(x8, axes=(0,)) == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_min_propagate_nan(backend):
+  x = np.array([[1.0, np.nan, 3.0], [-np.inf, 2.0, 0.0]], np.float32)
+  np.testing.assert_array_equal(impl("reduce_max", backend)(x, axes=(1,)), [np.nan, 2.0])
+  np.testing.assert_array_equal(impl("reduce_min", backend)(x, axes=(0,)), [-np.inf, np.nan, 0])
+  np.testing.assert_array_equal(impl("cummax", backend)(x[0], axis=0, reverse=False),
+                                [1, np.nan, np.nan])
+
+
+def test_weak_type_rules():
+  x = Array(np.ones(3, np.float32), weak_type=True)
+  assert lax.reduce_sum(x, (0,)).weak_type
+  assert lax.reduce_max(x, (0,)).weak_type
+  assert not lax.argmax(x, 0, np.int32).weak_type
+  xi = Array(np.ones(3, np.int64), weak_type=True)
+  assert not lax.reduce_and(xi, (0,)).weak_type
+
+
+@pytest.mark.parametrize("name,kw,exc,msg", [
+    ("reduce_sum", dict(axes=(2,)), ValueError, "out-of-bounds"),
+    ("reduce_sum", dict(axes=(-1,)), ValueError, "out-of-bounds"),
+    ("reduce_max", dict(axes=(0, 0)), ValueError, "duplicate"),
+    ("cumsum", dict(axis=5, reverse=False), ValueError, "out of bounds"),
+    ("argmax", dict(axes=(3,), index_dtype=np.dtype(np.int32)), ValueError, "Invalid axis"),
+])
+def test_error_messages_name_primitive_and_problem(name, kw, exc, msg):
+  p = registry.get(name)
+  with pytest.raises(exc, match=msg) as info:
+    p.bind(A(np.ones((2, 3), np.float32)), **kw)
+  assert name in str(info.value)
+  assert "float32[2,3]" in str(info.value) or "(2, 3)" in str(info.value) or name != "reduce_sum"
+
+
+def test_dtype_errors():
+  with pytest.raises(TypeError, match="reduce_sum does not accept dtype bool"):
+    lax.reduce_sum(A(np.ones(3, bool)), (0,))
+  with pytest.raises(TypeError, match="reduce_and: logical reduction requires operand dtype "
+                                      "bool or int, got float32"):
+    lax.reduce_and(A(np.ones(3, np.float32)), (0,))
+  with pytest.raises(TypeError, match="cumsum does not accept dtype bool"):
+    lax.cumsum(A(np.ones(3, bool)))
+  with pytest.raises(TypeError, match="index_dtype must be an integer type"):
+    lax.argmax(A(np.ones(3)), 0, np.float32)
+
+
+# ----------------------------------------------------------------- argmin / argmax
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argminmax_first_nan_wins_and_ties_go_first(backend):
+  amax, amin = impl("argmax", backend), impl("argmin", backend)
+  i32 = np.dtype(np.int32)
+  x = np.array([1.0, 5.0, 5.0, np.nan, 7.0, np.nan], np.float64)
+  assert amax(x, axes=(0,), index_dtype=i32) == 3
+  assert amin(x, axes=(0,), index_dtype=i32) == 3
+  y = np.array([3, 1, 3, 1, 2], np.int16)
+  assert amax(y, axes=(0,), index_dtype=i32) == 0
+  assert amin(y, axes=(0,), index_dtype=i32) == 1
+  # column layout (reduced axis not last) and a NaN at position 0
+  z = np.array([[np.nan, 1.0], [2.0, 3.0], [2.0, np.nan], [9.0, 3.0]], np.float32)
+  np.testing.assert_array_equal(amax(z, axes=(0,), index_dtype=i32), [0, 2])
+  np.testing.assert_array_equal(amin(z, axes=(0,), index_dtype=i32), [0, 2])
+  np.testing.assert_array_equal(amax(np.array([[True, False], [True, True]]), axes=(0,),
+                                     index_dtype=i32), [0, 1])
+
+
+def test_argmax_of_empty_axis_raises():
+  with pytest.raises(ValueError, match="argmax.*non-empty"):
+    lax.argmax(A(np.zeros((2, 0))), 1, np.int32)
+  assert lax.argmax(A(np.zeros((0, 3))), 1, np.int32).shape == (0,)
+
+
+# ----------------------------------------------------------------- cumulative
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cumulative_reverse_and_axes(backend):
+  rng = np.random.default_rng(2)
+  x = rng.uniform(0.5, 1.5, (3, 4, 5))
+  for axis in range(3):
+    for reverse in (False, True):
+      flip = (lambda v: np.flip(v, axis)) if reverse else (lambda v: v)
+      for name, ref in [("cumsum", np.cumsum), ("cumprod", np.cumprod),
+                        ("cummax", np.maximum.accumulate), ("cummin", np.minimum.accumulate),
+                        ("cumlogsumexp", np.logaddexp.accumulate)]:
+        got = impl(name, backend)(x, axis=axis, reverse=reverse)
+        np.testing.assert_allclose(got, flip(ref(flip(x), axis)), rtol=1e-12, err_msg=name)
+
+
+def test_cumlogsumexp_handles_infinities():
+  x = np.array([-np.inf, -np.inf, 0.0, np.inf, 1.0])
+  for backend in BACKENDS:
+    np.testing.assert_array_equal(impl("cumlogsumexp", backend)(x, axis=0, reverse=False),
+                                  [-np.inf, -np.inf, 0.0, np.inf, np.inf])
+
+
+def test_jvp_of_cumulative_ops_vs_finite_differences():
+  rng = np.random.default_rng(3)
+  x = A(rng.uniform(0.5, 2.0, (4, 7)) * rng.choice([-1, 1], (4, 7)))
+  for f in [lambda v: lax.cumprod(v, 1), lambda v: lax.cumprod(v, 0, reverse=True),
+            lambda v: lax.cummax(v, 1), lambda v: lax.cummin(v, 0, reverse=True),
+            lambda v: lax.cumlogsumexp(v, 1), lambda v: lax.cumlogsumexp(v, 0, reverse=True),
+            lambda v: lax.cumsum(v, 1, reverse=True)]:
+    testing.check_jvp(f, (x,))
+
+
+def test_cumprod_and_reduce_prod_jvp_are_zero_safe():
+  x = np.array([2.0, 0.0, 3.0, 4.0])
+  t = np.array([1.0, 10.0, 100.0, 1000.0])
+  _, dy = api.jvp(lambda v: lax.cumprod(v, 0), (A(x),), (A(t),))
+  # d/dx of prefix products, exact with a zero inside
+  want = [1.0, 1 * 0 + 2 * 10, 2 * 10 * 3, 2 * 10 * 3 * 4]
+  np.testing.assert_allclose(np.asarray(dy), want)
+  _, dp = api.jvp(lambda v: lax.reduce_prod(v, (0,)), (A(x),), (A(t),))
+  np.testing.assert_allclose(np.asarray(dp), 10 * 2 * 3 * 4)
+  x2 = np.array([[0.0, 0.0, 5.0], [1.0, 2.0, 3.0]])
+  _, dp2 = api.jvp(lambda v: lax.reduce_prod(v, (1,)), (A(x2),), (A(np.ones_like(x2)),))
+  np.testing.assert_allclose(np.asarray(dp2), [0.0, 2 * 3 + 1 * 3 + 1 * 2])
+
+
+def test_reduce_max_jvp_averages_ties():
+  x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]])
+  t = np.array([[5.0, 1.0, 3.0], [7.0, 1.0, 1.0]])
+  _, d = api.jvp(lambda v: lax.reduce_max(v, (1,)), (A(x),), (A(t),))
+  np.testing.assert_allclose(np.asarray(d), [2.0, 7.0])
+  testing.check_jvp(lambda v: lax.reduce_min(v, (0, 2)),
+                    (A(np.random.default_rng(4).standard_normal((3, 2, 4))),))
+
+
+def test_linear_transposes_inner_product_identity():
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((3, 4, 5))
+  for axes in [(1,), (0, 2), ()]:
+    y = np.asarray(lax.reduce_sum(A(x), axes))
+    ct = rng.standard_normal(y.shape)
+    xt, = R.reduce_sum_p.transpose(A(ct), ad.UndefinedPrimal(Array(x).aval), axes=axes)
+    np.testing.assert_allclose(np.vdot(ct, y), np.vdot(np.asarray(xt), x), rtol=1e-12)
+  for reverse in (False, True):
+    y = np.asarray(lax.cumsum(A(x), 1, reverse))
+    ct = rng.standard_normal(y.shape)
+    xt, = R.cumsum_p.transpose(A(ct), ad.UndefinedPrimal(Array(x).aval), axis=1,
+                               reverse=reverse)
+    np.testing.assert_allclose(np.vdot(ct, y), np.vdot(np.asarray(xt), x), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- sort
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [9, 300])  # short rows (merge sort) and long rows (radix sort)
+def test_sort_float_total_order_nan_last_and_signed_zero_stable(backend, n):
+  rng = np.random.default_rng(6)
+  x = rng.standard_normal(n)
+  x[:8] = [np.nan, -np.inf, 0.0, -0.0, np.inf, -np.nan, 0.0, -0.0]
+  rng.shuffle(x[8:])
+  for dt in (np.float64, np.float32, np.float16):
+    xs = x.astype(dt)
+    got, = impl("sort", backend)(xs, dimension=0, is_stable=True, num_keys=1)
+    assert got.dtype == dt
+    finite = np.sort(xs[~np.isnan(xs)], kind="stable")
+    np.testing.assert_array_equal(got[:len(finite)], finite)
+    assert np.isnan(got[len(finite):]).all() and len(finite) == n - 2
+    zeros = got[got == 0]
+    # -0.0 == 0.0 in the order: the stable sort keeps their input order 0, -0, 0, -0
+    np.testing.assert_array_equal(np.signbit(zeros), [False, True, False, True])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [11, 500])
+def test_sort_stability_and_num_keys(backend, n):
+  rng = np.random.default_rng(7)
+  k1 = rng.integers(0, 3, n).astype(np.int32)
+  k2 = rng.standard_normal(n).round(0)
+  v = np.arange(n, dtype=np.int64)
+  f = impl("sort", backend)
+  sk, sv = f(k1, v, dimension=0, is_stable=True, num_keys=1)
+  np.testing.assert_array_equal(sv, np.argsort(k1, kind="stable"))
+  np.testing.assert_array_equal(sk, np.sort(k1))
+  a, b, c = f(k1, k2, v, dimension=0, is_stable=True, num_keys=2)
+  order = np.lexsort((k2, k1))
+  np.testing.assert_array_equal(c, order)
+  np.testing.assert_array_equal(a, k1[order])
+  np.testing.assert_array_equal(b, k2[order])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sort_key_dtypes_extremes(backend):
+  f = impl("sort", backend)
+  for dt in (np.int8, np.int64, np.uint8, np.uint64, np.uint32, np.int16):
+    info = np.iinfo(dt)
+    x = np.array([info.max, 0, info.min, 1, info.max - 1, info.min + 1, 7] * 40, dt)
+    np.testing.assert_array_equal(f(x, dimension=0, is_stable=True, num_keys=1)[0], np.sort(x))
+  b = np.array([True, False, True, False] * 80)
+  v = np.arange(b.size)
+  sb, sv = f(b, v, dimension=0, is_stable=True, num_keys=1)
+  np.testing.assert_array_equal(sv, np.argsort(b, kind="stable"))
+  c = np.array([1 + 2j, 1 + 1j, np.nan + 0j, 0 + 5j, 1 + np.nan * 1j, -1 - 1j] * 50,
+               np.complex128)
+  got, = f(c, dimension=0, is_stable=True, num_keys=1)
+  want = np.sort(c, kind="stable")  # NumPy's complex order is JAX's: (real, imag), NaNs last
+  np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sort_along_each_dimension(backend):
+  rng = np.random.default_rng(8)
+  x = rng.standard_normal((4, 300, 3)).astype(np.float32)
+  y = rng.integers(0, 9, x.shape).astype(np.int16)
+  for dim in range(3):
+    sx, sy = impl("sort", backend)(x, y, dimension=dim, is_stable=True, num_keys=1)
+    perm = np.argsort(x, axis=dim, kind="stable")
+    np.testing.assert_array_equal(sx, np.take_along_axis(x, perm, dim))
+    np.testing.assert_array_equal(sy, np.take_along_axis(y, perm, dim))
+
+
+def test_sort_wrappers_and_errors():
+  x = A(np.array([3, 1, 2]))
+  np.testing.assert_array_equal(lax.sort(x), [1, 2, 3])
+  k, v = lax.sort_key_val(x, A(np.array([0, 1, 2])))
+  np.testing.assert_array_equal(v, [1, 2, 0])
+  out = lax.sort((x, A(np.array([9, 8, 7]))), num_keys=2)
+  assert isinstance(out, tuple) and len(out) == 2
+  with pytest.raises(ValueError, match="num_keys=2 must equal 1"):
+    lax.sort(x, num_keys=2)
+  with pytest.raises(ValueError, match="num_keys=3"):
+    lax.sort((x, x), num_keys=3)
+  with pytest.raises(TypeError, match="sort: Arguments to sort must have equal shapes"):
+    R.sort_p.bind(x, A(np.ones(4)), dimension=0, is_stable=True, num_keys=1)
+
+
+def test_sort_jvp_and_transpose():
+  rng = np.random.default_rng(9)
+  keys = A(rng.permutation(12).reshape(3, 4) * 0.5)
+  vals = A(rng.standard_normal((3, 4)))
+  testing.check_jvp(lambda k, v: lax.sort((k, v), dimension=1, num_keys=1), (keys, vals))
+  testing.check_jvp(lambda k: lax.sort(k, dimension=0), (keys,))
+  # transpose w.r.t. a non-key operand: the inverse permutation (inner-product identity)
+  ct = rng.standard_normal((3, 4))
+  y = np.asarray(lax.sort((keys, vals), dimension=1)[1])
+  res = R.sort_p.transpose([ad.Zero(keys.aval), A(ct)], keys, ad.UndefinedPrimal(vals.aval),
+                           dimension=1, is_stable=True, num_keys=1)
+  assert res[0] is None
+  np.testing.assert_allclose(np.vdot(ct, y), np.vdot(np.asarray(res[1]), np.asarray(vals)))
+
+
+# ----------------------------------------------------------------- batching
+
+
+def _batched(x, bd, n=3):
+  x = np.asarray(x)
+  return A(np.stack([x * (i + 1) if x.dtype != bool else x ^ (i % 2 == 1) for i in range(n)],
+                    axis=bd))
+
+
+@pytest.mark.parametrize("bd", [0, 1, 2, 3])
+def test_vmap_reductions_and_scans_every_bdim(bd):
+  rng = np.random.default_rng(10)
+  x = rng.standard_normal((2, 3, 4))
+  xb = _batched(x, bd)
+  for f in [lambda v: lax.reduce_sum(v, (0, 2)), lambda v: lax.reduce_max(v, (1,)),
+            lambda v: lax.reduce_prod(v, ()), lambda v: lax.argmin(v, 2, np.int32),
+            lambda v: lax.cumsum(v, 1, reverse=True), lambda v: lax.cummax(v, 0),
+            lambda v: lax.sort(v, dimension=1)]:
+    testing.check_vmap(f, (xb,), in_axes=bd)
+
+
+@pytest.mark.parametrize("bds", [(0, None), (None, 1), (2, 0), (1, 1), (None, 2)])
+def test_vmap_multi_operand_sort_mixed_batching(bds):
+  rng = np.random.default_rng(11)
+  k = rng.permutation(8).reshape(2, 4).astype(np.float64)
+  v = rng.integers(0, 5, (2, 4)).astype(np.int32)
+  args = [_batched(a, b) if b is not None else A(a) for a, b in zip((k, v), bds)]
+  testing.check_vmap(lambda a, b: lax.sort((a, b), dimension=1, num_keys=2), args, in_axes=bds)
+  testing.check_vmap(lambda a, b: lax.sort((b, a), dimension=0, num_keys=1), args, in_axes=bds)
+
+
+def test_vmap_of_jvp_of_cumprod():
+  x = _batched(np.array([[1.0, 2.0, 0.5], [3.0, 0.0, 2.0]]), 1)
+  t = A(np.ones((2, 3, 3)))
+  f = lambda v, tv: api.jvp(lambda u: lax.cumprod(u, 1), (v,), (tv,))[1]
+  testing.check_vmap(f, (x, t), in_axes=(1, 1))
+
+
+# ----------------------------------------------------------------- parallel kernels
+
+
+def test_parallel_kernels_match_serial():
+  """The prange kernels are off by default on the 2-core machines (see reductions.PAR_MIN)."""
+  rng = np.random.default_rng(12)
+  x2 = rng.standard_normal((5, 3001))
+  x3 = rng.standard_normal((3, 700, 5))
+  z = np.float64(0)
+  for op in ("sum", "max"):
+    zz = z if op == "sum" else np.float64(-np.inf)
+    a, b = np.empty(5), np.empty(5)
+    K.ROWS[op](x2, a, zz)
+    K.ROWS_PAR[op](x2, b, zz)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    K.ROWS_PAR[op](np.ascontiguousarray(x2[:1]), b[:1], zz)
+    np.testing.assert_allclose(a[:1], b[:1], rtol=1e-12)
+    c, d = np.empty((3, 5)), np.empty((3, 5))
+    K.COLS[op](x3, c, zz)
+    K.COLS_PAR[op](x3, d, zz)
+    np.testing.assert_allclose(c, d, rtol=1e-12)
+    K.COLS_PAR[op](np.ascontiguousarray(x3[:1]), d[:1], zz)
+    np.testing.assert_allclose(c[:1], d[:1], rtol=1e-12)
+  i1, i2 = np.empty(5, np.int64), np.empty(5, np.int64)
+  K.ARG_ROWS["argmax"](x2, i1)
+  K.ARG_ROWS_PAR["argmax"](x2, i2)
+  np.testing.assert_array_equal(i1, i2)
+  o1, o2 = np.empty_like(x3), np.empty_like(x3)
+  K.CUM_COLS["cumsum"](x3, o1, z, True)
+  K.CUM_COLS_PAR["cumsum"](x3, o2, z, True)
+  np.testing.assert_allclose(o1, o2)
+  keys = rng.integers(-9, 9, (4, 500))
+  p1 = np.tile(np.arange(500), (4, 1))
+  p2 = p1.copy()
+  K.RADIX_ROWS(keys, p1, 64)
+  K.RADIX_ROWS_PAR(keys, p2, 64)
+  np.testing.assert_array_equal(p1, p2)
+  np.testing.assert_array_equal(p1, np.argsort(keys, axis=1, kind="stable"))
+
+
+def test_eager_policy_switches_backend_by_input_size():
+  small, large, thr = registry.policy(R.sort_p)
+  assert (small, large) == ("numpy", "numba")
+  x = np.random.default_rng(13).standard_normal(thr + 5)
+  got = lax.sort(A(x))
+  np.testing.assert_array_equal(got, np.sort(x))
+  nbjax.config.set_eager_backend("reduce_sum", "numpy")
+  try:
+    assert R.reduce_sum_p.backend == "numpy"
+    np.testing.assert_allclose(lax.reduce_sum(A(x), (0,)), x.sum())
+  finally:
+    nbjax.config.set_eager_backend("reduce_sum", None)
+
+
+def test_top_k_order_ties_nan_and_jvp():
+  x = A(np.array([[1.0, 3.0, np.nan, 3.0, -0.0, 0.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]]))
+  v, i = lax.top_k(x, 3)
+  np.testing.assert_array_equal(np.asarray(i), [[2, 1, 3], [0, 1, 2]])
+  np.testing.assert_array_equal(np.asarray(v), [[np.nan, 3.0, 3.0], [5.0, 4.0, 3.0]])
+  assert i.dtype == np.int32
+  u = A(np.array([3, 250, 7, 250], np.uint8))
+  np.testing.assert_array_equal(np.asarray(lax.top_k(u, 2)[1]), [1, 3])
+  v0, i0 = lax.top_k(x, 2, axis=0)
+  np.testing.assert_array_equal(np.asarray(i0)[:, 0], [1, 0])
+  with pytest.raises(ValueError, match="nonnegative"):
+    lax.top_k(x, -1)
+  rng = np.random.default_rng(14)
+  testing.check_jvp(lambda a: lax.top_k(a, 2)[0], (A(rng.permutation(10).reshape(2, 5) * 1.0),))

@@ -1,0 +1,343 @@
+"""Tests for nbjax.tree_util: round trips, node kinds, tree_map, errors, treedef identity."""
+import collections
+import dataclasses
+import functools
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from nbjax import tree_util as tu
+
+Point = collections.namedtuple("Point", ["x", "y"])
+
+
+@tu.register_pytree_node_class
+class Box:
+  def __init__(self, a, b, name):
+    self.a, self.b, self.name = a, b, name
+
+  def tree_flatten(self):
+    return (self.a, self.b), self.name
+
+  @classmethod
+  def tree_unflatten(cls, name, children):
+    return cls(*children, name)
+
+  def __eq__(self, other):
+    return type(other) is Box and (self.a, self.b, self.name) == (other.a, other.b, other.name)
+
+
+@tu.register_dataclass
+@dataclasses.dataclass
+class Params:
+  w: object
+  b: object
+  act: str = dataclasses.field(default="relu", metadata=dict(static=True))
+
+
+@dataclasses.dataclass
+class Explicit:
+  x: object
+  n: int
+
+tu.register_dataclass(Explicit, data_fields=["x"], meta_fields=["n"])
+
+
+class Opaque:
+  pass
+
+
+def roundtrip(tree, **kw):
+  leaves, treedef = tu.tree_flatten(tree, **kw)
+  assert treedef.num_leaves == len(leaves)
+  out = tu.tree_unflatten(treedef, leaves)
+  assert tu.tree_structure(out, **kw) == treedef
+  return leaves, treedef, out
+
+
+@pytest.mark.parametrize("tree, nleaves", [
+    (1, 1),
+    ((1, 2, 3), 3),
+    ([1, [2, (3,)]], 3),
+    ({"b": 1, "a": (2, 3)}, 3),
+    (None, 0),
+    ((None, 1, [None]), 1),
+    ((), 0),
+    ([], 0),
+    ({}, 0),
+    (Point(1, (2, 3)), 3),
+    (collections.OrderedDict([("z", 1), ("a", 2)]), 2),
+    (collections.defaultdict(list, {"q": 1, "p": [2]}), 2),
+    (Params(np.ones(2), 3.0), 2),
+    (Explicit(x=[1, 2], n=5), 2),
+    (Box(1, [2, 3], "box"), 3),
+    ({"p": Params(1, (2, None)), "t": [Point(Box(1, 2, "n"), 3)]}, 5),
+])
+def test_roundtrip(tree, nleaves):
+  leaves, treedef, out = roundtrip(tree)
+  assert len(leaves) == nleaves
+  assert type(out) is type(tree)
+  if not isinstance(tree, Params) and not isinstance(tree, dict):
+    assert out == tree
+  assert tu.tree_leaves(tree) == leaves
+  assert treedef.num_nodes >= 1
+
+
+def test_dict_sorted_and_ordered_dicts():
+  leaves, td = tu.tree_flatten({"b": 1, "a": 2, "c": 3})
+  assert leaves == [2, 1, 3]
+  out = td.unflatten([10, 20, 30])
+  assert list(out) == ["a", "b", "c"] and out == {"a": 10, "b": 20, "c": 30}
+  od = collections.OrderedDict([("z", 1), ("a", 2)])
+  leaves, td = tu.tree_flatten(od)
+  assert leaves == [1, 2]
+  out = td.unflatten([3, 4])
+  assert type(out) is collections.OrderedDict and list(out.items()) == [("z", 3), ("a", 4)]
+  dd = collections.defaultdict(int, {"b": 1, "a": 2})
+  out = tu.tree_map(lambda x: x * 10, dd)
+  assert type(out) is collections.defaultdict and out.default_factory is int
+  assert out == {"a": 20, "b": 10} and out["missing"] == 0
+  assert tu.tree_structure({"a": 1}) != tu.tree_structure(collections.OrderedDict(a=1))
+
+
+def test_none_is_a_node_not_a_leaf():
+  assert tu.tree_leaves(None) == []
+  assert tu.tree_leaves([None, 1, {"a": None}]) == [1]
+  assert tu.tree_map(lambda x: x + 1, (None, 1)) == (None, 2)
+  assert tu.tree_structure(None).num_leaves == 0
+  assert tu.treedef_is_leaf(tu.tree_structure(None))
+  assert not tu.treedef_is_strict_leaf(tu.tree_structure(None))
+  assert tu.tree_leaves([None, 1], is_leaf=lambda x: x is None) == [None, 1]
+  assert not tu.all_leaves([None, 1])
+
+
+def test_leaves_are_anything_unregistered():
+  o, a = Opaque(), np.arange(3)
+  leaves, td = tu.tree_flatten([o, a, "s", 1.5, b"b"])
+  assert leaves[0] is o and leaves[1] is a and leaves[2:] == ["s", 1.5, b"b"]
+  assert tu.all_leaves([o, a, 1]) and not tu.all_leaves([o, (1,)])
+  assert tu.treedef_is_strict_leaf(tu.tree_structure(a))
+
+  class MyTuple(tuple):  # a tuple subclass without _fields is a leaf
+    pass
+  assert tu.tree_leaves(MyTuple((1, 2))) == [MyTuple((1, 2))]
+
+
+def test_tree_map_multi_and_is_leaf():
+  t1 = {"a": (1, 2), "b": [3]}
+  t2 = {"a": (10, 20), "b": [30]}
+  assert tu.tree_map(lambda x, y: x + y, t1, t2) == {"a": (11, 22), "b": [33]}
+  assert tu.tree_map(lambda x, y, z: x + y + z, [1], [2], [3]) == [6]
+  # rest trees may have subtrees where the first has leaves
+  assert tu.tree_map(lambda x, y: (x, y), [1, 2], [(3, 4), {"k": 5}]) == [(1, (3, 4)), (2, {"k": 5})]
+  pairs = [(1, 2), (3, 4)]
+  assert tu.tree_map(lambda p: p[0] * p[1], pairs, is_leaf=lambda x: isinstance(x, tuple)) == [2, 12]
+  assert tu.tree_map(lambda x: x, Point(1, 2)) == Point(1, 2)
+  out = tu.tree_map(lambda x: x * 2, Params(np.ones(2), 3.0, "tanh"))
+  assert out.act == "tanh" and out.b == 6.0 and np.array_equal(out.w, [2, 2])
+
+
+@pytest.mark.parametrize("t1, t2, fragment", [
+    ((1, 2), (1, 2, 3), "Tuple arity mismatch"),
+    ((1, 2), [1, 2], "Expected tuple"),
+    ([1, 2], [1], "List arity mismatch"),
+    ({"a": 1}, {"b": 1}, "Dict key mismatch"),
+    ((None,), (1,), "Expected None"),
+    (Point(1, 2), (1, 2), "Expected named tuple"),
+    (Box(1, 2, "x"), Box(1, 2, "y"), "Mismatch custom node data"),
+    (Box(1, 2, "x"), (1, 2), "Custom node type mismatch"),
+])
+def test_tree_map_mismatch(t1, t2, fragment):
+  with pytest.raises(ValueError) as e:
+    tu.tree_map(lambda x, y: x, t1, t2)
+  msg = str(e.value)
+  assert fragment in msg
+  assert str(tu.tree_structure(t1)) in msg and str(tu.tree_structure(t2)) in msg
+  with pytest.raises(ValueError, match=fragment):
+    tu.tree_structure(t1).flatten_up_to(t2)
+
+
+def test_unflatten_wrong_count():
+  td = tu.tree_structure((1, 2))
+  with pytest.raises(ValueError, match="Too few leaves"):
+    td.unflatten([1])
+  with pytest.raises(ValueError, match="Too many leaves"):
+    td.unflatten([1, 2, 3])
+  assert td.unflatten(iter([5, 6])) == (5, 6)
+
+
+def test_treedef_equality_hash():
+  a = tu.tree_structure((np.ones(2), {"x": 1, "y": [2]}))
+  b = tu.tree_structure((0, {"y": [np.zeros(1)], "x": "leaf"}))
+  assert a == b and hash(a) == hash(b)
+  assert len({a, b}) == 1
+  assert a != tu.tree_structure((0, {"x": 1, "y": (2,)}))
+  assert tu.tree_structure([1, 2]) != tu.tree_structure((1, 2))
+  assert tu.tree_structure(Box(1, 2, "a")) != tu.tree_structure(Box(1, 2, "b"))
+  assert tu.tree_structure(Box(1, 2, "a")) == tu.tree_structure(Box(3, 4, "a"))
+  assert tu.tree_structure(Point(1, 2)) != tu.tree_structure((1, 2))
+  assert tu.tree_structure(Params(1, 2, "relu")) != tu.tree_structure(Params(1, 2, "tanh"))
+  cache = {a: "hit"}
+  assert cache[tu.tree_structure((1, {"x": 2, "y": [3]}))] == "hit"
+  assert pickle.loads(pickle.dumps(a)) == a
+  assert a != "not a treedef"
+
+
+def test_repr():
+  r = lambda t: repr(tu.tree_structure(t))
+  assert r((1, {"a": 2})) == "PyTreeDef((*, {'a': *}))"
+  assert r(1) == "PyTreeDef(*)"
+  assert r(None) == "PyTreeDef(None)"
+  assert r((1,)) == "PyTreeDef((*,))"
+  assert r([1, None, ()]) == "PyTreeDef([*, None, ()])"
+  assert r(Point(1, 2)) == "PyTreeDef(Point(x=*, y=*))"
+  assert r(Box(1, 2, "n")) == "PyTreeDef(CustomNode(Box['n'], [*, *]))"
+  assert r(collections.OrderedDict(b=1, a=2)) == "PyTreeDef(OrderedDict({'b': *, 'a': *}))"
+
+
+def test_treedef_methods():
+  td = tu.tree_structure((1, [2, 3], {"a": 4}))
+  assert td.num_leaves == 4 and td.num_nodes == 7
+  kids = tu.treedef_children(td)
+  assert [k.num_leaves for k in kids] == [1, 2, 1]
+  assert kids[1] == tu.tree_structure([0, 0])
+  assert td.node_data() == (tuple, None)
+  assert tu.tree_structure({"a": 1}).node_data() == (dict, ("a",))
+  assert tu.tree_structure(1).node_data() is None
+  inner = tu.tree_structure((0, 0))
+  comp = tu.tree_structure([0, 0]).compose(inner)
+  assert comp == tu.tree_structure([(0, 0), (0, 0)]) and comp.num_leaves == 4
+  assert td.flatten_up_to((1, [(2, 2), 3], {"a": [4]})) == [1, (2, 2), 3, [4]]
+  assert tu.treedef_tuple([tu.tree_structure(1), inner]) == tu.tree_structure((0, (0, 0)))
+
+
+def test_reduce_all_transpose():
+  assert tu.tree_reduce(lambda a, b: a + b, [1, (2, 3)]) == 6
+  assert tu.tree_reduce(lambda a, b: a + b, [], 10) == 10
+  assert tu.tree_all([True, (1, {"a": True})]) and not tu.tree_all([True, 0])
+  outer = tu.tree_structure([0, 0, 0])
+  inner = tu.tree_structure({"a": 0, "b": 0})
+  tree = [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]
+  assert tu.tree_transpose(outer, inner, tree) == {"a": [1, 3, 5], "b": [2, 4, 6]}
+  assert tu.tree_transpose(outer, None, tree) == {"a": [1, 3, 5], "b": [2, 4, 6]}
+  with pytest.raises(TypeError, match="Mismatch"):
+    tu.tree_transpose(outer, inner, tree[:2])
+
+
+def test_partial():
+  def f(a, b, c=0):
+    return a + b + c
+  p = tu.Partial(f, np.float64(1.0), c=np.float64(3.0))
+  leaves, td = tu.tree_flatten(p)
+  assert leaves == [1.0, 3.0]
+  q = tu.tree_map(lambda x: x * 10, p)
+  assert isinstance(q, tu.Partial) and q(2.0) == 42.0
+  assert tu.tree_structure(tu.Partial(f, 5.0)) == tu.tree_structure(tu.Partial(f, 6.0))
+  inner = functools.partial(f, 1.0)
+  p2 = tu.Partial(inner, 2.0)
+  assert tu.tree_leaves(p2) == [2.0] and p2() == 3.0
+  assert tu.tree_map(lambda x: x, p2)(c=1.0) == 4.0
+
+
+def test_register_pytree_node_and_keys():
+  class Pair:
+    def __init__(self, l, r):
+      self.l, self.r = l, r
+  tu.register_pytree_node(Pair, lambda p: ((p.l, p.r), None), lambda _, xs: Pair(*xs))
+  out = tu.tree_map(lambda x: x + 1, Pair(1, [2]))
+  assert isinstance(out, Pair) and out.l == 2 and out.r == [3]
+  with pytest.raises(ValueError, match="Duplicate"):
+    tu.register_pytree_node(Pair, lambda p: ((), None), lambda _, xs: None)
+
+  class Keyed:
+    def __init__(self, u, v):
+      self.u, self.v = u, v
+  tu.register_pytree_with_keys(
+      Keyed, lambda k: (((tu.GetAttrKey("u"), k.u), (tu.GetAttrKey("v"), k.v)), None),
+      lambda _, xs: Keyed(*xs))
+  assert tu.tree_leaves(Keyed(1, (2,))) == [1, 2]
+  paths = [tu.keystr(p) for p, _ in tu.tree_flatten_with_path(Keyed(1, (2,)))[0]]
+  assert paths == [".u", ".v[0]"]
+
+
+def test_register_dataclass_forms():
+  with pytest.raises(TypeError):
+    tu.register_dataclass(Opaque)
+
+  @tu.register_dataclass
+  @dataclasses.dataclass
+  class Model:
+    a: object
+    cfg: tuple = dataclasses.field(default=(1, 2), metadata=dict(static=True))
+  leaves, td = tu.tree_flatten(Model([1, 2], cfg=("x",)))
+  assert leaves == [1, 2]
+  out = td.unflatten([3, 4])
+  assert out.a == [3, 4] and out.cfg == ("x",)
+
+  @tu.register_dataclass(data_fields=["p"], meta_fields=[])
+  @dataclasses.dataclass
+  class Single:
+    p: object
+  assert tu.tree_leaves(Single(7)) == [7]
+
+
+def test_paths():
+  tree = {"a": [1, (2, 3)], "b": Point(4, None), "c": Params(5, 6)}
+  pl, td = tu.tree_flatten_with_path(tree)
+  assert [x for _, x in pl] == tu.tree_leaves(tree)
+  assert [tu.keystr(p) for p, _ in pl] == [
+      "['a'][0]", "['a'][1][0]", "['a'][1][1]", "['b'].x", "['c'].w", "['c'].b"]
+  assert tu.keystr(pl[1][0], simple=True, separator="/") == "a/1/0"
+  assert td == tu.tree_structure(tree)
+  out = tu.tree_map_with_path(lambda p, x: tu.keystr(p), [1, {"k": 2}])
+  assert out == ["[0]", {"k": "[1]['k']"}]
+  assert tu.tree_map_with_path(lambda p, x, y: x + y, [1, 2], [10, 20]) == [11, 22]
+  assert [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(Box(1, 2, "n"))] == [
+      "[<flat index 0>]", "[<flat index 1>]"]
+
+
+# ---- generated structures -----------------------------------------------------------------
+
+leaf_st = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=3),
+                    st.builds(Opaque))
+key_st = st.text(alphabet="abcdef", min_size=1, max_size=3)
+tree_st = st.recursive(
+    leaf_st | st.none(),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.lists(kids, max_size=4).map(tuple),
+        st.dictionaries(key_st, kids, max_size=4),
+        st.dictionaries(key_st, kids, max_size=4).map(collections.OrderedDict),
+        st.tuples(kids, kids).map(lambda t: Point(*t)),
+        st.tuples(kids, kids).map(lambda t: Box(t[0], t[1], "g")),
+    ),
+    max_leaves=20)
+
+
+def _same(a, b):
+  if type(a) is not type(b):
+    return False
+  if isinstance(a, dict):
+    return list(a) == list(b) if isinstance(a, collections.OrderedDict) else (
+        sorted(a) == sorted(b)) and all(_same(a[k], b[k]) for k in a)
+  if isinstance(a, (list, tuple)):
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+  if isinstance(a, Box):
+    return a.name == b.name and _same(a.a, b.a) and _same(a.b, b.b)
+  return a is b or a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree_st)
+def test_roundtrip_generated(tree):
+  leaves, td = tu.tree_flatten(tree)
+  out = td.unflatten(leaves)
+  assert _same(out, tree)
+  assert all(x is y for x, y in zip(tu.tree_leaves(out), leaves))
+  assert tu.tree_structure(out) == td and hash(tu.tree_structure(out)) == hash(td)
+  assert td.flatten_up_to(tree) == leaves
+  assert _same(tu.tree_map(lambda x, y: y, tree, out), tree)
+  assert td.num_leaves == len(leaves) and td.num_nodes >= 1
+  assert pickle.loads(pickle.dumps(td)) == td
