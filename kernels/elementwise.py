@@ -3,7 +3,8 @@
 Pipeline position: the bottom of eager execution. ``nbjax.lax.elementwise`` wraps these
 kernels as the ``"numba"`` backend of each elementwise primitive. Every kernel works on
 flat (1-D) C-contiguous buffers and writes into a caller-allocated ``out`` (so the caller
-owns allocation and dtype). Binary/ternary kernels broadcast operands of size 1 (scalars).
+owns allocation and dtype). Binary/ternary kernels broadcast operands of size 1 (scalars); a kernel handed operands of
+any other size returns without touching memory (never reads or writes out of bounds).
 
 Kernels are generated from one template per arity and one scalar expression per
 primitive (the tables below), compiled lazily per dtype signature and cached on disk
@@ -26,6 +27,8 @@ from numba.np.numpy_support import from_dtype
 _TEMPLATES = {
     1: """
 def {fn}(x, out):
+  if x.size != out.size:
+    return
   {pre}
   for i in {rng}(out.size):
     a = x[i]
@@ -33,8 +36,10 @@ def {fn}(x, out):
 """,
     2: """
 def {fn}(x, y, out):
-  {pre}
   n = out.size
+  if (x.size != n and x.size != 1) or (y.size != n and y.size != 1):
+    return
+  {pre}
   if x.size == n and y.size == n:
     for i in {rng}(n):
       a = x[i]
@@ -58,8 +63,10 @@ def {fn}(x, y, out):
 """,
     3: """
 def {fn}(x, y, z, out):
-  {pre}
   n = out.size
+  if (x.size != n and x.size != 1) or (y.size != n and y.size != 1) or (z.size != n and z.size != 1):
+    return
+  {pre}
   if x.size == n and y.size == n and z.size == n:
     for i in {rng}(n):
       a = x[i]
@@ -91,6 +98,8 @@ _SPECIAL = {
     # min and max (typed as the output). Each branch stores separately (no unification).
     "convert_f2i": """
 def {fn}(x, lo, hi, ilo, ihi, out):
+  if x.size != out.size:
+    return
   for i in {rng}(out.size):
     a = x[i].real
     if a != a:
@@ -106,6 +115,8 @@ def {fn}(x, lo, hi, ilo, ihi, out):
     # negative y takes the reciprocal (``one`` is 1 of the output type).
     "integer_pow": """
 def {fn}(x, y, one, out):
+  if x.size != out.size:
+    return
   m = -y if y < 0 else y
   for i in {rng}(out.size):
     if m == 0:
@@ -118,18 +129,24 @@ def {fn}(x, y, one, out):
     # complex -> real part: through the array's .real view (``x[i].real`` does not vectorize)
     "real": """
 def {fn}(x, out):
+  if x.size != out.size:
+    return
   r = x.real
   for i in {rng}(out.size):
     out[i] = r[i]
 """,
     "imag": """
 def {fn}(x, out):
+  if x.size != out.size:
+    return
   r = x.imag
   for i in {rng}(out.size):
     out[i] = r[i]
 """,
     "convert_bool_real": """
 def {fn}(x, out):
+  if x.size != out.size:
+    return
   r = x.real
   for i in {rng}(out.size):
     out[i] = r[i] != 0
@@ -138,6 +155,9 @@ def {fn}(x, out):
     "nextafter_f16": """
 def {fn}(x32, y32, xb, yb, out):
   n = out.size
+  if (x32.size != n and x32.size != 1) or (y32.size != n and y32.size != 1) or \
+      xb.size != x32.size or yb.size != y32.size:
+    return
   sx = 1 if x32.size == n else 0
   sy = 1 if y32.size == n else 0
   for i in {rng}(n):
@@ -527,8 +547,10 @@ def _select_n_source(n):
     chain += [f"      {'if' if k == 0 else 'elif'} k < {k + 1}:", f"        out[i] = c{k}[i]"]
   if n > 1:
     chain += ["      else:", f"        out[i] = c{n - 1}[i]"]
+  sizes = " or ".join(f"c{k}.size != n" for k in range(n))
   lines = ["\ndef {fn}(w, " + "".join(f"c{k}, " for k in range(n)) + "out):",
-           "  n = out.size", "  if w.size == n:", "    for i in {rng}(n):", "      k = w[i]",
+           "  n = out.size", f"  if (w.size != n and w.size != 1) or {sizes}:", "    return",
+           "  if w.size == n:", "    for i in {rng}(n):", "      k = w[i]",
            *chain, "  else:", "    k = w[0]", "    for i in {rng}(n):", *chain]
   return "\n".join(lines) + "\n"
 
@@ -578,20 +600,3 @@ def entry(dispatcher, *args):
     dispatcher.compile(sig)
     cres = dispatcher.overloads[sig]
   return cres.entry_point
-
-
-# legacy tables: name -> serial / parallel dispatcher, built on first access
-class _Lazy(dict):
-  def __init__(self, parallel):
-    super().__init__()
-    self.parallel = parallel
-
-  def __missing__(self, name):
-    if name not in _SOURCES and not name.startswith("select_n"):
-      raise KeyError(name)
-    k = self[name] = kernel(name, self.parallel)
-    return k
-
-
-KERNELS = _Lazy(False)
-PARALLEL = _Lazy(True)

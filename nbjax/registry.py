@@ -235,13 +235,23 @@ def make_generic_eager(prim, f_small, f_large, thr):
   ae = prim.abstract_eval
   multi = prim.multiple_results
 
+  cache = {}  # (shapes, dtypes, weak types, params) -> validated output aval(s)
+
   def eager(*args, **params):
-    vals, avals = [], []
+    vals, sig = [], []
     for a in args:
       v, w = coerce(a, prim)
       vals.append(v)
-      avals.append(core.ShapedArray(v.shape, v.dtype, w))
-    out_aval = ae(*avals, **params)
+      sig.append((v.shape, v.dtype, w))
+    try:
+      key = (tuple(sig), tuple(params.items()))
+      out_aval = cache.get(key)
+    except TypeError:  # unhashable params (lists, arrays): no caching
+      key = out_aval = None
+    if out_aval is None:
+      out_aval = ae(*(core.ShapedArray(*s) for s in sig), **params)
+      if key is not None and len(cache) < 4096:
+        cache[key] = out_aval
     if multi:
       size = max((a.size for a in out_aval), default=0)
       outs = (f_small if size < thr else f_large)(*vals, **params)
@@ -256,11 +266,6 @@ def make_generic_eager(prim, f_small, f_large, thr):
 
 
 def rows():
-  try:  # lowering rules register lazily (they need jaxlib); load them for the table
-    from nbjax.interpreters import mlir
-    mlir.load_rules()
-  except ImportError:
-    pass
   out = []
   for p in primitives():
     out.append(dict(

@@ -467,7 +467,7 @@ class Executable:
            "_sem": rt.zero_copy if outs else rt.copy}
     slots = {i: (g, off, n) for g, (_, _, mem) in enumerate(plan["pack"]) for i, off, n in mem}
     names = [f"x{i}" for i in range(len(ins))]
-    src = [f"def call(*args):",
+    src = ["def call(*args):",
            f"  if len(args) != {len(ins)}:",
            f"    raise _TypeError(f'{{_name}}: expected {len(ins)} arguments, got {{len(args)}}')"]
     if ins:
@@ -485,7 +485,7 @@ class Executable:
       env[f"_py{i}"] = py
       src += [f"  t = type({x})",
               f"  if t is _sct{i}:" + (f" {x} = _arg({i}, {x})" if shape else " pass"),
-              f"  elif t is _ndarray:",
+              "  elif t is _ndarray:",
               f"    if ({x}.dtype is not _dt{i} and {x}.dtype != _dt{i}) or {x}.shape != _shape{i}:"
               f" {x} = _arg({i}, {x})"]
       if py:  # Python scalar: convert to the declared dtype (batched_device_put ignores the aval's)

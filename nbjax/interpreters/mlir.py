@@ -10,18 +10,17 @@ carries ``avals_in``/``avals_out``. ``hlo`` is the StableHLO dialect (seed 002's
 
 This module imports jaxlib (through ``nbjax.xla``), so nothing imports it at ``import
 nbjax`` time: the registry loads it on first use of the ``"xla"`` backend and jit on its
-first compile. The per-family rule files ``nbjax/lax/_lower_*.py`` are loaded the first time
-a rule is looked up. ``single_primitive_impl(p)`` compiles one primitive to XLA: the
+first compile. Lowering rules live with their primitives in ``nbjax/lax/*.py`` (through the lazy
+handles of ``nbjax.interpreters.lowering``). ``single_primitive_impl(p)`` compiles one primitive to XLA: the
 registry's ``"xla"`` eager backend.
 """
 from __future__ import annotations
 
-import importlib
-import threading
 
 import numpy as np
 
 from nbjax import core, dtypes, registry, xla
+from nbjax.interpreters import lowering
 
 ir = xla.get_ir()
 hlo = xla.get_hlo()
@@ -201,59 +200,14 @@ class LoweringRuleContext:
 
 # ----------------------------------------------------------------------- the rule table
 
-_RULE_MODULES = ("elementwise",)
-_pending: dict = {}   # primitive name -> {platform: rule}, for primitives not created yet
-_loaded = False
-_load_lock = threading.RLock()
-
-
 def register_lowering(prim, rule, platform="cpu"):
   """Register ``rule(ctx, *operands, **params) -> [ir.Value]`` as ``prim``'s lowering."""
-  prim.lowerings[platform] = rule
-  return rule
-
-
-def register_lowering_by_name(name, rule, platform="cpu"):
-  """Register a rule for the primitive called ``name`` (now if it exists, else when it does)."""
-  try:
-    prim = registry.get(name)
-  except KeyError:
-    _pending.setdefault(name, {})[platform] = rule
-    return rule
-  return register_lowering(prim, rule, platform)
-
-
-def load_rules():
-  """Import the per-family rule files ``nbjax.lax._lower_<family>`` (once)."""
-  global _loaded
-  if _loaded:
-    return
-  with _load_lock:
-    if _loaded:
-      return
-    _loaded = True
-    import nbjax.lax  # noqa: F401  (primitives exist before their rules attach)
-    for fam in _RULE_MODULES:
-      modname = f"nbjax.lax._lower_{fam}"
-      try:
-        importlib.import_module(modname)
-      except ModuleNotFoundError as e:
-        if e.name != modname:
-          raise
+  return lowering.register(prim, rule, platform)
 
 
 def get_lowering(prim, platform="cpu"):
   """``prim``'s lowering rule for ``platform``, or the seed's NotImplementedError."""
   rule = prim.lowerings.get(platform)
-  if rule is not None:
-    return rule
-  load_rules()
-  rule = prim.lowerings.get(platform)
-  if rule is None:
-    pend = _pending.get(prim.name, {})
-    rule = pend.get(platform)
-    if rule is not None:
-      prim.lowerings[platform] = rule
   if rule is None:
     raise registry.missing_rule(f"lowering:{platform}", prim)
   return rule

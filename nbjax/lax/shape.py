@@ -181,7 +181,17 @@ def _broadcast_in_dim_abstract_eval(operand, *, shape, broadcast_dimensions, sha
   return _same_aval(operand, tuple(shape))
 
 
+def _expand_view(x, shape, broadcast_dimensions):
+  """A broadcast that only inserts size-1 dims (expand_dims) is a reshape: a zero-copy view."""
+  if x.size == math.prod(shape) and list(broadcast_dimensions) == sorted(broadcast_dimensions):
+    return x.reshape(shape)
+  return None
+
+
 def _broadcast_in_dim_numba(x, *, shape, broadcast_dimensions, sharding=None):
+  v = _expand_view(x, shape, broadcast_dimensions)
+  if v is not None:
+    return v
   xs = c_strides(x.shape)
   sst = [0] * len(shape)
   for i, d in enumerate(broadcast_dimensions):
@@ -191,6 +201,9 @@ def _broadcast_in_dim_numba(x, *, shape, broadcast_dimensions, sharding=None):
 
 
 def _broadcast_in_dim_numpy(x, *, shape, broadcast_dimensions, sharding=None):
+  v = _expand_view(x, shape, broadcast_dimensions)
+  if v is not None:
+    return v
   expanded = [1] * len(shape)
   for i, d in enumerate(broadcast_dimensions):
     expanded[d] = x.shape[i]
