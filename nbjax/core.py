@@ -13,6 +13,7 @@ Imports: numpy, ``dtypes``, ``config``. Never ``lax``/``numpy`` layers.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import threading
 from contextlib import contextmanager
@@ -79,7 +80,7 @@ class ShapedArray:
     self.weak_type = weak_type
 
   ndim = property(lambda self: len(self.shape))
-  size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+  size = property(lambda self: math.prod(self.shape))
 
   def update(self, shape=None, dtype=None, weak_type=None):
     return ShapedArray(self.shape if shape is None else shape,

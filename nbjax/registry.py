@@ -230,17 +230,24 @@ def as_output(o, aval):
   return o
 
 
-def make_generic_eager(prim, f_small, f_large, thr):
-  """Eager entry: validate with abstract_eval, run the backend, wrap. Used by most primitives."""
+def _out_size(vals, out_aval):
+  return max((a.size for a in out_aval), default=0) if isinstance(out_aval, (list, tuple)) else out_aval.size
+
+
+def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
+  """Eager entry: validate with abstract_eval (cached per operand signature and params), pick
+  the backend by ``size(vals, out_aval)`` (output elements by default), run it, wrap."""
   ae = prim.abstract_eval
   multi = prim.multiple_results
-
   cache = {}  # (shapes, dtypes, weak types, params) -> validated output aval(s)
 
   def eager(*args, **params):
     vals, sig = [], []
     for a in args:
-      v, w = coerce(a, prim)
+      if type(a) is Array:
+        v, w = a._value, a._weak
+      else:
+        v, w = coerce(a, prim)
       vals.append(v)
       sig.append((v.shape, v.dtype, w))
     try:
@@ -250,14 +257,14 @@ def make_generic_eager(prim, f_small, f_large, thr):
       key = out_aval = None
     if out_aval is None:
       out_aval = ae(*(core.ShapedArray(*s) for s in sig), **params)
-      if key is not None and len(cache) < 4096:
+      if key is not None:
+        if len(cache) > 4096:
+          cache.clear()
         cache[key] = out_aval
+    f = f_small if size(vals, out_aval) < thr else f_large
     if multi:
-      size = max((a.size for a in out_aval), default=0)
-      outs = (f_small if size < thr else f_large)(*vals, **params)
-      return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(outs, out_aval)]
-    out = (f_small if out_aval.size < thr else f_large)(*vals, **params)
-    return _wrap(as_output(out, out_aval), out_aval.weak_type)
+      return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(f(*vals, **params), out_aval)]
+    return _wrap(as_output(f(*vals, **params), out_aval), out_aval.weak_type)
 
   return eager
 

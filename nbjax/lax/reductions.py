@@ -31,13 +31,7 @@ from nbjax.interpreters import ad, batching
 # the parallel kernels stay (tested) for machines with idle cores: lower this to use them.
 PAR_MIN = 1 << 62
 
-_bool = {np.dtype(np.bool_)}
-_sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
-_uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
-_int = _sint | _uint
-_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
-_complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
-_num = _int | _float | _complex
+from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: E402,F401
 _real = _int | _float
 
 
@@ -113,42 +107,11 @@ def _wide(d):
 
 
 def work_eager(size):
-  """A ``make_eager`` for the registry whose backend choice looks at ``size(vals, out_aval)``
-  (the work: input elements for a reduction, scan or sort, elements per matrix for a
-  decomposition; the generic entry looks at the output, which for a reduction is tiny).
-  Abstract evaluation (validation) is cached per operand signature and params."""
-  def make(prim, f_small, f_large, thr):
-    ae = prim.abstract_eval
-    multi = prim.multiple_results
-    coerce, as_output, wrap = registry.coerce, registry.as_output, Array._new
-    seen = {}
-
-    def eager(*args, **params):
-      vals, sig = [], []
-      for a in args:
-        if type(a) is Array:
-          v, w = a._value, a._weak
-        else:
-          v, w = coerce(a, prim)
-        vals.append(v)
-        sig.append((v.shape, v.dtype, w))
-      try:
-        key = (tuple(sig), tuple(params.items()))
-        out_aval = seen.get(key)
-      except TypeError:  # unhashable params: no caching
-        key, out_aval = None, None
-      if out_aval is None:
-        out_aval = ae(*(ShapedArray(*s) for s in sig), **params)
-        if key is not None:
-          if len(seen) > 4096:
-            seen.clear()
-          seen[key] = out_aval
-      f = f_small if size(vals, out_aval) < thr else f_large
-      if multi:
-        return [wrap(as_output(o, a), a.weak_type) for o, a in zip(f(*vals, **params), out_aval)]
-      return wrap(as_output(f(*vals, **params), out_aval), out_aval.weak_type)
-    return eager
-  return make
+  """A ``make_eager`` whose backend choice looks at ``size(vals, out_aval)`` (the work: input
+  elements for a reduction, scan or sort, elements per matrix for a decomposition; the
+  registry's default looks at the output, which for a reduction is tiny)."""
+  return lambda prim, f_small, f_large, thr: registry.make_generic_eager(
+      prim, f_small, f_large, thr, size=size)
 
 
 make_work_eager = work_eager(lambda vals, out_aval: max(v.size for v in vals))
