@@ -29,6 +29,7 @@ import numpy as np
 from kernels import elementwise as K
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap
+from nbjax.array import empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 
@@ -232,7 +233,7 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
         break
     if conv_any:
       xs = [x if c is None else c(x) for x, c in zip(xs, convs)]
-    out = np.empty(shape, wo)
+    out = pooled_empty(shape, wo)
     call([_flat(x) for x in xs], _flat(out))
     return out if oconv is None else oconv(out)
   return run

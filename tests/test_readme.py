@@ -1,0 +1,30 @@
+"""The README's promises: its tour runs as written, and CI runs its test line."""
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = open(os.path.join(ROOT, "README.md")).read()
+
+
+def test_tour_runs():
+  blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+  assert blocks
+  for code in blocks:
+    if "set_eager_backend" in code:  # the config block: run it, then restore the defaults
+      import nbjax
+      try:
+        exec(code, {"nbjax": nbjax})
+      finally:
+        nbjax.config.set_eager_backend("sin", None)
+        nbjax.config.update("enable_x64", True)
+    else:
+      exec(code, {})
+
+
+def test_quick_start_has_two_commands_and_ci_runs_the_test_line():
+  start = README.index("## Quick start")
+  section = README[start:README.index("\n## ", start + 1)]
+  cmds = re.findall(r"```bash\n(.*?)\n```", section, re.S)
+  assert len(cmds) == 2 and all("\n" not in c for c in cmds)
+  ci = open(os.path.join(ROOT, ".ci", "run")).read()
+  assert cmds[1] in ci, "the README's test line must be what .ci/run runs"
