@@ -7,19 +7,26 @@ import numpy as np
 
 
 class Progress:
-  """A one-line progress bar on stderr, shown only for work that takes over a second."""
+  """A one-line progress bar on stderr, drawn once work has taken over a second."""
 
   def __init__(self, total, label):
     self.total, self.label, self.done, self.t0 = total, label, 0, time.perf_counter()
+    self.tty, self.width = sys.stderr.isatty(), 0
 
   def step(self, what=""):
     self.done += 1
-    if time.perf_counter() - self.t0 > 1.0 or self.done == self.total and self.done > 1:
-      n = 30 * self.done // self.total
-      sys.stderr.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {self.done}/{self.total} {what:<28}")
-      sys.stderr.flush()
-    if self.done == self.total:
-      sys.stderr.write("\r" + " " * 90 + "\r")
+    if time.perf_counter() - self.t0 < 1.0:
+      return
+    n = 30 * self.done // self.total
+    line = f"{self.label} [{'#' * n}{'.' * (30 - n)}] {self.done}/{self.total} {what}"
+    if self.tty:
+      sys.stderr.write("\r" + line.ljust(self.width))
+      self.width = max(self.width, len(line))
+      if self.done == self.total:
+        sys.stderr.write("\r" + " " * self.width + "\r")
+    else:
+      sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _median(f, reps=7, budget=0.15):
@@ -81,7 +88,7 @@ def main():
   # 2. Transformations ------------------------------------------------------------------
   print("\n== Transformations ==")
   f = lambda x: jnp.sum(jnp.tanh(x) ** 2)
-  xs = jnp.linspace(-1.0, 1.0, 4)
+  xs = jnp.linspace(0.0, 1.0, 4)
   if hasattr(nbjax, "jvp"):
     print("jvp(f, (x,), (ones,)):", nbjax.jvp(f, (xs,), (jnp.ones_like(xs),))[1])
   if hasattr(nbjax, "vmap"):

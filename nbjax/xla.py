@@ -356,12 +356,17 @@ def _signature(main):
 _PACK_MAX_BYTES = 4096
 
 
-def _plan(ins, outs, wrappable):
+def _packing_enabled(pack_inputs):
+  return pack_inputs and os.environ.get("NBJAX_XLA_PACK_INPUTS", "1") != "0"
+
+
+def _plan(ins, outs, wrappable, pack_inputs=True):
   """Runtime-level calling convention. Small inputs of one dtype are packed into one flat
-  buffer (one host->device transfer instead of several, ~3 us each); bf16 outputs come back
-  bitcast to uint16 (no buffer protocol for bf16). Returns a JSON-able dict."""
+  buffer (one host->device transfer instead of several, ~3 us each) unless ``pack_inputs``
+  is false (callers that pass device buffers); bf16 outputs come back bitcast to uint16 (no
+  buffer protocol for bf16). Returns a JSON-able dict."""
   groups = {}
-  if wrappable and os.environ.get("NBJAX_XLA_PACK_INPUTS", "1") != "0":
+  if wrappable and _packing_enabled(pack_inputs):
     for i, (shape, dt) in enumerate(ins):
       n = int(np.prod(shape, dtype=np.int64))
       if 0 < n and n * dt.itemsize <= _PACK_MAX_BYTES:
@@ -407,7 +412,7 @@ def _wrap(module, main, ins, outs, plan):
   return str(module)
 
 
-def _prepare(text):
+def _prepare(text, pack_inputs=True):
   """Parse ``text``: (in_avals, out_avals, plan, text to compile)."""
   ir = get_ir()
   with mlir_context(), ir.Location.unknown():
@@ -415,10 +420,15 @@ def _prepare(text):
     main = _find_main(module)
     ins, outs = _signature(main)
     wrappable = "arg_attrs" not in main.attributes
-    plan = _plan(ins, outs, wrappable)
+    plan = _plan(ins, outs, wrappable, pack_inputs)
     if plan["pack"] or plan["bf16_out"]:
       return ins, outs, plan, _wrap(module, main, ins, outs, plan)
   return ins, outs, plan, text
+
+
+def _would_pack(ins, outs, text):
+  """Whether the packed convention differs from the direct one for this module."""
+  return bool(_plan(ins, outs, "arg_attrs" not in text.split("@main", 1)[-1].split("{", 1)[0])["pack"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -626,10 +636,10 @@ def _cache_dir():
   return d if d else os.path.join(os.path.expanduser("~"), ".cache", "nbjax", "xla")
 
 
-def _disk_key(text, rt):
+def _disk_key(text, rt, pack_inputs):
   h = hashlib.sha256()
   for part in (b"nbjax-xla-cache-1", text.encode(), ensure_jaxlib().version.encode(), rt.xla_flags.encode(),
-               _cpu_fingerprint().encode(), rt.opts_key, os.environ.get("NBJAX_XLA_PACK_INPUTS", "1").encode()):
+               _cpu_fingerprint().encode(), rt.opts_key, b"1" if _packing_enabled(pack_inputs) else b"0"):
     h.update(len(part).to_bytes(8, "little"))
     h.update(part)
   return h.hexdigest()
@@ -690,17 +700,22 @@ def _disk_store(path, exe):
     _stats["disk_errors"] += 1
 
 
-def compile(module, *, name=None):
+def compile(module, *, name=None, pack_inputs=True):
   """Compile a StableHLO module (``ir.Module`` or text; entry function ``main``) for the CPU.
 
   Cached in process by the sha256 of the module text, and on disk (``$NBJAX_CACHE_DIR`` or
   ``~/.cache/nbjax/xla``; off with ``NBJAX_DISABLE_COMPILE_CACHE=1``) by a hash of the text,
   the jaxlib version, ``XLA_FLAGS`` and the host CPU. Returns an ``Executable``.
+  ``pack_inputs=False`` keeps one XLA parameter per input, as ``Executable.call_buffers``
+  needs when the inputs are already device buffers.
   """
   if isinstance(module, (bytes, bytearray)):
     module = module.decode()
   text = module if isinstance(module, str) else str(module)
   key = hashlib.sha256(text.encode()).hexdigest()
+  other = key + "/direct" if pack_inputs else key  # the same program with the other convention
+  if not pack_inputs:
+    key += "/direct"
   exe = _mem_cache.get(key)
   if exe is not None:
     _stats["memory_hits"] += 1
@@ -712,7 +727,7 @@ def compile(module, *, name=None):
       return exe
     rt = _runtime()
     use_disk = os.environ.get("NBJAX_DISABLE_COMPILE_CACHE", "") not in ("1", "true", "True", "yes")
-    path = os.path.join(_cache_dir(), _disk_key(text, rt) + ".xex") if use_disk else None
+    path = os.path.join(_cache_dir(), _disk_key(text, rt, pack_inputs) + ".xex") if use_disk else None
     hit = _disk_load(path, rt) if use_disk and os.path.exists(path) else None
     if hit is not None:
       try:
@@ -721,11 +736,14 @@ def compile(module, *, name=None):
       except Exception:
         _stats["disk_errors"] += 1
     if exe is None:
-      ins, outs, plan, runtime_text = _prepare(text)
+      ins, outs, plan, runtime_text = _prepare(text, pack_inputs)
       loaded = rt.client.compile_and_load(runtime_text, rt.devlist, ensure_jaxlib().xc.CompileOptions())
       exe = Executable(loaded, text, ins, outs, plan, name)
       _stats["compiles"] += 1
       if use_disk:
         _disk_store(path, exe)
+    if not exe._plan["pack"] and not (pack_inputs and _packing_enabled(True)) or \
+        pack_inputs and not exe._plan["pack"]:
+      _mem_cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
     _mem_cache[key] = exe
     return exe
