@@ -413,7 +413,8 @@ def _wrap(module, main, ins, outs, plan):
 
 
 def _prepare(text, pack_inputs=True):
-  """Parse ``text``: (in_avals, out_avals, plan, text to compile)."""
+  """Parse ``text``: (in_avals, out_avals, plan, text to compile, whether the packed and
+  direct conventions differ)."""
   ir = get_ir()
   with mlir_context(), ir.Location.unknown():
     module = ir.Module.parse(text)
@@ -421,14 +422,10 @@ def _prepare(text, pack_inputs=True):
     ins, outs = _signature(main)
     wrappable = "arg_attrs" not in main.attributes
     plan = _plan(ins, outs, wrappable, pack_inputs)
+    differ = bool(_plan(ins, outs, wrappable, True)["pack"])
     if plan["pack"] or plan["bf16_out"]:
-      return ins, outs, plan, _wrap(module, main, ins, outs, plan)
-  return ins, outs, plan, text
-
-
-def _would_pack(ins, outs, text):
-  """Whether the packed convention differs from the direct one for this module."""
-  return bool(_plan(ins, outs, "arg_attrs" not in text.split("@main", 1)[-1].split("{", 1)[0])["pack"])
+      return ins, outs, plan, _wrap(module, main, ins, outs, plan), differ
+  return ins, outs, plan, text, differ
 
 
 # ---------------------------------------------------------------------------------------------
@@ -713,7 +710,7 @@ def compile(module, *, name=None, pack_inputs=True):
     module = module.decode()
   text = module if isinstance(module, str) else str(module)
   key = hashlib.sha256(text.encode()).hexdigest()
-  other = key + "/direct" if pack_inputs else key  # the same program with the other convention
+  other = key + "/direct" if pack_inputs else key  # the same program, other convention
   if not pack_inputs:
     key += "/direct"
   exe = _mem_cache.get(key)
@@ -735,15 +732,15 @@ def compile(module, *, name=None, pack_inputs=True):
         _stats["disk_hits"] += 1
       except Exception:
         _stats["disk_errors"] += 1
+    differ = True
     if exe is None:
-      ins, outs, plan, runtime_text = _prepare(text, pack_inputs)
+      ins, outs, plan, runtime_text, differ = _prepare(text, pack_inputs)
       loaded = rt.client.compile_and_load(runtime_text, rt.devlist, ensure_jaxlib().xc.CompileOptions())
       exe = Executable(loaded, text, ins, outs, plan, name)
       _stats["compiles"] += 1
       if use_disk:
         _disk_store(path, exe)
-    if not exe._plan["pack"] and not (pack_inputs and _packing_enabled(True)) or \
-        pack_inputs and not exe._plan["pack"]:
+    if not differ or (pack_inputs and not exe._plan["pack"]):
       _mem_cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
     _mem_cache[key] = exe
     return exe
