@@ -286,6 +286,31 @@ def gather_par(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fi
                  sim_hi, mode, fillv, win_shape, win_op_st, win_out_st)
 
 
+@njit(cache=True, nogil=True)
+def gather_points(op, idx, out, st, hi, mode, fillv):
+  """Gather of single elements (every operand dim collapsed, windows of size 1, no batching
+  dims): ``out[t] = op[sum_j clamp(idx[t, j]) * st[j]]``; ``mode`` 1 fills out-of-bounds
+  points with ``fillv[0]`` instead of clamping. Indices are checked, never trusted."""
+  n, k = idx.shape
+  if out.size != n or st.size != k or hi.size != k:
+    return
+  for j in range(k):
+    if hi[j] < 0 or hi[j] * st[j] >= op.size:
+      return
+  for t in range(n):
+    p = 0
+    oob = False
+    for j in range(k):
+      s = np.int64(idx[t, j])
+      if s < 0 or s > hi[j]:
+        if mode == 1:
+          oob = True
+          break
+        s = 0 if s < 0 else hi[j]
+      p += s * st[j]
+    out[t] = fillv[0] if oob else op[p]
+
+
 # ----------------------------------------------------------------------------- scatter
 
 

@@ -18,7 +18,9 @@ from nbjax import core, dtypes
 
 class Array:
   """An immutable n-dimensional array on the host (CPU)."""
-  __slots__ = ("_value", "_weak", "__weakref__")
+  # _buf (set lazily, often absent): the XLA device buffer holding the same data as _value,
+  # an executable's output (_value is a view of it) or the put of _value cached by jit.
+  __slots__ = ("_value", "_weak", "_buf", "__weakref__")
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):

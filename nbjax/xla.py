@@ -218,7 +218,7 @@ def ir_constant(np_value, dtype=None):
 class _Rt:
   """Per-process runtime state, built once by ``get_client``."""
   __slots__ = ("client", "dev", "devs", "devlist", "sharding", "bdp", "zero_copy", "copy",
-               "handler", "aval", "xla_flags", "opts_key")
+               "handler", "aval", "xla_flags", "opts_key", "impl_type")
 
 
 _rt = None
@@ -254,6 +254,7 @@ def _make_runtime():
   rt.handler = _jax.array_result_handler
   rt.aval = _Aval
   rt.opts_key = xc.CompileOptions().SerializeAsString()
+  rt.impl_type = _jax.ArrayImpl
   return rt
 
 
@@ -458,9 +459,65 @@ class Executable:
     self._plan = plan
     self._rt = rt
     self._call = self._make_call(plan)
+    self._dcall = None
+    bf16 = set(plan["bf16_out"])
+    # outputs whose XLA buffer holds exactly the declared array (bf16 ones come back as uint16)
+    self.buffer_outputs = tuple(i not in bf16 and (_bf16() is None or d != _bf16())
+                                for i, (_, d) in enumerate(self.out_avals))
+    self._in_sem = [(rt.aval(s, d), d, s) for s, d in self.in_avals]
 
   def __call__(self, *args):
     return self._call(*args)
+
+  def put(self, i, x, keep=False):
+    """Host value ``x`` (checked and converted like a call argument) as a device buffer for
+    input ``i``. ``keep``: the buffer outlives the call (it may alias ``x``'s memory when that
+    is 64-byte aligned, so ``x`` must never be mutated)."""
+    av, dt, shape = self._in_sem[i]
+    if not (type(x) is np.ndarray and x.dtype == dt and x.shape == shape):
+      x = self._arg(i, x)
+    rt = self._rt
+    sem = rt.zero_copy if keep or self.out_avals else rt.copy
+    return rt.bdp(av, rt.sharding, [x], rt.devs, True, False, sem, True)
+
+  def call_buffers(self, *args):
+    """Run on device buffers (``put``'s or another executable's outputs; host values are put
+    for this call). Returns ``(host_views, out_buffers)``; ``out_buffers[i]`` backs
+    ``host_views[i]`` where ``buffer_outputs[i]``. Needs a ``pack_inputs=False`` executable."""
+    if self._dcall is None:
+      self._dcall = self._make_dcall()
+    return self._dcall(*args)
+
+  def _make_dcall(self):
+    if self._plan["pack"]:
+      raise ValueError(f"{self.name}: call_buffers needs an executable compiled with pack_inputs=False")
+    rt, ins, outs = self._rt, self.in_avals, self.out_avals
+    env = {"_Impl": rt.impl_type, "_put": self.put, "_exec": self._exe.execute_sharded,
+           "_asarray": np.asarray, "_mv": memoryview, "_slow": _to_numpy, "_bf16": _bf16(),
+           "_TypeError": TypeError, "_name": self.name}
+    bf16 = set(self._plan["bf16_out"])
+    env["_handlers"] = [rt.handler(rt.aval(s, np.uint16 if i in bf16 else d), rt.sharding, True, True)
+                        for i, (s, d) in enumerate(outs)]
+    names = [f"x{i}" for i in range(len(ins))]
+    src = ["def call(*args):",
+           f"  if len(args) != {len(ins)}:",
+           f"    raise _TypeError(f'{{_name}}: expected {len(ins)} arguments, got {{len(args)}}')"]
+    if ins:
+      src.append(f"  {', '.join(names)}, = args")
+    for i, x in enumerate(names):
+      src.append(f"  if type({x}) is not _Impl: {x} = _put({i}, {x})")
+    src.append(f"  o = _exec([{', '.join(names)}]).consume_with_handlers(_handlers)")
+    res = []
+    for i, (_, d) in enumerate(outs):
+      if i in bf16:
+        res.append(f"_asarray(_mv(o[{i}])).view(_bf16)")
+      elif _bf16() is not None and d == _bf16():
+        res.append(f"_slow(o[{i}])")
+      else:
+        res.append(f"_asarray(_mv(o[{i}]))")
+    src.append(f"  return [{', '.join(res)}], o")
+    exec(compile_py("\n".join(src), f"<nbjax.xla.Executable {self.name} (buffers)>", "exec"), env)
+    return env["call"]
 
   def _make_call(self, plan):
     """Generate this executable's call function: every check, transfer and output conversion

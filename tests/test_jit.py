@@ -433,3 +433,113 @@ def test_runs_where_import_jax_fails(tmp_path):
                         os.path.join(ROOT, "tests", "test_jit.py")],
                        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
   assert res.returncode == 0 and " passed" in res.stdout, res.stdout[-4000:] + res.stderr[-4000:]
+
+
+# ------------------------------------------------------------------ device buffers
+
+
+def _count_puts(monkeypatch):
+  rt = xla._runtime()
+  calls = []
+  real = rt.bdp
+
+  def bdp(*a):
+    calls.append(1)
+    return real(*a)
+  monkeypatch.setattr(rt, "bdp", bdp)
+  return calls
+
+
+def test_arrays_keep_device_buffers_no_transfer(monkeypatch):
+  fj = nbjax.jit(f6)
+  x, y = Array(np.array(1.5, np.float32)), Array(np.array(0.5, np.float32))
+  r1 = fj(x, y)
+  assert type(r1) is Array and r1._buf is not None and x._buf is not None
+  bx = x._buf
+  puts = _count_puts(monkeypatch)
+  r2 = fj(x, y)                 # cached puts
+  r3 = fj(r1, r2)               # outputs feed back as they are
+  r4 = fj(r3, fj(r3, y))
+  assert puts == [] and x._buf is bx
+  np.testing.assert_allclose(r1, f6_ref(np.float32(1.5), np.float32(0.5)), rtol=1e-6)
+  np.testing.assert_array_equal(r1, r2)
+  np.testing.assert_allclose(r3, f6_ref(np.asarray(r1), np.asarray(r2)), rtol=1e-6)
+  np.testing.assert_allclose(r4, f6_ref(np.asarray(r3), f6_ref(np.asarray(r3), np.float32(.5))),
+                             rtol=1e-5)
+  for r in (r1, r3, r4):
+    assert not r._value.flags.writeable and r.dtype == np.float32 and r.shape == ()
+  # NumPy and Python-scalar arguments next to Arrays are transferred per call, and converted
+  n = len(puts)
+  r5 = fj(r1, np.float32(0.5))
+  r6 = fj(r1, np.array(0.5, np.float32))
+  assert len(puts) == n + 2
+  np.testing.assert_array_equal(r5, r6)
+  np.testing.assert_allclose(r5, f6_ref(np.asarray(r1), np.float32(.5)), rtol=1e-6)
+
+
+_DTYPES = [np.bool_, np.int8, np.int32, np.uint8, np.uint32, np.int64, np.uint64, np.float16,
+           np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0), (5,), (2, 3)])
+@pytest.mark.parametrize("dtype", _DTYPES + ["bfloat16"])
+def test_device_buffers_all_dtypes(dtype, shape):
+  if dtype == "bfloat16":
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = ml_dtypes.bfloat16
+  dtype = np.dtype(dtype)
+  rng = np.random.default_rng(0)
+  v = (rng.standard_normal(shape) * 3).astype(dtype) if dtype.kind in "fcV" else \
+      rng.integers(0, 2 if dtype == np.bool_ else 100, shape).astype(dtype)
+  if dtype.kind == "c":
+    v = v + 1j * v[::-1].astype(dtype) if v.ndim == 1 else v
+  if dtype.name == "bfloat16":   # select_n has no bfloat16 eager kernel
+    ident = nbjax.jit(lambda a, b: (a, lax.reshape(a, shape), b))
+  else:
+    ident = nbjax.jit(lambda a, b: (a, lax.select(b, a, a), b))
+  x, flag = Array(v), Array(np.ones(shape, np.bool_))
+  a, s, b = ident(x, flag)
+  a2, s2, _ = ident(a, b)           # outputs go straight back in
+  a3, _, _ = ident(s2, np.ones(shape, np.bool_))
+  for r in (a, s, a2, s2, a3):
+    assert type(r) is Array and r.dtype == dtype and r.shape == shape
+    np.testing.assert_array_equal(np.asarray(r), v)
+  # host (NumPy-input) convention on the same function agrees
+  h = ident(v, np.ones(shape, np.bool_))
+  np.testing.assert_array_equal(np.asarray(h[0]), v)
+
+
+def test_device_path_weak_types_big_constants_and_compile_count(monkeypatch):
+  big = np.arange(5000, dtype=np.float32)   # hoisted into an argument of main
+  fj = nbjax.jit(lambda x, s: lax.add(lax.mul(x, lax.convert_element_type(s, np.float32)), big))
+  b0 = _builds()
+  x = Array(np.ones(5000, np.float32))
+  r = fj(x, 2.0)
+  assert _builds() == b0 + 1           # only the device-buffer convention was compiled
+  np.testing.assert_allclose(r, 2 + big)   # a Python scalar next to an Array
+  assert not r.weak_type
+  puts = _count_puts(monkeypatch)
+  r2 = fj(r, np.float32(1))
+  assert len(puts) == 1                # only the NumPy scalar
+  np.testing.assert_allclose(r2, 2 + 2 * big)
+  # a single-input function: host and device conventions are one program
+  g = nbjax.jit(lambda x: lax.neg(x))
+  b1 = _builds()
+  g(Array(np.ones(3, np.float32)))
+  g(np.ones(3, np.float32))
+  assert _builds() == b1 + 1
+
+
+def test_device_path_under_transformations_and_nesting():
+  fj = nbjax.jit(f6)
+  x = fj(Array(np.array(1.0, np.float32)), Array(np.array(2.0, np.float32)))  # has a buffer
+  y = Array(np.array(0.25, np.float32))
+  t = nbjax.jvp(lambda a: fj(a, y), (x,), (Array(np.array(1.0, np.float32)),))[1]
+  eps = 1e-3
+  fd = (f6_ref(np.float64(x) + eps, .25) - f6_ref(np.float64(x) - eps, .25)) / (2 * eps)
+  np.testing.assert_allclose(float(t), fd, rtol=1e-2)
+  v = nbjax.vmap(fj, (0, None))(Array(np.linspace(0, 1, 4, dtype=np.float32)), x)
+  np.testing.assert_allclose(v, f6_ref(np.linspace(0, 1, 4, dtype=np.float32), np.float32(x)),
+                             rtol=1e-5)
+  outer = nbjax.jit(lambda a, b: fj(fj(a, b), b))
+  np.testing.assert_allclose(outer(x, y), f6_ref(f6_ref(np.float32(x), .25), .25), rtol=1e-5)

@@ -519,6 +519,17 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
                   mode, fill_value):
   out_shape = _gather_shape(x.shape, idx.shape, dimension_numbers, slice_sizes)
   out = np.empty(out_shape, x.dtype)
+  dn = dimension_numbers
+  if (not dn.offset_dims and not dn.operand_batching_dims and x.size and out.size
+      and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
+    st = c_strides(x.shape)
+    smap = list(dn.start_index_map)
+    fv = _fill_scalar(x.dtype, fill_value).reshape(1)
+    K.gather_points(bits(x.reshape(-1)), _index_matrix(idx), bits(out.reshape(-1)),
+                    np.array([st[d] for d in smap], np.int64),
+                    np.array([x.shape[d] - 1 for d in smap], np.int64),
+                    1 if _fills(mode) else 0, bits(fv))
+    return out
   if out.size == 0:
     return out
   plan = gather_plan(x.shape, idx.shape, dimension_numbers, tuple(slice_sizes))
