@@ -26,10 +26,8 @@ class Array:
   def __init__(self, value, weak_type=False):
     v = np.asarray(value)
     d = dtypes.canonicalize_dtype(v.dtype)
-    if d != v.dtype:
-      v = v.astype(d)
-    if not v.flags.c_contiguous:
-      v = np.ascontiguousarray(v)
+    if d != v.dtype or not v.flags.c_contiguous or (v.flags.writeable and v is value):
+      v = np.array(v, dtype=d, order="C")  # own a copy: the caller may mutate theirs
     self._value = v
     self._weak = weak_type
 

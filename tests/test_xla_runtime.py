@@ -432,3 +432,37 @@ def test_runtime_never_imports_jax(tmp_path):
   # no jax at all: the sys.modules block is installed
   out = _py(NOJAX_SCRIPT, env)
   assert out.split() == ["ok", "None"], out
+
+
+# --- device buffers --------------------------------------------------------------------------------
+
+def test_call_buffers_direct_convention():
+  m = str(build([((), F32), ((), F32)], lambda a, b: [hlo.multiply(a, b), hlo.add(a, b)]))
+  packed = xla.compile(m)
+  assert packed._plan["pack"]  # two small f32 inputs share one transfer
+  with pytest.raises(ValueError, match="pack_inputs=False"):
+    packed.call_buffers(np.float32(1), np.float32(2))
+  direct = xla.compile(m, pack_inputs=False)
+  assert direct is not packed and not direct._plan["pack"]
+  assert xla.compile(m, pack_inputs=False) is direct
+  a = direct.put(0, np.float32(3), keep=True)
+  views, bufs = direct.call_buffers(a, np.array(4, F32))   # host values are put per call
+  assert [float(v) for v in views] == [12.0, 7.0] and all(direct.buffer_outputs)
+  assert not views[0].flags.writeable
+  views2, _ = direct.call_buffers(bufs[0], bufs[1])            # outputs feed back in
+  assert [float(v) for v in views2] == [84.0, 19.0]
+  with pytest.raises(TypeError, match="argument 1 expected float32"):
+    direct.call_buffers(a, np.array(4, np.float64))
+  with pytest.raises(TypeError, match="expected 2 arguments"):
+    direct.call_buffers(a)
+
+
+def test_call_buffers_bf16_outputs_have_no_buffer():
+  if BF16 is None:
+    pytest.skip("ml_dtypes missing")
+  m = build([((3,), BF16)], lambda a: [hlo.add(a, a)])
+  exe = xla.compile(m, pack_inputs=False)
+  assert exe.buffer_outputs == (False,)
+  (v,), _ = exe.call_buffers(np.array([1, 2, 3], BF16))
+  assert v.dtype == BF16
+  np.testing.assert_array_equal(v.astype(F32), [2, 4, 6])

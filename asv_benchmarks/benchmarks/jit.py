@@ -5,7 +5,9 @@ importable) side by side; ``numpy`` is the plain NumPy expression where one exis
 baseline ``compare`` takes ratios against) and skipped for compile-time cases.
 
 - ``JitCallOverhead``: a jitted 6-op scalar float32 function, called with the backend's own
-  arrays (nbjax.Array / jax device arrays) or with NumPy 0-d arrays.
+  arrays (nbjax.Array / jax device arrays) or with NumPy 0-d arrays. An nbjax.Array caches
+  its XLA device buffer on the first call, as a jax array already is one, so "own" measures
+  calls with no host->device transfer in both; "numpy" pays one transfer per call.
 - ``JitFirstCall``: a fresh function each time (no trace cache), traced, lowered and compiled:
   the 6-op function and an MLP step (3 dense tanh layers + mean-squared loss, float32). For
   nbjax the in-process executable cache is cleared and the disk cache disabled, as jax's

@@ -143,6 +143,9 @@ class _Executable:
     self.name = name
     self._exe = self._dexe = self._dcall = self.const_bufs = None
     self.in_avals = closed.in_avals
+    # (aval, dtype a NumPy argument may have to pass as is; None for float0)
+    self.in_dtypes = [(a, None if a.dtype == dtypes.float0 else np.dtype(a.dtype))
+                      for a in self.in_avals]
     self.big_in = [i for i, a in enumerate(self.in_avals)
                    if a.size * np.dtype(a.dtype).itemsize >= _ALIGN_MIN_BYTES]
     out_avals = closed.out_avals
@@ -223,10 +226,13 @@ class _Executable:
     return (self._dcall or self._device_call())(args)
 
   def run_host(self, args):
-    vals = [x._value if type(x) is Array else _to_host(x, a) for x, a in zip(args, self.in_avals)]
+    """Run with host values (the executable checks and converts NumPy arrays and scalars)."""
+    exe = self._exe or self.exe
+    vals = [x._value if type(x) is Array else x if type(x) is np.ndarray and x.dtype is d
+            else _to_host(x, a) for x, (a, d) in zip(args, self.in_dtypes)]
     for i in self.big_in:
       vals[i] = _aligned(args[i], vals[i])
-    outs = self.exe(*self.const_vals, *vals) if self.const_vals else self.exe(*vals)
+    outs = exe(*self.const_vals, *vals) if self.const_vals else exe(*vals)
     if self.float0_out:
       outs = list(outs)
       for i in self.float0_out:
