@@ -435,3 +435,16 @@ def test_top_k_order_ties_nan_and_jvp():
     lax.top_k(x, -1)
   rng = np.random.default_rng(14)
   testing.check_jvp(lambda a: lax.top_k(a, 2)[0], (A(rng.permutation(10).reshape(2, 5) * 1.0),))
+
+
+def test_single_operand_sort_fast_path_matches_stable_sort():
+  # one operand takes NumPy's SIMD quicksort unless NaN/-0.0 force the stable sort
+  import nbjax.numpy as jnp
+  rng = np.random.default_rng(3)
+  for x in (rng.standard_normal(20000).astype(np.float32),
+            np.array([0.0, -0.0, 1.0, -0.0, np.nan, 0.0, -np.inf], np.float32),
+            rng.integers(-5, 5, 20000).astype(np.int32)):
+    got = np.asarray(jnp.sort(jnp.asarray(x)))
+    want = np.sort(x, kind="stable")
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
