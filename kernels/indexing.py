@@ -297,6 +297,13 @@ def gather_points(op, idx, out, st, hi, mode, fillv):
   for j in range(k):
     if hi[j] < 0 or hi[j] * st[j] >= op.size:
       return
+  if k == 1 and mode == 0:  # x[idx]: one index column, clamped
+    h, s0 = hi[0], st[0]
+    for t in range(n):
+      s = np.int64(idx[t, 0])
+      s = 0 if s < 0 else (h if s > h else s)
+      out[t] = op[s * s0]
+    return
   for t in range(n):
     p = 0
     oob = False
