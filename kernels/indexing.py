@@ -287,6 +287,16 @@ def gather_par(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fi
 
 
 @njit(cache=True, nogil=True)
+def take_clamped(op, idx, out, h, s0):
+  """``out[t] = op[clamp(idx[t], 0, h) * s0]``: x[idx] with one index column (branchless
+  clamp, as fast as ``np.take``). Checks its plan, never trusts it."""
+  if out.size != idx.size or h < 0 or h * s0 >= op.size:
+    return
+  for t in range(idx.size):
+    out[t] = op[min(max(np.int64(idx[t]), 0), h) * s0]
+
+
+@njit(cache=True, nogil=True)
 def gather_points(op, idx, out, st, hi, mode, fillv):
   """Gather of single elements (every operand dim collapsed, windows of size 1, no batching
   dims): ``out[t] = op[sum_j clamp(idx[t, j]) * st[j]]``; ``mode`` 1 fills out-of-bounds
@@ -297,13 +307,6 @@ def gather_points(op, idx, out, st, hi, mode, fillv):
   for j in range(k):
     if hi[j] < 0 or hi[j] * st[j] >= op.size:
       return
-  if k == 1 and mode == 0:  # x[idx]: one index column, clamped
-    h, s0 = hi[0], st[0]
-    for t in range(n):
-      s = np.int64(idx[t, 0])
-      s = 0 if s < 0 else (h if s > h else s)
-      out[t] = op[s * s0]
-    return
   for t in range(n):
     p = 0
     oob = False

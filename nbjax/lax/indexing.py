@@ -524,6 +524,10 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
       and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
     st = c_strides(x.shape)
     smap = list(dn.start_index_map)
+    if len(smap) == 1 and not _fills(mode):
+      K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
+                     x.shape[smap[0]] - 1, st[smap[0]])
+      return out
     fv = _fill_scalar(x.dtype, fill_value).reshape(1)
     K.gather_points(bits(x.reshape(-1)), _index_matrix(idx), bits(out.reshape(-1)),
                     np.array([st[d] for d in smap], np.int64),
