@@ -17,7 +17,6 @@ import math
 import operator
 import threading
 from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 
@@ -464,8 +463,6 @@ def merge_lists(bs, l0, l1):
   l0, l1 = iter(l0), iter(l1)
   return [next(l1) if b else next(l0) for b in bs]
 
-
-Any = Any
 
 
 # ---------------------------------------------------------------- jaxpr names (lazy)

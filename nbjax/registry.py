@@ -74,9 +74,6 @@ def missing_rule(what, prim):
 
 # ----------------------------------------------------------------- the table
 
-_BUILTIN_FAMILIES = ("elementwise", "reduction", "shape", "indexing", "linalg",
-                     "control_flow", "call", "random", "misc")
-
 
 def primitives(builtin_only=False):
   """All primitives, in registration order (``builtin_only``: those of ``nbjax.lax``)."""
