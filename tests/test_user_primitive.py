@@ -80,3 +80,12 @@ def test_missing_transpose_names_primitive():
   from nbjax import registry
   assert "Transpose rule (for reverse-mode differentiation) for 'lonely' not implemented" in str(
       registry.missing_rule("transpose", p))
+
+
+def test_seed_private_import_paths():
+  # seed 002 imports ``jax._src.api`` and ``jax._src.lib.mlir.dialects.hlo``
+  from nbjax._src import api
+  from nbjax._src.lib.mlir.dialects import hlo
+  assert api.jit is jax.jit and api.jvp is jax.jvp and api.vmap is jax.vmap
+  assert hlo is mlir.hlo
+  assert api.jit(lambda x: lax.mul(x, 2.0))(3.0) == 6.0
