@@ -1,5 +1,10 @@
 """nbjax: a JAX-style array framework. Eager ops run on numba kernels; jit compiles to XLA."""
 __version__ = "0.1.0"
+import warnings as _warnings
+
+# `python -m nbjax.registry` runs a module this package has already imported: harmless here.
+_warnings.filterwarnings("ignore", message="'nbjax.registry' found in sys.modules",
+                         category=RuntimeWarning)
 from nbjax.config import config
 from nbjax.array import Array
 from nbjax import lax

@@ -308,9 +308,12 @@ def main(argv=None):
   ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
   a = ap.parse_args(argv)
   print(table(markdown=a.markdown))
+  print()
   ps = primitives(builtin_only=True)
-  print(f"\n{len(ps)} primitives; eager backends: "
-        + ", ".join(f"{b}={sum(policy(p)[0] == b for p in ps)}" for b in BACKENDS))
+  for i, which in ((0, "small arrays"), (1, "large arrays")):
+    counts = {b: sum(policy(p)[i] == b for p in ps) for b in BACKENDS}
+    print(f"{which}: " + ", ".join(f"{b} {n}" for b, n in counts.items() if n))
+  print(f"{len(ps)} primitives, {sum(bool(p.lowerings) for p in ps)} with a StableHLO lowering")
 
 
 if __name__ == "__main__":
