@@ -440,6 +440,17 @@ def _fmt(shape, dtype):
   return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
 
 
+def _call_prologue(n):
+  """Start of a generated ``call(*args)``: the argument-count check and unpacking to x0..."""
+  names = [f"x{i}" for i in range(n)]
+  src = ["def call(*args):",
+         f"  if len(args) != {n}:",
+         f"    raise _TypeError(f'{{_name}}: expected {n} arguments, got {{len(args)}}')"]
+  if n:
+    src.append(f"  {', '.join(names)}, = args")
+  return names, src
+
+
 class Executable:
   """A compiled, loaded XLA program. ``exe(*args)`` -> list of read-only numpy arrays.
 
@@ -498,12 +509,7 @@ class Executable:
     bf16 = set(self._plan["bf16_out"])
     env["_handlers"] = [rt.handler(rt.aval(s, np.uint16 if i in bf16 else d), rt.sharding, True, True)
                         for i, (s, d) in enumerate(outs)]
-    names = [f"x{i}" for i in range(len(ins))]
-    src = ["def call(*args):",
-           f"  if len(args) != {len(ins)}:",
-           f"    raise _TypeError(f'{{_name}}: expected {len(ins)} arguments, got {{len(args)}}')"]
-    if ins:
-      src.append(f"  {', '.join(names)}, = args")
+    names, src = _call_prologue(len(ins))
     for i, x in enumerate(names):
       src.append(f"  if type({x}) is not _Impl: {x} = _put({i}, {x})")
     src.append(f"  o = _exec([{', '.join(names)}]).consume_with_handlers(_handlers)")
@@ -530,12 +536,7 @@ class Executable:
            # no outputs: nothing to wait on, so inputs must not alias host memory after we return
            "_sem": rt.zero_copy if outs else rt.copy}
     slots = {i: (g, off, n) for g, (_, _, mem) in enumerate(plan["pack"]) for i, off, n in mem}
-    names = [f"x{i}" for i in range(len(ins))]
-    src = ["def call(*args):",
-           f"  if len(args) != {len(ins)}:",
-           f"    raise _TypeError(f'{{_name}}: expected {len(ins)} arguments, got {{len(args)}}')"]
-    if ins:
-      src.append(f"  {', '.join(names)}, = args")
+    names, src = _call_prologue(len(ins))
     for g, (name, n, _) in enumerate(plan["pack"]):
       env[f"_gdt{g}"] = _name_to_dtype(name)
       env[f"_gav{g}"] = rt.aval((n,), _name_to_dtype(name))
