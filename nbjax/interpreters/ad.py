@@ -241,3 +241,52 @@ def defbilinear(prim, lhs_rule, rhs_rule):
       return [lhs_rule(ct, x, y, **params), None]
     return [None, rhs_rule(ct, x, y, **params)]
   prim.transpose = transpose
+
+
+# ------------------------------------------------------------------------ transposition
+
+
+def backward_pass(jaxpr, consts, args, cts_out):
+  """Transpose a jaxpr that is linear in the ``args`` given as ``UndefinedPrimal``.
+
+  Equations whose inputs are all known are evaluated forward (residual work); the rest are
+  transposed in reverse order with each primitive's transpose rule. Returns the cotangents of
+  the undefined args (``Zero`` when nothing flows back) and ``None`` for the known ones.
+  """
+  from nbjax.jaxpr import Literal
+  primal_env, ct_env = {}, {}
+
+  def read_primal(x):
+    return x.val if type(x) is Literal else primal_env.get(x, UndefinedPrimal(x.aval))
+
+  def write_cotangent(x, ct):
+    if type(x) is not Literal and ct is not None and type(ct) is not Zero:
+      ct_env[x] = add_tangents(ct_env[x], ct) if x in ct_env else ct
+
+  for v, x in zip(jaxpr.constvars, consts):
+    primal_env[v] = x
+  for v, x in zip(jaxpr.invars, args):
+    if not is_undefined_primal(x):
+      primal_env[v] = x
+  linear = []
+  for eqn in jaxpr.eqns:
+    ins = [read_primal(x) for x in eqn.invars]
+    if any(is_undefined_primal(x) for x in ins):
+      linear.append(eqn)
+      continue
+    outs = eqn.primitive.bind(*ins, **eqn.params)
+    for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
+      primal_env[v] = o
+  for v, ct in zip(jaxpr.outvars, cts_out):
+    write_cotangent(v, ct)
+  for eqn in reversed(linear):
+    cts_in = [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) for v in eqn.outvars]
+    rule = eqn.primitive.transpose
+    if rule is None:
+      raise registry.missing_rule("transpose", eqn.primitive)
+    cts = rule(cts_in if eqn.primitive.multiple_results else cts_in[0],
+               *[read_primal(x) for x in eqn.invars], **eqn.params)
+    for x, ct in zip(eqn.invars, cts):
+      write_cotangent(x, ct)
+  return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(x) else None
+          for v, x in zip(jaxpr.invars, args)]

@@ -234,3 +234,47 @@ def dce_jaxpr_consts(jaxpr, used_outputs, instantiate=False):
   new = new.replace(constvars=new.invars[:sum(used_consts)],
                     invars=new.invars[sum(used_consts):])
   return new, used_consts, used_inputs
+
+
+# --------------------------------------------------------------------- known/unknown split
+
+
+def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
+  """Split ``closed`` into a known part and an unknown part (seed 003's partial evaluation).
+
+  Returns ``(jaxpr_known, jaxpr_unknown, out_unknowns, num_res)``: ``jaxpr_known`` maps the
+  known inputs to the known outputs followed by ``num_res`` residuals; ``jaxpr_unknown`` maps
+  the residuals followed by the unknown inputs to the unknown outputs. An equation is unknown
+  when any of its inputs is; ``instantiate=True`` makes every output unknown.
+  """
+  jaxpr = closed.jaxpr
+  unknown = {v for v, u in zip(jaxpr.invars, in_unknowns) if u}
+  known_eqns, unknown_eqns = [], []
+  for eqn in jaxpr.eqns:
+    if any(type(x) is not Literal and x in unknown for x in eqn.invars):
+      unknown_eqns.append(eqn)
+      unknown.update(eqn.outvars)
+    else:
+      known_eqns.append(eqn)
+  n_out = len(jaxpr.outvars)
+  out_unknowns = [True] * n_out if instantiate else [
+      type(v) is not Literal and v in unknown for v in jaxpr.outvars]
+  res, seen = [], set()
+
+  def need(x):
+    if type(x) is not Literal and x not in unknown and x not in seen:
+      seen.add(x)
+      res.append(x)
+
+  for eqn in unknown_eqns:
+    for x in eqn.invars:
+      need(x)
+  for v, u in zip(jaxpr.outvars, out_unknowns):
+    if u:
+      need(v)
+  known_outs = [v for v, u in zip(jaxpr.outvars, out_unknowns) if not u]
+  jk = Jaxpr(jaxpr.constvars, [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
+             known_outs + res, known_eqns)
+  ju = Jaxpr([], res + [v for v, u in zip(jaxpr.invars, in_unknowns) if u],
+             [v for v, u in zip(jaxpr.outvars, out_unknowns) if u], unknown_eqns)
+  return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)

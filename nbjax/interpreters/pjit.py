@@ -362,12 +362,35 @@ def _jit_batch(axis_data, vals, dims, *, jaxpr, name, **params):
 _jit_batch.wants_axis_data = True
 
 
-def _jit_transpose(*args, **params):
-  raise registry.missing_rule("transpose", jit_p)
+def _jit_transpose(cts, *args, jaxpr, name, **params):
+  """Transpose of a call: stage ``ad.backward_pass`` of the inner jaxpr and call it with jit.
+  Known args are residuals; undefined ones (linear inputs) get the cotangents back."""
+  undef = [ad.is_undefined_primal(x) for x in args]
+  res = [x for x, u in zip(args, undef) if not u]
+  cts = [ad.instantiate_zeros(c) for c in cts]
+  res_avals = [core.get_aval(x) for x in res]
+  ct_avals = [core.get_aval(c) for c in cts]
+
+  def fun(*ins):
+    r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    full = [ad.UndefinedPrimal(a.aval) if u else next(r) for a, u in zip(args, undef)]
+    outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, full, c)
+    return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
+
+  tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*res_avals, *ct_avals],
+                                            fun_name=f"transpose({name})")
+  outs = iter(jit_p.bind(*consts, *res, *cts, jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []),
+                         name=f"transpose({name})", **params))
+  return [next(outs) if u else None for u in undef]
 
 
-def _jit_partial_eval(*args, **params):
-  raise NotImplementedError("Partial evaluation rule for 'jit' not implemented")
+def _jit_partial_eval(in_unknowns, *, jaxpr, name, **params):
+  """Partial-eval rule: ``(known_params, unknown_params, out_unknowns, num_res)``. The known
+  call computes the known outputs and the residuals; the unknown call takes the residuals
+  then the unknown inputs (seed 003's ``partial_eval_jaxpr`` on the inner jaxpr)."""
+  known, unknown, out_unknowns, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
+  return (dict(params, jaxpr=known, name=name), dict(params, jaxpr=unknown, name=name),
+          out_unknowns, num_res)
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, **_):
@@ -378,7 +401,7 @@ def _jit_lowering(ctx, *args, jaxpr, name, **_):
 jit_p.make_eager = lambda prim, f_small, f_large, thr: _jit_impl
 registry.register(
     jit_p, family="call", impls={"python": _jit_impl}, abstract_eval=_jit_abstract_eval,
-    jvp=_jit_jvp, batch=_jit_batch,
+    jvp=_jit_jvp, batch=_jit_batch, transpose=_jit_transpose,
     meta=dict(differentiable=True, note="call primitive: its jaxpr runs as one XLA executable"))
 jit_p.partial_eval = _jit_partial_eval
 jit_p.lowerings["cpu"] = _jit_lowering
