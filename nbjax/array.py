@@ -26,8 +26,9 @@ class Array:
   def __init__(self, value, weak_type=False):
     v = np.asarray(value)
     d = dtypes.canonicalize_dtype(v.dtype)
-    if d != v.dtype or not v.flags.c_contiguous or (v.flags.writeable and v is value):
-      v = np.array(v, dtype=d, order="C")  # own a copy: the caller may mutate theirs
+    if d != v.dtype or not v.flags.c_contiguous or (
+        v is value and (v.flags.writeable or v.base is not None)):
+      v = np.array(v, dtype=d, order="C")  # own a copy: the caller may mutate theirs (or its base)
     self._value = v
     self._weak = weak_type
 
@@ -63,7 +64,7 @@ class Array:
     if not self._value.ndim:
       raise TypeError("iteration over a 0-d array")
     w = self._weak
-    return (Array(v, w) for v in self._value)
+    return (_wrap(np.asarray(v), w) for v in self._value)  # rows of an immutable buffer
 
   # NumPy interop ---------------------------------------------------------------
   def __array__(self, dtype=None, copy=None):
@@ -121,7 +122,7 @@ class Array:
     return (Array, (np.array(self._value), self._weak))
 
   def copy(self):
-    return Array(self._value.copy(), self._weak)
+    return _wrap(self._value.copy(), self._weak)
 
   def __copy__(self):
     return self

@@ -16,7 +16,6 @@ registry's ``"xla"`` eager backend.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from nbjax import core, dtypes, registry, xla

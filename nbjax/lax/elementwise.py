@@ -29,7 +29,7 @@ import numpy as np
 from kernels import elementwise as K
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap
-from nbjax.array import empty as pooled_empty
+from nbjax.array import empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 
@@ -497,16 +497,27 @@ def _np_round_away(x):
   return np.where(np.abs(x - t) >= 0.5, t + np.copysign(1, x), t)
 
 
+def binary_power(x, n, mul):
+  """``x ** n`` for an integer ``n >= 1`` by square-and-multiply: about log2(n) calls of
+  ``mul`` (NumPy, StableHLO or matrix products: integer_pow's backends, matrix_power)."""
+  acc = None
+  while n:
+    if n & 1:
+      acc = x if acc is None else mul(acc, x)
+    n >>= 1
+    if n:
+      x = mul(x, x)
+  return acc
+
+
+def _np_mul(a, b):
+  return np.multiply(a, b, out=...)
+
+
 def _np_integer_pow(x, y):
   if y == 0:
     return np.ones_like(x)
-  m, acc = -y if y < 0 else y, None
-  while m > 0:
-    if m & 1:
-      acc = x if acc is None else np.multiply(acc, x, out=...)
-    m >>= 1
-    if m > 0:
-      x = np.multiply(x, x, out=...)
+  acc = binary_power(x, abs(y), _np_mul)
   if y < 0:
     return np.divide(np.ones((), acc.dtype), acc, out=...)
   return acc.copy() if acc is x and y == 1 else acc
@@ -1829,13 +1840,7 @@ def _integer_pow(ctx, x, y, **params):
   aval = ctx.avals_in[0]
   if y == 0:
     return [mlir.full_like_aval(ctx, 1, aval)]
-  acc, base, n = None, x, abs(int(y))
-  while n:
-    if n & 1:
-      acc = base if acc is None else hlo.multiply(acc, base)
-    n >>= 1
-    if n:
-      base = hlo.multiply(base, base)
+  acc = binary_power(x, abs(int(y)), lambda a, b: hlo.multiply(a, b))
   if y < 0:
     acc = hlo.divide(mlir.full_like_aval(ctx, 1, aval), acc)
   return [acc]

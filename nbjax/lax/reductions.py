@@ -23,6 +23,7 @@ from nbjax import core, dtypes, registry
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
+from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: F401
 
 # Elements from which the prange kernels run. Measured on the shared 2-core machines: a
 # prange region costs ~16 ms whenever the other core is busy (libgomp's default wait policy;
@@ -31,7 +32,6 @@ from nbjax.interpreters import ad, batching
 # the parallel kernels stay (tested) for machines with idle cores: lower this to use them.
 PAR_MIN = 1 << 62
 
-from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: E402,F401
 _real = _int | _float
 
 

@@ -304,12 +304,12 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 
 def tril_indices(n, k=0, m=None):
   """Indices of the lower triangle of an ``(n, m)`` array (static)."""
-  return tuple(Array(i.astype(dtypes.default_int_dtype())) for i in np.tril_indices(n, k, m))
+  return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.tril_indices(n, k, m))
 
 
 def triu_indices(n, k=0, m=None):
   """Indices of the upper triangle of an ``(n, m)`` array (static)."""
-  return tuple(Array(i.astype(dtypes.default_int_dtype())) for i in np.triu_indices(n, k, m))
+  return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.triu_indices(n, k, m))
 
 
 def diag_indices(n, ndim=2):

@@ -174,7 +174,7 @@ def _normalize(a, n):
     return np.where(a < 0, a + n, a) if a.dtype.kind == "i" else a
   if type(a) is Array:
     v = a._value
-    return Array(np.where(v < 0, v + n, v)) if v.dtype.kind == "i" else a
+    return Array._new(np.where(v < 0, v + n, v)) if v.dtype.kind == "i" else a
   if dtypes.issubdtype(a.dtype, np.unsignedinteger):
     return a
   return lax.select(lax.lt(a, _util.lit(0, a.dtype, True)),
@@ -582,7 +582,7 @@ def nonzero(a, *, size=None, fill_value=None):
     v = core.concrete_or_error(
         None, a, "The size argument of jnp.nonzero must be statically specified to use "
         "jnp.nonzero within JAX transformations.")
-    return tuple(Array(i.astype(d)) for i in np.nonzero(np.asarray(v)))
+    return tuple(Array._new(i.astype(d)) for i in np.nonzero(np.asarray(v)))
   size = _util.index(size, "size")
   from nbjax.numpy._manip import argsort
   mask = lax.reshape(a != 0 if a.dtype != _BOOL else a, (a.size,))

@@ -355,7 +355,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
       L = total_repeat_length
       idx = idx[:L] if idx.size >= L else np.concatenate(
           [idx, np.full(L - idx.size, idx[-1] if idx.size else 0)])
-    return take(a, Array(idx.astype(dtypes.default_int_dtype())), axis=axis, mode="clip")
+    return take(a, Array._new(idx.astype(dtypes.default_int_dtype())), axis=axis, mode="clip")
   if total_repeat_length is None:
     raise core.ConcretizationTypeError(
         repeats, "jnp.repeat with a non-constant `repeats` requires `total_repeat_length`.")
@@ -509,7 +509,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if array.shape[ax] == 0:
       raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
     idx = _pad_index(mode, array.shape[ax], b, e)
-    array = take(array, Array(idx.astype(dtypes.default_int_dtype())), axis=ax,
+    array = take(array, Array._new(idx.astype(dtypes.default_int_dtype())), axis=ax,
                  mode="promise_in_bounds")
   return array
 

@@ -54,8 +54,8 @@ def as_array(x):
       raise OverflowError(f"Python int {x} too large to convert to {dtypes.dtype(x)}") from None
   if isinstance(x, (Tracer, Array)):
     return x
-  if isinstance(x, np.ndarray):  # copied: later NumPy writes must not show through
-    return Array(x.copy() if x.flags.writeable else x)
+  if isinstance(x, np.ndarray):  # Array() copies it: later NumPy writes must not show through
+    return Array(x)
   if isinstance(x, np.generic):
     return Array(x)
   if hasattr(x, "__jax_array__"):

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import _creation, _dot, _indexing, _manip, _reductions, _ufuncs, _util
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
 
@@ -179,14 +180,7 @@ def matrix_power(a, n):
     return _util.broadcast_to(_creation.eye(a.shape[-1], dtype=a.dtype), a.shape)
   if n < 0:
     a, n = inv(a), -n
-  result = None
-  while n:
-    if n & 1:
-      result = a if result is None else _dot.matmul(result, a)
-    n >>= 1
-    if n:
-      a = _dot.matmul(a, a)
-  return result
+  return binary_power(a, n, _dot.matmul)
 
 
 def _abs2(x):
