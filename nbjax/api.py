@@ -17,9 +17,11 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes
+from nbjax import core, dtypes, eager_cache
 from nbjax.array import Array as _Array
 from nbjax.core import Tracer, get_aval
+from nbjax.core import _ctx, eval_trace as _eval_trace
+from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
@@ -386,6 +388,16 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
   @functools.wraps(fun)
   def vmap_f(*args, **kwargs):
+    if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
+      fast = cache.fast.get(len(args))
+      out = fast(*args) if fast is not None and not kwargs else _MISS
+      if out is _MISS:
+        out = cache.call(args, kwargs)
+      if out is not _MISS:
+        return out
+    return call(args, kwargs)
+
+  def call(args, kwargs):
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
       msg = ("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
              "positional arguments passed to the function, but got "
@@ -422,6 +434,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     return tree_unflatten(store()[0], outs)
 
   in_cache, out_cache = {}, {}
+  cache = eager_cache.TraceCache(lambda *a, **k: call(a, k), fun)
 
   def _vmap_leaves(args):
     n = len(args)
@@ -466,6 +479,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   vmap_f.__doc__ = (f"Vectorized version of {_fun_name(fun)}. Takes similar arguments as "
                     f"{_fun_name(fun)} but with additional array axes over which it is mapped."
                     + (f"\n\nOriginal documentation:\n\n{fun.__doc__}" if fun.__doc__ else ""))
+  vmap_f._trace_cache = cache
   return vmap_f
 
 
@@ -485,7 +499,8 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
       raise TypeError(f"Output from batched function {o!r:.100} with type {type(o)} is not a "
                       "valid nbjax type")
     val, src = trace.to_batch_info(o)
-    results.append(_match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes))
+    r = _match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes)
+    results.append(r if isinstance(r, (Tracer, _Array)) else _Array(r))  # a passed-through input
   return results
 
 

@@ -12,10 +12,13 @@ under ``bind`` when no transformation is active.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from nbjax import core, dtypes
 from nbjax.array import Array, _wrap
+from nbjax.config import config
 
 BACKENDS = ("numba", "numpy", "xla", "python")
 
@@ -30,6 +33,7 @@ class RuleView:
 
   def __setitem__(self, prim, rule):
     setattr(prim, self.attr, rule)
+    bump_epoch()
 
   def __getitem__(self, prim):
     rule = getattr(prim, self.attr, None)
@@ -46,6 +50,7 @@ class RuleView:
 
   def __delitem__(self, prim):
     setattr(prim, self.attr, None)
+    bump_epoch()
 
   def keys(self):
     return [p for p in core._all_primitives if getattr(p, self.attr, None) is not None]
@@ -161,6 +166,19 @@ def set_eager_backend(name_or_primitive, backend):
     select(p)
 
 
+epoch = 0
+"""Bumped whenever a rule or a backend choice changes (``select``, rule views, config
+updates): caches of traced programs (``nbjax.eager_cache``) key on it."""
+
+
+def bump_epoch(*_):
+  global epoch
+  epoch += 1
+
+
+config.add_listener(bump_epoch)
+
+
 def backend_label(prim):
   small, large, thr = policy(prim)
   if small is None:
@@ -180,6 +198,7 @@ def _impl_for(prim, backend):
 
 def select(prim):
   """(Re)build ``prim.eager`` from its policy."""
+  bump_epoch()
   if getattr(prim, "family", "user") == "user" and "python" in prim.impls and len(prim.impls) == 1:
     prim.eager, prim.backend = prim.impls["python"], "python"
     return
@@ -231,6 +250,11 @@ def _out_size(vals, out_aval):
   return max((a.size for a in out_aval), default=0) if isinstance(out_aval, (list, tuple)) else out_aval.size
 
 
+def eager_size(prim):
+  """``size(vals, out_aval)``: the count ``prim``'s policy threshold compares against."""
+  return getattr(getattr(prim, "make_eager", None), "size", _out_size)
+
+
 def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   """Eager entry: validate with abstract_eval (cached per operand signature and params), pick
   the backend by ``size(vals, out_aval)`` (output elements by default), run it, wrap."""
@@ -264,6 +288,97 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     return _wrap(as_output(f(*vals, **params), out_aval), out_aval.weak_type)
 
   return eager
+
+
+# ----------------------------------------------------------------- eager programs
+
+
+def _fix(o, aval):
+  return as_output(o, aval)
+
+
+def _raw_kernel(eqn):
+  """``eqn`` as a function of raw ndarrays: the kernel the policy picks for its static avals
+  (specialised to the dtypes where the backend can), or a ``bind`` on wrapped values for
+  primitives without raw backends (user and call primitives)."""
+  prim, params = eqn.primitive, eqn.params
+  in_avals = [x.aval for x in eqn.invars]
+  out_avals = [v.aval for v in eqn.outvars]
+  small, large, thr = policy(prim)
+  if small in ("numba", "numpy") and large in ("numba", "numpy") and prim.family != "user":
+    n = eager_size(prim)(in_avals, out_avals if prim.multiple_results else out_avals[0])
+    impl = prim.impls[small if n < thr else large]
+    spec = getattr(impl, "specialize", None)  # a kernel for these exact avals, if simpler
+    k = spec(in_avals, params) if spec is not None else None
+    if k is not None:
+      return k
+    resolve = getattr(impl, "resolve", None)  # elementwise: the kernel for these dtypes
+    if resolve is not None:
+      return resolve(tuple(a.dtype for a in in_avals), params)
+    return functools.partial(impl, **params) if params else impl
+  weaks = [a.weak_type for a in in_avals]
+
+  def via_bind(*xs):
+    out = prim.bind(*[_wrap(x, w) for x, w in zip(xs, weaks)], **params)
+    return [o._value for o in out] if prim.multiple_results else out._value
+  return via_bind
+
+
+def eager_program(jaxpr, consts):
+  """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
+  kernel its primitive's policy picks for the equation's (static) avals, with none of the
+  per-call validation, dispatch or wrapping of ``bind``. A ufunc whose operand is a buffer
+  the program allocated and reads for the last time writes into it (``out=``), as XLA reuses
+  dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of the
+  out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were checked
+  when the jaxpr was traced."""
+  ns = {"_fix": _fix, "_nd": np.ndarray}
+  env = {}
+  eqns = jaxpr.eqns
+  last = {x: i for i, e in enumerate(eqns) for x in e.invars}  # an atom's last reader
+  keep = set(jaxpr.outvars)
+  fresh = set()  # vars whose buffer this program allocated and nothing else can see
+
+  def name(atom, prefix="v"):
+    if type(atom).__name__ == "Literal":
+      n = f"l{len(ns)}"
+      ns[n] = np.asarray(atom.val, atom.aval.dtype)
+      return n
+    n = env.get(atom)
+    if n is None:
+      n = env[atom] = f"{prefix}{len(env)}"
+    return n
+
+  for v, c in zip(jaxpr.constvars, consts):
+    ns[name(v, "c")] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
+  args = [name(v, "a") for v in jaxpr.invars]
+  lines = [f"def program({', '.join(args)}):"]
+  for i, eqn in enumerate(eqns):
+    k = ns[f"k{i}"] = _raw_kernel(eqn)
+    ins = [name(x) for x in eqn.invars]
+    outs = [name(v) for v in eqn.outvars]
+    if type(k) is np.ufunc and k.nout == 1:
+      o = eqn.outvars[0].aval
+      donor = [x for x in eqn.invars if x in fresh and last[x] == i and x not in keep]
+      if o.ndim and donor and all(x.aval.dtype == o.dtype for x in eqn.invars) and \
+          donor[0].aval.shape == o.shape:
+        ins.append(f"out={name(donor[0])}")  # the result is that buffer: no check below
+      fresh.add(eqn.outvars[0])
+    elif k is np.dot:
+      fresh.add(eqn.outvars[0])
+    trail = "," if len(outs) == 1 and eqn.primitive.multiple_results else ""
+    lines.append(f"  {', '.join(outs)}{trail} = k{i}({', '.join(ins)})")
+    for v, o in zip(eqn.outvars, outs):
+      if ins and ins[-1].startswith("out="):
+        continue
+      ns[f"t{o}"], ns[f"d{o}"] = v.aval, v.aval.dtype
+      lines.append(f"  if type({o}) is not _nd or {o}.dtype is not d{o} or not {o}.flags.c_contiguous:"
+                   f" {o} = _fix({o}, t{o})")
+  lines.append(f"  return ({''.join(name(x) + ', ' for x in jaxpr.outvars)})")
+  src = "\n".join(lines)
+  exec(src, ns)
+  ns["program"].source = src  # for reading what runs
+  return ns["program"]
 
 
 # ----------------------------------------------------------------- printing

@@ -180,6 +180,9 @@ def backend(resolve):
       run = cache[key] = resolve(key[0], params)
     return run(*xs)
   impl.resolve = resolve
+  u = getattr(resolve, "ufunc", None)
+  if u is not None:  # for eager programs: the ufunc itself (0-d results are fixed up there)
+    impl.specialize = lambda avals, params: None if params else u
   return impl
 
 
@@ -255,6 +258,7 @@ def _np(f):
     if len(dts) == 2:
       return lambda a, b: f(a, b, out=...)
     return lambda *xs: f(*xs, out=...)
+  resolve.ufunc = f
   return resolve
 
 

@@ -191,7 +191,21 @@ def _compute_dtype(out, ld, rd):
   return np.dtype(np.uint64 if out.kind == "u" and out.itemsize == 8 else np.int64)
 
 
+_BLAS = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
+
+
+def _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
+  """True for ``x @ W`` (x's last axis against W's first, W at most 2-D, no batch axes, one
+  BLAS dtype): np.dot computes it in one BLAS call with no reshapes."""
+  (lc, rc), (lb, _) = dimension_numbers
+  d = lhs.dtype
+  return (not lb and rc == (0,) and rhs.ndim <= 2 and lc == (lhs.ndim - 1,) and
+          rhs.dtype == d and d in _BLAS and (preferred_element_type is None or preferred_element_type == d))
+
+
 def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+  if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
+    return np.dot(lhs, rhs)
   out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
   a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
   if a.dtype != cd:
@@ -215,7 +229,13 @@ def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
 
+_dot_numba.specialize = lambda avals, params: np.dot if _plain_dot(
+    *avals, params["dimension_numbers"], params["preferred_element_type"]) else None
+
+
 def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+  if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
+    return np.dot(lhs, rhs)
   out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
   a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
   if out_dtype == np.bool_:
@@ -223,6 +243,9 @@ def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   out = np.matmul(a if a.dtype == cd else a.astype(cd), b if b.dtype == cd else b.astype(cd))
   out = out.reshape(out_shape)
   return out if out.dtype == out_dtype else out.astype(out_dtype)
+
+
+_dot_numpy.specialize = _dot_numba.specialize
 
 
 def _ranges_like(*xs):

@@ -110,8 +110,10 @@ def work_eager(size):
   """A ``make_eager`` whose backend choice looks at ``size(vals, out_aval)`` (the work: input
   elements for a reduction, scan or sort, elements per matrix for a decomposition; the
   registry's default looks at the output, which for a reduction is tiny)."""
-  return lambda prim, f_small, f_large, thr: registry.make_generic_eager(
+  make = lambda prim, f_small, f_large, thr: registry.make_generic_eager(
       prim, f_small, f_large, thr, size=size)
+  make.size = size
+  return make
 
 
 make_work_eager = work_eager(lambda vals, out_aval: max(v.size for v in vals))
