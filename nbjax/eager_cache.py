@@ -161,6 +161,10 @@ _ARRAY_LEAVES = frozenset({Array, np.ndarray})
 _STATIC_LEAVES = (bool, int, float, complex, np.generic)
 
 
+def _c_buffer(v):
+  return v if v.flags.c_contiguous else np.array(v, order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
 class _Entry:
   __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "copy", "gg", "cg")
 
@@ -228,7 +232,7 @@ class TraceCache:
       vals = []
       for i in e.dyn:
         x = leaves[i]
-        vals.append(x._value if type(x) is Array else np.ascontiguousarray(registry.coerce(x)[0]))
+        vals.append(x._value if type(x) is Array else _c_buffer(registry.coerce(x)[0]))
       return self._finish(e, e.program(*vals))
     if e is None:
       if len(self.entries) >= _MAX_ENTRIES:

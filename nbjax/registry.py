@@ -320,7 +320,7 @@ def _raw_kernel(eqn):
 
   def via_bind(*xs):
     out = prim.bind(*[_wrap(x, w) for x, w in zip(xs, weaks)], **params)
-    return [o._value for o in out] if prim.multiple_results else out._value
+    return [coerce(o, prim)[0] for o in out] if prim.multiple_results else coerce(out, prim)[0]
   return via_bind
 
 
