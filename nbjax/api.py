@@ -143,6 +143,13 @@ def jvp(fun, primals, tangents, has_aux=False):
   if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
     raise TypeError("primal and tangent arguments to nbjax.jvp must be tuples or lists; "
                     f"found {type(primals).__name__} and {type(tangents).__name__}.")
+  if _ctx.trace is _eval_trace:  # top level: replay a staged trace when safe
+    cache = eager_cache.for_function(fun, ("jvp", has_aux), lambda: eager_cache.TraceCache(
+        lambda p, t: _jvp(fun, p, t, has_aux=has_aux), fun))
+    if cache is not None and cache.enabled:
+      out = cache.call((tuple(primals), tuple(tangents)), {})
+      if out is not _MISS:
+        return out
   return _jvp(fun, primals, tangents, has_aux=has_aux)
 
 
@@ -273,6 +280,13 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
 
   @functools.wraps(fun)
   def jacfun(*args, **kwargs):
+    if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
+      out = cache.call(args, kwargs)
+      if out is not _MISS:
+        return out
+    return call(*args, **kwargs)
+
+  def call(*args, **kwargs):
     f_partial, dyn_args = _argnums_partial(fun, argnums, args, kwargs, "jacfwd")
     tree_map(functools.partial(_check_input_dtype_jacfwd, holomorphic), dyn_args)
     pushfwd = functools.partial(_jvp, f_partial, dyn_args, has_aux=has_aux)
@@ -288,6 +302,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     jac_tree = tree_map(functools.partial(_jacfwd_unravel, example), y, jac)
     return (jac_tree, aux) if has_aux else jac_tree
 
+  cache = eager_cache.TraceCache(call, fun)
+  jacfun._trace_cache = cache
   return jacfun
 
 

@@ -1,7 +1,8 @@
-"""Trace caching for eager transformations (today: top-level ``vmap``).
+"""Trace caching for eager transformations (top-level ``vmap``, ``jvp``, ``jacfwd``).
 
 Pipeline position: with no trace active, ``vmap(f)(*args)`` runs ``f`` under a
-``BatchTrace`` on every call, paying Python dispatch per primitive. When a call signature
+``BatchTrace`` on every call (``jvp`` under a ``JVPTrace``), paying Python dispatch per
+primitive. When a call signature
 comes back a second time and ``f`` provably traces the same way again, ``TraceCache`` stages
 the whole transformed call once to a jaxpr (``partial_eval.trace_to_jaxpr_dynamic``, the
 same staging trace as ``jit``), compiles that jaxpr into straight-line kernel calls
@@ -26,6 +27,7 @@ from __future__ import annotations
 import builtins
 import functools
 import types
+import weakref
 
 import numpy as np
 
@@ -165,6 +167,26 @@ def _c_buffer(v):
   return v if v.flags.c_contiguous else np.array(v, order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
+def _shallow(args):
+  """``(leaves, key)`` for positional Arrays, or tuples/lists of them (``jvp``'s primals and
+  tangents), without a pytree flatten: the key is the arity, or the containers' types and
+  lengths; ``(None, None)`` for anything else."""
+  if all(type(a) is Array for a in args):
+    return args, len(args)
+  leaves, key = [], []
+  for a in args:
+    t = type(a)
+    if t is Array or t is np.ndarray:
+      leaves.append(a)
+      key.append(None)
+    elif (t is tuple or t is list) and all(type(x) is Array for x in a):
+      leaves += a
+      key.append((t, len(a)))
+    else:
+      return None, None
+  return leaves, tuple(key)
+
+
 class _Entry:
   __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "copy", "gg", "cg")
 
@@ -209,8 +231,8 @@ class TraceCache:
 
   def call(self, args, kwargs):
     sig = []
-    leaves, tree = args, len(args)
-    if kwargs or not all(type(a) in _ARRAY_LEAVES for a in args):
+    leaves, tree = _shallow(args) if not kwargs else (None, None)
+    if leaves is None:
       leaves, tree = tree_flatten((args, kwargs))
     for x in leaves:
       t = type(x)
@@ -240,7 +262,7 @@ class TraceCache:
       self.entries[key] = _SEEN
       return MISS
     if e is _SEEN:
-      self.entries[key] = e = self._build(leaves, tree) or _UNCACHEABLE
+      self.entries[key] = e = self._build(args, kwargs, leaves, tree) or _UNCACHEABLE
       if e is not _UNCACHEABLE and type(tree) is int and tree not in self.fast:
         self.fast[tree] = _fast_path(tree, self.entries)
     return MISS if self.entries[key] is _UNCACHEABLE else self.call(args, kwargs)
@@ -251,12 +273,13 @@ class TraceCache:
       outs = [o.copy() if i in e.copy else o for i, o in enumerate(outs)]
     return tree_unflatten(e.out_tree, [_wrap(o, w) for o, w in zip(outs, e.weaks)])
 
-  def _build(self, leaves, tree):
+  def _build(self, args, kwargs, leaves, tree):
     from nbjax.interpreters import partial_eval as pe
     g = guards(self.guard_fun)
     if g is None:
       self.enabled = False
       return None
+    treedef = tree_flatten((args, kwargs))[1] if type(tree) in (int, tuple) else tree
     dyn = [i for i, x in enumerate(leaves) if type(x) in _ARRAY_LEAVES]
     statics = list(leaves)
     box = []
@@ -265,7 +288,7 @@ class TraceCache:
       full = list(statics)
       for i, x in zip(dyn, xs):
         full[i] = x
-      args, kwargs = tree_unflatten(tree, full) if type(tree) is not int else (full, {})
+      args, kwargs = tree_unflatten(treedef, full)
       out, out_tree = tree_flatten(self.fun(*args, **kwargs))
       box.append(out_tree)
       return out
@@ -273,6 +296,7 @@ class TraceCache:
     try:
       avals = [core.get_aval(leaves[i]) for i in dyn]
       jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat, avals)
+      jaxpr, _ = pe.dce_jaxpr(jaxpr, True, instantiate=True)
       program = registry.eager_program(jaxpr, consts)
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
@@ -284,3 +308,21 @@ class TraceCache:
     e.single = e.out_tree == tree_structure(0)
     e.gg, e.cg = g
     return e
+
+
+_by_fun = weakref.WeakKeyDictionary()
+
+
+def for_function(fun, kind, make):
+  """The ``TraceCache`` of transformation ``kind`` of ``fun`` (``make()`` builds it), kept
+  as long as ``fun`` lives; None when ``fun`` cannot be weakly referenced."""
+  try:
+    caches = _by_fun.get(fun)
+    if caches is None:
+      caches = _by_fun[fun] = {}
+  except TypeError:
+    return None
+  c = caches.get(kind)
+  if c is None:
+    c = caches[kind] = make()
+  return c

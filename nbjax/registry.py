@@ -324,23 +324,55 @@ def _raw_kernel(eqn):
   return via_bind
 
 
+def _is_literal(x):
+  return type(x).__name__ == "Literal"
+
+
+def _cse(jaxpr):
+  """``(eqns, canon)``: the equations left after common-subexpression elimination (jvp
+  rules recompute primal pieces, e.g. ``sin`` and ``cos`` of one operand) and the map from
+  each dropped output to the output that replaces it."""
+  canon, seen, eqns = {}, {}, []
+  for e in jaxpr.eqns:
+    ins = [canon.get(x, x) if not _is_literal(x) else x for x in e.invars]
+    try:
+      key = (e.primitive, tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
+             tuple(e.params.items()))
+      hit = seen.get(key)
+    except TypeError:  # unhashable params or literal values
+      key = hit = None
+    if hit is not None:
+      canon.update(zip(e.outvars, hit))
+      continue
+    if key is not None:
+      seen[key] = e.outvars
+    eqns.append((e, ins))
+  return eqns, canon
+
+
 def eager_program(jaxpr, consts):
   """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
   kernel its primitive's policy picks for the equation's (static) avals, with none of the
-  per-call validation, dispatch or wrapping of ``bind``. A ufunc whose operand is a buffer
-  the program allocated and reads for the last time writes into it (``out=``), as XLA reuses
-  dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of the
-  out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were checked
-  when the jaxpr was traced."""
+  per-call validation, dispatch or wrapping of ``bind``. Repeated subexpressions run once;
+  a ufunc whose operand is a buffer the program allocated, that only ufuncs read (no view
+  of it can exist) and that it reads for the last time writes into it (``out=``), as XLA
+  reuses dead buffers. ``program(*ndarrays)`` returns
+  the output ndarrays (C-contiguous, of the out avals' dtypes). Replays cached traces
+  (``nbjax.eager_cache``); the avals were checked when the jaxpr was traced."""
   ns = {"_fix": _fix, "_nd": np.ndarray}
   env = {}
-  eqns = jaxpr.eqns
-  last = {x: i for i, e in enumerate(eqns) for x in e.invars}  # an atom's last reader
-  keep = set(jaxpr.outvars)
+  eqns, canon = _cse(jaxpr)
+  outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
+  ks = [_raw_kernel(e) for e, _ in eqns]
+  last = {x: i for i, (_, ins) in enumerate(eqns) for x in ins}  # an atom's last reader
+  keep = set(outvars)
   fresh = set()  # vars whose buffer this program allocated and nothing else can see
+  for (_, ins), k in zip(eqns, ks):  # a reader that may return a view (reshape...) shares it
+    if not (type(k) is np.ufunc or k is np.dot):
+      keep.update(ins)
 
   def name(atom, prefix="v"):
-    if type(atom).__name__ == "Literal":
+    if _is_literal(atom):
       n = f"l{len(ns)}"
       ns[n] = np.asarray(atom.val, atom.aval.dtype)
       return n
@@ -353,28 +385,31 @@ def eager_program(jaxpr, consts):
     ns[name(v, "c")] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
   lines = [f"def program({', '.join(args)}):"]
-  for i, eqn in enumerate(eqns):
-    k = ns[f"k{i}"] = _raw_kernel(eqn)
-    ins = [name(x) for x in eqn.invars]
+  for i, (eqn, invars) in enumerate(eqns):
+    k = ns[f"k{i}"] = ks[i]
+    ins = [name(x) for x in invars]
     outs = [name(v) for v in eqn.outvars]
+    checked = True
     if type(k) is np.ufunc and k.nout == 1:
       o = eqn.outvars[0].aval
-      donor = [x for x in eqn.invars if x in fresh and last[x] == i and x not in keep]
-      if o.ndim and donor and all(x.aval.dtype == o.dtype for x in eqn.invars) and \
+      donor = [x for x in invars if x in fresh and last[x] == i and x not in keep]
+      if o.ndim and donor and all(x.aval.dtype == o.dtype for x in invars) and \
           donor[0].aval.shape == o.shape:
-        ins.append(f"out={name(donor[0])}")  # the result is that buffer: no check below
+        ins.append(f"out={name(donor[0])}")  # the result is that buffer: nothing to check
+        checked = False
+      elif not o.ndim:
+        ins.append("out=...")  # a 0-d array, not a NumPy scalar
       fresh.add(eqn.outvars[0])
     elif k is np.dot:
       fresh.add(eqn.outvars[0])
     trail = "," if len(outs) == 1 and eqn.primitive.multiple_results else ""
     lines.append(f"  {', '.join(outs)}{trail} = k{i}({', '.join(ins)})")
     for v, o in zip(eqn.outvars, outs):
-      if ins and ins[-1].startswith("out="):
-        continue
-      ns[f"t{o}"], ns[f"d{o}"] = v.aval, v.aval.dtype
-      lines.append(f"  if type({o}) is not _nd or {o}.dtype is not d{o} or not {o}.flags.c_contiguous:"
-                   f" {o} = _fix({o}, t{o})")
-  lines.append(f"  return ({''.join(name(x) + ', ' for x in jaxpr.outvars)})")
+      if checked:
+        ns[f"t{o}"], ns[f"d{o}"] = v.aval, v.aval.dtype
+        lines.append(f"  if type({o}) is not _nd or {o}.dtype is not d{o} or "
+                     f"not {o}.flags.c_contiguous: {o} = _fix({o}, t{o})")
+  lines.append(f"  return ({''.join(name(x) + ', ' for x in outvars)})")
   src = "\n".join(lines)
   exec(src, ns)
   ns["program"].source = src  # for reading what runs

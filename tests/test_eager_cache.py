@@ -281,3 +281,73 @@ def test_guard_analysis():
   def gen(x):
     yield x
   assert g(gen) is None
+
+
+def _branchy(x):
+  return jnp.sin(x) if x > 0 else jnp.cos(x)  # concrete under jvp: never staged
+
+
+def test_jvp_replays_and_keeps_python_control_flow():
+  f = lambda x: jnp.sin(x) * jnp.cos(x) + x
+  x, t = jnp.asarray(0.5), jnp.asarray(1.0)
+  for _ in range(3):
+    y, yd = nbjax.jvp(f, (x,), (t,))
+    np.testing.assert_allclose(y, np.sin(0.5) * np.cos(0.5) + 0.5, rtol=1e-15)
+    np.testing.assert_allclose(yd, np.cos(1.0) + 1.0, rtol=1e-15)
+  caches = eager_cache._by_fun[f]
+  assert any(type(e) is eager_cache._Entry for c in caches.values() for e in c.entries.values())
+  for v in (0.5, -0.5, 0.7, -0.7, 0.5):
+    y, yd = nbjax.jvp(_branchy, (jnp.asarray(v),), (jnp.asarray(1.0),))
+    np.testing.assert_allclose((y, yd), (np.sin(v), np.cos(v)) if v > 0 else (np.cos(v), -np.sin(v)))
+  g = lambda x: (x * 2, {"aux": x + 1})
+  for _ in range(3):
+    y, yd, aux = nbjax.jvp(g, (x,), (t,), has_aux=True)
+    assert float(aux["aux"]) == 1.5 and float(yd) == 2.0
+
+
+def test_jacfwd_replays():
+  jf = nbjax.jacfwd(lambda x: jnp.sin(x) * 2.0)
+  x = jnp.asarray(np.linspace(0, 1, 4))
+  for _ in range(3):
+    np.testing.assert_allclose(jf(x), np.diag(2 * np.cos(np.linspace(0, 1, 4))), rtol=1e-15)
+  assert any(type(e) is eager_cache._Entry for e in jf._trace_cache.entries.values())
+  # exp(x) is read by a ufunc and by a broadcast (a view): its buffer must not be reused
+  jg = nbjax.jacfwd(lambda x: jnp.sin(x) * jnp.exp(x))
+  xn = np.array([0.1, 0.2, 0.3])
+  for _ in range(3):
+    np.testing.assert_allclose(jg(xn), np.diag(np.cos(xn) * np.exp(xn) + np.sin(xn) * np.exp(xn)),
+                               rtol=1e-15)
+  assert any(type(e) is eager_cache._Entry for e in jg._trace_cache.entries.values())
+
+
+def test_suites_replay_what_they_trace():
+  """Run the vmap and jvp suites with every top-level vmap called three times and the purity
+  guard bypassed: each replayed result equals the per-call result (NBJAX_REPLAY_CHECK)."""
+  import os
+  import subprocess
+  import sys
+  here = os.path.dirname(__file__)
+  r = subprocess.run(
+      [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-x", "-p", "no:cacheprovider",
+       os.path.join(here, "test_vmap.py"), os.path.join(here, "test_jvp.py")],
+      env={**os.environ, "NBJAX_REPLAY_CHECK": "1"}, capture_output=True, text=True,
+      timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "passed" in r.stdout
+
+
+def test_no_buffer_reuse_under_a_live_view():
+  """e = exp(x) is read by a broadcast (a view of e; the second broadcast is the same
+  subexpression), then for the last time by a ufunc: writing the ufunc's result into e's
+  buffer would corrupt the view that the third product still reads."""
+  def f(b, x):
+    e = jnp.exp(x)
+    return b * e, e * jnp.sin(x), (b + 1) * e
+  vf = nbjax.vmap(f, in_axes=(0, None))
+  x, b = np.array([0.1, 0.2, 0.3]), np.eye(3)
+  for _ in range(3):
+    z1, y, z2 = vf(b, x)
+    np.testing.assert_allclose(z1, b * np.exp(x), rtol=1e-15)
+    np.testing.assert_allclose(y, np.broadcast_to(np.sin(x) * np.exp(x), (3, 3)), rtol=1e-15)
+    np.testing.assert_allclose(z2, (b + 1) * np.exp(x), rtol=1e-15)
+  assert any(type(e) is eager_cache._Entry for e in vf._trace_cache.entries.values())

@@ -1,0 +1,36 @@
+"""Test-session switches.
+
+``NBJAX_REPLAY_CHECK=1``: every top-level ``nbjax.vmap`` call runs three times with the
+eager cache's purity guard bypassed, so the third call replays the staged program
+(``nbjax/eager_cache.py``), and must equal the first, per-call result exactly (dtype, shape,
+values). ``tests/test_eager_cache.py`` runs the vmap and jvp suites this way.
+"""
+import os
+
+import numpy as np
+
+if os.environ.get("NBJAX_REPLAY_CHECK"):
+  import nbjax
+  from nbjax import api, core, eager_cache
+  from nbjax.tree_util import tree_leaves
+
+  eager_cache.guards = lambda fun: ([], [])
+  _vmap = api.vmap
+
+  def _checked_vmap(*a, **k):
+    vf = _vmap(*a, **k)
+
+    def run(*args, **kwargs):
+      first = vf(*args, **kwargs)
+      if core._ctx.trace is not core.eval_trace:
+        return first
+      vf(*args, **kwargs)
+      third = vf(*args, **kwargs)
+      for x, y in zip(tree_leaves(first), tree_leaves(third)):
+        x, y = np.asarray(x), np.asarray(y)
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
+        np.testing.assert_array_equal(x, y, err_msg="replay differs from the per-call trace")
+      return third
+    return run
+
+  api.vmap = nbjax.vmap = _checked_vmap
