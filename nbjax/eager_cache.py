@@ -54,7 +54,8 @@ _MISSING = object()
 
 
 def _module_safe(name):
-  return bool(name) and name.split(".")[0] in _SAFE_MODULES
+  parts = name.split(".") if name else ()
+  return bool(parts) and parts[0] in _SAFE_MODULES and "random" not in parts
 
 
 def _is_fun(f):
@@ -85,8 +86,8 @@ def guards(fun):
       return _module_safe(obj.__module__)
     if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)):
       owner = getattr(obj, "__self__", None)
-      return (owner is None or isinstance(owner, types.ModuleType)) and \
-          obj.__name__ not in _UNSAFE_NAMES
+      return (owner is None or (isinstance(owner, types.ModuleType) and
+                                _module_safe(owner.__name__))) and obj.__name__ not in _UNSAFE_NAMES
     if isinstance(obj, functools.partial):
       return safe(obj.func, depth) and safe(obj.args, depth) and \
           safe(tuple(obj.keywords.values()), depth)
@@ -100,7 +101,8 @@ def guards(fun):
       inner = [getattr(obj, "__wrapped__", None)] + [_cell(c) for c in obj.__closure__ or ()]
       return depth < 8 and all(safe(f, depth + 1) for f in inner if _is_fun(f))
     if _module_safe(type(obj).__module__) and hasattr(obj, "__wrapped__"):
-      return safe(obj.__wrapped__, depth + 1)  # jit(f): traced once per signature anyway
+      # an nbjax object carrying user functions (jit(f): traced once per signature anyway)
+      return all(safe(f, depth + 1) for f in (obj.__wrapped__, *vars(obj).values()) if _is_fun(f))
     return False
 
   def names(code):

@@ -281,6 +281,13 @@ def test_guard_analysis():
   def gen(x):
     yield x
   assert g(gen) is None
+  import numpy.random as npr
+  import os
+  assert g(lambda x: x + npr.standard_normal()) is None  # a random module under any name
+  urandom = os.urandom
+  assert g(lambda x: x + len(urandom(1))) is None  # builtins of modules outside nbjax/numpy
+  assert g(nbjax.jit(lambda x: x * LIST_GLOBAL[0])) is None
+  assert g(nbjax.jit(lambda x: x * 2)) is not None
 
 
 def _branchy(x):

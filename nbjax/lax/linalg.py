@@ -387,7 +387,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   """General tensor contraction: ``dimension_numbers = ((lhs_contracting, rhs_contracting),
   (lhs_batch, rhs_batch))``. Output: batch dims, lhs free dims, rhs free dims."""
   (lc, rc), (lb, rb) = dimension_numbers
-  idx = lambda ds: tuple(operator.index(d) for d in ds)
+  idx = lambda ds: tuple(map(operator.index, ds))
   dn = ((idx(lc), idx(rc)), (idx(lb), idx(rb)))
   pet = (None if preferred_element_type is None
          else dtypes.canonicalize_dtype(preferred_element_type))

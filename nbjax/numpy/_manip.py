@@ -231,7 +231,13 @@ def stack(arrays, axis=0, out=None, dtype=None):
   if any(a.shape != shape0 for a in arrays[1:]):
     raise ValueError("All input arrays must have the same shape.")
   axis = canonicalize_axis(axis, len(shape0) + 1)
-  return concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis, dtype=dtype)
+  shape = (*shape0[:axis], 1, *shape0[axis:])
+  if core.get_current_trace() is core.eval_trace and all(type(a) is Array for a in arrays):
+    arrays = [Array._new(a._value.reshape(shape), a._weak) for a in arrays]  # free views
+  else:
+    dims = tuple(i for i in range(len(shape)) if i != axis)
+    arrays = [lax.broadcast_in_dim(a, shape, dims) for a in arrays]
+  return concatenate(arrays, axis, dtype=dtype)
 
 
 def hstack(tup, dtype=None):

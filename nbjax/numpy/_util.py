@@ -65,6 +65,8 @@ def as_array(x):
 
 def ensure_arraylike(name, *args):
   """``check_arraylike`` then ``as_array`` each argument (one value for one argument)."""
+  if len(args) == 2 and type(args[0]) is Array and type(args[1]) is Array:
+    return args
   check_arraylike(name, *args)
   if len(args) == 1:
     return as_array(args[0])
@@ -110,6 +112,11 @@ def promote_dtypes(*args):
   """Convert all arguments to their joint JAX result type (weak when all are weak)."""
   if len(args) == 1:
     return [as_array(args[0])]
+  a = args[0]
+  if type(a) is Array:  # the common case: arrays of one dtype and weak type, nothing to convert
+    d, w = a._value.dtype, a._weak
+    if all(type(b) is Array and b._value.dtype is d and b._weak is w for b in args):
+      return list(args)
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
   return [convert(a, to, weak) for a in args]
 
