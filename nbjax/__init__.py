@@ -9,6 +9,8 @@ from nbjax.config import config
 from nbjax.array import Array
 from nbjax import lax
 from nbjax import tree_util
-from nbjax.api import ShapeDtypeStruct, eval_shape, jacfwd, jvp, make_jaxpr, vmap
+from nbjax import tree
+from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put, devices,
+                       eval_shape, jacfwd, jvp, local_devices, make_jaxpr, typeof, vmap)
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit

@@ -708,6 +708,41 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
   return make_jaxpr_f
 
 
+# --------------------------------------------------------------------- devices and values
+
+
+def devices(backend=None):
+  """The devices XLA runs ``jit`` on (the PJRT CPU client's; imports jaxlib)."""
+  if backend not in (None, "cpu"):
+    raise RuntimeError(f"Unknown backend {backend}: nbjax runs on the CPU")
+  from nbjax import xla
+  return list(xla.get_client().devices())
+
+
+local_devices = devices
+
+
+def default_backend():
+  return "cpu"
+
+
+def device_put(x, device=None, *, donate=False, may_alias=None):
+  """``x`` (a pytree) as nbjax Arrays; host and device memory are the same here, so
+  ``device`` only selects among the CPU devices."""
+  del device, donate, may_alias
+  return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) else _Array(v), x)
+
+
+def device_get(x):
+  """``x`` (a pytree) with every Array as a NumPy array."""
+  return tree_map(lambda v: np.asarray(v) if isinstance(v, _Array) else v, x)
+
+
+def typeof(x):
+  """The abstract value (``ShapedArray``) of ``x``."""
+  return get_aval(x)
+
+
 def eval_shape(fun, *args, **kwargs):
   """The output shapes/dtypes of ``fun(*args, **kwargs)`` as ``ShapeDtypeStruct``s, computed
   by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""

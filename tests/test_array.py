@@ -413,3 +413,16 @@ def test_at_add_hypothesis(data):
   want = x.copy()
   np.add.at(want, idx, v)
   check(jnp.asarray(x).at[idx].add(jnp.asarray(v)), want)
+
+
+def test_device_put_get_devices_typeof():
+  import nbjax
+  src = np.arange(3.0)
+  put = nbjax.device_put({"x": src, "n": 2})
+  assert type(put["x"]) is nbjax.Array and type(put["n"]) is nbjax.Array
+  src[0] = 99.0  # device_put copies: later NumPy writes do not show through
+  assert float(put["x"][0]) == 0.0
+  got = nbjax.device_get(put)
+  assert type(got["x"]) is np.ndarray and got["x"].tolist() == [0.0, 1.0, 2.0]
+  assert nbjax.default_backend() == "cpu" and len(nbjax.devices()) >= 1
+  assert nbjax.typeof(put["x"]).shape == (3,) and nbjax.typeof(put["x"]).dtype == np.float64

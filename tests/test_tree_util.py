@@ -341,3 +341,15 @@ def test_roundtrip_generated(tree):
   assert _same(tu.tree_map(lambda x, y: y, tree, out), tree)
   assert td.num_leaves == len(leaves) and td.num_nodes >= 1
   assert pickle.loads(pickle.dumps(td)) == td
+
+
+def test_tree_namespace_is_tree_util():
+  import nbjax
+  t = {"b": [1, 2], "a": (3, None)}
+  assert nbjax.tree.map(lambda x: x * 10, t) == {"b": [10, 20], "a": (30, None)}
+  assert nbjax.tree.leaves(t) == [3, 1, 2]
+  leaves, td = nbjax.tree.flatten(t)
+  assert nbjax.tree.unflatten(td, leaves) == t and nbjax.tree.structure(t) == td
+  assert nbjax.tree.reduce(lambda a, b: a + b, t) == 6 and nbjax.tree.all([True, 1])
+  assert [k for k, _ in nbjax.tree.leaves_with_path(t)][0] == (nbjax.tree_util.DictKey("a"),
+                                                              nbjax.tree_util.SequenceKey(0))
