@@ -2,12 +2,13 @@
 
 Pipeline position: with no trace active, ``vmap(f)(*args)`` runs ``f`` under a
 ``BatchTrace`` on every call (``jvp`` under a ``JVPTrace``), paying Python dispatch per
-primitive. When a call signature
-comes back a second time and ``f`` provably traces the same way again, ``TraceCache`` stages
-the whole transformed call once to a jaxpr (``partial_eval.trace_to_jaxpr_dynamic``, the
-same staging trace as ``jit``), compiles that jaxpr into straight-line kernel calls
-(``registry.eager_program``) and replays it: a call then costs a key lookup, the guard
-checks and the kernels themselves.
+primitive. When a call signature (treedef; shapes, dtypes and weak types of the arrays;
+values of Python scalars; ``registry.epoch``) comes back a second time and ``f`` provably
+traces the same way again, ``TraceCache`` stages the whole transformed call once to a jaxpr
+(``partial_eval.trace_to_jaxpr_dynamic``, the same staging trace as ``jit``), compiles that
+jaxpr into straight-line kernel calls (``registry.eager_program``) and replays it: a call
+then costs a key lookup, the guard checks and the kernels themselves. One-off calls never
+pay for staging.
 
 "Provably" is decided conservatively by ``guards(f)``. ``f`` qualifies when everything it can
 reach besides its arguments is immutable or pinned by an identity guard:
