@@ -1,4 +1,6 @@
-"""Global configuration: ``nbjax.config.update("enable_x64", False)``.
+"""Global configuration: ``nbjax.config.update("enable_x64", False)``; ``"eager_cache"``
+(default True) lets repeated top-level ``vmap``/``jvp``/``jacfwd`` calls replay a compiled
+program (``nbjax/eager_cache.py``); False traces on every call.
 
 Sits beside ``core``: read by ``dtypes`` (default widths) and ``registry`` (eager backend
 overrides). Imports nothing from nbjax at module load.
@@ -10,12 +12,12 @@ class Config:
   """JAX-style flag holder. ``config.update(name, value)``; attributes read the flags."""
 
   def __init__(self):
-    self._flags = {"enable_x64": True, "jax_enable_x64": True}
+    self._flags = {"enable_x64": True, "jax_enable_x64": True, "eager_cache": True}
     self._listeners = []
 
   def update(self, name, value):
     name = name[4:] if name.startswith("jax_") else name
-    if name not in ("enable_x64",):
+    if name not in ("enable_x64", "eager_cache"):
       raise AttributeError(f"Unrecognized config option: {name}")
     self._flags[name] = bool(value)
     for f in self._listeners:

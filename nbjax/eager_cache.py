@@ -34,6 +34,7 @@ import numpy as np
 
 from nbjax import core, registry
 from nbjax.array import Array, _wrap
+from nbjax.config import config
 from nbjax.tree_util import tree_flatten, tree_structure, tree_unflatten
 
 MISS = object()
@@ -233,6 +234,8 @@ class TraceCache:
     self.fast: dict = {}  # arity -> replay of positional nbjax Arrays (MISS if not cached)
 
   def call(self, args, kwargs):
+    if not config._flags["eager_cache"]:
+      return MISS  # (switching it bumps registry.epoch: no stale entry can be found either)
     sig = []
     leaves, tree = _shallow(args) if not kwargs else (None, None)
     if leaves is None:

@@ -358,3 +358,16 @@ def test_no_buffer_reuse_under_a_live_view():
     np.testing.assert_allclose(y, np.broadcast_to(np.sin(x) * np.exp(x), (3, 3)), rtol=1e-15)
     np.testing.assert_allclose(z2, (b + 1) * np.exp(x), rtol=1e-15)
   assert any(type(e) is eager_cache._Entry for e in vf._trace_cache.entries.values())
+
+
+def test_config_switch():
+  vf = nbjax.vmap(lambda x: x * 2.0)
+  try:
+    nbjax.config.update("eager_cache", False)
+    _calls(vf, X)
+    assert not any(type(e) is eager_cache._Entry for e in _cache(vf).entries.values())
+  finally:
+    nbjax.config.update("eager_cache", True)
+  for r in _calls(vf, X):
+    np.testing.assert_array_equal(r, np.asarray(X) * 2)
+  assert any(type(e) is eager_cache._Entry for e in _cache(vf).entries.values())
