@@ -17,6 +17,7 @@ def test_tour_runs():
       finally:
         nbjax.config.set_eager_backend("sin", None)
         nbjax.config.update("enable_x64", True)
+        nbjax.config.update("eager_cache", True)
     else:
       exec(code, {})
 
