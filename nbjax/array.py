@@ -16,7 +16,15 @@ import numpy as np
 from nbjax import core, dtypes
 
 
-class Array:
+class _ArrayMeta(type):
+  """``isinstance(x, nbjax.Array)`` (and ``jnp.ndarray``) holds for tracers too, as
+  ``isinstance(tracer, jax.Array)`` does; ``type(x) is Array`` is the concrete check."""
+
+  def __instancecheck__(cls, obj):
+    return type.__instancecheck__(cls, obj) or isinstance(obj, core.Tracer)
+
+
+class Array(metaclass=_ArrayMeta):
   """An immutable n-dimensional array on the host (CPU)."""
   # _buf (set lazily, often absent): the XLA device buffer holding the same data as _value,
   # an executable's output (_value is a view of it) or the put of _value cached by jit.

@@ -426,3 +426,20 @@ def test_device_put_get_devices_typeof():
   assert type(got["x"]) is np.ndarray and got["x"].tolist() == [0.0, 1.0, 2.0]
   assert nbjax.default_backend() == "cpu" and len(nbjax.devices()) >= 1
   assert nbjax.typeof(put["x"]).shape == (3,) and nbjax.typeof(put["x"]).dtype == np.float64
+
+
+def test_isinstance_holds_for_tracers_as_jax_array_does():
+  import nbjax
+  import nbjax.numpy as jnp
+  seen = []
+
+  def f(x):
+    seen.append((isinstance(x, jnp.ndarray), isinstance(x, nbjax.Array), type(x) is nbjax.Array))
+    return x
+  nbjax.vmap(f)(np.ones(3))
+  nbjax.jit(f)(1.0)
+  nbjax.jvp(f, (1.0,), (1.0,))
+  nbjax.make_jaxpr(f)(1.0)
+  assert seen == [(True, True, False)] * 4
+  assert isinstance(jnp.ones(2), jnp.ndarray) and type(jnp.ones(2)) is nbjax.Array
+  assert not isinstance(np.ones(2), jnp.ndarray) and not isinstance(1.0, nbjax.Array)
