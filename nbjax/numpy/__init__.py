@@ -35,7 +35,7 @@ from nbjax.numpy._dtype_api import (bfloat16, bool, bool_, can_cast, cdouble,  #
                                     unsignedinteger)
 from nbjax.numpy._indexing import (NonConcreteBooleanIndexError, argwhere, compress,  # noqa: F401
                                    diag, diagflat, diagonal, extract, flatnonzero, nonzero,
-                                   put_along_axis, take, take_along_axis, trace, unique)
+                                   put_along_axis, take, take_along_axis, trace)
 from nbjax.numpy._manip import (array_split, atleast_1d, atleast_2d, atleast_3d,  # noqa: F401
                                 argsort, broadcast_arrays, broadcast_shapes, broadcast_to, clip,
                                 column_stack, concat, concatenate, dsplit, dstack, expand_dims,
@@ -63,6 +63,10 @@ from nbjax.numpy._ufuncs import (abs, absolute, acos, acosh, add, angle, arccos,
                                  pow, power, rad2deg, radians, real, reciprocal, remainder,
                                  right_shift, rint, round, sign, signbit, sin, sinc, sinh, sqrt,
                                  square, subtract, tan, tanh, true_divide, trunc)
+from nbjax.numpy._numerics import *  # noqa: F401,F403
+from nbjax.numpy._setops import *  # noqa: F401,F403
+from nbjax.numpy._statistics import *  # noqa: F401,F403
+from nbjax.numpy._vectorize import *  # noqa: F401,F403
 from nbjax.numpy._util import (check_arraylike as _check_arraylike,  # noqa: F401
                                ensure_arraylike as _ensure_arraylike)
 

@@ -645,24 +645,6 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
   return take(a, idx, axis=axis, mode="fill", fill_value=fill_value)
 
 
-def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
-           equal_nan=True, size=None, fill_value=None):
-  """Sorted unique elements of ``ravel(ar)`` (eager: the result's size depends on data)."""
-  if return_index or return_inverse or return_counts or axis is not None or size is not None:
-    raise NotImplementedError("jnp.unique supports only the plain form (no return_* / axis / size)")
-  ar = ensure_arraylike("unique", ar)
-  from nbjax.numpy._manip import sort
-  s = sort(lax.reshape(ar, (ar.size,)))
-  if s.size <= 1:
-    return s
-  head, tail = lax.slice(s, (1,), (s.size,)), lax.slice(s, (0,), (s.size - 1,))
-  new = lax.ne(head, tail)
-  if equal_nan and dtypes.is_inexact(s.dtype):
-    new = lax.bitwise_and(new, lax.bitwise_not(lax.bitwise_and(lax.ne(head, head),
-                                                               lax.ne(tail, tail))))
-  keep = lax.concatenate([lax.full_like(new, True, shape=(1,)), new], 0)
-  return rewriting_take(s, keep)
-
 # ----------------------------------------------------------------- diagonals
 
 

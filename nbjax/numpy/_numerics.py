@@ -1,0 +1,600 @@
+"""Numerical routines of ``nbjax.numpy``: vector calculus, polynomials, interpolation,
+integer and floating-point number theory, convolutions, special functions and windows.
+
+Pipeline position: NumPy-signature functions built only from other ``nbjax.numpy``
+functions and ``lax`` primitives (slices, pads, gathers, dots, cumulative sums, selects),
+so they run eagerly and under every transformation. Loops here run over static sizes only:
+polynomial degrees (Horner, Clenshaw), a fixed number of Euclid steps for the dtype's bit
+width (no ``while_loop``), the three factors of an exact power-of-two scaling.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.array import Array
+from nbjax.numpy import _util
+from nbjax.numpy._creation import arange, asarray, eye, full, ones, zeros
+from nbjax.numpy._dot import dot, matmul
+from nbjax.numpy._indexing import take, trace
+from nbjax.numpy._manip import (atleast_1d, clip, concatenate, flip, moveaxis, searchsorted,
+                                stack, where)
+from nbjax.numpy._reductions import cumsum, sum as _sum
+from nbjax.numpy._ufuncs import (abs as _abs, conj, cos, exp, floor, floor_divide, isfinite,
+                                 isinf, log2, nextafter, remainder, sqrt, trunc)
+from nbjax.numpy._util import (canonicalize_axis, check_arraylike, convert, ensure_arraylike,
+                               promote_dtypes, promote_dtypes_inexact)
+
+__all__ = ["bartlett", "blackman", "convolve", "correlate", "cross", "frexp", "from_dlpack",
+           "fromfunction", "gcd", "gradient", "hamming", "hanning", "i0", "interp", "kaiser",
+           "lcm", "ldexp", "modf", "piecewise", "poly", "polyadd", "polyder", "polyint",
+           "polymul", "polysub", "polyval", "spacing", "trapezoid", "unwrap", "vander"]
+
+_F32 = np.dtype(np.float32)
+
+
+def _const(a):
+  """A static NumPy array as a (non-weak) constant."""
+  return Array._new(np.asarray(a))
+
+
+def _sl(x, start, stop, axis):
+  return lax.slice_in_dim(x, start, stop, axis=axis)
+
+
+def _diff(x, axis):
+  n = x.shape[axis]
+  return _sl(x, 1, n, axis) - _sl(x, 0, max(n - 1, 0), axis)
+
+
+def _along(v, axis, nd):
+  """A 1-d ``v`` shaped to broadcast along ``axis`` of an ``nd``-d array."""
+  return lax.reshape(v, tuple(v.shape[0] if i == axis else 1 for i in range(nd)))
+
+# ----------------------------------------------------------------- vectors and calculus
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+  """Cross product of 2- or 3-vectors along the given axes (broadcasting the rest)."""
+  a, b = ensure_arraylike("cross", a, b)
+  if axis is not None:
+    axisa = axisb = axisc = axis
+  a, b = promote_dtypes(moveaxis(a, axisa, -1), moveaxis(b, axisb, -1))
+  if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+    raise ValueError("Dimension must be either 2 or 3 for cross product")
+  a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+  if a.shape[-1] == 2 and b.shape[-1] == 2:
+    return a0 * b1 - a1 * b0
+  a2 = a[..., 2] if a.shape[-1] == 3 else None
+  b2 = b[..., 2] if b.shape[-1] == 3 else None
+  c0 = (a1 * b2 if b2 is not None else 0) - (a2 * b1 if a2 is not None else 0)
+  c1 = (a2 * b0 if a2 is not None else 0) - (a0 * b2 if b2 is not None else 0)
+  c2 = a0 * b1 - a1 * b0
+  c = _util.broadcast_arrays(*promote_dtypes(c0, c1, c2))
+  return moveaxis(stack(c), 0, axisc)
+
+
+def vander(x, N=None, increasing=False):
+  """Vandermonde matrix: columns are powers of the 1-d ``x`` (decreasing by default)."""
+  x = ensure_arraylike("vander", x)
+  if x.ndim != 1:
+    raise ValueError("x must be a one-dimensional array")
+  N = x.shape[0] if N is None else _util.index(N, "N")
+  if N < 0:
+    raise ValueError("N must be nonnegative")
+  if x.dtype == np.bool_:
+    x = convert(x, dtypes.default_int_dtype())
+  n = x.shape[0]
+  cols = [full((n, min(N, 1)), 1, x.dtype)]
+  if N > 1:
+    cols.append(lax.cumprod(lax.broadcast_in_dim(x, (n, N - 1), (0,)), axis=1))
+  out = concatenate(cols, 1)
+  return out if increasing else flip(out, 1)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+  """Integral of ``y`` along ``axis`` by the trapezoidal rule (sample points ``x`` or
+  uniform spacing ``dx``)."""
+  if x is None:
+    y = ensure_arraylike("trapezoid", y)
+    y, = promote_dtypes_inexact(y)
+    d = dx
+  else:
+    y, x = ensure_arraylike("trapezoid", y, x)
+    y, x = promote_dtypes_inexact(y, x)
+    d = _diff(x, 0) if x.ndim == 1 else moveaxis(_diff(x, canonicalize_axis(axis, x.ndim)),
+                                                 axis, -1)
+  y = moveaxis(y, axis, -1)
+  n = y.shape[-1]
+  return 0.5 * _sum(d * (_sl(y, 1, n, y.ndim - 1) + _sl(y, 0, max(n - 1, 0), y.ndim - 1)), -1)
+
+
+def gradient(f, *varargs, axis=None, edge_order=None):
+  """Second-order central differences in the interior, one-sided first- or second-order
+  (``edge_order``) differences at the edges; spacing a scalar or 1-d coordinates per axis."""
+  f = ensure_arraylike("gradient", f)
+  check_arraylike("gradient", *varargs)
+  f, *spacing = promote_dtypes_inexact(f, *varargs)
+  order = 1 if edge_order is None else edge_order
+  if order not in (1, 2):
+    raise ValueError("'edge_order' greater than 2 not supported")
+  axes = _util.canonicalize_axes(axis, f.ndim)
+  if not spacing:
+    spacing = [1.0] * len(axes)
+  elif len(spacing) == 1:
+    spacing = spacing * len(axes)
+  elif len(spacing) != len(axes):
+    raise TypeError(f"Invalid number of spacing arguments {len(spacing)} for axis={axis}")
+  out = []
+  for ax, h in zip(axes, spacing):
+    n = f.shape[ax]
+    if n < order + 1:
+      raise ValueError("Shape of array too small to calculate a numerical gradient, at least "
+                       "(edge_order + 1) elements are required.")
+    s = lambda i, j, ax=ax: _sl(f, i, j, ax)  # noqa: E731
+    if _util.ndim(h) == 0:
+      mid = (s(2, n) - s(0, n - 2)) / (2.0 * h)
+      if order == 1:
+        lo, hi = (s(1, 2) - s(0, 1)) / h, (s(n - 1, n) - s(n - 2, n - 1)) / h
+      else:
+        lo = (-1.5 * s(0, 1) + 2.0 * s(1, 2) - 0.5 * s(2, 3)) / h
+        hi = (0.5 * s(n - 3, n - 2) - 2.0 * s(n - 2, n - 1) + 1.5 * s(n - 1, n)) / h
+    else:
+      if h.ndim != 1:
+        raise ValueError("distances must be either scalars or 1d")
+      if h.shape[0] != n:
+        raise ValueError("when 1d, distances must match the length of the corresponding "
+                         "dimension")
+      dx = _along(_diff(h, 0), ax, f.ndim)
+      d = lambda i, j: _sl(dx, i, j, ax)  # noqa: E731
+      d1, d2 = d(0, n - 2), d(1, n - 1)
+      mid = (-d2 / (d1 * (d1 + d2)) * s(0, n - 2) + (d2 - d1) / (d1 * d2) * s(1, n - 1)
+             + d1 / (d2 * (d1 + d2)) * s(2, n))
+      if order == 1:
+        lo = (s(1, 2) - s(0, 1)) / d(0, 1)
+        hi = (s(n - 1, n) - s(n - 2, n - 1)) / d(n - 2, n - 1)
+      else:
+        d1, d2 = d(0, 1), d(1, 2)
+        lo = (-(2.0 * d1 + d2) / (d1 * (d1 + d2)) * s(0, 1) + (d1 + d2) / (d1 * d2) * s(1, 2)
+              - d1 / (d2 * (d1 + d2)) * s(2, 3))
+        d1, d2 = d(n - 3, n - 2), d(n - 2, n - 1)
+        hi = (d2 / (d1 * (d1 + d2)) * s(n - 3, n - 2) - (d2 + d1) / (d1 * d2) * s(n - 2, n - 1)
+              + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * s(n - 1, n))
+    out.append(concatenate(promote_dtypes(lo, mid, hi), ax))
+  return out[0] if len(axes) == 1 else out
+
+
+def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
+  """Unwrap phases: replace jumps larger than ``discont`` by their ``period`` complement."""
+  p = ensure_arraylike("unwrap", p)
+  if dtypes.is_complex(p.dtype):
+    raise ValueError("jnp.unwrap does not support complex inputs.")
+  p, = promote_dtypes_inexact(p)
+  axis = canonicalize_axis(axis, p.ndim)
+  n = p.shape[axis]
+  if n == 0:
+    return p
+  discont = period / 2 if discont is None else discont
+  half = period / 2
+  dd = _diff(p, axis)
+  ddmod = remainder(dd + half, period) - half
+  ddmod = where((ddmod == -half) & (dd > 0), half, ddmod)
+  fix = where(_abs(dd) < discont, 0, ddmod - dd)
+  return concatenate([_sl(p, 0, 1, axis), _sl(p, 1, n, axis) + cumsum(fix, axis)], axis)
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+  """Piecewise-linear interpolant of the points ``(xp, fp)`` evaluated at ``x``
+  (``left``/``right`` values or ``'extrapolate'``; optional ``period``)."""
+  x, xp, fp = ensure_arraylike("interp", x, xp, fp)
+  if xp.ndim != 1 or fp.ndim != 1:
+    raise ValueError("xp and fp must be one-dimensional")
+  if xp.shape[0] != fp.shape[0]:
+    raise ValueError("xp and fp must have the same length")
+  if dtypes.is_complex(dtypes.result_type(x, xp)):
+    raise ValueError("jnp.interp: complex x values not supported.")
+  x, xp = promote_dtypes_inexact(x, xp)
+  fp, = promote_dtypes_inexact(fp)
+  ext = []
+  for name, v in (("left", left), ("right", right)):
+    if isinstance(v, str) and v != "extrapolate":
+      raise ValueError(f"the only valid string value of `{name}` is 'extrapolate', but got: {v!r}")
+    ext.append(isinstance(v, str))
+  if period is not None:
+    if _util.ndim(period) != 0:
+      raise ValueError(f"period must be a scalar; got {period}")
+    period = _abs(period)
+    x, xp = remainder(x, period), remainder(xp, period)
+    xp, fp = lax.sort_key_val(xp, fp)
+    xp = concatenate([xp[-1:] - period, xp, xp[:1] + period])
+    fp = concatenate([fp[-1:], fp, fp[:1]])
+  n = xp.shape[0]
+  i = clip(searchsorted(xp, x, side="right"), 1, n - 1)
+  x0, x1 = take(xp, i - 1, mode="clip"), take(xp, i, mode="clip")
+  f0, f1 = take(fp, i - 1, mode="clip"), take(fp, i, mode="clip")
+  dx = x1 - x0
+  tiny = _abs(dx) <= np.spacing(np.finfo(xp.dtype).eps)  # no NaN gradients at repeated xp
+  f = where(tiny, f0, f0 + ((x - x0) / where(tiny, 1, dx)) * (f1 - f0))
+  if period is None:
+    if not ext[0]:
+      f = where(x < xp[0], fp[0] if left is None else left, f)
+    if not ext[1]:
+      f = where(x > xp[-1], fp[-1] if right is None else right, f)
+  return f
+
+# ----------------------------------------------------------------- polynomials
+
+
+def polyval(p, x, *, unroll=16):
+  """Value at ``x`` of the polynomial with coefficients ``p`` (highest degree first), by
+  Horner's rule; ``unroll`` is accepted for JAX compatibility."""
+  del unroll
+  p, x = ensure_arraylike("polyval", p, x)
+  p, x = promote_dtypes_inexact(p, x)
+  shape = _util.broadcast_shapes(p.shape[1:], x.shape)
+  y = full(shape, 0, x.dtype)
+  for i in range(p.shape[0]):
+    y = y * x + p[i]
+  return y
+
+
+def polyadd(a1, a2):
+  """Sum of two polynomials (coefficient arrays aligned at the constant term)."""
+  a1, a2 = promote_dtypes(*ensure_arraylike("polyadd", a1, a2))
+  if a2.shape[0] <= a1.shape[0]:
+    return a1.at[-a2.shape[0]:].add(a2)
+  return a2.at[-a1.shape[0]:].add(a1)
+
+
+def polysub(a1, a2):
+  """Difference of two polynomials."""
+  a1, a2 = promote_dtypes(*ensure_arraylike("polysub", a1, a2))
+  return polyadd(a1, -a2)
+
+
+def _trim_front(a):
+  v = np.asarray(_util.concrete(a, "jnp.polymul with trim_leading_zeros=True"))
+  nz = np.flatnonzero(v)
+  return a[int(nz[0]) if nz.size else v.shape[0]:]
+
+
+def polymul(a1, a2, *, trim_leading_zeros=False):
+  """Product of two polynomials (the full convolution of their coefficients)."""
+  a1, a2 = promote_dtypes_inexact(*ensure_arraylike("polymul", a1, a2))
+  if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
+    a1, a2 = _trim_front(a1), _trim_front(a2)
+  if a1.shape[0] == 0:
+    a1 = zeros((1,), a2.dtype)
+  if a2.shape[0] == 0:
+    a2 = zeros((1,), a1.dtype)
+  return convolve(a1, a2, mode="full")
+
+
+def polyder(p, m=1):
+  """Coefficients of the ``m``-th derivative of a polynomial."""
+  p = ensure_arraylike("polyder", p)
+  m = _util.index(m, "'m' argument of jnp.polyder")
+  p, = promote_dtypes_inexact(p)
+  if m < 0:
+    raise ValueError("Order of derivative must be positive")
+  if m == 0:
+    return p
+  n = p.shape[0]
+  coeff = np.prod(np.arange(m, n, dtype=float)[None] - np.arange(m)[:, None], 0)[::-1]
+  return p[:-m] * _const(coeff.astype(p.dtype))
+
+
+def polyint(p, m=1, k=None):
+  """Coefficients of the ``m``-th antiderivative with integration constants ``k``."""
+  m = _util.index(m, "'m' argument of jnp.polyint")
+  k = 0 if k is None else k
+  p, k = promote_dtypes_inexact(*ensure_arraylike("polyint", p, k))
+  if m < 0:
+    raise ValueError("Order of integral must be positive (see polyder)")
+  k = atleast_1d(k)
+  if k.shape[0] == 1:
+    k = _util.broadcast_to(k, (m,))
+  if k.shape != (m,):
+    raise ValueError("k must be a scalar or a rank-1 array of length 1 or m.")
+  if m == 0:
+    return p
+  grid = np.arange(p.shape[0] + m, dtype=float)[None] - np.arange(m)[:, None]
+  coeff = np.prod(np.maximum(1, grid), 0)[::-1]
+  return concatenate([p, k]) / _const(coeff.astype(p.dtype))
+
+
+def poly(seq_of_zeros):
+  """Coefficients of the monic polynomial with the given roots (or, for a square matrix,
+  its characteristic polynomial; complex as in JAX, where it comes from ``eigvals``)."""
+  z = ensure_arraylike("poly", seq_of_zeros)
+  z, = promote_dtypes_inexact(z)
+  z = atleast_1d(z)
+  sh = z.shape
+  if len(sh) == 2 and sh[0] == sh[1] and sh[0] != 0:
+    n = sh[0]  # Faddeev-LeVerrier: M_k = A M_{k-1} + c_{k-1} I, c_k = -tr(A M_k) / k
+    coeffs, am, ident = [_util.lit(1, z.dtype)], zeros(sh, z.dtype), eye(n, dtype=z.dtype)
+    for k in range(1, n + 1):
+      am = matmul(z, am + coeffs[-1] * ident)
+      coeffs.append(-trace(am) / k)
+    return convert(stack(coeffs), _util.to_complex_dtype(z.dtype))
+  if z.ndim != 1:
+    raise ValueError("input must be 1d or non-empty square 2d array.")
+  a = ones((1,) if sh[0] else (), z.dtype)
+  for i in range(sh[0]):
+    a = concatenate([a, zeros((1,), z.dtype)]) - concatenate([zeros((1,), z.dtype), a * z[i]])
+  return a
+
+# ----------------------------------------------------------------- convolutions
+
+
+def _conv(name, a, v, mode, precision, preferred_element_type):
+  a, v = ensure_arraylike(name, a, v)
+  if a.ndim != 1 or v.ndim != 1:
+    raise ValueError(f"{name}() only support 1-dimensional inputs.")
+  a, v = (promote_dtypes_inexact(a, v) if preferred_element_type is None
+          else promote_dtypes(a, v))
+  if a.shape[0] == 0 or v.shape[0] == 0:
+    raise ValueError(f"{name}: inputs cannot be empty, got shapes {a.shape} and {v.shape}.")
+  reverse = False
+  if name == "correlate":
+    v = conj(v)
+    if a.shape[0] < v.shape[0]:
+      a, v, reverse = v, a, True
+  else:
+    if a.shape[0] < v.shape[0]:
+      a, v = v, a
+    v = flip(v)
+  m = v.shape[0]
+  pads = {"valid": (0, 0), "same": (m // 2, m - m // 2 - 1), "full": (m - 1, m - 1)}
+  if mode not in pads:
+    raise ValueError("mode must be one of ['full', 'same', 'valid']")
+  a = lax.pad(a, _util.lit(0, a.dtype), [(*pads[mode], 0)])
+  n = a.shape[0] - m + 1
+  idx = np.arange(n)[:, None] + np.arange(m)
+  windows = take(a, _const(idx.astype(dtypes.default_int_dtype())), mode="promise_in_bounds")
+  out = dot(windows, v, precision=precision, preferred_element_type=preferred_element_type)
+  return flip(out) if reverse else out
+
+
+def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
+  """Discrete linear convolution of two 1-d arrays (mode 'full', 'same' or 'valid')."""
+  return _conv("convolve", a, v, mode, precision, preferred_element_type)
+
+
+def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
+  """Cross-correlation ``c[k] = sum_n a[n + k] * conj(v[n])`` of two 1-d arrays."""
+  return _conv("correlate", a, v, mode, precision, preferred_element_type)
+
+# ----------------------------------------------------------------- integers
+
+
+def _int_args(name, x1, x2):
+  x1, x2 = _util.promote_args_numeric(name, x1, x2)
+  if not dtypes.is_int(x1.dtype):
+    raise ValueError(f"Arguments to jax.numpy.{name} must be integers.")
+  return _util.broadcast_arrays(_abs(x1), _abs(x2))
+
+
+def _gcd(a, b):
+  # Euclid's worst case (consecutive Fibonacci numbers) takes < 1.45 steps per bit.
+  for _ in range(np.iinfo(a.dtype).bits * 3 // 2 + 2):
+    nz = b != 0
+    a, b = where(nz, b, a), where(nz, lax.rem(a, where(nz, b, 1)), 0)
+  return a
+
+
+def gcd(x1, x2, /):
+  """Elementwise greatest common divisor of ``|x1|`` and ``|x2|``."""
+  return _gcd(*_int_args("gcd", x1, x2))
+
+
+def lcm(x1, x2, /):
+  """Elementwise least common multiple of ``|x1|`` and ``|x2|``."""
+  x1, x2 = _int_args("lcm", x1, x2)
+  d = _gcd(x1, x2)
+  zero = d == 0
+  return where(zero, 0, x1 * floor_divide(x2, where(zero, 1, d)))
+
+# ----------------------------------------------------------------- floating point
+
+
+def _compute_dtype(x):
+  """Half-precision inputs compute in float32 (exact for these routines)."""
+  return convert(x, _F32) if x.dtype.itemsize < 4 else x
+
+
+def _scale2(x, k):
+  """``x * 2**k`` for integer-valued float ``k``, rounded once: three exact power-of-two
+  factors keep every intermediate normal when the result is."""
+  fi = np.finfo(x.dtype)
+  lim = min(fi.maxexp - 1, -fi.minexp) - 2
+  k = clip(k, -3 * lim, 3 * lim)
+  a = floor(k / 3)
+  b = floor((k - a) / 2)
+  for e in (a, b, k - a - b):
+    x = x * lax.pow(_util.lit(2, x.dtype, True), e)
+  return x
+
+
+def frexp(x, /):
+  """Mantissa in ``[0.5, 1)`` (signed) and int32 exponent with ``x = m * 2**e``; zeros,
+  infinities and NaN give ``(x, 0)``."""
+  x = ensure_arraylike("frexp", x)
+  x, = promote_dtypes_inexact(x)
+  if dtypes.is_complex(x.dtype):
+    raise TypeError("frexp does not support complex-valued inputs")
+  w = _compute_dtype(x)
+  ok = isfinite(w) & (w != 0)
+  ws = where(ok, w, 1)
+  e = floor(log2(_abs(ws))) + 1  # off by at most one: corrected below
+  m = _scale2(ws, -e)
+  big = _abs(m) >= 1
+  m, e = where(big, m * 0.5, m), where(big, e + 1, e)
+  small = _abs(m) < 0.5
+  m, e = where(small, m * 2, m), where(small, e - 1, e)
+  return convert(where(ok, m, w), x.dtype), convert(where(ok, e, 0), np.int32)
+
+
+def ldexp(x1, x2, /):
+  """``x1 * 2**x2`` for integer ``x2``, exact up to one final rounding."""
+  x1, x2 = ensure_arraylike("ldexp", x1, x2)
+  d1, d2 = dtypes.dtype(x1), dtypes.dtype(x2)
+  if dtypes.is_complex(d1) or dtypes.is_inexact(d2):
+    raise ValueError(f"ldexp not supported for input types {(d1, d2)}")
+  x1, = promote_dtypes_inexact(x1)
+  w = _compute_dtype(x1)
+  m, e = frexp(w)
+  big = 4 * np.finfo(w.dtype).maxexp  # beyond this, under- or overflow for every mantissa
+  k = clip(convert(x2, w.dtype), -big, big) + convert(e, w.dtype)
+  return convert(_scale2(m, k), x1.dtype)  # zeros, infinities, NaN: m is x1 itself
+
+
+def modf(x, /, out=None):
+  """Fractional and integral parts of ``x``, both with the sign of ``x``."""
+  x = ensure_arraylike("modf", x)
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.modf is not supported.")
+  x, = promote_dtypes_inexact(x)
+  whole = trunc(x)
+  return x - whole, whole
+
+
+def spacing(x, /):
+  """Distance from ``x`` to the adjacent float away from zero (signed as ``x``)."""
+  x = ensure_arraylike("spacing", x)
+  x, = promote_dtypes_inexact(x)
+  if dtypes.is_complex(x.dtype):
+    raise ValueError("jnp.spacing is not defined for complex inputs.")
+  toward = where(x < 0, -np.inf, np.inf)  # -0.0 steps up, as NumPy
+  return where(isinf(x), np.nan, nextafter(x, toward) - x)
+
+# ----------------------------------------------------------------- special functions, windows
+
+# Chebyshev coefficients of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) on
+# (8, inf) in 32/x - 2 (Cephes, as numpy.i0).
+_I0A = (-4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
+        1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
+        -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
+        9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-09,
+        -1.30002500998624804212e-08, 6.04699502254191894932e-08, -2.67079385394061173391e-07,
+        1.11738753912010371815e-06, -4.41673835845875056359e-06, 1.64484480707288970893e-05,
+        -5.75419501008210370398e-05, 1.88502885095841655729e-04, -5.76375574538582365885e-04,
+        1.63947561694133579842e-03, -4.32430999505057594430e-03, 1.05464603945949983183e-02,
+        -2.37374148058994688156e-02, 4.93052842396707084878e-02, -9.49010970480476444210e-02,
+        1.71620901522208775349e-01, -3.04682672343198398683e-01, 6.76795274409476084995e-01)
+_I0B = (-7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
+        3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
+        1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
+        -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+        7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11,
+        -3.14991652796324136454e-11, 1.18891471078464383424e-11, 4.94060238822496958910e-10,
+        3.39623202570838634515e-09, 2.26666899049817806459e-08, 2.04891858946906374183e-07,
+        2.89137052083475648297e-06, 6.88975834691682398426e-05, 3.36911647825569408990e-03,
+        8.04490411014108831608e-01)
+
+
+def _chbevl(t, coeffs):
+  """Clenshaw's recurrence for a Chebyshev series (Cephes ``chbevl`` convention)."""
+  b0, b1, b2 = coeffs[0], 0.0, 0.0
+  for c in coeffs[1:]:
+    b2, b1 = b1, b0
+    b0 = t * b1 - b2 + c
+  return 0.5 * (b0 - b2)
+
+
+def i0(x):
+  """Modified Bessel function of the first kind, order zero (Cephes Chebyshev expansions)."""
+  x = ensure_arraylike("i0", x)
+  x, = promote_dtypes_inexact(x)
+  if not dtypes.is_float(x.dtype):
+    raise ValueError(f"Unsupported input type to jax.numpy.i0: {x.dtype}")
+  w = _abs(_compute_dtype(x))
+  small = w <= 8
+  ws, wl = where(small, w, 0), where(small, 16, w)
+  out = where(small, exp(ws) * _chbevl(ws / 2 - 2, _I0A),
+              exp(wl) * _chbevl(32 / wl - 2, _I0B) / sqrt(wl))
+  return convert(out, x.dtype)
+
+
+def _window(name, M, f):
+  M = int(_util.concrete(M, f"M argument of jnp.{name}"))
+  d = dtypes.default_float_dtype()
+  if M <= 1:
+    return ones(M, d)
+  return f(lax.iota(d, M), M)
+
+
+def hamming(M):
+  """Hamming window of ``M`` points."""
+  return _window("hamming", M, lambda n, M: 0.54 - 0.46 * cos(2 * np.pi * n / (M - 1)))
+
+
+def hanning(M):
+  """Hann window of ``M`` points."""
+  return _window("hanning", M, lambda n, M: 0.5 * (1 - cos(2 * np.pi * n / (M - 1))))
+
+
+def blackman(M):
+  """Blackman window of ``M`` points."""
+  return _window("blackman", M, lambda n, M: 0.42 - 0.5 * cos(2 * np.pi * n / (M - 1))
+                 + 0.08 * cos(4 * np.pi * n / (M - 1)))
+
+
+def bartlett(M):
+  """Bartlett (triangular) window of ``M`` points."""
+  return _window("bartlett", M, lambda n, M: 1 - _abs(2 * n + 1 - M) / (M - 1))
+
+
+def kaiser(M, beta):
+  """Kaiser window of ``M`` points with shape parameter ``beta``."""
+  def f(n, M):
+    alpha = 0.5 * (M - 1)
+    return i0(beta * sqrt(1 - ((n - alpha) / alpha) ** 2)) / i0(beta)
+  return _window("kaiser", M, f)
+
+# ----------------------------------------------------------------- construction
+
+
+def piecewise(x, condlist, funclist, *args, **kw):
+  """Piecewise function: where ``condlist[i]`` holds (the last true one wins) the value of
+  ``funclist[i]`` (a callable of ``x, *args, **kw`` or a constant), else the optional extra
+  default entry (or 0). Every function is evaluated on all of ``x``."""
+  x = ensure_arraylike("piecewise", x)
+  if isinstance(condlist, (list, tuple)):
+    check_arraylike("piecewise", *condlist)
+    cond = stack([convert(c, np.bool_) for c in condlist]) if condlist else zeros((0,), bool)
+  else:
+    cond = convert(ensure_arraylike("piecewise", condlist), np.bool_)
+  if cond.ndim == x.ndim:  # one condition (NumPy's rule)
+    cond = lax.expand_dims(cond, (0,))
+  nc, nf = cond.shape[0], len(funclist)
+  if nf == nc + 1:
+    default, funclist = funclist[-1], funclist[:-1]
+  elif nf == nc:
+    default = 0
+  else:
+    raise ValueError(f"with {nc} condition(s), either {nc} or {nc + 1} functions are expected; "
+                     f"got {nf}")
+  value = lambda f: convert(f(x, *args, **kw) if callable(f) else f, x.dtype)  # noqa: E731
+  out = _util.broadcast_to(value(default), x.shape)
+  for i, f in enumerate(funclist):
+    out = where(cond[i], value(f), out)
+  return out
+
+
+def fromfunction(function, shape, *, dtype=float, **kwargs):
+  """``function`` evaluated at every index of ``shape`` (vmapped over each axis)."""
+  from nbjax import api
+  shape = _util.canonicalize_shape(shape)
+  f = functools.partial(function, **kwargs) if kwargs else function
+  for i in range(len(shape)):
+    f = api.vmap(f, in_axes=tuple(0 if j == i else None for j in range(len(shape)))[::-1])
+  return f(*(arange(s, dtype=dtype) for s in shape))
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+  """An array from any object implementing the DLPack protocol (``__dlpack__``)."""
+  del device, copy
+  return asarray(np.from_dlpack(x))

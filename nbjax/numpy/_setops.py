@@ -1,0 +1,741 @@
+"""Differences, insertion/deletion, set operations and index utilities of ``nbjax.numpy``.
+
+Pipeline position: NumPy-signature functions (diff, insert, delete, isin, unique_*,
+intersect1d, ravel_multi_index, fill_diagonal, put, choose, block, lexsort, partition, ...)
+built only from other ``nbjax.numpy`` functions and ``lax`` primitives (sort, gather,
+scatter), so they work eagerly and under every transformation. Results whose size depends
+on data (set operations, ``unique_*`` without ``size=``, ``trim_zeros``) need concrete
+input and raise JAX's ``ConcretizationTypeError`` for tracers; with ``size=`` they are
+padded to a static length as in JAX.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import NamedTuple
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
+from nbjax.numpy import _util
+from nbjax.numpy._creation import arange, diag_indices, full, tril_indices, triu_indices, zeros
+from nbjax.numpy._indexing import nonzero, take, take_along_axis
+from nbjax.numpy._manip import (argsort, broadcast_arrays, clip, concatenate, moveaxis, ravel,
+                                reshape, searchsorted, sort, stack, tile, where)
+from nbjax.numpy._reductions import any as _any, cumsum, sum as _sum
+from nbjax.numpy._ufuncs import (add, divmod as _divmod, isnan, multiply, not_equal, remainder,
+                                 subtract)
+from nbjax.numpy._util import canonicalize_axes, canonicalize_axis, ensure_arraylike
+
+__all__ = ["unique", "append", "argpartition", "block", "choose", "delete", "diag_indices_from", "diff",
+           "ediff1d", "fill_diagonal", "insert", "intersect1d", "isin", "lexsort", "partition",
+           "place", "put", "ravel_multi_index", "resize", "setdiff1d", "setxor1d",
+           "sort_complex", "tril_indices_from", "trim_zeros", "triu_indices_from", "union1d",
+           "unique_all", "unique_counts", "unique_inverse", "unique_values", "unravel_index",
+           "unstack"]
+
+_BOOL = np.dtype(np.bool_)
+_UNIQUE_HINT = ("To make jnp.unique() compatible with JIT and other transforms, you can specify "
+                "a concrete value for the size argument, which will determine the output size.")
+
+
+def _int():
+  return dtypes.default_int_dtype()
+
+
+def _cut(x, lo, hi, axis=0):
+  """``x[lo:hi]`` along ``axis`` (static, clamped bounds)."""
+  n = x.shape[axis]
+  lo, hi = min(max(lo, 0), n), min(max(hi, 0), n)
+  return lax.slice_in_dim(x, lo, max(lo, hi), axis=axis)
+
+
+def _tile_to_size(x, size):
+  """The 1-d ``x`` repeated cyclically to length ``size``."""
+  if x.shape[0] < size:
+    x = tile(x, -(-size // x.shape[0]))
+  return _cut(x, 0, size)
+
+# ----------------------------------------------------------------- differences
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+  """``n``-th discrete difference along ``axis`` (``!=`` for booleans), after joining
+  ``prepend``/``append`` (scalars broadcast to one slice)."""
+  arr = ensure_arraylike("diff", a)
+  n = _util.index(n, "'n' argument of jnp.diff")
+  axis = _util.index(axis, "'axis' argument of jnp.diff")
+  if n == 0:
+    return arr
+  if n < 0:
+    raise ValueError(f"order must be non-negative but got {n}")
+  if arr.ndim == 0:
+    raise ValueError(f"diff requires input that is at least one dimensional; got {a}")
+  axis = canonicalize_axis(axis, arr.ndim)
+  edge = arr.shape[:axis] + (1,) + arr.shape[axis + 1:]
+  parts = [arr]
+  for v, at in ((prepend, 0), (append, 1)):
+    if v is not None:
+      v = ensure_arraylike("diff", v)
+      parts.insert(at * len(parts), _util.broadcast_to(v, edge) if v.ndim == 0 else v)
+  if len(parts) > 1:
+    arr = concatenate(parts, axis)
+  op = not_equal if arr.dtype == _BOOL else subtract
+  for _ in range(n):
+    m = arr.shape[axis]
+    arr = op(_cut(arr, 1, m, axis), _cut(arr, 0, m - 1, axis))
+  return arr
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+  """Differences of consecutive elements of ``ravel(ary)``, with ``to_begin``/``to_end``
+  (cast to its dtype) joined at the ends."""
+  arr = ravel(ensure_arraylike("ediff1d", ary))
+  m = arr.shape[0]
+  out = lax.sub(_cut(arr, 1, m), _cut(arr, 0, m - 1))
+  if to_begin is not None:
+    out = concatenate([ravel(_util.convert(ensure_arraylike("ediff1d", to_begin), arr.dtype)), out])
+  if to_end is not None:
+    out = concatenate([out, ravel(_util.convert(ensure_arraylike("ediff1d", to_end), arr.dtype))])
+  return out
+
+# ----------------------------------------------------------------- insertion and deletion
+
+
+def append(arr, values, axis=None):
+  """``values`` appended to ``arr`` along ``axis`` (both flattened when ``None``)."""
+  if axis is None:
+    return concatenate([ravel(arr), ravel(values)], 0)
+  return concatenate([arr, values], axis=axis)
+
+
+def insert(arr, obj, values, axis=None):
+  """``values`` inserted before the indices ``obj`` (an int, 1-d integer array or slice;
+  may be traced) along ``axis`` (flattened when ``None``)."""
+  a, _, vals = ensure_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
+  if axis is None:
+    a, axis = ravel(a), 0
+  axis = canonicalize_axis(_util.index(axis, "axis argument of jnp.insert()"), a.ndim)
+  n_input = a.shape[axis]
+  idx = (arange(*obj.indices(n_input)) if isinstance(obj, slice) else
+         _util.as_array(obj))
+  if idx.ndim > 1:
+    raise ValueError("jnp.insert(): obj must be a slice, a one-dimensional array, or a scalar; "
+                     f"got {obj}")
+  if not dtypes.is_int(idx.dtype):
+    if idx.size == 0 and not isinstance(obj, (Array, Tracer)):
+      idx = _util.convert(idx, _int())
+    else:
+      raise ValueError(f"jnp.insert(): index array must be integer typed; got {obj}")
+  vals = _util.convert(vals, a.dtype)
+  if vals.ndim < a.ndim:
+    vals = lax.reshape(vals, (1,) * (a.ndim - vals.ndim) + vals.shape)
+  if idx.size == 1:
+    if idx.ndim == 0:
+      vals = moveaxis(vals, 0, axis)
+    idx = _util.broadcast_to(ravel(idx), (vals.shape[axis],))
+  n_insert = _util.broadcast_shapes(idx.shape, (vals.shape[axis],))[0]
+  idx = _util.broadcast_to(idx, (n_insert,))
+  idx = clip(where(idx < 0, idx + n_input, idx), 0, n_input)
+  # each value lands at its (clipped) index plus the number of values inserted before it
+  vals_pos = idx.at[argsort(idx)].add(arange(n_insert, dtype=idx.dtype))
+  keep = lax.full((n_input + n_insert,), True, _BOOL).at[vals_pos].set(False)
+  arr_pos = nonzero(keep, size=n_input)[0]
+  out_shape = a.shape[:axis] + (n_input + n_insert,) + a.shape[axis + 1:]
+  lead = (slice(None),) * axis
+  out = lax.full_like(a, 0, shape=out_shape).at[lead + (vals_pos,)].set(vals)
+  return out.at[lead + (arr_pos,)].set(a)
+
+
+def delete(arr, obj, axis=None, *, assume_unique_indices=False):
+  """``arr`` without the entries ``obj`` (an int, slice, integer or boolean array) along
+  ``axis`` (flattened when ``None``). Array ``obj`` must be concrete unless
+  ``assume_unique_indices=True`` (unique integer indices, then it may be traced)."""
+  a = ensure_arraylike("delete", arr)
+  if axis is None:
+    a, axis = ravel(a), 0
+  axis = canonicalize_axis(axis, a.ndim)
+  n = a.shape[axis]
+  lead = (slice(None),) * axis
+  try:
+    i = operator.index(obj)
+  except (TypeError, ValueError):  # not a scalar integer (or a tracer)
+    pass
+  else:
+    i = canonicalize_axis(i, n)
+    return concatenate([_cut(a, 0, i, axis), _cut(a, i + 1, n, axis)], axis)
+  if isinstance(obj, slice):
+    obj, assume_unique_indices = np.arange(n)[obj], True
+  _util.check_arraylike("delete", a, obj)
+  if hasattr(obj, "__jax_array__"):
+    obj = obj.__jax_array__()
+  if assume_unique_indices and dtypes.is_int(_util.as_array(obj).dtype):
+    o = ravel(_util.as_array(obj))
+    o = sort(clip(where(o < 0, o + n, o), 0, n))
+    o = subtract(o, arange(o.shape[0], dtype=o.dtype))  # o[j]: kept entries before deletion j
+    kept = arange(n - o.shape[0], dtype=o.dtype)
+    shift = _sum(lax.ge(kept[None, :], o[:, None]), 0, dtype=o.dtype)
+    return a[lead + (add(kept, shift),)]
+  o = _util.concrete(obj, "'obj' array argument of jnp.delete()")
+  if dtypes.is_int(o.dtype):
+    mask = np.ones(n, bool)
+    mask[o] = False
+  elif o.dtype == _BOOL:
+    if o.shape != (n,):
+      raise ValueError("np.delete(arr, obj): for boolean indices, obj must be one-dimensional "
+                       "with length matching specified axis.")
+    mask = ~o
+  else:
+    raise ValueError(f"np.delete(arr, obj): got obj.dtype={o.dtype}; must be integer or bool.")
+  return a[lead + (mask,)]
+
+
+def unstack(x, /, *, axis=0):
+  """The slices of ``x`` along ``axis``, as a tuple."""
+  x = ensure_arraylike("unstack", x)
+  axis = canonicalize_axis(axis, x.ndim)
+  return tuple(lax.squeeze(lax.slice_in_dim(x, i, i + 1, axis=axis), (axis,))
+               for i in range(x.shape[axis]))
+
+
+def resize(a, new_shape):
+  """``ravel(a)`` repeated cyclically to fill ``new_shape`` (zeros when either is empty)."""
+  _util.check_arraylike("resize", a)
+  new_shape = (new_shape,) if _util.ndim(new_shape) == 0 else tuple(new_shape)
+  new_shape = tuple(_util.index(d, "new_shape") for d in new_shape)
+  if any(d < 0 for d in new_shape):
+    raise ValueError("all elements of `new_shape` must be non-negative")
+  arr = ravel(a)
+  size = math.prod(new_shape)
+  if arr.size == 0 or size == 0:
+    return lax.full_like(arr, 0, shape=new_shape)
+  return reshape(_tile_to_size(arr, size), new_shape)
+
+
+def trim_zeros(filt, trim="fb", axis=None):
+  """``filt`` without leading ('f') and/or trailing ('b') zeros along ``axis`` (all axes by
+  default). ``filt`` must be concrete: the result's shape depends on its values."""
+  filt = ensure_arraylike("trim_zeros", filt)
+  v = _util.concrete(filt, "Error arose in the `filt` argument of trim_zeros()")
+  axes = canonicalize_axes(axis, filt.ndim)
+  t = trim.lower()
+  if not axes or ("f" not in t and "b" not in t):
+    return filt
+  idx = []
+  for ax in range(filt.ndim):
+    nz = (v != 0).any(axis=tuple(i for i in range(v.ndim) if i != ax))
+    if ax not in axes:
+      idx.append(slice(None))
+    elif not nz.any():
+      idx.append(slice(0, 0))
+    else:
+      idx.append(slice(int(nz.argmax()) if "f" in t else None,
+                       v.shape[ax] - int(nz[::-1].argmax()) if "b" in t else None))
+  return filt[tuple(idx)]
+
+# ----------------------------------------------------------------- set operations
+
+
+def _in1d(ar1, ar2, invert=False, method="auto"):
+  """For each element of ``ravel(ar1)``: whether it occurs in ``ar2`` (negated by ``invert``)."""
+  if method not in ("auto", "compare_all", "binary_search", "sort"):
+    raise ValueError(f"method={method!r} is not implemented; options are 'compare_all', "
+                     "'binary_search', 'sort', and 'auto'")
+  a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
+  n, m = a.shape[0], b.shape[0]
+  if n == 0 or m == 0:
+    return lax.full((n,), invert, _BOOL)
+  if method in ("auto", "compare_all"):
+    eq = lax.eq(lax.broadcast_in_dim(a, (n, m), (0,)), lax.broadcast_in_dim(b, (n, m), (1,)))
+    found = lax.reduce_or(eq, (1,))
+  else:  # binary search in the sorted test elements
+    s = sort(b)
+    found = lax.eq(a, take(s, searchsorted(s, a), mode="clip"))
+  return lax.bitwise_not(found) if invert else found
+
+
+def isin(element, test_elements, assume_unique=False, invert=False, *, method="auto"):
+  """Whether each element of ``element`` occurs in ``test_elements`` (``method``:
+  'compare_all'/'auto' or 'binary_search'/'sort')."""
+  del assume_unique
+  element, test_elements = ensure_arraylike("isin", element, test_elements)
+  return reshape(_in1d(element, test_elements, invert, method), element.shape)
+
+
+def _static_size(name, size, *arrays, context=None):
+  """``size`` as an int; without it the arrays must be concrete (JAX's error otherwise)."""
+  if size is None:
+    for a in arrays:
+      _util.concrete(a, context or f"The error arose in {name}().")
+    return None
+  return _util.index(size, "size")
+
+
+def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, inverse=False,
+              counts=False, true_size=False):
+  """Sorted unique values of the 1-d ``x`` (``size``: the first ``size`` of them, padded
+  with ``fill_value``, default the smallest), then as requested the first index of each,
+  the inverse (the position of each element of ``x`` in the values), the counts, and the
+  number of unique values."""
+  n, d = x.shape[0], _int()
+  ret = []
+  if n == 0:
+    if size and fill_value is None:
+      raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
+                       "fill_value must be specified")
+    ret.append(x if size is None else full((size,), fill_value, x.dtype))
+    ret += [zeros(0, d)] * (index + inverse + counts) + [_util.lit(0, d)] * true_size
+    return ret
+  if dtypes.is_complex(x.dtype):  # one NaN spelling, so that NaNs sort together
+    x = where(isnan(x), _util.lit(complex(np.nan, 0), x.dtype), x)
+  aux, perm = lax.sort((x, lax.iota(d, n)), num_keys=1)
+  hi, lo = _cut(aux, 1, n), _cut(aux, 0, n - 1)
+  new = lax.ne(hi, lo)
+  if equal_nan and dtypes.is_inexact(x.dtype):
+    new = lax.bitwise_and(new, lax.bitwise_not(lax.bitwise_and(isnan(hi), isnan(lo))))
+  mask = concatenate([lax.full((1,), True, _BOOL), new])
+  count = _sum(mask)
+  if size is None:
+    ind = Array._new(np.flatnonzero(_util.concrete(mask, "The error arose in jnp.unique(). " +
+                                                   _UNIQUE_HINT)).astype(d))
+  else:
+    ind = nonzero(mask, size=size)[0]
+  vals = take(aux, ind, mode="clip")
+  if size is not None and fill_value is not None:
+    vals = where(lax.lt(lax.iota(d, size), count), vals, _util.convert(fill_value, vals.dtype))
+  ret.append(vals)
+  if index:
+    ret.append(take(perm, ind, mode="clip"))
+  if inverse:
+    ret.append(zeros(n, d).at[perm].set(subtract(cumsum(mask), 1), unique_indices=True))
+  if counts:
+    if size is None:
+      starts = concatenate([ind, _util.lit(n, d)[None]])
+    else:
+      starts = nonzero(mask, size=size + 1)[0]  # padding 0: past the end
+      starts = concatenate([_cut(starts, 0, 1), where(_cut(starts, 1, size + 1) == 0, n,
+                                                      _cut(starts, 1, size + 1))])
+    ret.append(diff(starts))
+  if true_size:
+    ret.append(count)
+  return ret
+
+
+def _unique_api(name, x, size, fill_value, equal_nan=False, **returns):
+  x = ensure_arraylike(name, x)
+  size = _static_size(name, size, x, context="The error arose for the first argument of "
+                      "jnp.unique(). " + _UNIQUE_HINT)
+  out = _unique1d(ravel(x), size, fill_value, equal_nan=equal_nan, **returns)
+  if returns.get("inverse"):
+    i = 1 + bool(returns.get("index"))
+    out[i] = reshape(out[i], x.shape)
+  return out
+
+
+class _UniqueAllResult(NamedTuple):
+  """Result of :func:`unique_all`."""
+  values: Array
+  indices: Array
+  inverse_indices: Array
+  counts: Array
+
+
+class _UniqueCountsResult(NamedTuple):
+  """Result of :func:`unique_counts`."""
+  values: Array
+  counts: Array
+
+
+class _UniqueInverseResult(NamedTuple):
+  """Result of :func:`unique_inverse`."""
+  values: Array
+  inverse_indices: Array
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, size=None, fill_value=None):
+  """Sorted unique elements of ``ravel(ar)``, optionally with first indices, inverse indices
+  (of ``ar``'s shape) and counts. Without a static ``size`` the input must be concrete."""
+  if axis is not None:
+    raise NotImplementedError("jnp.unique with axis is not implemented; ravel the input")
+  out = _unique_api("unique", ar, size, fill_value, equal_nan=equal_nan, index=return_index,
+                    inverse=return_inverse, counts=return_counts)
+  return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique_values(x, /, *, size=None, fill_value=None):
+  """Sorted unique values of ``x`` (NaNs distinct); static length with ``size``."""
+  return _unique_api("unique_values", x, size, fill_value)[0]
+
+
+def unique_counts(x, /, *, size=None, fill_value=None):
+  """Unique values of ``x`` and their number of occurrences (``(values, counts)``)."""
+  return _UniqueCountsResult(*_unique_api("unique_counts", x, size, fill_value, counts=True))
+
+
+def unique_inverse(x, /, *, size=None, fill_value=None):
+  """Unique values of ``x`` and, of ``x.shape``, each element's position in them."""
+  return _UniqueInverseResult(*_unique_api("unique_inverse", x, size, fill_value, inverse=True))
+
+
+def unique_all(x, /, *, size=None, fill_value=None):
+  """Unique values of ``x`` with first indices, inverse indices and counts."""
+  return _UniqueAllResult(*_unique_api("unique_all", x, size, fill_value, index=True,
+                                       inverse=True, counts=True))
+
+
+def _pick(name, vals, keep, size, fill_value, *extras):
+  """The entries of the 1-d ``vals`` where ``keep``, in order, and the matching entries of
+  each ``(array, pad)`` in ``extras``. Without ``size`` their number must be concrete; with
+  it the first ``size`` come back, padded with ``fill_value`` (default: the first picked
+  value, else 0) and each extra's ``pad``."""
+  d, n = _int(), vals.shape[0]
+  arrays = [vals] + [e for e, _ in extras]
+  order = argsort(lax.bitwise_not(keep)) if n else zeros(0, d)  # stable: picked first, in order
+  count = _sum(keep)
+  if size is None:
+    k = int(_util.concrete(count, f"The error arose in {name}()."))
+    return [take(x, _cut(order, 0, k), mode="clip") for x in arrays]
+  pos = lax.iota(d, size)
+  if n:
+    sel = take(order, pos, mode="clip")
+    outs = [take(x, sel, mode="clip") for x in arrays]
+  else:
+    outs = [zeros(size, x.dtype) for x in arrays]
+  valid = lax.lt(pos, count)
+  if fill_value is None:
+    fill_value = where(count > 0, outs[0][0], 0) if size and n else 0
+  outs[0] = where(valid, outs[0], _util.convert(fill_value, vals.dtype))
+  return [outs[0]] + [where(valid, o, p) for o, (_, p) in zip(outs[1:], extras)]
+
+
+def _unique_or_all(x, assume_unique, size):
+  """``(values, first indices, valid mask)`` of the 1-d ``x``: its sorted unique values
+  (padded to ``x.size`` when ``size`` is given), or all of ``x`` sorted if ``assume_unique``."""
+  n, d = x.shape[0], _int()
+  if assume_unique:
+    vals, idx = lax.sort((x, lax.iota(d, n)), num_keys=1) if n else (x, zeros(0, d))
+    return vals, idx, lax.full((n,), True, _BOOL)
+  vals, idx, k = _unique1d(x, None if size is None else n, index=True, true_size=True)
+  return vals, idx, lax.lt(lax.iota(d, vals.shape[0]), k)
+
+
+def union1d(ar1, ar2, *, size=None, fill_value=None):
+  """Sorted unique values found in either array (``size``: static length, padded with
+  ``fill_value``, default the smallest)."""
+  ar1, ar2 = ensure_arraylike("union1d", ar1, ar2)
+  size = _static_size("union1d", size, ar1, ar2)
+  return _unique1d(concatenate([ar1, ar2], axis=None), size, fill_value)[0]
+
+
+def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+  """Unique values of ``ar1`` not in ``ar2`` (sorted unless ``assume_unique``; ``size``:
+  static length, padded with ``fill_value``, default 0)."""
+  ar1, ar2 = ensure_arraylike("setdiff1d", ar1, ar2)
+  a, b = ravel(ar1), ravel(ar2)
+  size = _static_size("setdiff1d", size, a, b)
+  fill = 0 if fill_value is None else fill_value
+  if a.shape[0] == 0 or size == 0:
+    return full((size or 0,), fill, a.dtype)
+  if assume_unique:
+    vals, valid = a, lax.full(a.shape, True, _BOOL)
+  else:
+    vals, _, valid = _unique_or_all(a, False, size)
+  keep = lax.bitwise_and(valid, _in1d(vals, b, invert=True))
+  return _pick("setdiff1d", vals, keep, size, fill)[0]
+
+
+def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=None,
+                fill_value=None):
+  """Sorted unique values found in both arrays; with ``return_indices`` also the first
+  index of each in ``ravel(ar1)`` and ``ravel(ar2)`` (``size``: static length, values
+  padded with ``fill_value``, default the smallest, indices with out-of-bound sizes)."""
+  ar1, ar2 = ensure_arraylike("intersect1d", ar1, ar2)
+  a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
+  size = _static_size("intersect1d", size, a, b)
+  vals, ia, valid = _unique_or_all(a, assume_unique, size)
+  keep = lax.bitwise_and(valid, _in1d(vals, b))
+  if not return_indices:
+    return _pick("intersect1d", vals, keep, size, fill_value)[0]
+  m = b.shape[0]
+  if m:  # first occurrence in b: leftmost match in a stable sort of b
+    sb, pb = lax.sort((b, lax.iota(_int(), m)), num_keys=1)
+    ib = take(pb, searchsorted(sb, vals), mode="clip")
+  else:
+    ib = zeros(vals.shape[0], _int())
+  return tuple(_pick("intersect1d", vals, keep, size, fill_value, (ia, a.shape[0]), (ib, m)))
+
+
+def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+  """Sorted values found in exactly one of the arrays (``size``: static length, padded
+  with ``fill_value``, default the smallest)."""
+  ar1, ar2 = ensure_arraylike("setxor1d", ar1, ar2)
+  a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
+  size = _static_size("setxor1d", size, a, b)
+  ua, _, va = _unique_or_all(a, assume_unique, size)
+  ub, _, vb = _unique_or_all(b, assume_unique, size)
+  vals = concatenate([ua, ub])
+  keep = concatenate([lax.bitwise_and(va, _in1d(ua, b, invert=True)),
+                      lax.bitwise_and(vb, _in1d(ub, a, invert=True))])
+  if vals.shape[0]:
+    vals, keep = lax.sort((vals, keep), num_keys=1)
+  return _pick("setxor1d", vals, keep, size, fill_value)[0]
+
+# ----------------------------------------------------------------- index utilities
+
+
+def unravel_index(indices, shape):
+  """Flat ``indices`` into ``shape`` as a tuple of coordinate arrays (out-of-bound indices
+  clamp, as JAX)."""
+  idx = ensure_arraylike("unravel_index", indices)
+  try:
+    shape = list(shape)
+  except TypeError:
+    shape = [shape]
+  if any(np.ndim(s) != 0 for s in shape):
+    raise ValueError("unravel_index: shape should be a scalar or 1D sequence.")
+  shape = [_util.index(s, "shape") for s in shape]
+  out = [None] * len(shape)
+  for i in reversed(range(len(shape))):
+    idx, out[i] = _divmod(idx, shape[i])
+  hi = idx > 0
+  lo = lax.full_like(idx, False, _BOOL) if dtypes.issubdtype(idx.dtype, np.unsignedinteger) \
+      else idx < -1
+  return tuple(where(hi, s - 1, where(lo, 0, c)) for s, c in zip(shape, out))
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
+  """Flat indices of the coordinate arrays ``multi_index`` into ``dims`` (``mode``: 'raise'
+  needs concrete indices, 'clip', 'wrap' or 'ignore')."""
+  if len(multi_index) != len(dims):
+    raise ValueError(f"len(multi_index)={len(multi_index)} != len(dims)={len(dims)}")
+  dims = tuple(_util.index(d, "in `dims` argument of ravel_multi_index().") for d in dims)
+  idx = [ensure_arraylike("ravel_multi_index", i) for i in multi_index]
+  dtype = (dtypes.result_type(int, *idx) if dtype is None else
+           _util.canonicalize_user_dtype(dtype))
+  if not dtypes.is_int(dtype):
+    raise ValueError(f"dtype={dtype!r} is not an integer type.")
+  if math.prod(dims) - 1 > np.iinfo(dtype).max:
+    raise ValueError(f"jnp.ravel_multi_index: dtype={dtype!r} not large enough to hold "
+                     f"flattened index for dims={dims!r}. Use the dtype argument to pass a "
+                     "suitable dtype (e.g. dtype=np.min_scalar_type(prod(dims))).")
+  for i in idx:
+    if mode == "raise":
+      _util.concrete(i, "The error occurred because ravel_multi_index was jit-compiled with "
+                        "mode='raise'. Use mode='wrap' or mode='clip' instead.")
+    if not dtypes.is_int(i.dtype):
+      raise TypeError("only int indices permitted")
+  if mode == "raise":
+    if any(bool(_any((i < 0) | (i >= d))) for i, d in zip(idx, dims)):
+      raise ValueError("invalid entry in coordinates array")
+  elif mode == "clip":
+    idx = [clip(i, 0, d - 1) for i, d in zip(idx, dims)]
+  elif mode == "wrap":
+    idx = [remainder(i, d) for i, d in zip(idx, dims)]
+  elif mode != "ignore":
+    raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', 'clip', or 'ignore'.")
+  if order == "F":
+    strides = np.cumprod((1,) + dims[:-1])
+  elif order == "C":
+    strides = np.cumprod((1,) + dims[1:][::-1])[::-1]
+  else:
+    raise ValueError(f"invalid order={order!r}. Expected 'C' or 'F'")
+  out = _util.lit(0, dtype)
+  for i, s in zip(idx, strides):
+    out = add(out, multiply(_util.convert(i, dtype), int(s)))
+  return out
+
+
+def _shape_of(name, arr):
+  return arr.shape if hasattr(arr, "shape") else ensure_arraylike(name, arr).shape
+
+
+def tril_indices_from(arr, k=0):
+  """Indices of the lower triangle of the 2-d ``arr``."""
+  s = _shape_of("tril_indices_from", arr)
+  if len(s) != 2:
+    raise ValueError("Only 2-D inputs are accepted")
+  return tril_indices(s[0], k=k, m=s[1])
+
+
+def triu_indices_from(arr, k=0):
+  """Indices of the upper triangle of the 2-d ``arr``."""
+  s = _shape_of("triu_indices_from", arr)
+  if len(s) != 2:
+    raise ValueError("Only 2-D inputs are accepted")
+  return triu_indices(s[0], k=k, m=s[1])
+
+
+def diag_indices_from(arr):
+  """Indices of the main diagonal of ``arr`` (all axes of equal length)."""
+  arr = ensure_arraylike("diag_indices_from", arr)
+  if arr.ndim < 2:
+    raise ValueError("input array must be at least 2-d")
+  if len(set(arr.shape)) != 1:
+    raise ValueError("All dimensions of input must be of equal length")
+  return diag_indices(arr.shape[0], ndim=arr.ndim)
+
+# ----------------------------------------------------------------- functional updates
+
+
+def fill_diagonal(a, val, wrap=False, *, inplace=True):
+  """A copy of ``a`` with its main diagonal set to ``val`` (cycled); needs ``inplace=False``."""
+  if inplace:
+    raise NotImplementedError("JAX arrays are immutable, must use inplace=False")
+  if wrap:
+    raise NotImplementedError("wrap=True is not implemented, must use wrap=False")
+  a, val = ensure_arraylike("fill_diagonal", a, val)
+  if a.ndim < 2:
+    raise ValueError("array must be at least 2-d")
+  if a.ndim > 2 and len(set(a.shape)) != 1:
+    raise ValueError("All dimensions of input must be of equal length")
+  n = min(a.shape)
+  return a.at[diag_indices(n, a.ndim)].set(val if val.ndim == 0 else
+                                           _tile_to_size(ravel(val), n))
+
+
+def put(a, ind, v, mode=None, *, inplace=True):
+  """A copy of ``a`` with ``v`` (cycled) at the flat indices ``ind``; needs ``inplace=False``.
+  ``mode``: None (indices clamp as in ``unravel_index``), 'clip' or 'wrap'."""
+  if inplace:
+    raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are "
+                     "immutable. Pass inplace=False to instead return an updated array.")
+  arr, ind, v = ensure_arraylike("put", a, ind, v)
+  ind, v = ravel(ind), ravel(v)
+  if not arr.size or not ind.size or not v.size:
+    return arr
+  v = _tile_to_size(v, ind.shape[0])
+  if mode is None:
+    smode = "drop"
+  elif mode == "clip":
+    ind, smode = clip(ind, 0, arr.size - 1), "promise_in_bounds"
+  elif mode == "wrap":
+    ind, smode = remainder(ind, arr.size), "promise_in_bounds"
+  elif mode == "raise":
+    raise NotImplementedError("The 'raise' mode to jnp.put is not supported.")
+  else:
+    raise ValueError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
+  return arr.at[unravel_index(ind, arr.shape)].set(v, mode=smode)
+
+
+def place(arr, mask, vals, *, inplace=True):
+  """A copy of ``arr`` with ``vals`` (cycled) placed where ``mask`` is true; needs
+  ``inplace=False``."""
+  data, mask, vals = ensure_arraylike("place", arr, mask, vals)
+  vals = ravel(vals)
+  if inplace:
+    raise ValueError("jax.numpy.place cannot modify arrays in-place, because JAX arrays are "
+                     "immutable. Pass inplace=False to instead return an updated array.")
+  if data.size != mask.size:
+    raise ValueError("place: arr and mask must be the same size")
+  if not vals.size:
+    raise ValueError("Cannot place values from an empty array")
+  if not data.size:
+    return data
+  at = nonzero(ravel(mask), size=mask.size, fill_value=mask.size)[0]
+  out = ravel(data).at[at].set(_tile_to_size(vals, mask.size), mode="drop")
+  return reshape(out, data.shape)
+
+# ----------------------------------------------------------------- selection and joining
+
+
+def _seq(x):
+  """A sequence argument as a list (arrays split along their first axis)."""
+  if isinstance(x, (Array, Tracer, np.ndarray)):
+    return list(unstack(x)) if x.ndim else [x]
+  return list(x)
+
+
+def choose(a, choices, out=None, mode="raise"):
+  """``choices[a[i]][i]`` for every (broadcast) ``i``; ``mode`` 'raise' (needs concrete
+  ``a``), 'wrap' or 'clip'."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
+  choices = _seq(choices)
+  a, *choices = ensure_arraylike("choose", a, *choices) if choices else \
+      (ensure_arraylike("choose", a),)
+  if not dtypes.is_int(a.dtype):
+    raise ValueError("`a` array must be integer typed")
+  N = len(choices)
+  if mode == "raise":
+    v = _util.concrete(a, "The error occurred because jnp.choose was jit-compiled with "
+                          "mode='raise'. Use mode='wrap' or mode='clip' instead.")
+    if ((v < 0) | (v >= N)).any():
+      raise ValueError("invalid entry in choice array")
+  elif mode == "wrap":
+    a = remainder(a, N)
+  elif mode == "clip":
+    a = clip(a, 0, N - 1)
+  else:
+    raise ValueError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
+  a, *choices = broadcast_arrays(a, *choices)
+  return take_along_axis(stack(choices), a[None], 0)[0]
+
+
+def _block(xs):
+  if isinstance(xs, tuple):
+    raise ValueError(f"jax.numpy.block does not allow tuples, got {xs}")  # noqa: TRY004 (JAX's)
+  if not isinstance(xs, list):
+    return ensure_arraylike("block", xs), 1
+  if not xs:
+    raise ValueError("jax.numpy.block does not allow empty list arguments")
+  parts, depths = zip(*(_block(x) for x in xs))
+  if any(d != depths[0] for d in depths):
+    raise ValueError("Mismatched list depths in jax.numpy.block")
+  rank = max(depths[0], *(p.ndim for p in parts))
+  parts = [lax.reshape(p, (1,) * (rank - p.ndim) + p.shape) for p in parts]
+  return concatenate(parts, axis=-depths[0]), depths[0] + 1
+
+
+def block(arrays):
+  """An array assembled from nested lists of blocks (innermost lists join the last axis)."""
+  return _block(arrays)[0]
+
+# ----------------------------------------------------------------- sorting
+
+
+def lexsort(keys, axis=-1):
+  """Indices that sort by several keys along ``axis``; the last key is the primary one."""
+  keys = _seq(keys)
+  if not keys:
+    raise TypeError("need sequence of keys with len > 0 in lexsort")
+  keys = [ensure_arraylike("lexsort", k) for k in keys]
+  if len({k.shape for k in keys}) > 1:
+    raise ValueError("all keys need to be the same shape")
+  if keys[0].ndim == 0:
+    return _util.lit(0, _int())
+  axis = canonicalize_axis(axis, keys[0].ndim)
+  iota = lax.broadcasted_iota(_int(), keys[0].shape, axis)
+  return lax.sort((*keys[::-1], iota), dimension=axis, num_keys=len(keys))[-1]
+
+
+def _kth(name, a, kth, axis):
+  a = ensure_arraylike(name, a)
+  if dtypes.is_complex(a.dtype):
+    raise NotImplementedError(f"jnp.{name} for complex dtype is not implemented.")
+  axis = canonicalize_axis(axis, a.ndim)
+  canonicalize_axis(_util.index(kth, "kth"), a.shape[axis])
+  return a, axis
+
+
+def partition(a, kth, axis=-1):
+  """``a`` partially sorted along ``axis``: entry ``kth`` in its sorted place, no larger
+  entries before it, no smaller after. nbjax returns the full sort (a valid partition)."""
+  a, axis = _kth("partition", a, kth, axis)
+  return sort(a, axis=axis)
+
+
+def argpartition(a, kth, axis=-1):
+  """Indices that partition ``a`` along ``axis`` around ``kth`` (see ``partition``);
+  nbjax returns the stable ``argsort`` (a valid partition)."""
+  a, axis = _kth("argpartition", a, kth, axis)
+  return argsort(a, axis=axis)
+
+
+def sort_complex(a):
+  """``a`` sorted along its last axis (by real, then imaginary part), as complex."""
+  a = ensure_arraylike("sort_complex", a)
+  a = sort(a)
+  return _util.convert(a, _util.to_complex_dtype(a.dtype))

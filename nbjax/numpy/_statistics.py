@@ -1,0 +1,400 @@
+"""Order statistics, NaN-aware moments, covariance and histograms of ``nbjax.numpy``.
+
+Pipeline position: ``jnp.quantile``/``median``/``percentile`` (and their ``nan*`` forms),
+``nanvar``/``nanstd``, ``nanargmax``/``nanargmin``, ``cov``/``corrcoef``,
+``histogram``/``histogram_bin_edges``/``bincount``/``digitize`` -> argument checks here ->
+existing ``jnp`` functions (``sort``, ``take_along_axis``, ``searchsorted``, ``.at[].add``,
+``average``, ``dot``) and ``lax`` primitives, so each works eagerly and under every
+transformation. Data-dependent sizes (``bincount`` without ``length``, integer ``bins``)
+need concrete values, as in JAX.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from nbjax import core, dtypes, lax
+from nbjax.numpy import _reductions as _red
+from nbjax.numpy import _ufuncs as _uf
+from nbjax.numpy import _util
+from nbjax.numpy._creation import full, linspace, ones_like, zeros
+from nbjax.numpy._dot import dot
+from nbjax.numpy._indexing import diag, take_along_axis
+from nbjax.numpy._manip import atleast_2d, clip, concatenate, ravel, searchsorted, sort
+from nbjax.numpy._manip import where as _where
+from nbjax.numpy._util import canonicalize_axes, canonicalize_axis, ensure_arraylike
+
+__all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bin_edges",
+           "median", "nanargmax", "nanargmin", "nanmedian", "nanpercentile", "nanquantile",
+           "nanstd", "nanvar", "percentile", "quantile"]
+
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_BOOL = np.dtype(np.bool_)
+
+# ----------------------------------------------------------------- quantiles
+
+
+def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, squash_nans):
+  """Sort along the reduced axis, then gather the two neighbours of ``q * (n - 1)`` (``n``:
+  the axis length, or the number of non-NaN values when ``squash_nans``)."""
+  a, q = ensure_arraylike(name, a, q)
+  if overwrite_input or out is not None:
+    raise ValueError(f"jax.numpy.{name} does not support overwrite_input=True or out != None")
+  if method not in _METHODS:
+    raise ValueError("method can only be 'linear', 'lower', 'higher', 'midpoint', or 'nearest'")
+  a, = _util.promote_dtypes_inexact(a)
+  q, = _util.promote_dtypes_inexact(q)
+  if dtypes.is_complex(a.dtype):
+    raise ValueError("quantile does not support complex input, as the operation is poorly "
+                     "defined.")
+  if q.ndim > 1:
+    raise ValueError(f"q must be have rank <= 1, got shape {q.shape}")
+  keep_shape = None  # the keepdims shape when the reduced axes are merged into one
+  if axis is None:
+    keep_shape = (1,) * a.ndim
+    a, axis = ravel(a), 0
+  elif isinstance(axis, (tuple, list)):
+    axes = canonicalize_axes(tuple(axis), a.ndim)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    keep_shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
+    merged = math.prod(a.shape[d] for d in axes)
+    a = lax.reshape(lax.transpose(a, tuple(kept) + axes),
+                    tuple(a.shape[d] for d in kept) + (merged,))
+    axis = a.ndim - 1
+  else:
+    axis = canonicalize_axis(_util.index(axis, "axis"), a.ndim)
+  nan = _uf.isnan(a)
+  if squash_nans:  # NaNs sort last; count the rest
+    a = sort(_where(nan, np.nan, a), axis)
+    n = _red.sum(_uf.logical_not(nan), axis, dtype=q.dtype, keepdims=True)
+    n = lax.expand_dims(n, tuple(range(q.ndim)))
+  else:  # any NaN makes the whole lane NaN
+    a = sort(_where(_red.any(nan, axis, keepdims=True), np.nan, a), axis)
+    n = _util.lit(a.shape[axis], q.dtype, True)
+  qax = axis + q.ndim  # the reduced axis once q's axes lead
+  last = _uf.subtract(n, 1)
+  pos = _uf.multiply(lax.reshape(q, q.shape + (1,) * a.ndim), last)
+  low, high = _uf.floor(pos), _uf.ceil(pos)
+  high_w = _uf.subtract(pos, low)
+  idt = dtypes.default_int_dtype()
+
+  def value(i):
+    i = _util.convert(_uf.maximum(0, _uf.minimum(i, last)), idt)
+    v = take_along_axis(lax.expand_dims(a, tuple(range(q.ndim))), i, qax, mode="clip")
+    return v if keepdims else lax.squeeze(v, (qax,))
+
+  lo, hi = value(low), value(high)
+  if not keepdims:
+    high_w = lax.squeeze(high_w, (qax,))
+  if method == "linear":
+    lo_w = _uf.subtract(1, high_w)
+    res = _uf.add(_uf.multiply(_util.convert(lo, q.dtype), lo_w),
+                  _uf.multiply(_util.convert(hi, q.dtype), high_w))
+  elif method == "lower":
+    res = lo
+  elif method == "higher":
+    res = hi
+  elif method == "nearest":
+    res = _where(_uf.less_equal(high_w, 0.5), lo, hi)
+  else:
+    res = _uf.multiply(_uf.add(lo, hi), 0.5)
+  if keepdims and keep_shape is not None:
+    res = lax.reshape(res, q.shape + keep_shape)
+  return _util.convert(res, a.dtype)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False):
+  """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads."""
+  return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims, False)
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False):
+  """``quantile`` ignoring NaNs (NaN where a lane is all NaN)."""
+  return _quantile("nanquantile", a, q, axis, out, overwrite_input, method, keepdims, True)
+
+
+def _percent(name, q):
+  _util.check_arraylike(name, q)
+  q, = _util.promote_dtypes_inexact(q)
+  return _uf.divide(q, 100)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False):
+  """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``."""
+  _util.check_arraylike("percentile", a)
+  return quantile(a, _percent("percentile", q), axis, out, overwrite_input, method, keepdims)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False):
+  """``percentile`` ignoring NaNs."""
+  _util.check_arraylike("nanpercentile", a)
+  return nanquantile(a, _percent("nanpercentile", q), axis, out, overwrite_input, method,
+                     keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+  """Median of ``a`` along ``axis`` (mean of the two middle values for even counts)."""
+  _util.check_arraylike("median", a)
+  return quantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+  """``median`` ignoring NaNs."""
+  _util.check_arraylike("nanmedian", a)
+  return nanquantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
+
+# ----------------------------------------------------------------- NaN-aware moments
+
+
+def _var_dtypes(a_dtype, dtype):
+  """(computation dtype, result dtype) of ``var``-like reductions, as JAX."""
+  if dtype is not None:
+    dtype = _util.canonicalize_user_dtype(dtype)
+    if dtypes.is_complex(a_dtype) and not dtypes.is_complex(dtype):
+      raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
+                       "computing the variance of an array of complex values.")
+    comp = dtype
+  elif not dtypes.is_inexact(a_dtype):
+    comp = dtype = _util.to_inexact_dtype(a_dtype)
+  else:
+    comp, dtype = a_dtype, np.zeros((), a_dtype).real.dtype
+  if comp in (np.float16, dtypes.bfloat16):
+    comp = np.dtype(np.float32)
+  return comp, np.dtype(dtype)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+  """Variance over ``axis`` ignoring NaNs (NaN where fewer than ``ddof + 1`` values)."""
+  _red._no_out("nanvar", out)
+  a = ensure_arraylike("nanvar", a)
+  if where is not None:
+    where = ensure_arraylike("nanvar", where)
+    if where.dtype != _BOOL:
+      raise ValueError(f"jnp.nanvar: where must be None or a boolean array; got "
+                       f"where.dtype={where.dtype}.")
+  comp, dtype = _var_dtypes(a.dtype, dtype)
+  a = _util.convert(a, comp)
+  if mean is None:
+    mean = _red.nanmean(a, axis, dtype=comp, keepdims=True, where=where)
+  else:
+    mean = _util.convert(ensure_arraylike("nanvar", mean), comp)
+  nan = _uf.isnan(a)
+  c = _where(nan, 0, _uf.subtract(a, mean))  # the double where keeps NaN out of gradients
+  c = _uf.real(_uf.multiply(c, _uf.conj(c))) if dtypes.is_complex(comp) else _uf.square(c)
+  norm = _uf.subtract(_red.sum(_uf.logical_not(nan), axis, keepdims=keepdims, where=where), ddof)
+  empty = _uf.less_equal(norm, 0)
+  s = _where(empty, np.nan, _red.sum(c, axis, keepdims=keepdims, where=where))
+  res = _uf.divide(s, _util.convert(_where(empty, 1, norm), s.dtype))
+  return _util.convert(res, dtype)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+  """Standard deviation over ``axis`` ignoring NaNs: ``sqrt(nanvar(...))``."""
+  return _uf.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where, mean))
+
+
+def _nanarg(name, arg_fn, fill, a, axis, out, keepdims):
+  _red._no_out(name, out)
+  a = ensure_arraylike(name, a)
+  axis = None if axis is None else operator.index(axis)
+  keepdims = bool(keepdims)
+  if not dtypes.is_inexact(a.dtype):
+    return arg_fn(a, axis, keepdims=keepdims)
+  nan = _uf.isnan(a)
+  res = arg_fn(_where(nan, fill, a), axis, keepdims=keepdims)
+  return _where(_red.all(nan, axis, keepdims=keepdims), -1, res)
+
+
+def nanargmax(a, axis=None, out=None, keepdims=None):
+  """Index of the maximum along ``axis`` ignoring NaNs (-1 where a lane is all NaN)."""
+  return _nanarg("nanargmax", _red.argmax, -np.inf, a, axis, out, keepdims)
+
+
+def nanargmin(a, axis=None, out=None, keepdims=None):
+  """Index of the minimum along ``axis`` ignoring NaNs (-1 where a lane is all NaN)."""
+  return _nanarg("nanargmin", _red.argmin, np.inf, a, axis, out, keepdims)
+
+# ----------------------------------------------------------------- covariance
+
+
+def _sample_weights(w, n, kind):
+  w = ensure_arraylike("cov", w)
+  if w.ndim > 1:
+    raise RuntimeError(f"cannot handle multidimensional {kind}")
+  if w.shape[0] != n:
+    raise RuntimeError(f"incompatible numbers of samples and {kind}")
+  if kind == "fweights" and not dtypes.is_int(w.dtype):
+    raise TypeError("fweights must be integer.")
+  return _uf.abs(w)  # NumPy raises for negative weights; JAX takes absolute values
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+  """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m`` (and ``y``)."""
+  if y is not None:  # no rank promotion: atleast_2d below (m and y may differ in rows)
+    _util.check_arraylike("cov", m, y)
+    m, y = _util.promote_dtypes_inexact(m, y)
+    if y.ndim > 2:
+      raise ValueError("y has more than 2 dimensions")
+  else:
+    _util.check_arraylike("cov", m)
+    m, = _util.promote_dtypes_inexact(m)
+  if m.ndim > 2:
+    raise ValueError("m has more than 2 dimensions")
+  if dtype is not None and not dtypes.is_inexact(_util.canonicalize_user_dtype(dtype)):
+    raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
+  X = atleast_2d(m)
+  if not rowvar and m.ndim != 1:
+    X = X.T
+  if X.shape[0] == 0:
+    return zeros((0, 0))
+  if y is not None:
+    y = atleast_2d(y)
+    if not rowvar and y.shape[0] != 1:
+      y = y.T
+    X = concatenate((X, y), axis=0)
+  nv, ns = X.shape
+  if ns == 0:
+    return full(() if nv == 1 else (nv, nv), np.nan, dtype=X.dtype)
+  if ddof is None:
+    ddof = 1 if not bias else 0
+  w = None
+  if fweights is not None:
+    w = _sample_weights(fweights, ns, "fweights")
+  if aweights is not None:
+    aweights = _sample_weights(aweights, ns, "aweights")
+    w = aweights if w is None else _uf.multiply(w, aweights)
+  if dtype is not None:
+    X = X.astype(dtype)
+    w = None if w is None else w.astype(dtype)
+  avg, w_sum = _red.average(X, axis=1, weights=w, returned=True)
+  w_sum = w_sum[0]
+  if w is None:
+    f = ns - ddof
+  elif ddof == 0:
+    f = w_sum
+  elif aweights is None:
+    f = _uf.subtract(w_sum, ddof)
+  else:
+    f = _uf.subtract(w_sum, _uf.divide(_uf.multiply(ddof, _red.sum(_uf.multiply(w, aweights))),
+                                       w_sum))
+  X = _uf.subtract(X, avg[:, None])
+  X_T = X.T if w is None else _uf.multiply(X, w[None, :]).T
+  return _uf.true_divide(dot(X, _uf.conj(X_T)), f).squeeze()
+
+
+def corrcoef(x, y=None, rowvar=True, dtype=None):
+  """Pearson correlation coefficients: ``cov`` normalised by the standard deviations."""
+  _util.check_arraylike("corrcoef", x)
+  if dtype is not None and not dtypes.is_inexact(_util.canonicalize_user_dtype(dtype)):
+    raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
+  c = cov(x, y, rowvar, dtype=dtype)
+  if c.ndim == 0:  # one variable: NaN for nan/inf/0 variances, else 1
+    return _uf.divide(c, c)
+  sd = _util.convert(_uf.sqrt(_uf.real(diag(c))), c.dtype)
+  c = _uf.divide(_uf.divide(c, sd[:, None]), sd[None, :])
+  re = clip(_uf.real(c), -1, 1)
+  if dtypes.is_complex(c.dtype):
+    return lax.complex(re, clip(_uf.imag(c), -1, 1))
+  return re
+
+# ----------------------------------------------------------------- histograms
+
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+  """Bin edges of ``histogram``: ``bins`` as given (1-d), or ``bins + 1`` equal-width edges
+  over ``range`` (default: the data's min and max)."""
+  del weights  # used only by string bins, which are not supported
+  if isinstance(bins, str):
+    raise NotImplementedError("string values for `bins` not implemented.")
+  _util.check_arraylike("histogram_bin_edges", a, bins)
+  a = _util.as_array(a)
+  dtype = _util.to_inexact_dtype(a.dtype)
+  if _util.ndim(bins) == 1:
+    return _util.convert(bins, dtype)
+  n = core.concrete_or_error(operator.index, bins, "bins argument of histogram_bin_edges")
+  if range is None:
+    lo, hi = _red.min(a), _red.max(a)
+  else:
+    if np.shape(range) != (2,):
+      raise ValueError(f"`range` must be either None or a sequence of scalars, got {range}")
+    lo, hi = range[0], range[1]
+  lo, hi = _util.convert(lo, dtype), _util.convert(hi, dtype)
+  same = _uf.equal(lo, hi)
+  lo, hi = _where(same, _uf.subtract(lo, 0.5), lo), _where(same, _uf.add(hi, 0.5), hi)
+  return linspace(lo, hi, n + 1, dtype=dtype)
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):
+  """(counts, bin_edges) of ``a`` over ``bins``; the last bin includes its right edge.
+  Counts are (weighted) sums in ``a``'s inexact dtype; ``density`` normalises them."""
+  if weights is None:
+    a, _ = ensure_arraylike("histogram", a, bins)
+    a, = _util.promote_dtypes_inexact(a)
+    weights = ones_like(a)
+  else:
+    _util.check_arraylike("histogram", a, bins, weights)
+    a, weights = _util.as_array(a), _util.as_array(weights)
+    if a.shape != weights.shape:
+      raise ValueError("weights should have the same shape as a.")
+    a, weights = _util.promote_dtypes_inexact(a, weights)
+  edges = histogram_bin_edges(a, bins, range, weights)
+  nb = edges.shape[0]
+  idx = searchsorted(edges, a, side="right")
+  idx = _where(_uf.equal(a, edges[-1]), nb - 1, idx)
+  counts = zeros(nb, weights.dtype).at[idx].add(weights)[1:]
+  if density:
+    widths = _uf.subtract(edges[1:], edges[:-1])
+    counts = _uf.divide(_uf.divide(counts, widths), _red.sum(counts))
+  return counts, edges
+
+
+def bincount(x, weights=None, minlength=0, *, length=None):
+  """Count (or sum ``weights`` of) each non-negative int in 1-d ``x``; negative values count
+  in bin 0 and values ``>= length`` are dropped. ``length`` must be static under tracing."""
+  x = ensure_arraylike("bincount", x)
+  if x.dtype == _BOOL:
+    x = _util.convert(x, np.int32)
+  if not dtypes.is_int(x.dtype):
+    raise TypeError(f"x argument to bincount must have an integer type; got {x.dtype}")
+  if x.ndim != 1:
+    raise ValueError("only 1-dimensional input supported.")
+  minlength = core.concrete_or_error(
+      operator.index, minlength, "The error occurred because of argument 'minlength' of "
+      "jnp.bincount.")
+  if length is None:
+    xv = _util.concrete(x, "The error occurred because of argument 'x' of jnp.bincount. To "
+                           "avoid this error, pass a static `length` argument.")
+    length = max(minlength, xv.size and int(max(0, xv.max())) + 1)
+  else:
+    length = core.concrete_or_error(
+        operator.index, length, "The error occurred because of argument 'length' of "
+        "jnp.bincount.")
+  if weights is None:
+    weights = _util.lit(1, dtypes.default_int_dtype())
+  else:
+    weights = ensure_arraylike("bincount", weights)
+    if weights.shape != x.shape:
+      raise ValueError(f"shape of weights must match shape of x. Got x.shape={x.shape} and "
+                       f"weights.shape={weights.shape}")
+  return zeros(length, weights.dtype).at[clip(x, 0)].add(weights, mode="drop")
+
+
+def digitize(x, bins, right=False):
+  """Index of the bin of each ``x`` among monotonic 1-d ``bins`` (NumPy's convention)."""
+  x, bins = ensure_arraylike("digitize", x, bins)
+  right = core.concrete_or_error(bool, right, "right argument of jnp.digitize()")
+  if bins.ndim != 1:
+    raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
+  n = bins.shape[0]
+  if n == 0:
+    return zeros(x.shape, dtypes.default_int_dtype())
+  side = "left" if right else "right"
+  return _where(_uf.greater_equal(bins[-1], bins[0]), searchsorted(bins, x, side=side),
+                _uf.subtract(n, searchsorted(bins[::-1], x, side=side)))

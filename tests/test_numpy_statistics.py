@@ -1,0 +1,243 @@
+"""``nbjax.numpy`` statistics (``_statistics.py``): quantiles and medians (NaN-aware too),
+nanvar/nanstd, nanargmax/nanargmin, cov/corrcoef, histograms, bincount and digitize against
+NumPy (values and dtypes), JAX's deliberate departures from NumPy, vmap/jvp/jit, errors."""
+import warnings
+
+import numpy as np
+import pytest
+
+import nbjax as jax
+import nbjax.numpy as jnp
+from nbjax import testing
+from nbjax.core import ConcretizationTypeError
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(3, 4, 5))
+XN = X.copy()
+XN[0, 1, :] = np.nan  # an all-NaN lane along the last axis
+XN[1, 2, 3] = XN[2, 0, 0] = np.nan
+METHODS = ["linear", "lower", "higher", "midpoint", "nearest"]
+AXES = [None, 0, -1, 1, (0, 2), (1,)]
+Q = np.array([0.1, 0.52, 0.93])  # no "nearest" ties: JAX rounds ties down, NumPy to even
+
+
+def check(got, want, dtype=None, **tol):
+  got = np.asarray(got)
+  assert got.shape == np.shape(want)
+  assert got.dtype == (np.asarray(want).dtype if dtype is None else np.dtype(dtype))
+  np.testing.assert_allclose(got, want, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_median_and_quantile_match_numpy(dtype, axis, keepdims):
+  x = X.astype(dtype)
+  tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12}
+  check(jnp.median(x, axis=axis, keepdims=keepdims), np.median(x, axis, keepdims=keepdims), **tol)
+  for m in METHODS:
+    for q in (Q.astype(dtype), dtype(0.3)):
+      check(jnp.quantile(x, q, axis=axis, method=m, keepdims=keepdims),
+            np.quantile(x, q, axis=axis, method=m, keepdims=keepdims), **tol)
+    check(jnp.percentile(x, 100 * Q.astype(dtype), axis=axis, method=m, keepdims=keepdims),
+          np.percentile(x, 100 * Q.astype(dtype), axis=axis, method=m, keepdims=keepdims), **tol)
+
+
+@pytest.mark.parametrize("axis", [None, 1, -1, (0, 2)])
+@pytest.mark.parametrize("method", METHODS)
+def test_nan_quantiles_match_numpy(axis, method):
+  with warnings.catch_warnings():  # all-NaN lanes
+    warnings.simplefilter("ignore")
+    want = np.nanquantile(XN, Q, axis=axis, method=method)
+    want_p = np.nanpercentile(XN, 40.0, axis=axis, method=method)
+    want_med = np.nanmedian(XN, axis=axis)
+  check(jnp.nanquantile(XN, Q, axis=axis, method=method), want)
+  check(jnp.nanpercentile(XN, 40.0, axis=axis, method=method), want_p)
+  check(jnp.nanmedian(XN, axis=axis), want_med)
+  # plain quantile: any NaN in a lane makes it NaN
+  check(jnp.quantile(XN, Q, axis=axis, method=method), np.quantile(XN, Q, axis=axis,
+                                                                     method=method))
+  check(jnp.median(XN, axis=axis), np.median(XN, axis=axis))
+
+
+def test_quantile_dtypes_follow_jax():
+  xi = np.arange(24).reshape(4, 6) % 7
+  check(jnp.median(xi, axis=1), np.median(xi, axis=1))  # ints -> float64
+  check(jnp.quantile(xi, Q, axis=0), np.quantile(xi, Q, axis=0))
+  # JAX promotes ints to float even for 'lower'/'higher' (NumPy keeps int64)
+  check(jnp.quantile(xi, 0.3, method="lower"), np.quantile(xi, 0.3, method="lower"), np.float64)
+  # the result has a's (inexact) dtype, whatever q's dtype
+  check(jnp.quantile(X.astype(np.float32), Q), np.quantile(X, Q).astype(np.float32),
+        rtol=1e-6)
+  assert jnp.percentile(np.float32([1, 2, 3]), 50).dtype == np.float32
+  # 'nearest' ties go to the lower neighbour in JAX (NumPy rounds half to even)
+  check(jnp.quantile(np.arange(4.), 0.5, method="nearest"), 1.0)
+  check(jnp.quantile(np.arange(4.), 0.5, method="midpoint"), 1.5)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")  # eager 0/0 of all-NaN lanes
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nanvar_nanstd_match_numpy(dtype):
+  x = XN.astype(dtype)
+  tol = {"rtol": 1e-5 if dtype == np.float32 else 1e-12}
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    cases = [(ax, dd, kd, np.nanvar(x, ax, ddof=dd, keepdims=kd),
+              np.nanstd(x, ax, ddof=dd, keepdims=kd))
+             for ax in (None, 0, -1, (0, 2)) for dd in (0, 1) for kd in (False, True)]
+  for ax, dd, kd, v, s in cases:
+    check(jnp.nanvar(x, ax, ddof=dd, keepdims=kd), v, **tol)
+    check(jnp.nanstd(x, ax, ddof=dd, keepdims=kd), s, **tol)
+  xi = np.arange(12).reshape(3, 4)
+  check(jnp.nanvar(xi, 1), np.nanvar(xi, 1))
+  check(jnp.nanstd(xi, 0, dtype=np.float32), np.nanstd(xi, 0, dtype=np.float32), rtol=1e-6)
+  w = RNG.uniform(size=x.shape) > 0.3
+  check(jnp.nanvar(x, 1, where=w), np.nanvar(x, 1, where=w), **tol)
+  xc = X[0] + 1j * X[1]
+  check(jnp.nanvar(xc, 0), np.nanvar(xc, 0))
+
+
+@pytest.mark.parametrize("fn", ["nanargmax", "nanargmin"])
+def test_nanargmax_nanargmin(fn):
+  x = XN[1:]  # no all-NaN lane: NumPy raises there
+  for ax in (None, 0, 1, -1):
+    check(getattr(jnp, fn)(x, ax), getattr(np, fn)(x, ax))
+    check(getattr(jnp, fn)(x, ax, keepdims=True), getattr(np, fn)(x, ax, keepdims=True))
+  xi = (np.arange(20) * 7 % 11).reshape(4, 5)
+  check(getattr(jnp, fn)(xi, 1), getattr(np, fn)(xi, 1))
+  out = np.asarray(getattr(jnp, fn)(XN, 2))  # JAX: -1 for an all-NaN lane
+  assert out[0, 1] == -1 and out.dtype == np.int64
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_cov_corrcoef_match_numpy(dtype):
+  m = (RNG.normal(size=(3, 7)) * 5).astype(dtype)
+  y = (RNG.normal(size=(2, 7)) * 5).astype(dtype)
+  tol = {"rtol": 2e-5, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+  fdt = np.float32 if dtype == np.float32 else np.float64  # NumPy: always float64
+  fw = np.array([1, 2, 3, 1, 1, 2, 4])
+  aw = RNG.uniform(0.1, 1, size=7).astype(dtype if dtype != np.int64 else np.float64)
+  for kw in ({}, {"rowvar": False}, {"bias": True}, {"ddof": 2}, {"fweights": fw},
+             {"aweights": aw}, {"fweights": fw, "aweights": aw, "ddof": 1},
+             {"fweights": fw, "aweights": aw, "bias": True}):
+    mm = m.T if kw.get("rowvar") is False else m
+    check(jnp.cov(mm, **kw), np.cov(mm, **kw), fdt, **tol)
+  check(jnp.cov(m, y), np.cov(m, y), fdt, **tol)
+  check(jnp.cov(m[0]), np.cov(m[0]), fdt, **tol)  # one variable: a 0-d result
+  check(jnp.corrcoef(m), np.corrcoef(m), fdt, **tol)
+  check(jnp.corrcoef(m.T, y.T, rowvar=False), np.corrcoef(m.T, y.T, rowvar=False), fdt,
+        **tol)
+  check(jnp.corrcoef(m[0]), np.corrcoef(m[0]), fdt, **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_histogram_matches_numpy(dtype):
+  a = (RNG.normal(size=(4, 25)) * 10).astype(dtype)
+  fdt = np.float64 if dtype == np.int64 else dtype
+  tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-12}
+  for bins, rng in ((10, None), (7, (-5, 5)), (np.array([-30., -2., 0., 3., 40.]), None)):
+    check(jnp.histogram_bin_edges(a, bins, rng), np.histogram_bin_edges(a, bins, rng)
+          .astype(fdt), **tol)
+    counts, edges = jnp.histogram(a, bins, rng)
+    want_c, want_e = np.histogram(a, bins, rng)
+    check(counts, want_c.astype(fdt))  # JAX counts in a's inexact dtype (NumPy: int64)
+    check(edges, want_e.astype(fdt), **tol)
+    counts, _ = jnp.histogram(a, bins, rng, density=True)
+    check(counts, np.histogram(a, bins, rng, density=True)[0].astype(fdt), rtol=1e-5)
+  w = RNG.uniform(size=a.shape).astype(fdt)
+  check(jnp.histogram(a, 6, weights=w)[0], np.histogram(a, 6, weights=w)[0], rtol=1e-5)
+  check(jnp.histogram_bin_edges(np.ones(4), 4), np.histogram_bin_edges(np.ones(4), 4))
+
+
+def test_bincount_and_digitize():
+  x = np.array([0, 1, 1, 3, 2, 1, 7])
+  check(jnp.bincount(x), np.bincount(x))
+  check(jnp.bincount(x, minlength=10), np.bincount(x, minlength=10))
+  w = RNG.uniform(size=7)
+  check(jnp.bincount(x, w), np.bincount(x, w))
+  check(jnp.bincount(x, length=4), np.bincount(x)[:4])  # values >= length are dropped
+  check(jnp.bincount(np.array([-1, 2])), np.array([1, 0, 1]))  # negatives go to bin 0
+  check(jnp.bincount(np.array([True, False, True])), np.array([1, 2]))
+  v = np.array([-1.0, 0.0, 0.5, 1.0, 2.5, 3.0, 4.0])
+  for bins in (np.array([0.0, 1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0, 0.0]),
+               np.array([0, 1, 1, 2])):
+    for right in (False, True):
+      check(jnp.digitize(v, bins, right), np.digitize(v, bins, right))
+  check(jnp.digitize(v.reshape(7, 1), np.array([0.0, 2.0])),
+        np.digitize(v.reshape(7, 1), np.array([0.0, 2.0])))
+  check(jnp.digitize(np.arange(5), np.array([1, 3])), np.digitize(np.arange(5), [1, 3]))
+
+
+def test_vmap_matches_loop():
+  xb = RNG.normal(size=(4, 6, 5))
+  testing.check_vmap(lambda v: jnp.median(v, axis=0), (xb,))
+  testing.check_vmap(lambda v: jnp.quantile(v, Q, axis=1, keepdims=True), (xb,), in_axes=2)
+  testing.check_vmap(lambda v, q: jnp.nanquantile(v, q), (np.where(xb > 1, np.nan, xb),
+                                                          RNG.uniform(size=(4, 3))))
+  testing.check_vmap(jnp.cov, (xb,))
+  testing.check_vmap(lambda v: jnp.nanvar(v, 0), (np.where(xb > 1, np.nan, xb),))
+  testing.check_vmap(lambda v: jnp.histogram(v, 5, (-2, 2))[0], (xb,))
+  testing.check_vmap(lambda v: jnp.digitize(v, np.array([-1.0, 0.0, 1.0])), (xb,))
+  testing.check_vmap(lambda v: jnp.nanargmax(v, 1), (xb,))
+
+
+def test_jvp_matches_finite_differences():
+  x = RNG.normal(size=(5, 6))
+  testing.check_jvp(lambda v: jnp.median(v, axis=1), (x,))
+  testing.check_jvp(lambda v: jnp.median(v), (x,))
+  testing.check_jvp(lambda v, q: jnp.quantile(v, q, axis=0), (x, np.array([0.13, 0.71])))
+  testing.check_jvp(lambda v: jnp.nanquantile(v, 0.4, axis=(0, 1)),
+                    (np.where(x > 1, np.nan, x),))
+  testing.check_jvp(jnp.cov, (x,))
+  testing.check_jvp(lambda v: jnp.cov(v, aweights=np.linspace(0.5, 2, 6)), (x,))
+  testing.check_jvp(jnp.corrcoef, (x,))
+  testing.check_jvp(lambda v: jnp.nanstd(v, 0), (np.where(x > 1, np.nan, x),))
+
+
+def test_jit_and_concreteness():
+  x = RNG.normal(size=(5, 6))
+  f = jax.jit(lambda v: jnp.quantile(v, Q, axis=1, method="linear"))
+  check(f(x), np.quantile(x, Q, axis=1))
+  check(jax.jit(lambda v: jnp.histogram(v, 4)[0])(x), np.histogram(x, 4)[0].astype(float))
+  xi = np.array([0, 2, 2, 5])
+  check(jax.jit(lambda v: jnp.bincount(v, length=7))(xi), np.bincount(xi, minlength=7))
+  with pytest.raises(ConcretizationTypeError):
+    jax.jit(jnp.bincount)(xi)
+  with pytest.raises(ConcretizationTypeError):
+    jax.jit(lambda v, b: jnp.histogram(v, b))(x, 4)
+
+
+def test_errors():
+  x = X[0]
+  with pytest.raises(ValueError, match="method"):
+    jnp.quantile(x, 0.5, method="bogus")
+  with pytest.raises(ValueError, match="rank"):
+    jnp.quantile(x, np.ones((2, 2)) / 2)
+  with pytest.raises(ValueError, match="complex"):
+    jnp.median(x + 1j)
+  with pytest.raises(ValueError):
+    jnp.median(x, out=np.zeros(()))
+  with pytest.raises(ValueError):
+    jnp.median(x, axis=(0, 0))
+  with pytest.raises(TypeError):
+    jnp.median([1.0, 2.0])
+  with pytest.raises(ValueError, match="more than 2"):
+    jnp.cov(X)
+  with pytest.raises(TypeError, match="fweights"):
+    jnp.cov(x, fweights=np.ones(5))
+  with pytest.raises(RuntimeError, match="incompatible"):
+    jnp.cov(x, aweights=np.ones(3))
+  with pytest.raises(TypeError, match="integer"):
+    jnp.bincount(np.array([1.0]))
+  with pytest.raises(ValueError, match="1-dimensional"):
+    jnp.bincount(np.zeros((2, 2), int))
+  with pytest.raises(ValueError, match="weights"):
+    jnp.histogram(x, 3, weights=np.ones(3))
+  with pytest.raises(ValueError, match="range"):
+    jnp.histogram(x, 3, range=(0, 1, 2))
+  with pytest.raises(NotImplementedError):
+    jnp.histogram_bin_edges(x, "auto")
+  with pytest.raises(ValueError, match="1-dimensional"):
+    jnp.digitize(x, np.ones((2, 2)))
+  with pytest.raises(NotImplementedError):
+    jnp.nanargmax(x, out=np.zeros(()))
