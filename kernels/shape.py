@@ -146,3 +146,10 @@ def iota(out, inner, size):
         seg = row[k * inner:(k + 1) * inner]
         for j in range(inner):
           seg[j] = k
+
+
+@njit(cache=True, nogil=True)
+def copy_bytes(src, dst):
+  """``dst[:] = src`` for flat uint8 buffers of one length (bitcast_convert_type)."""
+  for i in range(min(src.size, dst.size)):
+    dst[i] = src[i]

@@ -8,7 +8,8 @@ from nbjax.lax.elementwise import *  # noqa: F401,F403
 from nbjax.lax.elementwise import (add_any, add_any_p, add, add_p, cos, cos_p, exp, exp_p, log,
                                    log_p, lt, lt_p, mul, mul_p, neg, neg_p, sin, sin_p, sub, sub_p)
 from nbjax.lax.elementwise import _convert_element_type, _const  # noqa: F401 (used by nbjax.numpy)
-from nbjax.lax.shape import (broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota,
+from nbjax.lax.shape import (bitcast_convert_type, bitcast_convert_type_p,  # noqa: F401
+                             broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota,
                              collapse, concatenate, concatenate_p, expand_dims, index_in_dim, iota,
                              iota_p, pad, pad_p, reshape, reshape_p, rev, rev_p, slice, slice_in_dim,
                              slice_p, squeeze, squeeze_p, transpose, transpose_p)

@@ -457,6 +457,59 @@ def rev(operand, dimensions):
   return rev_p.bind(operand, dimensions=tuple(dimensions))
 
 
+# ----------------------------------------------------------------- bitcast_convert_type
+
+_BITCAST_DTYPES = [d for d in ALL_DTYPES if d.kind in "iuf"]
+
+
+def _bitcast_abstract_eval(operand, *, new_dtype):
+  old, new = operand.dtype, np.dtype(new_dtype)
+  for d in (old, new):
+    if d not in _BITCAST_DTYPES:
+      raise TypeError(f"bitcast_convert_type does not support dtype {d.name} (operand "
+                      f"{operand.str_short()}, new_dtype {new.name})")
+  shape = operand.shape
+  if old.itemsize > new.itemsize:
+    shape = (*shape, old.itemsize // new.itemsize)
+  elif old.itemsize < new.itemsize:
+    if not shape or shape[-1] != new.itemsize // old.itemsize:
+      raise TypeError(f"bitcast_convert_type: to convert {old.name} to the wider {new.name} "
+                      f"the operand's last dimension must be {new.itemsize // old.itemsize}, "
+                      f"got shape {shape}")
+    shape = shape[:-1]
+  return ShapedArray(shape, new)
+
+
+def _bitcast_out_shape(x, new):
+  return _bitcast_abstract_eval(ShapedArray(x.shape, x.dtype), new_dtype=new).shape
+
+
+def _bitcast_numba(x, *, new_dtype):
+  out = np.empty(_bitcast_out_shape(x, new_dtype), new_dtype)
+  K.copy_bytes(x.reshape(-1).view(np.uint8), out.reshape(-1).view(np.uint8))
+  return out
+
+
+def _bitcast_numpy(x, *, new_dtype):
+  return x.reshape(-1).view(new_dtype).reshape(_bitcast_out_shape(x, new_dtype))
+
+
+def _bitcast_batch(vals, dims, *, new_dtype):
+  (x,), (b,) = vals, dims
+  if core.get_aval(x).dtype.itemsize != np.dtype(new_dtype).itemsize:
+    x, b = batching.moveaxis(x, b, 0), 0  # the trailing axis is the one that changes
+  return bitcast_convert_type(x, new_dtype), b
+
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+
+
+def bitcast_convert_type(operand, new_dtype):
+  """Reinterpret the bits of ``operand`` as ``new_dtype``: a narrower type adds a trailing
+  axis, a wider one consumes the trailing axis (of the width ratio)."""
+  return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
+
+
 # ----------------------------------------------------------------- concatenate
 
 
@@ -933,6 +986,36 @@ _reg(pad_p, _pad_abstract_eval, _pad_numba, _pad_numpy, _pad_transpose, _pad_bat
 _reg(slice_p, _slice_abstract_eval, _slice_numba, _slice_numpy, _slice_transpose, _slice_batch,
      NUMPY_ALWAYS, dict(_SLICE, note="numpy: a view when contiguous, else one copy; 0.9us vs "
                                      "5.2us small, 0.13 vs 0.16ms at 1e6 (measured)"))
+
+
+def _bitcast_samples(rng, dtype):
+  out = []
+  for new in _BITCAST_DTYPES:
+    ratio = new.itemsize / dtype.itemsize
+    shapes = [(), (3,), (2, 3)] if ratio <= 1 else [(int(ratio),), (2, int(ratio))]
+    for s in shapes:
+      bits = rng.integers(0, 256, (*s, dtype.itemsize), dtype=np.uint8)
+      x = bits.view(dtype).reshape(s)
+      if dtype.kind == "f":  # finite values: NaN payloads need not survive XLA
+        x = np.where(np.isfinite(x), x, dtype.type(1.5))
+      out.append(([x], dict(new_dtype=new)))
+  return out
+
+
+registry.register(
+    bitcast_convert_type_p, family="shape",
+    impls={"numba": _bitcast_numba, "numpy": _bitcast_numpy},
+    abstract_eval=_bitcast_abstract_eval, batch=_bitcast_batch, policy=NUMPY_ALWAYS,
+    meta=dict(reference=_bitcast_numpy, dtypes=_BITCAST_DTYPES, differentiable=False,
+              samples=_bitcast_samples,
+              note="numpy: a reinterpreting view (no copy)",
+              bad_inputs=lambda rng: [
+                  ([np.ones(3, np.bool_)], dict(new_dtype=np.dtype(np.int8)), TypeError),
+                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.complex64)), TypeError),
+                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.float64)), TypeError),
+                  ([np.ones((), np.int8)], dict(new_dtype=np.dtype(np.int16)), TypeError)]))
+ad.defjvp_zero(bitcast_convert_type_p)
+
 registry.register(
     iota_p, family="shape", impls={"numba": _iota_numba, "numpy": _iota_numpy},
     abstract_eval=_iota_abstract_eval, policy=None,
@@ -997,6 +1080,10 @@ def _slice(ctx, x, *, start_indices, limit_indices, strides=None, **params):
   return [hlo.slice(x, i64_array(start_indices), i64_array(limit_indices), i64_array(strides))]
 
 
+def _bitcast(ctx, x, *, new_dtype):
+  return [hlo.bitcast_convert(_out_type(ctx), x)]
+
+
 def _iota(ctx, *, dtype, shape, dimension, sharding=None, **params):
   return [hlo.iota(_out_type(ctx), int(dimension))]
 
@@ -1006,5 +1093,6 @@ for _name, _rule in {
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _reshape_to_out,
     "transpose": _transpose, "rev": _rev,
     "concatenate": _concatenate, "pad": _pad, "slice": _slice, "iota": _iota,
+    "bitcast_convert_type": _bitcast,
 }.items():
   _lo_reg(_name, _rule)
