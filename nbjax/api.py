@@ -387,6 +387,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   same for the outputs (unmapped outputs are broadcast; ``None`` requires an unmapped
   output). ``axis_size`` is needed when no argument is mapped. ``axis_name`` names the
   axis for collectives; ``spmd_axis_name`` is accepted and ignored (single device).
+
+  At top level, a call whose signature repeats replays a compiled program of the batched
+  computation when ``fun`` provably traces the same way again (``nbjax/eager_cache.py``).
   """
   _check_callable(fun)
   if isinstance(in_axes, list):
