@@ -10,6 +10,7 @@ from nbjax.array import Array
 from nbjax import lax
 from nbjax import tree_util
 from nbjax import tree
+from nbjax import random
 from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put, devices,
                        eval_shape, jacfwd, jvp, local_devices, make_jaxpr, typeof, vmap)
 from nbjax import numpy

@@ -12,12 +12,13 @@ class Config:
   """JAX-style flag holder. ``config.update(name, value)``; attributes read the flags."""
 
   def __init__(self):
-    self._flags = {"enable_x64": True, "jax_enable_x64": True, "eager_cache": True}
+    self._flags = {"enable_x64": True, "jax_enable_x64": True, "eager_cache": True,
+                   "threefry_partitionable": True}
     self._listeners = []
 
   def update(self, name, value):
     name = name[4:] if name.startswith("jax_") else name
-    if name not in ("enable_x64", "eager_cache"):
+    if name not in ("enable_x64", "eager_cache", "threefry_partitionable"):
       raise AttributeError(f"Unrecognized config option: {name}")
     self._flags[name] = bool(value)
     for f in self._listeners:

@@ -1,0 +1,603 @@
+"""``nbjax.random``: JAX's ``jax.random`` on a counter-based threefry2x32 PRNG.
+
+Pipeline position: keys are raw ``uint32[..., 2]`` arrays (new-style ``key`` is represented
+the same way); the threefry hash, ``split``/``fold_in``/``bits`` and every sampler are
+straight-line ``nbjax.lax``/``nbjax.numpy`` ops, so they run eagerly and under ``jit``,
+``vmap`` and ``make_jaxpr``. Bits follow JAX's default (``jax_threefry_partitionable=True``);
+``config.update("jax_threefry_partitionable", False)`` switches to the classic pre-0.5 bit
+layout.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from nbjax import dtypes, lax
+from nbjax.config import config
+from nbjax import numpy as jnp
+from nbjax.lax.elementwise import _canonicalize_shape
+from nbjax.numpy import _util
+
+__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+           "bits", "uniform", "normal", "randint", "bernoulli", "choice", "permutation",
+           "categorical", "gumbel", "exponential", "laplace", "logistic", "truncated_normal",
+           "multivariate_normal", "rademacher", "cauchy", "pareto", "weibull_min", "rayleigh",
+           "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32"]
+
+_U32 = np.dtype(np.uint32)
+_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
+
+
+def _threefry_partitionable(flag):
+  """Temporarily select JAX's partitionable (default) or classic threefry bit layout (the
+  ``jax_threefry_partitionable`` config flag)."""
+  return config.override("threefry_partitionable", flag)
+
+
+# ------------------------------------------------------------------ threefry hash
+
+def _u32(v):
+  return np.uint32(v)
+
+
+def _rotl(v, d):
+  return lax.bitwise_or(lax.shift_left(v, _u32(d)), lax.shift_right_logical(v, _u32(32 - d)))
+
+
+def _threefry(k1, k2, x0, x1):
+  """threefry2x32 (20 rounds) of counter words ``x0, x1`` under key words ``k1, k2``."""
+  shape = jnp.broadcast_shapes(np.shape(x0), np.shape(x1))
+  k1, k2, x0, x1 = (jnp.broadcast_to(v, shape) for v in (k1, k2, x0, x1))
+  ks = [k1, k2, lax.bitwise_xor(lax.bitwise_xor(k1, k2), jnp.full(shape, 0x1BD11BDA, _U32))]
+  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
+  x0, x1 = lax.add(x0, ks[0]), lax.add(x1, ks[1])
+  for i in range(5):
+    for r in rots[i % 2]:
+      x0 = lax.add(x0, x1)
+      x1 = lax.bitwise_xor(x0, _rotl(x1, r))
+    x0 = lax.add(x0, ks[(i + 1) % 3])
+    x1 = lax.add(lax.add(x1, ks[(i + 2) % 3]), jnp.full(shape, i + 1, _U32))
+  return x0, x1
+
+
+def threefry_2x32(keypair, count):
+  """Apply the threefry2x32 hash to a ``uint32`` count array (JAX's flat split-in-half layout)."""
+  k = jnp.asarray(keypair)
+  count = jnp.asarray(count)
+  if k.dtype != _U32 or count.dtype != _U32:
+    raise TypeError(f"threefry_2x32 requires uint32 arguments, got {k.dtype} and {count.dtype}")
+  flat = jnp.ravel(count)
+  n = flat.shape[0]
+  if n % 2:
+    flat = jnp.concatenate([flat, jnp.zeros((1,), _U32)])
+  h = flat.shape[0] // 2
+  y0, y1 = _threefry(k[0], k[1], flat[:h], flat[h:])
+  return jnp.reshape(jnp.concatenate([y0, y1])[:n], count.shape)
+
+
+def _iota_2x32(shape):
+  size = math.prod(shape)
+  if size > 2 ** 32:
+    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+  lo = jnp.reshape(lax.iota(_U32, size), shape)
+  return jnp.zeros(shape, _U32), lo
+
+
+# ------------------------------------------------------------------ keys
+
+def _check_key(name, key, batched=False):
+  k = jnp.asarray(key)
+  if k.dtype != _U32 or k.ndim < 1 or k.shape[-1] != 2:
+    raise TypeError(f"JAX encountered invalid PRNG key data: expected uint32 key data with "
+                    f"trailing shape (2,), got {k.dtype}{list(k.shape)}")
+  if not batched and k.ndim > 1:
+    raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                     f"{k.shape[:-1]} != (). Use jax.vmap for batching.")
+  return k
+
+
+def _seed(name, seed, impl):
+  if impl not in (None, "threefry2x32"):
+    raise ValueError(f'unrecognized PRNG implementation "{impl}". '
+                     "Did you mean one of: threefry2x32?")
+  if isinstance(seed, int) and not isinstance(seed, bool):
+    seed = np.int64(seed)
+  s = jnp.asarray(seed)
+  if s.ndim:
+    raise TypeError(f"{name} accepts a scalar seed, but was given an array of shape "
+                    f"{s.shape} != (). Use jax.vmap for batching")
+  if not dtypes.issubdtype(s.dtype, np.integer):
+    raise TypeError(f"PRNG key seed must be an integer; got {s!r}")
+  if s.dtype.itemsize == 8:
+    hi = lax.convert_element_type(lax.shift_right_logical(s, lax._const(s, 32)), _U32)
+  else:
+    hi = jnp.zeros((), _U32)
+  return jnp.stack([hi, lax.convert_element_type(s, _U32)])
+
+
+def PRNGKey(seed, *, impl=None):
+  """Create a legacy ``uint32[2]`` PRNG key from an integer seed."""
+  return _seed("PRNGKey", seed, impl)
+
+
+def key(seed, *, impl=None):
+  """Create a PRNG key from an integer seed (represented as raw ``uint32[2]`` data)."""
+  return _seed("key", seed, impl)
+
+
+def key_data(keys):
+  """Recover the ``uint32`` bits underlying a PRNG key array."""
+  return _check_key("key_data", keys, batched=True)
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+  """Wrap an array of ``uint32[..., 2]`` key data as a PRNG key array."""
+  if impl not in (None, "threefry2x32"):
+    raise ValueError(f'unrecognized PRNG implementation "{impl}".')
+  return _check_key("wrap_key_data", key_bits_array, batched=True)
+
+
+def key_impl(keys):
+  """Name of the PRNG implementation of ``keys``."""
+  _check_key("key_impl", keys, batched=True)
+  return "threefry2x32"
+
+
+def _split(k, shape):
+  if config._flags["threefry_partitionable"]:
+    y0, y1 = _threefry(k[0], k[1], *_iota_2x32(shape))
+    return jnp.stack([y0, y1], axis=-1)
+  return jnp.reshape(threefry_2x32(k, lax.iota(_U32, 2 * math.prod(shape))), (*shape, 2))
+
+
+def split(key, num=2):
+  """Split a PRNG key into ``num`` (an int or a shape) new keys along a leading axis."""
+  k = _check_key("split", key)
+  shape = tuple(num) if isinstance(num, Sequence) else (num,)
+  return _split(k, _canonicalize_shape(shape))
+
+
+def fold_in(key, data):
+  """Fold 32-bit integer ``data`` into a PRNG key to form a new key."""
+  k = _check_key("fold_in", key)
+  if np.ndim(data):
+    raise TypeError("fold_in accepts a scalar, but was given an array of"
+                    f"shape {np.shape(data)} != (). Use jax.vmap for batching.")
+  d = jnp.asarray(data, dtype=_U32)
+  return jnp.stack(_threefry(k[0], k[1], jnp.zeros((), _U32), d))
+
+
+def _random_bits(k, width, shape):
+  dt = _UINT[width]
+  if config._flags["threefry_partitionable"]:
+    b1, b2 = _threefry(k[0], k[1], *_iota_2x32(shape))
+    if width == 64:
+      hi = lax.convert_element_type(b1, dt)
+      return lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(b2, dt))
+    b = lax.bitwise_xor(b1, b2)
+    return b if width == 32 else lax.convert_element_type(
+        lax.bitwise_and(b, jnp.full(shape, (1 << width) - 1, _U32)), dt)
+  size = math.prod(shape)
+  count = -(-width * size // 32)
+  b = threefry_2x32(k, lax.iota(_U32, count))
+  if width == 64:
+    h = count // 2
+    hi, lo = (lax.convert_element_type(v, dt) for v in (b[:h], b[h:]))
+    b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lo)
+  elif width < 32:
+    per = 32 // width
+    sh = jnp.asarray(np.arange(per, dtype=np.uint32) * np.uint32(width))
+    parts = jnp.right_shift(b[:, None], sh[None, :]) & np.uint32((1 << width) - 1)
+    b = lax.convert_element_type(jnp.ravel(parts), dt)[:size]
+  return jnp.reshape(b, shape)
+
+
+def _shape(shape):
+  return _canonicalize_shape(shape)
+
+
+def _check_shape(name, shape, *param_shapes):
+  if param_shapes:
+    out = jnp.broadcast_shapes(shape, *param_shapes)
+    if tuple(out) != tuple(shape):
+      raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
+                       "argument, and the result of broadcasting the shapes must equal the "
+                       f"shape argument, but got result {tuple(out)} for shape argument {shape}.")
+
+
+def _user_dtype(dtype, default, kind, name, what):
+  dt = _util.canonicalize_user_dtype(default if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, kind):
+    raise ValueError(f"dtype argument to `{name}` must be {what} dtype, got {dt}")
+  return dt
+
+
+def bits(key, shape=(), dtype=None):
+  """Sample uniform random bits as unsigned integers of the given shape."""
+  k = _check_key("bits", key)
+  dt = _user_dtype(dtype, dtypes.default_uint_dtype(), np.unsignedinteger, "bits",
+                   "an unsigned int")
+  return _random_bits(k, dt.itemsize * 8, _shape(shape))
+
+
+# ------------------------------------------------------------------ samplers
+
+def _uniform(k, shape, dt, minval, maxval):
+  minval = jnp.asarray(lax.convert_element_type(minval, dt))
+  maxval = jnp.asarray(lax.convert_element_type(maxval, dt))
+  fi = dtypes.finfo(dt)
+  nbits, nmant = fi.bits, fi.nmant
+  rng_bits = 8 if nmant < 8 else nbits
+  b = _random_bits(k, rng_bits, shape)
+  ud = _UINT[nbits]
+  if rng_bits != nbits:
+    b = lax.convert_element_type(b, ud)
+  # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
+  m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
+  floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
+  return jnp.maximum(minval, floats * (maxval - minval) + minval)
+
+
+def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
+  """Sample uniform floats in ``[minval, maxval)``."""
+  k = _check_key("uniform", key)
+  dt = _user_dtype(dtype, float, np.floating, "uniform", "a float")
+  return _uniform(k, _shape(shape), dt, minval, maxval)
+
+
+def _normal_real(k, shape, dt):
+  lo = np.nextafter(np.array(-1., dt), np.array(0., dt))
+  u = _uniform(k, shape, dt, lo, 1.)
+  return lax.mul(jnp.full(shape, np.sqrt(2), dt), lax.erf_inv(u))
+
+
+def normal(key, shape=(), dtype=None):
+  """Sample standard normal values (real or complex)."""
+  k = _check_key("normal", key)
+  dt = _user_dtype(dtype, float, np.inexact, "normal", "a float or complex")
+  shape = _shape(shape)
+  if dtypes.issubdtype(dt, np.complexfloating):
+    rd = np.dtype(np.array(0, dt).real.dtype)
+    kr, ki = _split(k, (2,))
+    re, im = _normal_real(kr, shape, rd), _normal_real(ki, shape, rd)
+    return (lax.complex(re, im) / np.array(np.sqrt(2), dt)).astype(dt)
+  return _normal_real(k, shape, dt)
+
+
+def _clip_convert(val, dt):
+  vi, di = dtypes.iinfo(val.dtype), dtypes.iinfo(dt)
+  lo, hi = max(int(vi.min), int(di.min)), min(int(vi.max), int(di.max))
+  return jnp.clip(val, np.array(lo, val.dtype), np.array(hi, val.dtype)).astype(dt)
+
+
+def _urem(x, s):
+  """Unsigned remainder with XLA's ``x % 0 == x``."""
+  z = s == 0
+  return jnp.where(z, x, lax.rem(*jnp.broadcast_arrays(x, jnp.where(z, jnp.ones_like(s), s))))
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+  """Sample integers in ``[minval, maxval)`` (JAX's two-draw span/multiplier algorithm)."""
+  k = _check_key("randint", key)
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, np.integer):
+    raise TypeError(f"randint only accepts integer dtypes, got {dt}")
+  shape = _shape(shape)
+  info = dtypes.iinfo(dt)
+  sdt = dt
+  if info.bits < 32:
+    sdt = np.dtype(np.int32)
+    minval = jnp.clip(jnp.asarray(minval).astype(sdt), int(info.min), int(info.max))
+    maxval = jnp.clip(jnp.asarray(maxval).astype(sdt), int(info.min), int(info.max) + 1)
+  _check_shape("randint", shape, np.shape(minval), np.shape(maxval))
+  minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
+  if not dtypes.issubdtype(minval.dtype, np.integer):
+    minval = minval.astype(int)
+  if not dtypes.issubdtype(maxval.dtype, np.integer):
+    maxval = maxval.astype(int)
+  out_of_range = maxval > _clip_convert(jnp.array(dtypes.iinfo(sdt).max, sdt), maxval.dtype)
+  minval, maxval = _clip_convert(minval, sdt), _clip_convert(maxval, sdt)
+  nbits = dtypes.iinfo(sdt).bits
+  ud = _UINT[nbits]
+  k1, k2 = _split(k, (2,))
+  hi_bits, lo_bits = _random_bits(k1, nbits, shape), _random_bits(k2, nbits, shape)
+  span = lax.convert_element_type(maxval - minval, ud)
+  one = jnp.ones_like(span)
+  span = jnp.where(maxval <= minval, one, span)
+  span = jnp.where(out_of_range & (maxval > minval), span + one, span)
+  mult = _urem(jnp.full(span.shape, 2 ** (nbits // 2), ud), span)
+  mult = _urem(mult * mult, span)
+  off = _urem(_urem(hi_bits, span) * mult + _urem(lo_bits, span), span)
+  return (minval + lax.convert_element_type(off, sdt)).astype(dt)
+
+
+def bernoulli(key, p=0.5, shape=None, mode="low"):
+  """Sample booleans that are True with probability ``p``."""
+  if mode not in ("high", "low"):
+    raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
+  k = _check_key("bernoulli", key)
+  dt = dtypes.dtype(p, canonicalize=True)
+  if not dtypes.issubdtype(dt, np.floating):
+    raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dt}.")
+  p = lax.convert_element_type(p, dt)
+  if shape is None:
+    shape = np.shape(p)
+  else:
+    shape = _shape(shape)
+    _check_shape("bernoulli", shape, np.shape(p))
+  if mode == "high":
+    u = _uniform(k, (2, *shape), dt, 0., 1.)
+    u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
+    return u2 < p - u1
+  return _uniform(k, shape, dt, 0., 1.) < p
+
+
+def _shuffle(k, x, axis):
+  rounds = int(np.ceil(3 * np.log(max(1, x.size)) / np.log(np.iinfo(np.uint32).max)))
+  for _ in range(rounds):
+    ks = _split(k, (2,))
+    k = ks[0]
+    _, x = lax.sort_key_val(_random_bits(ks[1], 32, x.shape), x, axis)
+  return x
+
+
+def permutation(key, x, axis=0, independent=False):
+  """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
+  k = _check_key("permutation", key)
+  _util.check_arraylike("permutation", x)
+  if not np.ndim(x):
+    if not dtypes.issubdtype(dtypes.dtype(x), np.integer):
+      raise TypeError("x must be an integer or at least 1-dimensional")
+    r = int(_util.concrete(x, "argument x of jax.random.permutation()"))
+    return _shuffle(k, jnp.arange(r), 0)
+  x = jnp.asarray(x)
+  axis = _util.canonicalize_axis(axis, x.ndim)
+  if independent or x.ndim == 1:
+    return _shuffle(k, x, axis)
+  return jnp.take(x, _shuffle(k, jnp.arange(x.shape[axis]), 0), axis)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
+  """Sample from ``a`` (or ``arange(a)``) with or without replacement, optionally weighted."""
+  k = _check_key("choice", key)
+  if not isinstance(shape, Sequence):
+    raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
+  _util.check_arraylike("choice", a)
+  arr = jnp.asarray(a)
+  if arr.ndim == 0:
+    n = int(_util.concrete(a, "The error occurred in jax.random.choice()"))
+  else:
+    axis = _util.canonicalize_axis(axis, arr.ndim)
+    n = arr.shape[axis]
+  shape = _shape(shape)
+  draws = math.prod(shape)
+  if draws == 0:
+    return jnp.zeros(shape, dtype=arr.dtype)
+  if n <= 0:
+    raise ValueError("a must be greater than 0 unless no samples are taken")
+  if not replace and draws > n:
+    raise ValueError(f"Cannot take a larger sample (size {draws}) than population "
+                     f"(size {n}) when 'replace=False'")
+  if p is None:
+    if replace:
+      ind = randint(k, shape, 0, n)
+      res = ind if arr.ndim == 0 else jnp.take(arr, ind, axis)
+    else:
+      perm = permutation(k, n if arr.ndim == 0 else arr, axis)
+      res = lax.slice_in_dim(perm, 0, draws, axis=axis if arr.ndim else 0)
+  else:
+    _util.check_arraylike("choice", p)
+    p, = _util.promote_dtypes_inexact(p)
+    if p.shape != (n,):
+      raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
+                       f"p has shape {p.shape} and a.shape[axis] is {n}.")
+    if replace:
+      cum = jnp.cumsum(p)
+      r = cum[-1] * (1 - _uniform(k, shape, cum.dtype, 0., 1.))
+      ind = jnp.searchsorted(cum, r).astype(int)
+    else:
+      g = gumbel(k, (n,), dtype=p.dtype, mode=mode) + jnp.log(p)
+      ind = lax.top_k(g, draws)[1].astype(int)
+    res = ind if arr.ndim == 0 else jnp.take(arr, ind, axis)
+  return jnp.reshape(res, shape if arr.ndim == 0 else
+                     arr.shape[:axis] + tuple(shape) + arr.shape[axis + 1:])
+
+
+def _float_sampler(name, key, shape, dtype):
+  k = _check_key(name, key)
+  return k, _shape(shape), _user_dtype(dtype, float, np.floating, name, "a float")
+
+
+def gumbel(key, shape=(), dtype=None, mode=None):
+  """Sample standard Gumbel values."""
+  k, shape, dt = _float_sampler("gumbel", key, shape, dtype)
+  mode = "low" if mode is None else mode
+  if mode not in ("high", "low"):
+    raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
+  fi = dtypes.finfo(dt)
+  if mode == "high":
+    u = _uniform(k, (2, *shape), dt, 0., 1.)
+    hi, lo = u[0], u[1]
+    x = jnp.where(hi >= 0.5, hi, hi + np.array(2.0 ** -fi.nmant, dt) * lo
+                  + np.array(max(2.0 ** -(2 * fi.nmant + 1), float(fi.tiny)), dt))
+    return -jnp.log(-jnp.log1p(-x))
+  return -jnp.log(-jnp.log(_uniform(k, shape, dt, fi.tiny, 1.)))
+
+
+def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
+  """Sample indices from categorical distributions given by unnormalized ``logits``."""
+  k = _check_key("categorical", key)
+  _util.check_arraylike("categorical", logits)
+  lg = jnp.asarray(logits)
+  if not dtypes.issubdtype(lg.dtype, np.floating):
+    lg, = _util.promote_dtypes_inexact(lg)
+  axis = _util.canonicalize_axis(axis, lg.ndim)
+  batch = lg.shape[:axis] + lg.shape[axis + 1:]
+  if shape is None:
+    shape = batch
+  else:
+    shape = _shape(shape)
+    _check_shape("categorical", shape, batch)
+  prefix = shape[:len(shape) - len(batch)]
+  if replace:
+    ax = axis - lg.ndim
+    gshape = list(shape[len(prefix):])
+    gshape.insert(ax % lg.ndim, lg.shape[axis])
+    g = gumbel(k, (*prefix, *gshape), lg.dtype, mode=mode)
+    return jnp.argmax(g + lax.expand_dims(lg, tuple(range(len(prefix)))), axis=ax)
+  lg = lg + gumbel(k, lg.shape, lg.dtype, mode=mode)
+  kk = math.prod(prefix)
+  if kk > lg.shape[axis]:
+    raise ValueError(f"Number of samples without replacement ({kk}) cannot exceed number of "
+                     f"categories ({lg.shape[axis]}).")
+  _, idx = lax.top_k(jnp.moveaxis(lg, axis, -1), kk)
+  return jnp.reshape(jnp.moveaxis(idx, -1, 0), shape)
+
+
+def exponential(key, shape=(), dtype=None):
+  """Sample standard exponential values."""
+  k, shape, dt = _float_sampler("exponential", key, shape, dtype)
+  return -jnp.log1p(-_uniform(k, shape, dt, 0., 1.))
+
+
+def laplace(key, shape=(), dtype=None):
+  """Sample standard Laplace values."""
+  k, shape, dt = _float_sampler("laplace", key, shape, dtype)
+  u = _uniform(k, shape, dt, -1. + float(dtypes.finfo(dt).epsneg), 1.)
+  return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
+
+
+def logistic(key, shape=(), dtype=None):
+  """Sample standard logistic values."""
+  k, shape, dt = _float_sampler("logistic", key, shape, dtype)
+  x = _uniform(k, shape, dt, dtypes.finfo(dt).tiny, 1.)
+  return jnp.log(x) - jnp.log1p(-x)
+
+
+def cauchy(key, shape=(), dtype=None):
+  """Sample standard Cauchy values."""
+  k, shape, dt = _float_sampler("cauchy", key, shape, dtype)
+  u = _uniform(k, shape, dt, float(jnp.finfo(dt).eps), 1.)
+  return jnp.tan(np.array(np.pi, dt) * (u - np.array(0.5, dt)))
+
+
+def pareto(key, b, shape=None, dtype=None):
+  """Sample Pareto values with shape parameter ``b``."""
+  k = _check_key("pareto", key)
+  dt = _user_dtype(dtype, float, np.floating, "pareto", "a float")
+  if shape is None:
+    shape = np.shape(b)
+  else:
+    shape = _shape(shape)
+    _check_shape("pareto", shape, np.shape(b))
+  b = lax.convert_element_type(b, dt)
+  return jnp.exp(exponential(k, shape, dt) / b)
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+  """Sample Weibull values with the given ``scale`` and ``concentration``."""
+  k, shape, dt = _float_sampler("weibull_min", key, shape, dtype)
+  u = _uniform(k, shape, dt, 0., 1.)
+  return jnp.power(-jnp.log1p(-u), 1.0 / lax.convert_element_type(concentration, dt)) * \
+      lax.convert_element_type(scale, dt)
+
+
+def rayleigh(key, scale=1.0, shape=None, dtype=None):
+  """Sample Rayleigh values with the given ``scale``."""
+  k = _check_key("rayleigh", key)
+  dt = _user_dtype(dtype, float, np.floating, "rayleigh", "a float")
+  shape = np.shape(scale) if shape is None else _shape(shape)
+  _check_shape("rayleigh", shape, np.shape(scale))
+  u = _uniform(k, shape, dt, 0., 1.)
+  return jnp.sqrt(np.array(-2, dt) * jnp.log(u)) * lax.convert_element_type(scale, dt)
+
+
+def lognormal(key, sigma=1.0, shape=None, dtype=None):
+  """Sample log-normal values with the given ``sigma``."""
+  k = _check_key("lognormal", key)
+  dt = _user_dtype(dtype, float, np.floating, "lognormal", "a float")
+  shape = np.shape(sigma) if shape is None else _shape(shape)
+  _check_shape("lognormal", shape, np.shape(sigma))
+  return jnp.exp(_normal_real(k, shape, dt) * lax.convert_element_type(sigma, dt))
+
+
+def maxwell(key, shape=(), dtype=None):
+  """Sample Maxwell values (norm of three standard normals)."""
+  k, shape, dt = _float_sampler("maxwell", key, shape, dtype)
+  x = _normal_real(k, (*shape, 3), dt)
+  return jnp.linalg.norm(x, axis=-1)
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+  """Sample double-sided Maxwell values with location ``loc`` and ``scale``."""
+  k, shape, dt = _float_sampler("double_sided_maxwell", key, shape, dtype)
+  params = jnp.broadcast_shapes(np.shape(loc), np.shape(scale))
+  if not shape:
+    shape = params
+  shape = shape + params
+  ks = _split(k, (2,))
+  mag = maxwell(ks[0], shape, dt)
+  sign = rademacher(ks[1], shape, dt)
+  return sign * mag * lax.convert_element_type(scale, dt) + lax.convert_element_type(loc, dt)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
+  """Sample standard normal values truncated to ``(lower, upper)``."""
+  k = _check_key("truncated_normal", key)
+  dt = _user_dtype(dtype, float, np.floating, "truncated_normal", "a float")
+  if shape is None:
+    shape = jnp.broadcast_shapes(np.shape(lower), np.shape(upper))
+  else:
+    shape = _shape(shape)
+    _check_shape("truncated_normal", shape, np.shape(lower), np.shape(upper))
+  sqrt2 = np.array(np.sqrt(2), dt)
+  lower = lax.convert_element_type(lower, dt)
+  upper = lax.convert_element_type(upper, dt)
+  a, b = lax.erf(lower / sqrt2), lax.erf(upper / sqrt2)
+  out = sqrt2 * lax.erf_inv(_uniform(k, shape, dt, a, b))
+  return jnp.clip(out, jnp.nextafter(lower, np.array(np.inf, dt)),
+                  jnp.nextafter(upper, np.array(-np.inf, dt)))
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+  """Sample multivariate normal values with the given ``mean`` and ``cov``."""
+  k = _check_key("multivariate_normal", key)
+  mean, cov = _util.promote_dtypes_inexact(mean, cov)
+  if method not in {"svd", "eigh", "cholesky"}:
+    raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
+  dt = mean.dtype if dtype is None else _util.canonicalize_user_dtype(dtype)
+  if not dtypes.issubdtype(dt, np.floating):
+    raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, got {dt}")
+  if mean.ndim < 1:
+    raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == {mean.ndim}")
+  if cov.ndim < 2:
+    raise ValueError(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == {cov.ndim}")
+  n = mean.shape[-1]
+  if cov.shape[-2:] != (n, n):
+    raise ValueError(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, "
+                     f"but got cov.shape == {cov.shape}.")
+  if shape is None:
+    shape = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
+  else:
+    shape = _shape(shape)
+    _check_shape("normal", shape, mean.shape[:-1], cov.shape[:-2])
+  if method == "svd":
+    u, s, _ = jnp.linalg.svd(cov)
+    factor = u * jnp.sqrt(s[..., None, :])
+  elif method == "eigh":
+    w, v = jnp.linalg.eigh(cov)
+    factor = v * jnp.sqrt(w[..., None, :])
+  else:
+    factor = jnp.linalg.cholesky(cov)
+  z = _normal_real(k, (*shape, n), dt)
+  return mean + jnp.matmul(factor, z[..., None])[..., 0]
+
+
+def rademacher(key, shape=(), dtype=None):
+  """Sample -1 or +1 with equal probability."""
+  k = _check_key("rademacher", key)
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  b = bernoulli(k, 0.5, _shape(shape)).astype(dt)
+  return (2 * b - 1).astype(dt)
