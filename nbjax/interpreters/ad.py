@@ -121,11 +121,11 @@ class JVPTrace(Trace):
     if rule is None:
       raise registry.missing_rule("jvp", prim)
     ctx = core._ctx
-    ctx.trace = self.parent_trace
+    prev, ctx.trace = ctx.trace, self.parent_trace
     try:
       primal_out, tangent_out = rule(primals, tangents, **params)
     finally:
-      ctx.trace = self
+      ctx.trace = prev
     if prim.multiple_results:
       return [maybe_jvp_tracer(self, p, t) for p, t in zip(primal_out, tangent_out)]
     return maybe_jvp_tracer(self, primal_out, tangent_out)

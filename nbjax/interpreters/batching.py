@@ -52,17 +52,23 @@ class BatchTrace(Trace):
 
   def process_primitive(self, prim, tracers, params):
     vals, dims = core.unzip2(map(self.to_batch_info, tracers))
+    ctx = core._ctx
+    prev, ctx.trace = ctx.trace, self.parent_trace
     if all(d is not_mapped for d in dims):
-      with set_current_trace(self.parent_trace):
+      try:
         return prim.bind(*vals, **params)
+      finally:
+        ctx.trace = prev
     rule = prim.batch
-    if rule is None:
-      raise registry.missing_rule("batch", prim)
-    with set_current_trace(self.parent_trace):
+    try:
+      if rule is None:
+        raise registry.missing_rule("batch", prim)
       if getattr(rule, "wants_axis_data", False):
         out, out_dim = rule(self.axis_data(), vals, dims, **params)
       else:
         out, out_dim = rule(vals, dims, **params)
+    finally:
+      ctx.trace = prev
     if prim.multiple_results:
       return [BatchTracer(self, o, d) if d is not not_mapped else o for o, d in zip(out, out_dim)]
     return BatchTracer(self, out, out_dim) if out_dim is not not_mapped else out
