@@ -65,7 +65,7 @@ def as_array(x):
 
 def ensure_arraylike(name, *args):
   """``check_arraylike`` then ``as_array`` each argument (one value for one argument)."""
-  if len(args) == 2 and type(args[0]) is Array and type(args[1]) is Array:
+  if len(args) == 2 and isinstance(args[0], (Array, Tracer)) and isinstance(args[1], (Array, Tracer)):
     return args
   check_arraylike(name, *args)
   if len(args) == 1:
@@ -108,21 +108,41 @@ def convert(x, dtype, weak_type=False):
   return _lax_convert(as_array(x), dtype, weak_type)
 
 
+def _common(args):
+  """The (dtype, weak_type) every argument already has (arrays and tracers only), or None:
+  the common case, where promotion has nothing to convert."""
+  dw = None
+  for x in args:
+    if type(x) is Array:
+      v = x._value
+      d, w = v.dtype, x._weak
+    elif isinstance(x, Tracer):
+      a = x.aval
+      d, w = a.dtype, a.weak_type
+    else:
+      return None
+    if dw is None:
+      dw = d, w
+    elif d is not dw[0] or w is not dw[1]:
+      return None
+  return dw
+
+
 def promote_dtypes(*args):
   """Convert all arguments to their joint JAX result type (weak when all are weak)."""
   if len(args) == 1:
     return [as_array(args[0])]
-  a = args[0]
-  if type(a) is Array:  # the common case: arrays of one dtype and weak type, nothing to convert
-    d, w = a._value.dtype, a._weak
-    if all(type(b) is Array and b._value.dtype is d and b._weak is w for b in args):
-      return list(args)
+  if _common(args) is not None:
+    return list(args)
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
   return [convert(a, to, weak) for a in args]
 
 
 def promote_dtypes_inexact(*args):
   """Promote to a common inexact dtype (integers and bools go to the default float)."""
+  dw = _common(args)
+  if dw is not None and dw[0].kind in "fc":
+    return list(args)
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
   to = to_inexact_dtype(to)
   return [convert(a, to, weak) for a in args]
