@@ -7,6 +7,7 @@ Pipeline position: eager kernels (numba/NumPy) and XLA executables produce host 
 """
 from __future__ import annotations
 
+import abc
 import math
 import operator
 import sys
@@ -16,16 +17,10 @@ import numpy as np
 from nbjax import core, dtypes
 
 
-class _ArrayMeta(type):
-  """``isinstance(x, nbjax.Array)`` (and ``jnp.ndarray``) holds for tracers too, as
-  ``isinstance(tracer, jax.Array)`` does; ``type(x) is Array`` is the concrete check."""
-
-  def __instancecheck__(cls, obj):
-    return type.__instancecheck__(cls, obj) or isinstance(obj, core.Tracer)
-
-
-class Array(metaclass=_ArrayMeta):
-  """An immutable n-dimensional array on the host (CPU)."""
+class Array(metaclass=abc.ABCMeta):
+  """An immutable n-dimensional array on the host (CPU). Tracers are registered as virtual
+  subclasses, so ``isinstance(tracer, nbjax.Array)`` holds, as for ``jax.Array``;
+  ``type(x) is Array`` is the concrete check."""
   # _buf (set lazily, often absent): the XLA device buffer holding the same data as _value,
   # an executable's output (_value is a view of it) or the put of _value cached by jit.
   __slots__ = ("_value", "_weak", "_buf", "__weakref__")
@@ -166,6 +161,7 @@ def _wrap(v, weak=False):
 
 
 Array._new = staticmethod(_wrap)
+Array.register(core.Tracer)
 ArrayImpl = Array
 
 
