@@ -207,6 +207,13 @@ def empty(shape, dtype):
   return _view(base, nbytes, shape, dtype)
 
 
+def copy(x):
+  """A C-contiguous copy of ``x`` in a pool buffer when large (no page faults on reuse)."""
+  out = empty(x.shape, x.dtype)
+  np.copyto(out, x)
+  return out
+
+
 def _view(base, nbytes, shape, dtype):
   off = -base.ctypes.data % 64
   return base[off:off + nbytes].view(dtype).reshape(shape)

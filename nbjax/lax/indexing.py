@@ -27,6 +27,7 @@ import numpy as np
 
 from kernels import indexing as K
 from nbjax import core, dtypes, registry
+from nbjax.array import copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 from nbjax.lax.elementwise import _any, _complex, _int, _num
@@ -279,7 +280,7 @@ def _dynamic_update_slice_abstract_eval(operand, update, *start_indices):
 
 
 def _dynamic_update_slice_numba(x, upd, *starts):
-  out = x.copy()
+  out = pooled_copy(x)
   i64 = np.int64
   K.dynamic_update_slice(bits(out.reshape(-1)), np.array(x.shape, i64),
                          np.array(c_strides(x.shape), i64), bits(upd.reshape(-1)),
@@ -518,7 +519,7 @@ def _fills(mode):
 def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, indices_are_sorted,
                   mode, fill_value):
   out_shape = _gather_shape(x.shape, idx.shape, dimension_numbers, slice_sizes)
-  out = np.empty(out_shape, x.dtype)
+  out = pooled_empty(out_shape, x.dtype)
   dn = dimension_numbers
   if (not dn.offset_dims and not dn.operand_batching_dims and x.size and out.size
       and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
@@ -783,7 +784,7 @@ def _scatter_numba(combiner):
     comb = combiner
     wide = False
     if combiner == "set":
-      xo, uo = bits(x.reshape(-1)).copy(), bits(upd.reshape(-1))
+      xo, uo = pooled_copy(bits(x.reshape(-1))), bits(upd.reshape(-1))
     elif dt == np.bool_:  # or / and on a uint8 view
       comb = {"add": "max", "mul": "min"}.get(combiner, combiner)
       xo, uo = x.reshape(-1).view(np.uint8).copy(), upd.reshape(-1).view(np.uint8)
@@ -791,7 +792,7 @@ def _scatter_numba(combiner):
       xo, uo = x.reshape(-1).astype(np.float32), upd.reshape(-1).astype(np.float32)
       wide = True
     else:
-      xo, uo = x.reshape(-1).copy(), upd.reshape(-1)
+      xo, uo = pooled_copy(x.reshape(-1)), upd.reshape(-1)
     if x.size and upd.size:
       plan = scatter_plan(x.shape, idx.shape, upd.shape, dimension_numbers)
       K.SCATTER[comb](xo, _index_matrix(idx), uo, plan[0], plan[1], plan[2], plan[3],

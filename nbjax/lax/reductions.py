@@ -20,7 +20,7 @@ import numpy as np
 
 from kernels import reductions as K
 from nbjax import core, dtypes, registry
-from nbjax.array import Array
+from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: F401
@@ -556,7 +556,7 @@ def _cum_numba(name):
     z, kd = c
     xk = x if kd == x.dtype else x.astype(kd)
     O, N, I = _block(x.shape, axis, axis + 1)
-    out = np.empty(x.shape, kd)
+    out = pooled_empty(x.shape, kd)
     big = x.size >= PAR_MIN and O > 1
     if out.size:
       if I == 1:
