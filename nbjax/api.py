@@ -408,10 +408,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   @functools.wraps(fun)
   def vmap_f(*args, **kwargs):
     if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
-      fast = cache.fast.get(len(args))
-      out = fast(*args) if fast is not None and not kwargs else _MISS
-      if out is _MISS:
-        out = cache.call(args, kwargs)
+      fast = cache.fast.get(len(args)) if not kwargs else None
+      if fast is not None:
+        out = fast(*args)
+        if out is not _MISS:
+          return out
+      out = cache.call(args, kwargs)
       if out is not _MISS:
         return out
     return call(args, kwargs)

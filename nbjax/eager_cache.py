@@ -192,7 +192,7 @@ def _shallow(args):
 
 
 class _Entry:
-  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "copy", "gg", "cg")
+  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "copy", "gg", "cg")
 
 
 def _fast_path(n, entries):
@@ -205,15 +205,17 @@ def _fast_path(n, entries):
   e = get(({n}, {key}registry.epoch))
   if type(e) is not _Entry:
     return MISS
-  for d, k, o in e.gg:
-    if d.get(k, _MISSING) is not o:
-      return MISS
-  for c, o in e.cg:
-    if c.cell_contents is not o:
-      return MISS
+  if e.gg:
+    for d, k, o in e.gg:
+      if d.get(k, _MISSING) is not o:
+        return MISS
+  if e.cg:
+    for c, o in e.cg:
+      if c.cell_contents is not o:
+        return MISS
   outs = e.program({''.join(f'v{i}, ' for i in range(n))})
   if e.single:
-    return _wrap(outs[0], e.weaks[0])
+    return _wrap(outs[0], e.weak0)
   return TraceCache._finish(e, outs)
 """
   ns = dict(Array=Array, MISS=MISS, get=entries.get, registry=registry, _Entry=_Entry,
@@ -309,6 +311,7 @@ class TraceCache:
     e = _Entry()
     e.program, e.dyn, e.out_tree = program, dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
+    e.weak0 = e.weaks[0] if e.weaks else False
     ins = set(jaxpr.invars)
     e.copy = frozenset(i for i, v in enumerate(jaxpr.outvars) if v in ins)
     e.single = e.out_tree == tree_structure(0)
