@@ -19,6 +19,7 @@ import numpy as np
 from nbjax import core, dtypes
 from nbjax.array import Array, _wrap
 from nbjax.config import config
+from nbjax.jaxpr import Literal
 
 BACKENDS = ("numba", "numpy", "xla", "python")
 
@@ -293,10 +294,6 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
 # ----------------------------------------------------------------- eager programs
 
 
-def _fix(o, aval):
-  return as_output(o, aval)
-
-
 def _raw_kernel(eqn):
   """``eqn`` as a function of raw ndarrays: the kernel the policy picks for its static avals
   (specialised to the dtypes where the backend can), or a ``bind`` on wrapped values for
@@ -325,7 +322,7 @@ def _raw_kernel(eqn):
 
 
 def _is_literal(x):
-  return type(x).__name__ == "Literal"
+  return type(x) is Literal
 
 
 def _cse(jaxpr):
@@ -356,10 +353,10 @@ def eager_program(jaxpr, consts):
   per-call validation, dispatch or wrapping of ``bind``. Repeated subexpressions run once;
   a ufunc whose operand is a buffer the program allocated, that only ufuncs read (no view
   of it can exist) and that it reads for the last time writes into it (``out=``), as XLA
-  reuses dead buffers. ``program(*ndarrays)`` returns
-  the output ndarrays (C-contiguous, of the out avals' dtypes). Replays cached traces
-  (``nbjax.eager_cache``); the avals were checked when the jaxpr was traced."""
-  ns = {"_fix": _fix, "_nd": np.ndarray}
+  reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of
+  the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were
+  checked when the jaxpr was traced."""
+  ns = {"_fix": as_output, "_nd": np.ndarray}
   env = {}
   eqns, canon = _cse(jaxpr)
   outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
