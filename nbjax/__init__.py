@@ -12,6 +12,8 @@ from nbjax import tree_util
 from nbjax import tree
 from nbjax import random
 from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put, devices,
-                       eval_shape, jacfwd, jvp, local_devices, make_jaxpr, typeof, vmap)
+                       eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose,
+                       linearize, local_devices, make_jaxpr, typeof, value_and_grad, vjp, vmap)
+from nbjax.lax import stop_gradient
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit

@@ -25,10 +25,12 @@ from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
-from nbjax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
-                             tree_map, tree_structure, tree_unflatten)
+from nbjax.tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
+                             tree_leaves, tree_map, tree_structure, tree_transpose,
+                             tree_unflatten)
 
-__all__ = ["jvp", "jacfwd", "vmap", "make_jaxpr", "eval_shape", "ShapeDtypeStruct"]
+__all__ = ["jvp", "jacfwd", "linearize", "vjp", "grad", "value_and_grad", "jacrev", "jacobian",
+           "hessian", "linear_transpose", "vmap", "make_jaxpr", "eval_shape", "ShapeDtypeStruct"]
 
 # --------------------------------------------------------------------- helpers
 
@@ -299,7 +301,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     if holomorphic:
       tree_map(_check_output_dtype_holomorphic, y)
     example = dyn_args[0] if isinstance(argnums, int) else dyn_args
-    jac_tree = tree_map(functools.partial(_jacfwd_unravel, example), y, jac)
+    jac_tree = tree_map(lambda y_leaf, arr: _unravel(example, -1, y_leaf, arr), y, jac)
     return (jac_tree, aux) if has_aux else jac_tree
 
   cache = eager_cache.TraceCache(call, fun)
@@ -342,26 +344,6 @@ def _std_basis(pytree):
   return tree_unflatten(tree, parts)
 
 
-def _jacfwd_unravel(example, y_leaf, arr):
-  """Split ``arr`` (``y.shape + (N,)``) into ``y.shape + leaf.shape`` blocks per input leaf."""
-  from nbjax import lax
-  leaves, tree = tree_flatten(example)
-  y_aval, a_aval = get_aval(y_leaf), get_aval(arr)
-  lead = a_aval.shape[:-1]
-  out, off = [], 0
-  for leaf in leaves:
-    la = get_aval(leaf)
-    part = arr
-    if len(leaves) > 1:
-      part = lax.slice_in_dim(arr, off, off + la.size, axis=a_aval.ndim - 1)
-    off += la.size
-    shape = (*lead, *la.shape)
-    if get_aval(part).shape != shape:
-      part = lax.reshape(part, shape)
-    out.append(_possible_downcast(part, y_aval))
-  return tree_unflatten(tree, out)
-
-
 def _possible_downcast(x, example_aval):
   """``x`` cast to the example's dtype and weak type (the real part if ``x`` is complex and
   the example is not)."""
@@ -374,6 +356,381 @@ def _possible_downcast(x, example_aval):
   if a.dtype != example_aval.dtype or a.weak_type != example_aval.weak_type:
     x = elementwise._convert_element_type(x, example_aval.dtype, example_aval.weak_type)
   return x
+
+# --------------------------------------------------------------------- reverse mode
+
+
+def linearize(fun, *primals, has_aux=False):
+  """``fun``'s value at ``primals`` and its linearization there (jvp + partial evaluation).
+
+  Returns ``(primals_out, f_jvp)`` (``(primals_out, f_jvp, aux)`` with ``has_aux``):
+  ``f_jvp(*tangents)`` evaluates the Jacobian-vector product without redoing the primal
+  work, which ran once, eagerly, here.
+
+  >>> y, f_jvp = linearize(nbjax.numpy.sin, 1.0)
+  >>> f_jvp(2.0)   # 2 * cos(1.0)
+  """
+  _check_callable(fun)
+  out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "linearize")
+
+  def f_jvp(*tangents):
+    ts, tree = tree_flatten(tangents)
+    if tree != in_tree:
+      raise TypeError(f"linearized function called on tangent values inconsistent with the "
+                      f"original primal values: expected {in_tree} but got {tree}")
+    for t, a in zip(ts, lin.in_avals):
+      ta = get_aval(t)
+      if ta.shape != a.shape or (a.dtype != dtypes.float0 and ta.dtype != a.dtype):
+        raise ValueError("linearized function called on tangent values inconsistent with "
+                         f"the original primal values: got tangent {ta.str_short()} for "
+                         f"primal aval {a.str_short()}")
+    return tree_unflatten(out_tree, lin.jvp(ts))
+
+  out = tree_unflatten(out_tree, out_primals)
+  return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+
+
+def _linearize(fun, primals, has_aux, name):
+  """Flatten, check, linearize: ``(out_primals_flat, Linearized, in_tree, out_tree, aux)``."""
+  ps, in_tree = tree_flatten(primals)
+  for p in ps:
+    _check_valid(p, f"{name} argument")
+  box = []
+
+  def flat_fun(*xs):
+    ans = fun(*tree_unflatten(in_tree, xs))
+    if has_aux:
+      if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
+        raise TypeError(f"{name} with has_aux=True requires the function to return a pair "
+                        f"(output, aux), got {type(ans).__name__}")
+      ans, aux = ans
+      box.append(aux)
+    out, out_tree = tree_flatten(ans)
+    box.insert(0, out_tree)
+    return out
+
+  flat_fun.__name__ = _fun_name(fun)
+  outs, lin = ad.linearize_flat(flat_fun, ps)
+  aux = None
+  if has_aux:
+    aux = tree_map(lambda x: x.primal if isinstance(x, ad.JVPTracer) else x, box[1])
+    core.check_leaked([a for a in tree_leaves(aux) if isinstance(a, pe.JaxprTracer)])
+  return outs, lin, in_tree, box[0], aux
+
+
+def vjp(fun, *primals, has_aux=False, reduce_axes=()):
+  """Vector-Jacobian product of ``fun`` at ``primals`` (reverse mode).
+
+  Returns ``(primals_out, f_vjp)`` (``(primals_out, f_vjp, aux)`` with ``has_aux``), where
+  ``f_vjp(ct)`` takes a cotangent with the structure, shapes and dtypes of ``primals_out``
+  and returns a tuple with one cotangent per primal. ``f_vjp`` is a pytree
+  (``tree_util.Partial``) holding the residuals, so it can be passed through ``jit``.
+
+  >>> y, f_vjp = vjp(nbjax.numpy.sin, 0.5)
+  >>> f_vjp(1.0)   # (cos(0.5),)
+  """
+  if reduce_axes:
+    raise NotImplementedError("reduce_axes argument to vjp is deprecated")
+  _check_callable(fun)
+  out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "vjp")
+  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree), lin.consts)
+  out = tree_unflatten(out_tree, out_primals)
+  return (out, f_vjp, aux) if has_aux else (out, f_vjp)
+
+
+class _VjpFun:
+  """The static half of a VJP function: the linear jaxpr and the trees; the residuals are
+  the leaves of the ``Partial`` that holds it."""
+  __slots__ = ("lin", "in_tree", "out_tree")
+
+  def __init__(self, lin, in_tree, out_tree):
+    self.lin, self.in_tree, self.out_tree = lin, in_tree, out_tree
+
+  def __call__(self, consts, ct):
+    lin = self.lin
+    cts, tree = tree_flatten(ct)
+    if tree != self.out_tree:
+      raise ValueError("unexpected tree structure of argument to vjp function: got "
+                       f"{tree}, but expected to match {self.out_tree}")
+    for c, a, nz in zip(cts, lin.out_avals, lin.out_nz):
+      ca = get_aval(c)
+      want = a if a.dtype != dtypes.float0 else None
+      if want is not None and (ca.shape != want.shape or ca.dtype != want.dtype):
+        raise ValueError(
+            "unexpected JAX type (e.g. shape/dtype) for argument to vjp function: got "
+            f"{ca.str_short()}, but expected {want.str_short()} because the corresponding "
+            f"output of the function had JAX type {want.str_short()}")
+    if consts is not lin.consts:
+      lin = _with_consts(lin, consts)
+    outs = [ad.instantiate_zeros(c) for c in lin.vjp(cts)]
+    return tuple(tree_unflatten(self.in_tree, outs))
+
+  def __eq__(self, other):
+    return self is other
+
+  def __hash__(self):
+    return id(self)
+
+
+def _with_consts(lin, consts):
+  new = ad.Linearized()
+  for k in ad.Linearized.__slots__:
+    setattr(new, k, getattr(lin, k))
+  new.consts = list(consts)
+  return new
+
+
+def _check_input_dtype_revderiv(name, holomorphic, allow_int, x):
+  _check_valid(x, f"{name} argument")
+  d = _dtype(x)
+  if holomorphic and not dtypes.is_complex(d):
+    raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
+                    f"but got {d.name}.")
+  if dtypes.is_int(d) or d == np.bool_:
+    if not allow_int:
+      raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a "
+                      f"sub-dtype of np.inexact), but got {d.name}. If you want to use "
+                      "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+  elif not dtypes.is_inexact(d):
+    raise TypeError(f"{name} requires numerical-valued inputs (input dtype that is a sub-dtype "
+                    f"of np.bool_ or np.number), but got {d.name}.")
+
+
+def _check_output_dtype_revderiv(name, holomorphic, x):
+  d = _dtype(x)
+  if holomorphic:
+    if not dtypes.is_complex(d):
+      raise TypeError(f"{name} with holomorphic=True requires outputs with complex dtype, "
+                      f"but got {d.name}.")
+  elif dtypes.is_complex(d):
+    raise TypeError(f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
+                    f"np.floating), but got {d.name}. For holomorphic differentiation, pass "
+                    "holomorphic=True. For differentiation of non-holomorphic functions "
+                    "involving complex outputs, use nbjax.vjp directly.")
+  elif not dtypes.is_float(d):
+    raise TypeError(f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
+                    f"np.floating), but got {d.name}. For differentiation of functions with "
+                    "integer outputs, use nbjax.vjp directly.")
+
+
+def _check_scalar(x):
+  msg = "Gradient only defined for scalar-output functions. Output {}.".format
+  try:
+    aval = get_aval(x)
+  except TypeError as e:
+    raise TypeError(msg(f"was {x}")) from e
+  if aval.shape != ():
+    extract = ""
+    if aval.size == 1:
+      extract = ("extract the scalar with output.reshape(())"
+                 f"{' or output[0]' if aval.ndim == 1 else ''}, ")
+    raise TypeError(msg(f"had shape: {aval.shape}") + f" To get the gradient, {extract}reduce "
+                    "the output to a scalar with output.sum(), or use nbjax.jacobian to "
+                    "differentiate a function with a non-scalar output.")
+
+
+def _check_argnums(argnums, args):
+  top = argnums if isinstance(argnums, int) else max(argnums, default=-1)
+  if top >= len(args):
+    raise TypeError(f"differentiating with respect to argnums={argnums} requires at least "
+                    f"{top + 1} positional arguments to be passed by the caller, but got "
+                    f"only {len(args)} positional arguments.")
+
+
+def _dyn_partial(fun, argnums, args, kwargs):
+  """``fun`` of the ``argnums`` arguments only, and those arguments."""
+  nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+  dyn = tuple(args[i] for i in nums)
+
+  def f_partial(*dyn_args):
+    a = list(args)
+    for i, x in zip(nums, dyn_args):
+      a[i] = x
+    return fun(*a, **kwargs)
+
+  f_partial.__name__ = _fun_name(fun)
+  return f_partial, dyn
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
+  """A function that evaluates both ``fun`` and its gradient (reverse mode).
+
+  ``fun`` must return a scalar (shape ``()``), real unless ``holomorphic``. ``argnums``
+  selects the positional argument(s) to differentiate; with a tuple the gradient is a tuple.
+  With ``has_aux`` the function returns ``((value, aux), gradient)``. At top level, calls
+  whose signature repeats replay one compiled program of the forward and backward pass when
+  ``fun`` provably traces the same way again (``nbjax/eager_cache.py``).
+
+  >>> value_and_grad(lambda x: x ** 2)(3.0)   # (9.0, 6.0)
+  """
+  if reduce_axes:
+    raise NotImplementedError("reduce_axes argument to grad is deprecated")
+  _check_callable(fun)
+  argnums = core.concrete_or_error(_ensure_index, argnums)
+
+  @functools.wraps(fun)
+  def value_and_grad_f(*args, **kwargs):
+    if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged program
+      fast = cache.fast.get(len(args)) if not kwargs else None
+      if fast is not None:
+        out = fast(*args)
+        if out is not _MISS:
+          return out
+      out = cache.call(args, kwargs)
+      if out is not _MISS:
+        return out
+    return call(*args, **kwargs)
+
+  def call(*args, **kwargs):
+    _check_argnums(argnums, args)
+    f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
+    for leaf in tree_leaves(dyn_args):
+      _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
+    outs, lin, in_tree, out_tree, aux = _linearize(f_partial, dyn_args, has_aux, "grad")
+    ans = tree_unflatten(out_tree, outs)
+    _check_scalar(ans)
+    _check_output_dtype_revderiv("grad", holomorphic, ans)
+    from nbjax import lax
+    cts = lin.vjp([lax.full_like(outs[0], 1)])
+    g = tree_unflatten(in_tree, [_possible_downcast(ad.instantiate_zeros(c), p)
+                                 for c, p in zip(cts, lin.in_avals)])
+    g = g[0] if isinstance(argnums, int) else g
+    return ((ans, aux) if has_aux else ans), g
+
+  cache = eager_cache.TraceCache(call, fun)
+  value_and_grad_f._trace_cache = cache
+  return value_and_grad_f
+
+
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+  """The gradient of scalar-valued ``fun`` (reverse mode): ``value_and_grad`` without the value.
+
+  >>> grad(nbjax.numpy.tanh)(0.2)
+  >>> grad(lambda w, x: (w * x).sum(), argnums=(0, 1))(w, x)   # a tuple of two gradients
+  """
+  vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
+                      allow_int=allow_int, reduce_axes=reduce_axes)
+
+  @functools.wraps(fun)
+  def grad_f(*args, **kwargs):
+    ans, g = vg(*args, **kwargs)
+    return (g, ans[1]) if has_aux else g
+
+  return grad_f
+
+
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+  """Jacobian of ``fun`` by reverse mode: ``vmap`` of the VJP over the output basis.
+
+  For each input leaf and output leaf the block has the output's shape followed by the
+  input's shape; ``has_aux`` returns ``(jacobian, aux)``.
+  """
+  _check_callable(fun)
+  argnums = _ensure_index(argnums)
+
+  @functools.wraps(fun)
+  def jacfun(*args, **kwargs):
+    if _ctx.trace is _eval_trace and cache.enabled:
+      out = cache.call(args, kwargs)
+      if out is not _MISS:
+        return out
+    return call(*args, **kwargs)
+
+  def call(*args, **kwargs):
+    _check_argnums(argnums, args)
+    f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
+    tree_map(functools.partial(_check_input_dtype_revderiv, "jacrev", holomorphic, allow_int),
+             dyn_args)
+    y, pullback, *aux = vjp(f_partial, *dyn_args, has_aux=has_aux)
+    tree_map(functools.partial(_check_output_dtype_revderiv, "jacrev", holomorphic), y)
+    jac = vmap(pullback)(_std_basis(y))
+    jac = jac[0] if isinstance(argnums, int) else jac
+    example = dyn_args[0] if isinstance(argnums, int) else dyn_args
+    jac_tree = tree_map(lambda leaf, arr: _unravel(y, 0, leaf, arr), example, jac)
+    jac_tree = tree_transpose(tree_structure(example), tree_structure(y), jac_tree)
+    return (jac_tree, *aux) if has_aux else jac_tree
+
+  cache = eager_cache.TraceCache(call, fun)
+  jacfun._trace_cache = cache
+  return jacfun
+
+
+def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+  """Alias of ``jacrev``."""
+  return jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic, allow_int=allow_int)
+
+
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+  """Hessian of ``fun``: ``jacfwd(jacrev(fun))``. For an output leaf of shape ``out`` and
+  input leaves of shapes ``in1``, ``in2`` the block has shape ``out + in1 + in2``."""
+  return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic),
+                argnums, has_aux=has_aux, holomorphic=holomorphic)
+
+
+def linear_transpose(fun, *primals, reduce_axes=()):
+  """The transpose of ``fun``, which is promised to be linear in its arguments.
+
+  ``primals`` give the input structure, shapes and dtypes (arrays or ``ShapeDtypeStruct``s).
+  The returned function maps an output cotangent to a tuple of input cotangents, with the
+  inputs' exact dtypes.
+
+  >>> f_t = linear_transpose(lambda x, y: 0.5 * x - 0.5 * y, 1.0, 1.0)
+  >>> f_t(1.0)   # (0.5, -0.5)
+  """
+  if reduce_axes:
+    raise NotImplementedError("reduce_axes argument to transpose is deprecated")
+  ps, in_tree = tree_flatten(primals)
+  in_avals = [_abstractify(x) for x in ps]
+  flat_fun, store = _flatten_fun(lambda *a: fun(*a), tree_structure((primals, {})))
+  pvals = [pe.PartialVal.unknown(a) for a in in_avals]
+  jaxpr, out_pvals, consts = pe.trace_to_jaxpr(lambda *xs: flat_fun(*xs), pvals,
+                                               fun_name=_fun_name(fun))
+  out_tree = store()[0]
+  out_avals = [pv.get_aval() for pv in out_pvals]
+  in_dtypes, out_dtypes = [a.dtype for a in in_avals], [a.dtype for a in out_avals]
+  if not (all(dtypes.is_inexact(d) for d in in_dtypes + out_dtypes) or
+          all(dtypes.is_int(d) for d in in_dtypes + out_dtypes)):
+    raise TypeError("linear_transpose only supports [float or complex] -> [float or complex], "
+                    f"and integer -> integer functions, but got {in_dtypes} -> {out_dtypes}.")
+  unknown = [not pv.is_known() for pv in out_pvals]
+
+  def transposed_fun(consts, out_cotangent):
+    cts, tree = tree_flatten(out_cotangent)
+    if tree != out_tree:
+      raise TypeError("cotangent tree does not match function output, "
+                      f"expected {out_tree} but got {tree}")
+    if [(get_aval(c).shape, _dtype(c)) for c in cts] != [(a.shape, a.dtype) for a in out_avals]:
+      raise TypeError("cotangent type does not match function output, "
+                      f"expected {out_avals} but got {cts}")
+    undef = [ad.UndefinedPrimal(a.strip_weak_type()) for a in in_avals]
+    in_cts = ad.backward_pass(jaxpr, consts, undef, [c for c, u in zip(cts, unknown) if u])
+    in_cts = [_possible_downcast(ad.instantiate_zeros(c), a) for c, a in zip(in_cts, in_avals)]
+    return tuple(tree_unflatten(in_tree, in_cts))
+
+  return Partial(transposed_fun, consts)
+
+
+def _unravel(pytree, axis, example, arr):
+  """Split ``arr`` along ``axis`` into the leaves of ``pytree`` (each leaf's shape replaces
+  that axis), cast to ``example``'s dtype (each leaf's own when ``example`` is None)."""
+  from nbjax import lax
+  leaves, tree = tree_flatten(pytree)
+  a_aval = get_aval(arr)
+  axis %= a_aval.ndim
+  out, off = [], 0
+  for leaf in leaves:
+    la = get_aval(leaf)
+    part = arr
+    if len(leaves) > 1:
+      part = lax.slice_in_dim(arr, off, off + la.size, axis=axis)
+    off += la.size
+    shape = (*a_aval.shape[:axis], *la.shape, *a_aval.shape[axis + 1:])
+    if get_aval(part).shape != shape:
+      part = lax.reshape(part, shape)
+    out.append(_possible_downcast(part, la if example is None else get_aval(example)))
+  return tree_unflatten(tree, out)
+
 
 # --------------------------------------------------------------------- vmap
 

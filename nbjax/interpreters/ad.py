@@ -290,3 +290,62 @@ def backward_pass(jaxpr, consts, args, cts_out):
       write_cotangent(x, ct)
   return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(x) else None
           for v, x in zip(jaxpr.invars, args)]
+
+
+# ------------------------------------------------------------------------ linearize
+
+
+class Linearized:
+  """The linear part of a function at a point (seed 003 Part 4): ``jaxpr`` maps the tangents
+  of the differentiable inputs (``in_nz``) to the nonzero output tangents (``out_nz``),
+  reading the residuals ``consts``; ``in_avals``/``out_avals`` are all tangent avals."""
+  __slots__ = ("jaxpr", "consts", "in_nz", "out_nz", "in_avals", "out_avals")
+
+  def jvp(self, tangents):
+    """Output tangents (zeros instantiated) for input tangents (one per input)."""
+    from nbjax.jaxpr import eval_jaxpr
+    ts = [t for t, nz in zip(tangents, self.in_nz) if nz]
+    outs = iter(eval_jaxpr(self.jaxpr, self.consts, *ts))
+    return [next(outs) if nz else zeros_like_aval(a) for a, nz in zip(self.out_avals, self.out_nz)]
+
+  def vjp(self, cts):
+    """Input cotangents (``Zero`` where none flows back) for output cotangents."""
+    cts = [c for c, nz in zip(cts, self.out_nz) if nz and type(c) is not Zero]
+    if len(cts) != sum(self.out_nz):  # a symbolic zero cotangent: instantiate it
+      return self.vjp([instantiate_zeros(c) if nz else c for c, nz in zip(cts, self.out_nz)])
+    undef = [UndefinedPrimal(v.aval) for v in self.jaxpr.invars]
+    it = iter(backward_pass(self.jaxpr, self.consts, undef, cts))
+    return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]
+
+
+def linearize_flat(fun, primals, in_nz=None):
+  """Run ``fun`` (flat inputs -> flat outputs) under a JVP trace on a partial-evaluation trace:
+  primal work runs now on the current trace, tangent work is staged. Returns
+  ``(primals_out, Linearized)``. ``in_nz``: which inputs to differentiate (default: every
+  inexact one)."""
+  from nbjax.interpreters import partial_eval as pe
+  avals = [get_aval(p) for p in primals]
+  if in_nz is None:
+    in_nz = [dtypes.is_inexact(a.dtype) for a in avals]
+  pt = pe.JaxprTrace(getattr(fun, "__name__", None), core.get_current_trace())
+  jt = JVPTrace(pt, core.new_trace_tag())
+  ins = [JVPTracer(jt, p, pt.new_arg(a.to_tangent_aval())) if nz else p
+         for p, a, nz in zip(primals, avals, in_nz)]
+  try:
+    with set_current_trace(jt):
+      outs = fun(*ins)
+    pairs = [jt.to_primal_tangent_pair(o) for o in outs]
+    primals_out = [p for p, _ in pairs]
+    for p in primals_out:
+      if type(p) is pe.JaxprTracer and p._trace is pt:
+        raise core.UnexpectedTracerError(
+            "linearize: a primal output depends on an input tangent")
+    out_avals = [get_aval(p).to_tangent_aval() for p in primals_out]
+    out_nz = [type(t) is not Zero and a.dtype != dtypes.float0 for (_, t), a in zip(pairs, out_avals)]
+    jaxpr, consts = pt.to_jaxpr([pt.to_jaxpr_tracer(t) for (_, t), nz in zip(pairs, out_nz) if nz])
+  finally:
+    pt.invalidate()
+  lin = Linearized()
+  lin.jaxpr, lin.consts, lin.in_nz, lin.out_nz = jaxpr, consts, in_nz, out_nz
+  lin.in_avals, lin.out_avals = [a.to_tangent_aval() for a in avals], out_avals
+  return primals_out, lin

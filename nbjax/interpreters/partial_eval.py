@@ -278,3 +278,86 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   ju = Jaxpr([], res + [v for v, u in zip(jaxpr.invars, in_unknowns) if u],
              [v for v, u in zip(jaxpr.outvars, out_unknowns) if u], unknown_eqns)
   return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)
+
+
+# --------------------------------------------------------------------- partial evaluation
+# (seed 003 Part 4) ``linearize`` runs the JVP trace on top of a ``JaxprTrace``: primal work,
+# whose inputs are all known, runs eagerly on the parent trace as it happens; tangent work,
+# which touches an unknown input, is recorded as equations. Execution order is already a
+# topological order, so the recorded equations form the linear jaxpr directly, with the known
+# values they read (the residuals) as its constvars.
+
+
+class PartialVal(tuple):
+  """A value that is either known (``const``) or unknown (only its ``aval``)."""
+
+  def __new__(cls, xs):
+    return tuple.__new__(cls, xs)
+
+  @classmethod
+  def known(cls, const):
+    return PartialVal((None, const))
+
+  @classmethod
+  def unknown(cls, aval):
+    return PartialVal((aval, None))
+
+  def is_known(self):
+    return self[0] is None
+
+  def get_known(self):
+    return self[1] if self[0] is None else None
+
+  def get_aval(self):
+    return get_aval(self[1]) if self[0] is None else self[0]
+
+
+class JaxprTrace(DynamicJaxprTrace):
+  """The partial-evaluation trace: an operation with no unknown input (no tracer of this
+  trace) is bound on the parent trace at once; the rest are staged. Primitives with a
+  ``partial_eval`` rule (call primitives) are split into a known and an unknown part."""
+
+  def __repr__(self):
+    return "JaxprTrace"
+
+  def process_primitive(self, prim, tracers, params):
+    unknowns = [type(t) is JaxprTracer and t._trace is self for t in tracers]
+    if not any(unknowns):
+      ctx = core._ctx
+      prev, ctx.trace = ctx.trace, self.parent_trace
+      try:
+        return prim.bind(*tracers, **params)
+      finally:
+        ctx.trace = prev
+    rule = prim.partial_eval
+    if rule is None or all(unknowns):
+      return super().process_primitive(prim, tracers, params)
+    known_params, unknown_params, out_unknowns, num_res = rule(unknowns, **params)
+    with core.set_current_trace(self.parent_trace):
+      outs = prim.bind(*[t for t, u in zip(tracers, unknowns) if not u], **known_params)
+    known_outs, res = outs[:len(outs) - num_res], outs[len(outs) - num_res:]
+    staged = iter(super().process_primitive(
+        prim, [*res, *[t for t, u in zip(tracers, unknowns) if u]], unknown_params))
+    known_outs = iter(known_outs)
+    return [next(staged) if u else next(known_outs) for u in out_unknowns]
+
+
+def trace_to_subjaxpr_nounits(fun, pvals, *, fun_name=None):
+  """Partially evaluate flat ``fun`` on ``pvals`` (``PartialVal``s): ``(jaxpr, out_pvals,
+  consts)``. ``jaxpr`` maps the unknown inputs to the unknown outputs, with the residuals
+  (known values it reads) as constvars bound to ``consts``."""
+  trace = JaxprTrace(fun_name or getattr(fun, "__name__", None), core.get_current_trace())
+  ins = [pv.get_known() if pv.is_known() else trace.new_arg(pv.get_aval()) for pv in pvals]
+  try:
+    with core.set_current_trace(trace):
+      outs = list(fun(*ins))
+    unknown = [type(o) is JaxprTracer and o._trace is trace for o in outs]
+    jaxpr, consts = trace.to_jaxpr([o for o, u in zip(outs, unknown) if u])
+  finally:
+    trace.invalidate()
+  out_pvals = [PartialVal.unknown(o._aval) if u else PartialVal.known(o)
+               for o, u in zip(outs, unknown)]
+  return jaxpr, out_pvals, consts
+
+
+trace_to_jaxpr = trace_to_subjaxpr_nounits

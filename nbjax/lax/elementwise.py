@@ -1110,6 +1110,9 @@ convert_element_type_p = standard_elementwise(
     note="numpy < 16384 elements (ufunc dispatch), numba kernels above; float16 results are "
          "rounded by NumPy's astype (numba has no float16)")
 copy_p = standard_elementwise("copy", 1, _any, numba="copy", numpy=_np_fn(_np_copy), linear=True)
+# stop_gradient: the identity whose derivative is zero (eager Arrays skip the bind entirely)
+stop_gradient_p = standard_elementwise("stop_gradient", 1, _any, numba="copy",
+                                       numpy=_np_fn(_np_copy), differentiable=False)
 
 # add_any: tangent accumulation (JAX's add_jaxvals); same kernel as add, any dtype
 add_any_p = standard_elementwise("add_any", 2, _num, numba="add", numpy=np.add, linear=True)
@@ -1215,6 +1218,24 @@ digamma = _un(digamma_p, r"""Elementwise digamma: :math:`\psi(x) = \frac{d}{dx}\
 real = _un(real_p, r"""Elementwise real part: :math:`\mathrm{Re}(x)`.""")
 imag = _un(imag_p, r"""Elementwise imaginary part: :math:`\mathrm{Im}(x)`.""")
 copy = _un(copy_p, """A copy of ``x`` (a fresh buffer).""")
+
+
+def _stop_gradient(x):
+  if isinstance(x, ad.JVPTracer):
+    return _stop_gradient(x.primal)
+  if type(x) is Array or not dtypes.is_inexact(core.get_aval(x).dtype):
+    return x  # an immutable concrete value, or one with no tangent space
+  return stop_gradient_p.bind(x)
+
+
+def stop_gradient(x):
+  """The identity on ``x`` (an array or a pytree of arrays), but a constant to every level of
+  autodiff: its jvp is zero and no cotangent flows back through it.
+
+  >>> nbjax.grad(lambda x: lax.stop_gradient(x) ** 2)(3.0)   # 0.0
+  """
+  from nbjax.tree_util import tree_map
+  return tree_map(_stop_gradient, x)
 
 add = _bin(add_p, r"""Elementwise addition: :math:`x + y`.""")
 sub = _bin(sub_p, r"""Elementwise subtraction: :math:`x - y`.""")
@@ -1444,7 +1465,7 @@ def _balanced_eq(x, z, y):
 # ----------------------------------------------------------------- jvp / transpose rules
 
 ad.deflinear2(neg_p, lambda ct, x: [neg(ct)])
-for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
+for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
            not_p, and_p, or_p, xor_p, population_count_p, shift_left_p, shift_right_arithmetic_p,
            shift_right_logical_p):
   ad.defjvp_zero(_p)
@@ -1726,7 +1747,7 @@ __all__ = [n for n in list(globals()) if n.endswith("_p") and not n.startswith("
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_not", "bitwise_and", "bitwise_or",
     "bitwise_xor", "population_count", "shift_left", "shift_right_arithmetic",
     "shift_right_logical", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "real",
-    "imag", "conj", "complex", "select_n", "select", "clamp", "copy", "add_any",
+    "imag", "conj", "complex", "select_n", "select", "clamp", "copy", "add_any", "stop_gradient",
     "convert_element_type", "full", "full_like", "zeros_like_array"]
 
 # ====================================================================== lowering (StableHLO)
@@ -1798,6 +1819,7 @@ def _identity(ctx, x, **params):
 
 
 _reg("copy", _identity)
+_reg("stop_gradient", _identity)
 
 
 # ------------------------------------------------------------------ rules with dtype cases
