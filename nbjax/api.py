@@ -593,7 +593,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     _check_output_dtype_revderiv("grad", holomorphic, ans)
     from nbjax import lax
     cts = lin.vjp([lax.full_like(outs[0], 1)])
-    g = tree_unflatten(in_tree, [_possible_downcast(ad.instantiate_zeros(c), p)
+    g = tree_unflatten(in_tree, [ad.instantiate_zeros(c) if p.dtype == dtypes.float0 else
+                                 _possible_downcast(ad.instantiate_zeros(c), p)
                                  for c, p in zip(cts, lin.in_avals)])
     g = g[0] if isinstance(argnums, int) else g
     return ((ans, aux) if has_aux else ans), g

@@ -378,12 +378,20 @@ def eager_program(jaxpr, consts):
       n = env[atom] = f"{prefix}{len(env)}"
     return n
 
+  known = {}  # constvars and folded equations: atom -> value
   for v, c in zip(jaxpr.constvars, consts):
-    ns[name(v, "c")] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
+    n = name(v, "c")
+    ns[n] = known[v] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
   lines = [f"def program({', '.join(args)}):"]
   for i, (eqn, invars) in enumerate(eqns):
     k = ns[f"k{i}"] = ks[i]
+    if eqn.primitive.family not in ("user", "call") and all(
+        _is_literal(x) or x in known for x in invars):  # constant folding, at build time
+      vals = k(*[ns[name(x)] for x in invars])
+      for v, o in zip(eqn.outvars, vals if eqn.primitive.multiple_results else [vals]):
+        ns[name(v, "c")] = known[v] = as_output(o, v.aval)
+      continue
     ins = [name(x) for x in invars]
     outs = [name(v) for v in eqn.outvars]
     checked = True

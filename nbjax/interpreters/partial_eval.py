@@ -251,7 +251,19 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   unknown = {v for v, u in zip(jaxpr.invars, in_unknowns) if u}
   known_eqns, unknown_eqns = [], []
   for eqn in jaxpr.eqns:
-    if any(type(x) is not Literal and x in unknown for x in eqn.invars):
+    unk = [type(x) is not Literal and x in unknown for x in eqn.invars]
+    rule = eqn.primitive.partial_eval
+    if any(unk) and not all(unk) and rule is not None:  # split a call: known part + residuals
+      kp, up, out_unk, num_res = rule(unk, **eqn.params)
+      res = [Var(a) for a in kp["jaxpr"].out_avals[len(kp["jaxpr"].out_avals) - num_res:]]
+      known_eqns.append(eqn.replace(
+          invars=[x for x, u in zip(eqn.invars, unk) if not u],
+          outvars=[v for v, u in zip(eqn.outvars, out_unk) if not u] + res, params=kp))
+      unknown_eqns.append(eqn.replace(
+          invars=res + [x for x, u in zip(eqn.invars, unk) if u],
+          outvars=[v for v, u in zip(eqn.outvars, out_unk) if u], params=up))
+      unknown.update(v for v, u in zip(eqn.outvars, out_unk) if u)
+    elif any(unk):
       unknown_eqns.append(eqn)
       unknown.update(eqn.outvars)
     else:

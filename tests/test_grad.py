@@ -1,0 +1,330 @@
+"""Reverse mode through the public API: ``linearize``, ``vjp``, ``grad``, ``value_and_grad``,
+``jacrev``/``jacobian``, ``hessian``, ``linear_transpose``, ``stop_gradient``: values (seed
+003 Part 4's printed results and its compositionality stress test), pytrees, argnums, aux,
+dtypes and weak types, JAX's errors, compositions with jit/vmap/jvp, and the eager replay of
+repeated calls against the per-call path."""
+import functools
+
+import numpy as np
+import pytest
+
+import nbjax as jax
+import nbjax.numpy as jnp
+from nbjax import lax
+from nbjax.config import config
+from nbjax.interpreters import ad
+
+sin, cos, jit, jvp, grad, vjp, linearize = jnp.sin, jnp.cos, jax.jit, jax.jvp, jax.grad, jax.vjp, jax.linearize
+rng = np.random.default_rng(0)
+
+
+def close(*vals, rtol=1e-12, atol=1e-12):
+  for a, b in zip(vals[:-1], vals[1:]):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+# ------------------------------------------------------------------ seed 003, Part 4
+
+
+def test_seed_linearize():
+  y, sin_lin = linearize(sin, 3.)
+  close(y, 0.1411200080598672)
+  close(sin_lin(1.), -0.9899924966004454)
+
+
+def _seed_f():
+  @jit
+  def f(x):
+    y = sin(x) * 2.
+    z = -y + x
+    return z
+  return f
+
+
+def test_seed_linearize_of_jit():
+  y, f_lin = linearize(_seed_f(), 3.)
+  close(y, 2.7177599838802657)
+  close(f_lin(1.), 2.979984993200891)
+
+  @jit
+  def g(x, y):
+    return cos(x) + y
+
+  @jit
+  def f(x):
+    return g(x, sin(x) * 2.)
+
+  y, f_lin = linearize(f, 3.)
+  close(y, -0.7077524804807109)
+  close(f_lin(1.), -2.121105001260758)
+
+
+def test_seed_vjp_and_grad():
+  y, f_vjp = vjp(sin, 3.)
+  assert isinstance(f_vjp(1.), tuple)
+  close(f_vjp(1.)[0], -0.9899924966004454)
+
+  def f(x):
+    return -(sin(x) * 2.) + x
+  close(grad(f)(3.), 2.979984993200891)
+
+  @jit
+  def g(x):
+    return cos(x) * 2.
+
+  @jit
+  def h(x):
+    return g(x * 2.)
+  close(grad(h)(3.), 1.1176619927957034)
+
+
+def test_seed_compositionality_stress():
+  def f(x):
+    @jit
+    def bar(y):
+      def baz(w):
+        q = jit(lambda x: y)(x)
+        q = q + jit(lambda: y)()
+        q = q + jit(lambda y: w + y)(y)
+        q = jit(lambda w: jit(sin)(x) * y)(1.0) + q
+        return q
+      p, t = jvp(baz, (x + 1.0,), (y,))
+      return t + (x * p)
+    return bar(x)
+
+  close(f(3.), jit(f)(3.), jvp(f, (3.,), (5.,))[0], jvp(jit(f), (3.,), (5.,))[0])
+  close(grad(f)(3.), grad(jit(f))(3.), jit(grad(jit(f)))(3.), jvp(f, (3.,), (1.,))[1],
+        jvp(jit(f), (3.,), (1.,))[1], rtol=1e-10)
+  close(grad(grad(f))(3.), grad(grad(jit(f)))(3.), grad(jit(grad(f)))(3.),
+        jit(grad(grad(f)))(3.), jvp(grad(f), (3.,), (1.,))[1],
+        jvp(jit(grad(f)), (3.,), (1.,))[1], rtol=1e-10)
+
+
+# ------------------------------------------------------------------ values
+
+
+def test_grad_chain_matches_closed_form():
+  f = lambda x: jnp.sin(jnp.cos(x) * x + 1) * 2 - x
+  x = 0.7
+  u = np.cos(x) * x + 1
+  want = np.cos(u) * 2 * (-np.sin(x) * x + np.cos(x)) - 1
+  close(grad(f)(x), want)
+  v, g = jax.value_and_grad(f)(x)
+  close(v, np.sin(u) * 2 - x)
+  close(g, want)
+
+
+def test_grad_pytree_argnums_and_aux():
+  params = {"w": jnp.asarray(rng.standard_normal((3, 2))), "b": jnp.asarray(rng.standard_normal(2))}
+  x = jnp.asarray(rng.standard_normal((5, 3)))
+
+  def loss(p, x, scale=1.0):
+    y = jnp.tanh(x @ p["w"] + p["b"])
+    return scale * jnp.sum(y ** 2), {"y": y}
+
+  (v, aux), g = jax.value_and_grad(loss, has_aux=True)(params, x, scale=2.0)
+  w, b = np.asarray(params["w"]), np.asarray(params["b"])
+  y = np.tanh(np.asarray(x) @ w + b)
+  d = 2.0 * 2 * y * (1 - y ** 2)
+  close(v, 2.0 * np.sum(y ** 2))
+  close(aux["y"], y)
+  close(g["w"], np.asarray(x).T @ d, rtol=1e-10)
+  close(g["b"], d.sum(0), rtol=1e-10)
+  gp, gx = grad(lambda p, x: loss(p, x)[0], argnums=(0, 1))(params, x)
+  close(gx, (d / 2) @ w.T, rtol=1e-10)
+  gx2 = grad(lambda p, x: loss(p, x)[0], argnums=-1)(params, x)
+  close(gx2, gx)
+
+
+def test_grad_of_python_scalar_is_weak_and_dtypes_follow_inputs():
+  g = grad(lambda x: x * x)(3.0)
+  assert g.weak_type and float(g) == 6.0
+  x32 = jnp.float32(3.0)
+  g32 = grad(lambda x: jnp.sin(x) * 2.0)(x32)
+  assert g32.dtype == np.float32 and not g32.weak_type
+  gi = grad(lambda x, n: x * n, allow_int=True, argnums=(0, 1))(2.0, 3)
+  assert gi[1].dtype == jax.dtypes.float0 and float(gi[0]) == 3.0
+
+
+def test_grad_complex_holomorphic_and_real_output():
+  z = 1.0 + 2.0j
+  close(grad(lambda z: z * z, holomorphic=True)(z), 2 * z)
+  # real-valued function of a complex input: JAX's convention, conj of the Wirtinger gradient x2
+  close(grad(lambda z: jnp.real(z * jnp.conj(z)))(z), 2 * np.conj(z))
+
+
+def test_vjp_multiple_outputs_and_cotangent_checks():
+  (a, b), f_vjp = vjp(lambda x, y: (jnp.sin(x), jnp.cos(y)), 0.5, 1.0)
+  xb, yb = f_vjp((-0.7, 0.3))
+  close(xb, -0.7 * np.cos(0.5))
+  close(yb, -0.3 * np.sin(1.0))
+  with pytest.raises(ValueError, match="unexpected tree structure"):
+    f_vjp((1.0,))
+  _, f_vjp = vjp(jnp.sin, jnp.ones(3))
+  with pytest.raises(ValueError, match="shape/dtype"):
+    f_vjp(jnp.ones(4))
+
+
+def test_vjp_function_is_a_pytree_through_jit():
+  x = jnp.arange(3.0)
+  _, f_vjp = vjp(lambda x: jnp.sin(x) * x, x)
+  ct = jnp.ones(3)
+  close(jit(lambda f, c: f(c))(f_vjp, ct)[0], f_vjp(ct)[0])
+
+
+def test_jacrev_matches_jacfwd_on_pytrees():
+  def f(d):
+    return {"s": jnp.sin(d["a"]) * d["b"][0], "t": jnp.outer(d["a"], d["b"])}
+  d = {"a": jnp.asarray(rng.standard_normal(3)), "b": jnp.asarray(rng.standard_normal(2))}
+  jr, jf = jax.jacrev(f)(d), jax.jacfwd(f)(d)
+  for k1 in ("s", "t"):
+    for k2 in ("a", "b"):
+      assert jr[k1][k2].shape == jf[k1][k2].shape
+      close(jr[k1][k2], jf[k1][k2])
+  assert jax.jacobian(f)(d)["t"]["a"].shape == (3, 2, 3)
+
+
+def test_hessian_matches_jacfwd_jacfwd():
+  g = lambda x: x[0] ** 3 - 2 * x[0] * x[1] - x[1] ** 6
+  x = jnp.asarray([1., 2.])
+  close(jax.hessian(g)(x), [[6., -2.], [-2., -480.]])
+  close(jax.hessian(g)(x), jax.jacfwd(jax.jacfwd(g))(x))
+
+
+def test_linear_transpose():
+  f_t = jax.linear_transpose(lambda x, y: 0.5 * x - 0.5 * y, 1.0, 1.0)
+  a, b = f_t(1.0)
+  close(a, 0.5)
+  close(b, -0.5)
+  A = rng.standard_normal((3, 4))
+  f = lambda x: jnp.asarray(A) @ x
+  x_t = jax.linear_transpose(f, jax.ShapeDtypeStruct((4,), np.float64))
+  ct = rng.standard_normal(3)
+  close(x_t(jnp.asarray(ct))[0], A.T @ ct)
+  with pytest.raises(TypeError, match="linear_transpose only supports"):
+    jax.linear_transpose(lambda x: x.astype(jnp.int32), 1.0)
+
+
+def test_stop_gradient():
+  close(grad(lambda x: lax.stop_gradient(x) ** 2 + x)(3.0), 1.0)
+  close(grad(lambda x: jax.stop_gradient(x * x) * x)(3.0), 9.0)
+  tree = jax.stop_gradient({"a": jnp.ones(2), "b": 1})
+  assert tree["b"] == 1
+  # every level of nested differentiation stops
+  close(grad(grad(lambda x: lax.stop_gradient(x) * x * x))(2.0), 4.0)
+  assert "stop_gradient" in str(jax.make_jaxpr(lax.stop_gradient)(1.0))
+
+
+# ------------------------------------------------------------------ compositions
+
+
+def _mlp(p, x):
+  h = jnp.tanh(x @ p["w1"] + p["b1"])
+  return jnp.sum((h @ p["w2"]) ** 2)
+
+
+def _params():
+  r = np.random.default_rng(3)
+  return {"w1": jnp.asarray(r.standard_normal((4, 5))), "b1": jnp.asarray(r.standard_normal(5)),
+          "w2": jnp.asarray(r.standard_normal((5, 1)))}
+
+
+def test_per_example_gradients_vmap_of_grad_vs_loop():
+  p, xs = _params(), jnp.asarray(rng.standard_normal((6, 4)))
+  per = jax.vmap(grad(_mlp), in_axes=(None, 0))(p, xs)
+  for i in range(6):
+    gi = grad(_mlp)(p, xs[i])
+    for k in p:
+      close(per[k][i], gi[k], rtol=1e-10)
+
+
+def test_grad_of_jit_and_jit_of_grad():
+  p, x = _params(), jnp.asarray(rng.standard_normal((3, 4)))
+  g0 = grad(_mlp)(p, x)
+  for g in (jit(grad(_mlp))(p, x), grad(jit(_mlp))(p, x)):
+    for k in p:
+      close(g[k], g0[k], rtol=1e-10)
+
+
+def test_python_control_flow_on_primal_values():
+  f = lambda x: x ** 2 if x > 0 else 0.
+  close(grad(f)(3.), 6.)
+  close(grad(f)(-3.), 0.)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_errors_as_jax():
+  with pytest.raises(TypeError, match=r"Gradient only defined for scalar-output functions\. "
+                     r"Output had shape: \(3,\)\."):
+    grad(lambda x: x)(np.zeros(3))
+  with pytest.raises(TypeError, match="Gradient only defined for scalar-output functions"):
+    grad(lambda x: (x, x))(1.0)
+  with pytest.raises(TypeError, match=r"grad requires real- or complex-valued inputs \(input "
+                     r"dtype that is a sub-dtype of np.inexact\), but got int"):
+    grad(lambda x: x * 1.0)(1)
+  with pytest.raises(TypeError, match="grad requires real-valued outputs"):
+    grad(lambda x: x * 1j)(1.0)
+  with pytest.raises(TypeError, match="holomorphic=True requires inputs with complex dtype"):
+    grad(lambda x: x, holomorphic=True)(1.0)
+  with pytest.raises(TypeError, match=r"differentiating with respect to argnums=2 requires at "
+                     "least 3 positional arguments"):
+    grad(lambda x, y: x, argnums=2)(1.0, 2.0)
+  with pytest.raises(TypeError, match="has_aux=True requires the function to return a pair"):
+    grad(lambda x: x, has_aux=True)(1.0)
+
+
+def test_missing_transpose_rule_is_named():
+  p = jax.core.Primitive("my_linear")
+  p.def_impl(lambda x: 2 * np.asarray(x))
+  p.def_abstract_eval(lambda a: a)
+  ad.primitive_jvps[p] = lambda ps, ts: (p.bind(*ps), p.bind(*ts))
+  with pytest.raises(NotImplementedError, match="Transpose rule .* for 'my_linear' not implemented"):
+    grad(lambda x: p.bind(x))(1.0)
+
+
+def test_leaked_tracer_from_grad():
+  box = []
+
+  def f(x):
+    box.append(x)
+    return x * 2.
+
+  grad(f)(1.0)
+  with pytest.raises(jax.errors.UnexpectedTracerError if hasattr(jax, "errors")
+                     else jax.core.UnexpectedTracerError):
+    jnp.sin(box[0])
+
+
+# ------------------------------------------------------------------ eager replay
+
+
+class _Model:
+  def __init__(self):
+    self.k = 2.0
+
+  def loss(self, x):
+    return jnp.sum(jnp.sin(jnp.cos(x) * x + 1) * self.k - x)
+
+
+def test_replay_equals_per_call_and_tracks_state():
+  x = jnp.asarray(rng.standard_normal(5))
+  f = lambda x: jnp.sum(jnp.sin(jnp.cos(x) * x + 1) * 2 - x)
+  vg = jax.value_and_grad(f)
+  outs = [vg(x) for _ in range(4)]
+  assert any(type(e).__name__ == "_Entry" for e in vg._trace_cache.entries.values())
+  config.update("eager_cache", False)
+  try:
+    ref = jax.value_and_grad(f)(x)
+  finally:
+    config.update("eager_cache", True)
+  for v, g in outs:
+    close(v, ref[0])
+    close(g, ref[1])
+  m = _Model()
+  gm = grad(m.loss)
+  a = [gm(x) for _ in range(3)]
+  m.k = 10.0
+  b = gm(x)
+  close(a[-1] * 0 + grad(lambda x: jnp.sum(jnp.sin(jnp.cos(x) * x + 1) * 10.0 - x))(x), b)
