@@ -571,37 +571,82 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
   @functools.wraps(fun)
   def value_and_grad_f(*args, **kwargs):
-    if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged program
-      fast = cache.fast.get(len(args)) if not kwargs else None
-      if fast is not None:
-        out = fast(*args)
+    if _ctx.trace is _eval_trace:
+      if cache.enabled:  # top level: replay a staged program of the forward and backward pass
+        fast = cache.fast.get(len(args)) if not kwargs else None
+        if fast is not None:
+          out = fast(*args)
+          if out is not _MISS:
+            return out
+        out = cache.call(args, kwargs)
         if out is not _MISS:
           return out
-      out = cache.call(args, kwargs)
-      if out is not _MISS:
-        return out
+      return call(*args, _tape=True, **kwargs)
     return call(*args, **kwargs)
 
-  def call(*args, **kwargs):
+  def call(*args, _tape=False, **kwargs):
     _check_argnums(argnums, args)
     f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
     for leaf in tree_leaves(dyn_args):
       _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
-    outs, lin, in_tree, out_tree, aux = _linearize(f_partial, dyn_args, has_aux, "grad")
+    outs, cts, in_avals, in_tree, out_tree, aux = (_grad_tape if _tape else _grad_linearize)(
+        f_partial, dyn_args, has_aux, holomorphic)
     ans = tree_unflatten(out_tree, outs)
-    _check_scalar(ans)
-    _check_output_dtype_revderiv("grad", holomorphic, ans)
-    from nbjax import lax
-    cts = lin.vjp([lax.full_like(outs[0], 1)])
-    g = tree_unflatten(in_tree, [ad.instantiate_zeros(c) if p.dtype == dtypes.float0 else
-                                 _possible_downcast(ad.instantiate_zeros(c), p)
-                                 for c, p in zip(cts, lin.in_avals)])
+    g = tree_unflatten(in_tree, [ad.instantiate_zeros(c) if a.dtype == dtypes.float0 else
+                                 _possible_downcast(ad.instantiate_zeros(c), a)
+                                 for c, a in zip(cts, in_avals)])
     g = g[0] if isinstance(argnums, int) else g
     return ((ans, aux) if has_aux else ans), g
 
   cache = eager_cache.TraceCache(call, fun)
   value_and_grad_f._trace_cache = cache
   return value_and_grad_f
+
+
+def _seed(outs, out_tree, holomorphic):
+  """The cotangent 1 for the scalar output, after JAX's output checks."""
+  ans = tree_unflatten(out_tree, outs)
+  _check_scalar(ans)
+  _check_output_dtype_revderiv("grad", holomorphic, ans)
+  from nbjax import lax
+  return lax.full_like(outs[0], 1)
+
+
+def _grad_linearize(f, primals, has_aux, holomorphic):
+  """grad by linearize + transpose (any trace): ``(outs, cts, in_avals, trees..., aux)``."""
+  outs, lin, in_tree, out_tree, aux = _linearize(f, primals, has_aux, "grad")
+  cts = lin.vjp([_seed(outs, out_tree, holomorphic)])
+  return outs, cts, lin.in_avals, in_tree, out_tree, aux
+
+
+def _grad_tape(f, primals, has_aux, holomorphic):
+  """grad at top level by a recorded tape (``interpreters/tape.py``); same results."""
+  from nbjax.interpreters import tape
+  leaves, in_tree = tree_flatten(primals)
+  avals = [get_aval(x) for x in leaves]
+  trace = tape.TapeTrace(_eval_trace)
+  ins = [trace.new(x) if dtypes.is_inexact(a.dtype) else x for x, a in zip(leaves, avals)]
+  with core.set_current_trace(trace):
+    ans = f(*tree_unflatten(in_tree, ins))
+  if has_aux:
+    if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
+      raise TypeError("grad with has_aux=True requires the function to return a pair "
+                      f"(output, aux), got {type(ans).__name__}")
+    ans, aux = ans
+    aux = tree_map(lambda x: x.val if type(x) is tape.TapeTracer and x._trace is trace else x, aux)
+  else:
+    aux = None
+  out_leaves, out_tree = tree_flatten(ans)
+  ids = [o.id if type(o) is tape.TapeTracer and o._trace is trace else None for o in out_leaves]
+  outs = [o.val if i is not None else o for o, i in zip(out_leaves, ids)]
+  seed = _seed(outs, out_tree, holomorphic)
+  cts = tape.backward(trace, ids[:1], [seed._value])
+  grads = []
+  for x, a in zip(ins, avals):
+    c = cts.get(x.id) if type(x) is tape.TapeTracer else None
+    t = a.to_tangent_aval()
+    grads.append(ad.Zero(t) if c is None else _Array._new(c, t.weak_type))
+  return outs, grads, [a.to_tangent_aval() for a in avals], in_tree, out_tree, aux
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):

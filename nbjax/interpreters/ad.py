@@ -310,9 +310,7 @@ class Linearized:
 
   def vjp(self, cts):
     """Input cotangents (``Zero`` where none flows back) for output cotangents."""
-    cts = [c for c, nz in zip(cts, self.out_nz) if nz and type(c) is not Zero]
-    if len(cts) != sum(self.out_nz):  # a symbolic zero cotangent: instantiate it
-      return self.vjp([instantiate_zeros(c) if nz else c for c, nz in zip(cts, self.out_nz)])
+    cts = [instantiate_zeros(c) for c, nz in zip(cts, self.out_nz) if nz]
     undef = [UndefinedPrimal(v.aval) for v in self.jaxpr.invars]
     it = iter(backward_pass(self.jaxpr, self.consts, undef, cts))
     return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]

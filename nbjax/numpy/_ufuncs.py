@@ -16,7 +16,7 @@ import numpy as np
 
 from nbjax import dtypes, lax
 from nbjax.array import Array
-from nbjax.core import _ctx, eval_trace as _EVAL
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
                                promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
@@ -66,6 +66,8 @@ def _unary(name, general, prim_name=None, kinds="biufc"):
     def f(x, /):
       if type(x) is Array and x._value.dtype in ok:
         return prim.eager(x) if _ctx.trace is _EVAL else prim.bind(x)
+      if isinstance(x, Tracer) and x.aval.dtype in ok:
+        return prim.bind(x)
       return general(x)
   f.__name__ = f.__qualname__ = name
   f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
@@ -81,6 +83,23 @@ def _weak_literal(s, d):
     return Array._new(np.asarray(s, d), True)
   except OverflowError:
     return None
+
+
+def _traced(prim, ok, scalar_fast, x, y):
+  """``x op y`` with a tracer operand, bound directly when promotion has nothing to do (one
+  dtype and shape, or a Python scalar that keeps the other operand's dtype); else None."""
+  ax = x.aval if type(x) is Array or isinstance(x, Tracer) else None
+  ay = y.aval if type(y) is Array or isinstance(y, Tracer) else None
+  if ax is not None and ay is not None:
+    if ax.dtype == ay.dtype and ax.shape == ay.shape and ax.dtype in ok:
+      return prim.bind(x, y)
+  elif ax is not None and type(y) in scalar_fast(ax.dtype.kind, ()) and ax.dtype in ok:
+    lit = _weak_literal(y, ax.dtype)
+    return None if lit is None else prim.bind(x, lit)
+  elif ay is not None and type(x) in scalar_fast(ay.dtype.kind, ()) and ay.dtype in ok:
+    lit = _weak_literal(x, ay.dtype)
+    return None if lit is None else prim.bind(lit, y)
+  return None
 
 
 def _binary(name, general, prim_name=None, kinds="biufc"):
@@ -112,6 +131,10 @@ def _binary(name, general, prim_name=None, kinds="biufc"):
         lit = _weak_literal(x, y._value.dtype)
         if lit is not None:
           return prim.eager(lit, y) if _ctx.trace is _EVAL else prim.bind(lit, y)
+      elif isinstance(x, Tracer) or isinstance(y, Tracer):  # the same hot paths for tracers
+        out = _traced(prim, ok, scalar_fast, x, y)
+        if out is not None:
+          return out
       return general(x, y)
   f.__name__ = f.__qualname__ = name
   f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
