@@ -15,5 +15,7 @@ from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put
                        eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose,
                        linearize, local_devices, make_jaxpr, typeof, value_and_grad, vjp, vmap)
 from nbjax.lax import stop_gradient
+from nbjax import ad_checkpoint
+from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit

@@ -1,0 +1,76 @@
+"""``checkpoint``/``remat``: values and gradients equal to the plain function's under every
+policy and composition, and what reverse mode keeps: with ``nothing_saveable`` the linear
+part recomputes the primal work, with ``everything_saveable`` it reads saved residuals."""
+import numpy as np
+import pytest
+
+import nbjax as jax
+import nbjax.numpy as jnp
+from nbjax.ad_checkpoint import checkpoint_policies as cp
+from nbjax.interpreters import ad
+
+rng = np.random.default_rng(0)
+POLICIES = [None, cp.nothing_saveable, cp.everything_saveable, cp.dots_saveable,
+            cp.dots_with_no_batch_dims_saveable]
+
+
+def f(w, x):
+  h = jnp.tanh(x @ w)
+  return jnp.sum(jnp.sin(h) * h)
+
+
+W = jnp.asarray(rng.standard_normal((4, 3)))
+X = jnp.asarray(rng.standard_normal((5, 4)))
+
+
+def close(a, b, rtol=1e-12):
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-13)
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: getattr(p, "__name__", "default"))
+def test_gradients_equal_plain(policy):
+  g = jax.checkpoint(f, policy=policy)
+  close(g(W, X), f(W, X))
+  want = jax.grad(f, argnums=(0, 1))(W, X)
+  close(jax.grad(g, argnums=(0, 1))(W, X), want)          # tape (first call)
+  close(jax.grad(g, argnums=(0, 1))(W, X), want)
+  close(jax.jit(jax.grad(g, argnums=(0, 1)))(W, X), want, rtol=1e-10)
+  close(jax.grad(jax.jit(g), argnums=(0, 1))(W, X), want, rtol=1e-10)
+  per = jax.vmap(jax.grad(g), in_axes=(None, 0))(W, X[:, None, :])
+  for i in range(5):
+    close(per[i], jax.grad(f)(W, X[i:i + 1]))
+  close(jax.hessian(lambda x: g(W, x))(X[:1]), jax.hessian(lambda x: f(W, x))(X[:1]), 1e-10)
+
+
+def _linear_eqns(fun, *args):
+  _, lin = ad.linearize_flat(lambda *a: [fun(*a)], list(args))
+  (eqn,) = lin.jaxpr.eqns
+  return [e.primitive.name for e in eqn.params["jaxpr"].jaxpr.eqns]
+
+
+def test_what_the_linear_part_recomputes():
+  nothing = _linear_eqns(jax.checkpoint(f), W, X)
+  assert "tanh" in nothing and "dot_general" in nothing   # recomputed from the inputs
+  everything = _linear_eqns(jax.checkpoint(f, policy=cp.everything_saveable), W, X)
+  assert "tanh" not in everything and "sin" not in everything
+  dots = _linear_eqns(jax.checkpoint(f, policy=cp.dots_saveable), W, X)
+  assert "tanh" in dots and dots.count("dot_general") == 2  # the primal dot is saved
+
+
+def test_static_argnums_prevent_cse_and_jaxpr():
+  def g(x, n):
+    for _ in range(n):
+      x = jnp.sin(x)
+    return x
+  h = jax.checkpoint(g, static_argnums=(1,))
+  close(jax.grad(lambda x: h(x, 3))(0.4), jax.grad(lambda x: g(x, 3))(0.4))
+  text = str(jax.make_jaxpr(jax.checkpoint(jnp.sin, prevent_cse=False))(1.0))
+  assert "checkpoint[" in text and "prevent_cse=False" in text
+  assert jax.remat is jax.checkpoint
+
+
+def test_second_order():
+  g = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)) * jnp.cos(x))
+  plain = lambda x: jnp.sin(jnp.sin(x)) * jnp.cos(x)
+  close(jax.grad(jax.grad(g))(0.3), jax.grad(jax.grad(plain))(0.3))
