@@ -1,4 +1,5 @@
-"""Side-by-side timings: nbjax vs NumPy (and JAX when importable), one process, medians.
+"""Side-by-side timings: nbjax vs NumPy (and JAX, PyTorch when importable), one process,
+medians.
 
 Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), for each
 backend in turn, and prints median times and ratios. ``--update-readme`` rewrites the
@@ -68,7 +69,7 @@ def run(filter_="", quick=False, stream=sys.stdout):
         if filter_ and filter_ not in label:
           continue
         row = {"case": label}
-        for backend in _backends.BACKENDS:
+        for backend in params[bi]:
           args = list(combo)
           args.insert(bi, backend)
           obj = cls()
@@ -98,15 +99,20 @@ def _ratio(a, b):
 
 def _fmt_row(r):
   return (f"{r['case']:<60} numpy {_t(r.get('numpy')):>10}  nbjax {_t(r.get('nbjax')):>10}  "
-          f"jax {_t(r.get('jax')):>10}  nbjax/numpy {_ratio(r.get('nbjax'), r.get('numpy')):>7}  "
-          f"nbjax/jax {_ratio(r.get('nbjax'), r.get('jax')):>7}")
+          f"jax {_t(r.get('jax')):>10}  torch {_t(r.get('torch')):>10}  "
+          f"nbjax/numpy {_ratio(r.get('nbjax'), r.get('numpy')):>7}  "
+          f"nbjax/jax {_ratio(r.get('nbjax'), r.get('jax')):>7}  "
+          f"nbjax/torch {_ratio(r.get('nbjax'), r.get('torch')):>7}")
 
 
 def markdown(rows):
-  out = ["| case | NumPy | nbjax | JAX | nbjax/NumPy | nbjax/JAX |", "|---|---|---|---|---|---|"]
+  out = ["| case | NumPy | nbjax | JAX | PyTorch | nbjax/NumPy | nbjax/JAX | nbjax/PyTorch |",
+         "|---|---|---|---|---|---|---|---|"]
   for r in rows:
-    out.append(f"| `{r['case']}` | {_t(r.get('numpy'))} | {_t(r.get('nbjax'))} | {_t(r.get('jax'))} | "
-               f"{_ratio(r.get('nbjax'), r.get('numpy'))} | {_ratio(r.get('nbjax'), r.get('jax'))} |")
+    out.append(f"| `{r['case']}` | {_t(r.get('numpy'))} | {_t(r.get('nbjax'))} | "
+               f"{_t(r.get('jax'))} | {_t(r.get('torch'))} | "
+               f"{_ratio(r.get('nbjax'), r.get('numpy'))} | {_ratio(r.get('nbjax'), r.get('jax'))} | "
+               f"{_ratio(r.get('nbjax'), r.get('torch'))} |")
   return "\n".join(out)
 
 
@@ -125,7 +131,7 @@ def main(argv=None):
     import platform
     stamp = (f"\n\nMedians on {platform.machine()} ({os.cpu_count()} cores), "
              f"`python -m asv_benchmarks.compare{' --quick' if a.quick else ''}`; "
-             "the JAX column is empty where jax is not installed.\n\n")
+             "the JAX and PyTorch columns are empty where they are not installed.\n\n")
     open(path, "w").write(text[:i] + stamp + md + "\n\n" + text[j:])
     print(f"updated {path}")
   else:

@@ -452,7 +452,7 @@ def table(markdown=False):
     return "\n".join(lines)
   w = {c: max(len(c), *(len(str(r[c])) for r in rs)) for c in cols}
   lines = ["  ".join(c.ljust(w[c]) for c in cols), "  ".join("-" * w[c] for c in cols)]
-  lines += ["  ".join(str(r[c]).ljust(w[c]) for c in cols) for r in rs]
+  lines += ["  ".join(str(r[c]).ljust(w[c]) for c in cols).rstrip() for r in rs]
   return "\n".join(lines)
 
 
