@@ -228,6 +228,11 @@ def _make_runtime():
   jl = ensure_jaxlib()
   xc, _jax = jl.xc, jl._jax
   rt = _Rt()
+  # jaxlib captures the Python stack (a Traceback, for jax's error messages) on every execute,
+  # is_ready and block_until_ready, and frees it through a deferred-decref queue that only a
+  # host->device put drains, never execute_sharded: calls on device buffers alone would queue
+  # one Traceback (~110 B) per call forever. nbjax never reads them: capture nothing.
+  _jax.set_tracebacks_enabled(False)
   rt.xla_flags = os.environ.get("XLA_FLAGS", "")  # read once, at first client creation
   rt.client = xc.make_cpu_client()
   rt.dev = rt.client.devices()[0]
