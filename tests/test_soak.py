@@ -47,6 +47,15 @@ PATHS = [
   ("vmap_trace", "k = [2.0]\nf = nbjax.vmap(lambda a: jnp.sin(a) * k[0] + 1)", "f(m)", 10_000),
   ("jvp_trace", "k = [2.0]\ng = lambda a: jnp.sin(a) * k[0] + 1", "nbjax.jvp(g, (x,), (y,))",
    10_000),
+  ("grad_replay", "g = nbjax.value_and_grad(lambda a, b: jnp.sum(jnp.sin(a) * b))", "g(x, y)",
+   30_000),
+  ("grad_tape", "k = [2.0]\ng = nbjax.grad(lambda a: jnp.sum(jnp.sin(a) * k[0]))", "g(x)",
+   10_000),
+  ("jit_grad", "g = nbjax.jit(nbjax.grad(lambda a, b: jnp.sum(jnp.sin(a) * b)))", "g(x, y)",
+   30_000),
+  ("vjp", "", "nbjax.vjp(lambda a: jnp.sin(a) * 2, x)[1](y)", 10_000),
+  ("checkpoint_grad", "k = [2.0]\nc = nbjax.checkpoint(lambda a: jnp.sin(jnp.sin(a)) * k[0])\n"
+   "g = nbjax.grad(lambda a: jnp.sum(c(a)))", "g(x)", 10_000),
 ]
 
 _RUNNER = """
