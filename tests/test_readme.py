@@ -29,3 +29,13 @@ def test_quick_start_has_two_commands_and_ci_runs_the_test_line():
   assert len(cmds) == 2 and all("\n" not in c for c in cmds)
   ci = open(os.path.join(ROOT, ".ci", "run")).read()
   assert cmds[1] in ci, "the README's test line must be what .ci/run runs"
+
+
+def test_demo_trains_the_digits_eagerly_and_under_jit():
+  import nbjax
+  import nbjax.numpy as jnp
+  from nbjax import __main__ as demo
+  res = demo.train_digits(nbjax, jnp, epochs=4)
+  assert set(res) == {"eager", "jit"}
+  for mode, (dt, acc, loss) in res.items():
+    assert dt > 0 and acc > 0.85 and loss < 0.5, (mode, acc, loss)
