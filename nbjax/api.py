@@ -553,7 +553,7 @@ def _dyn_partial(fun, argnums, args, kwargs):
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
-                   reduce_axes=()):
+                   reduce_axes=(), *, _value=True):
   """A function that evaluates both ``fun`` and its gradient (reverse mode).
 
   ``fun`` must return a scalar (shape ``()``), real unless ``holomorphic``. ``argnums``
@@ -596,6 +596,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                                  _possible_downcast(ad.instantiate_zeros(c), a)
                                  for c, a in zip(cts, in_avals)])
     g = g[0] if isinstance(argnums, int) else g
+    if not _value:  # grad: the replayed program need not return the value
+      return (g, aux) if has_aux else g
     return ((ans, aux) if has_aux else ans), g
 
   cache = eager_cache.TraceCache(call, fun)
@@ -655,15 +657,8 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, redu
   >>> grad(nbjax.numpy.tanh)(0.2)
   >>> grad(lambda w, x: (w * x).sum(), argnums=(0, 1))(w, x)   # a tuple of two gradients
   """
-  vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
-                      allow_int=allow_int, reduce_axes=reduce_axes)
-
-  @functools.wraps(fun)
-  def grad_f(*args, **kwargs):
-    ans, g = vg(*args, **kwargs)
-    return (g, ans[1]) if has_aux else g
-
-  return grad_f
+  return value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
+                        allow_int=allow_int, reduce_axes=reduce_axes, _value=False)
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):

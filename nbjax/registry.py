@@ -404,6 +404,8 @@ def eager_program(jaxpr, consts):
         checked = False
       elif not o.ndim:
         ins.append("out=...")  # a 0-d array, not a NumPy scalar
+      # same-dtype C-contiguous operands (every buffer here is): the result is already canonical
+      checked = checked and not all(x.aval.dtype == o.dtype for x in invars)
       fresh.add(eqn.outvars[0])
     elif k is np.dot:
       fresh.add(eqn.outvars[0])
