@@ -19,7 +19,7 @@ import numpy as np
 
 from nbjax import core, dtypes, eager_cache
 from nbjax.array import Array as _Array
-from nbjax.core import Tracer, get_aval
+from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching
@@ -85,49 +85,11 @@ def _check_valid(x, what):
     raise TypeError(f"{what} {x!r:.100} of type {type(x)} is not a valid nbjax type")
 
 
-class ShapeDtypeStruct:
-  """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
-  __slots__ = ("shape", "dtype", "weak_type", "sharding")
-
-  def __init__(self, shape, dtype, weak_type=False, sharding=None):
-    self.shape = tuple(shape)
-    self.dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else None
-    self.weak_type = weak_type
-    self.sharding = sharding
-
-  ndim = property(lambda self: len(self.shape))
-  size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-  def __len__(self):
-    if not self.shape:
-      raise TypeError("len() of unsized object")
-    return self.shape[0]
-
-  def __eq__(self, other):
-    return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
-            and self.dtype == other.dtype and self.weak_type == other.weak_type)
-
-  def __hash__(self):
-    return hash((self.shape, self.dtype, self.weak_type))
-
-  def __repr__(self):
-    w = ", weak_type=True" if self.weak_type else ""
-    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
-
-  def update(self, **kw):
-    d = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type, sharding=self.sharding)
-    d.update(kw)
-    return ShapeDtypeStruct(**d)
-
-
 # argument types vmap's fast path takes as leaves without flattening
 _LEAF_TYPES = frozenset({_Array, np.ndarray, float, int, complex, bool, np.float64, np.float32})
 
 
-def _abstractify(x):
-  if isinstance(x, ShapeDtypeStruct):
-    return core.ShapedArray(x.shape, x.dtype, x.weak_type)
-  return get_aval(x)
+_abstractify = core.abstractify
 
 # --------------------------------------------------------------------- jvp
 

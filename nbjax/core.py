@@ -154,6 +154,51 @@ def get_aval(x):
   raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid nbjax type")
 
 
+class ShapeDtypeStruct:
+  """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
+  __slots__ = ("shape", "dtype", "weak_type", "sharding")
+
+  def __init__(self, shape, dtype, weak_type=False, sharding=None):
+    self.shape = tuple(shape)
+    self.dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else None
+    self.weak_type = weak_type
+    self.sharding = sharding
+
+  ndim = property(lambda self: len(self.shape))
+  size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+  def __len__(self):
+    if not self.shape:
+      raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+  def __eq__(self, other):
+    return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+  def __hash__(self):
+    return hash((self.shape, self.dtype, self.weak_type))
+
+  def __repr__(self):
+    w = ", weak_type=True" if self.weak_type else ""
+    return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
+
+  def update(self, **kw):
+    d = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type, sharding=self.sharding)
+    d.update(kw)
+    return ShapeDtypeStruct(**d)
+
+
+def abstractify(x):
+  """The aval of an argument to a staged function: arrays, scalars, tracers or
+  ``ShapeDtypeStruct``s (NumPy scalars are never weakly typed, even ``np.float64``)."""
+  if isinstance(x, ShapeDtypeStruct):
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+  if isinstance(x, np.generic):
+    return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
+  return get_aval(x)
+
+
 def valid_jaxtype(x):
   try:
     get_aval(x)

@@ -190,11 +190,14 @@ def backend_label(prim):
 # ----------------------------------------------------------------- eager entry points
 
 
+# backends made on demand, by name: ``"xla"`` (one primitive compiled by XLA) is installed by
+# ``nbjax.interpreters.lowering``, above this module
+backend_factories: dict = {}
+
+
 def _impl_for(prim, backend):
-  if backend == "xla":
-    from nbjax.interpreters import mlir  # lazy: jaxlib only when asked for
-    return mlir.single_primitive_impl(prim)
-  return prim.impls[backend]
+  make = backend_factories.get(backend)
+  return make(prim) if make is not None else prim.impls[backend]
 
 
 def select(prim):
@@ -460,7 +463,7 @@ def table(markdown=False):
 
 def main(argv=None):
   import argparse
-  import nbjax  # noqa: F401  (registers every primitive)
+  # ``python -m nbjax.registry`` has imported the package (so every primitive) already
   ap = argparse.ArgumentParser(prog="python -m nbjax.registry", description=__doc__.split("\n")[0])
   ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
   a = ap.parse_args(argv)

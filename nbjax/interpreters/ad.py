@@ -13,6 +13,10 @@ import numpy as np
 from nbjax import core, dtypes, registry
 from nbjax.core import Trace, Tracer, get_aval, set_current_trace
 
+# ``nbjax.lax`` (a layer above) installs itself here when imported: the array operations the
+# helpers below need (zeros, add_any, transpose...) without an import pointing up.
+_lax = None
+
 primitive_jvps = registry.RuleView("jvp", "jvp")
 primitive_transposes = registry.RuleView("transpose", "transpose")
 
@@ -53,11 +57,10 @@ def is_undefined_primal(x):
 
 
 def zeros_like_aval(aval):
-  from nbjax import lax
   if aval.dtype == dtypes.float0:
     from nbjax.array import Array
     return Array(np.zeros(aval.shape, dtypes.float0))
-  return lax.full(aval.shape, 0, aval.dtype)
+  return _lax.full(aval.shape, 0, aval.dtype)
 
 
 def instantiate_zeros(t):
@@ -69,8 +72,7 @@ def add_tangents(x, y):
     return y
   if type(y) is Zero:
     return x
-  from nbjax import lax
-  return lax.add_any(x, y)
+  return _lax.add_any(x, y)
 
 
 add_jaxvals = add_tangents

@@ -11,6 +11,10 @@ from __future__ import annotations
 from nbjax import core, registry
 from nbjax.core import Trace, Tracer, get_aval, set_current_trace
 
+# ``nbjax.lax`` (a layer above) installs itself here when imported: the array operations the
+# helpers below need (zeros, add_any, transpose...) without an import pointing up.
+_lax = None
+
 not_mapped = None
 primitive_batchers = registry.RuleView("batch", "batching")
 
@@ -92,22 +96,20 @@ class AxisData:
 
 def moveaxis(x, src, dst):
   """Move axis ``src`` of ``x`` to ``dst`` (a ``transpose`` bind; no-op when equal)."""
-  from nbjax import lax
   nd = get_aval(x).ndim
   src, dst = src % nd, dst % nd
   if src == dst:
     return x
   perm = [i for i in range(nd) if i != src]
   perm.insert(dst, src)
-  return lax.transpose(x, perm)
+  return _lax.transpose(x, perm)
 
 
 def bdim_at_front(x, bdim, size):
   """``x`` with its batch axis first; unmapped values are broadcast to ``size``."""
-  from nbjax import lax
   if bdim is not_mapped:
     aval = get_aval(x)
-    return lax.broadcast_in_dim(x, (size, *aval.shape), tuple(range(1, aval.ndim + 1)))
+    return _lax.broadcast_in_dim(x, (size, *aval.shape), tuple(range(1, aval.ndim + 1)))
   return moveaxis(x, bdim, 0)
 
 
@@ -116,8 +118,7 @@ def matchaxis(src, dst, sz, x):
   if src == dst:
     return x
   if src is not_mapped:
-    from nbjax import lax
-    x = lax.broadcast_in_dim(x, (sz, *get_aval(x).shape), tuple(range(1, get_aval(x).ndim + 1)))
+    x = _lax.broadcast_in_dim(x, (sz, *get_aval(x).shape), tuple(range(1, get_aval(x).ndim + 1)))
     src = 0
   if dst is not_mapped:
     raise ValueError("cannot unbatch a mapped value")
@@ -128,7 +129,6 @@ def broadcast_batcher(prim):
   """Batching rule for elementwise n-ary primitives (equal ranks broadcast size-1 dims;
   rank-0 operands broadcast). Batched operands get the batch axis first; unbatched
   non-scalar operands get a size-1 leading axis, so one primitive call does all the work."""
-  from nbjax import lax
 
   def rule(vals, dims, **params):
     avals = [get_aval(v) for v in vals]
@@ -146,11 +146,11 @@ def broadcast_batcher(prim):
         if a.ndim == 0:
           args.append(v)
           continue
-        v = lax.expand_dims(v, tuple(range(nd + 1 - a.ndim)))
+        v = _lax.expand_dims(v, tuple(range(nd + 1 - a.ndim)))
       else:
         v = moveaxis(v, d, 0)
         if a.ndim - 1 < nd:
-          v = lax.expand_dims(v, tuple(range(1, nd + 1 - (a.ndim - 1))))
+          v = _lax.expand_dims(v, tuple(range(1, nd + 1 - (a.ndim - 1))))
       args.append(v)
     out = prim.bind(*args, **params)
     return out, ([0] * len(out) if prim.multiple_results else 0)

@@ -39,3 +39,15 @@ def register(name_or_prim, rule, platform="cpu"):
   p = registry.get(name_or_prim) if isinstance(name_or_prim, str) else name_or_prim
   p.lowerings[platform] = rule
   return rule
+
+
+def _xla_backend(prim):
+  return mlir.single_primitive_impl(prim)  # jaxlib only when the xla backend is chosen
+
+
+def _install():
+  from nbjax import registry
+  registry.backend_factories["xla"] = _xla_backend
+
+
+_install()

@@ -409,12 +409,7 @@ jit_p.lowerings["cpu"] = _jit_lowering
 # ----------------------------------------------------------------------- abstract values
 
 
-def _abstractify(x):
-  """The aval of an argument: arrays, scalars, tracers or ``ShapeDtypeStruct``s."""
-  if isinstance(x, np.generic):  # NumPy scalars are never weakly typed (even np.float64)
-    return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
-  from nbjax import api  # lazy: api sits above this module
-  return api._abstractify(x)
+_abstractify = core.abstractify
 
 
 def _valid(x):
@@ -426,8 +421,7 @@ def _valid(x):
 
 
 def _sds(aval):
-  from nbjax.api import ShapeDtypeStruct
-  return ShapeDtypeStruct(aval.shape, aval.dtype, aval.weak_type)
+  return core.ShapeDtypeStruct(aval.shape, aval.dtype, aval.weak_type)
 
 
 # ----------------------------------------------------------------------- the wrapper
@@ -766,9 +760,3 @@ def block_until_ready(x):
     if f is not None:
       f()
   return x
-
-
-def eval_shape(fun, *args, **kwargs):
-  """``nbjax.eval_shape`` (defined in ``nbjax.api``)."""
-  from nbjax import api
-  return api.eval_shape(fun, *args, **kwargs)

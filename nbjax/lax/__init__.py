@@ -29,3 +29,9 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
                                   sort_p, top_k)
 from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
+
+import sys as _sys  # noqa: E402
+from nbjax.interpreters import ad as _ad, batching as _batching  # noqa: E402
+
+# the interpreters sit below lax: they reach its operations through this hook
+_ad._lax = _batching._lax = _sys.modules[__name__]

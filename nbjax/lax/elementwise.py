@@ -782,12 +782,14 @@ def _scipy(fname, fix_poles=False):
 
 
 # ----------------------------------------------------------------- samples for params
+# Test metadata: ``meta['samples'](rng, dtype)`` builders. Their only caller is the test
+# harness (``nbjax.testing``), which installs its ``sample_values`` here when imported.
+_sample = None
 
 
 def _cases(rng, dtype, shapes, domain=None, params=None):
-  from nbjax import testing
   doms = domain if isinstance(domain, (tuple, list)) else [domain] * len(shapes[0])
-  return [([testing.sample_values(rng, s, dtype, d) for s, d in zip(ss, doms)], dict(params or {}))
+  return [([_sample(rng, s, dtype, d) for s, d in zip(ss, doms)], dict(params or {}))
           for ss in shapes]
 
 
@@ -825,24 +827,22 @@ def _convert_samples(rng, dtype):
 
 
 def _select_n_samples(rng, dtype):
-  from nbjax import testing
   out = []
   for n, wd in ((1, np.int32), (2, np.bool_), (2, np.int32), (3, np.int32)):
     for ws, cs in (((), ()), ((), (2, 3)), ((2, 3), (2, 3)), ((0,), (0,))):
       which = (rng.random(ws) < 0.5 if wd == np.bool_ else rng.integers(-1, n + 1, ws).astype(wd))
-      out.append(([np.asarray(which)] + [testing.sample_values(rng, cs, dtype) for _ in range(n)], {}))
+      out.append(([np.asarray(which)] + [_sample(rng, cs, dtype) for _ in range(n)], {}))
   return out
 
 
 def _clamp_samples(rng, dtype):
-  from nbjax import testing
   out = []
   for ls, xs, hs in (((), (), ()), ((), (2, 3), ()), ((2, 3), (2, 3), (2, 3)), ((), (4,), (4,)),
                      ((), (0,), ())):
-    lo = testing.sample_values(rng, ls, dtype)
-    hi = np.maximum(testing.sample_values(rng, hs, dtype), lo) if np.dtype(dtype) != BOOL else \
+    lo = _sample(rng, ls, dtype)
+    hi = np.maximum(_sample(rng, hs, dtype), lo) if np.dtype(dtype) != BOOL else \
         np.ones(hs, BOOL)
-    out.append(([lo, testing.sample_values(rng, xs, dtype), np.asarray(hi, dtype)], {}))
+    out.append(([lo, _sample(rng, xs, dtype), np.asarray(hi, dtype)], {}))
   return out
 
 
