@@ -91,7 +91,7 @@ class GradChain:
 
 
 def _mlp_params(sizes, rng):
-  return [(rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a),
+  return [((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32),
            np.zeros(b, np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
 
 
