@@ -15,5 +15,8 @@ from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put
                        eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose,
                        linearize, local_devices, make_jaxpr, typeof, value_and_grad, vjp, vmap)
 from nbjax.lax import stop_gradient
+from nbjax import custom_derivatives
+from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit
+from nbjax import test_util
