@@ -17,5 +17,8 @@ from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put
 from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
 from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
+from nbjax import custom_derivatives
+from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit
+from nbjax import test_util

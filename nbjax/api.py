@@ -312,6 +312,8 @@ def _possible_downcast(x, example_aval):
   from nbjax import lax
   from nbjax.lax import elementwise
   a = get_aval(x)
+  if example_aval.dtype == dtypes.float0:  # the cotangent of an integer input (allow_int)
+    return x if a.dtype == dtypes.float0 else ad.zeros_like_aval(example_aval)
   if dtypes.is_complex(a.dtype) and not dtypes.is_complex(example_aval.dtype):
     x = lax.real(x)
     a = get_aval(x)

@@ -95,7 +95,8 @@ class ShapedArray:
     return ShapedArray(self.shape, dtypes.float0, self.weak_type)
 
   def str_short(self, short_dtypes=True):
-    d = dtypes.short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+    d = (dtypes.short_dtype_name(self.dtype) if short_dtypes or self.dtype == dtypes.float0
+         else self.dtype.name)
     return f"{d}[{','.join(map(str, self.shape))}]"
 
   def __eq__(self, other):
@@ -303,15 +304,14 @@ class EvalTrace(Trace):
         raise escaped_tracer_error(a, primitive)
     return primitive.eager(*args, **params)
 
+  # custom_jvp / custom_vjp (``nbjax.custom_derivatives``): nothing is differentiated here
   def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
-    del prim, jvp, symbolic_zeros
     with set_current_trace(self):
-      return fun.call_wrapped(*tracers)
+      return fun(*tracers)
 
   def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
-    del prim, fwd, bwd, out_trees, symbolic_zeros
     with set_current_trace(self):
-      return fun.call_wrapped(*tracers)
+      return fun(*tracers)
 
 
 def escaped_tracer_error(tracer, primitive=None):

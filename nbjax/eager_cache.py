@@ -305,6 +305,7 @@ class TraceCache:
       avals = [core.get_aval(leaves[i]) for i in dyn]
       jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat, avals)
       jaxpr, _ = pe.dce_jaxpr(jaxpr, True, instantiate=True)
+      jaxpr = pe.inline_calls(jaxpr)
       program = registry.eager_program(jaxpr, consts)
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None

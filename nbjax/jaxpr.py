@@ -509,7 +509,8 @@ def _pp_params(params, ctx):
 
 def _pp_eqn_doc(eqn, ctx):
   lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
-  rhs = [_Text(eqn.primitive.name), _pp_params(eqn.params, ctx),
+  pp = getattr(eqn.primitive, "pp_params", None)  # a primitive may show its params its own way
+  rhs = [_Text(eqn.primitive.name), _pp_params(pp(eqn.params) if pp else eqn.params, ctx),
          _Text(" ") + _pp_vars(eqn.invars, ctx)]
   if eqn.outvars:
     return _Concat([lhs, _Text(" = "), *rhs])

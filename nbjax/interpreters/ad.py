@@ -5,6 +5,9 @@ primitive's jvp rule (``prim.jvp``, also reachable as ``ad.primitive_jvps[prim]`
 parent trace current, so the rule's own binds land one level down. Tangents that are known
 to be zero are the symbolic ``Zero(aval)`` and cost nothing. Reverse mode (linearize +
 transpose) reuses these rules plus ``prim.transpose`` (``ad.primitive_transposes``).
+``custom_jvp``/``custom_vjp`` functions reach the trace through ``process_custom_jvp_call`` /
+``process_custom_vjp_call``; a custom_vjp's tangent map is the linear ``custom_lin``, whose
+transpose calls the user's backward rule.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ class Zero:
     return Zero(get_aval(x).to_tangent_aval())
 
   from_value = from_primal_value
+  shape = property(lambda self: self.aval.shape)
+  dtype = property(lambda self: self.aval.dtype)
 
   def __repr__(self):
     return f"Zero({self.aval})"
@@ -135,14 +140,32 @@ class JVPTrace(Trace):
   def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
     primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
     if all(type(t) is Zero for t in tangents):
-      with set_current_trace(self.parent_trace):
-        return prim.bind_with_trace(self.parent_trace, fun, jvp, primals, symbolic_zeros)
-    if not symbolic_zeros:
-      tangents = [instantiate_zeros(t) for t in tangents]
+      return prim.bind_with_trace(self.parent_trace, fun, jvp, primals, symbolic_zeros)
     with set_current_trace(self.parent_trace):
-      outs = jvp.call_wrapped(*primals, *tangents)
+      if not symbolic_zeros:
+        tangents = [instantiate_zeros(t) for t in tangents]
+      outs = jvp(*primals, *tangents)
     n = len(outs) // 2
     return [maybe_jvp_tracer(self, p, t) for p, t in zip(outs[:n], outs[n:])]
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    """The forward rule on the primals; on the tangents ``custom_lin``, linear, which the
+    backward pass transposes by calling ``bwd`` (evaluating it forward is an error)."""
+    primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
+    if all(type(t) is Zero for t in tangents):
+      return prim.bind_with_trace(self.parent_trace, fun, fwd, bwd, primals, out_trees,
+                                  symbolic_zeros)
+    in_zeros = tuple(type(t) is Zero for t in tangents)
+    with set_current_trace(self.parent_trace):
+      outs = fwd(*[v for p, z in zip(primals, in_zeros) for v in (p, not z)])
+      num_res = out_trees()[1].num_leaves
+      res, primals_out = outs[:num_res], outs[num_res:]
+      out_avals = tuple(get_aval(p).to_tangent_aval() for p in primals_out)
+      tangents_out = custom_lin_p.bind(
+          *res, *[t for t in tangents if type(t) is not Zero], num_res=num_res, bwd=bwd,
+          out_avals=out_avals, symbolic_zeros=symbolic_zeros, in_zeros=in_zeros)
+    return [p if a.dtype == dtypes.float0 else maybe_jvp_tracer(self, p, t)
+            for p, t, a in zip(primals_out, tangents_out, out_avals)]
 
   def __repr__(self):
     return "JVPTrace"
@@ -293,6 +316,49 @@ def backward_pass(jaxpr, consts, args, cts_out):
   return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(x) else None
           for v, x in zip(jaxpr.invars, args)]
 
+
+# ------------------------------------------------------------------------ custom_vjp's linear part
+
+
+def raise_custom_vjp_error_on_jvp(*_, **__):
+  raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+class CustomVJPException(Exception):
+  def __init__(self):
+    super().__init__(
+        "Detected differentiation of a custom_vjp function with respect to a closed-over "
+        "value. That isn't supported because the custom VJP rule only specifies how to "
+        "differentiate the custom_vjp function with respect to explicit input parameters. "
+        "Try passing the closed-over value into the custom_vjp function as an argument, and "
+        "adapting the custom_vjp fwd and bwd rules.")
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, symbolic_zeros, in_zeros):
+  del out_avals
+  if not symbolic_zeros:
+    cts = [instantiate_zeros(c) for c in cts]
+  cts_in = bwd(*args[:num_res], *cts)
+  return [None] * num_res + [c for c, z in zip(cts_in, in_zeros) if not z]
+
+
+def _custom_lin_pp_params(params):
+  p = {k: v for k, v in params.items() if k != "out_avals"}
+  p["in_zeros"] = list(p["in_zeros"])
+  return p
+
+
+# ``custom_lin(*residuals, *nonzero_tangents)``: the tangent map of a custom_vjp function,
+# known only through its transpose (the user's bwd rule).
+custom_lin_p = core.Primitive("custom_lin")
+custom_lin_p.multiple_results = True
+custom_lin_p.def_abstract_eval(lambda *_, out_avals, **__: list(out_avals))
+custom_lin_p.def_impl(raise_custom_vjp_error_on_jvp)
+custom_lin_p.jvp = raise_custom_vjp_error_on_jvp
+custom_lin_p.batch = raise_custom_vjp_error_on_jvp
+custom_lin_p.transpose = _custom_lin_transpose
+custom_lin_p.pp_params = _custom_lin_pp_params
+custom_lin_p.lowerings["cpu"] = raise_custom_vjp_error_on_jvp
 
 # ------------------------------------------------------------------------ linearize
 

@@ -77,6 +77,24 @@ class BatchTrace(Trace):
       return [BatchTracer(self, o, d) if d is not not_mapped else o for o, d in zip(out, out_dim)]
     return BatchTracer(self, out, out_dim) if out_dim is not not_mapped else out
 
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    """Batch the function and the rule (with this trace's tag, so values they close over
+    stay batched) and bind again below."""
+    vals, dims = core.unzip2(map(self.to_batch_info, tracers))
+    agreed = []
+    outs = prim.bind_with_trace(self.parent_trace, _batch_fun(self, fun, dims, agreed),
+                                _batch_jvp(self, jvp, dims, agreed), vals, symbolic_zeros)
+    return [o if d is not_mapped else BatchTracer(self, o, d) for o, d in zip(outs, agreed[0])]
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    vals, dims = core.unzip2(map(self.to_batch_info, tracers))
+    agreed, res_dims = [], []
+    outs = prim.bind_with_trace(
+        self.parent_trace, _batch_fun(self, fun, dims, agreed),
+        _batch_fwd(self, fwd, dims, agreed, res_dims, out_trees),
+        _batch_bwd(self, bwd, vals, dims, agreed, res_dims), vals, out_trees, symbolic_zeros)
+    return [o if d is not_mapped else BatchTracer(self, o, d) for o, d in zip(outs, agreed[0])]
+
   def axis_data(self):
     return AxisData(self.axis_name, self.axis_size)
 
@@ -164,3 +182,123 @@ def defbroadcasting(prim):
 def defvectorized(prim):
   """Unary elementwise: the batch axis stays where it is."""
   prim.batch = lambda vals, dims, **params: (prim.bind(vals[0], **params), dims[0])
+
+
+# ------------------------------------------------------------------------ custom_jvp / custom_vjp
+# A custom function's primal computation may run as the function (eval, staging) or inside
+# its rule (jvp), at different times; the first to run fixes the output batch dims
+# (``agreed``: 0 where batched) and the other conforms to them.
+
+
+def _subtrace(trace):
+  return BatchTrace(core.get_current_trace(), trace.tag, trace.axis_size, trace.axis_name)
+
+
+def _agree(agreed, dims):
+  want = [not_mapped if d is not_mapped else 0 for d in dims]
+  if not agreed:
+    agreed.append(want)
+  elif any(a is not_mapped and w is not not_mapped for a, w in zip(agreed[0], want)):
+    raise ValueError("vmap of a custom_jvp/custom_vjp function: its rule produced a batched "
+                     "primal output where the function's output is unbatched (the rule's "
+                     "primal output must equal the function's)")
+  return agreed[0]
+
+
+def _batch_zero(z, src, dst, size):
+  """A symbolic zero with its batch dim moved from ``src`` to ``dst`` (None: unbatched)."""
+  from nbjax.interpreters.ad import Zero
+  if src == dst:
+    return z
+  shape = list(z.aval.shape)
+  if src is not not_mapped:
+    del shape[src]
+  if dst is not not_mapped:
+    shape.insert(dst, size)
+  return Zero(z.aval.update(shape=tuple(shape)))
+
+
+def _run_batched(trace, f, vals, dims):
+  t = _subtrace(trace)
+  ins = [v if d is not_mapped else BatchTracer(t, v, d) for v, d in zip(vals, dims)]
+  with set_current_trace(t):
+    outs = f(*ins)
+  return t, outs
+
+
+def _batch_fun(trace, fun, dims, agreed):
+  def bfun(*xs):
+    t, outs = _run_batched(trace, fun, xs, dims)
+    vals, ods = core.unzip2(map(t.to_batch_info, outs))
+    return [matchaxis(d, w, t.axis_size, v) for v, d, w in zip(vals, ods, _agree(agreed, ods))]
+  bfun.__name__ = getattr(fun, "__name__", "fun")
+  return bfun
+
+
+def _batch_jvp(trace, jvp, dims, agreed):
+  from nbjax.interpreters.ad import Zero
+
+  def bjvp(*xs):
+    n = len(xs) // 2
+    tdims = [d if type(x) is not Zero else not_mapped for x, d in zip(xs[n:], dims)]
+    ins = [*xs[:n], *[_batch_zero(x, d, not_mapped, None) if type(x) is Zero else x
+                      for x, d in zip(xs[n:], dims)]]
+    t, outs = _run_batched(trace, jvp, ins, [*dims, *tdims])
+    m = len(outs) // 2
+    info = [(o, not_mapped) if type(o) is Zero else t.to_batch_info(o) for o in outs]
+    pdims, tdims = [d for _, d in info[:m]], [d for _, d in info[m:]]
+    want = _agree(agreed, [a if a is not not_mapped else b for a, b in zip(pdims, tdims)])
+    ps = [matchaxis(d, w, t.axis_size, v) for (v, d), w in zip(info[:m], want)]
+    ts = [_batch_zero(v, d, w, t.axis_size) if type(v) is Zero else
+          matchaxis(d, w, t.axis_size, v) for (v, d), w in zip(info[m:], want)]
+    return [*ps, *ts]
+  bjvp.__name__ = getattr(jvp, "__name__", "jvp")
+  return bjvp
+
+
+def _batch_fwd(trace, fwd, dims, agreed, res_dims, out_trees):
+  def bfwd(*xs):
+    vals, nonzeros = xs[::2], xs[1::2]
+    t = _subtrace(trace)
+    ins = [v if d is not_mapped else BatchTracer(t, v, d) for v, d in zip(vals, dims)]
+    with set_current_trace(t):
+      outs = fwd(*[x for pair in zip(ins, nonzeros) for x in pair])
+    nres = out_trees()[1].num_leaves
+    info = [t.to_batch_info(o) for o in outs]
+    res_dims[:] = [[d for _, d in info[:nres]]]
+    want = _agree(agreed, [d for _, d in info[nres:]])
+    return [v for v, _ in info[:nres]] + [matchaxis(d, w, t.axis_size, v)
+                                          for (v, d), w in zip(info[nres:], want)]
+  bfwd.__name__ = getattr(fwd, "__name__", "fwd")
+  return bfwd
+
+
+def _batch_bwd(trace, bwd, vals, dims, agreed, res_dims):
+  """The backward rule batched over the residuals' and cotangents' batch dims; each input
+  cotangent is moved to its input's batch dim, or summed over the batch when the input is
+  unbatched."""
+  from nbjax import lax
+  from nbjax.interpreters.ad import Zero
+  in_avals = [get_aval(v).to_tangent_aval() for v in vals]
+
+  def bbwd(*xs):
+    rd, od = res_dims[0], agreed[0]
+    nres = len(rd)
+    cts = [_batch_zero(c, d, not_mapped, None) if type(c) is Zero else c
+           for c, d in zip(xs[nres:], od)]
+    cdims = [not_mapped if type(c) is Zero else d for c, d in zip(xs[nres:], od)]
+    t, outs = _run_batched(trace, bwd, [*xs[:nres], *cts], [*rd, *cdims])
+    res = []
+    for o, a, d in zip(outs, in_avals, dims):
+      if type(o) is Zero:
+        res.append(Zero(a))
+        continue
+      v, src = t.to_batch_info(o)
+      if d is not_mapped and src is not not_mapped:
+        v = lax.reduce_sum(v, (src,))
+      elif src != d:
+        v = matchaxis(src, d, t.axis_size, v)
+      res.append(v)
+    return res
+  bbwd.__name__ = getattr(bwd, "__name__", "bwd")
+  return bbwd

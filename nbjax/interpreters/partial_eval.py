@@ -119,11 +119,34 @@ class DynamicJaxprTrace(core.Trace):
     outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
     return outs if multi else outs[0]
 
+  # custom_jvp / custom_vjp (``nbjax.custom_derivatives``): one equation holding the
+  # function's jaxpr (its closed-over values as leading inputs) and a memoized thunk that
+  # stages the rule for a given symbolic-zero pattern when a transformation needs it.
   def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
-    raise NotImplementedError("custom_jvp under make_jaxpr/jit is not implemented yet")
+    ts, params = self._stage_custom(fun, tracers, lambda avals: dict(
+        jvp_jaxpr_fun=_memo_thunk(_stage_jvp_rule, jvp, avals, fun),
+        symbolic_zeros=symbolic_zeros))
+    return DynamicJaxprTrace.process_primitive(self, prim, ts, params)
 
   def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
-    raise NotImplementedError("custom_vjp under make_jaxpr/jit is not implemented yet")
+    ts, params = self._stage_custom(fun, tracers, lambda avals: dict(
+        fwd_jaxpr_thunk=_memo_thunk(_stage_fwd_rule, fwd, avals, fun), bwd=bwd,
+        out_trees=out_trees, symbolic_zeros=symbolic_zeros))
+    return DynamicJaxprTrace.process_primitive(self, prim, ts, params)
+
+  def _stage_custom(self, fun, tracers, rule_params):
+    """``(operands, params)``: a function that came from a staged equation brings its params;
+    else the function is staged to ``call_jaxpr``, whose closed-over values become leading
+    operands (``num_consts``), and ``rule_params(avals)`` adds the rule's thunk."""
+    ts = [self.to_jaxpr_tracer(t) for t in tracers]
+    params = getattr(fun, "staged_params", None)
+    if params is not None:
+      return ts, params
+    avals = [t._aval for t in ts]
+    jaxpr, _, consts = trace_to_jaxpr_dynamic(fun, avals)
+    return [*(self.to_jaxpr_tracer(c) for c in consts), *ts], dict(
+        call_jaxpr=ClosedJaxpr(convert_constvars_jaxpr(jaxpr), []), num_consts=len(consts),
+        **rule_params(avals))
 
   # ------------------------------------------------------------------ result
   def to_jaxpr(self, out_tracers):
@@ -165,6 +188,51 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None):
   finally:
     trace.invalidate()
   return jaxpr, [t._aval for t in out_tracers], consts
+
+
+def _memo_thunk(stage, rule, avals, fun):
+  """``thunk(*pattern)``: ``stage(rule, avals, pattern)``, computed once per pattern; named
+  after the rule (``__name__``) and the function (``fun_name``) for printing."""
+  cache = {}
+
+  def thunk(*pattern):
+    r = cache.get(pattern)
+    if r is None:
+      r = cache[pattern] = stage(rule, avals, pattern)
+    return r
+  thunk.__name__ = getattr(rule, "__name__", "rule")
+  thunk.fun_name = getattr(fun, "__name__", "fun")
+  return thunk
+
+
+def _stage_jvp_rule(jvp, avals, in_zeros):
+  """``(jaxpr, consts, out_zeros)``: the flat jvp rule staged on the primals and the
+  tangents not in ``in_zeros`` (symbolic zeros), with the outputs' zero pattern."""
+  from nbjax.interpreters.ad import Zero
+  n = len(avals)
+  t_avals = [a.to_tangent_aval() for a in avals]
+  box = []
+
+  def f(*xs):
+    nz = iter(xs[n:])
+    outs = jvp(*xs[:n], *[Zero(a) if z else next(nz) for a, z in zip(t_avals, in_zeros)])
+    m = len(outs) // 2
+    zs = [type(t) is Zero for t in outs[m:]]
+    box[:] = [zs]
+    return [*outs[:m], *(t for t, z in zip(outs[m:], zs) if not z)]
+
+  jaxpr, _, consts = trace_to_jaxpr_dynamic(
+      f, [*avals, *(a for a, z in zip(t_avals, in_zeros) if not z)],
+      fun_name=getattr(jvp, "__name__", None))
+  return jaxpr, consts, box[0]
+
+
+def _stage_fwd_rule(fwd, avals, nonzeros):
+  """``(jaxpr, consts)``: the flat forward rule staged for this perturbation pattern."""
+  def f(*xs):
+    return fwd(*[v for pair in zip(xs, nonzeros) for v in pair])
+  jaxpr, _, consts = trace_to_jaxpr_dynamic(f, avals, fun_name=getattr(fwd, "__name__", None))
+  return jaxpr, consts
 
 
 def close_jaxpr(jaxpr, consts=()):
@@ -234,6 +302,39 @@ def dce_jaxpr_consts(jaxpr, used_outputs, instantiate=False):
   new = new.replace(constvars=new.invars[:sum(used_consts)],
                     invars=new.invars[sum(used_consts):])
   return new, used_consts, used_inputs
+
+
+# --------------------------------------------------------------------- inlining
+
+
+def inline_calls(jaxpr):
+  """``jaxpr`` with each equation whose primitive sets ``inline_call`` (custom_jvp_call,
+  custom_vjp_call: to evaluate them only their function matters) replaced by the equations
+  of its ``call_jaxpr`` (recursively, with fresh variables), for eager replay."""
+  if not any(getattr(e.primitive, "inline_call", False) for e in jaxpr.eqns):
+    return jaxpr
+  eqns, sub = [], {}
+
+  def read(x):
+    return x if type(x) is Literal else sub.get(x, x)
+
+  def emit(eqn_list, fresh):
+    for e in eqn_list:
+      ins = [read(x) for x in e.invars]
+      cj = e.params.get("call_jaxpr") if getattr(e.primitive, "inline_call", False) else None
+      if cj is not None and not cj.consts:
+        sub.update(zip(cj.jaxpr.invars, ins))
+        emit(cj.jaxpr.eqns, True)
+        sub.update((v, read(o)) for v, o in zip(e.outvars, cj.jaxpr.outvars))
+        continue
+      outs = e.outvars
+      if fresh:
+        outs = [DropVar(v.aval) if type(v) is DropVar else Var(v.aval) for v in outs]
+        sub.update(zip(e.outvars, outs))
+      eqns.append(e.replace(invars=ins, outvars=outs))
+
+  emit(jaxpr.eqns, False)
+  return jaxpr.replace(eqns=eqns, outvars=[read(x) for x in jaxpr.outvars])
 
 
 # --------------------------------------------------------------------- known/unknown split
@@ -352,6 +453,22 @@ class JaxprTrace(DynamicJaxprTrace):
         prim, [*res, *[t for t, u in zip(tracers, unknowns) if u]], unknown_params))
     known_outs = iter(known_outs)
     return [next(staged) if u else next(known_outs) for u in out_unknowns]
+
+
+  def _any_unknown(self, tracers):
+    return any(type(t) is JaxprTracer and t._trace is self for t in tracers)
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    if not self._any_unknown(tracers):
+      return prim.bind_with_trace(self.parent_trace, fun, jvp, tracers, symbolic_zeros)
+    return fun(*tracers)  # building a linear function: the rule is not needed (as JAX)
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    if not self._any_unknown(tracers):
+      return prim.bind_with_trace(self.parent_trace, fun, fwd, bwd, tracers, out_trees,
+                                  symbolic_zeros)
+    return DynamicJaxprTrace.process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers,
+                                                     out_trees, symbolic_zeros)
 
 
 def trace_to_subjaxpr_nounits(fun, pvals, *, fun_name=None):

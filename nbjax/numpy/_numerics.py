@@ -15,6 +15,7 @@ import numpy as np
 
 from nbjax import dtypes, lax
 from nbjax.array import Array
+from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
 from nbjax.numpy._creation import arange, asarray, eye, full, ones, zeros
 from nbjax.numpy._dot import dot, matmul
@@ -505,17 +506,30 @@ def _chbevl(t, coeffs):
 
 
 def i0(x):
-  """Modified Bessel function of the first kind, order zero (Cephes Chebyshev expansions)."""
+  """Modified Bessel function of the first kind, order zero (Cephes Chebyshev expansions;
+  its derivative is exactly 0 at 0, as JAX's custom JVP makes it)."""
   x = ensure_arraylike("i0", x)
   x, = promote_dtypes_inexact(x)
   if not dtypes.is_float(x.dtype):
     raise ValueError(f"Unsupported input type to jax.numpy.i0: {x.dtype}")
+  return _i0(x)
+
+
+@custom_jvp
+def _i0(x):
   w = _abs(_compute_dtype(x))
   small = w <= 8
   ws, wl = where(small, w, 0), where(small, 16, w)
   out = where(small, exp(ws) * _chbevl(ws / 2 - 2, _I0A),
               exp(wl) * _chbevl(32 / wl - 2, _I0B) / sqrt(wl))
   return convert(out, x.dtype)
+
+
+@_i0.defjvp
+def _i0_jvp(primals, tangents):
+  from nbjax import api
+  out, t = api.jvp(_i0.fun, primals, tangents)
+  return out, where(primals[0] == 0, 0.0, t)
 
 
 def _window(name, M, f):

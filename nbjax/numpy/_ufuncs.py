@@ -17,6 +17,7 @@ import numpy as np
 from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
+from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
 from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
                                promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
@@ -484,30 +485,91 @@ def hypot(x1, x2, /):
 
 
 def logaddexp(x1, x2, /):
-  """Elementwise ``log(exp(x1) + exp(x2))`` without overflow."""
-  x1, x2 = _full_shape(*promote_args_inexact("logaddexp", x1, x2))
-  amax = lax.max(x1, x2)
-  delta = lax.sub(x1, x2)
-  out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-  return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+  """Elementwise ``log(exp(x1) + exp(x2))`` without overflow (JAX's custom derivative:
+  finite where an input is ``inf``)."""
+  return _logaddexp(*_full_shape(*promote_args_inexact("logaddexp", x1, x2)))
 
 
 def logaddexp2(x1, x2, /):
   """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
-  x1, x2 = _full_shape(*promote_args_inexact("logaddexp2", x1, x2))
-  ln2 = _const(x1, np.log(2))
-  amax = lax.max(x1, x2)
-  delta = lax.sub(x1, x2)
-  out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(delta)))), ln2))
-  return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+  return _logaddexp2(*_full_shape(*promote_args_inexact("logaddexp2", x1, x2)))
+
+
+def _logaddexp_fn(name, exp, scale):
+  def f(x1, x2):
+    amax = lax.max(x1, x2)
+
+    def log1p_exp(d):
+      soft = lax.log1p(exp(d))
+      return soft if scale is None else lax.mul(soft, _const(soft, scale))
+    if dtypes.is_complex(x1.dtype):  # JAX's: the imaginary part wrapped into one period
+      out = lax.add(amax, log1p_exp(lax.sub(lax.add(x1, x2), lax.mul(amax, _const(amax, 2)))))
+      return lax.complex(lax.real(out), _wrap_between(lax.imag(out), np.pi * (scale or 1)))
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, log1p_exp(lax.neg(lax.abs(delta))))
+    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)  # NaN, or infs of one sign
+  f.__name__ = name
+  return f
+
+
+def _wrap_between(x, a):
+  """``x`` wrapped into ``[-a, a)``."""
+  rem = lax.rem(lax.add(x, _const(x, a)), _const(x, 2 * a))
+  rem = lax.select(lax.lt(rem, _const(rem, 0)), lax.add(rem, _const(rem, 2 * a)), rem)
+  return lax.sub(rem, _const(rem, a))
+
+
+def _replace_inf(x):
+  re = lax.real(x) if dtypes.is_complex(x.dtype) else x
+  return lax.select(lax.eq(re, _const(re, np.inf)), lax.full_like(x, 0), x)
+
+
+def _logaddexp_jvp_fn(name, f, exp):
+  def jvp(primals, tangents):
+    (x1, x2), (t1, t2) = primals, tangents
+    out = f(x1, x2)
+    r = _replace_inf(out)
+    return out, lax.add(lax.mul(t1, exp(lax.sub(_replace_inf(x1), r))),
+                        lax.mul(t2, exp(lax.sub(_replace_inf(x2), r))))
+  jvp.__name__ = f"_{name}_jvp"
+  return jvp
+
+
+_logaddexp = custom_jvp(_logaddexp_fn("logaddexp", lax.exp, None))
+_logaddexp2 = custom_jvp(_logaddexp_fn("logaddexp2", lax.exp2, 1 / np.log(2)))
+_logaddexp.defjvp(_logaddexp_jvp_fn("logaddexp", _logaddexp, lax.exp))
+_logaddexp2.defjvp(_logaddexp_jvp_fn("logaddexp2", _logaddexp2, lax.exp2))
 
 
 def sinc(x, /):
-  """Elementwise normalized sinc: ``sin(pi x) / (pi x)``, 1 at 0."""
+  """Elementwise normalized sinc: ``sin(pi x) / (pi x)``, 1 at 0 (with every derivative
+  exact there, via a custom JVP) and 0 at infinity."""
   x, = promote_dtypes_inexact(ensure_arraylike("sinc", x))
   zero = lax.eq(x, _const(x, 0))
-  pix = lax.mul(_const(x, np.pi), lax.select(zero, lax.full_like(x, 1), x))
-  return lax.select(zero, lax.full_like(x, 1), lax.div(lax.sin(pix), pix))
+  if dtypes.is_complex(x.dtype):
+    re = lax.real(x)
+    inf = lax.bitwise_and(lax.eq(lax.abs(re), _const(re, np.inf)), lax.is_finite(lax.imag(x)))
+  else:
+    inf = lax.eq(lax.abs(x), _const(x, np.inf))
+  pix = lax.mul(_const(x, np.pi), x)
+  safe = lax.select(lax.bitwise_or(zero, inf), lax.full_like(x, 1), pix)
+  out = lax.select(zero, _sinc_maclaurin(0, pix), lax.div(lax.sin(safe), safe))
+  return lax.select(inf, lax.full_like(x, 0), out)
+
+
+def _sinc_maclaurin(k, x):
+  """The k-th derivative of ``sin(x) / x`` at 0, shaped like ``x``; its JVP is the next
+  one, so derivatives of every order are exact at 0."""
+  return lax.full_like(x, 0 if k % 2 else (-1) ** (k // 2) / (k + 1))
+
+
+def _sinc_maclaurin_jvp(k, primals, tangents):
+  (x,), (t,) = primals, tangents
+  return _sinc_maclaurin(k, x), lax.mul(_sinc_maclaurin(k + 1, x), t)
+
+
+_sinc_maclaurin = custom_jvp(_sinc_maclaurin, nondiff_argnums=(0,))
+_sinc_maclaurin.defjvp(_sinc_maclaurin_jvp)
 
 # ----------------------------------------------------------------- comparisons and logic
 
