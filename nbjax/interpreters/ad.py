@@ -378,7 +378,7 @@ class Linearized:
 
   def vjp(self, cts):
     """Input cotangents (``Zero`` where none flows back) for output cotangents."""
-    cts = [instantiate_zeros(c) for c, nz in zip(cts, self.out_nz) if nz]
+    cts = [c for c, nz in zip(cts, self.out_nz) if nz]  # symbolic zeros stay symbolic
     undef = [UndefinedPrimal(v.aval) for v in self.jaxpr.invars]
     it = iter(backward_pass(self.jaxpr, self.consts, undef, cts))
     return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]

@@ -234,8 +234,8 @@ def backward(trace, out_ids, seeds):
     if lin is not None:
       nz = lin.in_nz
       full = [ad.Zero(a) if c is None else _wrap(c) for c, a in zip(outs, lin.out_avals)]
-      in_cts = iter(None if type(c) is ad.Zero else ad.instantiate_zeros(c)._value
-                    for c, z in zip(lin.vjp(full), nz) if z)
+      in_cts = iter(None if type(c) is ad.Zero else registry.as_output(_raw(c), a)
+                    for c, z, a in zip(lin.vjp(full), nz, lin.in_avals) if z)
     for i, z in zip(ids, nz):
       if z:
         c = next(in_cts)
