@@ -438,7 +438,7 @@ def rows():
         kernels=",".join(b for b in BACKENDS if b in p.impls) or "-",
         abstract_eval="yes" if p.abstract_eval_rule else "-",
         jvp="yes" if p.jvp else ("n/a" if p.meta.get("differentiable") is False else "-"),
-        transpose="yes" if p.transpose else "-",
+        transpose="yes" if p.transpose else ("-" if p.meta.get("linear") else "n/a"),
         batch="yes" if p.batch else "-",
         lowering=",".join(sorted(p.lowerings)) or "-",
         note=p.meta.get("note", ""),

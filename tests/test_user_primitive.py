@@ -61,6 +61,39 @@ def test_multiply_add_walkthrough():
   assert jax.jvp(square_add_prim, (2., 10.), (1., 1.)) == (14., 5.)
   assert jax.jit(lambda vals, tans: jax.jvp(square_add_prim, vals, tans))((2., 10.), (1., 1.)) == (14., 5.)
 
+  # reverse mode: the jvp is staged for the tangents, then transposed, which needs a rule
+  with pytest.raises(NotImplementedError, match=r"Transpose rule \(for reverse-mode "
+                     r"differentiation\) for 'multiply_add' not implemented"):
+    jax.grad(square_add_prim)(2., 10.)
+  with pytest.raises(NotImplementedError, match="Transpose rule .* for 'multiply_add'"):
+    jax.jit(jax.grad(square_add_prim))(2., 10.)
+  y, f_jvp = jax.linearize(square_add_prim, 2., 10.)  # linearize alone needs no transpose
+  assert y == 14. and f_jvp(1., 1.) == 5.
+
+  calls = []
+
+  def multiply_add_transpose(ct, x, y, z):
+    calls.append(tuple(ad.is_undefined_primal(a) for a in (x, y, z)))
+    if not ad.is_undefined_primal(x):  # a use with a constant "x": linear in y and z
+      assert ad.is_undefined_primal(y)
+      ct_y = ad.Zero(y.aval) if type(ct) is ad.Zero else multiply_add_prim(x, ct, lax.zeros_like_array(x))
+      return None, ct_y, ct
+    assert ad.is_undefined_primal(x)  # a use with a constant "y": linear in x and z
+    ct_x = ad.Zero(x.aval) if type(ct) is ad.Zero else multiply_add_prim(ct, y, lax.zeros_like_array(y))
+    return ct_x, None, ct
+
+  ad.primitive_transposes[multiply_add_p] = multiply_add_transpose
+  assert multiply_add_p in ad.primitive_transposes
+  assert jax.grad(square_add_prim)(2., 10.) == 4.
+  # the seed's trace: two transposes, the last use (constant y) first; in the other, z is the
+  # instantiated zero tangent, a known constant
+  assert calls == [(True, False, True), (False, True, False)]
+  assert jax.grad(square_add_prim, argnums=(0, 1))(2., 10.) == (4., 1.)
+  assert jax.jit(jax.grad(square_add_prim))(2., 10.) == 4.
+  assert jax.value_and_grad(square_add_prim)(3., 1.) == (10., 6.)
+  y, f_vjp = jax.vjp(square_add_prim, 2., 10.)
+  assert y == 14. and f_vjp(1.) == (4., 1.)
+
   with pytest.raises(NotImplementedError, match="Batching rule for 'multiply_add' not implemented"):
     jax.vmap(square_add_prim, in_axes=0, out_axes=0)(np.array([2., 3.]), np.array([10., 20.]))
 
@@ -73,6 +106,17 @@ def test_multiply_add_walkthrough():
   assert np.allclose(out, [14., 29.])
   out = jax.jit(jax.vmap(square_add_prim, in_axes=0, out_axes=0))(np.array([2., 3.]), np.array([10., 20.]))
   assert np.allclose(out, [14., 29.])
+  # every rule in place: grad composes with vmap and jit. Under vmap of grad the residuals
+  # and the cotangent are unbatched, so the batching rule must take mixed batch axes.
+  def multiply_add_batch_any(vals, axes):
+    size = next(np.shape(v)[a] for v, a in zip(vals, axes) if a is not None)
+    return multiply_add_prim(*[batching.bdim_at_front(v, a, size) for v, a in zip(vals, axes)]), 0
+
+  batching.primitive_batchers[multiply_add_p] = multiply_add_batch_any
+  xs, ys = np.array([2., 3.]), np.array([10., 20.])
+  assert np.allclose(jax.vmap(jax.grad(square_add_prim))(xs, ys), [4., 6.])
+  assert np.allclose(jax.jit(jax.vmap(jax.grad(square_add_prim)))(xs, ys), [4., 6.])
+  assert np.allclose(jax.grad(lambda x, y: jax.vmap(square_add_prim)(x, y).sum())(xs, ys), [4., 6.])
 
 
 def test_missing_transpose_names_primitive():

@@ -1582,7 +1582,7 @@ add_p.jvp, add_p.transpose = _add_jvp, _add_transpose
 sub_p.jvp, sub_p.transpose = _sub_jvp, _sub_transpose
 ad.defbilinear(mul_p, lambda ct, x, y: _unbroadcast(x.aval, mul(ct, y)),
                lambda ct, x, y: _unbroadcast(y.aval, mul(x, ct)))
-ad.deflinear2(add_any_p, lambda ct, x, y: [ct, ct])
+ad.deflinear2(add_any_p, lambda ct, x, y: [_unbroadcast(x.aval, ct), _unbroadcast(y.aval, ct)])
 ad.deflinear2(copy_p, lambda ct, x: [copy(ct)])
 
 ad.defjvp(div_p, lambda g, x, y: div(g, y),
@@ -1664,10 +1664,7 @@ def _select_n_transpose(ct, which, *cases):
   if type(ct) is ad.Zero:
     return [None] + [ad.Zero(c.aval) if ad.is_undefined_primal(c) else None for c in cases]
   zeros = full_like(ct, 0)
-  if core.get_aval(which).dtype == BOOL:
-    return [None] + [(select_n(which, ct, zeros) if i == 0 else select_n(which, zeros, ct))
-                     if ad.is_undefined_primal(c) else None for i, c in enumerate(cases)]
-  return [None] + [select_n(eq(which, _const(which, i)), zeros, ct)
+  return [None] + [select_n(which, *[ct if j == i else zeros for j in range(len(cases))])
                    if ad.is_undefined_primal(c) else None for i, c in enumerate(cases)]
 
 

@@ -916,6 +916,7 @@ def _sort_samples(rng, dtype):
   out.append(([x, y], dict(dimension=1, is_stable=True, num_keys=1)))
   out.append(([x, y % 2], dict(dimension=1, is_stable=True, num_keys=2)))
   out.append(([y % 2, x, y], dict(dimension=0, is_stable=True, num_keys=2)))
+  out.append(([y % 3, x], dict(dimension=1, is_stable=True, num_keys=1)))  # linear in x
   out.append(([_rand(rng, (5,), d)], dict(dimension=0, is_stable=True, num_keys=1)))
   out.append(([_rand(rng, (0, 3), d)], dict(dimension=0, is_stable=True, num_keys=1)))
   big = _rand(rng, (2, 3, 200), d)
