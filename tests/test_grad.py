@@ -364,3 +364,14 @@ def test_tape_equals_linearize(f):
   g_lin2 = jax.vmap(grad(f))(x[None])[0]  # under vmap: linearize, eager
   close(g_tape, g_lin, rtol=1e-10, atol=1e-12)
   close(g_tape, g_lin2, rtol=1e-12, atol=1e-13)
+
+
+def test_jit_accepts_float0_arguments():
+  z = np.zeros(3, jax.dtypes.float0)
+  for x in (jnp.ones(3), np.ones(3)):
+    a, b = jit(lambda a, b: (a * 2, b))(x, z)
+    close(a, 2.0)
+    assert b.dtype == jax.dtypes.float0 and b.shape == (3,)
+  gx, gn = jit(grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True))(2.0, 3)
+  close(gx, 3.0)
+  assert gn.dtype == jax.dtypes.float0

@@ -86,9 +86,9 @@ def _to_host(x, aval):
     return x  # the executable converts Python scalars to the declared dtype
   else:
     v = np.asarray(x)
+  if aval.dtype == dtypes.float0 or v.dtype == dtypes.float0:
+    return np.zeros(aval.shape, np.bool_)  # float0 travels as bool, as JAX lowers it
   if v.dtype != aval.dtype:
-    if aval.dtype == dtypes.float0 or v.dtype == dtypes.float0:
-      return np.zeros(aval.shape, np.bool_)
     v = v.astype(aval.dtype)
   return v
 
