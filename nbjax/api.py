@@ -569,11 +569,15 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   return value_and_grad_f
 
 
-def _seed(outs, out_tree, holomorphic):
-  """The cotangent 1 for the scalar output, after JAX's output checks."""
-  ans = tree_unflatten(out_tree, outs)
+def _seed(outs, out_tree, holomorphic, raw=False):
+  """The cotangent 1 for the scalar output, after JAX's output checks (a raw 0-d ndarray
+  for the tape)."""
+  ans = outs[0] if len(outs) == 1 and out_tree.num_leaves == 1 and not out_tree.children() \
+      else tree_unflatten(out_tree, outs)
   _check_scalar(ans)
   _check_output_dtype_revderiv("grad", holomorphic, ans)
+  if raw:
+    return np.ones((), _dtype(ans))
   from nbjax import lax
   return lax.full_like(outs[0], 1)
 
@@ -605,8 +609,7 @@ def _grad_tape(f, primals, has_aux, holomorphic):
   out_leaves, out_tree = tree_flatten(ans)
   ids = [o.id if type(o) is tape.TapeTracer and o._trace is trace else None for o in out_leaves]
   outs = [o.val if i is not None else o for o, i in zip(out_leaves, ids)]
-  seed = _seed(outs, out_tree, holomorphic)
-  cts = tape.backward(trace, ids[:1], [seed._value])
+  cts = tape.backward(trace, ids[:1], [_seed(outs, out_tree, holomorphic, raw=True)])
   grads = []
   for x, a in zip(ins, avals):
     c = cts.get(x.id) if type(x) is tape.TapeTracer else None
