@@ -140,27 +140,20 @@ def _numpy_xent_mlp(params, x, labels):
   return loss, grads[::-1]
 
 
-def _fw_mse(m):
+def _fw_loss(m, kind):
+  """The MLP loss for nbjax and jax: tanh + squared error, or relu + softmax cross-entropy
+  (``y`` one-hot)."""
   def loss(params, x, y):
     h = x
     for i, (w, b) in enumerate(params):
       h = h @ w + b
       if i < len(params) - 1:
-        h = m.tanh(h)
-    return m.mean((h - y) ** 2)
-  return loss
-
-
-def _fw_xent(m, one_hot):
-  def loss(params, x, y1h):
-    h = x
-    for i, (w, b) in enumerate(params):
-      h = h @ w + b
-      if i < len(params) - 1:
-        h = m.maximum(h, 0)
+        h = m.tanh(h) if kind == "mse" else m.maximum(h, 0)
+    if kind == "mse":
+      return m.mean((h - y) ** 2)
     z = h - h.max(axis=1, keepdims=True)
     logp = z - m.log(m.sum(m.exp(z), axis=1, keepdims=True))
-    return -m.mean(m.sum(logp * y1h, axis=1))
+    return -m.mean(m.sum(logp * y, axis=1))
   return loss
 
 
@@ -220,7 +213,7 @@ class MLPValueAndGrad:
       m, tr, put = _fw(backend)
       p = [(put(w), put(b)) for w, b in params]
       px, py = put(x), put(y)
-      f = _fw_mse(m) if kind == "mse" else _fw_xent(m, None)
+      f = _fw_loss(m, kind)
       vg = _differentiated(tr, f, mode)
       run = lambda: vg(p, px, py)
     self.run = run
@@ -315,7 +308,7 @@ class SGDStep:
       if backend == "jax" and mode == "percall":
         raise NotImplementedError("jax has no replay: eager is its per-call path")
       m, tr, put = _fw(backend)
-      vg = _differentiated(tr, _fw_mse(m), "percall" if mode == "percall" else "eager")
+      vg = _differentiated(tr, _fw_loss(m, "mse"), "percall" if mode == "percall" else "eager")
 
       def step(p, x, y):
         v, g = vg(p, x, y)
