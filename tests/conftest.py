@@ -1,9 +1,10 @@
 """Test-session switches.
 
 ``NBJAX_REPLAY_CHECK=1``: every top-level ``nbjax.vmap`` call runs three times with the
-eager cache's purity guard bypassed, so the third call replays the staged program
-(``nbjax/eager_cache.py``), and must equal the first, per-call result exactly (dtype, shape,
-values). ``tests/test_eager_cache.py`` runs the vmap and jvp suites this way.
+eager cache's guard (``guards``, ``fixed_structure``) bypassed, so the third call replays
+the staged program (``nbjax/eager_cache.py``), and must equal the first, per-call result
+exactly (dtype, shape, values). ``tests/test_eager_cache.py`` runs the vmap and jvp suites
+this way.
 """
 import os
 
@@ -14,7 +15,8 @@ if os.environ.get("NBJAX_REPLAY_CHECK"):
   from nbjax import api, core, eager_cache
   from nbjax.tree_util import tree_leaves
 
-  eager_cache.guards = lambda fun: ([], [])
+  eager_cache.guards = lambda fun: []
+  eager_cache.fixed_structure = lambda treedef: True
   _vmap = api.vmap
 
   def _checked_vmap(*a, **k):
