@@ -3,7 +3,9 @@ medians.
 
 Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), for each
 backend in turn, and prints median times and ratios. ``--update-readme`` rewrites the
-table between the benchmark markers in README.md.
+table between the benchmark markers in README.md. The ``guard_check`` rows time the eager
+cache's per-call pin check (``nbjax/eager_cache.py``) on ``VmapLinearModel``'s replayed
+program, as a share of that replay's time.
 
   python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--update-readme]
 """
@@ -81,7 +83,28 @@ def run(filter_="", quick=False, stream=sys.stdout):
           row[backend] = _median_time(lambda: getattr(obj, meth)(*args), budget)
         rows.append(row)
         print(_fmt_row(row), file=stream, flush=True)
+  for n_out in (1, 16):
+    label = f"transforms.VmapLinearModel.guard_check(n_out={n_out})"
+    if not filter_ or filter_ in label:
+      row = _guard_row(label, n_out, budget)
+      rows.append(row)
+      print(_fmt_row(row), file=stream, flush=True)
   return rows
+
+
+def _guard_row(label, n_out, budget):
+  """The replayed vmap's pin check alone (nbjax column), labelled with its share of the
+  whole replayed call."""
+  from asv_benchmarks.benchmarks.transforms import VmapLinearModel
+  from nbjax import eager_cache
+  obj = VmapLinearModel()
+  obj.setup("nbjax", "vmap", n_out)
+  entry, = [e for e in obj.vmapped._trace_cache.entries.values()
+            if type(e) is eager_cache._Entry]
+  guard = _median_time(entry.holds, budget) if entry.holds else 0.0
+  replay = _median_time(obj.run, budget)
+  return {"case": f"{label} [{100 * guard / replay:.1f}% of the {_t(replay)} replay]",
+          "nbjax": guard}
 
 
 def _t(s):

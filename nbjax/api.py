@@ -537,12 +537,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   def value_and_grad_f(*args, **kwargs):
     if _ctx.trace is _eval_trace:
       if cache.enabled:  # top level: replay a staged program of the forward and backward pass
-        fast = cache.fast.get(len(args)) if not kwargs else None
-        if fast is not None:
-          out = fast(*args)
-          if out is not _MISS:
-            return out
-        out = cache.call(args, kwargs)
+        out = cache.replay(args, kwargs)
         if out is not _MISS:
           return out
       return call(*args, _tape=True, **kwargs)
@@ -773,12 +768,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   @functools.wraps(fun)
   def vmap_f(*args, **kwargs):
     if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
-      fast = cache.fast.get(len(args)) if not kwargs else None
-      if fast is not None:
-        out = fast(*args)
-        if out is not _MISS:
-          return out
-      out = cache.call(args, kwargs)
+      out = cache.replay(args, kwargs)
       if out is not _MISS:
         return out
     return call(args, kwargs)

@@ -7,26 +7,73 @@ values of Python scalars; ``registry.epoch``) comes back a second time and ``f``
 traces the same way again, ``TraceCache`` stages the whole transformed call once to a jaxpr
 (``partial_eval.trace_to_jaxpr_dynamic``, the same staging trace as ``jit``), compiles that
 jaxpr into straight-line kernel calls (``registry.eager_program``) and replays it: a call
-then costs a key lookup, the guard checks and the kernels themselves. One-off calls never
+then costs a key lookup, the pin checks and the kernels themselves. One-off calls never
 pay for staging.
 
-"Provably" is decided conservatively by ``guards(f)``. ``f`` qualifies when everything it can
-reach besides its arguments is immutable or pinned by an identity guard:
-- the globals and closure cells it (and the plain Python functions it reaches) reads hold
-  numbers, strings, ``nbjax.Array``s, dtypes, tuples of those, nbjax/numpy/math modules
-  and functions, or further qualifying functions; each such binding is re-checked by
-  identity on every call, so rebinding a global or a closed-over variable retraces;
-- it names nothing with side effects or hidden state (``print``, ``random``, ``open``...).
-Anything else (a list, dict or NumPy array global, an object, a method, a callable class,
-a user ``Primitive``) keeps the per-call trace: JAX's semantics, and ours, are that ``vmap``
-runs ``f`` on every call, and the cache must never be able to tell otherwise. A signature
-is also traced per call when staging it fails, e.g. because ``f`` branches in Python on an
-unmapped argument (concrete under ``vmap``, abstract when staged).
+The invariant ``guards(f)`` enforces: a replay happens only when every piece of state the
+traced call can read is either immutable by construction or pinned, and every pin is
+re-checked by identity on every call. ``guards`` returns the pins, or None (``f`` then
+takes the per-call path for good). A pin is ``(container, key, object)``: the call replays
+only while ``container``'s ``key`` is still ``object`` (``is``). The state and how each
+piece is covered:
+
+- Code: ``f.__code__`` is pinned; a code object is immutable, and its bytecode names
+  every lookup it can make (``dis``). Code that stores or deletes globals, attributes or
+  closed-over cells, imports, builds classes, or is a generator/coroutine is refused, and
+  so is every dynamic or introspective route to state (``getattr``, ``vars``,
+  ``globals``, ``eval``, ``attrgetter``, frames, any dunder attribute such as
+  ``__dict__`` or ``__globals__``...), as are names with side effects or hidden state
+  (``print``, ``random``, ``open``, ``time``, ``config``, ``np.load``...).
+- Globals: each name the code loads globally is pinned in ``f.__globals__`` (also when
+  absent), and when absent there, in ``f.__builtins__`` (a global defined later shadows
+  the builtin; a rebound builtin is seen too).
+- Closure cells: each cell is pinned (``nonlocal`` rebinding from anywhere is seen);
+  an empty cell refuses.
+- Defaults: ``f.__defaults__`` (a tuple) is pinned; ``f.__kwdefaults__`` (a mutable dict)
+  is pinned and so is its entry for each keyword-only parameter. (Absent defaults need no
+  pin: a call that relied on one could not have been traced.)
+- Module attributes (user or library modules: monkeypatching ``np.sin`` is seen): a module
+  can flow anywhere (an argument, a return value), so in every module reached, every
+  attribute name that any reached code reads is pinned, present or absent; a user module
+  with a ``__getattr__`` refuses.
+- Function and partial attributes: the ``__dict__`` of a function or partial that code
+  can hold (a global, a cell, a default, ...) is pinned whole: replaced, grown or changed.
+- ``functools.partial``: ``.func``, ``.args``, ``.keywords`` are pinned (``__setstate__``
+  replaces them), and the keywords dict's entries and length (it is mutable in place).
+- nbjax wrappers (``vmap``/``jacfwd``/``vectorize``/... functions, ``jit`` objects): the
+  user callable a wrapper runs (its ``__wrapped__``, which an nbjax wrapper must set with
+  ``functools.wraps``; ``jit``'s ``_fun``, pinned) must qualify in turn. The rest of a
+  wrapper's state, the closure it calls that callable through included, is the library's
+  and fixed at creation (``vectorize`` snapshots ``excluded``).
+- Every value reached through a pin must itself qualify: ``None``, numbers, strings,
+  bytes, ranges, ``nbjax.Array`` (immutable: built from copies), NumPy scalars and dtypes,
+  tuples and frozensets of qualifying values, modules (their attributes pinned as above),
+  plain functions (recursively, nesting up to ``_MAX_DEPTH``), partials, immutable types (builtins,
+  NumPy's) and library classes, library functions, NumPy ufuncs and array functions found
+  by name in NumPy, builtin functions of library modules, library enum members.
+  Everything else cannot be pinned and refuses: lists, dicts, sets, NumPy arrays, objects
+  (a mutable ``__dict__``), bound methods, callable instances, user classes (class
+  attributes), unknown C callables, user ``Primitive``s.
+- Arguments are the key: Arrays by shape/dtype/weak type, exact Python/NumPy scalars by
+  value; their containers must be tuples, lists, dicts or ``None`` with immutable keys
+  (``fixed_structure``): any other node type (namedtuples, dataclasses, registered
+  classes, ``Partial``) carries a class with methods and attributes, and traces per call.
+- The trusted base, not pinned: the library itself (nbjax, NumPy, ``math``, ``cmath``,
+  ``operator``, ``functools``...; their internal state is either fixed or covered by
+  ``registry.epoch``, which config and backend switches bump) and CPython.
+
+JAX's semantics, and ours, are that ``vmap`` runs ``f`` on every call: the cache must
+never be able to tell otherwise (``tests/test_eager_cache.py`` checks replays against
+``config.update("eager_cache", False)`` over every channel above, property-based). A
+signature is also traced per call when staging it fails, e.g. because ``f`` branches in
+Python on an unmapped argument (concrete under ``vmap``, abstract when staged).
 """
 from __future__ import annotations
 
-import builtins
+import dis
+import enum
 import functools
+import sys
 import types
 import weakref
 
@@ -43,128 +90,269 @@ _MAX_ENTRIES = 64
 
 # ------------------------------------------------------------------ purity guards
 
-_SAFE_MODULES = ("nbjax", "numpy", "math", "cmath", "operator", "functools", "itertools",
-                 "builtins", "kernels", "numba", "collections", "typing", "dataclasses")
+_LIBRARY = ("nbjax", "numpy", "math", "cmath", "operator", "functools", "itertools",
+            "builtins", "kernels", "numba", "collections", "typing", "dataclasses",
+            "_operator", "_functools", "_collections")
 _UNSAFE_NAMES = frozenset({
-    "print", "input", "open", "random", "time", "perf_counter", "globals", "locals", "vars",
-    "exec", "eval", "compile", "setattr", "delattr", "__import__", "breakpoint", "id",
-    "hash", "callback", "pure_callback", "io_callback", "debug", "seed", "set_printoptions",
-    "seterr", "config", "update"})
-_SCALARS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), slice, range,
-            np.generic, np.dtype, Array)
+    # side effects, or state outside the program
+    "print", "input", "open", "random", "time", "perf_counter", "breakpoint", "id", "hash",
+    "callback", "pure_callback", "io_callback", "debug", "seed", "set_printoptions",
+    "seterr", "config", "update", "load", "loadtxt", "genfromtxt", "fromfile", "fromregex",
+    "memmap", "save", "savez", "savez_compressed", "savetxt", "tofile",
+    # dynamic or introspective routes to state no pin covers
+    "globals", "locals", "vars", "dir", "getattr", "hasattr", "setattr", "delattr", "exec",
+    "eval", "compile", "__import__", "attrgetter", "methodcaller", "import_module",
+    "modules", "cell_contents", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame",
+    "cr_frame", "ag_frame", "tb_frame", "_getframe", "currentframe"})
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_ATTR_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"})
+_DEREF_STORES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+_REFUSED_OPS = frozenset({"IMPORT_STAR", "LOAD_BUILD_CLASS"})
+_STATEFUL = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, async generator flags
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and NumPy types
+_IMMUTABLE = frozenset({type(None), bool, int, float, complex, str, bytes, range,
+                        type(Ellipsis), type(NotImplemented), Array})
+_ARRAY_FUNCTION = type(np.dot)
 _MISSING = object()
+_MAX_DEPTH = 12
 
 
-def _module_safe(name):
-  parts = name.split(".") if name else ()
-  return bool(parts) and parts[0] in _SAFE_MODULES and "random" not in parts
+def _library(name):
+  parts = name.split(".") if isinstance(name, str) else ()
+  return bool(parts) and parts[0] in _LIBRARY and "random" not in parts
 
 
-def _is_fun(f):
-  return isinstance(f, (types.FunctionType, functools.partial)) or (
-      hasattr(f, "__wrapped__") and _module_safe(type(f).__module__))
-
-
-def _cell(c):
-  try:
-    return c.cell_contents
-  except ValueError:  # an empty cell
+@functools.lru_cache(maxsize=4096)
+def _scan(code):
+  """``(global names, attribute names)`` that ``code`` and the code nested in it (lambdas,
+  comprehensions, inner functions) load, or None when it writes shared state (globals,
+  attributes, closed-over cells), imports, builds classes, is a generator or coroutine, or
+  reaches state by a route no pin covers (``getattr``, ``__dict__``, frames...)."""
+  if code.co_flags & _STATEFUL:
     return None
+  glob, attr, cells, todo = set(), set(), set(), [code]
+  while todo:
+    c = todo.pop()
+    todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    for ins in dis.get_instructions(c):
+      op = ins.opname
+      if op in _GLOBAL_OPS:
+        glob.add(ins.argval)
+      elif op in _ATTR_OPS:
+        attr.add(ins.argval)
+      elif op in _DEREF_STORES:
+        cells.add(ins.argval)
+      elif ins.opcode in dis.hasname or op in _REFUSED_OPS:  # stores, deletes, imports
+        return None
+  if ((glob | attr) & _UNSAFE_NAMES or cells & set(code.co_freevars)
+      or any(n[:2] == "__" == n[-2:] for n in attr)):
+    return None
+  return frozenset(glob), frozenset(attr)
 
 
 def guards(fun):
-  """``(global_guards, cell_guards)`` pinning every binding ``fun`` can read, or None when
-  ``fun`` may not trace the same way twice (see the module docstring)."""
-  gg, cg, seen = [], [], set()
+  """The pins ``(kind, container, key, object)`` under which a staged call of ``fun``
+  stays valid, or None when ``fun`` can read something no pin covers (the invariant in
+  the module docstring). Kinds: ``"item"`` (``container[key] is object``; ``_MISSING``:
+  absent), ``"attr"`` (``getattr(container, key) is object``), ``"cell"``
+  (``container.cell_contents is object``), ``"len"`` (``len(container) == object``),
+  ``"empty"`` (``getattr(container, key)`` is empty)."""
+  from nbjax.interpreters.pjit import JitWrapped
+  from nbjax.tree_util import Partial
+  pins, seen, names, modules = {}, set(), set(), {}
 
-  def safe(obj, depth):
-    if isinstance(obj, _SCALARS):
+  def pin(kind, box, key, obj):
+    pins[kind, id(box), key] = (kind, box, key, obj)
+
+  def own_dict(o, depth):
+    """A function's or partial's ``__dict__`` (replaceable, mutable): pinned whole where
+    code can hold the object (not the transformed function itself, unless it reaches
+    itself; not what a partial or wrapper only calls)."""
+    if ("dict", id(o)) in seen:
       return True
-    if isinstance(obj, (tuple, frozenset)):
-      return depth < 4 and all(safe(o, depth + 1) for o in obj)
-    if isinstance(obj, types.ModuleType):
-      return _module_safe(obj.__name__)
-    if isinstance(obj, type):
-      return _module_safe(obj.__module__)
-    if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)):
-      owner = getattr(obj, "__self__", None)
-      return (owner is None or (isinstance(owner, types.ModuleType) and
-                                _module_safe(owner.__name__))) and obj.__name__ not in _UNSAFE_NAMES
-    if isinstance(obj, functools.partial):
-      return safe(obj.func, depth) and safe(obj.args, depth) and \
-          safe(tuple(obj.keywords.values()), depth)
-    if isinstance(obj, types.FunctionType):
-      if not _module_safe(obj.__globals__.get("__name__")):
-        return walk(obj, depth)
-      if id(obj) in seen:
-        return True
-      seen.add(id(obj))
-      # nbjax's own wrappers (vmap_f, grad_f) hold the user's function: check that one
-      inner = [getattr(obj, "__wrapped__", None)] + [_cell(c) for c in obj.__closure__ or ()]
-      return depth < 8 and all(safe(f, depth + 1) for f in inner if _is_fun(f))
-    if _module_safe(type(obj).__module__) and hasattr(obj, "__wrapped__"):
-      # an nbjax object carrying user functions (jit(f): traced once per signature anyway)
-      return all(safe(f, depth + 1) for f in (obj.__wrapped__, *vars(obj).values()) if _is_fun(f))
-    return False
+    seen.add(("dict", id(o)))
+    d = o.__dict__
+    if type(d) is not dict:
+      return False
+    if not d:
+      pin("empty", o, "__dict__", None)
+      return True
+    pin("attr", o, "__dict__", d)
+    pin("len", d, None, len(d))
+    for k, v in d.items():
+      pin("item", d, k, v)
+    return all(safe(v, depth + 1) for v in d.values())
 
-  def names(code):
-    out = set(code.co_names)
-    for c in code.co_consts:
-      if isinstance(c, types.CodeType):
-        out |= names(c)
-    return out
-
-  def walk(f, depth):
+  def function(f, depth, held):
+    if held and not own_dict(f, depth):
+      return False
     if id(f) in seen:
       return True
     seen.add(id(f))
-    if depth > 8 or not isinstance(f, types.FunctionType):
-      return False
     code = f.__code__
-    used = names(code)
-    if used & _UNSAFE_NAMES or code.co_flags & 0x20:  # generator functions: stateful
+    pin("attr", f, "__code__", code)
+    scan = _scan(code)
+    if scan is None:
       return False
-    g = f.__globals__
-    b = g.get("__builtins__", builtins)
+    glob, attr = scan
+    names.update(attr)
+    g, b = f.__globals__, f.__builtins__
     b = b.__dict__ if isinstance(b, types.ModuleType) else b
-    for n in used:
-      if n in g:
-        obj = g[n]
-        if not safe(obj, depth + 1):
-          return False
-        gg.append((g, n, obj))
-      elif n in b:
-        gg.append((g, n, _MISSING))  # a global defined later would shadow the builtin
-        if not safe(b[n], depth + 1):
-          return False
+    if type(g) is not dict or type(b) is not dict:  # (a subclass can compute its lookups)
+      return False
+    for n in glob:
+      v = g.get(n, _MISSING)
+      pin("item", g, n, v)
+      if v is _MISSING:  # a builtin, or a NameError: either changes if the global appears
+        v = b.get(n, _MISSING)
+        pin("item", b, n, v)
+      if v is not _MISSING and not safe(v, depth + 1):
+        return False
     for c in f.__closure__ or ():
       try:
-        obj = c.cell_contents
+        v = c.cell_contents
       except ValueError:
         return False
-      if not safe(obj, depth + 1):
+      pin("cell", c, None, v)
+      if not safe(v, depth + 1):
         return False
-      cg.append((c, obj))
-    return all(safe(d, depth + 1) for d in (f.__defaults__ or ()) + tuple(
-        (f.__kwdefaults__ or {}).values()))
+    if f.__defaults__ is not None:
+      pin("attr", f, "__defaults__", f.__defaults__)
+      if not safe(f.__defaults__, depth + 1):
+        return False
+    kd = f.__kwdefaults__
+    if kd is not None:
+      if type(kd) is not dict:
+        return False
+      pin("attr", f, "__kwdefaults__", kd)
+      i = code.co_argcount
+      for n in code.co_varnames[i:i + code.co_kwonlyargcount]:
+        v = kd.get(n, _MISSING)
+        pin("item", kd, n, v)
+        if v is not _MISSING and not safe(v, depth + 1):
+          return False
+    return True
 
-  return (gg, cg) if safe(fun, 0) else None
+  def attributes():
+    """Pin, in every module reached, every attribute name any reached code reads (a module
+    can flow anywhere: an argument, a return value), present or absent; to a fixpoint, as
+    the values found reach more code and modules."""
+    done = set()
+    while True:
+      todo = [(m, n) for m in list(modules.values()) for n in list(names)
+              if (id(m), n) not in done]
+      if not todo:
+        return True
+      for m, n in todo:
+        done.add((id(m), n))
+        d = m.__dict__
+        v = d.get(n, _MISSING)
+        pin("item", d, n, v)
+        if v is _MISSING:
+          if "__getattr__" in d and not _library(m.__name__):
+            return False  # a user module serving attributes dynamically
+        elif not safe(v, 1):
+          return False
 
-
-def _guards_hold(gg, cg):
-  for d, k, o in gg:
-    if d.get(k, _MISSING) is not o:
+  def safe(o, depth, held=True):
+    t = type(o)
+    if t in _IMMUTABLE or isinstance(o, (np.generic, np.dtype)) and _library(t.__module__):
+      return True
+    if depth > _MAX_DEPTH:
       return False
-  for c, o in cg:
-    if c.cell_contents is not o:
-      return False
-  return True
+    if t is tuple or t is frozenset:
+      return all(safe(x, depth + 1) for x in o)
+    if t is slice:
+      return safe((o.start, o.stop, o.step), depth + 1)
+    if isinstance(o, types.ModuleType):  # (a user subclass can compute its attributes)
+      modules[id(o)] = o
+      return t is types.ModuleType or _library(o.__name__)
+    if t is types.FunctionType:
+      if not _library(o.__globals__.get("__name__")):
+        return function(o, depth, held)
+      # a library function is trusted; an nbjax wrapper (vmap, jacfwd, vectorize...) says
+      # which user callable it runs with functools.wraps, and that callable must qualify
+      w = o.__dict__.get("__wrapped__", _MISSING)
+      return o.__name__ not in _UNSAFE_NAMES and (w is _MISSING or safe(w, depth + 1, False))
+    if t is functools.partial or t is Partial:
+      kw = o.keywords
+      if type(kw) is not dict or held and not own_dict(o, depth):
+        return False
+      for a in ("func", "args", "keywords"):  # __setstate__ replaces them
+        pin("attr", o, a, getattr(o, a))
+      pin("len", kw, None, len(kw))  # the keywords dict is mutable in place
+      for k, v in kw.items():
+        pin("item", kw, k, v)
+      return (safe(o.func, depth + 1, False) and safe(o.args, depth + 1)
+              and all(safe(v, depth + 1) for v in kw.values()))
+    if t is JitWrapped:  # traced once per signature anyway; pin the function it holds
+      pin("item", o.__dict__, "_fun", o._fun)
+      return safe(o._fun, depth + 1, False)
+    if isinstance(o, enum.Enum):
+      return _library(t.__module__)
+    if t is types.BuiltinFunctionType:
+      s = o.__self__
+      return o.__name__ not in _UNSAFE_NAMES and (
+          s is None or isinstance(s, types.ModuleType) and _library(s.__name__))
+    if t is np.ufunc:
+      return getattr(np, o.__name__, None) is o
+    if t is _ARRAY_FUNCTION:
+      return (_library(o.__module__) and o.__name__ not in _UNSAFE_NAMES
+              and getattr(sys.modules.get(o.__module__), o.__name__, None) is o)
+    if isinstance(o, type):  # a user class is mutable (class attributes, methods)
+      return bool(o.__flags__ & _IMMUTABLE_TYPE) or _library(o.__module__)
+    return False  # objects, bound methods, unknown C callables...
+
+  return list(pins.values()) if safe(fun, 0, False) and attributes() else None
+
+
+def _checker(pins):
+  """``holds()``: whether every pin still holds, one generated expression of identity
+  checks; None when there is nothing to check."""
+  if not pins:
+    return None
+  ns, terms = {}, []
+  for i, (kind, box, key, obj) in enumerate(pins):
+    ns[f"b{i}"], ns[f"k{i}"], ns[f"o{i}"] = box, key, obj
+    if kind == "item":
+      terms.append(f"k{i} not in b{i}" if obj is _MISSING else f"b{i}[k{i}] is o{i}")
+    elif kind == "attr":
+      terms.append(f"b{i}.{key} is o{i}")
+    elif kind == "cell":
+      terms.append(f"b{i}.cell_contents is o{i}")
+    elif kind == "empty":
+      terms.append(f"not b{i}.{key}")
+    else:
+      terms.append(f"len(b{i}) == o{i}")
+  src = (f"def holds():\n  try:\n    return {' and '.join(terms)}\n"
+         "  except Exception:\n    return False\n")
+  exec(src, ns)  # (an emptied cell raises: the pin does not hold)
+  return ns["holds"]
+
+
+_FIXED_NODES = frozenset({"tuple", "list", "dict", "odict", "none"})
+_KEY_TYPES = frozenset({str, int, bool, float, complex, bytes, type(None)})
+
+
+def fixed_structure(treedef):
+  """Whether an argument structure is built of tuples, lists, dicts and OrderedDicts with
+  immutable keys, and ``None``: any other node type is a class (a namedtuple, dataclass,
+  registered class, ``Partial``) whose methods and attributes a trace can read."""
+  node = treedef.node
+  if node is None:
+    return True
+  if node.kind not in _FIXED_NODES or node.kind in ("dict", "odict") and not all(
+      type(k) in _KEY_TYPES for k in treedef.data):
+    return False
+  return all(fixed_structure(k) for k in treedef.kids)
 
 
 # ------------------------------------------------------------------ the cache
 
 _ARRAY_LEAVES = frozenset({Array, np.ndarray})
-_STATIC_LEAVES = (bool, int, float, complex, np.generic)
+# exact types: a subclass (an IntEnum...) is a class whose methods a trace can read
+_STATIC_LEAVES = frozenset({bool, int, float, complex, *(
+    t for t in np.sctypeDict.values() if issubclass(t, (np.number, np.bool_)))})
 
 
 def _c_buffer(v):
@@ -192,7 +380,7 @@ def _shallow(args):
 
 
 class _Entry:
-  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "copy", "gg", "cg")
+  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "copy", "holds")
 
 
 def _fast_path(n, entries):
@@ -205,28 +393,23 @@ def _fast_path(n, entries):
   e = get(({n}, {key}registry.epoch))
   if type(e) is not _Entry:
     return MISS
-  if e.gg:
-    for d, k, o in e.gg:
-      if d.get(k, _MISSING) is not o:
-        return MISS
-  if e.cg:
-    for c, o in e.cg:
-      if c.cell_contents is not o:
-        return MISS
+  h = e.holds
+  if h is not None and not h():
+    return MISS
   outs = e.program({''.join(f'v{i}, ' for i in range(n))})
   if e.single:
     return _wrap(outs[0], e.weak0)
   return TraceCache._finish(e, outs)
 """
   ns = dict(Array=Array, MISS=MISS, get=entries.get, registry=registry, _Entry=_Entry,
-            _MISSING=_MISSING, _wrap=_wrap, TraceCache=TraceCache)
+            _wrap=_wrap, TraceCache=TraceCache)
   exec(src, ns)
   return ns["fast"]
 
 
 class TraceCache:
   """Replays ``fun`` (a transformed function, e.g. the body of ``vmap(f)``) from a staged
-  program once a signature repeats and ``guards(guard_fun)`` holds. ``call`` returns
+  program once a signature repeats, while the pins of ``guards(guard_fun)`` hold. ``call`` returns
   ``MISS`` when the caller must run ``fun`` itself."""
 
   def __init__(self, fun, guard_fun):
@@ -234,6 +417,16 @@ class TraceCache:
     self.entries: dict = {}
     self.enabled = True
     self.fast: dict = {}  # arity -> replay of positional nbjax Arrays (MISS if not cached)
+
+  def replay(self, args, kwargs):
+    """A top-level call's result replayed (positional Arrays take the generated fast path),
+    or ``MISS``."""
+    fast = self.fast.get(len(args)) if not kwargs else None
+    if fast is not None:
+      out = fast(*args)
+      if out is not MISS:
+        return out
+    return self.call(args, kwargs)
 
   def call(self, args, kwargs):
     if not config._flags["eager_cache"]:
@@ -249,14 +442,14 @@ class TraceCache:
         sig += (v.shape, v.dtype, x._weak)
       elif t is np.ndarray:
         sig += (x.shape, x.dtype, None)
-      elif isinstance(x, _STATIC_LEAVES):
+      elif t in _STATIC_LEAVES:
         sig += (t, repr(x), None)  # repr: 0.0 and -0.0 differ, nan matches itself
       else:
         return MISS
     key = (tree, *sig, registry.epoch)
     e = self.entries.get(key)
     if type(e) is _Entry:
-      if not _guards_hold(e.gg, e.cg):
+      if e.holds is not None and not e.holds():
         self.entries.clear()
         return MISS
       vals = []
@@ -283,11 +476,16 @@ class TraceCache:
 
   def _build(self, args, kwargs, leaves, tree):
     from nbjax.interpreters import partial_eval as pe
-    g = guards(self.guard_fun)
-    if g is None:
+    pins = guards(self.guard_fun)
+    if pins is None:
       self.enabled = False
       return None
-    treedef = tree_flatten((args, kwargs))[1] if type(tree) in (int, tuple) else tree
+    if type(tree) in (int, tuple):  # (positional Arrays, or tuples/lists of them)
+      treedef = tree_flatten((args, kwargs))[1]
+    elif fixed_structure(tree):
+      treedef = tree
+    else:
+      return None
     dyn = [i for i, x in enumerate(leaves) if type(x) in _ARRAY_LEAVES]
     statics = list(leaves)
     box = []
@@ -316,7 +514,7 @@ class TraceCache:
     ins = set(jaxpr.invars)
     e.copy = frozenset(i for i, v in enumerate(jaxpr.outvars) if v in ins)
     e.single = e.out_tree == tree_structure(0)
-    e.gg, e.cg = g
+    e.holds = _checker(pins)
     return e
 
 

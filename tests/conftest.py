@@ -1,11 +1,11 @@
 """Test-session switches.
 
 ``NBJAX_REPLAY_CHECK=1``: every top-level ``nbjax.vmap`` and ``nbjax.value_and_grad`` (so
-``grad`` too) call runs three times with the eager cache's purity guard bypassed, so the
-third call replays the staged program (``nbjax/eager_cache.py``), and must equal the first,
-per-call result (vmap's trace, grad's tape) exactly (dtype, shape, values).
-``tests/test_eager_cache.py`` runs the vmap and jvp suites this way, ``tests/test_grad.py``
-the reverse-mode ones.
+``grad`` too) call runs three times with the eager cache's guard (``guards``,
+``fixed_structure``) bypassed, so the third call replays the staged program
+(``nbjax/eager_cache.py``), and must equal the first, per-call result (vmap's trace, grad's
+tape) exactly (dtype, shape, values). ``tests/test_eager_cache.py`` runs the vmap and jvp
+suites this way, ``tests/test_grad.py`` the reverse-mode ones.
 """
 import os
 
@@ -16,44 +16,27 @@ if os.environ.get("NBJAX_REPLAY_CHECK"):
   from nbjax import api, core, eager_cache
   from nbjax.tree_util import tree_leaves
 
-  eager_cache.guards = lambda fun: ([], [])
-  _vmap = api.vmap
+  eager_cache.guards = lambda fun: []
+  eager_cache.fixed_structure = lambda treedef: True
 
-  def _checked_vmap(*a, **k):
-    vf = _vmap(*a, **k)
+  def _checked(transform, what):
+    def checked_transform(*a, **k):
+      vf = transform(*a, **k)
 
-    def run(*args, **kwargs):
-      first = vf(*args, **kwargs)
-      if core._ctx.trace is not core.eval_trace:
-        return first
-      vf(*args, **kwargs)
-      third = vf(*args, **kwargs)
-      for x, y in zip(tree_leaves(first), tree_leaves(third)):
-        x, y = np.asarray(x), np.asarray(y)
-        assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
-        np.testing.assert_array_equal(x, y, err_msg="replay differs from the per-call trace")
-      return third
-    return run
+      def run(*args, **kwargs):
+        first = vf(*args, **kwargs)
+        if core._ctx.trace is not core.eval_trace:
+          return first
+        vf(*args, **kwargs)
+        third = vf(*args, **kwargs)
+        for x, y in zip(tree_leaves(first), tree_leaves(third)):
+          x, y = np.asarray(x), np.asarray(y)
+          assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
+          np.testing.assert_array_equal(x, y, err_msg=f"replay differs from the per-call {what}")
+        return third
+      run._trace_cache = getattr(vf, "_trace_cache", None)
+      return run
+    return checked_transform
 
-  api.vmap = nbjax.vmap = _checked_vmap
-
-  _value_and_grad = api.value_and_grad
-
-  def _checked_value_and_grad(*a, **k):
-    vf = _value_and_grad(*a, **k)
-
-    def run(*args, **kwargs):
-      first = vf(*args, **kwargs)
-      if core._ctx.trace is not core.eval_trace:
-        return first
-      vf(*args, **kwargs)
-      third = vf(*args, **kwargs)
-      for x, y in zip(tree_leaves(first), tree_leaves(third)):
-        x, y = np.asarray(x), np.asarray(y)
-        assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
-        np.testing.assert_array_equal(x, y, err_msg="replay differs from the per-call tape")
-      return third
-    run._trace_cache = vf._trace_cache
-    return run
-
-  api.value_and_grad = nbjax.value_and_grad = _checked_value_and_grad
+  api.vmap = nbjax.vmap = _checked(api.vmap, "trace")
+  api.value_and_grad = nbjax.value_and_grad = _checked(api.value_and_grad, "tape")

@@ -9,10 +9,21 @@
   side effects, Python branching on unmapped arguments, Python scalar arguments, config and
   backend changes all behave exactly as without the cache.
 """
+import builtins
+import contextlib
+import enum
 import functools
+import itertools
+import math
+import operator
+import sys
+import types
+from typing import NamedTuple
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import nbjax
 import nbjax.numpy as jnp
@@ -371,3 +382,507 @@ def test_config_switch():
   for r in _calls(vf, X):
     np.testing.assert_array_equal(r, np.asarray(X) * 2)
   assert any(type(e) is eager_cache._Entry for e in _cache(vf).entries.values())
+
+
+# ------------------------------------------------------------------ the guard cannot be fooled
+#
+# Every channel through which a traced function can read state (the invariant in
+# nbjax/eager_cache.py): each builds a reader ``r(x) = x * w`` with ``w`` reached through
+# it, and a mutation of ``w`` by the ordinary Python means for that channel. A replay must
+# equal the per-call trace (``config.update("eager_cache", False)``) after any mutation; the
+# channels that can be pinned must replay, the others must not.
+
+_ids = itertools.count()
+
+
+def _module(stack, src="", **ns):
+  """A fresh user module, registered in ``sys.modules``, that ran ``src``."""
+  m = types.ModuleType(f"_nbjax_guard_{next(_ids)}")
+  m.__dict__.update(ns)
+  sys.modules[m.__name__] = m
+  stack.callback(sys.modules.pop, m.__name__, None)
+  exec(src, m.__dict__)
+  return m
+
+
+class _Scaled:
+  def __init__(self, w):
+    self.w = w
+
+  def mul(self, x):
+    return x * self.w
+
+  def __call__(self, x):
+    return x * self.w
+
+
+class _Chan:
+  def __init__(self, reader, setter, pinnable, value):
+    self.reader, self.setter, self.pinnable, self.value = reader, setter, pinnable, value
+
+  def set(self, v):
+    self.setter(v)
+    self.value = v
+
+
+def _set(obj, name):
+  return lambda v: setattr(obj, name, v)
+
+
+def _ch_global(v, stack):
+  m = _module(stack, "def r(x):\n  return x * W\n", W=v)
+  return _Chan(m.r, _set(m, "W"), True, v)
+
+
+def _ch_global_absent(v, stack):  # a global that appears later (the read falls back before)
+  m = _module(stack, "def r(x):\n  try:\n    w = W\n  except NameError:\n    w = 1.5\n"
+              "  return x * w\n")
+  return _Chan(m.r, _set(m, "W"), True, 1.5)
+
+
+def _ch_global_by_helper(v, stack):  # read by a helper, rebound by a function's `global`
+  m = _module(stack, "def helper(x):\n  return x * W\n\ndef r(x):\n  return helper(x)\n\n"
+              "def set_w(v):\n  global W\n  W = v\n", W=v)
+  return _Chan(m.r, m.set_w, True, v)
+
+
+def _ch_nested_lambda(v, stack):  # a function built in the body reads the global
+  m = _module(stack, "def r(x):\n  g = lambda y: y * W\n  return g(x)\n", W=v)
+  return _Chan(m.r, _set(m, "W"), True, v)
+
+
+def _ch_builtin(v, stack):  # a builtin, rebound in builtins
+  n = f"_nbjax_guard_b{next(_ids)}"
+  builtins.__dict__[n] = v
+  stack.callback(builtins.__dict__.pop, n, None)
+  m = _module(stack, f"def r(x):\n  return x * {n}\n")
+  return _Chan(m.r, lambda w: builtins.__dict__.__setitem__(n, w), True, v)
+
+
+def _ch_builtin_shadowed(v, stack):  # a builtin, shadowed by a global defined later
+  c = _ch_builtin(v, stack)
+  c.setter = _set(sys.modules[c.reader.__module__], c.reader.__code__.co_names[0])
+  return c
+
+
+def _ch_module_attr(v, stack):
+  mod = _module(stack, w=v)
+  m = _module(stack, "def r(x):\n  return x * M.w\n", M=mod)
+  return _Chan(m.r, _set(mod, "w"), True, v)
+
+
+def _ch_module_through_argument(v, stack):  # the reader of M.w is not the reader of M
+  mod = _module(stack, w=v)
+  m = _module(stack, "def helper(x, m):\n  return x * m.w\n\ndef r(x):\n  return helper(x, M)\n",
+              M=mod)
+  return _Chan(m.r, _set(mod, "w"), True, v)
+
+
+def _ch_module_attr_absent(v, stack):
+  mod = _module(stack)
+  m = _module(stack, "def r(x):\n  try:\n    w = M.w\n  except AttributeError:\n    w = 1.5\n"
+              "  return x * w\n", M=mod)
+  return _Chan(m.r, _set(mod, "w"), True, 1.5)
+
+
+def _ch_numpy_attr(v, stack):  # an attribute of a library module, monkeypatched
+  n = f"_nbjax_guard_np{next(_ids)}"
+  setattr(np, n, v)
+  stack.callback(lambda: np.__dict__.pop(n, None))
+  m = _module(stack, f"def r(x):\n  return x * np.{n}\n", np=np)
+  return _Chan(m.r, _set(np, n), True, v)
+
+
+def _ch_closure(v, stack):
+  w = v
+
+  def r(x):
+    return x * w
+
+  def set_w(new):
+    nonlocal w
+    w = new
+  return _Chan(r, set_w, True, v)
+
+
+def _ch_default(v, stack):
+  def r(x, w=v):
+    return x * w
+  return _Chan(r, lambda w: setattr(r, "__defaults__", (w,)), True, v)
+
+
+def _ch_kwdefault(v, stack):  # the kwdefaults dict, changed in place
+  def r(x, *, w=v):
+    return x * w
+  return _Chan(r, lambda w: r.__kwdefaults__.__setitem__("w", w), True, v)
+
+
+def _ch_partial_args(v, stack):  # partial objects are mutable through __setstate__
+  def mul(w, x):
+    return x * w
+  p = functools.partial(mul, v)
+  return _Chan(p, lambda w: p.__setstate__((mul, (w,), {}, None)), True, v)
+
+
+def _ch_partial_keywords(v, stack):  # the keywords dict, changed in place
+  def mul(x, w):
+    return x * w
+  p = functools.partial(mul, w=v)
+  return _Chan(p, lambda w: p.keywords.__setitem__("w", w), True, v)
+
+
+def _ch_partial_new_keyword(v, stack):  # a keyword the partial did not have
+  def mul(x, w=1.5):
+    return x * w
+  p = functools.partial(mul)
+  return _Chan(p, lambda w: p.keywords.__setitem__("w", w), True, 1.5)
+
+
+def _ch_code(v, stack):  # the function's code object swapped
+  mk = lambda w: eval(f"lambda x: x * {float(w)!r}")  # noqa: S307
+  r = mk(v)
+  return _Chan(r, lambda w: setattr(r, "__code__", mk(w).__code__), True, v)
+
+
+def _ch_function_attr(v, stack):
+  m = _module(stack, "def r(x):\n  return x * r.w\n")
+  m.r.w = v
+  return _Chan(m.r, _set(m.r, "w"), True, v)
+
+
+def _ch_function_attr_absent(v, stack):  # an attribute the function did not have
+  m = _module(stack, "def r(x):\n  try:\n    w = r.w\n  except AttributeError:\n    w = 1.5\n"
+              "  return x * w\n")
+  return _Chan(m.r, _set(m.r, "w"), True, 1.5)
+
+
+def _ch_function_attr_added(v, stack):  # ... beside one it had
+  c = _ch_function_attr_absent(v, stack)
+  c.reader.other = 0.0
+  return c
+
+
+def _ch_function_dict_replaced(v, stack):
+  c = _ch_function_attr(v, stack)
+  c.setter = lambda w: setattr(c.reader, "__dict__", {"w": w})
+  return c
+
+
+def _ch_vmap_of_function(v, stack):
+  c = _ch_global(v, stack)
+  c.reader = nbjax.vmap(c.reader)
+  return c
+
+
+def _ch_vectorize_of_function(v, stack):
+  c = _ch_closure(v, stack)
+  c.reader = jnp.vectorize(c.reader)
+  return c
+
+
+def _ch_method(v, stack):
+  o = _Scaled(v)
+  return _Chan(o.mul, _set(o, "w"), False, v)
+
+
+def _ch_callable_object(v, stack):
+  o = _Scaled(v)
+  return _Chan(o, _set(o, "w"), False, v)
+
+
+def _ch_object_attr(v, stack):
+  o = _Scaled(v)
+  return _Chan(lambda x: x * o.w, _set(o, "w"), False, v)
+
+
+def _ch_class_attr(v, stack):
+  cls = type("Cls", (), {"w": v})
+  return _Chan(lambda x: x * cls.w, _set(cls, "w"), False, v)
+
+
+def _ch_vmap_of_callable_object(v, stack):  # the issue's Model: vmap(m) inside a vmap
+  o = _Scaled(v)
+  return _Chan(nbjax.vmap(o), _set(o, "w"), False, v)
+
+
+def _ch_vectorize_of_method(v, stack):
+  o = _Scaled(v)
+  return _Chan(jnp.vectorize(o.mul), _set(o, "w"), False, v)
+
+
+def _ch_partial_of_method(v, stack):
+  o = _Scaled(v)
+  return _Chan(functools.partial(o.mul), _set(o, "w"), False, v)
+
+
+def _ch_list(v, stack):
+  box = [v]
+  return _Chan(lambda x: x * box[0], lambda w: box.__setitem__(0, w), False, v)
+
+
+def _ch_ndarray(v, stack):
+  a = np.array(float(v))
+  return _Chan(lambda x: x * a, lambda w: a.__setitem__((), float(w)), False, v)
+
+
+CHANNELS = {n[4:]: f for n, f in list(globals().items()) if n.startswith("_ch_")}
+_XB = jnp.asarray(np.arange(6.0).reshape(3, 2) - 2.0)
+_X, _T = jnp.asarray([0.5, -2.0]), jnp.asarray([1.0, 3.0])
+
+
+def _compose(readers):
+  rs = tuple(readers)
+
+  def top(x):
+    for r in rs:
+      x = r(x)
+    return x
+  return top
+
+
+def _transformed(kind, top):
+  """``(run, replayed)``: a top-level ``kind`` call of ``top``, and whether its cache holds a
+  staged program."""
+  if kind == "vmap":
+    f = nbjax.vmap(top)
+    run, caches = lambda: f(_XB), lambda: [f._trace_cache]
+  elif kind == "jvp":
+    run = lambda: nbjax.jvp(top, (_X,), (_T,))
+    caches = lambda: list(eager_cache._by_fun.get(top, {}).values())
+  else:
+    f = nbjax.jacfwd(top)
+    run, caches = lambda: f(_X), lambda: [f._trace_cache]
+  return run, lambda: any(
+      type(e) is eager_cache._Entry for c in caches() for e in c.entries.values())
+
+
+def _expected(kind, p):
+  x, xb, t = (np.asarray(a) for a in (_X, _XB, _T))
+  return {"vmap": [xb * p], "jvp": [x * p, t * p], "jacfwd": [np.eye(2) * p]}[kind]
+
+
+def _per_call(run):
+  nbjax.config.update("eager_cache", False)
+  try:
+    return run()
+  finally:
+    nbjax.config.update("eager_cache", True)
+
+
+def _check(kind, run, chans, what):
+  """Three calls (a replay or a retrace first), then the per-call path: all equal, and equal
+  to the closed form. (Switching the cache off bumps ``registry.epoch``: it comes last.)"""
+  gots = [nbjax.tree_util.tree_leaves(run()) for _ in range(3)]
+  want = nbjax.tree_util.tree_leaves(_per_call(run))
+  p = functools.reduce(lambda a, c: a * float(c.value), chans, 1.0)
+  for w, e in zip(want, _expected(kind, p)):
+    np.testing.assert_allclose(w, e, rtol=1e-14, err_msg=f"{what}: the per-call path")
+  for i, got in enumerate(gots):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+      g, w = np.asarray(g), np.asarray(w)
+      assert g.dtype == w.dtype and g.shape == w.shape, what
+      np.testing.assert_array_equal(g, w, err_msg=f"{what}: call {i}")
+
+
+def _warm(run, replayed, chans, what):
+  for _ in range(3):
+    run()
+  assert replayed() == all(c.pinnable for c in chans), f"{what}: guard decision"
+
+
+def _exercise(kind, makers, values, news, bare=False):
+  with contextlib.ExitStack() as stack:
+    chans = [m(v, stack) for m, v in zip(makers, values)]
+    top = chans[0].reader if bare else _compose(c.reader for c in chans)
+    run, replayed = _transformed(kind, top)
+    what = f"{kind} of {[m.__name__ for m in makers]}"
+    _warm(run, replayed, chans, what)
+    _check(kind, run, chans, what)
+    _warm(run, replayed, chans, what)  # a staged program is live when the state changes
+    for c, v in news:
+      chans[c].set(v)
+    _check(kind, run, chans, what + f" changed {news}")
+
+
+@pytest.mark.parametrize("channel", list(CHANNELS))
+def test_each_channel_is_pinned_or_refused(channel):
+  for kind in ("vmap", "jvp", "jacfwd"):
+    for bare in (False, True):
+      _exercise(kind, [CHANNELS[channel]], [2.0], [(0, 3.0)], bare=bare)
+
+
+_VALUES = st.one_of(st.sampled_from([0.5, 2.0, -1.25, 3.0, 0.75]),
+                    st.sampled_from([0.5, 2.0, -1.25]).map(jnp.asarray))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_replay_equals_per_call_whatever_changes(data):
+  """Random functions reading state through a random mix of channels, random changes of
+  that state between calls: a replay always equals the per-call trace."""
+  kind = data.draw(st.sampled_from(["vmap", "jvp", "jacfwd"]))
+  names = data.draw(st.lists(st.sampled_from(sorted(CHANNELS)), min_size=1, max_size=4))
+  values = [data.draw(_VALUES) for _ in names]
+  changed = data.draw(st.lists(st.integers(0, len(names) - 1), min_size=1, max_size=3))
+  news = [(i, data.draw(_VALUES)) for i in changed]
+  bare = len(names) == 1 and data.draw(st.booleans())
+  _exercise(kind, [CHANNELS[n] for n in names], values, news, bare=bare)
+
+
+def test_issue_model_example():
+  class Model:
+    def __init__(self):
+      self.w = 2.0
+
+    def __call__(self, v):
+      return v * self.w
+  m = Model()
+  per_row = nbjax.vmap(m)
+  F = nbjax.vmap(lambda v: per_row(v[None])[0])
+  x = jnp.arange(3.0).reshape(3, 1)
+  for _ in range(3):
+    F(x)
+  m.w = 10.0
+  np.testing.assert_array_equal(F(x), [[0.0], [10.0], [20.0]])
+
+
+def test_jit_inside_replays_as_per_call():
+  """``jit`` traces once per signature (JAX semantics): the replay must agree with that."""
+  with contextlib.ExitStack() as stack:
+    c = _ch_global(2.0, stack)
+    jf = nbjax.jit(c.reader)
+    run, replayed = _transformed("vmap", _compose([jf]))
+    for _ in range(3):
+      run()
+    assert replayed()
+    c.set(5.0)
+    want = _per_call(run)
+    for _ in range(3):
+      np.testing.assert_array_equal(run(), want)
+    pins = eager_cache.guards(jf)
+    holds = eager_cache._checker(pins)
+    assert holds()
+    jf._fun = c.reader  # the same function: still holds
+    assert holds()
+    jf._fun = lambda x: x
+    assert not holds()
+
+
+_SCALE = 2.0
+
+
+class _Pair(NamedTuple):
+  w: Array
+
+  def scaled(self):
+    return self.w * _SCALE
+
+
+class _Mode(enum.IntEnum):
+  A = 1
+
+  def factor(self):
+    return _SCALE
+
+
+def test_argument_classes_trace_per_call():
+  """A namedtuple argument or an IntEnum scalar brings its class (methods reading state):
+  those signatures trace per call, plain containers replay."""
+  global _SCALE
+  vf = nbjax.vmap(lambda p, x: p.scaled() * x, in_axes=(None, 0))
+  vg = nbjax.vmap(lambda x, m: x * m.factor(), in_axes=(0, None))
+  vh = nbjax.vmap(lambda p, x: p["w"] * x, in_axes=(None, 0))
+  pair = _Pair(jnp.asarray(3.0))
+  try:
+    _calls(vf, pair, X)
+    _calls(vg, X, _Mode.A)
+    _calls(vh, {"w": jnp.asarray(3.0)}, X)
+    _SCALE = 7.0
+    np.testing.assert_array_equal(vf(pair, X), 21.0 * np.asarray(X))
+    np.testing.assert_array_equal(vg(X, _Mode.A), 7.0 * np.asarray(X))
+  finally:
+    _SCALE = 2.0
+  assert not any(
+      type(e) is eager_cache._Entry for c in (vf, vg) for e in _cache(c).entries.values())
+  assert any(type(e) is eager_cache._Entry for e in _cache(vh).entries.values())
+
+
+W_REFUSED = jnp.asarray(1.0)
+
+
+class _Globals(dict):
+  def __missing__(self, key):
+    return 1.0
+
+
+def test_guard_refuses_what_no_pin_covers():
+  g = eager_cache.guards
+  mod = types.ModuleType("_nbjax_guard_dyn")
+  mod.w = 2.0
+  q = 1.0
+
+  def imports(x):
+    import math
+    return x * math.pi
+
+  def stores_global(x):
+    global W_REFUSED
+    W_REFUSED = x
+    return x
+
+  def writes_cell(x):
+    nonlocal q
+    q = 2.0
+    return x
+
+  def stores_attr(x):
+    mod.w = 3.0
+    return x
+
+  def builds_class(x):
+    class K:
+      pass
+    return x
+
+  async def coroutine(x):
+    return x
+  refused = [imports, stores_global, writes_cell, stores_attr, builds_class, coroutine,
+             lambda x: x * getattr(mod, "w"), lambda x: x * vars(mod)["w"],
+             lambda x: x * mod.__dict__["w"], lambda x: x * globals()["W_REFUSED"],
+             lambda x: x * (W_REFUSED if hasattr(mod, "w") else 1.0),
+             lambda x: x * len(sys._getframe().f_globals), lambda x: x.__class__,
+             lambda x: x * operator.attrgetter("w")(mod), lambda x: x * eval("1"),
+             lambda x: x * jnp.load, lambda x: x + nbjax.config.x64_enabled,
+             lambda x: x * _Scaled(1.0).w]
+  for f in refused:
+    assert g(f) is None, f
+  dyn = types.ModuleType("_nbjax_guard_dyn2")
+  dyn.__getattr__ = lambda name: 2.0  # a user module serving attributes dynamically
+  assert g(lambda x: x * dyn.w) is None
+  lazy = type("Lazy", (types.ModuleType,), {"w": property(lambda self: 2.0)})("_nbjax_lazy")
+  assert g(lambda x: x * lazy.w) is None
+  assert g(types.FunctionType((lambda x: x * W_REFUSED).__code__, _Globals(globals()))) is None
+  assert g(lambda x: x * mod.w) is not None
+  for ok in (int, np.float64, jnp.float32, jnp.ndarray, operator.add, math.sin, np.sin, np.dot,
+             jnp.add, (1, "a", None, slice(1, 2)), frozenset({1.0}), np.dtype("f4"),
+             nbjax.vmap(jnp.sin), jnp.vectorize(jnp.sin)):
+    assert g(lambda x, ok=ok: x) is not None, ok
+  for bad in (type("User", (), {}), [1], {}, {1}, _Scaled(1.0), _Scaled(1.0).mul, print,
+              np.frompyfunc(lambda v: v, 1, 1), np.random.default_rng(0).normal,
+              functools.lru_cache(lambda x: x), (1, [2])):
+    assert g(lambda x, bad=bad: x) is None, bad
+
+
+def test_pins_are_checked_by_identity():
+  """Equal but not identical rebinding retraces (never reads a stale object)."""
+  g = eager_cache.guards
+  w = jnp.asarray(2.0)
+  f = lambda x: x * w
+  holds = eager_cache._checker(g(f))
+  assert holds()
+  f.__code__ = (lambda x: x * w).__code__
+  assert not holds()
+  p = functools.partial(lambda x, *, k=1.0: x * k, k=2.0)
+  assert {q[0] for q in g(p)} == {"attr", "item", "len"}
+  assert {q[0] for q in g(lambda x: p(x))} == {"attr", "item", "len", "cell", "empty"}

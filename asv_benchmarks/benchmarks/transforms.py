@@ -94,7 +94,7 @@ class VmapLinearModel:
       elif impl == "vmap_fresh":
         run = lambda: tr.vmap(f, in_axes=(0, None, None))(X, W, b)
       else:
-        g = tr.vmap(f, in_axes=(0, None, None))
+        g = self.vmapped = tr.vmap(f, in_axes=(0, None, None))  # (compare: guard cost)
         run = lambda: g(X, W, b)
     else:
       rows = [X[i] for i in range(128)]

@@ -80,6 +80,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                     f"excluded={excluded!r}")
   if any(isinstance(e, int) and e < 0 for e in excluded):
     raise ValueError(f"excluded={excluded!r} contains negative numbers")
+  excluded = frozenset(excluded)  # a snapshot: a cached replay could not see the set change
 
   @functools.wraps(pyfunc)
   def wrapped(*args, **kwargs):
