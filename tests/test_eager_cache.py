@@ -649,6 +649,9 @@ def _transformed(kind, top):
   elif kind == "jvp":
     run = lambda: nbjax.jvp(top, (_X,), (_T,))
     caches = lambda: list(eager_cache._by_fun.get(top, {}).values())
+  elif kind == "grad":  # first call: the tape; then a replayed forward + backward program
+    f = nbjax.grad(lambda x: jnp.sum(top(x)))
+    run, caches = lambda: f(_X), lambda: [f._trace_cache]
   else:
     f = nbjax.jacfwd(top)
     run, caches = lambda: f(_X), lambda: [f._trace_cache]
@@ -658,7 +661,8 @@ def _transformed(kind, top):
 
 def _expected(kind, p):
   x, xb, t = (np.asarray(a) for a in (_X, _XB, _T))
-  return {"vmap": [xb * p], "jvp": [x * p, t * p], "jacfwd": [np.eye(2) * p]}[kind]
+  return {"vmap": [xb * p], "jvp": [x * p, t * p], "jacfwd": [np.eye(2) * p],
+          "grad": [np.ones(2) * p]}[kind]
 
 
 def _per_call(run):
@@ -707,7 +711,7 @@ def _exercise(kind, makers, values, news, bare=False):
 
 @pytest.mark.parametrize("channel", list(CHANNELS))
 def test_each_channel_is_pinned_or_refused(channel):
-  for kind in ("vmap", "jvp", "jacfwd"):
+  for kind in ("vmap", "jvp", "jacfwd", "grad"):
     for bare in (False, True):
       _exercise(kind, [CHANNELS[channel]], [2.0], [(0, 3.0)], bare=bare)
 
@@ -721,7 +725,7 @@ _VALUES = st.one_of(st.sampled_from([0.5, 2.0, -1.25, 3.0, 0.75]),
 def test_replay_equals_per_call_whatever_changes(data):
   """Random functions reading state through a random mix of channels, random changes of
   that state between calls: a replay always equals the per-call trace."""
-  kind = data.draw(st.sampled_from(["vmap", "jvp", "jacfwd"]))
+  kind = data.draw(st.sampled_from(["vmap", "jvp", "jacfwd", "grad"]))
   names = data.draw(st.lists(st.sampled_from(sorted(CHANNELS)), min_size=1, max_size=4))
   values = [data.draw(_VALUES) for _ in names]
   changed = data.draw(st.lists(st.integers(0, len(names) - 1), min_size=1, max_size=3))
