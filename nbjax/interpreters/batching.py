@@ -277,7 +277,6 @@ def _batch_bwd(trace, bwd, vals, dims, agreed, res_dims):
   """The backward rule batched over the residuals' and cotangents' batch dims; each input
   cotangent is moved to its input's batch dim, or summed over the batch when the input is
   unbatched."""
-  from nbjax import lax
   from nbjax.interpreters.ad import Zero
   in_avals = [get_aval(v).to_tangent_aval() for v in vals]
 
@@ -295,7 +294,7 @@ def _batch_bwd(trace, bwd, vals, dims, agreed, res_dims):
         continue
       v, src = t.to_batch_info(o)
       if d is not_mapped and src is not not_mapped:
-        v = lax.reduce_sum(v, (src,))
+        v = _lax.reduce_sum(v, (src,))
       elif src != d:
         v = matchaxis(src, d, t.axis_size, v)
       res.append(v)
