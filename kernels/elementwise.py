@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 from numba import njit, prange, typeof, types
+from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
 
 _TEMPLATES = {
@@ -126,6 +127,22 @@ def {fn}(x, y, one, out):
     else:
       out[i] = _ipow(x[i], m)
 """,
+    # complex z ** y with XLA's complex products and quotient (JAX's multiplication order)
+    "integer_pow_complex": """
+def {fn}(x, y, one, out):
+  if x.size != out.size:
+    return
+  m = -y if y < 0 else y
+  for i in {rng}(out.size):
+    if m == 0:
+      out[i] = one
+    else:
+      a = x[i]
+      r, s = _cipow(a.real, a.imag, m)
+      if y < 0:
+        r, s = _cdiv(one.real, one.imag, r, s)
+      out[i] = complex(r, s)
+""",
     # complex -> real part: through the array's .real view (``x[i].real`` does not vectorize)
     "real": """
 def {fn}(x, out):
@@ -170,7 +187,7 @@ def {fn}(x32, y32, xb, yb, out):
 UNARY = {
     "neg": "-a",
     "sign": "_sign(a)",
-    "sign_complex": "_sign_complex(a)",
+    "sign_complex": "_c(_csign(a.real, a.imag))",
     "floor": "np.floor(a)",
     "ceil": "np.ceil(a)",
     "round_away": "_round_away(a)",
@@ -178,6 +195,24 @@ UNARY = {
     "is_finite": "np.isfinite(a)",
     "exp": "np.exp(a)",
     "exp2": "np.exp2(a)",
+    "exp_complex": "_c(_cexp(a.real, a.imag))",
+    "exp2_complex": "_c(_cexp2(a.real, a.imag))",
+    "expm1_complex": "_c(_cexpm1(a.real, a.imag))",
+    "sin_complex": "_c(_csin(a.real, a.imag))",
+    "cos_complex": "_c(_ccos(a.real, a.imag))",
+    "tan_complex": "_c(_ctan(a.real, a.imag))",
+    "tanh_complex": "_c(_ctanh(a.real, a.imag))",
+    "log_complex": "_c(_clog(a.real, a.imag))",
+    "log1p_complex": "_c(_clog1p(a.real, a.imag))",
+    "logistic_complex": "_c(_clogistic(a.real, a.imag))",
+    "sqrt_complex": "_c(_csqrt(a.real, a.imag))",
+    "rsqrt_complex": "_c(_crsqrt(a.real, a.imag))",
+    "abs_complex": "_cabs(a.real, a.imag)",
+    "square_complex": "_c(_csquare(a.real, a.imag))",
+    "sinh_complex": "_c(_csinh(a.real, a.imag, type(a.real)(-1)))",
+    "cosh_complex": "_c(_csinh(a.real, a.imag, type(a.real)(1)))",
+    "atan_complex": "_c(_catan(a.real, a.imag))",
+    "atanh_complex": "_c(_catanh(a.real, a.imag))",
     "log": "np.log(a)",
     "log1p": "np.log1p(a)",
     "expm1": "np.expm1(a)",
@@ -226,11 +261,16 @@ BINARY = {
     "rem_uint": "_rem_uint(a, b)",
     "max": "_max(a, b)",
     "min": "_min(a, b)",
+    "max_float": "_fmax(a, b)",
+    "min_float": "_fmin(a, b)",
     "max_complex": "_max_complex(a, b)",
     "min_complex": "_min_complex(a, b)",
+    "mul_complex": "_c(_cmul(a.real, a.imag, b.real, b.imag))",
+    "div_complex": "_c(_cdiv(a.real, a.imag, b.real, b.imag))",
+    "pow_complex": "_c(_cpow(a.real, a.imag, b.real, b.imag))",
     "pow": "a ** b",
     "atan2": "np.arctan2(a, b)",
-    "atan2_complex": "-1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))",
+    "atan2_complex": "_c(_catan2(a.real, a.imag, b.real, b.imag))",
     "nextafter": "np.nextafter(a, b)",
     "eq": "a == b",
     "ne": "a != b",
@@ -250,6 +290,7 @@ BINARY = {
 
 TERNARY = {
     "clamp": "_min(_max(b, a), c)",
+    "clamp_float": "_fmin(_fmax(b, a), c)",
 }
 
 
@@ -264,11 +305,6 @@ def _sign(a):
   if a < 0:
     return -1
   return a
-
-
-@njit(inline="always", cache=True)
-def _sign_complex(a):
-  return a if a == 0 else a / np.abs(a)
 
 
 @njit(inline="always", cache=True)
@@ -289,22 +325,26 @@ def _min(a, b):
 
 
 @njit(inline="always", cache=True)
+def _fmax(a, b):
+  # IEEE maximum, as XLA's on floats: NaN propagates, -0 < +0 (a tie of zeros is a + b)
+  return (a + b) if (a == 0 and b == 0) else (a if (a > b or a != a) else b)
+
+
+@njit(inline="always", cache=True)
+def _fmin(a, b):
+  return -(-a - b) if (a == 0 and b == 0) else (a if (a < b or a != a) else b)
+
+
+@njit(inline="always", cache=True)
 def _max_complex(a, b):
-  # lexicographic (real, then imaginary part), NaN-propagating
-  if a != a:
-    return a
-  if b != b:
-    return b
-  return a if (a.real > b.real or (a.real == b.real and a.imag >= b.imag)) else b
+  # JAX's rule: lexicographic on (real, imaginary) by ordered comparisons, so NaN parts
+  # compare false and pick b
+  return a if (a.imag > b.imag if a.real == b.real else a.real > b.real) else b
 
 
 @njit(inline="always", cache=True)
 def _min_complex(a, b):
-  if a != a:
-    return a
-  if b != b:
-    return b
-  return a if (a.real < b.real or (a.real == b.real and a.imag <= b.imag)) else b
+  return a if (a.imag < b.imag if a.real == b.real else a.real < b.real) else b
 
 
 @njit(inline="always", cache=True)
@@ -470,14 +510,14 @@ def _digamma(x):
   # then the asymptotic series.
   if x != x:
     return x
-  if x <= 0.0 and x == math.floor(x):
+  if x <= 0.0 and x == np.floor(x):
     return np.nan
   if x == np.inf:
     return x
   r = 0.0
   if x < 0.5:
     # psi(x) = psi(1 - x) - pi / tan(pi x), with pi x reduced to (-pi/2, pi/2]
-    f = x - math.floor(x + 0.5)
+    f = x - np.floor(x + 0.5)
     r = -math.pi / math.tan(math.pi * f)
     x = 1.0 - x
   while x < 10.0:
@@ -492,7 +532,7 @@ def _digamma(x):
 @njit(inline="always", cache=True)
 def _zeta(s, q):
   # Hurwitz zeta(s, q) for s > 1 by Euler-Maclaurin summation (N = 12 terms, 10 corrections)
-  if q <= 0.0 and q == math.floor(q):
+  if q <= 0.0 and q == np.floor(q):
     return np.inf
   n = 12
   t = 0.0
@@ -514,16 +554,387 @@ def _zeta(s, q):
 
 @njit(inline="always", cache=True)
 def _polygamma(m, x):
-  # polygamma(m, x) = (-1)^(m+1) m! zeta(m+1, x); m = 0 is digamma; m must be a
-  # non-negative integer (else NaN), as JAX
-  if m != m or x != x or m < 0 or m != math.floor(m):
+  # polygamma(m, x) = (-1)^(m+1) m! zeta(m+1, x); m = 0 is digamma; m must be a finite
+  # non-negative integer (else NaN), as JAX; at the poles (x a non-positive integer or -inf) XLA's
+  # zeta(m + 1, x) is inf for even m + 1 and NaN for odd; at x = +inf NaN
+  if m != m or x != x or m < 0 or m != np.floor(m) or m == np.inf:
     return np.nan
   if m == 0:
     return _digamma(x)
-  if x <= 0.0 and x == math.floor(x):
+  sgn = 1.0 if np.fmod(m, 2.0) == 1.0 else -1.0
+  if x == np.inf:
     return np.nan
-  sgn = 1.0 if int(m) % 2 == 1 else -1.0
-  return sgn * math.exp(math.lgamma(m + 1.0)) * _zeta(m + 1.0, x)
+  if x <= 0.0 and x == np.floor(x):
+    return np.nan if np.fmod(m + 1.0, 2.0) == 1.0 else sgn * np.inf
+  f = math.exp(math.lgamma(m + 1.0))  # m!: NaN once it overflows, as XLA's
+  return np.nan if f == np.inf else sgn * f * _zeta(m + 1.0, x)
+
+
+# ------------------------------------------------------------- XLA's complex arithmetic
+# Complex kernels reproduce XLA's CPU expansions (the results ``jit`` gives, NaN, inf and
+# signed zeros included) rather than C99 Annex G's: components are computed in the
+# component type (``type(a)(c)`` keeps float32 constants float32), and products that XLA's
+# LLVM contracts into fused multiply-adds are fused here too (``_fma``), so overflowing
+# intermediate products give XLA's infinities rather than NaN.
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+  """``a * b + c`` rounded once (``llvm.fma``)."""
+  if isinstance(a, types.Float) and a == b == c:
+    return a(a, b, c), lambda context, builder, sig, args: builder.fma(*args)
+
+
+
+
+@njit(inline="always", cache=True)
+def _cabs(a, b):
+  # max * sqrt(1 + (min/max)^2); the smaller part where that is NaN (0, inf or NaN parts)
+  x, y = abs(a), abs(b)
+  hi, lo = _fmax(x, y), _fmin(x, y)
+  q = lo / hi
+  r = hi * np.sqrt(type(a)(1) + q * q)
+  return lo if r != r else r
+
+
+@njit(inline="always", cache=True)
+def _c(t):
+  return complex(t[0], t[1])
+
+
+@njit(inline="always", cache=True)
+def _cmul(a, b, c, d):
+  # (a + bi)(c + di), the second product of each part fused
+  return _fma(a, c, -(b * d)), _fma(b, c, a * d)
+
+
+@njit(inline="always", cache=True)
+def _cdiv(ar, ai, br, bi):
+  # Smith's algorithm (products fused as XLA's); where both parts come out NaN, the limits for a zero denominator,
+  # an infinite numerator or an infinite denominator
+  zero, one, inf = type(ar)(0), type(ar)(1), type(ar)(np.inf)
+  if abs(br) < abs(bi):
+    t = br / bi
+    den = _fma(t, br, bi)
+    cr = _fma(t, ar, ai) / den
+    ci = _fma(t, ai, -ar) / den
+  else:
+    t = bi / br
+    den = _fma(t, bi, br)
+    cr = _fma(t, ai, ar) / den
+    ci = _fma(-t, ar, ai) / den
+  if cr == cr or ci == ci:
+    return cr, ci
+  if br == 0 and bi == 0 and (ar == ar or ai == ai):
+    s = np.copysign(inf, br)
+    return s * ar, s * ai
+  ainf = abs(ar) == inf or abs(ai) == inf
+  binf = abs(br) == inf or abs(bi) == inf
+  if ainf and abs(br) < inf and abs(bi) < inf:
+    x = np.copysign(one if abs(ar) == inf else zero, ar)
+    y = np.copysign(one if abs(ai) == inf else zero, ai)
+    return inf * (x * br + y * bi), inf * (y * br - x * bi)
+  if binf and abs(ar) < inf and abs(ai) < inf:
+    x = np.copysign(one if abs(br) == inf else zero, br)
+    y = np.copysign(one if abs(bi) == inf else zero, bi)
+    return zero * (ar * x + ai * y), zero * (ai * x - ar * y)
+  return cr, ci
+
+
+@njit(inline="always", cache=True)
+def _cexp(a, b):
+  # e^a (cos b + i sin b); e^(a/2) twice where e^a overflows; a real argument stays real
+  e = np.exp(a)
+  c, s = np.cos(b), np.sin(b)
+  if e == np.inf:
+    h = np.exp(a * type(a)(0.5))
+    re, im = h * c * h, h * s * h
+  else:
+    re, im = e * c, e * s
+  return re, (type(a)(0) if b == 0 else im)
+
+
+@njit(inline="always", cache=True)
+def _cexp2(a, b):
+  # JAX's rule: exp(log(2) * z), the product complex
+  r, i = _cmul(type(a)(0.6931471805599453), type(a)(0), a, b)
+  return _cexp(r, i)
+
+
+@njit(inline="always", cache=True)
+def _cexpm1(a, b):
+  # expm1(a) cos b + cosm1(b) + i e^a sin b
+  one = type(a)(1)
+  em1 = np.expm1(a)
+  if abs(b) < type(a)(0.7853981633974483):  # cos(b) - 1 without cancellation, +0 at 0
+    h = np.sin(b * type(a)(0.5))
+    cm1 = type(a)(-2) * h * h + type(a)(0)
+  else:
+    cm1 = np.cos(b) - one
+  re = em1 * (cm1 + one) + cm1
+  return re, (type(a)(0) if b == 0 else (em1 + one) * np.sin(b))
+
+
+@njit(inline="always", cache=True)
+def _csinh_cosh(b):
+  # sinh and cosh from expm1 (JAX's complex sin/cos lowering)
+  two = type(b)(2)
+  p, m = np.expm1(b), np.expm1(-b)
+  return (p - m) / two, (p + m + two) / two
+
+
+@njit(inline="always", cache=True)
+def _csin(a, b):
+  sh, ch = _csinh_cosh(b)
+  return (type(a)(0) if a == 0 else np.sin(a) * ch), np.cos(a) * sh
+
+
+@njit(inline="always", cache=True)
+def _ccos(a, b):
+  sh, ch = _csinh_cosh(b)
+  return np.cos(a) * ch, (type(a)(0) if a == 0 else -np.sin(a) * sh)
+
+
+@njit(inline="always", cache=True)
+def _csign(a, b):
+  r = _cabs(a, b)
+  return (a, b) if r == 0 else (a / r, b / r)
+
+
+@njit(inline="always", cache=True)
+def _cpow(a, b, c, d):
+  # |z|^c e^(-d arg z) (cos q + i sin q), q = c arg z + d log|z|, with XLA's cases for
+  # 0^w, z^0, 1^w and inf^c
+  zero, one, inf = type(a)(0), type(a)(1), type(a)(np.inf)
+  if a == inf and b == 0 and d == 0 and c < 0:
+    return zero, zero
+  if a == inf and b == 0 and d == 0 and c > 0:
+    return inf, zero
+  if (a == 1 and b == 0) or (c == 0 and d == 0):
+    return one, zero
+  r = _cabs(a, b)
+  if r == 0 and d == 0 and c >= 0:
+    return (one if c == 0 else zero), zero
+  t = np.arctan2(b, a)
+  k = r ** c * np.exp(-d * t)
+  q = _fma(c, t, d * np.log(r))
+  return k * np.cos(q), k * np.sin(q)
+
+
+@njit(inline="always", cache=True)
+def _clog(a, b):
+  return np.log(_cabs(a, b)), np.arctan2(b, a)
+
+
+@njit(inline="always", cache=True)
+def _clog1p(a, b):
+  # log|z + 1| = log1p(max - 1) + log1p((min/max)^2) / 2 over |a + 1|, |b| (a itself for
+  # max - 1 where a + 1 >= |b|) + i atan2(b, a + 1)
+  one = type(a)(1)
+  a1 = a + one
+  x, y = abs(a1), abs(b)
+  hi, lo = _fmax(x, y), _fmin(x, y)
+  q = lo / hi
+  re = np.log1p(a if a1 >= y else hi - one) + type(a)(0.5) * np.log1p(one if lo == hi else q * q)
+  return re, np.arctan2(b, a1)
+
+
+@njit(inline="always", cache=True)
+def _chyp(hi, lo, q2):
+  # hi sqrt(1 + q2) (q2 = (lo/hi)^2), exact where lo == hi and first-order where it rounds to hi
+  w = np.sqrt(type(hi)(1) + q2)
+  if hi == lo:
+    return type(hi)(1.4142135623730951) * hi
+  if w == 1 and q2 > 0:
+    return hi + hi * q2 / type(hi)(2)
+  return hi * w
+
+
+@njit(inline="always", cache=True)
+def _csqrt_abs(a, b, p):
+  # |z|^p for p = 1/2 or -1/2 as sqrt(max)^(2p) (1 + (min/max)^2)^(p/2); min^(2p) where NaN
+  x, y = abs(a), abs(b)
+  hi, lo = _fmax(x, y), _fmin(x, y)
+  q = lo / hi
+  w = type(a)(1) + q * q
+  if p > 0:
+    r = np.sqrt(hi) * w ** type(a)(0.25)
+    return lo if r != r else r
+  r = (type(a)(1) / np.sqrt(hi)) * (type(a)(1) / np.sqrt(np.sqrt(w)))
+  return type(a)(1) / np.sqrt(lo) if r != r else r
+
+
+@njit(inline="always", cache=True)
+def _csqrt(a, b):
+  # u = sqrt((|a| + |z|) / 2), v = |b| / 2u: sqrt(z) = (u, +-v) for a >= 0, (v, +-u) for a < 0,
+  # the sign from b < 0 (a -0 part counts as positive); scaled where u under- or overflows
+  one, two, zero = type(a)(1), type(a)(2), type(a)(0)
+  r2 = type(a)(1.4142135623730951)
+  ax, ay = abs(a), abs(b)
+  hi, lo = _fmax(ax, ay), _fmin(ax, ay)
+  q = lo / hi
+  ug = np.sqrt(_chyp(hi, lo, q * q) / two + ax / two)
+  t = one if ax == ay else (ax / ay if ax < ay else ay / ax)
+  t0 = abs(t)
+  h1, l1 = _fmax(one, t0), _fmin(one, t0)
+  q1 = l1 / h1
+  h = _chyp(h1, l1, q1 * q1)
+  s1h, sax, say, srh = np.sqrt(one + h), np.sqrt(ax), np.sqrt(ay), np.sqrt(t + h)
+  scaled = ug == 0 or ug == np.inf
+  if ax == ay:
+    u = sax * type(a)(1.5537739740300374) / r2
+    v = say / type(a)(2.19736822693562)
+  elif scaled:
+    if ax > ay:
+      u = sax * (s1h / r2)
+      v = say * (say / sax) / (s1h * r2)
+    else:
+      u = say * (srh / r2)
+      v = say / (srh * r2)
+  else:
+    u = ug
+    v = ay / (ug * two)
+  if a >= zero:
+    return u, (-v if b < zero else v)
+  if a < zero:
+    return v, (-u if b < zero else u)
+  return v, (-v if b < zero else v)
+
+
+@njit(inline="always", cache=True)
+def _crsqrt(a, b):
+  zero, inf = type(a)(0), type(a)(np.inf)
+  r = _csqrt_abs(a, b, -1)
+  t = np.arctan2(b, a) * type(a)(-0.5)
+  if a == 0 and b == 0:
+    return inf, type(a)(np.nan)
+  if (abs(b) == inf and a != a) or abs(a) == inf:
+    return np.copysign(zero, a), -np.copysign(zero, b)
+  return r * np.cos(t), r * np.sin(t)
+
+
+@njit(inline="always", cache=True)
+def _ctanh(a, b):
+  # (e^2a - e^-2a + 4i cos b sin b) / (e^2a + e^-2a - 2 + 4 cos^2 b), from expm1, with
+  # XLA's limits for infinite a and non-finite b
+  one, four = type(a)(1), type(a)(4)
+  p, m = np.expm1(a + a), np.expm1(-(a + a))
+  c, s = np.cos(b), np.sin(b)
+  num_i = four * (c * s)
+  e = p + m
+  den = e + c * c * four
+  re = np.copysign(one, a) if e == np.inf else (p - m) / den
+  im = num_i / den
+  ainf = abs(a) == np.inf
+  if num_i != num_i and not ainf:
+    re = type(a)(np.nan)
+  if b == 0 or (ainf and num_i != num_i):
+    im = type(a)(0)
+  return re, im
+
+
+@njit(inline="always", cache=True)
+def _ctan(a, b):
+  # tan(z) = -i tanh(i z)
+  re, im = _ctanh(-b, a)
+  return im, -re
+
+
+@njit(inline="always", cache=True)
+def _clogistic(a, b):
+  # JAX's rule: 1 / (1 + exp(-z)) in complex arithmetic
+  er, ei = _cexp(-a, -b)
+  one, zero = type(a)(1), type(a)(0)
+  return _cdiv(one, zero, one + er, zero + ei)
+
+
+@njit(inline="always", cache=True)
+def _csinh(a, b, sign):
+  # CHLO's sinh (sign -1) and cosh (sign 1) in complex arithmetic: (exp(z) +- exp(-z)) / 2
+  # for |z| < 1, else exp(z + log(1/2)) +- exp(log(1/2) - z)
+  zero = type(a)(0)
+  if _cabs(a, b) < 1:
+    pr, pi = _cexp(a, b)
+    mr, mi = _cexp(-a, -b)
+    return _cdiv(pr + sign * mr, pi + sign * mi, type(a)(2), zero)
+  h = type(a)(-0.6931471805599453)
+  pr, pi = _cexp(a + h, b + zero)
+  mr, mi = _cexp(h - a, zero - b)
+  return pr + sign * mr, pi + sign * mi
+
+
+@njit(inline="always", cache=True)
+def _catanh(a, b):
+  # CHLO's atanh: log1p(4|a| / ((1 - |a|)^2 + b^2)) / 4 + i atan2(2b, (1 - |a|)(1 + |a|) - b^2) / 2,
+  # with limits outside the range where those do not overflow
+  zero, one = type(a)(0), type(a)(1)
+  big = type(a)(9007199254740994.0 if np.finfo(type(a)).max > 1e308 else 16777218.0)
+  ax, ay = abs(a), abs(b)
+  safe = ax < big * big and ay < big * big
+  n = one - ax
+  b2 = b * b
+  if safe:
+    t = ax / (n * n + b2)
+  elif ay * big < ax:
+    t = one / ax
+  elif ax == np.inf or ay == np.inf:
+    t = zero
+  else:
+    t = (one / (ax / b + b / ax)) / b
+  re = (one if a >= zero else -one) * np.log1p(type(a)(4) * t) * type(a)(0.25)
+  if safe:
+    im = np.arctan2(b + b, n * (one + ax) - b2)
+  else:
+    im = (one if b >= zero else -one) * type(a)(np.pi)
+  return re, im * type(a)(0.5)
+
+
+@njit(inline="always", cache=True)
+def _catan(a, b):
+  # atan(z) = -i atanh(iz)
+  re, im = _catanh(-b, a)
+  return im, -re
+
+
+@njit(inline="always", cache=True)
+def _catan2(yr, yi, xr, xi):
+  # -i log((x + iy) / sqrt(x^2 + y^2)) in complex arithmetic
+  zero = type(yr)(0)
+  nr, ni = xr - yi, xi + yr
+  x2r, x2i = _cmul(xr, xi, xr, xi)
+  y2r, y2i = _cmul(yr, yi, yr, yi)
+  sr, si = _csqrt(x2r + y2r, x2i + y2i)
+  qr, qi = _cdiv(nr, ni, sr, si)
+  lr, li = _clog(qr, qi)
+  return li, zero - lr
+
+
+@njit(inline="always", cache=True)
+def _csquare(a, b):
+  # (a - b)(a + b) + 2abi, with a real part 0 where |a| == |b| (finite)
+  re = type(a)(0) if (abs(a) < np.inf and abs(a) == abs(b)) else (a - b) * (a + b)
+  return re, type(a)(2) * (a * b)
+
+
+@njit(inline="always", cache=True)
+def _cipow(a, b, m):
+  # z^m (m >= 1) by squaring in JAX's order (acc * z), except z^3 = (z * z) * z
+  if m == 3:
+    r, i = _cmul(a, b, a, b)
+    return _cmul(r, i, a, b)
+  ar, ai = a, b
+  first = True
+  while m > 0:
+    if m & 1:
+      if first:
+        ar, ai = a, b
+        first = False
+      else:
+        ar, ai = _cmul(ar, ai, a, b)
+    m >>= 1
+    if m > 0:
+      a, b = _cmul(a, b, a, b)
+  return ar, ai
 
 
 # ------------------------------------------------------------- generation

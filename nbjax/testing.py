@@ -23,7 +23,8 @@ from nbjax import api, core, dtypes, registry
 from nbjax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["numerical_jvp", "check_jvp", "check_vmap", "sample_values", "primitive_cases",
-           "all_cases", "bdim_placements", "rand_like", "default_tolerance", "prim_fun"]
+           "all_cases", "bdim_placements", "rand_like", "default_tolerance", "prim_fun",
+           "special_values", "special_cases"]
 
 # --------------------------------------------------------------------- tolerances
 
@@ -244,6 +245,69 @@ def primitive_cases(prim, dtype, rng=None):
   if prim.meta.get("arity") is not None:
     return _elementwise_cases(prim, dtype, rng)
   return []
+
+
+# --------------------------------------------------------------------- special values
+
+
+def special_values(dtype):
+  """The special-value grid of ``dtype`` (1-D): for floats 0, -0, 1, -1, 0.5, -2.5, pi, NaN,
+  +-inf, +-max, 4 * tiny (just above the subnormal range) and a small normal value; for
+  complex every combination of 0, -0, 1, -1.5, NaN, +-inf and a big part (the square root of
+  max, doubled: its square overflows); for integers 0, +-1, +-2, +-7, min, max and their
+  neighbours; False and True.
+
+  Subnormal numbers are left out: XLA's CPU code flushes them to zero (inputs read as zero,
+  results written as zero), which eager kernels do not emulate; parts near max or min normal
+  would produce subnormal intermediates inside complex kernels for the same reason.
+  """
+  d = np.dtype(dtype)
+  if d == np.bool_:
+    return np.array([False, True])
+  if d.kind in "iu":
+    info = np.iinfo(d)
+    v = {0, 1, 2, 7, info.max, info.max - 1} | (
+        {-1, -2, -7, info.min, info.min + 1} if d.kind == "i" else set())
+    return np.array(sorted(v), d)
+  if d.kind == "c":
+    fi = np.finfo(d)
+    parts = [0.0, -0.0, 1.0, -1.5, np.nan, np.inf, -np.inf, 2 * float(np.sqrt(fi.max))]
+    return np.array([complex(a, b) for a in parts for b in parts], d)
+  fi = np.finfo(d)
+  small = {2: 1e-4, 4: 1e-30, 8: 1e-300}[d.itemsize]
+  v = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, np.pi, np.nan, np.inf, -np.inf, float(fi.max),
+       -float(fi.max), 4 * float(fi.tiny), small]
+  return np.array(v, d)
+
+
+def _grid(dts):
+  """Every combination of the special values of ``dts`` (one flat array per operand)."""
+  grids = np.meshgrid(*[special_values(d) for d in dts], indexing="ij")
+  return [np.ascontiguousarray(g.ravel()) for g in grids]
+
+
+def special_cases(prim, dtype):
+  """``[(args, params), ...]`` of special values for the elementwise primitive ``prim`` at
+  ``dtype``: every combination of the operands' special values, once per operand-dtype and
+  params signature its sample cases use (or the primitive's arity); ``[]`` for others."""
+  if prim.family != "elementwise":
+    return []
+  sigs = {}
+  for args, params in primitive_cases(prim, dtype):
+    key = (tuple(np.asarray(a).dtype for a in args), tuple(sorted(params.items(), key=str)))
+    sigs.setdefault(key, params)
+  if not sigs and prim.meta.get("arity"):
+    sigs[((np.dtype(dtype),) * prim.meta["arity"], ())] = {}
+  out = []
+  for (dts, _), params in sigs.items():
+    if len(dts) > 2:  # ternary: the first two operands' grid, the others cycling through theirs
+      head = _grid(dts[:2])
+      n = head[0].size
+      rest = [np.resize(special_values(d), n) for d in dts[2:]]
+      out.append((head + [np.roll(r, k + 1) for k, r in enumerate(rest)], params))
+    else:
+      out.append((_grid(dts), params))
+  return out
 
 
 def all_cases(builtin_only=True):

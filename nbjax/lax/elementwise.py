@@ -10,12 +10,15 @@ Strictness as JAX's lax: operands share one dtype; shapes are equal, broadcast s
 dims at equal rank, or are rank-0 scalars. Python scalars next to arrays take the array's
 dtype, weakly. ``nbjax.numpy`` does promotion and broadcasting.
 
-Semantics are XLA's (checked against jaxlib): integer division truncates, ``x // 0`` is -1
-(all ones) and ``x % 0`` is ``x``; shift amounts are read as unsigned and amounts past the
-bit width give 0 (sign fill for arithmetic right shifts); float -> int conversion maps NaN to
-0 and saturates; ``max``/``min`` propagate NaN. Deliberate differences: float64 -> float16
-rounds once (XLA's CPU rounds via float32, twice), and complex ``max``/``min`` propagate NaN
-as NumPy does.
+Semantics are XLA's (checked against jaxlib, special values included, by
+tests/test_special_values.py): integer division truncates, ``x // 0`` is -1 (all ones) and
+``x % 0`` is ``x``; shift amounts are read as unsigned and amounts past the bit width give 0
+(sign fill for arithmetic right shifts); float -> int conversion maps NaN to 0 and saturates;
+``max``/``min`` propagate NaN and order -0 below +0; complex ``max``/``min`` compare
+lexicographically (JAX's rule). Complex operands of the transcendental and arithmetic
+primitives run numba kernels that reproduce XLA's complex expansions on both backends
+(``complex_kernel``): NumPy's C99 special values differ. Deliberate difference: float64 ->
+float16 rounds once (XLA's CPU rounds via float32, twice).
 """
 from __future__ import annotations
 
@@ -182,7 +185,9 @@ def backend(resolve):
   impl.resolve = resolve
   u = getattr(resolve, "ufunc", None)
   if u is not None:  # for eager programs: the ufunc itself (0-d results are fixed up there)
-    impl.specialize = lambda avals, params: None if params else u
+    real = getattr(resolve, "real_only", False)
+    impl.specialize = lambda avals, params: None if params or (
+        real and any(a.dtype.kind == "c" for a in avals)) else u
   return impl
 
 
@@ -260,6 +265,18 @@ def _np(f):
     return lambda *xs: f(*xs, out=...)
   resolve.ufunc = f
   return resolve
+
+
+def _with_complex(resolve, kname, out_dtype=None):
+  """``resolve`` with complex operands on numba kernel ``kname``: XLA's complex arithmetic
+  (special values included), which NumPy's C99 loops do not give. Both backends use it."""
+  def r(dts, params):
+    if dts[0].kind == "c":
+      od = dts[0] if out_dtype is None else out_dtype(dts[0])
+      return numba_run(kname, dts, od, work=[dts[0]] * len(dts))
+    return resolve(dts, params)
+  r.ufunc, r.real_only = getattr(resolve, "ufunc", None), True
+  return r
 
 
 def _np_fn(fn):
@@ -402,17 +419,19 @@ KERNEL = ("numpy", "numba", 1 << 10)  # numba's one fused pass beats NumPy's sev
 def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, policy=None,
                          abstract_eval=None, domain=None, differentiable=True, linear=False,
                          note=None, reference=None, samples=None, tol=None, weak_from=0,
-                         bad_params=None, bad_inputs=None):
+                         bad_params=None, bad_inputs=None, complex_kernel=None):
   """Define an elementwise primitive: numba kernel (a kernel name or a resolver), NumPy
-  backend (a ufunc, a resolver, or None), abstract eval, batching, test metadata."""
+  backend (a ufunc, a resolver, or None), abstract eval, batching, test metadata.
+  ``complex_kernel``: the numba kernel both backends run on complex operands."""
   p = Primitive(name)
   p.arity = arity
   p.weak_from = weak_from
   p.make_eager = make_elementwise_eager
-  impls = {"numba": backend(numba if callable(numba) and not isinstance(numba, str)
-                            else _nb(numba, out_dtype))}
+  res = {"numba": numba if callable(numba) and not isinstance(numba, str) else _nb(numba, out_dtype)}
   if numpy is not None:
-    impls["numpy"] = backend(_np(numpy) if isinstance(numpy, np.ufunc) else numpy)
+    res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
+  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r)
+           for k, r in res.items()}
   if policy is None:
     policy = NUMBA if numpy is None else ARITH
   if note is None and numpy is not None and policy[0] == "numpy":
@@ -487,6 +506,8 @@ _all = np.logical_and.reduce
 
 def _np_integer_pow_resolve(dts, params):
   y = params["y"]
+  if dts[0].kind == "c":  # XLA's complex products and quotient
+    return _nb_integer_pow(dts, params)
   if y == 2:
     return lambda x: np.multiply(x, x, out=...)
   return lambda x: _np_integer_pow(x, y)
@@ -564,6 +585,13 @@ def _np_atan2(x, y):
   return np.asarray(-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x)), x.dtype)
 
 
+def _np_nextafter(x, y):
+  r = np.nextafter(x, y, out=...)
+  if x.dtype == F16:  # NumPy's half nextafter returns x where x == y, C's (and XLA's) y
+    return np.where(x == y, y, r)
+  return r
+
+
 def _np_shift(f, view):
   def run(x, y):
     d = x.dtype
@@ -594,6 +622,8 @@ def _np_select_n(which, *cases):
 
 
 def _np_clamp(lo, x, hi):
+  if x.dtype.kind == "f":  # IEEE max/min, as XLA's clamp
+    return _np_fmin(_np_fmax(x, lo), hi)
   return np.minimum(np.maximum(x, lo), hi, out=...)
 
 
@@ -685,7 +715,8 @@ def _nb_sign(dts, params):
 def _nb_integer_pow(dts, params):
   d = dts[0]
   y = int(params["y"])
-  return numba_run("integer_pow", dts, d, extra=(np.int64(y), _WORK.get(d, d).type(1)))
+  return numba_run("integer_pow_complex" if d.kind == "c" else "integer_pow", dts, d,
+                   extra=(np.int64(y), _WORK.get(d, d).type(1)))
 
 
 def _nb_pow(dts, params):
@@ -705,7 +736,33 @@ def _nb_rem(dts, params):
 
 def _nb_minmax(name):
   def resolve(dts, params):
-    return numba_run(name + "_complex" if dts[0].kind == "c" else name, dts, dts[0])
+    k = dts[0].kind
+    return numba_run(name + {"c": "_complex", "f": "_float"}.get(k, ""), dts, dts[0])
+  return resolve
+
+
+def _np_minmax(f, bits):
+  """NumPy's maximum/minimum with IEEE's -0 < +0 (XLA's): ``f`` returns its second operand on
+  ties, so it is wrong only for the tie (+0, -0) (max) or (-0, +0) (min). A 0-d operand picks
+  the safe order; two arrays combine both orders bitwise (``bits``: and for max, or for min)."""
+  neg = f is np.minimum  # the tie f gets wrong has its second operand negative for max
+
+  def run(a, b):
+    if a.dtype.kind != "f":
+      return f(a, b, out=...)
+    if b.ndim == 0:
+      v = b.item()
+      return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) != neg) else f(a, b, out=...)
+    if a.ndim == 0:
+      v = a.item()
+      return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) == neg) else f(a, b, out=...)
+    r, t = f(a, b, out=...), f(b, a)
+    u = _UNSIGNED[a.dtype.itemsize]
+    bits(r.view(u), t.view(u), out=r.view(u))
+    return r
+
+  def resolve(dts, params):
+    return run
   return resolve
 
 
@@ -882,7 +939,7 @@ _NB_ONLY = "numba only (NumPy has no {}; reference: scipy.special)"
 
 neg_p = standard_elementwise("neg", 1, _num, numba="neg", numpy=np.negative, linear=True)
 sign_p = standard_elementwise("sign", 1, _num, numba=_nb_sign, numpy=_np_fn(_np_sign), policy=KERNEL,
-                              differentiable=False)
+                              differentiable=False, complex_kernel="sign_complex")
 floor_p = standard_elementwise("floor", 1, _float, numba="floor", numpy=np.floor,
                                differentiable=False)
 ceil_p = standard_elementwise("ceil", 1, _float, numba="ceil", numpy=np.ceil, differentiable=False)
@@ -906,37 +963,49 @@ round_p = standard_elementwise("round", 1, _float, numba=_nb_round, numpy=_np_ro
                                samples=_round_samples, bad_params=dict(rounding_method=0))
 is_finite_p = standard_elementwise("is_finite", 1, _float, numba="is_finite", numpy=np.isfinite,
                                    out_dtype=_bool_out, differentiable=False)
-exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small", **_TR)
-exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small", **_TR)
-log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive", **_TR)
+exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small",
+                             complex_kernel="exp_complex", **_TR)
+exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small",
+                             complex_kernel="exp2_complex", **_TR)
+log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive",
+                            complex_kernel="log_complex", **_TR)
 log1p_p = standard_elementwise("log1p", 1, _inexact, numba="log1p", numpy=np.log1p,
-                               domain="positive", **_TR)
+                               domain="positive", complex_kernel="log1p_complex", **_TR)
 expm1_p = standard_elementwise("expm1", 1, _inexact, numba="expm1", numpy=np.expm1, domain="small",
-                               **_TR)
-tanh_p = standard_elementwise("tanh", 1, _inexact, numba="tanh", numpy=np.tanh, **_TR)
+                               complex_kernel="expm1_complex", **_TR)
+tanh_p = standard_elementwise("tanh", 1, _inexact, numba="tanh", numpy=np.tanh,
+                             complex_kernel="tanh_complex", **_TR)
 logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
-                                  numpy=_np_fn(_np_logistic), **_TR)
-sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin, **_TR)
-cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos, **_TR)
-tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small", **_TR)
+                                  numpy=_np_fn(_np_logistic), complex_kernel="logistic_complex",
+                                  **_TR)
+sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin,
+                             complex_kernel="sin_complex", **_TR)
+cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
+                             complex_kernel="cos_complex", **_TR)
+tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small",
+                            complex_kernel="tan_complex", **_TR)
 asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit", **_TR)
 acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit", **_TR)
-atan_p = standard_elementwise("atan", 1, _inexact, numba="atan", numpy=np.arctan, **_TR)
-sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, domain="small", **_TR)
-cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small", **_TR)
+atan_p = standard_elementwise("atan", 1, _inexact, numba="atan", numpy=np.arctan,
+                              complex_kernel="atan_complex", **_TR)
+sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, domain="small",
+                              complex_kernel="sinh_complex", **_TR)
+cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small",
+                              complex_kernel="cosh_complex", **_TR)
 asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh, **_TR)
 acosh_p = standard_elementwise("acosh", 1, _inexact, numba="acosh", numpy=np.arccosh, domain="gt1",
                                **_TR)
 atanh_p = standard_elementwise("atanh", 1, _inexact, numba="atanh", numpy=np.arctanh, domain="unit",
-                               **_TR)
+                              complex_kernel="atanh_complex", **_TR)
 sqrt_p = standard_elementwise("sqrt", 1, _inexact, numba="sqrt", numpy=np.sqrt, domain="positive",
-                              policy=KERNEL)
+                              policy=KERNEL, complex_kernel="sqrt_complex")
 rsqrt_p = standard_elementwise("rsqrt", 1, _inexact, numba="rsqrt", numpy=_np_fn(_np_rsqrt),
-                               domain="positive", policy=KERNEL)
+                               domain="positive", policy=KERNEL, complex_kernel="rsqrt_complex")
 cbrt_p = standard_elementwise("cbrt", 1, _float, numba="cbrt", numpy=np.cbrt, **_TR)
 abs_p = standard_elementwise("abs", 1, _sint | _inexact, numba="abs", numpy=np.abs,
-                             out_dtype=_real_dtype, domain="nonzero")
-square_p = standard_elementwise("square", 1, _num, numba="square", numpy=np.square)
+                             out_dtype=_real_dtype, domain="nonzero", complex_kernel="abs_complex")
+square_p = standard_elementwise("square", 1, _num, numba="square", numpy=np.square,
+                                complex_kernel="square_complex")
 
 
 def _integer_pow_abstract_eval(x, *, y):
@@ -965,20 +1034,29 @@ def _pow_abstract_eval(x, y):
 
 
 pow_p = standard_elementwise("pow", 2, [_inexact, _num], numba=_nb_pow, numpy=_np_fn(_np_pow),
-                             abstract_eval=_pow_abstract_eval, samples=_pow_samples, **_TR)
+                             abstract_eval=_pow_abstract_eval, samples=_pow_samples,
+                             complex_kernel="pow_complex", **_TR)
 add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True)
 sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True)
-mul_p = standard_elementwise("mul", 2, _num, numba="mul", numpy=np.multiply)
+mul_p = standard_elementwise("mul", 2, _num, numba="mul", numpy=np.multiply,
+                             complex_kernel="mul_complex")
 div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div),
-                             domain=(None, "nonzero"), samples=_int_div_samples)
+                             domain=(None, "nonzero"), samples=_int_div_samples,
+                             complex_kernel="div_complex")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
-max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"), numpy=np.maximum)
-min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"), numpy=np.minimum)
+_np_fmax = _np_minmax(np.maximum, np.bitwise_and)(None, None)
+_np_fmin = _np_minmax(np.minimum, np.bitwise_or)(None, None)
+max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"),
+                             numpy=_np_minmax(np.maximum, np.bitwise_and),
+                             complex_kernel="max_complex")
+min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"),
+                             numpy=_np_minmax(np.minimum, np.bitwise_or),
+                             complex_kernel="min_complex")
 atan2_p = standard_elementwise("atan2", 2, _inexact, numba=_nb_atan2, numpy=_np_fn(_np_atan2),
-                               domain=(None, "nonzero"), **_TR)
-nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter, numpy=np.nextafter,
-                                   differentiable=False)
+                               domain=(None, "nonzero"), complex_kernel="atan2_complex", **_TR)
+nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
+                                   numpy=_np_fn(_np_nextafter), differentiable=False)
 _cmp = dict(out_dtype=_bool_out, differentiable=False)
 eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
 ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
@@ -1081,7 +1159,8 @@ def _clamp_abstract_eval(lo, x, hi):
   return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
-clamp_p = standard_elementwise("clamp", 3, _ordered, numba="clamp", numpy=_np_fn(_np_clamp),
+clamp_p = standard_elementwise("clamp", 3, _ordered,
+                               numba=_nb(lambda d, p: "clamp_float" if d[0].kind == "f" else "clamp"), numpy=_np_fn(_np_clamp),
                                abstract_eval=_clamp_abstract_eval, samples=_clamp_samples,
                                policy=KERNEL,
                                bad_inputs=lambda rng: [
@@ -1788,11 +1867,11 @@ def _kind(aval):
 # ------------------------------------------------------------------ one-op rules
 
 _DIRECT = {
-    "neg": "hlo.negate", "sin": "hlo.sine", "cos": "hlo.cosine", "tan": "chlo.tan",
+    "neg": "hlo.negate", "tan": "hlo.tan",
     "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh",
     "cosh": "chlo.cosh", "tanh": "hlo.tanh", "asinh": "chlo.asinh", "acosh": "chlo.acosh",
     "atanh": "chlo.atanh", "exp": "hlo.exponential", "log": "hlo.log", "log1p": "hlo.log_plus_one",
-    "expm1": "hlo.exponential_minus_one", "logistic": "hlo.logistic", "sqrt": "hlo.sqrt",
+    "expm1": "hlo.exponential_minus_one", "sqrt": "hlo.sqrt",
     "rsqrt": "hlo.rsqrt", "cbrt": "hlo.cbrt", "floor": "hlo.floor", "ceil": "hlo.ceil",
     "is_finite": "hlo.is_finite", "erf": "chlo.erf", "erfc": "chlo.erfc", "erf_inv": "chlo.erf_inv",
     "lgamma": "chlo.lgamma", "digamma": "chlo.digamma", "real": "hlo.real", "imag": "hlo.imag",
@@ -1838,7 +1917,44 @@ def _abs(ctx, x, **params):
 
 
 def _square(ctx, x, **params):
-  return [hlo.multiply(x, x)]
+  return [hlo.multiply(x, x) if _kind(ctx.avals_in[0]) in "iu" else chlo.square(x)]
+
+
+def _sinh_cosh(b):
+  """``sinh(b)``, ``cosh(b)`` from ``expm1`` (accurate for small ``b``)."""
+  two = _const(b, 2)
+  p, m = expm1(b), expm1(neg(b))
+  return div(sub(p, m), two), div(add(add(p, m), two), two)
+
+
+def _sin_complex(x):
+  # JAX's rule: sin(a) cosh(b) + i cos(a) sinh(b), a real part 0 where a == 0
+  a, b = real(x), imag(x)
+  sh, ch = _sinh_cosh(b)
+  zero = _const(a, 0)
+  return select(eq(a, zero), complex(_zeros(a), mul(cos(a), sh)),
+                complex(mul(sin(a), ch), mul(cos(a), sh)))
+
+
+def _cos_complex(x):
+  a, b = real(x), imag(x)
+  sh, ch = _sinh_cosh(b)
+  zero = _const(a, 0)
+  re = mul(cos(a), ch)
+  return select(eq(a, zero), complex(re, _zeros(a)), complex(re, mul(neg(sin(a)), sh)))
+
+
+def _trig(op, cplx):
+  def rule(ctx, x, **params):
+    if _kind(ctx.avals_in[0]) == "c":
+      return mlir.lower_fun(cplx, multiple_results=False)(ctx, x)
+    return [getattr(hlo, op)(x)]
+  return rule
+
+
+def _logistic_fun(x):
+  one = _const(x, 1)
+  return div(one, add(one, exp(neg(x))))
 
 
 def _exp2(ctx, x, **params):
@@ -1860,10 +1976,12 @@ def _conj(ctx, x, **params):
 
 
 def _integer_pow(ctx, x, y, **params):
+  # JAX's rule: y = 3 multiplies (x * x) * x; others square and multiply (acc * x)
   aval = ctx.avals_in[0]
   if y == 0:
     return [mlir.full_like_aval(ctx, 1, aval)]
-  acc = binary_power(x, abs(int(y)), lambda a, b: hlo.multiply(a, b))
+  acc = hlo.multiply(hlo.multiply(x, x), x) if y == 3 else \
+      binary_power(x, abs(int(y)), lambda a, b: hlo.multiply(a, b))
   if y < 0:
     acc = hlo.divide(mlir.full_like_aval(ctx, 1, aval), acc)
   return [acc]
@@ -1920,13 +2038,18 @@ def _clamp(ctx, lo, x, hi, **params):
 
 
 def _lo_convert_element_type(ctx, x, new_dtype=None, **params):
-  return [mlir.convert_hlo(ctx, x, ctx.avals_in[0], ctx.avals_out[0])]
+  ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+  if _kind(ain) == "c" and _kind(aout) != "c":  # JAX's rule: the real part (to bool too)
+    x, ain = hlo.real(x), ain.update(dtype=_real_dtype(np.dtype(ain.dtype)))
+  return [mlir.convert_hlo(ctx, x, ain, aout)]
 
 
 for _name, _rule in {
     "sign": _sign, "abs": _abs, "square": _square, "exp2": _exp2, "round": _round,
     "conj": _conj, "integer_pow": _integer_pow, "max": _minmax("GT", "maximum"),
     "min": _minmax("LT", "minimum"), "pow": _pow, "select_n": _select_n, "clamp": _clamp,
-    "convert_element_type": _lo_convert_element_type,
+    "convert_element_type": _lo_convert_element_type, "sin": _trig("sine", _sin_complex),
+    "cos": _trig("cosine", _cos_complex),
+    "logistic": lambda ctx, x, **p: mlir.lower_fun(_logistic_fun, False)(ctx, x),
 }.items():
   _reg(_name, _rule)
