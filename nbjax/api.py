@@ -160,10 +160,17 @@ def _jvp(fun, primals, tangents, has_aux=False):
   else:
     out_tree, = box
   outs_p, outs_t = _jvp_outs(trace, outs, True)
+  # an input passed through (f = identity, or a rule returning its tangent) is the caller's
+  # NumPy array: hand back an Array of its own instead (JAX returns the caller's object)
+  outs_p, outs_t = [_owned(x) for x in outs_p], [_owned(x) for x in outs_t]
   if has_aux:
     return (tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t),
-            tree_unflatten(aux_tree, aux))
+            tree_unflatten(aux_tree, [_owned(x) for x in aux]))
   return tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t)
+
+
+def _owned(x):
+  return _Array(x) if isinstance(x, np.ndarray) else x  # Array() copies a NumPy array
 
 
 def jvp_flat(fun, primals, tangents, *, instantiate=True):

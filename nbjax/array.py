@@ -3,7 +3,10 @@
 Pipeline position: eager kernels (numba/NumPy) and XLA executables produce host buffers;
 ``Array`` wraps one (a C-contiguous NumPy array that nbjax never mutates) with its
 ``weak_type`` flag. Operators (``+``, ``@``, ``[]``, ``.at``, methods) are attached by
-``nbjax.numpy`` when it is imported, shared with ``core.Tracer``, as JAX does.
+``nbjax.numpy`` when it is imported, shared with ``core.Tracer``, as JAX does. No one else
+can write to the buffer: ``Array(x)`` copies a caller's array, eager entry points copy an
+output that would be a view of one (``own``), and the NumPy and DLPack exports are
+zero-copy views that cannot be made writeable.
 """
 from __future__ import annotations
 
@@ -27,11 +30,13 @@ class Array(metaclass=abc.ABCMeta):
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
-    v = np.asarray(value)
+    mine = type(value) is Array
+    v = value._value if mine else np.asarray(value)
     d = dtypes.canonicalize_dtype(v.dtype)
-    if d != v.dtype or not v.flags.c_contiguous or (
-        v is value and (v.flags.writeable or v.base is not None)):
-      v = np.array(v, dtype=d, order="C")  # own a copy: the caller may mutate theirs (or its base)
+    if d != v.dtype or not v.flags.c_contiguous or not (mine or isinstance(value, _FRESH)):
+      # own a copy: any other array-like (a NumPy array, even a read-only one, a view, a
+      # subclass, a buffer) is memory its holder may write to later
+      v = np.array(v, dtype=d, order="C")
     self._value = v
     self._weak = weak_type
 
@@ -70,22 +75,27 @@ class Array(metaclass=abc.ABCMeta):
     return (_wrap(np.asarray(v), w) for v in self._value)  # rows of an immutable buffer
 
   # NumPy interop ---------------------------------------------------------------
+  # Exports are zero-copy and read-only for good: the NumPy array handed out is imported from
+  # a read-only DLPack capsule (or, for dtypes DLPack lacks, a read-only memoryview), so no
+  # array in its base chain can be made writeable again (NumPy refuses `flags.writeable =
+  # True`). The export references the buffer, so the pool never reuses it while it lives.
   def __array__(self, dtype=None, copy=None):
     if copy:
       return np.array(self._value, dtype=dtype)
-    v = self._value.view()
-    v.flags.writeable = False
+    v = _readonly(self._value)
     return v if dtype is None else v.astype(dtype, copy=False)
 
   def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-    kw = {}
-    if max_version is not None:
-      kw["max_version"] = max_version
-    if dl_device is not None:
-      kw["dl_device"] = dl_device
-    if copy is not None:
-      kw["copy"] = copy
-    return self._value.__dlpack__(stream=stream, **kw)
+    v = self._value
+    if max_version is None or max_version[0] < 1:
+      # an unversioned (pre-1.0) consumer cannot be told the data is read-only: it gets a copy
+      if copy is False:
+        raise BufferError("nbjax.Array is immutable: a zero-copy DLPack export is marked "
+                          "read-only, which needs a consumer of DLPack >= 1.0 (max_version)")
+      return np.array(v).__dlpack__(stream=stream)
+    ro = v.view()
+    ro.flags.writeable = False  # DLPack 1.0 exports it with the read-only flag
+    return ro.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
   def __dlpack_device__(self):
     return self._value.__dlpack_device__()
@@ -150,6 +160,41 @@ class Array(metaclass=abc.ABCMeta):
     if self._weak:
       extra += ", weak_type=True"
     return f"{prefix}{body}{extra})"
+
+
+_FRESH = (list, tuple, bool, int, float, complex, np.generic)  # np.asarray makes new memory
+_DLPACK_KINDS = frozenset("biufc")
+
+
+def _readonly(v):
+  """A zero-copy view of ``v`` that nobody can make writeable: a NumPy array imported from a
+  read-only DLPack capsule (its base, an opaque capsule, keeps ``v`` alive)."""
+  ro = v.view()
+  ro.flags.writeable = False
+  if v.dtype.kind in _DLPACK_KINDS:
+    return np.from_dlpack(ro)
+  # float0, bfloat16: no DLPack dtype; a read-only memoryview base refuses writes as well
+  try:
+    m = np.asarray(memoryview(ro))
+  except (ValueError, NotImplementedError):  # no buffer format (bfloat16): its bits
+    m = np.asarray(memoryview(ro.view(f"u{v.dtype.itemsize}")))
+  return m if m.dtype == v.dtype else m.view(v.dtype)
+
+
+def own(o, foreign):
+  """``o`` (an output buffer), or a copy of it when it may share memory with one of
+  ``foreign``: the NumPy arrays a caller passed in, which they may write to later. nbjax's
+  own buffers are immutable and shared freely; only views (``reshape``, ``slice``...) or a
+  returned input can share, so a buffer that owns its memory costs one check."""
+  if o.base is None:
+    for f in foreign:
+      if o is f:
+        return copy(o)
+    return o
+  for f in foreign:
+    if np.may_share_memory(o, f):
+      return copy(o)
+  return o
 
 
 def _wrap(v, weak=False):

@@ -80,7 +80,7 @@ import weakref
 import numpy as np
 
 from nbjax import core, registry
-from nbjax.array import Array, _wrap
+from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax.tree_util import tree_flatten, tree_structure, tree_unflatten
 
@@ -380,7 +380,7 @@ def _shallow(args):
 
 
 class _Entry:
-  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "copy", "holds")
+  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "holds")
 
 
 def _fast_path(n, entries):
@@ -452,11 +452,15 @@ class TraceCache:
       if e.holds is not None and not e.holds():
         self.entries.clear()
         return MISS
-      vals = []
+      vals, foreign = [], []
       for i in e.dyn:
         x = leaves[i]
-        vals.append(x._value if type(x) is Array else _c_buffer(registry.coerce(x)[0]))
-      return self._finish(e, e.program(*vals))
+        if type(x) is Array:
+          vals.append(x._value)
+        else:
+          vals.append(_c_buffer(registry.coerce(x)[0]))
+          foreign.append(vals[-1])
+      return self._finish(e, e.program(*vals), foreign)
     if e is None:
       if len(self.entries) >= _MAX_ENTRIES:
         self.entries.clear()
@@ -469,9 +473,9 @@ class TraceCache:
     return MISS if self.entries[key] is _UNCACHEABLE else self.call(args, kwargs)
 
   @staticmethod
-  def _finish(e, outs):
-    if e.copy:  # an output that is an input: never share a caller's NumPy buffer
-      outs = [o.copy() if i in e.copy else o for i, o in enumerate(outs)]
+  def _finish(e, outs, foreign=()):
+    if foreign:  # a caller's NumPy input: no output may be it or a view of it
+      outs = [own(o, foreign) for o in outs]
     return tree_unflatten(e.out_tree, [_wrap(o, w) for o, w in zip(outs, e.weaks)])
 
   def _build(self, args, kwargs, leaves, tree):
@@ -511,8 +515,6 @@ class TraceCache:
     e.program, e.dyn, e.out_tree = program, dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
     e.weak0 = e.weaks[0] if e.weaks else False
-    ins = set(jaxpr.invars)
-    e.copy = frozenset(i for i, v in enumerate(jaxpr.outvars) if v in ins)
     e.single = e.out_tree == tree_structure(0)
     e.holds = _checker(pins)
     return e

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from nbjax import core, dtypes
-from nbjax.array import Array, _wrap
+from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax.jaxpr import Literal
 
@@ -267,12 +267,13 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   cache = {}  # (shapes, dtypes, weak types, params) -> validated output aval(s)
 
   def eager(*args, **params):
-    vals, sig = [], []
+    vals, sig, foreign = [], [], None
     for a in args:
       if type(a) is Array:
         v, w = a._value, a._weak
       else:
         v, w = coerce(a, prim)
+        foreign = [v] if foreign is None else [*foreign, v]
       vals.append(v)
       sig.append((v.shape, v.dtype, w))
     try:
@@ -288,8 +289,12 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
         cache[key] = out_aval
     f = f_small if size(vals, out_aval) < thr else f_large
     if multi:
-      return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(f(*vals, **params), out_aval)]
-    return _wrap(as_output(f(*vals, **params), out_aval), out_aval.weak_type)
+      outs = [as_output(o, a) for o, a in zip(f(*vals, **params), out_aval)]
+      if foreign is not None:  # a caller's NumPy input: no output may be a view of it
+        outs = [own(o, foreign) for o in outs]
+      return [_wrap(o, a.weak_type) for o, a in zip(outs, out_aval)]
+    out = as_output(f(*vals, **params), out_aval)
+    return _wrap(out if foreign is None else own(out, foreign), out_aval.weak_type)
 
   return eager
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from kernels import elementwise as K
 from nbjax import core, dtypes, registry
-from nbjax.array import Array, _wrap
+from nbjax.array import Array, _wrap, own
 from nbjax.array import empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
@@ -315,7 +315,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
     return e
 
   def general(args, params):
-    vals, ws = [], []
+    vals, ws, foreign = [], [], []
     for a in args:
       if type(a) is Array:
         vals.append(a._value)
@@ -323,6 +323,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
       else:
         v, w = registry.coerce(a, prim)
         vals.append(v if v.flags.c_contiguous else np.array(v, order="C"))
+        foreign.append(vals[-1])
         ws.append(w)
     pkey = _params_key(params)
     key = (tuple((v.shape, v.dtype, w) for v, w in zip(vals, ws)), pkey)
@@ -333,7 +334,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
         checked_shapes[key] = out_aval
     e = resolve(vals, params, pkey)
     out = (e[0] if out_aval.size < thr else e[1])(*vals)
-    return _wrap(out, e[2] if all(ws[wf:]) else e[3])
+    return _wrap(own(out, foreign) if foreign else out, e[2] if all(ws[wf:]) else e[3])
 
   if prim.arity == 1:
     pfast = {}
