@@ -16,6 +16,7 @@ import functools
 import weakref
 
 from nbjax import core, registry
+from nbjax.array import owned
 from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
@@ -63,7 +64,7 @@ checkpoint_p.multiple_results = True
 
 
 def _impl(*args, jaxpr, **_):
-  return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+  return [owned(o) for o in eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)]  # (as jit's results)
 
 
 def _abstract_eval(*in_avals, jaxpr, **_):

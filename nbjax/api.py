@@ -18,7 +18,7 @@ import operator
 import numpy as np
 
 from nbjax import core, dtypes, eager_cache
-from nbjax.array import Array as _Array
+from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
@@ -355,7 +355,7 @@ def linearize(fun, *primals, has_aux=False):
         raise ValueError("linearized function called on tangent values inconsistent with "
                          f"the original primal values: got tangent {ta.str_short()} for "
                          f"primal aval {a.str_short()}")
-    return tree_unflatten(out_tree, lin.jvp(ts))
+    return tree_unflatten(out_tree, [_owned(t) for t in lin.jvp(ts)])
 
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_jvp, aux) if has_aux else (out, f_jvp)
@@ -382,9 +382,10 @@ def _linearize(fun, primals, has_aux, name):
 
   flat_fun.__name__ = _fun_name(fun)
   outs, lin = ad.linearize_flat(flat_fun, ps)
+  outs = [_owned(o) for o in outs]  # (an input passed through: the caller's array)
   aux = None
   if has_aux:
-    aux = tree_map(lambda x: x.primal if isinstance(x, ad.JVPTracer) else x, box[1])
+    aux = tree_map(lambda x: _owned(x.primal if isinstance(x, ad.JVPTracer) else x), box[1])
     core.check_leaked([a for a in tree_leaves(aux) if isinstance(a, pe.JaxprTracer)])
   return outs, lin, in_tree, box[0], aux
 
@@ -433,7 +434,7 @@ class _VjpFun:
             f"output of the function had JAX type {want.str_short()}")
     if consts is not lin.consts:
       lin = _with_consts(lin, consts)
-    outs = [ad.instantiate_zeros(c) for c in lin.vjp(cts)]
+    outs = [_owned(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
     return tuple(tree_unflatten(self.in_tree, outs))
 
   def __eq__(self, other):
@@ -605,12 +606,13 @@ def _grad_tape(f, primals, has_aux, holomorphic):
       raise TypeError("grad with has_aux=True requires the function to return a pair "
                       f"(output, aux), got {type(ans).__name__}")
     ans, aux = ans
-    aux = tree_map(lambda x: x.val if type(x) is tape.TapeTracer and x._trace is trace else x, aux)
+    aux = tree_map(lambda x: _owned(x.val if type(x) is tape.TapeTracer and x._trace is trace
+                                    else x), aux)
   else:
     aux = None
   out_leaves, out_tree = tree_flatten(ans)
   ids = [o.id if type(o) is tape.TapeTracer and o._trace is trace else None for o in out_leaves]
-  outs = [o.val if i is not None else o for o, i in zip(out_leaves, ids)]
+  outs = [_owned(o.val if i is not None else o) for o, i in zip(out_leaves, ids)]
   cts = tape.backward(trace, ids[:1], [_seed(outs, out_tree, holomorphic, raw=True)])
   grads = []
   for x, a in zip(ins, avals):
@@ -715,7 +717,8 @@ def linear_transpose(fun, *primals, reduce_axes=()):
                       f"expected {out_avals} but got {cts}")
     undef = [ad.UndefinedPrimal(a.strip_weak_type()) for a in in_avals]
     in_cts = ad.backward_pass(jaxpr, consts, undef, [c for c, u in zip(cts, unknown) if u])
-    in_cts = [_possible_downcast(ad.instantiate_zeros(c), a) for c, a in zip(in_cts, in_avals)]
+    in_cts = [_owned(_possible_downcast(ad.instantiate_zeros(c), a))
+              for c, a in zip(in_cts, in_avals)]
     return tuple(tree_unflatten(in_tree, in_cts))
 
   return Partial(transposed_fun, consts)

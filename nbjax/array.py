@@ -181,6 +181,12 @@ def _readonly(v):
   return m if m.dtype == v.dtype else m.view(v.dtype)
 
 
+def owned(x):
+  """``x``, or an Array of its own when it is a NumPy array: a transformation's result that
+  is a caller's input passed through (the identity, a rule returning its tangent)."""
+  return Array(x) if isinstance(x, np.ndarray) else x  # Array() copies it
+
+
 def own(o, foreign):
   """``o`` (an output buffer), or a copy of it when it may share memory with one of
   ``foreign``: the NumPy arrays a caller passed in, which they may write to later. nbjax's

@@ -1,10 +1,12 @@
 """Results never alias a caller's mutable buffer, and an Array is immutable through every export.
 
 Part one, generated from the registry: every primitive's sample cases run with writeable
-NumPy inputs (eagerly, under ``vmap``, ``jvp``, ``jit`` and in a replayed ``vmap`` program);
-the inputs are then overwritten, and every result must keep its values and share no memory
-with them. Hand tests cover the transformations' pass-through paths (an input returned as
-is), ``Array``/``device_put``/``jnp.asarray`` and jit's zero-copy transfers. Part two: Arrays
+NumPy inputs (eagerly, under ``vmap``, ``jvp``, ``jit``, ``vjp`` (with NumPy cotangents) and
+``value_and_grad`` (tape and replay), and in a replayed ``vmap`` program); the inputs are then
+overwritten, and every result must keep its values and share no memory with them. Hand
+tests cover the transformations' pass-through paths (an input returned as is: ``jvp``,
+``linearize``, ``vjp``, ``grad``'s value and aux, ``linear_transpose``, ``checkpoint``),
+``Array``/``device_put``/``jnp.asarray`` and jit's zero-copy transfers. Part two: Arrays
 made on every path export zero-copy views (``np.asarray``, ``np.from_dlpack``) that nobody
 can make writeable, and copies that are writeable.
 """
@@ -137,7 +139,7 @@ def test_jit_results_detached_from_numpy_inputs(prim):
 def test_replayed_vmap_results_detached_from_numpy_inputs(prim, monkeypatch):
   """The third call of a signature replays the staged program (``eager_cache``) on the
   caller's arrays: its outputs (views, inputs returned as is) must be copies too."""
-  monkeypatch.setattr(eager_cache, "guards", lambda fun: ([], []))  # params live in a closure
+  monkeypatch.setattr(eager_cache, "guards", lambda fun: [])  # params live in a closure
   d, n = _one_dtype(prim), 0
   for args, params in _np_cases(prim, d):
     f = nbjax.vmap(lambda *a: prim.bind(*a, **params), in_axes=[
@@ -152,6 +154,76 @@ def test_replayed_vmap_results_detached_from_numpy_inputs(prim, monkeypatch):
       _check_detached(_outs(out), _arrays(mapped), f"replayed vmap {prim} {params}")
       n += 1
   assert n, f"{prim}: no sample case was replayed"
+
+
+def _diff_argnums(prim, args):
+  nondiff = set(prim.meta.get("nondiff_argnums", ()))
+  return [i for i, a in enumerate(args) if i not in nondiff and isinstance(a, np.ndarray)
+          and dtypes.is_inexact(a.dtype)]
+
+
+def _of(prim, params, args, argnums):
+  """``prim`` as a function of the arguments ``argnums`` (the others, NumPy arrays too,
+  closed over)."""
+  def f(*xs):
+    a = list(args)
+    for i, x in zip(argnums, xs):
+      a[i] = x
+    return prim.bind(*a, **params)
+  return f
+
+
+REVERSE = [p for p in PRIMS if p.jvp and p.meta.get("differentiable") is not False
+           and _float_dtype(p)]
+
+
+@pytest.mark.parametrize("prim", REVERSE, ids=str)
+def test_vjp_results_detached_from_numpy_inputs(prim):
+  rng, n = np.random.default_rng(1), 0
+  for args, params in _np_cases(prim, _float_dtype(prim)):
+    nums = _diff_argnums(prim, args)
+    if not nums:
+      continue
+    try:
+      out, f_vjp = nbjax.vjp(_of(prim, params, args, nums), *[args[i] for i in nums])
+    except NotImplementedError:
+      continue
+    cts = [testing.rand_like(rng, o) for o in _outs(out)]
+    in_cts = f_vjp(cts if prim.multiple_results else cts[0])
+    _check_detached(_outs(out) + list(in_cts), _arrays(args) + cts, f"vjp {prim} {params}")
+    n += 1
+  assert n, f"{prim}: no differentiable sample case"
+
+
+@pytest.mark.parametrize("prim", REVERSE, ids=str)
+def test_grad_results_detached_from_numpy_inputs(prim, monkeypatch):
+  """``value_and_grad``'s tape (first calls) and its replayed program (third call)."""
+  monkeypatch.setattr(eager_cache, "guards", lambda fun: [])
+  rng, n, staged = np.random.default_rng(2), 0, 0
+  for args, params in _np_cases(prim, _float_dtype(prim)):
+    nums = _diff_argnums(prim, args)
+    if not nums:
+      continue
+    f = _of(prim, params, args, nums)
+    try:
+      ws = [testing.rand_like(rng, o) for o in _outs(f(*[args[i] for i in nums]))]
+    except NotImplementedError:
+      continue
+    if all(w.dtype == dtypes.float0 for w in ws):
+      continue  # no inexact output to differentiate
+
+    def loss(*xs):
+      return sum(jnp.sum(lax.real(o * w) if np.iscomplexobj(w) else o * w)
+                 for o, w in zip(_outs(f(*xs)), ws) if w.dtype != dtypes.float0)
+    vg = nbjax.value_and_grad(loss, argnums=tuple(range(len(nums))))
+    for call in range(3):
+      xs = [np.array(args[i]) for i in nums]
+      value, grads = vg(*xs)
+      _check_detached([value, *grads], xs, f"value_and_grad call {call} {prim} {params}")
+    n += 1
+    staged += _staged(vg._trace_cache)
+  assert n, f"{prim}: no differentiable sample case"
+  assert staged, f"{prim}: no case was replayed"
 
 
 # ----------------------------------------------------------------- hand tests: pass-throughs
@@ -202,6 +274,42 @@ def test_vmap_and_its_replay_detached(f):
     out = vf(a)
     _check_detached([out], [a], f"vmap call {i}")
   assert _staged(vf._trace_cache), "the signature was never staged for replay"
+
+
+def test_reverse_mode_pass_throughs():
+  ident = lambda x: x  # noqa: E731
+  a, t = _a(), _a() + 10
+  y, f_jvp = nbjax.linearize(ident, a)
+  _check_detached([y], [a], "linearize primal")
+  _check_detached([f_jvp(t)], [t], "linearize's jvp")
+  a, t = _a(), _a() + 10
+  y, f_vjp, aux = nbjax.vjp(lambda x: (x, x), a, has_aux=True)
+  _check_detached([y, aux], [a], "vjp primal and aux")
+  _check_detached(list(f_vjp(t)), [t], "vjp's cotangent")
+  a, t = _a(), _a() + 10
+  y, f_jvp, aux = nbjax.linearize(lambda x: (x, x), a, has_aux=True)
+  _check_detached([y, aux, f_jvp(t)], [a, t], "linearize with aux")
+  t = _a()
+  _check_detached(list(nbjax.linear_transpose(ident, _a())(t)), [t], "linear_transpose")
+  a = _a((3,))
+  jac, aux = nbjax.jacrev(lambda x: (x * 2.0, x), has_aux=True)(a)
+  _check_detached([jac, aux], [a], "jacrev aux")
+  a = _a()
+  _check_detached(nbjax.checkpoint(lambda x: (x, x[0]))(a), [a], "checkpoint")
+
+
+@pytest.mark.parametrize("f", [lambda x: (x, x), lambda x: (x, lax.reshape(x, (6,)))],
+                         ids=["identity", "reshape"])
+def test_value_and_grad_value_and_aux_detached(f):
+  vg = nbjax.value_and_grad(lambda x: (jnp.sum(x), f(x)), has_aux=True)
+  for call in range(3):  # the tape, then the replayed program
+    a = _a()
+    (value, aux), g = vg(a)
+    _check_detached([value, *aux, g], [a], f"value_and_grad call {call}")
+  for call in range(3):  # grad of the identity: the value is the caller's 0-d array
+    a = np.array(2.0)
+    value, g = nbjax.value_and_grad(lambda x: x)(a)
+    _check_detached([value, g], [a], f"value_and_grad of identity, call {call}")
 
 
 def test_vmap_unmapped_pass_through():
