@@ -169,10 +169,6 @@ def _jvp(fun, primals, tangents, has_aux=False):
   return tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t)
 
 
-def _owned(x):
-  return _Array(x) if isinstance(x, np.ndarray) else x  # Array() copies a NumPy array
-
-
 def jvp_flat(fun, primals, tangents, *, instantiate=True):
   """jvp of a flat function: ``(primals_out, tangents_out)`` lists.
 
