@@ -1,6 +1,8 @@
 """Global configuration: ``nbjax.config.update("enable_x64", False)``; ``"eager_cache"``
 (default True) lets repeated top-level ``vmap``/``jvp``/``jacfwd`` calls replay a compiled
-program (``nbjax/eager_cache.py``); False traces on every call.
+program (``nbjax/eager_cache.py``); False traces on every call. ``"check_static_indices"``
+(default False, as JAX) makes ``x[i]`` raise IndexError for an out-of-bounds static integer
+``i`` instead of clamping it.
 
 Sits beside ``core``: read by ``dtypes`` (default widths) and ``registry`` (eager backend
 overrides). Imports nothing from nbjax at module load.
@@ -13,12 +15,12 @@ class Config:
 
   def __init__(self):
     self._flags = {"enable_x64": True, "jax_enable_x64": True, "eager_cache": True,
-                   "threefry_partitionable": True}
+                   "threefry_partitionable": True, "check_static_indices": False}
     self._listeners = []
 
   def update(self, name, value):
     name = name[4:] if name.startswith("jax_") else name
-    if name not in ("enable_x64", "eager_cache", "threefry_partitionable"):
+    if name not in ("enable_x64", "eager_cache", "threefry_partitionable", "check_static_indices"):
       raise AttributeError(f"Unrecognized config option: {name}")
     self._flags[name] = bool(value)
     for f in self._listeners:

@@ -6,12 +6,14 @@ of all primitives, the seed-compatible views onto those records (``ad.primitive_
 rule`` is ``p.jvp = rule``), and the policy that picks which eager backend runs each
 primitive (chosen by measurement, overridable: ``nbjax.config.set_eager_backend``).
 It also builds each primitive's fast eager entry point (``p.eager``), the code that runs
-under ``bind`` when no transformation is active.
+under ``bind`` when no transformation is active (with NumPy's floating-point error reports
+off, as JAX never warns: ``quiet_run``).
 
 ``python -m nbjax.registry`` prints the coverage table.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 
 import numpy as np
@@ -188,6 +190,30 @@ def backend_label(prim):
 
 
 # ----------------------------------------------------------------- eager entry points
+# NumPy reports floating-point exceptions (divide by zero, invalid value, overflow) as
+# RuntimeWarnings; JAX never warns. A warning filter cannot hide them for good (pytest's
+# ``-W error`` / ``filterwarnings = error`` go in front of it) and ``np.errstate`` costs ~1 us
+# a call, so the eager entry points run numba/NumPy backends inside a private context whose
+# NumPy error state (a context variable) ignores everything: entering it costs ~40 ns and
+# leaves the caller's own error state alone. ``quiet_run(f, *args)`` raises RuntimeError
+# when the context is in use (a nested eager call, or another thread): see ``quiet_retry``.
+_quiet = contextvars.Context()
+_inside = contextvars.ContextVar("nbjax_quiet", default=False)
+_quiet.run(np.seterr, all="ignore")
+_quiet.run(_inside.set, True)
+quiet_run = _quiet.run
+
+
+def quiet_retry(err, f, *args, **params):
+  """After ``quiet_run(f, *args, **params)`` raised RuntimeError ``err``: if the context
+  refused entry, ``f(*args, **params)`` with NumPy's floating-point errors ignored; any other
+  RuntimeError is ``f``'s own, re-raised."""
+  if not str(err).endswith("is already entered"):
+    raise err
+  if _inside.get():  # nested in quiet_run: already quiet
+    return f(*args, **params)
+  with np.errstate(all="ignore"):  # another thread is inside
+    return f(*args, **params)
 
 
 # backends made on demand, by name: ``"xla"`` (one primitive compiled by XLA) is installed by
@@ -265,6 +291,8 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   ae = prim.abstract_eval
   multi = prim.multiple_results
   cache = {}  # (shapes, dtypes, weak types, params) -> validated output aval(s)
+  small, large, _ = policy(prim)
+  q_small, q_large = small in ("numba", "numpy"), large in ("numba", "numpy")
 
   def eager(*args, **params):
     vals, sig, foreign = [], [], None
@@ -287,13 +315,20 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
         if len(cache) > 4096:
           cache.clear()
         cache[key] = out_aval
-    f = f_small if size(vals, out_aval) < thr else f_large
+    f, q = (f_small, q_small) if size(vals, out_aval) < thr else (f_large, q_large)
+    if not q:
+      out = f(*vals, **params)
+    else:
+      try:
+        out = quiet_run(f, *vals, **params)
+      except RuntimeError as e:
+        out = quiet_retry(e, f, *vals, **params)
     if multi:
-      outs = [as_output(o, a) for o, a in zip(f(*vals, **params), out_aval)]
+      outs = [as_output(o, a) for o, a in zip(out, out_aval)]
       if foreign is not None:  # a caller's NumPy input: no output may be a view of it
         outs = [own(o, foreign) for o in outs]
       return [_wrap(o, a.weak_type) for o, a in zip(outs, out_aval)]
-    out = as_output(f(*vals, **params), out_aval)
+    out = as_output(out, out_aval)
     return _wrap(out if foreign is None else own(out, foreign), out_aval.weak_type)
 
   return eager
@@ -364,7 +399,7 @@ def eager_program(jaxpr, consts):
   reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of
   the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were
   checked when the jaxpr was traced."""
-  ns = {"_fix": as_output, "_nd": np.ndarray}
+  ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry}
   env = {}
   eqns, canon = _cse(jaxpr)
   outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
@@ -391,7 +426,7 @@ def eager_program(jaxpr, consts):
     n = name(v, "c")
     ns[n] = known[v] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
-  lines = [f"def program({', '.join(args)}):"]
+  lines = [f"def body({', '.join(args)}):"]
   for i, (eqn, invars) in enumerate(eqns):
     k = ns[f"k{i}"] = ks[i]
     if eqn.primitive.family not in ("user", "call") and all(
@@ -425,6 +460,9 @@ def eager_program(jaxpr, consts):
         lines.append(f"  if type({o}) is not _nd or {o}.dtype is not d{o} or "
                      f"not {o}.flags.c_contiguous: {o} = _fix({o}, t{o})")
   lines.append(f"  return ({''.join(name(x) + ', ' for x in outvars)})")
+  a = ", ".join(args)  # the program runs the body with NumPy's floating-point errors ignored
+  lines += [f"def program({a}):", "  try:", f"    return _run(body{', ' * bool(a)}{a})",
+            "  except RuntimeError as e:", f"    return _retry(e, body{', ' * bool(a)}{a})"]
   src = "\n".join(lines)
   exec(src, ns)
   ns["program"].source = src  # for reading what runs

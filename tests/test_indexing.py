@@ -3,12 +3,19 @@ out-of-bounds semantics (clamped starts, FILL_OR_DROP fill values, dropped scatt
 CLIP), NumPy-indexing patterns expressed as gathers/scatters, batching dims, errors, kernel
 bounds safety, and every rule: jvp vs central differences, transpose by the inner-product
 identity, batching at every batch-dim placement vs a loop (one primitive call per batch).
+Index dtypes: every indexing entry point (x[idx], .at[], take, take_along_axis, gather,
+scatter, dynamic slices) in every mode with negative and uint64 indices, eager and jit;
+static out-of-bounds integer indices (clamped, or IndexError under check_static_indices).
 """
+import re
+
 import numpy as np
 import pytest
 
-import nbjax  # noqa: F401
+import nbjax
+import nbjax.numpy as jnp
 from nbjax import api, lax, registry, testing
+from nbjax.config import config
 from nbjax.lax import GatherDimensionNumbers as GDN
 from nbjax.lax import GatherScatterMode as Mode
 from nbjax.lax import ScatterDimensionNumbers as SDN
@@ -328,3 +335,225 @@ def test_kernels_reject_plans_that_would_go_out_of_bounds():
     K.SCATTER["add"](op, idx, np.zeros(4), a(2), a(2), a(0), a(1), a(9), 1, a(2), a(1), a(1))
   with pytest.raises(IndexError):
     K.dynamic_slice(op, a(6), a(1), a(0), a(7), np.zeros(7))
+
+# ----------------------------------------------------------------------------- index dtypes
+# Every way of indexing, with signed indices (negative, past either end) and unsigned ones up
+# to the dtype's maximum (2**64-1 must stay past the end, never wrap to -1), eagerly and under
+# jit, against the semantics written out in Python integers (N = 5 elements).
+
+_N = 5
+_X = np.arange(10.0, 10.0 + _N)
+_ROW = GDN(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+_SROW = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+
+
+def _index_values(dtype):
+  info = np.iinfo(dtype)
+  vals = [0, 2, _N - 1, _N, 7, info.max, info.max // 2 + 1]
+  if info.min < 0:
+    vals += [-1, -2, -_N, -_N - 1, -7, info.min]
+  return np.array(vals, dtype)
+
+
+def _norm(i, signed):  # NumPy's negative indices, for signed index dtypes only
+  return i + _N if signed and i < 0 else i
+
+
+def _clip(i):
+  return min(max(i, 0), _N - 1)
+
+
+def _get(i, mode, normalize, signed):
+  """x[i] (a float) by the mode: clip, fill (NaN out of bounds) or wrap."""
+  if mode == "wrap":
+    return _X[i % _N]
+  j = _norm(i, signed) if normalize else i
+  if mode == "clip":
+    return _X[_clip(j)]
+  return _X[j] if 0 <= j < _N else np.nan
+
+
+def _set(idx, mode, normalize, signed):
+  """x.at[idx].set(-1) by the mode: clip, or drop out-of-bounds updates."""
+  out = _X.copy()
+  for i in idx:
+    j = _norm(int(i), signed) if normalize else int(i)
+    if mode == "clip":
+      out[_clip(j)] = -1
+    elif 0 <= j < _N:
+      out[j] = -1
+  return out
+
+
+# (name, f(x, idx), expected(idx ints, signed) -> ndarray); idx is a 1-d index array
+_INDEX_OPS = [
+    ("take-fill", lambda x, i: jnp.take(x, i),
+     lambda ii, s: [_get(i, "fill", True, s) for i in ii]),
+    ("take-clip", lambda x, i: jnp.take(x, i, mode="clip"),  # no wrapping: -1 clips to 0
+     lambda ii, s: [_get(i, "clip", False, s) for i in ii]),
+    ("take-wrap", lambda x, i: jnp.take(x, i, mode="wrap"),
+     lambda ii, s: [_get(i, "wrap", False, s) for i in ii]),
+    ("getitem", lambda x, i: x[i], lambda ii, s: [_get(i, "clip", True, s) for i in ii]),
+    ("getitem-2d", lambda x, i: x[None][0, i],
+     lambda ii, s: [_get(i, "clip", True, s) for i in ii]),
+    ("at-get-fill", lambda x, i: x.at[i].get(mode="fill"),
+     lambda ii, s: [_get(i, "fill", True, s) for i in ii]),
+    ("take_along_axis-fill", lambda x, i: jnp.take_along_axis(x, i, 0),
+     lambda ii, s: [_get(i, "fill", True, s) for i in ii]),
+    ("take_along_axis-clip", lambda x, i: jnp.take_along_axis(x, i, 0, mode="clip"),
+     lambda ii, s: [_get(i, "clip", True, s) for i in ii]),  # wraps first (JAX's default)
+    ("gather-clip", lambda x, i: lax.gather(x, i[:, None], _ROW, (1,), mode="clip"),
+     lambda ii, s: [_get(i, "clip", False, s) for i in ii]),
+    ("gather-fill", lambda x, i: lax.gather(x, i[:, None], _ROW, (1,), mode="fill"),
+     lambda ii, s: [_get(i, "fill", False, s) for i in ii]),
+    ("at-set", lambda x, i: x.at[i].set(-1.0), lambda ii, s: _set(ii, "drop", True, s)),
+    ("at-set-clip", lambda x, i: x.at[i].set(-1.0, mode="clip"),
+     lambda ii, s: _set(ii, "clip", True, s)),
+    ("at-set-promise", lambda x, i: x.at[i].set(-1.0, mode="promise_in_bounds"),
+     lambda ii, s: _set(ii, "drop", True, s)),  # out of bounds: dropped (as XLA does)
+    ("at-get-promise", lambda x, i: x.at[i].get(mode="promise_in_bounds"),
+     lambda ii, s: [_get(i, "clip", True, s) for i in ii]),  # out of bounds: clamped (XLA)
+    ("scatter-fill", lambda x, i: lax.scatter(x, i[:, None], -jnp.ones(i.shape), _SROW,
+                                              mode="fill"),
+     lambda ii, s: _set(ii, "drop", False, s)),
+    ("scatter-clip", lambda x, i: lax.scatter(x, i[:, None], -jnp.ones(i.shape), _SROW,
+                                              mode="clip"),
+     lambda ii, s: _set(ii, "clip", False, s)),
+]
+_INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", _INT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name,f,want", _INDEX_OPS, ids=[o[0] for o in _INDEX_OPS])
+def test_index_dtypes_and_modes_eager_and_jit(name, f, want, dtype):
+  idx = _index_values(dtype)
+  signed = np.dtype(dtype).kind == "i"
+  if name.startswith("scatter") or name.startswith("at-set"):
+    expect = want([int(i) for i in idx], signed)
+    for i in idx:  # one index at a time too: a drop must not hide a wrong clamp
+      for fn in (f, nbjax.jit(f)):
+        np.testing.assert_array_equal(fn(jnp.asarray(_X), jnp.asarray(i[None])),
+                                      want([int(i)], signed), err_msg=f"{name} {i!r}")
+  else:
+    expect = np.array(want([int(i) for i in idx], signed))
+  for what, fn in (("eager", f), ("jit", nbjax.jit(f))):
+    np.testing.assert_array_equal(fn(jnp.asarray(_X), jnp.asarray(idx)), expect,
+                                  err_msg=f"{name} {what} {idx!r}")
+
+
+@pytest.mark.parametrize("dtype", _INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_dynamic_slice_start_dtypes_eager_and_jit(dtype):
+  x = np.arange(10.0, 10.0 + _N)
+  signed = np.dtype(dtype).kind == "i"
+  ds = lambda x, i: lax.dynamic_slice(x, (i,), (2,))
+  dus = lambda x, i: lax.dynamic_update_slice(x, np.array([-1.0, -2.0]), (i,))
+  for i in _index_values(dtype):
+    s = min(max(_norm(int(i), signed), 0), _N - 2)
+    want_dus = x.copy()
+    want_dus[s:s + 2] = [-1, -2]
+    for what, (f, g) in (("eager", (ds, dus)), ("jit", (nbjax.jit(ds), nbjax.jit(dus)))):
+      np.testing.assert_array_equal(f(x, i), x[s:s + 2], err_msg=f"dynamic_slice {what} {i!r}")
+      np.testing.assert_array_equal(g(x, i), want_dus, err_msg=f"dus {what} {i!r}")
+
+
+@pytest.mark.parametrize("i,j", [(2**64 - 1, 4), (2**63, 4), (2**63 - 1, 4), (1, 1)])
+def test_every_backend_reads_uint64_indices_past_int64(i, j):
+  """Each eager backend on its own: clip mode takes the last element for uint64 indices at or
+  past 2**63 (converted through int64 they would wrap negative and clip to 0)."""
+  x = np.arange(10.0, 15.0)
+  idx = np.array([[i]], np.uint64)
+  kw = dict(indices_are_sorted=False, unique_indices=False, mode=Mode.CLIP)
+  for backend, impl in lax.gather_p.impls.items():
+    got = impl(x, idx, dimension_numbers=_ROW, slice_sizes=(1,), fill_value=None, **kw)
+    np.testing.assert_array_equal(got, [x[j]], err_msg=f"gather {backend}")
+  want = x.copy()
+  want[j] = -1
+  for backend, impl in lax.scatter_p.impls.items():
+    got = impl(x, idx, np.array([-1.0]), dimension_numbers=_SROW, update_jaxpr=None,
+               update_consts=(), **kw)
+    np.testing.assert_array_equal(got, want, err_msg=f"scatter {backend}")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16], ids=lambda d: np.dtype(d).name)
+def test_narrow_negative_indices_into_a_long_axis(dtype):
+  """-1 + 300 does not fit int8: indices are widened before counting from the end."""
+  n = np.iinfo(dtype).max + 100
+  x = np.arange(float(n))
+  i = np.array([-1, 5, -100], dtype)
+  want = x[i.astype(np.int64)]
+  upd = x.copy()
+  upd[i.astype(np.int64)] = -1
+  for jit in (False, True):
+    J = nbjax.jit if jit else (lambda f: f)
+    np.testing.assert_array_equal(J(lambda x, i: x[i])(x, i), want)
+    np.testing.assert_array_equal(J(lambda x, i: jnp.take(x, i))(x, i), want)
+    np.testing.assert_array_equal(J(lambda x, i: jnp.take_along_axis(x, i, 0))(x, i), want)
+    np.testing.assert_array_equal(J(lambda x, i: jnp.asarray(x).at[i].set(-1.0))(x, i), upd)
+    np.testing.assert_array_equal(J(lambda x, i: lax.dynamic_slice(x, (i[0],), (1,)))(x, i),
+                                  x[-1:])
+    np.testing.assert_array_equal(
+        J(lambda x, i: lax.dynamic_update_slice(x, np.array([-1.0]), (i[2],)))(x, i)[n - 100],
+        -1.0)
+
+
+def test_take_rejects_unknown_modes_as_jax():
+  with pytest.raises(ValueError, match="Invalid mode 'promise_in_bounds' for np.take"):
+    jnp.take(jnp.arange(3.0), jnp.array([1]), mode="promise_in_bounds")
+  with pytest.raises(NotImplementedError, match="'raise' mode"):
+    jnp.take(jnp.arange(3.0), jnp.array([1]), mode="raise")
+
+
+def test_take_along_axis_promise_in_bounds_does_not_wrap():
+  x = jnp.arange(10.0, 15.0)
+  i = jnp.array([-1, 2])
+  np.testing.assert_array_equal(jnp.take_along_axis(x, i, 0, mode="promise_in_bounds"), [10, 12])
+  np.testing.assert_array_equal(
+      jnp.take_along_axis(x, i, 0, mode="clip", wrap_negative_indices=False), [10, 12])
+  np.testing.assert_array_equal(jnp.take_along_axis(x, i, 0, mode="clip"), [14, 12])
+
+# ----------------------------------------------------------------------------- static indices
+# JAX clamps an out-of-bounds static integer index like a traced one (``jnp.arange(10)[11]``
+# is 9: the "Sharp Bits" out-of-bounds rule); its ``jax_check_static_indices`` flag (default
+# off) makes the PROMISE_IN_BOUNDS default mode raise IndexError instead.
+
+
+def test_static_out_of_bounds_index_clamps_by_default():
+  x = jnp.arange(6.0).reshape(2, 3)
+  np.testing.assert_array_equal(x[5], [3, 4, 5])
+  np.testing.assert_array_equal(x[-3], [0, 1, 2])
+  assert float(x[0, 5]) == 2.0
+  np.testing.assert_array_equal(nbjax.jit(lambda x: x[5])(x), [3, 4, 5])
+
+
+@pytest.mark.parametrize("fn,msg", [
+    (lambda x: x[5], "index 5 out of bounds for axis 0 with size 2 (normalize_indices=True)"),
+    (lambda x: x[-3], "index -3 out of bounds for axis 0 with size 2"),
+    (lambda x: x[np.int64(2)], "index 2 out of bounds for axis 0 with size 2"),
+    (lambda x: x[0, 3], "index 3 out of bounds for axis 1 with size 3"),
+    (lambda x: x[None, 1, -4], "index -4 out of bounds for axis 1 with size 3"),
+    (lambda x: x[..., 7], "index 7 out of bounds for axis 1 with size 3"),
+    (lambda x: x[jnp.array([0, 1]), 3], "index 3 out of bounds for axis 1 with size 3"),
+    (lambda x: x.at[5].get(), "index 5 out of bounds for axis 0 with size 2"),
+    (lambda x: x.at[5].get(mode="promise_in_bounds"), "index 5 out of bounds"),
+    (lambda x: nbjax.jit(lambda y: y[5])(x), "index 5 out of bounds for axis 0 with size 2"),
+], ids=["x[5]", "x[-3]", "x[np.int64(2)]", "x[0,3]", "x[None,1,-4]", "x[...,7]",
+        "x[arr,3]", "at[5].get", "at[5].get-promise", "jit"])
+def test_check_static_indices_raises_as_jax(fn, msg):
+  x = jnp.arange(6.0).reshape(2, 3)
+  with config.override("check_static_indices", True):
+    with pytest.raises(IndexError, match=re.escape(msg)):
+      fn(x)
+  fn(x)  # off again: clamps
+
+
+def test_check_static_indices_leaves_other_indices_alone():
+  x = jnp.arange(6.0).reshape(2, 3)
+  with config.override("jax_check_static_indices", True):
+    np.testing.assert_array_equal(x[1], [3, 4, 5])
+    np.testing.assert_array_equal(x[-2, -1], 2.0)
+    np.testing.assert_array_equal(x[jnp.array(5)], [3, 4, 5])      # an array, not static
+    np.testing.assert_array_equal(x[jnp.array([5])], [[3, 4, 5]])
+    assert np.isnan(np.asarray(x.at[5].get(mode="fill"))).all()     # fill mode: no check
+    np.testing.assert_array_equal(x.at[5, 0].get(mode="clip"), 3.0)
+    np.testing.assert_array_equal(x.at[5].set(9.0), x)              # scatters drop, never raise
+    np.testing.assert_array_equal(jnp.take(x, jnp.array([9]), mode="clip"), [5.0])

@@ -1,4 +1,6 @@
 """nbjax.numpy against NumPy: values, dtypes (JAX promotion), shapes, axes, edge cases."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
@@ -242,6 +244,45 @@ def test_round_decimals():
   check(jnp.around(jnp.arange(5), 1), np.arange(5))
   with pytest.raises(NotImplementedError):
     jnp.round(jnp.arange(5), -1)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64])
+def test_round_decimals_past_the_dtype_precision(dtype):
+  """As JAX: ``decimals`` above log10(finfo.max) returns ``x`` (no OverflowError from
+  10.0**decimals); hugely negative ``decimals`` scale by 0 (NaN, as JAX's 0/0)."""
+  x = np.array([1.23456, -7.5, 3e4], dtype)
+  top = int(np.floor(np.log10(np.finfo(dtype).max)))  # 4, 38, 308
+  for d in (400, 10**6, top + 1):
+    check(jnp.round(jnp.asarray(x), d), x)
+  check(jnp.round(jnp.asarray(x), -400), np.full(3, np.nan, dtype))
+  check(jnp.round(jnp.asarray(x), 2), np.round(x.astype(np.complex128 if x.dtype.kind == "c"
+                                                           else np.float64), 2).astype(dtype))
+  check(nbjax.jit(lambda x: jnp.round(x, 400))(jnp.asarray(x)), x)
+
+
+def test_split_rejects_negative_sizes_as_jax():
+  x = jnp.arange(6)
+  for f in (jnp.split, jnp.array_split):
+    with pytest.raises(ValueError, match=re.escape("Sizes passed to split must be nonnegative, "
+                                                   "got [-1, 4, 3]")):
+      f(x, [-1, 3])
+    with pytest.raises(ValueError, match=re.escape("got [2, 8, -4]")):
+      f(x, [2, 10])
+    with pytest.raises(ValueError, match=re.escape("got [3, -1, 4]")):
+      f(x, np.array([3, 2]))
+    with pytest.raises(ValueError, match="Sum of sizes 0 must be equal to dimension 0"):
+      f(x, -2)
+  y = jnp.ones((2, 6, 4))
+  with pytest.raises(ValueError, match=re.escape("got [3, -1, 4]")):
+    jnp.hsplit(y, [3, 2])
+  with pytest.raises(ValueError, match=re.escape("got [2, -2, 4]")):
+    jnp.dsplit(y, [2, 0])
+  with pytest.raises(ValueError, match=re.escape("got [-1, 3]")):
+    jnp.vsplit(y, [-1])
+  with pytest.raises(ValueError, match="does not result in an equal division: rest is 2"):
+    jnp.split(x, 4)
+  assert [a.shape for a in jnp.array_split(x, 4)] == [(2,), (2,), (1,), (1,)]
+  assert [a.shape for a in jnp.split(x, [2, 2, 6])] == [(2,), (0,), (4,), (0,)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -584,7 +625,7 @@ def test_join_split():
     check(getattr(jnp, f)([jnp.arange(3), jnp.arange(3)]), getattr(np, f)([np.arange(3)] * 2))
   x = rand((6, 4), np.float32)
   jx = jnp.asarray(x)
-  for spec in (2, 3, [1, 4], [-2]):
+  for spec in (2, 3, [1, 4], [2, 2], np.array([3, 6])):
     for g, w in zip(jnp.split(jx, spec), np.split(x, spec)):
       check(g, w)
   for g, w in zip(jnp.array_split(jx, 4, axis=0), np.array_split(x, 4, axis=0)):

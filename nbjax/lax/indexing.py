@@ -212,6 +212,9 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices=True):
   arrays = [i for i in start_indices if not isinstance(i, int)]
   py_dtype = (core.get_aval(arrays[0]).dtype if arrays  # Python ints are weak: take theirs
               else dtypes.canonicalize_dtype(np.int64))
+  if dtypes.is_int(py_dtype) and max(shape, default=0) > np.iinfo(py_dtype).max:  # int8 into 300
+    py_dtype = dtypes.canonicalize_dtype(np.int64)
+    start_indices = [i if isinstance(i, int) else _widen(i, py_dtype) for i in start_indices]
   out = []
   for i, d, neg in zip(start_indices, shape, allow_negative_indices):
     if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
@@ -228,6 +231,14 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices=True):
     from nbjax import lax
     out.append(lax.select_n(lax.lt(i, np.zeros((), dt)), i, lax.add(i, np.asarray(d, dt))))
   return out
+
+
+def _widen(i, dtype):
+  """A start index as ``dtype`` (uint64 beyond its range saturates: it clamps the same)."""
+  from nbjax import lax
+  if np.dtype(core.get_aval(i).dtype) == np.uint64:
+    i = lax.min(i, np.asarray(_I64_MAX, np.uint64))
+  return lax.convert_element_type(i, dtype)
 
 
 def dynamic_slice(operand, start_indices, slice_sizes, *, allow_negative_indices=True):
@@ -512,12 +523,19 @@ def _index_matrix(idx):
   return idx.reshape(math.prod(idx.shape[:-1]), idx.shape[-1])
 
 
+def _signed(idx):
+  """Indices the kernels can read as int64: uint64 values past int64's range saturate (still
+  out of bounds, so they clamp to the end or are filled/dropped) instead of wrapping negative."""
+  return np.minimum(idx, _I64_MAX).astype(np.int64) if idx.dtype == np.uint64 else idx
+
+
 def _fills(mode):
   return mode == GatherScatterMode.FILL_OR_DROP
 
 
 def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, indices_are_sorted,
                   mode, fill_value):
+  idx = _signed(idx)
   out_shape = _gather_shape(x.shape, idx.shape, dimension_numbers, slice_sizes)
   out = pooled_empty(out_shape, x.dtype)
   dn = dimension_numbers
@@ -570,6 +588,7 @@ def _operand_index_arrays(operand_shape, batch_shape, idx, batch_pos, window_pos
 
 def _gather_numpy(x, idx, *, dimension_numbers, slice_sizes, unique_indices, indices_are_sorted,
                   mode, fill_value):
+  idx = _signed(idx)
   dn = dimension_numbers
   out_shape = _gather_shape(x.shape, idx.shape, dn, slice_sizes)
   if not math.prod(out_shape):
@@ -781,6 +800,7 @@ def _scatter_numba(combiner):
   def impl(x, idx, upd, *, dimension_numbers, indices_are_sorted, unique_indices, mode,
            update_jaxpr=None, update_consts=()):
     dt = x.dtype
+    idx = _signed(idx)
     comb = combiner
     wide = False
     if combiner == "set":
@@ -811,6 +831,7 @@ def _scatter_numpy(combiner):
   def impl(x, idx, upd, *, dimension_numbers, indices_are_sorted, unique_indices, mode,
            update_jaxpr=None, update_consts=()):
     dn = dimension_numbers
+    idx = _signed(idx)
     out = x.copy()
     if not (x.size and upd.size):
       return out

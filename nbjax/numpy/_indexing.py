@@ -7,8 +7,11 @@ concrete boolean masks become integer arrays (``nonzero``; traced masks raise
 axes, ``...`` expands. Static integers and slices then lower to ``lax.slice``/``lax.rev``/
 ``lax.squeeze``; anything with integer arrays lowers to one ``lax.gather`` (or
 ``lax.scatter*`` for ``.at[]``) built by ``_index_to_gather``, following NumPy's placement
-rules for advanced indices. Out-of-bounds integer indices clamp when gathering and are
-dropped when scattering, as in JAX.
+rules for advanced indices. Negative signed indices count from the end (unsigned ones
+never do); out-of-bounds integer indices then clamp when gathering and are dropped when
+scattering, as in JAX, static Python integers included (JAX's ``jax_check_static_indices``
+flag, ``nbjax.config.update("check_static_indices", True)``, makes those raise IndexError).
+Indices convert to the gather's int64 saturating, so uint64 2**64-1 stays past the end.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nbjax import core, dtypes, lax
+from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Tracer
 from nbjax.numpy import _util
@@ -48,6 +52,7 @@ class _Parsed(NamedTuple):
   entries: list          # per operand axis: slice | int | array (Array/Tracer/ndarray of ints)
   new_axes: tuple        # axes to insert into the operand first (from None / scalar bools)
   contiguous: bool       # advanced indices adjacent in the original index (NumPy placement)
+  static_ints: tuple     # (operand axis, value) of each Python / NumPy integer scalar index
 
 
 def _is_int_scalar(x):
@@ -110,7 +115,8 @@ def _classify(i, pos):
 
 def _parse(shape, idx):
   """Normalise ``idx`` for an operand of ``shape`` (see ``_Parsed``)."""
-  raw = [_classify(i, n) for n, i in enumerate(_to_index_tuple(idx))]
+  items = _to_index_tuple(idx)
+  raw = [_classify(i, n) for n, i in enumerate(items)]
   if sum(k == "ellipsis" for k, _ in raw) > 1:
     raise IndexError("an index can only have a single ellipsis ('...')")
   adv = [n for n, (k, _) in enumerate(raw) if k in ("int", "bool", "mask", "array")]
@@ -119,8 +125,8 @@ def _parse(shape, idx):
   if used > len(shape):
     raise IndexError(f"Too many indices: {len(shape)}-dimensional array indexed with "
                      f"{used} regular indices.")
-  entries, new_axes, ax = [], [], 0  # ax: axis of the operand with new axes inserted
-  for k, v in raw:
+  entries, new_axes, ax, static = [], [], 0, []  # ax: operand axis with new axes inserted
+  for (k, v), item in zip(raw, items):
     if k == "ellipsis":
       for _ in range(len(shape) - used):
         entries.append(slice(None))
@@ -144,9 +150,11 @@ def _parse(shape, idx):
       entries.extend(np.nonzero(m))
       ax += m.ndim
     else:
+      if k == "int" and _is_int_scalar(item):
+        static.append((ax - len(new_axes), v))
       entries.append(v)
       ax += 1
-  return _Parsed(entries, tuple(new_axes), contiguous)
+  return _Parsed(entries, tuple(new_axes), contiguous, tuple(static))
 
 
 def _dims_of(shape, new_axes, ax, n):
@@ -169,20 +177,49 @@ class _Indexer(NamedTuple):
 
 
 def _normalize(a, n):
-  """Negative integer indices counted from the end (``a + n`` where ``a < 0``)."""
-  if isinstance(a, np.ndarray):
-    return np.where(a < 0, a + n, a) if a.dtype.kind == "i" else a
-  if type(a) is Array:
-    v = a._value
-    return Array._new(np.where(v < 0, v + n, v)) if v.dtype.kind == "i" else a
-  if dtypes.issubdtype(a.dtype, np.unsignedinteger):
+  """Negative signed integer indices counted from the end (``a + n`` where ``a < 0``),
+  widened to the default int first where ``n`` does not fit their dtype (int8 on 300)."""
+  if a.dtype.kind != "i":
     return a
+  wide = n > np.iinfo(a.dtype).max
+  if type(a) is Array:
+    a = a._value
+  if isinstance(a, np.ndarray):
+    a = a.astype(dtypes.default_int_dtype()) if wide else a
+    return np.where(a < 0, a + n, a)
+  if wide:
+    a = _util.convert(a, dtypes.default_int_dtype())
   return lax.select(lax.lt(a, _util.lit(0, a.dtype, True)),
                     lax.add(a, _util.lit(n, a.dtype, True)), a)
 
 
-def _index_to_gather(shape, parsed):
-  """The gather (or scatter) that indexes an operand of ``shape`` with ``parsed`` entries.
+def _int_array(i):
+  a = np.asarray(i)
+  if a.dtype == object:
+    raise OverflowError(f"Python int {i} too large to convert to int64")
+  return a
+
+
+def _saturate(a, dtype):
+  """Integer indices ``a`` as ``dtype``, values beyond its range saturating to its bounds
+  (out of bounds either way) instead of wrapping: ``uint64`` 2**64-1 must stay past the end."""
+  if np.can_cast(a.dtype, dtype):  # (int64, or a narrower integer: exact)
+    return a.astype(dtype, copy=False) if isinstance(a, np.ndarray) else _util.convert(a, dtype)
+  src, dst = np.iinfo(a.dtype), np.iinfo(dtype)
+  if isinstance(a, np.ndarray):
+    if src.max > dst.max or src.min < dst.min:
+      a = np.clip(a, max(src.min, dst.min), min(src.max, dst.max))
+    return a.astype(dtype)
+  if src.max > dst.max:
+    a = lax.min(a, _util.lit(dst.max, a.dtype))
+  if src.min < dst.min:
+    a = lax.max(a, _util.lit(dst.min, a.dtype))
+  return _util.convert(a, dtype)
+
+
+def _index_to_gather(shape, parsed, normalize=True):
+  """The gather (or scatter) that indexes an operand of ``shape`` with ``parsed`` entries
+  (negative signed integer indices counted from the end when ``normalize``).
 
   Output axes, in order: one per slice, and the broadcast shape ``B`` of the integer arrays
   at the first integer-indexed position (or first of all when those positions are not
@@ -190,7 +227,7 @@ def _index_to_gather(shape, parsed):
   ``arange`` index arrays with their own batch axis."""
   entries = parsed.entries + [slice(None)] * (len(shape) - len(parsed.entries))
   adv = [d for d, e in enumerate(entries) if not isinstance(e, slice)]
-  arrays = {d: (np.asarray(entries[d]) if _is_int_scalar(entries[d]) else entries[d]) for d in adv}
+  arrays = {d: (_int_array(entries[d]) if _is_int_scalar(entries[d]) else entries[d]) for d in adv}
   B = _util.broadcast_shapes(*(arrays[d].shape for d in adv))
   # output slots in order: ("adv",) once for the integer-array group; per slice of axis d with
   # n elements ("win", d, n, start) for unit stride, ("str", d, n, arange) otherwise
@@ -236,18 +273,17 @@ def _index_to_gather(shape, parsed):
     elif d in strs:
       comps.append((strs[d][3], (str_batch_dim[d],)))
     else:
-      a = _normalize(arrays[d], shape[d])
+      a = _normalize(arrays[d], shape[d]) if normalize else arrays[d]
       concrete &= not isinstance(a, Tracer)
       comps.append((a, adv_batch_dims[len(B) - a.ndim:]))
     index_map.append(d)
   idx_dtype = dtypes.default_int_dtype()
   if concrete:
-    cols = [np.broadcast_to(_expand_to(np.asarray(a), dims, len(batch_shape)), batch_shape)
-            for a, dims in comps]
-    indices = Array(np.stack(cols, -1).astype(idx_dtype) if cols else
-                    np.zeros(batch_shape + (0,), idx_dtype))
+    cols = [np.broadcast_to(_expand_to(_saturate(np.asarray(a), idx_dtype), dims,
+                                       len(batch_shape)), batch_shape) for a, dims in comps]
+    indices = Array(np.stack(cols, -1) if cols else np.zeros(batch_shape + (0,), idx_dtype))
   else:
-    cols = [lax.broadcast_in_dim(_util.convert(a, idx_dtype), batch_shape + (1,), dims)
+    cols = [lax.broadcast_in_dim(_saturate(a, idx_dtype), batch_shape + (1,), dims)
             for a, dims in comps]
     indices = lax.concatenate(cols, len(batch_shape))
   collapsed = tuple(d for d in range(len(shape)) if d not in wins)
@@ -312,40 +348,53 @@ def _static_slice(x, entries):
   return x
 
 
-def _is_static_slicing(shape, entries):
+def _is_static_slicing(shape, entries, normalize=True):
   for d, e in enumerate(entries):
     if isinstance(e, slice):
       continue
     if not isinstance(e, int):
       return False
     n = shape[d]
-    if not -n <= e < n:
+    if not (-n if normalize else 0) <= e < n:
       if n == 0:
         raise IndexError(f"index is out of bounds for axis {d} with size 0")
       return False
   return True
 
 
+def _check_static_indices(shape, static_ints, normalize):
+  """``jax_check_static_indices``: IndexError for an out-of-bounds Python/NumPy integer."""
+  for d, i in static_ints:
+    if not 0 <= (i + shape[d] if normalize and i < 0 else i) < shape[d]:
+      raise IndexError(f"index {i} out of bounds for axis {d} with size {shape[d]} "
+                       f"(normalize_indices={normalize})")
+
+
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                   fill_value=None):
+                   fill_value=None, normalize_indices=True):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
-  default; ``mode='fill'`` returns ``fill_value`` for them instead)."""
+  default; ``mode='fill'`` returns ``fill_value`` for them instead). Negative signed
+  indices count from the end when ``normalize_indices``; unsigned ones never do."""
   x = as_array(x)
-  if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0]:  # x[i] fast path
+  if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
+      normalize_indices or idx >= 0):  # x[i] fast path
     i = idx + x.shape[0] if idx < 0 else idx
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
   parsed = _parse(x.shape, idx)
+  gmode = _gather_mode(mode)
+  if parsed.static_ints and (mode is None or gmode == lax.GatherScatterMode.PROMISE_IN_BOUNDS) \
+      and config.read("check_static_indices"):
+    _check_static_indices(x.shape, parsed.static_ints, normalize_indices)
   if parsed.new_axes:
     x = lax.expand_dims(x, parsed.new_axes)
-  if _is_static_slicing(x.shape, parsed.entries):
+  if _is_static_slicing(x.shape, parsed.entries, normalize_indices):
     return _static_slice(x, parsed.entries)
-  ix = _index_to_gather(x.shape, parsed)
+  ix = _index_to_gather(x.shape, parsed, normalize_indices)
   if math.prod(ix.out_shape) == 0:
     return lax.full_like(x, 0, shape=ix.out_shape)
   for d, n in enumerate(x.shape):
     if n == 0 and ix.slice_sizes[d] == 1:
       raise IndexError(f"index is out of bounds for axis {d} with size 0")
-  gmode = _gather_mode(mode)
   if fill_value is not None:
     core.concrete_or_error(None, fill_value, "fill_value argument to indexed get()")
     if np.ndim(fill_value) != 0:
@@ -494,8 +543,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
   """Elements of ``a`` at ``indices`` along ``axis`` (flattened when ``None``).
 
   ``mode``: None/'fill' gives ``fill_value`` (NaN, or the dtype's extreme) for
-  out-of-bounds indices, 'clip' clamps, 'wrap' wraps (negative indices count from the
-  end in every mode), as JAX."""
+  out-of-bounds indices (negative ones count from the end), 'clip' clamps into
+  ``[0, n - 1]`` (negative ones go to 0, as NumPy), 'wrap' wraps, as JAX."""
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
   a, indices = ensure_arraylike("take", a, indices)
@@ -514,8 +563,11 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     indices, mode = remainder(indices, n), "promise_in_bounds"
   elif mode is None:
     mode = "fill"
+  elif mode not in ("fill", "clip"):
+    raise ValueError(f"Invalid mode '{mode}' for np.take")
   return rewriting_take(a, (slice(None),) * axis + (indices,), mode=mode, fill_value=fill_value,
-                        unique_indices=unique_indices, indices_are_sorted=indices_are_sorted)
+                        unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
+                        normalize_indices=mode == "fill")
 
 
 def _along_axis_index(arr_shape, indices, axis):
@@ -536,9 +588,12 @@ def _along_axis_index(arr_shape, indices, axis):
   return tuple(idx)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *,
+                    wrap_negative_indices=None):
   """``arr`` indexed by ``indices`` along ``axis`` (other axes broadcast), as
-  :func:`numpy.take_along_axis`; out-of-bounds indices follow ``mode`` (default 'fill')."""
+  :func:`numpy.take_along_axis`; out-of-bounds indices follow ``mode`` (default 'fill').
+  Negative indices count from the end when ``wrap_negative_indices`` (default: unless
+  ``mode='promise_in_bounds'``, as JAX)."""
   arr, indices = ensure_arraylike("take_along_axis", arr, indices)
   if axis is None:
     if indices.ndim != 1:
@@ -548,8 +603,11 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
   axis = canonicalize_axis(axis, arr.ndim)
   if not dtypes.is_int(indices.dtype):
     raise TypeError(f"take_along_axis indices must be of integer type, got {indices.dtype}")
+  if wrap_negative_indices is None:
+    wrap_negative_indices = mode != "promise_in_bounds"
   return rewriting_take(arr, _along_axis_index(arr.shape, indices, axis),
-                        mode="fill" if mode is None else mode, fill_value=fill_value)
+                        mode="fill" if mode is None else mode, fill_value=fill_value,
+                        normalize_indices=wrap_negative_indices)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):

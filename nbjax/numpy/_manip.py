@@ -269,27 +269,29 @@ def column_stack(tup):
 
 
 def _split(name, ary, indices_or_sections, axis, even):
+  """Pieces of sizes ``diff([0, *indices, n])`` (indices are not wrapped or clipped: as JAX,
+  a negative size is a ValueError) or ``indices_or_sections`` near-equal sections."""
   ary = ensure_arraylike(name, ary)
   axis = canonicalize_axis(axis, ary.ndim)
   n = ary.shape[axis]
   if isinstance(indices_or_sections, (tuple, list)) or _util.ndim(indices_or_sections) == 1:
     cuts = [_util.index(i, "indices_or_sections") for i in np.asarray(indices_or_sections)]
-    cuts = [builtins.min(builtins.max(c + n if c < 0 else c, 0), n) for c in cuts]
-    bounds = [0, *cuts, n]
+    sizes = np.diff([0, *cuts, n]).tolist()
   else:
     k = _util.index(indices_or_sections, "indices_or_sections")
-    if k <= 0:
+    if k == 0:
       raise ValueError("number sections must be larger than 0.")
-    if even and n % k:
-      raise ValueError("array split does not result in an equal division")
     q, r = divmod(n, k)
+    if even and r:
+      raise ValueError(f"array split does not result in an equal division: rest is {r}")
     sizes = [q + 1] * r + [q] * (k - r)
-    bounds = [0, *np.cumsum(sizes).tolist()]
-  out = []
-  for lo, hi in zip(bounds[:-1], bounds[1:]):
-    hi = builtins.max(lo, hi)
-    out.append(lax.slice_in_dim(ary, lo, hi, axis=axis))
-  return out
+  if any(s < 0 for s in sizes):
+    raise ValueError(f"Sizes passed to split must be nonnegative, got {sizes}")
+  if sum(sizes) != n:
+    raise ValueError(f"Sum of sizes {sum(sizes)} must be equal to dimension {axis} of the "
+                     f"operand shape {list(ary.shape)}")
+  bounds = np.cumsum([0, *sizes]).tolist()
+  return [lax.slice_in_dim(ary, lo, hi, axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def split(ary, indices_or_sections, axis=0):
@@ -516,7 +518,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
       raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
     idx = _pad_index(mode, array.shape[ax], b, e)
     array = take(array, Array._new(idx.astype(dtypes.default_int_dtype())), axis=ax,
-                 mode="promise_in_bounds")
+                 mode="clip")  # (in bounds)
   return array
 
 # ----------------------------------------------------------------- selection

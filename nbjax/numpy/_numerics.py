@@ -354,7 +354,7 @@ def _conv(name, a, v, mode, precision, preferred_element_type):
   a = lax.pad(a, _util.lit(0, a.dtype), [(*pads[mode], 0)])
   n = a.shape[0] - m + 1
   idx = np.arange(n)[:, None] + np.arange(m)
-  windows = take(a, _const(idx.astype(dtypes.default_int_dtype())), mode="promise_in_bounds")
+  windows = take(a, _const(idx.astype(dtypes.default_int_dtype())), mode="clip")  # (in bounds)
   out = dot(windows, v, precision=precision, preferred_element_type=preferred_element_type)
   return flip(out) if reverse else out
 

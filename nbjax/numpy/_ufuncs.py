@@ -389,8 +389,12 @@ def round(a, decimals=0, out=None):  # noqa: A001
     return a
   if decimals == 0:
     return _round_even(a)
-  f = _const(a, 10.0 ** decimals)
-  return lax.div(_round_even(lax.mul(a, f)), f)
+  if decimals > np.log10(float(dtypes.finfo(a.dtype).max)):
+    return a  # finer than the dtype resolves (and 10**decimals would overflow): as JAX
+  x = _util.convert(a, np.float32, a.weak_type) if a.dtype == np.float16 else a  # as JAX
+  f = _const(x, 10.0 ** decimals)
+  out = lax.div(_round_even(lax.mul(x, f)), f)
+  return _util.convert(out, a.dtype, a.weak_type) if a.dtype == np.float16 else out
 
 
 around = round
