@@ -558,6 +558,24 @@ def _all_ones(d):
   return np.array(-1).astype(d)
 
 
+def _np_mul_resolve(dts, params):
+  """NumPy's multiply; complex products equal XLA's (fused) ones up to rounding while finite,
+  so only results with an infinity or NaN are recomputed by XLA's formula (numba)."""
+  if dts[0].kind != "c":
+    return lambda a, b: np.multiply(a, b, out=...)
+  exact = numba_run("mul_complex", dts, dts[0])
+  real = _real_dtype(dts[0])
+
+  def run(a, b):
+    r = np.multiply(a, b, out=...)
+    return r if math.isfinite(np.add.reduce(r.reshape(-1).view(real))) else exact(a, b)
+  return run
+
+
+_np_mul_resolve.ufunc = np.multiply
+_np_mul_resolve.real_only = True
+
+
 def _np_div(x, y):
   d = x.dtype
   if d.kind not in "iu":
@@ -744,7 +762,8 @@ def _nb_minmax(name):
 def _np_minmax(f, bits):
   """NumPy's maximum/minimum with IEEE's -0 < +0 (XLA's): ``f`` returns its second operand on
   ties, so it is wrong only for the tie (+0, -0) (max) or (-0, +0) (min). A 0-d operand picks
-  the safe order; two arrays combine both orders bitwise (``bits``: and for max, or for min)."""
+  the safe order; for two arrays, results holding a zero combine both orders bitwise
+  (``bits``: and for max, or for min)."""
   neg = f is np.minimum  # the tie f gets wrong has its second operand negative for max
 
   def run(a, b):
@@ -756,9 +775,11 @@ def _np_minmax(f, bits):
     if a.ndim == 0:
       v = a.item()
       return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) == neg) else f(a, b, out=...)
-    r, t = f(a, b, out=...), f(b, a)
+    r = f(a, b, out=...)
+    if np.count_nonzero(r) == r.size:
+      return r
     u = _UNSIGNED[a.dtype.itemsize]
-    bits(r.view(u), t.view(u), out=r.view(u))
+    bits(r.view(u), f(b, a).view(u), out=r.view(u))
     return r
 
   def resolve(dts, params):
@@ -984,17 +1005,20 @@ cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
                              complex_kernel="cos_complex", **_TR)
 tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small",
                             complex_kernel="tan_complex", **_TR)
-asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit", **_TR)
-acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit", **_TR)
+asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit",
+                              complex_kernel="asin_complex", **_TR)
+acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit",
+                              complex_kernel="acos_complex", **_TR)
 atan_p = standard_elementwise("atan", 1, _inexact, numba="atan", numpy=np.arctan,
                               complex_kernel="atan_complex", **_TR)
 sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, domain="small",
                               complex_kernel="sinh_complex", **_TR)
 cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small",
                               complex_kernel="cosh_complex", **_TR)
-asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh, **_TR)
+asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh,
+                              complex_kernel="asinh_complex", **_TR)
 acosh_p = standard_elementwise("acosh", 1, _inexact, numba="acosh", numpy=np.arccosh, domain="gt1",
-                               **_TR)
+                              complex_kernel="acosh_complex", **_TR)
 atanh_p = standard_elementwise("atanh", 1, _inexact, numba="atanh", numpy=np.arctanh, domain="unit",
                               complex_kernel="atanh_complex", **_TR)
 sqrt_p = standard_elementwise("sqrt", 1, _inexact, numba="sqrt", numpy=np.sqrt, domain="positive",
@@ -1038,8 +1062,9 @@ pow_p = standard_elementwise("pow", 2, [_inexact, _num], numba=_nb_pow, numpy=_n
                              complex_kernel="pow_complex", **_TR)
 add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True)
 sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True)
-mul_p = standard_elementwise("mul", 2, _num, numba="mul", numpy=np.multiply,
-                             complex_kernel="mul_complex")
+mul_p = standard_elementwise("mul", 2, _num,
+                             numba=_nb(lambda d, p: "mul_complex" if d[0].kind == "c" else "mul"),
+                             numpy=_np_mul_resolve)
 div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div),
                              domain=(None, "nonzero"), samples=_int_div_samples,
                              complex_kernel="div_complex")
