@@ -16,7 +16,9 @@ so callers skip numba's generic dispatch on every call.
 numba has no float16 arithmetic: callers hand float16 data in as float32. Integer
 kernels see the operand types the caller chose (the shift kernels get unsigned/signed
 views, so no kernel ever shifts by a negative or too-large amount: that is undefined in
-LLVM). Imports numba and numpy only.
+LLVM). Float max/min order -0 below +0 and complex kernels (``*_complex``) follow XLA's
+complex expansions, special values included (the section "XLA's complex arithmetic"), so
+eager results equal jit's. Imports numba and numpy only.
 """
 import math
 

@@ -22,6 +22,7 @@ float16 rounds once (XLA's CPU rounds via float32, twice).
 """
 from __future__ import annotations
 
+import cmath
 import enum
 import math
 import operator
@@ -52,7 +53,10 @@ PAR_MIN_LIBM = 1 << 20
 _LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2",
          "atan2_complex", "rem", "nextafter", "nextafter_f16", "erf", "erfc", "erf_inv",
-         "erf_inv_f32", "lgamma", "digamma", "polygamma"}
+         "erf_inv_f32", "lgamma", "digamma", "polygamma"} | {
+             k + "_complex" for k in ("exp", "exp2", "expm1", "log", "log1p", "logistic", "sin",
+                                      "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
+                                      "asinh", "acosh", "atanh", "sqrt", "rsqrt", "pow", "sign")}
 
 # dtype classes accepted by rules
 _bool = {np.dtype(np.bool_)}
@@ -564,11 +568,10 @@ def _np_mul_resolve(dts, params):
   if dts[0].kind != "c":
     return lambda a, b: np.multiply(a, b, out=...)
   exact = numba_run("mul_complex", dts, dts[0])
-  real = _real_dtype(dts[0])
 
-  def run(a, b):
+  def run(a, b):  # (the sum of squares, one BLAS call, is finite iff every product is)
     r = np.multiply(a, b, out=...)
-    return r if math.isfinite(np.add.reduce(r.reshape(-1).view(real))) else exact(a, b)
+    return r if cmath.isfinite(np.vdot(r, r)) else exact(a, b)
   return run
 
 
@@ -595,12 +598,6 @@ def _np_rem(x, y):
     return np.fmod(x, y, out=...)
   z = y == 0
   return np.where(z, x, np.fmod(x, np.where(z, np.ones((), x.dtype), y)))
-
-
-def _np_atan2(x, y):
-  if x.dtype.kind != "c":
-    return np.arctan2(x, y, out=...)
-  return np.asarray(-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x)), x.dtype)
 
 
 def _np_nextafter(x, y):
@@ -726,10 +723,6 @@ def _nb_round(dts, params):
                    dts, dts[0])
 
 
-def _nb_sign(dts, params):
-  return numba_run("sign_complex" if dts[0].kind == "c" else "sign", dts, dts[0])
-
-
 def _nb_integer_pow(dts, params):
   d = dts[0]
   y = int(params["y"])
@@ -753,10 +746,7 @@ def _nb_rem(dts, params):
 
 
 def _nb_minmax(name):
-  def resolve(dts, params):
-    k = dts[0].kind
-    return numba_run(name + {"c": "_complex", "f": "_float"}.get(k, ""), dts, dts[0])
-  return resolve
+  return _nb(lambda d, p: name + ("_float" if d[0].kind == "f" else ""))
 
 
 def _np_minmax(f, bits):
@@ -767,8 +757,6 @@ def _np_minmax(f, bits):
   neg = f is np.minimum  # the tie f gets wrong has its second operand negative for max
 
   def run(a, b):
-    if a.dtype.kind != "f":
-      return f(a, b, out=...)
     if b.ndim == 0:
       v = b.item()
       return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) != neg) else f(a, b, out=...)
@@ -783,12 +771,8 @@ def _np_minmax(f, bits):
     return r
 
   def resolve(dts, params):
-    return run
+    return run if dts[0].kind == "f" else (lambda a, b: f(a, b, out=...))
   return resolve
-
-
-def _nb_atan2(dts, params):
-  return numba_run("atan2_complex" if dts[0].kind == "c" else "atan2", dts, dts[0])
 
 
 def _nb_nextafter(dts, params):
@@ -959,7 +943,7 @@ _TR = dict(policy=NUMPY)        # transcendental: NumPy at every size
 _NB_ONLY = "numba only (NumPy has no {}; reference: scipy.special)"
 
 neg_p = standard_elementwise("neg", 1, _num, numba="neg", numpy=np.negative, linear=True)
-sign_p = standard_elementwise("sign", 1, _num, numba=_nb_sign, numpy=_np_fn(_np_sign), policy=KERNEL,
+sign_p = standard_elementwise("sign", 1, _num, numba="sign", numpy=_np_fn(_np_sign), policy=KERNEL,
                               differentiable=False, complex_kernel="sign_complex")
 floor_p = standard_elementwise("floor", 1, _float, numba="floor", numpy=np.floor,
                                differentiable=False)
@@ -1070,15 +1054,15 @@ div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div
                              complex_kernel="div_complex")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
-_np_fmax = _np_minmax(np.maximum, np.bitwise_and)(None, None)
-_np_fmin = _np_minmax(np.minimum, np.bitwise_or)(None, None)
+_np_fmax = _np_minmax(np.maximum, np.bitwise_and)((F32,), None)
+_np_fmin = _np_minmax(np.minimum, np.bitwise_or)((F32,), None)
 max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"),
                              numpy=_np_minmax(np.maximum, np.bitwise_and),
                              complex_kernel="max_complex")
 min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"),
                              numpy=_np_minmax(np.minimum, np.bitwise_or),
                              complex_kernel="min_complex")
-atan2_p = standard_elementwise("atan2", 2, _inexact, numba=_nb_atan2, numpy=_np_fn(_np_atan2),
+atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arctan2,
                                domain=(None, "nonzero"), complex_kernel="atan2_complex", **_TR)
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)
