@@ -16,7 +16,9 @@ so callers skip numba's generic dispatch on every call.
 numba has no float16 arithmetic: callers hand float16 data in as float32. Integer
 kernels see the operand types the caller chose (the shift kernels get unsigned/signed
 views, so no kernel ever shifts by a negative or too-large amount: that is undefined in
-LLVM). Imports numba and numpy only.
+LLVM). Float max/min order -0 below +0 and complex kernels (``*_complex``) follow XLA's
+complex expansions, special values included (the section "XLA's complex arithmetic"), so
+eager results equal jit's. Imports numba and numpy only.
 """
 import math
 
@@ -213,6 +215,10 @@ UNARY = {
     "cosh_complex": "_c(_csinh(a.real, a.imag, type(a.real)(1)))",
     "atan_complex": "_c(_catan(a.real, a.imag))",
     "atanh_complex": "_c(_catanh(a.real, a.imag))",
+    "asin_complex": "_c(_casin(a.real, a.imag))",
+    "acos_complex": "_c(_cacos(a.real, a.imag))",
+    "asinh_complex": "_c(_casinh(a.real, a.imag))",
+    "acosh_complex": "_c(_cacosh(a.real, a.imag))",
     "log": "np.log(a)",
     "log1p": "np.log1p(a)",
     "expm1": "np.expm1(a)",
@@ -907,6 +913,81 @@ def _catan2(yr, yi, xr, xi):
   qr, qi = _cdiv(nr, ni, sr, si)
   lr, li = _clog(qr, qi)
   return li, zero - lr
+
+
+@njit(inline="always", cache=True)
+def _casin_kernel(x, y):
+  # CHLO's complex asin/acos kernel on x = |re z|, y = |im z| (Hull et al.'s algorithm, with
+  # scaling near the overflow threshold): the real part's atan2 operand and the imaginary part
+  zero, one, two, half = type(x)(0), type(x)(1), type(x)(2), type(x)(0.5)
+  fi = np.finfo(type(x))
+  safe_max = np.sqrt(fi.max) / type(x)(8)
+  xp1, xm1 = x + one, x - one
+  hi, lo = _fmax(abs(xp1), y), _fmin(abs(xp1), y)
+  q = lo / hi
+  r = _chyp(hi, lo, q * q)
+  hi, lo = _fmax(abs(xm1), y), _fmin(abs(xm1), y)
+  q = lo / hi
+  s = _chyp(hi, lo, q * q)
+  a = half * (r + s)
+  half_apx = half * (a + x)
+  yy = y * y
+  rpxp1, smxm1, spxm1 = r + xp1, s - xm1, s + xm1
+  if _fmax(x, y) >= safe_max:
+    re = y
+  elif x <= one:
+    re = np.sqrt(half_apx * (yy / rpxp1 + smxm1))
+  else:
+    re = y * np.sqrt(half_apx / rpxp1 + half_apx / spxm1)
+  safe_opt = safe_max * type(x)(1e-6) if x < safe_max * type(x)(1e12) else safe_max * type(x)(100)
+  ybig = y >= safe_opt
+  mx = y if ybig else x
+  xoy = x / y if (ybig and y != np.inf) else zero
+  tiny = y < np.sqrt(fi.tiny) * type(x)(4) and x < one
+  ap1 = a + one
+  hyy = half * yy
+  d = hyy / rpxp1
+  if x >= one:
+    t = d + half * spxm1
+  elif a <= type(x)(1.5):
+    t = d + hyy / smxm1
+  else:
+    t = a - one
+  am1 = -(xp1 * xm1) / ap1 if tiny else t
+  sq = np.sqrt(am1 * ap1)
+  if mx >= (safe_opt if ybig else safe_max):
+    im = np.log(two) + np.log(mx) + half * np.log1p(xoy * xoy)
+  elif tiny:
+    im = y / sq
+  else:
+    im = np.log1p(am1 + sq)
+  return re, im
+
+
+@njit(inline="always", cache=True)
+def _casin(a, b):
+  re, im = _casin_kernel(abs(a), abs(b))
+  return np.arctan2(a, re), (-im if b < 0 else im)
+
+
+@njit(inline="always", cache=True)
+def _cacos(a, b):
+  re, im = _casin_kernel(abs(a), abs(b))
+  return np.arctan2(re, a), (im if b < 0 else -im)
+
+
+@njit(inline="always", cache=True)
+def _casinh(a, b):
+  # asinh(z) = -i asin(iz)
+  re, im = _casin(-b, a)
+  return im, -re
+
+
+@njit(inline="always", cache=True)
+def _cacosh(a, b):
+  # acosh(z) = +-i acos(z), the sign making the real part non-negative
+  re, im = _cacos(a, b)
+  return (im, -re) if b < 0 else (-im, re)
 
 
 @njit(inline="always", cache=True)

@@ -414,3 +414,128 @@ def test_decompositions_vmap_every_bdim(bd):
   for bds in [(bd, None), (None, bd), (bd, bd)]:
     args = [_stack(v, d) if d is not None else A(v) for v, d in zip((tri, b), bds)]
     testing.check_vmap(f, args, in_axes=bds)
+
+
+# ------------------------------------------------------------- special cases as JAX, eager and jit
+
+LINALG_PRIMS = ("cholesky", "lu", "triangular_solve", "eigh", "qr", "svd")
+
+
+@pytest.fixture(params=BACKENDS + ("jit",))
+def engine(request):
+  """Runs a function on one eager backend (every linalg primitive pinned to it) or under jit."""
+  pinned = [] if request.param == "jit" else list(LINALG_PRIMS)
+  for p in pinned:
+    nbjax.config.set_eager_backend(p, request.param)
+
+  def run(f, *args):
+    out = nbjax.jit(f)(*args) if request.param == "jit" else f(*args)
+    return nbjax.tree_util.tree_map(np.asarray, out)
+  yield run
+  for p in pinned:
+    nbjax.config.set_eager_backend(p, None)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_cholesky_failure_is_an_all_nan_matrix(engine, dtype):
+  # JAX: potrf's info > 0 (not positive definite, or NaN) turns that whole matrix into NaN
+  rng = np.random.default_rng(20)
+  good = _spd(rng, (2, 3, 3), dtype)
+  not_pd = np.array([[1, 2, 0], [2, 1, 0], [0, 0, 1]], dtype)
+  with_nan = good[0].copy()
+  with_nan[2, 1] = with_nan[1, 2] = np.nan
+  a = np.stack([good[0], not_pd, good[1], with_nan])
+  ok = np.array([True, False, True, False])
+  for f in (nbjax.numpy.linalg.cholesky,
+            lambda x: lax.linalg.cholesky(x, symmetrize_input=False)):
+    L = engine(f, a)
+    assert L.dtype == dtype and L.shape == a.shape
+    assert np.isnan(L[~ok]).all()
+    tol = 1e-4 if np.finfo(dtype).bits <= 32 else 1e-10
+    np.testing.assert_allclose(L[ok], np.linalg.cholesky(a[ok]), rtol=tol, atol=tol)
+
+
+SINGULAR = [  # (a, b, inv(a), solve(a, b)): LAPACK getrf + BLAS trsm (JAX's CPU solve) give these
+    (np.array([[1., 2.], [2., 4.]]), np.array([1., 1.]),
+     np.array([[-np.inf, np.inf], [np.inf, -np.inf]]), np.array([-np.inf, np.inf])),
+    (np.zeros((2, 2)), np.array([0., 1.]),
+     np.array([[np.nan, np.nan], [np.nan, np.inf]]), np.array([np.nan, np.inf])),
+    (np.array([[0., 1.], [0., 1.]]), np.array([1., 1.]),
+     np.array([[np.inf, -np.inf], [0., 1.]]), np.array([np.nan, 1.])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SINGULAR)))
+def test_singular_inverse_and_solve_give_infinities(engine, case):
+  a, b, inv, sol = SINGULAR[case]
+  np.testing.assert_array_equal(engine(nbjax.numpy.linalg.inv, a), inv)
+  np.testing.assert_array_equal(engine(nbjax.numpy.linalg.solve, a, b), sol)
+  np.testing.assert_array_equal(engine(nbjax.numpy.linalg.inv, a.astype(np.float32)),
+                                inv.astype(np.float32))
+
+
+@pytest.mark.parametrize("p", TS_FLAGS, ids=lambda p: "".join(str(int(v)) for v in p.values()))
+def test_triangular_solve_zero_pivot_as_blas_trsm(engine, p):
+  # a zero on the diagonal: every engine gives BLAS trsm's infinities and NaNs
+  blas = pytest.importorskip("scipy.linalg.blas")
+  a = np.array([[2., 5., 6.], [1., 0., 7.], [3., 1., 4.]])
+  for b in (np.array([[1., 0.], [0., 1.], [2., 0.]]), np.array([[0., 0.], [1., 0.], [0., 0.]])):
+    b = b if p["left_side"] else b.T.copy()
+    want = blas.dtrsm(1.0, a, b, side=0 if p["left_side"] else 1, lower=int(p["lower"]),
+                      trans_a=int(p["transpose_a"]), diag=int(p["unit_diagonal"]))
+    got = engine(lambda x, y: LA.triangular_solve_p.bind(x, y, **p), a, b)
+    np.testing.assert_array_equal(got, want)
+
+
+LINALG_FUNS = ["inv", "det", "slogdet", "cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh",
+               "norm", "solve", "matrix_power"]
+
+
+@pytest.mark.parametrize("x64", [True, False])
+@pytest.mark.parametrize("name", LINALG_FUNS)
+def test_linalg_integer_and_bool_inputs_promote_as_jax(engine, name, x64):
+  # JAX promotes to the default inexact dtype (float64 with x64, float32 without); the
+  # matrix power stays in the input dtype
+  f = getattr(nbjax.numpy.linalg, name)
+  call = {"matrix_power": lambda a: f(a, 2), "solve": lambda a: f(a, a[..., 0])}.get(name, f)
+  with nbjax.config.override("enable_x64", x64):
+    for a in (np.array([[2, 1], [1, 3]], np.int32), np.eye(2, dtype=bool)):
+      out = nbjax.tree_util.tree_leaves(engine(call, a))
+      want = a.dtype if name == "matrix_power" else np.dtype(np.float64 if x64 else np.float32)
+      assert [o.dtype for o in out] == [want] * len(out), (name, a.dtype)
+      ref = {"matrix_power": lambda m: np.linalg.matrix_power(m, 2)}.get(name)
+      if name in ("inv", "det", "svdvals", "eigvalsh", "norm", "matrix_power"):
+        ref = ref or getattr(np.linalg, name)
+        np.testing.assert_allclose(out[0], ref(a.astype(np.float64)).astype(out[0].dtype),
+                                   rtol=1e-6)
+
+
+def test_eigh_reads_one_triangle_or_symmetrizes(engine):
+  # jnp.linalg.eigh(UPLO, symmetrize_input) and lax.linalg.eigh(lower, symmetrize_input):
+  # symmetrize_input=True (the default) uses (a + a^H) / 2; False reads only one triangle
+  rng = np.random.default_rng(21)
+  a = rng.standard_normal((2, 4, 4)) + 1j * rng.standard_normal((2, 4, 4))
+  herm = lambda t, k: t + np.conj(np.swapaxes(k(t, -1 if k is np.tril else 1), -1, -2))
+  real_diag = lambda m: m - 1j * np.imag(np.diagonal(m, axis1=-2, axis2=-1))[..., None] * np.eye(4)
+  lower = real_diag(herm(np.tril(a), np.tril))
+  upper = real_diag(herm(np.triu(a), np.triu))
+  sym = (a + _H(a)) / 2
+  E = nbjax.numpy.linalg
+  cases = [(lambda x: E.eigh(x), sym), (lambda x: E.eigh(x, UPLO="U"), sym),
+           (lambda x: E.eigh(x, symmetrize_input=False), lower),
+           (lambda x: E.eigh(x, UPLO="U", symmetrize_input=False), upper),
+           (lambda x: E.eigvalsh(x, UPLO="U", symmetrize_input=False), upper),
+           (lambda x: lax.linalg.eigh(x, symmetrize_input=False)[::-1], lower),
+           (lambda x: lax.linalg.eigh(x, lower=False, symmetrize_input=False)[::-1], upper),
+           (lambda x: lax.linalg.eigh(x)[::-1], sym)]
+  for f, h in cases:
+    out = engine(f, a)
+    w = out if isinstance(out, np.ndarray) else out[0]
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(h), atol=1e-10)
+    if not isinstance(out, np.ndarray):
+      v = out[1]
+      np.testing.assert_allclose(h @ v, v * w[..., None, :], atol=1e-10)
+  # the ignored triangle may hold anything, NaN included
+  junk = np.where(np.triu(np.ones((4, 4), bool), 1), np.nan, a)
+  np.testing.assert_allclose(engine(lambda x: E.eigvalsh(x, symmetrize_input=False), junk),
+                             np.linalg.eigvalsh(lower), atol=1e-10)

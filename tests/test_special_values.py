@@ -24,11 +24,8 @@ BACKENDS = ("numba", "numpy")
 _TOL = {"f": {2: (2e-2, 2e-2), 4: (5e-5, 1e-6), 8: (1e-12, 1e-13)},
         "c": {8: (5e-5, 1e-6), 16: (1e-12, 1e-13)}}
 
-# Known differences left: complex functions whose XLA expansions the eager kernels do not
-# reproduce yet (strict: a fix must remove its entry).
-_CHLO = "complex {}: CHLO's decomposition (Kahan-style, by cases) is not reproduced"
-KNOWN = {(n, "c"): _CHLO.format(n) for n in ("asin", "acos", "asinh", "acosh")}
-KNOWN[("atan2", "c")] = "complex atan2: XLA's expansion is not reproduced"
+# Known differences left (strict: a fix must remove its entry).
+KNOWN = {("atan2", "c"): "complex atan2: XLA's expansion is not reproduced"}
 
 
 def _tol(prim, dtype):

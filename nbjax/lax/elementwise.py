@@ -22,6 +22,7 @@ float16 rounds once (XLA's CPU rounds via float32, twice).
 """
 from __future__ import annotations
 
+import cmath
 import enum
 import math
 import operator
@@ -46,7 +47,10 @@ PAR_MIN_LIBM = 1 << 20
 _LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2",
          "atan2_complex", "rem", "nextafter", "nextafter_f16", "erf", "erfc", "erf_inv",
-         "erf_inv_f32", "lgamma", "digamma", "polygamma"}
+         "erf_inv_f32", "lgamma", "digamma", "polygamma"} | {
+             k + "_complex" for k in ("exp", "exp2", "expm1", "log", "log1p", "logistic", "sin",
+                                      "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
+                                      "asinh", "acosh", "atanh", "sqrt", "rsqrt", "pow", "sign")}
 
 # dtype classes accepted by rules
 _bool = {np.dtype(np.bool_)}
@@ -566,6 +570,23 @@ def _all_ones(d):
   return np.array(-1).astype(d)
 
 
+def _np_mul_resolve(dts, params):
+  """NumPy's multiply; complex products equal XLA's (fused) ones up to rounding while finite,
+  so only results with an infinity or NaN are recomputed by XLA's formula (numba)."""
+  if dts[0].kind != "c":
+    return lambda a, b: np.multiply(a, b, out=...)
+  exact = numba_run("mul_complex", dts, dts[0])
+
+  def run(a, b):  # (the sum of squares, one BLAS call, is finite iff every product is)
+    r = np.multiply(a, b, out=...)
+    return r if cmath.isfinite(np.vdot(r, r)) else exact(a, b)
+  return run
+
+
+_np_mul_resolve.ufunc = np.multiply
+_np_mul_resolve.real_only = True
+
+
 def _np_div(x, y):
   d = x.dtype
   if d.kind not in "iu":
@@ -585,12 +606,6 @@ def _np_rem(x, y):
     return np.fmod(x, y, out=...)
   z = y == 0
   return np.where(z, x, np.fmod(x, np.where(z, np.ones((), x.dtype), y)))
-
-
-def _np_atan2(x, y):
-  if x.dtype.kind != "c":
-    return np.arctan2(x, y, out=...)
-  return np.asarray(-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x)), x.dtype)
 
 
 def _np_nextafter(x, y):
@@ -716,10 +731,6 @@ def _nb_round(dts, params):
                    dts, dts[0])
 
 
-def _nb_sign(dts, params):
-  return numba_run("sign_complex" if dts[0].kind == "c" else "sign", dts, dts[0])
-
-
 def _nb_integer_pow(dts, params):
   d = dts[0]
   y = int(params["y"])
@@ -743,39 +754,33 @@ def _nb_rem(dts, params):
 
 
 def _nb_minmax(name):
-  def resolve(dts, params):
-    k = dts[0].kind
-    return numba_run(name + {"c": "_complex", "f": "_float"}.get(k, ""), dts, dts[0])
-  return resolve
+  return _nb(lambda d, p: name + ("_float" if d[0].kind == "f" else ""))
 
 
 def _np_minmax(f, bits):
   """NumPy's maximum/minimum with IEEE's -0 < +0 (XLA's): ``f`` returns its second operand on
   ties, so it is wrong only for the tie (+0, -0) (max) or (-0, +0) (min). A 0-d operand picks
-  the safe order; two arrays combine both orders bitwise (``bits``: and for max, or for min)."""
+  the safe order; for two arrays, results holding a zero combine both orders bitwise
+  (``bits``: and for max, or for min)."""
   neg = f is np.minimum  # the tie f gets wrong has its second operand negative for max
 
   def run(a, b):
-    if a.dtype.kind != "f":
-      return f(a, b, out=...)
     if b.ndim == 0:
       v = b.item()
       return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) != neg) else f(a, b, out=...)
     if a.ndim == 0:
       v = a.item()
       return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) == neg) else f(a, b, out=...)
-    r, t = f(a, b, out=...), f(b, a)
+    r = f(a, b, out=...)
+    if np.count_nonzero(r) == r.size:
+      return r
     u = _UNSIGNED[a.dtype.itemsize]
-    bits(r.view(u), t.view(u), out=r.view(u))
+    bits(r.view(u), f(b, a).view(u), out=r.view(u))
     return r
 
   def resolve(dts, params):
-    return run
+    return run if dts[0].kind == "f" else (lambda a, b: f(a, b, out=...))
   return resolve
-
-
-def _nb_atan2(dts, params):
-  return numba_run("atan2_complex" if dts[0].kind == "c" else "atan2", dts, dts[0])
 
 
 def _nb_nextafter(dts, params):
@@ -946,7 +951,7 @@ _TR = dict(policy=NUMPY)        # transcendental: NumPy at every size
 _NB_ONLY = "numba only (NumPy has no {}; reference: scipy.special)"
 
 neg_p = standard_elementwise("neg", 1, _num, numba="neg", numpy=np.negative, linear=True)
-sign_p = standard_elementwise("sign", 1, _num, numba=_nb_sign, numpy=_np_fn(_np_sign), policy=KERNEL,
+sign_p = standard_elementwise("sign", 1, _num, numba="sign", numpy=_np_fn(_np_sign), policy=KERNEL,
                               differentiable=False, complex_kernel="sign_complex")
 floor_p = standard_elementwise("floor", 1, _float, numba="floor", numpy=np.floor,
                                differentiable=False)
@@ -992,17 +997,20 @@ cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
                              complex_kernel="cos_complex", **_TR)
 tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small",
                             complex_kernel="tan_complex", **_TR)
-asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit", **_TR)
-acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit", **_TR)
+asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit",
+                              complex_kernel="asin_complex", **_TR)
+acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit",
+                              complex_kernel="acos_complex", **_TR)
 atan_p = standard_elementwise("atan", 1, _inexact, numba="atan", numpy=np.arctan,
                               complex_kernel="atan_complex", **_TR)
 sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, domain="small",
                               complex_kernel="sinh_complex", **_TR)
 cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small",
                               complex_kernel="cosh_complex", **_TR)
-asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh, **_TR)
+asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh,
+                              complex_kernel="asinh_complex", **_TR)
 acosh_p = standard_elementwise("acosh", 1, _inexact, numba="acosh", numpy=np.arccosh, domain="gt1",
-                               **_TR)
+                              complex_kernel="acosh_complex", **_TR)
 atanh_p = standard_elementwise("atanh", 1, _inexact, numba="atanh", numpy=np.arctanh, domain="unit",
                               complex_kernel="atanh_complex", **_TR)
 sqrt_p = standard_elementwise("sqrt", 1, _inexact, numba="sqrt", numpy=np.sqrt, domain="positive",
@@ -1046,22 +1054,23 @@ pow_p = standard_elementwise("pow", 2, [_inexact, _num], numba=_nb_pow, numpy=_n
                              complex_kernel="pow_complex", **_TR)
 add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True)
 sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True)
-mul_p = standard_elementwise("mul", 2, _num, numba="mul", numpy=np.multiply,
-                             complex_kernel="mul_complex")
+mul_p = standard_elementwise("mul", 2, _num,
+                             numba=_nb(lambda d, p: "mul_complex" if d[0].kind == "c" else "mul"),
+                             numpy=_np_mul_resolve)
 div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div),
                              domain=(None, "nonzero"), samples=_int_div_samples,
                              complex_kernel="div_complex")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
-_np_fmax = _np_minmax(np.maximum, np.bitwise_and)(None, None)
-_np_fmin = _np_minmax(np.minimum, np.bitwise_or)(None, None)
+_np_fmax = _np_minmax(np.maximum, np.bitwise_and)((F32,), None)
+_np_fmin = _np_minmax(np.minimum, np.bitwise_or)((F32,), None)
 max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"),
                              numpy=_np_minmax(np.maximum, np.bitwise_and),
                              complex_kernel="max_complex")
 min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"),
                              numpy=_np_minmax(np.minimum, np.bitwise_or),
                              complex_kernel="min_complex")
-atan2_p = standard_elementwise("atan2", 2, _inexact, numba=_nb_atan2, numpy=_np_fn(_np_atan2),
+atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arctan2,
                                domain=(None, "nonzero"), complex_kernel="atan2_complex", **_TR)
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)

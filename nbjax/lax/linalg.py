@@ -602,7 +602,7 @@ def _cholesky_numpy(x):
   if x.size == 0:
     return x.copy()
   try:
-    return np.linalg.cholesky(x)
+    out = np.linalg.cholesky(x)
   except np.linalg.LinAlgError:
     flat = _flat(x)
     out = np.empty_like(flat)
@@ -611,7 +611,12 @@ def _cholesky_numpy(x):
         out[i] = np.linalg.cholesky(m)
       except np.linalg.LinAlgError:
         out[i] = np.nan
-    return out.reshape(x.shape)
+    out = out.reshape(x.shape)
+  # a NaN read anywhere reaches a diagonal step (potrf's failure); NumPy does not report it
+  bad = np.isnan(out).any(axis=(-2, -1))
+  if bad.any():
+    out[bad] = np.nan
+  return out
 
 
 def _cholesky_jvp(primals, tangents):
@@ -712,11 +717,13 @@ def _ts_numpy(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal
   if b.size == 0:
     return np.zeros(b.shape, b.dtype)
   A, Bm, low = _ts_normalize(a, b, left_side, lower, transpose_a, conjugate_a)
-  M = np.tril(A) if low else np.triu(A)
-  if unit_diagonal:
-    idx = np.arange(M.shape[-1])
-    M[..., idx, idx] = 1
-  out = np.linalg.solve(M, Bm)
+  m = A.shape[-1]
+  out = np.array(Bm)
+  for i in (range(m) if low else range(m - 1, -1, -1)):  # substitution, one row at a time
+    ks = slice(0, i) if low else slice(i + 1, m)
+    out[:, i] -= np.einsum("bk,bkj->bj", A[:, i, ks], out[:, ks])
+    if not unit_diagonal:
+      out[:, i] *= (1 / A[:, i, i])[:, None]
   if not left_side:
     out = np.swapaxes(out, -1, -2)
   return np.ascontiguousarray(out).reshape(b.shape).astype(b.dtype, copy=False)
@@ -778,7 +785,7 @@ def _ts_bad(rng):
 
 _register(triangular_solve_p, numba=_ts_numba, numpy=_ts_numpy, abstract_eval=_ts_abstract_eval,
           samples=_ts_samples, bad=_ts_bad, policy=("numba", "numba", 1 << 62),
-          note="numpy backend: LAPACK gesv on the masked triangle")
+          note="numpy backend: substitution row by row (BLAS trsm's special values)")
 ad.defjvp2(triangular_solve_p, _ts_jvp_a,
            lambda g_b, ans, a, b, **kw: triangular_solve_p.bind(a, g_b, **kw))
 triangular_solve_p.transpose = _ts_transpose
@@ -1325,15 +1332,27 @@ def _cholesky(ctx, x, **params):
 
 
 def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+  # The eager kernel as an FFI call (as JAX calls LAPACK's trsm): XLA's own expansion inverts
+  # diagonal blocks, which turns a zero pivot into NaN everywhere rather than trsm's infinities.
+  # Every variant is reduced to M @ X = B on M's lower or upper triangle, as ``_ts_normalize``.
   aa, ba = ctx.avals_in
   if math.prod(ba.shape) == 0:
     return [mlir.full_like_aval(ctx, 0, ctx.avals_out[0])]
-  complex_ = _kind(aa.dtype) == "c"
-  if conjugate_a and complex_ and not transpose_a:
+  nd = len(ba.shape)
+  perm = i64_array([*range(nd - 2), nd - 1, nd - 2])
+  swap = lambda x, av: (hlo.transpose(x, perm),
+                        av.update(shape=(*av.shape[:-2], av.shape[-1], av.shape[-2])))
+  if conjugate_a and _kind(aa.dtype) == "c":
     a = hlo.complex(hlo.real(a), hlo.negate(hlo.imag(a)))
-  mode = ("ADJOINT" if conjugate_a and complex_ else "TRANSPOSE") if transpose_a else "NO_TRANSPOSE"
-  return [hlo.triangular_solve(a, b, bool(left_side), bool(lower), bool(unit_diagonal),
-                               hlo.TransposeAttr.get(mode))]
+  t = transpose_a
+  if not left_side:
+    t = not t
+    b, ba = swap(b, ba)
+  if t:
+    a, aa = swap(a, aa)
+    lower = not lower
+  x, = _ffi_call("trsm", aa.dtype, [a, b], [ba], lower=bool(lower), unit=bool(unit_diagonal))
+  return [swap(x, ba)[0] if not left_side else x]
 
 
 _reg("cholesky", _cholesky)
@@ -1387,6 +1406,14 @@ _BODIES = {
     K.eigh(a, v, w, LOWER)
   return 0
 """,
+    "trsm": """
+  k = arg_dim(cf, 1, r - 1)
+  b = arg_flat(cf, 1, DT, B * m * k).reshape((B, m, k))
+  out = ret_flat(cf, 0, DT, B * m * k).reshape((B, m, k))
+  if B > 0:
+    K.trsm_left(a, b, out, LOWER, UNIT)
+  return 0
+""",
     "svd": """
   k = min(m, n)
   mu = ret_dim(cf, 1, r - 1)
@@ -1412,15 +1439,16 @@ _handlers = {}
 _lock = threading.Lock()
 
 
-def _target(name, dtype, lower=True):
+def _target(name, dtype, lower=True, unit=False):
   """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
   d = np.dtype(dtype)
-  key = (name, d, lower)
+  key = (name, d, lower, unit)
   with _lock:
     if key in _handlers:
       return _handlers[key]
-    fn = f"nbjax_{name}_{d.name}" + ("" if lower else "_upper")
+    fn = f"nbjax_{name}_{d.name}" + ("" if lower else "_upper") + ("_unit" if unit else "")
     src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\nLOWER = {bool(lower)}\n"
+           + f"UNIT = {bool(unit)}\n"
            + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
            + _BATCH + _BODIES[name])
     ns = {"__name__": __name__}
@@ -1430,8 +1458,8 @@ def _target(name, dtype, lower=True):
     return fn
 
 
-def _ffi_call(name, dtype, operands, result_avals, lower=True):
-  target = _target(name, dtype, lower)
+def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False):
+  target = _target(name, dtype, lower, unit)
   op = hlo.CustomCallOp.build_generic(
       results=mlir.aval_to_ir_types(result_avals), operands=list(operands),
       attributes=dict(call_target_name=ir.StringAttr.get(target),
