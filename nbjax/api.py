@@ -224,15 +224,7 @@ def _argnums_partial(fun, argnums, args, kwargs, name):
     if not -n <= i < n:
       raise TypeError(f"{name} requires argnums {argnums} to be in bounds of the {n} "
                       f"positional argument(s) passed to the function.")
-  nums = tuple(i % n for i in nums)
-  dyn = tuple(args[i] for i in nums)
-
-  def f_partial(*dyn_args):
-    a = list(args)
-    for i, x in zip(nums, dyn_args):
-      a[i] = x
-    return fun(*a, **kwargs)
-  return f_partial, dyn
+  return _dyn_partial(fun, tuple(i % n for i in nums), args, kwargs)
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
