@@ -616,8 +616,8 @@ def _cmul(a, b, c, d):
 
 @njit(inline="always", cache=True)
 def _cdiv(ar, ai, br, bi):
-  # Smith's algorithm (products fused as XLA's); where both parts come out NaN, the limits for a zero denominator,
-  # an infinite numerator or an infinite denominator
+  # Smith's algorithm (products fused as XLA's); where both parts come out NaN, the limits for
+  # a zero denominator, an infinite numerator or an infinite denominator
   zero, one, inf = type(ar)(0), type(ar)(1), type(ar)(np.inf)
   if abs(br) < abs(bi):
     t = br / bi
