@@ -591,8 +591,6 @@ def _fma(typingctx, a, b, c):
     return a(a, b, c), lambda context, builder, sig, args: builder.fma(*args)
 
 
-
-
 @njit(inline="always", cache=True)
 def _cabs(a, b):
   # max * sqrt(1 + (min/max)^2); the smaller part where that is NaN (0, inf or NaN parts)
