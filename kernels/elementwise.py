@@ -591,8 +591,6 @@ def _fma(typingctx, a, b, c):
     return a(a, b, c), lambda context, builder, sig, args: builder.fma(*args)
 
 
-
-
 @njit(inline="always", cache=True)
 def _cabs(a, b):
   # max * sqrt(1 + (min/max)^2); the smaller part where that is NaN (0, inf or NaN parts)
@@ -616,8 +614,8 @@ def _cmul(a, b, c, d):
 
 @njit(inline="always", cache=True)
 def _cdiv(ar, ai, br, bi):
-  # Smith's algorithm (products fused as XLA's); where both parts come out NaN, the limits for a zero denominator,
-  # an infinite numerator or an infinite denominator
+  # Smith's algorithm (products fused as XLA's); where both parts come out NaN, the limits for
+  # a zero denominator, an infinite numerator or an infinite denominator
   zero, one, inf = type(ar)(0), type(ar)(1), type(ar)(np.inf)
   if abs(br) < abs(bi):
     t = br / bi

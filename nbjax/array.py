@@ -260,6 +260,8 @@ def empty(shape, dtype):
 
 def copy(x):
   """A C-contiguous copy of ``x`` in a pool buffer when large (no page faults on reuse)."""
+  if x.nbytes < POOL_MIN:
+    return x.copy()
   out = empty(x.shape, x.dtype)
   np.copyto(out, x)
   return out

@@ -5,7 +5,8 @@ Pipeline position: test-only code on top of ``api``. ``check_jvp`` compares ``jv
 central differences in float64; ``check_vmap`` compares ``vmap`` with a Python loop over
 slices; ``primitive_cases`` turns a primitive's ``meta`` (``samples``, or for elementwise
 primitives ``arity``/``domain``) into concrete ``(args, params)`` cases, so every
-registered primitive is tested the moment it exists.
+registered primitive is tested the moment it exists; ``special_cases`` does the same with
+grids of special values (NaN, infinities, signed zeros, extremes) for elementwise primitives.
 
 Elementwise ``meta['domain']`` values understood by the default sampler (one per primitive,
 or a tuple with one per argument): ``None``/``"real"``, ``"positive"`` (0.5..3),

@@ -439,7 +439,7 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   p.arity = arity
   p.weak_from = weak_from
   p.make_eager = make_elementwise_eager
-  res = {"numba": numba if callable(numba) and not isinstance(numba, str) else _nb(numba, out_dtype)}
+  res = {"numba": _nb(numba, out_dtype) if isinstance(numba, str) else numba}
   if numpy is not None:
     res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
   impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r)
@@ -753,7 +753,8 @@ def _nb_rem(dts, params):
   return numba_run("rem_int" if k == "i" else "rem_uint" if k == "u" else "rem", dts, dts[0])
 
 
-def _nb_minmax(name):
+def _nb_ieee(name):
+  """Kernel ``name``, its ``_float`` variant (IEEE max/min: -0 < +0) for float operands."""
   return _nb(lambda d, p: name + ("_float" if d[0].kind == "f" else ""))
 
 
@@ -979,15 +980,15 @@ is_finite_p = standard_elementwise("is_finite", 1, _float, numba="is_finite", nu
 exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small",
                              complex_kernel="exp_complex", **_TR)
 exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small",
-                             complex_kernel="exp2_complex", **_TR)
+                              complex_kernel="exp2_complex", **_TR)
 log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive",
-                            complex_kernel="log_complex", **_TR)
+                             complex_kernel="log_complex", **_TR)
 log1p_p = standard_elementwise("log1p", 1, _inexact, numba="log1p", numpy=np.log1p,
                                domain="positive", complex_kernel="log1p_complex", **_TR)
 expm1_p = standard_elementwise("expm1", 1, _inexact, numba="expm1", numpy=np.expm1, domain="small",
                                complex_kernel="expm1_complex", **_TR)
 tanh_p = standard_elementwise("tanh", 1, _inexact, numba="tanh", numpy=np.tanh,
-                             complex_kernel="tanh_complex", **_TR)
+                              complex_kernel="tanh_complex", **_TR)
 logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
                                   numpy=_np_fn(_np_logistic), complex_kernel="logistic_complex",
                                   **_TR)
@@ -996,7 +997,7 @@ sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin,
 cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
                              complex_kernel="cos_complex", **_TR)
 tan_p = standard_elementwise("tan", 1, _inexact, numba="tan", numpy=np.tan, domain="small",
-                            complex_kernel="tan_complex", **_TR)
+                             complex_kernel="tan_complex", **_TR)
 asin_p = standard_elementwise("asin", 1, _inexact, numba="asin", numpy=np.arcsin, domain="unit",
                               complex_kernel="asin_complex", **_TR)
 acos_p = standard_elementwise("acos", 1, _inexact, numba="acos", numpy=np.arccos, domain="unit",
@@ -1008,11 +1009,11 @@ sinh_p = standard_elementwise("sinh", 1, _inexact, numba="sinh", numpy=np.sinh, 
 cosh_p = standard_elementwise("cosh", 1, _inexact, numba="cosh", numpy=np.cosh, domain="small",
                               complex_kernel="cosh_complex", **_TR)
 asinh_p = standard_elementwise("asinh", 1, _inexact, numba="asinh", numpy=np.arcsinh,
-                              complex_kernel="asinh_complex", **_TR)
+                               complex_kernel="asinh_complex", **_TR)
 acosh_p = standard_elementwise("acosh", 1, _inexact, numba="acosh", numpy=np.arccosh, domain="gt1",
-                              complex_kernel="acosh_complex", **_TR)
+                               complex_kernel="acosh_complex", **_TR)
 atanh_p = standard_elementwise("atanh", 1, _inexact, numba="atanh", numpy=np.arctanh, domain="unit",
-                              complex_kernel="atanh_complex", **_TR)
+                               complex_kernel="atanh_complex", **_TR)
 sqrt_p = standard_elementwise("sqrt", 1, _inexact, numba="sqrt", numpy=np.sqrt, domain="positive",
                               policy=KERNEL, complex_kernel="sqrt_complex")
 rsqrt_p = standard_elementwise("rsqrt", 1, _inexact, numba="rsqrt", numpy=_np_fn(_np_rsqrt),
@@ -1064,10 +1065,10 @@ rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_f
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
 _np_fmax = _np_minmax(np.maximum, np.bitwise_and)((F32,), None)
 _np_fmin = _np_minmax(np.minimum, np.bitwise_or)((F32,), None)
-max_p = standard_elementwise("max", 2, _any, numba=_nb_minmax("max"),
+max_p = standard_elementwise("max", 2, _any, numba=_nb_ieee("max"),
                              numpy=_np_minmax(np.maximum, np.bitwise_and),
                              complex_kernel="max_complex")
-min_p = standard_elementwise("min", 2, _any, numba=_nb_minmax("min"),
+min_p = standard_elementwise("min", 2, _any, numba=_nb_ieee("min"),
                              numpy=_np_minmax(np.minimum, np.bitwise_or),
                              complex_kernel="min_complex")
 atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arctan2,
@@ -1176,8 +1177,8 @@ def _clamp_abstract_eval(lo, x, hi):
   return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
-clamp_p = standard_elementwise("clamp", 3, _ordered,
-                               numba=_nb(lambda d, p: "clamp_float" if d[0].kind == "f" else "clamp"), numpy=_np_fn(_np_clamp),
+clamp_p = standard_elementwise("clamp", 3, _ordered, numba=_nb_ieee("clamp"),
+                               numpy=_np_fn(_np_clamp),
                                abstract_eval=_clamp_abstract_eval, samples=_clamp_samples,
                                policy=KERNEL,
                                bad_inputs=lambda rng: [
