@@ -40,6 +40,23 @@ class Array(metaclass=abc.ABCMeta):
     self._value = v
     self._weak = weak_type
 
+  def __getattr__(self, name):
+    # Reached only for an unset slot. A jit output starts with its XLA buffer alone (the call
+    # returned while XLA ran): its host view is made here on first read, waiting for XLA.
+    if name == "_value":
+      try:
+        buf = _BUF.__get__(self)
+      except AttributeError:
+        pass
+      else:
+        v = self._value = np.asarray(memoryview(buf))
+        return v
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+  def block_until_ready(self):
+    self._value  # noqa: B018  (waits for a pending jit output)
+    return self
+
   @property
   def aval(self):
     v = self._value
@@ -56,9 +73,6 @@ class Array(metaclass=abc.ABCMeta):
 
   def devices(self):
     return {"cpu:0"}
-
-  def block_until_ready(self):
-    return self
 
   def is_fully_replicated(self):
     return True
@@ -161,6 +175,8 @@ class Array(metaclass=abc.ABCMeta):
       extra += ", weak_type=True"
     return f"{prefix}{body}{extra})"
 
+
+_BUF = Array._buf  # the slot descriptor: reads _buf without re-entering __getattr__
 
 _FRESH = (list, tuple, bool, int, float, complex, np.generic)  # np.asarray makes new memory
 _DLPACK_KINDS = frozenset("biufc")

@@ -493,7 +493,8 @@ class Executable:
     if not (type(x) is np.ndarray and x.dtype == dt and x.shape == shape):
       x = self._arg(i, x)
     rt = self._rt
-    sem = rt.zero_copy if keep or self.out_avals else rt.copy
+    # not kept: copied now, since the call may return before XLA reads it (async dispatch)
+    sem = rt.zero_copy if keep else rt.copy
     return rt.bdp(av, rt.sharding, [x], rt.devs, True, False, sem, True)
 
   def call_buffers(self, *args):
@@ -504,7 +505,10 @@ class Executable:
       self._dcall = self._make_dcall()
     return self._dcall(*args)
 
-  def _make_dcall(self):
+  def _make_dcall(self, lazy=False):
+    """``call_buffers``'s body. ``lazy``: no host view of the ``buffer_outputs`` (``None`` in
+    their place), so the call returns while XLA still runs (asynchronous dispatch, as JAX's);
+    the caller makes the view when the value is read."""
     if self._plan["pack"]:
       raise ValueError(f"{self.name}: call_buffers needs an executable compiled with pack_inputs=False")
     rt, ins, outs = self._rt, self.in_avals, self.out_avals
@@ -525,7 +529,7 @@ class Executable:
       elif _bf16() is not None and d == _bf16():
         res.append(f"_slow(o[{i}])")
       else:
-        res.append(f"_asarray(_mv(o[{i}]))")
+        res.append("None" if lazy else f"_asarray(_mv(o[{i}]))")
     src.append(f"  return [{', '.join(res)}], o")
     exec(compile_py("\n".join(src), f"<nbjax.xla.Executable {self.name} (buffers)>", "exec"), env)
     return env["call"]

@@ -168,7 +168,7 @@ class _Executable:
     dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False)
     self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
-           "_call": dexe._make_dcall(), "_AttributeError": AttributeError,
+           "_call": dexe._make_dcall(lazy=True), "_AttributeError": AttributeError,
            "_len": len, "_TypeError": TypeError}
     n = len(self.in_avals)
     names = [f"x{i}" for i in range(n)]
@@ -195,8 +195,10 @@ class _Executable:
         env[f"_z{i}"].flags.writeable = False
         src.append(f"  r{i} = _new(_Array); r{i}._value = _z{i}; r{i}._weak = _w{i}")
       else:
-        src.append(f"  r{i} = _new(_Array); r{i}._value = v[{i}]; r{i}._weak = _w{i}" +
-                   (f"; r{i}._buf = o[{i}]" if ok else ""))
+        # a buffer output's host view is made when first read (Array.__getattr__): the call
+        # returns while XLA runs, as JAX's asynchronous dispatch does
+        src.append(f"  r{i} = _new(_Array); r{i}._weak = _w{i}; " +
+                   (f"r{i}._buf = o[{i}]" if ok else f"r{i}._value = v[{i}]"))
       res.append(f"r{i}")
     src.append(f"  return [{', '.join(res)}]")
     exec(compile("\n".join(src), f"<nbjax.jit {self.name} (device)>", "exec"), env)
@@ -428,6 +430,28 @@ def _sds(aval):
 
 _SCALARS = (bool, int, float, complex)
 _NP_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefdgFDG")
+_VALUE, _BUF = Array._value, Array._buf  # slot descriptors: read without making a host view
+
+
+def _leaf_key(flat):
+  """The signature of flat arguments (x64 flag, then shape/dtype/weak per array, the type
+  per scalar) without building avals; ``None`` if a leaf is anything else (a tracer, ...)."""
+  key = [config._flags["enable_x64"]]
+  for a in flat:
+    t = type(a)
+    if t is Array:
+      try:
+        v = _VALUE.__get__(a)
+      except AttributeError:  # a pending jit output: its buffer has the same shape and dtype
+        v = _BUF.__get__(a).aval
+      key.append((v.shape, v.dtype, a._weak))
+    elif t in _SCALARS or t in _NP_SCALARS:
+      key.append(t)
+    elif t is np.ndarray:
+      key.append((a.shape, a.dtype, False))
+    else:
+      return None
+  return tuple(key)
 
 
 class _Entry:
@@ -513,31 +537,23 @@ class JitWrapped:
 
   # -------------------------------------------------------------- calling
   def __call__(self, *args, **kwargs):
-    if core._ctx.trace is core.eval_trace and self._simple and not kwargs:
-      # fast path: all arguments are arrays/scalars (no pytrees), eager, no statics
-      key = [config._flags["enable_x64"]]
-      dev = False
-      for a in args:
-        t = type(a)
-        if t is Array:
-          v = a._value
-          key.append((v.shape, v.dtype, a._weak))
-          dev = True
-        elif t in _SCALARS:
-          key.append(t)
-        elif t is np.ndarray:
-          key.append((a.shape, a.dtype, False))
-        elif t in _NP_SCALARS:
-          key.append(t)
-        else:
-          break
+    if core._ctx.trace is core.eval_trace and self._simple:
+      # fast path, eager and no statics: the cache key is read off the leaves (no avals built)
+      if kwargs:
+        flat, in_tree = tree_util.tree_flatten((args, kwargs))
       else:
-        entry = self._cache.get(tuple(key))
+        flat, in_tree = args, None
+      key = _leaf_key(flat)
+      if key is None and in_tree is None:  # a pytree argument (or a tracer): flatten
+        flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        key = _leaf_key(flat)
+      if key is not None:
+        key = (in_tree, key)
+        entry = self._cache.get(key)
         if entry is not None and entry.exe is not None and not _state.disabled:
           _stats["fast_calls"] += 1
-          exe = entry.exe
-          return entry.unflatten(exe.run_device(args) if dev else exe.run_host(args))
-        return self._call(args, kwargs, tuple(key))
+          return entry.unflatten(entry.exe.run(flat))
+        return self._call(args, kwargs, key)
     return self._call(args, kwargs, None)
 
   def _call(self, args, kwargs, fast_key):
