@@ -526,6 +526,10 @@ class CustomVJPCallPrimitive(Primitive):
 
 custom_jvp_call_p = CustomJVPCallPrimitive("custom_jvp_call")
 custom_vjp_call_p = CustomVJPCallPrimitive("custom_vjp_call")
+for _p in (custom_jvp_call_p, custom_vjp_call_p):
+  _p.family = "call"
+  _p.meta["note"] = ("call primitive: eagerly its function runs primitive by primitive; the "
+                     "custom rule applies under jvp/vjp (staged in jaxprs for jit)")
 
 
 def _lift_jvp(call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
