@@ -528,6 +528,7 @@ custom_jvp_call_p = CustomJVPCallPrimitive("custom_jvp_call")
 custom_vjp_call_p = CustomVJPCallPrimitive("custom_vjp_call")
 for _p in (custom_jvp_call_p, custom_vjp_call_p):
   _p.family = "call"
+  _p.meta["differentiable"] = True  # by its custom rule
   _p.meta["note"] = ("call primitive: eagerly its function runs primitive by primitive; the "
                      "custom rule applies under jvp/vjp (staged in jaxprs for jit)")
 

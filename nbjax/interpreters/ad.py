@@ -359,6 +359,7 @@ custom_lin_p.batch = raise_custom_vjp_error_on_jvp
 custom_lin_p.transpose = _custom_lin_transpose
 custom_lin_p.pp_params = _custom_lin_pp_params
 custom_lin_p.family = "call"
+custom_lin_p.meta["differentiable"] = False  # differentiating it is JAX's custom_vjp error
 custom_lin_p.meta["note"] = ("a custom_vjp's linear tangent map: only transposed (to the bwd "
                              "rule); evaluating or batching it is JAX's custom_vjp error")
 custom_lin_p.lowerings["cpu"] = raise_custom_vjp_error_on_jvp
