@@ -59,19 +59,42 @@ def _f6_numpy(x, y):
   return e * e
 
 
+def _pytree8(f6):
+  """The 6-op function over a pytree argument of 8 arrays (a dict of 4 pairs): the sum of
+  ``f6`` over the pairs."""
+  def f(tree):
+    out = None
+    for k in sorted(tree):
+      v = f6(*tree[k])
+      out = v if out is None else out + v
+    return out
+  return f
+
+
 class JitCallOverhead:
-  """Per-call cost of a jitted 6-op scalar float32 function (2 inputs, 1 output)."""
-  params = (_backends.BACKENDS, ["own", "numpy"])
+  """Per-call cost of a jitted 6-op scalar float32 function (2 inputs, 1 output), and of the
+  same over a pytree of 8 inputs (``pytree``: ``{k: (x, y)}`` for 4 keys, 24 ops, own arrays)."""
+  params = (_backends.BACKENDS, ["own", "numpy", "pytree"])
   param_names = ["backend", "inputs"]
 
   def setup(self, backend, inputs):
     x, y = np.array(1.5, np.float32), np.array(0.5, np.float32)
+    tree = {k: (np.array(1.5 + i, np.float32), np.array(0.5 * i, np.float32))
+            for i, k in enumerate("abcd")}
     if backend == "numpy":
-      self.f, self.args = _f6_numpy, (x, y)
+      if inputs == "pytree":
+        self.f, self.args = _pytree8(_f6_numpy), (tree,)
+      else:
+        self.f, self.args = _f6_numpy, (x, y)
       return
     jit, put = _jit(backend)
-    self.f = jit(_f6(_lax(backend)))
-    self.args = (put(x), put(y)) if inputs == "own" else (x, y)
+    f6 = _f6(_lax(backend))
+    if inputs == "pytree":
+      self.f = jit(_pytree8(f6))
+      self.args = ({k: (put(a), put(b)) for k, (a, b) in tree.items()},)
+    else:
+      self.f = jit(f6)
+      self.args = (put(x), put(y)) if inputs == "own" else (x, y)
     _backends.block(self.f(*self.args))
 
   def time_call(self, backend, inputs):
