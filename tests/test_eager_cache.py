@@ -16,6 +16,7 @@ import functools
 import itertools
 import math
 import operator
+import os
 import sys
 import types
 from typing import NamedTuple
@@ -338,16 +339,16 @@ def test_jacfwd_replays():
   assert any(type(e) is eager_cache._Entry for e in jg._trace_cache.entries.values())
 
 
+@pytest.mark.skipif(bool(os.environ.get("NBJAX_REPLAY_CHECK")), reason="already in that mode")
 def test_suites_replay_what_they_trace():
-  """Run the vmap and jvp suites with every top-level vmap called three times and the purity
-  guard bypassed: each replayed result equals the per-call result (NBJAX_REPLAY_CHECK)."""
-  import os
+  """Run the vmap, jvp and grad suites with every top-level vmap/jvp/value_and_grad called
+  three times and the purity guard bypassed: each replayed result equals the per-call result
+  (the tape's, for grad) bit for bit (NBJAX_REPLAY_CHECK)."""
   import subprocess
-  import sys
   here = os.path.dirname(__file__)
   r = subprocess.run(
       [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-x", "-p", "no:cacheprovider",
-       os.path.join(here, "test_vmap.py"), os.path.join(here, "test_jvp.py")],
+       *[os.path.join(here, f"test_{n}.py") for n in ("vmap", "jvp", "grad")]],
       env={**os.environ, "NBJAX_REPLAY_CHECK": "1"}, capture_output=True, text=True,
       timeout=600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
