@@ -327,3 +327,48 @@ class SGDStep:
 
   def time_step(self, backend, mode):
     self.run()
+
+
+_FIRST = {
+  "numpy": "import numpy as np; from asv_benchmarks.benchmarks import reverse as R\n"
+           "R._numpy_mse_mlp(P, X, Y)",
+  "nbjax": "import nbjax, nbjax.numpy as m\n"
+           "v, g = nbjax.value_and_grad(R._fw_loss(m, 'mse'))(P, X, Y); float(v)",
+  "jax": "import jax, jax.numpy as m\n"
+         "v, g = jax.value_and_grad(R._fw_loss(m, 'mse'))(P, X, Y); float(v)",
+  "torch": "import torch\n"
+           "tp = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) "
+           "for w, b in P]\n"
+           "v = R._torch_loss(torch, 'mse')(tp, torch.tensor(X), torch.tensor(Y))\n"
+           "g = torch.autograd.grad(v, [t for wb in tp for t in wb]); float(v)",
+}
+
+
+class FirstValueAndGrad:
+  """A fresh process: import the framework, then the first eager ``value_and_grad`` of the
+  small MLP (16-16-16-1, batch 8). Warm caches (numba's on disk), as a second run of a script
+  finds them. The interpreter start and NumPy's import are in every backend's time."""
+  params = (_backends.BACKENDS + ["torch"],)
+  param_names = ["backend"]
+  timeout = 120
+
+  def setup(self, backend):
+    import os
+    import subprocess
+    import sys
+    if backend == "jax":
+      _fw(backend)  # skip when not installed
+    if backend == "torch":
+      _torch()
+    setup = ("import numpy as np; from asv_benchmarks.benchmarks import reverse as R\n"
+             "rng = np.random.default_rng(0); P = R._mlp_params([16, 16, 16, 1], rng)\n"
+             "X = rng.standard_normal((8, 16)).astype(np.float32)\n"
+             "Y = rng.standard_normal((8, 1)).astype(np.float32)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-c", setup + _FIRST[backend]]
+    self.run = lambda: subprocess.run(cmd, env=env, check=True, capture_output=True)
+    self.run()  # warm the caches
+
+  def time_import_and_first_call(self, backend):
+    self.run()
