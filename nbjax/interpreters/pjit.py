@@ -141,7 +141,7 @@ class _Executable:
     _stats["lowerings"] += 1
     self.text = str(module)
     self.name = name
-    self._exe = self._dexe = self._dcall = self.const_bufs = None
+    self._exe = self._dexe = self._dcall = self._hcall = self.const_bufs = None
     self.in_avals = closed.in_avals
     # (aval, dtype a NumPy argument may have to pass as is; None for float0)
     self.in_dtypes = [(a, None if a.dtype == dtypes.float0 else np.dtype(a.dtype))
@@ -229,17 +229,43 @@ class _Executable:
 
   def run_host(self, args):
     """Run with host values (the executable checks and converts NumPy arrays and scalars)."""
-    exe = self._exe or self.exe
-    vals = [x._value if type(x) is Array else x if type(x) is np.ndarray and x.dtype is d
-            else _to_host(x, a) for x, (a, d) in zip(args, self.in_dtypes)]
-    for i in self.big_in:
-      vals[i] = _aligned(args[i], vals[i])
-    outs = exe(*self.const_vals, *vals) if self.const_vals else exe(*vals)
-    if self.float0_out:
-      outs = list(outs)
-      for i in self.float0_out:
-        outs[i] = np.zeros(self.out_avals[i].shape, dtypes.float0)
-    return [_wrap(o, w) for o, w in zip(outs, self.out_weak)]
+    return (self._hcall or self._host_call())(args)
+
+  def _host_call(self):
+    """Generate ``run_host``'s body: per-argument conversion and per-output wrapping
+    unrolled, as ``_device_call`` does."""
+    env = {"_Array": Array, "_ndarray": np.ndarray, "_to_host": _to_host, "_aligned": _aligned,
+           "_exe": self.exe, "_wrap": _wrap, "_len": len, "_TypeError": TypeError}
+    n = len(self.in_avals)
+    names = [f"x{i}" for i in range(n)]
+    src = ["def run(args):",
+           f"  if _len(args) != {n}: raise _TypeError('{self.name}: expected {n} arguments')"]
+    if n:
+      src.append(f"  {', '.join(names)}, = args")
+    for i, (x, (a, d)) in enumerate(zip(names, self.in_dtypes)):
+      env[f"_av{i}"], env[f"_dt{i}"] = a, d
+      src += [f"  t = type({x})",
+              f"  if t is _Array: v{i} = {x}._value",
+              f"  elif t is _ndarray and {x}.dtype is _dt{i}: v{i} = {x}",
+              f"  else: v{i} = _to_host({x}, _av{i})"]
+      if i in self.big_in:
+        src.append(f"  v{i} = _aligned({x}, v{i})")
+    for k, c in enumerate(self.const_vals):
+      env[f"_c{k}"] = c
+    ins = [f"_c{k}" for k in range(len(self.const_vals))] + [f"v{i}" for i in range(n)]
+    src.append(f"  o = _exe({', '.join(ins)})")
+    res = []
+    for i, (a, w) in enumerate(zip(self.out_avals, self.out_weak)):
+      if i in self.float0_out:
+        env[f"_z{i}"] = np.zeros(a.shape, dtypes.float0)
+        env[f"_z{i}"].flags.writeable = False
+        res.append(f"_wrap(_z{i}, {w})")
+      else:
+        res.append(f"_wrap(o[{i}], {w})")
+    src.append(f"  return [{', '.join(res)}]")
+    exec(compile("\n".join(src), f"<nbjax.jit {self.name} (host)>", "exec"), env)
+    self._hcall = env["run"]
+    return self._hcall
 
 
 _compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, _Executable]" = weakref.WeakKeyDictionary()
