@@ -19,6 +19,7 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 
 import numpy as np
@@ -311,8 +312,23 @@ def _loop_executable(prim, args, params):
   return exe
 
 
+_scalars: dict = {}  # Python scalar operands (a fori_loop's start) as Arrays keeping their buffer
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _scalar_array(x):
+  k = (type(x), repr(x), config._flags["enable_x64"])
+  a = _scalars.get(k)
+  if a is None:
+    if len(_scalars) > 256:
+      _scalars.clear()
+    a = _scalars[k] = _wrap(registry.coerce(x)[0], True)
+  return a
+
+
 def _eager_loop(python_impl):
   def impl(*args, **params):
+    args = [_scalar_array(a) if type(a) in _PY_SCALARS else a for a in args]
     exe = _loop_executable(impl.primitive, args, params)
     if exe is None:
       return python_impl(*args, **params)
@@ -336,50 +352,86 @@ def _select_rows(pred, new, old):
   return out
 
 # ----------------------------------------------------------------------- trace cache
-# A function object seen a second time with the same argument signature is traced once more
-# and the result kept, guarded by the pins of ``eager_cache.guards`` (the function's code,
-# globals, closure cells... unchanged); a fresh lambda per call never pays for the guards.
+# Functions seen a second time with the same argument signature are traced once more and
+# the result kept, guarded by the pins of ``eager_cache.guards`` (globals, module attributes,
+# functions reached...). A plain function is known by what it computes with: its code,
+# globals, closure contents and defaults (by identity), not by the function object, so
+# the inline style (a new lambda with the same code and captures on every call) finds the
+# jaxprs of its predecessors; the pins on the function object itself are replaced by those
+# identity checks. A function seen once never pays for the guards.
 
-_fun_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_SEEN, _NEVER = object(), object()
+
+class _Entry:
+  __slots__ = ("refs", "res", "holds", "state")
+
+  def __init__(self, refs):
+    self.refs, self.res, self.holds, self.state = refs, None, None, "seen"
+
+
+_fun_cache: dict = {}
+_MAX_FUNS = 128
+
+
+def _ident(f):
+  """``(key, refs)``: a hashable key for what ``f`` computes with, and the objects the key
+  names by ``id`` (kept and compared by identity, so a reused id never matches)."""
+  if type(f) is types.FunctionType and not f.__dict__ and f.__kwdefaults__ is None:
+    cells = f.__closure__ or ()
+    try:
+      contents = tuple(c.cell_contents for c in cells)
+    except ValueError:  # an empty cell
+      return None
+    refs = (f.__globals__, f.__defaults__, *contents)
+    return (f.__code__, tuple(_map(id, refs))), refs
+  return ("obj", id(f)), (f,)
+
+
+def _same(a, b):
+  return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _own_pin(pin, f):
+  box = pin[1]
+  return box is f or any(box is c for c in (getattr(f, "__closure__", None) or ()))
 
 
 def _cached(funs, key, build):
-  """``build()`` (a tuple whose second item is the list of consts), reused for ``funs``
-  (hashable, weakly referenceable callables) and ``key`` while their pins hold; results
-  holding tracers are never kept."""
+  """``build()`` (a tuple whose second item is the list of consts), reused for the functions
+  ``funs`` and ``key`` while the pins hold; results holding tracers are never kept."""
   if funs is None or not config._flags["eager_cache"]:
     return build()
-  try:
-    per = _fun_cache.get(funs[0])
-    if per is None:
-      per = _fun_cache[funs[0]] = {}
-    full = (key, funs[1:], registry.epoch, config._flags["enable_x64"])
-    e = per.get(full)
-  except TypeError:  # not weakly referenceable, or unhashable
+  ids = [_ident(f) for f in funs]
+  if any(i is None for i in ids):
     return build()
-  if type(e) is tuple:
-    res, holds = e
-    if holds is None or holds():
-      _stats["trace_cache_hits"] += 1
-      return res
-    e = _SEEN
+  k = (tuple(i[0] for i in ids), key, registry.epoch, config._flags["enable_x64"])
+  refs = tuple(r for i in ids for r in i[1])
+  e = _fun_cache.get(k)
+  if e is not None and not _same(e.refs, refs):
+    e = None
+  if e is not None:
+    if e.state == "never":
+      return build()
+    if e.state == "kept":
+      if e.holds is None or e.holds():
+        _stats["trace_cache_hits"] += 1
+        return e.res
+      e.state, e.res, e.holds = "seen", None, None
   res = build()
-  if e is _NEVER or any(isinstance(c, Tracer) for c in res[1]):
+  if any(isinstance(c, Tracer) for c in res[1]):
     return res
   if e is None:
-    if len(per) > 32:
-      per.clear()
-    per[full] = _SEEN
+    if len(_fun_cache) >= _MAX_FUNS:
+      _fun_cache.clear()
+    _fun_cache[k] = _Entry(refs)
     return res
   pins = []
   for f in funs:
     p = eager_cache.guards(f)
     if p is None:
-      per[full] = _NEVER
+      e.state = "never"
       return res
-    pins += p
-  per[full] = (res, eager_cache._checker(pins))
+    pins += [x for x in p if not _own_pin(x, f)]
+  e.state, e.res, e.holds = "kept", res, eager_cache._checker(pins)
   return res
 
 
@@ -486,6 +538,8 @@ def _check_branch_outputs(api, name1, name2, f1, f2, tree1, avals1, tree2, avals
 
 
 def _check_carry_type(name, body_fun, in_tree, in_avals, out_tree, out_avals):
+  if in_tree == out_tree and all(_map(_typematch, in_avals, out_avals)):
+    return
   try:
     carry_name = next(iter(inspect.signature(body_fun).parameters), None)
   except (TypeError, ValueError):
