@@ -467,15 +467,13 @@ def _fun_info(f):
   return f"{name} defined at {code.co_filename}:{code.co_firstlineno}"
 
 
-def _thing(t):
-  node = t.node
-  if node is None:
-    return "pytree leaf"
-  if node.kind in ("tuple", "list"):
-    return f"{node.kind} of length {len(t.kids)}"
-  if node.kind == "none":
-    return "None"
-  return str(node.type)
+def _type_str(t):
+  return "pytree leaf" if t.node is None else str(t.node.type)
+
+
+def _children(t):
+  n = len(t.kids)
+  return f"{_type_str(t)} with {n} child{'ren' if n > 1 else ''}"
 
 
 def _tree_diffs(t1, t2, path=()):
@@ -485,30 +483,28 @@ def _tree_diffs(t1, t2, path=()):
   if t1 == t2:
     return []
   n1, n2 = t1.node, t2.node
-  ty1 = None if n1 is None else n1.type
-  ty2 = None if n2 is None else n2.type
-  if ty1 is not ty2:
-    return [(path, _thing(t1), _thing(t2), "their Python types differ")]
+  if (None if n1 is None else n1.type) is not (None if n2 is None else n2.type):
+    return [(path, _type_str(t1), _type_str(t2), "their Python types differ")]
   if n1.kind in ("tuple", "list") and len(t1.kids) != len(t2.kids):
-    return [(path, _thing(t1), _thing(t2), "the lengths do not match")]
+    return [(path, f"{n1.kind} of length {len(t1.kids)}", f"{n2.kind} of length {len(t2.kids)}",
+             "the lengths do not match")]
   if len(t1.kids) != len(t2.kids):
-    return [(path, f"{ty1} with {len(t1.kids)} children", f"{ty2} with {len(t2.kids)} children",
-             "the numbers of children do not match")]
+    return [(path, _children(t1), _children(t2), "the numbers of children do not match")]
   if t1.data != t2.data:
-    return [(path, f"{ty1} with pytree metadata {t1.data}",
-             f"{ty2} with pytree metadata {t2.data}", "the pytree node metadata does not match")]
+    return [(path, f"{_type_str(t1)} with pytree metadata {t1.data}",
+             f"{_type_str(t2)} with pytree metadata {t2.data}",
+             "the pytree node metadata does not match")]
   out = []
-  keys = (t1.data if n1.kind in ("dict", "odict") else range(len(t1.kids)))
-  for k, a, b in zip(keys, t1.kids, t2.kids):
-    key = DictKey(k) if n1.kind in ("dict", "odict") else SequenceKey(k)
-    out += _tree_diffs(a, b, (*path, key))
+  keyed = n1.kind in ("dict", "odict")
+  for k, a, b in zip(t1.data if keyed else range(len(t1.kids)), t1.kids, t2.kids):
+    out += _tree_diffs(a, b, (*path, DictKey(k) if keyed else SequenceKey(k)))
   return out
 
 
-def _bullets(diffs):
+def _bullets(diffs, capitalize=True):
   if len(diffs) == 1:
     d = diffs[0]
-    return d[0].upper() + d[1:] + ".\n"
+    return (d[0].upper() + d[1:] if capitalize else d) + ".\n"
   return "".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
 
 
@@ -525,7 +521,7 @@ def _check_branch_outputs(api, name1, name2, f1, f2, tree1, avals1, tree2, avals
              for p, a, b, why in _tree_diffs(tree1, tree2)]
     raise TypeError(
         f"{api} branch outputs must have the same pytree structure, but they differ:\n\n"
-        f"{info}{_bullets(diffs)}\nRevise {name1} and/or {name2} so that they have the same "
+        f"{info}{_bullets(diffs, False)}\nRevise {name1} and/or {name2} so that they have the same "
         "pytree structure.")
   if not all(_map(_typematch, avals1, avals2)):
     paths = _paths(tree1, len(avals1))
@@ -899,7 +895,7 @@ def _cond_dce(used_outs, eqn):
       invars=[eqn.invars[0]] + [x for x, u in zip(eqn.invars[1:], used) if u],
       outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
       params=dict(eqn.params, branches=new, linear=tuple(x for x, u in zip(lin, used) if u)))
-  return [True] + used, new_eqn
+  return [True] * len(new_eqn.invars), new_eqn
 
 
 def _consts_ir(closed):
@@ -1230,7 +1226,7 @@ def _while_dce(used_outs, eqn):
       outvars=[v for v, u in zip(eqn.outvars, carry) if u],
       params=dict(p, cond_jaxpr=ClosedJaxpr(new_c, cj.consts), body_jaxpr=ClosedJaxpr(
           new_b, bj.consts), cond_nconsts=sum(cu), body_nconsts=sum(bu)))
-  return used_in, new_eqn
+  return [True] * len(new_eqn.invars), new_eqn
 
 
 def _reduce_or_ir(x, aval):
@@ -1697,7 +1693,6 @@ def _scan_dce(used_outs, eqn):
   j = p["jaxpr"].jaxpr
   if not any(used_outs) and not eqn.effects:
     return [False] * len(eqn.invars), None
-  ny = len(used_outs) - nk
   used_carry, used_ys = list(used_outs[:nk]), list(used_outs[nk:])
   for _ in range(nk + 1):
     used_in = pe.dce_jaxpr(j, used_carry + used_ys)[1]
@@ -1715,8 +1710,7 @@ def _scan_dce(used_outs, eqn):
       params=dict(p, jaxpr=ClosedJaxpr(new_j, p["jaxpr"].consts), num_consts=sum(uc),
                   num_carry=sum(used_carry),
                   linear=tuple(x for x, u in zip(p["linear"], used_in) if u)))
-  del ny
-  return used_in, new_eqn
+  return [True] * len(new_eqn.invars), new_eqn
 
 
 def _scan_lowering(ctx, *args, **params):
