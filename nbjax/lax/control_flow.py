@@ -36,7 +36,8 @@ from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import reductions as _red
 from nbjax.lax import shape as _sh
-from nbjax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from nbjax.tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
+                              tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "cond_p", "while_p", "scan_p", "stats", "reset_stats"]
@@ -316,6 +317,13 @@ _scalars: dict = {}  # Python scalar operands (a fori_loop's start) as Arrays ke
 _PY_SCALARS = (bool, int, float, complex)
 
 
+def _operand(x, prim):
+  if isinstance(x, Tracer):
+    raise core.escaped_tracer_error(x, prim)
+  registry.coerce(x, prim)  # a TypeError naming the primitive for anything else
+  return x
+
+
 def _scalar_array(x):
   k = (type(x), repr(x), config._flags["enable_x64"])
   a = _scalars.get(k)
@@ -328,7 +336,8 @@ def _scalar_array(x):
 
 def _eager_loop(python_impl):
   def impl(*args, **params):
-    args = [_scalar_array(a) if type(a) in _PY_SCALARS else a for a in args]
+    args = [a if type(a) is Array else _scalar_array(a) if type(a) in _PY_SCALARS else
+            _operand(a, impl.primitive) for a in args]
     exe = _loop_executable(impl.primitive, args, params)
     if exe is None:
       return python_impl(*args, **params)
@@ -453,8 +462,22 @@ def _abstractify(x, api):
                     "type (arrays, NumPy arrays and Python scalars are)") from None
 
 
-def _sig(tree, avals):
-  return (tree, tuple(_aval_key(a) for a in avals))
+_SCALAR_TYPES = frozenset({bool, int, float, complex})
+
+
+def _sig(flat, api):
+  """The signature of flat operands (what their avals depend on) without building avals."""
+  out = []
+  for x in flat:
+    t = type(x)
+    if t is Array:
+      v = x._value
+      out.append((v.shape, v.dtype, x._weak))
+    elif t in _SCALAR_TYPES:
+      out.append(t)
+    else:
+      out.append(_aval_key(_abstractify(x, api)))
+  return tuple(out)
 
 # ----------------------------------------------------------------------- error messages
 
@@ -633,6 +656,10 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
       raise TypeError("if 'operand' keyword is passed then no positional operands can be "
                       f"passed, got operand={operand!r} and positional operands {operands}")
     operands = (operand,)
+  if type(pred) is Array and core._ctx.trace is core.eval_trace:  # the eager fast path
+    v = pred._value
+    if v.ndim == 0 and v.dtype.kind in "biuf":
+      return _cond(np.int32(bool(v)), (false_fun, true_fun), operands, "cond", _COND_NAMES)
   if pred is None:
     raise TypeError("cond predicate is None")
   if isinstance(pred, (list, tuple)):
@@ -651,14 +678,17 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
     if d.kind != "b":
       pred = _ew.ne(pred, _ew._const(pred, 0))
     index = _ew.convert_element_type(pred, np.int32)
-  return _cond(index, (false_fun, true_fun), operands, "cond", ["false_fun", "true_fun"])
+  return _cond(index, (false_fun, true_fun), operands, "cond", _COND_NAMES)
+
+
+_COND_NAMES = ("false_fun", "true_fun")
 
 
 def _cond(index, funs, operands, api, names):
   flat, in_tree = tree_flatten(operands)
-  avals = [_abstractify(x, api) for x in flat]
 
   def build():
+    avals = [_abstractify(x, api) for x in flat]
     staged = []
     for f, name in zip(funs, names):
       box = []
@@ -676,7 +706,7 @@ def _cond(index, funs, operands, api, names):
     jaxprs, consts = _join_consts([s[0] for s in staged], [s[1] for s in staged])
     return tuple(jaxprs), consts, t0
 
-  branches, consts, out_tree = _cached(funs, (api, *_sig(in_tree, avals)), build)
+  branches, consts, out_tree = _cached(funs, (api, in_tree, _sig(flat, api)), build)
   outs = cond_p.bind(index, *consts, *flat, branches=branches,
                      linear=(False,) * (len(consts) + len(flat)))
   return tree_unflatten(out_tree, outs)
@@ -720,7 +750,7 @@ def _branch_program(closed):
 
 def _cond_eager(index, *args, branches, linear=None):
   """Run the branch ``index`` picks (out of range: the last one, as XLA's case)."""
-  i = int(registry.coerce(index, cond_p)[0])
+  i = int(index) if type(index) is np.int32 else int(registry.coerce(index, cond_p)[0])
   n = len(branches)
   b = branches[i if 0 <= i < n else n - 1]
   ins = b.jaxpr.invars
@@ -859,6 +889,10 @@ def _cond_transpose(cts, index, *args, branches, linear=None):
   undef = [ad.is_undefined_primal(x) for x in args]
   if all(type(c) is ad.Zero for c in cts):
     return [None] + [ad.Zero(x.aval) if u else None for x, u in zip(args, undef)]
+  if not isinstance(index, Tracer):  # a known branch: transpose it alone
+    i, n = int(registry.coerce(index)[0]), len(branches)
+    b = branches[i if 0 <= i < n else n - 1]
+    return [None, *ad.backward_pass(b.jaxpr, b.consts, list(args), list(cts))]
   res = [x for x, u in zip(args, undef) if not u]
   ct_nz = [type(c) is not ad.Zero for c in cts]
   cts_nz = [c for c, z in zip(cts, ct_nz) if z]
@@ -934,7 +968,6 @@ def while_loop(cond_fun, body_fun, init_val):
 def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
   flat, in_tree = tree_flatten(init_val)
   call_tree = tree_flatten((init_val,))[1]
-  avals = [_abstractify(x, "while_loop") for x in flat]
 
   def build(avals):
     cbox, bbox = [], []
@@ -949,6 +982,7 @@ def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
     return cj, cc, bj, bc, bbox[0][0]
 
   def build_checked():
+    avals = [_abstractify(x, "while_loop") for x in flat]
     cj, cc, bj, bc, out_tree = build(avals)
     promote = None
     if out_tree == in_tree and not all(_map(_typematch, avals, bj.out_avals)):
@@ -963,7 +997,7 @@ def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
     _check_carry_type("while_loop body", body_fun, in_tree, avals, out_tree, bj.out_avals)
     return cj, cc, bj, bc, promote
 
-  cj, cc, bj, bc, promote = _cached(cache_funs, (tag, *_sig(in_tree, avals)),
+  cj, cc, bj, bc, promote = _cached(cache_funs, (tag, in_tree, _sig(flat, "while_loop")),
                                     lambda: _consts_pair(build_checked()))[0]
   if promote is not None:
     flat = [x if d is None else _ew.convert_element_type(x, d) for x, d in zip(flat, promote)]
@@ -1315,14 +1349,13 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   init_flat, init_tree = tree_flatten(init)
   xs_flat, xs_tree = tree_flatten(xs)
   length = _infer_length(xs_flat, length)
-  init_avals = [_abstractify(x, "scan") for x in init_flat]
-  xs_avals = [_abstractify(x, "scan") for x in xs_flat]
-  x_avals = [a.update(shape=a.shape[1:]) for a in xs_avals]
-  in_tree = tree_flatten((init, xs))[1]
+  in_tree = treedef_tuple([init_tree, xs_tree])
   nk = len(init_flat)
 
   def build(carry_avals):
     box = []
+    x_avals = [_abstractify(x, "scan") for x in xs_flat]
+    x_avals = [a.update(shape=a.shape[1:]) for a in x_avals]
 
     def body(carry, x):
       out = f(carry, x)
@@ -1337,6 +1370,7 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
     return closed, consts, carry_tree, ys_tree
 
   def build_checked():
+    init_avals = [_abstractify(x, "scan") for x in init_flat]
     closed, consts, carry_tree, ys_tree = build(init_avals)
     nkc = carry_tree.num_leaves
     outs = closed.out_avals
@@ -1361,7 +1395,8 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   if unroll < 0:
     raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
   closed, consts, ys_tree, promote = _cached(
-      cache_funs, (tag, *_sig(in_tree, [*init_avals, *x_avals])), build_checked)
+      cache_funs, (tag, in_tree, _sig(init_flat, "scan"), _sig(xs_flat, "scan")),
+      build_checked)
   if promote is not None:
     init_flat = [x if d is None else _ew.convert_element_type(x, d)
                  for x, d in zip(init_flat, promote)]
@@ -1773,6 +1808,68 @@ def _interleave(a, b, axis):
   op = _ew.bitwise_or if a.dtype == np.bool_ else _ew.add
   return op(_sh.pad(a, _ew._const(a, 0), pa), _sh.pad(b, _ew._const(b, 0), pb))
 
+# ======================================================================= test samples
+# ``meta['samples']`` for the registry-generated tests: small jaxprs per dtype (kept, so
+# cases drawn with other seeds share params and differ only in their operands).
+
+_sample_jaxprs: dict = {}
+
+
+def _sample_jaxpr(name, dtype, fun, avals):
+  k = (name, np.dtype(dtype))
+  j = _sample_jaxprs.get(k)
+  if j is None:
+    j = _sample_jaxprs[k] = _stage(fun, avals)[0]
+  return j
+
+
+def _cond_samples(rng, dtype):
+  r = lambda *s: _sh.random_array(rng, s, dtype)
+  a2, a0 = ShapedArray((2,), dtype), ShapedArray((), dtype)
+  nonlin = tuple(_sample_jaxpr(f"cond{k}", dtype, f, [a2, a0]) for k, f in enumerate([
+      lambda x, y: [_ew.sin(x) * y, x - y],
+      lambda x, y: [x * x, _sh.broadcast_in_dim(_ew.cos(y), (2,), ())],
+      lambda x, y: [x * 0.5, x + y]]))
+  lin = tuple(_sample_jaxpr(f"cond_lin{k}", dtype, f, [a2, a0]) for k, f in enumerate([
+      lambda x, y: [x * 2.0 - y], lambda x, y: [-x + y * 3.0]]))
+  i = lambda n: np.int32(rng.integers(0, n))
+  return [([i(3), r(2), r()], dict(branches=nonlin, linear=(False, False))),
+          ([np.int32(7), r(2), r()], dict(branches=nonlin, linear=(False, False))),
+          ([i(2), r(2), r()], dict(branches=lin, linear=(False, False)))]
+
+
+def _while_samples(rng, dtype):
+  r = lambda *s: _sh.random_array(rng, s, dtype)
+  i32, a2, a0 = ShapedArray((), np.int32), ShapedArray((2,), dtype), ShapedArray((), dtype)
+  cj = _sample_jaxpr("while_cond", dtype, lambda n, i, x: [_ew.lt(i, n)], [i32, i32, a2])
+  bj = _sample_jaxpr("while_body", dtype, lambda w, i, x: [
+      _ew.add(i, np.int32(1)), _ew.sin(x) * w + x * 0.5], [a0, i32, a2])
+  p = dict(cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=1, body_nconsts=1)
+  return [([np.int32(rng.integers(1, 4)), r(), np.int32(rng.integers(0, 3)), r(2)], p)]
+
+
+def _scan_samples(rng, dtype):
+  r = lambda *s: _sh.random_array(rng, s, dtype)
+  a0, a2 = ShapedArray((), dtype), ShapedArray((2,), dtype)
+  nonlin = _sample_jaxpr("scan", dtype, lambda w, c, x: [
+      _ew.tanh(c * w + x), _ew.sin(c) * x], [a0, a2, a2])
+  lin = _sample_jaxpr("scan_lin", dtype, lambda w, c, x: [
+      c * 0.5 + w * 2.0 + x, c - x * 3.0], [a0, a2, a2])
+  base = dict(num_consts=1, num_carry=1, length=3, linear=(False,) * 3, unroll=1)
+  return [([r(), r(2), r(3, 2)], dict(base, jaxpr=nonlin, reverse=False)),
+          ([r(), r(2), r(3, 2)], dict(base, jaxpr=nonlin, reverse=True, unroll=2)),
+          ([r(), r(2), r(3, 2)], dict(base, jaxpr=lin, reverse=False))]
+
+
+def _cond_reference(index, *args, branches, linear=None):
+  n = len(branches)
+  i = int(index)
+  b = branches[i if 0 <= i < n else n - 1]
+  return eval_jaxpr(b.jaxpr, b.consts, *args)
+
+
+_FLOATS = [np.float32, np.float64]
+
 # ======================================================================= registration
 
 
@@ -1799,19 +1896,22 @@ registry.register(
     cond_p, family="control_flow", impls={"python": _cond_eager},
     abstract_eval=_cond_abstract_eval, jvp=_cond_jvp, batch=_cond_batch,
     transpose=_cond_transpose,
-    meta=dict(differentiable=True, note="runs the taken branch's kernels (straight-line "
+    meta=dict(differentiable=True, dtypes=_FLOATS, samples=_cond_samples,
+              reference=_cond_reference, note="runs the taken branch's kernels (straight-line "
               "program from its second run)"))
 registry.register(
     while_p, family="control_flow", impls={"xla": _while_xla, "python": _while_python},
     abstract_eval=_while_abstract_eval, jvp=_while_jvp, batch=_while_batch,
     transpose=_while_transpose_error, policy=("xla", "xla", registry.LARGE),
-    meta=dict(differentiable=True, note="the whole loop is one XLA executable, cached by "
-              "jaxpr content; python: reference loop"))
+    meta=dict(differentiable=True, reverse=False, dtypes=_FLOATS, samples=_while_samples,
+              reference=_while_python, note="the whole loop is one XLA executable, cached by "
+              "jaxpr content; python: reference loop; transpose: JAX's reverse-mode error"))
 registry.register(
     scan_p, family="control_flow", impls={"xla": _scan_xla, "python": _scan_python},
     abstract_eval=_scan_abstract_eval, jvp=_scan_jvp, batch=_scan_batch,
     transpose=_scan_transpose, policy=("xla", "xla", registry.LARGE),
-    meta=dict(differentiable=True, note="the whole loop is one XLA executable, cached by "
+    meta=dict(differentiable=True, dtypes=_FLOATS, samples=_scan_samples,
+              reference=_scan_python, note="the whole loop is one XLA executable, cached by "
               "jaxpr content; python: reference loop"))
 cond_p.partial_eval = _cond_partial_eval
 while_p.partial_eval = _while_partial_eval
