@@ -652,3 +652,53 @@ def test_xla_loop_matches_python_reference(prim_name):
     nbjax.config.set_eager_backend(prim_name, None)
   for a, b in zip(nbjax.tree_util.tree_leaves(got), nbjax.tree_util.tree_leaves(want)):
     np.testing.assert_allclose(a, b)
+
+
+def test_disable_jit_runs_python():
+  calls = []
+
+  def body(c, x):
+    calls.append(1)
+    return c + x, c * x
+  with nbjax.disable_jit():
+    assert float(lax.cond(True, lambda x: x + 1, lambda x: x, 1.)) == 2.
+    assert float(lax.switch(5, [lambda x: x + 1, lambda x: x * 10], 1.)) == 10.
+    assert int(lax.while_loop(lambda c: c < 10, lambda c: c * 2, 1)) == 16
+    c, ys = lax.scan(body, 0., jnp.arange(4.), reverse=True)
+    assert len(calls) == 4 and float(c) == 6. and ys.tolist() == [0., 5., 6., 0.]
+    # under vmap the predicate is abstract: the primitive runs
+    np.testing.assert_allclose(vmap(lambda x: lax.while_loop(lambda c: c < 10, lambda c: c * x,
+                                                             1.))(jnp.array([2., 3.])), [16, 27])
+    with pytest.raises(ValueError, match="zero-length scan is not supported in disable_jit"):
+      lax.scan(body, 0., jnp.zeros(0))
+
+
+def test_replayed_transformations_match():
+  # vmap/jvp/grad called again replay a staged program (nbjax/eager_cache.py), which DCEs and
+  # runs the loops through their eager rules
+  def f(x, w):
+    c, ys = lax.scan(lambda c, e: (jnp.tanh(c * w + e), c), 0., x)
+    return lax.cond(c > 0, lambda: c + jnp.sum(ys), lambda: -c)
+  xs, w = np.array([[0.1, 0.5, -0.2], [0.3, -1., 0.4]]), 0.7
+  vf, gf = vmap(f, (0, None)), grad(f, argnums=1)
+  want_v = [float(f(x, w)) for x in xs]
+  want_g = float(gf(xs[0], w))
+  for _ in range(3):
+    np.testing.assert_allclose(vf(xs, w), want_v, rtol=1e-12)
+    np.testing.assert_allclose(gf(xs[0], w), want_g, rtol=1e-12)
+    np.testing.assert_allclose(jvp(lambda w: f(xs[1], w), (w,), (1.,))[1],
+                               jvp(lambda w: f(xs[1], w), (w,), (1.,))[1])
+
+
+def test_eager_loop_without_lowering_runs_in_python():
+  from nbjax.core import Primitive
+  p = Primitive("twice_no_lowering")
+  p.def_impl(lambda x: x * 2)
+  p.def_abstract_eval(lambda x: x)
+  cf.reset_stats()
+  out = lax.fori_loop(0, 3, lambda i, x: p.bind(x) + i, 1.)
+  assert float(out) == 12. and cf.stats()["loop_compiles"] == 0
+  c, ys = lax.scan(lambda c, x: (p.bind(c), c * x), 1., np.arange(3.))
+  assert float(c) == 8. and ys.tolist() == [0., 2., 8.]
+  with pytest.raises(NotImplementedError, match="twice_no_lowering"):
+    jit(lambda x: lax.fori_loop(0, 3, lambda i, x: p.bind(x), x))(1.)

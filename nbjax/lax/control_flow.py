@@ -454,6 +454,15 @@ def _flat_fun(fun, in_tree, box):
   return flat
 
 
+def _jit_disabled():
+  from nbjax.interpreters import pjit
+  return pjit._state.disabled
+
+
+def _asarray(x):
+  return x if isinstance(x, (Array, Tracer)) else Array(np.asarray(x))
+
+
 def _abstractify(x, api):
   try:
     return core.abstractify(x)
@@ -635,6 +644,8 @@ def switch(index, branches, *operands, operand=_no_operand):
   if len(branches) == 1:
     return branches[0](*operands)
   n = len(branches)
+  if _jit_disabled() and _is_concrete(index):
+    return branches[min(max(core.concrete_or_error(int, index), 0), n - 1)](*operands)
   if core.is_eval() and not isinstance(index, Tracer):
     i = int(registry.coerce(index)[0])
     index = np.int32(min(max(i, 0), n - 1))
@@ -672,6 +683,8 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
     raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from None
   if d.kind != "b" and d.kind not in "iuf":
     raise TypeError(f"Pred type must be either boolean or number, got {d}.")
+  if _jit_disabled() and _is_concrete(pred):  # as JAX: run the Python function
+    return true_fun(*operands) if core.concrete_or_error(bool, pred) else false_fun(*operands)
   if core.is_eval() and not isinstance(pred, Tracer):
     index = np.int32(bool(registry.coerce(pred)[0]))
   else:
@@ -962,6 +975,14 @@ def while_loop(cond_fun, body_fun, init_val):
   ``fori_loop`` with static bounds)."""
   if not (callable(body_fun) and callable(cond_fun)):
     raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+  if _jit_disabled():
+    try:
+      val = _tree_map(_asarray, init_val)
+      while cond_fun(val):
+        val = _tree_map(_asarray, body_fun(val))
+      return val
+    except core.ConcretizationTypeError:
+      pass  # under a transformation: the primitive
   return _while_loop(cond_fun, body_fun, init_val, (body_fun, cond_fun), "while")
 
 
@@ -1070,6 +1091,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
   if use_scan:
     if unroll is None:
       unroll = False
+    if _jit_disabled() and hi <= lo:
+      return init_val
     (_, result), _ = _scan(_fori_scan_body(body_fun), (lo, init_val), None, max(hi - lo, 0),
                            False, unroll, (body_fun,), "fori")
     return result
@@ -1349,6 +1372,8 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   init_flat, init_tree = tree_flatten(init)
   xs_flat, xs_tree = tree_flatten(xs)
   length = _infer_length(xs_flat, length)
+  if _jit_disabled():
+    return _scan_python_api(f, init, xs_flat, xs_tree, length, reverse)
   in_tree = treedef_tuple([init_tree, xs_tree])
   nk = len(init_flat)
 
@@ -1404,6 +1429,23 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
                      reverse=bool(reverse), linear=(False,) * (len(consts) + nk + len(xs_flat)),
                      unroll=unroll, num_consts=len(consts), num_carry=nk)
   return tree_unflatten(init_tree, outs[:nk]), tree_unflatten(ys_tree, outs[nk:])
+
+
+def _scan_python_api(f, carry, xs_flat, xs_tree, length, reverse):
+  """``scan`` under ``disable_jit``: a Python loop calling ``f``, as JAX runs it."""
+  if length == 0:
+    raise ValueError("zero-length scan is not supported in disable_jit() mode because the "
+                     "output type is unknown.")
+  ys = []
+  for k in (range(length - 1, -1, -1) if reverse else range(length)):
+    x = tree_unflatten(xs_tree, [_ix.dynamic_index_in_dim(a, k, 0, keepdims=False)
+                                 for a in xs_flat])
+    carry, y = f(carry, x)
+    ys.append(y)
+  if reverse:
+    ys = ys[::-1]
+  return carry, _tree_map(lambda *y: _sh.concatenate([_sh.expand_dims(_asarray(v), (0,))
+                                                      for v in y], 0), *ys)
 
 
 def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
