@@ -1514,7 +1514,7 @@ def _scan_python(*args, jaxpr, num_consts, num_carry, length, reverse, linear, u
   ys = [[] for _ in jaxpr.out_avals[num_carry:]]
   for k in range(length):
     t = length - 1 - k if reverse else k
-    outs = _call(jaxpr, *consts, *carry, *[_wrap(np.ascontiguousarray(x[t])) for x in xs])
+    outs = _call(jaxpr, *consts, *carry, *[_wrap(np.array(x[t])) for x in xs])
     carry = outs[:num_carry]
     for acc, y in zip(ys, outs[num_carry:]):
       acc.append(registry.coerce(y)[0])
