@@ -702,3 +702,17 @@ def test_eager_loop_without_lowering_runs_in_python():
   assert float(c) == 8. and ys.tolist() == [0., 2., 8.]
   with pytest.raises(NotImplementedError, match="twice_no_lowering"):
     jit(lambda x: lax.fori_loop(0, 3, lambda i, x: p.bind(x), x))(1.)
+
+
+def test_linearize_while_with_a_carry_the_body_makes_known():
+  # the body resets carry 1 to a constant: known outputs of the loop over the known part
+  # must line up with the carries the fixpoint made unknown
+  def f(x):
+    return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, 2., c[2] * x + c[1]),
+                          (0, x, x))
+  (i, a, b), f_lin = linearize(f, 1.5)
+  assert int(i) == 3 and float(a) == 2.
+  _, (ti, ta, tb) = jvp(f, (1.5,), (1.,))
+  li, la, lb = f_lin(1.)
+  assert float(la) == float(ta) == 0.
+  np.testing.assert_allclose(lb, tb)

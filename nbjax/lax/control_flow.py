@@ -31,10 +31,9 @@ from nbjax.core import Primitive, ShapedArray, Tracer, get_aval
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.lowering import hlo, ir, mlir
-from nbjax.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
-from nbjax.lax import reductions as _red
 from nbjax.lax import shape as _sh
 from nbjax.tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
                               tree_unflatten)
@@ -596,12 +595,6 @@ def _check_carry_type(name, body_fun, in_tree, in_avals, out_tree, out_avals):
         f"differ:\n\n{_bullets(diffs)}\nRevise the function so that all output types match "
         "the corresponding input types.")
 
-
-def _promote_weak(x, in_aval, out_aval):
-  """A weakly typed initial carry converted to the body's output dtype, as JAX does."""
-  if in_aval.weak_type and not _typematch(in_aval, out_aval):
-    return _ew.convert_element_type(x, dtypes.result_type(x, out_aval.dtype)), True
-  return x, False
 
 # ======================================================================= cond
 
@@ -1230,8 +1223,8 @@ def _while_partial_eval(unknowns, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     carry_uk = new
   if pe.partial_eval_jaxpr(cond_jaxpr, cc_uk + carry_uk)[2][0] or all(carry_uk):
     return None
-  ck = _known_part(cond_jaxpr, cc_uk + carry_uk, 1)
-  bk = _known_part(body_jaxpr, bc_uk + carry_uk, nk - sum(carry_uk))
+  ck = _known_part(cond_jaxpr, cc_uk + carry_uk, 1, False)
+  bk = _known_part(body_jaxpr, bc_uk + carry_uk, nk - sum(carry_uk), carry_uk)
   known_pos = [i for i, u in enumerate(cc_uk + bc_uk + carry_uk) if not u]
   kp = dict(cond_jaxpr=ck, body_jaxpr=bk, cond_nconsts=len(cc_uk) - sum(cc_uk),
             body_nconsts=len(bc_uk) - sum(bc_uk))
@@ -1246,9 +1239,10 @@ def _while_partial_eval(unknowns, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
   return kp, params, carry_uk, 0, lambda kins: [kins[i] for i in pick], whole, carry_uk
 
 
-def _known_part(closed, unknowns, n_out):
-  """The jaxpr computing ``closed``'s first ``n_out`` outputs from its known inputs."""
-  jk = pe.partial_eval_jaxpr(closed, unknowns)[0].jaxpr
+def _known_part(closed, unknowns, n_out, instantiate):
+  """The jaxpr computing ``closed``'s first ``n_out`` known outputs (the others unknown as
+  ``instantiate`` says) from its known inputs."""
+  jk = pe.partial_eval_jaxpr(closed, unknowns, instantiate)[0].jaxpr
   j, _ = pe.dce_jaxpr(jk.replace(outvars=jk.outvars[:n_out]), True, instantiate=True)
   return ClosedJaxpr(j, closed.consts)
 
@@ -1602,9 +1596,7 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
                      reverse=reverse, linear=lin, unroll=unroll)
   carry, k_dot, ys, y_dot = _split(outs, [nk, nkd, ny])
   k_dot, y_dot = iter(k_dot), iter(y_dot)
-  y_avals = _scan_abstract_eval(*[get_aval(x) for x in primals], jaxpr=jaxpr, num_consts=nc,
-                                num_carry=nk, length=length, reverse=reverse, linear=linear,
-                                unroll=unroll)[nk:]
+  y_avals = [a.update(shape=(length, *a.shape)) for a in jaxpr.out_avals[nk:]]
   return [*carry, *ys], [
       *(next(k_dot) if z else ad.Zero(a.to_tangent_aval()) for z, a in zip(carry_nz, carry_avals)),
       *(next(y_dot) if z else ad.Zero(a.to_tangent_aval()) for z, a in zip(ys_nz, y_avals))]
@@ -1721,9 +1713,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, l
     return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in args]
   jc, jk, jx = _split(jaxpr.in_avals, [nc, nk])
   y_avals = jaxpr.out_avals[nk:]
-  ct_carry = [ad.instantiate_zeros(c) if type(c) is ad.Zero else c for c in ct_carry]
-  ct_carry = [c if type(c) is not ad.Zero else ad.zeros_like_aval(a.to_tangent_aval())
-              for c, a in zip(ct_carry, jk)]
+  ct_carry = [ad.instantiate_zeros(c) for c in ct_carry]
   ys_nz = [type(c) is not ad.Zero for c in ct_ys]
   ct_ys_nz = [c for c, z in zip(ct_ys, ys_nz) if z]
   res_c = [x for x, l in zip(consts, c_lin) if not l]
