@@ -453,9 +453,14 @@ def _flat_fun(fun, in_tree, box):
   return flat
 
 
+_jit_state = []  # pjit's thread-local state (``disable_jit``), looked up once
+
+
 def _jit_disabled():
-  from nbjax.interpreters import pjit
-  return pjit._state.disabled
+  if not _jit_state:
+    from nbjax.interpreters import pjit
+    _jit_state.append(pjit._state)
+  return _jit_state[0].disabled
 
 
 def _asarray(x):
@@ -660,7 +665,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
       raise TypeError("if 'operand' keyword is passed then no positional operands can be "
                       f"passed, got operand={operand!r} and positional operands {operands}")
     operands = (operand,)
-  if type(pred) is Array and core._ctx.trace is core.eval_trace:  # the eager fast path
+  if type(pred) is Array and core._ctx.trace is core.eval_trace and not _jit_disabled():
     v = pred._value
     if v.ndim == 0 and v.dtype.kind in "biuf":
       return _cond(np.int32(bool(v)), (false_fun, true_fun), operands, "cond", _COND_NAMES)
@@ -772,13 +777,13 @@ def _cond_eager(index, *args, branches, linear=None):
       foreign.append(x)
     vals.append(x)
   prog = _branch_program(b)
+  out_avals = branches[0].out_avals  # (weak types as abstract eval says)
   if prog is None:
     outs = eval_jaxpr(b.jaxpr, b.consts, *[_wrap(x, v.aval.weak_type) for x, v in zip(vals, ins)])
-    return [o if type(o) is Array and not foreign else
-            _wrap(own(registry.as_output(registry.coerce(o)[0], a), foreign), a.weak_type)
-            for o, a in zip(outs, b.out_avals)]
-  outs = prog(*vals)
-  return [_wrap(own(o, foreign) if foreign else o, a.weak_type) for o, a in zip(outs, b.out_avals)]
+    outs = [registry.as_output(registry.coerce(o)[0], a) for o, a in zip(outs, out_avals)]
+  else:
+    outs = prog(*vals)
+  return [_wrap(own(o, foreign) if foreign else o, a.weak_type) for o, a in zip(outs, out_avals)]
 
 
 def _cond_jvp(primals, tangents, *, branches, linear=None):
