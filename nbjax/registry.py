@@ -222,8 +222,10 @@ backend_factories: dict = {}
 
 
 def _impl_for(prim, backend):
-  make = backend_factories.get(backend)
-  return make(prim) if make is not None else prim.impls[backend]
+  """The primitive's own implementation for ``backend``, else one made by the backend's
+  factory (the generic ``"xla"`` single-primitive executable)."""
+  impl = prim.impls.get(backend)
+  return impl if impl is not None else backend_factories[backend](prim)
 
 
 def select(prim):

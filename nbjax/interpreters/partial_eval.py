@@ -346,7 +346,13 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   Returns ``(jaxpr_known, jaxpr_unknown, out_unknowns, num_res)``: ``jaxpr_known`` maps the
   known inputs to the known outputs followed by ``num_res`` residuals; ``jaxpr_unknown`` maps
   the residuals followed by the unknown inputs to the unknown outputs. An equation is unknown
-  when any of its inputs is; ``instantiate=True`` makes every output unknown.
+  when any of its inputs is; ``instantiate`` (a bool, or one per output) makes outputs
+  unknown.
+
+  A primitive holding jaxprs splits itself with its ``partial_eval`` rule,
+  ``rule(in_unknowns, **params)``: None (stage the whole equation as unknown), or
+  ``(known_params, unknown_params, out_unknowns, num_res)``, optionally followed by
+  ``(select_known, select_unknown, staged_outs)`` (see ``_split``).
   """
   jaxpr = closed.jaxpr
   unknown = {v for v, u in zip(jaxpr.invars, in_unknowns) if u}
@@ -354,24 +360,38 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   for eqn in jaxpr.eqns:
     unk = [type(x) is not Literal and x in unknown for x in eqn.invars]
     rule = eqn.primitive.partial_eval
-    if any(unk) and not all(unk) and rule is not None:  # split a call: known part + residuals
-      kp, up, out_unk, num_res = rule(unk, **eqn.params)
-      res = [Var(a) for a in kp["jaxpr"].out_avals[len(kp["jaxpr"].out_avals) - num_res:]]
+    split = rule(unk, **eqn.params) if any(unk) and not all(unk) and rule is not None else None
+    if split is not None:  # split a call: known part + residuals
+      kp, up, out_unk, num_res, sel_known, sel_unknown, staged_outs = _split(split)
+      prim = eqn.primitive
+      kins = [x for x, u in zip(eqn.invars, unk) if not u]
+      uins = [x for x, u in zip(eqn.invars, unk) if u]
+      kins_ = sel_known(kins) if sel_known else kins
+      k_avals = prim.abstract_eval(*[x.aval for x in kins_], **kp)
+      res = [Var(a) for a in k_avals[len(k_avals) - num_res:]]
       known_eqns.append(eqn.replace(
-          invars=[x for x, u in zip(eqn.invars, unk) if not u],
-          outvars=[v for v, u in zip(eqn.outvars, out_unk) if not u] + res, params=kp))
-      unknown_eqns.append(eqn.replace(
-          invars=res + [x for x, u in zip(eqn.invars, unk) if u],
-          outvars=[v for v, u in zip(eqn.outvars, out_unk) if u], params=up))
+          invars=kins_, outvars=[v for v, u in zip(eqn.outvars, out_unk) if not u] + res,
+          params=kp))
       unknown.update(v for v, u in zip(eqn.outvars, out_unk) if u)
+      if up is None:  # every output is known: nothing to stage
+        continue
+      uins_ = sel_unknown(res, kins, uins) if sel_unknown else res + uins
+      uouts = [v for v, u in zip(eqn.outvars, out_unk) if u]
+      if staged_outs is not None:  # the staged equation's other outputs are dropped
+        it = iter(uouts)
+        s_avals = prim.abstract_eval(*[x.aval for x in uins_], **up)
+        uouts = [next(it) if m else DropVar(a) for m, a in zip(staged_outs, s_avals)]
+      unknown_eqns.append(eqn.replace(invars=uins_, outvars=uouts, params=up))
     elif any(unk):
       unknown_eqns.append(eqn)
       unknown.update(eqn.outvars)
     else:
       known_eqns.append(eqn)
   n_out = len(jaxpr.outvars)
-  out_unknowns = [True] * n_out if instantiate else [
-      type(v) is not Literal and v in unknown for v in jaxpr.outvars]
+  if isinstance(instantiate, bool):
+    instantiate = [instantiate] * n_out
+  out_unknowns = [bool(i) or (type(v) is not Literal and v in unknown)
+                  for v, i in zip(jaxpr.outvars, instantiate)]
   res, seen = [], set()
 
   def need(x):
@@ -399,6 +419,17 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
 # which touches an unknown input, is recorded as equations. Execution order is already a
 # topological order, so the recorded equations form the linear jaxpr directly, with the known
 # values they read (the residuals) as its constvars.
+
+
+def _split(split):
+  """A partial-eval rule's result, padded: ``(known_params, unknown_params, out_unknowns,
+  num_res, select_known, select_unknown, staged_outs)``. ``select_known(known_ins)``: the
+  known equation's operands (default: the known inputs); ``select_unknown(res, known_ins,
+  unknown_ins)``: the staged equation's operands (default: residuals, then the unknown
+  inputs; known inputs it takes become residuals of the enclosing split); ``staged_outs``:
+  which outputs of the staged equation are the unknown outputs (default: all of them).
+  ``unknown_params=None``: every output is known and nothing is staged."""
+  return (*split, None, None, None)[:7]
 
 
 class PartialVal(tuple):
@@ -443,15 +474,23 @@ class JaxprTrace(DynamicJaxprTrace):
       finally:
         ctx.trace = prev
     rule = prim.partial_eval
-    if rule is None or all(unknowns):
+    split = None if rule is None or all(unknowns) else rule(unknowns, **params)
+    if split is None:
       return super().process_primitive(prim, tracers, params)
-    known_params, unknown_params, out_unknowns, num_res = rule(unknowns, **params)
+    known_params, unknown_params, out_unknowns, num_res, sel_known, sel_unknown, staged_outs = \
+        _split(split)
+    kins = [t for t, u in zip(tracers, unknowns) if not u]
+    uins = [t for t, u in zip(tracers, unknowns) if u]
     with core.set_current_trace(self.parent_trace):
-      outs = prim.bind(*[t for t, u in zip(tracers, unknowns) if not u], **known_params)
+      outs = prim.bind(*(sel_known(kins) if sel_known else kins), **known_params)
     known_outs, res = outs[:len(outs) - num_res], outs[len(outs) - num_res:]
-    staged = iter(super().process_primitive(
-        prim, [*res, *[t for t, u in zip(tracers, unknowns) if u]], unknown_params))
-    known_outs = iter(known_outs)
+    if unknown_params is None:  # every output is known
+      return list(known_outs)
+    staged = super().process_primitive(
+        prim, sel_unknown(res, kins, uins) if sel_unknown else [*res, *uins], unknown_params)
+    if staged_outs is not None:
+      staged = [s for s, m in zip(staged, staged_outs) if m]
+    staged, known_outs = iter(staged), iter(known_outs)
     return [next(staged) if u else next(known_outs) for u in out_unknowns]
 
 

@@ -29,6 +29,8 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
                                   sort_p, top_k)
 from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
+from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
+                                    map, scan, scan_p, switch, while_loop, while_p)
 
 import sys as _sys  # noqa: E402
 from nbjax.interpreters import ad as _ad, batching as _batching  # noqa: E402
