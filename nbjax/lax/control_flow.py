@@ -1526,6 +1526,23 @@ def _scan_python(*args, jaxpr, num_consts, num_carry, length, reverse, linear, u
   return [*carry, *res]
 
 
+def _row(x, t):
+  """``x[t]`` for an int32 ``t`` in range."""
+  a = get_aval(x)
+  row = _ix.dynamic_slice_p.bind(x, t, *[np.int32(0)] * (a.ndim - 1),
+                                 slice_sizes=(1, *a.shape[1:]))
+  return _sh.reshape(row, a.shape[1:])
+
+
+def _set_row(buf, y, t):
+  """``buf`` with ``buf[t] = y`` for an int32 ``t`` in range."""
+  a = get_aval(buf)
+  if get_aval(y).dtype != a.dtype:
+    y = _ew.convert_element_type(y, a.dtype)
+  return _ix.dynamic_update_slice_p.bind(buf, _sh.reshape(y, (1, *a.shape[1:])), t,
+                                         *[np.int32(0)] * (a.ndim - 1))
+
+
 def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
   """The scan as a ``while`` over a counter: each trip runs ``unroll`` steps, reading ``xs``
   with dynamic slices and writing the stacked ``ys`` with dynamic updates; the steps left
@@ -1537,20 +1554,19 @@ def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear,
   trips, rem = divmod(length, unroll)
 
   def step(k, carry, ys):
-    t = (_ew.sub(np.int32(length - 1), k) if not isinstance(k, int) else length - 1 - k) \
-        if reverse else k
-    xt = [_ix.dynamic_index_in_dim(x, t, 0, keepdims=False) for x in xs]
-    outs = _call(jaxpr, *consts, *carry, *xt)
+    if isinstance(k, int):
+      t = np.int32(length - 1 - k if reverse else k)
+    else:
+      t = _ew.sub(np.int32(length - 1), k) if reverse else k
+    outs = _call(jaxpr, *consts, *carry, *[_row(x, t) for x in xs])
     carry, y = outs[:num_carry], outs[num_carry:]
-    ys = [_ix.dynamic_update_index_in_dim(b, _ew.convert_element_type(v, b.dtype)
-                                          if get_aval(v).dtype != get_aval(b).dtype else v, t, 0)
-          for b, v in zip(ys, y)]
-    return carry, ys
+    return carry, [_set_row(b, v, t) for b, v in zip(ys, y)]
 
   def body(state):
     i, carry, ys = state
     for j in range(unroll):
-      carry, ys = step(_ew.add(_ew.mul(i, np.int32(unroll)), np.int32(j)), carry, ys)
+      k = i if unroll == 1 else _ew.add(_ew.mul(i, np.int32(unroll)), np.int32(j))
+      carry, ys = step(k, carry, ys)
     return _ew.add(i, np.int32(1)), carry, ys
 
   carry, ys = list(init), ys0
