@@ -19,6 +19,7 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 from __future__ import annotations
 
 import inspect
+import itertools
 import types
 import weakref
 
@@ -208,7 +209,7 @@ class _Uncacheable(Exception):
   pass
 
 
-_key_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_key_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # (closed) jaxpr -> token
 _PLAIN = (str, int, bool, type(None), np.dtype)
 
 
@@ -223,9 +224,13 @@ def _value_key(v):
   if t is float or t is complex:
     return (t, repr(v))  # 0.0 and -0.0 compare equal; their programs differ
   if t is ClosedJaxpr:
-    return ("closed", _jaxpr_key(v.jaxpr), tuple(_value_key(c) for c in v.consts))
+    k = _key_memo.get(v)
+    if k is None:
+      k = _key_memo[v] = _intern(("closed", _jaxpr_key(v.jaxpr),
+                                  tuple(_value_key(c) for c in v.consts)))
+    return k
   if t is Jaxpr:
-    return ("jaxpr", _jaxpr_key(v))
+    return _jaxpr_key(v)
   if t is tuple or t is list:
     return (t, tuple(_value_key(x) for x in v))
   if t is dict:
@@ -269,8 +274,28 @@ def _jaxpr_key(jaxpr):
     parts.append((e.primitive, ins, tuple(_aval_key(v.aval) for v in e.outvars),
                   tuple(sorted((k, _value_key(x)) for k, x in e.params.items()))))
   parts.append(tuple(atom(x) for x in jaxpr.outvars))
-  k = _key_memo[jaxpr] = tuple(parts)
+  k = _key_memo[jaxpr] = _intern(("jaxpr", *parts))
   return k
+
+
+_interned: dict = {}  # content key -> a small token standing for it in enclosing keys
+
+
+def _intern(key):
+  """A token (``("k", n)``) for ``key``: equal keys get the same token, so the keys that
+  contain it stay small and cheap to hash."""
+  t = _interned.get(key)
+  if t is None:
+    if len(_interned) >= _MAX_INTERNED:  # forget everything keyed by the old tokens
+      _interned.clear()
+      _key_memo.clear()
+      _executables.clear()
+    t = _interned[key] = ("k", next(_tokens))
+  return t
+
+
+_tokens = itertools.count()
+_MAX_INTERNED = 1 << 14
 
 
 def _params_key(params):
