@@ -37,7 +37,7 @@ from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
 from nbjax.tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
-                              tree_unflatten)
+                              tree_map as _tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "cond_p", "while_p", "scan_p", "stats", "reset_stats"]
@@ -84,20 +84,13 @@ def _call(closed, *args):
   return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
-def _with_invars(closed, invars, outvars=None):
-  j = closed.jaxpr
-  return ClosedJaxpr(j.replace(invars=list(invars),
-                               outvars=j.outvars if outvars is None else list(outvars)),
-                     closed.consts)
-
-
-def _permute(closed, in_order=None, out_order=None):
+def _permute(closed, in_order, out_order=None):
   """The jaxpr with its binders (outputs) reordered: ``in_order[k]`` is the old position of
   new input ``k``."""
   j = closed.jaxpr
-  ins = j.invars if in_order is None else [j.invars[i] for i in in_order]
   outs = j.outvars if out_order is None else [j.outvars[i] for i in out_order]
-  return _with_invars(closed, ins, outs)
+  return ClosedJaxpr(j.replace(invars=[j.invars[i] for i in in_order], outvars=outs),
+                     closed.consts)
 
 
 def _join_consts(closeds, consts_list):
@@ -196,8 +189,7 @@ def _zeros_eqns(aval):
                    dict(shape=tuple(aval.shape), broadcast_dimensions=(), sharding=None))], v
 
 
-def _split(xs, ns):
-  return core.split_list(xs, ns)
+_split = core.split_list
 
 # ----------------------------------------------------------------------- content keys
 # An eager loop's executable is cached by what its jaxprs compute, not by their identity:
@@ -1497,11 +1489,6 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
   if len(parts) == 1:
     return parts[0]
   return _tree_map(lambda a, b: _sh.concatenate([a, b], 0), *parts)
-
-
-def _tree_map(f, *trees):
-  from nbjax.tree_util import tree_map
-  return tree_map(f, *trees)
 
 
 # -- rules
