@@ -19,6 +19,7 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 from __future__ import annotations
 
 import inspect
+import itertools
 import types
 import weakref
 
@@ -36,7 +37,7 @@ from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
 from nbjax.tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
-                              tree_unflatten)
+                              tree_map as _tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "cond_p", "while_p", "scan_p", "stats", "reset_stats"]
@@ -83,20 +84,13 @@ def _call(closed, *args):
   return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
-def _with_invars(closed, invars, outvars=None):
-  j = closed.jaxpr
-  return ClosedJaxpr(j.replace(invars=list(invars),
-                               outvars=j.outvars if outvars is None else list(outvars)),
-                     closed.consts)
-
-
-def _permute(closed, in_order=None, out_order=None):
+def _permute(closed, in_order, out_order=None):
   """The jaxpr with its binders (outputs) reordered: ``in_order[k]`` is the old position of
   new input ``k``."""
   j = closed.jaxpr
-  ins = j.invars if in_order is None else [j.invars[i] for i in in_order]
   outs = j.outvars if out_order is None else [j.outvars[i] for i in out_order]
-  return _with_invars(closed, ins, outs)
+  return ClosedJaxpr(j.replace(invars=[j.invars[i] for i in in_order], outvars=outs),
+                     closed.consts)
 
 
 def _join_consts(closeds, consts_list):
@@ -195,8 +189,7 @@ def _zeros_eqns(aval):
                    dict(shape=tuple(aval.shape), broadcast_dimensions=(), sharding=None))], v
 
 
-def _split(xs, ns):
-  return core.split_list(xs, ns)
+_split = core.split_list
 
 # ----------------------------------------------------------------------- content keys
 # An eager loop's executable is cached by what its jaxprs compute, not by their identity:
@@ -208,7 +201,7 @@ class _Uncacheable(Exception):
   pass
 
 
-_key_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_key_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # (closed) jaxpr -> token
 _PLAIN = (str, int, bool, type(None), np.dtype)
 
 
@@ -223,9 +216,13 @@ def _value_key(v):
   if t is float or t is complex:
     return (t, repr(v))  # 0.0 and -0.0 compare equal; their programs differ
   if t is ClosedJaxpr:
-    return ("closed", _jaxpr_key(v.jaxpr), tuple(_value_key(c) for c in v.consts))
+    k = _key_memo.get(v)
+    if k is None:
+      k = _key_memo[v] = _intern(("closed", _jaxpr_key(v.jaxpr),
+                                  tuple(_value_key(c) for c in v.consts)))
+    return k
   if t is Jaxpr:
-    return ("jaxpr", _jaxpr_key(v))
+    return _jaxpr_key(v)
   if t is tuple or t is list:
     return (t, tuple(_value_key(x) for x in v))
   if t is dict:
@@ -269,8 +266,28 @@ def _jaxpr_key(jaxpr):
     parts.append((e.primitive, ins, tuple(_aval_key(v.aval) for v in e.outvars),
                   tuple(sorted((k, _value_key(x)) for k, x in e.params.items()))))
   parts.append(tuple(atom(x) for x in jaxpr.outvars))
-  k = _key_memo[jaxpr] = tuple(parts)
+  k = _key_memo[jaxpr] = _intern(("jaxpr", *parts))
   return k
+
+
+_interned: dict = {}  # content key -> a small token standing for it in enclosing keys
+
+
+def _intern(key):
+  """A token (``("k", n)``) for ``key``: equal keys get the same token, so the keys that
+  contain it stay small and cheap to hash."""
+  t = _interned.get(key)
+  if t is None:
+    if len(_interned) >= _MAX_INTERNED:  # forget everything keyed by the old tokens
+      _interned.clear()
+      _key_memo.clear()
+      _executables.clear()
+    t = _interned[key] = ("k", next(_tokens))
+  return t
+
+
+_tokens = itertools.count()
+_MAX_INTERNED = 1 << 14
 
 
 def _params_key(params):
@@ -1474,11 +1491,6 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
   return _tree_map(lambda a, b: _sh.concatenate([a, b], 0), *parts)
 
 
-def _tree_map(f, *trees):
-  from nbjax.tree_util import tree_map
-  return tree_map(f, *trees)
-
-
 # -- rules
 
 
@@ -1526,6 +1538,23 @@ def _scan_python(*args, jaxpr, num_consts, num_carry, length, reverse, linear, u
   return [*carry, *res]
 
 
+def _row(x, t):
+  """``x[t]`` for an int32 ``t`` in range."""
+  a = get_aval(x)
+  row = _ix.dynamic_slice_p.bind(x, t, *[np.int32(0)] * (a.ndim - 1),
+                                 slice_sizes=(1, *a.shape[1:]))
+  return _sh.reshape(row, a.shape[1:])
+
+
+def _set_row(buf, y, t):
+  """``buf`` with ``buf[t] = y`` for an int32 ``t`` in range."""
+  a = get_aval(buf)
+  if get_aval(y).dtype != a.dtype:
+    y = _ew.convert_element_type(y, a.dtype)
+  return _ix.dynamic_update_slice_p.bind(buf, _sh.reshape(y, (1, *a.shape[1:])), t,
+                                         *[np.int32(0)] * (a.ndim - 1))
+
+
 def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
   """The scan as a ``while`` over a counter: each trip runs ``unroll`` steps, reading ``xs``
   with dynamic slices and writing the stacked ``ys`` with dynamic updates; the steps left
@@ -1537,20 +1566,19 @@ def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear,
   trips, rem = divmod(length, unroll)
 
   def step(k, carry, ys):
-    t = (_ew.sub(np.int32(length - 1), k) if not isinstance(k, int) else length - 1 - k) \
-        if reverse else k
-    xt = [_ix.dynamic_index_in_dim(x, t, 0, keepdims=False) for x in xs]
-    outs = _call(jaxpr, *consts, *carry, *xt)
+    if isinstance(k, int):
+      t = np.int32(length - 1 - k if reverse else k)
+    else:
+      t = _ew.sub(np.int32(length - 1), k) if reverse else k
+    outs = _call(jaxpr, *consts, *carry, *[_row(x, t) for x in xs])
     carry, y = outs[:num_carry], outs[num_carry:]
-    ys = [_ix.dynamic_update_index_in_dim(b, _ew.convert_element_type(v, b.dtype)
-                                          if get_aval(v).dtype != get_aval(b).dtype else v, t, 0)
-          for b, v in zip(ys, y)]
-    return carry, ys
+    return carry, [_set_row(b, v, t) for b, v in zip(ys, y)]
 
   def body(state):
     i, carry, ys = state
     for j in range(unroll):
-      carry, ys = step(_ew.add(_ew.mul(i, np.int32(unroll)), np.int32(j)), carry, ys)
+      k = i if unroll == 1 else _ew.add(_ew.mul(i, np.int32(unroll)), np.int32(j))
+      carry, ys = step(k, carry, ys)
     return _ew.add(i, np.int32(1)), carry, ys
 
   carry, ys = list(init), ys0
