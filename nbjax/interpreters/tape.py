@@ -118,13 +118,14 @@ class TapeTrace(Trace):
 
   def arg(self, x):
     """A tracer for input leaf ``x`` when it is inexact (else ``x``)."""
-    k = _key_part(x)
-    if k[1].kind not in "fc":
+    a = _aval(x)
+    if a.dtype.kind not in "fc":
       return x
-    self.in_keys.append(k)
-    s = len(self.vals)
+    self.in_keys.append((a.shape, a.dtype, a.weak_type))
+    t = _new(TapeTracer)
+    t._trace, t.val, t.slot, t.aval = self, x, len(self.vals), a
     self.vals.append(x)
-    return TapeTracer(self, x, s)
+    return t
 
   def _unwrap(self, tracers):
     """(operand values, operand slots with None for a constant, whether any is traced)."""
@@ -140,18 +141,25 @@ class TapeTrace(Trace):
     return args, ins, traced
 
   def process_primitive(self, prim, tracers, params):
-    args, ins, traced = [], [], False
+    args, ins, nc = [], [], 0  # operand values, their slots (None: a constant), constants
     for t in tracers:
       if type(t) is TapeTracer and t._trace is self:
         args.append(t.val)
         ins.append(t.slot)
-        traced = True
       else:
         args.append(t)
         ins.append(None)
-    if traced and prim.family in _DIRECT and self.direct:
+        nc += 1
+    if nc == len(ins):  # nothing traced: nothing to record
+      ctx = core._ctx
+      prev, ctx.trace = ctx.trace, self.parent
+      try:
+        return prim.bind(*tracers, **params)
+      finally:
+        ctx.trace = prev
+    if prim.family in _DIRECT and self.direct:
       out = prim.eager(*args, **params)  # a kernel: it never binds, the tape may stay current
-    elif traced and prim.family in _LINEARIZED:
+    elif prim.family in _LINEARIZED:
       outs, lin = self._linearize(prim, args, params, [s is not None for s in ins])
       outs = self._record(prim, params, args, ins, outs, lin)
       return outs if prim.multiple_results else outs[0]
@@ -162,17 +170,14 @@ class TapeTrace(Trace):
         out = prim.bind(*args, **params)
       finally:
         ctx.trace = prev
-      if not traced:
-        return out
-    if prim.multiple_results:
-      return self._record(prim, params, args, ins, out, None)
-    if type(out) is not Array:
-      return self._record(prim, params, args, ins, [out], None)[0]
+    if type(out) is not Array:  # several results, or a backend's non-Array one
+      outs = self._record(prim, params, args, ins, _as_list(out, prim), None)
+      return outs if prim.multiple_results else outs[0]
     x = out._value
     if x.dtype.kind not in "fc":
       return out
     vals = self.vals
-    cav = self._wire(args, ins) if None in ins else ()
+    cav = self._wire(args, ins) if nc else ()
     s = len(vals)
     vals.append(out)
     self.nodes.append((prim, params, tuple(ins), (s,), None, cav))
@@ -183,13 +188,18 @@ class TapeTrace(Trace):
 
   def _wire(self, args, ins):
     """Give the constant operands (None in ``ins``) slots of their own: their avals."""
-    vals, cav = self.vals, ()
+    vals, cav = self.vals, []
     for k, s in enumerate(ins):
       if s is None:
+        v = args[k]
         ins[k] = ~len(vals)
-        vals.append(args[k])
-        cav += (_key_part(args[k]),)
-    return cav
+        vals.append(v)
+        if type(v) is Array:
+          x = v._value
+          cav.append((x.shape, x.dtype, v._weak))
+        else:
+          cav.append(_key_part(v))
+    return tuple(cav)
 
   def _linearize(self, prim, args, params, nz):
     ctx = core._ctx
