@@ -567,13 +567,11 @@ _LEAF = tree_structure(0)
 
 
 def _check_output(outs, out_tree, holomorphic):
-  """The function's output, after JAX's checks for ``grad``: a real (or, ``holomorphic``,
-  complex) scalar."""
+  """JAX's checks of ``grad``'s output: a real (or, ``holomorphic``, complex) scalar."""
   ans = outs[0] if len(outs) == 1 and out_tree.num_leaves == 1 and not out_tree.children() \
       else tree_unflatten(out_tree, outs)
   _check_scalar(ans)
   _check_output_dtype_revderiv("grad", holomorphic, ans)
-  return ans
 
 
 def _seed(outs, out_tree, holomorphic):

@@ -253,3 +253,17 @@ def test_lax_primitive_outputs_and_aux():
   np.testing.assert_allclose(gb, np.sin(a), rtol=1e-12)
   np.testing.assert_array_equal(gc, np.zeros(3))
   np.testing.assert_allclose(aux["y"], np.sin(a) * b + 1.5, rtol=1e-12)
+
+
+def test_compiled_tape_holds_no_input_sized_constants():
+  """The seed is an input of the compiled pass: a broadcast of it is computed per call, not
+  folded into a constant as large as the input and kept in the cache."""
+  h = _Holder(lambda self, x: jnp.sum(x) + self.k, k=2.0)
+  g = nbjax.grad(h.loss)
+  x = jnp.ones(100_000)
+  for _ in range(3):
+    np.testing.assert_array_equal(g(x), np.ones(100_000))
+  progs = [b.program for b in tape._tapes.values() if type(b) is tape._Backward]
+  assert progs
+  for p in progs:
+    assert all(np.size(v) < 1000 for v in p.__globals__.values() if isinstance(v, np.ndarray))

@@ -38,7 +38,7 @@ _programs: dict = {}  # (prim, avals, params, nz, ct mask, epoch) -> per-primiti
 _tapes: dict = {}  # tape structure -> _Backward, _SEEN (build on the next sight) or None
 _SEEN = object()
 _MAX_PROGRAMS = 4096
-_MAX_TAPES = 256
+_MAX_TAPES = 64
 _new = object.__new__
 
 
@@ -280,20 +280,20 @@ def _transpose(lin, cts):
 
 
 class _Backward:
-  """A compiled whole backward pass: ``program(*values of the slots in used)`` -> the
+  """A compiled whole backward pass: ``program(seed, *values of the slots in used)`` -> the
   cotangents of the input slots in ``grads`` (the others get none)."""
   __slots__ = ("program", "used", "grads")
 
 
-def _build_tape(trace, out, seed_dtype):
-  """Stage the backward pass of ``trace`` from slot ``out`` (seed 1) into one program."""
+def _build_tape(trace, out, dtype):
+  """Stage the backward pass of ``trace`` from slot ``out`` into one program. The seed is an
+  input: folded into the program, its broadcasts would be constants as large as inputs."""
   from nbjax.interpreters import partial_eval as pe
   nodes, n_in = trace.nodes, len(trace.in_keys)
   avals = [get_aval(v) for v in trace.vals]
-  seed = _wrap(np.ones((), seed_dtype), avals[out].weak_type)
   grads = []
 
-  def backward_fun(*xs):
+  def backward_fun(seed, *xs):
     cts = {out: seed}
     for prim, params, ins, outs, _, _ in reversed(nodes):
       ocs = [None if s is None else cts.pop(s, None) for s in outs]
@@ -306,11 +306,13 @@ def _build_tape(trace, out, seed_dtype):
     grads.extend(s for s in range(n_in) if s in cts)
     return [cts[s] for s in grads]
 
-  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(backward_fun, avals, fun_name="tape_backward")
-  jaxpr, used = pe.dce_jaxpr(jaxpr, True)
+  seed_aval = ShapedArray((), dtype, avals[out].weak_type)
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(backward_fun, [seed_aval, *avals],
+                                               fun_name="tape_backward")
+  jaxpr, used = pe.dce_jaxpr(jaxpr, True, instantiate=[True] + [False] * len(avals))
   b = _Backward()
   b.program = registry.eager_program(pe.inline_calls(jaxpr), consts)
-  b.used, b.grads = [i for i, u in enumerate(used) if u], grads
+  b.used, b.grads = [i for i, u in enumerate(used[1:]) if u], grads
   return b
 
 
@@ -321,7 +323,7 @@ def backward(trace, out, dtype):
   if key is not None:
     b = _tapes.get(key)
     if type(b) is _Backward:
-      vals, args, foreign = trace.vals, [], None
+      vals, args, foreign = trace.vals, [np.ones((), dtype)], None
       for i in b.used:
         v = vals[i]
         if type(v) is Array:
