@@ -267,3 +267,17 @@ def test_compiled_tape_holds_no_input_sized_constants():
   assert progs
   for p in progs:
     assert all(np.size(v) < 1000 for v in p.__globals__.values() if isinstance(v, np.ndarray))
+
+
+def test_large_tapes_run_node_by_node():
+  """Above ``_MAX_BYTES`` of recorded values a tape is not compiled (a program keeps every
+  intermediate alive to its end); the gradient is the same either way."""
+  n = tape._MAX_BYTES // 8 // 2 + 1  # two float64 values of this size exceed the bound
+  h = _Holder(lambda self, x: jnp.sum(jnp.sin(x) * self.k), k=2.0)
+  g = nbjax.grad(h.loss)
+  x = jnp.asarray(rng.standard_normal(n))
+  tape._tapes.clear()
+  outs = [g(x) for _ in range(3)]
+  assert not _compiled() and None in tape._tapes.values()
+  _same(outs[0], outs[2])
+  np.testing.assert_allclose(outs[2], 2 * np.cos(x), rtol=1e-12)

@@ -39,6 +39,9 @@ _tapes: dict = {}  # tape structure -> _Backward, _SEEN (build on the next sight
 _SEEN = object()
 _MAX_PROGRAMS = 4096
 _MAX_TAPES = 64
+# Compiled tapes pay off where dispatch dominates; a program keeps every intermediate alive
+# to its end, so above this many bytes of recorded values node by node is as fast or faster
+_MAX_BYTES = 1 << 20
 _new = object.__new__
 
 
@@ -92,6 +95,10 @@ def _raw(v):
     return v._value
   x = registry.coerce(v)[0]
   return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+def _nbytes(vals):
+  return sum(v._value.nbytes if type(v) is Array else np.asarray(v).nbytes for v in vals)
 
 
 def _as_list(out, prim):
@@ -335,9 +342,9 @@ def backward(trace, out, dtype):
       if foreign:  # a caller's NumPy input: no gradient may be it or a view of it
         outs = [own(o, foreign) for o in outs]
       return dict(zip(b.grads, outs))
-    if b is _SEEN:  # a structure seen twice: compile its backward pass
+    if b is _SEEN:  # a structure seen twice: compile its backward pass, if small
       try:
-        b = _build_tape(trace, out, dtype)
+        b = _build_tape(trace, out, dtype) if _nbytes(trace.vals) <= _MAX_BYTES else None
       except Exception:  # noqa: BLE001  (node by node raises it, or handles it)
         b = None
       _tapes[key] = b
