@@ -17,7 +17,8 @@ each node's linearization, accumulated per slot (symbolic zeros skipped, as
 - A structure seen before compiles once into one program (``registry.eager_program``) of
   the whole backward pass, keyed by the structure, fed the current call's slot values: a
   call pays one key lookup and the kernels. Only structure-derived things are cached; a
-  call whose structure differs, in any node, misses and builds (or falls back).
+  call whose structure differs, in any node, misses and builds (or falls back). Only small
+  tapes (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
 - Otherwise (a first sight, or nodes that cannot be compiled), node by node: each node's
   VJP is a compiled program of ``linearize`` + ``backward_pass`` of the single primitive,
   cached per (primitive, avals, params, which inputs are differentiated). Primitives whose
@@ -134,19 +135,6 @@ class TapeTrace(Trace):
     self.vals.append(x)
     return t
 
-  def _unwrap(self, tracers):
-    """(operand values, operand slots with None for a constant, whether any is traced)."""
-    args, ins, traced = [], [], False
-    for t in tracers:
-      if type(t) is TapeTracer and t._trace is self:
-        args.append(t.val)
-        ins.append(t.slot)
-        traced = True
-      else:
-        args.append(t)
-        ins.append(None)
-    return args, ins, traced
-
   def process_primitive(self, prim, tracers, params):
     args, ins, nc = [], [], 0  # operand values, their slots (None: a constant), constants
     for t in tracers:
@@ -243,7 +231,8 @@ class TapeTrace(Trace):
         core.get_current_trace(), fun, fwd, bwd, xs, out_trees, symbolic_zeros), tracers)
 
   def _custom(self, call, tracers):
-    args, ins, traced = self._unwrap(tracers)
+    ins = [t.slot if type(t) is TapeTracer and t._trace is self else None for t in tracers]
+    args = [t if s is None else t.val for t, s in zip(tracers, ins)]
     ctx = core._ctx
     prev, ctx.trace = ctx.trace, self.parent
     try:
@@ -251,7 +240,7 @@ class TapeTrace(Trace):
                                     in_nz=[s is not None for s in ins])
     finally:
       ctx.trace = prev
-    return self._record(None, None, args, ins, outs, lin) if traced else outs
+    return outs if ins.count(None) == len(ins) else self._record(None, None, args, ins, outs, lin)
 
   def structure(self, out):
     """The key of this tape's backward pass to slot ``out``: None when it cannot be compiled
