@@ -22,7 +22,7 @@ from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, tape
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
 from nbjax.tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
@@ -542,17 +542,20 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   def call(*args, _tape=False, **kwargs):
     _check_argnums(argnums, args)
     f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
-    for leaf in tree_leaves(dyn_args):
-      _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
-    outs, cts, in_avals, in_tree, out_tree, aux = (_grad_tape if _tape else _grad_linearize)(
-        f_partial, dyn_args, has_aux, holomorphic)
-    ans = tree_unflatten(out_tree, outs)
-    g = tree_unflatten(in_tree, [ad.instantiate_zeros(c) if a.dtype == dtypes.float0 else
-                                 _possible_downcast(ad.instantiate_zeros(c), a)
-                                 for c, a in zip(cts, in_avals)])
+    leaves, in_tree = tree_flatten(dyn_args)
+    for leaf in leaves:
+      if holomorphic or type(leaf) is not _Array or leaf._value.dtype.kind != "f":
+        _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
+    if _tape:
+      outs, grads, out_tree, aux = _grad_tape(f_partial, leaves, in_tree, has_aux, holomorphic)
+    else:
+      outs, grads, in_tree, out_tree, aux = _grad_linearize(f_partial, dyn_args, has_aux,
+                                                            holomorphic)
+    g = tree_unflatten(in_tree, grads)
     g = g[0] if isinstance(argnums, int) else g
     if not _value:  # grad: the replayed program need not return the value
       return (g, aux) if has_aux else g
+    ans = tree_unflatten(out_tree, outs)
     return ((ans, aux) if has_aux else ans), g
 
   cache = eager_cache.TraceCache(call, fun)
@@ -560,54 +563,81 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   return value_and_grad_f
 
 
-def _seed(outs, out_tree, holomorphic, raw=False):
-  """The cotangent 1 for the scalar output, after JAX's output checks (a raw 0-d ndarray
-  for the tape)."""
+_LEAF = tree_structure(0)
+
+
+def _check_output(outs, out_tree, holomorphic):
+  """JAX's checks of ``grad``'s output: a real (or, ``holomorphic``, complex) scalar."""
   ans = outs[0] if len(outs) == 1 and out_tree.num_leaves == 1 and not out_tree.children() \
       else tree_unflatten(out_tree, outs)
   _check_scalar(ans)
   _check_output_dtype_revderiv("grad", holomorphic, ans)
-  if raw:
-    return np.ones((), _dtype(ans))
+
+
+def _seed(outs, out_tree, holomorphic):
+  """The cotangent 1 for the scalar output, after the output checks."""
   from nbjax import lax
+  _check_output(outs, out_tree, holomorphic)
   return lax.full_like(outs[0], 1)
 
 
 def _grad_linearize(f, primals, has_aux, holomorphic):
-  """grad by linearize + transpose (any trace): ``(outs, cts, in_avals, trees..., aux)``."""
+  """grad by linearize + transpose (any trace): ``(outs, grads, trees..., aux)``."""
   outs, lin, in_tree, out_tree, aux = _linearize(f, primals, has_aux, "grad")
   cts = lin.vjp([_seed(outs, out_tree, holomorphic)])
-  return outs, cts, lin.in_avals, in_tree, out_tree, aux
+  return outs, [_grad_leaf(c, a) for c, a in zip(cts, lin.in_avals)], in_tree, out_tree, aux
 
 
-def _grad_tape(f, primals, has_aux, holomorphic):
-  """grad at top level by a recorded tape (``interpreters/tape.py``); same results."""
-  from nbjax.interpreters import tape
-  leaves, in_tree = tree_flatten(primals)
-  avals = [get_aval(x) for x in leaves]
+def _grad_leaf(ct, tangent_aval):
+  """The gradient of an input leaf from its cotangent (``Zero`` where none flowed)."""
+  ct = ad.instantiate_zeros(ct)
+  return ct if tangent_aval.dtype == dtypes.float0 else _possible_downcast(ct, tangent_aval)
+
+
+def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
+  """grad at top level by a recorded tape (``interpreters/tape.py``): ``(outs, grads,
+  out_tree, aux)``, as ``_grad_linearize``."""
+  Tracer_ = tape.TapeTracer
   trace = tape.TapeTrace(_eval_trace)
-  ins = [trace.new(x) if dtypes.is_inexact(a.dtype) else x for x, a in zip(leaves, avals)]
-  with core.set_current_trace(trace):
+  ins = [trace.arg(x) for x in leaves]
+  prev, _ctx.trace = _ctx.trace, trace
+  try:
     ans = f(*tree_unflatten(in_tree, ins))
+  finally:
+    _ctx.trace = prev
   if has_aux:
     if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
       raise TypeError("grad with has_aux=True requires the function to return a pair "
                       f"(output, aux), got {type(ans).__name__}")
     ans, aux = ans
-    aux = tree_map(lambda x: _owned(x.val if type(x) is tape.TapeTracer and x._trace is trace
+    aux = tree_map(lambda x: _owned(x.val if type(x) is Tracer_ and x._trace is trace
                                     else x), aux)
   else:
     aux = None
-  out_leaves, out_tree = tree_flatten(ans)
-  ids = [o.id if type(o) is tape.TapeTracer and o._trace is trace else None for o in out_leaves]
-  outs = [_owned(o.val if i is not None else o) for o, i in zip(out_leaves, ids)]
-  cts = tape.backward(trace, ids[:1], [_seed(outs, out_tree, holomorphic, raw=True)])
-  grads = []
-  for x, a in zip(ins, avals):
-    c = cts.get(x.id) if type(x) is tape.TapeTracer else None
-    t = a.to_tangent_aval()
-    grads.append(ad.Zero(t) if c is None else _Array._new(c, t.weak_type))
-  return outs, grads, [a.to_tangent_aval() for a in avals], in_tree, out_tree, aux
+  if type(ans) is Tracer_ and ans._trace is trace:  # a single traced output
+    out_leaves, out_tree, outs = [ans], _LEAF, [_owned(ans.val)]
+  else:
+    out_leaves, out_tree = tree_flatten(ans)
+    outs = [_owned(o.val if type(o) is Tracer_ and o._trace is trace else o)
+            for o in out_leaves]
+  v = outs[0]._value if out_tree is _LEAF and type(outs[0]) is _Array else None
+  if v is None or v.shape or v.dtype.kind != "f" or holomorphic:  # else a real scalar: fine
+    _check_output(outs, out_tree, holomorphic)
+  o = out_leaves[0]
+  cts = tape.backward(trace, o.slot, _dtype(outs[0])) \
+      if type(o) is Tracer_ and o._trace is trace else {}
+  grads, keys = [], iter(trace.in_keys)
+  for x, t in zip(leaves, ins):
+    c = None
+    if type(t) is Tracer_:
+      _, dtype, weak = next(keys)
+      c = cts.get(t.slot)
+      if c is not None and c.dtype == dtype:  # the gradient as it is
+        grads.append(_Array._new(c, weak))
+        continue
+    a = get_aval(x).to_tangent_aval()
+    grads.append(_grad_leaf(ad.Zero(a) if c is None else _Array._new(c, a.weak_type), a))
+  return outs, grads, out_tree, aux
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):

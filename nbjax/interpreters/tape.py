@@ -5,44 +5,54 @@ Pipeline position: ``value_and_grad(f)(x)`` at top level either replays a staged
 ``f`` fails the purity guard, runs here. ``f`` runs under a ``TapeTrace`` whose parent is the
 eval trace: every primitive executes eagerly at once (the primal values are concrete, Python
 control flow works), and each application that reads a traced input is recorded as a node.
-The backward pass walks the nodes in reverse, calling each node's VJP and accumulating
-cotangents per value.
 
-A node's VJP is, by construction, the transpose of the primitive's linearization: for
-built-in primitives it is a compiled program (``registry.eager_program``) of ``linearize`` +
-``backward_pass`` of the single primitive, staged once per (primitive, avals, params, which
-inputs are differentiated) and cached, so a call pays kernel calls, not tracing. Primitives
-whose params cannot key a cache, user primitives, and custom-derivative calls are linearized
-on the spot (``ad.linearize_flat``, the primal computed exactly once). So the tape has the
-semantics of linearize + transpose, one primitive at a time; no jaxpr is built per call.
+Every operand of a recorded node has a slot in ``trace.vals``: a traced value's slot is its
+tracer's, a constant operand (a literal, a closed-over array) gets a fresh one, stored as
+``~slot`` in the node so that constness is part of the node. A tape's *structure* (the
+primitives, params, slot wiring, constant avals and input avals) decides every step of the
+backward pass; the values never do. The backward pass is, by construction, the transpose of
+each node's linearization, accumulated per slot (symbolic zeros skipped, as
+``ad.backward_pass`` does):
+
+- A structure seen before compiles once into one program (``registry.eager_program``) of
+  the whole backward pass, keyed by the structure, fed the current call's slot values: a
+  call pays one key lookup and the kernels. Only structure-derived things are cached; a
+  call whose structure differs, in any node, misses and builds (or falls back). Only small
+  tapes (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
+- Otherwise (a first sight, or nodes that cannot be compiled), node by node: each node's
+  VJP is a compiled program of ``linearize`` + ``backward_pass`` of the single primitive,
+  cached per (primitive, avals, params, which inputs are differentiated). Primitives whose
+  params cannot key a cache, user primitives, and custom-derivative calls are linearized
+  on the spot when recorded (``ad.linearize_flat``, the primal computed exactly once); a
+  tape holding one of those is never compiled whole.
 """
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 
 from nbjax import core, dtypes, registry
-from nbjax.array import Array, _wrap
-from nbjax.core import Trace, Tracer, get_aval
+from nbjax.array import Array, _wrap, own
+from nbjax.core import ShapedArray, Trace, Tracer, get_aval
 from nbjax.interpreters import ad
 
-_programs: dict = {}  # (prim, avals, params, nz, ct mask) -> compiled per-primitive VJP
+_programs: dict = {}  # (prim, avals, params, nz, ct mask, epoch) -> per-primitive VJP, mask
+_tapes: dict = {}  # tape structure -> _Backward, _SEEN (build on the next sight) or None
+_SEEN = object()
 _MAX_PROGRAMS = 4096
+_MAX_TAPES = 64
+# Compiled tapes pay off where dispatch dominates; a program keeps every intermediate alive
+# to its end, so above this many bytes of recorded values node by node is as fast or faster
+_MAX_BYTES = 1 << 20
+_new = object.__new__
 
 
 class TapeTracer(Tracer):
-  __slots__ = ("val", "id", "_aval")
+  """A value on the tape: ``val`` (concrete), its ``slot`` and its ``aval`` (an attribute,
+  set once: the jnp functions read it on every operation)."""
+  __slots__ = ("val", "slot", "aval")
 
-  def __init__(self, trace, val, id_):
-    self._trace, self.val, self.id, self._aval = trace, val, id_, None
-
-  @property
-  def aval(self):
-    a = self._aval
-    if a is None:
-      a = self._aval = get_aval(self.val)
-    return a
+  def __init__(self, trace, val, slot):
+    self._trace, self.val, self.slot, self.aval = trace, val, slot, _aval(val)
 
   def to_concrete_value(self):
     return self.val
@@ -51,113 +61,26 @@ class TapeTracer(Tracer):
     return f"Traced<{self.aval}>with<TapeTrace>"
 
 
+def _aval(v):
+  if type(v) is Array:  # canonical already: skip ShapedArray's normalizing __init__
+    x = v._value
+    a = _new(ShapedArray)
+    a.shape, a.dtype, a.weak_type = x.shape, x.dtype, v._weak
+    return a
+  return get_aval(v)
+
+
 # user primitives (their impls may have effects: the primal runs once, inside linearize) and
 # call primitives without a partial-eval rule are linearized when recorded
 _LINEARIZED = frozenset({"user"})
+# kernel families: their eager entries run kernels on the raw operands and never bind
+_DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})
 
 
 def _inexact(x):
-  t = type(x)
-  if t is Array:
+  if type(x) is Array:
     return x._value.dtype.kind in "fc"
   return dtypes.is_inexact(get_aval(x).dtype)
-
-
-def _nz(vals, ids):
-  return [i is not None and _inexact(v) for v, i in zip(vals, ids)]
-
-
-class TapeTrace(Trace):
-  """Runs primitives on the parent trace at once and records the differentiable ones."""
-
-  def __init__(self, parent):
-    self.parent = parent
-    self.nodes = []
-    self._ids = itertools.count()
-
-  def __repr__(self):
-    return "TapeTrace"
-
-  def new(self, val):
-    return TapeTracer(self, val, next(self._ids))
-
-  def _unwrap(self, tracers):
-    vals, ids = [], []
-    for t in tracers:
-      if type(t) is TapeTracer and t._trace is self:
-        vals.append(t.val)
-        ids.append(t.id)
-      else:
-        vals.append(t)
-        ids.append(None)
-    return vals, ids
-
-  def process_primitive(self, prim, tracers, params):
-    vals, ids = list(tracers), None
-    for k, t in enumerate(tracers):
-      if type(t) is TapeTracer and t._trace is self:
-        if ids is None:
-          ids = [None] * len(tracers)
-        vals[k], ids[k] = t.val, t.id
-    ctx = core._ctx
-    if ids is not None and prim.family in _LINEARIZED:
-      out, lin = self._linearize(prim, vals, params, _nz(vals, ids))
-      return self._record(prim, params, vals, ids, out, lin)
-    prev, ctx.trace = ctx.trace, self.parent
-    try:
-      out = prim.bind(*vals, **params)
-    finally:
-      ctx.trace = prev
-    return out if ids is None else self._record(prim, params, vals, ids, out, None)
-
-  def _linearize(self, prim, vals, params, nz):
-    ctx = core._ctx
-    prev, ctx.trace = ctx.trace, self.parent
-    try:
-      outs, lin = ad.linearize_flat(
-          lambda *xs: _as_list(prim.bind(*xs, **params), prim), vals, in_nz=nz)
-    finally:
-      ctx.trace = prev
-    return (outs if prim.multiple_results else outs[0]), lin
-
-  def _record(self, prim, params, vals, ids, out, lin):
-    if prim.multiple_results:
-      if not any(_inexact(o) for o in out):
-        return out
-      wrapped = [self.new(o) for o in out]
-      out_ids = [w.id for w in wrapped]
-    else:
-      if not _inexact(out):
-        return out
-      wrapped = self.new(out)
-      out_ids = [wrapped.id]
-    self.nodes.append((prim, params, vals, ids, out_ids, lin))
-    return wrapped
-
-  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
-    return self._custom(lambda *xs: prim.bind_with_trace(
-        core.get_current_trace(), fun, jvp, xs, symbolic_zeros), tracers)
-
-  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
-    return self._custom(lambda *xs: prim.bind_with_trace(
-        core.get_current_trace(), fun, fwd, bwd, xs, out_trees, symbolic_zeros), tracers)
-
-  def _custom(self, call, tracers):
-    vals, ids = self._unwrap(tracers)
-    nz = _nz(vals, ids)
-    ctx = core._ctx
-    prev, ctx.trace = ctx.trace, self.parent
-    try:
-      outs, lin = ad.linearize_flat(lambda *xs: list(call(*xs)), vals, in_nz=nz)
-    finally:
-      ctx.trace = prev
-    wrapped = [self.new(o) for o in outs]
-    self.nodes.append((None, None, vals, ids, [w.id for w in wrapped], lin))
-    return wrapped
-
-
-def _as_list(out, prim):
-  return list(out) if prim.multiple_results else [out]
 
 
 def _key_part(v):
@@ -169,42 +92,295 @@ def _key_part(v):
 
 
 def _raw(v):
-  return v._value if type(v) is Array else registry.coerce(v)[0]
+  if type(v) is Array:
+    return v._value
+  x = registry.coerce(v)[0]
+  return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
-def _program(prim, params, vals, nz, ct_mask):
-  """The compiled VJP of ``prim`` at these avals, or None where params cannot key a cache."""
+def _nbytes(vals):
+  return sum(v._value.nbytes if type(v) is Array else np.asarray(v).nbytes for v in vals)
+
+
+def _as_list(out, prim):
+  return list(out) if prim.multiple_results else [out]
+
+
+class TapeTrace(Trace):
+  """Runs primitives on the parent trace at once and records the differentiable ones.
+
+  ``vals``: slot -> value (inputs first); ``nodes``: ``(prim, params, ins, outs, lin,
+  const avals)`` with ``ins`` the operand slots (``~s`` for a constant's), ``outs`` the
+  result slots (None for a result not recorded), ``lin`` a ``Linearized`` where the node was
+  linearized when recorded (``prim`` None for a custom-derivative call)."""
+
+  def __init__(self, parent):
+    self.parent = parent
+    self.direct = parent is core.eval_trace  # kernels may run with the tape current
+    self.vals = []
+    self.nodes = []
+    self.in_keys = []  # avals (as key tuples) of the input slots
+
+  def __repr__(self):
+    return "TapeTrace"
+
+  def arg(self, x):
+    """A tracer for input leaf ``x`` when it is inexact (else ``x``)."""
+    a = _aval(x)
+    if a.dtype.kind not in "fc":
+      return x
+    self.in_keys.append((a.shape, a.dtype, a.weak_type))
+    t = _new(TapeTracer)
+    t._trace, t.val, t.slot, t.aval = self, x, len(self.vals), a
+    self.vals.append(x)
+    return t
+
+  def process_primitive(self, prim, tracers, params):
+    args, ins, nc = [], [], 0  # operand values, their slots (None: a constant), constants
+    for t in tracers:
+      if type(t) is TapeTracer and t._trace is self:
+        args.append(t.val)
+        ins.append(t.slot)
+      else:
+        args.append(t)
+        ins.append(None)
+        nc += 1
+    if nc == len(ins):  # nothing traced: nothing to record
+      ctx = core._ctx
+      prev, ctx.trace = ctx.trace, self.parent
+      try:
+        return prim.bind(*tracers, **params)
+      finally:
+        ctx.trace = prev
+    if prim.family in _DIRECT and self.direct:
+      out = prim.eager(*args, **params)  # a kernel: it never binds, the tape may stay current
+    elif prim.family in _LINEARIZED:
+      outs, lin = self._linearize(prim, args, params, [s is not None for s in ins])
+      outs = self._record(prim, params, args, ins, outs, lin)
+      return outs if prim.multiple_results else outs[0]
+    else:
+      ctx = core._ctx
+      prev, ctx.trace = ctx.trace, self.parent
+      try:
+        out = prim.bind(*args, **params)
+      finally:
+        ctx.trace = prev
+    if type(out) is not Array:  # several results, or a backend's non-Array one
+      outs = self._record(prim, params, args, ins, _as_list(out, prim), None)
+      return outs if prim.multiple_results else outs[0]
+    x = out._value
+    if x.dtype.kind not in "fc":
+      return out
+    vals = self.vals
+    cav = self._wire(args, ins) if nc else ()
+    s = len(vals)
+    vals.append(out)
+    self.nodes.append((prim, params, tuple(ins), (s,), None, cav))
+    t, a = _new(TapeTracer), _new(ShapedArray)
+    a.shape, a.dtype, a.weak_type = x.shape, x.dtype, out._weak
+    t._trace, t.val, t.slot, t.aval = self, out, s, a
+    return t
+
+  def _wire(self, args, ins):
+    """Give the constant operands (None in ``ins``) slots of their own: their avals."""
+    vals, cav = self.vals, []
+    for k, s in enumerate(ins):
+      if s is None:
+        v = args[k]
+        ins[k] = ~len(vals)
+        vals.append(v)
+        if type(v) is Array:
+          x = v._value
+          cav.append((x.shape, x.dtype, v._weak))
+        else:
+          cav.append(_key_part(v))
+    return tuple(cav)
+
+  def _linearize(self, prim, args, params, nz):
+    ctx = core._ctx
+    prev, ctx.trace = ctx.trace, self.parent
+    try:
+      return ad.linearize_flat(lambda *xs: _as_list(prim.bind(*xs, **params), prim), args,
+                               in_nz=nz)
+    finally:
+      ctx.trace = prev
+
+  def _record(self, prim, params, args, ins, outs, lin):
+    """Record a node with results ``outs`` (a list): their tracers (inexact ones only)."""
+    if not any(_inexact(o) for o in outs):
+      return outs
+    cav = self._wire(args, ins)
+    vals, res, slots = self.vals, [], []
+    for o in outs:
+      if _inexact(o):
+        slots.append(len(vals))
+        res.append(TapeTracer(self, o, len(vals)))
+        vals.append(o)
+      else:
+        slots.append(None)
+        res.append(o)
+    self.nodes.append((prim, params, tuple(ins), tuple(slots), lin, cav))
+    return res
+
+  def process_custom_jvp_call(self, prim, fun, jvp, tracers, *, symbolic_zeros):
+    return self._custom(lambda *xs: prim.bind_with_trace(
+        core.get_current_trace(), fun, jvp, xs, symbolic_zeros), tracers)
+
+  def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
+    return self._custom(lambda *xs: prim.bind_with_trace(
+        core.get_current_trace(), fun, fwd, bwd, xs, out_trees, symbolic_zeros), tracers)
+
+  def _custom(self, call, tracers):
+    ins = [t.slot if type(t) is TapeTracer and t._trace is self else None for t in tracers]
+    args = [t if s is None else t.val for t, s in zip(tracers, ins)]
+    ctx = core._ctx
+    prev, ctx.trace = ctx.trace, self.parent
+    try:
+      outs, lin = ad.linearize_flat(lambda *xs: list(call(*xs)), args,
+                                    in_nz=[s is not None for s in ins])
+    finally:
+      ctx.trace = prev
+    return outs if ins.count(None) == len(ins) else self._record(None, None, args, ins, outs, lin)
+
+  def structure(self, out):
+    """The key of this tape's backward pass to slot ``out``: None when it cannot be compiled
+    whole (a node linearized when recorded, params that cannot key a cache)."""
+    key = [registry.epoch, out, len(self.vals), *self.in_keys]
+    for prim, params, ins, _, lin, cav in self.nodes:
+      if lin is not None:
+        return None
+      key += (prim, tuple(params.items()) if params else (), ins, cav)
+    key = tuple(key)
+    try:
+      hash(key)
+    except TypeError:
+      return None
+    return key
+
+
+# ----------------------------------------------------------------- backward pass
+
+
+def _node_vjp(prim, params, args, nz, cts):
+  """One node's input cotangents, by position (None where none flows: an operand not in
+  ``nz``, a symbolic zero), by linearize + transpose of its primitive at ``args`` (concrete
+  values or tracers) for output cotangents ``cts`` (None: none)."""
+  _, lin = ad.linearize_flat(lambda *xs: _as_list(prim.bind(*xs, **params), prim), args,
+                             in_nz=nz)
+  return _transpose(lin, cts)
+
+
+def _transpose(lin, cts):
+  full = [ad.Zero(a) if c is None else c for c, a in zip(cts, lin.out_avals)]
+  return [None if c is None or type(c) is ad.Zero else c for c in lin.vjp(full)]
+
+
+class _Backward:
+  """A compiled whole backward pass: ``program(seed, *values of the slots in used)`` -> the
+  cotangents of the input slots in ``grads`` (the others get none)."""
+  __slots__ = ("program", "used", "grads")
+
+
+def _build_tape(trace, out, dtype):
+  """Stage the backward pass of ``trace`` from slot ``out`` into one program. The seed is an
+  input: folded into the program, its broadcasts would be constants as large as inputs."""
+  from nbjax.interpreters import partial_eval as pe
+  nodes, n_in = trace.nodes, len(trace.in_keys)
+  avals = [get_aval(v) for v in trace.vals]
+  grads = []
+
+  def backward_fun(seed, *xs):
+    cts = {out: seed}
+    for prim, params, ins, outs, _, _ in reversed(nodes):
+      ocs = [None if s is None else cts.pop(s, None) for s in outs]
+      if all(c is None for c in ocs):
+        continue
+      args = [xs[s if s >= 0 else ~s] for s in ins]
+      for s, c in zip(ins, _node_vjp(prim, params, args, [s >= 0 for s in ins], ocs)):
+        if c is not None:
+          cts[s] = ad.add_tangents(cts[s], c) if s in cts else c
+    grads.extend(s for s in range(n_in) if s in cts)
+    return [cts[s] for s in grads]
+
+  seed_aval = ShapedArray((), dtype, avals[out].weak_type)
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(backward_fun, [seed_aval, *avals],
+                                               fun_name="tape_backward")
+  jaxpr, used = pe.dce_jaxpr(jaxpr, True, instantiate=[True] + [False] * len(avals))
+  b = _Backward()
+  b.program = registry.eager_program(pe.inline_calls(jaxpr), consts)
+  b.used, b.grads = [i for i, u in enumerate(used[1:]) if u], grads
+  return b
+
+
+def backward(trace, out, dtype):
+  """Cotangents ``{input slot: raw ndarray}`` of the tape's inputs that one flows to, seeded
+  at slot ``out`` (a scalar of ``dtype``) with 1."""
+  key = trace.structure(out)
+  if key is not None:
+    b = _tapes.get(key)
+    if type(b) is _Backward:
+      vals, args, foreign = trace.vals, [np.ones((), dtype)], None
+      for i in b.used:
+        v = vals[i]
+        if type(v) is Array:
+          args.append(v._value)
+        else:
+          args.append(_raw(v))
+          foreign = [*(foreign or ()), args[-1]]
+      outs = b.program(*args)
+      if foreign:  # a caller's NumPy input: no gradient may be it or a view of it
+        outs = [own(o, foreign) for o in outs]
+      return dict(zip(b.grads, outs))
+    if b is _SEEN:  # a structure seen twice: compile its backward pass, if small
+      try:
+        b = _build_tape(trace, out, dtype) if _nbytes(trace.vals) <= _MAX_BYTES else None
+      except Exception:  # noqa: BLE001  (node by node raises it, or handles it)
+        b = None
+      _tapes[key] = b
+      if b is not None:
+        return backward(trace, out, dtype)
+    elif key not in _tapes:
+      if len(_tapes) >= _MAX_TAPES:
+        _tapes.clear()
+      _tapes[key] = _SEEN
+  return _backward_nodes(trace, out, np.ones((), dtype))
+
+
+def _program(prim, params, args, nz, ct_mask):
+  """One node's compiled VJP at these avals, ``(program, mask)`` (``mask``: the operand
+  positions it returns a cotangent for), or None where params cannot key a cache."""
   try:
-    key = (prim, tuple(map(_key_part, vals)), tuple(params.items()), tuple(nz), tuple(ct_mask))
+    key = (prim, tuple(map(_key_part, args)), tuple(params.items()), nz, ct_mask,
+           registry.epoch)
     prog = _programs.get(key)
   except TypeError:  # unhashable params: linearize this node directly
     return None
   if prog is None:
-    prog = _build(prim, params, [get_aval(v) for v in vals], nz, ct_mask)
+    prog = _build_node(prim, params, [get_aval(v) for v in args], nz, ct_mask)
     if len(_programs) >= _MAX_PROGRAMS:
       _programs.clear()
     _programs[key] = prog
   return prog
 
 
-def _build(prim, params, avals, nz, ct_mask):
+def _build_node(prim, params, avals, nz, ct_mask):
   from nbjax.interpreters import partial_eval as pe
   out_avals = prim.abstract_eval(*avals, **params)
   out_avals = list(out_avals) if prim.multiple_results else [out_avals]
   ct_avals = [a.to_tangent_aval() for a, m in zip(out_avals, ct_mask) if m]
   k = len(avals)
+  mask = []
 
   def fun(*args):
     cts = iter(args[k:])
-    _, lin = ad.linearize_flat(lambda *xs: _as_list(prim.bind(*xs, **params), prim),
-                               list(args[:k]), in_nz=nz)
-    full = [next(cts) if m else ad.Zero(a.to_tangent_aval()) for a, m in zip(out_avals, ct_mask)]
-    return [ad.instantiate_zeros(c) for c, z in zip(lin.vjp(full), nz) if z]
+    got = _node_vjp(prim, params, list(args[:k]), nz, [next(cts) if m else None for m in ct_mask])
+    mask.extend(c is not None for c in got)
+    return [c for c in got if c is not None]
 
   jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*avals, *ct_avals],
                                                fun_name=f"vjp({prim.name})")
   jaxpr, _ = pe.dce_jaxpr(jaxpr, True, instantiate=True)
-  return registry.eager_program(jaxpr, consts)
+  return registry.eager_program(jaxpr, consts), mask
 
 
 def _acc(a, b):
@@ -212,33 +388,29 @@ def _acc(a, b):
   return r if type(r) is np.ndarray else np.asarray(r)
 
 
-def backward(trace, out_ids, seeds):
-  """Cotangents of the recorded values: ``{id: raw ndarray}`` for every id reached from
-  ``out_ids`` (seeded with the raw ndarrays ``seeds``)."""
-  cts = {}
-  for i, s in zip(out_ids, seeds):
-    if i is not None:
-      cts[i] = s if i not in cts else _acc(cts[i], s)
+def _backward_nodes(trace, out, seed):
+  """The backward pass node by node (per-primitive compiled VJPs)."""
+  vals, cts = trace.vals, {out: seed}
   pop = cts.pop
-  for prim, params, vals, ids, out_ids, lin in reversed(trace.nodes):
-    outs = [pop(i, None) for i in out_ids]
-    if all(c is None for c in outs):
+  for prim, params, ins, outs, lin, _ in reversed(trace.nodes):
+    ocs = [None if s is None else pop(s, None) for s in outs]
+    if all(c is None for c in ocs):
       continue
+    args = [vals[s if s >= 0 else ~s] for s in ins]
+    got = None
     if lin is None:
-      nz = _nz(vals, ids)
-      prog = _program(prim, params, vals, nz, [c is not None for c in outs])
+      nz = tuple(s >= 0 for s in ins)
+      prog = _program(prim, params, args, nz, tuple(c is not None for c in ocs))
       if prog is None:
-        lin = trace._linearize(prim, vals, params, nz)[1]
+        lin = trace._linearize(prim, args, params, nz)[1]
       else:
-        in_cts = iter(prog(*map(_raw, vals), *[c for c in outs if c is not None]))
-    if lin is not None:
-      nz = lin.in_nz
-      full = [ad.Zero(a) if c is None else _wrap(c) for c, a in zip(outs, lin.out_avals)]
-      in_cts = iter(None if type(c) is ad.Zero else registry.as_output(_raw(c), a)
-                    for c, z, a in zip(lin.vjp(full), nz, lin.in_avals) if z)
-    for i, z in zip(ids, nz):
-      if z:
-        c = next(in_cts)
-        if c is not None:
-          cts[i] = c if i not in cts else _acc(cts[i], c)
+        prog, mask = prog
+        res = iter(prog(*map(_raw, args), *[c for c in ocs if c is not None]))
+        got = [next(res) if m else None for m in mask]
+    if got is None:
+      got = [None if c is None else registry.as_output(_raw(c), a) for c, a in zip(
+          _transpose(lin, [None if c is None else _wrap(c) for c in ocs]), lin.in_avals)]
+    for s, c in zip(ins, got):
+      if c is not None:
+        cts[s] = c if s not in cts else _acc(cts[s], c)
   return cts
