@@ -49,7 +49,8 @@ def _per_node(g, *args):
 # ------------------------------------------------------------------ every primitive
 
 PRIMS = [p for p in registry.primitives(builtin_only=True)
-         if p.meta.get("differentiable") is not False and p.meta.get("dtypes")]
+         if p.meta.get("differentiable") is not False and p.meta.get("dtypes")
+         and p.meta.get("reverse") is not False]  # while: forward mode only (JAX's error)
 
 
 def _dtype(prim):

@@ -215,7 +215,11 @@ def promote_shapes(name, *args):
     return list(args)
   broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
   nd = max(len(s) for s in shapes)
-  return [a if len(s) in (0, nd) else lax.expand_dims(a, tuple(range(nd - len(s))))
+  eager = core._ctx.trace is core.eval_trace
+  return [a if len(s) in (0, nd) else
+          # eagerly the expand_dims is a view of the immutable buffer: made here directly
+          Array._new(a._value.reshape((1,) * (nd - len(s)) + s), a._weak)
+          if eager and type(a) is Array else lax.expand_dims(a, tuple(range(nd - len(s))))
           for a, s in zip(args, shapes)]
 
 
