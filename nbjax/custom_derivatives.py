@@ -529,6 +529,7 @@ custom_vjp_call_p = CustomVJPCallPrimitive("custom_vjp_call")
 for _p in (custom_jvp_call_p, custom_vjp_call_p):
   _p.family = "call"
   _p.meta["differentiable"] = True  # by its custom rule
+  _p.meta["by_trace"] = True  # JVPTrace/BatchTrace.process_custom_*_call, not p.jvp/p.batch
   _p.meta["note"] = ("call primitive: eagerly its function runs primitive by primitive; the "
                      "custom rule applies under jvp/vjp (staged in jaxprs for jit)")
 

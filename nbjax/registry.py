@@ -482,9 +482,11 @@ def rows():
         eager=backend_label(p) if p.family != "user" else (p.backend or "-"),
         kernels=",".join(b for b in BACKENDS if b in p.impls) or "-",
         abstract_eval="yes" if p.abstract_eval_rule else "-",
-        jvp="yes" if p.jvp else ("n/a" if p.meta.get("differentiable") is False else "-"),
+        # "trace": each trace processes the primitive itself (custom_jvp/custom_vjp calls)
+        jvp="yes" if p.jvp else "trace" if p.meta.get("by_trace") else (
+            "n/a" if p.meta.get("differentiable") is False else "-"),
         transpose="yes" if p.transpose else ("-" if p.meta.get("linear") else "n/a"),
-        batch="yes" if p.batch else "-",
+        batch="yes" if p.batch else "trace" if p.meta.get("by_trace") else "-",
         lowering=",".join(sorted(p.lowerings)) or "-",
         note=p.meta.get("note", ""),
     ))

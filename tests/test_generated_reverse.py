@@ -485,7 +485,9 @@ def test_registry_table_rules_complete():
       assert p.transpose is not None and r["transpose"] == "yes", p.name
     elif p.transpose is None:
       assert r["transpose"] == "n/a", (p.name, r["transpose"])
-    if p.meta.get("differentiable") is not False:
+    if p.meta.get("by_trace"):  # custom_jvp/custom_vjp calls: the traces apply the rules
+      assert p.jvp is None and r["jvp"] == r["batch"] == "trace", p.name
+    elif p.meta.get("differentiable") is not False:
       assert p.jvp is not None and r["jvp"] == "yes", p.name
   builtin = [rows[p.name] for p in PRIMS]
   assert "-" not in {r["transpose"] for r in builtin} | {r["jvp"] for r in builtin}
