@@ -368,16 +368,60 @@ def _is_literal(x):
   return type(x) is Literal
 
 
+# primitives whose result holds its operand's elements in the same order (C order) when the
+# element count is unchanged: a reshape, a zero-copy view in an eager program
+_SAME_ORDER = frozenset({"reshape", "squeeze", "broadcast_in_dim", "reduce_sum", "reduce_max",
+                         "reduce_min", "reduce_prod"})
+
+
+def _rewrite(eqn, ins, views):
+  """``eqn`` (inputs ``ins``) as ``("alias", atom)`` when its result is ``atom`` itself,
+  ``("view", atom)`` when it is ``atom``'s elements in a new shape (a reshape: an expand_dims
+  broadcast, a reduction over axes of size 1 as XLA's simplifier rewrites it, a reshape of a
+  reshape reads the first operand), or None. ``views``: var -> the atom it is a view of."""
+  name, p = eqn.primitive.name, eqn.params
+  x = ins[0] if ins else None
+  if x is None or _is_literal(x) or eqn.primitive.multiple_results:
+    return None
+  o = eqn.outvars[0].aval
+  if name in _SAME_ORDER and x.aval.size == o.size and x.aval.dtype == o.dtype and (
+      name != "reshape" or p.get("dimensions") is None) and (
+      name != "broadcast_in_dim" or list(p["broadcast_dimensions"]) == sorted(p["broadcast_dimensions"])):
+    x = views.get(x, x)
+    return ("alias" if x.aval.shape == o.shape else "view", x)
+  if (name == "convert_element_type" and p["new_dtype"] == x.aval.dtype or
+      name == "transpose" and tuple(p["permutation"]) == tuple(range(o.ndim)) or
+      name.startswith("reduce_") and p.get("axes") == ()):
+    return "alias", x
+  if name == "mul" and o.dtype.kind in "fiu":  # x * 1 is x (IEEE: exactly, NaN, inf, -0)
+    for one, y in ((ins[0], ins[1]), (ins[1], ins[0])):
+      if (_is_literal(one) and not _is_literal(y) and y.aval.shape == o.shape and
+          y.aval.dtype == o.dtype and np.ndim(one.val) == 0 and one.val == 1):
+        return "alias", y
+  return None
+
+
 def _cse(jaxpr):
-  """``(eqns, canon)``: the equations left after common-subexpression elimination (jvp
-  rules recompute primal pieces, e.g. ``sin`` and ``cos`` of one operand) and the map from
-  each dropped output to the output that replaces it."""
-  canon, seen, eqns = {}, {}, []
+  """``(eqns, canon)``: the equations left after rewriting identities and views
+  (``_rewrite``) and common-subexpression elimination (jvp rules recompute primal pieces,
+  e.g. ``sin`` and ``cos`` of one operand), as ``(eqn, inputs, view)`` (``view``: the eqn
+  is a reshape of ``inputs[0]`` to its output shape), and the map from each dropped output
+  to the atom that replaces it."""
+  canon, seen, eqns, views = {}, {}, [], {}
   for e in jaxpr.eqns:
     ins = [canon.get(x, x) if not _is_literal(x) else x for x in e.invars]
+    view = False
+    r = _rewrite(e, ins, views)
+    if r is not None:
+      if r[0] == "alias":
+        canon[e.outvars[0]] = r[1]
+        continue
+      ins, view = [r[1]], True
+      views[e.outvars[0]] = r[1]
     try:
-      key = (e.primitive, tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
-             tuple(e.params.items()))
+      key = ("view" if view else e.primitive,
+             tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
+             e.outvars[0].aval.shape if view else tuple(e.params.items()))
       hit = seen.get(key)
     except TypeError:  # unhashable params or literal values
       key = hit = None
@@ -386,29 +430,45 @@ def _cse(jaxpr):
       continue
     if key is not None:
       seen[key] = e.outvars
-    eqns.append((e, ins))
-  return eqns, canon
+    eqns.append((e, ins, view))
+  live = {x for x in jaxpr.outvars if not _is_literal(x)}
+  live = {canon.get(x, x) for x in live}
+  kept = []
+  for e, ins, view in reversed(eqns):  # what the rewrites left unread (a view read by a view)
+    if e.effects or any(v in live for v in e.outvars):
+      kept.append((e, ins, view))
+      live.update(x for x in ins if not _is_literal(x))
+  return kept[::-1], canon
+
+
+def _fresh(k, out_avals):
+  """Whether kernel ``k`` returns new C-contiguous buffers of its out avals' dtypes, never a
+  view of an operand: ``np.dot`` as ``dot_general`` specializes to it (one BLAS dtype) for
+  outputs of rank >= 1, kernels marked ``fresh``."""
+  return getattr(k, "fresh", False) or k is np.dot and out_avals[0].ndim > 0
 
 
 def eager_program(jaxpr, consts):
   """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
   kernel its primitive's policy picks for the equation's (static) avals, with none of the
-  per-call validation, dispatch or wrapping of ``bind``. Repeated subexpressions run once;
-  a ufunc whose operand is a buffer the program allocated, that only ufuncs read (no view
-  of it can exist) and that it reads for the last time writes into it (``out=``), as XLA
-  reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of
-  the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were
-  checked when the jaxpr was traced."""
+  per-call validation, dispatch or wrapping of ``bind``. Identities (``x * 1``, a
+  same-dtype convert) are dropped, reshapes and their equivalents (expand_dims broadcasts,
+  reductions over axes of size 1) are views, repeated subexpressions run once; a kernel
+  whose operand is a buffer the program allocated, that only fresh-buffer kernels read (no
+  view of it can exist) and that it reads for the last time writes into it (a ufunc's
+  ``out=``), as XLA reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays
+  (C-contiguous, of the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``);
+  the avals were checked when the jaxpr was traced."""
   ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry}
   env = {}
   eqns, canon = _cse(jaxpr)
   outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
-  ks = [_raw_kernel(e) for e, _ in eqns]
-  last = {x: i for i, (_, ins) in enumerate(eqns) for x in ins}  # an atom's last reader
+  ks = [None if view else _raw_kernel(e) for e, _, view in eqns]
+  last = {x: i for i, (_, ins, _) in enumerate(eqns) for x in ins}  # an atom's last reader
   keep = set(outvars)
   fresh = set()  # vars whose buffer this program allocated and nothing else can see
-  for (_, ins), k in zip(eqns, ks):  # a reader that may return a view (reshape...) shares it
-    if not (type(k) is np.ufunc or k is np.dot):
+  for (e, ins, _), k in zip(eqns, ks):  # a reader that may return a view (reshape...) shares it
+    if not (type(k) is np.ufunc or k is np.dot or _fresh(k, [v.aval for v in e.outvars])):
       keep.update(ins)
 
   def name(atom, prefix="v"):
@@ -427,8 +487,16 @@ def eager_program(jaxpr, consts):
     ns[n] = known[v] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
   lines = [f"def body({', '.join(args)}):"]
-  for i, (eqn, invars) in enumerate(eqns):
+  for i, (eqn, invars, view) in enumerate(eqns):
     k = ns[f"k{i}"] = ks[i]
+    out_avals = [v.aval for v in eqn.outvars]
+    if view:
+      shape = out_avals[0].shape
+      if invars[0] in known or _is_literal(invars[0]):
+        ns[name(eqn.outvars[0], "c")] = known[eqn.outvars[0]] = ns[name(invars[0])].reshape(shape)
+      else:
+        lines.append(f"  {name(eqn.outvars[0])} = {name(invars[0])}.reshape({shape!r})")
+      continue
     if eqn.primitive.family not in ("user", "call") and all(
         _is_literal(x) or x in known for x in invars):  # constant folding, at build time
       vals = k(*[ns[name(x)] for x in invars])
@@ -437,9 +505,9 @@ def eager_program(jaxpr, consts):
       continue
     ins = [name(x) for x in invars]
     outs = [name(v) for v in eqn.outvars]
-    checked = True
+    checked = not _fresh(k, out_avals)
     if type(k) is np.ufunc and k.nout == 1:
-      o = eqn.outvars[0].aval
+      o = out_avals[0]
       donor = [x for x in invars if x in fresh and last[x] == i and x not in keep]
       if o.ndim and donor and all(x.aval.dtype == o.dtype for x in invars) and \
           donor[0].aval.shape == o.shape:
@@ -450,8 +518,8 @@ def eager_program(jaxpr, consts):
       # same-dtype C-contiguous operands (every buffer here is): the result is already canonical
       checked = checked and not all(x.aval.dtype == o.dtype for x in invars)
       fresh.add(eqn.outvars[0])
-    elif k is np.dot:
-      fresh.add(eqn.outvars[0])
+    elif k is np.dot or not checked:
+      fresh.update(eqn.outvars)
     trail = "," if len(outs) == 1 and eqn.primitive.multiple_results else ""
     lines.append(f"  {', '.join(outs)}{trail} = k{i}({', '.join(ins)})")
     for v, o in zip(eqn.outvars, outs):
