@@ -584,11 +584,35 @@ class TraceCache:
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
     e = _Entry()
-    e.program, e.dyn, e.out_tree = program, dyn, box[0]
+    e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
     e.finish = _finisher(e.out_tree, e.weaks)
     e.holds = _checker(pins)
     return e
+
+
+FUSE_AFTER = 64
+"""Replays after which a program is rebuilt with its chains of exact elementwise equations
+fused into numba loops (``registry.eager_program(fuse=True)``): only hot programs pay for
+the compile (numba's disk cache then serves it to later processes)."""
+
+
+def _warming(e, program, jaxpr, consts):
+  """``program``, counting its calls: the ``FUSE_AFTER``-th installs the fused program as
+  ``e.program`` (or ``program`` itself when nothing fuses), which later calls run directly."""
+  left = [FUSE_AFTER]
+
+  def warming(*xs):
+    left[0] -= 1
+    if left[0] == 0:
+      try:
+        fused = registry.eager_program(jaxpr, consts, fuse=True)
+      except Exception:  # noqa: BLE001  (the program built once already: keep it)
+        fused = program
+      e.program = fused if fused.fused else program
+    return program(*xs)
+  warming.source = program.source
+  return warming
 
 
 _by_fun = weakref.WeakKeyDictionary()

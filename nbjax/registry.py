@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 
 import numpy as np
 
@@ -448,33 +449,131 @@ def _fresh(k, out_avals):
   return getattr(k, "fresh", False) or k is np.dot and out_avals[0].ndim > 0
 
 
-def eager_program(jaxpr, consts):
+_FUSE_DTYPES = frozenset(map(np.dtype, (np.float32, np.float64, np.bool_)))
+FUSE_MIN = 3  # equations one fused loop must replace to be worth compiling
+
+
+def _fusable(eqn, ins, scalar):
+  """``eqn``'s numba kernel name when it may join a fused loop: an exact kernel
+  (``kernels.elementwise.EXACT``: every backend gives the same bits) over float32, float64 or
+  bool operands of its output's shape or constant scalars, where its policy runs numba or
+  NumPy; else None."""
+  prim, o = eqn.primitive, eqn.outvars[0].aval
+  if (prim.family != "elementwise" or prim.multiple_results or not o.ndim or
+      o.dtype not in _FUSE_DTYPES or not all(
+          x.aval.dtype in _FUSE_DTYPES and (x.aval.shape == o.shape or scalar(x)) for x in ins)):
+    return None
+  small, large, _ = policy(prim)
+  resolve = getattr(prim.impls.get("numba"), "resolve", None)
+  if small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None:
+    return None
+  from kernels import elementwise as KE
+  try:
+    name = getattr(resolve(tuple(x.aval.dtype for x in ins), eqn.params), "kname", None)
+  except Exception:  # noqa: BLE001  (no numba kernel for these dtypes)
+    return None
+  return name if name in KE.EXACT else None
+
+
+def _groups(steps, fusable):
+  """Runs of at least ``FUSE_MIN`` consecutive fusable steps of one output shape."""
+  groups, cur = [], []
+  for i in steps:
+    shape = fusable[i] and fusable[i][1]
+    if cur and shape != fusable[cur[0]][1]:
+      if len(cur) >= FUSE_MIN:
+        groups.append(cur)
+      cur = []
+    if shape:
+      cur.append(i)
+  if len(cur) >= FUSE_MIN:
+    groups.append(cur)
+  return groups
+
+
+_CAST = {np.dtype(np.float32): "np.float32", np.dtype(np.float64): "np.float64",
+         np.dtype(np.bool_): "bool"}
+
+
+def _fuse(group, eqns, kinds, known, live, name, ns):
+  """The program lines running ``group`` (equation indices) as one numba loop: its operands
+  of the output shape are read per element, constants and literals are scalar arguments
+  (a constant array of one repeated value too), and each value read after the group gets a
+  new buffer."""
+  from kernels import elementwise as KE
+  shape = eqns[group[0]][0].outvars[0].aval.shape
+  arrays, scalars, temps, body = {}, {}, {}, []
+  for i in group:
+    eqn, ins, _ = eqns[i]
+    ops = []
+    for x in ins:
+      if x in temps:
+        ops.append(temps[x])
+        continue
+      v = ns[name(x)] if _is_literal(x) or x in known else None
+      if v is not None and v.size and (v.ndim == 0 or np.all(
+          v.view(f"u{v.itemsize}") == v.view(f"u{v.itemsize}").flat[0])):
+        n = scalars.setdefault(x, (f"s{len(scalars)}", v.flat[0]))[0]
+      else:
+        n = arrays.setdefault(x, f"a{len(arrays)}")
+      ops.append(n)
+    t = temps[eqn.outvars[0]] = f"t{len(temps)}"
+    expr = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kinds[i]))
+    body.append(f"    {t} = {_CAST[eqn.outvars[0].aval.dtype]}({expr})")
+  outs = [v for v in temps if v in live]
+  params = [f"x{j}" for j in range(len(arrays))] + [n for n, _ in scalars.values()] + \
+      [f"o{j}" for j in range(len(outs))]
+  src = "\n".join(
+      [f"def {{fn}}({', '.join(params)}):", f"  n = o0.size",
+       *(f"  y{j} = x{j}.reshape(n)" for j in range(len(arrays))),
+       *(f"  p{j} = o{j}.reshape(n)" for j in range(len(outs))),
+       "  for i in range(n):",
+       *(f"    a{j} = y{j}[i]" for j in range(len(arrays))), *body,
+       *(f"    p{j}[i] = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
+  k = KE.fused(src)
+  example = [np.empty(shape, x.aval.dtype) for x in arrays] + [v for _, v in scalars.values()] + \
+      [np.empty(shape, v.aval.dtype) for v in outs]
+  f = f"f{len(ns)}"
+  ns[f] = KE.entry(k, *example)
+  for n, v in scalars.values():
+    ns[f"{f}{n}"] = v
+  lines = []
+  for v in outs:
+    ns[f"d{name(v)}"] = v.aval.dtype
+    lines.append(f"  {name(v)} = _empty({shape!r}, d{name(v)})")
+  args = [name(x) for x in arrays] + [f"{f}{n}" for n, _ in scalars.values()] + \
+      [name(v) for v in outs]
+  lines.append(f"  {f}({', '.join(args)})")
+  return lines, outs
+
+
+def eager_program(jaxpr, consts, fuse=False):
   """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
   kernel its primitive's policy picks for the equation's (static) avals, with none of the
   per-call validation, dispatch or wrapping of ``bind``. Identities (``x * 1``, a
   same-dtype convert) are dropped, reshapes and their equivalents (expand_dims broadcasts,
-  reductions over axes of size 1) are views, repeated subexpressions run once; a kernel
-  whose operand is a buffer the program allocated, that only fresh-buffer kernels read (no
-  view of it can exist) and that it reads for the last time writes into it (a ufunc's
-  ``out=``), as XLA reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays
-  (C-contiguous, of the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``);
-  the avals were checked when the jaxpr was traced."""
-  ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry}
+  reductions over axes of size 1) are views, repeated subexpressions run once, constant
+  subexpressions are folded at build time; a kernel whose operand is a buffer the program
+  allocated, that only fresh-buffer kernels read (no view of it can exist) and that it reads
+  for the last time writes into it (a ufunc's ``out=``), as XLA reuses dead buffers. With
+  ``fuse``, runs of at least ``FUSE_MIN`` exact elementwise equations (``_fusable``: results
+  are the same bits on every backend) become one numba loop each (compiled now: replays of
+  hot programs, ``nbjax.eager_cache``). ``program(*ndarrays)`` returns the output ndarrays
+  (C-contiguous, of the out avals' dtypes); ``program.fused`` counts the loops. Replays
+  cached traces (``nbjax.eager_cache``) and the tape's per-primitive VJPs; the avals were
+  checked when the jaxpr was traced."""
+  ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry,
+        "_empty": np.empty}
   env = {}
   eqns, canon = _cse(jaxpr)
   outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
-  ks = [None if view else _raw_kernel(e) for e, _, view in eqns]
-  last = {x: i for i, (_, ins, _) in enumerate(eqns) for x in ins}  # an atom's last reader
-  keep = set(outvars)
-  fresh = set()  # vars whose buffer this program allocated and nothing else can see
-  for (e, ins, _), k in zip(eqns, ks):  # a reader that may return a view (reshape...) shares it
-    if not (type(k) is np.ufunc or k is np.dot or _fresh(k, [v.aval for v in e.outvars])):
-      keep.update(ins)
 
   def name(atom, prefix="v"):
     if _is_literal(atom):
-      n = f"l{len(ns)}"
-      ns[n] = np.asarray(atom.val, atom.aval.dtype)
+      n = env.get(("lit", id(atom)))
+      if n is None:
+        n = env[("lit", id(atom))] = f"l{len(ns)}"
+        ns[n] = np.asarray(atom.val, atom.aval.dtype)
       return n
     n = env.get(atom)
     if n is None:
@@ -486,23 +585,75 @@ def eager_program(jaxpr, consts):
     n = name(v, "c")
     ns[n] = known[v] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
-  lines = [f"def body({', '.join(args)}):"]
+  ks, steps = {}, []  # the kernels of the equations that run per call, in order
   for i, (eqn, invars, view) in enumerate(eqns):
-    k = ns[f"k{i}"] = ks[i]
-    out_avals = [v.aval for v in eqn.outvars]
     if view:
-      shape = out_avals[0].shape
       if invars[0] in known or _is_literal(invars[0]):
-        ns[name(eqn.outvars[0], "c")] = known[eqn.outvars[0]] = ns[name(invars[0])].reshape(shape)
+        ns[name(eqn.outvars[0], "c")] = known[eqn.outvars[0]] = ns[name(invars[0])].reshape(
+            eqn.outvars[0].aval.shape)
       else:
-        lines.append(f"  {name(eqn.outvars[0])} = {name(invars[0])}.reshape({shape!r})")
+        steps.append(i)
       continue
+    k = _raw_kernel(eqn)
     if eqn.primitive.family not in ("user", "call") and all(
         _is_literal(x) or x in known for x in invars):  # constant folding, at build time
       vals = k(*[ns[name(x)] for x in invars])
       for v, o in zip(eqn.outvars, vals if eqn.primitive.multiple_results else [vals]):
         ns[name(v, "c")] = known[v] = as_output(o, v.aval)
       continue
+    ks[i] = k
+    steps.append(i)
+
+  groups, kinds = [], {}
+  if fuse:
+    scalar = lambda x: x.aval.ndim == 0 and (_is_literal(x) or x in known)
+    fusable = {}
+    for i in steps:
+      eqn, ins, view = eqns[i]
+      kinds[i] = None if view else _fusable(eqn, ins, scalar)
+      fusable[i] = kinds[i] and (kinds[i], eqn.outvars[0].aval.shape)
+    groups = _groups(steps, fusable)
+  grouped = {i: g for g in groups for i in g}
+  inside = {v: id(g) for g in groups for i in g for v in eqns[i][0].outvars}
+  live = set(outvars)  # what is read outside the group defining it
+  for i in steps:
+    g = id(grouped.get(i))
+    live.update(x for x in eqns[i][1] if not _is_literal(x) and inside.get(x) != g)
+
+  last = {x: i for i in steps for x in eqns[i][1]}  # an atom's last reader
+  keep = set(outvars)
+  for i in steps:  # a reader that may return a view (reshape...) shares its operands
+    eqn, ins, view = eqns[i]
+    k = ks.get(i)
+    if view or i not in grouped and not (
+        type(k) is np.ufunc or k is np.dot or _fresh(k, [v.aval for v in eqn.outvars])):
+      keep.update(ins)
+  fresh = set()  # vars whose buffer this program allocated and nothing else can see
+
+  lines = [f"def body({', '.join(args)}):"]
+  nfused = 0
+  for i in steps:
+    eqn, invars, view = eqns[i]
+    if i in grouped:
+      g = grouped[i]
+      if i == g[0]:
+        try:
+          more, outs = _fuse(g, eqns, kinds, known, live, name, ns)
+        except Exception:  # noqa: BLE001  (numba cannot compile it: the equations run one by one)
+          for j in g:
+            del grouped[j]
+        else:
+          lines += more
+          fresh.update(outs)
+          nfused += 1
+          continue
+      else:
+        continue
+    out_avals = [v.aval for v in eqn.outvars]
+    if view:
+      lines.append(f"  {name(eqn.outvars[0])} = {name(invars[0])}.reshape({out_avals[0].shape!r})")
+      continue
+    k = ns[f"k{i}"] = ks[i]
     ins = [name(x) for x in invars]
     outs = [name(v) for v in eqn.outvars]
     checked = not _fresh(k, out_avals)
@@ -533,8 +684,9 @@ def eager_program(jaxpr, consts):
             "  except RuntimeError as e:", f"    return _retry(e, body{', ' * bool(a)}{a})"]
   src = "\n".join(lines)
   exec(src, ns)
-  ns["program"].source = src  # for reading what runs
-  return ns["program"]
+  program = ns["program"]
+  program.source, program.fused = src, nfused  # for reading what runs
+  return program
 
 
 # ----------------------------------------------------------------- printing

@@ -179,16 +179,17 @@ def _reduce_numba(op):
     cur = cur.reshape(shape)
     return cur if kd == x.dtype else cur.astype(x.dtype)
   def specialize(avals, params):
-    """``impl`` for one reduced axis of these avals with the blocking worked out once: the
-    same kernel call, without the per-call Python (eager programs)."""
+    """``impl`` for one run of adjacent reduced axes of these avals with the blocking worked
+    out once: the same kernel call, without the per-call Python (eager programs)."""
     (x,), axes = avals, params["axes"]
-    if len(axes) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN:
+    runs = _runs(axes)
+    if len(runs) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN:
       return None
     kd = x.dtype
     z = np.array(identity(op, _wide(kd) if widen else kd))[()]
-    a = axes[0]
-    O, N, I = _block(x.shape, a, a + 1)
-    oshape = x.shape[:a] + x.shape[a + 1:]
+    (a, b), = runs
+    O, N, I = _block(x.shape, a, b)
+    oshape = x.shape[:a] + x.shape[b:]
     if I == 1:
       def k(x):
         out = np.empty(O, kd)
