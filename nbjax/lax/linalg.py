@@ -433,8 +433,14 @@ def _dot_bad(rng):
   ]
 
 
+def _dot_work(vals, out_aval):
+  """What dot_general's policy threshold compares: the output elements of a floating
+  product; 0 for an integer or bool product (numba's loop at every size)."""
+  return out_aval.size if out_aval.dtype.kind in "fc" else 0
+
+
 dot_general_p = Primitive("dot_general")
-dot_general_p.make_eager = work_eager(lambda vals, out_aval: out_aval.size)
+dot_general_p.make_eager = work_eager(_dot_work)
 registry.register(
     dot_general_p, family="linalg", impls={"numba": _dot_numba, "numpy": _dot_numpy},
     abstract_eval=_dot_abstract_eval, batch=_dot_batch, policy=("numba", "numpy", 1 << 12),
@@ -444,8 +450,11 @@ registry.register(
               differentiable=True, linear=True, bad_inputs=_dot_bad,
               tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
                    np.dtype(np.complex64): (1e-5, 1e-5)},
-              note="numpy matmul (OpenBLAS, batched) from 4096 output elements; numba: BLAS "
-                   "gemm per product (np.dot) or an integer i-k-j loop"))
+              note="both: np.dot (OpenBLAS, both cores) on the operands or their transposed "
+                   "views for one contracted axis of rank<=2 operands, an elementwise product "
+                   "when none is contracted; else numba (a BLAS gemm per batch item, an "
+                   "integer i-k-j loop at any size: 2-10x NumPy's from 16K outputs) below "
+                   "4096 float outputs, numpy (batched matmul) from 4096"))
 ad.defbilinear(dot_general_p, _dot_transpose_lhs, _dot_transpose_rhs)
 
 
