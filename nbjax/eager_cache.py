@@ -380,7 +380,7 @@ def _shallow(args):
 
 
 class _Entry:
-  __slots__ = ("program", "dyn", "out_tree", "weaks", "holds", "finish")
+  __slots__ = ("program", "dyn", "out_tree", "weaks", "holds", "finish", "weak0")
 
 
 _CONTAINERS = {"tuple": "tuple", "list": "list", "dict": "dict"}
@@ -393,7 +393,7 @@ def _fast_path(key_tree, args_def, entries):
   signature key (the same key ``call`` builds, ``key_tree`` first), then the pins, and runs
   the program; ``MISS`` on any mismatch (``call`` then decides)."""
   ns = dict(Array=Array, MISS=MISS, get=entries.get, registry=registry, _Entry=_Entry,
-            T=key_tree)
+            T=key_tree, W=_wrap)
   lines, leaves = [], []
 
   def walk(expr, d):
@@ -441,7 +441,9 @@ def _fast_path(key_tree, args_def, entries):
       "  h = e.holds",
       "  if h is not None and not h():",
       "    return MISS",
-      f"  return e.finish(e.program({''.join(f'v{i}, ' for i in range(m))}))"])
+      f"  o = e.program({''.join(f'v{i}, ' for i in range(m))})",
+      "  w = e.weak0",  # (one Array out: no call to build the structure)
+      "  return e.finish(o) if w is None else W(o[0], w)"])
   exec(src, ns)
   return ns["fast"]
 
@@ -587,6 +589,7 @@ class TraceCache:
     e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
     e.finish = _finisher(e.out_tree, e.weaks)
+    e.weak0 = e.weaks[0] if e.out_tree.node is None else None
     e.holds = _checker(pins)
     return e
 
