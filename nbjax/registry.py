@@ -456,12 +456,13 @@ FUSE_MIN = 3  # equations one fused loop must replace to be worth compiling
 def _fusable(eqn, ins, scalar):
   """``eqn``'s numba kernel name when it may join a fused loop: an exact kernel
   (``kernels.elementwise.EXACT``: every backend gives the same bits) over float32, float64 or
-  bool operands of its output's shape or constant scalars, where its policy runs numba or
-  NumPy; else None."""
+  bool operands of its output's rank (size-1 axes broadcast) or constant scalars, where its
+  policy runs numba or NumPy; else None."""
   prim, o = eqn.primitive, eqn.outvars[0].aval
   if (prim.family != "elementwise" or prim.multiple_results or not o.ndim or
       o.dtype not in _FUSE_DTYPES or not all(
-          x.aval.dtype in _FUSE_DTYPES and (x.aval.shape == o.shape or scalar(x)) for x in ins)):
+          x.aval.dtype in _FUSE_DTYPES and (scalar(x) or x.aval.ndim == o.ndim and all(
+              d in (1, n) for d, n in zip(x.aval.shape, o.shape))) for x in ins)):
     return None
   small, large, _ = policy(prim)
   resolve = getattr(prim.impls.get("numba"), "resolve", None)
@@ -497,9 +498,10 @@ _CAST = {np.dtype(np.float32): "np.float32", np.dtype(np.float64): "np.float64",
 
 def _fuse(group, eqns, kinds, known, live, name, ns):
   """The program lines running ``group`` (equation indices) as one numba loop: its operands
-  of the output shape are read per element, constants and literals are scalar arguments
-  (a constant array of one repeated value too), and each value read after the group gets a
-  new buffer."""
+  are read per element (a flat loop when all have the output's shape, else nested loops
+  that broadcast size-1 axes), constants and literals are scalar arguments (a constant
+  array of one repeated value too), and each value read after the group gets a new
+  buffer."""
   from kernels import elementwise as KE
   shape = eqns[group[0]][0].outvars[0].aval.shape
   arrays, scalars, temps, body = {}, {}, {}, []
@@ -523,13 +525,20 @@ def _fuse(group, eqns, kinds, known, live, name, ns):
   outs = [v for v in temps if v in live]
   params = [f"x{j}" for j in range(len(arrays))] + [n for n, _ in scalars.values()] + \
       [f"o{j}" for j in range(len(outs))]
+  if all(x.aval.shape == shape for x in arrays):  # one flat loop over 1-D views
+    head = ["  n = o0.size", *(f"  y{j} = x{j}.reshape(n)" for j in range(len(arrays))),
+            *(f"  q{j} = o{j}.reshape(n)" for j in range(len(outs))), "  for i in range(n):"]
+    depth, x, o, at = 1, "y", "q", lambda x: "[i]"
+  else:  # nested loops over the output's axes; a size-1 axis of an operand reads index 0
+    head = [f"{'  ' * (d + 1)}for i{d} in range(o0.shape[{d}]):" for d in range(len(shape))]
+    depth, x, o, at = len(shape), "x", "o", lambda x: "[" + ", ".join(
+        f"i{d}" if x is None or x.aval.shape[d] == n else "0" for d, n in enumerate(shape)) + "]"
+  ind = "  " * (depth + 1)
   src = "\n".join(
-      [f"def {{fn}}({', '.join(params)}):", f"  n = o0.size",
-       *(f"  y{j} = x{j}.reshape(n)" for j in range(len(arrays))),
-       *(f"  p{j} = o{j}.reshape(n)" for j in range(len(outs))),
-       "  for i in range(n):",
-       *(f"    a{j} = y{j}[i]" for j in range(len(arrays))), *body,
-       *(f"    p{j}[i] = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
+      [f"def {{fn}}({', '.join(params)}):", *head,
+       *(f"{ind}a{j} = {x}{j}{at(v)}" for j, v in enumerate(arrays)),
+       *(ind + b.lstrip() for b in body),
+       *(f"{ind}{o}{j}{at(None)} = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
   k = KE.fused(src)
   example = [np.empty(shape, x.aval.dtype) for x in arrays] + [v for _, v in scalars.values()] + \
       [np.empty(shape, v.aval.dtype) for v in outs]

@@ -68,6 +68,8 @@ def _random_fun(rng, shape, dtype, n_in):
       lambda a, b: lax.transpose(lax.dot_general(a, b, (((0,), (0,)), ((), ()))), (1, 0))
       @ lax.transpose(b, (1, 0)) / m if m == n else a * b,
       lambda a, b: lax.dot_general(b, a, (((0,), (0,)), ((), ()))).sum() * a,
+      lambda a, b: lax.max(a, jnp.sum(b, axis=0, keepdims=True)) - 1.0,
+      lambda a, b: lax.select(a > jnp.min(b, axis=1, keepdims=True), a, -a) / 3.0,
   ]
   consts = [np.full(shape, 1.5, d), rng.standard_normal(shape).astype(d)]
   steps = [(rng.integers(len(ops)), rng.integers(1 << 30, size=2)) for _ in range(24)]
