@@ -594,7 +594,7 @@ class TraceCache:
     return e
 
 
-FUSE_AFTER = 64
+FUSE_AFTER = 16
 """Replays after which a program is rebuilt with its chains of exact elementwise equations
 fused into numba loops (``registry.eager_program(fuse=True)``): only hot programs pay for
 the compile (numba's disk cache then serves it to later processes)."""

@@ -496,12 +496,13 @@ _CAST = {np.dtype(np.float32): "np.float32", np.dtype(np.float64): "np.float64",
          np.dtype(np.bool_): "bool"}
 
 
-def _fuse(group, eqns, kinds, known, live, name, ns):
+def _fuse(group, eqns, kinds, known, live, dead, name, ns):
   """The program lines running ``group`` (equation indices) as one numba loop: its operands
   are read per element (a flat loop when all have the output's shape, else nested loops
   that broadcast size-1 axes), constants and literals are scalar arguments (a constant
-  array of one repeated value too), and each value read after the group gets a new
-  buffer."""
+  array of one repeated value too), and each value read after the group is written to the
+  buffer of an operand of its shape and dtype that dies in the loop (``dead(x)``: an
+  iteration reads its elements before it writes them), else to a new buffer."""
   from kernels import elementwise as KE
   shape = eqns[group[0]][0].outvars[0].aval.shape
   arrays, scalars, temps, body = {}, {}, {}, []
@@ -546,10 +547,15 @@ def _fuse(group, eqns, kinds, known, live, name, ns):
   ns[f] = KE.entry(k, *example)
   for n, v in scalars.values():
     ns[f"{f}{n}"] = v
-  lines = []
+  lines, donors = [], [x for x in arrays if x.aval.shape == shape and dead(x)]
   for v in outs:
-    ns[f"d{name(v)}"] = v.aval.dtype
-    lines.append(f"  {name(v)} = _empty({shape!r}, d{name(v)})")
+    d = next((x for x in donors if x.aval.dtype == v.aval.dtype), None)
+    if d is None:
+      ns[f"d{name(v)}"] = v.aval.dtype
+      lines.append(f"  {name(v)} = _empty({shape!r}, d{name(v)})")
+    else:
+      donors.remove(d)
+      lines.append(f"  {name(v)} = {name(d)}")
   args = [name(x) for x in arrays] + [f"{f}{n}" for n, _ in scalars.values()] + \
       [name(v) for v in outs]
   lines.append(f"  {f}({', '.join(args)})")
@@ -647,7 +653,9 @@ def eager_program(jaxpr, consts, fuse=False):
       g = grouped[i]
       if i == g[0]:
         try:
-          more, outs = _fuse(g, eqns, kinds, known, live, name, ns)
+          gs = set(g)
+          dead = lambda x: x in fresh and last[x] in gs and x not in keep
+          more, outs = _fuse(g, eqns, kinds, known, live, dead, name, ns)
         except Exception:  # noqa: BLE001  (numba cannot compile it: the equations run one by one)
           for j in g:
             del grouped[j]
