@@ -11,7 +11,8 @@ primitive (the tables below), compiled lazily per dtype signature and cached on 
 (``cache=True``): a second process loads them instead of compiling. Each kernel has a
 serial variant (``kernel(name)``) and a two-core ``prange`` variant (``kernel(name, True)``);
 ``entry(dispatcher, *args)`` resolves the compiled entry point for one argument signature
-so callers skip numba's generic dispatch on every call.
+so callers skip numba's generic dispatch on every call. ``fused(src)`` compiles a loop that
+an eager program generates from the scalar expressions of a chain of ``EXACT`` kernels.
 
 numba has no float16 arithmetic: callers hand float16 data in as float32. Integer
 kernels see the operand types the caller chose (the shift kernels get unsigned/signed

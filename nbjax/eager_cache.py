@@ -62,6 +62,10 @@ piece is covered:
   ``operator``, ``functools``...; their internal state is either fixed or covered by
   ``registry.epoch``, which config and backend switches bump) and CPython.
 
+A replay reads its arguments and builds its result with code generated per structure
+(``_fast_path``, ``_finisher``: tuples, lists, dicts of Arrays), and a program replayed
+``FUSE_AFTER`` times is rebuilt with its exact elementwise chains fused into numba loops.
+
 JAX's semantics, and ours, are that ``vmap`` runs ``f`` on every call: the cache must
 never be able to tell otherwise (``tests/test_eager_cache.py`` checks replays against
 ``config.update("eager_cache", False)`` over every channel above, property-based). A
@@ -470,8 +474,11 @@ def _finisher(out_tree, weaks):
     if kind == "list":
       return f"[{', '.join(kids)}]"
     if kind == "dict":
-      ns.update({f"K{i}": key for i, key in enumerate(d.data)})
-      return "{" + ", ".join(f"K{i}: {k}" for i, k in enumerate(kids)) + "}"
+      names = []
+      for key in d.data:
+        names.append(f"K{len(ns)}")
+        ns[names[-1]] = key
+      return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
     return None
 
   body = build(out_tree)

@@ -529,17 +529,17 @@ def _fuse(group, eqns, kinds, known, live, dead, name, ns):
   if all(x.aval.shape == shape for x in arrays):  # one flat loop over 1-D views
     head = ["  n = o0.size", *(f"  y{j} = x{j}.reshape(n)" for j in range(len(arrays))),
             *(f"  q{j} = o{j}.reshape(n)" for j in range(len(outs))), "  for i in range(n):"]
-    depth, x, o, at = 1, "y", "q", lambda x: "[i]"
+    depth, src_in, src_out, at = 1, "y", "q", lambda v: "[i]"
   else:  # nested loops over the output's axes; a size-1 axis of an operand reads index 0
     head = [f"{'  ' * (d + 1)}for i{d} in range(o0.shape[{d}]):" for d in range(len(shape))]
-    depth, x, o, at = len(shape), "x", "o", lambda x: "[" + ", ".join(
-        f"i{d}" if x is None or x.aval.shape[d] == n else "0" for d, n in enumerate(shape)) + "]"
+    depth, src_in, src_out, at = len(shape), "x", "o", lambda v: "[" + ", ".join(
+        f"i{d}" if v is None or v.aval.shape[d] == n else "0" for d, n in enumerate(shape)) + "]"
   ind = "  " * (depth + 1)
   src = "\n".join(
       [f"def {{fn}}({', '.join(params)}):", *head,
-       *(f"{ind}a{j} = {x}{j}{at(v)}" for j, v in enumerate(arrays)),
+       *(f"{ind}a{j} = {src_in}{j}{at(v)}" for j, v in enumerate(arrays)),
        *(ind + b.lstrip() for b in body),
-       *(f"{ind}{o}{j}{at(None)} = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
+       *(f"{ind}{src_out}{j}{at(None)} = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
   k = KE.fused(src)
   example = [np.empty(shape, x.aval.dtype) for x in arrays] + [v for _, v in scalars.values()] + \
       [np.empty(shape, v.aval.dtype) for v in outs]

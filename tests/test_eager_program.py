@@ -279,16 +279,24 @@ def test_nested_arguments_take_the_generated_fast_path(monkeypatch):
     _same(g, w)
 
   def dict_loss(p, x):
-    return jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) * p["s"])
-  p = {"w": params[0][0], "b": params[0][1], "s": jnp.asarray(np.float32(0.5))}
+    h = jnp.tanh(x @ p["l1"]["w"] + p["l1"]["b"])
+    return jnp.sum((h @ p["l2"]["w"]) * p["s"]) + (p["none"] is None)
+  p = {"l1": {"w": params[0][0], "b": params[0][1]}, "l2": {"w": params[1][0]},
+       "s": jnp.asarray(np.float32(0.5)), "none": None}
   vg = nbjax.value_and_grad(dict_loss)
   want = _tape(vg, p, x)
   for _ in range(3):
     got = vg(p, x)
-    assert type(got[1]) is dict and sorted(got[1]) == ["b", "s", "w"]
-    for k in p:
-      _same(got[1][k], want[1][k])
-  assert vg._trace_cache.fast[2]({**p, "extra": x}, x) is eager_cache.MISS
+    assert type(got[1]) is dict and sorted(got[1]) == ["l1", "l2", "none", "s"]
+    assert sorted(got[1]["l1"]) == ["b", "w"] and list(got[1]["l2"]) == ["w"]
+    assert got[1]["none"] is None
+    for g, w in zip(nbjax.tree_util.tree_leaves(got), nbjax.tree_util.tree_leaves(want)):
+      _same(g, w)
+  fast = vg._trace_cache.fast[2]
+  assert fast(p, x) is not eager_cache.MISS
+  assert fast({**p, "extra": x}, x) is eager_cache.MISS
+  assert fast({**p, "l2": {"v": params[1][0]}}, x) is eager_cache.MISS
+  assert fast({**p, "none": x}, x) is eager_cache.MISS
 
 
 def test_hot_program_is_fused_and_equals_the_tape(monkeypatch):
