@@ -178,6 +178,7 @@ def _reduce_numba(op):
       cur = out
     cur = cur.reshape(shape)
     return cur if kd == x.dtype else cur.astype(x.dtype)
+
   def specialize(avals, params):
     """``impl`` for one run of adjacent reduced axes of these avals with the blocking worked
     out once: the same kernel call, without the per-call Python (eager programs)."""
