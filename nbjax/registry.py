@@ -7,7 +7,9 @@ rule`` is ``p.jvp = rule``), and the policy that picks which eager backend runs 
 primitive (chosen by measurement, overridable: ``nbjax.config.set_eager_backend``).
 It also builds each primitive's fast eager entry point (``p.eager``), the code that runs
 under ``bind`` when no transformation is active (with NumPy's floating-point error reports
-off, as JAX never warns: ``quiet_run``).
+off, as JAX never warns: ``quiet_run``), and compiles jaxprs into eager programs
+(``eager_program``: the kernels the policy picks, called from generated straight-line code)
+for replays and the tape.
 
 ``python -m nbjax.registry`` prints the coverage table.
 """
@@ -466,7 +468,8 @@ def _fusable(eqn, ins, scalar):
     return None
   small, large, _ = policy(prim)
   resolve = getattr(prim.impls.get("numba"), "resolve", None)
-  if small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None:
+  if (small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None
+      or prim.name in _overrides or _override_all is not None):  # (a pinned backend runs)
     return None
   from kernels import elementwise as KE
   try:

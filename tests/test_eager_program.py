@@ -125,6 +125,19 @@ def test_rewrites_leave_views_and_no_kernels_for_identities():
   assert b is x or np.shares_memory(b, x)  # the identity: the input buffer, not a copy
 
 
+def test_a_pinned_backend_is_not_fused():
+  """``set_eager_backend`` pins what runs: a pinned primitive stays its own kernel call."""
+  def f(x):
+    return [lax.max(x, 0.0) * 2.0 - x]
+  jaxpr, consts = _trace(f, [ShapedArray((8, 8), np.dtype(np.float64))])
+  assert registry.eager_program(jaxpr, consts, fuse=True).fused == 1
+  registry.set_eager_backend("mul", "numpy")
+  try:
+    assert registry.eager_program(jaxpr, consts, fuse=True).fused == 0
+  finally:
+    registry.set_eager_backend("mul", None)
+
+
 def test_fused_loop_replaces_the_chain():
   """An exact chain (relu and its JVP mask: max, eq, select_n, div) is one loop; a libm
   function (exp) stays NumPy's ufunc between loops."""
