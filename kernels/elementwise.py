@@ -11,7 +11,8 @@ primitive (the tables below), compiled lazily per dtype signature and cached on 
 (``cache=True``): a second process loads them instead of compiling. Each kernel has a
 serial variant (``kernel(name)``) and a two-core ``prange`` variant (``kernel(name, True)``);
 ``entry(dispatcher, *args)`` resolves the compiled entry point for one argument signature
-so callers skip numba's generic dispatch on every call.
+so callers skip numba's generic dispatch on every call. ``fused(src)`` compiles a loop that
+an eager program generates from the scalar expressions of a chain of ``EXACT`` kernels.
 
 numba has no float16 arithmetic: callers hand float16 data in as float32. Integer
 kernels see the operand types the caller chose (the shift kernels get unsigned/signed
@@ -20,6 +21,7 @@ LLVM). Float max/min order -0 below +0 and complex kernels (``*_complex``) follo
 complex expansions, special values included (the section "XLA's complex arithmetic"), so
 eager results equal jit's. Imports numba and numpy only.
 """
+import hashlib
 import math
 
 import numpy as np
@@ -1072,6 +1074,40 @@ def kernel(name, parallel=False):
 def names():
   """Every kernel name (``select_n<k>`` is generated on demand for any k)."""
   return list(_SOURCES)
+
+
+# Kernels whose every result is exact: correctly rounded IEEE arithmetic, comparisons,
+# selections, conversions between float widths. Any implementation (these loops, NumPy's
+# ufuncs, one fused loop) gives the same bits, so an eager program may fuse a chain of them
+# (``fused``) without changing a result; libm functions (exp, tanh...) differ by an ulp
+# between NumPy and LLVM and stay out.
+EXACT = frozenset({
+    "neg", "abs", "floor", "ceil", "round_even", "sqrt", "square", "not_bool", "is_finite",
+    "convert", "convert_bool", "copy", "add", "sub", "mul", "div", "max", "min", "max_float",
+    "min_float", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "clamp",
+    "clamp_float", "select_n2"})
+
+
+def expression(name):
+  """The scalar expression of kernel ``name`` over operands ``a``, ``b``, ``c``."""
+  if name == "select_n2":  # a boolean ``which`` picks c over b
+    return "(c if a else b)"
+  return UNARY.get(name) or BINARY.get(name) or TERNARY[name]
+
+
+def fused(src):
+  """The numba dispatcher of generated source ``src`` (one function named ``{fn}``), named by
+  the source's hash: compiled once per process, and served from numba's disk cache to later
+  processes (the source is compiled as this file's)."""
+  fn = "k_fused_" + hashlib.sha1(src.encode()).hexdigest()[:20]
+  k = _compiled.get(fn)
+  if k is None:
+    ns = dict(_NS)
+    exec(compile(src.format(fn=fn), __file__, "exec"), ns)
+    f = ns[fn]
+    f.__qualname__ = fn
+    k = _compiled[fn] = njit(cache=True, nogil=True, error_model="numpy")(f)
+  return k
 
 
 def _numba_type(a):

@@ -62,6 +62,10 @@ piece is covered:
   ``operator``, ``functools``...; their internal state is either fixed or covered by
   ``registry.epoch``, which config and backend switches bump) and CPython.
 
+A replay reads its arguments and builds its result with code generated per structure
+(``_fast_path``, ``_finisher``: tuples, lists, dicts of Arrays), and a program replayed
+``FUSE_AFTER`` times is rebuilt with its exact elementwise chains fused into numba loops.
+
 JAX's semantics, and ours, are that ``vmap`` runs ``f`` on every call: the cache must
 never be able to tell otherwise (``tests/test_eager_cache.py`` checks replays against
 ``config.update("eager_cache", False)`` over every channel above, property-based). A
@@ -82,7 +86,7 @@ import numpy as np
 from nbjax import core, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
-from nbjax.tree_util import tree_flatten, tree_structure, tree_unflatten
+from nbjax.tree_util import tree_flatten, tree_unflatten
 
 MISS = object()
 _SEEN, _UNCACHEABLE = object(), object()
@@ -380,31 +384,108 @@ def _shallow(args):
 
 
 class _Entry:
-  __slots__ = ("program", "dyn", "out_tree", "single", "weaks", "weak0", "holds")
+  __slots__ = ("program", "dyn", "out_tree", "weaks", "holds", "finish", "weak0")
 
 
-def _fast_path(n, entries):
-  a = [f"a{i}" for i in range(n)]
-  key = "".join(f"v{i}.shape, v{i}.dtype, a{i}._weak, " for i in range(n))
-  src = f"""def fast({', '.join(a)}):
-  if {' or '.join(f'type({x}) is not Array' for x in a) or 'False'}:
-    return MISS
-  {''.join(f'v{i} = a{i}._value; ' for i in range(n))}
-  e = get(({n}, {key}registry.epoch))
-  if type(e) is not _Entry:
-    return MISS
-  h = e.holds
-  if h is not None and not h():
-    return MISS
-  outs = e.program({''.join(f'v{i}, ' for i in range(n))})
-  if e.single:
-    return _wrap(outs[0], e.weak0)
-  return TraceCache._finish(e, outs)
-"""
+_CONTAINERS = {"tuple": "tuple", "list": "list", "dict": "dict"}
+
+
+def _fast_path(key_tree, args_def, entries):
+  """``fast(*args)``: the replay of positional arguments of structure ``args_def`` (tuples,
+  lists, dicts and ``None`` around nbjax Arrays) as straight-line code, or None for other
+  structures: a call checks each container's type and length and each leaf's type, reads the
+  signature key (the same key ``call`` builds, ``key_tree`` first), then the pins, and runs
+  the program; ``MISS`` on any mismatch (``call`` then decides)."""
   ns = dict(Array=Array, MISS=MISS, get=entries.get, registry=registry, _Entry=_Entry,
-            _wrap=_wrap, TraceCache=TraceCache)
+            T=key_tree, W=_wrap)
+  lines, leaves = [], []
+
+  def walk(expr, d):
+    if d.node is None:
+      leaves.append(expr)
+      return True
+    kind = d.node.kind
+    if kind == "none":
+      lines.append(f"  if {expr} is not None: return MISS")
+      return True
+    t = _CONTAINERS.get(kind)
+    if t is None:
+      return False
+    var = f"n{len(lines)}"
+    lines.append(f"  {var} = {expr}")
+    lines.append(f"  if type({var}) is not {t} or len({var}) != {len(d.kids)}: return MISS")
+    for j, k in enumerate(d.kids):
+      if t == "dict":
+        ns[f"K{len(ns)}"] = d.data[j]
+        sub = f"{var}.get(K{len(ns) - 1}, MISS)"
+      else:
+        sub = f"{var}[{j}]"
+      if not walk(sub, k):
+        return False
+    return True
+
+  n = len(args_def.kids)
+  a = [f"a{i}" for i in range(n)]
+  if args_def.node is None or args_def.node.kind not in ("tuple", "list") or not all(
+      walk(x, k) for x, k in zip(a, args_def.kids)):
+    return None
+  for i, expr in enumerate(leaves):
+    lines.append(f"  x{i} = {expr}")
+  m = len(leaves)
+  xs = [f"x{i}" for i in range(m)]
+  key = "".join(f"v{i}.shape, v{i}.dtype, x{i}._weak, " for i in range(m))
+  src = "\n".join([
+      f"def fast({', '.join(a)}):", *lines,
+      f"  if {' or '.join(f'type({x}) is not Array' for x in xs) or 'False'}:",
+      "    return MISS",
+      f"  {''.join(f'v{i} = x{i}._value; ' for i in range(m))}pass",
+      f"  e = get((T, {key}registry.epoch))",
+      "  if type(e) is not _Entry:",
+      "    return MISS",
+      "  h = e.holds",
+      "  if h is not None and not h():",
+      "    return MISS",
+      f"  o = e.program({''.join(f'v{i}, ' for i in range(m))})",
+      "  w = e.weak0",  # (one Array out: no call to build the structure)
+      "  return e.finish(o) if w is None else W(o[0], w)"])
   exec(src, ns)
   return ns["fast"]
+
+
+def _finisher(out_tree, weaks):
+  """``finish(outs)``: the program's output buffers wrapped as Arrays in the structure
+  ``out_tree``, built by one generated expression (tuples, lists, dicts, ``None``), else by
+  ``tree_unflatten``."""
+  ns = dict(W=_wrap)
+  it = iter(range(len(weaks)))
+
+  def build(d):
+    if d.node is None:
+      i = next(it)
+      return f"W(o[{i}], {bool(weaks[i])})"
+    kind = d.node.kind
+    if kind == "none":
+      return "None"
+    kids = [build(k) for k in d.kids]
+    if None in kids:
+      return None
+    if kind == "tuple":
+      return f"({''.join(k + ', ' for k in kids)})"
+    if kind == "list":
+      return f"[{', '.join(kids)}]"
+    if kind == "dict":
+      names = []
+      for key in d.data:
+        names.append(f"K{len(ns)}")
+        ns[names[-1]] = key
+      return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
+    return None
+
+  body = build(out_tree)
+  if body is None:
+    return lambda outs: tree_unflatten(out_tree, [_wrap(o, w) for o, w in zip(outs, weaks)])
+  exec(f"def finish(o):\n  return {body}\n", ns)
+  return ns["finish"]
 
 
 class TraceCache:
@@ -416,7 +497,7 @@ class TraceCache:
     self.fun, self.guard_fun = fun, guard_fun
     self.entries: dict = {}
     self.enabled = True
-    self.fast: dict = {}  # arity -> replay of positional nbjax Arrays (MISS if not cached)
+    self.fast: dict = {}  # arity -> generated replay of one structure of positional Arrays
 
   def replay(self, args, kwargs):
     """A top-level call's result replayed (positional Arrays take the generated fast path),
@@ -460,7 +541,10 @@ class TraceCache:
         else:
           vals.append(_c_buffer(registry.coerce(x)[0]))
           foreign.append(vals[-1])
-      return self._finish(e, e.program(*vals), foreign)
+      outs = e.program(*vals)
+      if foreign:  # a caller's NumPy input: no output may be it or a view of it
+        outs = [own(o, foreign) for o in outs]
+      return e.finish(outs)
     if e is None:
       if len(self.entries) >= _MAX_ENTRIES:
         self.entries.clear()
@@ -468,15 +552,12 @@ class TraceCache:
       return MISS
     if e is _SEEN:
       self.entries[key] = e = self._build(args, kwargs, leaves, tree) or _UNCACHEABLE
-      if e is not _UNCACHEABLE and type(tree) is int and tree not in self.fast:
-        self.fast[tree] = _fast_path(tree, self.entries)
+      if e is not _UNCACHEABLE and not kwargs and all(type(x) is Array for x in leaves):
+        args_def = tree_flatten(args)[1] if type(tree) in (int, tuple) else tree.kids[0]
+        fast = _fast_path(tree, args_def, self.entries)
+        if fast is not None:
+          self.fast[len(args)] = fast
     return MISS if self.entries[key] is _UNCACHEABLE else self.call(args, kwargs)
-
-  @staticmethod
-  def _finish(e, outs, foreign=()):
-    if foreign:  # a caller's NumPy input: no output may be it or a view of it
-      outs = [own(o, foreign) for o in outs]
-    return tree_unflatten(e.out_tree, [_wrap(o, w) for o, w in zip(outs, e.weaks)])
 
   def _build(self, args, kwargs, leaves, tree):
     from nbjax.interpreters import partial_eval as pe
@@ -512,12 +593,36 @@ class TraceCache:
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
     e = _Entry()
-    e.program, e.dyn, e.out_tree = program, dyn, box[0]
+    e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
-    e.weak0 = e.weaks[0] if e.weaks else False
-    e.single = e.out_tree == tree_structure(0)
+    e.finish = _finisher(e.out_tree, e.weaks)
+    e.weak0 = e.weaks[0] if e.out_tree.node is None else None
     e.holds = _checker(pins)
     return e
+
+
+FUSE_AFTER = 16
+"""Replays after which a program is rebuilt with its chains of exact elementwise equations
+fused into numba loops (``registry.eager_program(fuse=True)``): only hot programs pay for
+the compile (numba's disk cache then serves it to later processes)."""
+
+
+def _warming(e, program, jaxpr, consts):
+  """``program``, counting its calls: the ``FUSE_AFTER``-th installs the fused program as
+  ``e.program`` (or ``program`` itself when nothing fuses), which later calls run directly."""
+  left = [FUSE_AFTER]
+
+  def warming(*xs):
+    left[0] -= 1
+    if left[0] == 0:
+      try:
+        fused = registry.eager_program(jaxpr, consts, fuse=True)
+      except Exception:  # noqa: BLE001  (the program built once already: keep it)
+        fused = program
+      e.program = fused if fused.fused else program
+    return program(*xs)
+  warming.source = program.source
+  return warming
 
 
 _by_fun = weakref.WeakKeyDictionary()

@@ -7,7 +7,9 @@ rule`` is ``p.jvp = rule``), and the policy that picks which eager backend runs 
 primitive (chosen by measurement, overridable: ``nbjax.config.set_eager_backend``).
 It also builds each primitive's fast eager entry point (``p.eager``), the code that runs
 under ``bind`` when no transformation is active (with NumPy's floating-point error reports
-off, as JAX never warns: ``quiet_run``).
+off, as JAX never warns: ``quiet_run``), and compiles jaxprs into eager programs
+(``eager_program``: the kernels the policy picks, called from generated straight-line code)
+for replays and the tape.
 
 ``python -m nbjax.registry`` prints the coverage table.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 
 import numpy as np
 
@@ -370,16 +373,60 @@ def _is_literal(x):
   return type(x) is Literal
 
 
+# primitives whose result holds its operand's elements in the same order (C order) when the
+# element count is unchanged: a reshape, a zero-copy view in an eager program
+_SAME_ORDER = frozenset({"reshape", "squeeze", "broadcast_in_dim", "reduce_sum", "reduce_max",
+                         "reduce_min", "reduce_prod"})
+
+
+def _rewrite(eqn, ins, views):
+  """``eqn`` (inputs ``ins``) as ``("alias", atom)`` when its result is ``atom`` itself,
+  ``("view", atom)`` when it is ``atom``'s elements in a new shape (a reshape: an expand_dims
+  broadcast, a reduction over axes of size 1 as XLA's simplifier rewrites it, a reshape of a
+  reshape reads the first operand), or None. ``views``: var -> the atom it is a view of."""
+  name, p = eqn.primitive.name, eqn.params
+  x = ins[0] if ins else None
+  if x is None or _is_literal(x) or eqn.primitive.multiple_results:
+    return None
+  o = eqn.outvars[0].aval
+  if name in _SAME_ORDER and x.aval.size == o.size and x.aval.dtype == o.dtype and (
+      name != "reshape" or p.get("dimensions") is None) and (
+      name != "broadcast_in_dim" or list(p["broadcast_dimensions"]) == sorted(p["broadcast_dimensions"])):
+    x = views.get(x, x)
+    return ("alias" if x.aval.shape == o.shape else "view", x)
+  if (name == "convert_element_type" and p["new_dtype"] == x.aval.dtype or
+      name == "transpose" and tuple(p["permutation"]) == tuple(range(o.ndim)) or
+      name.startswith("reduce_") and p.get("axes") == ()):
+    return "alias", x
+  if name == "mul" and o.dtype.kind in "fiu":  # x * 1 is x (IEEE: exactly, NaN, inf, -0)
+    for one, y in ((ins[0], ins[1]), (ins[1], ins[0])):
+      if (_is_literal(one) and not _is_literal(y) and y.aval.shape == o.shape and
+          y.aval.dtype == o.dtype and np.ndim(one.val) == 0 and one.val == 1):
+        return "alias", y
+  return None
+
+
 def _cse(jaxpr):
-  """``(eqns, canon)``: the equations left after common-subexpression elimination (jvp
-  rules recompute primal pieces, e.g. ``sin`` and ``cos`` of one operand) and the map from
-  each dropped output to the output that replaces it."""
-  canon, seen, eqns = {}, {}, []
+  """``(eqns, canon)``: the equations left after rewriting identities and views
+  (``_rewrite``) and common-subexpression elimination (jvp rules recompute primal pieces,
+  e.g. ``sin`` and ``cos`` of one operand), as ``(eqn, inputs, view)`` (``view``: the eqn
+  is a reshape of ``inputs[0]`` to its output shape), and the map from each dropped output
+  to the atom that replaces it."""
+  canon, seen, eqns, views = {}, {}, [], {}
   for e in jaxpr.eqns:
     ins = [canon.get(x, x) if not _is_literal(x) else x for x in e.invars]
+    view = False
+    r = _rewrite(e, ins, views)
+    if r is not None:
+      if r[0] == "alias":
+        canon[e.outvars[0]] = r[1]
+        continue
+      ins, view = [r[1]], True
+      views[e.outvars[0]] = r[1]
     try:
-      key = (e.primitive, tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
-             tuple(e.params.items()))
+      key = ("view" if view else e.primitive,
+             tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
+             e.outvars[0].aval.shape if view else tuple(e.params.items()))
       hit = seen.get(key)
     except TypeError:  # unhashable params or literal values
       key = hit = None
@@ -388,35 +435,165 @@ def _cse(jaxpr):
       continue
     if key is not None:
       seen[key] = e.outvars
-    eqns.append((e, ins))
-  return eqns, canon
+    eqns.append((e, ins, view))
+  live = {x for x in jaxpr.outvars if not _is_literal(x)}
+  live = {canon.get(x, x) for x in live}
+  kept = []
+  for e, ins, view in reversed(eqns):  # what the rewrites left unread (a view read by a view)
+    if e.effects or any(v in live for v in e.outvars):
+      kept.append((e, ins, view))
+      live.update(x for x in ins if not _is_literal(x))
+  return kept[::-1], canon
 
 
-def eager_program(jaxpr, consts):
+def _fresh(k, out_avals):
+  """Whether kernel ``k`` returns new C-contiguous buffers of its out avals' dtypes, never a
+  view of an operand: ``np.dot`` as ``dot_general`` specializes to it (one BLAS dtype) for
+  outputs of rank >= 1, kernels marked ``fresh``."""
+  return getattr(k, "fresh", False) or k is np.dot and out_avals[0].ndim > 0
+
+
+_FUSE_DTYPES = frozenset(map(np.dtype, (np.float32, np.float64, np.bool_)))
+FUSE_MIN = 3  # equations one fused loop must replace to be worth compiling
+
+
+def _fusable(eqn, ins, scalar):
+  """``eqn``'s numba kernel name when it may join a fused loop: an exact kernel
+  (``kernels.elementwise.EXACT``: every backend gives the same bits) over float32, float64 or
+  bool operands of its output's rank (size-1 axes broadcast) or constant scalars, where its
+  policy runs numba or NumPy; else None."""
+  prim, o = eqn.primitive, eqn.outvars[0].aval
+  if (prim.family != "elementwise" or prim.multiple_results or not o.ndim or
+      o.dtype not in _FUSE_DTYPES or not all(
+          x.aval.dtype in _FUSE_DTYPES and (scalar(x) or x.aval.ndim == o.ndim and all(
+              d in (1, n) for d, n in zip(x.aval.shape, o.shape))) for x in ins)):
+    return None
+  small, large, _ = policy(prim)
+  resolve = getattr(prim.impls.get("numba"), "resolve", None)
+  if (small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None
+      or prim.name in _overrides or _override_all is not None):  # (a pinned backend runs)
+    return None
+  from kernels import elementwise as KE
+  try:
+    name = getattr(resolve(tuple(x.aval.dtype for x in ins), eqn.params), "kname", None)
+  except Exception:  # noqa: BLE001  (no numba kernel for these dtypes)
+    return None
+  return name if name in KE.EXACT else None
+
+
+def _groups(steps, fusable):
+  """Runs of at least ``FUSE_MIN`` consecutive fusable steps of one output shape."""
+  groups, cur = [], []
+  for i in steps:
+    shape = fusable[i] and fusable[i][1]
+    if cur and shape != fusable[cur[0]][1]:
+      if len(cur) >= FUSE_MIN:
+        groups.append(cur)
+      cur = []
+    if shape:
+      cur.append(i)
+  if len(cur) >= FUSE_MIN:
+    groups.append(cur)
+  return groups
+
+
+_CAST = {np.dtype(np.float32): "np.float32", np.dtype(np.float64): "np.float64",
+         np.dtype(np.bool_): "bool"}
+
+
+def _fuse(group, eqns, kinds, known, live, dead, name, ns):
+  """The program lines running ``group`` (equation indices) as one numba loop: its operands
+  are read per element (a flat loop when all have the output's shape, else nested loops
+  that broadcast size-1 axes), constants and literals are scalar arguments (a constant
+  array of one repeated value too), and each value read after the group is written to the
+  buffer of an operand of its shape and dtype that dies in the loop (``dead(x)``: an
+  iteration reads its elements before it writes them), else to a new buffer."""
+  from kernels import elementwise as KE
+  shape = eqns[group[0]][0].outvars[0].aval.shape
+  arrays, scalars, temps, body = {}, {}, {}, []
+  for i in group:
+    eqn, ins, _ = eqns[i]
+    ops = []
+    for x in ins:
+      if x in temps:
+        ops.append(temps[x])
+        continue
+      v = ns[name(x)] if _is_literal(x) or x in known else None
+      if v is not None and v.size and (v.ndim == 0 or np.all(
+          v.view(f"u{v.itemsize}") == v.view(f"u{v.itemsize}").flat[0])):
+        n = scalars.setdefault(x, (f"s{len(scalars)}", v.flat[0]))[0]
+      else:
+        n = arrays.setdefault(x, f"a{len(arrays)}")
+      ops.append(n)
+    t = temps[eqn.outvars[0]] = f"t{len(temps)}"
+    expr = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kinds[i]))
+    body.append(f"    {t} = {_CAST[eqn.outvars[0].aval.dtype]}({expr})")
+  outs = [v for v in temps if v in live]
+  params = [f"x{j}" for j in range(len(arrays))] + [n for n, _ in scalars.values()] + \
+      [f"o{j}" for j in range(len(outs))]
+  if all(x.aval.shape == shape for x in arrays):  # one flat loop over 1-D views
+    head = ["  n = o0.size", *(f"  y{j} = x{j}.reshape(n)" for j in range(len(arrays))),
+            *(f"  q{j} = o{j}.reshape(n)" for j in range(len(outs))), "  for i in range(n):"]
+    depth, src_in, src_out, at = 1, "y", "q", lambda v: "[i]"
+  else:  # nested loops over the output's axes; a size-1 axis of an operand reads index 0
+    head = [f"{'  ' * (d + 1)}for i{d} in range(o0.shape[{d}]):" for d in range(len(shape))]
+    depth, src_in, src_out, at = len(shape), "x", "o", lambda v: "[" + ", ".join(
+        f"i{d}" if v is None or v.aval.shape[d] == n else "0" for d, n in enumerate(shape)) + "]"
+  ind = "  " * (depth + 1)
+  src = "\n".join(
+      [f"def {{fn}}({', '.join(params)}):", *head,
+       *(f"{ind}a{j} = {src_in}{j}{at(v)}" for j, v in enumerate(arrays)),
+       *(ind + b.lstrip() for b in body),
+       *(f"{ind}{src_out}{j}{at(None)} = {temps[v]}" for j, v in enumerate(outs))]) + "\n"
+  k = KE.fused(src)
+  example = [np.empty(shape, x.aval.dtype) for x in arrays] + [v for _, v in scalars.values()] + \
+      [np.empty(shape, v.aval.dtype) for v in outs]
+  f = f"f{len(ns)}"
+  ns[f] = KE.entry(k, *example)
+  for n, v in scalars.values():
+    ns[f"{f}{n}"] = v
+  lines, donors = [], [x for x in arrays if x.aval.shape == shape and dead(x)]
+  for v in outs:
+    d = next((x for x in donors if x.aval.dtype == v.aval.dtype), None)
+    if d is None:
+      ns[f"d{name(v)}"] = v.aval.dtype
+      lines.append(f"  {name(v)} = _empty({shape!r}, d{name(v)})")
+    else:
+      donors.remove(d)
+      lines.append(f"  {name(v)} = {name(d)}")
+  args = [name(x) for x in arrays] + [f"{f}{n}" for n, _ in scalars.values()] + \
+      [name(v) for v in outs]
+  lines.append(f"  {f}({', '.join(args)})")
+  return lines, outs
+
+
+def eager_program(jaxpr, consts, fuse=False):
   """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
   kernel its primitive's policy picks for the equation's (static) avals, with none of the
-  per-call validation, dispatch or wrapping of ``bind``. Repeated subexpressions run once;
-  a ufunc whose operand is a buffer the program allocated, that only ufuncs read (no view
-  of it can exist) and that it reads for the last time writes into it (``out=``), as XLA
-  reuses dead buffers. ``program(*ndarrays)`` returns the output ndarrays (C-contiguous, of
-  the out avals' dtypes). Replays cached traces (``nbjax.eager_cache``); the avals were
+  per-call validation, dispatch or wrapping of ``bind``. Identities (``x * 1``, a
+  same-dtype convert) are dropped, reshapes and their equivalents (expand_dims broadcasts,
+  reductions over axes of size 1) are views, repeated subexpressions run once, constant
+  subexpressions are folded at build time; a kernel whose operand is a buffer the program
+  allocated, that only fresh-buffer kernels read (no view of it can exist) and that it reads
+  for the last time writes into it (a ufunc's ``out=``), as XLA reuses dead buffers. With
+  ``fuse``, runs of at least ``FUSE_MIN`` exact elementwise equations (``_fusable``: results
+  are the same bits on every backend) become one numba loop each (compiled now: replays of
+  hot programs, ``nbjax.eager_cache``). ``program(*ndarrays)`` returns the output ndarrays
+  (C-contiguous, of the out avals' dtypes); ``program.fused`` counts the loops. Replays
+  cached traces (``nbjax.eager_cache``) and the tape's per-primitive VJPs; the avals were
   checked when the jaxpr was traced."""
-  ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry}
+  ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry,
+        "_empty": np.empty}
   env = {}
   eqns, canon = _cse(jaxpr)
   outvars = [canon.get(x, x) if not _is_literal(x) else x for x in jaxpr.outvars]
-  ks = [_raw_kernel(e) for e, _ in eqns]
-  last = {x: i for i, (_, ins) in enumerate(eqns) for x in ins}  # an atom's last reader
-  keep = set(outvars)
-  fresh = set()  # vars whose buffer this program allocated and nothing else can see
-  for (_, ins), k in zip(eqns, ks):  # a reader that may return a view (reshape...) shares it
-    if not (type(k) is np.ufunc or k is np.dot):
-      keep.update(ins)
 
   def name(atom, prefix="v"):
     if _is_literal(atom):
-      n = f"l{len(ns)}"
-      ns[n] = np.asarray(atom.val, atom.aval.dtype)
+      n = env.get(("lit", id(atom)))
+      if n is None:
+        n = env[("lit", id(atom))] = f"l{len(ns)}"
+        ns[n] = np.asarray(atom.val, atom.aval.dtype)
       return n
     n = env.get(atom)
     if n is None:
@@ -428,20 +605,82 @@ def eager_program(jaxpr, consts):
     n = name(v, "c")
     ns[n] = known[v] = as_output(c._value if isinstance(c, Array) else np.asarray(c), v.aval)
   args = [name(v, "a") for v in jaxpr.invars]
-  lines = [f"def body({', '.join(args)}):"]
-  for i, (eqn, invars) in enumerate(eqns):
-    k = ns[f"k{i}"] = ks[i]
+  ks, steps = {}, []  # the kernels of the equations that run per call, in order
+  for i, (eqn, invars, view) in enumerate(eqns):
+    if view:
+      if invars[0] in known or _is_literal(invars[0]):
+        ns[name(eqn.outvars[0], "c")] = known[eqn.outvars[0]] = ns[name(invars[0])].reshape(
+            eqn.outvars[0].aval.shape)
+      else:
+        steps.append(i)
+      continue
+    k = _raw_kernel(eqn)
     if eqn.primitive.family not in ("user", "call") and all(
         _is_literal(x) or x in known for x in invars):  # constant folding, at build time
       vals = k(*[ns[name(x)] for x in invars])
       for v, o in zip(eqn.outvars, vals if eqn.primitive.multiple_results else [vals]):
         ns[name(v, "c")] = known[v] = as_output(o, v.aval)
       continue
+    ks[i] = k
+    steps.append(i)
+
+  groups, kinds = [], {}
+  if fuse:
+    scalar = lambda x: x.aval.ndim == 0 and (_is_literal(x) or x in known)
+    fusable = {}
+    for i in steps:
+      eqn, ins, view = eqns[i]
+      kinds[i] = None if view else _fusable(eqn, ins, scalar)
+      fusable[i] = kinds[i] and (kinds[i], eqn.outvars[0].aval.shape)
+    groups = _groups(steps, fusable)
+  grouped = {i: g for g in groups for i in g}
+  inside = {v: id(g) for g in groups for i in g for v in eqns[i][0].outvars}
+  live = set(outvars)  # what is read outside the group defining it
+  for i in steps:
+    g = id(grouped.get(i))
+    live.update(x for x in eqns[i][1] if not _is_literal(x) and inside.get(x) != g)
+
+  last = {x: i for i in steps for x in eqns[i][1]}  # an atom's last reader
+  keep = set(outvars)
+  for i in steps:  # a reader that may return a view (reshape...) shares its operands
+    eqn, ins, view = eqns[i]
+    k = ks.get(i)
+    if view or i not in grouped and not (
+        type(k) is np.ufunc or k is np.dot or _fresh(k, [v.aval for v in eqn.outvars])):
+      keep.update(ins)
+  fresh = set()  # vars whose buffer this program allocated and nothing else can see
+
+  lines = [f"def body({', '.join(args)}):"]
+  nfused = 0
+  for i in steps:
+    eqn, invars, view = eqns[i]
+    if i in grouped:
+      g = grouped[i]
+      if i == g[0]:
+        try:
+          gs = set(g)
+          dead = lambda x: x in fresh and last[x] in gs and x not in keep
+          more, outs = _fuse(g, eqns, kinds, known, live, dead, name, ns)
+        except Exception:  # noqa: BLE001  (numba cannot compile it: the equations run one by one)
+          for j in g:
+            del grouped[j]
+        else:
+          lines += more
+          fresh.update(outs)
+          nfused += 1
+          continue
+      else:
+        continue
+    out_avals = [v.aval for v in eqn.outvars]
+    if view:
+      lines.append(f"  {name(eqn.outvars[0])} = {name(invars[0])}.reshape({out_avals[0].shape!r})")
+      continue
+    k = ns[f"k{i}"] = ks[i]
     ins = [name(x) for x in invars]
     outs = [name(v) for v in eqn.outvars]
-    checked = True
+    checked = not _fresh(k, out_avals)
     if type(k) is np.ufunc and k.nout == 1:
-      o = eqn.outvars[0].aval
+      o = out_avals[0]
       donor = [x for x in invars if x in fresh and last[x] == i and x not in keep]
       if o.ndim and donor and all(x.aval.dtype == o.dtype for x in invars) and \
           donor[0].aval.shape == o.shape:
@@ -452,8 +691,8 @@ def eager_program(jaxpr, consts):
       # same-dtype C-contiguous operands (every buffer here is): the result is already canonical
       checked = checked and not all(x.aval.dtype == o.dtype for x in invars)
       fresh.add(eqn.outvars[0])
-    elif k is np.dot:
-      fresh.add(eqn.outvars[0])
+    elif k is np.dot or not checked:
+      fresh.update(eqn.outvars)
     trail = "," if len(outs) == 1 and eqn.primitive.multiple_results else ""
     lines.append(f"  {', '.join(outs)}{trail} = k{i}({', '.join(ins)})")
     for v, o in zip(eqn.outvars, outs):
@@ -467,8 +706,9 @@ def eager_program(jaxpr, consts):
             "  except RuntimeError as e:", f"    return _retry(e, body{', ' * bool(a)}{a})"]
   src = "\n".join(lines)
   exec(src, ns)
-  ns["program"].source = src  # for reading what runs
-  return ns["program"]
+  program = ns["program"]
+  program.source, program.fused = src, nfused  # for reading what runs
+  return program
 
 
 # ----------------------------------------------------------------- printing

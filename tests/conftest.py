@@ -2,10 +2,11 @@
 
 ``NBJAX_REPLAY_CHECK=1``: every top-level ``nbjax.vmap`` and ``nbjax.value_and_grad`` (so
 ``grad`` too) call runs three times with the eager cache's guard (``guards``,
-``fixed_structure``) bypassed, so the third call replays the staged program
-(``nbjax/eager_cache.py``), and must equal the first, per-call result (vmap's trace, grad's
-tape) exactly (dtype, shape, values). ``tests/test_eager_cache.py`` runs the vmap and jvp
-suites this way, ``tests/test_grad.py`` the reverse-mode ones.
+``fixed_structure``) bypassed, so the second call replays the staged program
+(``nbjax/eager_cache.py``) and the third its fused build (``FUSE_AFTER`` is 1), and both must
+equal the first, per-call result (vmap's trace, grad's tape) exactly (dtype, shape, values).
+``tests/test_eager_cache.py`` runs the vmap and jvp suites this way, ``tests/test_grad.py``
+the reverse-mode ones.
 """
 import os
 
@@ -18,6 +19,7 @@ if os.environ.get("NBJAX_REPLAY_CHECK"):
 
   eager_cache.guards = lambda fun: []
   eager_cache.fixed_structure = lambda treedef: True
+  eager_cache.FUSE_AFTER = 1
 
   def _checked(transform, what):
     def checked_transform(*a, **k):
@@ -27,12 +29,13 @@ if os.environ.get("NBJAX_REPLAY_CHECK"):
         first = vf(*args, **kwargs)
         if core._ctx.trace is not core.eval_trace:
           return first
-        vf(*args, **kwargs)
+        second = vf(*args, **kwargs)
         third = vf(*args, **kwargs)
-        for x, y in zip(tree_leaves(first), tree_leaves(third)):
-          x, y = np.asarray(x), np.asarray(y)
-          assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
-          np.testing.assert_array_equal(x, y, err_msg=f"replay differs from the per-call {what}")
+        for later in (second, third):
+          for x, y in zip(tree_leaves(first), tree_leaves(later)):
+            x, y = np.asarray(x), np.asarray(y)
+            assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
+            np.testing.assert_array_equal(x, y, err_msg=f"replay differs from the per-call {what}")
         return third
       run._trace_cache = getattr(vf, "_trace_cache", None)
       return run

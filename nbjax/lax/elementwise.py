@@ -242,6 +242,9 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
     out = pooled_empty(shape, wo)
     call([_flat(x) for x in xs], _flat(out))
     return out if oconv is None else oconv(out)
+  # what an eager program needs to fuse this kernel into a loop (``registry.eager_program``):
+  # its scalar expression applies when no operand is widened and nothing extra is passed
+  run.kname = kname if not extra and work == in_dts and wo == out_dt else None
   return run
 
 

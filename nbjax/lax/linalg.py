@@ -203,9 +203,58 @@ def _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
           rhs.dtype == d and d in _BLAS and (preferred_element_type is None or preferred_element_type == d))
 
 
+_DIRECT = {}
+_REAL = frozenset(map(np.dtype, (np.float32, np.float64)))
+
+
+def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
+  """A kernel ``f(lhs, rhs)`` for these operand shapes that needs no copies, or None:
+  - one contracted axis between operands of rank <= 2, no batch axes, one BLAS dtype:
+    ``np.dot`` of the operands or their transposed views (BLAS reads a transposed operand in
+    place: the backward pass's ``ct @ W.T`` and ``x.T @ ct`` cost what ``x @ W`` does);
+  - no contracted axis, one real float dtype: every output element is one product, so
+    the elementwise product of the operands' broadcastable views (per-example outer
+    products under ``vmap``, 128 tiny BLAS calls before).
+  Cached per signature."""
+  key = (ls, rs, dtypes_, dimension_numbers, preferred_element_type)
+  k = _DIRECT.get(key, _DIRECT)
+  if k is not _DIRECT:
+    return k
+  (lc, rc), (lb, rb) = dimension_numbers
+  d = dtypes_[0]
+  k = None
+  if dtypes_[1] == d and (preferred_element_type is None or preferred_element_type == d):
+    if d in _BLAS and not lb and len(lc) == 1 and 1 <= len(ls) <= 2 and 1 <= len(rs) <= 2:
+      tl, tr = len(ls) == 2 and lc == (0,), len(rs) == 2 and rc == (1,)
+      k = (np.dot if not (tl or tr) else (lambda a, b: np.dot(a.T, b.T)) if tl and tr else
+           (lambda a, b: np.dot(a.T, b)) if tl else (lambda a, b: np.dot(a, b.T)))
+    elif d in _REAL and not lc:
+      lf = tuple(i for i in range(len(ls)) if i not in lb)
+      rf = tuple(i for i in range(len(rs)) if i not in rb)
+      lp, rp = tuple(lb) + lf, tuple(rb) + rf
+      lsh = tuple(ls[i] for i in lp) + (1,) * len(rf)
+      rsh = tuple(rs[i] for i in rb) + (1,) * len(lf) + tuple(rs[i] for i in rf)
+      lp = None if lp == tuple(range(len(ls))) else lp
+      rp = None if rp == tuple(range(len(rs))) else rp
+
+      def k(a, b):
+        return np.multiply((a if lp is None else a.transpose(lp)).reshape(lsh),
+                           (b if rp is None else b.transpose(rp)).reshape(rsh), order="C")
+    if k is not None and k is not np.dot:
+      k.fresh = True  # (a new buffer, never a view of an operand: see registry.eager_program)
+  if len(_DIRECT) > 4096:
+    _DIRECT.clear()
+  _DIRECT[key] = k
+  return k
+
+
 def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
   if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
     return np.dot(lhs, rhs)
+  k = _direct(lhs.shape, rhs.shape, (lhs.dtype, rhs.dtype), dimension_numbers,
+              preferred_element_type)
+  if k is not None:
+    return k(lhs, rhs)
   out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
   a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
   if a.dtype != cd:
@@ -229,13 +278,24 @@ def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
 
-_dot_numba.specialize = lambda avals, params: np.dot if _plain_dot(
-    *avals, params["dimension_numbers"], params["preferred_element_type"]) else None
+def _dot_specialize(avals, params):
+  l, r = avals
+  if _plain_dot(l, r, params["dimension_numbers"], params["preferred_element_type"]):
+    return np.dot
+  return _direct(l.shape, r.shape, (l.dtype, r.dtype), params["dimension_numbers"],
+                 params["preferred_element_type"])
+
+
+_dot_numba.specialize = _dot_specialize
 
 
 def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
   if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
     return np.dot(lhs, rhs)
+  k = _direct(lhs.shape, rhs.shape, (lhs.dtype, rhs.dtype), dimension_numbers,
+              preferred_element_type)
+  if k is not None:
+    return k(lhs, rhs)
   out_dtype, cd = _dot_out_dtypes(lhs.dtype, rhs.dtype, preferred_element_type)
   a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
   if out_dtype == np.bool_:
@@ -245,7 +305,7 @@ def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
 
-_dot_numpy.specialize = _dot_numba.specialize
+_dot_numpy.specialize = _dot_specialize
 
 
 def _ranges_like(*xs):
@@ -269,8 +329,20 @@ def _dot_transpose_lhs(ct, x, y, *, dimension_numbers, precision, preferred_elem
   dims = ((ans_y, tuple(y_kept)), (ans_batch, tuple(yb)))
   x_contract_sorted_by_y = [xc[i] for i in np.argsort(yc)]
   out_axes = tuple(int(i) for i in np.argsort(list(xb) + x_kept + x_contract_sorted_by_y))
+  ident = tuple(range(len(out_axes)))
+  if out_axes != ident and tuple(np.argsort(list(xb) + x_contract_sorted_by_y + x_kept)) == ident:
+    # (ct . y) transposed is y . ct: the operands swapped land in x's layout, no transpose
+    # (the weight gradient of x @ W is x.T @ ct, one BLAS call on a transposed view)
+    if isinstance(precision, tuple) and len(precision) == 2:
+      precision = precision[::-1]
+    return _cast_like(dot_general(y, ct, ((dims[0][1], dims[0][0]), (dims[1][1], dims[1][0])),
+                                  precision=precision,
+                                  preferred_element_type=preferred_element_type), x_aval)
   r = dot_general(ct, y, dims, precision=precision, preferred_element_type=preferred_element_type)
-  x_bar = _lax().transpose(r, out_axes) if out_axes != tuple(range(len(out_axes))) else r
+  return _cast_like(_lax().transpose(r, out_axes) if out_axes != ident else r, x_aval)
+
+
+def _cast_like(x_bar, x_aval):
   if _aval(x_bar).dtype != x_aval.dtype:
     x_bar = _lax().convert_element_type(x_bar, x_aval.dtype)
   return x_bar
@@ -361,8 +433,14 @@ def _dot_bad(rng):
   ]
 
 
+def _dot_work(vals, out_aval):
+  """What dot_general's policy threshold compares: the output elements of a floating
+  product; 0 for an integer or bool product (numba's loop at every size)."""
+  return out_aval.size if out_aval.dtype.kind in "fc" else 0
+
+
 dot_general_p = Primitive("dot_general")
-dot_general_p.make_eager = work_eager(lambda vals, out_aval: out_aval.size)
+dot_general_p.make_eager = work_eager(_dot_work)
 registry.register(
     dot_general_p, family="linalg", impls={"numba": _dot_numba, "numpy": _dot_numpy},
     abstract_eval=_dot_abstract_eval, batch=_dot_batch, policy=("numba", "numpy", 1 << 12),
@@ -372,8 +450,11 @@ registry.register(
               differentiable=True, linear=True, bad_inputs=_dot_bad,
               tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
                    np.dtype(np.complex64): (1e-5, 1e-5)},
-              note="numpy matmul (OpenBLAS, batched) from 4096 output elements; numba: BLAS "
-                   "gemm per product (np.dot) or an integer i-k-j loop"))
+              note="both: np.dot (OpenBLAS, both cores) on the operands or their transposed "
+                   "views for one contracted axis of rank<=2 operands, an elementwise product "
+                   "when none is contracted; else numba (a BLAS gemm per batch item, an "
+                   "integer i-k-j loop at any size: 2-10x NumPy's from 16K outputs) below "
+                   "4096 float outputs, numpy (batched matmul) from 4096"))
 ad.defbilinear(dot_general_p, _dot_transpose_lhs, _dot_transpose_rhs)
 
 

@@ -178,7 +178,32 @@ def _reduce_numba(op):
       cur = out
     cur = cur.reshape(shape)
     return cur if kd == x.dtype else cur.astype(x.dtype)
-  impl.kernels = (rows, cols)
+
+  def specialize(avals, params):
+    """``impl`` for one run of adjacent reduced axes of these avals with the blocking worked
+    out once: the same kernel call, without the per-call Python (eager programs)."""
+    (x,), axes = avals, params["axes"]
+    runs = _runs(axes)
+    if len(runs) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN:
+      return None
+    kd = x.dtype
+    z = np.array(identity(op, _wide(kd) if widen else kd))[()]
+    (a, b), = runs
+    O, N, I = _block(x.shape, a, b)
+    oshape = x.shape[:a] + x.shape[b:]
+    if I == 1:
+      def k(x):
+        out = np.empty(O, kd)
+        rows(x.reshape(O, N), out, z)
+        return out.reshape(oshape)
+    else:
+      def k(x):
+        out = np.empty((O, I), kd)
+        cols(x.reshape(O, N, I), out, z)
+        return out.reshape(oshape)
+    k.fresh = True  # a new C-contiguous buffer of x's dtype (see registry.eager_program)
+    return k
+  impl.kernels, impl.specialize = (rows, cols), specialize
   return impl
 
 
