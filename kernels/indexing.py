@@ -18,8 +18,10 @@ scatters are generated per combiner from one template (like ``kernels.elementwis
 Imports numba and numpy only.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
+from kernels.reductions import _cmul, _max, _min
 from kernels.shape import copy_window
 
 # ----------------------------------------------------------------------------- helpers
@@ -330,7 +332,8 @@ def gather_points(op, idx, out, st, hi, mode, fillv):
 
 def _make_scatter(name, expr):
   walk = _make_walk("_walk_scatter_" + name, _SCATTER_ONE.format(expr=expr),
-                    _SCATTER_ROW.format(expr=expr), "elif not oob", _max=_max, _min=_min)
+                    _SCATTER_ROW.format(expr=expr), "elif not oob", _max=_max, _min=_min,
+                    _mul=_mul)
 
   def scatter(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, win_shape,
               win_op_st, win_upd_st):
@@ -345,24 +348,24 @@ def _make_scatter(name, expr):
   return njit(cache=True, nogil=True)(scatter)
 
 
+# XLA's combiners: complex products as XLA's (fused) ones, max/min IEEE's on floats (-0 < +0)
 COMBINERS = {
     "set": "b",
     "add": "a + b",
     "sub": "a - b",
-    "mul": "a * b",
+    "mul": "_mul(a, b)",
     "min": "_min(a, b)",
     "max": "_max(a, b)",
 }
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _max(a, b):
-  return a if (a > b or a != a) else b  # NaN-propagating, as lax.max
+def _mul(a, b):
+  """``a * b``; complex: XLA's product."""
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _min(a, b):
-  return a if (a < b or a != a) else b
+@overload(_mul, inline="always")
+def _mul_ol(a, b):
+  return (lambda a, b: _cmul(a, b)) if isinstance(a, types.Complex) else (lambda a, b: a * b)
 
 
 SCATTER = {name: _make_scatter(name, expr) for name, expr in COMBINERS.items()}

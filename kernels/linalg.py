@@ -12,7 +12,7 @@ Callers allocate outputs. Imports numba and numpy only.
 """
 import numpy as np
 import numba.np.linalg as _nla  # numba's LAPACK bindings (for syevd with either triangle)
-from numba import njit, prange
+from numba import njit, prange, types
 from numba.extending import overload
 
 _J = dict(cache=True, nogil=True, error_model="numpy")
@@ -93,10 +93,46 @@ def cholesky(a, out):
           s -= Li[k] * np.conj(Lj[k])
         Li[j] = s / ljj
     if not ok:
-      L[:] = np.nan
+      L[:] = _nan(L[0, 0])
+
+
+def _nan(x):
+  """NaN of ``x``'s type (complex: both parts, as JAX's failure fill)."""
+
+
+@overload(_nan, inline="always")
+def _nan_ol(x):
+  if isinstance(x, types.Complex):
+    return lambda x: type(x)(complex(np.nan, np.nan))
+  return lambda x: type(x)(np.nan)
 
 
 # ----------------------------------------------------------------- triangular solve
+
+
+def _recip(d):
+  """``1 / d``; complex: NumPy's quotient (numba's raises ZeroDivisionError on 0j)."""
+
+
+@overload(_recip, inline="always")
+def _recip_ol(d):
+  if not isinstance(d, types.Complex):
+    return lambda d: 1 / d
+
+  def crecip(d):  # NumPy's complex division of (1, 0) by d, step by step
+    dr, di = d.real, d.imag
+    one = type(dr)(1)
+    zero = one - one
+    if abs(dr) >= abs(di):
+      if dr == 0 and di == 0:
+        return type(d)(complex(one / abs(dr), zero / abs(dr)))
+      rat = di / dr
+      scl = one / (dr + di * rat)
+      return type(d)(complex((one + zero * rat) * scl, (zero - one * rat) * scl))
+    rat = dr / di
+    scl = one / (di + dr * rat)
+    return type(d)(complex((one * rat + zero) * scl, (zero * rat - one) * scl))
+  return crecip
 
 
 @njit(**_J)
@@ -122,7 +158,7 @@ def trsm_left(a, b, out, lower, unit_diagonal):
         for j in range(xi.size):
           xi[j] -= aik * xk[j]
       if not unit_diagonal:
-        r = 1 / A[i, i]
+        r = _recip(A[i, i])
         for j in range(xi.size):
           xi[j] = xi[j] * r
 

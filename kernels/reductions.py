@@ -3,16 +3,19 @@
 Pipeline position: the bottom of eager execution. ``nbjax.lax.reductions`` views every
 operand as a C-contiguous ``(outer, n, inner)`` block whose middle axis is the one reduced
 (or scanned, or sorted), and calls the kernels here on it; the caller allocates outputs and
-chooses the accumulator type by passing the identity ``z`` as a scalar of that type
-(float64 for float32 sums, so they are exact to float32 rounding).
+passes the identity ``z`` as a scalar of the type computed in (the operand's own).
+Float and complex sums, products and scans run in XLA's order (``tree_*``, ``scan_*``: see
+"XLA's order" below), so eager results equal ``jit``'s bit for bit.
 
 Two layouts per operation: ``*_rows`` when ``inner == 1`` (each row is contiguous:
 ``x2[outer, n]``) and ``*_cols`` otherwise (``x3[outer, n, inner]``, vectorised over
 ``inner``). Each has a serial kernel and a ``prange`` one (``*_PAR`` tables); the caller
 decides when the parallel one pays (on shared 2-core machines it does not: see
 ``nbjax.lax.reductions.PAR_MIN``).
-Float sums are cascaded: contiguous blocks summed by LLVM-vectorised loops (``reassoc``
+The ``ROWS``/``COLS`` sums (integers; float sums from 4096 elements, where XLA's order is
+YNNPACK's) are cascaded: contiguous blocks summed by LLVM-vectorised loops (``reassoc``
 only, so NaN/inf semantics are IEEE), block sums combined pairwise, as NumPy does.
+max/min are IEEE's (NaN-propagating, -0 < +0), as XLA's.
 
 Loops index through slices (``x[lo:hi]``) rather than ``x[lo + i]``: a computed index that
 may be negative makes numba emit wraparound checks that stop vectorisation.
@@ -20,22 +23,56 @@ Kernels are generated from templates (exec'd file-backed, so ``cache=True`` work
 compile lazily per dtype signature. Imports numba and numpy only.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
+
+from kernels.elementwise import _fma
 
 _J = dict(cache=True, nogil=True)
 
 # ----------------------------------------------------------------- scalar helpers
 
 
-@njit(inline="always", **_J)
 def _max(a, b):
-  # NaN-propagating, as lax.max
+  """lax.max: NaN-propagating; on floats IEEE's maximum (-0 < +0), as XLA's."""
+
+
+def _min(a, b):
+  """lax.min, likewise."""
+
+
+def _fmax(a, b):
+  return (a + b) if (a == 0 and b == 0) else (a if (a > b or a != a) else b)
+
+
+def _fmin(a, b):
+  return -(-a - b) if (a == 0 and b == 0) else (a if (a < b or a != a) else b)
+
+
+def _imax(a, b):
   return a if (a > b or a != a) else b
 
 
-@njit(inline="always", **_J)
-def _min(a, b):
+def _imin(a, b):
   return a if (a < b or a != a) else b
+
+
+@overload(_max)
+def _max_ol(a, b):
+  return _fmax if isinstance(a, types.Float) else _imax
+
+
+@overload(_min)
+def _min_ol(a, b):
+  return _fmin if isinstance(a, types.Float) else _imin
+
+
+@njit(inline="always", **_J)
+def _cmul(a, b):
+  # XLA's complex product (its LLVM fuses the second product of each part)
+  re = _fma(a.real, b.real, -(a.imag * b.imag))
+  im = _fma(a.imag, b.real, a.real * b.imag)
+  return type(a)(complex(re, im))
 
 
 @njit(inline="always", **_J)
@@ -66,7 +103,8 @@ def {fn}(y, z):
   return s
 """
 
-# max/min leaves: plain compare-select (vectorisable) plus a separate NaN flag
+# max/min leaves: plain compare-select (vectorisable) plus a separate NaN flag; a zero
+# result is redone with IEEE's order of signed zeros
 _LEAF_CHOOSER = """
 def {fn}(y, z):
   s = z
@@ -79,6 +117,11 @@ def {fn}(y, z):
     for i in range(y.size):
       if y[i] != y[i]:
         return y[i]
+  if s == 0:
+    for i in range(y.size):
+      v = y[i]
+      if v == 0:
+        s = _{op}(s, v)
   return s
 """
 
@@ -281,6 +324,203 @@ def {fn}(x, out, z, reverse):
         w[i] = s
 """
 
+# ----------------------------------------------------------------- XLA's order
+# Float and complex sums, products and scans associate as XLA's CPU code does, so eager
+# results equal ``jit``'s bit for bit (overflow, NaN and signed zeros included): they are
+# computed in the operand's own type (``cmul`` is XLA's complex product), folded in order
+# from the identity (``fold``: no reassociation), in XLA's blocks:
+# - reductions (``tree``): an axis longer than W = 32 is cut into windows of 32, the padding
+#   to a multiple of 32 split evenly between the two ends (XLA's tree-reduction rewrite);
+#   each window is folded and the window results are reduced the same way. (From 4096
+#   elements XLA hands float32/float64 sums to YNNPACK, whose vector kernels associate by
+#   the machine's vector width: results agree to rounding there.)
+# - scans (``scan``): an axis longer than S = 16 is cut into blocks of 16 from the start;
+#   each block is scanned, the block totals are scanned the same way, and each element is
+#   combined with the scan of the totals before its block (XLA's rewrite of the
+#   whole-axis reduce_window JAX emits). Every output is a fold in index order, also for
+#   ``reverse`` (a suffix folded from its first element on).
+TREE_W = 32
+SCAN_B = 16
+
+_FOLD = """
+def {fn}(y, z):
+  s = z
+  for i in range(y.size):
+    v = y[i]
+    s = {expr}
+  return s
+"""
+
+_TREE = """
+def {fn}(y, z, buf):
+  n = y.size
+  src = y
+  while n > 32:
+    nw = (n + 31) // 32
+    st = 32 - (nw * 32 - n) // 2
+    buf[0] = {fold}(src[:st], z)
+    k = 1
+    while st + 128 <= n:  # four windows at a time: independent chains
+      a0 = src[st:st + 32]
+      a1 = src[st + 32:st + 64]
+      a2 = src[st + 64:st + 96]
+      a3 = src[st + 96:st + 128]
+      s0 = z
+      s1 = z
+      s2 = z
+      s3 = z
+      for j in range(32):
+{body4}
+      buf[k] = s0
+      buf[k + 1] = s1
+      buf[k + 2] = s2
+      buf[k + 3] = s3
+      k += 4
+      st += 128
+    while st < n:
+      buf[k] = {fold}(src[st:min(st + 32, n)], z)
+      k += 1
+      st += 32
+    src = buf
+    n = nw
+  return {fold}(src[:n], z)
+"""
+
+_TREE_ROWS = """
+def {fn}(x, out, z):
+  buf = np.empty((x.shape[1] + 31) // 32, out.dtype)
+  for o in range(x.shape[0]):
+    out[o] = {tree}(x[o], z, buf)
+"""
+
+_TREE_COLS = """
+def {fn}(x, out, z):
+  O, N, I = x.shape
+  buf = np.empty(((N + 31) // 32, I), out.dtype)
+  acc = np.empty(I, out.dtype)
+  for o in range(O):
+    src = x[o]
+    n = N
+    while n > 32:
+      nw = (n + 31) // 32
+      lo = (nw * 32 - n) // 2
+      for k in range(nw):
+        acc[:] = z
+        for j in range(max(32 * k - lo, 0), min(32 * k + 32 - lo, n)):
+          r = src[j]
+          for i in range(I):
+            s = acc[i]
+            v = r[i]
+            acc[i] = {expr}
+        buf[k] = acc
+      src = buf
+      n = nw
+    acc[:] = z
+    for j in range(n):
+      r = src[j]
+      for i in range(I):
+        s = acc[i]
+        v = r[i]
+        acc[i] = {expr}
+    out[o] = acc
+"""
+
+_SCAN1 = """
+def {fn}(src, dst, z, reverse):
+  # XLA's scan of the 1-d ``src`` into ``dst``
+  n = src.size
+  nb = (n + 15) // 16
+  acc = np.empty(16, dst.dtype)
+  for b in range(nb):
+    lo = 16 * b
+    hi = min(lo + 16, n)
+    if reverse:  # the suffix folds of the block side by side (vectorised)
+      acc[:] = z
+      blk = src[lo:hi]
+      if hi - lo == 16:  # unrolled: the 16 accumulators in registers
+{rev16}
+      else:
+        for j in range(hi - lo):
+          v = blk[j]
+          for k in range(j + 1):
+            s = acc[k]
+            acc[k] = {expr}
+      dst[lo:hi] = acc[:hi - lo]
+    else:
+      s = z
+      for k in range(lo, hi):
+        v = src[k]
+        s = {expr}
+        dst[k] = s
+  if nb > 1:
+    tot = np.empty(nb, dst.dtype)
+    for b in range(nb):
+      tot[b] = dst[16 * b] if reverse else dst[min(16 * b + 16, n) - 1]
+    pre = np.empty(nb, dst.dtype)
+    {fn}(tot, pre, z, reverse)
+    for b in range(nb):
+      lo = 16 * b
+      hi = min(lo + 16, n)
+      e = z if b == (nb - 1 if reverse else 0) else pre[b + 1 if reverse else b - 1]
+      for k in range(lo, hi):
+        s = dst[k]
+        v = e
+        dst[k] = {expr}
+"""
+
+_SCAN2 = """
+def {fn}(src, dst, z, reverse):
+  # the same for each column of the 2-d ``src`` (n, I)
+  n, I = src.shape
+  acc = np.empty(I, dst.dtype)
+  nb = (n + 15) // 16
+  for b in range(nb):
+    lo = 16 * b
+    hi = min(lo + 16, n)
+    if reverse:
+      for k in range(lo, hi):
+        acc[:] = z
+        for j in range(k, hi):
+          r = src[j]
+          for i in range(I):
+            s = acc[i]
+            v = r[i]
+            acc[i] = {expr}
+        dst[k] = acc
+    else:
+      acc[:] = z
+      for k in range(lo, hi):
+        r = src[k]
+        w = dst[k]
+        for i in range(I):
+          s = acc[i]
+          v = r[i]
+          s = {expr}
+          acc[i] = s
+          w[i] = s
+  if nb > 1:
+    tot = np.empty((nb, I), dst.dtype)
+    for b in range(nb):
+      tot[b] = dst[16 * b] if reverse else dst[min(16 * b + 16, n) - 1]
+    pre = np.empty((nb, I), dst.dtype)
+    {fn}(tot, pre, z, reverse)
+    acc[:] = z
+    for b in range(nb):
+      e = acc if b == (nb - 1 if reverse else 0) else pre[b + 1 if reverse else b - 1]
+      for k in range(16 * b, min(16 * b + 16, n)):
+        w = dst[k]
+        for i in range(I):
+          s = w[i]
+          v = e[i]
+          w[i] = {expr}
+"""
+
+_SCAN_ROWS = """
+def {fn}(x, out, z, reverse):
+  for o in range(x.shape[0]):
+    {scan}(x[o], out[o], z, reverse)
+"""
+
 # ----------------------------------------------------------------- sort (stable merge sort)
 # ``_key(key, p)`` is the sort key of element p: p itself (values sort) or key[p] (perm sort)
 
@@ -422,7 +662,7 @@ def {fn}(keys, perm, nbits):
 # ----------------------------------------------------------------- generation
 
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
-           _logaddexp=_logaddexp)
+           _logaddexp=_logaddexp, _cmul=_cmul)
 
 
 def _make(src, fn, parallel=False, fastmath=False, **fmt):
@@ -439,7 +679,7 @@ def _make(src, fn, parallel=False, fastmath=False, **fmt):
 ROWS, ROWS_PAR, COLS, COLS_PAR = {}, {}, {}, {}
 for _op, (_expr, _fm) in REDUCE_OPS.items():
   if _op in ("max", "min"):
-    _leaf = _make(_LEAF_CHOOSER, f"_leaf_{_op}", cmp=">" if _op == "max" else "<")
+    _leaf = _make(_LEAF_CHOOSER, f"_leaf_{_op}", cmp=">" if _op == "max" else "<", op=_op)
   else:
     _leaf = _make(_LEAF, f"_leaf_{_op}", fastmath=_fm, expr=_expr)
   _row = f"_leaf_{_op}"
@@ -464,6 +704,29 @@ for _op, _expr in CUM_OPS.items():
   CUM_ROWS_PAR[_op] = _make(_CUM_ROWS, f"{_op}_rows_par", parallel=True, expr=_expr)
   CUM_COLS[_op] = _make(_CUM_COLS, f"{_op}_cols", expr=_expr)
   CUM_COLS_PAR[_op] = _make(_CUM_COLS, f"{_op}_cols_par", parallel=True, expr=_expr)
+
+# XLA-order sums, products and scans (float and complex)
+TREE_OPS = {"sum": "s + v", "prod": "s * v", "prod_complex": "_cmul(s, v)"}
+SCAN_OPS = {"cumsum": "s + v", "cumprod": "s * v", "cumprod_complex": "_cmul(s, v)",
+            "cumlogsumexp": "_logaddexp(s, v)"}
+TREE_ROWS, TREE_COLS, SCAN_ROWS, SCAN_COLS = {}, {}, {}, {}
+for _op, _expr in TREE_OPS.items():
+  _make(_FOLD, f"_fold_{_op}", expr=_expr)
+  _body = "\n".join(f"        v = a{c}[j]\n        s = s{c}\n        s{c} = {_expr}"
+                    for c in range(4))
+  _make(_TREE, f"_tree_{_op}", fold=f"_fold_{_op}", body4=_body)
+  TREE_ROWS[_op] = _make(_TREE_ROWS, f"tree_{_op}_rows", tree=f"_tree_{_op}")
+  TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", expr=_expr)
+for _op, _expr in SCAN_OPS.items():
+  _rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
+  for _j in range(16):
+    _rev.append(f"        v = blk[{_j}]")
+    _rev += [f"        s = a{k}\n        a{k} = {_expr}" for k in range(_j + 1)]
+  _rev.append("        " + "\n        ".join(f"acc[{k}] = a{k}" for k in range(16)))
+  _make(_SCAN1, f"_scan1_{_op}", expr=_expr, rev16="\n".join(_rev))
+  _make(_SCAN2, f"_scan2_{_op}", expr=_expr)
+  SCAN_ROWS[_op] = _make(_SCAN_ROWS, f"scan_{_op}_rows", scan=f"_scan1_{_op}")
+  SCAN_COLS[_op] = _make(_SCAN_ROWS, f"scan_{_op}_cols", scan=f"_scan2_{_op}")
 
 _NS.update(_key_val=_key_val, _key_idx=_key_idx)
 _make(_MSORT.replace("_key(", "_key_val("), "_msort_vals")

@@ -6,7 +6,8 @@ central differences in float64; ``check_vmap`` compares ``vmap`` with a Python l
 slices; ``primitive_cases`` turns a primitive's ``meta`` (``samples``, or for elementwise
 primitives ``arity``/``domain``) into concrete ``(args, params)`` cases, so every
 registered primitive is tested the moment it exists; ``special_cases`` does the same with
-grids of special values (NaN, infinities, signed zeros, extremes) for elementwise primitives.
+special values (NaN, infinities, signed zeros, extremes): grids of them for elementwise
+primitives, the sample cases with special values put into the operands for the others.
 
 Elementwise ``meta['domain']`` values understood by the default sampler (one per primitive,
 or a tuple with one per argument): ``None``/``"real"``, ``"positive"`` (0.5..3),
@@ -287,12 +288,20 @@ def _grid(dts):
   return [np.ascontiguousarray(g.ravel()) for g in grids]
 
 
-def special_cases(prim, dtype):
-  """``[(args, params), ...]`` of special values for the elementwise primitive ``prim`` at
-  ``dtype``: every combination of the operands' special values, once per operand-dtype and
-  params signature its sample cases use (or the primitive's arity); ``[]`` for others."""
+def special_cases(prim, dtype, keep=None):
+  """``[(args, params), ...]`` of special values for ``prim`` at ``dtype``.
+
+  Elementwise primitives: every combination of the operands' special values, once per
+  operand-dtype and params signature their sample cases use (or the primitive's arity).
+  Other primitives: their sample cases (``primitive_cases``: shapes and params) with special
+  values put into every float/complex operand, five variants each (every element special;
+  a third from the grid without NaN; half from its finite values, extremes included; half
+  signed zeros; a sixth from the whole grid), so reductions, scans and sorts meet NaN,
+  infinities, signed zeros and overflow both alone and mixed with ordinary values;
+  ``keep(values) -> mask`` narrows the special values put in. ``[]`` where no operand is
+  float/complex."""
   if prim.family != "elementwise":
-    return []
+    return _special_operand_cases(prim, dtype, keep)
   sigs = {}
   for args, params in primitive_cases(prim, dtype):
     key = (tuple(np.asarray(a).dtype for a in args), tuple(sorted(params.items(), key=str)))
@@ -308,6 +317,36 @@ def special_cases(prim, dtype):
       out.append((head + [np.roll(r, k + 1) for k, r in enumerate(rest)], params))
     else:
       out.append((_grid(dts), params))
+  return out
+
+
+def _pools(d, keep=None):
+  """(whole grid, grid without NaN, finite values, signed zeros) of dtype ``d``."""
+  g = special_values(d)
+  if keep is not None:
+    g = g[keep(g)]
+  parts = (g.real, g.imag) if d.kind == "c" else (g,)
+  nonan = ~np.any([np.isnan(p) for p in parts], axis=0)
+  finite = np.all([np.isfinite(p) for p in parts], axis=0)
+  return g, g[nonan], g[finite], g[g == 0]
+
+
+def _special_operand_cases(prim, dtype, keep):
+  rng = np.random.default_rng(0)
+  out = []
+  for args, params in primitive_cases(prim, dtype, rng):
+    args = [np.asarray(a) for a in args]
+    if not any(a.dtype.kind in "fc" and a.size for a in args):
+      continue
+    for pool, frac in ((0, 1.0), (1, 0.35), (2, 0.5), (3, 0.5), (0, 0.15)):
+      new = []
+      for a in args:
+        if a.dtype.kind in "fc" and a.size:
+          a = a.copy()
+          mask = rng.random(a.shape) < frac
+          a[mask] = rng.choice(_pools(a.dtype, keep)[pool], int(mask.sum()))
+        new.append(a)
+      out.append((new, params))
   return out
 
 

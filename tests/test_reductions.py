@@ -73,10 +73,11 @@ def test_float32_sum_accuracy_and_integer_wraparound():
     got = impl("reduce_sum", backend)(x, axes=(0,))
     assert got.dtype == np.float32
     assert abs(float(got) - exact) / exact < 1e-6, backend
-  # column sums accumulate too (float64 accumulator in the numba kernel)
+  # column sums too (float32, as XLA: windows of 32 summed, their sums summed alike)
   x2 = rng.random((100_000, 3)).astype(np.float32)
-  got = impl("reduce_sum", "numba")(x2, axes=(0,))
-  np.testing.assert_allclose(got, x2.astype(np.float64).sum(0), rtol=1e-6)
+  for backend in BACKENDS:
+    got = impl("reduce_sum", backend)(x2, axes=(0,))
+    np.testing.assert_allclose(got, x2.astype(np.float64).sum(0), rtol=1e-6)
   # integer sums wrap like XLA (no upcast)
   x8 = np.full(300, 100, np.int8)
   want = np.array(300 * 100, np.int64).astype(np.int8)
@@ -365,6 +366,56 @@ def test_vmap_of_jvp_of_cumprod():
   t = A(np.ones((2, 3, 3)))
   f = lambda v, tv: api.jvp(lambda u: lax.cumprod(u, 1), (v,), (tv,))[1]
   testing.check_vmap(f, (x, t), in_axes=(1, 1))
+
+
+# ----------------------------------------------------------------- XLA's association
+
+_WIDE_DTYPES = [np.float16, np.float32, np.float64, np.complex64, np.complex128]
+
+
+def _wide_range(rng, shape, d, op):
+  """Values whose sums/products round differently in every association order."""
+  d = np.dtype(d)
+  if op in ("prod", "cumprod"):  # magnitudes near 1, every phase: no overflow
+    m = rng.uniform(0.9, 1.1, shape)
+    return (m * np.exp(1j * rng.uniform(0, 6.3, shape)) if d.kind == "c" else
+            m * rng.choice([-1, 1], shape)).astype(d)
+  lim = 6 if d == np.float16 else 30
+  x = rng.standard_normal(shape) * 2.0 ** rng.integers(-lim, lim, shape)
+  if d.kind == "c":
+    x = x + 1j * rng.standard_normal(shape) * 2.0 ** rng.integers(-lim, lim, shape)
+  if op == "cumlogsumexp":
+    x = rng.uniform(-20, 20, shape)
+  return x.astype(d)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", _WIDE_DTYPES)
+def test_sums_products_and_scans_associate_as_xla(backend, dtype):
+  """Eager float/complex sums, products and scans equal jit's bit for bit (XLA's CPU order:
+  kernels.reductions), below the size from which XLA hands sums to YNNPACK."""
+  mlir = pytest.importorskip("nbjax.interpreters.mlir")
+  rng = np.random.default_rng(21)
+  d = np.dtype(dtype)
+  cases = [("reduce_sum", s, dict(axes=a)) for s, a in [
+      ((7,), (0,)), ((300,), (0,)), ((4000,), (0,)), ((3, 40), (1,)), ((40, 3), (0,)),
+      ((3, 100, 4), (1,)), ((5, 33), (1,)), ((3, 4), (0, 1)), ((2, 3, 4), (0, 2)),
+      ((4, 3, 2), (1, 2)), ((1, 5), (0,))]]
+  cases += [("reduce_prod", s, p) for _, s, p in cases[:8]]
+  scans = ["cumsum", "cumprod"] + (["cumlogsumexp"] if d.kind == "f" else [])
+  cases += [(n, s, dict(axis=a, reverse=r)) for n in scans for r in (False, True)
+            for s, a in [((1,), 0), ((16,), 0), ((17,), 0), ((300,), 0), ((3000,), 0),
+                         ((3, 40), 1), ((40, 3), 0), ((2, 300, 3), 1)]]
+  for name, shape, params in cases:
+    prim = registry.get(name)
+    x = _wide_range(rng, shape, d, name.split("_")[-1])
+    want = mlir.single_primitive_impl(prim)(x, **params)
+    got = impl(name, backend)(x, **params)
+    if name == "cumlogsumexp":  # (exp and log1p are XLA's own polynomials: rounding apart)
+      np.testing.assert_allclose(got, want, rtol=4e-3 if d == np.float16 else 1e-5
+                                 if d == np.float32 else 1e-13, err_msg=f"{name} {shape}")
+    else:
+      np.testing.assert_array_equal(got, want, err_msg=f"{name} {shape} {params} ({backend})")
 
 
 # ----------------------------------------------------------------- parallel kernels

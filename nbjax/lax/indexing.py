@@ -802,22 +802,22 @@ def _scatter_numba(combiner):
     dt = x.dtype
     idx = _signed(idx)
     comb = combiner
-    wide = False
     if combiner == "set":
       xo, uo = pooled_copy(bits(x.reshape(-1))), bits(upd.reshape(-1))
     elif dt == np.bool_:  # or / and on a uint8 view
       comb = {"add": "max", "mul": "min"}.get(combiner, combiner)
       xo, uo = x.reshape(-1).view(np.uint8).copy(), upd.reshape(-1).view(np.uint8)
-    elif _half(dt):  # numba has no float16: combine in float32 (rounded once at the end)
-      xo, uo = x.reshape(-1).astype(np.float32), upd.reshape(-1).astype(np.float32)
-      wide = True
+    elif _half(dt):  # numba has no float16: NumPy's ufuncs round each combination, as XLA
+      return _scatter_numpy(combiner)(x, idx, upd, dimension_numbers=dimension_numbers,
+                                      indices_are_sorted=indices_are_sorted,
+                                      unique_indices=unique_indices, mode=mode)
     else:
       xo, uo = pooled_copy(x.reshape(-1)), upd.reshape(-1)
     if x.size and upd.size:
       plan = scatter_plan(x.shape, idx.shape, upd.shape, dimension_numbers)
       K.SCATTER[comb](xo, _index_matrix(idx), uo, plan[0], plan[1], plan[2], plan[3],
                       plan[4], 0 if mode == GatherScatterMode.CLIP else 1, *plan[5:])
-    return (xo.astype(dt) if wide else xo.view(dt)).reshape(x.shape)
+    return xo.view(dt).reshape(x.shape)
   return impl
 
 
@@ -860,10 +860,43 @@ def _scatter_numpy(combiner):
     f = _NP_COMBINE[combiner]
     if f is None:
       out[tuple(full)] = u
+    elif combiner == "mul" and x.dtype.kind == "c":
+      _cmul_at(out, np.ravel_multi_index(full, x.shape), u)
     else:
       (_NP_COMBINE_BOOL[combiner] if x.dtype == np.bool_ else f).at(out, tuple(full), u)
+      if combiner in ("min", "max") and x.dtype.kind == "f":
+        _ieee_zeros_at(out, x, np.ravel_multi_index(full, x.shape), u, combiner)
     return out
   return impl
+
+
+def _cmul_at(out, pos, u):
+  """``out.flat[pos] *= u`` in order, by XLA's complex product (``elementwise``'s numba
+  kernel): in rounds, the k-th update of every position in round k."""
+  from nbjax.lax.elementwise import numba_run
+  mul = numba_run("mul_complex", [out.dtype] * 2, out.dtype)  # (NumPy has no fused multiply-add)
+  order = np.argsort(pos, kind="stable")
+  sp = pos[order]
+  first = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+  rank = np.empty(pos.size, np.int64)
+  rank[order] = np.arange(pos.size) - np.repeat(first, np.diff(np.r_[first, pos.size]))
+  flat = out.reshape(-1)
+  for r in range(int(rank.max()) + 1 if pos.size else 0):
+    sel = rank == r
+    p = pos[sel]
+    flat[p] = mul(np.ascontiguousarray(flat[p]), np.ascontiguousarray(u[sel]))
+
+
+def _ieee_zeros_at(out, x, pos, u, combiner):
+  """After NumPy's ``maximum.at``/``minimum.at``: a zero result is +0 (max) / -0 (min) when
+  any zero combined there is (IEEE's -0 < +0, XLA's; NumPy keeps either zero of a tie)."""
+  flat = out.reshape(-1)
+  if (flat != 0).all():
+    return
+  want = combiner == "min"
+  has = (x.reshape(-1) == 0) & (np.signbit(x.reshape(-1)) == want)
+  np.logical_or.at(has, pos, (u == 0) & (np.signbit(u) == want))
+  flat[(flat == 0) & has] = -0.0 if want else 0.0
 
 
 def _inverse_gather(dn, operand_shape, updates_shape):

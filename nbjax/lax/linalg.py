@@ -264,11 +264,14 @@ def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   B, M, Kc = a.shape
   N = b.shape[2]
   if cd.kind in "fc":
-    out = np.empty((B, M, N), cd)
-    if out.size and Kc:
-      K.matmul_blas(a, b, out)
-    elif out.size:
-      out[:] = 0
+    if Kc == 1:  # products alone (XLA's too: -0 stays -0, BLAS adds them to 0)
+      out = np.multiply(a, b)
+    else:
+      out = np.empty((B, M, N), cd)
+      if out.size and Kc:
+        K.matmul_blas(a, b, out)
+      elif out.size:
+        out[:] = 0
   else:
     out = np.zeros((B, M, N), cd)
     K.matmul_loop(a, b, out)
@@ -300,7 +303,8 @@ def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   a, b, out_shape = _as_bmm(lhs, rhs, dimension_numbers)
   if out_dtype == np.bool_:
     return np.matmul(a, b).reshape(out_shape)
-  out = np.matmul(a if a.dtype == cd else a.astype(cd), b if b.dtype == cd else b.astype(cd))
+  a, b = a if a.dtype == cd else a.astype(cd), b if b.dtype == cd else b.astype(cd)
+  out = np.multiply(a, b) if a.shape[2] == 1 and cd.kind in "fc" else np.matmul(a, b)
   out = out.reshape(out_shape)
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
@@ -696,7 +700,7 @@ def _cholesky_numpy(x):
   # a NaN read anywhere reaches a diagonal step (potrf's failure); NumPy does not report it
   bad = np.isnan(out).any(axis=(-2, -1))
   if bad.any():
-    out[bad] = np.nan
+    out[bad] = complex(np.nan, np.nan) if out.dtype.kind == "c" else np.nan
   return out
 
 
@@ -1382,12 +1386,14 @@ def _tri_mask(aval, lower, k=0):
   return mlir.compare(rows, cols, "GE" if lower else "LE", np.int32)
 
 
-def _nan_if_any_nan(ctx, x, aval):
-  """Matrices (last two dims) containing a NaN become all-NaN (LAPACK's failure signal)."""
+def _nan_if_any_nan(ctx, x, aval, bad=None):
+  """Matrices (last two dims) containing a NaN (an element where ``bad``, a bool tensor,
+  holds) become all-NaN (LAPACK's failure signal; complex: NaN parts)."""
   if not aval.shape or math.prod(aval.shape) == 0:
     return x
   dt = np.dtype(aval.dtype)
-  bad = mlir.compare(x, x, "NE", dt)
+  if bad is None:
+    bad = mlir.compare(x, x, "NE", dt)
   nd = len(aval.shape)
   i1 = ir.IntegerType.get_signless(1)
   red = hlo.ReduceOp([ir.RankedTensorType.get(list(aval.shape[:-2]), i1)], [bad],
@@ -1398,7 +1404,8 @@ def _nan_if_any_nan(ctx, x, aval):
     hlo.return_([hlo.or_(*blk.arguments)])
   mask = hlo.broadcast_in_dim(ir.RankedTensorType.get(list(aval.shape), i1), red.result,
                               i64_array(range(nd - 2)))
-  return hlo.select(mask, mlir.full_like_aval(ctx, np.nan, aval), x)
+  nan = complex(np.nan, np.nan) if dt.kind == "c" else np.nan
+  return hlo.select(mask, mlir.full_like_aval(ctx, nan, aval), x)
 
 
 # ----------------------------------------------------------------- cholesky, triangular_solve
@@ -1409,7 +1416,14 @@ def _cholesky(ctx, x, **params):
     return [x]
   L = hlo.cholesky(x, lower=True)
   L = hlo.select(_tri_mask(aval, True), L, mlir.full_like_aval(ctx, 0, aval))
-  return [_nan_if_any_nan(ctx, L, aval)]
+  # potrf's failure (JAX's NaNs): a pivot that is not > 0 (zero, negative or NaN). XLA's
+  # expansion gives NaN for negative ones only (sqrt(-0) = -0).
+  dt = np.dtype(aval.dtype)
+  rt = aval.update(dtype=_real(dt))
+  diag = hlo.and_(_tri_mask(aval, True), _tri_mask(aval, False))
+  pos = mlir.compare(hlo.real(L) if dt.kind == "c" else L, mlir.full_like_aval(ctx, 0, rt),
+                     "GT", _real(dt))
+  return [_nan_if_any_nan(ctx, L, aval, hlo.and_(diag, hlo.not_(pos)))]
 
 
 def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):

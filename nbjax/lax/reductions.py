@@ -10,6 +10,10 @@ so a batch is one kernel call.
 Semantics are JAX's: ``axes`` are non-negative and unique; empty reductions give the
 identity; argmin/argmax return the first NaN, else the first extremum; sort is stable,
 lexicographic over the first ``num_keys`` operands, with NaNs last and -0.0 == 0.0.
+Values are XLA's on CPU, special values included: float/complex sums, products and scans
+are computed in the operand's type in XLA's association order (``kernels.reductions``;
+float16 with NumPy, which rounds each operation to float16 as XLA does), a reduction over
+size-1 axes is a copy, max/min order -0 below +0, and complex products are XLA's.
 """
 from __future__ import annotations
 
@@ -35,7 +39,14 @@ PAR_MIN = 1 << 62
 _real = _int | _float
 
 
-# float32 results are accumulated in float64 here, in float32 by NumPy: compare loosely
+# From this many input elements XLA's CPU code hands float32/float64 sums to YNNPACK, whose
+# vector kernels associate by the machine's vector width: XLA's order is not reproduced
+# there, and eager row sums keep their fast vectorised (cascaded) loop, still in the
+# operand's type (column sums keep XLA's windows of 32, vectorised across the columns).
+# Below it eager sums are XLA's, bit for bit (kernels.reductions).
+_YNN_MIN = 4096
+
+# sums and products associate as XLA (float16: in float16), NumPy's pairwise: compare loosely
 _TOL = {np.dtype(np.float16): (2e-2, 5e-2), np.dtype(np.float32): (2e-5, 2e-5),
         np.dtype(np.complex64): (2e-5, 2e-5)}
 
@@ -96,14 +107,133 @@ def _to_numba(x):
   return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
-def _wide(d):
-  """Accumulator dtype for sums/products/scans: float64 for narrow floats (JAX's result
-  rounded once), complex128 for complex64; integers wrap in their own width (same bits)."""
-  if d.kind == "f":
-    return np.dtype(np.float64)
-  if d.kind == "c":
-    return np.dtype(np.complex128)
-  return d
+def _xla_plan(shape, axes):
+  """(the (outer, n, inner) block, the result shape, the axes to move last or None) of a
+  reduction of ``shape`` over ``axes``: the reduced axes in row-major order as the middle
+  axis (moved to the end, a copy, when they are not one contiguous run)."""
+  axes = sorted(axes)
+  a, b = axes[0], axes[-1] + 1
+  out_shape = _drop(shape, axes)
+  if b - a == len(axes):
+    return _block(shape, a, b), out_shape, None
+  n = math.prod(shape[i] for i in axes)
+  return (math.prod(out_shape), n, 1), out_shape, axes
+
+
+def _xla_block(x, plan):
+  blk, _, move = plan
+  if move is not None:
+    x = np.moveaxis(x, move, range(x.ndim - len(move), x.ndim))
+  return x.reshape(blk)
+
+
+def _fold_np(a, f, z):
+  """``a`` (..., n, I) folded over axis -2 in index order from ``z`` (NumPy ops)."""
+  acc = np.full(a.shape[:-2] + a.shape[-1:], z, a.dtype)
+  for j in range(a.shape[-2]):
+    acc = f(acc, a[..., j, :])
+  return acc
+
+
+def _tree_np(x3, f, z):
+  """(O, n, I) -> (O, I) in XLA's order (``kernels.reductions``: windows of 32) with NumPy
+  ops: the NumPy backend's, and float16's (numba has no float16; NumPy rounds each
+  operation to float16, as XLA)."""
+  W = K.TREE_W
+  O, n, I = x3.shape
+  while n > W:
+    nw = -(-n // W)
+    st = W - (nw * W - n) // 2
+    nf = (n - st) // W
+    parts = [_fold_np(x3[:, :st], f, z)[:, None]]
+    if nf:
+      parts.append(_fold_np(x3[:, st:st + nf * W].reshape(O, nf, W, I), f, z))
+    if st + nf * W < n:
+      parts.append(_fold_np(x3[:, st + nf * W:], f, z)[:, None])
+    x3, n = np.concatenate(parts, axis=1), nw
+  return _fold_np(x3, f, z)
+
+
+def _scan_block_np(a, f, z, reverse):
+  """Scan of ``a`` (..., m, I) over axis -2: each output a fold in index order."""
+  out = np.empty_like(a)
+  m = a.shape[-2]
+  if reverse:
+    for k in range(m):
+      out[..., k, :] = _fold_np(a[..., k:, :], f, z)
+    return out
+  acc = np.full(a.shape[:-2] + a.shape[-1:], z, a.dtype)
+  for j in range(m):
+    acc = out[..., j, :] = f(acc, a[..., j, :])
+  return out
+
+
+def _scan_np(x3, f, z, reverse):
+  """(O, n, I) scanned over axis 1 in XLA's order (``kernels.reductions``: blocks of 16)
+  with NumPy ops."""
+  B = K.SCAN_B
+  O, n, I = x3.shape
+  nf = n // B
+  out = np.empty_like(x3)
+  if nf:
+    out[:, :nf * B] = _scan_block_np(x3[:, :nf * B].reshape(O, nf, B, I), f, z,
+                                     reverse).reshape(O, nf * B, I)
+  if nf * B < n:
+    out[:, nf * B:] = _scan_block_np(x3[:, nf * B:], f, z, reverse)
+  nb = -(-n // B)
+  if nb > 1:
+    last = np.minimum(np.arange(nb) * B + B, n) - 1
+    pre = _scan_np(out[:, np.arange(nb) * B if reverse else last], f, z, reverse)
+    e = np.empty_like(pre)
+    e[:, -1 if reverse else 0] = z
+    if reverse:
+      e[:, :-1] = pre[:, 1:]
+    else:
+      e[:, 1:] = pre[:, :-1]
+    out = f(out, np.repeat(e, B, axis=1)[:, :n])
+  return out
+
+
+_CMUL = {}
+
+
+def _np_cmul(d):
+  """XLA's complex product (fused multiply-adds, which NumPy lacks: the numba kernel of
+  ``elementwise``'s multiply)."""
+  f = _CMUL.get(d)
+  if f is None:
+    from nbjax.lax.elementwise import numba_run
+    mul = numba_run("mul_complex", [d, d], d)  # (takes contiguous operands)
+    f = _CMUL[d] = lambda a, b: mul(np.ascontiguousarray(a), np.ascontiguousarray(b))
+  return f
+
+
+def _np_logaddexp(a, b):
+  """XLA's logaddexp (JAX's lowering), in the operands' type."""
+  with np.errstate(all="ignore"):  # (inf - inf: the NaN is the point)
+    d = a - b
+    return np.where(d != d, a + b, np.maximum(a, b) + np.log1p(np.exp(-np.abs(d))))
+
+
+def _np_op(op, d):
+  """The NumPy combiner of ``op`` ('sum', 'prod', 'logaddexp') for dtype ``d``."""
+  if op == "sum":
+    return np.add
+  if op == "prod":
+    return _np_cmul(d) if d.kind == "c" else np.multiply
+  return _np_logaddexp
+
+
+def _ieee_zeros(r, x, axis, op, accumulate=False):
+  """``r``, a NumPy max/min over ``axis`` of ``x`` (reduction, or scan when
+  ``accumulate``), with IEEE's -0 < +0 (XLA's; NumPy returns either zero of a tie)."""
+  if r.dtype.kind != "f" or not (r == 0).any():
+    return r
+  keep = (x == 0) & (np.signbit(x) == (op == "min"))  # the zero a tie must give
+  has = np.logical_or.accumulate(keep, axis) if accumulate else np.logical_or.reduce(keep, axis)
+  zero = np.where(has, np.array(-0.0 if op == "min" else 0.0, r.dtype),
+                  np.array(0.0 if op == "min" else -0.0, r.dtype))
+  return np.where(r == 0, zero, r)
 
 
 def work_eager(size):
@@ -140,18 +270,42 @@ def identity(op, dtype):
 
 def _reduce_numba(op):
   rows, rows_par, cols, cols_par = K.ROWS[op], K.ROWS_PAR[op], K.COLS[op], K.COLS_PAR[op]
-  widen = op in ("sum", "prod")
-  consts = {}  # dtype -> (identity as accumulator scalar, accumulator dtype, kernel out dtype)
+  xla_order = op in ("sum", "prod")  # float/complex: XLA's association (kernels.reductions)
+  consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
+  plans = {}  # (shape, axes) -> _xla_plan
 
   def impl(x, *, axes):
     c = consts.get(x.dtype)
     if c is None:
-      cd = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-      acc = _wide(cd) if widen else cd
-      c = consts[x.dtype] = (np.array(identity(op, acc))[()], acc, cd)
-    z, acc, kd = c
+      kd = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+      ks = None
+      if xla_order and x.dtype.kind in "fc":
+        kop = op + "_complex" if x.dtype.kind == "c" and op == "prod" else op
+        ks = (K.TREE_ROWS[kop], K.TREE_COLS[kop])
+      c = consts[x.dtype] = (identity(op, kd), kd, ks)
+    z, kd, ks = c
     if not axes:
       return x.copy()
+    if ks is not None:
+      key = (x.shape, axes)
+      p = plans.get(key)
+      if p is None:
+        if len(plans) > 1024:
+          plans.clear()
+        p = plans[key] = _xla_plan(x.shape, axes)
+      x3, out_shape = _xla_block(x, p), p[1]
+      O, N, I = x3.shape
+      if N == 1:  # XLA: a reduction over size-1 axes is a copy
+        return x3.reshape(out_shape).copy()
+      if x.dtype == np.float16:
+        return _tree_np(x3, _np_op(op, x.dtype), z).astype(np.float16).reshape(out_shape)
+      out = np.empty(O * I, kd)
+      if I == 1:  # (rows in XLA's YNNPACK range: the vectorised cascade)
+        fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
+        (rows if fast else ks[0])(x3.reshape(O, N), out, z)
+      else:
+        ks[1](x3, out.reshape(O, I), z)
+      return out.reshape(out_shape)
     cur = x if kd == x.dtype else x.astype(kd)
     big = x.size >= PAR_MIN
     shape = x.shape
@@ -167,9 +321,9 @@ def _reduce_numba(op):
       return out if kd == x.dtype else out.astype(x.dtype)
     runs = _runs(axes)
     shape = list(shape)
-    for k, (a, b) in enumerate(runs):
+    for a, b in runs:  # order-free operations (integers, max/min, bitwise): run by run
       O, N, I = _block(shape, a, b)
-      out = np.empty(O * I, kd if k == len(runs) - 1 else acc)
+      out = np.empty(O * I, kd)
       if I == 1:
         (rows_par if big else rows)(cur.reshape(O, N), out, z)
       else:
@@ -215,9 +369,18 @@ def _reduce_numpy(op):
     bool_uf = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op]
 
   def impl(x, *, axes):
+    if not axes:
+      return x.copy()
+    if op in ("sum", "prod") and x.dtype.kind in "fc":  # XLA's association
+      plan = _xla_plan(x.shape, axes)
+      x3, out_shape = _xla_block(x, plan), plan[1]
+      if x3.shape[1] == 1:
+        return x3.reshape(out_shape).copy()
+      return _tree_np(x3, _np_op(op, x.dtype), identity(op, x.dtype)).reshape(out_shape)
     f = bool_uf if x.dtype == np.bool_ and op in ("and", "or", "xor") else uf
     if op in ("max", "min"):
-      r = f.reduce(x, axis=axes, initial=identity(op, x.dtype))
+      r = _ieee_zeros(np.asarray(f.reduce(x, axis=axes, initial=identity(op, x.dtype))),
+                      x, axes, op)
     else:
       r = f.reduce(x, axis=axes, dtype=x.dtype)
     return np.asarray(r, x.dtype)
@@ -564,23 +727,41 @@ def argmin(operand, axis, index_dtype):
 _CUM_IDENT = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
 
 
+_CUM_XLA = {"cumsum": "sum", "cumprod": "prod", "cumlogsumexp": "logaddexp"}
+
+
 def _cum_numba(name):
   rows, rows_par = K.CUM_ROWS[name], K.CUM_ROWS_PAR[name]
   cols, cols_par = K.CUM_COLS[name], K.CUM_COLS_PAR[name]
-  widen = name in ("cumsum", "cumprod", "cumlogsumexp")
-  consts = {}  # dtype -> (identity as accumulator scalar, kernel dtype)
+  consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
 
   def impl(x, *, axis, reverse):
     c = consts.get(x.dtype)
     if c is None:
       kd = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-      acc = _wide(kd) if widen else kd
-      z = (np.array(-np.inf, acc)[()] if name == "cumlogsumexp"
-           else np.array(identity(_CUM_IDENT[name], acc))[()])
-      c = consts[x.dtype] = (z, kd)
-    z, kd = c
-    xk = x if kd == x.dtype else x.astype(kd)
+      z = (np.array(-np.inf, kd)[()] if name == "cumlogsumexp"
+           else identity(_CUM_IDENT[name], kd))
+      ks = None
+      if name in _CUM_XLA and x.dtype.kind in "fc":  # XLA's association (kernels.reductions)
+        kop = name + "_complex" if x.dtype.kind == "c" and name == "cumprod" else name
+        ks = (K.SCAN_ROWS[kop], K.SCAN_COLS[kop])
+      c = consts[x.dtype] = (z, kd, ks)
+    z, kd, ks = c
     O, N, I = _block(x.shape, axis, axis + 1)
+    if ks is not None:
+      if N == 1 and name == "cumsum":  # XLA folds 0 + x to x (keeps -0)
+        return x.copy()
+      if x.dtype == np.float16:
+        return _scan_np(x.reshape(O, N, I), _np_op(_CUM_XLA[name], x.dtype), z,
+                        reverse).astype(np.float16).reshape(x.shape)
+      out = pooled_empty(x.shape, kd)
+      if out.size:
+        if I == 1:
+          ks[0](x.reshape(O, N), out.reshape(O, N), z, reverse)
+        else:
+          ks[1](x.reshape(O, N, I), out.reshape(O, N, I), z, reverse)
+      return out
+    xk = x if kd == x.dtype else x.astype(kd)
     out = pooled_empty(x.shape, kd)
     big = x.size >= PAR_MIN and O > 1
     if out.size:
@@ -595,15 +776,23 @@ def _cum_numba(name):
 def _cum_numpy(name):
   acc = {"cumsum": lambda x, a: np.cumsum(x, a, dtype=x.dtype),
          "cumprod": lambda x, a: np.cumprod(x, a, dtype=x.dtype),
-         "cummax": np.maximum.accumulate, "cummin": np.minimum.accumulate,
-         "cumlogsumexp": np.logaddexp.accumulate}[name]
+         "cummax": np.maximum.accumulate, "cummin": np.minimum.accumulate}.get(name)
 
   def impl(x, *, axis, reverse):
     if x.size == 0:
       return x.copy()
+    if name in _CUM_XLA and x.dtype.kind in "fc":  # XLA's association
+      if x.shape[axis] == 1 and name == "cumsum":
+        return x.copy()
+      z = -np.inf if name == "cumlogsumexp" else identity(_CUM_IDENT[name], x.dtype)
+      x3 = x.reshape(_block(x.shape, axis, axis + 1))
+      return _scan_np(x3, _np_op(_CUM_XLA[name], x.dtype), z, reverse).reshape(x.shape)
     if reverse:
-      return np.flip(acc(np.flip(x, axis), axis), axis)
-    return acc(x, axis)
+      x = np.flip(x, axis)
+    r = acc(x, axis)
+    if name in ("cummax", "cummin"):
+      r = _ieee_zeros(r, x, axis, name[3:], accumulate=True)
+    return np.flip(r, axis) if reverse else r
   return impl
 
 
@@ -862,10 +1051,11 @@ def _sort_numba(*operands, dimension, is_stable, num_keys):
 
 
 def _sort_numpy(*operands, dimension, is_stable, num_keys):
-  if len(operands) == 1:
+  if len(operands) == 1 and operands[0].dtype.kind != "c":
     x = operands[0]
-    # One operand: equal keys are equal values, so NumPy's SIMD quicksort gives the stable
-    # result, unless NaNs or -0.0 (keys that compare equal but differ) are present.
+    # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
+    # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
+    # NaNs or -0.0 (keys that compare equal but differ) are present.
     if x.dtype.kind in "biu" or (x.dtype.kind == "f" and not (
         np.isnan(x).any() or (np.signbit(x) & (x == 0)).any())):
       return [np.sort(x, axis=dimension)]
@@ -1117,89 +1307,44 @@ _reg("argmin", _lo_argminmax("LT", "min"))
 
 
 # ----------------------------------------------------------------- cumulative
-
-def _slice_axis(x, shape, axis, start, stop, step=1):
-  lo = [0] * len(shape)
-  hi = list(shape)
-  st = [1] * len(shape)
-  lo[axis], hi[axis], st[axis] = start, stop, step
-  n = max(0, -(-(stop - start) // step))
-  new = list(shape)
-  new[axis] = n
-  return hlo.slice(x, i64_array(lo), i64_array(hi), i64_array(st)), tuple(new)
-
+# As JAX on CPU: one reduce_window whose window spans the whole axis, padded by n - 1 before
+# (after, for ``reverse``) the operand. XLA's CPU pipeline rewrites it into a blocked scan
+# (``kernels.reductions`` reproduces that order).
 
 def _logaddexp(dt):
   def f(a, b):
-    t = a.type
     amax = hlo.maximum(a, b)
     delta = hlo.subtract(a, b)
     nan = mlir.compare(delta, delta, "NE", dt)
-    zero = hlo.broadcast_in_dim(t, mlir.ir_constant(np.zeros((), dt)), i64_array([]))
     mag = hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))
-    return hlo.select(nan, hlo.add(a, b), hlo.add(amax, hlo.select(nan, zero, mag)))
+    return hlo.select(nan, hlo.add(a, b), hlo.add(amax, mag))
   return f
-
-
-def _interleave(even, odd, shape_e, shape_o, axis, dt, n):
-  """Elements of ``even`` at positions 0, 2, ... and of ``odd`` at 1, 3, ... along ``axis``."""
-  m = shape_e[axis]
-  if shape_o[axis] < m:  # one element short: pad the odd part (the pad is sliced off)
-    zero = mlir.ir_constant(np.zeros((), dt))
-    hi = [0] * len(shape_o)
-    hi[axis] = m - shape_o[axis]
-    odd = hlo.pad(odd, zero, i64_array([0] * len(shape_o)), i64_array(hi),
-                  i64_array([0] * len(shape_o)))
-  split = list(shape_e[:axis + 1]) + [1] + list(shape_e[axis + 1:])
-  t = ir.RankedTensorType.get(split, mlir.dtype_to_ir_type(dt))
-  both = hlo.concatenate([hlo.reshape(t, even), hlo.reshape(t, odd)], axis + 1)
-  full = list(shape_e)
-  full[axis] = 2 * m
-  r = hlo.reshape(ir.RankedTensorType.get(full, mlir.dtype_to_ir_type(dt)), both)
-  if 2 * m != n:
-    r, _ = _slice_axis(r, full, axis, 0, n)
-  return r
-
-
-def _scan(fn, x, shape, axis, dt):
-  """Inclusive prefix scan of ``x`` (static ``shape``) along ``axis`` with associative ``fn``."""
-  n = shape[axis]
-  if n < 2:
-    return x
-  a, sa = _slice_axis(x, shape, axis, 0, n - 1, 2)
-  b, _ = _slice_axis(x, shape, axis, 1, n, 2)
-  odd = _scan(fn, fn(a, b), sa, axis, dt)          # prefixes ending at 1, 3, 5, ...
-  so = sa
-  if n % 2 == 0:
-    head, _ = _slice_axis(odd, so, axis, 0, so[axis] - 1)
-  else:
-    head = odd
-  rest, sr = _slice_axis(x, shape, axis, 2, n, 2)  # elements 2, 4, ...
-  first, sf = _slice_axis(x, shape, axis, 0, 1)
-  if sr[axis]:
-    even = hlo.concatenate([first, fn(head, rest)], axis)
-  else:
-    even = first
-  se = list(shape)
-  se[axis] = (n + 1) // 2
-  return _interleave(even, odd, tuple(se), so, axis, dt, n)
 
 
 def _lo_cumulative(name):
   def rule(ctx, x, *, axis, reverse):
     aval = ctx.avals_in[0]
     dt, shape = np.dtype(aval.dtype), tuple(aval.shape)
-    fn = {"cumsum": hlo.or_ if _is_bool(dt) else hlo.add,
-          "cumprod": hlo.and_ if _is_bool(dt) else hlo.multiply,
-          "cummax": hlo.or_ if _is_bool(dt) else hlo.maximum,
-          "cummin": hlo.and_ if _is_bool(dt) else hlo.minimum,
-          "cumlogsumexp": _logaddexp(dt) if _kind(dt) in "fc" else None}[name]
-    if reverse:
-      x = hlo.reverse(x, i64_array([axis]))
-    out = _scan(fn, x, shape, axis, dt) if shape[axis] else x
-    if reverse:
-      out = hlo.reverse(out, i64_array([axis]))
-    return [out]
+    n = shape[axis]
+    if n == 0:
+      return [x]
+    fn = {"cumsum": hlo.add, "cumprod": hlo.multiply, "cummax": hlo.maximum,
+          "cummin": hlo.minimum, "cumlogsumexp": _logaddexp(dt)}[name]
+    init = -np.inf if name == "cumlogsumexp" else identity(_CUM_IDENT[name], dt)
+    ones = [1] * len(shape)
+    win = list(ones)
+    win[axis] = n
+    pad = np.zeros((len(shape), 2), np.int64)
+    pad[axis, 1 if reverse else 0] = n - 1
+    op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
+                            [mlir.ir_constant(np.asarray(init, dt))], win, window_strides=ones,
+                            base_dilations=ones, window_dilations=ones,
+                            padding=ir.DenseIntElementsAttr.get(pad))
+    s = _scalar_type(dt)
+    blk = op.regions[0].blocks.append(s, s)
+    with ir.InsertionPoint(blk):
+      hlo.return_([fn(*blk.arguments)])
+    return [op.result]
   return rule
 
 
