@@ -205,13 +205,18 @@ def _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
 
 _DIRECT = {}
 _REAL = frozenset(map(np.dtype, (np.float32, np.float64)))
+# OpenBLAS's gemm with a transposed right operand (``ct @ W.T``) stalls on its threads for
+# small operands (a K=10 product 17x slower than NN on a busy 2-core machine, the SGD
+# step's 32x128 @ 128x128.T 2 ms in context): up to this many elements, W.T is copied
+_NT_COPY = 1 << 16
 
 
 def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
   """A kernel ``f(lhs, rhs)`` for these operand shapes that needs no copies, or None:
   - one contracted axis between operands of rank <= 2, no batch axes, one BLAS dtype:
     ``np.dot`` of the operands or their transposed views (BLAS reads a transposed operand in
-    place: the backward pass's ``ct @ W.T`` and ``x.T @ ct`` cost what ``x @ W`` does);
+    place: the backward pass's ``ct @ W.T`` and ``x.T @ ct`` cost what ``x @ W`` does; a
+    small transposed right operand is copied, ``_NT_COPY``);
   - no contracted axis, one real float dtype: every output element is one product, so
     the elementwise product of the operands' broadcastable views (per-example outer
     products under ``vmap``, 128 tiny BLAS calls before).
@@ -226,8 +231,11 @@ def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
   if dtypes_[1] == d and (preferred_element_type is None or preferred_element_type == d):
     if d in _BLAS and not lb and len(lc) == 1 and 1 <= len(ls) <= 2 and 1 <= len(rs) <= 2:
       tl, tr = len(ls) == 2 and lc == (0,), len(rs) == 2 and rc == (1,)
-      k = (np.dot if not (tl or tr) else (lambda a, b: np.dot(a.T, b.T)) if tl and tr else
-           (lambda a, b: np.dot(a.T, b)) if tl else (lambda a, b: np.dot(a, b.T)))
+      if tr and not tl and rs[0] * rs[1] <= _NT_COPY:
+        k = lambda a, b: np.dot(a, np.ascontiguousarray(b.T))
+      else:
+        k = (np.dot if not (tl or tr) else (lambda a, b: np.dot(a.T, b.T)) if tl and tr else
+             (lambda a, b: np.dot(a.T, b)) if tl else (lambda a, b: np.dot(a, b.T)))
     elif d in _REAL and not lc:
       lf = tuple(i for i in range(len(ls)) if i not in lb)
       rf = tuple(i for i in range(len(rs)) if i not in rb)
@@ -455,7 +463,8 @@ registry.register(
               tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
                    np.dtype(np.complex64): (1e-5, 1e-5)},
               note="both: np.dot (OpenBLAS, both cores) on the operands or their transposed "
-                   "views for one contracted axis of rank<=2 operands, an elementwise product "
+                   "views for one contracted axis of rank<=2 operands (a transposed right "
+                   "operand of <=64K elements copied), an elementwise product "
                    "when none is contracted; else numba (a BLAS gemm per batch item, an "
                    "integer i-k-j loop at any size: 2-10x NumPy's from 16K outputs) below "
                    "4096 float outputs, numpy (batched matmul) from 4096"))
