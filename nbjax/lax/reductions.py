@@ -338,10 +338,11 @@ def _reduce_numba(op):
     out once: the same kernel call, without the per-call Python (eager programs)."""
     (x,), axes = avals, params["axes"]
     runs = _runs(axes)
-    if len(runs) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN:
+    if (len(runs) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN
+        or (xla_order and x.dtype.kind in "fc")):  # XLA's association: impl's blocked path
       return None
     kd = x.dtype
-    z = np.array(identity(op, _wide(kd) if widen else kd))[()]
+    z = identity(op, kd)
     (a, b), = runs
     O, N, I = _block(x.shape, a, b)
     oshape = x.shape[:a] + x.shape[b:]
