@@ -9,25 +9,7 @@ once), ``jit``. Backends without a mode skip it.
 import numpy as np
 
 from . import _backends
-
-
-def _torch():
-  try:
-    import torch
-  except ImportError:
-    raise NotImplementedError("torch not installed") from None
-  torch.set_num_threads(2)
-  return torch
-
-
-def _fw(backend):
-  """(numpy-like module, top-level module, put) for nbjax and jax."""
-  m, put = _backends.get(backend)
-  if backend == "nbjax":
-    import nbjax as tr
-  else:
-    import jax as tr
-  return m, tr, put
+from .reverse import _fw, _torch
 
 
 def _python_only(backend, mode, modes):

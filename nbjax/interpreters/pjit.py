@@ -170,12 +170,7 @@ class _Executable:
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
            "_call": dexe._make_dcall(lazy=True), "_AttributeError": AttributeError,
            "_len": len, "_TypeError": TypeError}
-    n = len(self.in_avals)
-    names = [f"x{i}" for i in range(n)]
-    src = ["def run(args):",
-           f"  if _len(args) != {n}: raise _TypeError('{self.name}: expected {n} arguments')"]
-    if n:
-      src.append(f"  {', '.join(names)}, = args")
+    names, src = self._run_prologue()
     for i, x in enumerate(names):
       env[f"_av{i}"] = self.in_avals[i]
       src += [f"  if type({x}) is _Array:",
@@ -231,17 +226,22 @@ class _Executable:
     """Run with host values (the executable checks and converts NumPy arrays and scalars)."""
     return (self._hcall or self._host_call())(args)
 
-  def _host_call(self):
-    """Generate ``run_host``'s body: per-argument conversion and per-output wrapping
-    unrolled, as ``_device_call`` does."""
-    env = {"_Array": Array, "_ndarray": np.ndarray, "_to_host": _to_host, "_aligned": _aligned,
-           "_exe": self.exe, "_wrap": _wrap, "_len": len, "_TypeError": TypeError}
+  def _run_prologue(self):
+    """Start of a generated ``run(args)``: the argument-count check, unpacking to x0..."""
     n = len(self.in_avals)
     names = [f"x{i}" for i in range(n)]
     src = ["def run(args):",
            f"  if _len(args) != {n}: raise _TypeError('{self.name}: expected {n} arguments')"]
     if n:
       src.append(f"  {', '.join(names)}, = args")
+    return names, src
+
+  def _host_call(self):
+    """Generate ``run_host``'s body: per-argument conversion and per-output wrapping
+    unrolled, as ``_device_call`` does."""
+    env = {"_Array": Array, "_ndarray": np.ndarray, "_to_host": _to_host, "_aligned": _aligned,
+           "_exe": self.exe, "_wrap": _wrap, "_len": len, "_TypeError": TypeError}
+    names, src = self._run_prologue()
     for i, (x, (a, d)) in enumerate(zip(names, self.in_dtypes)):
       env[f"_av{i}"], env[f"_dt{i}"] = a, d
       src += [f"  t = type({x})",
@@ -252,7 +252,7 @@ class _Executable:
         src.append(f"  v{i} = _aligned({x}, v{i})")
     for k, c in enumerate(self.const_vals):
       env[f"_c{k}"] = c
-    ins = [f"_c{k}" for k in range(len(self.const_vals))] + [f"v{i}" for i in range(n)]
+    ins = [f"_c{k}" for k in range(len(self.const_vals))] + [f"v{i}" for i in range(len(names))]
     src.append(f"  o = _exe({', '.join(ins)})")
     res = []
     for i, (a, w) in enumerate(zip(self.out_avals, self.out_weak)):
