@@ -342,15 +342,6 @@ def {fn}(x, out, z, reverse):
 TREE_W = 32
 SCAN_B = 16
 
-_FOLD = """
-def {fn}(y, z):
-  s = z
-  for i in range(y.size):
-    v = y[i]
-    s = {expr}
-  return s
-"""
-
 _TREE = """
 def {fn}(y, z, buf):
   n = y.size
@@ -711,7 +702,7 @@ SCAN_OPS = {"cumsum": "s + v", "cumprod": "s * v", "cumprod_complex": "_cmul(s, 
             "cumlogsumexp": "_logaddexp(s, v)"}
 TREE_ROWS, TREE_COLS, SCAN_ROWS, SCAN_COLS = {}, {}, {}, {}
 for _op, _expr in TREE_OPS.items():
-  _make(_FOLD, f"_fold_{_op}", expr=_expr)
+  _make(_LEAF, f"_fold_{_op}", expr=_expr)  # an in-order fold: a leaf without fastmath
   _body = "\n".join(f"        v = a{c}[j]\n        s = s{c}\n        s{c} = {_expr}"
                     for c in range(4))
   _make(_TREE, f"_tree_{_op}", fold=f"_fold_{_op}", body4=_body)
