@@ -558,7 +558,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     ans = tree_unflatten(out_tree, outs)
     return ((ans, aux) if has_aux else ans), g
 
-  cache = eager_cache.TraceCache(call, fun)
+  # the replay stages the tape's own steps (the per-call path), not linearize + transpose:
+  # the two accumulate cotangents in different orders, which rounds differently
+  cache = eager_cache.TraceCache(functools.partial(call, _tape=True), fun)
   value_and_grad_f._trace_cache = cache
   return value_and_grad_f
 
@@ -598,7 +600,7 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
   """grad at top level by a recorded tape (``interpreters/tape.py``): ``(outs, grads,
   out_tree, aux)``, as ``_grad_linearize``."""
   Tracer_ = tape.TapeTracer
-  trace = tape.TapeTrace(_eval_trace)
+  trace = tape.TapeTrace(_ctx.trace)  # the eval trace, or the replay's staging trace
   ins = [trace.arg(x) for x in leaves]
   prev, _ctx.trace = _ctx.trace, trace
   try:
@@ -624,8 +626,18 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
   if v is None or v.shape or v.dtype.kind != "f" or holomorphic:  # else a real scalar: fine
     _check_output(outs, out_tree, holomorphic)
   o = out_leaves[0]
-  cts = tape.backward(trace, o.slot, _dtype(outs[0])) \
-      if type(o) is Tracer_ and o._trace is trace else {}
+  if type(o) is not Tracer_ or o._trace is not trace:
+    cts = {}
+  elif trace.direct:
+    cts = tape.backward(trace, o.slot, _dtype(outs[0]))
+  else:  # staged for a replay: symbolic cotangents
+    cts = tape.staged_backward(trace, o.slot, _seed(outs, out_tree, holomorphic))
+    grads = []
+    for x, t in zip(leaves, ins):
+      a = get_aval(x).to_tangent_aval()
+      c = cts.get(t.slot) if type(t) is Tracer_ else None
+      grads.append(_grad_leaf(ad.Zero(a) if c is None else c, a))
+    return outs, grads, out_tree, aux
   grads, keys = [], iter(trace.in_keys)
   for x, t in zip(leaves, ins):
     c = None

@@ -83,7 +83,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry
+from nbjax import core, registry, tree_util
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax.tree_util import tree_flatten, tree_unflatten
@@ -387,9 +387,6 @@ class _Entry:
   __slots__ = ("program", "dyn", "out_tree", "weaks", "holds", "finish", "weak0")
 
 
-_CONTAINERS = {"tuple": "tuple", "list": "list", "dict": "dict"}
-
-
 def _fast_path(key_tree, args_def, entries):
   """``fast(*args)``: the replay of positional arguments of structure ``args_def`` (tuples,
   lists, dicts and ``None`` around nbjax Arrays) as straight-line code, or None for other
@@ -398,44 +395,18 @@ def _fast_path(key_tree, args_def, entries):
   the program; ``MISS`` on any mismatch (``call`` then decides)."""
   ns = dict(Array=Array, MISS=MISS, get=entries.get, registry=registry, _Entry=_Entry,
             T=key_tree, W=_wrap)
-  lines, leaves = [], []
-
-  def walk(expr, d):
-    if d.node is None:
-      leaves.append(expr)
-      return True
-    kind = d.node.kind
-    if kind == "none":
-      lines.append(f"  if {expr} is not None: return MISS")
-      return True
-    t = _CONTAINERS.get(kind)
-    if t is None:
-      return False
-    var = f"n{len(lines)}"
-    lines.append(f"  {var} = {expr}")
-    lines.append(f"  if type({var}) is not {t} or len({var}) != {len(d.kids)}: return MISS")
-    for j, k in enumerate(d.kids):
-      if t == "dict":
-        ns[f"K{len(ns)}"] = d.data[j]
-        sub = f"{var}.get(K{len(ns) - 1}, MISS)"
-      else:
-        sub = f"{var}[{j}]"
-      if not walk(sub, k):
-        return False
-    return True
-
-  n = len(args_def.kids)
-  a = [f"a{i}" for i in range(n)]
-  if args_def.node is None or args_def.node.kind not in ("tuple", "list") or not all(
-      walk(x, k) for x, k in zip(a, args_def.kids)):
+  got = tree_util.flatten_source(args_def, "args", ns, "return MISS") \
+      if args_def.node is not None and args_def.node.kind == "tuple" else None
+  if got is None:
     return None
+  lines, leaves = got
   for i, expr in enumerate(leaves):
     lines.append(f"  x{i} = {expr}")
   m = len(leaves)
   xs = [f"x{i}" for i in range(m)]
   key = "".join(f"v{i}.shape, v{i}.dtype, x{i}._weak, " for i in range(m))
   src = "\n".join([
-      f"def fast({', '.join(a)}):", *lines,
+      "def fast(*args):", *lines,
       f"  if {' or '.join(f'type({x}) is not Array' for x in xs) or 'False'}:",
       "    return MISS",
       f"  {''.join(f'v{i} = x{i}._value; ' for i in range(m))}pass",
@@ -457,31 +428,7 @@ def _finisher(out_tree, weaks):
   ``out_tree``, built by one generated expression (tuples, lists, dicts, ``None``), else by
   ``tree_unflatten``."""
   ns = dict(W=_wrap)
-  it = iter(range(len(weaks)))
-
-  def build(d):
-    if d.node is None:
-      i = next(it)
-      return f"W(o[{i}], {bool(weaks[i])})"
-    kind = d.node.kind
-    if kind == "none":
-      return "None"
-    kids = [build(k) for k in d.kids]
-    if None in kids:
-      return None
-    if kind == "tuple":
-      return f"({''.join(k + ', ' for k in kids)})"
-    if kind == "list":
-      return f"[{', '.join(kids)}]"
-    if kind == "dict":
-      names = []
-      for key in d.data:
-        names.append(f"K{len(ns)}")
-        ns[names[-1]] = key
-      return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
-    return None
-
-  body = build(out_tree)
+  body = tree_util.build_source(out_tree, lambda i: f"W(o[{i}], {bool(weaks[i])})", ns)
   if body is None:
     return lambda outs: tree_unflatten(out_tree, [_wrap(o, w) for o, w in zip(outs, weaks)])
   exec(f"def finish(o):\n  return {body}\n", ns)

@@ -241,6 +241,109 @@ _LEAF = PyTreeDef(None, None, (), 1)
 _NONE_DEF = PyTreeDef(_registry[_NoneType], None, (), 0)
 
 
+# ---- generated code for fixed structures (the hot paths of jit and the replay cache) ------
+
+_PLAIN = {"tuple": "tuple", "list": "list", "dict": "dict"}
+
+
+def flatten_source(treedef, root, ns, fail):
+  """Straight-line code reading the leaves of the tree ``root`` (an expression) whose
+  structure is ``treedef``'s, for structures of tuples, lists, dicts and None only (else
+  None): ``(lines, leaf expressions)``. The lines check each container's exact type and
+  length and each dict's keys, running ``fail`` (a statement) on a mismatch; they do not
+  check that the leaves are leaves (the caller must: a container in a leaf's place). Names
+  the code needs are added to ``ns``."""
+  lines, leaves = [], []
+
+  def walk(expr, d):
+    if d.node is None:
+      leaves.append(expr)
+      return True
+    kind = d.node.kind
+    if kind == "none":
+      lines.append(f"  if {expr} is not None: {fail}")
+      return True
+    t = _PLAIN.get(kind)
+    if t is None:
+      return False
+    var = f"n{len(lines)}"
+    lines.append(f"  {var} = {expr}")
+    lines.append(f"  if type({var}) is not {t} or len({var}) != {len(d.kids)}: {fail}")
+    for j, k in enumerate(d.kids):
+      if t == "dict":  # same length and every key found: the same keys
+        key = f"K{len(ns)}"
+        ns[key], ns["_MISSING"] = d.data[j], _MISSING
+        sub = f"n{len(lines)}"
+        lines.append(f"  {sub} = {var}.get({key}, _MISSING)")
+        if k.node is None:
+          lines.append(f"  if {sub} is _MISSING: {fail}")
+      else:
+        sub = f"{var}[{j}]"
+      if not walk(sub, k):
+        return False
+    return True
+
+  return (lines, leaves) if walk(root, treedef) else None
+
+
+def build_source(treedef, leaf, ns):
+  """An expression building a tree of ``treedef``'s structure whose leaf ``i`` is the
+  expression ``leaf(i)``, for structures of tuples, lists, dicts and None only (else None);
+  names it needs are added to ``ns``."""
+  it = iter(range(treedef.num_leaves))
+
+  def build(d):
+    if d.node is None:
+      return leaf(next(it))
+    kind = d.node.kind
+    if kind == "none":
+      return "None"
+    if kind not in _PLAIN:
+      return None
+    kids = [build(k) for k in d.kids]
+    if None in kids:
+      return None
+    if kind == "tuple":
+      return f"({''.join(k + ', ' for k in kids)})"
+    if kind == "list":
+      return f"[{', '.join(kids)}]"
+    names = []
+    for key in d.data:
+      names.append(f"K{len(ns)}")
+      ns[names[-1]] = key
+    return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
+
+  return build(treedef)
+
+
+def flattener(treedef):
+  """``flat(tree)``: the leaves of ``tree`` (a list) when its containers match ``treedef``'s
+  (types, lengths, dict keys), else None, as generated straight-line code; None for
+  structures other than tuples, lists, dicts and None. The caller checks the leaves."""
+  ns = {}
+  got = flatten_source(treedef, "x", ns, "return None")
+  if got is None:
+    return None
+  lines, leaves = got
+  exec("\n".join(["def flat(x):", *lines, f"  return [{', '.join(leaves)}]"]), ns)
+  return ns["flat"]
+
+
+def unflattener(treedef):
+  """``treedef.unflatten`` as one generated expression for structures of tuples, lists,
+  dicts and None (else ``treedef.unflatten`` itself); takes a list or tuple of exactly
+  ``treedef.num_leaves`` leaves."""
+  ns = {}
+  body = build_source(treedef, "o[{}]".format, ns)
+  if body is None:
+    return treedef.unflatten
+  exec(f"def unflatten(o):\n  return {body}\n", ns)
+  return ns["unflatten"]
+
+
+_MISSING = object()
+
+
 # ---- flatten ---------------------------------------------------------------------------
 
 def _flat(x, leaves):

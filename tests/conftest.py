@@ -6,11 +6,27 @@
 (``nbjax/eager_cache.py``) and the third its fused build (``FUSE_AFTER`` is 1), and both must
 equal the first, per-call result (vmap's trace, grad's tape) exactly (dtype, shape, values).
 ``tests/test_eager_cache.py`` runs the vmap and jvp suites this way, ``tests/test_grad.py``
-the reverse-mode ones.
+the reverse-mode ones. Tests marked ``needs_guard`` check the guard itself (that impure
+functions are refused, that pins are re-checked) and are skipped in that mode, which bypasses
+it.
 """
 import os
 
 import numpy as np
+import pytest
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "needs_guard: checks eager_cache's guard, which "
+                          "NBJAX_REPLAY_CHECK bypasses (skipped in that mode)")
+
+
+def pytest_collection_modifyitems(config, items):
+  if os.environ.get("NBJAX_REPLAY_CHECK"):
+    skip = pytest.mark.skip(reason="NBJAX_REPLAY_CHECK bypasses the guard this test checks")
+    for item in items:
+      if "needs_guard" in item.keywords:
+        item.add_marker(skip)
 
 if os.environ.get("NBJAX_REPLAY_CHECK"):
   import nbjax

@@ -594,6 +594,7 @@ def test_eager_loop_compiled_once_by_content():
   assert cf.stats()["loop_compiles"] == 1
 
 
+@pytest.mark.needs_guard
 def test_trace_cache_sees_changed_captures_and_globals():
   out = []
   for k in range(3):

@@ -91,7 +91,7 @@ def test_replayed_vmap_matches_per_call_vmap(prim):
   vf = nbjax.vmap(T.prim_fun(prim, params), axis_size=None if args else 3)
   want = nbjax.tree_util.tree_leaves(vf(*batched))
   cache = eager_cache.TraceCache(lambda *a: vf(*a), guard_fun=lambda: None)
-  xs = [Array(b) for b in batched]
+  xs = tuple(Array(b) for b in batched)  # (positional arguments: a tuple)
   assert cache.call(xs, {}) is eager_cache.MISS  # first sighting: per-call path
   assert cache.call(xs, {}) is not eager_cache.MISS, f"{prim}: the batched trace did not stage"
   got = nbjax.tree_util.tree_leaves(cache.fast[len(xs)](*xs))
@@ -135,6 +135,7 @@ def _reads_global(x):
   return x * W_GLOBAL
 
 
+@pytest.mark.needs_guard
 def test_rebinding_a_global_retraces():
   global W_GLOBAL
   vf = nbjax.vmap(_reads_global)
@@ -151,6 +152,7 @@ def _helper(x):
   return x + W_GLOBAL
 
 
+@pytest.mark.needs_guard
 def test_a_global_read_by_a_helper_is_guarded():
   global W_GLOBAL
   vf = nbjax.vmap(lambda x: _helper(x) * 2)
@@ -163,6 +165,7 @@ def test_a_global_read_by_a_helper_is_guarded():
     W_GLOBAL = old
 
 
+@pytest.mark.needs_guard
 def test_rebinding_a_closed_over_variable_retraces():
   scale = jnp.asarray(2.0)
   vf = nbjax.vmap(lambda x: x * scale)
@@ -171,6 +174,7 @@ def test_rebinding_a_closed_over_variable_retraces():
   np.testing.assert_array_equal(vf(X), np.asarray(X) * 3.0)
 
 
+@pytest.mark.needs_guard
 def test_mutable_state_is_never_cached():
   vf = nbjax.vmap(lambda x: x * LIST_GLOBAL[0])
   _calls(vf, X)
@@ -189,12 +193,14 @@ def test_mutable_state_is_never_cached():
     NP_GLOBAL[:] = 1.0
 
 
+@pytest.mark.needs_guard
 def test_side_effects_run_on_every_call(capsys):
   vf = nbjax.vmap(lambda x: (print("traced"), x + 1)[1])
   _calls(vf, X, n=3)
   assert capsys.readouterr().out.count("traced") == 3
 
 
+@pytest.mark.needs_guard
 def test_numpy_random_is_drawn_on_every_call():
   vf = nbjax.vmap(lambda x: x + np.random.standard_normal())
   a, b, c = _calls(vf, X)
@@ -238,6 +244,7 @@ def test_config_and_backend_changes_retrace():
     nbjax.config.set_eager_backend("sin", None)
 
 
+@pytest.mark.needs_guard
 def test_nested_vmap_and_jit_checks_the_inner_function():
   vf = nbjax.vmap(nbjax.vmap(lambda x: x * LIST_GLOBAL[0]))
   _calls(vf, X)
@@ -275,6 +282,7 @@ def test_errors_are_the_per_call_errors():
       vf(jnp.ones((2, 3)), jnp.ones((4, 3)))
 
 
+@pytest.mark.needs_guard
 def test_guard_analysis():
   g = eager_cache.guards
   assert g(lambda x: jnp.sin(x)) is not None
@@ -710,6 +718,7 @@ def _exercise(kind, makers, values, news, bare=False):
     _check(kind, run, chans, what + f" changed {news}")
 
 
+@pytest.mark.needs_guard
 @pytest.mark.parametrize("channel", list(CHANNELS))
 def test_each_channel_is_pinned_or_refused(channel):
   for kind in ("vmap", "jvp", "jacfwd", "grad"):
@@ -721,6 +730,7 @@ _VALUES = st.one_of(st.sampled_from([0.5, 2.0, -1.25, 3.0, 0.75]),
                     st.sampled_from([0.5, 2.0, -1.25]).map(jnp.asarray))
 
 
+@pytest.mark.needs_guard
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_replay_equals_per_call_whatever_changes(data):
@@ -735,6 +745,7 @@ def test_replay_equals_per_call_whatever_changes(data):
   _exercise(kind, [CHANNELS[n] for n in names], values, news, bare=bare)
 
 
+@pytest.mark.needs_guard
 def test_issue_model_example():
   class Model:
     def __init__(self):
@@ -752,6 +763,7 @@ def test_issue_model_example():
   np.testing.assert_array_equal(F(x), [[0.0], [10.0], [20.0]])
 
 
+@pytest.mark.needs_guard
 def test_jit_inside_replays_as_per_call():
   """``jit`` traces once per signature (JAX semantics): the replay must agree with that."""
   with contextlib.ExitStack() as stack:
@@ -791,6 +803,7 @@ class _Mode(enum.IntEnum):
     return _SCALE
 
 
+@pytest.mark.needs_guard
 def test_argument_classes_trace_per_call():
   """A namedtuple argument or an IntEnum scalar brings its class (methods reading state):
   those signatures trace per call, plain containers replay."""
@@ -821,6 +834,7 @@ class _Globals(dict):
     return 1.0
 
 
+@pytest.mark.needs_guard
 def test_guard_refuses_what_no_pin_covers():
   g = eager_cache.guards
   mod = types.ModuleType("_nbjax_guard_dyn")
@@ -879,6 +893,7 @@ def test_guard_refuses_what_no_pin_covers():
     assert g(lambda x, bad=bad: x) is None, bad
 
 
+@pytest.mark.needs_guard
 def test_pins_are_checked_by_identity():
   """Equal but not identical rebinding retraces (never reads a stale object)."""
   g = eager_cache.guards

@@ -353,3 +353,41 @@ def test_tree_namespace_is_tree_util():
   assert nbjax.tree.reduce(lambda a, b: a + b, t) == 6 and nbjax.tree.all([True, 1])
   assert [k for k, _ in nbjax.tree.leaves_with_path(t)][0] == (nbjax.tree_util.DictKey("a"),
                                                               nbjax.tree_util.SequenceKey(0))
+
+
+# ---- generated flatten/unflatten (jit's and the replay cache's hot paths) --------------
+
+_plain = st.recursive(
+    st.integers(0, 9),
+    lambda kids: st.one_of(st.none(), st.tuples(kids, kids), st.lists(kids, max_size=3),
+                           st.dictionaries(st.sampled_from("abc"), kids, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_plain, _plain)
+def test_generated_flatten_agrees_with_tree_flatten(a, b):
+  """``flattener(treedef_a)(b)`` gives ``b``'s leaves exactly when ``b`` has ``a``'s
+  containers (a leaf position may hold anything: the caller checks leaves); ``unflattener``
+  rebuilds as ``unflatten`` does."""
+  leaves_a, ta = tu.tree_flatten(a)
+  flat = tu.flattener(ta)
+  assert flat(a) == leaves_a
+  assert tu.unflattener(ta)(leaves_a) == ta.unflatten(leaves_a) == a
+  got = flat(b)
+  same_containers = tu.tree_structure(b) == ta
+  if same_containers:
+    assert got == tu.tree_leaves(b)
+  elif got is not None:  # only leaves of ``a`` replaced by subtrees may still match
+    assert ta.flatten_up_to(b) == got
+
+
+def test_generated_code_declines_other_nodes():
+  _, t = tu.tree_flatten((Point(1, 2), 3))
+  assert tu.flattener(t) is None
+  assert tu.unflattener(t) == t.unflatten
+  _, t = tu.tree_flatten({"a": 1, "b": 2})
+  flat = tu.flattener(t)
+  assert flat({"b": 4, "a": 3}) == [3, 4]
+  assert flat({"a": 3, "c": 4}) is None and flat(collections.OrderedDict(a=1, b=2)) is None
+  assert flat({"a": 1}) is None and flat([1, 2]) is None

@@ -480,22 +480,27 @@ def _leaf_key(flat):
   return tuple(key)
 
 
+_MAX_FLATTENERS = 4
+
+
 class _Entry:
   """One traced signature: the closed jaxpr, output treedef, and (lazily) its executable."""
-  __slots__ = ("closed", "out_tree", "name", "exe", "single", "__weakref__")
+  __slots__ = ("closed", "out_tree", "name", "exe", "unflatten", "__weakref__")
 
   def __init__(self, closed, out_tree, name):
     self.closed, self.out_tree, self.name = closed, out_tree, name
     self.exe = None
-    self.single = out_tree.num_leaves == 1 and out_tree.node is None
+    self.unflatten = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
+        tree_util.unflattener(out_tree)
 
   def executable(self):
     if self.exe is None:
       self.exe = _executable_for(self.closed, self.name)
     return self.exe
 
-  def unflatten(self, outs):
-    return outs[0] if self.single else self.out_tree.unflatten(outs)
+
+def _first(outs):
+  return outs[0]
 
 
 def _fun_name(fun):
@@ -551,6 +556,7 @@ class JitWrapped:
     self._inline = inline
     self._simple = not static_argnums and not static_argnames
     self._cache = {}
+    self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
     self._trace_count = 0
 
   def __repr__(self):
@@ -570,9 +576,19 @@ class JitWrapped:
       else:
         flat, in_tree = args, None
       key = _leaf_key(flat)
-      if key is None and in_tree is None:  # a pytree argument (or a tracer): flatten
-        flat, in_tree = tree_util.tree_flatten((args, kwargs))
-        key = _leaf_key(flat)
+      if key is None and in_tree is None:  # a pytree argument (or a tracer)
+        for in_tree, flat_fn in self._flatteners:  # a structure seen before: generated code
+          flat = flat_fn(args)
+          if flat is not None:
+            key = _leaf_key(flat)
+            break
+        if key is None:
+          flat, in_tree = tree_util.tree_flatten((args, kwargs))
+          key = _leaf_key(flat)
+          if key is not None and len(self._flatteners) < _MAX_FLATTENERS:
+            flat_fn = tree_util.flattener(in_tree.kids[0])
+            if flat_fn is not None:
+              self._flatteners.append((in_tree, flat_fn))
       if key is not None:
         key = (in_tree, key)
         entry = self._cache.get(key)

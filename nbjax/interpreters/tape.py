@@ -281,6 +281,32 @@ class _Backward:
   __slots__ = ("program", "used", "grads")
 
 
+def _backward_symbolic(nodes, out, seed, xs):
+  """The backward pass over ``nodes`` on any values (tracers of a staging trace: the same
+  steps, in the same order, as ``_backward_nodes`` takes on ndarrays), ``{slot: ct}``."""
+  cts = {out: seed}
+  for prim, params, ins, outs, lin, _ in reversed(nodes):
+    ocs = [None if s is None else cts.pop(s, None) for s in outs]
+    if all(c is None for c in ocs):
+      continue
+    args = [xs[s if s >= 0 else ~s] for s in ins]
+    got = _node_vjp(prim, params, args, [s >= 0 for s in ins], ocs) if lin is None else \
+        _transpose(lin, ocs)
+    for s, c in zip(ins, got):
+      if c is not None:
+        cts[s] = ad.add_tangents(cts[s], c) if s in cts else c
+  return cts
+
+
+def staged_backward(trace, out, seed):
+  """``backward`` on a tape whose parent stages (``trace.direct`` false: the replay of a
+  top-level ``grad`` is staged through the tape, so that it takes the per-call path's steps
+  exactly), seeded with ``seed`` (the scalar 1): ``{input slot: ct}``, tracers of the
+  parent."""
+  cts = _backward_symbolic(trace.nodes, out, seed, trace.vals)
+  return {s: cts[s] for s in range(len(trace.in_keys)) if s in cts}
+
+
 def _build_tape(trace, out, dtype):
   """Stage the backward pass of ``trace`` from slot ``out`` into one program. The seed is an
   input: folded into the program, its broadcasts would be constants as large as inputs."""
@@ -290,15 +316,7 @@ def _build_tape(trace, out, dtype):
   grads = []
 
   def backward_fun(seed, *xs):
-    cts = {out: seed}
-    for prim, params, ins, outs, _, _ in reversed(nodes):
-      ocs = [None if s is None else cts.pop(s, None) for s in outs]
-      if all(c is None for c in ocs):
-        continue
-      args = [xs[s if s >= 0 else ~s] for s in ins]
-      for s, c in zip(ins, _node_vjp(prim, params, args, [s >= 0 for s in ins], ocs)):
-        if c is not None:
-          cts[s] = ad.add_tangents(cts[s], c) if s in cts else c
+    cts = _backward_symbolic(nodes, out, seed, xs)
     grads.extend(s for s in range(n_in) if s in cts)
     return [cts[s] for s in grads]
 
