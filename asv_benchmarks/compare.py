@@ -1,8 +1,9 @@
 """Side-by-side timings: nbjax vs NumPy (and JAX, PyTorch when importable), one process,
 medians.
 
-Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), for each
-backend in turn, and prints median times and ratios. ``--update-readme`` rewrites the
+Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), all
+backends of a case set up side by side and sampled in turn, and prints median times and
+ratios. ``--update-readme`` rewrites the
 table between the benchmark markers in README.md. The ``guard_check`` rows time the eager
 cache's per-call pin check (``nbjax/eager_cache.py``) on ``VmapLinearModel``'s replayed
 program, as a share of that replay's time.
@@ -10,6 +11,7 @@ program, as a share of that replay's time.
   python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--update-readme]
 """
 import argparse
+import functools
 import importlib
 import itertools
 import os
@@ -35,24 +37,50 @@ def _classes():
         yield m.name, name, cls
 
 
-def _median_time(fn, budget):
+def _calibrate(fn, budget):
+  """Calls per timing sample, so that one sample takes >= ~budget/20 s."""
   fn()
-  n, t = 1, 0.0
-  while True:  # calibrate: one timing sample takes >= ~budget/20 s
+  n = 1
+  while True:
     t0 = time.perf_counter()
     for _ in range(n):
       fn()
     t = time.perf_counter() - t0
     if t >= budget / 20 or n >= 1 << 20:
-      break
+      return n
     n *= 4 if t < budget / 200 else 2
-  samples, deadline = [], time.perf_counter() + budget
-  while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 41):
-    t0 = time.perf_counter()
-    for _ in range(n):
-      fn()
-    samples.append((time.perf_counter() - t0) / n)
-  return statistics.median(samples)
+
+
+def _median_times(fns, budget):
+  """Median seconds per call of each of ``fns``, sampled round-robin (one sample of each in
+  turn, 5 to 41 rounds within ``budget`` per function): a machine that speeds up or slows
+  down during the run moves every column alike, so the ratios hold."""
+  ns = [_calibrate(fn, budget) for fn in fns]
+  samples = [[] for _ in fns]
+  deadline = time.perf_counter() + budget * len(fns)
+  while len(samples[0]) < 5 or (time.perf_counter() < deadline and len(samples[0]) < 41):
+    for fn, n, out in zip(fns, ns, samples):
+      t0 = time.perf_counter()
+      for _ in range(n):
+        r = fn()
+      _wait(r)  # asynchronous backends: the sample ends when its work does
+      out.append((time.perf_counter() - t0) / n)
+  return [statistics.median(x) for x in samples]
+
+
+def _wait(result):
+  """Block on every leaf of a benchmark's returned result that can be waited on."""
+  stack = [result]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, (tuple, list)):
+      stack.extend(x)
+    elif hasattr(x, "block_until_ready"):
+      x.block_until_ready()
+
+
+def _median_time(fn, budget):
+  return _median_times([fn], budget)[0]
 
 
 def run(filter_="", quick=False, stream=sys.stdout):
@@ -70,7 +98,7 @@ def run(filter_="", quick=False, stream=sys.stdout):
             f"{n}={v}" for n, v in zip([n for i, n in enumerate(names) if i != bi], combo)) + ")"
         if filter_ and filter_ not in label:
           continue
-        row = {"case": label}
+        row, fns = {"case": label}, {}
         for backend in params[bi]:
           args = list(combo)
           args.insert(bi, backend)
@@ -80,7 +108,8 @@ def run(filter_="", quick=False, stream=sys.stdout):
           except NotImplementedError:
             row[backend] = None
             continue
-          row[backend] = _median_time(lambda: getattr(obj, meth)(*args), budget)
+          fns[backend] = functools.partial(getattr(obj, meth), *args)
+        row.update(zip(fns, _median_times(list(fns.values()), budget)))
         rows.append(row)
         print(_fmt_row(row), file=stream, flush=True)
   for n_out in (1, 16):

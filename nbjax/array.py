@@ -54,7 +54,10 @@ class Array(metaclass=abc.ABCMeta):
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
   def block_until_ready(self):
-    self._value  # noqa: B018  (waits for a pending jit output)
+    try:
+      _VALUE.__get__(self)
+    except AttributeError:  # a pending jit output: wait on XLA, make no host view yet
+      _BUF.__get__(self).block_until_ready()
     return self
 
   @property
@@ -177,6 +180,7 @@ class Array(metaclass=abc.ABCMeta):
 
 
 _BUF = Array._buf  # the slot descriptor: reads _buf without re-entering __getattr__
+_VALUE = Array._value
 
 _FRESH = (list, tuple, bool, int, float, complex, np.generic)  # np.asarray makes new memory
 _DLPACK_KINDS = frozenset("biufc")

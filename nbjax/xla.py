@@ -505,6 +505,14 @@ class Executable:
       self._dcall = self._make_dcall()
     return self._dcall(*args)
 
+  def dispatch_parts(self):
+    """``(execute, handlers)`` for a caller that generates its own dispatch on device
+    buffers (jit's fast path): ``execute(buffers).consume_with_handlers(handlers)`` returns
+    the output buffers. Only where every output is in ``buffer_outputs``."""
+    rt = self._rt
+    return self._exe.execute_sharded, [rt.handler(rt.aval(s, d), rt.sharding, True, True)
+                                       for s, d in self.out_avals]
+
   def _make_dcall(self, lazy=False):
     """``call_buffers``'s body. ``lazy``: no host view of the ``buffer_outputs`` (``None`` in
     their place), so the call returns while XLA still runs (asynchronous dispatch, as JAX's);

@@ -59,7 +59,7 @@ class ForiLoop:
       _backends.block(run())
 
   def time_fori_loop(self, backend, mode):
-    _backends.block(self.run())
+    return _backends.block(self.run())
 
 
 class Cond:
@@ -90,7 +90,7 @@ class Cond:
       _backends.block(run())
 
   def time_cond(self, backend, mode):
-    _backends.block(self.run())
+    return _backends.block(self.run())
 
 
 class Scan:
@@ -136,7 +136,7 @@ class Scan:
       _backends.block(run()[1])
 
   def time_scan(self, backend, mode):
-    _backends.block(self.run()[1])
+    return _backends.block(self.run()[1])
 
 
 def _rnn_params(rng, n_in=16, hidden=32):
@@ -205,4 +205,4 @@ class ScanRNNGrad:
       _backends.block(run()[0])
 
   def time_value_and_grad(self, backend, mode):
-    _backends.block(self.run()[0])
+    return _backends.block(self.run()[0])

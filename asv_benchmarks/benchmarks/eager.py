@@ -18,7 +18,7 @@ class Dispatch:
     _backends.block(self.f(*self.args))
 
   def time_op(self, backend, op, size):
-    self.f(*self.args)
+    return self.f(*self.args)
 
 
 class Large:
@@ -55,4 +55,4 @@ class Matmul:
     self.time_matmul(backend)
 
   def time_matmul(self, backend):
-    _backends.block(self.m.matmul(self.a, self.b))
+    return _backends.block(self.m.matmul(self.a, self.b))

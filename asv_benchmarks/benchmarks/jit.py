@@ -98,7 +98,7 @@ class JitCallOverhead:
     _backends.block(self.f(*self.args))
 
   def time_call(self, backend, inputs):
-    _backends.block(self.f(*self.args))
+    return _backends.block(self.f(*self.args))
 
 
 def _mlp_step(m):
@@ -182,7 +182,7 @@ class JitSteadyState:
     _backends.block(self.sumsin())
 
   def time_x_mul_y_add_z(self, backend):
-    _backends.block(self.fma())
+    return _backends.block(self.fma())
 
   def time_sum_sin(self, backend):
-    _backends.block(self.sumsin())
+    return _backends.block(self.sumsin())

@@ -87,7 +87,7 @@ class GradChain:
       _backends.block(run())
 
   def time_grad(self, backend, mode):
-    self.run()
+    return self.run()
 
 
 def _mlp_params(sizes, rng):
@@ -221,7 +221,7 @@ class MLPValueAndGrad:
       _backends.block(run()[0])
 
   def time_value_and_grad(self, backend, mode, size):
-    self.run()
+    return self.run()
 
 
 class PerExampleGrads:
@@ -265,7 +265,7 @@ class PerExampleGrads:
       _backends.block(run())
 
   def time_per_example(self, backend, mode):
-    self.run()
+    return self.run()
 
 
 class SGDStep:
@@ -326,7 +326,7 @@ class SGDStep:
       _backends.block(run())
 
   def time_step(self, backend, mode):
-    self.run()
+    return self.run()
 
 
 _FIRST = {
@@ -371,4 +371,4 @@ class FirstValueAndGrad:
     self.run()  # warm the caches
 
   def time_import_and_first_call(self, backend):
-    self.run()
+    return self.run()

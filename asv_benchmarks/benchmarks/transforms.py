@@ -47,7 +47,7 @@ class JvpOverhead:
       _backends.block(run()[1])
 
   def time_jvp(self, backend, size):
-    self.run()
+    return self.run()
 
 
 class VmapOverhead:
@@ -69,7 +69,7 @@ class VmapOverhead:
       _backends.block(run())
 
   def time_vmap(self, backend):
-    self.run()
+    return self.run()
 
 
 class VmapLinearModel:
@@ -104,4 +104,4 @@ class VmapLinearModel:
       _backends.block(run())
 
   def time_forward(self, backend, impl, n_out):
-    self.run()
+    return self.run()

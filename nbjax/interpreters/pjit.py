@@ -161,26 +161,50 @@ class _Executable:
       self._exe = xla.compile(self.text, name=self.name)
     return self._exe
 
-  def _device_call(self):
-    """Compile ``dexe`` and generate ``run_device``'s body for it: per-argument buffer
-    lookup and per-output wrapping unrolled (about 1 us less per call than loops)."""
+  def _device_call(self, out_tree=None):
+    """Compile ``dexe`` (once) and generate a run for it: ``run(args)``, per-argument buffer
+    lookup and per-output wrapping unrolled (about 1 us less per call than loops), returning
+    the list of outputs, or with ``out_tree`` the tree of them, and then taking the host path
+    when no argument is an ``Array`` (jit's fast path: one generated frame from the
+    arguments to the result)."""
     from nbjax import xla
-    dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False)
-    self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
+    dexe = self._dexe
+    if dexe is None:
+      dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False)
+      self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
+    nc = len(self.const_bufs)
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
-           "_call": dexe._make_dcall(lazy=True), "_AttributeError": AttributeError,
-           "_len": len, "_TypeError": TypeError}
+           "_AttributeError": AttributeError, "_len": len, "_TypeError": TypeError,
+           "_put": dexe.put, "_Impl": dexe._rt.impl_type}
     names, src = self._run_prologue()
+    if out_tree is not None:
+      unflat = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
+          tree_util.unflattener(out_tree)
+      env["_host"] = lambda args: unflat(self.run_host(args))
+      if names:
+        src.append(f"  if {' and '.join(f'type({x}) is not _Array' for x in names)}:")
+        src.append("    return _host(args)")
+    inline = all(dexe.buffer_outputs)  # else the outputs need dexe's conversions
     for i, x in enumerate(names):
       env[f"_av{i}"] = self.in_avals[i]
       src += [f"  if type({x}) is _Array:",
               f"    try: {x} = {x}._buf",
-              f"    except _AttributeError: {x} = _adopt({i}, {x})",
-              f"  else: {x} = _to_host({x}, _av{i})"]
-    cargs = [f"_c{k}" for k in range(len(self.const_bufs))]
+              f"    except _AttributeError:",
+              f"      {x} = _adopt({i}, {x})"]
+      if inline:
+        src += [f"      if type({x}) is not _Impl: {x} = _put({nc + i}, {x})",
+                f"  else: {x} = _put({nc + i}, _to_host({x}, _av{i}))"]
+      else:
+        src += [f"  else: {x} = _to_host({x}, _av{i})"]
+    cargs = [f"_c{k}" for k in range(nc)]
     for k, b in enumerate(self.const_bufs):
       env[f"_c{k}"] = b
-    src.append(f"  v, o = _call({', '.join(cargs + names)})")
+    if inline:
+      env["_exec"], env["_handlers"] = dexe.dispatch_parts()
+      src.append(f"  o = _exec([{', '.join(cargs + names)}]).consume_with_handlers(_handlers)")
+    else:
+      env["_call"] = dexe._make_dcall(lazy=True)
+      src.append(f"  v, o = _call({', '.join(cargs + names)})")
     res = []
     f0 = set(self.float0_out)
     for i, (ok, a, w) in enumerate(zip(dexe.buffer_outputs, self.out_avals, self.out_weak)):
@@ -195,10 +219,21 @@ class _Executable:
         src.append(f"  r{i} = _new(_Array); r{i}._weak = _w{i}; " +
                    (f"r{i}._buf = o[{i}]" if ok else f"r{i}._value = v[{i}]"))
       res.append(f"r{i}")
-    src.append(f"  return [{', '.join(res)}]")
+    body = None if out_tree is None else tree_util.build_source(out_tree, "r{}".format, env)
+    if body is None:
+      src.append(f"  return [{', '.join(res)}]")
+    else:
+      src.append(f"  return {body}")
     exec(compile("\n".join(src), f"<nbjax.jit {self.name} (device)>", "exec"), env)
-    self._dcall = env["run"]
-    return self._dcall
+    if body is None and out_tree is not None:
+      run = env["run"]
+      return lambda args: unflat(run(args))
+    return env["run"]
+
+  def runner(self, out_tree):
+    """``run(args) -> the tree of outputs``: the host or device path picked by the arguments'
+    types, as one generated function (jit's fast path)."""
+    return self._device_call(out_tree)
 
   def _adopt(self, i, x):
     """Device buffer of ``Array`` argument ``i``, cached on it when it holds exactly the
@@ -220,7 +255,9 @@ class _Executable:
 
   def run_device(self, args):
     """Run with device buffers: ``Array`` inputs' own, others put for this call."""
-    return (self._dcall or self._device_call())(args)
+    if self._dcall is None:
+      self._dcall = self._device_call()
+    return self._dcall(args)
 
   def run_host(self, args):
     """Run with host values (the executable checks and converts NumPy arrays and scalars)."""
@@ -457,6 +494,7 @@ def _sds(aval):
 _SCALARS = (bool, int, float, complex)
 _NP_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefdgFDG")
 _VALUE, _BUF = Array._value, Array._buf  # slot descriptors: read without making a host view
+_ctx, _eval_trace = core._ctx, core.eval_trace
 
 
 def _leaf_key(flat):
@@ -466,10 +504,10 @@ def _leaf_key(flat):
   for a in flat:
     t = type(a)
     if t is Array:
-      try:
-        v = _VALUE.__get__(a)
-      except AttributeError:  # a pending jit output: its buffer has the same shape and dtype
+      try:  # the device buffer first: a jit output, or an Array jit has seen (no host view)
         v = _BUF.__get__(a).aval
+      except AttributeError:
+        v = _VALUE.__get__(a)
       key.append((v.shape, v.dtype, a._weak))
     elif t in _SCALARS or t in _NP_SCALARS:
       key.append(t)
@@ -557,6 +595,7 @@ class JitWrapped:
     self._simple = not static_argnums and not static_argnames
     self._cache = {}
     self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
+    self._fast = {}  # (treedef, _leaf_key) -> the executable's runner for that signature
     self._trace_count = 0
 
   def __repr__(self):
@@ -569,14 +608,25 @@ class JitWrapped:
 
   # -------------------------------------------------------------- calling
   def __call__(self, *args, **kwargs):
-    if core._ctx.trace is core.eval_trace and self._simple:
-      # fast path, eager and no statics: the cache key is read off the leaves (no avals built)
+    # fast path, eager: positional array arguments keyed by their leaves (no avals built)
+    if not kwargs and _ctx.trace is _eval_trace:
+      key = _leaf_key(args)
+      if key is not None:
+        run = self._fast.get(key)
+        if run is not None and not _state.disabled:
+          _stats["fast_calls"] += 1
+          return run(args)
+        return self._call(args, kwargs, key if self._simple else None)
+    return self._call_tree(args, kwargs)
+
+  def _call_tree(self, args, kwargs):
+    """``__call__`` with keyword or pytree arguments (or under a transformation)."""
+    if _ctx.trace is _eval_trace and self._simple:
+      key, in_tree = None, None
       if kwargs:
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        key = _leaf_key(flat)
       else:
-        flat, in_tree = args, None
-      key = _leaf_key(flat)
-      if key is None and in_tree is None:  # a pytree argument (or a tracer)
         for in_tree, flat_fn in self._flatteners:  # a structure seen before: generated code
           flat = flat_fn(args)
           if flat is not None:
@@ -591,10 +641,10 @@ class JitWrapped:
               self._flatteners.append((in_tree, flat_fn))
       if key is not None:
         key = (in_tree, key)
-        entry = self._cache.get(key)
-        if entry is not None and entry.exe is not None and not _state.disabled:
+        run = self._fast.get(key)
+        if run is not None and not _state.disabled:
           _stats["fast_calls"] += 1
-          return entry.unflatten(entry.exe.run(flat))
+          return run(flat)
         return self._call(args, kwargs, key)
     return self._call(args, kwargs, None)
 
@@ -657,10 +707,9 @@ class JitWrapped:
       entry = self._trace(in_tree, avals, args, kwargs, statics)
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
-    if fast_key is not None and entry.exe is None and core._ctx.trace is core.eval_trace:
-      entry.executable()
-    if fast_key is not None and self._cache.get(key) is entry:
-      self._cache[fast_key] = entry
+    if fast_key is not None and core._ctx.trace is core.eval_trace and \
+        self._cache.get(key) is entry:
+      self._fast[fast_key] = entry.executable().runner(entry.out_tree)
     return entry, flat
 
   def _trace(self, in_tree, avals, args, kwargs, statics):
@@ -708,6 +757,7 @@ class JitWrapped:
 
   def clear_cache(self):
     self._cache.clear()
+    self._fast.clear()
 
   @property
   def trace_count(self):
