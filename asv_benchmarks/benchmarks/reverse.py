@@ -366,6 +366,9 @@ class FirstValueAndGrad:
              "Y = rng.standard_normal((8, 1)).astype(np.float32)\n")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # warm caches include Python's bytecode, as for an installed package (pip compiles it):
+    # a checkout run with PYTHONDONTWRITEBYTECODE would recompile every module each time
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, "-c", setup + _FIRST[backend]]
     self.run = lambda: subprocess.run(cmd, env=env, check=True, capture_output=True)
     self.run()  # warm the caches

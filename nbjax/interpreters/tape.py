@@ -330,6 +330,18 @@ def _build_tape(trace, out, dtype):
   return b
 
 
+_SEEDS: dict = {}
+
+
+def _seed(dtype):
+  """The cotangent 1 of a scalar output of ``dtype`` (one read-only array per dtype)."""
+  s = _SEEDS.get(dtype)
+  if s is None:
+    s = _SEEDS[dtype] = np.ones((), dtype)
+    s.flags.writeable = False
+  return s
+
+
 def backward(trace, out, dtype):
   """Cotangents ``{input slot: raw ndarray}`` of the tape's inputs that one flows to, seeded
   at slot ``out`` (a scalar of ``dtype``) with 1."""
@@ -337,7 +349,7 @@ def backward(trace, out, dtype):
   if key is not None:
     b = _tapes.get(key)
     if type(b) is _Backward:
-      vals, args, foreign = trace.vals, [np.ones((), dtype)], None
+      vals, args, foreign = trace.vals, [_seed(dtype)], None
       for i in b.used:
         v = vals[i]
         if type(v) is Array:
@@ -361,7 +373,7 @@ def backward(trace, out, dtype):
       if len(_tapes) >= _MAX_TAPES:
         _tapes.clear()
       _tapes[key] = _SEEN
-  return _backward_nodes(trace, out, np.ones((), dtype))
+  return _backward_nodes(trace, out, _seed(dtype))
 
 
 def _program(prim, params, args, nz, ct_mask):
