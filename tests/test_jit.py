@@ -589,3 +589,35 @@ def test_async_dispatch_copies_host_inputs_mutated_after_the_call():
     r = f(x, y)
     y[:] = 0.0
     np.testing.assert_allclose(float(r), n * np.exp(np.sin(1.0)), rtol=1e-3)
+
+
+def test_fast_path_output_trees_for_every_input_kind():
+  """The generated runner builds each output structure (tuples/lists/dicts in place, other
+  nodes by unflatten) on both the host path (NumPy inputs) and the device path (Arrays),
+  on the first call and on every cached one."""
+  import collections
+  P = collections.namedtuple("P", "a b")
+  fs = [nbjax.jit(lambda x: P(x + 1, [x * 2, None])),
+        nbjax.jit(lambda x: {"b": (x,), "a": [x + 1, {"c": x * 3}]}),
+        nbjax.jit(lambda x: x - 1)]
+  x = np.arange(3.0)
+  for f in fs:
+    want = nbjax.tree_util.tree_map(np.asarray, f(x))
+    for arg in (x, Array(x), x, Array(x), Array(x)):
+      got = f(arg)
+      assert nbjax.tree_util.tree_structure(got) == nbjax.tree_util.tree_structure(want)
+      for g, w in zip(nbjax.tree_util.tree_leaves(got), nbjax.tree_util.tree_leaves(want)):
+        assert type(g) is Array
+        np.testing.assert_array_equal(g, w)
+
+
+def test_fast_path_pytree_arguments_change_structure():
+  """A cached argument structure never serves a call whose containers differ (dict keys,
+  list vs tuple, a leaf replaced by a subtree): each retraces or reuses its own entry."""
+  f = nbjax.jit(lambda t: nbjax.tree_util.tree_reduce(lambda a, b: a + b, t))
+  a, b = Array(np.float32(1)), Array(np.float32(2))
+  cases = [({"x": a, "y": b}, 3), ({"x": a, "z": b}, 3), ([a, b], 3), ((a, b), 3),
+           ((a, (b, b)), 5), ({"x": a, "y": (b, a)}, 4), ({"x": a, "y": b}, 3)]
+  for _ in range(2):
+    for t, want in cases:
+      assert float(f(t)) == want

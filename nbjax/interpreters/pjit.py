@@ -177,10 +177,15 @@ class _Executable:
            "_AttributeError": AttributeError, "_len": len, "_TypeError": TypeError,
            "_put": dexe.put, "_Impl": dexe._rt.impl_type}
     names, src = self._run_prologue()
+    # the result: built in place for trees of tuples, lists, dicts (else a list, unflattened
+    # by a wrapper, which the host branch then returns too)
+    body = None if out_tree is None else \
+        tree_util.build_source(out_tree, "r{}".format, env)
     if out_tree is not None:
       unflat = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
           tree_util.unflattener(out_tree)
-      env["_host"] = lambda args: unflat(self.run_host(args))
+      env["_host"] = self.run_host if body is None else \
+          (lambda args: unflat(self.run_host(args)))
       if names:
         src.append(f"  if {' and '.join(f'type({x}) is not _Array' for x in names)}:")
         src.append("    return _host(args)")
@@ -219,7 +224,6 @@ class _Executable:
         src.append(f"  r{i} = _new(_Array); r{i}._weak = _w{i}; " +
                    (f"r{i}._buf = o[{i}]" if ok else f"r{i}._value = v[{i}]"))
       res.append(f"r{i}")
-    body = None if out_tree is None else tree_util.build_source(out_tree, "r{}".format, env)
     if body is None:
       src.append(f"  return [{', '.join(res)}]")
     else:
