@@ -499,3 +499,26 @@ def test_single_operand_sort_fast_path_matches_stable_sort():
     want = np.sort(x, kind="stable")
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int32])
+def test_specialized_kernel_is_the_impl_bit_for_bit(name, dtype):
+  """``impl.specialize`` (the per-aval kernel eager programs call) reduces in exactly the
+  impl's order: XLA's association for float/complex sums and products (windows of 32),
+  across window boundaries, leading/trailing/inner/all axes."""
+  if name in ("max", "min") and np.dtype(dtype).kind == "c":
+    pytest.skip("no complex max/min")
+  f = impl(f"reduce_{name}", "numba")
+  rng = np.random.default_rng(1)
+  for shape, axes in [((8, 1), (0, 1)), ((8, 16), (0,)), ((8, 16), (1,)), ((3, 70, 5), (1,)),
+                      ((65, 4), (0,)), ((2, 33, 3), (0, 1)), ((2, 5, 40), (1, 2)), ((300,), (0,))]:
+    x = rng.standard_normal(shape) * 1e3
+    if np.dtype(dtype).kind == "c":
+      x = x + 1j * rng.standard_normal(shape)
+    x = (x if name != "prod" else 1 + x * 1e-4).astype(dtype)
+    k = f.specialize([nbjax.core.ShapedArray(x.shape, x.dtype)], {"axes": axes})
+    if k is None:
+      continue
+    np.testing.assert_array_equal(k(x), f(x, axes=axes), err_msg=f"{name} {shape} {axes}")
+    assert k(x).dtype == f(x, axes=axes).dtype

@@ -337,9 +337,32 @@ def _reduce_numba(op):
     """``impl`` for one run of adjacent reduced axes of these avals with the blocking worked
     out once: the same kernel call, without the per-call Python (eager programs)."""
     (x,), axes = avals, params["axes"]
+    if not axes or x.dtype == np.float16:
+      return None
+    if xla_order and x.dtype.kind in "fc":  # XLA's association: impl's kernels, planned once
+      (O, N, I), out_shape, move = _xla_plan(x.shape, axes)
+      if move is not None or N == 1:
+        return None
+      kd, kop = x.dtype, op + "_complex" if x.dtype.kind == "c" and op == "prod" else op
+      z = identity(op, kd)
+      if I == 1:
+        kr = rows if op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN else K.TREE_ROWS[kop]
+
+        def k(x):
+          out = np.empty(O, kd)
+          kr(x.reshape(O, N), out, z)
+          return out.reshape(out_shape)
+      else:
+        kc = K.TREE_COLS[kop]
+
+        def k(x):
+          out = np.empty((O, I), kd)
+          kc(x.reshape(O, N, I), out, z)
+          return out.reshape(out_shape)
+      k.fresh = True
+      return k
     runs = _runs(axes)
-    if (len(runs) != 1 or x.dtype == np.float16 or x.size >= PAR_MIN
-        or (xla_order and x.dtype.kind in "fc")):  # XLA's association: impl's blocked path
+    if len(runs) != 1 or x.size >= PAR_MIN:
       return None
     kd = x.dtype
     z = identity(op, kd)
