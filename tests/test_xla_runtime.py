@@ -466,3 +466,45 @@ def test_call_buffers_bf16_outputs_have_no_buffer():
   (v,), _ = exe.call_buffers(np.array([1, 2, 3], BF16))
   assert v.dtype == BF16
   np.testing.assert_array_equal(v.astype(F32), [2, 4, 6])
+
+
+def test_staged_small_inputs_never_leak_into_results():
+  """Small inputs are written into one staging buffer XLA reads in place (no transfer per
+  call): a result (even of the identity, or an input passed through among others) is never
+  that memory, so a later call cannot change an earlier result; threads calling at once
+  (one stages, the others pack afresh) all get their own values."""
+  import threading
+  import nbjax
+  f = nbjax.jit(lambda x, y, z: (x, y * 2, z))
+  first = f(np.float32(1), np.array([1.0, 2.0]), 3)
+  second = f(np.float32(5), np.array([7.0, 8.0]), 9)
+  assert [np.asarray(a).tolist() for a in first] == [1.0, [2.0, 4.0], 3]
+  assert [np.asarray(a).tolist() for a in second] == [5.0, [14.0, 16.0], 9]
+  bad = []
+
+  def worker(k):
+    for j in range(200):
+      v = float(k * 1000 + j)
+      out = f(np.float32(v), np.array([v, -v]), k)
+      if float(out[0]) != v or np.asarray(out[1]).tolist() != [2 * v, -2 * v] or int(out[2]) != k:
+        bad.append((k, j))
+  # while the staging memory is taken (a call in flight), a call packs afresh: it neither
+  # writes there nor reads stale values from there
+  env = next(e for e in f._cache.values()).exe.exe._call.__globals__
+  stages = [v for k, v in env.items() if k.startswith("_stage_")]
+  assert len(stages) == 3
+  assert env["_acquire"](False)
+  try:
+    before = [a.copy() for a in stages]
+    out = f(np.float32(-3), np.array([0.5, 0.25]), 4)
+    assert [np.asarray(a).tolist() for a in out] == [-3.0, [1.0, 0.5], 4]
+    for a, b in zip(stages, before):
+      np.testing.assert_array_equal(a, b)
+  finally:
+    env["_release"]()
+  ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+  for t in ts:
+    t.start()
+  for t in ts:
+    t.join()
+  assert not bad
