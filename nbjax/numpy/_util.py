@@ -16,6 +16,7 @@ from nbjax import core, dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer
 from nbjax.lax.elementwise import _convert_element_type as _lax_convert
+from nbjax.lax.shape import broadcast_in_dim_p as _bid_p
 from nbjax.lax.shape import canonicalize_axis, canonicalize_shape  # noqa: F401 (re-exported)
 
 _PY_SCALARS = (bool, int, float, complex)
@@ -219,7 +220,11 @@ def promote_shapes(name, *args):
   return [a if len(s) in (0, nd) else
           # eagerly the expand_dims is a view of the immutable buffer: made here directly
           Array._new(a._value.reshape((1,) * (nd - len(s)) + s), a._weak)
-          if eager and type(a) is Array else lax.expand_dims(a, tuple(range(nd - len(s))))
+          if eager and type(a) is Array else
+          # else lax.expand_dims's equation, bound directly (the dimensions are valid)
+          _bid_p.bind(a, shape=(1,) * (nd - len(s)) + s,
+                      broadcast_dimensions=tuple(range(nd - len(s), nd)), sharding=None)
+          if isinstance(a, (Array, core.Tracer)) else lax.expand_dims(a, tuple(range(nd - len(s))))
           for a, s in zip(args, shapes)]
 
 
