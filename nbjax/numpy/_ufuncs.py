@@ -87,13 +87,15 @@ def _weak_literal(s, d):
 
 
 def _traced(prim, ok, scalar_fast, x, y):
-  """``x op y`` with a tracer operand, bound directly when promotion has nothing to do (one
-  dtype and shape, or a Python scalar that keeps the other operand's dtype); else None."""
+  """``x op y`` with a tracer operand, bound directly when dtype promotion has nothing to do
+  (one dtype, shapes at most rank-promoted, or a Python scalar that keeps the other
+  operand's dtype); else None."""
   ax = x.aval if type(x) is Array or isinstance(x, Tracer) else None
   ay = y.aval if type(y) is Array or isinstance(y, Tracer) else None
   if ax is not None and ay is not None:
-    if ax.dtype == ay.dtype and ax.shape == ay.shape and ax.dtype in ok:
-      return prim.bind(x, y)
+    if ax.dtype == ay.dtype and ax.dtype in ok:  # one dtype: at most a rank promotion to do
+      return prim.bind(x, y) if ax.shape == ay.shape else \
+          prim.bind(*_util.promote_shapes(prim.name, x, y))
   elif ax is not None and type(y) in scalar_fast(ax.dtype.kind, ()) and ax.dtype in ok:
     lit = _weak_literal(y, ax.dtype)
     return None if lit is None else prim.bind(x, lit)
