@@ -221,7 +221,9 @@ def test_floor_divide_and_remainder_signs():
 def test_power_integer_exponents():
   x = jnp.asarray(np.array([-2.0, 0.0, 0.5, 3.0], np.float32))
   for p in (0, 1, 2, 3, -1, -2):
-    check(x ** p, np.array([-2.0, 0.0, 0.5, 3.0], np.float32) ** np.float32(p))
+    with np.errstate(divide="ignore"):  # (the reference's own warning: 0 ** -1)
+      want = np.array([-2.0, 0.0, 0.5, 3.0], np.float32) ** np.float32(p)
+    check(x ** p, want)
   check(jnp.power(jnp.arange(6), 3), np.arange(6) ** 3)
   check(jnp.power(2, jnp.arange(10)), 2 ** np.arange(10))
   assert (jnp.array([1, 2], jnp.uint8) ** 2).dtype == np.uint8
