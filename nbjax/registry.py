@@ -753,7 +753,13 @@ def main(argv=None):
   # ``python -m nbjax.registry`` has imported the package (so every primitive) already
   ap = argparse.ArgumentParser(prog="python -m nbjax.registry", description=__doc__.split("\n")[0])
   ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+  ap.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
+                  help="import MODULE first, so the primitives it defines (family 'user', "
+                       "e.g. nbjax.extend.numba_primitive) are listed too")
   a = ap.parse_args(argv)
+  import importlib
+  for m in a.modules:
+    importlib.import_module(m)
   print(table(markdown=a.markdown))
   print()
   ps = primitives(builtin_only=True)

@@ -1,0 +1,153 @@
+"""Three primitives written once as numba kernels (``nbjax.extend.numba_primitive``), each used
+eagerly, under vmap, under jit (where XLA calls the numba kernel through a custom call) and
+under grad. Tests: ``tests/test_extend.py``; benchmarks: ``asv_benchmarks/benchmarks/
+numba_primitives.py``.
+
+1. ``softplus``: a fused, numerically stable elementwise kernel, its derivative another numba
+   kernel (``sigmoid``); used inside a jitted MLP (``mlp_loss``).
+2. ``iir_filter``: the first-order recurrence ``y[t] = a * y[t-1] + x[t]`` along the last axis,
+   something XLA expresses badly (a ``lax.scan``); its VJP is the same recurrence run
+   backwards (``iir_filter_reverse``), a user ``defvjp``.
+3. ``logsumexp``: a reduction with core signature ``(n)->()``, max-shifted in one kernel, with
+   the softmax as its JVP.
+
+Run ``python examples/numba_kernels.py`` for a short demonstration.
+"""
+import numpy as np
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax.extend import numba_primitive
+
+FLOATS = ["float32", "float64"]
+
+
+# ----------------------------------------------------------------------- 1. softplus
+
+
+@numba_primitive(signature="()->()", dtypes=FLOATS)
+def sigmoid(x, out):
+  if x >= 0:
+    out[0] = 1 / (1 + np.exp(-x))
+  else:
+    z = np.exp(x)
+    out[0] = z / (1 + z)
+
+
+@numba_primitive(signature="()->()", dtypes=FLOATS)
+def softplus(x, out):
+  """log(1 + exp(x)) without overflow for large x or loss of precision for small x."""
+  out[0] = max(x, 0) + np.log1p(np.exp(-abs(x)))
+
+
+@softplus.defjvp
+def _softplus_jvp(primals, tangents):
+  x, = primals
+  t, = tangents
+  return softplus(x), sigmoid(x) * t
+
+
+def mlp_loss(params, x, y):
+  """Mean squared error of a softplus MLP (``params``: a list of ``(w, b)``)."""
+  h = x
+  for w, b in params[:-1]:
+    h = softplus(h @ w + b)
+  w, b = params[-1]
+  return jnp.mean((h @ w + b - y) ** 2)
+
+
+# ----------------------------------------------------------------------- 2. IIR filter
+
+
+@numba_primitive(signature="(n),()->(n)", dtypes=FLOATS)
+def iir_filter(x, a, y):
+  """y[t] = a * y[t-1] + x[t], y[-1] = 0, along the last axis."""
+  acc = x[0] * 0
+  for t in range(x.shape[0]):
+    acc = a * acc + x[t]
+    y[t] = acc
+
+
+@numba_primitive(signature="(n),()->(n)", dtypes=FLOATS)
+def iir_filter_reverse(g, a, y):
+  """The adjoint recurrence: y[t] = a * y[t+1] + g[t], run from the end."""
+  acc = g[0] * 0
+  for t in range(g.shape[0] - 1, -1, -1):
+    acc = a * acc + g[t]
+    y[t] = acc
+
+
+def _sum_to(v, shape):
+  """Sum ``v`` down to ``shape`` (undo a NumPy broadcast)."""
+  lead = v.ndim - len(shape)
+  v = v.sum(axis=tuple(range(lead))) if lead else v
+  axes = tuple(i for i, s in enumerate(shape) if s == 1 and v.shape[i] != 1)
+  return v.sum(axis=axes, keepdims=True) if axes else v
+
+
+def _iir_fwd(x, a):
+  y = iir_filter(x, a)
+  return y, (y, a)
+
+
+def _iir_bwd(res, ct):
+  y, a = res
+  g = iir_filter_reverse(ct, a)                        # dL/dx
+  y_prev = jnp.concatenate([jnp.zeros_like(y[..., :1]), y[..., :-1]], axis=-1)
+  return g, _sum_to((g * y_prev).sum(-1), jnp.shape(a))  # dL/da
+
+
+iir_filter.defvjp(_iir_fwd, _iir_bwd)
+
+
+def iir_filter_reference(x, a):
+  """The recurrence with ``lax.scan`` (what a JAX user writes without custom kernels)."""
+  x = jnp.asarray(x)
+  a = jnp.broadcast_to(jnp.asarray(a, x.dtype), x.shape[:-1])
+
+  def step(acc, xt):
+    acc = a * acc + xt
+    return acc, acc
+
+  _, ys = nbjax.lax.scan(step, jnp.zeros(x.shape[:-1], x.dtype), jnp.moveaxis(x, -1, 0))
+  return jnp.moveaxis(ys, 0, -1)
+
+
+# ----------------------------------------------------------------------- 3. logsumexp
+
+
+@numba_primitive(signature="(n)->()", dtypes=FLOATS)
+def logsumexp(x, out):
+  """log(sum(exp(x))) along the last axis, shifted by the maximum (-inf for an empty or
+  all -inf row)."""
+  m = -np.inf
+  for i in range(x.shape[0]):
+    if x[i] > m:
+      m = x[i]
+  if not np.isfinite(m):
+    out[0] = m if x.shape[0] else -np.inf
+    return
+  s = 0.0
+  for i in range(x.shape[0]):
+    s += np.exp(x[i] - m)
+  out[0] = m + np.log(s)
+
+
+@logsumexp.defjvp
+def _logsumexp_jvp(primals, tangents):
+  x, = primals
+  t, = tangents
+  out = logsumexp(x)
+  return out, (jnp.exp(x - out[..., None]) * t).sum(-1)
+
+
+if __name__ == "__main__":
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((4, 1000)).astype(np.float32)
+  print("softplus grad:", nbjax.grad(lambda v: softplus(v).sum())(x[0, :3]))
+  print("iir_filter under jit, vmap over rows:",
+        nbjax.jit(nbjax.vmap(iir_filter, in_axes=(0, None)))(x, np.float32(0.9))[:, -1])
+  print("d/da of sum(iir_filter(x, a)**2):",
+        nbjax.grad(lambda a: (iir_filter(x, a) ** 2).sum())(np.float32(0.9)))
+  print("logsumexp:", logsumexp(x), "jit:", nbjax.jit(logsumexp)(x))
+  print("registry rows:", [p.name for p in nbjax.registry.primitives() if p.family == "user"])

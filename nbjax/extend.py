@@ -1,0 +1,577 @@
+"""User primitives from numba kernels: write a kernel once, get eager, vmap, jit and grad.
+
+Pipeline position: above ``core``/``registry`` (it registers primitives, family ``"user"``)
+and beside ``lax`` (its lowering rule emits a ``stablehlo.custom_call`` through the lazy
+``interpreters.lowering`` handles). A kernel is a numba-compilable Python function in
+``numba.guvectorize``'s convention: it receives one *core* slice of every input (a scalar for
+a ``()`` input, an array otherwise) and of every output (an array; a one-element array for a
+``()`` output, written as ``out[0]``) and fills the outputs. ``numba_primitive`` turns it into
+a primitive whose rules all come from the gufunc signature:
+
+- eager: a generated numba *driver* loops over the (broadcast, flattened) loop dimensions and
+  calls the kernel on each core slice, one compiled call for the whole batch;
+- abstract eval: loop dimensions broadcast, core dimensions matched by name, new output
+  dimensions from ``shape_fn``, dtypes from the dtype rule;
+- vmap: batch dimensions become leading loop dimensions (no Python loop over the batch);
+- jit: a numba ``@cfunc`` typed-FFI handler (``kernels.ffi``), generated per dtype
+  combination and static parameters, reads ranks and dimensions from XLA's call frame and runs
+  the same driver: compiled once per dtypes, for every shape and rank, with no Python in the
+  executable's loop;
+- derivatives: ``defjvp`` (a ``custom_jvp``-style rule on the primitive; reverse mode by
+  linearize + transpose of the tangent ops) or ``defvjp`` (``custom_vjp``-style forward and
+  backward rules, the backward one reached through the linear ``custom_lin``);
+- persistence: kernel, driver and handler are cached on disk by numba (next to the kernel's
+  source file, or under ``NUMBA_CACHE_DIR``), keyed by a hash of the kernel's code.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import os
+import re
+import threading
+
+import numpy as np
+
+from nbjax import core, dtypes, registry
+from nbjax.interpreters import ad, batching
+from nbjax.interpreters import lowering as _lowering
+from nbjax.tree_util import tree_flatten, tree_unflatten
+
+__all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature"]
+
+# numba-supported dtypes (float16/bfloat16 have no numba arithmetic)
+_NUMBA_DTYPES = tuple(np.dtype(d) for d in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128"))
+
+_DIM = r"\s*[A-Za-z_][A-Za-z0-9_]*\s*"
+_ARG = rf"\((?:{_DIM}(?:,{_DIM})*)?,?\s*\)"
+_SIG = re.compile(rf"^\s*{_ARG}(?:\s*,\s*{_ARG})*\s*->\s*{_ARG}(?:\s*,\s*{_ARG})*\s*$")
+
+
+def parse_signature(signature):
+  """``"(m,n),(n,p)->(m,p)"`` -> ``([("m","n"), ("n","p")], [("m","p")])``."""
+  if not isinstance(signature, str) or not _SIG.match(signature):
+    raise ValueError(f"not a valid gufunc signature: {signature!r} (expected e.g. "
+                     "'(m,n),(n,p)->(m,p)' or '(),()->()')")
+  lhs, rhs = signature.split("->")
+  side = lambda s: [tuple(d.strip() for d in g.split(",") if d.strip())
+                    for g in re.findall(r"\(([^)]*)\)", s)]
+  return side(lhs), side(rhs)
+
+
+def _ident(s):
+  return re.sub(r"\W", "_", s)
+
+
+class NumbaPrimitive:
+  """A primitive made from a numba kernel (see ``numba_primitive``).
+
+  Calling it binds ``primitive`` (returns one array, or a tuple for several outputs); static
+  keyword parameters are passed to the kernel by name. ``defjvp``/``defvjp`` give it
+  derivatives. ``eager_calls`` counts eager executions (a jitted call never touches it).
+  """
+
+  def __init__(self, kernel, signature, *, name=None, dtypes=None, out_dtypes=None,
+               shape_fn=None, cache=True):
+    import numba
+    py = getattr(kernel, "py_func", kernel)
+    if not callable(py):
+      raise TypeError(f"numba_primitive: the kernel must be a Python function, got {kernel!r}")
+    self.name = name or py.__name__
+    self.signature = signature
+    self.in_core, self.out_core = parse_signature(signature)
+    nin, nout = len(self.in_core), len(self.out_core)
+    params = list(inspect.signature(py).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                  and p.default is p.empty]
+    if len(positional) != nin + nout:
+      raise TypeError(f"numba_primitive '{self.name}': signature {signature!r} has {nin} inputs "
+                      f"and {nout} outputs, so the kernel takes {nin + nout} array arguments "
+                      f"(inputs, then outputs), but {py.__name__} takes {len(positional)}")
+    known = {d for c in self.in_core for d in c}
+    self.new_dims = tuple(dict.fromkeys(d for c in self.out_core for d in c if d not in known))
+    if self.new_dims and shape_fn is None:
+      raise ValueError(f"numba_primitive '{self.name}': output dimensions {self.new_dims} do "
+                       "not appear in the inputs; pass shape_fn(dims, **static) returning "
+                       "their sizes")
+    self.shape_fn = shape_fn
+    self.allowed = self._allowed(dtypes)
+    self.out_dtypes = out_dtypes
+    src_file = inspect.getsourcefile(py) if not py.__code__.co_filename.startswith("<") else None
+    self.cache = bool(cache) and src_file is not None and os.path.exists(src_file)
+    self._file = src_file or py.__code__.co_filename
+    self._module = py.__module__ or "__main__"
+    self.kernel = kernel if isinstance(kernel, numba.core.dispatcher.Dispatcher) else \
+        numba.njit(cache=self.cache)(py)
+    code = py.__code__
+    self._hash = hashlib.sha256(repr((code.co_code, code.co_consts, code.co_names, signature,
+                                      _GEN_VERSION)).encode()).hexdigest()[:12]
+    self._driver = None
+    self._plans = {}
+    self._handlers = {}
+    self._lock = threading.RLock()
+    self.eager_calls = 0
+    self.primitive = p = core.Primitive(self.name)
+    p.multiple_results = nout > 1
+    registry.register(p, family="user", impls={"numba": self._eager},
+                      abstract_eval=self._abstract_eval, batch=self._batch,
+                      meta={"numba_primitive": self, "signature": signature,
+                            "note": f"numba_primitive {signature}"})
+    _lowering.register(p, self._lowering)
+    self.__name__, self.__doc__ = self.name, py.__doc__
+    self.__wrapped__ = py
+
+  def __repr__(self):
+    return f"numba_primitive({self.name}, {self.signature!r})"
+
+  # -------------------------------------------------------------------- calling
+
+  def __call__(self, *args, **static):
+    if len(args) != len(self.in_core):
+      raise TypeError(f"{self.name}() takes {len(self.in_core)} array arguments "
+                      f"({self.signature}), got {len(args)}")
+    for k, v in static.items():
+      if not isinstance(v, (bool, int, float, complex, str, np.generic)):
+        raise TypeError(f"{self.name}(): static parameter {k}={v!r:.60} must be a Python "
+                        f"scalar or string (it is part of the compiled kernel's key), got "
+                        f"{type(v).__name__}")
+    out = self.primitive.bind(*args, **static)
+    return tuple(out) if self.primitive.multiple_results else out
+
+  # -------------------------------------------------------------------- dtype and shape rules
+
+  def _allowed(self, spec):
+    nin = len(self.in_core)
+    if spec is None:
+      return None
+    spec = list(spec)
+    if spec and isinstance(spec[0], (tuple, list)):
+      combos = [tuple(np.dtype(d) for d in c) for c in spec]
+      for c in combos:
+        if len(c) != nin:
+          raise ValueError(f"numba_primitive '{self.name}': dtype combination {c} has "
+                           f"{len(c)} entries for {nin} inputs")
+      return ("combos", frozenset(combos))
+    ds = [np.dtype(d) for d in spec]
+    for d in ds:
+      if d not in _NUMBA_DTYPES:
+        raise ValueError(f"numba_primitive '{self.name}': numba kernels cannot take {d}")
+    return ("each", frozenset(ds))
+
+  def _check_dtypes(self, in_dtypes):
+    names = ", ".join(d.name for d in in_dtypes)
+    bad = [d for d in in_dtypes if d not in _NUMBA_DTYPES]
+    ok = not bad
+    if ok and self.allowed is not None:
+      kind, allowed = self.allowed
+      ok = all(d in allowed for d in in_dtypes) if kind == "each" else tuple(in_dtypes) in allowed
+    if not ok:
+      if self.allowed is None:
+        what = ", ".join(d.name for d in _NUMBA_DTYPES)
+      elif self.allowed[0] == "each":
+        what = ", ".join(sorted(d.name for d in self.allowed[1]))
+      else:
+        what = "; ".join("(" + ", ".join(d.name for d in c) + ")" for c in sorted(self.allowed[1], key=str))
+      raise TypeError(f"numba primitive '{self.name}' got input dtypes ({names}); it accepts "
+                      f"{what}")
+
+  def _result_dtypes(self, in_dtypes, static):
+    nout = len(self.out_core)
+    rule = self.out_dtypes
+    if rule is None:
+      d = dtypes.result_type(*in_dtypes) if in_dtypes else dtypes.default_float_dtype()
+      outs = [d] * nout
+    elif callable(rule) and not isinstance(rule, (type, np.dtype, str)):
+      r = rule(*in_dtypes, **static)
+      outs = list(r) if isinstance(r, (tuple, list)) else [r] * nout
+    elif isinstance(rule, (tuple, list)):
+      outs = list(rule)
+    else:
+      outs = [rule] * nout
+    if len(outs) != nout:
+      raise ValueError(f"numba primitive '{self.name}': the dtype rule gave {len(outs)} dtypes "
+                       f"for {nout} outputs")
+    outs = [dtypes.canonicalize_dtype(np.dtype(d)) for d in outs]
+    for d in outs:
+      if d not in _NUMBA_DTYPES:
+        raise TypeError(f"numba primitive '{self.name}': output dtype {d} is not supported by "
+                        "numba kernels")
+    return outs
+
+  def _dims(self, shapes, static):
+    """(loop shape, {dim name: size}) for operand shapes, validated."""
+    dims, loops = {}, []
+    for i, (shp, core_dims) in enumerate(zip(shapes, self.in_core)):
+      c = len(core_dims)
+      if len(shp) < c:
+        raise TypeError(f"numba primitive '{self.name}': operand {i} has shape {tuple(shp)}, "
+                        f"but its core signature ({','.join(core_dims)}) needs at least {c} "
+                        f"dimension{'s' if c != 1 else ''}")
+      for name, size in zip(core_dims, shp[len(shp) - c:]):
+        if dims.setdefault(name, size) != size:
+          raise TypeError(f"numba primitive '{self.name}': core dimension '{name}' is "
+                          f"{dims[name]} in one operand and {size} in operand {i} (shapes "
+                          f"{', '.join(str(tuple(s)) for s in shapes)}; signature "
+                          f"{self.signature})")
+      loops.append(tuple(shp[:len(shp) - c]))
+    try:
+      loop = tuple(np.broadcast_shapes(*loops)) if loops else ()
+    except ValueError:
+      raise TypeError(f"numba primitive '{self.name}': loop dimensions "
+                      f"{', '.join(map(str, loops))} of operands with shapes "
+                      f"{', '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
+    if self.new_dims:
+      new = self.shape_fn(dict(dims), **static)
+      for d in self.new_dims:
+        if d not in new:
+          raise ValueError(f"numba primitive '{self.name}': shape_fn returned no size for "
+                           f"output dimension '{d}'")
+        size = int(new[d])
+        if size < 0:
+          raise ValueError(f"numba primitive '{self.name}': shape_fn gave '{d}' = {size}")
+        dims[d] = size
+    return loop, dims
+
+  def _abstract_eval(self, *avals, **static):
+    in_dtypes = [np.dtype(a.dtype) for a in avals]
+    self._check_dtypes(in_dtypes)
+    loop, dims = self._dims([a.shape for a in avals], static)
+    outs = [core.ShapedArray(loop + tuple(dims[d] for d in c), dt)
+            for c, dt in zip(self.out_core, self._result_dtypes(in_dtypes, static))]
+    return outs if self.primitive.multiple_results else outs[0]
+
+  # -------------------------------------------------------------------- eager: the driver
+
+  def driver(self):
+    """The numba driver: ``driver(*inputs, *outputs, *statics)`` with every operand as
+    ``(B_i, *core)`` (``B_i`` is the loop size or 1, broadcast) calls the kernel per slice."""
+    if self._driver is None:
+      with self._lock:
+        if self._driver is None:
+          self._driver = self._make_driver()
+    return self._driver
+
+  def _make_driver(self):
+    return _DriverFamily(self)
+
+  def _plan(self, xs, static):
+    """(output avals, loop shape) for eager operands, cached per shapes, dtypes and statics."""
+    key = (tuple((x.shape, x.dtype) for x in xs), tuple(static.items()))
+    hit = self._plans.get(key)
+    if hit is None:
+      outs = self._abstract_eval(*(core.ShapedArray(x.shape, x.dtype) for x in xs), **static)
+      outs = outs if self.primitive.multiple_results else [outs]
+      loop = tuple(outs[0].shape[:len(outs[0].shape) - len(self.out_core[0])])
+      if len(self._plans) > 1024:
+        self._plans.clear()
+      hit = self._plans[key] = (outs, loop, math.prod(loop))
+    return hit
+
+  def _eager(self, *xs, **static):
+    self.eager_calls += 1
+    out_avals, loop, B = self._plan(xs, static)
+    ops = []
+    for x, c in zip(xs, self.in_core):  # every operand as (B_i, *core), B_i in (1, B)
+      nc = len(c)
+      lp, core_shape = x.shape[:x.ndim - nc], x.shape[x.ndim - nc:]
+      if math.prod(lp) == 1 and B != 1:
+        x = x.reshape((1,) + core_shape)
+      elif B == 1 or (1,) * (len(loop) - len(lp)) + lp == loop:
+        x = x.reshape((B,) + core_shape)
+      else:  # a partial broadcast of the loop dimensions: materialized
+        x = np.broadcast_to(x, loop + core_shape).reshape((B,) + core_shape)
+      ops.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
+    outs = [np.empty((B,) + (a.shape[len(loop):] or (1,)), a.dtype) for a in out_avals]
+    self.driver().run(static, *ops, *outs)
+    outs = [o.reshape(a.shape) for o, a in zip(outs, out_avals)]
+    return outs if self.primitive.multiple_results else outs[0]
+
+  # -------------------------------------------------------------------- vmap
+
+  def _batch(self, vals, bdims, **static):
+    # batch dimensions become the leading loop dimension; unbatched operands broadcast
+    # against it as they are (loop dimensions align on the right)
+    nd = lambda v: len(core.get_aval(v).shape)
+    lrank = max(nd(v) - len(c) - (d is not batching.not_mapped)
+                for v, d, c in zip(vals, bdims, self.in_core))
+    args = []
+    for v, d, c in zip(vals, bdims, self.in_core):
+      if d is not batching.not_mapped:
+        v = batching.moveaxis(v, d, 0)
+        pad = lrank - (nd(v) - 1 - len(c))
+        if pad:
+          v = v.reshape((v.shape[0],) + (1,) * pad + tuple(v.shape[1:]))
+      args.append(v)
+    out = self.primitive.bind(*args, **static)
+    return (out, [0] * len(out)) if self.primitive.multiple_results else (out, 0)
+
+  # -------------------------------------------------------------------- jit: the FFI handler
+
+  def handler(self, in_dtypes, static):
+    """The registered FFI target name for these input dtypes and static parameters."""
+    in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    key = (in_dtypes, tuple(sorted(static.items())))
+    hit = self._handlers.get(key)
+    if hit is None:
+      with self._lock:
+        hit = self._handlers.get(key)
+        if hit is None:
+          hit = self._handlers[key] = self._make_handler(in_dtypes, static)
+    return hit
+
+  def _make_handler(self, in_dtypes, static):
+    from numba import cfunc, types
+    from kernels import ffi
+    from nbjax import xla
+    out_dtypes = self._result_dtypes(list(in_dtypes), static)
+    tag = hashlib.sha256(repr((self._hash, [d.name for d in in_dtypes], sorted(static.items()))
+                              ).encode()).hexdigest()[:12]
+    fn = f"nbjax_user_{_ident(self.name)}_{tag}"
+    nin, nout = len(self.in_core), len(self.out_core)
+    pre = f"numba primitive '{self.name}'"
+    msg = lambda s: repr(f"{pre}: {s}")
+    L = [f"def {fn}(cf):", "  if ffi_metadata_query(cf):", "    return 0",
+         f"  if num_args(cf) != {nin} or num_rets(cf) != {nout}:",
+         f"    return ffi_error(cf, {msg(f'expected {nin} operands and {nout} results')})"]
+    seen = {}
+    for i, (c, d) in enumerate(zip(self.in_core, in_dtypes)):
+      L += [f"  if arg_dtype(cf, {i}) != {ffi.FFI_DTYPE[d.name]}:",
+            f"    return ffi_error(cf, {msg(f'operand {i} is not {d.name}')})",
+            f"  r{i} = arg_rank(cf, {i})",
+            f"  if r{i} < {len(c)}:",
+            f"    return ffi_error(cf, {msg(f'operand {i} has fewer than {len(c)} dimensions')})"]
+      for k, name in enumerate(c):
+        dim = f"arg_dim(cf, {i}, r{i} - {len(c) - k})"
+        if name in seen:
+          L += [f"  if {dim} != d_{name}:",
+                f"    return ffi_error(cf, {msg(f'core dimension {name} differs between operands')})"]
+        else:
+          seen[name] = True
+          L.append(f"  d_{name} = {dim}")
+      L += [f"  b{i} = 1", f"  for k in range(r{i} - {len(c)}):", f"    b{i} *= arg_dim(cf, {i}, k)"]
+    for j, (c, d) in enumerate(zip(self.out_core, out_dtypes)):
+      L += [f"  if ret_dtype(cf, {j}) != {ffi.FFI_DTYPE[d.name]}:",
+            f"    return ffi_error(cf, {msg(f'result {j} is not {d.name}')})",
+            f"  q{j} = ret_rank(cf, {j})",
+            f"  if q{j} < {len(c)}:",
+            f"    return ffi_error(cf, {msg(f'result {j} has fewer than {len(c)} dimensions')})",
+            f"  c{j} = 1", f"  for k in range(q{j} - {len(c)}):", f"    c{j} *= ret_dim(cf, {j}, k)"]
+      for k, name in enumerate(c):
+        dim = f"ret_dim(cf, {j}, q{j} - {len(c) - k})"
+        if name in seen:
+          L += [f"  if {dim} != d_{name}:",
+                f"    return ffi_error(cf, {msg(f'result dimension {name} does not match')})"]
+        else:
+          seen[name] = True
+          L.append(f"  d_{name} = {dim}")
+      if j:
+        L += [f"  if c{j} != c0:", f"    return ffi_error(cf, {msg('results have different loop sizes')})"]
+    for i in range(nin):
+      L += [f"  if b{i} != 1 and b{i} != c0:",
+            f"    return ffi_error(cf, {msg(f'operand {i} loop size does not match the results')})"]
+    shape = lambda b, c: "(" + ", ".join([b] + [f"d_{n}" for n in c] + ([] if c else ["1"])) + ",)"
+    size = lambda b, c: " * ".join([b] + [f"d_{n}" for n in c])
+    args = []
+    for i, (c, d) in enumerate(zip(self.in_core, in_dtypes)):
+      shp = "(" + ", ".join([f"b{i}"] + [f"d_{n}" for n in c]) + ",)"
+      L.append(f"  x{i} = arg_flat(cf, {i}, np.{d.name}, {size(f'b{i}', c)}).reshape({shp})")
+      args.append(f"x{i}")
+    for j, (c, d) in enumerate(zip(self.out_core, out_dtypes)):
+      L.append(f"  o{j} = ret_flat(cf, {j}, np.{d.name}, {size('c0', c)}).reshape({shape('c0', c)})")
+      args.append(f"o{j}")
+    stat = [repr(v) for _, v in sorted(static.items())]
+    L += [f"  DRIVER({', '.join(args + stat)})", "  return 0"]
+    drv = self.driver().for_names(tuple(sorted(static)))
+    src = ("import numpy as np\nfrom kernels.ffi import (ffi_metadata_query, ffi_error, num_args, "
+           "num_rets, arg_dtype, ret_dtype, arg_rank, ret_rank, arg_dim, ret_dim, arg_flat, "
+           "ret_flat)\n" + "\n".join(L) + "\n")
+    ns = {"__name__": self._module, "DRIVER": drv}
+    exec(compile(src, self._file, "exec"), ns)
+    handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache)(ns[fn])
+    xla.register_ffi_target(fn, handler)
+    return fn, out_dtypes
+
+  def _lowering(self, ctx, *operands, **static):
+    mlir, hlo, ir = _lowering.mlir, _lowering.hlo, _lowering.ir
+    avals_in, avals_out = ctx.avals_in, ctx.avals_out
+    target, _ = self.handler([a.dtype for a in avals_in], static)
+    loop = tuple(avals_out[0].shape[:len(avals_out[0].shape) - len(self.out_core[0])])
+    ops = []
+    for x, a, c in zip(operands, avals_in, self.in_core):
+      nc = len(a.shape) - len(c)
+      lp, core_shape = tuple(a.shape[:nc]), tuple(a.shape[nc:])
+      if lp == loop:
+        ops.append(x)
+      elif math.prod(lp) == 1:
+        ops.append(hlo.reshape(mlir.aval_to_ir_type(a.update(shape=core_shape)), x))
+      else:
+        full = a.update(shape=loop + core_shape)
+        off = len(loop) - len(lp)
+        dims = list(range(off, off + len(lp))) + list(range(len(loop), len(loop) + len(core_shape)))
+        ops.append(hlo.broadcast_in_dim(mlir.aval_to_ir_type(full), x, mlir.i64_array(dims)))
+    op = hlo.CustomCallOp.build_generic(
+        results=mlir.aval_to_ir_types(avals_out), operands=ops,
+        attributes=dict(call_target_name=ir.StringAttr.get(target),
+                        has_side_effect=ir.BoolAttr.get(False), api_version=mlir.i32_attr(4),
+                        backend_config=ir.DictAttr.get({}),
+                        called_computations=ir.ArrayAttr.get([])))
+    return list(op.results)
+
+  # -------------------------------------------------------------------- derivatives
+
+  def defjvp(self, jvp):
+    """Define the primitive's JVP, ``jvp(primals, tangents, **static) -> (primal_out,
+    tangent_out)`` as ``custom_jvp.defjvp`` (tuples; one output per kernel output, a bare value
+    for a single output). Written with nbjax ops (and this or other numba primitives); reverse
+    mode transposes its tangent computation, which must be linear in ``tangents``."""
+    multi = self.primitive.multiple_results
+
+    def rule(primals, tangents, **static):
+      tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
+      out, tan = jvp(tuple(primals), tangents, **static)
+      if multi:
+        return list(out), list(tan)
+      return out, tan
+
+    self.primitive.jvp = rule
+    registry.bump_epoch()
+    return jvp
+
+  def defvjp(self, fwd, bwd):
+    """Define reverse-mode rules as ``custom_vjp.defvjp``: ``fwd(*args, **static) -> (out,
+    residuals)`` and ``bwd(residuals, ct, **static) -> one cotangent per input`` (``None`` for
+    zero). Forward mode (``jvp``, ``jacfwd``) then raises JAX's custom_vjp error."""
+    multi = self.primitive.multiple_results
+    n_in = len(self.in_core)
+
+    def rule(primals, tangents, **static):
+      in_zeros = tuple(type(t) is ad.Zero for t in tangents)
+      out, res = fwd(*primals, **static)
+      res_flat, res_tree = tree_flatten(res)
+      outs = list(out) if multi else [out]
+      out_avals = tuple(core.get_aval(o).to_tangent_aval() for o in outs)
+      in_avals = [core.get_aval(p) for p in primals]
+
+      def bwd_flat(*xs):
+        r = tree_unflatten(res_tree, list(xs[:len(res_flat)]))
+        cts = xs[len(res_flat):]
+        got = bwd(r, tuple(cts) if multi else cts[0], **static)
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        if len(got) != n_in:
+          raise TypeError(f"numba primitive '{self.name}': the bwd rule returned {len(got)} "
+                          f"cotangents for {n_in} inputs")
+        cts = []
+        for i, (g, a) in enumerate(zip(got, in_avals)):
+          t = a.to_tangent_aval()
+          if g is None:
+            cts.append(ad.zeros_like_aval(t))
+            continue
+          ga = core.get_aval(g)
+          if tuple(ga.shape) != tuple(t.shape):
+            raise ValueError(
+                f"numba primitive '{self.name}': the bwd rule must produce an output with the "
+                f"same shape/dtypes as the args tuple of the primal function. At output[{i}] "
+                f"the bwd rule produced an output of shape/dtype {ga.str_short()} corresponding "
+                f"to an input of shape/dtype {a.str_short()}")
+          cts.append(g)
+        return cts
+
+      tans = ad.custom_lin_p.bind(
+          *res_flat, *[t for t in tangents if type(t) is not ad.Zero], num_res=len(res_flat),
+          bwd=bwd_flat, out_avals=out_avals, symbolic_zeros=False, in_zeros=in_zeros)
+      return (outs, tans) if multi else (out, tans[0])
+
+    self.primitive.jvp = rule
+    self.primitive.meta["note"] = f"numba_primitive {self.signature}; defvjp (reverse mode only)"
+    registry.bump_epoch()
+    return fwd, bwd
+
+
+_GEN_VERSION = 1  # bump when the generated driver/handler code changes (part of cache names)
+
+
+class _DriverFamily:
+  """The numba driver of one NumbaPrimitive: ``driver(*inputs, *outputs, *statics)``, every
+  operand ``(B_i, *core)`` (``B_i``: the loop size, or 1 to broadcast), calling the kernel on
+  each slice. One dispatcher per set of static parameter names (they reach the kernel by
+  keyword); numba compiles each per operand types."""
+
+  def __init__(self, owner):
+    self.owner = owner
+    self._by_names = {}
+
+  def for_names(self, names):
+    d = self._by_names.get(names)
+    if d is None:
+      import numba
+      o = self.owner
+      nin, nout = len(o.in_core), len(o.out_core)
+      fn = f"_nbjax_driver_{_ident(o.name)}_{o._hash}" + "".join(f"_{n}" for n in names)
+      params = [f"x{i}" for i in range(nin)] + [f"o{j}" for j in range(nout)] + [f"s_{n}" for n in names]
+      call = ([f"x{i}[b if m{i} else 0]" for i in range(nin)] + [f"o{j}[b]" for j in range(nout)]
+              + [f"{n}=s_{n}" for n in names])
+      src = "\n".join([f"def {fn}({', '.join(params)}):", "  B = o0.shape[0]"]
+                      + [f"  m{i} = x{i}.shape[0] != 1" for i in range(nin)]
+                      + ["  for b in range(B):", f"    KERNEL({', '.join(call)})", ""])
+      ns = {"__name__": o._module, "KERNEL": o.kernel}
+      exec(compile(src, o._file, "exec"), ns)
+      d = self._by_names[names] = numba.njit(cache=o.cache, nogil=True)(ns[fn])
+    return d
+
+  def run(self, static, *ops):
+    names = tuple(sorted(static))
+    d = self._by_names.get(names) or self.for_names(names)
+    try:
+      d(*ops, *[static[n] for n in names])
+    except Exception as e:
+      import numba
+      if isinstance(e, numba.core.errors.TypingError):
+        o = self.owner
+        first = str(e).strip().splitlines()
+        raise TypeError(
+            f"numba primitive '{o.name}': the kernel does not compile for operands "
+            f"{', '.join(f'{x.dtype}{list(x.shape[1:])}' for x in ops[:len(o.in_core)])} "
+            f"and static parameters {static}: {first[0] if first else e}") from None
+      raise
+
+
+def numba_primitive(kernel=None, signature=None, *, name=None, dtypes=None, out_dtypes=None,
+                    shape_fn=None, cache=True):
+  """Make a primitive from a numba kernel with a gufunc-style core signature.
+
+  Args:
+    kernel: a Python function (or ``numba.njit`` dispatcher) in ``numba.guvectorize``'s
+      convention: ``kernel(*inputs, *outputs, **static)`` receives one core slice of each input
+      (a scalar for a ``()`` input) and each output (an array; ``out[0]`` for a ``()`` output)
+      and writes the outputs.
+    signature: the core signature, e.g. ``"(n),(n)->()"`` or ``"(m,n),(n,p)->(m,p)"``. Leading
+      dimensions beyond the core ones are loop dimensions; they broadcast as NumPy's.
+    name: the primitive's name (default: the kernel's).
+    dtypes: the input dtypes allowed: a list of dtypes (each input any of them) or of tuples
+      (allowed combinations); default: every dtype numba supports. The kernel is compiled per
+      combination used.
+    out_dtypes: the output dtype rule: a dtype, a tuple of dtypes (one per output) or a
+      function ``(*in_dtypes, **static) -> dtype(s)``; default: the inputs' promoted dtype.
+    shape_fn: ``shape_fn(dims, **static) -> {name: size}`` for output dimensions that no input
+      has (``dims`` maps the input dimension names to sizes).
+    cache: numba's on-disk cache for the kernel, driver and jit handler.
+
+  Returns:
+    A ``NumbaPrimitive``: call it with arrays (and static keyword parameters: Python scalars,
+    passed to the kernel by name and part of the compiled key). It works eagerly, under
+    ``vmap`` (batch dimensions become loop dimensions), under ``jit`` (an XLA custom call to a
+    numba ``@cfunc`` running the same kernel) and, after ``defjvp`` or ``defvjp``, under every
+    differentiation transformation.
+
+  Usable as a decorator: ``@numba_primitive(signature="(n)->()")``.
+  """
+  if isinstance(kernel, str) and signature is None:
+    kernel, signature = None, kernel
+  if signature is None:
+    raise TypeError("numba_primitive() needs a core signature, e.g. signature='(n)->()'")
+  make = lambda k: NumbaPrimitive(k, signature, name=name, dtypes=dtypes, out_dtypes=out_dtypes,
+                                  shape_fn=shape_fn, cache=cache)
+  return make if kernel is None else make(kernel)
