@@ -35,6 +35,7 @@ import threading
 import numpy as np
 
 from nbjax import core, dtypes, registry
+from nbjax.array import Array, _wrap
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering as _lowering
 from nbjax.tree_util import tree_flatten, tree_unflatten
@@ -62,6 +63,10 @@ def parse_signature(signature):
   return side(lhs), side(rhs)
 
 
+def _contiguous(x):
+  return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
 def _ident(s):
   return re.sub(r"\W", "_", s)
 
@@ -84,13 +89,13 @@ class NumbaPrimitive:
     self.signature = signature
     self.in_core, self.out_core = parse_signature(signature)
     nin, nout = len(self.in_core), len(self.out_core)
-    params = list(inspect.signature(py).parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                  and p.default is p.empty]
-    if len(positional) != nin + nout:
+    params = [p for p in inspect.signature(py).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) < nin + nout or any(p.default is not p.empty for p in params[:nin + nout]):
       raise TypeError(f"numba_primitive '{self.name}': signature {signature!r} has {nin} inputs "
-                      f"and {nout} outputs, so the kernel takes {nin + nout} array arguments "
-                      f"(inputs, then outputs), but {py.__name__} takes {len(positional)}")
+                      f"and {nout} outputs, so the kernel's first {nin + nout} parameters are "
+                      f"arrays (inputs, then outputs, no defaults) and static parameters follow; "
+                      f"{py.__name__}{inspect.signature(py)} does not fit")
     known = {d for c in self.in_core for d in c}
     self.new_dims = tuple(dict.fromkeys(d for c in self.out_core for d in c if d not in known))
     if self.new_dims and shape_fn is None:
@@ -112,10 +117,13 @@ class NumbaPrimitive:
     self._driver = None
     self._plans = {}
     self._handlers = {}
+    self._cfuncs = []
     self._lock = threading.RLock()
     self.eager_calls = 0
     self.primitive = p = core.Primitive(self.name)
     p.multiple_results = nout > 1
+    p.make_eager = self._make_eager
+    self._nin, self._multi = nin, nout > 1
     registry.register(p, family="user", impls={"numba": self._eager},
                       abstract_eval=self._abstract_eval, batch=self._batch,
                       meta={"numba_primitive": self, "signature": signature,
@@ -127,19 +135,32 @@ class NumbaPrimitive:
   def __repr__(self):
     return f"numba_primitive({self.name}, {self.signature!r})"
 
+  def cache_stats(self):
+    """numba's on-disk cache for this primitive's compiled code so far: ``{"hits": n,
+    "misses": n}`` over the eager drivers' compiled signatures and the jit handlers."""
+    hits = misses = 0
+    for d in (self._driver._by_names.values() if self._driver is not None else ()):
+      hits += sum(d.stats.cache_hits.values())
+      misses += sum(d.stats.cache_misses.values())
+    for h in self._cfuncs:
+      hits += h.cache_hits
+      misses += not h.cache_hits
+    return {"hits": hits, "misses": misses}
+
   # -------------------------------------------------------------------- calling
 
   def __call__(self, *args, **static):
-    if len(args) != len(self.in_core):
-      raise TypeError(f"{self.name}() takes {len(self.in_core)} array arguments "
-                      f"({self.signature}), got {len(args)}")
-    for k, v in static.items():
-      if not isinstance(v, (bool, int, float, complex, str, np.generic)):
-        raise TypeError(f"{self.name}(): static parameter {k}={v!r:.60} must be a Python "
-                        f"scalar or string (it is part of the compiled kernel's key), got "
-                        f"{type(v).__name__}")
+    if len(args) != self._nin:
+      raise TypeError(f"{self.name}() takes {self._nin} array arguments ({self.signature}), "
+                      f"got {len(args)}")
+    if static:
+      for k, v in static.items():
+        if not isinstance(v, (bool, int, float, complex, str, np.generic)):
+          raise TypeError(f"{self.name}(): static parameter {k}={v!r:.60} must be a Python "
+                          f"scalar or string (it is part of the compiled kernel's key), got "
+                          f"{type(v).__name__}")
     out = self.primitive.bind(*args, **static)
-    return tuple(out) if self.primitive.multiple_results else out
+    return tuple(out) if self._multi else out
 
   # -------------------------------------------------------------------- dtype and shape rules
 
@@ -257,37 +278,107 @@ class NumbaPrimitive:
   def _make_driver(self):
     return _DriverFamily(self)
 
-  def _plan(self, xs, static):
-    """(output avals, loop shape) for eager operands, cached per shapes, dtypes and statics."""
-    key = (tuple((x.shape, x.dtype) for x in xs), tuple(static.items()))
-    hit = self._plans.get(key)
-    if hit is None:
-      outs = self._abstract_eval(*(core.ShapedArray(x.shape, x.dtype) for x in xs), **static)
-      outs = outs if self.primitive.multiple_results else [outs]
-      loop = tuple(outs[0].shape[:len(outs[0].shape) - len(self.out_core[0])])
-      if len(self._plans) > 1024:
-        self._plans.clear()
-      hit = self._plans[key] = (outs, loop, math.prod(loop))
-    return hit
-
-  def _eager(self, *xs, **static):
-    self.eager_calls += 1
-    out_avals, loop, B = self._plan(xs, static)
-    ops = []
-    for x, c in zip(xs, self.in_core):  # every operand as (B_i, *core), B_i in (1, B)
+  def _runner(self, xs, static):
+    """``run(xs) -> outputs`` for eager operands of these shapes and dtypes: the operands
+    reshaped to ``(B_i, *core)`` (``B_i`` the loop size, or 1 to broadcast), fresh outputs,
+    one driver call. Built once per (shapes, dtypes, statics) after abstract eval checks."""
+    outs = self._abstract_eval(*(core.ShapedArray(x.shape, x.dtype) for x in xs), **static)
+    outs = outs if self.primitive.multiple_results else [outs]
+    loop = tuple(outs[0].shape[:len(outs[0].shape) - len(self.out_core[0])])
+    B = math.prod(loop)
+    shapes = []  # per operand: None (as is), a shape to reshape to, or ("bcast", shape, full)
+    for x, c in zip(xs, self.in_core):
       nc = len(c)
       lp, core_shape = x.shape[:x.ndim - nc], x.shape[x.ndim - nc:]
       if math.prod(lp) == 1 and B != 1:
-        x = x.reshape((1,) + core_shape)
+        shp = (1,) + core_shape
       elif B == 1 or (1,) * (len(loop) - len(lp)) + lp == loop:
-        x = x.reshape((B,) + core_shape)
+        shp = (B,) + core_shape
       else:  # a partial broadcast of the loop dimensions: materialized
-        x = np.broadcast_to(x, loop + core_shape).reshape((B,) + core_shape)
-      ops.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
-    outs = [np.empty((B,) + (a.shape[len(loop):] or (1,)), a.dtype) for a in out_avals]
-    self.driver().run(static, *ops, *outs)
-    outs = [o.reshape(a.shape) for o, a in zip(outs, out_avals)]
-    return outs if self.primitive.multiple_results else outs[0]
+        shapes.append(("bcast", (B,) + core_shape, loop + core_shape))
+        continue
+      shapes.append(None if shp == x.shape else shp)
+    names = tuple(sorted(static))
+    ns = {"empty": np.empty, "bcast": np.broadcast_to, "DRV": self.driver().for_names(names)}
+    xs_ = [f"x{i}" for i in range(len(xs))]
+    args = []
+    for i, shp in enumerate(shapes):
+      if shp is None:
+        args.append(f"x{i}")
+      elif shp[0] == "bcast":
+        ns[f"F{i}"], ns[f"S{i}"] = shp[2], shp[1]
+        args.append(f"bcast(x{i}, F{i}).reshape(S{i})")
+      else:
+        ns[f"S{i}"] = shp
+        args.append(f"x{i}.reshape(S{i})")
+    lines = []
+    for j, o in enumerate(outs):  # outputs in their final shape, seen as (B, *core) or (B,)
+      ns[f"OS{j}"], ns[f"OD{j}"] = o.shape, o.dtype
+      view = (B,) + o.shape[len(loop):]
+      lines.append(f"  o{j} = empty(OS{j}, OD{j})")
+      if view == o.shape:
+        args.append(f"o{j}")
+      else:
+        ns[f"V{j}"] = view
+        args.append(f"o{j}.reshape(V{j})")
+    args += [repr(static[n]) for n in names]
+    ret = ", ".join(f"o{j}" for j in range(len(outs)))
+    src = "\n".join([f"def run({', '.join(xs_)}):", *lines, f"  DRV({', '.join(args)})",
+                     f"  return {'[' + ret + ']' if self.primitive.multiple_results else ret}"])
+    exec(src, ns)
+    run = ns["run"]
+
+    try:  # the first call compiles: numba's typing errors name the primitive
+      out = run(*xs)
+    except Exception as e:
+      import numba
+      if not isinstance(e, numba.core.errors.TypingError):
+        raise
+      first = str(e).strip().splitlines()
+      raise TypeError(
+          f"numba primitive '{self.name}': the kernel does not compile for operands "
+          f"{', '.join(f'{x.dtype}{list(x.shape[x.ndim - len(c):])}' for x, c in zip(xs, self.in_core))}"
+          f" and static parameters {static}: {first[0] if first else e}") from None
+    return run, out
+
+  def _eager(self, *xs, **static):
+    """The ``numba`` backend: ndarrays in, ndarrays out."""
+    self.eager_calls += 1
+    xs = [x if x.flags.c_contiguous else np.ascontiguousarray(x) for x in xs]
+    key = tuple((x.shape, x.dtype.num) for x in xs)
+    key = (key, tuple(static.items())) if static else key
+    run = self._plans.get(key)
+    if run is None:
+      if len(self._plans) > 1024:
+        self._plans.clear()
+      run, out = self._runner(xs, static)
+      self._plans[key] = run
+      return out
+    return run(*xs)
+
+  def _make_eager(self, prim, f_small, f_large, thr):
+    """``prim.eager``: Arrays (or NumPy arrays, Python scalars) in, Arrays out, through the
+    cached runner; outputs are fresh buffers (never views of an input)."""
+    if getattr(f_small, "__func__", None) is not NumbaPrimitive._eager:  # another backend pinned
+      return registry.make_generic_eager(prim, f_small, f_large, thr)
+    plans, multi, coerce, wrap, A = self._plans, self.primitive.multiple_results, registry.coerce, _wrap, Array
+
+    def eager(*args, **static):
+      self.eager_calls += 1
+      xs = [a._value if type(a) is A else _contiguous(coerce(a, prim)[0]) for a in args]
+      key = tuple((x.shape, x.dtype.num) for x in xs)
+      key = (key, tuple(static.items())) if static else key
+      run = plans.get(key)
+      if run is None:
+        if len(plans) > 1024:
+          plans.clear()
+        run, out = self._runner(xs, static)
+        plans[key] = run
+      else:
+        out = run(*xs)
+      return [wrap(o) for o in out] if multi else wrap(out)
+
+    return eager
 
   # -------------------------------------------------------------------- vmap
 
@@ -372,7 +463,7 @@ class NumbaPrimitive:
     for i in range(nin):
       L += [f"  if b{i} != 1 and b{i} != c0:",
             f"    return ffi_error(cf, {msg(f'operand {i} loop size does not match the results')})"]
-    shape = lambda b, c: "(" + ", ".join([b] + [f"d_{n}" for n in c] + ([] if c else ["1"])) + ",)"
+    shape = lambda b, c: "(" + ", ".join([b] + [f"d_{n}" for n in c]) + ",)"
     size = lambda b, c: " * ".join([b] + [f"d_{n}" for n in c])
     args = []
     for i, (c, d) in enumerate(zip(self.in_core, in_dtypes)):
@@ -392,6 +483,7 @@ class NumbaPrimitive:
     exec(compile(src, self._file, "exec"), ns)
     handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache)(ns[fn])
     xla.register_ffi_target(fn, handler)
+    self._cfuncs.append(handler)
     return fn, out_dtypes
 
   def _lowering(self, ctx, *operands, **static):
@@ -490,7 +582,7 @@ class NumbaPrimitive:
     return fwd, bwd
 
 
-_GEN_VERSION = 1  # bump when the generated driver/handler code changes (part of cache names)
+_GEN_VERSION = 2  # bump when the generated driver/handler code changes (part of cache names)
 
 
 class _DriverFamily:
@@ -511,7 +603,8 @@ class _DriverFamily:
       nin, nout = len(o.in_core), len(o.out_core)
       fn = f"_nbjax_driver_{_ident(o.name)}_{o._hash}" + "".join(f"_{n}" for n in names)
       params = [f"x{i}" for i in range(nin)] + [f"o{j}" for j in range(nout)] + [f"s_{n}" for n in names]
-      call = ([f"x{i}[b if m{i} else 0]" for i in range(nin)] + [f"o{j}[b]" for j in range(nout)]
+      call = ([f"x{i}[b if m{i} else 0]" for i in range(nin)]
+              + [f"o{j}[b:b + 1]" if not o.out_core[j] else f"o{j}[b]" for j in range(nout)]
               + [f"{n}=s_{n}" for n in names])
       src = "\n".join([f"def {fn}({', '.join(params)}):", "  B = o0.shape[0]"]
                       + [f"  m{i} = x{i}.shape[0] != 1" for i in range(nin)]
@@ -520,22 +613,6 @@ class _DriverFamily:
       exec(compile(src, o._file, "exec"), ns)
       d = self._by_names[names] = numba.njit(cache=o.cache, nogil=True)(ns[fn])
     return d
-
-  def run(self, static, *ops):
-    names = tuple(sorted(static))
-    d = self._by_names.get(names) or self.for_names(names)
-    try:
-      d(*ops, *[static[n] for n in names])
-    except Exception as e:
-      import numba
-      if isinstance(e, numba.core.errors.TypingError):
-        o = self.owner
-        first = str(e).strip().splitlines()
-        raise TypeError(
-            f"numba primitive '{o.name}': the kernel does not compile for operands "
-            f"{', '.join(f'{x.dtype}{list(x.shape[1:])}' for x in ops[:len(o.in_core)])} "
-            f"and static parameters {static}: {first[0] if first else e}") from None
-      raise
 
 
 def numba_primitive(kernel=None, signature=None, *, name=None, dtypes=None, out_dtypes=None,
