@@ -33,7 +33,8 @@ def _classes():
       continue
     mod = importlib.import_module(f"asv_benchmarks.benchmarks.{m.name}")
     for name, cls in vars(mod).items():
-      if isinstance(cls, type) and cls.__module__ == mod.__name__ and hasattr(cls, "params"):
+      if (isinstance(cls, type) and cls.__module__ == mod.__name__ and hasattr(cls, "params")
+          and not name.startswith("_")):
         yield m.name, name, cls
 
 

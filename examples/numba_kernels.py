@@ -17,7 +17,7 @@ import numpy as np
 
 import nbjax
 import nbjax.numpy as jnp
-from nbjax.extend import numba_primitive
+from nbjax.extend import numba_primitive, simd
 
 FLOATS = ["float32", "float64"]
 
@@ -25,19 +25,20 @@ FLOATS = ["float32", "float64"]
 # ----------------------------------------------------------------------- 1. softplus
 
 
+# ``simd.*``: exp/log1p written so that LLVM vectorizes the loop around the kernel (numba's
+# np.exp calls scalar libm)
+
+
 @numba_primitive(signature="()->()", dtypes=FLOATS)
 def sigmoid(x, out):
-  if x >= 0:
-    out[0] = 1 / (1 + np.exp(-x))
-  else:
-    z = np.exp(x)
-    out[0] = z / (1 + z)
+  out[0] = simd.sigmoid(x)
 
 
 @numba_primitive(signature="()->()", dtypes=FLOATS)
 def softplus(x, out):
-  """log(1 + exp(x)) without overflow for large x or loss of precision for small x."""
-  out[0] = max(x, 0) + np.log1p(np.exp(-abs(x)))
+  """log(1 + exp(x)) without overflow for large x or loss of precision for small x:
+  max(x, 0) + log1p(exp(-|x|))."""
+  out[0] = simd.softplus(x)
 
 
 @softplus.defjvp
@@ -116,21 +117,23 @@ def iir_filter_reference(x, a):
 # ----------------------------------------------------------------------- 3. logsumexp
 
 
-@numba_primitive(signature="(n)->()", dtypes=FLOATS)
+@numba_primitive(signature="(n)->()", dtypes=FLOATS, fastmath={"reassoc"})
 def logsumexp(x, out):
   """log(sum(exp(x))) along the last axis, shifted by the maximum (-inf for an empty or
-  all -inf row)."""
+  all -inf row, +inf if any is +inf, NaN if any is NaN). ``reassoc`` lets the sum vectorize."""
   m = -np.inf
   for i in range(x.shape[0]):
-    if x[i] > m:
-      m = x[i]
+    m = max(m, x[i])
   if not np.isfinite(m):
-    out[0] = m if x.shape[0] else -np.inf
+    out[0] = m
+    for i in range(x.shape[0]):
+      if x[i] != x[i]:
+        out[0] = x[i]
     return
   s = 0.0
   for i in range(x.shape[0]):
-    s += np.exp(x[i] - m)
-  out[0] = m + np.log(s)
+    s += simd.exp(x[i] - m)
+  out[0] = m + simd.log(s)
 
 
 @logsumexp.defjvp

@@ -40,7 +40,9 @@ from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering as _lowering
 from nbjax.tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature"]
+from kernels import simd  # noqa: E402  vectorizable exp/log/log1p/softplus/sigmoid for kernels
+
+__all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature", "simd"]
 
 # numba-supported dtypes (float16/bfloat16 have no numba arithmetic)
 _NUMBA_DTYPES = tuple(np.dtype(d) for d in (
@@ -63,6 +65,24 @@ def parse_signature(signature):
   return side(lhs), side(rhs)
 
 
+def _code_hash(py, *extra):
+  code = py.__code__
+  parts = [code.co_code, code.co_consts, code.co_names, extra, _GEN_VERSION]
+  g = getattr(py, "__globals__", {})
+  for name in code.co_names:
+    obj = g.get(name)
+    f = getattr(obj, "py_func", obj)
+    if hasattr(f, "__code__"):
+      parts.append((f.__code__.co_code, f.__code__.co_consts))
+    elif inspect.ismodule(obj) and getattr(obj, "__file__", None) and obj.__name__ != "numpy":
+      try:
+        with open(obj.__file__, "rb") as fh:
+          parts.append(hashlib.sha256(fh.read()).hexdigest())
+      except OSError:
+        pass
+  return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
+
+
 def _contiguous(x):
   return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
@@ -80,7 +100,7 @@ class NumbaPrimitive:
   """
 
   def __init__(self, kernel, signature, *, name=None, dtypes=None, out_dtypes=None,
-               shape_fn=None, cache=True):
+               shape_fn=None, cache=True, fastmath=False):
     import numba
     py = getattr(kernel, "py_func", kernel)
     if not callable(py):
@@ -109,11 +129,16 @@ class NumbaPrimitive:
     self.cache = bool(cache) and src_file is not None and os.path.exists(src_file)
     self._file = src_file or py.__code__.co_filename
     self._module = py.__module__ or "__main__"
-    self.kernel = kernel if isinstance(kernel, numba.core.dispatcher.Dispatcher) else \
-        numba.njit(cache=self.cache)(py)
-    code = py.__code__
-    self._hash = hashlib.sha256(repr((code.co_code, code.co_consts, code.co_names, signature,
-                                      _GEN_VERSION)).encode()).hexdigest()[:12]
+    # the kernel is inlined into the driver (numba IR), so LLVM sees and vectorizes the loop
+    opts = dict(getattr(kernel, "targetoptions", None) or {})
+    opts.setdefault("error_model", "numpy")
+    opts.setdefault("fastmath", fastmath)
+    opts.update(inline="always", cache=self.cache)
+    opts.pop("nopython", None)
+    self.kernel = numba.njit(**opts)(py)
+    # numba's cache keys on a function's own bytecode only: the generated driver/handler names
+    # carry a hash of the kernel, its options and the code it reaches (one level)
+    self._hash = _code_hash(py, signature, sorted(map(str, opts.items())))
     self._driver = None
     self._plans = {}
     self._handlers = {}
@@ -299,7 +324,9 @@ class NumbaPrimitive:
         continue
       shapes.append(None if shp == x.shape else shp)
     names = tuple(sorted(static))
-    ns = {"empty": np.empty, "bcast": np.broadcast_to, "DRV": self.driver().for_names(names)}
+    full = B == 1 or not any(math.prod(x.shape[:x.ndim - len(c)]) == 1
+                             for x, c in zip(xs, self.in_core))
+    ns = {"empty": np.empty, "bcast": np.broadcast_to, "DRV": self.driver().for_names(names, full)}
     xs_ = [f"x{i}" for i in range(len(xs))]
     args = []
     for i, shp in enumerate(shapes):
@@ -312,9 +339,9 @@ class NumbaPrimitive:
         ns[f"S{i}"] = shp
         args.append(f"x{i}.reshape(S{i})")
     lines = []
-    for j, o in enumerate(outs):  # outputs in their final shape, seen as (B, *core) or (B,)
+    for j, o in enumerate(outs):  # outputs in their final shape, seen as (B, *core) or (B, 1)
       ns[f"OS{j}"], ns[f"OD{j}"] = o.shape, o.dtype
-      view = (B,) + o.shape[len(loop):]
+      view = (B,) + (o.shape[len(loop):] or (1,))
       lines.append(f"  o{j} = empty(OS{j}, OD{j})")
       if view == o.shape:
         args.append(f"o{j}")
@@ -463,7 +490,7 @@ class NumbaPrimitive:
     for i in range(nin):
       L += [f"  if b{i} != 1 and b{i} != c0:",
             f"    return ffi_error(cf, {msg(f'operand {i} loop size does not match the results')})"]
-    shape = lambda b, c: "(" + ", ".join([b] + [f"d_{n}" for n in c]) + ",)"
+    shape = lambda b, c: "(" + ", ".join([b] + ([f"d_{n}" for n in c] or ["1"])) + ",)"
     size = lambda b, c: " * ".join([b] + [f"d_{n}" for n in c])
     args = []
     for i, (c, d) in enumerate(zip(self.in_core, in_dtypes)):
@@ -474,14 +501,18 @@ class NumbaPrimitive:
       L.append(f"  o{j} = ret_flat(cf, {j}, np.{d.name}, {size('c0', c)}).reshape({shape('c0', c)})")
       args.append(f"o{j}")
     stat = [repr(v) for _, v in sorted(static.items())]
-    L += [f"  DRIVER({', '.join(args + stat)})", "  return 0"]
-    drv = self.driver().for_names(tuple(sorted(static)))
+    full = " and ".join(f"b{i} == c0" for i in range(nin)) or "True"
+    L += [f"  if {full}:", f"    FULL({', '.join(args + stat)})", "  else:",
+          f"    DRIVER({', '.join(args + stat)})", "  return 0"]
+    names = tuple(sorted(static))
+    drv, drv_full = self.driver().for_names(names), self.driver().for_names(names, True)
     src = ("import numpy as np\nfrom kernels.ffi import (ffi_metadata_query, ffi_error, num_args, "
            "num_rets, arg_dtype, ret_dtype, arg_rank, ret_rank, arg_dim, ret_dim, arg_flat, "
            "ret_flat)\n" + "\n".join(L) + "\n")
-    ns = {"__name__": self._module, "DRIVER": drv}
+    ns = {"__name__": self._module, "DRIVER": drv, "FULL": drv_full}
     exec(compile(src, self._file, "exec"), ns)
-    handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache)(ns[fn])
+    handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache,
+                    error_model="numpy")(ns[fn])
     xla.register_ffi_target(fn, handler)
     self._cfuncs.append(handler)
     return fn, out_dtypes
@@ -582,7 +613,7 @@ class NumbaPrimitive:
     return fwd, bwd
 
 
-_GEN_VERSION = 2  # bump when the generated driver/handler code changes (part of cache names)
+_GEN_VERSION = 3  # bump when the generated driver/handler code changes (part of cache names)
 
 
 class _DriverFamily:
@@ -595,28 +626,31 @@ class _DriverFamily:
     self.owner = owner
     self._by_names = {}
 
-  def for_names(self, names):
-    d = self._by_names.get(names)
+  def for_names(self, names, full=False):
+    """The driver for these static names; ``full``: every operand has the whole loop (no
+    broadcast index select in the loop, which then vectorizes better)."""
+    d = self._by_names.get((names, full))
     if d is None:
       import numba
       o = self.owner
       nin, nout = len(o.in_core), len(o.out_core)
-      fn = f"_nbjax_driver_{_ident(o.name)}_{o._hash}" + "".join(f"_{n}" for n in names)
+      fn = (f"_nbjax_driver_{_ident(o.name)}_{o._hash}" + "".join(f"_{n}" for n in names)
+            + ("_full" if full else ""))
       params = [f"x{i}" for i in range(nin)] + [f"o{j}" for j in range(nout)] + [f"s_{n}" for n in names]
-      call = ([f"x{i}[b if m{i} else 0]" for i in range(nin)]
-              + [f"o{j}[b:b + 1]" if not o.out_core[j] else f"o{j}[b]" for j in range(nout)]
-              + [f"{n}=s_{n}" for n in names])
+      call = ([f"x{i}[b]" if full else f"x{i}[b if m{i} else 0]" for i in range(nin)]
+              + [f"o{j}[b]" for j in range(nout)] + [f"{n}=s_{n}" for n in names])
       src = "\n".join([f"def {fn}({', '.join(params)}):", "  B = o0.shape[0]"]
-                      + [f"  m{i} = x{i}.shape[0] != 1" for i in range(nin)]
+                      + ([] if full else [f"  m{i} = x{i}.shape[0] != 1" for i in range(nin)])
                       + ["  for b in range(B):", f"    KERNEL({', '.join(call)})", ""])
       ns = {"__name__": o._module, "KERNEL": o.kernel}
       exec(compile(src, o._file, "exec"), ns)
-      d = self._by_names[names] = numba.njit(cache=o.cache, nogil=True)(ns[fn])
+      opts = {k: v for k, v in o.kernel.targetoptions.items() if k in ("fastmath", "error_model")}
+      d = self._by_names[(names, full)] = numba.njit(cache=o.cache, nogil=True, **opts)(ns[fn])
     return d
 
 
 def numba_primitive(kernel=None, signature=None, *, name=None, dtypes=None, out_dtypes=None,
-                    shape_fn=None, cache=True):
+                    shape_fn=None, cache=True, fastmath=False):
   """Make a primitive from a numba kernel with a gufunc-style core signature.
 
   Args:
@@ -635,6 +669,11 @@ def numba_primitive(kernel=None, signature=None, *, name=None, dtypes=None, out_
     shape_fn: ``shape_fn(dims, **static) -> {name: size}`` for output dimensions that no input
       has (``dims`` maps the input dimension names to sizes).
     cache: numba's on-disk cache for the kernel, driver and jit handler.
+    fastmath: numba's ``fastmath`` for the kernel (e.g. ``{"reassoc"}`` lets LLVM vectorize a
+      floating-point sum). Kernels compile with ``error_model="numpy"``: division by zero
+      gives inf/NaN as in JAX, never an exception. For transcendental functions that
+      vectorize, call ``nbjax.extend.simd.exp``/``log``/``log1p``/``softplus``/``sigmoid``
+      (numba's ``np.exp`` and friends call scalar libm).
 
   Returns:
     A ``NumbaPrimitive``: call it with arrays (and static keyword parameters: Python scalars,
@@ -650,5 +689,5 @@ def numba_primitive(kernel=None, signature=None, *, name=None, dtypes=None, out_
   if signature is None:
     raise TypeError("numba_primitive() needs a core signature, e.g. signature='(n)->()'")
   make = lambda k: NumbaPrimitive(k, signature, name=name, dtypes=dtypes, out_dtypes=out_dtypes,
-                                  shape_fn=shape_fn, cache=cache)
+                                  shape_fn=shape_fn, cache=cache, fastmath=fastmath)
   return make if kernel is None else make(kernel)

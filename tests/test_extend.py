@@ -432,5 +432,50 @@ def test_second_process_loads_kernels_from_disk_cache(tmp_path):
     assert r.returncode == 0, r.stderr
   first, second = (eval(r.stdout.strip().splitlines()[-1]) for r in runs)
   assert all(s["misses"] > 0 for s in first), first
-  # the second process compiles nothing: the eager drivers and the jit handlers load from disk
-  assert all(s["misses"] == 0 and s["hits"] == f["misses"] for s, f in zip(second, first)), (first, second)
+  # the second process compiles nothing: the eager driver and the jit handler load from disk
+  assert all(s["misses"] == 0 and s["hits"] >= 2 for s in second), (first, second)
+
+
+# ----------------------------------------------------------------------- nbjax.extend.simd
+
+
+def _simd_loop(f):
+  import numba
+
+  @numba.njit(error_model="numpy")
+  def loop(x, o):
+    for i in range(x.shape[0]):
+      o[i] = f(x[i])
+  return loop
+
+
+_SPECIAL = [0., -0., np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-310, 2.2250738585072014e-308,
+            1e-20, -1e-20, 1.0, -1.0, -1 + 1e-16, 709.78, 709.79, -745.1, -745.2, 88.7, -103.9,
+            1e300, -1e300, 0.5, 2.0]
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "softplus", "sigmoid"])
+def test_simd_functions_accuracy_and_vectorized(name):
+  from nbjax.extend import simd
+  r = np.random.default_rng(1)
+  data = np.concatenate([r.uniform(-750, 720, 20000), r.standard_normal(20000) * 3,
+                         np.exp(r.uniform(-745, 709, 20000)), -np.exp(r.uniform(-50, -1e-9, 5000)),
+                         _SPECIAL])
+  ref = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "softplus": lambda v: np.logaddexp(0, v),
+         "sigmoid": lambda v: np.where(v >= 0, 1 / (1 + np.exp(-v)), np.exp(v) / (1 + np.exp(v)))}[name]
+  loop = _simd_loop(getattr(simd, name))
+  for dt, max_ulp in ((np.float64, 3), (np.float32, 0.5)):
+    x = data.astype(dt)
+    got = np.empty_like(x)
+    loop(x, got)
+    with np.errstate(all="ignore"):
+      want64 = ref(x.astype(np.float64))
+    want = want64.astype(dt)
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(dt).tiny)
+    ulps = np.abs(got[normal].astype(np.float64) - want64[normal]) / np.spacing(np.abs(want[normal]))
+    assert ulps.max() <= max_ulp, (dt, ulps.max(), x[normal][ulps.argmax()])
+    rest = ~normal  # specials and results below the normal range: the same value (to a subnormal ulp)
+    np.testing.assert_allclose(got[rest], want[rest], rtol=0, atol=2 * np.finfo(dt).smallest_subnormal)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+  llvm = loop.inspect_llvm(loop.signatures[0])
+  assert "x double>" in llvm, "the loop did not vectorize"

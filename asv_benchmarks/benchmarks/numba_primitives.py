@@ -101,7 +101,7 @@ class SoftplusMLPGrad(_Case):
     g = tr.value_and_grad(loss)
     g = tr.jit(g) if mode == "jit" else g
     self.run = lambda: g(params, x, y)
-    for _ in range(3):
+    for _ in range(40):  # past the eager cache's staging and fusion: the steady state
       _backends.block(self.run())
 
   def ops(self, tr, m):
@@ -119,11 +119,20 @@ class SoftplusMLPGrad(_Case):
 
 
 class IIRFilter(_Case):
-  """``y[t] = 0.9 * y[t-1] + x[t]`` along 2,000 steps for 64 rows: one numba kernel vs a
-  ``lax.scan`` (``scipy.signal.lfilter`` for NumPy)."""
+  """``y[t] = 0.9 * y[t-1] + x[t]`` along the last axis of (rows, steps) float32: one numba
+  kernel vs a ``lax.scan`` over the steps (``scipy.signal.lfilter`` for NumPy)."""
+  params = (_backends.BACKENDS, ["eager", "jit"], ["kernel", "jnp"], ["8x10000", "64x2000"])
+  param_names = ["backend", "mode", "impl", "shape"]
+
+  def setup(self, backend, mode, impl, shape):
+    self.shape = tuple(int(v) for v in shape.split("x"))
+    super().setup(backend, mode, impl)
+
+  def time_call(self, backend, mode, impl, shape):
+    return _backends.block(self.run())
 
   def inputs(self):
-    return [np.random.default_rng(0).standard_normal((64, 2000)).astype(np.float32),
+    return [np.random.default_rng(0).standard_normal(self.shape).astype(np.float32),
             np.float32(0.9)]
 
   def numpy(self, x, a):
@@ -146,18 +155,19 @@ class IIRFilter(_Case):
 class IIRFilterGrad(IIRFilter):
   """``grad`` of ``sum(iir_filter(x, a) ** 2)`` with respect to ``a`` (the user VJP: the
   recurrence run backwards) vs reverse mode through ``lax.scan``."""
-  params = (["nbjax", "jax"], ["eager", "jit"], ["kernel", "jnp"])
+  params = (["nbjax", "jax"], ["eager", "jit"], ["kernel", "jnp"], ["8x10000", "64x2000"])
 
-  def setup(self, backend, mode, impl):
+  def setup(self, backend, mode, impl, shape):
     if backend != "nbjax" and impl == "kernel":
       raise NotImplementedError("the numba kernel is nbjax's")
+    self.shape = tuple(int(v) for v in shape.split("x"))
     tr, m = _framework(backend)
     f = _ex().iir_filter if impl == "kernel" else self.ops(tr, m)
     g = tr.grad(lambda x, a: m.sum(f(x, a) ** 2), argnums=1)
     g = tr.jit(g) if mode == "jit" else g
     x, a = [tr.device_put(v) for v in self.inputs()]
     self.run = lambda: g(x, a)
-    for _ in range(3):
+    for _ in range(40):
       _backends.block(self.run())
 
 
