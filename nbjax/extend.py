@@ -151,7 +151,7 @@ class NumbaPrimitive:
     self._nin, self._multi = nin, nout > 1
     registry.register(p, family="user", impls={"numba": self._eager},
                       abstract_eval=self._abstract_eval, batch=self._batch,
-                      meta={"numba_primitive": self, "signature": signature,
+                      meta={"numba_primitive": self, "signature": signature, "pure": True,
                             "note": f"numba_primitive {signature}"})
     _lowering.register(p, self._lowering)
     self.__name__, self.__doc__ = self.name, py.__doc__

@@ -350,7 +350,8 @@ def _raw_kernel(eqn):
   in_avals = [x.aval for x in eqn.invars]
   out_avals = [v.aval for v in eqn.outvars]
   small, large, thr = policy(prim)
-  if small in ("numba", "numpy") and large in ("numba", "numpy") and prim.family != "user":
+  if small in ("numba", "numpy") and large in ("numba", "numpy") and (
+      prim.family != "user" or prim.meta.get("pure")):  # pure: a numba_primitive's kernel
     n = eager_size(prim)(in_avals, out_avals if prim.multiple_results else out_avals[0])
     impl = prim.impls[small if n < thr else large]
     spec = getattr(impl, "specialize", None)  # a kernel for these exact avals, if simpler

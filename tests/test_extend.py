@@ -123,6 +123,8 @@ def test_vmap_every_placement_vs_loop(name):
                                err_msg=f"jit of vmap, in_axes={in_axes}")
 
 
+@pytest.mark.skipif(bool(os.environ.get("NBJAX_REPLAY_CHECK")),
+                    reason="that mode runs every top-level vmap three times")
 def test_vmap_is_one_kernel_call():
   x = rng.standard_normal((16, 5))
   before = ex.logsumexp.eager_calls

@@ -70,8 +70,9 @@ def _aval(v):
   return get_aval(v)
 
 
-# user primitives (their impls may have effects: the primal runs once, inside linearize) and
-# call primitives without a partial-eval rule are linearized when recorded
+# user primitives (their impls may have effects: the primal runs once, inside linearize;
+# not the pure kernels of ``nbjax.extend.numba_primitive``) and call primitives without a
+# partial-eval rule are linearized when recorded
 _LINEARIZED = frozenset({"user"})
 # kernel families: their eager entries run kernels on the raw operands and never bind
 _DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})
@@ -154,7 +155,7 @@ class TapeTrace(Trace):
         ctx.trace = prev
     if prim.family in _DIRECT and self.direct:
       out = prim.eager(*args, **params)  # a kernel: it never binds, the tape may stay current
-    elif prim.family in _LINEARIZED:
+    elif prim.family in _LINEARIZED and not prim.meta.get("pure"):
       outs, lin = self._linearize(prim, args, params, [s is not None for s in ins])
       outs = self._record(prim, params, args, ins, outs, lin)
       return outs if prim.multiple_results else outs[0]
