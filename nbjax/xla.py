@@ -9,7 +9,7 @@ numba ``@cfunc`` typed-FFI handlers (``kernels/ffi.py``) as custom-call targets.
 
 jaxlib is imported lazily, on first use; ``jax`` itself is never imported. jaxlib 0.10's C++
 does ``import jax.core`` / ``import jax._src.sharding_impls`` behind our back on some paths; when
-jax is not installed those names are pre-blocked in ``sys.modules`` so the failed import is free,
+jax is not installed a finder (``_NoJax``) fails those imports at once,
 and the fast path here (``batched_device_put`` with a sharding shim, ``execute_sharded``,
 ``consume_with_handlers``, ``memoryview``) never reaches them anyway. Facts and measurements:
 shared/notes/jaxlib-runtime.md.
@@ -38,6 +38,16 @@ _STAGE_MAX_BYTES = 1 << 14  # inputs up to this size are copied into staged buff
 _jl = None  # namespace of jaxlib modules once loaded
 
 
+class _NoJax:
+  """A meta path finder that fails ``import jax`` and its submodules at once (jax absent)."""
+
+  @staticmethod
+  def find_spec(name, path=None, target=None):
+    if name == "jax" or name.startswith("jax."):
+      raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    return None
+
+
 class _Jaxlib:
   __slots__ = ("version", "xc", "_jax", "ir", "hlo", "func", "mlir_ext")
 
@@ -56,9 +66,12 @@ def ensure_jaxlib():
     except (ImportError, ValueError):
       jax_absent = False
     if jax_absent:
-      # jaxlib's C++ lazily imports these; without jax each attempt is a slow failing search.
-      for m in ("jax.core", "jax._src.sharding_impls"):
-        sys.modules.setdefault(m, None)
+      # jaxlib's C++ lazily imports jax.core / jax._src.sharding_impls; without jax each
+      # attempt would be a slow failing search of sys.path. A finder first on sys.meta_path
+      # fails those imports at once (no None entries in sys.modules: other libraries, e.g.
+      # SciPy's array-API helpers, read sys.modules["jax.core"] and expect a module or none).
+      if not any(type(f) is _NoJax for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoJax())
     try:
       import jaxlib
       from jaxlib import version as _v

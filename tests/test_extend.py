@@ -481,3 +481,21 @@ def test_simd_functions_accuracy_and_vectorized(name):
     assert np.array_equal(np.isnan(got), np.isnan(want))
   llvm = loop.inspect_llvm(loop.signatures[0])
   assert "x double>" in llvm, "the loop did not vectorize"
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_inside_control_flow(jit):
+  """Loops run as one XLA executable even eagerly: the kernel is its custom call there."""
+  x = rng.standard_normal((3, 5))
+  wrap = jax.jit if jit else (lambda f: f)
+  f = wrap(lambda v: jax.lax.fori_loop(0, 3, lambda i, c: ex.softplus(c) - 1.0, v))
+  want = x
+  for _ in range(3):
+    want = np.logaddexp(0, want) - 1.0
+  np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-12)
+  g = wrap(lambda v: jax.lax.scan(lambda c, r: (c + ex.logsumexp(r), c), 0.0, v))
+  c, ys = g(x)
+  np.testing.assert_allclose(float(c), scipy.special.logsumexp(x, axis=-1).sum(), rtol=1e-12)
+  h = wrap(jax.grad(lambda v: jax.lax.scan(lambda c, r: (c + ex.logsumexp(r), None), 0.0, v)[0]))
+  sm = np.exp(x - x.max(-1, keepdims=True))
+  np.testing.assert_allclose(np.asarray(h(x)), sm / sm.sum(-1, keepdims=True), rtol=1e-12)

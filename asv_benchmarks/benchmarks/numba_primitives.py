@@ -121,7 +121,7 @@ class SoftplusMLPGrad(_Case):
 class IIRFilter(_Case):
   """``y[t] = 0.9 * y[t-1] + x[t]`` along the last axis of (rows, steps) float32: one numba
   kernel vs a ``lax.scan`` over the steps (``scipy.signal.lfilter`` for NumPy)."""
-  params = (_backends.BACKENDS, ["eager", "jit"], ["kernel", "jnp"], ["8x10000", "64x2000"])
+  params = (_backends.BACKENDS, ["eager", "jit"], ["kernel", "jnp"], ["1x100000", "8x10000", "64x2000"])
   param_names = ["backend", "mode", "impl", "shape"]
 
   def setup(self, backend, mode, impl, shape):
@@ -155,7 +155,7 @@ class IIRFilter(_Case):
 class IIRFilterGrad(IIRFilter):
   """``grad`` of ``sum(iir_filter(x, a) ** 2)`` with respect to ``a`` (the user VJP: the
   recurrence run backwards) vs reverse mode through ``lax.scan``."""
-  params = (["nbjax", "jax"], ["eager", "jit"], ["kernel", "jnp"], ["8x10000", "64x2000"])
+  params = (["nbjax", "jax"], ["eager", "jit"], ["kernel", "jnp"], ["1x100000", "8x10000", "64x2000"])
 
   def setup(self, backend, mode, impl, shape):
     if backend != "nbjax" and impl == "kernel":
