@@ -423,13 +423,15 @@ def _cse(jaxpr):
         continue
       ins, view = [r[1]], True
       views[e.outvars[0]] = r[1]
-    try:
-      key = ("view" if view else e.primitive,
-             tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
-             e.outvars[0].aval.shape if view else tuple(e.params.items()))
-      hit = seen.get(key)
-    except TypeError:  # unhashable params or literal values
-      key = hit = None
+    key = hit = None
+    if not e.effects:  # an effect runs each time it is written: never merged
+      try:
+        key = ("view" if view else e.primitive,
+               tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
+               e.outvars[0].aval.shape if view else tuple(e.params.items()))
+        hit = seen.get(key)
+      except TypeError:  # unhashable params or literal values
+        key = hit = None
     if hit is not None:
       canon.update(zip(e.outvars, hit))
       continue
@@ -615,7 +617,7 @@ def eager_program(jaxpr, consts, fuse=False):
         steps.append(i)
       continue
     k = _raw_kernel(eqn)
-    if eqn.primitive.family not in ("user", "call") and all(
+    if eqn.primitive.family not in ("user", "call", "callback") and not eqn.effects and all(
         _is_literal(x) or x in known for x in invars):  # constant folding, at build time
       vals = k(*[ns[name(x)] for x in invars])
       for v, o in zip(eqn.outvars, vals if eqn.primitive.multiple_results else [vals]):
