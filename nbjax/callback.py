@@ -151,7 +151,7 @@ def _check_results(outs, result_avals, copy=True):
     if x.dtype != a.dtype:
       raise RuntimeError(f"Incorrect output dtype for return value #{i}: "
                          f"Expected: {a.dtype}, Actual: {x.dtype}")
-    res.append(np.array(x, order="C") if copy else np.ascontiguousarray(x))
+    res.append(np.array(x, order="C") if copy or not x.flags.c_contiguous else x)
   return res
 
 
