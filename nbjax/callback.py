@@ -556,21 +556,57 @@ def _debug_lowering(ctx, *args, callback, effect, partitioned):
 
 # ----------------------------------------------------------------------- registration
 
+
+def _sample_fn(x, y):
+  return np.sin(x) * y, np.asarray(x).sum()
+
+
+_SAMPLE_TREE = tree_flatten(((0, 0), {}))[1]
+
+
+def _samples(extra):
+  """Cases for the registry-generated tests: ``sin(x) * y`` and ``sum(x)`` through a
+  callback (batched sequentially), on a few shapes."""
+  def samples(rng, dtype):
+    cases = []
+    for shape in [(), (3,), (2, 3)]:
+      x = rng.uniform(-2, 2, shape).astype(dtype)
+      y = rng.uniform(-2, 2, shape).astype(dtype)
+      avals = (core.ShapedArray(shape, dtype), core.ShapedArray((), dtype))
+      cases.append(([x, y], dict(callback=_FlatCallback(_sample_fn, _SAMPLE_TREE),
+                                 result_avals=avals, sharding=None, **extra)))
+    return cases
+  return samples
+
+
+def _sample_reference(*args, callback, result_avals, **_):
+  return [np.asarray(o, a.dtype) for o, a in zip(callback(*args), result_avals)]
+
+
+_FLOATS = [np.float32, np.float64]
 _NOTE = "calls the user's Python function on NumPy arrays; under jit, from XLA ({})"
+_NO_AD = "; jvp, transpose: JAX's errors"
 registry.register(
     pure_callback_p, family="callback", impls={"python": _pure_impl},
     abstract_eval=_pure_abstract_eval, jvp=_pure_jvp, transpose=_pure_transpose,
     batch=_pure_batch,
-    meta=dict(differentiable=False, note=_NOTE.format("no effects: may be removed when unused")))
+    meta=dict(differentiable=False, dtypes=_FLOATS, reference=_sample_reference,
+              samples=_samples(dict(vmap_method="sequential")),
+              jvp_error=(ValueError, "Pure callbacks do not support JVP"),
+              note=_NOTE.format("no effects: may be removed when unused") + _NO_AD))
 registry.register(
     io_callback_p, family="callback", impls={"python": _io_impl},
     abstract_eval=_io_abstract_eval, jvp=_io_jvp, transpose=_io_transpose, batch=_io_batch,
-    meta=dict(differentiable=False, note=_NOTE.format("IO effect: kept and run in program order")))
+    meta=dict(differentiable=False, dtypes=_FLOATS, reference=_sample_reference,
+              samples=_samples(dict(ordered=False)),
+              jvp_error=(ValueError, "IO callbacks do not support JVP"),
+              note=_NOTE.format("IO effect: kept, run in program order") + _NO_AD))
 registry.register(
     debug_callback_p, family="callback", impls={"python": _debug_impl},
     abstract_eval=_debug_abstract_eval, jvp=_debug_jvp, transpose=_debug_transpose,
     batch=_debug_batch,
-    meta=dict(differentiable=True, note=_NOTE.format("Debug effect: sees primal values, no derivative")))
+    meta=dict(differentiable=True,
+              note=_NOTE.format("Debug effect: sees primal values, no derivative")))
 lowering.register(pure_callback_p, _pure_lowering)
 lowering.register(io_callback_p, _io_lowering)
 lowering.register(debug_callback_p, _debug_lowering)
