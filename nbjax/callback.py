@@ -31,7 +31,8 @@ from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
 from nbjax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
-__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "pure_callback_p",
+__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
+           "pure_callback_p",
            "io_callback_p", "debug_callback_p", "IOEffect", "OrderedIOEffect", "DebugEffect",
            "OrderedDebugEffect"]
 
@@ -553,6 +554,11 @@ def _debug_batch(args, dims, *, callback, effect, partitioned):
 
 def _debug_lowering(ctx, *args, callback, effect, partitioned):
   return _emit(ctx, _HostCall(callback, (), True), args, True)
+
+def effects_barrier():
+  """Waits until every effect issued so far has run. nbjax runs a program with callbacks to
+  its end before the call returns (eagerly, and compiled: ``xla.compile``), so nothing is
+  ever pending; kept for JAX code that calls it."""
 
 # ----------------------------------------------------------------------- registration
 

@@ -720,12 +720,16 @@ def _host_entry(fn, errors):
 
 
 def _raising(execute, errors):
-  """``execute`` raising, when a host callback failed, that callback's exception."""
+  """``execute`` for a program with host callbacks: it returns when the program is done
+  (XLA would run it asynchronously when an input is still being computed, and the callbacks'
+  effects would come after the call), raising, when a callback failed, that exception."""
   runtime_error = ensure_jaxlib()._jax.JaxRuntimeError
 
-  def run(*args, **kw):
+  def run(args):
     try:
-      return execute(*args, **kw)
+      res = execute(args, with_tokens=True)
+      res.consume_token().block_until_ready()
+      return res
     except runtime_error:
       if not errors:
         raise

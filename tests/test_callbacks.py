@@ -194,6 +194,22 @@ def test_nested_vmap_sequential_calls_per_element():
 # ----------------------------------------------------------------- jit: cache keys
 
 
+def test_compiled_callbacks_done_when_the_call_returns(capsys):
+  x = jnp.ones((600, 600))
+  slow = jit(lambda x: lax.fori_loop(0, 3, lambda i, c: c @ x / 600, x))  # async dispatch
+  show = jit(lambda c: (nbjax.debug.print("sum {}", c.sum()), c + 1)[1])
+  r = show(slow(x))  # its input is still being computed when it is called
+  assert _lines(capsys) == ["sum 360000.0"]
+  nbjax.effects_barrier()
+  np.testing.assert_allclose(r, 2.0)
+
+  def cb(c):
+    raise ZeroDivisionError("late")
+  fail = jit(lambda c: nbjax.pure_callback(cb, _sds(c), c))
+  with pytest.raises(ZeroDivisionError, match="late"):
+    fail(slow(x))
+
+
 def test_two_callbacks_same_program_each_get_their_own():
   make = lambda cb: jit(lambda x: nbjax.pure_callback(cb, _sds(x), x))
   np.testing.assert_allclose(make(np.sin)(X), np.sin(X))
