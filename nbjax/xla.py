@@ -768,6 +768,8 @@ def _to_numpy(o):
 # compile + caches
 
 _mem_cache = {}
+_cb_cache = {}  # executables with host callbacks, by text and callables (bounded)
+_MAX_CB_EXECUTABLES = 256
 _stats = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "disk_errors": 0}
 _cpu_id = None
 _MAGIC = b"NBJAXXLA1\n"
@@ -782,6 +784,7 @@ def clear_compile_cache():
   """Forget in-process executables (the disk cache is left alone)."""
   with _lock:
     _mem_cache.clear()
+    _cb_cache.clear()
 
 
 def _cpu_fingerprint():
@@ -895,8 +898,9 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
   custom calls (``backend_config = {index = k : ui64}`` calls the ``k``-th): each gets
   NumPy arrays and returns a tuple of them, of exactly the result types (a token operand
   arrives as ``None`` and goes back as the first result). Such a module is cached in
-  process by its text and the callables (two callables give the same text), never on disk;
-  an exception a callable raises is raised by the call.
+  process by its text and the callables (two callables give the same text; the most recent
+  ``_MAX_CB_EXECUTABLES``), never on disk; a call returns when the program is done, and
+  raises the exception a callable raised.
   """
   if isinstance(module, (bytes, bytearray)):
     module = module.decode()
@@ -908,12 +912,13 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
   other = (key, "direct") if pack_inputs else key  # the same program, other convention
   if not pack_inputs:
     key = (key, "direct")
-  exe = _mem_cache.get(key)
+  cache = _cb_cache if host_callbacks else _mem_cache
+  exe = cache.get(key)
   if exe is not None:
     _stats["memory_hits"] += 1
     return exe
   with _lock:
-    exe = _mem_cache.get(key)
+    exe = cache.get(key)
     if exe is not None:
       _stats["memory_hits"] += 1
       return exe
@@ -945,6 +950,9 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
       if use_disk:
         _disk_store(path, exe)
     if not differ or (pack_inputs and not exe._plan["pack"]):
-      _mem_cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
-    _mem_cache[key] = exe
+      cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
+    if host_callbacks and len(cache) >= _MAX_CB_EXECUTABLES:  # (they hold the callables)
+      for k in list(cache)[:len(cache) // 2]:
+        del cache[k]
+    cache[key] = exe
     return exe
