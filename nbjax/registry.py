@@ -575,7 +575,8 @@ def eager_program(jaxpr, consts, fuse=False):
   per-call validation, dispatch or wrapping of ``bind``. Identities (``x * 1``, a
   same-dtype convert) are dropped, reshapes and their equivalents (expand_dims broadcasts,
   reductions over axes of size 1) are views, repeated subexpressions run once, constant
-  subexpressions are folded at build time; a kernel whose operand is a buffer the program
+  subexpressions are folded at build time (equations with effects, callbacks, are neither
+  folded nor merged: they run on every call); a kernel whose operand is a buffer the program
   allocated, that only fresh-buffer kernels read (no view of it can exist) and that it reads
   for the last time writes into it (a ufunc's ``out=``), as XLA reuses dead buffers. With
   ``fuse``, runs of at least ``FUSE_MIN`` exact elementwise equations (``_fusable``: results

@@ -24,7 +24,7 @@ from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
 
 __all__ = ["JaxprTracer", "DynamicJaxprTracer", "DynamicJaxprTrace", "trace_to_jaxpr_dynamic",
            "dce_jaxpr", "dce_jaxpr_consts", "dce_rules", "convert_constvars_jaxpr",
-           "close_jaxpr"]
+           "close_jaxpr", "eqn_effects"]
 
 
 class JaxprTracer(Tracer):
@@ -242,6 +242,7 @@ def close_jaxpr(jaxpr, consts=()):
 def convert_constvars_jaxpr(jaxpr):
   """The same jaxpr with its constvars moved to the front of its invars."""
   return jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars])
+
 
 def eqn_effects(prim, params):
   """An equation's effects: its primitive's own (``prim.effects``) and those of the jaxprs
