@@ -21,4 +21,7 @@ from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit
+from nbjax.callback import effects_barrier, pure_callback
+from nbjax import debug
+from nbjax import experimental
 from nbjax import test_util

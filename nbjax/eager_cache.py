@@ -100,7 +100,8 @@ _LIBRARY = ("nbjax", "numpy", "math", "cmath", "operator", "functools", "itertoo
 _UNSAFE_NAMES = frozenset({
     # side effects, or state outside the program
     "print", "input", "open", "random", "time", "perf_counter", "breakpoint", "id", "hash",
-    "callback", "pure_callback", "io_callback", "debug", "seed", "set_printoptions",
+    "callback", "pure_callback", "io_callback", "debug", "debug_callback", "debug_print",
+    "seed", "set_printoptions",
     "seterr", "config", "update", "load", "loadtxt", "genfromtxt", "fromfile", "fromregex",
     "memmap", "save", "savez", "savez_compressed", "savetxt", "tofile",
     # dynamic or introspective routes to state no pin covers

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -24,7 +25,7 @@ from nbjax.core import Tracer, get_aval
 
 __all__ = ["Var", "DropVar", "Literal", "JaxprEqn", "new_jaxpr_eqn", "Jaxpr", "ClosedJaxpr",
            "JaxprType", "JaxprTypeError", "check_jaxpr", "typecheck_jaxpr", "eval_jaxpr",
-           "jaxpr_as_fun", "jaxprs_in_params", "pp_jaxpr", "Atom"]
+           "jaxpr_as_fun", "jaxprs_in_params", "jaxpr_effects", "pp_jaxpr", "Atom"]
 
 # --------------------------------------------------------------------- terms
 
@@ -185,6 +186,25 @@ def jaxprs_in_params(params):
       elif isinstance(j, Jaxpr):
         out.append(j)
   return out
+
+
+_effects_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jaxpr_effects(jaxpr):
+  """The effects of a (closed) jaxpr: those of its equations and of the jaxprs their params
+  hold, each once, in first-seen order (memoized per jaxpr object: jaxprs are not mutated)."""
+  if isinstance(jaxpr, ClosedJaxpr):
+    jaxpr = jaxpr.jaxpr
+  effs = _effects_memo.get(jaxpr)
+  if effs is None:
+    seen = {}
+    for e in jaxpr.eqns:
+      seen.update(dict.fromkeys(e.effects))
+      for j in jaxprs_in_params(e.params):
+        seen.update(dict.fromkeys(jaxpr_effects(j)))
+    effs = _effects_memo[jaxpr] = tuple(seen)
+  return effs
 
 # --------------------------------------------------------------------- typecheck
 

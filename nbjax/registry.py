@@ -424,13 +424,15 @@ def _cse(jaxpr):
         continue
       ins, view = [r[1]], True
       views[e.outvars[0]] = r[1]
-    try:
-      key = ("view" if view else e.primitive,
-             tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
-             e.outvars[0].aval.shape if view else tuple(e.params.items()))
-      hit = seen.get(key)
-    except TypeError:  # unhashable params or literal values
-      key = hit = None
+    key = hit = None
+    if not e.effects:  # an effect runs each time it is written: never merged
+      try:
+        key = ("view" if view else e.primitive,
+               tuple((x.val, x.aval) if _is_literal(x) else x for x in ins),
+               e.outvars[0].aval.shape if view else tuple(e.params.items()))
+        hit = seen.get(key)
+      except TypeError:  # unhashable params or literal values
+        key = hit = None
     if hit is not None:
       canon.update(zip(e.outvars, hit))
       continue
@@ -574,7 +576,8 @@ def eager_program(jaxpr, consts, fuse=False):
   per-call validation, dispatch or wrapping of ``bind``. Identities (``x * 1``, a
   same-dtype convert) are dropped, reshapes and their equivalents (expand_dims broadcasts,
   reductions over axes of size 1) are views, repeated subexpressions run once, constant
-  subexpressions are folded at build time; a kernel whose operand is a buffer the program
+  subexpressions are folded at build time (equations with effects, callbacks, are neither
+  folded nor merged: they run on every call); a kernel whose operand is a buffer the program
   allocated, that only fresh-buffer kernels read (no view of it can exist) and that it reads
   for the last time writes into it (a ufunc's ``out=``), as XLA reuses dead buffers. With
   ``fuse``, runs of at least ``FUSE_MIN`` exact elementwise equations (``_fusable``: results
@@ -616,7 +619,7 @@ def eager_program(jaxpr, consts, fuse=False):
         steps.append(i)
       continue
     k = _raw_kernel(eqn)
-    if eqn.primitive.family not in ("user", "call") and all(
+    if eqn.primitive.family not in ("user", "call", "callback") and not eqn.effects and all(
         _is_literal(x) or x in known for x in invars):  # constant folding, at build time
       vals = k(*[ns[name(x)] for x in invars])
       for v, o in zip(eqn.outvars, vals if eqn.primitive.multiple_results else [vals]):

@@ -29,7 +29,7 @@ import numpy as np
 __all__ = [
   "ensure_jaxlib", "mlir_context", "get_ir", "get_hlo", "get_func", "dtype_to_ir_type",
   "aval_to_ir_type", "ir_type_to_dtype", "ir_constant", "get_client", "compile", "compile_stats",
-  "clear_compile_cache", "Executable", "register_ffi_target", "aligned_empty",
+  "clear_compile_cache", "Executable", "register_ffi_target", "aligned_empty", "HostCallbacks",
 ]
 
 _SUPPORTED = "0.10."
@@ -479,9 +479,13 @@ class Executable:
   XLA is called. Outputs are zero-copy views of XLA's result buffers.
   """
 
-  def __init__(self, loaded, text, in_avals, out_avals, plan, name=None):
+  def __init__(self, loaded, text, in_avals, out_avals, plan, name=None, host_callbacks=None):
     rt = _runtime()
     self._exe = loaded
+    # with host callbacks: an exception a callback raised comes out of every call as itself
+    self.host_callbacks = host_callbacks
+    self._execute = loaded.execute_sharded if host_callbacks is None else \
+        _raising(loaded.execute_sharded, host_callbacks.errors)
     self._text = text
     self.name = name or "main"
     self.in_avals = tuple(in_avals)   # ((shape, dtype), ...) as declared by main
@@ -524,7 +528,7 @@ class Executable:
     buffers (jit's fast path): ``execute(buffers).consume_with_handlers(handlers)`` returns
     the output buffers. Only where every output is in ``buffer_outputs``."""
     rt = self._rt
-    return self._exe.execute_sharded, [rt.handler(rt.aval(s, d), rt.sharding, True, True)
+    return self._execute, [rt.handler(rt.aval(s, d), rt.sharding, True, True)
                                        for s, d in self.out_avals]
 
   def _make_dcall(self, lazy=False):
@@ -534,7 +538,7 @@ class Executable:
     if self._plan["pack"]:
       raise ValueError(f"{self.name}: call_buffers needs an executable compiled with pack_inputs=False")
     rt, ins, outs = self._rt, self.in_avals, self.out_avals
-    env = {"_Impl": rt.impl_type, "_put": self.put, "_exec": self._exe.execute_sharded,
+    env = {"_Impl": rt.impl_type, "_put": self.put, "_exec": self._execute,
            "_asarray": np.asarray, "_mv": memoryview, "_slow": _to_numpy, "_bf16": _bf16(),
            "_TypeError": TypeError, "_name": self.name}
     bf16 = set(self._plan["bf16_out"])
@@ -571,7 +575,7 @@ class Executable:
     rt, ins, outs = self._rt, self.in_avals, self.out_avals
     env = {"_ndarray": np.ndarray, "_empty": np.empty, "_asarray": np.asarray, "_mv": memoryview,
            "_bdp": rt.bdp, "_sh": rt.sharding, "_devs": rt.devs, "_arg": self._arg, "_slow": _to_numpy,
-           "_exec": self._exe.execute_sharded, "_bf16": _bf16(), "_TypeError": TypeError, "_name": self.name,
+           "_exec": self._execute, "_bf16": _bf16(), "_TypeError": TypeError, "_name": self.name,
            # no outputs: nothing to wait on, so inputs must not alias host memory after we return
            "_sem": rt.zero_copy if outs else rt.copy}
     packs = plan["pack"]
@@ -699,6 +703,55 @@ class Executable:
     return f"<nbjax.xla.Executable {self.name}({ins}) -> ({outs})>"
 
 
+class HostCallbacks(tuple):
+  """The Python callables an executable's custom calls call back (``host_callbacks`` of
+  ``compile``), as jaxlib gets them: each wrapped to run at the bottom of nbjax's trace stack
+  (it runs on an XLA thread, or on the caller's inside a transformation) and to keep the
+  exception it raises (``errors``) for the call to raise in place of XLA's error status."""
+
+  def __new__(cls, fns):
+    errors = []
+    self = super().__new__(cls, (_host_entry(f, errors) for f in fns))
+    self.fns, self.errors = tuple(fns), errors
+    return self
+
+
+def _host_entry(fn, errors):
+  from nbjax import core
+  ctx, bottom = core._ctx, core.eval_trace
+
+  def entry(*args):
+    prev, ctx.trace = ctx.trace, bottom
+    try:
+      return fn(*args)
+    except BaseException as e:
+      errors.append(e)
+      raise
+    finally:
+      ctx.trace = prev
+  return entry
+
+
+def _raising(execute, errors):
+  """``execute`` for a program with host callbacks: it returns when the program is done
+  (XLA would run it asynchronously when an input is still being computed, and the callbacks'
+  effects would come after the call), raising, when a callback failed, that exception."""
+  runtime_error = ensure_jaxlib()._jax.JaxRuntimeError
+
+  def run(args):
+    try:
+      res = execute(args, with_tokens=True)
+      res.consume_token().block_until_ready()
+      return res
+    except runtime_error:
+      if not errors:
+        raise
+      e = errors[-1]
+      errors.clear()
+      raise e from None
+  return run
+
+
 def _to_numpy(o):
   """Zero-copy host view of a single-device array: buffer protocol, then DLPack, then jaxlib's
   own conversion (the only one that handles bf16; it may import jax.core, blocked if absent)."""
@@ -728,6 +781,8 @@ def _to_numpy(o):
 # compile + caches
 
 _mem_cache = {}
+_cb_cache = {}  # executables with host callbacks, by text and callables (bounded)
+_MAX_CB_EXECUTABLES = 256
 _stats = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "disk_errors": 0}
 _cpu_id = None
 _MAGIC = b"NBJAXXLA1\n"
@@ -742,6 +797,7 @@ def clear_compile_cache():
   """Forget in-process executables (the disk cache is left alone)."""
   with _lock:
     _mem_cache.clear()
+    _cb_cache.clear()
 
 
 def _cpu_fingerprint():
@@ -829,7 +885,20 @@ def _disk_store(path, exe):
     _stats["disk_errors"] += 1
 
 
-def compile(module, *, name=None, pack_inputs=True):
+def _callbacks_key(fns):
+  """The callables' part of a cache key: equal ones (by their ``==``) run the same code;
+  an unhashable one counts by identity (the cached executable keeps it alive)."""
+  out = []
+  for f in fns:
+    try:
+      hash(f)
+      out.append(f)
+    except TypeError:
+      out.append(("id", id(f)))
+  return tuple(out)
+
+
+def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
   """Compile a StableHLO module (``ir.Module`` or text; entry function ``main``) for the CPU.
 
   Cached in process by the sha256 of the module text, and on disk (``$NBJAX_CACHE_DIR`` or
@@ -837,25 +906,38 @@ def compile(module, *, name=None, pack_inputs=True):
   the jaxlib version, ``XLA_FLAGS`` and the host CPU. Returns an ``Executable``.
   ``pack_inputs=False`` keeps one XLA parameter per input, as ``Executable.call_buffers``
   needs when the inputs are already device buffers.
+
+  ``host_callbacks``: the Python callables of the module's ``xla_ffi_python_cpu_callback``
+  custom calls (``backend_config = {index = k : ui64}`` calls the ``k``-th): each gets
+  NumPy arrays and returns a tuple of them, of exactly the result types (a token operand
+  arrives as ``None`` and goes back as the first result). Such a module is cached in
+  process by its text and the callables (two callables give the same text; the most recent
+  ``_MAX_CB_EXECUTABLES``), never on disk; a call returns when the program is done, and
+  raises the exception a callable raised.
   """
   if isinstance(module, (bytes, bytearray)):
     module = module.decode()
   text = module if isinstance(module, str) else str(module)
+  host_callbacks = tuple(host_callbacks)
   key = hashlib.sha256(text.encode()).hexdigest()
-  other = key + "/direct" if pack_inputs else key  # the same program, other convention
+  if host_callbacks:
+    key = (key, _callbacks_key(host_callbacks))
+  other = (key, "direct") if pack_inputs else key  # the same program, other convention
   if not pack_inputs:
-    key += "/direct"
-  exe = _mem_cache.get(key)
+    key = (key, "direct")
+  cache = _cb_cache if host_callbacks else _mem_cache
+  exe = cache.get(key)
   if exe is not None:
     _stats["memory_hits"] += 1
     return exe
   with _lock:
-    exe = _mem_cache.get(key)
+    exe = cache.get(key)
     if exe is not None:
       _stats["memory_hits"] += 1
       return exe
     rt = _runtime()
-    use_disk = os.environ.get("NBJAX_DISABLE_COMPILE_CACHE", "") not in ("1", "true", "True", "yes")
+    use_disk = not host_callbacks and os.environ.get("NBJAX_DISABLE_COMPILE_CACHE", "") not in (
+        "1", "true", "True", "yes")
     path = os.path.join(_cache_dir(), _disk_key(text, rt, pack_inputs) + ".xex") if use_disk else None
     hit = _disk_load(path, rt) if use_disk and os.path.exists(path) else None
     if hit is not None:
@@ -867,12 +949,23 @@ def compile(module, *, name=None, pack_inputs=True):
     differ = True
     if exe is None:
       ins, outs, plan, runtime_text, differ = _prepare(text, pack_inputs)
-      loaded = rt.client.compile_and_load(runtime_text, rt.devlist, ensure_jaxlib().xc.CompileOptions())
-      exe = Executable(loaded, text, ins, outs, plan, name)
+      opts = ensure_jaxlib().xc.CompileOptions()
+      if host_callbacks:
+        cbs = HostCallbacks(host_callbacks)
+        with mlir_context():  # (only the ir.Module overload takes callbacks)
+          loaded = rt.client.compile_and_load(get_ir().Module.parse(runtime_text), rt.devlist, opts,
+                                              host_callbacks=list(cbs))
+        exe = Executable(loaded, text, ins, outs, plan, name, host_callbacks=cbs)
+      else:
+        loaded = rt.client.compile_and_load(runtime_text, rt.devlist, opts)
+        exe = Executable(loaded, text, ins, outs, plan, name)
       _stats["compiles"] += 1
       if use_disk:
         _disk_store(path, exe)
     if not differ or (pack_inputs and not exe._plan["pack"]):
-      _mem_cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
-    _mem_cache[key] = exe
+      cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
+    if host_callbacks and len(cache) >= _MAX_CB_EXECUTABLES:  # (they hold the callables)
+      for k in list(cache)[:len(cache) // 2]:
+        del cache[k]
+    cache[key] = exe
     return exe

@@ -111,7 +111,8 @@ def test_vmap_results_detached_from_numpy_inputs(prim):
     _check_detached(_outs(out), _arrays(args), f"vmap unmapped {prim} {params}")
 
 
-@pytest.mark.parametrize("prim", [p for p in PRIMS if p.jvp and _float_dtype(p)], ids=str)
+@pytest.mark.parametrize("prim", [p for p in PRIMS if p.jvp and _float_dtype(p) and
+                                  not p.meta.get("jvp_error")], ids=str)
 def test_jvp_results_detached_from_numpy_inputs(prim):
   d = _float_dtype(prim)
   rng = np.random.default_rng(0)

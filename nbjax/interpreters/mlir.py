@@ -13,6 +13,13 @@ nbjax`` time: the registry loads it on first use of the ``"xla"`` backend and ji
 first compile. Lowering rules live with their primitives in ``nbjax/lax/*.py`` (through the lazy
 handles of ``nbjax.interpreters.lowering``). ``single_primitive_impl(p)`` compiles one primitive to XLA: the
 registry's ``"xla"`` eager backend.
+
+Host callbacks (``nbjax/callback.py``): a rule registers a Python callable with
+``ModuleContext.add_host_callback`` and emits a custom call naming its index; the callables
+travel with the module (``lower_jaxpr_to_module(..., host_callbacks=list)``) to
+``xla.compile``. Equations with effects are kept in program order by a ``!stablehlo.token``
+threaded through the module (``ModuleContext.token``/``get_token``): loops carry it, ``case``
+branches return it, and a call whose jaxpr has effects is emitted inline.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ __all__ = [
     "full_like_aval", "broadcast_in_dim", "broadcast_to", "convert", "convert_hlo", "compare",
     "compare_type", "lower_fun", "jaxpr_subcomp", "lower_jaxpr_to_fun", "lower_jaxpr_to_module",
     "single_primitive_impl", "get_lowering", "make_ir_context", "i32_attr", "i64_array",
+    "token_type", "has_effects",
 ]
 
 # ----------------------------------------------------------------------- types and constants
@@ -90,6 +98,16 @@ def i64_array(xs):
 
 def i32_attr(v):
   return ir.IntegerAttr.get(ir.IntegerType.get_signless(32), int(v))
+
+
+def token_type():
+  return hlo.TokenType.get()
+
+
+def has_effects(*closed_jaxprs):
+  """Whether any of these (closed) jaxprs has effects: its lowering must thread the token."""
+  from nbjax.jaxpr import jaxpr_effects
+  return any(jaxpr_effects(j) for j in closed_jaxprs)
 
 
 def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
@@ -152,7 +170,9 @@ def make_ir_context():
 
 
 class ModuleContext:
-  """State of one module being built: the module, its symbol names, lowered callees."""
+  """State of one module being built: the module, its symbol names, lowered callees, the
+  Python callables its custom calls call back (``host_callbacks``, by index) and the effect
+  token of the region being emitted (``token``: None until an effect needs one)."""
 
   def __init__(self, module, platform="cpu"):
     self.module = module
@@ -161,6 +181,19 @@ class ModuleContext:
     self._names = set()
     self.cached_funcs = {}    # (id(closed_jaxpr), name) -> (func name, closed_jaxpr kept alive)
     self.keepalives = []
+    self.host_callbacks = []
+    self.token = None
+
+  def add_host_callback(self, fn):
+    """Register ``fn`` for the compiled module to call; returns its index."""
+    self.host_callbacks.append(fn)
+    return len(self.host_callbacks) - 1
+
+  def get_token(self):
+    """The current effect token, created (``stablehlo.create_token``) at first use."""
+    if self.token is None:
+      self.token = hlo.create_token()
+    return self.token
 
   def unique_name(self, base):
     base = "".join(c if c.isalnum() or c in "_." else "_" for c in str(base)) or "f"
@@ -306,20 +339,28 @@ def lower_jaxpr_to_fun(mctx, name, closed_jaxpr, *, public=False, hoisted=()):
     if not public:
       f.attributes["sym_visibility"] = ir.StringAttr.get("private")
   entry = f.add_entry_block()
-  with ir.InsertionPoint(entry):
-    args = list(entry.arguments)
-    hv = dict(zip(hoisted, args[:len(hoisted)]))
-    consts = [hv[i] if i in hv else ir_constant(np.asarray(c, a.dtype))
-              for i, (c, a) in enumerate(zip(closed_jaxpr.consts, cavals))]
-    outs = jaxpr_subcomp(mctx, jaxpr, consts, args[len(hoisted):])
-    func_dialect.ReturnOp(outs)
+  prev, mctx.token = mctx.token, None  # a function body is a region of its own
+  try:
+    with ir.InsertionPoint(entry):
+      args = list(entry.arguments)
+      hv = dict(zip(hoisted, args[:len(hoisted)]))
+      consts = [hv[i] if i in hv else ir_constant(np.asarray(c, a.dtype))
+                for i, (c, a) in enumerate(zip(closed_jaxpr.consts, cavals))]
+      outs = jaxpr_subcomp(mctx, jaxpr, consts, args[len(hoisted):])
+      func_dialect.ReturnOp(outs)
+  finally:
+    mctx.token = prev
   mctx.cached_funcs[key] = (sym, closed_jaxpr)
   return sym
 
 
 def call_jaxpr(ctx, closed_jaxpr, args, name="jit"):
-  """Emit ``func.call`` of ``closed_jaxpr`` lowered as a private function (nested jit)."""
+  """Emit ``func.call`` of ``closed_jaxpr`` lowered as a private function (nested jit); a
+  jaxpr with effects is emitted inline instead, so that the caller's token orders them."""
   mctx = ctx.module_context
+  if has_effects(closed_jaxpr):
+    consts = _const_values(closed_jaxpr.consts, _consts_avals(closed_jaxpr))
+    return jaxpr_subcomp(mctx, closed_jaxpr.jaxpr, consts, list(args))
   sym = lower_jaxpr_to_fun(mctx, name, closed_jaxpr)
   out_types = aval_to_ir_types([v.aval for v in closed_jaxpr.jaxpr.outvars])
   call = func_dialect.CallOp(out_types, ir.FlatSymbolRefAttr.get(sym), list(args))
@@ -336,17 +377,29 @@ def _module_name(name):
   return "".join(c if c.isalnum() or c in "_." else "_" for c in str(name)) or "main"
 
 
-def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cpu"):
+def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cpu",
+                          host_callbacks=None):
   """A StableHLO ``ir.Module`` named ``name`` whose public ``main`` computes ``closed_jaxpr``.
 
   ``hoisted``: indices of consts passed as leading ``main`` parameters instead of baked in.
+  ``host_callbacks``: a list the module's host callables are appended to (in index order),
+  for ``xla.compile(..., host_callbacks=...)``; a jaxpr with callbacks needs one.
   """
   with xla.mlir_context(), ir.Location.unknown():
     m = _new_module(name)
     mctx = ModuleContext(m, platform)
     mctx._names.add("main")
     lower_jaxpr_to_fun(mctx, "main", closed_jaxpr, public=True, hoisted=hoisted)
+  _hand_over(mctx, host_callbacks)
   return m
+
+
+def _hand_over(mctx, host_callbacks):
+  if mctx.host_callbacks:
+    if host_callbacks is None:
+      raise ValueError("the module calls Python callbacks: pass host_callbacks=[] to receive "
+                       "them (xla.compile needs them)")
+    host_callbacks.extend(mctx.host_callbacks)
 
 
 # ----------------------------------------------------------------------- lower_fun
@@ -389,9 +442,9 @@ def _hashable(x):
     return (type(x), id(x))
 
 
-def build_primitive_module(prim, in_avals, params, name=None):
+def build_primitive_module(prim, in_avals, params, name=None, host_callbacks=None):
   """A module whose ``main`` applies ``prim`` once to arguments of ``in_avals``.
-  Returns ``(module, out_avals)``."""
+  Returns ``(module, out_avals)``; ``host_callbacks`` as for ``lower_jaxpr_to_module``."""
   out = prim.abstract_eval(*in_avals, **params)
   out_avals = list(out) if prim.multiple_results else [out]
   with xla.mlir_context(), ir.Location.unknown():
@@ -405,6 +458,7 @@ def build_primitive_module(prim, in_avals, params, name=None):
     with ir.InsertionPoint(entry):
       outs = lower_eqn(mctx, prim, params, in_avals, out_avals, list(entry.arguments))
       func_dialect.ReturnOp(outs)
+  _hand_over(mctx, host_callbacks)
   return m, out_avals
 
 
@@ -419,8 +473,9 @@ def single_primitive_impl(prim):
     hit = cache.get(key)
     if hit is None:
       in_avals = [core.ShapedArray(a.shape, a.dtype) for a in args]
-      module, out_avals = build_primitive_module(prim, in_avals, params)
-      hit = cache[key] = (xla.compile(module, name=prim.name), out_avals)
+      cbs = []
+      module, out_avals = build_primitive_module(prim, in_avals, params, host_callbacks=cbs)
+      hit = cache[key] = (xla.compile(module, name=prim.name, host_callbacks=cbs), out_avals)
     exe, out_avals = hit
     outs = exe(*args)
     return outs if prim.multiple_results else outs[0]

@@ -20,11 +20,11 @@ from __future__ import annotations
 from nbjax import core, registry
 from nbjax.core import Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
-                         is_literalable)
+                         is_literalable, jaxpr_effects)
 
 __all__ = ["JaxprTracer", "DynamicJaxprTracer", "DynamicJaxprTrace", "trace_to_jaxpr_dynamic",
            "dce_jaxpr", "dce_jaxpr_consts", "dce_rules", "convert_constvars_jaxpr",
-           "close_jaxpr"]
+           "close_jaxpr", "eqn_effects"]
 
 
 class JaxprTracer(Tracer):
@@ -115,7 +115,7 @@ class DynamicJaxprTrace(core.Trace):
     out_avals = list(out) if multi else [out]
     outvars = [Var(a) for a in out_avals]
     self.eqns.append(JaxprEqn([t.atom for t in ts], outvars, prim, params,
-                              getattr(prim, "effects", ())))
+                              eqn_effects(prim, params)))
     outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
     return outs if multi else outs[0]
 
@@ -242,6 +242,23 @@ def close_jaxpr(jaxpr, consts=()):
 def convert_constvars_jaxpr(jaxpr):
   """The same jaxpr with its constvars moved to the front of its invars."""
   return jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars])
+
+
+def eqn_effects(prim, params):
+  """An equation's effects: its primitive's own (``prim.effects``) and those of the jaxprs
+  in its params (a loop or call around an effect has it too: DCE must keep it)."""
+  effs = getattr(prim, "effects", ())
+  for v in params.values():
+    t = type(v)
+    if t is ClosedJaxpr or t is Jaxpr:
+      sub = jaxpr_effects(v)
+    elif t is tuple and v and type(v[0]) in (ClosedJaxpr, Jaxpr):
+      sub = tuple(e for j in v for e in jaxpr_effects(j))
+    else:
+      continue
+    if sub:
+      effs = tuple(dict.fromkeys((*effs, *sub)))
+  return effs
 
 # --------------------------------------------------------------------- DCE
 

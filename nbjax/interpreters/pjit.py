@@ -137,7 +137,9 @@ class _Executable:
     cavals = [v.aval for v in closed.jaxpr.constvars]
     self.const_vals = [_aligned(None, np.asarray(_to_host(consts[i], cavals[i])))
                        for i in hoisted]
-    module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted)
+    self.host_callbacks = []  # Python callbacks the module calls (both compiles need them)
+    module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted,
+                                        host_callbacks=self.host_callbacks)
     _stats["lowerings"] += 1
     self.text = str(module)
     self.name = name
@@ -158,7 +160,7 @@ class _Executable:
     """The host-input ``xla.Executable`` (compiled on first use)."""
     if self._exe is None:
       from nbjax import xla
-      self._exe = xla.compile(self.text, name=self.name)
+      self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks)
     return self._exe
 
   def _device_call(self, out_tree=None):
@@ -170,7 +172,8 @@ class _Executable:
     from nbjax import xla
     dexe = self._dexe
     if dexe is None:
-      dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False)
+      dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False,
+                                      host_callbacks=self.host_callbacks)
       self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     nc = len(self.const_bufs)
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
@@ -789,7 +792,8 @@ class Lowered:
   def __init__(self, wrapped, entry):
     from nbjax.interpreters import mlir
     self._wrapped, self._entry = wrapped, entry
-    self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}")
+    self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
+                                              host_callbacks=[])
 
   def as_text(self, dialect=None, **_):
     if dialect not in (None, "stablehlo", "mhlo"):

@@ -34,6 +34,7 @@ from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.core import ShapedArray, Trace, Tracer, get_aval
 from nbjax.interpreters import ad
+from nbjax.interpreters import partial_eval as pe
 
 _programs: dict = {}  # (prim, avals, params, nz, ct mask, epoch) -> per-primitive VJP, mask
 _tapes: dict = {}  # tape structure -> _Backward, _SEEN (build on the next sight) or None
@@ -72,8 +73,10 @@ def _aval(v):
 
 # user primitives (their impls may have effects: the primal runs once, inside linearize;
 # not the pure kernels of ``nbjax.extend.numba_primitive``) and call primitives without a
-# partial-eval rule are linearized when recorded
+# partial-eval rule are linearized when recorded; so are applications with effects (a
+# callback, a loop around one): a per-node VJP program would run the primal again
 _LINEARIZED = frozenset({"user"})
+_MAY_HAVE_EFFECTS = frozenset({"callback", "control_flow", "call"})
 # kernel families: their eager entries run kernels on the raw operands and never bind
 _DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})
 
@@ -155,7 +158,8 @@ class TapeTrace(Trace):
         ctx.trace = prev
     if prim.family in _DIRECT and self.direct:
       out = prim.eager(*args, **params)  # a kernel: it never binds, the tape may stay current
-    elif prim.family in _LINEARIZED and not prim.meta.get("pure"):
+    elif (prim.family in _LINEARIZED and not prim.meta.get("pure")) or (
+        prim.family in _MAY_HAVE_EFFECTS and pe.eqn_effects(prim, params)):
       outs, lin = self._linearize(prim, args, params, [s is not None for s in ins])
       outs = self._record(prim, params, args, ins, outs, lin)
       return outs if prim.multiple_results else outs[0]

@@ -966,12 +966,20 @@ def _consts_ir(closed):
 
 
 def _cond_lowering(ctx, index, *args, branches, linear=None):
-  case = hlo.CaseOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], index, len(branches))
+  mctx = ctx.module_context
+  types = [mlir.aval_to_ir_type(a) for a in ctx.avals_out]
+  outer = mctx.token
+  tok = mctx.get_token() if mlir.has_effects(*branches) else None  # each branch returns it
+  case = hlo.CaseOp(types + [mlir.token_type()] * (tok is not None), index, len(branches))
   for i, b in enumerate(branches):
     block = case.regions[i].blocks.append()
+    mctx.token = tok
     with ir.InsertionPoint(block):
-      hlo.return_(mlir.jaxpr_subcomp(ctx.module_context, b.jaxpr, _consts_ir(b), list(args)))
-  return list(case.results)
+      outs = mlir.jaxpr_subcomp(mctx, b.jaxpr, _consts_ir(b), list(args))
+      hlo.return_(outs + [mctx.token] * (tok is not None))
+  outs = list(case.results)
+  mctx.token = outs.pop() if tok is not None else outer
+  return outs
 
 
 def _cond_pp_params(params):
@@ -1316,31 +1324,39 @@ def _reduce_or_ir(x, aval):
 def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   mctx = ctx.module_context
   types = [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
-  op = hlo.WhileOp(types, list(args))
+  nin = len(types)
+  tok = mlir.has_effects(cond_jaxpr, body_jaxpr)  # the effect token rides in the carry, last
+  op = hlo.WhileOp(types + [mlir.token_type()] * tok,
+                   list(args) + ([mctx.get_token()] if tok else []))
   pa = cond_jaxpr.out_avals[0]
   carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
 
   def pred_of(vals):
-    cc, _, carry = _split(vals, [cond_nconsts, body_nconsts])
+    cc, _, carry = _split(vals[:nin], [cond_nconsts, body_nconsts])
     p = mlir.jaxpr_subcomp(mctx, cond_jaxpr.jaxpr, _consts_ir(cond_jaxpr), [*cc, *carry])[0]
     return p
 
-  cblock = op.regions[0].blocks.append(*types)
+  cblock = op.regions[0].blocks.append(*types, *[mlir.token_type()] * tok)
+  outer = mctx.token
+  mctx.token = cblock.arguments[nin] if tok else None
   with ir.InsertionPoint(cblock):
     p = pred_of(list(cblock.arguments))
     hlo.return_([_reduce_or_ir(p, pa) if pa.ndim else p])
-  bblock = op.regions[1].blocks.append(*types)
+  bblock = op.regions[1].blocks.append(*types, *[mlir.token_type()] * tok)
+  mctx.token = bblock.arguments[nin] if tok else None
   with ir.InsertionPoint(bblock):
     vals = list(bblock.arguments)
-    cc, bc, carry = _split(vals, [cond_nconsts, body_nconsts])
+    cc, bc, carry = _split(vals[:nin], [cond_nconsts, body_nconsts])
     new = mlir.jaxpr_subcomp(mctx, body_jaxpr.jaxpr, _consts_ir(body_jaxpr), [*bc, *carry])
     if pa.ndim:  # batched predicate: finished lanes keep their carry
       p = pred_of(vals)
       new = [hlo.select(mlir.broadcast_in_dim(ctx, p, a.update(dtype=np.bool_),
                                               broadcast_dimensions=range(pa.ndim)), n, o)
              if a.ndim else hlo.select(p, n, o) for n, o, a in zip(new, carry, carry_avals)]
-    hlo.return_([*cc, *bc, *new])
-  return list(op.results)[cond_nconsts + body_nconsts:]
+    hlo.return_([*cc, *bc, *new] + [mctx.token] * tok)
+  outs = list(op.results)
+  mctx.token = outs.pop() if tok else outer
+  return outs[cond_nconsts + body_nconsts:]
 
 # ======================================================================= scan
 

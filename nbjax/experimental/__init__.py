@@ -1,0 +1,5 @@
+"""``nbjax.experimental``: JAX's ``jax.experimental`` names nbjax has: ``io_callback``, a
+callback with side effects (its primitive and rules: ``nbjax/callback.py``)."""
+from nbjax.callback import io_callback
+
+__all__ = ["io_callback"]

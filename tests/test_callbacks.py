@@ -1,0 +1,532 @@
+"""Python callbacks (``nbjax/callback.py``): ``pure_callback``, ``experimental.io_callback``,
+``debug.callback`` and ``debug.print`` eagerly, under ``vmap`` (every ``vmap_method``, against
+a Python loop), ``jit`` (through XLA's ``xla_ffi_python_cpu_callback``), jit-of-vmap, inside
+eager and jitted ``fori_loop``/``scan``/``cond``, under ``jvp``/``grad`` (JAX's errors; debug
+prints see primals), with JAX's result checks, effects kept by DCE and ordered prints in
+program order. Prints are read back with ``capsys`` (XLA calls back on its own threads)."""
+import re
+
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import ShapeDtypeStruct, grad, jit, jvp, lax, make_jaxpr, vmap
+from nbjax.experimental import io_callback
+from nbjax.interpreters import partial_eval as pe
+
+X = np.arange(3.0)
+METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+           "legacy_vectorized"]
+
+
+def _sds(x):
+  return ShapeDtypeStruct(np.shape(x), jnp.asarray(x).dtype)
+
+
+def _both(f):
+  return [f, jit(f)]
+
+
+def _lines(capsys):
+  return capsys.readouterr().out.splitlines()
+
+# ----------------------------------------------------------------- pure_callback
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_pure_callback_gets_numpy_and_returns_arrays(mode):
+  seen = []
+
+  def cb(x, y, *, scale):
+    seen.append((type(x), type(y["b"]), x.dtype, scale.shape))
+    return {"s": np.sin(x) * scale, "t": (y["b"] + 1).astype(np.int32)}
+
+  def f(x, b):
+    out = {"s": _sds(x), "t": ShapeDtypeStruct((2,), np.int32)}
+    return nbjax.pure_callback(cb, out, x, {"b": b}, scale=jnp.float64(2.0))
+
+  f = jit(f) if mode == "jit" else f
+  r = f(X, np.array([1, 2], np.int32))
+  np.testing.assert_allclose(r["s"], 2 * np.sin(X))
+  np.testing.assert_array_equal(r["t"], [2, 3])
+  assert r["t"].dtype == np.int32 and type(r["s"]) is nbjax.Array
+  assert seen == [(np.ndarray, np.ndarray, np.float64, ())]
+
+
+def test_pure_callback_inputs_are_read_only():
+  def cb(x):
+    with pytest.raises(ValueError):
+      x[0] = 1.0
+    return x * 2
+  for f in _both(lambda x: nbjax.pure_callback(cb, _sds(x), x)):
+    np.testing.assert_allclose(f(X), 2 * X)
+
+
+def test_pure_callback_result_shape_dtype_count_errors():
+  x = jnp.asarray(X)
+  cases = [(lambda a: a[:2], r"Incorrect output shape for return value #0: Expected: \(3,\), "
+            r"Actual: \(2,\)"),
+           (lambda a: a.astype(np.int32), "Incorrect output dtype for return value #0: "
+            "Expected: float64, Actual: int32"),
+           (lambda a: (a, a), "Mismatched number of outputs from callback. Expected: 1, "
+            "Actual: 2")]
+  for cb, msg in cases:
+    for f in _both(lambda x: nbjax.pure_callback(cb, _sds(x), x)):
+      with pytest.raises(RuntimeError, match=msg):
+        f(x)
+
+
+def test_callback_exception_under_jit_is_the_python_exception():
+  class Boom(Exception):
+    pass
+
+  def cb(x):
+    raise Boom("from the callback")
+
+  f = jit(lambda x: nbjax.pure_callback(cb, _sds(x), x) + 1)
+  for _ in range(2):  # and the executable still works afterwards
+    with pytest.raises(Boom, match="from the callback"):
+      f(X)
+  g = jit(lambda x: nbjax.pure_callback(np.cos, _sds(x), x) + 1)
+  np.testing.assert_allclose(g(X), np.cos(X) + 1)
+  with pytest.raises(Boom):  # inside an eager loop: one XLA executable too
+    lax.fori_loop(0, 2, lambda i, c: nbjax.pure_callback(cb, _sds(c), c), jnp.asarray(X))
+
+
+def test_result_dtypes_canonicalized_with_x64_off():
+  nbjax.config.update("enable_x64", False)
+  try:
+    y = jnp.arange(3.0)
+    assert y.dtype == np.float32
+    for f in _both(lambda y: nbjax.pure_callback(lambda a: np.sin(a).astype(np.float64),
+                                                  ShapeDtypeStruct((3,), np.float32), y)):
+      r = f(y)
+      assert r.dtype == np.float32
+      np.testing.assert_allclose(r, np.sin(np.arange(3.0)), rtol=1e-6)
+    with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types "
+                                         "when `jax_enable_x64` is disabled"):
+      nbjax.pure_callback(np.sin, np.zeros(3), y)  # anything with .shape/.dtype
+  finally:
+    nbjax.config.update("enable_x64", True)
+
+
+def test_pure_callback_bad_vmap_method():
+  with pytest.raises(ValueError, match="vmap_method must be on of the allowed methods"):
+    nbjax.pure_callback(np.sin, _sds(X), X, vmap_method="loop")
+
+
+def test_vectorized_is_deprecated_legacy_vectorized():
+  shapes = []
+
+  def cb(x):
+    shapes.append(x.shape)
+    return np.sin(x)
+  with pytest.warns(DeprecationWarning, match="The vectorized argument of jax.pure_callback"):
+    r = vmap(lambda x: nbjax.pure_callback(cb, _sds(x), x, vectorized=True))(
+        X.reshape(3, 1))
+  np.testing.assert_allclose(r, np.sin(X.reshape(3, 1)))
+  assert shapes == [(3, 1)]
+  with pytest.raises(ValueError, match="cannot be used together"), pytest.warns(DeprecationWarning):
+    nbjax.pure_callback(cb, _sds(X), X, vectorized=True, vmap_method="sequential")
+
+# ----------------------------------------------------------------- vmap
+
+
+def _fun(method, calls):
+  def cb(x, y):
+    calls.append((x.shape, y.shape))
+    return np.asarray(x) * 10 + y
+
+  def f(x, y):
+    shape = np.broadcast_shapes(np.shape(x), np.shape(y))
+    return nbjax.pure_callback(cb, ShapeDtypeStruct(shape, jnp.asarray(x).dtype), x, y,
+                               vmap_method=method)
+  return f
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("axes", [(0, None), (1, None), (0, 0), (None, 1), (1, 0)])
+@pytest.mark.parametrize("jitted", [False, True])
+def test_vmap_methods_match_a_loop(method, axes, jitted):
+  # each element: x and y of shape (3,); a batched operand has the batch (2) at its axis
+  def operand(base, ax):
+    return base[0] if ax is None else np.moveaxis(base, 0, ax)
+  xs = operand(np.arange(6.0).reshape(2, 3), axes[0])
+  ys = operand(np.arange(6.0).reshape(2, 3) + 100, axes[1])
+  calls = []
+  vf = vmap(_fun(method, calls), in_axes=axes)
+  got = (jit(vf) if jitted else vf)(xs, ys)
+  take = lambda v, a, i: v if a is None else np.take(v, i, axis=a)
+  want = np.stack([take(xs, axes[0], i) * 10 + take(ys, axes[1], i) for i in range(2)])
+  np.testing.assert_allclose(got, want)
+  if method.startswith("sequential"):
+    assert calls == [((3,), (3,))] * 2
+  else:
+    unbatched = {"expand_dims": (1, 3), "broadcast_all": (2, 3), "legacy_vectorized": (3,)}
+    assert calls == [tuple((2, 3) if a is not None else unbatched[method] for a in axes)]
+
+
+def test_vmap_without_method_raises():
+  msg = ("vmap is only supported for the pure_callback primitive when vmap_method is one of "
+         "'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
+         "'legacy_vectorized'. Got vmap_method=None.")
+  f = lambda x: nbjax.pure_callback(np.sin, _sds(x), x)
+  for vf in (vmap(f), jit(vmap(f))):
+    with pytest.raises(NotImplementedError, match=re.escape(msg)):
+      vf(np.ones((2, 3)))
+
+
+def test_nested_vmap_sequential_calls_per_element():
+  calls = []
+
+  def cb(a, b):
+    calls.append((a.shape, b.shape))
+    return a * b
+  f = lambda a, b: nbjax.pure_callback(cb, _sds(a), a, b, vmap_method="sequential")
+  a, b = np.arange(6.0).reshape(2, 3), np.array([10.0, 20.0])
+  vf = vmap(vmap(f, in_axes=(0, 0)), in_axes=(1, None))
+  for g in (vf, jit(vf)):
+    calls.clear()
+    np.testing.assert_allclose(g(a, b), a.T * b[None, :])
+    assert calls == [((), ())] * 6
+
+# ----------------------------------------------------------------- jit: cache keys
+
+
+def test_compiled_callbacks_done_when_the_call_returns(capsys):
+  x = jnp.ones((600, 600))
+  slow = jit(lambda x: lax.fori_loop(0, 3, lambda i, c: c @ x / 600, x))  # async dispatch
+  show = jit(lambda c: (nbjax.debug.print("sum {}", c.sum()), c + 1)[1])
+  r = show(slow(x))  # its input is still being computed when it is called
+  assert _lines(capsys) == ["sum 360000.0"]
+  nbjax.effects_barrier()
+  np.testing.assert_allclose(r, 2.0)
+
+  def cb(c):
+    raise ZeroDivisionError("late")
+  fail = jit(lambda c: nbjax.pure_callback(cb, _sds(c), c))
+  with pytest.raises(ZeroDivisionError, match="late"):
+    fail(slow(x))
+
+
+def test_two_callbacks_same_program_each_get_their_own():
+  make = lambda cb: jit(lambda x: nbjax.pure_callback(cb, _sds(x), x))
+  np.testing.assert_allclose(make(np.sin)(X), np.sin(X))
+  np.testing.assert_allclose(make(np.cos)(X), np.cos(X))
+  g = jit(lambda cb, x: nbjax.pure_callback(cb, _sds(x), x), static_argnums=0)
+  np.testing.assert_allclose(g(np.sin, X), np.sin(X))
+  np.testing.assert_allclose(g(np.cos, X), np.cos(X))
+  assert g.lower(np.sin, X).as_text() == g.lower(np.cos, X).as_text()
+  # eager loops are one executable cached by the jaxpr's content: the callback is part of it
+  loop = lambda cb, x: lax.fori_loop(0, 2, lambda i, c: nbjax.pure_callback(cb, _sds(c), c), x)
+  for _ in range(2):
+    np.testing.assert_allclose(loop(np.sin, X), np.sin(np.sin(X)))
+    np.testing.assert_allclose(loop(np.cos, X), np.cos(np.cos(X)))
+
+
+def test_callback_may_call_nbjax_again():
+  def cb(a):
+    return np.asarray(jnp.sin(a) + jit(jnp.cos)(a))
+  for f in _both(lambda x: nbjax.pure_callback(cb, _sds(x), x)):
+    np.testing.assert_allclose(f(X), np.sin(X) + np.cos(X))
+
+# ----------------------------------------------------------------- differentiation
+
+
+def test_pure_callback_jvp_and_grad_raise():
+  msg = ("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use callbacks "
+         "while taking gradients.")
+  f = lambda x: nbjax.pure_callback(np.sin, _sds(x), x)
+  with pytest.raises(ValueError, match=re.escape(msg)):
+    jvp(f, (X,), (X,))
+  with pytest.raises(ValueError, match=re.escape(msg)):
+    grad(lambda x: f(x).sum())(X)
+  with pytest.raises(ValueError, match=re.escape(msg)):
+    jit(grad(lambda x: f(x).sum()))(X)
+  with pytest.raises(ValueError, match="Pure callbacks do not support transpose. Please use "
+                                       "`jax.custom_vjp`"):
+    nbjax.callback._pure_transpose([X], X)
+  # a callback on values that are not differentiated is fine
+  np.testing.assert_allclose(grad(lambda x: (x * f(X)).sum())(X), np.sin(X))
+
+
+def test_pure_callback_inside_custom_jvp_differentiates():
+  @nbjax.custom_jvp
+  def csin(x):
+    return nbjax.pure_callback(np.sin, _sds(x), x, vmap_method="sequential")
+
+  @csin.defjvp
+  def _(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return csin(x), nbjax.pure_callback(np.cos, _sds(x), x, vmap_method="sequential") * t
+
+  loss = lambda x: csin(x).sum()
+  for g in (grad(loss), jit(grad(loss))):
+    np.testing.assert_allclose(g(X), np.cos(X))
+  np.testing.assert_allclose(vmap(grad(csin))(X), np.cos(X))
+  _, t = jvp(csin, (X,), (np.ones(3),))
+  np.testing.assert_allclose(t, np.cos(X))
+
+
+def test_io_callback_jvp_raises():
+  f = lambda x: io_callback(np.sin, _sds(x), x)
+  with pytest.raises(ValueError, match="IO callbacks do not support JVP."):
+    jvp(f, (X,), (X,))
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_debug_print_under_grad_prints_primals_gradient_unchanged(capsys, jitted):
+  def loss(x):
+    nbjax.debug.print("x={}", x)
+    y = jnp.sin(x) * 2
+    nbjax.debug.print("y={y}", y=y)
+    return y.sum()
+
+  def plain(x):
+    return (jnp.sin(x) * 2).sum()
+  g = jit(grad(loss)) if jitted else grad(loss)
+  np.testing.assert_allclose(g(X), grad(plain)(X))
+  assert _lines(capsys) == [f"x={X}", f"y={np.sin(X) * 2}"]
+  _, t = jvp(loss, (X,), (np.ones(3),))
+  np.testing.assert_allclose(t, 2 * np.cos(X).sum())
+  assert _lines(capsys) == [f"x={X}", f"y={np.sin(X) * 2}"]
+
+
+def test_debug_print_in_differentiated_loop(capsys):
+  def f(c):
+    return lax.fori_loop(0, 3, lambda i, c: (nbjax.debug.print("{} {}", i, c), c * 2.0)[1], c)
+  for g in (grad(f), jit(grad(f))):
+    assert g(1.5) == 8.0
+    assert _lines(capsys) == ["0 1.5", "1 3.0", "2 6.0"]
+
+# ----------------------------------------------------------------- debug.print / callback
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_debug_print_formats_like_str_format(capsys, mode):
+  def f(x, n):
+    nbjax.debug.print("x={x} n={} s={s}", n, x=x, s="static")
+    nbjax.debug.print("no placeholders", x, skip_format_check=True)
+    nbjax.debug.print("{:.2f}", x[1])
+    nbjax.debug.print(ordered=True)("two-call {}", n)
+    return x
+  (jit(f) if mode == "jit" else f)(X, 7)
+  assert _lines(capsys) == [f"x={X} n=7 s=static", f"no placeholders {X}", "1.00",
+                            "two-call 7"]
+
+
+def test_debug_print_format_checks():
+  with pytest.raises(ValueError, match=re.escape("Unused positional arguments to "
+                                                 "`jax.debug.print`: [1]")):
+    nbjax.debug.print("{}", 0, 1)
+  with pytest.raises(ValueError, match="Unused keyword arguments to `jax.debug.print`"):
+    nbjax.debug.print("x", y=1)
+  with pytest.raises(TypeError, match="debug_print received unexpected arguments"):
+    nbjax.debug.print(None, 1)
+
+
+def test_debug_callback_static_and_array_args():
+  got = []
+
+  def cb(tag, x, *, k):
+    got.append((tag, type(x), np.asarray(x).tolist(), k))
+  for f in _both(lambda x: nbjax.debug.callback(cb, "t", x, k=x[0])):
+    got.clear()
+    f(X)
+    assert got == [("t", np.ndarray, [0.0, 1.0, 2.0], 0.0)]
+  with pytest.raises(TypeError, match="first argument to jax.debug.callback must be callable"):
+    nbjax.debug.callback(3)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_debug_print_under_vmap_once_per_element(capsys, jitted):
+  def f(x, y):
+    nbjax.debug.print("{} {}", x, y)
+    return x + y
+  vf = vmap(f, in_axes=(0, None))
+  out = (jit(vf) if jitted else vf)(X, 10.0)
+  np.testing.assert_allclose(out, X + 10)
+  assert _lines(capsys) == ["0.0 10.0", "1.0 10.0", "2.0 10.0"]
+  vmap(vmap(f))(X.reshape(1, 3), X.reshape(1, 3))
+  assert _lines(capsys) == ["0.0 0.0", "1.0 1.0", "2.0 2.0"]
+
+
+def test_ordered_prints_in_program_order_under_jit(capsys):
+  @jit
+  def f(x):
+    for k in range(8):
+      nbjax.debug.print("p{} {}", k, x, ordered=True)
+      x = x * 2
+    return x
+  assert f(1.0) == 256.0
+  assert _lines(capsys) == [f"p{k} {2.0 ** k}" for k in range(8)]
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_prints_in_jitted_and_eager_loops(capsys, ordered):
+  def body(i, c):
+    nbjax.debug.print("i={} c={}", i, c, ordered=ordered)
+    return c + 1.0
+
+  def f(x):
+    nbjax.debug.print("before", ordered=ordered)
+    y = lax.fori_loop(0, 5, body, x)
+    nbjax.debug.print("after {}", y, ordered=ordered)
+    return y
+  want = ["before"] + [f"i={i} c={float(i)}" for i in range(5)] + ["after 5.0"]
+  for g in (f, jit(f), f):  # eager twice: the loop's executable is cached the second time
+    assert g(0.0) == 5.0
+    assert _lines(capsys) == want
+
+  def step(c, x):
+    nbjax.debug.print("c={} x={}", c, x, ordered=ordered)
+    return c + x, c * x
+
+  def s(xs):
+    return lax.scan(step, 0.0, xs)
+  for g in (s, jit(s)):
+    c, ys = g(X)
+    assert c == 3.0
+    np.testing.assert_allclose(ys, [0.0, 0.0, 2.0])
+    assert _lines(capsys) == ["c=0.0 x=0.0", "c=0.0 x=1.0", "c=1.0 x=2.0"]
+
+
+def test_print_in_cond_branches(capsys):
+  def f(p, x):
+    return lax.cond(p, lambda x: (nbjax.debug.print("T {}", x), x + 1)[1],
+                    lambda x: (nbjax.debug.print("F {}", x), x - 1)[1], x)
+  for g in (f, f, jit(f)):
+    assert g(True, 1.0) == 2.0 and g(False, 1.0) == 0.0
+    assert _lines(capsys) == ["T 1.0", "F 1.0"]
+
+
+def test_print_in_vmapped_while_with_batched_predicate(capsys):
+  def f(c):
+    def body(c):
+      nbjax.debug.print("{}", c)
+      return c + 1
+    return lax.while_loop(lambda c: c < 2, body, c)
+  for g in (vmap(f), jit(vmap(f))):
+    np.testing.assert_array_equal(g(jnp.array([0, 1])), [2, 2])
+    assert _lines(capsys) == ["0", "1", "1", "2"]  # finished lanes still run the body
+
+# ----------------------------------------------------------------- io_callback
+
+
+def test_io_callback_eager_jit_and_every_call():
+  log = []
+
+  def rec(x):
+    log.append(np.asarray(x).tolist())
+    return np.float64(len(log))
+  f = lambda x: io_callback(rec, ShapeDtypeStruct((), np.float64), x) + 0.5
+  for g in _both(f):
+    log.clear()
+    assert g(X) == 1.5 and g(X) == 2.5
+    assert log == [X.tolist()] * 2
+
+
+def test_io_callback_not_removed_when_unused():
+  log = []
+
+  def rec(x):
+    log.append(float(x))
+    return np.asarray(x)
+
+  def f(x):
+    io_callback(rec, _sds(x), x)  # result unused
+    io_callback(rec, _sds(x), x)  # identical: not merged
+    return x * 2
+  jaxpr = make_jaxpr(f)(1.0)
+  dced, _ = pe.dce_jaxpr(jaxpr.jaxpr, [True])
+  assert [e.primitive.name for e in dced.eqns] == ["io_callback", "io_callback", "mul"]
+  for g in (f, jit(f)):
+    log.clear()
+    assert g(1.0) == 2.0
+    assert log == [1.0, 1.0]
+  log.clear()
+  vmap(f)(jnp.array([1.0, 2.0]))
+  assert log == [1.0, 2.0, 1.0, 2.0]
+  # a loop whose only effect is the callback is kept too
+
+  def loop(x):
+    lax.fori_loop(0, 3, lambda i, c: (io_callback(rec, _sds(c), c), c + 1.0)[1], x)
+    return x
+  for g in (loop, jit(loop)):
+    log.clear()
+    assert g(0.0) == 0.0
+    assert log == [0.0, 1.0, 2.0]
+  j = make_jaxpr(loop)(0.0)
+  dced, _ = pe.dce_jaxpr(j.jaxpr, [True])
+  assert [e.primitive.name for e in dced.eqns] in (["scan"], ["while"])
+
+
+def test_pure_callback_removed_when_unused():
+  calls = []
+
+  def f(x):
+    nbjax.pure_callback(lambda a: (calls.append(1), a)[1], _sds(x), x)
+    return x * 2
+  j = make_jaxpr(f)(1.0)
+  dced, _ = pe.dce_jaxpr(j.jaxpr, [True])
+  assert [e.primitive.name for e in dced.eqns] == ["mul"]
+  assert jit(f)(1.0) == 2.0
+
+
+def test_io_callback_vmap_sequential_and_ordered_error():
+  log = []
+
+  def rec(x):
+    log.append(float(x))
+    return np.asarray(x * 2)
+  f = lambda x: io_callback(rec, _sds(x), x)
+  for g in (vmap(f), jit(vmap(f))):
+    log.clear()
+    np.testing.assert_allclose(g(X), 2 * X)
+    assert log == [0.0, 1.0, 2.0]
+  with pytest.raises(ValueError, match="Cannot `vmap` ordered IO callback."):
+    vmap(lambda x: io_callback(rec, _sds(x), x, ordered=True))(X)
+
+
+def test_ordered_io_callbacks_in_order_under_jit():
+  log = []
+
+  def rec(k, x):
+    log.append(int(k))
+    return np.asarray(x + 1)
+
+  @jit
+  def f(x):
+    ys = []
+    for k in range(6):
+      ys.append(io_callback(rec, _sds(x), k, x, ordered=True))
+    return sum(ys)
+  assert f(1.0) == 12.0
+  assert log == list(range(6))
+
+# ----------------------------------------------------------------- jaxprs, registry
+
+
+def test_make_jaxpr_shows_callback_equations():
+  def f(x):
+    y = nbjax.pure_callback(np.sin, _sds(x), x, vmap_method="sequential")
+    nbjax.debug.print("{}", y)
+    return io_callback(np.cos, _sds(x), y, ordered=True)
+  j = make_jaxpr(f)(X)
+  names = [e.primitive.name for e in j.jaxpr.eqns]
+  assert names == ["pure_callback", "debug_callback", "io_callback"]
+  text = str(j)
+  assert "pure_callback[" in text and "vmap_method=sequential" in text
+  assert "ordered=True" in text and "debug_callback[" in text
+  effects = [e.effects for e in j.jaxpr.eqns]
+  assert effects[0] == () and effects[1] and effects[2]
+
+
+def test_registry_lists_callback_primitives():
+  from nbjax import registry
+  text = registry.table()
+  for name in ("pure_callback", "io_callback", "debug_callback"):
+    p = registry.get(name)
+    assert p.family == "callback" and p.backend == "python"
+    assert f"\n{name} " in "\n" + text
