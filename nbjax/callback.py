@@ -305,11 +305,11 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vectorize
   return tree_unflatten(out_tree, out)
 
 
-def _pure_abstract_eval(*avals, callback, result_avals, sharding, vmap_method):
+def _result_abstract_eval(*avals, result_avals, **_):
   return list(result_avals)
 
 
-def _pure_impl(*args, callback, result_avals, sharding, vmap_method):
+def _callback_impl(*args, callback, result_avals, **_):
   return _invoke(callback, result_avals, args)
 
 
@@ -379,14 +379,6 @@ def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=Fal
   out = io_callback_p.bind(*flat_args, callback=_FlatCallback(callback, in_tree),
                            result_avals=result_avals, sharding=sharding, ordered=bool(ordered))
   return tree_unflatten(out_tree, out)
-
-
-def _io_abstract_eval(*avals, callback, result_avals, sharding, ordered):
-  return list(result_avals)
-
-
-def _io_impl(*args, callback, result_avals, sharding, ordered):
-  return _invoke(callback, result_avals, args)
 
 
 def _io_jvp(primals, tangents, **params):
@@ -593,16 +585,16 @@ _FLOATS = [np.float32, np.float64]
 _NOTE = "calls the user's Python function on NumPy arrays; under jit, from XLA ({})"
 _NO_AD = "; jvp, transpose: JAX's errors"
 registry.register(
-    pure_callback_p, family="callback", impls={"python": _pure_impl},
-    abstract_eval=_pure_abstract_eval, jvp=_pure_jvp, transpose=_pure_transpose,
+    pure_callback_p, family="callback", impls={"python": _callback_impl},
+    abstract_eval=_result_abstract_eval, jvp=_pure_jvp, transpose=_pure_transpose,
     batch=_pure_batch,
     meta=dict(differentiable=False, dtypes=_FLOATS, reference=_sample_reference,
               samples=_samples(dict(vmap_method="sequential")),
               jvp_error=(ValueError, "Pure callbacks do not support JVP"),
               note=_NOTE.format("no effects: may be removed when unused") + _NO_AD))
 registry.register(
-    io_callback_p, family="callback", impls={"python": _io_impl},
-    abstract_eval=_io_abstract_eval, jvp=_io_jvp, transpose=_io_transpose, batch=_io_batch,
+    io_callback_p, family="callback", impls={"python": _callback_impl},
+    abstract_eval=_result_abstract_eval, jvp=_io_jvp, transpose=_io_transpose, batch=_io_batch,
     meta=dict(differentiable=False, dtypes=_FLOATS, reference=_sample_reference,
               samples=_samples(dict(ordered=False)),
               jvp_error=(ValueError, "IO callbacks do not support JVP"),

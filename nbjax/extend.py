@@ -455,36 +455,28 @@ class NumbaPrimitive:
          f"  if num_args(cf) != {nin} or num_rets(cf) != {nout}:",
          f"    return ffi_error(cf, {msg(f'expected {nin} operands and {nout} results')})"]
     seen = {}
+
+    def check(kind, i, c, d, r, b, what):  # dtype, rank, named dims; loop size into ``b``
+      nonlocal L
+      L += [f"  if {kind}_dtype(cf, {i}) != {ffi.FFI_DTYPE[d.name]}:",
+            f"    return ffi_error(cf, {msg(f'{what} {i} is not {d.name}')})",
+            f"  {r} = {kind}_rank(cf, {i})",
+            f"  if {r} < {len(c)}:",
+            f"    return ffi_error(cf, {msg(f'{what} {i} has fewer than {len(c)} dimensions')})"]
+      for k, name in enumerate(c):
+        dim = f"{kind}_dim(cf, {i}, {r} - {len(c) - k})"
+        if name in seen:
+          L += [f"  if {dim} != d_{name}:",
+                f"    return ffi_error(cf, {msg(f'dimension {name} of {what} {i} does not match')})"]
+        else:
+          seen[name] = True
+          L.append(f"  d_{name} = {dim}")
+      L += [f"  {b} = 1", f"  for k in range({r} - {len(c)}):", f"    {b} *= {kind}_dim(cf, {i}, k)"]
+
     for i, (c, d) in enumerate(zip(self.in_core, in_dtypes)):
-      L += [f"  if arg_dtype(cf, {i}) != {ffi.FFI_DTYPE[d.name]}:",
-            f"    return ffi_error(cf, {msg(f'operand {i} is not {d.name}')})",
-            f"  r{i} = arg_rank(cf, {i})",
-            f"  if r{i} < {len(c)}:",
-            f"    return ffi_error(cf, {msg(f'operand {i} has fewer than {len(c)} dimensions')})"]
-      for k, name in enumerate(c):
-        dim = f"arg_dim(cf, {i}, r{i} - {len(c) - k})"
-        if name in seen:
-          L += [f"  if {dim} != d_{name}:",
-                f"    return ffi_error(cf, {msg(f'core dimension {name} differs between operands')})"]
-        else:
-          seen[name] = True
-          L.append(f"  d_{name} = {dim}")
-      L += [f"  b{i} = 1", f"  for k in range(r{i} - {len(c)}):", f"    b{i} *= arg_dim(cf, {i}, k)"]
+      check("arg", i, c, d, f"r{i}", f"b{i}", "operand")
     for j, (c, d) in enumerate(zip(self.out_core, out_dtypes)):
-      L += [f"  if ret_dtype(cf, {j}) != {ffi.FFI_DTYPE[d.name]}:",
-            f"    return ffi_error(cf, {msg(f'result {j} is not {d.name}')})",
-            f"  q{j} = ret_rank(cf, {j})",
-            f"  if q{j} < {len(c)}:",
-            f"    return ffi_error(cf, {msg(f'result {j} has fewer than {len(c)} dimensions')})",
-            f"  c{j} = 1", f"  for k in range(q{j} - {len(c)}):", f"    c{j} *= ret_dim(cf, {j}, k)"]
-      for k, name in enumerate(c):
-        dim = f"ret_dim(cf, {j}, q{j} - {len(c) - k})"
-        if name in seen:
-          L += [f"  if {dim} != d_{name}:",
-                f"    return ffi_error(cf, {msg(f'result dimension {name} does not match')})"]
-        else:
-          seen[name] = True
-          L.append(f"  d_{name} = {dim}")
+      check("ret", j, c, d, f"q{j}", f"c{j}", "result")
       if j:
         L += [f"  if c{j} != c0:", f"    return ffi_error(cf, {msg('results have different loop sizes')})"]
     for i in range(nin):
