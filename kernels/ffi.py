@@ -54,6 +54,7 @@ __all__ = [
   "ffi_error", "ffi_error_code", "num_args", "num_rets", "arg_buffer", "ret_buffer", "buffer_dtype", "buffer_data",
   "buffer_rank", "buffer_dim", "buffer_size", "arg_data", "ret_data", "arg_rank", "ret_rank",
   "arg_dim", "ret_dim", "arg_size", "ret_size", "arg_dtype", "ret_dtype", "arg_flat", "ret_flat",
+  "readonly",
 ]
 
 # The FFI API version handlers declare. minor=1 is accepted by jaxlib 0.7.2 .. 0.10.2.
@@ -122,6 +123,19 @@ def ffi_error_code(typingctx, cf, msg, code):
   if not isinstance(msg, types.StringLiteral) or not isinstance(code, types.Integer):
     return None
   return types.int64(cf, msg, code), _error_codegen(msg.literal_value, None)
+
+
+@intrinsic
+def readonly(typingctx, arr):
+  """The same array typed read-only: a kernel that writes into it fails numba's typing
+  ("Cannot modify readonly array") instead of changing its caller's buffer."""
+  if not isinstance(arr, types.Array) or not arr.mutable:
+    return None
+
+  def codegen(ctx, builder, sig, args):
+    ctx.nrt.incref(builder, sig.args[0], args[0])  # a new reference to the same array
+    return args[0]
+  return arr.copy(readonly=True)(arr), codegen
 
 
 @njit(inline="always")

@@ -65,9 +65,23 @@ def parse_signature(signature):
   return side(lhs), side(rhs)
 
 
+def _generator_hash():
+  """A hash of the code that generates drivers and handlers (this file, ``kernels/ffi.py``):
+  part of every generated name, so numba's disk cache never serves code an older nbjax made."""
+  from kernels import ffi
+  h = hashlib.sha256()
+  for f in (__file__, ffi.__file__):
+    with open(f, "rb") as fh:
+      h.update(fh.read())
+  return h.hexdigest()
+
+
+_GEN_HASH = _generator_hash()
+
+
 def _code_hash(py, *extra):
   code = py.__code__
-  parts = [code.co_code, code.co_consts, code.co_names, extra, _GEN_VERSION]
+  parts = [code.co_code, code.co_consts, code.co_names, extra, _GEN_HASH]
   g = getattr(py, "__globals__", {})
   for name in code.co_names:
     obj = g.get(name)
@@ -358,15 +372,20 @@ class NumbaPrimitive:
     try:  # the first call compiles: numba's typing errors name the primitive
       out = run(*xs)
     except Exception as e:
-      import numba
-      if not isinstance(e, numba.core.errors.TypingError):
-        raise
-      first = str(e).strip().splitlines()
-      raise TypeError(
-          f"numba primitive '{self.name}': the kernel does not compile for operands "
-          f"{', '.join(f'{x.dtype}{list(x.shape[x.ndim - len(c):])}' for x, c in zip(xs, self.in_core))}"
-          f" and static parameters {static}: {first[0] if first else e}") from None
+      raise self._compile_error(e, [x.dtype for x in xs], static) from None
     return run, out
+
+  def _compile_error(self, e, in_dtypes, static):
+    """numba's TypingError as a TypeError naming the primitive (other errors unchanged)."""
+    import numba
+    if not isinstance(e, numba.core.errors.TypingError):
+      return e
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(e).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("Failed in", "During:", "File "))]
+    why = "; ".join(lines[:3])
+    return TypeError(f"numba primitive '{self.name}': the kernel does not compile for input "
+                     f"dtypes ({', '.join(np.dtype(d).name for d in in_dtypes)}) and static "
+                     f"parameters {static}: {why}")
 
   def _eager(self, *xs, **static):
     """The ``numba`` backend: ndarrays in, ndarrays out."""
@@ -503,8 +522,11 @@ class NumbaPrimitive:
            "ret_flat)\n" + "\n".join(L) + "\n")
     ns = {"__name__": self._module, "DRIVER": drv, "FULL": drv_full}
     exec(compile(src, self._file, "exec"), ns)
-    handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache,
-                    error_model="numpy")(ns[fn])
+    try:
+      handler = cfunc(types.int64(types.voidptr), nopython=True, cache=self.cache,
+                      error_model="numpy")(ns[fn])
+    except Exception as e:
+      raise self._compile_error(e, in_dtypes, static) from None
     xla.register_ffi_target(fn, handler)
     self._cfuncs.append(handler)
     return fn, out_dtypes
@@ -605,7 +627,6 @@ class NumbaPrimitive:
     return fwd, bwd
 
 
-_GEN_VERSION = 3  # bump when the generated driver/handler code changes (part of cache names)
 
 
 class _DriverFamily:
@@ -629,12 +650,15 @@ class _DriverFamily:
       fn = (f"_nbjax_driver_{_ident(o.name)}_{o._hash}" + "".join(f"_{n}" for n in names)
             + ("_full" if full else ""))
       params = [f"x{i}" for i in range(nin)] + [f"o{j}" for j in range(nout)] + [f"s_{n}" for n in names]
-      call = ([f"x{i}[b]" if full else f"x{i}[b if m{i} else 0]" for i in range(nin)]
+      # array inputs reach the kernel typed read-only: writing them is a typing error
+      ro = lambda i, e: f"RO({e})" if o.in_core[i] else e
+      call = ([ro(i, f"x{i}[b]" if full else f"x{i}[b if m{i} else 0]") for i in range(nin)]
               + [f"o{j}[b]" for j in range(nout)] + [f"{n}=s_{n}" for n in names])
       src = "\n".join([f"def {fn}({', '.join(params)}):", "  B = o0.shape[0]"]
                       + ([] if full else [f"  m{i} = x{i}.shape[0] != 1" for i in range(nin)])
                       + ["  for b in range(B):", f"    KERNEL({', '.join(call)})", ""])
-      ns = {"__name__": o._module, "KERNEL": o.kernel}
+      from kernels.ffi import readonly
+      ns = {"__name__": o._module, "KERNEL": o.kernel, "RO": readonly}
       exec(compile(src, o._file, "exec"), ns)
       opts = {k: v for k, v in o.kernel.targetoptions.items() if k in ("fastmath", "error_model")}
       d = self._by_names[(names, full)] = numba.njit(cache=o.cache, nogil=True, **opts)(ns[fn])

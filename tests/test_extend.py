@@ -284,6 +284,21 @@ def test_kernel_that_does_not_compile_is_a_clear_error():
     bad(np.ones(3))
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_kernel_cannot_write_its_inputs(jit):
+  """Inputs reach the kernel typed read-only: an nbjax Array (or an XLA buffer) is never
+  changed by a kernel; writing one is a compile error naming the primitive."""
+  @numba_primitive(signature="(n)->()", cache=False)
+  def scribble(x, out):
+    x[0] = 5.0
+    out[0] = x[0]
+
+  y = jnp.arange(3.0)
+  with pytest.raises(TypeError, match=r"'scribble': the kernel does not compile .*readonly array"):
+    (jax.jit(scribble) if jit else scribble)(y)
+  assert np.asarray(y).tolist() == [0.0, 1.0, 2.0]
+
+
 def test_signature_errors():
   assert parse_signature("(m,n),(n,p)->(m,p)") == ([("m", "n"), ("n", "p")], [("m", "p")])
   assert parse_signature("(),()->()") == ([(), ()], [()])
