@@ -698,7 +698,8 @@ def eager_program(jaxpr, consts, fuse=False):
     elif k is np.dot or not checked:
       fresh.update(eqn.outvars)
     trail = "," if len(outs) == 1 and eqn.primitive.multiple_results else ""
-    lines.append(f"  {', '.join(outs)}{trail} = k{i}({', '.join(ins)})")
+    call = f"k{i}({', '.join(ins)})"
+    lines.append(f"  {', '.join(outs)}{trail} = {call}" if outs else f"  {call}")  # effects only
     for v, o in zip(eqn.outvars, outs):
       if checked:
         ns[f"t{o}"], ns[f"d{o}"] = v.aval, v.aval.dtype

@@ -28,8 +28,31 @@ def _both(f):
   return [f, jit(f)]
 
 
+# NBJAX_REPLAY_CHECK runs every top-level vmap/grad three times with the eager cache's guard
+# (which refuses to replay functions with callbacks) bypassed: the effects these tests count
+# would triple, so they are skipped in that mode, as the guard's own tests are
+pytestmark = pytest.mark.needs_guard
+
+
 def _lines(capsys):
   return capsys.readouterr().out.splitlines()
+
+
+def test_print_in_an_eager_program_every_call(capsys):
+  """Straight-line eager programs (replays, cond branches, tape VJPs) run an equation with
+  effects and no results as a plain call, on every run."""
+  from nbjax import registry
+
+  def f(v):
+    nbjax.debug.print("T {}", v)
+    return v + 1
+
+  closed = make_jaxpr(f)(np.float32(1.0))
+  prog = registry.eager_program(closed.jaxpr, closed.consts)
+  for _ in range(3):
+    out, = prog(np.asarray(1.0, np.float32))
+    assert float(out) == 2.0
+  assert _lines(capsys) == ["T 1.0"] * 3
 
 # ----------------------------------------------------------------- pure_callback
 
