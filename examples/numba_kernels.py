@@ -143,9 +143,13 @@ def iir_filter_reference(x, a):
 @numba_primitive(signature="(n)->()", dtypes=FLOATS, fastmath={"reassoc"})
 def logsumexp(x, out):
   """log(sum(exp(x))) along the last axis, shifted by the maximum (-inf for an empty or
-  all -inf row, +inf if any is +inf, NaN if any is NaN). ``reassoc`` lets the sum vectorize."""
-  m = -np.inf
-  for i in range(x.shape[0]):
+  all -inf row, +inf if any is +inf, NaN if any is NaN). The shifted exponentials are
+  computed in x's dtype and summed in float64; ``reassoc`` lets the sum vectorize."""
+  if x.shape[0] == 0:
+    out[0] = -np.inf
+    return
+  m = x[0]                       # x's dtype: float32 rows take simd's float32 exp
+  for i in range(1, x.shape[0]):
     m = max(m, x[i])
   if not np.isfinite(m):
     out[0] = m

@@ -4,15 +4,16 @@ numba's ``np.exp``/``np.log``/``np.log1p`` call scalar libm (no SVML in PyPI's l
 ``shared/notes/kernel-speed-facts.md``), so a loop that calls them runs one element at a time
 and loses to NumPy's SIMD loops 3-6x. These are branch-free polynomial versions (range
 reduction, Horner polynomial, exponent arithmetic through bit casts) that LLVM turns into
-vector code when they sit in a loop. They compute in float64 and are accurate to about one
-ulp of float64 (so correctly rounded or nearly for float32 arguments), with IEEE special
-values (NaN, +-inf, 0, subnormals) as NumPy's. ``nbjax.extend.simd`` re-exports them for
+vector code when they sit in a loop. ``exp`` of a float32 is computed in float32 (twice the
+lanes; within 1.5 ulp in the tests), everything else in float64 (within 3 ulp of float64,
+so float32 results are correctly rounded or nearly); IEEE special values (NaN, +-inf, 0,
+subnormals) as NumPy's. ``nbjax.extend.simd`` re-exports them for
 user kernels (``nbjax.extend.numba_primitive``). Imports numba and NumPy only.
 """
 import numpy as np
 from llvmlite import ir as llir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "log", "log1p", "softplus", "sigmoid"]
 
@@ -76,7 +77,7 @@ def _pow2(kf):
 
 
 @njit(inline="always")
-def exp(x):
+def _exp64(x):
   """e**x (float64 arithmetic; cast the result to float32 for float32 kernels)."""
   x = np.float64(x)
   t = x if x < 710.0 else 710.0       # NaN -> 710 here, restored below
@@ -89,7 +90,7 @@ def exp(x):
 
 
 @njit(inline="always")
-def log(x):
+def _log64(x):
   """Natural logarithm (NaN below 0, -inf at 0)."""
   x = np.float64(x)
   sub = x < 2.2250738585072014e-308   # subnormal (or <= 0): scale into the normal range
@@ -121,26 +122,115 @@ def log(x):
 
 
 @njit(inline="always")
-def log1p(x):
+def _log1p64(x):
   """log(1 + x), accurate for small x."""
   x = np.float64(x)
   u = 1.0 + x
   d = u - 1.0
-  y = log(u) * (x / d) if d != 0.0 else x
+  y = _log64(u) * (x / d) if d != 0.0 else x
   return y if x < np.inf else x
 
 
 @njit(inline="always")
-def softplus(x):
+def _softplus64(x):
   """log(1 + e**x) without overflow: max(x, 0) + log1p(e**-|x|)."""
   x = np.float64(x)
   a = x if x >= 0.0 else -x
-  return (x if x > 0.0 else 0.0) + log1p(exp(-a)) if x == x else x
+  return (x if x > 0.0 else 0.0) + _log1p64(_exp64(-a)) if x == x else x
 
 
 @njit(inline="always")
-def sigmoid(x):
+def _sigmoid64(x):
   """1 / (1 + e**-x), with no overflow for large |x|."""
   x = np.float64(x)
-  z = exp(-x if x >= 0.0 else x)
+  z = _exp64(-x if x >= 0.0 else x)
   return 1.0 / (1.0 + z) if x >= 0.0 else (z / (1.0 + z) if x == x else x)
+
+
+# ----------------------------------------------------------------------- float32
+
+
+@intrinsic
+def _as_bits32(typingctx, x):
+  """float32 -> its int32 bit pattern."""
+  if x != types.float32:
+    return None
+  return types.int32(x), lambda ctx, b, sig, args: b.bitcast(args[0], llir.IntType(32))
+
+
+@intrinsic
+def _from_bits32(typingctx, i):
+  """The low 32 bits of an integer -> float32."""
+  if not isinstance(i, types.Integer):
+    return None
+
+  def codegen(ctx, b, sig, args):
+    v = args[0]
+    if v.type.width > 32:
+      v = b.trunc(v, llir.IntType(32))
+    elif v.type.width < 32:
+      v = b.zext(v, llir.IntType(32))
+    return b.bitcast(v, llir.FloatType())
+  return types.float32(i), codegen
+
+
+_f = np.float32
+_M32 = _f(12582912.0)  # 1.5 * 2**23
+_LN2_HI32, _LN2_LO32, _INV_LN2_32 = _f(0.693359375), _f(-2.12194440e-4), _f(1.44269504)
+_EXP_HI32, _EXP_LO32 = _f(89.0), _f(-104.0)
+_B127, _C1, _HALF = _f(127.0), _f(1.0), _f(0.5)
+_E2, _E3, _E4, _E5, _E6, _E7 = (_f(1 / 2), _f(1 / 6), _f(1 / 24), _f(1 / 120), _f(1 / 720),
+                                _f(1 / 5040))
+
+
+@njit(inline="always")
+def _pow2_32(kf):
+  """2**kf for an integral float32 kf in [-126, 127]."""
+  return _from_bits32(_as_bits32(kf + (_M32 + _B127)) << 23)
+
+
+@njit(inline="always")
+def _exp32(x):
+  t = x if x < _EXP_HI32 else _EXP_HI32
+  t = t if t > _EXP_LO32 else _EXP_LO32
+  k = (t * _INV_LN2_32 + _M32) - _M32
+  r = (t - k * _LN2_HI32) - k * _LN2_LO32
+  p = _E7 * r + _E6
+  p = p * r + _E5
+  p = p * r + _E4
+  p = p * r + _E3
+  p = p * r + _E2
+  p = p * r + _C1
+  p = p * r + _C1
+  k1 = np.floor(k * _HALF)
+  y = p * _pow2_32(k1) * _pow2_32(k - k1)
+  return y if x == x else x
+
+
+# ----------------------------------------------------------------------- by argument type
+
+def _by_type(f32, f64, doc):
+  """A function for kernels: ``f32`` (if any) on float32, else ``f64`` on float64."""
+  def f(x):
+    return f32.py_func(x) if f32 is not None and isinstance(x, np.float32) else \
+        f64.py_func(np.float64(x))
+  f.__doc__ = doc
+
+  @overload(f, inline="always")
+  def _ov(x):
+    if x == types.float32 and f32 is not None:
+      return lambda x: f32(x)
+    if x == types.float32:  # float64 arithmetic, rounded once to float32
+      return lambda x: np.float32(f64(x))
+    if isinstance(x, (types.Float, types.Integer, types.Boolean)):
+      return lambda x: f64(x)
+    return None
+  return f
+
+
+exp = _by_type(_exp32, _exp64, "e**x.")
+log = _by_type(None, _log64, "Natural logarithm (NaN below 0, -inf at 0).")
+log1p = _by_type(None, _log1p64, "log(1 + x), accurate for small x.")
+softplus = _by_type(None, _softplus64,
+                    "log(1 + e**x) without overflow: max(x, 0) + log1p(e**-|x|).")
+sigmoid = _by_type(None, _sigmoid64, "1 / (1 + e**-x), with no overflow for large |x|.")
