@@ -20,22 +20,30 @@ __all__ = ["exp", "log", "log1p", "softplus", "sigmoid"]
 
 @intrinsic
 def _as_bits(typingctx, x):
-  """float64 -> its int64 bit pattern."""
-  if x != types.float64:
+  """float64 -> its int64 bit pattern; float32 -> int32."""
+  ity = {types.float64: types.int64, types.float32: types.int32}.get(x)
+  if ity is None:
     return None
-  return types.int64(x), lambda ctx, b, sig, args: b.bitcast(args[0], llir.IntType(64))
+  return ity(x), lambda ctx, b, sig, args: b.bitcast(args[0], llir.IntType(ity.bitwidth))
 
 
-@intrinsic
-def _from_bits(typingctx, i):
-  """int64 bit pattern -> float64."""
-  if not isinstance(i, types.Integer):
-    return None
+def _from_bits_as(fty, lty):
+  @intrinsic
+  def from_bits(typingctx, i):
+    """The low bits of an integer as a float of ``fty``'s width."""
+    if not isinstance(i, types.Integer):
+      return None
 
-  def codegen(ctx, b, sig, args):
-    v = ctx.cast(b, args[0], sig.args[0], types.int64)
-    return b.bitcast(v, llir.DoubleType())
-  return types.float64(i), codegen
+    def codegen(ctx, b, sig, args):
+      v, w = args[0], fty.bitwidth
+      v = b.trunc(v, llir.IntType(w)) if v.type.width > w else (
+          b.zext(v, llir.IntType(w)) if v.type.width < w else v)
+      return b.bitcast(v, lty)
+    return fty(i), codegen
+  return from_bits
+
+
+_from_bits = _from_bits_as(types.float64, llir.DoubleType())
 
 
 _LN2_HI = 6.93147180369123816490e-01
@@ -150,28 +158,8 @@ def _sigmoid64(x):
 # ----------------------------------------------------------------------- float32
 
 
-@intrinsic
-def _as_bits32(typingctx, x):
-  """float32 -> its int32 bit pattern."""
-  if x != types.float32:
-    return None
-  return types.int32(x), lambda ctx, b, sig, args: b.bitcast(args[0], llir.IntType(32))
-
-
-@intrinsic
-def _from_bits32(typingctx, i):
-  """The low 32 bits of an integer -> float32."""
-  if not isinstance(i, types.Integer):
-    return None
-
-  def codegen(ctx, b, sig, args):
-    v = args[0]
-    if v.type.width > 32:
-      v = b.trunc(v, llir.IntType(32))
-    elif v.type.width < 32:
-      v = b.zext(v, llir.IntType(32))
-    return b.bitcast(v, llir.FloatType())
-  return types.float32(i), codegen
+_from_bits32 = _from_bits_as(types.float32, llir.FloatType())
+_as_bits32 = _as_bits
 
 
 _f = np.float32
