@@ -18,6 +18,7 @@ import numpy as _np
 from nbjax.array import Array as ndarray  # noqa: F401
 from nbjax.core import Tracer as _Tracer
 from nbjax.numpy import linalg  # noqa: F401
+from nbjax.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from nbjax.numpy._array_methods import attach as _attach
 from nbjax.numpy._creation import (arange, array, asarray, copy, diag_indices, empty,  # noqa: F401
                                    empty_like, eye, full, full_like, geomspace, identity, indices,

@@ -159,4 +159,9 @@ def attach():
       setattr(cls, name, property(fn))
   for name, fn in _TRACER_ONLY.items():
     setattr(Tracer, name, fn)
+  from nbjax.numpy import _array_api
+  for cls in (Array, Tracer):
+    cls.__array_namespace__ = _array_api.array_namespace
+    cls.to_device = _array_api.to_device
+    cls.device = property(_array_api.device)
   Tracer.copy = lambda self: _creation.array(self)

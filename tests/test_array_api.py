@@ -1,0 +1,55 @@
+"""The array API standard's inspection surface of ``nbjax.numpy`` (2024.12): what
+array-API-generic libraries (and the conformance suite's collection) read first."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+
+
+def test_version_and_namespace():
+  assert jnp.__array_api_version__ == "2024.12"
+  x = jnp.arange(3)
+  assert x.__array_namespace__() is jnp
+  assert x.__array_namespace__(api_version="2023.12") is jnp
+  with pytest.raises(ValueError, match="api_version='1999.01' is not available"):
+    x.__array_namespace__(api_version="1999.01")
+
+
+def test_devices():
+  info = jnp.__array_namespace_info__()
+  cpu = nbjax.devices()[0]
+  assert info.default_device() is None and info.devices() == (None, *nbjax.devices())
+  x = jnp.ones(2)
+  assert x.device == cpu
+  y = x.to_device(cpu)
+  assert np.array_equal(np.asarray(y), np.asarray(x))
+  with pytest.raises(ValueError, match="stream must be None"):
+    x.to_device(cpu, stream=1)
+  assert jnp.zeros(3, device=cpu).shape == (3,)
+  assert info.capabilities() == {"boolean indexing": False, "data-dependent shapes": False,
+                                 "max dimensions": 64}
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_default_dtypes_and_kinds_follow_x64(x64):
+  info = jnp.__array_namespace_info__()
+  old = nbjax.config.enable_x64
+  nbjax.config.update("enable_x64", x64)
+  try:
+    d = info.default_dtypes()
+    wide = {"real floating": "float64", "complex floating": "complex128", "integral": "int64",
+            "indexing": "int64"}
+    narrow = {"real floating": "float32", "complex floating": "complex64", "integral": "int32",
+              "indexing": "int32"}
+    assert {k: np.dtype(v).name for k, v in d.items()} == (wide if x64 else narrow)
+    assert list(info.dtypes(kind="real floating")) == (["float32", "float64"] if x64 else ["float32"])
+    assert set(info.dtypes(kind=("bool", "unsigned integer"))) == (
+        {"bool", "uint8", "uint16", "uint32", "uint64"} if x64 else {"bool", "uint8", "uint16", "uint32"})
+    every = info.dtypes()
+    assert "bool" in every and "complex64" in every and len(every) == (13 if x64 else 9)
+    assert jnp.asarray(1.5).dtype == d["real floating"]
+  finally:
+    nbjax.config.update("enable_x64", old)
+  with pytest.raises(ValueError, match="unknown dtype kind 'strings'"):
+    info.dtypes(kind="strings")
