@@ -19,7 +19,7 @@ def test_version_and_namespace():
 def test_devices():
   info = jnp.__array_namespace_info__()
   cpu = nbjax.devices()[0]
-  assert info.default_device() is None and info.devices() == (None, *nbjax.devices())
+  assert info.default_device() is None and info.devices() == [None, *nbjax.devices()]
   x = jnp.ones(2)
   assert x.device == cpu
   y = x.to_device(cpu)
@@ -53,3 +53,39 @@ def test_default_dtypes_and_kinds_follow_x64(x64):
     nbjax.config.update("enable_x64", old)
   with pytest.raises(ValueError, match="unknown dtype kind 'strings'"):
     info.dtypes(kind="strings")
+
+
+def test_linalg_array_api_functions_match_numpy():
+  r = np.random.default_rng(0)
+  a = r.standard_normal((2, 4, 3))
+  c = a + 1j * r.standard_normal((2, 4, 3))
+  for x in (a, c):
+    np.testing.assert_allclose(np.asarray(jnp.linalg.pinv(x)), np.linalg.pinv(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(jnp.linalg.matrix_rank(x)), np.linalg.matrix_rank(x))
+  low = np.ones((3, 3))
+  assert int(jnp.linalg.matrix_rank(low)) == 1 and int(jnp.linalg.matrix_rank(low, tol=10.0)) == 0
+  np.testing.assert_allclose(np.asarray(jnp.linalg.pinv(low, rtol=0.5)), np.linalg.pinv(low, rtol=0.5))
+  assert jnp.linalg.pinv(np.zeros((0, 3))).shape == (3, 0)
+  v, w = r.standard_normal((4, 3)), r.standard_normal(3)
+  np.testing.assert_allclose(np.asarray(jnp.linalg.cross(v, w)), np.cross(v, w))
+  with pytest.raises(ValueError, match="3-dimensional vectors"):
+    jnp.linalg.cross(np.ones(2), np.ones(2))
+  np.testing.assert_allclose(np.asarray(jnp.linalg.vecdot(c[0], c[1])), np.linalg.vecdot(c[0], c[1]))
+  np.testing.assert_allclose(np.asarray(jnp.linalg.tensordot(a, v, axes=([1, 2], [0, 1]))),
+                             np.tensordot(a, v, axes=([1, 2], [0, 1])))
+  assert jnp.linalg.matrix_transpose(a).shape == (2, 3, 4)
+  t = jnp.linalg.trace(np.arange(9).reshape(3, 3), dtype=np.float32)
+  assert t.dtype == np.float32 and float(t) == 12.0
+
+
+def test_cumulative_sum_and_prod():
+  x = np.arange(1, 7).reshape(2, 3)
+  np.testing.assert_array_equal(np.asarray(jnp.cumulative_sum(x, axis=1, include_initial=True)),
+                                np.cumulative_sum(x, axis=1, include_initial=True))
+  np.testing.assert_array_equal(np.asarray(jnp.cumulative_prod(x, axis=0, include_initial=True)),
+                                np.cumulative_prod(x, axis=0, include_initial=True))
+  np.testing.assert_array_equal(np.asarray(jnp.cumulative_sum(np.arange(4))), [0, 1, 3, 6])
+  with pytest.raises(ValueError, match="axis was not set to an explicit value"):
+    jnp.cumulative_sum(x)
+  with pytest.raises(ValueError, match="must be non-scalar"):
+    jnp.cumulative_prod(np.float32(2))

@@ -55,7 +55,7 @@ class ArrayNamespaceInfo:
     return None  # uncommitted: nbjax places arrays itself
 
   def devices(self):
-    return (None, *_devices())
+    return [None, *_devices()]
 
   def default_dtypes(self, *, device=None):
     _check_device(device)

@@ -264,8 +264,37 @@ def cumprod(a, axis=None, dtype=None, out=None):
   return _cumulative("cumprod", "cumprod", a, axis, dtype)
 
 
-cumulative_sum = cumsum
-cumulative_prod = cumprod
+def _cumulative_api(name, fn, x, axis, dtype, include_initial):
+  x = _util.ensure_arraylike(name, x)
+  if x.ndim == 0:
+    raise ValueError(f"The input must be non-scalar to take a cumulative "
+                     f"{name.split('_')[1]}, however a scalar value or scalar array was given.")
+  if axis is None:
+    if x.ndim > 1:
+      raise ValueError(f"The input array has rank {x.ndim}, however axis was not set to an "
+                       "explicit value. The axis argument is only optional for one-dimensional "
+                       "arrays.")
+    axis = 0
+  axis = _util.canonicalize_axis(axis, x.ndim)
+  out = fn(x, axis, dtype)
+  if include_initial:
+    from nbjax.numpy import _creation, _manip
+    shape = list(out.shape)
+    shape[axis] = 1
+    init = _creation.full(shape, 0 if fn is cumsum else 1, dtype=out.dtype)
+    out = _manip.concatenate([init, out], axis=axis)
+  return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+  """Cumulative sum along ``axis`` (optional for 1-d input); ``include_initial`` prepends 0."""
+  return _cumulative_api("cumulative_sum", cumsum, x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+  """Cumulative product along ``axis`` (optional for 1-d input); ``include_initial``
+  prepends 1."""
+  return _cumulative_api("cumulative_prod", cumprod, x, axis, dtype, include_initial)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):

@@ -13,7 +13,8 @@ import numpy as np
 
 from nbjax import dtypes, lax
 from nbjax.lax.elementwise import binary_power
-from nbjax.numpy import _creation, _dot, _indexing, _manip, _reductions, _ufuncs, _util
+from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
+                         _util)
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
 
 
@@ -274,9 +275,70 @@ def outer(x1, x2, /):
   return _dot.outer(x1, x2)
 
 
-def trace(x, /, *, offset=0):
+def trace(x, /, *, offset=0, dtype=None):
   """Array-API ``linalg.trace``: trace of the last two axes."""
-  return _indexing.trace(x, offset, axis1=-2, axis2=-1)
+  return _indexing.trace(x, offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def matrix_transpose(x, /):
+  """Transpose of the last two axes."""
+  return _manip.matrix_transpose(x)
+
+
+def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+  """Array-API ``linalg.tensordot``: ``jnp.tensordot``."""
+  return _dot.tensordot(x1, x2, axes, precision=precision,
+                        preferred_element_type=preferred_element_type)
+
+
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+  """Array-API ``linalg.vecdot``: ``jnp.vecdot`` (conjugating ``x1``)."""
+  return _dot.vecdot(x1, x2, axis=axis, precision=precision,
+                     preferred_element_type=preferred_element_type)
+
+
+def cross(x1, x2, /, *, axis=-1):
+  """Cross product of 3-vectors along ``axis`` (the other axes broadcast)."""
+  x1, x2 = ensure_arraylike("cross", x1, x2)
+  if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
+    raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
+                     f"have shape {x1.shape} and {x2.shape} along axis {axis}")
+  return _numerics.cross(x1, x2, axisa=axis, axisb=axis, axisc=axis)
+
+
+def _singular_cutoff(s, shape, rtol):
+  """``rtol * max(s)`` per matrix (default rtol: max(M, N) * eps), broadcast over ``s``."""
+  if rtol is None:
+    rtol = max(shape[-2:]) * np.finfo(s.dtype).eps
+  rtol = _creation.asarray(rtol, dtype=s.dtype)
+  top = _reductions.max(s, axis=-1, keepdims=True, initial=0.0)
+  return rtol[..., None] * top if rtol.ndim else rtol * top
+
+
+def matrix_rank(M, rtol=None, *, tol=None):
+  """Number of singular values of each matrix above ``rtol * max(singular values)``
+  (default ``rtol``: ``max(M, N) * eps``; ``tol`` is an absolute threshold)."""
+  M = ensure_arraylike("matrix_rank", M)
+  M, = _util.promote_dtypes_inexact(M)
+  if M.ndim < 2:
+    return _creation.asarray(_reductions.any(M != 0), dtype=dtypes.default_int_dtype())
+  s = svd(M, full_matrices=False, compute_uv=False)
+  cut = _creation.asarray(tol, dtype=s.dtype) if tol is not None else _singular_cutoff(s, M.shape, rtol)
+  return _reductions.sum(s > cut, axis=-1, dtype=dtypes.default_int_dtype())
+
+
+def pinv(a, rtol=None, hermitian=False):
+  """Moore-Penrose pseudo-inverse of each matrix, dropping singular values at or below
+  ``rtol * max(singular values)`` (default ``rtol``: ``max(M, N) * eps``)."""
+  a = ensure_arraylike("pinv", a)
+  a, = _util.promote_dtypes_inexact(a)
+  m, n = a.shape[-2:]
+  if m == 0 or n == 0:
+    return _creation.zeros(a.shape[:-2] + (n, m), a.dtype)
+  u, s, vh = svd(_ufuncs.conj(a), full_matrices=False, hermitian=hermitian)
+  cut = _singular_cutoff(s, a.shape, rtol)
+  s_inv = _manip.where(s > cut, 1 / _manip.where(s > cut, s, 1), 0).astype(a.dtype)
+  return _dot.matmul(_manip.matrix_transpose(vh) * s_inv[..., None, :], _manip.matrix_transpose(u))
 
 
 def diagonal(x, /, *, offset=0):
