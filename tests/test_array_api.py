@@ -89,3 +89,25 @@ def test_cumulative_sum_and_prod():
     jnp.cumulative_sum(x)
   with pytest.raises(ValueError, match="must be non-scalar"):
     jnp.cumulative_prod(np.float32(2))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_ieee_special_cases(dt):
+  x = np.array([1, -1, np.inf, -np.inf, -0.0, 0.0, 1, -1, 7, -7], dt)
+  y = np.array([0, -0.0, 2, 2, 3, -3, -np.inf, np.inf, 2, 2], dt)
+  got = np.asarray(jnp.floor_divide(x, y))
+  want = np.array([np.inf, np.inf, np.inf, -np.inf, -0.0, -0.0, -0.0, -0.0, 3, -4], dt)
+  np.testing.assert_array_equal(got, want)
+  assert np.array_equal(np.signbit(got), np.signbit(want))
+  assert np.array_equal(np.asarray(x // jnp.asarray(y)), got)
+  r = np.asarray(jnp.remainder(np.array([-0.0, 0.0, 4, -4], dt), np.array([2, -2, -2, 2], dt)))
+  assert r.tolist() == [0, 0, 0, 0] and np.signbit(r).tolist() == [False, True, True, False]
+  s = np.asarray(jnp.signbit(np.array([-np.nan, np.nan, -0.0, 0.0, -1], dt)))
+  assert s.tolist() == [True, False, True, False, True]
+
+
+def test_axis_errors_are_value_and_index_errors():
+  with pytest.raises(IndexError, match="axis 3 is out of bounds for array of dimension 3"):
+    jnp.expand_dims(jnp.ones((2, 2)), axis=3)
+  with pytest.raises(ValueError, match="axis 3 is out of bounds for array of dimension 3"):
+    jnp.expand_dims(jnp.ones((2, 2)), axis=3)

@@ -38,10 +38,12 @@ _pyslice = builtins.slice  # ``slice`` below is lax.slice, as in JAX
 
 
 def canonicalize_axis(axis, ndim):
-  """``axis`` in ``[0, ndim)``, negative counted from the end (JAX's error wording)."""
+  """``axis`` in ``[0, ndim)``, negative counted from the end. Out of range: JAX's message as
+  NumPy's ``AxisError``, a ValueError (what JAX raises) and an IndexError (what the array API
+  standard asks for)."""
   axis = operator.index(axis)
   if not -ndim <= axis < ndim:
-    raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    raise np.exceptions.AxisError(axis, ndim)
   return axis + ndim if axis < 0 else axis
 
 

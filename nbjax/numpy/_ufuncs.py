@@ -224,7 +224,12 @@ def _floor_divide(x, y):
     return lax.select(adjust, lax.sub(div, _const(div, 1)), div)
   if dtypes.is_complex(d):
     raise TypeError("floor_divide does not support complex-valued inputs")
-  return _float_divmod(x, y)[0]
+  # IEEE 754 special cases as the array API (and NumPy) have them: a zero or infinite operand
+  # (x / 0 = +-inf, inf / y = +-inf, x / inf and 0 / y signed zeros) is floor(x / y)
+  zero, inf = _const(x, 0), _const(x, np.inf)
+  special = lax.bitwise_or(lax.bitwise_or(lax.eq(x, zero), lax.eq(y, zero)),
+                           lax.bitwise_or(lax.eq(lax.abs(x), inf), lax.eq(lax.abs(y), inf)))
+  return lax.select(special, lax.floor(lax.div(x, y)), _float_divmod(x, y)[0])
 
 
 floor_divide = _binary("floor_divide", _floor_divide)
@@ -240,7 +245,11 @@ def _remainder(x, y):
   mod = lax.rem(x, y)
   zero = _const(mod, 0)
   fix = lax.bitwise_and(lax.ne(lax.lt(mod, zero), lax.lt(y, zero)), lax.ne(mod, zero))
-  return lax.select(fix, lax.add(mod, y), mod)
+  mod = lax.select(fix, lax.add(mod, y), mod)
+  if dtypes.is_float(mod.dtype):  # a zero result takes the divisor's sign (IEEE, array API)
+    signed = lax.select(lax.lt(y, zero), lax.full_like(mod, -0.0), lax.full_like(mod, 0.0))
+    mod = lax.select(lax.eq(mod, zero), signed, mod)
+  return mod
 
 
 remainder = _binary("remainder", _remainder)
@@ -751,9 +760,9 @@ def signbit(x, /):
     return lax.full_like(x, False, _BOOL)
   if not dtypes.is_float(d):
     raise ValueError(f"jnp.signbit is not well defined for {d}")
-  zero = _const(x, 0)
-  neg_zero = lax.bitwise_and(lax.eq(x, zero), lax.lt(lax.div(_const(x, 1), x), zero))
-  return lax.bitwise_or(lax.lt(x, zero), neg_zero)
+  bits = {2: np.int16, 4: np.int32, 8: np.int64}[d.itemsize]  # the sign bit (NaNs too)
+  ints = lax.bitcast_convert_type(x, bits)
+  return lax.lt(ints, _const(ints, 0))
 
 
 def copysign(x1, x2, /):
