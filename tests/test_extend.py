@@ -514,3 +514,14 @@ def test_inside_control_flow(jit):
   h = wrap(jax.grad(lambda v: jax.lax.scan(lambda c, r: (c + ex.logsumexp(r), None), 0.0, v)[0]))
   sm = np.exp(x - x.max(-1, keepdims=True))
   np.testing.assert_allclose(np.asarray(h(x)), sm / sm.sum(-1, keepdims=True), rtol=1e-12)
+
+
+def test_extend_core_has_jax_names():
+  """``from jax.extend.core import Primitive`` as JAX users write it."""
+  from nbjax.extend.core import ClosedJaxpr, Primitive, jaxpr_as_fun
+  p = Primitive("twice")
+  p.def_impl(lambda x: np.asarray(x) * 2)
+  p.def_abstract_eval(lambda x: x)
+  assert float(p.bind(3.0)) == 6.0
+  closed = jax.make_jaxpr(lambda x: x + 1.0)(1.0)
+  assert isinstance(closed, ClosedJaxpr) and float(jaxpr_as_fun(closed)(2.0)[0]) == 3.0

@@ -1,4 +1,5 @@
-"""User primitives from numba kernels: write a kernel once, get eager, vmap, jit and grad.
+"""``nbjax.extend``: user primitives from numba kernels (write a kernel once, get eager, vmap,
+jit and grad), and ``nbjax.extend.core`` (JAX's ``jax.extend.core`` names).
 
 Pipeline position: above ``core``/``registry`` (it registers primitives, family ``"user"``)
 and beside ``lax`` (its lowering rule emits a ``stablehlo.custom_call`` through the lazy
@@ -42,7 +43,9 @@ from nbjax.tree_util import tree_flatten, tree_unflatten
 
 from kernels import simd  # noqa: E402  vectorizable exp/log/log1p/softplus/sigmoid for kernels
 
-__all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature", "simd"]
+from nbjax.extend import core  # noqa: E402  (jax.extend.core)
+
+__all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature", "simd", "core"]
 
 # numba-supported dtypes (float16/bfloat16 have no numba arithmetic)
 _NUMBA_DTYPES = tuple(np.dtype(d) for d in (
