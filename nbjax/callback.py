@@ -297,11 +297,16 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vectorize
     raise ValueError(
         f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, "
         f"but got: {vmap_method}")
+  return _bind_callback(pure_callback_p, callback, result_shape_dtypes, args, kwargs,
+                        sharding=sharding, vmap_method=vmap_method)
+
+
+def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, **params):
+  """Flatten ``(args, kwargs)``, bind ``prim`` with the flat callback, unflatten the result."""
   flat_args, in_tree = tree_flatten((args, kwargs))
   result_avals, out_tree = _result_avals(result_shape_dtypes)
-  out = pure_callback_p.bind(*flat_args, callback=_FlatCallback(callback, in_tree),
-                             result_avals=result_avals, sharding=sharding,
-                             vmap_method=vmap_method)
+  out = prim.bind(*flat_args, callback=_FlatCallback(callback, in_tree), result_avals=result_avals,
+                  **params)
   return tree_unflatten(out_tree, out)
 
 
@@ -374,11 +379,8 @@ def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=Fal
   Returns:
     A pytree of arrays with the structure of ``result_shape_dtypes``.
   """
-  flat_args, in_tree = tree_flatten((args, kwargs))
-  result_avals, out_tree = _result_avals(result_shape_dtypes)
-  out = io_callback_p.bind(*flat_args, callback=_FlatCallback(callback, in_tree),
-                           result_avals=result_avals, sharding=sharding, ordered=bool(ordered))
-  return tree_unflatten(out_tree, out)
+  return _bind_callback(io_callback_p, callback, result_shape_dtypes, args, kwargs,
+                        sharding=sharding, ordered=bool(ordered))
 
 
 def _io_jvp(primals, tangents, **params):

@@ -35,11 +35,13 @@ import threading
 
 import numpy as np
 
-from nbjax import core, dtypes, registry
+from nbjax import core as _core, dtypes, registry
 from nbjax.array import Array, _wrap
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering as _lowering
-from nbjax.tree_util import tree_flatten, tree_unflatten
+from nbjax.numpy._vectorize import _parse_signature as _parse_gufunc_signature
+from nbjax.custom_derivatives import _flat_bwd
+from nbjax.tree_util import tree_flatten
 
 from kernels import simd  # noqa: E402  vectorizable exp/log/log1p/softplus/sigmoid for kernels
 
@@ -52,20 +54,19 @@ _NUMBA_DTYPES = tuple(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float32", "float64", "complex64", "complex128"))
 
-_DIM = r"\s*[A-Za-z_][A-Za-z0-9_]*\s*"
-_ARG = rf"\((?:{_DIM}(?:,{_DIM})*)?,?\s*\)"
-_SIG = re.compile(rf"^\s*{_ARG}(?:\s*,\s*{_ARG})*\s*->\s*{_ARG}(?:\s*,\s*{_ARG})*\s*$")
-
-
 def parse_signature(signature):
-  """``"(m,n),(n,p)->(m,p)"`` -> ``([("m","n"), ("n","p")], [("m","p")])``."""
-  if not isinstance(signature, str) or not _SIG.match(signature):
+  """``"(m,n),(n,p)->(m,p)"`` -> ``([("m","n"), ("n","p")], [("m","p")])`` (NumPy's gufunc
+  grammar, as ``jnp.vectorize`` reads it; at least one output)."""
+  outs = None
+  if isinstance(signature, str):
+    try:
+      ins, outs = _parse_gufunc_signature(signature)
+    except ValueError:
+      pass
+  if not outs:
     raise ValueError(f"not a valid gufunc signature: {signature!r} (expected e.g. "
                      "'(m,n),(n,p)->(m,p)' or '(),()->()')")
-  lhs, rhs = signature.split("->")
-  side = lambda s: [tuple(d.strip() for d in g.split(",") if d.strip())
-                    for g in re.findall(r"\(([^)]*)\)", s)]
-  return side(lhs), side(rhs)
+  return ins, outs
 
 
 def _generator_hash():
@@ -98,10 +99,6 @@ def _code_hash(py, *extra):
       except OSError:
         pass
   return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
-
-
-def _contiguous(x):
-  return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _ident(s):
@@ -162,7 +159,7 @@ class NumbaPrimitive:
     self._cfuncs = []
     self._lock = threading.RLock()
     self.eager_calls = 0
-    self.primitive = p = core.Primitive(self.name)
+    self.primitive = p = _core.Primitive(self.name)
     p.multiple_results = nout > 1
     p.make_eager = self._make_eager
     self._nin, self._multi = nin, nout > 1
@@ -302,7 +299,7 @@ class NumbaPrimitive:
     in_dtypes = [np.dtype(a.dtype) for a in avals]
     self._check_dtypes(in_dtypes)
     loop, dims = self._dims([a.shape for a in avals], static)
-    outs = [core.ShapedArray(loop + tuple(dims[d] for d in c), dt)
+    outs = [_core.ShapedArray(loop + tuple(dims[d] for d in c), dt)
             for c, dt in zip(self.out_core, self._result_dtypes(in_dtypes, static))]
     return outs if self.primitive.multiple_results else outs[0]
 
@@ -324,7 +321,7 @@ class NumbaPrimitive:
     """``run(xs) -> outputs`` for eager operands of these shapes and dtypes: the operands
     reshaped to ``(B_i, *core)`` (``B_i`` the loop size, or 1 to broadcast), fresh outputs,
     one driver call. Built once per (shapes, dtypes, statics) after abstract eval checks."""
-    outs = self._abstract_eval(*(core.ShapedArray(x.shape, x.dtype) for x in xs), **static)
+    outs = self._abstract_eval(*(_core.ShapedArray(x.shape, x.dtype) for x in xs), **static)
     outs = outs if self.primitive.multiple_results else [outs]
     loop = tuple(outs[0].shape[:len(outs[0].shape) - len(self.out_core[0])])
     B = math.prod(loop)
@@ -410,21 +407,10 @@ class NumbaPrimitive:
     cached runner; outputs are fresh buffers (never views of an input)."""
     if getattr(f_small, "__func__", None) is not NumbaPrimitive._eager:  # another backend pinned
       return registry.make_generic_eager(prim, f_small, f_large, thr)
-    plans, multi, coerce, wrap, A = self._plans, self.primitive.multiple_results, registry.coerce, _wrap, Array
+    raw, multi, coerce, wrap, A = self._eager, self.primitive.multiple_results, registry.coerce, _wrap, Array
 
     def eager(*args, **static):
-      self.eager_calls += 1
-      xs = [a._value if type(a) is A else _contiguous(coerce(a, prim)[0]) for a in args]
-      key = tuple((x.shape, x.dtype.num) for x in xs)
-      key = (key, tuple(static.items())) if static else key
-      run = plans.get(key)
-      if run is None:
-        if len(plans) > 1024:
-          plans.clear()
-        run, out = self._runner(xs, static)
-        plans[key] = run
-      else:
-        out = run(*xs)
+      out = raw(*[a._value if type(a) is A else coerce(a, prim)[0] for a in args], **static)
       return [wrap(o) for o in out] if multi else wrap(out)
 
     return eager
@@ -434,7 +420,7 @@ class NumbaPrimitive:
   def _batch(self, vals, bdims, **static):
     # batch dimensions become the leading loop dimension; unbatched operands broadcast
     # against it as they are (loop dimensions align on the right)
-    nd = lambda v: len(core.get_aval(v).shape)
+    nd = lambda v: len(_core.get_aval(v).shape)
     lrank = max(nd(v) - len(c) - (d is not batching.not_mapped)
                 for v, d, c in zip(vals, bdims, self.in_core))
     args = []
@@ -585,39 +571,18 @@ class NumbaPrimitive:
     residuals)`` and ``bwd(residuals, ct, **static) -> one cotangent per input`` (``None`` for
     zero). Forward mode (``jvp``, ``jacfwd``) then raises JAX's custom_vjp error."""
     multi = self.primitive.multiple_results
-    n_in = len(self.in_core)
 
     def rule(primals, tangents, **static):
       in_zeros = tuple(type(t) is ad.Zero for t in tangents)
       out, res = fwd(*primals, **static)
       res_flat, res_tree = tree_flatten(res)
       outs = list(out) if multi else [out]
-      out_avals = tuple(core.get_aval(o).to_tangent_aval() for o in outs)
-      in_avals = [core.get_aval(p) for p in primals]
+      out_avals = tuple(_core.get_aval(o).to_tangent_aval() for o in outs)
+      in_avals = [_core.get_aval(p) for p in primals]
 
-      def bwd_flat(*xs):
-        r = tree_unflatten(res_tree, list(xs[:len(res_flat)]))
-        cts = xs[len(res_flat):]
-        got = bwd(r, tuple(cts) if multi else cts[0], **static)
-        got = list(got) if isinstance(got, (tuple, list)) else [got]
-        if len(got) != n_in:
-          raise TypeError(f"numba primitive '{self.name}': the bwd rule returned {len(got)} "
-                          f"cotangents for {n_in} inputs")
-        cts = []
-        for i, (g, a) in enumerate(zip(got, in_avals)):
-          t = a.to_tangent_aval()
-          if g is None:
-            cts.append(ad.zeros_like_aval(t))
-            continue
-          ga = core.get_aval(g)
-          if tuple(ga.shape) != tuple(t.shape):
-            raise ValueError(
-                f"numba primitive '{self.name}': the bwd rule must produce an output with the "
-                f"same shape/dtypes as the args tuple of the primal function. At output[{i}] "
-                f"the bwd rule produced an output of shape/dtype {ga.str_short()} corresponding "
-                f"to an input of shape/dtype {a.str_short()}")
-          cts.append(g)
-        return cts
+      store = _VJPStore(res_tree, tree_flatten(tuple(outs) if multi else out)[1])
+      bwd_flat = _flat_bwd(lambda r, ct: _as_tuple(bwd(r, ct, **static)),
+                           tree_flatten(tuple(primals))[1], in_avals, store, self)
 
       tans = ad.custom_lin_p.bind(
           *res_flat, *[t for t in tangents if type(t) is not ad.Zero], num_res=len(res_flat),
@@ -630,6 +595,21 @@ class NumbaPrimitive:
     return fwd, bwd
 
 
+
+
+class _VJPStore:
+  """The treedefs ``custom_derivatives._flat_bwd`` reads (its ``_Store``'s interface)."""
+
+  def __init__(self, res, out):
+    self.res, self._out = res, out
+
+  def out_tree(self):
+    return self._out
+
+
+def _as_tuple(cts):
+  """A bwd rule's result: a tuple (a bare cotangent for a one-input primitive is accepted)."""
+  return tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
 
 
 class _DriverFamily:
