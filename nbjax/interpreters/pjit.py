@@ -177,7 +177,7 @@ class _Executable:
       self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     nc = len(self.const_bufs)
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
-           "_AttributeError": AttributeError, "_len": len, "_TypeError": TypeError,
+           "_len": len, "_TypeError": TypeError,
            "_put": dexe.put, "_Impl": dexe._rt.impl_type}
     names, src = self._run_prologue()
     # the result: built in place for trees of tuples, lists, dicts (else a list, unflattened
@@ -196,8 +196,9 @@ class _Executable:
     for i, x in enumerate(names):
       env[f"_av{i}"] = self.in_avals[i]
       src += [f"  if type({x}) is _Array:",
-              f"    try: {x} = {x}._buf",
-              f"    except _AttributeError:",
+              f"    b = {x}._buf",
+              f"    if b is not None: {x} = b",
+              f"    else:",
               f"      {x} = _adopt({i}, {x})"]
       if inline:
         src += [f"      if type({x}) is not _Impl: {x} = _put({nc + i}, {x})",
@@ -220,12 +221,12 @@ class _Executable:
       if i in f0:
         env[f"_z{i}"] = np.zeros(a.shape, dtypes.float0)
         env[f"_z{i}"].flags.writeable = False
-        src.append(f"  r{i} = _new(_Array); r{i}._value = _z{i}; r{i}._weak = _w{i}")
+        src.append(f"  r{i} = _new(_Array); r{i}._value = _z{i}; r{i}._weak = _w{i}; r{i}._buf = None")
       else:
         # a buffer output's host view is made when first read (Array.__getattr__): the call
         # returns while XLA runs, as JAX's asynchronous dispatch does
         src.append(f"  r{i} = _new(_Array); r{i}._weak = _w{i}; " +
-                   (f"r{i}._buf = o[{i}]" if ok else f"r{i}._value = v[{i}]"))
+                   (f"r{i}._buf = o[{i}]" if ok else f"r{i}._value = v[{i}]; r{i}._buf = None"))
       res.append(f"r{i}")
     if body is None:
       src.append(f"  return [{', '.join(res)}]")
@@ -511,10 +512,8 @@ def _leaf_key(flat):
   for a in flat:
     t = type(a)
     if t is Array:
-      try:  # the device buffer first: a jit output, or an Array jit has seen (no host view)
-        v = _BUF.__get__(a).aval
-      except AttributeError:
-        v = _VALUE.__get__(a)
+      v = _BUF.__get__(a)  # a jit output, or an Array jit has seen: no host view
+      v = _VALUE.__get__(a) if v is None else v.aval
       key.append((v.shape, v.dtype, a._weak))
     elif t in _SCALARS or t in _NP_SCALARS:
       key.append(t)
