@@ -26,7 +26,8 @@ class Array(metaclass=abc.ABCMeta):
   ``type(x) is Array`` is the concrete check."""
   # _buf: the XLA device buffer holding the same data as _value (None until there is one):
   # an executable's output (_value is a view of it) or the put of _value cached by jit. It is
-  # always set, so the hot paths test it without raising (a failed slot read costs ~0.4 us).
+  # set by every maker, so the hot paths test it without raising (a failed slot read costs
+  # ~0.4 us); one left unset reads as None through __getattr__ (correct, only slower).
   __slots__ = ("_value", "_weak", "_buf", "__weakref__")
   __array_priority__ = 100
 
@@ -46,10 +47,12 @@ class Array(metaclass=abc.ABCMeta):
     # Reached only for an unset slot. A jit output starts with its XLA buffer alone (the call
     # returned while XLA ran): its host view is made here on first read, waiting for XLA.
     if name == "_value":
-      buf = _BUF.__get__(self)
+      buf = self._buf
       if buf is not None:
         v = self._value = np.asarray(memoryview(buf))
         return v
+    elif name == "_buf":  # not set by its maker: no buffer (correct, only slower)
+      return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
   def block_until_ready(self):
@@ -176,9 +179,6 @@ class Array(metaclass=abc.ABCMeta):
       extra += ", weak_type=True"
     return f"{prefix}{body}{extra})"
 
-
-_BUF = Array._buf  # the slot descriptor: reads _buf without re-entering __getattr__
-_VALUE = Array._value
 
 _FRESH = (list, tuple, bool, int, float, complex, np.generic)  # np.asarray makes new memory
 _DLPACK_KINDS = frozenset("biufc")

@@ -271,18 +271,31 @@ def _make_runtime():
   rt.zero_copy = _jax.HostBufferSemantics.ZERO_COPY
   rt.copy = _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
   rt.handler = _jax.array_result_handler
-  rt.aval = _Aval
+  rt.aval = _aval
   rt.opts_key = xc.CompileOptions().SerializeAsString()
   rt.impl_type = _jax.ArrayImpl
   return rt
 
 
 class _Aval:
-  """Duck-typed aval read by jaxlib's C++ (shape, dtype, weak_type)."""
+  """Duck-typed aval read by jaxlib's C++ (shape, dtype, weak_type). Interned (``_aval``):
+  every buffer of one shape and dtype carries the same object, so a buffer's ``aval`` is a
+  signature that hashes and compares by identity (jit's argument key)."""
   __slots__ = ("shape", "dtype", "weak_type")
 
   def __init__(self, shape, dtype):
-    self.shape, self.dtype, self.weak_type = tuple(shape), np.dtype(dtype), False
+    self.shape, self.dtype, self.weak_type = shape, dtype, False
+
+
+_avals: dict = {}
+
+
+def _aval(shape, dtype):
+  key = (tuple(shape), np.dtype(dtype))
+  av = _avals.get(key)
+  if av is None:
+    av = _avals[key] = _Aval(*key)
+  return av
 
 
 def _runtime():

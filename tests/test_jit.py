@@ -569,9 +569,9 @@ def test_async_dispatch_outputs_are_made_on_first_read():
   g = nbjax.jit(lambda t: {"a": lax.add(t[0], t[1])})
   g((r, r2))
   a, b = f(x), f(x)
-  n = pjit._stats["fast_calls"]
-  out = g((a, b))
-  assert pjit._stats["fast_calls"] == n + 1 and _pending(out["a"])
+  n = dict(pjit._stats)
+  out = g((a, b))          # the latest signature's guarded run: no key, no trace
+  assert pjit._stats == n and _pending(out["a"])
   np.testing.assert_allclose(out["a"], 4 * np.sin(np.asarray(x)), rtol=1e-6)
 
 
@@ -621,3 +621,43 @@ def test_fast_path_pytree_arguments_change_structure():
   for _ in range(2):
     for t, want in cases:
       assert float(f(t)) == want
+
+
+def test_latest_signature_guard_misses_on_any_change():
+  # the latest signature's guarded run serves repeats only: any other shape, dtype, weak type,
+  # argument kind, x64 flag or disable_jit goes to the keyed path and gives the right result
+  calls = []
+
+  def mul(x, y):
+    calls.append(1)
+    return nbjax.numpy.multiply(x, y)
+  f = nbjax.jit(mul)
+  a = Array(np.arange(3, dtype=np.float32))
+  f(a, a)
+  assert f._mono is not pjit._miss
+  w2, w3 = Array(np.float32(2), weak_type=True), Array(np.float32(3), weak_type=True)
+  for x, y, dtype, weak in [(a, a, np.float32, False),
+                            (Array(np.arange(4, dtype=np.float32)),) * 2 + (np.float32, False),
+                            (Array(np.arange(3, dtype=np.int32)),) * 2 + (np.int32, False),
+                            (w2, w3, np.float32, True), (w3 + 0, w2 + 0, np.float32, True),
+                            (Array(np.float32(2)), Array(np.float32(3)), np.float32, False),
+                            (w2, a, np.float32, False),
+                            (np.arange(3, dtype=np.float32), a, np.float32, False),
+                            (a, 2.0, np.float32, False)]:
+    want = (np.asarray(x) * np.asarray(y)).astype(dtype)
+    for _ in range(2):                        # traced, then served by the guard where it can
+      r = f(x, y)
+      assert r.dtype == dtype and r.weak_type == weak
+      np.testing.assert_array_equal(np.asarray(r), want)
+  n = len(calls)
+  with nbjax.disable_jit():
+    f(a, a)
+  assert len(calls) == n + 1                  # ran as Python, not the cached executable
+  g = nbjax.jit(lambda x: x + nbjax.numpy.ones(3))  # the traced program depends on x64
+  assert g(a).dtype == np.float64 and g(a).dtype == np.float64
+  nbjax.config.update("jax_enable_x64", False)
+  try:
+    assert g(a).dtype == np.float32 and g(a).dtype == np.float32
+  finally:
+    nbjax.config.update("jax_enable_x64", True)
+  assert g(a).dtype == np.float64

@@ -38,10 +38,13 @@ _INLINE_CONST_BYTES = 1 << 12   # closed-over arrays larger than this become arg
 # ----------------------------------------------------------------------- counters
 
 _stats = {"traces": 0, "lowerings": 0, "fast_calls": 0}
+MISS = object()  # a guarded run's answer to arguments of another signature
 
 
 def stats():
-  """Counters since process start: ``traces`` (jit stagings), ``lowerings``, ``fast_calls``."""
+  """Counters since process start: ``traces`` (jit stagings), ``lowerings``, ``fast_calls``
+  (calls served by a signature key; calls served by the last signature's guarded run are
+  not counted)."""
   return dict(_stats)
 
 
@@ -163,12 +166,18 @@ class _Executable:
       self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks)
     return self._exe
 
-  def _device_call(self, out_tree=None):
+  def _device_call(self, out_tree=None, guarded=False):
     """Compile ``dexe`` (once) and generate a run for it: ``run(args)``, per-argument buffer
     lookup and per-output wrapping unrolled (about 1 us less per call than loops), returning
     the list of outputs, or with ``out_tree`` the tree of them, and then taking the host path
     when no argument is an ``Array`` (jit's fast path: one generated frame from the
-    arguments to the result)."""
+    arguments to the result).
+
+    ``guarded``: the run checks that the arguments are exactly this signature's (``Array``s
+    of the traced shapes, dtypes and weak types, the same x64 flag) and returns ``MISS``
+    otherwise: jit's monomorphic cache, which skips building and hashing a signature key.
+    ``None`` where a signature has inputs that are not plain arrays or outputs that need
+    conversions."""
     from nbjax import xla
     dexe = self._dexe
     if dexe is None:
@@ -179,20 +188,39 @@ class _Executable:
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
            "_len": len, "_TypeError": TypeError,
            "_put": dexe.put, "_Impl": dexe._rt.impl_type}
-    names, src = self._run_prologue()
+    inline = all(dexe.buffer_outputs)  # else the outputs need dexe's conversions
+    if guarded and (not inline or any(d is None for _, d in self.in_dtypes)):
+      return None
+    names, src = self._run_prologue(guarded)
     # the result: built in place for trees of tuples, lists, dicts (else a list, unflattened
     # by a wrapper, which the host branch then returns too)
     body = None if out_tree is None else \
         tree_util.build_source(out_tree, "r{}".format, env)
+    if guarded:
+      env.update(_MISS=MISS, _x64=_x64, _flag=_x64["enable_x64"], _xaval=dexe._rt.aval)
+      src.insert(2, "  if _x64['enable_x64'] is not _flag: return _MISS")
+      for i, (x, (a, d)) in enumerate(zip(names, self.in_dtypes)):
+        env[f"_ga{i}"], env[f"_d{i}"], env[f"_s{i}"], env[f"_gw{i}"] = \
+            dexe._rt.aval(a.shape, d), d, a.shape, a.weak_type
+        src += [f"  if type({x}) is not _Array or {x}._weak is not _gw{i}: return _MISS",
+                f"  b = {x}._buf",
+                f"  if b is None:",
+                f"    v = {x}._value",
+                f"    if v.dtype is not _d{i} or v.shape != _s{i}: return _MISS",
+                f"    {x} = _adopt({i}, {x})",
+                f"    if type({x}) is not _Impl: {x} = _put({nc + i}, {x})",
+                f"  elif b.aval is not _ga{i}: return _MISS",
+                f"  else: {x} = b"]
+      names = []  # arguments done
     if out_tree is not None:
       unflat = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
           tree_util.unflattener(out_tree)
+    if out_tree is not None and not guarded:
       env["_host"] = self.run_host if body is None else \
           (lambda args: unflat(self.run_host(args)))
       if names:
         src.append(f"  if {' and '.join(f'type({x}) is not _Array' for x in names)}:")
         src.append("    return _host(args)")
-    inline = all(dexe.buffer_outputs)  # else the outputs need dexe's conversions
     for i, x in enumerate(names):
       env[f"_av{i}"] = self.in_avals[i]
       src += [f"  if type({x}) is _Array:",
@@ -208,12 +236,13 @@ class _Executable:
     cargs = [f"_c{k}" for k in range(nc)]
     for k, b in enumerate(self.const_bufs):
       env[f"_c{k}"] = b
+    ins = ', '.join(cargs + [f"x{i}" for i in range(len(self.in_avals))])
     if inline:
       env["_exec"], env["_handlers"] = dexe.dispatch_parts()
-      src.append(f"  o = _exec([{', '.join(cargs + names)}]).consume_with_handlers(_handlers)")
+      src.append(f"  o = _exec([{ins}]).consume_with_handlers(_handlers)")
     else:
       env["_call"] = dexe._make_dcall(lazy=True)
-      src.append(f"  v, o = _call({', '.join(cargs + names)})")
+      src.append(f"  v, o = _call({ins})")
     res = []
     f0 = set(self.float0_out)
     for i, (ok, a, w) in enumerate(zip(dexe.buffer_outputs, self.out_avals, self.out_weak)):
@@ -233,15 +262,17 @@ class _Executable:
     else:
       src.append(f"  return {body}")
     exec(compile("\n".join(src), f"<nbjax.jit {self.name} (device)>", "exec"), env)
+    run = env["run"]
     if body is None and out_tree is not None:
-      run = env["run"]
+      if guarded:
+        return lambda args: r if (r := run(args)) is MISS else unflat(r)
       return lambda args: unflat(run(args))
-    return env["run"]
+    return run
 
-  def runner(self, out_tree):
+  def runner(self, out_tree, guarded=False):
     """``run(args) -> the tree of outputs``: the host or device path picked by the arguments'
-    types, as one generated function (jit's fast path)."""
-    return self._device_call(out_tree)
+    types, as one generated function (jit's fast path); ``guarded``: see ``_device_call``."""
+    return self._device_call(out_tree, guarded)
 
   def _adopt(self, i, x):
     """Device buffer of ``Array`` argument ``i``, cached on it when it holds exactly the
@@ -271,12 +302,13 @@ class _Executable:
     """Run with host values (the executable checks and converts NumPy arrays and scalars)."""
     return (self._hcall or self._host_call())(args)
 
-  def _run_prologue(self):
+  def _run_prologue(self, guarded=False):
     """Start of a generated ``run(args)``: the argument-count check, unpacking to x0..."""
     n = len(self.in_avals)
     names = [f"x{i}" for i in range(n)]
     src = ["def run(args):",
-           f"  if _len(args) != {n}: raise _TypeError('{self.name}: expected {n} arguments')"]
+           f"  if _len(args) != {n}: " +
+           ("return _MISS" if guarded else f"raise _TypeError('{self.name}: expected {n} arguments')")]
     if n:
       src.append(f"  {', '.join(names)}, = args")
     return names, src
@@ -501,20 +533,23 @@ def _sds(aval):
 
 _SCALARS = (bool, int, float, complex)
 _NP_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefdgFDG")
-_VALUE, _BUF = Array._value, Array._buf  # slot descriptors: read without making a host view
 _ctx, _eval_trace = core._ctx, core.eval_trace
+_x64 = config._flags
 
 
 def _leaf_key(flat):
   """The signature of flat arguments (x64 flag, then shape/dtype/weak per array, the type
   per scalar) without building avals; ``None`` if a leaf is anything else (a tracer, ...)."""
-  key = [config._flags["enable_x64"]]
+  key = [_x64["enable_x64"]]
   for a in flat:
     t = type(a)
     if t is Array:
-      v = _BUF.__get__(a)  # a jit output, or an Array jit has seen: no host view
-      v = _VALUE.__get__(a) if v is None else v.aval
-      key.append((v.shape, v.dtype, a._weak))
+      b = a._buf  # a jit output, or an Array jit has seen: no host view (it has no _value)
+      if b is None:
+        v = a._value
+        key.append((v.shape, v.dtype, a._weak))
+      else:
+        key.append((b.aval, a._weak))  # the interned xla._Aval of the buffer's shape, dtype
     elif t in _SCALARS or t in _NP_SCALARS:
       key.append(t)
     elif t is np.ndarray:
@@ -545,6 +580,10 @@ class _Entry:
 
 def _first(outs):
   return outs[0]
+
+
+def _miss(args):
+  return MISS
 
 
 def _fun_name(fun):
@@ -602,6 +641,9 @@ class JitWrapped:
     self._cache = {}
     self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
     self._fast = {}  # (treedef, _leaf_key) -> the executable's runner for that signature
+    # the latest signature's guarded run (``MISS`` for other arguments), and for pytree
+    # arguments its flattener: most calls repeat it, and need no key
+    self._mono = self._mono_flat = _miss
     self._trace_count = 0
 
   def __repr__(self):
@@ -614,8 +656,13 @@ class JitWrapped:
 
   # -------------------------------------------------------------- calling
   def __call__(self, *args, **kwargs):
-    # fast path, eager: positional array arguments keyed by their leaves (no avals built)
+    # fast path, eager: the latest signature's guarded run, else positional array arguments
+    # keyed by their leaves (no avals built)
     if not kwargs and _ctx.trace is _eval_trace:
+      if not _state.disabled:
+        r = self._mono(args)
+        if r is not MISS:
+          return r
       key = _leaf_key(args)
       if key is not None:
         run = self._fast.get(key)
@@ -633,6 +680,11 @@ class JitWrapped:
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
         key = _leaf_key(flat)
       else:
+        flat = self._mono_flat(args)
+        if flat is not MISS and flat is not None and not _state.disabled:
+          r = self._mono(flat)
+          if r is not MISS:
+            return r
         for in_tree, flat_fn in self._flatteners:  # a structure seen before: generated code
           flat = flat_fn(args)
           if flat is not None:
@@ -715,7 +767,13 @@ class JitWrapped:
         self._cache[key] = entry
     if fast_key is not None and core._ctx.trace is core.eval_trace and \
         self._cache.get(key) is entry:
-      self._fast[fast_key] = entry.executable().runner(entry.out_tree)
+      exe = entry.executable()
+      self._fast[fast_key] = exe.runner(entry.out_tree)
+      mono = exe.runner(entry.out_tree, guarded=True)
+      flat_fn = _miss if type(fast_key[0]) is bool else \
+          next((f for t, f in self._flatteners if t == fast_key[0]), None)
+      if mono is not None and flat_fn is not None:
+        self._mono, self._mono_flat = mono, flat_fn
     return entry, flat
 
   def _trace(self, in_tree, avals, args, kwargs, statics):
