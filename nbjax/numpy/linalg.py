@@ -7,6 +7,8 @@ axes are batch axes throughout.
 """
 from __future__ import annotations
 
+import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -344,3 +346,153 @@ def pinv(a, rtol=None, hermitian=False):
 def diagonal(x, /, *, offset=0):
   """Array-API ``linalg.diagonal``: diagonal of the last two axes."""
   return _indexing.diagonal(x, offset, axis1=-2, axis2=-1)
+
+
+class LstsqResult(NamedTuple):
+  x: object
+  residuals: object
+  rank: object
+  s: object
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+  """Least-squares solution of ``a @ x = b`` by the SVD: ``(x, resid, rank, s)``.
+
+  Args:
+    a: array of shape ``(M, N)``.
+    b: array of shape ``(M,)`` or ``(M, K)``.
+    rcond: singular values below ``rcond * s[0]`` count as zero (default
+      ``max(M, N) * eps``; a negative value means ``eps``).
+    numpy_resid: residuals as NumPy returns them (empty where ``rank < N`` or ``M <= N``);
+      by default the sum of squared residuals always (jit-friendly, as JAX).
+  """
+  a, b = ensure_arraylike("lstsq", a, b)
+  a, b = _util.promote_dtypes_inexact(a, b)
+  if a.shape[0] != b.shape[0]:
+    raise ValueError("Leading dimensions of input arrays must match")
+  vec = b.ndim == 1
+  if vec:
+    b = b[:, None]
+  if a.ndim != 2:
+    raise TypeError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+  if b.ndim != 2:
+    raise TypeError(f"{b.ndim}-dimensional array given. Array must be one or two-dimensional")
+  m, n = a.shape
+  if a.size == 0:
+    s = _creation.empty((0,), dtype=a.dtype)
+    rank = _creation.asarray(0, dtype=dtypes.default_int_dtype())
+    x = _creation.zeros((n,) + b.shape[1:], dtype=a.dtype)
+  else:
+    eps = float(np.finfo(a.dtype).eps)
+    rcond = eps * max(m, n) if rcond is None else _manip.where(rcond < 0, eps, rcond)
+    u, s, vt = svd(a, full_matrices=False)
+    mask = (s > 0) & (s >= _creation.asarray(rcond, dtype=s.dtype) * s[0])
+    rank = _reductions.sum(mask, dtype=dtypes.default_int_dtype())
+    s_inv = _manip.where(mask, 1 / _manip.where(mask, s, 1), 0).astype(a.dtype)[:, None]
+    x = _dot.matmul(_ufuncs.conj(vt).T, s_inv * _dot.matmul(_ufuncs.conj(u).T, b))
+  if numpy_resid and (int(rank) < n or m <= n):
+    resid = _creation.asarray([], dtype=s.dtype)
+  else:
+    resid = norm(b - _dot.matmul(a, x), axis=0) ** 2
+  if vec:
+    x = x.ravel()
+  return LstsqResult(x, resid, rank, s)
+
+
+def cond(x, p=None):
+  """Condition number ``norm(x, p) * norm(inv(x), p)`` of each matrix (for ``p`` in
+  ``{None, 2, -2}`` the ratio of extreme singular values). A singular matrix gives inf."""
+  arr = ensure_arraylike("cond", x)
+  if arr.ndim < 2:
+    raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got {arr.shape=}")
+  if arr.shape[-1] == 0 or arr.shape[-2] == 0:
+    raise ValueError(f"jnp.linalg.cond: input array must not be empty; got {arr.shape=}")
+  if p is None or p == 2:
+    s = svdvals(arr)
+    return s[..., 0] / s[..., -1]
+  if p == -2:
+    s = svdvals(arr)
+    r = s[..., -1] / s[..., 0]
+  else:
+    if arr.shape[-2] != arr.shape[-1]:
+      raise ValueError(f"jnp.linalg.cond: for {p=}, array must be square; got {arr.shape=}")
+    r = norm(arr, ord=p, axis=(-2, -1)) * norm(inv(arr), ord=p, axis=(-2, -1))
+  nan_in = _reductions.any(_ufuncs.isnan(arr), axis=(-2, -1))
+  return _manip.where(_ufuncs.isnan(r) & ~nan_in, np.inf, r)
+
+
+def tensorinv(a, ind=2):
+  """Inverse of ``a`` for ``tensordot(., ., axes=ind)``: shape ``a.shape[ind:] +
+  a.shape[:ind]``."""
+  arr = ensure_arraylike("tensorinv", a)
+  ind = operator.index(ind)
+  if ind <= 0:
+    raise ValueError(f"ind must be a positive integer; got {ind=}")
+  rows, cols = arr.shape[:ind], arr.shape[ind:]
+  if math.prod(rows) != math.prod(cols):
+    raise ValueError("tensorinv is only possible when the product of the first `ind` "
+                     "dimensions equals that of the remaining dimensions. "
+                     f"got {arr.shape=} with {ind=}.")
+  return inv(arr.reshape(math.prod(rows), math.prod(cols))).reshape(*cols, *rows)
+
+
+def tensorsolve(a, b, axes=None):
+  """``x`` with ``tensordot(a, x, axes=x.ndim) == b``; ``axes`` of ``a`` move to the end
+  first."""
+  a, b = ensure_arraylike("tensorsolve", a, b)
+  if axes is not None:
+    axes = [canonicalize_axis(i, a.ndim) for i in axes]
+    a = _manip.transpose(a, [i for i in range(a.ndim) if i not in axes] + axes)
+  out_shape = a.shape[b.ndim:]
+  if a.shape[:b.ndim] != b.shape:
+    raise ValueError("After moving axes to end, leading shape of a must match shape of b. "
+                     f"got a.shape={a.shape}, b.shape={b.shape}")
+  if b.size != math.prod(out_shape):
+    raise ValueError("Input arrays must have prod(a.shape[:b.ndim]) == prod(a.shape[b.ndim:]);"
+                     f" got a.shape={a.shape}, b.ndim={b.ndim}.")
+  return solve(a.reshape(b.size, math.prod(out_shape)), b.ravel()).reshape(out_shape)
+
+
+def _chain_order(dims):
+  """Split points of the cheapest parenthesisation of a matrix chain (``dims[i], dims[i+1]``
+  the shape of matrix ``i``): the textbook dynamic program."""
+  n = len(dims) - 1
+  cost = [[0] * n for _ in range(n)]
+  split = [[0] * n for _ in range(n)]
+  for ln in range(1, n):
+    for i in range(n - ln):
+      j = i + ln
+      cost[i][j], split[i][j] = min(
+          (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+          for k in range(i, j))
+  return split
+
+
+def multi_dot(arrays, *, precision=None):
+  """``arrays[0] @ arrays[1] @ ...`` in the order with the fewest flops; the first and last
+  array may be 1-d."""
+  arrs = list(ensure_arraylike("jnp.linalg.multi_dot", *arrays))
+  if len(arrs) < 2:
+    raise ValueError(f"multi_dot requires at least two arrays; got len(arrays)={len(arrs)}")
+  if not (arrs[0].ndim in (1, 2) and arrs[-1].ndim in (1, 2)
+          and all(a.ndim == 2 for a in arrs[1:-1])):
+    raise ValueError("multi_dot: input arrays must all be two-dimensional, except for the "
+                     "first and last array which may be 1 or 2 dimensional. "
+                     f"Got array shapes {[a.shape for a in arrs]}")
+  if any(a.shape[-1] != b.shape[0] for a, b in zip(arrs[:-1], arrs[1:])):
+    raise ValueError("multi_dot: last dimension of each array must match first dimension of "
+                     f"following array. Got array shapes {[a.shape for a in arrs]}")
+  first, last = arrs[0].ndim == 1, arrs[-1].ndim == 1
+  if first:
+    arrs[0] = arrs[0][None, :]
+  if last:
+    arrs[-1] = arrs[-1][:, None]
+  split = _chain_order([a.shape[0] for a in arrs] + [arrs[-1].shape[1]])
+
+  def prod(i, j):
+    if i == j:
+      return arrs[i]
+    k = split[i][j]
+    return _dot.matmul(prod(i, k), prod(k + 1, j), precision=precision)
+  out = prod(0, len(arrs) - 1)
+  return out[0, 0] if first and last else out[0] if first else out[:, 0] if last else out
