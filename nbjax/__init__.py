@@ -11,16 +11,35 @@ from nbjax import lax
 from nbjax import tree_util
 from nbjax import tree
 from nbjax import random
-from nbjax.api import (ShapeDtypeStruct, default_backend, device_get, device_put, devices,
-                       eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose,
-                       linearize, local_devices, make_jaxpr, typeof, value_and_grad, vjp, vmap)
+from nbjax.api import (ShapeDtypeStruct, default_backend, device_count, device_get, device_put,
+                       devices, ensure_compile_time_eval, eval_shape, grad, hessian, jacfwd,
+                       jacobian, jacrev, jvp, linear_transpose, linearize, local_device_count,
+                       local_devices, make_jaxpr, named_call, named_scope,
+                       print_environment_info, process_count, process_index, process_indices,
+                       typeof, value_and_grad, vjp, vmap)
+from nbjax.dtypes import float0
+from nbjax.config import state as _state
+# JAX's configuration states: context managers and decorators (``with nbjax.numpy_rank_promotion
+# ("raise"):``), each setting the option of its name for its extent
+enable_x64 = _state("enable_x64")
+numpy_rank_promotion = _state("numpy_rank_promotion")
+numpy_dtype_promotion = _state("numpy_dtype_promotion")
+default_matmul_precision = _state("default_matmul_precision")
+default_device = _state("default_device")
+log_compiles = _state("log_compiles")
+debug_nans = _state("debug_nans")
+debug_infs = _state("debug_infs")
+enable_checks = _state("enable_checks")
+transfer_guard = _state("transfer_guard")
+threefry_partitionable = _state("threefry_partitionable")
+default_prng_impl = _state("default_prng_impl")
 from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
 from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
 from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
-from nbjax.interpreters.pjit import block_until_ready, disable_jit, jit
+from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental

@@ -11,6 +11,7 @@ trace binds onto its parent, the transformations compose to any depth, in any or
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import operator
@@ -1124,6 +1125,74 @@ local_devices = devices
 
 def default_backend():
   return "cpu"
+
+
+def device_count(backend=None):
+  """Number of devices (``len(devices(backend))``)."""
+  return len(devices(backend))
+
+
+def local_device_count(backend=None):
+  """Number of devices this process drives."""
+  return len(local_devices(backend))
+
+
+def process_index(backend=None):
+  """This process's index among the processes of a run (one process: 0)."""
+  return 0
+
+
+def process_count(backend=None):
+  """Number of processes of a run."""
+  return 1
+
+
+def process_indices(backend=None):
+  """Indices of the processes of a run."""
+  return list(range(process_count(backend)))
+
+
+def named_call(fun, *, name=None):
+  """``fun`` under the name ``name`` in staged programs and profiles; values unchanged."""
+  _check_callable(fun)
+  return fun
+
+
+@contextlib.contextmanager
+def named_scope(name):
+  """Context manager naming the operations staged inside it (for profiles); values
+  unchanged."""
+  if not isinstance(name, str):
+    raise TypeError("named_scope name argument must be a string.")
+  yield
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+  """Context manager: operations on concrete values inside it run now, even while a
+  function is being traced by ``jit`` or another transformation (their results become
+  constants of the staged program), as ``jax.ensure_compile_time_eval``."""
+  with core.take_current_trace():
+    yield
+
+
+def print_environment_info(return_string=False):
+  """Versions of nbjax, its dependencies, Python and the platform."""
+  import platform
+  import sys
+
+  import jaxlib
+  import numba
+
+  import nbjax
+  info = (f"nbjax:    {nbjax.__version__}\njaxlib:   {jaxlib.__version__}\n"
+          f"numpy:    {np.__version__}\n"
+          f"numba:    {numba.__version__}\npython:   {sys.version}\n"
+          f"device info: cpu-{device_count()}, {local_device_count()} local devices\n"
+          f"process_count: {process_count()}\nplatform: {platform.uname()}\n")
+  if return_string:
+    return info
+  print(info)
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):

@@ -10,30 +10,120 @@ overrides). Imports nothing from nbjax at module load.
 import contextlib
 
 
+def _boolean(name, v):
+  return bool(v)
+
+
+def _choice(*allowed):
+  def check(name, v):
+    if v not in allowed:
+      raise ValueError(f"Invalid value '{v}' for JAX flag jax_{name}: must be one of "
+                       f"{', '.join(map(repr, allowed))}")
+    return v
+  return check
+
+
+def _platforms(name, v):
+  if v and "cpu" not in str(v).split(","):
+    raise RuntimeError(f"Unable to initialize backend '{v}': nbjax runs on the CPU only "
+                       "(platforms present: cpu)")
+  return v
+
+
+def _unsupported(*supported):
+  def check(name, v):
+    if v not in supported:
+      raise NotImplementedError(f"jax_{name}={v!r} is not implemented by nbjax "
+                                f"(supported: {', '.join(map(repr, supported))})")
+    return v
+  return check
+
+
+def _any(name, v):
+  return v
+
+
+# JAX's option names (without "jax_"), default and check. Options with no effect on a CPU
+# (precision of float32 dots, which the CPU computes in full; persistent-cache tuning;
+# traceback filtering) are accepted and kept, as JAX keeps them on a CPU.
+_OPTIONS = {
+    "enable_x64": (True, _boolean),   # x64 is on by default (NumPy's widths): ARCHITECTURE.md
+    "eager_cache": (True, _boolean),
+    "threefry_partitionable": (True, _boolean),
+    "check_static_indices": (False, _boolean),
+    "disable_jit": (False, _boolean),
+    "numpy_rank_promotion": ("allow", _choice("allow", "warn", "raise")),
+    "numpy_dtype_promotion": ("standard", _unsupported("standard")),
+    "log_compiles": (False, _boolean),
+    "debug_nans": (False, _boolean),   # core.DebugNansTrace
+    "debug_infs": (False, _boolean),
+    "platform_name": ("", _platforms),
+    "platforms": ("", _platforms),
+    "default_device": (None, _any),
+    "default_matmul_precision": (None, _choice(
+        None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+        "bfloat16_3x", "fastest")),
+    "default_prng_impl": ("threefry2x32", _unsupported("threefry2x32")),
+    "enable_checks": (False, _boolean),
+    "traceback_filtering": ("auto", _any),
+    "compilation_cache_dir": (None, _any),
+    "persistent_cache_min_compile_time_secs": (1.0, _any),
+    "persistent_cache_min_entry_size_bytes": (0, _any),
+    "transfer_guard": (None, _choice(None, "allow", "log", "disallow", "log_explicit",
+                                     "disallow_explicit")),
+}
+
+
+_TRACE_OPTIONS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
+                  "default_matmul_precision", "threefry_partitionable", "check_static_indices")
+
+
 class Config:
-  """JAX-style flag holder. ``config.update(name, value)``; attributes read the flags."""
+  """JAX-style flag holder: ``config.update("jax_enable_x64", False)``, ``config.read(name)``,
+  and attributes (``config.jax_enable_x64``, ``config.x64_enabled``). Names take JAX's
+  ``jax_`` prefix or not; an unknown name raises ``AttributeError`` as JAX does, and a
+  value nbjax cannot honour raises rather than being ignored."""
 
   def __init__(self):
-    self._flags = {"enable_x64": True, "jax_enable_x64": True, "eager_cache": True,
-                   "threefry_partitionable": True, "check_static_indices": False}
+    self._flags = {k: d for k, (d, _) in _OPTIONS.items()}
     self._listeners = []
+    self._trace_keys = {}
+    self._set_trace_key()
+
+  def _set_trace_key(self):
+    """``trace_key``: the values of the options that change what tracing produces, one
+    interned tuple per combination (jit's caches key on it, and compare it by identity)."""
+    key = tuple(self._flags[k] for k in _TRACE_OPTIONS)
+    self.trace_key = self._trace_keys.setdefault(key, key)
+
+  @staticmethod
+  def _name(name):
+    name = name[4:] if name.startswith("jax_") else name
+    if name not in _OPTIONS:
+      raise AttributeError(f"Unrecognized config option: {name}")
+    return name
 
   def update(self, name, value):
-    name = name[4:] if name.startswith("jax_") else name
-    if name not in ("enable_x64", "eager_cache", "threefry_partitionable", "check_static_indices"):
-      raise AttributeError(f"Unrecognized config option: {name}")
-    self._flags[name] = bool(value)
+    name = self._name(name)
+    value = _OPTIONS[name][1](name, value)
+    self._flags[name] = value
+    if name in _TRACE_OPTIONS:
+      self._set_trace_key()
     for f in self._listeners:
       f(name, value)
 
   def read(self, name):
-    return self._flags[name[4:] if name.startswith("jax_") else name]
+    return self._flags[self._name(name)]
+
+  def __getattr__(self, name):
+    if name.startswith("jax_"):
+      return self.read(name)
+    raise AttributeError(f"'Config' object has no attribute '{name}'")
 
   @property
   def enable_x64(self):
     return self._flags["enable_x64"]
 
-  jax_enable_x64 = enable_x64
   x64_enabled = enable_x64
 
   def add_listener(self, f):
@@ -55,3 +145,12 @@ class Config:
 
 
 config = Config()
+
+
+def state(name):
+  """``state(name)(value)``: a context manager (and decorator) setting option ``name`` for
+  its extent, as JAX's config states (``jax.numpy_rank_promotion("raise")``)."""
+  def ctx(new_val):
+    return config.override(name, new_val)
+  ctx.__name__ = name
+  return ctx

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from nbjax import dtypes
+from nbjax.config import config
 
 # --------------------------------------------------------------------- errors
 
@@ -324,13 +325,68 @@ def escaped_tracer_error(tracer, primitive=None):
       "function instead, or pass it in as an argument.")
 
 
+class DebugNansTrace(EvalTrace):
+  """The bottom trace while ``jax_debug_nans`` or ``jax_debug_infs`` is set: evaluates as
+  ``EvalTrace`` does, then raises ``FloatingPointError`` naming the primitive when a floating
+  output holds a NaN (or an inf). A jitted call that produces one is run again op by op
+  (``jaxpr`` eagerly, under this trace) to name the primitive, as JAX does."""
+
+  def process_primitive(self, primitive, args, params):
+    out = EvalTrace.process_primitive(self, primitive, args, params)
+    bad = _invalid(out if primitive.multiple_results else [out])
+    if bad:
+      if "jaxpr" in params and hasattr(params["jaxpr"], "jaxpr"):  # a call: find the op
+        from nbjax.jaxpr import eval_jaxpr
+        eval_jaxpr(params["jaxpr"].jaxpr, params["jaxpr"].consts, *args)
+        name = params.get("name", primitive.name)
+        raise FloatingPointError(
+            f"invalid value ({bad}) encountered in {primitive.name}({name}). Because "
+            "jax_config.debug_nans.value and/or config.jax_debug_infs is set, the "
+            "de-optimized function (i.e., the function as if the `jit` decorator were "
+            "removed) was called in an attempt to get a more precise error message. However, "
+            "the de-optimized function did not produce invalid values during its execution. "
+            "This behavior can result from `jit` optimizations causing the invalid value to be "
+            "produced. It may also arise from having nan/inf literals as inputs or outputs, "
+            "like `jax.jit(lambda ...: jax.numpy.nan)(...)`.")
+      raise FloatingPointError(f"invalid value ({bad}) encountered in {primitive.name}")
+    return out
+
+
+def _invalid(outs):
+  nans, infs = config._flags["debug_nans"], config._flags["debug_infs"]
+  for o in outs:
+    v = np.asarray(o)
+    if v.dtype.kind in "fc":
+      if nans and np.isnan(v).any():
+        return "nan"
+      if infs and np.isinf(v).any():
+        return "inf"
+  return None
+
+
 class _Ctx(threading.local):
   def __init__(self):
-    self.trace = eval_trace
+    self.trace = debug_trace if _debugging() else eval_trace
+
+
+def _debugging():
+  return config._flags["debug_nans"] or config._flags["debug_infs"]
 
 
 eval_trace = EvalTrace()
+debug_trace = DebugNansTrace()
 _ctx = _Ctx()
+
+
+def _on_config(name, value):
+  if name in ("debug_nans", "debug_infs"):  # swap this thread's bottom trace
+    if _debugging() and _ctx.trace is eval_trace:
+      _ctx.trace = debug_trace
+    elif not _debugging() and _ctx.trace is debug_trace:
+      _ctx.trace = eval_trace
+
+
+config.add_listener(_on_config)
 
 
 def get_current_trace():

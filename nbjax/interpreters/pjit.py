@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import weakref
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ _INLINE_CONST_BYTES = 1 << 12   # closed-over arrays larger than this become arg
 
 _stats = {"traces": 0, "lowerings": 0, "fast_calls": 0}
 MISS = object()  # a guarded run's answer to arguments of another signature
+_log = logging.getLogger("nbjax")
 
 
 def stats():
@@ -58,10 +60,18 @@ def reset_stats():
 
 class _JitState(threading.local):
   def __init__(self):
-    self.disabled = False
+    self.disabled = config._flags["disable_jit"]  # a new thread starts from the global flag
 
 
 _state = _JitState()
+
+
+def _on_config(name, value):
+  if name == "disable_jit":  # config.update("jax_disable_jit", ...): this thread's state too
+    _state.disabled = value
+
+
+config.add_listener(_on_config)
 
 
 @contextmanager
@@ -144,6 +154,8 @@ class _Executable:
     module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted,
                                         host_callbacks=self.host_callbacks)
     _stats["lowerings"] += 1
+    if config._flags["log_compiles"]:  # JAX's message, at WARNING as JAX logs it
+      _log.warning("Compiling %s with global shapes and types %s.", name, list(closed.in_avals))
     self.text = str(module)
     self.name = name
     self._exe = self._dexe = self._dcall = self._hcall = self.const_bufs = None
@@ -174,7 +186,7 @@ class _Executable:
     arguments to the result).
 
     ``guarded``: the run checks that the arguments are exactly this signature's (``Array``s
-    of the traced shapes, dtypes and weak types, the same x64 flag) and returns ``MISS``
+    of the traced shapes, dtypes and weak types, the same ``config.trace_key``) and returns ``MISS``
     otherwise: jit's monomorphic cache, which skips building and hashing a signature key.
     ``None`` where a signature has inputs that are not plain arrays or outputs that need
     conversions."""
@@ -197,8 +209,8 @@ class _Executable:
     body = None if out_tree is None else \
         tree_util.build_source(out_tree, "r{}".format, env)
     if guarded:
-      env.update(_MISS=MISS, _x64=_x64, _flag=_x64["enable_x64"], _xaval=dexe._rt.aval)
-      src.insert(2, "  if _x64['enable_x64'] is not _flag: return _MISS")
+      env.update(_MISS=MISS, _config=config, _tkey=config.trace_key)
+      src.insert(2, "  if _config.trace_key is not _tkey: return _MISS")
       for i, (x, (a, d)) in enumerate(zip(names, self.in_dtypes)):
         env[f"_ga{i}"], env[f"_d{i}"], env[f"_s{i}"], env[f"_gw{i}"] = \
             dexe._rt.aval(a.shape, d), d, a.shape, a.weak_type
@@ -534,13 +546,12 @@ def _sds(aval):
 _SCALARS = (bool, int, float, complex)
 _NP_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefdgFDG")
 _ctx, _eval_trace = core._ctx, core.eval_trace
-_x64 = config._flags
 
 
 def _leaf_key(flat):
-  """The signature of flat arguments (x64 flag, then shape/dtype/weak per array, the type
+  """The signature of flat arguments (``config.trace_key``, then shape/dtype/weak per array, the type
   per scalar) without building avals; ``None`` if a leaf is anything else (a tracer, ...)."""
-  key = [_x64["enable_x64"]]
+  key = [config.trace_key]
   for a in flat:
     t = type(a)
     if t is Array:
@@ -584,6 +595,19 @@ def _first(outs):
 
 def _miss(args):
   return MISS
+
+
+_all_jitted: "weakref.WeakSet[JitWrapped]" = weakref.WeakSet()
+
+
+def clear_caches():
+  """Forget every jitted function's traces and executables (each retraces on its next
+  call), and the in-process compile cache, as ``jax.clear_caches``."""
+  from nbjax import xla
+  for f in list(_all_jitted):
+    f.clear_cache()
+  _compiled.clear()
+  xla.clear_compile_cache()
 
 
 def _fun_name(fun):
@@ -645,6 +669,7 @@ class JitWrapped:
     # arguments its flattener: most calls repeat it, and need no key
     self._mono = self._mono_flat = _miss
     self._trace_count = 0
+    _all_jitted.add(self)
 
   def __repr__(self):
     return f"<nbjax.jit of {self._fun!r}>"
@@ -759,7 +784,7 @@ class JitWrapped:
           "called with a non-array argument, and this argument was not marked as static using "
           "the static_argnums or static_argnames parameters of nbjax.jit.") from None
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
-           config._flags["enable_x64"])
+           config.trace_key)
     entry = self._cache.get(key)
     if entry is None:
       entry = self._trace(in_tree, avals, args, kwargs, statics)
@@ -770,7 +795,7 @@ class JitWrapped:
       exe = entry.executable()
       self._fast[fast_key] = exe.runner(entry.out_tree)
       mono = exe.runner(entry.out_tree, guarded=True)
-      flat_fn = _miss if type(fast_key[0]) is bool else \
+      flat_fn = _miss if type(fast_key[0]) is tuple else \
           next((f for t, f in self._flatteners if t == fast_key[0]), None)
       if mono is not None and flat_fn is not None:
         self._mono, self._mono_flat = mono, flat_fn
@@ -822,6 +847,7 @@ class JitWrapped:
   def clear_cache(self):
     self._cache.clear()
     self._fast.clear()
+    self._mono = self._mono_flat = _miss
 
   @property
   def trace_count(self):

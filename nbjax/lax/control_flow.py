@@ -341,7 +341,7 @@ def _operand(x, prim):
 
 
 def _scalar_array(x):
-  k = (type(x), repr(x), config._flags["enable_x64"])
+  k = (type(x), repr(x), config.trace_key)
   a = _scalars.get(k)
   if a is None:
     if len(_scalars) > 256:
@@ -428,7 +428,7 @@ def _cached(funs, key, build):
   ids = [_ident(f) for f in funs]
   if any(i is None for i in ids):
     return build()
-  k = (tuple(i[0] for i in ids), key, registry.epoch, config._flags["enable_x64"])
+  k = (tuple(i[0] for i in ids), key, registry.epoch, config.trace_key)
   refs = tuple(r for i in ids for r in i[1])
   e = _fun_cache.get(k)
   if e is not None and not _same(e.refs, refs):

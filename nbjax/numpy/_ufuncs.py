@@ -86,7 +86,7 @@ def _weak_literal(s, d):
     return None
 
 
-def _traced(prim, ok, scalar_fast, x, y):
+def _traced(name, prim, ok, scalar_fast, x, y):
   """``x op y`` with a tracer operand, bound directly when dtype promotion has nothing to do
   (one dtype, shapes at most rank-promoted, or a Python scalar that keeps the other
   operand's dtype); else None."""
@@ -95,7 +95,7 @@ def _traced(prim, ok, scalar_fast, x, y):
   if ax is not None and ay is not None:
     if ax.dtype == ay.dtype and ax.dtype in ok:  # one dtype: at most a rank promotion to do
       return prim.bind(x, y) if ax.shape == ay.shape else \
-          prim.bind(*_util.promote_shapes(prim.name, x, y))
+          prim.bind(*_util.promote_shapes(name, x, y))
   elif ax is not None and type(y) in scalar_fast(ax.dtype.kind, ()) and ax.dtype in ok:
     lit = _weak_literal(y, ax.dtype)
     return None if lit is None else prim.bind(x, lit)
@@ -135,7 +135,7 @@ def _binary(name, general, prim_name=None, kinds="biufc"):
         if lit is not None:
           return prim.eager(lit, y) if _ctx.trace is _EVAL else prim.bind(lit, y)
       elif isinstance(x, Tracer) or isinstance(y, Tracer):  # the same hot paths for tracers
-        out = _traced(prim, ok, scalar_fast, x, y)
+        out = _traced(name, prim, ok, scalar_fast, x, y)
         if out is not None:
           return out
       return general(x, y)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 
 import numpy as np
 
 from nbjax import core, dtypes, lax
 from nbjax.array import Array
+from nbjax.config import config
 from nbjax.core import Tracer
 from nbjax.lax.elementwise import _convert_element_type as _lax_convert
 from nbjax.lax.shape import broadcast_in_dim_p as _bid_p
@@ -216,6 +218,15 @@ def promote_shapes(name, *args):
     return list(args)
   broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
   nd = max(len(s) for s in shapes)
+  mode = config._flags["numpy_rank_promotion"]
+  if mode != "allow" and len({len(s) for s in shapes if s}) > 1:
+    msg = (f"Following NumPy automatic rank promotion for {name} on shapes "
+           f"{' '.join(map(str, shapes))}. Set the jax_numpy_rank_promotion config option to "
+           "'allow' to disable this message; for more information, see "
+           "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+    if mode == "raise":
+      raise ValueError(msg)
+    warnings.warn(msg)
   eager = core._ctx.trace is core.eval_trace
   return [a if len(s) in (0, nd) else
           # eagerly the expand_dims is a view of the immutable buffer: made here directly

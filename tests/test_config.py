@@ -1,0 +1,146 @@
+"""JAX's configuration surface: ``config.update``/``read`` with JAX's option names, the
+configuration states as context managers and decorators, and the top-level helpers
+(devices, ``clear_caches``, ``ensure_compile_time_eval``, ``named_call``)."""
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import core
+from nbjax.config import config
+
+RANK_MSG = ("Following NumPy automatic rank promotion for {} on shapes (2, 3) (3,). Set the "
+            "jax_numpy_rank_promotion config option to 'allow' to disable this message; for "
+            "more information, see https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+
+
+def test_options_by_jax_names():
+  assert config.read("jax_enable_x64") is config.jax_enable_x64 is config.x64_enabled
+  with pytest.raises(AttributeError, match="Unrecognized config option: no_such_option"):
+    config.update("jax_no_such_option", 1)
+  with pytest.raises(ValueError, match="jax_numpy_rank_promotion"):
+    config.update("jax_numpy_rank_promotion", "sometimes")
+  config.update("jax_platform_name", "cpu")
+  config.update("jax_platforms", "cpu")
+  with pytest.raises(RuntimeError, match="Unable to initialize backend 'gpu'"):
+    config.update("jax_platforms", "gpu")
+  with pytest.raises(NotImplementedError, match="strict"):
+    config.update("jax_numpy_dtype_promotion", "strict")
+  with nbjax.default_matmul_precision("highest"):
+    assert config.jax_default_matmul_precision == "highest"
+  assert config.jax_default_matmul_precision is None
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_numpy_rank_promotion(jit):
+  x, y = jnp.ones((2, 3)), jnp.ones(3)
+  f = (lambda a, b: a * b)
+  g = nbjax.jit(f) if jit else f
+  assert g(x, y).shape == (2, 3)                      # allowed by default
+  with nbjax.numpy_rank_promotion("raise"):
+    with pytest.raises(ValueError) as e:
+      g(x, y)
+    assert str(e.value) == RANK_MSG.format("multiply")
+    assert g(x, 2.0).shape == (2, 3) and g(x, jnp.ones(())).shape == (2, 3)  # scalars are fine
+    with pytest.raises(ValueError, match="for subtract"):
+      jnp.subtract(x, y)
+  with nbjax.numpy_rank_promotion("warn"), pytest.warns(UserWarning, match="for add"):
+    jnp.add(x, y)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    jnp.add(x, y)                                      # back to allow
+
+
+def test_state_as_decorator():
+  @nbjax.numpy_rank_promotion("raise")
+  def add(a, b):
+    return a + b
+  with pytest.raises(ValueError, match="rank promotion"):
+    add(jnp.ones((2, 3)), jnp.ones(3))
+  assert (jnp.ones((2, 3)) + jnp.ones(3)).shape == (2, 3)
+
+
+def test_disable_jit_option():
+  ran = []
+  f = nbjax.jit(lambda x: (ran.append(1), x * 2)[1])
+  f(1.0)
+  f(1.0)
+  assert len(ran) == 1
+  config.update("jax_disable_jit", True)
+  try:
+    assert f(2.0) == 4.0 and len(ran) == 2            # the Python body ran
+  finally:
+    config.update("jax_disable_jit", False)
+  f(1.0)
+  assert len(ran) == 2
+
+
+def test_log_compiles(caplog):
+  with caplog.at_level(logging.WARNING, logger="nbjax"):
+    nbjax.jit(lambda x: x + 1)(np.ones(3))
+    assert not caplog.records
+    with nbjax.log_compiles(True):
+      nbjax.jit(lambda x: x + 2)(np.ones(3))
+  assert any("Compiling <lambda> with global shapes and types [ShapedArray(float64[3])]"
+             in r.getMessage() for r in caplog.records)
+
+
+def test_clear_caches_retraces():
+  f = nbjax.jit(lambda x: x * 3)
+  f(np.ones(2))
+  f(np.ones(2))
+  assert f.trace_count == 1
+  nbjax.clear_caches()
+  assert f(np.ones(2)).tolist() == [3.0, 3.0] and f.trace_count == 2
+
+
+def test_debug_nans_and_infs():
+  x = jnp.array([0.0, 1.0])
+  assert np.isnan(jnp.log(-x)[1])                      # off by default: no check
+  with nbjax.debug_nans(True):
+    assert core.get_current_trace() is core.debug_trace
+    np.testing.assert_allclose(jnp.sin(x), np.sin([0.0, 1.0]))
+    with pytest.raises(FloatingPointError, match=r"^invalid value \(nan\) encountered in log$"):
+      jnp.log(-x)
+    with pytest.raises(FloatingPointError, match=r"encountered in sqrt$"):
+      nbjax.jit(lambda a: jnp.sqrt(a - 2.0) * 2)(x)  # the jitted run is redone op by op
+    with pytest.raises(FloatingPointError, match="sqrt"):
+      nbjax.grad(lambda a: jnp.sum(jnp.sqrt(a - 2.0)))(x)
+    np.testing.assert_allclose(nbjax.grad(lambda a: jnp.sum(jnp.sin(a)))(x), np.cos([0.0, 1.0]))
+    assert np.isinf(jnp.log(x)[0])                     # infs pass without debug_infs
+  assert core.get_current_trace() is core.eval_trace
+  with nbjax.debug_infs(True):
+    with pytest.raises(FloatingPointError, match=r"invalid value \(inf\) encountered in log"):
+      jnp.log(x)
+
+
+def test_ensure_compile_time_eval():
+  seen = []
+
+  @nbjax.jit
+  def f(x):
+    with nbjax.ensure_compile_time_eval():
+      y = jnp.sin(3.0)
+      seen.append(type(y))
+    return x + y
+  np.testing.assert_allclose(f(1.0), 1.0 + np.sin(3.0))
+  assert seen == [nbjax.Array]
+  assert "sin" not in str(nbjax.make_jaxpr(f)(1.0))
+
+
+def test_devices_and_names():
+  assert nbjax.device_count() == nbjax.local_device_count() == len(nbjax.devices()) >= 1
+  assert nbjax.process_index() == 0 and nbjax.process_count() == 1
+  assert nbjax.process_indices() == [0]
+  assert nbjax.float0 is nbjax.dtypes.float0
+  f = nbjax.named_call(lambda x: x * 2, name="double")
+  assert f(3) == 6
+  with nbjax.named_scope("block"):
+    assert nbjax.jit(lambda x: x + 1)(1.0) == 2.0
+  with pytest.raises(TypeError):
+    with nbjax.named_scope(3):
+      pass
+  assert "numba" in nbjax.print_environment_info(return_string=True)
