@@ -44,3 +44,4 @@ from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
+from nbjax import dlpack, stages, typing

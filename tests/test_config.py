@@ -144,3 +144,19 @@ def test_devices_and_names():
     with nbjax.named_scope(3):
       pass
   assert "numba" in nbjax.print_environment_info(return_string=True)
+
+
+def test_dlpack_stages_typing_modules():
+  src = np.arange(4.0)
+  a = nbjax.dlpack.from_dlpack(src)
+  src[0] = 9.0                                         # a copy: the producer may write later
+  assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+  assert nbjax.dlpack.is_supported_dtype(np.float32)
+  assert not nbjax.dlpack.is_supported_dtype(nbjax.float0)
+  f = nbjax.jit(lambda x: x + 1)
+  assert isinstance(f, nbjax.stages.Wrapped)
+  traced = f.trace(np.ones(2))
+  lowered = traced.lower()
+  assert isinstance(traced, nbjax.stages.Traced) and isinstance(lowered, nbjax.stages.Lowered)
+  assert isinstance(lowered.compile(), nbjax.stages.Compiled)
+  assert nbjax.Array in nbjax.typing.ArrayLike.__args__
