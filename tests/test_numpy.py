@@ -827,10 +827,26 @@ EINSUM = [
 ]
 
 
+EINSUM += [("ij,jk,kl->il", [(20, 2), (2, 30), (30, 3)]), ("i,ij,jk,k->", [(4,), (4, 5), (5, 6), (6,)]),
+           ("ijk,jl,lk->i", [(3, 4, 5), (4, 6), (6, 5)]), ("ii,ij,j->", [(4, 4), (4, 5), (5,)])]
+
+
 @pytest.mark.parametrize("spec,shapes", EINSUM, ids=[e[0] for e in EINSUM])
 def test_einsum(spec, shapes):
   ops = [rand(s, np.float64) for s in shapes]
-  check(jnp.einsum(spec, *map(jnp.asarray, ops)), np.einsum(spec, *ops))
+  for optimize in ("auto", False, "optimal", np.einsum_path(spec, *ops)[0]):
+    check(jnp.einsum(spec, *map(jnp.asarray, ops), optimize=optimize), np.einsum(spec, *ops))
+  check(nbjax.jit(lambda *o: jnp.einsum(spec, *o))(*ops), np.einsum(spec, *ops))
+
+
+def test_einsum_contracts_in_the_planned_order():
+  # (20x2 @ 2x30) @ 30x3 costs 1320 multiply-adds, 20x2 @ (2x30 @ 30x3) 300: the planner's
+  ops = [rand(s, np.float64) for s in [(20, 2), (2, 30), (30, 3)]]
+  assert jnp.einsum_path("ij,jk,kl->il", *ops)[0] == np.einsum_path("ij,jk,kl->il", *ops)[0]
+  jaxpr = str(nbjax.make_jaxpr(lambda *o: jnp.einsum("ij,jk,kl->il", *o))(*ops))
+  assert "f64[2,3]" in jaxpr and "f64[20,30]" not in jaxpr
+  jaxpr = str(nbjax.make_jaxpr(lambda *o: jnp.einsum("ij,jk,kl->il", *o, optimize=False))(*ops))
+  assert "f64[20,30]" in jaxpr
 
 
 def test_einsum_misc():

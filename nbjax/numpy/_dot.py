@@ -7,6 +7,7 @@ broadcasting, ``dot``'s axis pairing, einsum subscripts with ellipses) are turne
 """
 from __future__ import annotations
 
+import functools
 import string
 
 import numpy as np
@@ -256,9 +257,11 @@ def _sum_labels(x, ls, keep):
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None, _dot_general=None):
   """Einstein summation (explicit ``->`` or implicit output, ``...`` broadcasting, repeated
-  labels for diagonals, the interleaved operand/sublist form). Contracts pairwise left to
-  right with ``lax.dot_general``; ``optimize`` is accepted and ignored."""
-  del optimize, _dot_general
+  labels for diagonals, the interleaved operand/sublist form). Contracts pairwise with
+  ``lax.dot_general`` in the order NumPy's planner picks for the shapes (``optimize``:
+  ``"auto"``/``True``/``"greedy"``, ``"optimal"``, an ``einsum_path`` result, or ``False``
+  for left to right)."""
+  del _dot_general
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
   if not isinstance(subscripts, str):
@@ -285,19 +288,19 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
       x = _util.broadcast_to(x, full)
     prepared.append((x, ls))
   kw = dict(precision=precision, preferred_element_type=preferred_element_type)
+  if isinstance(optimize, list):  # an einsum_path result: hashable for the planner's cache
+    optimize = tuple(tuple(p) if isinstance(p, list) else p for p in optimize)
+  path = _contraction_path(tuple("".join(ls) for _, ls in prepared), "".join(out_labels),
+                           tuple(x.shape for x, _ in prepared), optimize)
+  for group in path:  # contract these operands (pairwise, in order); the result goes last
+    picked = [prepared[i] for i in group]
+    prepared = [p for i, p in enumerate(prepared) if i not in group]
+    cur, cls = picked[0]
+    for k, (other, ols) in enumerate(picked[1:], 2):
+      needed = set(out_labels).union(*(set(l) for _, l in prepared + picked[k:]))
+      cur, cls = _pair(cur, cls, other, ols, needed, kw)
+    prepared.append((cur, cls))
   cur, cls = prepared[0]
-  for k in range(1, len(prepared)):
-    other, ols = prepared[k]
-    needed = set(out_labels).union(*(set(l) for _, l in prepared[k + 1:]))
-    cur, cls = _sum_labels(cur, cls, needed | set(ols))
-    other, ols = _sum_labels(other, ols, needed | set(cls))
-    shared = [c for c in cls if c in ols]
-    batch = [c for c in shared if c in needed]
-    contract = [c for c in shared if c not in needed]
-    cur = _contract(cur, other,
-                    ([cls.index(c) for c in contract], [ols.index(c) for c in contract]),
-                    ([cls.index(c) for c in batch], [ols.index(c) for c in batch]), **kw)
-    cls = batch + [c for c in cls if c not in shared] + [c for c in ols if c not in shared]
   cur, cls = _sum_labels(cur, cls, set(out_labels))
   perm = tuple(cls.index(c) for c in out_labels)
   if perm != tuple(range(len(perm))):
@@ -308,7 +311,48 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
   return cur
 
 
+def _pair(a, als, b, bls, needed, kw):
+  """Contract ``a`` and ``b`` (label lists ``als``, ``bls``), keeping the labels in
+  ``needed`` (later operands' and the output's): shared needed labels are batch dimensions,
+  shared others are contracted, labels only one side has and nobody needs are summed first."""
+  a, als = _sum_labels(a, als, needed | set(bls))
+  b, bls = _sum_labels(b, bls, needed | set(als))
+  shared = [c for c in als if c in bls]
+  batch = [c for c in shared if c in needed]
+  contract = [c for c in shared if c not in needed]
+  out = _contract(a, b, ([als.index(c) for c in contract], [bls.index(c) for c in contract]),
+                  ([als.index(c) for c in batch], [bls.index(c) for c in batch]), **kw)
+  return out, batch + [c for c in als if c not in shared] + [c for c in bls if c not in shared]
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@functools.lru_cache(maxsize=1024)
+def _contraction_path(ins, out, shapes, optimize):
+  """Pairs of operand positions to contract in turn: left to right for two operands or
+  ``optimize=False``, else NumPy's ``einsum_path`` (``"greedy"`` for ``True``/``"auto"``,
+  or ``"optimal"``; an explicit path is used as given), planned on the shapes alone."""
+  n = len(ins)
+  if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
+    return tuple(tuple(sorted(p)) for p in optimize[1:])
+  if n <= 2 or optimize is False or optimize is None:
+    return (tuple(range(n)),)
+  strategy = "optimal" if optimize == "optimal" else "greedy"
+  labels = sorted(set("".join(ins)))
+  if len(labels) > len(_LETTERS):
+    return (tuple(range(n)),)
+  m = dict(zip(labels, _LETTERS))
+  spec = ",".join("".join(m[c] for c in s) for s in ins) + "->" + "".join(m[c] for c in out)
+  dummies = [np.lib.stride_tricks.as_strided(np.zeros(1), shape, [0] * len(shape))
+             for shape in shapes]  # no memory: einsum_path reads only the shapes
+  path, _ = np.einsum_path(spec, *dummies, optimize=strategy)
+  return tuple(tuple(sorted(p)) for p in path[1:])
+
+
 def einsum_path(subscripts, *operands, optimize="greedy"):
-  """The (trivial) left-to-right contraction path nbjax's ``einsum`` uses."""
-  n = len(operands)
-  return ["einsum_path"] + [(0, 1)] * max(n - 1, 0), f"left-to-right pairwise: {subscripts}"
+  """The contraction path ``einsum`` takes for these operands (NumPy's planner on their
+  shapes) and NumPy's report of it."""
+  shapes = [np.shape(o) for o in operands]
+  dummies = [np.lib.stride_tricks.as_strided(np.zeros(1), s, [0] * len(s)) for s in shapes]
+  return np.einsum_path(subscripts, *dummies, optimize=optimize)
