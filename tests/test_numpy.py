@@ -990,3 +990,47 @@ def test_aliases_and_extras():
     check(g, w)
   check(jnp.linalg.trace(jnp.asarray(y[:, :, :2])), np.trace(y[:, :, :2], axis1=-2, axis2=-1))
   check(jnp.linalg.svdvals(jnp.asarray(y[0])), np.linalg.svd(y[0], compute_uv=False))
+
+
+def test_linalg_lstsq_cond_tensor_multi_dot():
+  la = jnp.linalg
+  a = rng.standard_normal((6, 4))
+  for b in (rng.standard_normal(6), rng.standard_normal((6, 3))):
+    got, want = la.lstsq(a, b), np.linalg.lstsq(a, b, rcond=None)
+    for g, w in zip(got, want):
+      np.testing.assert_allclose(np.asarray(g), w, rtol=1e-9, atol=1e-12)
+    assert got.rank.dtype == np.int64 and got.x.shape == want[0].shape
+  jit_x = nbjax.jit(lambda a, b: la.lstsq(a, b).x)(a, b)
+  np.testing.assert_allclose(np.asarray(jit_x), np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-9)
+  rank_def = np.outer(np.arange(1.0, 5.0), np.ones(3))             # rank 1, 4x3
+  assert int(la.lstsq(rank_def, np.ones(4)).rank) == 1
+  assert la.lstsq(rank_def, np.ones(4), numpy_resid=True).residuals.shape == (0,)
+  with pytest.raises(TypeError, match="Array must be two-dimensional"):
+    la.lstsq(np.ones((2, 2, 2)), np.ones(2))
+  m = rng.standard_normal((3, 5, 5))
+  for p in (None, 2, -2, 1, -1, np.inf, -np.inf, "fro"):
+    np.testing.assert_allclose(np.asarray(la.cond(m, p)), np.linalg.cond(m, p), rtol=1e-8)
+  assert np.isinf(float(la.cond(np.array([[1.0, 2.0], [0.0, 0.0]]), 1)))
+  with pytest.raises(ValueError, match="must be square"):
+    la.cond(np.ones((2, 3)), 1)
+  t = rng.standard_normal((4, 6, 8, 3))
+  np.testing.assert_allclose(np.asarray(la.tensorinv(t, 2)), np.linalg.tensorinv(t, 2), rtol=1e-8)
+  with pytest.raises(ValueError, match="ind must be a positive integer"):
+    la.tensorinv(t, 0)
+  a3, b2 = rng.standard_normal((2, 3, 6)), rng.standard_normal((2, 3))
+  np.testing.assert_allclose(np.asarray(la.tensorsolve(a3, b2)), np.linalg.tensorsolve(a3, b2),
+                             rtol=1e-8)
+  a3 = rng.standard_normal((6, 2, 3))
+  np.testing.assert_allclose(np.asarray(la.tensorsolve(a3, b2, axes=(0,))),
+                             np.linalg.tensorsolve(a3, b2, axes=(0,)), rtol=1e-8)
+  for shapes in ([(10,), (10, 100), (100, 5), (5,)], [(10, 30), (30, 5), (5, 60)],
+                 [(3,), (3,)], [(4, 3), (3,)]):
+    arrs = [rng.standard_normal(s) for s in shapes]
+    np.testing.assert_allclose(np.asarray(la.multi_dot(arrs)), np.linalg.multi_dot(arrs),
+                               rtol=1e-9)
+  # (10x100 @ 100x5) first: no 10x5... the planner keeps the 100-wide product out
+  jaxpr = str(nbjax.make_jaxpr(la.multi_dot)([np.ones((10, 100)), np.ones((100, 5)),
+                                              np.ones((5, 50))]))
+  assert "f64[100,50]" not in jaxpr and "f64[10,5]" in jaxpr
+  with pytest.raises(ValueError, match="at least two arrays"):
+    la.multi_dot([np.ones(3)])

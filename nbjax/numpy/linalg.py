@@ -471,7 +471,7 @@ def _chain_order(dims):
 def multi_dot(arrays, *, precision=None):
   """``arrays[0] @ arrays[1] @ ...`` in the order with the fewest flops; the first and last
   array may be 1-d."""
-  arrs = list(ensure_arraylike("jnp.linalg.multi_dot", *arrays))
+  arrs = [ensure_arraylike("jnp.linalg.multi_dot", a) for a in arrays]
   if len(arrs) < 2:
     raise ValueError(f"multi_dot requires at least two arrays; got len(arrays)={len(arrs)}")
   if not (arrs[0].ndim in (1, 2) and arrs[-1].ndim in (1, 2)
