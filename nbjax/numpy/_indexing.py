@@ -588,7 +588,7 @@ def _along_axis_index(arr_shape, indices, axis):
   return tuple(idx)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *,
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
                     wrap_negative_indices=None):
   """``arr`` indexed by ``indices`` along ``axis`` (other axes broadcast), as
   :func:`numpy.take_along_axis`; out-of-bounds indices follow ``mode`` (default 'fill').
