@@ -173,3 +173,5 @@ def astype(x, dtype, /, *, copy=False, device=None):
 
 
 _attach()
+
+from nbjax.numpy._ufunc_api import frompyfunc, ufunc  # noqa: E402,F401
