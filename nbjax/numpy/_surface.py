@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from nbjax import core, dtypes, lax
-from nbjax.numpy import _creation, _dot, _manip, _reductions, _setops, _statistics, _ufuncs
+from nbjax.numpy import _creation, _dot, _dtype_api, _manip, _reductions, _setops, _statistics, _ufuncs
 from nbjax.numpy import _util
 from nbjax.numpy._util import as_array, ensure_arraylike
 
@@ -24,6 +24,22 @@ __all__ = ["ComplexWarning", "array_repr", "array_str", "bitwise_count", "c_", "
            "histogramdd", "index_exp", "iterable", "load", "mask_indices", "matvec", "mgrid",
            "ogrid", "packbits", "polydiv", "polyfit", "printoptions", "r_", "roots", "s_",
            "save", "savez", "set_printoptions", "unpackbits", "vecmat"]
+
+# ----------------------------------------------------------------- ml_dtypes scalar types
+# JAX's narrow types: valid dtype names and scalar types (``jnp.int4(3)`` is a 0-d Array);
+# arithmetic on them raises a TypeError naming the dtype (no kernels for them).
+_ML_NAMES = ("float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+             "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+             "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int1", "int2", "int4", "uint1",
+             "uint2", "uint4")
+try:
+  import ml_dtypes as _ml
+except ImportError:  # pragma: no cover
+  _ml = None
+for _n in _ML_NAMES:
+  if _ml is not None and hasattr(_ml, _n):
+    globals()[_n] = _dtype_api._scalar_type(_n, getattr(_ml, _n))
+    __all__.append(_n)
 
 # ----------------------------------------------------------------- NumPy's own (as JAX)
 ComplexWarning = np.exceptions.ComplexWarning
