@@ -142,8 +142,9 @@ class _Grid:
   def __getitem__(self, key):
     if isinstance(key, slice):
       return _grid_1d(key, self._name)
-    out = _util.promote_dtypes(*(_grid_1d(k, self._name) for k in key))
-    grids = _creation.meshgrid(*out, indexing="ij", sparse=self._sparse)
+    out = [_grid_1d(k, self._name) for k in key]
+    grids = _creation.meshgrid(*(_util.promote_dtypes(*out) if out else ()), indexing="ij",
+                               sparse=self._sparse)
     if self._sparse:
       return list(grids)
     return _manip.stack(grids, 0) if grids else _creation.arange(0)
