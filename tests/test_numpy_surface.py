@@ -61,19 +61,20 @@ def test_jax_ufunc_names_are_ufuncs():
   assert jnp.negative.nin == 1 and jnp.negative.nout == 1
 
 
+JAX_IDENTITY = {"add": 0, "subtract": None, "multiply": 1, "maximum": None, "minimum": None,
+                "bitwise_and": -1, "bitwise_or": 0, "bitwise_xor": 0, "logical_and": True,
+                "logical_or": False, "logical_xor": False, "logaddexp": -np.inf,
+                "logaddexp2": -np.inf}
+
+
 @pytest.mark.parametrize("name", BINARY)
 def test_ufunc_attributes_match_numpy(name):
   u, nu = getattr(jnp, name), getattr(np, name)
   assert (u.nin, u.nout) == (nu.nin, nu.nout)
   assert u.nargs == 2  # JAX counts inputs only (NumPy adds the out argument)
-  if nu.identity is None or name == "logaddexp2":
-    expected = {"logaddexp2": -np.inf}.get(name)  # NumPy's logaddexp2 has none; JAX's -inf
-    assert u.identity == expected if expected is None or u.identity is None else \
-        u.identity == expected
-  else:
-    assert u.identity == nu.identity and type(u.identity) is type(nu.identity) or \
-        (u.identity == nu.identity and name in ("bitwise_and", "add", "multiply",
-                                                "bitwise_or", "bitwise_xor", "logaddexp"))
+  assert u.identity == JAX_IDENTITY[name] and type(u.identity) is type(JAX_IDENTITY[name])
+  if nu.identity is not None:  # NumPy's logaddexp2 has none, JAX's is -inf
+    assert u.identity == nu.identity
 
 
 def test_fast_call_is_the_function_itself():
