@@ -173,7 +173,7 @@ class Array(metaclass=abc.ABCMeta):
     if v.size == 0 and v.shape != (0,):
       body = f"[], shape={v.shape}"
     else:
-      body = np.array2string(v, separator=", ", prefix=prefix, threshold=1000)
+      body = np.array2string(v, separator=", ", prefix=prefix)  # np.printoptions govern
     extra = f", dtype={v.dtype.name}"
     if self._weak:
       extra += ", weak_type=True"

@@ -34,7 +34,7 @@ float0 = np.dtype([('float0', np.void, 0)])
 _SMALL_FLOAT_NAMES = ('float8_e4m3fn', 'float8_e5m2', 'float8_e4m3fnuz', 'float8_e5m2fnuz',
                       'float8_e4m3b11fnuz', 'float8_e3m4', 'float8_e4m3', 'float8_e8m0fnu',
                       'float6_e2m3fn', 'float6_e3m2fn', 'float4_e2m1fn')
-_SMALL_INT_NAMES = ('int4', 'uint4', 'int2', 'uint2')
+_SMALL_INT_NAMES = ('int4', 'uint4', 'int2', 'uint2', 'int1', 'uint1')
 for _n in _SMALL_FLOAT_NAMES + _SMALL_INT_NAMES:
   globals()[_n] = getattr(_ml, _n, None)
 _small_float_dtypes = [np.dtype(getattr(_ml, n)) for n in _SMALL_FLOAT_NAMES if hasattr(_ml, n)]

@@ -132,7 +132,7 @@ _METHODS = {
     "round": _round, "__round__": _dunder_round, "__contains__": _contains,
     "nonzero": _nonzero,
     "__getitem__": _indexing.getitem,
-    "__neg__": _ufuncs.negative, "__pos__": _ufuncs.positive, "__abs__": _ufuncs.absolute,
+    "__neg__": _ufuncs._fn["negative"], "__pos__": _ufuncs.positive, "__abs__": _ufuncs.absolute,
     "__invert__": _ufuncs.invert,
 }
 _TRACER_ONLY = {"item": _item, "tolist": _tolist}

@@ -120,7 +120,14 @@ def empty(shape, dtype=None, *, device=None):
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
-  """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``."""
+  """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
+  may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX."""
+  if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (Array, Tracer,
+                                                                        np.ndarray)):
+    _util.check_arraylike("full_like", 0, fill_value)
+    d = canonicalize_user_dtype(dtype) or canonicalize_user_dtype(a.dtype)
+    return _util.broadcast_to(asarray(fill_value, d),
+                              canonicalize_shape(a.shape if shape is None else shape))
   _util.check_arraylike("full_like", a)
   a = as_array(a)
   if _util.ndim(fill_value) != 0:

@@ -54,12 +54,23 @@ def _fast_dtypes(prim, kinds):
   return frozenset(d for d in prim.meta.get("dtypes", ()) if d.kind in kinds)
 
 
-def _unary(name, general, prim_name=None, kinds="biufc"):
+def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
   """A unary ufunc: an Array of a dtype in ``kinds`` that the primitive accepts binds it
   directly; anything else goes through ``general`` (checks, promotion)."""
   prim = _prim(prim_name) if prim_name else None
   if prim is None:
     def f(x, /):
+      return general(x)
+  elif ufunc:  # jnp.negative: a ufunc, taking (and rejecting) out=/where=
+    ok = _fast_dtypes(prim, kinds)
+
+    def f(x, /, out=None, where=None):
+      if out is not None or where is not None:
+        _no_out_where(name, True, out, where)
+      if type(x) is Array and x._value.dtype in ok:
+        return prim.eager(x) if _ctx.trace is _EVAL else prim.bind(x)
+      if isinstance(x, Tracer) and x.aval.dtype in ok:
+        return prim.bind(x)
       return general(x)
   else:
     ok = _fast_dtypes(prim, kinds)
@@ -105,20 +116,33 @@ def _traced(name, prim, ok, scalar_fast, x, y):
   return None
 
 
-def _binary(name, general, prim_name=None, kinds="biufc"):
+def _no_out_where(name, ufunc, out, where):
+  kw = "out" if out is not None else "where"
+  if ufunc:
+    raise NotImplementedError(f"{kw} argument of <jnp.ufunc '{name}'>")
+  raise TypeError(f"{name}() got an unexpected keyword argument '{kw}'")
+
+
+def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
   """A binary ufunc with the hot paths of ``x + y`` and ``x * 2.0``: two Arrays of one
   dtype (of ``kinds``, accepted by the primitive) and one shape, or an Array and a Python
   scalar that JAX's promotion leaves at the Array's dtype, bind the primitive directly;
-  anything else goes through ``general`` (checks, promotion, broadcasting)."""
+  anything else goes through ``general`` (checks, promotion, broadcasting). ``out`` and
+  ``where`` (``jnp.ufunc.__call__``'s keywords; positional defaults cost nothing) are
+  rejected as JAX does when ``ufunc``, else as unknown keywords."""
   prim = _prim(prim_name) if prim_name else None
   if prim is None:
-    def f(x, y, /):
+    def f(x, y, /, out=None, where=None):
+      if out is not None or where is not None:
+        _no_out_where(name, ufunc, out, where)
       return general(x, y)
   else:
     ok = _fast_dtypes(prim, kinds)
     scalar_fast = _SCALAR_FAST.get
 
-    def f(x, y, /):
+    def f(x, y, /, out=None, where=None):
+      if out is not None or where is not None:
+        _no_out_where(name, ufunc, out, where)
       tx, ty = type(x), type(y)
       if tx is Array:
         vx = x._value
@@ -152,17 +176,18 @@ def _inexact_unary(name, lax_fn, prim_name=None):
   return _unary(name, general, prim_name)
 
 
-def _numeric_unary(name, lax_fn, prim_name=None):
+def _numeric_unary(name, lax_fn, prim_name=None, ufunc=False):
   def general(x):
     x, = promote_dtypes_numeric(ensure_arraylike(name, x))
     return lax_fn(x)
-  return _unary(name, general, prim_name)
+  return _unary(name, general, prim_name, ufunc=ufunc)
 
 
-def _std_binary(name, lax_fn, prim_name=None, promote=promote_args, kinds="biufc"):
+def _std_binary(name, lax_fn, prim_name=None, promote=promote_args, kinds="biufc",
+                ufunc=False):
   def general(x, y):
     return lax_fn(*promote(name, x, y))
-  return _binary(name, general, prim_name, kinds)
+  return _binary(name, general, prim_name, kinds, ufunc)
 
 # ----------------------------------------------------------------- arithmetic
 
@@ -177,9 +202,9 @@ def _multiply(x, y):
   return lax.bitwise_and(x, y) if x.dtype == _BOOL else lax.mul(x, y)
 
 
-add = _binary("add", _add, "add")
-subtract = _std_binary("subtract", lax.sub, "sub")
-multiply = _binary("multiply", _multiply, "mul")
+add = _binary("add", _add, "add", ufunc=True)
+subtract = _std_binary("subtract", lax.sub, "sub", ufunc=True)
+multiply = _binary("multiply", _multiply, "mul", ufunc=True)
 true_divide = _std_binary("true_divide", lax.div, "div", promote_args_inexact,
                           kinds="fc")
 divide = _std_binary("divide", lax.div, "div", promote_args_inexact, kinds="fc")
@@ -320,7 +345,7 @@ def float_power(x1, x2, /):
   return lax.pow(_util.convert(x1, d), _util.convert(x2, d))
 
 
-negative = _numeric_unary("negative", lax.neg, "neg")
+negative = _numeric_unary("negative", lax.neg, "neg", ufunc=True)
 
 
 def positive(x, /):
@@ -499,14 +524,18 @@ def hypot(x1, x2, /):
   return lax.select(inf, lax.full_like(r, np.inf), lax.select(zero, big, r))
 
 
-def logaddexp(x1, x2, /):
+def logaddexp(x1, x2, /, out=None, where=None):
   """Elementwise ``log(exp(x1) + exp(x2))`` without overflow (JAX's custom derivative:
   finite where an input is ``inf``)."""
+  if out is not None or where is not None:
+    _no_out_where("logaddexp", True, out, where)
   return _logaddexp(*_full_shape(*promote_args_inexact("logaddexp", x1, x2)))
 
 
-def logaddexp2(x1, x2, /):
+def logaddexp2(x1, x2, /, out=None, where=None):
   """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
+  if out is not None or where is not None:
+    _no_out_where("logaddexp2", True, out, where)
   return _logaddexp2(*_full_shape(*promote_args_inexact("logaddexp2", x1, x2)))
 
 
@@ -616,7 +645,7 @@ def _maxmin(name, op, prim_name):
       pick = _cmp_complex_gt(x, y) if name == "maximum" else _cmp_complex_gt(y, x)
       return lax.select(pick, x, y)
     return op(x, y)
-  return _binary(name, general, prim_name, "biuf")
+  return _binary(name, general, prim_name, "biuf", ufunc=True)
 
 
 def _cmp_complex_gt(x, y):
@@ -649,7 +678,7 @@ def _logical(name, op):
     check_arraylike(name, x, y)
     x, y = _util.promote_shapes(name, _to_bool(as_array(x)), _to_bool(as_array(y)))
     return op(x, y)
-  return _binary(name, general)
+  return _binary(name, general, ufunc=True)
 
 
 logical_and = _logical("logical_and", lax.bitwise_and)
@@ -668,7 +697,7 @@ def _bitwise(name, op, prim_name):
     if not _is_intlike(x.dtype):
       raise TypeError(f"{name} requires integer or boolean arguments, got {x.dtype}")
     return op(x, y)
-  return _binary(name, general, prim_name, "biu")
+  return _binary(name, general, prim_name, "biu", ufunc=True)
 
 
 bitwise_and = _bitwise("bitwise_and", lax.bitwise_and, "and")
@@ -839,3 +868,29 @@ def angle(z, deg=False):
     im = lax.full_like(re, 0)
   out = lax.atan2(im, re)
   return lax.mul(out, _const(out, 180 / np.pi)) if deg else out
+
+# ----------------------------------------------------------------- jnp.ufunc instances
+# The names JAX makes ufuncs, with JAX's identities and fast methods. The plain functions
+# stay reachable (``_fn``) for class attributes such as ``Array.__neg__``: a ufunc is not a
+# descriptor, so it would not bind ``self``.
+from nbjax.numpy import _reductions as _r, _ufunc_api as _u  # noqa: E402
+
+_fn = {f.__name__: f for f in (add, subtract, multiply, negative, maximum, minimum, bitwise_and,
+                               bitwise_or, bitwise_xor, logical_and, logical_or, logical_xor,
+                               logaddexp, logaddexp2)}
+negative = _u._builtin(negative, 1)
+add = _u._builtin(add, 2, identity=0, reduce=_r.sum, accumulate=_r.cumsum,
+                  at=_u._bool_at("add"))
+multiply = _u._builtin(multiply, 2, identity=1, reduce=_r.prod, accumulate=_r.cumprod,
+                       at=_u._bool_at("mul"))
+subtract = _u._builtin(subtract, 2, at=_u._subtract_at)
+maximum = _u._builtin(maximum, 2, reduce=_u._extreme(_r.max))
+minimum = _u._builtin(minimum, 2, reduce=_u._extreme(_r.min))
+bitwise_and = _u._builtin(bitwise_and, 2, identity=-1, reduce=_u._reduce_bitwise_and)
+bitwise_or = _u._builtin(bitwise_or, 2, identity=0, reduce=_u._reduce_bitwise_or)
+bitwise_xor = _u._builtin(bitwise_xor, 2, identity=0, reduce=_u._reduce_bitwise_xor)
+logical_and = _u._builtin(logical_and, 2, identity=True, reduce=_u._reduce_logical_and)
+logical_or = _u._builtin(logical_or, 2, identity=False, reduce=_u._reduce_logical_or)
+logical_xor = _u._builtin(logical_xor, 2, identity=False, reduce=_u._reduce_logical_xor)
+logaddexp = _u._builtin(logaddexp, 2, identity=-np.inf, reduce=_u._logsumexp(True))
+logaddexp2 = _u._builtin(logaddexp2, 2, identity=-np.inf, reduce=_u._logsumexp(False))
