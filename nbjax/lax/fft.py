@@ -18,9 +18,10 @@ import operator
 
 import numpy as np
 
-from nbjax import registry
+from nbjax import dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
+from nbjax.lax.elementwise import _convert_element_type
 
 __all__ = ["FftType", "fft", "fft_p"]
 
@@ -242,6 +243,19 @@ registry.register(
 ad.deflinear2(fft_p, _fft_transpose)
 
 
+def _operand_dtype(real, d):
+  """The dtype ``lax.fft`` casts an operand of dtype ``d`` to (JAX's): RFFT (``real``) takes
+  floats, the others complex numbers of ``d``'s precision (integers: the default ones)."""
+  if real:
+    if d.kind == "c":
+      raise ValueError(f"fft: only real valued inputs supported for rfft, got {d}")
+    return d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  if d.kind == "c":
+    return d
+  return np.dtype(np.complex64) if dtypes.is_inexact(d) and d.itemsize <= 4 else \
+      dtypes.default_complex_dtype()
+
+
 def fft(x, fft_type, fft_lengths):
   """Fast Fourier transform over the innermost ``len(fft_lengths)`` axes (1 to 3).
 
@@ -258,25 +272,15 @@ def fft(x, fft_type, fft_lengths):
     The transform: complex for ``FFT``/``IFFT``/``RFFT``, real for ``IRFFT``; unnormalised
     forward transforms and inverse transforms scaled by ``1 / prod(fft_lengths)``.
   """
-  from nbjax import dtypes
-  from nbjax.lax.elementwise import _convert_element_type
-  typ = _fft_type(fft_type)
-  try:
-    fft_lengths = tuple(map(operator.index, fft_lengths))
-  except TypeError:
-    raise TypeError(f"fft: fft_lengths must be a sequence of ints, got {fft_lengths!r}") from None
+  typ = fft_type if type(fft_type) is FftType else _fft_type(fft_type)
+  if type(fft_lengths) is not tuple:  # (abstract eval checks the entries)
+    try:
+      fft_lengths = tuple(map(operator.index, fft_lengths))
+    except TypeError:
+      raise TypeError(f"fft: fft_lengths must be a sequence of ints, got {fft_lengths!r}") from None
   aval = get_aval(x)
-  d = aval.dtype
-  if typ == FftType.RFFT:
-    if d.kind == "c":
-      raise ValueError(f"fft: only real valued inputs supported for rfft, got {d}")
-    want = d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
-  elif dtypes.is_complex(d):
-    want = d
-  else:  # the complex dtype of d's precision (the default complex for integers and bools)
-    want = np.dtype(np.complex64 if dtypes.is_inexact(d) and d.itemsize <= 4 else
-                    dtypes.default_complex_dtype())
-  if want != d or aval.weak_type:
+  want = _operand_dtype(typ == FftType.RFFT, aval.dtype)
+  if want != aval.dtype or aval.weak_type:
     x = _convert_element_type(x, want)
   if not fft_lengths:  # XLA has no 0-D FFT
     return x
