@@ -152,7 +152,8 @@ def test_fast_eager_path_matches_general_path():
   x = Array(_rand((3, 16), "complex64"))
   np.testing.assert_array_equal(np.asarray(jnp.fft.fft(x)), np.asarray(jnp.fft.fftn(x, axes=(1,))))
   r = Array(_rand((3, 16), "float32"))
-  np.testing.assert_array_equal(np.asarray(jnp.fft.rfft(r)), np.asarray(jnp.fft.rfftn(r, axes=(1,))))
+  np.testing.assert_array_equal(np.asarray(jnp.fft.rfft(r)),
+                                np.asarray(jnp.fft.rfftn(r, axes=(1,))))
   np.testing.assert_array_equal(np.asarray(jnp.fft.fft(r)), np.asarray(jnp.fft.fftn(r, axes=(1,))))
 
 
@@ -328,7 +329,8 @@ def test_errors():
     lax.fft(np.ones((1, 2, 2, 2), complex), "fft", (1, 2, 2, 2))
   with pytest.raises(ValueError, match="IRFFT input shape"):
     lax.fft(c, "irfft", (8,))
-  with pytest.raises(ValueError, match="fft: FFT input must be complex64 or complex128, got float32"):
+  with pytest.raises(ValueError, match="fft: FFT input must be complex64 or complex128, got "
+                                       "float32"):
     lax.fft_p.bind(Array(np.ones(8, np.float32)), fft_type=lax.FftType.FFT, fft_lengths=(8,))
   with pytest.raises(ValueError, match="RFFT input must be float32 or float64"):
     lax.fft_p.bind(Array(c), fft_type=lax.FftType.RFFT, fft_lengths=(8,))

@@ -152,38 +152,34 @@ def _lax():
   return lax
 
 
-def _mask(ct, n, m, scale, conj):
-  """``ct * mask`` with mask = ``scale * [1, 2, ..., 2, (1 for even n)]`` along the last
-  axis (``conj``: ``scale / mask``): the weight of the Hermitian half's entries."""
+def _weigh(ct, n, scale, divide):
+  """``ct`` times ``scale * w`` (``divide``: ``scale / w``) along its last axis, ``w = [1, 2,
+  ..., 2, 1 (even n)]``: how often each entry of a Hermitian half spectrum counts in the
+  full one."""
   lax = _lax()
-  w = np.full(m, 2.0)
+  a = get_aval(ct)
+  w = np.full(a.shape[-1], 2.0)
   w[0] = 1.0
   if n % 2 == 0:
     w[-1] = 1.0
-  w = scale / w if conj else scale * w
-  a = get_aval(ct)
-  w = lax.broadcast_in_dim(np.asarray(w, a.dtype), a.shape, (a.ndim - 1,))
-  return lax.mul(ct, w)
+  w = np.asarray(scale / w if divide else scale * w, a.dtype)
+  return lax.mul(ct, lax.broadcast_in_dim(w, a.shape, (a.ndim - 1,)))
 
 
 def _fft_transpose(ct, x, *, fft_type, fft_lengths):
   lax = _lax()
-  if fft_type == FftType.RFFT:  # <ct, rfft x> = <N irfft(conj(ct) / mask), x>
-    n = fft_lengths[-1]
-    t = _mask(lax.conj(ct), n, n // 2 + 1, 1.0, True)
-    out = fft(t, FftType.IRFFT, fft_lengths)
-    return [lax.mul(out, np.asarray(math.prod(fft_lengths), get_aval(out).dtype))]
-  if fft_type == FftType.IRFFT:  # conj(mask * rfft(ct) / N): JAX's pairing for complex
-    y = fft(ct, FftType.RFFT, fft_lengths)
-    n = fft_lengths[-1]
-    return [lax.conj(_mask(y, n, n // 2 + 1, 1.0 / math.prod(fft_lengths), False))]
+  n, size = fft_lengths[-1], math.prod(fft_lengths)
+  if fft_type == FftType.RFFT:  # <ct, rfft x> = <N irfft(conj(ct) / w), x>
+    return [fft(_weigh(lax.conj(ct), n, size, True), FftType.IRFFT, fft_lengths)]
+  if fft_type == FftType.IRFFT:  # conj(w rfft(ct) / N): JAX's pairing for complex values
+    return [lax.conj(_weigh(fft(ct, FftType.RFFT, fft_lengths), n, 1.0 / size, False))]
   return [fft(ct, fft_type, fft_lengths)]  # the DFT matrix is symmetric
 
 
 def _fft_batch(vals, dims, *, fft_type, fft_lengths):
   x, = vals
   bd, = dims
-  if bd >= get_aval(x).ndim - len(fft_lengths):  # a transformed axis: the batch axis goes to the front
+  if bd >= get_aval(x).ndim - len(fft_lengths):  # a transformed axis: batch axis to the front
     x, bd = batching.moveaxis(x, bd, 0), 0
   return fft_p.bind(x, fft_type=fft_type, fft_lengths=fft_lengths), bd
 
