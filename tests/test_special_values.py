@@ -75,9 +75,14 @@ _DEFINED = ("a decomposition is defined on finite matrices: with NaN or infinite
             "differently, and tiny ones give subnormal intermediates that XLA flushes to "
             "zero (its FFI calls run with flush-to-zero on); the sign of a zero result is "
             "the algorithm's too (not compared)")
+_TRANSFORM = ("every output of an FFT sums every input times a twiddle factor: NaN and "
+              "infinite inputs give NaN or infinite parts where the algorithm's order of "
+              "operations puts them (NumPy's pocketfft eagerly, XLA's FFT under jit), and "
+              "huge ones overflow in one order and not in the other: finite values of "
+              "moderate size only, zero signs not compared")
 # Special values narrowed for some primitives: (the values kept, the dtype kinds whose zero
 # signs are compared, why).
-NARROW = {"dot_general": (_dot_values, "f", _ORDER),
+NARROW = {"dot_general": (_dot_values, "f", _ORDER), "fft": (_moderate, "", _TRANSFORM),
           **{p: (_moderate, "", _DEFINED)
              for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "svd")}}
 

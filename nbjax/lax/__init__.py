@@ -29,6 +29,7 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
                                   sort_p, top_k)
 from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
+from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401
 from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
                                     map, scan, scan_p, switch, while_loop, while_p)
 

@@ -9,7 +9,7 @@ transformation. Importing this package also attaches operators, methods and ``.a
 Submodules: ``_ufuncs`` (elementwise), ``_reductions``, ``_creation``, ``_manip`` (shape,
 joining, sorting, selection), ``_indexing`` (``x[idx]``, ``.at[]``, take, nonzero,
 diagonals), ``_dot`` (dot, matmul, einsum), ``_dtype_api`` (scalar types, promotion
-queries), ``linalg``.
+queries), ``linalg``, ``fft``.
 """
 import math as _math
 
@@ -17,7 +17,7 @@ import numpy as _np
 
 from nbjax.array import Array as ndarray  # noqa: F401
 from nbjax.core import Tracer as _Tracer
-from nbjax.numpy import linalg  # noqa: F401
+from nbjax.numpy import fft, linalg  # noqa: F401
 from nbjax.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from nbjax.numpy._array_methods import attach as _attach
 from nbjax.numpy._creation import (arange, array, asarray, copy, diag_indices, empty,  # noqa: F401
