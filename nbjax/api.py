@@ -907,7 +907,7 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
                               axis_name)
   tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
              for x, ax in zip(args, in_axes)]
-  with core.set_current_trace(trace):
+  with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
     outs = fun(*tracers)
   out_axes = out_axes_thunk()
   results = []

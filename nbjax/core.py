@@ -222,6 +222,7 @@ class Primitive:
   multiple_results = False
   call_primitive = False
   map_primitive = False
+  named_axes = None  # collectives: params -> the axis names they act over (lax.parallel)
 
   def __init__(self, name: str):
     self.name = name
@@ -391,6 +392,32 @@ config.add_listener(_on_config)
 
 def get_current_trace():
   return _ctx.trace
+
+
+class _AxisEnv(threading.local):
+  def __init__(self):
+    self.env = ()
+
+
+_axis_env = _AxisEnv()
+
+
+def axis_env():
+  """The named mapped axes bound now, outermost first: ``((name, size), ...)``."""
+  return _axis_env.env
+
+
+@contextmanager
+def extend_axis_env(name, size):
+  """Bind the named axis ``name`` of ``size`` members while a mapped function traces (vmap
+  with ``axis_name``): collectives check their names and sizes against it. ``None``: no-op."""
+  prev = _axis_env.env
+  if name is not None:
+    _axis_env.env = prev + ((name, size),)
+  try:
+    yield
+  finally:
+    _axis_env.env = prev
 
 
 @contextmanager

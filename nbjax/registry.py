@@ -747,7 +747,8 @@ def table(markdown=False):
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rs]
     return "\n".join(lines)
-  w = {c: max(len(c), *(len(str(r[c])) for r in rs)) for c in cols}
+  w = {c: max(len(c), *(len(str(r[c])) for r in rs)) for c in cols[:-1]}
+  w[cols[-1]] = len(cols[-1])  # the last column (notes) is not padded: lines end with it
   lines = ["  ".join(c.ljust(w[c]) for c in cols), "  ".join("-" * w[c] for c in cols)]
   lines += ["  ".join(str(r[c]).ljust(w[c]) for c in cols).rstrip() for r in rs]
   return "\n".join(lines)

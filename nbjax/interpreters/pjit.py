@@ -414,7 +414,7 @@ def jvp_jaxpr(closed, nonzeros, name):
     trace = ad.JVPTrace(core.get_current_trace(), core.new_trace_tag())
     ins = [ad.maybe_jvp_tracer(trace, p, next(tans)) if nz else p
            for p, nz in zip(primals, nonzeros)]
-    with core.set_current_trace(trace):
+    with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
       outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
     pairs = [trace.to_primal_tangent_pair(o) for o in outs]
     out_nz = [_nonzero(t) for _, t in pairs]
@@ -458,7 +458,7 @@ def batch_jaxpr(closed, axis_size, dims, axis_name, name):
     trace = batching.BatchTrace(core.get_current_trace(), core.new_trace_tag(), axis_size,
                                 axis_name)
     ins = [a if d is None else batching.BatchTracer(trace, a, d) for a, d in zip(args, dims)]
-    with core.set_current_trace(trace):
+    with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
       outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
     vals, odims = core.unzip2(trace.to_batch_info(o) for o in outs)
     box.append(tuple(odims))
@@ -784,7 +784,7 @@ class JitWrapped:
           "called with a non-array argument, and this argument was not marked as static using "
           "the static_argnums or static_argnames parameters of nbjax.jit.") from None
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
-           config.trace_key)
+           config.trace_key, core.axis_env())
     entry = self._cache.get(key)
     if entry is None:
       entry = self._trace(in_tree, avals, args, kwargs, statics)

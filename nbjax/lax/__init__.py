@@ -30,6 +30,10 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
 from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
 from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401
+from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
+                                axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,
+                                pmin_p, ppermute, ppermute_p, pshuffle, psum, psum_p,
+                                psum_scatter, reduce_scatter_p)
 from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
                                     map, scan, scan_p, switch, while_loop, while_p)
 

@@ -1,0 +1,148 @@
+"""Named-axis collectives under ``vmap(..., axis_name=...)``: values against NumPy
+references (and JAX's, hard-coded), every in_axes placement, nested names, jit inside and
+outside, derivatives (JAX's: psum transposes into psum, all_gather into psum_scatter...),
+the inner-product identity of each linear collective, and JAX's errors."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import lax
+
+rng = np.random.default_rng(0)
+
+
+def vm(f, x, in_axes=0):
+  return np.asarray(nbjax.vmap(f, in_axes=in_axes, axis_name="i")(x))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_reductions_every_placement(axis):
+  x = rng.standard_normal((3, 4, 5))
+  members = np.moveaxis(x, axis, 0)
+  for f, ref in [(lax.psum, np.sum), (lax.pmax, np.max), (lax.pmin, np.min),
+                 (lax.pmean, np.mean)]:
+    got = vm(lambda v: f(v, "i"), x, axis)
+    want = np.broadcast_to(ref(members, axis=0), members.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nbjax.jit(nbjax.vmap(lambda v: f(v, "i"), axis,
+                                                               axis_name="i"))(x)), want,
+                               rtol=1e-12)
+
+
+def test_jax_values():
+  xs = jnp.arange(3.0)
+  assert vm(lambda x: lax.psum(2.0, "i"), xs).tolist() == [6.0] * 3
+  assert vm(lambda x: lax.axis_index("i"), xs).tolist() == [0, 1, 2]
+  assert vm(lambda x: lax.axis_size("i"), xs).tolist() == [3, 3, 3]
+  assert vm(lambda x: lax.ppermute(x, "i", [(0, 1), (1, 2), (2, 0)]), xs).tolist() == [2, 0, 1]
+  assert vm(lambda x: lax.ppermute(x, "i", [(0, 1), (1, 2)]), xs).tolist() == [0, 0, 1]
+  assert vm(lambda x: lax.pshuffle(x, "i", [2, 0, 1]), xs).tolist() == [2, 0, 1]
+  m = jnp.arange(9.0).reshape(3, 3)
+  assert vm(lambda x: lax.all_to_all(x, "i", 0, 0), m).tolist() == np.arange(9.0).reshape(3, 3).T.tolist()
+  assert vm(lambda x: lax.psum_scatter(x, "i"), m).tolist() == [9, 12, 15]
+  assert vm(lambda x: lax.psum_scatter(x, "i", tiled=True), m).tolist() == [[9], [12], [15]]
+  assert vm(lambda x: lax.all_gather(x, "i", axis=1, tiled=True),
+            jnp.arange(12.0).reshape(3, 2, 2)).shape == (3, 2, 6)
+  assert vm(lambda x: lax.all_to_all(x, "i", 1, 0, tiled=True),
+            jnp.arange(18.0).reshape(3, 2, 3)).shape == (3, 6, 1)
+  g = nbjax.vmap(nbjax.grad(lambda x: lax.psum(x, "i")), axis_name="i")(xs)
+  assert np.asarray(g).tolist() == [3.0] * 3                      # psum transposes to psum
+  g = nbjax.vmap(nbjax.grad(lambda x: lax.pmean(x * x, "i")), axis_name="i")(xs)
+  assert np.asarray(g).tolist() == [0.0, 2.0, 4.0]
+  g = nbjax.vmap(nbjax.grad(lambda x: lax.all_gather(x, "i").sum()), axis_name="i")(xs)
+  assert np.asarray(g).tolist() == [3.0] * 3
+  g = nbjax.vmap(nbjax.grad(lambda x: lax.ppermute(x, "i", [(0, 1), (1, 2), (2, 0)])
+                            * jnp.arange(3.0)[lax.axis_index("i")]), axis_name="i")(xs)
+  assert np.asarray(g).tolist() == [1.0, 2.0, 0.0]
+
+
+def test_nested_names_and_jit():
+  x = jnp.arange(6.0).reshape(2, 3)
+  both = nbjax.vmap(nbjax.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"),
+                    axis_name="i")(x)
+  assert np.asarray(both).tolist() == [[15.0] * 3] * 2
+  outer = nbjax.vmap(nbjax.vmap(lambda v: lax.psum(v, "i"), axis_name="j"), axis_name="i")(x)
+  assert np.asarray(outer).tolist() == [[3.0, 5.0, 7.0]] * 2
+  idx = nbjax.vmap(nbjax.vmap(lambda v: lax.axis_index(("i", "j")), axis_name="j"),
+                   axis_name="i")(x)
+  assert np.asarray(idx).tolist() == [[0, 1, 2], [3, 4, 5]]
+  inner_jit = nbjax.vmap(nbjax.jit(lambda v: v - lax.pmean(v, "i")), axis_name="i")(x[0])
+  assert np.asarray(inner_jit).tolist() == [-1.0, 0.0, 1.0]
+
+
+def _all_gather_ref(m, axis, tiled):
+  out = np.stack(list(m), axis=axis) if not tiled else np.concatenate(list(m), axis=axis)
+  return np.broadcast_to(out, (len(m),) + out.shape)
+
+
+def _all_to_all_ref(m, sa, ca, tiled):
+  n = len(m)
+  outs = []
+  for i in range(n):
+    blocks = [np.split(m[j], n, axis=sa)[i] for j in range(n)]
+    outs.append(np.concatenate(blocks, axis=ca) if tiled else
+                np.stack([np.squeeze(b, sa) for b in blocks], axis=ca))
+  return np.stack(outs)
+
+
+@pytest.mark.parametrize("sa,ca", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("tiled", [False, True])
+def test_all_to_all_against_reference(sa, ca, tiled):
+  n = 3
+  shape = [2, 4]
+  shape[sa] = n * (2 if tiled else 1)
+  m = rng.standard_normal((n, *shape))
+  got = vm(lambda v: lax.all_to_all(v, "i", sa, ca, tiled=tiled), m)
+  np.testing.assert_allclose(got, _all_to_all_ref(m, sa, ca, tiled))
+
+
+@pytest.mark.parametrize("axis,tiled", [(0, False), (1, False), (2, False), (0, True), (1, True)])
+def test_all_gather_against_reference(axis, tiled):
+  m = rng.standard_normal((3, 2, 4))
+  got = vm(lambda v: lax.all_gather(v, "i", axis=axis, tiled=tiled), m)
+  np.testing.assert_allclose(got, _all_gather_ref(m, axis, tiled))
+
+
+LINEAR = {
+    "psum": lambda v: lax.psum(v, "i"),
+    "all_gather": lambda v: lax.all_gather(v, "i", axis=1),
+    "all_gather_tiled": lambda v: lax.all_gather(v, "i", axis=0, tiled=True),
+    "psum_scatter": lambda v: lax.psum_scatter(v, "i", scatter_dimension=0),
+    "psum_scatter_tiled": lambda v: lax.psum_scatter(v, "i", scatter_dimension=1, tiled=True),
+    "all_to_all": lambda v: lax.all_to_all(v, "i", 0, 1),
+    "all_to_all_tiled": lambda v: lax.all_to_all(v, "i", 1, 0, tiled=True),
+    "ppermute": lambda v: lax.ppermute(v, "i", [(0, 2), (2, 1)]),
+}
+
+
+@pytest.mark.parametrize("name", list(LINEAR))
+def test_linear_collectives_transpose_by_inner_products(name):
+  x = rng.standard_normal((3, 3, 6))
+  F = nbjax.vmap(LINEAR[name], axis_name="i")
+  t = rng.standard_normal(x.shape)
+  y, jt = nbjax.jvp(F, (x,), (t,))
+  np.testing.assert_allclose(np.asarray(jt), np.asarray(F(t)), rtol=1e-12)  # linear
+  ct = rng.standard_normal(np.shape(y))
+  _, pullback = nbjax.vjp(F, x)
+  (xt,) = pullback(ct)
+  np.testing.assert_allclose(np.sum(np.asarray(xt) * t), np.sum(ct * np.asarray(jt)), rtol=1e-10)
+  (xt_jit,) = nbjax.jit(lambda c: nbjax.vjp(F, x)[1](c))(ct)
+  np.testing.assert_allclose(np.asarray(xt_jit), np.asarray(xt), rtol=1e-12)
+
+
+def test_errors():
+  with pytest.raises(NameError, match="^unbound axis name: i$"):
+    lax.psum(1.0, "i")
+  with pytest.raises(NameError, match=r"Found an unbound axis name: i\. To fix this, please "
+                                      r"call psum under `jax.shard_map`\."):
+    nbjax.jit(lambda x: lax.psum(x, "i"))(1.0)
+  with pytest.raises(NameError, match="unbound axis name: j"):
+    nbjax.vmap(lambda x: lax.psum(x, "j"), axis_name="i")(jnp.ones(3))
+  with pytest.raises(NotImplementedError, match="Differentiation rule for 'pmax'"):
+    nbjax.vmap(nbjax.grad(lambda x: lax.pmax(x, "i")), axis_name="i")(jnp.ones(3))
+  with pytest.raises(ValueError, match="permutation"):
+    lax.pshuffle(1.0, "i", [0, 0])
+  with pytest.raises(ValueError, match="must equal the axis size"):
+    nbjax.vmap(lambda x: lax.psum_scatter(x, "i"), axis_name="i")(jnp.ones((3, 2)))
+  assert lax.psum_p.meta["note"] and lax.psum_p.meta["lowering_note"]
