@@ -414,7 +414,7 @@ def jvp_jaxpr(closed, nonzeros, name):
     trace = ad.JVPTrace(core.get_current_trace(), core.new_trace_tag())
     ins = [ad.maybe_jvp_tracer(trace, p, next(tans)) if nz else p
            for p, nz in zip(primals, nonzeros)]
-    with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
+    with core.set_current_trace(trace):
       outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
     pairs = [trace.to_primal_tangent_pair(o) for o in outs]
     out_nz = [_nonzero(t) for _, t in pairs]

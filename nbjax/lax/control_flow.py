@@ -133,7 +133,7 @@ def _jvp_jaxpr(closed, nonzeros, instantiate):
     tans = iter(args[n:])
     trace = ad.JVPTrace(core.get_current_trace(), core.new_trace_tag())
     ins = [ad.JVPTracer(trace, p, next(tans)) if nz else p for p, nz in zip(args[:n], nonzeros)]
-    with core.set_current_trace(trace), core.extend_axis_env(axis_name, size):
+    with core.set_current_trace(trace):
       outs = _call(closed, *ins)
     pairs = [trace.to_primal_tangent_pair(o) for o in outs]
     out_nz = [(_nonzero(t) or bool(i)) and _inexact(a)
