@@ -1096,8 +1096,9 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
     args_flat, in_tree = tree_flatten((dyn_args, kwargs))
     in_avals = [_abstractify(x) for x in args_flat]
     flat_fun, store = _flatten_fun(f_dyn, in_tree)
-    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals,
-                                                         fun_name=_fun_name(fun))
+    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(
+        flat_fun, in_avals, fun_name=_fun_name(fun),
+        debug_info=pe.DebugInfo("jit", fun, args, kwargs, static))
     closed = ClosedJaxpr(jaxpr, consts)
     if return_shape:
       shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in out_avals]

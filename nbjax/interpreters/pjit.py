@@ -737,7 +737,9 @@ class JitWrapped:
       box.append(out_tree)
       return out_flat
 
-    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name)
+    dbg = pe.DebugInfo("jit", fun, args, kwargs, self._static_argnums, self._static_argnames)
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name,
+                                                 debug_info=dbg)
     self._trace_count += 1
     _stats["traces"] += 1
     return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name)

@@ -34,15 +34,12 @@ from nbjax.numpy._util import as_array, canonicalize_axis, ensure_arraylike
 _BOOL = np.dtype(np.bool_)
 
 
-class NonConcreteBooleanIndexError(IndexError):
-  """A boolean mask index was traced: its number of ``True`` entries, hence the result's
-  shape, is unknown. Use ``jnp.where`` (or the ``size=`` argument of ``nonzero``) instead."""
+NonConcreteBooleanIndexError = core.NonConcreteBooleanIndexError
 
-  def __init__(self, aval):
-    super().__init__(
-        f"Array boolean indices must be concrete; got {aval}\n\nA traced boolean mask gives "
-        "a result whose shape depends on data. Rewrite `x[mask]` / `x.at[mask].set(v)` with "
-        "`jnp.where(mask, v, x)`, or use `jnp.nonzero(mask, size=...)`.")
+
+def _bool_index_error(x):
+  a = core.get_aval(x)
+  return NonConcreteBooleanIndexError(("~" if a.weak_type else "") + a.str_short(short_dtypes=False))
 
 # ----------------------------------------------------------------- parsing
 
@@ -102,7 +99,7 @@ def _classify(i, pos):
   if d == _BOOL:
     if a.ndim == 0:
       if not _util.is_concrete(a):
-        raise NonConcreteBooleanIndexError(core.get_aval(a))
+        raise _bool_index_error(a)
       return "bool", bool(_util.concrete(a))
     return "mask", a
   if not dtypes.is_int(d):
@@ -141,7 +138,7 @@ def _parse(shape, idx):
       ax += 1
     elif k == "mask":
       if not _util.is_concrete(v):
-        raise NonConcreteBooleanIndexError(core.get_aval(v))
+        raise _bool_index_error(v)
       m = _util.concrete(v)
       sub = _dims_of(shape, new_axes, ax, m.ndim)
       if m.shape != sub:
