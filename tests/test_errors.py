@@ -119,3 +119,18 @@ def test_non_concrete_boolean_index():
   assert _msg(errors.NonConcreteBooleanIndexError, nbjax.jit(lambda x: x[x > 0]),
               jnp.ones(3)) == ("Array boolean indices must be concrete; got bool[3]\n\n" +
                                _DOC[1:] + "NonConcreteBooleanIndexError")
+
+
+# ---------------------------------------------------------------------- pytrees
+
+
+@pytest.mark.parametrize("f", [
+    nbjax.tree_util.tree_flatten, nbjax.tree_util.tree_leaves, nbjax.tree_util.tree_structure,
+    lambda t: nbjax.tree_util.tree_map(lambda x: x, t),
+    nbjax.tree_util.tree_flatten_with_path, lambda t: nbjax.jit(lambda d: d)(t),
+    lambda t: nbjax.tree_util.tree_leaves([t, 1])])
+def test_unsortable_dict_keys(f):
+  with pytest.raises(ValueError, match="^Comparator raised exception while sorting pytree "
+                     "dictionary keys.$"):
+    f({1: 2, 'a': 3})
+  assert nbjax.tree_util.tree_leaves({2: 'x', 1: 'y'}) == ['y', 'x']  # sortable keys: fine
