@@ -198,7 +198,9 @@ def get_aval(x):
     return ShapedArray((), dtypes.dtype(x, canonicalize=True), t is not bool)
   if hasattr(x, "__jax_array__"):
     return get_aval(x.__jax_array__())
-  raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid nbjax type")
+  if isinstance(x, str):
+    raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
+  raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
 
 
 class ShapeDtypeStruct:

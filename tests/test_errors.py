@@ -134,3 +134,507 @@ def test_unsortable_dict_keys(f):
                      "dictionary keys.$"):
     f({1: 2, 'a': 3})
   assert nbjax.tree_util.tree_leaves({2: 'x', 1: 'y'}) == ['y', 'x']  # sortable keys: fine
+
+
+# ---------------------------------------------------------------------- indexing, arguments
+
+
+def test_too_many_indices():
+  x = jnp.ones((2, 3))
+  msg = "^Too many indices: array is 2-dimensional, but 3 were indexed$"
+  for f in (lambda x: x[0, 0, 0], lambda x: x[None, 0, 0, 0], lambda x: x.at[0, 0, 0].set(1),
+            nbjax.jit(lambda x: x[0, 0, 0])):
+    with pytest.raises(IndexError, match=msg):
+      f(x)
+
+
+def test_out_of_bound_static_indices_clamp_as_jax():
+  x = jnp.arange(5)
+  assert int(x[7]) == 4 and int(x[-7]) == 0 and int(nbjax.jit(lambda x: x[7])(x)) == 4
+  assert int(x[np.int32(7)]) == 4 and int(x[jnp.array(7)]) == 4
+  assert float(jnp.ones((2, 3))[0, 5]) == 1.0
+  np.testing.assert_array_equal(x.at[7].set(1), np.arange(5))
+
+
+def test_indexer_type_errors():
+  x = jnp.ones((2, 3))
+  with pytest.raises(TypeError, match="^Indexer must have integer or boolean type, got indexer "
+                     "with type float64$"):
+    x[1.5]
+  with pytest.raises(TypeError, match="^JAX does not support string indexing; got idx='a'$"):
+    x["a"]
+
+
+def test_broadcast_to_errors():
+  with pytest.raises(ValueError, match=r"^Cannot broadcast to shape with fewer dimensions: "
+                     r"arr_shape=\(2, 3\) shape=\(3,\)$"):
+    jnp.broadcast_to(jnp.ones((2, 3)), (3,))
+  with pytest.raises(ValueError, match=r"^Incompatible types for broadcasting: input "
+                     r"type=float32\[2,3\] and requested type=float32\[4,3\]$"):
+    jnp.broadcast_to(jnp.ones((2, 3), np.float32), (4, 3))
+
+
+def _jit_arg_msg(fun, typ, path):
+  return (f"Error interpreting argument to {fun} as an abstract array. The problematic value is "
+          f"of type {typ} and was passed to the function at path {path}.\nThis typically "
+          "means that a jit-wrapped function was called with a non-array argument, and this "
+          "argument was not marked as static using the static_argnums or static_argnames "
+          "parameters of jax.jit.")
+
+
+def test_non_array_arguments():
+  def f(x, y=None):
+    return x
+  assert _msg(TypeError, nbjax.jit(f), "a") == _jit_arg_msg(f, "<class 'str'>", "x")
+  assert _msg(TypeError, nbjax.jit(f), 1.0, {"k": ["a"]}) == _jit_arg_msg(
+      f, "<class 'str'>", "y['k'][0]")
+  assert _msg(TypeError, nbjax.jit(f), 1.0, y="a") == _jit_arg_msg(f, "<class 'str'>", "y")
+  assert _msg(TypeError, nbjax.make_jaxpr(f), "a") == _jit_arg_msg(f, "<class 'str'>", "x")
+  assert _msg(TypeError, nbjax.grad(f), "a") == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type.")
+  assert _msg(TypeError, nbjax.grad(lambda x: x[0]), [1.0, "a"]) == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type.")
+  assert _msg(TypeError, nbjax.vjp, f, "a") == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type.")
+  assert _msg(TypeError, nbjax.vmap(f), "a") == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type")
+  assert _msg(TypeError, nbjax.vmap(f), jnp.ones(3), "a") == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type")
+  assert _msg(TypeError, nbjax.jvp, f, ("a",), ("a",)) == (
+      "Argument 'a' of type <class 'str'> is not a valid JAX type")
+  assert _msg(TypeError, jnp.sin, "a") == (
+      "sin requires ndarray or scalar arguments, got <class 'str'> at position 0.")
+  assert _msg(TypeError, jnp.add, 1, "a") == (
+      "add requires ndarray or scalar arguments, got <class 'str'> at position 1.")
+  assert _msg(TypeError, jnp.sin, [1.0]) == (
+      "sin requires ndarray or scalar arguments, got <class 'list'> at position 0.")
+
+  def g(x):
+    return "hello"
+  assert _msg(TypeError, nbjax.jit(g), 1.0) == (
+      f"function g at {__file__}:{g.__code__.co_firstlineno} traced for jit returned a value "
+      "of type <class 'str'>, which is not a valid JAX type")
+
+
+# ---------------------------------------------------------------------- .at[] modes and keywords
+
+
+_AT_EXPECTED = {  # from JAX 0.10.2 (x64): x = arange(5.0) / arange(5), idx = [1, -1, 7, -7, 4]
+    '2d_clip': '[[1.0, 7.0, 1.0], [7.0, 1.0, 1.0]]',
+    '2d_drop': '[[1.0, 7.0, 1.0], [1.0, 1.0, 1.0]]',
+    '2d_fill': '[1.0, nan]',
+    'add|f|arr|None|False': '[0.0, 3.0, 2.0, 3.0, 6.0]',
+    'add|f|arr|None|True': '[0.0, 3.0, 2.0, 3.0, 8.0]',
+    'add|f|arr|clip|False': '[4.0, 3.0, 2.0, 3.0, 8.0]',
+    'add|f|arr|clip|True': '[2.0, 3.0, 2.0, 3.0, 10.0]',
+    'add|f|arr|drop|False': '[0.0, 3.0, 2.0, 3.0, 6.0]',
+    'add|f|arr|drop|True': '[0.0, 3.0, 2.0, 3.0, 8.0]',
+    'add|f|arr|fill|False': '[0.0, 3.0, 2.0, 3.0, 6.0]',
+    'add|f|arr|fill|True': '[0.0, 3.0, 2.0, 3.0, 8.0]',
+    'add|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'add|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'add|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'add|f|intm1|clip|False': '[2.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'add|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'add|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'add|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 6.0]',
+    'apply_rep': '[1.0, 1.0, 22.0, 3.0, 4.0]',
+    'apply|f|arr|None|False': '[0.0, 4.0, 2.0, 3.0, 13.0]',
+    'apply|f|arr|None|True': '[0.0, 4.0, 2.0, 3.0, 40.0]',
+    'apply|f|arr|clip|False': '[4.0, 4.0, 2.0, 3.0, 40.0]',
+    'apply|f|arr|clip|True': '[1.0, 4.0, 2.0, 3.0, 121.0]',
+    'apply|f|arr|drop|False': '[0.0, 4.0, 2.0, 3.0, 13.0]',
+    'apply|f|arr|drop|True': '[0.0, 4.0, 2.0, 3.0, 40.0]',
+    'apply|f|arr|fill|False': '[0.0, 4.0, 2.0, 3.0, 13.0]',
+    'apply|f|arr|fill|True': '[0.0, 4.0, 2.0, 3.0, 40.0]',
+    'apply|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'apply|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'apply|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'apply|f|intm1|clip|False': '[1.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'apply|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'apply|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'apply|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 13.0]',
+    'b_fill': '[True]',
+    'c_fill': '[(nan+0j)]',
+    'divide|f|arr|None|False': '[0.0, 0.5, 2.0, 3.0, 2.0]',
+    'divide|f|arr|None|True': '[0.0, 0.5, 2.0, 3.0, 1.0]',
+    'divide|f|arr|clip|False': '[0.0, 0.5, 2.0, 3.0, 1.0]',
+    'divide|f|arr|clip|True': '[0.0, 0.5, 2.0, 3.0, 0.5]',
+    'divide|f|arr|drop|False': '[0.0, 0.5, 2.0, 3.0, 2.0]',
+    'divide|f|arr|drop|True': '[0.0, 0.5, 2.0, 3.0, 1.0]',
+    'divide|f|arr|fill|False': '[0.0, 0.5, 2.0, 3.0, 2.0]',
+    'divide|f|arr|fill|True': '[0.0, 0.5, 2.0, 3.0, 1.0]',
+    'divide|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'divide|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'divide|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'divide|f|intm1|clip|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'divide|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'divide|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'divide|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'getfv|f|arr|None|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'getfv|f|arr|None|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'getfv|f|arr|clip|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'getfv|f|arr|clip|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'getfv|f|arr|drop|False': '[1.0, -3.0, -3.0, -3.0, 4.0]',
+    'getfv|f|arr|drop|True': '[1.0, 4.0, -3.0, -3.0, 4.0]',
+    'getfv|f|arr|fill|False': '[1.0, -3.0, -3.0, -3.0, 4.0]',
+    'getfv|f|arr|fill|True': '[1.0, 4.0, -3.0, -3.0, 4.0]',
+    'getfv|i|arr|None|False': '[1, 0, 4, 0, 4]',
+    'getfv|i|arr|None|True': '[1, 4, 4, 0, 4]',
+    'getfv|i|arr|clip|False': '[1, 0, 4, 0, 4]',
+    'getfv|i|arr|clip|True': '[1, 4, 4, 0, 4]',
+    'getfv|i|arr|drop|False': '[1, -3, -3, -3, 4]',
+    'getfv|i|arr|drop|True': '[1, 4, -3, -3, 4]',
+    'getfv|i|arr|fill|False': '[1, -3, -3, -3, 4]',
+    'getfv|i|arr|fill|True': '[1, 4, -3, -3, 4]',
+    'get|f|arr|None|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'get|f|arr|None|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'get|f|arr|clip|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'get|f|arr|clip|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'get|f|arr|drop|False': '[1.0, nan, nan, nan, 4.0]',
+    'get|f|arr|drop|True': '[1.0, 4.0, nan, nan, 4.0]',
+    'get|f|arr|fill|False': '[1.0, nan, nan, nan, 4.0]',
+    'get|f|arr|fill|True': '[1.0, 4.0, nan, nan, 4.0]',
+    'get|f|int7|None|False': '4.0',
+    'get|f|int7|None|True': '4.0',
+    'get|f|int7|clip|False': '4.0',
+    'get|f|int7|clip|True': '4.0',
+    'get|f|int7|drop|False': 'nan',
+    'get|f|int7|drop|True': 'nan',
+    'get|f|int7|fill|False': 'nan',
+    'get|f|int7|fill|True': 'nan',
+    'get|f|intm1|None|False': '0.0',
+    'get|f|intm1|None|True': '4.0',
+    'get|f|intm1|clip|False': '0.0',
+    'get|f|intm1|clip|True': '4.0',
+    'get|f|intm1|drop|False': 'nan',
+    'get|f|intm1|drop|True': '4.0',
+    'get|f|intm1|fill|False': 'nan',
+    'get|f|intm1|fill|True': '4.0',
+    'get|i|arr|None|False': '[1, 0, 4, 0, 4]',
+    'get|i|arr|None|True': '[1, 4, 4, 0, 4]',
+    'get|i|arr|clip|False': '[1, 0, 4, 0, 4]',
+    'get|i|arr|clip|True': '[1, 4, 4, 0, 4]',
+    'get|i|arr|drop|False': '[1, -9223372036854775808, -9223372036854775808, -9223372036854775808, 4]',
+    'get|i|arr|drop|True': '[1, 4, -9223372036854775808, -9223372036854775808, 4]',
+    'get|i|arr|fill|False': '[1, -9223372036854775808, -9223372036854775808, -9223372036854775808, 4]',
+    'get|i|arr|fill|True': '[1, 4, -9223372036854775808, -9223372036854775808, 4]',
+    'jit_get|f|arr|None|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'jit_get|f|arr|None|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'jit_get|f|arr|clip|False': '[1.0, 0.0, 4.0, 0.0, 4.0]',
+    'jit_get|f|arr|clip|True': '[1.0, 4.0, 4.0, 0.0, 4.0]',
+    'jit_get|f|arr|drop|False': '[1.0, nan, nan, nan, 4.0]',
+    'jit_get|f|arr|drop|True': '[1.0, 4.0, nan, nan, 4.0]',
+    'jit_get|f|arr|fill|False': '[1.0, nan, nan, nan, 4.0]',
+    'jit_get|f|arr|fill|True': '[1.0, 4.0, nan, nan, 4.0]',
+    'jit_get|f|int7|None|False': '4.0',
+    'jit_get|f|int7|None|True': '4.0',
+    'jit_get|f|int7|clip|False': '4.0',
+    'jit_get|f|int7|clip|True': '4.0',
+    'jit_get|f|int7|drop|False': 'nan',
+    'jit_get|f|int7|drop|True': 'nan',
+    'jit_get|f|int7|fill|False': 'nan',
+    'jit_get|f|int7|fill|True': 'nan',
+    'jit_get|f|intm1|None|False': '0.0',
+    'jit_get|f|intm1|None|True': '4.0',
+    'jit_get|f|intm1|clip|False': '0.0',
+    'jit_get|f|intm1|clip|True': '4.0',
+    'jit_get|f|intm1|drop|False': 'nan',
+    'jit_get|f|intm1|drop|True': '4.0',
+    'jit_get|f|intm1|fill|False': 'nan',
+    'jit_get|f|intm1|fill|True': '4.0',
+    'jit_set|f|arr|None|False': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|None|True': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|clip|False': '[9.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|clip|True': '[9.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|drop|False': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|drop|True': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|fill|False': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|arr|fill|True': '[0.0, 9.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|intm1|clip|False': '[9.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'jit_set|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'jit_set|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 9.0]',
+    'max|f|arr|None|False': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|None|True': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|clip|False': '[2.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|clip|True': '[2.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|drop|False': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|drop|True': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|fill|False': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|arr|fill|True': '[0.0, 2.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|clip|False': '[2.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'max|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|arr|None|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|None|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|clip|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|drop|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|drop|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|fill|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|arr|fill|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|intm1|clip|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'min|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'min|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'mul|f|arr|None|False': '[0.0, 2.0, 2.0, 3.0, 8.0]',
+    'mul|f|arr|None|True': '[0.0, 2.0, 2.0, 3.0, 16.0]',
+    'mul|f|arr|clip|False': '[0.0, 2.0, 2.0, 3.0, 16.0]',
+    'mul|f|arr|clip|True': '[0.0, 2.0, 2.0, 3.0, 32.0]',
+    'mul|f|arr|drop|False': '[0.0, 2.0, 2.0, 3.0, 8.0]',
+    'mul|f|arr|drop|True': '[0.0, 2.0, 2.0, 3.0, 16.0]',
+    'mul|f|arr|fill|False': '[0.0, 2.0, 2.0, 3.0, 8.0]',
+    'mul|f|arr|fill|True': '[0.0, 2.0, 2.0, 3.0, 16.0]',
+    'mul|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'mul|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'mul|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'mul|f|intm1|clip|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'mul|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'mul|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'mul|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 8.0]',
+    'pib|add': '[1.0, 1.0, 4.0, 3.0, 4.0]',
+    'pib|get': '[0.0, 2.0, 2.0]',
+    'pib|set': '[1.0, 1.0, 1.0, 3.0, 4.0]',
+    'power|f|arr|None|False': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|arr|None|True': '[0.0, 1.0, 2.0, 3.0, 256.0]',
+    'power|f|arr|clip|False': '[0.0, 1.0, 2.0, 3.0, 256.0]',
+    'power|f|arr|clip|True': '[0.0, 1.0, 2.0, 3.0, 65536.0]',
+    'power|f|arr|drop|False': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|arr|drop|True': '[0.0, 1.0, 2.0, 3.0, 256.0]',
+    'power|f|arr|fill|False': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|arr|fill|True': '[0.0, 1.0, 2.0, 3.0, 256.0]',
+    'power|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|intm1|clip|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'power|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'power|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 16.0]',
+    'set|f|arr|None|False': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|None|True': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|clip|False': '[2.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|clip|True': '[2.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|drop|False': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|drop|True': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|fill|False': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|arr|fill|True': '[0.0, 2.0, 2.0, 3.0, 2.0]',
+    'set|f|int7|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|int7|None|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|int7|clip|False': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'set|f|int7|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'set|f|int7|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|int7|drop|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|int7|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|int7|fill|True': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|intm1|None|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|intm1|None|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'set|f|intm1|clip|False': '[2.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|intm1|clip|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'set|f|intm1|drop|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|intm1|drop|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'set|f|intm1|fill|False': '[0.0, 1.0, 2.0, 3.0, 4.0]',
+    'set|f|intm1|fill|True': '[0.0, 1.0, 2.0, 3.0, 2.0]',
+    'slice_fill': '[2.0, 3.0, 4.0]',
+    'sorted_unique': '[1.0, 1.0, 3.0, 4.0, 4.0]',
+    'u8_fill': '[255]',
+    'vmap_add|f|arr|None|False': '[[0.0, 2.0, 2.0, 3.0, 5.0], [0.0, 3.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|arr|None|True': '[[0.0, 2.0, 2.0, 3.0, 6.0], [0.0, 3.0, 4.0, 6.0, 10.0]]',
+    'vmap_add|f|arr|clip|False': '[[2.0, 2.0, 2.0, 3.0, 6.0], [2.0, 3.0, 4.0, 6.0, 10.0]]',
+    'vmap_add|f|arr|clip|True': '[[1.0, 2.0, 2.0, 3.0, 7.0], [1.0, 3.0, 4.0, 6.0, 11.0]]',
+    'vmap_add|f|arr|drop|False': '[[0.0, 2.0, 2.0, 3.0, 5.0], [0.0, 3.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|arr|drop|True': '[[0.0, 2.0, 2.0, 3.0, 6.0], [0.0, 3.0, 4.0, 6.0, 10.0]]',
+    'vmap_add|f|arr|fill|False': '[[0.0, 2.0, 2.0, 3.0, 5.0], [0.0, 3.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|arr|fill|True': '[[0.0, 2.0, 2.0, 3.0, 6.0], [0.0, 3.0, 4.0, 6.0, 10.0]]',
+    'vmap_add|f|int7|None|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|int7|None|True': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|int7|clip|False': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|int7|clip|True': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|int7|drop|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|int7|drop|True': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|int7|fill|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|int7|fill|True': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|intm1|None|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|intm1|None|True': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|intm1|clip|False': '[[1.0, 1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|intm1|clip|True': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|intm1|drop|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|intm1|drop|True': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_add|f|intm1|fill|False': '[[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 4.0, 6.0, 8.0]]',
+    'vmap_add|f|intm1|fill|True': '[[0.0, 1.0, 2.0, 3.0, 5.0], [0.0, 2.0, 4.0, 6.0, 9.0]]',
+    'vmap_get|f|arr|None|False': '[[1.0, 0.0, 4.0, 0.0, 4.0], [2.0, 0.0, 8.0, 0.0, 8.0]]',
+    'vmap_get|f|arr|None|True': '[[1.0, 4.0, 4.0, 0.0, 4.0], [2.0, 8.0, 8.0, 0.0, 8.0]]',
+    'vmap_get|f|arr|clip|False': '[[1.0, 0.0, 4.0, 0.0, 4.0], [2.0, 0.0, 8.0, 0.0, 8.0]]',
+    'vmap_get|f|arr|clip|True': '[[1.0, 4.0, 4.0, 0.0, 4.0], [2.0, 8.0, 8.0, 0.0, 8.0]]',
+    'vmap_get|f|arr|drop|False': '[[1.0, -1.0, -1.0, -1.0, 4.0], [2.0, -1.0, -1.0, -1.0, 8.0]]',
+    'vmap_get|f|arr|drop|True': '[[1.0, 4.0, -1.0, -1.0, 4.0], [2.0, 8.0, -1.0, -1.0, 8.0]]',
+    'vmap_get|f|arr|fill|False': '[[1.0, -1.0, -1.0, -1.0, 4.0], [2.0, -1.0, -1.0, -1.0, 8.0]]',
+    'vmap_get|f|arr|fill|True': '[[1.0, 4.0, -1.0, -1.0, 4.0], [2.0, 8.0, -1.0, -1.0, 8.0]]',
+    'vmap_get|f|int7|None|False': '[4.0, 8.0]',
+    'vmap_get|f|int7|None|True': '[4.0, 8.0]',
+    'vmap_get|f|int7|clip|False': '[4.0, 8.0]',
+    'vmap_get|f|int7|clip|True': '[4.0, 8.0]',
+    'vmap_get|f|int7|drop|False': '[-1.0, -1.0]',
+    'vmap_get|f|int7|drop|True': '[-1.0, -1.0]',
+    'vmap_get|f|int7|fill|False': '[-1.0, -1.0]',
+    'vmap_get|f|int7|fill|True': '[-1.0, -1.0]',
+    'vmap_get|f|intm1|None|False': '[0.0, 0.0]',
+    'vmap_get|f|intm1|None|True': '[4.0, 8.0]',
+    'vmap_get|f|intm1|clip|False': '[0.0, 0.0]',
+    'vmap_get|f|intm1|clip|True': '[4.0, 8.0]',
+    'vmap_get|f|intm1|drop|False': '[-1.0, -1.0]',
+    'vmap_get|f|intm1|drop|True': '[4.0, 8.0]',
+    'vmap_get|f|intm1|fill|False': '[-1.0, -1.0]',
+    'vmap_get|f|intm1|fill|True': '[4.0, 8.0]',
+}
+
+_X = {"f": lambda: jnp.arange(5.0), "i": lambda: jnp.arange(5)}
+_IDX = {"arr": lambda: jnp.array([1, -1, 7, -7, 4]), "int7": lambda: 7, "intm1": lambda: -1,
+        "intm7": lambda: -7}
+_SPECIAL = {
+    "pib|get": lambda x: x.at[jnp.array([0, 2, 2])].get(mode="promise_in_bounds"),
+    "pib|set": lambda x: x.at[jnp.array([0, 2, 2])].set(1., mode="promise_in_bounds"),
+    "pib|add": lambda x: x.at[jnp.array([0, 2, 2])].add(1., mode="promise_in_bounds"),
+    "apply_rep": lambda x: x.at[jnp.array([0, 2, 2])].apply(lambda v: v * 3 + 1),
+    "sorted_unique": lambda x: x.at[jnp.array([0, 2, 3])].add(
+        1., indices_are_sorted=True, unique_indices=True),
+    "2d_fill": lambda x: jnp.ones((2, 3)).at[jnp.array([0, 5]), 1].get(mode="fill"),
+    "2d_drop": lambda x: jnp.ones((2, 3)).at[jnp.array([0, 5]), jnp.array([1, -4])].set(
+        7, mode="drop"),
+    "2d_clip": lambda x: jnp.ones((2, 3)).at[jnp.array([0, 5]), jnp.array([1, -4])].set(
+        7, mode="clip"),
+    "slice_fill": lambda x: x.at[2:9].get(mode="fill"),
+    "u8_fill": lambda x: jnp.arange(5, dtype=np.uint8).at[jnp.array([7])].get(mode="fill"),
+    "b_fill": lambda x: jnp.ones(5, dtype=bool).at[jnp.array([7])].get(mode="fill"),
+    "c_fill": lambda x: jnp.ones(5, dtype=np.complex64).at[jnp.array([7])].get(mode="fill"),
+}
+
+
+def _at_case(key):
+  if key in _SPECIAL:
+    return _SPECIAL[key](jnp.arange(5.0))
+  op, xn, ixn, mode, wrap = key.split("|")
+  x, ix, mode, wrap = _X[xn](), _IDX[ixn](), None if mode == "None" else mode, wrap == "True"
+  kw = dict(mode=mode, wrap_negative_indices=wrap)
+  two = jnp.stack([x, x * 2])
+  return {
+      "get": lambda: x.at[ix].get(**kw),
+      "getfv": lambda: x.at[ix].get(fill_value=-3, **kw),
+      "apply": lambda: x.at[ix].apply(lambda v: v * 3 + 1, **kw),
+      "jit_set": lambda: nbjax.jit(lambda x: x.at[ix].set(9, **kw))(x),
+      "jit_get": lambda: nbjax.jit(lambda x: x.at[ix].get(**kw))(x),
+      "vmap_add": lambda: nbjax.vmap(lambda x: x.at[ix].add(1, **kw))(two),
+      "vmap_get": lambda: nbjax.vmap(lambda x: x.at[ix].get(fill_value=-1, **kw))(two),
+  }.get(op, lambda: getattr(x.at[ix], op)(2, **kw))()
+
+
+@pytest.mark.parametrize("key", sorted(_AT_EXPECTED))
+def test_at_modes_match_jax(key):
+  assert repr(np.asarray(_at_case(key)).tolist()) == _AT_EXPECTED[key]
+
+
+def test_at_mode_errors():
+  x = jnp.arange(5.0)
+  for f in (lambda: x.at[1].get(mode="bogus"), lambda: x.at[1].set(1, mode="bogus"),
+            lambda: x.at[jnp.array([1])].add(1, mode="bogus")):
+    with pytest.raises(ValueError, match='^Unknown gather mode "bogus"$'):
+      f()
+  with pytest.raises(TypeError, match=r"_IndexUpdateRef.set\(\) got an unexpected keyword "
+                     "argument 'fill_value'"):
+    x.at[1].set(1, fill_value=2)
+
+
+def test_promise_in_bounds_never_touches_memory_out_of_bounds():
+  # the promise is broken here: eager kernels clamp gathers and drop scatters (never read or
+  # write outside the operand); XLA does the same under jit
+  x, big = jnp.arange(5.0), jnp.array([3, 1000000, -1000000])
+  for f in (lambda x: x.at[big].get(mode="promise_in_bounds"),
+            lambda x: x.at[big].set(7., mode="promise_in_bounds"),
+            lambda x: x.at[big].add(7., mode="promise_in_bounds"),
+            lambda x: x.at[big, None].max(7., mode="promise_in_bounds")):
+    for g in (f, nbjax.jit(f)):
+      out = np.asarray(g(x))
+      assert np.isfinite(out).all()
+  np.testing.assert_array_equal(x.at[big].set(7., mode="promise_in_bounds"), [0, 1, 2, 7, 4])

@@ -84,6 +84,31 @@ def fun_sourceinfo(fun):
     return "<unknown>"
 
 
+def abstractify_args(fun, flat, dbg):
+  """The avals of a staged function's flat arguments, or JAX's error naming the path of the
+  first that is not an array (``dbg``: a ``DebugInfo``, or a thunk making one)."""
+  try:
+    return [core.abstractify(x) for x in flat]
+  except TypeError:
+    i, x = next((i, x) for i, x in enumerate(flat) if not _is_abstractable(x))
+    names = (dbg() if callable(dbg) else dbg).arg_names
+    raise TypeError(
+        f"Error interpreting argument to {fun} as an abstract array. The problematic value is "
+        f"of type {type(x)} and was passed to the function at path "
+        f"{names[i] if names is not None and i < len(names) else 'unknown'}.\nThis typically "
+        "means that a jit-wrapped function was called with a non-array argument, and this "
+        "argument was not marked as static using the static_argnums or static_argnames "
+        "parameters of jax.jit.") from None
+
+
+def _is_abstractable(x):
+  try:
+    core.abstractify(x)
+    return True
+  except TypeError:
+    return False
+
+
 _FLAT_INDEX = re.compile(r"<flat index ([^>]+)>")
 
 
@@ -264,8 +289,10 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
     ans = list(ans)
     for i, x in enumerate(ans):
       if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
-        raise TypeError(f"function {name} traced for make_jaxpr/jit returned a value of type "
-                        f"{type(x)} at output component [{i}], which is not a valid nbjax type")
+        src, traced_for = ((debug_info.func_src_info, debug_info.traced_for) if debug_info
+                           else (name, "jit"))
+        raise TypeError(f"function {src} traced for {traced_for} returned a value of type "
+                        f"{type(x)}, which is not a valid JAX type")
     out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
     jaxpr, consts = trace.to_jaxpr(out_tracers)
   finally:

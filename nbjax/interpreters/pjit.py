@@ -700,12 +700,9 @@ class JitWrapped:
     try:
       avals = [_abstractify(x) for x in flat]
     except TypeError:
-      bad = next(x for x in flat if not _valid(x))
-      raise TypeError(
-          f"Error interpreting argument to {self._fun!r} as an abstract array. The problematic "
-          f"value is of type {type(bad)}. This typically means that a jit-wrapped function was "
-          "called with a non-array argument, and this argument was not marked as static using "
-          "the static_argnums or static_argnames parameters of nbjax.jit.") from None
+      pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
+          "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
+      raise
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
            config._flags["enable_x64"])
     entry = self._cache.get(key)
