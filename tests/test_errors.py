@@ -638,3 +638,76 @@ def test_promise_in_bounds_never_touches_memory_out_of_bounds():
       out = np.asarray(g(x))
       assert np.isfinite(out).all()
   np.testing.assert_array_equal(x.at[big].set(7., mode="promise_in_bounds"), [0, 1, 2, 7, 4])
+
+
+# ---------------------------------------------------------------------- lax.Precision
+
+
+_PRECISIONS = ['default', 'high', 'highest', 'bfloat16', 'tensorfloat32', 'float32', 'fastest',
+               'bfloat16_3x', lax.Precision.HIGH, (lax.Precision.HIGH, lax.Precision.DEFAULT),
+               ['high', 'highest'], 'F32_F32_F32', 'F64_F64_F64',
+               lax.DotAlgorithmPreset.BF16_BF16_F32, lax.DotAlgorithmPreset.DEFAULT, None]
+_DOTS = {
+    "lax.dot": lambda a, b, p: lax.dot(a, b, precision=p),
+    "lax.dot_general": lambda a, b, p: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                       precision=p),
+    "dot": lambda a, b, p: jnp.dot(a, b, precision=p),
+    "matmul": lambda a, b, p: jnp.matmul(a, b, precision=p),
+    "einsum": lambda a, b, p: jnp.einsum("ij,jk->ik", a, b, precision=p),
+    "tensordot": lambda a, b, p: jnp.tensordot(a, b, 1, precision=p),
+    "inner": lambda a, b, p: jnp.inner(a, b.T, precision=p),
+    "vdot": lambda a, b, p: jnp.vdot(a, b, precision=p),
+}
+
+
+def test_precision_enum():
+  P = lax.Precision
+  assert [p.name for p in P] == ["DEFAULT", "HIGH", "HIGHEST"]
+  assert P("tensorfloat32") is P.HIGH and P("float32") is P.HIGHEST and P("bfloat16") is P.DEFAULT
+  assert repr(P.HIGH) == "Precision.HIGH" and str(P.HIGH) == "HIGH" and P(1) is P.HIGH
+  assert list(lax.DotAlgorithmPreset.__members__) == [
+      'DEFAULT', 'ANY_F8_ANY_F8_F32', 'ANY_F8_ANY_F8_F32_FAST_ACCUM', 'ANY_F8_ANY_F8_ANY',
+      'ANY_F8_ANY_F8_ANY_FAST_ACCUM', 'F16_F16_F16', 'F16_F16_F32', 'BF16_BF16_BF16',
+      'BF16_BF16_F32', 'BF16_BF16_F32_X3', 'BF16_BF16_F32_X6', 'BF16_BF16_F32_X9',
+      'TF32_TF32_F32', 'TF32_TF32_F32_X3', 'F32_F32_F32', 'F64_F64_F64']
+  assert str(lax.DotAlgorithmPreset.F32_F32_F32) == "F32_F32_F32"
+
+
+@pytest.mark.parametrize("name", sorted(_DOTS))
+def test_precision_accepted_computes_as_default(name):
+  f = _DOTS[name]
+  rng = np.random.default_rng(0)
+  a, b = (jnp.asarray(rng.standard_normal((3, 3)).astype(np.float32)) for _ in range(2))
+  want = np.asarray(f(a, b, None))
+  for p in _PRECISIONS:
+    np.testing.assert_array_equal(f(a, b, p), want)
+    np.testing.assert_allclose(nbjax.jit(lambda a, b: f(a, b, p))(a, b), want, rtol=1e-6)
+  p = ("highest", "high")
+  np.testing.assert_allclose(nbjax.vmap(lambda a: f(a, b, p))(jnp.stack([a, b])),
+                             np.stack([want, np.asarray(f(b, b, None))]), rtol=1e-6)
+  g = nbjax.grad(lambda a: f(a, b, p).sum())(a)
+  np.testing.assert_allclose(g, nbjax.grad(lambda a: f(a, b, None).sum())(a), rtol=1e-6)
+
+
+def test_precision_in_jaxpr_and_lowering():
+  a = jnp.ones((2, 2), np.float32)
+  s = str(nbjax.make_jaxpr(lambda a: lax.dot(a, a, precision="highest"))(a))
+  assert ("dot_general[\n      dimension_numbers=(([1], [0]), ([], []))\n"
+          "      precision=(Precision.HIGHEST, Precision.HIGHEST)\n    ] a a") in s
+  s = str(nbjax.make_jaxpr(lambda a: jnp.matmul(a, a, precision="F32_F32_F32"))(a))
+  assert "precision=F32_F32_F32\n" in s
+  assert "precision" not in str(nbjax.make_jaxpr(lambda a: jnp.dot(a, a))(a))
+  txt = nbjax.jit(lambda a: jnp.dot(a, a, precision=("highest", "default"))).lower(a).as_text()
+  assert "precision = [HIGHEST, DEFAULT]" in txt
+
+
+@pytest.mark.parametrize("p", ["bogus", 3, ("high",), lax.Precision, ("high", "bogus")])
+def test_bad_precision(p):
+  with pytest.raises(ValueError) as info:
+    jnp.dot(jnp.ones((2, 2)), jnp.ones((2, 2)), precision=p)
+  assert str(info.value) == (
+      "Precision argument must be one of:\n- None,\n- a string in ['highest', 'float32', "
+      "'high', 'bfloat16_3x', 'tensorfloat32', 'default', 'bfloat16', 'fastest', None],\n- a "
+      "lax.Precision value,\n- a tuple of two lax.Precision values or strings,\n- a "
+      "lax.DotAlgorithmPreset or the name of one of these presets, or\n- a lax.DotAlgorithm "
+      f"value;\nbut got {p}.")

@@ -27,7 +27,8 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
                                   reduce_or_p, reduce_prod, reduce_prod_p, reduce_sum,
                                   reduce_sum_p, reduce_xor, reduce_xor_p, sort, sort_key_val,
                                   sort_p, top_k)
-from nbjax.lax.linalg import batch_matmul, dot, dot_general, dot_general_p
+from nbjax.lax.linalg import (DotAlgorithmPreset, Precision, batch_matmul,  # noqa: F401
+                              canonicalize_precision, dot, dot_general, dot_general_p)
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
 from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
                                     map, scan, scan_p, switch, while_loop, while_p)
