@@ -8,6 +8,7 @@ _warnings.filterwarnings("ignore", message="'nbjax.registry' found in sys.module
 from nbjax.config import config
 from nbjax.array import Array
 from nbjax import lax
+from nbjax import errors
 from nbjax import tree_util
 from nbjax import tree
 from nbjax import random

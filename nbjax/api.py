@@ -65,25 +65,20 @@ def _flatten_fun(fun, in_tree):
 
 
 def _dtype(x, what=None):
-  """The (canonical) dtype of an operand; ``what`` names it in the invalid-type error."""
-  t = type(x)
-  if t is _Array:
+  """The (canonical) dtype of an operand (JAX's ``typeof`` error for other values)."""
+  if type(x) is _Array:
     return x._value.dtype
-  try:
-    return get_aval(x).dtype
-  except TypeError:
-    if what is None:
-      raise
-    raise TypeError(f"{what} {x!r:.100} of type {type(x)} is not a valid nbjax type") from None
+  return get_aval(x).dtype
 
 
 def _tangent_dtype(d):
   return d if dtypes.is_inexact(d) else dtypes.float0
 
 
-def _check_valid(x, what):
+def _check_valid(x, what=None):
+  """JAX's ``dispatch.check_arg`` (grad, vjp, linearize arguments)."""
   if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
-    raise TypeError(f"{what} {x!r:.100} of type {type(x)} is not a valid nbjax type")
+    raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type.")
 
 
 # argument types vmap's fast path takes as leaves without flattening
@@ -1005,6 +1000,7 @@ def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
     try:
       return shape[axis]
     except IndexError:
+      get_aval(x)  # JAX's error for a value that is not an array comes first
       min_rank = axis + 1 if axis >= 0 else -axis
       raise ValueError(f"{name} was requested to map its argument along axis {axis}, which "
                        f"implies that its rank should be at least {min_rank}, but is only "
@@ -1095,10 +1091,12 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
 
     dyn_args = tuple(args[i] for i in dyn_idx)
     args_flat, in_tree = tree_flatten((dyn_args, kwargs))
-    in_avals = [_abstractify(x) for x in args_flat]
+    dbg = pe.DebugInfo("jit", fun, args, kwargs, static)
+    in_avals = pe.abstractify_args(fun, args_flat, dbg)
     flat_fun, store = _flatten_fun(f_dyn, in_tree)
-    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals,
-                                                         fun_name=_fun_name(fun))
+    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(
+        flat_fun, in_avals, fun_name=_fun_name(fun),
+        debug_info=dbg)
     closed = ClosedJaxpr(jaxpr, consts)
     if return_shape:
       shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in out_avals]

@@ -26,44 +26,101 @@ from nbjax.config import config
 # --------------------------------------------------------------------- errors
 
 
-class NbjaxTypeError(TypeError):
-  pass
+class _JAXErrorMixin:
+  """JAX's error classes: the message ends with a link to the class's entry in JAX's
+  error documentation (``jax.errors``' anchors, the page that explains each one)."""
+  _error_page = "https://docs.jax.dev/en/latest/errors.html"
+  _module_name = "jax.errors"
+
+  def __init__(self, message):
+    super().__init__(f"{message}\nSee {self._error_page}#{self._module_name}.{type(self).__name__}")
 
 
-class ConcretizationTypeError(NbjaxTypeError):
+class JAXTypeError(_JAXErrorMixin, TypeError):
+  """JAX-specific :class:`TypeError`"""
+
+
+class JAXIndexError(_JAXErrorMixin, IndexError):
+  """JAX-specific :class:`IndexError`"""
+
+
+NbjaxTypeError = JAXTypeError
+
+
+def _error_repr(x):
+  f = getattr(x, "_error_repr", None)
+  return f() if f is not None else str(x)
+
+
+def _origin_msg(x):
+  f = getattr(x, "_origin_msg", None)
+  return f() if f is not None else ""
+
+
+class ConcretizationTypeError(JAXTypeError):
   """A traced (abstract) value was used where Python needs a concrete one."""
 
   def __init__(self, tracer, context=""):
-    fn = getattr(getattr(tracer, "_trace", None), "fun_name", None)
-    where = f" in the function `{fn}`" if fn else ""
-    super().__init__(
-        f"Abstract tracer value encountered where concrete value is expected{where}: "
-        f"{tracer}\n{context}\nThe value was traced by a transformation (jit, make_jaxpr, "
-        "vmap, ...), so its concrete value is not known while Python runs. Fixes: mark the "
-        "argument static (`jit(f, static_argnums=...)` / `static_argnames=...`), use "
-        "structured control flow (`lax.cond`, `lax.switch`, `lax.while_loop`, "
-        "`lax.fori_loop`, `jnp.where`) instead of Python `if`/`while`, or compute the "
-        "value outside the transformed function.")
+    super().__init__("Abstract tracer value encountered where concrete value is expected: "
+                     f"{_error_repr(tracer)}\n{context}{_origin_msg(tracer)}\n")
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+  """A boolean mask index was traced: its number of ``True`` entries, hence the result's
+  shape, is unknown. Use ``jnp.where`` (or the ``size=`` argument of ``nonzero``) instead."""
+
+  def __init__(self, tracer):
+    super().__init__(f"Array boolean indices must be concrete; got {tracer}\n")
+
+
+class TracerArrayConversionError(JAXTypeError):
+  def __init__(self, tracer):
+    super().__init__("The numpy.ndarray conversion method __array__() was called on "
+                     f"{_error_repr(tracer)}{_origin_msg(tracer)}")
+
+
+class TracerIntegerConversionError(JAXTypeError):
+  def __init__(self, tracer):
+    super().__init__(f"The __index__() method was called on {_error_repr(tracer)}"
+                     f"{_origin_msg(tracer)}")
 
 
 class TracerBoolConversionError(ConcretizationTypeError):
-  pass
-
-
-class TracerIntegerConversionError(ConcretizationTypeError):
-  pass
-
-
-class TracerArrayConversionError(NbjaxTypeError):
   def __init__(self, tracer):
-    super().__init__(
-        f"The numpy.ndarray conversion method __array__() was called on traced array "
-        f"{tracer}. A traced value has no concrete data: use nbjax.numpy functions "
-        "instead of numpy ones inside transformed functions.")
+    JAXTypeError.__init__(self, f"Attempted boolean conversion of {_error_repr(tracer)}."
+                          f"{_origin_msg(tracer)}")
 
 
-class UnexpectedTracerError(Exception):
+class UnexpectedTracerError(JAXTypeError):
   """A tracer escaped the transformation that created it and was used later."""
+
+  def __init__(self, msg):
+    super().__init__(msg)
+
+
+class KeyReuseError(JAXTypeError):
+  """A PRNG key was used twice (raised by key-reuse checking)."""
+
+  def __init__(self, message):
+    super().__init__(message)
+
+
+def _concretization_function_error(fun, suggest_astype=False):
+  """``aval._bool`` etc.: the concrete value converted by ``fun``, or JAX's error for it."""
+  ctx = f"The problem arose with the `{fun.__name__}` function. "
+  if suggest_astype:
+    ctx += (f"If trying to convert the data type of a value, try using "
+            f"`x.astype({fun.__name__})` or `jnp.array(x, {fun.__name__})` instead.")
+  err = (TracerBoolConversionError if fun is bool else
+         TracerIntegerConversionError if fun is operator.index else
+         lambda t: ConcretizationTypeError(t, ctx))
+
+  def method(self, tracer):
+    c = tracer.to_concrete_value()
+    if c is None:
+      raise err(tracer)
+    return fun(c)
+  return method
 
 
 # --------------------------------------------------------------------- avals
@@ -113,22 +170,11 @@ class ShapedArray:
 
   __str__ = __repr__
 
-  def _bool(self, tracer):
-    return bool(concrete_or_error(None, tracer, "The truth value of a traced array "
-                                  "was requested (e.g. by `if x:` or `bool(x)`)."))
-
-  def _int(self, tracer):
-    return int(concrete_or_error(None, tracer, "int() was called on a traced array."))
-
-  def _float(self, tracer):
-    return float(concrete_or_error(None, tracer, "float() was called on a traced array."))
-
-  def _complex(self, tracer):
-    return complex(concrete_or_error(None, tracer, "complex() was called on a traced array."))
-
-  def _index(self, tracer):
-    return operator.index(concrete_or_error(
-        None, tracer, "The traced array was used as a Python index (__index__)."))
+  _bool = _concretization_function_error(bool)
+  _int = _concretization_function_error(int, True)
+  _float = _concretization_function_error(float, True)
+  _complex = _concretization_function_error(complex, True)
+  _index = _concretization_function_error(operator.index)
 
 
 AbstractValue = ShapedArray
@@ -153,7 +199,9 @@ def get_aval(x):
     return ShapedArray((), dtypes.dtype(x, canonicalize=True), t is not bool)
   if hasattr(x, "__jax_array__"):
     return get_aval(x.__jax_array__())
-  raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid nbjax type")
+  if isinstance(x, str):
+    raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
+  raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
 
 
 class ShapeDtypeStruct:
@@ -317,13 +365,18 @@ class EvalTrace(Trace):
 
 
 def escaped_tracer_error(tracer, primitive=None):
-  where = f" by primitive '{primitive.name}'" if primitive is not None else ""
+  name = type(tracer).__name__
+  name = "DynamicJaxprTracer" if name == "JaxprTracer" else name
+  dbg = getattr(tracer._trace, "debug_info", None)
+  where = (f"The function being traced when the value leaked was {dbg.func_src_info} traced "
+           f"for {dbg.traced_for}.\n" if dbg is not None else "")
   return UnexpectedTracerError(
-      f"Encountered an unexpected tracer{where}: {tracer}. A function transformed by "
-      f"{type(tracer._trace).__name__.replace('Trace', '')} stored a traced value in a place "
-      "that outlives the transformation (a global, a closure, a returned object not in the "
-      "outputs) and it was used afterwards. Return the value from the transformed "
-      "function instead, or pass it in as an argument.")
+      "Encountered an unexpected tracer. A function transformed by JAX had a side effect, "
+      f"allowing for a reference to an intermediate value with type "
+      f"{tracer.aval.str_short(short_dtypes=False)} "
+      f"wrapped in a {name} to escape the scope of the transformation.\nJAX transformations "
+      "require that functions explicitly return their outputs, and disallow saving "
+      f"intermediate values to global state.\n{where}")
 
 
 class DebugNansTrace(EvalTrace):
@@ -497,6 +550,12 @@ class Tracer:
 
   def __index__(self):
     return self.aval._index(self)
+
+  def _error_repr(self):
+    return f"traced array with shape {self.aval.str_short(short_dtypes=False)}"
+
+  def _origin_msg(self):
+    return ""
 
   def __array__(self, dtype=None, copy=None):
     v = self.to_concrete_value()

@@ -36,7 +36,7 @@ def _sorted_keys(d):
   try:
     return sorted(d)
   except TypeError:
-    return sorted(d, key=lambda k: (type(k).__qualname__, repr(k)))
+    raise ValueError("Comparator raised exception while sorting pytree dictionary keys.") from None
 
 
 def _flatten_dict(d):

@@ -188,7 +188,7 @@ def test_missing_abstract_eval_error_is_the_seeds():
 
 
 def test_non_jax_type_output_is_an_error():
-  with pytest.raises(TypeError, match="not a valid nbjax type"):
+  with pytest.raises(TypeError, match="not a valid JAX type"):
     nbjax.make_jaxpr(lambda x: "hello")(1.0)
 
 

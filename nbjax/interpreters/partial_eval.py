@@ -17,6 +17,10 @@ equations as plain data so a partial evaluator can reuse ``JaxprTracer``/``new_a
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import re
+
 from nbjax import core, registry
 from nbjax.core import Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
@@ -44,12 +48,115 @@ class JaxprTracer(Tracer):
   def __repr__(self):
     return f"Traced<{self._aval}>with<{self._trace!r}>"
 
+  def _origin_msg(self):
+    """JAX's pointer to where the value came from: the traced function and the arguments
+    the value depends on (found by walking the recorded equations backwards)."""
+    dbg = getattr(self._trace, "debug_info", None)
+    if dbg is None:
+      return ""
+    origin = f"The error occurred while tracing the function {dbg.func_src_info} for {dbg.traced_for}. "
+    need = {self.atom}
+    for e in reversed(self._trace.eqns):
+      if any(v in need for v in e.outvars):
+        need.update(v for v in e.invars if type(v) is Var)
+    pos = [i for i, v in enumerate(self._trace.invars) if v in need]
+    names = dbg.arg_names
+    if pos and names is not None and pos[-1] < len(names):
+      n = [names[i] for i in pos]
+      s = (f"the argument {n[0]}" if len(n) == 1 else f"the arguments {n[0]} and {n[1]}"
+           if len(n) == 2 else f"the arguments {', '.join(n[:-1])}, and {n[-1]}")
+      origin += ("This concrete value was not available in Python because it depends on "
+                 f"the value{'s' if len(n) > 1 else ''} of {s}.")
+    return "\n" + origin
+
 
 DynamicJaxprTracer = JaxprTracer
 
 
+def fun_sourceinfo(fun):
+  """``"f at file.py:12"`` (JAX's ``DebugInfo.func_src_info``)."""
+  while isinstance(fun, functools.partial):
+    fun = fun.func
+  fun = inspect.unwrap(fun)
+  try:
+    return f"{fun.__name__} at {fun.__code__.co_filename}:{fun.__code__.co_firstlineno}"
+  except AttributeError:
+    return "<unknown>"
+
+
+def abstractify_args(fun, flat, dbg):
+  """The avals of a staged function's flat arguments, or JAX's error naming the path of the
+  first that is not an array (``dbg``: a ``DebugInfo``, or a thunk making one)."""
+  try:
+    return [core.abstractify(x) for x in flat]
+  except TypeError:
+    i, x = next((i, x) for i, x in enumerate(flat) if not _is_abstractable(x))
+    names = (dbg() if callable(dbg) else dbg).arg_names
+    raise TypeError(
+        f"Error interpreting argument to {fun} as an abstract array. The problematic value is "
+        f"of type {type(x)} and was passed to the function at path "
+        f"{names[i] if names is not None and i < len(names) else 'unknown'}.\nThis typically "
+        "means that a jit-wrapped function was called with a non-array argument, and this "
+        "argument was not marked as static using the static_argnums or static_argnames "
+        "parameters of jax.jit.") from None
+
+
+def _is_abstractable(x):
+  try:
+    core.abstractify(x)
+    return True
+  except TypeError:
+    return False
+
+
+_FLAT_INDEX = re.compile(r"<flat index ([^>]+)>")
+
+
+class DebugInfo:
+  """What a staging trace was tracing, for error messages: ``traced_for`` ("jit",
+  "make_jaxpr", ...), the function, and the names of its flat (non-static) arguments,
+  computed only when a message needs them."""
+  __slots__ = ("traced_for", "fun", "_args")
+
+  def __init__(self, traced_for, fun, args=(), kwargs=None, static_argnums=(),
+               static_argnames=()):
+    self.traced_for, self.fun = traced_for, fun
+    self._args = (args, kwargs or {}, static_argnums, static_argnames)
+
+  func_src_info = property(lambda self: fun_sourceinfo(self.fun))
+
+  @property
+  def arg_names(self):
+    """JAX's ``_non_static_arg_names``: ``x``, ``x['a']``, ``args[1]``, ``kwargs['k']``."""
+    from nbjax.tree_util import keystr, tree_leaves_with_path
+    args, kwargs, nums, names = self._args
+    static = object()
+    n = len(args)
+    nums = {i % n for i in nums if -n <= i < n}
+    args_ = [static if i in nums else x for i, x in enumerate(args)]
+    kwargs_ = {k: static if k in names else x for k, x in kwargs.items()}
+    ordered = None
+    try:
+      ba = inspect.signature(self.fun).bind(*args_, **kwargs_)
+    except (ValueError, TypeError):
+      pass
+    else:
+      kw_name = next((k for k, p in inspect.signature(self.fun).parameters.items()
+                      if p.kind == inspect.Parameter.VAR_KEYWORD), None)
+      ordered = [(k, x) for k, x in ba.arguments.items() if k not in kwargs and k != kw_name]
+      ordered += [(k if k in ba.arguments else f"{kw_name}['{k}']", x)
+                  for k, x in sorted(kwargs_.items(), key=lambda kx: kx[0])]
+    if ordered is None:
+      ordered = [("args", args_)] + sorted(
+          (f"kwargs['{k}']", x) for k, x in kwargs_.items() if x is not static)
+    return tuple(k + _FLAT_INDEX.sub(r"\1", keystr(p)) for k, x in ordered
+                 for p, leaf in tree_leaves_with_path(x) if leaf is not static)
+
+
 class DynamicJaxprTrace(core.Trace):
   """The staging trace: ``process_primitive`` abstract-evaluates and records an equation."""
+
+  debug_info = None
 
   def __init__(self, fun_name=None, parent_trace=None):
     self.fun_name = fun_name
@@ -166,7 +273,7 @@ class DynamicJaxprTrace(core.Trace):
     self._const_ids = {}
 
 
-def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None):
+def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
   """Stage ``fun`` (flat list of inputs -> flat list of outputs) out to a jaxpr.
 
   Returns ``(jaxpr, out_avals, consts)``: ``consts`` are the values of ``jaxpr.constvars``
@@ -174,6 +281,7 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None):
   """
   name = fun_name or getattr(fun, "__name__", None)
   trace = DynamicJaxprTrace(name, core.get_current_trace())
+  trace.debug_info = debug_info
   in_tracers = [trace.new_arg(a) for a in in_avals]
   try:
     with core.set_current_trace(trace):
@@ -181,8 +289,10 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None):
     ans = list(ans)
     for i, x in enumerate(ans):
       if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
-        raise TypeError(f"function {name} traced for make_jaxpr/jit returned a value of type "
-                        f"{type(x)} at output component [{i}], which is not a valid nbjax type")
+        src, traced_for = ((debug_info.func_src_info, debug_info.traced_for) if debug_info
+                           else (name, "jit"))
+        raise TypeError(f"function {src} traced for {traced_for} returned a value of type "
+                        f"{type(x)}, which is not a valid JAX type")
     out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
     jaxpr, consts = trace.to_jaxpr(out_tracers)
   finally:

@@ -777,12 +777,9 @@ class JitWrapped:
     try:
       avals = [_abstractify(x) for x in flat]
     except TypeError:
-      bad = next(x for x in flat if not _valid(x))
-      raise TypeError(
-          f"Error interpreting argument to {self._fun!r} as an abstract array. The problematic "
-          f"value is of type {type(bad)}. This typically means that a jit-wrapped function was "
-          "called with a non-array argument, and this argument was not marked as static using "
-          "the static_argnums or static_argnames parameters of nbjax.jit.") from None
+      pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
+          "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
+      raise
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
            config.trace_key, core.axis_env())
     entry = self._cache.get(key)
@@ -820,7 +817,9 @@ class JitWrapped:
       box.append(out_tree)
       return out_flat
 
-    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name)
+    dbg = pe.DebugInfo("jit", fun, args, kwargs, self._static_argnums, self._static_argnames)
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name,
+                                                 debug_info=dbg)
     self._trace_count += 1
     _stats["traces"] += 1
     return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name)

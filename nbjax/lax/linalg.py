@@ -14,6 +14,7 @@ follow JAX's definitions; ``cholesky``/``eigh`` differentiate the function they 
 """
 from __future__ import annotations
 
+import enum
 import math
 import operator
 
@@ -471,10 +472,98 @@ registry.register(
 ad.defbilinear(dot_general_p, _dot_transpose_lhs, _dot_transpose_rhs)
 
 
-def _canon_precision(precision):
-  if isinstance(precision, list):
-    return tuple(precision)
-  return precision
+_precision_strings = {}
+
+
+class Precision(enum.Enum):
+  """Precision of float32 matrix products on accelerators (TPU/GPU); on CPU every value
+  computes in full float32. Members ``DEFAULT`` (aliases 'default', 'bfloat16',
+  'fastest'), ``HIGH`` ('high', 'bfloat16_3x', 'tensorfloat32'), ``HIGHEST`` ('highest',
+  'float32')."""
+  DEFAULT = 0
+  HIGH = 1
+  HIGHEST = 2
+
+  @classmethod
+  def _missing_(cls, value):
+    return _precision_strings.get(value)
+
+  def __repr__(self):
+    return f"{type(self).__name__}.{self.name}"
+
+  def __str__(self):
+    return self.name
+
+
+_precision_strings.update(
+    highest=Precision.HIGHEST, float32=Precision.HIGHEST, high=Precision.HIGH,
+    bfloat16_3x=Precision.HIGH, tensorfloat32=Precision.HIGH, default=Precision.DEFAULT,
+    bfloat16=Precision.DEFAULT, fastest=Precision.DEFAULT)
+_precision_strings[None] = Precision.DEFAULT
+
+
+class DotAlgorithmPreset(enum.Enum):
+  """JAX's named dot algorithms (``LHS_RHS_ACCUM`` types), accepted as ``precision=``; on
+  CPU nbjax computes every one as the default algorithm for the operands' dtypes."""
+  DEFAULT = enum.auto()
+  ANY_F8_ANY_F8_F32 = enum.auto()
+  ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+  ANY_F8_ANY_F8_ANY = enum.auto()
+  ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+  F16_F16_F16 = enum.auto()
+  F16_F16_F32 = enum.auto()
+  BF16_BF16_BF16 = enum.auto()
+  BF16_BF16_F32 = enum.auto()
+  BF16_BF16_F32_X3 = enum.auto()
+  BF16_BF16_F32_X6 = enum.auto()
+  BF16_BF16_F32_X9 = enum.auto()
+  TF32_TF32_F32 = enum.auto()
+  TF32_TF32_F32_X3 = enum.auto()
+  F32_F32_F32 = enum.auto()
+  F64_F64_F64 = enum.auto()
+
+  __repr__ = Precision.__repr__
+  __str__ = Precision.__str__
+
+
+def canonicalize_precision(precision):
+  """``None``, a ``(Precision, Precision)`` pair, or a ``DotAlgorithmPreset`` (JAX's)."""
+  if precision is None:
+    return None
+  if isinstance(precision, str):
+    if precision in _precision_strings:
+      return Precision(precision), Precision(precision)
+    if precision in DotAlgorithmPreset.__members__:
+      return DotAlgorithmPreset[precision]
+  elif isinstance(precision, Precision):
+    return precision, precision
+  elif isinstance(precision, DotAlgorithmPreset):
+    return precision
+  elif isinstance(precision, (list, tuple)) and len(precision) == 2:
+    if all(isinstance(p, Precision) for p in precision):
+      return tuple(precision)
+    if all(isinstance(p, str) and p in _precision_strings for p in precision):
+      return tuple(map(Precision, precision))
+  raise ValueError(
+      "Precision argument must be one of:\n- None,\n"
+      f"- a string in {list(_precision_strings)},\n- a lax.Precision value,\n"
+      "- a tuple of two lax.Precision values or strings,\n"
+      "- a lax.DotAlgorithmPreset or the name of one of these presets, or\n"
+      f"- a lax.DotAlgorithm value;\nbut got {precision}.")
+
+
+_canon_precision = canonicalize_precision
+
+
+def _dot_pp_params(params):
+  """JAX's printing: no None precision / preferred_element_type, dimension numbers as lists."""
+  p = {k: v for k, v in params.items() if v is not None}
+  (lc, rc), (lb, rb) = params["dimension_numbers"]
+  p["dimension_numbers"] = ((list(lc), list(rc)), (list(lb), list(rb)))
+  return p
+
+
+dot_general_p.pp_params = _dot_pp_params
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
@@ -1372,7 +1461,12 @@ def _dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
   dn = hlo.DotDimensionNumbers.get(
       lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
       lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
-  res = hlo.dot_general(mlir.aval_to_ir_type(out.update(dtype=cd)), lhs, rhs, dn)
+  # a Precision pair becomes XLA's precision_config (an algorithm preset is not lowered:
+  # the CPU computes every one as the default algorithm, as eagerly)
+  pc = (ir.ArrayAttr.get([hlo.PrecisionAttr.get(p.name) for p in precision])
+        if isinstance(precision, tuple) else None)
+  res = hlo.dot_general(mlir.aval_to_ir_type(out.update(dtype=cd)), lhs, rhs, dn,
+                        precision_config=pc)
   if od == np.bool_:
     res = mlir.convert_hlo(ctx, res, out.update(dtype=cd), out)
   return [res]

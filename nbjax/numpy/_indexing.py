@@ -34,15 +34,12 @@ from nbjax.numpy._util import as_array, canonicalize_axis, ensure_arraylike
 _BOOL = np.dtype(np.bool_)
 
 
-class NonConcreteBooleanIndexError(IndexError):
-  """A boolean mask index was traced: its number of ``True`` entries, hence the result's
-  shape, is unknown. Use ``jnp.where`` (or the ``size=`` argument of ``nonzero``) instead."""
+NonConcreteBooleanIndexError = core.NonConcreteBooleanIndexError
 
-  def __init__(self, aval):
-    super().__init__(
-        f"Array boolean indices must be concrete; got {aval}\n\nA traced boolean mask gives "
-        "a result whose shape depends on data. Rewrite `x[mask]` / `x.at[mask].set(v)` with "
-        "`jnp.where(mask, v, x)`, or use `jnp.nonzero(mask, size=...)`.")
+
+def _bool_index_error(x):
+  a = core.get_aval(x)
+  return NonConcreteBooleanIndexError(("~" if a.weak_type else "") + a.str_short(short_dtypes=False))
 
 # ----------------------------------------------------------------- parsing
 
@@ -95,19 +92,21 @@ def _classify(i, pos):
     if isinstance(i, np.ndarray) and i.dtype == object:
       raise TypeError(f"Indexer must have integer or boolean type, got {i!r}")
   if not _util.is_arraylike(i):
-    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
-                    f"{type(i).__name__} at position {pos}, indexer value {i!r}")
+    if isinstance(i, (float, complex, np.generic)):
+      raise TypeError("Indexer must have integer or boolean type, got indexer with type "
+                      f"{np.dtype(type(i))}")
+    raise IndexError("only integers, slices (`:`), ellipsis (`...`), newaxis (`None`) and "
+                     f"integer or boolean arrays are valid indices. Got {i}")
   a = i if isinstance(i, (np.ndarray, Tracer, Array)) else as_array(i)
   d = a.dtype
   if d == _BOOL:
     if a.ndim == 0:
       if not _util.is_concrete(a):
-        raise NonConcreteBooleanIndexError(core.get_aval(a))
+        raise _bool_index_error(a)
       return "bool", bool(_util.concrete(a))
     return "mask", a
   if not dtypes.is_int(d):
-    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
-                    f"{d.name} at position {pos}, indexer value {i}")
+    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type {d}")
   if a.ndim == 0 and _util.is_concrete(a):
     return "int", operator.index(_util.concrete(a).item())
   return "array", a
@@ -123,8 +122,8 @@ def _parse(shape, idx):
   contiguous = not adv or adv == list(range(adv[0], adv[-1] + 1))
   used = sum(v.ndim if k == "mask" else k in ("slice", "int", "array") for k, v in raw)
   if used > len(shape):
-    raise IndexError(f"Too many indices: {len(shape)}-dimensional array indexed with "
-                     f"{used} regular indices.")
+    raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {used} "
+                     "were indexed")
   entries, new_axes, ax, static = [], [], 0, []  # ax: operand axis with new axes inserted
   for (k, v), item in zip(raw, items):
     if k == "ellipsis":
@@ -141,7 +140,7 @@ def _parse(shape, idx):
       ax += 1
     elif k == "mask":
       if not _util.is_concrete(v):
-        raise NonConcreteBooleanIndexError(core.get_aval(v))
+        raise _bool_index_error(v)
       m = _util.concrete(v)
       sub = _dims_of(shape, new_axes, ax, m.ndim)
       if m.shape != sub:
@@ -305,17 +304,11 @@ def _expand_to(a, dims, nd):
 # ----------------------------------------------------------------- x[idx]
 
 
-_MODES = {None: "clip", "clip": "clip", "fill": "fill", "drop": "fill",
-          "promise_in_bounds": "promise_in_bounds"}
+_MODES = frozenset({"clip", "fill", "drop", "promise_in_bounds"})
 
 
 def _gather_mode(mode):
-  if isinstance(mode, lax.GatherScatterMode):
-    return mode
-  try:
-    return lax.GatherScatterMode.from_any(_MODES[mode])
-  except KeyError:
-    raise ValueError(f"Unknown gather mode {mode!r}") from None
+  return lax.GatherScatterMode.CLIP if mode is None else lax.GatherScatterMode.from_any(mode)
 
 
 def _static_slice(x, entries):
@@ -377,7 +370,7 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
   indices count from the end when ``normalize_indices``; unsigned ones never do."""
   x = as_array(x)
   if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
-      normalize_indices or idx >= 0):  # x[i] fast path
+      normalize_indices or idx >= 0) and (mode is None or mode in _MODES):  # x[i] fast path
     i = idx + x.shape[0] if idx < 0 else idx
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
   parsed = _parse(x.shape, idx)
@@ -413,12 +406,8 @@ def getitem(self, idx):
 # ----------------------------------------------------------------- x.at[idx].op(y)
 
 
-_SCATTER_MODES = {None: "fill", "fill": "fill", "drop": "fill", "clip": "clip",
-                  "promise_in_bounds": "promise_in_bounds"}
-
-
 def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
-                   mode=None):
+                   mode=None, normalize_indices=True):
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
   ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
   are dropped by default (``mode='clip'`` clamps them)."""
@@ -426,7 +415,7 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   y = _util.convert(np.asarray(y) if isinstance(y, (list, tuple)) else y, x.dtype, x.weak_type)
   parsed = _parse(x.shape, idx)
   xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
-  ix = _index_to_gather(xs.shape, parsed)
+  ix = _index_to_gather(xs.shape, parsed, normalize_indices)
   if math.prod(ix.out_shape) == 0:
     return x
   while y.ndim > len(ix.out_shape) and y.shape[0] == 1:
@@ -436,11 +425,7 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   sdnums = lax.ScatterDimensionNumbers(update_window_dims=dn.offset_dims,
                                        inserted_window_dims=dn.collapsed_slice_dims,
                                        scatter_dims_to_operand_dims=dn.start_index_map)
-  try:
-    smode = lax.GatherScatterMode.from_any(_SCATTER_MODES[mode]) if not isinstance(
-        mode, lax.GatherScatterMode) else mode
-  except KeyError:
-    raise ValueError(f"Unknown scatter mode {mode!r}") from None
+  smode = lax.GatherScatterMode.from_any(mode)
   out = scatter_fn(xs, ix.indices, y, sdnums,
                    indices_are_sorted=indices_are_sorted or ix.indices_are_sorted,
                    unique_indices=unique_indices or ix.unique_indices, mode=smode)
@@ -472,68 +457,74 @@ class _IndexUpdateRef:
   def __repr__(self):
     return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
-  def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
-    """``x[idx]`` (``mode``: None/'clip' clamps, 'fill' returns ``fill_value``)."""
+  def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+          out_sharding=None, wrap_negative_indices=True):
+    """``x[idx]``. ``mode``: None/'clip' clamps out-of-bound indices, 'fill'/'drop' give
+    ``fill_value`` (default NaN, or the dtype's minimum/maximum) for them,
+    'promise_in_bounds' trusts they are in bounds; ``wrap_negative_indices=False`` makes
+    negative indices out of bounds."""
     return rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
-                          unique_indices=unique_indices, mode=mode, fill_value=fill_value)
+                          unique_indices=unique_indices, mode=mode, fill_value=fill_value,
+                          normalize_indices=wrap_negative_indices)
 
-  def _scatter(self, values, fn, kw):
-    return scatter_update(self.array, self.index, values, fn, **kw)
+  def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+    """``func`` (a unary elementwise function) applied at ``idx``, once per occurrence of
+    an index (as ``ufunc.at``: repeated indices apply it repeatedly)."""
+    x = as_array(self.array)
+    kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+              mode=mode, normalize_indices=wrap_negative_indices)
+    count = scatter_update(lax.full_like(x, 0, _INT32), self.index, 1, lax.scatter_add, **kw)
+    if unique_indices:
+      return lax.select(lax.gt(count, lax.full_like(count, 0)),
+                        _util.convert(func(x), x.dtype, x.weak_type), x)
+    return lax.fori_loop(0, _max(count), lambda i, v: lax.select(
+        lax.lt(lax.full_like(count, i), count),
+        _util.convert(func(v), x.dtype, x.weak_type), v), x)
 
-  def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] = values`` (out-of-bounds entries dropped)."""
-    return self._scatter(values, lax.scatter, dict(indices_are_sorted=indices_are_sorted,
-                                                   unique_indices=unique_indices, mode=mode))
 
-  def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] += values``, accumulating over repeated indices."""
-    return self._scatter(values, lax.scatter_add, dict(indices_are_sorted=indices_are_sorted,
-                                                       unique_indices=unique_indices, mode=mode))
+_INT32 = np.dtype(np.int32)
 
-  def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] -= values``, accumulating over repeated indices."""
-    return self.add(negative(values), indices_are_sorted=indices_are_sorted,
-                    unique_indices=unique_indices, mode=mode)
 
-  def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] *= values``, accumulating over repeated indices."""
-    return self._scatter(values, lax.scatter_mul, dict(indices_are_sorted=indices_are_sorted,
-                                                       unique_indices=unique_indices, mode=mode))
+def _max(a):
+  return lax.reduce_max(a, tuple(range(a.ndim))) if a.ndim else a
 
-  mul = multiply
 
-  def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] /= values``."""
-    x = self.array
-    ones = lax.full_like(as_array(x), 1)
-    return divide(x, scatter_update(ones, self.index, values, lax.scatter_mul,
-                                    indices_are_sorted=indices_are_sorted,
-                                    unique_indices=unique_indices, mode=mode))
+def _update_method(name, scatter, doc, via_ones=None):
+  def method(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+             out_sharding=None, wrap_negative_indices=True):
+    kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+              mode=mode, normalize_indices=wrap_negative_indices)
+    if via_ones is None:
+      return scatter_update(self.array, self.index, values, scatter, **kw)
+    x = as_array(self.array)  # x / (ones with values multiplied in at idx), x ** (...)
+    return via_ones(x, scatter_update(lax.full_like(x, 1), self.index, values, scatter, **kw))
+  method.__name__, method.__qualname__ = name, f"_IndexUpdateRef.{name}"
+  method.__doc__ = (f"``{doc}``; ``mode`` None/'drop'/'fill' drops out-of-bound updates, "
+                    "'clip' clamps them; ``wrap_negative_indices=False`` makes negative "
+                    "indices out of bounds.")
+  return method
 
-  def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] **= values``."""
-    x = self.array
-    ones = lax.full_like(as_array(x), 1)
-    return power(x, scatter_update(ones, self.index, values, lax.scatter_mul,
-                                   indices_are_sorted=indices_are_sorted,
-                                   unique_indices=unique_indices, mode=mode))
 
-  def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] = minimum(x[idx], values)``."""
-    return self._scatter(values, lax.scatter_min, dict(indices_are_sorted=indices_are_sorted,
-                                                       unique_indices=unique_indices, mode=mode))
+for _n, _s, _d, _v in [
+    ("set", lax.scatter, "x[idx] = values", None),
+    ("add", lax.scatter_add, "x[idx] += values", None),
+    ("multiply", lax.scatter_mul, "x[idx] *= values", None),
+    ("min", lax.scatter_min, "x[idx] = minimum(x[idx], values)", None),
+    ("max", lax.scatter_max, "x[idx] = maximum(x[idx], values)", None),
+    ("divide", lax.scatter_mul, "x[idx] /= values", lambda x, y: divide(x, y)),
+    ("power", lax.scatter_mul, "x[idx] **= values", lambda x, y: power(x, y))]:
+  setattr(_IndexUpdateRef, _n, _update_method(_n, _s, _d, _v))
+_IndexUpdateRef.mul = _IndexUpdateRef.multiply
 
-  def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] = maximum(x[idx], values)``."""
-    return self._scatter(values, lax.scatter_max, dict(indices_are_sorted=indices_are_sorted,
-                                                       unique_indices=unique_indices, mode=mode))
 
-  def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
-    """``x[idx] = func(x[idx])`` (``func`` elementwise; applied once per indexed element)."""
-    x = self.array
-    vals = rewriting_take(x, self.index, mode=mode)
-    return self.set(func(vals), indices_are_sorted=indices_are_sorted,
-                    unique_indices=unique_indices, mode=mode)
+def _subtract(self, values, **kw):
+  """``x[idx] -= values``, accumulating over repeated indices."""
+  return self.add(negative(values), **kw)
+
+
+_IndexUpdateRef.subtract = _subtract
+del _n, _s, _d, _v
 
 # ----------------------------------------------------------------- take & co
 

@@ -38,11 +38,8 @@ def check_arraylike(name, *args):
   """JAX's TypeError for lists, tuples and other non-array arguments."""
   for pos, a in enumerate(args):
     if not is_arraylike(a):
-      msg = (f"{name} requires ndarray or scalar arguments, got {type(a).__name__} at "
-             f"position {pos}.")
-      if isinstance(a, (list, tuple)):
-        msg += f" Wrap it with nbjax.numpy.asarray: `{name}(jnp.asarray(x), ...)`."
-      raise TypeError(msg)
+      raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
+                      f"position {pos}.")
 
 
 def as_array(x):
@@ -265,8 +262,14 @@ def broadcast_to(x, shape):
   if xs == shape:
     return x
   nd = len(shape)
-  if len(xs) > nd or any(a != 1 and a != b for a, b in zip(xs[::-1], shape[::-1])):
-    raise ValueError(f"Incompatible shapes for broadcasting: {xs} and requested shape {shape}")
+  if len(xs) > nd:
+    raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={xs} "
+                     f"shape={shape}")
+  if any(a != 1 and a != b for a, b in zip(xs[::-1], shape[::-1])):
+    a = core.get_aval(x)
+    raise ValueError(f"Incompatible types for broadcasting: input type={'~' * a.weak_type}"
+                     f"{a.str_short(short_dtypes=False)} and requested type="
+                     f"{a.update(shape=shape).str_short(short_dtypes=False)}")
   return lax.broadcast_in_dim(x, shape, tuple(range(nd - len(xs), nd)))
 
 
