@@ -245,6 +245,7 @@ UNARY = {
     "not": "~a",
     "not_bool": "not a",
     "population_count": "_popcount(a)",
+    "clz": "_clz(a, nbits)",
     "erf": "math.erf(np.float64(a))",
     "erfc": "math.erfc(np.float64(a))",
     "erf_inv": "_erf_inv(np.float64(a), 2)",
@@ -400,6 +401,20 @@ def _popcount(a):
   v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
   v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
   return (v * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(inline="always", cache=True)
+def _clz(a, nbits):
+  # ``a`` unsigned: the bit width minus the bit length (set bits after smearing the top one
+  # down), in ``a``'s type
+  v = np.uint64(a)
+  v |= v >> np.uint64(1)
+  v |= v >> np.uint64(2)
+  v |= v >> np.uint64(4)
+  v |= v >> np.uint64(8)
+  v |= v >> np.uint64(16)
+  v |= v >> np.uint64(32)
+  return a - a + (nbits - _popcount(v))
 
 
 @njit(inline="always", cache=True)

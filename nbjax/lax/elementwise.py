@@ -633,6 +633,14 @@ def _np_popcount(x):
   return np.bitwise_count(x.view(_UNSIGNED[x.dtype.itemsize]), out=...).astype(x.dtype)
 
 
+def _np_clz(x):
+  v = x.view(_UNSIGNED[x.dtype.itemsize]).copy()
+  for k in (1, 2, 4, 8, 16, 32):
+    if k < 8 * x.dtype.itemsize:
+      v |= v >> k
+  return np.asarray(8 * x.dtype.itemsize - np.bitwise_count(v), x.dtype)
+
+
 def _np_select_n(which, *cases):
   n = len(cases)
   if n == 1:
@@ -819,6 +827,12 @@ def _nb_popcount(dts, params):
   d = dts[0]
   u = _UNSIGNED[d.itemsize]
   return numba_run("population_count", dts, d, work=[u], work_out=u)
+
+
+def _nb_clz(dts, params):
+  d = dts[0]
+  u = _UNSIGNED[d.itemsize]
+  return numba_run("clz", dts, d, work=[u], work_out=u)
 
 
 def _nb_select_n(dts, params):
@@ -1096,6 +1110,8 @@ xor_p = standard_elementwise("xor", 2, _int | _bool, numba="xor", numpy=np.bitwi
 population_count_p = standard_elementwise(
     "population_count", 1, _int, numba=_nb_popcount, numpy=_np_fn(_np_popcount), policy=KERNEL,
     **_bits)
+clz_p = standard_elementwise("clz", 1, _int, numba=_nb_clz, numpy=_np_fn(_np_clz),
+                             policy=KERNEL, **_bits)
 shift_left_p = standard_elementwise(
     "shift_left", 2, _int, numba=_nb_shift("shift_left", "u"),
     numpy=_np_fn(_np_shift(np.left_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
@@ -1313,6 +1329,7 @@ square = _un(square_p, r"""Elementwise square: :math:`x^2`.""")
 bitwise_not = _un(not_p, r"""Elementwise NOT: :math:`\neg x` (logical for bool).""")
 population_count = _un(population_count_p,
                        r"""Elementwise popcount: the number of set bits (two's complement).""")
+clz = _un(clz_p, r"""Elementwise count of leading zero bits (in the dtype's width).""")
 erf = _un(erf_p, r"""Elementwise error function: :math:`\mathrm{erf}(x)`.""")
 erfc = _un(erfc_p, r"""Elementwise complementary error function: :math:`1 - \mathrm{erf}(x)`.""")
 erf_inv = _un(erf_inv_p, r"""Elementwise inverse error function: :math:`\mathrm{erf}^{-1}(x)`.""")
@@ -1568,9 +1585,9 @@ def _balanced_eq(x, z, y):
 # ----------------------------------------------------------------- jvp / transpose rules
 
 ad.deflinear2(neg_p, lambda ct, x: [neg(ct)])
-for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
-           not_p, and_p, or_p, xor_p, population_count_p, shift_left_p, shift_right_arithmetic_p,
-           shift_right_logical_p):
+for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p,
+           gt_p, ge_p, not_p, and_p, or_p, xor_p, population_count_p, clz_p, shift_left_p,
+           shift_right_arithmetic_p, shift_right_logical_p):
   ad.defjvp_zero(_p)
 
 ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
@@ -1845,7 +1862,7 @@ __all__ = [n for n in list(globals()) if n.endswith("_p") and not n.startswith("
     "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt", "abs", "square", "reciprocal",
     "integer_pow", "pow", "add", "sub", "mul", "div", "rem", "max", "min", "atan2", "nextafter",
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_not", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "population_count", "shift_left", "shift_right_arithmetic",
+    "bitwise_xor", "population_count", "clz", "shift_left", "shift_right_arithmetic",
     "shift_right_logical", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "real",
     "imag", "conj", "complex", "select_n", "select", "clamp", "copy", "add_any", "stop_gradient",
     "convert_element_type", "full", "full_like", "zeros_like_array"]
@@ -1899,7 +1916,7 @@ _DIRECT = {
     "rsqrt": "hlo.rsqrt", "cbrt": "hlo.cbrt", "floor": "hlo.floor", "ceil": "hlo.ceil",
     "is_finite": "hlo.is_finite", "erf": "chlo.erf", "erfc": "chlo.erfc", "erf_inv": "chlo.erf_inv",
     "lgamma": "chlo.lgamma", "digamma": "chlo.digamma", "real": "hlo.real", "imag": "hlo.imag",
-    "population_count": "hlo.popcnt", "not": "hlo.not_",
+    "population_count": "hlo.popcnt", "clz": "hlo.count_leading_zeros", "not": "hlo.not_",
     "add": "hlo.add", "add_any": "hlo.add", "sub": "hlo.subtract", "mul": "hlo.multiply",
     "div": "hlo.divide", "rem": "hlo.remainder", "pow": "hlo.power", "atan2": "hlo.atan2",
     "nextafter": "chlo.next_after", "and": "hlo.and_", "or": "hlo.or_", "xor": "hlo.xor",

@@ -61,13 +61,14 @@ def _eager(prim):
   return impl
 
 
-def _register(prim, abstract_eval, batch, *, linear=None, arity=1):
+def _register(prim, abstract_eval, batch, *, linear=None):
   prim.named_axes = lambda params: params["axes"] if "axes" in params else (params["axis_name"],)
   batch.wants_axis_data = True
   registry.register(prim, family="parallel", impls={"python": _eager(prim)},
                     abstract_eval=abstract_eval, batch=batch,
-                    meta=dict(note=_NOTE, lowering_note=_LOWERING_NOTE))
-  if linear is not None:
+                    meta=dict(note=_NOTE, lowering_note=_LOWERING_NOTE, linear=bool(linear),
+                              differentiable=bool(linear)))  # pmax/pmin: no rule, as JAX
+  if callable(linear):  # the transpose rule (psum's is set after its definition)
     ad.deflinear2(prim, linear)
 
 
@@ -107,7 +108,7 @@ def _reduction(name, reduce, scale):
       out = prim.bind(out, axes=rest, axis_index_groups=None)
     return out, not_mapped
 
-  _register(prim, abstract_eval, batch)
+  _register(prim, abstract_eval, batch, linear=name == "psum")
   return prim
 
 
