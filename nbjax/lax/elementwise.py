@@ -57,7 +57,8 @@ _bool = {np.dtype(np.bool_)}
 _sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
 _uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
 _int = _sint | _uint
-_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
+_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)} | (
+    {dtypes._bf16} if dtypes._bf16 is not None else set())
 _complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
 _complex_elem = {np.dtype(np.float32), np.dtype(np.float64)}
 _inexact = _float | _complex
@@ -163,6 +164,7 @@ def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
 # dtype signature, which the eager entry below caches per signature.
 
 _WORK = {F16: F32}  # numba has no float16: such operands are widened (exactly) to float32
+_HALF = {F16} | ({dtypes._bf16} if dtypes._bf16 is not None else set())
 
 
 def _params_key(params):
@@ -317,7 +319,11 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
       avals = [ShapedArray((), d) for d in dts]
       w1 = ae(*avals[:wf], *(a.update(weak_type=True) for a in avals[wf:]), **params).weak_type
       w0 = ae(*avals, **params).weak_type
-      e = slow[(dts, pkey)] = (rs(dts, params), rl(dts, params), w1, w0, dts[0])
+      if registry.needs_roundtrip(prim, dts, params):  # bfloat16: through float32
+        runs = [registry.roundtrip(prim, r, avals, params) for r in (rs, rl)]
+      else:
+        runs = [rs(dts, params), rl(dts, params)]
+      e = slow[(dts, pkey)] = (*runs, w1, w0, dts[0])
       if not params and all(d == dts[0] for d in dts):
         fast[dts[0]] = e
     return e
@@ -613,7 +619,7 @@ def _np_rem(x, y):
 
 def _np_nextafter(x, y):
   r = np.nextafter(x, y, out=...)
-  if x.dtype == F16:  # NumPy's half nextafter returns x where x == y, C's (and XLA's) y
+  if x.dtype in _HALF:  # NumPy's half nextafter returns x where x == y, C's (and XLA's) y
     return np.where(x == y, y, r)
   return r
 
@@ -788,15 +794,20 @@ def _np_minmax(f, bits):
 
 
 def _nb_nextafter(dts, params):
-  if dts[0] != F16:
-    return numba_run("nextafter", dts, dts[0])
+  d = dts[0]
+  if d not in _HALF:
+    return numba_run("nextafter", dts, d)
   u16 = np.dtype(np.uint16)
   bits = numba_run("nextafter_f16", [F32, F32, u16, u16], u16)
 
-  def run(x, y):
+  def run(x, y):  # float16/bfloat16 by bits (a float32 round trip would give x back)
     if x.shape != y.shape:
       _, (x, y) = _broadcast_operands([x, y])
-    return bits(x.astype(F32), y.astype(F32), x.view(u16), y.view(u16)).view(F16)
+    x32, y32 = x.astype(F32), y.astype(F32)
+    r = bits(x32, y32, x.view(u16), y.view(u16)).view(d)
+    if d != F16:  # the kernel writes float16's NaN
+      r[np.isnan(x32) | np.isnan(y32)] = np.nan
+    return r
   return run
 
 
@@ -1078,6 +1089,7 @@ atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arc
                                domain=(None, "nonzero"), complex_kernel="atan2_complex", **_TR)
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)
+nextafter_p.meta["bf16"] = "native"  # by bits (registry.bf16_mode)
 _cmp = dict(out_dtype=_bool_out, differentiable=False)
 eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
 ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
@@ -1882,7 +1894,7 @@ def _lo_cmp(direction):
 
 
 def _kind(aval):
-  return np.dtype(aval.dtype).kind
+  return dtypes.kind(aval.dtype)
 
 
 # ------------------------------------------------------------------ one-op rules

@@ -1259,7 +1259,7 @@ def _scalar_type(dtype):
 
 
 def _kind(dtype):
-  return np.dtype(dtype).kind
+  return dtypes.kind(dtype)
 
 
 def _is_bool(dtype):
