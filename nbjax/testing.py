@@ -30,7 +30,7 @@ __all__ = ["numerical_jvp", "check_jvp", "check_vmap", "sample_values", "primiti
 
 # --------------------------------------------------------------------- tolerances
 
-_DEFAULT_TOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-5,
+_DEFAULT_TOL = {np.dtype(np.float16): 1e-2, dtypes._bf16: 1.6e-2, np.dtype(np.float32): 1e-5,
                 np.dtype(np.float64): 1e-9, np.dtype(np.complex64): 1e-5,
                 np.dtype(np.complex128): 1e-9}
 _JVP_TOL = {np.dtype(np.float16): 5e-2, np.dtype(np.float32): 2e-3,

@@ -171,9 +171,13 @@ def _params_key(params):
   return tuple(sorted(params.items())) if params else ()
 
 
-def backend(resolve):
-  """The registry impl of a per-signature ``resolve(dtypes, params) -> run(*arrays)``."""
+def backend(resolve, prim=None):
+  """The registry impl of a per-signature ``resolve(dtypes, params) -> run(*arrays)``; with
+  ``prim``, bfloat16 signatures resolve to its declared float32 round trip (``registry.
+  roundtrip``: per signature, so other dtypes pay nothing)."""
   cache = {}
+  if prim is not None:
+    resolve = _bf16_resolve(prim, resolve)
 
   def impl(*xs, **params):
     xs = [x if x.flags.c_contiguous else np.array(x, order="C") for x in xs]
@@ -189,6 +193,15 @@ def backend(resolve):
     impl.specialize = lambda avals, params: None if params or (
         real and any(a.dtype.kind == "c" for a in avals)) else u
   return impl
+
+
+def _bf16_resolve(prim, resolve):
+  def r(dts, params):
+    if registry.needs_roundtrip(prim, dts, params):
+      return registry.roundtrip(prim, resolve, [ShapedArray((), d) for d in dts], params)
+    return resolve(dts, params)
+  r.__dict__.update(resolve.__dict__)  # ufunc, real_only
+  return r
 
 
 def _converter(src, dst):
@@ -319,11 +332,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
       avals = [ShapedArray((), d) for d in dts]
       w1 = ae(*avals[:wf], *(a.update(weak_type=True) for a in avals[wf:]), **params).weak_type
       w0 = ae(*avals, **params).weak_type
-      if registry.needs_roundtrip(prim, dts, params):  # bfloat16: through float32
-        runs = [registry.roundtrip(prim, r, avals, params) for r in (rs, rl)]
-      else:
-        runs = [rs(dts, params), rl(dts, params)]
-      e = slow[(dts, pkey)] = (*runs, w1, w0, dts[0])
+      e = slow[(dts, pkey)] = (rs(dts, params), rl(dts, params), w1, w0, dts[0])
       if not params and all(d == dts[0] for d in dts):
         fast[dts[0]] = e
     return e
@@ -451,7 +460,7 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   res = {"numba": _nb(numba, out_dtype) if isinstance(numba, str) else numba}
   if numpy is not None:
     res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
-  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r)
+  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r, p)
            for k, r in res.items()}
   if policy is None:
     policy = NUMBA if numpy is None else ARITH
