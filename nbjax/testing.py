@@ -275,7 +275,7 @@ def special_values(dtype):
     fi = np.finfo(d)
     parts = [0.0, -0.0, 1.0, -1.5, np.nan, np.inf, -np.inf, 2 * float(np.sqrt(fi.max))]
     return np.array([complex(a, b) for a in parts for b in parts], d)
-  fi = np.finfo(d)
+  fi = dtypes.finfo(d)  # (ml_dtypes': bfloat16 too)
   small = {2: 1e-4, 4: 1e-30, 8: 1e-300}[d.itemsize]
   v = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, np.pi, np.nan, np.inf, -np.inf, float(fi.max),
        -float(fi.max), 4 * float(fi.tiny), small]
