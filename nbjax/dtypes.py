@@ -134,6 +134,13 @@ def _cat(d):
   except TypeError:
     return None
 
+def kind(d):
+  """NumPy's kind character, with the ml_dtypes types in their category (bfloat16 is 'f',
+  int4 'i'; NumPy says 'V'): the one to test where a rule branches on the kind."""
+  d = np.dtype(d)
+  return _CAT.get(d) or d.kind
+
+
 def is_float(d):
   """Real floating dtype (including bfloat16 and the ml_dtypes floats)."""
   return _cat(d) == 'f'

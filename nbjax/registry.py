@@ -192,6 +192,61 @@ def backend_label(prim):
   return small if small == large else f"{small}<{thr}<={large}"
 
 
+# ----------------------------------------------------------------- bfloat16
+# numba has no bfloat16 (nor do most NumPy loops). A primitive's eager backends take it in
+# one of two declared ways (``meta["bf16"]``, the ``bf16`` column of the table): "native"
+# (the kernels handle bf16 operands themselves: data movement, bit-level rules) or "f32", the
+# default for every primitive that accepts floats: bf16 operands (and bf16 dtype params) are
+# widened (exactly) to float32, the float32 kernels run, and the outputs whose abstract eval
+# says bf16 are rounded to nearest even (ml_dtypes' cast), as XLA's CPU code computes most
+# bf16 ops. Only signature resolution (a cache miss) looks for bf16: other dtypes pay nothing.
+
+BF16, F32 = dtypes._bf16, np.dtype(np.float32)
+
+
+def bf16_mode(prim):
+  """"f32" (round trip through float32), "native", "-" (bf16 is not accepted), or "n/a" (no
+  kernels of its own: control flow and calls bind the primitives of their bodies)."""
+  m = prim.meta.get("bf16")
+  if m is not None:
+    return m
+  if not ("numba" in prim.impls or "numpy" in prim.impls):
+    return "n/a"
+  return "f32" if BF16 is not None and BF16 in prim.meta.get("dtypes", ()) else "-"
+
+
+def _is_bf16(d):
+  return BF16 is not None and isinstance(d, np.dtype) and d == BF16
+
+
+def needs_roundtrip(prim, in_dtypes, params):
+  """True where ``prim`` runs these operand dtypes / params as a float32 round trip."""
+  return BF16 is not None and (any(map(_is_bf16, in_dtypes)) or any(
+      map(_is_bf16, params.values()))) and bf16_mode(prim) == "f32"
+
+
+def _up(x):
+  return x.astype(F32) if x.dtype == BF16 else x
+
+
+def roundtrip(prim, make, in_avals, params):
+  """``run(*arrays)`` of ``prim`` for bf16 signature ``in_avals``/``params``: ``make(dtypes,
+  params)`` (a run for one float32 signature) on the widened operands, results rounded to
+  the dtypes abstract eval gives (validating the bf16 signature first)."""
+  out = prim.abstract_eval(*in_avals, **params)
+  outs = [a.dtype for a in (out if prim.multiple_results else [out])]
+  run = make(tuple(F32 if _is_bf16(a.dtype) else a.dtype for a in in_avals),
+             {k: F32 if _is_bf16(v) else v for k, v in params.items()})
+
+  def down(o, d):
+    return np.asarray(o).astype(d) if d == BF16 else o
+
+  if prim.multiple_results:
+    return lambda *xs: [down(o, d) for o, d in zip(run(*map(_up, xs)), outs)]
+  d = outs[0]
+  return lambda *xs: down(run(*map(_up, xs)), d)
+
+
 # ----------------------------------------------------------------- eager entry points
 # NumPy reports floating-point exceptions (divide by zero, invalid value, overflow) as
 # RuntimeWarnings; JAX never warns. A warning filter cannot hide them for good (pytest's
@@ -296,6 +351,7 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   ae = prim.abstract_eval
   multi = prim.multiple_results
   cache = {}  # (shapes, dtypes, weak types, params) -> validated output aval(s)
+  bf = {}  # the same for bf16 signatures -> (output aval(s), small run, large run): ``roundtrip``
   small, large, _ = policy(prim)
   q_small, q_large = small in ("numba", "numpy"), large in ("numba", "numpy")
 
@@ -314,13 +370,26 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
       out_aval = cache.get(key)
     except TypeError:  # unhashable params (lists, arrays): no caching
       key = out_aval = None
+    rt = None
     if out_aval is None:
-      out_aval = ae(*(core.ShapedArray(*s) for s in sig), **params)
-      if key is not None:
-        if len(cache) > 4096:
-          cache.clear()
-        cache[key] = out_aval
+      rt = bf.get(key) if key is not None else None
+      if rt is None:
+        avals = [core.ShapedArray(*s) for s in sig]
+        out_aval = ae(*avals, **params)
+        if needs_roundtrip(prim, [s[1] for s in sig], params):
+          rt = (out_aval, *(roundtrip(prim, lambda _, p, f=f: functools.partial(f, **p), avals,
+                                      params) for f in (f_small, f_large)))
+          if key is not None:
+            bf[key] = rt
+        elif key is not None:
+          if len(cache) > 4096:
+            cache.clear()
+          cache[key] = out_aval
+      if rt is not None:
+        out_aval, params = rt[0], {}
     f, q = (f_small, q_small) if size(vals, out_aval) < thr else (f_large, q_large)
+    if rt is not None:
+      f = rt[1] if f is f_small else rt[2]
     if not q:
       out = f(*vals, **params)
     else:
@@ -354,6 +423,10 @@ def _raw_kernel(eqn):
       prim.family != "user" or prim.meta.get("pure")):  # pure: a numba_primitive's kernel
     n = eager_size(prim)(in_avals, out_avals if prim.multiple_results else out_avals[0])
     impl = prim.impls[small if n < thr else large]
+    if needs_roundtrip(prim, [a.dtype for a in in_avals], params):
+      resolve = getattr(impl, "resolve", None)
+      return roundtrip(prim, resolve or (lambda _, p: functools.partial(impl, **p)),
+                       in_avals, params)
     spec = getattr(impl, "specialize", None)  # a kernel for these exact avals, if simpler
     k = spec(in_avals, params) if spec is not None else None
     if k is not None:
@@ -733,6 +806,8 @@ def rows():
         transpose="yes" if p.transpose else ("-" if p.meta.get("linear") else "n/a"),
         batch="yes" if p.batch else "trace" if p.meta.get("by_trace") else "-",
         lowering=",".join(sorted(p.lowerings)) or "-",
+        # bfloat16 in eager backends: "f32" round trip, "native" kernels, "-" not accepted
+        bf16=bf16_mode(p) if p.family != "user" else "-",
         note=p.meta.get("note", ""),
     ))
   return out

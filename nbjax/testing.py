@@ -30,7 +30,7 @@ __all__ = ["numerical_jvp", "check_jvp", "check_vmap", "sample_values", "primiti
 
 # --------------------------------------------------------------------- tolerances
 
-_DEFAULT_TOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-5,
+_DEFAULT_TOL = {np.dtype(np.float16): 1e-2, dtypes._bf16: 1.6e-2, np.dtype(np.float32): 1e-5,
                 np.dtype(np.float64): 1e-9, np.dtype(np.complex64): 1e-5,
                 np.dtype(np.complex128): 1e-9}
 _JVP_TOL = {np.dtype(np.float16): 5e-2, np.dtype(np.float32): 2e-3,
@@ -275,7 +275,7 @@ def special_values(dtype):
     fi = np.finfo(d)
     parts = [0.0, -0.0, 1.0, -1.5, np.nan, np.inf, -np.inf, 2 * float(np.sqrt(fi.max))]
     return np.array([complex(a, b) for a in parts for b in parts], d)
-  fi = np.finfo(d)
+  fi = dtypes.finfo(d)  # (ml_dtypes': bfloat16 too)
   small = {2: 1e-4, 4: 1e-30, 8: 1e-300}[d.itemsize]
   v = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, np.pi, np.nan, np.inf, -np.inf, float(fi.max),
        -float(fi.max), 4 * float(fi.tiny), small]

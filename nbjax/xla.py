@@ -402,8 +402,10 @@ def _plan(ins, outs, wrappable, pack_inputs=True):
   if wrappable and _packing_enabled(pack_inputs):
     for i, (shape, dt) in enumerate(ins):
       n = int(np.prod(shape, dtype=np.int64))
-      if not shape and n * dt.itemsize <= _PACK_MAX_BYTES:  # 0-d only: packed slices of arrays defeat XLA kernel reuse
-        groups.setdefault(dt.name if dt != _bf16() else "bfloat16", []).append((i, n))
+      # 0-d only: packed slices of arrays defeat XLA kernel reuse; not bf16 (a staged bf16
+      # buffer has no buffer protocol to check its aliasing with)
+      if not shape and n * dt.itemsize <= _PACK_MAX_BYTES and dt != _bf16():
+        groups.setdefault(dt.name, []).append((i, n))
     groups = {k: v for k, v in groups.items() if len(v) > 1}
   bf16_out = [i for i, (_, dt) in enumerate(outs) if dt == _bf16()] if wrappable else []
   packed = {i for v in groups.values() for i, _ in v}

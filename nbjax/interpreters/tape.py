@@ -83,7 +83,7 @@ _DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})
 
 def _inexact(x):
   if type(x) is Array:
-    return x._value.dtype.kind in "fc"
+    return dtypes.is_inexact(x._value.dtype)
   return dtypes.is_inexact(get_aval(x).dtype)
 
 
@@ -131,7 +131,7 @@ class TapeTrace(Trace):
   def arg(self, x):
     """A tracer for input leaf ``x`` when it is inexact (else ``x``)."""
     a = _aval(x)
-    if a.dtype.kind not in "fc":
+    if not dtypes.is_inexact(a.dtype):
       return x
     self.in_keys.append((a.shape, a.dtype, a.weak_type))
     t = _new(TapeTracer)
@@ -174,7 +174,7 @@ class TapeTrace(Trace):
       outs = self._record(prim, params, args, ins, _as_list(out, prim), None)
       return outs if prim.multiple_results else outs[0]
     x = out._value
-    if x.dtype.kind not in "fc":
+    if not dtypes.is_inexact(x.dtype):
       return out
     vals = self.vals
     cav = self._wire(args, ins) if nc else ()

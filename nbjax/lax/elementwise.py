@@ -57,7 +57,8 @@ _bool = {np.dtype(np.bool_)}
 _sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
 _uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
 _int = _sint | _uint
-_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
+_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)} | (
+    {dtypes._bf16} if dtypes._bf16 is not None else set())
 _complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
 _complex_elem = {np.dtype(np.float32), np.dtype(np.float64)}
 _inexact = _float | _complex
@@ -163,15 +164,20 @@ def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
 # dtype signature, which the eager entry below caches per signature.
 
 _WORK = {F16: F32}  # numba has no float16: such operands are widened (exactly) to float32
+_HALF = {F16} | ({dtypes._bf16} if dtypes._bf16 is not None else set())
 
 
 def _params_key(params):
   return tuple(sorted(params.items())) if params else ()
 
 
-def backend(resolve):
-  """The registry impl of a per-signature ``resolve(dtypes, params) -> run(*arrays)``."""
+def backend(resolve, prim=None):
+  """The registry impl of a per-signature ``resolve(dtypes, params) -> run(*arrays)``; with
+  ``prim``, bfloat16 signatures resolve to its declared float32 round trip (``registry.
+  roundtrip``: per signature, so other dtypes pay nothing)."""
   cache = {}
+  if prim is not None:
+    resolve = _bf16_resolve(prim, resolve)
 
   def impl(*xs, **params):
     xs = [x if x.flags.c_contiguous else np.array(x, order="C") for x in xs]
@@ -187,6 +193,15 @@ def backend(resolve):
     impl.specialize = lambda avals, params: None if params or (
         real and any(a.dtype.kind == "c" for a in avals)) else u
   return impl
+
+
+def _bf16_resolve(prim, resolve):
+  def r(dts, params):
+    if registry.needs_roundtrip(prim, dts, params):
+      return registry.roundtrip(prim, resolve, [ShapedArray((), d) for d in dts], params)
+    return resolve(dts, params)
+  r.__dict__.update(resolve.__dict__)  # ufunc, real_only
+  return r
 
 
 def _converter(src, dst):
@@ -448,7 +463,7 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   res = {"numba": _nb(numba, out_dtype) if isinstance(numba, str) else numba}
   if numpy is not None:
     res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
-  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r)
+  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r, p)
            for k, r in res.items()}
   if policy is None:
     policy = NUMBA if numpy is None else ARITH
@@ -616,7 +631,7 @@ def _np_rem(x, y):
 
 def _np_nextafter(x, y):
   r = np.nextafter(x, y, out=...)
-  if x.dtype == F16:  # NumPy's half nextafter returns x where x == y, C's (and XLA's) y
+  if x.dtype in _HALF:  # NumPy's half nextafter returns x where x == y, C's (and XLA's) y
     return np.where(x == y, y, r)
   return r
 
@@ -799,15 +814,20 @@ def _np_minmax(f, bits):
 
 
 def _nb_nextafter(dts, params):
-  if dts[0] != F16:
-    return numba_run("nextafter", dts, dts[0])
+  d = dts[0]
+  if d not in _HALF:
+    return numba_run("nextafter", dts, d)
   u16 = np.dtype(np.uint16)
   bits = numba_run("nextafter_f16", [F32, F32, u16, u16], u16)
 
-  def run(x, y):
+  def run(x, y):  # float16/bfloat16 by bits (a float32 round trip would give x back)
     if x.shape != y.shape:
       _, (x, y) = _broadcast_operands([x, y])
-    return bits(x.astype(F32), y.astype(F32), x.view(u16), y.view(u16)).view(F16)
+    x32, y32 = x.astype(F32), y.astype(F32)
+    r = bits(x32, y32, x.view(u16), y.view(u16)).view(d)
+    if d != F16:  # the kernel writes float16's NaN
+      r[np.isnan(x32) | np.isnan(y32)] = np.nan
+    return r
   return run
 
 
@@ -1095,6 +1115,7 @@ atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arc
                                domain=(None, "nonzero"), complex_kernel="atan2_complex", **_TR)
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)
+nextafter_p.meta["bf16"] = "native"  # by bits (registry.bf16_mode)
 _cmp = dict(out_dtype=_bool_out, differentiable=False)
 eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
 ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
@@ -1902,7 +1923,7 @@ def _lo_cmp(direction):
 
 
 def _kind(aval):
-  return np.dtype(aval.dtype).kind
+  return dtypes.kind(aval.dtype)
 
 
 # ------------------------------------------------------------------ one-op rules

@@ -28,11 +28,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.lax.reductions import work_eager
 
 
-_bool = {np.dtype(np.bool_)}
-_sint = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
-_uint = {np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)}
-_float = {np.dtype(t) for t in (np.float16, np.float32, np.float64)}
-_complex = {np.dtype(t) for t in (np.complex64, np.complex128)}
+from nbjax.lax.elementwise import _bool, _complex, _float, _sint, _uint  # _float: bf16 too
 _dot_dtypes = _bool | _sint | _uint | _float | _complex
 _linalg_dtypes = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
@@ -1438,7 +1434,7 @@ def _reg(name, rule):
 
 
 def _kind(dtype):
-  return np.dtype(dtype).kind
+  return dtypes.kind(dtype)
 
 
 def _real(dtype):

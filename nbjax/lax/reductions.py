@@ -254,8 +254,8 @@ make_work_eager = work_eager(lambda vals, out_aval: max(v.size for v in vals))
 _IDENT = {
     "sum": lambda d: 0,
     "prod": lambda d: 1,
-    "max": lambda d: -np.inf if d.kind in "fc" else False if d.kind == "b" else dtypes.iinfo(d).min,
-    "min": lambda d: np.inf if d.kind in "fc" else True if d.kind == "b" else dtypes.iinfo(d).max,
+    "max": lambda d: -np.inf if dtypes.is_inexact(d) else False if d.kind == "b" else dtypes.iinfo(d).min,
+    "min": lambda d: np.inf if dtypes.is_inexact(d) else True if d.kind == "b" else dtypes.iinfo(d).max,
     "and": lambda d: True if d.kind == "b" else np.array(-1).astype(d),
     "or": lambda d: False if d.kind == "b" else 0,
     "xor": lambda d: False if d.kind == "b" else 0,
@@ -1259,7 +1259,7 @@ def _scalar_type(dtype):
 
 
 def _kind(dtype):
-  return np.dtype(dtype).kind
+  return dtypes.kind(dtype)
 
 
 def _is_bool(dtype):

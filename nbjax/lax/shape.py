@@ -19,7 +19,7 @@ import operator
 import numpy as np
 
 from kernels import shape as K
-from nbjax import core, registry
+from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 from nbjax.lax.elementwise import _any, _num
@@ -461,7 +461,7 @@ def rev(operand, dimensions):
 
 # ----------------------------------------------------------------- bitcast_convert_type
 
-_BITCAST_DTYPES = [d for d in ALL_DTYPES if d.kind in "iuf"]
+_BITCAST_DTYPES = [d for d in ALL_DTYPES if dtypes.kind(d) in "iuf"]  # bfloat16 too
 
 
 def _bitcast_abstract_eval(operand, *, new_dtype):
@@ -998,7 +998,7 @@ def _bitcast_samples(rng, dtype):
     for s in shapes:
       bits = rng.integers(0, 256, (*s, dtype.itemsize), dtype=np.uint8)
       x = bits.view(dtype).reshape(s)
-      if dtype.kind == "f":  # finite values: NaN payloads need not survive XLA
+      if dtypes.kind(dtype) == "f":  # finite values: NaN payloads need not survive XLA
         x = np.where(np.isfinite(x), x, dtype.type(1.5))
       out.append(([x], dict(new_dtype=new)))
   return out
@@ -1009,7 +1009,7 @@ registry.register(
     impls={"numba": _bitcast_numba, "numpy": _bitcast_numpy},
     abstract_eval=_bitcast_abstract_eval, batch=_bitcast_batch, policy=NUMPY_ALWAYS,
     meta=dict(reference=_bitcast_numpy, dtypes=_BITCAST_DTYPES, differentiable=False,
-              samples=_bitcast_samples,
+              samples=_bitcast_samples, bf16="native",  # bytes: any dtype
               note="numpy: a reinterpreting view (no copy)",
               bad_inputs=lambda rng: [
                   ([np.ones(3, np.bool_)], dict(new_dtype=np.dtype(np.int8)), TypeError),
