@@ -118,6 +118,10 @@ _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin and NumPy types
 _IMMUTABLE = frozenset({type(None), bool, int, float, complex, str, bytes, range,
                         type(Ellipsis), type(NotImplemented), Array})
 _ARRAY_FUNCTION = type(np.dot)
+# library instances the guard trusts like library functions, registered from above (a layer
+# up, at import): ``(type, check(obj))``, e.g. nbjax.numpy's ufunc objects (``jnp.add``)
+# when ``obj`` is the module attribute of its name
+pure_instances: list = []
 _MISSING = object()
 _MAX_DEPTH = 12
 
@@ -301,6 +305,9 @@ def guards(fun):
           s is None or isinstance(s, types.ModuleType) and _library(s.__name__))
     if t is np.ufunc:
       return getattr(np, o.__name__, None) is o
+    for cls, check in pure_instances:
+      if issubclass(t, cls):  # (type-level: no user code runs)
+        return check(o)
     if t is _ARRAY_FUNCTION:
       return (_library(o.__module__) and o.__name__ not in _UNSAFE_NAMES
               and getattr(sys.modules.get(o.__module__), o.__name__, None) is o)

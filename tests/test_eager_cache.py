@@ -43,6 +43,8 @@ def _same(got, want, what):
   got, want = np.asarray(got), np.asarray(want)
   assert got.dtype == want.dtype and got.shape == want.shape, \
       f"{what}: {got.dtype}{got.shape} != {want.dtype}{want.shape}"
+  if got.dtype.kind == "V" and got.dtype.itemsize == 2:  # bfloat16 (ml_dtypes): bit patterns
+    got, want = got.view(np.uint16), want.view(np.uint16)
   if got.dtype.kind in "fc":
     tol = 1e-5 if got.dtype.itemsize <= 4 or got.dtype == np.complex64 else 1e-12
     if got.dtype == np.float16:
@@ -889,7 +891,8 @@ def test_guard_refuses_what_no_pin_covers():
              nbjax.vmap(jnp.sin), jnp.vectorize(jnp.sin)):
     assert g(lambda x, ok=ok: x) is not None, ok
   for bad in (type("User", (), {}), [1], {}, {1}, _Scaled(1.0), _Scaled(1.0).mul, print,
-              np.frompyfunc(lambda v: v, 1, 1), np.random.default_rng(0).normal,
+              np.frompyfunc(lambda v: v, 1, 1), jnp.frompyfunc(lambda v: v, 1, 1),
+              np.random.default_rng(0).normal,
               functools.lru_cache(lambda x: x), (1, [2])):
     assert g(lambda x, bad=bad: x) is None, bad
 
