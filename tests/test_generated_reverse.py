@@ -168,7 +168,8 @@ def _identity(jt, t, ct, ct_in):
           sum(s for _, s in lhs) + sum(s for _, s in rhs))
 
 
-_EPS = {np.dtype(np.float16): 5e-3, np.dtype(np.float32): 2e-4, np.dtype(np.complex64): 2e-4}
+_EPS = {np.dtype(np.float16): 5e-3, dtypes._bf16: 2e-2, np.dtype(np.float32): 2e-4,
+        np.dtype(np.complex64): 2e-4}
 
 
 def _rtol(prim, dtype, outs=()):
@@ -307,8 +308,8 @@ def _check_grad(prim, dtype, order):
     out = _outs(f(*dargs), prim)
     if not any(_inexact(o) for o in out):
       continue  # nothing to differentiate (a cast to an integer type)
-    if any(np.asarray(o).dtype == np.float16 for o in out):
-      continue  # central differences of float16 outputs are noise (the jvp identity holds)
+    if any(np.asarray(o).dtype in (np.float16, dtypes._bf16) for o in out):
+      continue  # central differences of 16-bit outputs are noise (the jvp identity holds)
     # float32 outputs (casts): a wider step and a looser tolerance
     eps, tol = (1e-3, (2e-3, 1e-2)) if _low(out) else (1e-5, (1e-5, 2e-4))
     tol = tol[order - 1]

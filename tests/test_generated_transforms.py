@@ -88,6 +88,8 @@ def test_jvp_vs_central_differences(prim):
                      np.zeros_like(a) if i in nondiff else T.rand_like(rng, a)
                      for i, a in enumerate(args))
     out_dtypes = [np.asarray(o).dtype for o in _outs(f(*args), prim)]
+    if dtypes._bf16 in out_dtypes:
+      continue  # rounded to 8 bits: central differences are noise (the jvp identity holds)
     low = any(d in (np.float32, np.complex64, np.float16) for d in out_dtypes)
     rtol, atol = _tol(prim, np.float32 if low else dtype, jvp=True)
     eps = 1e-3 if low else 1e-4
