@@ -1048,7 +1048,7 @@ class Replicated:
     n, devs, bdp, sem = self.n, self.devs, self._bdp, self._sem
     bufs = []
     for x, (av, sh, dt, mapped) in zip(args, self._ins):
-      x = np.ascontiguousarray(x, dtype=dt)
+      x = np.asarray(x, dtype=dt, order="C")
       if x.shape != av.shape:
         raise ValueError(f"{self.name}: expected an input of shape {av.shape}, got {x.shape}")
       bufs.append(bdp(av, sh, [x[i:i + 1] for i in range(n)] if mapped else [x] * n, devs,
