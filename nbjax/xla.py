@@ -1053,4 +1053,13 @@ class Replicated:
         raise ValueError(f"{self.name}: expected an input of shape {av.shape}, got {x.shape}")
       bufs.append(bdp(av, sh, [x[i:i + 1] for i in range(n)] if mapped else [x] * n, devs,
                       True, False, sem, True))
-    return self._exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+    # One replicated run at a time, waited for: runs left in flight (several calls, threads)
+    # take XLA's shared CPU thread pool with replicas parked at a collective's rendezvous,
+    # while the replicas they wait for queue behind them: a deadlock XLA ends by aborting.
+    with _replicated_lock:
+      res = self._exe.execute_sharded(bufs, with_tokens=True)
+      res.consume_token().block_until_ready()
+    return res.disassemble_into_single_device_arrays()
+
+
+_replicated_lock = threading.Lock()
