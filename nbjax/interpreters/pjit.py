@@ -29,7 +29,7 @@ from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 
 __all__ = ["jit", "jit_p", "disable_jit", "block_until_ready", "Lowered", "Compiled", "Traced",
            "stats", "reset_stats"]
@@ -375,7 +375,7 @@ def _has_pmap(jaxpr):
     for v in e.params.values():
       for j in (v if type(v) is tuple else (v,)):
         if isinstance(j, ClosedJaxpr) and _has_pmap(j.jaxpr) or \
-            type(j).__name__ == "Jaxpr" and _has_pmap(j):
+            isinstance(j, Jaxpr) and _has_pmap(j):
           return True
   return False
 

@@ -349,7 +349,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     raise ValueError("static_broadcasted_argnums and donate_argnums cannot intersect.")
   devs = None if devices is None else tuple(devices)
   name = _fun_name(fun)
-  cache = {}
+  cache, axes_cache = {}, {}
 
   def trace(dyn_args, kwargs, static_vals):
     """-> (closed per-device jaxpr with consts as leading invars, consts, flat in axes, flat
@@ -360,10 +360,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                        "corresponding to the positional arguments passed to the function, "
                        f"but got len(in_axes)={len(in_axes)}, len(args)="
                        f"{len(dyn_args) + len(statics)}")
-    dyn_in_axes = in_axes
-    if isinstance(in_axes, tuple) and statics:
-      dyn_in_axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
-    ax_flat = api._flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+    ax_flat = axes_cache.get(in_tree)
+    if ax_flat is None:
+      dyn_in_axes = in_axes
+      if isinstance(in_axes, tuple) and statics:
+        dyn_in_axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
+      ax_flat = api._flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+      if len(axes_cache) < 64:
+        axes_cache[in_tree] = ax_flat
     n = api._mapped_axis_size(fun, in_tree, args_flat, ax_flat, "pmap", axis_size)
     avals = []
     for x, a in zip(args_flat, ax_flat):
