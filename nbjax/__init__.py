@@ -41,8 +41,17 @@ from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
+from nbjax.interpreters.pxla import pmap
+from nbjax import sharding
 from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
 from nbjax import dlpack, stages, typing
+
+
+def __getattr__(name):  # jaxlib's Device type, without importing jaxlib at ``import nbjax``
+  if name == "Device":
+    from nbjax import xla
+    return xla.ensure_jaxlib()._jax.Device
+  raise AttributeError(f"module 'nbjax' has no attribute '{name}'")

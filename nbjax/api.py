@@ -1111,11 +1111,13 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
 
 
 def devices(backend=None):
-  """The devices XLA runs ``jit`` on (the PJRT CPU client's; imports jaxlib)."""
+  """The CPU devices (the PJRT CPU client's; imports jaxlib): one, or N when asked with
+  ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``config.update(
+  "jax_num_cpu_devices", N)`` before the client is created."""
   if backend not in (None, "cpu"):
     raise RuntimeError(f"Unknown backend {backend}: nbjax runs on the CPU")
   from nbjax import xla
-  return list(xla.get_client().devices())
+  return xla.devices()
 
 
 local_devices = devices

@@ -28,7 +28,8 @@ class Array(metaclass=abc.ABCMeta):
   # an executable's output (_value is a view of it) or the put of _value cached by jit. It is
   # set by every maker, so the hot paths test it without raising (a failed slot read costs
   # ~0.4 us); one left unset reads as None through __getattr__ (correct, only slower).
-  __slots__ = ("_value", "_weak", "_buf", "__weakref__")
+  # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output, else unset (None).
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
@@ -51,7 +52,7 @@ class Array(metaclass=abc.ABCMeta):
       if buf is not None:
         v = self._value = np.asarray(memoryview(buf))
         return v
-    elif name == "_buf":  # not set by its maker: no buffer (correct, only slower)
+    elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
       return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
@@ -73,13 +74,39 @@ class Array(metaclass=abc.ABCMeta):
   itemsize = property(lambda self: self._value.itemsize)
   nbytes = property(lambda self: self._value.nbytes)
   weak_type = property(lambda self: self._weak)
-  sharding = property(lambda self: None)
+  @property
+  def sharding(self):
+    """``SingleDeviceSharding`` on the first CPU device, or a pmap output's ``PmapSharding``."""
+    p = self._pmap
+    return _single_sharding() if p is None else p[0]
 
   def devices(self):
-    return {"cpu:0"}
+    return set(self.sharding.device_set)
 
+  @property
+  def addressable_shards(self):
+    """The per-device pieces (``nbjax.sharding.Shard``): one for an ordinary array; a pmap
+    output's per-device XLA buffers."""
+    from nbjax.sharding import Shard
+    p = self._pmap
+    if p is None:
+      return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
+    sh, bufs = p
+    shape = sh.shard_shape(self.shape)
+    repl = sh.sharded_dim is None
+    return [Shard(d, sh._index(i, self.ndim),
+                  lambda b=b: _wrap(np.asarray(memoryview(b)).reshape(shape), self._weak),
+                  i if repl else 0) for i, (d, b) in enumerate(zip(sh.devices.flat, bufs))]
+
+  global_shards = addressable_shards
+
+  @property
   def is_fully_replicated(self):
-    return True
+    return self.sharding.is_fully_replicated
+
+  @property
+  def committed(self):
+    return self._pmap is not None
 
   def __len__(self):
     if not self._value.ndim:
@@ -219,6 +246,17 @@ def own(o, foreign):
     if np.may_share_memory(o, f):
       return copy(o)
   return o
+
+
+_single = []
+
+
+def _single_sharding():
+  if not _single:
+    from nbjax import xla
+    from nbjax.sharding import SingleDeviceSharding
+    _single.append(SingleDeviceSharding(xla.devices()[0]))
+  return _single[0]
 
 
 def _wrap(v, weak=False):

@@ -43,6 +43,16 @@ def _any(name, v):
   return v
 
 
+def _num_cpu_devices(name, v):
+  import sys
+  xla = sys.modules.get("nbjax.xla")
+  if xla is not None and xla._rt is not None:
+    raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
+                       "initialized i.e. before any JAX operation is executed. You should "
+                       "initialize this config immediately after `import jax`.")
+  return int(v)
+
+
 # JAX's option names (without "jax_"), default and check. Options with no effect on a CPU
 # (precision of float32 dots, which the CPU computes in full; persistent-cache tuning;
 # traceback filtering) are accepted and kept, as JAX keeps them on a CPU.
@@ -60,6 +70,7 @@ _OPTIONS = {
     "platform_name": ("", _platforms),
     "platforms": ("", _platforms),
     "default_device": (None, _any),
+    "num_cpu_devices": (-1, _num_cpu_devices),  # read when the XLA client is created
     "default_matmul_precision": (None, _choice(
         None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
         "bfloat16_3x", "fastest")),

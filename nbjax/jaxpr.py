@@ -522,7 +522,8 @@ def _pp_params(params, ctx):
   if not params:
     return _Concat(())
   # JAX prints params sorted, except that a call's name comes first (``jit[name=f jaxpr=...]``)
-  keys = sorted(params, key=lambda k: (k != "name", k))
+  # (a map primitive, xla_pmap, keeps them all sorted, as seed 001 prints it)
+  keys = sorted(params, key=lambda k: (k != "name" or "call_jaxpr" in params, k))
   pairs = [_pp_param(k, params[k], ctx) for k in keys]
   return _Group(_Nest(2, _Text("[") + _Brk("") + _join(_Brk(), pairs)) + _Brk("") + _Text("]"))
 

@@ -231,7 +231,7 @@ def ir_constant(np_value, dtype=None):
 
 class _Rt:
   """Per-process runtime state, built once by ``get_client``."""
-  __slots__ = ("client", "dev", "devs", "devlist", "sharding", "bdp", "zero_copy", "copy",
+  __slots__ = ("client", "dev", "devs", "all_devs", "gspmd", "devlist", "sharding", "bdp", "zero_copy", "copy",
                "handler", "aval", "xla_flags", "opts_key", "impl_type")
 
 
@@ -248,8 +248,11 @@ def _make_runtime():
   # one Traceback (~110 B) per call forever. nbjax never reads them: capture nothing.
   _jax.set_tracebacks_enabled(False)
   rt.xla_flags = os.environ.get("XLA_FLAGS", "")  # read once, at first client creation
-  rt.client = xc.make_cpu_client()
-  rt.dev = rt.client.devices()[0]
+  from nbjax.config import config
+  n = config._flags["num_cpu_devices"]  # else XLA_FLAGS' --xla_force_host_platform_device_count
+  rt.client = xc.make_cpu_client() if n < 0 else xc.make_cpu_client(num_devices=n)
+  rt.all_devs = list(rt.client.devices())
+  rt.dev = rt.all_devs[0]
   rt.devs = [rt.dev]
   rt.devlist = xc.DeviceList((rt.dev,))
   repl = xc.HloSharding.replicate()
@@ -267,6 +270,18 @@ def _make_runtime():
 
   rt.sharding = SingleDevice(rt.dev)
   SingleDevice.memory_kind = rt.sharding._memory_kind
+
+  class GSPMD(_jax.GSPMDSharding):
+    """The same shim for a value spread over several devices (pmap's inputs)."""
+    def _to_xla_hlo_sharding(self, ndim): return self._hlo_sharding
+    _device_assignment = property(lambda s: tuple(s._devices))
+    memory_kind = property(lambda s: s._memory_kind)
+    is_fully_replicated = property(lambda s: s._hlo_sharding.is_replicated())
+    is_fully_addressable = True
+    num_devices = property(lambda s: len(s._devices))
+    device_set = property(lambda s: set(s._devices))
+
+  rt.gspmd = GSPMD
   rt.bdp = _jax.batched_device_put
   rt.zero_copy = _jax.HostBufferSemantics.ZERO_COPY
   rt.copy = _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
@@ -984,3 +999,69 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
         del cache[k]
     cache[key] = exe
     return exe
+
+
+# ---------------------------------------------------------------------------------------------
+# Replicated programs (pmap)
+
+def devices():
+  """All devices of the CPU client (``num_cpu_devices`` or ``XLA_FLAGS``' forced count)."""
+  return list(_runtime().all_devs)
+
+
+class Replicated:
+  """A per-device module compiled with ``num_replicas = len(devices)`` (replica ``i`` on
+  ``devices[i]``), ``main`` taking ``(1, *shape)`` for a mapped input (``in_specs``: ``(shape,
+  dtype, mapped)`` of its per-device value) and the whole value for a replicated one.
+  ``run(host_arrays)``: a mapped input comes with its mapped axis first (size n), is split
+  into n rows, one per device; returns ``[output][replica]`` jaxlib single-device arrays."""
+
+  def __init__(self, module, devices, in_specs, *, name=None):
+    jl = ensure_jaxlib()
+    xc, rt = jl.xc, _runtime()
+    n = len(devices)
+    self.name, self.n, self.devs = name, n, list(devices)
+    text = module if isinstance(module, str) else str(module)
+    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices))
+    exe = _mem_cache.get(key)
+    if exe is None:
+      opts = xc.CompileOptions()
+      opts.num_replicas, opts.num_partitions = n, 1
+      opts.device_assignment = xc.DeviceAssignment.create(
+          np.array([d.id for d in devices], np.int32).reshape(n, 1))
+      with _lock:
+        exe = _mem_cache[key] = rt.client.compile_and_load(text, xc.DeviceList(tuple(devices)),
+                                                           opts)
+      _stats["compiles"] += 1
+    self._exe = exe
+    dl = xc.DeviceList(tuple(devices))
+    repl = rt.gspmd(dl, xc.HloSharding.replicate())
+    self._ins = []
+    for shape, dt, mapped in in_specs:
+      shape, dt = tuple(shape), np.dtype(dt)
+      if mapped:
+        sh = rt.gspmd(dl, xc.HloSharding.iota_tile([n] + [1] * len(shape)))
+        self._ins.append((rt.aval((n, *shape), dt), sh, dt, True))
+      else:
+        self._ins.append((rt.aval(shape, dt), repl, dt, False))
+    self._bdp, self._sem = rt.bdp, rt.copy
+
+  def run(self, args):
+    n, devs, bdp, sem = self.n, self.devs, self._bdp, self._sem
+    bufs = []
+    for x, (av, sh, dt, mapped) in zip(args, self._ins):
+      x = np.asarray(x, dtype=dt, order="C")
+      if x.shape != av.shape:
+        raise ValueError(f"{self.name}: expected an input of shape {av.shape}, got {x.shape}")
+      bufs.append(bdp(av, sh, [x[i:i + 1] for i in range(n)] if mapped else [x] * n, devs,
+                      True, False, sem, True))
+    # One replicated run at a time, waited for: runs left in flight (several calls, threads)
+    # take XLA's shared CPU thread pool with replicas parked at a collective's rendezvous,
+    # while the replicas they wait for queue behind them: a deadlock XLA ends by aborting.
+    with _replicated_lock:
+      res = self._exe.execute_sharded(bufs, with_tokens=True)
+      res.consume_token().block_until_ready()
+    return res.disassemble_into_single_device_arrays()
+
+
+_replicated_lock = threading.Lock()

@@ -145,4 +145,5 @@ def test_errors():
     lax.pshuffle(1.0, "i", [0, 0])
   with pytest.raises(ValueError, match="must equal the axis size"):
     nbjax.vmap(lambda x: lax.psum_scatter(x, "i"), axis_name="i")(jnp.ones((3, 2)))
-  assert lax.psum_p.meta["note"] and lax.psum_p.meta["lowering_note"]
+  assert lax.psum_p.meta["note"] and "lowering_note" not in lax.psum_p.meta  # lowered (pmap)
+  assert all("cpu" in p.lowerings for p in (lax.psum_p, lax.all_gather_p, lax.ppermute_p))

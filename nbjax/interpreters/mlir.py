@@ -20,6 +20,9 @@ travel with the module (``lower_jaxpr_to_module(..., host_callbacks=list)``) to
 ``xla.compile``. Equations with effects are kept in program order by a ``!stablehlo.token``
 threaded through the module (``ModuleContext.token``/``get_token``): loops carry it, ``case``
 branches return it, and a call whose jaxpr has effects is emitted inline.
+
+Named axes (pmap): ``ModuleContext.axis_context`` (``pxla.AxisContext``) maps each bound axis
+name to replica ids; collectives (``nbjax/lax/parallel.py``) read it for their replica groups.
 """
 from __future__ import annotations
 
@@ -183,6 +186,7 @@ class ModuleContext:
     self.keepalives = []
     self.host_callbacks = []
     self.token = None
+    self.axis_context = None  # pmap: named axes -> replica ids (pxla.AxisContext)
 
   def add_host_callback(self, fn):
     """Register ``fn`` for the compiled module to call; returns its index."""

@@ -29,7 +29,7 @@ from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 
 __all__ = ["jit", "jit_p", "disable_jit", "block_until_ready", "Lowered", "Compiled", "Traced",
            "stats", "reset_stats"]
@@ -363,8 +363,38 @@ _compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, _Executable]" = weakref.WeakK
 def _executable_for(closed, name):
   exe = _compiled.get(closed)
   if exe is None:
-    exe = _compiled[closed] = _Executable(closed, name)
+    exe = _compiled[closed] = (_Interpreted if _has_pmap(closed.jaxpr) else _Executable)(
+        closed, name)
   return exe
+
+
+def _has_pmap(jaxpr):
+  for e in jaxpr.eqns:
+    if e.primitive.name == "xla_pmap":
+      return True
+    for v in e.params.values():
+      for j in (v if type(v) is tuple else (v,)):
+        if isinstance(j, ClosedJaxpr) and _has_pmap(j.jaxpr) or \
+            isinstance(j, Jaxpr) and _has_pmap(j):
+          return True
+  return False
+
+
+class _Interpreted:
+  """A jaxpr holding a ``pmap`` (a replicated program of its own, not lowered inside jit's
+  single-device module): run equation by equation, each pmap as its compiled program."""
+
+  def __init__(self, closed, name):
+    self.closed, self.name = closed, name
+
+  def run(self, args):
+    return eval_jaxpr(self.closed.jaxpr, self.closed.consts, *args)
+
+  def runner(self, out_tree, guarded=False):
+    if guarded:
+      return None
+    unflat = tree_util.unflattener(out_tree)
+    return lambda args: unflat(self.run(args))
 
 
 # ----------------------------------------------------------------------- the primitive

@@ -6,7 +6,10 @@ named mapped axis (``vmap(f, axis_name="i")``; ``pmap`` and ``shard_map`` later)
 axis is bound while its transformation traces (``core.extend_axis_env``), so abstract eval
 can check names and sizes. Under ``vmap`` the batching rules turn each collective into
 ordinary array operations over the batch axis (a ``reduce_sum`` for ``psum``, a gather for
-``ppermute``): the collective never runs as such, so there is no eager kernel. Rules
+``ppermute``): the collective never runs as such, so there is no eager kernel. Under
+``pmap`` (``interpreters/pxla.py``) each lowers to its StableHLO collective (``all_reduce``,
+``all_gather``, ``reduce_scatter``, ``all_to_all``, ``collective_permute``, ``replica_id``)
+over the replica groups of its axis (``ModuleContext.axis_context``). Rules
 follow JAX's: the linear collectives transpose into each other (``psum`` into ``psum``,
 ``all_gather`` into ``psum_scatter``, ``all_to_all`` into itself with the axes swapped,
 ``ppermute`` into the inverse permutation); ``pmax``/``pmin`` have no derivative.
@@ -23,7 +26,6 @@ from nbjax.interpreters.batching import not_mapped
 
 _NOTE = ("named-axis collective: vmap batches it into array operations over the mapped axis; "
          "with no axis bound there is nothing to run")
-_LOWERING_NOTE = "lowered under pmap/shard_map only (issue 13): vmap and jit-of-vmap batch it away"
 
 
 def _names(axis_name):
@@ -66,7 +68,7 @@ def _register(prim, abstract_eval, batch, *, linear=None):
   batch.wants_axis_data = True
   registry.register(prim, family="parallel", impls={"python": _eager(prim)},
                     abstract_eval=abstract_eval, batch=batch,
-                    meta=dict(note=_NOTE, lowering_note=_LOWERING_NOTE, linear=bool(linear),
+                    meta=dict(note=_NOTE, linear=bool(linear),
                               differentiable=bool(linear)))  # pmax/pmin: no rule, as JAX
   if callable(linear):  # the transpose rule (psum's is set after its definition)
     ad.deflinear2(prim, linear)
@@ -468,6 +470,99 @@ def axis_index(axis_name):
     i = axis_index_p.bind(axis_name=a)
     out = i if out is None else out * axis_size(a) + i
   return out
+
+
+# ----------------------------------------------------------------- lowering (pmap)
+
+from nbjax.interpreters.lowering import hlo, ir, mlir  # noqa: E402  (lazy: no jaxlib import)
+from nbjax.interpreters.lowering import register as _lower  # noqa: E402
+
+
+def _axis_ctx(ctx, axes):
+  ac = ctx.module_context.axis_context
+  if ac is None:
+    raise NameError(f"unbound axis name: {axes[0]} (collectives lower only inside pmap; "
+                    "under vmap they are batched away)")
+  return ac
+
+
+def _groups(ctx, axes):
+  return ir.DenseElementsAttr.get(_axis_ctx(ctx, axes).groups(axes))
+
+
+def _scalar_region(op, aval, combine):
+  s = mlir.aval_to_ir_type(aval.update(shape=(), weak_type=False))
+  b = op.regions[0].blocks.append(s, s)
+  with ir.InsertionPoint(b):
+    hlo.return_([combine(*b.arguments)])
+
+
+def _combiner(name, dtype):
+  if np.dtype(dtype) == np.bool_:
+    return {"psum": hlo.or_, "pmax": hlo.or_, "pmin": hlo.and_}[name]
+  return {"psum": hlo.add, "pmax": hlo.maximum, "pmin": hlo.minimum}[name]
+
+
+def _allreduce_lowering(ctx, x, *, axes, axis_index_groups):
+  aval = ctx.avals_in[0]
+  op = hlo.AllReduceOp([mlir.aval_to_ir_type(aval)], [x], _groups(ctx, axes))
+  _scalar_region(op, aval, _combiner(ctx.primitive.name, aval.dtype))
+  return [op.results[0]]
+
+
+def _all_gather_lowering(ctx, x, *, axes, axis_index_groups, all_gather_dimension, axis_size,
+                         tiled):
+  aval, out = ctx.avals_in[0], ctx.avals_out[0]
+  d = all_gather_dimension
+  if not tiled:  # a size-1 axis to gather along
+    s = aval.shape
+    x = hlo.reshape(mlir.aval_to_ir_type(aval.update(shape=s[:d] + (1,) + s[d:])), x)
+  op = hlo.AllGatherOp([mlir.aval_to_ir_type(out)], [x], d, _groups(ctx, axes))
+  return [op.results[0]]
+
+
+def _reduce_scatter_lowering(ctx, x, *, axes, axis_index_groups, scatter_dimension, axis_size,
+                             tiled):
+  aval, out = ctx.avals_in[0], ctx.avals_out[0]
+  k, s = scatter_dimension, aval.shape
+  tiled_aval = aval.update(shape=s[:k] + (s[k] // axis_size,) + s[k + 1:])
+  op = hlo.ReduceScatterOp(mlir.aval_to_ir_type(tiled_aval), x, k, _groups(ctx, axes))
+  _scalar_region(op, aval, _combiner("psum", aval.dtype))
+  r = op.results[0]
+  return [r if tiled else hlo.reshape(mlir.aval_to_ir_type(out), r)]
+
+
+def _all_to_all_lowering(ctx, x, *, axes, axis_index_groups, split_axis, concat_axis,
+                         axis_size):
+  op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size, _groups(ctx, axes),
+                      results=[mlir.aval_to_ir_type(ctx.avals_out[0])])
+  return [op.results[0]]
+
+
+def _ppermute_lowering(ctx, x, *, axes, perm):
+  groups = _axis_ctx(ctx, axes).groups(axes)
+  pairs = np.array([(g[s], g[t]) for g in groups for s, t in perm], np.int64).reshape(-1, 2)
+  return [hlo.CollectivePermuteOp(x, ir.DenseIntElementsAttr.get(pairs)).results[0]]
+
+
+def _axis_index_lowering(ctx, *, axis_name):
+  ac = _axis_ctx(ctx, (axis_name,))
+  if axis_name not in ac.names:
+    raise NameError(f"unbound axis name: {axis_name}")
+  i = ac.names.index(axis_name)
+  u32 = lambda v: mlir.ir_constant(np.array(v, np.uint32))
+  div = ac.nreps // int(np.prod(ac.sizes[:i + 1]))
+  r = hlo.remainder(hlo.divide(hlo.replica_id(), u32(div)), u32(ac.sizes[i]))
+  return [hlo.convert(mlir.aval_to_ir_type(ctx.avals_out[0]), r)]
+
+
+for _p in (psum_p, pmax_p, pmin_p):
+  _lower(_p, _allreduce_lowering)
+_lower(all_gather_p, _all_gather_lowering)
+_lower(reduce_scatter_p, _reduce_scatter_lowering)
+_lower(all_to_all_p, _all_to_all_lowering)
+_lower(ppermute_p, _ppermute_lowering)
+_lower(axis_index_p, _axis_index_lowering)
 
 
 __all__ = ["all_gather", "all_gather_p", "all_to_all", "all_to_all_p", "axis_index",

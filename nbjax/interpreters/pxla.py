@@ -1,0 +1,437 @@
+"""``pmap``: the map primitive ``xla_pmap_p`` and its replicated XLA execution.
+
+Pipeline position: ``pmap(f)(*args)`` traces ``f`` once per signature on the per-device
+avals (the mapped axis removed) under ``core.extend_axis_env(axis_name, n)``, so collectives
+(``nbjax/lax/parallel.py``) see their axis, and binds ``xla_pmap_p`` with that jaxpr
+(``call_jaxpr``; its consts become leading unmapped inputs, as seed 001 prints it). The impl
+lowers the per-device jaxpr (``interpreters/mlir.py``, with an ``AxisContext`` mapping the
+axis to replica ids) and compiles it with ``num_replicas = n`` over the chosen devices
+(``xla.Replicated``): mapped inputs are split one row per device, unmapped ones replicated,
+and the per-device outputs, XLA buffers, are gathered on the host along ``out_axes`` into an
+``Array`` that keeps them as its ``addressable_shards`` (``PmapSharding``). The primitive's
+jvp / partial-eval / transpose / batching rules follow ``jit_p``'s (``pjit.py``), mapping
+``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does.
+
+jaxlib is imported only when something is compiled.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+
+import numpy as np
+
+from nbjax import core, dtypes, registry, tree_util
+from nbjax.array import Array, _wrap
+from nbjax.core import Primitive, Tracer
+from nbjax.interpreters import ad, batching
+from nbjax.interpreters import partial_eval as pe
+from nbjax.interpreters import pjit
+from nbjax.jaxpr import ClosedJaxpr
+
+__all__ = ["pmap", "xla_pmap_p", "AxisContext", "stats"]
+
+_stats = {"traces": 0, "compiles": 0}
+
+
+def stats():
+  """Counts since start: ``traces`` (pmap wrappers staging ``f``), ``compiles``."""
+  return dict(_stats)
+
+
+class AxisContext:
+  """Named axes -> replicas of the module being lowered (JAX's ``ReplicaAxisContext``):
+  ``names``/``sizes`` outermost first, ``nreps`` replicas in all."""
+  __slots__ = ("names", "sizes", "nreps")
+
+  def __init__(self, names, sizes, nreps):
+    self.names, self.sizes, self.nreps = tuple(names), tuple(sizes), nreps
+
+  def groups(self, axes):
+    """Replica groups of a collective over ``axes`` (JAX's ``axis_groups``)."""
+    for a in axes:
+      if a not in self.names:
+        raise NameError(f"unbound axis name: {a}")
+    spec = self.sizes + (self.nreps // int(np.prod(self.sizes)),)
+    idx = [self.names.index(a) for a in axes]
+    iota = np.arange(int(np.prod(spec))).reshape(spec)
+    g = np.moveaxis(iota, idx, np.arange(len(idx))).reshape(int(np.prod([spec[i] for i in idx])),
+                                                            -1)
+    return np.ascontiguousarray(g.T, dtype=np.int64)
+
+
+def _unmap(aval, size, axis):
+  if axis is None:
+    return aval
+  s = aval.shape
+  return aval.update(shape=s[:axis] + (size,) + s[axis:])
+
+
+def _map(aval, axis):
+  if axis is None:
+    return aval
+  s = aval.shape
+  return aval.update(shape=s[:axis] + s[axis + 1:])
+
+
+# ----------------------------------------------------------------------- the primitive
+
+xla_pmap_p = Primitive("xla_pmap")
+xla_pmap_p.multiple_results = True
+xla_pmap_p.map_primitive = True
+
+
+def _pmap_abstract_eval(*avals, call_jaxpr, axis_size, in_axes, out_axes, name, **_):
+  for a, ax, w in zip(avals, in_axes, call_jaxpr.in_avals):
+    m = _map(a, ax)
+    if m.shape != w.shape or m.dtype != w.dtype or (ax is not None and a.shape[ax] != axis_size):
+      raise TypeError(f"xla_pmap[name={name}] got an argument {a.str_short()} mapped on axis "
+                      f"{ax}, but its jaxpr takes {w.str_short()} over {axis_size} devices")
+  return [_unmap(a, axis_size, ax) for a, ax in zip(call_jaxpr.out_avals, out_axes)]
+
+
+_compiled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _pick_devices(n, devices):
+  from nbjax import xla
+  if devices is not None:
+    if len(devices) != n:
+      raise ValueError("Leading axis size of input to pmapped function must equal the number "
+                       "of local devices passed to pmap. Got axis_size="
+                       f"{n}, num_local_devices={len(devices)}.")
+    return list(devices)
+  avail = xla.devices()
+  if n > len(avail):
+    raise ValueError(f"compiling computation that requires {n} logical devices, but only "
+                     f"{len(avail)} XLA devices are available (num_replicas={n})")
+  return avail[:n]
+
+
+class _PmapExecutable:
+  """The per-device jaxpr compiled for ``n`` replicas: ``run(args) -> list of Arrays``."""
+
+  def __init__(self, closed, axis_name, n, devices, in_axes, out_axes, name):
+    from nbjax import xla
+    self.devs = _pick_devices(n, devices)
+    self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
+    in_avals, self.out_avals = closed.in_avals, closed.out_avals
+    module = _lower(closed, axis_name, n, in_axes, out_axes, name)
+    self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, ax is not None)
+                                                 for a, ax in zip(in_avals, in_axes)],
+                              name=f"pmap_{name}")
+    _stats["compiles"] += 1
+    from nbjax.sharding import PmapSharding
+    self.shardings = [PmapSharding(self.devs, ax, n) for ax in out_axes]
+    self._to_numpy = xla._to_numpy
+
+  def run(self, args):
+    host = []
+    for x, ax in zip(args, self.in_axes):
+      v = x._value if type(x) is Array else np.asarray(x)
+      host.append(v if not ax else np.moveaxis(v, ax, 0))
+    res = self.rep.run(host)
+    outs, to_np = [], self._to_numpy
+    for bufs, ax, aval, sh in zip(res, self.out_axes, self.out_avals, self.shardings):
+      if ax is None:
+        v = to_np(bufs[0])
+      else:
+        v = np.concatenate([to_np(b) for b in bufs], 0)
+        if ax:
+          v = np.ascontiguousarray(np.moveaxis(v, 0, ax))
+      o = _wrap(v, aval.weak_type)
+      o._pmap = (sh, bufs)
+      outs.append(o)
+    return outs
+
+
+def _lower(closed, axis_name, n, in_axes, out_axes, name):
+  """A module whose ``main`` takes ``(1, *shape)`` for a mapped input and returns ``(1,
+  *shape)`` for a mapped output (one row of the global value per replica)."""
+  from nbjax import xla
+  from nbjax.interpreters import mlir
+  ir, hlo, func = mlir.ir, mlir.hlo, mlir.func_dialect
+  in_avals, out_avals = closed.in_avals, closed.out_avals
+  row = lambda a, ax: a if ax is None else a.update(shape=(1, *a.shape))
+  with xla.mlir_context(), ir.Location.unknown():
+    m = mlir._new_module(f"pmap_{name}")
+    mctx = mlir.ModuleContext(m)
+    mctx.axis_context = AxisContext((axis_name,), (n,), n)
+    mctx._names.add("main")
+    ft = ir.FunctionType.get(mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(in_avals, in_axes)]),
+                             mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(out_avals, out_axes)]))
+    f = func.FuncOp("main", ft)
+    m.body.append(f)
+    entry = f.add_entry_block()
+    with ir.InsertionPoint(entry):
+      args = [x if ax is None else hlo.reshape(mlir.aval_to_ir_type(a), x)
+              for x, a, ax in zip(entry.arguments, in_avals, in_axes)]
+      consts = mlir._const_values(closed.consts, mlir._consts_avals(closed))
+      with core.extend_axis_env(axis_name, n):
+        outs = mlir.jaxpr_subcomp(mctx, closed.jaxpr, consts, args)
+      outs = [o if ax is None else hlo.reshape(mlir.aval_to_ir_type(row(a, ax)), o)
+              for o, a, ax in zip(outs, out_avals, out_axes)]
+      func.ReturnOp(outs)
+  if mctx.host_callbacks:
+    raise NotImplementedError("nbjax's pmap does not run host callbacks (they would run once "
+                              "per device, each able to stall the others' collectives)")
+  return m
+
+
+def _pmap_impl(*args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes, name,
+               **_):
+  per = _compiled.get(call_jaxpr)
+  if per is None:
+    per = _compiled[call_jaxpr] = {}
+  key = (axis_name, axis_size, devices, in_axes, out_axes)
+  exe = per.get(key)
+  if exe is None:
+    exe = per[key] = _PmapExecutable(call_jaxpr, axis_name, axis_size, devices, in_axes,
+                                     out_axes, name)
+  return exe.run(args)
+
+
+# ----------------------------------------------------------------------- transformation rules
+
+
+def _env(params):
+  return core.extend_axis_env(params["axis_name"], params["axis_size"])
+
+
+def _pmap_jvp(primals, tangents, **params):
+  closed, name = params["call_jaxpr"], params["name"]
+  nonzeros = tuple(pjit._nonzero(t) for t in tangents)
+  with _env(params):
+    new, out_nz = pjit.jvp_jaxpr(closed, nonzeros, name)
+  in_axes, out_axes = params["in_axes"], params["out_axes"]
+  p = dict(params, call_jaxpr=new,
+           in_axes=in_axes + tuple(a for a, nz in zip(in_axes, nonzeros) if nz),
+           out_axes=out_axes + tuple(a for a, nz in zip(out_axes, out_nz) if nz),
+           donated_invars=(False,) * (len(in_axes) + sum(nonzeros)))
+  outs = xla_pmap_p.bind(*primals, *[t for t, nz in zip(tangents, nonzeros) if nz], **p)
+  k = len(closed.out_avals)
+  tans = iter(outs[k:])
+  n = params["axis_size"]
+  return outs[:k], [next(tans) if nz else ad.Zero(_unmap(a, n, ax).to_tangent_aval())
+                    for a, ax, nz in zip(closed.out_avals, out_axes, out_nz)]
+
+
+def _pmap_partial_eval(in_unknowns, **params):
+  with _env(params):
+    known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(params["call_jaxpr"], in_unknowns)
+  ia, oa, don = params["in_axes"], params["out_axes"], params["donated_invars"]
+  kp = dict(params, call_jaxpr=known,
+            in_axes=tuple(a for a, u in zip(ia, in_unknowns) if not u),
+            out_axes=tuple(a for a, u in zip(oa, out_unk) if not u) + (0,) * num_res,
+            donated_invars=tuple(d for d, u in zip(don, in_unknowns) if not u))
+  up = dict(params, call_jaxpr=unknown,
+            in_axes=(0,) * num_res + tuple(a for a, u in zip(ia, in_unknowns) if u),
+            out_axes=tuple(a for a, u in zip(oa, out_unk) if u),
+            donated_invars=(False,) * (num_res + sum(map(bool, in_unknowns))))
+  return kp, up, out_unk, num_res
+
+
+def _pmap_transpose(cts, *args, **params):
+  closed, name, n = params["call_jaxpr"], params["name"], params["axis_size"]
+  in_axes, out_axes = params["in_axes"], params["out_axes"]
+  if any(a is None for a in out_axes):
+    raise NotImplementedError("autodiff of pmap functions with out_axes=None is not supported. "
+                              "Consider using shard_map instead.")
+  undef = [ad.is_undefined_primal(x) for x in args]
+  res = [x for x, u in zip(args, undef) if not u]
+  res_axes = tuple(a for a, u in zip(in_axes, undef) if not u)
+  cts = [ad.instantiate_zeros(c) for c in cts]
+  per_in = closed.in_avals
+
+  def fun(*ins):
+    r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    full = [ad.UndefinedPrimal(a) if u else next(r) for a, u in zip(per_in, undef)]
+    outs = ad.backward_pass(closed.jaxpr, closed.consts, full, c)
+    return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
+
+  avals = ([a for a, u in zip(per_in, undef) if not u] + list(closed.out_avals))
+  with _env(params):
+    tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+  t_out_axes = tuple(0 if a is None else a for a, u in zip(in_axes, undef) if u)
+  p = dict(params, call_jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []),
+           name=f"transpose({name})",
+           in_axes=(None,) * len(consts) + res_axes + out_axes, out_axes=t_out_axes,
+           donated_invars=(False,) * (len(consts) + len(res) + len(cts)))
+  outs = iter(xla_pmap_p.bind(*consts, *res, *cts, **p))
+  lax = batching._lax
+  result = []
+  for a, u in zip(in_axes, undef):
+    if not u:
+      result.append(None)
+      continue
+    o = next(outs)
+    result.append(lax.reduce_sum(o, (0,)) if a is None else o)  # fan-out's dual: fan-in sum
+  return result
+
+
+def _pmap_batch(axis_data, vals, dims, **params):
+  closed, name = params["call_jaxpr"], params["name"]
+  in_axes, out_axes = params["in_axes"], params["out_axes"]
+  new_vals, new_in, inner = [], [], []
+  for x, d, a in zip(vals, dims, in_axes):
+    if d is batching.not_mapped:
+      new_vals.append(x), new_in.append(a), inner.append(None)
+    else:  # the batch axis first: inside, the per-device value is batched on axis 0
+      new_vals.append(batching.moveaxis(x, d, 0))
+      new_in.append(None if a is None else a + 1)
+      inner.append(0)
+  with _env(params):
+    new, odims = pjit.batch_jaxpr(closed, axis_data.size, tuple(inner), axis_data.name, name)
+  new_out, bdims = [], []
+  for d, o in zip(odims, out_axes):
+    if d is None or o is None:
+      new_out.append(o), bdims.append(batching.not_mapped if d is None else d)
+    elif d < o:  # the device axis lands after the batch axis
+      new_out.append(o + 1), bdims.append(d)
+    else:
+      new_out.append(o), bdims.append(d + 1)
+  p = dict(params, call_jaxpr=new, in_axes=tuple(new_in), out_axes=tuple(new_out))
+  return xla_pmap_p.bind(*new_vals, **p), bdims
+
+
+_pmap_batch.wants_axis_data = True
+
+xla_pmap_p.make_eager = lambda prim, f_small, f_large, thr: _pmap_impl
+registry.register(
+    xla_pmap_p, family="call", impls={"python": _pmap_impl}, abstract_eval=_pmap_abstract_eval,
+    jvp=_pmap_jvp, batch=_pmap_batch, transpose=_pmap_transpose,
+    meta=dict(differentiable=True,
+              note="map primitive: its per-device jaxpr runs as one replicated XLA program",
+              lowering_note="runs as its own replicated XLA program (num_replicas); not "
+                            "lowered inside jit or another pmap"))
+xla_pmap_p.partial_eval = _pmap_partial_eval
+
+
+# ----------------------------------------------------------------------- pmap
+
+
+def _fun_name(fun):
+  return getattr(fun, "__name__", type(fun).__name__)
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=(),
+         global_arg_shapes=None):
+  """Parallel map over devices: ``fun`` runs once per device (SPMD), each device getting one
+  slice of the mapped inputs (``in_axes``; ``None``: the same value everywhere), as one
+  replicated XLA program; collectives over ``axis_name`` communicate between devices.
+  Outputs are stacked along ``out_axes``. The mapped axis size must not exceed the device
+  count (``nbjax.device_count()``; ask for more CPU devices with
+  ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``jax_num_cpu_devices``).
+  ``donate_argnums`` is accepted (host buffers are not donated)."""
+  from nbjax import api
+  api._check_callable(fun)
+  if global_arg_shapes is not None:
+    raise ValueError("global_arg_shapes only worked with sharded_jit which has long been "
+                     "removed from JAX. Please remove usages of global_arg_shapes.")
+  if isinstance(in_axes, list):
+    in_axes = tuple(in_axes)
+  if not all(type(l) is int for l in tree_util.tree_leaves(in_axes)):
+    raise TypeError("pmap in_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {in_axes}.")
+  if not all(type(l) is int for l in tree_util.tree_leaves(out_axes)):
+    raise TypeError("pmap out_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {out_axes}.")
+  if devices is not None and len(devices) == 0:
+    raise ValueError("'devices' argument to pmap must be non-empty, or None.")
+  if backend not in (None, "cpu"):
+    raise RuntimeError(f"Unknown backend {backend}: nbjax runs on the CPU")
+  if isinstance(static_broadcasted_argnums, int):
+    static_broadcasted_argnums = (static_broadcasted_argnums,)
+  statics = tuple(static_broadcasted_argnums)
+  donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+  if any(i in statics for i in donate):
+    raise ValueError("static_broadcasted_argnums and donate_argnums cannot intersect.")
+  devs = None if devices is None else tuple(devices)
+  name = _fun_name(fun)
+  cache, axes_cache = {}, {}
+
+  def trace(dyn_args, kwargs, static_vals):
+    """-> (closed per-device jaxpr with consts as leading invars, consts, flat in axes, flat
+    out axes, out tree, size); cached by the signature."""
+    args_flat, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
+    if isinstance(in_axes, tuple) and len(in_axes) != len(dyn_args) + len(statics):
+      raise ValueError("pmap in_axes must be an int, None, or a tuple of entries "
+                       "corresponding to the positional arguments passed to the function, "
+                       f"but got len(in_axes)={len(in_axes)}, len(args)="
+                       f"{len(dyn_args) + len(statics)}")
+    ax_flat = axes_cache.get(in_tree)
+    if ax_flat is None:
+      dyn_in_axes = in_axes
+      if isinstance(in_axes, tuple) and statics:
+        dyn_in_axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
+      ax_flat = api._flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+      if len(axes_cache) < 64:
+        axes_cache[in_tree] = ax_flat
+    n = api._mapped_axis_size(fun, in_tree, args_flat, ax_flat, "pmap", axis_size)
+    avals = []
+    for x, a in zip(args_flat, ax_flat):
+      av = core.get_aval(x)
+      if a is not None:
+        a %= av.ndim
+        av = _map(av, a)
+      avals.append(av)
+    ax_flat = tuple(None if a is None else a % np.ndim(x) for x, a in zip(args_flat, ax_flat))
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), ax_flat, n,
+           static_vals)
+    hit = cache.get(key)
+    if hit is not None:
+      return hit + (args_flat,)
+
+    def flat(*xs):
+      args, kw = tree_util.tree_unflatten(in_tree, list(xs))
+      it = iter(args)
+      full = [static_vals[statics.index(i)] if i in statics else next(it)
+              for i in range(len(args) + len(statics))]
+      leaves, tree = tree_util.tree_flatten(fun(*full, **kw))
+      box.append(tree)
+      return leaves
+
+    box = []
+    _stats["traces"] += 1
+    with core.extend_axis_env(axis_name, n):
+      jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat, avals, fun_name=name)
+    out_tree = box[0]
+    out_ax = tuple(api._flatten_axes("pmap out_axes", out_tree, out_axes))
+    for a, o in zip(out_avals, out_ax):
+      if o is not None and not -a.ndim - 1 <= o <= a.ndim:
+        raise ValueError(f"pmap out_axes entry {o} is out of bounds for an output of rank "
+                         f"{a.ndim + 1} (including the mapped axis)")
+    out_ax = tuple(None if o is None else o % (a.ndim + 1) for a, o in zip(out_avals, out_ax))
+    closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    hit = cache[key] = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
+    return hit + (args_flat,)
+
+  @functools.wraps(fun)
+  def pmap_f(*args, **kwargs):
+    if statics:
+      nargs = len(args)
+      for i in statics:
+        if not -nargs <= i < nargs:
+          raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} but "
+                           f"was called with only {nargs} positional argument(s).")
+      st = tuple(args[i] for i in statics)
+      for v in st:
+        try:
+          hash(v)
+        except TypeError:
+          raise ValueError("Non-hashable static arguments are not supported. An error occurred "
+                           f"while trying to hash an object of type {type(v)}, {v}.") from None
+      dyn = tuple(a for i, a in enumerate(args) if i not in statics)
+    else:
+      st, dyn = (), args
+    closed, consts, ax, oax, out_tree, n, flat = trace(dyn, kwargs, st)
+    outs = xla_pmap_p.bind(
+        *consts, *flat, call_jaxpr=closed, axis_name=axis_name, axis_size=n,
+        global_axis_size=n, devices=devs, backend=backend, in_axes=ax, out_axes=oax,
+        name=name, donated_invars=(False,) * len(ax), is_explicit_global_axis_size=False)
+    return tree_util.tree_unflatten(out_tree, outs)
+
+  pmap_f._cache = cache
+  pmap_f.__wrapped__ = fun
+  return pmap_f

@@ -1,0 +1,187 @@
+"""pmap cases that need several CPU devices: run by ``tests/test_pmap.py`` in a subprocess
+with ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (the device count is fixed when
+the client is created). Not collected by the main run (no ``test_`` prefix)."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import lax
+from nbjax.interpreters import pxla
+
+N = 4
+pytestmark = pytest.mark.skipif(nbjax.device_count() < N, reason="needs 4 CPU devices")
+rng = np.random.default_rng(0)
+X = rng.normal(size=(N, 3)).astype(np.float32)
+A = rng.normal(size=(N, N, 2)).astype(np.float32)
+
+
+def close(a, b, tol=1e-5):
+  np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def test_devices():
+  assert nbjax.device_count() == nbjax.local_device_count() == len(nbjax.local_devices()) == N
+  assert [d.id for d in nbjax.devices()] == list(range(N))
+  assert all(isinstance(d, nbjax.Device) for d in nbjax.devices())
+
+
+@pytest.mark.parametrize("name,f,ref", [
+    ("psum", lambda v: lax.psum(v, "i"), lambda x: np.broadcast_to(x.sum(0), x.shape)),
+    ("pmean", lambda v: lax.pmean(v, "i"), lambda x: np.broadcast_to(x.mean(0), x.shape)),
+    ("pmax", lambda v: lax.pmax(v, "i"), lambda x: np.broadcast_to(x.max(0), x.shape)),
+    ("pmin", lambda v: lax.pmin(v, "i"), lambda x: np.broadcast_to(x.min(0), x.shape)),
+    ("all_gather", lambda v: lax.all_gather(v, "i"), lambda x: np.broadcast_to(x, (N,) + x.shape)),
+    ("all_gather_tiled", lambda v: lax.all_gather(v, "i", axis=0, tiled=True),
+     lambda x: np.broadcast_to(x.reshape(-1), (N, x.size))),
+    ("ppermute", lambda v: lax.ppermute(v, "i", [(j, (j + 1) % N) for j in range(N)]),
+     lambda x: np.roll(x, 1, 0)),
+    ("ppermute_partial", lambda v: lax.ppermute(v, "i", [(0, 2)]),
+     lambda x: np.stack([np.zeros(3), np.zeros(3), x[0], np.zeros(3)])),
+    ("axis_index", lambda v: v * lax.axis_index("i"), lambda x: x * np.arange(N)[:, None]),
+])
+def test_collectives(name, f, ref):
+  close(nbjax.pmap(f, "i")(X), ref(X))
+
+
+def test_all_to_all_and_psum_scatter():
+  close(nbjax.pmap(lambda v: lax.all_to_all(v, "i", 0, 0), "i")(A), np.swapaxes(A, 0, 1))
+  close(nbjax.pmap(lambda v: lax.psum_scatter(v, "i"), "i")(A), A.sum(0))
+  out = nbjax.pmap(lambda v: lax.psum_scatter(v, "i", tiled=True), "i")(A)
+  assert out.shape == (N, 1, 2)
+  close(out.reshape(N, 2), A.sum(0))
+  b = rng.normal(size=(N, 2, 8)).astype(np.float32)  # tiled all_to_all: split 1, concat 0
+  out = nbjax.pmap(lambda v: lax.all_to_all(v, "i", 1, 0, tiled=True), "i")(b)
+  ref = np.stack([np.concatenate([b[j][:, 2 * i:2 * i + 2] for j in range(N)], 0)
+                  for i in range(N)])
+  close(out, ref)
+
+
+def test_in_out_axes_and_pytrees():
+  close(nbjax.pmap(lambda v: v * 2, in_axes=1, out_axes=1)(X.T), 2 * X.T)
+  f = nbjax.pmap(lambda v, w: (v * w, lax.psum(v, "i")), "i", in_axes=(0, None),
+                 out_axes=(0, None))
+  a, s = f(X, np.float32(3))
+  close(a, 3 * X)
+  close(s, X.sum(0))
+  assert s.shape == (3,) and s.sharding.sharded_dim is None
+  g = nbjax.pmap(lambda d: {"y": d["a"] + d["b"][0]}, in_axes=({"a": 0, "b": (None,)},),
+                 out_axes={"y": 1})
+  out = g({"a": X, "b": (np.float32(1),)})
+  close(out["y"], (X + 1).T)
+  h = nbjax.pmap(lambda v, k: v * k + lax.axis_index("i"), "i", static_broadcasted_argnums=1)
+  close(h(X, 3), 3 * X + np.arange(N)[:, None])
+  close(h(X, 5), 5 * X + np.arange(N)[:, None])
+  # fewer devices than the device count
+  close(nbjax.pmap(lambda v: lax.psum(v, "i"), "i")(X[:2]), np.broadcast_to(X[:2].sum(0), (2, 3)))
+  close(nbjax.pmap(lambda v: lax.psum(v, "i"), "i", devices=nbjax.devices()[2:])(X[:2]),
+        np.broadcast_to(X[:2].sum(0), (2, 3)))
+
+
+def test_output_shards():
+  y = nbjax.pmap(lambda v: v + lax.axis_index("i"), "i")(X)
+  assert isinstance(y, nbjax.Array) and y.shape == (N, 3)
+  assert y.sharding.shard_shape(y.shape) == (3,)
+  assert list(y.sharding.devices) == nbjax.devices()
+  assert y.devices() == set(nbjax.devices())
+  shards = y.addressable_shards
+  assert [s.device for s in shards] == nbjax.devices()
+  for i, s in enumerate(shards):
+    assert s.index == (i, slice(None))
+    close(s.data, X[i] + i)
+  close(y + 1, X + np.arange(N)[:, None] + 1)  # an ordinary Array to everything else
+
+
+def test_data_parallel_grad_matches_single_device():
+  w = rng.normal(size=(3,)).astype(np.float32)
+  xs = rng.normal(size=(N, 5, 3)).astype(np.float32)
+  ys = rng.normal(size=(N, 5)).astype(np.float32)
+
+  def loss(w, x, y):
+    return jnp.mean((x @ w - y) ** 2)
+
+  def step(w, x, y):
+    l, g = nbjax.value_and_grad(loss)(w, x, y)
+    return lax.pmean(l, "batch"), w - 0.1 * lax.pmean(g, "batch")
+
+  l, w1 = nbjax.pmap(step, "batch", in_axes=(None, 0, 0))(w, xs, ys)
+  l_ref, g_ref = nbjax.value_and_grad(loss)(w, xs.reshape(-1, 3), ys.reshape(-1))
+  close(l, np.full(N, l_ref))
+  close(w1, np.broadcast_to(w - 0.1 * g_ref, (N, 3)))
+  # grad through pmap: of the unmapped w (fan-in sum) and the mapped x
+  gw, gx = nbjax.grad(lambda w, x: nbjax.pmap(loss, in_axes=(None, 0, 0))(w, x, ys).sum(),
+                      argnums=(0, 1))(w, xs)
+  close(gw, N * g_ref, 1e-4)
+  close(gx, N * nbjax.grad(loss, argnums=1)(w, xs.reshape(-1, 3), ys.reshape(-1)).reshape(
+      xs.shape), 1e-4)
+  gp = nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x).sum())(X)
+  close(gp, 2 * N * X)
+
+
+def test_jvp_and_jit():
+  f = nbjax.pmap(lambda v: jnp.sin(v) * lax.psum(v, "i"), "i")
+  p, t = nbjax.jvp(f, (X,), (np.ones_like(X),))
+  close(p, np.sin(X) * X.sum(0))
+  close(t, np.cos(X) * X.sum(0) + np.sin(X) * N)
+  close(nbjax.pmap(nbjax.jit(lambda v: lax.psum(v, "i") + 1), "i")(X), np.broadcast_to(X.sum(0) + 1, X.shape))
+  g = nbjax.jit(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i")(2 * x).sum())
+  close(g(X), 2 * N * X.sum())
+  close(nbjax.grad(g)(X), np.full(X.shape, 2 * N))
+
+
+def test_vmap_of_pmap_and_pmap_of_vmap():
+  b = rng.normal(size=(2, N, 3)).astype(np.float32)
+  summed = np.broadcast_to(b.sum(1, keepdims=True), b.shape)
+  vp = nbjax.vmap(nbjax.pmap(lambda v: lax.psum(v, "i"), "i"))
+  for _ in range(3):  # the eager cache replays it too
+    close(vp(b), summed)
+  out = nbjax.vmap(nbjax.pmap(lambda v: lax.psum(v, "i"), "i"), in_axes=1, out_axes=2)(
+      b.transpose(1, 0, 2))
+  close(out, summed.transpose(1, 2, 0))
+  close(nbjax.vmap(nbjax.pmap(lambda v, w: v * w, in_axes=(0, None)), in_axes=(None, 0))(
+      X, np.arange(2.0, dtype=np.float32)), X[None] * np.arange(2.0)[:, None, None])
+  pv = nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, "i")), "i")(b.transpose(1, 0, 2))
+  close(pv, summed.transpose(1, 0, 2))
+  both = nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"), "i")
+  close(both(b.transpose(1, 0, 2)), np.broadcast_to(b.sum((0, 1)), (N, 2, 3)))
+
+
+def test_no_retrace_no_recompile():
+  f = nbjax.pmap(lambda v: lax.psum(v, "i") * 2, "i")
+  f(X)
+  s = pxla.stats()
+  for _ in range(5):
+    close(f(X), np.broadcast_to(2 * X.sum(0), X.shape))
+  assert pxla.stats() == s
+  f(X[:2])  # another signature: traced and compiled once more
+  assert pxla.stats()["traces"] == s["traces"] + 1
+
+
+def test_make_jaxpr():
+  text = str(nbjax.make_jaxpr(nbjax.pmap(lambda v, w: v * w + lax.psum(v, "i"), "i",
+                                         in_axes=(0, None)))(X, np.float32(2)))
+  for part in ("xla_pmap[", "axis_name=i", "axis_size=4", "backend=None", "call_jaxpr={",
+               "devices=None", "donated_invars=(False, False)", "in_axes=(0, None)",
+               "is_explicit_global_axis_size=False", "name=<lambda>", "out_axes=(0,)",
+               "psum[axes=('i',) axis_index_groups=None]", "a:f32[4,3]", "f32[3]"):
+    assert part in text, (part, text)
+
+
+def test_errors():
+  with pytest.raises(ValueError, match="compiling computation that requires 5 logical devices, "
+                     r"but only 4 XLA devices are available \(num_replicas=5\)"):
+    nbjax.pmap(lambda v: v)(np.ones((5, 2)))
+  with pytest.raises(ValueError, match="pmap got inconsistent sizes for array axes to be mapped"):
+    nbjax.pmap(lambda v, w: v + w)(np.ones((4, 2)), np.ones((3, 2)))
+  with pytest.raises(NameError, match="unbound axis name: j"):
+    nbjax.pmap(lambda v: lax.psum(v, "j"), "i")(X)
+  with pytest.raises(ValueError, match="Leading axis size of input to pmapped function"):
+    nbjax.pmap(lambda v: v, devices=nbjax.devices()[:2])(X)
+  with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty"):
+    nbjax.pmap(lambda v: v, devices=[])
+  with pytest.raises(NotImplementedError, match="out_axes=None is not supported"):
+    nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i", out_axes=None)(x).sum())(X)
+  with pytest.raises(ValueError, match="ppermute"):
+    nbjax.pmap(lambda v: lax.ppermute(v, "i", [(0, 1), (1, 1)]), "i")(X)
+  with pytest.raises(ValueError):  # an unmapped output that is mapped
+    nbjax.pmap(lambda v: v, "i", in_axes=0, out_axes=7)(X)
