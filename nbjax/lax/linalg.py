@@ -1295,6 +1295,7 @@ def _eig_bad(rng):
 
 _register(eig_p, numba=_eig_numba, numpy=None, abstract_eval=_eig_abstract_eval,
           samples=_eig_samples, bad=_eig_bad, reference=_eig_reference,
+          jvp_order=1,  # the eigenvalues' jvp reads the eigenvectors (JAX's rule)
           jvp_undefined=lambda params: bool(params["compute_left_eigenvectors"]
                                             or params["compute_right_eigenvectors"]),
           note="LAPACK geev through numba's binding (sgeev/dgeev for real input, eigenvector "
