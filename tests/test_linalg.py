@@ -658,8 +658,11 @@ def test_eig_errors_as_jax(x, exc, msg):
 
 
 def _separated(rng, n, dtype=np.float64):
-  """A matrix with well-separated real eigenvalues 1, -2, 3, ... (``P diag P^-1``)."""
+  """A matrix with well-separated real eigenvalues 1, -2, 3, ... (``P diag P^-1``; complex
+  ``dtype``: a complex ``P``)."""
   p = rng.standard_normal((n, n)) + 2 * np.eye(n)
+  if np.dtype(dtype).kind == "c":
+    p = p + 1j * rng.standard_normal((n, n))
   lam = np.arange(1, n + 1) * (-1.0) ** np.arange(n)
   return ((p * lam) @ np.linalg.inv(p)).astype(dtype)
 
@@ -668,10 +671,11 @@ def _separated(rng, n, dtype=np.float64):
 def test_eigvals_jvp_and_grad_vs_differences(jit):
   rng = np.random.default_rng(32)
   a = np.stack([_separated(rng, 4), _separated(rng, 4)])
+  c = _separated(rng, 3, np.complex128)
   E = nbjax.numpy.linalg
   J = nbjax.jit if jit else (lambda f: f)
   testing.check_jvp(J(E.eigvals), (a,))
-  testing.check_jvp(J(E.eigvals), (a.astype(np.complex128),))
+  testing.check_jvp(J(E.eigvals), (_separated(rng, 4, np.complex128),))
   # grad of order-free real scalars of the eigenvalues
   F = lambda x: nbjax.numpy.sum(lax.real(E.eigvals(x)) ** 3 + lax.imag(E.eigvals(x)))
   g = np.asarray(J(nbjax.grad(F))(a))
@@ -680,6 +684,11 @@ def test_eigvals_jvp_and_grad_vs_differences(jit):
   eps = 1e-6
   num = (Fn(a + eps * t) - Fn(a - eps * t)) / (2 * eps)
   np.testing.assert_allclose(np.sum(g * t), num, rtol=1e-6)
+  # complex input: grad is the g with dF(t) = Re(sum(g * t)) (JAX's convention)
+  gc = np.asarray(J(nbjax.grad(F))(c))
+  tc = rng.standard_normal(c.shape) + 1j * rng.standard_normal(c.shape)
+  num = (Fn(c + eps * tc) - Fn(c - eps * tc)) / (2 * eps)
+  np.testing.assert_allclose(np.sum(gc * tc).real, num, rtol=1e-6)
   # JAX: no eigenvector derivatives, and none of second order
   msg = "derivatives of eigenvectors are not implemented, only eigenvalues"
   with pytest.raises(NotImplementedError, match=msg):
