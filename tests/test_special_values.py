@@ -79,7 +79,7 @@ _DEFINED = ("a decomposition is defined on finite matrices: with NaN or infinite
 # signs are compared, why).
 NARROW = {"dot_general": (_dot_values, "f", _ORDER),
           **{p: (_moderate, "", _DEFINED)
-             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "svd")}}
+             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd")}}
 
 
 def _special_cases(prim, dtype):
