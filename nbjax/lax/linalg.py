@@ -4,7 +4,8 @@ Pipeline position: ``lax.dot_general(x, y, dims)`` / ``lax.linalg.cholesky(a)`` 
 with no transformation active the registry's eager entry runs the selected backend: a numba
 kernel from ``kernels.linalg`` or NumPy (OpenBLAS / LAPACK). ``dot_general`` is reduced on
 the NumPy side to one batched matmul ``(B, M, K) @ (B, K, N)``; the decompositions take any
-number of leading batch dimensions, flattened to one for the kernels.
+number of leading batch dimensions, flattened to one for the kernels. ``eig`` has the numba
+kernel (LAPACK geev) alone: eager and jit (an FFI call to it) agree bit for bit.
 
 Under transformations: ``dot_general`` is bilinear (jvp + both transposes) and its batching
 rule moves the vmapped axis into the batch (or free) dimensions, one bind; decompositions
@@ -1200,9 +1201,6 @@ def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_
 
 eig_p = Primitive("eig")
 eig_p.multiple_results = True
-
-_EIG_PARAMS = ("compute_left_eigenvectors", "compute_right_eigenvectors", "use_magma")
-
 
 def _complex_dtype(d):
   return np.dtype({np.dtype(np.float32): np.complex64,
