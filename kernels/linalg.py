@@ -7,7 +7,8 @@ or ``matmul_loop`` (integers: an i-k-j loop accumulating in the output dtype, wr
 XLA does). The decompositions take operands with one leading batch axis ``(B, m, n)``:
 cholesky, triangular solve, LU and Householder QR are written out here (LAPACK's
 conventions: potrf's lower factor with NaNs on failure, getf2's partial pivoting, geqrf's
-reflector signs); eigh and svd call numba's LAPACK bindings (syevd / gesdd) per matrix.
+reflector signs); eigh, svd and eig call numba's LAPACK bindings (syevd / gesdd / geev) per
+matrix.
 Callers allocate outputs. Imports numba and numpy only.
 """
 import numpy as np
@@ -343,3 +344,114 @@ def svd(a, s, u, vt, full_matrices):
     s[bb] = ss
     u[bb] = uu
     vt[bb] = vv
+
+
+# ----------------------------------------------------------------- eig (LAPACK geev via numba)
+
+
+def _geev(a, w, wi, vl, vr, jobvl, jobvr):
+  """LAPACK ?geev on the Fortran-ordered square ``a`` (overwritten): real ``a`` writes the
+  real/imaginary parts of the eigenvalues to ``w``/``wi`` and packed eigenvector pairs;
+  complex ``a`` writes ``w`` (``wi`` unused). ``vl``/``vr``: Fortran (n, n), or (1, 1) when
+  their job is ``N``. Returns LAPACK's info."""
+
+
+@overload(_geev, jit_options=dict(cache=True))
+def _geev_ov(a, w, wi, vl, vr, jobvl, jobvr):
+  _nla.ensure_lapack()
+  kind = ord(_nla.get_blas_kind(a.dtype, "eig"))
+  live = _nla._dummy_liveness_func  # ``.ctypes`` does not keep its array alive
+  if isinstance(a.dtype, types.Complex):
+    cgeev = _nla._LAPACK().numba_ez_cgeev(a.dtype)
+
+    def impl(a, w, wi, vl, vr, jobvl, jobvr):
+      n = a.shape[-1]
+      r = cgeev(kind, jobvl, jobvr, n, a.ctypes, n, w.ctypes, vl.ctypes, vl.shape[0],
+                vr.ctypes, vr.shape[0])
+      live([a.size, w.size, vl.size, vr.size])
+      return r
+    return impl
+  rgeev = _nla._LAPACK().numba_ez_rgeev(a.dtype)
+
+  def rimpl(a, w, wi, vl, vr, jobvl, jobvr):
+    n = a.shape[-1]
+    r = rgeev(kind, jobvl, jobvr, n, a.ctypes, n, w.ctypes, wi.ctypes, vl.ctypes, vl.shape[0],
+              vr.ctypes, vr.shape[0])
+    live([a.size, w.size, wi.size, vl.size, vr.size])
+    return r
+  return rimpl
+
+
+@njit(inline="always", **_J)
+def _unpack_pairs(wi, v, out):
+  """Real geev's packed eigenvectors as complex ones: a pair ``(j, j + 1)`` with
+  ``wi[j] != 0`` holds ``v[:, j] +- i v[:, j + 1]``."""
+  n = wi.shape[0]
+  j = 0
+  while j < n:
+    if wi[j] == 0 or j + 1 == n:
+      for i in range(n):
+        out[i, j] = v[i, j]
+      j += 1
+    else:
+      for i in range(n):
+        out[i, j] = complex(v[i, j], v[i, j + 1])
+        out[i, j + 1] = complex(v[i, j], -v[i, j + 1])
+      j += 2
+
+
+def _geev_store(ww, wi, tl, tr, w, vl, vr, left, right):
+  """Copy geev's results into the complex outputs ``w``, ``vl``, ``vr`` (one matrix)."""
+
+
+@overload(_geev_store, inline="always")
+def _geev_store_ov(ww, wi, tl, tr, w, vl, vr, left, right):
+  if isinstance(ww.dtype, types.Complex):
+    def cstore(ww, wi, tl, tr, w, vl, vr, left, right):
+      w[:] = ww
+      if left:
+        vl[:] = tl
+      if right:
+        vr[:] = tr
+    return cstore
+
+  def rstore(ww, wi, tl, tr, w, vl, vr, left, right):
+    for j in range(ww.shape[0]):
+      w[j] = complex(ww[j], wi[j])
+    if left:
+      _unpack_pairs(wi, tl, vl)
+    if right:
+      _unpack_pairs(wi, tr, vr)
+  return rstore
+
+
+@njit(**_J)
+def eig(a, w, vl, vr, left, right):
+  """geev per matrix (sgeev/dgeev for real ``a``, eigenvector pairs unpacked to complex;
+  cgeev/zgeev for complex): eigenvalues ``w[b]`` in LAPACK's order, left (``vl^H a = w
+  vl^H``) and right (``a vr = vr w``) eigenvectors in the columns of ``vl[b]``/``vr[b]``
+  (written only where ``left``/``right``), each of unit 2-norm with its largest component
+  real. NaNs for non-finite input and where LAPACK fails to converge."""
+  B, n, _ = a.shape
+  if n == 0:
+    return
+  nl = n if left else 1
+  nr = n if right else 1
+  for bb in range(B):
+    ok = np.isfinite(a[bb]).all()
+    if ok:
+      f = np.asfortranarray(a[bb])
+      ww = np.empty(n, a.dtype)
+      wi = np.empty(n, a.dtype)
+      tl = np.empty((nl, nl), a.dtype).T
+      tr = np.empty((nr, nr), a.dtype).T
+      ok = _geev(f, ww, wi, tl, tr, ord("V") if left else ord("N"),
+                 ord("V") if right else ord("N")) == 0
+      if ok:
+        _geev_store(ww, wi, tl, tr, w[bb], vl[bb], vr[bb], left, right)
+    if not ok:
+      w[bb] = _nan(w[0, 0])
+      if left:
+        vl[bb] = _nan(w[0, 0])
+      if right:
+        vr[bb] = _nan(w[0, 0])

@@ -25,8 +25,8 @@ from nbjax import api, core, dtypes, registry
 from nbjax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["numerical_jvp", "check_jvp", "check_vmap", "sample_values", "primitive_cases",
-           "all_cases", "bdim_placements", "rand_like", "default_tolerance", "prim_fun",
-           "special_values", "special_cases"]
+           "all_cases", "jvp_defined", "bdim_placements", "rand_like", "default_tolerance",
+           "prim_fun", "special_values", "special_cases"]
 
 # --------------------------------------------------------------------- tolerances
 
@@ -247,6 +247,14 @@ def primitive_cases(prim, dtype, rng=None):
   if prim.meta.get("arity") is not None:
     return _elementwise_cases(prim, dtype, rng)
   return []
+
+
+def jvp_defined(prim, params):
+  """Whether ``prim`` has a derivative at ``params``: ``meta['jvp_undefined'](params)`` marks
+  the parameter combinations whose jvp rule raises NotImplementedError as JAX's does (eig's
+  eigenvectors)."""
+  undefined = prim.meta.get("jvp_undefined")
+  return not (undefined and undefined(params))
 
 
 # --------------------------------------------------------------------- special values

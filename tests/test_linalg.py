@@ -539,3 +539,168 @@ def test_eigh_reads_one_triangle_or_symmetrizes(engine):
   junk = np.where(np.triu(np.ones((4, 4), bool), 1), np.nan, a)
   np.testing.assert_allclose(engine(lambda x: E.eigvalsh(x, symmetrize_input=False), junk),
                              np.linalg.eigvalsh(lower), atol=1e-10)
+
+
+# ------------------------------------------------------------- eig (general eigendecomposition)
+
+EIG_DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+_CPLX = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128,
+         np.dtype(np.complex64): np.complex64, np.dtype(np.complex128): np.complex128}
+
+
+def _eig_input(rng, shape, dtype):
+  a = rng.standard_normal(shape)
+  if np.dtype(dtype).kind == "c":
+    a = a + 1j * rng.standard_normal(shape)
+  return a.astype(dtype)
+
+
+def _match_eigenvalues(got, want, tol):
+  """Every eigenvalue of ``want`` matches a distinct one of ``got`` (order is LAPACK's)."""
+  left = list(got)
+  for w in want:
+    k = int(np.argmin([abs(g - w) for g in left]))
+    assert abs(left[k] - w) <= tol * (1 + abs(w)), (got, want)
+    left.pop(k)
+
+
+@pytest.mark.parametrize("dtype", EIG_DTYPES)
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (1, 1), (0, 0), (3, 0, 0)])
+def test_eig_invariants_dtypes_and_jit_equals_eager(dtype, shape):
+  rng = np.random.default_rng(30)
+  a = _eig_input(rng, shape, dtype)
+  cd = np.dtype(_CPLX[np.dtype(dtype)])
+  tol = 2e-4 if cd == np.complex64 else 1e-10
+  f = lambda x: lax.linalg.eig(x)
+  w, vl, vr = (np.asarray(o) for o in f(A(a)))
+  jw, jvl, jvr = (np.asarray(o) for o in nbjax.jit(f)(A(a)))
+  for o, j, s in ((w, jw, shape[:-1]), (vl, jvl, shape), (vr, jvr, shape)):
+    assert o.dtype == j.dtype == cd and o.shape == j.shape == s
+    np.testing.assert_array_equal(o, j)  # one kernel: bit-for-bit
+  a64 = a.astype(np.complex128)
+  scale = 1 + np.abs(a64).max(initial=0)
+  np.testing.assert_allclose(a64 @ vr, vr * w[..., None, :], atol=tol * scale)
+  vlh = np.conj(np.swapaxes(vl, -1, -2))
+  np.testing.assert_allclose(vlh @ a64, w[..., :, None] * vlh, atol=tol * scale)
+  for v in (vl, vr):
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, atol=tol)
+    if not v.size:
+      continue
+    # LAPACK's normalisation: the largest component of each eigenvector is real
+    big = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    np.testing.assert_allclose(big.imag, 0, atol=tol)
+  b = int(np.prod(shape[:-2]))
+  for m, ww in zip(a64.reshape((b,) + shape[-2:]), w.reshape((b, shape[-1]))):
+    _match_eigenvalues(ww, np.linalg.eigvals(m), tol)
+  # the options: eigenvalues alone, left or right eigenvectors alone
+  for left, right in ((False, False), (True, False), (False, True)):
+    g = lambda x, l=left, r=right: lax.linalg.eig(x, compute_left_eigenvectors=l,
+                                                  compute_right_eigenvectors=r)
+    out, jout = g(A(a)), nbjax.jit(g)(A(a))
+    want = [w] + [vl] * left + [vr] * right
+    assert len(out) == len(jout) == len(want)
+    for o, j, ref in zip(out, jout, want):
+      np.testing.assert_array_equal(np.asarray(o), np.asarray(j))
+      np.testing.assert_allclose(np.asarray(o), ref, atol=tol * scale)
+
+
+def test_eig_real_input_complex_pairs_and_jnp_wrappers():
+  # a rotation: eigenvalues +-i, eigenvectors a conjugate pair (real geev's packed pair)
+  r = np.array([[0.0, -1.0], [1.0, 0.0]])
+  E = nbjax.numpy.linalg
+  for run in (lambda f, x: f(x), lambda f, x: nbjax.jit(f)(x)):
+    res = run(E.eig, r)
+    assert type(res) is E.EigResult and res._fields == ("eigenvalues", "eigenvectors")
+    w, v = np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)
+    np.testing.assert_allclose(w, [1j, -1j], atol=1e-15)
+    np.testing.assert_allclose(v[:, 1], np.conj(v[:, 0]), atol=1e-15)
+    np.testing.assert_allclose(r @ v, v * w, atol=1e-15)
+    np.testing.assert_array_equal(np.asarray(run(E.eigvals, r)), w)
+  with nbjax.config.override("enable_x64", False):
+    assert E.eigvals(np.eye(2, dtype=np.int32)).dtype == np.complex64
+    assert E.eig(np.eye(2, dtype=bool)).eigenvectors.dtype == np.complex64
+  with nbjax.config.override("enable_x64", True):
+    assert E.eigvals(np.eye(2, dtype=np.int32)).dtype == np.complex128
+    assert E.eigvals(np.eye(2, dtype=np.float32)).dtype == np.complex64
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("dtype", EIG_DTYPES)
+def test_eig_nonfinite_input_gives_nans(jit, dtype):
+  # as JAX: a matrix the decomposition fails on gives NaNs; the others in the batch are exact
+  a = _eig_input(np.random.default_rng(31), (3, 3, 3), dtype)
+  a[0, 1, 2] = np.nan
+  a[2, 0, 0] = np.inf
+  f = nbjax.jit(lax.linalg.eig) if jit else lax.linalg.eig
+  w, vl, vr = (np.asarray(o) for o in f(A(a)))
+  for o in (w, vl, vr):
+    assert np.isnan(o[0].real).all() and np.isnan(o[0].imag).all() and np.isnan(o[2].real).all()
+  good = [np.asarray(o) for o in lax.linalg.eig(A(a[1]))]
+  for o, g in zip((w, vl, vr), good):
+    np.testing.assert_array_equal(o[1], g)
+
+
+@pytest.mark.parametrize("x,exc,msg", [
+    (np.ones((2, 3)), ValueError, r"The input to eig must be a square matrix. Got shape \(2, 3\)"),
+    (np.ones((4, 2, 3)), ValueError, r"eig must be a square matrix"),
+    (np.ones((3,)), TypeError, "Input 0 to eig must have rank at least 2"),
+    (np.ones((2, 2), np.int32), TypeError, "eig does not accept dtype int32"),
+    (np.ones((2, 2), np.float16), TypeError, "eig does not accept dtype float16"),
+])
+def test_eig_errors_as_jax(x, exc, msg):
+  for f in (lax.linalg.eig, nbjax.jit(lax.linalg.eig)):
+    with pytest.raises(exc, match=msg):
+      f(A(x))
+  if x.dtype.kind == "f" and x.dtype.itemsize > 2:
+    for f in (nbjax.numpy.linalg.eig, nbjax.numpy.linalg.eigvals):
+      with pytest.raises(exc, match=msg):
+        f(x)
+
+
+def _separated(rng, n, dtype=np.float64):
+  """A matrix with well-separated real eigenvalues 1, -2, 3, ... (``P diag P^-1``; complex
+  ``dtype``: a complex ``P``)."""
+  p = rng.standard_normal((n, n)) + 2 * np.eye(n)
+  if np.dtype(dtype).kind == "c":
+    p = p + 1j * rng.standard_normal((n, n))
+  lam = np.arange(1, n + 1) * (-1.0) ** np.arange(n)
+  return ((p * lam) @ np.linalg.inv(p)).astype(dtype)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_eigvals_jvp_and_grad_vs_differences(jit):
+  rng = np.random.default_rng(32)
+  a = np.stack([_separated(rng, 4), _separated(rng, 4)])
+  c = _separated(rng, 3, np.complex128)
+  E = nbjax.numpy.linalg
+  J = nbjax.jit if jit else (lambda f: f)
+  testing.check_jvp(J(E.eigvals), (a,))
+  testing.check_jvp(J(E.eigvals), (_separated(rng, 4, np.complex128),))
+  # grad of order-free real scalars of the eigenvalues
+  F = lambda x: nbjax.numpy.sum(lax.real(E.eigvals(x)) ** 3 + lax.imag(E.eigvals(x)))
+  g = np.asarray(J(nbjax.grad(F))(a))
+  Fn = lambda x: float(np.sum(np.linalg.eigvals(x).real ** 3 + np.linalg.eigvals(x).imag))
+  t = rng.standard_normal(a.shape)
+  eps = 1e-6
+  num = (Fn(a + eps * t) - Fn(a - eps * t)) / (2 * eps)
+  np.testing.assert_allclose(np.sum(g * t), num, rtol=1e-6)
+  # complex input: grad is the g with dF(t) = Re(sum(g * t)) (JAX's convention)
+  gc = np.asarray(J(nbjax.grad(F))(c))
+  tc = rng.standard_normal(c.shape) + 1j * rng.standard_normal(c.shape)
+  num = (Fn(c + eps * tc) - Fn(c - eps * tc)) / (2 * eps)
+  np.testing.assert_allclose(np.sum(gc * tc).real, num, rtol=1e-6)
+  # JAX: no eigenvector derivatives, and none of second order
+  msg = "derivatives of eigenvectors are not implemented, only eigenvalues"
+  with pytest.raises(NotImplementedError, match=msg):
+    J(nbjax.grad(lambda x: nbjax.numpy.sum(lax.real(E.eig(x).eigenvectors))))(a)
+  with pytest.raises(NotImplementedError, match=msg):
+    nbjax.jvp(lambda x: lax.linalg.eig(x, compute_left_eigenvectors=False), (a,), (t,))
+  with pytest.raises(NotImplementedError, match=msg):
+    J(nbjax.grad(lambda x: nbjax.numpy.sum(nbjax.grad(F)(x))))(a)
+
+
+@pytest.mark.parametrize("bd", [0, 1, 2])
+def test_eig_vmap_every_bdim(bd):
+  g = np.random.default_rng(33).standard_normal((3, 3))
+  testing.check_vmap(lambda x: lax.linalg.eig(x), (_stack(g, bd),), in_axes=bd)
+  testing.check_vmap(nbjax.numpy.linalg.eigvals, (_stack(g, bd),), in_axes=bd)

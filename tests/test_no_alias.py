@@ -205,7 +205,7 @@ def test_grad_results_detached_from_numpy_inputs(prim, monkeypatch):
   rng, n, staged = np.random.default_rng(2), 0, 0
   for args, params in _np_cases(prim, _float_dtype(prim)):
     nums = _diff_argnums(prim, args)
-    if not nums:
+    if not nums or not testing.jvp_defined(prim, params):
       continue
     f = _of(prim, params, args, nums)
     try:

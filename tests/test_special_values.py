@@ -84,7 +84,7 @@ _TRANSFORM = ("every output of an FFT sums every input times a twiddle factor: N
 # signs are compared, why).
 NARROW = {"dot_general": (_dot_values, "f", _ORDER), "fft": (_moderate, "", _TRANSFORM),
           **{p: (_moderate, "", _DEFINED)
-             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "svd")}}
+             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd")}}
 
 
 def _special_cases(prim, dtype):

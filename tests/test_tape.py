@@ -79,7 +79,7 @@ def test_compiled_tape_equals_node_by_node(prim):
   checked = 0
   for args, params in cases:
     argnums = tuple(i for i, a in enumerate(args) if i not in nondiff and _inexact(a))
-    if not argnums:
+    if not argnums or not T.jvp_defined(prim, params):
       continue
     out = prim.bind(*args, **params)
     outs = list(out) if prim.multiple_results else [out]

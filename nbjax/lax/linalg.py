@@ -4,7 +4,8 @@ Pipeline position: ``lax.dot_general(x, y, dims)`` / ``lax.linalg.cholesky(a)`` 
 with no transformation active the registry's eager entry runs the selected backend: a numba
 kernel from ``kernels.linalg`` or NumPy (OpenBLAS / LAPACK). ``dot_general`` is reduced on
 the NumPy side to one batched matmul ``(B, M, K) @ (B, K, N)``; the decompositions take any
-number of leading batch dimensions, flattened to one for the kernels.
+number of leading batch dimensions, flattened to one for the kernels. ``eig`` has the numba
+kernel (LAPACK geev) alone: eager and jit (an FFI call to it) agree bit for bit.
 
 Under transformations: ``dot_general`` is bilinear (jvp + both transposes) and its batching
 rule moves the vmapped axis into the batch (or free) dimensions, one bind; decompositions
@@ -655,15 +656,17 @@ _matrix_eager = work_eager(lambda vals, out_aval: vals[0].shape[-1] * vals[0].sh
 
 
 def _register(prim, *, numba, numpy, abstract_eval, samples, bad, note, policy=None,
-              differentiable=True, reference=None):
+              differentiable=True, reference=None, **meta):
   """Register a decomposition; its policy threshold counts elements PER MATRIX (LAPACK's
-  blocked code wins on big matrices, the kernels on small and batched ones)."""
+  blocked code wins on big matrices, the kernels on small and batched ones). ``numpy=None``:
+  the numba kernel is the only eager backend."""
   prim.make_eager = _matrix_eager
-  registry.register(prim, family="linalg", impls={"numba": numba, "numpy": numpy},
+  impls = {"numba": numba} if numpy is None else {"numba": numba, "numpy": numpy}
+  registry.register(prim, family="linalg", impls=impls,
                     abstract_eval=abstract_eval, batch=_linalg_batch(prim), policy=policy,
                     meta=dict(dtypes=_sorted(_linalg_dtypes), reference=reference or numpy,
                               samples=samples, differentiable=differentiable, linear=False,
-                              bad_inputs=bad, note=note, tol=_LTOL))
+                              bad_inputs=bad, note=note, tol=_LTOL, **meta))
 
 
 # Matrix helpers for the jvp rules (lax ops; shapes static per trace level) ----------------
@@ -1279,6 +1282,132 @@ def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_
   return v, w
 
 
+# ================================================================= eig
+
+eig_p = Primitive("eig")
+eig_p.multiple_results = True
+
+def _complex_dtype(d):
+  return np.dtype({np.dtype(np.float32): np.complex64,
+                   np.dtype(np.float64): np.complex128}.get(np.dtype(d), d))
+
+
+def _eig_abstract_eval(x, *, compute_left_eigenvectors, compute_right_eigenvectors, use_magma):
+  _linalg_check("eig", [x])
+  if x.shape[-2] != x.shape[-1]:
+    raise ValueError(f"The input to eig must be a square matrix. Got shape {x.shape[-2:]}.")
+  d = _complex_dtype(x.dtype)
+  count = bool(compute_left_eigenvectors) + bool(compute_right_eigenvectors)
+  return [ShapedArray(x.shape[:-1], d)] + [ShapedArray(x.shape, d)] * count
+
+
+def _eig_numba(x, *, compute_left_eigenvectors, compute_right_eigenvectors, use_magma):
+  left, right = bool(compute_left_eigenvectors), bool(compute_right_eigenvectors)
+  f = _flat(x)
+  B, n = f.shape[:2]
+  d = _complex_dtype(x.dtype)
+  w = np.empty((B, n), d)
+  vl = np.empty(f.shape if left else (B, 0, 0), d)
+  vr = np.empty(f.shape if right else (B, 0, 0), d)
+  if B and n:
+    K.eig(f, w, vl, vr, left, right)
+  return ([w.reshape(x.shape[:-1])] + ([vl.reshape(x.shape)] if left else [])
+          + ([vr.reshape(x.shape)] if right else []))
+
+
+def _eig_reference(x, *, compute_left_eigenvectors, compute_right_eigenvectors, use_magma):
+  """SciPy's geev wrapper (the same LAPACK routine as the kernel: equal eigenvector phases
+  and eigenvalue order), per matrix; tests only."""
+  from scipy import linalg as sl
+  d = _complex_dtype(x.dtype)
+  f = _flat(x)
+  n = f.shape[-1]
+  outs = [np.empty(f.shape[:-1], d), np.empty(f.shape, d), np.empty(f.shape, d)]
+  for b in range(f.shape[0] if n else 0):
+    for o, r in zip(outs, sl.eig(f[b], left=True, right=True)):
+      o[b] = r
+  outs = [outs[0].reshape(x.shape[:-1]), outs[1].reshape(x.shape), outs[2].reshape(x.shape)]
+  return [outs[0]] + outs[1:2] * bool(compute_left_eigenvectors) + outs[2:] * bool(
+      compute_right_eigenvectors)
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
+             use_magma):
+  # eigenvalues only (JAX's rule): dw_i = (vr^-1 da vr)_ii
+  if compute_left_eigenvectors or compute_right_eigenvectors:
+    raise NotImplementedError(
+        "The derivatives of eigenvectors are not implemented, only eigenvalues. See "
+        "https://github.com/jax-ml/jax/issues/2748 for discussion.")
+  from nbjax.numpy import linalg as jla
+  lax = _lax()
+  a, = primals
+  w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
+                     use_magma=use_magma)
+  da = lax.convert_element_type(ad.instantiate_zeros(tangents[0]), _aval(vr).dtype)
+  dw = lax.reduce_sum(lax.mul(jla.solve(vr, da), _T(vr)), (_aval(vr).ndim - 1,))
+  return [w], [dw]
+
+
+def _eig_matrix(rng, shape, d):
+  """Random matrices with well-separated eigenvalues (real ones for real ``d``): ``P diag P^-1``
+  with a well-conditioned ``P``."""
+  n = shape[-1]
+  p = _rand(rng, shape, d) + 2 * np.eye(n, dtype=d) if n else np.zeros(shape, d)
+  lam = np.arange(1, n + 1) * (-1.0) ** np.arange(n)
+  return (p * lam[..., None, :]) @ np.linalg.inv(p) if n else p
+
+
+def _eig_samples(rng, d):
+  d = np.dtype(d)
+  p = dict(compute_left_eigenvectors=True, compute_right_eigenvectors=True, use_magma=None)
+  vals = dict(p, compute_left_eigenvectors=False, compute_right_eigenvectors=False)
+  right = dict(p, compute_left_eigenvectors=False)
+  return [([_eig_matrix(rng, (3, 3), d).astype(d)], vals),
+          ([_eig_matrix(rng, (2, 4, 4), d).astype(d)], vals),
+          ([_rand(rng, (4, 4), d)], p), ([_rand(rng, (2, 3, 3), d)], right),
+          ([_rand(rng, (1, 1), d)], dict(p, compute_right_eigenvectors=False)),
+          ([np.zeros((0, 0), d)], p), ([np.zeros((2, 0, 0), d)], vals)]
+
+
+def _eig_bad(rng):
+  p = dict(compute_left_eigenvectors=True, compute_right_eigenvectors=True, use_magma=None)
+  return [([Array(np.ones((2, 3)))], p, ValueError),
+          ([Array(np.ones((2, 2), np.int32))], p, TypeError),
+          ([Array(np.ones((3,)))], p, TypeError)]
+
+
+_register(eig_p, numba=_eig_numba, numpy=None, abstract_eval=_eig_abstract_eval,
+          samples=_eig_samples, bad=_eig_bad, reference=_eig_reference,
+          jvp_order=1,  # the eigenvalues' jvp reads the eigenvectors (JAX's rule)
+          jvp_undefined=lambda params: bool(params["compute_left_eigenvectors"]
+                                            or params["compute_right_eigenvectors"]),
+          note="LAPACK geev through numba's binding (sgeev/dgeev for real input, eigenvector "
+               "pairs unpacked to complex; cgeev/zgeev), eagerly and under jit (an FFI call to "
+               "the same kernel); reference: scipy.linalg.eig")
+eig_p.jvp = _eig_jvp
+
+
+def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True, use_magma=None):
+  """Eigendecomposition of a general matrix.
+
+  Args:
+    x: A batch of square matrices with shape ``[..., n, n]``.
+    compute_left_eigenvectors: If true, the left eigenvectors will be computed.
+    compute_right_eigenvectors: If true, the right eigenvectors will be computed.
+    use_magma: Accepted for JAX compatibility; unused (CPU only).
+
+  Returns:
+    A list ``[w, vl, vr]`` (complex): the eigenvalues ``w``, the left eigenvectors ``vl``
+    (``vl[..., :, i]^H x = w[..., i] vl[..., :, i]^H``) and the right eigenvectors ``vr``
+    (``x vr[..., :, i] = w[..., i] vr[..., :, i]``), ``vl``/``vr`` only where requested; each
+    eigenvector has unit 2-norm with its largest component real (LAPACK geev). A matrix the
+    decomposition fails on (non-finite entries, no convergence) gives NaNs.
+  """
+  return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                    compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                    use_magma=use_magma)
+
+
 # ================================================================= svd
 
 svd_p = Primitive("svd")
@@ -1417,8 +1546,8 @@ def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorit
   return out[0]
 
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve", "symmetrize",
-           "cholesky_p", "eigh_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
+__all__ = ["cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve", "symmetrize",
+           "cholesky_p", "eig_p", "eigh_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
 
 # ====================================================================== lowering (StableHLO)
 # Rules run under jit only; ``mlir``/``hlo``/``ir`` are lazy proxies, so importing this
@@ -1600,6 +1729,15 @@ _BODIES = {
     K.eigh(a, v, w, LOWER)
   return 0
 """,
+    "eig": """
+  w = ret_flat(cf, 0, CT, B * n).reshape((B, n))
+  vl = ret_flat(cf, 1, CT, B * n * n).reshape((B, n, n)) if LEFT else np.empty((B, 0, 0), CT)
+  vr = (ret_flat(cf, 1 + LEFT, CT, B * n * n).reshape((B, n, n)) if RIGHT
+        else np.empty((B, 0, 0), CT))
+  if B > 0 and n > 0:
+    K.eig(a, w, vl, vr, LEFT, RIGHT)
+  return 0
+""",
     "trsm": """
   k = arg_dim(cf, 1, r - 1)
   b = arg_flat(cf, 1, DT, B * m * k).reshape((B, m, k))
@@ -1633,15 +1771,17 @@ _handlers = {}
 _lock = threading.Lock()
 
 
-def _target(name, dtype, lower=True, unit=False):
+def _target(name, dtype, lower=True, unit=False, left=False, right=False):
   """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
   d = np.dtype(dtype)
-  key = (name, d, lower, unit)
+  key = (name, d, lower, unit, left, right)
   with _lock:
     if key in _handlers:
       return _handlers[key]
-    fn = f"nbjax_{name}_{d.name}" + ("" if lower else "_upper") + ("_unit" if unit else "")
+    fn = (f"nbjax_{name}_{d.name}" + ("" if lower else "_upper") + ("_unit" if unit else "")
+          + ("_left" if left else "") + ("_right" if right else ""))
     src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\nLOWER = {bool(lower)}\n"
+           + f"CT = np.{_complex_dtype(d).name}\nLEFT = {bool(left)}\nRIGHT = {bool(right)}\n"
            + f"UNIT = {bool(unit)}\n"
            + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
            + _BATCH + _BODIES[name])
@@ -1652,8 +1792,9 @@ def _target(name, dtype, lower=True, unit=False):
     return fn
 
 
-def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False):
-  target = _target(name, dtype, lower, unit)
+def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False, left=False,
+              right=False):
+  target = _target(name, dtype, lower, unit, left, right)
   op = hlo.CustomCallOp.build_generic(
       results=mlir.aval_to_ir_types(result_avals), operands=list(operands),
       attributes=dict(call_target_name=ir.StringAttr.get(target),
@@ -1691,6 +1832,12 @@ def _eigh(ctx, x, *, lower=True, sort_eigenvalues=True, subset_by_index=None):
   return [v, w]
 
 
+def _eig(ctx, x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+         use_magma=None):
+  return _ffi_call("eig", ctx.avals_in[0].dtype, [x], ctx.avals_out,
+                   left=bool(compute_left_eigenvectors), right=bool(compute_right_eigenvectors))
+
+
 def _svd(ctx, x, *, full_matrices=False, compute_uv=True, subset_by_index=None, algorithm=None):
   aval = ctx.avals_in[0]
   m, n = aval.shape[-2:]
@@ -1711,4 +1858,5 @@ def _svd(ctx, x, *, full_matrices=False, compute_uv=True, subset_by_index=None, 
 _reg("lu", _lu)
 _reg("qr", _qr)
 _reg("eigh", _eigh)
+_reg("eig", _eig)
 _reg("svd", _svd)

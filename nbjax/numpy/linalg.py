@@ -2,7 +2,7 @@
 
 Pipeline position: NumPy's linalg signatures over the decomposition primitives of
 ``nbjax.lax.linalg`` (``lu``, ``triangular_solve``, ``cholesky``, ``qr``, ``eigh``,
-``svd``); ``solve``/``inv``/``det``/``slogdet`` are built from the pivoted LU. Leading
+``eig``, ``svd``); ``solve``/``inv``/``det``/``slogdet`` are built from the pivoted LU. Leading
 axes are batch axes throughout.
 """
 from __future__ import annotations
@@ -18,6 +18,11 @@ from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
                          _util)
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
+
+
+class EigResult(NamedTuple):
+  eigenvalues: object
+  eigenvectors: object
 
 
 class EighResult(NamedTuple):
@@ -139,6 +144,24 @@ def qr(a, mode="reduced"):
     raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
   q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
   return r if mode == "r" else QRResult(q, r)
+
+
+def eig(a):
+  """Eigenvalues and right eigenvectors of a general square matrix (complex: complex64 for
+  32-bit input, complex128 for 64-bit), LAPACK's order; ``eigenvectors[..., :, i]`` belongs
+  to ``eigenvalues[..., i]`` and has unit 2-norm."""
+  a = ensure_arraylike("jnp.linalg.eig", a)
+  a, = _util.promote_dtypes_inexact(a)
+  w, v = lax.linalg.eig(a, compute_left_eigenvectors=False)
+  return EigResult(w, v)
+
+
+def eigvals(a):
+  """Eigenvalues of a general square matrix (complex: complex64 for 32-bit input,
+  complex128 for 64-bit), LAPACK's order."""
+  a = ensure_arraylike("jnp.linalg.eigvals", a)
+  a, = _util.promote_dtypes_inexact(a)
+  return lax.linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)[0]
 
 
 def eigh(a, UPLO=None, symmetrize_input=True):
