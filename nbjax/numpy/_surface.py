@@ -505,21 +505,15 @@ def polydiv(u, v, *, trim_leading_zeros=False):
 
 
 def _companion_eigvals(p):
-  """The roots of ``p`` (no leading zeros): eigenvalues of its companion matrix, computed
-  by NumPy's LAPACK through a callback (nbjax has no nonsymmetric eigensolver)."""
-  from nbjax.api import ShapeDtypeStruct
-  from nbjax.callback import pure_callback
+  """The roots of ``p`` (no leading zeros): eigenvalues of its companion matrix (``eig``)."""
+  from nbjax.numpy import linalg
   cd = np.result_type(p.dtype, np.complex64)
   if p.size < 2:
     return _creation.array([], dtype=cd)
   n = p.size - 1
-
-  def eig(p):
-    p = np.asarray(p)
-    a = np.diag(np.ones(n - 1, p.dtype), -1)
-    a[0, :] = -p[1:] / p[0]
-    return np.linalg.eigvals(a).astype(cd)
-  return pure_callback(eig, ShapeDtypeStruct((n,), cd), p)
+  sub = _creation.eye(n - 1, n, dtype=p.dtype) if n > 1 else _creation.zeros((0, 1), p.dtype)
+  top = -p[1:][None, :] / p[0]
+  return linalg.eigvals(_manip.concatenate([top, sub], axis=0))
 
 
 def roots(p, *, strip_zeros=True):
