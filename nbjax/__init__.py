@@ -41,7 +41,7 @@ from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
-from nbjax.interpreters.pxla import pmap
+from nbjax.api import pmap
 from nbjax import sharding
 from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug

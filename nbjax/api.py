@@ -18,12 +18,12 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, eager_cache
+from nbjax import core, dtypes, eager_cache, tree_util
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
-from nbjax.interpreters import ad, batching, tape
+from nbjax.interpreters import ad, batching, pxla, tape
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
 from nbjax.tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
@@ -1222,3 +1222,128 @@ def eval_shape(fun, *args, **kwargs):
                                               fun_name=_fun_name(fun))
   return tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                      for a in out_avals])
+
+
+# --------------------------------------------------------------------- pmap
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=(),
+         global_arg_shapes=None):
+  """Parallel map over devices: ``fun`` runs once per device (SPMD), each device getting one
+  slice of the mapped inputs (``in_axes``; ``None``: the same value everywhere), as one
+  replicated XLA program; collectives over ``axis_name`` communicate between devices.
+  Outputs are stacked along ``out_axes``. The mapped axis size must not exceed the device
+  count (``nbjax.device_count()``; ask for more CPU devices with
+  ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``jax_num_cpu_devices``).
+  ``donate_argnums`` is accepted (host buffers are not donated)."""
+  _check_callable(fun)
+  if global_arg_shapes is not None:
+    raise ValueError("global_arg_shapes only worked with sharded_jit which has long been "
+                     "removed from JAX. Please remove usages of global_arg_shapes.")
+  if isinstance(in_axes, list):
+    in_axes = tuple(in_axes)
+  if not all(type(l) is int for l in tree_util.tree_leaves(in_axes)):
+    raise TypeError("pmap in_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {in_axes}.")
+  if not all(type(l) is int for l in tree_util.tree_leaves(out_axes)):
+    raise TypeError("pmap out_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {out_axes}.")
+  if devices is not None and len(devices) == 0:
+    raise ValueError("'devices' argument to pmap must be non-empty, or None.")
+  if backend not in (None, "cpu"):
+    raise RuntimeError(f"Unknown backend {backend}: nbjax runs on the CPU")
+  if isinstance(static_broadcasted_argnums, int):
+    static_broadcasted_argnums = (static_broadcasted_argnums,)
+  statics = tuple(static_broadcasted_argnums)
+  donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+  if any(i in statics for i in donate):
+    raise ValueError("static_broadcasted_argnums and donate_argnums cannot intersect.")
+  devs = None if devices is None else tuple(devices)
+  name = _fun_name(fun)
+  cache, axes_cache = {}, {}
+
+  def trace(dyn_args, kwargs, static_vals):
+    """-> (closed per-device jaxpr with consts as leading invars, consts, flat in axes, flat
+    out axes, out tree, size); cached by the signature."""
+    args_flat, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
+    if isinstance(in_axes, tuple) and len(in_axes) != len(dyn_args) + len(statics):
+      raise ValueError("pmap in_axes must be an int, None, or a tuple of entries "
+                       "corresponding to the positional arguments passed to the function, "
+                       f"but got len(in_axes)={len(in_axes)}, len(args)="
+                       f"{len(dyn_args) + len(statics)}")
+    ax_flat = axes_cache.get(in_tree)
+    if ax_flat is None:
+      dyn_in_axes = in_axes
+      if isinstance(in_axes, tuple) and statics:
+        dyn_in_axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
+      ax_flat = _flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+      if len(axes_cache) < 64:
+        axes_cache[in_tree] = ax_flat
+    n = _mapped_axis_size(fun, in_tree, args_flat, ax_flat, "pmap", axis_size)
+    avals = []
+    for x, a in zip(args_flat, ax_flat):
+      av = core.get_aval(x)
+      if a is not None:
+        a %= av.ndim
+        av = pxla._map(av, a)
+      avals.append(av)
+    ax_flat = tuple(None if a is None else a % np.ndim(x) for x, a in zip(args_flat, ax_flat))
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), ax_flat, n,
+           static_vals)
+    hit = cache.get(key)
+    if hit is not None:
+      return hit + (args_flat,)
+
+    def flat(*xs):
+      args, kw = tree_util.tree_unflatten(in_tree, list(xs))
+      it = iter(args)
+      full = [static_vals[statics.index(i)] if i in statics else next(it)
+              for i in range(len(args) + len(statics))]
+      leaves, tree = tree_util.tree_flatten(fun(*full, **kw))
+      box.append(tree)
+      return leaves
+
+    box = []
+    pxla._stats["traces"] += 1
+    with core.extend_axis_env(axis_name, n):
+      jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat, avals, fun_name=name)
+    out_tree = box[0]
+    out_ax = tuple(_flatten_axes("pmap out_axes", out_tree, out_axes))
+    for a, o in zip(out_avals, out_ax):
+      if o is not None and not -a.ndim - 1 <= o <= a.ndim:
+        raise ValueError(f"pmap out_axes entry {o} is out of bounds for an output of rank "
+                         f"{a.ndim + 1} (including the mapped axis)")
+    out_ax = tuple(None if o is None else o % (a.ndim + 1) for a, o in zip(out_avals, out_ax))
+    closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    hit = cache[key] = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
+    return hit + (args_flat,)
+
+  @functools.wraps(fun)
+  def pmap_f(*args, **kwargs):
+    if statics:
+      nargs = len(args)
+      for i in statics:
+        if not -nargs <= i < nargs:
+          raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} but "
+                           f"was called with only {nargs} positional argument(s).")
+      st = tuple(args[i] for i in statics)
+      for v in st:
+        try:
+          hash(v)
+        except TypeError:
+          raise ValueError("Non-hashable static arguments are not supported. An error occurred "
+                           f"while trying to hash an object of type {type(v)}, {v}.") from None
+      dyn = tuple(a for i, a in enumerate(args) if i not in statics)
+    else:
+      st, dyn = (), args
+    closed, consts, ax, oax, out_tree, n, flat = trace(dyn, kwargs, st)
+    outs = pxla.xla_pmap_p.bind(
+        *consts, *flat, call_jaxpr=closed, axis_name=axis_name, axis_size=n,
+        global_axis_size=n, devices=devs, backend=backend, in_axes=ax, out_axes=oax,
+        name=name, donated_invars=(False,) * len(ax), is_explicit_global_axis_size=False)
+    return tree_util.tree_unflatten(out_tree, outs)
+
+  pmap_f._cache = cache
+  pmap_f.__wrapped__ = fun
+  return pmap_f

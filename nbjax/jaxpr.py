@@ -518,12 +518,12 @@ def _param_str(v):
   return re.sub(r" at 0x([0-9a-fA-F]+)", lambda m: " at 0x" + "X" * len(m.group(1)), s)
 
 
-def _pp_params(params, ctx):
+def _pp_params(params, ctx, name_first=True):
   if not params:
     return _Concat(())
   # JAX prints params sorted, except that a call's name comes first (``jit[name=f jaxpr=...]``)
   # (a map primitive, xla_pmap, keeps them all sorted, as seed 001 prints it)
-  keys = sorted(params, key=lambda k: (k != "name" or "call_jaxpr" in params, k))
+  keys = sorted(params, key=lambda k: (k != "name" or not name_first, k))
   pairs = [_pp_param(k, params[k], ctx) for k in keys]
   return _Group(_Nest(2, _Text("[") + _Brk("") + _join(_Brk(), pairs)) + _Brk("") + _Text("]"))
 
@@ -531,7 +531,8 @@ def _pp_params(params, ctx):
 def _pp_eqn_doc(eqn, ctx):
   lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
   pp = getattr(eqn.primitive, "pp_params", None)  # a primitive may show its params its own way
-  rhs = [_Text(eqn.primitive.name), _pp_params(pp(eqn.params) if pp else eqn.params, ctx),
+  rhs = [_Text(eqn.primitive.name), _pp_params(pp(eqn.params) if pp else eqn.params, ctx,
+                                              not eqn.primitive.map_primitive),
          _Text(" ") + _pp_vars(eqn.invars, ctx)]
   if eqn.outvars:
     return _Concat([lhs, _Text(" = "), *rhs])
