@@ -113,7 +113,7 @@ class finfo:
   """Machine limits of a floating dtype (or of an array's dtype). As the Array API standard
   requires, ``bits`` is a Python ``int`` and the limits (``eps``, ``max``, ``min``,
   ``smallest_normal``, ``tiny``, ``resolution``, ``epsneg``, ``smallest_subnormal``) are
-  Python ``float``\ s; ``dtype`` is the real dtype (float32 for complex64). Other attributes
+  Python ``float``s; ``dtype`` is the real dtype (float32 for complex64). Other attributes
   (``nmant``, ``maxexp``, ...) are NumPy's (ml_dtypes' for the narrow floats)."""
   _FLOATS = ("eps", "epsneg", "max", "min", "resolution", "smallest_normal",
              "smallest_subnormal", "tiny")
