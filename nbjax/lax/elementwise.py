@@ -364,6 +364,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           except RuntimeError as err:
             a._value = retry(err, e[0] if v.size < thr else e[1], v)
           a._weak = e[2] if x._weak else e[3]
+          a._buf = None
           return a
       return general((x,), params)
 
@@ -386,6 +387,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           except RuntimeError as err:
             a._value = retry(err, e[0] if n < thr else e[1], vx, vy)
           a._weak = e[2] if (x._weak and y._weak) else e[3]
+          a._buf = None
           return a
       return general((x, y), params)
 
@@ -403,6 +405,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
             r = new(Array)
             r._value = call(e[0] if small else e[1], va, vb, vc)
             r._weak = e[2] if ((wf or a._weak) and b._weak and c._weak) else e[3]
+            r._buf = None
             return r
       if not params and all(type(a) is Array for a in args):
         vals = [a._value for a in args]
