@@ -730,7 +730,9 @@ def _s_asinh(a, b, t):
 
 @njit(inline="always", cache=True)
 def _s_acos(a, b, t):
-  return (type(a)(np.pi / 2), b) if a == 0 and b != b else t
+  if np.isfinite(a) and b != b:
+    return (type(a)(np.pi / 2) if a == 0 else b), b
+  return t
 
 
 @njit(inline="always", cache=True)

@@ -1963,8 +1963,8 @@ def _c99_asinh(a, b, r, s):
 
 
 def _c99_acos(a, b, r, s):
-  hit = bitwise_and(eq(a, _zeros(a)), _isnan(b))
-  return select(hit, _fill(a, np.pi / 2), r), s
+  hit = bitwise_and(is_finite(a), _isnan(b))
+  return select(hit, select(eq(a, _zeros(a)), _fill(a, np.pi / 2), b), r), select(hit, b, s)
 
 
 def _c99_acosh(a, b, r, s):
