@@ -725,7 +725,7 @@ def _s_atanh(a, b, t):
 
 @njit(inline="always", cache=True)
 def _s_asinh(a, b, t):
-  return (a, b) if a != a and b == 0 else t
+  return (a, b if b == 0 else a) if a != a and np.isfinite(b) else t
 
 
 @njit(inline="always", cache=True)

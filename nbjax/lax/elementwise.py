@@ -1958,8 +1958,8 @@ def _c99_atanh(a, b, r, s):
 
 
 def _c99_asinh(a, b, r, s):
-  hit = bitwise_and(_isnan(a), eq(b, _zeros(b)))
-  return select(hit, a, r), select(hit, b, s)
+  hit = bitwise_and(_isnan(a), is_finite(b))
+  return select(hit, a, r), select(hit, select(eq(b, _zeros(b)), b, a), s)
 
 
 def _c99_acos(a, b, r, s):
