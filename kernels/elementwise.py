@@ -199,28 +199,28 @@ UNARY = {
     "is_finite": "np.isfinite(a)",
     "exp": "np.exp(a)",
     "exp2": "np.exp2(a)",
-    "exp_complex": "_c(_cexp(a.real, a.imag))",
+    "exp_complex": "_c(_s_exp(a.real, a.imag, _cexp(a.real, a.imag), 0))",
     "exp2_complex": "_c(_cexp2(a.real, a.imag))",
-    "expm1_complex": "_c(_cexpm1(a.real, a.imag))",
+    "expm1_complex": "_c(_s_exp(a.real, a.imag, _cexpm1(a.real, a.imag), -1))",
     "sin_complex": "_c(_csin(a.real, a.imag))",
     "cos_complex": "_c(_ccos(a.real, a.imag))",
     "tan_complex": "_c(_ctan(a.real, a.imag))",
-    "tanh_complex": "_c(_ctanh(a.real, a.imag))",
-    "log_complex": "_c(_clog(a.real, a.imag))",
-    "log1p_complex": "_c(_clog1p(a.real, a.imag))",
+    "tanh_complex": "_c(_s_tanh(a.real, a.imag, _ctanh(a.real, a.imag)))",
+    "log_complex": "_c(_s_log(a.real, a.imag, _clog(a.real, a.imag)))",
+    "log1p_complex": "_c(_s_log(a.real, a.imag, _clog1p(a.real, a.imag)))",
     "logistic_complex": "_c(_clogistic(a.real, a.imag))",
-    "sqrt_complex": "_c(_csqrt(a.real, a.imag))",
+    "sqrt_complex": "_c(_s_sqrt(a.real, a.imag, _csqrt(a.real, a.imag)))",
     "rsqrt_complex": "_c(_crsqrt(a.real, a.imag))",
     "abs_complex": "_cabs(a.real, a.imag)",
     "square_complex": "_c(_csquare(a.real, a.imag))",
-    "sinh_complex": "_c(_csinh(a.real, a.imag, type(a.real)(-1)))",
-    "cosh_complex": "_c(_csinh(a.real, a.imag, type(a.real)(1)))",
+    "sinh_complex": "_c(_s_sinh(a.real, a.imag, _csinh(a.real, a.imag, type(a.real)(-1))))",
+    "cosh_complex": "_c(_s_cosh(a.real, a.imag, _csinh(a.real, a.imag, type(a.real)(1))))",
     "atan_complex": "_c(_catan(a.real, a.imag))",
-    "atanh_complex": "_c(_catanh(a.real, a.imag))",
+    "atanh_complex": "_c(_s_atanh(a.real, a.imag, _catanh(a.real, a.imag)))",
     "asin_complex": "_c(_casin(a.real, a.imag))",
-    "acos_complex": "_c(_cacos(a.real, a.imag))",
-    "asinh_complex": "_c(_casinh(a.real, a.imag))",
-    "acosh_complex": "_c(_cacosh(a.real, a.imag))",
+    "acos_complex": "_c(_s_acos(a.real, a.imag, _cacos(a.real, a.imag)))",
+    "asinh_complex": "_c(_s_asinh(a.real, a.imag, _casinh(a.real, a.imag)))",
+    "acosh_complex": "_c(_s_acosh(a.real, a.imag, _cacosh(a.real, a.imag)))",
     "log": "np.log(a)",
     "log1p": "np.log1p(a)",
     "expm1": "np.expm1(a)",
@@ -675,6 +675,88 @@ def _cexp(a, b):
   return re, (type(a)(0) if b == 0 else im)
 
 
+# The Array API's (C99 Annex G's) special values of complex functions where XLA's expansions
+# give others, put over the expansion's result ``t`` of ``a + bi``: the primitive's own result
+# only (the jit lowering's ``_C99`` in nbjax.lax.elementwise does the same), never inside
+# other expansions. Signs the standard leaves unspecified follow the operand's.
+@njit(inline="always", cache=True)
+def _s_exp(a, b, t, m):
+  # exp (m = 0) and expm1 (m = -1) at an infinite real part and a non-finite imaginary one
+  if abs(a) == np.inf and not np.isfinite(b):
+    return (type(a)(m), type(a)(0)) if a < 0 else (a, type(a)(np.nan))
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_sinh(a, b, t):
+  if not np.isfinite(b) and (a == 0 or abs(a) == np.inf):
+    return a, type(a)(np.nan)
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_cosh(a, b, t):
+  if not np.isfinite(b) and a == 0:
+    return type(a)(np.nan), type(a)(0)
+  if not np.isfinite(b) and abs(a) == np.inf:
+    return type(a)(np.inf), type(a)(np.nan)
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_tanh(a, b, t):
+  if abs(a) == np.inf:
+    return np.copysign(type(a)(1), a), np.copysign(type(a)(0), b)
+  if a == 0 and not np.isfinite(b):
+    return a, type(a)(np.nan)
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_log(a, b, t):
+  # log and log1p: an infinite part makes the real part +inf
+  if abs(a) == np.inf or abs(b) == np.inf:
+    return type(a)(np.inf), t[1]
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_sqrt(a, b, t):
+  if abs(a) == np.inf and b != b:
+    return (a, b) if a > 0 else (b, -a)
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_atanh(a, b, t):
+  nan = type(a)(np.nan)
+  if b != b:
+    return (a, nan) if a == 0 else (np.copysign(type(a)(0), a), nan) if abs(a) == np.inf \
+        else (nan, nan)
+  if a != a and np.isfinite(b):
+    return nan, nan
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_asinh(a, b, t):
+  return (a, b if b == 0 else a) if a != a and np.isfinite(b) else t
+
+
+@njit(inline="always", cache=True)
+def _s_acos(a, b, t):
+  if np.isfinite(a) and b != b:
+    return (type(a)(np.pi / 2) if a == 0 else b), b
+  return t
+
+
+@njit(inline="always", cache=True)
+def _s_acosh(a, b, t):
+  if np.isfinite(a) and b != b:
+    return b, (type(a)(np.pi / 2) if a == 0 else b)
+  return t
+
+
 @njit(inline="always", cache=True)
 def _cexp2(a, b):
   # JAX's rule: exp(log(2) * z), the product complex
@@ -864,7 +946,7 @@ def _ctan(a, b):
 @njit(inline="always", cache=True)
 def _clogistic(a, b):
   # JAX's rule: 1 / (1 + exp(-z)) in complex arithmetic
-  er, ei = _cexp(-a, -b)
+  er, ei = _s_exp(-a, -b, _cexp(-a, -b), 0)  # the exp primitive's, as its jit lowering's
   one, zero = type(a)(1), type(a)(0)
   return _cdiv(one, zero, one + er, zero + ei)
 

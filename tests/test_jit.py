@@ -665,3 +665,14 @@ def test_latest_signature_guard_misses_on_any_change():
   finally:
     nbjax.config.update("jax_enable_x64", True)
   assert g(a).dtype == np.float64
+
+
+def test_eager_fast_path_outputs_feed_jit():
+  """Outputs of the eager elementwise fast paths (unary, binary, 3-operand; taken from a
+  signature's second call) are whole Arrays: jit's argument lookup reads their buffer slot."""
+  import nbjax.numpy as jnp
+  x = jnp.ones(3)
+  for f in (jnp.sin, lambda v: v * v, lambda v: lax.select(v > 0, v, -v)):
+    for _ in range(2):
+      y = f(x)
+      assert np.array_equal(np.asarray(nbjax.jit(lambda v: v + 0)(y)), np.asarray(y))

@@ -1948,6 +1948,112 @@ _DIRECT = {
 for _name, _op in _DIRECT.items():  # op named, looked up when the rule runs (no jaxlib import here)
   _reg(_name, _nary(_op))
 
+
+# The Array API's (C99 Annex G's) special values of complex results where XLA's expansions
+# give others, put over the op's result ``r + i s`` of ``a + i b`` (eagerly: the ``_s_*``
+# functions of kernels.elementwise, the same cases).
+def _c99_exp(m):
+  def fix(a, b, r, s):
+    hit = bitwise_and(_isinf(a), bitwise_not(is_finite(b)))
+    neg_ = lt(a, _fill(a, 0))
+    return (select(hit, select(neg_, _fill(a, m), a), r),
+            select(hit, select(neg_, _zeros(a), _fill(a, np.nan)), s))
+  return fix
+
+
+def _c99_sinh(a, b, r, s):
+  hit = bitwise_and(bitwise_not(is_finite(b)), bitwise_or(eq(a, _zeros(a)), _isinf(a)))
+  return select(hit, a, r), select(hit, _fill(a, np.nan), s)
+
+
+def _c99_cosh(a, b, r, s):
+  nf = bitwise_not(is_finite(b))
+  z, i = bitwise_and(nf, eq(a, _zeros(a))), bitwise_and(nf, _isinf(a))
+  return (select(z, _fill(a, np.nan), select(i, _fill(a, np.inf), r)),
+          select(z, _zeros(a), select(i, _fill(a, np.nan), s)))
+
+
+def _c99_tanh(a, b, r, s):
+  i, z = _isinf(a), bitwise_and(eq(a, _zeros(a)), bitwise_not(is_finite(b)))
+  return (select(i, _copysign(_fill(a, 1), a), select(z, a, r)),
+          select(i, _copysign(_zeros(a), b), select(z, _fill(a, np.nan), s)))
+
+
+def _c99_log(a, b, r, s):
+  return select(bitwise_or(_isinf(a), _isinf(b)), _fill(a, np.inf), r), s
+
+
+def _c99_sqrt(a, b, r, s):
+  hit, pos = bitwise_and(_isinf(a), _isnan(b)), gt(a, _zeros(a))
+  return select(hit, select(pos, a, b), r), select(hit, select(pos, b, neg(a)), s)
+
+
+def _c99_atanh(a, b, r, s):
+  nan, bn = _fill(a, np.nan), _isnan(b)
+  z, i = bitwise_and(bn, eq(a, _zeros(a))), bitwise_and(bn, _isinf(a))
+  n = bitwise_or(bn, bitwise_and(_isnan(a), is_finite(b)))
+  return select(z, a, select(i, _copysign(_zeros(a), a), select(n, nan, r))), select(n, nan, s)
+
+
+def _c99_asinh(a, b, r, s):
+  hit = bitwise_and(_isnan(a), is_finite(b))
+  return select(hit, a, r), select(hit, select(eq(b, _zeros(b)), b, a), s)
+
+
+def _c99_acos(a, b, r, s):
+  hit = bitwise_and(is_finite(a), _isnan(b))
+  return select(hit, select(eq(a, _zeros(a)), _fill(a, np.pi / 2), b), r), select(hit, b, s)
+
+
+def _c99_acosh(a, b, r, s):
+  hit = bitwise_and(is_finite(a), _isnan(b))
+  return (select(hit, b, r),
+          select(hit, select(eq(a, _zeros(a)), _fill(a, np.pi / 2), b), s))
+
+
+def _fill(x, v):
+  return full_like(x, v)
+
+
+def _isinf(v):
+  return eq(abs(v), _fill(v, np.inf))
+
+
+def _isnan(v):
+  return ne(v, v)
+
+
+def _copysign(x, y):
+  # |x| with y's sign bit (that of -0 and -NaN too)
+  from nbjax.lax.shape import bitcast_convert_type
+  bits = bitcast_convert_type(y, np.int32 if np.dtype(y.dtype).itemsize == 4 else np.int64)
+  return select(lt(bits, _zeros(bits)), neg(abs(x)), abs(x))
+
+
+_C99 = {"exp": _c99_exp(0), "expm1": _c99_exp(-1), "sinh": _c99_sinh, "cosh": _c99_cosh,
+        "tanh": _c99_tanh, "log": _c99_log, "log1p": _c99_log, "sqrt": _c99_sqrt,
+        "atanh": _c99_atanh, "asinh": _c99_asinh, "acos": _c99_acos, "acosh": _c99_acosh}
+
+
+def _c99(op, fix):
+  raw = _nary(op)
+
+  def fixed(x, y):
+    r, s = fix(real(x), imag(x), real(y), imag(y))
+    return complex(r, s)
+
+  def rule(ctx, x, **params):
+    out, = raw(ctx, x)
+    aval = ctx.avals_in[0]
+    if _kind(aval) != "c":
+      return [out]
+    return mlir.lower_fun(fixed, False)(ctx.replace(avals_in=(aval, aval)), x, out)
+  return rule
+
+
+for _name, _fix in _C99.items():
+  _reg(_name, _c99(_DIRECT[_name], _fix))
+
 for _name, _dir in {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}.items():
   _reg(_name, _lo_cmp(_dir))
 

@@ -109,9 +109,28 @@ def isdtype(dtype, kind):
   return False
 
 
-def finfo(dtype):
-  """Machine limits of a floating dtype (or of an array's dtype)."""
-  return dtypes.finfo(dtypes.dtype(dtype))
+class finfo:
+  """Machine limits of a floating dtype (or of an array's dtype). As the Array API standard
+  requires, ``bits`` is a Python ``int`` and the limits (``eps``, ``max``, ``min``,
+  ``smallest_normal``, ``tiny``, ``resolution``, ``epsneg``, ``smallest_subnormal``) are
+  Python ``float``s; ``dtype`` is the real dtype (float32 for complex64). Other attributes
+  (``nmant``, ``maxexp``, ...) are NumPy's (ml_dtypes' for the narrow floats)."""
+  _FLOATS = ("eps", "epsneg", "max", "min", "resolution", "smallest_normal",
+             "smallest_subnormal", "tiny")
+
+  def __init__(self, dtype):
+    info = self._info = dtypes.finfo(dtypes.dtype(dtype))
+    self.bits, self.dtype = int(info.bits), np.dtype(info.dtype)
+    for k in self._FLOATS:
+      setattr(self, k, float(getattr(info, k)))
+
+  def __getattr__(self, name):
+    if name.startswith("__"):
+      raise AttributeError(name)
+    return getattr(self._info, name)
+
+  def __repr__(self):
+    return repr(self._info)
 
 
 def iinfo(int_type):

@@ -378,10 +378,12 @@ def _sign(x):
     a = lax.abs(x)
     return lax.select(lax.eq(a, _const(a, 0)), lax.full_like(x, 0),
                       lax.div(x, lax.convert_element_type(a, x.dtype)))
+  if dtypes.is_float(x.dtype):  # sign(-0.0) is +0.0, as the Array API and NumPy have it
+    return lax.select(lax.eq(x, _const(x, 0)), lax.full_like(x, 0), lax.sign(x))
   return lax.sign(x)
 
 
-sign = _unary("sign", _sign, "sign", kinds="iuf")
+sign = _unary("sign", _sign, "sign", kinds="iu")
 
 
 def _int_passthrough(name, lax_fn, prim_name):
