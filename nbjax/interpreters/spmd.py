@@ -217,6 +217,7 @@ class SpmdExecutable:
         np.array([d.id for d in devs], np.int32).reshape(1, n))
     eb = opts.executable_build_options
     eb.use_spmd_partitioning = True
+    eb.allow_spmd_sharding_propagation_to_output = [s is None for s in out_shs]
     try:
       eb.use_shardy_partitioner = False
     except AttributeError:
@@ -224,7 +225,8 @@ class SpmdExecutable:
     with xla._lock:
       self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
     xla._stats["compiles"] += 1
-    got = self._exe.get_output_shardings()
+    got = [h if isinstance(h, xc.HloSharding) else xc.HloSharding.from_proto(h)
+           for h in self._exe.get_output_shardings()]
     self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape)
                     for s, h, a in zip(out_shs, got, out_avals)]
     self.out_avals = out_avals
