@@ -145,8 +145,11 @@ def _mesh_of(shardings):
 
 
 def _candidates(mesh, ndim):
-  names = mesh.axis_names
-  for assign in itertools.product(range(ndim + 1), repeat=len(names)):
+  """PartitionSpecs of rank ``ndim`` over ``mesh``, fewest named axes first (size-1 axes
+  never named)."""
+  names = tuple(a for a, k in mesh.shape.items() if k > 1)
+  for assign in sorted(itertools.product(range(ndim + 1), repeat=len(names)),
+                       key=lambda t: sum(k < ndim for k in t)):
     for order in itertools.permutations(names):
       spec = [[] for _ in range(ndim)]
       for a in order:
@@ -157,19 +160,22 @@ def _candidates(mesh, ndim):
                             for p in spec])
 
 
-def _named_for(hlo, mesh, devs, shape):
-  """The NamedSharding over ``mesh`` equal to XLA's ``hlo`` for this shape, else GSPMD."""
+def _named_for(hlo, mesh, devs, shape, prefer=()):
+  """The NamedSharding over ``mesh`` equal to XLA's ``hlo`` for this shape (one of
+  ``prefer``, the inputs', if any matches), else a GSPMDSharding."""
   xla, xc, rt = _jl()
   if mesh is not None and len(mesh.axis_names) <= 4:
-    for spec in _candidates(mesh, len(shape)):
+    first = [s.spec for s in prefer if isinstance(s, NamedSharding) and s.mesh == mesh]
+    for spec in itertools.chain(first, _candidates(mesh, len(shape))):
       s = NamedSharding(mesh, spec)
       try:
         s.check(shape)
       except ValueError:
         continue
       if xc.HloSharding.from_string(s._to_hlo_string(len(shape))) == hlo:
-        while len(spec) and spec[-1] is None:
-          spec = PartitionSpec(*spec[:-1])
+        if spec not in first:
+          while len(spec) and spec[-1] is None:
+            spec = PartitionSpec(*spec[:-1])
         return NamedSharding(mesh, spec)
   return GSPMDSharding(devs, hlo)
 
@@ -226,8 +232,9 @@ class SpmdExecutable:
       self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
     xla._stats["compiles"] += 1
     got = [h if isinstance(h, xc.HloSharding) else xc.HloSharding.from_proto(h)
-           for h in self._exe.get_output_shardings()]
-    self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape)
+           for h in self._exe.get_output_shardings() or
+           [xc.HloSharding.replicate()] * len(out_avals)]  # one device: no partitioning
+    self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape, self.in_shs)
                     for s, h, a in zip(out_shs, got, out_avals)]
     self.out_avals = out_avals
 
