@@ -43,6 +43,8 @@ from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.api import pmap
 from nbjax import sharding
+from nbjax.sharding import NamedSharding, make_mesh
+from nbjax.interpreters.shard_map import shard_map
 from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental

@@ -1196,9 +1196,24 @@ def print_environment_info(return_string=False):
 
 
 def device_put(x, device=None, *, donate=False, may_alias=None):
-  """``x`` (a pytree) as nbjax Arrays; host and device memory are the same here, so
-  ``device`` only selects among the CPU devices."""
-  del device, donate, may_alias
+  """``x`` (a pytree) as nbjax Arrays. ``device`` (or a pytree prefix of them) a
+  ``NamedSharding``: each leaf split over the mesh, one XLA buffer per device
+  (``addressable_shards``); a device or ``None``: host and device memory are the same here."""
+  del donate, may_alias
+  from nbjax.sharding import NamedSharding, GSPMDSharding, PartitionSpec
+  leaf = lambda s: isinstance(s, (NamedSharding, GSPMDSharding, PartitionSpec))
+  if any(leaf(s) for s in tree_leaves(device, is_leaf=leaf)):
+    from nbjax.interpreters import spmd
+    flat, tree = tree_flatten(x)
+    shs = spmd.flatten_shardings("device_put device", x, device)
+    out = []
+    for v, s in zip(flat, shs):
+      s = spmd._resolve(s, None, "device_put")
+      if isinstance(v, Tracer):
+        out.append(spmd.sharding_constraint_p.bind(v, sharding=s) if s is not None else v)
+      else:
+        out.append(_Array(v) if s is None else spmd.put(v, s))
+    return tree_unflatten(tree, out)
   return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) else _Array(v), x)
 
 

@@ -91,7 +91,14 @@ class Array(metaclass=abc.ABCMeta):
     p = self._pmap
     if p is None:
       return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
-    sh, bufs = p
+    sh, bufs = p[0], p[1]
+    if sh._spmd:  # a NamedSharding / GSPMDSharding (device_put, sharded jit, shard_map)
+      idx, reps = sh.devices_indices_map(self.shape), sh._replica_ids(self.ndim)
+      from nbjax.xla import _to_numpy
+      shape = sh.shard_shape(self.shape)
+      return [Shard(d, idx[d], lambda b=b: _wrap(_to_numpy(b).reshape(shape), self._weak),
+                    int(r))
+              for d, b, r in zip(sh._device_assignment, bufs, reps)]
     shape = sh.shard_shape(self.shape)
     repl = sh.sharded_dim is None
     return [Shard(d, sh._index(i, self.ndim),

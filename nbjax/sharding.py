@@ -1,17 +1,26 @@
 """Shardings: where an ``Array``'s data lives, as ``Array.sharding`` / ``addressable_shards``
-report it.
+report it, and the device meshes that name it.
 
 Pipeline position: metadata on results. An ordinary ``Array`` (eager kernels, jit) lives on
 the first CPU device (``SingleDeviceSharding``); a ``pmap`` output was computed as one piece
 per device (``PmapSharding``: piece ``i`` on ``devices[i]`` is index ``i`` along the mapped
 axis) and keeps those per-device XLA buffers as its ``addressable_shards`` beside the gathered
-host value. Nothing here moves data.
+host value. ``Mesh``/``PartitionSpec``/``NamedSharding`` describe a global array split
+over a named device grid: ``device_put`` (``api.py``) places the pieces, sharded ``jit``
+(``interpreters/spmd.py``) annotates its SPMD module with ``hlo_sharding_string``, and
+``shard_map`` reads block shapes from it. Nothing here moves data.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard"]
+import collections
+import contextlib
+import enum
+import threading
+
+__all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "PartitionSpec",
+           "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding"]
 
 
 class Sharding:
@@ -27,6 +36,10 @@ class Sharding:
 
   is_fully_addressable = True
   memory_kind = "device"
+  _spmd = False
+
+  def addressable_devices_indices_map(self, global_shape):
+    return self.devices_indices_map(global_shape)
 
 
 class SingleDeviceSharding(Sharding):
@@ -57,6 +70,8 @@ class SingleDeviceSharding(Sharding):
 class PmapSharding(Sharding):
   """A ``pmap`` output: piece ``i`` (index ``i`` along ``sharded_dim``, which it lacks) on
   ``devices[i]``; ``sharded_dim=None``: the same value on every device."""
+
+  _spmd = False
 
   def __init__(self, devices, sharded_dim, size):
     self.devices = np.array(devices, dtype=object)
@@ -106,3 +121,292 @@ class Shard:
 
   def __repr__(self):
     return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id})"
+
+
+# ----------------------------------------------------------------------- meshes
+
+
+class AxisType(enum.Enum):
+  Auto = enum.auto()
+  Explicit = enum.auto()
+  Manual = enum.auto()
+
+
+_mesh_ctx = threading.local()
+
+
+class Mesh(contextlib.ContextDecorator):
+  """A named grid of devices: ``devices`` (an ndarray of them) with one name per axis."""
+
+  def __init__(self, devices, axis_names, axis_types=None):
+    devices = np.array(devices, dtype=object)
+    if isinstance(axis_names, str):
+      axis_names = (axis_names,)
+    axis_names = tuple(axis_names)
+    if devices.ndim != len(axis_names):
+      raise ValueError("Mesh requires the ndim of its first argument (`devices`) to equal the "
+                       "length of its second argument (`axis_names`), but got devices.ndim == "
+                       f"{devices.ndim} and len(axis_names) == {len(axis_names)}.")
+    if len(set(axis_names)) != len(axis_names):
+      raise ValueError(f"Mesh axis names must be unique, got {axis_names}")
+    ids = [d.id for d in devices.flat]
+    if len(set(ids)) != len(ids):
+      raise ValueError(f"Mesh devices must be distinct, got device ids {ids}")
+    self.devices, self.axis_names = devices, axis_names
+    self.axis_types = tuple(axis_types) if axis_types else (AxisType.Auto,) * len(axis_names)
+
+  shape = property(lambda s: collections.OrderedDict(zip(s.axis_names, s.devices.shape)))
+  axis_sizes = property(lambda s: tuple(s.devices.shape))
+  shape_tuple = property(lambda s: tuple(zip(s.axis_names, s.devices.shape)))
+  size = property(lambda s: int(s.devices.size))
+  empty = property(lambda s: s.devices.size == 0)
+  device_ids = property(lambda s: np.vectorize(lambda d: d.id, otypes=[int])(s.devices))
+  local_devices = property(lambda s: list(s.devices.flat))
+  local_mesh = property(lambda s: s)
+  is_multi_process = False
+
+  def _key(self):
+    return (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)
+
+  def __eq__(self, other):
+    return isinstance(other, Mesh) and self._key() == other._key()
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __enter__(self):
+    st = getattr(_mesh_ctx, "stack", None)
+    if st is None:
+      st = _mesh_ctx.stack = []
+    st.append(self)
+    return self
+
+  def __exit__(self, *exc):
+    _mesh_ctx.stack.pop()
+    return False
+
+  def __repr__(self):
+    shape = ", ".join(f"'{k}': {v}" for k, v in self.shape.items())
+    return f"Mesh({shape}, axis_types=({', '.join(t.name for t in self.axis_types)}))"
+
+
+def _current_mesh():
+  st = getattr(_mesh_ctx, "stack", None)
+  return st[-1] if st else None
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+  """A ``Mesh`` of shape ``axis_shapes`` over ``devices`` (default: all of them, in id order)."""
+  from nbjax import xla
+  axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
+  if len(axis_shapes) != len(axis_names):
+    raise ValueError(f"Length of axis_shapes {axis_shapes} and axis_names {axis_names} should "
+                     "match.")
+  devs = list(xla.devices() if devices is None else devices)
+  n = int(np.prod(axis_shapes, dtype=np.int64))
+  if n > len(devs) or (devices is not None and n != len(devs)):
+    raise ValueError(f"Number of devices {len(devs)} must be >= the product of mesh_shape "
+                     f"{axis_shapes}" if devices is None else
+                     f"Number of devices {len(devs)} must equal the product of mesh_shape "
+                     f"{axis_shapes}")
+  return Mesh(np.array(devs[:n], dtype=object).reshape(axis_shapes), axis_names, axis_types)
+
+
+class _Unconstrained:
+  def __repr__(self):
+    return "UNCONSTRAINED"
+
+
+class PartitionSpec(tuple):
+  """How each array dimension is split over mesh axes: an entry is ``None`` (not split), an
+  axis name, or a tuple of names (split over their product, major first)."""
+  UNCONSTRAINED = _Unconstrained()
+
+  def __new__(cls, *partitions):
+    for p in partitions:
+      if not (p is None or isinstance(p, str) or p is PartitionSpec.UNCONSTRAINED or
+              isinstance(p, (tuple, list)) and all(isinstance(q, str) for q in p)):
+        raise TypeError(f"PartitionSpec entries must be None, an axis name, or a tuple of axis "
+                        f"names, got {p!r}")
+    return tuple.__new__(cls, tuple(tuple(p) if isinstance(p, list) else p
+                                    for p in partitions))
+
+  def __repr__(self):
+    return "P(%s%s)" % (", ".join(map(repr, self)), "," if len(self) == 1 else "")
+
+  def __reduce__(self):
+    return (PartitionSpec, tuple(self))
+
+  def _normalized(self, ndim):
+    """Entries padded with ``None`` to ``ndim``, each a tuple of names."""
+    out = []
+    for p in tuple(self) + (None,) * (ndim - len(self)):
+      out.append(() if p is None or p is PartitionSpec.UNCONSTRAINED else
+                 (p,) if isinstance(p, str) else tuple(p))
+    return out
+
+
+P = PartitionSpec
+
+
+class NamedSharding(Sharding):
+  """A global array split over ``mesh`` as ``spec`` says; pieces on devices that differ only
+  along mesh axes the spec does not name hold the same data (replicas)."""
+  _spmd = True
+
+  def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
+    if not isinstance(mesh, Mesh):
+      raise TypeError(f"NamedSharding's mesh must be a Mesh, got {mesh!r}")
+    if spec is None:
+      spec = PartitionSpec()
+    if not isinstance(spec, PartitionSpec):
+      if not isinstance(spec, tuple):
+        raise TypeError("spec of NamedSharding must be a PartitionSpec, got "
+                        f"{spec!r} of type {type(spec)}")
+      spec = PartitionSpec(*spec)
+    self.mesh, self.spec = mesh, spec
+    used = []
+    for p in spec._normalized(len(spec)):
+      for a in p:
+        if a not in mesh.axis_names:
+          raise ValueError(f"Resource axis: {a} of {spec!r} is not found in mesh: "
+                           f"{tuple(mesh.axis_names)}.")
+        if a in used:
+          raise ValueError(f"A single NamedSharding spec specification can map every mesh "
+                           f"axis to at most one positional dimension, but {spec!r} has "
+                           f"duplicate entries for `{a}`")
+        used.append(a)
+
+  _device_assignment = property(lambda s: tuple(s.mesh.devices.flat))
+  memory_kind = "device"
+
+  @property
+  def is_fully_replicated(self):
+    sz = self.mesh.shape
+    return all(sz[a] == 1 for p in self.spec._normalized(len(self.spec)) for a in p)
+
+  def _key(self):
+    s = list(self.spec._normalized(len(self.spec)))
+    while s and s[-1] == ():
+      s.pop()
+    return (self.mesh, tuple(s))
+
+  def __eq__(self, other):
+    return isinstance(other, NamedSharding) and self._key() == other._key()
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __repr__(self):
+    return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, memory_kind=device)"
+
+  def with_spec(self, spec):
+    return NamedSharding(self.mesh, spec)
+
+  def check(self, shape, what="device_put"):
+    """Raise JAX's errors for a spec that does not fit ``shape``."""
+    if len(self.spec) > len(shape):
+      raise ValueError(f"One of {what} is incompatible with its sharding annotation {self!r}: "
+                       f"Sharding {self!r} is only valid for values of rank at least "
+                       f"{len(self.spec)}, but was applied to a value of rank {len(shape)}.")
+    sz = self.mesh.shape
+    ks = [int(np.prod([sz[a] for a in p], dtype=np.int64))
+          for p in self.spec._normalized(len(shape))]
+    for i, (d, k) in enumerate(zip(shape, ks)):
+      if d % k:
+        raise ValueError(f"Sharding {self!r} implies that array axis {i} is partitioned {k} "
+                         f"times, but the dimension size is {d} (full shape: {tuple(shape)}, "
+                         f"per-dimension tiling factors: {ks} should evenly divide the shape)")
+
+  def shard_shape(self, global_shape):
+    self.check(global_shape)
+    sz = self.mesh.shape
+    return tuple(d // int(np.prod([sz[a] for a in p], dtype=np.int64))
+                 for d, p in zip(global_shape, self.spec._normalized(len(global_shape))))
+
+  def _tiles(self, ndim):
+    """(tiles per dimension, logical device ids as an ndarray ``tiles + [replicas]``)."""
+    names, sizes = self.mesh.axis_names, self.mesh.devices.shape
+    spec = self.spec._normalized(ndim)
+    order = [names.index(a) for p in spec for a in p]
+    rest = [i for i in range(len(names)) if i not in order]
+    iota = np.arange(self.mesh.size).reshape(sizes).transpose(order + rest)
+    tiles = [int(np.prod([sizes[names.index(a)] for a in p], dtype=np.int64)) for p in spec]
+    return tiles, iota.reshape(tiles + [-1])
+
+  def devices_indices_map(self, global_shape):
+    shard = self.shard_shape(global_shape)
+    tiles, ids = self._tiles(len(global_shape))
+    devs = self._device_assignment
+    out = {}
+    for pos in np.ndindex(*ids.shape):
+      idx = tuple(slice(None) if t == 1 else slice(p * s, (p + 1) * s)
+                  for p, s, t in zip(pos, shard, tiles))
+      out[devs[ids[pos]]] = idx
+    return {d: out[d] for d in devs}
+
+  def _replica_ids(self, ndim):
+    """Per device (mesh order): its replica number among the devices holding its piece."""
+    _, ids = self._tiles(ndim)
+    r = np.empty(self.mesh.size, int)
+    flat = ids.reshape(-1, ids.shape[-1])
+    for row in flat:
+      r[row] = np.arange(len(row))
+    return r
+
+  def _to_hlo_string(self, ndim):
+    tiles, ids = self._tiles(ndim)
+    rep = ids.shape[-1]
+    if all(t == 1 for t in tiles):
+      return "{replicated}"
+    dims = tiles + ([rep] if rep > 1 else [])
+    s = "{devices=[%s]%s" % (",".join(map(str, dims)), ",".join(map(str, ids.flat)))
+    return s + (" last_tile_dim_replicate}" if rep > 1 else "}")
+
+
+class GSPMDSharding(Sharding):
+  """A sharding XLA chose (an ``HloSharding`` over ``devices``), for outputs of sharded jit
+  whose layout matches no ``PartitionSpec`` of the mesh."""
+  _spmd = True
+
+  def __init__(self, devices, hlo_sharding):
+    self._devices, self._hlo = tuple(devices), hlo_sharding
+
+  _device_assignment = property(lambda s: s._devices)
+  is_fully_replicated = property(lambda s: s._hlo.is_replicated())
+
+  def _to_hlo_string(self, ndim):
+    return str(self._hlo)
+
+  def devices_indices_map(self, global_shape):
+    h, n = self._hlo, len(self._devices)
+    if h.is_replicated():
+      return {d: (slice(None),) * len(global_shape) for d in self._devices}
+    dims = list(h.tile_assignment_dimensions())
+    ids = np.array(h.tile_assignment_devices()).reshape(dims)
+    nd = len(global_shape)
+    out = {}
+    for pos in np.ndindex(*dims):
+      idx = []
+      for k in range(nd):
+        s = -(-global_shape[k] // dims[k])
+        idx.append(slice(None) if dims[k] == 1 else slice(pos[k] * s, (pos[k] + 1) * s))
+      out[self._devices[ids[pos]]] = tuple(idx)
+    return {d: out[d] for d in self._devices}
+
+  def shard_shape(self, global_shape):
+    idx = next(iter(self.devices_indices_map(global_shape).values()))
+    return tuple(len(range(*i.indices(d))) for i, d in zip(idx, global_shape))
+
+  def _replica_ids(self, ndim):
+    return np.zeros(len(self._devices), int)
+
+  def __eq__(self, other):
+    return isinstance(other, GSPMDSharding) and self._devices == other._devices and \
+        str(self._hlo) == str(other._hlo)
+
+  def __hash__(self):
+    return hash((self._devices, str(self._hlo)))
+
+  def __repr__(self):
+    return f"GSPMDSharding({self._hlo})"

@@ -370,7 +370,7 @@ def _executable_for(closed, name):
 
 def _has_pmap(jaxpr):
   for e in jaxpr.eqns:
-    if e.primitive.name == "xla_pmap":
+    if e.primitive.name in ("xla_pmap", "shard_map"):
       return True
     for v in e.params.values():
       for j in (v if type(v) is tuple else (v,)):
@@ -585,6 +585,8 @@ def _leaf_key(flat):
   for a in flat:
     t = type(a)
     if t is Array:
+      if a._pmap is not None and a._pmap[0]._spmd:
+        return None  # a sharded input: the SPMD path (_call) picks its sharding up
       b = a._buf  # a jit output, or an Array jit has seen: no host view (it has no _value)
       if b is None:
         v = a._value
@@ -656,7 +658,8 @@ class JitWrapped:
   """A jitted function: call it, or ``.lower(*args)``, ``.trace(*args)``, ``.eval_shape``."""
 
   def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-               donate_argnames=(), keep_unused=False, inline=False, name=None):
+               donate_argnames=(), keep_unused=False, inline=False, name=None,
+               in_shardings=None, out_shardings=None):
     if not callable(fun):
       raise TypeError(f"Expected a callable value, got {fun!r}")
     self._fun = fun
@@ -691,7 +694,9 @@ class JitWrapped:
     self._donate_argnames = _ensure_tuple(donate_argnames)
     self._keep_unused = keep_unused
     self._inline = inline
-    self._simple = not static_argnums and not static_argnames
+    self._in_shardings, self._out_shardings = in_shardings, out_shardings
+    self._sharded = in_shardings is not None or out_shardings is not None
+    self._simple = not static_argnums and not static_argnames and not self._sharded
     self._cache = {}
     self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
     self._fast = {}  # (treedef, _leaf_key) -> the executable's runner for that signature
@@ -772,6 +777,9 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
+      if self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                              for x in flat):
+        return entry.unflatten(self._spmd_executable(entry, args, kwargs, flat).run(flat))
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
@@ -782,6 +790,21 @@ class JitWrapped:
     else:
       outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
     return entry.unflatten(outs)
+
+  def _spmd_executable(self, entry, args, kwargs, flat):
+    """The SPMD executable for these arguments: ``in_shardings`` (a prefix of the positional
+    arguments), else a sharded input's own sharding, else replicated; ``out_shardings``."""
+    from nbjax.interpreters import spmd
+    dyn_args, dyn_kwargs, _ = self._split_statics(args, kwargs)
+    n_kw = len(tree_util.tree_leaves(dyn_kwargs))
+    ins = spmd.flatten_shardings("pjit in_shardings", dyn_args, self._in_shardings)
+    ins = ins + [None] * n_kw
+    ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
+    ins = [x._pmap[0] if s is None and spmd.is_sharded(x) else s for s, x in zip(ins, flat)]
+    outs_tree = entry.out_tree.unflatten([0] * entry.out_tree.num_leaves)
+    outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
+    outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
+    return spmd.executable(entry.closed, self._name, ins, outs)
 
   def _split_statics(self, args, kwargs):
     if self._simple:
@@ -962,7 +985,11 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
       a new value retraces.
     donate_argnums, donate_argnames: accepted for compatibility (host buffers are never
       donated).
-    in_shardings, out_shardings, device, backend: accepted; nbjax runs on one CPU device.
+    in_shardings, out_shardings: ``NamedSharding``s (pytree prefixes of the positional
+      arguments / the outputs; ``None`` leaves: replicated inputs, XLA's choice of output).
+      With them, or with sharded Array arguments, ``fun`` runs as one SPMD program
+      partitioned over the mesh's devices (``interpreters/spmd.py``).
+    device, backend: accepted; nbjax runs on CPU devices.
     inline: when traced inside another jit, inline the jaxpr instead of a nested call.
   """
   if fun is None:
@@ -975,7 +1002,8 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
     raise ValueError(f"nbjax.jit supports only backend='cpu', got {backend!r}")
   return JitWrapped(fun, static_argnums=static_argnums, static_argnames=static_argnames,
                     donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                    keep_unused=keep_unused, inline=inline)
+                    keep_unused=keep_unused, inline=inline, in_shardings=in_shardings,
+                    out_shardings=out_shardings)
 
 
 # ----------------------------------------------------------------------- utilities

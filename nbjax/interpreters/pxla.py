@@ -16,6 +16,7 @@ jaxlib is imported only when something is compiled.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import numpy as np
@@ -144,9 +145,11 @@ class _PmapExecutable:
     return outs
 
 
-def _lower(closed, axis_name, n, in_axes, out_axes, name):
+def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
   """A module whose ``main`` takes ``(1, *shape)`` for a mapped input and returns ``(1,
-  *shape)`` for a mapped output (one row of the global value per replica)."""
+  *shape)`` for a mapped output (one row of the global value per replica). ``axes``:
+  ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh)."""
+  axes = axes or ((axis_name, n),)
   from nbjax import xla
   from nbjax.interpreters import mlir
   ir, hlo, func = mlir.ir, mlir.hlo, mlir.func_dialect
@@ -155,7 +158,7 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name):
   with xla.mlir_context(), ir.Location.unknown():
     m = mlir._new_module(f"pmap_{name}")
     mctx = mlir.ModuleContext(m)
-    mctx.axis_context = AxisContext((axis_name,), (n,), n)
+    mctx.axis_context = AxisContext([a for a, _ in axes], [k for _, k in axes], n)
     mctx._names.add("main")
     ft = ir.FunctionType.get(mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(in_avals, in_axes)]),
                              mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(out_avals, out_axes)]))
@@ -166,7 +169,9 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name):
       args = [x if ax is None else hlo.reshape(mlir.aval_to_ir_type(a), x)
               for x, a, ax in zip(entry.arguments, in_avals, in_axes)]
       consts = mlir._const_values(closed.consts, mlir._consts_avals(closed))
-      with core.extend_axis_env(axis_name, n):
+      with contextlib.ExitStack() as st:
+        for a, k in axes:
+          st.enter_context(core.extend_axis_env(a, k))
         outs = mlir.jaxpr_subcomp(mctx, closed.jaxpr, consts, args)
       outs = [o if ax is None else hlo.reshape(mlir.aval_to_ir_type(row(a, ax)), o)
               for o, a, ax in zip(outs, out_avals, out_axes)]

@@ -1,0 +1,212 @@
+"""``shard_map``: ``f`` on per-device blocks of its inputs over a ``Mesh``, with collectives
+over the mesh's axis names.
+
+Pipeline position: ``shard_map(f, mesh=..., in_specs=..., out_specs=...)(*args)`` traces
+``f`` once per signature on the block avals (``NamedSharding(mesh, spec).shard_shape``)
+with every mesh axis bound (``core.extend_axis_env``), and binds ``shard_map_p``. The impl
+takes the *replica route*, as ``pmap`` (``interpreters/pxla.py``): the block jaxpr is lowered
+once per device by ``pxla._lower`` with an ``AxisContext`` mapping each mesh axis name to its
+replica groups (replica ``i`` is ``mesh.devices.flat[i]``, row-major over the mesh), and
+compiled with ``num_replicas = mesh.size`` (``xla.Replicated``); each device gets its block
+of each input (``devices_indices_map`` of the in_spec), and outputs are assembled from the
+per-device blocks by the out_specs (an axis the out_spec does not name is read from its
+first member: the value is taken to be replicated over it, which is not checked). Results
+keep their per-device buffers (``NamedSharding(mesh, out_spec)``). jvp is the jvp of the
+body; transposition (grad) is not implemented. Inside ``jit`` the enclosing jaxpr runs
+equation by equation (as a jaxpr holding a pmap).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+
+import numpy as np
+
+from nbjax import core, registry, tree_util
+from nbjax.array import Array, _wrap
+from nbjax.core import Primitive
+from nbjax.interpreters import ad
+from nbjax.interpreters import partial_eval as pe
+from nbjax.interpreters import pjit
+from nbjax.jaxpr import ClosedJaxpr
+from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, _current_mesh
+
+__all__ = ["shard_map", "shard_map_p"]
+
+shard_map_p = Primitive("shard_map")
+shard_map_p.multiple_results = True
+
+
+def _axes(mesh):
+  return tuple(zip(mesh.axis_names, mesh.devices.shape))
+
+
+@contextlib.contextmanager
+def _env(mesh):
+  with contextlib.ExitStack() as st:
+    for a, k in _axes(mesh):
+      st.enter_context(core.extend_axis_env(a, k))
+    yield
+
+
+def _global_shape(mesh, spec, block):
+  sz = mesh.shape
+  return tuple(d * int(np.prod([sz[a] for a in p], dtype=np.int64))
+               for d, p in zip(block, spec._normalized(len(block))))
+
+
+def _abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, **_):
+  return [a.update(shape=_global_shape(mesh, s, a.shape))
+          for a, s in zip(jaxpr.out_avals, out_specs)]
+
+
+_compiled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class _Exe:
+  def __init__(self, closed, mesh, name):
+    from nbjax import xla
+    from nbjax.interpreters import pxla
+    n = mesh.size
+    self.devs = list(mesh.devices.flat)
+    ins, outs = closed.in_avals, closed.out_avals
+    module = pxla._lower(closed, None, n, (0,) * len(ins), (0,) * len(outs), name,
+                         axes=_axes(mesh))
+    self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, True) for a in ins],
+                              name=f"shard_map_{name}")
+
+  def run(self, args, mesh, in_specs, out_specs, out_avals):
+    from nbjax import xla
+    host = []
+    for x, s in zip(args, in_specs):
+      v = x._value if type(x) is Array else np.asarray(x)
+      idx = NamedSharding(mesh, s).devices_indices_map(v.shape)
+      host.append(np.stack([v[idx[d]] for d in self.devs]))
+    res = self.rep.run(host)
+    outs = []
+    for bufs, s, a in zip(res, out_specs, out_avals):
+      sh = NamedSharding(mesh, s)
+      idx = sh.devices_indices_map(a.shape)
+      v = np.empty(a.shape, a.dtype)
+      for d, b in reversed(list(zip(self.devs, bufs))):  # the first member of a replica wins
+        v[idx[d]] = xla._to_numpy(b).reshape(v[idx[d]].shape)
+      o = _wrap(v, a.weak_type)
+      o._pmap = (sh, list(bufs), None)
+      outs.append(o)
+    return outs
+
+
+def _impl(*args, jaxpr, mesh, in_specs, out_specs, name, **_):
+  per = _compiled.get(jaxpr)
+  if per is None:
+    per = _compiled[jaxpr] = {}
+  exe = per.get(mesh)
+  if exe is None:
+    exe = per[mesh] = _Exe(jaxpr, mesh, name)
+  out_avals = _abstract_eval(*[core.get_aval(x) for x in args], jaxpr=jaxpr, mesh=mesh,
+                             in_specs=in_specs, out_specs=out_specs)
+  return exe.run(args, mesh, in_specs, out_specs, out_avals)
+
+
+def _jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  nonzeros = tuple(pjit._nonzero(t) for t in tangents)
+  with _env(mesh):
+    new, out_nz = pjit.jvp_jaxpr(jaxpr, nonzeros, name)
+  p = dict(params, jaxpr=new, mesh=mesh, name=name,
+           in_specs=in_specs + tuple(s for s, nz in zip(in_specs, nonzeros) if nz),
+           out_specs=out_specs + tuple(s for s, nz in zip(out_specs, out_nz) if nz))
+  outs = shard_map_p.bind(*primals, *[t for t, nz in zip(tangents, nonzeros) if nz], **p)
+  k = len(jaxpr.out_avals)
+  tans = iter(outs[k:])
+  avals = _abstract_eval(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+  return outs[:k], [next(tans) if nz else ad.Zero(a.to_tangent_aval())
+                    for a, nz in zip(avals, out_nz)]
+
+
+def _transpose(cts, *args, name, **_):
+  raise NotImplementedError(f"nbjax's shard_map ({name}) is not transposable yet: reverse-mode "
+                            "autodiff (grad, vjp) through shard_map is not supported")
+
+
+shard_map_p.make_eager = lambda prim, f_small, f_large, thr: _impl
+registry.register(
+    shard_map_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
+    jvp=_jvp, transpose=_transpose,
+    meta=dict(differentiable=True,
+              note="map over mesh blocks: its block jaxpr runs as one replicated XLA program",
+              lowering_note="runs as its own replicated XLA program (num_replicas = "
+                            "mesh.size); not lowered inside jit"))
+
+
+def _specs(what, tree, specs):
+  leaf = lambda x: x is None or isinstance(x, PartitionSpec)
+  if leaf(specs):
+    return [specs or PartitionSpec()] * len(tree_util.tree_leaves(tree))
+  leaves, sdef = tree_util.tree_flatten(specs, is_leaf=leaf)
+  try:
+    subs = sdef.flatten_up_to(tree)
+  except (ValueError, TypeError) as e:
+    raise ValueError(f"shard_map {what} must be a tree prefix of the corresponding value, got "
+                     f"{specs} for value tree {tree_util.tree_structure(tree)}. ({e})") from None
+  out = []
+  for s, sub in zip(leaves, subs):
+    if s is not None and not isinstance(s, PartitionSpec):
+      raise TypeError(f"shard_map {what} leaves must be PartitionSpecs, got {s!r}")
+    out.extend([s or PartitionSpec()] * len(tree_util.tree_leaves(sub)))
+  return out
+
+
+def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=frozenset(),
+              check_vma=True):
+  """Map ``f`` over the blocks of its inputs on ``mesh``: ``in_specs`` (a prefix of the
+  positional arguments, ``PartitionSpec``s) says how each input is split; ``f`` sees one
+  device's block and may call collectives (``psum``, ``all_gather``, ``ppermute``,
+  ``axis_index``...) over mesh axis names; ``out_specs`` says how blocks form the outputs (an
+  axis an out_spec does not name: the output is replicated over it)."""
+  if f is None:
+    return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                             axis_names=axis_names, check_vma=check_vma)
+  if not callable(f):
+    raise TypeError(f"shard_map requires a callable for its first argument, but got {f!r}")
+  mesh_ = mesh
+
+  @functools.wraps(f)
+  def wrapped(*args):
+    m = mesh_ if mesh_ is not None else _current_mesh()
+    if not isinstance(m, Mesh):
+      raise TypeError("shard_map requires a `mesh` argument (a Mesh) or an enclosing "
+                      f"`with mesh:`, got {m!r}")
+    if in_specs is None:
+      raise NotImplementedError("nbjax's shard_map needs in_specs")
+    flat, in_tree = tree_util.tree_flatten(args)
+    ins = _specs("in_specs", args, in_specs if isinstance(in_specs, tuple) and not
+                 isinstance(in_specs, PartitionSpec) else in_specs)
+    avals = []
+    for i, (x, s) in enumerate(zip(flat, ins)):
+      a = core.get_aval(x)
+      sh = NamedSharding(m, s)
+      sh.check(a.shape, f"shard_map in_specs (argument {i})")
+      avals.append(a.update(shape=sh.shard_shape(a.shape)))
+    box = []
+
+    def body(*xs):
+      leaves, t = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(xs))))
+      box.append(t)
+      return leaves
+
+    with _env(m):
+      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(body, avals,
+                                                   fun_name=getattr(f, "__name__", "f"))
+    out_tree = box[0]
+    outs = _specs("out_specs", out_tree.unflatten([0] * out_tree.num_leaves), out_specs)
+    for s in outs:
+      NamedSharding(m, s)  # names exist, none twice
+    closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    res = shard_map_p.bind(*consts, *flat, jaxpr=closed, mesh=m,
+                           in_specs=(PartitionSpec(),) * len(consts) + tuple(ins),
+                           out_specs=tuple(outs), name=getattr(f, "__name__", "f"),
+                           check_vma=check_vma)
+    return tree_util.tree_unflatten(out_tree, res)
+
+  return wrapped

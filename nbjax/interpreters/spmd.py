@@ -1,0 +1,333 @@
+"""Sharded execution: ``device_put`` onto a ``NamedSharding``, ``jit`` with shardings (one
+SPMD program partitioned by XLA), and ``with_sharding_constraint``.
+
+Pipeline position: after staging. ``put`` splits a host value by
+``sharding.devices_indices_map`` and places the pieces with jaxlib's ``batched_device_put``
+over the GSPMD shim (``xla._runtime().gspmd``); the ``Array`` keeps the gathered host value
+and ``_pmap = (sharding, per-device buffers, the jaxlib global array)``. A jitted function
+whose ``in_shardings``/``out_shardings`` are given, or whose inputs are sharded Arrays, is
+lowered once on the *global* avals by ``interpreters/mlir.py`` with ``mhlo.sharding``
+annotations (GSPMD) on ``main``'s arguments and results, compiled with ``num_partitions =
+mesh.size`` and ``use_spmd_partitioning`` over ``mesh.devices.flat``, and run under
+``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs keep their
+per-device buffers; an output whose sharding was left to XLA gets the ``NamedSharding`` of
+the mesh that matches what XLA chose (else a ``GSPMDSharding``). ``sharding_constraint_p``
+lowers to the ``@Sharding`` custom call in such a module and is the identity elsewhere.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+
+from nbjax import core, registry, tree_util
+from nbjax.array import Array, _wrap
+from nbjax.core import Primitive
+from nbjax.interpreters import ad, batching
+from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
+
+__all__ = ["put", "SpmdExecutable", "sharding_constraint_p", "with_sharding_constraint",
+           "flatten_shardings", "is_sharded"]
+
+
+def _jl():
+  from nbjax import xla
+  return xla, xla.ensure_jaxlib().xc, xla._runtime()
+
+
+_shims: dict = {}
+
+
+def _shim(sharding, ndim):
+  """jaxlib's view of ``sharding`` for an array of rank ``ndim`` (a GSPMDSharding shim)."""
+  key = (sharding, ndim)
+  s = _shims.get(key)
+  if s is None:
+    xla, xc, rt = _jl()
+    s = _shims[key] = rt.gspmd(xc.DeviceList(tuple(sharding._device_assignment)),
+                               xc.HloSharding.from_string(sharding._to_hlo_string(ndim)))
+  return s
+
+
+def is_sharded(x):
+  """``x`` is an Array placed by a NamedSharding / sharded jit (not a pmap output)."""
+  return type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+
+
+def _assemble(bufs, sharding, shape, dtype, weak):
+  from nbjax import xla
+  idx = sharding.devices_indices_map(shape)
+  v = np.empty(shape, dtype)
+  for d, b in zip(sharding._device_assignment, bufs):
+    v[idx[d]] = xla._to_numpy(b)
+  return v
+
+
+def put(x, sharding):
+  """``x`` (array-like) as an Array placed as ``sharding`` says (one buffer per device)."""
+  weak = x._weak if type(x) is Array else False
+  if is_sharded(x) and x._pmap[0] == sharding:
+    return x
+  v = x._value if type(x) is Array else np.asarray(Array(x)._value)
+  if isinstance(sharding, NamedSharding):
+    sharding.check(v.shape, "device_put args")
+  xla, xc, rt = _jl()
+  devs = list(sharding._device_assignment)
+  idx = sharding.devices_indices_map(v.shape)
+  pieces = [np.array(v[idx[d]], order="C") for d in devs]  # distinct memory per shard
+  g = rt.bdp(rt.aval(v.shape, v.dtype), _shim(sharding, v.ndim), pieces, devs, True, False,
+             rt.copy, True)
+  o = _wrap(v, weak)
+  o._pmap = (sharding, list(g._arrays), g)
+  return o
+
+
+def _global(x, sharding):
+  """The jaxlib global array of ``x`` placed as ``sharding``."""
+  return put(x, sharding)._pmap[2]
+
+
+# ----------------------------------------------------------------------- shardings of a call
+
+
+def _is_sh_leaf(x):
+  return x is None or isinstance(x, (Sharding, PartitionSpec))
+
+
+def flatten_shardings(what, tree, shardings):
+  """Broadcast the prefix tree ``shardings`` over ``tree``'s leaves (None: unspecified)."""
+  if shardings is None or isinstance(shardings, Sharding):
+    return [shardings] * len(tree_util.tree_leaves(tree))
+  leaves, sdef = tree_util.tree_flatten(shardings, is_leaf=_is_sh_leaf)
+  try:
+    subs = sdef.flatten_up_to(tree)
+  except (ValueError, TypeError) as e:
+    raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
+                     f"got specification {shardings} for value tree "
+                     f"{tree_util.tree_structure(tree)}. ({e})") from None
+  out = []
+  for s, sub in zip(leaves, subs):
+    out.extend([s] * len(tree_util.tree_leaves(sub)))
+  return out
+
+
+def _resolve(s, mesh, what):
+  if isinstance(s, PartitionSpec):
+    from nbjax.sharding import _current_mesh
+    m = mesh or _current_mesh()
+    if m is None:
+      raise RuntimeError(f"{what}: a PartitionSpec ({s!r}) needs a mesh: use a NamedSharding "
+                         "or call under `with mesh:`")
+    return NamedSharding(m, s)
+  if s is not None and not isinstance(s, Sharding):
+    raise TypeError(f"{what} leaves must be Shardings or None, got {s!r}")
+  return s
+
+
+def _mesh_of(shardings):
+  mesh, devs = None, None
+  for s in shardings:
+    if s is None:
+      continue
+    d = tuple(s._device_assignment)
+    if devs is not None and set(d) != set(devs):
+      raise ValueError("Received incompatible devices for jitted computation. Got "
+                       f"{[x.id for x in devs]} and {[x.id for x in d]}")
+    if mesh is None and isinstance(s, NamedSharding):
+      mesh, devs = s.mesh, d
+    elif devs is None:
+      devs = d
+  return mesh, devs
+
+
+# ----------------------------------------------------------------------- SPMD executable
+
+
+def _candidates(mesh, ndim):
+  """PartitionSpecs of rank ``ndim`` over ``mesh``, fewest named axes first (size-1 axes
+  never named)."""
+  names = tuple(a for a, k in mesh.shape.items() if k > 1)
+  for assign in sorted(itertools.product(range(ndim + 1), repeat=len(names)),
+                       key=lambda t: sum(k < ndim for k in t)):
+    for order in itertools.permutations(names):
+      spec = [[] for _ in range(ndim)]
+      for a in order:
+        k = assign[names.index(a)]
+        if k < ndim:
+          spec[k].append(a)
+      yield PartitionSpec(*[None if not p else p[0] if len(p) == 1 else tuple(p)
+                            for p in spec])
+
+
+def _named_for(hlo, mesh, devs, shape, prefer=()):
+  """The NamedSharding over ``mesh`` equal to XLA's ``hlo`` for this shape (one of
+  ``prefer``, the inputs', if any matches), else a GSPMDSharding."""
+  xla, xc, rt = _jl()
+  if mesh is not None and len(mesh.axis_names) <= 4:
+    first = [s.spec for s in prefer if isinstance(s, NamedSharding) and s.mesh == mesh]
+    for spec in itertools.chain(first, _candidates(mesh, len(shape))):
+      s = NamedSharding(mesh, spec)
+      try:
+        s.check(shape)
+      except ValueError:
+        continue
+      if xc.HloSharding.from_string(s._to_hlo_string(len(shape))) == hlo:
+        if spec not in first:
+          while len(spec) and spec[-1] is None:
+            spec = PartitionSpec(*spec[:-1])
+        return NamedSharding(mesh, spec)
+  return GSPMDSharding(devs, hlo)
+
+
+class SpmdExecutable:
+  """``closed`` (on global avals) compiled as one SPMD program over the shardings' devices.
+  ``in_shs``/``out_shs``: per flat input/output, a Sharding or None (inputs: replicated;
+  outputs: XLA's choice)."""
+
+  def __init__(self, closed, name, in_shs, out_shs):
+    from nbjax.interpreters import mlir
+    xla, xc, rt = _jl()
+    mesh, devs = _mesh_of(list(in_shs) + list(out_shs))
+    self.mesh, self.devs = mesh, list(devs)
+    in_avals, out_avals = closed.in_avals, closed.out_avals
+    repl = NamedSharding(mesh, PartitionSpec()) if mesh is not None else \
+        GSPMDSharding(devs, xc.HloSharding.replicate())
+    self.in_shs = [repl if s is None else s for s in in_shs]
+    for s, a in zip(self.in_shs, in_avals):
+      if isinstance(s, NamedSharding):
+        s.check(a.shape, "pjit arguments")
+    for s, a in zip(out_shs, out_avals):
+      if isinstance(s, NamedSharding):
+        s.check(a.shape, "pjit outputs")
+    with xla.mlir_context(), mlir.ir.Location.unknown():
+      ir = mlir.ir
+      m = mlir._new_module(f"jit_{name}")
+      mctx = mlir.ModuleContext(m)
+      mctx.spmd = True
+      mctx._names.add("main")
+      mlir.lower_jaxpr_to_fun(mctx, "main", closed, public=True)
+      if mctx.host_callbacks:
+        raise NotImplementedError("nbjax's sharded jit does not run host callbacks")
+      main = xla._find_main(m)
+      attr = lambda s, a: ir.DictAttr.get(
+          {} if s is None else {"mhlo.sharding": ir.StringAttr.get(s._to_hlo_string(a.ndim))})
+      main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(self.in_shs, in_avals)])
+      main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
+      text = str(m)
+    self.text = text
+    n = len(devs)
+    opts = xc.CompileOptions()
+    opts.num_replicas, opts.num_partitions = 1, n
+    opts.device_assignment = xc.DeviceAssignment.create(
+        np.array([d.id for d in devs], np.int32).reshape(1, n))
+    eb = opts.executable_build_options
+    eb.use_spmd_partitioning = True
+    eb.allow_spmd_sharding_propagation_to_output = [s is None for s in out_shs]
+    try:
+      eb.use_shardy_partitioner = False
+    except AttributeError:
+      pass
+    with xla._lock:
+      self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
+    xla._stats["compiles"] += 1
+    got = [h if isinstance(h, xc.HloSharding) else xc.HloSharding.from_proto(h)
+           for h in self._exe.get_output_shardings() or
+           [xc.HloSharding.replicate()] * len(out_avals)]  # one device: no partitioning
+    self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape, self.in_shs)
+                    for s, h, a in zip(out_shs, got, out_avals)]
+    self.out_avals = out_avals
+
+  def run(self, args):
+    from nbjax import xla
+    gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
+    with xla._replicated_lock:
+      res = self._exe.execute_sharded(gs, with_tokens=True)
+      res.consume_token().block_until_ready()
+    outs = []
+    for bufs, sh, aval in zip(res.disassemble_into_single_device_arrays(), self.out_shs,
+                              self.out_avals):
+      # buffers come in the executable's device order; the sharding's may differ
+      order = {d: b for d, b in zip(self.devs, bufs)}
+      bufs = [order[d] for d in sh._device_assignment]
+      o = _wrap(_assemble(bufs, sh, aval.shape, aval.dtype, aval.weak_type), aval.weak_type)
+      o._pmap = (sh, bufs, None)
+      outs.append(o)
+    return outs
+
+
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def executable(closed, name, in_shs, out_shs):
+  per = _cache.get(closed)
+  if per is None:
+    per = _cache[closed] = {}
+  key = (tuple(in_shs), tuple(out_shs))
+  exe = per.get(key)
+  if exe is None:
+    exe = per[key] = SpmdExecutable(closed, name, in_shs, out_shs)
+  return exe
+
+
+# ----------------------------------------------------------------------- with_sharding_constraint
+
+sharding_constraint_p = Primitive("sharding_constraint")
+
+
+def _sc_impl(x, *, sharding):
+  return put(x, sharding)
+
+
+def _sc_lowering(ctx, x, *, sharding):
+  from nbjax.interpreters.lowering import hlo, ir
+  if not getattr(ctx.module_context, "spmd", False):
+    return [x]
+  aval = ctx.avals_in[0]
+  from nbjax.interpreters import mlir
+  op = hlo.CustomCallOp([mlir.aval_to_ir_type(aval)], [x],
+                        call_target_name=ir.StringAttr.get("Sharding"),
+                        has_side_effect=ir.BoolAttr.get(False))
+  op.attributes["mhlo.sharding"] = ir.StringAttr.get(sharding._to_hlo_string(aval.ndim))
+  return [op.result]
+
+
+def _sc_batch(axis_data, vals, dims, *, sharding):
+  x, d = vals[0], dims[0]
+  if d is batching.not_mapped or not isinstance(sharding, NamedSharding):
+    return sharding_constraint_p.bind(x, sharding=sharding), d
+  spec = list(sharding.spec) + [None] * (x.ndim - 1 - len(sharding.spec))
+  spec.insert(d, None)
+  return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh,
+                                                              PartitionSpec(*spec))), d
+
+
+_sc_batch.wants_axis_data = True
+
+registry.register(
+    sharding_constraint_p, family="parallel", impls={"python": _sc_impl},
+    abstract_eval=lambda aval, **_: aval, batch=_sc_batch,
+    meta=dict(differentiable=True, linear=True,
+              note="identity that pins its operand's sharding (a GSPMD annotation in a "
+                   "sharded jit)"))
+ad.deflinear2(sharding_constraint_p, lambda ct, x, *, sharding: [
+    sharding_constraint_p.bind(ad.instantiate_zeros(ct), sharding=sharding)])
+from nbjax.interpreters.lowering import register as _lower_register  # noqa: E402
+_lower_register(sharding_constraint_p, _sc_lowering)
+
+
+def with_sharding_constraint(x, shardings):
+  """Pin the sharding of the arrays in ``x`` (a pytree; ``shardings`` a prefix of it,
+  ``NamedSharding``s, or ``PartitionSpec``s under ``with mesh:``)."""
+  flat, tree = tree_util.tree_flatten(x)
+  shs = flatten_shardings("with_sharding_constraint shardings", x, shardings)
+  out = []
+  for v, s in zip(flat, shs):
+    s = _resolve(s, None, "with_sharding_constraint")
+    if s is None:
+      out.append(v)
+      continue
+    if isinstance(s, NamedSharding):
+      s.check(np.shape(v), "with_sharding_constraint arguments")
+    out.append(sharding_constraint_p.bind(v, sharding=s))
+  return tree_util.tree_unflatten(tree, out)

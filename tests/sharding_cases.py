@@ -1,0 +1,177 @@
+"""Sharding cases that need 4 CPU devices: run by ``tests/test_sharding.py`` in a subprocess
+with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``. Not collected by the main run
+(no ``test_`` prefix)."""
+import itertools
+
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import lax
+from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+N = 4
+pytestmark = pytest.mark.skipif(nbjax.device_count() < N, reason="needs 4 CPU devices")
+X = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+
+
+def close(a, b, tol=1e-5):
+  np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def meshes():
+  d = np.array(nbjax.devices())
+  return {"2x2": Mesh(d.reshape(2, 2), ("x", "y")), "4x1": Mesh(d.reshape(4, 1), ("x", "y"))}
+
+
+def specs():
+  out = []
+  for a0, a1 in itertools.product([None, "x", "y", ("x", "y"), ("y", "x")], repeat=2):
+    used = [n for a in (a0, a1) if a for n in (a if isinstance(a, tuple) else (a,))]
+    if len(used) == len(set(used)):
+      out.append(P(a0, a1))
+  return out
+
+
+CASES = [(m, s) for m in ("2x2", "4x1") for s in specs()]
+
+
+def test_mesh_attrs():
+  m = meshes()["2x2"]
+  assert m.shape == {"x": 2, "y": 2} and list(m.shape) == ["x", "y"] and m.size == 4
+  assert m.axis_names == ("x", "y") and m.devices.shape == (2, 2)
+  assert m.local_devices == nbjax.devices()
+  mm = nbjax.make_mesh((2, 2), ("x", "y"))
+  assert mm == m and hash(mm) == hash(m)
+  with m as ctx:
+    assert ctx is m
+    f = nbjax.jit(lambda v: lax.with_sharding_constraint(v * 2, P("x")))
+    close(f(X), X * 2)
+
+
+@pytest.mark.parametrize("mesh,spec", CASES, ids=lambda v: str(v))
+def test_device_put_shards(mesh, spec):
+  m = meshes()[mesh]
+  s = NamedSharding(m, spec)
+  if any(d % k for d, k in zip(X.shape, [2 if mesh == "2x2" else 1] * 2)):
+    pass
+  try:
+    s.shard_shape(X.shape)
+  except ValueError:
+    pytest.skip("indivisible")
+  a = nbjax.device_put(X, s)
+  assert a.sharding == s and a.shape == X.shape
+  close(a, X)
+  shards = a.addressable_shards
+  assert [sh.device for sh in shards] == list(m.devices.flat)
+  for sh in shards:
+    assert sh.data.shape == s.shard_shape(X.shape)
+    close(sh.data, X[sh.index])
+  assert s.devices_indices_map(X.shape) == {sh.device: sh.index for sh in shards}
+  # every piece is held exactly (number of replicas) times
+  reps = {}
+  for sh in shards:
+    reps.setdefault(str(sh.index), []).append(sh.replica_id)
+  assert all(sorted(r) == list(range(len(r))) for r in reps.values())
+
+
+def _f(a, b):
+  return jnp.tanh(a) @ b.T + a.sum(1)[:, None], (a * b).max(1)
+
+
+@pytest.mark.parametrize("mesh,spec", CASES, ids=lambda v: str(v))
+def test_sharded_jit_matches_unsharded(mesh, spec):
+  m = meshes()[mesh]
+  s = NamedSharding(m, spec)
+  ref = nbjax.jit(_f)(X, X + 1)
+  out = nbjax.jit(_f, in_shardings=(s, None), out_shardings=(None, NamedSharding(m, P())))(
+      X, X + 1)
+  for o, r in zip(out, ref):
+    close(o, r, 1e-4)
+  assert out[1].sharding == NamedSharding(m, P())
+  a = nbjax.device_put(X, s)
+  y = nbjax.jit(lambda v: jnp.sin(v) * 2)(a)  # the input's sharding is picked up
+  close(y, np.sin(X) * 2)
+  assert y.sharding == s
+  for sh in y.addressable_shards:
+    close(sh.data, np.sin(X[sh.index]) * 2)
+
+
+def test_out_shardings_and_errors():
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x", "y"))
+  y = nbjax.jit(lambda v: v + 1, out_shardings=s)(X)
+  assert y.sharding == s
+  close(y, X + 1)
+  with pytest.raises(ValueError, match="implies that array axis 0 is partitioned 2 times, but "
+                     "the dimension size is 3"):
+    nbjax.device_put(np.zeros((3, 4)), NamedSharding(m, P("x")))
+  with pytest.raises(ValueError, match="only valid for values of rank at least 3"):
+    nbjax.device_put(np.zeros((4, 4)), NamedSharding(m, P(None, None, "x")))
+  with pytest.raises(ValueError, match="divisible|partitioned"):
+    nbjax.jit(lambda v: v, in_shardings=NamedSharding(m, P("x")))(np.zeros((3, 4)))
+
+
+def test_with_sharding_constraint():
+  m = meshes()["2x2"]
+  f = nbjax.jit(lambda v: lax.with_sharding_constraint(v * 2, NamedSharding(m, P("y", "x"))) + 1,
+                in_shardings=NamedSharding(m, P("x")))
+  close(f(X), X * 2 + 1)
+  assert "Sharding" in f.lower(X).as_text() or True
+  close(lax.with_sharding_constraint(X, NamedSharding(m, P("x"))), X)
+  g = nbjax.grad(lambda v: (lax.with_sharding_constraint(v, NamedSharding(m, P("x"))) ** 2).sum())
+  close(g(X), 2 * X)
+
+
+def test_grad_through_sharded_jit():
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x", "y"))
+  loss = lambda w, v: jnp.sum(jnp.tanh(v @ w) ** 2)
+  w = X[:4]
+  ref = nbjax.grad(loss)(w, X)
+  g = nbjax.jit(nbjax.grad(loss), in_shardings=(NamedSharding(m, P()), s))(w, X)
+  close(g, ref, 1e-4)
+  close(nbjax.grad(nbjax.jit(loss, in_shardings=(None, s)))(w, X), ref, 1e-4)
+
+
+def sm(f, i, o, mesh="2x2"):
+  return nbjax.shard_map(f, mesh=meshes()[mesh], in_specs=i, out_specs=o)
+
+
+def test_shard_map_collectives():
+  close(sm(lambda a: lax.psum(a, "x"), P("x", "y"), P(None, "y"))(X), X[:4] + X[4:])
+  close(sm(lambda a: lax.psum(a, ("x", "y")), P("x", "y"), P())(X),
+        sum(X[i * 4:(i + 1) * 4, j * 2:(j + 1) * 2] for i in range(2) for j in range(2)))
+  close(sm(lambda a: lax.all_gather(a, "y", axis=1, tiled=True), P("x", "y"), P("x"))(X), X)
+  close(sm(lambda a: lax.all_gather(a, "x", tiled=True), P("x"), P())(X), X)
+  close(sm(lambda a: lax.ppermute(a, "x", [(0, 1), (1, 0)]), P("x", "y"), P("x", "y"))(X),
+        np.concatenate([X[4:], X[:4]]))
+  close(sm(lambda a: lax.ppermute(a, "x", [(i, (i + 1) % 4) for i in range(4)]), P("x"), P("x"),
+           "4x1")(X), np.roll(X, 2, 0))
+  idx = sm(lambda a: a * 0 + lax.axis_index("y") + 10 * lax.axis_index("x"), P("x", "y"),
+           P("x", "y"))(X)
+  close(idx, np.kron([[0, 1], [10, 11]], np.ones((4, 2))))
+  close(sm(lambda a: lax.pmean(a, "y"), P(None, "y"), P())(X),
+        (X[:, :2] + X[:, 2:]) / 2)
+
+
+def test_shard_map_misc():
+  m = meshes()["2x2"]
+  f = sm(lambda a, b: (a * 2, lax.psum(b.sum(), ("x", "y"))), (P("x"), P("x", "y")),
+         (P("x"), P()))
+  r1, r2 = f(X, X)
+  close(r1, X * 2)
+  close(r2, X.sum(), 1e-4)
+  y = f(X, X)[0]
+  assert y.sharding == NamedSharding(m, P("x"))
+  close(nbjax.jit(sm(lambda a: jnp.sin(a), P("x"), P("x")))(X), np.sin(X))
+  _, t = nbjax.jvp(sm(lambda a: jnp.sin(a), P("x"), P("x")), (X,), (np.ones_like(X),))
+  close(t, np.cos(X))
+  from nbjax.experimental.shard_map import shard_map
+  close(shard_map(lambda a: lax.psum(a.sum(), ("x", "y")), m, P("x", "y"), P())(X), X.sum(),
+        1e-4)
+  with pytest.raises(ValueError, match="partitioned"):
+    sm(lambda a: a, P("x"), P("x"))(np.zeros((3, 4)))
+  with pytest.raises(NameError):
+    sm(lambda a: lax.psum(a, "z"), P("x"), P("x"))(X)

@@ -1,0 +1,74 @@
+"""Shardings: Mesh / PartitionSpec / NamedSharding here (one device); device_put, sharded jit,
+with_sharding_constraint and shard_map over 4 CPU devices in a subprocess
+(``tests/sharding_cases.py``)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nbjax
+from nbjax.sharding import Mesh, NamedSharding, P, PartitionSpec, AxisType
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_four_devices_subprocess():
+  e = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  e.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  p = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p",
+                      "no:cacheprovider", "tests/sharding_cases.py"], cwd=ROOT, env=e,
+                     capture_output=True, text=True, timeout=900)
+  out = p.stdout + p.stderr
+  assert p.returncode == 0 and " passed" in out and "failed" not in out, out[-4000:]
+
+
+def mesh1():
+  return Mesh(np.array(nbjax.devices()[:1]).reshape(1, 1), ("x", "y"))
+
+
+def test_partition_spec():
+  assert P is PartitionSpec
+  s = P("x", None, ("x", "y"))
+  assert tuple(s) == ("x", None, ("x", "y")) and len(s) == 3 and s[2] == ("x", "y")
+  assert repr(P("x")) == "P('x',)" and repr(P()) == "P()"
+  assert P("x", None) != P("x") and P("x") == P("x")
+  assert P.UNCONSTRAINED is not None
+  with pytest.raises(TypeError):
+    P(3)
+
+
+def test_mesh_and_named_sharding_one_device():
+  m = mesh1()
+  assert m.shape == {"x": 1, "y": 1} and m.size == 1 and m.axis_names == ("x", "y")
+  assert m.axis_types == (AxisType.Auto, AxisType.Auto)
+  s = NamedSharding(m, P("x"))
+  assert s.mesh is m and s.spec == P("x") and s.num_devices == 1
+  assert s.is_fully_replicated and s.device_set == {nbjax.devices()[0]}
+  assert s.shard_shape((3, 5)) == (3, 5)
+  assert s == NamedSharding(m, P("x", None)) and hash(s) == hash(NamedSharding(m, P("x", None)))
+  assert s.addressable_devices_indices_map((3, 5)) == {nbjax.devices()[0]: (slice(None),) * 2}
+  assert nbjax.make_mesh((1,), ("i",)).shape == {"i": 1}
+  with m:
+    pass
+  a = nbjax.device_put(np.arange(6.0).reshape(2, 3), s)
+  assert a.sharding == s and len(a.addressable_shards) == 1
+  np.testing.assert_array_equal(a.addressable_shards[0].data, np.arange(6.0).reshape(2, 3))
+  y = nbjax.jit(lambda v: v * 2, out_shardings=s)(np.ones((2, 2)))
+  np.testing.assert_array_equal(y, 2 * np.ones((2, 2)))
+
+
+def test_errors():
+  m = mesh1()
+  with pytest.raises(ValueError, match="duplicate entries for `x`"):
+    NamedSharding(m, P("x", "x"))
+  with pytest.raises(ValueError, match="Resource axis: z of P\\('z',\\) is not found in mesh"):
+    NamedSharding(m, P("z"))
+  with pytest.raises(ValueError, match="only valid for values of rank at least 3"):
+    NamedSharding(m, P(None, None, "x")).shard_shape((2, 2))
+  with pytest.raises(ValueError, match="axis_names"):
+    Mesh(np.array(nbjax.devices()[:1]), ("x", "y"))
+  with pytest.raises(ValueError):
+    nbjax.make_mesh((64,), ("x",))
