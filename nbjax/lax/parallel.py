@@ -202,15 +202,11 @@ def _all_gather_abstract_eval(x, *, axes, axis_index_groups, all_gather_dimensio
                      x.weak_type)
 
 
-def _all_gather_batch(axis_data, vals, dims, *, axes, axis_index_groups, all_gather_dimension,
-                      axis_size, tiled):
+def _all_gather_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
-  lax = _lax()
-  if _single(axes, "all_gather") != axis_data.name:
-    x = batching.moveaxis(x, d, 0)
-    return all_gather_p.bind(x, axes=axes, axis_index_groups=None,
-                             all_gather_dimension=all_gather_dimension + 1,
-                             axis_size=axis_size, tiled=tiled), 0
+  if _single(params["axes"], "all_gather") != axis_data.name:
+    return _per_member(all_gather_p, x, d, params, "all_gather_dimension")
+  lax, all_gather_dimension, tiled = _lax(), params["all_gather_dimension"], params["tiled"]
   x = _front(x, d, axis_data.size)  # (n, *s): every member sees all of it
   out = batching.moveaxis(x, 0, all_gather_dimension)
   if tiled:
@@ -222,6 +218,13 @@ def _all_gather_batch(axis_data, vals, dims, *, axes, axis_index_groups, all_gat
 
 def _shape(x):
   return core.get_aval(x).shape
+
+
+def _per_member(prim, x, d, params, *dim_params):
+  """Another axis's collective, per member of this vmap's axis: bound below with this axis
+  moved first, so the dimensions named by ``dim_params`` shift by one."""
+  shifted = {k: params[k] + 1 for k in dim_params}
+  return prim.bind(batching.moveaxis(x, d, 0), **{**params, **shifted}), 0
 
 
 def _all_gather_transpose(ct, x, *, axes, axis_index_groups, all_gather_dimension, axis_size,
@@ -248,16 +251,12 @@ def _reduce_scatter_abstract_eval(x, *, axes, axis_index_groups, scatter_dimensi
   return ShapedArray(out, x.dtype, x.weak_type)
 
 
-def _reduce_scatter_batch(axis_data, vals, dims, *, axes, axis_index_groups, scatter_dimension,
-                          axis_size, tiled):
+def _reduce_scatter_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
-  lax = _lax()
-  if _single(axes, "psum_scatter") != axis_data.name:
-    x = batching.moveaxis(x, d, 0)
-    return reduce_scatter_p.bind(x, axes=axes, axis_index_groups=None,
-                                 scatter_dimension=scatter_dimension + 1, axis_size=axis_size,
-                                 tiled=tiled), 0
-  n, k = axis_data.size, scatter_dimension
+  if _single(params["axes"], "psum_scatter") != axis_data.name:
+    return _per_member(reduce_scatter_p, x, d, params, "scatter_dimension")
+  lax, tiled = _lax(), params["tiled"]
+  n, k = axis_data.size, params["scatter_dimension"]
   total = _times(x, n) if d is not_mapped else _sum(x, (d,))  # the sum every member shares
   s = _shape(total)
   if tiled:
@@ -326,15 +325,12 @@ def _all_to_all_abstract_eval(x, *, axes, axis_index_groups, split_axis, concat_
   return ShapedArray(tuple(s), x.dtype, x.weak_type)
 
 
-def _all_to_all_batch(axis_data, vals, dims, *, axes, axis_index_groups, split_axis,
-                      concat_axis, axis_size):
+def _all_to_all_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
+  if _single(params["axes"], "all_to_all") != axis_data.name:
+    return _per_member(all_to_all_p, x, d, params, "split_axis", "concat_axis")
   lax = _lax()
-  if _single(axes, "all_to_all") != axis_data.name:
-    x = batching.moveaxis(x, d, 0)
-    return all_to_all_p.bind(x, axes=axes, axis_index_groups=None, split_axis=split_axis + 1,
-                             concat_axis=concat_axis + 1, axis_size=axis_size), 0
-  n, sa, ca = axis_data.size, split_axis, concat_axis
+  n, sa, ca = axis_data.size, params["split_axis"], params["concat_axis"]
   x = _front(x, d, n)                                      # (j, *s): member j's value
   s = _shape(x)[1:]
   k = s[sa] // n
