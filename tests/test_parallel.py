@@ -67,6 +67,15 @@ def test_nested_names_and_jit():
   idx = nbjax.vmap(nbjax.vmap(lambda v: lax.axis_index(("i", "j")), axis_name="j"),
                    axis_name="i")(x)
   assert np.asarray(idx).tolist() == [[0, 1, 2], [3, 4, 5]]
+  # an outer axis's collectives inside the inner vmap (each bound per inner member)
+  x3 = np.arange(24.0).reshape(2, 3, 4)
+  nest = lambda g: np.asarray(nbjax.vmap(nbjax.vmap(g, axis_name="j"), axis_name="i")(x3))
+  np.testing.assert_array_equal(nest(lambda v: lax.all_gather(v, "i")),
+                                np.broadcast_to(np.swapaxes(x3, 0, 1)[None], (2, 3, 2, 4)))
+  np.testing.assert_array_equal(nest(lambda v: lax.psum_scatter(v[:2], "i")),
+                                np.swapaxes(x3[:, :, :2].sum(0), 0, 1))
+  np.testing.assert_array_equal(nest(lambda v: lax.all_to_all(v[:2], "i", 0, 0)),
+                                np.transpose(x3[:, :, :2], (2, 1, 0)))
   inner_jit = nbjax.vmap(nbjax.jit(lambda v: v - lax.pmean(v, "i")), axis_name="i")(x[0])
   assert np.asarray(inner_jit).tolist() == [-1.0, 0.0, 1.0]
 
