@@ -51,6 +51,8 @@ if os.environ.get("NBJAX_REPLAY_CHECK"):
           for x, y in zip(tree_leaves(first), tree_leaves(later)):
             x, y = np.asarray(x), np.asarray(y)
             assert (x.dtype, x.shape) == (y.dtype, y.shape), "replay changed dtype or shape"
+            if x.dtype.kind == "V" and x.dtype.itemsize == 2:  # bfloat16: compare bit patterns
+              x, y = x.view(np.uint16), y.view(np.uint16)
             np.testing.assert_array_equal(x, y, err_msg=f"replay differs from the per-call {what}")
         return third
       run._trace_cache = getattr(vf, "_trace_cache", None)
