@@ -3,8 +3,9 @@ medians.
 
 Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), all
 backends of a case set up side by side and sampled in turn, and prints median times and
-ratios. ``--update-readme`` rewrites the
-table between the benchmark markers in README.md. The ``guard_check`` rows time the eager
+ratios, nbjax's against each system and against the fastest of them. ``--update-readme``
+rewrites the table between the benchmark markers in README.md. The ``scaling`` cases run
+only when ``--filter`` names them (``python -m asv_benchmarks.plot_scaling`` draws them). The ``guard_check`` rows time the eager
 cache's per-call pin check (``nbjax/eager_cache.py``) on ``VmapLinearModel``'s replayed
 program, as a share of that replay's time.
 
@@ -25,6 +26,9 @@ from asv_benchmarks.benchmarks import _backends
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+# modules run only when the filter names them: ``scaling`` (hundreds of cases, drawn by
+# ``python -m asv_benchmarks.plot_scaling`` rather than tabled)
+_ON_REQUEST = {"scaling"}
 
 
 def _classes():
@@ -97,7 +101,7 @@ def run(filter_="", quick=False, stream=sys.stdout):
       for meth in methods:
         label = f"{mod}.{cname}.{meth}(" + ", ".join(
             f"{n}={v}" for n, v in zip([n for i, n in enumerate(names) if i != bi], combo)) + ")"
-        if filter_ and filter_ not in label:
+        if filter_ and filter_ not in label or not filter_ and mod in _ON_REQUEST:
           continue
         row, fns = {"case": label}, {}
         for backend in params[bi]:
@@ -150,22 +154,29 @@ def _ratio(a, b):
   return "-" if a is None or b is None else f"{a / b:.2f}x"
 
 
+def _best(r):
+  """nbjax's time over the fastest peer's (NumPy, JAX, PyTorch) in this row."""
+  peers = [r[k] for k in ("numpy", "jax", "torch") if r.get(k) is not None]
+  return _ratio(r.get("nbjax"), min(peers) if peers else None)
+
+
 def _fmt_row(r):
   return (f"{r['case']:<60} numpy {_t(r.get('numpy')):>10}  nbjax {_t(r.get('nbjax')):>10}  "
           f"jax {_t(r.get('jax')):>10}  torch {_t(r.get('torch')):>10}  "
           f"nbjax/numpy {_ratio(r.get('nbjax'), r.get('numpy')):>7}  "
           f"nbjax/jax {_ratio(r.get('nbjax'), r.get('jax')):>7}  "
-          f"nbjax/torch {_ratio(r.get('nbjax'), r.get('torch')):>7}")
+          f"nbjax/torch {_ratio(r.get('nbjax'), r.get('torch')):>7}  "
+          f"nbjax/fastest {_best(r):>7}")
 
 
 def markdown(rows):
-  out = ["| case | NumPy | nbjax | JAX | PyTorch | nbjax/NumPy | nbjax/JAX | nbjax/PyTorch |",
-         "|---|---|---|---|---|---|---|---|"]
+  out = ["| case | NumPy | nbjax | JAX | PyTorch | nbjax/NumPy | nbjax/JAX | nbjax/PyTorch "
+         "| nbjax/fastest |", "|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     out.append(f"| `{r['case']}` | {_t(r.get('numpy'))} | {_t(r.get('nbjax'))} | "
                f"{_t(r.get('jax'))} | {_t(r.get('torch'))} | "
                f"{_ratio(r.get('nbjax'), r.get('numpy'))} | {_ratio(r.get('nbjax'), r.get('jax'))} | "
-               f"{_ratio(r.get('nbjax'), r.get('torch'))} |")
+               f"{_ratio(r.get('nbjax'), r.get('torch'))} | {_best(r)} |")
   return "\n".join(out)
 
 
