@@ -231,7 +231,7 @@ def ir_constant(np_value, dtype=None):
 
 class _Rt:
   """Per-process runtime state, built once by ``get_client``."""
-  __slots__ = ("client", "dev", "devs", "all_devs", "gspmd", "devlist", "sharding", "bdp", "zero_copy", "copy",
+  __slots__ = ("client", "dev", "devs", "all_devs", "local_devs", "gspmd", "devlist", "sharding", "bdp", "zero_copy", "copy",
                "handler", "aval", "xla_flags", "opts_key", "impl_type")
 
 
@@ -250,9 +250,16 @@ def _make_runtime():
   rt.xla_flags = os.environ.get("XLA_FLAGS", "")  # read once, at first client creation
   from nbjax.config import config
   n = config._flags["num_cpu_devices"]  # else XLA_FLAGS' --xla_force_host_platform_device_count
-  rt.client = xc.make_cpu_client() if n < 0 else xc.make_cpu_client(num_devices=n)
+  kw = {} if n < 0 else {"num_devices": n}
+  if _dist is not None:  # one client per process, its devices global (distributed_initialize)
+    kw.update(distributed_client=_dist.client, node_id=_dist.process_id,
+              num_nodes=_dist.num_processes,
+              collectives=_jax.make_gloo_tcp_collectives(_dist.client, hostname=_dist.hostname))
+  rt.client = xc.make_cpu_client(**kw)
   rt.all_devs = list(rt.client.devices())
-  rt.dev = rt.all_devs[0]
+  rt.local_devs = list(rt.client.local_devices())
+  local = frozenset(rt.local_devs)
+  rt.dev = rt.local_devs[0]
   rt.devs = [rt.dev]
   rt.devlist = xc.DeviceList((rt.dev,))
   repl = xc.HloSharding.replicate()
@@ -277,7 +284,7 @@ def _make_runtime():
     _device_assignment = property(lambda s: tuple(s._devices))
     memory_kind = property(lambda s: s._memory_kind)
     is_fully_replicated = property(lambda s: s._hlo_sharding.is_replicated())
-    is_fully_addressable = True
+    is_fully_addressable = property(lambda s: local.issuperset(s._devices))
     num_devices = property(lambda s: len(s._devices))
     device_set = property(lambda s: set(s._devices))
 
@@ -1005,8 +1012,94 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
 # Replicated programs (pmap)
 
 def devices():
-  """All devices of the CPU client (``num_cpu_devices`` or ``XLA_FLAGS``' forced count)."""
+  """All devices of the CPU client (``num_cpu_devices`` or ``XLA_FLAGS``' forced count), of
+  every process when ``distributed_initialize`` ran first."""
   return list(_runtime().all_devs)
+
+
+def local_devices():
+  """The devices this process drives (all of ``devices()`` in a one-process run)."""
+  return list(_runtime().local_devs)
+
+
+def backend_initialized():
+  """Whether the CPU client exists (after it, the device set is fixed)."""
+  return _rt is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Several processes: jaxlib's distributed runtime (a coordination service in process 0, a
+# client in each) and gloo TCP collectives for the CPU client's cross-process all-reduce etc.
+
+class _Dist:
+  __slots__ = ("client", "service", "process_id", "num_processes", "hostname")
+
+
+_dist = None
+
+
+def distributed_initialize(coordinator_address, num_processes, process_id, *, bind_address,
+                           init_timeout, heartbeat_timeout, shutdown_timeout):
+  """Start the coordination service (process 0) and connect this process's client; the CPU
+  client made afterwards spans every process's devices. The service declares a process
+  dead after ``heartbeat_timeout`` seconds without heartbeats and then terminates the
+  others (XLA's fatal error: "another task died"), so no process waits forever on a dead
+  peer."""
+  global _dist
+  jl = ensure_jaxlib()
+  with _lock:
+    if _rt is not None:
+      raise RuntimeError("jax.distributed.initialize() must be called before any JAX calls "
+                         "that might initialise the XLA backend. This includes any "
+                         "computation, but also calls to jax.devices, jax.device_put, and "
+                         "others.")
+    if _dist is not None:
+      raise RuntimeError("distributed.initialize should only be called once.")
+    d = _Dist()
+    d.process_id, d.num_processes, d.service = process_id, num_processes, None
+    host = coordinator_address.rsplit(":", 1)[0].strip("[]")
+    # gloo publishes this process's address; on a loopback run the host name may not resolve
+    d.hostname = host if host in ("127.0.0.1", "localhost", "::1") else None
+    if process_id == 0:
+      d.service = jl._jax.get_distributed_runtime_service(
+          bind_address, num_processes, heartbeat_timeout=heartbeat_timeout,
+          shutdown_timeout=shutdown_timeout)
+    try:
+      d.client = jl._jax.get_distributed_runtime_client(
+          coordinator_address, process_id, init_timeout=init_timeout,
+          heartbeat_timeout=heartbeat_timeout, shutdown_timeout=shutdown_timeout,
+          use_compression=True)
+      d.client.connect()
+    except BaseException:
+      if d.service is not None:
+        d.service.shutdown()
+      raise
+    _dist = d
+
+
+def distributed_shutdown():
+  """Disconnect this process's client (waiting for the others, up to the shutdown timeout)
+  and stop the service. Nothing to do when not initialized."""
+  global _dist
+  with _lock:
+    d, _dist = _dist, None
+  if d is None:
+    return
+  try:
+    d.client.shutdown()
+  finally:
+    if d.service is not None:
+      d.service.shutdown()
+
+
+def distributed_state():
+  """``(process_id, num_processes, client)`` after ``distributed_initialize``, else None."""
+  d = _dist
+  return None if d is None else (d.process_id, d.num_processes, d.client)
+
+
+def process_index():
+  return _runtime().client.process_index()
 
 
 class Replicated:
