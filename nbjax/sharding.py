@@ -183,7 +183,6 @@ class Mesh(contextlib.ContextDecorator):
   is_multi_process = property(lambda s: any(d.process_index != _process_index()
                                             for d in s.devices.flat))
   local_mesh = property(lambda s: s)
-  is_multi_process = False
 
   def _key(self):
     return (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)

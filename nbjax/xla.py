@@ -253,8 +253,8 @@ def _make_runtime():
   kw = {} if n < 0 else {"num_devices": n}
   if _dist is not None:  # one client per process, its devices global (distributed_initialize)
     kw.update(distributed_client=_dist.client, node_id=_dist.process_id,
-              num_nodes=_dist.num_processes,
-              collectives=_jax.make_gloo_tcp_collectives(_dist.client, hostname=_dist.hostname))
+              num_nodes=_dist.num_processes, collectives=_collectives(
+                  _jax, config._flags["cpu_collectives_implementation"]))
   rt.client = xc.make_cpu_client(**kw)
   rt.all_devs = list(rt.client.devices())
   rt.local_devs = list(rt.client.local_devices())
@@ -1075,6 +1075,22 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
         d.service.shutdown()
       raise
     _dist = d
+
+
+def _collectives(_jax, impl):
+  """The CPU client's cross-process collectives (``jax_cpu_collectives_implementation``)."""
+  if impl == "gloo":
+    return _jax.make_gloo_tcp_collectives(_dist.client, hostname=_dist.hostname)
+  if impl == "mpi":  # needs an MPI library (MPITRAMPOLINE_LIB)
+    import atexit
+    c = _jax.make_mpi_collectives()
+    c.Init()
+    atexit.register(c.Finalize)
+    return c
+  if impl is None:
+    return None  # cross-process collectives then fail when run
+  raise NotImplementedError(f"jax_cpu_collectives_implementation={impl!r} is not available "
+                            "in nbjax (use 'gloo')")
 
 
 def distributed_shutdown():

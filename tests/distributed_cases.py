@@ -62,6 +62,9 @@ def case_psum(pid, n):
     assert s.device.process_index == pid
     np.testing.assert_array_equal(np.asarray(s.data), x[s.index])
   expect(RuntimeError, "spans non-addressable", np.asarray, xs)
+  expect(RuntimeError, "spans non-addressable", lambda: xs + 1.0)  # eager: no host value here
+  expect(NotImplementedError, "spans several processes",
+         nbjax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x")), xs)
   total = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))(xs)
   assert float(total) == x.sum() == 28.0, total
   # process-local data only: the sum needs the other process's half
@@ -198,17 +201,18 @@ def main(pid, n, port):
   ok("shutdown")
 
 
-def die(pid, n, port):
-  """Process 1 exits (no shutdown) after the first collective; process 0 goes on to the next
-  one, which can never complete: the coordination service sees process 1's heartbeats stop
-  and stops process 0 with an error naming the dead task."""
+def die(pid, n, port, dying=1):
+  """Process ``dying`` exits (no shutdown) after the first collective; the others go on to
+  the next one, which can never complete: the coordination service sees the heartbeats
+  stop (or, when the coordinator itself died, the clients lose it) and stops them with an
+  error naming the dead task."""
   init(pid, n, port)
   mesh = Mesh(np.array(nbjax.devices()), ("x",))
   f = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))
   x = nbjax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones(2))
   assert float(f(x)) == 2.0 * n
   print("first collective done", flush=True)
-  if pid == 1:
+  if pid == dying:
     os._exit(0)
   time.sleep(0.5)
   print("waiting", time.monotonic(), flush=True)
@@ -242,4 +246,4 @@ if __name__ == "__main__":
     errors(int(sys.argv[2]))
   else:
     pid, n, port = map(int, sys.argv[2:5])
-    {"main": main, "die": die}[mode](pid, n, port)
+    {"main": main, "die": die, "die0": lambda *a: die(*a, dying=0)}[mode](pid, n, port)

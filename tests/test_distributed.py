@@ -61,15 +61,21 @@ def test_two_processes_jit_psum_mlp_multihost_utils():
       assert f"OK {case}\n" in out, f"process {pid} missed {case}:\n{out[-6000:]}"
 
 
-def test_dead_process_stops_the_others():
-  """Process 1 exits without a word after a first collective; process 0, blocked in the next
-  collective, must not hang: the coordination service (heartbeat timeout 3 s) stops it with
+@pytest.mark.parametrize("dying", [1, 0], ids=["worker_dies", "coordinator_dies"])
+def test_dead_process_stops_the_others(dying):
+  """One process exits without a word after a first collective; the other, going on to the
+  next collective, must not hang: the coordination service (heartbeat timeout 3 s) stops
+  it, or, when the coordinator itself died, its client loses the service and stops it, with
   an error that says another task died."""
-  (rc0, out0), (rc1, out1) = _launch("die")
-  assert rc1 == 0 and "first collective done" in out1, out1[-4000:]
-  assert "waiting" in out0 and "UNREACHABLE" not in out0, out0[-4000:]
-  assert rc0 != 0, out0[-4000:]
-  assert "another task died" in out0 and "stopped sending heartbeats" in out0, out0[-4000:]
+  res = _launch("die" if dying == 1 else "die0")
+  rc_dead, out_dead = res[dying]
+  rc, out = res[1 - dying]
+  assert rc_dead == 0 and "first collective done" in out_dead, out_dead[-4000:]
+  assert "first collective done" in out and "UNREACHABLE" not in out, out[-4000:]
+  assert rc != 0, out[-4000:]
+  assert "another task died" in out, out[-4000:]
+  if dying == 1:
+    assert "stopped sending heartbeats" in out, out[-4000:]
 
 
 def test_initialize_errors():
