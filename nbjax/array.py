@@ -276,7 +276,11 @@ class Array(metaclass=abc.ABCMeta):
     return str(self._value)
 
   def __repr__(self):
-    v = self._value
+    try:
+      v = self._value
+    except RuntimeError:  # spans other processes (JAX prints shape and dtype alone)
+      weak = ", weak_type=True" if self._weak else ""
+      return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
     prefix = "Array("
     if v.size == 0 and v.shape != (0,):
       body = f"[], shape={v.shape}"

@@ -1032,7 +1032,7 @@ def backend_initialized():
 # client in each) and gloo TCP collectives for the CPU client's cross-process all-reduce etc.
 
 class _Dist:
-  __slots__ = ("client", "service", "process_id", "num_processes", "hostname")
+  __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed")
 
 
 _dist = None
@@ -1074,7 +1074,9 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
       if d.service is not None:
         d.service.shutdown()
       raise
+    d.failed = None
     _dist = d
+    _install_failure_hooks()
 
 
 def _collectives(_jax, impl):
@@ -1091,6 +1093,83 @@ def _collectives(_jax, impl):
     return None  # cross-process collectives then fail when run
   raise NotImplementedError(f"jax_cpu_collectives_implementation={impl!r} is not available "
                             "in nbjax (use 'gloo')")
+
+
+_FAILED_KEY = "nbjax/failed"
+_hooks_installed = False
+
+
+def _install_failure_hooks():
+  """An uncaught exception in this process is published (``_FAILED_KEY``) for the others,
+  whose waits on collectives then raise it (``wait_sharded``); a process that failed, or
+  saw another fail, leaves at exit without the runtime's shutdown (its collectives can
+  never finish: waiting for them would hang until the heartbeat timeout)."""
+  global _hooks_installed
+  if _hooks_installed:
+    return
+  _hooks_installed = True
+  import atexit
+  prev = sys.excepthook
+
+  def hook(tp, e, tb):
+    d = _dist
+    if d is not None and not issubclass(tp, PeerFailedError):
+      d.failed = f"process {d.process_id} failed with {tp.__name__}: {e}"
+      try:
+        d.client.key_value_set(_FAILED_KEY, d.failed, allow_overwrite=True)
+      except Exception:
+        pass
+    prev(tp, e, tb)
+
+  def leave():
+    d = _dist
+    if d is not None and d.failed is not None:
+      if d.service is not None and d.failed.startswith(f"process {d.process_id} "):
+        import time  # the service goes with this process: let the others read why first
+        time.sleep(2.0)
+      for f in (sys.stdout, sys.stderr):
+        try:
+          f.flush()
+        except Exception:
+          pass
+      os._exit(1)
+
+  sys.excepthook = hook
+  atexit.register(leave)
+
+
+class PeerFailedError(RuntimeError):
+  """Another process of a distributed run failed while this one waited for it."""
+
+
+def peer_failure():
+  """The failure another process published (a message), or None."""
+  d = _dist
+  if d is None:
+    return None
+  try:
+    return d.client.key_value_try_get(_FAILED_KEY)
+  except Exception:  # NOT_FOUND: nobody failed
+    return None
+
+
+def wait_sharded(bufs):
+  """Wait for this process's output buffers of a run spanning processes, checking every
+  ~0.1 s that no other process failed (then raise PeerFailedError, naming it, instead of
+  waiting forever on a collective it will never join). A process that dies without a
+  Python exception is caught by the coordination service's heartbeat timeout instead."""
+  import time
+  d, delay, waited = _dist, 1e-5, 0.0
+  while not all(b.is_ready() for b in bufs):
+    time.sleep(delay)
+    waited += delay
+    delay = min(delay * 2, 0.02)
+    if waited >= 0.1:
+      waited, msg = 0.0, peer_failure()
+      if msg is not None:
+        d.failed = msg
+        raise PeerFailedError(f"{msg}; this process's computation (a collective across "
+                              "processes) cannot complete")
 
 
 def distributed_shutdown():

@@ -32,9 +32,10 @@ def expect(exc, text, fn, *a, **kw):
   raise AssertionError(f"{fn} did not raise {exc.__name__}({text!r})")
 
 
-def init(pid, n, port, **kw):
+def init(pid, n, port, heartbeat=3, **kw):
   nbjax.distributed.initialize(f"127.0.0.1:{port}", n, pid, initialization_timeout=60,
-                               heartbeat_timeout_seconds=3, shutdown_timeout_seconds=30, **kw)
+                               heartbeat_timeout_seconds=heartbeat,
+                               shutdown_timeout_seconds=30, **kw)
 
 
 # ----------------------------------------------------------------------- the cases
@@ -49,6 +50,11 @@ def case_topology(pid, n):
   assert all(d.process_index == pid for d in nbjax.local_devices())
   assert nbjax.local_devices(process_index=1 - pid) == [d for d in devs if d.process_index != pid]
   assert nbjax.distributed.is_initialized()
+  # one process's own work: eager and single-device jit run on its first local device
+  y = nbjax.jit(lambda a: a * 2.0 + 1.0)(np.arange(3.0))
+  np.testing.assert_array_equal(np.asarray(y), [1.0, 3.0, 5.0])
+  assert y.sharding.device_set == {nbjax.local_devices()[0]}
+  np.testing.assert_allclose(np.asarray(jnp.cos(y)), np.cos([1.0, 3.0, 5.0]))
   ok("topology")
 
 
@@ -62,6 +68,7 @@ def case_psum(pid, n):
     assert s.device.process_index == pid
     np.testing.assert_array_equal(np.asarray(s.data), x[s.index])
   expect(RuntimeError, "spans non-addressable", np.asarray, xs)
+  assert repr(xs) == "Array(shape=(8,), dtype=float64)"
   expect(RuntimeError, "spans non-addressable", lambda: xs + 1.0)  # eager: no host value here
   expect(NotImplementedError, "spans several processes",
          nbjax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x")), xs)
@@ -221,6 +228,24 @@ def die(pid, n, port, dying=1):
   print("UNREACHABLE", flush=True)
 
 
+def peer_raises(pid, n, port, failing=1):
+  """Process ``failing`` fails with a Python exception after the first collective; the
+  other, waiting in the next collective, gets a RuntimeError naming that process and its
+  exception (the heartbeat timeout is long here: this is not the coordination service's
+  doing)."""
+  init(pid, n, port, heartbeat=20)
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  f = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))
+  x = nbjax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones(2))
+  assert float(f(x)) == 2.0 * n
+  print("first collective done", flush=True)
+  if pid == failing:
+    raise ValueError(f"boom in process {pid}")
+  expect(RuntimeError, f"process {failing} failed with ValueError: boom in process {failing}",
+         f, x)
+  print("OK peer error", flush=True)
+
+
 def errors(port):
   d = nbjax.distributed
   expect(ValueError, "process_id and num_processes must be nonnegative", d.initialize,
@@ -246,4 +271,5 @@ if __name__ == "__main__":
     errors(int(sys.argv[2]))
   else:
     pid, n, port = map(int, sys.argv[2:5])
-    {"main": main, "die": die, "die0": lambda *a: die(*a, dying=0)}[mode](pid, n, port)
+    {"main": main, "die": die, "die0": lambda *a: die(*a, dying=0),
+     "raise": peer_raises, "raise0": lambda *a: peer_raises(*a, failing=0)}[mode](pid, n, port)

@@ -78,6 +78,19 @@ def test_dead_process_stops_the_others(dying):
     assert "stopped sending heartbeats" in out, out[-4000:]
 
 
+@pytest.mark.parametrize("failing", [1, 0], ids=["worker_raises", "coordinator_raises"])
+def test_python_error_in_a_peer_is_raised_in_the_others(failing):
+  """One process fails with an uncaught exception; the other, waiting in a collective,
+  raises a RuntimeError naming that process and its exception (caught and checked there),
+  and both leave with status 1, promptly: nobody waits on the dead run."""
+  res = _launch("raise" if failing == 1 else "raise0")
+  rc_bad, out_bad = res[failing]
+  rc, out = res[1 - failing]
+  assert rc_bad == 1 and f"ValueError: boom in process {failing}" in out_bad, out_bad[-4000:]
+  assert "OK peer error" in out and rc == 1, out[-4000:]
+  assert "Terminating process" not in out + out_bad, (out + out_bad)[-4000:]
+
+
 def test_initialize_errors():
   p = subprocess.run([sys.executable, CASES, "errors", str(_free_port())], cwd=ROOT, env=_env(),
                      capture_output=True, text=True, timeout=TIMEOUT)

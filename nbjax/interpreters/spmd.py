@@ -296,10 +296,14 @@ class SpmdExecutable:
     gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
     with xla._replicated_lock:
       res = self._exe.execute_sharded(gs, with_tokens=True)
-      res.consume_token().block_until_ready()
+      if xla._dist is None:
+        res.consume_token().block_until_ready()
+        per_out = res.disassemble_into_single_device_arrays()
+      else:  # other processes take part: wait in Python, watching for their failure
+        per_out = res.disassemble_into_single_device_arrays()
+        xla.wait_sharded([b for bufs in per_out for b in bufs])
     outs = []
-    for bufs, sh, aval in zip(res.disassemble_into_single_device_arrays(), self.out_shs,
-                              self.out_avals):
+    for bufs, sh, aval in zip(per_out, self.out_shs, self.out_avals):
       # buffers come in the executable's (local) device order; the sharding's may differ
       order = {d: b for d, b in zip(self.local, bufs)}
       bufs = [order[d] for d in local_devices(sh)]
