@@ -55,6 +55,10 @@ def case_topology(pid, n):
   np.testing.assert_array_equal(np.asarray(y), [1.0, 3.0, 5.0])
   assert y.sharding.device_set == {nbjax.local_devices()[0]}
   np.testing.assert_allclose(np.asarray(jnp.cos(y)), np.cos([1.0, 3.0, 5.0]))
+  # pmap maps over this process's devices
+  pm = nbjax.pmap(lambda v: nbjax.lax.psum(v, "i"), "i")(np.arange(6.0).reshape(2, 3) + pid)
+  np.testing.assert_allclose(np.asarray(pm), np.tile(np.arange(6.0).reshape(2, 3).sum(0)
+                                                     + 2 * pid, (2, 1)))
   ok("topology")
 
 
@@ -69,6 +73,8 @@ def case_psum(pid, n):
     np.testing.assert_array_equal(np.asarray(s.data), x[s.index])
   expect(RuntimeError, "spans non-addressable", np.asarray, xs)
   assert repr(xs) == "Array(shape=(8,), dtype=float64)"
+  r = nbjax.device_put(xs, NamedSharding(mesh, P()))  # resharded by XLA: now whole here
+  np.testing.assert_array_equal(np.asarray(r), x)
   expect(RuntimeError, "spans non-addressable", lambda: xs + 1.0)  # eager: no host value here
   expect(NotImplementedError, "spans several processes",
          nbjax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x")), xs)
