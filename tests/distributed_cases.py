@@ -1,6 +1,7 @@
 """Multi-process cases, run by ``tests/test_distributed.py`` as REAL processes: every process
-runs ``python tests/distributed_cases.py MODE PROCESS_ID NUM_PROCESSES PORT`` with
-``XLA_FLAGS=--xla_force_host_platform_device_count=2`` and they meet through nbjax's
+runs ``python tests/distributed_cases.py MODE PROCESS_ID NUM_PROCESSES PORT`` with two CPU
+devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``, else ``jax_num_cpu_devices``)
+and they meet through nbjax's
 distributed runtime on 127.0.0.1:PORT. Each check compares against NumPy in EVERY process and
 prints ``OK <name>``; any failure raises (the process exits nonzero).
 
@@ -33,6 +34,8 @@ def expect(exc, text, fn, *a, **kw):
 
 
 def init(pid, n, port, heartbeat=3, **kw):
+  if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    nbjax.config.update("jax_num_cpu_devices", 2)  # the other way to ask for 2 devices
   nbjax.distributed.initialize(f"127.0.0.1:{port}", n, pid, initialization_timeout=60,
                                heartbeat_timeout_seconds=heartbeat,
                                shutdown_timeout_seconds=30, **kw)
@@ -240,6 +243,7 @@ def peer_raises(pid, n, port, failing=1):
   exception (the heartbeat timeout is long here: this is not the coordination service's
   doing)."""
   init(pid, n, port, heartbeat=20)
+  assert nbjax.local_device_count() == 2 and nbjax.device_count() == 2 * n
   mesh = Mesh(np.array(nbjax.devices()), ("x",))
   f = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))
   x = nbjax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones(2))

@@ -26,20 +26,24 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def _env():
+def _env(xla_flags=True):
+  """Two CPU devices per process: by XLA_FLAGS, else the case script sets
+  ``jax_num_cpu_devices``."""
   e = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_FLAGS", "JAX_"))}
   e.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONUNBUFFERED="1")
+           PYTHONUNBUFFERED="1")
+  if xla_flags:
+    e["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
   return e
 
 
-def _launch(mode, n=2):
+def _launch(mode, n=2, xla_flags=True):
   """Run ``n`` processes of ``distributed_cases.py MODE``; -> [(returncode, output)]. A run
   past TIMEOUT is killed (each process, by its own handle) and fails the test."""
   port = str(_free_port())
   procs = [subprocess.Popen([sys.executable, CASES, mode, str(i), str(n), port], cwd=ROOT,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True) for i in range(n)]
+                            env=_env(xla_flags), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True) for i in range(n)]
   outs = []
   try:
     for p in procs:
@@ -83,7 +87,7 @@ def test_python_error_in_a_peer_is_raised_in_the_others(failing):
   """One process fails with an uncaught exception; the other, waiting in a collective,
   raises a RuntimeError naming that process and its exception (caught and checked there),
   and both leave with status 1, promptly: nobody waits on the dead run."""
-  res = _launch("raise" if failing == 1 else "raise0")
+  res = _launch("raise" if failing == 1 else "raise0", xla_flags=False)
   rc_bad, out_bad = res[failing]
   rc, out = res[1 - failing]
   assert rc_bad == 1 and f"ValueError: boom in process {failing}" in out_bad, out_bad[-4000:]
