@@ -5,7 +5,9 @@ builders exposed here (``mlir_context``, ``get_ir``/``get_hlo``/``get_func``, ``
 ``ir_constant``), ``compile`` turns it into a cached ``Executable`` (in-process cache plus a
 persistent on-disk cache of serialized executables), and calling the ``Executable`` moves host
 values in, runs, and hands back zero-copy read-only numpy views of the outputs. Also registers
-numba ``@cfunc`` typed-FFI handlers (``kernels/ffi.py``) as custom-call targets.
+numba ``@cfunc`` typed-FFI handlers (``kernels/ffi.py``) as custom-call targets. With
+several processes (``nbjax.distributed``), connects jaxlib's distributed runtime and makes
+the client with it and gloo collectives.
 
 jaxlib is imported lazily, on first use; ``jax`` itself is never imported. jaxlib 0.10's C++
 does ``import jax.core`` / ``import jax._src.sharding_impls`` behind our back on some paths; when

@@ -107,8 +107,7 @@ def put(x, sharding):
     if x._pmap[0] == sharding:
       return x
     if not x._pmap[0].is_fully_addressable or not sharding.is_fully_addressable:
-      from nbjax.interpreters.pjit import jit  # moves pieces between processes: XLA's job
-      return jit(lambda v: v, out_shardings=sharding)(x)
+      return _reshard(sharding)(x)  # moves pieces between processes: XLA's job
   v = x._value if type(x) is Array else np.asarray(Array(x)._value)
   if isinstance(sharding, NamedSharding):
     sharding.check(v.shape, "device_put args")
@@ -119,6 +118,22 @@ def put(x, sharding):
   g = rt.bdp(rt.aval(v.shape, v.dtype), _shim(sharding, v.ndim), pieces, devs, True, False,
              rt.copy, True)
   return _make(g, sharding, list(g._arrays), v.shape, v.dtype, weak)
+
+
+_reshards: dict = {}
+
+
+def _identity(v):
+  return v
+
+
+def _reshard(sharding):
+  """The identity jitted with ``out_shardings=sharding`` (one per sharding)."""
+  f = _reshards.get(sharding)
+  if f is None:
+    from nbjax.interpreters.pjit import jit
+    f = _reshards[sharding] = jit(_identity, out_shardings=sharding)
+  return f
 
 
 def from_pieces(shape, dtype, sharding, pieces, weak=False):
