@@ -48,6 +48,10 @@ class Sharding:
     p = _process_index()
     return {d for d in self._device_assignment if d.process_index == p}
 
+  @property
+  def has_addressable_devices(self):
+    return bool(self.addressable_devices)
+
   def addressable_devices_indices_map(self, global_shape):
     p = _process_index()
     return {d: i for d, i in self.devices_indices_map(global_shape).items()

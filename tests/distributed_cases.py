@@ -71,6 +71,9 @@ def case_psum(pid, n):
   # the global value given in every process; each puts only its own devices' pieces
   xs = nbjax.device_put(x, NamedSharding(mesh, P("x")))
   assert not xs.is_fully_addressable and len(xs.addressable_shards) == 2
+  assert [s.data is None for s in xs.global_shards] == [d.process_index != pid
+                                                         for d in nbjax.devices()]
+  assert xs.sharding.addressable_devices == set(nbjax.local_devices())
   for s in xs.addressable_shards:
     assert s.device.process_index == pid
     np.testing.assert_array_equal(np.asarray(s.data), x[s.index])

@@ -134,6 +134,8 @@ def test_make_array_helpers_one_process():
   np.testing.assert_array_equal(np.asarray(a), full)
   assert seen == [idx[d] for d in nbjax.devices()] and a.sharding == sh
   assert a.is_fully_addressable and [s.index for s in a.addressable_shards] == seen
+  assert sh.has_addressable_devices and sh.addressable_devices == set(nbjax.devices())
+  assert [s.index for s in a.global_shards] == seen
   b = nbjax.make_array_from_single_device_arrays(full.shape, sh,
                                                  [full[idx[d]] for d in nbjax.devices()])
   np.testing.assert_array_equal(np.asarray(b), full)
