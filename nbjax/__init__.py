@@ -45,6 +45,9 @@ from nbjax.api import pmap
 from nbjax import sharding
 from nbjax.sharding import NamedSharding, make_mesh
 from nbjax.interpreters.shard_map import shard_map
+from nbjax.interpreters.spmd import (make_array_from_callback, make_array_from_process_local_data,
+                                     make_array_from_single_device_arrays)
+from nbjax import distributed
 from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental

@@ -1110,17 +1110,29 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
 # --------------------------------------------------------------------- devices and values
 
 
-def devices(backend=None):
-  """The CPU devices (the PJRT CPU client's; imports jaxlib): one, or N when asked with
-  ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``config.update(
-  "jax_num_cpu_devices", N)`` before the client is created."""
+def _check_backend(backend):
   if backend not in (None, "cpu"):
     raise RuntimeError(f"Unknown backend {backend}: nbjax runs on the CPU")
+
+
+def devices(backend=None):
+  """The CPU devices of every process (the PJRT CPU client's; imports jaxlib): one, or N when
+  asked with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``config.update(
+  "jax_num_cpu_devices", N)`` before the client is created; after
+  ``nbjax.distributed.initialize``, every process's devices (each has ``process_index``)."""
+  _check_backend(backend)
   from nbjax import xla
   return xla.devices()
 
 
-local_devices = devices
+def local_devices(process_index=None, backend=None, host_id=None):
+  """The devices of process ``process_index`` (default: this process)."""
+  _check_backend(backend)
+  from nbjax import xla
+  p = host_id if process_index is None else process_index
+  if p is None:
+    return xla.local_devices()
+  return [d for d in xla.devices() if d.process_index == p]
 
 
 def default_backend():
@@ -1128,23 +1140,26 @@ def default_backend():
 
 
 def device_count(backend=None):
-  """Number of devices (``len(devices(backend))``)."""
+  """Number of devices of every process (``len(devices(backend))``)."""
   return len(devices(backend))
 
 
 def local_device_count(backend=None):
   """Number of devices this process drives."""
-  return len(local_devices(backend))
+  return len(local_devices(backend=backend))
 
 
 def process_index(backend=None):
   """This process's index among the processes of a run (one process: 0)."""
-  return 0
+  _check_backend(backend)
+  from nbjax import xla
+  return xla.process_index()
 
 
 def process_count(backend=None):
-  """Number of processes of a run."""
-  return 1
+  """Number of processes of a run (``nbjax.distributed.initialize``'s ``num_processes``)."""
+  _check_backend(backend)
+  return len({d.process_index for d in devices()})
 
 
 def process_indices(backend=None):

@@ -20,6 +20,13 @@ import numpy as np
 from nbjax import core, dtypes
 
 
+_NON_ADDRESSABLE = (
+    "Fetching value for `jax.Array` that spans non-addressable (non process local) devices "
+    "is not possible. You can use `jax.experimental.multihost_utils.process_allgather` to "
+    "print the global array or use `.addressable_shards` method of jax.Array to inspect the "
+    "addressable (process local) shards.")
+
+
 class Array(metaclass=abc.ABCMeta):
   """An immutable n-dimensional array on the host (CPU). Tracers are registered as virtual
   subclasses, so ``isinstance(tracer, nbjax.Array)`` holds, as for ``jax.Array``;
@@ -28,7 +35,10 @@ class Array(metaclass=abc.ABCMeta):
   # an executable's output (_value is a view of it) or the put of _value cached by jit. It is
   # set by every maker, so the hot paths test it without raising (a failed slot read costs
   # ~0.4 us); one left unset reads as None through __getattr__ (correct, only slower).
-  # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output, else unset (None).
+  # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output; (NamedSharding or
+  # GSPMDSharding, this process's per-device buffers, the jaxlib global array) for a sharded
+  # one; else unset (None). An array spread over several processes whose pieces here do not
+  # hold all of it has no _value (reading it raises JAX's RuntimeError).
   __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
   __array_priority__ = 100
 
@@ -52,6 +62,9 @@ class Array(metaclass=abc.ABCMeta):
       if buf is not None:
         v = self._value = np.asarray(memoryview(buf))
         return v
+      p = self._pmap
+      if p is not None and p[0]._spmd and not p[0].is_fully_addressable:
+        raise RuntimeError(_NON_ADDRESSABLE)
     elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
       return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -64,15 +77,53 @@ class Array(metaclass=abc.ABCMeta):
 
   @property
   def aval(self):
-    v = self._value
+    try:
+      v = self._value
+    except RuntimeError:  # spans other processes: the global array's shape and dtype
+      v = self._pmap[2].aval
     return core.ShapedArray(v.shape, v.dtype, self._weak)
 
-  shape = property(lambda self: self._value.shape)
-  dtype = property(lambda self: self._value.dtype)
-  ndim = property(lambda self: self._value.ndim)
-  size = property(lambda self: self._value.size)
-  itemsize = property(lambda self: self._value.itemsize)
-  nbytes = property(lambda self: self._value.nbytes)
+  @property
+  def shape(self):
+    try:
+      return self._value.shape
+    except RuntimeError:
+      return self._pmap[2].aval.shape
+
+  @property
+  def dtype(self):
+    try:
+      return self._value.dtype
+    except RuntimeError:
+      return self._pmap[2].aval.dtype
+
+  @property
+  def ndim(self):
+    try:
+      return self._value.ndim
+    except RuntimeError:
+      return len(self._pmap[2].aval.shape)
+
+  @property
+  def size(self):
+    try:
+      return self._value.size
+    except RuntimeError:
+      return math.prod(self._pmap[2].aval.shape)
+
+  @property
+  def itemsize(self):
+    try:
+      return self._value.itemsize
+    except RuntimeError:
+      return self._pmap[2].aval.dtype.itemsize
+
+  @property
+  def nbytes(self):
+    try:
+      return self._value.nbytes
+    except RuntimeError:
+      return self.size * self.itemsize
   weak_type = property(lambda self: self._weak)
   @property
   def sharding(self):
@@ -93,19 +144,42 @@ class Array(metaclass=abc.ABCMeta):
       return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
     sh, bufs = p[0], p[1]
     if sh._spmd:  # a NamedSharding / GSPMDSharding (device_put, sharded jit, shard_map)
-      idx, reps = sh.devices_indices_map(self.shape), sh._replica_ids(self.ndim)
-      from nbjax.xla import _to_numpy
-      shape = sh.shard_shape(self.shape)
-      return [Shard(d, idx[d], lambda b=b: _wrap(_to_numpy(b).reshape(shape), self._weak),
-                    int(r))
-              for d, b, r in zip(sh._device_assignment, bufs, reps)]
+      return [s for s in self._spmd_shards() if s._data is not None]
     shape = sh.shard_shape(self.shape)
     repl = sh.sharded_dim is None
     return [Shard(d, sh._index(i, self.ndim),
                   lambda b=b: _wrap(np.asarray(memoryview(b)).reshape(shape), self._weak),
                   i if repl else 0) for i, (d, b) in enumerate(zip(sh.devices.flat, bufs))]
 
-  global_shards = addressable_shards
+  def _spmd_shards(self):
+    """Every device's Shard of a sharded array (``data`` None for another process's)."""
+    sh, bufs = self._pmap[0], self._pmap[1]
+    idx, reps = sh.devices_indices_map(self.shape), sh._replica_ids(self.ndim)
+    from nbjax.sharding import Shard
+    from nbjax.xla import _to_numpy
+    shape, weak = sh.shard_shape(self.shape), self._weak
+    devs = sh._device_assignment
+    mine = iter(bufs)
+    local = set(devs) if sh.is_fully_addressable else sh.addressable_devices
+    return [Shard(d, idx[d], (lambda b=next(mine): _wrap(_to_numpy(b).reshape(shape), weak))
+                  if d in local else None, int(r))
+            for d, r in zip(devs, reps)]
+
+  @property
+  def global_shards(self):
+    """Every device's piece; ``data`` is None for the pieces other processes hold."""
+    p = self._pmap
+    if p is not None and p[0]._spmd:
+      return self._spmd_shards()
+    return self.addressable_shards
+
+  @property
+  def is_fully_addressable(self):
+    return self.sharding.is_fully_addressable
+
+  def addressable_data(self, index):
+    """The data of ``addressable_shards[index]``."""
+    return self.addressable_shards[index].data
 
   @property
   def is_fully_replicated(self):
@@ -202,7 +276,11 @@ class Array(metaclass=abc.ABCMeta):
     return str(self._value)
 
   def __repr__(self):
-    v = self._value
+    try:
+      v = self._value
+    except RuntimeError:  # spans other processes (JAX prints shape and dtype alone)
+      weak = ", weak_type=True" if self._weak else ""
+      return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
     prefix = "Array("
     if v.size == 0 and v.shape != (0,):
       body = f"[], shape={v.shape}"
@@ -262,7 +340,7 @@ def _single_sharding():
   if not _single:
     from nbjax import xla
     from nbjax.sharding import SingleDeviceSharding
-    _single.append(SingleDeviceSharding(xla.devices()[0]))
+    _single.append(SingleDeviceSharding(xla.local_devices()[0]))
   return _single[0]
 
 

@@ -71,6 +71,7 @@ _OPTIONS = {
     "platforms": ("", _platforms),
     "default_device": (None, _any),
     "num_cpu_devices": (-1, _num_cpu_devices),  # read when the XLA client is created
+    "cpu_collectives_implementation": ("gloo", _choice(None, "gloo", "mpi", "megascale")),
     "default_matmul_precision": (None, _choice(
         None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
         "bfloat16_3x", "fastest")),

@@ -34,12 +34,33 @@ class Sharding:
   def num_devices(self):
     return len(self._device_assignment)
 
-  is_fully_addressable = True
   memory_kind = "device"
   _spmd = False
 
+  @property
+  def is_fully_addressable(self):
+    """Whether this process drives every device of the sharding."""
+    p = _process_index()
+    return all(d.process_index == p for d in self._device_assignment)
+
+  @property
+  def addressable_devices(self):
+    p = _process_index()
+    return {d for d in self._device_assignment if d.process_index == p}
+
+  @property
+  def has_addressable_devices(self):
+    return bool(self.addressable_devices)
+
   def addressable_devices_indices_map(self, global_shape):
-    return self.devices_indices_map(global_shape)
+    p = _process_index()
+    return {d: i for d, i in self.devices_indices_map(global_shape).items()
+            if d.process_index == p}
+
+
+def _process_index():
+  from nbjax import xla
+  return xla.process_index()
 
 
 class SingleDeviceSharding(Sharding):
@@ -161,9 +182,11 @@ class Mesh(contextlib.ContextDecorator):
   size = property(lambda s: int(s.devices.size))
   empty = property(lambda s: s.devices.size == 0)
   device_ids = property(lambda s: np.vectorize(lambda d: d.id, otypes=[int])(s.devices))
-  local_devices = property(lambda s: list(s.devices.flat))
+  local_devices = property(lambda s: [d for d in s.devices.flat
+                                      if d.process_index == _process_index()])
+  is_multi_process = property(lambda s: any(d.process_index != _process_index()
+                                            for d in s.devices.flat))
   local_mesh = property(lambda s: s)
-  is_multi_process = False
 
   def _key(self):
     return (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)

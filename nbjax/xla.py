@@ -5,7 +5,9 @@ builders exposed here (``mlir_context``, ``get_ir``/``get_hlo``/``get_func``, ``
 ``ir_constant``), ``compile`` turns it into a cached ``Executable`` (in-process cache plus a
 persistent on-disk cache of serialized executables), and calling the ``Executable`` moves host
 values in, runs, and hands back zero-copy read-only numpy views of the outputs. Also registers
-numba ``@cfunc`` typed-FFI handlers (``kernels/ffi.py``) as custom-call targets.
+numba ``@cfunc`` typed-FFI handlers (``kernels/ffi.py``) as custom-call targets. With
+several processes (``nbjax.distributed``), connects jaxlib's distributed runtime and makes
+the client with it and gloo collectives.
 
 jaxlib is imported lazily, on first use; ``jax`` itself is never imported. jaxlib 0.10's C++
 does ``import jax.core`` / ``import jax._src.sharding_impls`` behind our back on some paths; when
@@ -231,7 +233,7 @@ def ir_constant(np_value, dtype=None):
 
 class _Rt:
   """Per-process runtime state, built once by ``get_client``."""
-  __slots__ = ("client", "dev", "devs", "all_devs", "gspmd", "devlist", "sharding", "bdp", "zero_copy", "copy",
+  __slots__ = ("client", "dev", "devs", "all_devs", "local_devs", "gspmd", "devlist", "sharding", "bdp", "zero_copy", "copy",
                "handler", "aval", "xla_flags", "opts_key", "impl_type")
 
 
@@ -250,9 +252,16 @@ def _make_runtime():
   rt.xla_flags = os.environ.get("XLA_FLAGS", "")  # read once, at first client creation
   from nbjax.config import config
   n = config._flags["num_cpu_devices"]  # else XLA_FLAGS' --xla_force_host_platform_device_count
-  rt.client = xc.make_cpu_client() if n < 0 else xc.make_cpu_client(num_devices=n)
+  kw = {} if n < 0 else {"num_devices": n}
+  if _dist is not None:  # one client per process, its devices global (distributed_initialize)
+    kw.update(distributed_client=_dist.client, node_id=_dist.process_id,
+              num_nodes=_dist.num_processes, collectives=_collectives(
+                  _jax, config._flags["cpu_collectives_implementation"]))
+  rt.client = xc.make_cpu_client(**kw)
   rt.all_devs = list(rt.client.devices())
-  rt.dev = rt.all_devs[0]
+  rt.local_devs = list(rt.client.local_devices())
+  local = frozenset(rt.local_devs)
+  rt.dev = rt.local_devs[0]
   rt.devs = [rt.dev]
   rt.devlist = xc.DeviceList((rt.dev,))
   repl = xc.HloSharding.replicate()
@@ -277,7 +286,7 @@ def _make_runtime():
     _device_assignment = property(lambda s: tuple(s._devices))
     memory_kind = property(lambda s: s._memory_kind)
     is_fully_replicated = property(lambda s: s._hlo_sharding.is_replicated())
-    is_fully_addressable = True
+    is_fully_addressable = property(lambda s: local.issuperset(s._devices))
     num_devices = property(lambda s: len(s._devices))
     device_set = property(lambda s: set(s._devices))
 
@@ -1005,8 +1014,189 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
 # Replicated programs (pmap)
 
 def devices():
-  """All devices of the CPU client (``num_cpu_devices`` or ``XLA_FLAGS``' forced count)."""
+  """All devices of the CPU client (``num_cpu_devices`` or ``XLA_FLAGS``' forced count), of
+  every process when ``distributed_initialize`` ran first."""
   return list(_runtime().all_devs)
+
+
+def local_devices():
+  """The devices this process drives (all of ``devices()`` in a one-process run)."""
+  return list(_runtime().local_devs)
+
+
+def backend_initialized():
+  """Whether the CPU client exists (after it, the device set is fixed)."""
+  return _rt is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Several processes: jaxlib's distributed runtime (a coordination service in process 0, a
+# client in each) and gloo TCP collectives for the CPU client's cross-process all-reduce etc.
+
+class _Dist:
+  __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed")
+
+
+_dist = None
+
+
+def distributed_initialize(coordinator_address, num_processes, process_id, *, bind_address,
+                           init_timeout, heartbeat_timeout, shutdown_timeout):
+  """Start the coordination service (process 0) and connect this process's client; the CPU
+  client made afterwards spans every process's devices. The service declares a process
+  dead after ``heartbeat_timeout`` seconds without heartbeats and then terminates the
+  others (XLA's fatal error: "another task died"), so no process waits forever on a dead
+  peer."""
+  global _dist
+  jl = ensure_jaxlib()
+  with _lock:
+    if _rt is not None:
+      raise RuntimeError("jax.distributed.initialize() must be called before any JAX calls "
+                         "that might initialise the XLA backend. This includes any "
+                         "computation, but also calls to jax.devices, jax.device_put, and "
+                         "others.")
+    if _dist is not None:
+      raise RuntimeError("distributed.initialize should only be called once.")
+    d = _Dist()
+    d.process_id, d.num_processes, d.service = process_id, num_processes, None
+    host = coordinator_address.rsplit(":", 1)[0].strip("[]")
+    # gloo publishes this process's address; on a loopback run the host name may not resolve
+    d.hostname = host if host in ("127.0.0.1", "localhost", "::1") else None
+    if process_id == 0:
+      d.service = jl._jax.get_distributed_runtime_service(
+          bind_address, num_processes, heartbeat_timeout=heartbeat_timeout,
+          shutdown_timeout=shutdown_timeout)
+    try:
+      d.client = jl._jax.get_distributed_runtime_client(
+          coordinator_address, process_id, init_timeout=init_timeout,
+          heartbeat_timeout=heartbeat_timeout, shutdown_timeout=shutdown_timeout,
+          use_compression=True)
+      d.client.connect()
+    except BaseException:
+      if d.service is not None:
+        d.service.shutdown()
+      raise
+    d.failed = None
+    _dist = d
+    _install_failure_hooks()
+
+
+def _collectives(_jax, impl):
+  """The CPU client's cross-process collectives (``jax_cpu_collectives_implementation``)."""
+  if impl == "gloo":
+    return _jax.make_gloo_tcp_collectives(_dist.client, hostname=_dist.hostname)
+  if impl == "mpi":  # needs an MPI library (MPITRAMPOLINE_LIB)
+    import atexit
+    c = _jax.make_mpi_collectives()
+    c.Init()
+    atexit.register(c.Finalize)
+    return c
+  if impl is None:
+    return None  # cross-process collectives then fail when run
+  raise NotImplementedError(f"jax_cpu_collectives_implementation={impl!r} is not available "
+                            "in nbjax (use 'gloo')")
+
+
+_FAILED_KEY = "nbjax/failed"
+_hooks_installed = False
+
+
+def _install_failure_hooks():
+  """An uncaught exception in this process is published (``_FAILED_KEY``) for the others,
+  whose waits on collectives then raise it (``wait_sharded``); a process that failed, or
+  saw another fail, leaves at exit without the runtime's shutdown (its collectives can
+  never finish: waiting for them would hang until the heartbeat timeout)."""
+  global _hooks_installed
+  if _hooks_installed:
+    return
+  _hooks_installed = True
+  import atexit
+  prev = sys.excepthook
+
+  def hook(tp, e, tb):
+    d = _dist
+    if d is not None and not issubclass(tp, PeerFailedError):
+      d.failed = f"process {d.process_id} failed with {tp.__name__}: {e}"
+      try:
+        d.client.key_value_set(_FAILED_KEY, d.failed, allow_overwrite=True)
+      except Exception:
+        pass
+    prev(tp, e, tb)
+
+  def leave():
+    d = _dist
+    if d is not None and d.failed is not None:
+      if d.service is not None and d.failed.startswith(f"process {d.process_id} "):
+        import time  # the service goes with this process: let the others read why first
+        time.sleep(2.0)
+      for f in (sys.stdout, sys.stderr):
+        try:
+          f.flush()
+        except Exception:
+          pass
+      os._exit(1)
+
+  sys.excepthook = hook
+  atexit.register(leave)
+
+
+class PeerFailedError(RuntimeError):
+  """Another process of a distributed run failed while this one waited for it."""
+
+
+def peer_failure():
+  """The failure another process published (a message), or None."""
+  d = _dist
+  if d is None:
+    return None
+  try:
+    return d.client.key_value_try_get(_FAILED_KEY)
+  except Exception:  # NOT_FOUND: nobody failed
+    return None
+
+
+def wait_sharded(bufs):
+  """Wait for this process's output buffers of a run spanning processes, checking every
+  ~0.1 s that no other process failed (then raise PeerFailedError, naming it, instead of
+  waiting forever on a collective it will never join). A process that dies without a
+  Python exception is caught by the coordination service's heartbeat timeout instead."""
+  import time
+  d, delay, waited = _dist, 1e-5, 0.0
+  while not all(b.is_ready() for b in bufs):
+    time.sleep(delay)
+    waited += delay
+    delay = min(delay * 2, 0.02)
+    if waited >= 0.1:
+      waited, msg = 0.0, peer_failure()
+      if msg is not None:
+        d.failed = msg
+        raise PeerFailedError(f"{msg}; this process's computation (a collective across "
+                              "processes) cannot complete")
+
+
+def distributed_shutdown():
+  """Disconnect this process's client (waiting for the others, up to the shutdown timeout)
+  and stop the service. Nothing to do when not initialized."""
+  global _dist
+  with _lock:
+    d, _dist = _dist, None
+  if d is None:
+    return
+  try:
+    d.client.shutdown()
+  finally:
+    if d.service is not None:
+      d.service.shutdown()
+
+
+def distributed_state():
+  """``(process_id, num_processes, client)`` after ``distributed_initialize``, else None."""
+  d = _dist
+  return None if d is None else (d.process_id, d.num_processes, d.client)
+
+
+def process_index():
+  return _runtime().client.process_index()
 
 
 class Replicated:

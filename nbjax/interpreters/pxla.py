@@ -101,7 +101,7 @@ def _pick_devices(n, devices):
                        "of local devices passed to pmap. Got axis_size="
                        f"{n}, num_local_devices={len(devices)}.")
     return list(devices)
-  avail = xla.devices()
+  avail = xla.local_devices()
   if n > len(avail):
     raise ValueError(f"compiling computation that requires {n} logical devices, but only "
                      f"{len(avail)} XLA devices are available (num_replicas={n})")

@@ -103,6 +103,11 @@ def _impl(*args, jaxpr, mesh, in_specs, out_specs, name, **_):
     per = _compiled[jaxpr] = {}
   exe = per.get(mesh)
   if exe is None:
+    if mesh.is_multi_process:
+      raise NotImplementedError(
+          f"nbjax's shard_map runs on one process's devices; mesh {mesh} spans several "
+          "processes: use jit with in_shardings/out_shardings over it (XLA partitions the "
+          "program and its collectives cross processes)")
     exe = per[mesh] = _Exe(jaxpr, mesh, name)
   out_avals = _abstract_eval(*[core.get_aval(x) for x in args], jaxpr=jaxpr, mesh=mesh,
                              in_specs=in_specs, out_specs=out_specs)

@@ -27,7 +27,9 @@ from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
 from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
 
-__all__ = ["put", "SpmdExecutable", "sharding_constraint_p", "with_sharding_constraint",
+__all__ = ["put", "from_pieces", "local_devices", "make_array_from_callback",
+           "make_array_from_single_device_arrays", "make_array_from_process_local_data",
+           "SpmdExecutable", "sharding_constraint_p", "with_sharding_constraint",
            "flatten_shardings", "is_sharded"]
 
 
@@ -55,32 +57,95 @@ def is_sharded(x):
   return type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
 
 
-def _assemble(bufs, sharding, shape, dtype, weak):
+def local_devices(sharding):
+  """The devices of ``sharding`` this process drives, in its device order."""
+  devs = sharding._device_assignment
+  if sharding.is_fully_addressable:
+    return list(devs)
+  mine = sharding.addressable_devices
+  return [d for d in devs if d in mine]
+
+
+_covers: dict = {}
+
+
+def _full_here(sharding, shape):
+  """Whether this process's pieces of an array of ``shape`` hold all of it."""
+  key = (sharding, tuple(shape))
+  r = _covers.get(key)
+  if r is None:
+    mask = np.zeros(shape, bool)
+    for i in sharding.addressable_devices_indices_map(shape).values():
+      mask[i] = True
+    r = _covers[key] = bool(mask.all())
+  return r
+
+
+def _make(g, sharding, bufs, shape, dtype, weak):
+  """The Array of the jaxlib global array ``g`` (this process's buffers ``bufs``, in
+  ``local_devices(sharding)`` order): with a host value when this process holds all of it."""
   from nbjax import xla
-  idx = sharding.devices_indices_map(shape)
-  v = np.empty(shape, dtype)
-  for d, b in zip(sharding._device_assignment, bufs):
-    v[idx[d]] = xla._to_numpy(b)
-  return v
+  if sharding.is_fully_addressable or _full_here(sharding, shape):
+    idx = sharding.devices_indices_map(shape)
+    v = np.empty(shape, dtype)
+    for d, b in zip(local_devices(sharding), bufs):
+      v[idx[d]] = xla._to_numpy(b).reshape(v[idx[d]].shape)
+    o = _wrap(v, weak)
+  else:  # spans other processes: no host value (Array.__getattr__ raises JAX's error)
+    o = Array.__new__(Array)
+    o._weak, o._buf = weak, None
+  o._pmap = (sharding, list(bufs), g)
+  return o
 
 
 def put(x, sharding):
-  """``x`` (array-like) as an Array placed as ``sharding`` says (one buffer per device)."""
+  """``x`` (array-like) as an Array placed as ``sharding`` says (one buffer per device; this
+  process's devices only when the sharding spans several processes: every process passes
+  the same global value)."""
   weak = x._weak if type(x) is Array else False
-  if is_sharded(x) and x._pmap[0] == sharding:
-    return x
+  if is_sharded(x) and x._pmap[2] is not None:
+    if x._pmap[0] == sharding:
+      return x
+    if not x._pmap[0].is_fully_addressable or not sharding.is_fully_addressable:
+      return _reshard(sharding)(x)  # moves pieces between processes: XLA's job
   v = x._value if type(x) is Array else np.asarray(Array(x)._value)
   if isinstance(sharding, NamedSharding):
     sharding.check(v.shape, "device_put args")
   xla, xc, rt = _jl()
-  devs = list(sharding._device_assignment)
+  devs = local_devices(sharding)
   idx = sharding.devices_indices_map(v.shape)
   pieces = [np.array(v[idx[d]], order="C") for d in devs]  # distinct memory per shard
   g = rt.bdp(rt.aval(v.shape, v.dtype), _shim(sharding, v.ndim), pieces, devs, True, False,
              rt.copy, True)
-  o = _wrap(v, weak)
-  o._pmap = (sharding, list(g._arrays), g)
-  return o
+  return _make(g, sharding, list(g._arrays), v.shape, v.dtype, weak)
+
+
+_reshards: dict = {}
+
+
+def _identity(v):
+  return v
+
+
+def _reshard(sharding):
+  """The identity jitted with ``out_shardings=sharding`` (one per sharding)."""
+  f = _reshards.get(sharding)
+  if f is None:
+    from nbjax.interpreters.pjit import jit
+    f = _reshards[sharding] = jit(_identity, out_shardings=sharding)
+  return f
+
+
+def from_pieces(shape, dtype, sharding, pieces, weak=False):
+  """The Array of this process's ``pieces`` (host arrays, in ``local_devices(sharding)``
+  order) of a global array of ``shape``, placed as ``sharding``."""
+  from nbjax import dtypes
+  xla, xc, rt = _jl()
+  dtype = dtypes.canonicalize_dtype(dtype)
+  pieces = [np.array(p, dtype=dtype, order="C") for p in pieces]
+  g = rt.bdp(rt.aval(tuple(shape), dtype), _shim(sharding, len(shape)), pieces,
+             local_devices(sharding), True, False, rt.copy, True)
+  return _make(g, sharding, list(g._arrays), tuple(shape), dtype, weak)
 
 
 def _global(x, sharding):
@@ -237,22 +302,29 @@ class SpmdExecutable:
     self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape, self.in_shs)
                     for s, h, a in zip(out_shs, got, out_avals)]
     self.out_avals = out_avals
+    mine = set(rt.local_devs)
+    self.local = [d for d in self.devs if d in mine]
+    self._rt_array = xla.ensure_jaxlib()._jax.ArrayImpl
 
   def run(self, args):
-    from nbjax import xla
+    xla, xc, rt = _jl()
     gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
     with xla._replicated_lock:
       res = self._exe.execute_sharded(gs, with_tokens=True)
-      res.consume_token().block_until_ready()
+      if xla._dist is None:
+        res.consume_token().block_until_ready()
+        per_out = res.disassemble_into_single_device_arrays()
+      else:  # other processes take part: wait in Python, watching for their failure
+        per_out = res.disassemble_into_single_device_arrays()
+        xla.wait_sharded([b for bufs in per_out for b in bufs])
     outs = []
-    for bufs, sh, aval in zip(res.disassemble_into_single_device_arrays(), self.out_shs,
-                              self.out_avals):
-      # buffers come in the executable's device order; the sharding's may differ
-      order = {d: b for d, b in zip(self.devs, bufs)}
-      bufs = [order[d] for d in sh._device_assignment]
-      o = _wrap(_assemble(bufs, sh, aval.shape, aval.dtype, aval.weak_type), aval.weak_type)
-      o._pmap = (sh, bufs, None)
-      outs.append(o)
+    for bufs, sh, aval in zip(per_out, self.out_shs, self.out_avals):
+      # buffers come in the executable's (local) device order; the sharding's may differ
+      order = {d: b for d, b in zip(self.local, bufs)}
+      bufs = [order[d] for d in local_devices(sh)]
+      g = self._rt_array(rt.aval(aval.shape, aval.dtype), _shim(sh, len(aval.shape)), bufs,
+                         True, True)
+      outs.append(_make(g, sh, bufs, aval.shape, aval.dtype, aval.weak_type))
     return outs
 
 
@@ -331,3 +403,108 @@ def with_sharding_constraint(x, shardings):
       s.check(np.shape(v), "with_sharding_constraint arguments")
     out.append(sharding_constraint_p.bind(v, sharding=s))
   return tree_util.tree_unflatten(tree, out)
+
+
+# ----------------------------------------------------------------------- global arrays from pieces
+
+
+def _check_pieces(what, sharding, shape, pieces):
+  want = sharding.shard_shape(shape)
+  for p in pieces:
+    if tuple(np.shape(p)) != tuple(want):
+      raise ValueError(f"{what}: expected a shard of shape {tuple(want)} for global shape "
+                       f"{tuple(shape)} with sharding {sharding}, got {tuple(np.shape(p))}")
+
+
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+  """An Array of global ``shape`` placed as ``sharding``: ``data_callback(index)`` gives the
+  data of each of this process's devices (``index``: a tuple of slices into the global
+  array), as ``jax.make_array_from_callback``."""
+  shape = tuple(shape)
+  if not sharding._spmd:
+    v = np.asarray(data_callback((slice(None),) * len(shape)))
+    return Array(v if dtype is None else v.astype(dtype))
+  idx = sharding.devices_indices_map(shape)
+  pieces = [np.asarray(data_callback(idx[d])) for d in local_devices(sharding)]
+  if dtype is None:
+    if not pieces:
+      raise ValueError("Please pass `dtype` to `make_array_from_callback` when this process "
+                       "has no addressable shards.")
+    dtype = pieces[0].dtype
+  _check_pieces("make_array_from_callback", sharding, shape, pieces)
+  return from_pieces(shape, dtype, sharding, pieces)
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+  """An Array of global ``shape`` placed as ``sharding`` from this process's per-device
+  arrays (one per device of ``sharding`` this process drives, in its device order), as
+  ``jax.make_array_from_single_device_arrays``."""
+  shape = tuple(shape)
+  devs = local_devices(sharding)
+  arrays = list(arrays)
+  if len(arrays) != len(devs):
+    raise ValueError(f"The number of arrays ({len(arrays)}) must equal the number of "
+                     f"addressable devices of the sharding ({len(devs)}).")
+  pieces = [np.asarray(a) for a in arrays]
+  if dtype is None:
+    if not pieces:
+      raise ValueError("If the Array has no addressable shards, `dtype` must be provided via "
+                       "the `dtype` argument to `jax.make_array_from_single_device_arrays`.")
+    dtype = pieces[0].dtype
+  _check_pieces("make_array_from_single_device_arrays", sharding, shape, pieces)
+  return from_pieces(shape, dtype, sharding, pieces)
+
+
+def _extents(index_map, shape):
+  """Per dimension, the (start, stop) the devices of ``index_map`` cover together."""
+  out = []
+  for k, n in enumerate(shape):
+    r = [i[k].indices(n)[:2] for i in index_map.values()]
+    out.append((min(a for a, _ in r), max(b for _, b in r)) if r else (0, 0))
+  return out
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+  """An Array placed as ``sharding`` from the data this process holds (``local_data``: its
+  block of the global array along the dimensions the sharding splits over processes, or the
+  whole extent of a dimension), as ``jax.make_array_from_process_local_data``. Without
+  ``global_shape`` each process is taken to hold an equal block."""
+  if isinstance(sharding, Sharding) and not isinstance(local_data, (np.ndarray, Array)) and \
+      not np.isscalar(local_data):
+    leaves, tree = tree_util.tree_flatten(local_data)
+    if len(leaves) != 1 or leaves[0] is not local_data:
+      shapes = ([None] * len(leaves) if global_shape is None else
+                tree.flatten_up_to(global_shape))
+      return tree_util.tree_unflatten(tree, [
+          make_array_from_process_local_data(sharding, v, g) for v, g in zip(leaves, shapes)])
+  local = np.asarray(local_data)
+  if not sharding._spmd:
+    return Array(local)
+  if global_shape is None:  # each dimension: global / local blocks, on a divisible probe shape
+    n = len(sharding._device_assignment)
+    probe = tuple(max(k, 1) * n for k in local.shape)
+    whole = _extents(sharding.devices_indices_map(probe), probe)
+    mine = _extents(sharding.addressable_devices_indices_map(probe), probe)
+    global_shape = tuple(k * ((b - a) // max(d - c, 1))
+                         for k, (a, b), (c, d) in zip(local.shape, whole, mine))
+  global_shape = tuple(global_shape)
+  if len(global_shape) != local.ndim:
+    raise ValueError(f"make_array_from_process_local_data: local_data of shape {local.shape} "
+                     f"does not match global_shape {global_shape}")
+  amap = sharding.addressable_devices_indices_map(global_shape)
+  offsets = []
+  for k, (a, b) in enumerate(_extents(amap, global_shape)):
+    if local.shape[k] == global_shape[k]:
+      offsets.append(0)
+    elif local.shape[k] == b - a:
+      offsets.append(a)
+    else:
+      raise ValueError(f"make_array_from_process_local_data: local_data's dimension {k} has "
+                       f"size {local.shape[k]}, but this process's devices hold {b - a} of "
+                       f"the global {global_shape[k]} (global_shape {global_shape})")
+  pieces = []
+  for d in local_devices(sharding):
+    i = amap[d]
+    pieces.append(local[tuple(slice(s.indices(n)[0] - o, s.indices(n)[1] - o)
+                              for s, n, o in zip(i, global_shape, offsets))])
+  return from_pieces(global_shape, local.dtype, sharding, pieces)

@@ -1,0 +1,150 @@
+"""Several processes (``nbjax.distributed``): REAL runs of two processes on 127.0.0.1, two CPU
+devices each, through jaxlib's coordination service and gloo collectives. The cases live in
+``tests/distributed_cases.py`` (each checks its results against NumPy in every process); this
+file launches them, every process under a timeout, and checks the one-process defaults."""
+import inspect
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nbjax
+from nbjax.experimental import multihost_utils
+from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = os.path.join(ROOT, "tests", "distributed_cases.py")
+TIMEOUT = 120  # seconds for a whole run (a healthy one takes ~15 s on a loaded 2-core box)
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _env(xla_flags=True):
+  """Two CPU devices per process: by XLA_FLAGS, else the case script sets
+  ``jax_num_cpu_devices``."""
+  e = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_FLAGS", "JAX_"))}
+  e.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           PYTHONUNBUFFERED="1")
+  if xla_flags:
+    e["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+  return e
+
+
+def _launch(mode, n=2, xla_flags=True):
+  """Run ``n`` processes of ``distributed_cases.py MODE``; -> [(returncode, output)]. A run
+  past TIMEOUT is killed (each process, by its own handle) and fails the test."""
+  port = str(_free_port())
+  procs = [subprocess.Popen([sys.executable, CASES, mode, str(i), str(n), port], cwd=ROOT,
+                            env=_env(xla_flags), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True) for i in range(n)]
+  outs = []
+  try:
+    for p in procs:
+      outs.append((p.communicate(timeout=TIMEOUT)[0], p.returncode))
+  except subprocess.TimeoutExpired:
+    for p in procs:
+      p.kill()
+    for p in procs:
+      p.communicate()
+    pytest.fail(f"distributed run {mode!r} hung (killed after {TIMEOUT} s)")
+  return [(rc, out) for out, rc in outs]
+
+
+def test_two_processes_jit_psum_mlp_multihost_utils():
+  res = _launch("main")
+  for pid, (rc, out) in enumerate(res):
+    assert rc == 0, f"process {pid}:\n{out[-6000:]}"
+    for case in ("topology", "psum", "mlp", "multihost_utils", "shutdown"):
+      assert f"OK {case}\n" in out, f"process {pid} missed {case}:\n{out[-6000:]}"
+
+
+@pytest.mark.parametrize("dying", [1, 0], ids=["worker_dies", "coordinator_dies"])
+def test_dead_process_stops_the_others(dying):
+  """One process exits without a word after a first collective; the other, going on to the
+  next collective, must not hang: the coordination service (heartbeat timeout 3 s) stops
+  it, or, when the coordinator itself died, its client loses the service and stops it, with
+  an error that says another task died."""
+  res = _launch("die" if dying == 1 else "die0")
+  rc_dead, out_dead = res[dying]
+  rc, out = res[1 - dying]
+  assert rc_dead == 0 and "first collective done" in out_dead, out_dead[-4000:]
+  assert "first collective done" in out and "UNREACHABLE" not in out, out[-4000:]
+  assert rc != 0, out[-4000:]
+  assert "another task died" in out, out[-4000:]
+  if dying == 1:
+    assert "stopped sending heartbeats" in out, out[-4000:]
+
+
+@pytest.mark.parametrize("failing", [1, 0], ids=["worker_raises", "coordinator_raises"])
+def test_python_error_in_a_peer_is_raised_in_the_others(failing):
+  """One process fails with an uncaught exception; the other, waiting in a collective,
+  raises a RuntimeError naming that process and its exception (caught and checked there),
+  and both leave with status 1, promptly: nobody waits on the dead run."""
+  res = _launch("raise" if failing == 1 else "raise0", xla_flags=False)
+  rc_bad, out_bad = res[failing]
+  rc, out = res[1 - failing]
+  assert rc_bad == 1 and f"ValueError: boom in process {failing}" in out_bad, out_bad[-4000:]
+  assert "OK peer error" in out and rc == 1, out[-4000:]
+  assert "Terminating process" not in out + out_bad, (out + out_bad)[-4000:]
+
+
+def test_initialize_errors():
+  p = subprocess.run([sys.executable, CASES, "errors", str(_free_port())], cwd=ROOT, env=_env(),
+                     capture_output=True, text=True, timeout=TIMEOUT)
+  assert p.returncode == 0 and "OK errors" in p.stdout, p.stdout + p.stderr[-4000:]
+
+
+def test_signature_matches_jax():
+  params = list(inspect.signature(nbjax.distributed.initialize).parameters)
+  assert params == ["coordinator_address", "num_processes", "process_id", "local_device_ids",
+                    "cluster_detection_method", "initialization_timeout",
+                    "heartbeat_timeout_seconds", "shutdown_timeout_seconds",
+                    "coordinator_bind_address", "slice_index", "partition_index"]
+  assert inspect.signature(nbjax.distributed.initialize).parameters[
+      "heartbeat_timeout_seconds"].default == 100
+
+
+def test_one_process_defaults():
+  assert not nbjax.distributed.is_initialized()
+  nbjax.distributed.shutdown()  # nothing to do
+  assert nbjax.process_index() == 0 and nbjax.process_count() == 1
+  assert nbjax.local_devices() == nbjax.devices()
+  assert nbjax.local_devices(process_index=0) == nbjax.devices()
+  assert nbjax.local_devices(process_index=1) == []
+  assert all(d.process_index == 0 for d in nbjax.devices())
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  assert not mesh.is_multi_process and mesh.local_devices == nbjax.devices()
+
+
+def test_make_array_helpers_one_process():
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  n = mesh.size
+  sh = NamedSharding(mesh, P("x"))
+  full = np.arange(4.0 * n).reshape(2 * n, 2)
+  idx = sh.devices_indices_map(full.shape)
+  seen = []
+  a = nbjax.make_array_from_callback(full.shape, sh, lambda i: seen.append(i) or full[i])
+  np.testing.assert_array_equal(np.asarray(a), full)
+  assert seen == [idx[d] for d in nbjax.devices()] and a.sharding == sh
+  assert a.is_fully_addressable and [s.index for s in a.addressable_shards] == seen
+  assert sh.has_addressable_devices and sh.addressable_devices == set(nbjax.devices())
+  assert [s.index for s in a.global_shards] == seen
+  b = nbjax.make_array_from_single_device_arrays(full.shape, sh,
+                                                 [full[idx[d]] for d in nbjax.devices()])
+  np.testing.assert_array_equal(np.asarray(b), full)
+  with pytest.raises(ValueError, match="expected a shard of shape"):
+    nbjax.make_array_from_single_device_arrays(full.shape, sh, [full[:1]] * n)
+  c = nbjax.make_array_from_process_local_data(sh, full)  # one process holds everything
+  assert c.shape == full.shape
+  np.testing.assert_array_equal(np.asarray(c), full)
+  np.testing.assert_array_equal(multihost_utils.process_allgather(full), full[None])
+  np.testing.assert_array_equal(multihost_utils.process_allgather(full, tiled=True), full)
+  multihost_utils.sync_global_devices("one process")
+  np.testing.assert_array_equal(np.asarray(multihost_utils.broadcast_one_to_all(full)), full)
