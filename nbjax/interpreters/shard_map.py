@@ -23,13 +23,13 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, tree_util
+from nbjax import core, dtypes, registry, tree_util
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters import pjit
-from nbjax.jaxpr import ClosedJaxpr
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
 from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, _current_mesh
 
 __all__ = ["shard_map", "shard_map_p"]
@@ -124,19 +124,128 @@ def _jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, name, **params)
                     for a, nz in zip(avals, out_nz)]
 
 
-def _transpose(cts, *args, name, **_):
-  raise NotImplementedError(f"nbjax's shard_map ({name}) is not transposable yet: reverse-mode "
-                            "autodiff (grad, vjp) through shard_map is not supported")
+def _unmentioned(mesh, spec):
+  named = {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())}
+  return tuple(a for a in mesh.axis_names if a not in named)
+
+
+def _factor(mesh, spec):
+  return int(np.prod([mesh.shape[a] for a in _unmentioned(mesh, spec)], dtype=np.int64))
+
+
+def _lax():
+  from nbjax import lax
+  return lax
+
+
+def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """Transpose as JAX's unchecked (``check_vma=False``) rule: each member of a replicated
+  output's axes gets ``ct / replicas``, the body is transposed per block (``psum``'s
+  transpose is ``psum``), and an input's cotangent is summed over the axes its in_spec does
+  not name. Known args are residuals, passed with their in_specs."""
+  lax = _lax()
+  undef = [ad.is_undefined_primal(x) for x in args]
+  res = [x for x, u in zip(args, undef) if not u]
+  res_specs = tuple(s for s, u in zip(in_specs, undef) if not u)
+  cts = [ad.instantiate_zeros(c) for c in cts]
+  per_in = jaxpr.in_avals
+
+  def fun(*ins):
+    r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    c = [x if _factor(mesh, s) == 1 or x.dtype == dtypes.float0 else
+         lax.div(x, lax.full_like(x, _factor(mesh, s))) for x, s in zip(c, out_specs)]
+    full = [ad.UndefinedPrimal(a) if u else next(r) for a, u in zip(per_in, undef)]
+    outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, full, c)
+    outs = [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
+    specs = [s for s, u in zip(in_specs, undef) if u]
+    return [o if not _unmentioned(mesh, s) or o.dtype == dtypes.float0 else
+            lax.psum(o, _unmentioned(mesh, s)) for o, s in zip(outs, specs)]
+
+  avals = [a for a, u in zip(per_in, undef) if not u] + list(jaxpr.out_avals)
+  with _env(mesh):
+    tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+  outs = iter(shard_map_p.bind(
+      *consts, *res, *cts, jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), mesh=mesh,
+      in_specs=(PartitionSpec(),) * len(consts) + res_specs + tuple(out_specs),
+      out_specs=tuple(s for s, u in zip(in_specs, undef) if u), name=f"transpose({name})",
+      **params))
+  return [next(outs) if u else None for u in undef]
+
+
+def _restage(closed, fun, avals, name):
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=name)
+  return ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), []), consts
+
+
+def _partial_eval(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """The known shard_map computes the known outputs and the residuals, each a per-device
+  value: it leaves with a leading axis of size 1 split over every mesh axis (global leading
+  axis ``mesh.size``), and the unknown shard_map takes it back with that spec."""
+  lax = _lax()
+  with _env(mesh):
+    known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
+  rspec = PartitionSpec(tuple(mesh.axis_names))
+  nk = len(known.out_avals) - num_res
+
+  def kfun(*xs):
+    outs = eval_jaxpr(known.jaxpr, known.consts, *xs)
+    return outs[:nk] + [lax.expand_dims(r, (0,)) for r in outs[nk:]]
+
+  def ufun(*xs):
+    rs = [lax.reshape(r, r.shape[1:]) for r in xs[:num_res]]
+    return eval_jaxpr(unknown.jaxpr, unknown.consts, *rs, *xs[num_res:])
+
+  r_avals = [a.update(shape=(1, *a.shape)) for a in known.out_avals[nk:]]
+  with _env(mesh):
+    kj, kc = _restage(known, kfun, known.in_avals, name)
+    uj, uc = _restage(unknown, ufun, r_avals + list(unknown.in_avals[num_res:]), name)
+  if kc or uc:  # trace constants would be inputs of their own: stage the whole equation
+    return None
+  kp = dict(params, jaxpr=kj, mesh=mesh, name=name,
+            in_specs=tuple(s for s, u in zip(in_specs, in_unknowns) if not u),
+            out_specs=tuple(s for s, u in zip(out_specs, out_unk) if not u) + (rspec,) * num_res)
+  up = dict(params, jaxpr=uj, mesh=mesh, name=name,
+            in_specs=(rspec,) * num_res + tuple(s for s, u in zip(in_specs, in_unknowns) if u),
+            out_specs=tuple(s for s, u in zip(out_specs, out_unk) if u))
+  return kp, up, out_unk, num_res
+
+
+def _insert(spec, ndim, d):
+  parts = [p or None for p in spec._normalized(ndim)]
+  parts = [None if p is None else p[0] if len(p) == 1 else p for p in parts]
+  return PartitionSpec(*parts[:d], None, *parts[d:])
+
+
+def _batch(axis_data, vals, dims, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """vmap of shard_map: the batch axis is an unsplit axis of each block (first in the
+  inputs); the body is batched (collectives over mesh axes see the batch axis as data)."""
+  from nbjax.interpreters import batching
+  vals = [x if d is batching.not_mapped else batching.moveaxis(x, d, 0)
+          for x, d in zip(vals, dims)]
+  inner = tuple(None if d is batching.not_mapped else 0 for d in dims)
+  with _env(mesh):
+    new, odims = pjit.batch_jaxpr(jaxpr, axis_data.size, inner, axis_data.name, name)
+  ins = tuple(s if d is None else _insert(s, len(a.shape), 0)
+              for s, d, a in zip(in_specs, inner, jaxpr.in_avals))
+  outs = tuple(s if d is None else _insert(s, len(a.shape), d)
+               for s, d, a in zip(out_specs, odims, jaxpr.out_avals))
+  res = shard_map_p.bind(*vals, jaxpr=new, mesh=mesh, in_specs=ins, out_specs=outs, name=name,
+                         **params)
+  return res, [batching.not_mapped if d is None else d for d in odims]
+
+
+_batch.wants_axis_data = True
 
 
 shard_map_p.make_eager = lambda prim, f_small, f_large, thr: _impl
 registry.register(
     shard_map_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
-    jvp=_jvp, transpose=_transpose,
+    jvp=_jvp, transpose=_transpose, batch=_batch,
     meta=dict(differentiable=True,
               note="map over mesh blocks: its block jaxpr runs as one replicated XLA program",
               lowering_note="runs as its own replicated XLA program (num_replicas = "
                             "mesh.size); not lowered inside jit"))
+shard_map_p.partial_eval = _partial_eval
 
 
 def _specs(what, tree, specs):
