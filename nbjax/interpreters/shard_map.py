@@ -248,6 +248,119 @@ registry.register(
 shard_map_p.partial_eval = _partial_eval
 
 
+# ------------------------------------------------------------ check_vma: replication check
+# Which mesh axes each value of the body may vary over (JAX's ``vma`` type, inferred here from
+# the jaxpr instead of carried on avals): an input varies over the axes its in_spec names; a
+# reduction or gather over axes makes them invariant; ``axis_index``, ``ppermute``,
+# ``all_to_all`` and ``psum_scatter`` make their axes varying; anything else varies over the
+# union of its inputs. Calls, ``scan``, ``while`` (carries to a fixed point) and ``cond`` are
+# followed into; other sub-jaxprs count with every input at the union.
+
+_REDUCE = frozenset({"psum", "pmax", "pmin", "all_gather"})
+_VARY = frozenset({"ppermute", "all_to_all", "reduce_scatter"})
+
+
+def _sub_jaxprs(params):
+  from nbjax.jaxpr import Jaxpr
+  for v in params.values():
+    for j in (v if type(v) in (tuple, list) else (v,)):
+      if isinstance(j, ClosedJaxpr):
+        yield j.jaxpr
+      elif isinstance(j, Jaxpr):
+        yield j
+
+
+def _carried(body, consts, carry, rest, k):
+  """Loop carries' vma to a fixed point: ``(carry, outs of the last pass)``."""
+  while True:
+    outs = _vma(body, consts + carry + rest)
+    new = [c | o for c, o in zip(carry, outs[:k])]
+    if new == carry:
+      return carry, outs
+    carry = new
+
+
+def _eqn_vma(e, ins):
+  name, p, u = e.primitive.name, e.params, frozenset().union(*ins)
+  if name in _REDUCE:
+    return [u - set(p["axes"])]
+  if name in _VARY:
+    return [u | set(p["axes"])]
+  if name == "axis_index":
+    return [frozenset({p["axis_name"]})]
+  if name == "scan":
+    c, k = p["num_consts"], p["num_carry"]
+    carry, outs = _carried(p["jaxpr"].jaxpr, ins[:c], ins[c:c + k], ins[c + k:], k)
+    return carry + outs[k:]
+  if name == "while":
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    carry, pred = list(ins[cn + bn:]), frozenset()
+    while True:  # a varying predicate makes every carry varying
+      carry, _ = _carried(p["body_jaxpr"].jaxpr, ins[cn:cn + bn], carry, [], len(carry))
+      pred = _vma(p["cond_jaxpr"].jaxpr, ins[:cn] + carry)[0]
+      new = [c | pred for c in carry]
+      if new == carry:
+        return carry
+      carry = new
+  if name == "cond":
+    outs = [_vma(b.jaxpr, ins[1:]) for b in p["branches"]]
+    return [frozenset().union(ins[0], *o) for o in zip(*outs)]
+  subs = list(_sub_jaxprs(p))
+  if len(subs) == 1 and len(subs[0].invars) == len(ins) and name != "shard_map":
+    return _vma(subs[0], ins)  # a call (jit, custom_jvp/vjp, checkpoint...)
+  out = u  # anything else: the union of its inputs, and of what its sub-jaxprs may add
+  for j in subs:
+    for _ in range(2):
+      out = out.union(*_vma(j, [out] * len(j.invars)))
+  return [out] * len(e.outvars)
+
+
+def _vma(jaxpr, in_vma):
+  from nbjax.jaxpr import Literal
+  env = dict(zip(jaxpr.invars, in_vma))
+  read = lambda x: frozenset() if type(x) is Literal else env.get(x, frozenset())
+  for e in jaxpr.eqns:
+    outs = _eqn_vma(e, [read(x) for x in e.invars])
+    for v, o in zip(e.outvars, outs if len(outs) == len(e.outvars) else [outs[0]] * len(e.outvars)):
+      env[v] = o
+  return [read(v) for v in jaxpr.outvars]
+
+
+def _named(spec):
+  return {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())}
+
+
+def _check_vma(f, mesh, jaxpr, in_specs, out_specs):
+  got = _vma(jaxpr, [frozenset(_named(s)) for s in in_specs])
+  order = lambda axes: ",".join(a for a in mesh.axis_names if a in axes)
+  msgs = []
+  for v, s in zip(got, out_specs):  # (JAX 0.10.2 prints no key path)
+    bad = v - _named(s)
+    if not bad:
+      continue
+    unmentioned = _unmentioned(mesh, s)
+    if len(unmentioned) > 1:
+      msgs.append(f"* out_specs is {s} which implies that the corresponding output value "
+                  f"is only varying across mesh axes {{{order(_named(s))}}} and not "
+                  f"{{{order(bad)}}}, but it was inferred to be possibly varying over "
+                  f"{{{order(v)}}}")
+    else:
+      msgs.append(f"* out_specs is {s} which implies that the corresponding output value "
+                  f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
+                  "replication over any axes")
+  if msgs:
+    if len(msgs) == 1:
+      msgs = [msgs[0][2:]]
+    raise ValueError(
+        f"shard_map applied to the function '{getattr(f, '__name__', str(f))}' was given "
+        "out_specs which require replication which can't be statically inferred given the "
+        f"mesh:\n\nThe mesh given has shape {tuple(mesh.devices.shape)} with corresponding "
+        f"axis names {mesh.axis_names}.\n\n" + "\n\n".join(msgs) + "\n\nCheck if these "
+        "output values are meant to be replicated over those mesh axes. If not, consider "
+        "revising the corresponding out_specs entries. If so, consider disabling the check by "
+        "passing the check_vma=False argument to `jax.shard_map`.")
+
+
 def _specs(what, tree, specs):
   leaf = lambda x: x is None or isinstance(x, PartitionSpec)
   if leaf(specs):
@@ -272,7 +385,10 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
   positional arguments, ``PartitionSpec``s) says how each input is split; ``f`` sees one
   device's block and may call collectives (``psum``, ``all_gather``, ``ppermute``,
   ``axis_index``...) over mesh axis names; ``out_specs`` says how blocks form the outputs (an
-  axis an out_spec does not name: the output is replicated over it)."""
+  axis an out_spec does not name: the output is replicated over it). ``check_vma`` (default
+  True): check statically that each output varies only over the mesh axes its out_spec names
+  (else a ``ValueError``, as JAX); False: an unnamed axis's value is read from its first
+  member."""
   if f is None:
     return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                              axis_names=axis_names, check_vma=check_vma)
@@ -312,6 +428,8 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     for s in outs:
       NamedSharding(m, s)  # names exist, none twice
     closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    if check_vma:
+      _check_vma(f, m, closed.jaxpr, (PartitionSpec(),) * len(consts) + tuple(ins), outs)
     res = shard_map_p.bind(*consts, *flat, jaxpr=closed, mesh=m,
                            in_specs=(PartitionSpec(),) * len(consts) + tuple(ins),
                            out_specs=tuple(outs), name=getattr(f, "__name__", "f"),
