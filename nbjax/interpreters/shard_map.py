@@ -10,10 +10,12 @@ replica groups (replica ``i`` is ``mesh.devices.flat[i]``, row-major over the me
 compiled with ``num_replicas = mesh.size`` (``xla.Replicated``); each device gets its block
 of each input (``devices_indices_map`` of the in_spec), and outputs are assembled from the
 per-device blocks by the out_specs (an axis the out_spec does not name is read from its
-first member: the value is taken to be replicated over it, which is not checked). Results
-keep their per-device buffers (``NamedSharding(mesh, out_spec)``). jvp is the jvp of the
-body; transposition (grad) is not implemented. Inside ``jit`` the enclosing jaxpr runs
-equation by equation (as a jaxpr holding a pmap).
+first member: ``check_vma=True``, the default, checks statically that the value is replicated
+over it, as JAX does). Results keep their per-device buffers (``NamedSharding(mesh,
+out_spec)``). Rules: jvp is the jvp of the body; partial eval splits the body (residuals
+leave per device); transpose is JAX's unchecked rule (see ``_transpose``); batching adds an
+unsplit axis to the blocks. Inside ``jit`` the enclosing jaxpr runs equation by equation
+(as a jaxpr holding a pmap).
 """
 from __future__ import annotations
 
