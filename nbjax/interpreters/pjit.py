@@ -381,13 +381,21 @@ def _has_pmap(jaxpr):
 
 
 class _Interpreted:
-  """A jaxpr holding a ``pmap`` (a replicated program of its own, not lowered inside jit's
-  single-device module): run equation by equation, each pmap as its compiled program."""
+  """A jaxpr holding a ``pmap`` or ``shard_map``: compiled as one replicated program with
+  the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks), run
+  equation by equation, each map as its own compiled program."""
 
   def __init__(self, closed, name):
+    from nbjax.interpreters import pxla
     self.closed, self.name = closed, name
+    try:  # one replicated program, the maps inline (pxla.ReplicatedJit)
+      self.prog = pxla.ReplicatedJit(closed, name)
+    except NotImplementedError:  # host callbacks: equation by equation
+      self.prog = None
 
   def run(self, args):
+    if self.prog is not None:
+      return self.prog.run(args)
     return eval_jaxpr(self.closed.jaxpr, self.closed.consts, *args)
 
   def runner(self, out_tree, guarded=False):

@@ -14,8 +14,8 @@ first member: ``check_vma=True``, the default, checks statically that the value 
 over it, as JAX does). Results keep their per-device buffers (``NamedSharding(mesh,
 out_spec)``). Rules: jvp is the jvp of the body; partial eval splits the body (residuals
 leave per device); transpose is JAX's unchecked rule (see ``_transpose``); batching adds an
-unsplit axis to the blocks. Inside ``jit`` the enclosing jaxpr runs equation by equation
-(as a jaxpr holding a pmap).
+unsplit axis to the blocks. Inside ``jit`` or ``pmap`` it lowers inline in the enclosing
+replicated program (``_lowering``, ``pxla.ReplicatedJit``).
 """
 from __future__ import annotations
 
@@ -71,6 +71,9 @@ class _Exe:
     from nbjax import xla
     from nbjax.interpreters import pxla
     n = mesh.size
+    if pxla.replicas(closed.jaxpr) > 1:
+      raise NotImplementedError(f"shard_map ({name}): a pmap or shard_map inside its body "
+                                "would need more devices than its mesh")
     self.devs = list(mesh.devices.flat)
     ins, outs = closed.in_avals, closed.out_avals
     module = pxla._lower(closed, None, n, (0,) * len(ins), (0,) * len(outs), name,
@@ -239,6 +242,35 @@ def _batch(axis_data, vals, dims, *, jaxpr, mesh, in_specs, out_specs, name, **p
 _batch.wants_axis_data = True
 
 
+def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, name, **_):
+  """Inline in an enclosing replicated program (``pxla.lower_inline``): each replica
+  slices its block of every input by its mesh coordinates and gathers the outputs' blocks
+  back (``all_gather`` per named axis, minor first)."""
+  from nbjax.interpreters import pxla
+  lax, size = _lax(), mesh.shape
+
+  def slice_in(i, x):
+    aval = ctx.avals_in[i]
+    for d, p in enumerate(in_specs[i]._normalized(len(aval.shape))):
+      if p:
+        block = aval.shape[d] // int(np.prod([size[a] for a in p]))
+        lin = 0
+        for a in p:
+          lin = lin * size[a] + lax.axis_index(a)
+        x = lax.dynamic_slice_in_dim(x, lin * block, block, d)
+    return x
+
+  def gather_out(i, o):
+    for d, p in enumerate(out_specs[i]._normalized(len(jaxpr.out_avals[i].shape))):
+      for a in reversed(p):
+        o = lax.all_gather(o, a, axis=d, tiled=True)
+    return o
+
+  inner = pxla._inline((mesh, in_specs, out_specs), jaxpr, _axes(mesh), ctx.avals_in,
+                       slice_in, gather_out)
+  return pxla.lower_inline(ctx, args, inner, _axes(mesh), f"shard_map ({name})")
+
+
 shard_map_p.make_eager = lambda prim, f_small, f_large, thr: _impl
 registry.register(
     shard_map_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
@@ -246,8 +278,9 @@ registry.register(
     meta=dict(differentiable=True,
               note="map over mesh blocks: its block jaxpr runs as one replicated XLA program",
               lowering_note="runs as its own replicated XLA program (num_replicas = "
-                            "mesh.size); not lowered inside jit"))
+                            "mesh.size); inside jit or pmap, inline in that replicated program"))
 shard_map_p.partial_eval = _partial_eval
+shard_map_p.lowerings["cpu"] = _lowering
 
 
 # ------------------------------------------------------------ check_vma: replication check
