@@ -228,3 +228,50 @@ def test_axis_index_groups():
   text = str(nbjax.make_jaxpr(nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=G),
                                          "i"))(X))
   assert "axis_index_groups=((0, 1), (2, 3))" in text, text
+
+
+def test_nested_pmap():
+  y = rng.normal(size=(2, 2, 3)).astype(np.float32)
+  f = nbjax.pmap(nbjax.pmap(lambda v: lax.psum(v, "j") + 10 * lax.psum(v, "i")
+                            + 100 * lax.axis_index("i") + 1000 * lax.axis_index("j"), "j"), "i")
+  ref = (np.broadcast_to(y.sum(1, keepdims=True), y.shape)
+         + 10 * np.broadcast_to(y.sum(0, keepdims=True), y.shape)
+         + 100 * np.arange(2)[:, None, None] + 1000 * np.arange(2)[None, :, None])
+  close(f(y), ref, 1e-4)
+  close(nbjax.jit(f)(y), ref, 1e-4)
+  both = nbjax.pmap(nbjax.pmap(lambda v: lax.psum(v, ("i", "j")), "j"), "i")
+  close(both(y), np.broadcast_to(y.sum((0, 1)), y.shape))
+  # in_axes / out_axes of the inner map, an unmapped inner input
+  g = nbjax.pmap(nbjax.pmap(lambda v, w: v * w + lax.axis_index("j"), "j", in_axes=(1, None),
+                            out_axes=1), "i", in_axes=(0, None))
+  w = np.float32(3)
+  close(g(y.transpose(0, 2, 1), w), (y * 3 + np.arange(2)[None, :, None]).transpose(0, 2, 1))
+  # grad through both maps
+  loss = lambda x: (nbjax.pmap(nbjax.pmap(lambda v: jnp.sin(v) * lax.psum(v, "i"), "j"), "i")(x)
+                    * y).sum()
+  s = y.sum(0, keepdims=True)
+  close(nbjax.grad(loss)(y), np.cos(y) * s * y + (np.sin(y) * y).sum(0, keepdims=True), 1e-4)
+  with pytest.raises(ValueError, match="Nested pmap with explicit devices argument"):
+    nbjax.pmap(nbjax.pmap(lambda v: v, "j", devices=nbjax.devices()[:2]), "i")(y)
+  with pytest.raises(ValueError, match="requires 8 logical devices"):
+    nbjax.pmap(nbjax.pmap(lambda v: v, "j"), "i")(np.ones((2, 4, 3)))
+
+
+def test_jit_of_pmap_is_one_program():
+  from nbjax.interpreters import pjit
+  f = nbjax.jit(lambda x, w: nbjax.pmap(lambda v: lax.psum(v * w, "i") + v, "i")(jnp.tanh(x))
+                .sum(0) * 2)
+  close(f(X, np.float32(2)), (2 * np.tanh(X).sum(0) * N + np.tanh(X).sum(0)) * 2, 1e-5)
+  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  assert progs, "the jit holding a pmap was not compiled as one replicated program"
+  close(nbjax.jit(nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x)
+                             .sum()))(X), 2 * N * X, 1e-5)
+  # a map nested in pmap's body: a shard_map over a 2-device mesh, 2 x 2 replicas in all
+  from nbjax.sharding import Mesh, PartitionSpec as P
+  m = Mesh(np.array(nbjax.devices()[:2]), ("x",))
+  inner = nbjax.shard_map(lambda a: lax.psum(a, "x") * (1 + lax.axis_index("i")), mesh=m,
+                          in_specs=P("x"), out_specs=P())
+  b = rng.normal(size=(2, 4, 3)).astype(np.float32)
+  ref = np.stack([(b[i][:2] + b[i][2:]) * (1 + i) for i in range(2)])
+  close(nbjax.pmap(inner, "i")(b), ref, 1e-5)
+  close(nbjax.jit(nbjax.pmap(inner, "i"))(b), ref, 1e-5)

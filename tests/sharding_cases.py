@@ -290,3 +290,30 @@ def test_check_vma():
        P("x", "y"), P())(X)
   with pytest.raises(TypeError, match="check_rep"):
     nbjax.shard_map(f, mesh=meshes()["2x2"], in_specs=P("x"), out_specs=P(), check_rep=False)
+
+
+def test_jit_of_shard_map_is_one_program():
+  from nbjax.interpreters import pjit
+  f = sm(lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))
+  ref = lambda x: np.sin(np.concatenate([x[:4] + x[4:]] * 2)) * x
+  g = nbjax.jit(lambda x: f(x * 2) + 1)
+  close(g(X64), ref(2 * X64) + 1, 1e-12)
+  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  assert progs, "the jit holding a shard_map was not compiled as one replicated program"
+  for spec in (P(("y", "x")), P(("x", "y"), None), P(None, ("x", "y")), P("y", "x")):
+    h = sm(lambda a: a * (1 + lax.axis_index("x") + 2 * lax.axis_index("y")), spec, spec)
+    ref = np.empty_like(X64)
+    m = meshes()["2x2"]
+    for (ix, iy), d in np.ndenumerate(m.devices):
+      idx = NamedSharding(m, spec).devices_indices_map(X64.shape)[d]
+      ref[idx] = X64[idx] * (1 + ix + 2 * iy)
+    close(nbjax.jit(h)(X64), ref, 1e-12)
+    close(h(X64), ref, 1e-12)
+  k = sm(lambda a, b: (lax.psum(a * b, ("x", "y")), lax.all_gather(a, "y", axis=1, tiled=True)),
+         (P("x", "y"), P()), (P(), P("x")))
+  r1, r2 = nbjax.jit(k)(X64, X64[:4, :2])
+  close(r1, sum(X64[i * 4:(i + 1) * 4, j * 2:(j + 1) * 2] for i in range(2) for j in range(2))
+        * X64[:4, :2], 1e-12)
+  close(r2, X64, 1e-12)
+  close(nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(X64), nbjax.grad(lambda x: f(x).sum())(X64),
+        1e-12)

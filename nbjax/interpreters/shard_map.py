@@ -370,6 +370,7 @@ def _check_vma(f, mesh, jaxpr, in_specs, out_specs):
   order = lambda axes: ",".join(a for a in mesh.axis_names if a in axes)
   msgs = []
   for v, s in zip(got, out_specs):  # (JAX 0.10.2 prints no key path)
+    v = v & set(mesh.axis_names)  # (an enclosing pmap's axes are not this map's business)
     bad = v - _named(s)
     if not bad:
       continue
