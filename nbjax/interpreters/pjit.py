@@ -382,15 +382,15 @@ def _has_pmap(jaxpr):
 
 class _Interpreted:
   """A jaxpr holding a ``pmap`` or ``shard_map``: compiled as one replicated program with
-  the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks), run
-  equation by equation, each map as its own compiled program."""
+  the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks, a
+  ``pmap`` given ``devices``), run equation by equation, each map as its own program."""
 
   def __init__(self, closed, name):
     from nbjax.interpreters import pxla
     self.closed, self.name = closed, name
     try:  # one replicated program, the maps inline (pxla.ReplicatedJit)
       self.prog = pxla.ReplicatedJit(closed, name)
-    except NotImplementedError:  # host callbacks: equation by equation
+    except NotImplementedError:  # host callbacks, pmap(devices=): equation by equation
       self.prog = None
 
   def run(self, args):

@@ -304,10 +304,14 @@ class ReplicatedJit:
   returned. Why replicas: the maps' collectives already lower to replica groups (pmap's
   route, jaxlib's PJRT CPU client runs it), with no SPMD partitioner or manual-sharding
   custom calls involved. Built by ``pjit`` for such a jaxpr; a jaxpr that cannot be one
-  program (host callbacks) runs equation by equation instead (``pjit._Interpreted``)."""
+  program (host callbacks, a pmap given ``devices``) runs equation by equation instead
+  (``pjit._Interpreted``)."""
 
   def __init__(self, closed, name):
     from nbjax import xla
+    if any(e.primitive is xla_pmap_p and e.params["devices"] is not None
+           for e in closed.jaxpr.eqns):
+      raise NotImplementedError("a pmap with explicit devices runs as its own program")
     n = replicas(closed.jaxpr)
     self.devs = _pick_devices(n, None)
     module = _lower(closed, None, n, (None,) * len(closed.in_avals),
