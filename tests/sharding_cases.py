@@ -234,6 +234,14 @@ def test_vjp_jacrev_linearize_of_shard_map():
   close(vjp(t)[0], np.einsum("ijkl,ij->kl", jac, t), 1e-12)
   y, lin = nbjax.linearize(f, X64)
   close(lin(t), np.einsum("ijkl,kl->ij", jac, t), 1e-12)
+  # an integer input (float0 cotangent), unused outputs, second order
+  k = np.arange(32).reshape(8, 4)
+  g = sm(lambda a, i: (a * i, i + 1, lax.psum(a.sum(), ("x", "y"))), (P("x", "y"),) * 2,
+         (P("x", "y"), P("x", "y"), P()))
+  close(nbjax.grad(lambda a: g(a, k)[0].sum())(X64), k)
+  ga, gi = nbjax.grad(lambda a, i: g(a, i)[0].sum(), argnums=(0, 1), allow_int=True)(X64, k)
+  assert gi.dtype == nbjax.dtypes.float0 and gi.shape == k.shape
+  close(nbjax.hessian(lambda a: g(a, k)[2] ** 2)(X64), np.full((8, 4, 8, 4), 2.0), 1e-12)
 
 
 def test_vmap_of_shard_map():
