@@ -325,3 +325,29 @@ def test_jit_of_shard_map_is_one_program():
   close(r2, X64, 1e-12)
   close(nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(X64), nbjax.grad(lambda x: f(x).sum())(X64),
         1e-12)
+
+
+def test_shard_map_traces_once_per_signature():
+  calls = []
+
+  def body(a):
+    calls.append(1)
+    return a * 2
+
+  f = sm(body, P("x", "y"), P("x", "y"))
+  for _ in range(3):
+    close(f(X), X * 2)
+  assert len(calls) == 1
+  f(X[:4])  # another signature
+  assert len(calls) == 2
+  # a closed-over tracer is never kept: each w gives its own derivative
+  box = {}
+  h = sm(lambda a: jnp.sin(a * box["w"]), P("x"), P("x"))
+
+  def loss(w):
+    box["w"] = w
+    return h(X64).sum()
+
+  for w in (2.0, 3.0):
+    close(nbjax.grad(loss)(w), (np.cos(X64 * w) * X64).sum(), 1e-9)
+    close(nbjax.jit(nbjax.grad(loss))(w), (np.cos(X64 * w) * X64).sum(), 1e-9)

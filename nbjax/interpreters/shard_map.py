@@ -143,6 +143,9 @@ def _lax():
   return lax
 
 
+_rule_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # jaxpr -> {key: rule}
+
+
 def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, name, **params):
   """Transpose as JAX's unchecked (``check_vma=False``) rule: each member of a replicated
   output's axes gets ``ct / replicas``, the body is transposed per block (``psum``'s
@@ -166,11 +169,16 @@ def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, name, **params):
     return [o if not _unmentioned(mesh, s) or o.dtype == dtypes.float0 else
             lax.psum(o, _unmentioned(mesh, s)) for o, s in zip(outs, specs)]
 
-  avals = [a for a, u in zip(per_in, undef) if not u] + list(jaxpr.out_avals)
-  with _env(mesh):
-    tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+  per = _rule_cache.setdefault(jaxpr, {})
+  key = ("transpose", tuple(undef), mesh, in_specs, out_specs, core._axis_env.env)
+  if key not in per:
+    avals = [a for a, u in zip(per_in, undef) if not u] + list(jaxpr.out_avals)
+    with _env(mesh):
+      tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+    per[key] = ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), consts
+  tj, consts = per[key]
   outs = iter(shard_map_p.bind(
-      *consts, *res, *cts, jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), mesh=mesh,
+      *consts, *res, *cts, jaxpr=tj, mesh=mesh,
       in_specs=(PartitionSpec(),) * len(consts) + res_specs + tuple(out_specs),
       out_specs=tuple(s for s, u in zip(in_specs, undef) if u), name=f"transpose({name})",
       **params))
@@ -186,6 +194,16 @@ def _partial_eval(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **para
   """The known shard_map computes the known outputs and the residuals, each a per-device
   value: it leaves with a leading axis of size 1 split over every mesh axis (global leading
   axis ``mesh.size``), and the unknown shard_map takes it back with that spec."""
+  per = _rule_cache.setdefault(jaxpr, {})
+  key = ("pe", tuple(in_unknowns), mesh, in_specs, out_specs, name, tuple(params.items()),
+         core._axis_env.env)
+  if key not in per:
+    per[key] = _partial_eval_(in_unknowns, jaxpr=jaxpr, mesh=mesh, in_specs=in_specs,
+                              out_specs=out_specs, name=name, **params)
+  return per[key]
+
+
+def _partial_eval_(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **params):
   lax = _lax()
   with _env(mesh):
     known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
@@ -431,6 +449,27 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
   if not callable(f):
     raise TypeError(f"shard_map requires a callable for its first argument, but got {f!r}")
   mesh_ = mesh
+  cache = {}  # traces per mesh, input structure, block avals and enclosing axes
+
+  def _trace(m, in_tree, avals, ins):
+    box = []
+
+    def body(*xs):
+      leaves, t = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(xs))))
+      box.append(t)
+      return leaves
+
+    with _env(m):
+      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(body, avals,
+                                                   fun_name=getattr(f, "__name__", "f"))
+    out_tree = box[0]
+    outs = _specs("out_specs", out_tree.unflatten([0] * out_tree.num_leaves), out_specs)
+    for s in outs:
+      NamedSharding(m, s)  # names exist, none twice
+    closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    if check_vma:
+      _check_vma(f, m, closed.jaxpr, (PartitionSpec(),) * len(consts) + tuple(ins), outs)
+    return closed, consts, out_tree, outs
 
   @functools.wraps(f)
   def wrapped(*args):
@@ -449,23 +488,14 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
       sh = NamedSharding(m, s)
       sh.check(a.shape, f"shard_map in_specs (argument {i})")
       avals.append(a.update(shape=sh.shard_shape(a.shape)))
-    box = []
-
-    def body(*xs):
-      leaves, t = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(xs))))
-      box.append(t)
-      return leaves
-
-    with _env(m):
-      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(body, avals,
-                                                   fun_name=getattr(f, "__name__", "f"))
-    out_tree = box[0]
-    outs = _specs("out_specs", out_tree.unflatten([0] * out_tree.num_leaves), out_specs)
-    for s in outs:
-      NamedSharding(m, s)  # names exist, none twice
-    closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
-    if check_vma:
-      _check_vma(f, m, closed.jaxpr, (PartitionSpec(),) * len(consts) + tuple(ins), outs)
+    key = (m, in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals),
+           core._axis_env.env)
+    hit = cache.get(key)
+    if hit is None:
+      hit = _trace(m, in_tree, avals, ins)
+      if not any(isinstance(c, core.Tracer) for c in hit[1]):  # (closed-over tracers: not kept)
+        cache[key] = hit
+    closed, consts, out_tree, outs = hit
     res = shard_map_p.bind(*consts, *flat, jaxpr=closed, mesh=m,
                            in_specs=(PartitionSpec(),) * len(consts) + tuple(ins),
                            out_specs=tuple(outs), name=getattr(f, "__name__", "f"),
