@@ -310,13 +310,13 @@ def test_jit_of_shard_map_is_one_program():
   assert progs, "the jit holding a shard_map was not compiled as one replicated program"
   for spec in (P(("y", "x")), P(("x", "y"), None), P(None, ("x", "y")), P("y", "x")):
     h = sm(lambda a: a * (1 + lax.axis_index("x") + 2 * lax.axis_index("y")), spec, spec)
-    ref = np.empty_like(X64)
+    want = np.empty_like(X64)
     m = meshes()["2x2"]
     for (ix, iy), d in np.ndenumerate(m.devices):
       idx = NamedSharding(m, spec).devices_indices_map(X64.shape)[d]
-      ref[idx] = X64[idx] * (1 + ix + 2 * iy)
-    close(nbjax.jit(h)(X64), ref, 1e-12)
-    close(h(X64), ref, 1e-12)
+      want[idx] = X64[idx] * (1 + ix + 2 * iy)
+    close(nbjax.jit(h)(X64), want, 1e-12)
+    close(h(X64), want, 1e-12)
   k = sm(lambda a, b: (lax.psum(a * b, ("x", "y")), lax.all_gather(a, "y", axis=1, tiled=True)),
          (P("x", "y"), P()), (P(), P("x")))
   r1, r2 = nbjax.jit(k)(X64, X64[:4, :2])
@@ -325,6 +325,9 @@ def test_jit_of_shard_map_is_one_program():
   close(r2, X64, 1e-12)
   close(nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(X64), nbjax.grad(lambda x: f(x).sum())(X64),
         1e-12)
+  lowered = nbjax.jit(f).lower(X64)  # the one replicated module, as text
+  assert "stablehlo.all_reduce" in lowered.as_text() and "replica_id" in lowered.as_text()
+  close(lowered.compile()(X64), ref(X64), 1e-12)
 
 
 def test_shard_map_traces_once_per_signature():

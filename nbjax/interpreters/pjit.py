@@ -392,6 +392,7 @@ class _Interpreted:
       self.prog = pxla.ReplicatedJit(closed, name)
     except NotImplementedError:  # host callbacks, pmap(devices=): equation by equation
       self.prog = None
+    self.text = self.prog and self.prog.text
 
   def run(self, args):
     if self.prog is not None:
@@ -935,6 +936,10 @@ class Lowered:
   def __init__(self, wrapped, entry):
     from nbjax.interpreters import mlir
     self._wrapped, self._entry = wrapped, entry
+    if _has_pmap(entry.closed.jaxpr):  # maps: one replicated module (pxla.ReplicatedJit)
+      from nbjax.interpreters import pxla
+      self._module = pxla.replicated_module(entry.closed, f"jit_{entry.name}")[0]
+      return
     self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
                                               host_callbacks=[])
 

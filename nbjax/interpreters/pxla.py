@@ -296,6 +296,17 @@ def _pmap_lowering(ctx, *args, call_jaxpr, axis_name, axis_size, devices, in_axe
   return lower_inline(ctx, args, inner, ((axis_name, axis_size),), f"pmap ({name})")
 
 
+def replicated_module(closed, name):
+  """``(module, num_replicas)``: ``closed`` (a jaxpr holding maps) as one replicated
+  program, every input and output whole on each replica (``ReplicatedJit``)."""
+  if any(e.primitive is xla_pmap_p and e.params["devices"] is not None
+         for e in closed.jaxpr.eqns):
+    raise NotImplementedError("a pmap with explicit devices runs as its own program")
+  n = replicas(closed.jaxpr)
+  return _lower(closed, None, n, (None,) * len(closed.in_avals),
+                (None,) * len(closed.out_avals), name, axes=(), nreps=n), n
+
+
 class ReplicatedJit:
   """A jit whose jaxpr holds maps (pmap, shard_map), compiled as ONE replicated XLA program
   (``num_replicas`` = what its maps need): every replica computes the unmapped parts on the
@@ -309,14 +320,9 @@ class ReplicatedJit:
 
   def __init__(self, closed, name):
     from nbjax import xla
-    if any(e.primitive is xla_pmap_p and e.params["devices"] is not None
-           for e in closed.jaxpr.eqns):
-      raise NotImplementedError("a pmap with explicit devices runs as its own program")
-    n = replicas(closed.jaxpr)
-    self.devs = _pick_devices(n, None)
-    module = _lower(closed, None, n, (None,) * len(closed.in_avals),
-                    (None,) * len(closed.out_avals), name, axes=(), nreps=n)
-    self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, False)
+    module, n = replicated_module(closed, name)
+    self.devs, self.text = _pick_devices(n, None), str(module)
+    self.rep = xla.Replicated(self.text, self.devs, [(a.shape, a.dtype, False)
                                                  for a in closed.in_avals],
                               name=f"jit_{name}")
     _stats["compiles"] += 1
