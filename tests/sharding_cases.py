@@ -296,6 +296,10 @@ def test_check_vma():
   with pytest.raises(ValueError, match="possibly varying over {x,y}"):  # the carry varies
     sm(lambda a: lax.scan(lambda c, r: (c + r, None), jnp.zeros(2, jnp.float32), a)[0],
        P("x", "y"), P())(X)
+  with pytest.raises(TypeError, match="shard_map in_specs argument must be a pytree of "
+                     "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                     "axis_names=frozenset"):
+    nbjax.shard_map(f, mesh=meshes()["2x2"], out_specs=P("x"))(X)
   with pytest.raises(TypeError, match="check_rep"):
     nbjax.shard_map(f, mesh=meshes()["2x2"], in_specs=P("x"), out_specs=P(), check_rep=False)
 

@@ -477,8 +477,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     if not isinstance(m, Mesh):
       raise TypeError("shard_map requires a `mesh` argument (a Mesh) or an enclosing "
                       f"`with mesh:`, got {m!r}")
-    if in_specs is None:
-      raise NotImplementedError("nbjax's shard_map needs in_specs")
+    if in_specs is None:  # JAX infers them only over Explicit axes (nbjax's are Auto)
+      names = frozenset(axis_names or m.axis_names)
+      raise TypeError("shard_map in_specs argument must be a pytree of "
+                      "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                      f"axis_names={names} are of type "
+                      + ", ".join(str(t) for t in m.axis_types))
     flat, in_tree = tree_util.tree_flatten(args)
     ins = _specs("in_specs", args, in_specs if isinstance(in_specs, tuple) and not
                  isinstance(in_specs, PartitionSpec) else in_specs)
