@@ -266,6 +266,16 @@ def test_jit_of_pmap_is_one_program():
   assert progs, "the jit holding a pmap was not compiled as one replicated program"
   close(nbjax.jit(nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x)
                              .sum()))(X), 2 * N * X, 1e-5)
+  # maps of different sizes in one program (4 replicas), grouped collectives
+  pm2 = nbjax.pmap(lambda v: lax.psum(v, "i"), "i")
+  pg = nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]), "i")
+  b2, g4 = nbjax.jit(lambda x: (pm2(x[:2]), pg(x)))(X)
+  close(b2, np.broadcast_to(X[:2].sum(0), (2, 3)))
+  close(g4, np.repeat(np.stack([X[:2].sum(0), X[2:].sum(0)]), 2, 0))
+  # a jit holding a pmap given devices: equation by equation, the same values
+  close(nbjax.jit(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i",
+                                       devices=nbjax.devices()[2:])(x[:2]) + 1)(X),
+        np.broadcast_to(X[:2].sum(0) + 1, (2, 3)))
   # a map nested in pmap's body: a shard_map over a 2-device mesh, 2 x 2 replicas in all
   from nbjax.sharding import Mesh, PartitionSpec as P
   m = Mesh(np.array(nbjax.devices()[:2]), ("x",))
