@@ -276,6 +276,9 @@ def test_jit_of_pmap_is_one_program():
   close(nbjax.jit(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i",
                                        devices=nbjax.devices()[2:])(x[:2]) + 1)(X),
         np.broadcast_to(X[:2].sum(0) + 1, (2, 3)))
+  close(nbjax.jit(lambda x: nbjax.jit(nbjax.pmap(lambda v: lax.psum(v, "i"), "i",
+                                                 devices=nbjax.devices()[2:]))(x[:2]) + 1)(X),
+        np.broadcast_to(X[:2].sum(0) + 1, (2, 3)))
   # a map nested in pmap's body: a shard_map over a 2-device mesh, 2 x 2 replicas in all
   from nbjax.sharding import Mesh, PartitionSpec as P
   m = Mesh(np.array(nbjax.devices()[:2]), ("x",))

@@ -114,7 +114,7 @@ class _PmapExecutable:
   def __init__(self, closed, axis_name, n, devices, in_axes, out_axes, name):
     from nbjax import xla
     self.inner = inner = replicas(closed.jaxpr)  # nested maps: each row on `inner` replicas
-    if inner > 1 and devices is not None:
+    if inner < 0 or inner > 1 and devices is not None:
       raise ValueError("Nested pmap with explicit devices argument.")
     self.devs = _pick_devices(n * inner, devices)
     self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
@@ -214,16 +214,22 @@ _inline_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def replicas(jaxpr):
-  """Replicas the maps in ``jaxpr`` need (the largest product of nested map sizes)."""
+  """Replicas the maps in ``jaxpr`` need (the largest product of nested map sizes); -1 when
+  one is a pmap given ``devices`` (that runs as its own program)."""
   best = 1
   for e in jaxpr.eqns:
+    if e.primitive is xla_pmap_p and e.params["devices"] is not None:
+      return -1
     own = e.params["axis_size"] if e.primitive is xla_pmap_p else \
         e.params["mesh"].size if e.primitive.name == "shard_map" else 1
     for v in e.params.values():
       for j in (v if type(v) is tuple else (v,)):
         j = j.jaxpr if isinstance(j, ClosedJaxpr) else j
         if hasattr(j, "eqns"):
-          best = max(best, own * replicas(j))
+          r = replicas(j)
+          if r < 0:
+            return -1
+          best = max(best, own * r)
     best = max(best, own)
   return best
 
@@ -299,10 +305,9 @@ def _pmap_lowering(ctx, *args, call_jaxpr, axis_name, axis_size, devices, in_axe
 def replicated_module(closed, name):
   """``(module, num_replicas)``: ``closed`` (a jaxpr holding maps) as one replicated
   program, every input and output whole on each replica (``ReplicatedJit``)."""
-  if any(e.primitive is xla_pmap_p and e.params["devices"] is not None
-         for e in closed.jaxpr.eqns):
-    raise NotImplementedError("a pmap with explicit devices runs as its own program")
   n = replicas(closed.jaxpr)
+  if n < 0:
+    raise NotImplementedError("a pmap with explicit devices runs as its own program")
   return _lower(closed, None, n, (None,) * len(closed.in_avals),
                 (None,) * len(closed.out_avals), name, axes=(), nreps=n), n
 
