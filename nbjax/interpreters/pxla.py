@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry
+from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
@@ -382,9 +382,6 @@ def _pmap_partial_eval(in_unknowns, **params):
 def _pmap_transpose(cts, *args, **params):
   closed, name, n = params["call_jaxpr"], params["name"], params["axis_size"]
   in_axes, out_axes = params["in_axes"], params["out_axes"]
-  if any(a is None for a in out_axes):
-    raise NotImplementedError("autodiff of pmap functions with out_axes=None is not supported. "
-                              "Consider using shard_map instead.")
   undef = [ad.is_undefined_primal(x) for x in args]
   res = [x for x, u in zip(args, undef) if not u]
   res_axes = tuple(a for a, u in zip(in_axes, undef) if not u)
@@ -393,6 +390,9 @@ def _pmap_transpose(cts, *args, **params):
 
   def fun(*ins):
     r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    lax = batching._lax  # an unmapped output is one value: each member gets ct / n (as
+    c = [x if a is not None or x.dtype == dtypes.float0 else  # shard_map's P() outputs)
+         lax.div(x, lax.full_like(x, n)) for x, a in zip(c, out_axes)]
     full = [ad.UndefinedPrimal(a) if u else next(r) for a, u in zip(per_in, undef)]
     outs = ad.backward_pass(closed.jaxpr, closed.consts, full, c)
     return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
