@@ -10,7 +10,10 @@ axis to replica ids) and compiles it with ``num_replicas = n`` over the chosen d
 and the per-device outputs, XLA buffers, are gathered on the host along ``out_axes`` into an
 ``Array`` that keeps them as its ``addressable_shards`` (``PmapSharding``). The primitive's
 jvp / partial-eval / transpose / batching rules follow ``jit_p``'s (``pjit.py``), mapping
-``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does.
+``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does (an unmapped output's cotangent
+counts once, as JAX 0.10.2). Inside another pmap's body or a jit, a pmap (or shard_map) lowers
+inline in that replicated program (``lower_inline``, ``ReplicatedJit``): nested pmaps run on
+the product of their sizes, a jit holding maps is one XLA program.
 
 jaxlib is imported only when something is compiled.
 """
