@@ -329,6 +329,12 @@ def test_jit_of_shard_map_is_one_program():
   close(r2, X64, 1e-12)
   close(nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(X64), nbjax.grad(lambda x: f(x).sum())(X64),
         1e-12)
+  m = meshes()["2x2"]  # sharded inputs, in_shardings: the maps place their blocks
+  s = nbjax.shard_map(lambda a: lax.psum(a, "x"), mesh=m, in_specs=P("x", "y"),
+                      out_specs=P(None, "y"))
+  close(nbjax.jit(s)(nbjax.device_put(X64, NamedSharding(m, P("x")))), X64[:4] + X64[4:], 1e-12)
+  close(nbjax.jit(s, in_shardings=NamedSharding(m, P("x")))(X64), X64[:4] + X64[4:], 1e-12)
+  close(nbjax.jit(lambda v: s(jnp.concatenate([v, v])))(s(X64)), 2 * (X64[:4] + X64[4:]), 1e-12)
   lowered = nbjax.jit(f).lower(X64)  # the one replicated module, as text
   assert "stablehlo.all_reduce" in lowered.as_text() and "replica_id" in lowered.as_text()
   close(lowered.compile()(X64), ref(X64), 1e-12)

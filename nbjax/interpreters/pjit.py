@@ -380,6 +380,18 @@ def _has_pmap(jaxpr):
   return False
 
 
+_maps: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _holds_maps(closed):
+  """Whether ``closed`` holds a pmap or shard_map (then it runs as ``_Interpreted``, also
+  with sharded inputs: the maps say where their blocks go)."""
+  hit = _maps.get(closed)
+  if hit is None:
+    hit = _maps[closed] = _has_pmap(closed.jaxpr)
+  return hit
+
+
 class _Interpreted:
   """A jaxpr holding a ``pmap`` or ``shard_map``: compiled as one replicated program with
   the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks, a
@@ -786,8 +798,8 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
-      if self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
-                              for x in flat):
+      if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                               for x in flat)) and not _holds_maps(entry.closed):
         return entry.unflatten(self._spmd_executable(entry, args, kwargs, flat).run(flat))
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
