@@ -300,6 +300,9 @@ def test_check_vma():
                      "`jax.sharding.PartitionSpec` instances, but it was `None` when "
                      "axis_names=frozenset"):
     nbjax.shard_map(f, mesh=meshes()["2x2"], out_specs=P("x"))(X)
+  with pytest.raises(ValueError, match="possibly varying over {x}"):  # grouped: not replicated
+    sm(lambda a: lax.psum(a, "x", axis_index_groups=[[0], [1]]), P("x"), P())(X)
+  close(sm(lambda a: lax.psum(a, "x", axis_index_groups=[[0], [1]]), P("x"), P("x"))(X), X)
   with pytest.raises(TypeError, match="check_rep"):
     nbjax.shard_map(f, mesh=meshes()["2x2"], in_specs=P("x"), out_specs=P(), check_rep=False)
 

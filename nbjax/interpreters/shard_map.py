@@ -304,7 +304,7 @@ shard_map_p.lowerings["cpu"] = _lowering
 # ------------------------------------------------------------ check_vma: replication check
 # Which mesh axes each value of the body may vary over (JAX's ``vma`` type, inferred here from
 # the jaxpr instead of carried on avals): an input varies over the axes its in_spec names; a
-# reduction or gather over axes makes them invariant; ``axis_index``, ``ppermute``,
+# reduction or gather over axes (without axis_index_groups) makes them invariant; ``axis_index``, ``ppermute``,
 # ``all_to_all`` and ``psum_scatter`` make their axes varying; anything else varies over the
 # union of its inputs. Calls, ``scan``, ``while`` (carries to a fixed point) and ``cond`` are
 # followed into; other sub-jaxprs count with every input at the union.
@@ -335,8 +335,8 @@ def _carried(body, consts, carry, rest, k):
 
 def _eqn_vma(e, ins):
   name, p, u = e.primitive.name, e.params, frozenset().union(*ins)
-  if name in _REDUCE:
-    return [u - set(p["axes"])]
+  if name in _REDUCE:  # (grouped: each group has its own value)
+    return [u if p["axis_index_groups"] is not None else u - set(p["axes"])]
   if name in _VARY:
     return [u | set(p["axes"])]
   if name == "axis_index":
