@@ -201,6 +201,16 @@ GRAD_CASES = {  # (f of a global (8, 4) float64 array) -> scalar, built on shard
     "replicated_in_out": lambda x: jnp.sum(sm(lambda a: jnp.tanh(a) * 2, P(), P())(x) ** 2),
     "pmean": lambda x: jnp.sum(sm(lambda a: lax.pmean(jnp.exp(a), "y"), P(None, "y"), P())(x)
                                * X64[:, :2]),
+    "checkpoint_inside": lambda x: sm(lambda a: lax.psum(nbjax.checkpoint(
+        lambda b: jnp.sin(b) ** 2)(a).sum(), ("x", "y")), P("x", "y"), P())(x),
+    "scan_inside": lambda x: sm(lambda a: lax.psum(lax.scan(
+        lambda c, r: (c * jnp.cos(r), None), jnp.ones(2), a)[0].sum(), ("x", "y")),
+        P("x", "y"), P())(x),
+    "cond_inside": lambda x: sm(lambda a: lax.psum(lax.cond(
+        a.sum() > 0, jnp.sin, jnp.cos, a).sum(), ("x", "y")), P("x", "y"), P())(x),
+    "inside_scan": lambda x: lax.scan(lambda c, _: (sm(
+        lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))(c), None), x, None,
+        length=2)[0].sum(),
     "4x1_ppermute": lambda x: jnp.sum(sm(lambda a: lax.ppermute(a * a, "x", [(i, (i + 1) % 4)
                                                                            for i in range(4)]),
                                          P("x"), P("x"), "4x1")(x) * X64),
