@@ -273,6 +273,11 @@ def test_jit_of_pmap_is_one_program():
   assert progs, "the jit holding a pmap was not compiled as one replicated program"
   close(nbjax.jit(nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x)
                              .sum()))(X), 2 * N * X, 1e-5)
+  b = rng.normal(size=(2, N, 3)).astype(np.float32)  # vmap of pmap, pmap of vmap, in a jit
+  close(nbjax.jit(nbjax.vmap(nbjax.pmap(lambda v: lax.psum(v, "i"), "i")))(b),
+        np.broadcast_to(b.sum(1, keepdims=True), b.shape))
+  close(nbjax.jit(nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"),
+                             "i"))(b.transpose(1, 0, 2)), np.broadcast_to(b.sum((0, 1)), (N, 2, 3)))
   # maps of different sizes in one program (4 replicas), grouped collectives
   pm2 = nbjax.pmap(lambda v: lax.psum(v, "i"), "i")
   pg = nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]), "i")
