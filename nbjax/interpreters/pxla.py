@@ -122,7 +122,7 @@ class _PmapExecutable:
     self.devs = _pick_devices(n * inner, devices)
     self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
     in_avals, self.out_avals = closed.in_avals, closed.out_avals
-    module = _lower(closed, axis_name, n, in_axes, out_axes, name, nreps=n * inner)
+    module = _lower(closed, axis_name, n, in_axes, out_axes, name)
     self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, ax is not None)
                                                  for a, ax in zip(in_avals, in_axes)],
                               name=f"pmap_{name}")
@@ -154,11 +154,11 @@ class _PmapExecutable:
     return outs
 
 
-def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None, nreps=None):
+def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
   """A module whose ``main`` takes ``(1, *shape)`` for a mapped input and returns ``(1,
   *shape)`` for a mapped output (one row of the global value per replica). ``axes``:
-  ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh);
-  ``nreps`` (default ``n``): replicas in all, more when maps nested in the body need them."""
+  ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh). Maps
+  nested in the body multiply the replicas: ``n * replicas(body)`` in all."""
   axes = ((axis_name, n),) if axes is None else axes
   from nbjax import xla
   from nbjax.interpreters import mlir
@@ -168,7 +168,8 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None, nreps=None)
   with xla.mlir_context(), ir.Location.unknown():
     m = mlir._new_module(f"pmap_{name}")
     mctx = mlir.ModuleContext(m)
-    mctx.axis_context = AxisContext([a for a, _ in axes], [k for _, k in axes], nreps or n)
+    mctx.axis_context = AxisContext([a for a, _ in axes], [k for _, k in axes],
+                                    n * max(replicas(closed.jaxpr), 1))
     mctx._names.add("main")
     ft = ir.FunctionType.get(mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(in_avals, in_axes)]),
                              mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(out_avals, out_axes)]))
@@ -311,8 +312,8 @@ def replicated_module(closed, name):
   n = replicas(closed.jaxpr)
   if n < 0:
     raise NotImplementedError("a pmap with explicit devices runs as its own program")
-  return _lower(closed, None, n, (None,) * len(closed.in_avals),
-                (None,) * len(closed.out_avals), name, axes=(), nreps=n), n
+  return _lower(closed, None, 1, (None,) * len(closed.in_avals),
+                (None,) * len(closed.out_avals), name, axes=()), n
 
 
 class ReplicatedJit:
