@@ -155,45 +155,6 @@ def test_vmap_of_pmap_and_pmap_of_vmap():
   close(both(b.transpose(1, 0, 2)), np.broadcast_to(b.sum((0, 1)), (N, 2, 3)))
 
 
-def test_no_retrace_no_recompile():
-  f = nbjax.pmap(lambda v: lax.psum(v, "i") * 2, "i")
-  f(X)
-  s = pxla.stats()
-  for _ in range(5):
-    close(f(X), np.broadcast_to(2 * X.sum(0), X.shape))
-  assert pxla.stats() == s
-  f(X[:2])  # another signature: traced and compiled once more
-  assert pxla.stats()["traces"] == s["traces"] + 1
-
-
-def test_make_jaxpr():
-  text = str(nbjax.make_jaxpr(nbjax.pmap(lambda v, w: v * w + lax.psum(v, "i"), "i",
-                                         in_axes=(0, None)))(X, np.float32(2)))
-  for part in ("xla_pmap[", "axis_name=i", "axis_size=4", "backend=None", "call_jaxpr={",
-               "devices=None", "donated_invars=(False, False)", "in_axes=(0, None)",
-               "is_explicit_global_axis_size=False", "name=<lambda>", "out_axes=(0,)",
-               "psum[axes=('i',) axis_index_groups=None]", "a:f32[4,3]", "f32[3]"):
-    assert part in text, (part, text)
-
-
-def test_errors():
-  with pytest.raises(ValueError, match="compiling computation that requires 5 logical devices, "
-                     r"but only 4 XLA devices are available \(num_replicas=5\)"):
-    nbjax.pmap(lambda v: v)(np.ones((5, 2)))
-  with pytest.raises(ValueError, match="pmap got inconsistent sizes for array axes to be mapped"):
-    nbjax.pmap(lambda v, w: v + w)(np.ones((4, 2)), np.ones((3, 2)))
-  with pytest.raises(NameError, match="unbound axis name: j"):
-    nbjax.pmap(lambda v: lax.psum(v, "j"), "i")(X)
-  with pytest.raises(ValueError, match="Leading axis size of input to pmapped function"):
-    nbjax.pmap(lambda v: v, devices=nbjax.devices()[:2])(X)
-  with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty"):
-    nbjax.pmap(lambda v: v, devices=[])
-  with pytest.raises(ValueError, match="ppermute"):
-    nbjax.pmap(lambda v: lax.ppermute(v, "i", [(0, 1), (1, 1)]), "i")(X)
-  with pytest.raises(ValueError):  # an unmapped output that is mapped
-    nbjax.pmap(lambda v: v, "i", in_axes=0, out_axes=7)(X)
-
-
 def test_axis_index_groups():
   G = [[0, 1], [2, 3]]
   pair = lambda x: np.concatenate([np.broadcast_to(x[:2].sum(0), x[:2].shape),
@@ -300,3 +261,41 @@ def test_jit_of_pmap_is_one_program():
   ref = np.stack([(b[i][:2] + b[i][2:]) * (1 + i) for i in range(2)])
   close(nbjax.pmap(inner, "i")(b), ref, 1e-5)
   close(nbjax.jit(nbjax.pmap(inner, "i"))(b), ref, 1e-5)
+
+def test_no_retrace_no_recompile():
+  f = nbjax.pmap(lambda v: lax.psum(v, "i") * 2, "i")
+  f(X)
+  s = pxla.stats()
+  for _ in range(5):
+    close(f(X), np.broadcast_to(2 * X.sum(0), X.shape))
+  assert pxla.stats() == s
+  f(X[:2])  # another signature: traced and compiled once more
+  assert pxla.stats()["traces"] == s["traces"] + 1
+
+
+def test_make_jaxpr():
+  text = str(nbjax.make_jaxpr(nbjax.pmap(lambda v, w: v * w + lax.psum(v, "i"), "i",
+                                         in_axes=(0, None)))(X, np.float32(2)))
+  for part in ("xla_pmap[", "axis_name=i", "axis_size=4", "backend=None", "call_jaxpr={",
+               "devices=None", "donated_invars=(False, False)", "in_axes=(0, None)",
+               "is_explicit_global_axis_size=False", "name=<lambda>", "out_axes=(0,)",
+               "psum[axes=('i',) axis_index_groups=None]", "a:f32[4,3]", "f32[3]"):
+    assert part in text, (part, text)
+
+
+def test_errors():
+  with pytest.raises(ValueError, match="compiling computation that requires 5 logical devices, "
+                     r"but only 4 XLA devices are available \(num_replicas=5\)"):
+    nbjax.pmap(lambda v: v)(np.ones((5, 2)))
+  with pytest.raises(ValueError, match="pmap got inconsistent sizes for array axes to be mapped"):
+    nbjax.pmap(lambda v, w: v + w)(np.ones((4, 2)), np.ones((3, 2)))
+  with pytest.raises(NameError, match="unbound axis name: j"):
+    nbjax.pmap(lambda v: lax.psum(v, "j"), "i")(X)
+  with pytest.raises(ValueError, match="Leading axis size of input to pmapped function"):
+    nbjax.pmap(lambda v: v, devices=nbjax.devices()[:2])(X)
+  with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty"):
+    nbjax.pmap(lambda v: v, devices=[])
+  with pytest.raises(ValueError, match="ppermute"):
+    nbjax.pmap(lambda v: lax.ppermute(v, "i", [(0, 1), (1, 1)]), "i")(X)
+  with pytest.raises(ValueError):  # an unmapped output that is mapped
+    nbjax.pmap(lambda v: v, "i", in_axes=0, out_axes=7)(X)
