@@ -13,6 +13,9 @@ over the replica groups of its axis (``ModuleContext.axis_context``). Rules
 follow JAX's: the linear collectives transpose into each other (``psum`` into ``psum``,
 ``all_gather`` into ``psum_scatter``, ``all_to_all`` into itself with the axes swapped,
 ``ppermute`` into the inverse permutation); ``pmax``/``pmin`` have no derivative.
+``axis_index_groups`` (reductions, ``all_gather``, ``psum_scatter``) split each replica group
+of the lowering into the given groups of axis indices; vmap over the grouped axis raises, as
+JAX.
 """
 from __future__ import annotations
 
