@@ -174,6 +174,11 @@ def test_axis_index_groups():
   s = nbjax.pmap(lambda v: lax.psum_scatter(v, "i", axis_index_groups=G, tiled=True), "i")(A)
   ref = np.concatenate([(A[0] + A[1]).reshape(2, 2, 2), (A[2] + A[3]).reshape(2, 2, 2)])
   close(s, ref)
+  t = rng.normal(size=(N, 2, 3)).astype(np.float32)
+  a2a = nbjax.pmap(lambda v: lax.all_to_all(v, "i", 0, 0, axis_index_groups=G), "i")
+  close(a2a(t), np.stack([t[G[i // 2]][:, i % 2] for i in range(N)]))
+  close(nbjax.grad(lambda x: (a2a(x) * t).sum())(t),  # its transpose: the same exchange
+        np.stack([t[G[i // 2]][:, i % 2] for i in range(N)]))
   # a constant: multiplied by the group size
   close(nbjax.pmap(lambda v: v * lax.psum(1, "i", axis_index_groups=G), "i")(X), 2 * X)
   # grad: psum's transpose is the same grouped psum

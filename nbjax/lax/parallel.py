@@ -13,7 +13,7 @@ over the replica groups of its axis (``ModuleContext.axis_context``). Rules
 follow JAX's: the linear collectives transpose into each other (``psum`` into ``psum``,
 ``all_gather`` into ``psum_scatter``, ``all_to_all`` into itself with the axes swapped,
 ``ppermute`` into the inverse permutation); ``pmax``/``pmin`` have no derivative.
-``axis_index_groups`` (reductions, ``all_gather``, ``psum_scatter``) split each replica group
+``axis_index_groups`` (reductions, ``all_gather``, ``psum_scatter``, ``all_to_all``) split each replica group
 of the lowering into the given groups of axis indices; vmap over the grouped axis raises, as
 JAX.
 """
@@ -356,6 +356,8 @@ def _all_to_all_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
   if _single(params["axes"], "all_to_all") != axis_data.name:
     return _per_member(all_to_all_p, x, d, params, "split_axis", "concat_axis")
+  if params["axis_index_groups"] is not None:
+    raise NotImplementedError("axis_index_groups not supported in vmap")
   lax = _lax()
   n, sa, ca = axis_data.size, params["split_axis"], params["concat_axis"]
   x = _front(x, d, n)                                      # (j, *s): member j's value
@@ -370,8 +372,8 @@ def _all_to_all_batch(axis_data, vals, dims, **params):
 
 def _all_to_all_transpose(ct, x, *, axes, axis_index_groups, split_axis, concat_axis,
                           axis_size):
-  return [all_to_all_p.bind(ad.instantiate_zeros(ct), axes=axes, axis_index_groups=None,
-                            split_axis=concat_axis, concat_axis=split_axis, axis_size=axis_size)]
+  return [all_to_all_p.bind(ad.instantiate_zeros(ct), axes=axes,
+                            axis_index_groups=axis_index_groups, split_axis=concat_axis, concat_axis=split_axis, axis_size=axis_size)]
 
 
 _register(all_to_all_p, _all_to_all_abstract_eval, _all_to_all_batch,
@@ -381,16 +383,15 @@ _register(all_to_all_p, _all_to_all_abstract_eval, _all_to_all_batch,
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
   """Member ``i`` gets block ``i`` (along ``split_axis``) of every member's ``x``, stacked
   (concatenated when ``tiled``) along ``concat_axis`` in member order."""
-  n = axis_size(axis_name)
-  if axis_index_groups is not None:
-    raise NotImplementedError("all_to_all with axis_index_groups is not implemented in nbjax")
+  groups = _canon_groups(axis_index_groups)
+  n = _group_size(axis_name, groups)
   lax = _lax()
 
   def one(v):
     nd = _shape(v).__len__()
     sa, ca = int(split_axis) % nd, int(concat_axis) % nd
     if tiled:
-      return all_to_all_p.bind(v, axes=_names(axis_name), axis_index_groups=None,
+      return all_to_all_p.bind(v, axes=_names(axis_name), axis_index_groups=groups,
                                split_axis=sa, concat_axis=ca, axis_size=n)
     if _shape(v)[sa] != n:
       raise ValueError(f"all_to_all: the split axis has size {_shape(v)[sa]}, which must "
@@ -398,7 +399,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     e = ca + (ca >= sa)  # the new axis's place, counted before the split axis goes
     sa1 = sa + (e <= sa)
     out = all_to_all_p.bind(lax.expand_dims(v, (e,)), axes=_names(axis_name),
-                            axis_index_groups=None, split_axis=sa1, concat_axis=e, axis_size=n)
+                            axis_index_groups=groups, split_axis=sa1, concat_axis=e, axis_size=n)
     return lax.squeeze(out, (sa1,))
   return tree_util.tree_map(one, x)
 
@@ -568,7 +569,8 @@ def _reduce_scatter_lowering(ctx, x, *, axes, axis_index_groups, scatter_dimensi
 
 def _all_to_all_lowering(ctx, x, *, axes, axis_index_groups, split_axis, concat_axis,
                          axis_size):
-  op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size, _groups(ctx, axes),
+  op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size,
+                      _groups(ctx, axes, axis_index_groups),
                       results=[mlir.aval_to_ir_type(ctx.avals_out[0])])
   return [op.results[0]]
 
