@@ -116,6 +116,15 @@ def test_data_parallel_grad_matches_single_device():
       xs.shape), 1e-4)
   gp = nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x).sum())(X)
   close(gp, 2 * N * X)
+  # an unmapped output (out_axes=None) is one value: its cotangent counts once (JAX 0.10.2)
+  go = nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i", out_axes=None)(x)
+                  .sum())(X)
+  close(go, 2 * X)
+  go = nbjax.grad(lambda x, w: (nbjax.pmap(lambda v, u: (lax.pmean(jnp.sin(v) * u, "i"), v * u),
+                                           "i", in_axes=(0, None), out_axes=(None, 0))(x, w)[0]
+                                * X[0]).sum(), argnums=(0, 1))(X, np.float32(2))
+  close(go[0], np.cos(X) * 2 * X[0] / N)
+  close(go[1], (np.sin(X).mean(0) * X[0]).sum())
 
 
 def test_jvp_and_jit():
@@ -145,6 +154,118 @@ def test_vmap_of_pmap_and_pmap_of_vmap():
   both = nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"), "i")
   close(both(b.transpose(1, 0, 2)), np.broadcast_to(b.sum((0, 1)), (N, 2, 3)))
 
+
+def test_axis_index_groups():
+  G = [[0, 1], [2, 3]]
+  pair = lambda x: np.concatenate([np.broadcast_to(x[:2].sum(0), x[:2].shape),
+                                   np.broadcast_to(x[2:].sum(0), x[2:].shape)])
+  close(nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=G), "i")(X), pair(X))
+  close(nbjax.pmap(lambda v: lax.pmean(v, "i", axis_index_groups=[[3, 1], [2, 0]]), "i")(X),
+        np.stack([(X[0] + X[2]) / 2, (X[1] + X[3]) / 2] * 2))
+  close(nbjax.pmap(lambda v: lax.pmax(v, "i", axis_index_groups=[[0, 2], [1, 3]]), "i")(X),
+        np.stack([np.maximum(X[0], X[2]), np.maximum(X[1], X[3])] * 2))
+  close(nbjax.pmap(lambda v: lax.pmin(v, "i", axis_index_groups=G), "i")(X),
+        np.repeat(np.stack([np.minimum(X[0], X[1]), np.minimum(X[2], X[3])]), 2, 0))
+  g = nbjax.pmap(lambda v: lax.all_gather(v, "i", axis_index_groups=[[0, 2], [1, 3]]), "i")(X)
+  close(g, np.stack([X[[0, 2]], X[[1, 3]], X[[0, 2]], X[[1, 3]]]))
+  g = nbjax.pmap(lambda v: lax.all_gather(v, "i", axis_index_groups=G, axis=0, tiled=True),
+                 "i")(X)
+  close(g, np.repeat(X.reshape(2, 6), 2, 0))
+  s = nbjax.pmap(lambda v: lax.psum_scatter(v, "i", axis_index_groups=G, tiled=True), "i")(A)
+  ref = np.concatenate([(A[0] + A[1]).reshape(2, 2, 2), (A[2] + A[3]).reshape(2, 2, 2)])
+  close(s, ref)
+  t = rng.normal(size=(N, 2, 3)).astype(np.float32)
+  a2a = nbjax.pmap(lambda v: lax.all_to_all(v, "i", 0, 0, axis_index_groups=G), "i")
+  close(a2a(t), np.stack([t[G[i // 2]][:, i % 2] for i in range(N)]))
+  close(nbjax.grad(lambda x: (a2a(x) * t).sum())(t),  # its transpose: the same exchange
+        np.stack([t[G[i // 2]][:, i % 2] for i in range(N)]))
+  # a constant: multiplied by the group size
+  close(nbjax.pmap(lambda v: v * lax.psum(1, "i", axis_index_groups=G), "i")(X), 2 * X)
+  # grad: psum's transpose is the same grouped psum
+  gr = nbjax.grad(lambda x: (nbjax.pmap(lambda v: lax.psum(v ** 2, "i", axis_index_groups=G),
+                                        "i")(x) * X).sum())(X)
+  close(gr, 2 * X * pair(X))
+  # vmap over another axis carries the groups; over the grouped axis JAX does not batch
+  b = rng.normal(size=(N, 2, 3)).astype(np.float32)
+  close(nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, "i", axis_index_groups=G)), "i")(b),
+        pair(b))
+  with pytest.raises(NotImplementedError, match="axis_index_groups not supported in vmap "
+                     "collectives. Please open a feature request!"):
+    nbjax.vmap(lambda v: lax.psum(v, "i", axis_index_groups=G), axis_name="i")(X)
+  with pytest.raises(NotImplementedError, match="axis_index_groups not supported in vmap"):
+    nbjax.vmap(lambda v: lax.all_gather(v, "i", axis_index_groups=G), axis_name="i")(X)
+  with pytest.raises(ValueError, match="axis_index_groups must cover all indices exactly once"):
+    nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [1, 3]]), "i")(X)
+  with pytest.raises(ValueError, match="Replica groups must be equally sized"):
+    nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [2]]), "i")(X[:3])
+  text = str(nbjax.make_jaxpr(nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=G),
+                                         "i"))(X))
+  assert "axis_index_groups=((0, 1), (2, 3))" in text, text
+
+
+def test_nested_pmap():
+  y = rng.normal(size=(2, 2, 3)).astype(np.float32)
+  f = nbjax.pmap(nbjax.pmap(lambda v: lax.psum(v, "j") + 10 * lax.psum(v, "i")
+                            + 100 * lax.axis_index("i") + 1000 * lax.axis_index("j"), "j"), "i")
+  ref = (np.broadcast_to(y.sum(1, keepdims=True), y.shape)
+         + 10 * np.broadcast_to(y.sum(0, keepdims=True), y.shape)
+         + 100 * np.arange(2)[:, None, None] + 1000 * np.arange(2)[None, :, None])
+  close(f(y), ref, 1e-4)
+  close(nbjax.jit(f)(y), ref, 1e-4)
+  both = nbjax.pmap(nbjax.pmap(lambda v: lax.psum(v, ("i", "j")), "j"), "i")
+  close(both(y), np.broadcast_to(y.sum((0, 1)), y.shape))
+  # in_axes / out_axes of the inner map, an unmapped inner input
+  g = nbjax.pmap(nbjax.pmap(lambda v, w: v * w + lax.axis_index("j"), "j", in_axes=(1, None),
+                            out_axes=1), "i", in_axes=(0, None))
+  w = np.float32(3)
+  close(g(y.transpose(0, 2, 1), w), (y * 3 + np.arange(2)[None, :, None]).transpose(0, 2, 1))
+  # grad through both maps
+  loss = lambda x: (nbjax.pmap(nbjax.pmap(lambda v: jnp.sin(v) * lax.psum(v, "i"), "j"), "i")(x)
+                    * y).sum()
+  s = y.sum(0, keepdims=True)
+  close(nbjax.grad(loss)(y), np.cos(y) * s * y + (np.sin(y) * y).sum(0, keepdims=True), 1e-4)
+  with pytest.raises(ValueError, match="Nested pmap with explicit devices argument"):
+    nbjax.pmap(nbjax.pmap(lambda v: v, "j", devices=nbjax.devices()[:2]), "i")(y)
+  with pytest.raises(ValueError, match="requires 8 logical devices"):
+    nbjax.pmap(nbjax.pmap(lambda v: v, "j"), "i")(np.ones((2, 4, 3)))
+
+
+def test_jit_of_pmap_is_one_program():
+  from nbjax.interpreters import pjit
+  f = nbjax.jit(lambda x, w: nbjax.pmap(lambda v: lax.psum(v * w, "i") + v, "i")(jnp.tanh(x))
+                .sum(0) * 2)
+  close(f(X, np.float32(2)), (2 * np.tanh(X).sum(0) * N + np.tanh(X).sum(0)) * 2, 1e-5)
+  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  assert progs, "the jit holding a pmap was not compiled as one replicated program"
+  close(nbjax.jit(nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x)
+                             .sum()))(X), 2 * N * X, 1e-5)
+  b = rng.normal(size=(2, N, 3)).astype(np.float32)  # vmap of pmap, pmap of vmap, in a jit
+  close(nbjax.jit(nbjax.vmap(nbjax.pmap(lambda v: lax.psum(v, "i"), "i")))(b),
+        np.broadcast_to(b.sum(1, keepdims=True), b.shape))
+  close(nbjax.jit(nbjax.pmap(nbjax.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"),
+                             "i"))(b.transpose(1, 0, 2)), np.broadcast_to(b.sum((0, 1)), (N, 2, 3)))
+  # maps of different sizes in one program (4 replicas), grouped collectives
+  pm2 = nbjax.pmap(lambda v: lax.psum(v, "i"), "i")
+  pg = nbjax.pmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]), "i")
+  b2, g4 = nbjax.jit(lambda x: (pm2(x[:2]), pg(x)))(X)
+  close(b2, np.broadcast_to(X[:2].sum(0), (2, 3)))
+  close(g4, np.repeat(np.stack([X[:2].sum(0), X[2:].sum(0)]), 2, 0))
+  # a jit holding a pmap given devices: equation by equation, the same values
+  close(nbjax.jit(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i",
+                                       devices=nbjax.devices()[2:])(x[:2]) + 1)(X),
+        np.broadcast_to(X[:2].sum(0) + 1, (2, 3)))
+  close(nbjax.jit(lambda x: nbjax.jit(nbjax.pmap(lambda v: lax.psum(v, "i"), "i",
+                                                 devices=nbjax.devices()[2:]))(x[:2]) + 1)(X),
+        np.broadcast_to(X[:2].sum(0) + 1, (2, 3)))
+  # a map nested in pmap's body: a shard_map over a 2-device mesh, 2 x 2 replicas in all
+  from nbjax.sharding import Mesh, PartitionSpec as P
+  m = Mesh(np.array(nbjax.devices()[:2]), ("x",))
+  inner = nbjax.shard_map(lambda a: lax.psum(a, "x") * (1 + lax.axis_index("i")), mesh=m,
+                          in_specs=P("x"), out_specs=P())
+  b = rng.normal(size=(2, 4, 3)).astype(np.float32)
+  ref = np.stack([(b[i][:2] + b[i][2:]) * (1 + i) for i in range(2)])
+  close(nbjax.pmap(inner, "i")(b), ref, 1e-5)
+  close(nbjax.jit(nbjax.pmap(inner, "i"))(b), ref, 1e-5)
 
 def test_no_retrace_no_recompile():
   f = nbjax.pmap(lambda v: lax.psum(v, "i") * 2, "i")
@@ -179,8 +300,6 @@ def test_errors():
     nbjax.pmap(lambda v: v, devices=nbjax.devices()[:2])(X)
   with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty"):
     nbjax.pmap(lambda v: v, devices=[])
-  with pytest.raises(NotImplementedError, match="out_axes=None is not supported"):
-    nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v, "i"), "i", out_axes=None)(x).sum())(X)
   with pytest.raises(ValueError, match="ppermute"):
     nbjax.pmap(lambda v: lax.ppermute(v, "i", [(0, 1), (1, 1)]), "i")(X)
   with pytest.raises(ValueError):  # an unmapped output that is mapped

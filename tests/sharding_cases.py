@@ -175,3 +175,205 @@ def test_shard_map_misc():
     sm(lambda a: a, P("x"), P("x"))(np.zeros((3, 4)))
   with pytest.raises(NameError):
     sm(lambda a: lax.psum(a, "z"), P("x"), P("x"))(X)
+
+
+def _fd(f, x, eps=1e-6):
+  g = np.zeros_like(x)
+  for i in np.ndindex(x.shape):
+    e = np.zeros_like(x)
+    e[i] = eps
+    g[i] = (f(x + e) - f(x - e)) / (2 * eps)
+  return g
+
+
+X64 = X.astype(np.float64)
+GRAD_CASES = {  # (f of a global (8, 4) float64 array) -> scalar, built on shard_map
+    "psum_x": lambda x: jnp.sum(jnp.sin(sm(lambda a: lax.psum(a * a, "x"), P("x", "y"),
+                                           P(None, "y"))(x))),
+    "psum_all_to_replicated": lambda x: sm(lambda a: lax.psum(jnp.sum(jnp.cos(a)), ("x", "y")),
+                                           P("x", "y"), P())(x),
+    "all_gather": lambda x: jnp.sum(sm(lambda a: lax.all_gather(a, "y", axis=1, tiled=True) ** 3,
+                                       P("x", "y"), P("x"))(x) * X64),
+    "ppermute": lambda x: jnp.sum(sm(lambda a: jnp.sin(lax.ppermute(a, "x", [(0, 1), (1, 0)])),
+                                     P("x", "y"), P("x", "y"))(x) * X64),
+    "replicated_in": lambda x: jnp.sum(sm(lambda a, b: a * b, (P(), P("x")), P("x"))(x[:4], x)
+                                       ** 2),
+    "replicated_in_out": lambda x: jnp.sum(sm(lambda a: jnp.tanh(a) * 2, P(), P())(x) ** 2),
+    "pmean": lambda x: jnp.sum(sm(lambda a: lax.pmean(jnp.exp(a), "y"), P(None, "y"), P())(x)
+                               * X64[:, :2]),
+    "checkpoint_inside": lambda x: sm(lambda a: lax.psum(nbjax.checkpoint(
+        lambda b: jnp.sin(b) ** 2)(a).sum(), ("x", "y")), P("x", "y"), P())(x),
+    "scan_inside": lambda x: sm(lambda a: lax.psum(lax.scan(
+        lambda c, r: (c * jnp.cos(r), None), jnp.ones(2), a)[0].sum(), ("x", "y")),
+        P("x", "y"), P())(x),
+    "cond_inside": lambda x: sm(lambda a: lax.psum(lax.cond(
+        a.sum() > 0, jnp.sin, jnp.cos, a).sum(), ("x", "y")), P("x", "y"), P())(x),
+    "inside_scan": lambda x: lax.scan(lambda c, _: (sm(
+        lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))(c), None), x, None,
+        length=2)[0].sum(),
+    "4x1_ppermute": lambda x: jnp.sum(sm(lambda a: lax.ppermute(a * a, "x", [(i, (i + 1) % 4)
+                                                                           for i in range(4)]),
+                                         P("x"), P("x"), "4x1")(x) * X64),
+}
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_grad_through_shard_map_matches_finite_differences(name):
+  f = GRAD_CASES[name]
+  ref = _fd(lambda v: float(np.asarray(f(v))), X64)
+  close(nbjax.grad(f)(X64), ref, 1e-6)
+  close(nbjax.jit(nbjax.grad(f))(X64), ref, 1e-6)
+  v, g = nbjax.value_and_grad(f)(X64)
+  close(g, ref, 1e-6)
+  close(v, f(X64))
+
+
+def test_vjp_jacrev_linearize_of_shard_map():
+  f = sm(lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))
+  ref = lambda x: np.sin(np.concatenate([x[:4] + x[4:]] * 2)) * x
+  out, vjp = nbjax.vjp(f, X64)
+  close(out, ref(X64))
+  jac = np.zeros((8, 4, 8, 4))  # the Jacobian of ref, by hand
+  s = X64[:4] + X64[4:]
+  for i, j in np.ndindex(8, 4):
+    jac[i, j, i, j] += np.sin(s[i % 4, j])
+    for k in (i % 4, i % 4 + 4):
+      jac[i, j, k, j] += np.cos(s[i % 4, j]) * X64[i, j]
+  close(nbjax.jacrev(f)(X64), jac, 1e-12)
+  t = np.random.default_rng(3).normal(size=X64.shape)
+  close(vjp(t)[0], np.einsum("ijkl,ij->kl", jac, t), 1e-12)
+  y, lin = nbjax.linearize(f, X64)
+  close(lin(t), np.einsum("ijkl,kl->ij", jac, t), 1e-12)
+  # an integer input (float0 cotangent), unused outputs, second order
+  k = np.arange(32).reshape(8, 4)
+  g = sm(lambda a, i: (a * i, i + 1, lax.psum(a.sum(), ("x", "y"))), (P("x", "y"),) * 2,
+         (P("x", "y"), P("x", "y"), P()))
+  close(nbjax.grad(lambda a: g(a, k)[0].sum())(X64), k)
+  ga, gi = nbjax.grad(lambda a, i: g(a, i)[0].sum(), argnums=(0, 1), allow_int=True)(X64, k)
+  assert gi.dtype == nbjax.dtypes.float0 and gi.shape == k.shape
+  close(nbjax.hessian(lambda a: g(a, k)[2] ** 2)(X64), np.full((8, 4, 8, 4), 2.0), 1e-12)
+
+
+def test_vmap_of_shard_map():
+  f = sm(lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))
+  ref = lambda x: np.sin(np.concatenate([x[:4] + x[4:]] * 2)) * x
+  b = np.random.default_rng(1).normal(size=(3, 8, 4))
+  close(nbjax.vmap(f)(b), np.stack([ref(v) for v in b]), 1e-12)
+  close(nbjax.vmap(f, in_axes=2, out_axes=1)(b.transpose(1, 2, 0)),
+        np.stack([ref(v) for v in b]).transpose(1, 0, 2), 1e-12)
+  g = sm(lambda a, c: (lax.psum(a * c, ("x", "y")), a + c), (P("x"), P()), (P(), P("x")))
+  o1, o2 = nbjax.vmap(g, in_axes=(None, 0))(X64, b[:, :4])
+  close(o1, np.stack([(X64[:4] * c + X64[4:] * c) * 2 for c in b[:, :4]]), 1e-12)
+  close(o2, X64[None] + np.concatenate([b[:, :4]] * 2, 1), 1e-12)
+  text = str(nbjax.make_jaxpr(nbjax.vmap(f))(b))
+  assert "in_specs=(P(None, 'x', 'y'),)" in text and "out_specs=(P(None, 'x', 'y'),)" in text
+  gv = nbjax.grad(lambda v: nbjax.vmap(f)(v).sum())(b)  # grad of vmap of shard_map
+  close(gv, np.stack([nbjax.grad(lambda v: f(v).sum())(v) for v in b]), 1e-12)
+
+
+def test_check_vma():
+  msg = ("shard_map applied to the function 'f' was given out_specs which require replication "
+         "which can't be statically inferred given the mesh:\n\nThe mesh given has shape (2, 2) "
+         "with corresponding axis names ('x', 'y').\n\nout_specs is P() which implies that the "
+         "corresponding output value is only varying across mesh axes {} and not {x}, but it "
+         "was inferred to be possibly varying over {x}\n\nCheck if these output values are "
+         "meant to be replicated over those mesh axes. If not, consider revising the "
+         "corresponding out_specs entries. If so, consider disabling the check by passing the "
+         "check_vma=False argument to `jax.shard_map`.")
+
+  def f(a):
+    return a * 2
+
+  with pytest.raises(ValueError) as e:
+    sm(f, P("x"), P())(X)
+  assert str(e.value) == msg
+  out = nbjax.shard_map(f, mesh=meshes()["2x2"], in_specs=P("x"), out_specs=P(),
+                        check_vma=False)(X)
+  close(out, X[:4] * 2)  # unchecked: read from the first member
+  with pytest.raises(ValueError, match="not {y}, but it was inferred to be possibly varying "
+                     "over {y}"):
+    sm(lambda a: lax.psum(a, "x") + lax.axis_index("y"), P("x"), P())(X)
+  with pytest.raises(ValueError, match="out_specs is P\\('x',\\) which implies that the "
+                     "corresponding output value is replicated across mesh axis 'y', but could "
+                     "not infer replication over any axes"):
+    sm(lambda a, b: (a, b), (P("x"), P(None, "y")), (P("x"), P("x")))(X, X)
+  # replication the check infers: reductions and gathers, inside a jit and a scan too
+  close(sm(lambda a: nbjax.jit(lambda v: lax.all_gather(v, "x", tiled=True))(a), P("x"), P())(X),
+        X)
+  close(sm(lambda a: lax.scan(lambda c, r: (c + lax.psum(r, ("x", "y")), None),
+                              jnp.zeros(2, jnp.float32), a)[0], P("x", "y"), P())(X),
+        X.reshape(2, 4, 2, 2).sum((0, 1, 2)), 1e-4)
+  with pytest.raises(ValueError, match="possibly varying over {x,y}"):  # the carry varies
+    sm(lambda a: lax.scan(lambda c, r: (c + r, None), jnp.zeros(2, jnp.float32), a)[0],
+       P("x", "y"), P())(X)
+  with pytest.raises(TypeError, match="shard_map in_specs argument must be a pytree of "
+                     "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                     "axis_names=frozenset"):
+    nbjax.shard_map(f, mesh=meshes()["2x2"], out_specs=P("x"))(X)
+  with pytest.raises(ValueError, match="possibly varying over {x}"):  # grouped: not replicated
+    sm(lambda a: lax.psum(a, "x", axis_index_groups=[[0], [1]]), P("x"), P())(X)
+  close(sm(lambda a: lax.psum(a, "x", axis_index_groups=[[0], [1]]), P("x"), P("x"))(X), X)
+  with pytest.raises(TypeError, match="check_rep"):
+    nbjax.shard_map(f, mesh=meshes()["2x2"], in_specs=P("x"), out_specs=P(), check_rep=False)
+
+
+def test_jit_of_shard_map_is_one_program():
+  from nbjax.interpreters import pjit
+  f = sm(lambda a: jnp.sin(lax.psum(a, "x")) * a, P("x", "y"), P("x", "y"))
+  ref = lambda x: np.sin(np.concatenate([x[:4] + x[4:]] * 2)) * x
+  g = nbjax.jit(lambda x: f(x * 2) + 1)
+  close(g(X64), ref(2 * X64) + 1, 1e-12)
+  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  assert progs, "the jit holding a shard_map was not compiled as one replicated program"
+  for spec in (P(("y", "x")), P(("x", "y"), None), P(None, ("x", "y")), P("y", "x")):
+    h = sm(lambda a: a * (1 + lax.axis_index("x") + 2 * lax.axis_index("y")), spec, spec)
+    want = np.empty_like(X64)
+    m = meshes()["2x2"]
+    for (ix, iy), d in np.ndenumerate(m.devices):
+      idx = NamedSharding(m, spec).devices_indices_map(X64.shape)[d]
+      want[idx] = X64[idx] * (1 + ix + 2 * iy)
+    close(nbjax.jit(h)(X64), want, 1e-12)
+    close(h(X64), want, 1e-12)
+  k = sm(lambda a, b: (lax.psum(a * b, ("x", "y")), lax.all_gather(a, "y", axis=1, tiled=True)),
+         (P("x", "y"), P()), (P(), P("x")))
+  r1, r2 = nbjax.jit(k)(X64, X64[:4, :2])
+  close(r1, sum(X64[i * 4:(i + 1) * 4, j * 2:(j + 1) * 2] for i in range(2) for j in range(2))
+        * X64[:4, :2], 1e-12)
+  close(r2, X64, 1e-12)
+  close(nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(X64), nbjax.grad(lambda x: f(x).sum())(X64),
+        1e-12)
+  m = meshes()["2x2"]  # sharded inputs, in_shardings: the maps place their blocks
+  s = nbjax.shard_map(lambda a: lax.psum(a, "x"), mesh=m, in_specs=P("x", "y"),
+                      out_specs=P(None, "y"))
+  close(nbjax.jit(s)(nbjax.device_put(X64, NamedSharding(m, P("x")))), X64[:4] + X64[4:], 1e-12)
+  close(nbjax.jit(s, in_shardings=NamedSharding(m, P("x")))(X64), X64[:4] + X64[4:], 1e-12)
+  close(nbjax.jit(lambda v: s(jnp.concatenate([v, v])))(s(X64)), 2 * (X64[:4] + X64[4:]), 1e-12)
+  lowered = nbjax.jit(f).lower(X64)  # the one replicated module, as text
+  assert "stablehlo.all_reduce" in lowered.as_text() and "replica_id" in lowered.as_text()
+  close(lowered.compile()(X64), ref(X64), 1e-12)
+
+
+def test_shard_map_traces_once_per_signature():
+  calls = []
+
+  def body(a):
+    calls.append(1)
+    return a * 2
+
+  f = sm(body, P("x", "y"), P("x", "y"))
+  for _ in range(3):
+    close(f(X), X * 2)
+  assert len(calls) == 1
+  f(X[:4])  # another signature
+  assert len(calls) == 2
+  # a closed-over tracer is never kept: each w gives its own derivative
+  box = {}
+  h = sm(lambda a: jnp.sin(a * box["w"]), P("x"), P("x"))
+
+  def loss(w):
+    box["w"] = w
+    return h(X64).sum()
+
+  for w in (2.0, 3.0):
+    close(nbjax.grad(loss)(w), (np.cos(X64 * w) * X64).sum(), 1e-9)
+    close(nbjax.jit(nbjax.grad(loss))(w), (np.cos(X64 * w) * X64).sum(), 1e-9)

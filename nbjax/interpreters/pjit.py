@@ -380,14 +380,35 @@ def _has_pmap(jaxpr):
   return False
 
 
+_maps: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _holds_maps(closed):
+  """Whether ``closed`` holds a pmap or shard_map (then it runs as ``_Interpreted``, also
+  with sharded inputs: the maps say where their blocks go)."""
+  hit = _maps.get(closed)
+  if hit is None:
+    hit = _maps[closed] = _has_pmap(closed.jaxpr)
+  return hit
+
+
 class _Interpreted:
-  """A jaxpr holding a ``pmap`` (a replicated program of its own, not lowered inside jit's
-  single-device module): run equation by equation, each pmap as its compiled program."""
+  """A jaxpr holding a ``pmap`` or ``shard_map``: compiled as one replicated program with
+  the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks, a
+  ``pmap`` given ``devices``), run equation by equation, each map as its own program."""
 
   def __init__(self, closed, name):
+    from nbjax.interpreters import pxla
     self.closed, self.name = closed, name
+    try:  # one replicated program, the maps inline (pxla.ReplicatedJit)
+      self.prog = pxla.ReplicatedJit(closed, name)
+    except NotImplementedError:  # host callbacks, pmap(devices=): equation by equation
+      self.prog = None
+    self.text = self.prog and self.prog.text
 
   def run(self, args):
+    if self.prog is not None:
+      return self.prog.run(args)
     return eval_jaxpr(self.closed.jaxpr, self.closed.consts, *args)
 
   def runner(self, out_tree, guarded=False):
@@ -777,8 +798,8 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
-      if self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
-                              for x in flat):
+      if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                               for x in flat)) and not _holds_maps(entry.closed):
         return entry.unflatten(self._spmd_executable(entry, args, kwargs, flat).run(flat))
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
@@ -927,6 +948,10 @@ class Lowered:
   def __init__(self, wrapped, entry):
     from nbjax.interpreters import mlir
     self._wrapped, self._entry = wrapped, entry
+    if _has_pmap(entry.closed.jaxpr):  # maps: one replicated module (pxla.ReplicatedJit)
+      from nbjax.interpreters import pxla
+      self._module = pxla.replicated_module(entry.closed, f"jit_{entry.name}")[0]
+      return
     self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
                                               host_callbacks=[])
 

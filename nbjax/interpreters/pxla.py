@@ -10,7 +10,10 @@ axis to replica ids) and compiles it with ``num_replicas = n`` over the chosen d
 and the per-device outputs, XLA buffers, are gathered on the host along ``out_axes`` into an
 ``Array`` that keeps them as its ``addressable_shards`` (``PmapSharding``). The primitive's
 jvp / partial-eval / transpose / batching rules follow ``jit_p``'s (``pjit.py``), mapping
-``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does.
+``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does (an unmapped output's cotangent
+counts once, as JAX 0.10.2). Inside another pmap's body or a jit, a pmap (or shard_map) lowers
+inline in that replicated program (``lower_inline``, ``ReplicatedJit``): nested pmaps run on
+the product of their sizes, a jit holding maps is one XLA program.
 
 jaxlib is imported only when something is compiled.
 """
@@ -21,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry
+from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
@@ -113,7 +116,10 @@ class _PmapExecutable:
 
   def __init__(self, closed, axis_name, n, devices, in_axes, out_axes, name):
     from nbjax import xla
-    self.devs = _pick_devices(n, devices)
+    self.inner = inner = replicas(closed.jaxpr)  # nested maps: each row on `inner` replicas
+    if inner < 0 or inner > 1 and devices is not None:
+      raise ValueError("Nested pmap with explicit devices argument.")
+    self.devs = _pick_devices(n * inner, devices)
     self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
     in_avals, self.out_avals = closed.in_avals, closed.out_avals
     module = _lower(closed, axis_name, n, in_axes, out_axes, name)
@@ -129,8 +135,11 @@ class _PmapExecutable:
     host = []
     for x, ax in zip(args, self.in_axes):
       v = x._value if type(x) is Array else np.asarray(x)
-      host.append(v if not ax else np.moveaxis(v, ax, 0))
+      v = v if not ax else np.moveaxis(v, ax, 0)
+      host.append(v if ax is None or self.inner == 1 else np.repeat(v, self.inner, 0))
     res = self.rep.run(host)
+    if self.inner > 1:
+      res = [bufs[::self.inner] for bufs in res]
     outs, to_np = [], self._to_numpy
     for bufs, ax, aval, sh in zip(res, self.out_axes, self.out_avals, self.shardings):
       if ax is None:
@@ -148,8 +157,9 @@ class _PmapExecutable:
 def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
   """A module whose ``main`` takes ``(1, *shape)`` for a mapped input and returns ``(1,
   *shape)`` for a mapped output (one row of the global value per replica). ``axes``:
-  ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh)."""
-  axes = axes or ((axis_name, n),)
+  ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh). Maps
+  nested in the body multiply the replicas: ``n * replicas(body)`` in all."""
+  axes = ((axis_name, n),) if axes is None else axes
   from nbjax import xla
   from nbjax.interpreters import mlir
   ir, hlo, func = mlir.ir, mlir.hlo, mlir.func_dialect
@@ -158,7 +168,8 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
   with xla.mlir_context(), ir.Location.unknown():
     m = mlir._new_module(f"pmap_{name}")
     mctx = mlir.ModuleContext(m)
-    mctx.axis_context = AxisContext([a for a, _ in axes], [k for _, k in axes], n)
+    mctx.axis_context = AxisContext([a for a, _ in axes], [k for _, k in axes],
+                                    n * max(replicas(closed.jaxpr), 1))
     mctx._names.add("main")
     ft = ir.FunctionType.get(mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(in_avals, in_axes)]),
                              mlir.aval_to_ir_types([row(a, ax) for a, ax in zip(out_avals, out_axes)]))
@@ -193,6 +204,143 @@ def _pmap_impl(*args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_ax
     exe = per[key] = _PmapExecutable(call_jaxpr, axis_name, axis_size, devices, in_axes,
                                      out_axes, name)
   return exe.run(args)
+
+
+# ------------------------------------------- maps inside a replicated program (nested, jit)
+# A pmap or shard_map inside a module that is already replicated (a pmap's body, or a jit
+# holding maps, compiled as one replicated program by ``ReplicatedJit``) lowers inline: its
+# axes are appended to the module's ``AxisContext`` (innermost), each replica takes its
+# slice of the map's global inputs by its axis index, runs the body, and gathers the
+# outputs back to global values with ``all_gather``. The map's results are thus global
+# values held by every replica, as in the enclosing program.
+
+_inline_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def replicas(jaxpr):
+  """Replicas the maps in ``jaxpr`` need (the largest product of nested map sizes); -1 when
+  one is a pmap given ``devices`` (that runs as its own program)."""
+  best = 1
+  for e in jaxpr.eqns:
+    if e.primitive is xla_pmap_p and e.params["devices"] is not None:
+      return -1
+    own = e.params["axis_size"] if e.primitive is xla_pmap_p else \
+        e.params["mesh"].size if e.primitive.name == "shard_map" else 1
+    for v in e.params.values():
+      for j in (v if type(v) is tuple else (v,)):
+        j = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+        if hasattr(j, "eqns"):
+          r = replicas(j)
+          if r < 0:
+            return -1
+          best = max(best, own * r)
+    best = max(best, own)
+  return best
+
+
+def _inline(key, closed, axes, avals, slice_in, gather_out):
+  """A closed jaxpr of the map on one replica (cached per map jaxpr and ``key``)."""
+  per = _inline_cache.setdefault(closed, {})
+  hit = per.get(key)
+  if hit is not None:
+    return hit
+
+  def fun(*args):
+    ins = [slice_in(i, x) for i, x in enumerate(args)]
+    from nbjax.jaxpr import eval_jaxpr
+    outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
+    return [gather_out(i, o) for i, o in enumerate(outs)]
+
+  with contextlib.ExitStack() as st:
+    for a, k in axes:
+      st.enter_context(core.extend_axis_env(a, k))
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name="inline")
+  res = per[key] = ClosedJaxpr(jaxpr, consts)
+  return res
+
+
+def lower_inline(ctx, args, inner, axes, what):
+  """Emit ``inner`` (from ``_inline``) with ``axes`` appended to the module's replicas."""
+  from nbjax.interpreters import mlir
+  mctx = ctx.module_context
+  ac = mctx.axis_context
+  if ac is None:
+    raise NotImplementedError(f"{what} lowers only inside a replicated program (a pmap, or "
+                              "a jit that holds maps)")
+  names = [a for a, _ in axes]
+  if any(a in ac.names for a in names):
+    raise ValueError(f"{what}: axis names {names} are already bound by an enclosing map "
+                     f"({ac.names})")
+  sizes = ac.sizes + tuple(k for _, k in axes)
+  if ac.nreps % int(np.prod(sizes)):
+    raise ValueError(f"{what} over {dict(axes)} inside {ac.nreps} replicas "
+                     f"({dict(zip(ac.names, ac.sizes))}): the sizes do not divide")
+  mctx.axis_context = AxisContext(ac.names + tuple(names), sizes, ac.nreps)
+  try:
+    with contextlib.ExitStack() as st:
+      for a, k in axes:
+        st.enter_context(core.extend_axis_env(a, k))
+      consts = mlir._const_values(inner.consts, mlir._consts_avals(inner))
+      return mlir.jaxpr_subcomp(mctx, inner.jaxpr, consts, list(args))
+  finally:
+    mctx.axis_context = ac
+
+
+def _pmap_lowering(ctx, *args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes,
+                   name, **_):
+  if devices is not None:
+    raise ValueError("Nested pmap with explicit devices argument.")
+  lax = batching._lax
+
+  def slice_in(i, x):
+    ax = in_axes[i]
+    return x if ax is None else lax.dynamic_index_in_dim(x, lax.axis_index(axis_name), ax,
+                                                         keepdims=False)
+
+  def gather_out(i, o):
+    ax = out_axes[i]
+    return o if ax is None else lax.all_gather(o, axis_name, axis=ax)
+
+  inner = _inline((axis_name, axis_size, in_axes, out_axes), call_jaxpr,
+                  ((axis_name, axis_size),), ctx.avals_in, slice_in, gather_out)
+  return lower_inline(ctx, args, inner, ((axis_name, axis_size),), f"pmap ({name})")
+
+
+def replicated_module(closed, name):
+  """``(module, num_replicas)``: ``closed`` (a jaxpr holding maps) as one replicated
+  program, every input and output whole on each replica (``ReplicatedJit``)."""
+  n = replicas(closed.jaxpr)
+  if n < 0:
+    raise NotImplementedError("a pmap with explicit devices runs as its own program")
+  return _lower(closed, None, 1, (None,) * len(closed.in_avals),
+                (None,) * len(closed.out_avals), name, axes=()), n
+
+
+class ReplicatedJit:
+  """A jit whose jaxpr holds maps (pmap, shard_map), compiled as ONE replicated XLA program
+  (``num_replicas`` = what its maps need): every replica computes the unmapped parts on the
+  same values (they are replicated), each map lowers inline (``lower_inline``) and leaves
+  its outputs gathered, so every replica ends with the same results; replica 0's are
+  returned. Why replicas: the maps' collectives already lower to replica groups (pmap's
+  route, jaxlib's PJRT CPU client runs it), with no SPMD partitioner or manual-sharding
+  custom calls involved. Built by ``pjit`` for such a jaxpr; a jaxpr that cannot be one
+  program (host callbacks, a pmap given ``devices``) runs equation by equation instead
+  (``pjit._Interpreted``)."""
+
+  def __init__(self, closed, name):
+    from nbjax import xla
+    module, n = replicated_module(closed, name)
+    self.devs, self.text = _pick_devices(n, None), str(module)
+    self.rep = xla.Replicated(self.text, self.devs, [(a.shape, a.dtype, False)
+                                                 for a in closed.in_avals],
+                              name=f"jit_{name}")
+    _stats["compiles"] += 1
+    self.out_avals, self._to_numpy = closed.out_avals, xla._to_numpy
+
+  def run(self, args):
+    host = [x._value if type(x) is Array else np.asarray(x) for x in args]
+    res = self.rep.run(host)
+    return [_wrap(self._to_numpy(bufs[0]), a.weak_type) for bufs, a in zip(res, self.out_avals)]
 
 
 # ----------------------------------------------------------------------- transformation rules
@@ -238,9 +386,6 @@ def _pmap_partial_eval(in_unknowns, **params):
 def _pmap_transpose(cts, *args, **params):
   closed, name, n = params["call_jaxpr"], params["name"], params["axis_size"]
   in_axes, out_axes = params["in_axes"], params["out_axes"]
-  if any(a is None for a in out_axes):
-    raise NotImplementedError("autodiff of pmap functions with out_axes=None is not supported. "
-                              "Consider using shard_map instead.")
   undef = [ad.is_undefined_primal(x) for x in args]
   res = [x for x, u in zip(args, undef) if not u]
   res_axes = tuple(a for a, u in zip(in_axes, undef) if not u)
@@ -249,6 +394,9 @@ def _pmap_transpose(cts, *args, **params):
 
   def fun(*ins):
     r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    lax = batching._lax  # an unmapped output is one value: each member gets ct / n (as
+    c = [x if a is not None or x.dtype == dtypes.float0 else  # shard_map's P() outputs)
+         lax.div(x, lax.full_like(x, n)) for x, a in zip(c, out_axes)]
     full = [ad.UndefinedPrimal(a) if u else next(r) for a, u in zip(per_in, undef)]
     outs = ad.backward_pass(closed.jaxpr, closed.consts, full, c)
     return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
@@ -306,6 +454,7 @@ registry.register(
     jvp=_pmap_jvp, batch=_pmap_batch, transpose=_pmap_transpose,
     meta=dict(differentiable=True,
               note="map primitive: its per-device jaxpr runs as one replicated XLA program",
-              lowering_note="runs as its own replicated XLA program (num_replicas); not "
-                            "lowered inside jit or another pmap"))
+              lowering_note="runs as its own replicated XLA program (num_replicas); inside "
+                            "jit or another pmap, inline in that replicated program"))
 xla_pmap_p.partial_eval = _pmap_partial_eval
+xla_pmap_p.lowerings["cpu"] = _pmap_lowering

@@ -10,10 +10,12 @@ replica groups (replica ``i`` is ``mesh.devices.flat[i]``, row-major over the me
 compiled with ``num_replicas = mesh.size`` (``xla.Replicated``); each device gets its block
 of each input (``devices_indices_map`` of the in_spec), and outputs are assembled from the
 per-device blocks by the out_specs (an axis the out_spec does not name is read from its
-first member: the value is taken to be replicated over it, which is not checked). Results
-keep their per-device buffers (``NamedSharding(mesh, out_spec)``). jvp is the jvp of the
-body; transposition (grad) is not implemented. Inside ``jit`` the enclosing jaxpr runs
-equation by equation (as a jaxpr holding a pmap).
+first member: ``check_vma=True``, the default, checks statically that the value is replicated
+over it, as JAX does). Results keep their per-device buffers (``NamedSharding(mesh,
+out_spec)``). Rules: jvp is the jvp of the body; partial eval splits the body (residuals
+leave per device); transpose is JAX's unchecked rule (see ``_transpose``); batching adds an
+unsplit axis to the blocks. Inside ``jit`` or ``pmap`` it lowers inline in the enclosing
+replicated program (``_lowering``, ``pxla.ReplicatedJit``).
 """
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, tree_util
+from nbjax import core, dtypes, registry, tree_util
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters import pjit
-from nbjax.jaxpr import ClosedJaxpr
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
 from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, _current_mesh
 
 __all__ = ["shard_map", "shard_map_p"]
@@ -69,6 +71,9 @@ class _Exe:
     from nbjax import xla
     from nbjax.interpreters import pxla
     n = mesh.size
+    if pxla.replicas(closed.jaxpr) > 1:
+      raise NotImplementedError(f"shard_map ({name}): a pmap or shard_map inside its body "
+                                "would need more devices than its mesh")
     self.devs = list(mesh.devices.flat)
     ins, outs = closed.in_avals, closed.out_avals
     module = pxla._lower(closed, None, n, (0,) * len(ins), (0,) * len(outs), name,
@@ -129,19 +134,290 @@ def _jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, name, **params)
                     for a, nz in zip(avals, out_nz)]
 
 
-def _transpose(cts, *args, name, **_):
-  raise NotImplementedError(f"nbjax's shard_map ({name}) is not transposable yet: reverse-mode "
-                            "autodiff (grad, vjp) through shard_map is not supported")
+def _unmentioned(mesh, spec):
+  named = {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())}
+  return tuple(a for a in mesh.axis_names if a not in named)
+
+
+def _factor(mesh, spec):
+  return int(np.prod([mesh.shape[a] for a in _unmentioned(mesh, spec)], dtype=np.int64))
+
+
+def _lax():
+  from nbjax import lax
+  return lax
+
+
+_rule_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # jaxpr -> {key: rule}
+
+
+def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """Transpose as JAX's unchecked (``check_vma=False``) rule: each member of a replicated
+  output's axes gets ``ct / replicas``, the body is transposed per block (``psum``'s
+  transpose is ``psum``), and an input's cotangent is summed over the axes its in_spec does
+  not name. Known args are residuals, passed with their in_specs."""
+  lax = _lax()
+  undef = [ad.is_undefined_primal(x) for x in args]
+  res = [x for x, u in zip(args, undef) if not u]
+  res_specs = tuple(s for s, u in zip(in_specs, undef) if not u)
+  cts = [ad.instantiate_zeros(c) for c in cts]
+  per_in = jaxpr.in_avals
+
+  def fun(*ins):
+    r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    c = [x if _factor(mesh, s) == 1 or x.dtype == dtypes.float0 else
+         lax.div(x, lax.full_like(x, _factor(mesh, s))) for x, s in zip(c, out_specs)]
+    full = [ad.UndefinedPrimal(a) if u else next(r) for a, u in zip(per_in, undef)]
+    outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, full, c)
+    outs = [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
+    specs = [s for s, u in zip(in_specs, undef) if u]
+    return [o if not _unmentioned(mesh, s) or o.dtype == dtypes.float0 else
+            lax.psum(o, _unmentioned(mesh, s)) for o, s in zip(outs, specs)]
+
+  per = _rule_cache.setdefault(jaxpr, {})
+  key = ("transpose", tuple(undef), mesh, in_specs, out_specs, core._axis_env.env)
+  if key not in per:
+    avals = [a for a, u in zip(per_in, undef) if not u] + list(jaxpr.out_avals)
+    with _env(mesh):
+      tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+    per[key] = ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), consts
+  tj, consts = per[key]
+  outs = iter(shard_map_p.bind(
+      *consts, *res, *cts, jaxpr=tj, mesh=mesh,
+      in_specs=(PartitionSpec(),) * len(consts) + res_specs + tuple(out_specs),
+      out_specs=tuple(s for s, u in zip(in_specs, undef) if u), name=f"transpose({name})",
+      **params))
+  return [next(outs) if u else None for u in undef]
+
+
+def _restage(closed, fun, avals, name):
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=name)
+  return ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), []), consts
+
+
+def _partial_eval(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """The known shard_map computes the known outputs and the residuals, each a per-device
+  value: it leaves with a leading axis of size 1 split over every mesh axis (global leading
+  axis ``mesh.size``), and the unknown shard_map takes it back with that spec."""
+  per = _rule_cache.setdefault(jaxpr, {})
+  key = ("pe", tuple(in_unknowns), mesh, in_specs, out_specs, name, tuple(params.items()),
+         core._axis_env.env)
+  if key not in per:
+    per[key] = _partial_eval_(in_unknowns, jaxpr=jaxpr, mesh=mesh, in_specs=in_specs,
+                              out_specs=out_specs, name=name, **params)
+  return per[key]
+
+
+def _partial_eval_(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  lax = _lax()
+  with _env(mesh):
+    known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
+  rspec = PartitionSpec(tuple(mesh.axis_names))
+  nk = len(known.out_avals) - num_res
+
+  def kfun(*xs):
+    outs = eval_jaxpr(known.jaxpr, known.consts, *xs)
+    return outs[:nk] + [lax.expand_dims(r, (0,)) for r in outs[nk:]]
+
+  def ufun(*xs):
+    rs = [lax.reshape(r, r.shape[1:]) for r in xs[:num_res]]
+    return eval_jaxpr(unknown.jaxpr, unknown.consts, *rs, *xs[num_res:])
+
+  r_avals = [a.update(shape=(1, *a.shape)) for a in known.out_avals[nk:]]
+  with _env(mesh):
+    kj, kc = _restage(known, kfun, known.in_avals, name)
+    uj, uc = _restage(unknown, ufun, r_avals + list(unknown.in_avals[num_res:]), name)
+  if kc or uc:  # trace constants would be inputs of their own: stage the whole equation
+    return None
+  kp = dict(params, jaxpr=kj, mesh=mesh, name=name,
+            in_specs=tuple(s for s, u in zip(in_specs, in_unknowns) if not u),
+            out_specs=tuple(s for s, u in zip(out_specs, out_unk) if not u) + (rspec,) * num_res)
+  up = dict(params, jaxpr=uj, mesh=mesh, name=name,
+            in_specs=(rspec,) * num_res + tuple(s for s, u in zip(in_specs, in_unknowns) if u),
+            out_specs=tuple(s for s, u in zip(out_specs, out_unk) if u))
+  return kp, up, out_unk, num_res
+
+
+def _insert(spec, ndim, d):
+  parts = [p or None for p in spec._normalized(ndim)]
+  parts = [None if p is None else p[0] if len(p) == 1 else p for p in parts]
+  return PartitionSpec(*parts[:d], None, *parts[d:])
+
+
+def _batch(axis_data, vals, dims, *, jaxpr, mesh, in_specs, out_specs, name, **params):
+  """vmap of shard_map: the batch axis is an unsplit axis of each block (first in the
+  inputs); the body is batched (collectives over mesh axes see the batch axis as data)."""
+  from nbjax.interpreters import batching
+  vals = [x if d is batching.not_mapped else batching.moveaxis(x, d, 0)
+          for x, d in zip(vals, dims)]
+  inner = tuple(None if d is batching.not_mapped else 0 for d in dims)
+  with _env(mesh):
+    new, odims = pjit.batch_jaxpr(jaxpr, axis_data.size, inner, axis_data.name, name)
+  ins = tuple(s if d is None else _insert(s, len(a.shape), 0)
+              for s, d, a in zip(in_specs, inner, jaxpr.in_avals))
+  outs = tuple(s if d is None else _insert(s, len(a.shape), d)
+               for s, d, a in zip(out_specs, odims, jaxpr.out_avals))
+  res = shard_map_p.bind(*vals, jaxpr=new, mesh=mesh, in_specs=ins, out_specs=outs, name=name,
+                         **params)
+  return res, [batching.not_mapped if d is None else d for d in odims]
+
+
+_batch.wants_axis_data = True
+
+
+def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, name, **_):
+  """Inline in an enclosing replicated program (``pxla.lower_inline``): each replica
+  slices its block of every input by its mesh coordinates and gathers the outputs' blocks
+  back (``all_gather`` per named axis, minor first)."""
+  from nbjax.interpreters import pxla
+  lax, size = _lax(), mesh.shape
+
+  def slice_in(i, x):
+    aval = ctx.avals_in[i]
+    for d, p in enumerate(in_specs[i]._normalized(len(aval.shape))):
+      if p:
+        block = aval.shape[d] // int(np.prod([size[a] for a in p]))
+        lin = 0
+        for a in p:
+          lin = lin * size[a] + lax.axis_index(a)
+        x = lax.dynamic_slice_in_dim(x, lin * block, block, d)
+    return x
+
+  def gather_out(i, o):
+    for d, p in enumerate(out_specs[i]._normalized(len(jaxpr.out_avals[i].shape))):
+      for a in reversed(p):
+        o = lax.all_gather(o, a, axis=d, tiled=True)
+    return o
+
+  inner = pxla._inline((mesh, in_specs, out_specs), jaxpr, _axes(mesh), ctx.avals_in,
+                       slice_in, gather_out)
+  return pxla.lower_inline(ctx, args, inner, _axes(mesh), f"shard_map ({name})")
 
 
 shard_map_p.make_eager = lambda prim, f_small, f_large, thr: _impl
 registry.register(
     shard_map_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
-    jvp=_jvp, transpose=_transpose,
+    jvp=_jvp, transpose=_transpose, batch=_batch,
     meta=dict(differentiable=True,
               note="map over mesh blocks: its block jaxpr runs as one replicated XLA program",
               lowering_note="runs as its own replicated XLA program (num_replicas = "
-                            "mesh.size); not lowered inside jit"))
+                            "mesh.size); inside jit or pmap, inline in that replicated program"))
+shard_map_p.partial_eval = _partial_eval
+shard_map_p.lowerings["cpu"] = _lowering
+
+
+# ------------------------------------------------------------ check_vma: replication check
+# Which mesh axes each value of the body may vary over (JAX's ``vma`` type, inferred here from
+# the jaxpr instead of carried on avals): an input varies over the axes its in_spec names; a
+# reduction or gather over axes (without axis_index_groups) makes them invariant; ``axis_index``, ``ppermute``,
+# ``all_to_all`` and ``psum_scatter`` make their axes varying; anything else varies over the
+# union of its inputs. Calls, ``scan``, ``while`` (carries to a fixed point) and ``cond`` are
+# followed into; other sub-jaxprs count with every input at the union.
+
+_REDUCE = frozenset({"psum", "pmax", "pmin", "all_gather"})
+_VARY = frozenset({"ppermute", "all_to_all", "reduce_scatter"})
+
+
+def _sub_jaxprs(params):
+  from nbjax.jaxpr import Jaxpr
+  for v in params.values():
+    for j in (v if type(v) in (tuple, list) else (v,)):
+      if isinstance(j, ClosedJaxpr):
+        yield j.jaxpr
+      elif isinstance(j, Jaxpr):
+        yield j
+
+
+def _carried(body, consts, carry, rest, k):
+  """Loop carries' vma to a fixed point: ``(carry, outs of the last pass)``."""
+  while True:
+    outs = _vma(body, consts + carry + rest)
+    new = [c | o for c, o in zip(carry, outs[:k])]
+    if new == carry:
+      return carry, outs
+    carry = new
+
+
+def _eqn_vma(e, ins):
+  name, p, u = e.primitive.name, e.params, frozenset().union(*ins)
+  if name in _REDUCE:  # (grouped: each group has its own value)
+    return [u if p["axis_index_groups"] is not None else u - set(p["axes"])]
+  if name in _VARY:
+    return [u | set(p["axes"])]
+  if name == "axis_index":
+    return [frozenset({p["axis_name"]})]
+  if name == "scan":
+    c, k = p["num_consts"], p["num_carry"]
+    carry, outs = _carried(p["jaxpr"].jaxpr, ins[:c], ins[c:c + k], ins[c + k:], k)
+    return carry + outs[k:]
+  if name == "while":
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    carry, pred = list(ins[cn + bn:]), frozenset()
+    while True:  # a varying predicate makes every carry varying
+      carry, _ = _carried(p["body_jaxpr"].jaxpr, ins[cn:cn + bn], carry, [], len(carry))
+      pred = _vma(p["cond_jaxpr"].jaxpr, ins[:cn] + carry)[0]
+      new = [c | pred for c in carry]
+      if new == carry:
+        return carry
+      carry = new
+  if name == "cond":
+    outs = [_vma(b.jaxpr, ins[1:]) for b in p["branches"]]
+    return [frozenset().union(ins[0], *o) for o in zip(*outs)]
+  subs = list(_sub_jaxprs(p))
+  if len(subs) == 1 and len(subs[0].invars) == len(ins) and name != "shard_map":
+    return _vma(subs[0], ins)  # a call (jit, custom_jvp/vjp, checkpoint...)
+  out = u  # anything else: the union of its inputs, and of what its sub-jaxprs may add
+  for j in subs:
+    for _ in range(2):
+      out = out.union(*_vma(j, [out] * len(j.invars)))
+  return [out] * len(e.outvars)
+
+
+def _vma(jaxpr, in_vma):
+  from nbjax.jaxpr import Literal
+  env = dict(zip(jaxpr.invars, in_vma))
+  read = lambda x: frozenset() if type(x) is Literal else env.get(x, frozenset())
+  for e in jaxpr.eqns:
+    outs = _eqn_vma(e, [read(x) for x in e.invars])
+    for v, o in zip(e.outvars, outs if len(outs) == len(e.outvars) else [outs[0]] * len(e.outvars)):
+      env[v] = o
+  return [read(v) for v in jaxpr.outvars]
+
+
+def _named(spec):
+  return {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())}
+
+
+def _check_vma(f, mesh, jaxpr, in_specs, out_specs):
+  got = _vma(jaxpr, [frozenset(_named(s)) for s in in_specs])
+  order = lambda axes: ",".join(a for a in mesh.axis_names if a in axes)
+  msgs = []
+  for v, s in zip(got, out_specs):  # (JAX 0.10.2 prints no key path)
+    v = v & set(mesh.axis_names)  # (an enclosing pmap's axes are not this map's business)
+    bad = v - _named(s)
+    if not bad:
+      continue
+    unmentioned = _unmentioned(mesh, s)
+    if len(unmentioned) > 1:
+      msgs.append(f"* out_specs is {s} which implies that the corresponding output value "
+                  f"is only varying across mesh axes {{{order(_named(s))}}} and not "
+                  f"{{{order(bad)}}}, but it was inferred to be possibly varying over "
+                  f"{{{order(v)}}}")
+    else:
+      msgs.append(f"* out_specs is {s} which implies that the corresponding output value "
+                  f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
+                  "replication over any axes")
+  if msgs:
+    if len(msgs) == 1:
+      msgs = [msgs[0][2:]]
+    raise ValueError(
+        f"shard_map applied to the function '{getattr(f, '__name__', str(f))}' was given "
+        "out_specs which require replication which can't be statically inferred given the "
+        f"mesh:\n\nThe mesh given has shape {tuple(mesh.devices.shape)} with corresponding "
+        f"axis names {mesh.axis_names}.\n\n" + "\n\n".join(msgs) + "\n\nCheck if these "
+        "output values are meant to be replicated over those mesh axes. If not, consider "
+        "revising the corresponding out_specs entries. If so, consider disabling the check by "
+        "passing the check_vma=False argument to `jax.shard_map`.")
 
 
 def _specs(what, tree, specs):
@@ -168,31 +444,19 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
   positional arguments, ``PartitionSpec``s) says how each input is split; ``f`` sees one
   device's block and may call collectives (``psum``, ``all_gather``, ``ppermute``,
   ``axis_index``...) over mesh axis names; ``out_specs`` says how blocks form the outputs (an
-  axis an out_spec does not name: the output is replicated over it)."""
+  axis an out_spec does not name: the output is replicated over it). ``check_vma`` (default
+  True): check statically that each output varies only over the mesh axes its out_spec names
+  (else a ``ValueError``, as JAX); False: an unnamed axis's value is read from its first
+  member."""
   if f is None:
     return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                              axis_names=axis_names, check_vma=check_vma)
   if not callable(f):
     raise TypeError(f"shard_map requires a callable for its first argument, but got {f!r}")
   mesh_ = mesh
+  cache = {}  # traces per mesh, input structure, block avals and enclosing axes
 
-  @functools.wraps(f)
-  def wrapped(*args):
-    m = mesh_ if mesh_ is not None else _current_mesh()
-    if not isinstance(m, Mesh):
-      raise TypeError("shard_map requires a `mesh` argument (a Mesh) or an enclosing "
-                      f"`with mesh:`, got {m!r}")
-    if in_specs is None:
-      raise NotImplementedError("nbjax's shard_map needs in_specs")
-    flat, in_tree = tree_util.tree_flatten(args)
-    ins = _specs("in_specs", args, in_specs if isinstance(in_specs, tuple) and not
-                 isinstance(in_specs, PartitionSpec) else in_specs)
-    avals = []
-    for i, (x, s) in enumerate(zip(flat, ins)):
-      a = core.get_aval(x)
-      sh = NamedSharding(m, s)
-      sh.check(a.shape, f"shard_map in_specs (argument {i})")
-      avals.append(a.update(shape=sh.shard_shape(a.shape)))
+  def _trace(m, in_tree, avals, ins):
     box = []
 
     def body(*xs):
@@ -208,6 +472,39 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     for s in outs:
       NamedSharding(m, s)  # names exist, none twice
     closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+    if check_vma:
+      _check_vma(f, m, closed.jaxpr, (PartitionSpec(),) * len(consts) + tuple(ins), outs)
+    return closed, consts, out_tree, outs
+
+  @functools.wraps(f)
+  def wrapped(*args):
+    m = mesh_ if mesh_ is not None else _current_mesh()
+    if not isinstance(m, Mesh):
+      raise TypeError("shard_map requires a `mesh` argument (a Mesh) or an enclosing "
+                      f"`with mesh:`, got {m!r}")
+    if in_specs is None:  # JAX infers them only over Explicit axes (nbjax's are Auto)
+      names = frozenset(axis_names or m.axis_names)
+      raise TypeError("shard_map in_specs argument must be a pytree of "
+                      "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                      f"axis_names={names} are of type "
+                      + ", ".join(str(t) for t in m.axis_types))
+    flat, in_tree = tree_util.tree_flatten(args)
+    ins = _specs("in_specs", args, in_specs if isinstance(in_specs, tuple) and not
+                 isinstance(in_specs, PartitionSpec) else in_specs)
+    avals = []
+    for i, (x, s) in enumerate(zip(flat, ins)):
+      a = core.get_aval(x)
+      sh = NamedSharding(m, s)
+      sh.check(a.shape, f"shard_map in_specs (argument {i})")
+      avals.append(a.update(shape=sh.shard_shape(a.shape)))
+    key = (m, in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals),
+           core._axis_env.env)
+    hit = cache.get(key)
+    if hit is None:
+      hit = _trace(m, in_tree, avals, ins)
+      if not any(isinstance(c, core.Tracer) for c in hit[1]):  # (closed-over tracers: not kept)
+        cache[key] = hit
+    closed, consts, out_tree, outs = hit
     res = shard_map_p.bind(*consts, *flat, jaxpr=closed, mesh=m,
                            in_specs=(PartitionSpec(),) * len(consts) + tuple(ins),
                            out_specs=tuple(outs), name=getattr(f, "__name__", "f"),

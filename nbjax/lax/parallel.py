@@ -13,6 +13,9 @@ over the replica groups of its axis (``ModuleContext.axis_context``). Rules
 follow JAX's: the linear collectives transpose into each other (``psum`` into ``psum``,
 ``all_gather`` into ``psum_scatter``, ``all_to_all`` into itself with the axes swapped,
 ``ppermute`` into the inverse permutation); ``pmax``/``pmin`` have no derivative.
+``axis_index_groups`` (reductions, ``all_gather``, ``psum_scatter``, ``all_to_all``) split each replica group
+of the lowering into the given groups of axis indices; vmap over the grouped axis raises, as
+JAX.
 """
 from __future__ import annotations
 
@@ -101,7 +104,10 @@ def _reduction(name, reduce, scale):
     (x,), (d,) = vals, dims
     mine, rest = _split(axes, axis_data.name)
     if not mine:  # another axis's collective: per member of this one, bound below
-      return prim.bind(x, axes=axes, axis_index_groups=None), d
+      return prim.bind(x, axes=axes, axis_index_groups=axis_index_groups), d
+    if axis_index_groups is not None:
+      raise NotImplementedError("axis_index_groups not supported in vmap collectives. "
+                                "Please open a feature request!")
     if d is not_mapped:
       out = scale(x, axis_data.size)
     else:
@@ -130,16 +136,31 @@ ad.deflinear2(psum_p, lambda ct, x, *, axes, axis_index_groups: [
     psum_p.bind(ad.instantiate_zeros(ct), axes=axes, axis_index_groups=axis_index_groups)])
 
 
-def _check_groups(axis_index_groups):
-  if axis_index_groups is not None:
-    raise NotImplementedError("axis_index_groups is not implemented in nbjax")
+def _canon_groups(axis_index_groups):
+  """``axis_index_groups`` as a tuple of tuples of ints (JAX's canonical form), or None:
+  each group of indices along the named axes reduces (gathers) on its own."""
+  if axis_index_groups is None:
+    return None
+  return tuple(tuple(int(i) for i in g) for g in axis_index_groups)
+
+
+def _reduce_groups(axis_index_groups):
+  """JAX's check of a reduction's groups, canonicalized."""
+  g = _canon_groups(axis_index_groups)
+  if g is not None and {i for grp in g for i in grp} != set(range(sum(map(len, g)))):
+    raise ValueError("axis_index_groups must cover all indices exactly once")
+  return g
+
+
+def _group_size(axis_name, groups):
+  return len(groups[0]) if groups is not None else axis_size(axis_name)
 
 
 def _tree_bind(prim, x, axis_name, axis_index_groups, **params):
-  _check_groups(axis_index_groups)
+  groups = _reduce_groups(axis_index_groups)
   axes = _names(axis_name)
   leaves, tree = tree_util.tree_flatten(x)
-  return tree.unflatten([prim.bind(v, axes=axes, axis_index_groups=None, **params)
+  return tree.unflatten([prim.bind(v, axes=axes, axis_index_groups=groups, **params)
                          for v in leaves])
 
 
@@ -148,21 +169,21 @@ def psum(x, axis_name, *, axis_index_groups=None):
 
   A Python or NumPy scalar outside any mapped value is multiplied by the axis size, as
   JAX does."""
-  _check_groups(axis_index_groups)
+  groups = _reduce_groups(axis_index_groups)
   leaves, tree = tree_util.tree_flatten(x)
   axes = _names(axis_name)
   outs = []
   for v in leaves:
     if isinstance(v, (core.Tracer, Array)):
-      outs.append(psum_p.bind(v, axes=axes, axis_index_groups=None))
+      outs.append(psum_p.bind(v, axes=axes, axis_index_groups=groups))
     else:  # a constant (Python, NumPy): the same for every member
-      outs.append(v * axis_size(axes))
+      outs.append(v * _group_size(axes, groups))
   return tree.unflatten(outs)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
   """Mean of ``x`` (a pytree) over the members of the named axis (axes)."""
-  n = axis_size(axis_name)
+  n = _group_size(axis_name, _reduce_groups(axis_index_groups))
   return tree_util.tree_map(lambda v: v / n, psum(x, axis_name,
                                                  axis_index_groups=axis_index_groups))
 
@@ -206,6 +227,8 @@ def _all_gather_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
   if _single(params["axes"], "all_gather") != axis_data.name:
     return _per_member(all_gather_p, x, d, params, "all_gather_dimension")
+  if params["axis_index_groups"] is not None:
+    raise NotImplementedError("axis_index_groups not supported in vmap")
   lax, all_gather_dimension, tiled = _lax(), params["all_gather_dimension"], params["tiled"]
   x = _front(x, d, axis_data.size)  # (n, *s): every member sees all of it
   out = batching.moveaxis(x, 0, all_gather_dimension)
@@ -229,7 +252,8 @@ def _per_member(prim, x, d, params, *dim_params):
 
 def _all_gather_transpose(ct, x, *, axes, axis_index_groups, all_gather_dimension, axis_size,
                           tiled):
-  return [reduce_scatter_p.bind(ad.instantiate_zeros(ct), axes=axes, axis_index_groups=None,
+  return [reduce_scatter_p.bind(ad.instantiate_zeros(ct), axes=axes,
+                                axis_index_groups=axis_index_groups,
                                 scatter_dimension=all_gather_dimension, axis_size=axis_size,
                                 tiled=tiled)]
 
@@ -255,6 +279,8 @@ def _reduce_scatter_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
   if _single(params["axes"], "psum_scatter") != axis_data.name:
     return _per_member(reduce_scatter_p, x, d, params, "scatter_dimension")
+  if params["axis_index_groups"] is not None:
+    raise NotImplementedError("axis_index_groups not supported in vmap")
   lax, tiled = _lax(), params["tiled"]
   n, k = axis_data.size, params["scatter_dimension"]
   total = _times(x, n) if d is not_mapped else _sum(x, (d,))  # the sum every member shares
@@ -266,7 +292,8 @@ def _reduce_scatter_batch(axis_data, vals, dims, **params):
 
 def _reduce_scatter_transpose(ct, x, *, axes, axis_index_groups, scatter_dimension, axis_size,
                               tiled):
-  return [all_gather_p.bind(ad.instantiate_zeros(ct), axes=axes, axis_index_groups=None,
+  return [all_gather_p.bind(ad.instantiate_zeros(ct), axes=axes,
+                            axis_index_groups=axis_index_groups,
                             all_gather_dimension=scatter_dimension, axis_size=axis_size,
                             tiled=tiled)]
 
@@ -280,27 +307,27 @@ _register(reduce_scatter_p, _reduce_scatter_abstract_eval, _reduce_scatter_batch
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
   """Every member's ``x`` (a pytree), stacked along a new axis ``axis`` (concatenated along
   ``axis`` when ``tiled``), the same for each member."""
-  n = axis_size(axis_name)
+  groups = _canon_groups(axis_index_groups)
+  n = _group_size(axis_name, groups)
 
   def one(v):
     nd = np.ndim(v) if not isinstance(v, core.Tracer) else v.aval.ndim
     ax = int(axis) + (nd + (not tiled) if axis < 0 else 0)
     if not 0 <= ax <= nd - tiled:
       raise ValueError(f"all_gather: axis {axis} is out of bounds for a value of rank {nd}")
-    return all_gather_p.bind(v, axes=_names(axis_name), axis_index_groups=None,
+    return all_gather_p.bind(v, axes=_names(axis_name), axis_index_groups=groups,
                              all_gather_dimension=ax, axis_size=n, tiled=bool(tiled))
-  _check_groups(axis_index_groups)
   return tree_util.tree_map(one, x)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
   """``psum`` of ``x`` (a pytree) scattered over the members: member ``i`` gets block ``i``
   of the sum along ``scatter_dimension`` (an index when not ``tiled``)."""
-  n = axis_size(axis_name)
-  _check_groups(axis_index_groups)
+  groups = _canon_groups(axis_index_groups)
+  n = _group_size(axis_name, groups)
 
   def one(v):
-    params = dict(axes=_names(axis_name), axis_index_groups=None,
+    params = dict(axes=_names(axis_name), axis_index_groups=groups,
                   scatter_dimension=int(scatter_dimension) % max(len(_shape(v)), 1), axis_size=n,
                   tiled=bool(tiled))
     _reduce_scatter_abstract_eval(core.get_aval(v), **params)  # JAX's shape errors, eagerly
@@ -329,6 +356,8 @@ def _all_to_all_batch(axis_data, vals, dims, **params):
   (x,), (d,) = vals, dims
   if _single(params["axes"], "all_to_all") != axis_data.name:
     return _per_member(all_to_all_p, x, d, params, "split_axis", "concat_axis")
+  if params["axis_index_groups"] is not None:
+    raise NotImplementedError("axis_index_groups not supported in vmap")
   lax = _lax()
   n, sa, ca = axis_data.size, params["split_axis"], params["concat_axis"]
   x = _front(x, d, n)                                      # (j, *s): member j's value
@@ -343,8 +372,8 @@ def _all_to_all_batch(axis_data, vals, dims, **params):
 
 def _all_to_all_transpose(ct, x, *, axes, axis_index_groups, split_axis, concat_axis,
                           axis_size):
-  return [all_to_all_p.bind(ad.instantiate_zeros(ct), axes=axes, axis_index_groups=None,
-                            split_axis=concat_axis, concat_axis=split_axis, axis_size=axis_size)]
+  return [all_to_all_p.bind(ad.instantiate_zeros(ct), axes=axes,
+                            axis_index_groups=axis_index_groups, split_axis=concat_axis, concat_axis=split_axis, axis_size=axis_size)]
 
 
 _register(all_to_all_p, _all_to_all_abstract_eval, _all_to_all_batch,
@@ -354,15 +383,15 @@ _register(all_to_all_p, _all_to_all_abstract_eval, _all_to_all_batch,
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
   """Member ``i`` gets block ``i`` (along ``split_axis``) of every member's ``x``, stacked
   (concatenated when ``tiled``) along ``concat_axis`` in member order."""
-  n = axis_size(axis_name)
-  _check_groups(axis_index_groups)
+  groups = _canon_groups(axis_index_groups)
+  n = _group_size(axis_name, groups)
   lax = _lax()
 
   def one(v):
     nd = _shape(v).__len__()
     sa, ca = int(split_axis) % nd, int(concat_axis) % nd
     if tiled:
-      return all_to_all_p.bind(v, axes=_names(axis_name), axis_index_groups=None,
+      return all_to_all_p.bind(v, axes=_names(axis_name), axis_index_groups=groups,
                                split_axis=sa, concat_axis=ca, axis_size=n)
     if _shape(v)[sa] != n:
       raise ValueError(f"all_to_all: the split axis has size {_shape(v)[sa]}, which must "
@@ -370,7 +399,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     e = ca + (ca >= sa)  # the new axis's place, counted before the split axis goes
     sa1 = sa + (e <= sa)
     out = all_to_all_p.bind(lax.expand_dims(v, (e,)), axes=_names(axis_name),
-                            axis_index_groups=None, split_axis=sa1, concat_axis=e, axis_size=n)
+                            axis_index_groups=groups, split_axis=sa1, concat_axis=e, axis_size=n)
     return lax.squeeze(out, (sa1,))
   return tree_util.tree_map(one, x)
 
@@ -482,8 +511,16 @@ def _axis_ctx(ctx, axes):
   return ac
 
 
-def _groups(ctx, axes):
-  return ir.DenseElementsAttr.get(_axis_ctx(ctx, axes).groups(axes))
+def _groups(ctx, axes, axis_index_groups=None):
+  g = _axis_ctx(ctx, axes).groups(axes)
+  if axis_index_groups is not None:  # each group of axis indices within each replica group
+    if any(not 0 <= i < g.shape[1] for grp in axis_index_groups for i in grp):
+      raise ValueError(f"axis_index_groups {axis_index_groups} index outside the axis "
+                       f"{axes} of size {g.shape[1]}")
+    if len({len(grp) for grp in axis_index_groups}) != 1:
+      raise ValueError("Replica groups must be equally sized")
+    g = np.array([[row[i] for i in grp] for row in g for grp in axis_index_groups], np.int64)
+  return ir.DenseElementsAttr.get(np.ascontiguousarray(g))
 
 
 def _scalar_region(op, aval, combine):
@@ -501,7 +538,7 @@ def _combiner(name, dtype):
 
 def _allreduce_lowering(ctx, x, *, axes, axis_index_groups):
   aval = ctx.avals_in[0]
-  op = hlo.AllReduceOp([mlir.aval_to_ir_type(aval)], [x], _groups(ctx, axes))
+  op = hlo.AllReduceOp([mlir.aval_to_ir_type(aval)], [x], _groups(ctx, axes, axis_index_groups))
   _scalar_region(op, aval, _combiner(ctx.primitive.name, aval.dtype))
   return [op.results[0]]
 
@@ -513,7 +550,8 @@ def _all_gather_lowering(ctx, x, *, axes, axis_index_groups, all_gather_dimensio
   if not tiled:  # a size-1 axis to gather along
     s = aval.shape
     x = hlo.reshape(mlir.aval_to_ir_type(aval.update(shape=s[:d] + (1,) + s[d:])), x)
-  op = hlo.AllGatherOp([mlir.aval_to_ir_type(out)], [x], d, _groups(ctx, axes))
+  op = hlo.AllGatherOp([mlir.aval_to_ir_type(out)], [x], d,
+                       _groups(ctx, axes, axis_index_groups))
   return [op.results[0]]
 
 
@@ -522,7 +560,8 @@ def _reduce_scatter_lowering(ctx, x, *, axes, axis_index_groups, scatter_dimensi
   aval, out = ctx.avals_in[0], ctx.avals_out[0]
   k, s = scatter_dimension, aval.shape
   tiled_aval = aval.update(shape=s[:k] + (s[k] // axis_size,) + s[k + 1:])
-  op = hlo.ReduceScatterOp(mlir.aval_to_ir_type(tiled_aval), x, k, _groups(ctx, axes))
+  op = hlo.ReduceScatterOp(mlir.aval_to_ir_type(tiled_aval), x, k,
+                           _groups(ctx, axes, axis_index_groups))
   _scalar_region(op, aval, _combiner("psum", aval.dtype))
   r = op.results[0]
   return [r if tiled else hlo.reshape(mlir.aval_to_ir_type(out), r)]
@@ -530,7 +569,8 @@ def _reduce_scatter_lowering(ctx, x, *, axes, axis_index_groups, scatter_dimensi
 
 def _all_to_all_lowering(ctx, x, *, axes, axis_index_groups, split_axis, concat_axis,
                          axis_size):
-  op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size, _groups(ctx, axes),
+  op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size,
+                      _groups(ctx, axes, axis_index_groups),
                       results=[mlir.aval_to_ir_type(ctx.avals_out[0])])
   return [op.results[0]]
 
