@@ -216,7 +216,7 @@ def _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
                      f"batch_group_count, but {rhs.shape[rhs_spec[0]]} is not a multiple of "
                      f"{batch_group_count}.")
   if batch_group_count > 1 and feature_group_count > 1:
-    raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, "
+    raise ValueError(f"{name}: At most one of batch_group_count and feature_group_count may be > 1, "
                      f"got batch_group_count={batch_group_count} and "
                      f"feature_group_count={feature_group_count}")
   nsp = len(rhs_spec) - 2
@@ -231,13 +231,13 @@ def _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
   if not all(s > 0 for s in window_strides):
     raise ValueError(f"{name} window_strides must be positive, got {tuple(window_strides)}")
   if len(padding) != nsp:
-    raise TypeError(f"Wrong number of explicit pads for convolution: expected {nsp}, got "
+    raise TypeError(f"{name}: Wrong number of explicit pads for convolution: expected {nsp}, got "
                     f"{len(padding)}.")
   lhs_t = _dilate_shape([lhs.shape[i] for i in lhs_spec[2:]], lhs_dilation)
   rhs_t = _dilate_shape([rhs.shape[i] for i in rhs_spec[2:]], rhs_dilation)
   padded = [n + lo + hi for n, (lo, hi) in zip(lhs_t, padding)]
   if any(p < 0 for p in padded):
-    raise ValueError("Negative padding is larger than the size of the corresponding "
+    raise ValueError(f"{name}: Negative padding is larger than the size of the corresponding "
                      f"dimension: got padding={tuple(padding)} for lhs_shape[2:]="
                      f"{tuple(lhs.shape[i] for i in lhs_spec[2:])}")
   space = [max((p - w) // s + 1, 0) for p, w, s in zip(padded, rhs_t, window_strides)]
@@ -261,7 +261,8 @@ def _conv_dtype(lhs, rhs, preferred_element_type):
   bits = lambda t: 1 if t == np.bool_ else t.itemsize * 8
   if (pref not in _conv_dtypes or bits(pref) < bits(d) or
       dtypes.is_inexact(d) != dtypes.is_inexact(pref) or (d.kind == "c") != (pref.kind == "c")):
-    raise TypeError("`preferred_element_type` must not be narrower than the original type.")
+    raise TypeError("conv_general_dilated: `preferred_element_type` must not be narrower than "
+                    "the original type.")
   return pref
 
 
