@@ -280,7 +280,7 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
 
 # ----------------------------------------------------------------- eager (im2col + gemm)
 
-_PATCH_BUDGET = 1 << 21  # patch elements per chunk (8 MiB of float32)
+_PATCH_BUDGET = 1 << 22  # patch elements per chunk (16 MiB of float32)
 
 
 def _compute_dtype(d):
@@ -343,7 +343,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   osp = tuple(out_shape[i] for i in out_spec[2:])
   O = rhs.shape[rhs_spec[0]]
   layout = _layout(lhs, rhs, lhs_spec, rhs_spec, ksp, rhs_dilation, G)
-  ext = lambda t, fill: tuple(t) + (fill,) * (3 - nsp)
+  ext = lambda t, fill: (fill,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
   k3, s3, d3, o3 = ext(ksp, 1), ext(window_strides, 1), ext(rhs_dilation, 1), ext(osp, 1)
   if layout == "cl":
     x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
@@ -356,8 +356,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   x = x.astype(cd, copy=False)
   x = _pad_dilate(x, sp_axes, padding, lhs_dilation)
   N, C = x.shape[0], x.shape[-1 if layout == "cl" else 1]
-  x = x.reshape(x.shape + (1,) * (3 - nsp) if layout == "cf" else
-                x.shape[:-1] + (1,) * (3 - nsp) + x.shape[-1:])
+  x = x.reshape(x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:] if layout == "cf" else
+                x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:])
   x = np.ascontiguousarray(x)
   w = w.astype(cd, copy=False).reshape(-1, O)
   im2col = K.im2col_cl if layout == "cl" else K.im2col_cf
