@@ -307,21 +307,37 @@ def _pad_dilate(x, axes, pads, dil):
   return xp[tuple(crop)]
 
 
-def _layout(lhs, rhs, lhs_spec, rhs_spec, ksp, rhs_dilation, groups):
-  """``'cl'`` (channels last) or ``'cf'``: the one with less copying per patch element
-  (a contiguous run of the gather counts as one) plus the operands' transposes."""
+def _moved(a_shape, perm):
+  return 0 if tuple(perm) == tuple(range(len(perm))) else math.prod(a_shape)
+
+
+def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, G, Gb):
+  """``'cl'`` (channels last), ``'cf'`` (channels first) or ``'swap'`` (batch and feature
+  roles exchanged, windows and outputs too: a kernel gradient's shape, whose patches are
+  the forward im2col of the input): the least copying, counting a contiguous run of the
+  gather as one element, plus the operands' and the output's transposes."""
+  lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
-  last_k = ksp[-1] if nsp else 1
+  B, C = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
+  patch = B * math.prod(osp) * math.prod(ksp) * C
   dense = nsp == 0 or rhs_dilation[-1] == 1
-  cg = lhs.shape[lhs_spec[1]] // groups
-  run_cl = cg * (last_k if dense and groups == 1 else 1)
+  last_k, last_o = (ksp[-1], osp[-1]) if nsp else (1, 1)
+  run_cl = C // G * (last_k if dense and G == 1 else 1)
   run_cf = last_k if dense else 1
-  moved = lambda a, perm: 0 if tuple(perm) == tuple(range(a.ndim)) else a.size
-  cl = 8.0 / run_cl * (1 + lhs.size) + moved(lhs, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1])) \
-      + moved(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
-  cf = 8.0 / run_cf * (1 + lhs.size) + moved(lhs, (lhs_spec[0], lhs_spec[1], *lhs_spec[2:])) \
-      + moved(rhs, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
-  return "cl" if cl <= cf else "cf"
+  cost = {
+      "cl": patch * 8.0 / run_cl + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
+      + _moved(rhs.shape, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
+      + _moved(out_shape, (out_spec[0], *out_spec[2:], out_spec[1])),
+      "cf": patch * 8.0 / run_cf + _moved(lhs.shape, (lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
+      + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
+      + _moved(out_shape, (out_spec[0], *out_spec[2:], out_spec[1]))}
+  if G == 1 and Gb == 1:
+    run = B * (last_o if nsp == 0 or window_strides[-1] == 1 else 1)
+    cost["swap"] = (patch * 8.0 / run
+                    + _moved(lhs.shape, (lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
+                    + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
+                    + _moved(out_shape, (*out_spec[2:], out_spec[0], out_spec[1])))
+  return min(cost, key=cost.get)
 
 
 def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -342,44 +358,62 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   ksp = tuple(rhs.shape[i] for i in rhs_spec[2:])
   osp = tuple(out_shape[i] for i in out_spec[2:])
   O = rhs.shape[rhs_spec[0]]
-  layout = _layout(lhs, rhs, lhs_spec, rhs_spec, ksp, rhs_dilation, G)
-  ext = lambda t, fill: (fill,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
-  k3, s3, d3, o3 = ext(ksp, 1), ext(window_strides, 1), ext(rhs_dilation, 1), ext(osp, 1)
-  if layout == "cl":
+  how = _strategy(lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides,
+                  rhs_dilation, G, Gb)
+  ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
+  if how == "swap":  # patches (c, window) x (output, b): the im2col of lhs as (c, sp, b)
+    x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
+    w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
+    sp_axes, cl = tuple(range(1, nsp + 1)), True
+  elif how == "cl":
     x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-    sp_axes = tuple(range(1, nsp + 1))
     w = rhs.transpose((*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
+    sp_axes, cl = tuple(range(1, nsp + 1)), True
   else:
     x = lhs.transpose((lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
-    sp_axes = tuple(range(2, nsp + 2))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
-  x = x.astype(cd, copy=False)
-  x = _pad_dilate(x, sp_axes, padding, lhs_dilation)
-  N, C = x.shape[0], x.shape[-1 if layout == "cl" else 1]
-  x = x.reshape(x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:] if layout == "cf" else
-                x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:])
-  x = np.ascontiguousarray(x)
+    sp_axes, cl = tuple(range(2, nsp + 2)), False
+  x = _pad_dilate(x.astype(cd, copy=False), sp_axes, padding, lhs_dilation)
+  N, C = x.shape[0], x.shape[-1 if cl else 1]
+  x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:] if cl else
+                                     x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:]))
   w = w.astype(cd, copy=False).reshape(-1, O)
-  im2col = K.im2col_cl if layout == "cl" else K.im2col_cf
-  Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
-  per_n, kcols = math.prod(o3), math.prod(k3) * Cg
-  step = max(1, min(Nb, _PATCH_BUDGET // max(1, per_n * kcols * G)))
-  out = np.empty((Nb * per_n, O), cd)
-  patches = np.empty((G, step * per_n, kcols), cd)
-  for gb in range(Gb):  # batch group gb: lhs batch entries [gb * Nb, (gb + 1) * Nb)
-    for n0 in range(0, Nb, step):
-      n1 = min(Nb, n0 + step)
-      p = patches[:, :(n1 - n0) * per_n]
-      im2col(x[gb * Nb + n0:gb * Nb + n1], *k3, *s3, *d3, *o3, p)
-      rows = slice(n0 * per_n, n1 * per_n)
-      if G == 1 and Gb == 1:
-        np.matmul(p[0], w, out=out[rows])
-      else:
-        for g in range(G):
-          cols = slice((g + gb) * Og, (g + gb + 1) * Og)
-          out[rows, cols] = p[g] @ w[:, cols]
-  z = out.reshape((Nb, *osp, O))
-  z = z.transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
+  if how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
+    per_c, kp = math.prod(ksp), math.prod(osp) * C
+    step = max(1, min(N, _PATCH_BUDGET // max(1, per_c * kp)))
+    patches = np.empty((1, step * per_c, kp), cd)
+    out = None
+    for c0 in range(0, N, step):
+      c1 = min(N, c0 + step)
+      p = patches[:, :(c1 - c0) * per_c]
+      K.im2col_cl(x[c0:c1], *ext(osp), *ext(rhs_dilation), *ext(window_strides), *ext(ksp), p)
+      part = p[0].T @ w[c0 * per_c:c1 * per_c]
+      out = part if out is None else np.add(out, part, out=out)
+    z = out.reshape((*osp, C, O))
+    order = (*out_spec[2:], out_spec[0], out_spec[1])
+  else:
+    im2col = K.im2col_cl if cl else K.im2col_cf
+    Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
+    per_n, kcols = math.prod(osp), math.prod(ksp) * Cg
+    step = max(1, min(Nb, _PATCH_BUDGET // max(1, per_n * kcols * G)))
+    out = np.empty((Nb * per_n, O), cd)
+    patches = np.empty((G, step * per_n, kcols), cd)
+    for gb in range(Gb):  # batch group gb: lhs batch entries [gb * Nb, (gb + 1) * Nb)
+      for n0 in range(0, Nb, step):
+        n1 = min(Nb, n0 + step)
+        p = patches[:, :(n1 - n0) * per_n]
+        im2col(x[gb * Nb + n0:gb * Nb + n1], *ext(ksp), *ext(window_strides),
+               *ext(rhs_dilation), *ext(osp), p)
+        rows = slice(n0 * per_n, n1 * per_n)
+        if G == 1 and Gb == 1:
+          np.matmul(p[0], w, out=out[rows])
+        else:
+          for g in range(G):
+            cols = slice((g + gb) * Og, (g + gb + 1) * Og)
+            out[rows, cols] = p[g] @ w[:, cols]
+    z = out.reshape((Nb, *osp, O))
+    order = (out_spec[0], *out_spec[2:], out_spec[1])
+  z = z.transpose(np.argsort(order))
   if od == np.bool_:
     return np.ascontiguousarray(z != 0)
   return np.ascontiguousarray(z, dtype=od)
