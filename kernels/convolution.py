@@ -81,3 +81,40 @@ def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
               for q in range(k2):
                 o[dst + q] = x[base + q * d2]
             dst += k2
+
+
+
+@njit(**_J)
+def col2im_cl(z, n0, P0, P1, P2, s0, s1, s2, k0, k1, k2, d0, d1, d2, l0, l1, l2, lo0, lo1, lo2,
+              out):
+  """The output side of a convolution: ``z[(n, p0, p1, p2), (k0, k1, k2, o)]`` (each input
+  position times each kernel tap: one gemm) added into ``out[n0 + n, q0, q1, q2, o]`` where
+  ``p * l + lo - k * d == q * s`` on each axis (``l`` the input dilation, ``lo`` the low
+  padding); ``out`` starts zeroed. No padded or dilated copy of the input is made."""
+  _, Q0, Q1, Q2, O = out.shape
+  zf = z.reshape(-1)
+  of = out.reshape(-1)
+  L = z.shape[1]
+  for r in range(z.shape[0]):
+    p2 = r % P2
+    t = r // P2
+    p1 = t % P1
+    t //= P1
+    p0 = t % P0
+    n = n0 + t // P0
+    for i in range(k0):
+      e0 = p0 * l0 + lo0 - i * d0
+      if e0 < 0 or e0 % s0 != 0 or e0 // s0 >= Q0:
+        continue
+      for j in range(k1):
+        e1 = p1 * l1 + lo1 - j * d1
+        if e1 < 0 or e1 % s1 != 0 or e1 // s1 >= Q1:
+          continue
+        for k in range(k2):
+          e2 = p2 * l2 + lo2 - k * d2
+          if e2 < 0 or e2 % s2 != 0 or e2 // s2 >= Q2:
+            continue
+          dst = (((n * Q0 + e0 // s0) * Q1 + e1 // s1) * Q2 + e2 // s2) * O
+          src = r * L + ((i * k1 + j) * k2 + k) * O
+          for q in range(O):
+            of[dst + q] += zf[src + q]

@@ -7,9 +7,11 @@ numbers (strings such as ``("NHWC", "HWIO", "NHWC")`` become a :class:`ConvDimen
 of axis permutations) and string padding, then binds ``conv_general_dilated_p``. With no
 transformation active the registry's eager entry brings the operands to a canonical layout
 with three spatial axes, pads and dilates the input, gathers the windows with a numba kernel
-from ``kernels.convolution`` (im2col, channels-last or channels-first, whichever reads
-longer contiguous runs) and multiplies the patches with the kernel in one BLAS gemm per group
-(NumPy's matmul: OpenBLAS on both cores), in row chunks that bound the patch memory. Under
+from ``kernels.convolution`` (im2col: channels-last, channels-first or batch/feature-swapped
+patches) and multiplies the patches with the kernel in one BLAS gemm per group (NumPy's
+matmul: OpenBLAS on both cores), or multiplies the input as it is with every tap and sums
+the products into the outputs (col2im), in chunks that bound the scratch memory; the
+strategy is the one moving the least memory. Under
 ``jit`` it lowers to ``stablehlo.convolution``. The primitive is bilinear: its jvp applies it
 to each tangent, and its transposes are JAX's (the input gradient is a convolution of the
 cotangent with the spatially reversed kernel, lhs-dilated by the strides; the kernel
@@ -312,10 +314,13 @@ def _moved(a_shape, perm):
 
 
 def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, G, Gb):
-  """``'cl'`` (channels last), ``'cf'`` (channels first) or ``'swap'`` (batch and feature
-  roles exchanged, windows and outputs too: a kernel gradient's shape, whose patches are
-  the forward im2col of the input): the least copying, counting a contiguous run of the
-  gather as one element, plus the operands' and the output's transposes."""
+  """How to run a convolution, the one moving the least memory (patch elements written and
+  read, a contiguous run of a gather costing 8 more, the operands' and the output's
+  transposes): im2col with ``'cl'`` (channels last) or ``'cf'`` (channels first) patches,
+  ``'swap'`` (batch and feature roles exchanged, windows and outputs too: a kernel
+  gradient, whose patches are the forward im2col of the input), or ``'col2im'`` (the gemm
+  on the input as it is, its products summed into the outputs: fewer output than input
+  features, or an input dilated by strides, as in an input gradient)."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   B, C = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
@@ -324,20 +329,51 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, G
   last_k, last_o = (ksp[-1], osp[-1]) if nsp else (1, 1)
   run_cl = C // G * (last_k if dense and G == 1 else 1)
   run_cf = last_k if dense else 1
+  gather = lambda run: patch * (2 + 8.0 / run)  # written, read by the gemm; runs started
+  out_cl = _moved(out_shape, (out_spec[0], *out_spec[2:], out_spec[1]))
   cost = {
-      "cl": patch * 8.0 / run_cl + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-      + _moved(rhs.shape, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
-      + _moved(out_shape, (out_spec[0], *out_spec[2:], out_spec[1])),
-      "cf": patch * 8.0 / run_cf + _moved(lhs.shape, (lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
-      + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
-      + _moved(out_shape, (out_spec[0], *out_spec[2:], out_spec[1]))}
+      "cl": gather(run_cl) + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
+      + _moved(rhs.shape, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0])) + out_cl,
+      "cf": gather(run_cf) + _moved(lhs.shape, (lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
+      + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl}
   if G == 1 and Gb == 1:
     run = B * (last_o if nsp == 0 or window_strides[-1] == 1 else 1)
-    cost["swap"] = (patch * 8.0 / run
-                    + _moved(lhs.shape, (lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
+    cost["swap"] = (gather(run) + _moved(lhs.shape, (lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
                     + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
                     + _moved(out_shape, (*out_spec[2:], out_spec[0], out_spec[1])))
+    O = rhs.shape[rhs_spec[0]]  # col2im: the gemm's (input position, tap, o) products
+    z = lhs.size * math.prod(ksp) * O // C
+    cost["col2im"] = (z * (2 + 8.0 / O) + math.prod(out_shape)
+                      + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
+                      + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl)
   return min(cost, key=cost.get)
+
+
+def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
+                 rhs_dilation, dn, ksp, osp, ext):
+  """products of each input position with every tap (one gemm per chunk of samples), summed
+  into the outputs they reach (``kernels.convolution.col2im_cl``)."""
+  lhs_spec, rhs_spec, out_spec = dn
+  nsp = len(ksp)
+  x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1])).astype(cd, copy=False)
+  N, C, O = x.shape[0], x.shape[-1], rhs.shape[rhs_spec[0]]
+  sp = x.shape[1:-1]
+  x2 = np.ascontiguousarray(x).reshape(-1, C)
+  w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0])).astype(cd, copy=False)
+  w = w.reshape(C, -1)
+  per_n, cols = math.prod(sp), w.shape[1]
+  step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * cols)))
+  out = np.zeros((N, *ext(osp), O), cd)
+  lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
+  for n0 in range(0, N, step):
+    n1 = min(N, n0 + step)
+    z = x2[n0 * per_n:n1 * per_n] @ w
+    K.col2im_cl(z, n0, *ext(sp), *ext(window_strides), *ext(ksp), *ext(rhs_dilation),
+                *ext(lhs_dilation), *lo, out)
+  z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
+  if od == np.bool_:
+    return np.ascontiguousarray(z != 0)
+  return np.ascontiguousarray(z, dtype=od)
 
 
 def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -361,6 +397,9 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   how = _strategy(lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides,
                   rhs_dilation, G, Gb)
   ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
+  if how == "col2im":
+    return _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
+                        rhs_dilation, dimension_numbers, ksp, osp, ext)
   if how == "swap":  # patches (c, window) x (output, b): the im2col of lhs as (c, sp, b)
     x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
@@ -646,8 +685,10 @@ registry.register(
               reference=_conv_reference, samples=_conv_samples, differentiable=True,
               linear=True, bad_inputs=_conv_bad,
               tol={np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.complex64): (1e-4, 1e-5)},
-              note="numba im2col (channels-last or -first) + NumPy matmul (OpenBLAS gemm, "
-                   "both cores) per group"))
+              note="numba im2col (channels-last, channels-first or batch/feature-swapped "
+                   "patches) or col2im (gemm, then numba scatter-add: fewer output than input "
+                   "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS, "
+                   "both cores), per group; the strategy moving the least memory"))
 ad.defbilinear(conv_general_dilated_p, _conv_transpose_lhs, _conv_transpose_rhs)
 
 
