@@ -310,3 +310,26 @@ def test_registry_row_names_the_backend():
   p = registry.get("conv_general_dilated")
   assert p.family == "convolution" and set(p.impls) >= {"numba"}
   assert "im2col" in p.meta["note"] and "matmul" in p.meta["note"]
+
+
+def test_conv_general_dilated_patches():
+  """Feature c * prod(window) + window position of the output is the padded input there."""
+  x = np.arange(2 * 5 * 4 * 3, dtype=np.float32).reshape(2, 5, 4, 3)
+  p = np.asarray(lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME",
+                                                  dimension_numbers=("NHWC", "HWIO", "NHWC")))
+  pads = lax.padtype_to_pads((5, 4), (2, 3), (1, 2), "SAME")
+  xp = np.pad(x, ((0, 0), pads[0], pads[1], (0, 0)))
+  assert p.shape == (2, 5, 2, 18)
+  for n, oh, ow, c, kh, kw in np.ndindex(2, 5, 2, 3, 2, 3):
+    assert p[n, oh, ow, c * 6 + kh * 3 + kw] == xp[n, oh + kh, ow * 2 + kw, c]
+
+
+def test_shape_tuples():
+  assert lax.conv_shape_tuple((1, 2, 5, 5), (3, 2, 3, 3), (1, 1), "SAME") == (1, 3, 5, 5)
+  assert lax.conv_shape_tuple((4, 2, 7), (3, 2, 3), (2,), [(0, 0)], 2) == (2, 3, 3)
+  dn = ("NHWC", "HWIO", "NHWC")
+  assert lax.conv_general_shape_tuple((1, 5, 5, 2), (3, 3, 2, 3), (1, 1), "VALID", dn) == \
+      (1, 3, 3, 3)
+  shape = lax.conv_transpose_shape_tuple((1, 5, 5, 2), (3, 3, 2, 3), (2, 2), "SAME", dn)
+  x, w = np.ones((1, 5, 5, 2), np.float32), np.ones((3, 3, 2, 3), np.float32)
+  assert shape == (1, 10, 10, 3) == lax.conv_transpose(x, w, (2, 2), "SAME").shape

@@ -36,8 +36,9 @@ from nbjax.lax.linalg import _canon_precision, _rand
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "PaddingType", "conv",
            "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_p",
-           "conv_general_permutations", "conv_transpose", "conv_with_general_padding",
-           "padtype_to_pads"]
+           "conv_general_dilated_patches", "conv_general_permutations",
+           "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
+           "conv_transpose_shape_tuple", "conv_with_general_padding", "padtype_to_pads"]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -846,6 +847,64 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     rhs = lax.transpose(rhs, perm)
   return conv_general_dilated(lhs, rhs, (1,) * (nd - 2), pads, strides, rhs_dilation, dn,
                               precision=precision, preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+  """The patches :func:`conv_general_dilated` would multiply with a kernel of spatial shape
+  ``filter_shape``: output features ``C * prod(filter_shape)``, ordered (input feature,
+  window position); the other arguments as in :func:`conv_general_dilated`. (A grouped
+  convolution with a one-hot kernel, as JAX computes it.)"""
+  la = get_aval(lhs)
+  filter_shape = tuple(filter_shape)
+  dn = conv_dimension_numbers(la.shape, (1, 1) + filter_shape, dimension_numbers)
+  size, c = math.prod(filter_shape), la.shape[dn.lhs_spec[1]]
+  d = la.dtype if dtypes.is_inexact(la.dtype) or la.dtype.kind in "iub" else np.float32
+  rhs = np.broadcast_to(np.eye(size, dtype=d), (c, size, size))
+  rhs = np.moveaxis(rhs.reshape((c * size, 1) + filter_shape), (0, 1),
+                    (dn.rhs_spec[0], dn.rhs_spec[1]))
+  return conv_general_dilated(
+      lhs, np.ascontiguousarray(rhs), window_strides, padding, lhs_dilation, rhs_dilation, dn,
+      feature_group_count=c, precision=None if precision is None else (precision, "default"),
+      preferred_element_type=preferred_element_type)
+
+
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
+  """The output shape of a convolution of shapes in canonical (NC..., OI...) order."""
+  if isinstance(pads, str):
+    pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+  if len(pads) != len(lhs_shape) - 2:
+    raise TypeError("Wrong number of explicit pads for convolution: expected "
+                    f"{len(lhs_shape) - 2}, got {len(pads)}.")
+  padded = [n + lo + hi for n, (lo, hi) in zip(lhs_shape[2:], pads)]
+  if any(p < 0 for p in padded):
+    raise ValueError("Negative padding is larger than the size of the corresponding "
+                     f"dimension: got padding={pads} for lhs_shape[2:]={lhs_shape[2:]}")
+  space = tuple(max((p - k) // s + 1, 0) for p, k, s in zip(padded, rhs_shape[2:], strides))
+  return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + space
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
+  """The output shape of ``conv_general_dilated`` for string or permutation dimension
+  numbers."""
+  lp, rp, op = conv_general_permutations(dimension_numbers)
+  out = conv_shape_tuple([lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp],
+                         window_strides, padding)
+  return tuple(out[i] for i in np.argsort(op))
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                               dimension_numbers):
+  """The output shape of :func:`conv_transpose`."""
+  lp, rp, op = conv_general_permutations(dimension_numbers)
+  lt, rt = [lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp]
+  if isinstance(padding, str):
+    padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(rt[2:], window_strides)]
+  space = [(i - 1) * s - k + 2 + sum(p) for i, k, s, p in
+           zip(lt[2:], rt[2:], window_strides, padding)]
+  out = (lt[0], rt[0], *space)
+  return tuple(out[i] for i in np.argsort(op))
 
 
 # ====================================================================== lowering (StableHLO)
