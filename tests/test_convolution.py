@@ -160,6 +160,15 @@ def test_preferred_element_type():
   assert out.dtype == np.float64 and np.all(np.asarray(out) == 4.0)
   with pytest.raises(TypeError, match="must not be narrower"):
     lax.conv_general_dilated(x, w, (1,), "VALID", preferred_element_type=np.float16)
+  with pytest.raises(TypeError, match="Input type is incompatible with"):
+    lax.conv_general_dilated(x, w, (1,), "VALID", preferred_element_type=np.int32)
+  xi, wi = x.astype(np.int8), w.astype(np.int8)  # integers may accumulate as floats
+  out = lax.conv_general_dilated(xi, wi, (1,), "VALID", preferred_element_type=np.float32)
+  assert out.dtype == np.float32 and np.all(np.asarray(out) == 4.0)
+  out = lax.conv_general_dilated(xi, wi, (1,), "VALID", preferred_element_type=np.int32)
+  assert out.dtype == np.int32 and np.all(np.asarray(out) == 4)
+  with pytest.raises(TypeError, match="same signedness"):
+    lax.conv_general_dilated(xi, wi, (1,), "VALID", preferred_element_type=np.uint32)
 
 
 def test_padtype_to_pads_and_dimension_numbers():

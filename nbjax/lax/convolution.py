@@ -261,11 +261,23 @@ def _conv_dtype(lhs, rhs, preferred_element_type):
   if preferred_element_type is None or np.dtype(preferred_element_type) == d:
     return d
   pref = np.dtype(preferred_element_type)
-  bits = lambda t: 1 if t == np.bool_ else t.itemsize * 8
-  if (pref not in _conv_dtypes or bits(pref) < bits(d) or
-      dtypes.is_inexact(d) != dtypes.is_inexact(pref) or (d.kind == "c") != (pref.kind == "c")):
-    raise TypeError("conv_general_dilated: `preferred_element_type` must not be narrower than "
-                    "the original type.")
+  if pref not in _conv_dtypes:
+    raise TypeError(f"conv_general_dilated: invalid preferred_element_type {pref}")
+  kind = lambda t: "f" if t == dtypes.bfloat16 else t.kind
+  dk, pk = kind(d), kind(pref)
+  if not (dk in "iu" and pk == "f"):  # integer -> float is allowed, either signedness
+    for ks in ("iu", "f", "c"):
+      if dk in ks and pk not in ks:
+        raise TypeError("conv_general_dilated: Input type is incompatible with "
+                        "`preferred_element_type`. The compatible combinations of "
+                        "(input_type, preferred_element_type) are (integral, integral), "
+                        "(integral, floating), (floating, floating), (complex, complex.")
+    if dk == "i" and pk != "i":
+      raise TypeError("conv_general_dilated: `preferred_element_type` must have the same "
+                      "signedness as the original type.")
+  if pref.itemsize < d.itemsize:
+    raise TypeError("conv_general_dilated: `preferred_element_type` must not be narrower "
+                    "than the original type.")
   return pref
 
 
