@@ -15,7 +15,6 @@ Both write ``out[g, row, col]`` for feature group ``g`` (``C = G * Cg``), ``row`
 ``(n, o0, o1, o2)``, copying runs through flat views (loops LLVM vectorizes). Callers
 allocate outputs. Imports numba and numpy only.
 """
-import numpy as np
 from numba import njit
 
 _J = dict(cache=True, nogil=True, error_model="numpy")

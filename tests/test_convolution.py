@@ -56,7 +56,8 @@ def ref_conv(x, w, strides, pads, lhs_dil=None, rhs_dil=None, G=1, Gb=1):
     for o in range(O):
       g = o // Og
       xn = xd[g * Nb + n] if Gb > 1 else xd[n, g * Cg:(g + 1) * Cg]
-      acc = sum(signal.correlate(xn[i], np.conj(wd[o, i]), mode="valid") for i in range(xn.shape[0]))
+      acc = sum(signal.correlate(xn[i], np.conj(wd[o, i]), mode="valid")
+                for i in range(xn.shape[0]))
       row.append(acc[tuple(slice(None, None, s) for s in strides)])
     outs.append(row)
   return np.array(outs)

@@ -219,8 +219,8 @@ def _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
                      f"batch_group_count, but {rhs.shape[rhs_spec[0]]} is not a multiple of "
                      f"{batch_group_count}.")
   if batch_group_count > 1 and feature_group_count > 1:
-    raise ValueError(f"{name}: At most one of batch_group_count and feature_group_count may be > 1, "
-                     f"got batch_group_count={batch_group_count} and "
+    raise ValueError(f"{name}: At most one of batch_group_count and feature_group_count may "
+                     f"be > 1, got batch_group_count={batch_group_count} and "
                      f"feature_group_count={feature_group_count}")
   nsp = len(rhs_spec) - 2
   if nsp != len(window_strides):
