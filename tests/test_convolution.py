@@ -343,3 +343,15 @@ def test_shape_tuples():
   shape = lax.conv_transpose_shape_tuple((1, 5, 5, 2), (3, 3, 2, 3), (2, 2), "SAME", dn)
   x, w = np.ones((1, 5, 5, 2), np.float32), np.ones((3, 3, 2, 3), np.float32)
   assert shape == (1, 10, 10, 3) == lax.conv_transpose(x, w, (2, 2), "SAME").shape
+
+
+def test_conv_general_dilated_local():
+  """Unshared weights: each output position's own matrix applied to its patch."""
+  rng = np.random.default_rng(8)
+  x, w = rng.standard_normal((2, 5, 4, 3)), rng.standard_normal((5, 2, 18, 4))
+  dn = ("NHWC", "HWIO", "NHWC")
+  got = lax.conv_general_dilated_local(x, w, (1, 2), "SAME", (2, 3), dimension_numbers=dn)
+  patches = np.asarray(lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME",
+                                                        dimension_numbers=dn))
+  np.testing.assert_allclose(np.asarray(got), np.einsum("nhwf,hwfo->nhwo", patches, w),
+                             rtol=1e-12, atol=1e-12)

@@ -34,7 +34,8 @@ from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401
 from nbjax.lax.convolution import (ConvDimensionNumbers,  # noqa: F401
                                    ConvGeneralDilatedDimensionNumbers, conv,
                                    conv_dimension_numbers, conv_general_dilated,
-                                   conv_general_dilated_p, conv_general_dilated_patches,
+                                   conv_general_dilated_local, conv_general_dilated_p,
+                                   conv_general_dilated_patches,
                                    conv_general_permutations, conv_general_shape_tuple,
                                    conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
                                    conv_with_general_padding, padtype_to_pads)

@@ -36,7 +36,8 @@ from nbjax.lax.linalg import _canon_precision, _rand
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "PaddingType", "conv",
            "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_p",
-           "conv_general_dilated_patches", "conv_general_permutations",
+           "conv_general_dilated_local", "conv_general_dilated_patches",
+           "conv_general_permutations",
            "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
            "conv_transpose_shape_tuple", "conv_with_general_padding", "padtype_to_pads"]
 
@@ -880,6 +881,38 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
       lhs, np.ascontiguousarray(rhs), window_strides, padding, lhs_dilation, rhs_dilation, dn,
       feature_group_count=c, precision=None if precision is None else (precision, "default"),
       preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape, lhs_dilation=None,
+                               rhs_dilation=None, dimension_numbers=None, precision=None):
+  """Locally connected convolution: a kernel per output position (unshared weights).
+
+  ``rhs`` holds, per output position (its spatial axes, sized as the output's), a matrix
+  from the ``C * prod(filter_shape)`` patch features (:func:`conv_general_dilated_patches`'
+  order: input feature, then window position) to the output features; the other arguments
+  as in :func:`conv_general_dilated`.
+  """
+  c_prec = _canon_precision(precision)
+  if c_prec is not None and not (isinstance(c_prec, tuple) and len(c_prec) == 2):
+    raise ValueError(f"Unsupported precision for conv_general_dilated_local: {precision}")
+  patches = conv_general_dilated_patches(
+      lhs, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+      dimension_numbers, precision=None if c_prec is None else c_prec[0])
+  la = get_aval(lhs)
+  _, rhs_spec, out_spec = conv_dimension_numbers(la.shape, (1, 1) + tuple(filter_shape),
+                                                 dimension_numbers)
+  lb = list(out_spec[2:])
+  rb = [rhs_spec[2:][i] for i in sorted(range(len(lb)), key=lambda k: lb[k])]
+  lax = _lax()
+  out = lax.dot_general(patches, rhs, (([out_spec[1]], [rhs_spec[1]]), (sorted(lb), rb)),
+                        precision=precision)
+  nd = len(get_aval(out).shape)  # (spatial in out's axis order..., batch, features)
+  perm = [0] * nd
+  rest = [a for a in range(nd) if a not in (out_spec[0], out_spec[1])]
+  for src, dst in zip(range(nd - 2), rest):
+    perm[dst] = src
+  perm[out_spec[0]], perm[out_spec[1]] = nd - 2, nd - 1
+  return lax.transpose(out, perm)
 
 
 def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
