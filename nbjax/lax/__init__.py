@@ -31,6 +31,14 @@ from nbjax.lax.linalg import (DotAlgorithmPreset, Precision, batch_matmul,  # no
                               canonicalize_precision, dot, dot_general, dot_general_p)
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
 from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401
+from nbjax.lax.convolution import (ConvDimensionNumbers,  # noqa: F401
+                                   ConvGeneralDilatedDimensionNumbers, conv,
+                                   conv_dimension_numbers, conv_general_dilated,
+                                   conv_general_dilated_local, conv_general_dilated_p,
+                                   conv_general_dilated_patches,
+                                   conv_general_permutations, conv_general_shape_tuple,
+                                   conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
+                                   conv_with_general_padding, padtype_to_pads)
 from nbjax.interpreters.spmd import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
                                 axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,

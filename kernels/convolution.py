@@ -1,0 +1,119 @@
+"""numba kernels for ``conv_general_dilated``: patch extraction (im2col) for a BLAS gemm.
+
+Pipeline position: the bottom of eager execution. ``nbjax.lax.convolution`` brings every
+convolution to three spatial dimensions (size-1 ones added), pads and dilates the input,
+and calls one of these kernels to gather the windows of a chunk of rows into a patch
+matrix, which one gemm per group multiplies with the kernel. Two patch layouts, whichever
+reads longer contiguous runs:
+
+- ``im2col_cl`` (channels last): input ``(N, P0, P1, P2, C)``, patch columns ordered
+  ``(k0, k1, k2, c)``: runs of ``k2 * C`` (``Cg`` with dilation or groups);
+- ``im2col_cf`` (channels first): input ``(N, C, P0, P1, P2)``, columns ``(c, k0, k1, k2)``:
+  runs of ``k2`` (single elements with dilation).
+
+Both write ``out[g, row, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running over
+``(n, o0, o1, o2)``, copying runs through flat views (loops LLVM vectorizes). Callers
+allocate outputs. Imports numba and numpy only.
+"""
+from numba import njit
+
+_J = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@njit(**_J)
+def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
+  N, P0, P1, P2, C = xp.shape
+  G, R, L = out.shape
+  Cg = C // G
+  x = xp.reshape(-1)
+  o = out.reshape(-1)
+  run = k2 * C if d2 == 1 and G == 1 else Cg
+  for row in range(N * o0 * o1 * o2):
+    c = row % o2
+    t = row // o2
+    b = t % o1
+    t //= o1
+    a = t % o0
+    n = t // o0
+    for g in range(G):
+      dst = (g * R + row) * L
+      for i in range(k0):
+        for j in range(k1):
+          base = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + c * s2) * C + g * Cg
+          if run == k2 * C:
+            for q in range(run):
+              o[dst + q] = x[base + q]
+            dst += run
+          else:
+            for k in range(k2):
+              src = base + k * d2 * C
+              for q in range(Cg):
+                o[dst + q] = x[src + q]
+              dst += Cg
+
+
+@njit(**_J)
+def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
+  N, C, P0, P1, P2 = xp.shape
+  G, R, L = out.shape
+  Cg = C // G
+  x = xp.reshape(-1)
+  o = out.reshape(-1)
+  for row in range(N * o0 * o1 * o2):
+    c = row % o2
+    t = row // o2
+    b = t % o1
+    t //= o1
+    a = t % o0
+    n = t // o0
+    for g in range(G):
+      dst = (g * R + row) * L
+      for ch in range(Cg):
+        for i in range(k0):
+          for j in range(k1):
+            base = (((n * C + g * Cg + ch) * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 \
+                + c * s2
+            if d2 == 1:
+              for q in range(k2):
+                o[dst + q] = x[base + q]
+            else:
+              for q in range(k2):
+                o[dst + q] = x[base + q * d2]
+            dst += k2
+
+
+
+@njit(**_J)
+def col2im_cl(z, n0, P0, P1, P2, s0, s1, s2, k0, k1, k2, d0, d1, d2, l0, l1, l2, lo0, lo1, lo2,
+              out):
+  """The output side of a convolution: ``z[(n, p0, p1, p2), (k0, k1, k2, o)]`` (each input
+  position times each kernel tap: one gemm) added into ``out[n0 + n, q0, q1, q2, o]`` where
+  ``p * l + lo - k * d == q * s`` on each axis (``l`` the input dilation, ``lo`` the low
+  padding); ``out`` starts zeroed. No padded or dilated copy of the input is made."""
+  _, Q0, Q1, Q2, O = out.shape
+  zf = z.reshape(-1)
+  of = out.reshape(-1)
+  L = z.shape[1]
+  for r in range(z.shape[0]):
+    p2 = r % P2
+    t = r // P2
+    p1 = t % P1
+    t //= P1
+    p0 = t % P0
+    n = n0 + t // P0
+    for i in range(k0):
+      e0 = p0 * l0 + lo0 - i * d0
+      if e0 < 0 or e0 % s0 != 0 or e0 // s0 >= Q0:
+        continue
+      for j in range(k1):
+        e1 = p1 * l1 + lo1 - j * d1
+        if e1 < 0 or e1 % s1 != 0 or e1 // s1 >= Q1:
+          continue
+        for k in range(k2):
+          e2 = p2 * l2 + lo2 - k * d2
+          if e2 < 0 or e2 % s2 != 0 or e2 // s2 >= Q2:
+            continue
+          dst = (((n * Q0 + e0 // s0) * Q1 + e1 // s1) * Q2 + e2 // s2) * O
+          src = r * L + ((i * k1 + j) * k2 + k) * O
+          for q in range(O):
+            of[dst + q] += zf[src + q]
