@@ -230,10 +230,11 @@ def solve(a, b, lower: bool = False, overwrite_a: bool = False, overwrite_b: boo
   def chol_solve(r):  # (L L^H)^-1 r, linear in r
     y = ts(c, r, left_side=True, lower=lower, transpose_a=not lower, conjugate_a=not lower)
     return ts(c, y, left_side=True, lower=lower, transpose_a=lower, conjugate_a=lower)
-  # one refinement step: the value is the Cholesky solve's, the derivative a linear solve's
-  # with the whole (symmetric) a, as JAX's custom_linear_solve gives
+  # the value is the Cholesky solve's (reading one triangle); the derivative that of a linear
+  # solve with the whole a, d x = a^-1 (d b - d a x), as JAX's custom_linear_solve gives
   x0 = lax.stop_gradient(chol_solve(b))
-  x = x0 + chol_solve(b - jnp.matmul(a, x0, precision=lax.Precision.HIGHEST))
+  r = chol_solve(b - jnp.matmul(a, x0, precision=lax.Precision.HIGHEST))
+  x = x0 + (r - lax.stop_gradient(r))
   return x[..., 0] if vec else x
 
 
