@@ -222,3 +222,28 @@ def test_factorization_gradients():
   check_grads(lambda x: L.cho_solve((L.cholesky(x, lower=True), True), b), (a,), order=1,
               modes=("fwd",), eps=1e-5, atol=1e-6, rtol=1e-6)
   check_grads(lambda x: L.det(x), (g,), order=1, eps=1e-5, atol=1e-6, rtol=1e-6)
+
+
+def test_special_matrices_and_expm_frechet():
+  c, r = RNG.normal(size=(2, 4)), RNG.normal(size=3)
+  np.testing.assert_array_equal(np.asarray(L.toeplitz(c[0], r)), sl.toeplitz(c[0], r))
+  np.testing.assert_array_equal(np.asarray(L.toeplitz(c[0] + 1j)), sl.toeplitz(c[0] + 1j))
+  np.testing.assert_array_equal(np.asarray(L.toeplitz(c)), np.stack([sl.toeplitz(x) for x in c]))
+  np.testing.assert_array_equal(np.asarray(L.hankel(c[0], r)), sl.hankel(c[0], r))
+  np.testing.assert_array_equal(np.asarray(L.hankel(c[1])), sl.hankel(c[1]))
+  np.testing.assert_array_equal(np.asarray(L.circulant(c)), np.stack([sl.circulant(x) for x in c]))
+  np.testing.assert_allclose(np.asarray(L.hilbert(5)), sl.hilbert(5), rtol=1e-15)
+  assert L.toeplitz(np.arange(3), np.ones(2, np.float32)).dtype == np.float32
+  with pytest.raises(ValueError, match="c must be at least 1-dimensional"):
+    L.hankel(1.)
+  a, e = RNG.normal(size=(2, 3, 3)), RNG.normal(size=(2, 3, 3))
+  for x, d in zip(a, e):
+    ea, fr = L.expm_frechet(x, d)
+    sea, sfr = sl.expm_frechet(x, d)
+    np.testing.assert_allclose(np.asarray(ea), sea, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(fr), sfr, rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(L.expm_frechet(a, e, compute_expm=False)),
+                             np.stack([sl.expm_frechet(x, d)[1] for x, d in zip(a, e)]),
+                             rtol=1e-10, atol=1e-12)
+  with pytest.raises(ValueError, match="expected A and E to be the same shape"):
+    L.expm_frechet(a, e[0])

@@ -20,8 +20,9 @@ from nbjax.numpy import _util
 from nbjax.numpy import linalg as jnp_linalg
 from nbjax.numpy._vectorize import vectorize
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv",
-           "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "det", "eigh",
+           "expm", "expm_frechet", "hankel", "hilbert", "inv", "lu", "lu_factor", "lu_solve",
+           "qr", "solve", "solve_triangular", "svd", "toeplitz"]
 
 
 def _inexact(*args):
@@ -338,3 +339,75 @@ def block_diag(*arrs):
     out.append(lax.pad(a, np.zeros((), a.dtype)[()], ((0, 0, 0), (col, total - a.shape[1] - col, 0))))
     col += a.shape[1]
   return jnp.concatenate(out, axis=0)
+
+
+def expm_frechet(A, E, *, method=None, compute_expm: bool = True):
+  """Frechet derivative of ``expm`` at ``A`` in the direction ``E`` (``jvp`` of ``expm``):
+  ``(expm(A), L(A, E))``, or ``L(A, E)`` alone if not ``compute_expm``."""
+  A, E = jnp.asarray(A), jnp.asarray(E)
+  if A.ndim < 2 or A.shape[-2] != A.shape[-1]:
+    raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={A.shape}")
+  if E.ndim < 2 or E.shape[-2] != E.shape[-1]:
+    raise ValueError(f"expected E to be a (batched) square matrix, got E.shape={E.shape}")
+  if A.shape != E.shape:
+    raise ValueError(f"expected A and E to be the same shape, got A.shape={A.shape} "
+                     f"E.shape={E.shape}")
+  from nbjax.api import jvp
+  expm_a, frechet = jvp(functools.partial(expm, upper_triangular=False, max_squarings=16),
+                        (A,), (E,))
+  return (expm_a, frechet) if compute_expm else frechet
+
+
+def _along_last(*vs):
+  """``vs`` as arrays of at least 1 dimension with broadcast leading (batch) dimensions."""
+  vs = [jnp.atleast_1d(jnp.asarray(v)) for v in vs]
+  batch = _util.broadcast_shapes(*(v.shape[:-1] for v in vs))
+  return [jnp.broadcast_to(v, batch + v.shape[-1:]) for v in vs]
+
+
+def toeplitz(c, r=None):
+  """Toeplitz matrix with first column ``c`` and first row ``r`` (``r[0]`` ignored; default
+  ``conj(c)``); batched over leading dimensions."""
+  if r is None:
+    _util.check_arraylike("toeplitz", c)
+    r = jnp.conjugate(jnp.asarray(c))
+  else:
+    _util.check_arraylike("toeplitz", c, r)
+  c, r = _util.promote_dtypes(*_along_last(c, r))
+  m, n = c.shape[-1], r.shape[-1]
+  v = jnp.concatenate([jnp.flip(r[..., 1:], -1), c], axis=-1)
+  return v[..., (n - 1) + np.arange(m)[:, None] - np.arange(n)[None, :]]
+
+
+def hankel(c, r=None):
+  """Hankel matrix with first column ``c`` and last row ``r`` (``r[0]`` ignored; default
+  zeros); batched over leading dimensions."""
+  if r is None:
+    _util.check_arraylike("hankel", c)
+    c = jnp.asarray(c)
+    r = jnp.zeros_like(c)
+  else:
+    _util.check_arraylike("hankel", c, r)
+    c, r = jnp.asarray(c), jnp.asarray(r)
+  if c.ndim == 0:
+    raise ValueError("hankel: c must be at least 1-dimensional, got a scalar.")
+  if r.ndim == 0:
+    raise ValueError("hankel: r must be at least 1-dimensional, got a scalar.")
+  c, r = _util.promote_dtypes(*_along_last(c, r))
+  m, n = c.shape[-1], r.shape[-1]
+  v = jnp.concatenate([c, r[..., 1:]], axis=-1)
+  return v[..., np.arange(m)[:, None] + np.arange(n)[None, :]]
+
+
+def circulant(c):
+  """Circulant matrix with first column ``c``; batched over leading dimensions."""
+  _util.check_arraylike("circulant", c)
+  c = jnp.atleast_1d(jnp.asarray(c))
+  n = c.shape[-1]
+  return c[..., (np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
+
+
+def hilbert(n: int):
+  """The ``n x n`` Hilbert matrix, ``1 / (i + j + 1)``."""
+  a = lax.broadcasted_iota(jnp.float_, (n, 1), 0)
+  return 1 / (a + a.T + 1)
