@@ -38,10 +38,11 @@ from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
 from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
 from nbjax import custom_derivatives
-from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
+from nbjax.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
+from nbjax import custom_batching
 from nbjax import numpy
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
-from nbjax.api import pmap
+from nbjax.api import live_arrays, pmap
 from nbjax import sharding
 from nbjax.sharding import NamedSharding, make_mesh
 from nbjax.interpreters.shard_map import shard_map
@@ -53,6 +54,7 @@ from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
 from nbjax import dlpack, stages, typing
+from nbjax import nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 
 def __getattr__(name):  # jaxlib's Device type, without importing jaxlib at ``import nbjax``

@@ -1377,3 +1377,12 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
   pmap_f._cache = cache
   pmap_f.__wrapped__ = fun
   return pmap_f
+
+
+def live_arrays(platform=None):
+  """The live ``Array``s (JAX's ``jax.live_arrays``; tracers excluded): a diagnostic that
+  scans the garbage collector's objects, so it costs time proportional to the heap."""
+  import gc
+  if platform not in (None, "cpu"):
+    raise RuntimeError(f"Unknown backend {platform}: nbjax runs on the CPU only")
+  return [o for o in gc.get_objects() if type(o) is _Array]

@@ -61,6 +61,7 @@ _OPTIONS = {
     "eager_cache": (True, _boolean),
     "threefry_partitionable": (True, _boolean),
     "check_static_indices": (False, _boolean),
+    "softmax_custom_jvp": (False, _boolean),  # nbjax.nn.softmax's derivative rule, as JAX
     "disable_jit": (False, _boolean),
     "numpy_rank_promotion": ("allow", _choice("allow", "warn", "raise")),
     "numpy_dtype_promotion": ("standard", _unsupported("standard")),
@@ -87,7 +88,8 @@ _OPTIONS = {
 
 
 _TRACE_OPTIONS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
-                  "default_matmul_precision", "threefry_partitionable", "check_static_indices")
+                  "default_matmul_precision", "threefry_partitionable", "check_static_indices",
+                  "softmax_custom_jvp")
 
 
 class Config:

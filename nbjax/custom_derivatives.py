@@ -35,10 +35,10 @@ from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.ad import (CustomVJPException, SymbolicZero, Zero, custom_lin_p,
                                    zeros_like_aval)
 from nbjax.jaxpr import eval_jaxpr
-from nbjax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
-                             tree_unflatten, treedef_children)
+from nbjax.tree_util import (keystr, register_pytree_node, tree_flatten,
+                             tree_flatten_with_path, tree_map, tree_unflatten, treedef_children)
 
-__all__ = ["custom_jvp", "custom_vjp", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
+__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
            "custom_vjp_primal_tree_values", "zero_from_primal", "custom_jvp_call_p",
            "custom_vjp_call_p", "custom_lin_p"]
 
@@ -677,3 +677,40 @@ def closure_convert(fun, *example_args):
     return tree_unflatten(out_tree, eval_jaxpr(jaxpr, cs, *all_args))
 
   return converted_fun, hoisted
+
+
+def custom_gradient(fun):
+  """A function with its gradient rule in its return value (JAX's ``jax.custom_gradient``):
+  ``fun(*args) -> (out, vjp)`` with ``vjp(out_ct)`` returning the argument cotangents (one
+  value or a tuple). The result is a ``custom_vjp`` function returning ``out``.
+
+  >>> @custom_gradient
+  ... def f(x):
+  ...   return x ** 2, lambda g: g * x
+  """
+  @custom_vjp
+  def wrapped_fun(*args, **kwargs):
+    return fun(*args, **kwargs)[0]
+
+  def fwd(*args, **kwargs):
+    ans, rule = fun(*args, **kwargs)
+    converted, consts = closure_convert(rule, ans)  # the rule's closure as residuals
+    return ans, (tuple(consts), _Static(converted))
+
+  def bwd(res, ct):
+    consts, converted = res
+    out = converted.value(ct, *consts)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+  wrapped_fun.defvjp(fwd, bwd)
+  return wrapped_fun
+
+
+class _Static:
+  """A residual leaf-less pytree node carrying a Python value (the converted rule)."""
+  __slots__ = ("value",)
+
+  def __init__(self, value):
+    self.value = value
+
+
+register_pytree_node(_Static, lambda s: ((), s.value), lambda v, _: _Static(v))

@@ -6,6 +6,7 @@ from nbjax.tree_util import (all_leaves, tree_all as all, tree_flatten as flatte
                              tree_map as map, tree_map_with_path as map_with_path,
                              tree_reduce as reduce, tree_structure as structure,
                              tree_transpose as transpose, tree_unflatten as unflatten)
+from nbjax.tree_util import tree_broadcast as broadcast  # noqa: F401
 
 __all__ = ["all", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
-           "map_with_path", "reduce", "structure", "transpose", "unflatten"]
+           "map_with_path", "reduce", "structure", "transpose", "unflatten", "broadcast"]

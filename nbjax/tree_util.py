@@ -19,7 +19,7 @@ __all__ = [
     "register_pytree_node_class", "register_pytree_with_keys", "register_pytree_with_keys_class",
     "register_dataclass", "register_static", "Partial", "tree_flatten_with_path",
     "tree_leaves_with_path", "tree_map_with_path", "keystr", "SequenceKey", "DictKey",
-    "GetAttrKey", "FlattenedIndexKey",
+    "GetAttrKey", "FlattenedIndexKey", "tree_broadcast",
 ]
 
 
@@ -715,3 +715,22 @@ def tree_map_with_path(f, tree, *rest, is_leaf=None):
     except ValueError as e:
       raise _mismatch(treedef, i, r, e) from None
   return treedef.unflatten([f(p, *xs) for p, *xs in zip(paths, *all_leaves)])
+
+
+def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
+  """The leaves of ``prefix_tree``, each repeated once per leaf of the ``full_tree`` subtree
+  it is a prefix of."""
+  result = []
+  tree_map(lambda x, sub: result.extend([x] * tree_structure(sub).num_leaves), prefix_tree,
+           full_tree, is_leaf=is_leaf)
+  return result
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+  """``prefix_tree`` broadcast to ``full_tree``'s structure: each of its leaves replaces
+  every leaf of the corresponding ``full_tree`` subtree.
+
+  >>> tree_broadcast([1, 2], [[3, 4], (5,)])
+  [[1, 1], (2,)]
+  """
+  return tree_structure(full_tree).unflatten(broadcast_prefix(prefix_tree, full_tree, is_leaf))
