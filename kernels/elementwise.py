@@ -1144,6 +1144,17 @@ def _select_n_source(n):
   return "\n".join(lines) + "\n"
 
 
+
+
+def define(arity, table, helpers):
+  """Add kernels from another module: ``table`` maps kernel names to scalar expressions of
+  ``arity`` operands (``a``, ``b``, ``c``) that call ``helpers`` (numba functions by name).
+  ``kernels.special`` defines its kernels so."""
+  _NS.update(helpers)
+  {1: UNARY, 2: BINARY, 3: TERNARY}[arity].update(table)
+  for name, expr in table.items():
+    _SOURCES[name] = (_TEMPLATES[arity], dict(expr=expr, pre="pass"))
+
 _compiled = {}
 
 
