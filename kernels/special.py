@@ -37,17 +37,23 @@ BETAINC_MAX_F32, BETAINC_MAX_F64 = 200, 600
 _VALUE, _DERIVATIVE, _SAMPLE = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lgamma(a):
   return type(a)(math.lgamma(np.float64(a)))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _digamma(a):
   return type(a)(_E._digamma(np.float64(a)))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def _ftz(v):
+  # a subnormal as a signed zero: XLA's CPU code flushes them, and a tiny ``a`` divides next
+  return v * type(v)(0) if abs(v) < np.finfo(type(v)).tiny else v
+
+
+@njit(cache=True, error_model="numpy")
 def _igamma_series(ax, x, a, enabled, mode):
   # P(a, x) = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a+1)...(a+n)); with d/da of the sum
   T = type(a)
@@ -66,14 +72,14 @@ def _igamma_series(ax, x, a, enabled, mode):
       elif not abs(dc_da / dans_da) > eps:
         break
   if mode == _VALUE:
-    return (ans * ax) / a
+    return _ftz(ans * ax) / a
   dlogax_da = np.log(x) - _digamma(a + T(1))
   if mode == _DERIVATIVE:
-    return ax * (ans * dlogax_da + dans_da) / a
-  return -(dans_da + ans * dlogax_da) * x / a
+    return _ftz(ax * (ans * dlogax_da + dans_da)) / a
+  return _ftz(-(dans_da + ans * dlogax_da) * x) / a
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _igammac_cf(ax, x, a, enabled, mode):
   # Q(a, x) = x^a e^-x / Gamma(a) * 1 / (x + (1 - a) / (1 + 1 / (x + (2 - a) / (1 + ...))))
   # by the convergents p_k / q_k, rescaled by eps when they grow; with their d/da
@@ -125,15 +131,15 @@ def _igammac_cf(ax, x, a, enabled, mode):
   return -(dans + ans * dlogax_da) * x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _log_ax(a, x):
   # log(x^a e^-x / Gamma(a)) and whether it underflows exp
   T = type(a)
   lax_ = a * np.log(x) - x - _lgamma(a)
-  return np.exp(lax_), lax_ < -np.log(np.finfo(T).max)
+  return _ftz(np.exp(lax_)), lax_ < -np.log(np.finfo(T).max)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def igamma(a, x):
   T = type(a)
   nan = a != a or x != x
@@ -151,7 +157,7 @@ def igamma(a, x):
   return _igamma_series(ax, x, a, not under, _VALUE)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def igammac(a, x):
   T = type(a)
   domain = x < 0 or a < 0 or (a == 0 and x == 0) or a != a or x != x
@@ -165,7 +171,7 @@ def igammac(a, x):
   return _igammac_cf(ax, x, a, not under, _VALUE)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _igamma_deriv(a, x, mode):
   T = type(a)
   if x < 0 or a <= 0 or a != a or x != x:
@@ -178,17 +184,17 @@ def _igamma_deriv(a, x, mode):
   return _igamma_series(ax, x, a, not under, mode)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def igamma_grad_a(a, x):
   return _igamma_deriv(a, x, _DERIVATIVE)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def random_gamma_grad(a, x):
   return _igamma_deriv(a, x, _SAMPLE)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def betainc(a, b, x):
   T = type(a)
   one = T(1)
@@ -286,7 +292,7 @@ _I1B = np.array([
 _N32_I0A, _N32_I0B, _N32_I1A, _N32_I1B = 18, 7, 17, 7
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _chbevl(x, coef, n):
   # Clenshaw's recurrence over the last n coefficients
   T = type(x)
@@ -298,7 +304,7 @@ def _chbevl(x, coef, n):
   return T(0.5) * (b0 - b2)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def bessel_i0e(x):
   T = type(x)
   f32 = np.finfo(T).bits == 32
@@ -308,19 +314,22 @@ def bessel_i0e(x):
   return _chbevl(T(32) / x - T(2), _I0B, _N32_I0B if f32 else _I0B.size) / np.sqrt(x)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def bessel_i1e(x):
   T = type(x)
   f32 = np.finfo(T).bits == 32
   z = abs(x)
-  if z <= T(8):
-    r = _chbevl(T(0.5) * z - T(2), _I1A, _N32_I1A if f32 else _I1A.size) * z
-  else:
-    r = _chbevl(T(32) / z - T(2), _I1B, _N32_I1B if f32 else _I1B.size) / np.sqrt(z)
+  if z <= T(8):  # (times x: -0 keeps its sign)
+    return _chbevl(T(0.5) * z - T(2), _I1A, _N32_I1A if f32 else _I1A.size) * x
+  r = _chbevl(T(32) / z - T(2), _I1B, _N32_I1B if f32 else _I1B.size) / np.sqrt(z)
   return -r if x < 0 else r
 
 
-@njit(cache=True)
+_B2J = np.array([1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+                 -3617.0 / 510, 43867.0 / 798, -174611.0 / 330])  # Bernoulli numbers B_2j
+
+
+@njit(cache=True, error_model="numpy")
 def zeta(x, q):
   # XLA's domain: x == 1 -> inf; q a pole (0, -1, ..., -inf) -> inf for even integer x, else
   # NaN; x < 1 -> NaN; q < 0 with x not an integer -> NaN; else Euler-Maclaurin
@@ -331,16 +340,29 @@ def zeta(x, q):
     return T(np.nan)
   if q <= 0 and q == np.floor(q):
     return T(np.inf) if np.fmod(x, T(2)) == 0 else T(np.nan)
-  if x < 1 or (q < 0 and x != np.floor(x)):
+  if x < 1 or (q < 0 and x != np.floor(x)) or q == np.inf:
     return T(np.nan)
-  return T(_E._zeta(np.float64(x), np.float64(q)))
+  # Euler-Maclaurin: sum_{k<N} (q+k)^-x + (q+N)^(1-x)/(x-1) + (q+N)^-x/2
+  #   + sum_j B_2j/(2j)! x(x+1)...(x+2j-2) (q+N)^(-x-2j+1)   (N = 12, 10 corrections)
+  t = T(0)
+  for k in range(12):
+    t += (q + T(k)) ** -x
+  a = q + T(12)
+  t += a ** (T(1) - x) / (x - T(1)) + T(0.5) * a ** -x
+  fac = x * a ** (-x - T(1))
+  f2 = T(2)
+  for j in range(10):
+    t += T(_B2J[j]) / f2 * fac
+    fac *= (x + T(2 * j + 1)) * (x + T(2 * j + 2)) / (a * a)
+    f2 *= T((2 * j + 3) * (2 * j + 4))
+  return t
 
 
 _E.define(1, {"bessel_i0e": "_sp_bessel_i0e(a)", "bessel_i1e": "_sp_bessel_i1e(a)"},
-          {"_sp_bessel_i0e": bessel_i0e, "_sp_bessel_i1e": bessel_i1e})
+          {"_sp_bessel_i0e": bessel_i0e, "_sp_bessel_i1e": bessel_i1e}, __file__)
 _E.define(2, {"igamma": "_sp_igamma(a, b)", "igammac": "_sp_igammac(a, b)",
               "igamma_grad_a": "_sp_igamma_grad_a(a, b)",
               "random_gamma_grad": "_sp_random_gamma_grad(a, b)", "zeta": "_sp_zeta(a, b)"},
           {"_sp_igamma": igamma, "_sp_igammac": igammac, "_sp_igamma_grad_a": igamma_grad_a,
-           "_sp_random_gamma_grad": random_gamma_grad, "_sp_zeta": zeta})
-_E.define(3, {"betainc": "_sp_betainc(a, b, c)"}, {"_sp_betainc": betainc})
+           "_sp_random_gamma_grad": random_gamma_grad, "_sp_zeta": zeta}, __file__)
+_E.define(3, {"betainc": "_sp_betainc(a, b, c)"}, {"_sp_betainc": betainc}, __file__)
