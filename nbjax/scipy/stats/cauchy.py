@@ -2,6 +2,7 @@
 import numpy as np
 
 from nbjax import lax
+from nbjax import numpy as jnp
 from nbjax.scipy.stats._util import args, c
 
 
@@ -44,13 +45,17 @@ def logsf(x, loc=0, scale=1):
 def ppf(q, loc=0, scale=1):
   """The quantile function ``loc + scale tan(pi (q - 1/2))`` (NaN outside [0, 1])."""
   q, loc, scale = args("cauchy.ppf", q, loc, scale)
-  from nbjax import numpy as jnp
-  v = jnp.where(q == 1, c(q, np.inf), jnp.where(q == 0, c(q, -np.inf),
-                                              lax.tan(c(q, np.pi) * (q - c(q, 0.5)))))
-  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.add(loc, lax.mul(scale, v)))
+  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.add(loc, lax.mul(scale, _tan(q))))
+
+
+def _tan(q):
+  # tan(pi (q - 1/2)) as -cot(pi q) below 1/2 and cot(pi (1 - q)) above: exact for tiny q
+  lo = jnp.where(q == 0, c(q, -np.inf), -1 / lax.tan(c(q, np.pi) * q))
+  hi = jnp.where(q == 1, c(q, np.inf), 1 / lax.tan(c(q, np.pi) * (c(q, 1) - q)))
+  return jnp.where(q <= 0.5, lo, hi)
 
 
 def isf(q, loc=0, scale=1):
   """The inverse survival function."""
   q, loc, scale = args("cauchy.isf", q, loc, scale)
-  return ppf(c(q, 1) - q, loc, scale)
+  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.sub(loc, lax.mul(scale, _tan(q))))
