@@ -40,6 +40,7 @@ from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
 from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_jvp, custom_vjp
 from nbjax import numpy
+from nbjax import scipy  # noqa: E402  (jax.scipy: special, stats)
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.api import pmap
 from nbjax import sharding
