@@ -292,7 +292,7 @@ _I1B = np.array([
 _N32_I0A, _N32_I0B, _N32_I1A, _N32_I1B = 18, 7, 17, 7
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _chbevl(x, coef, n):
   # Clenshaw's recurrence over the last n coefficients
   T = type(x)
@@ -304,25 +304,25 @@ def _chbevl(x, coef, n):
   return T(0.5) * (b0 - b2)
 
 
-@njit(cache=True, error_model="numpy")
+# Both expansions are evaluated and one selected (no branch): the kernels' loops vectorize.
+@njit(cache=True, error_model="numpy", inline="always")
 def bessel_i0e(x):
   T = type(x)
   f32 = np.finfo(T).bits == 32
-  x = abs(x)
-  if x <= T(8):
-    return _chbevl(T(0.5) * x - T(2), _I0A, _N32_I0A if f32 else _I0A.size)
-  return _chbevl(T(32) / x - T(2), _I0B, _N32_I0B if f32 else _I0B.size) / np.sqrt(x)
+  z = abs(x)
+  lo = _chbevl(T(0.5) * z - T(2), _I0A, _N32_I0A if f32 else _I0A.size)
+  hi = _chbevl(T(32) / z - T(2), _I0B, _N32_I0B if f32 else _I0B.size) / np.sqrt(z)
+  return lo if z <= T(8) else hi
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def bessel_i1e(x):
   T = type(x)
   f32 = np.finfo(T).bits == 32
   z = abs(x)
-  if z <= T(8):  # (times x: -0 keeps its sign)
-    return _chbevl(T(0.5) * z - T(2), _I1A, _N32_I1A if f32 else _I1A.size) * x
-  r = _chbevl(T(32) / z - T(2), _I1B, _N32_I1B if f32 else _I1B.size) / np.sqrt(z)
-  return -r if x < 0 else r
+  lo = _chbevl(T(0.5) * z - T(2), _I1A, _N32_I1A if f32 else _I1A.size) * x  # (-0 kept)
+  hi = _chbevl(T(32) / z - T(2), _I1B, _N32_I1B if f32 else _I1B.size) / np.sqrt(z)
+  return lo if z <= T(8) else (-hi if x < 0 else hi)
 
 
 _B2J = np.array([1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
