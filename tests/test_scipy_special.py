@@ -183,6 +183,19 @@ def test_logsumexp_vs_scipy():
                              rtol=1e-12)
 
 
+def test_poch_comb_boxcox_vs_scipy():
+  z, m = U(0.2, 6, 20), np.concatenate([U(-0.5, 4, 19), [0.0]])
+  np.testing.assert_allclose(S.poch(z, m), sp.poch(z, m), rtol=1e-12)
+  n, k = np.array([5.0, 10.0, 3.0, 4.0, -1.0, 7.5]), np.array([2.0, 3.0, 4.0, 0.0, 1.0, 2.0])
+  np.testing.assert_allclose(S.comb(n, k), sp.comb(n, k), rtol=1e-12)
+  np.testing.assert_allclose(S.comb(n[:4], k[:4], repetition=True),
+                             sp.comb(n[:4], k[:4], repetition=True), rtol=1e-12)
+  x, lm = U(0.1, 5, 20), np.concatenate([U(-2, 2, 18), [0.0, 1e-12]])
+  np.testing.assert_allclose(S.boxcox(x, lm), sp.boxcox(x, lm), rtol=1e-9)
+  np.testing.assert_allclose(S.boxcox1p(x, lm), sp.boxcox1p(x, lm), rtol=1e-9)
+  assert float(nbjax.grad(S.boxcox)(2.0, 0.0)) == pytest.approx(0.5)
+
+
 def test_ndtri_and_misc():
   p = np.array([1e-300, 1e-100, 1e-20, 1e-10, 0.01, 0.3, 0.5, 0.9, 1 - 1e-12])
   np.testing.assert_allclose(S.ndtri(p), sp.ndtri(p), rtol=1e-14)

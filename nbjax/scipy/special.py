@@ -24,7 +24,7 @@ __all__ = ["logsumexp", "softmax", "log_softmax", "erf", "erfc", "erfinv", "expi
            "gammaln", "loggamma", "gammasgn", "gamma", "digamma", "polygamma", "betaln", "beta",
            "betainc", "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "kl_div",
            "rel_entr", "ndtr", "ndtri", "log_ndtr", "i0", "i0e", "i1", "i1e", "zeta",
-           "multigammaln", "factorial", "sinc"]
+           "multigammaln", "factorial", "sinc", "poch", "comb", "boxcox", "boxcox1p"]
 
 
 def _c(x, v):
@@ -250,6 +250,42 @@ def factorial(n, exact=False):
     raise NotImplementedError("factorial with exact=True")
   n, = promote_args_inexact("factorial", n)
   return jnp.where(n < 0, _c(n, 0), lax.exp(lax.lgamma(n + 1)))
+
+
+def poch(z, m):
+  r"""The Pochhammer symbol :math:`\Gamma(z + m) / \Gamma(z)` (1 where ``m == 0``)."""
+  z, m = _real("poch", z, m)
+  return jnp.where(m == 0, _c(z, 1), gamma(z + m) / gamma(z))
+
+
+def comb(N, k, *, repetition=False):
+  r"""The binomial coefficient :math:`\binom{N}{k}` through ``gammaln`` (0 outside
+  ``0 <= k <= N``); ``repetition``: combinations with repetition."""
+  N, k = promote_args_inexact("comb", N, k)
+  if repetition:
+    return jnp.where((k == 0) & (N >= 0), _c(N, 1), comb(N + k - 1, k))
+  ok = (k <= N) & (N >= 0) & (k >= 0)
+  n_, k_ = jnp.where(ok, N, 0), jnp.where(ok, k, 0)
+  r = lax.exp(gammaln(n_ + 1) - gammaln(k_ + 1) - gammaln(n_ + 1 - k_))
+  return jnp.where(ok, r, _c(N, 0))
+
+
+def _boxcox(name, log):
+  def f(x, lmbda):
+    x, lmbda = promote_args_inexact(name, x, lmbda)
+    zero = lmbda == 0
+    lx = log(x)
+    safe = jnp.where(zero, jnp.ones_like(lmbda), lmbda)
+    return jnp.where(zero, lx, jnp.expm1(safe * lx) / safe)
+  f.__name__ = f.__qualname__ = name
+  return f
+
+
+boxcox = _boxcox("boxcox", jnp.log)
+boxcox.__doc__ = r"""The Box-Cox transform :math:`(x^\lambda - 1) / \lambda` (``log x`` at
+:math:`\lambda = 0`)."""
+boxcox1p = _boxcox("boxcox1p", jnp.log1p)
+boxcox1p.__doc__ = r"""The Box-Cox transform of ``1 + x``."""
 
 
 def sinc(x):
