@@ -24,7 +24,7 @@ import kernels.special as KS  # noqa: F401  (defines the kernels this file names
 from nbjax import core, dtypes
 from nbjax.interpreters import ad
 from nbjax.lax import elementwise as E
-from nbjax.lax.elementwise import (_LIBM, _float, _nb, _scipy, _un, _bin, F16, F32, F64,
+from nbjax.lax.elementwise import (_LIBM, _float, _scipy, _un, _bin, F32, F64,
                                    standard_elementwise)
 
 __all__ = ["igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "betainc", "zeta",

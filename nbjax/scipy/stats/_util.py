@@ -1,7 +1,6 @@
-"""Shared helpers of ``nbjax.scipy.stats`` (argument promotion, the standardised variable)."""
+"""Shared helpers of ``nbjax.scipy.stats`` (argument promotion, constants)."""
 import numpy as np
 
-from nbjax import numpy as jnp
 from nbjax.numpy._util import promote_args_inexact
 
 
@@ -11,8 +10,5 @@ def args(name, *xs):
 
 
 def c(x, v):
+  """``v`` as a 0-d constant of ``x``'s dtype."""
   return np.array(v, x.dtype)
-
-
-def nan_like(x):
-  return jnp.array(np.nan, x.dtype)

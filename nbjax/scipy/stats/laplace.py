@@ -1,5 +1,4 @@
 """The Laplace distribution (``jax.scipy.stats.laplace``)."""
-import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp

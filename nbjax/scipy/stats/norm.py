@@ -1,7 +1,6 @@
 """The normal distribution (``jax.scipy.stats.norm``)."""
 import math
 
-import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp
