@@ -11,6 +11,7 @@ from nbjax.scipy import stats as S
 X = np.concatenate([np.linspace(-3, 6, 19), [0.0, -0.0, 1.0]])
 XU = np.concatenate([np.linspace(-0.2, 1.2, 15), [0.0, 1.0]])
 K = np.array([-1.0, 0.0, 1.0, 2.0, 3.0, 7.0, 2.5])
+KI = K[K != 2.5]  # (JAX's geom/binom/nbinom/betabinom do not check integrality: below)
 Q = np.array([0.0, 1e-6, 0.05, 0.3, 0.5, 0.9, 1 - 1e-6, 1.0])
 # (distribution, function names, x, shape parameters, loc/scale (None: JAX has none))
 CASES = [
@@ -27,6 +28,13 @@ CASES = [
     ("poisson", "logpmf pmf cdf", K, (2.2,), (0.0, None)),
     ("bernoulli", "logpmf pmf", K, (0.3,), (0.0, None)),
     ("bernoulli", "cdf ppf", K, (0.3,), None),
+    ("pareto", "logpdf pdf cdf logcdf sf logsf ppf", X, (2.5,), (-0.5, 1.2)),
+    ("gumbel_r", "logpdf pdf cdf logcdf sf logsf ppf", X, (), (0.5, 1.5)),
+    ("gumbel_l", "logpdf pdf cdf logcdf sf logsf ppf", X, (), (0.5, 1.5)),
+    ("geom", "logpmf pmf", KI, (0.3,), (0.0, None)),
+    ("binom", "logpmf pmf", KI, (10.0, 0.3), (0.0, None)),
+    ("nbinom", "logpmf pmf", KI, (4.5, 0.3), (0.0, None)),
+    ("betabinom", "logpmf pmf", KI, (10.0, 2.5, 1.5), (0.0, None)),
 ]
 PARAMS = [(d, f, x, sh, ls) for d, fs, x, sh, ls in CASES for f in fs.split()]
 
@@ -44,7 +52,8 @@ def test_vs_scipy(dist, fn, x, shape, locscale, dtype):
     want = ref(x.astype(np.float64), *shape, *extra)
   if dist == "bernoulli" and fn == "ppf":
     want = np.where(x == 0, 0.0, want)  # JAX's ppf(0) is 0 (SciPy's -1)
-  if dist == "logistic" and fn in ("ppf", "isf") and dtype == np.float32:
+  if dist in ("logistic", "gumbel_r", "gumbel_l", "pareto") and fn in ("ppf", "isf") and \
+      dtype == np.float32:
     x, want = x[2:-2], want[2:-2]  # logit(q) near q = 1 cancels in float32 (as JAX's)
   got = np.asarray(mine(x, *shape, *extra))
   assert got.dtype == dtype
@@ -54,6 +63,24 @@ def test_vs_scipy(dist, fn, x, shape, locscale, dtype):
   np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
   if locscale in ((0.0, 1.0), (0.0, None)):  # the defaults give the same
     np.testing.assert_array_equal(np.asarray(mine(x, *shape)), got)
+
+
+def test_non_integer_counts_as_jax():
+  # JAX 0.10.2's values at k = 2.5 (SciPy's are -inf; poisson checks integrality in both)
+  assert float(S.geom.logpmf(2.5, 0.3)) == pytest.approx(-1.7389852202340346, rel=1e-13)
+  assert float(S.binom.logpmf(2.5, 10.0, 0.3)) == pytest.approx(-1.3308223769278982, rel=1e-13)
+  assert float(S.nbinom.logpmf(2.5, 4.5, 0.3)) == pytest.approx(-3.3850239404929603, rel=1e-13)
+  assert float(S.poisson.logpmf(2.5, 2.2)) == -np.inf
+
+
+def test_dirichlet():
+  a = np.array([1.5, 2.0, 3.5])
+  xs = np.random.default_rng(0).dirichlet(a, 5).T
+  np.testing.assert_allclose(S.dirichlet.logpdf(xs, a), ss.dirichlet.logpdf(xs, a), rtol=1e-12)
+  np.testing.assert_allclose(S.dirichlet.pdf(xs[:2], a), ss.dirichlet.pdf(xs, a), rtol=1e-11)
+  assert float(S.dirichlet.logpdf(np.array([0.5, 0.6, 0.1]), a)) == -np.inf
+  with pytest.raises(ValueError, match="alpha"):
+    S.dirichlet.logpdf(xs, a[None])
 
 
 def test_defaults_broadcasting_and_jit():

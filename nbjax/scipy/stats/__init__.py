@@ -5,5 +5,7 @@ one module per distribution with ``logpdf``/``pdf``/``cdf``/``logcdf``/``sf``/``
 
 Pipeline position: compositions of ``nbjax.numpy`` and ``nbjax.scipy.special``.
 """
-from nbjax.scipy.stats import (bernoulli, beta, cauchy, chi2, expon, gamma,  # noqa: F401
-                               laplace, logistic, multivariate_normal, norm, poisson, t, uniform)
+from nbjax.scipy.stats import (bernoulli, beta, betabinom, binom, cauchy, chi2,  # noqa: F401
+                               dirichlet, expon, gamma, geom, gumbel_l, gumbel_r, laplace,
+                               logistic, multivariate_normal, nbinom, norm, pareto, poisson, t,
+                               uniform)
