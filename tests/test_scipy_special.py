@@ -196,6 +196,14 @@ def test_poch_comb_boxcox_vs_scipy():
   assert float(nbjax.grad(S.boxcox)(2.0, 0.0)) == pytest.approx(0.5)
 
 
+def test_bernoulli_numbers():
+  np.testing.assert_allclose(S.bernoulli(30), sp.bernoulli(30), rtol=1e-14)
+  np.testing.assert_array_equal(S.bernoulli(0), [1.0])
+  np.testing.assert_array_equal(S.bernoulli(4), [1.0, -0.5, 1 / 6, 0.0, -1 / 30])
+  with pytest.raises(ValueError):
+    S.bernoulli(-1)
+
+
 def test_ndtri_and_misc():
   p = np.array([1e-300, 1e-100, 1e-20, 1e-10, 0.01, 0.3, 0.5, 0.9, 1 - 1e-12])
   np.testing.assert_allclose(S.ndtri(p), sp.ndtri(p), rtol=1e-14)

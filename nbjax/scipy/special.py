@@ -24,7 +24,7 @@ __all__ = ["logsumexp", "softmax", "log_softmax", "erf", "erfc", "erfinv", "expi
            "gammaln", "loggamma", "gammasgn", "gamma", "digamma", "polygamma", "betaln", "beta",
            "betainc", "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "kl_div",
            "rel_entr", "ndtr", "ndtri", "log_ndtr", "i0", "i0e", "i1", "i1e", "zeta",
-           "multigammaln", "factorial", "sinc", "poch", "comb", "boxcox", "boxcox1p"]
+           "multigammaln", "factorial", "sinc", "poch", "comb", "boxcox", "boxcox1p", "bernoulli"]
 
 
 def _c(x, v):
@@ -286,6 +286,24 @@ boxcox.__doc__ = r"""The Box-Cox transform :math:`(x^\lambda - 1) / \lambda` (``
 :math:`\lambda = 0`)."""
 boxcox1p = _boxcox("boxcox1p", jnp.log1p)
 boxcox1p.__doc__ = r"""The Box-Cox transform of ``1 + x``."""
+
+
+def bernoulli(n):
+  r"""The Bernoulli numbers :math:`B_0 .. B_n` (``B_1 = -1/2``) for a static ``n >= 0``,
+  computed exactly (Akiyama-Tanigawa, in rationals) and rounded once."""
+  from fractions import Fraction
+  n = core.concrete_or_error(operator.index, n, "Argument n of bernoulli")
+  if n < 0:
+    raise ValueError("n must be a non-negative integer.")
+  out, row = [], []
+  for m in range(n + 1):
+    row.append(Fraction(1, m + 1))
+    for j in range(m, 0, -1):
+      row[j - 1] = j * (row[j - 1] - row[j])
+    out.append(row[0])
+  if n >= 1:
+    out[1] = -out[1]  # (the algorithm gives B_1 = +1/2)
+  return jnp.array([float(v) for v in out], dtype=dtypes.default_float_dtype())
 
 
 def sinc(x):
