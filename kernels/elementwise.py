@@ -1144,6 +1144,22 @@ def _select_n_source(n):
   return "\n".join(lines) + "\n"
 
 
+
+
+_FILES = {}
+
+
+def define(arity, table, helpers, file):
+  """Add kernels from another module: ``table`` maps kernel names to scalar expressions of
+  ``arity`` operands (``a``, ``b``, ``c``) that call ``helpers`` (numba functions by name).
+  The kernels compile as ``file``'s (its changes invalidate their disk cache).
+  ``kernels.special`` defines its kernels so."""
+  _NS.update(helpers)
+  _FILES.update(dict.fromkeys(table, file))
+  {1: UNARY, 2: BINARY, 3: TERNARY}[arity].update(table)
+  for name, expr in table.items():
+    _SOURCES[name] = (_TEMPLATES[arity], dict(expr=expr, pre="pass"))
+
 _compiled = {}
 
 
@@ -1161,7 +1177,7 @@ def kernel(name, parallel=False):
   fn = "k_" + name + ("_par" if parallel else "")
   src = src.format(fn=fn, rng="prange" if parallel else "range")
   ns = dict(_NS)
-  exec(compile(src, __file__, "exec"), ns)  # file-backed so numba's disk cache works
+  exec(compile(src, _FILES.get(name, __file__), "exec"), ns)  # file-backed: numba's disk cache
   f = ns[fn]
   f.__qualname__ = fn
   k = _compiled[key] = njit(cache=True, parallel=parallel, nogil=True, error_model="numpy")(f)

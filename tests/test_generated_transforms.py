@@ -283,6 +283,8 @@ def test_nested_jvp_vmap(prim):
   dtype = _float_dtype(prim)
   if dtype is None or np.dtype(dtype) != np.float64:
     pytest.skip(f"'{prim.name}': no float64")
+  if prim.meta.get("nondiff_argnums"):
+    pytest.skip(f"'{prim.name}': not differentiable in every float operand (as JAX's)")
   args, params = next(((a, p) for a, p in _cases(prim, dtype)
                        if a and all(np.size(x) > 0 for x in a) and T.jvp_defined(prim, p)
                        and any(np.asarray(x).dtype == np.float64 for x in a)), (None, None))

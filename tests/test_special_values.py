@@ -31,6 +31,8 @@ _TOL = {"f": {2: (2e-2, 2e-2), 4: (5e-5, 1e-6), 8: (1e-12, 1e-13)},
 # Known differences left (strict: a fix must remove its entry). A key is the primitive's name
 # and any of: dtype kind, dtype name, backend.
 KNOWN = {("atan2", "c"): "complex atan2: XLA's expansion is not reproduced",
+         ("zeta", "float16"): "XLA evaluates float16 zeta in float16 (x (x + 1) overflows: NaN "
+                              "for x near the float16 maximum); the eager kernel runs float32",
          ("qr", "numpy"): "the factors of rank-deficient matrices (special values put zeros "
                           "in) are not unique: NumPy's LAPACK (geqrf/orgqr) and the "
                           "Householder kernel jit runs (the numba backend's) pick others",

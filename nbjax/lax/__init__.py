@@ -39,6 +39,7 @@ from nbjax.lax.convolution import (ConvDimensionNumbers,  # noqa: F401
                                    conv_general_permutations, conv_general_shape_tuple,
                                    conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
                                    conv_with_general_padding, padtype_to_pads)
+from nbjax.lax.special import *  # noqa: F401,F403
 from nbjax.interpreters.spmd import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
                                 axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,

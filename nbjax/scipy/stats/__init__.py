@@ -1,0 +1,11 @@
+"""``nbjax.scipy.stats``: SciPy's distributions as JAX defines them (``jax.scipy.stats``):
+one module per distribution with ``logpdf``/``pdf``/``cdf``/``logcdf``/``sf``/``logsf``/
+``ppf`` (``logpmf``/``pmf`` for discrete ones) where JAX has them, JAX's signatures and
+``loc``/``scale`` defaults.
+
+Pipeline position: compositions of ``nbjax.numpy`` and ``nbjax.scipy.special``.
+"""
+from nbjax.scipy.stats import (bernoulli, beta, betabinom, binom, cauchy, chi2,  # noqa: F401
+                               dirichlet, expon, gamma, geom, gumbel_l, gumbel_r, laplace,
+                               logistic, multivariate_normal, nbinom, norm, pareto, poisson, t,
+                               uniform)

@@ -1,0 +1,48 @@
+"""The chi-squared distribution (``jax.scipy.stats.chi2``)."""
+import math
+
+import numpy as np
+
+from nbjax import lax
+from nbjax import numpy as jnp
+from nbjax.scipy import special
+from nbjax.scipy.stats._util import args, c
+
+
+def logpdf(x, df, loc=0, scale=1):
+  """Log density (-inf below ``loc``)."""
+  x, df, loc, scale = args("chi2.logpdf", x, df, loc, scale)
+  y = lax.div(lax.sub(x, loc), scale)
+  k = df / c(x, 2)
+  lp = special.xlogy(k - c(x, 1), y) - y / c(x, 2) - special.gammaln(k) \
+      - k * c(x, math.log(2)) - lax.log(scale)
+  return jnp.where(y < 0, c(x, -np.inf), lp)
+
+
+def pdf(x, df, loc=0, scale=1):
+  """The density."""
+  return lax.exp(logpdf(x, df, loc, scale))
+
+
+def cdf(x, df, loc=0, scale=1):
+  """The CDF ``P(df / 2, y / 2)``."""
+  x, df, loc, scale = args("chi2.cdf", x, df, loc, scale)
+  y = jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0))
+  return special.gammainc(df / c(x, 2), y / c(x, 2))
+
+
+def logcdf(x, df, loc=0, scale=1):
+  """Log of the CDF."""
+  return lax.log(cdf(x, df, loc, scale))
+
+
+def sf(x, df, loc=0, scale=1):
+  """The survival function ``Q(df / 2, y / 2)``."""
+  x, df, loc, scale = args("chi2.sf", x, df, loc, scale)
+  y = jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0))
+  return special.gammaincc(df / c(x, 2), y / c(x, 2))
+
+
+def logsf(x, df, loc=0, scale=1):
+  """Log of the survival function."""
+  return lax.log(sf(x, df, loc, scale))

@@ -1,0 +1,42 @@
+"""The gamma distribution (``jax.scipy.stats.gamma``)."""
+import numpy as np
+
+from nbjax import lax
+from nbjax import numpy as jnp
+from nbjax.scipy import special
+from nbjax.scipy.stats._util import args, c
+
+
+def logpdf(x, a, loc=0, scale=1):
+  """Log density (-inf below ``loc``)."""
+  x, a, loc, scale = args("gamma.logpdf", x, a, loc, scale)
+  y = lax.div(lax.sub(x, loc), scale)
+  lin = special.xlogy(a - 1, y) - y
+  return jnp.where(y < 0, c(x, -np.inf), lin - special.gammaln(a) - lax.log(scale))
+
+
+def pdf(x, a, loc=0, scale=1):
+  """The density."""
+  return lax.exp(logpdf(x, a, loc, scale))
+
+
+def cdf(x, a, loc=0, scale=1):
+  """The CDF ``P(a, (x - loc) / scale)``."""
+  x, a, loc, scale = args("gamma.cdf", x, a, loc, scale)
+  return special.gammainc(a, jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0)))
+
+
+def logcdf(x, a, loc=0, scale=1):
+  """Log of the CDF."""
+  return lax.log(cdf(x, a, loc, scale))
+
+
+def sf(x, a, loc=0, scale=1):
+  """The survival function ``Q(a, (x - loc) / scale)``."""
+  x, a, loc, scale = args("gamma.sf", x, a, loc, scale)
+  return special.gammaincc(a, jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0)))
+
+
+def logsf(x, a, loc=0, scale=1):
+  """Log of the survival function."""
+  return lax.log(sf(x, a, loc, scale))

@@ -1,0 +1,46 @@
+"""The left-skewed Gumbel distribution (``jax.scipy.stats.gumbel_l``)."""
+from nbjax import lax
+from nbjax.scipy.stats._util import args, log1mexp
+
+
+def _z(name, x, loc, scale):
+  x, loc, scale = args(name, x, loc, scale)
+  return lax.div(lax.sub(x, loc), scale), scale
+
+
+def logpdf(x, loc=0, scale=1):
+  """Log density ``z - exp(z) - log scale``."""
+  z, scale = _z("gumbel_l.logpdf", x, loc, scale)
+  return z - lax.exp(z) - lax.log(scale)
+
+
+def pdf(x, loc=0, scale=1):
+  """The density."""
+  return lax.exp(logpdf(x, loc, scale))
+
+
+def logsf(x, loc=0, scale=1):
+  """Log of the survival function, ``-exp(z)``."""
+  z, _ = _z("gumbel_l.logsf", x, loc, scale)
+  return -lax.exp(z)
+
+
+def sf(x, loc=0, scale=1):
+  """The survival function ``exp(-exp(z))``."""
+  return lax.exp(logsf(x, loc, scale))
+
+
+def cdf(x, loc=0, scale=1):
+  """The CDF ``1 - exp(-exp(z))``."""
+  return -lax.expm1(logsf(x, loc, scale))
+
+
+def logcdf(x, loc=0, scale=1):
+  """Log of the CDF."""
+  return log1mexp(logsf(x, loc, scale))
+
+
+def ppf(p, loc=0, scale=1):
+  """The quantile function ``loc + scale log(-log(1 - p))``."""
+  p, loc, scale = args("gumbel_l.ppf", p, loc, scale)
+  return loc + scale * lax.log(-lax.log1p(-p))

@@ -1,0 +1,59 @@
+"""The normal distribution (``jax.scipy.stats.norm``)."""
+import math
+
+
+from nbjax import lax
+from nbjax import numpy as jnp
+from nbjax.scipy import special
+from nbjax.scipy.stats._util import args, c
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def logpdf(x, loc=0, scale=1):
+  """Log of the normal density."""
+  x, loc, scale = args("norm.logpdf", x, loc, scale)
+  z = lax.div(lax.sub(x, loc), scale)
+  return lax.neg(lax.add(lax.mul(c(x, 0.5), lax.mul(z, z)), lax.add(c(x, _LOG_SQRT_2PI),
+                                                                     lax.log(scale))))
+
+
+def pdf(x, loc=0, scale=1):
+  """The normal density."""
+  return lax.exp(logpdf(x, loc, scale))
+
+
+def cdf(x, loc=0, scale=1):
+  """The normal CDF."""
+  x, loc, scale = args("norm.cdf", x, loc, scale)
+  return special.ndtr(lax.div(lax.sub(x, loc), scale))
+
+
+def logcdf(x, loc=0, scale=1):
+  """Log of the normal CDF (accurate in the lower tail)."""
+  x, loc, scale = args("norm.logcdf", x, loc, scale)
+  return special.log_ndtr(lax.div(lax.sub(x, loc), scale))
+
+
+def sf(x, loc=0, scale=1):
+  """The normal survival function ``1 - cdf``."""
+  x, loc, scale = args("norm.sf", x, loc, scale)
+  return cdf(-x, -loc, scale)
+
+
+def logsf(x, loc=0, scale=1):
+  """Log of the survival function."""
+  x, loc, scale = args("norm.logsf", x, loc, scale)
+  return logcdf(-x, -loc, scale)
+
+
+def ppf(q, loc=0, scale=1):
+  """The normal quantile function."""
+  q, loc, scale = args("norm.ppf", q, loc, scale)
+  return jnp.asarray(special.ndtri(q) * scale + loc, q.dtype)
+
+
+def isf(q, loc=0, scale=1):
+  """The inverse survival function."""
+  q, loc, scale = args("norm.isf", q, loc, scale)
+  return jnp.asarray(loc - special.ndtri(q) * scale, q.dtype)  # (symmetry: exact for tiny q)

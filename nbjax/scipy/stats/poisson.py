@@ -1,0 +1,28 @@
+"""The Poisson distribution (``jax.scipy.stats.poisson``)."""
+import numpy as np
+
+from nbjax import lax
+from nbjax import numpy as jnp
+from nbjax.scipy import special
+from nbjax.scipy.stats._util import args, c
+
+
+def logpmf(k, mu, loc=0):
+  """Log probability of ``k`` (-inf off the non-negative integers)."""
+  k, mu, loc = args("poisson.logpmf", k, mu, loc)
+  x = lax.sub(k, loc)
+  lp = special.xlogy(x, mu) - special.gammaln(x + 1) - mu
+  return jnp.where((x < 0) | (x != jnp.round(x)), c(x, -np.inf), lp)
+
+
+def pmf(k, mu, loc=0):
+  """Probability of ``k``."""
+  return jnp.exp(logpmf(k, mu, loc))
+
+
+def cdf(k, mu, loc=0):
+  """The CDF ``Q(floor(k) + 1, mu)`` (0 below 0)."""
+  k, mu, loc = args("poisson.cdf", k, mu, loc)
+  x = lax.sub(k, loc)
+  p = special.gammaincc(jnp.floor(c(x, 1) + jnp.maximum(x, 0)), mu)
+  return jnp.where(x < 0, c(x, 0), p)
