@@ -18,6 +18,7 @@ from nbjax import numpy as jnp
 from nbjax.config import config
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
+from nbjax.scipy.special import logsumexp  # noqa: F401 (jax.nn.logsumexp is the same function)
 
 __all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
            "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
@@ -191,40 +192,6 @@ def _reduction_dims(a, axis):
     return tuple(range(a.ndim)), tuple(range(a.ndim))
   axes = _util.canonicalize_axes(axis, a.ndim)
   return axes, axes
-
-
-def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
-              where=None):
-  r"""Log-sum-exp reduction (JAX's ``jax.nn.logsumexp``, ``scipy.special.logsumexp``):
-  :math:`\log \sum_i b_i e^{a_i}` over ``axis``.
-
-  ``return_sign=True`` returns ``(log|sum|, sign(sum))``; otherwise a negative sum gives NaN.
-  ``where`` masks elements out of the reduction.
-  """
-  if where is not None:
-    a = jnp.where(where, a, 0)
-  if b is not None:
-    a, b = _util.promote_args_inexact("logsumexp", a, b)
-    a = jnp.where(b != 0, a, -np.inf)
-  else:
-    a, = _util.promote_args_inexact("logsumexp", a)
-  pos, dims = _reduction_dims(a, axis)
-  amax = jnp.max(a.real, axis=dims, keepdims=keepdims, where=where, initial=-np.inf)
-  amax = lax.stop_gradient(lax.select(jnp.isfinite(amax), amax, lax.full_like(amax, 0)))
-  amax_dims = amax if keepdims else lax.expand_dims(amax, pos)
-  exp_a = lax.exp(lax.sub(a, amax_dims.astype(a.dtype)))
-  if b is not None:
-    exp_a = lax.mul(exp_a, b)
-  sumexp = exp_a.sum(axis=dims, keepdims=keepdims, where=where)
-  sign = lax.sign(sumexp)
-  if return_sign or not dtypes.is_complex(a.dtype):
-    sumexp = abs(sumexp)
-  out = lax.add(lax.log(sumexp), amax.astype(sumexp.dtype))
-  if return_sign:
-    return out, sign
-  if b is not None and not dtypes.is_complex(out.dtype):
-    out = jnp.where(sign < 0, jnp.array(np.nan, dtype=out.dtype), out)
-  return out
 
 
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
