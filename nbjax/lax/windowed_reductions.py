@@ -351,8 +351,16 @@ def _wparams(c):
   return dict(zip(_WPARAMS, c[1:]))
 
 
-def _rw_samples(rng, dtype):
-  return [([_rand(rng, c[0], dtype)], _wparams(c)) for c in _CASES]
+def _rw_samples(op):
+  def samples(rng, dtype):
+    d = np.dtype(dtype)
+    # sums: positive values (no cancellation: half-precision sums round per step in XLA)
+    pos = op == "sum" and d.kind in "fV"
+    # max/min: no window dilation (JAX has no VJP there; tests/test_windowed_reductions.py)
+    cases = _CASES if op == "sum" else [c for c in _CASES if not any(r != 1 for r in c[5])]
+    return [([rng.uniform(0.5, 2, c[0]).astype(d) if pos else _rand(rng, c[0], d)],
+             _wparams(c)) for c in cases]
+  return samples
 
 
 def _rw_bad(rng):
@@ -377,7 +385,7 @@ def _standard(op, ok, accepted):
   registry.register(
       p, family="windowed_reduction", impls={"numba": _reduce_window_numba(op)},
       abstract_eval=_rw_abstract_eval(p.name, set(ok), accepted), batch=_rw_batch(p),
-      meta=dict(dtypes=ok, reference=_reduce_window_reference(op), samples=_rw_samples,
+      meta=dict(dtypes=ok, reference=_reduce_window_reference(op), samples=_rw_samples(op),
                 bad_inputs=_rw_bad, linear=op == "sum", tol=_TOL))
   return p
 
@@ -488,7 +496,7 @@ def _pair_batch(prim, names):
 def _gather_samples(rng, dtype):
   out = []
   for c in _CASES:
-    if not c[0]:
+    if not c[0] or any(r != 1 for r in c[5]):  # window dilation: no VJP (JAX's)
       continue
     x = _rand(rng, c[0], dtype)
     t = rng.standard_normal(c[0]).astype(dtype)
@@ -610,7 +618,7 @@ def _select_and_scatter_add_transpose(ct, s, x, *, select_prim, window_dimension
 def _scatter_samples(rng, dtype):
   out = []
   for c in _CASES:
-    if not c[0] or any(b != 1 for b in c[4] + c[5]):
+    if not c[0] or any(b != 1 for b in c[4] + c[5]) or 0 in _out_shape(c[0], *c[1:]):
       continue
     x = _rand(rng, c[0], dtype)
     ones = (1,) * len(c[0])
@@ -675,30 +683,71 @@ def _generic_eager(*args, jaxpr, consts, **wp):
 def _generic_jvp(primals, tangents, *, jaxpr, consts, **wp):
   from nbjax import api
   n = len(primals) // 2
-  if not all(type(t) is ad.Zero for t in tangents[n:]):
-    raise TypeError("reduce_window jvp does not support non-zero init_value_tangent.")
   xs, inits = primals[:n], primals[n:]
-  txs = [ad.instantiate_zeros(t) for t in tangents[:n]]
-  tz = [np.zeros((), get_aval(t).dtype) for t in txs]
+  inex = [i for i in range(n) if dtypes.is_inexact(get_aval(xs[i]).dtype)]
+  txs = [ad.instantiate_zeros(tangents[i]) for i in inex]
+  # the init values' tangents start the tangent fold (JAX accepts only symbolic zeros there)
+  tz = [ad.instantiate_zeros(tangents[n + i]) for i in inex]
   f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
+  m = len(inex)
+
+  def full(ts, ps):  # tangents of every operand: float0 zeros for the non-float ones
+    it = iter(ts)
+    return [next(it) if i in inex else np.zeros(np.shape(p), dtypes.float0)
+            for i, p in enumerate(ps)]
 
   def comp(left, right):
     pl, tl = left[:n], left[n:]
     pr, tr = right[:n], right[n:]
-    po, to = api.jvp(f, (*pl, *pr), (*tl, *tr))
-    return [*po, *to]
+    po, to = api.jvp(f, (*pl, *pr), (*full(tl, pl), *full(tr, pr)))
+    return [*po, *(to[i] for i in inex)]
   outs = _bind_generic([*xs, *txs], [*inits, *tz], comp, wp)
-  return outs[:n], outs[n:]
+  touts = iter(outs[n:n + m])
+  return outs[:n], [next(touts) if i in inex else ad.Zero.from_primal_value(outs[i])
+                    for i in range(n)]
 
 
 def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
   n = len(vals) // 2
-  if any(d is not batching.not_mapped for d in dims[n:]):
-    raise NotImplementedError("reduce_window batching is not implemented for initial values")
-  size = next(get_aval(v).shape[d] for v, d in zip(vals[:n], dims[:n])
-              if d is not batching.not_mapped)
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
   xs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[:n], dims[:n])]
-  outs = reduce_window_p.bind(*xs, *vals[n:], jaxpr=jaxpr, consts=consts, **_insert(wp, 0))
+  wp = _insert(wp, 0)
+  if all(d is batching.not_mapped for d in dims[n:]):
+    return reduce_window_p.bind(*xs, *vals[n:], jaxpr=jaxpr, consts=consts, **wp), [0] * n
+  # batched init values (JAX: NotImplementedError): reduce with a validity flag whose
+  # padding is False (padded elements drop out), then fold each batch's init in front
+  # (the reducer is associative, as XLA requires)
+  from nbjax import api
+  lax = _lax()
+  zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
+  # padding and base dilation first, with each batch's own init value
+  cfg = [(lo, hi, b - 1) for (lo, hi), b in zip(wp["padding"], wp["base_dilation"])]
+  shape = get_aval(xs[0]).shape
+  if any(c != (0, 0, 0) for c in cfg):
+    mask = lax.pad(lax.broadcast_in_dim(np.bool_(True), shape, ()), np.bool_(False), cfg)
+    pshape = get_aval(mask).shape
+    xs = [lax.select(mask, lax.pad(x, np.zeros((), get_aval(x).dtype), cfg),
+                     lax.broadcast_in_dim(z, pshape, (0,))) for x, z in zip(xs, zs)]
+    shape = pshape
+    wp = dict(wp, padding=((0, 0),) * len(shape), base_dilation=(1,) * len(shape))
+  flag = lax.broadcast_in_dim(np.bool_(True), shape, ())
+  f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
+
+  def comp(left, right):
+    a, fa, b, fb = left[:n], left[n], right[:n], right[n]
+    c = f(*a, *b)
+    both = lax.bitwise_and(fa, fb)
+    return [lax.select(both, ci, lax.select(fa, ai, bi)) for ai, bi, ci in zip(a, b, c)] + [
+        lax.bitwise_or(fa, fb)]
+  dummies = [np.zeros((), get_aval(x).dtype) for x in xs]
+  *rs, ok = _bind_generic([*xs, flag], [*dummies, np.bool_(False)], comp, wp)
+  oshape = get_aval(ok).shape
+  m = int(np.prod(oshape))
+  flat = lambda v: lax.reshape(v, (m,))
+  bz = [flat(lax.broadcast_in_dim(z, oshape, (0,))) for z in zs]
+  folded = api.vmap(f)(*bz, *map(flat, rs))
+  okf = flat(ok)
+  outs = [lax.reshape(lax.select(okf, c, z), oshape) for c, z in zip(folded, bz)]
   return outs, [0] * n
 
 
@@ -731,7 +780,7 @@ registry.register(
     reduce_window_p, family="windowed_reduction", impls={"python": _generic_eager},
     abstract_eval=_generic_abstract_eval, jvp=_generic_jvp, batch=_generic_batch,
     meta=dict(dtypes=_FT, reference=_generic_reference, samples=_generic_samples, tol=_TOL,
-              nondiff_argnums=(1,),
+              reverse=False,  # as JAX: the generic reducer has no transpose
               note="python: the traced reducer under vmap once per window element, on whole "
                    "strided views (batched kernels)"))
 
@@ -903,7 +952,8 @@ def _lo_scatter(ctx, s, x, *, select_prim, window_dimensions, window_strides, pa
   sel, op = _sel(select_prim)
   aval = ctx.avals_in[1]
   dt = aval.dtype
-  ones = (1,) * aval.ndim
+  if aval.ndim == 0:  # the one element is the window (XLA's expander aborts on rank 0)
+    return [s]
   if any(lo or hi for lo, hi in padding):
     pv = mlir.ir_constant(np.asarray(_identity(op, dt), dt))
     pshape = [d + lo + hi for d, (lo, hi) in zip(aval.shape, padding)]
@@ -926,8 +976,9 @@ def _lo_scatter(ctx, s, x, *, select_prim, window_dimensions, window_strides, pa
     hlo.return_([hlo.add(*blk.arguments)])
   out = res.result
   if any(lo or hi for lo, hi in padding):
-    out = hlo.slice(out, [lo for lo, _ in padding],
-                    [lo + d for (lo, _), d in zip(padding, aval.shape)], list(ones))
+    # undo the padding (negative padding: zeros for the cropped elements)
+    out = hlo.pad(out, zero, [-lo for lo, _ in padding], [-hi for _, hi in padding],
+                  [0] * aval.ndim)
   return [out]
 
 
