@@ -100,17 +100,20 @@ def {fn}(src, p, ostep, oshape, offs, C, out):
     first = p[s0:s0 + C]
     for c in range(C):
       best[c] = first[c]
-      at[c] = s0
+      at[c] = 0
     for k in range(1, offs.size):
       s = base + offs[k]
       cand = p[s:s + C]
       for c in range(C):
         keep = best[c] {cmp} cand[c]
         best[c] = best[c] if keep else cand[c]
-        at[c] = at[c] if keep else s
+        at[c] = at[c] if keep else k
     srow = src[o * C:(o + 1) * C]
-    for c in range(C):
-      out[at[c] + c] += srow[c]
+    for k in range(offs.size):
+      s = base + offs[k]
+      dst = out[s:s + C]
+      for c in range(C):
+        dst[c] += srow[c] if at[c] == k else 0
 {step}
 """
 

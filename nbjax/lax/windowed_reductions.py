@@ -200,7 +200,7 @@ def _reduce_window_numba(op):
     out = np.empty(out_shape, w)
     if out.size:
       z = _identity(op, w)
-      p = _padded(x.astype(w) if w != d else x, z, pshape, place)
+      p = _padded(x.astype(w, copy=False) if w != d else x, z, pshape, place)
       kern(p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
     return out.astype(d) if w != d else out
   return impl
@@ -428,10 +428,10 @@ def _select_and_gather_add_numba(t, x, *, select_prim, **wp):
   out = np.empty(out_shape, w)
   if out.size:
     z = _identity(op, w)
-    p = _padded(x.astype(w), z, pshape, place)
-    tp = _padded(t.astype(w), w.type(0), pshape, place)
+    p = _padded(x.astype(w, copy=False), z, pshape, place)
+    tp = _padded(t.astype(w, copy=False), w.type(0), pshape, place)
     K.GATHER[sel](tp.reshape(-1), p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
-  return out.astype(d)
+  return out.astype(d, copy=False)
 
 
 def _select_and_gather_add_reference(t, x, *, select_prim, **wp):
@@ -567,10 +567,10 @@ def _select_and_scatter_add_numba(s, x, *, select_prim, window_dimensions, windo
   w = _NUMBA_T.get(d, d)
   out = np.zeros(pshape, w)
   if s.size:
-    p = _padded(x.astype(w), _identity(op, w), pshape, place)
+    p = _padded(x.astype(w, copy=False), _identity(op, w), pshape, place)
     K.SCATTER[sel](np.ascontiguousarray(s, w).reshape(-1), p.reshape(-1), ostep, oshape, offs,
                    C, out.reshape(-1))
-  return _unpad(out, x.shape, padding).astype(d)
+  return _unpad(out, x.shape, padding).astype(d, copy=False)
 
 
 def _select_and_scatter_add_reference(s, x, *, select_prim, window_dimensions,
