@@ -57,9 +57,10 @@ def {fn}(p, ostep, oshape, offs, C, z, out):
 """
 
 # select_and_gather_add: per window the tangent at the selected operand element; the fold
-# starts from (z, 0) as XLA's pair reduce-window does
+# starts from (z, 0) as XLA's pair reduce-window does and skips padding (``valid == 0``), as
+# XLA's reduce-window skips the positions outside the (base-dilated) operand
 _GATHER = """
-def {fn}(t, p, ostep, oshape, offs, C, z, out):
+def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
   nd = oshape.size
   n = 1
   for d in range(nd):
@@ -76,8 +77,9 @@ def {fn}(t, p, ostep, oshape, offs, C, z, out):
       s = base + offs[k]
       src = p[s:s + C]
       tsrc = t[s:s + C]
+      vsrc = valid[s:s + C]
       for c in range(C):
-        keep = best[c] {cmp} src[c]
+        keep = best[c] {cmp} src[c] or vsrc[c] == 0
         best[c] = best[c] if keep else src[c]
         row[c] = row[c] if keep else tsrc[c]
 {step}

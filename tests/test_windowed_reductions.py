@@ -187,3 +187,22 @@ def test_errors(kw, exc, msg):
     lax.reduce_window(np.ones((3, 3)), 0.0, lax.add, a["window_dimensions"], a["window_strides"])
   with pytest.raises(ValueError, match="same tree structure"):
     lax.reduce_window((np.ones(3),), 0.0, lax.add, (2,))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_padding_is_skipped_not_folded(jit):
+  """XLA's reduce-window skips positions outside the operand (JAX's values): a
+  non-identity init counts once per window, and a NaN's tangent survives a padded slot."""
+  J = nbjax.jit if jit else (lambda f: f)
+  x = np.arange(1.0, 8.0)
+  got = J(lambda v: lax.reduce_window(v, 2.0, lax.mul, (3,), (1,), ((1, 2),)))(x)
+  np.testing.assert_array_equal(np.asarray(got), [4, 12, 48, 120, 240, 420, 84, 14])
+  got = J(lambda v: lax.reduce_window(v, 2.0, lax.mul, (2,), (2,), ((2, 1),), (2,)))(x)
+  np.testing.assert_array_equal(np.asarray(got), [2, 2, 4, 6, 8, 10, 12, 14])
+  f = lambda v: lax.reduce_window(v, -np.inf, lax.max, (2,), (1,), ((0, 1),))
+  _, t = J(lambda v, t: nbjax.jvp(f, (v,), (t,)))(np.array([np.nan]), np.array([5.0]))
+  np.testing.assert_array_equal(np.asarray(t), [5.0])
+  zs = np.array([2.0, 3.0])
+  got = nbjax.vmap(lambda v, z: lax.reduce_window(v, z, lax.mul, (3,), (2,), "SAME"))(
+      np.stack([x, x]), zs)
+  np.testing.assert_array_equal(np.asarray(got), [[4, 48, 240, 84], [6, 72, 360, 126]])

@@ -430,7 +430,9 @@ def _select_and_gather_add_numba(t, x, *, select_prim, **wp):
     z = _identity(op, w)
     p = _padded(x.astype(w, copy=False), z, pshape, place)
     tp = _padded(t.astype(w, copy=False), w.type(0), pshape, place)
-    K.GATHER[sel](tp.reshape(-1), p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
+    valid = _padded(np.ones(x.shape, np.uint8), 0, pshape, place)
+    K.GATHER[sel](tp.reshape(-1), p.reshape(-1), valid.reshape(-1), ostep, oshape, offs, C, z,
+                  out.reshape(-1))
   return out.astype(d, copy=False)
 
 
@@ -443,9 +445,11 @@ def _select_and_gather_add_reference(t, x, *, select_prim, **wp):
   if acc.size == 0:
     return acc
   p, tp = _padded(x, z, pshape, place), _padded(t, 0, pshape, place)
+  valid = _padded(np.ones(x.shape, bool), False, pshape, place)
   win = (wp["window_dimensions"], wp["window_strides"], wp["window_dilation"])
-  for v, tv in zip(_windows(p, out_shape, *win), _windows(tp, out_shape, *win)):
-    keep = best >= v if sel == "ge" else best <= v
+  for v, tv, ok in zip(_windows(p, out_shape, *win), _windows(tp, out_shape, *win),
+                       _windows(valid, out_shape, *win)):
+    keep = (best >= v if sel == "ge" else best <= v) | ~ok
     best, acc = np.where(keep, best, v), np.where(keep, acc, tv)
   return acc
 
@@ -675,8 +679,15 @@ def _generic_eager(*args, jaxpr, consts, **wp):
     f = api.vmap(lambda *a: eval_jaxpr(jaxpr, consts, *a))
     ps = [_padded(x, z[()], pshape, place) for x, z in zip(xs, inits)]
     win = (wp["window_dimensions"], wp["window_strides"], wp["window_dilation"])
+    # positions outside the (base-dilated) operand are skipped, as XLA's reduce-window does
+    valid = None if place is None else _windows(_padded(np.ones(xs[0].shape, bool), False,
+                                                        pshape, place), out_shape, *win)
     for vs in zip(*[_windows(p, out_shape, *win) for p in ps]):
-      accs = f(*accs, *[v.reshape(m) for v in vs])
+      new = [np.asarray(a) for a in f(*accs, *[v.reshape(m) for v in vs])]
+      if valid is not None:
+        ok = next(valid).reshape(m)
+        new = [np.where(ok, a, b) for a, b in zip(new, accs)]
+      accs = new
   return [np.asarray(a).reshape(out_shape) for a in accs]
 
 
@@ -715,21 +726,12 @@ def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
   if all(d is batching.not_mapped for d in dims[n:]):
     return reduce_window_p.bind(*xs, *vals[n:], jaxpr=jaxpr, consts=consts, **wp), [0] * n
   # batched init values (JAX: NotImplementedError): reduce with a validity flag whose
-  # padding is False (padded elements drop out), then fold each batch's init in front
-  # (the reducer is associative, as XLA requires)
+  # init is False, then fold each batch's init in front (the reducer is associative, as
+  # XLA requires; padding is skipped either way)
   from nbjax import api
   lax = _lax()
   zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
-  # padding and base dilation first, with each batch's own init value
-  cfg = [(lo, hi, b - 1) for (lo, hi), b in zip(wp["padding"], wp["base_dilation"])]
   shape = get_aval(xs[0]).shape
-  if any(c != (0, 0, 0) for c in cfg):
-    mask = lax.pad(lax.broadcast_in_dim(np.bool_(True), shape, ()), np.bool_(False), cfg)
-    pshape = get_aval(mask).shape
-    xs = [lax.select(mask, lax.pad(x, np.zeros((), get_aval(x).dtype), cfg),
-                     lax.broadcast_in_dim(z, pshape, (0,))) for x, z in zip(xs, zs)]
-    shape = pshape
-    wp = dict(wp, padding=((0, 0),) * len(shape), base_dilation=(1,) * len(shape))
   flag = lax.broadcast_in_dim(np.bool_(True), shape, ())
   f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
 
@@ -767,9 +769,9 @@ def _generic_reference(*args, jaxpr, consts, **wp):
   pshape, place, *_, out_shape = _plan(x.shape, **wp)
   acc = np.full(out_shape, z, x.dtype)
   if acc.size:
-    p = _padded(x, z[()], pshape, place)
-    for v in _windows(p, out_shape, wp["window_dimensions"], wp["window_strides"],
-                      wp["window_dilation"]):
+    win = (wp["window_dimensions"], wp["window_strides"], wp["window_dilation"])
+    p = _padded(x, 1, pshape, place)  # padding: skipped, so the product's identity
+    for v in _windows(p, out_shape, *win):
       acc = (acc * v).astype(x.dtype)
   return [acc]
 
