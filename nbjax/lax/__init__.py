@@ -41,6 +41,7 @@ from nbjax.lax.other import (RandomAlgorithm, approx_max_k, approx_min_k,  # noq
                              reduce_precision, reduce_precision_p, rng_bit_generator,
                              rng_bit_generator_p, rng_uniform, rng_uniform_p, scatter_apply,
                              split, tile)
+from nbjax.lax.solvers import custom_linear_solve, custom_root  # noqa: F401
 from nbjax.interpreters.spmd import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
                                 axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,
