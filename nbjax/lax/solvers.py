@@ -115,7 +115,7 @@ def _split(args, const_lengths):
   return out, list(args[i:])
 
 
-def _ls_abstract_eval(*avals, const_lengths, jaxprs):
+def _ls_abstract_eval(*avals, const_lengths, jaxprs, transposable):
   _, b = _split(avals, const_lengths)
   return [ShapedArray(a.shape, a.dtype) for a in b]
 
@@ -124,16 +124,17 @@ def _call(jaxpr, consts, xs):
   return eval_jaxpr(jaxpr, [], *consts, *xs)
 
 
-def _ls_impl(*args, const_lengths, jaxprs):
+def _ls_impl(*args, const_lengths, jaxprs, transposable):
   (_, _, solve_c, _), b = _split(args, const_lengths)
   return [np.asarray(x) for x in _call(jaxprs[2], solve_c, b)]
 
 
-def _ls_jvp(primals, tangents, *, const_lengths, jaxprs):
+def _ls_jvp(primals, tangents, *, const_lengths, jaxprs, transposable):
   from nbjax import api, lax
   (mv_c, _, _, _), b = _split(primals, const_lengths)
   (mv_t, _, _, _), b_t = _split(tangents, const_lengths)
-  x = linear_solve_p.bind(*primals, const_lengths=const_lengths, jaxprs=jaxprs)
+  kw = dict(const_lengths=const_lengths, jaxprs=jaxprs, transposable=transposable)
+  x = linear_solve_p.bind(*primals, **kw)
   b_t = [ad.instantiate_zeros(t) for t in b_t]
   rhs = b_t
   if any(type(t) is not ad.Zero for t in mv_t):
@@ -142,45 +143,41 @@ def _ls_jvp(primals, tangents, *, const_lengths, jaxprs):
     _, ax_dot = api.jvp(lambda *c: _call(jaxprs[0], c, x), tuple(mv_c), tuple(mv_t))
     rhs = [lax.sub(r, a) for r, a in zip(rhs, ax_dot)]
   n = sum(const_lengths)
-  x_dot = linear_solve_p.bind(*primals[:n], *rhs, const_lengths=const_lengths, jaxprs=jaxprs)
+  x_dot = linear_solve_p.bind(*primals[:n], *rhs, **kw)
   return x, x_dot
 
 
-def _ls_transpose(cts, *args, const_lengths, jaxprs):
+def _ls_transpose(cts, *args, const_lengths, jaxprs, transposable):
   (mv_c, vm_c, s_c, ts_c), b = _split(args, const_lengths)
   if any(ad.is_undefined_primal(c) for c in mv_c + vm_c + s_c + ts_c):
     raise NotImplementedError("custom_linear_solve: transposition with respect to the "
                               "linear operator is not supported (as JAX)")
-  if jaxprs[3] is None:
+  if not transposable:
     raise TypeError("transpose_solve required for backwards mode automatic differentiation "
                     "of custom_linear_solve")
   cts = [ad.instantiate_zeros(c) if type(c) is ad.Zero else c for c in cts]
   swapped = (jaxprs[1], jaxprs[0], jaxprs[3], jaxprs[2])
   lens = (const_lengths[1], const_lengths[0], const_lengths[3], const_lengths[2])
   ct_b = linear_solve_p.bind(*vm_c, *mv_c, *ts_c, *s_c, *cts, const_lengths=lens,
-                             jaxprs=swapped)
+                             jaxprs=swapped, transposable=True)
   return [None] * sum(const_lengths) + list(ct_b)
 
 
-def _ls_batch(vals, dims, *, const_lengths, jaxprs):
+def _ls_batch(vals, dims, *, const_lengths, jaxprs, transposable):
   from nbjax import api
   size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
   vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
   (cs, b) = _split(vals, const_lengths)
   new = []
   for j, c in zip(jaxprs, cs):
-    if j is None:
-      new.append(None)
-      continue
     f = api.vmap(lambda *a, j=j: _call(j, [], a))
     jb, consts = pe.trace_to_jaxpr_dynamic(lambda *a: list(f(*a)),
                                            _avals(list(c) + list(b)), fun_name="solve")[::2]
     new.append(pe.convert_constvars_jaxpr(jb))
-    c.extend([])  # batched consts stay this jaxpr's leading inputs
     if consts:
       raise NotImplementedError("custom_linear_solve batching: unexpected constants")
   out = linear_solve_p.bind(*[x for c in cs for x in c], *b, const_lengths=const_lengths,
-                            jaxprs=tuple(new))
+                            jaxprs=tuple(new), transposable=transposable)
   return out, [0] * len(b)
 
 
@@ -237,11 +234,12 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
   elif transpose_solve is not None:
     ts_j, ts_c, _ = _trace(lambda bb: transpose_solve(vecmat, bb), tree, avals,
                            "transpose_solve")
-  else:
-    ts_j, ts_c = None, []
+  else:  # a stand-in (the transpose rule raises JAX's error)
+    ts_j, ts_c = s_j, s_c
   lens = (len(mv_c), len(vm_c), len(s_c), len(ts_c))
   x = linear_solve_p.bind(*mv_c, *vm_c, *s_c, *ts_c, *b_flat, const_lengths=lens,
-                          jaxprs=(mv_j, vm_j, s_j, ts_j))
+                          jaxprs=(mv_j, vm_j, s_j, ts_j),
+                          transposable=symmetric or transpose_solve is not None)
   x = tree_unflatten(tree, list(x))
   if has_aux:
     return x, _stop(solve(matvec, tree_unflatten(tree, b_flat))[1])
@@ -253,7 +251,7 @@ from nbjax.interpreters import lowering  # noqa: E402
 from nbjax.interpreters.lowering import mlir  # noqa: E402
 
 
-def _ls_lowering(ctx, *args, const_lengths, jaxprs):
+def _ls_lowering(ctx, *args, const_lengths, jaxprs, transposable):
   (_, _, s_c, _), b = _split(args, const_lengths)
   return mlir.jaxpr_subcomp(ctx.module_context, jaxprs[2], [], [*s_c, *b])
 
