@@ -336,7 +336,8 @@ def _pools(d, keep=None):
   parts = (g.real, g.imag) if d.kind == "c" else (g,)
   nonan = ~np.any([np.isnan(p) for p in parts], axis=0)
   finite = np.all([np.isfinite(p) for p in parts], axis=0)
-  return g, g[nonan], g[finite], g[g == 0]
+  zeros = g[g == 0]
+  return g, g[nonan], g[finite], zeros if zeros.size else g  # (a grid narrowed past zeros)
 
 
 def _special_operand_cases(prim, dtype, keep):

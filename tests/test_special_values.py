@@ -33,6 +33,10 @@ _TOL = {"f": {2: (2e-2, 2e-2), 4: (5e-5, 1e-6), 8: (1e-12, 1e-13)},
 KNOWN = {("atan2", "c"): "complex atan2: XLA's expansion is not reproduced",
          ("zeta", "float16"): "XLA evaluates float16 zeta in float16 (x (x + 1) overflows: NaN "
                               "for x near the float16 maximum); the eager kernel runs float32",
+         ("select_and_gather_add", "f"): "ties (the special values repeat): XLA's CPU "
+                                         "reduce-window visits some padded, strided windows "
+                                         "in another order than row-major, so another of "
+                                         "the tied elements is selected",
          ("qr", "numpy"): "the factors of rank-deficient matrices (special values put zeros "
                           "in) are not unique: NumPy's LAPACK (geqrf/orgqr) and the "
                           "Householder kernel jit runs (the numba backend's) pick others",
@@ -84,7 +88,26 @@ _TRANSFORM = ("every output of an FFT sums every input times a twiddle factor: N
               "moderate size only, zero signs not compared")
 # Special values narrowed for some primitives: (the values kept, the dtype kinds whose zero
 # signs are compared, why).
+def _no_huge_half(v):
+  """``_no_huge``, and for float16 nothing above 100: its sums round every step in XLA."""
+  return _no_huge(v) & ((np.abs(v.astype(np.float64)) <= 100) if v.dtype == np.float16 else True)
+
+
+def _distinct_finite(v):
+  """``_moderate`` without zeros: -0.0 and 0.0 tie, and XLA breaks ties in its own order."""
+  return _moderate(v) & (v != 0)
+
+
+_WINDOW_SUM = ("XLA's CPU reduce-window sums a multi-dimensional window in its own order "
+               "(not row-major): finite operands near the overflow threshold overflow in "
+               "one order and not in the other")
+_WINDOW_SELECT = ("which element a window selects when a NaN is in it depends on the order "
+                  "XLA's CPU reduce-window visits the window (not row-major with padding and "
+                  "strides), and so does which of tied zeros (-0.0, 0.0) it selects: finite nonzero "
+                  "values only")
 NARROW = {"dot_general": (_dot_values, "f", _ORDER), "fft": (_moderate, "", _TRANSFORM),
+          "reduce_window_sum": (_no_huge_half, "f", _WINDOW_SUM),
+          "select_and_gather_add": (_distinct_finite, "", _WINDOW_SELECT),
           **{p: (_moderate, "", _DEFINED)
              for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd")}}
 

@@ -1,0 +1,137 @@
+"""numba kernels for windowed reductions: reduce_window sum/max/min and the max-pool
+gradient pair select_and_gather_add / select_and_scatter_add.
+
+Pipeline position: the bottom of eager execution. ``nbjax.lax.windowed_reductions`` pads
+(and base-dilates) the operand with the reduction's init value, then views it flat with a
+plan: ``oshape`` (the output's outer dims), ``ostep`` (how far one step of each outer output
+index moves in the flat operand), ``offs`` (the flat offsets of the window's elements from a
+window's start, in row-major window order) and ``C``, the lanes: when the last dim is not
+windowed (window 1, stride 1) each output position is a contiguous run of ``C`` elements and
+the loops over it vectorise (an NHWC pool runs over channels); otherwise ``C == 1``.
+Every window is folded in row-major order starting from the init value ``z``, as XLA's CPU
+reduce-window does (``acc = reducer(acc, elem)``). max/min are IEEE's (NaN-propagating,
+-0 < +0), as XLA's. The select kernels pick, per window, the element XLA's ``select(acc, e)``
+keeps (``ge``: the first maximum; a NaN replaces the selection, as comparisons with it fail).
+Imports numba and numpy only.
+"""
+import numpy as np
+from numba import njit
+
+from kernels.reductions import _max, _min  # noqa: F401 (used by the generated kernels)
+
+_J = dict(cache=True, nogil=True)
+
+# the outer-index odometer shared by every kernel: ``base`` walks the flat operand
+_STEP = """
+    d = nd - 1
+    while d >= 0:
+      idx[d] += 1
+      base += ostep[d]
+      if idx[d] < oshape[d]:
+        break
+      base -= ostep[d] * oshape[d]
+      idx[d] = 0
+      d -= 1
+"""
+
+_REDUCE = """
+def {fn}(p, ostep, oshape, offs, C, z, out):
+  nd = oshape.size
+  n = 1
+  for d in range(nd):
+    n *= oshape[d]
+  idx = np.zeros(nd, np.int64)
+  base = 0
+  for o in range(n):
+    row = out[o * C:(o + 1) * C]
+    for c in range(C):
+      row[c] = z
+    for k in range(offs.size):
+      s = base + offs[k]
+      src = p[s:s + C]
+      for c in range(C):
+        a = row[c]
+        v = src[c]
+        row[c] = {expr}
+{step}
+"""
+
+# select_and_gather_add: per window the tangent at the selected operand element; the fold
+# starts from (z, 0) as XLA's pair reduce-window does and skips padding (``valid == 0``), as
+# XLA's reduce-window skips the positions outside the (base-dilated) operand
+_GATHER = """
+def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
+  nd = oshape.size
+  n = 1
+  for d in range(nd):
+    n *= oshape[d]
+  idx = np.zeros(nd, np.int64)
+  best = np.empty(C, p.dtype)
+  base = 0
+  for o in range(n):
+    row = out[o * C:(o + 1) * C]
+    for c in range(C):
+      best[c] = z
+      row[c] = 0
+    for k in range(offs.size):
+      s = base + offs[k]
+      src = p[s:s + C]
+      tsrc = t[s:s + C]
+      vsrc = valid[s:s + C]
+      for c in range(C):
+        keep = best[c] {cmp} src[c] or vsrc[c] == 0
+        best[c] = best[c] if keep else src[c]
+        row[c] = row[c] if keep else tsrc[c]
+{step}
+"""
+
+# select_and_scatter_add: per window, add the source value at the selected element (the
+# first window element to start, as XLA's SelectAndScatter)
+_SCATTER = """
+def {fn}(src, p, ostep, oshape, offs, C, out):
+  nd = oshape.size
+  n = 1
+  for d in range(nd):
+    n *= oshape[d]
+  idx = np.zeros(nd, np.int64)
+  best = np.empty(C, p.dtype)
+  at = np.empty(C, np.int64)
+  base = 0
+  for o in range(n):
+    s0 = base + offs[0]
+    first = p[s0:s0 + C]
+    for c in range(C):
+      best[c] = first[c]
+      at[c] = 0
+    for k in range(1, offs.size):
+      s = base + offs[k]
+      cand = p[s:s + C]
+      for c in range(C):
+        keep = best[c] {cmp} cand[c]
+        best[c] = best[c] if keep else cand[c]
+        at[c] = at[c] if keep else k
+    srow = src[o * C:(o + 1) * C]
+    for k in range(offs.size):
+      s = base + offs[k]
+      dst = out[s:s + C]
+      for c in range(C):
+        dst[c] += srow[c] if at[c] == k else 0
+{step}
+"""
+
+_EXPR = {"sum": "a + v", "max": "_max(a, v)", "min": "_min(a, v)"}
+
+
+def _build(template, fn, **fmt):
+  ns = {"np": np, "_max": _max, "_min": _min, "__name__": __name__}
+  exec(compile(template.format(fn=fn, step=_STEP, **fmt), __file__, "exec"), ns)
+  f = ns[fn]
+  f.__qualname__ = fn
+  return njit(error_model="numpy", **_J)(f)
+
+
+REDUCE = {op: _build(_REDUCE, f"reduce_window_{op}", expr=e) for op, e in _EXPR.items()}
+GATHER = {sel: _build(_GATHER, f"select_gather_{sel}", cmp=c)
+          for sel, c in (("ge", ">="), ("le", "<="))}
+SCATTER = {sel: _build(_SCATTER, f"select_scatter_{sel}", cmp=c)
+           for sel, c in (("ge", ">="), ("le", "<="))}

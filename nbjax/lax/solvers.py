@@ -1,0 +1,259 @@
+"""``lax.custom_root`` and ``lax.custom_linear_solve``: solvers whose derivatives are
+defined implicitly (JAX's semantics), not by differentiating the solver.
+
+Pipeline position: both trace the user's functions to jaxprs, taking what they close over
+as explicit inputs (closure conversion), so derivatives reach those values too.
+``custom_root`` is a ``custom_jvp`` function of (closed-over values, initial guess): the
+solution's tangent is ``-tangent_solve(J, df/dparams)`` with ``J`` the linearization of
+``f`` at the solution (the initial guess gets no derivative). ``custom_linear_solve`` binds
+``linear_solve_p``, linear in the right-hand side ``b``: its jvp solves again for
+``b_dot - matvec_dot(x)``, its transpose runs ``transpose_solve`` on the transposed matvec
+(JAX's ``vecmat``), batching vmaps the four jaxprs, and it lowers by inlining ``solve``.
+Eagerly it evaluates the ``solve`` jaxpr (the user's solver, primitive by primitive).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nbjax import core, registry
+from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.interpreters import ad, batching
+from nbjax.interpreters import partial_eval as pe
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
+from nbjax.tree_util import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["custom_root", "custom_linear_solve", "linear_solve_p"]
+
+
+def _avals(flat):
+  return [ShapedArray(np.shape(x), get_aval(x).dtype) for x in flat]
+
+
+def _trace(fun, in_tree, avals, name):
+  """``fun`` (pytree in ``in_tree`` -> pytree) as (jaxpr with consts as leading invars,
+  consts, out_tree)."""
+  box = []
+
+  def flat(*xs):
+    out, out_tree = tree_flatten(fun(tree_unflatten(in_tree, list(xs))))
+    box.append(out_tree)
+    return out
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat, list(avals), fun_name=name)
+  return pe.convert_constvars_jaxpr(jaxpr), list(consts), box[0]
+
+
+def _stop(x):
+  from nbjax import lax
+  return tree_map(lax.stop_gradient, x)
+
+# ====================================================================== custom_root
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+  """Differentiably solve for the root of ``f``.
+
+  Args:
+    f: the function whose root is sought; ``f(x)`` has ``x``'s structure.
+    initial_guess: the starting point (it receives no derivative).
+    solve: ``solve(f, initial_guess) -> solution`` (``(solution, aux)`` if ``has_aux``); it
+      is not differentiated.
+    tangent_solve: ``tangent_solve(g, y)`` solves the linear system ``g(x) = y`` (``g`` is
+      ``f`` linearized at the solution); it must be linear in ``y`` for reverse mode.
+    has_aux: whether ``solve`` also returns auxiliary data (not differentiated).
+
+  Returns:
+    The solution (and ``aux``); its derivatives with respect to values ``f`` closes over
+    follow from the implicit function theorem.
+  """
+  from nbjax import api
+  from nbjax.custom_derivatives import custom_jvp
+  guess_flat, in_tree = tree_flatten(initial_guess)
+  jaxpr, consts, out_tree = _trace(f, in_tree, _avals(guess_flat), "custom_root_f")
+  if out_tree != in_tree:
+    raise TypeError(f"custom_root: f's output structure {out_tree} must match the initial "
+                    f"guess's {in_tree}")
+  closed = ClosedJaxpr(jaxpr, [])
+  nc = len(consts)
+
+  def f_at(cs):
+    return lambda x: tree_unflatten(out_tree, eval_jaxpr(closed.jaxpr, [], *cs,
+                                                         *tree_flatten(x)[0]))
+
+  def run(cs, x0):
+    out = solve(f_at(cs), x0)
+    return (out[0], _stop(out[1])) if has_aux else out
+
+  @custom_jvp
+  def root(cs, x0):
+    return run(cs, x0)
+
+  @root.defjvp
+  def root_jvp(primals, tangents):
+    cs, x0 = primals
+    cs_dot, _ = tangents
+    out = run(cs, x0)
+    sol = out[0] if has_aux else out
+    # f(params, x(params)) = 0  =>  J x_dot = -(df/dparams) params_dot
+    _, rhs = api.jvp(lambda c: f_at(c)(sol), (list(cs),), (list(cs_dot),))
+    lin = lambda v: api.jvp(f_at(cs), (sol,), (v,))[1]
+    sol_dot = tree_map(lambda t: -t, tangent_solve(lin, rhs))
+    if has_aux:
+      return out, (sol_dot, tree_map(ad.zeros_like_jaxval, out[1]))
+    return sol, sol_dot
+
+  del nc
+  return root(list(consts), initial_guess)
+
+# ====================================================================== custom_linear_solve
+
+
+def _split(args, const_lengths):
+  out, i = [], 0
+  for n in const_lengths:
+    out.append(list(args[i:i + n]))
+    i += n
+  return out, list(args[i:])
+
+
+def _ls_abstract_eval(*avals, const_lengths, jaxprs, transposable):
+  _, b = _split(avals, const_lengths)
+  return [ShapedArray(a.shape, a.dtype) for a in b]
+
+
+def _call(jaxpr, consts, xs):
+  return eval_jaxpr(jaxpr, [], *consts, *xs)
+
+
+def _ls_impl(*args, const_lengths, jaxprs, transposable):
+  (_, _, solve_c, _), b = _split(args, const_lengths)
+  return [np.asarray(x) for x in _call(jaxprs[2], solve_c, b)]
+
+
+def _ls_jvp(primals, tangents, *, const_lengths, jaxprs, transposable):
+  from nbjax import api, lax
+  (mv_c, _, _, _), b = _split(primals, const_lengths)
+  (mv_t, _, _, _), b_t = _split(tangents, const_lengths)
+  kw = dict(const_lengths=const_lengths, jaxprs=jaxprs, transposable=transposable)
+  x = linear_solve_p.bind(*primals, **kw)
+  b_t = [ad.instantiate_zeros(t) for t in b_t]
+  rhs = b_t
+  if any(type(t) is not ad.Zero for t in mv_t):
+    # d(A x) = A' x + A x_dot = b_dot  =>  x_dot = solve(b_dot - A' x)
+    mv_t = [ad.instantiate_zeros(t) for t in mv_t]
+    _, ax_dot = api.jvp(lambda *c: _call(jaxprs[0], c, x), tuple(mv_c), tuple(mv_t))
+    rhs = [lax.sub(r, a) for r, a in zip(rhs, ax_dot)]
+  n = sum(const_lengths)
+  x_dot = linear_solve_p.bind(*primals[:n], *rhs, **kw)
+  return x, x_dot
+
+
+def _ls_transpose(cts, *args, const_lengths, jaxprs, transposable):
+  (mv_c, vm_c, s_c, ts_c), b = _split(args, const_lengths)
+  if any(ad.is_undefined_primal(c) for c in mv_c + vm_c + s_c + ts_c):
+    raise NotImplementedError("custom_linear_solve: transposition with respect to the "
+                              "linear operator is not supported (as JAX)")
+  if not transposable:
+    raise TypeError("transpose_solve required for backwards mode automatic differentiation "
+                    "of custom_linear_solve")
+  cts = [ad.instantiate_zeros(c) if type(c) is ad.Zero else c for c in cts]
+  swapped = (jaxprs[1], jaxprs[0], jaxprs[3], jaxprs[2])
+  lens = (const_lengths[1], const_lengths[0], const_lengths[3], const_lengths[2])
+  ct_b = linear_solve_p.bind(*vm_c, *mv_c, *ts_c, *s_c, *cts, const_lengths=lens,
+                             jaxprs=swapped, transposable=True)
+  return [None] * sum(const_lengths) + list(ct_b)
+
+
+def _ls_batch(vals, dims, *, const_lengths, jaxprs, transposable):
+  from nbjax import api
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+  vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+  (cs, b) = _split(vals, const_lengths)
+  new = []
+  for j, c in zip(jaxprs, cs):
+    f = api.vmap(lambda *a, j=j: _call(j, [], a))
+    jb, consts = pe.trace_to_jaxpr_dynamic(lambda *a: list(f(*a)),
+                                           _avals(list(c) + list(b)), fun_name="solve")[::2]
+    new.append(pe.convert_constvars_jaxpr(jb))
+    if consts:
+      raise NotImplementedError("custom_linear_solve batching: unexpected constants")
+  out = linear_solve_p.bind(*[x for c in cs for x in c], *b, const_lengths=const_lengths,
+                            jaxprs=tuple(new), transposable=transposable)
+  return out, [0] * len(b)
+
+
+linear_solve_p = Primitive("custom_linear_solve")
+linear_solve_p.multiple_results = True
+registry.register(
+    linear_solve_p, family="control_flow", impls={"python": _ls_impl},
+    abstract_eval=_ls_abstract_eval, jvp=_ls_jvp, transpose=_ls_transpose, batch=_ls_batch,
+    meta=dict(note="python: the user's solve jaxpr, primitive by primitive"))
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
+                        has_aux=False):
+  """Solve ``matvec(x) == b`` with ``solve``, differentiating implicitly (JAX's semantics).
+
+  Args:
+    matvec: the linear operator, ``x -> A x`` (pytree to pytree of ``b``'s structure).
+    b: the right-hand side.
+    solve: ``solve(matvec, b) -> x`` (``(x, aux)`` with ``has_aux``).
+    transpose_solve: ``transpose_solve(vecmat, b) -> x`` for the transposed system (needed
+      for reverse mode unless ``symmetric``).
+    symmetric: ``A`` is symmetric: ``solve`` serves as ``transpose_solve``.
+    has_aux: ``solve`` also returns auxiliary data (not differentiated).
+
+  Returns:
+    ``x`` (and ``aux``): linear in ``b``; derivatives with respect to values ``matvec``
+    closes over follow from ``A x = b``.
+  """
+  from nbjax import api
+  b_flat, tree = tree_flatten(b)
+  avals = _avals(b_flat)
+  box = []
+
+  def solve_aux(bb):
+    out = solve(matvec, bb)
+    if has_aux:
+      box.append(out[1])
+      return out[0]
+    return out
+  mv_j, mv_c, mv_tree = _trace(matvec, tree, avals, "matvec")
+  if mv_tree != tree:
+    raise TypeError(f"custom_linear_solve: matvec output structure {mv_tree} must match b's "
+                    f"{tree}")
+  s_j, s_c, _ = _trace(solve_aux, tree, avals, "solve")
+  if symmetric:
+    vm_j, vm_c = mv_j, mv_c
+  else:
+    def vecmat(y):
+      (out,) = api.linear_transpose(matvec, tree_unflatten(tree, b_flat))(y)
+      return out
+    vm_j, vm_c, _ = _trace(vecmat, tree, avals, "vecmat")
+  if symmetric:
+    ts_j, ts_c = s_j, s_c
+  elif transpose_solve is not None:
+    ts_j, ts_c, _ = _trace(lambda bb: transpose_solve(vecmat, bb), tree, avals,
+                           "transpose_solve")
+  else:  # a stand-in (the transpose rule raises JAX's error)
+    ts_j, ts_c = s_j, s_c
+  lens = (len(mv_c), len(vm_c), len(s_c), len(ts_c))
+  x = linear_solve_p.bind(*mv_c, *vm_c, *s_c, *ts_c, *b_flat, const_lengths=lens,
+                          jaxprs=(mv_j, vm_j, s_j, ts_j),
+                          transposable=symmetric or transpose_solve is not None)
+  x = tree_unflatten(tree, list(x))
+  if has_aux:
+    return x, _stop(solve(matvec, tree_unflatten(tree, b_flat))[1])
+  return x
+
+
+# ====================================================================== lowering (StableHLO)
+from nbjax.interpreters import lowering  # noqa: E402
+from nbjax.interpreters.lowering import mlir  # noqa: E402
+
+
+def _ls_lowering(ctx, *args, const_lengths, jaxprs, transposable):
+  (_, _, s_c, _), b = _split(args, const_lengths)
+  return mlir.jaxpr_subcomp(ctx.module_context, jaxprs[2], [], [*s_c, *b])
+
+
+lowering.register(linear_solve_p, _ls_lowering)

@@ -1,0 +1,212 @@
+"""lax.reduce (generic and monoids), reduce_precision, mulhi, optimization_barrier,
+tile/split/broadcast_shapes/index_take, approx_max_k/min_k, ragged_dot, scatter_apply,
+rng_bit_generator/rng_uniform, custom_root and custom_linear_solve, against NumPy
+references (values checked against JAX 0.10.2 on CPU when written)."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import lax
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_reduce_generic_two_operands(jit):
+  rng = np.random.default_rng(0)
+  x = rng.uniform(0.5, 1.5, (3, 5, 4))
+  J = nbjax.jit if jit else (lambda f: f)
+  f = J(lambda v: lax.reduce((v, v), (0.0, 1.0), lambda a, b: (a[0] + b[0], a[1] * b[1]),
+                             (0, 2)))
+  s, p = f(x)
+  np.testing.assert_allclose(np.asarray(s), x.sum((0, 2)), rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(p), x.prod((0, 2)), rtol=1e-12)
+  # argmax as a variadic reduce
+  idx = np.broadcast_to(np.arange(5.0)[None, :, None], x.shape)
+  pick = lambda a, b: (lax.max(a[0], b[0]), lax.select(lax.ge(a[0], b[0]), a[1], b[1]))
+  m, i = J(lambda v, i: lax.reduce((v, i), (-np.inf, -1.0), pick, (1,)))(x, idx)
+  np.testing.assert_array_equal(np.asarray(i), x.argmax(1))
+  np.testing.assert_array_equal(np.asarray(m), x.max(1))
+
+
+def test_reduce_monoids_use_fast_primitives():
+  x = np.arange(6.0).reshape(2, 3)
+  for op, init, name in ((lax.add, 0.0, "reduce_sum"), (lax.mul, 1.0, "reduce_prod"),
+                         (lax.max, -np.inf, "reduce_max"), (lax.min, np.inf, "reduce_min")):
+    eqn, = nbjax.make_jaxpr(lambda v: lax.reduce(v, init, op, (1,)))(x).eqns
+    assert eqn.primitive.name == name
+  eqn, = nbjax.make_jaxpr(lambda v: lax.reduce(v, 2.0, lax.add, (1,)))(x).eqns
+  assert eqn.primitive.name == "reduce"
+  np.testing.assert_array_equal(np.asarray(lax.reduce(x, 2.0, lax.add, (1,))), [5.0, 14.0])
+
+
+def test_reduce_jvp_vmap_batched_init():
+  x = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+  f = lambda v: lax.reduce(v, 1.0, lax.mul, (1,))
+  _, t = nbjax.jvp(f, (x,), (np.ones_like(x),))
+  np.testing.assert_allclose(np.asarray(t), [2 * 3 + 3 + 2, 30 + 24 + 20])
+  out = nbjax.vmap(lambda v, z: lax.reduce(v, z, lax.mul, (0,)))(x, np.array([2.0, 3.0]))
+  np.testing.assert_allclose(np.asarray(out), [12.0, 360.0])
+
+
+def test_reduce_precision_as_casts():
+  rng = np.random.default_rng(1)
+  x = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-9, 9, 200),
+                      [0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520, 1e-7]])
+  with np.errstate(over="ignore"):
+    h = x.astype(np.float16).astype(np.float64)
+  h[np.abs(h) < np.finfo(np.float16).tiny] = 0.0  # XLA flushes the format's denormals
+  h = np.copysign(h, x)
+  for jit in (False, True):
+    f = (nbjax.jit if jit else lambda g: g)(lambda v: lax.reduce_precision(v, 5, 10))
+    np.testing.assert_array_equal(np.asarray(f(x)), h)
+    np.testing.assert_array_equal(np.asarray(f(x.astype(np.float32))), h.astype(np.float32))
+  assert lax.reduce_precision(np.float32(1.0), 8, 23).dtype == np.float32
+  with pytest.raises(TypeError, match="floating"):
+    lax.reduce_precision(np.arange(3), 5, 10)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64,
+                                   np.uint64])
+def test_mulhi(dtype):
+  info = np.iinfo(dtype)
+  rng = np.random.default_rng(2)
+  x = np.concatenate([rng.integers(info.min, info.max, 50, dtype=dtype, endpoint=True),
+                      np.array([info.min, info.max, 0, 1], dtype)])
+  y = np.concatenate([rng.integers(info.min, info.max, 50, dtype=dtype, endpoint=True),
+                      np.array([info.min, info.min, info.max, info.max], dtype)])
+  bits = 8 * np.dtype(dtype).itemsize
+  want = np.array([(int(a) * int(b)) >> bits for a, b in zip(x, y)], dtype)
+  np.testing.assert_array_equal(np.asarray(lax.mulhi(x, y)), want)
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lax.mulhi)(x, y)), want)
+
+
+def test_optimization_barrier():
+  f = lambda x: lax.optimization_barrier((x, x + 1))
+  for g in (f, nbjax.jit(f)):
+    a, b = g(np.float32(1.0))
+    assert (float(a), float(b)) == (1.0, 2.0)
+  assert nbjax.grad(lambda x: f(x)[1] * 3)(2.0) == 3.0
+  assert "optimization_barrier" in str(nbjax.jit(f).lower(1.0).as_text())
+
+
+def test_tile_split_broadcast_shapes_index_take():
+  x = np.arange(12.0).reshape(3, 4)
+  np.testing.assert_array_equal(np.asarray(lax.tile(x, (2, 3))), np.tile(x, (2, 3)))
+  parts = lax.split(np.arange(5.0), (2, 0, 3))
+  assert [np.asarray(p).tolist() for p in parts] == [[0, 1], [], [2, 3, 4]]
+  with pytest.raises(ValueError, match="Sum of sizes"):
+    lax.split(np.arange(5.0), (2, 2))
+  assert lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
+  with pytest.raises(ValueError, match="Incompatible shapes"):
+    lax.broadcast_shapes((2,), (3,))
+  got = lax.index_take(x, (np.array([0, -1]), np.array([1, 2])), (0, 1))
+  np.testing.assert_array_equal(np.asarray(got), [1.0, 10.0])
+  np.testing.assert_array_equal(np.asarray(lax.index_take(x, (np.array([2, 0]),), (0,))),
+                                x[[2, 0]])
+
+
+def test_approx_k_exact_as_jax_cpu():
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((4, 50)).astype(np.float32)
+  v, i = lax.approx_max_k(x, 5)
+  np.testing.assert_array_equal(np.asarray(v), -np.sort(-x, 1)[:, :5])
+  np.testing.assert_array_equal(np.take_along_axis(x, np.asarray(i), 1), np.asarray(v))
+  assert np.asarray(i).dtype == np.int32
+  v, i = lax.approx_min_k(x, 3, reduction_dimension=0)
+  np.testing.assert_array_equal(np.asarray(v), np.sort(x, 0)[:3])
+  # JAX 0.10.2's values with a NaN (XLA's sort with a GT comparator)
+  v, i = lax.approx_max_k(np.array([3., 1., np.nan, 3., -2., 7.]), 6)
+  np.testing.assert_array_equal(np.asarray(i), [5, 0, 1, 2, 3, 4])
+  with pytest.raises(ValueError, match="floating"):
+    lax.approx_max_k(np.arange(5), 2)
+  _, t = nbjax.jvp(lambda a: lax.approx_max_k(a, 2)[0], (np.array([1., 5., 3.]),),
+                   (np.array([10., 20., 30.]),))
+  np.testing.assert_array_equal(np.asarray(t), [20.0, 30.0])
+
+
+def test_ragged_dot():
+  rng = np.random.default_rng(4)
+  lhs, rhs = rng.standard_normal((7, 3)), rng.standard_normal((3, 3, 2))
+  gs = np.array([2, 0, 4], np.int32)
+  want = np.zeros((7, 2))
+  want[0:2] = lhs[0:2] @ rhs[0]
+  want[2:6] = lhs[2:6] @ rhs[2]
+  for f in (lax.ragged_dot, nbjax.jit(lax.ragged_dot)):
+    np.testing.assert_allclose(np.asarray(f(lhs, rhs, gs)), want, rtol=1e-12, atol=1e-12)
+  g = nbjax.grad(lambda a: lax.ragged_dot(a, rhs, gs).sum())(lhs)
+  np.testing.assert_allclose(np.asarray(g)[6], 0.0)
+  np.testing.assert_allclose(np.asarray(g)[0], rhs[0].sum(1))
+
+
+def test_scatter_apply():
+  dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                   scatter_dims_to_operand_dims=(0,))
+  got = lax.scatter_apply(np.arange(5.0), np.array([[1], [3]]), lambda t: t * 10, dn,
+                          update_shape=(2,))
+  np.testing.assert_array_equal(np.asarray(got), [0, 10, 2, 30, 4])
+
+
+def test_rng_bit_generator_is_xlas():
+  key = np.array([1, 2, 3, 4], np.uint32)
+  k2, bits = lax.rng_bit_generator(key, (2, 3))
+  # JAX 0.10.2 on CPU (RNG_DEFAULT)
+  np.testing.assert_array_equal(np.asarray(k2), [1, 2, 5, 4])
+  np.testing.assert_array_equal(np.asarray(bits), [[512747620, 1298009047, 1267190206],
+                                                   [761827841, 1383286907, 1639995030]])
+  three = lax.rng_bit_generator(key, (3,), algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)[1]
+  np.testing.assert_array_equal(np.asarray(three), [1576285164, 2249660814, 740599976])
+  j = nbjax.jit(lambda k: lax.rng_bit_generator(k, (2, 3)))(key)[1]
+  np.testing.assert_array_equal(np.asarray(j), np.asarray(bits))
+  assert lax.rng_bit_generator(key, (4,), np.uint8)[1].dtype == np.uint8
+  with pytest.raises(TypeError, match="unsupported dtype"):
+    lax.rng_bit_generator(key, (2,), np.int32)
+  vb = nbjax.vmap(lambda k: lax.rng_bit_generator(k, (2,))[1])(np.stack([key, key + 1]))
+  np.testing.assert_array_equal(np.asarray(vb), np.asarray(bits).ravel()[:4].reshape(2, 2))
+  u = np.asarray(lax.rng_uniform(np.float32(2), np.float32(3), (500,)))
+  assert u.shape == (500,) and u.dtype == np.float32 and (u >= 2).all() and (u < 3).all()
+
+
+def _sqrt_newton(a):
+  f = lambda x: x ** 2 - a
+  solve = lambda f, x0: lax.fori_loop(0, 30, lambda i, x: x - f(x) / (2 * x), x0)
+  return lax.custom_root(f, 1.0, solve, lambda g, y: y / g(1.0))
+
+
+def test_custom_root_implicit_derivatives():
+  assert abs(float(_sqrt_newton(2.0)) - np.sqrt(2)) < 1e-12
+  np.testing.assert_allclose(float(nbjax.grad(_sqrt_newton)(2.0)), 0.5 / np.sqrt(2), rtol=1e-12)
+  np.testing.assert_allclose(float(nbjax.jit(nbjax.grad(_sqrt_newton))(3.0)), 0.5 / np.sqrt(3),
+                             rtol=1e-12)
+  _, t = nbjax.jvp(_sqrt_newton, (4.0,), (1.0,))
+  assert float(t) == 0.25
+
+
+def _ls(a, b, sym=False):
+  mv = lambda x: jnp.dot(a, x)
+  return lax.custom_linear_solve(mv, b, lambda m, x: jnp.linalg.solve(a, x),
+                                 None if sym else (lambda vm, x: jnp.linalg.solve(a.T, x)),
+                                 symmetric=sym)
+
+
+def test_custom_linear_solve_derivatives():
+  a = np.array([[4.0, 1.0], [2.0, 3.0]])
+  b = np.array([1.0, 2.0])
+  x = np.linalg.solve(a, b)
+  np.testing.assert_allclose(np.asarray(_ls(a, b)), x, rtol=1e-12)
+  # d(sum x)/db = A^-T 1, d(sum x)/dA = -(A^-T 1) x^T
+  w = np.linalg.solve(a.T, np.ones(2))
+  np.testing.assert_allclose(np.asarray(nbjax.grad(lambda v: _ls(a, v).sum())(b)), w, rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(nbjax.grad(lambda m: _ls(m, b).sum())(a)),
+                             -np.outer(w, x), rtol=1e-12)
+  jf = np.asarray(nbjax.jacfwd(lambda m: _ls(m, b))(a))
+  np.testing.assert_allclose(jf.sum((0,)), -np.outer(w, x), rtol=1e-12)
+  s = a + a.T
+  g = nbjax.jit(nbjax.grad(lambda m: _ls(m, b, True).sum()))(s)
+  ws = np.linalg.solve(s, np.ones(2))
+  np.testing.assert_allclose(np.asarray(g), -np.outer(ws, np.linalg.solve(s, b)), rtol=1e-12,
+                             atol=1e-15)
+  vb = nbjax.vmap(lambda v: _ls(a, v))(np.stack([b, 2 * b]))
+  np.testing.assert_allclose(np.asarray(vb), [x, 2 * x], rtol=1e-12)
+  with pytest.raises(TypeError, match="transpose_solve required"):
+    nbjax.grad(lambda v: lax.custom_linear_solve(lambda z: jnp.dot(a, z), v,
+                                                 lambda m, z: jnp.linalg.solve(a, z)).sum())(b)
