@@ -98,6 +98,8 @@ def _distinct_finite(v):
   return _moderate(v) & (v != 0)
 
 
+_CONV = (_ORDER + "; and the eager im2col multiplies padded zeros by the kernel (0 * inf "
+         "is NaN) where XLA's convolution skips the padding: finite values only")
 _WINDOW_SUM = ("XLA's CPU reduce-window sums a multi-dimensional window in its own order "
                "(not row-major): finite operands near the overflow threshold overflow in "
                "one order and not in the other")
@@ -105,7 +107,8 @@ _WINDOW_SELECT = ("which element a window selects when a NaN is in it depends on
                   "XLA's CPU reduce-window visits the window (not row-major with padding and "
                   "strides), and so does which of tied zeros (-0.0, 0.0) it selects: finite nonzero "
                   "values only")
-NARROW = {"dot_general": (_dot_values, "f", _ORDER), "fft": (_moderate, "", _TRANSFORM),
+NARROW = {"dot_general": (_dot_values, "f", _ORDER), "conv_general_dilated": (lambda v: _finite(v) & _no_huge(v), "", _CONV),
+          "fft": (_moderate, "", _TRANSFORM),
           "reduce_window_sum": (_no_huge_half, "f", _WINDOW_SUM),
           "select_and_gather_add": (_distinct_finite, "", _WINDOW_SELECT),
           **{p: (_moderate, "", _DEFINED)
