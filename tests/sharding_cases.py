@@ -118,7 +118,8 @@ def test_with_sharding_constraint():
   close(f(X), X * 2 + 1)
   from nbjax.interpreters import spmd   # the SPMD module the call compiled has the constraint
   texts = [e.text for per in list(spmd._cache.values()) for e in per.values()]
-  assert any('@Sharding' in t and '{devices=[2,2]' in t for t in texts), texts
+  assert any('sdy.sharding_constraint' in t and '<@mesh, [{"y"}, {"x"}]>' in t and
+             'sdy.mesh @mesh = <["x"=2, "y"=2]>' in t for t in texts), texts
   close(lax.with_sharding_constraint(X, NamedSharding(m, P("x"))), X)
   g = nbjax.grad(lambda v: (lax.with_sharding_constraint(v, NamedSharding(m, P("x"))) ** 2).sum())
   close(g(X), 2 * X)

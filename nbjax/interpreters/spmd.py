@@ -6,13 +6,15 @@ Pipeline position: after staging. ``put`` splits a host value by
 over the GSPMD shim (``xla._runtime().gspmd``); the ``Array`` keeps the gathered host value
 and ``_pmap = (sharding, per-device buffers, the jaxlib global array)``. A jitted function
 whose ``in_shardings``/``out_shardings`` are given, or whose inputs are sharded Arrays, is
-lowered once on the *global* avals by ``interpreters/mlir.py`` with ``mhlo.sharding``
-annotations (GSPMD) on ``main``'s arguments and results, compiled with ``num_partitions =
-mesh.size`` and ``use_spmd_partitioning`` over ``mesh.devices.flat``, and run under
+lowered once on the *global* avals by ``interpreters/mlir.py`` with Shardy annotations
+(``sdy.mesh`` symbols, ``sdy.sharding`` on ``main``'s arguments and results, see
+``_Meshes``), compiled with ``num_partitions = mesh.size``, ``use_spmd_partitioning`` and
+``use_shardy_partitioner`` over ``mesh.devices.flat`` (as JAX's default
+``jax_use_shardy_partitioner``; GSPMD is deprecated in XLA), and run under
 ``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs keep their
 per-device buffers; an output whose sharding was left to XLA gets the ``NamedSharding`` of
 the mesh that matches what XLA chose (else a ``GSPMDSharding``). ``sharding_constraint_p``
-lowers to the ``@Sharding`` custom call in such a module and is the identity elsewhere.
+lowers to ``sdy.sharding_constraint`` in such a module and is the identity elsewhere.
 """
 from __future__ import annotations
 
@@ -141,6 +143,83 @@ def _mesh_of(shardings):
   return mesh, devs
 
 
+# ----------------------------------------------------------------------- Shardy annotations
+
+
+def _context():
+  """The shared MLIR context, with the ``sdy`` (Shardy) dialect registered (once)."""
+  from nbjax import xla
+  ctx = xla.mlir_context()
+  if not getattr(ctx, "_nbjax_sdy", False):
+    from jaxlib.mlir.dialects import sdy
+    sdy.register_dialect(ctx)
+    ctx._nbjax_sdy = True
+  return ctx
+
+
+def _sdy_dim(p):
+  if p is PartitionSpec.UNCONSTRAINED:
+    return "{?}"
+  names = () if p is None else (p,) if isinstance(p, str) else p
+  return "{%s}" % ", ".join(f'"{a}"' for a in names)
+
+
+class _Meshes:
+  """The ``sdy.mesh`` symbols one SPMD module refers to, one per distinct (axes, device
+  order): a NamedSharding's mesh, or for a GSPMDSharding a mesh with one axis per tiled
+  dimension laid out as its tile assignment. Device ids are logical (positions in ``devs``,
+  the executable's device assignment)."""
+
+  def __init__(self, devs, mesh):
+    self.pos = {d: i for i, d in enumerate(devs)}
+    self.names = {}
+    self.default = (tuple(mesh.shape.items()), self._ids(mesh.devices.flat)) \
+        if mesh is not None else ((("_d", len(devs)),), tuple(range(len(devs))))
+    if mesh is not None:
+      self._name(self.default)  # the executable's own mesh is @mesh
+
+  def _ids(self, devices):
+    return tuple(self.pos[d] for d in devices)
+
+  def _name(self, key):
+    n = self.names.get(key)
+    if n is None:
+      n = self.names[key] = "mesh" if not self.names else f"mesh_{len(self.names)}"
+    return n
+
+  def body(self, s, ndim):
+    """``<@mesh, [{"x"}, {}]>``: ``s`` on an array of rank ``ndim``."""
+    if isinstance(s, NamedSharding):
+      key = (tuple(s.mesh.shape.items()), self._ids(s.mesh.devices.flat))
+      dims = [_sdy_dim(p) for p in tuple(s.spec) + (None,) * (ndim - len(s.spec))]
+    elif s._hlo.is_replicated():
+      key, dims = self.default, ["{}"] * ndim
+    elif s._hlo.is_tiled() and not s._hlo.subgroup_types():
+      tiles = list(s._hlo.tile_assignment_dimensions())
+      devs = s._device_assignment
+      ids = tuple(self.pos[devs[i]] for i in s._hlo.tile_assignment_devices())
+      key = (tuple((f"_{k}", t) for k, t in enumerate(tiles) if t > 1), ids)
+      dims = ['{"_%d"}' % k if t > 1 else "{}" for k, t in enumerate(tiles[:ndim])]
+    else:
+      raise NotImplementedError(f"sharded jit: no Shardy form for the sharding {s}")
+    return f"<@{self._name(key)}, [{', '.join(dims)}]>"
+
+  def attr(self, s, ndim):
+    from nbjax.interpreters.lowering import ir
+    return ir.Attribute.parse("#sdy.sharding" + self.body(s, ndim))
+
+  def emit(self, module):
+    """Put the ``sdy.mesh`` ops at the top of ``module`` (after lowering: all are known)."""
+    from jaxlib.mlir.dialects import sdy
+    from nbjax.interpreters.lowering import ir
+    with ir.InsertionPoint.at_block_begin(module.body):
+      for (axes, ids), name in self.names.items():
+        ax = ", ".join(f'"{a}"={k}' for a, k in axes)
+        dev = "" if ids == tuple(range(len(ids))) else \
+            ", device_ids=[%s]" % ", ".join(map(str, ids))
+        sdy.MeshOp(name, ir.Attribute.parse(f"#sdy.mesh<[{ax}]{dev}>"))
+
+
 # ----------------------------------------------------------------------- SPMD executable
 
 
@@ -200,20 +279,21 @@ class SpmdExecutable:
     for s, a in zip(out_shs, out_avals):
       if isinstance(s, NamedSharding):
         s.check(a.shape, "pjit outputs")
-    with xla.mlir_context(), mlir.ir.Location.unknown():
+    with _context(), mlir.ir.Location.unknown():
       ir = mlir.ir
       m = mlir._new_module(f"jit_{name}")
       mctx = mlir.ModuleContext(m)
-      mctx.spmd = True
+      mctx.spmd = meshes = _Meshes(self.devs, mesh)
       mctx._names.add("main")
       mlir.lower_jaxpr_to_fun(mctx, "main", closed, public=True)
       if mctx.host_callbacks:
         raise NotImplementedError("nbjax's sharded jit does not run host callbacks")
       main = xla._find_main(m)
       attr = lambda s, a: ir.DictAttr.get(
-          {} if s is None else {"mhlo.sharding": ir.StringAttr.get(s._to_hlo_string(a.ndim))})
+          {} if s is None else {"sdy.sharding": meshes.attr(s, a.ndim)})
       main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(self.in_shs, in_avals)])
       main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
+      meshes.emit(m)
       text = str(m)
     self.text = text
     n = len(devs)
@@ -224,10 +304,7 @@ class SpmdExecutable:
     eb = opts.executable_build_options
     eb.use_spmd_partitioning = True
     eb.allow_spmd_sharding_propagation_to_output = [s is None for s in out_shs]
-    try:
-      eb.use_shardy_partitioner = False
-    except AttributeError:
-      pass
+    eb.use_shardy_partitioner = True
     with xla._lock:
       self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
     xla._stats["compiles"] += 1
@@ -280,16 +357,11 @@ def _sc_impl(x, *, sharding):
 
 
 def _sc_lowering(ctx, x, *, sharding):
-  from nbjax.interpreters.lowering import hlo, ir
-  if not getattr(ctx.module_context, "spmd", False):
+  meshes = getattr(ctx.module_context, "spmd", None)
+  if not meshes:
     return [x]
-  aval = ctx.avals_in[0]
-  from nbjax.interpreters import mlir
-  op = hlo.CustomCallOp([mlir.aval_to_ir_type(aval)], [x],
-                        call_target_name=ir.StringAttr.get("Sharding"),
-                        has_side_effect=ir.BoolAttr.get(False))
-  op.attributes["mhlo.sharding"] = ir.StringAttr.get(sharding._to_hlo_string(aval.ndim))
-  return [op.result]
+  from jaxlib.mlir.dialects import sdy
+  return [sdy.ShardingConstraintOp(x, meshes.attr(sharding, ctx.avals_in[0].ndim)).result]
 
 
 def _sc_batch(axis_data, vals, dims, *, sharding):
@@ -308,7 +380,7 @@ registry.register(
     sharding_constraint_p, family="parallel", impls={"python": _sc_impl},
     abstract_eval=lambda aval, **_: aval, batch=_sc_batch,
     meta=dict(differentiable=True, linear=True,
-              note="identity that pins its operand's sharding (a GSPMD annotation in a "
+              note="identity that pins its operand's sharding (sdy.sharding_constraint in a "
                    "sharded jit)"))
 ad.deflinear2(sharding_constraint_p, lambda ct, x, *, sharding: [
     sharding_constraint_p.bind(ad.instantiate_zeros(ct), sharding=sharding)])
