@@ -20,6 +20,21 @@ import numpy as np
 from nbjax import core, dtypes
 
 
+def _gather(sh, bufs, shape, dtype):
+  """The host value of a sharded Array from its per-device buffers (in ``sh``'s device
+  order): a read-only view of one buffer when fully replicated, else the shards copied
+  into place."""
+  from nbjax.xla import _to_numpy
+  if sh.is_fully_replicated:
+    return _to_numpy(bufs[0])
+  v = np.empty(shape, dtype)
+  idx = sh.devices_indices_map(shape)
+  for d, b in zip(sh._device_assignment, bufs):
+    v[idx[d]] = _to_numpy(b)
+  v.flags.writeable = False
+  return v
+
+
 class Array(metaclass=abc.ABCMeta):
   """An immutable n-dimensional array on the host (CPU). Tracers are registered as virtual
   subclasses, so ``isinstance(tracer, nbjax.Array)`` holds, as for ``jax.Array``;
@@ -28,7 +43,9 @@ class Array(metaclass=abc.ABCMeta):
   # an executable's output (_value is a view of it) or the put of _value cached by jit. It is
   # set by every maker, so the hot paths test it without raising (a failed slot read costs
   # ~0.4 us); one left unset reads as None through __getattr__ (correct, only slower).
-  # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output, else unset (None).
+  # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output; (NamedSharding or
+  # GSPMDSharding, buffers, jaxlib global array) for a sharded one (device_put, sharded jit:
+  # buffers None and _value unset until read, see _gather); else unset (None).
   __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
   __array_priority__ = 100
 
@@ -51,6 +68,11 @@ class Array(metaclass=abc.ABCMeta):
       buf = self._buf
       if buf is not None:
         v = self._value = np.asarray(memoryview(buf))
+        return v
+      p = self._pmap  # a sharded jit output: (sharding, None, jaxlib global array)
+      if p is not None and len(p) > 2 and p[2] is not None:
+        g = p[2]
+        v = self._value = _gather(p[0], p[1] or g._arrays, g.aval.shape, g.aval.dtype)
         return v
     elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
       return None
@@ -92,6 +114,8 @@ class Array(metaclass=abc.ABCMeta):
     if p is None:
       return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
     sh, bufs = p[0], p[1]
+    if bufs is None:
+      bufs = p[2]._arrays
     if sh._spmd:  # a NamedSharding / GSPMDSharding (device_put, sharded jit, shard_map)
       idx, reps = sh.devices_indices_map(self.shape), sh._replica_ids(self.ndim)
       from nbjax.xla import _to_numpy

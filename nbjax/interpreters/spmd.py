@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from nbjax import core, registry, tree_util
-from nbjax.array import Array, _wrap
+from nbjax.array import Array, _gather, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
 from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
@@ -57,19 +57,16 @@ def is_sharded(x):
   return type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
 
 
-def _assemble(bufs, sharding, shape, dtype, weak):
-  from nbjax import xla
-  idx = sharding.devices_indices_map(shape)
-  v = np.empty(shape, dtype)
-  for d, b in zip(sharding._device_assignment, bufs):
-    v[idx[d]] = xla._to_numpy(b)
-  return v
-
-
 def put(x, sharding):
   """``x`` (array-like) as an Array placed as ``sharding`` says (one buffer per device)."""
   weak = x._weak if type(x) is Array else False
   if is_sharded(x) and x._pmap[0] == sharding:
+    p = x._pmap
+    if p[2] is None:  # per-device buffers alone (shard_map, a reordered sharded jit output)
+      xla, xc, rt = _jl()
+      v = x._value
+      x._pmap = p = (p[0], p[1], rt.impl_type(rt.aval(v.shape, v.dtype),
+                                              _shim(sharding, v.ndim), list(p[1]), True, True))
     return x
   v = x._value if type(x) is Array else np.asarray(Array(x)._value)
   if isinstance(sharding, NamedSharding):
@@ -313,24 +310,91 @@ class SpmdExecutable:
            [xc.HloSharding.replicate()] * len(out_avals)]  # one device: no partitioning
     self.out_shs = [s if s is not None else _named_for(h, mesh, devs, a.shape, self.in_shs)
                     for s, h, a in zip(out_shs, got, out_avals)]
-    self.out_avals = out_avals
+    self.out_avals, self.in_avals = out_avals, in_avals
+    self._handlers = None
 
-  def run(self, args):
+  def _outputs(self):
+    """``(handlers, sharding per output)`` when every output can come back as one jaxlib
+    global array (its sharding's devices in the executable's order, a plain dtype), else
+    None (the per-device buffers are reordered and gathered by ``run``)."""
+    if self._handlers is None:
+      from nbjax import dtypes
+      xla, xc, rt = _jl()
+      ok = all(tuple(sh._device_assignment) == tuple(self.devs) and a.dtype != dtypes.float0
+               for sh, a in zip(self.out_shs, self.out_avals))
+      self._handlers = [rt.handler(rt.aval(a.shape, np.dtype(a.dtype)), _shim(sh, a.ndim),
+                                   True, True)
+                        for sh, a in zip(self.out_shs, self.out_avals)] if ok else False
+    return self._handlers or None
+
+  def _execute(self, gs):
     from nbjax import xla
-    gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
-    with xla._replicated_lock:
+    with xla._replicated_lock:  # one multi-device run in flight at a time (see xla.Replicated)
       res = self._exe.execute_sharded(gs, with_tokens=True)
       res.consume_token().block_until_ready()
+    return res
+
+  def run(self, args):
+    """Outputs for ``args`` (anything array-like; put onto ``in_shs`` where not already)."""
+    res = self._execute([_global(x, s) for x, s in zip(args, self.in_shs)])
+    hs = self._outputs()
     outs = []
+    if hs is not None:
+      for g, sh, a in zip(res.consume_with_handlers(hs), self.out_shs, self.out_avals):
+        o = object.__new__(Array)
+        o._weak, o._buf, o._pmap = a.weak_type, None, (sh, None, g)
+        outs.append(o)
+      return outs
     for bufs, sh, aval in zip(res.disassemble_into_single_device_arrays(), self.out_shs,
                               self.out_avals):
       # buffers come in the executable's device order; the sharding's may differ
       order = {d: b for d, b in zip(self.devs, bufs)}
       bufs = [order[d] for d in sh._device_assignment]
-      o = _wrap(_assemble(bufs, sh, aval.shape, aval.dtype, aval.weak_type), aval.weak_type)
+      o = _wrap(_gather(sh, bufs, aval.shape, aval.dtype), aval.weak_type)
       o._pmap = (sh, bufs, None)
       outs.append(o)
     return outs
+
+  def runner(self, out_tree):
+    """jit's monomorphic fast path for this executable: ``run(flat_args)`` returning the
+    tree of outputs, or ``MISS`` unless every argument is an Array already placed as this
+    executable takes it (its sharding, shape, dtype, weak type; the same
+    ``config.trace_key``), whose jaxlib global array is passed as is. None where the
+    outputs need the general path."""
+    from nbjax.config import config
+    from nbjax.interpreters.pjit import MISS
+    hs = self._outputs()
+    if hs is None:
+      return None
+    xla, xc, rt = _jl()
+    env = {"_Array": Array, "_new": object.__new__, "_MISS": MISS, "_config": config,
+           "_tkey": config.trace_key, "_len": len, "_exec": self._execute, "_hs": hs}
+    n = len(self.in_shs)
+    names = [f"x{i}" for i in range(n)]
+    src = ["def run(args):",
+           "  if _config.trace_key is not _tkey or _len(args) != %d: return _MISS" % n]
+    if n:
+      src.append(f"  {', '.join(names)}, = args")
+    for i, (x, s, a) in enumerate(zip(names, self.in_shs, self.in_avals)):
+      env[f"_s{i}"], env[f"_w{i}"] = s, a.weak_type
+      env[f"_a{i}"] = rt.aval(a.shape, np.dtype(a.dtype))
+      src += [f"  if type({x}) is not _Array or {x}._weak is not _w{i}: return _MISS",
+              f"  p = {x}._pmap",
+              f"  if p is None or p[0] is not _s{i} and p[0] != _s{i}: return _MISS",
+              f"  {x} = p[2]",
+              f"  if {x} is None or {x}.aval is not _a{i}: return _MISS"]
+    src.append(f"  o = _exec([{', '.join(names)}]).consume_with_handlers(_hs)")
+    for i, (sh, a) in enumerate(zip(self.out_shs, self.out_avals)):
+      env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
+      src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
+                 f"r{i}._pmap = (_os{i}, None, o[{i}])")
+    body = tree_util.build_source(out_tree, "r{}".format, env)
+    if body is None:
+      env["_unflat"] = tree_util.unflattener(out_tree)
+      body = f"_unflat([{', '.join(f'r{i}' for i in range(len(self.out_shs)))}])"
+    src.append(f"  return {body}")
+    exec(compile("\n".join(src), "<nbjax.jit (sharded)>", "exec"), env)
+    return env["run"]
 
 
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
