@@ -98,9 +98,9 @@ class DataParallelMLP:
         g = lax.pmean(g, "b")
         return sgd(p, g), lax.pmean(v, "b")
       f = jax.pmap(pstep, axis_name="b")
-      rep = lambda a: jax.device_put_replicated(a, jax.devices()[:2])
-      split = lambda a: jax.device_put_sharded(list(a.reshape(2, -1, *a.shape[1:])),
-                                               jax.devices()[:2])
+      put = jax.pmap(lambda a: a)  # onto the 2 devices, one row each
+      rep = lambda a: put(np.stack([a, a]))
+      split = lambda a: put(a.reshape(2, -1, *a.shape[1:]))
       args = [jax.tree_util.tree_map(rep, params), split(x), split(y)]
     self.f, self.args = f, args
     for _ in range(3):
