@@ -30,7 +30,8 @@ def _gather(sh, bufs, shape, dtype):
   v = np.empty(shape, dtype)
   idx = sh.devices_indices_map(shape)
   for d, b in zip(sh._device_assignment, bufs):
-    v[idx[d]] = _to_numpy(b)
+    i = idx[d]
+    v[i] = _to_numpy(b).reshape(np.shape(v[i]))  # a pmap piece (1, ...) lacks its index
   v.flags.writeable = False
   return v
 
