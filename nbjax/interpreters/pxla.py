@@ -147,9 +147,10 @@ class _PmapExecutable:
 
   def runner(self, n_consts, consts, out_tree, miss):
     """pmap's monomorphic fast path: ``run(flat_args)`` -> the tree of outputs, or ``miss``
-    unless every argument is a pmap output Array over this executable's devices mapped on
-    axis 0 with the traced shape and dtype (``config.trace_key`` unchanged). Its per-device
-    buffers are passed as they are (no host round trip); outputs come back as jaxlib global
+    unless every argument has the traced shape and dtype (``config.trace_key`` unchanged)
+    and is a NumPy array or Array (put, one row per device) or a pmap output over this
+    executable's devices mapped on axis 0, whose per-device buffers are passed as they are
+    (no host round trip); outputs come back as jaxlib global
     arrays (``Array._pmap = (PmapSharding, None, global)``) whose host value is gathered
     when first read. None where the signature needs the general path (an unmapped or
     non-leading mapped argument, an output on another axis)."""
@@ -179,21 +180,32 @@ class _PmapExecutable:
            f"  if _config.trace_key is not _tkey or _len(args) != {k}: return _MISS"]
     if k:
       src.append(f"  {', '.join(names)}, = args")
+    env.update(_ndarray=np.ndarray, _bdp=rt.bdp, _sem=rt.copy, _dl=list(self.devs))
     for i, (x, (av, sh, dt, mapped)) in enumerate(zip(names, rep._ins[n_consts:])):
-      env[f"_a{i}"], env[f"_sh{i}"], env[f"_w{i}"] = av, sh, self.in_avals[n_consts + i].weak_type
-      src += [f"  if type({x}) is not _Array or {x}._weak is not _w{i}: return _MISS",
-              f"  p = {x}._pmap",
-              f"  if p is None: return _MISS",
-              f"  q = p[0]",
-              f"  if type(q) is not _PS or q.sharded_dim != 0 or q._device_assignment != _devs: "
+      w = self.in_avals[n_consts + i].weak_type
+      env[f"_a{i}"], env[f"_sh{i}"], env[f"_w{i}"], env[f"_dt{i}"] = av, sh, w, dt
+      pieces = ", ".join(f"v[{k}:{k + 1}]" for k in range(n))  # distinct memory per device
+      src += [f"  t = type({x})",
+              f"  if t is _Array:",
+              f"    if {x}._weak is not _w{i}: return _MISS",
+              f"    p = {x}._pmap",
+              f"    v = {x}._value if p is None else None",
+              f"  elif t is _ndarray{' and False' if w else ''}: p, v = None, {x}",
+              f"  else: return _MISS",
+              f"  if v is not None:",
+              f"    if v.dtype is not _dt{i} or v.shape != _a{i}.shape: return _MISS",
+              f"    {x} = _bdp(_a{i}, _sh{i}, [{pieces}], _dl, True, False, _sem, True)",
+              f"  else:",
+              f"    q = p[0]",
+              f"    if type(q) is not _PS or q.sharded_dim != 0 or q._device_assignment != _devs: "
               f"return _MISS",
-              f"  g = p[2] if _len(p) > 2 else None",
-              f"  if g is None:",
-              f"    g = _Impl(_a{i}, _sh{i}, p[1], True, True)",
-              f"    if g.aval is not _a{i}: return _MISS",
-              f"    {x}._pmap = (q, p[1], g)",
-              f"  elif g.aval is not _a{i}: return _MISS",
-              f"  {x} = g"]
+              f"    g = p[2] if _len(p) > 2 else None",
+              f"    if g is None:",
+              f"      g = _Impl(_a{i}, _sh{i}, p[1], True, True)",
+              f"      if g.aval is not _a{i}: return _MISS",
+              f"      {x}._pmap = (q, p[1], g)",
+              f"    elif g.aval is not _a{i}: return _MISS",
+              f"    {x} = g"]
     for j, g in enumerate(cg):
       env[f"_c{j}"] = g
     ins = [f"_c{j}" for j in range(len(cg))] + names
