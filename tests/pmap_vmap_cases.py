@@ -4,7 +4,8 @@ in one subprocess with a timeout. Not collected by the main run (no ``test_`` pr
 Every function of the vmap tables: each registered primitive's first sample case (the
 registry-generated vmap test's cases, ``tests/test_generated_transforms.py``) batched on
 axis 0 of every operand and, where it has several, with the first operand unbatched
-(``in_axes=None``); and the functions of ``tests/test_vmap.py``. Left out, with the reason:
+(``in_axes=None``); and the functions of ``tests/test_vmap.py``, with jit, checkpoint,
+custom_jvp and custom_vjp (the call primitives, which have no sample cases). Left out, with the reason:
 the collectives (they need pmap's own axis name: ``tests/pmap_cases.py``) and the host
 callbacks (pmap does not run them). No primitive here has a data-dependent output shape.
 """
@@ -66,6 +67,22 @@ def _f3(x, y):
 R = np.random.default_rng(0).standard_normal
 
 
+@nbjax.custom_jvp
+def _cj(x):
+  return lax.sin(x)
+
+
+_cj.defjvp(lambda p, t: (lax.sin(p[0]), lax.mul(lax.cos(p[0]), t[0])))
+
+
+@nbjax.custom_vjp
+def _cv(x):
+  return lax.mul(x, x)
+
+
+_cv.defvjp(lambda x: (lax.mul(x, x), x), lambda x, ct: (lax.mul(lax.mul(x, 2.0), ct),))
+
+
 @pytest.mark.parametrize("name,f,args,in_axes", [
     ("mul", lax.mul, (R((N, 4)), R((N, 4))), (0, 0)),
     ("mul_unmapped", lax.mul, (R((N, 4)), R(4)), (0, None)),
@@ -77,6 +94,11 @@ R = np.random.default_rng(0).standard_normal
     ("jvp", lambda x: nbjax.jvp(lax.sin, (x,), (lax.cos(x),))[1], (R((N, 3)),), 0),
     ("grad", nbjax.grad(lambda x: lax.reduce_sum(lax.sin(x) ** 2, (0,))), (R((N, 3)),), 0),
     ("inner_vmap", lambda x: nbjax.vmap(lambda r: lax.mul(r, x[0]))(x), (R((N, 2, 3)),), 0),
+    ("jit", nbjax.jit(lambda x, y: lax.mul(lax.sin(x), y)), (R((N, 3)), R((N, 3))), 0),
+    ("checkpoint", nbjax.grad(nbjax.checkpoint(lambda x: lax.reduce_sum(lax.exp(lax.sin(x)),
+                                                                        (0,)))), (R((N, 3)),), 0),
+    ("custom_jvp", lambda x: nbjax.jvp(_cj, (x,), (x,))[1], (R((N, 3)),), 0),
+    ("custom_vjp", nbjax.grad(lambda x: lax.reduce_sum(_cv(x), (0,))), (R((N, 3)),), 0),
 ])
 def test_vmap_table_functions(name, f, args, in_axes):
   want = nbjax.vmap(f, in_axes=in_axes)(*args)

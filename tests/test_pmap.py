@@ -38,7 +38,9 @@ def test_pmap_matches_vmap_subprocess():
                  XLA_FLAGS="--xla_force_host_platform_device_count=4")
   assert rc == 0 and " passed" in out and "failed" not in out, out[-4000:]
   skipped = [l for l in out.splitlines() if l.startswith("SKIPPED")]
-  assert all("no meta['samples']" in l or "no array operands" in l for l in skipped), skipped
+  # the call primitives (no dtypes of their own) run through the table's jit / checkpoint /
+  # custom_jvp / custom_vjp functions
+  assert all("no meta['dtypes']" in l or "no array operands" in l for l in skipped), skipped
 
 
 _CONFIG_SCRIPT = r"""

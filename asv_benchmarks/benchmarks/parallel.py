@@ -14,6 +14,7 @@ cases are skipped.
   ``speedup`` row of ``compare.py`` is 1dev / 2dev per backend.
 - ``PmapCallOverhead``: ``pmap(lambda x: x * 2 + 1)`` over 2 devices on (2, 4) float32, with
   the previous call's output (already on the devices) or a NumPy array as input.
+- ``ShardedJitCallOverhead``: the same function as a jit sharded over a 2-device mesh.
 """
 import os
 
@@ -125,4 +126,22 @@ class PmapCallOverhead:
     self.f(self.x).block_until_ready()
 
   def time_call(self, backend, inputs):
+    return self.f(self.x).block_until_ready()
+
+
+class ShardedJitCallOverhead:
+  """``jit(lambda x: x * 2 + 1)`` with in/out shardings splitting axis 0 of a (2, 4) float32
+  over a 2-device mesh, called with its own previous output (already placed)."""
+  params = (BACKENDS,)
+  param_names = ["backend"]
+
+  def setup(self, backend):
+    jax = _mod(backend)
+    sh = jax.sharding
+    s = sh.NamedSharding(sh.Mesh(np.array(jax.devices()[:2]), ("b",)), sh.PartitionSpec("b"))
+    self.f = jax.jit(lambda x: x * 2 + 1, in_shardings=s, out_shardings=s)
+    self.x = self.f(jax.device_put(np.arange(8, dtype=np.float32).reshape(2, 4), s))
+    self.f(self.x).block_until_ready()
+
+  def time_call(self, backend):
     return self.f(self.x).block_until_ready()
