@@ -11,9 +11,13 @@ lowered once on the *global* avals by ``interpreters/mlir.py`` with Shardy annot
 ``_Meshes``), compiled with ``num_partitions = mesh.size``, ``use_spmd_partitioning`` and
 ``use_shardy_partitioner`` over ``mesh.devices.flat`` (as JAX's default
 ``jax_use_shardy_partitioner``; GSPMD is deprecated in XLA), and run under
-``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs keep their
-per-device buffers; an output whose sharding was left to XLA gets the ``NamedSharding`` of
-the mesh that matches what XLA chose (else a ``GSPMDSharding``). ``sharding_constraint_p``
+``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs stay on the
+devices as jaxlib global arrays, ``_pmap = (sharding, None, global)``, their host value
+gathered when first read (``array._gather``); an output whose sharding was left to XLA gets
+the ``NamedSharding`` of the mesh that matches what XLA chose (else a ``GSPMDSharding``, which
+a later sharded jit takes as a mesh laid out as its tile assignment). A repeated call runs
+``SpmdExecutable.runner``, generated per signature (jit's monomorphic fast path): arguments
+already placed as it takes them pass their global arrays as they are. ``sharding_constraint_p``
 lowers to ``sdy.sharding_constraint`` in such a module and is the identity elsewhere.
 """
 from __future__ import annotations
