@@ -7,15 +7,24 @@ ratios, nbjax's against each system and against the fastest of them. ``--update-
 rewrites the table between the benchmark markers in README.md. The ``scaling`` cases run
 only when ``--filter`` names them (``python -m asv_benchmarks.plot_scaling`` draws them). The ``guard_check`` rows time the eager
 cache's per-call pin check (``nbjax/eager_cache.py``) on ``VmapLinearModel``'s replayed
-program, as a share of that replay's time.
+program, as a share of that replay's time. The ``DataParallelMLP.speedup`` rows time the
+data-parallel training step on 1 and 2 devices in turn and print each backend's speedup;
+XLA_FLAGS gets a 2-device count unless it names one.
 
   python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--update-readme]
 """
+import os
+
+# the multi-device rows (benchmarks/parallel.py) need 2 CPU devices, fixed when the first XLA
+# client (nbjax's or JAX's) is created: set before anything creates one
+if "device_count" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=2").strip()
+
 import argparse
 import functools
 import importlib
 import itertools
-import os
 import pkgutil
 import statistics
 import sys
@@ -117,6 +126,13 @@ def run(filter_="", quick=False, stream=sys.stdout):
         row.update(zip(fns, _median_times(list(fns.values()), budget)))
         rows.append(row)
         print(_fmt_row(row), file=stream, flush=True)
+  for dev in ("2dev_jit", "2dev_pmap"):
+    label = f"parallel.DataParallelMLP.speedup(devices={dev})"
+    if not filter_ or filter_ in label:
+      row = _speedup_row(label, dev, budget)
+      if row is not None:
+        rows.append(row)
+        print(_fmt_row(row), file=stream, flush=True)
   for n_out in (1, 16):
     label = f"transforms.VmapLinearModel.guard_check(n_out={n_out})"
     if not filter_ or filter_ in label:
@@ -124,6 +140,27 @@ def run(filter_="", quick=False, stream=sys.stdout):
       rows.append(row)
       print(_fmt_row(row), file=stream, flush=True)
   return rows
+
+
+def _speedup_row(label, dev, budget):
+  """The data-parallel MLP step on 1 and on 2 devices, nbjax and JAX, sampled in turn: the
+  columns are the 2-device times, the label each backend's speedup 1dev / 2dev."""
+  from asv_benchmarks.benchmarks.parallel import DataParallelMLP
+  fns = {}
+  for backend in ("nbjax", "jax"):
+    for d in ("1dev", dev):
+      obj = DataParallelMLP()
+      try:
+        obj.setup(backend, d)
+      except NotImplementedError:
+        continue
+      fns[backend, d] = functools.partial(obj.time_step, backend, d)
+  if not fns:
+    return None
+  t = dict(zip(fns, _median_times(list(fns.values()), budget)))
+  sp = {b: t[b, "1dev"] / t[b, dev] for b in ("nbjax", "jax") if (b, "1dev") in t and (b, dev) in t}
+  return {"case": f"{label} [speedup " + ", ".join(f"{b} {v:.2f}x" for b, v in sp.items()) + "]",
+          **{b: t[b, dev] for b in ("nbjax", "jax") if (b, dev) in t}}
 
 
 def _guard_row(label, n_out, budget):

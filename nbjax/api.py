@@ -1349,8 +1349,16 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     hit = cache[key] = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
     return hit + (args_flat,)
 
+  mono = [None, None]  # the latest signature's fast run (pxla.runner) and its flattener
+
   @functools.wraps(fun)
   def pmap_f(*args, **kwargs):
+    if mono[0] is not None and not kwargs and _ctx.trace is _eval_trace:
+      flat = args if mono[1] is None else mono[1](args)
+      if flat is not None:
+        r = mono[0](flat)
+        if r is not _MISS:
+          return r
     if statics:
       nargs = len(args)
       for i in statics:
@@ -1372,6 +1380,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         *consts, *flat, call_jaxpr=closed, axis_name=axis_name, axis_size=n,
         global_axis_size=n, devices=devs, backend=backend, in_axes=ax, out_axes=oax,
         name=name, donated_invars=(False,) * len(ax), is_explicit_global_axis_size=False)
+    if not statics and not kwargs and _ctx.trace is _eval_trace:
+      run = pxla.runner(closed, consts, out_tree, _MISS, axis_name=axis_name, axis_size=n,
+                        devices=devs, in_axes=ax, out_axes=oax)
+      kids = tree_util.tree_structure(dyn)
+      flat_fn = None if all(k.node is None for k in kids.kids) else tree_util.flattener(kids)
+      if run is not None and (flat_fn is not None or all(k.node is None for k in kids.kids)):
+        mono[:] = run, flat_fn
     return tree_util.tree_unflatten(out_tree, outs)
 
   pmap_f._cache = cache

@@ -27,6 +27,22 @@ _NON_ADDRESSABLE = (
     "addressable (process local) shards.")
 
 
+def _gather(sh, bufs, shape, dtype):
+  """The host value of a sharded Array from its per-device buffers (in ``sh``'s device
+  order): a read-only view of one buffer when fully replicated, else the shards copied
+  into place."""
+  from nbjax.xla import _to_numpy
+  if sh.is_fully_replicated:
+    return _to_numpy(bufs[0])
+  v = np.empty(shape, dtype)
+  idx = sh.devices_indices_map(shape)
+  for d, b in zip(sh._device_assignment, bufs):
+    i = idx[d]
+    v[i] = _to_numpy(b).reshape(np.shape(v[i]))  # a pmap piece (1, ...) lacks its index
+  v.flags.writeable = False
+  return v
+
+
 class Array(metaclass=abc.ABCMeta):
   """An immutable n-dimensional array on the host (CPU). Tracers are registered as virtual
   subclasses, so ``isinstance(tracer, nbjax.Array)`` holds, as for ``jax.Array``;
@@ -37,7 +53,8 @@ class Array(metaclass=abc.ABCMeta):
   # ~0.4 us); one left unset reads as None through __getattr__ (correct, only slower).
   # _pmap: (PmapSharding, per-device XLA buffers) for a pmap output; (NamedSharding or
   # GSPMDSharding, this process's per-device buffers, the jaxlib global array) for a sharded
-  # one; else unset (None). An array spread over several processes whose pieces here do not
+  # one (sharded jit's fast path: buffers None and _value unset until read, see _gather);
+  # else unset (None). An array spread over several processes whose pieces here do not
   # hold all of it has no _value (reading it raises JAX's RuntimeError).
   __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
   __array_priority__ = 100
@@ -65,6 +82,10 @@ class Array(metaclass=abc.ABCMeta):
       p = self._pmap
       if p is not None and p[0]._spmd and not p[0].is_fully_addressable:
         raise RuntimeError(_NON_ADDRESSABLE)
+      if p is not None and len(p) > 2 and p[2] is not None:
+        g = p[2]
+        v = self._value = _gather(p[0], p[1] or g._arrays, g.aval.shape, g.aval.dtype)
+        return v
     elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
       return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -143,6 +164,8 @@ class Array(metaclass=abc.ABCMeta):
     if p is None:
       return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
     sh, bufs = p[0], p[1]
+    if bufs is None:
+      bufs = p[2]._arrays
     if sh._spmd:  # a NamedSharding / GSPMDSharding (device_put, sharded jit, shard_map)
       return [s for s in self._spmd_shards() if s._data is not None]
     shape = sh.shard_shape(self.shape)
@@ -153,7 +176,8 @@ class Array(metaclass=abc.ABCMeta):
 
   def _spmd_shards(self):
     """Every device's Shard of a sharded array (``data`` None for another process's)."""
-    sh, bufs = self._pmap[0], self._pmap[1]
+    sh, bufs, g = self._pmap
+    bufs = bufs if bufs is not None else g._arrays  # (a fast-path output: its global array's)
     idx, reps = sh.devices_indices_map(self.shape), sh._replica_ids(self.ndim)
     from nbjax.sharding import Shard
     from nbjax.xla import _to_numpy

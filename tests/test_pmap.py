@@ -15,11 +15,11 @@ from nbjax import lax
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(args, **env):
+def _run(args, timeout=600, **env):
   e = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   e.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
   p = subprocess.run([sys.executable, *args], cwd=ROOT, env=e, capture_output=True, text=True,
-                     timeout=600)
+                     timeout=timeout)
   return p.returncode, p.stdout + p.stderr
 
 
@@ -28,6 +28,19 @@ def test_four_devices_subprocess():
                   "tests/pmap_cases.py"],
                  XLA_FLAGS="--xla_force_host_platform_device_count=4")
   assert rc == 0 and " passed" in out and "skipped" not in out, out[-4000:]
+
+
+def test_pmap_matches_vmap_subprocess():
+  # every primitive of the vmap tables and tests/test_vmap.py's functions: pmap over 4
+  # devices == vmap over a batch of 4 (one subprocess; a compile per case)
+  rc, out = _run(["-m", "pytest", "-o", "addopts=", "-q", "-rs", "-p", "no:cacheprovider",
+                  "tests/pmap_vmap_cases.py"], timeout=1200,
+                 XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  assert rc == 0 and " passed" in out and "failed" not in out, out[-4000:]
+  skipped = [l for l in out.splitlines() if l.startswith("SKIPPED")]
+  # the call primitives (no dtypes of their own) run through the table's jit / checkpoint /
+  # custom_jvp / custom_vjp functions
+  assert all("no meta['dtypes']" in l or "no array operands" in l for l in skipped), skipped
 
 
 _CONFIG_SCRIPT = r"""

@@ -717,7 +717,7 @@ class JitWrapped:
     self._inline = inline
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
     self._sharded = in_shardings is not None or out_shardings is not None
-    self._simple = not static_argnums and not static_argnames and not self._sharded
+    self._simple = not static_argnums and not static_argnames
     self._cache = {}
     self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
     self._fast = {}  # (treedef, _leaf_key) -> the executable's runner for that signature
@@ -798,9 +798,12 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
-      if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
-                               for x in flat)) and not _holds_maps(entry.closed):
-        return entry.unflatten(self._spmd_executable(entry, args, kwargs, flat).run(flat))
+      if self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                              for x in flat) and not _holds_maps(entry.closed):
+        exe = self._spmd_executable(entry, args, kwargs, flat)
+        if self._simple and not kwargs:
+          self._spmd_mono(exe, entry, args)
+        return entry.unflatten(exe.run(flat))
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
@@ -826,6 +829,20 @@ class JitWrapped:
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
     outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
     return spmd.executable(entry.closed, self._name, ins, outs)
+
+  def _spmd_mono(self, exe, entry, args):
+    """Make ``exe``'s guarded runner (``SpmdExecutable.runner``) the monomorphic fast path:
+    the next calls with arguments already placed as it takes them skip the general path."""
+    runs = exe.__dict__.setdefault("_runners", {})
+    mono = runs.get(entry.out_tree, MISS)
+    if mono is MISS:
+      mono = runs[entry.out_tree] = exe.runner(entry.out_tree)
+    if mono is None:
+      return
+    kids = tree_util.tree_structure(args)
+    flat_fn = _miss if all(k.node is None for k in kids.kids) else tree_util.flattener(kids)
+    if flat_fn is not None:
+      self._mono, self._mono_flat = mono, flat_fn
 
   def _split_statics(self, args, kwargs):
     if self._simple:
@@ -862,7 +879,7 @@ class JitWrapped:
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
     if fast_key is not None and core._ctx.trace is core.eval_trace and \
-        self._cache.get(key) is entry:
+        self._cache.get(key) is entry and not self._sharded:  # sharded: _spmd_mono
       exe = entry.executable()
       self._fast[fast_key] = exe.runner(entry.out_tree)
       mono = exe.runner(entry.out_tree, guarded=True)

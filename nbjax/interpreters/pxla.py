@@ -121,7 +121,7 @@ class _PmapExecutable:
       raise ValueError("Nested pmap with explicit devices argument.")
     self.devs = _pick_devices(n * inner, devices)
     self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
-    in_avals, self.out_avals = closed.in_avals, closed.out_avals
+    self.in_avals, self.out_avals = in_avals, _ = closed.in_avals, closed.out_avals
     module = _lower(closed, axis_name, n, in_axes, out_axes, name)
     self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, ax is not None)
                                                  for a, ax in zip(in_avals, in_axes)],
@@ -152,6 +152,100 @@ class _PmapExecutable:
       o._pmap = (sh, bufs)
       outs.append(o)
     return outs
+
+
+  def runner(self, n_consts, consts, out_tree, miss):
+    """pmap's monomorphic fast path: ``run(flat_args)`` -> the tree of outputs, or ``miss``
+    unless every argument has the traced shape and dtype (``config.trace_key`` unchanged)
+    and is a NumPy array or Array (put, one row per device) or a pmap output over this
+    executable's devices mapped on axis 0, whose per-device buffers are passed as they are
+    (no host round trip); outputs come back as jaxlib global
+    arrays (``Array._pmap = (PmapSharding, None, global)``) whose host value is gathered
+    when first read. None where the signature needs the general path (an unmapped or
+    non-leading mapped argument, an output on another axis)."""
+    from nbjax import dtypes, tree_util, xla
+    from nbjax.config import config
+    from nbjax.sharding import PmapSharding
+    args_axes = self.in_axes[n_consts:]
+    if any(ax != 0 for ax in args_axes) or any(ax not in (0, None) for ax in self.out_axes) \
+        or any(a.dtype == dtypes.float0 for a in self.out_avals):
+      return None
+    rt, xc, rep, n = xla._runtime(), xla.ensure_jaxlib().xc, self.rep, self.n
+    dl = xc.DeviceList(tuple(self.devs))
+    cg = []
+    for c, (av, sh, dt, mapped) in zip(consts, rep._ins):  # closed-over values: put once
+      v = np.asarray(c._value if type(c) is Array else c, dtype=dt, order="C")
+      cg.append(rt.bdp(av, sh, [v] * n, self.devs, True, False, rt.copy, True))
+    env = {"_Array": Array, "_new": object.__new__, "_MISS": miss, "_config": config,
+           "_tkey": config.trace_key, "_len": len, "_PS": PmapSharding, "_devs": tuple(self.devs),
+           "_Impl": rt.impl_type, "_xe": rep._exe, "_lock": xla._replicated_lock}
+    env["_hs"] = [rt.handler(rt.aval(((n,) if ax == 0 else ()) + tuple(a.shape), np.dtype(a.dtype)),
+                             rt.gspmd(dl, xc.HloSharding.iota_tile([n] + [1] * a.ndim))
+                             if ax == 0 else rt.gspmd(dl, xc.HloSharding.replicate()), True, True)
+                  for a, ax in zip(self.out_avals, self.out_axes)]
+    k = len(args_axes)
+    names = [f"x{i}" for i in range(k)]
+    src = ["def run(args):",
+           f"  if _config.trace_key is not _tkey or _len(args) != {k}: return _MISS"]
+    if k:
+      src.append(f"  {', '.join(names)}, = args")
+    env.update(_ndarray=np.ndarray, _bdp=rt.bdp, _sem=rt.copy, _dl=list(self.devs))
+    for i, (x, (av, sh, dt, mapped)) in enumerate(zip(names, rep._ins[n_consts:])):
+      w = self.in_avals[n_consts + i].weak_type
+      env[f"_a{i}"], env[f"_sh{i}"], env[f"_w{i}"], env[f"_dt{i}"] = av, sh, w, dt
+      pieces = ", ".join(f"v[{k}:{k + 1}]" for k in range(n))  # distinct memory per device
+      src += [f"  t = type({x})",
+              f"  if t is _Array:",
+              f"    if {x}._weak is not _w{i}: return _MISS",
+              f"    p = {x}._pmap",
+              f"    v = {x}._value if p is None else None",
+              f"  elif t is _ndarray{' and False' if w else ''}: p, v = None, {x}",
+              f"  else: return _MISS",
+              f"  if v is not None:",
+              f"    if v.dtype is not _dt{i} or v.shape != _a{i}.shape: return _MISS",
+              f"    {x} = _bdp(_a{i}, _sh{i}, [{pieces}], _dl, True, False, _sem, True)",
+              f"  else:",
+              f"    q = p[0]",
+              f"    if type(q) is not _PS or q.sharded_dim != 0 or q._device_assignment != _devs: "
+              f"return _MISS",
+              f"    g = p[2] if _len(p) > 2 else None",
+              f"    if g is None:",
+              f"      g = _Impl(_a{i}, _sh{i}, p[1], True, True)",
+              f"      if g.aval is not _a{i}: return _MISS",
+              f"      {x}._pmap = (q, p[1], g)",
+              f"    elif g.aval is not _a{i}: return _MISS",
+              f"    {x} = g"]
+    for j, g in enumerate(cg):
+      env[f"_c{j}"] = g
+    ins = [f"_c{j}" for j in range(len(cg))] + names
+    src += ["  with _lock:",
+            f"    res = _xe.execute_sharded([{', '.join(ins)}], with_tokens=True)",
+            "    res.consume_token().block_until_ready()",
+            "  o = res.consume_with_handlers(_hs)"]
+    for i, (sh, a) in enumerate(zip(self.shardings, self.out_avals)):
+      env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
+      src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
+                 f"r{i}._pmap = (_os{i}, None, o[{i}])")
+    body = tree_util.build_source(out_tree, "r{}".format, env)
+    if body is None:
+      env["_unflat"] = tree_util.unflattener(out_tree)
+      body = f"_unflat([{', '.join(f'r{i}' for i in range(len(self.out_avals)))}])"
+    src.append(f"  return {body}")
+    exec(compile("\n".join(src), f"<nbjax.pmap {self.name} (fast path)>", "exec"), env)
+    return env["run"]
+
+
+def runner(call_jaxpr, consts, out_tree, miss, *, axis_name, axis_size, devices, in_axes,
+           out_axes, **_):
+  """The compiled pmap's fast path (``_PmapExecutable.runner``) for a signature ``bind``
+  has just run, or None."""
+  exe = _compiled.get(call_jaxpr, {}).get((axis_name, axis_size, devices, in_axes, out_axes))
+  if exe is None:
+    return None
+  runs = exe.__dict__.setdefault("_runners", {})
+  if out_tree not in runs:
+    runs[out_tree] = exe.runner(len(consts), consts, out_tree, miss)
+  return runs[out_tree]
 
 
 def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):

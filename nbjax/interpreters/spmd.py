@@ -6,13 +6,19 @@ Pipeline position: after staging. ``put`` splits a host value by
 over the GSPMD shim (``xla._runtime().gspmd``); the ``Array`` keeps the gathered host value
 and ``_pmap = (sharding, per-device buffers, the jaxlib global array)``. A jitted function
 whose ``in_shardings``/``out_shardings`` are given, or whose inputs are sharded Arrays, is
-lowered once on the *global* avals by ``interpreters/mlir.py`` with ``mhlo.sharding``
-annotations (GSPMD) on ``main``'s arguments and results, compiled with ``num_partitions =
-mesh.size`` and ``use_spmd_partitioning`` over ``mesh.devices.flat``, and run under
-``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs keep their
-per-device buffers; an output whose sharding was left to XLA gets the ``NamedSharding`` of
-the mesh that matches what XLA chose (else a ``GSPMDSharding``). ``sharding_constraint_p``
-lowers to the ``@Sharding`` custom call in such a module and is the identity elsewhere.
+lowered once on the *global* avals by ``interpreters/mlir.py`` with Shardy annotations
+(``sdy.mesh`` symbols, ``sdy.sharding`` on ``main``'s arguments and results, see
+``_Meshes``), compiled with ``num_partitions = mesh.size``, ``use_spmd_partitioning`` and
+``use_shardy_partitioner`` over ``mesh.devices.flat`` (as JAX's default
+``jax_use_shardy_partitioner``; GSPMD is deprecated in XLA), and run under
+``xla._replicated_lock`` (one multi-device run at a time, as pmap). Outputs stay on the
+devices as jaxlib global arrays, ``_pmap = (sharding, None, global)``, their host value
+gathered when first read (``array._gather``); an output whose sharding was left to XLA gets
+the ``NamedSharding`` of the mesh that matches what XLA chose (else a ``GSPMDSharding``, which
+a later sharded jit takes as a mesh laid out as its tile assignment). A repeated call runs
+``SpmdExecutable.runner``, generated per signature (jit's monomorphic fast path): arguments
+already placed as it takes them pass their global arrays as they are. ``sharding_constraint_p``
+lowers to ``sdy.sharding_constraint`` in such a module and is the identity elsewhere.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ import weakref
 import numpy as np
 
 from nbjax import core, registry, tree_util
-from nbjax.array import Array, _wrap
+from nbjax.array import Array, _gather, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
 from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
@@ -103,10 +109,17 @@ def put(x, sharding):
   process's devices only when the sharding spans several processes: every process passes
   the same global value)."""
   weak = x._weak if type(x) is Array else False
-  if is_sharded(x) and x._pmap[2] is not None:
-    if x._pmap[0] == sharding:
+  if is_sharded(x):
+    p = x._pmap
+    if p[0] == sharding:
+      if p[2] is None:  # per-device buffers alone (shard_map, a reordered sharded jit output)
+        xla, xc, rt = _jl()
+        v = x._value
+        x._pmap = p = (p[0], p[1], rt.impl_type(rt.aval(v.shape, v.dtype),
+                                                _shim(sharding, v.ndim), list(p[1]), True, True))
       return x
-    if not x._pmap[0].is_fully_addressable or not sharding.is_fully_addressable:
+    if p[2] is not None and (not p[0].is_fully_addressable or
+                             not sharding.is_fully_addressable):
       return _reshard(sharding)(x)  # moves pieces between processes: XLA's job
   v = x._value if type(x) is Array else np.asarray(Array(x)._value)
   if isinstance(sharding, NamedSharding):
@@ -206,6 +219,83 @@ def _mesh_of(shardings):
   return mesh, devs
 
 
+# ----------------------------------------------------------------------- Shardy annotations
+
+
+def _context():
+  """The shared MLIR context, with the ``sdy`` (Shardy) dialect registered (once)."""
+  from nbjax import xla
+  ctx = xla.mlir_context()
+  if not getattr(ctx, "_nbjax_sdy", False):
+    from jaxlib.mlir.dialects import sdy
+    sdy.register_dialect(ctx)
+    ctx._nbjax_sdy = True
+  return ctx
+
+
+def _sdy_dim(p):
+  if p is PartitionSpec.UNCONSTRAINED:
+    return "{?}"
+  names = () if p is None else (p,) if isinstance(p, str) else p
+  return "{%s}" % ", ".join(f'"{a}"' for a in names)
+
+
+class _Meshes:
+  """The ``sdy.mesh`` symbols one SPMD module refers to, one per distinct (axes, device
+  order): a NamedSharding's mesh, or for a GSPMDSharding a mesh with one axis per tiled
+  dimension laid out as its tile assignment. Device ids are logical (positions in ``devs``,
+  the executable's device assignment)."""
+
+  def __init__(self, devs, mesh):
+    self.pos = {d: i for i, d in enumerate(devs)}
+    self.names = {}
+    self.default = (tuple(mesh.shape.items()), self._ids(mesh.devices.flat)) \
+        if mesh is not None else ((("_d", len(devs)),), tuple(range(len(devs))))
+    if mesh is not None:
+      self._name(self.default)  # the executable's own mesh is @mesh
+
+  def _ids(self, devices):
+    return tuple(self.pos[d] for d in devices)
+
+  def _name(self, key):
+    n = self.names.get(key)
+    if n is None:
+      n = self.names[key] = "mesh" if not self.names else f"mesh_{len(self.names)}"
+    return n
+
+  def body(self, s, ndim):
+    """``<@mesh, [{"x"}, {}]>``: ``s`` on an array of rank ``ndim``."""
+    if isinstance(s, NamedSharding):
+      key = (tuple(s.mesh.shape.items()), self._ids(s.mesh.devices.flat))
+      dims = [_sdy_dim(p) for p in tuple(s.spec) + (None,) * (ndim - len(s.spec))]
+    elif s._hlo.is_replicated():
+      key, dims = self.default, ["{}"] * ndim
+    elif s._hlo.is_tiled() and not s._hlo.subgroup_types():
+      tiles = list(s._hlo.tile_assignment_dimensions())
+      devs = s._device_assignment
+      ids = tuple(self.pos[devs[i]] for i in s._hlo.tile_assignment_devices())
+      key = (tuple((f"_{k}", t) for k, t in enumerate(tiles) if t > 1), ids)
+      dims = ['{"_%d"}' % k if t > 1 else "{}" for k, t in enumerate(tiles[:ndim])]
+    else:
+      raise NotImplementedError(f"sharded jit: no Shardy form for the sharding {s}")
+    return f"<@{self._name(key)}, [{', '.join(dims)}]>"
+
+  def attr(self, s, ndim):
+    from nbjax.interpreters.lowering import ir
+    return ir.Attribute.parse("#sdy.sharding" + self.body(s, ndim))
+
+  def emit(self, module):
+    """Put the ``sdy.mesh`` ops at the top of ``module`` (after lowering: all are known)."""
+    from jaxlib.mlir.dialects import sdy
+    from nbjax.interpreters.lowering import ir
+    with ir.InsertionPoint.at_block_begin(module.body):
+      for (axes, ids), name in self.names.items():
+        ax = ", ".join(f'"{a}"={k}' for a, k in axes)
+        dev = "" if ids == tuple(range(len(ids))) else \
+            ", device_ids=[%s]" % ", ".join(map(str, ids))
+        sdy.MeshOp(name, ir.Attribute.parse(f"#sdy.mesh<[{ax}]{dev}>"))
+
+
 # ----------------------------------------------------------------------- SPMD executable
 
 
@@ -265,20 +355,21 @@ class SpmdExecutable:
     for s, a in zip(out_shs, out_avals):
       if isinstance(s, NamedSharding):
         s.check(a.shape, "pjit outputs")
-    with xla.mlir_context(), mlir.ir.Location.unknown():
+    with _context(), mlir.ir.Location.unknown():
       ir = mlir.ir
       m = mlir._new_module(f"jit_{name}")
       mctx = mlir.ModuleContext(m)
-      mctx.spmd = True
+      mctx.spmd = meshes = _Meshes(self.devs, mesh)
       mctx._names.add("main")
       mlir.lower_jaxpr_to_fun(mctx, "main", closed, public=True)
       if mctx.host_callbacks:
         raise NotImplementedError("nbjax's sharded jit does not run host callbacks")
       main = xla._find_main(m)
       attr = lambda s, a: ir.DictAttr.get(
-          {} if s is None else {"mhlo.sharding": ir.StringAttr.get(s._to_hlo_string(a.ndim))})
+          {} if s is None else {"sdy.sharding": meshes.attr(s, a.ndim)})
       main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(self.in_shs, in_avals)])
       main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
+      meshes.emit(m)
       text = str(m)
     self.text = text
     n = len(devs)
@@ -289,10 +380,7 @@ class SpmdExecutable:
     eb = opts.executable_build_options
     eb.use_spmd_partitioning = True
     eb.allow_spmd_sharding_propagation_to_output = [s is None for s in out_shs]
-    try:
-      eb.use_shardy_partitioner = False
-    except AttributeError:
-      pass
+    eb.use_shardy_partitioner = True
     with xla._lock:
       self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
     xla._stats["compiles"] += 1
@@ -305,10 +393,44 @@ class SpmdExecutable:
     mine = set(rt.local_devs)
     self.local = [d for d in self.devs if d in mine]
     self._rt_array = xla.ensure_jaxlib()._jax.ArrayImpl
+    self.in_avals = in_avals
+    self._handlers = None
+
+  def _outputs(self):
+    """``(handlers, sharding per output)`` when every output can come back as one jaxlib
+    global array (its sharding's devices in the executable's order, a plain dtype), else
+    None (the per-device buffers are reordered and gathered by ``run``)."""
+    if self._handlers is None:
+      from nbjax import dtypes
+      xla, xc, rt = _jl()
+      ok = xla._dist is None and all(  # (several processes: run's general path)
+          tuple(sh._device_assignment) == tuple(self.devs) and a.dtype != dtypes.float0
+          for sh, a in zip(self.out_shs, self.out_avals))
+      self._handlers = [rt.handler(rt.aval(a.shape, np.dtype(a.dtype)), _shim(sh, a.ndim),
+                                   True, True)
+                        for sh, a in zip(self.out_shs, self.out_avals)] if ok else False
+    return self._handlers or None
+
+  def _execute(self, gs):
+    from nbjax import xla
+    with xla._replicated_lock:  # one multi-device run in flight at a time (see xla.Replicated)
+      res = self._exe.execute_sharded(gs, with_tokens=True)
+      res.consume_token().block_until_ready()
+    return res
 
   def run(self, args):
+    """Outputs for ``args`` (anything array-like; put onto ``in_shs`` where not already)."""
     xla, xc, rt = _jl()
     gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
+    hs = self._outputs()
+    if hs is not None:  # one process, outputs as global arrays read on demand (Array._gather)
+      outs = []
+      for g, sh, a in zip(self._execute(gs).consume_with_handlers(hs), self.out_shs,
+                          self.out_avals):
+        o = object.__new__(Array)
+        o._weak, o._buf, o._pmap = a.weak_type, None, (sh, None, g)
+        outs.append(o)
+      return outs
     with xla._replicated_lock:
       res = self._exe.execute_sharded(gs, with_tokens=True)
       if xla._dist is None:
@@ -326,6 +448,47 @@ class SpmdExecutable:
                          True, True)
       outs.append(_make(g, sh, bufs, aval.shape, aval.dtype, aval.weak_type))
     return outs
+
+  def runner(self, out_tree):
+    """jit's monomorphic fast path for this executable: ``run(flat_args)`` returning the
+    tree of outputs, or ``MISS`` unless every argument is an Array already placed as this
+    executable takes it (its sharding, shape, dtype, weak type; the same
+    ``config.trace_key``), whose jaxlib global array is passed as is. None where the
+    outputs need the general path."""
+    from nbjax.config import config
+    from nbjax.interpreters.pjit import MISS
+    hs = self._outputs()
+    if hs is None:
+      return None
+    xla, xc, rt = _jl()
+    env = {"_Array": Array, "_new": object.__new__, "_MISS": MISS, "_config": config,
+           "_tkey": config.trace_key, "_len": len, "_exec": self._execute, "_hs": hs}
+    n = len(self.in_shs)
+    names = [f"x{i}" for i in range(n)]
+    src = ["def run(args):",
+           "  if _config.trace_key is not _tkey or _len(args) != %d: return _MISS" % n]
+    if n:
+      src.append(f"  {', '.join(names)}, = args")
+    for i, (x, s, a) in enumerate(zip(names, self.in_shs, self.in_avals)):
+      env[f"_s{i}"], env[f"_w{i}"] = s, a.weak_type
+      env[f"_a{i}"] = rt.aval(a.shape, np.dtype(a.dtype))
+      src += [f"  if type({x}) is not _Array or {x}._weak is not _w{i}: return _MISS",
+              f"  p = {x}._pmap",
+              f"  if p is None or p[0] is not _s{i} and p[0] != _s{i}: return _MISS",
+              f"  {x} = p[2]",
+              f"  if {x} is None or {x}.aval is not _a{i}: return _MISS"]
+    src.append(f"  o = _exec([{', '.join(names)}]).consume_with_handlers(_hs)")
+    for i, (sh, a) in enumerate(zip(self.out_shs, self.out_avals)):
+      env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
+      src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
+                 f"r{i}._pmap = (_os{i}, None, o[{i}])")
+    body = tree_util.build_source(out_tree, "r{}".format, env)
+    if body is None:
+      env["_unflat"] = tree_util.unflattener(out_tree)
+      body = f"_unflat([{', '.join(f'r{i}' for i in range(len(self.out_shs)))}])"
+    src.append(f"  return {body}")
+    exec(compile("\n".join(src), "<nbjax.jit (sharded)>", "exec"), env)
+    return env["run"]
 
 
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -352,16 +515,11 @@ def _sc_impl(x, *, sharding):
 
 
 def _sc_lowering(ctx, x, *, sharding):
-  from nbjax.interpreters.lowering import hlo, ir
-  if not getattr(ctx.module_context, "spmd", False):
+  meshes = getattr(ctx.module_context, "spmd", None)
+  if not meshes:
     return [x]
-  aval = ctx.avals_in[0]
-  from nbjax.interpreters import mlir
-  op = hlo.CustomCallOp([mlir.aval_to_ir_type(aval)], [x],
-                        call_target_name=ir.StringAttr.get("Sharding"),
-                        has_side_effect=ir.BoolAttr.get(False))
-  op.attributes["mhlo.sharding"] = ir.StringAttr.get(sharding._to_hlo_string(aval.ndim))
-  return [op.result]
+  from jaxlib.mlir.dialects import sdy
+  return [sdy.ShardingConstraintOp(x, meshes.attr(sharding, ctx.avals_in[0].ndim)).result]
 
 
 def _sc_batch(axis_data, vals, dims, *, sharding):
@@ -380,7 +538,7 @@ registry.register(
     sharding_constraint_p, family="parallel", impls={"python": _sc_impl},
     abstract_eval=lambda aval, **_: aval, batch=_sc_batch,
     meta=dict(differentiable=True, linear=True,
-              note="identity that pins its operand's sharding (a GSPMD annotation in a "
+              note="identity that pins its operand's sharding (sdy.sharding_constraint in a "
                    "sharded jit)"))
 ad.deflinear2(sharding_constraint_p, lambda ct, x, *, sharding: [
     sharding_constraint_p.bind(ad.instantiate_zeros(ct), sharding=sharding)])
