@@ -168,7 +168,8 @@ class _PmapExecutable:
     from nbjax.sharding import PmapSharding
     args_axes = self.in_axes[n_consts:]
     if any(ax != 0 for ax in args_axes) or any(ax not in (0, None) for ax in self.out_axes) \
-        or any(a.dtype == dtypes.float0 for a in self.out_avals):
+        or any(a.dtype == dtypes.float0 for a in self.out_avals) or self.inner > 1 \
+        or xla._dist is not None:  # (nested maps: rows repeated; several processes)
       return None
     rt, xc, rep, n = xla._runtime(), xla.ensure_jaxlib().xc, self.rep, self.n
     dl = xc.DeviceList(tuple(self.devs))

@@ -28,7 +28,7 @@ import weakref
 import numpy as np
 
 from nbjax import core, registry, tree_util
-from nbjax.array import Array, _gather, _wrap
+from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
 from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
