@@ -42,7 +42,15 @@ def register(name_or_prim, rule, platform="cpu"):
 
 
 def _xla_backend(prim):
-  return mlir.single_primitive_impl(prim)  # jaxlib only when the xla backend is chosen
+  """The ``xla`` eager backend of ``prim``: one primitive compiled by XLA, made on the first
+  call (a primitive registered on it does not import jaxlib with ``import nbjax``)."""
+  impl = []
+
+  def run(*args, **params):
+    if not impl:
+      impl.append(mlir.single_primitive_impl(prim))
+    return impl[0](*args, **params)
+  return run
 
 
 def _install():
