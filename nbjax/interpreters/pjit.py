@@ -798,8 +798,8 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
-      if self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
-                              for x in flat) and not _holds_maps(entry.closed):
+      if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                               for x in flat)) and not _holds_maps(entry.closed):
         exe = self._spmd_executable(entry, args, kwargs, flat)
         if self._simple and not kwargs:
           self._spmd_mono(exe, entry, args)
