@@ -17,6 +17,7 @@ import numpy as np
 from nbjax import dtypes, lax
 from nbjax.config import config
 from nbjax import numpy as jnp
+from nbjax.lax import prng
 from nbjax.lax.elementwise import _canonicalize_shape
 from nbjax.numpy import _util
 
@@ -38,28 +39,11 @@ def _threefry_partitionable(flag):
 
 # ------------------------------------------------------------------ threefry hash
 
-def _u32(v):
-  return np.uint32(v)
-
-
-def _rotl(v, d):
-  return lax.bitwise_or(lax.shift_left(v, _u32(d)), lax.shift_right_logical(v, _u32(32 - d)))
-
-
 def _threefry(k1, k2, x0, x1):
   """threefry2x32 (20 rounds) of counter words ``x0, x1`` under key words ``k1, k2``."""
   shape = jnp.broadcast_shapes(np.shape(x0), np.shape(x1))
-  k1, k2, x0, x1 = (jnp.broadcast_to(v, shape) for v in (k1, k2, x0, x1))
-  ks = [k1, k2, lax.bitwise_xor(lax.bitwise_xor(k1, k2), jnp.full(shape, 0x1BD11BDA, _U32))]
-  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
-  x0, x1 = lax.add(x0, ks[0]), lax.add(x1, ks[1])
-  for i in range(5):
-    for r in rots[i % 2]:
-      x0 = lax.add(x0, x1)
-      x1 = lax.bitwise_xor(x0, _rotl(x1, r))
-    x0 = lax.add(x0, ks[(i + 1) % 3])
-    x1 = lax.add(lax.add(x1, ks[(i + 2) % 3]), jnp.full(shape, i + 1, _U32))
-  return x0, x1
+  x0, x1 = (jnp.broadcast_to(v, shape) for v in (x0, x1))
+  return prng.threefry2x32(k1, k2, x0, x1)
 
 
 def threefry_2x32(keypair, count):
@@ -77,12 +61,9 @@ def threefry_2x32(keypair, count):
   return jnp.reshape(jnp.concatenate([y0, y1])[:n], count.shape)
 
 
-def _iota_2x32(shape):
-  size = math.prod(shape)
-  if size > 2 ** 32:
-    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
-  lo = jnp.reshape(lax.iota(_U32, size), shape)
-  return jnp.zeros(shape, _U32), lo
+def _sample(k, *p, shape, op, dtype):
+  return prng.threefry_sample(k, *p, shape=shape, op=op, dtype=dtype,
+                              partitionable=config._flags["threefry_partitionable"])
 
 
 # ------------------------------------------------------------------ keys
@@ -146,10 +127,7 @@ def key_impl(keys):
 
 
 def _split(k, shape):
-  if config._flags["threefry_partitionable"]:
-    y0, y1 = _threefry(k[0], k[1], *_iota_2x32(shape))
-    return jnp.stack([y0, y1], axis=-1)
-  return jnp.reshape(threefry_2x32(k, lax.iota(_U32, 2 * math.prod(shape))), (*shape, 2))
+  return _sample(k, shape=shape, op="split", dtype=_U32)
 
 
 def split(key, num=2):
@@ -166,32 +144,11 @@ def fold_in(key, data):
     raise TypeError("fold_in accepts a scalar, but was given an array of"
                     f"shape {np.shape(data)} != (). Use jax.vmap for batching.")
   d = jnp.asarray(data, dtype=_U32)
-  return jnp.stack(_threefry(k[0], k[1], jnp.zeros((), _U32), d))
+  return jnp.stack(prng.threefry2x32(k[0], k[1], jnp.zeros((), _U32), d))
 
 
 def _random_bits(k, width, shape):
-  dt = _UINT[width]
-  if config._flags["threefry_partitionable"]:
-    b1, b2 = _threefry(k[0], k[1], *_iota_2x32(shape))
-    if width == 64:
-      hi = lax.convert_element_type(b1, dt)
-      return lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(b2, dt))
-    b = lax.bitwise_xor(b1, b2)
-    return b if width == 32 else lax.convert_element_type(
-        lax.bitwise_and(b, jnp.full(shape, (1 << width) - 1, _U32)), dt)
-  size = math.prod(shape)
-  count = -(-width * size // 32)
-  b = threefry_2x32(k, lax.iota(_U32, count))
-  if width == 64:
-    h = count // 2
-    hi, lo = (lax.convert_element_type(v, dt) for v in (b[:h], b[h:]))
-    b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lo)
-  elif width < 32:
-    per = 32 // width
-    sh = jnp.asarray(np.arange(per, dtype=np.uint32) * np.uint32(width))
-    parts = jnp.right_shift(b[:, None], sh[None, :]) & np.uint32((1 << width) - 1)
-    b = lax.convert_element_type(jnp.ravel(parts), dt)[:size]
-  return jnp.reshape(b, shape)
+  return _sample(k, shape=shape, op="bits", dtype=_UINT[width])
 
 
 def _shape(shape):
@@ -224,19 +181,28 @@ def bits(key, shape=(), dtype=None):
 
 # ------------------------------------------------------------------ samplers
 
+def _is(v, c):
+  return isinstance(v, (int, float, np.number)) and v == c
+
+
 def _uniform(k, shape, dt, minval, maxval):
+  if dt.itemsize >= 4:  # float32/float64: the fused kernel draws [0, 1) directly
+    floats = _sample(k, shape=shape, op="uniform", dtype=dt)
+    if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
+      return floats
+  else:
+    fi = dtypes.finfo(dt)
+    nbits, nmant = fi.bits, fi.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    b = _random_bits(k, rng_bits, shape)
+    ud = _UINT[nbits]
+    if rng_bits != nbits:
+      b = lax.convert_element_type(b, ud)
+    # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
+    m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
+    floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
   minval = jnp.asarray(lax.convert_element_type(minval, dt))
   maxval = jnp.asarray(lax.convert_element_type(maxval, dt))
-  fi = dtypes.finfo(dt)
-  nbits, nmant = fi.bits, fi.nmant
-  rng_bits = 8 if nmant < 8 else nbits
-  b = _random_bits(k, rng_bits, shape)
-  ud = _UINT[nbits]
-  if rng_bits != nbits:
-    b = lax.convert_element_type(b, ud)
-  # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
-  m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
-  floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
   return jnp.maximum(minval, floats * (maxval - minval) + minval)
 
 
@@ -331,6 +297,8 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
     return u2 < p - u1
+  if dt.itemsize >= 4:  # one fused pass: draw, convert, compare
+    return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
   return _uniform(k, shape, dt, 0., 1.) < p
 
 

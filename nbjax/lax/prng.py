@@ -1,0 +1,335 @@
+"""``threefry_sample``: JAX's threefry2x32 random bits, and their conversion to floats or
+booleans, as one primitive.
+
+Pipeline position: ``nbjax.random``'s samplers (``split``, ``bits``, ``uniform``, ``normal``,
+``bernoulli``, ``randint``...) bind ``threefry_sample_p(keys[, p], shape, op, dtype,
+partitionable)`` on raw ``uint32[*batch, 2]`` key data. Eagerly the registry runs the fused
+numba kernel of ``kernels/random.py``: bits are generated and converted straight into the
+output (time and memory proportional to the output, no counter/bits/float temporaries).
+Under ``jit`` the primitive lowers (``mlir.lower_fun``) to the same computation written in
+lax operations (``sample_lax``: iota counters, the 20 threefry rounds, shifts and a multiply),
+which is what JAX emits; the two agree bit for bit. ``vmap`` batches the key array (a leading
+key axis is a loop in the kernel); the outputs have no derivative (keys are integers, and a
+Bernoulli draw is piecewise constant in ``p``).
+
+``op``: ``"split"`` (``uint32[*batch, *shape, 2]`` new keys), ``"bits"`` (``dtype`` an
+unsigned int), ``"uniform"`` (``dtype`` float32/float64, values in ``[0, 1)``: the mantissa
+bits of a draw) and ``"bernoulli"`` (``uniform < p`` with ``p`` of ``dtype``, broadcast to
+the output; bool output). ``partitionable``: JAX's ``jax_threefry_partitionable`` layout
+(default) or the classic one.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nbjax import dtypes, registry
+from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.interpreters import ad, batching
+
+__all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32"]
+
+_U32 = np.dtype(np.uint32)
+_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
+_FLOAT = {32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+_OPS = ("split", "bits", "uniform", "bernoulli")
+
+
+def _lax():
+  from nbjax import lax
+  return lax
+
+
+def _width(op, dtype):
+  return 32 if op == "split" else np.dtype(dtype).itemsize * 8
+
+
+def _out_dtype(op, dtype):
+  return {"split": _U32, "bernoulli": np.dtype(np.bool_)}.get(op, np.dtype(dtype))
+
+
+def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
+  if op not in _OPS:
+    raise ValueError(f"threefry_sample: unknown op {op!r}; expected one of {_OPS}")
+  if keys.dtype != _U32 or keys.ndim < 1 or keys.shape[-1] != 2:
+    raise TypeError(f"threefry_sample: keys must be uint32[..., 2], got {keys.str_short()}")
+  d = np.dtype(dtype)
+  ok = {"split": d == _U32, "bits": d in _UINT.values(),
+        "uniform": d in _FLOAT.values(), "bernoulli": d in _FLOAT.values()}[op]
+  if not ok:
+    raise TypeError(f"threefry_sample: op {op!r} does not support dtype {d}")
+  if len(p) != (op == "bernoulli"):
+    raise TypeError(f"threefry_sample: op {op!r} takes {int(op == 'bernoulli')} operands "
+                    f"besides the keys, got {len(p)}")
+  out = tuple(keys.shape[:-1]) + tuple(shape) + ((2,) if op == "split" else ())
+  if p:
+    if p[0].dtype != d:
+      raise TypeError(f"threefry_sample: p must be {d}, got {p[0].dtype}")
+    if np.broadcast_shapes(p[0].shape, out) != out:
+      raise ValueError(f"threefry_sample: p of shape {p[0].shape} does not broadcast to the "
+                       f"output shape {out}")
+  if math.prod(shape) * (2 if op == "split" else 1) >= 2 ** 32:
+    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+  return ShapedArray(out, _out_dtype(op, dtype))
+
+
+def _numba(keys, *p, shape, op, dtype, partitionable):
+  from kernels import random as K
+  kb = keys.shape[:-1]
+  keys = np.ascontiguousarray(keys.reshape(-1, 2))
+  n = math.prod(shape)
+  out_shape = tuple(kb) + tuple(shape) + ((2,) if op == "split" else ())
+  out = np.empty(math.prod(out_shape), _out_dtype(op, dtype))
+  if p:
+    pa = np.asarray(p[0])
+    pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, out_shape).reshape(-1)
+    pstep = int(pa.size != 1)
+  else:
+    pa, pstep = np.zeros(1, np.float64), 0
+  width = _width(op, dtype)
+  par = out.size >= 1 << 18
+  k = K.sample(op, width, partitionable, par)
+  k(keys, 2 * n if op == "split" and not partitionable else n, out, pa, pstep)
+  return out.reshape(out_shape)
+
+
+# ------------------------------------------------------------------ the lax composition
+
+def threefry2x32(k0, k1, x0, x1):
+  """threefry2x32 (20 rounds) of ``uint32`` counter words ``x0, x1`` (same shape) under key
+  words ``k0, k1`` (broadcast to that shape), as lax operations."""
+  lax = _lax()
+  shape = get_aval(x0).shape
+  k0, k1 = (lax.broadcast_in_dim(k, shape, tuple(range(get_aval(k).ndim))) for k in (k0, k1))
+  u = np.uint32
+  rotl = lambda v, d: lax.bitwise_or(lax.shift_left(v, u(d)), lax.shift_right_logical(v, u(32 - d)))
+  ks = [k0, k1, lax.bitwise_xor(lax.bitwise_xor(k0, k1), u(0x1BD11BDA))]
+  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
+  x0, x1 = lax.add(x0, ks[0]), lax.add(x1, ks[1])
+  for i in range(5):
+    for r in rots[i % 2]:
+      x0 = lax.add(x0, x1)
+      x1 = lax.bitwise_xor(x0, rotl(x1, r))
+    x0 = lax.add(x0, ks[(i + 1) % 3])
+    x1 = lax.add(lax.add(x1, ks[(i + 2) % 3]), u(i + 1))
+  return x0, x1
+
+
+def _words(keys, kb, m, partitionable):
+  """The ``m`` 32-bit classic words (``partitionable=False``) of each key: ``kb + (m,)``."""
+  lax = _lax()
+  h = (m + 1) // 2
+  shape = tuple(kb) + (h,)
+  j = lax.broadcasted_iota(_U32, shape, len(kb))
+  x1 = lax.add(j, np.uint32(h))
+  x1 = lax.select(lax.lt(x1, np.uint32(m)), x1, lax.full(shape, 0, _U32))
+  y0, y1 = threefry2x32(keys[0], keys[1], j, x1)
+  return lax.slice_in_dim(lax.concatenate([y0, y1], len(kb)), 0, m, axis=len(kb))
+
+
+def _bits_lax(keys, kb, shape, width, partitionable):
+  lax = _lax()
+  n = math.prod(shape)
+  out = tuple(kb) + tuple(shape)
+  nd = len(kb)
+  dt = _UINT[width]
+  if partitionable:
+    lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
+    y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+    if width == 64:
+      hi = lax.convert_element_type(y0, dt)
+      b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(y1, dt))
+    else:
+      b = lax.bitwise_xor(y0, y1)
+      if width < 32:
+        b = lax.convert_element_type(lax.bitwise_and(b, np.uint32((1 << width) - 1)), dt)
+    return lax.reshape(b, out)
+  if width == 64:
+    w = _words(keys, kb, 2 * n, False)
+    hi = lax.convert_element_type(lax.slice_in_dim(w, 0, n, axis=nd), dt)
+    lo = lax.convert_element_type(lax.slice_in_dim(w, n, 2 * n, axis=nd), dt)
+    return lax.reshape(lax.bitwise_or(lax.shift_left(hi, np.uint64(64 // 2)), lo), out)
+  m = -(-width * n // 32)
+  w = _words(keys, kb, m, False)
+  if width < 32:
+    per = 32 // width
+    sh = lax.broadcasted_iota(_U32, (*kb, m, per), nd + 1)
+    sh = lax.mul(sh, np.uint32(width))
+    wb = lax.broadcast_in_dim(w, (*kb, m, per), tuple(range(nd + 1)))
+    parts = lax.bitwise_and(lax.shift_right_logical(wb, sh), np.uint32((1 << width) - 1))
+    w = lax.slice_in_dim(lax.reshape(parts, (*kb, m * per)), 0, n, axis=nd)
+    w = lax.convert_element_type(w, dt)
+  return lax.reshape(w, out)
+
+
+def sample_lax(keys, *p, shape, op, dtype, partitionable):
+  """``threefry_sample`` as lax operations (its lowering; JAX's computation)."""
+  lax = _lax()
+  ka = get_aval(keys)
+  kb = ka.shape[:-1]
+  nd = len(kb)
+  keys = [lax.squeeze(lax.slice_in_dim(keys, i, i + 1, axis=nd), (nd,)) for i in (0, 1)]
+  if op == "split":
+    n = math.prod(shape)
+    if partitionable:
+      lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
+      y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+      pair = (*kb, n, 1)
+      w = lax.concatenate([lax.reshape(y0, pair), lax.reshape(y1, pair)], nd + 1)
+    else:
+      w = _words(keys, kb, 2 * n, False)
+    return lax.reshape(w, (*kb, *shape, 2))
+  width = _width(op, dtype)
+  b = _bits_lax(keys, kb, shape, width, partitionable)
+  if op == "bits":
+    return b
+  fdt = _FLOAT[width]
+  nmant = dtypes.finfo(fdt).nmant
+  m = lax.shift_right_logical(b, _UINT[width].type(width - nmant))
+  u = lax.mul(lax.convert_element_type(m, fdt), fdt.type(2.0 ** -nmant))
+  if op == "uniform":
+    return u
+  pv = p[0]
+  out = tuple(kb) + tuple(shape)
+  pa = get_aval(pv)
+  pv = lax.broadcast_in_dim(pv, out, tuple(range(len(out) - pa.ndim, len(out))))
+  return lax.lt(u, pv)
+
+
+# ------------------------------------------------------------------ rules
+
+def _batch(vals, dims, *, shape, op, dtype, partitionable):
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+  keys = batching.bdim_at_front(vals[0], dims[0], size)
+  p = vals[1:]
+  if p:
+    pv, pd = p[0], dims[1]
+    if pd is not batching.not_mapped:  # p's batch axis first, then p padded to full rank
+      lax = _lax()
+      pv = batching.moveaxis(pv, pd, 0)
+      pa = get_aval(pv)
+      rank = get_aval(keys).ndim - 1 + len(shape)
+      pv = lax.broadcast_in_dim(pv, (pa.shape[0],) + (1,) * (rank - pa.ndim) + pa.shape[1:],
+                                (0, *range(rank - pa.ndim + 1, rank)))
+    p = (pv,)
+  return threefry_sample_p.bind(keys, *p, shape=shape, op=op, dtype=dtype,
+                                partitionable=partitionable), 0
+
+
+def _reference(keys, *p, shape, op, dtype, partitionable):
+  """The test oracle: the hash in NumPy ``uint32`` arithmetic, one output at a time."""
+  keys = np.asarray(keys)
+  kb = keys.shape[:-1]
+  n = math.prod(shape)
+  flat = keys.reshape(-1, 2)
+  out = []
+  for k0, k1 in flat:
+    out.append(_np_sample(int(k0), int(k1), n, op, dtype, partitionable))
+  out = np.stack(out) if out else np.zeros((0, 2 * n if op == "split" else n))
+  res = out.reshape(tuple(kb) + tuple(shape) + ((2,) if op == "split" else ()))
+  if op == "bernoulli":
+    res = res < np.asarray(p[0])
+  return res.astype(_out_dtype(op, dtype))
+
+
+def _np_threefry(k0, k1, x0, x1):
+  m = 0xFFFFFFFF
+  ks = [k0, k1, k0 ^ k1 ^ 0x1BD11BDA]
+  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
+  x0, x1 = (x0 + ks[0]) & m, (x1 + ks[1]) & m
+  for i in range(5):
+    for r in rots[i % 2]:
+      x0 = (x0 + x1) & m
+      x1 = x0 ^ (((x1 << r) | (x1 >> (32 - r))) & m)
+    x0 = (x0 + ks[(i + 1) % 3]) & m
+    x1 = (x1 + ks[(i + 2) % 3] + i + 1) & m
+  return x0, x1
+
+
+def _np_sample(k0, k1, n, op, dtype, partitionable):
+  width = _width(op, dtype)
+  if op == "split":
+    if partitionable:
+      return np.array([w for i in range(n) for w in _np_threefry(k0, k1, 0, i)], np.uint64)
+    return _np_words(k0, k1, 2 * n)
+  if partitionable:
+    pairs = [_np_threefry(k0, k1, 0, i) for i in range(n)]
+    if width == 64:
+      b = [(a << 32) | c for a, c in pairs]
+    else:
+      b = [(a ^ c) & ((1 << width) - 1) for a, c in pairs]
+  elif width == 64:
+    w = _np_words(k0, k1, 2 * n)
+    b = [(int(w[i]) << 32) | int(w[n + i]) for i in range(n)]
+  else:
+    w = _np_words(k0, k1, -(-width * n // 32))
+    per = 32 // width
+    b = [(int(w[i // per]) >> (width * (i % per))) & ((1 << width) - 1) for i in range(n)]
+  b = np.array(b, np.uint64)
+  if op == "bits":
+    return b
+  nmant = dtypes.finfo(dtype).nmant
+  return (b >> np.uint64(width - nmant)).astype(np.float64) * 2.0 ** -nmant
+
+
+def _np_words(k0, k1, m):
+  h = (m + 1) // 2
+  y = [_np_threefry(k0, k1, j, h + j if h + j < m else 0) for j in range(h)]
+  return np.array([a for a, _ in y] + [c for _, c in y], np.uint64)[:m]
+
+
+def _samples(rng, dtype):
+  d = np.dtype(dtype)
+  keys = [np.array([0, 42], np.uint32), np.array([[1, 2], [0xFFFFFFFF, 7], [5, 0]], np.uint32)]
+  cases = []
+  for part in (True, False):
+    for k in keys:
+      for shape in [(), (5,), (2, 3), (0,)]:
+        base = dict(shape=shape, partitionable=part)
+        if d == _U32:
+          cases.append(([k], dict(base, op="split", dtype=d)))
+        if d in _UINT.values():
+          cases.append(([k], dict(base, op="bits", dtype=d)))
+        if d in _FLOAT.values():
+          cases.append(([k], dict(base, op="uniform", dtype=d)))
+          p = rng.uniform(size=k.shape[:-1] + shape).astype(d)
+          cases.append(([k, p], dict(base, op="bernoulli", dtype=d)))
+          cases.append(([k, d.type(0.3)], dict(base, op="bernoulli", dtype=d)))
+  return cases
+
+
+def _bad(rng):
+  from nbjax.array import Array
+  k = Array(np.zeros(2, np.uint32))
+  P = dict(shape=(3,), partitionable=True)
+  return [([Array(np.zeros(2, np.int32))], dict(P, op="bits", dtype=_U32), TypeError),
+          ([Array(np.zeros(3, np.uint32))], dict(P, op="bits", dtype=_U32), TypeError),
+          ([k], dict(P, op="uniform", dtype=_U32), TypeError),
+          ([k], dict(P, op="bits", dtype=np.dtype(np.int32)), TypeError),
+          ([k], dict(P, op="hash", dtype=_U32), ValueError),
+          ([k, Array(np.zeros(4, np.float32))], dict(P, op="bernoulli", dtype=np.float32),
+           ValueError),
+          ([k], dict(P, op="bernoulli", dtype=np.dtype(np.float32)), TypeError)]
+
+
+threefry_sample_p = Primitive("threefry_sample")
+ad.defjvp_zero(threefry_sample_p)
+registry.register(
+    threefry_sample_p, family="random", impls={"numba": _numba}, abstract_eval=_abstract_eval,
+    batch=_batch,
+    meta=dict(dtypes=[np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64", "float32",
+                                            "float64")],
+              reference=_reference, samples=_samples, bad_inputs=_bad, differentiable=False))
+
+
+def threefry_sample(keys, *p, shape, op, dtype, partitionable):
+  """Bind ``threefry_sample_p`` (``shape`` a tuple of ints)."""
+  return threefry_sample_p.bind(keys, *p, shape=tuple(shape), op=op, dtype=np.dtype(dtype),
+                                partitionable=bool(partitionable))
+
+
+# ====================================================================== lowering (StableHLO)
+from nbjax.interpreters import lowering, mlir  # noqa: E402
+
+lowering.register(threefry_sample_p, mlir.lower_fun(sample_lax, multiple_results=False))
