@@ -16,7 +16,8 @@ primitive calls ``sample(op, width, partitionable, parallel)`` kernels with a ``
 Ops (the conversion from bits, per output): ``split`` (``n`` new keys, ``2 n`` words:
 partitionable ``(y0, y1)`` of counter ``(0, i)``, classic the ``2 n`` classic words), ``bits`` (the unsigned value), ``uniform`` (JAX's
 ``[0, 1)`` float: ``(bits >> (width - nmant)) * 2**-nmant`` for float32/float64) and
-``bernoulli`` (that float ``< p[i * pstep]``, ``pstep`` 0 for a scalar ``p``). The
+``bernoulli`` (that float ``< p``, computed exactly as ``m < t[i * pstep]`` on the float's
+integer mantissa ``m`` and ``threshold(p)``, ``pstep`` 0 for a scalar ``p``). The
 ``parallel`` variant splits the outputs into ``prange`` chunks. Imports numba and numpy only.
 """
 import numpy as np
@@ -70,12 +71,12 @@ def threefry2x32(k0, k1, x0, x1):
 
 @njit(inline="always", cache=True)
 def _f32(v):  # 32 random bits -> float32 in [0, 1)
-  return np.float32(v >> np.uint64(9)) * np.float32(1.1920928955078125e-07)
+  return np.float32(np.int32(v >> np.uint64(9))) * np.float32(1.1920928955078125e-07)
 
 
 @njit(inline="always", cache=True)
 def _f64(v):  # 64 random bits -> float64 in [0, 1)
-  return np.float64(v >> np.uint64(12)) * 2.220446049250313e-16
+  return np.float64(np.int64(v >> np.uint64(12))) * 2.220446049250313e-16
 
 
 _CACHE = {}
@@ -93,12 +94,12 @@ def _conv(op, width):
     @njit(inline="always", cache=True)
     def conv(v, out, i, p, pstep):
       out[i] = f(v)
-  else:
-    f = _f32 if width == 32 else _f64
+  else:  # m * 2**-nmant < p as an integer comparison (exact; no float conversion)
+    sh = 9 if width == 32 else 12
 
     @njit(inline="always", cache=True)
     def conv(v, out, i, p, pstep):
-      out[i] = f(v) < p[i * pstep]
+      out[i] = np.int64(v >> np.uint64(sh)) < p[i * pstep]
   return conv
 
 
@@ -186,8 +187,8 @@ def sample(op, width, partitionable=True, parallel=False):
   """The kernel ``kern(keys, n, out, p, pstep)`` for ``op`` in ``bits``/``uniform``/
   ``bernoulli`` on ``width``-bit draws (``uniform``/``bernoulli``: 32 -> float32, 64 ->
   float64). ``keys``: C-contiguous ``uint32[nb, 2]``; ``out``: flat, ``nb * n`` long;
-  ``p``: a flat float array of ``nb * n`` (``pstep=1``) or 1 (``pstep=0``) entries (unused
-  by ``bits``/``uniform``: pass any 1-entry array)."""
+  ``p``: for ``bernoulli`` the flat ``threshold(p)`` of ``nb * n`` (``pstep=1``) or 1
+  (``pstep=0``) entries (unused by the other ops: pass any 1-entry array)."""
   key = (op, width, partitionable, parallel)
   k = _CACHE.get(key)
   if k is None and op == "split":  # n new keys: 2 n words (classic: 2 n words of bits)
@@ -197,3 +198,13 @@ def sample(op, width, partitionable=True, parallel=False):
     make = _partitionable if partitionable else _classic
     k = _CACHE[key] = make(_conv(op, width), width, parallel)
   return k
+
+
+def threshold(p, width):
+  """``int64`` thresholds ``t`` with ``m * 2**-nmant < p`` exactly when ``m < t``, for the
+  ``nmant``-bit mantissas ``m`` of ``width``-bit uniform draws (NaN and ``p <= 0``: 0)."""
+  nmant = 23 if width == 32 else 52
+  p = np.asarray(p, np.float64)
+  with np.errstate(invalid="ignore"):
+    t = np.ceil(np.clip(np.nan_to_num(p, nan=0.0), 0.0, 1.0) * 2.0 ** nmant)
+  return np.asarray(t, np.int64)

@@ -66,7 +66,11 @@ def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
   if p:
     if p[0].dtype != d:
       raise TypeError(f"threefry_sample: p must be {d}, got {p[0].dtype}")
-    if np.broadcast_shapes(p[0].shape, out) != out:
+    try:
+      ok = np.broadcast_shapes(p[0].shape, out) == out
+    except ValueError:
+      ok = False
+    if not ok:
       raise ValueError(f"threefry_sample: p of shape {p[0].shape} does not broadcast to the "
                        f"output shape {out}")
   if math.prod(shape) * (2 if op == "split" else 1) >= 2 ** 32:
@@ -82,7 +86,7 @@ def _numba(keys, *p, shape, op, dtype, partitionable):
   out_shape = tuple(kb) + tuple(shape) + ((2,) if op == "split" else ())
   out = np.empty(math.prod(out_shape), _out_dtype(op, dtype))
   if p:
-    pa = np.asarray(p[0])
+    pa = K.threshold(p[0], _width(op, dtype))
     pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, out_shape).reshape(-1)
     pstep = int(pa.size != 1)
   else:
