@@ -32,6 +32,7 @@ from nbjax.lax.linalg import (DotAlgorithmPreset, Precision, batch_matmul,  # no
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
 from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401
 from nbjax.lax import prng as _prng  # noqa: F401  (threefry_sample_p, used by nbjax.random)
+from nbjax.lax.prng import RandomAlgorithm, rng_bit_generator, rng_bit_generator_p  # noqa: F401
 from nbjax.interpreters.spmd import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
                                 axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,

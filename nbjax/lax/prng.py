@@ -337,3 +337,96 @@ def threefry_sample(keys, *p, shape, op, dtype, partitionable):
 from nbjax.interpreters import lowering, mlir  # noqa: E402
 
 lowering.register(threefry_sample_p, mlir.lower_fun(sample_lax, multiple_results=False))
+
+
+# ====================================================================== rng_bit_generator
+# XLA's RngBitGenerator (JAX's ``lax.rng_bit_generator``): the bits of the ``rbg`` and
+# ``unsafe_rbg`` PRNG implementations. Its algorithm (the platform's default, Philox on CPU)
+# lives in XLA, so the eager backend is XLA itself (one cached executable per signature).
+
+import enum  # noqa: E402
+
+
+class RandomAlgorithm(enum.IntEnum):
+  """Which algorithm ``rng_bit_generator`` uses (JAX's names and values)."""
+  RNG_DEFAULT = 0
+  RNG_THREE_FRY = 1
+  RNG_PHILOX = 2
+
+  def __str__(self):
+    return self.name
+
+
+def _rbg_abstract_eval(key, *, shape, dtype, algorithm):
+  ok = (key.shape == (4,) and key.dtype == _U32) or (
+      key.shape == (2,) and key.dtype == np.dtype(np.uint64))
+  if not ok:
+    raise TypeError(f"rng_bit_generator: key must be uint32[4] or uint64[2], got "
+                    f"{key.str_short()}")
+  d = np.dtype(dtype)
+  if not dtypes.issubdtype(d, np.integer):
+    raise TypeError(f"rng_bit_generator: dtype must be an integer dtype, got {d}")
+  return [ShapedArray(key.shape, key.dtype), ShapedArray(tuple(shape), d)]
+
+
+def _rbg_batch(vals, dims, *, shape, dtype, algorithm):
+  """JAX's rule: the first key of the batch draws for all of them (then is advanced)."""
+  keys, = vals
+  bd, = dims
+  keys = batching.moveaxis(keys, bd, 0)
+  n = get_aval(keys).shape[0]
+  lax = _lax()
+  key = lax.squeeze(lax.slice_in_dim(keys, 0, 1, axis=0), (0,))
+  new_key, b = rng_bit_generator_p.bind(key, shape=(n, *shape), dtype=dtype, algorithm=algorithm)
+  new_keys = lax.dynamic_update_slice(keys, lax.expand_dims(new_key, (0,)),
+                                      (np.int32(0),) * get_aval(keys).ndim)
+  return (new_keys, b), (0, 0)
+
+
+def _rbg_xla(*args, **params):
+  from nbjax.interpreters import mlir
+  impl = _rbg_xla.impl = getattr(_rbg_xla, "impl", None) or mlir.single_primitive_impl(
+      rng_bit_generator_p)
+  return impl(*args, **params)
+
+
+rng_bit_generator_p = Primitive("rng_bit_generator")
+rng_bit_generator_p.multiple_results = True
+ad.defjvp_zero(rng_bit_generator_p)
+registry.register(
+    rng_bit_generator_p, family="random", impls={"xla": _rbg_xla},
+    abstract_eval=_rbg_abstract_eval, batch=_rbg_batch, policy=("xla", "xla", registry.LARGE),
+    meta=dict(differentiable=False,
+              note="XLA's RngBitGenerator: its algorithm is XLA's, so XLA runs it eagerly"))
+
+
+def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *,
+                      out_sharding=None):
+  """Stateless bits from XLA's RngBitGenerator: ``(new_key, bits)`` of ``shape``/``dtype``."""
+  return rng_bit_generator_p.bind(key, shape=tuple(int(d) for d in shape),
+                                  dtype=np.dtype(dtype), algorithm=RandomAlgorithm(algorithm))
+
+
+def _rbg_lowering(ctx, key, *, shape, dtype, algorithm):
+  from nbjax.interpreters.lowering import hlo, ir
+  u32, u64 = ir.IntegerType.get_unsigned(32), ir.IntegerType.get_unsigned(64)
+  kaval = ctx.avals_in[0]
+  d = np.dtype(dtype)
+  unsigned = d in _UINT.values()
+  etype = mlir.dtype_to_ir_type(d)
+  gen = etype if unsigned else u32
+  if kaval.dtype == _U32:
+    key = hlo.bitcast_convert(ir.RankedTensorType.get([2], u64),
+                              hlo.reshape(ir.RankedTensorType.get([2, 2], u32), key))
+  name = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}[int(algorithm)]
+  new_key, vals = hlo.RngBitGeneratorOp(key.type, ir.RankedTensorType.get(list(shape), gen),
+                                        hlo.RngAlgorithmAttr.get(name), key).results
+  if kaval.dtype == _U32:
+    new_key = hlo.reshape(ir.RankedTensorType.get([4], u32), hlo.bitcast_convert(
+        ir.RankedTensorType.get([2, 2], u32), new_key))
+  if gen != etype:
+    vals = hlo.convert(ir.RankedTensorType.get(list(shape), etype), vals)
+  return [new_key, vals]
+
+
+lowering.register(rng_bit_generator_p, _rbg_lowering)
