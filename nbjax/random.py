@@ -17,11 +17,14 @@ import numpy as np
 from nbjax import dtypes, lax
 from nbjax.config import config
 from nbjax import numpy as jnp
+from nbjax import prng as _keys
 from nbjax.lax import prng
+from nbjax.prng import KeyTy, PRNGKeyArray
 from nbjax.lax.elementwise import _canonicalize_shape
 from nbjax.numpy import _util
 
-__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone",
+           "split", "fold_in", "PRNGKeyArray",
            "bits", "uniform", "normal", "randint", "bernoulli", "choice", "permutation",
            "categorical", "gumbel", "exponential", "laplace", "logistic", "truncated_normal",
            "multivariate_normal", "rademacher", "cauchy", "pareto", "weibull_min", "rayleigh",
@@ -61,28 +64,52 @@ def threefry_2x32(keypair, count):
   return jnp.reshape(jnp.concatenate([y0, y1])[:n], count.shape)
 
 
+def _fused(k):
+  """Whether ``k``'s draws run on the fused threefry kernel (``threefry_sample``)."""
+  return k._impl is _keys.prngs["threefry2x32"]
+
+
 def _sample(k, *p, shape, op, dtype):
-  return prng.threefry_sample(k, *p, shape=shape, op=op, dtype=dtype,
+  return prng.threefry_sample(k._base_array, *p, shape=shape, op=op, dtype=dtype,
                               partitionable=config._flags["threefry_partitionable"])
 
 
 # ------------------------------------------------------------------ keys
 
+def _raw(name, data, impl):
+  d = jnp.asarray(data)
+  ks = impl.key_shape
+  if d.dtype != _U32 or tuple(d.shape[d.ndim - len(ks):]) != ks:
+    raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to end "
+                    f"with {ks}; got shape={d.shape} for impl={impl}")
+  return d
+
+
 def _check_key(name, key, batched=False):
-  k = jnp.asarray(key)
-  if k.dtype != _U32 or k.ndim < 1 or k.shape[-1] != 2:
-    raise TypeError(f"JAX encountered invalid PRNG key data: expected uint32 key data with "
-                    f"trailing shape (2,), got {k.dtype}{list(k.shape)}")
-  if not batched and k.ndim > 1:
+  """``key`` as a ``PRNGKeyArray`` (raw ``uint32`` data: the default implementation's)."""
+  if isinstance(key, PRNGKeyArray):
+    k = key
+  else:
+    if isinstance(key, (int, float, np.integer)) or not hasattr(key, "shape") and not \
+        isinstance(key, (list, tuple, np.ndarray)):
+      raise TypeError(f"unexpected PRNG key type {type(key)}")
+    impl = _keys.resolve_impl(None)
+    k = PRNGKeyArray(impl, _raw(name, key, impl))
+  if not batched and k.ndim:
     raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                     f"{k.shape[:-1]} != (). Use jax.vmap for batching.")
+                     f"{k.shape} != (). Use jax.vmap for batching.")
   return k
 
 
+def _like(key, k):
+  """``k`` in ``key``'s form: a typed key array, or raw data for a raw key."""
+  return k if isinstance(key, PRNGKeyArray) else k._base_array
+
+
 def _seed(name, seed, impl):
-  if impl not in (None, "threefry2x32"):
-    raise ValueError(f'unrecognized PRNG implementation "{impl}". '
-                     "Did you mean one of: threefry2x32?")
+  impl = _keys.resolve_impl(impl)
+  if isinstance(seed, PRNGKeyArray):
+    raise TypeError(f"{name} accepts a scalar seed, but was given a PRNG key.")
   if isinstance(seed, int) and not isinstance(seed, bool):
     seed = np.int64(seed)
   s = jnp.asarray(seed)
@@ -91,50 +118,60 @@ def _seed(name, seed, impl):
                     f"{s.shape} != (). Use jax.vmap for batching")
   if not dtypes.issubdtype(s.dtype, np.integer):
     raise TypeError(f"PRNG key seed must be an integer; got {s!r}")
-  if s.dtype.itemsize == 8:
-    hi = lax.convert_element_type(lax.shift_right_logical(s, lax._const(s, 32)), _U32)
-  else:
-    hi = jnp.zeros((), _U32)
-  return jnp.stack([hi, lax.convert_element_type(s, _U32)])
+  return PRNGKeyArray(impl, impl.seed(s))
 
 
 def PRNGKey(seed, *, impl=None):
-  """Create a legacy ``uint32[2]`` PRNG key from an integer seed."""
-  return _seed("PRNGKey", seed, impl)
+  """Create a legacy PRNG key (raw ``uint32`` data, ``uint32[2]`` for threefry) from an
+  integer seed."""
+  return _seed("PRNGKey", seed, impl)._base_array
 
 
 def key(seed, *, impl=None):
-  """Create a PRNG key from an integer seed (represented as raw ``uint32[2]`` data)."""
+  """Create a typed PRNG key (a scalar key array of dtype ``key<fry>`` for threefry2x32)
+  from an integer seed."""
   return _seed("key", seed, impl)
 
 
 def key_data(keys):
   """Recover the ``uint32`` bits underlying a PRNG key array."""
-  return _check_key("key_data", keys, batched=True)
+  return _check_key("key_data", keys, batched=True)._base_array
 
 
 def wrap_key_data(key_bits_array, *, impl=None):
-  """Wrap an array of ``uint32[..., 2]`` key data as a PRNG key array."""
-  if impl not in (None, "threefry2x32"):
-    raise ValueError(f'unrecognized PRNG implementation "{impl}".')
-  return _check_key("wrap_key_data", key_bits_array, batched=True)
+  """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
+  typed PRNG key array."""
+  if isinstance(key_bits_array, PRNGKeyArray):
+    raise TypeError("wrap_key_data accepts only uint32 key data, got a key array of dtype "
+                    f"{key_bits_array.dtype}")
+  impl = _keys.resolve_impl(impl)
+  return PRNGKeyArray(impl, _raw("wrap_key_data", key_bits_array, impl))
 
 
 def key_impl(keys):
   """Name of the PRNG implementation of ``keys``."""
-  _check_key("key_impl", keys, batched=True)
-  return "threefry2x32"
+  return _check_key("key_impl", keys, batched=True)._impl.name
+
+
+def key_dtype(impl=None):
+  """The dtype of typed keys of implementation ``impl`` (default: the configured one)."""
+  return KeyTy(_keys.resolve_impl(impl))
+
+
+def clone(key):
+  """A copy of ``key`` (JAX's key-reuse checker treats it as a fresh key)."""
+  return key
 
 
 def _split(k, shape):
-  return _sample(k, shape=shape, op="split", dtype=_U32)
+  return PRNGKeyArray(k._impl, k._impl.split(k._base_array, shape))
 
 
 def split(key, num=2):
   """Split a PRNG key into ``num`` (an int or a shape) new keys along a leading axis."""
   k = _check_key("split", key)
   shape = tuple(num) if isinstance(num, Sequence) else (num,)
-  return _split(k, _canonicalize_shape(shape))
+  return _like(key, _split(k, _canonicalize_shape(shape)))
 
 
 def fold_in(key, data):
@@ -144,11 +181,13 @@ def fold_in(key, data):
     raise TypeError("fold_in accepts a scalar, but was given an array of"
                     f"shape {np.shape(data)} != (). Use jax.vmap for batching.")
   d = jnp.asarray(data, dtype=_U32)
-  return jnp.stack(prng.threefry2x32(k[0], k[1], jnp.zeros((), _U32), d))
+  return _like(key, PRNGKeyArray(k._impl, k._impl.fold_in(k._base_array, d)))
 
 
 def _random_bits(k, width, shape):
-  return _sample(k, shape=shape, op="bits", dtype=_UINT[width])
+  if _fused(k):
+    return _sample(k, shape=shape, op="bits", dtype=_UINT[width])
+  return k._impl.random_bits(k._base_array, width, shape)
 
 
 def _shape(shape):
@@ -186,7 +225,7 @@ def _is(v, c):
 
 
 def _uniform(k, shape, dt, minval, maxval):
-  if dt.itemsize >= 4:  # float32/float64: the fused kernel draws [0, 1) directly
+  if dt.itemsize >= 4 and _fused(k):  # float32/float64: the fused kernel draws [0, 1)
     floats = _sample(k, shape=shape, op="uniform", dtype=dt)
     if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
       return floats
@@ -297,7 +336,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
     return u2 < p - u1
-  if dt.itemsize >= 4:  # one fused pass: draw, convert, compare
+  if dt.itemsize >= 4 and _fused(k):  # one fused pass: draw, convert, compare
     return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
   return _uniform(k, shape, dt, 0., 1.) < p
 
