@@ -10,11 +10,12 @@ layout.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import core, dtypes, lax
 from nbjax.config import config
 from nbjax import numpy as jnp
 from nbjax import prng as _keys
@@ -28,7 +29,9 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype
            "bits", "uniform", "normal", "randint", "bernoulli", "choice", "permutation",
            "categorical", "gumbel", "exponential", "laplace", "logistic", "truncated_normal",
            "multivariate_normal", "rademacher", "cauchy", "pareto", "weibull_min", "rayleigh",
-           "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32"]
+           "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32", "gamma", "loggamma",
+           "beta", "dirichlet", "chisquare", "f", "t", "generalized_normal", "ball",
+           "triangular", "wald", "geometric", "orthogonal"]
 
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
@@ -608,3 +611,268 @@ def rademacher(key, shape=(), dtype=None):
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
   b = bernoulli(k, 0.5, _shape(shape)).astype(dt)
   return (2 * b - 1).astype(dt)
+
+
+# ------------------------------------------------------------------ gamma family
+
+def _gamma_one(k, alpha, log_space):
+  """One Gamma(alpha) draw: Marsaglia and Tsang's rejection sampler, JAX's sequence of draws
+  (alpha < 1 boosted to alpha + 1 and scaled by a uniform to the power 1 / alpha)."""
+  dt = alpha.dtype
+  c_ = lambda v: lax._const(alpha, v)
+  zero, one, minus_one, two = c_(0), c_(1), c_(-1), c_(2)
+  boost_mask = alpha >= one
+  alpha_orig = alpha
+  alpha = lax.select(boost_mask, alpha, alpha + one)
+  d = alpha - c_(1. / 3.)
+  c = c_(1. / 3.) / lax.sqrt(d)
+
+  def cond_fn(kXVU):
+    _, X, V, U = kXVU
+    return lax.bitwise_and(U >= one - c_(0.0331) * (X * X),
+                           lax.log(U) >= X * c_(0.5) + d * (one - V + lax.log(V)))
+
+  def body_fn(kXVU):
+    def next_kxv(kxv):
+      kk, sub = _split(kxv[0], (2,))
+      x = _normal_real(sub, (), dt)
+      return kk, x, one + x * c
+
+    ks = _split(kXVU[0], (3,))
+    _, x, v = lax.while_loop(lambda kxv: kxv[2] <= zero, next_kxv, (ks[1], zero, minus_one))
+    return ks[0], x * x, v * v * v, _uniform(ks[2], (), dt, 0., 1.)
+
+  kk, sub = _split(k, (2,))
+  _, _, V, _ = lax.while_loop(cond_fn, body_fn, (kk, zero, one, two))
+  if log_space:
+    log_samples = -exponential(sub, (), dt)
+    log_boost = lax.select(boost_mask | (log_samples == 0), zero, log_samples * (one / alpha_orig))
+    return lax.log(d) + lax.log(V) + log_boost
+  samples = one - _uniform(sub, (), dt, 0., 1.)
+  boost = lax.select(boost_mask, one, lax.pow(samples, one / alpha_orig))
+  return d * V * boost
+
+
+def _gamma_impl(k, a, log_space):
+  from nbjax.api import vmap
+  keys = _split(k, (a.size,))
+  out = vmap(lambda kk, aa: _gamma_one(kk, aa, log_space))(keys, jnp.ravel(a))
+  return jnp.reshape(out, a.shape)
+
+
+def _log_igamma_terms(a, x, n):
+  """log of the terms ``x^(a+i) e^-x / Gamma(a+i+1)``, ``i < n``, of the series of the
+  regularized lower incomplete gamma function ``P(a, x)``; shape ``(n,) + a.shape``."""
+  i = jnp.arange(n, dtype=a.dtype).reshape((n,) + (1,) * a.ndim)
+  return (a + i) * jnp.log(x) - x - lax.lgamma(a + i + 1)
+
+
+def _random_gamma_grad(a, x):
+  """d x / d a of a Gamma(a) sample ``x`` at a fixed CDF value (implicit differentiation):
+  ``-(dP/da) / (dP/dx)``, ``dP/da`` from the series of ``P(a, x)`` term by term. (nbjax's own
+  series; JAX calls ``lax.random_gamma_grad``.)"""
+  tiny = dtypes.finfo(a.dtype).tiny
+  x = jnp.maximum(x, tiny)
+  n = 64 + int(4 * max(1.0, float(np.max(_util.concrete(x, "gamma gradient"))))) \
+      if not isinstance(x, core.Tracer) else 2048
+  logt = _log_igamma_terms(a, x, n)
+  i = jnp.arange(n, dtype=a.dtype).reshape((n,) + (1,) * a.ndim)
+  dterm = jnp.exp(logt) * (jnp.log(x) - lax.digamma(a + i + 1))
+  dp_da = jnp.sum(dterm, axis=0)
+  log_dp_dx = (a - 1) * jnp.log(x) - x - lax.lgamma(a)
+  return -dp_da * jnp.exp(-log_dp_dx)
+
+
+def _make_gamma(log_space):
+  from nbjax.custom_derivatives import custom_jvp
+
+  @custom_jvp
+  def g(kd, a):
+    return _gamma_impl(kd, a, log_space)
+
+  @g.defjvp
+  def g_jvp(primals, tangents):
+    kd, a = primals
+    ans = g(kd, a)
+    _, ta = tangents
+    if log_space:
+      x = jnp.exp(ans)
+      x = jnp.where(x == 0, dtypes.finfo(x.dtype).tiny, x)
+      grad = _random_gamma_grad(a, x) / x
+    else:
+      grad = _random_gamma_grad(a, ans)
+    return ans, ta * grad
+  return g
+
+
+_gamma_fns = {}
+
+
+def _gamma(k, a, log_space=False):
+  g = _gamma_fns.get(log_space) or _gamma_fns.setdefault(log_space, _make_gamma(log_space))
+  return g(k, a)
+
+
+def _param_sampler(name, key, shape, dtype, *params):
+  k = _check_key(name, key)
+  dt = _user_dtype(dtype, float, np.floating, name, "a float")
+  if shape is None:
+    shape = jnp.broadcast_shapes(*(np.shape(p) for p in params))
+  else:
+    shape = _shape(shape)
+    _check_shape(name, shape, *(np.shape(p) for p in params))
+  return k, shape, dt
+
+
+def gamma(key, a, shape=None, dtype=None):
+  """Sample Gamma(``a``) values (JAX's Marsaglia-Tsang sampler; differentiable in ``a``
+  through implicit differentiation of the CDF)."""
+  k, shape, dt = _param_sampler("gamma", key, shape, dtype, a)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  return _gamma(k, a)
+
+
+def loggamma(key, a, shape=None, dtype=None):
+  """Sample log-Gamma(``a``) values, accurate for small ``a`` (computed in log space)."""
+  k, shape, dt = _param_sampler("loggamma", key, shape, dtype, a)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  return _gamma(k, a, log_space=True)
+
+
+def beta(key, a, b, shape=None, dtype=None):
+  """Sample Beta(``a``, ``b``) values (two log-gamma draws, JAX's construction)."""
+  k, shape, dt = _param_sampler("beta", key, shape, dtype, a, b)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  b = jnp.broadcast_to(lax.convert_element_type(b, dt), shape)
+  ka, kb = _split(k, (2,))
+  log_gx, log_gy = _gamma(ka, a, True), _gamma(kb, b, True)
+  log_max = lax.max(log_gx, log_gy)
+  gx, gy = jnp.exp(log_gx - log_max), jnp.exp(log_gy - log_max)
+  return gx / (gx + gy)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+  """Sample Dirichlet(``alpha``) vectors along the last axis."""
+  k = _check_key("dirichlet", key)
+  dt = _user_dtype(dtype, float, np.floating, "dirichlet", "a float")
+  _util.check_arraylike("dirichlet", alpha)
+  if np.ndim(alpha) < 1:
+    raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {np.ndim(alpha)}")
+  if shape is None:
+    shape = np.shape(alpha)[:-1]
+  else:
+    shape = _shape(shape)
+    _check_shape("dirichlet", shape, np.shape(alpha)[:-1])
+  alpha = jnp.broadcast_to(lax.convert_element_type(alpha, dt), shape + np.shape(alpha)[-1:])
+  log_g = _gamma(k, alpha, True)
+  log_max = jnp.max(log_g, axis=-1, keepdims=True)
+  g = jnp.exp(log_g - lax.stop_gradient(log_max))
+  return g / jnp.sum(g, axis=-1, keepdims=True)
+
+
+def chisquare(key, df, shape=None, dtype=None):
+  """Sample chi-squared values with ``df`` degrees of freedom."""
+  k, shape, dt = _param_sampler("chisquare", key, shape, dtype, df)
+  df = lax.convert_element_type(df, dt)
+  log_g = _gamma(k, jnp.broadcast_to(df / 2, shape), True)
+  return np.array(2, dt) * jnp.exp(log_g)
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+  """Sample F-distribution values with ``dfnum`` and ``dfden`` degrees of freedom."""
+  k, shape, dt = _param_sampler("f", key, shape, dtype, dfnum, dfden)
+  dfnum = lax.convert_element_type(dfnum, dt)
+  dfden = lax.convert_element_type(dfden, dt)
+  k_den, k_num = _split(k, (2,))
+  num = chisquare(k_num, dfnum, shape, dt) / dfnum
+  den = chisquare(k_den, dfden, shape, dt) / dfden
+  return num / den
+
+
+def t(key, df, shape=(), dtype=None):
+  """Sample Student's t values with ``df`` degrees of freedom."""
+  k, shape, dt = _param_sampler("t", key, shape, dtype, df)
+  df = lax.convert_element_type(df, dt)
+  k1, k2 = _split(k, (2,))
+  n = _normal_real(k1, shape, dt)
+  half = np.array(0.5, dt)
+  g = _gamma(k2, jnp.broadcast_to(half * df, shape))
+  return n * jnp.sqrt(half * df / g)
+
+
+def generalized_normal(key, p, shape=(), dtype=None):
+  """Sample generalized normal values with shape parameter ``p``."""
+  k, shape, dt = _param_sampler("generalized_normal", key, shape, dtype, p)
+  p = lax.convert_element_type(p, dt)
+  k1, k2 = _split(k, (2,))
+  g = _gamma(k1, jnp.broadcast_to(1 / p, shape))
+  r = rademacher(k2, shape, dt)
+  return r * g ** (1 / p)
+
+
+def ball(key, d, p=2, shape=(), dtype=None):
+  """Sample uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
+  d = core.concrete_or_error(operator.index, d, "The error occurred in jax.random.ball()")
+  k = _check_key("ball", key)
+  dt = _user_dtype(dtype, float, np.floating, "ball", "a float")
+  shape = _shape(shape)
+  k1, k2 = _split(k, (2,))
+  g = generalized_normal(k1, p, (*shape, d), dt)
+  e = exponential(k2, shape, dt)
+  return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+  """Sample triangular-distribution values on ``[left, right]`` with the given ``mode``."""
+  k, shape, dt = _param_sampler("triangular", key, shape, dtype, left, mode, right)
+  left, mode, right = (lax.convert_element_type(v, dt) for v in (left, mode, right))
+  fc = (mode - left) / (right - left)
+  u = _uniform(k, shape, dt, 0., 1.)
+  out1 = left + jnp.sqrt(u * (right - left) * (mode - left))
+  out2 = right - jnp.sqrt((1 - u) * (right - left) * (right - mode))
+  return jnp.where(u < fc, out1, out2)
+
+
+def wald(key, mean, shape=None, dtype=None):
+  """Sample Wald (inverse Gaussian) values with the given ``mean``."""
+  k, shape, dt = _param_sampler("wald", key, shape, dtype, mean)
+  mean = lax.convert_element_type(mean, dt)
+  k1, k2 = _split(k, (2,))
+  v = _normal_real(k1, shape, dt)
+  z = _uniform(k2, shape, dt, 0., 1.)
+  y = v ** 2
+  y_sq = y ** 2
+  mean_sq = mean ** 2
+  sqrt_term = jnp.sqrt(4 * mean * y + mean_sq * y_sq)
+  x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
+  return jnp.where(z <= mean / (mean + x), x, mean_sq / x)
+
+
+def geometric(key, p, shape=None, dtype=None):
+  """Sample geometric values (trials to the first success, from 1) with success prob ``p``."""
+  k = _check_key("geometric", key)
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, np.integer):
+    raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dt}")
+  pdt = dtypes.dtype(p, canonicalize=True)
+  pdt = pdt if dtypes.issubdtype(pdt, np.floating) else dtypes.canonicalize_dtype(float)
+  shape = np.shape(p) if shape is None else _shape(shape)
+  _check_shape("geometric", shape, np.shape(p))
+  p = lax.convert_element_type(p, pdt)
+  u = _uniform(k, shape, pdt, 0., 1.)
+  u = jnp.where(u == 0, np.array(1, pdt), u)
+  return (jnp.floor(jnp.log(u) / jnp.log1p(-p)) + 1).astype(dt)
+
+
+def orthogonal(key, n, shape=(), dtype=None, m=None):
+  """Sample ``n x m`` (default ``n x n``) matrices with orthonormal columns (Haar measure)."""
+  shape = _shape(shape)
+  dt = _user_dtype(dtype, float, np.inexact, "orthogonal", "a float or complex")
+  n = core.concrete_or_error(operator.index, n, "The error occurred in jax.random.orthogonal()")
+  m = n if m is None else core.concrete_or_error(operator.index, m,
+                                                 "The error occurred in jax.random.orthogonal()")
+  z = normal(key, (*shape, max(n, m), min(n, m)), dt)
+  q, r = jnp.linalg.qr(z)
+  d = jnp.diagonal(r, 0, -2, -1)
+  q = q * jnp.expand_dims(jnp.sign(d), -2)
+  return jnp.swapaxes(q, -1, -2) if n < m else q
