@@ -31,7 +31,7 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype
            "multivariate_normal", "rademacher", "cauchy", "pareto", "weibull_min", "rayleigh",
            "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32", "gamma", "loggamma",
            "beta", "dirichlet", "chisquare", "f", "t", "generalized_normal", "ball",
-           "triangular", "wald", "geometric", "orthogonal"]
+           "triangular", "wald", "geometric", "orthogonal", "poisson", "binomial", "multinomial"]
 
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
@@ -876,3 +876,198 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
   d = jnp.diagonal(r, 0, -2, -1)
   q = q * jnp.expand_dims(jnp.sign(d), -2)
   return jnp.swapaxes(q, -1, -2) if n < m else q
+
+
+# ------------------------------------------------------------------ counts (JAX's rejection loops)
+
+def _poisson_knuth(k, lam, shape, dt, max_iters):
+  def body_fn(carry):
+    i, n, kk, log_prod = carry
+    kk, sub = _split(kk, (2,))
+    n = lax.select(log_prod > -lam, n + 1, n)
+    return i + 1, n, kk, log_prod + jnp.log(_uniform(sub, shape, np.dtype(np.float32), 0., 1.))
+
+  def cond_fn(carry):
+    return (carry[3] > -lam).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.zeros(shape, dt), k, jnp.zeros(shape, np.float32))
+  return (lax.while_loop(cond_fn, body_fn, init)[1] - 1).astype(dt)
+
+
+def _poisson_rejection(k, lam, shape, dt, max_iters):
+  log_lam = lax.log(lam)
+  b = 0.931 + 2.53 * lax.sqrt(lam)
+  a = -0.059 + 0.02483 * b
+  inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+  v_r = 0.9277 - 3.6224 / (b - 2)
+
+  def body_fn(carry):
+    i, k_out, accepted, kk = carry
+    kk, k0, k1 = _split(kk, (3,))
+    u = _uniform(k0, shape, lam.dtype, 0., 1.) - 0.5
+    v = _uniform(k1, shape, lam.dtype, 0., 1.)
+    us = 0.5 - abs(u)
+    n = lax.floor((2 * a / us + b) * u + lam + 0.43)
+    s = lax.log(v * inv_alpha / (a / (us * us) + b))
+    t_ = -lam + n * log_lam - lax.lgamma(n + 1)
+    accept1 = (us >= 0.07) & (v <= v_r)
+    reject = (n < 0) | ((us < 0.013) & (v > us))
+    accept = accept1 | (~reject & (s <= t_))
+    return i + 1, lax.select(accept, n, k_out), accepted | accept, kk
+
+  def cond_fn(carry):
+    return (~carry[2]).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.full(shape, -1, lam.dtype), jnp.zeros(shape, bool), k)
+  return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
+
+
+def poisson(key, lam, shape=None, dtype=None, *, method="exact"):
+  """Sample Poisson(``lam``) counts (JAX's Knuth / transformed-rejection samplers, float32
+  rates, threefry keys only as JAX's)."""
+  k = _check_key("poisson", key)
+  if method not in {"exact", "approximate"}:
+    raise ValueError("method argument to `poisson` must be one of "
+                     f"{{'exact', 'approximate'}}, got {method!r}")
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  shape = np.shape(lam) if shape is None else _shape(shape)
+  if method == "approximate":
+    raise NotImplementedError("poisson(method='approximate') is not implemented by nbjax")
+  if not _fused(k):
+    raise NotImplementedError("`poisson` with method='exact' is only implemented for the "
+                              f"threefry2x32 RNG, not {k._impl}")
+  lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
+  use_knuth = jnp.isnan(lam) | (lam < 10)
+  lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
+  lam_rej = lax.select(use_knuth, jnp.full_like(lam, 1e5), lam)
+  max_iters = dt.type(dtypes.iinfo(dt).max)
+  res = lax.select(use_knuth, _poisson_knuth(k, lam_knuth, shape, dt, max_iters),
+                   _poisson_rejection(k, lam_rej, shape, dt, max_iters))
+  return lax.select(lam == 0, jnp.zeros_like(res), res)
+
+
+def _stirling_approx_tail(n):
+  vals = jnp.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                    0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                    0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                    0.00833056343336287], dtype=n.dtype)
+  use_tail = n <= 9
+  n = lax.clamp(lax._const(n, 0.0), n, lax._const(n, 9.0))
+  kp1sq = (n + 1) * (n + 1)
+  approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (n + 1)
+  return lax.select(use_tail, vals[jnp.asarray(jnp.floor(n), dtype="int32")], approx)
+
+
+def _binomial_inversion(k, count, prob, shape, dt, max_iters):
+  log1mp = jnp.log1p(-prob)
+
+  def body_fn(carry):
+    i, num_geom, geom_sum, kk = carry
+    sub, kk = _split(kk, (2,))
+    num_geom_out = lax.select(geom_sum <= count, num_geom + 1, num_geom)
+    geom = jnp.ceil(jnp.log(_uniform(sub, shape, prob.dtype, 0., 1.)) / log1mp)
+    return i + 1, num_geom_out, geom_sum + geom, kk
+
+  def cond_fn(carry):
+    return (carry[2] <= count).any() & (carry[0] < max_iters)
+
+  z = jnp.zeros(shape, prob.dtype)
+  return (lax.while_loop(cond_fn, body_fn, (0, z, z, k))[1] - 1).astype(dt)
+
+
+def _btrs(k, count, prob, shape, dt, max_iters):
+  stddev = jnp.sqrt(count * prob * (1 - prob))
+  b = 1.15 + 2.53 * stddev
+  a = -0.0873 + 0.0248 * b + 0.01 * prob
+  c = count * prob + 0.5
+  v_r = 0.92 - 4.2 / b
+  r = prob / (1 - prob)
+  alpha = (2.83 + 5.1 / b) * stddev
+  m = jnp.floor((count + 1) * prob)
+
+  def body_fn(carry):
+    i, k_out, accepted, kk = carry
+    kk, k0, k1 = _split(kk, (3,))
+    u = _uniform(k0, shape, prob.dtype, 0., 1.)
+    v = _uniform(k1, shape, prob.dtype, 0., 1.)
+    u = u - 0.5
+    us = 0.5 - jnp.abs(u)
+    accept1 = (us >= 0.07) & (v <= v_r)
+    n = jnp.floor((2 * a / us + b) * u + c)
+    reject = (n < 0) | (n > count)
+    v = jnp.log(v * alpha / (a / (us * us) + b))
+    ub = ((m + 0.5) * jnp.log((m + 1) / (r * (count - m + 1)))
+          + (count + 1) * jnp.log((count - m + 1) / (count - n + 1))
+          + (n + 0.5) * jnp.log(r * (count - n + 1) / (n + 1))
+          + _stirling_approx_tail(m) + _stirling_approx_tail(count - m)
+          - _stirling_approx_tail(n) - _stirling_approx_tail(count - n))
+    accept = accept1 | (~reject & (v <= ub))
+    return i + 1, lax.select(accept, n, k_out), accepted | accept, kk
+
+  def cond_fn(carry):
+    return (~carry[2]).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.full(shape, -1, prob.dtype), jnp.zeros(shape, bool), k)
+  return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+  """Sample Binomial(``n``, ``p``) counts as floats (JAX's inversion / BTRS samplers)."""
+  k = _check_key("binomial", key)
+  _util.check_arraylike("binomial", n, p)
+  dt = _util.canonicalize_user_dtype(float if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, np.floating):
+    raise ValueError(f"dtype argument to `binomial` must be a float dtype, got {dt}")
+  if shape is None:
+    shape = jnp.broadcast_shapes(np.shape(n), np.shape(p))
+  else:
+    shape = _shape(shape)
+    _check_shape("binomial", shape, np.shape(n), np.shape(p))
+  prob, = _util.promote_dtypes_inexact(p)
+  count = jnp.broadcast_to(lax.convert_element_type(n, prob.dtype), shape)
+  prob = jnp.broadcast_to(prob, shape)
+  p_lt_half = prob < 0.5
+  q = lax.select(p_lt_half, prob, 1.0 - prob)
+  count_nan_or_neg = jnp.isnan(count) | (count < 0.0)
+  count_inf = jnp.isinf(count)
+  q_is_nan = jnp.isnan(q)
+  q_l_0 = q < 0.0
+  q = lax.select(q_is_nan | q_l_0, jnp.full_like(q, 0.01), q)
+  use_inversion = count_nan_or_neg | (count * q <= 10.0)
+  count = jnp.floor(count)
+  count_inv = lax.select(use_inversion, count, jnp.zeros_like(count))
+  count_btrs = lax.select(use_inversion, jnp.full_like(count, 1e4), count)
+  q_btrs = lax.select(use_inversion, jnp.full_like(q, 0.5), q)
+  max_iters = dt.type(dtypes.finfo(dt).max)
+  samples = lax.select(use_inversion,
+                       _binomial_inversion(k, count_inv, q, shape, dt, max_iters),
+                       _btrs(k, count_btrs, q_btrs, shape, dt, max_iters))
+  invalid = q_l_0 | q_is_nan | count_nan_or_neg
+  samples = lax.select(invalid, jnp.full_like(samples, np.nan, dt), samples)
+  samples = lax.select(count_inf & ~invalid, jnp.full_like(samples, np.inf, dt), samples)
+  return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                    count.astype(dt) - samples)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+  """Sample multinomial counts of ``n`` trials over the outcomes on ``p``'s last axis
+  (a scan of conditional binomials, JAX's construction)."""
+  k = _check_key("multinomial", key)
+  _util.check_arraylike("multinomial", n, p)
+  n, p = _util.promote_dtypes_inexact(n, p)
+  dt = _util.canonicalize_user_dtype(float if dtype is None else dtype)
+  shape = p.shape if shape is None else _shape(shape)
+  n = jnp.broadcast_to(n, shape[:-1])
+  p = jnp.broadcast_to(p, shape)
+
+  def step(remainder, ratio_key):
+    ratio, kk = ratio_key
+    count = binomial(kk, remainder, jnp.clip(ratio, 0, 1), dtype=remainder.dtype)
+    return remainder - count, count
+
+  p = jnp.moveaxis(p, -1, 0)
+  remaining = lax.cumsum(p, 0, reverse=True)
+  ratios = p / jnp.where(remaining == 0, 1, remaining)
+  keys = _split(k, (ratios.shape[0],))
+  _, counts = lax.scan(step, n, (ratios, keys), unroll=unroll)
+  return jnp.moveaxis(counts, 0, -1).astype(dt)
