@@ -174,3 +174,21 @@ def test_errors_match_jax():
     R.split(R.split(k, 3))
   with pytest.raises(ValueError, match="uniform accepts a single key"):
     R.uniform(R.split(k, 3))
+
+
+def test_keys_as_nondifferentiable_inputs():
+  k = R.key(0)
+  f = lambda x, k: x * R.normal(k)
+  # grad w.r.t. a key is JAX's TypeError; with allow_int its gradient is float0 of key shape
+  with pytest.raises(TypeError, match="but got key<fry>"):
+    nbjax.grad(lambda k: 1.0)(k)
+  gx, gk = nbjax.grad(f, argnums=(0, 1), allow_int=True)(1.0, k)
+  np.testing.assert_allclose(gx, -0.2058421394796434, rtol=1e-14)
+  assert gk.dtype == dtypes.float0 and gk.shape == ()
+  # jvp: a key's tangent is a float0 array of the key's shape
+  ks = R.split(k, 3)
+  y, t = nbjax.jvp(lambda ks, x: nbjax.vmap(R.normal)(ks) * x, (ks, 2.0),
+                   (np.zeros((3,), dtypes.float0), 1.0))
+  np.testing.assert_allclose(t, y / 2, rtol=1e-15)
+  with pytest.raises(TypeError, match="must be a float0 array of that shape"):
+    nbjax.jvp(f, (1.0, k), (1.0, np.zeros((2,), dtypes.float0)))
