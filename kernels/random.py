@@ -111,19 +111,19 @@ def _partitionable(conv, width, parallel):
   def kern(keys, n, out, p, pstep):
     chunk = 1 << 16
     nc = (n + chunk - 1) // chunk
-    for b in range(keys.shape[0]):
+    for t in rng(keys.shape[0] * nc):  # (key, chunk) pairs: parallel over either
+      b, c = t // nc, t % nc
       k0, k1 = np.uint64(keys[b, 0]), np.uint64(keys[b, 1])
       base = b * n
-      for c in rng(nc):
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-          y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
-          if width == 64:
-            v = (y0 << np.uint64(32)) | y1
-          elif width == 32:
-            v = y0 ^ y1
-          else:
-            v = (y0 ^ y1) & mask
-          conv(v, out, base + i, p, pstep)
+      for i in range(c * chunk, min(n, (c + 1) * chunk)):
+        y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
+        if width == 64:
+          v = (y0 << np.uint64(32)) | y1
+        elif width == 32:
+          v = y0 ^ y1
+        else:
+          v = (y0 ^ y1) & mask
+        conv(v, out, base + i, p, pstep)
   return kern
 
 
@@ -148,20 +148,20 @@ def _classic(conv, width, parallel):
     h = n if width == 64 else (m + 1) // 2
     chunk = 1 << 16
     nc = (h + chunk - 1) // chunk
-    for b in range(keys.shape[0]):
+    for t in rng(keys.shape[0] * nc):
+      b, c = t // nc, t % nc
       k0, k1 = np.uint64(keys[b, 0]), np.uint64(keys[b, 1])
       base = b * n
-      for c in rng(nc):
-        for j in range(c * chunk, min(h, (c + 1) * chunk)):
-          if width == 64:
-            y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(n + j))
-            conv((y0 << np.uint64(32)) | y1, out, base + j, p, pstep)
-          else:
-            x1 = h + j
-            y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(x1 if x1 < m else 0))
-            word_out(j, y0, out, base, n, p, pstep)
-            if x1 < m:
-              word_out(x1, y1, out, base, n, p, pstep)
+      for j in range(c * chunk, min(h, (c + 1) * chunk)):
+        if width == 64:
+          y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(n + j))
+          conv((y0 << np.uint64(32)) | y1, out, base + j, p, pstep)
+        else:
+          x1 = h + j
+          y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(x1 if x1 < m else 0))
+          word_out(j, y0, out, base, n, p, pstep)
+          if x1 < m:
+            word_out(x1, y1, out, base, n, p, pstep)
   return kern
 
 
@@ -172,14 +172,14 @@ def _split(parallel):
   def kern(keys, n, out, p, pstep):  # out[2 i], out[2 i + 1] = threefry(key, (0, i))
     chunk = 1 << 16
     nc = (n + chunk - 1) // chunk
-    for b in range(keys.shape[0]):
+    for t in rng(keys.shape[0] * nc):
+      b, c = t // nc, t % nc
       k0, k1 = np.uint64(keys[b, 0]), np.uint64(keys[b, 1])
       base = 2 * b * n
-      for c in rng(nc):
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-          y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
-          out[base + 2 * i] = y0
-          out[base + 2 * i + 1] = y1
+      for i in range(c * chunk, min(n, (c + 1) * chunk)):
+        y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
+        out[base + 2 * i] = y0
+        out[base + 2 * i + 1] = y1
   return kern
 
 

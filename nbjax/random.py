@@ -660,26 +660,22 @@ def _gamma_impl(k, a, log_space):
   return jnp.reshape(out, a.shape)
 
 
-def _log_igamma_terms(a, x, n):
-  """log of the terms ``x^(a+i) e^-x / Gamma(a+i+1)``, ``i < n``, of the series of the
-  regularized lower incomplete gamma function ``P(a, x)``; shape ``(n,) + a.shape``."""
-  i = jnp.arange(n, dtype=a.dtype).reshape((n,) + (1,) * a.ndim)
-  return (a + i) * jnp.log(x) - x - lax.lgamma(a + i + 1)
-
-
 def _random_gamma_grad(a, x):
   """d x / d a of a Gamma(a) sample ``x`` at a fixed CDF value (implicit differentiation):
-  ``-(dP/da) / (dP/dx)``, ``dP/da`` from the series of ``P(a, x)`` term by term. (nbjax's own
-  series; JAX calls ``lax.random_gamma_grad``.)"""
-  tiny = dtypes.finfo(a.dtype).tiny
-  x = jnp.maximum(x, tiny)
-  n = 64 + int(4 * max(1.0, float(np.max(_util.concrete(x, "gamma gradient"))))) \
-      if not isinstance(x, core.Tracer) else 2048
-  logt = _log_igamma_terms(a, x, n)
-  i = jnp.arange(n, dtype=a.dtype).reshape((n,) + (1,) * a.ndim)
-  dterm = jnp.exp(logt) * (jnp.log(x) - lax.digamma(a + i + 1))
-  dp_da = jnp.sum(dterm, axis=0)
-  log_dp_dx = (a - 1) * jnp.log(x) - x - lax.lgamma(a)
+  ``-(dP/da) / (dP/dx)`` with ``P(a, x) = sum_i x^(a+i) e^-x / Gamma(a+i+1)`` differentiated
+  term by term, summed in a loop until past the terms' peak (``i ~ x``) and their tail.
+  (nbjax's own series; JAX calls ``lax.random_gamma_grad``.)"""
+  x = jnp.maximum(x, dtypes.finfo(a.dtype).tiny)
+  log_x = jnp.log(x)
+  n = jnp.ceil(jnp.max(x) + 12 * jnp.sqrt(jnp.max(x)) + 40) if x.size else jnp.zeros((), x.dtype)
+
+  def body(c):
+    i, acc = c
+    term = jnp.exp((a + i) * log_x - x - lax.lgamma(a + i + 1))
+    return i + 1, acc + term * (log_x - lax.digamma(a + i + 1))
+
+  _, dp_da = lax.while_loop(lambda c: c[0] < n, body, (jnp.zeros((), a.dtype), jnp.zeros_like(x)))
+  log_dp_dx = (a - 1) * log_x - x - lax.lgamma(a)
   return -dp_da * jnp.exp(-log_dp_dx)
 
 
