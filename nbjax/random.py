@@ -130,7 +130,7 @@ def PRNGKey(seed, *, impl=None):
   return _seed("PRNGKey", seed, impl)._base_array
 
 
-def key(seed, *, impl=None):
+def key(seed, *, impl=None, dtype=None):
   """Create a typed PRNG key (a scalar key array of dtype ``key<fry>`` for threefry2x32)
   from an integer seed."""
   return _seed("key", seed, impl)
@@ -141,7 +141,7 @@ def key_data(keys):
   return _check_key("key_data", keys, batched=True)._base_array
 
 
-def wrap_key_data(key_bits_array, *, impl=None):
+def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
   """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
   typed PRNG key array."""
   if isinstance(key_bits_array, PRNGKeyArray):
@@ -156,9 +156,9 @@ def key_impl(keys):
   return _check_key("key_impl", keys, batched=True)._impl.name
 
 
-def key_dtype(impl=None):
-  """The dtype of typed keys of implementation ``impl`` (default: the configured one)."""
-  return KeyTy(_keys.resolve_impl(impl))
+def key_dtype(impl_spec=None):
+  """The dtype of typed keys of implementation ``impl_spec`` (default: the configured one)."""
+  return KeyTy(_keys.resolve_impl(impl_spec))
 
 
 def clone(key):
@@ -213,7 +213,7 @@ def _user_dtype(dtype, default, kind, name, what):
   return dt
 
 
-def bits(key, shape=(), dtype=None):
+def bits(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniform random bits as unsigned integers of the given shape."""
   k = _check_key("bits", key)
   dt = _user_dtype(dtype, dtypes.default_uint_dtype(), np.unsignedinteger, "bits",
@@ -248,7 +248,7 @@ def _uniform(k, shape, dt, minval, maxval):
   return jnp.maximum(minval, floats * (maxval - minval) + minval)
 
 
-def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
+def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=None):
   """Sample uniform floats in ``[minval, maxval)``."""
   k = _check_key("uniform", key)
   dt = _user_dtype(dtype, float, np.floating, "uniform", "a float")
@@ -261,7 +261,7 @@ def _normal_real(k, shape, dt):
   return lax.mul(jnp.full(shape, np.sqrt(2), dt), lax.erf_inv(u))
 
 
-def normal(key, shape=(), dtype=None):
+def normal(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard normal values (real or complex)."""
   k = _check_key("normal", key)
   dt = _user_dtype(dtype, float, np.inexact, "normal", "a float or complex")
@@ -286,7 +286,7 @@ def _urem(x, s):
   return jnp.where(z, x, lax.rem(*jnp.broadcast_arrays(x, jnp.where(z, jnp.ones_like(s), s))))
 
 
-def randint(key, shape, minval, maxval, dtype=None):
+def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   """Sample integers in ``[minval, maxval)`` (JAX's two-draw span/multiplier algorithm)."""
   k = _check_key("randint", key)
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
@@ -321,7 +321,7 @@ def randint(key, shape, minval, maxval, dtype=None):
   return (minval + lax.convert_element_type(off, sdt)).astype(dt)
 
 
-def bernoulli(key, p=0.5, shape=None, mode="low"):
+def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
   """Sample booleans that are True with probability ``p``."""
   if mode not in ("high", "low"):
     raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
@@ -353,7 +353,7 @@ def _shuffle(k, x, axis):
   return x
 
 
-def permutation(key, x, axis=0, independent=False):
+def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
   """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
   k = _check_key("permutation", key)
   _util.check_arraylike("permutation", x)
@@ -420,7 +420,7 @@ def _float_sampler(name, key, shape, dtype):
   return k, _shape(shape), _user_dtype(dtype, float, np.floating, name, "a float")
 
 
-def gumbel(key, shape=(), dtype=None, mode=None):
+def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
   """Sample standard Gumbel values."""
   k, shape, dt = _float_sampler("gumbel", key, shape, dtype)
   mode = "low" if mode is None else mode
@@ -436,7 +436,7 @@ def gumbel(key, shape=(), dtype=None, mode=None):
   return -jnp.log(-jnp.log(_uniform(k, shape, dt, fi.tiny, 1.)))
 
 
-def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
+def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *, out_sharding=None):
   """Sample indices from categorical distributions given by unnormalized ``logits``."""
   k = _check_key("categorical", key)
   _util.check_arraylike("categorical", logits)
@@ -466,34 +466,34 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
   return jnp.reshape(jnp.moveaxis(idx, -1, 0), shape)
 
 
-def exponential(key, shape=(), dtype=None):
+def exponential(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard exponential values."""
   k, shape, dt = _float_sampler("exponential", key, shape, dtype)
   return -jnp.log1p(-_uniform(k, shape, dt, 0., 1.))
 
 
-def laplace(key, shape=(), dtype=None):
+def laplace(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Laplace values."""
   k, shape, dt = _float_sampler("laplace", key, shape, dtype)
   u = _uniform(k, shape, dt, -1. + float(dtypes.finfo(dt).epsneg), 1.)
   return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
-def logistic(key, shape=(), dtype=None):
+def logistic(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard logistic values."""
   k, shape, dt = _float_sampler("logistic", key, shape, dtype)
   x = _uniform(k, shape, dt, dtypes.finfo(dt).tiny, 1.)
   return jnp.log(x) - jnp.log1p(-x)
 
 
-def cauchy(key, shape=(), dtype=None):
+def cauchy(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Cauchy values."""
   k, shape, dt = _float_sampler("cauchy", key, shape, dtype)
   u = _uniform(k, shape, dt, float(jnp.finfo(dt).eps), 1.)
   return jnp.tan(np.array(np.pi, dt) * (u - np.array(0.5, dt)))
 
 
-def pareto(key, b, shape=None, dtype=None):
+def pareto(key, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Pareto values with shape parameter ``b``."""
   k = _check_key("pareto", key)
   dt = _user_dtype(dtype, float, np.floating, "pareto", "a float")
@@ -514,7 +514,7 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
       lax.convert_element_type(scale, dt)
 
 
-def rayleigh(key, scale=1.0, shape=None, dtype=None):
+def rayleigh(key, scale, shape=None, dtype=None, *, out_sharding=None):
   """Sample Rayleigh values with the given ``scale``."""
   k = _check_key("rayleigh", key)
   dt = _user_dtype(dtype, float, np.floating, "rayleigh", "a float")
@@ -524,7 +524,7 @@ def rayleigh(key, scale=1.0, shape=None, dtype=None):
   return jnp.sqrt(np.array(-2, dt) * jnp.log(u)) * lax.convert_element_type(scale, dt)
 
 
-def lognormal(key, sigma=1.0, shape=None, dtype=None):
+def lognormal(key, sigma=1.0, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-normal values with the given ``sigma``."""
   k = _check_key("lognormal", key)
   dt = _user_dtype(dtype, float, np.floating, "lognormal", "a float")
@@ -533,7 +533,7 @@ def lognormal(key, sigma=1.0, shape=None, dtype=None):
   return jnp.exp(_normal_real(k, shape, dt) * lax.convert_element_type(sigma, dt))
 
 
-def maxwell(key, shape=(), dtype=None):
+def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample Maxwell values (norm of three standard normals)."""
   k, shape, dt = _float_sampler("maxwell", key, shape, dtype)
   x = _normal_real(k, (*shape, 3), dt)
@@ -553,7 +553,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
   return sign * mag * lax.convert_element_type(scale, dt) + lax.convert_element_type(loc, dt)
 
 
-def truncated_normal(key, lower, upper, shape=None, dtype=None):
+def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=None):
   """Sample standard normal values truncated to ``(lower, upper)``."""
   k = _check_key("truncated_normal", key)
   dt = _user_dtype(dtype, float, np.floating, "truncated_normal", "a float")
@@ -571,7 +571,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
                   jnp.nextafter(upper, np.array(-np.inf, dt)))
 
 
-def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *, out_sharding=None):
   """Sample multivariate normal values with the given ``mean`` and ``cov``."""
   k = _check_key("multivariate_normal", key)
   mean, cov = _util.promote_dtypes_inexact(mean, cov)
@@ -605,7 +605,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
   return mean + jnp.matmul(factor, z[..., None])[..., 0]
 
 
-def rademacher(key, shape=(), dtype=None):
+def rademacher(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample -1 or +1 with equal probability."""
   k = _check_key("rademacher", key)
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
@@ -720,7 +720,7 @@ def _param_sampler(name, key, shape, dtype, *params):
   return k, shape, dt
 
 
-def gamma(key, a, shape=None, dtype=None):
+def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   """Sample Gamma(``a``) values (JAX's Marsaglia-Tsang sampler; differentiable in ``a``
   through implicit differentiation of the CDF)."""
   k, shape, dt = _param_sampler("gamma", key, shape, dtype, a)
@@ -728,14 +728,14 @@ def gamma(key, a, shape=None, dtype=None):
   return _gamma(k, a)
 
 
-def loggamma(key, a, shape=None, dtype=None):
+def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-Gamma(``a``) values, accurate for small ``a`` (computed in log space)."""
   k, shape, dt = _param_sampler("loggamma", key, shape, dtype, a)
   a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
   return _gamma(k, a, log_space=True)
 
 
-def beta(key, a, b, shape=None, dtype=None):
+def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Beta(``a``, ``b``) values (two log-gamma draws, JAX's construction)."""
   k, shape, dt = _param_sampler("beta", key, shape, dtype, a, b)
   a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
@@ -747,7 +747,7 @@ def beta(key, a, b, shape=None, dtype=None):
   return gx / (gx + gy)
 
 
-def dirichlet(key, alpha, shape=None, dtype=None):
+def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
   """Sample Dirichlet(``alpha``) vectors along the last axis."""
   k = _check_key("dirichlet", key)
   dt = _user_dtype(dtype, float, np.floating, "dirichlet", "a float")
@@ -766,7 +766,7 @@ def dirichlet(key, alpha, shape=None, dtype=None):
   return g / jnp.sum(g, axis=-1, keepdims=True)
 
 
-def chisquare(key, df, shape=None, dtype=None):
+def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample chi-squared values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("chisquare", key, shape, dtype, df)
   df = lax.convert_element_type(df, dt)
@@ -774,7 +774,7 @@ def chisquare(key, df, shape=None, dtype=None):
   return np.array(2, dt) * jnp.exp(log_g)
 
 
-def f(key, dfnum, dfden, shape=None, dtype=None):
+def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
   """Sample F-distribution values with ``dfnum`` and ``dfden`` degrees of freedom."""
   k, shape, dt = _param_sampler("f", key, shape, dtype, dfnum, dfden)
   dfnum = lax.convert_element_type(dfnum, dt)
@@ -785,7 +785,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
   return num / den
 
 
-def t(key, df, shape=(), dtype=None):
+def t(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample Student's t values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("t", key, shape, dtype, df)
   df = lax.convert_element_type(df, dt)
@@ -796,7 +796,7 @@ def t(key, df, shape=(), dtype=None):
   return n * jnp.sqrt(half * df / g)
 
 
-def generalized_normal(key, p, shape=(), dtype=None):
+def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
   """Sample generalized normal values with shape parameter ``p``."""
   k, shape, dt = _param_sampler("generalized_normal", key, shape, dtype, p)
   p = lax.convert_element_type(p, dt)
@@ -806,7 +806,7 @@ def generalized_normal(key, p, shape=(), dtype=None):
   return r * g ** (1 / p)
 
 
-def ball(key, d, p=2, shape=(), dtype=None):
+def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
   d = core.concrete_or_error(operator.index, d, "The error occurred in jax.random.ball()")
   k = _check_key("ball", key)
@@ -818,7 +818,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
   return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
 
 
-def triangular(key, left, mode, right, shape=None, dtype=None):
+def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=None):
   """Sample triangular-distribution values on ``[left, right]`` with the given ``mode``."""
   k, shape, dt = _param_sampler("triangular", key, shape, dtype, left, mode, right)
   left, mode, right = (lax.convert_element_type(v, dt) for v in (left, mode, right))
@@ -829,7 +829,7 @@ def triangular(key, left, mode, right, shape=None, dtype=None):
   return jnp.where(u < fc, out1, out2)
 
 
-def wald(key, mean, shape=None, dtype=None):
+def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
   """Sample Wald (inverse Gaussian) values with the given ``mean``."""
   k, shape, dt = _param_sampler("wald", key, shape, dtype, mean)
   mean = lax.convert_element_type(mean, dt)
@@ -844,7 +844,7 @@ def wald(key, mean, shape=None, dtype=None):
   return jnp.where(z <= mean / (mean + x), x, mean_sq / x)
 
 
-def geometric(key, p, shape=None, dtype=None):
+def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
   """Sample geometric values (trials to the first success, from 1) with success prob ``p``."""
   k = _check_key("geometric", key)
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
@@ -860,7 +860,7 @@ def geometric(key, p, shape=None, dtype=None):
   return (jnp.floor(jnp.log(u) / jnp.log1p(-p)) + 1).astype(dt)
 
 
-def orthogonal(key, n, shape=(), dtype=None, m=None):
+def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
   """Sample ``n x m`` (default ``n x n``) matrices with orthonormal columns (Haar measure)."""
   shape = _shape(shape)
   dt = _user_dtype(dtype, float, np.inexact, "orthogonal", "a float or complex")
@@ -918,17 +918,12 @@ def _poisson_rejection(k, lam, shape, dt, max_iters):
   return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
 
 
-def poisson(key, lam, shape=None, dtype=None, *, method="exact"):
+def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
   """Sample Poisson(``lam``) counts (JAX's Knuth / transformed-rejection samplers, float32
   rates, threefry keys only as JAX's)."""
   k = _check_key("poisson", key)
-  if method not in {"exact", "approximate"}:
-    raise ValueError("method argument to `poisson` must be one of "
-                     f"{{'exact', 'approximate'}}, got {method!r}")
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
   shape = np.shape(lam) if shape is None else _shape(shape)
-  if method == "approximate":
-    raise NotImplementedError("poisson(method='approximate') is not implemented by nbjax")
   if not _fused(k):
     raise NotImplementedError("`poisson` with method='exact' is only implemented for the "
                               f"threefry2x32 RNG, not {k._impl}")
