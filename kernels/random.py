@@ -13,7 +13,8 @@ primitive calls ``sample(op, width, partitionable, parallel)`` kernels with a ``
   pairing word ``i`` (high) with word ``n + i``, 8/16-bit values the low-first pieces of a
   word.
 
-Ops (the conversion from bits, per output): ``split`` (``n`` new keys, ``2 n`` words:
+Ops (the conversion from bits, per output): ``fold_in`` (one new key per key: the hash of
+``(0, p[b])``), ``split`` (``n`` new keys, ``2 n`` words:
 partitionable ``(y0, y1)`` of counter ``(0, i)``, classic the ``2 n`` classic words), ``bits`` (the unsigned value), ``uniform`` (JAX's
 ``[0, 1)`` float: ``(bits >> (width - nmant)) * 2**-nmant`` for float32/float64) and
 ``bernoulli`` (that float ``< p``, computed exactly as ``m < t[i * pstep]`` on the float's
@@ -183,6 +184,19 @@ def _split(parallel):
   return kern
 
 
+def _fold_in(parallel):
+  rng = prange if parallel else range
+
+  @njit(parallel=parallel, cache=True)
+  def kern(keys, n, out, p, pstep):  # out[b] = threefry(key[b], (0, p[b * pstep]))
+    for b in rng(keys.shape[0]):
+      y0, y1 = threefry2x32(np.uint64(keys[b, 0]), np.uint64(keys[b, 1]), np.uint64(0),
+                            np.uint64(p[b * pstep]))
+      out[2 * b] = y0
+      out[2 * b + 1] = y1
+  return kern
+
+
 def sample(op, width, partitionable=True, parallel=False):
   """The kernel ``kern(keys, n, out, p, pstep)`` for ``op`` in ``bits``/``uniform``/
   ``bernoulli`` on ``width``-bit draws (``uniform``/``bernoulli``: 32 -> float32, 64 ->
@@ -191,6 +205,8 @@ def sample(op, width, partitionable=True, parallel=False):
   (``pstep=0``) entries (unused by the other ops: pass any 1-entry array)."""
   key = (op, width, partitionable, parallel)
   k = _CACHE.get(key)
+  if k is None and op == "fold_in":
+    k = _CACHE[key] = _fold_in(parallel)
   if k is None and op == "split":  # n new keys: 2 n words (classic: 2 n words of bits)
     k = _CACHE[key] = _split(parallel) if partitionable else _classic(
         _conv("bits", 32), 32, parallel)

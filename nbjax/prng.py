@@ -69,10 +69,8 @@ def _tf_split(d, shape):
 
 
 def _tf_fold_in(d, x):
-  x = jnp.asarray(x, dtype=_U32)
-  lead = jnp.shape(d)[:-1]
-  z, x = jnp.zeros(lead, _U32), jnp.broadcast_to(x, lead)
-  return jnp.stack(_lp.threefry2x32(d[..., 0], d[..., 1], z, x), axis=-1)
+  return _lp.threefry_sample(d, jnp.asarray(x, dtype=_U32), shape=(), op="fold_in",
+                             dtype=_U32, partitionable=_partitionable())
 
 
 def _tf_bits(d, width, shape):

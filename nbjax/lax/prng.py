@@ -33,7 +33,7 @@ __all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32"]
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
 _FLOAT = {32: np.dtype(np.float32), 64: np.dtype(np.float64)}
-_OPS = ("split", "bits", "uniform", "bernoulli")
+_OPS = ("split", "fold_in", "bits", "uniform", "bernoulli")
 
 
 def _lax():
@@ -41,12 +41,16 @@ def _lax():
   return lax
 
 
+_KEY_OUT = ("split", "fold_in")  # ops whose outputs are keys (a trailing axis of 2 words)
+_P_OPS = ("fold_in", "bernoulli")  # ops with an operand besides the keys
+
+
 def _width(op, dtype):
-  return 32 if op == "split" else np.dtype(dtype).itemsize * 8
+  return 32 if op in _KEY_OUT else np.dtype(dtype).itemsize * 8
 
 
 def _out_dtype(op, dtype):
-  return {"split": _U32, "bernoulli": np.dtype(np.bool_)}.get(op, np.dtype(dtype))
+  return {"split": _U32, "fold_in": _U32, "bernoulli": np.dtype(np.bool_)}.get(op, np.dtype(dtype))
 
 
 def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
@@ -55,14 +59,18 @@ def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
   if keys.dtype != _U32 or keys.ndim < 1 or keys.shape[-1] != 2:
     raise TypeError(f"threefry_sample: keys must be uint32[..., 2], got {keys.str_short()}")
   d = np.dtype(dtype)
-  ok = {"split": d == _U32, "bits": d in _UINT.values(),
+  if op == "fold_in" and shape != ():
+    raise ValueError(f"threefry_sample: fold_in takes shape=(), got {shape}")
+  ok = {"split": d == _U32, "fold_in": d == _U32, "bits": d in _UINT.values(),
         "uniform": d in _FLOAT.values(), "bernoulli": d in _FLOAT.values()}[op]
   if not ok:
     raise TypeError(f"threefry_sample: op {op!r} does not support dtype {d}")
-  if len(p) != (op == "bernoulli"):
-    raise TypeError(f"threefry_sample: op {op!r} takes {int(op == 'bernoulli')} operands "
+  if len(p) != (op in _P_OPS):
+    raise TypeError(f"threefry_sample: op {op!r} takes {int(op in _P_OPS)} operands "
                     f"besides the keys, got {len(p)}")
-  out = tuple(keys.shape[:-1]) + tuple(shape) + ((2,) if op == "split" else ())
+  out = tuple(keys.shape[:-1]) + tuple(shape) + ((2,) if op in _KEY_OUT else ())
+  if op == "fold_in":  # the data broadcasts against the keys' batch shape
+    out = out[:-1]
   if p:
     if p[0].dtype != d:
       raise TypeError(f"threefry_sample: p must be {d}, got {p[0].dtype}")
@@ -73,6 +81,8 @@ def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
     if not ok:
       raise ValueError(f"threefry_sample: p of shape {p[0].shape} does not broadcast to the "
                        f"output shape {out}")
+    if op == "fold_in":
+      out = out + (2,)
   if math.prod(shape) * (2 if op == "split" else 1) >= 2 ** 32:
     raise NotImplementedError("random bits array of size exceeding 2 ** 32")
   return ShapedArray(out, _out_dtype(op, dtype))
@@ -83,9 +93,13 @@ def _numba(keys, *p, shape, op, dtype, partitionable):
   kb = keys.shape[:-1]
   keys = np.ascontiguousarray(keys.reshape(-1, 2))
   n = math.prod(shape)
-  out_shape = tuple(kb) + tuple(shape) + ((2,) if op == "split" else ())
+  out_shape = tuple(kb) + tuple(shape) + ((2,) if op in _KEY_OUT else ())
   out = np.empty(math.prod(out_shape), _out_dtype(op, dtype))
-  if p:
+  if op == "fold_in":
+    pa = np.asarray(p[0], np.uint32)
+    pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, kb).reshape(-1)
+    pstep = int(pa.size != 1)
+  elif p:
     pa = K.threshold(p[0], _width(op, dtype))
     pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, out_shape).reshape(-1)
     pstep = int(pa.size != 1)
@@ -174,6 +188,12 @@ def sample_lax(keys, *p, shape, op, dtype, partitionable):
   kb = ka.shape[:-1]
   nd = len(kb)
   keys = [lax.squeeze(lax.slice_in_dim(keys, i, i + 1, axis=nd), (nd,)) for i in (0, 1)]
+  if op == "fold_in":
+    pa = get_aval(p[0])
+    d = lax.broadcast_in_dim(p[0], tuple(kb), tuple(range(nd - pa.ndim, nd)))
+    y0, y1 = threefry2x32(keys[0], keys[1], lax.full(tuple(kb), 0, _U32), d)
+    pair = (*kb, 1)
+    return lax.concatenate([lax.reshape(y0, pair), lax.reshape(y1, pair)], nd)
   if op == "split":
     n = math.prod(shape)
     if partitionable:
@@ -213,7 +233,7 @@ def _batch(vals, dims, *, shape, op, dtype, partitionable):
       lax = _lax()
       pv = batching.moveaxis(pv, pd, 0)
       pa = get_aval(pv)
-      rank = get_aval(keys).ndim - 1 + len(shape)
+      rank = get_aval(keys).ndim - 1 + len(shape)  # fold_in: shape is ()
       pv = lax.broadcast_in_dim(pv, (pa.shape[0],) + (1,) * (rank - pa.ndim) + pa.shape[1:],
                                 (0, *range(rank - pa.ndim + 1, rank)))
     p = (pv,)
@@ -228,6 +248,10 @@ def _reference(keys, *p, shape, op, dtype, partitionable):
   n = math.prod(shape)
   flat = keys.reshape(-1, 2)
   out = []
+  if op == "fold_in":
+    d = np.broadcast_to(np.asarray(p[0], np.uint32), kb).reshape(-1)
+    out = [_np_threefry(int(k0), int(k1), 0, int(x)) for (k0, k1), x in zip(flat, d)]
+    return np.array(out, np.uint32).reshape(tuple(kb) + (2,))
   for k0, k1 in flat:
     out.append(_np_sample(int(k0), int(k1), n, op, dtype, partitionable))
   out = np.stack(out) if out else np.zeros((0, 2 * n if op == "split" else n))
@@ -293,6 +317,10 @@ def _samples(rng, dtype):
         base = dict(shape=shape, partitionable=part)
         if d == _U32:
           cases.append(([k], dict(base, op="split", dtype=d)))
+          if shape == ():
+            data = rng.integers(0, 2 ** 32, k.shape[:-1], dtype=np.uint32)
+            cases.append(([k, data], dict(base, op="fold_in", dtype=d)))
+            cases.append(([k, np.uint32(7)], dict(base, op="fold_in", dtype=d)))
         if d in _UINT.values():
           cases.append(([k], dict(base, op="bits", dtype=d)))
         if d in _FLOAT.values():
