@@ -362,9 +362,15 @@ def threefry_sample(keys, *p, shape, op, dtype, partitionable):
 
 
 # ====================================================================== lowering (StableHLO)
-from nbjax.interpreters import lowering, mlir  # noqa: E402
+from nbjax.interpreters import lowering  # noqa: E402  (no jaxlib import until jit lowers)
 
-lowering.register(threefry_sample_p, mlir.lower_fun(sample_lax, multiple_results=False))
+
+def _sample_lowering(ctx, *args, **params):
+  from nbjax.interpreters import mlir
+  return mlir.lower_fun(sample_lax, multiple_results=False)(ctx, *args, **params)
+
+
+lowering.register(threefry_sample_p, _sample_lowering)
 
 
 # ====================================================================== rng_bit_generator
@@ -436,6 +442,7 @@ def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG
 
 
 def _rbg_lowering(ctx, key, *, shape, dtype, algorithm):
+  from nbjax.interpreters import mlir
   from nbjax.interpreters.lowering import hlo, ir
   u32, u64 = ir.IntegerType.get_unsigned(32), ir.IntegerType.get_unsigned(64)
   kaval = ctx.avals_in[0]
