@@ -100,6 +100,8 @@ def _median_time(fn, budget):
 def run(filter_="", quick=False, stream=sys.stdout):
   rows = []
   budget = 0.3 if quick else 1.0
+  if quick:  # benchmarks with a huge full size take a smaller one (prng.Sample)
+    os.environ["NBJAX_BENCH_QUICK"] = "1"
   for mod, cname, cls in _classes():
     params = cls.params if isinstance(cls.params, tuple) else (cls.params,)
     names = list(getattr(cls, "param_names", [f"p{i}" for i in range(len(params))]))

@@ -113,7 +113,47 @@ def jvp(fun, primals, tangents, has_aux=False):
   return _jvp(fun, primals, tangents, has_aux=has_aux)
 
 
+_key_cls = []
+
+
+def _is_key(x):
+  if not _key_cls:
+    from nbjax.prng import PRNGKeyArray
+    _key_cls.append(PRNGKeyArray)
+  return isinstance(x, _key_cls[0])
+
+
+def _key_tangents(primals, tangents):
+  """JAX's float0 tangent of a key array (shape ``key.shape``) as a key-shaped tree over the
+  key's data, so that it lines up with the flattened primal (keys are pytree nodes)."""
+  from nbjax.prng import PRNGKeyArray
+
+  def fix(p, t):
+    if isinstance(p, PRNGKeyArray) and not isinstance(t, PRNGKeyArray):
+      if _dtype(t, "tangent argument") != dtypes.float0 or np.shape(t) != p.shape:
+        raise TypeError(f"primal and tangent arguments to nbjax.jvp do not match; the tangent "
+                        f"of a key array of dtype {p.dtype} and shape {p.shape} must be a "
+                        f"float0 array of that shape, got "
+                        f"{dtypes.short_dtype_name(_dtype(t, 'tangent'))}{list(np.shape(t))}")
+      return PRNGKeyArray(p._impl, np.zeros(np.shape(p._base_array), dtypes.float0))
+    return t
+  try:
+    return type(tangents)(tree_map(fix, tuple(primals), tuple(tangents), is_leaf=_is_key))
+  except (ValueError, TypeError) as e:
+    if "key array" in str(e):
+      raise
+    return tangents
+
+
+def _keys_to_float0(g):
+  """The gradient of a key array input (``allow_int``): float0 zeros of the key's shape."""
+  return tree_map(lambda x: np.zeros(x.shape, dtypes.float0) if _is_key(x) else x, g,
+                  is_leaf=_is_key)
+
+
 def _jvp(fun, primals, tangents, has_aux=False):
+  if any(_is_key(p) for p in tree_leaves(primals, is_leaf=_is_key)):
+    tangents = _key_tangents(primals, tangents)
   ps_flat, tree = tree_flatten(primals)
   ts_flat, tree2 = tree_flatten(tangents)
   if tree != tree2:
@@ -437,6 +477,12 @@ def _with_consts(lin, consts):
 
 
 def _check_input_dtype_revderiv(name, holomorphic, allow_int, x):
+  if _is_key(x):
+    if not allow_int:
+      raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a "
+                      f"sub-dtype of np.inexact), but got {x.dtype}. If you want to use "
+                      "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+    return
   _check_valid(x, f"{name} argument")
   d = _dtype(x)
   if holomorphic and not dtypes.is_complex(d):
@@ -539,15 +585,21 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     _check_argnums(argnums, args)
     f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
     leaves, in_tree = tree_flatten(dyn_args)
+    has_keys = False
     for leaf in leaves:
       if holomorphic or type(leaf) is not _Array or leaf._value.dtype.kind != "f":
-        _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
+        key_leaves = tree_leaves(dyn_args, is_leaf=_is_key)  # a key array is checked as one
+        for x in key_leaves:
+          _check_input_dtype_revderiv("grad", holomorphic, allow_int, x)
+        has_keys = any(map(_is_key, key_leaves))
+        break
     if _tape:
       outs, grads, out_tree, aux = _grad_tape(f_partial, leaves, in_tree, has_aux, holomorphic)
     else:
       outs, grads, in_tree, out_tree, aux = _grad_linearize(f_partial, dyn_args, has_aux,
                                                             holomorphic)
     g = tree_unflatten(in_tree, grads)
+    g = _keys_to_float0(g) if has_keys else g
     g = g[0] if isinstance(argnums, int) else g
     if not _value:  # grad: the replayed program need not return the value
       return (g, aux) if has_aux else g

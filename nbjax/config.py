@@ -76,7 +76,7 @@ _OPTIONS = {
     "default_matmul_precision": (None, _choice(
         None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
         "bfloat16_3x", "fastest")),
-    "default_prng_impl": ("threefry2x32", _unsupported("threefry2x32")),
+    "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "rbg", "unsafe_rbg")),
     "enable_checks": (False, _boolean),
     "traceback_filtering": ("auto", _any),
     "compilation_cache_dir": (None, _any),

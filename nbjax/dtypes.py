@@ -27,6 +27,24 @@ complex64, complex128 = np.complex64, np.complex128
 bfloat16 = _ml.bfloat16 if _ml is not None else None
 int_, uint, float_, complex_ = np.int64, np.uint64, np.float64, np.complex128
 
+# Extended dtypes (JAX's ``dtypes.extended``): PRNG key dtypes ``key<fry>`` etc. are instances
+# of ``ExtendedDType`` whose scalar ``type`` is ``prng_key``; ``nbjax.prng`` defines them.
+
+
+class extended(np.generic):
+  """Scalar type of JAX's extended dtypes: ``issubdtype(x.dtype, dtypes.extended)``."""
+
+
+class prng_key(extended):
+  """Scalar type of PRNG key dtypes: ``issubdtype(key.dtype, dtypes.prng_key)``."""
+
+
+class ExtendedDType:
+  """Base of the extended dtype instances (``nbjax.prng.KeyTy``)."""
+  type = extended
+  _rules = None
+
+
 # Trivial vector-space dtype: the tangent type of int/bool primals.
 float0 = np.dtype([('float0', np.void, 0)])
 
@@ -181,6 +199,11 @@ def _issubclass(a, b):
 
 def issubdtype(a, b):
   """``np.issubdtype`` that also places bfloat16 (and ml_dtypes types) in numpy's hierarchy."""
+  if isinstance(a, ExtendedDType) or isinstance(b, ExtendedDType):  # key<fry> and friends
+    if isinstance(b, ExtendedDType):
+      return a == b
+    at = a.type if isinstance(a, ExtendedDType) else a
+    return isinstance(at, type) and isinstance(b, type) and issubclass(at, b)
   a = a if isinstance(a, (type, np.dtype)) else np.dtype(a)
   b = b if isinstance(b, (type, np.dtype)) else np.dtype(b)
   return _issubdtype(a, b)

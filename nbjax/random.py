@@ -10,21 +10,28 @@ layout.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import core, dtypes, lax
 from nbjax.config import config
 from nbjax import numpy as jnp
+from nbjax import prng as _keys
+from nbjax.lax import prng
+from nbjax.prng import KeyTy, PRNGKeyArray
 from nbjax.lax.elementwise import _canonicalize_shape
 from nbjax.numpy import _util
 
-__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone",
+           "split", "fold_in", "PRNGKeyArray",
            "bits", "uniform", "normal", "randint", "bernoulli", "choice", "permutation",
            "categorical", "gumbel", "exponential", "laplace", "logistic", "truncated_normal",
            "multivariate_normal", "rademacher", "cauchy", "pareto", "weibull_min", "rayleigh",
-           "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32"]
+           "lognormal", "maxwell", "double_sided_maxwell", "threefry_2x32", "gamma", "loggamma",
+           "beta", "dirichlet", "chisquare", "f", "t", "generalized_normal", "ball",
+           "triangular", "wald", "geometric", "orthogonal", "poisson", "binomial", "multinomial"]
 
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
@@ -38,28 +45,11 @@ def _threefry_partitionable(flag):
 
 # ------------------------------------------------------------------ threefry hash
 
-def _u32(v):
-  return np.uint32(v)
-
-
-def _rotl(v, d):
-  return lax.bitwise_or(lax.shift_left(v, _u32(d)), lax.shift_right_logical(v, _u32(32 - d)))
-
-
 def _threefry(k1, k2, x0, x1):
   """threefry2x32 (20 rounds) of counter words ``x0, x1`` under key words ``k1, k2``."""
   shape = jnp.broadcast_shapes(np.shape(x0), np.shape(x1))
-  k1, k2, x0, x1 = (jnp.broadcast_to(v, shape) for v in (k1, k2, x0, x1))
-  ks = [k1, k2, lax.bitwise_xor(lax.bitwise_xor(k1, k2), jnp.full(shape, 0x1BD11BDA, _U32))]
-  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
-  x0, x1 = lax.add(x0, ks[0]), lax.add(x1, ks[1])
-  for i in range(5):
-    for r in rots[i % 2]:
-      x0 = lax.add(x0, x1)
-      x1 = lax.bitwise_xor(x0, _rotl(x1, r))
-    x0 = lax.add(x0, ks[(i + 1) % 3])
-    x1 = lax.add(lax.add(x1, ks[(i + 2) % 3]), jnp.full(shape, i + 1, _U32))
-  return x0, x1
+  x0, x1 = (jnp.broadcast_to(v, shape) for v in (x0, x1))
+  return prng.threefry2x32(k1, k2, x0, x1)
 
 
 def threefry_2x32(keypair, count):
@@ -77,31 +67,52 @@ def threefry_2x32(keypair, count):
   return jnp.reshape(jnp.concatenate([y0, y1])[:n], count.shape)
 
 
-def _iota_2x32(shape):
-  size = math.prod(shape)
-  if size > 2 ** 32:
-    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
-  lo = jnp.reshape(lax.iota(_U32, size), shape)
-  return jnp.zeros(shape, _U32), lo
+def _fused(k):
+  """Whether ``k``'s draws run on the fused threefry kernel (``threefry_sample``)."""
+  return k._impl is _keys.prngs["threefry2x32"]
+
+
+def _sample(k, *p, shape, op, dtype):
+  return prng.threefry_sample(k._base_array, *p, shape=shape, op=op, dtype=dtype,
+                              partitionable=config._flags["threefry_partitionable"])
 
 
 # ------------------------------------------------------------------ keys
 
+def _raw(name, data, impl):
+  d = jnp.asarray(data)
+  ks = impl.key_shape
+  if d.dtype != _U32 or tuple(d.shape[d.ndim - len(ks):]) != ks:
+    raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to end "
+                    f"with {ks}; got shape={d.shape} for impl={impl}")
+  return d
+
+
 def _check_key(name, key, batched=False):
-  k = jnp.asarray(key)
-  if k.dtype != _U32 or k.ndim < 1 or k.shape[-1] != 2:
-    raise TypeError(f"JAX encountered invalid PRNG key data: expected uint32 key data with "
-                    f"trailing shape (2,), got {k.dtype}{list(k.shape)}")
-  if not batched and k.ndim > 1:
+  """``key`` as a ``PRNGKeyArray`` (raw ``uint32`` data: the default implementation's)."""
+  if isinstance(key, PRNGKeyArray):
+    k = key
+  else:
+    if isinstance(key, (int, float, np.integer)) or not hasattr(key, "shape") and not \
+        isinstance(key, (list, tuple, np.ndarray)):
+      raise TypeError(f"unexpected PRNG key type {type(key)}")
+    impl = _keys.resolve_impl(None)
+    k = PRNGKeyArray(impl, _raw(name, key, impl))
+  if not batched and k.ndim:
     raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                     f"{k.shape[:-1]} != (). Use jax.vmap for batching.")
+                     f"{k.shape} != (). Use jax.vmap for batching.")
   return k
 
 
+def _like(key, k):
+  """``k`` in ``key``'s form: a typed key array, or raw data for a raw key."""
+  return k if isinstance(key, PRNGKeyArray) else k._base_array
+
+
 def _seed(name, seed, impl):
-  if impl not in (None, "threefry2x32"):
-    raise ValueError(f'unrecognized PRNG implementation "{impl}". '
-                     "Did you mean one of: threefry2x32?")
+  impl = _keys.resolve_impl(impl)
+  if isinstance(seed, PRNGKeyArray):
+    raise TypeError(f"{name} accepts a scalar seed, but was given a PRNG key.")
   if isinstance(seed, int) and not isinstance(seed, bool):
     seed = np.int64(seed)
   s = jnp.asarray(seed)
@@ -110,53 +121,60 @@ def _seed(name, seed, impl):
                     f"{s.shape} != (). Use jax.vmap for batching")
   if not dtypes.issubdtype(s.dtype, np.integer):
     raise TypeError(f"PRNG key seed must be an integer; got {s!r}")
-  if s.dtype.itemsize == 8:
-    hi = lax.convert_element_type(lax.shift_right_logical(s, lax._const(s, 32)), _U32)
-  else:
-    hi = jnp.zeros((), _U32)
-  return jnp.stack([hi, lax.convert_element_type(s, _U32)])
+  return PRNGKeyArray(impl, impl.seed(s))
 
 
 def PRNGKey(seed, *, impl=None):
-  """Create a legacy ``uint32[2]`` PRNG key from an integer seed."""
-  return _seed("PRNGKey", seed, impl)
+  """Create a legacy PRNG key (raw ``uint32`` data, ``uint32[2]`` for threefry) from an
+  integer seed."""
+  return _seed("PRNGKey", seed, impl)._base_array
 
 
-def key(seed, *, impl=None):
-  """Create a PRNG key from an integer seed (represented as raw ``uint32[2]`` data)."""
+def key(seed, *, impl=None, dtype=None):
+  """Create a typed PRNG key (a scalar key array of dtype ``key<fry>`` for threefry2x32)
+  from an integer seed."""
   return _seed("key", seed, impl)
 
 
 def key_data(keys):
   """Recover the ``uint32`` bits underlying a PRNG key array."""
-  return _check_key("key_data", keys, batched=True)
+  return _check_key("key_data", keys, batched=True)._base_array
 
 
-def wrap_key_data(key_bits_array, *, impl=None):
-  """Wrap an array of ``uint32[..., 2]`` key data as a PRNG key array."""
-  if impl not in (None, "threefry2x32"):
-    raise ValueError(f'unrecognized PRNG implementation "{impl}".')
-  return _check_key("wrap_key_data", key_bits_array, batched=True)
+def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
+  """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
+  typed PRNG key array."""
+  if isinstance(key_bits_array, PRNGKeyArray):
+    raise TypeError("wrap_key_data accepts only uint32 key data, got a key array of dtype "
+                    f"{key_bits_array.dtype}")
+  impl = _keys.resolve_impl(impl)
+  return PRNGKeyArray(impl, _raw("wrap_key_data", key_bits_array, impl))
 
 
 def key_impl(keys):
   """Name of the PRNG implementation of ``keys``."""
-  _check_key("key_impl", keys, batched=True)
-  return "threefry2x32"
+  return _check_key("key_impl", keys, batched=True)._impl.name
+
+
+def key_dtype(impl_spec=None):
+  """The dtype of typed keys of implementation ``impl_spec`` (default: the configured one)."""
+  return KeyTy(_keys.resolve_impl(impl_spec))
+
+
+def clone(key):
+  """A copy of ``key`` (JAX's key-reuse checker treats it as a fresh key)."""
+  return key
 
 
 def _split(k, shape):
-  if config._flags["threefry_partitionable"]:
-    y0, y1 = _threefry(k[0], k[1], *_iota_2x32(shape))
-    return jnp.stack([y0, y1], axis=-1)
-  return jnp.reshape(threefry_2x32(k, lax.iota(_U32, 2 * math.prod(shape))), (*shape, 2))
+  return PRNGKeyArray(k._impl, k._impl.split(k._base_array, shape))
 
 
 def split(key, num=2):
   """Split a PRNG key into ``num`` (an int or a shape) new keys along a leading axis."""
   k = _check_key("split", key)
   shape = tuple(num) if isinstance(num, Sequence) else (num,)
-  return _split(k, _canonicalize_shape(shape))
+  return _like(key, _split(k, _canonicalize_shape(shape)))
 
 
 def fold_in(key, data):
@@ -166,32 +184,13 @@ def fold_in(key, data):
     raise TypeError("fold_in accepts a scalar, but was given an array of"
                     f"shape {np.shape(data)} != (). Use jax.vmap for batching.")
   d = jnp.asarray(data, dtype=_U32)
-  return jnp.stack(_threefry(k[0], k[1], jnp.zeros((), _U32), d))
+  return _like(key, PRNGKeyArray(k._impl, k._impl.fold_in(k._base_array, d)))
 
 
 def _random_bits(k, width, shape):
-  dt = _UINT[width]
-  if config._flags["threefry_partitionable"]:
-    b1, b2 = _threefry(k[0], k[1], *_iota_2x32(shape))
-    if width == 64:
-      hi = lax.convert_element_type(b1, dt)
-      return lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(b2, dt))
-    b = lax.bitwise_xor(b1, b2)
-    return b if width == 32 else lax.convert_element_type(
-        lax.bitwise_and(b, jnp.full(shape, (1 << width) - 1, _U32)), dt)
-  size = math.prod(shape)
-  count = -(-width * size // 32)
-  b = threefry_2x32(k, lax.iota(_U32, count))
-  if width == 64:
-    h = count // 2
-    hi, lo = (lax.convert_element_type(v, dt) for v in (b[:h], b[h:]))
-    b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lo)
-  elif width < 32:
-    per = 32 // width
-    sh = jnp.asarray(np.arange(per, dtype=np.uint32) * np.uint32(width))
-    parts = jnp.right_shift(b[:, None], sh[None, :]) & np.uint32((1 << width) - 1)
-    b = lax.convert_element_type(jnp.ravel(parts), dt)[:size]
-  return jnp.reshape(b, shape)
+  if _fused(k):
+    return _sample(k, shape=shape, op="bits", dtype=_UINT[width])
+  return k._impl.random_bits(k._base_array, width, shape)
 
 
 def _shape(shape):
@@ -214,7 +213,7 @@ def _user_dtype(dtype, default, kind, name, what):
   return dt
 
 
-def bits(key, shape=(), dtype=None):
+def bits(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniform random bits as unsigned integers of the given shape."""
   k = _check_key("bits", key)
   dt = _user_dtype(dtype, dtypes.default_uint_dtype(), np.unsignedinteger, "bits",
@@ -224,23 +223,32 @@ def bits(key, shape=(), dtype=None):
 
 # ------------------------------------------------------------------ samplers
 
+def _is(v, c):
+  return isinstance(v, (int, float, np.number)) and v == c
+
+
 def _uniform(k, shape, dt, minval, maxval):
+  if dt.itemsize >= 4 and _fused(k):  # float32/float64: the fused kernel draws [0, 1)
+    floats = _sample(k, shape=shape, op="uniform", dtype=dt)
+    if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
+      return floats
+  else:
+    fi = dtypes.finfo(dt)
+    nbits, nmant = fi.bits, fi.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    b = _random_bits(k, rng_bits, shape)
+    ud = _UINT[nbits]
+    if rng_bits != nbits:
+      b = lax.convert_element_type(b, ud)
+    # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
+    m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
+    floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
   minval = jnp.asarray(lax.convert_element_type(minval, dt))
   maxval = jnp.asarray(lax.convert_element_type(maxval, dt))
-  fi = dtypes.finfo(dt)
-  nbits, nmant = fi.bits, fi.nmant
-  rng_bits = 8 if nmant < 8 else nbits
-  b = _random_bits(k, rng_bits, shape)
-  ud = _UINT[nbits]
-  if rng_bits != nbits:
-    b = lax.convert_element_type(b, ud)
-  # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
-  m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
-  floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
   return jnp.maximum(minval, floats * (maxval - minval) + minval)
 
 
-def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
+def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=None):
   """Sample uniform floats in ``[minval, maxval)``."""
   k = _check_key("uniform", key)
   dt = _user_dtype(dtype, float, np.floating, "uniform", "a float")
@@ -253,7 +261,7 @@ def _normal_real(k, shape, dt):
   return lax.mul(jnp.full(shape, np.sqrt(2), dt), lax.erf_inv(u))
 
 
-def normal(key, shape=(), dtype=None):
+def normal(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard normal values (real or complex)."""
   k = _check_key("normal", key)
   dt = _user_dtype(dtype, float, np.inexact, "normal", "a float or complex")
@@ -278,7 +286,7 @@ def _urem(x, s):
   return jnp.where(z, x, lax.rem(*jnp.broadcast_arrays(x, jnp.where(z, jnp.ones_like(s), s))))
 
 
-def randint(key, shape, minval, maxval, dtype=None):
+def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   """Sample integers in ``[minval, maxval)`` (JAX's two-draw span/multiplier algorithm)."""
   k = _check_key("randint", key)
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
@@ -313,7 +321,7 @@ def randint(key, shape, minval, maxval, dtype=None):
   return (minval + lax.convert_element_type(off, sdt)).astype(dt)
 
 
-def bernoulli(key, p=0.5, shape=None, mode="low"):
+def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
   """Sample booleans that are True with probability ``p``."""
   if mode not in ("high", "low"):
     raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
@@ -331,6 +339,8 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
     return u2 < p - u1
+  if dt.itemsize >= 4 and _fused(k):  # one fused pass: draw, convert, compare
+    return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
   return _uniform(k, shape, dt, 0., 1.) < p
 
 
@@ -343,7 +353,7 @@ def _shuffle(k, x, axis):
   return x
 
 
-def permutation(key, x, axis=0, independent=False):
+def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
   """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
   k = _check_key("permutation", key)
   _util.check_arraylike("permutation", x)
@@ -410,7 +420,7 @@ def _float_sampler(name, key, shape, dtype):
   return k, _shape(shape), _user_dtype(dtype, float, np.floating, name, "a float")
 
 
-def gumbel(key, shape=(), dtype=None, mode=None):
+def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
   """Sample standard Gumbel values."""
   k, shape, dt = _float_sampler("gumbel", key, shape, dtype)
   mode = "low" if mode is None else mode
@@ -426,7 +436,7 @@ def gumbel(key, shape=(), dtype=None, mode=None):
   return -jnp.log(-jnp.log(_uniform(k, shape, dt, fi.tiny, 1.)))
 
 
-def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
+def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *, out_sharding=None):
   """Sample indices from categorical distributions given by unnormalized ``logits``."""
   k = _check_key("categorical", key)
   _util.check_arraylike("categorical", logits)
@@ -456,34 +466,34 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
   return jnp.reshape(jnp.moveaxis(idx, -1, 0), shape)
 
 
-def exponential(key, shape=(), dtype=None):
+def exponential(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard exponential values."""
   k, shape, dt = _float_sampler("exponential", key, shape, dtype)
   return -jnp.log1p(-_uniform(k, shape, dt, 0., 1.))
 
 
-def laplace(key, shape=(), dtype=None):
+def laplace(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Laplace values."""
   k, shape, dt = _float_sampler("laplace", key, shape, dtype)
   u = _uniform(k, shape, dt, -1. + float(dtypes.finfo(dt).epsneg), 1.)
   return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
-def logistic(key, shape=(), dtype=None):
+def logistic(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard logistic values."""
   k, shape, dt = _float_sampler("logistic", key, shape, dtype)
   x = _uniform(k, shape, dt, dtypes.finfo(dt).tiny, 1.)
   return jnp.log(x) - jnp.log1p(-x)
 
 
-def cauchy(key, shape=(), dtype=None):
+def cauchy(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Cauchy values."""
   k, shape, dt = _float_sampler("cauchy", key, shape, dtype)
   u = _uniform(k, shape, dt, float(jnp.finfo(dt).eps), 1.)
   return jnp.tan(np.array(np.pi, dt) * (u - np.array(0.5, dt)))
 
 
-def pareto(key, b, shape=None, dtype=None):
+def pareto(key, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Pareto values with shape parameter ``b``."""
   k = _check_key("pareto", key)
   dt = _user_dtype(dtype, float, np.floating, "pareto", "a float")
@@ -504,7 +514,7 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
       lax.convert_element_type(scale, dt)
 
 
-def rayleigh(key, scale=1.0, shape=None, dtype=None):
+def rayleigh(key, scale, shape=None, dtype=None, *, out_sharding=None):
   """Sample Rayleigh values with the given ``scale``."""
   k = _check_key("rayleigh", key)
   dt = _user_dtype(dtype, float, np.floating, "rayleigh", "a float")
@@ -514,7 +524,7 @@ def rayleigh(key, scale=1.0, shape=None, dtype=None):
   return jnp.sqrt(np.array(-2, dt) * jnp.log(u)) * lax.convert_element_type(scale, dt)
 
 
-def lognormal(key, sigma=1.0, shape=None, dtype=None):
+def lognormal(key, sigma=1.0, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-normal values with the given ``sigma``."""
   k = _check_key("lognormal", key)
   dt = _user_dtype(dtype, float, np.floating, "lognormal", "a float")
@@ -523,7 +533,7 @@ def lognormal(key, sigma=1.0, shape=None, dtype=None):
   return jnp.exp(_normal_real(k, shape, dt) * lax.convert_element_type(sigma, dt))
 
 
-def maxwell(key, shape=(), dtype=None):
+def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample Maxwell values (norm of three standard normals)."""
   k, shape, dt = _float_sampler("maxwell", key, shape, dtype)
   x = _normal_real(k, (*shape, 3), dt)
@@ -543,7 +553,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
   return sign * mag * lax.convert_element_type(scale, dt) + lax.convert_element_type(loc, dt)
 
 
-def truncated_normal(key, lower, upper, shape=None, dtype=None):
+def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=None):
   """Sample standard normal values truncated to ``(lower, upper)``."""
   k = _check_key("truncated_normal", key)
   dt = _user_dtype(dtype, float, np.floating, "truncated_normal", "a float")
@@ -561,7 +571,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
                   jnp.nextafter(upper, np.array(-np.inf, dt)))
 
 
-def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *, out_sharding=None):
   """Sample multivariate normal values with the given ``mean`` and ``cov``."""
   k = _check_key("multivariate_normal", key)
   mean, cov = _util.promote_dtypes_inexact(mean, cov)
@@ -595,9 +605,460 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
   return mean + jnp.matmul(factor, z[..., None])[..., 0]
 
 
-def rademacher(key, shape=(), dtype=None):
+def rademacher(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample -1 or +1 with equal probability."""
   k = _check_key("rademacher", key)
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
   b = bernoulli(k, 0.5, _shape(shape)).astype(dt)
   return (2 * b - 1).astype(dt)
+
+
+# ------------------------------------------------------------------ gamma family
+
+def _gamma_one(k, alpha, log_space):
+  """One Gamma(alpha) draw: Marsaglia and Tsang's rejection sampler, JAX's sequence of draws
+  (alpha < 1 boosted to alpha + 1 and scaled by a uniform to the power 1 / alpha)."""
+  dt = alpha.dtype
+  c_ = lambda v: lax._const(alpha, v)
+  zero, one, minus_one, two = c_(0), c_(1), c_(-1), c_(2)
+  boost_mask = alpha >= one
+  alpha_orig = alpha
+  alpha = lax.select(boost_mask, alpha, alpha + one)
+  d = alpha - c_(1. / 3.)
+  c = c_(1. / 3.) / lax.sqrt(d)
+
+  def cond_fn(kXVU):
+    _, X, V, U = kXVU
+    return lax.bitwise_and(U >= one - c_(0.0331) * (X * X),
+                           lax.log(U) >= X * c_(0.5) + d * (one - V + lax.log(V)))
+
+  def body_fn(kXVU):
+    def next_kxv(kxv):
+      kk, sub = _split(kxv[0], (2,))
+      x = _normal_real(sub, (), dt)
+      return kk, x, one + x * c
+
+    ks = _split(kXVU[0], (3,))
+    _, x, v = lax.while_loop(lambda kxv: kxv[2] <= zero, next_kxv, (ks[1], zero, minus_one))
+    return ks[0], x * x, v * v * v, _uniform(ks[2], (), dt, 0., 1.)
+
+  kk, sub = _split(k, (2,))
+  _, _, V, _ = lax.while_loop(cond_fn, body_fn, (kk, zero, one, two))
+  if log_space:
+    log_samples = -exponential(sub, (), dt)
+    log_boost = lax.select(boost_mask | (log_samples == 0), zero, log_samples * (one / alpha_orig))
+    return lax.log(d) + lax.log(V) + log_boost
+  samples = one - _uniform(sub, (), dt, 0., 1.)
+  boost = lax.select(boost_mask, one, lax.pow(samples, one / alpha_orig))
+  return d * V * boost
+
+
+def _gamma_impl(k, a, log_space):
+  from nbjax.api import vmap
+  keys = _split(k, (a.size,))
+  out = vmap(lambda kk, aa: _gamma_one(kk, aa, log_space))(keys, jnp.ravel(a))
+  return jnp.reshape(out, a.shape)
+
+
+def _random_gamma_grad(a, x):
+  """d x / d a of a Gamma(a) sample ``x`` at a fixed CDF value (implicit differentiation):
+  ``-(dP/da) / (dP/dx)`` with ``P(a, x) = sum_i x^(a+i) e^-x / Gamma(a+i+1)`` differentiated
+  term by term, summed in a loop until past the terms' peak (``i ~ x``) and their tail.
+  (nbjax's own series; JAX calls ``lax.random_gamma_grad``.)"""
+  x = jnp.maximum(x, dtypes.finfo(a.dtype).tiny)
+  log_x = jnp.log(x)
+  n = jnp.ceil(jnp.max(x) + 12 * jnp.sqrt(jnp.max(x)) + 40) if x.size else jnp.zeros((), x.dtype)
+
+  def body(c):
+    i, acc = c
+    term = jnp.exp((a + i) * log_x - x - lax.lgamma(a + i + 1))
+    return i + 1, acc + term * (log_x - lax.digamma(a + i + 1))
+
+  _, dp_da = lax.while_loop(lambda c: c[0] < n, body, (jnp.zeros((), a.dtype), jnp.zeros_like(x)))
+  log_dp_dx = (a - 1) * log_x - x - lax.lgamma(a)
+  return -dp_da * jnp.exp(-log_dp_dx)
+
+
+def _make_gamma(log_space):
+  from nbjax.custom_derivatives import custom_jvp
+
+  @custom_jvp
+  def g(kd, a):
+    return _gamma_impl(kd, a, log_space)
+
+  @g.defjvp
+  def g_jvp(primals, tangents):
+    kd, a = primals
+    ans = g(kd, a)
+    _, ta = tangents
+    if log_space:
+      x = jnp.exp(ans)
+      x = jnp.where(x == 0, dtypes.finfo(x.dtype).tiny, x)
+      grad = _random_gamma_grad(a, x) / x
+    else:
+      grad = _random_gamma_grad(a, ans)
+    return ans, ta * grad
+  return g
+
+
+_gamma_fns = {}
+
+
+def _gamma(k, a, log_space=False):
+  g = _gamma_fns.get(log_space) or _gamma_fns.setdefault(log_space, _make_gamma(log_space))
+  return g(k, a)
+
+
+def _param_sampler(name, key, shape, dtype, *params):
+  k = _check_key(name, key)
+  dt = _user_dtype(dtype, float, np.floating, name, "a float")
+  if shape is None:
+    shape = jnp.broadcast_shapes(*(np.shape(p) for p in params))
+  else:
+    shape = _shape(shape)
+    _check_shape(name, shape, *(np.shape(p) for p in params))
+  return k, shape, dt
+
+
+def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Gamma(``a``) values (JAX's Marsaglia-Tsang sampler; differentiable in ``a``
+  through implicit differentiation of the CDF)."""
+  k, shape, dt = _param_sampler("gamma", key, shape, dtype, a)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  return _gamma(k, a)
+
+
+def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
+  """Sample log-Gamma(``a``) values, accurate for small ``a`` (computed in log space)."""
+  k, shape, dt = _param_sampler("loggamma", key, shape, dtype, a)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  return _gamma(k, a, log_space=True)
+
+
+def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Beta(``a``, ``b``) values (two log-gamma draws, JAX's construction)."""
+  k, shape, dt = _param_sampler("beta", key, shape, dtype, a, b)
+  a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
+  b = jnp.broadcast_to(lax.convert_element_type(b, dt), shape)
+  ka, kb = _split(k, (2,))
+  log_gx, log_gy = _gamma(ka, a, True), _gamma(kb, b, True)
+  log_max = lax.max(log_gx, log_gy)
+  gx, gy = jnp.exp(log_gx - log_max), jnp.exp(log_gy - log_max)
+  return gx / (gx + gy)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Dirichlet(``alpha``) vectors along the last axis."""
+  k = _check_key("dirichlet", key)
+  dt = _user_dtype(dtype, float, np.floating, "dirichlet", "a float")
+  _util.check_arraylike("dirichlet", alpha)
+  if np.ndim(alpha) < 1:
+    raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {np.ndim(alpha)}")
+  if shape is None:
+    shape = np.shape(alpha)[:-1]
+  else:
+    shape = _shape(shape)
+    _check_shape("dirichlet", shape, np.shape(alpha)[:-1])
+  alpha = jnp.broadcast_to(lax.convert_element_type(alpha, dt), shape + np.shape(alpha)[-1:])
+  log_g = _gamma(k, alpha, True)
+  log_max = jnp.max(log_g, axis=-1, keepdims=True)
+  g = jnp.exp(log_g - lax.stop_gradient(log_max))
+  return g / jnp.sum(g, axis=-1, keepdims=True)
+
+
+def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
+  """Sample chi-squared values with ``df`` degrees of freedom."""
+  k, shape, dt = _param_sampler("chisquare", key, shape, dtype, df)
+  df = lax.convert_element_type(df, dt)
+  log_g = _gamma(k, jnp.broadcast_to(df / 2, shape), True)
+  return np.array(2, dt) * jnp.exp(log_g)
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
+  """Sample F-distribution values with ``dfnum`` and ``dfden`` degrees of freedom."""
+  k, shape, dt = _param_sampler("f", key, shape, dtype, dfnum, dfden)
+  dfnum = lax.convert_element_type(dfnum, dt)
+  dfden = lax.convert_element_type(dfden, dt)
+  k_den, k_num = _split(k, (2,))
+  num = chisquare(k_num, dfnum, shape, dt) / dfnum
+  den = chisquare(k_den, dfden, shape, dt) / dfden
+  return num / den
+
+
+def t(key, df, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Student's t values with ``df`` degrees of freedom."""
+  k, shape, dt = _param_sampler("t", key, shape, dtype, df)
+  df = lax.convert_element_type(df, dt)
+  k1, k2 = _split(k, (2,))
+  n = _normal_real(k1, shape, dt)
+  half = np.array(0.5, dt)
+  g = _gamma(k2, jnp.broadcast_to(half * df, shape))
+  return n * jnp.sqrt(half * df / g)
+
+
+def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
+  """Sample generalized normal values with shape parameter ``p``."""
+  k, shape, dt = _param_sampler("generalized_normal", key, shape, dtype, p)
+  p = lax.convert_element_type(p, dt)
+  k1, k2 = _split(k, (2,))
+  g = _gamma(k1, jnp.broadcast_to(1 / p, shape))
+  r = rademacher(k2, shape, dt)
+  return r * g ** (1 / p)
+
+
+def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
+  """Sample uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
+  d = core.concrete_or_error(operator.index, d, "The error occurred in jax.random.ball()")
+  k = _check_key("ball", key)
+  dt = _user_dtype(dtype, float, np.floating, "ball", "a float")
+  shape = _shape(shape)
+  k1, k2 = _split(k, (2,))
+  g = generalized_normal(k1, p, (*shape, d), dt)
+  e = exponential(k2, shape, dt)
+  return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=None):
+  """Sample triangular-distribution values on ``[left, right]`` with the given ``mode``."""
+  k, shape, dt = _param_sampler("triangular", key, shape, dtype, left, mode, right)
+  left, mode, right = (lax.convert_element_type(v, dt) for v in (left, mode, right))
+  fc = (mode - left) / (right - left)
+  u = _uniform(k, shape, dt, 0., 1.)
+  out1 = left + jnp.sqrt(u * (right - left) * (mode - left))
+  out2 = right - jnp.sqrt((1 - u) * (right - left) * (right - mode))
+  return jnp.where(u < fc, out1, out2)
+
+
+def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Wald (inverse Gaussian) values with the given ``mean``."""
+  k, shape, dt = _param_sampler("wald", key, shape, dtype, mean)
+  mean = lax.convert_element_type(mean, dt)
+  k1, k2 = _split(k, (2,))
+  v = _normal_real(k1, shape, dt)
+  z = _uniform(k2, shape, dt, 0., 1.)
+  y = v ** 2
+  y_sq = y ** 2
+  mean_sq = mean ** 2
+  sqrt_term = jnp.sqrt(4 * mean * y + mean_sq * y_sq)
+  x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
+  return jnp.where(z <= mean / (mean + x), x, mean_sq / x)
+
+
+def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
+  """Sample geometric values (trials to the first success, from 1) with success prob ``p``."""
+  k = _check_key("geometric", key)
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, np.integer):
+    raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dt}")
+  pdt = dtypes.dtype(p, canonicalize=True)
+  pdt = pdt if dtypes.issubdtype(pdt, np.floating) else dtypes.canonicalize_dtype(float)
+  shape = np.shape(p) if shape is None else _shape(shape)
+  _check_shape("geometric", shape, np.shape(p))
+  p = lax.convert_element_type(p, pdt)
+  u = _uniform(k, shape, pdt, 0., 1.)
+  u = jnp.where(u == 0, np.array(1, pdt), u)
+  return (jnp.floor(jnp.log(u) / jnp.log1p(-p)) + 1).astype(dt)
+
+
+def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
+  """Sample ``n x m`` (default ``n x n``) matrices with orthonormal columns (Haar measure)."""
+  shape = _shape(shape)
+  dt = _user_dtype(dtype, float, np.inexact, "orthogonal", "a float or complex")
+  n = core.concrete_or_error(operator.index, n, "The error occurred in jax.random.orthogonal()")
+  m = n if m is None else core.concrete_or_error(operator.index, m,
+                                                 "The error occurred in jax.random.orthogonal()")
+  z = normal(key, (*shape, max(n, m), min(n, m)), dt)
+  q, r = jnp.linalg.qr(z)
+  d = jnp.diagonal(r, 0, -2, -1)
+  q = q * jnp.expand_dims(jnp.sign(d), -2)
+  return jnp.swapaxes(q, -1, -2) if n < m else q
+
+
+# ------------------------------------------------------------------ counts (JAX's rejection loops)
+
+def _poisson_knuth(k, lam, shape, dt, max_iters):
+  def body_fn(carry):
+    i, n, kk, log_prod = carry
+    kk, sub = _split(kk, (2,))
+    n = lax.select(log_prod > -lam, n + 1, n)
+    return i + 1, n, kk, log_prod + jnp.log(_uniform(sub, shape, np.dtype(np.float32), 0., 1.))
+
+  def cond_fn(carry):
+    return (carry[3] > -lam).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.zeros(shape, dt), k, jnp.zeros(shape, np.float32))
+  return (lax.while_loop(cond_fn, body_fn, init)[1] - 1).astype(dt)
+
+
+def _poisson_rejection(k, lam, shape, dt, max_iters):
+  log_lam = lax.log(lam)
+  b = 0.931 + 2.53 * lax.sqrt(lam)
+  a = -0.059 + 0.02483 * b
+  inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+  v_r = 0.9277 - 3.6224 / (b - 2)
+
+  def body_fn(carry):
+    i, k_out, accepted, kk = carry
+    kk, k0, k1 = _split(kk, (3,))
+    u = _uniform(k0, shape, lam.dtype, 0., 1.) - 0.5
+    v = _uniform(k1, shape, lam.dtype, 0., 1.)
+    us = 0.5 - abs(u)
+    n = lax.floor((2 * a / us + b) * u + lam + 0.43)
+    s = lax.log(v * inv_alpha / (a / (us * us) + b))
+    t_ = -lam + n * log_lam - lax.lgamma(n + 1)
+    accept1 = (us >= 0.07) & (v <= v_r)
+    reject = (n < 0) | ((us < 0.013) & (v > us))
+    accept = accept1 | (~reject & (s <= t_))
+    return i + 1, lax.select(accept, n, k_out), accepted | accept, kk
+
+  def cond_fn(carry):
+    return (~carry[2]).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.full(shape, -1, lam.dtype), jnp.zeros(shape, bool), k)
+  return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
+
+
+def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
+  """Sample Poisson(``lam``) counts (JAX's Knuth / transformed-rejection samplers, float32
+  rates, threefry keys only as JAX's)."""
+  k = _check_key("poisson", key)
+  dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
+  shape = np.shape(lam) if shape is None else _shape(shape)
+  if not _fused(k):
+    raise NotImplementedError("`poisson` with method='exact' is only implemented for the "
+                              f"threefry2x32 RNG, not {k._impl}")
+  lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
+  use_knuth = jnp.isnan(lam) | (lam < 10)
+  lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
+  lam_rej = lax.select(use_knuth, jnp.full_like(lam, 1e5), lam)
+  max_iters = dt.type(dtypes.iinfo(dt).max)
+  res = lax.select(use_knuth, _poisson_knuth(k, lam_knuth, shape, dt, max_iters),
+                   _poisson_rejection(k, lam_rej, shape, dt, max_iters))
+  return lax.select(lam == 0, jnp.zeros_like(res), res)
+
+
+def _stirling_approx_tail(n):
+  vals = jnp.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                    0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                    0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                    0.00833056343336287], dtype=n.dtype)
+  use_tail = n <= 9
+  n = lax.clamp(lax._const(n, 0.0), n, lax._const(n, 9.0))
+  kp1sq = (n + 1) * (n + 1)
+  approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (n + 1)
+  return lax.select(use_tail, vals[jnp.asarray(jnp.floor(n), dtype="int32")], approx)
+
+
+def _binomial_inversion(k, count, prob, shape, dt, max_iters):
+  log1mp = jnp.log1p(-prob)
+
+  def body_fn(carry):
+    i, num_geom, geom_sum, kk = carry
+    sub, kk = _split(kk, (2,))
+    num_geom_out = lax.select(geom_sum <= count, num_geom + 1, num_geom)
+    geom = jnp.ceil(jnp.log(_uniform(sub, shape, prob.dtype, 0., 1.)) / log1mp)
+    return i + 1, num_geom_out, geom_sum + geom, kk
+
+  def cond_fn(carry):
+    return (carry[2] <= count).any() & (carry[0] < max_iters)
+
+  z = jnp.zeros(shape, prob.dtype)
+  return (lax.while_loop(cond_fn, body_fn, (0, z, z, k))[1] - 1).astype(dt)
+
+
+def _btrs(k, count, prob, shape, dt, max_iters):
+  stddev = jnp.sqrt(count * prob * (1 - prob))
+  b = 1.15 + 2.53 * stddev
+  a = -0.0873 + 0.0248 * b + 0.01 * prob
+  c = count * prob + 0.5
+  v_r = 0.92 - 4.2 / b
+  r = prob / (1 - prob)
+  alpha = (2.83 + 5.1 / b) * stddev
+  m = jnp.floor((count + 1) * prob)
+
+  def body_fn(carry):
+    i, k_out, accepted, kk = carry
+    kk, k0, k1 = _split(kk, (3,))
+    u = _uniform(k0, shape, prob.dtype, 0., 1.)
+    v = _uniform(k1, shape, prob.dtype, 0., 1.)
+    u = u - 0.5
+    us = 0.5 - jnp.abs(u)
+    accept1 = (us >= 0.07) & (v <= v_r)
+    n = jnp.floor((2 * a / us + b) * u + c)
+    reject = (n < 0) | (n > count)
+    v = jnp.log(v * alpha / (a / (us * us) + b))
+    ub = ((m + 0.5) * jnp.log((m + 1) / (r * (count - m + 1)))
+          + (count + 1) * jnp.log((count - m + 1) / (count - n + 1))
+          + (n + 0.5) * jnp.log(r * (count - n + 1) / (n + 1))
+          + _stirling_approx_tail(m) + _stirling_approx_tail(count - m)
+          - _stirling_approx_tail(n) - _stirling_approx_tail(count - n))
+    accept = accept1 | (~reject & (v <= ub))
+    return i + 1, lax.select(accept, n, k_out), accepted | accept, kk
+
+  def cond_fn(carry):
+    return (~carry[2]).any() & (carry[0] < max_iters)
+
+  init = (0, jnp.full(shape, -1, prob.dtype), jnp.zeros(shape, bool), k)
+  return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+  """Sample Binomial(``n``, ``p``) counts as floats (JAX's inversion / BTRS samplers)."""
+  k = _check_key("binomial", key)
+  _util.check_arraylike("binomial", n, p)
+  dt = _util.canonicalize_user_dtype(float if dtype is None else dtype)
+  if not dtypes.issubdtype(dt, np.floating):
+    raise ValueError(f"dtype argument to `binomial` must be a float dtype, got {dt}")
+  if shape is None:
+    shape = jnp.broadcast_shapes(np.shape(n), np.shape(p))
+  else:
+    shape = _shape(shape)
+    _check_shape("binomial", shape, np.shape(n), np.shape(p))
+  prob, = _util.promote_dtypes_inexact(p)
+  count = jnp.broadcast_to(lax.convert_element_type(n, prob.dtype), shape)
+  prob = jnp.broadcast_to(prob, shape)
+  p_lt_half = prob < 0.5
+  q = lax.select(p_lt_half, prob, 1.0 - prob)
+  count_nan_or_neg = jnp.isnan(count) | (count < 0.0)
+  count_inf = jnp.isinf(count)
+  q_is_nan = jnp.isnan(q)
+  q_l_0 = q < 0.0
+  q = lax.select(q_is_nan | q_l_0, jnp.full_like(q, 0.01), q)
+  use_inversion = count_nan_or_neg | (count * q <= 10.0)
+  count = jnp.floor(count)
+  count_inv = lax.select(use_inversion, count, jnp.zeros_like(count))
+  count_btrs = lax.select(use_inversion, jnp.full_like(count, 1e4), count)
+  q_btrs = lax.select(use_inversion, jnp.full_like(q, 0.5), q)
+  max_iters = dt.type(dtypes.finfo(dt).max)
+  samples = lax.select(use_inversion,
+                       _binomial_inversion(k, count_inv, q, shape, dt, max_iters),
+                       _btrs(k, count_btrs, q_btrs, shape, dt, max_iters))
+  invalid = q_l_0 | q_is_nan | count_nan_or_neg
+  samples = lax.select(invalid, jnp.full_like(samples, np.nan, dt), samples)
+  samples = lax.select(count_inf & ~invalid, jnp.full_like(samples, np.inf, dt), samples)
+  return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                    count.astype(dt) - samples)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+  """Sample multinomial counts of ``n`` trials over the outcomes on ``p``'s last axis
+  (a scan of conditional binomials, JAX's construction)."""
+  k = _check_key("multinomial", key)
+  _util.check_arraylike("multinomial", n, p)
+  n, p = _util.promote_dtypes_inexact(n, p)
+  dt = _util.canonicalize_user_dtype(float if dtype is None else dtype)
+  shape = p.shape if shape is None else _shape(shape)
+  n = jnp.broadcast_to(n, shape[:-1])
+  p = jnp.broadcast_to(p, shape)
+
+  def step(remainder, ratio_key):
+    ratio, kk = ratio_key
+    count = binomial(kk, remainder, jnp.clip(ratio, 0, 1), dtype=remainder.dtype)
+    return remainder - count, count
+
+  p = jnp.moveaxis(p, -1, 0)
+  remaining = lax.cumsum(p, 0, reverse=True)
+  ratios = p / jnp.where(remaining == 0, 1, remaining)
+  keys = _split(k, (ratios.shape[0],))
+  _, counts = lax.scan(step, n, (ratios, keys), unroll=unroll)
+  return jnp.moveaxis(counts, 0, -1).astype(dt)

@@ -148,14 +148,14 @@ def test_classic_x32_distribution_values(classic, x32):
 ])
 def test_seed_layout(seed, typ, expected):
   s = typ(seed)
-  for ctor in (R.PRNGKey, R.key, nbjax.jit(R.PRNGKey)):
+  for ctor in (R.PRNGKey, lambda s: R.key_data(R.key(s)), nbjax.jit(R.PRNGKey)):
     k = ctor(s)
     assert k.dtype == np.uint32 and k.shape == (2,)
     assert np.asarray(k).tolist() == expected
 
 
 def test_partitionable_split_fold_in_symmetry():
-  k = R.key(72)
+  k = R.PRNGKey(72)
   s = R.split(k, 3)
   f = np.stack([R.fold_in(k, i) for i in range(3)])
   np.testing.assert_array_equal(s, f)
@@ -198,7 +198,7 @@ def test_uniform_is_mantissa_construction():
 
 def test_key_data_roundtrip():
   k = R.key(42)
-  np.testing.assert_array_equal(R.wrap_key_data(R.key_data(k)), k)
+  np.testing.assert_array_equal(R.key_data(R.wrap_key_data(R.key_data(k))), R.key_data(k))
   assert R.key_impl(k) == "threefry2x32"
   assert R.key_data(R.split(k, (2, 2))).shape == (2, 2, 2)
 
@@ -319,7 +319,7 @@ def test_permutation_choice_categorical():
 # --------------------------------------------------------- transformations
 
 def test_jit_equals_eager():
-  k = R.key(123)
+  k = R.PRNGKey(123)
   for f in [lambda k: R.normal(k, (7,)), lambda k: R.split(k, 3), lambda k: R.fold_in(k, 17),
             lambda k: R.randint(k, (5,), -3, 9), lambda k: R.permutation(k, 8),
             lambda k: R.categorical(k, jnp.zeros((2, 5))), lambda k: R.uniform(k, (4,), np.float32),
@@ -334,7 +334,7 @@ def test_jit_equals_eager():
 
 
 def test_vmap_over_keys_equals_loop():
-  keys = R.split(R.key(0), 4)
+  keys = R.split(R.PRNGKey(0), 4)
   for f in [lambda k: R.uniform(k, (3,)), lambda k: R.split(k), lambda k: R.randint(k, (2,), 0, 100),
             lambda k: R.normal(k, (2,), np.float32), lambda k: R.permutation(k, 5),
             lambda k: R.fold_in(k, 3)]:
@@ -345,7 +345,10 @@ def test_vmap_over_keys_equals_loop():
 
 def test_make_jaxpr_straight_line():
   text = str(nbjax.make_jaxpr(lambda k: R.uniform(k, (3,)))(R.key(0)))
-  assert "shift_right_logical" in text and "while" not in text
+  assert "threefry_sample" in text and "op=uniform" in text and "while" not in text
+  # under jit it lowers to the threefry rounds as straight-line StableHLO (no loop, no call)
+  hlo = nbjax.jit(lambda k: R.uniform(k, (3,))).lower(R.PRNGKey(0)).as_text()
+  assert "shift_right_logical" in hlo and "while" not in hlo and "custom_call" not in hlo
 
 
 # --------------------------------------------------------- errors
@@ -401,3 +404,164 @@ def test_jvp_through_sampler_parameters():
   out, t = nbjax.jvp(u, (2.,), (1.,))
   h = 1e-6
   np.testing.assert_allclose(t, (np.asarray(u(2. + h)) - np.asarray(u(2. - h))) / (2 * h), rtol=1e-6)
+
+
+# --------------------------------------------------------- gamma family and counts (JAX 0.10.2 values)
+
+# Same algorithms and the same draws as JAX: floats agree to rounding (eager transcendental
+# kernels may differ from XLA by an ulp), counts exactly.
+_JAX_KEY0 = [
+    ("gamma", lambda k: R.gamma(k, 2.5, (5,)),
+     [1.8048802000827677, 1.5385596967070414, 4.442491722277749, 0.38063057275134227, 2.316123160476704]),
+    ("gamma_small", lambda k: R.gamma(k, 0.3, (5,)),
+     [0.01796465549854392, 0.0002857351313744683, 0.15547210617377866, 3.867942617650118e-06, 0.1167591117739631]),
+    ("gamma_arr", lambda k: R.gamma(k, jnp.array([0.5, 1.0, 3.0, 10.0])),
+     [0.09805368679632306, 0.34852732423339494, 5.130558134200619, 4.797239777122469]),
+    ("loggamma", lambda k: R.loggamma(k, 0.01, (4,)),
+     [-111.95421555141097, -228.98216108349402, -84.6214139275466, -281.1662634161062]),
+    ("beta", lambda k: R.beta(k, 2.0, 3.0, (4,)),
+     [0.3279560651142136, 0.6138090084766978, 0.7601342122657357, 0.017005095087795453]),
+    ("dirichlet", lambda k: R.dirichlet(k, jnp.array([1.0, 2.0, 3.0]), (2,)),
+     [0.07065345564265817, 0.16705568946084431, 0.7622908548964975, 0.0006818849562973331, 0.20767922783919163, 0.7916388872045109]),
+    ("chisquare", lambda k: R.chisquare(k, 3.0, (4,)),
+     [1.813893477449012, 1.4483538511993956, 5.9802748258137335, 0.14985750791987346]),
+    ("f", lambda k: R.f(k, 3.0, 5.0, (4,)),
+     [1.5479804676135491, 0.35745633257619785, 0.09343816273757813, 12.272738153164557]),
+    ("t", lambda k: R.t(k, 4.0, (4,)),
+     [1.4388140107357852, -0.5761896547622787, 0.9048037143742826, 2.2456968546971896]),
+    ("gn", lambda k: R.generalized_normal(k, 1.5, (4,)),
+     [1.0052064165636194, -1.6840824023561447, -0.20287836833349696, -0.051962326358005614]),
+    ("ball", lambda k: R.ball(k, 3, 2, (2,)),
+     [-0.8670379536639613, -0.45310375921933566, 0.0845090035263144, -0.1435162069500032, -0.2651115120200421, -0.5463699076471065]),
+    ("tri", lambda k: R.triangular(k, 0.0, 0.3, 1.0, (4,)),
+     [0.3619717703749077, 0.2547324800288597, 0.8441957086062719, 0.45424398639067043]),
+    ("wald", lambda k: R.wald(k, 1.5, (4,)),
+     [0.20943444559097113, 2.6821476823740147, 2.4817378412644513, 0.14404080106841022]),
+    ("geom", lambda k: R.geometric(k, 0.3, (6,)),
+     [3, 5, 1, 2, 2, 3]),
+    ("orth", lambda k: R.orthogonal(k, 3),
+     [-0.16839832267285426, -0.9850127783673072, -0.037307256319482104, 0.15367415425926573, 0.01115040154817619, -0.988058663672362, 0.973666400382425, -0.1721205827274375, 0.1494932967323238]),
+    ("gamma32", lambda k: R.gamma(k, 2.5, (5,), jnp.float32),
+     [2.0788419246673584, 2.272778272628784, 1.5440423488616943, 4.702054023742676, 3.6000704765319824]),
+]
+
+
+@pytest.mark.parametrize("name,fn,expected", _JAX_KEY0, ids=[c[0] for c in _JAX_KEY0])
+def test_gamma_family_matches_jax(name, fn, expected):
+  got = np.asarray(fn(R.key(0))).ravel()
+  if got.dtype.kind == "f":
+    np.testing.assert_allclose(got, expected, rtol=1e-6 if got.dtype == np.float32 else 1e-12)
+  else:
+    np.testing.assert_array_equal(got, expected)
+
+
+_JAX_KEY1 = [
+    ("pois_small", lambda k: R.poisson(k, 3.0, (8,)),
+     [4, 2, 1, 2, 3, 2, 1, 1]),
+    ("pois_big", lambda k: R.poisson(k, 50.0, (8,)),
+     [48, 51, 44, 42, 60, 51, 39, 37]),
+    ("pois_arr", lambda k: R.poisson(k, jnp.array([0.0, 0.5, 9.9, 10.0, 1000.0])),
+     [0, 0, 5, 6, 1043]),
+    ("binom_inv", lambda k: R.binomial(k, 20.0, 0.3, (6,)),
+     [4.0, 4.0, 8.0, 7.0, 5.0, 7.0]),
+    ("binom_btrs", lambda k: R.binomial(k, 500.0, 0.7, (6,)),
+     [356.0, 352.0, 343.0, 354.0, 347.0, 342.0]),
+    ("binom_arr", lambda k: R.binomial(k, jnp.array([5., 100., -1., 30.]), jnp.array([0.5, 0.2, 0.5, 0.9])),
+     [4.0, 19.0, np.nan, 28.0]),
+    ("multi", lambda k: R.multinomial(k, 100.0, jnp.array([0.2, 0.3, 0.5]), shape=(2, 3)),
+     [17.0, 30.0, 53.0, 19.0, 33.0, 48.0]),
+]
+
+
+@pytest.mark.parametrize("name,fn,expected", _JAX_KEY1, ids=[c[0] for c in _JAX_KEY1])
+def test_counts_match_jax(name, fn, expected):
+  np.testing.assert_array_equal(np.asarray(fn(R.key(1))).ravel(), expected)
+
+
+def test_gamma_gradient():
+  k = R.key(0)
+  f = lambda a: jnp.sum(R.gamma(k, a, (3,)))
+  g = nbjax.grad(f)(2.5)
+  np.testing.assert_allclose(g, 3.137779845583612, rtol=1e-10)  # JAX's value
+  # implicit reparameterisation: dx/da = -(dF/da) / pdf at the sample, F the Gamma(a) CDF
+  h = 1e-6
+
+  def implicit(a, x):
+    return -(scipy.stats.gamma(a + h).cdf(x) - scipy.stats.gamma(a - h).cdf(x)) / (2 * h) / \
+        scipy.stats.gamma(a).pdf(x)
+
+  a = np.array([0.3, 1.0, 4.0, 20.0])
+  x = np.asarray(R.gamma(k, a))
+  ga = nbjax.grad(lambda a: jnp.sum(R.gamma(k, a)))(jnp.asarray(a))
+  np.testing.assert_allclose(ga, [implicit(ai, xi) for ai, xi in zip(a, x)], rtol=1e-5)
+  np.testing.assert_allclose(nbjax.jit(nbjax.grad(f))(2.5), g, rtol=1e-12)
+  # loggamma and beta differentiate through the log-space sampler
+  lx = np.asarray(R.loggamma(k, 0.7, (3,)))
+  lg = nbjax.grad(lambda a: jnp.sum(R.loggamma(k, a, (3,))))(0.7)
+  np.testing.assert_allclose(lg, sum(implicit(0.7, np.exp(v)) / np.exp(v) for v in lx), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name,sample,cdf", [
+    ("gamma", lambda k: R.gamma(k, 2.5, (4000,)), scipy.stats.gamma(2.5).cdf),
+    ("gamma_small", lambda k: R.gamma(k, 0.2, (4000,)), scipy.stats.gamma(0.2).cdf),
+    ("beta", lambda k: R.beta(k, 2.0, 5.0, (4000,)), scipy.stats.beta(2.0, 5.0).cdf),
+    ("chisquare", lambda k: R.chisquare(k, 3.0, (4000,)), scipy.stats.chi2(3.0).cdf),
+    ("t", lambda k: R.t(k, 4.0, (4000,)), scipy.stats.t(4.0).cdf),
+    ("f", lambda k: R.f(k, 3.0, 7.0, (4000,)), scipy.stats.f(3.0, 7.0).cdf),
+    ("wald", lambda k: R.wald(k, 1.5, (4000,)), scipy.stats.invgauss(1.5).cdf),
+    ("triangular", lambda k: R.triangular(k, 0.0, 0.3, 1.0, (4000,)),
+     scipy.stats.triang(0.3).cdf),
+    ("generalized_normal", lambda k: R.generalized_normal(k, 1.5, (4000,)),
+     scipy.stats.gennorm(1.5).cdf),
+])
+def test_continuous_ks(name, sample, cdf):
+  x = np.asarray(sample(R.key(zlib.crc32(name.encode()))), np.float64)
+  assert scipy.stats.kstest(x, cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name,sample,dist", [
+    ("poisson_knuth", lambda k: R.poisson(k, 3.5, (4000,)), scipy.stats.poisson(3.5)),
+    ("poisson_rejection", lambda k: R.poisson(k, 40.0, (4000,)), scipy.stats.poisson(40.0)),
+    ("binomial_inversion", lambda k: R.binomial(k, 12, 0.3, (4000,)), scipy.stats.binom(12, 0.3)),
+    ("binomial_btrs", lambda k: R.binomial(k, 200, 0.6, (4000,)), scipy.stats.binom(200, 0.6)),
+    ("geometric", lambda k: R.geometric(k, 0.25, (4000,)), scipy.stats.geom(0.25)),
+])
+def test_counts_moments(name, sample, dist):
+  x = np.asarray(sample(R.key(zlib.crc32(name.encode()))), np.float64)
+  m, v = dist.stats()
+  n = x.size
+  assert abs(x.mean() - m) < 5 * np.sqrt(v / n)
+  assert abs(x.var() - v) < 6 * v * np.sqrt(2 / n) + 0.05
+
+
+def test_dirichlet_multinomial_orthogonal_ball():
+  k = R.key(5)
+  d = np.asarray(R.dirichlet(k, jnp.array([1.0, 2.0, 3.0]), (3000,)))
+  np.testing.assert_allclose(d.sum(-1), 1.0, rtol=1e-12)
+  np.testing.assert_allclose(d.mean(0), [1 / 6, 2 / 6, 3 / 6], atol=0.02)
+  c = np.asarray(R.multinomial(k, 50.0, jnp.array([0.1, 0.2, 0.7]), shape=(2000, 3)))
+  np.testing.assert_array_equal(c.sum(-1), 50)
+  np.testing.assert_allclose(c.mean(0), [5, 10, 35], rtol=0.05)
+  q = np.asarray(R.orthogonal(k, 4, (2,)))
+  np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(4), (2, 4, 4)),
+                             atol=1e-12)
+  assert R.orthogonal(k, 3, m=5).shape == (3, 5)
+  b = np.asarray(R.ball(k, 3, 2, (2000,)))
+  r = np.linalg.norm(b, axis=-1)
+  assert r.max() <= 1 and scipy.stats.kstest(r ** 3, "uniform").pvalue > 1e-3
+
+
+def test_new_samplers_under_jit_and_vmap():
+  k = R.key(3)
+  for fn in [lambda k: R.gamma(k, 2.0, (4,)), lambda k: R.beta(k, 2.0, 3.0, (3,)),
+             lambda k: R.poisson(k, 4.0, (5,)), lambda k: R.binomial(k, 30.0, 0.4, (3,)),
+             lambda k: R.t(k, 3.0, (2,))]:
+    np.testing.assert_allclose(nbjax.jit(fn)(k), fn(k), rtol=1e-12)
+    ks = R.split(k, 3)
+    np.testing.assert_allclose(nbjax.vmap(fn)(ks), np.stack([fn(kk) for kk in ks]), rtol=1e-12)
+  with pytest.raises(NotImplementedError, match="threefry2x32"):
+    R.poisson(R.key(0, impl="rbg"), 3.0)
+  with pytest.raises(ValueError, match="must be a float dtype"):
+    R.binomial(k, 3, 0.5, dtype=np.int32)
+  with pytest.raises(ValueError, match="dirichlet requires alpha.ndim >= 1"):
+    R.dirichlet(k, 1.0)

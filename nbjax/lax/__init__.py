@@ -44,13 +44,14 @@ from nbjax.lax.windowed_reductions import (reduce_window, reduce_window_max_p,  
                                            reduce_window_min_p, reduce_window_p,
                                            reduce_window_sum_p, select_and_gather_add_p,
                                            select_and_scatter_add_p)
-from nbjax.lax.other import (RandomAlgorithm, approx_max_k, approx_min_k,  # noqa: F401
+from nbjax.lax.other import (approx_max_k, approx_min_k,  # noqa: F401
                              broadcast_shapes, index_take, mulhi, mulhi_p, optimization_barrier,
                              optimization_barrier_p, ragged_dot, reduce, reduce_p,
-                             reduce_precision, reduce_precision_p, rng_bit_generator,
-                             rng_bit_generator_p, rng_uniform, rng_uniform_p, scatter_apply,
+                             reduce_precision, reduce_precision_p, rng_uniform, rng_uniform_p, scatter_apply,
                              split, tile)
 from nbjax.lax.solvers import custom_linear_solve, custom_root  # noqa: F401
+from nbjax.lax import prng as _prng  # noqa: F401  (threefry_sample_p, used by nbjax.random)
+from nbjax.lax.prng import RandomAlgorithm, rng_bit_generator, rng_bit_generator_p  # noqa: F401
 from nbjax.interpreters.spmd import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all_p,  # noqa: F401
                                 axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin,

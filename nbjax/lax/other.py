@@ -1,5 +1,5 @@
 """More of ``lax``: the generic ``reduce`` (traced reducer), ``reduce_precision``, ``mulhi``,
-``optimization_barrier``, ``rng_bit_generator``/``rng_uniform``, and functions built on
+``optimization_barrier``, ``rng_uniform``, and functions built on
 other primitives (``tile``, ``split``, ``index_take``, ``broadcast_shapes``,
 ``approx_max_k``/``approx_min_k``, ``ragged_dot``, ``scatter_apply``).
 
@@ -8,12 +8,11 @@ abstract eval, jvp, transpose, batching, StableHLO lowering); ``lax.reduce`` rec
 add/mul/max/min/and/or/xor monoids (a concrete identity init) and binds the fast
 ``reduce_*`` primitives, as JAX; other reducers are traced to a jaxpr and bind ``reduce_p``,
 evaluated eagerly as a pairwise tree of vmapped reducer calls (XLA assumes the reducer
-associative, as here). ``rng_bit_generator``'s eager backend is XLA's own kernel (jaxlib),
-so its bits are XLA's.
+associative, as here). ``rng_uniform``'s eager backend is XLA's own kernel (jaxlib);
+``rng_bit_generator`` is in ``nbjax/lax/prng.py``.
 """
 from __future__ import annotations
 
-import enum
 import operator
 
 import numpy as np
@@ -30,8 +29,7 @@ from nbjax.tree_util import tree_flatten, tree_unflatten
 __all__ = ["reduce", "reduce_p", "reduce_precision", "reduce_precision_p", "mulhi", "mulhi_p",
            "optimization_barrier", "optimization_barrier_p", "broadcast_shapes", "tile",
            "split", "index_take", "approx_max_k", "approx_min_k", "approx_top_k_p", "ragged_dot",
-           "rng_bit_generator", "rng_bit_generator_p", "rng_uniform", "RandomAlgorithm",
-           "scatter_apply"]
+           "rng_uniform", "scatter_apply"]
 
 
 def _lax():
@@ -663,66 +661,7 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
                      mode=mode)
 
 
-# ====================================================================== rng_uniform, rng_bit_generator
-
-
-class RandomAlgorithm(enum.IntEnum):
-  """Which algorithm ``rng_bit_generator`` uses (JAX's names and values)."""
-  RNG_DEFAULT = 0  # the platform's default (on CPU XLA picks Philox)
-  RNG_THREE_FRY = 1
-  RNG_PHILOX = 2
-
-  def __str__(self):
-    return self.name
-
-
-_UINTS = {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
-
-
-def _rbg_abstract_eval(key, *, shape, dtype, algorithm):
-  if not ((key.shape == (4,) and key.dtype == np.uint32) or
-          (key.shape == (2,) and key.dtype == np.uint64)):
-    raise TypeError(f"rng_bit_generator: key must be uint32[4] or uint64[2], got "
-                    f"{key.str_short(short_dtypes=False)}")
-  if np.dtype(dtype) not in _int:
-    raise TypeError(f"rng_bit_generator: dtype must be an integer type, got {dtype}")
-  return [ShapedArray(key.shape, key.dtype, key.weak_type), ShapedArray(shape, np.dtype(dtype))]
-
-
-def _rbg_batch(vals, dims, *, shape, dtype, algorithm):
-  # as JAX: the first key draws the bits of the whole batch; it alone is advanced
-  lax = _lax()
-  keys, = vals
-  bd, = dims
-  keys = batching.moveaxis(keys, bd, 0)
-  n = get_aval(keys).shape[0]
-  key = lax.index_in_dim(keys, 0, 0, keepdims=False)
-  new_key, bits = rng_bit_generator_p.bind(key, shape=(n, *shape), dtype=dtype,
-                                           algorithm=algorithm)
-  return [lax.dynamic_update_index_in_dim(keys, new_key, 0, 0), bits], [0, 0]
-
-
-rng_bit_generator_p = Primitive("rng_bit_generator")
-rng_bit_generator_p.multiple_results = True
-registry.register(
-    rng_bit_generator_p, family="random", abstract_eval=_rbg_abstract_eval, batch=_rbg_batch,
-    policy=("xla", "xla", registry.LARGE),
-    meta=dict(note="xla: XLA's own RngBitGenerator kernel (jaxlib), so its bits are XLA's"))
-ad.defjvp_zero(rng_bit_generator_p)
-
-
-def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT):
-  """Stateless random bits from ``key`` (uint32[4] or uint64[2]): ``(new_key, bits)`` with
-  ``bits`` of ``shape`` and unsigned ``dtype`` (XLA's RngBitGenerator: the same bits as
-  JAX)."""
-  shape = tuple(map(operator.index, shape))
-  dtype = np.dtype(dtype)
-  if dtype not in _UINTS:
-    raise TypeError(f"rng_bit_generator: unsupported dtype {dtype}")
-  if not hasattr(key, "aval") and not isinstance(key, core.Tracer):
-    key = _as_array(key)
-  return tuple(rng_bit_generator_p.bind(key, shape=shape, dtype=dtype,
-                                        algorithm=RandomAlgorithm(algorithm)))
+# ====================================================================== rng_uniform
 
 
 def _ru_abstract_eval(a, b, *, shape):
@@ -825,28 +764,6 @@ def _lo_ob(ctx, *xs):
 lowering.register(optimization_barrier_p, _lo_ob)
 
 
-def _lo_rbg(ctx, key, *, shape, dtype, algorithm):
-  kt = ir.RankedTensorType(key.type)
-  u32 = ir.IntegerType.get_unsigned(32)
-  u64 = ir.IntegerType.get_unsigned(64)
-  dtype = np.dtype(dtype)
-  etype = mlir.dtype_to_ir_type(dtype)
-  rtype = etype if dtype in _UINTS else u32
-  if list(kt.shape) == [4]:
-    key = hlo.bitcast_convert(ir.RankedTensorType.get([2], u64),
-                              hlo.reshape(ir.RankedTensorType.get([2, 2], u32), key))
-  alg = hlo.RngAlgorithmAttr.get({0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}[int(algorithm)])
-  new_key, bits = hlo.RngBitGeneratorOp(key.type, ir.RankedTensorType.get(list(shape), rtype),
-                                        alg, key).results
-  if list(kt.shape) == [4]:
-    new_key = hlo.reshape(ir.RankedTensorType.get([4], u32),
-                          hlo.bitcast_convert(ir.RankedTensorType.get([2, 2], u32), new_key))
-  if rtype != etype:
-    bits = hlo.convert(ir.RankedTensorType.get(list(shape), etype), bits)
-  return [new_key, bits]
-
-
-lowering.register(rng_bit_generator_p, _lo_rbg)
 
 
 def _lo_ru(ctx, a, b, *, shape):

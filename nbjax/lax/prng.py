@@ -1,0 +1,468 @@
+"""``threefry_sample``: JAX's threefry2x32 random bits, and their conversion to floats or
+booleans, as one primitive.
+
+Pipeline position: ``nbjax.random``'s samplers (``split``, ``bits``, ``uniform``, ``normal``,
+``bernoulli``, ``randint``...) bind ``threefry_sample_p(keys[, p], shape, op, dtype,
+partitionable)`` on raw ``uint32[*batch, 2]`` key data. Eagerly the registry runs the fused
+numba kernel of ``kernels/random.py``: bits are generated and converted straight into the
+output (time and memory proportional to the output, no counter/bits/float temporaries).
+Under ``jit`` the primitive lowers (``mlir.lower_fun``) to the same computation written in
+lax operations (``sample_lax``: iota counters, the 20 threefry rounds, shifts and a multiply),
+which is what JAX emits; the two agree bit for bit. ``vmap`` batches the key array (a leading
+key axis is a loop in the kernel); the outputs have no derivative (keys are integers, and a
+Bernoulli draw is piecewise constant in ``p``).
+
+``op``: ``"split"`` (``uint32[*batch, *shape, 2]`` new keys), ``"bits"`` (``dtype`` an
+unsigned int), ``"uniform"`` (``dtype`` float32/float64, values in ``[0, 1)``: the mantissa
+bits of a draw) and ``"bernoulli"`` (``uniform < p`` with ``p`` of ``dtype``, broadcast to
+the output; bool output). ``partitionable``: JAX's ``jax_threefry_partitionable`` layout
+(default) or the classic one.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nbjax import dtypes, registry
+from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.interpreters import ad, batching
+
+__all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32"]
+
+_U32 = np.dtype(np.uint32)
+_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
+_FLOAT = {32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+_OPS = ("split", "fold_in", "bits", "uniform", "bernoulli")
+
+
+def _lax():
+  from nbjax import lax
+  return lax
+
+
+_KEY_OUT = ("split", "fold_in")  # ops whose outputs are keys (a trailing axis of 2 words)
+_P_OPS = ("fold_in", "bernoulli")  # ops with an operand besides the keys
+
+
+def _width(op, dtype):
+  return 32 if op in _KEY_OUT else np.dtype(dtype).itemsize * 8
+
+
+def _out_dtype(op, dtype):
+  return {"split": _U32, "fold_in": _U32, "bernoulli": np.dtype(np.bool_)}.get(op, np.dtype(dtype))
+
+
+def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
+  if op not in _OPS:
+    raise ValueError(f"threefry_sample: unknown op {op!r}; expected one of {_OPS}")
+  if keys.dtype != _U32 or keys.ndim < 1 or keys.shape[-1] != 2:
+    raise TypeError(f"threefry_sample: keys must be uint32[..., 2], got {keys.str_short()}")
+  d = np.dtype(dtype)
+  if op == "fold_in" and shape != ():
+    raise ValueError(f"threefry_sample: fold_in takes shape=(), got {shape}")
+  ok = {"split": d == _U32, "fold_in": d == _U32, "bits": d in _UINT.values(),
+        "uniform": d in _FLOAT.values(), "bernoulli": d in _FLOAT.values()}[op]
+  if not ok:
+    raise TypeError(f"threefry_sample: op {op!r} does not support dtype {d}")
+  if len(p) != (op in _P_OPS):
+    raise TypeError(f"threefry_sample: op {op!r} takes {int(op in _P_OPS)} operands "
+                    f"besides the keys, got {len(p)}")
+  out = tuple(keys.shape[:-1]) + tuple(shape) + ((2,) if op in _KEY_OUT else ())
+  if op == "fold_in":  # the data broadcasts against the keys' batch shape
+    out = out[:-1]
+  if p:
+    if p[0].dtype != d:
+      raise TypeError(f"threefry_sample: p must be {d}, got {p[0].dtype}")
+    try:
+      ok = np.broadcast_shapes(p[0].shape, out) == out
+    except ValueError:
+      ok = False
+    if not ok:
+      raise ValueError(f"threefry_sample: p of shape {p[0].shape} does not broadcast to the "
+                       f"output shape {out}")
+    if op == "fold_in":
+      out = out + (2,)
+  if math.prod(shape) * (2 if op == "split" else 1) >= 2 ** 32:
+    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+  return ShapedArray(out, _out_dtype(op, dtype))
+
+
+def _numba(keys, *p, shape, op, dtype, partitionable):
+  from kernels import random as K
+  kb = keys.shape[:-1]
+  keys = np.ascontiguousarray(keys.reshape(-1, 2))
+  n = math.prod(shape)
+  out_shape = tuple(kb) + tuple(shape) + ((2,) if op in _KEY_OUT else ())
+  out = np.empty(math.prod(out_shape), _out_dtype(op, dtype))
+  if op == "fold_in":
+    pa = np.asarray(p[0], np.uint32)
+    pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, kb).reshape(-1)
+    pstep = int(pa.size != 1)
+  elif p:
+    pa = K.threshold(p[0], _width(op, dtype))
+    pa = pa.reshape(1) if pa.size == 1 else np.broadcast_to(pa, out_shape).reshape(-1)
+    pstep = int(pa.size != 1)
+  else:
+    pa, pstep = np.zeros(1, np.float64), 0
+  width = _width(op, dtype)
+  par = out.size >= 1 << 18
+  k = K.sample(op, width, partitionable, par)
+  k(keys, 2 * n if op == "split" and not partitionable else n, out, pa, pstep)
+  return out.reshape(out_shape)
+
+
+# ------------------------------------------------------------------ the lax composition
+
+def threefry2x32(k0, k1, x0, x1):
+  """threefry2x32 (20 rounds) of ``uint32`` counter words ``x0, x1`` (same shape) under key
+  words ``k0, k1`` (broadcast to that shape), as lax operations."""
+  lax = _lax()
+  shape = get_aval(x0).shape
+  k0, k1 = (lax.broadcast_in_dim(k, shape, tuple(range(get_aval(k).ndim))) for k in (k0, k1))
+  u = np.uint32
+  rotl = lambda v, d: lax.bitwise_or(lax.shift_left(v, u(d)), lax.shift_right_logical(v, u(32 - d)))
+  ks = [k0, k1, lax.bitwise_xor(lax.bitwise_xor(k0, k1), u(0x1BD11BDA))]
+  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
+  x0, x1 = lax.add(x0, ks[0]), lax.add(x1, ks[1])
+  for i in range(5):
+    for r in rots[i % 2]:
+      x0 = lax.add(x0, x1)
+      x1 = lax.bitwise_xor(x0, rotl(x1, r))
+    x0 = lax.add(x0, ks[(i + 1) % 3])
+    x1 = lax.add(lax.add(x1, ks[(i + 2) % 3]), u(i + 1))
+  return x0, x1
+
+
+def _words(keys, kb, m, partitionable):
+  """The ``m`` 32-bit classic words (``partitionable=False``) of each key: ``kb + (m,)``."""
+  lax = _lax()
+  h = (m + 1) // 2
+  shape = tuple(kb) + (h,)
+  j = lax.broadcasted_iota(_U32, shape, len(kb))
+  x1 = lax.add(j, np.uint32(h))
+  x1 = lax.select(lax.lt(x1, np.uint32(m)), x1, lax.full(shape, 0, _U32))
+  y0, y1 = threefry2x32(keys[0], keys[1], j, x1)
+  return lax.slice_in_dim(lax.concatenate([y0, y1], len(kb)), 0, m, axis=len(kb))
+
+
+def _bits_lax(keys, kb, shape, width, partitionable):
+  lax = _lax()
+  n = math.prod(shape)
+  out = tuple(kb) + tuple(shape)
+  nd = len(kb)
+  dt = _UINT[width]
+  if partitionable:
+    lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
+    y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+    if width == 64:
+      hi = lax.convert_element_type(y0, dt)
+      b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(y1, dt))
+    else:
+      b = lax.bitwise_xor(y0, y1)
+      if width < 32:
+        b = lax.convert_element_type(lax.bitwise_and(b, np.uint32((1 << width) - 1)), dt)
+    return lax.reshape(b, out)
+  if width == 64:
+    w = _words(keys, kb, 2 * n, False)
+    hi = lax.convert_element_type(lax.slice_in_dim(w, 0, n, axis=nd), dt)
+    lo = lax.convert_element_type(lax.slice_in_dim(w, n, 2 * n, axis=nd), dt)
+    return lax.reshape(lax.bitwise_or(lax.shift_left(hi, np.uint64(64 // 2)), lo), out)
+  m = -(-width * n // 32)
+  w = _words(keys, kb, m, False)
+  if width < 32:
+    per = 32 // width
+    sh = lax.broadcasted_iota(_U32, (*kb, m, per), nd + 1)
+    sh = lax.mul(sh, np.uint32(width))
+    wb = lax.broadcast_in_dim(w, (*kb, m, per), tuple(range(nd + 1)))
+    parts = lax.bitwise_and(lax.shift_right_logical(wb, sh), np.uint32((1 << width) - 1))
+    w = lax.slice_in_dim(lax.reshape(parts, (*kb, m * per)), 0, n, axis=nd)
+    w = lax.convert_element_type(w, dt)
+  return lax.reshape(w, out)
+
+
+def sample_lax(keys, *p, shape, op, dtype, partitionable):
+  """``threefry_sample`` as lax operations (its lowering; JAX's computation)."""
+  lax = _lax()
+  ka = get_aval(keys)
+  kb = ka.shape[:-1]
+  nd = len(kb)
+  keys = [lax.squeeze(lax.slice_in_dim(keys, i, i + 1, axis=nd), (nd,)) for i in (0, 1)]
+  if op == "fold_in":
+    pa = get_aval(p[0])
+    d = lax.broadcast_in_dim(p[0], tuple(kb), tuple(range(nd - pa.ndim, nd)))
+    y0, y1 = threefry2x32(keys[0], keys[1], lax.full(tuple(kb), 0, _U32), d)
+    pair = (*kb, 1)
+    return lax.concatenate([lax.reshape(y0, pair), lax.reshape(y1, pair)], nd)
+  if op == "split":
+    n = math.prod(shape)
+    if partitionable:
+      lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
+      y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+      pair = (*kb, n, 1)
+      w = lax.concatenate([lax.reshape(y0, pair), lax.reshape(y1, pair)], nd + 1)
+    else:
+      w = _words(keys, kb, 2 * n, False)
+    return lax.reshape(w, (*kb, *shape, 2))
+  width = _width(op, dtype)
+  b = _bits_lax(keys, kb, shape, width, partitionable)
+  if op == "bits":
+    return b
+  fdt = _FLOAT[width]
+  nmant = dtypes.finfo(fdt).nmant
+  m = lax.shift_right_logical(b, _UINT[width].type(width - nmant))
+  u = lax.mul(lax.convert_element_type(m, fdt), fdt.type(2.0 ** -nmant))
+  if op == "uniform":
+    return u
+  pv = p[0]
+  out = tuple(kb) + tuple(shape)
+  pa = get_aval(pv)
+  pv = lax.broadcast_in_dim(pv, out, tuple(range(len(out) - pa.ndim, len(out))))
+  return lax.lt(u, pv)
+
+
+# ------------------------------------------------------------------ rules
+
+def _batch(vals, dims, *, shape, op, dtype, partitionable):
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+  keys = batching.bdim_at_front(vals[0], dims[0], size)
+  p = vals[1:]
+  if p:
+    pv, pd = p[0], dims[1]
+    if pd is not batching.not_mapped:  # p's batch axis first, then p padded to full rank
+      lax = _lax()
+      pv = batching.moveaxis(pv, pd, 0)
+      pa = get_aval(pv)
+      rank = get_aval(keys).ndim - 1 + len(shape)  # fold_in: shape is ()
+      pv = lax.broadcast_in_dim(pv, (pa.shape[0],) + (1,) * (rank - pa.ndim) + pa.shape[1:],
+                                (0, *range(rank - pa.ndim + 1, rank)))
+    p = (pv,)
+  return threefry_sample_p.bind(keys, *p, shape=shape, op=op, dtype=dtype,
+                                partitionable=partitionable), 0
+
+
+def _reference(keys, *p, shape, op, dtype, partitionable):
+  """The test oracle: the hash in NumPy ``uint32`` arithmetic, one output at a time."""
+  keys = np.asarray(keys)
+  kb = keys.shape[:-1]
+  n = math.prod(shape)
+  flat = keys.reshape(-1, 2)
+  out = []
+  if op == "fold_in":
+    d = np.broadcast_to(np.asarray(p[0], np.uint32), kb).reshape(-1)
+    out = [_np_threefry(int(k0), int(k1), 0, int(x)) for (k0, k1), x in zip(flat, d)]
+    return np.array(out, np.uint32).reshape(tuple(kb) + (2,))
+  for k0, k1 in flat:
+    out.append(_np_sample(int(k0), int(k1), n, op, dtype, partitionable))
+  out = np.stack(out) if out else np.zeros((0, 2 * n if op == "split" else n))
+  res = out.reshape(tuple(kb) + tuple(shape) + ((2,) if op == "split" else ()))
+  if op == "bernoulli":
+    res = res < np.asarray(p[0])
+  return res.astype(_out_dtype(op, dtype))
+
+
+def _np_threefry(k0, k1, x0, x1):
+  m = 0xFFFFFFFF
+  ks = [k0, k1, k0 ^ k1 ^ 0x1BD11BDA]
+  rots = [(13, 15, 26, 6), (17, 29, 16, 24)]
+  x0, x1 = (x0 + ks[0]) & m, (x1 + ks[1]) & m
+  for i in range(5):
+    for r in rots[i % 2]:
+      x0 = (x0 + x1) & m
+      x1 = x0 ^ (((x1 << r) | (x1 >> (32 - r))) & m)
+    x0 = (x0 + ks[(i + 1) % 3]) & m
+    x1 = (x1 + ks[(i + 2) % 3] + i + 1) & m
+  return x0, x1
+
+
+def _np_sample(k0, k1, n, op, dtype, partitionable):
+  width = _width(op, dtype)
+  if op == "split":
+    if partitionable:
+      return np.array([w for i in range(n) for w in _np_threefry(k0, k1, 0, i)], np.uint64)
+    return _np_words(k0, k1, 2 * n)
+  if partitionable:
+    pairs = [_np_threefry(k0, k1, 0, i) for i in range(n)]
+    if width == 64:
+      b = [(a << 32) | c for a, c in pairs]
+    else:
+      b = [(a ^ c) & ((1 << width) - 1) for a, c in pairs]
+  elif width == 64:
+    w = _np_words(k0, k1, 2 * n)
+    b = [(int(w[i]) << 32) | int(w[n + i]) for i in range(n)]
+  else:
+    w = _np_words(k0, k1, -(-width * n // 32))
+    per = 32 // width
+    b = [(int(w[i // per]) >> (width * (i % per))) & ((1 << width) - 1) for i in range(n)]
+  b = np.array(b, np.uint64)
+  if op == "bits":
+    return b
+  nmant = dtypes.finfo(dtype).nmant
+  return (b >> np.uint64(width - nmant)).astype(np.float64) * 2.0 ** -nmant
+
+
+def _np_words(k0, k1, m):
+  h = (m + 1) // 2
+  y = [_np_threefry(k0, k1, j, h + j if h + j < m else 0) for j in range(h)]
+  return np.array([a for a, _ in y] + [c for _, c in y], np.uint64)[:m]
+
+
+def _samples(rng, dtype):
+  d = np.dtype(dtype)
+  keys = [np.array([0, 42], np.uint32), np.array([[1, 2], [0xFFFFFFFF, 7], [5, 0]], np.uint32)]
+  cases = []
+  for part in (True, False):
+    for k in keys:
+      for shape in [(), (5,), (2, 3), (0,)]:
+        base = dict(shape=shape, partitionable=part)
+        if d == _U32:
+          cases.append(([k], dict(base, op="split", dtype=d)))
+          if shape == ():
+            data = rng.integers(0, 2 ** 32, k.shape[:-1], dtype=np.uint32)
+            cases.append(([k, data], dict(base, op="fold_in", dtype=d)))
+            cases.append(([k, np.uint32(7)], dict(base, op="fold_in", dtype=d)))
+        if d in _UINT.values():
+          cases.append(([k], dict(base, op="bits", dtype=d)))
+        if d in _FLOAT.values():
+          cases.append(([k], dict(base, op="uniform", dtype=d)))
+          p = rng.uniform(size=k.shape[:-1] + shape).astype(d)
+          cases.append(([k, p], dict(base, op="bernoulli", dtype=d)))
+          cases.append(([k, d.type(0.3)], dict(base, op="bernoulli", dtype=d)))
+  return cases
+
+
+def _bad(rng):
+  from nbjax.array import Array
+  k = Array(np.zeros(2, np.uint32))
+  P = dict(shape=(3,), partitionable=True)
+  return [([Array(np.zeros(2, np.int32))], dict(P, op="bits", dtype=_U32), TypeError),
+          ([Array(np.zeros(3, np.uint32))], dict(P, op="bits", dtype=_U32), TypeError),
+          ([k], dict(P, op="uniform", dtype=_U32), TypeError),
+          ([k], dict(P, op="bits", dtype=np.dtype(np.int32)), TypeError),
+          ([k], dict(P, op="hash", dtype=_U32), ValueError),
+          ([k, Array(np.zeros(4, np.float32))], dict(P, op="bernoulli", dtype=np.float32),
+           ValueError),
+          ([k], dict(P, op="bernoulli", dtype=np.dtype(np.float32)), TypeError)]
+
+
+threefry_sample_p = Primitive("threefry_sample")
+ad.defjvp_zero(threefry_sample_p)
+registry.register(
+    threefry_sample_p, family="random", impls={"numba": _numba}, abstract_eval=_abstract_eval,
+    batch=_batch,
+    meta=dict(dtypes=[np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64", "float32",
+                                            "float64")],
+              reference=_reference, samples=_samples, bad_inputs=_bad, differentiable=False))
+
+
+def threefry_sample(keys, *p, shape, op, dtype, partitionable):
+  """Bind ``threefry_sample_p`` (``shape`` a tuple of ints)."""
+  return threefry_sample_p.bind(keys, *p, shape=tuple(shape), op=op, dtype=np.dtype(dtype),
+                                partitionable=bool(partitionable))
+
+
+# ====================================================================== lowering (StableHLO)
+from nbjax.interpreters import lowering  # noqa: E402  (no jaxlib import until jit lowers)
+
+
+def _sample_lowering(ctx, *args, **params):
+  from nbjax.interpreters import mlir
+  return mlir.lower_fun(sample_lax, multiple_results=False)(ctx, *args, **params)
+
+
+lowering.register(threefry_sample_p, _sample_lowering)
+
+
+# ====================================================================== rng_bit_generator
+# XLA's RngBitGenerator (JAX's ``lax.rng_bit_generator``): the bits of the ``rbg`` and
+# ``unsafe_rbg`` PRNG implementations. Its algorithm (the platform's default, Philox on CPU)
+# lives in XLA, so the eager backend is XLA itself (one cached executable per signature).
+
+import enum  # noqa: E402
+
+
+class RandomAlgorithm(enum.IntEnum):
+  """Which algorithm ``rng_bit_generator`` uses (JAX's names and values)."""
+  RNG_DEFAULT = 0
+  RNG_THREE_FRY = 1
+  RNG_PHILOX = 2
+
+  def __str__(self):
+    return self.name
+
+
+def _rbg_abstract_eval(key, *, shape, dtype, algorithm):
+  ok = (key.shape == (4,) and key.dtype == _U32) or (
+      key.shape == (2,) and key.dtype == np.dtype(np.uint64))
+  if not ok:
+    raise TypeError(f"rng_bit_generator: key must be uint32[4] or uint64[2], got "
+                    f"{key.str_short()}")
+  d = np.dtype(dtype)
+  if not dtypes.issubdtype(d, np.integer):
+    raise TypeError(f"rng_bit_generator: dtype must be an integer dtype, got {d}")
+  return [ShapedArray(key.shape, key.dtype), ShapedArray(tuple(shape), d)]
+
+
+def _rbg_batch(vals, dims, *, shape, dtype, algorithm):
+  """JAX's rule: the first key of the batch draws for all of them (then is advanced)."""
+  keys, = vals
+  bd, = dims
+  keys = batching.moveaxis(keys, bd, 0)
+  n = get_aval(keys).shape[0]
+  lax = _lax()
+  key = lax.squeeze(lax.slice_in_dim(keys, 0, 1, axis=0), (0,))
+  new_key, b = rng_bit_generator_p.bind(key, shape=(n, *shape), dtype=dtype, algorithm=algorithm)
+  new_keys = lax.dynamic_update_slice(keys, lax.expand_dims(new_key, (0,)),
+                                      (np.int32(0),) * get_aval(keys).ndim)
+  return (new_keys, b), (0, 0)
+
+
+def _rbg_xla(*args, **params):
+  from nbjax.interpreters import mlir
+  impl = _rbg_xla.impl = getattr(_rbg_xla, "impl", None) or mlir.single_primitive_impl(
+      rng_bit_generator_p)
+  return impl(*args, **params)
+
+
+rng_bit_generator_p = Primitive("rng_bit_generator")
+rng_bit_generator_p.multiple_results = True
+ad.defjvp_zero(rng_bit_generator_p)
+registry.register(
+    rng_bit_generator_p, family="random", impls={"xla": _rbg_xla},
+    abstract_eval=_rbg_abstract_eval, batch=_rbg_batch, policy=("xla", "xla", registry.LARGE),
+    meta=dict(differentiable=False,
+              note="XLA's RngBitGenerator: its algorithm is XLA's, so XLA runs it eagerly"))
+
+
+def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *,
+                      out_sharding=None):
+  """Stateless bits from XLA's RngBitGenerator: ``(new_key, bits)`` of ``shape``/``dtype``."""
+  return tuple(rng_bit_generator_p.bind(key, shape=tuple(int(d) for d in shape),
+                                        dtype=np.dtype(dtype),
+                                        algorithm=RandomAlgorithm(algorithm)))
+
+
+def _rbg_lowering(ctx, key, *, shape, dtype, algorithm):
+  from nbjax.interpreters import mlir
+  from nbjax.interpreters.lowering import hlo, ir
+  u32, u64 = ir.IntegerType.get_unsigned(32), ir.IntegerType.get_unsigned(64)
+  kaval = ctx.avals_in[0]
+  d = np.dtype(dtype)
+  unsigned = d in _UINT.values()
+  etype = mlir.dtype_to_ir_type(d)
+  gen = etype if unsigned else u32
+  if kaval.dtype == _U32:
+    key = hlo.bitcast_convert(ir.RankedTensorType.get([2], u64),
+                              hlo.reshape(ir.RankedTensorType.get([2, 2], u32), key))
+  name = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}[int(algorithm)]
+  new_key, vals = hlo.RngBitGeneratorOp(key.type, ir.RankedTensorType.get(list(shape), gen),
+                                        hlo.RngAlgorithmAttr.get(name), key).results
+  if kaval.dtype == _U32:
+    new_key = hlo.reshape(ir.RankedTensorType.get([4], u32), hlo.bitcast_convert(
+        ir.RankedTensorType.get([2, 2], u32), new_key))
+  if gen != etype:
+    vals = hlo.convert(ir.RankedTensorType.get(list(shape), etype), vals)
+  return [new_key, vals]
+
+
+lowering.register(rng_bit_generator_p, _rbg_lowering)

@@ -1,0 +1,299 @@
+"""Typed PRNG keys: JAX's ``key<impl>`` key arrays and the PRNG implementations behind them.
+
+Pipeline position: beside ``nbjax.random`` (which it serves), on top of ``lax`` and
+``numpy``. A key array (``random.key(0)``) is a ``PRNGKeyArray``: an implementation
+(``PRNGImpl``: key shape, seed/split/fold_in/bits functions) and its raw ``uint32`` data of
+shape ``key_array.shape + impl.key_shape`` underneath, as JAX's. Its dtype is a ``KeyTy``
+extended dtype (``key<fry>``, ``key<rbg>``, ``key<urbg>``; ``issubdtype(k.dtype,
+dtypes.prng_key)``). Key arrays are pytree nodes whose one child is that data, so ``jit``
+(which lowers a key array as its ``uint32`` data), ``vmap``, the loops and ``grad`` carry
+them without knowing about keys; the structural operations JAX allows on keys (indexing,
+``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``) act on the data, everything else
+(arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
+
+Implementations: ``threefry2x32`` (the default; ``nbjax.lax.prng.threefry_sample_p``, a fused
+numba kernel eagerly), ``rbg`` (threefry split/fold_in on each half of a 4-word key, bits
+from XLA's RngBitGenerator) and ``unsafe_rbg`` (split/fold_in by RngBitGenerator too).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Callable
+
+import numpy as np
+
+from nbjax import dtypes, lax, tree_util
+from nbjax import numpy as jnp
+from nbjax.config import config
+from nbjax.core import Tracer
+from nbjax.lax import prng as _lp
+
+__all__ = ["PRNGImpl", "PRNGKeyArray", "KeyTy", "prngs", "resolve_impl", "seed_data"]
+
+_U32 = np.dtype(np.uint32)
+
+
+class PRNGImpl(NamedTuple):
+  """A PRNG implementation: functions on one key's raw ``uint32[*key_shape]`` data."""
+  key_shape: tuple
+  seed: Callable
+  split: Callable
+  random_bits: Callable
+  fold_in: Callable
+  name: str
+  tag: str
+
+  def __repr__(self):
+    return f"PRNGImpl({self.name})"
+
+  __str__ = __repr__
+
+
+def seed_data(seed):
+  """``uint32[2]`` threefry key data ``[hi, lo]`` of an integer scalar seed."""
+  s = jnp.asarray(seed)
+  if s.dtype.itemsize == 8:
+    hi = lax.convert_element_type(lax.shift_right_logical(s, lax._const(s, 32)), _U32)
+  else:
+    hi = jnp.zeros((), _U32)
+  return jnp.stack([hi, lax.convert_element_type(s, _U32)])
+
+
+def _partitionable():
+  return config._flags["threefry_partitionable"]
+
+
+def _tf_split(d, shape):
+  return _lp.threefry_sample(d, shape=shape, op="split", dtype=_U32,
+                             partitionable=_partitionable())
+
+
+def _tf_fold_in(d, x):
+  return _lp.threefry_sample(d, jnp.asarray(x, dtype=_U32), shape=(), op="fold_in",
+                             dtype=_U32, partitionable=_partitionable())
+
+
+def _tf_bits(d, width, shape):
+  return _lp.threefry_sample(d, shape=shape, op="bits", dtype=np.dtype(f"uint{width}"),
+                             partitionable=_partitionable())
+
+
+def _rbg_seed(seed):
+  h = seed_data(seed)
+  return jnp.concatenate([h, h])
+
+
+def _rbg_split(d, shape):
+  halves = _tf_split(jnp.reshape(d, (2, 2)), shape)  # the kernel splits both halves at once
+  return jnp.reshape(jnp.moveaxis(halves, 0, -2), (*shape, 4))
+
+
+def _rbg_fold_in(d, x):
+  return jnp.reshape(_tf_fold_in(jnp.reshape(d, (2, 2)), x), (4,))
+
+
+def _rbg_bits(d, width, shape):
+  return lax.rng_bit_generator(d, shape, dtype=np.dtype(f"uint{width}"))[1]
+
+
+def _urbg_split(d, shape):
+  n = math.prod(shape)
+  keys = lax.rng_bit_generator(d, (10 * n, 4), dtype=_U32)[1]
+  return jnp.reshape(keys[::10], (*shape, 4))
+
+
+def _urbg_fold_in(d, x):
+  bits = lax.rng_bit_generator(_rbg_seed(jnp.asarray(x, _U32)), (10, 4), dtype=_U32)[1]
+  return lax.bitwise_xor(d, bits[-1])
+
+
+prngs = {
+    "threefry2x32": PRNGImpl((2,), seed_data, _tf_split, _tf_bits, _tf_fold_in,
+                             "threefry2x32", "fry"),
+    "rbg": PRNGImpl((4,), _rbg_seed, _rbg_split, _rbg_bits, _rbg_fold_in, "rbg", "rbg"),
+    "unsafe_rbg": PRNGImpl((4,), _rbg_seed, _urbg_split, _rbg_bits, _urbg_fold_in,
+                           "unsafe_rbg", "urbg"),
+}
+
+
+def resolve_impl(impl):
+  """The ``PRNGImpl`` for ``impl`` (a name, a ``PRNGImpl`` or ``None``: the configured
+  ``jax_default_prng_impl``)."""
+  if impl is None:
+    return prngs[config._flags["default_prng_impl"]]
+  if isinstance(impl, PRNGImpl):
+    return impl
+  if isinstance(impl, str) and impl in prngs:
+    return prngs[impl]
+  names = ", ".join(f'"{n}"' for n in prngs)
+  raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: {names}?')
+
+
+class KeyTy(dtypes.ExtendedDType):
+  """The dtype of a key array: ``key<fry>`` for threefry2x32 keys."""
+  type = dtypes.prng_key
+
+  def __init__(self, impl):
+    self._impl = impl
+
+  name = property(lambda self: f"key<{self._impl.tag}>")
+  itemsize = property(lambda self: 4 * math.prod(self._impl.key_shape))
+
+  def __repr__(self):
+    return self.name
+
+  __str__ = __repr__
+
+  def __eq__(self, other):
+    return type(other) is KeyTy and self._impl is other._impl
+
+  def __hash__(self):
+    return hash((KeyTy, self._impl.name))
+
+
+def _dtype_str(x):
+  if isinstance(x, PRNGKeyArray):
+    return str(x.dtype)
+  return str(dtypes.dtype(x, canonicalize=True))
+
+
+class PRNGKeyArray:
+  """An array of PRNG keys: ``impl`` and its ``uint32`` data (``shape + impl.key_shape``)."""
+  __slots__ = ("_impl", "_base_array")
+  __array_priority__ = 100
+
+  def __init__(self, impl, key_data):
+    self._impl = impl
+    self._base_array = key_data
+
+  shape = property(lambda self: tuple(np.shape(self._base_array))[
+      :np.ndim(self._base_array) - len(self._impl.key_shape)])
+  ndim = property(lambda self: len(self.shape))
+  size = property(lambda self: math.prod(self.shape))
+  dtype = property(lambda self: KeyTy(self._impl))
+  itemsize = property(lambda self: self.dtype.itemsize)
+  nbytes = property(lambda self: self.size * self.itemsize)
+  weak_type = False
+
+  def __len__(self):
+    if not self.shape:
+      raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+  def __iter__(self):
+    if not self.shape:
+      raise TypeError("iteration over a 0-d key array")
+    return (self[i] for i in range(self.shape[0]))
+
+  def __getitem__(self, idx):
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    n = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n > self.ndim and not any(getattr(i, "dtype", None) == np.bool_ for i in idx):
+      raise IndexError(f"Too many indices: {self.ndim}-dimensional key array indexed with {n} "
+                       "regular indices.")
+    if not any(i is Ellipsis for i in idx):
+      idx = idx + (Ellipsis,)
+    return PRNGKeyArray(self._impl, self._base_array[idx + (slice(None),) * len(
+        self._impl.key_shape)])
+
+  def reshape(self, *shape, order="C"):
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return PRNGKeyArray(self._impl, jnp.reshape(self._base_array,
+                                                (*shape, *self._impl.key_shape), order=order))
+
+  def ravel(self, order="C"):
+    return self.reshape(-1, order=order)
+
+  flatten = ravel
+
+  def squeeze(self, axis=None):
+    if axis is None:
+      axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
+    axis = (axis,) if isinstance(axis, int) else tuple(axis)
+    axis = tuple(a % self.ndim for a in axis) if self.ndim else axis
+    return PRNGKeyArray(self._impl, jnp.squeeze(self._base_array, axis))
+
+  def transpose(self, *axes):
+    axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+    axes = tuple(axes) if axes else tuple(reversed(range(self.ndim)))
+    trail = tuple(range(self.ndim, self.ndim + len(self._impl.key_shape)))
+    return PRNGKeyArray(self._impl, jnp.transpose(self._base_array, axes + trail))
+
+  T = property(lambda self: self.transpose())
+
+  def copy(self):
+    return PRNGKeyArray(self._impl, jnp.array(self._base_array, copy=True))
+
+  __copy__ = copy
+
+  def __deepcopy__(self, memo):
+    return self.copy()
+
+  def block_until_ready(self):
+    b = getattr(self._base_array, "block_until_ready", None)
+    if b is not None:
+      b()
+    return self
+
+  def __eq__(self, other):
+    if not isinstance(other, PRNGKeyArray) or other._impl is not self._impl:
+      raise TypeError(f"eq does not accept dtypes {self.dtype}, {_dtype_str(other)}.")
+    return jnp.all(self._base_array == other._base_array,
+                   axis=tuple(range(-len(self._impl.key_shape), 0)))
+
+  def __ne__(self, other):
+    return ~(self == other)
+
+  __hash__ = None
+
+  def __array__(self, dtype=None, copy=None):
+    raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. Use "
+                    "jax.random.key_data(arr) if you wish to extract the underlying integer "
+                    "array.")
+
+  def __bool__(self):
+    raise TypeError(f"bool() of a key array of dtype {self.dtype} is not defined")
+
+  def __repr__(self):
+    if isinstance(self._base_array, Tracer):
+      return f"Traced<{self.dtype}[{','.join(map(str, self.shape))}]>"
+    return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base_array)}"
+
+  __str__ = __repr__
+
+
+def _binop(name, reflected=False):
+  def method(self, other):
+    a, b = (_dtype_str(other), str(self.dtype)) if reflected else (str(self.dtype),
+                                                                   _dtype_str(other))
+    raise TypeError(f"{name} does not accept dtypes {a}, {b}.")
+  return method
+
+
+def _unop(name):
+  def method(self):
+    raise TypeError(f"{name} does not accept dtype {self.dtype}. Accepted dtypes are "
+                    "subtypes of integer, floating, complexfloating.")
+  return method
+
+
+for _d, _n in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"),
+               ("floordiv", "floor_divide"), ("mod", "rem"), ("pow", "pow"),
+               ("matmul", "dot_general"), ("and", "and"), ("or", "or"), ("xor", "xor"),
+               ("lshift", "shift_left"), ("rshift", "shift_right_arithmetic"),
+               ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge")]:
+  setattr(PRNGKeyArray, f"__{_d}__", _binop(_n))
+  if _d not in ("lt", "le", "gt", "ge"):
+    setattr(PRNGKeyArray, f"__r{_d}__", _binop(_n, True))
+for _d, _n in [("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "not")]:
+  setattr(PRNGKeyArray, f"__{_d}__", _unop(_n))
+del _d, _n
+
+
+def _unflatten(impl, children):
+  k = object.__new__(PRNGKeyArray)
+  k._impl, k._base_array = impl, children[0]
+  return k
+
+
+tree_util.register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten)

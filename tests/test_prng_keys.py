@@ -1,0 +1,194 @@
+"""Typed PRNG keys (``random.key``): JAX's ``key<impl>`` key arrays, their three
+implementations, transformations over them and their errors. Expected values are JAX 0.10.2's
+(x64 on), recorded once from ``jax.random``."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+import nbjax.random as R
+from nbjax import dtypes, lax, tree_util
+
+
+def data(k):
+  return np.asarray(R.key_data(k)).tolist()
+
+
+def test_key_array_basics():
+  k = R.key(42)
+  assert k.shape == () and k.ndim == 0 and k.size == 1 and k.itemsize == 8
+  assert str(k.dtype) == "key<fry>" and repr(k.dtype) == "key<fry>"
+  assert repr(k) == "Array((), dtype=key<fry>) overlaying:\n[ 0 42]"
+  assert jnp.issubdtype(k.dtype, dtypes.prng_key) and jnp.issubdtype(k.dtype, dtypes.extended)
+  assert not jnp.issubdtype(k.dtype, np.integer)
+  assert R.key_impl(k) == "threefry2x32" and R.key_dtype() == k.dtype
+  assert R.key_dtype("rbg") != k.dtype and str(R.key_dtype("unsafe_rbg")) == "key<urbg>"
+  assert data(k) == [0, 42]
+  assert data(R.wrap_key_data(np.array([0, 42], np.uint32))) == [0, 42]
+  np.testing.assert_array_equal(R.PRNGKey(42), [0, 42])  # the raw form stays raw
+  assert isinstance(R.PRNGKey(42), nbjax.Array)
+
+
+def test_split_fold_in_known_answers():
+  k = R.key(42)
+  ks = R.split(k, 3)
+  assert ks.shape == (3,) and ks.dtype == k.dtype
+  assert data(ks) == [[1832780943, 270669613], [64467757, 2916123636], [2465931498, 255383827]]
+  assert data(R.fold_in(k, 7)) == [2547012911, 1371500959]
+  # the raw form gives the same bits, raw
+  np.testing.assert_array_equal(R.split(R.PRNGKey(42), 3), data(ks))
+  with R._threefry_partitionable(False):
+    assert data(R.split(R.key(3), 3)) == [[877192987, 1614509672], [1950127089, 3448417067],
+                                          [2823528474, 3529024829]]
+    np.testing.assert_array_equal(
+        R.uniform(R.key(3), (5,), np.float32),
+        np.float32([0.20423734188079834, 0.375907301902771, 0.9640969038009644,
+                    0.8028970956802368, 0.6574039459228516]))
+
+
+@pytest.mark.parametrize("impl,split,fold,randint", [
+    ("rbg", [[3625411723, 1954958720, 3625411723, 1954958720],
+             [195045567, 4062205631, 195045567, 4062205631]],
+     [3583082021, 1947592014, 3583082021, 1947592014], [1, 8, 5, 4]),
+    ("unsafe_rbg", [[3109483441, 1367189518, 2515982561, 3310080778],
+                    [3848958661, 3271070264, 2639373597, 23941900]],
+     [3810769997, 2355009018, 1837142617, 748193193], [7, 9, 8, 9]),
+])
+def test_rbg_impls_bits_equal_jax(impl, split, fold, randint):
+  k = R.key(7, impl=impl)
+  assert data(k) == [0, 7, 0, 7] and R.key_impl(k) == impl and k.itemsize == 16
+  assert data(R.split(k, 2)) == split
+  assert data(R.fold_in(k, 5)) == fold
+  np.testing.assert_array_equal(R.uniform(k, (3,)), [0.31832361564132916, 0.7706882382244331,
+                                                    0.3584157204389644])
+  np.testing.assert_array_equal(R.bits(k, (5,), np.uint8), [177, 14, 225, 10, 220])
+  np.testing.assert_array_equal(R.bits(k, (2,), np.uint64),
+                                np.uint64([5872034270353486769, 14216688691144218849]))
+  np.testing.assert_allclose(R.normal(k, (3,), np.float32),
+                             [0.594714879989624, -0.47239163517951965, 0.2167484611272812],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(R.randint(k, (4,), 0, 10), randint)
+  # jit lowers the same computation (XLA's RngBitGenerator) as the eager path
+  np.testing.assert_array_equal(nbjax.jit(lambda k: R.key_data(R.split(k, 2)))(k), split)
+  np.testing.assert_array_equal(nbjax.jit(lambda k: R.uniform(k, (3,)))(k), R.uniform(k, (3,)))
+
+
+def test_default_impl_config():
+  nbjax.config.update("jax_default_prng_impl", "rbg")
+  try:
+    assert R.key(0).dtype == R.key_dtype("rbg")
+    assert R.PRNGKey(7).shape == (4,)
+    np.testing.assert_array_equal(R.bits(R.PRNGKey(7), (5,), np.uint8), [177, 14, 225, 10, 220])
+  finally:
+    nbjax.config.update("jax_default_prng_impl", "threefry2x32")
+  with pytest.raises(ValueError, match="jax_default_prng_impl"):
+    nbjax.config.update("jax_default_prng_impl", "philox")
+
+
+def test_lax_rng_bit_generator():
+  key = np.array([0, 7, 0, 7], np.uint32)
+  new, b = lax.rng_bit_generator(key, (5,), np.uint8)
+  np.testing.assert_array_equal(b, [177, 14, 225, 10, 220])
+  new_j, b_j = nbjax.jit(lambda k: lax.rng_bit_generator(k, (5,), np.uint8))(key)
+  np.testing.assert_array_equal(new, new_j)
+  np.testing.assert_array_equal(b, b_j)
+  with pytest.raises(TypeError, match="rng_bit_generator"):
+    lax.rng_bit_generator(np.zeros(3, np.uint32), (2,))
+
+
+def test_bernoulli_known_answers():
+  bits = lambda x: np.packbits(np.asarray(x)).tolist()
+  assert bits(R.bernoulli(R.key(3), 0.3, (64,))) == [48, 3, 30, 96, 160, 178, 3, 94]
+  assert bits(R.bernoulli(R.key(3), np.float32(0.3), (64,))) == [138, 213, 22, 68, 32, 3, 144, 193]
+  p = jnp.array([0., 0.2, 0.5, 0.9, 1.0, np.nan])
+  np.testing.assert_array_equal(R.bernoulli(R.key(3), p, (2, 6)),
+                                [[0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0]])
+  np.testing.assert_array_equal(nbjax.jit(lambda k, p: R.bernoulli(k, p, (2, 6)))(R.key(3), p),
+                                [[0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0]])
+  with R._threefry_partitionable(False):
+    assert bits(R.bernoulli(R.key(3), 0.3, (64,))) == [16, 100, 34, 122, 27, 130, 24, 112]
+
+
+def test_indexing_and_reshape():
+  ks = R.split(R.key(0), 6)
+  raw = np.asarray(R.key_data(ks))
+  assert data(ks[2]) == raw[2].tolist()
+  assert data(ks[1:4]) == raw[1:4].tolist() and ks[1:4].shape == (3,)
+  assert data(ks[::-2]) == raw[::-2].tolist()
+  assert data(ks[np.array([True, False] * 3)]) == raw[::2].tolist()
+  r = ks.reshape(2, 3)
+  assert r.shape == (2, 3) and data(r[1, 2]) == raw[5].tolist()
+  assert data(r[..., 0]) == raw.reshape(2, 3, 2)[:, 0].tolist()
+  assert r.T.shape == (3, 2) and data(r.T[2, 1]) == raw[5].tolist()
+  assert r.ravel().shape == (6,) and ks[None].shape == (1, 6) and ks[None].squeeze().shape == (6,)
+  assert len(ks) == 6 and [data(k) for k in ks] == raw.tolist()
+  np.testing.assert_array_equal(ks == ks, [True] * 6)
+  np.testing.assert_array_equal(ks[0] != ks[1], True)
+  with pytest.raises(IndexError):
+    R.key(0)[0]
+
+
+def test_transformations():
+  k = R.key(0)
+  ks = R.split(k, 3)
+  # jit: key arrays in and out (lowered as their uint32 data)
+  out = nbjax.jit(lambda k: R.split(k))(k)
+  assert out.dtype == k.dtype and data(out) == data(R.split(k))
+  np.testing.assert_allclose(nbjax.jit(lambda k: R.normal(k, (3,)))(k), R.normal(k, (3,)),
+                             rtol=1e-15)
+  # vmap over a key array: each key's draws (JAX's values)
+  v = nbjax.vmap(lambda k: R.normal(k))(ks)
+  np.testing.assert_array_equal(v, [R.normal(ks[i]) for i in range(3)])
+  assert data(nbjax.vmap(lambda k: R.fold_in(k, 1))(R.split(R.key(42), 2))) == [
+      [1705926158, 899080142], [2350016172, 1168365246]]
+  # loops carry keys
+  assert data(lax.fori_loop(0, 3, lambda i, k: R.split(k)[0], k)) == [683029726, 1624662641]
+  ys = lax.scan(lambda k, _: (R.split(k)[0], R.uniform(k)), k, None, length=3)[1]
+  np.testing.assert_allclose(ys, [0.41845711, 0.969948, 0.15903025], rtol=1e-7)
+  # grad and jvp with a key as a non-differentiable input
+  g = nbjax.grad(lambda x, k: x * R.normal(k))(1.0, k)
+  np.testing.assert_allclose(g, -0.2058421394796434, rtol=1e-14)
+  np.testing.assert_allclose(nbjax.jvp(lambda x: x * R.normal(k), (1.0,), (1.0,))[1],
+                             -0.2058421394796434, rtol=1e-14)
+  # pytrees: keys travel through tree_map inside containers
+  tree = {"a": k, "b": [ks]}
+  back = tree_util.tree_unflatten(*reversed(tree_util.tree_flatten(tree)))
+  assert back["a"].dtype == k.dtype and data(back["b"][0]) == data(ks)
+
+
+def test_errors_match_jax():
+  k = R.key(0)
+  with pytest.raises(TypeError, match="add does not accept dtypes key<fry>"):
+    k + 1
+  with pytest.raises(TypeError, match="mul does not accept dtypes"):
+    2 * k
+  with pytest.raises(TypeError, match="cannot be converted to a NumPy array"):
+    np.asarray(k)
+  with pytest.raises(ValueError, match='unrecognized PRNG implementation "foo"'):
+    R.key(0, impl="foo")
+  with pytest.raises(TypeError, match=r"expected key_data.shape to end with \(2,\)"):
+    R.wrap_key_data(np.zeros(3, np.uint32))
+  with pytest.raises(TypeError, match=r"expected key_data.shape to end with \(4,\)"):
+    R.wrap_key_data(np.zeros(2, np.uint32), impl="rbg")
+  with pytest.raises(ValueError, match="split accepts a single key"):
+    R.split(R.split(k, 3))
+  with pytest.raises(ValueError, match="uniform accepts a single key"):
+    R.uniform(R.split(k, 3))
+
+
+def test_keys_as_nondifferentiable_inputs():
+  k = R.key(0)
+  f = lambda x, k: x * R.normal(k)
+  # grad w.r.t. a key is JAX's TypeError; with allow_int its gradient is float0 of key shape
+  with pytest.raises(TypeError, match="but got key<fry>"):
+    nbjax.grad(lambda k: 1.0)(k)
+  gx, gk = nbjax.grad(f, argnums=(0, 1), allow_int=True)(1.0, k)
+  np.testing.assert_allclose(gx, -0.2058421394796434, rtol=1e-14)
+  assert gk.dtype == dtypes.float0 and gk.shape == ()
+  # jvp: a key's tangent is a float0 array of the key's shape
+  ks = R.split(k, 3)
+  y, t = nbjax.jvp(lambda ks, x: nbjax.vmap(R.normal)(ks) * x, (ks, 2.0),
+                   (np.zeros((3,), dtypes.float0), 1.0))
+  np.testing.assert_allclose(t, y / 2, rtol=1e-15)
+  with pytest.raises(TypeError, match="must be a float0 array of that shape"):
+    nbjax.jvp(f, (1.0, k), (1.0, np.zeros((2,), dtypes.float0)))
