@@ -437,6 +437,8 @@ registry.register(
 def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *,
                       out_sharding=None):
   """Stateless bits from XLA's RngBitGenerator: ``(new_key, bits)`` of ``shape``/``dtype``."""
+  if np.dtype(dtype) not in (np.uint8, np.uint16, np.uint32, np.uint64):
+    raise TypeError(f"rng_bit_generator: unsupported dtype {np.dtype(dtype)}")
   return tuple(rng_bit_generator_p.bind(key, shape=tuple(int(d) for d in shape),
                                         dtype=np.dtype(dtype),
                                         algorithm=RandomAlgorithm(algorithm)))
