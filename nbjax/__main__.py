@@ -125,6 +125,34 @@ def train_digits(nbjax, jnp, epochs=30, batch=100, lr=0.5):
   return out
 
 
+def train_cnn(nbjax, epochs=12):
+  """``nbjax._cnn_demo``'s CNN trained eagerly and under jit (a progress bar each), then the
+  same model's steady-state step in JAX (``jax.jit``) and PyTorch (eager) when installed."""
+  from nbjax import _cnn_demo
+  data = _cnn_demo.digits()
+  if data is None:
+    print("  (scikit-learn not installed: `pip install -e .[demo]` adds the digits data set)")
+    return None
+  res = {}
+  for mode in ("eager", "jit"):
+    res[f"nbjax {mode}"] = _cnn_demo.train(nbjax, mode, epochs, data=data,
+                                           progress=Progress(epochs, f"CNN ({mode})"))
+  try:
+    import jax
+    jax.config.update("jax_enable_x64", False)
+    res["JAX jax.jit"] = _cnn_demo.train(jax, "jit", epochs, data=data)
+  except ImportError:
+    pass
+  t = _cnn_demo.train_torch(epochs, data=data)
+  if t is not None:
+    res["PyTorch eager"] = t
+  for name, (dt, acc, v) in res.items():
+    print(f"  {name:<14} {dt * 1e3:8.2f} ms/step   final loss {v:.4f}   test accuracy {acc:.1%}")
+  if len(res) == 2:
+    print("  (install jax and torch to time the same model in them side by side)")
+  return res
+
+
 def main():
   import nbjax
   import nbjax.numpy as jnp
@@ -174,6 +202,10 @@ def main():
   if res:
     for mode, (dt, acc, v) in res.items():
       print(f"  {mode:<6} {dt * 1e6:8.1f} us/step   final loss {v:.4f}   test accuracy {acc:.1%}")
+
+  # 3b. A convolutional network ------------------------------------------------------------
+  print("\n== A CNN (conv, relu, max-pool, conv, relu, max-pool, dense; Adam) on the digits ==")
+  train_cnn(nbjax)
 
   # 4. The registry ---------------------------------------------------------------------
   print("\n== The registry: which backend runs each primitive eagerly (python -m nbjax.registry) ==")
