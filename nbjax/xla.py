@@ -296,7 +296,10 @@ def _make_runtime():
   rt.copy = _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
   rt.handler = _jax.array_result_handler
   rt.aval = _aval
-  rt.opts_key = xc.CompileOptions().SerializeAsString()
+  # (the topology too: an executable serialized by a client with other devices or processes
+  # crashes deserialize_executable)
+  rt.opts_key = xc.CompileOptions().SerializeAsString() + repr(
+      [(d.id, d.process_index) for d in rt.all_devs] + [d.id for d in rt.local_devs]).encode()
   rt.impl_type = _jax.ArrayImpl
   return rt
 
