@@ -39,7 +39,9 @@ class Array(metaclass=abc.ABCMeta):
   # GSPMDSharding, this process's per-device buffers, the jaxlib global array) for a sharded
   # one; else unset (None). An array spread over several processes whose pieces here do not
   # hold all of it has no _value (reading it raises JAX's RuntimeError).
-  __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
+  # _expr: the pending expression of a lazy elementwise result (``nbjax.fusion.Lazy``, which
+  # materialises it on the first read of _value); unset (None) on every other array.
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "__weakref__")
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
@@ -65,7 +67,7 @@ class Array(metaclass=abc.ABCMeta):
       p = self._pmap
       if p is not None and p[0]._spmd and not p[0].is_fully_addressable:
         raise RuntimeError(_NON_ADDRESSABLE)
-    elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
+    elif name == "_buf" or name == "_pmap" or name == "_expr":  # unset: no buffer / not pmap's
       return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
