@@ -376,11 +376,14 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
     return e
 
   def general(args, params):
-    if fuse_on[0] and any(type(a) is Lazy or type(a) is Array and a._value.size >= fuse_min
-                          for a in args):
-      r = deferred(args, params)
-      if r is not None:
-        return r
+    if fuse_on[0]:
+      for a in args:
+        t = type(a)
+        if t is Lazy or t is Array and a._value.size >= fuse_min:
+          r = deferred(args, params)
+          if r is not None:
+            return r
+          break
     vals, ws, foreign = [], [], []
     for a in args:
       if type(a) is Array:
