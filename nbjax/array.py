@@ -56,7 +56,9 @@ class Array(metaclass=abc.ABCMeta):
   # one (sharded jit's fast path: buffers None and _value unset until read, see _gather);
   # else unset (None). An array spread over several processes whose pieces here do not
   # hold all of it has no _value (reading it raises JAX's RuntimeError).
-  __slots__ = ("_value", "_weak", "_buf", "_pmap", "__weakref__")
+  # _expr: the pending expression of a lazy elementwise result (``nbjax.fusion.Lazy``, which
+  # materialises it on the first read of _value); unset (None) on every other array.
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "__weakref__")
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
@@ -86,7 +88,7 @@ class Array(metaclass=abc.ABCMeta):
         g = p[2]
         v = self._value = _gather(p[0], p[1] or g._arrays, g.aval.shape, g.aval.dtype)
         return v
-    elif name == "_buf" or name == "_pmap":  # not set by its maker: no buffer / not pmap's
+    elif name == "_buf" or name == "_pmap" or name == "_expr":  # unset: no buffer / not pmap's
       return None
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 

@@ -8,6 +8,7 @@ Sits beside ``core``: read by ``dtypes`` (default widths) and ``registry`` (eage
 overrides). Imports nothing from nbjax at module load.
 """
 import contextlib
+import os
 
 
 def _boolean(name, v):
@@ -59,6 +60,9 @@ def _num_cpu_devices(name, v):
 _OPTIONS = {
     "enable_x64": (True, _boolean),   # x64 is on by default (NumPy's widths): ARCHITECTURE.md
     "eager_cache": (True, _boolean),
+    # nbjax.fusion: exact elementwise chains on large arrays run as one loop (off: NBJAX_EAGER_FUSION=0)
+    "eager_fusion": (os.environ.get("NBJAX_EAGER_FUSION", "1") not in ("0", "false", "False"),
+                     _boolean),
     "threefry_partitionable": (True, _boolean),
     "check_static_indices": (False, _boolean),
     "softmax_custom_jvp": (False, _boolean),  # nbjax.nn.softmax's derivative rule, as JAX

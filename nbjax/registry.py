@@ -544,6 +544,14 @@ def _fusable(eqn, ins, scalar):
           x.aval.dtype in _FUSE_DTYPES and (scalar(x) or x.aval.ndim == o.ndim and all(
               d in (1, n) for d, n in zip(x.aval.shape, o.shape))) for x in ins)):
     return None
+  return exact_kernel(prim, tuple(x.aval.dtype for x in ins), eqn.params)
+
+
+def exact_kernel(prim, in_dtypes, params):
+  """The name of ``prim``'s numba kernel for operands of ``in_dtypes`` when it is exact
+  (``kernels.elementwise.EXACT``: NumPy's loops and numba give the same bits) and its policy
+  runs numba or NumPy (not a pinned backend); else None. Eager programs (``_fuse``) and
+  eager fusion (``nbjax.fusion``) fuse only these."""
   small, large, _ = policy(prim)
   resolve = getattr(prim.impls.get("numba"), "resolve", None)
   if (small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None
@@ -551,7 +559,7 @@ def _fusable(eqn, ins, scalar):
     return None
   from kernels import elementwise as KE
   try:
-    name = getattr(resolve(tuple(x.aval.dtype for x in ins), eqn.params), "kname", None)
+    name = getattr(resolve(in_dtypes, params), "kname", None)
   except Exception:  # noqa: BLE001  (no numba kernel for these dtypes)
     return None
   return name if name in KE.EXACT else None

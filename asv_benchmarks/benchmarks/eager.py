@@ -41,6 +41,32 @@ class Large:
     _backends.block(r)
 
 
+class LargeFusedReference:
+  """The floor for ``Large`` ``xy_plus_z``: one hand-written numba loop into a pooled output
+  (what eager fusion, ``nbjax.fusion``, generates for the chain)."""
+  number = 1
+  repeat = (3, 10, 20.0)
+
+  def setup(self):
+    import numba
+    from nbjax import array
+    rng = np.random.default_rng(0)
+    self.x, self.y, self.z = (rng.standard_normal(10**7, dtype=np.float32) for _ in range(3))
+    self.empty = array.empty
+
+    @numba.njit(nogil=True)
+    def k(x, y, z, o):
+      for i in range(o.size):
+        o[i] = x[i] * y[i] + z[i]
+    self.k = k
+    self.time_xy_plus_z()
+
+  def time_xy_plus_z(self):
+    o = self.empty(self.x.shape, np.float32)
+    self.k(self.x, self.y, self.z, o)
+    return o
+
+
 class Matmul:
   """1024x1024 float32 matmul."""
   params = (_backends.BACKENDS,)

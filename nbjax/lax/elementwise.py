@@ -30,7 +30,7 @@ import operator
 import numpy as np
 
 from kernels import elementwise as K
-from nbjax import core, dtypes, registry
+from nbjax import core, dtypes, fusion, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.array import empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
@@ -318,6 +318,44 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
   fast, slow, checked_shapes = {}, {}, {}
   new = object.__new__
   run, retry = registry.quiet_run, registry.quiet_retry  # NumPy FP errors ignored (registry)
+  Lazy, fuse_on, fuse_min = fusion.Lazy, fusion.on, fusion.MIN_SIZE
+  exact, fchecked = {}, {}
+
+  def deferred(args, params):
+    """A pending result (``nbjax.fusion``) of Arrays / pending arrays, or None."""
+    sig = []
+    for a in args:
+      t = type(a)
+      if t is Lazy:
+        e = a._expr
+        if e is None:
+          return None
+        sig.append((e[2], e[1], a._weak))
+      elif t is Array:
+        v = a._value
+        sig.append((v.shape, v.dtype, a._weak))
+      else:
+        return None
+    pkey = _params_key(params)
+    dts = tuple(s[1] for s in sig)
+    k = exact.get((dts, pkey))
+    if k is None:
+      name = registry.exact_kernel(prim, dts, params)
+      out_dt = ae(*(ShapedArray((), d) for d in dts), **params).dtype
+      k = exact[(dts, pkey)] = (name if fusion.fusable(name, dts, out_dt) else False,
+                                rl(dts, params))
+    if not k[0]:
+      return None
+    key = (tuple(sig), pkey)
+    out_aval = fchecked.get(key)
+    if out_aval is None:  # the validation the unfused entry does (same errors)
+      out_aval = ae(*(ShapedArray(*s) for s in sig), **params)
+      if len(fchecked) < 4096:
+        fchecked[key] = out_aval
+    shape = out_aval.shape
+    if out_aval.size < fuse_min or any(s[0] != shape and s[0] for s in sig):
+      return None
+    return fusion.defer(k[0], k[1], out_aval, args)
 
   def call(f, *xs):
     try:
@@ -338,6 +376,14 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
     return e
 
   def general(args, params):
+    if fuse_on[0]:
+      for a in args:
+        t = type(a)
+        if t is Lazy or t is Array and a._value.size >= fuse_min:
+          r = deferred(args, params)
+          if r is not None:
+            return r
+          break
     vals, ws, foreign = [], [], []
     for a in args:
       if type(a) is Array:
@@ -373,6 +419,10 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
         else:
           e = fast.get(v.dtype)
         if e is not None:
+          if v.size >= fuse_min and fuse_on[0]:
+            r = deferred((x,), params)
+            if r is not None:
+              return r
           a = new(Array)
           try:
             a._value = run(e[0], v) if v.size < thr else run(e[1], v)
@@ -396,6 +446,10 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
             n = vy.size
           else:
             return general((x, y), params)
+          if n >= fuse_min and fuse_on[0]:
+            r = deferred((x, y), params)
+            if r is not None:
+              return r
           a = new(Array)
           try:
             a._value = run(e[0], vx, vy) if n < thr else run(e[1], vx, vy)
@@ -417,6 +471,10 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           hit = checked.get((va.dtype, va.shape, vb.dtype, vb.shape, vc.dtype, vc.shape))
           if hit is not None:
             e, small = hit
+            if not small and fuse_on[0]:
+              r = deferred(args, params)
+              if r is not None:
+                return r
             r = new(Array)
             r._value = call(e[0] if small else e[1], va, vb, vc)
             r._weak = e[2] if ((wf or a._weak) and b._weak and c._weak) else e[3]
@@ -433,6 +491,10 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
             checked.clear()
           hit = checked[key] = (resolve(vals, params, ()), out_aval.size < thr)
         e, small = hit
+        if not small and fuse_on[0]:
+          r = deferred(args, params)
+          if r is not None:
+            return r
         weak = e[2] if all([a._weak for a in args[wf:]]) else e[3]
         return _wrap(call(e[0] if small else e[1], *vals), weak)
       return general(args, params)

@@ -1,0 +1,176 @@
+"""Eager fusion (``nbjax.fusion``): pending elementwise chains give the unfused bits, raise at
+the operation that fails, never alias their inputs, and release their operands."""
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import fusion, lax
+from nbjax.array import Array
+from nbjax.config import config
+
+BIG = fusion.MIN_SIZE + 3
+
+_OPS = {
+    "add": (lambda a, b: a + b, "fib"), "sub": (lambda a, b: a - b, "fi"),
+    "mul": (lambda a, b: a * b, "fib"), "max": (jnp.maximum, "fib"),
+    "min": (jnp.minimum, "fib"), "div": (lambda a, b: a / b, "f"),
+    "lt": (lambda a, b: a < b, "fib"), "eq": (lambda a, b: a == b, "fib"),
+    "where": (lambda a, b: jnp.where(a > b, a, b), "fi"),
+    "neg": (lambda a, b: -a, "fi"), "abs": (lambda a, b: abs(a), "fi"),
+    "sqrt": (lambda a, b: jnp.sqrt(abs(a)), "f"), "scalar": (lambda a, b: a * 3 + 1, "fi"),
+    "and": (lambda a, b: a & b, "b"), "not": (lambda a, b: ~a, "b"),
+}
+
+
+def _data(rng, shape, dtype):
+  if dtype == np.bool_:
+    return rng.random(shape) < 0.5
+  if np.dtype(dtype).kind == "i":
+    return rng.integers(-2**31, 2**31, shape).astype(dtype)
+  v = rng.standard_normal(shape).astype(dtype)
+  v.flat[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e38, 3.0][:v.size]
+  return v
+
+
+def _chain(ops, leaves):
+  vals = list(leaves)
+  for name, i, j in ops:
+    vals.append(_OPS[name][0](vals[i % len(vals)], vals[j % len(vals)]))
+  return vals[len(leaves):]
+
+
+def _run(ops, data, fuse):
+  with config.override("eager_fusion", fuse):
+    leaves = [jnp.asarray(d) for d in data]
+    outs = _chain(ops, leaves)
+    meta = [(o.dtype, o.weak_type, o.shape) for o in outs]
+    vals = [np.asarray(o) for o in outs[::-1]][::-1]  # the last first: the whole chain fuses
+    return [(v, *m) for v, m in zip(vals, meta)], outs
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([np.float32, np.float64, np.int32, np.bool_]),
+       st.sampled_from([(BIG,), (7,), (2, BIG // 2 + 1), (1, BIG)]),
+       st.lists(st.tuples(st.sampled_from(sorted(_OPS)), st.integers(0, 9), st.integers(0, 9)),
+                min_size=1, max_size=12),
+       st.integers(0, 2**31))
+def test_fused_chain_bits_equal_unfused(dtype, shape, ops, seed):
+  kind = np.dtype(dtype).kind
+  ops = [o for o in ops if kind in _OPS[o[0]][1]]
+  rng = np.random.default_rng(seed)
+  data = [_data(rng, shape, dtype) for _ in range(3)]
+  # keep one dtype per chain: ops whose result changes the dtype read only the leaves
+  ops = [(n, i % 3, j % 3) if n in ("lt", "eq") else (n, i, j) for n, i, j in ops]
+  ops = [o for o in ops if o[0] not in ("lt", "eq")] + [o for o in ops if o[0] in ("lt", "eq")]
+  got, outs = _run(ops, data, True)
+  want, _ = _run(ops, data, False)
+  for (g, gd, gw, gs), (w, wd, ww, ws) in zip(got, want):
+    assert (gd, gw, gs) == (wd, ww, ws)
+    assert g.tobytes() == w.tobytes()
+  for o in outs:
+    assert type(o) is Array  # materialised by the reads above
+
+
+def test_large_chain_is_pending_then_plain():
+  x, y, z = (jnp.asarray(np.full(BIG, v, np.float32)) for v in (2.0, 3.0, 4.0))
+  r = x * y + z
+  assert type(r) is fusion.Lazy and isinstance(r, Array)
+  assert (r.shape, r.dtype, r.weak_type, r.ndim, r.size) == ((BIG,), np.float32, False, 1, BIG)
+  assert type(r) is fusion.Lazy  # metadata does not compute
+  assert r.block_until_ready() is r and type(r) is Array
+  np.testing.assert_array_equal(np.asarray(r), 10.0)
+  with config.override("eager_fusion", False):
+    assert type(x * y) is Array
+  assert type(jnp.asarray(np.ones(7, np.float32)) * 2) is Array  # small: not deferred
+
+
+def test_shape_error_raised_at_the_failing_op():
+  x = jnp.asarray(np.ones(BIG, np.float32))
+  bad = jnp.asarray(np.ones(BIG + 1, np.float32))
+  r = x * 2.0 + x
+  with pytest.raises(TypeError) as fused:
+    lax.add(r, bad)
+  assert type(r) is fusion.Lazy  # the failing op raised before computing anything
+  with config.override("eager_fusion", False):
+    with pytest.raises(TypeError) as unfused:
+      lax.add(x * 2.0 + x, bad)
+  assert str(fused.value) == str(unfused.value)
+  with pytest.raises(TypeError):
+    lax.add(r, bad.astype(np.float64))
+  np.testing.assert_array_equal(np.asarray(r), 3.0)
+
+
+def test_result_never_aliases_inputs():
+  x = jnp.asarray(np.arange(BIG, dtype=np.float32))
+  r = (x * 1.0) + 0.0
+  v = np.asarray(r)
+  assert not np.shares_memory(v, np.asarray(x))
+  with pytest.raises(ValueError):
+    v[0] = 5.0  # read-only export
+
+
+def test_caller_numpy_buffers_are_never_deferred():
+  a = np.ones(BIG, np.float32)
+  r = jnp.add(jnp.asarray(a), 1.0) * 2.0
+  a[:] = 100.0  # jnp.asarray copied: the pending chain does not see it
+  np.testing.assert_array_equal(np.asarray(r), 4.0)
+  assert type(lax.add(a, a)) is Array
+
+
+def test_operands_released_after_materialisation():
+  a = jnp.asarray(np.ones(BIG, np.float32))
+  buf = weakref.ref(a._value)
+  r = a * 2.0 + 1.0
+  del a
+  gc.collect()
+  assert buf() is not None  # the pending chain holds its operand
+  np.testing.assert_array_equal(np.asarray(r), 3.0)
+  gc.collect()
+  assert buf() is None
+
+
+def test_expression_size_is_bounded():
+  x = jnp.asarray(np.ones(BIG, np.float32))
+  r = x
+  for _ in range(100):
+    r = r * 1.0 + 0.5
+    if type(r) is fusion.Lazy:
+      assert r._expr[4] <= fusion.MAX_NODES and r._expr[5] <= fusion.MAX_LEAVES
+  want = np.ones(BIG, np.float32)
+  for _ in range(100):
+    want = want * np.float32(1.0) + np.float32(0.5)
+  np.testing.assert_array_equal(np.asarray(r), want)
+
+
+def test_shared_subexpression_and_threads():
+  x = jnp.asarray(np.linspace(-1, 1, BIG, dtype=np.float32))
+  t = x * x
+  r = t + t * 3.0
+  outs = []
+  ths = [threading.Thread(target=lambda: outs.append(np.asarray(r))) for _ in range(4)]
+  for th in ths:
+    th.start()
+  for th in ths:
+    th.join()
+  xv = np.asarray(x)
+  want = xv * xv + (xv * xv) * np.float32(3.0)
+  assert len(outs) == 4 and all(o.tobytes() == want.tobytes() for o in outs)
+  assert outs[0].ctypes.data == outs[3].ctypes.data  # computed once
+  np.testing.assert_array_equal(np.asarray(t), xv * xv)
+
+
+def test_transformations_read_pending_arrays():
+  x = jnp.asarray(np.linspace(0, 1, BIG, dtype=np.float32))
+  p = x * 2.0
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lambda a: a + 1)(p)), np.asarray(x) * 2 + 1)
+  np.testing.assert_allclose(np.asarray(nbjax.grad(lambda a: (a * a).sum())(x * 1.0)),
+                             2 * np.asarray(x))
+  assert nbjax.vmap(lambda a: a * 2)((x * 1.0).reshape(1, -1)).shape == (1, BIG)
+  assert "Array(" in repr(x + 1.0)
+  assert float((x * 2.0)[1]) == float(np.asarray(x)[1] * 2)
