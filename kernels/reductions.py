@@ -232,6 +232,132 @@ def {fn}(x, out, z):
           oo[i] = acc[i]
 """
 
+# ----------------------------------------------------------------- float max/min by bits
+# Float max/min as integer reductions over the operand's bits, which vectorise (the float
+# compare-selects do not without fast-math, which would drop NaNs). One pass keeps, per row
+# or column, the largest and smallest bits read as signed integers (M, m) and the largest
+# read as unsigned (U). Non-negative floats order as their signed bits and lie above every
+# negative one; negative floats order by magnitude as their unsigned bits. So:
+# max = M if M >= 0 (a sign bit clear exists) else m (the negative of least magnitude);
+# min = U if U has the sign bit (a negative exists: the one of most magnitude) else m.
+# This is IEEE's order of signed zeros (-0 < +0), as XLA's. A NaN is there iff M lies above
+# +inf's bits or U above -inf's; then the first NaN is the result, as before.
+
+
+def _ibits(x):
+  """``x`` (a contiguous float array) viewed as the signed integers of its width."""
+
+
+def _ubits(x):
+  """... and as the unsigned ones."""
+
+
+def _kconst(x):
+  """(+inf's bits signed, -inf's bits unsigned, the sign bit unsigned) for ``x``'s width."""
+
+
+@overload(_ibits)
+def _ibits_ol(x):
+  it = np.int32 if x.dtype.bitwidth == 32 else np.int64
+  return lambda x: x.view(it)
+
+
+@overload(_ubits)
+def _ubits_ol(x):
+  it = np.uint32 if x.dtype.bitwidth == 32 else np.uint64
+  return lambda x: x.view(it)
+
+
+@overload(_kconst)
+def _kconst_ol(x):
+  if x.dtype.bitwidth == 32:
+    return lambda x: (np.int32(0x7F800000), np.uint32(0xFF800000), np.uint32(0x80000000))
+  return lambda x: (np.int64(0x7FF0000000000000), np.uint64(0xFFF0000000000000),
+                    np.uint64(0x8000000000000000))
+
+
+_BITS_ROWS = """
+def {fn}(x, out, z):
+  O, N = x.shape
+  w = _ibits(x)
+  wu = _ubits(x)
+  ob = _ibits(out)
+  obu = _ubits(out)
+  inf, ninf, sign = _kconst(x)
+  for o in range(O):
+    if N == 0:
+      out[o] = z
+      continue
+    r = w[o]
+    ru = wu[o]
+    M = r[0]
+    m = r[0]
+    U = ru[0]
+    for i in range(N):
+      v = r[i]
+      u = ru[i]
+      M = v if v > M else M
+      m = v if v < m else m
+      U = u if u > U else U
+    if M > inf or U > ninf:  # a NaN: the first one
+      xr = x[o]
+      for i in range(N):
+        if xr[i] != xr[i]:
+          out[o] = xr[i]
+          break
+    elif {max}:
+      ob[o] = M if M >= 0 else m
+    elif U >= sign:
+      obu[o] = U
+    else:
+      ob[o] = m
+"""
+
+_BITS_COLS = """
+def {fn}(x, out, z):
+  O, N, I = x.shape
+  if N == 0:
+    out[:] = z
+    return
+  w = _ibits(x)
+  wu = _ubits(x)
+  ob = _ibits(out)
+  obu = _ubits(out)
+  inf, ninf, sign = _kconst(x)
+  M = np.empty(I, w.dtype)
+  m = np.empty(I, w.dtype)
+  U = np.empty(I, wu.dtype)
+  for o in range(O):
+    M[:] = w[o, 0]
+    m[:] = w[o, 0]
+    U[:] = wu[o, 0]
+    for j in range(1, N):
+      r = w[o, j]
+      ru = wu[o, j]
+      for i in range(I):
+        v = r[i]
+        a = M[i]
+        M[i] = v if v > a else a
+        b = m[i]
+        m[i] = v if v < b else b
+        u = ru[i]
+        c = U[i]
+        U[i] = u if u > c else c
+    for i in range(I):
+      if M[i] > inf or U[i] > ninf:
+        for j in range(N):
+          v = x[o, j, i]
+          if v != v:
+            out[o, i] = v
+            break
+      elif {max}:
+        ob[o, i] = M[i] if M[i] >= 0 else m[i]
+      elif U[i] >= sign:
+        obu[o, i] = U[i]
+      else:
+        ob[o, i] = m[i]
+"""
+
 # ----------------------------------------------------------------- argmin / argmax
 # first NaN wins; ties go to the first index (JAX)
 
@@ -269,6 +395,54 @@ def {fn}(x, out):
         if b == b and (v != v or v {cmp} b):
           best[i] = v
           idx[i] = j
+"""
+
+# floats: the extremum by bits (above), then the first index holding it (== : -0 ties +0),
+# or the first NaN; both passes vectorise (the second stops at the first block with a hit)
+_ARG_BITS_ROWS = """
+def {fn}(x, out):
+  O, N = x.shape
+  t = np.empty(1, x.dtype)
+  for o in range(O):
+    r = x[o]
+    {ext}(x[o:o + 1], t, r[0])
+    e = t[0]
+    k = 0
+    if e != e:
+      for i in range(N):
+        if r[i] != r[i]:
+          k = i
+          break
+    else:
+      for lo in range(0, N, 256):
+        c = r[lo:lo + 256]
+        hit = False
+        for i in range(c.size):
+          hit |= c[i] == e
+        if hit:
+          for i in range(c.size):
+            if c[i] == e:
+              k = lo + i
+              break
+          break
+    out[o] = k
+"""
+
+_ARG_BITS_COLS = """
+def {fn}(x, out):
+  O, N, I = x.shape
+  e = np.empty((1, I), x.dtype)
+  for o in range(O):
+    {ext}(x[o:o + 1], e, x[o, 0, 0])
+    ev = e[0]
+    idx = out[o]
+    for j in range(N - 1, -1, -1):
+      r = x[o, j]
+      for i in range(I):
+        v = r[i]
+        m = ev[i]
+        hit = (v == m) | ((m != m) & (v != v))
+        idx[i] = j if hit else idx[i]
 """
 
 # ----------------------------------------------------------------- cumulative reductions
@@ -653,6 +827,7 @@ def {fn}(keys, perm, nbits):
 # ----------------------------------------------------------------- generation
 
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
+           _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
            _logaddexp=_logaddexp, _cmul=_cmul)
 
 
@@ -682,12 +857,41 @@ for _op, (_expr, _fm) in REDUCE_OPS.items():
   COLS[_op] = _make(_COLS, f"reduce_{_op}_cols", expr=_expr)
   COLS_PAR[_op] = _make(_COLS_PAR, f"reduce_{_op}_cols_par", parallel=True, expr=_expr)
 
+
+
+def _by_float(fn, fkern, kern, nargs=3):
+  """A kernel ``fn`` running ``fkern`` on float operands and ``kern`` on the others."""
+  def stub(*a):
+    pass
+
+  @overload(stub)
+  def _ol(*a):
+    k = fkern if isinstance(a[0].dtype, types.Float) else kern
+    return lambda *a: k(*a)
+  _NS["_sel_" + fn] = stub
+  args = ", ".join("abcdefgh"[:nargs])
+  return _make(f"def {{fn}}({args}):\n  return _sel_{{fn}}({args})\n", fn)
+
+
+BITS_ROWS, BITS_COLS = {}, {}
+for _op in ("max", "min"):
+  _ismax = str(_op == "max")
+  BITS_ROWS[_op] = _make(_BITS_ROWS, f"_bits_{_op}_rows", max=_ismax)
+  BITS_COLS[_op] = _make(_BITS_COLS, f"_bits_{_op}_cols", max=_ismax)
+  ROWS[_op] = _by_float(f"reduce_{_op}_rows_sel", BITS_ROWS[_op], ROWS[_op])
+  COLS[_op] = _by_float(f"reduce_{_op}_cols_sel", BITS_COLS[_op], COLS[_op])
+
 ARG_ROWS, ARG_ROWS_PAR, ARG_COLS, ARG_COLS_PAR = {}, {}, {}, {}
 for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
   ARG_ROWS[_op] = _make(_ARG_ROWS, f"{_op}_rows", cmp=_cmp)
   ARG_ROWS_PAR[_op] = _make(_ARG_ROWS, f"{_op}_rows_par", parallel=True, cmp=_cmp)
   ARG_COLS[_op] = _make(_ARG_COLS, f"{_op}_cols", cmp=_cmp)
   ARG_COLS_PAR[_op] = _make(_ARG_COLS, f"{_op}_cols_par", parallel=True, cmp=_cmp)
+  _ext = "max" if _op == "argmax" else "min"
+  ARG_ROWS[_op] = _by_float(f"{_op}_rows_sel", _make(
+      _ARG_BITS_ROWS, f"_bits_{_op}_rows", ext=f"_bits_{_ext}_rows"), ARG_ROWS[_op], 2)
+  ARG_COLS[_op] = _by_float(f"{_op}_cols_sel", _make(
+      _ARG_BITS_COLS, f"_bits_{_op}_cols", ext=f"_bits_{_ext}_cols"), ARG_COLS[_op], 2)
 
 CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
 for _op, _expr in CUM_OPS.items():
