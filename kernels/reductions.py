@@ -400,33 +400,37 @@ def {fn}(x, out):
           idx[i] = j
 """
 
-# the extremum (floats: by bits, above), then the first index holding it (== : -0 ties +0),
-# or the first NaN; both passes vectorise (the second stops at the first block with a hit)
+# rows: the extremum of each block of 16 KiB (floats: by bits, above), then the first index
+# in the first block holding the best one (== : -0 ties +0), or the first NaN (one pass);
+# columns: the extrema, then a backward pass keeping the first index holding them
 _ARG_BITS_ROWS = """
 def {fn}(x, out):
   O, N = x.shape
   t = np.empty(1, x.dtype)
+  B = 16384 // x.itemsize
   for o in range(O):
     r = x[o]
-    {ext}(x[o:o + 1], t, r[0])
-    e = t[0]
-    k = 0
-    if e != e:
-      for i in range(N):
-        if r[i] != r[i]:
-          k = i
-          break
-    else:
-      for lo in range(0, N, 256):
-        c = r[lo:lo + 256]
-        hit = False
+    best = r[0]
+    bb = 0
+    k = -1
+    for lo in range(0, N, B):  # blocks' extrema; the first block holding the best one
+      c = r[lo:min(lo + B, N)]
+      {ext}(c.reshape(1, c.size), t, best)
+      e = t[0]
+      if e != e:  # a NaN: the first one
         for i in range(c.size):
-          hit |= c[i] == e
-        if hit:
-          for i in range(c.size):
-            if c[i] == e:
-              k = lo + i
-              break
+          if c[i] != c[i]:
+            k = lo + i
+            break
+        break
+      if e {cmp} best:
+        best = e
+        bb = lo
+    if k < 0:
+      c = r[bb:min(bb + B, N)]
+      for i in range(c.size):
+        if c[i] == best:
+          k = bb + i
           break
     out[o] = k
 """
@@ -889,7 +893,8 @@ for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
   ARG_ROWS_PAR[_op] = _make(_ARG_ROWS, f"{_op}_rows_par", parallel=True, cmp=_cmp)
   ARG_COLS_PAR[_op] = _make(_ARG_COLS, f"{_op}_cols_par", parallel=True, cmp=_cmp)
   _ext = "max" if _op == "argmax" else "min"
-  ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel")
+  ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel",
+                        cmp=_cmp)
   ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols_sel")
 
 CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}

@@ -579,7 +579,7 @@ def test_bit_kernels_max_min_argmax_special_values(dtype):
   on mixes of signed zeros, infinities and NaNs of both signs, rows and columns layouts."""
   rng = np.random.default_rng(5)
   for _ in range(150):
-    O, N = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 33, 300, 700]))
+    O, N = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 33, 300, 700, 5000]))
     pool = np.concatenate([_SPECIAL[rng.integers(0, _SPECIAL.size, rng.integers(1, 4))],
                            rng.standard_normal(2)])
     x = rng.choice(pool, size=(O, N)).astype(dtype)
@@ -598,3 +598,27 @@ def test_bit_kernels_max_min_argmax_special_values(dtype):
         np.testing.assert_array_equal(got, want)
         ok = ~np.isnan(want)
         np.testing.assert_array_equal(np.signbit(got)[ok], np.signbit(want)[ok])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int8])
+def test_argmax_across_kernel_blocks(dtype):
+  """argmax/argmin of rows longer than the kernel's blocks: the best block is a later one,
+  ties across blocks go to the first, a NaN anywhere wins, -0 ties +0."""
+  n = 40000
+  x = np.full(n, -1, dtype)
+  x[[30000, 35000]] = 3
+  x[[20000, 39000]] = -5
+  for axis_last in (True, False):
+    xa = x[None] if axis_last else x[:, None]
+    ax = 1 if axis_last else 0
+    assert int(lax.argmax(A(xa), ax, np.int32)[0]) == 30000
+    assert int(lax.argmin(A(xa), ax, np.int32)[0]) == 20000
+  if np.dtype(dtype).kind == "f":
+    z = np.full(n, -0.0, dtype)
+    z[25000:] = 0.0
+    assert int(lax.argmax(A(z), 0, np.int32)) == 0
+    assert not np.signbit(lax.reduce_max(A(z), (0,)))
+    assert np.signbit(lax.reduce_min(A(z), (0,)))
+    x[37000] = np.nan
+    assert int(lax.argmax(A(x), 0, np.int32)) == 37000
+    assert int(lax.argmin(A(x), 0, np.int32)) == 37000
