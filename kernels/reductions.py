@@ -435,12 +435,33 @@ def {fn}(x, out):
     out[o] = k
 """
 
+def _ident(x, hi):
+  """The identity of max (``hi`` False: the lowest value) or min of ``x``'s dtype."""
+
+
+@overload(_ident)
+def _ident_ol(x, hi):
+  d = x.dtype
+  if isinstance(d, types.Float):
+    lo_v, hi_v = -np.inf, np.inf
+  elif isinstance(d, types.Integer):
+    info = np.iinfo(np.dtype(str(d)))
+    lo_v, hi_v = info.min, info.max
+  else:
+    lo_v, hi_v = False, True
+  ty = d
+
+  def impl(x, hi):
+    return ty(hi_v) if hi else ty(lo_v)
+  return impl
+
+
 _ARG_BITS_COLS = """
 def {fn}(x, out):
   O, N, I = x.shape
   e = np.empty((1, I), x.dtype)
   for o in range(O):
-    {ext}(x[o:o + 1], e, x[o, 0, 0])
+    {ext}(x[o:o + 1], e, _ident(x, {hi}))
     ev = e[0]
     idx = out[o]
     for j in range(N - 1, -1, -1):
@@ -834,7 +855,7 @@ def {fn}(keys, perm, nbits):
 # ----------------------------------------------------------------- generation
 
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
-           _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
+           _ibits=_ibits, _ubits=_ubits, _kconst=_kconst, _ident=_ident,
            _logaddexp=_logaddexp, _cmul=_cmul)
 
 
@@ -895,7 +916,8 @@ for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
   _ext = "max" if _op == "argmax" else "min"
   ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel",
                         cmp=_cmp)
-  ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols_sel")
+  ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols_sel",
+                        hi=str(_op == "argmin"))
 
 CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
 for _op, _expr in CUM_OPS.items():
