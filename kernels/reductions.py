@@ -17,7 +17,7 @@ YNNPACK's) are cascaded: contiguous blocks of 256 summed by LLVM-vectorised loop
 (``reassoc`` only, so NaN/inf semantics are IEEE; 32 partial sums of 8 elements each),
 block sums combined pairwise, as NumPy does (whose blocks of 128 give 8 partial sums of 16):
 the error bound is NumPy's or better, at the same speed as blocks of 2048.
-max/min are IEEE's (NaN-propagating, -0 < +0), as XLA's; on floats they and argmax/argmin
+max/min are IEEE's (NaN-propagating, -0 < +0), as XLA's; on float rows they and argmax/argmin
 run as integer reductions over the bits, which vectorise (see "float max/min by bits").
 
 Loops index through slices (``x[lo:hi]``) rather than ``x[lo + i]``: a computed index that
@@ -236,9 +236,10 @@ def {fn}(x, out, z):
 """
 
 # ----------------------------------------------------------------- float max/min by bits
-# Float max/min as integer reductions over the operand's bits, which vectorise (the float
-# compare-selects do not without fast-math, which would drop NaNs). One pass keeps, per row
-# or column, the largest and smallest bits read as signed integers (M, m) and the largest
+# Float max/min of rows as integer reductions over the operand's bits, which vectorise (the
+# float compare-select reductions do not without fast-math, which would drop NaNs; the
+# column kernels vectorise as they are: elementwise over the columns). One pass keeps the
+# largest and smallest bits read as signed integers (M, m) and the largest
 # read as unsigned (U). Non-negative floats order as their signed bits and lie above every
 # negative one; negative floats order by magnitude as their unsigned bits. So:
 # max = M if M >= 0 (a sign bit clear exists) else m (the negative of least magnitude);
@@ -314,51 +315,6 @@ def {fn}(x, out, z):
       obu[o] = U
     else:
       ob[o] = m
-"""
-
-_BITS_COLS = """
-def {fn}(x, out, z):
-  O, N, I = x.shape
-  if N == 0:
-    out[:] = z
-    return
-  w = _ibits(x)
-  wu = _ubits(x)
-  ob = _ibits(out)
-  obu = _ubits(out)
-  inf, ninf, sign = _kconst(x)
-  M = np.empty(I, w.dtype)
-  m = np.empty(I, w.dtype)
-  U = np.empty(I, wu.dtype)
-  for o in range(O):
-    M[:] = w[o, 0]
-    m[:] = w[o, 0]
-    U[:] = wu[o, 0]
-    for j in range(1, N):
-      r = w[o, j]
-      ru = wu[o, j]
-      for i in range(I):
-        v = r[i]
-        a = M[i]
-        M[i] = v if v > a else a
-        b = m[i]
-        m[i] = v if v < b else b
-        u = ru[i]
-        c = U[i]
-        U[i] = u if u > c else c
-    for i in range(I):
-      if M[i] > inf or U[i] > ninf:
-        for j in range(N):
-          v = x[o, j, i]
-          if v != v:
-            out[o, i] = v
-            break
-      elif {max}:
-        ob[o, i] = M[i] if M[i] >= 0 else m[i]
-      elif U[i] >= sign:
-        obu[o, i] = U[i]
-      else:
-        ob[o, i] = m[i]
 """
 
 # ----------------------------------------------------------------- argmin / argmax
@@ -901,13 +857,11 @@ def _by_float(fn, fkern, kern, nargs=3):
   return _make(f"def {{fn}}({args}):\n  return _sel_{{fn}}({args})\n", fn)
 
 
-BITS_ROWS, BITS_COLS = {}, {}
+BITS_ROWS = {}
 for _op in ("max", "min"):
   _ismax = str(_op == "max")
   BITS_ROWS[_op] = _make(_BITS_ROWS, f"_bits_{_op}_rows", max=_ismax)
-  BITS_COLS[_op] = _make(_BITS_COLS, f"_bits_{_op}_cols", max=_ismax)
   ROWS[_op] = _by_float(f"reduce_{_op}_rows_sel", BITS_ROWS[_op], ROWS[_op])
-  COLS[_op] = _by_float(f"reduce_{_op}_cols_sel", BITS_COLS[_op], COLS[_op])
 
 ARG_ROWS, ARG_ROWS_PAR, ARG_COLS, ARG_COLS_PAR = {}, {}, {}, {}
 for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
@@ -916,7 +870,7 @@ for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
   _ext = "max" if _op == "argmax" else "min"
   ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel",
                         cmp=_cmp)
-  ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols_sel",
+  ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols",
                         hi=str(_op == "argmin"))
 
 CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
