@@ -680,18 +680,25 @@ def _argminmax_numba(op):
   rows, rows_par = K.ARG_ROWS[op], K.ARG_ROWS_PAR[op]
   cols, cols_par = K.ARG_COLS[op], K.ARG_COLS_PAR[op]
 
+  plans = {}  # (shape, dtype, axes, index_dtype) -> (kernel, operand view, output, result)
+
   def impl(x, *, axes, index_dtype):
-    axis, = axes
-    x = _to_numba(x)
-    O, N, I = _block(x.shape, axis, axis + 1)
-    out = np.empty((O, I), index_dtype)
-    big = x.size >= PAR_MIN
-    if out.size:
-      if I == 1:
-        (rows_par if big and O > 1 else rows)(x.reshape(O, N), out.reshape(O))
-      else:
-        (cols_par if big and O > 1 else cols)(x.reshape(O, N, I), out)
-    return out.reshape(_drop(x.shape, axes))
+    key = (x.shape, x.dtype, axes, index_dtype)
+    p = plans.get(key)
+    if p is None:
+      if len(plans) > 1024:
+        plans.clear()
+      axis, = axes
+      O, N, I = _block(x.shape, axis, axis + 1)
+      par = x.size >= PAR_MIN and O > 1
+      p = plans[key] = ((rows_par if par else rows, (O, N), O) if I == 1 else
+                        (cols_par if par else cols, (O, N, I), (O, I))) + (
+                            _drop(x.shape, axes), O * I > 0)
+    k, si, so, sf, nonempty = p
+    out = np.empty(so, index_dtype)
+    if nonempty:
+      k(_to_numba(x).reshape(si), out)
+    return out.reshape(sf)
   return impl
 
 
