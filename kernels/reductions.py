@@ -339,26 +339,9 @@ def {fn}(x, out):
     out[o] = k
 """
 
-_ARG_COLS = """
-def {fn}(x, out):
-  O, N, I = x.shape
-  for o in {rng}(O):
-    best = x[o, 0].copy()
-    idx = out[o]
-    idx[:] = 0
-    for j in range(1, N):
-      r = x[o, j]
-      for i in range(I):
-        b = best[i]
-        v = r[i]
-        if b == b and (v != v or v {cmp} b):
-          best[i] = v
-          idx[i] = j
-"""
-
 # rows: the extremum of each block of 16 KiB (floats: by bits, above), then the first index
 # in the first block holding the best one (== : -0 ties +0), or the first NaN (one pass);
-# columns: the extrema, then a backward pass keeping the first index holding them
+# columns: one branch-free pass, vectorised over the columns
 _ARG_BITS_ROWS = """
 def {fn}(x, out):
   O, N = x.shape
@@ -391,42 +374,21 @@ def {fn}(x, out):
     out[o] = k
 """
 
-def _ident(x, hi):
-  """The identity of max (``hi`` False: the lowest value) or min of ``x``'s dtype."""
-
-
-@overload(_ident)
-def _ident_ol(x, hi):
-  d = x.dtype
-  if isinstance(d, types.Float):
-    lo_v, hi_v = -np.inf, np.inf
-  elif isinstance(d, types.Integer):
-    info = np.iinfo(np.dtype(str(d)))
-    lo_v, hi_v = info.min, info.max
-  else:
-    lo_v, hi_v = False, True
-  ty = d
-
-  def impl(x, hi):
-    return ty(hi_v) if hi else ty(lo_v)
-  return impl
-
-
-_ARG_BITS_COLS = """
+_ARG_COLS = """
 def {fn}(x, out):
   O, N, I = x.shape
-  e = np.empty((1, I), x.dtype)
-  for o in range(O):
-    {ext}(x[o:o + 1], e, _ident(x, {hi}))
-    ev = e[0]
+  for o in {rng}(O):
+    best = x[o, 0].copy()
     idx = out[o]
-    for j in range(N - 1, -1, -1):
+    idx[:] = 0
+    for j in range(1, N):
       r = x[o, j]
-      for i in range(I):
+      for i in range(I):  # branch-free: vectorised over the columns
         v = r[i]
-        m = ev[i]
-        hit = (v == m) | ((m != m) & (v != v))
-        idx[i] = j if hit else idx[i]
+        b = best[i]
+        up = (v {cmp} b) | ((v != v) & (b == b))
+        best[i] = v if up else b
+        idx[i] = j if up else idx[i]
 """
 
 # ----------------------------------------------------------------- cumulative reductions
@@ -811,7 +773,7 @@ def {fn}(keys, perm, nbits):
 # ----------------------------------------------------------------- generation
 
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
-           _ibits=_ibits, _ubits=_ubits, _kconst=_kconst, _ident=_ident,
+           _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
            _logaddexp=_logaddexp, _cmul=_cmul)
 
 
@@ -870,8 +832,7 @@ for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
   _ext = "max" if _op == "argmax" else "min"
   ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel",
                         cmp=_cmp)
-  ARG_COLS[_op] = _make(_ARG_BITS_COLS, f"{_op}_cols", ext=f"reduce_{_ext}_cols",
-                        hi=str(_op == "argmin"))
+  ARG_COLS[_op] = _make(_ARG_COLS, f"{_op}_cols", cmp=_cmp)
 
 CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
 for _op, _expr in CUM_OPS.items():
