@@ -3,6 +3,8 @@ registry-generated suite cannot see (identities of empty reductions, NaN and tie
 stability and key order of sort, zero-safe derivatives, transposes, batching rules at every
 batch-dim placement, error messages) and the kernels the default policy does not select
 (the prange variants)."""
+import math
+
 import numpy as np
 import pytest
 
@@ -522,3 +524,101 @@ def test_specialized_kernel_is_the_impl_bit_for_bit(name, dtype):
       continue
     np.testing.assert_array_equal(k(x), f(x, axes=axes), err_msg=f"{name} {shape} {axes}")
     assert k(x).dtype == f(x, axes=axes).dtype
+
+
+# ----------------------------------------------------------------- accuracy and special values
+
+
+def _adversarial(n, rng):
+  big = rng.standard_normal(n // 2) * 1e4
+  yield "cancellation", np.concatenate([big, -big[::-1] * (1 + 1e-6)])[rng.permutation(2 * (n // 2))]
+  s = np.full(n, 1e-3)
+  s[n // 3] = 1e4
+  yield "many small + one large", s
+  yield "alternating signs", np.where(np.arange(n) % 2, 1.0, -1.0) * (1 + rng.random(n))
+  yield "uniform", rng.random(n)
+
+
+@pytest.mark.parametrize("n", [3000, 10**4, 2 * 10**5])
+def test_float32_sum_error_is_pairwise_or_better(n):
+  """The eager float32 sum's error against an exact (fsum) reference stays within NumPy's
+  pairwise bound (a naive running sum of these is off by ~n * eps relative to sum|x|).
+  Below 4096 elements the sum is XLA's (windows of 32 folded in order, bit for bit jit's):
+  its bound is ~(32 + depth) eps sum|x|."""
+  rng = np.random.default_rng(n)
+  eps = np.finfo(np.float32).eps
+  for name, x in _adversarial(n, rng):
+    x = x.astype(np.float32)
+    exact = math.fsum(x.astype(np.float64))
+    scale = math.fsum(np.abs(x.astype(np.float64)))
+    err = abs(float(lax.reduce_sum(A(x), (0,))) - exact)
+    err_np = abs(float(np.sum(x)) - exact)
+    bound = 4 * eps * scale if n >= 4096 else 40 * eps * scale
+    assert err <= max(2 * err_np, bound), (name, err, err_np, scale)
+    # and along the non-contiguous axis (column sums in XLA's windows)
+    cols = np.asarray(lax.reduce_sum(A(np.stack([x, x[::-1]], 1)), (0,)))
+    assert abs(float(cols[0]) - exact) <= max(2 * err_np, 40 * eps * scale), name
+
+
+_SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -np.nan, 2.5, -2.5])
+
+
+def _ref_arg(x, op):
+  """JAX's argmax/argmin per row: the first NaN, else the first index equal to the extremum."""
+  out = []
+  for r in x:
+    nan = np.flatnonzero(np.isnan(r))
+    e = r.max() if op == "argmax" else r.min()
+    out.append(nan[0] if nan.size else np.flatnonzero(r == e)[0])
+  return np.array(out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bit_kernels_max_min_argmax_special_values(dtype):
+  """max/min (NaN first, -0 < +0) and argmax/argmin (first NaN, first extremum with -0 == +0)
+  on mixes of signed zeros, infinities and NaNs of both signs, rows and columns layouts."""
+  rng = np.random.default_rng(5)
+  for _ in range(150):
+    O, N = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 33, 300, 700, 5000]))
+    pool = np.concatenate([_SPECIAL[rng.integers(0, _SPECIAL.size, rng.integers(1, 4))],
+                           rng.standard_normal(2)])
+    x = rng.choice(pool, size=(O, N)).astype(dtype)
+    for axis in (1, 0):
+      xa = x if axis == 1 else np.ascontiguousarray(x.T)
+      for op in ("argmax", "argmin"):
+        got = np.asarray(getattr(lax, op)(A(xa), axis, np.int32))
+        np.testing.assert_array_equal(got, _ref_arg(x, op))
+      for op in ("max", "min"):
+        got = np.asarray(getattr(lax, "reduce_" + op)(A(xa), (axis,)))
+        want = getattr(np, op)(x, axis=1)
+        z = want == 0  # IEEE's signed zeros: max is +0 if any +0, min -0 if any -0
+        neg = (x == 0) & np.signbit(x)
+        pos = (x == 0) & ~np.signbit(x)
+        want[z] = np.where(~pos.any(1) if op == "max" else neg.any(1), -0.0, 0.0)[z]
+        np.testing.assert_array_equal(got, want)
+        ok = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got)[ok], np.signbit(want)[ok])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int8])
+def test_argmax_across_kernel_blocks(dtype):
+  """argmax/argmin of rows longer than the kernel's blocks: the best block is a later one,
+  ties across blocks go to the first, a NaN anywhere wins, -0 ties +0."""
+  n = 40000
+  x = np.full(n, -1, dtype)
+  x[[30000, 35000]] = 3
+  x[[20000, 39000]] = -5
+  for axis_last in (True, False):
+    xa = x[None] if axis_last else x[:, None]
+    ax = 1 if axis_last else 0
+    assert int(lax.argmax(A(xa), ax, np.int32)[0]) == 30000
+    assert int(lax.argmin(A(xa), ax, np.int32)[0]) == 20000
+  if np.dtype(dtype).kind == "f":
+    z = np.full(n, -0.0, dtype)
+    z[25000:] = 0.0
+    assert int(lax.argmax(A(z), 0, np.int32)) == 0
+    assert not np.signbit(lax.reduce_max(A(z), (0,)))
+    assert np.signbit(lax.reduce_min(A(z), (0,)))
+    x[37000] = np.nan
+    assert int(lax.argmax(A(x), 0, np.int32)) == 37000
+    assert int(lax.argmin(A(x), 0, np.int32)) == 37000

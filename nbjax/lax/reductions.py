@@ -246,7 +246,8 @@ def work_eager(size):
   return make
 
 
-make_work_eager = work_eager(lambda vals, out_aval: max(v.size for v in vals))
+make_work_eager = work_eager(
+    lambda vals, out_aval: vals[0].size if len(vals) == 1 else max(v.size for v in vals))
 
 
 # ----------------------------------------------------------------- reductions
@@ -274,7 +275,17 @@ def _reduce_numba(op):
   consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
   plans = {}  # (shape, axes) -> _xla_plan
 
+  specs = {}  # (shape, dtype, axes) -> the ``specialize`` kernel, or None
+
   def impl(x, *, axes):
+    key = (x.shape, x.dtype, axes)
+    k = specs.get(key, False)
+    if k is False:
+      if len(specs) > 1024:
+        specs.clear()
+      k = specs[key] = specialize((x,), {"axes": axes})
+    if k is not None:
+      return k(x)
     c = consts.get(x.dtype)
     if c is None:
       kd = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
@@ -498,17 +509,17 @@ def _standard_reduction(op, ok, accepted, *, bad_dtype, differentiable=True, kee
 
 
 NUMBA = ("numba", "numba", 1 << 62)
-# float max/min: NumPy's SIMD max loop beats the NaN-checking numba loop from ~1e4 elements
+# all/any: NumPy's stop at the first decisive element
 _CHOOSER_POLICY = ("numba", "numpy", 1 << 14)
 
 reduce_sum_p = _standard_reduction("sum", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
 reduce_prod_p = _standard_reduction("prod", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
+# float max/min/argmax/argmin: integer reductions over the bits (kernels.reductions), which
+# vectorise: numba at every size
 reduce_max_p = _standard_reduction("max", _real | _bool, "bool, integer, floating",
-                                   bad_dtype=np.complex64, policy=_CHOOSER_POLICY,
-                                   note="numpy from 16384 elements (SIMD max loop)")
+                                   bad_dtype=np.complex64, policy=NUMBA)
 reduce_min_p = _standard_reduction("min", _real | _bool, "bool, integer, floating",
-                                   bad_dtype=np.complex64, policy=_CHOOSER_POLICY,
-                                   note="numpy from 16384 elements (SIMD min loop)")
+                                   bad_dtype=np.complex64, policy=NUMBA)
 _LOGICAL_NOTE = "numpy from 16384 elements (its all/any stop at the first decisive element)"
 reduce_and_p = _standard_reduction("and", _int | _bool, "bool, integer", bad_dtype=np.float32,
                                    differentiable=False, keep_weak=False, policy=_CHOOSER_POLICY,
@@ -669,18 +680,25 @@ def _argminmax_numba(op):
   rows, rows_par = K.ARG_ROWS[op], K.ARG_ROWS_PAR[op]
   cols, cols_par = K.ARG_COLS[op], K.ARG_COLS_PAR[op]
 
+  plans = {}  # (shape, dtype, axes, index_dtype) -> (kernel, operand view, output, result)
+
   def impl(x, *, axes, index_dtype):
-    axis, = axes
-    x = _to_numba(x)
-    O, N, I = _block(x.shape, axis, axis + 1)
-    out = np.empty((O, I), index_dtype)
-    big = x.size >= PAR_MIN
-    if out.size:
-      if I == 1:
-        (rows_par if big and O > 1 else rows)(x.reshape(O, N), out.reshape(O))
-      else:
-        (cols_par if big and O > 1 else cols)(x.reshape(O, N, I), out)
-    return out.reshape(_drop(x.shape, axes))
+    key = (x.shape, x.dtype, axes, index_dtype)
+    p = plans.get(key)
+    if p is None:
+      if len(plans) > 1024:
+        plans.clear()
+      axis, = axes
+      O, N, I = _block(x.shape, axis, axis + 1)
+      par = x.size >= PAR_MIN and O > 1
+      p = plans[key] = ((rows_par if par else rows, (O, N), O) if I == 1 else
+                        (cols_par if par else cols, (O, N, I), (O, I))) + (
+                            _drop(x.shape, axes), O * I > 0)
+    k, si, so, sf, nonempty = p
+    out = np.empty(so, index_dtype)
+    if nonempty:
+      k(_to_numba(x).reshape(si), out)
+    return out.reshape(sf)
   return impl
 
 
@@ -722,10 +740,9 @@ def _argminmax(name, f):
   registry.register(
       p, family="reduction", impls={"numba": _argminmax_numba(name), "numpy": ref},
       abstract_eval=_argminmax_abstract_eval(name), batch=_reducer_batch(p),
-      policy=_CHOOSER_POLICY,
+      policy=NUMBA,
       meta=dict(dtypes=_sorted(_real | _bool), reference=ref, samples=_argminmax_samples,
-                differentiable=False, linear=False, bad_inputs=_argminmax_bad(name),
-                note="numpy from 16384 elements (SIMD arg-extremum loop)"))
+                differentiable=False, linear=False, bad_inputs=_argminmax_bad(name)))
   ad.defjvp_zero(p)
   return p
 

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.array import Array
 from nbjax.numpy import _util
 from nbjax.numpy._util import as_array, canonicalize_axes, canonicalize_axis, ensure_arraylike
 
@@ -58,7 +59,16 @@ def _masked(a, where, fill):
   return lax.select(where, a, lax.full_like(a, fill))
 
 
+_ALL_AXES = [tuple(range(n)) for n in range(65)]
+
+
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
+  if (type(a) is Array and axis is None and dtype is None and initial is None and where is None
+      and not keepdims and a._value.dtype.kind in "fc" and a._value.size):
+    # the common whole-array float reduction, without the general normalisation below
+    nd = a._value.ndim
+    if nd:
+      return getattr(lax, _LAX[kind])(a, _ALL_AXES[nd])
   a = ensure_arraylike(name, a)
   weak = a.weak_type and dtype is None
   if dtype is not None:
@@ -209,8 +219,10 @@ def _arg_reduce(name, lax_fn, a, axis, keepdims):
   if axis is None:
     if a.size == 0:
       raise ValueError(f"attempt to get {name} of an empty sequence")
-    out = lax_fn(lax.reshape(a, (a.size,)), 0, dtypes.default_int_dtype())
-    return lax.reshape(out, (1,) * a.ndim) if keepdims else out
+    if a.ndim != 1:
+      out = lax_fn(lax.reshape(a, (a.size,)), 0, dtypes.default_int_dtype())
+      return lax.reshape(out, (1,) * a.ndim) if keepdims else out
+    axis = 0
   axis = canonicalize_axis(axis, a.ndim)
   if a.shape[axis] == 0:
     raise ValueError(f"attempt to get {name} of an empty sequence")
