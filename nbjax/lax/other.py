@@ -131,8 +131,6 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
 
 
 def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
-  from nbjax import api
-  lax = _lax()
   n = len(vals) // 2
   size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
   xs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[:n], dims[:n])]
@@ -140,10 +138,21 @@ def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
   if all(d is batching.not_mapped for d in dims[n:]):
     return reduce_p.bind(*xs, *vals[n:], computation=computation, jaxpr=jaxpr,
                          dimensions=dims2), [0] * n
-  # batched init values (JAX: NotImplementedError): reduce with a validity flag whose init is
-  # False, then fold each batch's init in front (the reducer is associative, as XLA's)
-  zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
-  f = lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a)
+  # batched init values (JAX: NotImplementedError)
+  return _fold_batched_inits(
+      xs, [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])],
+      lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
+      lambda ops, inits, comp: _bind_reduce(ops, inits, comp, dims2, "batched")), [0] * n
+
+
+def _fold_batched_inits(xs, zs, f, bind):
+  """Reduces ``xs`` (batch dim in front) with per-batch init values ``zs`` (JAX:
+  NotImplementedError): ``bind(operands, inits, comp)`` reduces with a validity flag whose init
+  is False, then each batch's init is folded in front (the reducer ``f`` is associative, as
+  XLA's). Shared by ``reduce_p`` and the generic ``reduce_window_p``."""
+  from nbjax import api
+  lax = _lax()
+  n = len(xs)
   flag = lax.broadcast_in_dim(np.bool_(True), get_aval(xs[0]).shape, ())
 
   def comp(left, right):
@@ -153,13 +162,13 @@ def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
     return [lax.select(both, ci, lax.select(fa, ai, bi)) for ai, bi, ci in zip(a, b, c)] + [
         lax.bitwise_or(fa, fb)]
   dummies = [np.zeros((), get_aval(x).dtype) for x in xs]
-  *rs, ok = _bind_reduce([*xs, flag], [*dummies, np.bool_(False)], comp, dims2, "batched")
+  *rs, ok = bind([*xs, flag], [*dummies, np.bool_(False)], comp)
   oshape = get_aval(ok).shape
   m = int(np.prod(oshape, dtype=np.int64))
   flat = lambda v: lax.reshape(v, (m,))
   bz = [flat(lax.broadcast_in_dim(z, oshape, (0,))) for z in zs]
   folded = api.vmap(f)(*bz, *map(flat, rs))
-  return [lax.reshape(lax.select(flat(ok), c, z), oshape) for c, z in zip(folded, bz)], [0] * n
+  return [lax.reshape(lax.select(flat(ok), c, z), oshape) for c, z in zip(folded, bz)]
 
 
 def _reduce_samples(rng, dtype):

@@ -28,6 +28,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
+from nbjax.lax.other import _fold_batched_inits
 from nbjax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce_window", "reduce_window_p", "reduce_window_sum_p", "reduce_window_max_p",
@@ -710,32 +711,12 @@ def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
   wp = _insert(wp, 0)
   if all(d is batching.not_mapped for d in dims[n:]):
     return reduce_window_p.bind(*xs, *vals[n:], jaxpr=jaxpr, consts=consts, **wp), [0] * n
-  # batched init values (JAX: NotImplementedError): reduce with a validity flag whose
-  # init is False, then fold each batch's init in front (the reducer is associative, as
-  # XLA requires; padding is skipped either way)
-  from nbjax import api
-  lax = _lax()
-  zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
-  shape = get_aval(xs[0]).shape
-  flag = lax.broadcast_in_dim(np.bool_(True), shape, ())
-  f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
-
-  def comp(left, right):
-    a, fa, b, fb = left[:n], left[n], right[:n], right[n]
-    c = f(*a, *b)
-    both = lax.bitwise_and(fa, fb)
-    return [lax.select(both, ci, lax.select(fa, ai, bi)) for ai, bi, ci in zip(a, b, c)] + [
-        lax.bitwise_or(fa, fb)]
-  dummies = [np.zeros((), get_aval(x).dtype) for x in xs]
-  *rs, ok = _bind_generic([*xs, flag], [*dummies, np.bool_(False)], comp, wp)
-  oshape = get_aval(ok).shape
-  m = int(np.prod(oshape))
-  flat = lambda v: lax.reshape(v, (m,))
-  bz = [flat(lax.broadcast_in_dim(z, oshape, (0,))) for z in zs]
-  folded = api.vmap(f)(*bz, *map(flat, rs))
-  okf = flat(ok)
-  outs = [lax.reshape(lax.select(okf, c, z), oshape) for c, z in zip(folded, bz)]
-  return outs, [0] * n
+  # batched init values (JAX: NotImplementedError): reduce with a validity flag, as reduce_p
+  # (padding is skipped either way)
+  return _fold_batched_inits(
+      xs, [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])],
+      lambda *a: eval_jaxpr(jaxpr, consts, *a),
+      lambda ops, inits, comp: _bind_generic(ops, inits, comp, wp)), [0] * n
 
 
 def _generic_samples(rng, dtype):
