@@ -107,15 +107,23 @@ def _bind_reduce(xs, inits, computation, dimensions, name=None):
 
 
 def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
+  return _reducer_jvp(primals, tangents, lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
+                      lambda ops, inits, comp: _bind_reduce(ops, inits, comp, dimensions, "jvp"))
+
+
+def _reducer_jvp(primals, tangents, f, bind):
+  """JVP of a reduction by the scalar reducer ``f``: ``bind(operands, inits, comp)`` reduces
+  the (primal, tangent) pairs with ``f``'s jvp as reducer. The init values' tangents start the
+  tangent fold (JAX accepts only symbolic zeros there). Shared by ``reduce_p`` and the generic
+  ``reduce_window_p``."""
   from nbjax import api
   n = len(primals) // 2
   xs, inits = primals[:n], primals[n:]
   inex = [i for i in range(n) if dtypes.is_inexact(get_aval(xs[i]).dtype)]
   txs = [ad.instantiate_zeros(tangents[i]) for i in inex]
   tz = [ad.instantiate_zeros(tangents[n + i]) for i in inex]
-  f = lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a)
 
-  def full(ts, ps):
+  def full(ts, ps):  # tangents of every operand: float0 zeros for the non-float ones
     it = iter(ts)
     return [next(it) if i in inex else np.zeros(np.shape(p), dtypes.float0)
             for i, p in enumerate(ps)]
@@ -124,7 +132,7 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
     pl, tl, pr, tr = left[:n], left[n:], right[:n], right[n:]
     po, to = api.jvp(f, (*pl, *pr), (*full(tl, pl), *full(tr, pr)))
     return [*po, *(to[i] for i in inex)]
-  outs = _bind_reduce([*xs, *txs], [*inits, *tz], comp, dimensions, "jvp")
+  outs = bind([*xs, *txs], [*inits, *tz], comp)
   it = iter(outs[n:])
   return outs[:n], [next(it) if i in inex else ad.Zero.from_primal_value(outs[i])
                     for i in range(n)]

@@ -28,7 +28,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
-from nbjax.lax.other import _fold_batched_inits
+from nbjax.lax.other import _fold_batched_inits, _reducer_jvp
 from nbjax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce_window", "reduce_window_p", "reduce_window_sum_p", "reduce_window_max_p",
@@ -678,30 +678,8 @@ def _generic_eager(*args, jaxpr, consts, **wp):
 
 
 def _generic_jvp(primals, tangents, *, jaxpr, consts, **wp):
-  from nbjax import api
-  n = len(primals) // 2
-  xs, inits = primals[:n], primals[n:]
-  inex = [i for i in range(n) if dtypes.is_inexact(get_aval(xs[i]).dtype)]
-  txs = [ad.instantiate_zeros(tangents[i]) for i in inex]
-  # the init values' tangents start the tangent fold (JAX accepts only symbolic zeros there)
-  tz = [ad.instantiate_zeros(tangents[n + i]) for i in inex]
-  f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
-  m = len(inex)
-
-  def full(ts, ps):  # tangents of every operand: float0 zeros for the non-float ones
-    it = iter(ts)
-    return [next(it) if i in inex else np.zeros(np.shape(p), dtypes.float0)
-            for i, p in enumerate(ps)]
-
-  def comp(left, right):
-    pl, tl = left[:n], left[n:]
-    pr, tr = right[:n], right[n:]
-    po, to = api.jvp(f, (*pl, *pr), (*full(tl, pl), *full(tr, pr)))
-    return [*po, *(to[i] for i in inex)]
-  outs = _bind_generic([*xs, *txs], [*inits, *tz], comp, wp)
-  touts = iter(outs[n:n + m])
-  return outs[:n], [next(touts) if i in inex else ad.Zero.from_primal_value(outs[i])
-                    for i in range(n)]
+  return _reducer_jvp(primals, tangents, lambda *a: eval_jaxpr(jaxpr, consts, *a),
+                      lambda ops, inits, comp: _bind_generic(ops, inits, comp, wp))
 
 
 def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
