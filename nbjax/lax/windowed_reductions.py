@@ -440,15 +440,6 @@ def _select_and_gather_add_reference(t, x, *, select_prim, **wp):
   return acc
 
 
-def _select_and_gather_add_jvp(primals, tangents, *, select_prim, **wp):
-  t, x = primals
-  g = tangents[0]
-  out = select_and_gather_add_p.bind(t, x, select_prim=select_prim, **wp)
-  if type(g) is ad.Zero:
-    return out, ad.Zero.from_primal_value(out)
-  return out, select_and_gather_add_p.bind(g, x, select_prim=select_prim, **wp)
-
-
 def _select_and_gather_add_transpose(ct, t, x, *, select_prim, window_dimensions,
                                      window_strides, padding, base_dilation, window_dilation):
   assert ad.is_undefined_primal(t) and not ad.is_undefined_primal(x)
@@ -501,10 +492,12 @@ select_and_gather_add_p = Primitive("select_and_gather_add")
 registry.register(
     select_and_gather_add_p, family="windowed_reduction",
     impls={"numba": _select_and_gather_add_numba},
-    abstract_eval=_select_and_gather_add_abstract_eval, jvp=_select_and_gather_add_jvp,
+    abstract_eval=_select_and_gather_add_abstract_eval,
     transpose=_select_and_gather_add_transpose,
     meta=dict(dtypes=_FT, reference=_select_and_gather_add_reference,
               samples=_gather_samples, tol=_TOL))
+ad.defjvp(select_and_gather_add_p,
+          lambda g, t, x, **p: select_and_gather_add_p.bind(g, x, **p), None)
 select_and_gather_add_p.batch = _pair_batch(select_and_gather_add_p, _WPARAMS)
 
 
@@ -584,15 +577,6 @@ def _select_and_scatter_add_reference(s, x, *, select_prim, window_dimensions,
   return _unpad(out, x.shape, padding)
 
 
-def _select_and_scatter_add_jvp(primals, tangents, *, select_prim, **wp):
-  s, x = primals
-  g = tangents[0]
-  out = select_and_scatter_add_p.bind(s, x, select_prim=select_prim, **wp)
-  if type(g) is ad.Zero:
-    return out, ad.Zero.from_primal_value(out)
-  return out, select_and_scatter_add_p.bind(g, x, select_prim=select_prim, **wp)
-
-
 def _select_and_scatter_add_transpose(ct, s, x, *, select_prim, window_dimensions,
                                       window_strides, padding):
   assert ad.is_undefined_primal(s) and not ad.is_undefined_primal(x)
@@ -624,10 +608,12 @@ select_and_scatter_add_p = Primitive("select_and_scatter_add")
 registry.register(
     select_and_scatter_add_p, family="windowed_reduction",
     impls={"numba": _select_and_scatter_add_numba},
-    abstract_eval=_select_and_scatter_add_abstract_eval, jvp=_select_and_scatter_add_jvp,
+    abstract_eval=_select_and_scatter_add_abstract_eval,
     transpose=_select_and_scatter_add_transpose,
     meta=dict(dtypes=_FT, reference=_select_and_scatter_add_reference,
               samples=_scatter_samples, tol=_TOL))
+ad.defjvp(select_and_scatter_add_p,
+          lambda g, s, x, **p: select_and_scatter_add_p.bind(g, x, **p), None)
 select_and_scatter_add_p.batch = _pair_batch(select_and_scatter_add_p, _SPARAMS)
 
 
