@@ -88,6 +88,20 @@ def _reduce_eager(*args, computation, jaxpr, dimensions):
   return [np.asarray(o).reshape(out_shape) for o in f(*zs, *[v[:, 0] for v in vs])]
 
 
+def _flat_operands(operands, init_values):
+  """The leaves of ``operands`` and ``init_values`` and their tree, with JAX's checks that the
+  two match (``reduce`` and ``reduce_window``)."""
+  flat_x, tree = tree_flatten(operands)
+  flat_z, ztree = tree_flatten(init_values)
+  if tree != ztree:
+    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
+                     f"{ztree}")
+  if len(flat_x) != len(flat_z):
+    raise ValueError(f"Must have same total number of operands as init_values:  "
+                     f"{len(flat_x)} vs. {len(flat_z)}")
+  return flat_x, flat_z, tree
+
+
 def _trace_reducer(computation, avals, n):
   def flat(*a):
     return list(computation(list(a[:n]), list(a[n:])))
@@ -257,14 +271,7 @@ def reduce(operands, init_values, computation, dimensions):
     bitwise and/or/xor reducer and its identity as a concrete init uses the fast
     ``reduce_*`` primitives, as JAX.
   """
-  flat_x, tree = tree_flatten(operands)
-  flat_z, ztree = tree_flatten(init_values)
-  if tree != ztree:
-    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
-                     f"{ztree}")
-  if len(flat_x) != len(flat_z):
-    raise ValueError(f"Must have same total number of operands as init_values:  "
-                     f"{len(flat_x)} vs. {len(flat_z)}")
+  flat_x, flat_z, tree = _flat_operands(operands, init_values)
   dimensions = tuple(map(operator.index, dimensions))
   if len(flat_x) == 1:
     red = _monoid(computation, flat_z[0])

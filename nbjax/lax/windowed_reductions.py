@@ -28,7 +28,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
-from nbjax.lax.other import _fold_batched_inits, _reducer_jvp
+from nbjax.lax.other import _flat_operands, _fold_batched_inits, _reducer_jvp
 from nbjax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce_window", "reduce_window_p", "reduce_window_sum_p", "reduce_window_max_p",
@@ -769,14 +769,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     its identity as a concrete init value uses the ``reduce_window_{sum,max,min}``
     primitives, as JAX.
   """
-  flat_x, tree = tree_flatten(operand)
-  flat_z, ztree = tree_flatten(init_value)
-  if tree != ztree:
-    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
-                     f"{ztree}")
-  if len(flat_x) != len(flat_z):
-    raise ValueError(f"Must have same total number of operands as init_values:  "
-                     f"{len(flat_x)} vs. {len(flat_z)}")
+  flat_x, flat_z, tree = _flat_operands(operand, init_value)
   if not flat_x:
     raise ValueError("reduce_window must have at least one operand.")
   wp = _canon(get_aval(flat_x[0]).shape, window_dimensions, window_strides, padding,
