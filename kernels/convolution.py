@@ -21,6 +21,16 @@ _J = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**_J)
+def _unravel_row(r, m0, m1, m2):
+  """Row ``r`` of a ``(N, m0, m1, m2)`` grid as its index ``(n, i0, i1, i2)``."""
+  i2 = r % m2
+  t = r // m2
+  i1 = t % m1
+  t //= m1
+  return t // m0, t % m0, i1, i2
+
+
+@njit(**_J)
 def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
   N, P0, P1, P2, C = xp.shape
   G, R, L = out.shape
@@ -29,12 +39,7 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
   o = out.reshape(-1)
   run = k2 * C if d2 == 1 and G == 1 else Cg
   for row in range(N * o0 * o1 * o2):
-    c = row % o2
-    t = row // o2
-    b = t % o1
-    t //= o1
-    a = t % o0
-    n = t // o0
+    n, a, b, c = _unravel_row(row, o0, o1, o2)
     for g in range(G):
       dst = (g * R + row) * L
       for i in range(k0):
@@ -60,12 +65,7 @@ def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
   x = xp.reshape(-1)
   o = out.reshape(-1)
   for row in range(N * o0 * o1 * o2):
-    c = row % o2
-    t = row // o2
-    b = t % o1
-    t //= o1
-    a = t % o0
-    n = t // o0
+    n, a, b, c = _unravel_row(row, o0, o1, o2)
     for g in range(G):
       dst = (g * R + row) * L
       for ch in range(Cg):
@@ -95,12 +95,8 @@ def col2im_cl(z, n0, P0, P1, P2, s0, s1, s2, k0, k1, k2, d0, d1, d2, l0, l1, l2,
   of = out.reshape(-1)
   L = z.shape[1]
   for r in range(z.shape[0]):
-    p2 = r % P2
-    t = r // P2
-    p1 = t % P1
-    t //= P1
-    p0 = t % P0
-    n = n0 + t // P0
+    n, p0, p1, p2 = _unravel_row(r, P0, P1, P2)
+    n += n0
     for i in range(k0):
       e0 = p0 * l0 + lo0 - i * d0
       if e0 < 0 or e0 % s0 != 0 or e0 // s0 >= Q0:

@@ -51,28 +51,28 @@ def mulhi_narrow(x, y, bits, out):
 
 
 @njit(**_J)
-def mulhi64u(x, y, out):
+def _umulhi64(a, b):
+  # the high 64 bits of the unsigned 128-bit product, from 32-bit partial products
   m = np.uint64(0xFFFFFFFF)
   s = np.uint64(32)
+  a0, a1, b0, b1 = a & m, a >> s, b & m, b >> s
+  p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+  mid = (p00 >> s) + (p01 & m) + (p10 & m)
+  return p11 + (p01 >> s) + (p10 >> s) + (mid >> s)
+
+
+@njit(**_J)
+def mulhi64u(x, y, out):
   for i in range(x.size):
-    a, b = np.uint64(x[i]), np.uint64(y[i])
-    a0, a1, b0, b1 = a & m, a >> s, b & m, b >> s
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> s) + (p01 & m) + (p10 & m)
-    out[i] = p11 + (p01 >> s) + (p10 >> s) + (mid >> s)
+    out[i] = _umulhi64(np.uint64(x[i]), np.uint64(y[i]))
 
 
 @njit(**_J)
 def mulhi64(x, y, out):
   # signed: the unsigned high half minus the wrap-around corrections
-  m = np.uint64(0xFFFFFFFF)
-  s = np.uint64(32)
   for i in range(x.size):
     a, b = np.uint64(x[i]), np.uint64(y[i])
-    a0, a1, b0, b1 = a & m, a >> s, b & m, b >> s
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> s) + (p01 & m) + (p10 & m)
-    hi = p11 + (p01 >> s) + (p10 >> s) + (mid >> s)
+    hi = _umulhi64(a, b)
     if x[i] < 0:
       hi -= b
     if y[i] < 0:

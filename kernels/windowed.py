@@ -21,7 +21,14 @@ from kernels.reductions import _max, _min  # noqa: F401 (used by the generated k
 
 _J = dict(cache=True, nogil=True)
 
-# the outer-index odometer shared by every kernel: ``base`` walks the flat operand
+# the outer-index odometer shared by every kernel (``_HEAD`` sets it up, ``_STEP`` advances
+# it): ``n`` output positions, ``idx`` the outer index, ``base`` walks the flat operand
+_HEAD = """  nd = oshape.size
+  n = 1
+  for d in range(nd):
+    n *= oshape[d]
+  idx = np.zeros(nd, np.int64)"""
+
 _STEP = """
     d = nd - 1
     while d >= 0:
@@ -36,11 +43,7 @@ _STEP = """
 
 _REDUCE = """
 def {fn}(p, ostep, oshape, offs, C, z, out):
-  nd = oshape.size
-  n = 1
-  for d in range(nd):
-    n *= oshape[d]
-  idx = np.zeros(nd, np.int64)
+{head}
   base = 0
   for o in range(n):
     row = out[o * C:(o + 1) * C]
@@ -61,11 +64,7 @@ def {fn}(p, ostep, oshape, offs, C, z, out):
 # XLA's reduce-window skips the positions outside the (base-dilated) operand
 _GATHER = """
 def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
-  nd = oshape.size
-  n = 1
-  for d in range(nd):
-    n *= oshape[d]
-  idx = np.zeros(nd, np.int64)
+{head}
   best = np.empty(C, p.dtype)
   base = 0
   for o in range(n):
@@ -89,11 +88,7 @@ def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
 # first window element to start, as XLA's SelectAndScatter)
 _SCATTER = """
 def {fn}(src, p, ostep, oshape, offs, C, out):
-  nd = oshape.size
-  n = 1
-  for d in range(nd):
-    n *= oshape[d]
-  idx = np.zeros(nd, np.int64)
+{head}
   best = np.empty(C, p.dtype)
   at = np.empty(C, np.int64)
   base = 0
@@ -124,7 +119,7 @@ _EXPR = {"sum": "a + v", "max": "_max(a, v)", "min": "_min(a, v)"}
 
 def _build(template, fn, **fmt):
   ns = {"np": np, "_max": _max, "_min": _min, "__name__": __name__}
-  exec(compile(template.format(fn=fn, step=_STEP, **fmt), __file__, "exec"), ns)
+  exec(compile(template.format(fn=fn, head=_HEAD, step=_STEP, **fmt), __file__, "exec"), ns)
   f = ns[fn]
   f.__qualname__ = fn
   return njit(error_model="numpy", **_J)(f)

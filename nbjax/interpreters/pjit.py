@@ -43,6 +43,23 @@ MISS = object()  # a guarded run's answer to arguments of another signature
 _log = logging.getLogger("nbjax")
 
 
+def finish_sharded_run(src, env, shardings, out_avals, out_tree, filename):
+  """Ends a generated fast-path ``run`` whose ``o`` holds the output global arrays: each
+  becomes an Array placed by its sharding, returned as ``out_tree``; compiles the source and
+  returns ``run`` (pmap's and sharded jit's runners)."""
+  for i, (sh, a) in enumerate(zip(shardings, out_avals)):
+    env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
+    src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
+               f"r{i}._pmap = (_os{i}, None, o[{i}])")
+  body = tree_util.build_source(out_tree, "r{}".format, env)
+  if body is None:
+    env["_unflat"] = tree_util.unflattener(out_tree)
+    body = f"_unflat([{', '.join(f'r{i}' for i in range(len(out_avals)))}])"
+  src.append(f"  return {body}")
+  exec(compile("\n".join(src), filename, "exec"), env)
+  return env["run"]
+
+
 def stats():
   """Counters since process start: ``traces`` (jit stagings), ``lowerings``, ``fast_calls``
   (calls served by a signature key; calls served by the last signature's guarded run are

@@ -163,7 +163,7 @@ class _PmapExecutable:
     arrays (``Array._pmap = (PmapSharding, None, global)``) whose host value is gathered
     when first read. None where the signature needs the general path (an unmapped or
     non-leading mapped argument, an output on another axis)."""
-    from nbjax import dtypes, tree_util, xla
+    from nbjax import dtypes, xla
     from nbjax.config import config
     from nbjax.sharding import PmapSharding
     args_axes = self.in_axes[n_consts:]
@@ -223,17 +223,8 @@ class _PmapExecutable:
             f"    res = _xe.execute_sharded([{', '.join(ins)}], with_tokens=True)",
             "    res.consume_token().block_until_ready()",
             "  o = res.consume_with_handlers(_hs)"]
-    for i, (sh, a) in enumerate(zip(self.shardings, self.out_avals)):
-      env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
-      src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
-                 f"r{i}._pmap = (_os{i}, None, o[{i}])")
-    body = tree_util.build_source(out_tree, "r{}".format, env)
-    if body is None:
-      env["_unflat"] = tree_util.unflattener(out_tree)
-      body = f"_unflat([{', '.join(f'r{i}' for i in range(len(self.out_avals)))}])"
-    src.append(f"  return {body}")
-    exec(compile("\n".join(src), f"<nbjax.pmap {self.name} (fast path)>", "exec"), env)
-    return env["run"]
+    return pjit.finish_sharded_run(src, env, self.shardings, self.out_avals, out_tree,
+                                   f"<nbjax.pmap {self.name} (fast path)>")
 
 
 def runner(call_jaxpr, consts, out_tree, miss, *, axis_name, axis_size, devices, in_axes,

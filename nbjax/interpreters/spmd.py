@@ -456,7 +456,7 @@ class SpmdExecutable:
     ``config.trace_key``), whose jaxlib global array is passed as is. None where the
     outputs need the general path."""
     from nbjax.config import config
-    from nbjax.interpreters.pjit import MISS
+    from nbjax.interpreters.pjit import MISS, finish_sharded_run
     hs = self._outputs()
     if hs is None:
       return None
@@ -478,17 +478,8 @@ class SpmdExecutable:
               f"  {x} = p[2]",
               f"  if {x} is None or {x}.aval is not _a{i}: return _MISS"]
     src.append(f"  o = _exec([{', '.join(names)}]).consume_with_handlers(_hs)")
-    for i, (sh, a) in enumerate(zip(self.out_shs, self.out_avals)):
-      env[f"_os{i}"], env[f"_ow{i}"] = sh, a.weak_type
-      src.append(f"  r{i} = _new(_Array); r{i}._weak = _ow{i}; r{i}._buf = None; "
-                 f"r{i}._pmap = (_os{i}, None, o[{i}])")
-    body = tree_util.build_source(out_tree, "r{}".format, env)
-    if body is None:
-      env["_unflat"] = tree_util.unflattener(out_tree)
-      body = f"_unflat([{', '.join(f'r{i}' for i in range(len(self.out_shs)))}])"
-    src.append(f"  return {body}")
-    exec(compile("\n".join(src), "<nbjax.jit (sharded)>", "exec"), env)
-    return env["run"]
+    return finish_sharded_run(src, env, self.out_shs, self.out_avals, out_tree,
+                              "<nbjax.jit (sharded)>")
 
 
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -88,6 +88,20 @@ def _reduce_eager(*args, computation, jaxpr, dimensions):
   return [np.asarray(o).reshape(out_shape) for o in f(*zs, *[v[:, 0] for v in vs])]
 
 
+def _flat_operands(operands, init_values):
+  """The leaves of ``operands`` and ``init_values`` and their tree, with JAX's checks that the
+  two match (``reduce`` and ``reduce_window``)."""
+  flat_x, tree = tree_flatten(operands)
+  flat_z, ztree = tree_flatten(init_values)
+  if tree != ztree:
+    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
+                     f"{ztree}")
+  if len(flat_x) != len(flat_z):
+    raise ValueError(f"Must have same total number of operands as init_values:  "
+                     f"{len(flat_x)} vs. {len(flat_z)}")
+  return flat_x, flat_z, tree
+
+
 def _trace_reducer(computation, avals, n):
   def flat(*a):
     return list(computation(list(a[:n]), list(a[n:])))
@@ -107,15 +121,23 @@ def _bind_reduce(xs, inits, computation, dimensions, name=None):
 
 
 def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
+  return _reducer_jvp(primals, tangents, lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
+                      lambda ops, inits, comp: _bind_reduce(ops, inits, comp, dimensions, "jvp"))
+
+
+def _reducer_jvp(primals, tangents, f, bind):
+  """JVP of a reduction by the scalar reducer ``f``: ``bind(operands, inits, comp)`` reduces
+  the (primal, tangent) pairs with ``f``'s jvp as reducer. The init values' tangents start the
+  tangent fold (JAX accepts only symbolic zeros there). Shared by ``reduce_p`` and the generic
+  ``reduce_window_p``."""
   from nbjax import api
   n = len(primals) // 2
   xs, inits = primals[:n], primals[n:]
   inex = [i for i in range(n) if dtypes.is_inexact(get_aval(xs[i]).dtype)]
   txs = [ad.instantiate_zeros(tangents[i]) for i in inex]
   tz = [ad.instantiate_zeros(tangents[n + i]) for i in inex]
-  f = lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a)
 
-  def full(ts, ps):
+  def full(ts, ps):  # tangents of every operand: float0 zeros for the non-float ones
     it = iter(ts)
     return [next(it) if i in inex else np.zeros(np.shape(p), dtypes.float0)
             for i, p in enumerate(ps)]
@@ -124,15 +146,13 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
     pl, tl, pr, tr = left[:n], left[n:], right[:n], right[n:]
     po, to = api.jvp(f, (*pl, *pr), (*full(tl, pl), *full(tr, pr)))
     return [*po, *(to[i] for i in inex)]
-  outs = _bind_reduce([*xs, *txs], [*inits, *tz], comp, dimensions, "jvp")
+  outs = bind([*xs, *txs], [*inits, *tz], comp)
   it = iter(outs[n:])
   return outs[:n], [next(it) if i in inex else ad.Zero.from_primal_value(outs[i])
                     for i in range(n)]
 
 
 def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
-  from nbjax import api
-  lax = _lax()
   n = len(vals) // 2
   size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
   xs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[:n], dims[:n])]
@@ -140,10 +160,21 @@ def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
   if all(d is batching.not_mapped for d in dims[n:]):
     return reduce_p.bind(*xs, *vals[n:], computation=computation, jaxpr=jaxpr,
                          dimensions=dims2), [0] * n
-  # batched init values (JAX: NotImplementedError): reduce with a validity flag whose init is
-  # False, then fold each batch's init in front (the reducer is associative, as XLA's)
-  zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
-  f = lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a)
+  # batched init values (JAX: NotImplementedError)
+  return _fold_batched_inits(
+      xs, [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])],
+      lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
+      lambda ops, inits, comp: _bind_reduce(ops, inits, comp, dims2, "batched")), [0] * n
+
+
+def _fold_batched_inits(xs, zs, f, bind):
+  """Reduces ``xs`` (batch dim in front) with per-batch init values ``zs`` (JAX:
+  NotImplementedError): ``bind(operands, inits, comp)`` reduces with a validity flag whose init
+  is False, then each batch's init is folded in front (the reducer ``f`` is associative, as
+  XLA's). Shared by ``reduce_p`` and the generic ``reduce_window_p``."""
+  from nbjax import api
+  lax = _lax()
+  n = len(xs)
   flag = lax.broadcast_in_dim(np.bool_(True), get_aval(xs[0]).shape, ())
 
   def comp(left, right):
@@ -153,13 +184,13 @@ def _reduce_batch(vals, dims, *, computation, jaxpr, dimensions):
     return [lax.select(both, ci, lax.select(fa, ai, bi)) for ai, bi, ci in zip(a, b, c)] + [
         lax.bitwise_or(fa, fb)]
   dummies = [np.zeros((), get_aval(x).dtype) for x in xs]
-  *rs, ok = _bind_reduce([*xs, flag], [*dummies, np.bool_(False)], comp, dims2, "batched")
+  *rs, ok = bind([*xs, flag], [*dummies, np.bool_(False)], comp)
   oshape = get_aval(ok).shape
   m = int(np.prod(oshape, dtype=np.int64))
   flat = lambda v: lax.reshape(v, (m,))
   bz = [flat(lax.broadcast_in_dim(z, oshape, (0,))) for z in zs]
   folded = api.vmap(f)(*bz, *map(flat, rs))
-  return [lax.reshape(lax.select(flat(ok), c, z), oshape) for c, z in zip(folded, bz)], [0] * n
+  return [lax.reshape(lax.select(flat(ok), c, z), oshape) for c, z in zip(folded, bz)]
 
 
 def _reduce_samples(rng, dtype):
@@ -240,14 +271,7 @@ def reduce(operands, init_values, computation, dimensions):
     bitwise and/or/xor reducer and its identity as a concrete init uses the fast
     ``reduce_*`` primitives, as JAX.
   """
-  flat_x, tree = tree_flatten(operands)
-  flat_z, ztree = tree_flatten(init_values)
-  if tree != ztree:
-    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
-                     f"{ztree}")
-  if len(flat_x) != len(flat_z):
-    raise ValueError(f"Must have same total number of operands as init_values:  "
-                     f"{len(flat_x)} vs. {len(flat_z)}")
+  flat_x, flat_z, tree = _flat_operands(operands, init_values)
   dimensions = tuple(map(operator.index, dimensions))
   if len(flat_x) == 1:
     red = _monoid(computation, flat_z[0])

@@ -28,6 +28,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
+from nbjax.lax.other import _flat_operands, _fold_batched_inits, _reducer_jvp
 from nbjax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce_window", "reduce_window_p", "reduce_window_sum_p", "reduce_window_max_p",
@@ -439,15 +440,6 @@ def _select_and_gather_add_reference(t, x, *, select_prim, **wp):
   return acc
 
 
-def _select_and_gather_add_jvp(primals, tangents, *, select_prim, **wp):
-  t, x = primals
-  g = tangents[0]
-  out = select_and_gather_add_p.bind(t, x, select_prim=select_prim, **wp)
-  if type(g) is ad.Zero:
-    return out, ad.Zero.from_primal_value(out)
-  return out, select_and_gather_add_p.bind(g, x, select_prim=select_prim, **wp)
-
-
 def _select_and_gather_add_transpose(ct, t, x, *, select_prim, window_dimensions,
                                      window_strides, padding, base_dilation, window_dilation):
   assert ad.is_undefined_primal(t) and not ad.is_undefined_primal(x)
@@ -500,10 +492,12 @@ select_and_gather_add_p = Primitive("select_and_gather_add")
 registry.register(
     select_and_gather_add_p, family="windowed_reduction",
     impls={"numba": _select_and_gather_add_numba},
-    abstract_eval=_select_and_gather_add_abstract_eval, jvp=_select_and_gather_add_jvp,
+    abstract_eval=_select_and_gather_add_abstract_eval,
     transpose=_select_and_gather_add_transpose,
     meta=dict(dtypes=_FT, reference=_select_and_gather_add_reference,
               samples=_gather_samples, tol=_TOL))
+ad.defjvp(select_and_gather_add_p,
+          lambda g, t, x, **p: select_and_gather_add_p.bind(g, x, **p), None)
 select_and_gather_add_p.batch = _pair_batch(select_and_gather_add_p, _WPARAMS)
 
 
@@ -583,15 +577,6 @@ def _select_and_scatter_add_reference(s, x, *, select_prim, window_dimensions,
   return _unpad(out, x.shape, padding)
 
 
-def _select_and_scatter_add_jvp(primals, tangents, *, select_prim, **wp):
-  s, x = primals
-  g = tangents[0]
-  out = select_and_scatter_add_p.bind(s, x, select_prim=select_prim, **wp)
-  if type(g) is ad.Zero:
-    return out, ad.Zero.from_primal_value(out)
-  return out, select_and_scatter_add_p.bind(g, x, select_prim=select_prim, **wp)
-
-
 def _select_and_scatter_add_transpose(ct, s, x, *, select_prim, window_dimensions,
                                       window_strides, padding):
   assert ad.is_undefined_primal(s) and not ad.is_undefined_primal(x)
@@ -623,10 +608,12 @@ select_and_scatter_add_p = Primitive("select_and_scatter_add")
 registry.register(
     select_and_scatter_add_p, family="windowed_reduction",
     impls={"numba": _select_and_scatter_add_numba},
-    abstract_eval=_select_and_scatter_add_abstract_eval, jvp=_select_and_scatter_add_jvp,
+    abstract_eval=_select_and_scatter_add_abstract_eval,
     transpose=_select_and_scatter_add_transpose,
     meta=dict(dtypes=_FT, reference=_select_and_scatter_add_reference,
               samples=_scatter_samples, tol=_TOL))
+ad.defjvp(select_and_scatter_add_p,
+          lambda g, s, x, **p: select_and_scatter_add_p.bind(g, x, **p), None)
 select_and_scatter_add_p.batch = _pair_batch(select_and_scatter_add_p, _SPARAMS)
 
 
@@ -677,30 +664,8 @@ def _generic_eager(*args, jaxpr, consts, **wp):
 
 
 def _generic_jvp(primals, tangents, *, jaxpr, consts, **wp):
-  from nbjax import api
-  n = len(primals) // 2
-  xs, inits = primals[:n], primals[n:]
-  inex = [i for i in range(n) if dtypes.is_inexact(get_aval(xs[i]).dtype)]
-  txs = [ad.instantiate_zeros(tangents[i]) for i in inex]
-  # the init values' tangents start the tangent fold (JAX accepts only symbolic zeros there)
-  tz = [ad.instantiate_zeros(tangents[n + i]) for i in inex]
-  f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
-  m = len(inex)
-
-  def full(ts, ps):  # tangents of every operand: float0 zeros for the non-float ones
-    it = iter(ts)
-    return [next(it) if i in inex else np.zeros(np.shape(p), dtypes.float0)
-            for i, p in enumerate(ps)]
-
-  def comp(left, right):
-    pl, tl = left[:n], left[n:]
-    pr, tr = right[:n], right[n:]
-    po, to = api.jvp(f, (*pl, *pr), (*full(tl, pl), *full(tr, pr)))
-    return [*po, *(to[i] for i in inex)]
-  outs = _bind_generic([*xs, *txs], [*inits, *tz], comp, wp)
-  touts = iter(outs[n:n + m])
-  return outs[:n], [next(touts) if i in inex else ad.Zero.from_primal_value(outs[i])
-                    for i in range(n)]
+  return _reducer_jvp(primals, tangents, lambda *a: eval_jaxpr(jaxpr, consts, *a),
+                      lambda ops, inits, comp: _bind_generic(ops, inits, comp, wp))
 
 
 def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
@@ -710,32 +675,12 @@ def _generic_batch(vals, dims, *, jaxpr, consts, **wp):
   wp = _insert(wp, 0)
   if all(d is batching.not_mapped for d in dims[n:]):
     return reduce_window_p.bind(*xs, *vals[n:], jaxpr=jaxpr, consts=consts, **wp), [0] * n
-  # batched init values (JAX: NotImplementedError): reduce with a validity flag whose
-  # init is False, then fold each batch's init in front (the reducer is associative, as
-  # XLA requires; padding is skipped either way)
-  from nbjax import api
-  lax = _lax()
-  zs = [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])]
-  shape = get_aval(xs[0]).shape
-  flag = lax.broadcast_in_dim(np.bool_(True), shape, ())
-  f = lambda *a: eval_jaxpr(jaxpr, consts, *a)
-
-  def comp(left, right):
-    a, fa, b, fb = left[:n], left[n], right[:n], right[n]
-    c = f(*a, *b)
-    both = lax.bitwise_and(fa, fb)
-    return [lax.select(both, ci, lax.select(fa, ai, bi)) for ai, bi, ci in zip(a, b, c)] + [
-        lax.bitwise_or(fa, fb)]
-  dummies = [np.zeros((), get_aval(x).dtype) for x in xs]
-  *rs, ok = _bind_generic([*xs, flag], [*dummies, np.bool_(False)], comp, wp)
-  oshape = get_aval(ok).shape
-  m = int(np.prod(oshape))
-  flat = lambda v: lax.reshape(v, (m,))
-  bz = [flat(lax.broadcast_in_dim(z, oshape, (0,))) for z in zs]
-  folded = api.vmap(f)(*bz, *map(flat, rs))
-  okf = flat(ok)
-  outs = [lax.reshape(lax.select(okf, c, z), oshape) for c, z in zip(folded, bz)]
-  return outs, [0] * n
+  # batched init values (JAX: NotImplementedError): reduce with a validity flag, as reduce_p
+  # (padding is skipped either way)
+  return _fold_batched_inits(
+      xs, [batching.bdim_at_front(v, d, size) for v, d in zip(vals[n:], dims[n:])],
+      lambda *a: eval_jaxpr(jaxpr, consts, *a),
+      lambda ops, inits, comp: _bind_generic(ops, inits, comp, wp)), [0] * n
 
 
 def _generic_samples(rng, dtype):
@@ -824,14 +769,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     its identity as a concrete init value uses the ``reduce_window_{sum,max,min}``
     primitives, as JAX.
   """
-  flat_x, tree = tree_flatten(operand)
-  flat_z, ztree = tree_flatten(init_value)
-  if tree != ztree:
-    raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
-                     f"{ztree}")
-  if len(flat_x) != len(flat_z):
-    raise ValueError(f"Must have same total number of operands as init_values:  "
-                     f"{len(flat_x)} vs. {len(flat_z)}")
+  flat_x, flat_z, tree = _flat_operands(operand, init_value)
   if not flat_x:
     raise ValueError("reduce_window must have at least one operand.")
   wp = _canon(get_aval(flat_x[0]).shape, window_dimensions, window_strides, padding,
