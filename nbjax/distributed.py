@@ -5,7 +5,16 @@ here and asks ``xla.distributed_initialize`` to start jaxlib's coordination serv
 0) and connect this process's client; the PJRT CPU client created afterwards lists every
 process's devices (``nbjax.devices()``; ``local_devices()`` are this process's) and runs
 cross-process collectives with gloo over TCP. Sharded ``jit`` over a mesh of those devices
-then runs one SPMD program in every process (``interpreters/spmd.py``).
+then runs one SPMD program in every process (``interpreters/spmd.py``); ``shard_map`` over
+such a mesh runs each process's replicas on its own blocks (``interpreters/shard_map.py``).
+
+Failures: an uncaught exception in one process is raised in the others' waits on
+collectives (a RuntimeError naming it). A process that dies without a word (killed) is
+declared dead by the coordination service after ``heartbeat_timeout_seconds``, and the
+others' collectives then raise a RuntimeError naming it (``xla.wait_sharded``); those
+processes leave with status 1. A dead process 0 is the exception: the service dies with it,
+and jaxlib's client aborts every other process from C++ ("another task died"), at once; no
+Python hook exists for that in jaxlib 0.10 (``xla.distributed_initialize`` says why).
 """
 from __future__ import annotations
 
@@ -31,8 +40,8 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
     cluster_detection_method: only ``None``/``"deactivate"`` (no cluster auto-detection).
     initialization_timeout: seconds to wait for every process to connect.
     heartbeat_timeout_seconds: a process that sends no heartbeat for this long is declared
-      dead, and the coordination service then terminates every other process with a fatal
-      error naming the dead one (rather than leaving them waiting on it).
+      dead; the others' collectives then raise a RuntimeError naming it (rather than
+      waiting on it forever).
     shutdown_timeout_seconds: how long ``shutdown`` waits for the other processes.
     coordinator_bind_address: where process 0's service listens (default ``[::]:port``).
 

@@ -1044,7 +1044,8 @@ def backend_initialized():
 # client in each) and gloo TCP collectives for the CPU client's cross-process all-reduce etc.
 
 class _Dist:
-  __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed")
+  __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed",
+               "heartbeat_timeout", "shutdown_timeout", "dead", "stopping", "done")
 
 
 _dist = None
@@ -1053,10 +1054,20 @@ _dist = None
 def distributed_initialize(coordinator_address, num_processes, process_id, *, bind_address,
                            init_timeout, heartbeat_timeout, shutdown_timeout):
   """Start the coordination service (process 0) and connect this process's client; the CPU
-  client made afterwards spans every process's devices. The service declares a process
-  dead after ``heartbeat_timeout`` seconds without heartbeats and then terminates the
-  others (XLA's fatal error: "another task died"), so no process waits forever on a dead
-  peer."""
+  client made afterwards spans every process's devices.
+
+  A process that dies: the service declares it dead after ``heartbeat_timeout`` seconds
+  without heartbeats. By default it then tells every other client, whose error handler
+  aborts the process from C++ ("another task died"); jaxlib's only hook to replace that
+  handler, ``missed_heartbeat_callback``, cannot take a Python function (jaxlib 0.10: the
+  first call throws ``std::bad_cast`` on the agent's thread, ``std::terminate``). So the
+  service is made ``recoverable`` (it then keeps a task's death to itself) and a daemon
+  thread per process (``_watch``) asks it which processes are alive: a dead one is raised
+  in the waits on collectives (``wait_sharded``, PeerFailedError naming it). A dead process
+  0 takes the service with it: the others' clients then fail their next RPC (error polling:
+  at once) and abort from C++, the one case Python never gets control. A recoverable
+  service's shutdown waits for nobody: ``distributed_shutdown`` (also run at exit) meets
+  the others at a barrier first, and process 0 stops the service once they disconnected."""
   global _dist
   jl = ensure_jaxlib()
   with _lock:
@@ -1075,7 +1086,7 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
     if process_id == 0:
       d.service = jl._jax.get_distributed_runtime_service(
           bind_address, num_processes, heartbeat_timeout=heartbeat_timeout,
-          shutdown_timeout=shutdown_timeout)
+          shutdown_timeout=shutdown_timeout, recoverable=True)
     try:
       d.client = jl._jax.get_distributed_runtime_client(
           coordinator_address, process_id, init_timeout=init_timeout,
@@ -1086,9 +1097,35 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
       if d.service is not None:
         d.service.shutdown()
       raise
-    d.failed = None
+    d.failed = d.dead = None
+    d.done = 0
+    d.heartbeat_timeout, d.shutdown_timeout, d.stopping = (heartbeat_timeout,
+                                                           shutdown_timeout, False)
     _dist = d
     _install_failure_hooks()
+  threading.Thread(target=_watch, args=(d,), name="nbjax-distributed-watch",
+                   daemon=True).start()
+
+
+def _watch(d):
+  """Until ``distributed_shutdown``: ask the service which processes are alive. That call
+  returns once every live process asked (so every process runs this loop), without the
+  ones the service declared dead; the first of those is recorded in ``d.dead``."""
+  import time
+  ids = list(range(d.num_processes))
+  while not d.stopping:
+    try:
+      gone = [i for i in ids if i not in d.client.get_live_nodes(ids)]
+    except Exception as e:  # the service is gone: process 0 died (this one aborts soon)
+      gone = f"the coordination service is unreachable ({e})"
+    if d.stopping:
+      return
+    if gone:
+      d.dead = gone if isinstance(gone, str) else (
+          f"process {gone[0]} died (it sent no heartbeat to the coordination service for "
+          f"{d.heartbeat_timeout} s)")
+      return
+    time.sleep(0.25)
 
 
 def _collectives(_jax, impl):
@@ -1114,8 +1151,9 @@ _hooks_installed = False
 def _install_failure_hooks():
   """An uncaught exception in this process is published (``_FAILED_KEY``) for the others,
   whose waits on collectives then raise it (``wait_sharded``); a process that failed, or
-  saw another fail, leaves at exit without the runtime's shutdown (its collectives can
-  never finish: waiting for them would hang until the heartbeat timeout)."""
+  saw another fail or die, leaves at exit without the runtime's shutdown (its collectives
+  can never finish: waiting for them would hang until the heartbeat timeout), with status
+  1; any other leaves through ``distributed_shutdown``."""
   global _hooks_installed
   if _hooks_installed:
     return
@@ -1128,23 +1166,28 @@ def _install_failure_hooks():
     if d is not None and not issubclass(tp, PeerFailedError):
       d.failed = f"process {d.process_id} failed with {tp.__name__}: {e}"
       try:
-        d.client.key_value_set(_FAILED_KEY, d.failed, allow_overwrite=True)
+        d.client.key_value_set(_FAILED_KEY, f"{d.done} {d.failed}", allow_overwrite=True)
       except Exception:
         pass
     prev(tp, e, tb)
 
   def leave():
     d = _dist
-    if d is not None and d.failed is not None:
-      if d.service is not None and d.failed.startswith(f"process {d.process_id} "):
-        import time  # the service goes with this process: let the others read why first
-        time.sleep(2.0)
-      for f in (sys.stdout, sys.stderr):
-        try:
-          f.flush()
-        except Exception:
-          pass
-      os._exit(1)
+    if d is None:
+      return
+    if d.failed is None and d.dead is None:
+      return distributed_shutdown()  # (a recoverable client's destructor waits for nobody)
+    if d.failed is None:
+      print(f"nbjax.distributed: {d.dead}", file=sys.stderr)
+    elif d.service is not None and d.failed.startswith(f"process {d.process_id} "):
+      import time  # the service goes with this process: let the others read why first
+      time.sleep(2.0)
+    for f in (sys.stdout, sys.stderr):
+      try:
+        f.flush()
+      except Exception:
+        pass
+    os._exit(1)
 
   sys.excepthook = hook
   atexit.register(leave)
@@ -1155,33 +1198,41 @@ class PeerFailedError(RuntimeError):
 
 
 def peer_failure():
-  """The failure another process published (a message), or None."""
+  """The failure another process published: ``(runs it completed, message)``, or None."""
   d = _dist
   if d is None:
     return None
   try:
-    return d.client.key_value_try_get(_FAILED_KEY)
+    done, msg = d.client.key_value_try_get(_FAILED_KEY).split(" ", 1)
   except Exception:  # NOT_FOUND: nobody failed
     return None
+  return int(done), msg
 
 
 def wait_sharded(bufs):
-  """Wait for this process's output buffers of a run spanning processes, checking every
-  ~0.1 s that no other process failed (then raise PeerFailedError, naming it, instead of
-  waiting forever on a collective it will never join). A process that dies without a
-  Python exception is caught by the coordination service's heartbeat timeout instead."""
+  """Wait for this process's output buffers of a run spanning processes, checking that no
+  other process failed (a Python exception it published, every ~0.1 s; a death ``_watch``
+  saw) and else raising PeerFailedError, naming it, instead of waiting forever on a
+  collective it will never join. Every process counts the runs it completed (``done``): a
+  run the failed process had completed still completes here (it is only slower here)."""
   import time
-  d, delay, waited = _dist, 1e-5, 0.0
+  d, delay, waited, late = _dist, 1e-5, 0.0, None
   while not all(b.is_ready() for b in bufs):
     time.sleep(delay)
     waited += delay
     delay = min(delay * 2, 0.02)
-    if waited >= 0.1:
-      waited, msg = 0.0, peer_failure()
-      if msg is not None:
-        d.failed = msg
-        raise PeerFailedError(f"{msg}; this process's computation (a collective across "
-                              "processes) cannot complete")
+    msg = d.dead
+    if msg is None and waited >= 0.1:
+      waited, got = 0.0, peer_failure()
+      if got is not None and (got[0] <= d.done or late is not None and time.monotonic() > late):
+        msg = got[1]
+      elif got is not None and late is None:  # (runs over fewer processes: counts differ)
+        late = time.monotonic() + 10.0
+    if msg is not None:
+      d.failed = msg
+      raise PeerFailedError(f"{msg}; this process's computation (a collective across "
+                            "processes) cannot complete")
+  d.done += 1
 
 
 def distributed_shutdown():
@@ -1192,11 +1243,41 @@ def distributed_shutdown():
     d, _dist = _dist, None
   if d is None:
     return
-  try:
-    d.client.shutdown()
+  import time
+  end = time.monotonic() + d.shutdown_timeout
+  try:  # a recoverable service's shutdown waits for nobody: every process meets here first
+    _barrier(d, "nbjax/shutdown", end)
   finally:
-    if d.service is not None:
-      d.service.shutdown()
+    d.stopping = True
+    try:
+      if d.service is not None:  # it goes with this process: once the others disconnected
+        ids = list(range(d.num_processes))
+        while len(d.client.get_live_nodes(ids)) > 1 and time.monotonic() < end:
+          time.sleep(0.01)
+      d.client.shutdown()
+    finally:
+      if d.service is not None:
+        d.service.shutdown()
+
+
+def _barrier(d, name, end):
+  """Every live process calls this with ``name`` (until ``end``); returns early when one
+  was seen dead."""
+  import time
+  err = []
+
+  def wait():
+    try:
+      d.client.wait_at_barrier(name, max(1, int((end - time.monotonic()) * 1000)))
+    except Exception as e:
+      err.append(e)
+
+  t = threading.Thread(target=wait, name="nbjax-distributed-barrier", daemon=True)
+  t.start()
+  while t.is_alive() and d.dead is None:
+    t.join(0.05)
+  if err and d.dead is None:
+    raise err[0]
 
 
 def distributed_state():
@@ -1214,13 +1295,17 @@ class Replicated:
   ``devices[i]``), ``main`` taking ``(1, *shape)`` for a mapped input (``in_specs``: ``(shape,
   dtype, mapped)`` of its per-device value) and the whole value for a replicated one.
   ``run(host_arrays)``: a mapped input comes with its mapped axis first (size n), is split
-  into n rows, one per device; returns ``[output][replica]`` jaxlib single-device arrays."""
+  into n rows, one per device; returns ``[output][replica]`` jaxlib single-device arrays.
+  ``devices`` may span several processes (``nbjax.distributed``): each process runs the
+  replicas of its own devices (``local``, in ``devices`` order), a mapped input holds their
+  rows only, and the replicas' collectives cross processes (gloo)."""
 
   def __init__(self, module, devices, in_specs, *, name=None):
     jl = ensure_jaxlib()
     xc, rt = jl.xc, _runtime()
     n = len(devices)
     self.name, self.n, self.devs = name, n, list(devices)
+    self.local = [d for d in devices if d in rt.local_devs]
     text = module if isinstance(module, str) else str(module)
     key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices))
     exe = _mem_cache.get(key)
@@ -1247,14 +1332,22 @@ class Replicated:
     self._bdp, self._sem = rt.bdp, rt.copy
 
   def run(self, args):
-    n, devs, bdp, sem = self.n, self.devs, self._bdp, self._sem
+    devs, bdp, sem = self.local, self._bdp, self._sem
+    n = len(devs)
     bufs = []
     for x, (av, sh, dt, mapped) in zip(args, self._ins):
       x = np.asarray(x, dtype=dt, order="C")
-      if x.shape != av.shape:
-        raise ValueError(f"{self.name}: expected an input of shape {av.shape}, got {x.shape}")
+      want = (n, *av.shape[1:]) if mapped else av.shape
+      if x.shape != want:
+        raise ValueError(f"{self.name}: expected an input of shape {want}, got {x.shape}")
       bufs.append(bdp(av, sh, [x[i:i + 1] for i in range(n)] if mapped else [x] * n, devs,
                       True, False, sem, True))
+    if n < self.n:  # other processes run the other replicas: wait watching for their failure
+      with _replicated_lock:
+        res = self._exe.execute_sharded(bufs, with_tokens=True)
+        out = res.disassemble_into_single_device_arrays()
+        wait_sharded([b for bs in out for b in bs])
+      return out
     # One replicated run at a time, waited for: runs left in flight (several calls, threads)
     # take XLA's shared CPU thread pool with replicas parked at a collective's rendezvous,
     # while the replicas they wait for queue behind them: a deadlock XLA ends by aborting.

@@ -5,10 +5,12 @@ and they meet through nbjax's
 distributed runtime on 127.0.0.1:PORT. Each check compares against NumPy in EVERY process and
 prints ``OK <name>``; any failure raises (the process exits nonzero).
 
-Modes: ``main`` (all cases), ``die`` (process 1 leaves early; process 0 must be stopped, not
-hang), ``errors`` (initialize's argument and ordering errors, one process, no peers).
+Modes: ``main`` (all cases), ``shard_map`` (that case alone), ``die``/``die0`` (process 1/0
+leaves early; the other must be stopped, not hang), ``raise``/``raise0`` (process 1/0 raises),
+``errors`` (initialize's argument and ordering errors, one process, no peers).
 """
 import os
+import signal
 import sys
 import time
 
@@ -82,8 +84,6 @@ def case_psum(pid, n):
   r = nbjax.device_put(xs, NamedSharding(mesh, P()))  # resharded by XLA: now whole here
   np.testing.assert_array_equal(np.asarray(r), x)
   expect(RuntimeError, "spans non-addressable", lambda: xs + 1.0)  # eager: no host value here
-  expect(NotImplementedError, "spans several processes",
-         nbjax.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P("x")), xs)
   total = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))(xs)
   assert float(total) == x.sum() == 28.0, total
   # process-local data only: the sum needs the other process's half
@@ -106,6 +106,57 @@ def case_psum(pid, n):
   col = nbjax.jit(lambda v: v.sum(0), out_shardings=NamedSharding(m2, P()))(aa)
   np.testing.assert_allclose(np.asarray(col), a.sum(0))
   ok("psum")
+
+
+def case_shard_map(pid, n):
+  lax = nbjax.lax
+  devs = nbjax.devices()
+  mesh = Mesh(np.array(devs), ("x",))  # 2n devices; "x" crosses processes
+  x = np.arange(4.0 * n)
+  # the same host value in every process; each runs its own devices' blocks
+  total = nbjax.shard_map(lambda v: lax.psum(v, "x"), mesh=mesh, in_specs=P("x"),
+                          out_specs=P())(x)
+  np.testing.assert_array_equal(np.asarray(total), x.reshape(2 * n, 2).sum(0))
+  assert total.sharding == NamedSharding(mesh, P())
+  # a global Array of process-local data in, a sharded one out
+  local = np.arange(4.0) + 10 * pid
+  g = nbjax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), local)
+  want = np.concatenate([np.arange(4.0) + 10 * p for p in range(n)])
+  blocks = want.reshape(2 * n, 2)
+
+  def body(v):
+    return v * 2.0 + lax.axis_index("x") + lax.psum(v, "x"), lax.pmax(v, "x")
+
+  y, mx = nbjax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=(P("x"), P()))(g)
+  ref = np.concatenate([b * 2.0 + i + blocks.sum(0) for i, b in enumerate(blocks)])
+  assert y.shape == (4 * n,) and not y.is_fully_addressable
+  assert y.sharding == NamedSharding(mesh, P("x"))
+  for s in y.addressable_shards:
+    assert s.device.process_index == pid
+    np.testing.assert_array_equal(np.asarray(s.data), ref[s.index])
+  np.testing.assert_array_equal(multihost_utils.process_allgather(y), ref)
+  np.testing.assert_array_equal(np.asarray(mx), blocks.max(0))
+  # ppermute around the ring: every block moves to the next device, across processes
+  ring = [(i, (i + 1) % (2 * n)) for i in range(2 * n)]
+  r = nbjax.shard_map(lambda v: lax.ppermute(v, "x", ring), mesh=mesh, in_specs=P("x"),
+                      out_specs=P("x"))(g)
+  np.testing.assert_array_equal(multihost_utils.process_allgather(r),
+                                np.roll(blocks, 1, 0).ravel())
+  # a 2-d mesh: "p" crosses processes, "d" stays within one
+  m2 = Mesh(np.array(devs).reshape(n, 2), ("p", "d"))
+  a = np.arange(24.0).reshape(4, 6)
+  sp, sd = nbjax.shard_map(lambda v: (lax.psum(v, "p"), lax.psum(v, "d")), mesh=m2,
+                           in_specs=P("p", "d"), out_specs=(P(None, "d"), P("p")))(a)
+  bl = a.reshape(n, 4 // n, 2, 3).transpose(0, 2, 1, 3)  # [p][d] blocks
+  np.testing.assert_array_equal(multihost_utils.process_allgather(sp),
+                                np.concatenate(list(bl.sum(0)), 1))
+  np.testing.assert_array_equal(multihost_utils.process_allgather(sd),
+                                np.concatenate(list(bl.sum(1)), 0))
+  # under jit: the shard_map runs as its own program
+  jf = nbjax.jit(nbjax.shard_map(lambda v: lax.psum(v * v, "x"), mesh=mesh,
+                                 in_specs=P("x"), out_specs=P()))
+  np.testing.assert_array_equal(np.asarray(jf(g)), (blocks ** 2).sum(0))
+  ok("shard_map")
 
 
 def _mlp_numpy(params, x, y, lr):
@@ -212,6 +263,7 @@ def main(pid, n, port):
   case_topology(pid, n)
   expect(RuntimeError, "must be called before any JAX calls", init, pid, n, port)
   case_psum(pid, n)
+  case_shard_map(pid, n)
   case_mlp(pid, n)
   case_multihost_utils(pid, n)
   nbjax.distributed.shutdown()
@@ -221,10 +273,11 @@ def main(pid, n, port):
 
 
 def die(pid, n, port, dying=1):
-  """Process ``dying`` exits (no shutdown) after the first collective; the others go on to
+  """Process ``dying`` is killed (SIGKILL) after the first collective; the others go on to
   the next one, which can never complete: the coordination service sees the heartbeats
-  stop (or, when the coordinator itself died, the clients lose it) and stops them with an
-  error naming the dead task."""
+  stop, and the survivors' collectives raise a RuntimeError naming the dead process (so
+  does every later one); they then exit with status 1. When the coordinator itself died,
+  the clients lose the service and jaxlib aborts them from C++ ("another task died")."""
   init(pid, n, port)
   mesh = Mesh(np.array(nbjax.devices()), ("x",))
   f = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))
@@ -232,12 +285,15 @@ def die(pid, n, port, dying=1):
   assert float(f(x)) == 2.0 * n
   print("first collective done", flush=True)
   if pid == dying:
-    os._exit(0)
+    os.kill(os.getpid(), signal.SIGKILL)  # killed: no exit handler, no word to anyone
   time.sleep(0.5)
   print("waiting", time.monotonic(), flush=True)
-  f(x).block_until_ready()
-  multihost_utils.sync_global_devices("never")
-  print("UNREACHABLE", flush=True)
+  t0 = time.monotonic()
+  expect(RuntimeError, f"process {dying} died (it sent no heartbeat to the coordination "
+         "service for 3 s); this process's computation", f, x)
+  print(f"OK peer died, raised after {time.monotonic() - t0:.1f} s", flush=True)
+  expect(RuntimeError, f"process {dying} died", multihost_utils.sync_global_devices, "never")
+  print("OK later collectives raise", flush=True)
 
 
 def peer_raises(pid, n, port, failing=1):
@@ -284,5 +340,5 @@ if __name__ == "__main__":
     errors(int(sys.argv[2]))
   else:
     pid, n, port = map(int, sys.argv[2:5])
-    {"main": main, "die": die, "die0": lambda *a: die(*a, dying=0),
+    {"main": main, "shard_map": lambda *a: (init(*a), case_shard_map(*a[:2])), "die": die, "die0": lambda *a: die(*a, dying=0),
      "raise": peer_raises, "raise0": lambda *a: peer_raises(*a, failing=0)}[mode](pid, n, port)

@@ -15,7 +15,11 @@ over it, as JAX does). Results keep their per-device buffers (``NamedSharding(me
 out_spec)``). Rules: jvp is the jvp of the body; partial eval splits the body (residuals
 leave per device); transpose is JAX's unchecked rule (see ``_transpose``); batching adds an
 unsplit axis to the blocks. Inside ``jit`` or ``pmap`` it lowers inline in the enclosing
-replicated program (``_lowering``, ``pxla.ReplicatedJit``).
+replicated program (``_lowering``, ``pxla.ReplicatedJit``). A mesh spanning several
+processes (``nbjax.distributed``): every process compiles the same program over all the
+mesh's devices and runs the replicas of its own on its blocks (``_Exe._run_processes``;
+collectives cross processes through gloo); the outputs are global Arrays. Inside ``jit``
+such a shard_map runs as its own program (``pjit._Interpreted``), not inline.
 """
 from __future__ import annotations
 
@@ -83,6 +87,8 @@ class _Exe:
 
   def run(self, args, mesh, in_specs, out_specs, out_avals):
     from nbjax import xla
+    if mesh.is_multi_process:
+      return self._run_processes(args, mesh, in_specs, out_specs, out_avals)
     host = []
     for x, s in zip(args, in_specs):
       v = x._value if type(x) is Array else np.asarray(x)
@@ -101,6 +107,29 @@ class _Exe:
       outs.append(o)
     return outs
 
+  def _run_processes(self, args, mesh, in_specs, out_specs, out_avals):
+    """Several processes: each puts every input on ``NamedSharding(mesh, in_spec)`` (a value
+    given in every process, or a global Array, resharded by XLA where laid out otherwise),
+    runs the replicas of its own devices on its blocks, and gets back global Arrays of its
+    output blocks."""
+    from nbjax import xla
+    from nbjax.interpreters import spmd
+    local = self.rep.local
+    host = []
+    for x, s in zip(args, in_specs):
+      blocks = {sh.device: sh.data for sh in
+                spmd.put(x, NamedSharding(mesh, s)).addressable_shards}
+      host.append(np.stack([np.asarray(blocks[d]) for d in local]))
+    outs = []
+    for bufs, s, a in zip(self.rep.run(host), out_specs, out_avals):
+      sh = NamedSharding(mesh, s)
+      mine = dict(zip(local, bufs))
+      block = sh.shard_shape(a.shape)
+      outs.append(spmd.from_pieces(a.shape, a.dtype, sh,
+                                   [xla._to_numpy(mine[d]).reshape(block)
+                                    for d in spmd.local_devices(sh)], a.weak_type))
+    return outs
+
 
 def _impl(*args, jaxpr, mesh, in_specs, out_specs, name, **_):
   per = _compiled.get(jaxpr)
@@ -108,11 +137,6 @@ def _impl(*args, jaxpr, mesh, in_specs, out_specs, name, **_):
     per = _compiled[jaxpr] = {}
   exe = per.get(mesh)
   if exe is None:
-    if mesh.is_multi_process:
-      raise NotImplementedError(
-          f"nbjax's shard_map runs on one process's devices; mesh {mesh} spans several "
-          "processes: use jit with in_shardings/out_shardings over it (XLA partitions the "
-          "program and its collectives cross processes)")
     exe = per[mesh] = _Exe(jaxpr, mesh, name)
   out_avals = _abstract_eval(*[core.get_aval(x) for x in args], jaxpr=jaxpr, mesh=mesh,
                              in_specs=in_specs, out_specs=out_specs)
@@ -270,6 +294,9 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, name, **_):
   slices its block of every input by its mesh coordinates and gathers the outputs' blocks
   back (``all_gather`` per named axis, minor first)."""
   from nbjax.interpreters import pxla
+  if mesh.is_multi_process:  # (pjit._Interpreted then runs it as its own program: _impl)
+    raise NotImplementedError(f"shard_map ({name}) over a mesh spanning several processes "
+                              "does not lower inside a replicated program")
   lax, size = _lax(), mesh.shape
 
   def slice_in(i, x):
