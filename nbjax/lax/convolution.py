@@ -30,6 +30,7 @@ import numpy as np
 
 from kernels import convolution as K
 from nbjax import dtypes, registry
+from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad
 from nbjax.lax.linalg import _canon_precision, _rand
@@ -379,11 +380,13 @@ def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilat
   step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * cols)))
   out = np.zeros((N, *ext(osp), O), cd)
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
+  zbuf = _scratch((step * per_n, cols), cd)
   for n0 in range(0, N, step):
     n1 = min(N, n0 + step)
     xs = x2[n0 * per_n:n1 * per_n]
     # one input channel: the products are an outer product (BLAS's k=1 gemm is ~7x slower)
-    z = np.multiply(xs, w) if C == 1 and cd.kind != "c" else xs @ w
+    z = zbuf[:len(xs)]
+    (np.multiply if C == 1 and cd.kind != "c" else np.matmul)(xs, w, out=z)
     K.col2im_cl(z, n0, *ext(sp), *ext(window_strides), *ext(ksp), *ext(rhs_dilation),
                 *ext(lhs_dilation), *lo, out)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
@@ -436,7 +439,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   if how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
     per_c, kp = math.prod(ksp), math.prod(osp) * C
     step = max(1, min(N, _PATCH_BUDGET // max(1, per_c * kp)))
-    patches = np.empty((1, step * per_c, kp), cd)
+    patches = _scratch((1, step * per_c, kp), cd)
     out = None
     for c0 in range(0, N, step):
       c1 = min(N, c0 + step)
@@ -451,8 +454,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
     per_n, kcols = math.prod(osp), math.prod(ksp) * Cg
     step = max(1, min(Nb, _PATCH_BUDGET // max(1, per_n * kcols * G)))
-    out = np.empty((Nb * per_n, O), cd)
-    patches = np.empty((G, step * per_n, kcols), cd)
+    out = _scratch((Nb * per_n, O), cd)
+    patches = _scratch((G, step * per_n, kcols), cd)
     for gb in range(Gb):  # batch group gb: lhs batch entries [gb * Nb, (gb + 1) * Nb)
       for n0 in range(0, Nb, step):
         n1 = min(Nb, n0 + step)
@@ -704,7 +707,9 @@ registry.register(
               note="numba im2col (channels-last, channels-first or batch/feature-swapped "
                    "patches) or col2im (gemm, then numba scatter-add: fewer output than input "
                    "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS, "
-                   "both cores), per group; the strategy moving the least memory"))
+                   "both cores), per group; the strategy moving the least memory (NHWC/HWIO, "
+                   "stride 1: forward channels-last im2col + one gemm, input gradient col2im, "
+                   "kernel gradient swapped im2col + one gemm); scratch from the buffer pool"))
 ad.defbilinear(conv_general_dilated_p, _conv_transpose_lhs, _conv_transpose_rhs)
 
 
