@@ -13,7 +13,8 @@ reads longer contiguous runs:
 
 Both write ``out[g, row, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running over
 ``(n, o0, o1, o2)``, copying runs through slices of flat views (``_copy``: loops LLVM
-vectorizes). Callers allocate outputs. Imports numba and numpy only.
+vectorizes). ``col2im_cl`` and ``shift_sum`` add gemm products into outputs. Callers
+allocate outputs. Imports numba and numpy only.
 """
 from numba import njit
 
@@ -109,3 +110,20 @@ def col2im_cl(z, n0, P0, P1, P2, s0, s1, s2, k0, k1, k2, d0, d1, d2, l0, l1, l2,
           acc, add = of[dst:dst + O], zf[src:src + O]
           for q in range(O):
             acc[q] += add[q]
+
+
+@njit(**_J)
+def shift_sum(z, P, k, s, d, out):
+  """``out[line, q] = sum over t < k of z[line * P + q * s + t * d, t * O:(t + 1) * O]``: the
+  products of every position of a line with each of ``k`` taps (one gemm) summed into the
+  outputs (stride ``s``, dilation ``d``) of ``out[line, q, o]``."""
+  lines, Q, O = out.shape
+  for line in range(lines):
+    for q in range(Q):
+      acc = out[line, q]
+      r = line * P + q * s
+      _copy(acc, z[r, 0:O])
+      for t in range(1, k):
+        add = z[r + t * d, t * O:(t + 1) * O]
+        for i in range(O):
+          acc[i] += add[i]
