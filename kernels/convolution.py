@@ -75,7 +75,10 @@ def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
           for j in range(k1):
             base = (((n * C + g * Cg + ch) * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 \
                 + c * s2
-            _copy(o[dst:dst + k2], x[base:base + (k2 - 1) * d2 + 1:d2])
+            if d2 == 1:  # a contiguous view: the copy vectorizes
+              _copy(o[dst:dst + k2], x[base:base + k2])
+            else:
+              _copy(o[dst:dst + k2], x[base:base + (k2 - 1) * d2 + 1:d2])
             dst += k2
 
 
