@@ -434,13 +434,10 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
     sp_axes, cl = tuple(range(1, nsp + 1)), True
-  elif how == "cl":
+  elif how in ("cl", "rows"):  # rows: w ((taps but the last axis', c), (last axis' taps, o))
     x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-    w = rhs.transpose((*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
-    sp_axes, cl = tuple(range(1, nsp + 1)), True
-  elif how == "rows":  # w: ((taps but the last axis', c), (last axis' taps, o))
-    x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-    w = rhs.transpose((*rhs_spec[2:-1], rhs_spec[1], rhs_spec[-1], rhs_spec[0]))
+    w = rhs.transpose((*rhs_spec[2:-1], rhs_spec[1], rhs_spec[-1], rhs_spec[0]) if how == "rows"
+                      else (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
     sp_axes, cl = tuple(range(1, nsp + 1)), True
   else:
     x = lhs.transpose((lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
@@ -450,12 +447,12 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   N, C = x.shape[0], x.shape[-1 if cl else 1]
   x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:] if cl else
                                      x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:]))
+  w = w.astype(cd, copy=False).reshape(-1, (ksp[-1] if how == "rows" else 1) * O)
   if how == "rows":  # im2col of all axes but the last, every position of that one a row;
     # one gemm gives each row times each tap of the last axis; a shifted sum adds them up
     (k0, k1, k2), (s0, s1, s2), (d0, d1, d2), (o0, o1, o2) = map(
         ext, (ksp, window_strides, rhs_dilation, osp))
     P2 = x.shape[3]
-    w = w.astype(cd, copy=False).reshape(-1, k2 * O)
     per_n, lines, kcols = o0 * o1 * P2, o0 * o1, k0 * k1 * C
     step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * max(kcols, k2 * O))))
     out = _scratch((N * lines, o2, O), cd)
@@ -468,12 +465,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
       K.shift_sum(z, P2, k2, s2, d2, out[n0 * lines:n1 * lines])
     z = out.reshape((N, *osp, O))
     order = (out_spec[0], *out_spec[2:], out_spec[1])
-    z = z.transpose(np.argsort(order))
-    if od == np.bool_:
-      return np.ascontiguousarray(z != 0)
-    return np.ascontiguousarray(z, dtype=od)
-  w = w.astype(cd, copy=False).reshape(-1, O)
-  if how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
+  elif how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
     per_c, kp = math.prod(ksp), math.prod(osp) * C
     step = max(1, min(N, _PATCH_BUDGET // max(1, per_c * kp)))
     patches = _scratch((1, step * per_c, kp), cd)
