@@ -12,7 +12,8 @@ reads longer contiguous runs:
   runs of ``k2`` (single elements with dilation).
 
 Both write ``out[g, row, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running over
-``(n, o0, o1, o2)``, copying runs through flat views (loops LLVM vectorizes). Callers
+``(n, o0, o1, o2)``, copying runs through slices of flat views (``_copy``: loops LLVM
+vectorizes). ``col2im_cl`` and ``shift_sum`` add gemm products into outputs. Callers
 allocate outputs. Imports numba and numpy only.
 """
 from numba import njit
@@ -31,6 +32,14 @@ def _unravel_row(r, m0, m1, m2):
 
 
 @njit(**_J)
+def _copy(dst, src):
+  """``dst[:] = src`` through views: indices from 0 need no wraparound checks, so the loop
+  vectorizes (``o[dst + q]`` with a computed ``dst`` does not: 1.5x slower gathers)."""
+  for q in range(dst.size):
+    dst[q] = src[q]
+
+
+@njit(**_J)
 def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
   N, P0, P1, P2, C = xp.shape
   G, R, L = out.shape
@@ -45,16 +54,9 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
       for i in range(k0):
         for j in range(k1):
           base = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + c * s2) * C + g * Cg
-          if run == k2 * C:
-            for q in range(run):
-              o[dst + q] = x[base + q]
+          for k in range(k2 * Cg // run):
+            _copy(o[dst:dst + run], x[base + k * d2 * C:base + k * d2 * C + run])
             dst += run
-          else:
-            for k in range(k2):
-              src = base + k * d2 * C
-              for q in range(Cg):
-                o[dst + q] = x[src + q]
-              dst += Cg
 
 
 @njit(**_J)
@@ -73,14 +75,11 @@ def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
           for j in range(k1):
             base = (((n * C + g * Cg + ch) * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 \
                 + c * s2
-            if d2 == 1:
-              for q in range(k2):
-                o[dst + q] = x[base + q]
+            if d2 == 1:  # a contiguous view: the copy vectorizes
+              _copy(o[dst:dst + k2], x[base:base + k2])
             else:
-              for q in range(k2):
-                o[dst + q] = x[base + q * d2]
+              _copy(o[dst:dst + k2], x[base:base + (k2 - 1) * d2 + 1:d2])
             dst += k2
-
 
 
 @njit(**_J)
@@ -111,5 +110,23 @@ def col2im_cl(z, n0, P0, P1, P2, s0, s1, s2, k0, k1, k2, d0, d1, d2, l0, l1, l2,
             continue
           dst = (((n * Q0 + e0 // s0) * Q1 + e1 // s1) * Q2 + e2 // s2) * O
           src = r * L + ((i * k1 + j) * k2 + k) * O
+          acc, add = of[dst:dst + O], zf[src:src + O]
           for q in range(O):
-            of[dst + q] += zf[src + q]
+            acc[q] += add[q]
+
+
+@njit(**_J)
+def shift_sum(z, P, k, s, d, out):
+  """``out[line, q] = sum over t < k of z[line * P + q * s + t * d, t * O:(t + 1) * O]``: the
+  products of every position of a line with each of ``k`` taps (one gemm) summed into the
+  outputs (stride ``s``, dilation ``d``) of ``out[line, q, o]``."""
+  lines, Q, O = out.shape
+  for line in range(lines):
+    for q in range(Q):
+      acc = out[line, q]
+      r = line * P + q * s
+      _copy(acc, z[r, 0:O])
+      for t in range(1, k):
+        add = z[r + t * d, t * O:(t + 1) * O]
+        for i in range(O):
+          acc[i] += add[i]

@@ -11,7 +11,8 @@ from ``kernels.convolution`` (im2col: channels-last, channels-first or batch/fea
 patches) and multiplies the patches with the kernel in one BLAS gemm per group (NumPy's
 matmul: OpenBLAS on both cores), or multiplies the input as it is with every tap and sums
 the products into the outputs (col2im), in chunks that bound the scratch memory; the
-strategy is the one moving the least memory. Under
+strategy is the one moving the least memory, except that a gemm with under 32 columns is
+widened by stacking the last spatial axis' taps into its columns (``'rows'``). Under
 ``jit`` it lowers to ``stablehlo.convolution``. The primitive is bilinear: its jvp applies it
 to each tangent, and its transposes are JAX's (the input gradient is a convolution of the
 cotangent with the spatially reversed kernel, lhs-dilated by the strides; the kernel
@@ -30,6 +31,7 @@ import numpy as np
 
 from kernels import convolution as K
 from nbjax import dtypes, registry
+from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad
 from nbjax.lax.linalg import _canon_precision, _rand
@@ -327,14 +329,19 @@ def _moved(a_shape, perm):
   return 0 if tuple(perm) == tuple(range(len(perm))) else math.prod(a_shape)
 
 
-def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, G, Gb):
+def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, lhs_dilation,
+              G, Gb):
   """How to run a convolution, the one moving the least memory (patch elements written and
   read, a contiguous run of a gather costing 8 more, the operands' and the output's
   transposes): im2col with ``'cl'`` (channels last) or ``'cf'`` (channels first) patches,
   ``'swap'`` (batch and feature roles exchanged, windows and outputs too: a kernel
   gradient, whose patches are the forward im2col of the input), or ``'col2im'`` (the gemm
   on the input as it is, its products summed into the outputs: fewer output than input
-  features, or an input dilated by strides, as in an input gradient)."""
+  features, or an input dilated by strides, as in an input gradient). ``'rows'`` replaces
+  ``'cl'``/``'col2im'`` where their gemm would be narrow (fewer than 32 output features) and
+  stacking the last axis' taps into the gemm's columns widens it: OpenBLAS runs
+  (25088, 96) @ (96, 48) in 0.55x the time of (25088, 32) @ (32, 144), the same flops
+  (an input gradient 32 -> 16 features, 3x3; interleaved medians)."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   B, C = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
@@ -360,7 +367,12 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, G
     cost["col2im"] = (z * (2 + 8.0 / O) + math.prod(out_shape)
                       + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
                       + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl)
-  return min(cost, key=cost.get)
+  how = min(cost, key=cost.get)
+  O = rhs.shape[rhs_spec[0]]
+  if (how in ("cl", "col2im") and G == Gb == 1 and nsp and O < 32 <= O * last_k
+      and all(d == 1 for d in lhs_dilation)):
+    return "rows"
+  return how
 
 
 def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
@@ -379,11 +391,13 @@ def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilat
   step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * cols)))
   out = np.zeros((N, *ext(osp), O), cd)
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
+  zbuf = _scratch((step * per_n, cols), cd)
   for n0 in range(0, N, step):
     n1 = min(N, n0 + step)
     xs = x2[n0 * per_n:n1 * per_n]
     # one input channel: the products are an outer product (BLAS's k=1 gemm is ~7x slower)
-    z = np.multiply(xs, w) if C == 1 and cd.kind != "c" else xs @ w
+    z = zbuf[:len(xs)]
+    (np.multiply if C == 1 and cd.kind != "c" else np.matmul)(xs, w, out=z)
     K.col2im_cl(z, n0, *ext(sp), *ext(window_strides), *ext(ksp), *ext(rhs_dilation),
                 *ext(lhs_dilation), *lo, out)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
@@ -411,7 +425,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   osp = tuple(out_shape[i] for i in out_spec[2:])
   O = rhs.shape[rhs_spec[0]]
   how = _strategy(lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides,
-                  rhs_dilation, G, Gb)
+                  rhs_dilation, lhs_dilation, G, Gb)
   ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
   if how == "col2im":
     return _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
@@ -420,9 +434,10 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
     sp_axes, cl = tuple(range(1, nsp + 1)), True
-  elif how == "cl":
+  elif how in ("cl", "rows"):  # rows: w ((taps but the last axis', c), (last axis' taps, o))
     x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-    w = rhs.transpose((*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
+    w = rhs.transpose((*rhs_spec[2:-1], rhs_spec[1], rhs_spec[-1], rhs_spec[0]) if how == "rows"
+                      else (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
     sp_axes, cl = tuple(range(1, nsp + 1)), True
   else:
     x = lhs.transpose((lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
@@ -432,11 +447,28 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   N, C = x.shape[0], x.shape[-1 if cl else 1]
   x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:] if cl else
                                      x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:]))
-  w = w.astype(cd, copy=False).reshape(-1, O)
-  if how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
+  w = w.astype(cd, copy=False).reshape(-1, (ksp[-1] if how == "rows" else 1) * O)
+  if how == "rows":  # im2col of all axes but the last, every position of that one a row;
+    # one gemm gives each row times each tap of the last axis; a shifted sum adds them up
+    (k0, k1, k2), (s0, s1, s2), (d0, d1, d2), (o0, o1, o2) = map(
+        ext, (ksp, window_strides, rhs_dilation, osp))
+    P2 = x.shape[3]
+    per_n, lines, kcols = o0 * o1 * P2, o0 * o1, k0 * k1 * C
+    step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * max(kcols, k2 * O))))
+    out = _scratch((N * lines, o2, O), cd)
+    patches, zbuf = _scratch((1, step * per_n, kcols), cd), _scratch((step * per_n, k2 * O), cd)
+    for n0 in range(0, N, step):
+      n1 = min(N, n0 + step)
+      p, z = patches[:, :(n1 - n0) * per_n], zbuf[:(n1 - n0) * per_n]
+      K.im2col_cl(x[n0:n1], k0, k1, 1, s0, s1, 1, d0, d1, 1, o0, o1, P2, p)
+      np.matmul(p[0], w, out=z)
+      K.shift_sum(z, P2, k2, s2, d2, out[n0 * lines:n1 * lines])
+    z = out.reshape((N, *osp, O))
+    order = (out_spec[0], *out_spec[2:], out_spec[1])
+  elif how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
     per_c, kp = math.prod(ksp), math.prod(osp) * C
     step = max(1, min(N, _PATCH_BUDGET // max(1, per_c * kp)))
-    patches = np.empty((1, step * per_c, kp), cd)
+    patches = _scratch((1, step * per_c, kp), cd)
     out = None
     for c0 in range(0, N, step):
       c1 = min(N, c0 + step)
@@ -451,8 +483,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
     per_n, kcols = math.prod(osp), math.prod(ksp) * Cg
     step = max(1, min(Nb, _PATCH_BUDGET // max(1, per_n * kcols * G)))
-    out = np.empty((Nb * per_n, O), cd)
-    patches = np.empty((G, step * per_n, kcols), cd)
+    out = _scratch((Nb * per_n, O), cd)
+    patches = _scratch((G, step * per_n, kcols), cd)
     for gb in range(Gb):  # batch group gb: lhs batch entries [gb * Nb, (gb + 1) * Nb)
       for n0 in range(0, Nb, step):
         n1 = min(Nb, n0 + step)
@@ -704,7 +736,12 @@ registry.register(
               note="numba im2col (channels-last, channels-first or batch/feature-swapped "
                    "patches) or col2im (gemm, then numba scatter-add: fewer output than input "
                    "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS, "
-                   "both cores), per group; the strategy moving the least memory"))
+                   "both cores), per group; the strategy moving the least memory (NHWC/HWIO, "
+                   "stride 1: forward channels-last im2col + one gemm, input gradient 'rows', "
+                   "kernel gradient swapped im2col + one gemm); 'rows' (im2col of all spatial "
+                   "axes but the last, the last one's taps stacked in the gemm's columns, then "
+                   "a numba shifted sum) where the gemm would have under 32 columns; scratch "
+                   "from the buffer pool"))
 ad.defbilinear(conv_general_dilated_p, _conv_transpose_lhs, _conv_transpose_rhs)
 
 
