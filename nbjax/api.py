@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, eager_cache, tree_util
+from nbjax import core, dtypes, eager_cache, _tree_util as tree_util
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
@@ -26,7 +26,7 @@ from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching, pxla, tape
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
-from nbjax.tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
+from nbjax._tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
                              tree_leaves, tree_map, tree_structure, tree_transpose,
                              tree_unflatten)
 

@@ -22,7 +22,7 @@ from typing import NamedTuple, Callable
 
 import numpy as np
 
-from nbjax import dtypes, lax, tree_util
+from nbjax import dtypes, lax, _tree_util as tree_util
 from nbjax import numpy as jnp
 from nbjax.config import config
 from nbjax.core import Tracer
@@ -296,4 +296,4 @@ def _unflatten(impl, children):
   return k
 
 
-tree_util.register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten)
+tree_util.register_opaque_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten)
