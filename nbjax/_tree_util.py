@@ -72,7 +72,9 @@ _registry = {
 }
 # type -> _Node, or None for a leaf type; filled lazily, so a lookup is one dict.get.
 _kinds = dict(_registry)
-opaque_types = set()  # register_opaque_node's types: nodes here, leaves to users
+# register_opaque_node's types (nodes here, leaves to users) -> trailing(aux): how many
+# trailing axes the node's children have beyond the node's own shape
+opaque_types = {}
 
 
 def _lookup(t):
@@ -542,11 +544,29 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_ke
   _register(_Node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func))
 
 
-def register_opaque_node(nodetype, flatten_func, unflatten_func):
+def register_opaque_node(nodetype, flatten_func, unflatten_func, trailing):
   """Make ``nodetype`` a node for the transformations (which flatten it to its children)
-  but a leaf to users (``nbjax.tree_util``): JAX's key arrays."""
+  but a leaf to users (``nbjax.tree_util``): JAX's key arrays. ``trailing(aux)``: how many
+  trailing axes each child has beyond the node's own shape (a key's data: the key shape)."""
+  opaque_types[nodetype] = trailing
   _register(_Node(nodetype, flatten_func, unflatten_func, kind="opaque"))
-  opaque_types.add(nodetype)
+
+
+def trailing_axes(treedef):
+  """Per leaf of ``treedef``: the trailing axes an opaque node above it adds (else 0), so
+  that a negative axis of the user's value (a key array's) can be made the leaf's."""
+  out = []
+
+  def go(td, extra):
+    if td.node is None:
+      out.append(extra)
+      return
+    if td.node.kind == "opaque":
+      extra = opaque_types[td.node.type](td.data)
+    for k in td.kids:
+      go(k, extra)
+  go(treedef, 0)
+  return out
 
 
 def register_pytree_node_class(cls):

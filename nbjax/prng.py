@@ -296,4 +296,5 @@ def _unflatten(impl, children):
   return k
 
 
-tree_util.register_opaque_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten)
+tree_util.register_opaque_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten,
+                               lambda impl: len(impl.key_shape))
