@@ -35,11 +35,41 @@ def is_arraylike(x):
 
 
 def check_arraylike(name, *args):
-  """JAX's TypeError for lists, tuples and other non-array arguments."""
+  """JAX's TypeError for lists, tuples and other non-array arguments, and for key arrays
+  (``key_types``) where the function takes numbers."""
   for pos, a in enumerate(args):
     if not is_arraylike(a):
+      if type(a) in key_types:
+        if len(args) == 1:
+          raise TypeError(f"Cannot interpret '{a.dtype}' as a data type")
+        names = ", ".join(str(x.dtype) if type(x) in key_types else
+                          str(dtypes.dtype(x, canonicalize=True)) for x in args)
+        raise TypeError(f"{name} does not accept dtypes {names}.")
       raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
                       f"position {pos}.")
+
+
+# Key arrays (nbjax.prng fills these): their types, and the versions of the jnp functions
+# JAX allows on them (stack, reshape, where, ...), by name; ``accepts_keys`` dispatches.
+key_types = set()
+key_impls = {}
+
+
+def accepts_keys(fn):
+  """``fn``, or its key array version when an argument (or an element of a list or tuple
+  argument) is a key array."""
+  name = fn.__name__
+
+  @functools.wraps(fn)
+  def f(*args, **kwargs):
+    if key_types:
+      for a in args:
+        t = type(a)
+        if t in key_types or (t is list or t is tuple) and any(type(b) in key_types
+                                                                for b in a):
+          return key_impls[name](*args, **kwargs)
+    return fn(*args, **kwargs)
+  return f
 
 
 def as_array(x):
