@@ -333,13 +333,13 @@ def _same_keys(name, xs):
   return xs[0]._impl, [x._base_array for x in xs]
 
 
-def _stack(arrays, axis=0, out=None, dtype=None):
+def _stack(arrays, axis):
   impl, ds = _same_keys("stack", arrays)
   axis = _canon_axis(axis, np.ndim(ds[0]) - len(impl.key_shape) + 1)
   return PRNGKeyArray(impl, jnp.stack(ds, axis))
 
 
-def _concatenate(arrays, axis=0, dtype=None):
+def _concatenate(arrays, axis):
   impl, ds = _same_keys("concatenate", arrays)
   nd = np.ndim(ds[0]) - len(impl.key_shape)
   if nd == 0:
@@ -350,8 +350,8 @@ def _concatenate(arrays, axis=0, dtype=None):
 def _expand_dims(a, axis):
   axes = (axis,) if isinstance(axis, int) else tuple(axis)
   n = a.ndim + len(axes)
-  axes = tuple(_canon_axis(x, n) for x in axes)
-  return PRNGKeyArray(a._impl, jnp.expand_dims(a._base_array, axes))
+  return PRNGKeyArray(a._impl, jnp.expand_dims(a._base_array,
+                                               tuple(_canon_axis(x, n) for x in axes)))
 
 
 def _broadcast_to(x, shape):
@@ -359,19 +359,13 @@ def _broadcast_to(x, shape):
   return PRNGKeyArray(x._impl, jnp.broadcast_to(x._base_array, shape + x._impl.key_shape))
 
 
-def _take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
-          indices_are_sorted=False, fill_value=None):
+def _take(a, indices, axis, **kw):
   if axis is None:
     a, axis = a.ravel(), 0
-  return PRNGKeyArray(a._impl, jnp.take(
-      a._base_array, indices, _canon_axis(axis, a.ndim), mode=mode,
-      unique_indices=unique_indices, indices_are_sorted=indices_are_sorted))
+  return PRNGKeyArray(a._impl, jnp.take(a._base_array, indices, _canon_axis(axis, a.ndim), **kw))
 
 
-def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
-  if x is None or y is None:
-    raise TypeError(f"where does not accept dtype {_dtype_str(condition)}: the one-argument "
-                    "form (nonzero) is for numbers")
+def _where(condition, x, y):
   if not (isinstance(x, PRNGKeyArray) and isinstance(y, PRNGKeyArray) and x._impl is y._impl):
     raise TypeError(f"select_n cases must have the same dtypes, got [{_dtype_str(y)}, "
                     f"{_dtype_str(x)}].")
@@ -380,31 +374,27 @@ def _where(condition, x=None, y=None, /, *, size=None, fill_value=None):
   return PRNGKeyArray(x._impl, jnp.where(c, x._base_array, y._base_array))
 
 
-def _equal(x, y, /):
-  _same_keys("eq", (x, y))
-  return x == y
+def _cmp(name, method):
+  def f(x, y):
+    _same_keys(name, (x, y))
+    return method(x, y)
+  return f
 
 
-def _not_equal(x, y, /):
-  _same_keys("ne", (x, y))
-  return x != y
-
-
-def _asarray(a, dtype=None, order=None, *, copy=None, device=None, ndmin=0):
-  if not isinstance(a, PRNGKeyArray) or dtype is not None and dtype != a.dtype:
-    raise TypeError(f"a key array of dtype {_dtype_str(a)} cannot be converted to dtype "
-                    f"{dtype}: use jax.random.key_data")
+def _array(a, dtype, copy, ndmin):
+  if dtype is not None and dtype != a.dtype:
+    raise TypeError(f"a key array of dtype {a.dtype} cannot be converted to dtype {dtype}: "
+                    "use jax.random.key_data")
   a = a.copy() if copy else a
   return a.reshape((1,) * (ndmin - a.ndim) + a.shape) if ndmin > a.ndim else a
 
 
 _np_util.key_types.add(PRNGKeyArray)
 _np_util.key_impls.update(
-    stack=_stack, concatenate=_concatenate, expand_dims=_expand_dims,
-    broadcast_to=_broadcast_to, take=_take, where=_where, equal=_equal, not_equal=_not_equal,
-    asarray=_asarray, array=lambda object, dtype=None, copy=True, order="K", ndmin=0, *,  # noqa
-    device=None: _asarray(object, dtype, copy=copy, ndmin=ndmin),
-    reshape=lambda a, shape=None, order="C", *, newshape=None, copy=None: a.reshape(
+    stack=_stack, concatenate=_concatenate, expand_dims=_expand_dims, broadcast_to=_broadcast_to,
+    take=_take, where=_where, equal=_cmp("eq", PRNGKeyArray.__eq__),
+    not_equal=_cmp("ne", PRNGKeyArray.__ne__), array=_array,
+    reshape=lambda a, shape, order, newshape=None: a.reshape(
         newshape if shape is None else shape, order=order),
-    ravel=lambda a, order="C": a.ravel(order), squeeze=lambda a, axis=None: a.squeeze(axis),
-    transpose=lambda a, axes=None: a.transpose(*(() if axes is None else (axes,))))
+    ravel=lambda a, order: a.ravel(order), squeeze=lambda a, axis: a.squeeze(axis),
+    transpose=lambda a, axes: a.transpose(*(() if axes is None else (axes,))))

@@ -181,12 +181,3 @@ from nbjax import eager_cache as _eager_cache  # noqa: E402
 _eager_cache.pure_instances.append(
     (ufunc, lambda o: getattr(_sys.modules[__name__], o.__name__, None) is o))
 from nbjax.numpy._surface import *  # noqa: E402,F401,F403
-
-from nbjax.numpy import _util as _u  # noqa: E402
-_KEY_FUNCTIONS = ("array", "asarray", "broadcast_to", "concatenate", "equal", "expand_dims",
-                  "not_equal", "ravel", "reshape", "squeeze", "stack", "take", "transpose",
-                  "where")
-for _n in _KEY_FUNCTIONS:  # what JAX allows on key arrays (nbjax.prng has their versions)
-  globals()[_n] = _u.accepts_keys(globals()[_n])
-  globals()[_n].__module__ = __name__  # the replay guard finds it here
-del _n, _u

@@ -49,27 +49,10 @@ def check_arraylike(name, *args):
                       f"position {pos}.")
 
 
-# Key arrays (nbjax.prng fills these): their types, and the versions of the jnp functions
-# JAX allows on them (stack, reshape, where, ...), by name; ``accepts_keys`` dispatches.
+# Key arrays (nbjax.prng fills these): their types, and by name the versions of the jnp
+# functions JAX allows on them (stack, reshape, where, ...), which those functions call.
 key_types = set()
 key_impls = {}
-
-
-def accepts_keys(fn):
-  """``fn``, or its key array version when an argument (or an element of a list or tuple
-  argument) is a key array."""
-  name = fn.__name__
-
-  @functools.wraps(fn)
-  def f(*args, **kwargs):
-    if key_types:
-      for a in args:
-        t = type(a)
-        if t in key_types or (t is list or t is tuple) and any(type(b) in key_types
-                                                                for b in a):
-          return key_impls[name](*args, **kwargs)
-    return fn(*args, **kwargs)
-  return f
 
 
 def as_array(x):
@@ -286,6 +269,8 @@ def promote_args_numeric(name, *args):
 
 def broadcast_to(x, shape):
   """``x`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``)."""
+  if type(x) in key_types:  # a key array (nbjax.prng)
+    return key_impls["broadcast_to"](x, shape)
   x = as_array(x)
   shape = canonicalize_shape(shape)
   xs = x.shape
