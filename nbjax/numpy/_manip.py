@@ -46,7 +46,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
   """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
   del copy
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
-    return _util.key_impls['reshape'](a, shape, order, newshape=newshape)
+    return _util.key_impls["reshape"](a, shape, order, newshape=newshape)
   a = ensure_arraylike("reshape", a)
   if shape is None:
     if newshape is None:
@@ -66,7 +66,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 def ravel(a, order="C"):
   """``a`` flattened to 1-d."""
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
-    return _util.key_impls['ravel'](a, order)
+    return _util.key_impls["ravel"](a, order)
   a = ensure_arraylike("ravel", a)
   return reshape(a, (a.size,), order=order)
 
@@ -74,7 +74,7 @@ def ravel(a, order="C"):
 def transpose(a, axes=None):
   """``a`` with axes permuted (reversed by default)."""
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
-    return _util.key_impls['transpose'](a, axes)
+    return _util.key_impls["transpose"](a, axes)
   a = ensure_arraylike("transpose", a)
   nd = a.ndim
   perm = tuple(range(nd - 1, -1, -1)) if axes is None else tuple(
@@ -136,7 +136,7 @@ def rollaxis(a, axis, start=0):
 def squeeze(a, axis=None):
   """``a`` without size-1 axes (all of them, or those in ``axis``)."""
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
-    return _util.key_impls['squeeze'](a, axis)
+    return _util.key_impls["squeeze"](a, axis)
   a = ensure_arraylike("squeeze", a)
   if axis is None:
     axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
@@ -152,7 +152,7 @@ def squeeze(a, axis=None):
 def expand_dims(a, axis):
   """``a`` with size-1 axes inserted at ``axis`` (positions in the result)."""
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
-    return _util.key_impls['expand_dims'](a, axis)
+    return _util.key_impls["expand_dims"](a, axis)
   a = ensure_arraylike("expand_dims", a)
   axes = axis if isinstance(axis, (tuple, list)) else (axis,)
   axes = canonicalize_axes(axes, a.ndim + len(axes))
