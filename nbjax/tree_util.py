@@ -48,10 +48,16 @@ def tree_structure(tree, is_leaf=None):
 
 def tree_map(f, tree, *rest, is_leaf=None):
   """``f`` applied leafwise; ``rest`` trees must have ``tree``'s structure (or extend it)."""
-  if not rest and is_leaf is None:
-    leaves, treedef = tree_flatten(tree)
+  leaves, treedef = tree_flatten(tree, is_leaf)
+  if not rest:
     return treedef.unflatten([f(x) for x in leaves])
-  return _t.tree_map(f, tree, *rest, is_leaf=_leafy(is_leaf))
+  all_leaves = [leaves]
+  for i, r in enumerate(rest, 1):
+    try:
+      all_leaves.append(treedef.flatten_up_to(r))
+    except ValueError as e:
+      raise _t._mismatch(treedef, i, r, e) from None
+  return treedef.unflatten([f(*xs) for xs in zip(*all_leaves)])
 
 
 def tree_reduce(function, tree, initializer=_t._MISSING, is_leaf=None):
