@@ -21,7 +21,7 @@ from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
-from nbjax.tree_util import tree_flatten, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p"]
 

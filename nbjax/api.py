@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, eager_cache, tree_util
+from nbjax import core, dtypes, eager_cache, _tree_util as tree_util
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
@@ -26,7 +26,7 @@ from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching, pxla, tape
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
-from nbjax.tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
+from nbjax._tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,
                              tree_leaves, tree_map, tree_structure, tree_transpose,
                              tree_unflatten)
 
@@ -151,6 +151,24 @@ def _keys_to_float0(g):
                   is_leaf=_is_key)
 
 
+def _float0_to_keys(tree, avals, ct):
+  """A cotangent for key array outputs (structure ``tree``): each key's float0 cotangent of
+  its shape as a key-shaped node over float0 data, lining up with the flattened output."""
+  from nbjax.prng import PRNGKeyArray
+
+  def fix(p, c):
+    if not _is_key(p) or _is_key(c):
+      return c
+    if _dtype(c, "cotangent") != dtypes.float0 or np.shape(c) != np.shape(p._base_array)[
+        :np.ndim(p._base_array) - len(p._impl.key_shape)]:
+      raise ValueError("unexpected JAX type (e.g. shape/dtype) for argument to vjp function: "
+                       f"the cotangent of a key array output must be float0 of its shape, got "
+                       f"{dtypes.short_dtype_name(_dtype(c))}{list(np.shape(c))}")
+    return PRNGKeyArray(p._impl, np.zeros(np.shape(p._base_array), dtypes.float0))
+  proxy = tree_unflatten(tree, [core.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+  return tree_map(fix, proxy, ct, is_leaf=_is_key)
+
+
 def _jvp(fun, primals, tangents, has_aux=False):
   if any(_is_key(p) for p in tree_leaves(primals, is_leaf=_is_key)):
     tangents = _key_tangents(primals, tangents)
@@ -199,10 +217,13 @@ def _jvp(fun, primals, tangents, has_aux=False):
   # an input passed through (f = identity, or a rule returning its tangent) is the caller's
   # NumPy array: hand back an Array of its own instead (JAX returns the caller's object)
   outs_p, outs_t = [_owned(x) for x in outs_p], [_owned(x) for x in outs_t]
+  outs_t = tree_unflatten(out_tree, outs_t)
+  if any(tree_util.trailing_axes(out_tree)):  # a key array output's tangent: float0[shape]
+    outs_t = _keys_to_float0(outs_t)
   if has_aux:
-    return (tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t),
+    return (tree_unflatten(out_tree, outs_p), outs_t,
             tree_unflatten(aux_tree, [_owned(x) for x in aux]))
-  return tree_unflatten(out_tree, outs_p), tree_unflatten(out_tree, outs_t)
+  return tree_unflatten(out_tree, outs_p), outs_t
 
 
 def jvp_flat(fun, primals, tangents, *, instantiate=True):
@@ -437,13 +458,16 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
 class _VjpFun:
   """The static half of a VJP function: the linear jaxpr and the trees; the residuals are
   the leaves of the ``Partial`` that holds it."""
-  __slots__ = ("lin", "in_tree", "out_tree")
+  __slots__ = ("lin", "in_tree", "out_tree", "keys")
 
   def __init__(self, lin, in_tree, out_tree):
     self.lin, self.in_tree, self.out_tree = lin, in_tree, out_tree
+    self.keys = any(tree_util.trailing_axes(in_tree))  # key array inputs: float0 cotangents
 
   def __call__(self, consts, ct):
     lin = self.lin
+    if any(tree_util.trailing_axes(self.out_tree)):
+      ct = _float0_to_keys(self.out_tree, lin.out_avals, ct)
     cts, tree = tree_flatten(ct)
     if tree != self.out_tree:
       raise ValueError("unexpected tree structure of argument to vjp function: got "
@@ -459,7 +483,8 @@ class _VjpFun:
     if consts is not lin.consts:
       lin = _with_consts(lin, consts)
     outs = [_owned(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
-    return tuple(tree_unflatten(self.in_tree, outs))
+    outs = tuple(tree_unflatten(self.in_tree, outs))
+    return _keys_to_float0(outs) if self.keys else outs
 
   def __eq__(self, other):
     return self is other
@@ -1015,6 +1040,9 @@ def _flatten_axes(name, treedef, axis_tree, *, kws=False):
   for ax, sub in zip(leaves, subtrees):
     out.extend([ax] * len(tree_leaves(sub)))
   assert len(out) == treedef.num_leaves
+  if any(a is not None and a < 0 for a in out):  # a key array's -1 is its data's -2
+    out = [a - t if a is not None and a < 0 else a
+           for a, t in zip(out, tree_util.trailing_axes(treedef))]
   return out
 
 
@@ -1297,13 +1325,21 @@ def typeof(x):
 def eval_shape(fun, *args, **kwargs):
   """The output shapes/dtypes of ``fun(*args, **kwargs)`` as ``ShapeDtypeStruct``s, computed
   by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""
+  from nbjax.prng import KeyTy, PRNGKeyArray
   _check_callable(fun)
+  key_sds = lambda x: type(x) is ShapeDtypeStruct and type(x.dtype) is KeyTy
+  args, kwargs = tree_map(  # a key-typed struct stands for a key array over uint32 data
+      lambda x: PRNGKeyArray(x.dtype._impl, ShapeDtypeStruct(
+          x.shape + x.dtype._impl.key_shape, np.uint32)) if key_sds(x) else x,
+      (args, kwargs), is_leaf=lambda x: key_sds(x) or _is_key(x))
   args_flat, in_tree = tree_flatten((args, kwargs))
   flat_fun, store = _flatten_fun(fun, in_tree)
   _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_abstractify(x) for x in args_flat],
                                               fun_name=_fun_name(fun))
-  return tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                     for a in out_avals])
+  out = tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                    for a in out_avals])
+  return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if _is_key(x) else x, out,
+                  is_leaf=_is_key)
 
 
 # --------------------------------------------------------------------- pmap

@@ -29,7 +29,7 @@ from nbjax import core, dtypes, registry
 from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
-from nbjax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
            "pure_callback_p",

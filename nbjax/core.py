@@ -210,7 +210,8 @@ class ShapeDtypeStruct:
 
   def __init__(self, shape, dtype, weak_type=False, sharding=None):
     self.shape = tuple(shape)
-    self.dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else None
+    self.dtype = (dtype if dtype is None or isinstance(dtype, dtypes.ExtendedDType)
+                  else dtypes.canonicalize_dtype(dtype))
     self.weak_type = weak_type
     self.sharding = sharding
 

@@ -16,7 +16,7 @@ import functools
 from nbjax import core
 from nbjax.custom_derivatives import _name, _Resolver
 from nbjax.interpreters import batching
-from nbjax.tree_util import (broadcast_prefix, tree_flatten, tree_map, tree_structure,
+from nbjax._tree_util import (broadcast_prefix, tree_flatten, tree_map, tree_structure,
                              tree_unflatten)
 
 __all__ = ["custom_vmap", "sequential_vmap"]

@@ -35,7 +35,7 @@ from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.ad import (CustomVJPException, SymbolicZero, Zero, custom_lin_p,
                                    zeros_like_aval)
 from nbjax.jaxpr import eval_jaxpr
-from nbjax.tree_util import (keystr, register_pytree_node, tree_flatten,
+from nbjax._tree_util import (keystr, register_pytree_node, tree_flatten,
                              tree_flatten_with_path, tree_map, tree_unflatten, treedef_children)
 
 __all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",

@@ -83,10 +83,10 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, tree_util
+from nbjax import core, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
-from nbjax.tree_util import tree_flatten, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_unflatten
 
 MISS = object()
 _SEEN, _UNCACHEABLE = object(), object()
@@ -167,7 +167,7 @@ def guards(fun):
   (``container.cell_contents is object``), ``"len"`` (``len(container) == object``),
   ``"empty"`` (``getattr(container, key)`` is empty)."""
   from nbjax.interpreters.pjit import JitWrapped
-  from nbjax.tree_util import Partial
+  from nbjax._tree_util import Partial
   pins, seen, names, modules = {}, set(), set(), {}
 
   def pin(kind, box, key, obj):

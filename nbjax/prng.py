@@ -4,12 +4,19 @@ Pipeline position: beside ``nbjax.random`` (which it serves), on top of ``lax`` 
 ``numpy``. A key array (``random.key(0)``) is a ``PRNGKeyArray``: an implementation
 (``PRNGImpl``: key shape, seed/split/fold_in/bits functions) and its raw ``uint32`` data of
 shape ``key_array.shape + impl.key_shape`` underneath, as JAX's. Its dtype is a ``KeyTy``
-extended dtype (``key<fry>``, ``key<rbg>``, ``key<urbg>``; ``issubdtype(k.dtype,
-dtypes.prng_key)``). Key arrays are pytree nodes whose one child is that data, so ``jit``
-(which lowers a key array as its ``uint32`` data), ``vmap``, the loops and ``grad`` carry
-them without knowing about keys; the structural operations JAX allows on keys (indexing,
-``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``) act on the data, everything else
-(arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
+extended dtype (``key<fry>``, ``key<rbg>``, ``key<urbg>``; ``issubdtype(key.dtype,
+dtypes.prng_key)``).
+
+Key arrays are pytree leaves to users, as in JAX (``tree_util.tree_leaves(key) == [key]``),
+and nodes over their data to the transformations (``_tree_util.register_opaque_node``): ``jit``
+lowers a key array as its ``uint32`` data, ``vmap`` batches that data (a negative axis is
+the key array's), the loops, ``cond`` and ``grad`` carry it, and a key array's tangent and
+cotangent are float0 arrays of its shape. So inside a transformation a key array is a
+``PRNGKeyArray`` over a tracer of its data, and a jaxpr shows that data (``u32[2]``) where
+JAX's shows ``key<fry>[]``. The structural operations JAX allows on keys (indexing,
+``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``, and ``jnp.stack``/``concatenate``/
+``where``/``take``/``broadcast_to``/``expand_dims``, which ``nbjax.numpy`` dispatches here)
+act on the data; everything else (arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
 
 Implementations: ``threefry2x32`` (the default; ``nbjax.lax.prng.threefry_sample_p``, a fused
 numba kernel eagerly), ``rbg`` (threefry split/fold_in on each half of a 4-word key, bits
@@ -22,11 +29,13 @@ from typing import NamedTuple, Callable
 
 import numpy as np
 
-from nbjax import dtypes, lax, tree_util
+from nbjax import dtypes, lax, _tree_util as tree_util
 from nbjax import numpy as jnp
 from nbjax.config import config
 from nbjax.core import Tracer
 from nbjax.lax import prng as _lp
+from nbjax.lax.shape import canonicalize_axis as _canon_axis
+from nbjax.numpy import _util as _np_util
 
 __all__ = ["PRNGImpl", "PRNGKeyArray", "KeyTy", "prngs", "resolve_impl", "seed_data"]
 
@@ -215,7 +224,8 @@ class PRNGKeyArray:
 
   def transpose(self, *axes):
     axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-    axes = tuple(axes) if axes else tuple(reversed(range(self.ndim)))
+    axes = (tuple(_canon_axis(a, self.ndim) for a in axes) if axes
+            else tuple(reversed(range(self.ndim))))
     trail = tuple(range(self.ndim, self.ndim + len(self._impl.key_shape)))
     return PRNGKeyArray(self._impl, jnp.transpose(self._base_array, axes + trail))
 
@@ -262,8 +272,20 @@ class PRNGKeyArray:
   __str__ = __repr__
 
 
+_ACCEPTS = {"and": "bool, integer", "or": "bool, integer", "xor": "bool, integer",
+            "shift_left": "integer", "shift_right_arithmetic": "integer",
+            "rem": "integer, floating", "floor_divide": "integer, floating",
+            "pow": "floating, complexfloating", "lt": "integer, floating, bool",
+            "le": "integer, floating, bool", "gt": "integer, floating, bool",
+            "ge": "integer, floating, bool"}
+
+
 def _binop(name, reflected=False):
   def method(self, other):
+    if isinstance(other, PRNGKeyArray) and other._impl is self._impl:  # no promotion error:
+      raise TypeError(  # the primitive's dtype check (JAX's message)
+          f"{name} does not accept dtype {self.dtype} at position 0. Accepted dtypes at "
+          f"position 0 are subtypes of {_ACCEPTS.get(name, 'integer, floating, complexfloating')}.")
     a, b = (_dtype_str(other), str(self.dtype)) if reflected else (str(self.dtype),
                                                                    _dtype_str(other))
     raise TypeError(f"{name} does not accept dtypes {a}, {b}.")
@@ -296,4 +318,83 @@ def _unflatten(impl, children):
   return k
 
 
-tree_util.register_pytree_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten)
+tree_util.register_opaque_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten,
+                               lambda impl: len(impl.key_shape))
+
+
+# ---- the jnp functions JAX allows on key arrays (nbjax.numpy dispatches here) ----------------
+
+def _same_keys(name, xs):
+  xs = list(xs)
+  if not xs:
+    raise ValueError(f"Need at least one array to {name}.")
+  if not all(isinstance(x, PRNGKeyArray) and x._impl is xs[0]._impl for x in xs):
+    raise TypeError(f"{name} does not accept dtypes {', '.join(map(_dtype_str, xs))}.")
+  return xs[0]._impl, [x._base_array for x in xs]
+
+
+def _stack(arrays, axis):
+  impl, ds = _same_keys("stack", arrays)
+  axis = _canon_axis(axis, np.ndim(ds[0]) - len(impl.key_shape) + 1)
+  return PRNGKeyArray(impl, jnp.stack(ds, axis))
+
+
+def _concatenate(arrays, axis):
+  impl, ds = _same_keys("concatenate", arrays)
+  nd = np.ndim(ds[0]) - len(impl.key_shape)
+  if nd == 0:
+    raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+  return PRNGKeyArray(impl, jnp.concatenate(ds, _canon_axis(axis, nd)))
+
+
+def _expand_dims(a, axis):
+  axes = (axis,) if isinstance(axis, int) else tuple(axis)
+  n = a.ndim + len(axes)
+  return PRNGKeyArray(a._impl, jnp.expand_dims(a._base_array,
+                                               tuple(_canon_axis(x, n) for x in axes)))
+
+
+def _broadcast_to(x, shape):
+  shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+  return PRNGKeyArray(x._impl, jnp.broadcast_to(x._base_array, shape + x._impl.key_shape))
+
+
+def _take(a, indices, axis, **kw):
+  if axis is None:
+    a, axis = a.ravel(), 0
+  return PRNGKeyArray(a._impl, jnp.take(a._base_array, indices, _canon_axis(axis, a.ndim), **kw))
+
+
+def _where(condition, x, y):
+  if not (isinstance(x, PRNGKeyArray) and isinstance(y, PRNGKeyArray) and x._impl is y._impl):
+    raise TypeError(f"select_n cases must have the same dtypes, got [{_dtype_str(y)}, "
+                    f"{_dtype_str(x)}].")
+  c = jnp.asarray(condition)
+  c = jnp.reshape(c, c.shape + (1,) * len(x._impl.key_shape))  # broadcast over the key data
+  return PRNGKeyArray(x._impl, jnp.where(c, x._base_array, y._base_array))
+
+
+def _cmp(name, method):
+  def f(x, y):
+    _same_keys(name, (x, y))
+    return method(x, y)
+  return f
+
+
+def _array(a, dtype, copy, ndmin):
+  if dtype is not None and dtype != a.dtype:
+    raise TypeError(f"a key array of dtype {a.dtype} cannot be converted to dtype {dtype}: "
+                    "use jax.random.key_data")
+  a = a.copy() if copy else a
+  return a.reshape((1,) * (ndmin - a.ndim) + a.shape) if ndmin > a.ndim else a
+
+
+_np_util.key_types.add(PRNGKeyArray)
+_np_util.key_impls.update(
+    stack=_stack, concatenate=_concatenate, expand_dims=_expand_dims, broadcast_to=_broadcast_to,
+    take=_take, where=_where, equal=_cmp("eq", PRNGKeyArray.__eq__),
+    not_equal=_cmp("ne", PRNGKeyArray.__ne__), array=_array,
+    reshape=lambda a, shape, order, newshape=None: a.reshape(
+        newshape if shape is None else shape, order=order),
+    ravel=lambda a, order: a.ravel(order), squeeze=lambda a, axis: a.squeeze(axis),
+    transpose=lambda a, axes: a.transpose(*(() if axes is None else (axes,))))

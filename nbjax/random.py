@@ -1,7 +1,7 @@
 """``nbjax.random``: JAX's ``jax.random`` on a counter-based threefry2x32 PRNG.
 
-Pipeline position: keys are raw ``uint32[..., 2]`` arrays (new-style ``key`` is represented
-the same way); the threefry hash, ``split``/``fold_in``/``bits`` and every sampler are
+Pipeline position: keys are typed key arrays (``key``: ``nbjax.prng.PRNGKeyArray``) or
+legacy raw ``uint32[..., 2]`` arrays (``PRNGKey``); the threefry hash, ``split``/``fold_in``/``bits`` and every sampler are
 straight-line ``nbjax.lax``/``nbjax.numpy`` ops, so they run eagerly and under ``jit``,
 ``vmap`` and ``make_jaxpr``. Bits follow JAX's default (``jax_threefry_partitionable=True``);
 ``config.update("jax_threefry_partitionable", False)`` switches to the classic pre-0.5 bit

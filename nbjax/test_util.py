@@ -15,7 +15,7 @@ import numpy as np
 
 from nbjax import api, dtypes
 from nbjax.config import config
-from nbjax.tree_util import tree_map, tree_reduce
+from nbjax._tree_util import tree_map, tree_reduce
 
 __all__ = ["check_grads", "check_jvp", "check_vjp"]
 

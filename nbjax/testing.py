@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from nbjax import api, core, dtypes, registry
-from nbjax.tree_util import tree_flatten, tree_map, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["numerical_jvp", "check_jvp", "check_vmap", "sample_values", "primitive_cases",
            "all_cases", "jvp_defined", "bdim_placements", "rand_like", "default_tolerance",

@@ -192,3 +192,154 @@ def test_keys_as_nondifferentiable_inputs():
   np.testing.assert_allclose(t, y / 2, rtol=1e-15)
   with pytest.raises(TypeError, match="must be a float0 array of that shape"):
     nbjax.jvp(f, (1.0, k), (1.0, np.zeros((2,), dtypes.float0)))
+
+
+def test_key_arrays_are_pytree_leaves():
+  k, ks = R.key(0), R.split(R.key(1), 3)
+  assert tree_util.tree_leaves(k) == [k] and tree_util.tree_leaves({"a": [k, ks]})[1] is ks
+  assert repr(nbjax.tree.structure(k)) == "PyTreeDef(*)"
+  assert (repr(tree_util.tree_structure({"a": k, "b": (ks, 1.0)}))
+          == "PyTreeDef({'a': *, 'b': (*, *)})")
+  seen = []
+  out = nbjax.tree.map(lambda x: seen.append(x) or x.shape, {"a": k, "b": [ks]})
+  assert out == {"a": (), "b": [(3,)]} and seen[0] is k and seen[1] is ks
+  assert nbjax.tree.map(lambda x, y: (x.dtype, y), [k, ks], [1, 2]) == [(k.dtype, 1),
+                                                                       (k.dtype, 2)]
+  assert tree_util.tree_leaves_with_path({"a": k}) == [((tree_util.DictKey("a"),), k)]
+  assert tree_util.all_leaves([k, ks]) and tree_util.tree_all([True, k.shape == ()])
+  leaves, tree = tree_util.tree_flatten([k, (ks,)])
+  assert len(leaves) == 2 and tree_util.tree_unflatten(tree, leaves)[1][0] is ks
+  # the is_leaf form sees keys as leaves too (it is not asked about their data)
+  assert tree_util.tree_leaves([k], is_leaf=lambda x: False) == [k]
+  assert tree_util.tree_transpose(tree_util.tree_structure([0, 0]),
+                                  tree_util.tree_structure((0, 0)),
+                                  [(k, ks), (ks, k)]) == ([k, ks], [ks, k])
+
+
+def test_keys_through_jit():
+  k, ks = R.key(0), R.split(R.key(1), 3)
+  # arguments and results in containers, and a closed-over key
+  out = nbjax.jit(lambda t: {"s": R.split(t["k"], 3), "f": [R.fold_in(t["k"], 5)]})({"k": k})
+  assert out["s"].dtype == k.dtype and out["s"].shape == (3,)
+  assert data(out["s"]) == data(R.split(k, 3)) and data(out["f"][0]) == data(R.fold_in(k, 5))
+  assert data(nbjax.jit(lambda: R.split(ks[1]))()) == data(R.split(ks[1]))
+  # structural jnp functions on traced keys
+  st = nbjax.jit(lambda a, b: jnp.stack([a, b], axis=-1))(ks, ks[::-1])
+  assert st.shape == (3, 2) and data(st[2, 1]) == data(ks[0])
+  w = nbjax.jit(lambda c, a, b: jnp.where(c, a, b))(np.array([True, False, True]), ks, k)
+  assert [data(x) for x in w] == [data(ks[0]), data(k), data(ks[2])]
+  # a traced key prints as a traced key, and arithmetic on it is JAX's error
+  shown = []
+  nbjax.jit(lambda k: shown.append(repr(k[1:])) or k)(ks)
+  assert shown == ["Traced<key<fry>[2]>"]
+  with pytest.raises(TypeError, match="add does not accept dtypes key<fry>, int64"):
+    nbjax.jit(lambda k: k + 1)(k)
+
+
+def test_keys_through_vmap():
+  ks = R.split(R.key(1), 4)
+  s = nbjax.vmap(R.split)(ks)
+  assert s.shape == (4, 2) and data(s) == [data(R.split(x)) for x in ks]
+  s3 = nbjax.vmap(lambda k: R.split(k, 3), out_axes=1)(ks)
+  assert s3.shape == (3, 4) and data(s3[:, 2]) == data(R.split(ks[2], 3))
+  # negative axes count the key array's axes, not its data's
+  assert nbjax.vmap(R.key_data, in_axes=-1)(ks).shape == (4, 2)
+  sm = nbjax.vmap(lambda k: R.split(k, 3), out_axes=-1)(ks)
+  assert sm.shape == (3, 4) and data(sm[1, 3]) == data(R.split(ks[3], 3)[1])
+  kk = ks.reshape(2, 2)
+  col = nbjax.vmap(lambda k: k, in_axes=1, out_axes=0)(kk)
+  assert data(col) == data(kk.T)
+  # a key and an array mapped together; keys unmapped (in_axes None)
+  u = nbjax.vmap(lambda k, x: R.uniform(k) + x, in_axes=(None, 0))(ks[0], jnp.arange(3.))
+  np.testing.assert_allclose(u, R.uniform(ks[0]) + np.arange(3.), rtol=1e-15)
+
+
+def test_keys_through_control_flow():
+  k, ks = R.key(0), R.split(R.key(1), 4)
+  n, kw = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, R.split(c[1])[0]), (0, k))
+  assert n == 3 and data(kw) == data(lax.fori_loop(0, 3, lambda i, k: R.split(k)[0], k))
+  assert data(lax.cond(True, lambda k: R.split(k)[1], lambda k: k, k)) == data(R.split(k)[1])
+  assert data(lax.switch(1, [lambda k: R.split(k)[0], lambda k: k], k)) == data(k)
+  # keys as scan xs and ys
+  tot, ys = lax.scan(lambda c, x: (c + R.uniform(x), R.fold_in(x, 1)), 0., ks)
+  np.testing.assert_allclose(tot, sum(float(R.uniform(x)) for x in ks), rtol=1e-14)
+  assert ys.shape == (4,) and data(ys) == [data(R.fold_in(x, 1)) for x in ks]
+  jw = nbjax.jit(lambda p, k: lax.cond(p, lambda k: R.split(k)[0], lambda k: k, k))(True, k)
+  assert data(jw) == data(R.split(k)[0])
+
+
+def test_keys_float0_tangents_and_cotangents():
+  k = R.key(0)
+  _, f_vjp = nbjax.vjp(lambda x, k: x * R.normal(k), 1.0, k)
+  gx, gk = f_vjp(1.0)
+  assert gk.dtype == dtypes.float0 and gk.shape == ()
+  # a key output: float0 tangent out, float0 cotangent in, both of the key array's shape
+  f = lambda x, k: (x * 2, R.split(k, 3))
+  (y, ko), (ty, tk) = nbjax.jvp(f, (1.0, k), (1.0, np.zeros((), dtypes.float0)))
+  assert ko.shape == (3,) and tk.dtype == dtypes.float0 and tk.shape == (3,) and ty == 2
+  _, f_vjp = nbjax.vjp(f, 1.0, k)
+  gx, gk = f_vjp((1.0, np.zeros((3,), dtypes.float0)))
+  assert gx == 2 and gk.dtype == dtypes.float0 and gk.shape == ()
+  with pytest.raises(ValueError, match="float0 of its shape"):
+    f_vjp((1.0, np.zeros((2,), dtypes.float0)))
+  # grad through a scan over keys, and a jitted grad taking a key
+  ks = R.split(k, 3)
+  g = nbjax.grad(lambda x: lax.scan(lambda c, kk: (c * R.normal(kk), None), x, ks)[0])(1.0)
+  np.testing.assert_allclose(g, np.prod([float(R.normal(x)) for x in ks]), rtol=1e-14)
+  np.testing.assert_allclose(nbjax.jit(nbjax.grad(lambda x, k: x * R.normal(k)))(1.0, k),
+                             R.normal(k), rtol=1e-15)
+  # a key as a custom_vjp residual, under checkpoint, and under jacfwd
+  @nbjax.custom_vjp
+  def f(x, k):
+    return x * R.normal(k)
+  f.defvjp(lambda x, k: (f(x, k), k), lambda k, g: (2 * g * R.normal(k), None))
+  np.testing.assert_allclose(nbjax.grad(f)(1.0, k), 2 * R.normal(k), rtol=1e-15)
+  np.testing.assert_allclose(nbjax.grad(nbjax.checkpoint(lambda x, k: x * R.normal(k)))(1.0, k),
+                             R.normal(k), rtol=1e-15)
+  np.testing.assert_allclose(nbjax.jacfwd(lambda x, k: x * R.normal(k, (2,)))(1.0, k),
+                             R.normal(k, (2,)), rtol=1e-15)
+
+
+def test_jnp_functions_on_keys():
+  k, ks = R.key(0), R.split(R.key(1), 4)
+  raw = np.asarray(R.key_data(ks))
+  assert data(jnp.stack([k, k])) == [[0, 0], [0, 0]]
+  assert data(jnp.concatenate([ks, ks[:1]])) == raw.tolist() + raw[:1].tolist()
+  r = jnp.reshape(ks, (2, 2))
+  assert r.shape == (2, 2) and data(jnp.ravel(r)) == raw.tolist()
+  assert data(jnp.transpose(r, (-1, 0))) == raw.reshape(2, 2, 2).transpose(1, 0, 2).tolist()
+  assert jnp.expand_dims(k, 0).shape == (1,) and jnp.squeeze(ks[None]).shape == (4,)
+  assert data(jnp.broadcast_to(k, (3,))) == [[0, 0]] * 3
+  assert data(jnp.take(ks, jnp.array([0, 2]))) == raw[[0, 2]].tolist()
+  np.testing.assert_array_equal(jnp.equal(ks, ks[0]), [True, False, False, False])
+  np.testing.assert_array_equal(jnp.not_equal(ks, ks[0]), [False, True, True, True])
+  assert jnp.asarray(k) is k and data(jnp.array(ks)) == raw.tolist()
+  assert jnp.shape(ks) == (4,) and jnp.ndim(ks) == 1 and len(ks) == 4
+  assert repr(ks[:2]) == ("Array((2,), dtype=key<fry>) overlaying:\n"
+                          f"{np.asarray(raw[:2])}")
+  with pytest.raises(TypeError, match="add does not accept dtypes key<fry>, int64"):
+    jnp.add(k, 1)
+  with pytest.raises(TypeError, match="Cannot interpret 'key<fry>' as a data type"):
+    jnp.sin(k)
+  with pytest.raises(TypeError, match="sub does not accept dtype key<fry> at position 0"):
+    k - k
+  with pytest.raises(TypeError, match="lt does not accept dtype key<fry> at position 0"):
+    ks < ks
+  with pytest.raises(TypeError, match="stack does not accept dtypes key<fry>, float64"):
+    jnp.stack([k, 1.0])
+  with pytest.raises(TypeError, match="stack does not accept dtypes key<fry>, key<rbg>"):
+    jnp.stack([k, R.key(0, impl="rbg")])
+  with pytest.raises(ValueError, match="Zero-dimensional"):
+    jnp.concatenate([k, k])
+
+
+def test_eval_shape_device_put_with_keys():
+  k = R.key(0)
+  s = nbjax.eval_shape(lambda k: (R.split(k, 3), R.uniform(k)), k)
+  assert s[0] == nbjax.ShapeDtypeStruct((3,), k.dtype)
+  assert s[1] == nbjax.ShapeDtypeStruct((), np.float64)
+  rbg = nbjax.ShapeDtypeStruct((5,), R.key_dtype("rbg"))
+  assert nbjax.eval_shape(lambda k: k[1:], rbg) == nbjax.ShapeDtypeStruct((4,), rbg.dtype)
+  assert nbjax.eval_shape(R.key_data, rbg) == nbjax.ShapeDtypeStruct((5, 4), np.uint32)
+  d = nbjax.device_put({"k": k})["k"]
+  assert d.dtype == k.dtype and data(d) == data(k)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nbjax import tree_util as tu
+from nbjax import _tree_util as _tu, tree_util as tu
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -371,9 +371,9 @@ def test_generated_flatten_agrees_with_tree_flatten(a, b):
   containers (a leaf position may hold anything: the caller checks leaves); ``unflattener``
   rebuilds as ``unflatten`` does."""
   leaves_a, ta = tu.tree_flatten(a)
-  flat = tu.flattener(ta)
+  flat = _tu.flattener(ta)
   assert flat(a) == leaves_a
-  assert tu.unflattener(ta)(leaves_a) == ta.unflatten(leaves_a) == a
+  assert _tu.unflattener(ta)(leaves_a) == ta.unflatten(leaves_a) == a
   got = flat(b)
   same_containers = tu.tree_structure(b) == ta
   if same_containers:
@@ -384,10 +384,10 @@ def test_generated_flatten_agrees_with_tree_flatten(a, b):
 
 def test_generated_code_declines_other_nodes():
   _, t = tu.tree_flatten((Point(1, 2), 3))
-  assert tu.flattener(t) is None
-  assert tu.unflattener(t) == t.unflatten
+  assert _tu.flattener(t) is None
+  assert _tu.unflattener(t) == t.unflatten
   _, t = tu.tree_flatten({"a": 1, "b": 2})
-  flat = tu.flattener(t)
+  flat = _tu.flattener(t)
   assert flat({"b": 4, "a": 3}) == [3, 4]
   assert flat({"a": 3, "c": 4}) is None and flat(collections.OrderedDict(a=1, b=2)) is None
   assert flat({"a": 1}) is None and flat([1, 2]) is None

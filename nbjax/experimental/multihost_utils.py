@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from nbjax import tree_util
+from nbjax import _tree_util as tree_util
 from nbjax.array import Array
 
 __all__ = ["process_allgather", "sync_global_devices", "broadcast_one_to_all", "assert_equal",

@@ -41,7 +41,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering as _lowering
 from nbjax.numpy._vectorize import _parse_signature as _parse_gufunc_signature
 from nbjax.custom_derivatives import _flat_bwd
-from nbjax.tree_util import tree_flatten
+from nbjax._tree_util import tree_flatten
 
 from kernels import simd  # noqa: E402  vectorizable exp/log/log1p/softplus/sigmoid for kernels
 

@@ -128,7 +128,7 @@ class DebugInfo:
   @property
   def arg_names(self):
     """JAX's ``_non_static_arg_names``: ``x``, ``x['a']``, ``args[1]``, ``kwargs['k']``."""
-    from nbjax.tree_util import keystr, tree_leaves_with_path
+    from nbjax._tree_util import keystr, tree_leaves_with_path
     args, kwargs, nums, names = self._args
     static = object()
     n = len(args)

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from nbjax import core, dtypes, registry, tree_util
+from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer

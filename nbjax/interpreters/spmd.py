@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, tree_util
+from nbjax import core, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching

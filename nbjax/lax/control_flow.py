@@ -36,7 +36,7 @@ from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
-from nbjax.tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
+from nbjax._tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
                               tree_map as _tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
@@ -532,7 +532,7 @@ def _children(t):
 def _tree_diffs(t1, t2, path=()):
   """``(keypath, thing1, thing2, explanation)`` for each place two treedefs differ (the
   wording of JAX's ``equality_errors``)."""
-  from nbjax.tree_util import DictKey, SequenceKey
+  from nbjax._tree_util import DictKey, SequenceKey
   if t1 == t2:
     return []
   n1, n2 = t1.node, t2.node

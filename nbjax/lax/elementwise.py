@@ -1437,7 +1437,7 @@ def stop_gradient(x):
 
   >>> nbjax.grad(lambda x: lax.stop_gradient(x) ** 2)(3.0)   # 0.0
   """
-  from nbjax.tree_util import tree_map
+  from nbjax._tree_util import tree_map
   return tree_map(_stop_gradient, x)
 
 add = _bin(add_p, r"""Elementwise addition: :math:`x + y`.""")

@@ -24,7 +24,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
 from nbjax.lax.elementwise import _float, _int, _sint, _uint
-from nbjax.tree_util import tree_flatten, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce", "reduce_p", "reduce_precision", "reduce_precision_p", "mulhi", "mulhi_p",
            "optimization_barrier", "optimization_barrier_p", "broadcast_shapes", "tile",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nbjax import core, registry, tree_util
+from nbjax import core, registry, _tree_util as tree_util
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching

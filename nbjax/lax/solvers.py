@@ -20,7 +20,7 @@ from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
-from nbjax.tree_util import tree_flatten, tree_map, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["custom_root", "custom_linear_solve", "linear_solve_p"]
 

@@ -29,7 +29,7 @@ from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
 from nbjax.lax.other import _flat_operands, _fold_batched_inits, _reducer_jvp
-from nbjax.tree_util import tree_flatten, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["reduce_window", "reduce_window_p", "reduce_window_sum_p", "reduce_window_max_p",
            "reduce_window_min_p", "select_and_scatter_add_p", "select_and_gather_add_p"]

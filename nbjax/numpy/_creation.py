@@ -37,6 +37,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
 
   Python scalars give weakly typed arrays, as in JAX; NumPy data is copied, so later
   mutation of the source never shows through."""
+  if type(object) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
   del device, copy  # arrays are immutable: sharing an Array's buffer is unobservable
   if order not in (None, "K", "A", "C"):
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")

@@ -536,6 +536,9 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
   ``mode``: None/'fill' gives ``fill_value`` (NaN, or the dtype's extreme) for
   out-of-bounds indices (negative ones count from the end), 'clip' clamps into
   ``[0, n - 1]`` (negative ones go to 0, as NumPy), 'wrap' wraps, as JAX."""
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["take"](a, indices, axis, mode=mode, unique_indices=unique_indices,
+                                   indices_are_sorted=indices_are_sorted)
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
   a, indices = ensure_arraylike("take", a, indices)

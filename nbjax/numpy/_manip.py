@@ -45,6 +45,8 @@ def _infer_shape(size, shape):
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
   """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
   del copy
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["reshape"](a, shape, order, newshape=newshape)
   a = ensure_arraylike("reshape", a)
   if shape is None:
     if newshape is None:
@@ -63,12 +65,16 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 def ravel(a, order="C"):
   """``a`` flattened to 1-d."""
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["ravel"](a, order)
   a = ensure_arraylike("ravel", a)
   return reshape(a, (a.size,), order=order)
 
 
 def transpose(a, axes=None):
   """``a`` with axes permuted (reversed by default)."""
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["transpose"](a, axes)
   a = ensure_arraylike("transpose", a)
   nd = a.ndim
   perm = tuple(range(nd - 1, -1, -1)) if axes is None else tuple(
@@ -129,6 +135,8 @@ def rollaxis(a, axis, start=0):
 
 def squeeze(a, axis=None):
   """``a`` without size-1 axes (all of them, or those in ``axis``)."""
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["squeeze"](a, axis)
   a = ensure_arraylike("squeeze", a)
   if axis is None:
     axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
@@ -143,6 +151,8 @@ def squeeze(a, axis=None):
 
 def expand_dims(a, axis):
   """``a`` with size-1 axes inserted at ``axis`` (positions in the result)."""
+  if type(a) in _util.key_types:  # a key array (nbjax.prng)
+    return _util.key_impls["expand_dims"](a, axis)
   a = ensure_arraylike("expand_dims", a)
   axes = axis if isinstance(axis, (tuple, list)) else (axis,)
   axes = canonicalize_axes(axes, a.ndim + len(axes))
@@ -198,6 +208,8 @@ def concatenate(arrays, axis=0, dtype=None):
     arrays = list(arrays)
   if not len(arrays):
     raise ValueError("Need at least one array to concatenate.")
+  if type(arrays[0]) in _util.key_types:  # key arrays (nbjax.prng)
+    return _util.key_impls["concatenate"](arrays, axis)
   _util.check_arraylike("concatenate", *arrays)
   arrays = [as_array(a) for a in arrays]
   if axis is None:
@@ -225,6 +237,8 @@ def stack(arrays, axis=0, out=None, dtype=None):
     arrays = list(arrays)
   if not len(arrays):
     raise ValueError("Need at least one array to stack.")
+  if type(arrays[0]) in _util.key_types:  # key arrays (nbjax.prng)
+    return _util.key_impls["stack"](arrays, axis)
   _util.check_arraylike("stack", *arrays)
   arrays = [as_array(a) for a in arrays]
   shape0 = arrays[0].shape
@@ -531,6 +545,8 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
   if x is None or y is None:
     raise ValueError("Either both or neither of the x and y arguments should be provided to "
                      "jax.numpy.where, got {x} and {y}.")
+  if type(x) in _util.key_types or type(y) in _util.key_types:  # key arrays (nbjax.prng)
+    return _util.key_impls["where"](condition, x, y)
   _util.check_arraylike("where", condition, x, y)
   c = as_array(condition)
   c = c if c.dtype == _BOOL else lax.ne(c, _util.lit(0, c.dtype, True))

@@ -622,6 +622,8 @@ _sinc_maclaurin.defjvp(_sinc_maclaurin_jvp)
 
 def _cmp(name, op, prim_name):
   def general(x, y):
+    if name in _util.key_impls and (type(x) in _util.key_types or type(y) in _util.key_types):
+      return _util.key_impls[name](x, y)  # key arrays (nbjax.prng): equal, not_equal
     x, y = promote_args(name, x, y)
     if dtypes.is_complex(x.dtype) and name not in ("equal", "not_equal"):  # lexicographic
       x, y = _full_shape(x, y)

@@ -35,11 +35,24 @@ def is_arraylike(x):
 
 
 def check_arraylike(name, *args):
-  """JAX's TypeError for lists, tuples and other non-array arguments."""
+  """JAX's TypeError for lists, tuples and other non-array arguments, and for key arrays
+  (``key_types``) where the function takes numbers."""
   for pos, a in enumerate(args):
     if not is_arraylike(a):
+      if type(a) in key_types:
+        if len(args) == 1:
+          raise TypeError(f"Cannot interpret '{a.dtype}' as a data type")
+        names = ", ".join(str(x.dtype) if type(x) in key_types else
+                          str(dtypes.dtype(x, canonicalize=True)) for x in args)
+        raise TypeError(f"{name} does not accept dtypes {names}.")
       raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
                       f"position {pos}.")
+
+
+# Key arrays (nbjax.prng fills these): their types, and by name the versions of the jnp
+# functions JAX allows on them (stack, reshape, where, ...), which those functions call.
+key_types = set()
+key_impls = {}
 
 
 def as_array(x):
@@ -256,6 +269,8 @@ def promote_args_numeric(name, *args):
 
 def broadcast_to(x, shape):
   """``x`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``)."""
+  if type(x) in key_types:  # a key array (nbjax.prng)
+    return key_impls["broadcast_to"](x, shape)
   x = as_array(x)
   shape = canonicalize_shape(shape)
   xs = x.shape

@@ -1,0 +1,790 @@
+"""The pytree machinery behind ``nbjax.tree_util`` (flatten/unflatten, tree_map,
+registration, key paths), as the transformations see trees.
+
+Sits at the bottom of nbjax and imports nothing from it; ``api`` (jit cache keys, vmap/grad
+argument handling) and everything above use it. One difference from the public
+``nbjax.tree_util``: types registered with ``register_opaque_node`` (key arrays) are nodes
+here, so that a transformation flattens a key array to its physical ``uint32`` data, and
+leaves there, as JAX's key arrays are to users. Node types: tuple, list, dict (sorted keys),
+None (a node with no children), namedtuples, OrderedDict, defaultdict, and registered types;
+everything else is a leaf. ``PyTreeDef`` is structural: equal and hashable by node type, aux
+data and children, so it can be a cache key. Flatten is plain recursion with one dict lookup
+per node on the type: it is on the jit hot path.
+"""
+import collections
+import dataclasses
+import functools
+import operator
+
+__all__ = [
+    "PyTreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
+    "tree_reduce", "tree_all", "tree_transpose", "treedef_children", "treedef_is_leaf",
+    "treedef_is_strict_leaf", "treedef_tuple", "all_leaves", "register_pytree_node",
+    "register_pytree_node_class", "register_pytree_with_keys", "register_pytree_with_keys_class",
+    "register_dataclass", "register_static", "Partial", "tree_flatten_with_path",
+    "tree_leaves_with_path", "tree_map_with_path", "keystr", "SequenceKey", "DictKey",
+    "GetAttrKey", "FlattenedIndexKey", "tree_broadcast",
+]
+
+
+class _Node:
+  """How one node type flattens: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children)``."""
+  __slots__ = ("type", "flatten", "unflatten", "flatten_with_keys", "kind")
+
+  def __init__(self, typ, flatten, unflatten, flatten_with_keys=None, kind="custom"):
+    self.type, self.flatten, self.unflatten = typ, flatten, unflatten
+    self.flatten_with_keys, self.kind = flatten_with_keys, kind
+
+
+def _sorted_keys(d):
+  try:
+    return sorted(d)
+  except TypeError:
+    raise ValueError("Comparator raised exception while sorting pytree dictionary keys.") from None
+
+
+def _flatten_dict(d):
+  keys = _sorted_keys(d)
+  return [d[k] for k in keys], tuple(keys)
+
+
+def _flatten_odict(d):
+  return list(d.values()), tuple(d)
+
+
+def _flatten_ddict(d):
+  keys = _sorted_keys(d)
+  return [d[k] for k in keys], (d.default_factory, tuple(keys))
+
+
+_NoneType = type(None)
+_registry = {
+    tuple: _Node(tuple, lambda x: (x, None), lambda _, xs: tuple(xs), kind="tuple"),
+    list: _Node(list, lambda x: (x, None), lambda _, xs: list(xs), kind="list"),
+    dict: _Node(dict, _flatten_dict, lambda keys, xs: dict(zip(keys, xs)), kind="dict"),
+    _NoneType: _Node(_NoneType, lambda x: ((), None), lambda _, xs: None, kind="none"),
+    collections.OrderedDict: _Node(
+        collections.OrderedDict, _flatten_odict,
+        lambda keys, xs: collections.OrderedDict(zip(keys, xs)), kind="odict"),
+    collections.defaultdict: _Node(
+        collections.defaultdict, _flatten_ddict,
+        lambda aux, xs: collections.defaultdict(aux[0], zip(aux[1], xs)), kind="ddict"),
+}
+# type -> _Node, or None for a leaf type; filled lazily, so a lookup is one dict.get.
+_kinds = dict(_registry)
+# register_opaque_node's types (nodes here, leaves to users) -> trailing(aux): how many
+# trailing axes the node's children have beyond the node's own shape
+opaque_types = {}
+
+
+def _lookup(t):
+  """_Node for type ``t`` or None (leaf); caches the answer for the type."""
+  node = _registry.get(t)
+  if node is None and issubclass(t, tuple) and hasattr(t, "_fields"):
+    node = _Node(t, lambda x: (x, None), lambda _, xs, t=t: t(*xs), kind="namedtuple")
+  _kinds[t] = node
+  return node
+
+
+class PyTreeDef:
+  """Structure of a pytree: node type, aux data and child treedefs; leaves are ``*``."""
+  __slots__ = ("node", "data", "kids", "num_leaves", "_hash", "__weakref__")
+
+  def __init__(self, node, data, kids, num_leaves):
+    self.node, self.data, self.kids, self.num_leaves, self._hash = node, data, kids, num_leaves, None
+
+  @property
+  def num_nodes(self):
+    return 1 + sum(k.num_nodes for k in self.kids)
+
+  def children(self):
+    return list(self.kids)
+
+  def node_data(self):
+    """``None`` for a leaf, else ``(node type, aux data)``."""
+    return None if self.node is None else (self.node.type, self.data)
+
+  def __eq__(self, other):
+    if self is other:
+      return True
+    if type(other) is not PyTreeDef:
+      return NotImplemented
+    return (self.node is other.node and self.num_leaves == other.num_leaves
+            and self.data == other.data and self.kids == other.kids)
+
+  def __hash__(self):
+    h = self._hash
+    if h is None:
+      h = self._hash = hash((None if self.node is None else self.node.type, self.data, self.kids))
+    return h
+
+  def unflatten(self, leaves):
+    if type(leaves) is not list and type(leaves) is not tuple:
+      leaves = list(leaves)
+    if len(leaves) != self.num_leaves:
+      raise ValueError(f"Too {'few' if len(leaves) < self.num_leaves else 'many'} leaves for "
+                       f"PyTreeDef; expected {self.num_leaves}, got {len(leaves)}.")
+    if self.node is None:
+      return leaves[0]
+    return self._build(iter(leaves))
+
+  def _build(self, it):
+    if self.node is None:
+      return next(it)
+    return self.node.unflatten(
+        self.data, [next(it) if k is _LEAF else k._build(it) for k in self.kids])
+
+  def flatten_up_to(self, tree):
+    """Leaves of ``tree`` down to this structure: one subtree of ``tree`` per leaf here."""
+    out = []
+    self._up_to(tree, out)
+    return out
+
+  def _up_to(self, x, out):
+    node = self.node
+    if node is None:
+      out.append(x)
+      return
+    t = type(x)
+    kind = node.kind
+    if kind == "tuple" or kind == "list":
+      if t is not node.type:
+        raise ValueError(f"Expected {kind}, got {x!r}.")
+      if len(x) != len(self.kids):
+        raise ValueError(f"{kind.capitalize()} arity mismatch: {len(x)} != {len(self.kids)}; "
+                         f"{kind}: {x!r}.")
+      kids = x
+    elif kind == "none":
+      if x is not None:
+        raise ValueError(f"Expected None, got {x!r}.")
+      return
+    elif kind in ("dict", "odict", "ddict"):
+      if not isinstance(x, dict):
+        raise ValueError(f"Expected dict, got {x!r}.")
+      keys = self.data[1] if kind == "ddict" else self.data
+      if kind == "odict" and t is collections.OrderedDict:
+        got = tuple(x)
+      else:
+        got = tuple(_sorted_keys(x))
+      if (sorted(got, key=repr) != sorted(keys, key=repr)) if kind == "odict" else got != keys:
+        raise ValueError(f"Dict key mismatch; expected keys: {list(keys)}; dict: {x!r}.")
+      kids = [x[k] for k in keys]
+    elif kind == "namedtuple":
+      if t is not node.type:
+        raise ValueError(f"Expected named tuple of type {node.type.__name__}, got {x!r}.")
+      kids = x
+    else:
+      if t is not node.type:
+        raise ValueError(f"Custom node type mismatch; expected type: {node.type}; value: {x!r}.")
+      kids, data = node.flatten(x)
+      if data != self.data:
+        raise ValueError(f"Mismatch custom node data: {data!r} != {self.data!r}; value: {x!r}.")
+      kids = list(kids)
+      if len(kids) != len(self.kids):
+        raise ValueError(f"Custom node arity mismatch: {len(kids)} != {len(self.kids)}; "
+                         f"value: {x!r}.")
+    for k, c in zip(self.kids, kids):
+      if k is _LEAF:
+        out.append(c)
+      else:
+        k._up_to(c, out)
+
+  def compose(self, inner):
+    """Treedef with ``inner`` in place of each leaf of this one."""
+    if self.node is None:
+      return inner
+    kids = tuple(k.compose(inner) for k in self.kids)
+    return PyTreeDef(self.node, self.data, kids, sum(k.num_leaves for k in kids))
+
+  def walk(self, f_node, f_leaf, leaves):
+    """Fold over the structure: ``f_node(child_results, node_data)`` per node, ``f_leaf`` per leaf."""
+    it = iter(leaves)
+    def go(td):
+      if td.node is None:
+        x = next(it)
+        return f_leaf(x) if f_leaf is not None else x
+      return f_node(tuple(go(k) for k in td.kids), td.node_data())
+    return go(self)
+
+  def __repr__(self):
+    return f"PyTreeDef({self._str()})"
+
+  def _str(self):
+    node = self.node
+    if node is None:
+      return "*"
+    kids = [k._str() for k in self.kids]
+    kind = node.kind
+    if kind == "none":
+      return "None"
+    if kind == "tuple":
+      return f"({kids[0]},)" if len(kids) == 1 else f"({', '.join(kids)})"
+    if kind == "list":
+      return f"[{', '.join(kids)}]"
+    if kind == "dict":
+      return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.data, kids)) + "}"
+    if kind == "odict":
+      return "OrderedDict({" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.data, kids)) + "})"
+    if kind == "ddict":
+      body = ", ".join(f"{k!r}: {c}" for k, c in zip(self.data[1], kids))
+      return f"defaultdict({self.data[0]!r}, {{{body}}})"
+    if kind == "opaque":
+      return "*"
+    if kind == "namedtuple":
+      return f"{node.type.__name__}(" + ", ".join(
+          f"{f}={c}" for f, c in zip(node.type._fields, kids)) + ")"
+    return f"CustomNode({node.type.__name__}[{self.data!r}], [{', '.join(kids)}])"
+
+  def __reduce__(self):
+    return (_rebuild, (None if self.node is None else self.node.type, self.data, self.kids))
+
+
+def _rebuild(typ, data, kids):
+  if typ is None:
+    return _LEAF
+  node = _kinds.get(typ) or _lookup(typ)
+  return PyTreeDef(node, data, kids, sum(k.num_leaves for k in kids))
+
+
+_LEAF = PyTreeDef(None, None, (), 1)
+_NONE_DEF = PyTreeDef(_registry[_NoneType], None, (), 0)
+
+
+# ---- generated code for fixed structures (the hot paths of jit and the replay cache) ------
+
+_PLAIN = {"tuple": "tuple", "list": "list", "dict": "dict"}
+
+
+def flatten_source(treedef, root, ns, fail):
+  """Straight-line code reading the leaves of the tree ``root`` (an expression) whose
+  structure is ``treedef``'s, for structures of tuples, lists, dicts and None only (else
+  None): ``(lines, leaf expressions)``. The lines check each container's exact type and
+  length and each dict's keys, running ``fail`` (a statement) on a mismatch; they do not
+  check that the leaves are leaves (the caller must: a container in a leaf's place). Names
+  the code needs are added to ``ns``."""
+  lines, leaves = [], []
+
+  def walk(expr, d):
+    if d.node is None:
+      leaves.append(expr)
+      return True
+    kind = d.node.kind
+    if kind == "none":
+      lines.append(f"  if {expr} is not None: {fail}")
+      return True
+    t = _PLAIN.get(kind)
+    if t is None:
+      return False
+    var = f"n{len(lines)}"
+    lines.append(f"  {var} = {expr}")
+    lines.append(f"  if type({var}) is not {t} or len({var}) != {len(d.kids)}: {fail}")
+    for j, k in enumerate(d.kids):
+      if t == "dict":  # same length and every key found: the same keys
+        key = f"K{len(ns)}"
+        ns[key], ns["_MISSING"] = d.data[j], _MISSING
+        sub = f"n{len(lines)}"
+        lines.append(f"  {sub} = {var}.get({key}, _MISSING)")
+        if k.node is None:
+          lines.append(f"  if {sub} is _MISSING: {fail}")
+      else:
+        sub = f"{var}[{j}]"
+      if not walk(sub, k):
+        return False
+    return True
+
+  return (lines, leaves) if walk(root, treedef) else None
+
+
+def build_source(treedef, leaf, ns):
+  """An expression building a tree of ``treedef``'s structure whose leaf ``i`` is the
+  expression ``leaf(i)``, for structures of tuples, lists, dicts and None only (else None);
+  names it needs are added to ``ns``."""
+  it = iter(range(treedef.num_leaves))
+
+  def build(d):
+    if d.node is None:
+      return leaf(next(it))
+    kind = d.node.kind
+    if kind == "none":
+      return "None"
+    if kind not in _PLAIN:
+      return None
+    kids = [build(k) for k in d.kids]
+    if None in kids:
+      return None
+    if kind == "tuple":
+      return f"({''.join(k + ', ' for k in kids)})"
+    if kind == "list":
+      return f"[{', '.join(kids)}]"
+    names = []
+    for key in d.data:
+      names.append(f"K{len(ns)}")
+      ns[names[-1]] = key
+    return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
+
+  return build(treedef)
+
+
+def flattener(treedef):
+  """``flat(tree)``: the leaves of ``tree`` (a list) when its containers match ``treedef``'s
+  (types, lengths, dict keys), else None, as generated straight-line code; None for
+  structures other than tuples, lists, dicts and None. The caller checks the leaves."""
+  ns = {}
+  got = flatten_source(treedef, "x", ns, "return None")
+  if got is None:
+    return None
+  lines, leaves = got
+  exec("\n".join(["def flat(x):", *lines, f"  return [{', '.join(leaves)}]"]), ns)
+  return ns["flat"]
+
+
+def unflattener(treedef):
+  """``treedef.unflatten`` as one generated expression for structures of tuples, lists,
+  dicts and None (else ``treedef.unflatten`` itself); takes a list or tuple of exactly
+  ``treedef.num_leaves`` leaves."""
+  ns = {}
+  body = build_source(treedef, "o[{}]".format, ns)
+  if body is None:
+    return treedef.unflatten
+  exec(f"def unflatten(o):\n  return {body}\n", ns)
+  return ns["unflatten"]
+
+
+_MISSING = object()
+
+
+# ---- flatten ---------------------------------------------------------------------------
+
+def _flatteners(kinds, lookup):
+  """``_flat`` (leaves and treedef) and ``_leaves`` over the node table ``kinds``."""
+  def _flat(x, leaves):
+    t = type(x)
+    node = kinds[t] if t in kinds else lookup(t)
+    if node is None:
+      leaves.append(x)
+      return _LEAF
+    if t is tuple or t is list:
+      kids, data = x, None
+    elif t is _NoneType:
+      return _NONE_DEF
+    else:
+      kids, data = node.flatten(x)
+    start = len(leaves)
+    kdefs = []
+    for c in kids:
+      ct = type(c)
+      if (kinds[ct] if ct in kinds else lookup(ct)) is None:
+        leaves.append(c)
+        kdefs.append(_LEAF)
+      else:
+        kdefs.append(_flat(c, leaves))
+    return PyTreeDef(node, data, tuple(kdefs), len(leaves) - start)
+
+  def _leaves(x, out):
+    t = type(x)
+    node = kinds[t] if t in kinds else lookup(t)
+    if node is None:
+      out.append(x)
+    elif t is tuple or t is list:
+      for c in x:
+        _leaves(c, out)
+    else:
+      for c in node.flatten(x)[0]:
+        _leaves(c, out)
+
+  return _flat, _leaves
+
+
+_flat, _leaves = _flatteners(_kinds, _lookup)
+# The public tree_util's view: opaque types (key arrays) are leaves.
+_user_kinds = {}
+
+
+def _user_lookup(t):
+  node = None if t in opaque_types else _lookup(t)
+  _user_kinds[t] = node
+  return node
+
+
+_user_flat, _user_leaves = _flatteners(_user_kinds, _user_lookup)
+
+
+def _flat_is_leaf(x, leaves, is_leaf):
+  if is_leaf(x):
+    leaves.append(x)
+    return _LEAF
+  t = type(x)
+  node = _kinds[t] if t in _kinds else _lookup(t)
+  if node is None:
+    leaves.append(x)
+    return _LEAF
+  kids, data = node.flatten(x)
+  start = len(leaves)
+  kdefs = tuple([_flat_is_leaf(c, leaves, is_leaf) for c in kids])
+  return PyTreeDef(node, data, kdefs, len(leaves) - start)
+
+
+def tree_flatten(tree, is_leaf=None):
+  """``(leaves, treedef)``; ``is_leaf(x)`` true stops the recursion at ``x``."""
+  leaves = []
+  if is_leaf is None:
+    return leaves, _flat(tree, leaves)
+  return leaves, _flat_is_leaf(tree, leaves, is_leaf)
+
+
+def tree_leaves(tree, is_leaf=None):
+  if is_leaf is None:
+    out = []
+    _leaves(tree, out)
+    return out
+  return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None):
+  return tree_flatten(tree, is_leaf)[1]
+
+
+def tree_unflatten(treedef, leaves):
+  return treedef.unflatten(leaves)
+
+
+def _mismatch(treedef, i, tree, err):
+  try:
+    other = repr(tree_structure(tree))
+  except Exception:  # noqa: BLE001 -- the structure is only for the message
+    other = repr(tree)
+  return ValueError(f"tree_map: tree at position {i} does not match the structure of the first "
+                    f"tree.\n  first: {treedef}\n  tree {i}: {other}\n  {err}")
+
+
+def tree_map(f, tree, *rest, is_leaf=None):
+  """``f`` applied leafwise; ``rest`` trees must have ``tree``'s structure (or extend it)."""
+  leaves, treedef = tree_flatten(tree, is_leaf)
+  if not rest:
+    return treedef.unflatten([f(x) for x in leaves])
+  all_leaves = [leaves]
+  for i, r in enumerate(rest, 1):
+    try:
+      all_leaves.append(treedef.flatten_up_to(r))
+    except ValueError as e:
+      raise _mismatch(treedef, i, r, e) from None
+  return treedef.unflatten([f(*xs) for xs in zip(*all_leaves)])
+
+
+_MISSING = object()
+
+
+def tree_reduce(function, tree, initializer=_MISSING, is_leaf=None):
+  leaves = tree_leaves(tree, is_leaf)
+  if initializer is _MISSING:
+    return functools.reduce(function, leaves)
+  return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree, *, is_leaf=None):
+  return all(tree_leaves(tree, is_leaf))
+
+
+def treedef_children(treedef):
+  return treedef.children()
+
+
+def treedef_is_leaf(treedef):
+  """True for a structure with one node: a leaf, None, or an empty container."""
+  return not treedef.kids
+
+
+def treedef_is_strict_leaf(treedef):
+  return treedef.node is None
+
+
+def treedef_tuple(treedefs):
+  kids = tuple(treedefs)
+  return PyTreeDef(_registry[tuple], None, kids, sum(k.num_leaves for k in kids))
+
+
+def all_leaves(iterable, is_leaf=None):
+  """True iff every element of ``iterable`` is a leaf."""
+  if is_leaf is None:
+    return all((_kinds[type(x)] if type(x) in _kinds else _lookup(type(x))) is None
+               for x in iterable)
+  lst = list(iterable)
+  return lst == tree_leaves(lst, is_leaf)
+
+
+def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose, is_leaf=None):
+  """Turn a tree of trees (outer of inner) into an inner tree of outer trees."""
+  if inner_treedef is None:
+    inner_treedef = tree_structure(outer_treedef.flatten_up_to(pytree_to_transpose)[0],
+                                   is_leaf)
+  flat, treedef = tree_flatten(pytree_to_transpose, is_leaf)
+  inner_size, outer_size = inner_treedef.num_leaves, outer_treedef.num_leaves
+  if treedef.num_leaves != inner_size * outer_size:
+    raise TypeError(f"Mismatch\n{treedef}\n != \n{outer_treedef.compose(inner_treedef)}")
+  it = iter(flat)
+  lol = [[next(it) for _ in range(inner_size)] for _ in range(outer_size)]
+  return inner_treedef.unflatten([outer_treedef.unflatten(col) for col in zip(*lol)])
+
+
+# ---- registration -----------------------------------------------------------------------
+
+def _register(node):
+  if node.type in _registry:
+    raise ValueError(f"Duplicate custom PyTreeDef type registration for {node.type}.")
+  _registry[node.type] = node
+  _kinds[node.type] = node
+  _user_kinds[node.type] = None if node.kind == "opaque" else node
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func=None):
+  """Make ``nodetype`` a node: ``flatten_func(x) -> (children, aux)``; ``unflatten_func(aux, children)``.
+
+  ``aux`` must be hashable and comparable: it is part of the treedef.
+  """
+  _register(_Node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func))
+
+
+def register_opaque_node(nodetype, flatten_func, unflatten_func, trailing):
+  """Make ``nodetype`` a node for the transformations (which flatten it to its children)
+  but a leaf to users (``nbjax.tree_util``): JAX's key arrays. ``trailing(aux)``: how many
+  trailing axes each child has beyond the node's own shape (a key's data: the key shape)."""
+  opaque_types[nodetype] = trailing
+  _register(_Node(nodetype, flatten_func, unflatten_func, kind="opaque"))
+
+
+def trailing_axes(treedef):
+  """Per leaf of ``treedef``: the trailing axes an opaque node above it adds (else 0), so
+  that a negative axis of the user's value (a key array's) can be made the leaf's."""
+  out = []
+
+  def go(td, extra):
+    if td.node is None:
+      out.append(extra)
+      return
+    if td.node.kind == "opaque":
+      extra = opaque_types[td.node.type](td.data)
+    for k in td.kids:
+      go(k, extra)
+  go(treedef, 0)
+  return out
+
+
+def register_pytree_node_class(cls):
+  """Class decorator: uses ``x.tree_flatten()`` and ``cls.tree_unflatten(aux, children)``."""
+  register_pytree_node(cls, operator.methodcaller("tree_flatten"), cls.tree_unflatten)
+  return cls
+
+
+def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatten_func=None):
+  """Like ``register_pytree_node``, with ``flatten_with_keys(x) -> (((key, child), ...), aux)``."""
+  if flatten_func is None:
+    def flatten_func(x):
+      kc, aux = flatten_with_keys(x)
+      return [c for _, c in kc], aux
+  register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys)
+
+
+def register_pytree_with_keys_class(cls):
+  register_pytree_with_keys(cls, operator.methodcaller("tree_flatten_with_keys"),
+                            cls.tree_unflatten,
+                            operator.methodcaller("tree_flatten") if hasattr(cls, "tree_flatten") else None)
+  return cls
+
+
+def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_fields=()):
+  """Register a dataclass: ``data_fields`` are children, ``meta_fields`` are aux data.
+
+  With neither given, fields are inferred: ``field(metadata=dict(static=True))`` marks meta.
+  Usable as a bare decorator, or called with fields to get one.
+  """
+  if nodetype is None:
+    return functools.partial(register_dataclass, data_fields=data_fields,
+                             meta_fields=meta_fields, drop_fields=drop_fields)
+  if data_fields is None and meta_fields is None:
+    if not dataclasses.is_dataclass(nodetype):
+      raise TypeError("register_dataclass: data_fields and meta_fields are required when "
+                      f"{nodetype} is not a dataclass")
+    fields = [f for f in dataclasses.fields(nodetype) if f.init and f.name not in drop_fields]
+    meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+  elif data_fields is None or meta_fields is None:
+    raise TypeError("register_dataclass: give both data_fields and meta_fields, or neither")
+  data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
+  if dataclasses.is_dataclass(nodetype):
+    init = {f.name for f in dataclasses.fields(nodetype) if f.init}
+    missing = init - set(data_fields) - set(meta_fields) - set(drop_fields)
+    if missing:
+      raise ValueError(f"register_dataclass: fields {sorted(missing)} of {nodetype.__name__} "
+                       "are in neither data_fields nor meta_fields")
+
+  def flatten(x):
+    return [getattr(x, n) for n in data_fields], tuple(getattr(x, n) for n in meta_fields)
+
+  def flatten_with_keys(x):
+    return ([(GetAttrKey(n), getattr(x, n)) for n in data_fields],
+            tuple(getattr(x, n) for n in meta_fields))
+
+  def unflatten(meta, data):
+    return nodetype(**dict(zip(meta_fields, meta)), **dict(zip(data_fields, data)))
+
+  register_pytree_node(nodetype, flatten, unflatten, flatten_with_keys)
+  return nodetype
+
+
+def register_static(cls):
+  """Register ``cls`` as a node with no children whose value is its aux data."""
+  register_pytree_node(cls, lambda x: ((), x), lambda x, _: x)
+  return cls
+
+
+class _HashableCallableShim:
+  """Wraps a functools.partial passed to Partial, so its arguments are not merged in."""
+  def __init__(self, fun):
+    self.fun = fun
+
+  def __call__(self, *args, **kw):
+    return self.fun(*args, **kw)
+
+  def __hash__(self):
+    return hash(self.fun)
+
+  def __eq__(self, other):
+    if isinstance(other, _HashableCallableShim):
+      return self.fun == other.fun
+    return self.fun == other
+
+
+class Partial(functools.partial):
+  """``functools.partial`` as a pytree: the arguments are children, the function is aux data.
+
+  Use it to pass a function with bound array arguments through ``jit`` or ``tree_map``.
+  """
+  def __new__(klass, func, *args, **kw):
+    if isinstance(func, functools.partial):
+      original = func
+      func = _HashableCallableShim(original)
+      out = super().__new__(klass, func, *args, **kw)
+      func.func, func.args, func.keywords = original.func, original.args, original.keywords
+      return out
+    return super().__new__(klass, func, *args, **kw)
+
+
+register_pytree_node(
+    Partial,
+    lambda p: ((p.args, p.keywords), p.func),
+    lambda func, xs: Partial(func, *xs[0], **xs[1]),
+)
+
+
+# ---- key paths ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+  idx: int
+  def __str__(self):
+    return f"[{self.idx!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+  key: object
+  def __str__(self):
+    return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+  name: str
+  def __str__(self):
+    return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+  key: int
+  def __str__(self):
+    return f"[<flat index {self.key}>]"
+
+
+def keystr(keys, *, simple=False, separator=""):
+  """``keystr((DictKey('a'), SequenceKey(0))) == "['a'][0]"``."""
+  if simple:
+    return separator.join(str(next((getattr(k, a) for a in ("idx", "key", "name")
+                                    if hasattr(k, a)), k)) for k in keys)
+  return separator.join(str(k) for k in keys)
+
+
+def _keyed_children(x, node):
+  kind = node.kind
+  if kind in ("tuple", "list"):
+    return [(SequenceKey(i), c) for i, c in enumerate(x)]
+  if kind == "namedtuple":
+    return [(GetAttrKey(f), c) for f, c in zip(node.type._fields, x)]
+  if kind in ("dict", "ddict"):
+    return [(DictKey(k), x[k]) for k in _sorted_keys(x)]
+  if kind == "odict":
+    return [(DictKey(k), v) for k, v in x.items()]
+  if kind == "none":
+    return []
+  if node.flatten_with_keys is not None:
+    return list(node.flatten_with_keys(x)[0])
+  return [(FlattenedIndexKey(i), c) for i, c in enumerate(node.flatten(x)[0])]
+
+
+def _flat_with_path(x, path, out, is_leaf):
+  if is_leaf is not None and is_leaf(x):
+    out.append((path, x))
+    return
+  t = type(x)
+  node = _kinds[t] if t in _kinds else _lookup(t)
+  if node is None:
+    out.append((path, x))
+    return
+  for k, c in _keyed_children(x, node):
+    _flat_with_path(c, path + (k,), out, is_leaf)
+
+
+def tree_flatten_with_path(tree, is_leaf=None):
+  """``([(key_path, leaf), ...], treedef)``."""
+  out = []
+  _flat_with_path(tree, (), out, is_leaf)
+  return out, tree_structure(tree, is_leaf)
+
+
+def tree_leaves_with_path(tree, is_leaf=None):
+  out = []
+  _flat_with_path(tree, (), out, is_leaf)
+  return out
+
+
+def tree_map_with_path(f, tree, *rest, is_leaf=None):
+  """``f(key_path, leaf, *other_leaves)`` applied leafwise."""
+  path_leaves, treedef = tree_flatten_with_path(tree, is_leaf)
+  paths, leaves = [p for p, _ in path_leaves], [x for _, x in path_leaves]
+  all_leaves = [leaves]
+  for i, r in enumerate(rest, 1):
+    try:
+      all_leaves.append(treedef.flatten_up_to(r))
+    except ValueError as e:
+      raise _mismatch(treedef, i, r, e) from None
+  return treedef.unflatten([f(p, *xs) for p, *xs in zip(paths, *all_leaves)])
+
+
+def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
+  """The leaves of ``prefix_tree``, each repeated once per leaf of the ``full_tree`` subtree
+  it is a prefix of."""
+  result = []
+  tree_map(lambda x, sub: result.extend([x] * tree_structure(sub, is_leaf).num_leaves),
+           prefix_tree, full_tree, is_leaf=is_leaf)
+  return result
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+  """``prefix_tree`` broadcast to ``full_tree``'s structure: each of its leaves replaces
+  every leaf of the corresponding ``full_tree`` subtree.
+
+  >>> tree_broadcast([1, 2], [[3, 4], (5,)])
+  [[1, 1], (2,)]
+  """
+  return tree_structure(full_tree, is_leaf).unflatten(
+      broadcast_prefix(prefix_tree, full_tree, is_leaf))
