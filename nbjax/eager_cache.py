@@ -505,7 +505,8 @@ class TraceCache:
         self.entries.clear()
       self.entries[key] = _SEEN
       return MISS
-    if e is _SEEN:
+    if e is _SEEN:  # (stored under this call's key: the fast path's ``tree`` is its own)
+      del self.entries[key]
       self.entries[key] = e = self._build(args, kwargs, leaves, tree) or _UNCACHEABLE
       if e is not _UNCACHEABLE and not kwargs and all(type(x) is Array for x in leaves):
         args_def = tree_flatten(args)[1] if type(tree) in (int, tuple) else tree.kids[0]
