@@ -16,9 +16,10 @@ each node's linearization, accumulated per slot (symbolic zeros skipped, as
 
 - A structure seen before compiles once into one program (``registry.eager_program``) of
   the whole backward pass, keyed by the structure, fed the current call's slot values: a
-  call pays one key lookup and the kernels. Only structure-derived things are cached; a
-  call whose structure differs, in any node, misses and builds (or falls back). Only small
-  tapes (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
+  call pays one key lookup and the kernels (fused once hot, as replays:
+  ``eager_cache.FUSE_AFTER``). Only structure-derived things are cached; a call whose
+  structure differs, in any node, misses and builds (or falls back). Only small tapes
+  (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
 - Otherwise (a first sight, or nodes that cannot be compiled), node by node: each node's
   VJP is a compiled program of ``linearize`` + ``backward_pass`` of the single primitive,
   cached per (primitive, avals, params, which inputs are differentiated). Primitives whose
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nbjax import core, dtypes, registry
+from nbjax import core, dtypes, eager_cache, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.core import ShapedArray, Trace, Tracer, get_aval
 from nbjax.interpreters import ad
@@ -48,12 +49,13 @@ _new = object.__new__
 
 
 class TapeTracer(Tracer):
-  """A value on the tape: ``val`` (concrete), its ``slot`` and its ``aval`` (an attribute,
-  set once: the jnp functions read it on every operation)."""
-  __slots__ = ("val", "slot", "aval")
+  """A value on the tape: ``val`` (concrete), its ``slot`` and its ``aval`` (attributes, as
+  are ``shape`` and ``dtype``, set once: the jnp functions read them on every operation)."""
+  __slots__ = ("val", "slot", "aval", "shape", "dtype")
 
   def __init__(self, trace, val, slot):
     self._trace, self.val, self.slot, self.aval = trace, val, slot, _aval(val)
+    self.shape, self.dtype = self.aval.shape, self.aval.dtype
 
   def to_concrete_value(self):
     return self.val
@@ -81,10 +83,18 @@ _MAY_HAVE_EFFECTS = frozenset({"callback", "control_flow", "call"})
 _DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})
 
 
+_INEXACT: dict = {}  # dtype -> is it inexact
+
+
+def _is_inexact(d):
+  r = _INEXACT.get(d)
+  if r is None:
+    r = _INEXACT[d] = dtypes.is_inexact(d)
+  return r
+
+
 def _inexact(x):
-  if type(x) is Array:
-    return dtypes.is_inexact(x._value.dtype)
-  return dtypes.is_inexact(get_aval(x).dtype)
+  return _is_inexact(x._value.dtype if type(x) is Array else get_aval(x).dtype)
 
 
 def _key_part(v):
@@ -131,11 +141,12 @@ class TapeTrace(Trace):
   def arg(self, x):
     """A tracer for input leaf ``x`` when it is inexact (else ``x``)."""
     a = _aval(x)
-    if not dtypes.is_inexact(a.dtype):
+    shape, dtype = a.shape, a.dtype
+    if not _is_inexact(dtype):
       return x
-    self.in_keys.append((a.shape, a.dtype, a.weak_type))
+    self.in_keys.append((shape, dtype, a.weak_type))
     t = _new(TapeTracer)
-    t._trace, t.val, t.slot, t.aval = self, x, len(self.vals), a
+    t._trace, t.val, t.slot, t.aval, t.shape, t.dtype = self, x, len(self.vals), a, shape, dtype
     self.vals.append(x)
     return t
 
@@ -174,7 +185,8 @@ class TapeTrace(Trace):
       outs = self._record(prim, params, args, ins, _as_list(out, prim), None)
       return outs if prim.multiple_results else outs[0]
     x = out._value
-    if not dtypes.is_inexact(x.dtype):
+    dtype = x.dtype
+    if not (_INEXACT.get(dtype) or _is_inexact(dtype)):
       return out
     vals = self.vals
     cav = self._wire(args, ins) if nc else ()
@@ -182,7 +194,9 @@ class TapeTrace(Trace):
     vals.append(out)
     self.nodes.append((prim, params, tuple(ins), (s,), None, cav))
     t, a = _new(TapeTracer), _new(ShapedArray)
-    a.shape, a.dtype, a.weak_type = x.shape, x.dtype, out._weak
+    a.shape = t.shape = x.shape
+    a.dtype = t.dtype = dtype
+    a.weak_type = out._weak
     t._trace, t.val, t.slot, t.aval = self, out, s, a
     return t
 
@@ -249,18 +263,13 @@ class TapeTrace(Trace):
 
   def structure(self, out):
     """The key of this tape's backward pass to slot ``out``: None when it cannot be compiled
-    whole (a node linearized when recorded, params that cannot key a cache)."""
+    whole (a node linearized when recorded); unhashable when params cannot key a cache."""
     key = [registry.epoch, out, len(self.vals), *self.in_keys]
     for prim, params, ins, _, lin, cav in self.nodes:
       if lin is not None:
         return None
       key += (prim, tuple(params.items()) if params else (), ins, cav)
-    key = tuple(key)
-    try:
-      hash(key)
-    except TypeError:
-      return None
-    return key
+    return tuple(key)  # (unhashable where params are: ``backward`` tells)
 
 
 # ----------------------------------------------------------------- backward pass
@@ -329,8 +338,10 @@ def _build_tape(trace, out, dtype):
   jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(backward_fun, [seed_aval, *avals],
                                                fun_name="tape_backward")
   jaxpr, used = pe.dce_jaxpr(jaxpr, True, instantiate=[True] + [False] * len(avals))
+  jaxpr = pe.inline_calls(jaxpr)
   b = _Backward()
-  b.program = registry.eager_program(pe.inline_calls(jaxpr), consts)
+  # hot tapes fuse their elementwise chains, as replays do
+  b.program = eager_cache._warming(b, registry.eager_program(jaxpr, consts), jaxpr, consts)
   b.used, b.grads = [i for i, u in enumerate(used[1:]) if u], grads
   return b
 
@@ -351,8 +362,11 @@ def backward(trace, out, dtype):
   """Cotangents ``{input slot: raw ndarray}`` of the tape's inputs that one flows to, seeded
   at slot ``out`` (a scalar of ``dtype``) with 1."""
   key = trace.structure(out)
+  try:
+    b = _tapes.get(key) if key is not None else None
+  except TypeError:  # params that cannot key a cache: node by node
+    key = None
   if key is not None:
-    b = _tapes.get(key)
     if type(b) is _Backward:
       vals, args, foreign = trace.vals, [_seed(dtype)], None
       for i in b.used:

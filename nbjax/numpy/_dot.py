@@ -13,6 +13,8 @@ import string
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.array import Array
+from nbjax.core import Tracer
 from nbjax.numpy import _util
 from nbjax.numpy._indexing import diagonal
 from nbjax.numpy._manip import moveaxis
@@ -40,9 +42,29 @@ def _promote(name, a, b):
   return _util.promote_dtypes(a, b)
 
 
+_MM = (((1,), (0,)), ((), ()))
+
+
+def _sig(x):
+  """(dtype, ndim, weak) of an Array or tracer, else None."""
+  if type(x) is Array:
+    v = x._value
+    return v.dtype, v.ndim, x._weak
+  if isinstance(x, Tracer):
+    a = x.aval
+    return a.dtype, len(a.shape), a.weak_type
+  return None
+
+
 def matmul(a, b, *, precision=None, preferred_element_type=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
   broadcast."""
+  if precision is None and preferred_element_type is None:
+    # two matrices of one float dtype (and weak type): the general path's one equation
+    sa = _sig(a)
+    if sa is not None and sa[1] == 2 and sa[0].kind in "fc" and _sig(b) == sa:
+      return lax.dot_general_p.bind(a, b, dimension_numbers=_MM, precision=None,
+                                    preferred_element_type=None)
   a, b = _promote("matmul", a, b)
   for i, x in enumerate((a, b)):
     if x.ndim == 0:

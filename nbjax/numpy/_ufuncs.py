@@ -319,6 +319,11 @@ def power(x1, x2, /):
   A concrete integer exponent uses ``lax.integer_pow`` (exact, differentiable at 0);
   integer bases with integer exponents use binary exponentiation.
   """
+  if type(x2) is int:  # ``x ** 2`` on a float array or tracer: the general path's equation
+    d = x1._value.dtype if type(x1) is Array else x1.aval.dtype if isinstance(x1, Tracer) \
+        else None
+    if d is not None and d.kind in "fc":
+      return lax.integer_pow(x1, x2)
   check_arraylike("power", x1, x2)
   _util.check_no_float0s("power", x1, x2)
   if _util.is_concrete(x2) and (isinstance(x2, int) or _is_intlike(_util.as_array(x2).dtype)
