@@ -413,9 +413,15 @@ def test_sums_products_and_scans_associate_as_xla(backend, dtype):
     x = _wide_range(rng, shape, d, name.split("_")[-1])
     want = mlir.single_primitive_impl(prim)(x, **params)
     got = impl(name, backend)(x, **params)
+    axes = params.get("axes", ())
     if name == "cumlogsumexp":  # (exp and log1p are XLA's own polynomials: rounding apart)
       np.testing.assert_allclose(got, want, rtol=4e-3 if d == np.float16 else 1e-5
                                  if d == np.float32 else 1e-13, err_msg=f"{name} {shape}")
+    elif len(axes) > 1 and max(axes) - min(axes) >= len(axes):
+      # non-adjacent reduced axes: XLA's association depends on the host CPU (row-major on
+      # the AVX-512 machines, the minor run first on an AVX2 EPYC): equal to rounding
+      np.testing.assert_allclose(got, want, rtol=8 * np.finfo(d).eps, atol=0,
+                                 err_msg=f"{name} {shape} {params} ({backend})")
     else:
       np.testing.assert_array_equal(got, want, err_msg=f"{name} {shape} {params} ({backend})")
 
