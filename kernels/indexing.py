@@ -289,6 +289,16 @@ def gather_par(op, idx, out, bshape, b_out_st, b_op_st, sim_st, sim_hi, mode, fi
 
 
 @njit(cache=True, nogil=True)
+def count_from_end(idx, n):
+  """Signed indices as int64, negative ones counted from the end (``i + n``)."""
+  out = np.empty(idx.size, np.int64)
+  for t in range(idx.size):
+    i = np.int64(idx[t])
+    out[t] = i + n if i < 0 else i
+  return out
+
+
+@njit(cache=True, nogil=True)
 def take_clamped(op, idx, out, h, s0):
   """``out[t] = op[clamp(idx[t], 0, h) * s0]``: x[idx] with one index column (branchless
   clamp, as fast as ``np.take``). Checks its plan, never trusts it."""

@@ -504,6 +504,39 @@ def {fn}(x, out, z):
     out[o] = {tree}(x[o], z, buf)
 """
 
+# rows lo..hi of ``src`` folded in order into ``acc`` (per column: XLA's order), four rows a
+# pass so ``acc`` is loaded and stored once per four rows (vectorised along the columns)
+_FOLD_ROWS = """
+def {fn}(src, lo, hi, acc, z):
+  I = acc.size
+  acc[:] = z
+  j = lo
+  while j + 4 <= hi:
+    r0 = src[j]
+    r1 = src[j + 1]
+    r2 = src[j + 2]
+    r3 = src[j + 3]
+    for i in range(I):
+      s = acc[i]
+      v = r0[i]
+      s = {expr}
+      v = r1[i]
+      s = {expr}
+      v = r2[i]
+      s = {expr}
+      v = r3[i]
+      s = {expr}
+      acc[i] = s
+    j += 4
+  while j < hi:
+    r = src[j]
+    for i in range(I):
+      s = acc[i]
+      v = r[i]
+      acc[i] = {expr}
+    j += 1
+"""
+
 _TREE_COLS = """
 def {fn}(x, out, z):
   O, N, I = x.shape
@@ -516,23 +549,11 @@ def {fn}(x, out, z):
       nw = (n + 31) // 32
       lo = (nw * 32 - n) // 2
       for k in range(nw):
-        acc[:] = z
-        for j in range(max(32 * k - lo, 0), min(32 * k + 32 - lo, n)):
-          r = src[j]
-          for i in range(I):
-            s = acc[i]
-            v = r[i]
-            acc[i] = {expr}
+        {fold}(src, max(32 * k - lo, 0), min(32 * k + 32 - lo, n), acc, z)
         buf[k] = acc
       src = buf
       n = nw
-    acc[:] = z
-    for j in range(n):
-      r = src[j]
-      for i in range(I):
-        s = acc[i]
-        v = r[i]
-        acc[i] = {expr}
+    {fold}(src, 0, n, acc, z)
     out[o] = acc
 """
 
@@ -852,7 +873,8 @@ for _op, _expr in TREE_OPS.items():
                     for c in range(4))
   _make(_TREE, f"_tree_{_op}", fold=f"_fold_{_op}", body4=_body)
   TREE_ROWS[_op] = _make(_TREE_ROWS, f"tree_{_op}_rows", tree=f"_tree_{_op}")
-  TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", expr=_expr)
+  _make(_FOLD_ROWS, f"_fold_rows_{_op}", expr=_expr)
+  TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", fold=f"_fold_rows_{_op}")
 for _op, _expr in SCAN_OPS.items():
   _rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
   for _j in range(16):

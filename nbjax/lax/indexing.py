@@ -533,20 +533,32 @@ def _fills(mode):
   return mode == GatherScatterMode.FILL_OR_DROP
 
 
+@functools.lru_cache(maxsize=512)
+def _point_take(operand_shape, indices_shape, dn, slice_sizes):
+  """(out_shape, operand axis, its stride) when the gather takes single elements along one
+  operand axis (``x[i]`` of a 1-D ``x``): ``take_clamped``'s case; else (out_shape, None)."""
+  out_shape = _gather_shape(operand_shape, indices_shape, dn, slice_sizes)
+  if (not dn.offset_dims and not dn.operand_batching_dims and len(dn.start_index_map) == 1
+      and sorted(dn.collapsed_slice_dims) == list(range(len(operand_shape)))):
+    d = dn.start_index_map[0]
+    return out_shape, d, c_strides(operand_shape)[d]
+  return out_shape, None, None
+
+
 def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, indices_are_sorted,
                   mode, fill_value):
   idx = _signed(idx)
-  out_shape = _gather_shape(x.shape, idx.shape, dimension_numbers, slice_sizes)
-  out = pooled_empty(out_shape, x.dtype)
   dn = dimension_numbers
+  out_shape, d, st = _point_take(x.shape, idx.shape, dn, slice_sizes)
+  out = pooled_empty(out_shape, x.dtype)
+  if d is not None and x.size and out.size and not _fills(mode):
+    K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
+                   x.shape[d] - 1, st)
+    return out
   if (not dn.offset_dims and not dn.operand_batching_dims and x.size and out.size
       and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
     st = c_strides(x.shape)
     smap = list(dn.start_index_map)
-    if len(smap) == 1 and not _fills(mode):
-      K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
-                     x.shape[smap[0]] - 1, st[smap[0]])
-      return out
     fv = _fill_scalar(x.dtype, fill_value).reshape(1)
     K.gather_points(bits(x.reshape(-1)), _index_matrix(idx), bits(out.reshape(-1)),
                     np.array([st[d] for d in smap], np.int64),

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels.indexing import count_from_end
+
 from nbjax import core, dtypes, lax
 from nbjax.config import config
 from nbjax.array import Array
@@ -32,6 +34,7 @@ from nbjax.numpy._ufuncs import divide, negative, power, remainder
 from nbjax.numpy._util import as_array, canonicalize_axis, ensure_arraylike
 
 _BOOL = np.dtype(np.bool_)
+_I64 = np.dtype(np.int64)
 
 
 NonConcreteBooleanIndexError = core.NonConcreteBooleanIndexError
@@ -304,6 +307,7 @@ def _expand_to(a, dims, nd):
 # ----------------------------------------------------------------- x[idx]
 
 
+_TAKE = {}  # rewriting_take's x[i] fast path: signature -> gather params
 _MODES = frozenset({"clip", "fill", "drop", "promise_in_bounds"})
 
 
@@ -373,6 +377,26 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
       normalize_indices or idx >= 0) and (mode is None or mode in _MODES):  # x[i] fast path
     i = idx + x.shape[0] if idx < 0 else idx
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
+  if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
+    v, idt = idx._value, dtypes.default_int_dtype()  # x[i], one integer Array i: the
+    key = (x._value.shape, v.shape, v.dtype, idt, normalize_indices, unique_indices,
+           indices_are_sorted)  # gather worked out once per signature
+    params = _TAKE.get(key)
+    if params is None and v.dtype.kind in "iu" and v.size and x._value.ndim and x._value.size:
+      ix = _index_to_gather(x.shape, _parse(x.shape, idx), normalize_indices)
+      params = dict(dimension_numbers=ix.dnums, slice_sizes=ix.slice_sizes,
+                    unique_indices=unique_indices or ix.unique_indices,
+                    indices_are_sorted=indices_are_sorted or ix.indices_are_sorted,
+                    mode=lax.GatherScatterMode.CLIP, fill_value=None)
+      if len(_TAKE) > 1024:
+        _TAKE.clear()
+      _TAKE[key] = params
+    if params is not None:
+      if v.dtype.kind == "i" and normalize_indices and idt == _I64:
+        i = count_from_end(v.reshape(-1), x._value.shape[0])  # as _normalize
+      else:
+        i = _saturate(_normalize(v, x._value.shape[0]) if normalize_indices else v, idt)
+      return lax.gather_p.bind(x, Array._new(i.reshape(v.shape + (1,))), **params)
   parsed = _parse(x.shape, idx)
   gmode = _gather_mode(mode)
   if parsed.static_ints and (mode is None or gmode == lax.GatherScatterMode.PROMISE_IN_BOUNDS) \

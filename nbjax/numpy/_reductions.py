@@ -64,12 +64,16 @@ _ALL_AXES = [tuple(range(n)) for n in range(65)]
 
 
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
-  if (type(a) is Array and axis is None and dtype is None and initial is None and where is None
+  if (type(a) is Array and dtype is None and initial is None and where is None
       and not keepdims and a._value.dtype.kind in "fc" and a._value.size):
-    # the common whole-array float reduction, without the general normalisation below
+    # the common float reductions over everything or one axis, without the general
+    # normalisation below
     nd = a._value.ndim
-    if nd:
-      return getattr(lax, _LAX[kind])(a, _ALL_AXES[nd])
+    if axis is None:
+      if nd:
+        return getattr(lax, _LAX[kind])(a, _ALL_AXES[nd])
+    elif type(axis) is int and -nd <= axis < nd:
+      return getattr(lax, _LAX[kind])(a, (axis + nd if axis < 0 else axis,))
   a = ensure_arraylike(name, a)
   weak = a.weak_type and dtype is None
   if dtype is not None:
