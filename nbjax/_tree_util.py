@@ -457,9 +457,9 @@ def _mismatch(treedef, i, tree, err):
                     f"tree.\n  first: {treedef}\n  tree {i}: {other}\n  {err}")
 
 
-def tree_map(f, tree, *rest, is_leaf=None):
+def tree_map(f, tree, *rest, is_leaf=None, _flatten=None):
   """``f`` applied leafwise; ``rest`` trees must have ``tree``'s structure (or extend it)."""
-  leaves, treedef = tree_flatten(tree, is_leaf)
+  leaves, treedef = (_flatten or tree_flatten)(tree, is_leaf)
   if not rest:
     return treedef.unflatten([f(x) for x in leaves])
   all_leaves = [leaves]

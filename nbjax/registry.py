@@ -345,6 +345,16 @@ def eager_size(prim):
   return getattr(getattr(prim, "make_eager", None), "size", _out_size)
 
 
+def _call(f, quiet, vals, params):
+  """``f(*vals, **params)``, inside the quiet context when ``quiet`` (a numba/NumPy run)."""
+  if not quiet:
+    return f(*vals, **params)
+  try:
+    return quiet_run(f, *vals, **params)
+  except RuntimeError as e:
+    return quiet_retry(e, f, *vals, **params)
+
+
 def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   """Eager entry: validate with abstract_eval (cached per operand signature and params), pick
   the backend by ``size(vals, out_aval)`` (output elements by default), run it, wrap."""
@@ -380,13 +390,7 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     if h is None:
       return general(args, params)
     f, q, out_aval = h
-    if not q:
-      out = f(*vals, **params)
-    else:
-      try:
-        out = quiet_run(f, *vals, **params)
-      except RuntimeError as e:
-        out = quiet_retry(e, f, *vals, **params)
+    out = _call(f, q, vals, params)
     if multi:
       return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(out, out_aval)]
     return _wrap(as_output(out, out_aval), out_aval.weak_type)
@@ -430,13 +434,7 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
       if len(hot) > 4096:
         hot.clear()
       hot[tuple(x for s in sig for x in s) + key[1]] = (f, q, out_aval)
-    if not q:
-      out = f(*vals, **params)
-    else:
-      try:
-        out = quiet_run(f, *vals, **params)
-      except RuntimeError as e:
-        out = quiet_retry(e, f, *vals, **params)
+    out = _call(f, q, vals, params)
     if multi:
       outs = [as_output(o, a) for o, a in zip(out, out_aval)]
       if foreign is not None:  # a caller's NumPy input: no output may be a view of it

@@ -48,16 +48,7 @@ def tree_structure(tree, is_leaf=None):
 
 def tree_map(f, tree, *rest, is_leaf=None):
   """``f`` applied leafwise; ``rest`` trees must have ``tree``'s structure (or extend it)."""
-  leaves, treedef = tree_flatten(tree, is_leaf)
-  if not rest:
-    return treedef.unflatten([f(x) for x in leaves])
-  all_leaves = [leaves]
-  for i, r in enumerate(rest, 1):
-    try:
-      all_leaves.append(treedef.flatten_up_to(r))
-    except ValueError as e:
-      raise _t._mismatch(treedef, i, r, e) from None
-  return treedef.unflatten([f(*xs) for xs in zip(*all_leaves)])
+  return _t.tree_map(f, tree, *rest, is_leaf=is_leaf, _flatten=tree_flatten)
 
 
 def tree_reduce(function, tree, initializer=_t._MISSING, is_leaf=None):
