@@ -18,6 +18,7 @@ def test_tour_runs():
         nbjax.config.set_eager_backend("sin", None)
         nbjax.config.update("enable_x64", True)
         nbjax.config.update("eager_cache", True)
+        nbjax.config.update("jax_compilation_cache_dir", None)
     else:
       exec(code, {})
 
