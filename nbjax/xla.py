@@ -825,6 +825,11 @@ def _to_numpy(o):
 _mem_cache = {}
 _cb_cache = {}  # executables with host callbacks, by text and callables (bounded)
 _MAX_CB_EXECUTABLES = 256
+# Each loaded executable holds ~3 memory maps of JIT code: an unbounded cache reaches the
+# kernel's per-process map limit (vm.max_map_count, 65530) after ~20k distinct programs and
+# XLA then crashes inside compile. The oldest half goes when this many are cached (a jitted
+# function keeps its own executables alive).
+_MAX_EXECUTABLES = 4096
 _stats = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "disk_errors": 0}
 _cpu_id = None
 _MAGIC = b"NBJAXXLA1\n"
@@ -1013,8 +1018,8 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
         _disk_store(path, exe)
     if not differ or (pack_inputs and not exe._plan["pack"]):
       cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
-    if host_callbacks and len(cache) >= _MAX_CB_EXECUTABLES:  # (they hold the callables)
-      for k in list(cache)[:len(cache) // 2]:
+    if len(cache) >= (_MAX_CB_EXECUTABLES if host_callbacks else _MAX_EXECUTABLES):
+      for k in list(cache)[:len(cache) // 2]:  # (callback programs also hold the callables)
         del cache[k]
     cache[key] = exe
     return exe

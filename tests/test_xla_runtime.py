@@ -510,3 +510,23 @@ def test_staged_small_inputs_never_leak_into_results():
   for t in ts:
     t.join()
   assert not bad
+
+
+def test_executable_cache_is_bounded(monkeypatch):
+  """Distinct programs do not accumulate without bound: each executable holds memory maps of
+  JIT code, and a process past vm.max_map_count crashes inside XLA's compile."""
+  import gc
+  import os
+  import nbjax
+  import nbjax.numpy as jnp
+  from nbjax import xla
+  monkeypatch.setattr(xla, "_MAX_EXECUTABLES", 40)
+  maps = lambda: sum(1 for _ in open(f"/proc/{os.getpid()}/maps"))  # noqa: E731
+  x = jnp.ones(3)
+  nbjax.jit(lambda a: a + 0.5)(x)
+  m0 = maps()
+  for i in range(200):
+    assert float(nbjax.jit(lambda a, i=i: a * i + 0.25 * i)(x)[0]) == 1.25 * i
+  gc.collect()
+  assert len(xla._mem_cache) <= 40
+  assert maps() - m0 < 200, maps() - m0  # ~3 maps per live executable, not per compile
