@@ -829,7 +829,7 @@ _MAX_CB_EXECUTABLES = 256
 # kernel's per-process map limit (vm.max_map_count, 65530) after ~20k distinct programs and
 # XLA then crashes inside compile. The oldest half goes when this many are cached (a jitted
 # function keeps its own executables alive).
-_MAX_EXECUTABLES = 4096
+_MAX_EXECUTABLES = 2048
 _stats = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "disk_errors": 0}
 _cpu_id = None
 _MAGIC = b"NBJAXXLA1\n"
