@@ -245,6 +245,9 @@ def test_eager_matches_jit_on_special_values(prim, dtype, backend, pinned):
   impl = _xla(prim)
   outs = (lambda r: list(r)) if prim.multiple_results else (lambda r: [r])
   for args, params in cases:
+    axes = params.get("axes", ()) if prim.name in ("reduce_sum", "reduce_prod") else ()
+    if len(axes) > 1 and max(axes) - min(axes) >= len(axes):
+      continue  # non-adjacent axes: XLA's association depends on the host CPU (test_reductions)
     want = outs(impl(*args, **params))
     got = outs(prim.bind(*[Array(a) for a in args], **params))
     for g, w in zip(got, want):
