@@ -167,9 +167,11 @@ def _factor(mesh, spec):
   return int(np.prod([mesh.shape[a] for a in _unmentioned(mesh, spec)], dtype=np.int64))
 
 
+_LAX = []  # nbjax.lax, installed by nbjax.lax at import (this layer does not import it)
+
+
 def _lax():
-  from nbjax import lax
-  return lax
+  return _LAX[0]
 
 
 _rule_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # jaxpr -> {key: rule}

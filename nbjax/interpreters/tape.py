@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nbjax import core, dtypes, eager_cache, registry
+from nbjax import core, dtypes, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.core import ShapedArray, Trace, Tracer, get_aval
 from nbjax.interpreters import ad
@@ -341,7 +341,7 @@ def _build_tape(trace, out, dtype):
   jaxpr = pe.inline_calls(jaxpr)
   b = _Backward()
   # hot tapes fuse their elementwise chains, as replays do
-  b.program = eager_cache._warming(b, registry.eager_program(jaxpr, consts), jaxpr, consts)
+  b.program = registry.eager_program(jaxpr, consts)
   b.used, b.grads = [i for i, u in enumerate(used[1:]) if u], grads
   return b
 
