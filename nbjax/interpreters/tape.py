@@ -16,10 +16,9 @@ each node's linearization, accumulated per slot (symbolic zeros skipped, as
 
 - A structure seen before compiles once into one program (``registry.eager_program``) of
   the whole backward pass, keyed by the structure, fed the current call's slot values: a
-  call pays one key lookup and the kernels (fused once hot, as replays:
-  ``eager_cache.FUSE_AFTER``). Only structure-derived things are cached; a call whose
-  structure differs, in any node, misses and builds (or falls back). Only small tapes
-  (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
+  call pays one key lookup and the kernels. Only structure-derived things are cached; a
+  call whose structure differs, in any node, misses and builds (or falls back). Only small
+  tapes (``_MAX_BYTES``) compile: on large arrays the kernels dominate anyway.
 - Otherwise (a first sight, or nodes that cannot be compiled), node by node: each node's
   VJP is a compiled program of ``linearize`` + ``backward_pass`` of the single primitive,
   cached per (primitive, avals, params, which inputs are differentiated). Primitives whose
