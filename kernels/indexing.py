@@ -340,22 +340,28 @@ def gather_points(op, idx, out, st, hi, mode, fillv):
 # ----------------------------------------------------------------------------- scatter
 
 
+_SCATTER = """
+def scatter_{name}(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, win_shape,
+                   win_op_st, win_upd_st):
+  nb = _check_plan(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, win_shape,
+                   win_op_st, win_upd_st)
+  if nb:
+    _walk_scatter_{name}(op, idx, upd, 0, nb, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode,
+                         upd[:1], win_shape, win_op_st, win_upd_st)
+"""
+
+
 def _make_scatter(name, expr):
+  """In-place scatter (``name``) of ``upd`` into ``op`` over a plan; ``mode`` 0 clamps
+  starts, 1 drops out-of-bounds windows. Generated source that calls its walk as a global,
+  not a closure over it: numba keys a closure's disk cache entry on its pickled cells, and a
+  dispatcher pickles with a per-process uuid (the kernel would compile in every process)."""
   walk = _make_walk("_walk_scatter_" + name, _SCATTER_ONE.format(expr=expr),
                     _SCATTER_ROW.format(expr=expr), "elif not oob", _max=_max, _min=_min,
                     _mul=_mul)
-
-  def scatter(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, win_shape,
-              win_op_st, win_upd_st):
-    nb = _check_plan(op, idx, upd, bshape, b_upd_st, b_op_st, sim_st, sim_hi, win_shape,
-                     win_op_st, win_upd_st)
-    if nb:
-      walk(op, idx, upd, 0, nb, bshape, b_upd_st, b_op_st, sim_st, sim_hi, mode, upd[:1],
-           win_shape, win_op_st, win_upd_st)
-  scatter.__name__ = scatter.__qualname__ = "scatter_" + name
-  scatter.__doc__ = (f"In-place scatter ({name}) of ``upd`` into ``op`` over a plan; ``mode`` 0 "
-                     "clamps starts, 1 drops out-of-bounds windows.")
-  return njit(cache=True, nogil=True)(scatter)
+  g = dict(_NS, _check_plan=_check_plan, **{"_walk_scatter_" + name: walk})
+  exec(compile(_SCATTER.format(name=name), __file__, "exec"), g)  # file-backed: disk cache
+  return njit(cache=True, nogil=True)(g["scatter_" + name])
 
 
 # XLA's combiners: complex products as XLA's (fused) ones, max/min IEEE's on floats (-0 < +0)

@@ -81,30 +81,46 @@ def _f64(v):  # 64 random bits -> float64 in [0, 1)
 
 
 _CACHE = {}
+_KINDS = {("bits", 8): 0, ("bits", 16): 0, ("bits", 32): 0, ("bits", 64): 0,
+          ("uniform", 32): 1, ("uniform", 64): 2, ("bernoulli", 32): 3, ("bernoulli", 64): 4}
 
 
-def _conv(op, width):
-  """``conv(v, out, i, p, pstep)``: store the output for ``width`` random bits ``v``."""
-  if op == "bits":
-    @njit(inline="always", cache=True)
-    def conv(v, out, i, p, pstep):
-      out[i] = v
-  elif op == "uniform":
-    f = _f32 if width == 32 else _f64
+@njit(inline="always", cache=True)
+def _store(kind, v, out, i, p, pstep):
+  """Store the output for random bits ``v`` at ``out[i]``; ``kind`` (a compile-time constant
+  of the calling kernel: ``_KINDS``) picks the conversion. Bernoulli: ``m * 2**-nmant < p``
+  as an integer comparison (exact; no float conversion).
 
-    @njit(inline="always", cache=True)
-    def conv(v, out, i, p, pstep):
-      out[i] = f(v)
-  else:  # m * 2**-nmant < p as an integer comparison (exact; no float conversion)
-    sh = 9 if width == 32 else 12
+  The kernels below are closures over plain values only (never over another dispatcher):
+  numba keys a closure's disk cache entry on its pickled cells, and a dispatcher pickles
+  with a per-process uuid, so such a kernel would compile again in every process."""
+  if kind == 0:
+    out[i] = v
+  elif kind == 1:
+    out[i] = _f32(v)
+  elif kind == 2:
+    out[i] = _f64(v)
+  elif kind == 3:
+    out[i] = np.int64(v >> np.uint64(9)) < p[i * pstep]
+  else:
+    out[i] = np.int64(v >> np.uint64(12)) < p[i * pstep]
 
-    @njit(inline="always", cache=True)
-    def conv(v, out, i, p, pstep):
-      out[i] = np.int64(v >> np.uint64(sh)) < p[i * pstep]
-  return conv
+
+@njit(inline="always", cache=True)
+def _word_out(kind, width, w, v, out, base, n, p, pstep):
+  """One classic 32-bit word ``v`` (word ``w``) -> its 1 to 4 outputs of ``width`` bits."""
+  if width == 32:
+    _store(kind, v, out, base + w, p, pstep)
+  else:
+    per = 32 // width
+    mask = np.uint64((1 << width) - 1)
+    for q in range(per):
+      i = w * per + q
+      if i < n:
+        _store(kind, (v >> np.uint64(q * width)) & mask, out, base + i, p, pstep)
 
 
-def _partitionable(conv, width, parallel):
+def _partitionable(kind, width, parallel):
   rng = prange if parallel else range
   mask = np.uint64((1 << width) - 1 if width < 64 else 0)
 
@@ -124,24 +140,12 @@ def _partitionable(conv, width, parallel):
           v = y0 ^ y1
         else:
           v = (y0 ^ y1) & mask
-        conv(v, out, base + i, p, pstep)
+        _store(kind, v, out, base + i, p, pstep)
   return kern
 
 
-def _classic(conv, width, parallel):
+def _classic(kind, width, parallel):
   rng = prange if parallel else range
-  per = 32 // width if width < 32 else 1
-  mask = np.uint64((1 << width) - 1 if width < 32 else 0xFFFFFFFF)
-
-  @njit(inline="always", cache=True)
-  def word_out(w, v, out, base, n, p, pstep):  # one 32-bit word -> its 1 to 4 outputs
-    if width == 32:
-      conv(v, out, base + w, p, pstep)
-    else:
-      for q in range(per):
-        i = w * per + q
-        if i < n:
-          conv((v >> np.uint64(q * width)) & mask, out, base + i, p, pstep)
 
   @njit(parallel=parallel, cache=True)
   def kern(keys, n, out, p, pstep):
@@ -156,13 +160,13 @@ def _classic(conv, width, parallel):
       for j in range(c * chunk, min(h, (c + 1) * chunk)):
         if width == 64:
           y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(n + j))
-          conv((y0 << np.uint64(32)) | y1, out, base + j, p, pstep)
+          _store(kind, (y0 << np.uint64(32)) | y1, out, base + j, p, pstep)
         else:
           x1 = h + j
           y0, y1 = threefry2x32(k0, k1, np.uint64(j), np.uint64(x1 if x1 < m else 0))
-          word_out(j, y0, out, base, n, p, pstep)
+          _word_out(kind, width, j, y0, out, base, n, p, pstep)
           if x1 < m:
-            word_out(x1, y1, out, base, n, p, pstep)
+            _word_out(kind, width, x1, y1, out, base, n, p, pstep)
   return kern
 
 
@@ -208,11 +212,10 @@ def sample(op, width, partitionable=True, parallel=False):
   if k is None and op == "fold_in":
     k = _CACHE[key] = _fold_in(parallel)
   if k is None and op == "split":  # n new keys: 2 n words (classic: 2 n words of bits)
-    k = _CACHE[key] = _split(parallel) if partitionable else _classic(
-        _conv("bits", 32), 32, parallel)
+    k = _CACHE[key] = _split(parallel) if partitionable else _classic(0, 32, parallel)
   if k is None:
     make = _partitionable if partitionable else _classic
-    k = _CACHE[key] = make(_conv(op, width), width, parallel)
+    k = _CACHE[key] = make(_KINDS[op, width], width, parallel)
   return k
 
 

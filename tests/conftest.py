@@ -16,6 +16,12 @@ import numpy as np
 import pytest
 
 
+def pytest_xdist_auto_num_workers(config):
+  """``-n auto`` (pyproject's addopts): one worker per core, at most 4 (each worker holds its
+  own numba kernels and XLA executables, about 3 GB at its peak). ``-n 0`` runs in-process."""
+  return max(1, min(os.cpu_count() or 1, 4))
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "needs_guard: checks eager_cache's guard, which "
                           "NBJAX_REPLAY_CHECK bypasses (skipped in that mode)")

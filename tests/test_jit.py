@@ -433,7 +433,7 @@ def test_runs_where_import_jax_fails(tmp_path):
   out = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
                        timeout=300)
   assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
-  res = subprocess.run([sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider",
+  res = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-x", "-p", "no:cacheprovider",
                         os.path.join(ROOT, "tests", "test_jit.py")],
                        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
   assert res.returncode == 0 and " passed" in res.stdout, res.stdout[-4000:] + res.stderr[-4000:]

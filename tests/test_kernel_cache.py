@@ -32,3 +32,38 @@ def test_second_process_loads_kernels_from_disk(tmp_path):
   assert first["misses"] >= 2  # compiled (and saved) in the first process
   second = _run(tmp_path)
   assert second["misses"] == 0 and second["hits"] >= 2, second
+
+
+
+FACTORY_SCRIPT = r"""
+import json, numpy as np
+import nbjax
+from nbjax import random
+from kernels import indexing as KI, random as KR
+for partitionable in (True, False):
+  nbjax.config.update("jax_threefry_partitionable", partitionable)
+  random.uniform(random.key(0), (3,)); random.bernoulli(random.key(1), 0.5, (3,))
+  random.split(random.key(2), 3); random.bits(random.PRNGKey(3), (5,), np.uint8)
+x = nbjax.numpy.zeros((4, 3)).at[np.array([0, 2, 2])].add(1.0)
+x.at[np.array([1, 1])].mul(2.0)
+ds = list(KR._CACHE.values()) + [KI.SCATTER["add"], KI.SCATTER["mul"]]
+print(json.dumps({"kernels": len(ds),
+                  "misses": sum(sum(d.stats.cache_misses.values()) for d in ds),
+                  "hits": sum(sum(d.stats.cache_hits.values()) for d in ds)}))
+"""
+
+
+def test_factory_kernels_load_from_disk_in_a_second_process():
+  """Kernels that factories make (threefry samplers per op and width, scatters per combiner)
+  load from the disk cache in a later process, as module-level kernels do: a closure over
+  another dispatcher would be keyed on that dispatcher's per-process uuid and compile in
+  every process (2.5 s for the first ``random.uniform``). Uses the run's cache directory."""
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  runs = []
+  for _ in range(2):
+    out = subprocess.run([sys.executable, "-c", FACTORY_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+  assert runs[1]["kernels"] >= 8 and runs[1]["hits"] >= 8, runs
+  assert runs[1]["misses"] == 0, runs
