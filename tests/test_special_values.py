@@ -1,7 +1,7 @@
 """Registry-generated special-value checks: every built-in primitive, every declared dtype,
 every eager backend it declares (numba and NumPy, each pinned in turn with
-``config.set_eager_backend``) against jit (XLA, ``mlir.single_primitive_impl``) on NaN,
-+-inf, +-0, huge and tiny values (``testing.special_cases``): for elementwise primitives
+``config.set_eager_backend``) against jit (XLA: all cases of a primitive and dtype in one
+jitted function) on NaN, +-inf, +-0, huge and tiny values (``testing.special_cases``): for elementwise primitives
 every combination of such values (for complex dtypes, of such parts); for the other
 families (reductions, scans, sort, shape and indexing ops, dot_general, linalg) their sample
 cases with such values put into the float/complex operands (narrowed where the result is
@@ -193,13 +193,24 @@ def _compare(prim, dtype, args, got, want, what):
     pytest.fail(f"{what}: {idx.size} of {bad.size} results differ from jit:\n{rows}")
 
 
-_IMPLS = {}
+_WANTS = {}
 
 
-def _xla(prim):
-  if prim not in _IMPLS:
-    _IMPLS[prim] = mlir.single_primitive_impl(prim)
-  return _IMPLS[prim]
+def _jit_results(prim, dtype, cases):
+  """jit's results for every case, computed by one jitted function of all of them (one XLA
+  compile per primitive and dtype, shared by the backends' tests)."""
+  key = (prim, dtype)
+  if key not in _WANTS:
+    def every_case(*flat):
+      outs, k = [], 0
+      for args, params in cases:
+        outs.append(prim.bind(*flat[k:k + len(args)], **params))
+        k += len(args)
+      return outs
+    flat = [Array(a) for args, _ in cases for a in args]
+    _WANTS[key] = [[np.asarray(o) for o in (r if prim.multiple_results else [r])]
+                   for r in nbjax.jit(every_case)(*flat)]
+  return _WANTS[key]
 
 
 def _known(prim, dtype, backend):
@@ -241,17 +252,21 @@ def pinned():
 def test_eager_matches_jit_on_special_values(prim, dtype, backend, pinned):
   cases = _special_cases(prim, dtype)
   assert cases, f"{prim.name}: no special-value cases at {dtype}"
+  cases = [(args, params) for args, params in cases if not _non_adjacent(prim, params)]
+  wants = _jit_results(prim, dtype, cases)
   pinned(prim, backend)
-  impl = _xla(prim)
   outs = (lambda r: list(r)) if prim.multiple_results else (lambda r: [r])
-  for args, params in cases:
-    axes = params.get("axes", ()) if prim.name in ("reduce_sum", "reduce_prod") else ()
-    if len(axes) > 1 and max(axes) - min(axes) >= len(axes):
-      continue  # non-adjacent axes: XLA's association depends on the host CPU (test_reductions)
-    want = outs(impl(*args, **params))
+  for (args, params), want in zip(cases, wants):
     got = outs(prim.bind(*[Array(a) for a in args], **params))
     for g, w in zip(got, want):
       _compare(prim, dtype, args, g, w, f"{prim.name} {dtype} {backend} {params}")
+
+
+def _non_adjacent(prim, params):
+  """A sum or product over non-adjacent axes: XLA's association there depends on the host
+  CPU (tests/test_reductions.py), so it is not compared."""
+  axes = params.get("axes", ()) if prim.name in ("reduce_sum", "reduce_prod") else ()
+  return len(axes) > 1 and max(axes) - min(axes) >= len(axes)
 
 
 def test_special_values_cover_the_parts():
