@@ -22,6 +22,29 @@ _J = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**_J)
+def outer_mul(a, b, out):
+  """``out = a * b`` for 2-D ``a``, ``b`` whose every axis is 1 or ``out``'s (a dot_general
+  with no contracted axis: per-example outer products and row scalings under ``vmap``).
+  One loop nest, the inner one unit-stride: NumPy's broadcasting loop costs an inner-loop
+  call per row (2x slower at 128 x 100). Each element is one product: NumPy's bits."""
+  R, C = out.shape
+  ar, ac, br, bc = a.shape[0] > 1, a.shape[1] > 1, b.shape[0] > 1, b.shape[1] > 1
+  for i in range(R):
+    ai, bi, oi = a[i if ar else 0], b[i if br else 0], out[i]
+    if not ac:
+      s = ai[0]
+      for j in range(C):
+        oi[j] = s * bi[j]
+    elif not bc:
+      s = bi[0]
+      for j in range(C):
+        oi[j] = ai[j] * s
+    else:
+      for j in range(C):
+        oi[j] = ai[j] * bi[j]
+
+
+@njit(**_J)
 def matmul_blas(a, b, out):
   for i in range(a.shape[0]):
     np.dot(a[i], b[i], out[i])

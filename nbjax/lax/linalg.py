@@ -217,7 +217,8 @@ def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
     small transposed right operand is copied, ``_NT_COPY``);
   - no contracted axis, one real float dtype: every output element is one product, so
     the elementwise product of the operands' broadcastable views (per-example outer
-    products under ``vmap``, 128 tiny BLAS calls before).
+    products under ``vmap``, 128 tiny BLAS calls before); ``outer_mul``'s one loop nest
+    when the views are 2-D.
   Cached per signature."""
   key = (ls, rs, dtypes_, dimension_numbers, preferred_element_type)
   k = _DIRECT.get(key, _DIRECT)
@@ -243,9 +244,16 @@ def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
       lp = None if lp == tuple(range(len(ls))) else lp
       rp = None if rp == tuple(range(len(rs))) else rp
 
-      def k(a, b):
-        return np.multiply((a if lp is None else a.transpose(lp)).reshape(lsh),
-                           (b if rp is None else b.transpose(rp)).reshape(rsh), order="C")
+      out_shape = tuple(max(m, n) for m, n in zip(lsh, rsh))
+      if len(lsh) == 2 and lp is None and rp is None:  # (the per-example outer products)
+        def k(a, b):
+          out = np.empty(out_shape, d)
+          K.outer_mul(a.reshape(lsh), b.reshape(rsh), out)
+          return out
+      else:
+        def k(a, b):
+          return np.multiply((a if lp is None else a.transpose(lp)).reshape(lsh),
+                             (b if rp is None else b.transpose(rp)).reshape(rsh), order="C")
     if k is not None and k is not np.dot:
       k.fresh = True  # (a new buffer, never a view of an operand: see registry.eager_program)
   if len(_DIRECT) > 4096:
