@@ -375,6 +375,20 @@ def prim_fun(prim, params):
   return f
 
 
+def cases_fun(prim, cases):
+  """``f(*flat)``: ``prim`` applied to every ``(args, params)`` of ``cases``, the cases'
+  arguments passed one after another; returns the list of results. Jitted, it checks every
+  case with one XLA compile."""
+  def f(*flat):
+    outs, k = [], 0
+    for args, params in cases:
+      outs.append(prim.bind(*flat[k:k + len(args)], **params))
+      k += len(args)
+    return outs
+  f.__name__ = prim.name + "_cases"
+  return f
+
+
 def bdim_placements(ndims, limit=64, seed=0):
   """Batch-dim placements to test: per argument ``None`` (unbatched) or 0..ndim.
 

@@ -100,15 +100,8 @@ def test_xla_matches_eager(prim, dtype):
   for g, w in zip(got, wants[0]):
     _close(prim, dtype, g, w, f"XLA {params}")
 
-  def every_case(*flat):
-    outs, k = [], 0
-    for args, params in cases:
-      outs.append(prim.bind(*flat[k:k + len(args)], **params))
-      k += len(args)
-    return outs
-
   arrays = [Array(a) for args, _ in cases for a in args]
-  f = nbjax.jit(every_case)
+  f = nbjax.jit(testing.cases_fun(prim, cases))
   for what in ("jit", "jit (cached)"):
     k = 0
     for (args, params), want, r in zip(cases, wants, f(*arrays)):

@@ -201,15 +201,9 @@ def _jit_results(prim, dtype, cases):
   compile per primitive and dtype, shared by the backends' tests)."""
   key = (prim, dtype)
   if key not in _WANTS:
-    def every_case(*flat):
-      outs, k = [], 0
-      for args, params in cases:
-        outs.append(prim.bind(*flat[k:k + len(args)], **params))
-        k += len(args)
-      return outs
     flat = [Array(a) for args, _ in cases for a in args]
     _WANTS[key] = [[np.asarray(o) for o in (r if prim.multiple_results else [r])]
-                   for r in nbjax.jit(every_case)(*flat)]
+                   for r in nbjax.jit(testing.cases_fun(prim, cases))(*flat)]
   return _WANTS[key]
 
 
