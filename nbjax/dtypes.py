@@ -378,6 +378,13 @@ def result_type(*args, return_weak_type_flag=False):
   """
   if not args:
     raise ValueError("at least one array or dtype is required")
+  ext = {d for d in (getattr(a, "dtype", a) for a in args) if isinstance(d, ExtendedDType)}
+  if ext:  # key arrays (nbjax.prng): their own dtype, joined with nothing else
+    if len(ext) == 1 and all(isinstance(getattr(a, "dtype", a), ExtendedDType) for a in args):
+      d = ext.pop()
+      return (d, False) if return_weak_type_flag else d
+    raise TypeError("Cannot promote extended dtypes with other dtypes: "
+                    f"{', '.join(str(getattr(a, 'dtype', a)) for a in args)}")
   key = tuple([_dtype_and_weak(_defaults['f'] if a is None else a) for a in args])
   try:
     out = _result_cache[key]

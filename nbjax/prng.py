@@ -13,10 +13,14 @@ lowers a key array as its ``uint32`` data, ``vmap`` batches that data (a negativ
 the key array's), the loops, ``cond`` and ``grad`` carry it, and a key array's tangent and
 cotangent are float0 arrays of its shape. So inside a transformation a key array is a
 ``PRNGKeyArray`` over a tracer of its data, and a jaxpr shows that data (``u32[2]``) where
-JAX's shows ``key<fry>[]``. The structural operations JAX allows on keys (indexing,
-``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``, and ``jnp.stack``/``concatenate``/
-``where``/``take``/``broadcast_to``/``expand_dims``, which ``nbjax.numpy`` dispatches here)
-act on the data; everything else (arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
+JAX's shows ``key<fry>[]``. The structural operations JAX allows on keys (indexing and
+``.at[...].get/set``, ``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``, and
+``jnp.stack``/``concatenate``/``where``/``take``/``broadcast_to``/``broadcast_arrays``/
+``expand_dims``/``full``/``zeros``/``*_like``, which ``nbjax.numpy`` dispatches here, and the
+functions that only move, repeat or split elements, ``flip``/``roll``/``tile``/``repeat``/
+``swapaxes``/``moveaxis``/``split``/``atleast_2d``/``rot90``..., run on the keys' positions:
+``_lift``) act on the data; everything else (arithmetic, ``np.asarray``) raises JAX's
+``TypeError``.
 
 Implementations: ``threefry2x32`` (the default; ``nbjax.lax.prng.threefry_sample_p``, a fused
 numba kernel eagerly), ``rbg`` (threefry split/fold_in on each half of a 4-word key, bits
@@ -194,7 +198,8 @@ class PRNGKeyArray:
       raise TypeError("iteration over a 0-d key array")
     return (self[i] for i in range(self.shape[0]))
 
-  def __getitem__(self, idx):
+  def _data_index(self, idx):
+    """``idx`` (on the key array's axes) as an index of its data (the key axes kept whole)."""
     idx = idx if isinstance(idx, tuple) else (idx,)
     n = sum(1 for i in idx if i is not None and i is not Ellipsis)
     if n > self.ndim and not any(getattr(i, "dtype", None) == np.bool_ for i in idx):
@@ -202,8 +207,15 @@ class PRNGKeyArray:
                        "regular indices.")
     if not any(i is Ellipsis for i in idx):
       idx = idx + (Ellipsis,)
-    return PRNGKeyArray(self._impl, self._base_array[idx + (slice(None),) * len(
-        self._impl.key_shape)])
+    return idx + (slice(None),) * len(self._impl.key_shape)
+
+  def __getitem__(self, idx):
+    return PRNGKeyArray(self._impl, self._base_array[self._data_index(idx)])
+
+  @property
+  def at(self):
+    """``keys.at[idx].get()`` / ``.set(key)``: indexed reads and updates of key arrays."""
+    return _KeyAt(self)
 
   def reshape(self, *shape, order="C"):
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -312,6 +324,27 @@ for _d, _n in [("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "not")
 del _d, _n
 
 
+class _KeyAt:
+  __slots__ = ("keys", "idx")
+
+  def __init__(self, keys, idx=None):
+    self.keys, self.idx = keys, idx
+
+  def __getitem__(self, idx):
+    return _KeyAt(self.keys, idx)
+
+  def get(self, **kwargs):
+    k = self.keys
+    return PRNGKeyArray(k._impl, k._base_array.at[k._data_index(self.idx)].get(**kwargs))
+
+  def set(self, values, **kwargs):
+    k = self.keys
+    if not isinstance(values, PRNGKeyArray) or values._impl is not k._impl:
+      raise TypeError(f"scatter does not accept dtypes {k.dtype}, {_dtype_str(values)}.")
+    return PRNGKeyArray(k._impl, k._base_array.at[k._data_index(self.idx)].set(
+        values._base_array, **kwargs))
+
+
 def _unflatten(impl, children):
   k = object.__new__(PRNGKeyArray)
   k._impl, k._base_array = impl, children[0]
@@ -389,6 +422,41 @@ def _array(a, dtype, copy, ndmin):
   return a.reshape((1,) * (ndmin - a.ndim) + a.shape) if ndmin > a.ndim else a
 
 
+def _full(shape, fill_value, dtype):
+  """``jnp.full``/``zeros``/``full_like``... of a key dtype: keys whose data is the fill (a
+  number, converted to ``uint32``) or the fill key's data, broadcast, as JAX's."""
+  if dtype is None:
+    dtype = fill_value.dtype
+  if not isinstance(dtype, KeyTy):
+    raise TypeError(f"full does not accept dtypes {_dtype_str(fill_value)}, {dtype}.")
+  impl = dtype._impl
+  if isinstance(fill_value, PRNGKeyArray):
+    if fill_value._impl is not impl:
+      raise TypeError(f"full does not accept dtypes {fill_value.dtype}, {dtype}.")
+    data = fill_value._base_array
+  else:
+    data = lax.convert_element_type(jnp.asarray(fill_value), _U32)
+  return PRNGKeyArray(impl, jnp.broadcast_to(data, (*shape, *impl.key_shape)))
+
+
+def _lift(fn, a, *args, **kwargs):
+  """A structural ``jnp`` function (``flip``, ``roll``, ``tile``, ``split``...) on a key
+  array: ``fn`` runs on the keys' flat positions (an ``int32`` iota of the key array's
+  shape), and the keys are gathered at the positions it returns."""
+  n = a.size
+  pos = fn(jnp.reshape(lax.iota(np.int32, n), a.shape), *args, **kwargs)
+  data = jnp.reshape(a._base_array, (n, *a._impl.key_shape))
+  wrap = lambda p: PRNGKeyArray(a._impl, jnp.take(data, p, axis=0))
+  return [wrap(p) for p in pos] if isinstance(pos, (list, tuple)) else wrap(pos)
+
+
+def _broadcast_arrays(*args):
+  shape = np.broadcast_shapes(*(np.shape(x) if not isinstance(x, PRNGKeyArray) else x.shape
+                                for x in args))
+  return [_broadcast_to(x, shape) if isinstance(x, PRNGKeyArray) else jnp.broadcast_to(x, shape)
+          for x in args]
+
+
 _np_util.key_types.add(PRNGKeyArray)
 _np_util.key_impls.update(
     stack=_stack, concatenate=_concatenate, expand_dims=_expand_dims, broadcast_to=_broadcast_to,
@@ -397,4 +465,5 @@ _np_util.key_impls.update(
     reshape=lambda a, shape, order, newshape=None: a.reshape(
         newshape if shape is None else shape, order=order),
     ravel=lambda a, order: a.ravel(order), squeeze=lambda a, axis: a.squeeze(axis),
-    transpose=lambda a, axes: a.transpose(*(() if axes is None else (axes,))))
+    transpose=lambda a, axes: a.transpose(*(() if axes is None else (axes,))),
+    full=_full, lift=_lift, broadcast_arrays=_broadcast_arrays)

@@ -343,3 +343,57 @@ def test_eval_shape_device_put_with_keys():
   assert nbjax.eval_shape(R.key_data, rbg) == nbjax.ShapeDtypeStruct((5, 4), np.uint32)
   d = nbjax.device_put({"k": k})["k"]
   assert d.dtype == k.dtype and data(d) == data(k)
+
+
+def _ref(key_fn, data_fn, *keys):
+  """``key_fn`` on key arrays, eagerly and under jit, against ``data_fn`` on their data (as
+  JAX's JnpWithKeyArrayTest checks)."""
+  want = data_fn(*[R.key_data(k) if isinstance(k.dtype, dtypes.ExtendedDType) else k
+                   for k in keys])
+  for f in (key_fn, nbjax.jit(key_fn)):
+    got = f(*keys)
+    for g, w in zip(got if isinstance(got, list) else [got],
+                    want if isinstance(want, list) else [want]):
+      assert isinstance(g.dtype, dtypes.ExtendedDType), g
+      np.testing.assert_array_equal(R.key_data(g), w)
+
+
+@pytest.mark.parametrize("name,key_fn,data_fn", [
+    ("flip", jnp.flip, lambda d: jnp.flip(d, 0)),
+    ("roll", lambda k: jnp.roll(k, 1), lambda d: jnp.roll(d, 1, axis=0)),
+    ("tile", lambda k: jnp.tile(k, 2), lambda d: jnp.tile(d, (2, 1))),
+    ("repeat", lambda k: jnp.repeat(k, 2), lambda d: jnp.repeat(d, 2, axis=0)),
+    ("swapaxes", lambda k: jnp.swapaxes(k[None], 0, 1), lambda d: jnp.swapaxes(d[None], 0, 1)),
+    ("moveaxis", lambda k: jnp.moveaxis(k[None], 0, -1), lambda d: jnp.moveaxis(d[None], 0, 1)),
+    ("split", lambda k: jnp.split(k, 2), lambda d: jnp.split(d, 2)),
+    ("atleast_2d", jnp.atleast_2d, lambda d: d[None]),
+    ("rot90", lambda k: jnp.rot90(k.reshape(2, 2)),
+     lambda d: jnp.rot90(d.reshape(2, 2, 2), axes=(0, 1))),
+    ("at_get", lambda k: k.at[np.array([False, True, True, False])].get(), lambda d: d[1:3]),
+    ("at_set", lambda k: k.at[1:3].set(k[0]), lambda d: d.at[1:3].set(d[0])),
+    ("zeros_like", jnp.zeros_like, jnp.zeros_like),
+    ("ones_like", jnp.ones_like, jnp.ones_like),
+    ("full_like", lambda k: jnp.full_like(k, 100), lambda d: jnp.full_like(d, 100)),
+    ("full_like_key", lambda k: jnp.full_like(k, k[0]), lambda d: jnp.full_like(d, d[0])),
+    ("full", lambda k: jnp.full(k.shape, 7, dtype=k.dtype), lambda d: jnp.full(d.shape, 7, d.dtype)),
+    ("zeros", lambda k: jnp.zeros(k.shape, k.dtype), lambda d: jnp.zeros(d.shape, d.dtype)),
+    ("broadcast_arrays", lambda k: jnp.broadcast_arrays(k[0], k)[0],
+     lambda d: jnp.broadcast_to(d[0], d.shape)),
+])
+def test_structural_jnp_functions_on_keys(name, key_fn, data_fn):
+  """The structural functions JAX allows on key arrays act on the keys (their data moved,
+  repeated, split or filled as JAX's key rules do)."""
+  _ref(key_fn, data_fn, R.split(R.key(3), 4))
+
+
+def test_key_dtype_errors_and_result_type():
+  k = R.key(0)
+  assert jnp.result_type(k) == k.dtype and jnp.result_type(k, k) == k.dtype
+  with pytest.raises(TypeError, match="add does not accept dtype key<fry> at position 0"):
+    jnp.add(k, k)
+  with pytest.raises(TypeError, match="neg does not accept dtype key<fry>. Accepted"):
+    jnp.negative(k)
+  with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to int64"):
+    lax.convert_element_type(k, int)
+  with pytest.raises(TypeError, match="scatter does not accept dtypes key<fry>, float64"):
+    R.split(k, 2).at[0].set(1.0)

@@ -100,6 +100,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
   scalar fill with no dtype gives a weakly typed array, as JAX)."""
   del device
   shape = canonicalize_shape(shape)
+  if isinstance(dtype, dtypes.ExtendedDType) or type(fill_value) in _util.key_types:
+    return _util.key_impls["full"](shape, fill_value, dtype)  # key arrays (nbjax.prng)
   dtype = canonicalize_user_dtype(dtype)
   if _util.ndim(fill_value) == 0:
     return lax.full(shape, fill_value, dtype)
@@ -124,6 +126,9 @@ def empty(shape, dtype=None, *, device=None):
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
   """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
   may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX."""
+  if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
+    return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None
+                else dtype)
   if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (Array, Tracer,
                                                                         np.ndarray)):
     _util.check_arraylike("full_like", 0, fill_value)

@@ -99,6 +99,7 @@ def matrix_transpose(x, /):
   return lax.transpose(x, tuple(perm))
 
 
+@_util.keys_lifted
 def swapaxes(a, axis1, axis2):
   """``a`` with two axes interchanged."""
   a = ensure_arraylike("swapaxes", a)
@@ -108,6 +109,7 @@ def swapaxes(a, axis1, axis2):
   return transpose(a, perm)
 
 
+@_util.keys_lifted
 def moveaxis(a, source, destination):
   """``a`` with axes ``source`` moved to ``destination`` (others keep their order)."""
   a = ensure_arraylike("moveaxis", a)
@@ -123,6 +125,7 @@ def moveaxis(a, source, destination):
   return transpose(a, perm)
 
 
+@_util.keys_lifted
 def rollaxis(a, axis, start=0):
   """Roll ``axis`` backwards until it lies before ``start`` (prefer ``moveaxis``)."""
   a = ensure_arraylike("rollaxis", a)
@@ -159,6 +162,7 @@ def expand_dims(a, axis):
   return lax.expand_dims(a, tuple(sorted(axes)))
 
 
+@_util.keys_lifted
 def atleast_1d(*arys):
   """Each argument with at least one axis."""
   out = [a if (a := ensure_arraylike("atleast_1d", x)).ndim >= 1 else lax.reshape(a, (1,))
@@ -166,6 +170,7 @@ def atleast_1d(*arys):
   return out[0] if len(out) == 1 else out
 
 
+@_util.keys_lifted
 def atleast_2d(*arys):
   """Each argument with at least two axes (1-d ``(n,)`` becomes ``(1, n)``)."""
   out = []
@@ -175,6 +180,7 @@ def atleast_2d(*arys):
   return out[0] if len(out) == 1 else out
 
 
+@_util.keys_lifted
 def atleast_3d(*arys):
   """Each argument with at least three axes: ``(n,)`` -> ``(1, n, 1)``,
   ``(m, n)`` -> ``(m, n, 1)``."""
@@ -308,32 +314,38 @@ def _split(name, ary, indices_or_sections, axis, even):
   return [lax.slice_in_dim(ary, lo, hi, axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
+@_util.keys_lifted
 def split(ary, indices_or_sections, axis=0):
   """Split into equal sections (an int) or at indices (a sequence) along ``axis``."""
   return _split("split", ary, indices_or_sections, axis, True)
 
 
+@_util.keys_lifted
 def array_split(ary, indices_or_sections, axis=0):
   """Like ``split`` but sections may differ in size by one."""
   return _split("array_split", ary, indices_or_sections, axis, False)
 
 
+@_util.keys_lifted
 def hsplit(ary, indices_or_sections):
   """``split`` along axis 1 (axis 0 for 1-d arrays)."""
   a = ensure_arraylike("hsplit", ary)
   return split(a, indices_or_sections, axis=0 if a.ndim == 1 else 1)
 
 
+@_util.keys_lifted
 def vsplit(ary, indices_or_sections):
   """``split`` along axis 0."""
   return split(ary, indices_or_sections, axis=0)
 
 
+@_util.keys_lifted
 def dsplit(ary, indices_or_sections):
   """``split`` along axis 2."""
   return split(ary, indices_or_sections, axis=2)
 
 
+@_util.keys_lifted
 def tile(A, reps):
   """``A`` repeated ``reps`` times along each axis."""
   A = ensure_arraylike("tile", A)
@@ -347,6 +359,7 @@ def tile(A, reps):
   return lax.reshape(out, tuple(r * n for r, n in zip(reps, A.shape)))
 
 
+@_util.keys_lifted
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   """Repeat each element ``repeats`` times along ``axis`` (flattened when ``None``).
 
@@ -397,6 +410,7 @@ def _fit_length(x, length, axis):
 # ----------------------------------------------------------------- reordering
 
 
+@_util.keys_lifted
 def flip(m, axis=None):
   """Reverse the order of elements along ``axis`` (all axes by default)."""
   m = ensure_arraylike("flip", m)
@@ -404,6 +418,7 @@ def flip(m, axis=None):
   return lax.rev(m, axes) if axes else m
 
 
+@_util.keys_lifted
 def fliplr(m):
   """Reverse along axis 1."""
   m = ensure_arraylike("fliplr", m)
@@ -412,6 +427,7 @@ def fliplr(m):
   return flip(m, 1)
 
 
+@_util.keys_lifted
 def flipud(m):
   """Reverse along axis 0."""
   m = ensure_arraylike("flipud", m)
@@ -420,6 +436,7 @@ def flipud(m):
   return flip(m, 0)
 
 
+@_util.keys_lifted
 def rot90(m, k=1, axes=(0, 1)):
   """Rotate by 90 degrees ``k`` times in the plane of ``axes``."""
   m = ensure_arraylike("rot90", m)
@@ -436,6 +453,7 @@ def rot90(m, k=1, axes=(0, 1)):
   return transpose(flip(m, ax2), perm) if k == 1 else flip(transpose(m, perm), ax2)
 
 
+@_util.keys_lifted
 def roll(a, shift, axis=None):
   """Roll elements along ``axis`` (flattened when ``None``); ``shift`` may be traced."""
   a = ensure_arraylike("roll", a)

@@ -178,6 +178,9 @@ def _inexact_unary(name, lax_fn, prim_name=None):
 
 def _numeric_unary(name, lax_fn, prim_name=None, ufunc=False):
   def general(x):
+    if type(x) in _util.key_types:  # a key array (nbjax.prng): the primitive's dtype check
+      raise TypeError(f"{prim_name or name} does not accept dtype {x.dtype}. Accepted dtypes "
+                      "are subtypes of integer, floating, complexfloating.")
     x, = promote_dtypes_numeric(ensure_arraylike(name, x))
     return lax_fn(x)
   return _unary(name, general, prim_name, ufunc=ufunc)

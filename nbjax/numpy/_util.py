@@ -42,6 +42,10 @@ def check_arraylike(name, *args):
       if type(a) in key_types:
         if len(args) == 1:
           raise TypeError(f"Cannot interpret '{a.dtype}' as a data type")
+        if all(type(x) in key_types for x in args):  # the primitive's dtype check
+          raise TypeError(f"{name} does not accept dtype {a.dtype} at position 0. Accepted "
+                          "dtypes at position 0 are subtypes of integer, floating, "
+                          "complexfloating.")
         names = ", ".join(str(x.dtype) if type(x) in key_types else
                           str(dtypes.dtype(x, canonicalize=True)) for x in args)
         raise TypeError(f"{name} does not accept dtypes {names}.")
@@ -53,6 +57,19 @@ def check_arraylike(name, *args):
 # functions JAX allows on them (stack, reshape, where, ...), which those functions call.
 key_types = set()
 key_impls = {}
+
+
+def keys_lifted(f):
+  """``f`` (a structural function: it moves, repeats or splits elements, never combines
+  them) also on key arrays: ``key_impls["lift"]`` runs it on the keys' positions."""
+  @functools.wraps(f)
+  def lifted(*args, **kwargs):
+    if args and type(args[0]) in key_types:
+      if len(args) > 1 and f.__name__.startswith("atleast"):
+        return [lifted(a) for a in args]
+      return key_impls["lift"](f, *args, **kwargs)
+    return f(*args, **kwargs)
+  return lifted
 
 
 def as_array(x):
@@ -290,6 +307,8 @@ def broadcast_to(x, shape):
 
 def broadcast_arrays(*args):
   """Every argument broadcast to the joint shape."""
+  if any(type(a) in key_types for a in args):
+    return key_impls["broadcast_arrays"](*args)
   args = [as_array(a) for a in args]
   s = broadcast_shapes(*(a.shape for a in args))
   return [broadcast_to(a, s) for a in args]
