@@ -362,9 +362,11 @@ def _dtype_and_weak(x):
   elif x is int or x is float or x is complex:
     return _defaults[python_scalar_dtypes[x].kind], True
   else:
-    d = getattr(x, 'dtype', None)
+    d = getattr(x, 'dtype', x)
     if isinstance(d, np.dtype):
       return (d if _x64 else _to_32bit.get(d, d)), is_weakly_typed(x)
+    if isinstance(d, ExtendedDType):  # a key array or key dtype (nbjax.prng)
+      return d, False
     d = dtype(x)
   return (d if _x64 else _to_32bit.get(d, d)), False
 
@@ -378,13 +380,6 @@ def result_type(*args, return_weak_type_flag=False):
   """
   if not args:
     raise ValueError("at least one array or dtype is required")
-  ext = {d for d in (getattr(a, "dtype", a) for a in args) if isinstance(d, ExtendedDType)}
-  if ext:  # key arrays (nbjax.prng): their own dtype, joined with nothing else
-    if len(ext) == 1 and all(isinstance(getattr(a, "dtype", a), ExtendedDType) for a in args):
-      d = ext.pop()
-      return (d, False) if return_weak_type_flag else d
-    raise TypeError("Cannot promote extended dtypes with other dtypes: "
-                    f"{', '.join(str(getattr(a, 'dtype', a)) for a in args)}")
   key = tuple([_dtype_and_weak(_defaults['f'] if a is None else a) for a in args])
   try:
     out = _result_cache[key]
@@ -395,6 +390,11 @@ def result_type(*args, return_weak_type_flag=False):
 
 def _result_type(pairs):
   dtypes = {d for d, _ in pairs}
+  if any(isinstance(d, ExtendedDType) for d in dtypes):  # key dtypes join nothing else
+    if len(dtypes) == 1:
+      return pairs[0][0], False
+    raise TypeError("Cannot promote extended dtypes with other dtypes: "
+                    f"{', '.join(str(d) for d in dtypes)}")
   all_weak = all(w for _, w in pairs)
   if len(pairs) == 1:
     d, weak = pairs[0]

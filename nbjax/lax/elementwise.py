@@ -1530,9 +1530,9 @@ def convert_element_type(operand, new_dtype):
 
   Float to integer maps NaN to 0 and saturates out-of-range values; complex to real keeps
   the real part. Returns ``operand`` itself when nothing changes."""
-  d = getattr(operand, "dtype", None)
-  if isinstance(d, dtypes.ExtendedDType):  # a key array (nbjax.prng)
-    raise ValueError(f"Cannot convert_element_type from {d} to "
+  if type(operand) is not Array and isinstance(getattr(operand, "dtype", None),
+                                               dtypes.ExtendedDType):  # a key array (nbjax.prng)
+    raise ValueError(f"Cannot convert_element_type from {operand.dtype} to "
                      f"{dtypes.canonicalize_dtype(new_dtype)}")
   return _convert_element_type(operand, dtypes.canonicalize_dtype(new_dtype), False)
 

@@ -244,8 +244,9 @@ def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
       lp = None if lp == tuple(range(len(ls))) else lp
       rp = None if rp == tuple(range(len(rs))) else rp
 
-      out_shape = tuple(max(m, n) for m, n in zip(lsh, rsh))
       if len(lsh) == 2 and lp is None and rp is None:  # (the per-example outer products)
+        out_shape = tuple(max(m, n) for m, n in zip(lsh, rsh))
+
         def k(a, b):
           out = np.empty(out_shape, d)
           K.outer_mul(a.reshape(lsh), b.reshape(rsh), out)
