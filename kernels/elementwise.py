@@ -23,6 +23,7 @@ eager results equal jit's. Imports numba and numpy only.
 """
 import hashlib
 import math
+import re
 
 import numpy as np
 from numba import njit, prange, typeof, types
@@ -1192,20 +1193,28 @@ def names():
 # Kernels whose every result is exact: correctly rounded IEEE arithmetic, comparisons,
 # selections, conversions between float widths. Any implementation (these loops, NumPy's
 # ufuncs, one fused loop) gives the same bits, so an eager program may fuse a chain of them
-# (``fused``) without changing a result; libm functions (exp, tanh...) differ by an ulp
-# between NumPy and LLVM and stay out.
+# (``fused``) without changing a result. ``PROBED`` kernels call libm (or are built on it):
+# NumPy's loops give their bits on some machines and dtypes and not on others (its own SIMD
+# exp, tanh...), so they fuse where ``nbjax.registry._same_bits`` measured equal bits.
 EXACT = frozenset({
     "neg", "abs", "floor", "ceil", "round_even", "sqrt", "square", "not_bool", "is_finite",
     "convert", "convert_bool", "copy", "add", "sub", "mul", "div", "max", "min", "max_float",
     "min_float", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "clamp",
     "clamp_float", "select_n2"})
+PROBED = frozenset({
+    "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "rsqrt", "sign",
+    "round_away", "erf", "erfc", "erf_inv", "erf_inv_f32", "lgamma", "digamma", "pow", "atan2",
+    "rem", "nextafter", "polygamma"})
 
 
-def expression(name):
-  """The scalar expression of kernel ``name`` over operands ``a``, ``b``, ``c``."""
+def expression(name, cast=None):
+  """The scalar expression of kernel ``name`` over operands ``a``, ``b``, ``c``; ``cast``
+  (``"np.float32"``...) spells its output type's 1 (``one``)."""
   if name == "select_n2":  # a boolean ``which`` picks c over b
     return "(c if a else b)"
-  return UNARY.get(name) or BINARY.get(name) or TERNARY[name]
+  x = UNARY.get(name) or BINARY.get(name) or TERNARY[name]
+  return re.sub(r"\bone\b", f"{cast}(1)", x) if cast else x
 
 
 def fused(src):

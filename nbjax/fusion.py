@@ -105,8 +105,7 @@ def fusable(kname, in_dtypes, out_dtype):
   """Whether kernel ``kname`` may join a fused loop for these dtypes."""
   if kname is None or out_dtype not in _DTYPES or not all(d in _DTYPES for d in in_dtypes):
     return False
-  x = KE.expression(kname)
-  return "one" not in x and "nbits" not in x
+  return "nbits" not in KE.expression(kname)
 
 
 def materialize(a):
@@ -177,8 +176,8 @@ def _fused(root):
 def _source(steps, narrays, nscalars):
   body = []
   for i, (kname, dt, ops) in enumerate(steps):
-    x = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kname))
     cast = "bool" if dt.kind == "b" else f"np.{dt.name}"
+    x = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kname, cast))
     body.append(f"    t{i} = {cast}({x})")
   params = [f"x{j}" for j in range(narrays)] + [f"s{j}" for j in range(nscalars)]
   return "\n".join([f"def {{fn}}({', '.join(params)}, out):", "  for i in range(out.size):",

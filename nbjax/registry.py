@@ -586,10 +586,12 @@ def _fusable(eqn, ins, scalar):
 
 
 def exact_kernel(prim, in_dtypes, params):
-  """The name of ``prim``'s numba kernel for operands of ``in_dtypes`` when it is exact
-  (``kernels.elementwise.EXACT``: NumPy's loops and numba give the same bits) and its policy
-  runs numba or NumPy (not a pinned backend); else None. Eager programs (``_fuse``) and
-  eager fusion (``nbjax.fusion``) fuse only these."""
+  """The name of ``prim``'s numba kernel for operands of ``in_dtypes`` when a loop running its
+  scalar expression gives the bits of every backend its policy runs (numba or NumPy, not a
+  pinned backend); else None. Exact arithmetic (``kernels.elementwise.EXACT``) always does;
+  a libm-based kernel (exp, log, sin...) does where NumPy's loop calls the same libm as numba,
+  which ``_same_bits`` measures once per signature. Eager programs (``_fuse``) and eager fusion
+  (``nbjax.fusion``) fuse only these."""
   small, large, _ = policy(prim)
   resolve = getattr(prim.impls.get("numba"), "resolve", None)
   if (small not in ("numba", "numpy") or large not in ("numba", "numpy") or resolve is None
@@ -600,7 +602,84 @@ def exact_kernel(prim, in_dtypes, params):
     name = getattr(resolve(in_dtypes, params), "kname", None)
   except Exception:  # noqa: BLE001  (no numba kernel for these dtypes)
     return None
-  return name if name in KE.EXACT else None
+  if name in KE.EXACT:
+    return name
+  if name in KE.PROBED and _same_bits(prim, {small, large} - {"numba"}, in_dtypes, params):
+    return name
+  return None
+
+
+_SAME_BITS: dict = {}  # (primitive, backends, dtypes, params) -> bool
+
+
+def _same_bits(prim, backends, in_dtypes, params):
+  """Whether ``backends`` of ``prim`` give its numba kernel's bits (NaNs as NaNs) on probe
+  operands of ``in_dtypes`` (real floats): special values, subnormals, every binade of both
+  signs, dense samples of [-8, 8]. NumPy's float loops call the C library's libm on some
+  machines (float64 exp, log, sin... with AVX2), the same functions numba's code calls, and
+  their own SIMD approximations on others (float32 exp on AVX2, float64 on AVX-512), which
+  differ by an ulp somewhere on every probe. numba vectorizing libm calls (SVML) would make a
+  loop's bits depend on its shape: then never."""
+  try:
+    key = (prim, frozenset(backends), in_dtypes, tuple(sorted(params.items())))
+    hit = _SAME_BITS.get(key)
+  except TypeError:  # unhashable params
+    return False
+  if hit is not None:
+    return hit
+  import numba
+  same = not numba.config.USING_SVML and all(np.dtype(d).kind == "f" for d in in_dtypes)
+  if same:
+    xs = _probe_operands(in_dtypes)
+    want = quiet_run(prim.impls["numba"], *xs, **params)
+    for b in backends:
+      got = quiet_run(prim.impls[b], *xs, **params)
+      same = same and got.dtype == want.dtype and got.shape == want.shape and bool(np.all(
+          (got.view(f"u{got.itemsize}") == want.view(f"u{want.itemsize}")) |
+          (np.isnan(got) & np.isnan(want))))
+  _SAME_BITS[key] = same
+  return same
+
+
+def probed():
+  """``(primitive, dtype)`` for every elementwise primitive whose numba kernel at float32 or
+  float64 operands is libm-based (``kernels.elementwise.PROBED``): those ``exact_kernel``
+  fuses only where ``_same_bits`` measured NumPy giving numba's bits."""
+  from kernels import elementwise as KE
+  out = []
+  for p in primitives(builtin_only=True):
+    resolve = getattr(p.impls.get("numba"), "resolve", None)
+    if p.family != "elementwise" or resolve is None:
+      continue
+    for d in map(np.dtype, (np.float32, np.float64)):
+      try:
+        name = resolve((d,) * p.arity, {}).kname
+      except Exception:  # noqa: BLE001  (needs params, or not for this dtype)
+        continue
+      if name in KE.PROBED:
+        out.append((p, d))
+  return out
+
+
+def _probe_operands(in_dtypes, n=1 << 14):
+  """Operands for ``_same_bits``: each a float array of ``in_dtypes[i]``; binary and ternary
+  operands pair every special value with every other and random values with each other."""
+  out = []
+  for i, d in enumerate(in_dtypes):
+    d = np.dtype(d)
+    fi, rng = np.finfo(d), np.random.default_rng(i)
+    special = np.array([0.0, np.inf, np.nan, fi.smallest_subnormal, fi.tiny, fi.eps, fi.max,
+                        0.5, 1.0, 2.0, np.pi, 1e-3, 20.0, 100.0, 700.0, 1e10], d)
+    special = np.concatenate([special, -special])
+    binades = np.ldexp(rng.uniform(1, 2, n), rng.integers(fi.minexp - fi.nmant, fi.maxexp, n))
+    dense = rng.uniform(-8, 8, n)
+    sign = np.where(rng.random(n) < .5, -1.0, 1.0)
+    with np.errstate(all="ignore"):
+      rand = np.concatenate([binades * sign, dense]).astype(d)
+    k = len(special)  # special x special, arranged so operand i cycles at its own stride
+    grid = np.indices((k,) * len(in_dtypes)).reshape(len(in_dtypes), -1)[i]
+    out.append(np.concatenate([special[grid], rng.permutation(rand)]))
+  return out
 
 
 def _groups(steps, fusable):
@@ -648,8 +727,10 @@ def _fuse(group, eqns, kinds, known, live, dead, name, ns):
         n = arrays.setdefault(x, f"a{len(arrays)}")
       ops.append(n)
     t = temps[eqn.outvars[0]] = f"t{len(temps)}"
-    expr = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kinds[i]))
-    body.append(f"    {t} = {_CAST[eqn.outvars[0].aval.dtype]}({expr})")
+    cast = _CAST[eqn.outvars[0].aval.dtype]
+    expr = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())],
+                  KE.expression(kinds[i], cast))
+    body.append(f"    {t} = {cast}({expr})")
   outs = [v for v in temps if v in live]
   params = [f"x{j}" for j in range(len(arrays))] + [n for n, _ in scalars.values()] + \
       [f"o{j}" for j in range(len(outs))]
@@ -894,6 +975,11 @@ def main(argv=None):
     counts = {b: sum(policy(p)[i] == b for p in ps) for b in BACKENDS}
     print(f"{which}: " + ", ".join(f"{b} {n}" for b, n in counts.items() if n))
   print(f"{len(ps)} primitives, {sum(bool(p.lowerings) for p in ps)} with a StableHLO lowering")
+  fuse = {}
+  for p, d in probed():
+    fuse.setdefault(bool(exact_kernel(p, (d,) * p.arity, {})), []).append(f"{p.name}:{d.name[5:]}")
+  print("libm-based kernels fused into eager loops here (NumPy's loop measured giving numba's "
+        f"bits): {' '.join(fuse.get(True, [])) or '-'}; not fused: {' '.join(fuse.get(False, [])) or '-'}")
 
 
 if __name__ == "__main__":

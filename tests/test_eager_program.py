@@ -335,4 +335,10 @@ def test_hot_program_is_fused_and_equals_the_tape(monkeypatch):
   for _ in range(6):
     _same(g(*args), want)
   entries = [e for e in g._trace_cache.entries.values() if type(e) is eager_cache._Entry]
-  assert entries and entries[0].program.fused >= 2, entries[0].program.source
+  assert entries, g._trace_cache.entries
+  prog = entries[0].program
+  f64 = (np.dtype(np.float64),)
+  if all(registry.exact_kernel(p, f64, {}) for p in (lax.exp_p, lax.log1p_p)):
+    assert prog.fused == 1, prog.source  # (NumPy's exp and log1p are libm's here: one loop)
+  else:
+    assert prog.fused >= 2, prog.source

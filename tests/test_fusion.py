@@ -10,9 +10,12 @@ from hypothesis import given, settings, strategies as st
 
 import nbjax
 import nbjax.numpy as jnp
-from nbjax import fusion, lax
+from nbjax import fusion, lax, registry
 from nbjax.array import Array
 from nbjax.config import config
+from nbjax.core import ShapedArray
+from nbjax.interpreters import partial_eval as pe
+from nbjax.jaxpr import eval_jaxpr
 
 BIG = fusion.MIN_SIZE + 3
 
@@ -25,6 +28,10 @@ _OPS = {
     "neg": (lambda a, b: -a, "fi"), "abs": (lambda a, b: abs(a), "fi"),
     "sqrt": (lambda a, b: jnp.sqrt(abs(a)), "f"), "scalar": (lambda a, b: a * 3 + 1, "fi"),
     "and": (lambda a, b: a & b, "b"), "not": (lambda a, b: ~a, "b"),
+    # libm-based: fused only where NumPy's loop gives numba's bits (``registry._same_bits``)
+    "exp": (lambda a, b: jnp.exp(a), "f"), "log1p": (lambda a, b: jnp.log1p(abs(a)), "f"),
+    "tanh": (lambda a, b: jnp.tanh(a), "f"), "sin": (lambda a, b: jnp.sin(a), "f"),
+    "pow": (lambda a, b: lax.pow(abs(a), b), "f"),
 }
 
 
@@ -179,3 +186,69 @@ def test_transformations_read_pending_arrays():
   assert nbjax.vmap(lambda a: a * 2)((x * 1.0).reshape(1, -1)).shape == (1, BIG)
   assert "Array(" in repr(x + 1.0)
   assert float((x * 2.0)[1]) == float(np.asarray(x)[1] * 2)
+
+
+PROBED = registry.probed()
+
+
+def test_every_probed_kernel_is_covered():
+  names = {p.name for p, _ in PROBED}
+  assert {"exp", "log", "log1p", "tanh", "sin", "logistic", "pow", "atan2", "erf"} <= names
+
+
+@pytest.mark.parametrize("prim,dtype", PROBED, ids=[f"{p.name}-{d.name}" for p, d in PROBED])
+def test_probed_kernel_fuses_exactly_when_bits_are_equal(prim, dtype):
+  """A libm-based primitive joins an eager program's fused loop only where
+  ``registry.exact_kernel`` found NumPy's loop giving numba's bits, and then the loop gives
+  the per-equation eager bits on values the probe never saw."""
+  def f(*xs):
+    return [prim.bind(*(x * 1.5 for x in xs)) + 0.25]
+  avals = [ShapedArray((4099,), dtype)] * prim.arity
+  closed = pe.trace_to_jaxpr_dynamic(f, avals)
+  jaxpr, consts = closed[0], closed[2]
+  prog = registry.eager_program(jaxpr, consts, fuse=True)
+  exact = registry.exact_kernel(prim, (dtype,) * prim.arity, {})
+  assert prog.fused == (1 if exact else 0), prog.source
+  rng = np.random.default_rng(7)
+  xs = []
+  for _ in range(prim.arity):
+    x = np.concatenate([rng.standard_normal(2048) * 3, np.exp(rng.uniform(-80, 80, 2048)),
+                        [0.0, -0.0, np.inf, -np.inf]]).astype(dtype)
+    x[1::2] *= -1
+    xs.append(rng.permutation(x[:4099]))
+  got, = prog(*xs)
+  want, = eval_jaxpr(jaxpr, consts, *map(Array, xs))
+  want = np.asarray(want)
+  nan = np.isnan(want)
+  assert (np.isnan(got) == nan).all()
+  assert np.where(nan, 0, got).tobytes() == np.where(nan, 0, want).tobytes()
+
+
+@pytest.mark.parametrize("where", ["everywhere", "subnormals", "large"])
+def test_bit_probe_sees_one_ulp(monkeypatch, where):
+  """``registry._same_bits`` finds a NumPy loop that differs from numba's by one ulp, also
+  when only on subnormal or only on large inputs."""
+  monkeypatch.setattr(registry, "_SAME_BITS", {})
+  f64 = (np.dtype(np.float64),)
+  numpy_exp = lax.exp_p.impls["numpy"]
+  assert registry._same_bits(lax.exp_p, {"numpy"}, f64, {}) == \
+      registry._same_bits(lax.exp_p, {"numpy"}, f64, {})  # (cached)
+
+  def off(x, **params):
+    r = numpy_exp(x, **params)
+    hit = {"everywhere": np.ones(x.shape, bool), "subnormals": (x != 0) & (abs(x) < 1e-308),
+           "large": abs(x) > 1e4}[where]
+    return np.where(hit, np.nextafter(r, np.inf), r)
+  monkeypatch.setitem(lax.exp_p.impls, "numpy", off)
+  registry._SAME_BITS.clear()
+  assert not registry._same_bits(lax.exp_p, {"numpy"}, f64, {})
+
+
+def test_registry_cli_says_which_libm_kernels_fuse(capsys):
+  registry.main([])
+  line = capsys.readouterr().out.strip().splitlines()[-1]
+  fused, not_fused = line.split(": ", 1)[1].split("; not fused: ")
+  for p, d in PROBED:
+    tag = f"{p.name}:{d.name[5:]}"
+    assert (tag in fused.split()) == bool(registry.exact_kernel(p, (d,) * p.arity, {})), tag
+    assert (tag in not_fused.split()) != (tag in fused.split()), tag
