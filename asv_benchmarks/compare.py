@@ -68,12 +68,17 @@ def _calibrate(fn, budget):
 def _median_times(fns, budget):
   """Median seconds per call of each of ``fns``, sampled round-robin (one sample of each in
   turn, 5 to 41 rounds within ``budget`` per function): a machine that speeds up or slows
-  down during the run moves every column alike, so the ratios hold."""
+  down during the run moves every column alike, so the ratios hold. Each round starts one
+  function later: a sample right after NumPy's multi-threaded BLAS or PyTorch runs with their
+  worker threads still spinning on the other core (measured: a 6 ms jitted MLP step 40%
+  slower right after NumPy's, whichever system it is), so no column may always follow one."""
   ns = [_calibrate(fn, budget) for fn in fns]
   samples = [[] for _ in fns]
   deadline = time.perf_counter() + budget * len(fns)
+  k = len(fns)
   while len(samples[0]) < 5 or (time.perf_counter() < deadline and len(samples[0]) < 41):
-    for fn, n, out in zip(fns, ns, samples):
+    r = len(samples[0]) % k
+    for fn, n, out in [*zip(fns, ns, samples)][r:] + [*zip(fns, ns, samples)][:r]:
       t0 = time.perf_counter()
       for _ in range(n):
         r = fn()
