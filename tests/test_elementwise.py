@@ -633,3 +633,38 @@ def test_batching_with_params_and_broadcasting():
   testing.check_vmap(lambda a: lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN), (_BX * 3,), in_axes=0)
   testing.check_vmap(lax.atan2, (np.moveaxis(_BX, 0, 1), _BX[:, :1, :]), in_axes=(1, 0))
   testing.check_vmap(lax.add, (_BX, np.float64(2.0)), in_axes=(1, None))
+
+
+def test_broadcasting_fast_paths_equal_the_checked_path():
+  """``x + b`` (a bias add: rank promotion) and size-1 broadcasting take cached fast paths
+  after a shape pair's first call: the same values, dtypes and weak types as NumPy and as the
+  first call, the same errors on every call, and rank promotion still policed by config."""
+  import nbjax.numpy as jnp
+  from nbjax.config import config
+  rng = np.random.default_rng(0)
+  for sx, sy in [((8, 16), (16,)), ((8, 16), (1, 16)), ((8, 1), (1, 16)), ((16,), (8, 16)),
+                 ((3, 1, 4), (5, 1))]:
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in (sx, sy))
+    for op, ref in ((jnp.add, np.add), (jnp.multiply, np.multiply),
+                    (lambda a, b: a - b, np.subtract), (jnp.maximum, np.maximum)):
+      for _ in range(3):
+        got = op(jnp.asarray(x), jnp.asarray(y))
+        assert type(got) is Array and got.dtype == np.float32 and not got.weak_type
+        np.testing.assert_array_equal(np.asarray(got), ref(x, y))
+    if len(sx) == len(sy):
+      for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(lax.add(jnp.asarray(x), jnp.asarray(y))),
+                                      x + y)
+  x = jnp.ones((8, 16), np.float32)
+  for _ in range(3):
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+      x + jnp.ones((3,), np.float32)
+    with pytest.raises(TypeError, match=r"add got incompatible shapes for broadcasting: "
+                                        r"\(8, 16\), \(3, 16\)"):
+      lax.add(x, jnp.ones((3, 16), np.float32))
+  b = jnp.ones((16,), np.float32)
+  x + b
+  with config.override("numpy_rank_promotion", "raise"):
+    with pytest.raises(ValueError, match="automatic rank promotion for add"):
+      x + b
+    assert (x + b.reshape(1, 16)).shape == (8, 16)  # equal ranks: no promotion

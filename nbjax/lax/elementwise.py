@@ -308,8 +308,8 @@ def _np_fn(fn):
 def make_elementwise_eager(prim, f_small, f_large, thr):
   """Fast eager entry: one dict lookup per call resolves (small run, large run, weak flags) for
   the operand dtypes; the first call of each signature validates with abstract eval. Shapes
-  are checked inline on the fast path (equal, or rank-0 operands) and by abstract eval
-  otherwise."""
+  are checked inline on the fast path (equal, or rank-0 operands; binary operands broadcasting
+  size-1 axes by a per-shape-pair cache) and by abstract eval otherwise."""
   rs, rl = getattr(f_small, "resolve", None), getattr(f_large, "resolve", None)
   if rs is None or rl is None:
     return registry.make_generic_eager(prim, f_small, f_large, thr)
@@ -434,6 +434,8 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
       return general((x,), params)
 
   elif prim.arity == 2:
+    sizes = {}  # (shape, shape) of one dtype -> output size, for operands broadcasting size-1 axes
+
     def eager(x, y, **params):
       if type(x) is Array and type(y) is Array and not params:
         vx, vy = x._value, y._value
@@ -445,7 +447,12 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           elif not sx:
             n = vy.size
           else:
-            return general((x, y), params)
+            n = sizes.get((sx, sy))
+            if n is None:  # validated once per shape pair: general's checks and errors
+              out = general((x, y), params)
+              if len(sizes) < 4096:
+                sizes[(sx, sy)] = out.size
+              return out
           if n >= fuse_min and fuse_on[0]:
             r = deferred((x, y), params)
             if r is not None:

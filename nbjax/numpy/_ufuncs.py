@@ -24,6 +24,7 @@ from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit,
                                promote_dtypes_numeric)
 
 _BOOL = np.dtype(np.bool_)
+_ranks, _PROMOTE = _util._ranks, (None, True)  # (shape pairs not seen yet: promote_shapes)
 
 
 def _is_int(d):
@@ -125,7 +126,7 @@ def _no_out_where(name, ufunc, out, where):
 
 def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
   """A binary ufunc with the hot paths of ``x + y`` and ``x * 2.0``: two Arrays of one
-  dtype (of ``kinds``, accepted by the primitive) and one shape, or an Array and a Python
+  dtype (of ``kinds``, accepted by the primitive; shapes rank-promoted), or an Array and a Python
   scalar that JAX's promotion leaves at the Array's dtype, bind the primitive directly;
   anything else goes through ``general`` (checks, promotion, broadcasting). ``out`` and
   ``where`` (``jnp.ufunc.__call__``'s keywords; positional defaults cost nothing) are
@@ -148,7 +149,9 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         vx = x._value
         if ty is Array:
           vy = y._value
-          if vx.dtype is vy.dtype and vx.shape == vy.shape and vx.dtype in ok:
+          if vx.dtype is vy.dtype and vx.dtype in ok:
+            if vx.shape != vy.shape and _ranks.get((vx.shape, vy.shape), _PROMOTE)[1]:
+              x, y = _util.promote_shapes(name, x, y)  # (equal ranks: size-1 axes broadcast)
             return prim.eager(x, y) if _ctx.trace is _EVAL else prim.bind(x, y)
         elif ty in scalar_fast(vx.dtype.kind, ()) and vx.dtype in ok:
           lit = _weak_literal(y, vx.dtype)

@@ -234,19 +234,26 @@ def broadcast_shapes(*shapes):
   return tuple(out)
 
 
+_ranks: dict = {}  # operand shapes -> (output rank, whether a non-scalar operand is promoted)
+
+
 def promote_shapes(name, *args):
   """NumPy rank promotion: operands of lower (non-zero) rank get leading size-1 axes
   (``lax.expand_dims``); lax elementwise primitives broadcast size-1 axes and scalars."""
   if len(args) < 2:
     return list(args)
-  shapes = [a.shape for a in args]
-  s0 = shapes[0]
-  if all(s == s0 for s in shapes[1:]):
+  shapes = tuple([a.shape for a in args])
+  plan = _ranks.get(shapes)
+  if plan is None:
+    broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
+    plan = (max(len(s) for s in shapes), len({len(s) for s in shapes if s}) > 1)
+    if len(_ranks) < 4096:
+      _ranks[shapes] = plan
+  nd, promoted = plan
+  if not promoted:  # equal ranks (or scalars): the primitives broadcast size-1 axes
     return list(args)
-  broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
-  nd = max(len(s) for s in shapes)
   mode = config._flags["numpy_rank_promotion"]
-  if mode != "allow" and len({len(s) for s in shapes if s}) > 1:
+  if mode != "allow":
     msg = (f"Following NumPy automatic rank promotion for {name} on shapes "
            f"{' '.join(map(str, shapes))}. Set the jax_numpy_rank_promotion config option to "
            "'allow' to disable this message; for more information, see "
@@ -255,15 +262,19 @@ def promote_shapes(name, *args):
       raise ValueError(msg)
     warnings.warn(msg)
   eager = core._ctx.trace is core.eval_trace
-  return [a if len(s) in (0, nd) else
-          # eagerly the expand_dims is a view of the immutable buffer: made here directly
-          Array._new(a._value.reshape((1,) * (nd - len(s)) + s), a._weak)
-          if eager and type(a) is Array else
-          # else lax.expand_dims's equation, bound directly (the dimensions are valid)
-          _bid_p.bind(a, shape=(1,) * (nd - len(s)) + s,
-                      broadcast_dimensions=tuple(range(nd - len(s), nd)), sharding=None)
-          if isinstance(a, (Array, core.Tracer)) else lax.expand_dims(a, tuple(range(nd - len(s))))
-          for a, s in zip(args, shapes)]
+  out = list(args)
+  for i, s in enumerate(shapes):
+    if len(s) in (0, nd):
+      continue
+    a, full = args[i], (1,) * (nd - len(s)) + s
+    if eager and type(a) is Array:  # the expand_dims is a view of the immutable buffer
+      out[i] = Array._new(a._value.reshape(full), a._weak)
+    elif isinstance(a, (Array, core.Tracer)):  # lax.expand_dims's equation (dims are valid)
+      out[i] = _bid_p.bind(a, shape=full, broadcast_dimensions=tuple(range(nd - len(s), nd)),
+                           sharding=None)
+    else:
+      out[i] = lax.expand_dims(a, tuple(range(nd - len(s))))
+  return out
 
 
 def promote_args(name, *args):
