@@ -355,6 +355,9 @@ def _call(f, quiet, vals, params):
     return quiet_retry(e, f, *vals, **params)
 
 
+_NO_PARAMS: dict = {}
+
+
 def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   """Eager entry: validate with abstract_eval (cached per operand signature and params), pick
   the backend by ``size(vals, out_aval)`` (output elements by default), run it, wrap."""
@@ -389,8 +392,8 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
       return general(args, params)
     if h is None:
       return general(args, params)
-    f, q, out_aval = h
-    out = _call(f, q, vals, params)
+    f, q, out_aval, raw = h
+    out = _call(f, q, vals, _NO_PARAMS if raw else params)
     if multi:
       return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(out, out_aval)]
     return _wrap(as_output(out, out_aval), out_aval.weak_type)
@@ -433,7 +436,12 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     elif foreign is None and key is not None and len(vals) <= 2:
       if len(hot) > 4096:
         hot.clear()
-      hot[tuple(x for s in sig for x in s) + key[1]] = (f, q, out_aval)
+      # the backend's kernel for these exact avals where it has one (``x @ W``: np.dot), as
+      # eager programs run it (``_raw_kernel``): a function of the arrays alone
+      spec = getattr(f, "specialize", None)
+      k = spec([core.ShapedArray(*s) for s in sig], params) if spec is not None else None
+      hot[tuple(x for s in sig for x in s) + key[1]] = (f, q, out_aval, False) if k is None \
+          else (k, q, out_aval, True)
     out = _call(f, q, vals, params)
     if multi:
       outs = [as_output(o, a) for o, a in zip(out, out_aval)]
