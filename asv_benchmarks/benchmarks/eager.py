@@ -21,6 +21,24 @@ class Dispatch:
     return self.f(*self.args)
 
 
+class LayerDispatch:
+  """Per-op cost of a small MLP layer's ops on float32: a bias add ``(8, 16) + (16,)`` (rank
+  promotion and broadcasting) and a matmul ``(8, 16) @ (16, 16)``."""
+  params = (_backends.BACKENDS, ["bias_add", "matmul"])
+  param_names = ["backend", "op"]
+
+  def setup(self, backend, op):
+    m, put = _backends.get(backend)
+    rng = np.random.default_rng(0)
+    x = put(rng.standard_normal((8, 16)).astype(np.float32))
+    other = put(rng.standard_normal((16,) if op == "bias_add" else (16, 16)).astype(np.float32))
+    self.f, self.args = (m.add if op == "bias_add" else m.matmul), (x, other)
+    _backends.block(self.f(*self.args))
+
+  def time_op(self, backend, op):
+    return self.f(*self.args)
+
+
 class Large:
   """``x*y+z`` and ``sum(sin(x))`` on 1e7 float32."""
   params = (_backends.BACKENDS, ["xy_plus_z", "sum_sin"])
