@@ -23,6 +23,7 @@ def _counted():
   return f, calls
 
 
+@pytest.mark.needs_guard  # counts the rule's calls: a replay must not trace it again
 def test_custom_vmap_uses_the_rule_under_vmap():
   f, calls = _counted()
   assert float(f(1., 2.)) == 3. and calls == []
