@@ -75,10 +75,10 @@ def _median_times(fns, budget):
   ns = [_calibrate(fn, budget) for fn in fns]
   samples = [[] for _ in fns]
   deadline = time.perf_counter() + budget * len(fns)
-  k = len(fns)
+  order = list(zip(fns, ns, samples))
   while len(samples[0]) < 5 or (time.perf_counter() < deadline and len(samples[0]) < 41):
-    r = len(samples[0]) % k
-    for fn, n, out in [*zip(fns, ns, samples)][r:] + [*zip(fns, ns, samples)][:r]:
+    first = len(samples[0]) % len(order)
+    for fn, n, out in order[first:] + order[:first]:
       t0 = time.perf_counter()
       for _ in range(n):
         r = fn()

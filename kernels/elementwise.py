@@ -1208,13 +1208,20 @@ PROBED = frozenset({
     "rem", "nextafter", "polygamma"})
 
 
-def expression(name, cast=None):
-  """The scalar expression of kernel ``name`` over operands ``a``, ``b``, ``c``; ``cast``
-  (``"np.float32"``...) spells its output type's 1 (``one``)."""
+def expression(name):
+  """The scalar expression of kernel ``name`` over operands ``a``, ``b``, ``c``."""
   if name == "select_n2":  # a boolean ``which`` picks c over b
     return "(c if a else b)"
-  x = UNARY.get(name) or BINARY.get(name) or TERNARY[name]
-  return re.sub(r"\bone\b", f"{cast}(1)", x) if cast else x
+  return UNARY.get(name) or BINARY.get(name) or TERNARY[name]
+
+
+def step(name, ops, cast):
+  """One statement's right-hand side in a fused loop's source: kernel ``name`` applied to
+  the operand names ``ops`` and rounded to its output type ``cast`` (``"np.float32"``...,
+  which also spells the expression's ``one``)."""
+  x = re.sub(r"\bone\b", f"{cast}(1)", expression(name))
+  x = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], x)
+  return f"{cast}({x})"
 
 
 def fused(src):

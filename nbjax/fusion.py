@@ -21,7 +21,6 @@ computing, and results are immutable. ``config.update("jax_eager_fusion", False)
 """
 from __future__ import annotations
 
-import re
 import threading
 
 import numpy as np
@@ -176,9 +175,7 @@ def _fused(root):
 def _source(steps, narrays, nscalars):
   body = []
   for i, (kname, dt, ops) in enumerate(steps):
-    cast = "bool" if dt.kind == "b" else f"np.{dt.name}"
-    x = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())], KE.expression(kname, cast))
-    body.append(f"    t{i} = {cast}({x})")
+    body.append(f"    t{i} = {KE.step(kname, ops, 'bool' if dt.kind == 'b' else f'np.{dt.name}')}")
   params = [f"x{j}" for j in range(narrays)] + [f"s{j}" for j in range(nscalars)]
   return "\n".join([f"def {{fn}}({', '.join(params)}, out):", "  for i in range(out.size):",
                     *(f"    a{j} = x{j}[i]" for j in range(narrays)), *body,

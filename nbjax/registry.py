@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import re
 
 import numpy as np
 
@@ -735,10 +734,7 @@ def _fuse(group, eqns, kinds, known, live, dead, name, ns):
         n = arrays.setdefault(x, f"a{len(arrays)}")
       ops.append(n)
     t = temps[eqn.outvars[0]] = f"t{len(temps)}"
-    cast = _CAST[eqn.outvars[0].aval.dtype]
-    expr = re.sub(r"\b[abc]\b", lambda m: ops["abc".index(m.group())],
-                  KE.expression(kinds[i], cast))
-    body.append(f"    {t} = {cast}({expr})")
+    body.append(f"    {t} = {KE.step(kinds[i], ops, _CAST[eqn.outvars[0].aval.dtype])}")
   outs = [v for v in temps if v in live]
   params = [f"x{j}" for j in range(len(arrays))] + [n for n, _ in scalars.values()] + \
       [f"o{j}" for j in range(len(outs))]
