@@ -12,9 +12,9 @@ Failures: an uncaught exception in one process is raised in the others' waits on
 collectives (a RuntimeError naming it). A process that dies without a word (killed) is
 declared dead by the coordination service after ``heartbeat_timeout_seconds``, and the
 others' collectives then raise a RuntimeError naming it (``xla.wait_sharded``); those
-processes leave with status 1. A dead process 0 is the exception: the service dies with it,
-and jaxlib's client aborts every other process from C++ ("another task died"), at once; no
-Python hook exists for that in jaxlib 0.10 (``xla.distributed_initialize`` says why).
+processes leave with status 1. Process 0 included: the service runs in a child process of
+its own, which outlives it (a client that loses its service aborts from C++, with no Python
+hook in jaxlib 0.10: ``xla.distributed_initialize`` says why).
 """
 from __future__ import annotations
 

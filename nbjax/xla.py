@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import socket
 import sys
 import tempfile
 import threading
@@ -1045,8 +1046,9 @@ def backend_initialized():
 
 
 # ---------------------------------------------------------------------------------------------
-# Several processes: jaxlib's distributed runtime (a coordination service in process 0, a
-# client in each) and gloo TCP collectives for the CPU client's cross-process all-reduce etc.
+# Several processes: jaxlib's distributed runtime (a coordination service that process 0 starts
+# in a child process, a client in each) and gloo TCP collectives for the CPU client's
+# cross-process all-reduce etc.
 
 class _Dist:
   __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed",
@@ -1068,11 +1070,12 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
   first call throws ``std::bad_cast`` on the agent's thread, ``std::terminate``). So the
   service is made ``recoverable`` (it then keeps a task's death to itself) and a daemon
   thread per process (``_watch``) asks it which processes are alive: a dead one is raised
-  in the waits on collectives (``wait_sharded``, PeerFailedError naming it). A dead process
-  0 takes the service with it: the others' clients then fail their next RPC (error polling:
-  at once) and abort from C++, the one case Python never gets control. A recoverable
-  service's shutdown waits for nobody: ``distributed_shutdown`` (also run at exit) meets
-  the others at a barrier first, and process 0 stops the service once they disconnected."""
+  in the waits on collectives (``wait_sharded``, PeerFailedError naming it). The service
+  runs in a process of its own (``_Service``), not in process 0: a client whose service is
+  gone aborts from C++ on its next RPC, so a service inside process 0 would take every
+  other process down with it, before Python could say why. A recoverable service's
+  shutdown waits for nobody: ``distributed_shutdown`` (also run at exit) meets the others
+  at a barrier first, and process 0 stops the service once they disconnected."""
   global _dist
   jl = ensure_jaxlib()
   with _lock:
@@ -1089,15 +1092,14 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
     # gloo publishes this process's address; on a loopback run the host name may not resolve
     d.hostname = host if host in ("127.0.0.1", "localhost", "::1") else None
     if process_id == 0:
-      d.service = jl._jax.get_distributed_runtime_service(
-          bind_address, num_processes, heartbeat_timeout=heartbeat_timeout,
-          shutdown_timeout=shutdown_timeout, recoverable=True)
+      d.service = _Service(bind_address, num_processes, heartbeat_timeout, shutdown_timeout)
     try:
       d.client = jl._jax.get_distributed_runtime_client(
           coordinator_address, process_id, init_timeout=init_timeout,
           heartbeat_timeout=heartbeat_timeout, shutdown_timeout=shutdown_timeout,
           use_compression=True)
       d.client.connect()
+      d.client.key_value_set(f"nbjax/pid/{process_id}", f"{socket.gethostname()} {os.getpid()}")
     except BaseException:
       if d.service is not None:
         d.service.shutdown()
@@ -1110,6 +1112,95 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
     _install_failure_hooks()
   threading.Thread(target=_watch, args=(d,), name="nbjax-distributed-watch",
                    daemon=True).start()
+  if d.service is not None:
+    threading.Thread(target=d.service.tell_peers, args=(d.client,),
+                     name="nbjax-distributed-peers", daemon=True).start()
+
+
+_SERVICE_MAIN = """\
+import os, sys, time
+from jaxlib import _jax
+a = sys.argv
+try:
+  s = _jax.get_distributed_runtime_service(a[1], int(a[2]), heartbeat_timeout=int(a[3]),
+                                           shutdown_timeout=int(a[4]), recoverable=True)
+except Exception as e:
+  print(type(e).__name__, e, flush=True)
+  sys.exit(1)
+print("ready", flush=True)
+peers, line = [], sys.stdin.readline()
+while line.startswith("peers"):
+  peers, line = [int(p) for p in line.split()[1:]], sys.stdin.readline()
+if line != "stop\\n":  # process 0 died: serve the others until they leave too
+
+  def alive(pid):
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      return False
+    except OSError:
+      pass
+    return True
+
+  end = time.monotonic() + 2 * int(a[3]) + 30
+  while time.monotonic() < end and (not peers or any(map(alive, peers))):
+    time.sleep(0.2)
+s.shutdown()
+"""
+
+
+class _Service:
+  """jaxlib's coordination service in a child process of process 0 (``_SERVICE_MAIN``), so
+  that it outlives process 0: the others then see process 0 die as they see any process
+  die. The child reads its orders on stdin: ``peers PID...`` (the other processes, when all
+  run on this host), then ``stop``. End of input without ``stop`` means process 0 died:
+  the child serves until those peers are gone (else ``2 * heartbeat_timeout + 30`` s)."""
+
+  def __init__(self, bind_address, num_processes, heartbeat_timeout, shutdown_timeout):
+    import subprocess
+    self.proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVICE_MAIN, bind_address, str(num_processes),
+         str(heartbeat_timeout), str(shutdown_timeout)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    self.n, self.lock = num_processes, threading.Lock()
+    line = self.proc.stdout.readline()
+    if line != "ready\n":
+      self.proc.wait()
+      raise RuntimeError(f"the coordination service could not start on {bind_address}: "
+                         f"{line.strip() or f'it exited with status {self.proc.returncode}'}")
+
+  def _send(self, line):
+    with self.lock:
+      try:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+      except (OSError, ValueError):  # it is gone, or stopped
+        pass
+
+  def tell_peers(self, client):
+    """Tell the service the other processes' pids, when they all run on this host."""
+    peers = []
+    for i in range(1, self.n):
+      try:
+        host, pid = client.blocking_key_value_get(f"nbjax/pid/{i}", 600_000).split()
+      except Exception:  # noqa: BLE001 (shut down meanwhile)
+        return
+      if host != socket.gethostname():
+        return
+      peers.append(pid)
+    self._send("peers " + " ".join(peers))
+
+  def shutdown(self):
+    self._send("stop")
+    with self.lock:
+      try:
+        self.proc.stdin.close()
+      except OSError:
+        pass
+    try:
+      self.proc.wait(30)
+    except Exception:  # noqa: BLE001
+      self.proc.kill()
 
 
 def _watch(d):
@@ -1121,7 +1212,7 @@ def _watch(d):
   while not d.stopping:
     try:
       gone = [i for i in ids if i not in d.client.get_live_nodes(ids)]
-    except Exception as e:  # the service is gone: process 0 died (this one aborts soon)
+    except Exception as e:  # the service is gone (this process aborts soon)
       gone = f"the coordination service is unreachable ({e})"
     if d.stopping:
       return
@@ -1184,9 +1275,6 @@ def _install_failure_hooks():
       return distributed_shutdown()  # (a recoverable client's destructor waits for nobody)
     if d.failed is None:
       print(f"nbjax.distributed: {d.dead}", file=sys.stderr)
-    elif d.service is not None and d.failed.startswith(f"process {d.process_id} "):
-      import time  # the service goes with this process: let the others read why first
-      time.sleep(2.0)
     for f in (sys.stdout, sys.stderr):
       try:
         f.flush()
@@ -1219,7 +1307,9 @@ def wait_sharded(bufs):
   other process failed (a Python exception it published, every ~0.1 s; a death ``_watch``
   saw) and else raising PeerFailedError, naming it, instead of waiting forever on a
   collective it will never join. Every process counts the runs it completed (``done``): a
-  run the failed process had completed still completes here (it is only slower here)."""
+  run the failed process had completed still completes here (it is only slower here). A
+  run that fails here (gloo: a dead peer's sockets closed) waits up to the heartbeat timeout
+  for the service to name the dead process, and raises PeerFailedError naming it."""
   import time
   d, delay, waited, late = _dist, 1e-5, 0.0, None
   while not all(b.is_ready() for b in bufs):
@@ -1234,10 +1324,27 @@ def wait_sharded(bufs):
       elif got is not None and late is None:  # (runs over fewer processes: counts differ)
         late = time.monotonic() + 10.0
     if msg is not None:
-      d.failed = msg
-      raise PeerFailedError(f"{msg}; this process's computation (a collective across "
-                            "processes) cannot complete")
+      _peer_failed(d, msg)
+  try:
+    for b in bufs:
+      b.block_until_ready()
+  except Exception as e:  # noqa: BLE001 (gloo saw a peer's sockets close: who, and why?)
+    end = time.monotonic() + d.heartbeat_timeout + 5
+    while d.dead is None and time.monotonic() < end:
+      got = peer_failure()
+      if got is not None:
+        _peer_failed(d, got[1], e)
+      time.sleep(0.05)
+    if d.dead is None:
+      raise
+    _peer_failed(d, d.dead, e)
   d.done += 1
+
+
+def _peer_failed(d, msg, cause=None):
+  d.failed = msg
+  raise PeerFailedError(f"{msg}; this process's computation (a collective across processes) "
+                        "cannot complete") from cause
 
 
 def distributed_shutdown():
@@ -1255,7 +1362,7 @@ def distributed_shutdown():
   finally:
     d.stopping = True
     try:
-      if d.service is not None:  # it goes with this process: once the others disconnected
+      if d.service is not None:  # process 0 stops it, once the others disconnected
         ids = list(range(d.num_processes))
         while len(d.client.get_live_nodes(ids)) > 1 and time.monotonic() < end:
           time.sleep(0.01)

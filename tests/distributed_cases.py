@@ -7,10 +7,12 @@ prints ``OK <name>``; any failure raises (the process exits nonzero).
 
 Modes: ``main`` (all cases), ``shard_map`` (that case alone), ``die``/``die0`` (process 1/0
 leaves early; the other must be stopped, not hang), ``raise``/``raise0`` (process 1/0 raises),
-``errors`` (initialize's argument and ordering errors, one process, no peers).
+``errors`` (initialize's argument and ordering errors, one process, no peers), ``busy_port``
+(process 0's coordination service cannot listen).
 """
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -259,6 +261,8 @@ def case_multihost_utils(pid, n):
 
 def main(pid, n, port):
   init(pid, n, port)
+  if pid == 0:
+    print("service pid", nbjax.xla._dist.service.proc.pid, flush=True)
   expect(RuntimeError, "distributed.initialize should only be called once.", init, pid, n, port)
   case_topology(pid, n)
   expect(RuntimeError, "must be called before any JAX calls", init, pid, n, port)
@@ -266,8 +270,10 @@ def main(pid, n, port):
   case_shard_map(pid, n)
   case_mlp(pid, n)
   case_multihost_utils(pid, n)
+  service = nbjax.xla._dist.service
   nbjax.distributed.shutdown()
   assert not nbjax.distributed.is_initialized()
+  assert service is None or service.proc.poll() == 0  # stopped, not left behind
   nbjax.distributed.shutdown()  # a no-op now
   ok("shutdown")
 
@@ -276,9 +282,12 @@ def die(pid, n, port, dying=1):
   """Process ``dying`` is killed (SIGKILL) after the first collective; the others go on to
   the next one, which can never complete: the coordination service sees the heartbeats
   stop, and the survivors' collectives raise a RuntimeError naming the dead process (so
-  does every later one); they then exit with status 1. When the coordinator itself died,
-  the clients lose the service and jaxlib aborts them from C++ ("another task died")."""
+  does every later one); they then exit with status 1. Process 0 dying is no different:
+  the service runs in a child process of its own (its pid printed for the test to check
+  that it leaves too)."""
   init(pid, n, port)
+  if pid == 0:
+    print("service pid", nbjax.xla._dist.service.proc.pid, flush=True)
   mesh = Mesh(np.array(nbjax.devices()), ("x",))
   f = nbjax.jit(lambda v: v.sum(), out_shardings=NamedSharding(mesh, P()))
   x = nbjax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones(2))
@@ -334,10 +343,24 @@ def errors(port):
   ok("errors")
 
 
+def busy_port():
+  """Process 0's coordination service cannot listen: a RuntimeError saying so, at once."""
+  with socket.socket() as s:
+    s.bind(("0.0.0.0", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    expect(RuntimeError, f"the coordination service could not start on [::]:{port}",
+           nbjax.distributed.initialize, f"127.0.0.1:{port}", 2, 0, initialization_timeout=5)
+  assert not nbjax.distributed.is_initialized()
+  ok("busy port")
+
+
 if __name__ == "__main__":
   mode = sys.argv[1]
   if mode == "errors":
     errors(int(sys.argv[2]))
+  elif mode == "busy_port":
+    busy_port()
   else:
     pid, n, port = map(int, sys.argv[2:5])
     {"main": main, "shard_map": lambda *a: (init(*a), case_shard_map(*a[:2])), "die": die, "die0": lambda *a: die(*a, dying=0),

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -38,9 +39,10 @@ def _env(xla_flags=True):
   return e
 
 
-def _launch(mode, n=2, xla_flags=True):
-  """Run ``n`` processes of ``distributed_cases.py MODE``; -> [(returncode, output)]. A run
-  past TIMEOUT is killed (each process, by its own handle) and fails the test."""
+def _launch(mode, n=2, xla_flags=True, service_pid=False):
+  """Run ``n`` processes of ``distributed_cases.py MODE``; -> [(returncode, output)] (and the
+  coordination service's pid, which process 0 prints, if ``service_pid``). A run past
+  TIMEOUT is killed (each process, by its own handle) and fails the test."""
   port = str(_free_port())
   procs = [subprocess.Popen([sys.executable, CASES, mode, str(i), str(n), port], cwd=ROOT,
                             env=_env(xla_flags), stdout=subprocess.PIPE,
@@ -55,11 +57,28 @@ def _launch(mode, n=2, xla_flags=True):
     for p in procs:
       p.communicate()
     pytest.fail(f"distributed run {mode!r} hung (killed after {TIMEOUT} s)")
-  return [(rc, out) for out, rc in outs]
+  res = [(rc, out) for out, rc in outs]
+  if service_pid:
+    return res, int(res[0][1].split("service pid ")[1].split()[0])
+  return res
+
+
+def _gone_soon(pid, timeout=15):
+  """The process ``pid`` (not our child) exits within ``timeout`` seconds."""
+  end = time.monotonic() + timeout
+  while time.monotonic() < end:
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      return
+    time.sleep(0.1)
+  os.kill(pid, signal.SIGKILL)
+  pytest.fail(f"the coordination service (pid {pid}) outlived the run by {timeout} s")
 
 
 def test_two_processes_jit_psum_mlp_multihost_utils():
-  res = _launch("main")
+  res, service = _launch("main", service_pid=True)
+  _gone_soon(service, timeout=1)
   for pid, (rc, out) in enumerate(res):
     assert rc == 0, f"process {pid}:\n{out[-6000:]}"
     for case in ("topology", "psum", "mlp", "multihost_utils", "shutdown"):
@@ -69,25 +88,22 @@ def test_two_processes_jit_psum_mlp_multihost_utils():
 @pytest.mark.parametrize("dying", [1, 0], ids=["worker_dies", "coordinator_dies"])
 def test_dead_process_stops_the_others(dying):
   """One process is killed (SIGKILL) after a first collective; the other, going on to the
-  next collective, must not hang. A dead worker: the coordination service misses its
+  next collective, must not hang: the coordination service misses the dead one's
   heartbeats (timeout 3 s) and the survivor's collective raises a RuntimeError naming it,
-  in Python, within a few seconds; it then leaves with status 1. A dead coordinator takes
-  the service with it: jaxlib's client then aborts the survivor from C++ at once, with an
-  error that says another task died (no Python hook exists: ``nbjax/xla.py``)."""
-  res = _launch("die" if dying == 1 else "die0")
+  in Python, within a few seconds; it then leaves with status 1. Process 0 is no exception:
+  the service runs in a process of its own and outlives it, then stops once the survivor
+  left (no process is left behind)."""
+  res, service = _launch("die" if dying == 1 else "die0", service_pid=True)
   rc_dead, out_dead = res[dying]
   rc, out = res[1 - dying]
   assert rc_dead == -signal.SIGKILL and "first collective done" in out_dead, out_dead[-4000:]
   assert "first collective done" in out, out[-4000:]
-  if dying == 1:
-    assert rc == 1 and "OK peer died" in out and "OK later collectives raise" in out, \
-        out[-4000:]
-    took = float(out.split("OK peer died, raised after ")[1].split()[0])
-    assert took < 30, out[-4000:]
-    assert "Terminating process" not in out, out[-4000:]
-  else:
-    assert rc not in (0, 1) and "another task died" in out, out[-4000:]
-    assert "OK peer died" not in out, out[-4000:]
+  assert rc == 1 and "OK peer died" in out and "OK later collectives raise" in out, \
+      out[-4000:]
+  took = float(out.split("OK peer died, raised after ")[1].split()[0])
+  assert took < 30, out[-4000:]
+  assert "Terminating process" not in out and "another task died" not in out, out[-4000:]
+  _gone_soon(service)
 
 
 @pytest.mark.parametrize("failing", [1, 0], ids=["worker_raises", "coordinator_raises"])
@@ -107,6 +123,12 @@ def test_initialize_errors():
   p = subprocess.run([sys.executable, CASES, "errors", str(_free_port())], cwd=ROOT, env=_env(),
                      capture_output=True, text=True, timeout=TIMEOUT)
   assert p.returncode == 0 and "OK errors" in p.stdout, p.stdout + p.stderr[-4000:]
+
+
+def test_coordination_service_that_cannot_start_is_an_error():
+  p = subprocess.run([sys.executable, CASES, "busy_port"], cwd=ROOT, env=_env(),
+                     capture_output=True, text=True, timeout=TIMEOUT)
+  assert p.returncode == 0 and "OK busy port" in p.stdout, p.stdout + p.stderr[-4000:]
 
 
 def test_signature_matches_jax():
