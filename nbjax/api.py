@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, eager_cache, _tree_util as tree_util
+from nbjax import core, dtypes, eager_cache, xla as _xla, _tree_util as tree_util
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
@@ -598,7 +598,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
   @functools.wraps(fun)
   def value_and_grad_f(*args, **kwargs):
-    if _ctx.trace is _eval_trace:
+    if _ctx.trace is _eval_trace and _xla._dist is None:  # (arrays may span processes)
       if cache.enabled:  # top level: replay a staged program of the forward and backward pass
         out = cache.replay(args, kwargs)
         if out is not _MISS:
@@ -612,7 +612,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     leaves, in_tree = tree_flatten(dyn_args)
     has_keys = False
     for leaf in leaves:
-      if holomorphic or type(leaf) is not _Array or leaf._value.dtype.kind != "f":
+      if holomorphic or type(leaf) is not _Array or leaf.dtype.kind != "f":
         key_leaves = tree_leaves(dyn_args, is_leaf=_is_key)  # a key array is checked as one
         for x in key_leaves:
           _check_input_dtype_revderiv("grad", holomorphic, allow_int, x)

@@ -83,7 +83,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, _tree_util as tree_util
+from nbjax import core, registry, xla, _tree_util as tree_util
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax._tree_util import tree_flatten, tree_unflatten
@@ -456,7 +456,9 @@ class TraceCache:
 
   def replay(self, args, kwargs):
     """A top-level call's result replayed (positional Arrays take the generated fast path),
-    or ``MISS``."""
+    or ``MISS``. Never in a run spanning processes (an array's host value may not exist)."""
+    if xla._dist is not None:
+      return MISS
     fast = self.fast.get(len(args)) if not kwargs else None
     if fast is not None:
       out = fast(*args)

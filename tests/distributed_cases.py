@@ -158,6 +158,22 @@ def case_shard_map(pid, n):
   jf = nbjax.jit(nbjax.shard_map(lambda v: lax.psum(v * v, "x"), mesh=mesh,
                                  in_specs=P("x"), out_specs=P()))
   np.testing.assert_array_equal(np.asarray(jf(g)), (blocks ** 2).sum(0))
+  # grad and vmap through collectives that cross processes
+  sm = nbjax.shard_map(lambda w, v: lax.psum((v * w) ** 2, "x"), mesh=mesh,
+                       in_specs=(P(), P("x")), out_specs=P())
+  np.testing.assert_allclose(float(nbjax.grad(lambda w: sm(w, g).sum())(1.5)),
+                             2 * 1.5 * (want ** 2).sum())
+  gx = nbjax.grad(lambda v: sm(1.5, v).sum())(g)
+  assert gx.sharding == NamedSharding(mesh, P("x"))
+  np.testing.assert_allclose(multihost_utils.process_allgather(gx), 2 * 1.5 ** 2 * want)
+  ws = np.array([1.0, 2.0, 3.0])
+  np.testing.assert_allclose(np.asarray(nbjax.vmap(sm, in_axes=(0, None))(ws, g)),
+                             ws[:, None] ** 2 * (blocks ** 2).sum(0))
+  gw = nbjax.jit(nbjax.grad(lambda w, v: sm(w, v).sum()))(1.5, g)
+  np.testing.assert_allclose(np.asarray(gw), 2 * 1.5 * (want ** 2).sum())
+  expect(RuntimeError, "Closing over jax.Array that spans non-addressable (non process local) "
+         f"devices is not allowed. Please pass such arrays as arguments to the function. Got "
+         f"jax.Array: f64[{4 * n}]", nbjax.jit(lambda w: sm(w, g).sum()), 1.5)
   ok("shard_map")
 
 

@@ -312,7 +312,16 @@ def jaxpr_subcomp(mctx, jaxpr, consts, args):
 
 
 def _const_values(consts, avals):
-  return [ir_constant(np.asarray(c, a.dtype)) for c, a in zip(consts, avals)]
+  try:
+    return [ir_constant(np.asarray(c, a.dtype)) for c, a in zip(consts, avals)]
+  except RuntimeError as e:  # a global array of another process's data is no constant
+    if "spans non-addressable" not in str(e):
+      raise
+    a = next(a for c, a in zip(consts, avals) if getattr(c, "is_fully_addressable", True)
+             is False)
+    raise RuntimeError("Closing over jax.Array that spans non-addressable (non process "
+                       "local) devices is not allowed. Please pass such arrays as arguments "
+                       f"to the function. Got jax.Array: {a.str_short()}") from e
 
 
 def _consts_avals(closed_jaxpr):
