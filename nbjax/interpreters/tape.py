@@ -208,7 +208,8 @@ class TapeTrace(Trace):
         ins[k] = ~len(vals)
         vals.append(v)
         if type(v) is Array:
-          cav.append((v.shape, v.dtype, v._weak))  # (no host read: it may span processes)
+          x = v._value
+          cav.append((x.shape, x.dtype, v._weak))
         else:
           cav.append(_key_part(v))
     return tuple(cav)
