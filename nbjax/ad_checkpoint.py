@@ -23,7 +23,55 @@ from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
 from nbjax._tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p"]
+__all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p", "checkpoint_name",
+           "name_p", "Recompute", "Saveable", "Offloadable"]
+
+
+# ----------------------------------------------------------------------- names
+
+
+name_p = Primitive("name")
+name_p.def_impl(lambda x, *, name: x)
+name_p.def_abstract_eval(lambda x, *, name: x)
+name_p.jvp = lambda primals, tangents, *, name: (name_p.bind(primals[0], name=name),
+                                                 tangents[0])  # the tangent is not named
+name_p.batch = lambda vals, dims, *, name: (name_p.bind(vals[0], name=name), dims[0])
+name_p.transpose = lambda ct, x, *, name: [ct]
+name_p.lowerings["cpu"] = lambda ctx, x, *, name: [x]
+
+
+def checkpoint_name(x, name):
+  """``x`` (a pytree of arrays) unchanged, its values named ``name`` for ``checkpoint``
+  policies such as ``checkpoint_policies.save_only_these_names(name)``."""
+  from nbjax._tree_util import tree_map
+  return tree_map(lambda v: name_p.bind(v, name=name), x)
+
+
+class RecomputeType:
+  pass
+
+
+class SaveableType:
+  pass
+
+
+Recompute, Saveable = RecomputeType(), SaveableType()
+
+
+class Offloadable(tuple):
+  """A policy's answer: save the value in ``dst`` memory (saved, on this backend)."""
+  __slots__ = ()
+
+  def __new__(cls, src, dst):
+    return tuple.__new__(cls, (src, dst))
+
+  src, dst = property(lambda self: self[0]), property(lambda self: self[1])
+
+
+def _saves(answer):
+  """A policy's answer as a bool (True: save): a bool, ``Saveable``, ``Recompute`` or an
+  ``Offloadable``."""
+  return answer is not Recompute and (answer is Saveable or bool(answer))
 
 
 # ----------------------------------------------------------------------- policies
@@ -55,6 +103,59 @@ class checkpoint_policies:
     return not lb and not rb
 
   checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+  @staticmethod
+  def offload_dot_with_no_batch_dims(offload_src, offload_dst):
+    def policy(prim, *avals, **params):
+      if checkpoint_policies.dots_with_no_batch_dims_saveable(prim, *avals, **params):
+        return Offloadable(src=offload_src, dst=offload_dst)
+      return Recompute
+    return policy
+
+  @staticmethod
+  def save_anything_except_these_names(*names_not_to_save):
+    return lambda *_, **__: True
+
+  @staticmethod
+  def save_any_names_but_these(*names_not_to_save):
+    names = frozenset(names_not_to_save)
+    return lambda prim, *_, **params: prim is name_p and params["name"] not in names
+
+  @staticmethod
+  def save_only_these_names(*names_which_can_be_saved):
+    names = frozenset(names_which_can_be_saved)
+    return lambda prim, *_, **params: prim is name_p and params["name"] in names
+
+  @staticmethod
+  def save_and_offload_only_these_names(*, names_which_can_be_saved,
+                                        names_which_can_be_offloaded, offload_src, offload_dst):
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    if saved & offloaded:
+      raise ValueError(
+          "The names should be exclusive and should not intersect in "
+          "`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+          f"names_which_can_be_saved={saved}, names_which_can_be_offloaded={offloaded} and "
+          f"the intersection={saved & offloaded}")
+
+    def policy(prim, *_, **params):
+      if prim is name_p and params["name"] in saved:
+        return Saveable
+      if prim is name_p and params["name"] in offloaded:
+        return Offloadable(src=offload_src, dst=offload_dst)
+      return Recompute
+    return policy
+
+  @staticmethod
+  def save_from_both_policies(policy_1, policy_2):
+    def policy(prim, *args, **params):
+      out1, out2 = policy_1(prim, *args, **params), policy_2(prim, *args, **params)
+      if not (isinstance(out1, bool) and isinstance(out2, bool)):
+        raise ValueError(
+            f"The return value of the policies should be a boolean. Got: {out1} and {out2}. "
+            "Please write a custom policy function directly, rather than using this helper "
+            "function.")
+      return out1 or out2
+    return policy
 
 
 # ----------------------------------------------------------------------- the primitive
@@ -111,7 +212,8 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
       unknown.update(e.outvars)
     else:
       known_eqns.append(e)
-      if policy is not None and policy(e.primitive, *[x.aval for x in e.invars], **e.params):
+      if policy is not None and _saves(policy(e.primitive, *[x.aval for x in e.invars],
+                                              **e.params)):
         saveable.update(e.outvars)
   out_unknowns = [type(v) is not Literal and v in unknown for v in j.outvars]
   # the unknown side: its equations, plus the known ones it needs that are not saved

@@ -77,7 +77,7 @@ def _tangent_dtype(d):
 
 def _check_valid(x, what=None):
   """JAX's ``dispatch.check_arg`` (grad, vjp, linearize arguments)."""
-  if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
+  if not (isinstance(x, Tracer) or core.valid_jaxtype(x)) or getattr(x, "dtype", None) == object:
     raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type.")
 
 
@@ -183,10 +183,10 @@ def _jvp(fun, primals, tangents, has_aux=False):
     if _tangent_dtype(pd) != td:
       raise TypeError("primal and tangent arguments to nbjax.jvp do not match; dtypes must be "
                       "equal, or in case of int/bool primal dtype the tangent dtype must be "
-                      f"float0. Got primal dtype {pd} and so expected tangent dtype "
+                      f"float0.Got primal dtype {pd} and so expected tangent dtype "
                       f"{_tangent_dtype(pd)}, but got tangent dtype {td} instead.")
     if np.shape(p) != np.shape(t):
-      raise ValueError("jvp called with different primal and tangent shapes; Got primal "
+      raise ValueError("jvp called with different primal and tangent shapes;Got primal "
                        f"shape {np.shape(p)} and tangent shape as {np.shape(t)}")
   box = []
 
@@ -274,16 +274,6 @@ def _ensure_index(x):
     return tuple(map(operator.index, x))
 
 
-def _argnums_partial(fun, argnums, args, kwargs, name):
-  nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-  n = len(args)
-  for i in nums:
-    if not -n <= i < n:
-      raise TypeError(f"{name} requires argnums {argnums} to be in bounds of the {n} "
-                      f"positional argument(s) passed to the function.")
-  return _dyn_partial(fun, tuple(i % n for i in nums), args, kwargs)
-
-
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   """Jacobian of ``fun`` by forward mode: ``vmap`` of ``jvp`` over the standard basis.
 
@@ -303,7 +293,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     return call(*args, **kwargs)
 
   def call(*args, **kwargs):
-    f_partial, dyn_args = _argnums_partial(fun, argnums, args, kwargs, "jacfwd")
+    f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
     tree_map(functools.partial(_check_input_dtype_jacfwd, holomorphic), dyn_args)
     pushfwd = functools.partial(_jvp, f_partial, dyn_args, has_aux=has_aux)
     basis = _std_basis(dyn_args)
@@ -366,6 +356,8 @@ def _possible_downcast(x, example_aval):
   a = get_aval(x)
   if example_aval.dtype == dtypes.float0:  # the cotangent of an integer input (allow_int)
     return x if a.dtype == dtypes.float0 else ad.zeros_like_aval(example_aval)
+  if a.dtype == dtypes.float0:  # jacfwd's tangent of an integer output, jacrev's of an input
+    return lax.full(a.shape, 0, example_aval.dtype)
   if dtypes.is_complex(a.dtype) and not dtypes.is_complex(example_aval.dtype):
     x = lax.real(x)
     a = get_aval(x)
@@ -388,22 +380,41 @@ def linearize(fun, *primals, has_aux=False):
   """
   _check_callable(fun)
   out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "linearize")
-
-  def f_jvp(*tangents):
-    ts, tree = tree_flatten(tangents)
-    if tree != in_tree:
-      raise TypeError(f"linearized function called on tangent values inconsistent with the "
-                      f"original primal values: expected {in_tree} but got {tree}")
-    for t, a in zip(ts, lin.in_avals):
-      ta = get_aval(t)
-      if ta.shape != a.shape or (a.dtype != dtypes.float0 and ta.dtype != a.dtype):
-        raise ValueError("linearized function called on tangent values inconsistent with "
-                         f"the original primal values: got tangent {ta.str_short()} for "
-                         f"primal aval {a.str_short()}")
-    return tree_unflatten(out_tree, [_owned(t) for t in lin.jvp(ts)])
-
+  f_jvp = Partial(_JvpFun(lin, in_tree, out_tree, [get_aval(p) for p in tree_leaves(primals)]),
+                  lin.consts)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+
+
+class _JvpFun:
+  """The static half of ``linearize``'s JVP function (the residuals are the ``Partial``'s
+  leaves, so it can be passed through ``jit``)."""
+  __slots__ = ("lin", "in_tree", "out_tree", "primal_avals")
+
+  def __init__(self, lin, in_tree, out_tree, primal_avals):
+    self.lin, self.in_tree, self.out_tree, self.primal_avals = lin, in_tree, out_tree, primal_avals
+
+  def __call__(self, consts, *tangents):
+    ts, tree = tree_flatten(tangents)
+    if tree != self.in_tree:
+      raise TypeError(f"expected {self.in_tree}, got {tree}")
+    lin = self.lin
+    for t, a, pa in zip(ts, lin.in_avals, self.primal_avals):
+      ta = get_aval(t)
+      if ta.shape != a.shape or ta.dtype != a.dtype:
+        s = lambda v: ("~" if v.weak_type else "") + v.str_short(False)
+        raise ValueError("linearized function called on tangent values inconsistent with "
+                         f"the original primal values:\nGot tangent aval {s(ta)} for primal "
+                         f"aval {s(pa)} but expected {s(a)}.")
+    if consts is not lin.consts:
+      lin = _with_consts(lin, consts)
+    return tree_unflatten(self.out_tree, [_owned(t) for t in lin.jvp(ts)])
+
+  def __eq__(self, other):
+    return self is other
+
+  def __hash__(self):
+    return id(self)
 
 
 def _linearize(fun, primals, has_aux, name):
@@ -417,8 +428,8 @@ def _linearize(fun, primals, has_aux, name):
     ans = fun(*tree_unflatten(in_tree, xs))
     if has_aux:
       if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
-        raise TypeError(f"{name} with has_aux=True requires the function to return a pair "
-                        f"(output, aux), got {type(ans).__name__}")
+        raise TypeError("expected function with aux output to return a two-element tuple, "
+                        f"but got type {type(ans)} with value {ans!r}")
       ans, aux = ans
       box.append(aux)
     out, out_tree = tree_flatten(ans)
@@ -431,7 +442,8 @@ def _linearize(fun, primals, has_aux, name):
   aux = None
   if has_aux:
     aux = tree_map(lambda x: _owned(x.primal if isinstance(x, ad.JVPTracer) else x), box[1])
-    core.check_leaked([a for a in tree_leaves(aux) if isinstance(a, pe.JaxprTracer)])
+    core.check_leaked([a for a in tree_leaves(aux)  # (an enclosing jit's tracers are fine)
+                       if isinstance(a, pe.JaxprTracer) and not a._trace.valid])
   return outs, lin, in_tree, box[0], aux
 
 
@@ -450,36 +462,51 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     raise NotImplementedError("reduce_axes argument to vjp is deprecated")
   _check_callable(fun)
   out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "vjp")
-  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree), lin.consts)
+  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree, _fun_name(fun)), lin.consts)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_vjp, aux) if has_aux else (out, f_vjp)
+
+
+_VJP_TOO_MANY_ARGS = (
+    "The function returned by `jax.vjp` applied to {} was called with {} arguments, but it "
+    "takes exactly one: the cotangent of the differentiated function's single output, with "
+    "that output's structure (a tuple output takes one tuple cotangent: `f_vjp((ct1, ct2))`, "
+    "not `f_vjp(ct1, ct2)`).")
 
 
 class _VjpFun:
   """The static half of a VJP function: the linear jaxpr and the trees; the residuals are
   the leaves of the ``Partial`` that holds it."""
-  __slots__ = ("lin", "in_tree", "out_tree", "keys")
+  __slots__ = ("lin", "in_tree", "out_tree", "keys", "name")
 
-  def __init__(self, lin, in_tree, out_tree):
-    self.lin, self.in_tree, self.out_tree = lin, in_tree, out_tree
+  def __init__(self, lin, in_tree, out_tree, name="function"):
+    self.lin, self.in_tree, self.out_tree, self.name = lin, in_tree, out_tree, name
     self.keys = any(tree_util.trailing_axes(in_tree))  # key array inputs: float0 cotangents
 
-  def __call__(self, consts, ct):
-    lin = self.lin
+  def __call__(self, consts, *args):
+    if len(args) != 1:
+      raise TypeError(_VJP_TOO_MANY_ARGS.format(self.name, len(args)))
+    ct, lin = args[0], self.lin
     if any(tree_util.trailing_axes(self.out_tree)):
       ct = _float0_to_keys(self.out_tree, lin.out_avals, ct)
     cts, tree = tree_flatten(ct)
     if tree != self.out_tree:
-      raise ValueError("unexpected tree structure of argument to vjp function: got "
-                       f"{tree}, but expected to match {self.out_tree}")
+      from nbjax.lax.control_flow import _tree_diffs
+      raise ValueError(
+          "unexpected tree structure.\n\nThe argument to a VJP function returned by "
+          "`jax.vjp` must match the pytree\nstructure of the differentiated function.\n\n"
+          "But the tree structures differ:\n" + "\n".join(
+              f"  * out{keystr(p)} was a {t1} in the original output, but a {t2} here, so {why}."
+              for p, t1, t2, why in _tree_diffs(self.out_tree, tree)))
     for c, a, nz in zip(cts, lin.out_avals, lin.out_nz):
       ca = get_aval(c)
       want = a if a.dtype != dtypes.float0 else None
       if want is not None and (ca.shape != want.shape or ca.dtype != want.dtype):
         raise ValueError(
-            "unexpected JAX type (e.g. shape/dtype) for argument to vjp function: got "
-            f"{ca.str_short()}, but expected {want.str_short()} because the corresponding "
-            f"output of the function had JAX type {want.str_short()}")
+            "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+            f"{ca.str_short(False)}, but expected {want.str_short(False)} because the "
+            "corresponding output of the differentiated function had JAX type "
+            f"{want.str_short(False)}")
     if consts is not lin.consts:
       lin = _with_consts(lin, consts)
     outs = [_owned(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
@@ -547,17 +574,11 @@ def _check_scalar(x):
   except TypeError as e:
     raise TypeError(msg(f"was {x}")) from e
   if aval.shape != ():
-    extract = ""
-    if aval.size == 1:
-      extract = ("extract the scalar with output.reshape(())"
-                 f"{' or output[0]' if aval.ndim == 1 else ''}, ")
-    raise TypeError(msg(f"had shape: {aval.shape}") + f" To get the gradient, {extract}reduce "
-                    "the output to a scalar with output.sum(), or use nbjax.jacobian to "
-                    "differentiate a function with a non-scalar output.")
+    raise TypeError(msg(f"had shape: {aval.shape}"))
 
 
 def _check_argnums(argnums, args):
-  top = argnums if isinstance(argnums, int) else max(argnums, default=-1)
+  top = argnums if isinstance(argnums, int) else max(argnums)
   if top >= len(args):
     raise TypeError(f"differentiating with respect to argnums={argnums} requires at least "
                     f"{top + 1} positional arguments to be passed by the caller, but got "
@@ -567,6 +588,13 @@ def _check_argnums(argnums, args):
 def _dyn_partial(fun, argnums, args, kwargs):
   """``fun`` of the ``argnums`` arguments only, and those arguments."""
   nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+  n = len(args)
+  for i in nums:
+    if not -n <= i < n:
+      raise ValueError("Positional argument indices, e.g. for `static_argnums`, must have value "
+                       "greater than or equal to -len(args) and less than len(args), but got "
+                       f"value {i} for len(args) == {n}.")
+  nums = tuple(i % n for i in nums)
   dyn = tuple(args[i] for i in nums)
 
   def f_partial(*dyn_args):
@@ -682,8 +710,8 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
     _ctx.trace = prev
   if has_aux:
     if not (isinstance(ans, (tuple, list)) and len(ans) == 2):
-      raise TypeError("grad with has_aux=True requires the function to return a pair "
-                      f"(output, aux), got {type(ans).__name__}")
+      raise TypeError("expected function with aux output to return a two-element tuple, "
+                      f"but got type {type(ans)} with value {ans!r}")
     ans, aux = ans
     aux = tree_map(lambda x: _owned(x.val if type(x) is Tracer_ and x._trace is trace
                                     else x), aux)
@@ -753,7 +781,6 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     return call(*args, **kwargs)
 
   def call(*args, **kwargs):
-    _check_argnums(argnums, args)
     f_partial, dyn_args = _dyn_partial(fun, argnums, args, kwargs)
     tree_map(functools.partial(_check_input_dtype_revderiv, "jacrev", holomorphic, allow_int),
              dyn_args)
@@ -796,7 +823,9 @@ def linear_transpose(fun, *primals, reduce_axes=()):
   if reduce_axes:
     raise NotImplementedError("reduce_axes argument to transpose is deprecated")
   ps, in_tree = tree_flatten(primals)
-  in_avals = [_abstractify(x) for x in ps]
+  in_avals = [core.ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype))
+              if not core.valid_jaxtype(x) and hasattr(x, "shape") and hasattr(x, "dtype")
+              else _abstractify(x) for x in ps]  # (any object with a shape and a dtype)
   flat_fun, store = _flatten_fun(lambda *a: fun(*a), tree_structure((primals, {})))
   pvals = [pe.PartialVal.unknown(a) for a in in_avals]
   jaxpr, out_pvals, consts = pe.trace_to_jaxpr(lambda *xs: flat_fun(*xs), pvals,
@@ -817,7 +846,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
                       f"expected {out_tree} but got {tree}")
     if [(get_aval(c).shape, _dtype(c)) for c in cts] != [(a.shape, a.dtype) for a in out_avals]:
       raise TypeError("cotangent type does not match function output, "
-                      f"expected {out_avals} but got {cts}")
+                      f"expected {tuple(out_avals)} but got {cts}")
     undef = [ad.UndefinedPrimal(a.strip_weak_type()) for a in in_avals]
     in_cts = ad.backward_pass(jaxpr, consts, undef, [c for c, u in zip(cts, unknown) if u])
     in_cts = [_owned(_possible_downcast(ad.instantiate_zeros(c), a))

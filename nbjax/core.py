@@ -123,6 +123,11 @@ def _concretization_function_error(fun, suggest_astype=False):
   return method
 
 
+_FLOAT_CTX, _COMPLEX_CTX = (
+    f"The problem arose with the `{f}` function. If trying to convert the data type of a "
+    f"value, try using `x.astype({f})` or `jnp.array(x, {f})` instead." for f in ("float",
+                                                                                 "complex"))
+
 # --------------------------------------------------------------------- avals
 
 
@@ -543,11 +548,11 @@ class Tracer:
   def __int__(self):
     return self.aval._int(self)
 
-  def __float__(self):
-    return self.aval._float(self)
+  def __float__(self):  # an error even when concrete (JAX's): it would drop the derivative
+    raise ConcretizationTypeError(self, _FLOAT_CTX)
 
   def __complex__(self):
-    return self.aval._complex(self)
+    raise ConcretizationTypeError(self, _COMPLEX_CTX)
 
   def __index__(self):
     return self.aval._index(self)
@@ -559,10 +564,7 @@ class Tracer:
     return ""
 
   def __array__(self, dtype=None, copy=None):
-    v = self.to_concrete_value()
-    if v is None:
-      raise TracerArrayConversionError(self)
-    return np.asarray(v, dtype=dtype)
+    raise TracerArrayConversionError(self)
 
   def __hash__(self):
     raise TypeError(f"unhashable type: {type(self).__name__}. Traced arrays are not hashable; "

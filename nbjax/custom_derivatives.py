@@ -346,6 +346,9 @@ def _flat_fwd(fwd, in_tree, store, symbolic_zeros, fun_name, fwd_name):
                       f"of a pair the fwd rule {fwd_name} produced {pair}.")
     ps, tree = tree_flatten(pair[0])
     res, res_tree = tree_flatten(pair[1])
+    for r in res:  # JAX's error for a residual that is no array (a string, an object)
+      if not isinstance(r, Tracer):
+        get_aval(r)
     avals = [get_aval(p) for p in ps]
     _check_primal_out(store, tree, avals, "vjp", fun_name, fwd_name)
     store.rule, store.res = (tree, avals), res_tree
@@ -399,11 +402,13 @@ def _flat_bwd(bwd, in_tree, in_avals, store, fun):
       else:
         ca = get_aval(ct)
         if ca.shape != ta.shape or (ca.dtype != ta.dtype and not dtypes.is_inexact(a.dtype)):
-          raise ValueError(f"Custom VJP bwd rule attached to {_name(fun)} must produce an "
-                           "output with the same type as the args tuple of the primal "
-                           f"function, but at output{keystr(kp)} the bwd rule produced an "
-                           f"output of type {_ty(ca)} corresponding to an input of type "
-                           f"{_ty(a)}")
+          why = [w for w, bad in (("the dtypes do not match", ca.dtype != ta.dtype),
+                                  ("the shapes do not match", ca.shape != ta.shape)) if bad]
+          raise ValueError("Custom VJP bwd rule must produce an output with the same type as "
+                           "the args tuple of the primal function, but at "
+                           f"output{keystr(kp)} the bwd rule produced an output of type "
+                           f"{_ty(ca)} corresponding to an input of type {_ty(a)}, so "
+                           + ", and ".join(why))
         if ca.dtype != ta.dtype:  # JAX lets an inexact dtype through; keep the input's
           from nbjax import lax
           ct = lax.convert_element_type(ct, ta.dtype)

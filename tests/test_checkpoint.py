@@ -74,3 +74,42 @@ def test_second_order():
   g = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)) * jnp.cos(x))
   plain = lambda x: jnp.sin(jnp.sin(x)) * jnp.cos(x)
   close(jax.grad(jax.grad(g))(0.3), jax.grad(jax.grad(plain))(0.3))
+
+
+def test_checkpoint_name_and_name_policies():
+  from nbjax.ad_checkpoint import Offloadable, Recompute, Saveable, checkpoint_name
+
+  def g(x):
+    y = checkpoint_name(jnp.sin(x), "y")
+    return jnp.sum(jnp.sin(y) * x)
+
+  x = jnp.asarray(rng.standard_normal(3))
+  assert checkpoint_name(x, "a") is x and "name[name=y]" in str(jax.make_jaxpr(g)(x))
+  close(jax.grad(lambda x: checkpoint_name(jnp.sin(x), "n"))(0.5), np.cos(0.5))
+  close(jax.vmap(lambda v: checkpoint_name(v, "n") * 2)(x), 2 * np.asarray(x))
+  want = jax.grad(g)(x)
+  offload = cp.save_and_offload_only_these_names(
+      names_which_can_be_saved=[], names_which_can_be_offloaded=["y"], offload_src="device",
+      offload_dst="pinned_host")
+  for policy in (cp.save_only_these_names("y"), cp.save_any_names_but_these("z"), offload,
+                 cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("y"))):
+    close(jax.grad(jax.checkpoint(g, policy=policy))(x), want)
+    close(jax.jit(jax.grad(jax.checkpoint(g, policy=policy)))(x), want)
+  # the named value is saved: the linear part no longer recomputes the sin that made it
+  saved = _linear_eqns(jax.checkpoint(g, policy=cp.save_only_these_names("y")), x)
+  assert saved.count("sin") == 1
+  assert _linear_eqns(jax.checkpoint(g, policy=cp.save_only_these_names("q")), x).count("sin") == 2
+  assert offload(ad_name_p(), jnp.ones(()), name="y") == Offloadable("device", "pinned_host")
+  assert offload(ad_name_p(), jnp.ones(()), name="q") is Recompute
+  assert cp.save_and_offload_only_these_names(
+      names_which_can_be_saved=["y"], names_which_can_be_offloaded=[], offload_src="device",
+      offload_dst="pinned_host")(ad_name_p(), name="y") is Saveable
+  with pytest.raises(ValueError, match="should not intersect"):
+    cp.save_and_offload_only_these_names(names_which_can_be_saved=["a"],
+                                         names_which_can_be_offloaded=["a"], offload_src="device",
+                                         offload_dst="pinned_host")
+
+
+def ad_name_p():
+  from nbjax.ad_checkpoint import name_p
+  return name_p

@@ -780,10 +780,20 @@ class TestCustomVJP:
       return jnp.zeros(3), jnp.zeros(3)
     foo.defvjp(foo_fwd, foo_bwd)
     with pytest.raises(ValueError, match=re.escape(
-        "Custom VJP bwd rule attached to foo must produce an output with the same type as the "
+        "Custom VJP bwd rule must produce an output with the same type as the "
         "args tuple of the primal function, but at output[1] the bwd rule produced an output "
-        "of type float64[3] corresponding to an input of type float64[4]")):
+        "of type float64[3] corresponding to an input of type float64[4], so the shapes do not "
+        "match")):
       grad(lambda x, y: foo(x, y * y).sum(), 1)(jnp.ones(3), jnp.ones(4))
+
+  def test_fwd_residual_that_is_not_an_array(self):
+    @custom_vjp
+    def foo(x):
+      return x * 2
+    foo.defvjp(lambda x: (x * 2, "str"), lambda r, g: (g,))
+    with pytest.raises(TypeError, match=re.escape(
+        "Argument 'str' of type <class 'str'> is not a valid JAX type")):
+      grad(foo)(1.0)
 
   def test_bwd_nones(self):
     @custom_vjp

@@ -4,6 +4,7 @@
 dtypes and weak types, JAX's errors, compositions with jit/vmap/jvp, and the eager replay of
 repeated calls against the per-call path."""
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -160,9 +161,52 @@ def test_vjp_multiple_outputs_and_cotangent_checks():
   close(yb, -0.3 * np.sin(1.0))
   with pytest.raises(ValueError, match="unexpected tree structure"):
     f_vjp((1.0,))
+  with pytest.raises(ValueError, match=r"(?s)^unexpected tree structure\..*out was a tuple of "
+                     "length 2 in the original output, but a tuple of length 1 here"):
+    f_vjp((1.0,))
   _, f_vjp = vjp(jnp.sin, jnp.ones(3))
-  with pytest.raises(ValueError, match="shape/dtype"):
+  with pytest.raises(ValueError, match=re.escape(
+      "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got float64[4], but "
+      "expected float64[3] because the corresponding output of the differentiated function had "
+      "JAX type float64[3]")):
     f_vjp(jnp.ones(4))
+  with pytest.raises(ValueError, match=r"got float32\[3\], but expected float64\[3\]"):
+    f_vjp(jnp.ones(3, jnp.float32))
+
+
+def test_vjp_and_linearize_functions_as_jax():
+  def f(x):
+    return x, x
+  _, f_vjp = vjp(f, 1.0)
+  with pytest.raises(TypeError, match="applied to f was called with 2 arguments"):
+    f_vjp(1.0, 1.0)
+  y, f_jvp = linearize(lambda x: 2 * x, 3.0)  # a pytree (a Partial): it passes through jit
+  close(jit(lambda t, f: f(t))(y, f_jvp), 12.0)
+  g = lambda x: vjp(lambda x: (x ** 3, [x ** 2]), x, has_aux=True)[2][0]
+  close(jit(g)(4.0), 16.0)  # aux traced by an enclosing jit is no leak
+  close(jit(lambda x: jax.jacrev(lambda x: (x ** 3, x ** 2), has_aux=True)(x)[1])(4.0), 16.0)
+  with pytest.raises(TypeError, match="is not a valid JAX type"):
+    grad(lambda x: x)(np.array([1, 2, 3], dtype=object))
+  import types
+  spec = types.SimpleNamespace(shape=(3,), dtype=np.dtype(np.float32))  # any shape + dtype
+  z, = jax.linear_transpose(lambda x: 2 * x, spec)(jnp.arange(3, dtype=np.float32))
+  assert z.dtype == np.float32
+  close(z, [0., 2., 4.])
+
+
+def test_linearize_tangent_checks_as_jax():
+  _, f_jvp = linearize(lambda x, y: x * y, 2.0, 3.0)
+  with pytest.raises(TypeError, match=re.escape("expected PyTreeDef((*, *)), got PyTreeDef((*,))")):
+    f_jvp(1.0)
+  _, f_jvp = linearize(lambda x: x * 2, 1)  # an integer primal takes a float0 tangent
+  with pytest.raises(ValueError, match=re.escape(
+      "Got tangent aval float64[] for primal aval ~int64[] but expected ~float0[].")):
+    f_jvp(jnp.ones(()))
+  assert f_jvp(np.zeros((), jax.dtypes.float0)).dtype == jax.dtypes.float0
+  _, f_jvp = linearize(jnp.sin, jnp.ones(3))
+  with pytest.raises(ValueError, match="inconsistent with the original primal values:\nGot "
+                     r"tangent aval float32\[3\] for primal aval float64\[3\]"):
+    f_jvp(jnp.ones(3, jnp.float32))
 
 
 def test_vjp_function_is_a_pytree_through_jit():
@@ -203,6 +247,8 @@ def test_linear_transpose():
   close(x_t(jnp.asarray(ct))[0], A.T @ ct)
   with pytest.raises(TypeError, match="linear_transpose only supports"):
     jax.linear_transpose(lambda x: x.astype(jnp.int32), 1.0)
+  with pytest.raises(TypeError, match=re.escape("expected (ShapedArray(float64[3]),) but got")):
+    x_t(jnp.ones(4))
 
 
 def test_stop_gradient():
@@ -213,6 +259,44 @@ def test_stop_gradient():
   # every level of nested differentiation stops
   close(grad(grad(lambda x: lax.stop_gradient(x) * x * x))(2.0), 4.0)
   assert "stop_gradient" in str(jax.make_jaxpr(lax.stop_gradient)(1.0))
+
+
+def test_custom_jvp_nondiff_argument_traced_by_grad():
+  # nondiff arguments are stop_gradient-ed; a grad-traced one must come off the tape, not leak
+  @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+  def k(x, y):
+    return x * y
+  k.defjvp(lambda y, p, t: (k(p[0], y), t[0] * y))
+  close(grad(lambda x: k(x, x))(2.0), 2.0)
+  close(grad(lambda x: k(x * 2, x + 1.0))(2.0), 6.0)
+  close(jit(grad(lambda x: k(x, x)))(2.0), 2.0)
+
+
+def test_float_and_array_conversion_of_tracers_error_as_jax():
+  # bool/int/index of a concrete tracer work (Python control flow); float, complex and
+  # __array__ raise even then, as in JAX: they would silently drop the derivative
+  close(grad(lambda x: x * int(x) if x > 0 else -x)(2.0), 2.0)
+  with pytest.raises(jax.errors.ConcretizationTypeError, match=r"x.astype\(float\)"):
+    grad(lambda x: float(x) * x)(2.0)
+  with pytest.raises(jax.errors.ConcretizationTypeError):
+    jvp(lambda x: complex(x), (2.0,), (1.0,))
+  with pytest.raises(jax.errors.TracerArrayConversionError, match="__array__"):
+    grad(lambda x: np.asarray(x) * x)(2.0)
+  with pytest.raises(jax.errors.TracerArrayConversionError):
+    vjp(lambda x: np.sin(x), 2.0)
+
+
+def test_jacobians_of_integer_inputs_and_outputs_are_integer_zeros():
+  j = jax.jacrev(lambda x: x * 2.0, allow_int=True)(jnp.arange(3))
+  assert j.dtype == jnp.int64 and j.shape == (3, 3) and not np.asarray(j).any()
+  j = jax.jacfwd(lambda x: jnp.round(x).astype(int))(jnp.ones(3))
+  assert j.dtype == jnp.int64 and j.shape == (3, 3) and not np.asarray(j).any()
+  msg = "must have value greater than or equal to -len\\(args\\) and less than len\\(args\\)"
+  for jac in (jax.jacfwd, jax.jacrev):
+    close(jac(lambda a, b: a * b, argnums=-1)(jnp.ones(2), 2 * jnp.ones(2)), np.eye(2))
+    for n in (2, -3):
+      with pytest.raises(ValueError, match=msg):
+        jac(lambda a, b: a * b, argnums=n)(jnp.ones(2), jnp.ones(2))
 
 
 # ------------------------------------------------------------------ compositions
@@ -271,8 +355,17 @@ def test_errors_as_jax():
   with pytest.raises(TypeError, match=r"differentiating with respect to argnums=2 requires at "
                      "least 3 positional arguments"):
     grad(lambda x, y: x, argnums=2)(1.0, 2.0)
-  with pytest.raises(TypeError, match="has_aux=True requires the function to return a pair"):
+  with pytest.raises(TypeError, match="expected function with aux output to return a two-element "
+                     "tuple, but got type"):
     grad(lambda x: x, has_aux=True)(1.0)
+  with pytest.raises(TypeError, match="aux output to return a two-element tuple"):
+    vjp(lambda x: (x, x, x), 1.0, has_aux=True)
+  with pytest.raises(TypeError, match=r"^Gradient only defined for scalar-output functions. "
+                     r"Output had shape: \(1,\).$"):
+    grad(lambda x: x)(np.ones(1))
+  with pytest.raises(ValueError, match="must have value greater than or equal to -len"):
+    grad(lambda x, y: x, argnums=-3)(1.0, 2.0)
+  close(grad(lambda x, y: x * y, argnums=-1)(2.0, 3.0), 2.0)
 
 
 def test_missing_transpose_rule_is_named():

@@ -914,6 +914,30 @@ def test_linalg():
     la.inv(jnp.ones((2, 3)))
 
 
+def test_det_derivatives_are_the_adjugate_at_singular_matrices():
+  la = jnp.linalg
+  g = nbjax.grad(la.det)
+  # 2x2 and 3x3: the cofactor expansion (JAX's), its gradient the cofactor matrix everywhere
+  check(g(jnp.asarray([[1., 2.], [2., 4.]])), np.array([[4., -2.], [-2., 1.]]))
+  check(g(jnp.zeros((3, 3))), np.zeros((3, 3)))
+  a = rng.standard_normal((4, 4))
+  check(la.det(jnp.asarray(a)), np.linalg.det(a), rtol=1e-12)
+  check(g(jnp.asarray(a)), np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-9)
+  # n > 3 at rank n-1: the adjugate (finite, rank one), not det * inv (NaN)
+  s = a.copy()
+  s[3] = s[0] + s[1]
+  adj = np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(s, i, 0), j, 1))
+                   for i in range(4)] for j in range(4)])
+  check(g(jnp.asarray(s)), adj.T, rtol=1e-7, atol=1e-9)
+  s[2] = s[0]  # rank n-2: every cofactor vanishes
+  check(g(jnp.asarray(s)), np.zeros((4, 4)), atol=1e-9)
+  _, t = nbjax.jvp(la.det, (jnp.asarray(a),), (jnp.asarray(a.T),))
+  check(t, np.linalg.det(a) * np.trace(np.linalg.inv(a) @ a.T), rtol=1e-9)
+  with pytest.raises(ValueError, match=re.escape("Argument to _det() must have shape [..., n, n], "
+                                                 "got (2, 3)")):
+    la.det(jnp.ones((2, 3)))
+
+
 def test_norm():
   x = rng.standard_normal((3, 4))
   jx = jnp.asarray(x)
@@ -1034,3 +1058,14 @@ def test_linalg_lstsq_cond_tensor_multi_dot():
   assert "f64[100,50]" not in jaxpr and "f64[10,5]" in jaxpr
   with pytest.raises(ValueError, match="at least two arrays"):
     la.multi_dot([np.ones(3)])
+
+
+def test_array_overflow_messages_as_jax():
+  with pytest.raises(OverflowError, match="^Python integer -1 out of bounds for uint32$"):
+    jnp.asarray(-1, dtype=jnp.uint32)
+  with pytest.raises(OverflowError, match="^Python integer 1099511627776 out of bounds for int32$"):
+    jnp.array([1, 2**40], jnp.int32)
+  with pytest.raises(OverflowError, match="^Python int 9223372036854775808 too large to convert "
+                     "to int64$"):
+    jnp.asarray(2**63)
+  assert int(jnp.array(2**63, dtype=jnp.uint64)) == 2**63

@@ -34,7 +34,7 @@ from nbjax import core, dtypes, fusion, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.array import empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, tape
 
 # Output elements from which the two-core prange kernels run (measured on the project's shared
 # 2-core machines). Memory-bound kernels gain 1.5-2.8x at 1e5-4e6 elements and nothing at 1e7
@@ -1433,6 +1433,8 @@ copy = _un(copy_p, """A copy of ``x`` (a fresh buffer).""")
 def _stop_gradient(x):
   if isinstance(x, ad.JVPTracer):
     return _stop_gradient(x.primal)
+  if type(x) is tape.TapeTracer:  # grad's recording: the recorded value, off the tape
+    return _stop_gradient(x.val)
   if type(x) is Array or not dtypes.is_inexact(core.get_aval(x).dtype):
     return x  # an immutable concrete value, or one with no tangent space
   return stop_gradient_p.bind(x)

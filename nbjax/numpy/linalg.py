@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.custom_derivatives import custom_jvp
 from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
                          _util)
@@ -72,11 +73,60 @@ def _diag(a):
 
 
 def det(a):
-  """Determinant (via the pivoted LU factorization)."""
-  a = _square("det", a)
+  """Determinant: the cofactor expansion for 2x2 and 3x3 matrices (exact, and so are its
+  derivatives at singular matrices), else the pivoted LU factorization, differentiated by
+  ``_cofactor_solve`` (finite at singular matrices too)."""
+  a = ensure_arraylike("jnp.linalg.det", a)
+  a, = _util.promote_dtypes_inexact(a)
+  if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+    raise ValueError(f"Argument to _det() must have shape [..., n, n], got {a.shape}")
+  e = lambda i, j: a[..., i, j]
+  if a.shape[-1] == 2:
+    return e(0, 0) * e(1, 1) - e(0, 1) * e(1, 0)
+  if a.shape[-1] == 3:
+    return (e(0, 0) * e(1, 1) * e(2, 2) + e(0, 1) * e(1, 2) * e(2, 0)
+            + e(0, 2) * e(1, 0) * e(2, 1) - e(0, 2) * e(1, 1) * e(2, 0)
+            - e(0, 0) * e(1, 2) * e(2, 1) - e(0, 1) * e(1, 0) * e(2, 2))
+  return _det_lu(a)
+
+
+def _det_lu_fn(a):
   lu, pivots, _ = _lu(a)
   d = _reductions.prod(_diag(lu), axis=-1)
   return _manip.where(_parity(pivots), lax.neg(d), d)
+
+
+_det_lu = custom_jvp(_det_lu_fn)
+
+
+@_det_lu.defjvp
+def _det_lu_jvp(primals, tangents):
+  d, z = _cofactor_solve(primals[0], tangents[0])
+  return d, _reductions.sum(_diag(z), axis=-1)
+
+
+def _cofactor_solve(a, b):
+  """``(det(a), adj(a) @ b)``, finite for singular ``a``: with ``a = P L U``,
+  ``adj(a) @ b = det(a) U^-1 L^-1 P^T b``; U's last pivot is replaced by the inverse of the
+  product of the others, which makes the last row exact for rank n-1; where even that solve
+  blows up (rank < n-1) the adjugate is zero."""
+  n = a.shape[-1]
+  if n == 1:
+    return a[..., 0, 0], b
+  lu, pivots, perm = _lu(a)
+  sign = _manip.where(_parity(pivots), _util.lit(-1, a.dtype, True), _util.lit(1, a.dtype, True))
+  partial_det = _reductions.cumprod(_diag(lu), axis=-1) * sign[..., None]
+  lu = lu.at[..., -1, -1].set(1 / partial_det[..., -2])
+  ones = _creation.ones(b.shape[:-1], b.dtype)
+  bad = lax.linalg.triangular_solve(lu, ones[..., None], left_side=True, lower=False)[..., 0]
+  bad = _reductions.any(_ufuncs.logical_not(_ufuncs.isfinite(bad)), axis=-1)[..., None, None]
+  x = _manip.where(bad, _creation.zeros_like(b), b)
+  x = _indexing.take_along_axis(x, lax.expand_dims(perm, (perm.ndim,)), axis=-2)
+  x = lax.linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+  x = _manip.concatenate((x[..., :-1, :] * partial_det[..., -1, None, None], x[..., -1:, :]),
+                         axis=-2)
+  x = lax.linalg.triangular_solve(lu, x, left_side=True, lower=False)
+  return partial_det[..., -1], _manip.where(bad, _creation.zeros_like(x), x)
 
 
 def slogdet(a, *, method=None):
