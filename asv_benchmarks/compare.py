@@ -53,12 +53,12 @@ def _classes():
 
 def _calibrate(fn, budget):
   """Calls per timing sample, so that one sample takes >= ~budget/20 s."""
-  fn()
+  _wait(fn())
   n = 1
   while True:
     t0 = time.perf_counter()
     for _ in range(n):
-      fn()
+      _wait(fn())
     t = time.perf_counter() - t0
     if t >= budget / 20 or n >= 1 << 20:
       return n
@@ -80,9 +80,9 @@ def _median_times(fns, budget):
     first = len(samples[0]) % len(order)
     for fn, n, out in order[first:] + order[:first]:
       t0 = time.perf_counter()
-      for _ in range(n):
-        r = fn()
-      _wait(r)  # asynchronous backends: the sample ends when its work does
+      for _ in range(n):  # every call's work is done before the next call: JAX's dispatch
+        _wait(fn())       # is asynchronous, and nbjax's eager fusion leaves large elementwise
+                          # results pending until read (an unread one is never computed)
       out.append((time.perf_counter() - t0) / n)
   return [statistics.median(x) for x in samples]
 

@@ -18,7 +18,7 @@ class Dispatch:
     _backends.block(self.f(*self.args))
 
   def time_op(self, backend, op, size):
-    return self.f(*self.args)
+    return _backends.block(self.f(*self.args))
 
 
 class LayerDispatch:
@@ -36,7 +36,7 @@ class LayerDispatch:
     _backends.block(self.f(*self.args))
 
   def time_op(self, backend, op):
-    return self.f(*self.args)
+    return _backends.block(self.f(*self.args))
 
 
 class Large:

@@ -100,7 +100,7 @@ class Scaling:
     _backends.block(self.f(*self.args))
 
   def time_op(self, backend, family, size):
-    return self.f(*self.args)
+    return _backends.block(self.f(*self.args))
 
 
 class ScalingMatmul:
@@ -116,4 +116,4 @@ class ScalingMatmul:
     _backends.block(self.time_matmul(backend, n))
 
   def time_matmul(self, backend, n):
-    return self.a @ self.b
+    return _backends.block(self.a @ self.b)
