@@ -83,22 +83,24 @@ def _cases():
 
 @pytest.mark.parametrize("prim,dtype", list(_cases()))
 def test_xla_matches_eager(prim, dtype):
-  """The first case through ``single_primitive_impl`` (the ``"xla"`` eager backend), then
-  every case through ``nbjax.jit`` (staging, lowering, executable cache), all cases in one
-  jitted function: one XLA compile per primitive and dtype, not one per case (compiles were
-  a third of the test run). The jitted outputs must reproduce the eager results' dtype,
-  shape and weak type, and a second call must not retrace."""
+  """The first case through ``single_primitive_impl`` (the ``"xla"`` eager backend: its
+  wrapper is the same for every dtype, so for the first declared dtype only), then every
+  case through ``nbjax.jit`` (staging, lowering, executable cache), all cases in one jitted
+  function: one XLA compile per primitive and dtype, not one per case (compiles were a third
+  of the test run). The jitted outputs must reproduce the eager results' dtype, shape and
+  weak type, and a second call must not retrace."""
   cases = testing.primitive_cases(prim, dtype)
   if not cases:
     pytest.skip(f"{prim.name}: declares dtype {dtype} but has no sample cases (meta)")
   _lowering_or_skip(prim)
   cases = [([np.array(a, order="C") for a in args], params) for args, params in cases]
   wants = [_eager(prim, args, params) for args, params in cases]
-  args, params = cases[0]
-  got = _outs(prim, _impl(prim)(*args, **params))
-  assert len(got) == len(wants[0])
-  for g, w in zip(got, wants[0]):
-    _close(prim, dtype, g, w, f"XLA {params}")
+  if dtype == np.dtype(prim.meta["dtypes"][0]):
+    args, params = cases[0]
+    got = _outs(prim, _impl(prim)(*args, **params))
+    assert len(got) == len(wants[0])
+    for g, w in zip(got, wants[0]):
+      _close(prim, dtype, g, w, f"XLA {params}")
 
   arrays = [Array(a) for args, _ in cases for a in args]
   f = nbjax.jit(testing.cases_fun(prim, cases))
