@@ -80,11 +80,14 @@ def _sample(k, *p, shape, op, dtype):
 # ------------------------------------------------------------------ keys
 
 def _raw(name, data, impl):
-  d = jnp.asarray(data)
-  ks = impl.key_shape
-  if d.dtype != _U32 or tuple(d.shape[d.ndim - len(ks):]) != ks:
-    raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to end "
-                    f"with {ks}; got shape={d.shape} for impl={impl}")
+  d = data if isinstance(data, PRNGKeyArray) else jnp.asarray(data)
+  ks, bad = impl.key_shape, "JAX encountered invalid PRNG key data: expected key_data"
+  if d.ndim < 1:
+    raise TypeError(f"{bad}.ndim >= 1; got ndim={d.ndim}")
+  if tuple(d.shape[d.ndim - len(ks):]) != ks:
+    raise TypeError(f"{bad}.shape to end with {ks}; got shape={d.shape} for impl={impl}")
+  if d.dtype != _U32:
+    raise TypeError(f"{bad}.dtype = uint32; got dtype={d.dtype}")
   return d
 
 
@@ -100,7 +103,7 @@ def _check_key(name, key, batched=False):
     k = PRNGKeyArray(impl, _raw(name, key, impl))
   if not batched and k.ndim:
     raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                     f"{k.shape} != (). Use jax.vmap for batching.")
+                     f"{np.shape(key)} != (). Use jax.vmap for batching.")
   return k
 
 
@@ -144,9 +147,6 @@ def key_data(keys):
 def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
   """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
   typed PRNG key array."""
-  if isinstance(key_bits_array, PRNGKeyArray):
-    raise TypeError("wrap_key_data accepts only uint32 key data, got a key array of dtype "
-                    f"{key_bits_array.dtype}")
   impl = _keys.resolve_impl(impl)
   return PRNGKeyArray(impl, _raw("wrap_key_data", key_bits_array, impl))
 
@@ -243,9 +243,9 @@ def _uniform(k, shape, dt, minval, maxval):
     # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
     m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
     floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
-  minval = jnp.asarray(lax.convert_element_type(minval, dt))
-  maxval = jnp.asarray(lax.convert_element_type(maxval, dt))
-  return jnp.maximum(minval, floats * (maxval - minval) + minval)
+  lo, hi = (lax.convert_element_type(v, dt) for v in (minval, maxval))
+  lo, hi = (lax.expand_dims(v, tuple(range(len(shape) - v.ndim))) for v in (lo, hi))
+  return lax.max(lo, lax.add(lax.mul(floats, lax.sub(hi, lo)), lo))  # lax's shape errors, as JAX
 
 
 def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=None):

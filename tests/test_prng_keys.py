@@ -397,3 +397,27 @@ def test_key_dtype_errors_and_result_type():
     lax.convert_element_type(k, int)
   with pytest.raises(TypeError, match="scatter does not accept dtypes key<fry>, float64"):
     R.split(k, 2).at[0].set(1.0)
+
+
+def test_key_data_errors_and_bounds_as_jax():
+  bad = "JAX encountered invalid PRNG key data: expected key_data"
+  with pytest.raises(TypeError, match=f"^{bad}.dtype = uint32; got dtype=int64$"):
+    R.wrap_key_data(np.array([0, 42]))
+  with pytest.raises(TypeError, match=rf"^{bad}.shape to end with \(2,\); got shape=\(3,\)"):
+    R.wrap_key_data(np.array([0, 42, 1], np.uint32))
+  with pytest.raises(TypeError, match=f"^{bad}.ndim >= 1; got ndim=0$"):
+    R.wrap_key_data(R.key(0))
+  with pytest.raises(TypeError, match=f"^{bad}.dtype = uint32; got dtype=int64$"):
+    R.uniform(np.array([1, 2]), (2,))
+  with pytest.raises(ValueError, match=r"key array of shape \(2, 2\) != \(\)"):
+    R.uniform(R.split(R.PRNGKey(0)), (2,))  # (a raw key array: its data's shape)
+  with pytest.raises(OverflowError, match="^Python integer -1 out of bounds for uint32$"):
+    R.fold_in(R.key(0), -1)
+  with pytest.raises(TypeError, match=r"^mul got incompatible shapes for broadcasting: \(3,\), "
+                     r"\(2,\).$"):
+    R.uniform(R.key(0), (3,), minval=jnp.zeros(2))
+  # minval/maxval broadcast against the shape (JAX 0.10.2's values)
+  got = R.uniform(R.key(0), (2, 3), minval=-2.0, maxval=jnp.array([1.0, 2.0, 3.0]))
+  np.testing.assert_allclose(got, [[-0.7446286648508407, -1.1348181815779546, 2.8266073055949876],
+                                   [-0.27649839881748606, 0.128905953002171, -0.22547409865127865]],
+                             rtol=1e-14)

@@ -628,3 +628,20 @@ def test_argmax_across_kernel_blocks(dtype):
     x[37000] = np.nan
     assert int(lax.argmax(A(x), 0, np.int32)) == 37000
     assert int(lax.argmin(A(x), 0, np.int32)) == 37000
+
+
+def test_top_k_list_total_order_and_errors_as_jax():
+  import nbjax.numpy as jnp
+  out = lax.top_k(jnp.array([0.0, -0.0, 0.0]), 3)
+  assert isinstance(out, list)  # (JAX 0.10.2 returns a list)
+  np.testing.assert_array_equal(np.asarray(out[1]), [0, 2, 1])  # -0.0 below 0.0 (XLA's TopK)
+  assert np.signbit(np.asarray(out[0])).tolist() == [False, False, True]
+  v, i = lax.top_k(jnp.array([1.0, -0.0, 0.0, 3.0], jnp.bfloat16), 3)
+  np.testing.assert_array_equal(np.asarray(i), [3, 0, 2])
+  v, i = nbjax.jit(lambda a: lax.top_k(a, 2))(jnp.array([-0.0, 0.0, -1.0]))
+  np.testing.assert_array_equal(np.asarray(i), [1, 0])
+  with pytest.raises(ValueError, match=r"k argument to top_k must be no larger than size along "
+                     r"axis; got k=3 with shape=\[2\] and axis=0"):
+    lax.top_k(jnp.array([1.0, 2.0]), 3)
+  with pytest.raises(ValueError, match="axis -1 is out of bounds for array of dimension 0"):
+    lax.top_k(jnp.array(1.0), 1)

@@ -253,3 +253,32 @@ def test_vmap_of_special_functions():
                              rtol=1e-13)
   np.testing.assert_allclose(nbjax.vmap(nbjax.grad(S.gammaincc, 1), (None, 0))(2.0, x[0]),
                              -np.exp(np.log(x[0]) - x[0] - sp.gammaln(2.0)), rtol=1e-12)
+
+
+def test_betaln_no_cancellation_and_zeta_grads():
+  # log-gamma differences by Stirling's series: float32 betaln/beta with one large argument
+  a = np.array([0.5, 1e-3, 2.0, 1.0, 200.0, 1e10], np.float32)
+  b = np.array([1e5, 1e3, 8.0, 1e30, 300.0, 1e10], np.float32)
+  want = sp.betaln(a.astype(np.float64), b.astype(np.float64))
+  np.testing.assert_allclose(S.betaln(a, b), want, rtol=2e-6)
+  np.testing.assert_allclose(S.beta(a[:3], b[:3]), sp.beta(a[:3], b[:3]), rtol=2e-5)
+  np.testing.assert_allclose(S.betaln(-1.5, 10.0), sp.betaln(-1.5, 10.0), rtol=1e-13)
+  # zeta: d/dq = -x zeta(x + 1, q); d/dx by Euler-Maclaurin (JAX 0.10.2: -0.7642614591758574)
+  assert float(nbjax.grad(S.zeta)(2.0, 3.0)) == pytest.approx(-0.7642614591758574, rel=1e-12)
+  assert float(nbjax.grad(S.zeta, 1)(2.0, 3.0)) == pytest.approx(-0.15411380631918856, rel=1e-12)
+  xs, qs = np.array([1.5, 4.0, 10.0, 30.0]), np.array([0.5, 2.5, 0.1, 1.0])
+  want = [-2.0682093782329916, -0.04058323777208362, 23025850929.903236, -6.45548953880003e-10]
+  np.testing.assert_allclose(nbjax.vmap(nbjax.grad(S.zeta))(xs, qs), want, rtol=1e-10)
+  np.testing.assert_allclose(nbjax.vmap(nbjax.grad(S.zeta))(xs.astype(np.float32),
+                                                            qs.astype(np.float32)), want, rtol=2e-5)
+
+
+def test_ndtr_dtype_checked_before_promotion():
+  with pytest.raises(TypeError, match=r"x.dtype=int64 is not supported, see docstring"):
+    S.ndtr(np.array([1, 2]))
+  with pytest.raises(TypeError, match=r"^x.dtype=int64 is not supported.$"):
+    S.log_ndtr(np.array([1, 2]))
+  with pytest.raises(TypeError, match="float16"):
+    S.ndtr(np.array([1.0], np.float16))
+  assert S.ndtr(np.float32(0.5)).dtype == np.float32
+  assert float(S.ndtr(0.0)) == 0.5

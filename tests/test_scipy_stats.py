@@ -35,6 +35,11 @@ CASES = [
     ("binom", "logpmf pmf", KI, (10.0, 0.3), (0.0, None)),
     ("nbinom", "logpmf pmf", KI, (4.5, 0.3), (0.0, None)),
     ("betabinom", "logpmf pmf", KI, (10.0, 2.5, 1.5), (0.0, None)),
+    ("gennorm", "logpdf pdf cdf", X, (1.5,), None),
+    ("vonmises", "logpdf pdf", X, (2.0,), None),
+    ("wrapcauchy", "logpdf pdf", X, (0.4,), None),
+    ("truncnorm", "logpdf pdf cdf logcdf sf logsf", X, (-1.0, 2.0), (0.5, 1.5)),
+    ("truncnorm", "logpdf cdf logcdf sf logsf", X * 4, (2.0, 5.0), (0.0, 1.0)),
 ]
 PARAMS = [(d, f, x, sh, ls) for d, fs, x, sh, ls in CASES for f in fs.split()]
 
@@ -133,3 +138,34 @@ def test_grad_vs_central_differences(f, x):
   h = 1e-6
   assert float(nbjax.grad(f)(x)) == pytest.approx((float(f(x + h)) - float(f(x - h))) / (2 * h),
                                                   rel=1e-6, abs=1e-9)
+
+
+def test_edges_and_large_df_as_scipy():
+  # t at huge df in float32 (1/B(1/2, df/2): no cancellation of two huge log-gammas)
+  x = np.array([-5.0, -1.0, 0.0, 3.0], np.float32)
+  np.testing.assert_allclose(S.t.logpdf(x, np.float32(1e8)), ss.t.logpdf(x, 1e8), rtol=1e-6)
+  inf = np.array([-np.inf, np.inf])
+  np.testing.assert_array_equal(S.logistic.logpdf(inf), [-np.inf, -np.inf])  # (was NaN)
+  np.testing.assert_array_equal(S.bernoulli.logpmf(np.array([np.nan, 2.0]), 0.3), [np.nan, -np.inf])
+  # truncnorm deep in a tail: masses in log space
+  np.testing.assert_allclose(S.truncnorm.logpdf(np.array([20.5, 25.0]), 20.0, 30.0),
+                             ss.truncnorm.logpdf([20.5, 25.0], 20.0, 30.0), rtol=1e-9)
+  np.testing.assert_allclose(S.truncnorm.logcdf(np.array([-29.0, -26.0]), -30.0, -25.0),
+                             ss.truncnorm.logcdf([-29.0, -26.0], -30.0, -25.0), rtol=1e-9)
+  assert np.isnan(float(S.truncnorm.logpdf(0.0, 1.0, 1.0)))
+  assert np.isnan(float(S.vonmises.logpdf(0.0, -1.0)))
+  assert np.isnan(float(S.wrapcauchy.logpdf(0.0, 1.0)))
+
+
+def test_poisson_entropy_and_multinomial():
+  mu = np.array([0.0, 1e-3, 0.5, 3.0, 10.0, 50.0, 99.0, 100.0, 150.0])
+  np.testing.assert_allclose(S.poisson.entropy(mu), ss.poisson.entropy(mu), rtol=1e-9, atol=1e-15)
+  assert S.poisson.entropy(np.float32(3.0)).dtype == np.float32
+  assert S.poisson.entropy(2.0, loc=np.zeros(3)).shape == (3,)
+  x, p = np.array([1, 2, 3]), np.array([0.2, 0.3, 0.5])
+  np.testing.assert_allclose(S.multinomial.logpmf(x, 6, p), ss.multinomial.logpmf(x, 6, p),
+                             rtol=1e-12)
+  np.testing.assert_allclose(S.multinomial.pmf(x, 6, p), ss.multinomial.pmf(x, 6, p), rtol=1e-12)
+  assert float(S.multinomial.logpmf(x, 5, p)) == -np.inf
+  with pytest.raises(ValueError, match="x and n must be of integer type"):
+    S.multinomial.logpmf(x.astype(float), 6, p)

@@ -857,7 +857,7 @@ def cholesky(x, *, symmetrize_input=True):
   where the factorization fails. Batched over leading dimensions."""
   if symmetrize_input:
     x = symmetrize(x)
-  return cholesky_p.bind(x)
+  return _tril(cholesky_p.bind(x))  # (JAX's: a failure's NaNs fill the lower triangle only)
 
 
 # ================================================================= triangular_solve

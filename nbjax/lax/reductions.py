@@ -1231,9 +1231,12 @@ def top_k(operand, k, *, axis=-1, is_stable=True):
   k = operator.index(k)
   if k < 0:
     raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
+  if not aval.ndim:
+    raise ValueError(f"axis {axis} is out of bounds for array of dimension 0")
   axis = _canonicalize_axis(axis, aval.ndim)
   if k > aval.shape[axis]:
-    raise ValueError(f"top_k: k={k} is larger than the size {aval.shape[axis]} of axis {axis}")
+    raise ValueError("k argument to top_k must be no larger than size along axis; got "
+                     f"k={k} with shape={list(aval.shape)} and axis={axis}")
   if aval.dtype.kind == "c":
     raise TypeError(f"top_k: operand must be non-complex, got {aval.dtype.name}")
   n = aval.shape[axis]
@@ -1241,9 +1244,16 @@ def top_k(operand, k, *, axis=-1, is_stable=True):
   neg_iota = Array(np.ascontiguousarray(np.broadcast_to(
       -np.arange(n, dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(aval.ndim)]),
       aval.shape)))
-  vals, negidx = sort_p.bind(operand, neg_iota, dimension=axis, is_stable=True, num_keys=2)
+  if dtypes.issubdtype(aval.dtype, np.floating):  # XLA's total order: -0.0 below 0.0
+    bits = lax.bitcast_convert_type(operand, np.dtype(f"i{aval.dtype.itemsize}"))
+    pos0 = lax.convert_element_type(lax.bitwise_and(lax.eq(operand, lax.full_like(operand, 0)),
+                                                    lax.ge(bits, lax.full_like(bits, 0))), np.int32)
+    vals, _, negidx = sort_p.bind(operand, pos0, neg_iota, dimension=axis, is_stable=True,
+                                  num_keys=3)
+  else:
+    vals, negidx = sort_p.bind(operand, neg_iota, dimension=axis, is_stable=True, num_keys=2)
   vals, idx = lax.rev(vals, (axis,)), lax.neg(lax.rev(negidx, (axis,)))
-  return lax.slice_in_dim(vals, 0, k, axis=axis), lax.slice_in_dim(idx, 0, k, axis=axis)
+  return [lax.slice_in_dim(vals, 0, k, axis=axis), lax.slice_in_dim(idx, 0, k, axis=axis)]
 
 
 def _canonicalize_axis(axis, ndim):

@@ -70,16 +70,15 @@ def _host_copy(object, leaves, dtype):  # noqa: A002
   if dtype is None:
     if type(object) in _PY_SCALARS:
       dtype = dtypes.dtype(object)
+      if type(object) is int and not np.iinfo(dtype).min <= object <= np.iinfo(dtype).max:
+        raise OverflowError(f"Python int {object} too large to convert to {dtype}")
     elif leaves is not None and not all(type(x) in _PY_SCALARS for x in leaves):
       dtype = dtypes.result_type(*leaves)
     elif leaves == []:
       dtype = dtypes.default_float_dtype()
     else:
       dtype = dtypes.canonicalize_dtype(dtypes.dtype(np.asarray(object)))
-  try:
-    return np.array(object, dtype=dtype, copy=True, order="C")
-  except OverflowError:
-    raise OverflowError(f"Python int too large to convert to {dtype}") from None
+  return np.array(object, dtype=dtype, copy=True, order="C")  # NumPy's OverflowError, as JAX
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):

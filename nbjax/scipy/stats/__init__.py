@@ -6,6 +6,6 @@ one module per distribution with ``logpdf``/``pdf``/``cdf``/``logcdf``/``sf``/``
 Pipeline position: compositions of ``nbjax.numpy`` and ``nbjax.scipy.special``.
 """
 from nbjax.scipy.stats import (bernoulli, beta, betabinom, binom, cauchy, chi2,  # noqa: F401
-                               dirichlet, expon, gamma, geom, gumbel_l, gumbel_r, laplace,
-                               logistic, multivariate_normal, nbinom, norm, pareto, poisson, t,
-                               uniform)
+                               dirichlet, expon, gamma, gennorm, geom, gumbel_l, gumbel_r,
+                               laplace, logistic, multinomial, multivariate_normal, nbinom, norm,
+                               pareto, poisson, t, truncnorm, uniform, vonmises, wrapcauchy)

@@ -1,15 +1,14 @@
 """The logistic distribution (``jax.scipy.stats.logistic``)."""
 from nbjax import lax
-from nbjax import numpy as jnp
 from nbjax.scipy import special
 from nbjax.scipy.stats._util import args, c
 
 
 def logpdf(x, loc=0, scale=1):
-  """Log density ``-y - 2 softplus(-y) - log(scale)``."""
+  """Log density ``-|y| - 2 log1p(exp(-|y|)) - log(scale)`` (symmetric: -inf at +-inf)."""
   x, loc, scale = args("logistic.logpdf", x, loc, scale)
-  y = lax.div(lax.sub(x, loc), scale)
-  return lax.neg(y) - c(x, 2) * jnp.logaddexp(c(x, 0), lax.neg(y)) - lax.log(scale)
+  y = lax.neg(lax.abs(lax.div(lax.sub(x, loc), scale)))
+  return y - c(x, 2) * lax.log1p(lax.exp(y)) - lax.log(scale)
 
 
 def pdf(x, loc=0, scale=1):

@@ -26,3 +26,16 @@ def cdf(k, mu, loc=0):
   x = lax.sub(k, loc)
   p = special.gammaincc(jnp.floor(c(x, 1) + jnp.maximum(x, 0)), mu)
   return jnp.where(x < 0, c(x, 0), p)
+
+
+def entropy(mu, loc=0):
+  """The entropy (``loc`` only broadcasts): ``-sum p log p`` over ``k < 250`` (all the mass
+  for ``mu < 100``), else the asymptotic series in ``1 / mu``."""
+  mu, loc = args("poisson.entropy", mu, loc)
+  k = lax.broadcast_in_dim(jnp.arange(250, dtype=mu.dtype), (250,) + mu.shape, (0,))
+  small = jnp.sum(special.entr(pmf(k, jnp.where(mu < 100, mu, c(mu, 1)))), axis=0)
+  r = 1 / jnp.maximum(mu, c(mu, 100))
+  large = (c(mu, 0.5) * jnp.log(c(mu, 2 * np.pi * np.e) / r)
+           - r * (c(mu, 1 / 12) + r * (c(mu, 1 / 24) + r * c(mu, 19 / 360))))
+  out = jnp.where(mu < 100, small, large)
+  return jnp.broadcast_to(out, jnp.broadcast_shapes(mu.shape, loc.shape))

@@ -1,5 +1,4 @@
 """Student's t distribution (``jax.scipy.stats.t``)."""
-import numpy as np
 
 from nbjax import lax
 from nbjax.scipy import special
@@ -10,9 +9,8 @@ def logpdf(x, df, loc=0, scale=1):
   """Log density."""
   x, df, loc, scale = args("t.logpdf", x, df, loc, scale)
   y = lax.div(lax.sub(x, loc), scale)
-  half = c(x, 0.5)
-  return (special.gammaln(half * (df + 1)) - special.gammaln(half * df)
-          - half * lax.log(df * c(x, np.pi)) - lax.log(scale)
+  half = c(x, 0.5)  # (1 / B(1/2, df/2): no cancellation of two log-gammas at large df)
+  return (-special.betaln(half, half * df) - half * lax.log(df) - lax.log(scale)
           - half * (df + 1) * lax.log1p(y * y / df))
 
 
