@@ -31,9 +31,10 @@ def _rand(shape, dtype):
 
 
 def _want_dtype(name, d):
-  """JAX's result dtype: single precision stays single, integers go to the default float."""
+  """JAX's result dtype: single precision stays single, as do bool and integers of up to 32
+  bits (JAX 0.10's ``to_inexact_dtype``); 64-bit integers go to the default float."""
   d = np.dtype(d)
-  single = d in (np.float32, np.complex64)
+  single = d in (np.float32, np.complex64) or d.kind in "biu" and d.itemsize <= 4
   real_out = name.startswith(("irfft", "hfft"))
   if real_out:
     return np.dtype(np.float32 if single else np.float64)
@@ -53,7 +54,7 @@ def _check(name, x, **kw):
   assert type(got) is Array
   assert got.dtype == _want_dtype(name, x.dtype), (name, kw, got.dtype)
   assert got.shape == want.shape, (name, kw, got.shape, want.shape)
-  rtol, atol = _tol(x.dtype)
+  rtol, atol = _tol(_want_dtype(name, x.dtype))
   scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
   np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol * scale,
                              err_msg=f"{name} {kw} {x.dtype}")
@@ -125,7 +126,9 @@ def test_dtypes_follow_jax():
   assert jnp.fft.ihfft(f32).dtype == np.complex64
   assert jnp.fft.fft(np.arange(8)).dtype == np.complex128
   assert jnp.fft.rfft(np.arange(8)).dtype == np.complex128
-  assert jnp.fft.fft(np.ones(8, bool)).dtype == np.complex128
+  assert jnp.fft.fft(np.ones(8, bool)).dtype == np.complex64
+  assert jnp.fft.fft(np.ones(8, np.int32)).dtype == np.complex64
+  assert jnp.fft.irfft(np.ones(8, np.int32)).dtype == np.float32
   assert jnp.fft.rfft(np.ones(8, np.float16)).dtype == np.complex64
   assert jnp.fft.fft(np.ones(8, np.float32), norm="ortho").dtype == np.complex64
   assert jnp.fft.fftfreq(5).dtype == np.float64

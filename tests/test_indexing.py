@@ -557,3 +557,19 @@ def test_check_static_indices_leaves_other_indices_alone():
     np.testing.assert_array_equal(x.at[5, 0].get(mode="clip"), 3.0)
     np.testing.assert_array_equal(x.at[5].set(9.0), x)              # scatters drop, never raise
     np.testing.assert_array_equal(jnp.take(x, jnp.array([9]), mode="clip"), [5.0])
+
+
+def test_at_jax010_casts_and_bool_errors():
+  check_eq = np.testing.assert_array_equal
+  check_eq(np.asarray(jnp.arange(5, dtype=jnp.int8).at[1].set(300)), [0, 44, 2, 3, 4])
+  check_eq(np.asarray(jnp.arange(3, dtype=jnp.uint8).at[1].set(-1)), [0, 255, 2])
+  with pytest.raises(TypeError, match="add does not accept dtype bool"):
+    jnp.zeros(3, bool).at[1].add(True)
+  with pytest.raises(TypeError, match="mul does not accept dtype bool"):
+    jnp.zeros(3, bool).at[1].mul(True)
+  with pytest.raises(ValueError, match="indices must have an integer type"):
+    jnp.take(jnp.arange(5), jnp.array([1.0]))
+  # scatter_apply transforms an element once per update, as JAX
+  dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+  out = lax.scatter_apply(jnp.ones(3), jnp.array([[1], [1]]), lambda v: v * 2, dn, update_shape=(2,))
+  check_eq(np.asarray(out), [1.0, 4.0, 1.0])

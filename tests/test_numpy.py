@@ -107,9 +107,10 @@ SHAPES = [(), (0,), (3, 4)]
 
 
 def _expected_unary_dtype(name, npres, d):
-  """JAX differs from NumPy where NumPy picks float16 or keeps ints (x64: default float)."""
+  """JAX differs from NumPy where NumPy picks float16 or keeps ints (x64: float64 for 64-bit
+  ints, float32 for narrower ints and bool, as JAX 0.10's ``to_inexact_dtype``)."""
   if name in ("sqrt", "sin", "reciprocal") and np.dtype(d).kind in "iub":
-    return np.dtype(np.float64)
+    return np.dtype(np.float64 if np.dtype(d).itemsize == 8 else np.float32)
   return npres.dtype
 
 
@@ -195,8 +196,8 @@ def test_binary(name, npf, dts, domain):
       with np.errstate(all="ignore"):
         want = np.asarray(npf(x, y))
       got = getattr(jnp, name)(jnp.asarray(x), jnp.asarray(y))
-      if name in ("divide",) and np.dtype(d).kind == "i":
-        assert got.dtype == np.float64
+      if name in ("divide",) and np.dtype(d).kind == "i":  # JAX 0.10: by width
+        assert got.dtype == (np.float64 if np.dtype(d).itemsize == 8 else np.float32)
       else:
         assert got.dtype == want.dtype, (name, d, got.dtype, want.dtype)
       check(got, want.astype(got.dtype), dtype=False)
@@ -302,7 +303,7 @@ def test_binary_broadcasting_hypothesis(s1, s2, name, d):
   want = getattr(np, name)(x, y)
   got = getattr(jnp, name)(jnp.asarray(x), jnp.asarray(y))
   if name == "arctan2" and d == "int32":
-    assert got.dtype == np.float64
+    assert got.dtype == np.float32  # JAX 0.10's to_inexact_dtype
   check(got, np.asarray(want).astype(got.dtype), dtype=False)
 
 
@@ -351,8 +352,13 @@ def test_x32_promotion(x32):
 
 
 def test_python_int_overflow():
+  # JAX 0.10: a Python int in int64's range is an int64 literal cast (wrapping) to the
+  # other operand's dtype; beyond int64 it overflows
+  check(jnp.ones(2, jnp.int8) + 1000, np.full(2, -23, np.int8))
+  check(jnp.zeros(2, jnp.uint8) - 1, np.full(2, 255, np.uint8))
+  check(jnp.arange(3, dtype=jnp.int8).at[1].set(300), np.array([0, 44, 2], np.int8))
   with pytest.raises(OverflowError):
-    jnp.ones(2, jnp.int8) + 1000
+    jnp.ones(2, jnp.int8) + 2 ** 63
   with pytest.raises(OverflowError):
     jnp.asarray(2 ** 70)
 
@@ -424,7 +430,7 @@ def test_reductions_options():
   check(jnp.std(jx, ddof=1, keepdims=True), np.std(x, ddof=1, keepdims=True))
   check(jnp.var(jx, where=m), np.var(x, where=m))
   check(jnp.sum(jx, dtype=jnp.float64), np.sum(x, dtype=np.float64))
-  check(jnp.mean(jnp.arange(10, dtype=jnp.int32)), np.mean(np.arange(10, dtype=np.int32)))
+  check(jnp.mean(jnp.arange(10, dtype=jnp.int32)), np.float32(4.5))  # JAX 0.10: int32 -> f32
   assert jnp.sum(jnp.ones(3, jnp.int8)).dtype == np.int64
   assert jnp.sum(jnp.ones(3, jnp.uint8)).dtype == np.uint64
   assert jnp.sum(jnp.ones(3, jnp.int8), promote_integers=False).dtype == np.int8
@@ -463,8 +469,10 @@ def test_cumulative():
     x = rand((3, 4), d)
     jx = jnp.asarray(x)
     for axis in (None, 0, 1, -1):
-      check(jnp.cumsum(jx, axis), np.cumsum(x, axis))
-      check(jnp.cumprod(jx, axis), np.cumprod(x, axis))
+      # JAX: no integer promotion (bool accumulates in the default int)
+      want = np.int64 if x.dtype == bool else x.dtype
+      check(jnp.cumsum(jx, axis), np.cumsum(x, axis).astype(want))
+      check(jnp.cumprod(jx, axis), np.cumprod(x, axis).astype(want))
   check(jnp.cumsum(jnp.ones(4, jnp.int32), dtype=jnp.float32), np.cumsum(np.ones(4, np.int32), dtype=np.float32))
   check(jnp.cumsum(jnp.zeros((0, 2)), 0), np.cumsum(np.zeros((0, 2)), 0))
   check(jnp.asarray(rand((3,), np.float32)).cumsum().shape, (3,), dtype=False)
@@ -705,14 +713,14 @@ def test_sort_argsort_searchsorted():
   a = np.sort(rand((11,), np.float32))
   v = np.concatenate([rand((6,), np.float32), a[[0, 3, 10]]])
   for side in ("left", "right"):
-    check(jnp.searchsorted(jnp.asarray(a), jnp.asarray(v), side=side), np.searchsorted(a, v, side=side))
+    check(jnp.searchsorted(jnp.asarray(a), jnp.asarray(v), side=side), np.searchsorted(a, v, side=side).astype(np.int32))
   ai = np.array([1, 2, 2, 2, 5, 7])
   for side in ("left", "right"):
-    check(jnp.searchsorted(jnp.asarray(ai), jnp.arange(9), side=side), np.searchsorted(ai, np.arange(9), side=side))
-  check(jnp.searchsorted(jnp.asarray(ai), 2), np.searchsorted(ai, 2))
+    check(jnp.searchsorted(jnp.asarray(ai), jnp.arange(9), side=side), np.searchsorted(ai, np.arange(9), side=side).astype(np.int32))
+  check(jnp.searchsorted(jnp.asarray(ai), 2), np.int32(np.searchsorted(ai, 2)))
   perm = rng.permutation(6)
   check(jnp.searchsorted(jnp.asarray(ai[perm]), 3, sorter=jnp.asarray(np.argsort(ai[perm]))),
-        np.searchsorted(ai[perm], 3, sorter=np.argsort(ai[perm])))
+        np.int32(np.searchsorted(ai[perm], 3, sorter=np.argsort(ai[perm]))))
 
 
 def test_take_and_friends():
@@ -1069,3 +1077,63 @@ def test_array_overflow_messages_as_jax():
                      "to int64$"):
     jnp.asarray(2**63)
   assert int(jnp.array(2**63, dtype=jnp.uint64)) == 2**63
+
+
+def test_jax010_inexact_and_reduction_dtypes():
+  """JAX 0.10 (x64): integers of up to 32 bits and bool go to float32, 64-bit ints to
+  float64; reductions give strong types; cumsum/cumprod keep narrow ints (bool -> int64),
+  cumulative_sum promotes them; sum/prod of bool without promotion give int32."""
+  i32, i8, b = jnp.ones(3, jnp.int32), jnp.ones(3, jnp.int8), jnp.ones(3, bool)
+  for f in (jnp.sin, jnp.sqrt, lambda x: x / x, jnp.mean, jnp.var, jnp.median, jnp.nanmean):
+    assert f(i32).dtype == np.float32 and f(i8).dtype == np.float32 and f(b).dtype == np.float32
+    assert f(jnp.ones(3, jnp.int64)).dtype == np.float64
+  assert jnp.sin(1).dtype == np.float64 and jnp.float_power(jnp.ones(2, jnp.float32), 2).dtype == np.float32
+  assert jnp.angle(i32).dtype == np.float64
+  assert jnp.fft.fft(i32).dtype == np.complex64 and jnp.fft.rfft(jnp.arange(4)).dtype == np.complex128
+  assert jnp.sum(b, promote_integers=False).dtype == np.int32
+  assert jnp.sum(i8).dtype == np.int64 and jnp.sum(i8, promote_integers=False).dtype == np.int8
+  assert not dtypes.is_weakly_typed(jnp.sum(3.0)) and not dtypes.is_weakly_typed(jnp.cumsum(3))
+  check(jnp.cumsum(jnp.arange(16, 20, dtype=jnp.int8) * 8), np.array([-128, 8, -104, 48], np.int8))
+  assert jnp.cumprod(i32).dtype == np.int32 and jnp.cumsum(b).dtype == np.int64
+  assert jnp.cumulative_sum(i8).dtype == np.int64
+  assert jnp.cumulative_sum(jnp.ones(2, jnp.uint8), include_initial=True).dtype == np.uint64
+  assert jnp.cumulative_prod(i32, include_initial=True).dtype == np.int32
+
+
+def test_jax010_integer_division_and_unary_errors():
+  a = jnp.array([-7, -3, 0, 3, 7], jnp.int32)
+  check(jnp.floor_divide(a, 0), np.array([-2, -2, -1, -2, -2], np.int32))  # XLA's x / 0 = -1
+  check(jnp.floor_divide(jnp.array([5], jnp.uint8), jnp.array([0], jnp.uint8)),
+        np.array([255], np.uint8))
+  q, r = jnp.divmod(jnp.array([3.0, -7.5]), jnp.array([-0.0, 2.0]))
+  check(q, np.array([-np.inf, -4.0]))
+  check(r, np.array([np.nan, 0.5]))
+  with pytest.raises(TypeError, match="neg does not accept dtype bool"):
+    jnp.negative(jnp.array([True]))
+  with pytest.raises(TypeError, match="sign does not accept dtype bool"):
+    jnp.sign(jnp.array([True]))
+  with pytest.raises(ValueError, match="not inexact"):
+    jnp.round(jnp.array([True]))
+
+
+def test_jax010_sort_search_where_errors():
+  x = jnp.array([5, 1, 4, 2, 3])
+  check(jnp.partition(x, 2), np.array([1, 2, 3, 5, 4]))  # JAX's layout: top_k on both sides
+  check(jnp.argpartition(x, 2), np.array([1, 3, 4, 0, 2], np.int32))
+  check(jnp.partition(jnp.array([5, 0, 4, 2], jnp.uint8), 1), np.array([0, 2, 5, 4], np.uint8))
+  check(jnp.searchsorted(jnp.array([1.0, 2.0, 2.0, 3.0]), jnp.array([np.nan, 2.0])),
+        np.array([4, 1], np.int32))  # NaN sorts last
+  check(jnp.digitize(jnp.array([0.5, 1.0]), jnp.array([1.0, 2.0]), method="compare_all"),
+        np.array([0, 1], np.int32))
+  with pytest.raises(ValueError, match="invalid argument method='bogus'"):
+    jnp.searchsorted(x, 2, method="bogus")
+  with pytest.raises(ValueError, match="invalid argument side='bogus'"):
+    jnp.searchsorted(x, 2, side="bogus")
+  with pytest.raises(TypeError, match="'kind' argument to sort"):
+    jnp.sort(x, kind="quicksort")
+  with pytest.raises(TypeError, match="'order' argument to argsort"):
+    jnp.argsort(x, order=["a"])
+  with pytest.raises(ValueError, match="three-term where"):
+    jnp.where(x > 2, 1, 2, size=1)
+  with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
+    jnp.where(x > 2, 1)

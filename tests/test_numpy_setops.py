@@ -413,8 +413,12 @@ def test_partition_and_argpartition_are_valid(dtype):
       assert (np.take(p, range(k), axis) <= pk).all()
       assert (np.take(p, range(k + 1, x.shape[axis]), axis) >= pk).all()
       i = np.asarray(jnp.argpartition(x, kth, axis))
-      assert i.dtype == np.int64
-      np.testing.assert_array_equal(np.take_along_axis(x, i, axis), p)
+      assert i.dtype == np.int32  # lax.top_k's indices, as JAX
+      q = np.take_along_axis(x, i, axis)  # a valid partition (JAX's order differs from p's)
+      np.testing.assert_array_equal(np.take(q, [k], axis), pk)
+      np.testing.assert_array_equal(np.sort(q, axis), np.sort(x, axis))
+      assert (np.take(q, range(k), axis) <= pk).all()
+      assert (np.take(q, range(k + 1, x.shape[axis]), axis) >= pk).all()
   with pytest.raises(NotImplementedError, match="complex"):
     jnp.partition(x.astype(np.complex64), 1)
   with pytest.raises(ValueError):
@@ -439,3 +443,26 @@ def test_unique_full_signature():
   np.testing.assert_array_equal(np.asarray(padded), [1.0, 2.0, 3.0, np.nan, -1.0, -1.0])
   with pytest.raises(nbjax.core.ConcretizationTypeError):
     nbjax.jit(jnp.unique)(x)
+
+
+def test_unique_axis():
+  m = np.array([[1, 2], [1, 2], [0, 5], [0, 4]])
+  vals, idx, inv, cnt = jnp.unique(m, axis=0, return_index=True, return_inverse=True,
+                                   return_counts=True)
+  check(vals, np.array([[0, 4], [0, 5], [1, 2]]))
+  check(idx, np.array([3, 2, 0]))
+  check(inv, np.array([2, 2, 1, 0]))
+  check(cnt, np.array([1, 1, 2]))
+  check(jnp.unique(m, axis=1), np.array([[1, 2], [1, 2], [0, 5], [0, 4]]))
+  check(jnp.unique(m, axis=0, size=4, fill_value=9), np.array([[0, 4], [0, 5], [1, 2], [9, 9]]))
+  check(jnp.unique(np.array([[1.0, np.nan], [1.0, np.nan]]), axis=0), np.array([[1.0, np.nan]]))
+  assert jnp.unique(np.array([[1.0, np.nan], [1.0, np.nan]]), axis=0, equal_nan=False).shape == (2, 2)
+  check(jnp.unique(np.array([3, 1]), sorted=False), np.array([1, 3]))
+
+
+def test_compress_extract_size():
+  check(jnp.extract(np.arange(5) > 2, np.arange(5), size=4, fill_value=9), np.array([3, 4, 9, 9]))
+  with pytest.raises(ValueError, match="size must be positive and not greater"):
+    jnp.compress(np.array([True, False, True, True]), np.arange(3), size=5)
+  with pytest.raises(ValueError, match="condition contains entries that are out of bounds"):
+    jnp.compress(np.array([True, False, True, True]), np.arange(3))

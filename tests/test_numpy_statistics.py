@@ -162,10 +162,11 @@ def test_bincount_and_digitize():
   for bins in (np.array([0.0, 1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0, 0.0]),
                np.array([0, 1, 1, 2])):
     for right in (False, True):
-      check(jnp.digitize(v, bins, right), np.digitize(v, bins, right))
+      check(jnp.digitize(v, bins, right), np.digitize(v, bins, right), dtype=np.int32)
   check(jnp.digitize(v.reshape(7, 1), np.array([0.0, 2.0])),
-        np.digitize(v.reshape(7, 1), np.array([0.0, 2.0])))
-  check(jnp.digitize(np.arange(5), np.array([1, 3])), np.digitize(np.arange(5), [1, 3]))
+        np.digitize(v.reshape(7, 1), np.array([0.0, 2.0])), dtype=np.int32)
+  check(jnp.digitize(np.arange(5), np.array([1, 3])), np.digitize(np.arange(5), [1, 3]),
+        dtype=np.int32)
 
 
 def test_vmap_matches_loop():

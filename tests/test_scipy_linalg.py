@@ -195,7 +195,7 @@ def test_expm_special_cases_and_transforms():
                              rtol=1e-12)
   assert np.isnan(np.asarray(L.expm(a[0] * 1e8, max_squarings=4))).all()
   np.testing.assert_allclose(np.asarray(L.expm(np.zeros((3, 3)))), np.eye(3))
-  assert L.expm(np.eye(2, dtype=np.int32)).dtype == np.float64
+  assert L.expm(np.eye(2, dtype=np.int32)).dtype == np.float32  # JAX 0.10: int32 -> f32
   with pytest.raises(ValueError, match="Expected A to be a"):
     L.expm(np.ones((2, 3)))
   check_grads(L.expm, (a[0] * 0.3,), order=1, eps=1e-5, atol=1e-7, rtol=1e-7)
@@ -247,3 +247,12 @@ def test_special_matrices_and_expm_frechet():
                              rtol=1e-10, atol=1e-12)
   with pytest.raises(ValueError, match="expected A and E to be the same shape"):
     L.expm_frechet(a, e[0])
+
+
+def test_cholesky_failure_nans_one_triangle_as_jax():
+  a = -np.array([[4.0, 1.0, 2.0], [1.0, 5.0, 3.0], [2.0, 3.0, 6.0]])
+  low = np.asarray(jnp.linalg.cholesky(a))
+  assert np.isnan(np.tril(low)[np.tril_indices(3)]).all() and (np.triu(low, 1) == 0).all()
+  up = np.asarray(L.cholesky(a))  # upper: NaNs on and above the diagonal, zeros below
+  assert np.isnan(up[np.triu_indices(3)]).all() and (np.tril(up, -1) == 0).all()
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(jnp.linalg.cholesky)(a)), low)

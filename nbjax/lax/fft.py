@@ -241,14 +241,16 @@ ad.deflinear2(fft_p, _fft_transpose)
 
 def _operand_dtype(real, d):
   """The dtype ``lax.fft`` casts an operand of dtype ``d`` to (JAX's): RFFT (``real``) takes
-  floats, the others complex numbers of ``d``'s precision (integers: the default ones)."""
+  floats, the others complex numbers of ``d``'s precision (64-bit integers: the default ones,
+  narrower integers and bool 32-bit ones, as JAX's)."""
   if real:
     if d.kind == "c":
       raise ValueError(f"fft: only real valued inputs supported for rfft, got {d}")
-    return d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+    return d if dtypes.is_inexact(d) else (dtypes.default_float_dtype() if d.itemsize == 8
+                                           else np.dtype(np.float32))
   if d.kind == "c":
     return d
-  return np.dtype(np.complex64) if dtypes.is_inexact(d) and d.itemsize <= 4 else \
+  return np.dtype(np.complex64) if d.itemsize <= 4 else \
       dtypes.default_complex_dtype()
 
 

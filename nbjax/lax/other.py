@@ -667,22 +667,20 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
 
 def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
                   indices_are_sorted=False, unique_indices=False, mode=None):
-  """``operand`` with ``func`` applied to the elements ``scatter_indices`` select (those
-  ``lax.scatter`` with updates of ``update_shape`` would write). Each selected element is
-  transformed once, also when indices repeat."""
+  """``operand`` with the elementwise ``func`` applied to the elements ``scatter_indices``
+  select (those ``lax.scatter`` with updates of ``update_shape`` would write), once per
+  update: an element selected ``k`` times is transformed ``k`` times, as JAX's."""
   lax = _lax()
-  dn = dimension_numbers
-  aval = get_aval(operand)
-  # the selected elements by the gather that mirrors the scatter, func, scattered back
-  gdn = lax.GatherDimensionNumbers(offset_dims=dn.update_window_dims,
-                                   collapsed_slice_dims=dn.inserted_window_dims,
-                                   start_index_map=dn.scatter_dims_to_operand_dims)
-  win = iter(s for i, s in enumerate(update_shape) if i in dn.update_window_dims)
-  sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(aval.ndim))
-  vals = lax.gather(operand, scatter_indices, gdn, sizes, mode=mode)
-  return lax.scatter(operand, scatter_indices, func(vals), dn,
-                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                     mode=mode)
+  kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
+  i32 = np.dtype(np.int32)
+  count = lax.scatter_add(lax.full_like(operand, 0, i32), scatter_indices,
+                          lax.full(update_shape, 1, i32), dimension_numbers, **kw)
+  zero = lax.full_like(count, 0)
+  if unique_indices:
+    return lax.select(lax.gt(count, zero), func(operand), operand)
+  n = lax.reduce_max(count, tuple(range(count.ndim))) if count.ndim else count
+  return lax.fori_loop(0, n, lambda i, v: lax.select(
+      lax.lt(lax.full_like(count, i), count), func(v), v), operand)
 
 
 # ====================================================================== rng_uniform

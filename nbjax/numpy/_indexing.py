@@ -436,7 +436,15 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
   are dropped by default (``mode='clip'`` clamps them)."""
   x = as_array(x)
-  y = _util.convert(np.asarray(y) if isinstance(y, (list, tuple)) else y, x.dtype, x.weak_type)
+  if x.dtype == _BOOL and scatter_fn in (lax.scatter_add, lax.scatter_mul):
+    op = "add" if scatter_fn is lax.scatter_add else "mul"
+    raise TypeError(f"{op} does not accept dtype bool at position 0. Accepted dtypes at "
+                    "position 0 are subtypes of integer, floating, complexfloating.")
+  if isinstance(y, (list, tuple)):
+    y = np.asarray(y)
+  elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
+    y = as_array(y)
+  y = _util.convert(y, x.dtype, x.weak_type)
   parsed = _parse(x.shape, idx)
   xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
   ix = _index_to_gather(xs.shape, parsed, normalize_indices)
@@ -571,7 +579,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     axis = 0
   axis = canonicalize_axis(axis, a.ndim)
   if not dtypes.is_int(indices.dtype):
-    raise TypeError(f"take: indices must be integers, got {indices.dtype}")
+    raise ValueError("indices must have an integer type")
   n = a.shape[axis]
   if n == 0 and indices.size:
     raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
@@ -695,11 +703,11 @@ def argwhere(a, *, size=None, fill_value=None):
   return lax.slice(out, (0, 0), (out.shape[0], 0)) if a.ndim == 0 else out
 
 
-def extract(condition, arr):
-  """Elements of ``ravel(arr)`` where ``ravel(condition)`` is true (eager)."""
+def extract(condition, arr, *, size=None, fill_value=0):
+  """Elements of ``ravel(arr)`` where ``ravel(condition)`` is true (eager unless ``size``)."""
   condition, arr = ensure_arraylike("extract", condition, arr)
-  return rewriting_take(lax.reshape(arr, (arr.size,)),
-                        _util.convert(lax.reshape(condition, (condition.size,)), _BOOL))
+  return compress(lax.reshape(condition, (condition.size,)), lax.reshape(arr, (arr.size,)),
+                  size=size, fill_value=fill_value)
 
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0):
@@ -713,9 +721,15 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
   cond = _util.convert(condition, _BOOL)
   n = a.shape[axis]
   if cond.shape[0] > n:
+    extra = lax.slice(cond, (n,), cond.shape)
     cond = lax.slice(cond, (0,), (n,))
+    if size is None and _util.concrete(lax.reduce_or(extra, (0,)), "jnp.compress"):
+      raise ValueError("condition contains entries that are out of bounds")
   if size is None:
     (idx,) = nonzero(cond)
+  elif not 0 <= size <= n:
+    raise ValueError("size must be positive and not greater than the size of the array axis;"
+                     f" got size={size} for a.shape[axis]={n}")
   else:
     (idx,) = nonzero(cond, size=size, fill_value=n)
   return take(a, idx, axis=axis, mode="fill", fill_value=fill_value)

@@ -560,9 +560,12 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
   """``x`` where ``condition`` else ``y`` (broadcast); one argument: ``nonzero(condition)``."""
   if x is None and y is None:
     return nonzero(condition, size=size, fill_value=fill_value)
+  if size is not None or fill_value is not None:
+    raise ValueError("size and fill_value arguments cannot be used in three-term where function.")
   if x is None or y is None:
+    _util.check_arraylike("where", condition, x, y)
     raise ValueError("Either both or neither of the x and y arguments should be provided to "
-                     "jax.numpy.where, got {x} and {y}.")
+                     f"jax.numpy.where, got {x} and {y}.")
   if type(x) in _util.key_types or type(y) in _util.key_types:  # key arrays (nbjax.prng)
     return _util.key_impls["where"](condition, x, y)
   _util.check_arraylike("where", condition, x, y)
@@ -610,8 +613,11 @@ def _sort_axis(a, axis):
 
 def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   """Sorted copy of ``a`` along ``axis`` (flattened when ``None``); NaNs sort last."""
+  if kind is not None:
+    raise TypeError("'kind' argument to sort is not supported. Use stable=True or stable=False "
+                    "to specify sort stability.")
   if order is not None:
-    raise ValueError("'order' argument to sort is not supported.")
+    raise TypeError("'order' argument to sort is not supported.")
   a = ensure_arraylike("sort", a)
   a, axis = _sort_axis(a, axis)
   if a.ndim == 0 or a.shape[axis] <= 1:
@@ -623,8 +629,11 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
 
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in order)."""
+  if kind is not None:
+    raise TypeError("'kind' argument to argsort is not supported. Use stable=True or stable=False "
+                    "to specify sort stability.")
   if order is not None:
-    raise ValueError("'order' argument to argsort is not supported.")
+    raise TypeError("'order' argument to argsort is not supported.")
   a = ensure_arraylike("argsort", a)
   a, axis = _sort_axis(a, axis)
   d = dtypes.default_int_dtype()
@@ -642,25 +651,31 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
 
 def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
   """Insertion indices of ``v`` into the sorted 1-d ``a`` keeping it sorted (binary
-  search: ``ceil(log2(n + 1))`` vectorized halving steps; ``method`` is accepted for JAX
-  compatibility)."""
-  del method
-  if side not in ("left", "right"):
-    raise ValueError(f"{side!r} is an invalid value for keyword 'side'. Expected one of "
-                     "['left', 'right'].")
+  search: ``ceil(log2(n + 1))`` vectorized halving steps, in ``lax.sort``'s order, NaN
+  last; ``method`` is validated for JAX compatibility). int32 indices, as JAX's."""
   a, v = ensure_arraylike("searchsorted", a, v)
   if a.ndim != 1:
     raise ValueError("a should be 1-dimensional")
+  if side not in ("left", "right"):
+    raise ValueError(f"invalid argument side={side!r}, expected 'left' or 'right'")
+  if method not in ("compare_all", "scan", "scan_unrolled", "sort"):
+    raise ValueError(f"invalid argument method={method!r}, expected one of ['compare_all', "
+                     "'scan', 'scan_unrolled', 'sort']")
   if sorter is not None:
     a = take(a, sorter, mode="clip")
   a, v = _util.promote_dtypes(a, v)
-  d = dtypes.default_int_dtype()
   n = a.shape[0]
+  d = np.dtype(np.int32 if n < 2 ** 31 else np.int64)
   if n == 0:
     return lax.full_like(v, 0, d)
+  if a.dtype.kind == "f":  # NaN sorts last
+    def lt(x, y):
+      return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.ne(y, y), lax.eq(x, x)))
+  else:
+    lt = lax.lt
+  go_right = (lambda x, y: lax.bitwise_not(lt(y, x))) if side == "right" else lt
   lo = lax.full_like(v, 0, d)
   hi = lax.full_like(v, n, d)
-  go_right = (lambda x, y: lax.le(x, y)) if side == "right" else (lambda x, y: lax.lt(x, y))
   one, two = _util.lit(1, d, True), _util.lit(2, d, True)
   for _ in range(int(n).bit_length()):
     active = lax.lt(lo, hi)

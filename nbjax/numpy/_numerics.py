@@ -234,7 +234,7 @@ def polyval(p, x, *, unroll=16):
   Horner's rule; ``unroll`` is accepted for JAX compatibility."""
   del unroll
   p, x = ensure_arraylike("polyval", p, x)
-  p, x = promote_dtypes_inexact(p, x)
+  p, x = promote_dtypes(p, x)
   shape = _util.broadcast_shapes(p.shape[1:], x.shape)
   y = full(shape, 0, x.dtype)
   for i in range(p.shape[0]):
@@ -373,8 +373,8 @@ def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None
 
 
 def _int_args(name, x1, x2):
-  x1, x2 = _util.promote_args_numeric(name, x1, x2)
-  if not dtypes.is_int(x1.dtype):
+  x1, x2 = _util.promote_args(name, x1, x2)
+  if not dtypes.is_int(x1.dtype):  # bool too, as JAX
     raise ValueError(f"Arguments to jax.numpy.{name} must be integers.")
   return _util.broadcast_arrays(_abs(x1), _abs(x2))
 

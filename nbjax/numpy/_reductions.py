@@ -65,7 +65,7 @@ _ALL_AXES = [tuple(range(n)) for n in range(65)]
 
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
   if (type(a) is Array and dtype is None and initial is None and where is None
-      and not keepdims and a._value.dtype.kind in "fc" and a._value.size):
+      and not keepdims and a._value.dtype.kind in "fc" and a._value.size and not a._weak):
     # the common float reductions over everything or one axis, without the general
     # normalisation below
     nd = a._value.ndim
@@ -75,15 +75,16 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
     elif type(axis) is int and -nd <= axis < nd:
       return getattr(lax, _LAX[kind])(a, (axis + nd if axis < 0 else axis,))
   a = ensure_arraylike(name, a)
-  weak = a.weak_type and dtype is None
   if dtype is not None:
     to = _util.canonicalize_user_dtype(dtype)
   elif promote_integers:
     to = _promote_integer_dtype(a.dtype)
+  elif kind in ("sum", "prod") and a.dtype == _BOOL:
+    to = _util.to_numeric_dtype(a.dtype)  # JAX's numeric cast (bool -> int32)
   else:
     to = a.dtype
-  if to != a.dtype:
-    a = _util.convert(a, to, weak)
+  if to != a.dtype or a.weak_type:  # JAX's reductions give strongly typed results
+    a = _util.convert(a, to, False)
   axes = canonicalize_axes(axis, a.ndim)
   has_identity = kind not in ("max", "min")
   if not has_identity and initial is None:
@@ -181,11 +182,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   if axis is None and dtype is None and not keepdims and where is None:
     # the common whole-array float mean: the general path's equations, without its checks
     v = a._value if type(a) is Array else a.aval if isinstance(a, Tracer) else None
-    if v is not None and v.dtype.kind in "fc" and v.ndim and v.size:
+    if v is not None and v.dtype.kind in "fc" and v.ndim and v.size and not a.weak_type:
       return lax.div(lax.reduce_sum(a, _ALL_AXES[v.ndim]), _util.lit(v.size, v.dtype, True))
   a = ensure_arraylike("mean", a)
   d = _mean_dtypes(a.dtype, dtype)
-  comp = d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  comp = _util.to_inexact_dtype(d)
   s = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
   n = _count(a, axis, keepdims, where, s.dtype)
   return _util.convert(lax.div(s, n), d, s.weak_type)
@@ -201,7 +202,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   elif ddof != 0:
     raise ValueError("ddof and correction can't be provided simultaneously.")
   d = _mean_dtypes(a.dtype, dtype)
-  comp = d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  comp = _util.to_inexact_dtype(d)
   if dtypes.is_complex(a.dtype):
     comp = _util.to_complex_dtype(comp)
   a = _util.convert(a, comp, a.weak_type)
@@ -252,7 +253,8 @@ def argmin(a, axis=None, out=None, keepdims=None):
   return _arg_reduce("argmin", lambda x, ax, d: lax.argmin(x, ax, d), a, axis, keepdims)
 
 
-def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False):
+def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
+                promote_integers=False):
   a = ensure_arraylike(name, a)
   if axis is None:
     a = lax.reshape(a, (a.size,))
@@ -262,9 +264,11 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False):
     a = lax.select(lax.ne(a, a), lax.full_like(a, fill_nan), a)
   if dtype is not None:
     to = _util.canonicalize_user_dtype(dtype)
+  elif promote_integers or a.dtype == _BOOL:
+    to = _promote_integer_dtype(a.dtype)
   else:
-    to = _promote_integer_dtype(a.dtype) if lax_name in ("cumsum", "cumprod") else a.dtype
-  a = _util.convert(a, to, a.weak_type and dtype is None)
+    to = a.dtype
+  a = _util.convert(a, to, False)
   if a.shape[axis] == 0:
     return a
   if a.dtype == _BOOL and lax_name in ("cumsum", "cumprod"):  # explicit dtype=bool
@@ -303,14 +307,19 @@ def _cumulative_api(name, fn, x, axis, dtype, include_initial):
     from nbjax.numpy import _creation, _manip
     shape = list(out.shape)
     shape[axis] = 1
-    init = _creation.full(shape, 0 if fn is cumsum else 1, dtype=out.dtype)
+    init = _creation.full(shape, 0 if fn is _cumsum_promoted else 1, dtype=out.dtype)
     out = _manip.concatenate([init, out], axis=axis)
   return out
 
 
+def _cumsum_promoted(a, axis, dtype):
+  return _cumulative("cumulative_sum", "cumsum", a, axis, dtype, promote_integers=True)
+
+
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-  """Cumulative sum along ``axis`` (optional for 1-d input); ``include_initial`` prepends 0."""
-  return _cumulative_api("cumulative_sum", cumsum, x, axis, dtype, include_initial)
+  """Cumulative sum along ``axis`` (optional for 1-d input); ``include_initial`` prepends 0.
+  Unlike ``cumsum``, narrow integers accumulate in the default int (as JAX)."""
+  return _cumulative_api("cumulative_sum", _cumsum_promoted, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):

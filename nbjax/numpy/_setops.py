@@ -279,22 +279,30 @@ def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, invers
   with ``fill_value``, default the smallest), then as requested the first index of each,
   the inverse (the position of each element of ``x`` in the values), the counts, and the
   number of unique values."""
-  n, d = x.shape[0], _int()
+  n, d, rest = x.shape[0], _int(), x.shape[1:]
   ret = []
   if n == 0:
     if size and fill_value is None:
       raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
                        "fill_value must be specified")
-    ret.append(x if size is None else full((size,), fill_value, x.dtype))
+    ret.append(x if size is None else full((size,) + rest, fill_value, x.dtype))
     ret += [zeros(0, d)] * (index + inverse + counts) + [_util.lit(0, d)] * true_size
     return ret
   if dtypes.is_complex(x.dtype):  # one NaN spelling, so that NaNs sort together
     x = where(isnan(x), _util.lit(complex(np.nan, 0), x.dtype), x)
-  aux, perm = lax.sort((x, lax.iota(d, n)), num_keys=1)
+  if rest:  # unique rows (``axis``): sort lexicographically by the flattened columns
+    x2 = reshape(x, (n, -1))
+    cols = [lax.squeeze(_cut(x2, j, j + 1, axis=1), (1,)) for j in range(x2.shape[1])]
+    *cols, perm = lax.sort((*cols, lax.iota(d, n)), num_keys=len(cols))
+    aux = stack(cols, axis=1)
+  else:
+    aux, perm = lax.sort((x, lax.iota(d, n)), num_keys=1)
   hi, lo = _cut(aux, 1, n), _cut(aux, 0, n - 1)
   new = lax.ne(hi, lo)
   if equal_nan and dtypes.is_inexact(x.dtype):
     new = lax.bitwise_and(new, lax.bitwise_not(lax.bitwise_and(isnan(hi), isnan(lo))))
+  if rest:
+    new = lax.reduce_or(new, (1,))
   mask = concatenate([lax.full((1,), True, _BOOL), new])
   count = _sum(mask)
   if size is None:
@@ -302,10 +310,11 @@ def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, invers
                                                    _UNIQUE_HINT)).astype(d))
   else:
     ind = nonzero(mask, size=size)[0]
-  vals = take(aux, ind, mode="clip")
+  vals = take(aux, ind, axis=0, mode="clip")
   if size is not None and fill_value is not None:
-    vals = where(lax.lt(lax.iota(d, size), count), vals, _util.convert(fill_value, vals.dtype))
-  ret.append(vals)
+    valid = lax.lt(lax.iota(d, size), count)
+    vals = where(valid[:, None] if rest else valid, vals, _util.convert(fill_value, vals.dtype))
+  ret.append(reshape(vals, vals.shape[:1] + rest) if rest else vals)
   if index:
     ret.append(take(perm, ind, mode="clip"))
   if inverse:
@@ -323,10 +332,15 @@ def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, invers
   return ret
 
 
-def _unique_api(name, x, size, fill_value, equal_nan=False, **returns):
+def _unique_api(name, x, size, fill_value, equal_nan=False, axis=None, **returns):
   x = ensure_arraylike(name, x)
   size = _static_size(name, size, x, context="The error arose for the first argument of "
                       "jnp.unique(). " + _UNIQUE_HINT)
+  if axis is not None:  # unique slices along ``axis``
+    axis = canonicalize_axis(axis, x.ndim)
+    out = _unique1d(moveaxis(x, axis, 0), size, fill_value, equal_nan=equal_nan, **returns)
+    out[0] = moveaxis(out[0], 0, axis)
+    return out
   out = _unique1d(ravel(x), size, fill_value, equal_nan=equal_nan, **returns)
   if returns.get("inverse"):
     i = 1 + bool(returns.get("index"))
@@ -355,13 +369,13 @@ class _UniqueInverseResult(NamedTuple):
 
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
-           equal_nan=True, size=None, fill_value=None):
-  """Sorted unique elements of ``ravel(ar)``, optionally with first indices, inverse indices
-  (of ``ar``'s shape) and counts. Without a static ``size`` the input must be concrete."""
-  if axis is not None:
-    raise NotImplementedError("jnp.unique with axis is not implemented; ravel the input")
-  out = _unique_api("unique", ar, size, fill_value, equal_nan=equal_nan, index=return_index,
-                    inverse=return_inverse, counts=return_counts)
+           equal_nan=True, size=None, fill_value=None, sorted=True):  # noqa: A002
+  """Sorted unique elements of ``ravel(ar)`` (or unique slices along ``axis``), optionally
+  with first indices, inverse indices (of ``ar``'s shape; 1-d with ``axis``) and counts.
+  Without a static ``size`` the input must be concrete. The result is always sorted."""
+  del sorted
+  out = _unique_api("unique", ar, size, fill_value, equal_nan=equal_nan, axis=axis,
+                    index=return_index, inverse=return_inverse, counts=return_counts)
   return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -720,18 +734,39 @@ def _kth(name, a, kth, axis):
   return a, axis
 
 
+def _bottom_k(arr, k):
+  """``lax.top_k`` of the order-reversed ``arr`` (JAX's: unsigned ints by ``~``)."""
+  if arr.dtype.kind == "u":
+    v, i = lax.top_k(lax.bitwise_not(arr), k)
+    return lax.bitwise_not(v), i
+  v, i = lax.top_k(lax.neg(arr), k)
+  return lax.neg(v), i
+
+
 def partition(a, kth, axis=-1):
   """``a`` partially sorted along ``axis``: entry ``kth`` in its sorted place, no larger
-  entries before it, no smaller after. nbjax returns the full sort (a valid partition)."""
+  entries before it, no smaller after (JAX's layout: the smallest ``kth + 1`` ascending,
+  then the rest descending)."""
   a, axis = _kth("partition", a, kth, axis)
-  return sort(a, axis=axis)
+  kth = canonicalize_axis(_util.index(kth, "kth"), a.shape[axis])
+  arr = moveaxis(a, axis, -1)
+  bottom = _bottom_k(arr, kth + 1)[0]
+  top = lax.top_k(arr, arr.shape[-1] - kth - 1)[0]
+  return moveaxis(lax.concatenate([bottom, top], arr.ndim - 1), -1, axis)
 
 
 def argpartition(a, kth, axis=-1):
-  """Indices that partition ``a`` along ``axis`` around ``kth`` (see ``partition``);
-  nbjax returns the stable ``argsort`` (a valid partition)."""
+  """Indices that partition ``a`` along ``axis`` around ``kth`` (see ``partition``; the
+  indices past ``kth`` in increasing order, as JAX's)."""
   a, axis = _kth("argpartition", a, kth, axis)
-  return argsort(a, axis=axis)
+  kth = canonicalize_axis(_util.index(kth, "kth"), a.shape[axis])
+  arr = moveaxis(a, axis, -1)
+  n = arr.shape[-1]
+  bottom = _bottom_k(arr, kth + 1)[1]
+  iota = lax.broadcasted_iota(bottom.dtype, arr.shape[:-1] + (kth + 1, n), arr.ndim)
+  taken = lax.reduce_or(lax.eq(iota, lax.expand_dims(bottom, (arr.ndim,))), (arr.ndim - 1,))
+  top = lax.top_k(_util.convert(lax.bitwise_not(taken), np.int8), n - kth - 1)[1]
+  return moveaxis(lax.concatenate([bottom, top], arr.ndim - 1), -1, axis)
 
 
 def sort_complex(a):

@@ -386,7 +386,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
   return zeros(length, weights.dtype).at[clip(x, 0)].add(weights, mode="drop")
 
 
-def digitize(x, bins, right=False):
+def digitize(x, bins, right=False, *, method=None):
   """Index of the bin of each ``x`` among monotonic 1-d ``bins`` (NumPy's convention)."""
   x, bins = ensure_arraylike("digitize", x, bins)
   right = core.concrete_or_error(bool, right, "right argument of jnp.digitize()")
@@ -394,7 +394,8 @@ def digitize(x, bins, right=False):
     raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
   n = bins.shape[0]
   if n == 0:
-    return zeros(x.shape, dtypes.default_int_dtype())
+    return zeros(x.shape, np.int32)
   side = "left" if right else "right"
-  return _where(_uf.greater_equal(bins[-1], bins[0]), searchsorted(bins, x, side=side),
-                _uf.subtract(n, searchsorted(bins[::-1], x, side=side)))
+  kw = {} if method is None else {"method": method}
+  return _where(_uf.greater_equal(bins[-1], bins[0]), searchsorted(bins, x, side=side, **kw),
+                _uf.subtract(n, searchsorted(bins[::-1], x, side=side, **kw)))

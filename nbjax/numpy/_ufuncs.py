@@ -181,10 +181,10 @@ def _inexact_unary(name, lax_fn, prim_name=None):
 
 def _numeric_unary(name, lax_fn, prim_name=None, ufunc=False):
   def general(x):
-    if type(x) in _util.key_types:  # a key array (nbjax.prng): the primitive's dtype check
+    x = x if type(x) in _util.key_types else ensure_arraylike(name, x)
+    if type(x) in _util.key_types or x.dtype == _BOOL:  # the primitive's dtype check
       raise TypeError(f"{prim_name or name} does not accept dtype {x.dtype}. Accepted dtypes "
                       "are subtypes of integer, floating, complexfloating.")
-    x, = promote_dtypes_numeric(ensure_arraylike(name, x))
     return lax_fn(x)
   return _unary(name, general, prim_name, ufunc=ufunc)
 
@@ -224,7 +224,7 @@ def _replace_zero(x):
 
 def _float_divmod(x, y):
   mod = lax.rem(x, y)
-  div = lax.div(lax.sub(x, mod), y)
+  div = lax.div(lax.select(lax.eq(y, _const(y, 0)), x, lax.sub(x, mod)), y)
   fix = lax.bitwise_and(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(y), lax.sign(mod)))
   mod = lax.select(fix, lax.add(mod, _bcast_like(y, mod)), mod)
   div = lax.select(fix, lax.sub(div, _const(div, 1)), div)
@@ -245,12 +245,11 @@ def _floor_divide(x, y):
   x, y = promote_args_numeric("floor_divide", x, y)
   x, y = _full_shape(x, y)
   d = x.dtype
-  if dtypes.is_int(d):
-    y = _replace_zero(y)
+  if dtypes.is_int(d):  # lax.div / lax.rem by zero: XLA's -1 (all ones) and x
     if dtypes.issubdtype(d, np.unsignedinteger):
       return lax.div(x, y)
     div = lax.div(x, y)
-    adjust = lax.bitwise_and(lax.ne(lax.lt(x, _const(x, 0)), lax.lt(y, _const(y, 0))),
+    adjust = lax.bitwise_and(lax.ne(lax.sign(x), lax.sign(y)),
                              lax.ne(lax.rem(x, y), _const(x, 0)))
     return lax.select(adjust, lax.sub(div, _const(div, 1)), div)
   if dtypes.is_complex(d):
@@ -351,9 +350,7 @@ pow = power  # noqa: A001 (NumPy's name)
 
 def float_power(x1, x2, /):
   """Elementwise ``x1 ** x2`` in the default float (or complex) dtype."""
-  x1, x2 = promote_args_inexact("float_power", x1, x2)
-  d = np.promote_types(x1.dtype, dtypes.default_float_dtype())
-  return lax.pow(_util.convert(x1, d), _util.convert(x2, d))
+  return lax.pow(*promote_args_inexact("float_power", x1, x2))
 
 
 negative = _numeric_unary("negative", lax.neg, "neg", ufunc=True)
@@ -384,7 +381,10 @@ def fabs(x, /):
 
 
 def _sign(x):
-  x, = promote_dtypes_numeric(ensure_arraylike("sign", x))
+  x = ensure_arraylike("sign", x)
+  if x.dtype == _BOOL:
+    raise TypeError("sign does not accept dtype bool. Accepted dtypes are subtypes of integer, "
+                    "floating, complexfloating.")
   if dtypes.is_complex(x.dtype):
     a = lax.abs(x)
     return lax.select(lax.eq(a, _const(a, 0)), lax.full_like(x, 0),
@@ -432,6 +432,8 @@ def round(a, decimals=0, out=None):  # noqa: A001
     raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
   a = ensure_arraylike("round", a)
   decimals = _util.index(decimals, "decimals")
+  if a.dtype == _BOOL:
+    raise ValueError(f"data type {np.bool_} not inexact")
   if _is_intlike(a.dtype):
     if decimals < 0:
       raise NotImplementedError("integer np.round not implemented for decimals < 0")
@@ -879,7 +881,7 @@ def angle(z, deg=False):
   if dtypes.is_complex(z.dtype):
     re, im = lax.real(z), lax.imag(z)
   else:
-    re, = promote_dtypes_inexact(z)
+    re = z if dtypes.is_inexact(z.dtype) else _util.convert(z, dtypes.default_float_dtype())
     im = lax.full_like(re, 0)
   out = lax.atan2(im, re)
   return lax.mul(out, _const(out, 180 / np.pi)) if deg else out

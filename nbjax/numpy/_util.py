@@ -24,6 +24,7 @@ from nbjax.lax.shape import canonicalize_axis, canonicalize_shape  # noqa: F401 
 _PY_SCALARS = (bool, int, float, complex)
 _ARRAY_TYPES = (Array, Tracer, np.ndarray, np.generic) + _PY_SCALARS
 _BOOL = np.dtype(np.bool_)
+_F32 = np.dtype(np.float32)
 _new = Array._new
 
 # ----------------------------------------------------------------- array-likes
@@ -122,8 +123,8 @@ def concrete(x, context=""):
 
 def convert(x, dtype, weak_type=False):
   """``x`` as ``dtype`` (an Array or Tracer) with JAX's explicit ``weak_type`` (as
-  ``lax._convert_element_type``); Python scalars become literals, with JAX's
-  OverflowError for ints that do not fit."""
+  ``lax._convert_element_type``); Python scalars become literals: ints in int64's range
+  wrap into narrower integer dtypes (as JAX), larger ones raise OverflowError."""
   dtype = np.dtype(dtype)
   if type(x) in _PY_SCALARS:
     v = np.asarray(x)
@@ -131,7 +132,9 @@ def convert(x, dtype, weak_type=False):
       try:
         v = np.asarray(x, dtype)
       except OverflowError:
-        raise OverflowError(f"Python int {x} too large to convert to {dtype}") from None
+        if not (dtype.kind in "iu" and -2 ** 63 <= x < 2 ** 63):
+          raise OverflowError(f"Python int {x} too large to convert to {dtype}") from None
+        v = np.asarray(x, np.int64).astype(dtype)  # JAX's int64 literal, cast: wraps
       except TypeError:  # complex -> real: keep the real part, as convert_element_type
         v = v.real.astype(dtype)
     return _new(v, weak_type and dtype != _BOOL)
@@ -186,20 +189,24 @@ def promote_dtypes_numeric(*args):
 
 
 def to_inexact_dtype(d):
-  """``d`` if inexact, else the default float dtype."""
-  return d if dtypes.is_inexact(d) else dtypes.default_float_dtype()
+  """``d`` if inexact, else JAX's float for it: 64-bit integers the default float, narrower
+  integers and bool float32."""
+  if dtypes.is_inexact(d):
+    return d
+  return dtypes.default_float_dtype() if d.itemsize == 8 else _F32
 
 
 def to_numeric_dtype(d):
-  """``d`` unless bool, which becomes the default int dtype."""
-  return dtypes.default_int_dtype() if d == _BOOL else d
+  """``d`` unless bool, which becomes int32 (as JAX's)."""
+  return np.dtype(np.int32) if d == _BOOL else d
 
 
 def to_complex_dtype(d):
-  """The complex dtype of ``d``'s precision (the default complex for non-floats)."""
+  """The complex dtype of ``d``'s precision (``to_inexact_dtype``'s for non-floats)."""
   if dtypes.is_complex(d):
     return d
-  return np.dtype(np.complex64) if d in (np.float16, np.float32) else dtypes.default_complex_dtype()
+  d = to_inexact_dtype(d)
+  return dtypes.default_complex_dtype() if d == np.float64 else np.dtype(np.complex64)
 
 
 def check_no_float0s(name, *args):

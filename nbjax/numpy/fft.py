@@ -19,7 +19,7 @@ import numpy as np
 from nbjax import core, dtypes, lax
 from nbjax.array import Array
 from nbjax.lax.fft import FftType, fft_p
-from nbjax.numpy import _creation, _manip, _ufuncs
+from nbjax.numpy import _creation, _manip, _ufuncs, _util
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -55,10 +55,9 @@ def _cast(full, arr, typ):
     if d.kind == "c":
       raise ValueError(f"{full}: only real valued inputs supported for rfft, got {d}")
     want = d if d in _F else (np.dtype(np.float32) if dtypes.is_inexact(d) else
-                              dtypes.default_float_dtype())
+                              _util.to_inexact_dtype(d))
   else:
-    want = d if d in _C else (np.dtype(np.complex64) if dtypes.is_inexact(d) and d.itemsize <= 4
-                              else dtypes.default_complex_dtype())
+    want = d if d in _C else _util.to_complex_dtype(d)
   return arr if want == d else lax.convert_element_type(arr, want)
 
 
