@@ -18,6 +18,7 @@ from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
+from nbjax.fusion import Lazy
 from nbjax.numpy import _util
 from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
                                promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
@@ -98,12 +99,16 @@ def _weak_literal(s, d):
     return None
 
 
+_ARRAYS = (Array, Lazy)
+_LazyOrTracer = (Lazy, Tracer)
+
+
 def _traced(name, prim, ok, scalar_fast, x, y):
   """``x op y`` with a tracer operand, bound directly when dtype promotion has nothing to do
   (one dtype, shapes at most rank-promoted, or a Python scalar that keeps the other
   operand's dtype); else None."""
-  ax = x.aval if type(x) is Array or isinstance(x, Tracer) else None
-  ay = y.aval if type(y) is Array or isinstance(y, Tracer) else None
+  ax = x.aval if type(x) in _ARRAYS or isinstance(x, Tracer) else None
+  ay = y.aval if type(y) in _ARRAYS or isinstance(y, Tracer) else None
   if ax is not None and ay is not None:
     if ax.dtype == ay.dtype and ax.dtype in ok:  # one dtype: at most a rank promotion to do
       return prim.bind(x, y) if ax.shape == ay.shape else \
@@ -161,8 +166,8 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         lit = _weak_literal(x, y._value.dtype)
         if lit is not None:
           return prim.eager(lit, y) if _ctx.trace is _EVAL else prim.bind(lit, y)
-      elif isinstance(x, Tracer) or isinstance(y, Tracer):  # the same hot paths for tracers
-        out = _traced(name, prim, ok, scalar_fast, x, y)
+      if isinstance(x, _LazyOrTracer) or isinstance(y, _LazyOrTracer):  # the same hot paths
+        out = _traced(name, prim, ok, scalar_fast, x, y)  # for tracers and pending results
         if out is not None:
           return out
       return general(x, y)
