@@ -210,3 +210,22 @@ def test_custom_linear_solve_derivatives():
   with pytest.raises(TypeError, match="transpose_solve required"):
     nbjax.grad(lambda v: lax.custom_linear_solve(lambda z: jnp.dot(a, z), v,
                                                  lambda m, z: jnp.linalg.solve(a, z)).sum())(b)
+
+
+def test_stack_unstack_broadcast_like_empty_dtype_as_jax():
+  b = lax.broadcast_like(jnp.float32(1), jnp.ones((2, 3)))
+  assert b.shape == (2, 3) and b.dtype == np.float32
+  assert lax.broadcast_to_rank(jnp.ones(3), 3).shape == (1, 1, 3)
+  assert lax.broadcast_to_rank(jnp.ones((2, 3)), 1).shape == (2, 3)
+  np.testing.assert_array_equal(lax.stack([jnp.ones(2), jnp.zeros(2)], axis=1), [[1, 0], [1, 0]])
+  np.testing.assert_array_equal(lax.stack([jnp.ones(2), jnp.zeros(2)], axis=-1), [[1, 0], [1, 0]])
+  parts = lax.unstack(jnp.arange(6).reshape(2, 3), axis=1)
+  assert type(parts) is tuple and [p.tolist() for p in parts] == [[0, 3], [1, 4], [2, 5]]
+  with pytest.raises(IndexError):
+    lax.stack([])
+  e = lax.empty((2,), jnp.float32)
+  assert e.shape == (2,) and e.dtype == np.float32
+  assert lax.dtype(1.0) == np.float64 and lax.dtype(int) == np.int64
+  assert lax.dtype(np.int8(1)) == np.int8
+  f = nbjax.jit(lambda x: lax.stack(lax.unstack(x), 1))
+  np.testing.assert_array_equal(f(jnp.arange(6.).reshape(2, 3)), np.arange(6.).reshape(2, 3).T)

@@ -9,7 +9,8 @@ from nbjax.lax.elementwise import (add_any, add_any_p, add, add_p, cos, cos_p, e
                                    log_p, lt, lt_p, mul, mul_p, neg, neg_p, sin, sin_p, sub, sub_p)
 from nbjax.lax.elementwise import _convert_element_type, _const  # noqa: F401 (used by nbjax.numpy)
 from nbjax.lax.shape import (bitcast_convert_type, bitcast_convert_type_p,  # noqa: F401
-                             broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota,
+                             broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcast_like,
+                             broadcast_to_rank, broadcasted_iota, stack, unstack,
                              collapse, concatenate, concatenate_p, expand_dims, index_in_dim, iota,
                              iota_p, pad, pad_p, reshape, reshape_p, rev, rev_p, slice, slice_in_dim,
                              slice_p, squeeze, squeeze_p, transpose, transpose_p)
@@ -59,6 +60,19 @@ from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all
                                 psum_scatter, reduce_scatter_p)
 from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
                                     map, scan, scan_p, switch, while_loop, while_p)
+
+
+
+def empty(shape, dtype, *, out_sharding=None):
+  """An array of ``shape`` and ``dtype`` whose values are unspecified (zeros here)."""
+  return full(shape, 0, dtype)
+
+
+def dtype(x):
+  """The canonical dtype of a value or type (``jax.lax.dtype``)."""
+  from nbjax import dtypes as _dtypes
+  return _dtypes.dtype(x, canonicalize=True)
+
 
 import sys as _sys  # noqa: E402
 from nbjax.interpreters import ad as _ad, batching as _batching  # noqa: E402

@@ -266,6 +266,30 @@ def broadcast(operand, sizes, *, out_sharding=None):
                           tuple(range(len(sizes), len(sizes) + nd)), out_sharding=out_sharding)
 
 
+def broadcast_to_rank(x, rank):
+  """Adds leading dimensions of size 1 to give ``x`` rank ``rank`` (none when it has them)."""
+  nd = np.ndim(x)
+  return x if nd >= rank else broadcast(x, (1,) * (rank - nd))
+
+
+def broadcast_like(arr, like_arr):
+  """Broadcasts ``arr`` (its trailing dimensions aligned) to the shape of ``like_arr``."""
+  shape, nd = np.shape(like_arr), np.ndim(arr)
+  return broadcast_in_dim(arr, shape, tuple(range(len(shape) - nd, len(shape))))
+
+
+def stack(operands, axis=0):
+  """Joins arrays of one shape along a new axis ``axis``."""
+  axis = canonicalize_axis(axis, np.ndim(operands[0]) + 1)
+  return concatenate([expand_dims(x, (axis,)) for x in operands], axis)
+
+
+def unstack(x, axis=0):
+  """The slices of ``x`` along ``axis``, that axis removed, as a tuple."""
+  axis = canonicalize_axis(axis, np.ndim(x))
+  return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(np.shape(x)[axis]))
+
+
 def expand_dims(array, dimensions):
   """Insert size-1 dimensions at ``dimensions`` (positions in the result)."""
   if len(set(dimensions)) != len(dimensions):
