@@ -626,12 +626,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
   @functools.wraps(fun)
   def value_and_grad_f(*args, **kwargs):
-    if _ctx.trace is _eval_trace and _xla._dist is None:  # (arrays may span processes)
+    if _ctx.trace is _eval_trace:
       if cache.enabled:  # top level: replay a staged program of the forward and backward pass
-        out = cache.replay(args, kwargs)
+        out = cache.replay(args, kwargs)  # (never across processes: the cache says MISS)
         if out is not _MISS:
           return out
-      return call(*args, _tape=True, **kwargs)
+      # the tape reads host values, which a global array spanning processes does not have
+      return call(*args, _tape=_xla._dist is None, **kwargs)
     return call(*args, **kwargs)
 
   def call(*args, _tape=False, **kwargs):
