@@ -36,7 +36,7 @@ threefry_partitionable = _state("threefry_partitionable")
 default_prng_impl = _state("default_prng_impl")
 from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
-from nbjax.ad_checkpoint import checkpoint, checkpoint_policies, remat
+from nbjax.interpreters.remat import checkpoint, checkpoint_policies, remat
 from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
 from nbjax import custom_batching

@@ -91,6 +91,22 @@ _OPTIONS = {
 }
 
 
+def _from_env(name, default, check):
+  """An option's start value: ``$JAX_<NAME>`` (``JAX_ENABLE_X64=0``, as JAX reads it) or the
+  default."""
+  v = os.environ.get(f"JAX_{name.upper()}")
+  if v is None:
+    return default
+  if check is _boolean:
+    low = v.lower()
+    if low not in ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"):
+      raise ValueError(f"invalid truth value {v!r} for environment 'JAX_{name.upper()}'")
+    return low in ("y", "yes", "t", "true", "on", "1")
+  if isinstance(default, int) and not isinstance(default, bool):
+    return int(v)
+  return check(name, v)
+
+
 _TRACE_OPTIONS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
                   "softmax_custom_jvp")
@@ -103,7 +119,7 @@ class Config:
   value nbjax cannot honour raises rather than being ignored."""
 
   def __init__(self):
-    self._flags = {k: d for k, (d, _) in _OPTIONS.items()}
+    self._flags = {k: _from_env(k, d, check) for k, (d, check) in _OPTIONS.items()}
     self._listeners = []
     self._trace_keys = {}
     self._set_trace_key()

@@ -111,5 +111,57 @@ def test_checkpoint_name_and_name_policies():
 
 
 def ad_name_p():
-  from nbjax.ad_checkpoint import name_p
+  from nbjax.interpreters.remat import name_p
   return name_p
+
+
+def test_saved_residuals_names_what_reverse_mode_keeps(capsys):
+  from nbjax.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_residuals
+
+  def f(x, y):
+    x1, x2 = x
+    z = checkpoint_name(jnp.sin(3.), "z")
+    return z * ((x1 * x2) * y) * np.array([3.])
+
+  res = saved_residuals(f, (2., 3.), y=4.)
+  assert [(a.shape, s.split(" from ")[0] if s.startswith(("named", "output")) else s)
+          for a, s in res] == [
+      ((1,), "from a constant"), ((), "from the argument x[0]"),
+      ((), "from the argument x[1]"), ((), "from the argument y"), ((), "named 'z'"),
+      ((), "output of mul")]
+  line = f.__code__.co_firstlineno + 3  # where the product is computed, and its column
+  assert res[5][1] == f"output of mul from {__file__}:{line}:17 (f)"
+  # through jit: the call's inputs are forwarded, its intermediates named by the function
+  res = saved_residuals(jax.jit(f), (2., 3.), y=4.)
+  assert [s for _, s in res[:3]] == ["from the argument x[0]", "from the argument x[1]",
+                                     "from the argument y"]
+  assert all(s.startswith("output of jitted function 'f' from ") for _, s in res[3:])
+  assert [a.shape for a, _ in res] == [(), (), (), (), (), (1,)]
+  # checkpoint saves only its input; plain reverse mode saves sin's and cos's outputs
+  assert [s for _, s in saved_residuals(jax.checkpoint(lambda x: jnp.sin(jnp.sin(x))), 2.)] == [
+      "from the argument x"]
+  print_saved_residuals(lambda x: jnp.sin(x) * jnp.cos(x), 1.)
+  lines = capsys.readouterr().out.splitlines()
+  assert [ln.split(" from ")[0] for ln in lines] == [
+      "f64[] output of sin", "f64[] output of cos", "f64[] output of cos", "f64[] output of sin"]
+  # source positions are recorded only while saved_residuals traces
+  assert all(e.source_info is None for e in jax.make_jaxpr(f)((2., 3.), 4.).jaxpr.eqns)
+
+
+def test_matmul_contracts_vectors_and_batches_as_jax():
+  """No reshapes around vectors; size-1 batch axes squeezed, equal ones batch dimensions."""
+  def prims(a, b):
+    return [e.primitive.name for e in jax.make_jaxpr(jnp.matmul)(jnp.ones(a), jnp.ones(b)).eqns]
+  assert prims((2, 3), (3,)) == ["dot_general"]
+  assert prims((3,), (3, 4)) == ["dot_general"]
+  assert prims((5, 2, 3), (5, 3, 4)) == ["dot_general"]
+  assert prims((5, 1, 2, 3), (4, 3, 4)) == ["squeeze", "dot_general", "transpose"]
+  with pytest.raises(ValueError, match=r"Incompatible shapes for matmul arguments: "
+                                       r"\(2, 2, 3\) and \(3, 3, 4\)"):
+    jnp.matmul(jnp.ones((2, 2, 3)), jnp.ones((3, 3, 4)))
+  rng_ = np.random.default_rng(1)
+  for a, b in [((5, 1, 2, 3), (4, 3, 4)), ((3,), (2, 3, 4)), ((2, 1, 3, 4), (1, 5, 4, 2)),
+               ((3,), (3,))]:
+    x, y = rng_.standard_normal(a), rng_.standard_normal(b)
+    close(jnp.matmul(x, y), np.matmul(x, y))
+    close(jax.jit(jnp.matmul)(x, y), np.matmul(x, y))

@@ -160,3 +160,17 @@ def test_dlpack_stages_typing_modules():
   assert isinstance(traced, nbjax.stages.Traced) and isinstance(lowered, nbjax.stages.Lowered)
   assert isinstance(lowered.compile(), nbjax.stages.Compiled)
   assert nbjax.Array in nbjax.typing.ArrayLike.__args__
+
+
+def test_options_start_from_jax_environment_variables():
+  import os
+  import subprocess
+  import sys
+  code = ("import nbjax, nbjax.numpy as jnp; "
+          "print(nbjax.config.jax_enable_x64, jnp.ones(2).dtype, nbjax.config.jax_log_compiles)")
+  env = dict(os.environ, JAX_ENABLE_X64="0", JAX_LOG_COMPILES="true")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  assert out.stdout.split() == ["False", "float32", "True"], out.stderr
+  env["JAX_ENABLE_X64"] = "maybe"
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  assert "invalid truth value 'maybe' for environment 'JAX_ENABLE_X64'" in out.stderr

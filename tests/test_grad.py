@@ -249,6 +249,23 @@ def test_linear_transpose():
     jax.linear_transpose(lambda x: x.astype(jnp.int32), 1.0)
   with pytest.raises(TypeError, match=re.escape("expected (ShapedArray(float64[3]),) but got")):
     x_t(jnp.ones(4))
+  # a jitted function's boolean output that the linear function drops is not transposed
+  g = jax.jit(lambda x: (x * 2., x > 0))
+  close(jax.linear_transpose(lambda x: g(x)[0], 1.)(1.)[0], 2.)
+  close(grad(lambda x: g(x)[0])(1.), 2.)
+
+
+def test_jvp_rules_keep_weak_types_as_jax():
+  """A rule's constants are weak Python scalars when the primal is a weak scalar (JAX's
+  ``_const``), so the tangent of a weak input stays weak; pow casts to a strong jacobian."""
+  def tangent(f, x=2.):
+    return jax.jvp(f, (x,), (1.,))[1]
+  for f in (jnp.sqrt, jnp.exp2, jnp.cbrt, jnp.log1p, jnp.tanh, jnp.square, jnp.reciprocal,
+            lambda x: jnp.power(x, 3)):
+    assert tangent(f).weak_type, f
+  for f in (lambda x: x ** 2.5, lambda x: jnp.float_power(x, 2.)):
+    assert not tangent(f).weak_type
+  assert not tangent(jnp.sqrt, jnp.float64(2.)).weak_type
 
 
 def test_stop_gradient():

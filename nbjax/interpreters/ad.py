@@ -306,6 +306,8 @@ def backward_pass(jaxpr, consts, args, cts_out):
     write_cotangent(v, ct)
   for eqn in reversed(linear):
     cts_in = [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) for v in eqn.outvars]
+    if all(type(c) is Zero for c in cts_in):  # nothing flows back through it
+      continue
     rule = eqn.primitive.transpose
     if rule is None:
       raise registry.missing_rule("transpose", eqn.primitive)

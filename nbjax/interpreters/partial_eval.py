@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import os
 import re
+import sys
 
 from nbjax import core, registry
 from nbjax.core import Tracer, get_aval
@@ -110,6 +113,32 @@ def _is_abstractable(x):
 
 
 _FLAT_INDEX = re.compile(r"<flat index ([^>]+)>")
+
+
+# ``ad_checkpoint.saved_residuals`` turns this on while it traces: equations then record the
+# user code that bound them; otherwise tracing pays nothing for it.
+record_source_info = False
+_NBJAX = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(functools.__file__)) + os.sep
+
+
+def _internal(filename):
+  return filename.startswith(_NBJAX) or (filename.startswith(_STDLIB)
+                                         and "site-packages" not in filename)
+
+
+def user_source_info():
+  """``"file.py:12:4 (fun)"``: the innermost calling frame outside nbjax and the standard
+  library, with the column of the call (JAX's ``source_info_util.summarize``)."""
+  f = sys._getframe(1)
+  while f is not None and _internal(f.f_code.co_filename):
+    f = f.f_back
+  if f is None:
+    return None
+  code = f.f_code
+  pos = next(itertools.islice(code.co_positions(), f.f_lasti // 2, None), None)
+  line, col = (pos[0], pos[2]) if pos and pos[0] is not None else (f.f_lineno, 0)
+  return f"{code.co_filename}:{line}:{col or 0} ({code.co_name})"
 
 
 class DebugInfo:
@@ -222,7 +251,8 @@ class DynamicJaxprTrace(core.Trace):
     out_avals = list(out) if multi else [out]
     outvars = [Var(a) for a in out_avals]
     self.eqns.append(JaxprEqn([t.atom for t in ts], outvars, prim, params,
-                              eqn_effects(prim, params)))
+                              eqn_effects(prim, params),
+                              user_source_info() if record_source_info else None))
     outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
     return outs if multi else outs[0]
 
@@ -557,6 +587,33 @@ def _split(split):
   which outputs of the staged equation are the unknown outputs (default: all of them).
   ``unknown_params=None``: every output is known and nothing is staged."""
   return (*split, None, None, None)[:7]
+
+
+def forward_inputs(rule):
+  """Wrap a call primitive's partial-eval rule so residuals that are just known inputs of the
+  call are not outputs of its known part: the staged part takes those inputs directly (as
+  JAX forwards them; fewer values cross, and ``saved_residuals`` names them as arguments)."""
+  @functools.wraps(rule)
+  def forwarding(in_unknowns, **params):
+    split = rule(in_unknowns, **params)
+    if split is None or len(split) > 4:
+      return split
+    kp, up, out_unknowns, num_res = split
+    kj = kp["jaxpr"].jaxpr
+    n_out = len(kj.outvars) - num_res
+    pos = {v: i for i, v in enumerate(kj.invars)}
+    fwd = [pos.get(v) if type(v) is Var else None for v in kj.outvars[n_out:]]
+    if up is None or all(f is None for f in fwd):
+      return split
+    kj = kj.replace(outvars=kj.outvars[:n_out] + [v for v, f in zip(kj.outvars[n_out:], fwd)
+                                                  if f is None])
+    kp = dict(kp, jaxpr=ClosedJaxpr(kj, kp["jaxpr"].consts))
+
+    def select_unknown(res, kins, uins):
+      res = iter(res)
+      return [next(res) if f is None else kins[f] for f in fwd] + list(uins)
+    return kp, up, out_unknowns, sum(f is None for f in fwd), None, select_unknown
+  return forwarding
 
 
 class PartialVal(tuple):

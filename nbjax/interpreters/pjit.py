@@ -552,7 +552,10 @@ def _jit_transpose(cts, *args, jaxpr, name, **params):
   Known args are residuals; undefined ones (linear inputs) get the cotangents back."""
   undef = [ad.is_undefined_primal(x) for x in args]
   res = [x for x, u in zip(args, undef) if not u]
-  cts = [ad.instantiate_zeros(c) for c in cts]
+  used = [type(c) is not ad.Zero for c in cts]
+  if not all(used):  # outputs with zero cotangents (a boolean one) are not transposed
+    jaxpr = ClosedJaxpr(pe.dce_jaxpr(jaxpr.jaxpr, used, instantiate=True)[0], jaxpr.consts)
+    cts = [c for c, u in zip(cts, used) if u]
   res_avals = [core.get_aval(x) for x in res]
   ct_avals = [core.get_aval(c) for c in cts]
 
@@ -588,7 +591,7 @@ registry.register(
     jit_p, family="call", impls={"python": _jit_impl}, abstract_eval=_jit_abstract_eval,
     jvp=_jit_jvp, batch=_jit_batch, transpose=_jit_transpose,
     meta=dict(differentiable=True, note="call primitive: its jaxpr runs as one XLA executable"))
-jit_p.partial_eval = _jit_partial_eval
+jit_p.partial_eval = pe.forward_inputs(_jit_partial_eval)
 jit_p.lowerings["cpu"] = _jit_lowering
 
 # ----------------------------------------------------------------------- abstract values

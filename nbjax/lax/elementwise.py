@@ -1629,9 +1629,18 @@ def zeros_like_array(x):
 # ----------------------------------------------------------------- rule helpers
 
 
+_PY_SCALAR = {"b": bool, "i": int, "u": int, "f": float, "c": complex}
+
+
 def _const(x, v):
-  """``v`` as a 0-d constant of ``x``'s dtype."""
-  return np.array(v, core.get_aval(x).dtype)
+  """``v`` as a constant of ``x``'s dtype: a weak Python scalar when ``x`` is a weakly typed
+  scalar (so the rule's result stays weak, as JAX's ``_const``), else a 0-d NumPy array."""
+  a = core.get_aval(x)
+  if a.weak_type and not a.shape:
+    py = _PY_SCALAR[a.dtype.kind](v)
+    if dtypes.canonicalize_dtype(np.result_type(py)) == a.dtype:
+      return py
+  return np.array(v, a.dtype)
 
 
 def _zeros(x):
@@ -1738,12 +1747,15 @@ ad.defjvp(integer_pow_p, _integer_pow_jvp)
 
 
 def _pow_jvp_lhs(g, ans, x, y):
-  xd, yd = core.get_aval(x).dtype, core.get_aval(y).dtype
-  out_shape = core.get_aval(ans).shape
-  if yd in _int:
-    yb = _bcast_to(y, out_shape)
-    jac = mul(convert_element_type(yb, xd), pow(x, sub(yb, _const(yb, 1))))
-    jac = select(eq(yb, _const(yb, 0)), _zeros(jac), jac)
+  # JAX's rule: both operands cast (strong) to the result dtype, so the jacobian is not weak
+  rd = core.get_aval(ans).dtype
+  int_y = core.get_aval(y).dtype in _int
+  x, y = convert_element_type(x, rd), convert_element_type(y, rd)
+  if int_y:
+    shape = core.get_aval(ans).shape
+    x, y = _bcast_to(x, shape), _bcast_to(y, shape)
+    jac = select(eq(y, _const(y, 0)), _zeros(y),
+                 mul(_replace_zero(y), pow(x, sub(y, _const(y, 1)))))
   else:
     jac = mul(y, pow(x, sub(y, _const(y, 1))))
   return mul(g, jac)

@@ -70,31 +70,42 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if x.ndim == 0:
       raise ValueError(f"matmul: Input operand {i} does not have enough dimensions, it has "
                        f"0 but requires at least 1")
-  a_vec, b_vec = a.ndim == 1, b.ndim == 1
-  if a_vec:
-    a = lax.reshape(a, (1, a.shape[0]))
-  if b_vec:
-    b = lax.reshape(b, (b.shape[0], 1))
-  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
-  if b.ndim == 2:
-    out = _contract(a, b, ((a.ndim - 1,), (0,)), ((), ()), **kw)
-  elif a.ndim == 2:  # (n, k) @ (..., k, m) -> (n, ..., m) -> (..., n, m)
-    out = _contract(a, b, ((1,), (b.ndim - 2,)), ((), ()), **kw)
-    nb = b.ndim - 2
-    out = lax.transpose(out, (*range(1, nb + 1), 0, nb + 1))
-  else:
-    bshape = _util.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = _util.broadcast_to(a, bshape + a.shape[-2:])
-    b = _util.broadcast_to(b, bshape + b.shape[-2:])
-    nb = len(bshape)
-    out = _contract(a, b, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))), **kw)
-  if a_vec and b_vec:
-    return lax.reshape(out, out.shape[:-2])
-  if a_vec:
-    return lax.squeeze(out, (out.ndim - 2,))
-  if b_vec:
-    return lax.squeeze(out, (out.ndim - 1,))
-  return out
+  # JAX's layout: vectors contract directly, size-1 batch axes are squeezed and become free
+  # axes of the other operand, equal batch axes are dot_general batch dimensions; one
+  # transpose puts the result axes in NumPy's order
+  a_mat, b_mat = a.ndim > 1, b.ndim > 1
+  nb = max(a.ndim - 2 if a_mat else 0, b.ndim - 2 if b_mat else 0)
+  a_bd = (None,) * (nb - max(a.ndim - 2, 0)) + (a.shape[:-2] if a_mat else ())
+  b_bd = (None,) * (nb - max(b.ndim - 2, 0)) + (b.shape[:-2] if b_mat else ())
+  a_sq, b_sq, a_batch, b_batch, idx_batch, idx_a, idx_b = [], [], [], [], [], [], []
+  for i, (da, db) in enumerate(zip(a_bd, b_bd)):
+    if da is None:
+      idx_b.append(i)
+    elif db is None:
+      idx_a.append(i)
+    elif da == 1:
+      idx_b.append(i)
+      a_sq.append(len(idx_batch) + len(idx_a) + len(a_sq))
+    elif db == 1:
+      idx_a.append(i)
+      b_sq.append(len(idx_batch) + len(idx_b) + len(b_sq))
+    elif da == db:
+      a_batch.append(len(idx_batch) + len(idx_a))
+      b_batch.append(len(idx_batch) + len(idx_b))
+      idx_batch.append(i)
+    else:
+      raise ValueError(f"Incompatible shapes for matmul arguments: {a.shape} and {b.shape}")
+  if a_mat:
+    idx_a.append(nb)
+  if b_mat:
+    idx_b.append(nb + a_mat)
+  a = lax.squeeze(a, a_sq) if a_sq else a
+  b = lax.squeeze(b, b_sq) if b_sq else b
+  out = _contract(a, b, ((a.ndim - 1,), (b.ndim - 1 - b_mat,)), (a_batch, b_batch),
+                  precision=precision, preferred_element_type=preferred_element_type)
+  idx = idx_batch + idx_a + idx_b
+  perm = sorted(range(len(idx)), key=idx.__getitem__)
+  return out if perm == list(range(len(idx))) else lax.transpose(out, perm)
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None):

@@ -1,0 +1,316 @@
+"""``checkpoint`` (``remat``): trade recomputation for memory in reverse mode (the public
+names are in ``nbjax.ad_checkpoint`` and at the top level).
+
+Pipeline position: ``checkpoint(f)(*args)`` stages ``f`` to a jaxpr (cached per signature)
+and binds the call primitive ``checkpoint_p`` with it. Evaluated, the jaxpr simply runs. Under
+``linearize`` its partial-evaluation rule is what differs from ``jit``'s: the known call
+computes the primal outputs and saves only the residuals the ``policy`` allows (by default
+none but the inputs), and the unknown call *recomputes* the rest of the primal work from them
+before the tangent work, so the backward pass holds inputs instead of every intermediate.
+jvp and batching re-stage the inner jaxpr (``pjit.jvp_jaxpr``/``batch_jaxpr``); the lowering
+emits a private function; the transpose runs ``ad.backward_pass`` over the inner jaxpr, whose
+forward (non-linear) equations are the recomputation.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+
+from nbjax import core, registry
+from nbjax.array import owned
+from nbjax.core import Primitive, get_aval
+from nbjax.interpreters import ad, pjit
+from nbjax.interpreters import partial_eval as pe
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
+from nbjax._tree_util import tree_flatten, tree_unflatten
+
+__all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p", "checkpoint_name",
+           "name_p", "Recompute", "Saveable", "Offloadable"]
+
+
+# ----------------------------------------------------------------------- names
+
+
+name_p = Primitive("name")
+name_p.def_impl(lambda x, *, name: x)
+name_p.def_abstract_eval(lambda x, *, name: x)
+name_p.jvp = lambda primals, tangents, *, name: (name_p.bind(primals[0], name=name),
+                                                 tangents[0])  # the tangent is not named
+name_p.batch = lambda vals, dims, *, name: (name_p.bind(vals[0], name=name), dims[0])
+name_p.transpose = lambda ct, x, *, name: [ct]
+name_p.lowerings["cpu"] = lambda ctx, x, *, name: [x]
+
+
+def checkpoint_name(x, name):
+  """``x`` (a pytree of arrays) unchanged, its values named ``name`` for ``checkpoint``
+  policies such as ``checkpoint_policies.save_only_these_names(name)``."""
+  from nbjax._tree_util import tree_map
+  return tree_map(lambda v: name_p.bind(v, name=name), x)
+
+
+class RecomputeType:
+  pass
+
+
+class SaveableType:
+  pass
+
+
+Recompute, Saveable = RecomputeType(), SaveableType()
+
+
+class Offloadable(tuple):
+  """A policy's answer: save the value in ``dst`` memory (saved, on this backend)."""
+  __slots__ = ()
+
+  def __new__(cls, src, dst):
+    return tuple.__new__(cls, (src, dst))
+
+  src, dst = property(lambda self: self[0]), property(lambda self: self[1])
+
+
+def _saves(answer):
+  """A policy's answer as a bool (True: save): a bool, ``Saveable``, ``Recompute`` or an
+  ``Offloadable``."""
+  return answer is not Recompute and (answer is Saveable or bool(answer))
+
+
+# ----------------------------------------------------------------------- policies
+
+
+class checkpoint_policies:
+  """Which intermediate values a ``checkpoint`` may save for the backward pass. A policy is
+  ``policy(prim, *avals, **params) -> bool`` (True: save this equation's outputs)."""
+
+  @staticmethod
+  def everything_saveable(*_, **__):
+    return True
+
+  @staticmethod
+  def nothing_saveable(*_, **__):
+    return False
+
+  @staticmethod
+  def dots_saveable(prim, *_, **__):
+    return prim.name == "dot_general"
+
+  checkpoint_dots = dots_saveable
+
+  @staticmethod
+  def dots_with_no_batch_dims_saveable(prim, *_, **params):
+    if prim.name != "dot_general":
+      return False
+    (_, _), (lb, rb) = params["dimension_numbers"]
+    return not lb and not rb
+
+  checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+  @staticmethod
+  def offload_dot_with_no_batch_dims(offload_src, offload_dst):
+    def policy(prim, *avals, **params):
+      if checkpoint_policies.dots_with_no_batch_dims_saveable(prim, *avals, **params):
+        return Offloadable(src=offload_src, dst=offload_dst)
+      return Recompute
+    return policy
+
+  @staticmethod
+  def save_anything_except_these_names(*names_not_to_save):
+    return lambda *_, **__: True
+
+  @staticmethod
+  def save_any_names_but_these(*names_not_to_save):
+    names = frozenset(names_not_to_save)
+    return lambda prim, *_, **params: prim is name_p and params["name"] not in names
+
+  @staticmethod
+  def save_only_these_names(*names_which_can_be_saved):
+    names = frozenset(names_which_can_be_saved)
+    return lambda prim, *_, **params: prim is name_p and params["name"] in names
+
+  @staticmethod
+  def save_and_offload_only_these_names(*, names_which_can_be_saved,
+                                        names_which_can_be_offloaded, offload_src, offload_dst):
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    if saved & offloaded:
+      raise ValueError(
+          "The names should be exclusive and should not intersect in "
+          "`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+          f"names_which_can_be_saved={saved}, names_which_can_be_offloaded={offloaded} and "
+          f"the intersection={saved & offloaded}")
+
+    def policy(prim, *_, **params):
+      if prim is name_p and params["name"] in saved:
+        return Saveable
+      if prim is name_p and params["name"] in offloaded:
+        return Offloadable(src=offload_src, dst=offload_dst)
+      return Recompute
+    return policy
+
+  @staticmethod
+  def save_from_both_policies(policy_1, policy_2):
+    def policy(prim, *args, **params):
+      out1, out2 = policy_1(prim, *args, **params), policy_2(prim, *args, **params)
+      if not (isinstance(out1, bool) and isinstance(out2, bool)):
+        raise ValueError(
+            f"The return value of the policies should be a boolean. Got: {out1} and {out2}. "
+            "Please write a custom policy function directly, rather than using this helper "
+            "function.")
+      return out1 or out2
+    return policy
+
+
+# ----------------------------------------------------------------------- the primitive
+
+checkpoint_p = Primitive("checkpoint")
+checkpoint_p.multiple_results = True
+
+
+def _impl(*args, jaxpr, **_):
+  return [owned(o) for o in eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)]  # (as jit's results)
+
+
+def _abstract_eval(*in_avals, jaxpr, **_):
+  return list(jaxpr.out_avals)
+
+
+def _jvp(primals, tangents, *, jaxpr, **params):
+  nonzeros = tuple(pjit._nonzero(t) for t in tangents)
+  new, out_nz = pjit.jvp_jaxpr(jaxpr, nonzeros, "checkpoint")
+  outs = checkpoint_p.bind(*primals, *[t for t, nz in zip(tangents, nonzeros) if nz],
+                           jaxpr=new, **params)
+  n = len(jaxpr.out_avals)
+  tans = iter(outs[n:])
+  return outs[:n], [next(tans) if nz else ad.Zero(a.to_tangent_aval())
+                    for a, nz in zip(jaxpr.out_avals, out_nz)]
+
+
+def _batch(axis_data, vals, dims, *, jaxpr, **params):
+  from nbjax.interpreters import batching
+  dims = tuple(None if d is batching.not_mapped else int(d) for d in dims)
+  new, out_dims = pjit.batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, "checkpoint")
+  outs = checkpoint_p.bind(*vals, jaxpr=new, **params)
+  return outs, [batching.not_mapped if d is None else d for d in out_dims]
+
+
+_batch.wants_axis_data = True
+
+
+def _transpose(cts, *args, jaxpr, **_):
+  outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), list(cts))
+  return [o if ad.is_undefined_primal(a) else None for o, a in zip(outs, args)]
+
+
+def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
+  """Known call: known outputs + the residuals ``policy`` saves (known inputs count as saved).
+  Unknown call: recomputes every other known value it needs, then the unknown work."""
+  j = jaxpr.jaxpr
+  unknown = {v for v, u in zip(j.invars, in_unknowns) if u}
+  known_eqns, unknown_eqns, saveable = [], [], set(v for v, u in zip(j.invars, in_unknowns)
+                                                   if not u)
+  for e in j.eqns:
+    if any(type(x) is not Literal and x in unknown for x in e.invars):
+      unknown_eqns.append(e)
+      unknown.update(e.outvars)
+    else:
+      known_eqns.append(e)
+      if policy is not None and _saves(policy(e.primitive, *[x.aval for x in e.invars],
+                                              **e.params)):
+        saveable.update(e.outvars)
+  out_unknowns = [type(v) is not Literal and v in unknown for v in j.outvars]
+  # the unknown side: its equations, plus the known ones it needs that are not saved
+  need, recompute = set(), []
+  for e in unknown_eqns:
+    need.update(x for x in e.invars if type(x) is Var and x not in unknown)
+  need.update(v for v, u in zip(j.outvars, out_unknowns) if u and type(v) is Var)
+  for e in reversed(known_eqns):
+    if any(v in need and v not in saveable for v in e.outvars):
+      recompute.append(e)
+      need.update(x for x in e.invars if type(x) is Var)
+  recompute.reverse()
+  made = {v for e in recompute for v in e.outvars}
+  res = [v for v in (*j.constvars, *[x for x in j.invars], *[v for e in known_eqns
+                                                            for v in e.outvars])
+         if v in need and v not in unknown and v not in made]
+  res = list(dict.fromkeys(res))
+  known_outs = [v for v, u in zip(j.outvars, out_unknowns) if not u]
+  jk = Jaxpr(j.constvars, [v for v, u in zip(j.invars, in_unknowns) if not u],
+             known_outs + res, known_eqns)
+  jk, _ = pe.dce_jaxpr(jk, True, instantiate=True)
+  ju = Jaxpr([], res + [v for v, u in zip(j.invars, in_unknowns) if u],
+             [v for v, u in zip(j.outvars, out_unknowns) if u], recompute + unknown_eqns)
+  kp = dict(params, jaxpr=ClosedJaxpr(jk, jaxpr.consts), policy=policy)
+  up = dict(params, jaxpr=ClosedJaxpr(ju, []), policy=policy, differentiated=True)
+  return kp, up, out_unknowns, len(res)
+
+
+def _lowering(ctx, *args, jaxpr, **_):
+  from nbjax.interpreters import mlir
+  return mlir.call_jaxpr(ctx, jaxpr, args, name="checkpoint")
+
+
+checkpoint_p.make_eager = lambda prim, f_small, f_large, thr: _impl
+registry.register(
+    checkpoint_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
+    jvp=_jvp, batch=_batch, transpose=_transpose,
+    meta=dict(differentiable=True, note="call primitive: its jaxpr runs eagerly; reverse mode "
+              "recomputes what the policy does not save"))
+checkpoint_p.partial_eval = pe.forward_inputs(_partial_eval)
+checkpoint_p.lowerings["cpu"] = _lowering
+
+
+# ----------------------------------------------------------------------- the wrapper
+
+
+def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
+  """Make ``fun`` recompute its internal values in the backward pass instead of saving them.
+
+  Values are unchanged; only what reverse mode keeps between the forward and the backward
+  pass differs. ``policy`` (see ``checkpoint_policies``) names intermediates that may be saved
+  anyway, e.g. ``checkpoint_policies.dots_saveable``; by default only the inputs are saved.
+  ``static_argnums`` arguments are passed to ``fun`` as Python values. ``prevent_cse`` is kept
+  as a parameter of the staged ``checkpoint`` equation.
+
+  >>> g = nbjax.grad(nbjax.checkpoint(lambda x: jnp.sin(jnp.sin(x))))
+  """
+  static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+  cache = weakref.WeakKeyDictionary()
+
+  @functools.wraps(fun)
+  def fun_remat(*args, **kwargs):
+    n = len(args)
+    st = sorted({i % n for i in static})
+    dyn = [a for i, a in enumerate(args) if i not in st]
+    flat, in_tree = tree_flatten((dyn, kwargs))
+    avals = tuple(get_aval(x) for x in flat)
+    key = (in_tree, avals, tuple((i, args[i]) for i in st))
+    try:
+      per = cache.setdefault(fun, {})
+      hit = per.get(key)
+    except TypeError:
+      per = hit = None
+    if hit is None:
+      box = []
+
+      def flat_fun(*xs):
+        d, kw = tree_unflatten(in_tree, xs)
+        full, it = [], iter(d)
+        for i in range(n):
+          full.append(args[i] if i in st else next(it))
+        out, out_tree = tree_flatten(fun(*full, **kw))
+        box.append(out_tree)
+        return out
+
+      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, list(avals),
+                                                   fun_name=getattr(fun, "__name__", None))
+      hit = (ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), []), consts, box[0])
+      if per is not None and not any(isinstance(c, core.Tracer) for c in consts):
+        per[key] = hit
+    closed, consts, out_tree = hit
+    outs = checkpoint_p.bind(*consts, *flat, jaxpr=closed, prevent_cse=prevent_cse,
+                             differentiated=False, policy=policy)
+    return tree_unflatten(out_tree, outs)
+
+  return fun_remat
+
+
+remat = checkpoint
