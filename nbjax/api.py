@@ -1348,7 +1348,11 @@ def device_get(x):
 
 
 def typeof(x):
-  """The abstract value (``ShapedArray``) of ``x``."""
+  """The abstract value (``ShapedArray``) of ``x``; a key array's has its key dtype
+  (``key<fry>[]``)."""
+  from nbjax.prng import PRNGKeyArray
+  if isinstance(x, PRNGKeyArray):
+    return core.ShapedArray(x.shape, x.dtype)
   return get_aval(x)
 
 

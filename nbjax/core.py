@@ -138,7 +138,7 @@ class ShapedArray:
 
   def __init__(self, shape, dtype, weak_type=False):
     self.shape = tuple(shape)
-    self.dtype = np.dtype(dtype)
+    self.dtype = dtype if isinstance(dtype, dtypes.ExtendedDType) else np.dtype(dtype)
     self.weak_type = weak_type
 
   ndim = property(lambda self: len(self.shape))
@@ -173,7 +173,8 @@ class ShapedArray:
     w = ", weak_type=True" if self.weak_type else ""
     return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
 
-  __str__ = __repr__
+  def __str__(self):  # JAX's: ``~float32[]`` for a weak type, ``int32[2,3]``
+    return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
   _bool = _concretization_function_error(bool)
   _int = _concretization_function_error(int, True)

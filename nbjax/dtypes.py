@@ -305,21 +305,52 @@ def _upper_bounds(lattice):
 _UB = {True: _upper_bounds(_lattice(True)), False: _upper_bounds(_lattice(False))}
 
 
+class _NoLub(Exception):
+  pass
+
+
 @functools.lru_cache(1024)
 def _lub(x64, nodes):
-  """Least upper bound of a frozenset of lattice nodes."""
+  """Least upper bound of a frozenset of lattice nodes (raises _NoLub/ValueError)."""
   UB = _UB[x64]
   try:
     cub = frozenset.intersection(*(UB[n] for n in nodes))
   except KeyError:
     bad = next(n for n in nodes if n not in UB)
-    raise TypePromotionError(f"dtype={bad} is not a valid dtype for JAX type promotion.") from None
+    raise ValueError(f"dtype={bad!r} is not a valid dtype for JAX type promotion.") from None
   lub = (cub & nodes) or {c for c in cub if cub <= UB[c]}
   if len(lub) == 1:
     return next(iter(lub))
-  names = tuple(sorted(str(_NODE_DTYPE.get(n, n)) for n in nodes))
-  raise TypePromotionError(f"Input dtypes {names} have no available implicit dtype promotion "
-                           "path. Try explicitly casting inputs to the desired output type.")
+  raise _NoLub()
+
+
+_SMALL_FLOAT_BITS = {d: int(d.name[5]) for d in _small_float_dtypes}   # float8_* -> 8, ...
+_small_int_set = frozenset(_small_int_dtypes)
+_NODE_STR = {'i*': str(int), 'f*': str(float), 'c*': str(complex)}
+
+
+def _join(x64, ordered):
+  """``_lub`` of the nodes in ``ordered``; on failure JAX's error, naming them in order."""
+  try:
+    return _lub(x64, frozenset(ordered))
+  except _NoLub:
+    pass
+  ordered = tuple(dict.fromkeys(ordered))
+  names = tuple(_NODE_STR.get(n) or str(_NODE_DTYPE.get(n, n)) for n in ordered)
+  dts = [_NODE_DTYPE.get(n) for n in ordered]
+  head = f"Input dtypes {names} have no available implicit dtype promotion path."
+  for bits in (8, 6, 4):
+    if any(_SMALL_FLOAT_BITS.get(d) == bits for d in dts):
+      raise TypePromotionError(
+          f"{head} To avoid unintended promotion, {bits}-bit floats do not support implicit "
+          "promotion. If you'd like your inputs to be promoted to another type, you can do so "
+          "explicitly using e.g. x.astype('float32')")
+  if any(d in _small_int_set for d in dts):
+    raise TypePromotionError(
+        f"{head} To avoid unintended promotion, 1-bit, 2-bit and 4-bit integers do not "
+        "support implicit promotion. If you'd like your inputs to be promoted to another "
+        "type, you can do so explicitly using e.g. x.astype('int32')")
+  raise TypePromotionError(f"{head} Try explicitly casting inputs to the desired output type.")
 
 
 def _node(d, weak):
@@ -343,7 +374,7 @@ def promote_types(a, b):
   """
   na = _weak_type_node(a) or _NODE.get(np.dtype(a)) or np.dtype(a)
   nb = _weak_type_node(b) or _NODE.get(np.dtype(b)) or np.dtype(b)
-  n = _lub(_x64, frozenset((na, nb)))
+  n = _join(_x64, (na, nb))
   k = _WEAK_NODES.get(n)
   return python_scalar_dtypes[{'i': int, 'f': float, 'c': complex}[k]] if k else _NODE_DTYPE[n]
 
@@ -384,6 +415,10 @@ def result_type(*args, return_weak_type_flag=False):
   try:
     out = _result_cache[key]
   except KeyError:
+    for a, (d, _) in zip(args, key):
+      if d not in _jax_dtype_set and not isinstance(d, ExtendedDType):
+        raise TypeError(f"Value '{a}' with dtype {d} is not a valid JAX array type. "
+                        "Only arrays of numeric types are supported by JAX.")
     out = _result_cache[key] = _result_type(key)
   return out if return_weak_type_flag else out[0]
 
@@ -401,9 +436,9 @@ def _result_type(pairs):
   elif len(dtypes) == 1 and not all_weak:
     d, weak = pairs[0][0], False
   elif all_weak:
-    d, weak = _materialize(_lub(_x64, frozenset(_node(d, False) for d in dtypes))), True
+    d, weak = _materialize(_join(_x64, [_node(d, False) for d, _ in pairs])), True
   else:
-    n = _lub(_x64, frozenset(_node(d, w) for d, w in pairs))
+    n = _join(_x64, [_node(d, w) for d, w in pairs])
     d, weak = _materialize(n), n in _WEAK_NODES
   weak = weak and d != _BOOL
   if weak:
@@ -415,7 +450,9 @@ _SHORT = {"bool": "bool", "bfloat16": "bf16"}
 
 
 def short_dtype_name(d):
-  """JAX's short names in jaxprs and avals: f32, i64, u8, c64, bf16, bool."""
+  """JAX's short names in jaxprs and avals: f32, i64, u8, c64, bf16, bool (``key<fry>``)."""
+  if isinstance(d, ExtendedDType):
+    return d.name
   d = np.dtype(d)
   if d == float0:
     return "float0"

@@ -421,3 +421,15 @@ def test_key_data_errors_and_bounds_as_jax():
   np.testing.assert_allclose(got, [[-0.7446286648508407, -1.1348181815779546, 2.8266073055949876],
                                    [-0.27649839881748606, 0.128905953002171, -0.22547409865127865]],
                              rtol=1e-14)
+
+
+def test_typeof_a_key_array_is_its_key_aval():
+  k = nbjax.random.key(0)
+  assert str(nbjax.typeof(k)) == "key<fry>[]" and repr(nbjax.typeof(k)) == "ShapedArray(key<fry>[])"
+  assert nbjax.typeof(nbjax.random.split(k, 3)).shape == (3,)
+  seen = []
+  nbjax.jit(lambda k: seen.append(nbjax.typeof(k)))(k)
+  nbjax.vmap(lambda k: seen.append(nbjax.typeof(k)))(nbjax.random.split(k, 2))
+  assert [str(a) for a in seen] == ["key<fry>[]", "key<fry>[]"]
+  assert str(nbjax.typeof(1.0)) == "~float64[]"
+  assert repr(nbjax.typeof(jnp.ones((2, 3), "int32"))) == "ShapedArray(int32[2,3])"
