@@ -385,3 +385,30 @@ def _mul_ol(a, b):
 
 
 SCATTER = {name: _make_scatter(name, expr) for name, expr in COMBINERS.items()}
+
+_SCATTER_POINTS = """
+def scatter_points_{name}(op, idx, upd, h, s0, drop):
+  if upd.size != idx.size or h < 0 or h * s0 >= op.size:
+    return
+  for t in range(idx.size):
+    i = np.int64(idx[t])
+    if i < 0 or i > h:
+      if drop:
+        continue
+      i = min(max(i, 0), h)
+    a = op[i * s0]
+    b = upd[t]
+    op[i * s0] = {expr}
+"""
+
+
+def _make_scatter_points(name, expr):
+  """``op[clamp(idx[t]) * s0] = expr(op[...], upd[t])``: the scatter of single elements along
+  one axis (``x.at[i].add(v)`` on a 1-D ``x``) with six arguments instead of the plan's
+  twelve; ``drop`` 1 skips out-of-bounds indices, 0 clamps them. Checks its bounds."""
+  g = dict(_NS, _max=_max, _min=_min, _mul=_mul)
+  exec(compile(_SCATTER_POINTS.format(name=name, expr=expr), __file__, "exec"), g)
+  return njit(cache=True, nogil=True)(g["scatter_points_" + name])
+
+
+SCATTER_POINTS = {name: _make_scatter_points(name, expr) for name, expr in COMBINERS.items()}

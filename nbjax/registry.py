@@ -385,6 +385,13 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
         vals = (a._value, b._value)
         h = hot.get((vals[0].shape, vals[0].dtype, a._weak, vals[1].shape, vals[1].dtype,
                      b._weak, *params.items()))
+      elif len(args) == 3:  # scatters, select_n, clamp, dynamic_update_slice
+        a, b, c = args
+        if type(a) is not Array or type(b) is not Array or type(c) is not Array:
+          return general(args, params)
+        vals = (a._value, b._value, c._value)
+        h = hot.get((vals[0].shape, vals[0].dtype, a._weak, vals[1].shape, vals[1].dtype,
+                     b._weak, vals[2].shape, vals[2].dtype, c._weak, *params.items()))
       else:
         return general(args, params)
     except TypeError:  # unhashable params (lists, arrays): no caching
@@ -432,7 +439,7 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     f, q = (f_small, q_small) if size(vals, out_aval) < thr else (f_large, q_large)
     if rt is not None:
       f = rt[1] if f is f_small else rt[2]
-    elif foreign is None and key is not None and len(vals) <= 2:
+    elif foreign is None and key is not None and len(vals) <= 3:
       if len(hot) > 4096:
         hot.clear()
       # the backend's kernel for these exact avals where it has one (``x @ W``: np.dot), as

@@ -359,6 +359,13 @@ def _special_operand_cases(prim, dtype, keep):
   return out
 
 
+# XLA options for the registry-generated jit checks: they check the lowering, not XLA's code
+# generation, and compile one program per primitive and dtype (most of the suite's time).
+# Without the fusion emitters and LLVM's optimisation XLA compiles them about 3x faster;
+# the rest of the suite (tests/test_jit.py, the transformations) compiles with the defaults.
+FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
+
+
 def all_cases(builtin_only=True):
   """``(prim, dtype, args, params)`` for every registered primitive and accepted dtype."""
   for p in registry.primitives(builtin_only=builtin_only):

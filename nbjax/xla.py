@@ -950,7 +950,7 @@ def _callbacks_key(fns):
   return tuple(out)
 
 
-def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
+def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_options=None):
   """Compile a StableHLO module (``ir.Module`` or text; entry function ``main``) for the CPU.
 
   Cached in process by the sha256 of the module text, and on disk when a folder is set
@@ -959,6 +959,8 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
   the jaxlib version, ``XLA_FLAGS`` and the host CPU. Returns an ``Executable``.
   ``pack_inputs=False`` keeps one XLA parameter per input, as ``Executable.call_buffers``
   needs when the inputs are already device buffers.
+  ``compiler_options``: XLA debug options by name for this compile (JAX's ``compiler_options``:
+  ``{"xla_backend_optimization_level": 0}``); an unknown name raises XLA's error.
 
   ``host_callbacks``: the Python callables of the module's ``xla_ffi_python_cpu_callback``
   custom calls (``backend_config = {index = k : ui64}`` calls the ``k``-th): each gets
@@ -973,6 +975,9 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
   text = module if isinstance(module, str) else str(module)
   host_callbacks = tuple(host_callbacks)
   key = hashlib.sha256(text.encode()).hexdigest()
+  options = tuple(sorted(compiler_options.items())) if compiler_options else ()
+  if options:
+    key = (key, options)
   if host_callbacks:
     key = (key, _callbacks_key(host_callbacks))
   other = (key, "direct") if pack_inputs else key  # the same program, other convention
@@ -993,7 +998,8 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
         "1", "true", "True", "yes")
     cache_dir = _cache_dir() if use_disk else None
     use_disk = cache_dir is not None
-    path = os.path.join(cache_dir, _disk_key(text, rt, pack_inputs) + ".xex") if use_disk else None
+    path = os.path.join(cache_dir, _disk_key(text + repr(options), rt, pack_inputs) + ".xex") \
+        if use_disk else None
     hit = _disk_load(path, rt) if use_disk and os.path.exists(path) else None
     if hit is not None:
       try:
@@ -1005,6 +1011,8 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=()):
     if exe is None:
       ins, outs, plan, runtime_text, differ = _prepare(text, pack_inputs)
       opts = ensure_jaxlib().xc.CompileOptions()
+      if options:
+        opts.env_option_overrides = list(options)
       if host_callbacks:
         cbs = HostCallbacks(host_callbacks)
         with mlir_context():  # (only the ir.Module overload takes callbacks)

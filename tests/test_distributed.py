@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -47,17 +48,25 @@ def _launch(mode, n=2, xla_flags=True, service_pid=False):
   procs = [subprocess.Popen([sys.executable, CASES, mode, str(i), str(n), port], cwd=ROOT,
                             env=_env(xla_flags), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True) for i in range(n)]
-  outs = []
-  try:
-    for p in procs:
-      outs.append((p.communicate(timeout=TIMEOUT)[0], p.returncode))
-  except subprocess.TimeoutExpired:
+  outs = [None] * n
+
+  def drain(i):  # every pipe read at once: a process blocked writing must not stall the others
+    try:
+      outs[i] = procs[i].communicate(timeout=TIMEOUT)[0]
+    except subprocess.TimeoutExpired:
+      pass
+  readers = [threading.Thread(target=drain, args=(i,)) for i in range(n)]
+  for r in readers:
+    r.start()
+  for r in readers:
+    r.join()
+  if any(o is None for o in outs):
     for p in procs:
       p.kill()
     for p in procs:
       p.communicate()
     pytest.fail(f"distributed run {mode!r} hung (killed after {TIMEOUT} s)")
-  res = [(rc, out) for out, rc in outs]
+  res = [(p.returncode, out) for p, out in zip(procs, outs)]
   if service_pid:
     return res, int(res[0][1].split("service pid ")[1].split()[0])
   return res

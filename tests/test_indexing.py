@@ -573,3 +573,26 @@ def test_at_jax010_casts_and_bool_errors():
   dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
   out = lax.scatter_apply(jnp.ones(3), jnp.array([[1], [1]]), lambda v: v * 2, dn, update_shape=(2,))
   check_eq(np.asarray(out), [1.0, 4.0, 1.0])
+
+
+@pytest.mark.parametrize("op", ["set", "add", "mul", "min", "max"])
+def test_at_update_with_one_index_array_matches_jit(op):
+  """``x.at[i].op(y)`` with one integer Array ``i`` (the cached scatter and the point kernel):
+  negative indices count from the end, out-of-bounds ones are dropped (clamped with
+  ``mode='clip'``), repeated ones combine; as the compiled scatter does."""
+  x = jnp.asarray(np.arange(10.0, dtype=np.float32))
+  for idx in [np.array([0, 3, 3, -1, 12, -11]), np.array([[1, 2], [2, 9]]),
+              np.array([2**40, -2**40, 5], np.int64), np.array([1, 250], np.uint8),
+              np.array([1, -3], np.int8)]:
+    i = jnp.asarray(idx)
+    y = jnp.asarray(np.arange(1, idx.size + 1, dtype=np.float32).reshape(idx.shape))
+    for kw in ({}, {"mode": "clip"}):
+      got = getattr(x.at[i], op)(y, **kw)
+      want = nbjax.jit(lambda x, i, y: getattr(x.at[i], op)(y, **kw))(x, i, y)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{idx} {kw}")
+  ref = np.arange(10.0, dtype=np.float32)
+  np.add.at(ref, [0, 3, 3, 9], [1, 2, 3, 4])
+  if op == "add":
+    np.testing.assert_array_equal(
+        x.at[jnp.asarray([0, 3, 3, -1, 12, -11])].add(jnp.asarray([1., 2., 3., 4., 5., 6.],
+                                                                  np.float32)), ref)

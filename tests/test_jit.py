@@ -676,3 +676,18 @@ def test_eager_fast_path_outputs_feed_jit():
     for _ in range(2):
       y = f(x)
       assert np.array_equal(np.asarray(nbjax.jit(lambda v: v + 0)(y)), np.asarray(y))
+
+
+def test_compiler_options_reach_xla():
+  from nbjax import xla
+  opts = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+  before = xla.compile_stats()["compiles"]
+  f = nbjax.jit(lambda x: nbjax.numpy.sin(x) * 2, compiler_options=opts)
+  np.testing.assert_allclose(f(1.0), 2 * np.sin(1.0))
+  g = nbjax.jit(lambda x: nbjax.numpy.sin(x) * 2)
+  np.testing.assert_allclose(g(1.0), 2 * np.sin(1.0))
+  c = g.lower(1.0).compile({"xla_backend_optimization_level": 0})
+  np.testing.assert_allclose(c(1.0), 2 * np.sin(1.0))
+  assert xla.compile_stats()["compiles"] - before == 3  # one program, three option sets
+  with pytest.raises(Exception, match="No such compile option: 'xla_no_such_option'"):
+    nbjax.jit(lambda x: x + 1, compiler_options={"xla_no_such_option": 1})(1.0)

@@ -159,8 +159,9 @@ class _Executable:
   there on first use (Arrays are immutable), so repeated calls move nothing host->device.
   """
 
-  def __init__(self, closed, name):
+  def __init__(self, closed, name, compiler_options=None):
     from nbjax.interpreters import mlir
+    self.compiler_options = compiler_options
     consts = closed.consts
     hoisted = [i for i, c in enumerate(consts)
                if isinstance(c, Tracer) or np.asarray(c).nbytes > _INLINE_CONST_BYTES]
@@ -192,7 +193,8 @@ class _Executable:
     """The host-input ``xla.Executable`` (compiled on first use)."""
     if self._exe is None:
       from nbjax import xla
-      self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks)
+      self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks,
+                              compiler_options=self.compiler_options)
     return self._exe
 
   def _device_call(self, out_tree=None, guarded=False):
@@ -211,7 +213,8 @@ class _Executable:
     dexe = self._dexe
     if dexe is None:
       dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False,
-                                      host_callbacks=self.host_callbacks)
+                                      host_callbacks=self.host_callbacks,
+                                      compiler_options=self.compiler_options)
       self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     nc = len(self.const_bufs)
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
@@ -377,7 +380,17 @@ class _Executable:
 _compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, _Executable]" = weakref.WeakKeyDictionary()
 
 
-def _executable_for(closed, name):
+_compiled_with: "weakref.WeakKeyDictionary[ClosedJaxpr, dict]" = weakref.WeakKeyDictionary()
+
+
+def _executable_for(closed, name, compiler_options=None):
+  if compiler_options:  # (a jit's or Lowered.compile's XLA options: one executable per set)
+    per = _compiled_with.setdefault(closed, {})
+    key = tuple(sorted(compiler_options.items()))
+    if key not in per:
+      per[key] = (_Interpreted(closed, name) if _has_pmap(closed.jaxpr) else
+                  _Executable(closed, name, dict(compiler_options)))
+    return per[key]
   exe = _compiled.get(closed)
   if exe is None:
     exe = _compiled[closed] = (_Interpreted if _has_pmap(closed.jaxpr) else _Executable)(
@@ -648,17 +661,19 @@ _MAX_FLATTENERS = 4
 
 class _Entry:
   """One traced signature: the closed jaxpr, output treedef, and (lazily) its executable."""
-  __slots__ = ("closed", "out_tree", "name", "exe", "unflatten", "__weakref__")
+  __slots__ = ("closed", "out_tree", "name", "exe", "unflatten", "compiler_options",
+               "__weakref__")
 
-  def __init__(self, closed, out_tree, name):
+  def __init__(self, closed, out_tree, name, compiler_options=None):
     self.closed, self.out_tree, self.name = closed, out_tree, name
+    self.compiler_options = compiler_options
     self.exe = None
     self.unflatten = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
         tree_util.unflattener(out_tree)
 
   def executable(self):
     if self.exe is None:
-      self.exe = _executable_for(self.closed, self.name)
+      self.exe = _executable_for(self.closed, self.name, self.compiler_options)
     return self.exe
 
 
@@ -700,10 +715,11 @@ class JitWrapped:
 
   def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=(),
                donate_argnames=(), keep_unused=False, inline=False, name=None,
-               in_shardings=None, out_shardings=None):
+               in_shardings=None, out_shardings=None, compiler_options=None):
     if not callable(fun):
       raise TypeError(f"Expected a callable value, got {fun!r}")
     self._fun = fun
+    self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
     functools.update_wrapper(self, fun, updated=())
     self._name = name or _fun_name(fun)
@@ -933,7 +949,7 @@ class JitWrapped:
                                                  debug_info=dbg)
     self._trace_count += 1
     _stats["traces"] += 1
-    return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name)
+    return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name, self._compiler_options)
 
   # -------------------------------------------------------------- AOT API
   def trace(self, *args, **kwargs):
@@ -1004,15 +1020,19 @@ class Lowered:
       [_sds(a) for a in self._entry.closed.out_avals]))
 
   def compile(self, compiler_options=None):
-    return Compiled(self._wrapped, self._entry)
+    """The executable, compiled with ``compiler_options`` (XLA options by name, added to the
+    jit's own) if given."""
+    opts = {**(self._entry.compiler_options or {}), **(compiler_options or {})}
+    return Compiled(self._wrapped, self._entry, opts or None)
 
 
 class Compiled:
   """``jit(f).lower(*args).compile()``: call it with arguments of the lowered signature."""
 
-  def __init__(self, wrapped, entry):
+  def __init__(self, wrapped, entry, compiler_options=None):
     self._wrapped, self._entry = wrapped, entry
-    self._exe = entry.executable()
+    self._exe = (entry.executable() if compiler_options == entry.compiler_options else
+                 _executable_for(entry.closed, entry.name, compiler_options))
 
   def as_text(self):
     return self._exe.text
@@ -1053,19 +1073,21 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
       partitioned over the mesh's devices (``interpreters/spmd.py``).
     device, backend: accepted; nbjax runs on CPU devices.
     inline: when traced inside another jit, inline the jaxpr instead of a nested call.
+    compiler_options: XLA options by name for this function's compiles
+      (``{"xla_backend_optimization_level": 0}``); an unknown name raises XLA's error.
   """
   if fun is None:
     return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                              static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                              keep_unused=keep_unused, device=device, backend=backend,
-                             inline=inline)
+                             inline=inline, compiler_options=compiler_options)
   if backend not in (None, "cpu"):
     raise ValueError(f"nbjax.jit supports only backend='cpu', got {backend!r}")
   return JitWrapped(fun, static_argnums=static_argnums, static_argnames=static_argnames,
                     donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                     keep_unused=keep_unused, inline=inline, in_shardings=in_shardings,
-                    out_shardings=out_shardings)
+                    out_shardings=out_shardings, compiler_options=compiler_options)
 
 
 # ----------------------------------------------------------------------- utilities

@@ -808,6 +808,18 @@ def scatter_plan(operand_shape, indices_shape, updates_shape, dn):
           a([ust[u] for u in dn.update_window_dims]))
 
 
+@functools.lru_cache(maxsize=512)
+def _point_scatter(operand_shape, indices_shape, dn):
+  """(operand axis, its stride) when the scatter combines single elements along one operand
+  axis (``x.at[i].add(v)`` of a 1-D ``x``): ``SCATTER_POINTS``' case; else (None, None)."""
+  if (not dn.update_window_dims and not dn.operand_batching_dims
+      and len(dn.scatter_dims_to_operand_dims) == 1 and indices_shape[-1:] == (1,)
+      and sorted(dn.inserted_window_dims) == list(range(len(operand_shape)))):
+    d = dn.scatter_dims_to_operand_dims[0]
+    return d, c_strides(operand_shape)[d]
+  return None, None
+
+
 def _scatter_numba(combiner):
   def impl(x, idx, upd, *, dimension_numbers, indices_are_sorted, unique_indices, mode,
            update_jaxpr=None, update_consts=()):
@@ -826,6 +838,11 @@ def _scatter_numba(combiner):
     else:
       xo, uo = pooled_copy(x.reshape(-1)), upd.reshape(-1)
     if x.size and upd.size:
+      d, st = _point_scatter(x.shape, idx.shape, dimension_numbers)
+      if d is not None:
+        K.SCATTER_POINTS[comb](xo, idx.reshape(-1), uo, x.shape[d] - 1, st,
+                               0 if mode == GatherScatterMode.CLIP else 1)
+        return xo.view(dt).reshape(x.shape)
       plan = scatter_plan(x.shape, idx.shape, upd.shape, dimension_numbers)
       K.SCATTER[comb](xo, _index_matrix(idx), uo, plan[0], plan[1], plan[2], plan[3],
                       plan[4], 0 if mode == GatherScatterMode.CLIP else 1, *plan[5:])

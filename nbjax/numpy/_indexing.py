@@ -308,6 +308,10 @@ def _expand_to(a, dims, nd):
 
 
 _TAKE = {}  # rewriting_take's x[i] fast path: signature -> gather params
+_SCATTER = {}  # scatter_update's x.at[i].op(y) fast path: signature -> (primitive, params)
+_SCATTER_P = {lax.scatter: lax.scatter_p, lax.scatter_add: lax.scatter_add_p,
+              lax.scatter_sub: lax.scatter_sub_p, lax.scatter_mul: lax.scatter_mul_p,
+              lax.scatter_min: lax.scatter_min_p, lax.scatter_max: lax.scatter_max_p}
 _MODES = frozenset({"clip", "fill", "drop", "promise_in_bounds"})
 
 
@@ -445,6 +449,33 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
     y = as_array(y)
   y = _util.convert(y, x.dtype, x.weak_type)
+  if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
+    v, idt = idx._value, dtypes.default_int_dtype()  # x.at[i].op(y), one integer Array i:
+    key = (scatter_fn, x._value.shape, v.shape, v.dtype, y._value.shape, idt,  # the scatter
+           normalize_indices, unique_indices, indices_are_sorted)  # worked out once
+    hit = _SCATTER.get(key, _SCATTER)
+    if hit is _SCATTER:
+      hit = None
+      if v.dtype.kind in "iu" and v.size and x._value.ndim and scatter_fn in _SCATTER_P:
+        ix = _index_to_gather(x.shape, _parse(x.shape, idx), normalize_indices)
+        if ix.out_shape == y._value.shape:
+          dn = ix.dnums
+          hit = (_SCATTER_P[scatter_fn], dict(
+              dimension_numbers=lax.ScatterDimensionNumbers(
+                  update_window_dims=dn.offset_dims, inserted_window_dims=dn.collapsed_slice_dims,
+                  scatter_dims_to_operand_dims=dn.start_index_map),
+              indices_are_sorted=bool(indices_are_sorted or ix.indices_are_sorted),
+              unique_indices=bool(unique_indices or ix.unique_indices),
+              mode=lax.GatherScatterMode.FILL_OR_DROP, update_jaxpr=None, update_consts=()))
+      if len(_SCATTER) > 1024:
+        _SCATTER.clear()
+      _SCATTER[key] = hit
+    if hit is not None:
+      if v.dtype.kind == "i" and normalize_indices and idt == _I64:
+        i = count_from_end(v.reshape(-1), x._value.shape[0])  # as _normalize
+      else:
+        i = _saturate(_normalize(v, x._value.shape[0]) if normalize_indices else v, idt)
+      return hit[0].bind(x, Array._new(i.reshape(v.shape + (1,))), y, **hit[1])
   parsed = _parse(x.shape, idx)
   xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
   ix = _index_to_gather(xs.shape, parsed, normalize_indices)
