@@ -456,11 +456,11 @@ def test_branch_output_errors():
       "['a'] is a tuple of length 1, so the lengths do not match." in str(e.value)
   with pytest.raises(TypeError, match="cond branches must have equal output types") as e:
     lax.cond(True, lambda x: {"a": x}, lambda x: {"a": jnp.zeros(3)}, 1.)
-  assert "the output of true_fun at path ['a'] has type f64[] but the corresponding output of " \
-         "false_fun has type f64[3]" in str(e.value).replace("The output", "the output")
+  assert "The output of true_fun at path ['a'] has type float64[] but the corresponding output " \
+         "of false_fun has type float64[3], so the shapes do not match." in str(e.value)
   with pytest.raises(TypeError, match="equal output types") as e:
     lax.cond(True, lambda: jnp.int32(1), lambda: jnp.float32(1))
-  assert "i32[]" in str(e.value) and "f32[]" in str(e.value)
+  assert "int32[]" in str(e.value) and "float32[]" in str(e.value)
   with pytest.raises(TypeError, match="switch branches must have equal output types") as e:
     lax.switch(0, [lambda x: x, lambda x: x, lambda x: x[:1]], np.ones(2))
   assert "branch2" in str(e.value)
@@ -469,7 +469,8 @@ def test_branch_output_errors():
 def test_predicate_and_index_errors():
   with pytest.raises(TypeError, match=r"Pred must be a scalar, got .* of shape \(2,\)"):
     lax.cond(np.array([True, False]), lambda: 1, lambda: 2)
-  with pytest.raises(TypeError, match="Pred type must be either boolean or number"):
+  # a str is a Sequence: JAX refuses it as a non-scalar
+  with pytest.raises(TypeError, match="Pred must be a scalar, got yes of type <class 'str'>"):
     lax.cond("yes", lambda: 1, lambda: 2)
   with pytest.raises(TypeError, match="Pred must be a scalar"):
     jit(lambda p: lax.cond(p, lambda: 1, lambda: 2))(np.zeros(3, bool))
@@ -488,14 +489,14 @@ def test_carry_type_errors():
     lax.scan(lambda c, x: (c.astype(np.int32), x), np.zeros(2, np.float32), np.ones(3))
   msg = str(e.value)
   assert "scan body function carry input and carry output must have equal types" in msg
-  assert "the input carry c has type f32[2] but the corresponding output carry component has " \
-         "type i32[2]" in msg.replace("The input", "the input")
+  assert "The input carry c has type float32[2] but the corresponding output carry component " \
+         "has type int32[2], so the dtypes do not match." in msg
   with pytest.raises(TypeError) as e:
     lax.while_loop(lambda c: c["n"] < 3, lambda c: {"n": c["n"] + 1, "v": c["v"][:1]},
                    {"n": 0, "v": np.ones(2)})
   assert "while_loop body function carry input and carry output must have equal types" \
       in str(e.value)
-  assert "['v'] has type f64[2]" in str(e.value) and "f64[1]" in str(e.value)
+  assert "['v'] has type float64[2]" in str(e.value) and "float64[1]" in str(e.value)
   with pytest.raises(TypeError, match="must have the same pytree structure") as e:
     lax.fori_loop(0, 2, lambda i, c: (c, c), 1.)
   with pytest.raises(TypeError, match="scan body output must be a pair"):
@@ -717,3 +718,139 @@ def test_linearize_while_with_a_carry_the_body_makes_known():
   li, la, lb = f_lin(1.)
   assert float(la) == float(ta) == 0.
   np.testing.assert_allclose(lb, tb)
+
+
+# ---------------------------------------------------------- differential fixes (JAX 0.10.2)
+
+
+def test_scan_accepts_split_transpose():
+  c, ys = lax.scan(lambda c, x: (c + x, c), 0., np.arange(3.), _split_transpose=True)
+  assert float(c) == 3. and np.asarray(ys).tolist() == [0., 0., 1.]
+
+
+def test_carry_type_error_reasons_and_bullets():
+  with pytest.raises(TypeError) as e:
+    lax.scan(lambda c, x: ((c[0].astype(np.float32), jnp.stack([c[1]] * 2),
+                            c[2].astype(np.int32)), x),
+             (np.float64(0), np.float64(1), np.float64(2)), np.arange(3.))
+  assert ("must have equal types, but they differ:\n\n"
+          "  * the input carry component c[0] has type float64[] but the corresponding output "
+          "carry component has type float32[], so the dtypes do not match;\n\n"
+          "  * the input carry component c[1] has type float64[] but the corresponding output "
+          "carry component has type float64[2], so the shapes do not match;\n"  # (JAX's join)
+          "  * the input carry component c[2] has type float64[] but the corresponding output "
+          "carry component has type int32[], so the dtypes do not match.\n\n") in str(e.value)
+  with pytest.raises(TypeError) as e:
+    lax.scan(lambda c, x: ((c, c), x), 0., np.arange(3.))
+  assert ("The input carry c is a <class 'nbjax.core.ShapedArray'> but the corresponding "
+          "component of the carry output is a <class 'tuple'>, so their Python types differ."
+          in str(e.value))
+
+
+def test_fori_carry_errors_name_loop_carry():
+  with pytest.raises(TypeError, match=r"The input carry component loop_carry\[1\] has type "
+                     r"float64\[\] but .* type float32\[\], so the dtypes do not match"):
+    lax.fori_loop(0, 3, lambda i, c: c.astype(np.float32), np.float64(0))
+  with pytest.raises(TypeError, match=r"(?s)^while_loop body .* loop_carry\[2\] has type float64"):
+    jit(lambda k: lax.fori_loop(0, k, lambda i, c: c.astype(np.float32), np.float64(0)))(3)
+
+
+def test_cond_type_error_wording():
+  with pytest.raises(TypeError) as e:
+    lax.cond(True, lambda x: (x.astype(np.float32), x, jnp.stack([x] * 2)),
+             lambda x: (x, x, x), np.float64(1.))
+  msg = str(e.value)
+  assert f"true_fun is <lambda> at {__file__}:" in msg
+  assert ("  * the output of true_fun at path [0] has type float32[] but the corresponding "
+          "output of false_fun has type float64[], so the dtypes do not match;\n  * the output "
+          "of true_fun at path [2] has type float64[2] but the corresponding output of false_fun"
+          " has type float64[], so the shapes do not match.\n") in msg
+
+
+def test_scan_body_not_pair_shows_avals():
+  with pytest.raises(TypeError, match=r"^scan body output must be a pair, got ~float64\[\]\.$"):
+    lax.scan(lambda c, x: c, 0., np.arange(3.))
+  with pytest.raises(TypeError, match=r"got \(ShapedArray\(float64\[\], weak_type=True\), "
+                     r"ShapedArray\(float64\[\]\), ShapedArray\(float64\[\]\)\)\.$"):
+    lax.scan(lambda c, x: (c, x, x), 0., np.arange(3.))
+
+
+def test_scan_xs_without_leading_axis():
+  with pytest.raises(IndexError):  # a 0-d array (JAX indexes its empty shape)
+    lax.scan(lambda c, x: (c, x), 0., np.float32(3))
+  with pytest.raises(ValueError, match="no leading axis to scan over: 3.0."):
+    lax.scan(lambda c, x: (c, x), 0., 3.0)
+
+
+def test_passed_through_carries_are_the_init_values():
+  c, ys = lax.scan(lambda c, x: (c, 2.5), 0., None, length=2)
+  assert type(c) is float and c == 0.
+  assert np.asarray(ys).tolist() == [2.5, 2.5]
+  out = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, 1.5))
+  assert int(out[0]) == 3 and type(out[1]) is float and out[1] == 1.5
+  assert type(lax.fori_loop(0, 3, lambda i, c: c, 2.5)) is float
+  a = jnp.arange(3.)
+  assert lax.scan(lambda c, x: (c, x), a, np.ones(2))[0] is a
+  # read by cond_fun: a loop output, not the init value
+  out = lax.while_loop(lambda c: c[0] < c[1], lambda c: (c[0] + 1, c[1]), (0, 3))
+  assert type(out[1]) is not int and int(out[1]) == 3
+
+
+def test_while_cond_error_lists_avals():
+  with pytest.raises(TypeError, match=r"^cond_fun must return a boolean scalar, but got output "
+                     r"type\(s\) \[ShapedArray\(bool\[3\]\)\]\.$"):
+    lax.while_loop(lambda c: c < 10, lambda c: c * 2, np.ones(3))
+  with pytest.raises(TypeError, match=r"\[ShapedArray\(int64\[\], weak_type=True\)\]\.$"):
+    lax.while_loop(lambda c: c, lambda c: c - 1, 3)
+
+
+def test_disable_jit_loops_keep_python_types():
+  with nbjax.disable_jit():
+    r = lax.while_loop(lambda c: c < 10, lambda c: c * 2, 1)
+    assert int(r) == 16 and r.dtype == np.int64 and r.weak_type
+    r = lax.fori_loop(0, 4, lambda i, c: c + i, 0)
+    assert type(r) is int and r == 6
+
+
+def test_map_batch_size_edges():
+  out = lax.map(lambda x: x * 2, np.zeros((0, 3)), batch_size=2)
+  assert out.shape == (0, 3) and out.dtype == np.float64
+  with pytest.raises(ValueError, match="scan got no values to scan over"):
+    lax.map(lambda x: 1., (), batch_size=2)
+  x = np.arange(10.).reshape(5, 2)
+  np.testing.assert_array_equal(lax.map(lambda r: r.sum(), x, batch_size=7), x.sum(1))
+  np.testing.assert_array_equal(lax.map(lambda r: r.sum(), x, batch_size=2), x.sum(1))
+
+
+def test_associative_scan_axis_handling():
+  with pytest.raises(ValueError, match="axis 2 is out of bounds for array of dimension 1"):
+    lax.associative_scan(jnp.add, np.arange(3.), axis=2)
+  with pytest.raises(ValueError, match="axis 0 is out of bounds for array of dimension 0"):
+    lax.associative_scan(jnp.add, np.float32(1))
+  with pytest.raises(TypeError, match="rev dimensions must have every element be nonnegative"):
+    lax.associative_scan(jnp.add, np.ones((2, 3)), axis=-1, reverse=True)
+  x = np.arange(1., 13.).reshape(3, 4)
+  np.testing.assert_array_equal(lax.associative_scan(jnp.multiply, x, axis=-1),
+                                np.cumprod(x, axis=1))
+  np.testing.assert_array_equal(lax.associative_scan(jnp.add, x, axis=1, reverse=True),
+                                np.cumsum(x[:, ::-1], axis=1)[:, ::-1])
+
+
+def test_platform_dependent():
+  assert lax.platform_dependent(1., cpu=lambda x: x * 2, default=lambda x: x) == 2.
+  assert lax.platform_dependent(1., tpu=lambda x: x * 2, default=lambda x: x - 1) == 0.
+  assert float(jit(lambda y: lax.platform_dependent(
+      y, cpu=lambda x: x * 2, default=lambda x: x))(1.)) == 2.
+  assert float(grad(lambda y: lax.platform_dependent(
+      y, cpu=lambda x: x ** 2, default=lambda x: x))(3.)) == 6.
+  np.testing.assert_array_equal(vmap(lambda y: lax.platform_dependent(
+      y, cpu=lambda x: x ** 2, default=lambda x: x))(np.arange(3.)), [0., 1., 4.])
+  with pytest.raises(NotImplementedError, match="not found for platform cpu"):
+    lax.platform_dependent(1., tpu=lambda x: x)
+  assert float(jit(lambda: lax.platform_dependent(1., tpu=lambda x: x))()) == 1.
+  with pytest.raises(TypeError, match="branch outputs must have the same pytree structure"):
+    jit(lambda y: lax.platform_dependent(y, cpu=lambda x: x, default=lambda x: (x,)))(1.)
+  with pytest.raises(ValueError, match="Use 'cuda' or 'rocm'"):
+    lax.platform_dependent(1., gpu=lambda x: x)
+  with pytest.raises(TypeError, match="the 'default' branch must be a callable"):
+    lax.platform_dependent(1., default=3)

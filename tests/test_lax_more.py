@@ -229,3 +229,98 @@ def test_stack_unstack_broadcast_like_empty_dtype_as_jax():
   assert lax.dtype(np.int8(1)) == np.int8
   f = nbjax.jit(lambda x: lax.stack(lax.unstack(x), 1))
   np.testing.assert_array_equal(f(jnp.arange(6.).reshape(2, 3)), np.arange(6.).reshape(2, 3).T)
+
+
+# ------------------------------------------------ cumulative errors, smaller jax.lax names
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"])
+def test_cumulative_error_wording(name):
+  f = getattr(lax, name)
+  # (JAX's wording after the primitive's name, which this project's errors lead with)
+  with pytest.raises(ValueError, match=r"XLA operations do not allow negative axes"):
+    f(np.ones((2, 3)), axis=-1)
+  with pytest.raises(ValueError, match=r"axis 2 is out of bounds for array of shape \(2,\)$"):
+    f(np.array([1., 2.]), axis=2)
+  with pytest.raises(ValueError, match=r"axis 0 is out of bounds for array of shape \(\)$"):
+    f(2.0)
+  if name != "cumsum" and name != "cumprod":
+    with pytest.raises(TypeError, match=f"^{name} does not accept dtype bool. Accepted dtypes "
+                       "are subtypes of number.$"):
+      f(np.array([True, False]))
+  x = np.array([[1., 5.], [3., 2.]])
+  ref = {"cumsum": np.cumsum, "cumprod": np.cumprod, "cummax": np.maximum.accumulate,
+         "cummin": np.minimum.accumulate, "cumlogsumexp": np.logaddexp.accumulate}[name]
+  np.testing.assert_allclose(f(x, axis=0, reverse=True), ref(x[::-1], axis=0)[::-1])
+  np.testing.assert_allclose(nbjax.jit(lambda v: f(v, axis=1, reverse=True))(x),
+                             ref(x[:, ::-1], axis=1)[:, ::-1])
+
+
+def test_reduce_window_shape_tuple_and_shape_as_value():
+  assert lax.reduce_window_shape_tuple((4, 5), (2, 2), (1, 2), [(0, 0), (1, 1)]) == (3, 3)
+  assert lax.reduce_window_shape_tuple((4, 5), (2, 2), (1, 2), [(0, 0), (1, 1)],
+                                       (2, 1), (1, 2)) == (6, 3)
+  assert lax.reduce_window_shape_tuple((1,), (3,), (1,), [(0, 0)]) == (0,)
+  v = lax.shape_as_value((2, 3))
+  assert type(v) is np.ndarray and v.dtype == np.int32 and v.tolist() == [2, 3]
+  e = lax.shape_as_value(())
+  assert isinstance(e, nbjax.Array) and e.shape == (0,) and e.dtype == np.int32
+
+
+def test_stage_dce_sink_composite():
+  s = lax.stage(1.)
+  assert isinstance(s, nbjax.Array) and s.dtype == np.float64 and s.weak_type
+  s = lax.stage(np.ones(2, np.float32))
+  assert isinstance(s, nbjax.Array) and s.dtype == np.float32 and not s.weak_type
+  assert int(nbjax.jit(lambda x: lax.stage(x) * 2)(3)) == 6
+  assert lax.dce_sink((np.ones(2), 1.)) is None
+  f = lax.composite(lambda x, *, k=1: x * k, name="my.op")
+  np.testing.assert_array_equal(f(np.arange(3.), k=2), [0., 2., 4.])
+  g = lax.composite(lambda x: x * 2, name="my.op", version=1)
+  np.testing.assert_array_equal(nbjax.jit(g)(np.arange(3.)), [0., 2., 4.])
+  assert f.__name__ == "<lambda>"
+
+
+def test_tokens():
+  t = lax.create_token()
+  assert type(lax.after_all(t, lax.create_token(1))) is type(t)
+  assert type(lax.after_all()) is type(t)
+  with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
+    lax.after_all(t, np.ones(2))
+
+
+def test_small_classes():
+  r = lax.RaggedDotDimensionNumbers(dot_dimension_numbers=(([1], [1]), ([], [])),
+                                    lhs_ragged_dimensions=[0], rhs_group_dimensions=[0])
+  assert r.dot_dimension_numbers == (((1,), (1,)), ((), ()))
+  assert r.lhs_ragged_dimensions == (0,) and r.rhs_group_dimensions == (0,)
+  assert r == lax.RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (0,))
+  assert [(m.name, m.value) for m in lax.AccuracyMode] == [("HIGHEST", 1), ("DEFAULT", 2)]
+  t = lax.Tolerance(atol=1e-3, ulps=2)
+  assert (t.atol, t.rtol, t.ulps) == (1e-3, 0.0, 2)
+  with pytest.raises(ValueError, match="At least one of atol, rtol, or ulps must be set."):
+    lax.Tolerance()
+  with pytest.raises(ValueError, match="Tolerances must be non-negative."):
+    lax.Tolerance(atol=-1.)
+  np.testing.assert_allclose(lax.exp(np.float32(1.), accuracy=t), np.exp(np.float32(1.)))
+  assert lax.linear_solve_p.name == "custom_linear_solve"
+  assert lax.approx_top_k_p.name == "approx_top_k"
+  assert lax.DotDimensionNumbers is not None and lax.PrecisionLike is not None
+
+
+def test_pcast_pbroadcast_pswapaxes():
+  x = np.ones(2)
+  assert lax.pcast(x, (), to="varying") is x
+  with pytest.raises(ValueError, match="Got unexpected `to` value"):
+    lax.pcast(x, "i", to="foo")
+  with pytest.raises(TypeError, match="must be a tuple or a str"):
+    lax.pcast(x, {"i"}, to="varying")
+  out = nbjax.vmap(lambda v: lax.pbroadcast(v, "i", 1), axis_name="i")(np.arange(3.))
+  np.testing.assert_array_equal(out, [1., 1., 1.])
+  a = np.arange(6, dtype=np.int32).reshape(3, 2)
+  out = nbjax.vmap(lambda v: lax.pbroadcast(v, "i", 2), axis_name="i")(a)
+  assert out.dtype == np.int32
+  np.testing.assert_array_equal(out, np.broadcast_to(a[2], (3, 2)))
+  m = np.arange(9.).reshape(3, 3)
+  out = nbjax.vmap(lambda v: lax.pswapaxes(v, "i", 0), axis_name="i")(m)
+  np.testing.assert_array_equal(out, m.T)

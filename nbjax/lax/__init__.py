@@ -59,7 +59,14 @@ from nbjax.lax.parallel import (all_gather, all_gather_p, all_to_all, all_to_all
                                 pmin_p, ppermute, ppermute_p, pshuffle, psum, psum_p,
                                 psum_scatter, reduce_scatter_p)
 from nbjax.lax.control_flow import (associative_scan, cond, cond_p, fori_loop,  # noqa: F401
-                                    map, scan, scan_p, switch, while_loop, while_p)
+                                    map, platform_dependent, scan, scan_p, switch, while_loop,
+                                    while_p)
+from nbjax.lax.extras import (AccuracyMode, DotDimensionNumbers, PrecisionLike,  # noqa: F401
+                              RaggedDotDimensionNumbers, Tolerance, after_all, composite,
+                              create_token, dce_sink, pbroadcast, pcast, pswapaxes,
+                              reduce_window_shape_tuple, shape_as_value, stage)
+from nbjax.lax.solvers import linear_solve_p  # noqa: F401
+from nbjax.lax.other import approx_top_k_p  # noqa: F401
 
 
 

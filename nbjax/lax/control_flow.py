@@ -18,8 +18,11 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 """
 from __future__ import annotations
 
+import collections.abc as _abc
+import functools
 import inspect
 import itertools
+import re
 import types
 import weakref
 
@@ -40,6 +43,7 @@ from nbjax._tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_
                               tree_map as _tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
+           "platform_dependent",
            "cond_p", "while_p", "scan_p", "stats", "reset_stats"]
 
 _map = map  # (``map`` below is lax.map)
@@ -481,7 +485,10 @@ def _jit_disabled():
 
 
 def _asarray(x):
-  return x if isinstance(x, (Array, Tracer)) else Array(np.asarray(x))
+  """``lax.asarray``: arrays pass through, Python scalars become weakly typed arrays."""
+  if isinstance(x, (Array, Tracer)):
+    return x
+  return Array(x, weak_type=type(x) in _SCALAR_TYPES)
 
 
 def _abstractify(x, api):
@@ -513,15 +520,40 @@ def _sig(flat, api):
 
 
 def _fun_info(f):
-  code = getattr(f, "__code__", None)
-  name = getattr(f, "__name__", None) or type(f).__name__
-  if code is None:
-    return name
-  return f"{name} defined at {code.co_filename}:{code.co_firstlineno}"
+  """``name at file:line`` for a Python function (JAX's ``fun_sourceinfo``)."""
+  while isinstance(f, functools.partial):
+    f = f.func
+  try:
+    f = inspect.unwrap(f)
+    code = f.__code__
+    return f"{f.__name__} at {code.co_filename}:{code.co_firstlineno}"
+  except (AttributeError, ValueError):
+    try:
+      m = re.match(r"(?:<built-in function (\S+)>)", str(f))
+    except Exception:  # noqa: BLE001  (a callable whose ``str`` fails)
+      return "<unknown>"
+    return m.group(1) if m else "<unknown>"
 
 
-def _type_str(t):
-  return "pytree leaf" if t.node is None else str(t.node.type)
+def _short(a):
+  """An aval as JAX's error messages write it (``float32[3]``)."""
+  return a.str_short(short_dtypes=False)
+
+
+def _mismatch_extra(a, b):
+  """``, so the dtypes do not match`` (JAX's ``aval_mismatch_extra``)."""
+  why = []
+  if a.dtype != b.dtype:
+    why.append("the dtypes do not match")
+  if a.shape != b.shape:
+    why.append("the shapes do not match")
+  if not why:
+    return ""
+  return ", so " + (why[0] if len(why) == 1 else ", ".join(why[:-1]) + ", and " + why[-1])
+
+
+def _type_str(t, leaf="pytree leaf"):
+  return leaf if t.node is None else str(t.node.type)
 
 
 def _children(t):
@@ -529,15 +561,15 @@ def _children(t):
   return f"{_type_str(t)} with {n} child{'ren' if n > 1 else ''}"
 
 
-def _tree_diffs(t1, t2, path=()):
+def _tree_diffs(t1, t2, path=(), leaf="pytree leaf"):
   """``(keypath, thing1, thing2, explanation)`` for each place two treedefs differ (the
-  wording of JAX's ``equality_errors``)."""
+  wording of JAX's ``equality_errors``); ``leaf`` names a leaf."""
   from nbjax._tree_util import DictKey, SequenceKey
   if t1 == t2:
     return []
   n1, n2 = t1.node, t2.node
   if (None if n1 is None else n1.type) is not (None if n2 is None else n2.type):
-    return [(path, _type_str(t1), _type_str(t2), "their Python types differ")]
+    return [(path, _type_str(t1, leaf), _type_str(t2, leaf), "their Python types differ")]
   if n1.kind in ("tuple", "list") and len(t1.kids) != len(t2.kids):
     return [(path, f"{n1.kind} of length {len(t1.kids)}", f"{n2.kind} of length {len(t2.kids)}",
              "the lengths do not match")]
@@ -550,15 +582,19 @@ def _tree_diffs(t1, t2, path=()):
   out = []
   keyed = n1.kind in ("dict", "odict")
   for k, a, b in zip(t1.data if keyed else range(len(t1.kids)), t1.kids, t2.kids):
-    out += _tree_diffs(a, b, (*path, DictKey(k) if keyed else SequenceKey(k)))
+    out += _tree_diffs(a, b, (*path, DictKey(k) if keyed else SequenceKey(k)), leaf)
   return out
 
 
-def _bullets(diffs, capitalize=True):
+def _bullets(diffs, capitalize=True, tight=False):
+  """JAX's bullet lists: a blank line between items, or (``tight``, as in cond's type
+  check) none."""
   if len(diffs) == 1:
     d = diffs[0]
     return (d[0].upper() + d[1:] if capitalize else d) + ".\n"
-  return "".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
+  if tight:
+    return "".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
+  return "\n".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
 
 
 def _paths(tree, n):
@@ -579,11 +615,13 @@ def _check_branch_outputs(api, name1, name2, f1, f2, tree1, avals1, tree2, avals
   if not all(_map(_typematch, avals1, avals2)):
     paths = _paths(tree1, len(avals1))
     diffs = [f"the output of {name1}{' at path ' + keystr(p) if p else ''} has type "
-             f"{a.str_short()} but the corresponding output of {name2} has type {b.str_short()}"
+             f"{_short(a)} but the corresponding output of {name2} has type {_short(b)}"
+             f"{_mismatch_extra(a, b)}"
              for p, a, b in zip(paths, avals1, avals2) if not _typematch(a, b)]
     raise TypeError(
         f"{api} branches must have equal output types but they differ.\n\n{info}"
-        f"{_bullets(diffs)}\nRevise {name1} and/or {name2} so that all output types match.")
+        f"{_bullets(diffs, tight=True)}\nRevise {name1} and/or {name2} so that all output types "
+        "match.")
 
 
 def _check_carry_type(name, body_fun, in_tree, in_avals, out_tree, out_avals):
@@ -602,15 +640,16 @@ def _check_carry_type(name, body_fun, in_tree, in_avals, out_tree, out_avals):
 
   if in_tree != out_tree:
     diffs = [f"{component(p)} is a {a} but the corresponding component of the carry output is "
-             f"a {b}, so {why}" for p, a, b, why in _tree_diffs(in_tree, out_tree)]
+             f"a {b}, so {why}"
+             for p, a, b, why in _tree_diffs(in_tree, out_tree, leaf=str(ShapedArray))]
     raise TypeError(
         f"{name} function carry input and carry output must have the same pytree structure, "
         f"but they differ:\n\n{_bullets(diffs)}\nRevise the function so that the carry output "
         "has the same pytree structure as the carry input.")
   if not all(_map(_typematch, in_avals, out_avals)):
     paths = _paths(in_tree, len(in_avals))
-    diffs = [f"{component(p)} has type {a.str_short()} but the corresponding output carry "
-             f"component has type {b.str_short()}"
+    diffs = [f"{component(p)} has type {_short(a)} but the corresponding output carry "
+             f"component has type {_short(b)}{_mismatch_extra(a, b)}"
              for p, a, b in zip(paths, in_avals, out_avals) if not _typematch(a, b)]
     raise TypeError(
         f"{name} function carry input and carry output must have equal types, but they "
@@ -688,7 +727,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
       return _cond(np.int32(bool(v)), (false_fun, true_fun), operands, "cond", _COND_NAMES)
   if pred is None:
     raise TypeError("cond predicate is None")
-  if isinstance(pred, (list, tuple)):
+  if isinstance(pred, _abc.Sequence):
     raise TypeError(f"Pred must be a scalar, got {pred} of type {type(pred)}")
   if len(_scalar_check(pred)) != 0:
     raise TypeError(f"Pred must be a scalar, got {pred} of shape {np.shape(pred)}.")
@@ -710,6 +749,61 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
 
 
 _COND_NAMES = ("false_fun", "true_fun")
+
+
+_PLATFORM = "cpu"  # the one platform programs here are lowered for
+
+
+def platform_dependent(*args, default=None, **per_platform):
+  """Stages out platform-specific code.
+
+  ``platform_dependent(*args, cpu=cpu_code, tpu=tpu_code, default=other_code)`` is
+  ``cpu_code(*args)`` when the program runs on a CPU, ``tpu_code(*args)`` on a TPU and
+  ``other_code(*args)`` on any other platform. Programs here always run on the CPU, so
+  the ``cpu`` branch (else ``default``) is the one that runs; under a trace every branch is
+  traced, as in :func:`~switch`, so their output types must match.
+
+  Args:
+    *args: JAX arrays passed to each of the branches. May be PyTrees.
+    **per_platform: branches to use for different platforms. The branches are
+      JAX callables invoked with ``*args``. The keywords are platform names,
+      e.g., 'cpu', 'tpu', 'cuda', 'rocm'.
+    default: optional default branch to use for a platform not mentioned in
+      ``per_platform``. If there is no ``default`` there will be an error when
+      the code is lowered for a platform not mentioned in ``per_platform``.
+
+  Returns:
+    The value ``per_platform[execution_platform](*args)``.
+  """
+  groups = []  # [platform names, branch], identical branches joined
+  for pname, pbranch in per_platform.items():
+    if not callable(pbranch):
+      raise TypeError(f"lax.platform_dependent: the '{pname}' branch must be a callable.")
+    if pname == "gpu":
+      raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+    for g in groups:
+      if g[1] == pbranch:
+        g[0].append(pname)
+        break
+    else:
+      groups.append([[pname], pbranch])
+  branches = [b for _, b in groups]
+  platforms = [tuple(ps) for ps, _ in groups]
+  if default is not None:
+    if not callable(default):
+      raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+    branches.append(default)
+    platforms.append(None)
+  index = next((i for i, ps in enumerate(platforms) if ps is None or _PLATFORM in ps), None)
+  traced = not core.is_eval() or any(isinstance(x, Tracer) for x in tree_flatten(args)[0])
+  if traced and len(branches) == 1:  # (switch calls a lone branch without an index)
+    return branches[0](*args)
+  if index is None:
+    raise NotImplementedError("MLIR translation rule for primitive 'platform_index(platforms="
+                              f"{tuple(platforms)})' not found for platform {_PLATFORM}")
+  if not traced:
+    return branches[index](*args)
+  return switch(np.int32(index), branches, *args)
 
 
 def _cond(index, funs, operands, api, names):
@@ -1021,7 +1115,7 @@ def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
     pa = cj.out_avals[0]
     if pa.shape != () or pa.dtype != np.bool_:
       raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
-                      f"[{pa.str_short(short_dtypes=False)}].")
+                      f"{cj.out_avals!r}.")
     bj, bc = _stage(_flat_fun(body_fun, call_tree, bbox), avals, "body_fun")
     return cj, cc, bj, bc, bbox[0][0]
 
@@ -1037,17 +1131,30 @@ def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
         avals2 = [a if d is None else ShapedArray(a.shape, d) for a, d in zip(avals, new)]
         cj, cc, bj, bc, out_tree = build(avals2)
         _check_carry_type("while_loop body", body_fun, in_tree, avals2, out_tree, bj.out_avals)
-        return cj, cc, bj, bc, promote
+        return cj, cc, bj, bc, promote, _while_forwards(cj, len(cc), bj, len(bc))
     _check_carry_type("while_loop body", body_fun, in_tree, avals, out_tree, bj.out_avals)
-    return cj, cc, bj, bc, promote
+    return cj, cc, bj, bc, promote, _while_forwards(cj, len(cc), bj, len(bc))
 
-  cj, cc, bj, bc, promote = _cached(cache_funs, (tag, in_tree, _sig(flat, "while_loop")),
-                                    lambda: _consts_pair(build_checked()))[0]
+  cj, cc, bj, bc, promote, fwd = _cached(cache_funs, (tag, in_tree, _sig(flat, "while_loop")),
+                                         lambda: _consts_pair(build_checked()))[0]
   if promote is not None:
     flat = [x if d is None else _ew.convert_element_type(x, d) for x, d in zip(flat, promote)]
   outs = while_p.bind(*cc, *bc, *flat, cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cc),
                       body_nconsts=len(bc))
+  if fwd:  # a carry the body passes through and cond_fun ignores is the init value itself
+    outs = [_forwarded(flat[i], o) if i in fwd else o for i, o in enumerate(outs)]
   return tree_unflatten(in_tree, outs)
+
+
+def _while_forwards(cj, ncc, bj, nbc):
+  """The carries that the body returns unchanged and the condition never reads (as JAX,
+  ``while_loop`` returns those init values themselves)."""
+  b, c = bj.jaxpr, cj.jaxpr
+  fwd = [i for i in range(len(b.outvars)) if b.outvars[i] is b.invars[nbc + i]]
+  if not fwd:
+    return frozenset()
+  used = {id(v) for e in c.eqns for v in e.invars} | {id(v) for v in c.outvars}
+  return frozenset(i for i in fwd if id(c.invars[ncc + i]) not in used)
 
 
 def _consts_pair(r):
@@ -1061,22 +1168,23 @@ def _weak_example(aval):
   return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(k, 0.0)
 
 
-def _fori_cond(carry):
-  i, upper, _ = carry
+def _fori_cond(loop_carry):
+  i, upper, _ = loop_carry
   return _ew.lt(i, upper)
 
 
 def _fori_while_body(body_fun):
-  def body(carry):
-    i, upper, x = carry
+  def body(loop_carry):  # (the name shows in carry type errors, as JAX's)
+    i, upper, x = loop_carry
     return _ew.add(i, _ew._const(i, 1)), upper, body_fun(i, x)
   return body
 
 
 def _fori_scan_body(body_fun):
-  def body(carry, _):
-    i, x = carry
-    return (_ew.add(i, _ew._const(i, 1)), body_fun(i, x)), None
+  def body(loop_carry, _):
+    i, x = loop_carry
+    # ``i + 1``: a Python int stays one under ``disable_jit`` (as JAX's counter)
+    return (i + 1, body_fun(i, x)), None
   return body
 
 
@@ -1368,8 +1476,8 @@ scan_p.multiple_results = True
 def _infer_length(xs_flat, length):
   try:
     lengths = [x.shape[0] for x in xs_flat]
-  except (AttributeError, IndexError):
-    bad = [x for x in xs_flat if not getattr(x, "shape", None)]
+  except AttributeError:  # (a 0-d array raises IndexError, as in JAX)
+    bad = [x for x in xs_flat if not hasattr(x, "shape")]
     raise ValueError("scan got value with no leading axis to scan over: "
                      f"{', '.join(str(x) for x in bad)}.") from None
   if length is not None:
@@ -1391,10 +1499,12 @@ def _infer_length(xs_flat, length):
   return lengths[0]
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
   """Loop ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs`` (``length`` steps when
   ``xs`` is None), returning the final carry and the stacked ``y``s: JAX's ``lax.scan``.
-  ``reverse`` runs from the end; ``unroll`` steps run per loop iteration."""
+  ``reverse`` runs from the end; ``unroll`` steps run per loop iteration.
+  ``_split_transpose`` (an experimental JAX flag about how the transpose is staged) is
+  accepted and ignored: it does not change any value."""
   if not callable(f):
     raise TypeError("lax.scan: f argument should be a callable.")
   return _scan(f, init, xs, length, reverse, unroll, (f,), "scan")
@@ -1417,7 +1527,8 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
     def body(carry, x):
       out = f(carry, x)
       if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"scan body output must be a pair, got {out}.")
+        shown = _tree_map(lambda v: v.aval if isinstance(v, Tracer) else get_aval(v), out)
+        raise TypeError(f"scan body output must be a pair, got {shown}.")
       return out
 
     closed, consts = _stage(_flat_fun(lambda c, x: body(c, x), in_tree, box),
@@ -1441,9 +1552,9 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
         closed, consts, carry_tree, ys_tree = build(avals2)
         _check_carry_type("scan body", f, init_tree, avals2, carry_tree,
                           closed.out_avals[:carry_tree.num_leaves])
-        return closed, consts, ys_tree, promote
+        return closed, consts, ys_tree, promote, _carry_forwards(closed, len(consts), nk)
     _check_carry_type("scan body", f, init_tree, init_avals, carry_tree, outs[:nkc])
-    return closed, consts, ys_tree, promote
+    return closed, consts, ys_tree, promote, _carry_forwards(closed, len(consts), nk)
 
   if isinstance(unroll, bool):
     unroll = max(length, 1) if unroll else 1
@@ -1451,7 +1562,7 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
                                       "a concrete `int` or `bool` value."))
   if unroll < 0:
     raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
-  closed, consts, ys_tree, promote = _cached(
+  closed, consts, ys_tree, promote, fwd = _cached(
       cache_funs, (tag, in_tree, _sig(init_flat, "scan"), _sig(xs_flat, "scan")),
       build_checked)
   if promote is not None:
@@ -1460,7 +1571,23 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   outs = scan_p.bind(*consts, *init_flat, *xs_flat, jaxpr=closed, length=length,
                      reverse=bool(reverse), linear=(False,) * (len(consts) + nk + len(xs_flat)),
                      unroll=unroll, num_consts=len(consts), num_carry=nk)
-  return tree_unflatten(init_tree, outs[:nk]), tree_unflatten(ys_tree, outs[nk:])
+  carry = outs[:nk]
+  if fwd:  # a carry the body passes through unchanged is the init value itself, as in JAX
+    carry = [_forwarded(init_flat[i], c) if i in fwd else c for i, c in enumerate(carry)]
+  return tree_unflatten(init_tree, carry), tree_unflatten(ys_tree, outs[nk:])
+
+
+def _forwarded(init, out):
+  """A loop's output for a carry it passes through: the init value itself (JAX returns it,
+  so a Python scalar stays one) unless that is a NumPy array, whose later mutation must not
+  show in a result (there the loop's own output, a copy)."""
+  return init if type(init) in _SCALAR_TYPES or isinstance(init, (Array, Tracer)) else out
+
+
+def _carry_forwards(closed, nconsts, nk):
+  """The positions of the carries that ``closed`` returns unchanged (a frozenset)."""
+  j = closed.jaxpr
+  return frozenset(i for i in range(nk) if j.outvars[i] is j.invars[nconsts + i])
 
 
 def _scan_python_api(f, carry, xs_flat, xs_tree, length, reverse):
@@ -1488,8 +1615,9 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
     return ys
   from nbjax import api
   leaves, tree = tree_flatten(xs)
-  if not leaves:
-    return api.vmap(f)(xs)
+  if not leaves:  # (scan says there is nothing to scan over, as in JAX)
+    _, ys = scan(lambda _, x: ((), api.vmap(f)(x)), (), xs)
+    return ys
   n = leaves[0].shape[0]
   nb, rem = divmod(n, batch_size) if batch_size else (0, n)
   k = nb * batch_size
@@ -1500,7 +1628,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
                                    for x in leaves])
     _, ys = scan(lambda _, x: ((), api.vmap(f)(x)), (), chunks)
     parts.append(_tree_map(lambda y: _sh.reshape(y, (k, *y.shape[2:])), ys))
-  if rem:
+  if rem or not nb:  # (no whole batch: one vmap over the rest, even when that is empty)
     parts.append(api.vmap(f)(tree_unflatten(tree, [_sh.slice_in_dim(x, k, n) for x in leaves])))
   if len(parts) == 1:
     return parts[0]
@@ -1842,12 +1970,12 @@ def associative_scan(fn, elems, reverse=False, axis=0):
   if not callable(fn):
     raise TypeError("lax.associative_scan: fn argument should be callable.")
   flat, tree = tree_flatten(elems)
-  if not flat:
-    return elems
-  nd = get_aval(flat[0]).ndim
-  axis = axis + nd if axis < 0 else axis
-  if reverse:
+  if reverse:  # (before ``axis`` is normalized: a negative axis fails in rev, as in JAX)
     flat = [_sh.rev(x, (axis,)) for x in flat]
+  nd = flat[0].ndim
+  if not -nd <= axis < nd:
+    raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}")
+  axis = axis + nd if axis < 0 else axis
   n = flat[0].shape[axis]
   if not all(x.shape[axis] == n for x in flat[1:]):
     raise ValueError("Array inputs to associative_scan must have the same first dimension. "

@@ -660,6 +660,10 @@ def _argminmax_abstract_eval(name):
   def rule(x, *, axes, index_dtype):
     if not isinstance(x, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {x!r}")
+    if x.dtype.kind == "c":  # (JAX: its comparator, gt/lt, refuses it)
+      raise TypeError(f"{'gt' if name == 'argmax' else 'lt'} does not accept dtype "
+                      f"{x.dtype.name} at position 0. Accepted dtypes at position 0 are "
+                      "subtypes of integer, floating, bool.")
     _check_dtype(name, x, _real | _bool, "bool, integer, floating")
     if not isinstance(axes, tuple) or len(axes) != 1:
       raise TypeError(f"{name}: axes must be a tuple of one axis, got {axes!r}")
@@ -841,7 +845,9 @@ def _cum_abstract_eval(name, ok, accepted):
   def rule(x, *, axis, reverse):
     if not isinstance(x, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {x!r}")
-    _check_dtype(name, x, ok, accepted)
+    # a non-number (bool) is refused as JAX words it; the number dtypes this kernel lacks
+    # (complex cummax/cummin/cumlogsumexp, integer cumlogsumexp) name what it takes
+    _check_dtype(name, x, ok, "number" if x.dtype == np.bool_ else accepted)
     if not isinstance(axis, (int, np.integer)):
       raise TypeError(f"{name}: axis must be an int, got {axis!r}")
     if axis < 0:
@@ -1238,7 +1244,7 @@ def top_k(operand, k, *, axis=-1, is_stable=True):
     raise ValueError("k argument to top_k must be no larger than size along axis; got "
                      f"k={k} with shape={list(aval.shape)} and axis={axis}")
   if aval.dtype.kind == "c":
-    raise TypeError(f"top_k: operand must be non-complex, got {aval.dtype.name}")
+    raise ValueError("top_k is not compatible with complex inputs.")
   n = aval.shape[axis]
   # ascending by (value, -index), then reversed: descending values, ties by ascending index
   neg_iota = Array(np.ascontiguousarray(np.broadcast_to(

@@ -1,0 +1,289 @@
+"""Smaller pieces of ``jax.lax``'s surface: type aliases and small classes
+(``DotDimensionNumbers``, ``PrecisionLike``, ``RaggedDotDimensionNumbers``, ``Tolerance``,
+``AccuracyMode``), shape helpers (``reduce_window_shape_tuple``, ``shape_as_value``),
+``stage``, ``dce_sink``, ``composite``, tokens (``create_token``, ``after_all``) and the
+collectives that are compositions of others (``pbroadcast``, ``pswapaxes``, ``pcast``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from nbjax._tree_util import tree_map
+
+__all__ = ["AccuracyMode", "DotDimensionNumbers", "PrecisionLike", "RaggedDotDimensionNumbers",
+           "Tolerance", "Token", "after_all", "composite", "create_token", "dce_sink",
+           "pbroadcast", "pcast", "pswapaxes", "reduce_window_shape_tuple", "shape_as_value",
+           "stage"]
+
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
+                            tuple[Sequence[int], Sequence[int]]]
+
+PrecisionLike = Union[None, str, Any, tuple[str, str], tuple[Any, Any]]
+"""A ``precision`` argument: None, a string, a ``lax.Precision``, a pair of them, or a
+``lax.DotAlgorithmPreset``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedDotDimensionNumbers:
+  """Describes ragged, group, and dot dimensions for ragged dot general.
+
+  Args:
+    dot_dimension_numbers: a tuple of tuples of sequences of ints of the form
+      ``((lhs_contracting_dims, rhs_contracting_dims), (lhs_batch_dims,
+      rhs_batch_dims))``.
+    lhs_ragged_dimensions: a sequence of ints indicating the 'lhs' ragged
+      dimensions.
+    rhs_group_dimensions: a sequence of ints indicating the 'rhs' group
+      dimensions.
+  """
+  dot_dimension_numbers: DotDimensionNumbers
+  lhs_ragged_dimensions: Sequence[int]
+  rhs_group_dimensions: Sequence[int]
+
+  def __init__(self, dot_dimension_numbers, lhs_ragged_dimensions, rhs_group_dimensions):
+    object.__setattr__(self, "dot_dimension_numbers",
+                       tuple(tuple(tuple(s) for s in t) for t in dot_dimension_numbers))
+    object.__setattr__(self, "lhs_ragged_dimensions", tuple(lhs_ragged_dimensions))
+    object.__setattr__(self, "rhs_group_dimensions", tuple(rhs_group_dimensions))
+
+
+class Tolerance:
+  """Specify the tolerances used for computing unary functions (their ``accuracy``
+  argument).
+
+  Maximum two tolerances can be specified: (atol and rtol) or (atol and ulps). The CPU
+  kernels here have one implementation per function, so the value only documents intent.
+  """
+
+  def __init__(self, atol: float = 0.0, rtol: float = 0.0, ulps: int = 0):
+    if atol < 0.0 or rtol < 0.0 or ulps < 0.0:
+      raise ValueError("Tolerances must be non-negative.")
+    if atol == 0.0 and rtol == 0.0 and ulps == 0:
+      raise ValueError("At least one of atol, rtol, or ulps must be set.")
+    self.atol = atol
+    self.rtol = rtol
+    self.ulps = ulps
+
+
+class AccuracyMode(enum.Enum):
+  """The accuracy modes a unary function's ``accuracy`` argument may name."""
+  HIGHEST = 1
+  DEFAULT = 2
+
+
+# ----------------------------------------------------------------------- shapes
+
+
+def _dilate(shape, dilation):
+  if not np.all(np.greater(dilation, 0)):
+    raise TypeError(f"All dilations must be positive, got {dilation}.")
+  dilation = (1,) * (len(shape) - len(dilation)) + tuple(dilation)
+  return tuple(0 if d == 0 else 1 + r * (d - 1) for d, r in zip(shape, dilation))
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+  """The output shape of a ``reduce_window`` over ``operand_shape``.
+
+  Args:
+    operand_shape: the operand's shape.
+    window_dimensions: the window size per dimension.
+    window_strides: the window stride per dimension.
+    padding: ``(low, high)`` padding per dimension.
+    base_dilation: optional dilation of the operand per dimension.
+    window_dilation: optional dilation of the window per dimension.
+
+  Returns:
+    A tuple of ints: ``max(0, (padded - window) // stride + 1)`` per dimension.
+  """
+  if base_dilation is not None:
+    operand_shape = _dilate(operand_shape, base_dilation)
+  if window_dilation is not None:
+    window_dimensions = _dilate(window_dimensions, window_dilation)
+  padded = tuple(d + lo + hi for d, (lo, hi) in zip(operand_shape, padding))
+  return tuple(max((d - w) // s + 1, 0)
+               for d, w, s in zip(padded, window_dimensions, window_strides))
+
+
+def shape_as_value(shape):
+  """Converts a shape into an integer array value (int32 unless a dimension needs int64):
+  a NumPy array for a non-empty shape, as JAX returns for a constant shape."""
+  from nbjax.lax.elementwise import full
+  dtype = np.dtype(np.int64) if any(d > np.iinfo(np.int32).max for d in shape) \
+      else np.dtype(np.int32)
+  if len(shape) == 0:
+    return full((0,), np.array(0, dtype=dtype))
+  return np.asarray(shape, dtype=dtype)
+
+
+# ----------------------------------------------------------------------- misc
+
+
+def stage(x, /):
+  """Lifts a value into a trace.
+
+  This operation is logically the identity function that lifts a value, such as a Python
+  scalar or NumPy ndarray, into an array (a Python scalar becomes a weakly typed one).
+  Tracers pass through unchanged.
+  """
+  from nbjax.array import Array
+  from nbjax.core import Tracer
+  if isinstance(x, (Array, Tracer)):
+    return x
+  if type(x) in (bool, int, float, complex):
+    return Array(x, weak_type=True)
+  from nbjax.core import get_aval
+  get_aval(x)  # (a TypeError for a value that is not an array type)
+  return Array(x)
+
+
+def dce_sink(val, *, prevent_mlir_dce: bool = False):
+  """Marks the leaves of ``val`` as used. Returns None.
+
+  Staged programs here keep every value a ``dce_sink`` names alive only as far as the
+  value itself is computed; the call has no other effect.
+  """
+  from nbjax.core import get_aval
+  tree_map(get_aval, val)  # (a TypeError for a non-array leaf, as binding would give)
+
+
+def composite(decomposition, name: str, version: int = 0):
+  """Composite with semantics defined by the decomposition function.
+
+  A composite is a higher-order operation that bundles ``decomposition`` under a ``name``
+  (and ``version``) so that a backend may substitute its own implementation. Here the
+  decomposition always runs: the returned function computes ``decomposition(*args,
+  **kwargs)`` (keyword arguments are static attributes, as in JAX) and composes with
+  ``jit``, ``vmap`` and the derivatives as the decomposition does.
+
+  Args:
+    decomposition: function that implements the semantics of the composite.
+    name: name of the composite.
+    version: optional int indicating the version of the composite.
+
+  Returns:
+    A callable with the decomposition's signature.
+  """
+  if not callable(decomposition):
+    raise TypeError(f"composite decomposition must be callable, got {decomposition!r}")
+
+  @functools.wraps(decomposition)
+  def _composite(*args, **kwargs):
+    return decomposition(*args, **kwargs)
+  _composite.composite_name = name
+  _composite.composite_version = version
+  return _composite
+
+
+class Token:
+  """An ordering token (``lax.create_token``): it carries no data. Computations here run in
+  program order, so tokens only document a sequencing intent."""
+  __slots__ = ()
+
+  def __repr__(self):
+    return "Token()"
+
+
+def create_token(_=None):
+  """Creates an XLA token value with no preconditions for sequencing effects.
+
+  Experimental.
+
+  The argument is ignored. It exists for backward compatibility.
+  """
+  return Token()
+
+
+def after_all(*operands):
+  """Merges one or more XLA token values. Experimental."""
+  if any(type(x) is not Token for x in operands):
+    raise TypeError("Arguments to after_all must be tokens")
+  return Token()
+
+
+# ----------------------------------------------------------------------- collectives
+
+_ALLOWED_PCAST_TO = {"unreduced", "reduced", "varying"}
+
+
+def pcast(x, axis_name, *, to: str):
+  """Casts ``x``'s type along the named axes ``axis_name`` to ``to`` (one of 'varying',
+  'reduced', 'unreduced').
+
+  Values do not change: this framework does not track which named axes a value varies
+  over, so after checking its arguments the cast returns ``x`` itself.
+  """
+  if isinstance(axis_name, (set, frozenset)):
+    raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+  if not axis_name:
+    return x
+  if to not in _ALLOWED_PCAST_TO:
+    raise ValueError("Got unexpected `to` value. Allowed `to` values are:"
+                     f" {_ALLOWED_PCAST_TO}")
+  return x
+
+
+def pbroadcast(x, axis_name, source):
+  """Perform a collective broadcast and replicate from ``source``.
+
+  This is equivalent to::
+
+    def pbroadcast(x, axis_name, source):
+      masked = jnp.where(axis_index(axis_name) == source, x, zeros_like(x))
+      return psum(masked, axis_name)
+
+  If ``x`` is a pytree then the result is equivalent to mapping this function to
+  each leaf in the tree.
+
+  Args:
+    x: array(s) with a mapped axis named ``axis_name``.
+    axis_name: hashable Python object used to name a pmapped axis.
+    source: int, representing which index into ``axis_name`` that should be copied.
+
+  Returns:
+    Array(s) with ``x`` being copied from the ``source`` index slice of ``axis_name``.
+  """
+  from nbjax.lax import elementwise as ew, parallel
+
+  def leaf(v):
+    here = ew.eq(parallel.axis_index(axis_name), np.int32(source))
+    out = parallel.psum(ew.select(_bcast_pred(here, v), v, ew.full_like(v, 0)), axis_name)
+    return out if out.dtype == v.dtype else ew.convert_element_type(out, v.dtype)
+  return tree_map(leaf, x)
+
+
+def _bcast_pred(pred, v):
+  from nbjax.lax import shape as sh
+  from nbjax.core import get_aval
+  shape = get_aval(v).shape
+  return sh.broadcast_in_dim(pred, shape, ()) if shape else pred
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+  """Swap the pmapped axis ``axis_name`` with the unmapped axis ``axis``.
+
+  If ``x`` is a pytree then the result is equivalent to mapping this function to
+  each leaf in the tree.
+
+  The mapped axis size must be equal to the size of the unmapped axis; that is, we must
+  have ``lax.psum(1, axis_name, axis_index_groups=axis_index_groups) == x.shape[axis]``.
+  The mapped axis in the input is placed at the position ``axis`` in the output. That is,
+  it is equivalent to ``all_to_all(x, axis_name, axis, axis)``.
+
+  Args:
+    x: array(s) with a mapped axis named ``axis_name``.
+    axis_name: hashable Python object used to name a pmapped axis.
+    axis: int indicating the unmapped axis of ``x`` to map with the name ``axis_name``.
+    axis_index_groups: optional list of lists containing axis indices.
+
+  Returns:
+    Array(s) with the same shape as ``x``.
+  """
+  from nbjax.lax import parallel
+  return parallel.all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
