@@ -371,6 +371,17 @@ def _check_static_indices(shape, static_ints, normalize):
                        f"(normalize_indices={normalize})")
 
 
+def _index_column(v, n, idt, normalize):
+  """The gather/scatter index operand for one integer index array ``v`` into an axis of
+  size ``n`` (the fast paths): ``v`` as ``idt`` with negative indices counted from the end
+  when ``normalize`` (as ``_normalize``), shape ``v.shape + (1,)``."""
+  if v.dtype.kind == "i" and normalize and idt == _I64:
+    i = count_from_end(v.reshape(-1), n)
+  else:
+    i = _saturate(_normalize(v, n) if normalize else v, idt)
+  return Array._new(i.reshape(v.shape + (1,)))
+
+
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
                    fill_value=None, normalize_indices=True):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
@@ -396,11 +407,8 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
         _TAKE.clear()
       _TAKE[key] = params
     if params is not None:
-      if v.dtype.kind == "i" and normalize_indices and idt == _I64:
-        i = count_from_end(v.reshape(-1), x._value.shape[0])  # as _normalize
-      else:
-        i = _saturate(_normalize(v, x._value.shape[0]) if normalize_indices else v, idt)
-      return lax.gather_p.bind(x, Array._new(i.reshape(v.shape + (1,))), **params)
+      return lax.gather_p.bind(x, _index_column(v, x._value.shape[0], idt, normalize_indices),
+                               **params)
   parsed = _parse(x.shape, idx)
   gmode = _gather_mode(mode)
   if parsed.static_ints and (mode is None or gmode == lax.GatherScatterMode.PROMISE_IN_BOUNDS) \
@@ -471,11 +479,8 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
         _SCATTER.clear()
       _SCATTER[key] = hit
     if hit is not None:
-      if v.dtype.kind == "i" and normalize_indices and idt == _I64:
-        i = count_from_end(v.reshape(-1), x._value.shape[0])  # as _normalize
-      else:
-        i = _saturate(_normalize(v, x._value.shape[0]) if normalize_indices else v, idt)
-      return hit[0].bind(x, Array._new(i.reshape(v.shape + (1,))), y, **hit[1])
+      return hit[0].bind(x, _index_column(v, x._value.shape[0], idt, normalize_indices), y,
+                         **hit[1])
   parsed = _parse(x.shape, idx)
   xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
   ix = _index_to_gather(xs.shape, parsed, normalize_indices)
@@ -817,4 +822,5 @@ def diag(v, k=0):
 def diagflat(v, k=0):
   """A 2-d array with the flattened ``v`` on its ``k``-th diagonal."""
   v = ensure_arraylike("diagflat", v)
-  return diag(lax.reshape(v, (v.size,)), k)
+  out = diag(lax.reshape(v, (v.size,)), k)
+  return _util.convert(out, out.dtype, False) if dtypes.is_weakly_typed(out) else out  # (JAX)
