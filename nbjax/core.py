@@ -578,6 +578,9 @@ class Tracer:
   def __repr__(self):
     return f"Traced<{self.aval}>with<{self._trace!r}>"
 
+  def __str__(self):  # (not an Array's: that prints a value)
+    return repr(self)
+
 
 def concrete_or_error(force, val, context=""):
   """``val`` as a concrete value, or a ConcretizationTypeError explaining why not."""

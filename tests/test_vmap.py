@@ -222,3 +222,19 @@ def test_vmap_nested_with_closure_over_outer_batched_value():
   x, y = R(3), R(4)
   out = vmap(lambda a: vmap(lambda b: lax.mul(a, b))(y))(x)
   np.testing.assert_allclose(out, np.outer(x, y))
+
+
+def test_tracers_print_as_jax():
+  seen = []
+  show = lambda x: seen.append(repr(x)) or x
+  nbjax.jit(show)(1.0)
+  nbjax.jit(show)(nbjax.numpy.ones(2))
+  nbjax.vmap(show)(nbjax.numpy.ones((3, 2)))
+  nbjax.jvp(lambda x: show(x * 2), (1.0,), (1.0,))
+  nbjax.grad(lambda x: show(x).sum())(nbjax.numpy.ones(2))
+  assert seen == ["JitTracer(~float64[])", "JitTracer(float64[2])",
+                  "VmapTracer(aval=float64[2], batched=float64[3,2])",
+                  "JVPTracer(primal=2.0, tangent=2.0)",
+                  "GradTracer(primal=[1. 1.], typeof(tangent)=f64[2])"]
+  nbjax.jit(lambda x: seen.append(str(x)))(1.0)
+  assert seen[-1] == "JitTracer(~float64[])"

@@ -96,6 +96,9 @@ class JVPTracer(Tracer):
   def __init__(self, trace, primal, tangent):
     self._trace, self.primal, self.tangent, self._aval = trace, primal, tangent, None
 
+  def __repr__(self):  # JAX's: ``JVPTracer(primal=1.0, tangent=1.0)``
+    return f"JVPTracer(primal={self.primal}, tangent={self.tangent})"
+
   @property
   def aval(self):
     a = self._aval

@@ -25,6 +25,9 @@ class BatchTracer(Tracer):
   def __init__(self, trace, val, batch_dim):
     self._trace, self.val, self.batch_dim, self._aval = trace, val, batch_dim, None
 
+  def __repr__(self):  # JAX's: ``VmapTracer(aval=float32[], batched=float32[3])``
+    return f"VmapTracer(aval={self.aval}, batched={get_aval(self.val)})"
+
   @property
   def aval(self):
     a = self._aval

@@ -48,8 +48,8 @@ class JaxprTracer(Tracer):
   def to_concrete_value(self):
     return None  # staged values have no concrete value (``if x > 0`` raises)
 
-  def __repr__(self):
-    return f"Traced<{self._aval}>with<{self._trace!r}>"
+  def __repr__(self):  # JAX's: ``JitTracer(~float32[])``
+    return f"JitTracer({self._aval})"
 
   def _origin_msg(self):
     """JAX's pointer to where the value came from: the traced function and the arguments

@@ -59,8 +59,8 @@ class TapeTracer(Tracer):
   def to_concrete_value(self):
     return self.val
 
-  def __repr__(self):
-    return f"Traced<{self.aval}>with<TapeTrace>"
+  def __repr__(self):  # JAX's: ``GradTracer(primal=1.0, typeof(tangent)=f32[])``
+    return f"GradTracer(primal={self.val}, typeof(tangent)={self.aval.str_short()})"
 
 
 def _aval(v):
