@@ -277,8 +277,14 @@ class PRNGKeyArray:
     raise TypeError(f"bool() of a key array of dtype {self.dtype} is not defined")
 
   def __repr__(self):
-    if isinstance(self._base_array, Tracer):
-      return f"Traced<{self.dtype}[{','.join(map(str, self.shape))}]>"
+    b = self._base_array
+    if isinstance(b, Tracer):  # JAX's tracer reprs, with the key dtype
+      ks = lambda shape: f"{self.dtype}[{','.join(map(str, shape))}]"
+      name = type(b).__name__
+      if name == "BatchTracer":
+        full = tuple(b.val.shape)[:len(b.val.shape) - len(self._impl.key_shape)]
+        return f"VmapTracer(aval={ks(self.shape)}, batched={ks(full)})"
+      return f"{'JitTracer' if name == 'JaxprTracer' else name}({ks(self.shape)})"
     return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base_array)}"
 
   __str__ = __repr__

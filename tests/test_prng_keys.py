@@ -231,7 +231,8 @@ def test_keys_through_jit():
   # a traced key prints as a traced key, and arithmetic on it is JAX's error
   shown = []
   nbjax.jit(lambda k: shown.append(repr(k[1:])) or k)(ks)
-  assert shown == ["Traced<key<fry>[2]>"]
+  nbjax.vmap(lambda k: shown.append(repr(k)) or k)(ks)
+  assert shown == ["JitTracer(key<fry>[2])", "VmapTracer(aval=key<fry>[], batched=key<fry>[3])"]
   with pytest.raises(TypeError, match="add does not accept dtypes key<fry>, int64"):
     nbjax.jit(lambda k: k + 1)(k)
 
