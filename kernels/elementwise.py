@@ -250,7 +250,7 @@ UNARY = {
     "erf": "math.erf(np.float64(a))",
     "erfc": "math.erfc(np.float64(a))",
     "erf_inv": "_erf_inv(np.float64(a), 2)",
-    "erf_inv_f32": "_erf_inv(np.float64(a), 1)",
+    "erf_inv_f32": "_erf_inv_xla_f32(np.float32(a))",
     "lgamma": "math.lgamma(np.float64(a))",
     "digamma": "_digamma(np.float64(a))",
     "conj": "np.conj(a)",
@@ -471,6 +471,96 @@ def _nextafter_bits(a, b, ab, bb):
 
 
 _SQRT_PI = math.sqrt(math.pi)
+
+
+# XLA's float32 log, log1p and erf_inv, operation for operation as XLA's CPU code computes
+# them (jaxlib 0.10: its log/log1p intrinsics, chlo's erf_inv expansion), so eager float32
+# erf_inv, and with it random.normal's samples, are JAX's bits (each op rounds to float32;
+# numba does not contract a * b + c into an FMA without fastmath)
+def _f32bits(h):
+  return np.frombuffer(np.uint32(h).tobytes(), np.float32)[0]
+
+
+_F32 = np.float32
+_LOG_C = [_f32bits(h) for h in (0x3D9021BB, 0xBDEBD1B8, 0xBDFE5D4F, 0x3E11E9BF, 0x3E4CCEAC,
+                                0xBE7FFFFC, 0x3DEF251A, 0xBE2AAE50, 0x3EAAAAAA, 0xB95E8083,
+                                0x3F318000, 0x3F3504F3, 0x00800000)]
+(_LA0, _LA1, _LB0, _LB1, _LC0, _LC1, _LA2, _LB2, _LC2, _LQ1, _LQ2, _SQRT_HALF_F32,
+ _FLT_MIN) = _LOG_C
+_L1P_DEN = [_f32bits(h) for h in (0x417101AD, 0x42A6185B, 0x435DC32D, 0x439A8CA3, 0x43586D8A,
+                                  0x42707982)]
+_L1P_NUM = [_F32(4.527e-05)] + [_f32bits(h) for h in (0x3EFF40C5, 0x40D284FA, 0x41EF4B9C,
+                                                      0x4273CC76, 0x426473AD, 0x41A05101)]
+_L1P_SMALL = _f32bits(0x3ED413CD)
+(_D0, _D1, _D2, _D3, _D4, _D5) = _L1P_DEN
+(_N0, _N1, _N2, _N3, _N4, _N5, _N6) = _L1P_NUM
+_EI_LO = [_F32(c) for c in (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                            0.00021858087, -0.00125372503, -0.00417768164, 0.246640727,
+                            1.50140941)]
+_EI_HI = [_F32(c) for c in (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                            0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)]
+_EI_LO_T, _EI_HI_T = tuple(_EI_LO), tuple(_EI_HI)
+
+
+@intrinsic
+def _fma32(typingctx, a, b, c):
+  """``a * b + c`` rounded once (LLVM's fma): where XLA's machine code contracts them."""
+  def codegen(context, builder, sig, args):
+    return builder.fma(*args)
+  return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@njit(inline="always", cache=True)
+def _xla_log_f32(y):
+  if y == _F32(0.0):
+    return _F32(-np.inf)
+  if y == _F32(np.inf):
+    return y
+  if not y > _F32(0.0):  # negative or NaN
+    return _F32(np.nan)
+  yc = y if y > _FLT_MIN else _FLT_MIN
+  fm, e = math.frexp(np.float64(yc))  # (XLA: the exponent and mantissa bits)
+  m = _F32(fm)
+  lt = m < _SQRT_HALF_F32
+  t = m if lt else _F32(0.0)
+  ef = _F32(e) - (_F32(1.0) if lt else _F32(0.0))
+  z = (m + _F32(-1.0)) + t
+  z2 = z * z
+  z3 = z2 * z
+  a = _fma32(_fma32(z, _LA0, _LA1), z, _LA2)
+  b = _fma32(_fma32(z, _LB0, _LB1), z, _LB2)
+  c = _fma32(_fma32(z, _LC0, _LC1), z, _LC2)
+  r = _fma32(_fma32(_fma32(a, z3, b), z3, c), z3, ef * _LQ1)
+  return _fma32(ef, _LQ2, _fma32(-z2, _F32(0.5), z) + r)
+
+
+@njit(inline="always", cache=True)
+def _xla_log1p_f32(x):
+  if not abs(x) < _L1P_SMALL:
+    return _xla_log_f32(x + _F32(1.0))
+  x0 = x * _F32(0.0)
+  den = x0 + _F32(1.0)
+  for d in (_D0, _D1, _D2, _D3, _D4, _D5):
+    den = _fma32(den, x, d)
+  num = x0 + _N0
+  for n in (_N1, _N2, _N3, _N4, _N5, _N6):
+    num = _fma32(num, x, n)
+  x2 = x * x
+  return x + _fma32(x2, _F32(-0.5), (x * x2) * (num / den))
+
+
+@njit(inline="always", cache=True)
+def _erf_inv_xla_f32(x):
+  w = -_xla_log1p_f32(x * -x)
+  lo = w < _F32(5.0)
+  c = _EI_LO_T if lo else _EI_HI_T
+  w = w - _F32(2.5) if lo else _F32(math.sqrt(np.float64(w))) - _F32(3.0)
+  p = c[0]
+  for k in range(1, 9):
+    p = _fma32(p, w, c[k])
+  if abs(x) == _F32(1.0):
+    return x * _F32(np.inf)
+  return p * x
 
 
 @njit(inline="always", cache=True)

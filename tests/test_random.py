@@ -565,3 +565,20 @@ def test_new_samplers_under_jit_and_vmap():
     R.binomial(k, 3, 0.5, dtype=np.int32)
   with pytest.raises(ValueError, match="dirichlet requires alpha.ndim >= 1"):
     R.dirichlet(k, 1.0)
+
+
+def test_float32_normal_and_erf_inv_are_jaxs_bits():
+  """Eager float32 erf_inv computes XLA's expansion operation for operation (its log1p and
+  log, the contracted multiply-adds), so normal samples are JAX 0.10's bits, not just close."""
+  from nbjax import lax
+  x = np.array([0.6317065, -0.994522, 0.85430825, 0.4964965, 0.42923665, -0.3611632, 1e-30,
+                0.9999999], np.float32)
+  want = [0x3f22dbc4, 0xbffb63c9, 0x3f83af29, 0x3ef23308, 0x3ecd3fee, 0xbea9ea03, 0x0d8fcc6c,
+          0x406f9c68]
+  assert np.asarray(lax.erf_inv(x)).view(np.uint32).tolist() == want
+  assert np.asarray(nbjax.jit(lax.erf_inv)(x)).view(np.uint32).tolist() == want
+  got = np.asarray(nbjax.random.normal(nbjax.random.key(0), (6,), dtype=np.float32))
+  assert got.view(np.uint32).tolist() == [0x3fcfb2bd, 0x40019df0, 0xbede0017, 0xbda10222,
+                                          0x3e34512c, 0xbf78dad7]
+  edge = np.array([1, -1, 0, -0.0, 1.5, np.nan], np.float32)
+  np.testing.assert_array_equal(lax.erf_inv(edge), [np.inf, -np.inf, 0, -0.0, np.nan, np.nan])
