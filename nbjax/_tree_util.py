@@ -12,9 +12,11 @@ data and children, so it can be a cache key. Flatten is plain recursion with one
 per node on the type: it is on the jit hot path.
 """
 import collections
+import difflib
 import dataclasses
 import functools
 import operator
+import textwrap
 
 __all__ = [
     "PyTreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
@@ -102,7 +104,9 @@ class PyTreeDef:
 
   def node_data(self):
     """``None`` for a leaf, else ``(node type, aux data)``."""
-    return None if self.node is None else (self.node.type, self.data)
+    if self.node is None:
+      return None
+    return (self.node.type, list(self.data) if self.node.kind == "dict" else self.data)
 
   def __eq__(self, other):
     if self is other:
@@ -115,15 +119,21 @@ class PyTreeDef:
   def __hash__(self):
     h = self._hash
     if h is None:
-      h = self._hash = hash((None if self.node is None else self.node.type, self.data, self.kids))
+      try:
+        h = hash((None if self.node is None else self.node.type, self.data, self.kids))
+      except TypeError:  # unhashable aux data (JAX hashes such treedefs too)
+        h = hash((None if self.node is None else self.node.type, self.kids))
+      self._hash = h
     return h
 
   def unflatten(self, leaves):
     if type(leaves) is not list and type(leaves) is not tuple:
       leaves = list(leaves)
     if len(leaves) != self.num_leaves:
-      raise ValueError(f"Too {'few' if len(leaves) < self.num_leaves else 'many'} leaves for "
-                       f"PyTreeDef; expected {self.num_leaves}, got {len(leaves)}.")
+      if len(leaves) < self.num_leaves:
+        raise ValueError(f"Too few leaves for PyTreeDef; expected {self.num_leaves}, got "
+                         f"{len(leaves)}")
+      raise ValueError(f"Too many leaves for PyTreeDef; expected {self.num_leaves}.")
     if self.node is None:
       return leaves[0]
     return self._build(iter(leaves))
@@ -156,29 +166,31 @@ class PyTreeDef:
       kids = x
     elif kind == "none":
       if x is not None:
-        raise ValueError(f"Expected None, got {x!r}.")
+        raise ValueError(f"Expected None, got {x!r}.\n\nIn previous releases of JAX, "
+                         "flatten-up-to used to consider None to be a tree-prefix of non-None "
+                         "values. To obtain the previous behavior, you can usually write:\n"
+                         "  jax.tree.map(lambda x, y: None if x is None else f(x, y), a, b, "
+                         "is_leaf=lambda x: x is None)")
       return
-    elif kind in ("dict", "odict", "ddict"):
-      if not isinstance(x, dict):
+    elif kind == "dict":  # (exactly a dict: an OrderedDict or defaultdict is another node)
+      if t is not dict:
         raise ValueError(f"Expected dict, got {x!r}.")
-      keys = self.data[1] if kind == "ddict" else self.data
-      if kind == "odict" and t is collections.OrderedDict:
-        got = tuple(x)
-      else:
-        got = tuple(_sorted_keys(x))
-      if (sorted(got, key=repr) != sorted(keys, key=repr)) if kind == "odict" else got != keys:
-        raise ValueError(f"Dict key mismatch; expected keys: {list(keys)}; dict: {x!r}.")
-      kids = [x[k] for k in keys]
+      got = tuple(_sorted_keys(x))
+      if got != self.data:
+        raise ValueError(f"Dict key mismatch; expected keys: {list(self.data)}; present keys: "
+                         f"{list(got)}.")
+      kids = [x[k] for k in self.data]
     elif kind == "namedtuple":
       if t is not node.type:
-        raise ValueError(f"Expected named tuple of type {node.type.__name__}, got {x!r}.")
+        raise ValueError(f"Expected named tuple, got {x!r}.")
       kids = x
-    else:
+    else:  # custom nodes, OrderedDict and defaultdict (their key order, factory: aux data)
       if t is not node.type:
-        raise ValueError(f"Custom node type mismatch; expected type: {node.type}; value: {x!r}.")
+        raise ValueError(f"Custom node type mismatch: expected type: {node.type}, value: "
+                         f"{x!r}.")
       kids, data = node.flatten(x)
       if data != self.data:
-        raise ValueError(f"Mismatch custom node data: {data!r} != {self.data!r}; value: {x!r}.")
+        raise ValueError(f"Mismatch custom node data: {self.data!r} != {data!r}; value: {x!r}.")
       kids = list(kids)
       if len(kids) != len(self.kids):
         raise ValueError(f"Custom node arity mismatch: {len(kids)} != {len(self.kids)}; "
@@ -223,17 +235,18 @@ class PyTreeDef:
       return f"[{', '.join(kids)}]"
     if kind == "dict":
       return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.data, kids)) + "}"
-    if kind == "odict":
-      return "OrderedDict({" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.data, kids)) + "})"
-    if kind == "ddict":
-      body = ", ".join(f"{k!r}: {c}" for k, c in zip(self.data[1], kids))
-      return f"defaultdict({self.data[0]!r}, {{{body}}})"
     if kind == "opaque":
       return "*"
-    if kind == "namedtuple":
-      return f"{node.type.__name__}(" + ", ".join(
-          f"{f}={c}" for f, c in zip(node.type._fields, kids)) + ")"
-    return f"CustomNode({node.type.__name__}[{self.data!r}], [{', '.join(kids)}])"
+    # JAX shows the rest as CustomNode(name[aux data], [children])
+    if kind == "odict":
+      name, data = "OrderedDict", repr(self.data)
+    elif kind == "ddict":
+      name, data = "defaultdict", repr(self.data)
+    elif kind == "namedtuple":
+      name, data = "namedtuple", node.type.__name__
+    else:
+      name, data = node.type.__name__, str(self.data)
+    return f"CustomNode({name}[{data}], [{', '.join(kids)}])"
 
   def __reduce__(self):
     return (_rebuild, (None if self.node is None else self.node.type, self.data, self.kids))
@@ -448,13 +461,75 @@ def tree_unflatten(treedef, leaves):
   return treedef.unflatten(leaves)
 
 
-def _mismatch(treedef, i, tree, err):
+def _prefix_error(path, prefix, full, is_leaf=None):
+  """JAX's description of where ``full`` stops extending ``prefix`` (the first difference,
+  depth first): ``name -> ValueError``, or None when none is found. Below the root the
+  walk ignores ``is_leaf``, as JAX's does."""
+  if is_leaf is not None and is_leaf(prefix):
+    return None
+  t = type(prefix)
+  node = _kinds[t] if t in _kinds else _lookup(t)
+  if node is None:
+    return None  # a leaf is a prefix of anything
+  where = keystr(path)
+  if t is not type(full):
+    return lambda name: ValueError(
+        f"pytree structure error: different types at key path\n    {name}{where}\nAt that key "
+        f"path, the prefix pytree {name} has a subtree of type\n    {t}\nbut at the same key "
+        f"path the full pytree has a subtree of different type\n    {type(full)}.")
+  kids1, meta1 = node.flatten(prefix)
+  kids2, meta2 = node.flatten(full)
+  keyed1, keyed2 = _keyed_children(prefix, node), _keyed_children(full, node)
+  if node.kind in ("tuple", "list"):
+    if len(prefix) != len(full):
+      tn = t.__name__
+      return lambda name: ValueError(
+          f"pytree structure error: different lengths of {tn} at key path\n    {name}{where}\n"
+          f"At that key path, the prefix pytree {name} has a subtree of type {tn} of length "
+          f"{len(prefix)}, but the full pytree has a subtree of the same type but of length "
+          f"{len(full)}.")
+  elif len(kids1) != len(kids2):
+    names1 = " ".join(str(_key_of(k)) for k, _ in keyed1)
+    names2 = " ".join(str(_key_of(k)) for k, _ in keyed2)
+    try:
+      diff = set(k for k, _ in keyed1).symmetric_difference(k for k, _ in keyed2)
+      diff = "so the symmetric difference on key sets is\n    " + " ".join(
+          str(_key_of(k)) for k in diff)
+    except Exception:  # noqa: BLE001 -- unhashable keys: no difference shown
+      diff = ""
+    return lambda name: ValueError(
+        f"pytree structure error: different numbers of pytree children at key path\n"
+        f"    {name}{where}\nAt that key path, the prefix pytree {name} has a subtree of type\n"
+        f"    {t}\nwith {len(kids1)} child keys\n    {names1}\nbut at the same key path the "
+        f"full pytree has a subtree of the same type but with {len(kids2)} child keys\n"
+        f"    {names2}\n{diff}")
+  if meta1 != meta2:
+    s1, s2 = str(meta1), str(meta2)
+    diff = textwrap.indent("\n".join(difflib.ndiff(s1.splitlines(), s2.splitlines())), "    ")
+    return lambda name: ValueError(
+        f"pytree structure error: different pytree metadata at key path\n    {name}{where}\n"
+        f"At that key path, the prefix pytree {name} has a subtree of type\n    {t}\nwith "
+        f"metadata\n    {s1}\nbut at the same key path the full pytree has a subtree of the "
+        f"same type but with metadata\n    {s2}\nso the diff in the metadata at these pytree "
+        f"nodes is\n{diff}")
+  for (k, c1), (_, c2) in zip(keyed1, keyed2):
+    err = _prefix_error((*path, k), c1, c2)
+    if err is not None:
+      return err
+  return None
+
+
+def _key_of(k):
+  return getattr(k, "key", k)
+
+
+def _mismatch(name, tree, other, is_leaf, err):
+  """The error for ``other`` not extending ``tree``'s structure (JAX's, else ``err``)."""
   try:
-    other = repr(tree_structure(tree))
-  except Exception:  # noqa: BLE001 -- the structure is only for the message
-    other = repr(tree)
-  return ValueError(f"tree_map: tree at position {i} does not match the structure of the first "
-                    f"tree.\n  first: {treedef}\n  tree {i}: {other}\n  {err}")
+    found = _prefix_error((), tree, other, is_leaf)
+  except Exception:  # noqa: BLE001 -- the description is only for the message
+    found = None
+  return err if found is None else found(name)
 
 
 def tree_map(f, tree, *rest, is_leaf=None, _flatten=None):
@@ -463,11 +538,11 @@ def tree_map(f, tree, *rest, is_leaf=None, _flatten=None):
   if not rest:
     return treedef.unflatten([f(x) for x in leaves])
   all_leaves = [leaves]
-  for i, r in enumerate(rest, 1):
+  for r in rest:
     try:
       all_leaves.append(treedef.flatten_up_to(r))
-    except ValueError as e:
-      raise _mismatch(treedef, i, r, e) from None
+    except Exception as e:  # noqa: BLE001 -- re-raised, described as JAX's
+      raise _mismatch("tree_map tree", tree, r, is_leaf, e) from None
   return treedef.unflatten([f(*xs) for xs in zip(*all_leaves)])
 
 
@@ -762,11 +837,11 @@ def tree_map_with_path(f, tree, *rest, is_leaf=None):
   path_leaves, treedef = tree_flatten_with_path(tree, is_leaf)
   paths, leaves = [p for p, _ in path_leaves], [x for _, x in path_leaves]
   all_leaves = [leaves]
-  for i, r in enumerate(rest, 1):
+  for r in rest:
     try:
       all_leaves.append(treedef.flatten_up_to(r))
-    except ValueError as e:
-      raise _mismatch(treedef, i, r, e) from None
+    except Exception as e:  # noqa: BLE001 -- re-raised, described as JAX's
+      raise _mismatch("tree_map_with_path tree", tree, r, is_leaf, e) from None
   return treedef.unflatten([f(p, *xs) for p, *xs in zip(paths, *all_leaves)])
 
 
@@ -774,8 +849,13 @@ def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
   """The leaves of ``prefix_tree``, each repeated once per leaf of the ``full_tree`` subtree
   it is a prefix of."""
   result = []
-  tree_map(lambda x, sub: result.extend([x] * tree_structure(sub, is_leaf).num_leaves),
-           prefix_tree, full_tree, is_leaf=is_leaf)
+  leaves, treedef = tree_flatten(prefix_tree, is_leaf)
+  try:
+    subs = treedef.flatten_up_to(full_tree)
+  except Exception as e:  # noqa: BLE001 -- re-raised, described as JAX's
+    raise _mismatch("broadcast_prefix prefix_tree", prefix_tree, full_tree, is_leaf, e) from None
+  for x, sub in zip(leaves, subs):
+    result.extend([x] * tree_structure(sub, is_leaf).num_leaves)
   return result
 
 

@@ -11,6 +11,7 @@ zero-copy views that cannot be made writeable.
 from __future__ import annotations
 
 import abc
+import enum
 import math
 import operator
 import sys
@@ -25,6 +26,22 @@ _NON_ADDRESSABLE = (
     "is not possible. You can use `jax.experimental.multihost_utils.process_allgather` to "
     "print the global array or use `.addressable_shards` method of jax.Array to inspect the "
     "addressable (process local) shards.")
+
+
+class DLDeviceType(enum.IntEnum):
+  """DLPack device types (``Array.__dlpack_device__()[0]``), as JAX's."""
+  kDLCPU = 1
+  kDLCUDA = 2
+  kDLCUDAHost = 3
+  kDLROCM = 10
+
+
+_SCALAR_CONVERSION, _INDEX_CONVERSION = core.SCALAR_CONVERSION, core.INDEX_CONVERSION
+
+_REMOVED = {
+    "device_buffer": "arr.device_buffer has been deprecated. Use arr.addressable_data(0)",
+    "device_buffers": "arr.device_buffers has been deprecated. Use [x.data for x in "
+                      "arr.addressable_shards]"}
 
 
 def _gather(sh, bufs, shape, dtype):
@@ -90,6 +107,8 @@ class Array(metaclass=abc.ABCMeta):
         return v
     elif name == "_buf" or name == "_pmap" or name == "_expr":  # unset: no buffer / not pmap's
       return None
+    elif name in _REMOVED:
+      raise AttributeError(_REMOVED[name])
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
   def block_until_ready(self):
@@ -97,6 +116,34 @@ class Array(metaclass=abc.ABCMeta):
     if buf is not None:  # wait on XLA (a pending jit output), make no host view
       buf.block_until_ready()
     return self
+
+  def is_ready(self):
+    """Whether the data is computed (a pending jit output: whether XLA has finished)."""
+    buf = self._buf
+    return True if buf is None or not hasattr(buf, "is_ready") else bool(buf.is_ready())
+
+  def is_deleted(self):
+    return False  # (nbjax arrays are never deleted: their buffers live while referenced)
+
+  def platform(self):
+    return "cpu"
+
+  def copy_to_host_async(self):
+    """Nothing to do: the data lives on the host (a pending jit output is read on demand)."""
+
+  def unsafe_buffer_pointer(self):
+    """The address of the (host) buffer's first element."""
+    if self._pmap is not None and len(self.sharding.device_set) > 1:
+      raise ValueError("unsafe_buffer_pointer() is supported only for unsharded arrays.")
+    return self._value.ctypes.data
+
+  def on_device_size_in_bytes(self):
+    """Bytes held over all devices (a sharded array: its shard's size on each device)."""
+    p = self._pmap
+    if p is None:
+      return self.nbytes
+    sh = p[0]
+    return math.prod(sh.shard_shape(self.shape)) * self.itemsize * len(sh.device_set)
 
   @property
   def aval(self):
@@ -235,7 +282,9 @@ class Array(metaclass=abc.ABCMeta):
     if copy:
       return np.array(self._value, dtype=dtype)
     v = _readonly(self._value)
-    return v if dtype is None else v.astype(dtype, copy=False)
+    if dtype is None or np.dtype(dtype) == v.dtype:
+      return v
+    return np.asarray(v, dtype=dtype, copy=copy)  # copy=False: NumPy's ValueError
 
   def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
     v = self._value
@@ -250,10 +299,13 @@ class Array(metaclass=abc.ABCMeta):
     return ro.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
   def __dlpack_device__(self):
-    return self._value.__dlpack_device__()
+    return DLDeviceType.kDLCPU, 0
 
   def tolist(self):
     return self._value.tolist()
+
+  def tobytes(self, order="C"):
+    return self._value.tobytes(order)
 
   def item(self, *args):
     return self._value.item(*args)
@@ -262,26 +314,33 @@ class Array(metaclass=abc.ABCMeta):
     return bool(self._value)
 
   def __int__(self):
-    return int(self._value)
+    v = self._value
+    if v.ndim:
+      raise TypeError(_SCALAR_CONVERSION.format(v.ndim))
+    return int(v)
 
   def __float__(self):
-    return float(self._value)
+    v = self._value
+    if v.ndim:
+      raise TypeError(_SCALAR_CONVERSION.format(v.ndim))
+    return float(v)
 
   def __complex__(self):
-    return complex(self._value)
+    v = self._value
+    if v.ndim:
+      raise TypeError(_SCALAR_CONVERSION.format(v.ndim))
+    return complex(v)
 
   def __index__(self):
-    if not dtypes.is_int(self._value.dtype) and self._value.dtype != np.bool_:
-      raise TypeError(f"Only integer scalar arrays can be converted to a scalar index, got {self.dtype}")
-    return operator.index(self._value.item())
+    v = self._value
+    if v.ndim or v.dtype.kind not in "iu":  # (not bool, as JAX)
+      raise TypeError(_INDEX_CONVERSION)
+    return operator.index(v.item())
 
-  def __hash__(self):
-    raise TypeError("unhashable type: 'nbjax.Array'")
+  __hash__ = None  # unhashable, as jax.Array (not even collections.abc.Hashable)
 
   def __setitem__(self, idx, val):
-    raise TypeError("'nbjax.Array' object does not support item assignment. nbjax arrays are "
-                    "immutable; instead of `x[idx] = y`, use `x = x.at[idx].set(y)` or another "
-                    ".at[] method: https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+    raise TypeError(core.IMMUTABLE)
 
   def __reduce__(self):
     return (Array, (np.array(self._value), self._weak))
@@ -290,13 +349,17 @@ class Array(metaclass=abc.ABCMeta):
     return _wrap(self._value.copy(), self._weak)
 
   def __copy__(self):
-    return self
+    # a new Array (as JAX's copies) sharing the immutable buffer; a sharded one keeps itself
+    if self._pmap is not None:
+      return self
+    return _wrap(self._value, self._weak)
 
   def __deepcopy__(self, memo):
-    return self
+    return self.__copy__()
 
   def __format__(self, spec):
-    return format(self._value.item(), spec) if self._value.ndim == 0 else format(str(self), spec)
+    v = self._value  # an n-d array takes only the empty spec (NumPy's TypeError otherwise)
+    return format(v.item(), spec) if v.ndim == 0 else format(v, spec)
 
   def __str__(self):
     return str(self._value)
@@ -308,14 +371,15 @@ class Array(metaclass=abc.ABCMeta):
       weak = ", weak_type=True" if self._weak else ""
       return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
     prefix = "Array("
-    if v.size == 0 and v.shape != (0,):
+    dt = f"dtype={v.dtype.name}, weak_type=True" if self._weak else f"dtype={v.dtype.name}"
+    width = np.get_printoptions()["linewidth"]  # np.printoptions govern
+    if v.size == 0:
       body = f"[], shape={v.shape}"
     else:
-      body = np.array2string(v, separator=", ", prefix=prefix)  # np.printoptions govern
-    extra = f", dtype={v.dtype.name}"
-    if self._weak:
-      extra += ", weak_type=True"
-    return f"{prefix}{body}{extra})"
+      body = np.array2string(v, max_line_width=width, separator=", ", prefix=prefix, suffix=",")
+    # JAX's layout: the dtype goes after a run of spaces when the last line is too long
+    sep = " " * len(prefix) if len(body) - body.rfind("\n") + 3 + len(dt) > width else " "
+    return f"{prefix}{body},{sep}{dt})"
 
 
 _FRESH = (list, tuple, bool, int, float, complex, np.generic)  # np.asarray makes new memory

@@ -123,6 +123,18 @@ def _concretization_function_error(fun, suggest_astype=False):
   return method
 
 
+# JAX's messages for converting arrays (concrete or traced) to Python scalars and indices, and
+# for item assignment
+SCALAR_CONVERSION = "Only scalar arrays can be converted to Python scalars; got arr.ndim={}"
+INDEX_CONVERSION = "Only integer scalar arrays can be converted to a scalar index."
+BOOL_CONVERSION_EMPTY = ("The truth value of an empty array is ambiguous. Use `array.size > 0` "
+                         "to check that an array is not empty.")
+BOOL_CONVERSION_MANY = ("The truth value of an array with more than one element is ambiguous. "
+                        "Use a.any() or a.all()")
+IMMUTABLE = ("JAX arrays are immutable and do not support in-place item assignment. Instead "
+             "of x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
+             "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
 _FLOAT_CTX, _COMPLEX_CTX = (
     f"The problem arose with the `{f}` function. If trying to convert the data type of a "
     f"value, try using `x.astype({f})` or `jnp.array(x, {f})` instead." for f in ("float",
@@ -543,19 +555,31 @@ class Tracer:
       raise TypeError("iteration over a 0-d array")
     return (self[i] for i in range(self.aval.shape[0]))
 
+  # JAX's shape checks come before the concreteness ones (a concrete value raises the same)
   def __bool__(self):
+    size = self.aval.size
+    if size != 1:
+      raise ValueError(BOOL_CONVERSION_EMPTY if size == 0 else BOOL_CONVERSION_MANY)
     return self.aval._bool(self)
 
   def __int__(self):
+    if self.aval.shape:
+      raise TypeError(SCALAR_CONVERSION.format(len(self.aval.shape)))
     return self.aval._int(self)
 
   def __float__(self):  # an error even when concrete (JAX's): it would drop the derivative
+    if self.aval.shape:
+      raise TypeError(SCALAR_CONVERSION.format(len(self.aval.shape)))
     raise ConcretizationTypeError(self, _FLOAT_CTX)
 
   def __complex__(self):
+    if self.aval.shape:
+      raise TypeError(SCALAR_CONVERSION.format(len(self.aval.shape)))
     raise ConcretizationTypeError(self, _COMPLEX_CTX)
 
   def __index__(self):
+    if self.aval.shape or self.aval.dtype.kind not in "iu":
+      raise TypeError(INDEX_CONVERSION)
     return self.aval._index(self)
 
   def _error_repr(self):
@@ -567,13 +591,10 @@ class Tracer:
   def __array__(self, dtype=None, copy=None):
     raise TracerArrayConversionError(self)
 
-  def __hash__(self):
-    raise TypeError(f"unhashable type: {type(self).__name__}. Traced arrays are not hashable; "
-                    "use a static argument or a Python value instead.")
+  __hash__ = None  # unhashable (Python's TypeError), as JAX's tracers
 
   def __setitem__(self, idx, val):
-    raise TypeError("nbjax arrays are immutable: use `x = x.at[idx].set(val)` instead of "
-                    "`x[idx] = val`.")
+    raise TypeError(IMMUTABLE)
 
   def __repr__(self):
     return f"Traced<{self.aval}>with<{self._trace!r}>"

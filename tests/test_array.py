@@ -446,3 +446,173 @@ def test_isinstance_holds_for_tracers_as_jax_array_does():
   assert len(seen) >= 4 and set(seen) == {(True, True, False)}  # (replay checks rerun f)
   assert isinstance(jnp.ones(2), jnp.ndarray) and type(jnp.ones(2)) is nbjax.Array
   assert not isinstance(np.ones(2), jnp.ndarray) and not isinstance(1.0, nbjax.Array)
+
+# ----------------------------------------------------------------- JAX's exact surface
+
+
+_IMMUTABLE = ("JAX arrays are immutable and do not support in-place item assignment. Instead "
+              "of x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
+              "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
+
+def test_setitem_hash_messages_are_jaxs():
+  import collections.abc
+  x = jnp.arange(3)
+  with pytest.raises(TypeError) as e:
+    x[0] = 1
+  assert str(e.value) == _IMMUTABLE
+  with pytest.raises(TypeError) as e:
+    nbjax.jit(lambda y: y.__setitem__(0, 1))(x)
+  assert str(e.value) == _IMMUTABLE
+  assert not isinstance(x, collections.abc.Hashable)
+  with pytest.raises(TypeError, match="^unhashable type: 'Array'$"):
+    hash(x)
+  with pytest.raises(TypeError, match="^unhashable type: '"):
+    nbjax.jit(hash)(x)
+
+
+def test_scalar_conversions_check_shape_first():
+  a = jnp.ones((2, 3))
+  for f in (int, float, complex):
+    with pytest.raises(TypeError, match=r"^Only scalar arrays can be converted to Python "
+                                        r"scalars; got arr.ndim=2$"):
+      f(a)
+    with pytest.raises(TypeError, match=r"got arr.ndim=1$"):
+      f(jnp.ones(1))  # size 1 is not enough
+    with pytest.raises(TypeError, match=r"got arr.ndim=1$"):
+      nbjax.jit(f)(jnp.ones(1))
+  msg = r"^Only integer scalar arrays can be converted to a scalar index.$"
+  for bad in (jnp.array(1.0), jnp.array(True), jnp.arange(1)):
+    with pytest.raises(TypeError, match=msg):
+      operator.index(bad)
+  with pytest.raises(TypeError, match=msg):
+    nbjax.jit(operator.index)(jnp.array(1.0))
+  assert operator.index(jnp.array(3, jnp.uint8)) == 3 and [1, 2, 3][jnp.array(2)] == 3
+  with pytest.raises(ValueError, match="more than one element is ambiguous"):
+    nbjax.jit(bool)(jnp.ones(2))
+  with pytest.raises(ValueError, match="empty array is ambiguous"):
+    nbjax.jit(bool)(jnp.ones(0))
+
+
+def test_repr_and_format_are_jaxs():
+  assert repr(jnp.zeros((0,), jnp.float32)) == "Array([], shape=(0,), dtype=float32)"
+  assert repr(jnp.zeros((2, 0), jnp.int32)) == "Array([], shape=(2, 0), dtype=int32)"
+  # the dtype goes after 6 spaces when the last line leaves it too little room
+  assert repr(jnp.arange(8, dtype=jnp.float32) * 1e8 + 0.5) == (
+      "Array([5.e-01, 1.e+08, 2.e+08, 3.e+08, 4.e+08, 5.e+08, 6.e+08, 7.e+08],      "
+      "dtype=float32)")
+  assert repr(jnp.arange(17) > 3) == (
+      "Array([False, False, False, False,  True,  True,  True,  True,  True,\n"
+      "        True,  True,  True,  True,  True,  True,  True,  True],      dtype=bool)")
+  with np.printoptions(precision=2):
+    assert repr(jnp.arange(4.0) / 3) == "Array([0.  , 0.33, 0.67, 1.  ], dtype=float64)"
+  assert f"{jnp.array(3.14159):.3f}" == "3.142" and f"{jnp.arange(3)}" == "[0 1 2]"
+  with pytest.raises(TypeError, match="unsupported format string passed to numpy.ndarray"):
+    f"{jnp.arange(3):>20}"
+
+
+def test_numpy_dlpack_copy_semantics():
+  import copy
+  import pickle
+  a = jnp.arange(6.0).reshape(2, 3)
+  assert a.tobytes() == np.arange(6.0).reshape(2, 3).tobytes()
+  assert a.tobytes("F") == np.arange(6.0).reshape(2, 3).tobytes("F")
+  with pytest.raises(ValueError, match="Unable to avoid copy"):
+    np.array(a, dtype=np.int32, copy=False)
+  assert np.asarray(a, dtype=np.int32).dtype == np.int32
+  dev = a.__dlpack_device__()
+  assert dev == (1, 0) and type(dev[0]).__name__ == "DLDeviceType" and dev[0].name == "kDLCPU"
+  for c in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+    assert c is not a and type(c) is Array
+    check(c, np.arange(6.0).reshape(2, 3))
+
+
+def test_comparisons_with_containers_raise_as_jax():
+  x = jnp.arange(3.0)
+  with pytest.raises(TypeError, match=r"^unsupported operand type\(s\) for ==: 'Array' and "
+                                      r"'list'$"):
+    x == [0, 1, 2]  # noqa: B015
+  with pytest.raises(TypeError, match=r"for ==: 'Array' and 'tuple'$"):
+    x != (0, 1, 2)  # noqa: B015  (JAX's message names == here too)
+  with pytest.raises(TypeError, match=r"for \+: 'Array' and 'list'$"):
+    x + [1]
+  with pytest.raises(TypeError, match=r"for \*: 'tuple' and 'Array'$"):
+    (1,) * jnp.arange(2)
+  assert (x == None) is False and (x != None) is True  # noqa: E711
+  p = __import__("collections").namedtuple("P", "a b c")(0.0, 1.0, 5.0)
+  assert (x == p) is False  # a namedtuple is no plain tuple: Python's identity comparison
+
+
+def test_contains_is_jaxs():
+  assert 2 in jnp.arange(3) and 5 not in jnp.arange(3)
+  with pytest.raises(ValueError, match=r"^Array.__contains__: search array must be "
+                                       r"one-dimensional, got arr.shape=\(2, 3\).$"):
+    1 in jnp.ones((2, 3))  # noqa: B015
+  with pytest.raises(ValueError, match=r"query value must be a scalar, got "
+                                       r"query.shape=\(2,\)"):
+    jnp.arange(2) in jnp.arange(3)  # noqa: B015
+  with pytest.raises(TypeError, match=r"unsupported operand type <class 'NoneType'>"):
+    None in jnp.arange(3)  # noqa: B015
+
+
+def test_astype_is_jaxs():
+  check(jnp.arange(3).astype(None), np.arange(3.0))
+  nbjax.config.update("enable_x64", False)
+  try:
+    check(jnp.arange(3).astype(None), np.arange(3, dtype=np.float32))
+  finally:
+    nbjax.config.update("enable_x64", True)
+  a = jnp.arange(3.0)
+  assert a.astype(a.dtype) is a and a.astype(a.dtype, copy=True) is not a
+  check(jnp.array([0j, 1j, 2.0]).astype(bool), np.array([False, True, True]))
+  with pytest.warns(DeprecationWarning, match="Casting from complex to real"):
+    check(jnp.array([1 + 2j]).astype(jnp.float32), np.array([1.0], np.float32))
+  with pytest.raises(TypeError, match=r"^JAX only supports number, bool, and string dtypes, "
+                                      r"got dtype <class 'object'> in astype$"):
+    a.astype(object)
+  with pytest.raises(ValueError, match="Passing an array as a dtype argument"):
+    a.astype(a)
+  with pytest.raises(TypeError, match="astype requires ndarray or scalar arguments"):
+    jnp.astype([1, 2], float)
+  check(nbjax.jit(lambda v: v.astype(bool))(jnp.array([0j, 1j])), np.array([False, True]))
+
+
+def test_view_byteswap_and_other_methods():
+  a = jnp.arange(6.0).reshape(2, 3)
+  check(jnp.arange(4, dtype=jnp.int8).view(jnp.int16), np.array([256, 770], np.int16))
+  check(jnp.array([1, 0, 1], jnp.int8).view(jnp.bool_), np.array([True, False, True]))
+  check(jnp.array(2.0).view(jnp.int64), np.array(4611686018427387904))
+  check(jnp.array([1 + 2j, 3 - 4j]).view(jnp.float64), np.array([1.0, 2.0, 3.0, -4.0]))
+  check(jnp.array([1.0, 2.0, 3.0, -4.0]).view(jnp.complex128), np.array([1 + 2j, 3 - 4j]))
+  check(nbjax.jit(lambda v: v.view(jnp.int32))(a), np.arange(6.0).reshape(2, 3).view(np.int32))
+  assert a.view() is a
+  with pytest.raises(ValueError, match="view\\(\\) of a 0d array is only supported if the "
+                                       "itemsize is unchanged."):
+    jnp.array(2.0).view(jnp.int32)
+  with pytest.raises(ValueError, match="When changing to a larger dtype, its size must be a "
+                                       "divisor of the total size in bytes of the last axis"):
+    jnp.arange(3, dtype=jnp.int8).view(jnp.int16)
+  check(jnp.arange(3, dtype=jnp.int32).byteswap(), np.array([0, 16777216, 33554432], np.int32))
+  check(jnp.array([2, 0, 1]).choose([jnp.arange(3), 10 + jnp.arange(3), 20 + jnp.arange(3)]),
+        np.array([20, 1, 12]))
+  check(a.compress(jnp.array([False, True]), axis=0), np.array([[3.0, 4.0, 5.0]]))
+  check(jnp.array([3, 1, 2, 0]).argpartition(2), np.array([3, 1, 2, 0], np.int32))
+  with pytest.raises(NotImplementedError, match="JAX Arrays do not implement the arr.flat"):
+    a.flat  # noqa: B018
+  # JAX 0.10.2's sum method drops `initial` (jnp.sum honours it)
+  assert float(a.sum(initial=10)) == 15.0 and float(jnp.sum(a, initial=10)) == 25.0
+  with pytest.raises(TypeError, match="unexpected keyword argument 'a_min'"):
+    a.clip(a_min=1)
+  with pytest.raises(TypeError, match="unexpected keyword argument 'shape'"):
+    a.reshape(shape=(6,))
+  with pytest.raises(ValueError, match=r"Use jnp.atleast_1d\(scalar\).nonzero\(\) instead."):
+    jnp.array(3).nonzero()
+  assert a.platform() == "cpu" and not a.is_deleted() and a.is_ready()
+  assert a.on_device_size_in_bytes() == 48 and a.copy_to_host_async() is None
+  assert a.unsafe_buffer_pointer() == np.asarray(a).ctypes.data
+  with pytest.raises(AttributeError, match=r"^arr.device_buffer has been deprecated. Use "
+                                           r"arr.addressable_data\(0\)$"):
+    a.device_buffer  # noqa: B018
+  with pytest.raises(Exception, match="The tobytes\\(\\) method was called on traced array "
+                                      "with shape float64\\[2,3\\]"):
+    nbjax.jit(lambda v: v.tobytes())(a)

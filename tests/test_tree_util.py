@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nbjax
+import nbjax.tree
 from nbjax import _tree_util as _tu, tree_util as tu
 
 Point = collections.namedtuple("Point", ["x", "y"])
@@ -152,18 +154,77 @@ def test_tree_map_multi_and_is_leaf():
 def test_tree_map_mismatch(t1, t2, fragment):
   with pytest.raises(ValueError) as e:
     tu.tree_map(lambda x, y: x, t1, t2)
-  msg = str(e.value)
-  assert fragment in msg
-  assert str(tu.tree_structure(t1)) in msg and str(tu.tree_structure(t2)) in msg
+  assert str(e.value).startswith("pytree structure error: different ")
   with pytest.raises(ValueError, match=fragment):
     tu.tree_structure(t1).flatten_up_to(t2)
 
 
+def _map_error(t1, t2, f=tu.tree_map):
+  with pytest.raises(ValueError) as e:
+    f(lambda *a: a[-1], t1, t2)
+  return str(e.value)
+
+
+def test_tree_map_mismatch_messages_are_jaxs():
+  assert _map_error([1, 2], [3, 4, 5]) == (
+      "pytree structure error: different lengths of list at key path\n    tree_map tree\n"
+      "At that key path, the prefix pytree tree_map tree has a subtree of type list of length "
+      "2, but the full pytree has a subtree of the same type but of length 3.")
+  assert _map_error({"a": {"b": (1, 2)}}, {"a": {"b": [1, 2]}}) == (
+      "pytree structure error: different types at key path\n    tree_map tree['a']['b']\n"
+      "At that key path, the prefix pytree tree_map tree has a subtree of type\n"
+      "    <class 'tuple'>\nbut at the same key path the full pytree has a subtree of "
+      "different type\n    <class 'list'>.")
+  assert _map_error({"a": 1, "b": 2}, {"a": 1}) == (
+      "pytree structure error: different numbers of pytree children at key path\n"
+      "    tree_map tree\nAt that key path, the prefix pytree tree_map tree has a subtree of "
+      "type\n    <class 'dict'>\nwith 2 child keys\n    a b\nbut at the same key path the "
+      "full pytree has a subtree of the same type but with 1 child keys\n    a\n"
+      "so the symmetric difference on key sets is\n    b")
+  assert _map_error({"a": 1, "c": 2}, {"a": 1, "b": 2}) == (
+      "pytree structure error: different pytree metadata at key path\n    tree_map tree\n"
+      "At that key path, the prefix pytree tree_map tree has a subtree of type\n"
+      "    <class 'dict'>\nwith metadata\n    ('a', 'c')\nbut at the same key path the full "
+      "pytree has a subtree of the same type but with metadata\n    ('a', 'b')\n"
+      "so the diff in the metadata at these pytree nodes is\n    - ('a', 'c')\n"
+      "    ?        ^\n\n    + ('a', 'b')\n    ?        ^\n")
+  assert "tree_map_with_path tree" in _map_error([1, 2], [3], tu.tree_map_with_path)
+  with pytest.raises(ValueError, match=r"different lengths of list at key path\n"
+                                       r"    broadcast_prefix prefix_tree\n"):
+    nbjax.tree.broadcast([1, 2], [3])
+  # OrderedDict / defaultdict / dict are different node types; OrderedDict key order counts
+  od = collections.OrderedDict
+  assert "<class 'collections.OrderedDict'>" in _map_error({"a": 1}, od(a=1))
+  assert "with metadata\n    ('b', 'a')" in _map_error(od(b=1, a=2), od(a=1, b=2))
+  with pytest.raises(ValueError, match=r"Expected dict, got OrderedDict"):
+    tu.tree_structure({"a": 1}).flatten_up_to(od(a=1))
+  with pytest.raises(ValueError, match=r"Custom node type mismatch: expected type: "
+                                       r"<class 'collections.OrderedDict'>, value: \{'a': 1\}."):
+    tu.tree_structure(od(a=1)).flatten_up_to({"a": 1})
+  with pytest.raises(ValueError, match=r"^Dict key mismatch; expected keys: \['a', 'b'\]; "
+                                       r"present keys: \['a'\].$"):
+    tu.tree_structure({"a": 1, "b": 2}).flatten_up_to({"a": 1})
+  with pytest.raises(ValueError, match=r"^Expected named tuple, got \(1, 2\).$"):
+    tu.tree_structure(Point(1, 2)).flatten_up_to((1, 2))
+  with pytest.raises(ValueError, match=r"Mismatch custom node data: 'x' != 'y'"):
+    tu.tree_structure(Box(1, 2, "x")).flatten_up_to(Box(1, 2, "y"))
+  with pytest.raises(ValueError, match=r"Expected None, got 1.\n\nIn previous releases"):
+    tu.tree_structure([None]).flatten_up_to([1])
+
+
+def test_treedef_node_data_and_unhashable_aux():
+  assert tu.tree_structure({"b": 1, "a": 2}).node_data() == (dict, ["a", "b"])
+  assert tu.tree_structure(collections.OrderedDict(b=1, a=2)).node_data() == (
+      collections.OrderedDict, ("b", "a"))
+  td = tu.tree_structure(Box(1, 2, ["unhashable"]))
+  assert hash(td) == hash(tu.tree_structure(Box(3, 4, ["unhashable"])))
+
+
 def test_unflatten_wrong_count():
   td = tu.tree_structure((1, 2))
-  with pytest.raises(ValueError, match="Too few leaves"):
+  with pytest.raises(ValueError, match=r"^Too few leaves for PyTreeDef; expected 2, got 1$"):
     td.unflatten([1])
-  with pytest.raises(ValueError, match="Too many leaves"):
+  with pytest.raises(ValueError, match=r"^Too many leaves for PyTreeDef; expected 2.$"):
     td.unflatten([1, 2, 3])
   assert td.unflatten(iter([5, 6])) == (5, 6)
 
@@ -192,9 +253,15 @@ def test_repr():
   assert r(None) == "PyTreeDef(None)"
   assert r((1,)) == "PyTreeDef((*,))"
   assert r([1, None, ()]) == "PyTreeDef([*, None, ()])"
-  assert r(Point(1, 2)) == "PyTreeDef(Point(x=*, y=*))"
-  assert r(Box(1, 2, "n")) == "PyTreeDef(CustomNode(Box['n'], [*, *]))"
-  assert r(collections.OrderedDict(b=1, a=2)) == "PyTreeDef(OrderedDict({'b': *, 'a': *}))"
+  # JAX's CustomNode(name[aux], [...]) for namedtuples, OrderedDict, defaultdict and
+  # registered types (the aux data as str)
+  assert r(Point(1, 2)) == "PyTreeDef(CustomNode(namedtuple[Point], [*, *]))"
+  assert r(Box(1, 2, "n")) == "PyTreeDef(CustomNode(Box[n], [*, *]))"
+  assert r(collections.OrderedDict(b=1, a=2)) == (
+      "PyTreeDef(CustomNode(OrderedDict[('b', 'a')], [*, *]))")
+  assert r(collections.defaultdict(list, {"b": 1, "a": None})) == (
+      "PyTreeDef(CustomNode(defaultdict[(<class 'list'>, ('a', 'b'))], [None, *]))")
+  assert r({"a": collections.OrderedDict()}) == "PyTreeDef({'a': CustomNode(OrderedDict[()], [])})"
 
 
 def test_treedef_methods():
@@ -204,7 +271,7 @@ def test_treedef_methods():
   assert [k.num_leaves for k in kids] == [1, 2, 1]
   assert kids[1] == tu.tree_structure([0, 0])
   assert td.node_data() == (tuple, None)
-  assert tu.tree_structure({"a": 1}).node_data() == (dict, ("a",))
+  assert tu.tree_structure({"a": 1}).node_data() == (dict, ["a"])  # a list, as JAX's
   assert tu.tree_structure(1).node_data() is None
   inner = tu.tree_structure((0, 0))
   comp = tu.tree_structure([0, 0]).compose(inner)

@@ -168,8 +168,9 @@ def array_equiv(a1, a2):
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
-  """``x`` converted to ``dtype``."""
-  return asarray(x).astype(dtype)
+  """``x`` (an array or scalar) converted to ``dtype``, as ``x.astype``."""
+  from nbjax.numpy import _array_methods, _util
+  return _array_methods._astype(_util.ensure_arraylike("astype", x), dtype, copy=copy)
 
 
 _attach()

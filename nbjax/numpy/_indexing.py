@@ -695,8 +695,8 @@ def nonzero(a, *, size=None, fill_value=None):
   default 0), which also works under transformations."""
   a = ensure_arraylike("nonzero", a)
   if a.ndim == 0:
-    raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar) "
-                     "instead.")
+    raise ValueError("Calling nonzero on 0d arrays is not allowed. Use "
+                     "jnp.atleast_1d(scalar).nonzero() instead.")
   d = dtypes.default_int_dtype()
   if size is None:
     v = core.concrete_or_error(
