@@ -285,3 +285,28 @@ def test_associative(a, b, c):
 def test_join_is_upper_bound(a, b):
   ab = _rt(a, b)
   assert _key(_rt(ab, a)) == _key(ab) == _key(_rt(b, ab))
+
+
+def test_promotion_errors_match_jax():
+  import re
+  import nbjax.numpy as jnp
+  with pytest.raises(dtypes.TypePromotionError, match=re.escape(
+      "Input dtypes ('float8_e4m3fn', 'float32') have no available implicit dtype promotion "
+      "path. To avoid unintended promotion, 8-bit floats do not support implicit promotion.")):
+    jnp.promote_types("float8_e4m3fn", "float32")
+  with pytest.raises(dtypes.TypePromotionError, match=re.escape(
+      "Input dtypes ('int4', 'int8') have no available implicit dtype promotion path. To avoid "
+      "unintended promotion, 1-bit, 2-bit and 4-bit integers do not support implicit")):
+    jnp.promote_types("int4", "int8")
+  with pytest.raises(dtypes.TypePromotionError, match="4-bit floats do not support"):
+    jnp.promote_types("float4_e2m1fn", "float32")
+  # an invalid dtype: a plain ValueError naming it by repr
+  with pytest.raises(ValueError, match=re.escape("dtype=dtype('O') is not a valid dtype for JAX "
+                                                 "type promotion.")) as e:
+    jnp.promote_types(object, "float32")
+  assert type(e.value) is ValueError
+  with pytest.raises(TypeError, match=re.escape("Value '['a']' with dtype <U1 is not a valid JAX "
+                                                "array type.")):
+    jnp.result_type(np.array(["a"]))
+  # JAX's lattice quirk: a narrow float joined with a plain int stays the narrow float
+  assert jnp.promote_types("float4_e2m1fn", "int8") == np.dtype(dtypes.float4_e2m1fn)

@@ -522,7 +522,7 @@ def test_creation():
   for args in [(3,), (3, 4), (3, 4, 1), (4, 3, -2), (0,)]:
     check(jnp.eye(*args), np.eye(*args))
   check(jnp.identity(3, jnp.int32), np.identity(3, np.int32))
-  check(jnp.tri(3, 4, 1), np.tri(3, 4, 1))
+  check(jnp.tri(3, 4, 1), np.tri(3, 4, 1, dtype=np.float32))  # (JAX: float32 by default)
   m = rand((2, 3, 4), np.float32)
   for k in (-1, 0, 2):
     check(jnp.triu(jnp.asarray(m), k), np.triu(m, k))
@@ -679,8 +679,8 @@ def test_pad():
   check(jnp.pad(jx, ((1, 1), (2, 0)), constant_values=((1, 2), (3, 4))),
         np.pad(x, ((1, 1), (2, 0)), constant_values=((1, 2), (3, 4))))
   check(jnp.pad(jnp.arange(1), 3, mode="reflect"), np.pad(np.arange(1), 3, mode="reflect"))
-  with pytest.raises(NotImplementedError):
-    jnp.pad(jx, 1, mode="median")
+  with pytest.raises(NotImplementedError, match="Unimplemented padding mode 'foo' for np.pad."):
+    jnp.pad(jx, 1, mode="foo")
 
 
 def test_where_clip_select():
@@ -1137,3 +1137,252 @@ def test_jax010_sort_search_where_errors():
     jnp.where(x > 2, 1, 2, size=1)
   with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
     jnp.where(x > 2, 1)
+
+
+# ----------------------------------------------------------------- JAX 0.10 differential fixes
+# (expected values from NumPy, or written out where JAX's rule differs from NumPy's)
+
+
+@pytest.mark.parametrize("mode", ["linear_ramp", "maximum", "minimum", "mean", "median"])
+def test_pad_ramp_and_stat_modes_match_numpy(mode):
+  x = np.arange(1, 13, dtype=np.float32).reshape(3, 4) ** 1.5
+  for pw in (1, (1, 2), ((2, 3), (0, 4))):
+    check(jnp.pad(jnp.asarray(x), pw, mode), np.pad(x, pw, mode), rtol=1e-5)
+  if mode == "linear_ramp":
+    for ev in (5, (1, -2), ((1, 2), (3, 4))):
+      check(jnp.pad(jnp.asarray(x), 2, mode, end_values=ev), np.pad(x, 2, mode, end_values=ev),
+            rtol=1e-5)
+  else:
+    for sl in (2, (1, 3), ((1, 2), (2, 1)), 10):
+      check(jnp.pad(jnp.asarray(x), 2, mode, stat_length=sl),
+            np.pad(x, 2, mode, stat_length=sl), rtol=1e-5)
+    with pytest.raises(ValueError, match="stat_length of 0 yields no value for padding"):
+      jnp.pad(jnp.asarray(x), 1, mode, stat_length=0)
+
+
+def test_pad_stat_modes_round_integers():
+  x = np.array([1, 2, 4, 8], np.int32)
+  got = jnp.pad(jnp.asarray(x), 2, "mean")
+  assert got.dtype == np.int32
+  np.testing.assert_array_equal(got, [4, 4, 1, 2, 4, 8, 4, 4])  # mean 3.75 rounds to 4
+  np.testing.assert_array_equal(jnp.pad(jnp.asarray(x), 1, "median", stat_length=2),
+                                [2, 1, 2, 4, 8, 6])  # medians 1.5 -> 2, 6.0
+
+
+def test_pad_reflect_type_odd():
+  x = np.array([1., 5, 2, 8, 3])
+  for mode in ("reflect", "symmetric"):
+    for pw in (1, 3, 7, (2, 9)):
+      check(jnp.pad(jnp.asarray(x), pw, mode, reflect_type="odd"),
+            np.pad(x, pw, mode, reflect_type="odd"))
+  x2 = np.arange(12.).reshape(3, 4) ** 2
+  check(jnp.pad(jnp.asarray(x2), ((2, 9), (5, 1)), "reflect", reflect_type="odd"),
+        np.pad(x2, ((2, 9), (5, 1)), "reflect", reflect_type="odd"))
+  with pytest.raises(TypeError, match="lax.concatenate requires arguments to have the same"):
+    jnp.pad(jnp.asarray([True, False]), 1, "reflect", reflect_type="odd")
+
+
+def test_pad_callable_mode_and_kwargs():
+  def padder(vec, pad_width, iaxis, kwargs):
+    vec = vec.at[:pad_width[0]].set(kwargs.get("padder", 10))
+    return vec.at[vec.shape[0] - pad_width[1]:].set(-1)
+  x = np.arange(6.).reshape(2, 3)
+
+  def np_padder(vec, pad_width, iaxis, kwargs):
+    vec[:pad_width[0]] = kwargs.get("padder", 10)
+    vec[vec.shape[0] - pad_width[1]:] = -1
+  check(jnp.pad(jnp.asarray(x), 2, padder, padder=4), np.pad(x, 2, np_padder, padder=4))
+  with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'edge'"):
+    jnp.pad(jnp.asarray(x), 1, "edge", constant_values=2)
+  with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+    jnp.pad(jnp.asarray(x), 1, "mean", stat_length=[1, 2])
+
+
+def test_pad_width_and_constant_values_forms():
+  x = np.arange(12.).reshape(3, 4)
+  jx = jnp.asarray(x)
+  with pytest.raises(ValueError, match=r"pad_width with nd=2 has unsupported shape \(2, 1\)\. "
+                     r"Valid shapes are \(2, 2\)"):
+    jnp.pad(jx, ((1,), (2,)))
+  with pytest.raises(TypeError, match="`pad_width` must be of integral type."):
+    jnp.pad(jx, 1.5)
+  check(jnp.pad(jx, 2, constant_values=(1, 2)), np.pad(x, 2, constant_values=(1, 2)))
+  check(jnp.pad(jx, 2, constant_values=((5,), (6,))), np.pad(x, 2, constant_values=((5,), (6,))))
+  with pytest.raises(ValueError, match="constant_values has unsupported shape \\(3,\\)"):
+    jnp.pad(jx, 2, constant_values=[1, 2, 3])
+  with pytest.raises(ValueError, match="Cannot apply 'edge' padding to empty axis"):
+    jnp.pad(jnp.zeros((0, 3)), 1, "edge")
+  # a 0-d array is returned as it is, whatever the mode
+  assert jnp.pad(jnp.asarray(3.0), 2, "mean").shape == ()
+  # complex constant to a bool array: converted as an array (real part), as JAX
+  np.testing.assert_array_equal(jnp.pad(jnp.asarray([True]), 1, constant_values=1j),
+                                [False, True, False])
+
+
+def test_pad_complex_stat_modes_lexicographic():
+  c = np.array([1 + 2j, 1 - 1j, 3 + 0j, -1 + 5j, 1 + 2j])
+  got = jnp.pad(jnp.asarray(c), (1, 2), "maximum", stat_length=2)
+  np.testing.assert_array_equal(got, [1 + 2j, *c, 1 + 2j, 1 + 2j])  # max(-1+5j, 1+2j)
+  got = jnp.pad(jnp.asarray(c), 1, "minimum")
+  np.testing.assert_array_equal(got, [-1 + 5j, *c, -1 + 5j])
+
+
+def test_linspace_formula_and_retstep():
+  # JAX computes start * (1 - t) + stop * t (t = i / div): integer outputs are floored
+  np.testing.assert_array_equal(jnp.linspace(5, np.array([1, 2, 3]), 3, endpoint=False,
+                                             dtype=np.int32),
+                                [[5, 5, 5], [3, 3, 4], [2, 3, 3]])
+  for num, endpoint in ((0, True), (1, True)):
+    out, step = jnp.linspace(0, 1, num, endpoint=endpoint, retstep=True)
+    assert np.isnan(step) and step.dtype == np.float64
+  out, step = jnp.linspace(2., 3., 1, endpoint=False, retstep=True)
+  assert float(step) == 1.0
+  check(jnp.linspace(0., 10., 7, dtype=np.float32), np.linspace(0, 10, 7, dtype=np.float32))
+  check(jnp.logspace(0., 3., 4, dtype=np.float32), np.logspace(0, 3, 4, dtype=np.float32))
+  check(jnp.geomspace(-1., -100., 3), np.geomspace(-1, -100, 3))
+  check(jnp.geomspace(np.array([1., 2]), 10., 4, axis=1),
+        np.geomspace(np.array([1., 2]), 10., 4, axis=1))
+
+
+def test_einsum_dot_weak_scalar_narrowing_errors():
+  # JAX's products hand dot_general the operands unpromoted: a weak Python int (int64) with
+  # an int8 array is the "wider" operand and the int8 accumulation type is refused
+  msg = ("`preferred_element_type` must not be narrower than the original type, got "
+         "preferred_element_type of int8 for result type of int64.")
+  i8 = jnp.ones((2, 3), np.int8)
+  for f in (lambda: jnp.dot(i8, 2), lambda: jnp.einsum("ij,->ij", i8, 2),
+            lambda: jnp.tensordot(i8, 2, 0), lambda: jnp.dot(i8, jnp.asarray(2))):
+    with pytest.raises(TypeError, match=re.escape(msg)):
+      f()
+  with pytest.raises(TypeError, match="contracting dimensions to have the same shape"):
+    jnp.vdot(jnp.ones(3, np.int8), 2)  # (the shape check comes first)
+  with pytest.raises(TypeError, match="complex64 for result type of complex128"):
+    jnp.dot(jnp.ones(3, np.float32), 2j)
+  # weak floats are never "narrower": the result keeps the array's dtype
+  assert jnp.dot(jnp.ones(3, np.float32), 2.5).dtype == np.float32
+  assert jnp.einsum("i,->i", jnp.ones(3, np.float16), 2.0).dtype == np.float16
+  # non-weak mixed dtypes promote as usual
+  got = jnp.einsum("ij,jk->ik", i8, jnp.ones((3, 2), np.int16))
+  assert got.dtype == np.int16
+  np.testing.assert_array_equal(got, np.full((2, 2), 3))
+
+
+def test_dot_preferred_element_type_bool_and_complex():
+  b = jnp.ones((2, 3), bool)
+  got = jnp.dot(b, b.T, preferred_element_type=np.float32)
+  assert got.dtype == np.float32
+  np.testing.assert_array_equal(got, np.full((2, 2), 3.0))  # counts, not logical or
+  got = jnp.einsum("ij,kj->ik", b, b)
+  assert got.dtype == np.bool_ and bool(got.all())
+  c = jnp.asarray([1 + 1j, 2 - 1j], np.complex64)
+  got = jnp.dot(c, c, preferred_element_type=np.float32)  # JAX: the real part
+  assert got.dtype == np.float32 and float(got) == 3.0
+  # an explicit type narrower than the promoted one but not than dot_general's own
+  got = jnp.dot(jnp.ones((2, 3), np.int8), jnp.ones((3,), np.uint8), preferred_element_type=np.int8)
+  assert got.dtype == np.int8
+  np.testing.assert_array_equal(got, [3, 3])
+
+
+def test_einsum_opt_einsum_errors():
+  a = jnp.ones((3, 3))
+  cases = [("ij,jk->ik", (a,), "Number of einsum subscripts, 2, must be equal to the number of "
+            "operands, 1."),
+           ("ij->ik", (a,), "Output character 'k' did not appear in the input"),
+           ("ij->ii", (a,), "Output character 'i' appeared more than once in the output."),
+           ("ij->j->i", (a,), "Subscripts can only contain one '->'."),
+           ("i.j", (a,), "Invalid Ellipses."),
+           ("ijk", (a,), "Einstein sum subscript 'ijk' does not contain the correct number of "
+            "indices for operand 0."),
+           ("ij,jk", (a, jnp.ones((4, 3))), "Size of label 'j' for operand 1 (3) does not match "
+            "previous terms (4).")]
+  for spec, ops, msg in cases:
+    with pytest.raises(ValueError, match=re.escape(msg)):
+      jnp.einsum(spec, *ops)
+  with pytest.raises(TypeError, match="lists must contain either Ellipsis or hashable"):
+    jnp.einsum(3, a)
+  # any character is a label (opt_einsum's rule); sublist labels are ranked, not indexed
+  check(jnp.einsum("i1", a), np.ones((3, 3)))
+  x = rng.standard_normal((2, 3))
+  check(jnp.einsum(jnp.asarray(x), [0, 99], [99, 0]), x.T)
+
+
+def test_tensordot_axes_rules():
+  a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 5))
+  ja, jb = jnp.asarray(a), jnp.asarray(b)
+  check(jnp.tensordot(ja, jb, -1), np.multiply.outer(a, b))  # JAX: a negative n contracts none
+  with pytest.raises(TypeError, match=re.escape("tensordot axes argument must be an int, a pair "
+                                                "of ints, or a pair of lists/tuples of ints.")):
+    jnp.tensordot(ja, jb, np.int64(1))
+  with pytest.raises(TypeError, match="tensordot requires both axes lists to be either ints"):
+    jnp.tensordot(ja, jb, (np.array([2]), np.array([0])))
+  with pytest.raises(ValueError, match=re.escape("axes must match; got shapes (3,) and (4,) "
+                                                 "with axis=-1")):
+    jnp.vecdot(jnp.ones(3), jnp.ones(4))
+  with pytest.raises(IndexError):
+    jnp.vecdot(3, 4)
+  with pytest.raises(TypeError, match="mul does not accept dtype bool"):
+    jnp.kron(jnp.ones(2, bool), jnp.ones(2, bool))
+  with pytest.raises(ValueError, match="matmul input operand 0 must have ndim at least 1"):
+    jnp.matmul(2.0, jnp.ones(2))
+
+
+def test_complex_max_min_lexicographic():
+  c = np.array([1 + 2j, 1 - 1j, 3 + 0j, -1 + 5j, 3 - 2j])
+  jc = jnp.asarray(c)
+  assert complex(jnp.max(jc)) == 3 + 0j and complex(jnp.min(jc)) == -1 + 5j
+  assert complex(jnp.ptp(jc)) == 4 - 5j
+  np.testing.assert_array_equal(jnp.max(jc.reshape(1, 5), axis=0), c)
+  assert complex(jnp.max(jc, initial=5 + 0j)) == 5 + 0j
+  assert np.isnan(complex(jnp.max(jnp.asarray([1 + 1j, np.nan + 0j]))).real)
+  np.testing.assert_array_equal(jnp.fmax(jc, 2 + 0j), [2, 2, 3, 2, 3 - 2j])
+  np.testing.assert_array_equal(jnp.fmin(jc, np.nan), c)
+  np.testing.assert_array_equal(jnp.searchsorted(jnp.sort(jc), jnp.asarray([1 + 1j, 5j])),
+                                np.searchsorted(np.sort(c), [1 + 1j, 5j]))
+  # lexicographic: 1+2j > 1, 1-1j < 1
+  np.testing.assert_array_equal(jnp.digitize(jc, np.array([0, 1, 2])), [2, 1, 3, 0, 3])
+  with pytest.raises(ValueError, match="Clip received a complex value"):
+    jnp.clip(jc, 0, 1)
+  with pytest.raises(ValueError, match="Clip received a complex value"):
+    jnp.clip(jnp.ones(3), None, 1j)
+  with pytest.raises(TypeError, match=re.escape("gt does not accept dtype complex128 at position "
+                                                "0. Accepted dtypes at position 0 are subtypes "
+                                                "of integer, floating, bool.")):
+    jnp.argmax(jc)
+  with pytest.raises(TypeError, match="floor does not accept dtype complex128. Accepted dtypes "
+                     "are subtypes of floating."):
+    jnp.floor(jc)
+  with pytest.raises(TypeError, match="rem does not accept dtype complex128 at position 0"):
+    jnp.mod(jc, 2)
+  with pytest.raises(ValueError, match="top_k is not compatible with complex inputs."):
+    nbjax.lax.top_k(jc, 2)
+
+
+def test_creation_dtypes_and_errors():
+  assert jnp.tri(3).dtype == np.float32  # JAX's default for tri, whatever the x64 mode
+  d = jnp.diagflat(3)
+  assert d.dtype == np.int64 and not d.weak_type
+  with pytest.raises(TypeError, match="iota does not accept dtype bool"):
+    jnp.arange(3, dtype=bool)
+  with pytest.raises(TypeError, match="iota does not accept dtype bool"):
+    jnp.vander(jnp.asarray([True, False]))
+  with pytest.raises(ValueError, match="Passing complex start/stop/step to jnp.arange"):
+    jnp.arange(1j)
+  with pytest.raises(ValueError, match=re.escape("arguments must be scalars; got stop=[3]")):
+    jnp.arange(np.array([3]))
+  with pytest.raises(TypeError, match="full requires ndarray or scalar arguments, got <class "
+                     "'list'> at position 0."):
+    jnp.full((2, 2), [1, 2])
+  with pytest.raises(TypeError, match="zeros_like requires ndarray or scalar arguments"):
+    jnp.zeros_like([1, 2])
+  with pytest.raises(TypeError, match=re.escape("got (3.0,). argument of 'N' jnp.eye().")):
+    jnp.eye(3.0)
+  with pytest.raises(ValueError, match="negative dimensions are not allowed, got -1 and None"):
+    jnp.eye(-1)
+  with pytest.raises(ValueError, match="Arguments to jax.numpy.meshgrid must be 1D"):
+    jnp.meshgrid(np.ones((2, 2)), np.arange(2))
+  with pytest.raises(ValueError, match="jax.numpy.meshgrid only supports copy=True"):
+    jnp.meshgrid(np.arange(2), copy=False)
+  with pytest.raises(TypeError):
+    jnp.indices(3)
+  with pytest.raises(ValueError, match="xp and fp must be one-dimensional arrays of equal size"):
+    jnp.interp(1.0, np.arange(3.), np.arange(4.))

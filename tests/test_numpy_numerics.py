@@ -158,7 +158,7 @@ def test_interp():
         np.interp(np.array([0.5, 1.0, 1.5]), np.array([0., 1, 1, 2]), np.array([0., 1, 3, 4])))
   with pytest.raises(ValueError, match="one-dimensional"):
     jnp.interp(x, np.ones((2, 2)), np.ones((2, 2)))
-  with pytest.raises(ValueError, match="same length"):
+  with pytest.raises(ValueError, match="one-dimensional arrays of equal size"):
     jnp.interp(x, xp, fp[:-1])
   with pytest.raises(ValueError, match="extrapolate"):
     jnp.interp(x, xp, fp, left="nearest")

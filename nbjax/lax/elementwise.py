@@ -64,7 +64,16 @@ _complex_elem = {np.dtype(np.float32), np.dtype(np.float64)}
 _inexact = _float | _complex
 _num = _int | _inexact
 _any = _num | _bool
-_ordered = _int | _float | _bool
+
+
+class _NamedDtypes(frozenset):
+  """A dtype set named in JAX's order in error messages (``_ordered``: "integer, floating,
+  bool")."""
+  names = None
+
+
+_ordered = _NamedDtypes(_int | _float | _bool)
+_ordered.names = "integer, floating, bool"
 _KIND_NAMES = [(_bool, "bool"), (_int, "integer"), (_sint, "signedinteger"),
                (_uint, "unsignedinteger"), (_float, "floating"), (_complex, "complexfloating")]
 
@@ -75,6 +84,8 @@ _SIGNED = {d.itemsize: d for d in _sint}
 
 
 def _accepted(ok):
+  if getattr(ok, "names", None):
+    return ok.names
   names, left = [], set(ok)
   for s, n in _KIND_NAMES:
     if s <= left:

@@ -97,10 +97,10 @@ def _dot_shape(lhs, rhs, dimension_numbers):
 def _type_props(d):
   # XLA's "higher precision type" order (JAX's _dot_general_dtype_rule)
   c = _real_dtype(d)
-  fl = c.kind == "f"
+  fl = c in _float  # bfloat16 too (kind "V")
   bits = 1 if c == np.bool_ else c.itemsize * 8
-  return (d.kind == "c", np.finfo(c).maxexp if fl else -1, np.finfo(c).nmant if fl else -1,
-          bits, c.kind != "u")
+  return (d.kind == "c", dtypes.finfo(c).maxexp if fl else -1,
+          dtypes.finfo(c).nmant if fl else -1, bits, c.kind != "u")
 
 
 def _dot_dtype(ld, rd, preferred):
@@ -116,9 +116,10 @@ def _dot_dtype(ld, rd, preferred):
   if preferred is None or np.dtype(preferred) == res:
     return res
   pref = np.dtype(preferred)
-  bits = lambda d: 1 if d == np.bool_ else d.itemsize * 8
-  if res.kind != "f" and bits(pref) < bits(res):
-    raise TypeError("dot_general: `preferred_element_type` must not be narrower than the "
+  # JAX's _bit_width: a complex dtype counts its component's bits (complex64: 32)
+  bits = lambda d: 1 if d == np.bool_ else d.itemsize * (4 if d.kind == "c" else 8)
+  if res not in _float and bits(pref) < bits(res):
+    raise TypeError("`preferred_element_type` must not be narrower than the "
                     f"original type, got preferred_element_type of {pref} for result type of "
                     f"{res}.")
   return pref
@@ -293,6 +294,8 @@ def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   if out_dtype == np.bool_:
     out = out != 0
   out = out.reshape(out_shape)
+  if out.dtype.kind == "c" and out_dtype.kind != "c":
+    out = out.real  # (complex operands, a real preferred_element_type: the real part)
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
 
@@ -321,6 +324,8 @@ def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type
   a, b = a if a.dtype == cd else a.astype(cd), b if b.dtype == cd else b.astype(cd)
   out = np.multiply(a, b) if a.shape[2] == 1 and cd.kind in "fc" else np.matmul(a, b)
   out = out.reshape(out_shape)
+  if out.dtype.kind == "c" and out_dtype.kind != "c":
+    out = out.real  # (complex operands, a real preferred_element_type: the real part)
   return out if out.dtype == out_dtype else out.astype(out_dtype)
 
 

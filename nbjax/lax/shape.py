@@ -57,7 +57,7 @@ def canonicalize_shape(shape, context=""):
     pass
   msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
   if context:
-    msg += f" {context}"
+    msg += f" {context}."
   if isinstance(shape, (tuple, list)) and any(isinstance(d, core.Tracer) for d in shape):
     msg += ("\nIf using `jit`, try using `static_argnums` or applying `jit` to "
             "smaller subfunctions.")

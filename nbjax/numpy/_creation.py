@@ -7,6 +7,7 @@ stages the same primitives as eager code runs.
 """
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -102,6 +103,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
   if isinstance(dtype, dtypes.ExtendedDType) or type(fill_value) in _util.key_types:
     return _util.key_impls["full"](shape, fill_value, dtype)  # key arrays (nbjax.prng)
   dtype = canonicalize_user_dtype(dtype)
+  if type(fill_value) not in _PY_SCALARS:
+    _util.check_arraylike("full", fill_value)
   if _util.ndim(fill_value) == 0:
     return lax.full(shape, fill_value, dtype)
   return _util.broadcast_to(asarray(fill_value, dtype=dtype), shape)
@@ -122,7 +125,7 @@ def empty(shape, dtype=None, *, device=None):
   return zeros(shape, dtype)
 
 
-def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full_like"):
   """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
   may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX."""
   if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
@@ -134,7 +137,10 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     d = canonicalize_user_dtype(dtype) or canonicalize_user_dtype(a.dtype)
     return _util.broadcast_to(asarray(fill_value, d),
                               canonicalize_shape(a.shape if shape is None else shape))
-  _util.check_arraylike("full_like", a)
+  if type(fill_value) in _PY_SCALARS:
+    _util.check_arraylike(_name, a)
+  else:
+    _util.check_arraylike(_name, a, fill_value)
   a = as_array(a)
   if _util.ndim(fill_value) != 0:
     d = canonicalize_user_dtype(dtype) or a.dtype
@@ -145,17 +151,17 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
   """Zeros with the shape and dtype of ``a``."""
-  return full_like(a, 0, dtype, shape)
+  return full_like(a, 0, dtype, shape, _name="zeros_like")
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
   """Ones with the shape and dtype of ``a``."""
-  return full_like(a, 1, dtype, shape)
+  return full_like(a, 1, dtype, shape, _name="ones_like")
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
   """Like ``zeros_like``."""
-  return zeros_like(prototype, dtype, shape)
+  return full_like(prototype, 0, dtype, shape, _name="empty_like")
 
 
 def _concrete_scalar(x, name):
@@ -169,12 +175,21 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
   stop = None if stop is None else _concrete_scalar(stop, "stop")
   step = None if step is None else _concrete_scalar(step, "step")
   dtype = canonicalize_user_dtype(dtype)
+  start_name = "stop" if stop is None and step is None else "start"
+  for name, a in ((start_name, start), ("stop", stop), ("step", step)):
+    if a is not None and np.ndim(a) != 0:
+      raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {name}={a}")
+  if start is None:  # (JAX: np.ceil(None))
+    raise TypeError("must be real number, not NoneType")
   args = [x for x in (start, stop, step) if x is not None]
-  for a in args:
-    if np.ndim(a) != 0:
-      raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {a!r}")
   if dtype is None:
     dtype = dtypes.result_type(*args)
+  if builtins.any(np.iscomplexobj(a) for a in args):
+    raise ValueError("Passing complex start/stop/step to jnp.arange is no longer supported "
+                     "starting in JAX v0.10.0.")
+  if dtype == np.bool_:  # (JAX builds it with iota)
+    raise TypeError("iota does not accept dtype bool. Accepted dtypes are subtypes of integer, "
+                    "floating, complexfloating.")
   int_start = dtypes.is_int(np.asarray(start).dtype)
   if stop is None and step is None and dtypes.is_int(dtype) and int_start:
     return lax.iota(dtype, max(operator.index(start), 0))
@@ -184,60 +199,79 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
   return Array._new(np.arange(*vals, dtype=dtype), False)
 
 
+def _space_dtypes(name, start, stop, dtype):
+  """(result dtype, computation dtype) of linspace/logspace/geomspace."""
+  if dtype is None:
+    dtype = _util.to_inexact_dtype(dtypes.result_type(start, stop))
+  else:
+    dtype = canonicalize_user_dtype(dtype)
+  return dtype, _util.to_inexact_dtype(dtype)
+
+
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
-  """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays)."""
+  """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays):
+  JAX's ``start * (1 - t) + stop * t`` for ``t = i / div`` in the computation dtype (exact
+  endpoints), floored for an integer ``dtype``; ``retstep``'s step is NaN when undefined."""
   del device
   num = _util.index(num, "num")
   if num < 0:
     raise ValueError(f"Number of samples, {num}, must be non-negative.")
-  _util.check_arraylike("linspace", start, stop)
-  dtype = canonicalize_user_dtype(dtype)
-  if dtype is None:
-    dtype = _util.to_inexact_dtype(dtypes.result_type(start, stop))
-  comp = _util.to_inexact_dtype(dtype) if not dtypes.is_complex(dtype) else dtype
-  start, stop = (_util.convert(x, comp) for x in (start, stop))
+  start, stop = _util.ensure_arraylike("linspace", start, stop)
+  dtype, comp = _space_dtypes("linspace", start, stop, dtype)
+  start, stop = _util.convert(start, comp), _util.convert(stop, comp)
   bshape = _util.broadcast_shapes(start.shape, stop.shape)
   axis = _util.canonicalize_axis(axis, len(bshape) + 1)
-  start = lax.expand_dims(_util.broadcast_to(start, bshape), (axis,))
-  stop = lax.expand_dims(_util.broadcast_to(stop, bshape), (axis,))
-  out_shape = bshape[:axis] + (num,) + bshape[axis:]
+  b_start = _util.broadcast_to(start, bshape)
+  b_stop = _util.broadcast_to(stop, bshape)
   div = num - 1 if endpoint else num
-  delta = lax.div(lax.sub(stop, start), lit(max(div, 1), comp, True))
-  if num == 0:
-    out = lax.full_like(start, 0, shape=out_shape)
+  if num > 1:
+    from nbjax.numpy._ufuncs import add, multiply, subtract
+    delta = lax.div(lax.sub(b_stop, b_start), lit(div, comp))
+    real = dtypes.finfo(comp).dtype
+    t = lax.div(lax.iota(real, div), lit(div, real))
+    t = _util.convert(lax.reshape(t, tuple(div if i == axis else 1
+                                           for i in range(len(bshape) + 1))), comp)
+    s1 = lax.expand_dims(b_stop, (axis,))
+    out = add(multiply(lax.expand_dims(b_start, (axis,)), subtract(1, t)), multiply(s1, t))
+    if endpoint:
+      out = lax.concatenate([out, s1], axis)
+  elif num == 1:
+    delta = (_util.convert(np.nan, comp) if endpoint else
+             lax.sub(b_stop, b_start))
+    out = lax.expand_dims(b_start, (axis,))
   else:
-    i = lax.broadcasted_iota(comp, out_shape, axis)
-    out = lax.add(lax.mul(i, delta), start)
-    if endpoint and num > 1:
-      head = lax.slice_in_dim(out, 0, num - 1, axis=axis)
-      out = lax.concatenate([head, stop], axis)
-  if dtypes.is_int(dtype):
+    delta = _util.convert(np.nan, comp)
+    out = lax.full(bshape[:axis] + (0,) + bshape[axis:], 0, comp)
+  if dtypes.is_int(dtype) and dtype != np.bool_ and not dtypes.is_int(out.dtype):
     out = lax.floor(out)
   out = _util.convert(out, dtype)
-  if retstep:
-    if div == 0:
-      delta = lax.full_like(delta, np.nan)
-    return out, lax.squeeze(delta, (axis,))
-  return out
+  return (out, delta) if retstep else out
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-  """``base ** linspace(start, stop, num)``."""
-  dtype = canonicalize_user_dtype(dtype)
-  comp = _util.to_inexact_dtype(dtypes.result_type(start, stop)) if dtype is None else \
-      _util.to_inexact_dtype(dtype)
-  lin = linspace(start, stop, num, endpoint=endpoint, dtype=comp, axis=axis)
-  out = power(_util.convert(base, comp), lin)
-  return out if dtype is None else _util.convert(out, dtype)
+  """``base ** linspace(start, stop, num)``, computed in the inexact dtype and converted."""
+  start, stop = _util.ensure_arraylike("logspace", start, stop)
+  dtype, comp = _space_dtypes("logspace", start, stop, dtype)
+  lin = linspace(_util.convert(start, comp), _util.convert(stop, comp), num,
+                 endpoint=endpoint, axis=axis)
+  return _util.convert(power(base, lin), dtype)
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-  """Samples evenly spaced on a log scale between ``start`` and ``stop``."""
-  comp = _util.to_inexact_dtype(dtypes.result_type(start, stop))
-  out = exp(linspace(log(_util.convert(start, comp)), log(_util.convert(stop, comp)), num,
-                     endpoint=endpoint, axis=axis))
-  return out if dtype is None else _util.convert(out, canonicalize_user_dtype(dtype))
+  """Samples evenly spaced on a log scale between ``start`` and ``stop`` (the sign of
+  ``start`` carried through, as JAX's)."""
+  from nbjax.numpy._ufuncs import divide, log10, multiply, sign
+  start, stop = _util.ensure_arraylike("geomspace", start, stop)
+  dtype, comp = _space_dtypes("geomspace", start, stop, dtype)
+  start, stop = _util.convert(start, comp), _util.convert(stop, comp)
+  sg = sign(start)
+  res = multiply(sg, logspace(log10(divide(start, sg)), log10(divide(stop, sg)), num,
+                              endpoint=endpoint, base=10.0, dtype=comp, axis=0))
+  axis = _util.canonicalize_axis(axis, res.ndim)
+  if axis:
+    res = lax.transpose(res, tuple(range(1, axis + 1)) + (0,) + tuple(range(axis + 1, res.ndim)))
+  return _util.convert(res, dtype)
 
 
 def tri(N, M=None, k=0, dtype=None):
@@ -248,15 +282,17 @@ def tri(N, M=None, k=0, dtype=None):
   d = dtypes.default_int_dtype()
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
   mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
-  return _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+  # (JAX's default dtype here is float32, whatever the x64 mode)
+  return _util.convert(mask, canonicalize_user_dtype(dtype or np.float32))
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
   """Ones on the ``k``-th diagonal, zeros elsewhere."""
-  N = _util.index(N, "N")
-  M = N if M is None else _util.index(M, "M")
+  N_, M_ = N, M
+  N = canonicalize_shape((N,), "argument of 'N' jnp.eye()")[0]
+  M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.eye()")[0]
   if N < 0 or M < 0:
-    raise ValueError(f"negative dimensions are not allowed, got {N} and {M}")
+    raise ValueError(f"negative dimensions are not allowed, got {N_} and {M_}")
   k = _util.index(k, "k")
   d = dtypes.default_int_dtype()
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
@@ -295,11 +331,14 @@ def triu(m, k=0):
 
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
   """Coordinate arrays from 1-d coordinate vectors (``indexing`` 'xy' or 'ij')."""
-  del copy
+  xs = [_util.ensure_arraylike("meshgrid", x) for x in xi]
+  if not copy:
+    raise ValueError("jax.numpy.meshgrid only supports copy=True")
   if indexing not in ("xy", "ij"):
     raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
-  xs = [_util.ensure_arraylike("meshgrid", x) for x in xi]
-  xs = [lax.reshape(x, (x.size,)) if x.ndim != 1 else x for x in xs]
+  if builtins.any(x.ndim != 1 for x in xs):
+    raise ValueError("Arguments to jax.numpy.meshgrid must be 1D, got shapes "
+                     f"{[x.shape for x in xs]}")
   shape = [x.shape[0] for x in xs]
   if indexing == "xy" and len(xs) >= 2:
     shape[0], shape[1] = shape[1], shape[0]
@@ -333,6 +372,7 @@ def diag_indices(n, ndim=2):
 
 def indices(dimensions, dtype=None, sparse=False):
   """Grid index arrays of ``dimensions``."""
+  iter(dimensions)  # (JAX iterates it: an int raises TypeError)
   dimensions = canonicalize_shape(dimensions)
   d = canonicalize_user_dtype(dtype) or dtypes.default_int_dtype()
   out = []

@@ -21,20 +21,54 @@ from nbjax.numpy._manip import moveaxis
 from nbjax.numpy._reductions import sum as _sum
 from nbjax.numpy._ufuncs import multiply
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
+from nbjax.lax.linalg import _dot_dtype as _lax_dot_dtype, _dot_shape as _lax_dot_shape
 
 _BOOL = np.dtype(np.bool_)
 
 
-def _contract(a, b, contract, batch, precision=None, preferred_element_type=None):
-  """``lax.dot_general`` on promoted operands; bools multiply as integers (logical and/or)."""
+def _pet(a, b, preferred_element_type):
+  """(accumulation dtype, output weak type) of a product of ``a`` and ``b``, as JAX's jnp
+  products pick them: the joint result type (weak iff it is weak) when no
+  ``preferred_element_type`` is given, else that dtype (strong)."""
+  if preferred_element_type is None:
+    dw = _util._common((a, b))
+    return dw if dw is not None else dtypes.result_type(a, b, return_weak_type_flag=True)
+  return _util.canonicalize_user_dtype(preferred_element_type), False
+
+
+_MIXED_OK = set()  # (lhs dtype, rhs dtype, accumulation dtype) that pass JAX's check
+
+
+def _contract(a, b, contract, batch, precision, pet, weak, explicit=False):
+  """``lax.dot_general`` as JAX's jnp products call it: on the operands as they are (no
+  promotion first), accumulating in ``pet``. Mixed operand dtypes go through JAX's check
+  on them (a weak Python ``int`` against an ``int8`` array raises: its int64 is the wider
+  type and the int8 result "narrower") and are then both converted to ``pet``, as XLA's
+  CPU lowering does; the result carries ``weak`` (``explicit``: ``pet`` was the caller's
+  ``preferred_element_type``, so the result is strong even for weak operands)."""
   dn = ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
-  pet = _util.canonicalize_user_dtype(preferred_element_type)
-  if a.dtype == _BOOL:
-    i = dtypes.default_int_dtype()
-    out = lax.dot_general(_util.convert(a, i), _util.convert(b, i), dn, precision=precision)
-    out = lax.ne(out, _util.lit(0, i, True))
-    return out if pet is None else _util.convert(out, pet)
-  return lax.dot_general(a, b, dn, precision=precision, preferred_element_type=pet)
+  if a.dtype != b.dtype:
+    key = (a.dtype, b.dtype, pet)
+    if key not in _MIXED_OK:
+      try:
+        _lax_dot_dtype(a.dtype, b.dtype, pet)
+      except TypeError:
+        _lax_dot_shape(a, b, dn)  # (its shape errors come first)
+        raise
+      _MIXED_OK.add(key)
+    a, b = _util.convert(a, pet, weak), _util.convert(b, pet, weak)
+    pet = None
+  elif pet == a.dtype:
+    pet = None
+  if not dn[0][0] and not dn[1][0] and (a.ndim == 0 or b.ndim == 0):
+    if pet is not None:  # (a product with nothing to sum: the elementwise product)
+      a, b = _util.convert(a, pet), _util.convert(b, pet)
+    out = multiply(a, b)
+  else:
+    out = lax.dot_general(a, b, dn, precision=precision, preferred_element_type=pet)
+  if explicit and dtypes.is_weakly_typed(out):
+    out = _util.convert(out, out.dtype, False)
+  return out
 
 
 def _promote(name, a, b):
@@ -65,11 +99,12 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if sa is not None and sa[1] == 2 and sa[0].kind in "fc" and _sig(b) == sa:
       return lax.dot_general_p.bind(a, b, dimension_numbers=_MM, precision=None,
                                     preferred_element_type=None)
-  a, b = _promote("matmul", a, b)
+  a, b = ensure_arraylike("matmul", a, b)
   for i, x in enumerate((a, b)):
     if x.ndim == 0:
-      raise ValueError(f"matmul: Input operand {i} does not have enough dimensions, it has "
-                       f"0 but requires at least 1")
+      raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has "
+                       f"ndim 0")
+  pet, weak = _pet(a, b, preferred_element_type)
   # JAX's layout: vectors contract directly, size-1 batch axes are squeezed and become free
   # axes of the other operand, equal batch axes are dot_general batch dimensions; one
   # transpose puts the result axes in NumPy's order
@@ -102,7 +137,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
   a = lax.squeeze(a, a_sq) if a_sq else a
   b = lax.squeeze(b, b_sq) if b_sq else b
   out = _contract(a, b, ((a.ndim - 1,), (b.ndim - 1 - b_mat,)), (a_batch, b_batch),
-                  precision=precision, preferred_element_type=preferred_element_type)
+                  precision, pet, weak, preferred_element_type is not None)
   idx = idx_batch + idx_a + idx_b
   perm = sorted(range(len(idx)), key=idx.__getitem__)
   return out if perm == list(range(len(idx))) else lax.transpose(out, perm)
@@ -111,19 +146,19 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
 def dot(a, b, *, precision=None, preferred_element_type=None):
   """NumPy's ``dot``: scalars multiply; otherwise contract the last axis of ``a`` with the
   last (1-d ``b``) or second-to-last axis of ``b``."""
-  a, b = _promote("dot", a, b)
+  a, b = ensure_arraylike("dot", a, b)
+  pet, weak = _pet(a, b, preferred_element_type)
   if a.ndim == 0 or b.ndim == 0:
-    out = multiply(a, b)
-    pet = _util.canonicalize_user_dtype(preferred_element_type)
-    return out if pet is None else _util.convert(out, pet)
-  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
-  rc = 0 if b.ndim == 1 else b.ndim - 2
-  return _contract(a, b, ((a.ndim - 1,), (rc,)), ((), ()), **kw)
+    contract = ((), ())
+  else:
+    contract = ((a.ndim - 1,), (0 if b.ndim == 1 else b.ndim - 2,))
+  return _contract(a, b, contract, ((), ()), precision, pet, weak,
+                   preferred_element_type is not None)
 
 
 def vdot(a, b, *, precision=None, preferred_element_type=None):
   """Dot product of the flattened arrays, conjugating ``a``."""
-  a, b = _promote("vdot", a, b)
+  a, b = ensure_arraylike("vdot", a, b)
   if dtypes.is_complex(a.dtype):
     a = lax.conj(a)
   return dot(lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,)), precision=precision,
@@ -132,23 +167,30 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
 
 def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
   """Vector dot product over ``axis`` (conjugating ``x1``), broadcasting the others."""
-  x1, x2 = _promote("vecdot", x1, x2)
-  if dtypes.is_complex(x1.dtype):
-    x1 = lax.conj(x1)
+  from nbjax.numpy._vectorize import vectorize
+  x1, x2 = ensure_arraylike("jnp.vecdot", x1, x2)
+  if x1.shape[axis] != x2.shape[axis]:  # (IndexError for a bad axis, as JAX)
+    raise ValueError(f"axes must match; got shapes {x1.shape} and {x2.shape} with "
+                     f"axis={axis}")
   x1 = moveaxis(x1, axis, -1)
   x2 = moveaxis(x2, axis, -1)
-  out = matmul(lax.expand_dims(x1, (x1.ndim - 1,)), lax.expand_dims(x2, (x2.ndim,)),
-               precision=precision, preferred_element_type=preferred_element_type)
-  return lax.squeeze(out, (out.ndim - 2, out.ndim - 1))
+  if x1.ndim == 1 and x2.ndim == 1:
+    return vdot(x1, x2, precision=precision, preferred_element_type=preferred_element_type)
+  return vectorize(functools.partial(vdot, precision=precision,
+                                     preferred_element_type=preferred_element_type),
+                   signature="(n),(n)->()")(x1, x2)
 
 
 def inner(a, b, *, precision=None, preferred_element_type=None):
   """Contract the last axes of ``a`` and ``b``."""
-  a, b = _promote("inner", a, b)
+  a, b = ensure_arraylike("inner", a, b)
   if a.ndim == 0 or b.ndim == 0:
-    return dot(a, b, precision=precision, preferred_element_type=preferred_element_type)
-  return _contract(a, b, ((a.ndim - 1,), (b.ndim - 1,)), ((), ()), precision=precision,
-                      preferred_element_type=preferred_element_type)
+    if preferred_element_type is not None:
+      pet = _util.canonicalize_user_dtype(preferred_element_type)
+      a, b = _util.convert(a, pet), _util.convert(b, pet)
+    return multiply(a, b)
+  return tensordot(a, b, (-1, -1), precision=precision,
+                   preferred_element_type=preferred_element_type)
 
 
 def outer(a, b, out=None):
@@ -161,33 +203,38 @@ def outer(a, b, out=None):
 
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
   """Contract ``axes`` (the last/first ``n``, or explicit pairs) of ``a`` and ``b``."""
-  a, b = _promote("tensordot", a, b)
-  if isinstance(axes, (int, np.integer)):
-    n = int(axes)
-    if n < 0 or n > min(a.ndim, b.ndim):
-      raise TypeError(f"Number of tensordot axes (axes {n}) exceeds input ranks "
+  a, b = ensure_arraylike("tensordot", a, b)
+  pet, weak = _pet(a, b, preferred_element_type)
+  if type(axes) is int:  # (JAX's test: a NumPy integer is refused, a negative n contracts none)
+    if axes > min(a.ndim, b.ndim):
+      raise TypeError(f"Number of tensordot axes (axes {axes}) exceeds input ranks "
                       f"({a.shape} and {b.shape})")
-    ca, cb = tuple(range(a.ndim - n, a.ndim)), tuple(range(n))
+    ca, cb = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
+  elif isinstance(axes, (tuple, list)) and len(axes) == 2:
+    ax_a, ax_b = axes
+    if isinstance(ax_a, int) and isinstance(ax_b, int):
+      ca, cb = (canonicalize_axis(ax_a, a.ndim),), (canonicalize_axis(ax_b, b.ndim),)
+    elif isinstance(ax_a, (tuple, list)) and isinstance(ax_b, (tuple, list)):
+      if len(ax_a) != len(ax_b):
+        raise TypeError("tensordot requires axes lists to have equal length, got "
+                        f"{ax_a} and {ax_b}.")
+      ca = tuple(canonicalize_axis(i, a.ndim) for i in ax_a)
+      cb = tuple(canonicalize_axis(i, b.ndim) for i in ax_b)
+    else:
+      raise TypeError("tensordot requires both axes lists to be either ints, tuples or "
+                      f"lists, got {ax_a} and {ax_b}")
   else:
-    try:
-      ax_a, ax_b = axes
-    except (TypeError, ValueError):
-      raise TypeError("tensordot axes argument must be an int, a pair of ints, or a pair of "
-                      f"lists/tuples of ints, got {axes}") from None
-    ax_a = (ax_a,) if isinstance(ax_a, (int, np.integer)) else tuple(ax_a)
-    ax_b = (ax_b,) if isinstance(ax_b, (int, np.integer)) else tuple(ax_b)
-    if len(ax_a) != len(ax_b):
-      raise TypeError("tensordot requires axes lists to have equal length, got "
-                      f"{ax_a} and {ax_b}.")
-    ca = tuple(canonicalize_axis(i, a.ndim) for i in ax_a)
-    cb = tuple(canonicalize_axis(i, b.ndim) for i in ax_b)
-  return _contract(a, b, (ca, cb), ((), ()), precision=precision,
-                      preferred_element_type=preferred_element_type)
+    raise TypeError("tensordot axes argument must be an int, a pair of ints, or a pair of "
+                    "lists/tuples of ints.")
+  return _contract(a, b, (ca, cb), ((), ()), precision, pet, weak,
+                   preferred_element_type is not None)
 
 
 def kron(a, b):
   """Kronecker product."""
   a, b = _promote("kron", a, b)
+  if a.dtype == _BOOL:  # (JAX multiplies with lax.mul, which refuses bool)
+    lax.mul(a, b)
   nd = max(a.ndim, b.ndim)
   a = lax.reshape(a, (1,) * (nd - a.ndim) + a.shape)
   b = lax.reshape(b, (1,) * (nd - b.ndim) + b.shape)
@@ -199,73 +246,91 @@ def kron(a, b):
 # ----------------------------------------------------------------- einsum
 
 
-_ELLIPSIS_LABELS = [chr(0x3b1 + i) for i in range(24)]  # greek: never user labels
-
-
 def _interleaved_to_subscripts(args):
-  """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` -> ("ab,bc->ac", [a, b])."""
+  """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` -> ("ab,bc->ac", [a, b]): the sublists' labels
+  (any hashable, comparable objects) become letters in their sorted order, as opt_einsum's."""
   args = list(args)
   out = args.pop() if len(args) % 2 else None
   ops, subs = args[0::2], args[1::2]
+  try:
+    symbols = {x for sub in subs for x in sub}
+    symbols.discard(Ellipsis)
+    letter = {x: _symbol(i) for i, x in enumerate(sorted(symbols))}
+  except TypeError:  # unhashable or uncomparable labels (or a sublist that is no sequence)
+    raise TypeError("For this input type lists must contain either Ellipsis or hashable and "
+                    "comparable object (e.g. int, str).") from None
 
   def lab(s):
-    return "".join("..." if i is Ellipsis else string.ascii_letters[int(i)] for i in s)
+    return "".join("..." if i is Ellipsis else letter[i] for i in s)
   spec = ",".join(lab(s) for s in subs)
   if out is not None:
     spec += "->" + lab(out)
   return spec, ops
 
 
+def _symbol(i):
+  return _LETTERS[i] if i < 52 else chr(i + 140)
+
+
 def _parse_einsum(subscripts, shapes):
-  """Input label lists (ellipses expanded to reserved labels) and the output label list."""
+  """(input label strings, output label string, label sizes) of an einsum spec, with
+  opt_einsum's parsing rules and errors (as JAX's einsum, which parses with it): ellipses
+  become reserved (private-use) labels aligned from the right, an implicit output is the
+  ellipsis labels then the labels used once, sorted; a label of size 1 broadcasts."""
   s = subscripts.replace(" ", "")
-  if "->" in s:
-    ins, out = s.split("->")
-    explicit = True
-  else:
-    ins, out, explicit = s, "", False
+  if ("-" in s or ">" in s) and (s.count("-") > 1 or s.count(">") > 1 or s.count("->") != 1):
+    raise ValueError("Subscripts can only contain one '->'.")
+  ins, out = s.split("->") if "->" in s else (s, None)
   ins = ins.split(",")
+  if "." in s:
+    ell = "".join(chr(0xE000 + i) for i in range(max((len(x) for x in shapes), default=0)))
+    longest = 0
+    for num, sub in enumerate(ins):
+      if "." in sub:
+        if sub.count(".") != 3 or sub.count("...") != 1:
+          raise ValueError("Invalid Ellipses.")
+        shape = shapes[num]
+        count = 0 if shape == () else max(len(shape), 1) - (len(sub) - 3)
+        longest = max(longest, count)
+        if count < 0:
+          raise ValueError("Ellipses lengths do not match.")
+        ins[num] = sub.replace("...", ell[len(ell) - count:] if count else "")
+    out_ell = ell[len(ell) - longest:] if longest else ""
+    if out is not None:
+      out = out.replace("...", out_ell)
+    else:
+      once = set(_once(ins))
+      out = out_ell + "".join(sorted(once - set(out_ell)))
+  elif out is None:
+    out = _once(ins)
+  joined = "".join(ins)
+  for c in out:
+    if out.count(c) != 1:
+      raise ValueError(f"Output character '{c}' appeared more than once in the output.")
+    if c not in joined:
+      raise ValueError(f"Output character '{c}' did not appear in the input")
   if len(ins) != len(shapes):
-    raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
-  n_ell = 0
-  labels = []
-  for spec, shape in zip(ins, shapes):
-    if "..." in spec:
-      head, tail = spec.split("...")
-      k = len(shape) - len(head) - len(tail)
-      if k < 0:
-        raise ValueError(f"einsum: operand subscripts {spec!r} do not match shape {shape}")
-      n_ell = max(n_ell, k)
-      labels.append(list(head) + _ELLIPSIS_LABELS[24 - k:] + list(tail))
-    else:
-      if len(spec) != len(shape):
-        raise ValueError(f"einsum: operand subscripts {spec!r} do not match the operand's "
-                         f"number of dimensions {len(shape)}")
-      labels.append(list(spec))
-  ell = _ELLIPSIS_LABELS[24 - n_ell:]
-  for ls in labels:
-    for c in ls:
-      if c not in ell and c not in string.ascii_letters:
-        raise ValueError(f"einsum: invalid subscript {c!r}")
-  if explicit:
-    if "..." in out:
-      head, tail = out.split("...")
-      out_labels = list(head) + ell + list(tail)
-    else:
-      out_labels = list(out)
-    for c in out_labels:
-      if not any(c in ls for ls in labels):
-        raise ValueError(f"einstein sum subscripts string included output subscript {c!r} "
-                         "which never appeared in an input")
-    if len(set(out_labels)) != len(out_labels):
-      raise ValueError(f"einsum: output subscript string {out!r} includes a repeated label")
-  else:
-    counts = {}
-    for ls in labels:
-      for c in ls:
-        counts[c] = counts.get(c, 0) + 1
-    out_labels = ell + sorted(c for c, n in counts.items() if n == 1 and c not in ell)
-  return labels, out_labels
+    raise ValueError(f"Number of einsum subscripts, {len(ins)}, must be equal to the number "
+                     f"of operands, {len(shapes)}.")
+  sizes = {}
+  for num, (term, shape) in enumerate(zip(ins, shapes)):
+    if len(term) != len(shape):
+      raise ValueError(f"Einstein sum subscript '{term}' does not contain the correct number "
+                       f"of indices for operand {num}.")
+    for c, n in zip(term, shape):
+      m = sizes.get(c)
+      if m is None or m == 1:
+        sizes[c] = n
+      elif n != 1 and n != m:
+        raise ValueError(f"Size of label '{c}' for operand {num} ({m}) does not match "
+                         f"previous terms ({n}).")
+  return ins, out, sizes
+
+
+def _once(ins):
+  """The labels used exactly once, sorted (an implicit einsum output)."""
+  j = "".join(ins)
+  return "".join(c for c in sorted(set(j)) if j.count(c) == 1)
 
 
 def _take_diagonals(x, ls):
@@ -293,34 +358,39 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
   labels for diagonals, the interleaved operand/sublist form). Contracts pairwise with
   ``lax.dot_general`` in the order NumPy's planner picks for the shapes (``optimize``:
   ``"auto"``/``True``/``"greedy"``, ``"optimal"``, an ``einsum_path`` result, or ``False``
-  for left to right)."""
+  for left to right). As JAX's, the operands are not promoted first: each contraction
+  accumulates in the result type (or ``preferred_element_type``), and an operand that is
+  reduced on its own (summed labels, diagonals) is first converted to it."""
   del _dot_general
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
   if not isinstance(subscripts, str):
     subscripts, operands = _interleaved_to_subscripts((subscripts,) + operands)
   ops = [ensure_arraylike("einsum", o) for o in operands]
-  ops = _util.promote_dtypes(*ops) if len(ops) > 1 else ops
-  labels, out_labels = _parse_einsum(subscripts, [o.shape for o in ops])
-  sizes = {}
-  for x, ls in zip(ops, labels):
-    for c, n in zip(ls, x.shape):
-      if sizes.get(c, 1) != n and n != 1:
-        if sizes.get(c, 1) != 1:
-          raise ValueError(f"einsum: size of label {c!r} differs between operands: "
-                           f"{sizes[c]} vs {n}")
-      if n != 1 or c not in sizes:
-        sizes[c] = n
+  labels, out_labels, sizes = _parse_einsum(subscripts, [o.shape for o in ops])
+  labels, out_labels = [list(ls) for ls in labels], list(out_labels)
+  if not ops:
+    raise ValueError("No input operands")
+  if preferred_element_type is None:
+    pet, weak = dtypes.result_type(*ops, return_weak_type_flag=True)
+  else:
+    pet, weak = _util.canonicalize_user_dtype(preferred_element_type), False
+
+  def to_pet(x):  # (JAX's einsum sums an operand in the result type)
+    return x if dtypes.result_type(x, pet) == x.dtype else _util.convert(x, pet)
+
   prepared = []
   for k, (x, ls) in enumerate(zip(ops, labels)):
-    x, ls = _take_diagonals(x, list(ls))
+    if len(set(ls)) != len(ls):
+      x, ls = _take_diagonals(to_pet(x), list(ls))
     later = set(out_labels).union(*(set(l) for j, l in enumerate(labels) if j != k))
-    x, ls = _sum_labels(x, ls, later)
+    if not set(ls) <= later:
+      x, ls = _sum_labels(to_pet(x), ls, later)
     full = tuple(sizes[c] for c in ls)
     if x.shape != full:  # size-1 (broadcast) axes
       x = _util.broadcast_to(x, full)
     prepared.append((x, ls))
-  kw = dict(precision=precision, preferred_element_type=preferred_element_type)
+  kw = dict(precision=precision, pet=pet)
   if isinstance(optimize, list):  # an einsum_path result: hashable for the planner's cache
     optimize = tuple(tuple(p) if isinstance(p, list) else p for p in optimize)
   path = _contraction_path(tuple("".join(ls) for _, ls in prepared), "".join(out_labels),
@@ -334,27 +404,34 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
       cur, cls = _pair(cur, cls, other, ols, needed, kw)
     prepared.append((cur, cls))
   cur, cls = prepared[0]
-  cur, cls = _sum_labels(cur, cls, set(out_labels))
+  if not set(cls) <= set(out_labels):
+    cur, cls = _sum_labels(to_pet(cur), cls, set(out_labels))
   perm = tuple(cls.index(c) for c in out_labels)
   if perm != tuple(range(len(perm))):
     cur = lax.transpose(cur, perm)
-  pet = _util.canonicalize_user_dtype(preferred_element_type)
-  if pet is not None and cur.dtype != pet:
-    cur = _util.convert(cur, pet)
+  if cur.dtype != pet or dtypes.is_weakly_typed(cur) != weak:
+    cur = _util.convert(cur, pet, weak)
   return cur
 
 
 def _pair(a, als, b, bls, needed, kw):
   """Contract ``a`` and ``b`` (label lists ``als``, ``bls``), keeping the labels in
   ``needed`` (later operands' and the output's): shared needed labels are batch dimensions,
-  shared others are contracted, labels only one side has and nobody needs are summed first."""
-  a, als = _sum_labels(a, als, needed | set(bls))
-  b, bls = _sum_labels(b, bls, needed | set(als))
+  shared others are contracted, labels only one side has and nobody needs are summed first
+  (in the accumulation dtype)."""
+  pet = kw["pet"]
+  if not set(als) <= needed | set(bls):
+    a, als = _sum_labels(_util.convert(a, pet) if dtypes.result_type(a, pet) != a.dtype else a,
+                         als, needed | set(bls))
+  if not set(bls) <= needed | set(als):
+    b, bls = _sum_labels(_util.convert(b, pet) if dtypes.result_type(b, pet) != b.dtype else b,
+                         bls, needed | set(als))
   shared = [c for c in als if c in bls]
   batch = [c for c in shared if c in needed]
   contract = [c for c in shared if c not in needed]
   out = _contract(a, b, ([als.index(c) for c in contract], [bls.index(c) for c in contract]),
-                  ([als.index(c) for c in batch], [bls.index(c) for c in batch]), **kw)
+                  ([als.index(c) for c in batch], [bls.index(c) for c in batch]),
+                  kw["precision"], pet, False)
   return out, batch + [c for c in als if c not in shared] + [c for c in bls if c not in shared]
 
 

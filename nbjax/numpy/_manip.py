@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from nbjax.core import Tracer
 from nbjax.numpy import _util
 from nbjax.numpy._indexing import nonzero, take
 from nbjax.numpy._reductions import cumsum
+from nbjax.numpy import _ufuncs
 from nbjax.numpy._ufuncs import maximum, minimum, remainder
 from nbjax.numpy._util import (as_array, canonicalize_axes, canonicalize_axis, canonicalize_shape,
                                ensure_arraylike)
@@ -484,18 +486,61 @@ def roll(a, shift, axis=None):
   return a
 
 
-def _pad_width(pad_width, nd):
-  pw = np.asarray(_util.concrete(pad_width, "pad_width must be static"))
-  if not dtypes.is_int(pw.dtype):
-    raise TypeError(f"`pad_width` must be of integral type, got {pw.dtype}")
+def _pad_pairs(vals, nd, name):
+  """``vals`` (a scalar, ``(v,)``, ``(before, after)``, ``((before, after),)`` or one pair
+  per axis; concrete) as ``nd`` (before, after) pairs, with JAX's errors."""
+  if isinstance(vals, Tracer) or any(isinstance(v, Tracer) for v in _leaves(vals)):
+    vals = _util.concrete(vals, f"{name} argument of jnp.pad")
   try:
-    pw = np.broadcast_to(pw, (nd, 2))
-  except ValueError:
-    raise ValueError(f"jnp.pad: pad_width with nd={nd} has unsupported shape {pw.shape}. "
-                     "Valid shapes are ({nd}, 2), (1, 2), (2,), (1,), or ().") from None
-  if (pw < 0).any():
-    raise ValueError("index can't contain negative values")
-  return [(int(b), int(e)) for b, e in pw]
+    arr = np.asarray(_to_numpy_leaves(vals))
+  except ValueError as e:
+    if "inhomogeneous" in str(e):
+      raise TypeError(f"`{name}` entries must be the same shape: {vals}") from e
+    raise
+
+  def scalar(v):
+    if np.shape(v):
+      raise TypeError(f"`{name}` entries must be the same shape: {arr}")
+    return v
+  if arr.shape == (nd, 2):
+    return tuple((scalar(v[0]), scalar(v[1])) for v in arr)
+  if arr.shape == (1, 2):
+    pair = scalar(arr[0, 0]), scalar(arr[0, 1])
+  elif arr.shape == (2,):
+    pair = scalar(arr[0]), scalar(arr[1])
+  elif arr.shape == (1,):
+    pair = (scalar(arr[0]),) * 2
+  elif arr.shape == ():
+    pair = (scalar(arr.flat[0]),) * 2
+  else:
+    raise ValueError(f"jnp.pad: {name} with nd={nd} has unsupported shape {arr.shape}. "
+                     f"Valid shapes are ({nd}, 2), (1, 2), (2,), (1,), or ().")
+  return (pair,) * nd
+
+
+def _leaves(x):
+  if isinstance(x, (list, tuple)):
+    for y in x:
+      yield from _leaves(y)
+  else:
+    yield x
+
+
+def _to_numpy_leaves(x):
+  """Nested lists/tuples with nbjax arrays replaced by NumPy values."""
+  if isinstance(x, (list, tuple)):
+    return type(x)(_to_numpy_leaves(y) for y in x)
+  if isinstance(x, (Array, Tracer)):
+    return np.asarray(_util.concrete(x))
+  return x
+
+
+def _is_dim(v):
+  try:
+    operator.index(v)
+    return True
+  except Exception:
+    return False
 
 
 def _pad_index(mode, n, before, after):
@@ -511,46 +556,176 @@ def _pad_index(mode, n, before, after):
     p = 2 * (n - 1)
     j = i % p
     return np.where(j >= n, p - j, j)
-  if mode == "symmetric":
-    p = 2 * n
-    j = i % p
-    return np.where(j >= n, p - 1 - j, j)
-  raise NotImplementedError(f"jnp.pad mode '{mode}' is not implemented")
+  p = 2 * n  # symmetric
+  j = i % p
+  return np.where(j >= n, p - 1 - j, j)
+
+
+_PAD_KWARGS = {"empty": (), "edge": (), "wrap": (), "constant": ("constant_values",),
+               "linear_ramp": ("end_values",), "maximum": ("stat_length",),
+               "mean": ("stat_length",), "median": ("stat_length",),
+               "minimum": ("stat_length",), "reflect": ("reflect_type",),
+               "symmetric": ("reflect_type",)}
 
 
 def pad(array, pad_width, mode="constant", **kwargs):
-  """Pad an array: modes 'constant' (``constant_values``), 'edge', 'wrap', 'reflect',
-  'symmetric' (JAX implementation of :func:`numpy.pad`)."""
+  """Pad an array (JAX implementation of :func:`numpy.pad`): modes 'constant'
+  (``constant_values``, a scalar or per-axis pairs), 'edge', 'wrap', 'reflect' and
+  'symmetric' (``reflect_type`` 'even' or 'odd'), 'linear_ramp' (``end_values``), 'maximum',
+  'minimum', 'mean', 'median' (``stat_length``), 'empty' (zeros), or a callable applied along
+  each axis as NumPy's ``func(vector, pad_width, iaxis, kwargs)``."""
   array = ensure_arraylike("pad", array)
   nd = array.ndim
-  pw = _pad_width(pad_width, nd)
+  pw = _pad_pairs(pad_width, nd, "pad_width")
+  if pw and not all(_is_dim(b) and _is_dim(e) for b, e in pw):
+    raise TypeError("`pad_width` must be of integral type.")
   if callable(mode):
-    raise NotImplementedError("jnp.pad with a callable mode is not supported")
-  if mode == "constant":
-    cv = kwargs.get("constant_values", 0)
-    if _util.ndim(cv) == 0:
-      cv = _util.convert(cv, array.dtype)
-      return lax.pad(array, cv, [(b, e, 0) for b, e in pw])
-    cvs = np.broadcast_to(np.asarray(_util.concrete(cv)), (nd, 2))
-    for ax, (b, e) in enumerate(pw):
-      cfg = [(0, 0, 0)] * nd
-      cfg[ax] = (b, 0, 0)
-      array = lax.pad(array, _util.convert(cvs[ax, 0].item(), array.dtype), cfg)
-      cfg[ax] = (0, e, 0)
-      array = lax.pad(array, _util.convert(cvs[ax, 1].item(), array.dtype), cfg)
+    from nbjax.numpy._vectorize import apply_along_axis
+    pw = tuple((int(b), int(e)) for b, e in pw)
+    padded = lax.pad(array, _util.convert(0, array.dtype, dtypes.is_weakly_typed(array)),
+                     [(b, e, 0) for b, e in pw])
+    for ax in range(nd):
+      padded = apply_along_axis(mode, ax, padded, pw[ax], ax, kwargs)
+    return padded
+  allowed = _PAD_KWARGS.get(mode) if isinstance(mode, str) else None
+  if allowed is None:
+    raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad.")
+  bad = set(kwargs) - set(allowed)
+  if bad:
+    raise ValueError(f"unsupported keyword arguments for mode '{mode}': {bad}")
+  for k in ("stat_length", "end_values"):  # (static arguments of JAX's jitted _pad)
+    try:
+      hash(kwargs.get(k))
+    except TypeError as e:
+      v = kwargs[k]
+      raise ValueError("Non-hashable static arguments are not supported. An error occurred "
+                       f"while trying to hash an object of type {type(v)}, {v}. The error "
+                       f"was:\nTypeError: {e}\n") from e
+  if nd == 0:
     return array
+  pw = [(int(b), int(e)) for b, e in pw]
+  if builtins.any(b < 0 or e < 0 for b, e in pw):
+    raise ValueError("index can't contain negative values")
+  weak = dtypes.is_weakly_typed(array)
+  if mode == "constant":
+    return _pad_constant(array, pw, kwargs.get("constant_values", 0), weak)
   if mode == "empty":
-    return lax.pad(array, _util.convert(0, array.dtype), [(b, e, 0) for b, e in pw])
-  if kwargs.get("reflect_type", "even") != "even":
-    raise NotImplementedError("jnp.pad: only reflect_type='even' is implemented")
+    return lax.pad(array, _util.convert(0, array.dtype, weak), [(b, e, 0) for b, e in pw])
+  if mode == "linear_ramp":
+    return _pad_linear_ramp(array, pw, _pad_pairs(kwargs.get("end_values", 0), nd,
+                                                  "end_values"), weak)
+  if mode in ("maximum", "minimum", "mean", "median"):
+    sl = kwargs.get("stat_length")
+    return _pad_stats(array, pw, None if sl is None else _pad_pairs(sl, nd, "stat_length"),
+                      mode, weak)
+  reflect_type = kwargs.get("reflect_type", "even")
+  if mode in ("reflect", "symmetric") and reflect_type not in ("even", "odd"):
+    raise AssertionError()  # (JAX asserts)
   for ax, (b, e) in enumerate(pw):
+    if array.shape[ax] == 0:
+      if b > 0 or e > 0:
+        raise ValueError(f"Cannot apply '{mode}' padding to empty axis")
+      continue
     if b == e == 0:
       continue
-    if array.shape[ax] == 0:
-      raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
+    if reflect_type == "odd" and mode in ("reflect", "symmetric"):
+      array = _pad_reflect_odd(array, ax, b, e, mode)
+      continue
     idx = _pad_index(mode, array.shape[ax], b, e)
     array = take(array, Array._new(idx.astype(dtypes.default_int_dtype())), axis=ax,
                  mode="clip")  # (in bounds)
+  return array
+
+
+def _pad_constant(array, pw, cv, weak):
+  nd = array.ndim
+  if type(cv) not in (int, float, bool):  # (a complex one: JAX converts an array, real part)
+    from nbjax.numpy._creation import asarray
+    cv = asarray(cv)
+  cv = _util.convert(cv, array.dtype, weak)
+  if cv.ndim == 1 and cv.shape[-1] == 1:
+    cv = lax.reshape(cv, ())
+  if cv.ndim == 0:
+    return lax.pad(array, cv, [(b, e, 0) for b, e in pw])
+  if cv.ndim == 1 and cv.shape[-1] != 2:
+    raise ValueError(f"jnp.pad: constant_values has unsupported shape {cv.shape}. If the "
+                     "shape is 1D or 2D, the last dimension must be of size 1 or 2.")
+  cv = broadcast_to(cv, (nd, 2))
+  for ax, (b, e) in enumerate(pw):
+    for k, w in ((0, (b, 0, 0)), (1, (0, e, 0))):
+      if w[k]:
+        cfg = [(0, 0, 0)] * nd
+        cfg[ax] = w
+        array = lax.pad(array, lax.reshape(lax.slice(cv, (ax, k), (ax + 1, k + 1)), ()), cfg)
+  return array
+
+
+def _pad_reflect_odd(array, ax, before, after, mode):
+  """Odd reflection along ``ax``: each reflected block is ``2 * edge - block``, the edge
+  moving out with every block (NumPy's and JAX's rule)."""
+  n = array.shape[ax]
+  offset = 1 if (mode == "reflect" and n > 1) else 0
+  for is_before, padding in ((True, before), (False, after)):
+    m = array.shape[ax]
+    edge = lax.slice_in_dim(array, 0, 1, axis=ax) if is_before else (
+        lax.slice_in_dim(array, m - 1, m, axis=ax))
+    while padding > 0:
+      cur = builtins.min(padding, n - offset)
+      padding -= cur
+      m = array.shape[ax]
+      if is_before:
+        x = lax.slice_in_dim(array, offset, offset + cur, axis=ax)
+      else:
+        stop = m if (mode == "symmetric" or n == 1) else m - 1
+        x = lax.slice_in_dim(array, m - cur - offset, stop, axis=ax)
+      x = flip(x, ax)
+      x = _ufuncs.subtract(_ufuncs.multiply(2, edge), x)
+      if n > 1:
+        k = x.shape[ax]
+        edge = lax.slice_in_dim(x, 0, 1, axis=ax) if is_before else (
+            lax.slice_in_dim(x, k - 1, k, axis=ax))
+      array = lax.concatenate([x, array] if is_before else [array, x], ax)
+  return array
+
+
+def _pad_linear_ramp(array, pw, end_values, weak):
+  from nbjax.numpy._creation import linspace
+  for ax, (b, e) in enumerate(pw):
+    m = array.shape[ax]
+    first = lax.squeeze(lax.slice_in_dim(array, 0, 1, axis=ax), (ax,))
+    last = lax.squeeze(lax.slice_in_dim(array, m - 1, m, axis=ax), (ax,))
+    before = linspace(end_values[ax][0], first, b, endpoint=False, dtype=array.dtype, axis=ax)
+    after = linspace(end_values[ax][1], last, e, endpoint=False, dtype=array.dtype, axis=ax)
+    before = _util.convert(before, array.dtype, weak)
+    after = flip(_util.convert(after, array.dtype, weak), ax)
+    array = lax.concatenate([before, array, after], ax)
+  return array
+
+
+def _pad_stats(array, pw, stat_length, mode, weak):
+  from nbjax.numpy import _reductions, _statistics
+  stat = {"maximum": _reductions.max, "minimum": _reductions.min, "mean": _reductions.mean,
+          "median": _statistics.median}[mode]
+  for ax, (b, e) in enumerate(pw):
+    if stat_length is None:
+      s_before = s_after = stat(array, axis=ax, keepdims=True)
+    else:
+      n = array.shape[ax]
+      lb, la = stat_length[ax]
+      if lb == 0 or la == 0:
+        raise ValueError("stat_length of 0 yields no value for padding")
+      lb, la = builtins.min(lb, n), builtins.min(la, n)
+      lb, la = operator.index(lb), operator.index(la)
+      s_before = stat(lax.slice_in_dim(array, 0, lb if lb >= 0 else lb + n, axis=ax),
+                      axis=ax, keepdims=True)
+      s_after = stat(lax.slice_in_dim(array, n - la if la > 0 else -la, n, axis=ax),
+                     axis=ax, keepdims=True)
+    if dtypes.is_int(array.dtype) and array.dtype != _BOOL:
+      s_before, s_after = _ufuncs.round(s_before), _ufuncs.round(s_after)
+    s_before = _util.convert(s_before, array.dtype, weak)
+    s_after = _util.convert(s_after, array.dtype, weak)
+    array = lax.concatenate([repeat(s_before, b, axis=ax), array, repeat(s_after, e, axis=ax)],
+                            ax)
   return array
 
 # ----------------------------------------------------------------- selection
@@ -597,12 +772,29 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  #
     min = a_min
   if max is None:
     max = a_max
+  if arr is None:
+    raise ValueError("No input was provided to the clip function.")
   arr = ensure_arraylike("clip", arr)
+  if builtins.any(_is_complex_obj(t) for t in (arr, min, max)):
+    raise ValueError(
+        "Clip received a complex value either through the input or the min/max keywords. "
+        "Complex values have no ordering and cannot be clipped. Please convert to a real "
+        "value or array by taking the real or imaginary components via jax.numpy.real/imag "
+        "respectively.")
   if min is not None:
     arr = maximum(min, arr)
   if max is not None:
     arr = minimum(max, arr)
   return arr
+
+
+def _is_complex_obj(t):
+  if t is None:
+    return False
+  d = getattr(t, "dtype", None)
+  if isinstance(d, np.dtype):
+    return d.kind == "c"
+  return np.iscomplexobj(t)
 
 
 def _sort_axis(a, axis):
@@ -668,9 +860,17 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
   d = np.dtype(np.int32 if n < 2 ** 31 else np.int64)
   if n == 0:
     return lax.full_like(v, 0, d)
-  if a.dtype.kind == "f":  # NaN sorts last
-    def lt(x, y):
+  if a.dtype.kind in "fc":  # NaN sorts last; complex: lexicographic (lax.sort's order)
+    def flt(x, y):
       return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.ne(y, y), lax.eq(x, x)))
+    if a.dtype.kind == "f":
+      lt = flt
+    else:
+      def lt(x, y):
+        xr, yr = lax.real(x), lax.real(y)
+        same = lax.bitwise_or(lax.eq(xr, yr), lax.bitwise_and(lax.ne(xr, xr), lax.ne(yr, yr)))
+        return lax.bitwise_or(flt(xr, yr),
+                              lax.bitwise_and(same, flt(lax.imag(x), lax.imag(y))))
   else:
     lt = lax.lt
   go_right = (lambda x, y: lax.bitwise_not(lt(y, x))) if side == "right" else lt

@@ -86,8 +86,9 @@ def vander(x, N=None, increasing=False):
   N = x.shape[0] if N is None else _util.index(N, "N")
   if N < 0:
     raise ValueError("N must be nonnegative")
-  if x.dtype == np.bool_:
-    x = convert(x, dtypes.default_int_dtype())
+  if x.dtype == np.bool_:  # (JAX builds the powers with iota, which refuses bool)
+    raise TypeError("iota does not accept dtype bool. Accepted dtypes are subtypes of integer, "
+                    "floating, complexfloating.")
   n = x.shape[0]
   cols = [full((n, min(N, 1)), 1, x.dtype)]
   if N > 1:
@@ -191,10 +192,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
   """Piecewise-linear interpolant of the points ``(xp, fp)`` evaluated at ``x``
   (``left``/``right`` values or ``'extrapolate'``; optional ``period``)."""
   x, xp, fp = ensure_arraylike("interp", x, xp, fp)
-  if xp.ndim != 1 or fp.ndim != 1:
-    raise ValueError("xp and fp must be one-dimensional")
-  if xp.shape[0] != fp.shape[0]:
-    raise ValueError("xp and fp must have the same length")
+  if xp.shape != fp.shape or xp.ndim != 1:
+    raise ValueError("xp and fp must be one-dimensional arrays of equal size")
   if dtypes.is_complex(dtypes.result_type(x, xp)):
     raise ValueError("jnp.interp: complex x values not supported.")
   x, xp = promote_dtypes_inexact(x, xp)

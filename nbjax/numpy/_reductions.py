@@ -65,7 +65,7 @@ _ALL_AXES = [tuple(range(n)) for n in range(65)]
 
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
   if (type(a) is Array and dtype is None and initial is None and where is None
-      and not keepdims and a._value.dtype.kind in "fc" and a._value.size and not a._weak):
+      and not keepdims and a._value.dtype.kind == "f" and a._value.size and not a._weak):
     # the common float reductions over everything or one axis, without the general
     # normalisation below
     nd = a._value.ndim
@@ -95,14 +95,36 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
       raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
   if where is not None:
     a = _masked(a, where, _identity(kind, a.dtype))
-  op = _BOOL_LAX.get(kind) if a.dtype == _BOOL else None
-  out = getattr(lax, op or _LAX[kind])(a, axes) if axes else a
-  if initial is not None:
-    combine = _COMBINE[kind][out.dtype == _BOOL]
-    out = getattr(lax, combine)(out, _util.convert(initial, out.dtype))
+  if not has_identity and a.dtype.kind == "c":  # (JAX's complex max/min: lexicographic)
+    out = _complex_extreme(kind, a, axes) if axes else a
+    if initial is not None:
+      from nbjax.numpy._ufuncs import maximum, minimum
+      nan = lax.ne(out, out)
+      out = lax.select(nan, out, (maximum if kind == "max" else minimum)(
+          out, _util.convert(initial, out.dtype)))
+  else:
+    op = _BOOL_LAX.get(kind) if a.dtype == _BOOL else None
+    out = getattr(lax, op or _LAX[kind])(a, axes) if axes else a
+    if initial is not None:
+      combine = _COMBINE[kind][out.dtype == _BOOL]
+      out = getattr(lax, combine)(out, _util.convert(initial, out.dtype))
   if keepdims and axes:
     out = lax.expand_dims(out, tuple(sorted(axes)))
   return out
+
+
+def _complex_extreme(kind, a, axes):
+  """Lexicographic (real part, then imaginary part) max/min of complex ``a`` over ``axes``;
+  NaN anywhere in a reduced group gives ``nan+nanj``."""
+  red = lax.reduce_max if kind == "max" else lax.reduce_min
+  re, im = lax.real(a), lax.imag(a)
+  r = red(re, axes)
+  keep = tuple(i for i in range(a.ndim) if i not in axes)
+  on_r = lax.eq(re, lax.broadcast_in_dim(r, a.shape, keep))
+  fill = lax.full_like(im, -np.inf if kind == "max" else np.inf)
+  out = lax.complex(r, red(lax.select(on_r, im, fill), axes))
+  nan = lax.reduce_or(lax.bitwise_or(lax.ne(re, re), lax.ne(im, im)), axes)
+  return lax.select(nan, lax.full_like(out, complex(np.nan, np.nan)), out)
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001

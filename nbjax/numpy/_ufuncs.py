@@ -273,8 +273,9 @@ floor_divide = _binary("floor_divide", _floor_divide)
 def _remainder(x, y):
   x, y = promote_args_numeric("remainder", x, y)
   x, y = _full_shape(x, y)
-  if dtypes.is_complex(x.dtype):
-    raise TypeError("remainder does not support complex-valued inputs")
+  if dtypes.is_complex(x.dtype):  # (JAX's message: lax.rem refuses it)
+    raise TypeError(f"rem does not accept dtype {x.dtype.name} at position 0. Accepted dtypes "
+                    "at position 0 are subtypes of integer, floating.")
   if dtypes.is_int(y.dtype):
     y = _replace_zero(y)
   mod = lax.rem(x, y)
@@ -407,8 +408,12 @@ def _int_passthrough(name, lax_fn, prim_name):
     x = ensure_arraylike(name, x)
     if _is_intlike(x.dtype):
       return x
-    if dtypes.is_complex(x.dtype):
-      raise TypeError(f"{name} does not support complex-valued inputs")
+    if dtypes.is_complex(x.dtype):  # (JAX's message: its floor/ceil, or trunc's lt, refuse it)
+      if prim_name is None:
+        raise TypeError(f"lt does not accept dtype {x.dtype.name} at position 0. Accepted "
+                        "dtypes at position 0 are subtypes of integer, floating, bool.")
+      raise TypeError(f"{prim_name} does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                      "subtypes of floating.")
     return lax_fn(x)
   return _unary(name, general, prim_name)
 
@@ -680,15 +685,17 @@ minimum = _maxmin("minimum", lax.min, "min")
 
 
 def fmax(x1, x2, /):
-  """Elementwise maximum ignoring NaNs."""
+  """Elementwise maximum ignoring NaNs (complex: lexicographic, as ``greater``)."""
   x1, x2 = _full_shape(*promote_args("fmax", x1, x2))
-  return lax.select(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
+  gt = greater(x1, x2) if dtypes.is_complex(x1.dtype) else lax.gt(x1, x2)
+  return lax.select(lax.bitwise_or(gt, isnan(x2)), x1, x2)
 
 
 def fmin(x1, x2, /):
-  """Elementwise minimum ignoring NaNs."""
+  """Elementwise minimum ignoring NaNs (complex: lexicographic, as ``less``)."""
   x1, x2 = _full_shape(*promote_args("fmin", x1, x2))
-  return lax.select(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
+  lt = less(x1, x2) if dtypes.is_complex(x1.dtype) else lax.lt(x1, x2)
+  return lax.select(lax.bitwise_or(lt, isnan(x2)), x1, x2)
 
 
 def _to_bool(x):

@@ -80,12 +80,12 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                     f"excluded={excluded!r}")
   if any(isinstance(e, int) and e < 0 for e in excluded):
     raise ValueError(f"excluded={excluded!r} contains negative numbers")
+  context = (f"on vectorized function with excluded={excluded!r} and "
+             f"signature={signature!r}")  # (JAX's error context)
   excluded = frozenset(excluded)  # a snapshot: a cached replay could not see the set change
 
   @functools.wraps(pyfunc)
   def wrapped(*args, **kwargs):
-    context = (f"in vectorized function {getattr(pyfunc, '__name__', 'func')!r} with "
-               f"signature {signature!r}")
     static = {i: args[i] for i in excluded if isinstance(i, int) and i < len(args)}
     static_kw = {k: v for k, v in kwargs.items() if k in excluded}
     names = [k for k in kwargs if k not in excluded]
