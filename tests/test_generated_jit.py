@@ -104,6 +104,13 @@ def test_xla_matches_eager(prim, dtype):
 
   arrays = [Array(a) for args, _ in cases for a in args]
   f = nbjax.jit(testing.cases_fun(prim, cases), compiler_options=testing.FAST_COMPILE)
+  try:
+    f(*arrays)
+  except Exception as e:  # XLA's older emitters lack a few (clamp of bool): the defaults then
+    if "UNIMPLEMENTED" not in str(e):
+      raise
+    f = nbjax.jit(testing.cases_fun(prim, cases))
+    f(*arrays)
   for what in ("jit", "jit (cached)"):
     k = 0
     for (args, params), want, r in zip(cases, wants, f(*arrays)):
@@ -116,7 +123,7 @@ def test_xla_matches_eager(prim, dtype):
         assert type(g) is Array
         assert g.weak_type == a.weak_type, f"{prim}: jit weak_type {g.weak_type} != {a.weak_type}"
         _close(prim, dtype, g, w, f"{what} {params}")
-  assert f.trace_count == 1, f"{prim}: second call retraced"
+  assert f.trace_count == 1, f"{prim}: a later call retraced"
 
 
 def test_every_primitive_has_a_lowering():

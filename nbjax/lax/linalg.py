@@ -472,6 +472,7 @@ registry.register(
               samples=lambda rng, d: [(a, dict(dict(precision=None, preferred_element_type=None),
                                                 **p)) for a, p in _dot_samples(rng, np.dtype(d))],
               differentiable=True, linear=True, bad_inputs=_dot_bad,
+              error_names=("preferred_element_type",),  # (JAX's message for a narrow one)
               tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
                    np.dtype(np.complex64): (1e-5, 1e-5)},
               note="both: np.dot (OpenBLAS, both cores) on the operands or their transposed "

@@ -746,7 +746,9 @@ def _argminmax(name, f):
       abstract_eval=_argminmax_abstract_eval(name), batch=_reducer_batch(p),
       policy=NUMBA,
       meta=dict(dtypes=_sorted(_real | _bool), reference=ref, samples=_argminmax_samples,
-                differentiable=False, linear=False, bad_inputs=_argminmax_bad(name)))
+                differentiable=False, linear=False, bad_inputs=_argminmax_bad(name),
+                # JAX's message for a complex operand names the comparator it would use
+                error_names=("gt" if name == "argmax" else "lt",)))
   ad.defjvp_zero(p)
   return p
 
