@@ -367,6 +367,28 @@ def _special_operand_cases(prim, dtype, keep):
 FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 
 
+class fast_jit:
+  """``nbjax.jit(fun)`` compiled with ``FAST_COMPILE``; where XLA rejects the program with
+  those options (UNIMPLEMENTED), with the defaults. ``trace_count`` is the running jit's."""
+
+  def __init__(self, fun):
+    from nbjax import jit
+    self._fun, self._jit = fun, jit(fun, compiler_options=FAST_COMPILE)
+    self._fast = True
+
+  def __call__(self, *args, **kwargs):
+    try:
+      return self._jit(*args, **kwargs)
+    except Exception as e:  # (jaxlib's JaxRuntimeError)
+      if not self._fast or "UNIMPLEMENTED" not in str(e):
+        raise
+      from nbjax import jit
+      self._jit, self._fast = jit(self._fun), False
+      return self._jit(*args, **kwargs)
+
+  trace_count = property(lambda self: self._jit.trace_count)
+
+
 def all_cases(builtin_only=True):
   """``(prim, dtype, args, params)`` for every registered primitive and accepted dtype."""
   for p in registry.primitives(builtin_only=builtin_only):

@@ -103,14 +103,7 @@ def test_xla_matches_eager(prim, dtype):
       _close(prim, dtype, g, w, f"XLA {params}")
 
   arrays = [Array(a) for args, _ in cases for a in args]
-  f = nbjax.jit(testing.cases_fun(prim, cases), compiler_options=testing.FAST_COMPILE)
-  try:
-    f(*arrays)
-  except Exception as e:  # XLA's older emitters lack a few (clamp of bool): the defaults then
-    if "UNIMPLEMENTED" not in str(e):
-      raise
-    f = nbjax.jit(testing.cases_fun(prim, cases))
-    f(*arrays)
+  f = testing.fast_jit(testing.cases_fun(prim, cases))
   for what in ("jit", "jit (cached)"):
     k = 0
     for (args, params), want, r in zip(cases, wants, f(*arrays)):

@@ -205,8 +205,7 @@ def _jit_vjp(prim, f, dargs, ct):
     for i, x in zip(nz, c_nz):
       c[i] = x
     return nbjax.vjp(f, *d)[1](_ct_tree(prim, c))
-  return nbjax.jit(vjp_fun, compiler_options=T.FAST_COMPILE)(
-      dargs, [ct[i] for i in nz])
+  return T.fast_jit(vjp_fun)(dargs, [ct[i] for i in nz])
 
 
 def _check_identity(prim, dtype, jit):

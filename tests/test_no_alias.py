@@ -136,7 +136,7 @@ def test_jit_results_detached_from_numpy_inputs(prim):
   d = _one_dtype(prim)
   f = lambda *a: prim.bind(*a, **params)  # noqa: E731
   for args, params in _np_cases(prim, d):
-    out = nbjax.jit(f)(*args)
+    out = testing.fast_jit(f)(*args)  # (what XLA's results alias: its codegen does not matter)
     _check_detached(_outs(out), _arrays(args), f"jit {prim} {params}")
 
 
