@@ -235,7 +235,8 @@ def test_jit_of_pmap_is_one_program():
   f = nbjax.jit(lambda x, w: nbjax.pmap(lambda v: lax.psum(v * w, "i") + v, "i")(jnp.tanh(x))
                 .sum(0) * 2)
   close(f(X, np.float32(2)), (2 * np.tanh(X).sum(0) * N + np.tanh(X).sum(0)) * 2, 1e-5)
-  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  progs = [e for per in pjit._compiled.values() for e in per.values()
+           if getattr(e, "prog", None) is not None]
   assert progs, "the jit holding a pmap was not compiled as one replicated program"
   close(nbjax.jit(nbjax.grad(lambda x: nbjax.pmap(lambda v: lax.psum(v ** 2, "i"), "i")(x)
                              .sum()))(X), 2 * N * X, 1e-5)

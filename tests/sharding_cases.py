@@ -378,7 +378,8 @@ def test_jit_of_shard_map_is_one_program():
   ref = lambda x: np.sin(np.concatenate([x[:4] + x[4:]] * 2)) * x
   g = nbjax.jit(lambda x: f(x * 2) + 1)
   close(g(X64), ref(2 * X64) + 1, 1e-12)
-  progs = [e for e in pjit._compiled.values() if getattr(e, "prog", None) is not None]
+  progs = [e for per in pjit._compiled.values() for e in per.values()
+           if getattr(e, "prog", None) is not None]
   assert progs, "the jit holding a shard_map was not compiled as one replicated program"
   for spec in (P(("y", "x")), P(("x", "y"), None), P(None, ("x", "y")), P("y", "x")):
     h = sm(lambda a: a * (1 + lax.axis_index("x") + 2 * lax.axis_index("y")), spec, spec)

@@ -377,24 +377,17 @@ class _Executable:
     return self._hcall
 
 
-_compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, _Executable]" = weakref.WeakKeyDictionary()
-
-
-_compiled_with: "weakref.WeakKeyDictionary[ClosedJaxpr, dict]" = weakref.WeakKeyDictionary()
+# closed jaxpr -> {sorted XLA compiler options (a jit's, Lowered.compile's): its executable}
+_compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, dict]" = weakref.WeakKeyDictionary()
 
 
 def _executable_for(closed, name, compiler_options=None):
-  if compiler_options:  # (a jit's or Lowered.compile's XLA options: one executable per set)
-    per = _compiled_with.setdefault(closed, {})
-    key = tuple(sorted(compiler_options.items()))
-    if key not in per:
-      per[key] = (_Interpreted(closed, name) if _has_pmap(closed.jaxpr) else
-                  _Executable(closed, name, dict(compiler_options)))
-    return per[key]
-  exe = _compiled.get(closed)
+  per = _compiled.setdefault(closed, {})
+  key = tuple(sorted(compiler_options.items())) if compiler_options else ()
+  exe = per.get(key)
   if exe is None:
-    exe = _compiled[closed] = (_Interpreted if _has_pmap(closed.jaxpr) else _Executable)(
-        closed, name)
+    exe = per[key] = (_Interpreted(closed, name) if _has_pmap(closed.jaxpr) else
+                      _Executable(closed, name, compiler_options or None))
   return exe
 
 
