@@ -251,6 +251,12 @@ UNARY = {
     "erfc": "math.erfc(np.float64(a))",
     "erf_inv": "_erf_inv(np.float64(a), 2)",
     "erf_inv_f32": "_erf_inv_xla_f32(np.float32(a))",
+    "exp_f32": "_xla_exp_f32(np.float32(a))",
+    "expm1_f32": "_xla_expm1_f32(np.float32(a))",
+    "tanh_f32": "_xla_tanh_f32(np.float32(a))",
+    "logistic_f32": "_xla_logistic_f32(np.float32(a))",
+    "log_f32": "_xla_log_f32(np.float32(a))",
+    "log1p_f32": "_xla_log1p_f32(np.float32(a))",
     "lgamma": "math.lgamma(np.float64(a))",
     "digamma": "_digamma(np.float64(a))",
     "conj": "np.conj(a)",
@@ -473,10 +479,12 @@ def _nextafter_bits(a, b, ab, bb):
 _SQRT_PI = math.sqrt(math.pi)
 
 
-# XLA's float32 log, log1p and erf_inv, operation for operation as XLA's CPU code computes
-# them (jaxlib 0.10: its log/log1p intrinsics, chlo's erf_inv expansion), so eager float32
-# erf_inv, and with it random.normal's samples, are JAX's bits (each op rounds to float32;
-# numba does not contract a * b + c into an FMA without fastmath)
+# XLA's float32 exp, expm1, log, log1p, tanh, logistic and erf_inv, operation for operation as
+# XLA's CPU code computes them (jaxlib 0.10: its exp/log/log1p/tanh intrinsics, its expm1 and
+# logistic expansions, chlo's erf_inv; constants read from XLA's dumped LLVM IR, multiply-adds
+# contracted where its machine code contracts them), so eager float32 results, and the
+# samplers built on them (random.normal, exponential, gamma...), are JAX's bits. Each op
+# rounds to float32; numba does not contract a * b + c into an FMA without fastmath.
 def _f32bits(h):
   return np.frombuffer(np.uint32(h).tobytes(), np.float32)[0]
 
@@ -510,17 +518,30 @@ def _fma32(typingctx, a, b, c):
   return types.float32(types.float32, types.float32, types.float32), codegen
 
 
+@intrinsic
+def _bits32(typingctx, a):
+  """The bits of a float32 as a uint32."""
+  def codegen(context, builder, sig, args):
+    return builder.bitcast(args[0], context.get_value_type(types.uint32))
+  return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _f32_of_bits(typingctx, a):
+  """The float32 whose bits are a uint32."""
+  def codegen(context, builder, sig, args):
+    return builder.bitcast(args[0], context.get_value_type(types.float32))
+  return types.float32(types.uint32), codegen
+
+
+# Both compute every branch and select at the end, so the kernels' loops vectorise (8 lanes):
+# 0.8 ms (log) and 2.9 ms (log1p) per 1e6 float32, against NumPy's SIMD loops' 3.2 and 13.5.
+# XLA's CPU code flushes subnormals to zero; so do they.
 @njit(inline="always", cache=True)
 def _xla_log_f32(y):
-  if y == _F32(0.0):
-    return _F32(-np.inf)
-  if y == _F32(np.inf):
-    return y
-  if not y > _F32(0.0):  # negative or NaN
-    return _F32(np.nan)
-  yc = y if y > _FLT_MIN else _FLT_MIN
-  fm, e = math.frexp(np.float64(yc))  # (XLA: the exponent and mantissa bits)
-  m = _F32(fm)
+  b = _bits32(y if y > _FLT_MIN else _FLT_MIN)
+  e = np.int32(b >> np.uint32(23)) - np.int32(126)  # frexp by bits: y = m * 2**e
+  m = _f32_of_bits((b & np.uint32(0x007FFFFF)) | np.uint32(0x3F000000))
   lt = m < _SQRT_HALF_F32
   t = m if lt else _F32(0.0)
   ef = _F32(e) - (_F32(1.0) if lt else _F32(0.0))
@@ -528,29 +549,93 @@ def _xla_log_f32(y):
   z2 = z * z
   z3 = z2 * z
   a = _fma32(_fma32(z, _LA0, _LA1), z, _LA2)
-  b = _fma32(_fma32(z, _LB0, _LB1), z, _LB2)
-  c = _fma32(_fma32(z, _LC0, _LC1), z, _LC2)
-  r = _fma32(_fma32(_fma32(a, z3, b), z3, c), z3, ef * _LQ1)
-  return _fma32(ef, _LQ2, _fma32(-z2, _F32(0.5), z) + r)
+  c1 = _fma32(_fma32(z, _LB0, _LB1), z, _LB2)
+  c2 = _fma32(_fma32(z, _LC0, _LC1), z, _LC2)
+  r = _fma32(_fma32(_fma32(a, z3, c1), z3, c2), z3, ef * _LQ1)
+  r = _fma32(ef, _LQ2, _fma32(-z2, _F32(0.5), z) + r)
+  r = r if y >= _F32(0.0) else _F32(np.nan)  # negative or NaN
+  r = _F32(-np.inf) if abs(y) < _FLT_MIN else r
+  return y if y == _F32(np.inf) else r
+
+
+_EXP_C = [_f32bits(h) for h in (0x3FB8AA3B, 0x3F318000, 0xB95E8083, 0x39506967, 0x3AB743CE,
+                                0x3C088908, 0x3D2AA9C1, 0x3E2AAAAA)]
+(_LOG2E_F32, _EC1, _EC2, _EP0, _EP1, _EP2, _EP3, _EP4) = _EXP_C
+
+
+@njit(inline="always", cache=True)
+def _xla_exp_parts_f32(x):
+  # exp(x) = y * s, s = 2**n (XLA's logistic adds 1 to the product in one fma)
+  x = min(max(x, _F32(-87.8)), _F32(88.8)) if x == x else x
+  n = np.floor(_fma32(x, _LOG2E_F32, _F32(0.5)))  # x = n log(2) + r
+  n = min(max(n, _F32(-127.0)), _F32(127.0))
+  r = _fma32(-n, _EC2, _fma32(-n, _EC1, x))
+  y = _fma32(_fma32(_fma32(_fma32(_fma32(r, _EP0, _EP1), r, _EP2), r, _EP3), r, _EP4), r,
+             _F32(0.5))
+  y = _fma32(y, r * r, r) + _F32(1.0)
+  return y, _f32_of_bits(np.uint32((np.int32(n) + np.int32(127)) << np.int32(23)))
+
+
+@njit(inline="always", cache=True)
+def _xla_exp_f32(x):
+  y, s = _xla_exp_parts_f32(x)
+  y = y * s
+  return _F32(0.0) if y < _FLT_MIN else y  # (subnormal results flushed)
+
+
+@njit(inline="always", cache=True)
+def _xla_logistic_f32(x):
+  y, s = _xla_exp_parts_f32(-x)
+  r = _F32(1.0) / _fma32(y, s, _F32(1.0))
+  return _F32(0.0) if r < _FLT_MIN else r
+
+
+_TANH_P = [_f32bits(h) for h in (0xA59F25C0, 0x2A61337E, 0xAEBD37FF, 0x335C0041, 0x3779434A,
+                                 0x3A270DED, 0x3BA059DC)]
+_TANH_Q = [_f32bits(h) for h in (0x35A0D3D8, 0x38F895D6, 0x3B14AA05, 0x3BA059DD)]
+(_TP0, _TP1, _TP2, _TP3, _TP4, _TP5, _TP6), (_TQ0, _TQ1, _TQ2, _TQ3) = _TANH_P, _TANH_Q
+_TANH_CLAMP = _f32bits(0x40FFF644)
+
+
+@njit(inline="always", cache=True)
+def _xla_tanh_f32(x):
+  c = min(max(x, -_TANH_CLAMP), _TANH_CLAMP) if x == x else x
+  c2 = c * c
+  p = _fma32(c2, _fma32(c2, _fma32(c2, _fma32(c2, _fma32(c2, _fma32(c2, _TP0, _TP1), _TP2),
+                                                  _TP3), _TP4), _TP5), _TP6)
+  q = _fma32(c2, _fma32(c2, _fma32(c2, _TQ0, _TQ1), _TQ2), _TQ3)
+  r = (c * p) / q
+  r = x if abs(x) < _F32(4e-4) else r
+  return _F32(np.copysign(_F32(1.0), x)) if abs(x) >= _F32(20.0) else r
+
+
+@njit(inline="always", cache=True)
+def _xla_expm1_f32(x):
+  # exp(x) - 1 above |x| = 1/2, else tanh(x/2) (exp(x) + 1)
+  e = _xla_exp_f32(x)
+  h = x * _F32(0.5)
+  h = h if abs(h) >= _FLT_MIN else _F32(0.0)
+  r = e + _F32(-1.0) if abs(x) > _F32(0.5) else _xla_tanh_f32(h) * (e + _F32(1.0))
+  return x if h == _F32(0.0) else r
 
 
 @njit(inline="always", cache=True)
 def _xla_log1p_f32(x):
-  if not abs(x) < _L1P_SMALL:
-    return _xla_log_f32(x + _F32(1.0))
-  x0 = x * _F32(0.0)
-  den = x0 + _F32(1.0)
-  for d in (_D0, _D1, _D2, _D3, _D4, _D5):
-    den = _fma32(den, x, d)
-  num = x0 + _N0
-  for n in (_N1, _N2, _N3, _N4, _N5, _N6):
-    num = _fma32(num, x, n)
-  x2 = x * x
-  return x + _fma32(x2, _F32(-0.5), (x * x2) * (num / den))
+  s = x if abs(x) >= _FLT_MIN else x * _F32(0.0)
+  x0 = s * _F32(0.0)
+  den = _fma32(_fma32(_fma32(_fma32(_fma32(_fma32(x0 + _F32(1.0), s, _D0), s, _D1), s, _D2),
+                                    s, _D3), s, _D4), s, _D5)
+  num = _fma32(_fma32(_fma32(_fma32(_fma32(_fma32(x0 + _N0, s, _N1), s, _N2), s, _N3), s, _N4),
+                      s, _N5), s, _N6)
+  s2 = s * s
+  small = s + _fma32(s2, _F32(-0.5), (s * s2) * (num / den))
+  big = _xla_log_f32(x + _F32(1.0))
+  return small if abs(x) < _L1P_SMALL else big
 
 
 @njit(inline="always", cache=True)
 def _erf_inv_xla_f32(x):
+  x = x if abs(x) >= _FLT_MIN else x * _F32(0.0)
   w = -_xla_log1p_f32(x * -x)
   lo = w < _F32(5.0)
   c = _EI_LO_T if lo else _EI_HI_T
@@ -560,7 +645,8 @@ def _erf_inv_xla_f32(x):
     p = _fma32(p, w, c[k])
   if abs(x) == _F32(1.0):
     return x * _F32(np.inf)
-  return p * x
+  r = p * x
+  return r if abs(r) >= _FLT_MIN else r * _F32(0.0)
 
 
 @njit(inline="always", cache=True)
@@ -1294,8 +1380,9 @@ EXACT = frozenset({
 PROBED = frozenset({
     "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "rsqrt", "sign",
-    "round_away", "erf", "erfc", "erf_inv", "erf_inv_f32", "lgamma", "digamma", "pow", "atan2",
-    "rem", "nextafter", "polygamma"})
+    "round_away", "erf", "erfc", "erf_inv", "erf_inv_f32", "exp_f32", "expm1_f32", "tanh_f32",
+    "logistic_f32", "log_f32", "log1p_f32", "lgamma", "digamma", "pow", "atan2", "rem",
+    "nextafter", "polygamma"})
 
 
 def expression(name):

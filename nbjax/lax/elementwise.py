@@ -200,9 +200,9 @@ def backend(resolve, prim=None):
   impl.resolve = resolve
   u = getattr(resolve, "ufunc", None)
   if u is not None:  # for eager programs: the ufunc itself (0-d results are fixed up there)
-    real = getattr(resolve, "real_only", False)
+    own = getattr(resolve, "numba_for", None)  # dtypes that run a numba kernel on both backends
     impl.specialize = lambda avals, params: None if params or (
-        real and any(a.dtype.kind == "c" for a in avals)) else u
+        own and any(own(a.dtype) for a in avals)) else u
   return impl
 
 
@@ -211,7 +211,7 @@ def _bf16_resolve(prim, resolve):
     if registry.needs_roundtrip(prim, dts, params):
       return registry.roundtrip(prim, resolve, [ShapedArray((), d) for d in dts], params)
     return resolve(dts, params)
-  r.__dict__.update(resolve.__dict__)  # ufunc, real_only
+  r.__dict__.update(resolve.__dict__)  # ufunc, numba_for
   return r
 
 
@@ -294,15 +294,24 @@ def _np(f):
   return resolve
 
 
-def _with_complex(resolve, kname, out_dtype=None):
-  """``resolve`` with complex operands on numba kernel ``kname``: XLA's complex arithmetic
-  (special values included), which NumPy's C99 loops do not give. Both backends use it."""
+def _with_kernels(resolve, complex_kernel=None, f32_kernel=None, out_dtype=None, f16=True):
+  """``resolve`` with complex operands on numba kernel ``complex_kernel`` (XLA's complex
+  arithmetic, special values included, which NumPy's C99 loops do not give) and float32
+  operands on ``f32_kernel`` (XLA's float32 expansion: JAX's bits, and vectorised, faster
+  than NumPy's loops), float16 ones too with ``f16`` (where XLA computes float16 in float32).
+  Both backends use them."""
+  f32 = (F32, F16) if f16 else (F32,)
+
+  def own(d):
+    return complex_kernel if d.kind == "c" else f32_kernel if d in f32 else None
+
   def r(dts, params):
-    if dts[0].kind == "c":
-      od = dts[0] if out_dtype is None else out_dtype(dts[0])
-      return numba_run(kname, dts, od, work=[dts[0]] * len(dts))
-    return resolve(dts, params)
-  r.ufunc, r.real_only = getattr(resolve, "ufunc", None), True
+    k = own(dts[0])
+    if k is None:
+      return resolve(dts, params)
+    od = dts[0] if out_dtype is None else out_dtype(dts[0])
+    return numba_run(k, dts, od, work=[dts[0]] * len(dts) if dts[0].kind == "c" else None)
+  r.ufunc, r.numba_for = getattr(resolve, "ufunc", None), own
   return r
 
 
@@ -532,10 +541,12 @@ KERNEL = ("numpy", "numba", 1 << 10)  # numba's one fused pass beats NumPy's sev
 def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, policy=None,
                          abstract_eval=None, domain=None, differentiable=True, linear=False,
                          note=None, reference=None, samples=None, tol=None, weak_from=0,
-                         bad_params=None, bad_inputs=None, complex_kernel=None):
+                         bad_params=None, bad_inputs=None, complex_kernel=None,
+                         f32_kernel=None, f16_on_f32=True):
   """Define an elementwise primitive: numba kernel (a kernel name or a resolver), NumPy
   backend (a ufunc, a resolver, or None), abstract eval, batching, test metadata.
-  ``complex_kernel``: the numba kernel both backends run on complex operands."""
+  ``complex_kernel``/``f32_kernel``: the numba kernels both backends run on complex and on
+  float32 operands (float16 too with ``f16_on_f32``)."""
   p = Primitive(name)
   p.arity = arity
   p.weak_from = weak_from
@@ -543,7 +554,9 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   res = {"numba": _nb(numba, out_dtype) if isinstance(numba, str) else numba}
   if numpy is not None:
     res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
-  impls = {k: backend(_with_complex(r, complex_kernel, out_dtype) if complex_kernel else r, p)
+  own = complex_kernel or f32_kernel
+  impls = {k: backend(_with_kernels(r, complex_kernel, f32_kernel, out_dtype, f16_on_f32)
+                      if own else r, p)
            for k, r in res.items()}
   if policy is None:
     policy = NUMBA if numpy is None else ARITH
@@ -685,7 +698,7 @@ def _np_mul_resolve(dts, params):
 
 
 _np_mul_resolve.ufunc = np.multiply
-_np_mul_resolve.real_only = True
+_np_mul_resolve.numba_for = lambda d: d.kind == "c"
 
 
 def _np_div(x, y):
@@ -1097,21 +1110,30 @@ round_p = standard_elementwise("round", 1, _float, numba=_nb_round, numpy=_np_ro
                                samples=_round_samples, bad_params=dict(rounding_method=0))
 is_finite_p = standard_elementwise("is_finite", 1, _float, numba="is_finite", numpy=np.isfinite,
                                    out_dtype=_bool_out, differentiable=False)
+_XLA_F32 = ("float64: numpy (ufunc SIMD loops beat libm-bound numba); float32/float16: numba's "
+            "vectorised port of XLA's float32 expansion (JAX's bits, faster than NumPy)")
+_XLA_F32_ONLY = _XLA_F32.replace("/float16", "").replace("float64:", "float64, float16:")
 exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small",
-                             complex_kernel="exp_complex", **_TR)
+                             complex_kernel="exp_complex", f32_kernel="exp_f32", note=_XLA_F32,
+                             **_TR)
 exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small",
                               complex_kernel="exp2_complex", **_TR)
 log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive",
-                             complex_kernel="log_complex", **_TR)
+                             complex_kernel="log_complex", f32_kernel="log_f32", note=_XLA_F32,
+                             **_TR)
 log1p_p = standard_elementwise("log1p", 1, _inexact, numba="log1p", numpy=np.log1p,
-                               domain="positive", complex_kernel="log1p_complex", **_TR)
+                               domain="positive", complex_kernel="log1p_complex",
+                               f32_kernel="log1p_f32", note=_XLA_F32, **_TR)
 expm1_p = standard_elementwise("expm1", 1, _inexact, numba="expm1", numpy=np.expm1, domain="small",
-                               complex_kernel="expm1_complex", **_TR)
+                               complex_kernel="expm1_complex", f32_kernel="expm1_f32",
+                               f16_on_f32=False, note=_XLA_F32_ONLY, **_TR)
 tanh_p = standard_elementwise("tanh", 1, _inexact, numba="tanh", numpy=np.tanh,
-                              complex_kernel="tanh_complex", **_TR)
+                              complex_kernel="tanh_complex", f32_kernel="tanh_f32",
+                              note=_XLA_F32, **_TR)
 logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
                                   numpy=_np_fn(_np_logistic), complex_kernel="logistic_complex",
-                                  **_TR)
+                                  f32_kernel="logistic_f32", f16_on_f32=False,
+                                  note=_XLA_F32_ONLY, **_TR)
 sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin,
                              complex_kernel="sin_complex", **_TR)
 cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,

@@ -429,12 +429,16 @@ def frexp(x, /):
   w = _compute_dtype(x)
   ok = isfinite(w) & (w != 0)
   ws = where(ok, w, 1)
+  fi = np.finfo(w.dtype)
+  sub = _abs(ws) < fi.tiny  # subnormals scaled up first (log flushes them, as XLA's)
+  ws = where(sub, ws * _util.lit(2.0 ** (fi.nmant + 1), w.dtype, True), ws)
   e = floor(log2(_abs(ws))) + 1  # off by at most one: corrected below
   m = _scale2(ws, -e)
   big = _abs(m) >= 1
   m, e = where(big, m * 0.5, m), where(big, e + 1, e)
   small = _abs(m) < 0.5
   m, e = where(small, m * 2, m), where(small, e - 1, e)
+  e = where(sub, e - (fi.nmant + 1), e)
   return convert(where(ok, m, w), x.dtype), convert(where(ok, e, 0), np.int32)
 
 

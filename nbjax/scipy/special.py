@@ -429,7 +429,7 @@ def ndtri(p):
   r"""The inverse of ``ndtr``: the standard normal quantile of ``p`` (float32/float64).
 
   An ``erf_inv`` starting point on the lower half (``min(p, 1 - p)``: exact there), then four
-  Newton steps on ``log ndtr`` (``ndtr`` by ``erfc``: accurate far into the tail)."""
+  Newton steps on ``log ndtr`` (accurate far into the tail)."""
   dt = dtypes.dtype(p)
   if dt not in (np.float32, np.float64):
     raise TypeError(f"x.dtype={dt} is not supported, see docstring for supported types.")
@@ -442,10 +442,12 @@ def ndtri(p):
   # where 2q - 1 rounds to -1: the tail's leading term -sqrt(-2 log q), refined below
   xs = jnp.where(jnp.isfinite(x), x, -jnp.sqrt(-2 * lq))
   xs = jnp.where(ok, xs, _c(p, -1.0))
-  for _ in range(4):
+  tiny = _c(p, np.finfo(dt).tiny)
+  for _ in range(4):  # (in logs: ndtr and the pdf are subnormal in float32's far tail)
     c = 0.5 * lax.erfc(-xs * _c(p, _SQRT1_2))
-    pdf = jnp.exp(-0.5 * xs * xs) * _c(p, 1 / math.sqrt(2 * math.pi))
-    xs = xs - (jnp.log(c) - lq) * c / pdf
+    lc = jnp.where(c >= tiny, jnp.log(jnp.maximum(c, tiny)), _log_ndtr(xs, 3))
+    ratio = jnp.exp(lc + 0.5 * xs * xs + _c(p, 0.5 * math.log(2 * math.pi)))  # ndtr / pdf
+    xs = xs - (lc - lq) * ratio
   x = jnp.where(ok, xs, x)
   x = jnp.where(upper, -x, x)
   return jnp.where(q == 0, jnp.where(upper, _c(p, np.inf), _c(p, -np.inf)),
