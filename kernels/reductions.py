@@ -876,11 +876,15 @@ for _op, _expr in TREE_OPS.items():
   _make(_FOLD_ROWS, f"_fold_rows_{_op}", expr=_expr)
   TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", fold=f"_fold_rows_{_op}")
 for _op, _expr in SCAN_OPS.items():
-  _rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
-  for _j in range(16):
-    _rev.append(f"        v = blk[{_j}]")
-    _rev += [f"        s = a{k}\n        a{k} = {_expr}" for k in range(_j + 1)]
-  _rev.append("        " + "\n        ".join(f"acc[{k}] = a{k}" for k in range(16)))
+  if "(" in _expr:  # a call (logaddexp: libm-bound): unrolled, it costs ~50 s of compile per dtype
+    _rev = [f"        for j in range(16):\n          v = blk[j]\n          for k in range(j + 1):"
+            f"\n            s = acc[k]\n            acc[k] = {_expr}"]
+  else:
+    _rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
+    for _j in range(16):
+      _rev.append(f"        v = blk[{_j}]")
+      _rev += [f"        s = a{k}\n        a{k} = {_expr}" for k in range(_j + 1)]
+    _rev.append("        " + "\n        ".join(f"acc[{k}] = a{k}" for k in range(16)))
   _make(_SCAN1, f"_scan1_{_op}", expr=_expr, rev16="\n".join(_rev))
   _make(_SCAN2, f"_scan2_{_op}", expr=_expr)
   SCAN_ROWS[_op] = _make(_SCAN_ROWS, f"scan_{_op}_rows", scan=f"_scan1_{_op}")
