@@ -446,7 +446,8 @@ def _finisher(out_tree, weaks):
 class TraceCache:
   """Replays ``fun`` (a transformed function, e.g. the body of ``vmap(f)``) from a staged
   program once a signature repeats, while the pins of ``guards(guard_fun)`` hold. ``call`` returns
-  ``MISS`` when the caller must run ``fun`` itself."""
+  ``MISS`` when the caller must run ``fun`` itself. ``guard_fun=None``: ``fun`` is the
+  library's own (trusted: it reads no user state), replayed without pins."""
 
   def __init__(self, fun, guard_fun):
     self.fun, self.guard_fun = fun, guard_fun
@@ -519,7 +520,7 @@ class TraceCache:
 
   def _build(self, args, kwargs, leaves, tree):
     from nbjax.interpreters import partial_eval as pe
-    pins = guards(self.guard_fun)
+    pins = [] if self.guard_fun is None else guards(self.guard_fun)
     if pins is None:
       self.enabled = False
       return None

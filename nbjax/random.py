@@ -5,10 +5,13 @@ legacy raw ``uint32[..., 2]`` arrays (``PRNGKey``); the threefry hash, ``split``
 straight-line ``nbjax.lax``/``nbjax.numpy`` ops, so they run eagerly and under ``jit``,
 ``vmap`` and ``make_jaxpr``. Bits follow JAX's default (``jax_threefry_partitionable=True``);
 ``config.update("jax_threefry_partitionable", False)`` switches to the classic pre-0.5 bit
-layout.
+layout. Samplers of many operations or loops (gamma and its family, poisson, binomial,
+randint...) replay a staged program per repeated signature at top level (``_staged``), as
+JAX runs them as one jitted program.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -227,6 +230,32 @@ def _is(v, c):
   return isinstance(v, (int, float, np.number)) and v == c
 
 
+class _staged:
+  """A sampler's body, ``fun(key, *operands, **static)``, replayed at top level: JAX jits
+  its samplers (one XLA program each); eagerly, a signature (key implementation, static
+  arguments, operands' shapes and dtypes, Python scalars' values) that repeats replays one
+  staged program of the body (``eager_cache.TraceCache``: the library's own code, so no
+  pins) instead of dispatching its tens of operations, and its loops' re-tracing, one by
+  one. The first two calls of a signature, and calls under a transformation, run ``fun``."""
+
+  def __init__(self, fun):
+    self.fun, self.caches = fun, {}
+    functools.update_wrapper(self, fun)
+
+  def __call__(self, k, *xs, **static):
+    if core._ctx.trace is not core.eval_trace or type(k) is not PRNGKeyArray:
+      return self.fun(k, *xs, **static)
+    from nbjax import eager_cache
+    impl, fun = k._impl, self.fun
+    sk = (impl, *sorted(static.items()))
+    cache = self.caches.get(sk)
+    if cache is None:
+      cache = self.caches[sk] = eager_cache.TraceCache(
+          lambda kd, *ys: fun(PRNGKeyArray(impl, kd), *ys, **static), None)
+    out = cache.replay((k._base_array, *xs), {})
+    return fun(k, *xs, **static) if out is eager_cache.MISS else out
+
+
 def _uniform(k, shape, dt, minval, maxval):
   if dt.itemsize >= 4 and _fused(k):  # float32/float64: the fused kernel draws [0, 1)
     floats = _sample(k, shape=shape, op="uniform", dtype=dt)
@@ -292,7 +321,11 @@ def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   dt = _util.canonicalize_user_dtype(int if dtype is None else dtype)
   if not dtypes.issubdtype(dt, np.integer):
     raise TypeError(f"randint only accepts integer dtypes, got {dt}")
-  shape = _shape(shape)
+  return _randint(k, minval, maxval, shape=_shape(shape), dt=dt)
+
+
+@_staged
+def _randint(k, minval, maxval, *, shape, dt):
   info = dtypes.iinfo(dt)
   sdt = dt
   if info.bits < 32:
@@ -562,6 +595,11 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=
   else:
     shape = _shape(shape)
     _check_shape("truncated_normal", shape, np.shape(lower), np.shape(upper))
+  return _truncated_normal(k, lower, upper, shape=shape, dt=dt)
+
+
+@_staged
+def _truncated_normal(k, lower, upper, *, shape, dt):
   sqrt2 = np.array(np.sqrt(2), dt)
   lower = lax.convert_element_type(lower, dt)
   upper = lax.convert_element_type(upper, dt)
@@ -653,7 +691,10 @@ def _gamma_one(k, alpha, log_space):
   return d * V * boost
 
 
-def _gamma_impl(k, a, log_space):
+@_staged
+def _gamma_impl(k, a, *, log_space):
+  """Gamma samples of ``a`` (flat), one key each: vmap of ``_gamma_one`` (replayed: its
+  loops are not re-traced and re-batched on every call)."""
   from nbjax.api import vmap
   keys = _split(k, (a.size,))
   out = vmap(lambda kk, aa: _gamma_one(kk, aa, log_space))(keys, jnp.ravel(a))
@@ -684,7 +725,7 @@ def _make_gamma(log_space):
 
   @custom_jvp
   def g(kd, a):
-    return _gamma_impl(kd, a, log_space)
+    return _gamma_impl(kd, a, log_space=log_space)
 
   @g.defjvp
   def g_jvp(primals, tangents):
@@ -731,6 +772,11 @@ def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
 def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-Gamma(``a``) values, accurate for small ``a`` (computed in log space)."""
   k, shape, dt = _param_sampler("loggamma", key, shape, dtype, a)
+  return _loggamma(k, a, shape=shape, dt=dt)
+
+
+@_staged
+def _loggamma(k, a, *, shape, dt):
   a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
   return _gamma(k, a, log_space=True)
 
@@ -738,6 +784,11 @@ def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
 def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Beta(``a``, ``b``) values (two log-gamma draws, JAX's construction)."""
   k, shape, dt = _param_sampler("beta", key, shape, dtype, a, b)
+  return _beta(k, a, b, shape=shape, dt=dt)
+
+
+@_staged
+def _beta(k, a, b, *, shape, dt):
   a = jnp.broadcast_to(lax.convert_element_type(a, dt), shape)
   b = jnp.broadcast_to(lax.convert_element_type(b, dt), shape)
   ka, kb = _split(k, (2,))
@@ -759,6 +810,11 @@ def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
   else:
     shape = _shape(shape)
     _check_shape("dirichlet", shape, np.shape(alpha)[:-1])
+  return _dirichlet(k, alpha, shape=shape, dt=dt)
+
+
+@_staged
+def _dirichlet(k, alpha, *, shape, dt):
   alpha = jnp.broadcast_to(lax.convert_element_type(alpha, dt), shape + np.shape(alpha)[-1:])
   log_g = _gamma(k, alpha, True)
   log_max = jnp.max(log_g, axis=-1, keepdims=True)
@@ -769,6 +825,11 @@ def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
 def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample chi-squared values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("chisquare", key, shape, dtype, df)
+  return _chisquare(k, df, shape=shape, dt=dt)
+
+
+@_staged
+def _chisquare(k, df, *, shape, dt):
   df = lax.convert_element_type(df, dt)
   log_g = _gamma(k, jnp.broadcast_to(df / 2, shape), True)
   return np.array(2, dt) * jnp.exp(log_g)
@@ -788,6 +849,11 @@ def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
 def t(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample Student's t values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("t", key, shape, dtype, df)
+  return _t(k, df, shape=shape, dt=dt)
+
+
+@_staged
+def _t(k, df, *, shape, dt):
   df = lax.convert_element_type(df, dt)
   k1, k2 = _split(k, (2,))
   n = _normal_real(k1, shape, dt)
@@ -832,6 +898,11 @@ def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=N
 def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
   """Sample Wald (inverse Gaussian) values with the given ``mean``."""
   k, shape, dt = _param_sampler("wald", key, shape, dtype, mean)
+  return _wald(k, mean, shape=shape, dt=dt)
+
+
+@_staged
+def _wald(k, mean, *, shape, dt):
   mean = lax.convert_element_type(mean, dt)
   k1, k2 = _split(k, (2,))
   v = _normal_real(k1, shape, dt)
@@ -927,6 +998,11 @@ def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
   if not _fused(k):
     raise NotImplementedError("`poisson` with method='exact' is only implemented for the "
                               f"threefry2x32 RNG, not {k._impl}")
+  return _poisson(k, lam, shape=shape, dt=dt)
+
+
+@_staged
+def _poisson(k, lam, *, shape, dt):
   lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
   use_knuth = jnp.isnan(lam) | (lam < 10)
   lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
@@ -1014,6 +1090,11 @@ def binomial(key, n, p, shape=None, dtype=None):
   else:
     shape = _shape(shape)
     _check_shape("binomial", shape, np.shape(n), np.shape(p))
+  return _binomial(k, n, p, shape=shape, dt=dt)
+
+
+@_staged
+def _binomial(k, n, p, *, shape, dt):
   prob, = _util.promote_dtypes_inexact(p)
   count = jnp.broadcast_to(lax.convert_element_type(n, prob.dtype), shape)
   prob = jnp.broadcast_to(prob, shape)
@@ -1048,6 +1129,11 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
   n, p = _util.promote_dtypes_inexact(n, p)
   dt = _util.canonicalize_user_dtype(float if dtype is None else dtype)
   shape = p.shape if shape is None else _shape(shape)
+  return _multinomial(k, n, p, shape=shape, dt=dt, unroll=unroll)
+
+
+@_staged
+def _multinomial(k, n, p, *, shape, dt, unroll):
   n = jnp.broadcast_to(n, shape[:-1])
   p = jnp.broadcast_to(p, shape)
 
