@@ -1420,17 +1420,20 @@ class Replicated:
   replicas of its own devices (``local``, in ``devices`` order), a mapped input holds their
   rows only, and the replicas' collectives cross processes (gloo)."""
 
-  def __init__(self, module, devices, in_specs, *, name=None):
+  def __init__(self, module, devices, in_specs, *, name=None, compiler_options=None):
     jl = ensure_jaxlib()
     xc, rt = jl.xc, _runtime()
     n = len(devices)
     self.name, self.n, self.devs = name, n, list(devices)
     self.local = [d for d in devices if d in rt.local_devs]
     text = module if isinstance(module, str) else str(module)
-    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices))
+    options = tuple(sorted(compiler_options.items())) if compiler_options else ()
+    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices), options)
     exe = _mem_cache.get(key)
     if exe is None:
       opts = xc.CompileOptions()
+      if options:  # (a jit's compiler_options: an unknown name raises XLA's error)
+        opts.env_option_overrides = list(options)
       opts.num_replicas, opts.num_partitions = n, 1
       opts.device_assignment = xc.DeviceAssignment.create(
           np.array([d.id for d in devices], np.int32).reshape(n, 1))

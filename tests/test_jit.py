@@ -691,3 +691,17 @@ def test_compiler_options_reach_xla():
   assert xla.compile_stats()["compiles"] - before == 3  # one program, three option sets
   with pytest.raises(Exception, match="No such compile option: 'xla_no_such_option'"):
     nbjax.jit(lambda x: x + 1, compiler_options={"xla_no_such_option": 1})(1.0)
+
+
+def test_compiler_options_reach_a_jit_holding_a_map():
+  """A jit whose jaxpr holds a pmap compiles as one replicated program (pxla.ReplicatedJit):
+  its compiler_options reach that compile too (an unknown name is XLA's error there). Maps
+  given no axis_name lower inline too."""
+  f = lambda x: nbjax.pmap(lambda v: v * 2)(x) + 1
+  x = np.ones((1, 3), np.float32)
+  np.testing.assert_array_equal(
+      nbjax.jit(f, compiler_options={"xla_backend_optimization_level": 0})(x), 3 * x)
+  with pytest.raises(Exception, match="No such compile option: 'xla_no_such_option'"):
+    nbjax.jit(f, compiler_options={"xla_no_such_option": 1})(x)
+  nested = lambda x: nbjax.pmap(nbjax.pmap(lambda v: v * 2))(x) + 1  # unnamed maps, nested
+  np.testing.assert_array_equal(nbjax.jit(nested)(x[None]), 3 * x[None])

@@ -386,7 +386,8 @@ def _executable_for(closed, name, compiler_options=None):
   key = tuple(sorted(compiler_options.items())) if compiler_options else ()
   exe = per.get(key)
   if exe is None:
-    exe = per[key] = (_Interpreted(closed, name) if _has_pmap(closed.jaxpr) else
+    exe = per[key] = (_Interpreted(closed, name, compiler_options or None)
+                      if _has_pmap(closed.jaxpr) else
                       _Executable(closed, name, compiler_options or None))
   return exe
 
@@ -418,13 +419,14 @@ def _holds_maps(closed):
 class _Interpreted:
   """A jaxpr holding a ``pmap`` or ``shard_map``: compiled as one replicated program with
   the maps inline (``pxla.ReplicatedJit``), or, when that cannot be (host callbacks, a
-  ``pmap`` given ``devices``), run equation by equation, each map as its own program."""
+  ``pmap`` given ``devices``), run equation by equation, each map as its own program (then
+  the maps' own programs are compiled without ``compiler_options``)."""
 
-  def __init__(self, closed, name):
+  def __init__(self, closed, name, compiler_options=None):
     from nbjax.interpreters import pxla
     self.closed, self.name = closed, name
     try:  # one replicated program, the maps inline (pxla.ReplicatedJit)
-      self.prog = pxla.ReplicatedJit(closed, name)
+      self.prog = pxla.ReplicatedJit(closed, name, compiler_options)
     except NotImplementedError:  # host callbacks, pmap(devices=): equation by equation
       self.prog = None
     self.text = self.prog and self.prog.text

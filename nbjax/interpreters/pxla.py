@@ -372,11 +372,25 @@ def lower_inline(ctx, args, inner, axes, what):
     mctx.axis_context = ac
 
 
+class _Unnamed:
+  """The axis of a pmap given no ``axis_name``, while it lowers inline (one per lowering:
+  nested unnamed maps do not clash)."""
+  __slots__ = ("name",)
+
+  def __init__(self, name):
+    self.name = name
+
+  def __repr__(self):
+    return f"<unnamed axis of pmap {self.name}>"
+
+
 def _pmap_lowering(ctx, *args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes,
                    name, **_):
   if devices is not None:
     raise ValueError("Nested pmap with explicit devices argument.")
   lax = batching._lax
+  if axis_name is None:  # (an unnamed map: its body binds no collective; a private name)
+    axis_name = _Unnamed(name)
 
   def slice_in(i, x):
     ax = in_axes[i]
@@ -413,13 +427,13 @@ class ReplicatedJit:
   program (host callbacks, a pmap given ``devices``) runs equation by equation instead
   (``pjit._Interpreted``)."""
 
-  def __init__(self, closed, name):
+  def __init__(self, closed, name, compiler_options=None):
     from nbjax import xla
     module, n = replicated_module(closed, name)
     self.devs, self.text = _pick_devices(n, None), str(module)
     self.rep = xla.Replicated(self.text, self.devs, [(a.shape, a.dtype, False)
                                                  for a in closed.in_avals],
-                              name=f"jit_{name}")
+                              name=f"jit_{name}", compiler_options=compiler_options)
     _stats["compiles"] += 1
     self.out_avals, self._to_numpy = closed.out_avals, xla._to_numpy
 
