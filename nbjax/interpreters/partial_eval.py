@@ -77,14 +77,18 @@ DynamicJaxprTracer = JaxprTracer
 
 
 def fun_sourceinfo(fun):
-  """``"f at file.py:12"`` (JAX's ``DebugInfo.func_src_info``)."""
+  """``"f at file.py:12"`` (JAX's ``DebugInfo.func_src_info``); a builtin by its name."""
   while isinstance(fun, functools.partial):
     fun = fun.func
-  fun = inspect.unwrap(fun)
   try:
+    fun = inspect.unwrap(fun)
     return f"{fun.__name__} at {fun.__code__.co_filename}:{fun.__code__.co_firstlineno}"
-  except AttributeError:
-    return "<unknown>"
+  except (AttributeError, ValueError):
+    try:
+      m = re.match(r"<built-in function (\S+)>", str(fun))
+    except Exception:  # noqa: BLE001  (a callable whose ``str`` fails)
+      return "<unknown>"
+    return m.group(1) if m else "<unknown>"
 
 
 def abstractify_args(fun, flat, dbg):

@@ -19,10 +19,8 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 from __future__ import annotations
 
 import collections.abc as _abc
-import functools
 import inspect
 import itertools
-import re
 import types
 import weakref
 
@@ -519,22 +517,6 @@ def _sig(flat, api):
 # ----------------------------------------------------------------------- error messages
 
 
-def _fun_info(f):
-  """``name at file:line`` for a Python function (JAX's ``fun_sourceinfo``)."""
-  while isinstance(f, functools.partial):
-    f = f.func
-  try:
-    f = inspect.unwrap(f)
-    code = f.__code__
-    return f"{f.__name__} at {code.co_filename}:{code.co_firstlineno}"
-  except (AttributeError, ValueError):
-    try:
-      m = re.match(r"(?:<built-in function (\S+)>)", str(f))
-    except Exception:  # noqa: BLE001  (a callable whose ``str`` fails)
-      return "<unknown>"
-    return m.group(1) if m else "<unknown>"
-
-
 def _short(a):
   """An aval as JAX's error messages write it (``float32[3]``)."""
   return a.str_short(short_dtypes=False)
@@ -603,7 +585,7 @@ def _paths(tree, n):
 
 
 def _check_branch_outputs(api, name1, name2, f1, f2, tree1, avals1, tree2, avals2):
-  info = f"{name1} is {_fun_info(f1)}\n{name2} is {_fun_info(f2)}\n\n"
+  info = f"{name1} is {pe.fun_sourceinfo(f1)}\n{name2} is {pe.fun_sourceinfo(f2)}\n\n"
   if tree1 != tree2:
     diffs = [f"{name1} output{' at path ' + keystr(p) if p else ''} is a {a} but {name2} "
              f"output{' at path ' + keystr(p) if p else ''} is a {b}, so {why}"
@@ -1786,7 +1768,6 @@ def _scan_batch(axis_data, vals, dims, *, jaxpr, num_consts, num_carry, length, 
   dims = [None if d is not_mapped else d for d in dims]
   c_d, k_d, x_d = _split(dims, [nc, nk])
   consts, init, xs = _split(vals, [nc, nk])
-  ny = len(jaxpr.out_avals) - nk
   c_b = [None if d is None else 0 for d in c_d]
   x_b = [None if d is None else 0 for d in x_d]
   carry_bat = [d is not None for d in k_d]
