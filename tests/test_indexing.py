@@ -577,8 +577,8 @@ def test_at_jax010_casts_and_bool_errors():
 
 @pytest.mark.parametrize("op", ["set", "add", "mul", "min", "max"])
 def test_at_update_with_one_index_array_matches_jit(op):
-  """``x.at[i].op(y)`` with one integer Array ``i`` (the cached scatter and the point kernel):
-  negative indices count from the end, out-of-bounds ones are dropped (clamped with
+  """``x.at[i].op(y)`` with one integer Array ``i`` (the cached scatter and the point kernel),
+  ``y`` an array or a scalar: negative indices count from the end, out-of-bounds ones are dropped (clamped with
   ``mode='clip'``), repeated ones combine; as the compiled scatter does."""
   x = jnp.asarray(np.arange(10.0, dtype=np.float32))
   for idx in [np.array([0, 3, 3, -1, 12, -11]), np.array([[1, 2], [2, 9]]),
@@ -587,9 +587,11 @@ def test_at_update_with_one_index_array_matches_jit(op):
     i = jnp.asarray(idx)
     y = jnp.asarray(np.arange(1, idx.size + 1, dtype=np.float32).reshape(idx.shape))
     for kw in ({}, {"mode": "clip"}):
-      got = getattr(x.at[i], op)(y, **kw)
-      want = nbjax.jit(lambda x, i, y: getattr(x.at[i], op)(y, **kw))(x, i, y)
-      np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{idx} {kw}")
+      for upd in (y, 2.5, jnp.float32(3)):  # (a scalar update broadcasts)
+        got = getattr(x.at[i], op)(upd, **kw)
+        want = nbjax.jit(lambda x, i, y: getattr(x.at[i], op)(y, **kw))(x, i, upd)
+        assert got.dtype == want.dtype and got.weak_type == want.weak_type
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{idx} {kw}")
   ref = np.arange(10.0, dtype=np.float32)
   np.add.at(ref, [0, 3, 3, 9], [1, 2, 3, 4])
   if op == "add":

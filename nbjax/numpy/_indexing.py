@@ -466,9 +466,9 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
       hit = None
       if v.dtype.kind in "iu" and v.size and x._value.ndim and scatter_fn in _SCATTER_P:
         ix = _index_to_gather(x.shape, _parse(x.shape, idx), normalize_indices)
-        if ix.out_shape == y._value.shape:
+        if ix.out_shape == y._value.shape or not y._value.ndim:  # (a scalar y: broadcast)
           dn = ix.dnums
-          hit = (_SCATTER_P[scatter_fn], dict(
+          hit = (_SCATTER_P[scatter_fn], None if y._value.ndim else ix.out_shape, dict(
               dimension_numbers=lax.ScatterDimensionNumbers(
                   update_window_dims=dn.offset_dims, inserted_window_dims=dn.collapsed_slice_dims,
                   scatter_dims_to_operand_dims=dn.start_index_map),
@@ -479,8 +479,10 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
         _SCATTER.clear()
       _SCATTER[key] = hit
     if hit is not None:
+      if hit[1] is not None:
+        y = Array._new(np.full(hit[1], y._value), y._weak)
       return hit[0].bind(x, _index_column(v, x._value.shape[0], idt, normalize_indices), y,
-                         **hit[1])
+                         **hit[2])
   parsed = _parse(x.shape, idx)
   xs = lax.expand_dims(x, parsed.new_axes) if parsed.new_axes else x
   ix = _index_to_gather(xs.shape, parsed, normalize_indices)
