@@ -250,6 +250,8 @@ class _staged:
     sk = (impl, *sorted(static.items()))
     cache = self.caches.get(sk)
     if cache is None:
+      if len(self.caches) >= 256:  # (shapes are static: bounded like a TraceCache's entries)
+        self.caches.clear()
       cache = self.caches[sk] = eager_cache.TraceCache(
           lambda kd, *ys: fun(PRNGKeyArray(impl, kd), *ys, **static), None)
     out = cache.replay((k._base_array, *xs), {})

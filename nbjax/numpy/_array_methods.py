@@ -232,6 +232,17 @@ def _nonzero(self, *, size=None, fill_value=None):
   return _indexing.nonzero(self, size=size, fill_value=fill_value)
 
 
+_REVERSED = {n: tuple(range(n - 1, -1, -1)) for n in range(2, 9)}
+
+
+def _T(self):
+  """``x.T``: the axes reversed (``x`` itself below 2-D), straight to ``transpose_p``."""
+  perm = _REVERSED.get(self.ndim)
+  if perm is None:
+    return self if self.ndim < 2 else _manip.transpose(self)
+  return lax.transpose_p.bind(self, permutation=perm)
+
+
 def _matrix_T(self):
   return _manip.matrix_transpose(self)
 
@@ -281,7 +292,7 @@ _METHODS = {
 }
 _TRACER_ONLY = {"item": _item, "tolist": _tolist, "tobytes": _tobytes}
 _PROPERTIES = {
-    "T": lambda self: _manip.transpose(self), "mT": _matrix_T,
+    "T": _T, "mT": _matrix_T,
     "real": _ufuncs.real, "imag": _ufuncs.imag,
     "at": _indexing._IndexUpdateHelper, "flat": _flat,
 }

@@ -279,7 +279,7 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
                 promote_integers=False):
   a = ensure_arraylike(name, a)
   if axis is None:
-    a = lax.reshape(a, (a.size,))
+    a = a if a.ndim == 1 else lax.reshape(a, (a.size,))
     axis = 0
   axis = canonicalize_axis(axis, a.ndim)
   if fill_nan is not None and dtypes.is_inexact(a.dtype):
