@@ -534,9 +534,15 @@ def _f32_of_bits(typingctx, a):
   return types.float32(types.uint32), codegen
 
 
-# Both compute every branch and select at the end, so the kernels' loops vectorise (8 lanes):
+@njit(inline="always", cache=True)
+def _ftz32(x):
+  """``x``, a subnormal flushed to a zero of its sign: XLA's CPU code runs with FTZ/DAZ."""
+  return x if abs(x) >= _FLT_MIN else x * _F32(0.0)
+
+
+# These compute every branch and select at the end, so the kernels' loops vectorise (8 lanes):
 # 0.8 ms (log) and 2.9 ms (log1p) per 1e6 float32, against NumPy's SIMD loops' 3.2 and 13.5.
-# XLA's CPU code flushes subnormals to zero; so do they.
+# They flush subnormals (``_ftz32``) where XLA's code reads or produces them.
 @njit(inline="always", cache=True)
 def _xla_log_f32(y):
   b = _bits32(y if y > _FLT_MIN else _FLT_MIN)
@@ -579,15 +585,13 @@ def _xla_exp_parts_f32(x):
 @njit(inline="always", cache=True)
 def _xla_exp_f32(x):
   y, s = _xla_exp_parts_f32(x)
-  y = y * s
-  return _F32(0.0) if y < _FLT_MIN else y  # (subnormal results flushed)
+  return _ftz32(y * s)
 
 
 @njit(inline="always", cache=True)
 def _xla_logistic_f32(x):
   y, s = _xla_exp_parts_f32(-x)
-  r = _F32(1.0) / _fma32(y, s, _F32(1.0))
-  return _F32(0.0) if r < _FLT_MIN else r
+  return _ftz32(_F32(1.0) / _fma32(y, s, _F32(1.0)))
 
 
 _TANH_P = [_f32bits(h) for h in (0xA59F25C0, 0x2A61337E, 0xAEBD37FF, 0x335C0041, 0x3779434A,
@@ -613,15 +617,14 @@ def _xla_tanh_f32(x):
 def _xla_expm1_f32(x):
   # exp(x) - 1 above |x| = 1/2, else tanh(x/2) (exp(x) + 1)
   e = _xla_exp_f32(x)
-  h = x * _F32(0.5)
-  h = h if abs(h) >= _FLT_MIN else _F32(0.0)
+  h = _ftz32(x * _F32(0.5))
   r = e + _F32(-1.0) if abs(x) > _F32(0.5) else _xla_tanh_f32(h) * (e + _F32(1.0))
   return x if h == _F32(0.0) else r
 
 
 @njit(inline="always", cache=True)
 def _xla_log1p_f32(x):
-  s = x if abs(x) >= _FLT_MIN else x * _F32(0.0)
+  s = _ftz32(x)
   x0 = s * _F32(0.0)
   den = _fma32(_fma32(_fma32(_fma32(_fma32(_fma32(x0 + _F32(1.0), s, _D0), s, _D1), s, _D2),
                                     s, _D3), s, _D4), s, _D5)
@@ -635,7 +638,7 @@ def _xla_log1p_f32(x):
 
 @njit(inline="always", cache=True)
 def _erf_inv_xla_f32(x):
-  x = x if abs(x) >= _FLT_MIN else x * _F32(0.0)
+  x = _ftz32(x)
   w = -_xla_log1p_f32(x * -x)
   lo = w < _F32(5.0)
   c = _EI_LO_T if lo else _EI_HI_T
@@ -645,8 +648,7 @@ def _erf_inv_xla_f32(x):
     p = _fma32(p, w, c[k])
   if abs(x) == _F32(1.0):
     return x * _F32(np.inf)
-  r = p * x
-  return r if abs(r) >= _FLT_MIN else r * _F32(0.0)
+  return _ftz32(p * x)
 
 
 @njit(inline="always", cache=True)

@@ -876,7 +876,9 @@ for _op, _expr in TREE_OPS.items():
   _make(_FOLD_ROWS, f"_fold_rows_{_op}", expr=_expr)
   TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", fold=f"_fold_rows_{_op}")
 for _op, _expr in SCAN_OPS.items():
-  if "(" in _expr:  # a call (logaddexp: libm-bound): unrolled, it costs ~50 s of compile per dtype
+  # a combiner that is a call (logaddexp, complex _cmul) stays a loop: 136 inlined logaddexp
+  # calls cost ~50 s of numba compile per dtype, for no speed (libm-bound)
+  if "(" in _expr:
     _rev = [f"        for j in range(16):\n          v = blk[j]\n          for k in range(j + 1):"
             f"\n            s = acc[k]\n            acc[k] = {_expr}"]
   else:

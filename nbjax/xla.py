@@ -950,6 +950,20 @@ def _callbacks_key(fns):
   return tuple(out)
 
 
+def option_items(compiler_options):
+  """A dict of XLA compiler options as sorted ``(name, value)`` pairs: a cache key's part."""
+  return tuple(sorted(compiler_options.items())) if compiler_options else ()
+
+
+def _compile_options(options):
+  """jaxlib ``CompileOptions`` overriding XLA's debug options ``options`` (``option_items``;
+  an unknown name raises XLA's error at compile time)."""
+  opts = ensure_jaxlib().xc.CompileOptions()
+  if options:
+    opts.env_option_overrides = list(options)
+  return opts
+
+
 def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_options=None):
   """Compile a StableHLO module (``ir.Module`` or text; entry function ``main``) for the CPU.
 
@@ -975,7 +989,7 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_
   text = module if isinstance(module, str) else str(module)
   host_callbacks = tuple(host_callbacks)
   key = hashlib.sha256(text.encode()).hexdigest()
-  options = tuple(sorted(compiler_options.items())) if compiler_options else ()
+  options = option_items(compiler_options)
   if options:
     key = (key, options)
   if host_callbacks:
@@ -1010,9 +1024,7 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_
     differ = True
     if exe is None:
       ins, outs, plan, runtime_text, differ = _prepare(text, pack_inputs)
-      opts = ensure_jaxlib().xc.CompileOptions()
-      if options:
-        opts.env_option_overrides = list(options)
+      opts = _compile_options(options)
       if host_callbacks:
         cbs = HostCallbacks(host_callbacks)
         with mlir_context():  # (only the ir.Module overload takes callbacks)
@@ -1427,13 +1439,11 @@ class Replicated:
     self.name, self.n, self.devs = name, n, list(devices)
     self.local = [d for d in devices if d in rt.local_devs]
     text = module if isinstance(module, str) else str(module)
-    options = tuple(sorted(compiler_options.items())) if compiler_options else ()
+    options = option_items(compiler_options)
     key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices), options)
     exe = _mem_cache.get(key)
     if exe is None:
-      opts = xc.CompileOptions()
-      if options:  # (a jit's compiler_options: an unknown name raises XLA's error)
-        opts.env_option_overrides = list(options)
+      opts = _compile_options(options)
       opts.num_replicas, opts.num_partitions = n, 1
       opts.device_assignment = xc.DeviceAssignment.create(
           np.array([d.id for d in devices], np.int32).reshape(n, 1))

@@ -382,8 +382,9 @@ _compiled: "weakref.WeakKeyDictionary[ClosedJaxpr, dict]" = weakref.WeakKeyDicti
 
 
 def _executable_for(closed, name, compiler_options=None):
+  from nbjax import xla
   per = _compiled.setdefault(closed, {})
-  key = tuple(sorted(compiler_options.items())) if compiler_options else ()
+  key = xla.option_items(compiler_options)
   exe = per.get(key)
   if exe is None:
     exe = per[key] = (_Interpreted(closed, name, compiler_options or None)

@@ -1104,10 +1104,11 @@ def _sort_numpy(*operands, dimension, is_stable, num_keys):
     x = operands[0]
     # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
     # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
-    # NaNs or -0.0 (keys that compare equal but differ) are present.
+    # NaNs or -0.0 (keys that compare equal but differ) are present. Rows of at most 64
+    # elements sort stably without the checks, which cost more than such a sort.
     if x.dtype.kind in "biu" or (x.shape[dimension] > 64 and x.dtype.kind == "f" and not (
-        np.isnan(x).any() or (np.signbit(x) & (x == 0)).any())):  # (short rows: the checks
-      return [np.sort(x, axis=dimension)]  # cost more than the stable sort itself)
+        np.isnan(x).any() or (np.signbit(x) & (x == 0)).any())):
+      return [np.sort(x, axis=dimension)]
     return [np.sort(x, axis=dimension, kind="stable")]
   keys = _sort_keys(operands[:num_keys])
   perm = np.lexsort(tuple(reversed(keys)), axis=dimension)
