@@ -77,7 +77,7 @@ def dynamic_slice(src, shape, st, starts, sizes, out):
     acc *= sizes[k]
   if out.size != acc:
     raise IndexError("dynamic_slice: output size mismatch")
-  copy_window(src, off, st, out, 0, ost, sizes)
+  copy_window(src, off, st, out, np.int64(0), ost, sizes)  # (a literal 0: one more compile)
 
 
 @njit(cache=True, nogil=True)
@@ -99,7 +99,7 @@ def dynamic_update_slice(dst, shape, st, upd, ushape, starts):
     acc *= ushape[k]
   if upd.size != acc:
     raise IndexError("dynamic_update_slice: update size mismatch")
-  copy_window(upd, 0, ust, dst, off, st, ushape)
+  copy_window(upd, np.int64(0), ust, dst, off, st, ushape)
 
 
 # ----------------------------------------------------------------------------- gather
@@ -299,17 +299,21 @@ def count_from_end(idx, n):
 
 
 @njit(cache=True, nogil=True)
-def take_clamped(op, idx, out, h, s0):
-  """``out[t] = op[clamp(idx[t], 0, h) * s0]``: x[idx] with one index column (branchless
-  clamp, as fast as ``np.take``). Checks its plan, never trusts it."""
+def take_clamped(op, idx, out, h, s0, w):
+  """``out[t] = op[clamp(i, 0, h) * s0]`` with ``i = idx[t]``, plus ``w`` when negative:
+  x[idx] with one index column (branchless clamp, as fast as ``np.take``); ``w`` is 0 for
+  ``gather`` and the axis size for jnp's ``x[i]`` (negative indices counted from the end in
+  the same pass). Checks its plan, never trusts it."""
   if out.size != idx.size or h < 0 or h * s0 >= op.size:
     return
   if s0 == 1:  # unit stride: no multiply in the loop (measured 30% faster)
     for t in range(idx.size):
-      out[t] = op[min(max(np.int64(idx[t]), 0), h)]
+      i = np.int64(idx[t])
+      out[t] = op[min(max(i + w if i < 0 else i, 0), h)]
   else:
     for t in range(idx.size):
-      out[t] = op[min(max(np.int64(idx[t]), 0), h) * s0]
+      i = np.int64(idx[t])
+      out[t] = op[min(max(i + w if i < 0 else i, 0), h) * s0]
 
 
 @njit(cache=True, nogil=True)
@@ -387,11 +391,13 @@ def _mul_ol(a, b):
 SCATTER = {name: _make_scatter(name, expr) for name, expr in COMBINERS.items()}
 
 _SCATTER_POINTS = """
-def scatter_points_{name}(op, idx, upd, h, s0, drop):
+def scatter_points_{name}(op, idx, upd, h, s0, drop, w):
   if upd.size != idx.size or h < 0 or h * s0 >= op.size:
     return
   for t in range(idx.size):
     i = np.int64(idx[t])
+    if i < 0:
+      i += w
     if i < 0 or i > h:
       if drop:
         continue
@@ -404,8 +410,9 @@ def scatter_points_{name}(op, idx, upd, h, s0, drop):
 
 def _make_scatter_points(name, expr):
   """``op[clamp(idx[t]) * s0] = expr(op[...], upd[t])``: the scatter of single elements along
-  one axis (``x.at[i].add(v)`` on a 1-D ``x``) with six arguments instead of the plan's
-  twelve; ``drop`` 1 skips out-of-bounds indices, 0 clamps them. Checks its bounds."""
+  one axis (``x.at[i].add(v)`` on a 1-D ``x``) with seven arguments instead of the plan's
+  twelve; ``drop`` 1 skips out-of-bounds indices, 0 clamps them; ``w`` is added to negative
+  indices first (0 for ``scatter``, the axis size for jnp's ``x.at[i]``). Checks its bounds."""
   g = dict(_NS, _max=_max, _min=_min, _mul=_mul)
   exec(compile(_SCATTER_POINTS.format(name=name, expr=expr), __file__, "exec"), g)
   return njit(cache=True, nogil=True)(g["scatter_points_" + name])

@@ -553,7 +553,7 @@ def {fn}(x, out, z):
         buf[k] = acc
       src = buf
       n = nw
-    {fold}(src, 0, n, acc, z)
+    {fold}(src, np.int64(0), n, acc, z)  # (a literal 0 would compile {fold} once more)
     out[o] = acc
 """
 

@@ -355,6 +355,10 @@ def _call(f, quiet, vals, params):
 
 
 _NO_PARAMS: dict = {}
+# a specialised kernel marked ``bare``: it allocates its output (C order, the result's dtype)
+# and runs numba code only (no NumPy arithmetic whose floating-point warnings need silencing)
+_BARE = "bare"
+_new = object.__new__
 
 
 def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
@@ -399,6 +403,10 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     if h is None:
       return general(args, params)
     f, q, out_aval, raw = h
+    if raw is _BARE:  # a specialised kernel-only run: its output is the result's buffer
+      a = _new(Array)
+      a._value, a._weak, a._buf = f(*vals), out_aval.weak_type, None
+      return a
     out = _call(f, q, vals, _NO_PARAMS if raw else params)
     if multi:
       return [_wrap(as_output(o, a), a.weak_type) for o, a in zip(out, out_aval)]
@@ -447,7 +455,7 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
       spec = getattr(f, "specialize", None)
       k = spec([core.ShapedArray(*s) for s in sig], params) if spec is not None else None
       hot[tuple(x for s in sig for x in s) + key[1]] = (f, q, out_aval, False) if k is None \
-          else (k, q, out_aval, True)
+          else (k, q, out_aval, _BARE if getattr(k, "bare", False) and not multi else True)
     out = _call(f, q, vals, params)
     if multi:
       outs = [as_output(o, a) for o, a in zip(out, out_aval)]

@@ -26,7 +26,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MAX_CALLS = 300_000
-TIME_CAP = 2.0           # seconds of loop per path, once its minimum count has run
+TIME_CAP = 1.0           # seconds of loop per path, once its minimum count has run
 RSS_SLACK = 1 << 20      # bytes: page-granular RSS noise
 RSS_PER_CALL = 8         # bytes per call: the pre-fix device-path leak was ~110
 BLOCKS_SLACK = 1000      # live pymalloc blocks

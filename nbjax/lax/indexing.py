@@ -27,7 +27,7 @@ import numpy as np
 
 from kernels import indexing as K
 from nbjax import core, dtypes, registry
-from nbjax.array import copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
+from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 from nbjax.lax.elementwise import _any, _complex, _int, _num
@@ -553,7 +553,7 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
   out = pooled_empty(out_shape, x.dtype)
   if d is not None and x.size and out.size and not _fills(mode):
     K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
-                   x.shape[d] - 1, st)
+                   x.shape[d] - 1, st, 0)
     return out
   if (not dn.offset_dims and not dn.operand_batching_dims and x.size and out.size
       and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
@@ -573,6 +573,23 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
   kernel(bits(x.reshape(-1)), _index_matrix(idx), bits(out.reshape(-1)), plan[0],
          plan[1], plan[2], plan[3], plan[4], 1 if _fills(mode) else 0, fv, *plan[5:])
   return out
+
+
+_POINT_INDEX = frozenset(map(np.dtype, (np.int32, np.int64, np.uint8, np.uint16, np.uint32)))
+
+
+def take_points(x, i, normalize):
+  """Eager ``x[i]`` for a 1-D Array ``x`` and an int32/int64 (or narrow unsigned) Array
+  ``i``, jnp's hot path: ``gather_p``'s kernel with negative indices counted from the end in
+  the same loop when ``normalize`` (one kernel call, no normalised copy of ``i``), equal to
+  ``gather_p`` of jnp's normalised indices; None where it does not apply."""
+  vx, vi = x._value, i._value
+  n = vx.shape[0] if vx.ndim == 1 else 0
+  if not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31:
+    return None
+  out = pooled_empty(vi.shape, vx.dtype)
+  K.take_clamped(bits(vx), vi.reshape(-1), bits(out.reshape(-1)), n - 1, 1, n if normalize else 0)
+  return Array._new(out, x._weak)
 
 
 def _operand_index_arrays(operand_shape, batch_shape, idx, batch_pos, window_pos, full_rank,
@@ -841,13 +858,34 @@ def _scatter_numba(combiner):
       d, st = _point_scatter(x.shape, idx.shape, dimension_numbers)
       if d is not None:
         K.SCATTER_POINTS[comb](xo, idx.reshape(-1), uo, x.shape[d] - 1, st,
-                               0 if mode == GatherScatterMode.CLIP else 1)
+                               0 if mode == GatherScatterMode.CLIP else 1, 0)
         return xo.view(dt).reshape(x.shape)
       plan = scatter_plan(x.shape, idx.shape, upd.shape, dimension_numbers)
       K.SCATTER[comb](xo, _index_matrix(idx), uo, plan[0], plan[1], plan[2], plan[3],
                       plan[4], 0 if mode == GatherScatterMode.CLIP else 1, *plan[5:])
     return xo.view(dt).reshape(x.shape)
   return impl
+
+
+def scatter_points(prim, x, i, y, normalize):
+  """Eager ``x.at[i].<op>(y)`` (``prim``: ``scatter_p``, ``scatter_add_p``...) for a 1-D
+  Array ``x`` of a dtype ``prim`` accepts and its numba kernel runs, an int32/int64 (or narrow
+  unsigned) Array ``i`` and ``y`` of ``x``'s dtype and ``i``'s shape: jnp's hot path, the
+  primitive's kernel (out-of-bounds updates dropped) with negative indices counted from the
+  end in its loop when ``normalize``; None where it does not apply."""
+  vx, vi, vy = x._value, i._value, y._value
+  n, dt = (vx.shape[0] if vx.ndim == 1 else 0), vx.dtype
+  if (not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or vy.dtype != dt
+      or vy.shape != vi.shape or dt == np.bool_ or _half(dt)
+      or dt not in _SCATTER_DTYPES[prim.name]):
+    return None
+  combiner = _COMBINER[prim.name]
+  if combiner == "set":
+    xo, uo = pooled_copy(bits(vx)), bits(vy.reshape(-1))
+  else:
+    xo, uo = pooled_copy(vx), vy.reshape(-1)
+  K.SCATTER_POINTS[combiner](xo, vi.reshape(-1), uo, n - 1, 1, 1, n if normalize else 0)
+  return Array._new(xo.view(dt), x._weak)
 
 
 _NP_COMBINE = {"set": None, "add": np.add, "sub": np.subtract, "mul": np.multiply,
@@ -1322,8 +1360,10 @@ registry.register(
     meta=dict(reference=_gather_numpy, dtypes=ALL_DTYPES, samples=_gather_samples,
               differentiable=True, linear=True, bad_inputs=lambda rng: _index_bad(rng)["gather"]))
 
-for _p, _comb in ((scatter_p, "set"), (scatter_add_p, "add"), (scatter_sub_p, "sub"),
-                  (scatter_mul_p, "mul"), (scatter_min_p, "min"), (scatter_max_p, "max")):
+_COMBINER = {"scatter": "set", "scatter-add": "add", "scatter-sub": "sub", "scatter-mul": "mul",
+             "scatter-min": "min", "scatter-max": "max"}
+for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p):
+  _comb = _COMBINER[_p.name]
   _lin = _comb in ("set", "add", "sub")
   registry.register(
       _p, family="indexing", impls={"numba": _scatter_numba(_comb), "numpy": _scatter_numpy(_comb)},

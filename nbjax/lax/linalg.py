@@ -1738,27 +1738,31 @@ _BODIES = {
   return 0
 """,
     "eigh": """
+  fl = arg_flat(cf, 1, np.int32, 4)
   v = ret_flat(cf, 0, DT, B * n * n).reshape((B, n, n))
   w = ret_flat(cf, 1, RT, B * n).reshape((B, n))
   if B > 0 and n > 0:
-    K.eigh(a, v, w, LOWER)
+    K.eigh(a, v, w, fl[0] != 0)
   return 0
 """,
     "eig": """
+  fl = arg_flat(cf, 1, np.int32, 4)
+  left, right = fl[2] != 0, fl[3] != 0
   w = ret_flat(cf, 0, CT, B * n).reshape((B, n))
-  vl = ret_flat(cf, 1, CT, B * n * n).reshape((B, n, n)) if LEFT else np.empty((B, 0, 0), CT)
-  vr = (ret_flat(cf, 1 + LEFT, CT, B * n * n).reshape((B, n, n)) if RIGHT
+  vl = ret_flat(cf, 1, CT, B * n * n).reshape((B, n, n)) if left else np.empty((B, 0, 0), CT)
+  vr = (ret_flat(cf, 2 if left else 1, CT, B * n * n).reshape((B, n, n)) if right
         else np.empty((B, 0, 0), CT))
   if B > 0 and n > 0:
-    K.eig(a, w, vl, vr, LEFT, RIGHT)
+    K.eig(a, w, vl, vr, left, right)
   return 0
 """,
     "trsm": """
+  fl = arg_flat(cf, 2, np.int32, 4)
   k = arg_dim(cf, 1, r - 1)
   b = arg_flat(cf, 1, DT, B * m * k).reshape((B, m, k))
   out = ret_flat(cf, 0, DT, B * m * k).reshape((B, m, k))
   if B > 0:
-    K.trsm_left(a, b, out, LOWER, UNIT)
+    K.trsm_left(a, b, out, fl[0] != 0, fl[1] != 0)
   return 0
 """,
     "svd": """
@@ -1786,18 +1790,22 @@ _handlers = {}
 _lock = threading.Lock()
 
 
-def _target(name, dtype, lower=True, unit=False, left=False, right=False):
+# the kernels whose flags (lower, unit_diagonal, left, right eigenvectors) come as a last
+# int32[4] operand: one handler per dtype serves every combination (each handler compiles
+# with its kernel linked in, seconds for eig)
+_FLAGGED = frozenset({"eigh", "eig", "trsm"})
+
+
+def _target(name, dtype):
   """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
   d = np.dtype(dtype)
-  key = (name, d, lower, unit, left, right)
+  key = (name, d)
   with _lock:
     if key in _handlers:
       return _handlers[key]
-    fn = (f"nbjax_{name}_{d.name}" + ("" if lower else "_upper") + ("_unit" if unit else "")
-          + ("_left" if left else "") + ("_right" if right else ""))
-    src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\nLOWER = {bool(lower)}\n"
-           + f"CT = np.{_complex_dtype(d).name}\nLEFT = {bool(left)}\nRIGHT = {bool(right)}\n"
-           + f"UNIT = {bool(unit)}\n"
+    fn = f"nbjax_{name}_{d.name}"
+    src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\n"
+           + f"CT = np.{_complex_dtype(d).name}\n"
            + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
            + _BATCH + _BODIES[name])
     ns = {"__name__": __name__}
@@ -1809,7 +1817,9 @@ def _target(name, dtype, lower=True, unit=False, left=False, right=False):
 
 def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False, left=False,
               right=False):
-  target = _target(name, dtype, lower, unit, left, right)
+  target = _target(name, dtype)
+  if name in _FLAGGED:
+    operands = [*operands, mlir.ir_constant(np.array([lower, unit, left, right], np.int32))]
   op = hlo.CustomCallOp.build_generic(
       results=mlir.aval_to_ir_types(result_avals), operands=list(operands),
       attributes=dict(call_target_name=ir.StringAttr.get(target),

@@ -370,7 +370,7 @@ def _reduce_numba(op):
           out = np.empty((O, I), kd)
           kc(x.reshape(O, N, I), out, z)
           return out.reshape(out_shape)
-      k.fresh = True
+      k.fresh = k.bare = True  # (registry: a new C buffer of x's dtype, numba code only)
       return k
     runs = _runs(axes)
     if len(runs) != 1 or x.size >= PAR_MIN:
@@ -390,7 +390,7 @@ def _reduce_numba(op):
         out = np.empty((O, I), kd)
         cols(x.reshape(O, N, I), out, z)
         return out.reshape(oshape)
-    k.fresh = True  # a new C-contiguous buffer of x's dtype (see registry.eager_program)
+    k.fresh = k.bare = True  # a new C buffer of x's dtype, numba only (registry.eager_program)
     return k
   impl.kernels, impl.specialize = (rows, cols), specialize
   return impl
@@ -703,6 +703,23 @@ def _argminmax_numba(op):
     if nonempty:
       k(_to_numba(x).reshape(si), out)
     return out.reshape(sf)
+
+  def specialize(avals, params):
+    """``impl`` for these avals with its plan made once (the registry's hot path)."""
+    (x,), (axis,), idt = avals, params["axes"], params["index_dtype"]
+    O, N, I = _block(x.shape, axis, axis + 1)
+    if x.size >= PAR_MIN or not O * I or x.dtype == np.float16:
+      return None
+    kern, si, so, sf = (rows, (O, N), O, _drop(x.shape, (axis,))) if I == 1 else \
+        (cols, (O, N, I), (O, I), _drop(x.shape, (axis,)))
+
+    def k(x):
+      out = np.empty(so, idt)
+      kern(x.reshape(si), out)
+      return out.reshape(sf)
+    k.fresh = k.bare = True  # a new C buffer of the index dtype, numba code only
+    return k
+  impl.specialize = specialize
   return impl
 
 
@@ -782,18 +799,39 @@ def _cum_numba(name):
   cols, cols_par = K.CUM_COLS[name], K.CUM_COLS_PAR[name]
   consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
 
-  def impl(x, *, axis, reverse):
-    c = consts.get(x.dtype)
+  def const(dt):
+    c = consts.get(dt)
     if c is None:
-      kd = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+      kd = np.dtype(np.float32) if dt == np.float16 else dt
       z = (np.array(-np.inf, kd)[()] if name == "cumlogsumexp"
            else identity(_CUM_IDENT[name], kd))
       ks = None
-      if name in _CUM_XLA and x.dtype.kind in "fc":  # XLA's association (kernels.reductions)
-        kop = name + "_complex" if x.dtype.kind == "c" and name == "cumprod" else name
+      if name in _CUM_XLA and dt.kind in "fc":  # XLA's association (kernels.reductions)
+        kop = name + "_complex" if dt.kind == "c" and name == "cumprod" else name
         ks = (K.SCAN_ROWS[kop], K.SCAN_COLS[kop])
-      c = consts[x.dtype] = (z, kd, ks)
-    z, kd, ks = c
+      c = consts[dt] = (z, kd, ks)
+    return c
+
+  def specialize(avals, params):
+    """``impl`` for these avals with the blocking worked out once (serial kernels, no
+    float16): the registry's hot path and eager programs."""
+    (x,), reverse = avals, params["reverse"]
+    O, N, I = _block(x.shape, params["axis"], params["axis"] + 1)
+    if x.dtype == np.float16 or not x.size or N == 1 or x.size >= PAR_MIN:
+      return None
+    z, kd, ks = const(x.dtype)
+    shape, kern = x.shape, (ks or (rows, cols))[I != 1]
+    blk = (O, N) if I == 1 else (O, N, I)
+
+    def k(x):
+      out = pooled_empty(shape, kd)
+      kern(x.reshape(blk), out.reshape(blk), z, reverse)
+      return out
+    k.fresh = k.bare = True  # a new C buffer of x's dtype, numba code only
+    return k
+
+  def impl(x, *, axis, reverse):
+    z, kd, ks = const(x.dtype)
     O, N, I = _block(x.shape, axis, axis + 1)
     if ks is not None:
       if N == 1 and name == "cumsum":  # XLA folds 0 + x to x (keeps -0)
@@ -817,6 +855,7 @@ def _cum_numba(name):
       else:
         (cols_par if big else cols)(xk.reshape(O, N, I), out.reshape(O, N, I), z, reverse)
     return out if kd == x.dtype else out.astype(x.dtype)
+  impl.specialize = specialize
   return impl
 
 

@@ -27,7 +27,8 @@ from kernels.indexing import count_from_end
 from nbjax import core, dtypes, lax
 from nbjax.config import config
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
+from nbjax.lax import indexing as lax_indexing
 from nbjax.numpy import _util
 from nbjax.numpy._reductions import sum as _sum
 from nbjax.numpy._ufuncs import divide, negative, power, remainder
@@ -393,6 +394,10 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     i = idx + x.shape[0] if idx < 0 else idx
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
   if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
+    if _ctx.trace is _EVAL:  # eager x[i] of a 1-D x: one kernel call
+      out = lax_indexing.take_points(x, idx, normalize_indices)
+      if out is not None:
+        return out
     v, idt = idx._value, dtypes.default_int_dtype()  # x[i], one integer Array i: the
     key = (x._value.shape, v.shape, v.dtype, idt, normalize_indices, unique_indices,
            indices_are_sorted)  # gather worked out once per signature
@@ -458,6 +463,13 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     y = as_array(y)
   y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
+    if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager, 1-D x: one kernel call
+      yp = y if y._value.shape == idx._value.shape else \
+          Array._new(np.full(idx._value.shape, y._value), y._weak) if not y._value.ndim else None
+      out = None if yp is None else lax_indexing.scatter_points(
+          _SCATTER_P[scatter_fn], x, idx, yp, normalize_indices)
+      if out is not None:
+        return out
     v, idt = idx._value, dtypes.default_int_dtype()  # x.at[i].op(y), one integer Array i:
     key = (scatter_fn, x._value.shape, v.shape, v.dtype, y._value.shape, idt,  # the scatter
            normalize_indices, unique_indices, indices_are_sorted)  # worked out once

@@ -61,19 +61,34 @@ def _masked(a, where, fill):
 
 
 _ALL_AXES = [tuple(range(n)) for n in range(65)]
+_LAX_P = {k: getattr(lax, v + "_p") for k, v in _LAX.items()}
+
+
+def _one_axis(a, axis, kinds="f"):
+  """The hot paths' test: ``a`` a non-empty, strongly typed Array of a dtype of ``kinds``
+  (nothing to promote), reduced over all its axes (``axis`` None: ``_ALL``) or one int axis:
+  the axis (>= 0), ``_ALL`` or None (the general path)."""
+  if type(a) is not Array:
+    return None
+  v = a._value
+  if v.dtype.kind not in kinds or not v.size or a._weak:
+    return None
+  nd = v.ndim
+  if axis is None:
+    return _ALL if nd else None
+  if type(axis) is int and -nd <= axis < nd:
+    return axis + nd if axis < 0 else axis
+  return None
+
+
+_ALL = -1
 
 
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
-  if (type(a) is Array and dtype is None and initial is None and where is None
-      and not keepdims and a._value.dtype.kind == "f" and a._value.size and not a._weak):
-    # the common float reductions over everything or one axis, without the general
-    # normalisation below
-    nd = a._value.ndim
-    if axis is None:
-      if nd:
-        return getattr(lax, _LAX[kind])(a, _ALL_AXES[nd])
-    elif type(axis) is int and -nd <= axis < nd:
-      return getattr(lax, _LAX[kind])(a, (axis + nd if axis < 0 else axis,))
+  if dtype is None and initial is None and where is None and not keepdims:
+    ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
+    if ax is not None:
+      return _LAX_P[kind].bind(a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
   a = ensure_arraylike(name, a)
   if dtype is not None:
     to = _util.canonicalize_user_dtype(dtype)
@@ -247,36 +262,48 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
 
 
-def _arg_reduce(name, lax_fn, a, axis, keepdims):
+def _arg_reduce(name, a, axis, keepdims):
+  p, idt = _ARG_P[name], dtypes.default_int_dtype()
+  if not keepdims:
+    ax = _one_axis(a, axis, "biuf")  # one axis of a 1-D or N-D array: no normalisation
+    if ax is not None and (ax != _ALL or a._value.ndim == 1):
+      return p.bind(a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
   a = ensure_arraylike(name, a)
   if axis is None:
     if a.size == 0:
       raise ValueError(f"attempt to get {name} of an empty sequence")
     if a.ndim != 1:
-      out = lax_fn(lax.reshape(a, (a.size,)), 0, dtypes.default_int_dtype())
+      out = p.bind(lax.reshape(a, (a.size,)), axes=(0,), index_dtype=idt)
       return lax.reshape(out, (1,) * a.ndim) if keepdims else out
     axis = 0
   axis = canonicalize_axis(axis, a.ndim)
   if a.shape[axis] == 0:
     raise ValueError(f"attempt to get {name} of an empty sequence")
-  out = lax_fn(a, axis, dtypes.default_int_dtype())
+  out = p.bind(a, axes=(axis,), index_dtype=idt)
   return lax.expand_dims(out, (axis,)) if keepdims else out
 
 
 def argmax(a, axis=None, out=None, keepdims=None):
   """Index of the maximum along ``axis`` (first occurrence; NaN counts as maximal)."""
   _no_out("argmax", out)
-  return _arg_reduce("argmax", lambda x, ax, d: lax.argmax(x, ax, d), a, axis, keepdims)
+  return _arg_reduce("argmax", a, axis, keepdims)
 
 
 def argmin(a, axis=None, out=None, keepdims=None):
   """Index of the minimum along ``axis`` (first occurrence; NaN counts as minimal)."""
   _no_out("argmin", out)
-  return _arg_reduce("argmin", lambda x, ax, d: lax.argmin(x, ax, d), a, axis, keepdims)
+  return _arg_reduce("argmin", a, axis, keepdims)
 
 
+_ARG_P = {"argmax": lax.argmax_p, "argmin": lax.argmin_p}
+_CUM_P = {"cumsum": lax.cumsum_p, "cumprod": lax.cumprod_p, "cummax": lax.cummax_p,
+          "cummin": lax.cummin_p}
 def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
                 promote_integers=False):
+  if dtype is None and fill_nan is None and not promote_integers:
+    ax = _one_axis(a, axis, "iufc")  # a scan along one axis: nothing to promote
+    if ax is not None and (ax != _ALL or a._value.ndim == 1):
+      return _CUM_P[lax_name].bind(a, axis=0 if ax == _ALL else ax, reverse=bool(reverse))
   a = ensure_arraylike(name, a)
   if axis is None:
     a = a if a.ndim == 1 else lax.reshape(a, (a.size,))
