@@ -605,7 +605,7 @@ _POINT_COMB = {"set": lambda a, b: b, "add": lambda a, b: a + b, "subtract": lam
 
 
 @pytest.mark.parametrize("xdt", [np.float32, np.int32, np.complex128, np.uint8, np.bool_,
-                                 np.float16], ids=lambda d: np.dtype(d).name)
+                                 np.float16, jnp.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_point_take_and_update_of_a_1d_array(xdt):
   """Eager ``x[i]`` and ``x.at[i].op(y)`` of a 1-D ``x`` (one kernel call that also counts
   negative indices from the end) against a NumPy loop: clamped gets, dropped updates applied

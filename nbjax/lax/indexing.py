@@ -588,7 +588,8 @@ def take_points(x, i, normalize):
   if not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31:
     return None
   out = pooled_empty(vi.shape, vx.dtype)
-  K.take_clamped(bits(vx), vi.reshape(-1), bits(out.reshape(-1)), n - 1, 1, n if normalize else 0)
+  K.take_clamped(bits(vx), vi if vi.ndim == 1 else vi.reshape(-1),
+                 bits(out if out.ndim == 1 else out.reshape(-1)), n - 1, 1, n if normalize else 0)
   return Array._new(out, x._weak)
 
 
@@ -875,17 +876,19 @@ def scatter_points(prim, x, i, y, normalize):
   end in its loop when ``normalize``; None where it does not apply."""
   vx, vi, vy = x._value, i._value, y._value
   n, dt = (vx.shape[0] if vx.ndim == 1 else 0), vx.dtype
-  if (not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or vy.dtype != dt
-      or vy.shape != vi.shape or dt == np.bool_ or _half(dt)
-      or dt not in _SCATTER_DTYPES[prim.name]):
+  if (not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or vy.dtype is not dt
+      or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]):
     return None
   combiner = _COMBINER[prim.name]
+  idx = vi if vi.ndim == 1 else vi.reshape(-1)
   if combiner == "set":
-    xo, uo = pooled_copy(bits(vx)), bits(vy.reshape(-1))
-  else:
-    xo, uo = pooled_copy(vx), vy.reshape(-1)
-  K.SCATTER_POINTS[combiner](xo, vi.reshape(-1), uo, n - 1, 1, 1, n if normalize else 0)
-  return Array._new(xo.view(dt), x._weak)
+    xo = pooled_copy(bits(vx))
+    K.SCATTER_POINTS["set"](xo, idx, bits(vy.reshape(-1)), n - 1, 1, 1, n if normalize else 0)
+    return Array._new(xo.view(dt), x._weak)
+  xo = pooled_copy(vx)
+  K.SCATTER_POINTS[combiner](xo, idx, vy if vy.ndim == 1 else vy.reshape(-1), n - 1, 1, 1,
+                             n if normalize else 0)
+  return Array._new(xo, x._weak)
 
 
 _NP_COMBINE = {"set": None, "add": np.add, "sub": np.subtract, "mul": np.multiply,
@@ -1362,6 +1365,9 @@ registry.register(
 
 _COMBINER = {"scatter": "set", "scatter-add": "add", "scatter-sub": "sub", "scatter-mul": "mul",
              "scatter-min": "min", "scatter-max": "max"}
+# scatter_points' dtypes: those numba computes natively (no bool/or-and, no half precision)
+_POINT_SCATTER = {k: frozenset(d for d in v if d.kind in "iu" or d.kind in "fc" and d.itemsize > 2)
+                  for k, v in _SCATTER_DTYPES.items()}
 for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p):
   _comb = _COMBINER[_p.name]
   _lin = _comb in ("set", "add", "sub")

@@ -452,16 +452,20 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
   ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
   are dropped by default (``mode='clip'`` clamps them)."""
-  x = as_array(x)
-  if x.dtype == _BOOL and scatter_fn in (lax.scatter_add, lax.scatter_mul):
-    op = "add" if scatter_fn is lax.scatter_add else "mul"
-    raise TypeError(f"{op} does not accept dtype bool at position 0. Accepted dtypes at "
-                    "position 0 are subtypes of integer, floating, complexfloating.")
-  if isinstance(y, (list, tuple)):
-    y = np.asarray(y)
-  elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
-    y = as_array(y)
-  y = _util.convert(y, x.dtype, x.weak_type)
+  if type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype and (
+      x._value.dtype.kind != "b"):  # the hot path: y already of x's dtype (not bool)
+    pass
+  else:
+    x = as_array(x)
+    if x.dtype == _BOOL and scatter_fn in (lax.scatter_add, lax.scatter_mul):
+      op = "add" if scatter_fn is lax.scatter_add else "mul"
+      raise TypeError(f"{op} does not accept dtype bool at position 0. Accepted dtypes at "
+                      "position 0 are subtypes of integer, floating, complexfloating.")
+    if isinstance(y, (list, tuple)):
+      y = np.asarray(y)
+    elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
+      y = as_array(y)
+    y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
     if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager, 1-D x: one kernel call
       yp = y if y._value.shape == idx._value.shape else \
