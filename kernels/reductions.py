@@ -901,3 +901,15 @@ RADIX_ROWS = _make(_RADIX_ROWS, "radix_argsort_rows")
 RADIX_ROWS_PAR = _make(_RADIX_ROWS, "radix_argsort_rows_par", parallel=True)
 TAKE_ROWS = _make(_TAKE_ROWS, "take_rows")
 TAKE_ROWS_PAR = _make(_TAKE_ROWS, "take_rows_par", parallel=True)
+
+
+@njit(**_J)
+def has_nan_or_negzero(u, absmask, inf, negzero):
+  """Whether the floats whose bits are ``u`` (an unsigned view) hold a NaN (magnitude bits
+  above infinity's) or a -0.0: the keys that compare equal but differ, for which a sort must
+  be stable (``lax.sort``'s single-operand path). One pass, stops at the first."""
+  for t in range(u.size):
+    b = u[t]
+    if (b & absmask) > inf or b == negzero:
+      return True
+  return False

@@ -1138,15 +1138,25 @@ def _sort_numba(*operands, dimension, is_stable, num_keys):
   return outs
 
 
+_FLOAT_BITS = {np.dtype(d): (np.dtype(f"u{np.dtype(d).itemsize}"),) + tuple(
+    np.array(v, f"u{np.dtype(d).itemsize}")[()] for v in m)
+    for d, m in ((np.float16, (0x7FFF, 0x7C00, 0x8000)),
+                 (np.float32, (0x7FFFFFFF, 0x7F800000, 0x80000000)),
+                 (np.float64, (0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x8000000000000000)))}
+
+
+def _nan_or_negzero(x):
+  u, absmask, inf, negzero = _FLOAT_BITS[x.dtype]
+  return K.has_nan_or_negzero(x.reshape(-1).view(u), absmask, inf, negzero)
+
+
 def _sort_numpy(*operands, dimension, is_stable, num_keys):
   if len(operands) == 1 and operands[0].dtype.kind != "c":
     x = operands[0]
     # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
     # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
-    # NaNs or -0.0 (keys that compare equal but differ) are present. Rows of at most 64
-    # elements sort stably without the checks, which cost more than such a sort.
-    if x.dtype.kind in "biu" or (x.shape[dimension] > 64 and x.dtype.kind == "f" and not (
-        np.isnan(x).any() or (np.signbit(x) & (x == 0)).any())):
+    # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks.
+    if x.dtype.kind in "biu" or x.dtype.kind == "f" and not _nan_or_negzero(x):
       return [np.sort(x, axis=dimension)]
     return [np.sort(x, axis=dimension, kind="stable")]
   keys = _sort_keys(operands[:num_keys])
