@@ -646,3 +646,22 @@ def test_point_take_and_update_of_a_1d_array(xdt, idt):
       np.testing.assert_array_equal(np.asarray(out), want, err_msg=f"{op} {idt} {upd!r}")
       assert out.dtype == xv.dtype and not out.weak_type
   np.testing.assert_array_equal(np.asarray(x), xv)
+
+
+def test_point_hot_paths_follow_a_pinned_backend():
+  """A backend pinned with ``config.set_eager_backend`` is what runs ``x[i]`` and ``x.at[i]``:
+  the one-kernel hot paths step aside, and the results stay the same."""
+  x, i = jnp.arange(5.0), jnp.asarray(np.array([4, -1, 9]))
+  from nbjax.lax import indexing as L
+  assert L.take_points(x, i, True) is not None
+  try:
+    config.set_eager_backend(lax.gather_p, "numpy")
+    config.set_eager_backend(lax.scatter_add_p, "numpy")
+    assert L.take_points(x, i, True) is None
+    assert L.scatter_points(lax.scatter_add_p, x, i, x[i], True) is None
+    np.testing.assert_array_equal(x[i], [4.0, 4.0, 4.0])
+    np.testing.assert_array_equal(x.at[i].add(1.0), [0.0, 1.0, 2.0, 3.0, 6.0])
+  finally:
+    config.set_eager_backend(lax.gather_p, None)
+    config.set_eager_backend(lax.scatter_add_p, None)
+  assert L.scatter_points(lax.scatter_add_p, x, i, x[i], True) is not None

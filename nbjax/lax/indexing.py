@@ -585,8 +585,8 @@ def take_points(x, i, normalize):
   ``gather_p`` of jnp's normalised indices; None where it does not apply."""
   vx, vi = x._value, i._value
   n = vx.shape[0] if vx.ndim == 1 else 0
-  if not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31:
-    return None
+  if not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or gather_p.backend != "numba":
+    return None  # (a backend pinned by config.set_eager_backend: through gather_p)
   out = pooled_empty(vi.shape, vx.dtype)
   K.take_clamped(bits(vx), vi if vi.ndim == 1 else vi.reshape(-1),
                  bits(out if out.ndim == 1 else out.reshape(-1)), n - 1, 1, n if normalize else 0)
@@ -877,7 +877,8 @@ def scatter_points(prim, x, i, y, normalize):
   vx, vi, vy = x._value, i._value, y._value
   n, dt = (vx.shape[0] if vx.ndim == 1 else 0), vx.dtype
   if (not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or vy.dtype is not dt
-      or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]):
+      or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]
+      or prim.backend != "numba"):  # (a pinned backend: through the primitive)
     return None
   combiner = _COMBINER[prim.name]
   idx = vi if vi.ndim == 1 else vi.reshape(-1)
