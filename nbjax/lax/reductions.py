@@ -710,8 +710,8 @@ def _argminmax_numba(op):
     O, N, I = _block(x.shape, axis, axis + 1)
     if x.size >= PAR_MIN or not O * I or x.dtype == np.float16:
       return None
-    kern, si, so, sf = (rows, (O, N), O, _drop(x.shape, (axis,))) if I == 1 else \
-        (cols, (O, N, I), (O, I), _drop(x.shape, (axis,)))
+    kern, si, so = (rows, (O, N), O) if I == 1 else (cols, (O, N, I), (O, I))
+    sf = _drop(x.shape, (axis,))
 
     def k(x):
       out = np.empty(so, idt)
@@ -1138,11 +1138,14 @@ def _sort_numba(*operands, dimension, is_stable, num_keys):
   return outs
 
 
-_FLOAT_BITS = {np.dtype(d): (np.dtype(f"u{np.dtype(d).itemsize}"),) + tuple(
-    np.array(v, f"u{np.dtype(d).itemsize}")[()] for v in m)
-    for d, m in ((np.float16, (0x7FFF, 0x7C00, 0x8000)),
-                 (np.float32, (0x7FFFFFFF, 0x7F800000, 0x80000000)),
-                 (np.float64, (0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x8000000000000000)))}
+def _float_bits(d):
+  """(unsigned view dtype, magnitude mask, +inf's bits, -0.0's bits) of float dtype ``d``."""
+  u = np.dtype(f"u{d.itemsize}")
+  sign = np.array(-0.0, d).view(u)[()]
+  return u, ~sign, np.array(np.inf, d).view(u)[()], sign
+
+
+_FLOAT_BITS = {d: _float_bits(d) for d in map(np.dtype, (np.float16, np.float32, np.float64))}
 
 
 def _nan_or_negzero(x):

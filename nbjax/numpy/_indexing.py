@@ -452,10 +452,8 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
   ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
   are dropped by default (``mode='clip'`` clamps them)."""
-  if type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype and (
-      x._value.dtype.kind != "b"):  # the hot path: y already of x's dtype (not bool)
-    pass
-  else:
+  if not (type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype
+          and x._value.dtype.kind != "b"):  # (the hot path: y already of x's dtype, not bool)
     x = as_array(x)
     if x.dtype == _BOOL and scatter_fn in (lax.scatter_add, lax.scatter_mul):
       op = "add" if scatter_fn is lax.scatter_add else "mul"
