@@ -693,9 +693,12 @@ def _grad_linearize(f, primals, has_aux, holomorphic):
 
 
 def _grad_leaf(ct, tangent_aval):
-  """The gradient of an input leaf from its cotangent (``Zero`` where none flowed)."""
+  """The gradient of an input leaf from its cotangent (``Zero`` where none flowed): weakly
+  typed as the backward pass made it (JAX's), cast only where its dtype differs."""
   ct = ad.instantiate_zeros(ct)
-  return ct if tangent_aval.dtype == dtypes.float0 else _possible_downcast(ct, tangent_aval)
+  if tangent_aval.dtype == dtypes.float0 or get_aval(ct).dtype == tangent_aval.dtype:
+    return ct
+  return _possible_downcast(ct, tangent_aval)
 
 
 def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
@@ -731,7 +734,7 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
   if type(o) is not Tracer_ or o._trace is not trace:
     cts = {}
   elif trace.direct:
-    cts = tape.backward(trace, o.slot, _dtype(outs[0]))
+    cts, weak = tape.backward(trace, o.slot, _dtype(outs[0]), o.aval.weak_type)
   else:  # staged for a replay: symbolic cotangents
     cts = tape.staged_backward(trace, o.slot, _seed(outs, out_tree, holomorphic))
     grads = []
@@ -744,13 +747,15 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
   for x, t in zip(leaves, ins):
     c = None
     if type(t) is Tracer_:
-      _, dtype, weak = next(keys)
+      _, dtype, _ = next(keys)
       c = cts.get(t.slot)
-      if c is not None and c.dtype == dtype:  # the gradient as it is
-        grads.append(_Array._new(c, weak))
-        continue
+      if c is not None:
+        c = _Array._new(c, weak[t.slot])
+        if c.dtype == dtype:  # the gradient as it is
+          grads.append(c)
+          continue
     a = get_aval(x).to_tangent_aval()
-    grads.append(_grad_leaf(ad.Zero(a) if c is None else _Array._new(c, a.weak_type), a))
+    grads.append(_grad_leaf(ad.Zero(a) if c is None else c, a))
   return outs, grads, out_tree, aux
 
 

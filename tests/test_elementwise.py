@@ -673,6 +673,20 @@ def test_broadcasting_fast_paths_equal_the_checked_path():
     assert (x + b.reshape(1, 16)).shape == (8, 16)  # equal ranks: no promotion
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_log2_and_log10_are_jaxs_programs(dtype):
+  """jnp.log2/log10 as JAX defines them (log times a strong constant: strongly typed), with
+  XLA's bits eagerly: XLA turns log2's division by the constant log(2) into a product with
+  its reciprocal (rounded in the dtype; bfloat16 computes in float32, where it stays a
+  division)."""
+  import nbjax.numpy as jnp
+  x = np.random.default_rng(0).uniform(0, 50, 3000).astype(dtypes.dtype(dtype))
+  for f in (jnp.log2, jnp.log10):
+    got, want = np.asarray(f(x)), np.asarray(nbjax.jit(f)(x))
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert not f(3.0).weak_type
+
+
 @pytest.mark.parametrize("name", ["exp", "expm1", "log", "log1p", "tanh", "logistic", "erf_inv"])
 def test_float32_transcendentals_are_xlas_bits(name):
   """Eager float32 exp, expm1, log, log1p, tanh, logistic and erf_inv (and float16/bfloat16

@@ -268,6 +268,31 @@ def test_jvp_rules_keep_weak_types_as_jax():
   assert not tangent(jnp.sqrt, jnp.float64(2.)).weak_type
 
 
+# weak types of grad, jit(grad) and grad(grad) at a Python float, from JAX 0.10.2: the
+# gradient is typed as the backward pass made it (strong constants make it strong), not cast
+# to the input's weak type
+_GRAD_WEAK = [
+    (jnp.sin, "WWW"), (jnp.log2, "SSS"), (jnp.log10, "SSS"), (lambda x: x ** 2.5, "SSW"),
+    (lambda x: x * x, "WWW"), (jnp.exp2, "WWW"), (jnp.abs, "WWW"), (jax.nn.relu, "WWW"),
+    (lambda x: jnp.maximum(x, 0.5), "WWW"), (lambda x: jnp.where(x > 0, x, 0.), "WWW"),
+    (lambda x: jnp.sum(jnp.array([x, x])), "WWW"), (lambda x: jnp.mean(x * jnp.ones(3)), "WWW"),
+    (jax.nn.gelu, "WWW"), (lambda x: jax.scipy.special.logsumexp(jnp.stack([x, x])), "SSS"),
+    (jax.nn.softplus, "WWW"), (lambda x: jnp.hypot(x, 2.), "WWW"),
+]
+
+
+@pytest.mark.parametrize("k", range(len(_GRAD_WEAK)))
+def test_grad_weak_types_follow_the_backward_pass_as_jax(k):
+  f, want = _GRAD_WEAK[k]
+  g = grad(f)
+  got = "".join("W" if r.weak_type else "S" for r in (g(0.7), jit(g)(0.7), grad(g)(0.7)))
+  assert got == want
+  # the tape's compiled backward pass (a structure's second sight) types it as the first
+  assert g(0.7).weak_type == (want[0] == "W")
+  # a symbolic-zero tangent is instantiated with the primal's weak type, as JAX's zeros
+  assert jax.jvp(jax.grad(jnp.abs), (0.7,), (1.,))[1].weak_type
+
+
 def test_stop_gradient():
   close(grad(lambda x: lax.stop_gradient(x) ** 2 + x)(3.0), 1.0)
   close(grad(lambda x: jax.stop_gradient(x * x) * x)(3.0), 9.0)

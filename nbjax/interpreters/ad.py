@@ -65,7 +65,7 @@ def zeros_like_aval(aval):
   if aval.dtype == dtypes.float0:
     from nbjax.array import Array
     return Array(np.zeros(aval.shape, dtypes.float0))
-  return _lax.full(aval.shape, 0, aval.dtype)
+  return _lax.elementwise._full(aval.shape, 0, aval.dtype, aval.weak_type)  # JAX's: keeps weak
 
 
 def instantiate_zeros(t):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from nbjax import core, dtypes, registry
-from nbjax.array import Array, _wrap, own
+from nbjax.array import Array, own
 from nbjax.core import ShapedArray, Trace, Tracer, get_aval
 from nbjax.interpreters import ad
 from nbjax.interpreters import partial_eval as pe
@@ -290,8 +290,9 @@ def _transpose(lin, cts):
 
 class _Backward:
   """A compiled whole backward pass: ``program(seed, *values of the slots in used)`` -> the
-  cotangents of the input slots in ``grads`` (the others get none)."""
-  __slots__ = ("program", "used", "grads")
+  cotangents of the input slots in ``grads`` (the others get none), weakly typed where
+  ``weak`` says."""
+  __slots__ = ("program", "used", "grads", "weak")
 
 
 def _backward_symbolic(nodes, out, seed, xs):
@@ -342,6 +343,7 @@ def _build_tape(trace, out, dtype):
   # hot tapes fuse their elementwise chains, as replays do
   b.program = registry.eager_program(jaxpr, consts)
   b.used, b.grads = [i for i, u in enumerate(used[1:]) if u], grads
+  b.weak = [v.aval.weak_type for v in jaxpr.outvars]
   return b
 
 
@@ -357,9 +359,11 @@ def _seed(dtype):
   return s
 
 
-def backward(trace, out, dtype):
-  """Cotangents ``{input slot: raw ndarray}`` of the tape's inputs that one flows to, seeded
-  at slot ``out`` (a scalar of ``dtype``) with 1."""
+def backward(trace, out, dtype, weak):
+  """``({input slot: raw ndarray}, {input slot: weak type})``: the cotangents of the tape's
+  inputs that one flows to, seeded at slot ``out`` (a scalar of ``dtype``, weakly typed if
+  ``weak``, as JAX's seed follows the output) with 1. Weak types follow the transposes, as
+  in JAX's backward pass (a strong constant in a rule makes the cotangent strong)."""
   key = trace.structure(out)
   try:
     b = _tapes.get(key) if key is not None else None
@@ -378,7 +382,7 @@ def backward(trace, out, dtype):
       outs = b.program(*args)
       if foreign:  # a caller's NumPy input: no gradient may be it or a view of it
         outs = [own(o, foreign) for o in outs]
-      return dict(zip(b.grads, outs))
+      return dict(zip(b.grads, outs)), dict(zip(b.grads, b.weak))
     if b is _SEEN:  # a structure seen twice: compile its backward pass, if small
       try:
         b = _build_tape(trace, out, dtype) if _nbytes(trace.vals) <= _MAX_BYTES else None
@@ -386,17 +390,19 @@ def backward(trace, out, dtype):
         b = None
       _tapes[key] = b
       if b is not None:
-        return backward(trace, out, dtype)
+        return backward(trace, out, dtype, weak)
     elif key not in _tapes:
       if len(_tapes) >= _MAX_TAPES:
         _tapes.clear()
       _tapes[key] = _SEEN
-  return _backward_nodes(trace, out, _seed(dtype))
+  return _backward_nodes(trace, out, _seed(dtype), weak)
 
 
 def _program(prim, params, args, nz, ct_mask):
-  """One node's compiled VJP at these avals, ``(program, mask)`` (``mask``: the operand
-  positions it returns a cotangent for), or None where params cannot key a cache."""
+  """One node's compiled VJP at these avals, ``(program, mask, weak)`` (``mask``: the
+  operand positions it returns a cotangent for; ``weak``: the weak types of those), or None
+  where params cannot key a cache. ``ct_mask``: per output, 0 (no cotangent), 1 (a strong
+  one) or 2 (a weak one)."""
   try:
     key = (prim, tuple(map(_key_part, args)), tuple(params.items()), nz, ct_mask,
            registry.epoch)
@@ -415,7 +421,8 @@ def _build_node(prim, params, avals, nz, ct_mask):
   from nbjax.interpreters import partial_eval as pe
   out_avals = prim.abstract_eval(*avals, **params)
   out_avals = list(out_avals) if prim.multiple_results else [out_avals]
-  ct_avals = [a.to_tangent_aval() for a, m in zip(out_avals, ct_mask) if m]
+  ct_avals = [a.to_tangent_aval().update(weak_type=m == 2) for a, m in zip(out_avals, ct_mask)
+              if m]
   k = len(avals)
   mask = []
 
@@ -428,7 +435,7 @@ def _build_node(prim, params, avals, nz, ct_mask):
   jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*avals, *ct_avals],
                                                fun_name=f"vjp({prim.name})")
   jaxpr, _ = pe.dce_jaxpr(jaxpr, True, instantiate=True)
-  return registry.eager_program(jaxpr, consts), mask
+  return registry.eager_program(jaxpr, consts), mask, [v.aval.weak_type for v in jaxpr.outvars]
 
 
 def _acc(a, b):
@@ -436,29 +443,37 @@ def _acc(a, b):
   return r if type(r) is np.ndarray else np.asarray(r)
 
 
-def _backward_nodes(trace, out, seed):
-  """The backward pass node by node (per-primitive compiled VJPs)."""
-  vals, cts = trace.vals, {out: seed}
+def _backward_nodes(trace, out, seed, weak):
+  """The backward pass node by node (per-primitive compiled VJPs): ``(cts, weak types)``."""
+  vals, cts, wk = trace.vals, {out: seed}, {out: weak}
   pop = cts.pop
   for prim, params, ins, outs, lin, _ in reversed(trace.nodes):
     ocs = [None if s is None else pop(s, None) for s in outs]
     if all(c is None for c in ocs):
       continue
+    ows = [c is not None and wk[s] for s, c in zip(outs, ocs)]
     args = [vals[s if s >= 0 else ~s] for s in ins]
     got = None
     if lin is None:
       nz = tuple(s >= 0 for s in ins)
-      prog = _program(prim, params, args, nz, tuple(c is not None for c in ocs))
+      prog = _program(prim, params, args, nz,
+                      tuple(0 if c is None else 1 + w for c, w in zip(ocs, ows)))
       if prog is None:
         lin = trace._linearize(prim, args, params, nz)[1]
       else:
-        prog, mask = prog
-        res = iter(prog(*map(_raw, args), *[c for c in ocs if c is not None]))
+        prog, mask, pw = prog
+        res, rw = iter(prog(*map(_raw, args), *[c for c in ocs if c is not None])), iter(pw)
         got = [next(res) if m else None for m in mask]
+        gw = [next(rw) if m else None for m in mask]
     if got is None:
-      got = [None if c is None else registry.as_output(_raw(c), a) for c, a in zip(
-          _transpose(lin, [None if c is None else _wrap(c) for c in ocs]), lin.in_avals)]
-    for s, c in zip(ins, got):
+      ts = _transpose(lin, [None if c is None else Array._new(c, w) for c, w in zip(ocs, ows)])
+      gw = [None if c is None else get_aval(c).weak_type for c in ts]
+      got = [None if c is None else registry.as_output(_raw(c), a)
+             for c, a in zip(ts, lin.in_avals)]
+    for s, c, w in zip(ins, got, gw):
       if c is not None:
-        cts[s] = c if s not in cts else _acc(cts[s], c)
-  return cts
+        if s in cts:
+          cts[s], wk[s] = _acc(cts[s], c), wk[s] and w
+        else:
+          cts[s], wk[s] = c, w
+  return cts, wk

@@ -110,7 +110,9 @@ def _traced(name, prim, ok, scalar_fast, x, y):
   ax = x.aval if type(x) in _ARRAYS or isinstance(x, Tracer) else None
   ay = y.aval if type(y) in _ARRAYS or isinstance(y, Tracer) else None
   if ax is not None and ay is not None:
-    if ax.dtype == ay.dtype and ax.dtype in ok:  # one dtype: at most a rank promotion to do
+    # one dtype and weak type: at most a rank promotion to do (a weak operand meeting a strong
+    # one is converted, a convert_element_type whose transpose restores the weak type)
+    if ax.dtype == ay.dtype and ax.weak_type == ay.weak_type and ax.dtype in ok:
       return prim.bind(x, y) if ax.shape == ay.shape else \
           prim.bind(*_util.promote_shapes(name, x, y))
   elif ax is not None and type(y) in scalar_fast(ax.dtype.kind, ()) and ax.dtype in ok:
@@ -494,15 +496,28 @@ asin, acos, atan = arcsin, arccos, arctan
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
-def _log_base(name, base):
+def _log_scaled(name, div, scale):
+  """``log(x)`` divided by ``div`` (if given, bfloat16) or multiplied by ``scale(dtype)``: a strong
+  constant of ``x``'s real precision (the result is strongly typed), applied to the real and
+  imaginary parts of a complex log."""
   def f(x):
     x, = promote_dtypes_inexact(ensure_arraylike(name, x))
-    return lax.div(lax.log(x), _const(x, np.log(base)))
-  return _unary(name, f)
+    r, dt = lax.log(x), dtypes.finfo(x.dtype).dtype
+    op, c = (lax.div, lit(div, dt)) if div and dt == dtypes.bfloat16 else \
+        (lax.mul, lit(scale(dt.type), dt))
+    if not dtypes.is_complex(x.dtype):
+      return op(r, c)
+    return lax.complex(op(lax.real(r), c), op(lax.imag(r), c))
+  return f
 
 
-log2 = _log_base("log2", 2.0)
-log10 = _log_base("log10", 10.0)
+# JAX's log2 is log(x) / log(2), which XLA compiles to a product with the reciprocal rounded
+# in x's precision (bfloat16 computes in float32: a division, as written); its log10
+# multiplies by 1/log(10)
+_log2 = _log_scaled("log2", np.log(2.0), lambda t: t(1) / t(np.log(2.0)))
+_log10 = _log_scaled("log10", None, lambda t: t(0.4342944819032518))
+log2 = _unary("log2", _log2)
+log10 = _unary("log10", _log10)
 
 
 def _square(x):
