@@ -270,6 +270,7 @@ BINARY = {
     "sub": "a - b",
     "mul": "a * b",
     "div": "a / b",
+    "div_recip": "a * (one / b)",  # a real a / broadcast(b), as XLA computes it (fused loops)
     "div_int": "_div_int(a, b)",
     "div_uint": "_div_uint(a, b)",
     "rem": "np.fmod(a, b)",
@@ -1376,8 +1377,8 @@ def names():
 # exp, tanh...), so they fuse where ``nbjax.registry._same_bits`` measured equal bits.
 EXACT = frozenset({
     "neg", "abs", "floor", "ceil", "round_even", "sqrt", "square", "not_bool", "is_finite",
-    "convert", "convert_bool", "copy", "add", "sub", "mul", "div", "max", "min", "max_float",
-    "min_float", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "clamp",
+    "convert", "convert_bool", "copy", "add", "sub", "mul", "div", "div_recip", "max", "min",
+    "max_float", "min_float", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "clamp",
     "clamp_float", "select_n2"})
 PROBED = frozenset({
     "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "asin",

@@ -84,6 +84,8 @@ def defer(kname, run, out_aval, args):
   """A ``Lazy`` result of kernel ``kname`` (the unfused ``run`` as fallback) over ``args``
   (Arrays and Lazy arrays of ``out_aval``'s shape, or rank 0), or None when it may not."""
   ops, nodes, leaves = [], 1, 0
+  if kname == "div" and type(args[1]) is not Lazy and not args[1]._value.ndim:
+    kname = "div_recip"  # a real division by a broadcast scalar, as lax's div computes it
   for a in args:
     if type(a) is Lazy:
       e = a._expr

@@ -604,7 +604,9 @@ def _fusable(eqn, ins, scalar):
           x.aval.dtype in _FUSE_DTYPES and (scalar(x) or x.aval.ndim == o.ndim and all(
               d in (1, n) for d, n in zip(x.aval.shape, o.shape))) for x in ins)):
     return None
-  return exact_kernel(prim, tuple(x.aval.dtype for x in ins), eqn.params)
+  name = exact_kernel(prim, tuple(x.aval.dtype for x in ins), eqn.params)
+  # a real division by a broadcast divisor is XLA's product with the reciprocal (lax's div)
+  return "div_recip" if name == "div" and ins[1].aval.shape != o.shape else name
 
 
 def exact_kernel(prim, in_dtypes, params):

@@ -674,6 +674,35 @@ def test_broadcasting_fast_paths_equal_the_checked_path():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_division_by_a_broadcast_divisor_is_xlas(dtype):
+  """XLA computes a real ``a / broadcast(b)`` as ``a * broadcast(1 / b)`` (the reciprocal
+  rounded in the dtype): so does eager div (per call, in fused chains and in replayed
+  programs), and only for a broadcast divisor (equal shapes and complex divide exactly)."""
+  import nbjax.numpy as jnp
+  dt = dtypes.dtype(dtype)
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((300, 7)).astype(dt)
+  for y in (rng.uniform(1, 9, (1, 7)), rng.uniform(1, 9, (300, 1)), rng.uniform(1, 9, (300, 7)),
+            np.float64(3.0)):
+    y = np.asarray(y).astype(dt)
+    got, want = np.asarray(lax.div(x, y)), np.asarray(nbjax.jit(lax.div)(x, y))
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+  bits = lambda v: np.asarray(v).view(np.uint8)
+  xa = jnp.asarray(x)
+  for f in (lambda a: a / 3.0, lambda a: (a * 2.0 + 1.0) / 3.0, lambda a: jnp.mean(a, 1),
+            lambda a: a / jnp.max(a, 1, keepdims=True)):
+    np.testing.assert_array_equal(bits(f(xa)), bits(nbjax.jit(f)(xa)))
+    g = nbjax.vmap(f)  # replayed: a staged program, fused where it may
+    for _ in range(3):
+      np.testing.assert_array_equal(bits(g(xa[None])), bits(nbjax.jit(g)(xa[None])))
+  y = x + dt.type(9)  # an unbroadcast divisor divides exactly (the two differ: the test can fail)
+  assert (np.asarray(lax.div(x, y)) != x * (1 / y)).any() or dtype in ("float16", "bfloat16")
+  c = (x[:, :1] + 1j).astype(np.complex64)
+  np.testing.assert_array_equal(np.asarray(lax.div(c, np.complex64(1.3 - 0.4j))),
+                                np.asarray(nbjax.jit(lax.div)(c, np.complex64(1.3 - 0.4j))))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_log2_and_log10_are_jaxs_programs(dtype):
   """jnp.log2/log10 as JAX defines them (log times a strong constant: strongly typed), with
   XLA's bits eagerly: XLA turns log2's division by the constant log(2) into a product with

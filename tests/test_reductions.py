@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import nbjax  # noqa: F401
-from nbjax import api, lax, registry, testing
+from nbjax import api, dtypes, lax, registry, testing
 from nbjax.array import Array
 from nbjax.interpreters import ad
 from kernels import reductions as K
@@ -645,3 +645,22 @@ def test_top_k_list_total_order_and_errors_as_jax():
     lax.top_k(jnp.array([1.0, 2.0]), 3)
   with pytest.raises(ValueError, match="axis -1 is out of bounds for array of dimension 0"):
     lax.top_k(jnp.array(1.0), 1)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_sums_compute_in_float32_as_jax(dtype):
+  """jnp.sum/prod (no dtype asked), mean and var of float16/bfloat16 convert to float32,
+  reduce and round once (JAX's ``_upcast_f16``): in the jaxpr, and eager bits equal jit's."""
+  import nbjax.numpy as jnp
+  x = jnp.asarray(np.random.default_rng(3).standard_normal((300, 7)).astype(dtypes.dtype(dtype)))
+  for f in (lambda a: jnp.sum(a, 1), lambda a: jnp.sum(a), lambda a: jnp.mean(a, 0),
+            lambda a: jnp.mean(a), lambda a: jnp.prod(a[:, :3], 1), lambda a: jnp.var(a, 1),
+            lambda a: jnp.std(a, 0)):
+    assert any(e.primitive.name == "convert_element_type" and e.params["new_dtype"] == np.float32
+               for e in api.make_jaxpr(f)(x).eqns)
+    got, want = np.asarray(f(x)), np.asarray(nbjax.jit(f)(x))
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+  # a dtype asked for is the computation's: no upcast
+  assert [e.primitive.name for e in api.make_jaxpr(lambda a: jnp.sum(a, 1, dtype=x.dtype))(
+      x).eqns] == ["reduce_sum"]

@@ -704,6 +704,8 @@ _np_mul_resolve.numba_for = lambda d: d.kind == "c"
 def _np_div(x, y):
   d = x.dtype
   if d.kind not in "iu":
+    if d.kind == "f" and _broadcast_divisor(x, y):  # XLA's a / broadcast(b) (``_nb_div``)
+      return np.multiply(x, _reciprocal(y), out=...)
     return np.divide(x, y, out=...)
   z = y == 0
   if d.kind == "u":
@@ -865,9 +867,29 @@ def _nb_pow(dts, params):
   return numba_run("pow", dts, x, work=[_WORK.get(x, x)] * 2)
 
 
+def _broadcast_divisor(x, y):
+  """Whether ``y`` is broadcast against ``x`` (its shape is not the result's)."""
+  ys = y.shape
+  return ys != x.shape and (not ys or ys != np.broadcast_shapes(x.shape, ys))
+
+
+def _reciprocal(y):
+  return np.divide(np.ones((), y.dtype), y)
+
+
 def _nb_div(dts, params):
   k = dts[0].kind
-  return numba_run("div_int" if k == "i" else "div_uint" if k == "u" else "div", dts, dts[0])
+  if k != "f":
+    return numba_run("div_int" if k == "i" else "div_uint" if k == "u" else "div", dts, dts[0])
+  # XLA's algebraic simplifier computes a real ``a / broadcast(b)`` as ``a * broadcast(1/b)``
+  # (the reciprocal rounded in the dtype; bfloat16 gets here as float32): ``x / 3.0``,
+  # ``jnp.mean``, softmax's normalisation. Eager results are jit's bits.
+  div, mul = numba_run("div", dts, dts[0]), numba_run("mul", dts, dts[0])
+
+  def run(x, y):
+    return mul(x, _reciprocal(y)) if _broadcast_divisor(x, y) else div(x, y)
+  run.kname = div.kname  # fused loops: "div", or "div_recip" for a broadcast divisor
+  return run
 
 
 def _nb_rem(dts, params):

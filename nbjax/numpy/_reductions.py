@@ -19,6 +19,8 @@ from nbjax.numpy import _util
 from nbjax.numpy._util import as_array, canonicalize_axes, canonicalize_axis, ensure_arraylike
 
 _BOOL = np.dtype(np.bool_)
+_F32 = np.dtype(np.float32)
+_HALF = frozenset({np.dtype(np.float16), dtypes.dtype("bfloat16")})
 
 
 def _promote_integer_dtype(d):
@@ -84,10 +86,15 @@ def _one_axis(a, axis, kinds="f"):
 _ALL = -1
 
 
+def _upcast_f16(d):
+  """JAX's computation dtype for half-precision sums, products, means and variances."""
+  return _F32 if d in _HALF else d
+
+
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
   if dtype is None and initial is None and where is None and not keepdims:
     ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
-    if ax is not None:
+    if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
       return _LAX_P[kind].bind(a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
   a = ensure_arraylike(name, a)
   if dtype is not None:
@@ -98,8 +105,11 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
     to = _util.to_numeric_dtype(a.dtype)  # JAX's numeric cast (bool -> int32)
   else:
     to = a.dtype
-  if to != a.dtype or a.weak_type:  # JAX's reductions give strongly typed results
-    a = _util.convert(a, to, False)
+  # JAX's reductions give strongly typed results; half-precision sums and products compute
+  # in float32 (when no dtype is asked for) and round once
+  comp = _upcast_f16(to) if dtype is None and kind in ("sum", "prod") else to
+  if comp != a.dtype or a.weak_type:
+    a = _util.convert(a, comp, False)
   axes = canonicalize_axes(axis, a.ndim)
   has_identity = kind not in ("max", "min")
   if not has_identity and initial is None:
@@ -125,7 +135,7 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
       out = getattr(lax, combine)(out, _util.convert(initial, out.dtype))
   if keepdims and axes:
     out = lax.expand_dims(out, tuple(sorted(axes)))
-  return out
+  return out if comp == to else _util.convert(out, to, False)
 
 
 def _complex_extreme(kind, a, axes):
@@ -219,11 +229,13 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   if axis is None and dtype is None and not keepdims and where is None:
     # the common whole-array float mean: the general path's equations, without its checks
     v = a._value if type(a) is Array else a.aval if isinstance(a, Tracer) else None
-    if v is not None and v.dtype.kind in "fc" and v.ndim and v.size and not a.weak_type:
+    if v is not None and v.dtype.kind in "fc" and v.dtype not in _HALF and v.ndim and v.size \
+        and not a.weak_type:
       return lax.div(lax.reduce_sum(a, _ALL_AXES[v.ndim]), _util.lit(v.size, v.dtype, True))
   a = ensure_arraylike("mean", a)
   d = _mean_dtypes(a.dtype, dtype)
   comp = _util.to_inexact_dtype(d)
+  comp = _upcast_f16(comp) if dtype is None else comp
   s = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
   n = _count(a, axis, keepdims, where, s.dtype)
   return _util.convert(lax.div(s, n), d, s.weak_type)
@@ -239,7 +251,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   elif ddof != 0:
     raise ValueError("ddof and correction can't be provided simultaneously.")
   d = _mean_dtypes(a.dtype, dtype)
-  comp = _util.to_inexact_dtype(d)
+  comp = _upcast_f16(_util.to_inexact_dtype(d))
   if dtypes.is_complex(a.dtype):
     comp = _util.to_complex_dtype(comp)
   a = _util.convert(a, comp, a.weak_type)
@@ -251,7 +263,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   s = sum(centered, axis, keepdims=keepdims, where=where)
   n = lax.sub(_count(a, axis, keepdims, where, s.dtype), _util.lit(correction, s.dtype, True))
   out = lax.div(s, n)
-  if dtype is not None and not dtypes.is_complex(d):
+  if (dtype is not None and not dtypes.is_complex(d)) or comp != _util.to_inexact_dtype(d):
     out = _util.convert(out, d)
   return out
 
