@@ -199,7 +199,9 @@ def backend(resolve, prim=None):
     return run(*xs)
   impl.resolve = resolve
   u = getattr(resolve, "ufunc", None)
-  if u is not None:  # for eager programs: the ufunc itself (0-d results are fixed up there)
+  if getattr(resolve, "specialize", None) is not None:  # the resolver's own, per avals
+    impl.specialize = resolve.specialize
+  elif u is not None:  # for eager programs: the ufunc itself (0-d results are fixed up there)
     own = getattr(resolve, "numba_for", None)  # dtypes that run a numba kernel on both backends
     impl.specialize = lambda avals, params: None if params or (
         own and any(own(a.dtype) for a in avals)) else u
@@ -312,6 +314,7 @@ def _with_kernels(resolve, complex_kernel=None, f32_kernel=None, out_dtype=None,
     od = dts[0] if out_dtype is None else out_dtype(dts[0])
     return numba_run(k, dts, od, work=[dts[0]] * len(dts) if dts[0].kind == "c" else None)
   r.ufunc, r.numba_for = getattr(resolve, "ufunc", None), own
+  r.specialize = getattr(resolve, "specialize", None)
   return r
 
 
@@ -705,7 +708,7 @@ def _np_div(x, y):
   d = x.dtype
   if d.kind not in "iu":
     if d.kind == "f" and _broadcast_divisor(x, y):  # XLA's a / broadcast(b) (``_nb_div``)
-      return np.multiply(x, _reciprocal(y), out=...)
+      return _np_div_recip(x, y)
     return np.divide(x, y, out=...)
   z = y == 0
   if d.kind == "u":
@@ -868,13 +871,20 @@ def _nb_pow(dts, params):
 
 
 def _broadcast_divisor(x, y):
-  """Whether ``y`` is broadcast against ``x`` (its shape is not the result's)."""
-  ys = y.shape
-  return ys != x.shape and (not ys or ys != np.broadcast_shapes(x.shape, ys))
+  """Whether ``y`` is broadcast against ``x`` (its shape is not the result's: a scalar against
+  an array, or a size-1 axis against a longer one)."""
+  ys, xs = y.shape, x.shape
+  return ys != xs and (not ys or y.size < x.size or any(
+      b == 1 and a != 1 for a, b in zip(xs, ys)))
 
 
 def _reciprocal(y):
-  return np.divide(np.ones((), y.dtype), y)
+  """``1 / y`` in ``y``'s dtype (a 0-d divisor's computed in float64 and rounded once more:
+  the correctly rounded quotient of float32 or float16 values)."""
+  if y.ndim:
+    return np.reciprocal(y)
+  v = float(y)
+  return np.asarray(1.0 / v if v else math.copysign(math.inf, v), y.dtype)
 
 
 def _nb_div(dts, params):
@@ -1222,7 +1232,22 @@ sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, lin
 mul_p = standard_elementwise("mul", 2, _num,
                              numba=_nb(lambda d, p: "mul_complex" if d[0].kind == "c" else "mul"),
                              numpy=_np_mul_resolve)
-div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_fn(_np_div),
+def _np_div_recip(x, y):
+  return np.multiply(x, _reciprocal(y), out=...)
+
+
+def _np_div_specialize(avals, params):
+  """NumPy's division for one real signature (the hot path and eager programs): the ufunc,
+  or, for a broadcast divisor, the product with its reciprocal (``_nb_div``)."""
+  x, y = avals
+  if x.dtype.kind != "f" or y.dtype != x.dtype:  # (bfloat16: kind "V", a float32 round trip)
+    return None
+  return _np_div_recip if y.shape != np.broadcast_shapes(x.shape, y.shape) else np.divide
+
+
+_np_div_resolve = _np_fn(_np_div)
+_np_div_resolve.specialize = _np_div_specialize
+div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_div_resolve,
                              domain=(None, "nonzero"), samples=_int_div_samples,
                              complex_kernel="div_complex")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
