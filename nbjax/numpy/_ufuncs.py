@@ -100,7 +100,6 @@ def _weak_literal(s, d):
 
 
 _ARRAYS = (Array, Lazy)
-_LazyOrTracer = (Lazy, Tracer)
 
 
 def _traced(name, prim, ok, scalar_fast, x, y):
@@ -168,8 +167,10 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         lit = _weak_literal(x, y._value.dtype)
         if lit is not None:
           return prim.eager(lit, y) if _ctx.trace is _EVAL else prim.bind(lit, y)
-      if isinstance(x, _LazyOrTracer) or isinstance(y, _LazyOrTracer):  # the same hot paths
-        out = _traced(name, prim, ok, scalar_fast, x, y)  # for tracers and pending results
+      # the same hot paths for tracers and pending results (``type(x) is Lazy``: Array's ABC
+      # makes isinstance checks against it slow)
+      if type(x) is Lazy or type(y) is Lazy or isinstance(x, Tracer) or isinstance(y, Tracer):
+        out = _traced(name, prim, ok, scalar_fast, x, y)
         if out is not None:
           return out
       return general(x, y)
