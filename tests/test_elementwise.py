@@ -377,15 +377,15 @@ def test_select_n_semantics():
   check(E.select_n_p, [np.array(0, np.uint8), c[0]], c[0])
   np.testing.assert_array_equal(lax.select(Array(w_bool), Array(c[1]), Array(c[0])),
                                 np.where(w_bool, c[1], c[0]))
-  with pytest.raises(TypeError, match="select_n with boolean `which` cannot have > 2 cases"):
+  with pytest.raises(TypeError, match="select with boolean `which` cannot have > 2 cases"):
     lax.select_n(Array(w_bool), *map(Array, c[:3]))
-  with pytest.raises(TypeError, match="select_n cases must have the same shapes"):
+  with pytest.raises(TypeError, match="select cases must have the same shapes"):
     lax.select_n(Array(np.int32(0)), Array(c[0]), Array(c[0][0]))
-  with pytest.raises(TypeError, match="select_n `which` must be scalar or have the same shape"):
+  with pytest.raises(TypeError, match="select `which` must be scalar or have the same shape"):
     lax.select_n(Array(np.zeros(3, np.int32)), Array(c[0]), Array(c[1]))
-  with pytest.raises(TypeError, match="select_n does not accept dtype float32"):
+  with pytest.raises(TypeError, match="select `which` must be boolean or integer type, got float32"):
     lax.select_n(Array(np.float32(0)), Array(c[0]), Array(c[1]))
-  with pytest.raises(TypeError, match="lax.select_n requires arguments to have the same dtypes"):
+  with pytest.raises(TypeError, match=r"lax.select requires arguments to have the same dtypes, got float64, float32. \(Tip: jnp.where"):
     lax.select_n(Array(np.int32(0)), Array(c[0]), Array(c[1].astype(np.float32)))
   with pytest.raises(ValueError, match="at least one case"):
     lax.select_n(Array(np.int32(0)))
@@ -741,3 +741,22 @@ def test_float32_transcendentals_are_xlas_bits(name):
     with np.errstate(all="ignore"):
       g, w = np.asarray(f(xd)).astype(np.float32), np.asarray(nbjax.jit(f)(xd)).astype(np.float32)
     assert ((g == w) | (np.isnan(g) & np.isnan(w))).all(), d
+
+
+def test_lax_dtype_errors_and_float_integer_pow_as_jax():
+  f32, i32 = np.ones(2, np.float32), np.ones(2, np.int32)
+  with pytest.raises(TypeError, match=r"lax.add requires arguments to have the same dtypes, "
+                     r"got float32, int32. \(Tip: jnp.add is a similar function"):
+    lax.add(f32, i32)
+  with pytest.raises(TypeError, match=r"left_shift is a similar"):
+    lax.shift_left(i32, np.ones(2, np.int64))
+  with pytest.raises(TypeError, match=r"got int32, float32, float32\.$"):  # no tip: no jnp.clamp
+    lax.clamp(np.int32(1), f32, np.float32(3))
+  with pytest.raises(TypeError, match=r"\(Tip: jnp.concatenate is a similar"):
+    lax.concatenate([f32, i32], 0)
+  with pytest.raises(ValueError, match="concatenate requires a non-empty sequences of arrays"):
+    lax.concatenate([], 0)
+  with pytest.raises(TypeError, match=r"^lax.scatter requires arguments to have the same"):
+    lax.scatter_add(f32, np.zeros((1, 1), np.int32), i32[:1], lax.ScatterDimensionNumbers(
+        (), (0,), (0,)))
+  assert float(lax.integer_pow(2.0, 3.0)) == 8.0  # an integral float exponent, as JAX

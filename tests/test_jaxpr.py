@@ -394,3 +394,11 @@ def test_seed001_func6_omnistaged():
   add = j.eqns[names.index("add")]
   assert j.jaxpr.invars[0] in add.invars
   np.testing.assert_allclose(jaxpr_as_fun(j)(np.full(8, 2.0))[0], 2.0 + np.sin(1.0) * 3 - 1.0)
+
+
+def test_broadcast_in_dim_prints_as_jax():
+  import nbjax.numpy as m
+  s = str(nbjax.make_jaxpr(lambda x: lax.broadcast_in_dim(x, (2, 3), (1,)) + m.ones(
+      (2, 3), np.float32))(np.ones(3, np.float32)))
+  assert "broadcast_in_dim[broadcast_dimensions=(1,)] a" in s  # no shape, no sharding=None
+  assert "= broadcast_in_dim 1.0:f32[]" in s  # empty broadcast dimensions are not shown

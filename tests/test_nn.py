@@ -400,3 +400,11 @@ def test_orthogonal_initializers():
   with pytest.raises(ValueError, match="3D, 4D or 5D"):
     I.delta_orthogonal()(key, (4, 4))
   assert I.orthogonal()(key, (0, 3)).shape == (0, 3)
+
+
+def test_log_softmax_of_integers_and_float_initial_of_integer_reductions():
+  # an integer input: the -inf initial of the max saturates (convert_element_type), as JAX's
+  x = jnp.arange(3)
+  np.testing.assert_allclose(nn.log_softmax(x), sp.log_softmax(np.arange(3.)), rtol=1e-12)
+  assert int(jnp.max(x, initial=-np.inf)) == 2 and int(jnp.max(x, initial=2.7)) == 2
+  assert int(jnp.sum(x, initial=np.nan)) == 3  # NaN converts to 0

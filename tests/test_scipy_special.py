@@ -282,3 +282,25 @@ def test_ndtr_dtype_checked_before_promotion():
     S.ndtr(np.array([1.0], np.float16))
   assert S.ndtr(np.float32(0.5)).dtype == np.float32
   assert float(S.ndtr(0.0)) == 0.5
+
+
+def test_loggamma_poch_and_complex_errors_as_jax():
+  np.testing.assert_array_equal(
+      S.loggamma(np.array([-0.5, -2.5, 0., -1., -np.inf, np.nan])), np.full(6, np.nan))
+  np.testing.assert_allclose(S.loggamma(np.array([0.5, 3.])), sp.loggamma([0.5, 3.]))
+  # JAX's poch derivatives hold at m == 0 too (where the value is the constant 1)
+  np.testing.assert_allclose(nbjax.grad(lambda m: S.poch(1., m))(0.), sp.digamma(1.))
+  np.testing.assert_allclose(nbjax.grad(lambda m: S.poch(3., m))(0.), sp.digamma(3.))
+  np.testing.assert_allclose(nbjax.grad(lambda z: S.poch(z, 2.))(3.),
+                             (sp.digamma(5.) - sp.digamma(3.)) * 12., rtol=1e-12)
+  c = np.array([1 + 1j])
+  with pytest.raises(TypeError, match=r"^erf does not accept dtype complex128\. Accepted"):
+    S.erf(c)
+  with pytest.raises(TypeError, match=r"^lgamma does not accept dtype complex128"):
+    S.gammaln(c)
+  with pytest.raises(TypeError, match=r"^igamma does not accept dtype complex128 at position 0"):
+    S.gammainc(c, c)
+  with pytest.raises(ValueError, match="jnp.poch does not support complex-valued inputs"):
+    S.poch(c, c)
+  assert not S.ndtr(0.3).weak_type and not S.ndtri(0.3).weak_type  # NumPy scalars in JAX's
+  assert S.logit(0.3).weak_type and S.betaln(2., 3.).weak_type

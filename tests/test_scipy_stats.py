@@ -169,3 +169,32 @@ def test_poisson_entropy_and_multinomial():
   assert float(S.multinomial.logpmf(x, 5, p)) == -np.inf
   with pytest.raises(ValueError, match="x and n must be of integer type"):
     S.multinomial.logpmf(x.astype(float), 6, p)
+
+
+# weak types at a Python-scalar x (JAX 0.10.2, x64): JAX's ``_const`` keeps weak scalars
+# weak; ndtr-based functions multiply by NumPy scalars (strong), as does uniform.cdf's select
+_STATS_STRONG = {("norm", "cdf"), ("norm", "logcdf"), ("norm", "sf"), ("norm", "logsf"),
+                 ("norm", "ppf"), ("norm", "isf"), ("uniform", "cdf")}
+_STATS_ARGS = {"gamma": (2.5,), "t": (3.,), "chi2": (3.,), "pareto": (2.,), "poisson": (3.,),
+               "geom": (0.3,), "bernoulli": (0.3,), "beta": (2., 3.), "binom": (10, 0.3),
+               "nbinom": (5, 0.3), "gennorm": (1.5,), "vonmises": (2.,),
+               "wrapcauchy": (0.5,), "betabinom": (10, 2., 3.)}
+
+
+@pytest.mark.parametrize("mod", ["norm", "expon", "gamma", "t", "cauchy", "chi2", "laplace",
+                                 "logistic", "pareto", "poisson", "geom", "uniform",
+                                 "bernoulli", "beta", "binom", "nbinom", "gennorm", "vonmises",
+                                 "wrapcauchy", "betabinom"])
+def test_weak_types_at_python_scalars_as_jax(mod):
+  m = getattr(S, mod)
+  for fn in ("pdf", "logpdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf", "pmf", "logpmf"):
+    f = getattr(m, fn, None)
+    if f is not None:
+      r = f(2. if fn in ("pmf", "logpmf") else 0.3, *_STATS_ARGS.get(mod, ()))
+      assert r.weak_type == ((mod, fn) not in _STATS_STRONG), (mod, fn)
+
+
+def test_uniform_cdf_selects_as_jax():
+  # JAX's select: 0 below, 1 above, the ramp inside, and 0 where no case holds (NaN)
+  np.testing.assert_array_equal(S.uniform.cdf(np.array([-1., .25, 2., np.nan])),
+                                [0., .25, 1., 0.])

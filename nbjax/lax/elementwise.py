@@ -149,12 +149,29 @@ def check_dtypes(name, avals, ok):
                       f"dtypes at position {i} are subtypes of {_accepted(s)}.")
 
 
+# lax operations whose jnp counterpart promotes its inputs: JAX's dtype errors name it
+JNP_EQUIVALENTS = {
+    "abs": "fabs", "acos": "arccos", "acosh": "arccosh", "add": "add", "asin": "arcsin",
+    "asinh": "arcsinh", "atan": "arctan", "atan2": "arctan2", "atanh": "arctanh",
+    "cbrt": "cbrt", "ceil": "ceil", "concatenate": "concatenate", "cos": "cos", "cosh": "cosh",
+    "div": "divide", "eq": "equal", "exp": "exp", "expm1": "expm1", "floor": "floor",
+    "log": "log", "log1p": "log1p", "max": "maximum", "min": "minimum", "mul": "multiply",
+    "ne": "not_equal", "neg": "negative", "nextafter": "nextafter", "pow": "float_power",
+    "round": "round", "select": "where", "shift_left": "left_shift",
+    "shift_right_logical": "right_shift", "shift_right_arithmetic": "right_shift",
+    "sign": "sign", "sin": "sin", "sinh": "sinh", "sqrt": "sqrt", "sub": "subtract",
+    "tan": "tan", "tanh": "tanh"}
+
+
 def check_same_dtypes(name, *avals):
+  """JAX's error for operands of differing dtypes (with its tip where jnp promotes)."""
   d0 = avals[0].dtype
   if any(a.dtype != d0 for a in avals[1:]):
+    tip = JNP_EQUIVALENTS.get(name)
     raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
-                    f"{', '.join(a.dtype.name for a in avals)}. (Tip: nbjax.numpy.{name} is a "
-                    "similar function that does automatic type promotion on inputs).")
+                    f"{', '.join(a.dtype.name for a in avals)}." + (
+                        f" (Tip: jnp.{tip} is a similar function that does automatic type "
+                        "promotion on inputs)." if tip else ""))
 
 
 def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
@@ -1330,20 +1347,22 @@ complex_p = standard_elementwise("complex", 2, _complex_elem, numba="complex",
 
 
 def _select_n_abstract_eval(which, *cases):
+  # JAX's checks, in its order and words (shapes, then dtypes; the operation is "select")
   if not cases:
-    raise TypeError("select_n must have at least one case")
-  check_dtypes("select_n", (which,), [_bool | _int])
+    raise TypeError("select must have at least one case")
   if any(c.shape != cases[0].shape for c in cases[1:]):
-    raise TypeError(f"select_n cases must have the same shapes, got "
+    raise TypeError(f"select cases must have the same shapes, got "
                     f"[{', '.join(str(c.shape) for c in cases)}].")
   if which.shape and which.shape != cases[0].shape:
-    raise TypeError("select_n `which` must be scalar or have the same shape as cases, got "
+    raise TypeError("select `which` must be scalar or have the same shape as cases, got "
                     f"`which` shape {which.shape} but case shape {cases[0].shape}.")
   check_dtypes("select_n", cases, _any)
   if len(cases) > 1:
-    check_same_dtypes("select_n", *cases)
+    check_same_dtypes("select", *cases)
+  if which.dtype not in _bool | _int:
+    raise TypeError(f"select `which` must be boolean or integer type, got {which.dtype.name}.")
   if which.dtype == BOOL and len(cases) > 2:
-    raise TypeError("select_n with boolean `which` cannot have > 2 cases.")
+    raise TypeError("select with boolean `which` cannot have > 2 cases.")
   return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
 
 
@@ -1569,6 +1588,8 @@ def reciprocal(x):
 
 def integer_pow(x, y):
   r"""Elementwise power :math:`x^y` for a static Python integer ``y`` (by repeated squaring)."""
+  if type(y) is float and y.is_integer():  # JAX takes an integral float exponent too
+    y = int(y)
   return integer_pow_p.bind(x, y=operator.index(y))
 
 

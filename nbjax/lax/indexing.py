@@ -736,7 +736,7 @@ def _scatter_abstract_eval(name):
     if indices.dtype not in _int:
       raise ValueError(f"{name}: indices must have an integer type, got {indices.dtype.name}")
     if operand.dtype != updates.dtype:
-      raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+      raise TypeError("lax.scatter requires arguments to have the same dtypes, got "
                       f"{operand.dtype.name}, {updates.dtype.name}.")
     if operand.dtype not in _SCATTER_DTYPES[name]:
       raise TypeError(f"{name} does not accept dtype {operand.dtype.name}.")

@@ -238,6 +238,11 @@ def _broadcast_in_dim_batch(vals, dims, *, shape, broadcast_dimensions, sharding
 
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim")
+# printed as JAX prints it: the shape (and a None sharding) are the binder's type, and empty
+# broadcast dimensions are not shown
+broadcast_in_dim_p.pp_params = lambda p: {
+    k: v for k, v in p.items() if k != "shape" and not (
+        k == "sharding" and v is None) and not (k == "broadcast_dimensions" and not v)}
 
 
 def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None):
@@ -541,7 +546,7 @@ def bitcast_convert_type(operand, new_dtype):
 
 def _concatenate_abstract_eval(*operands, dimension):
   if not operands:
-    raise TypeError("concatenate expects at least one operand, got 0.")
+    raise ValueError("concatenate requires a non-empty sequences of arrays")
   shapes = ", ".join(str(o.shape) for o in operands)
   if len({o.ndim for o in operands}) != 1:
     raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
@@ -556,7 +561,8 @@ def _concatenate_abstract_eval(*operands, dimension):
                     f"shapes {shapes}.")
   if len({o.dtype for o in operands}) != 1:
     raise TypeError("lax.concatenate requires arguments to have the same dtypes, got "
-                    f"{', '.join(o.dtype.name for o in operands)}.")
+                    f"{', '.join(o.dtype.name for o in operands)}. (Tip: jnp.concatenate is a "
+                    "similar function that does automatic type promotion on inputs).")
   s = operands[0].shape
   size = sum(o.shape[dimension] for o in operands)
   return ShapedArray(s[:dimension] + (size,) + s[dimension + 1:], operands[0].dtype,

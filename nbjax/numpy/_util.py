@@ -131,7 +131,9 @@ def convert(x, dtype, weak_type=False):
     if v.dtype != dtype:
       try:
         v = np.asarray(x, dtype)
-      except OverflowError:
+      except (OverflowError, ValueError):
+        if type(x) is float and dtype.kind in "iu":  # inf/NaN: convert_element_type's
+          return _lax_convert(x, dtype, weak_type)  # saturation (NaN -> 0), as JAX's
         if not (dtype.kind in "iu" and -2 ** 63 <= x < 2 ** 63):
           raise OverflowError(f"Python int {x} too large to convert to {dtype}") from None
         v = np.asarray(x, np.int64).astype(dtype)  # JAX's int64 literal, cast: wraps

@@ -28,13 +28,26 @@ __all__ = ["logsumexp", "softmax", "log_softmax", "erf", "erfc", "erfinv", "expi
 
 
 def _c(x, v):
-  return np.array(v, x.dtype)
+  return lax._const(x, v)  # (JAX's: weak for a weakly typed scalar x)
+
+
+# functions JAX leaves to a lax operation's dtype check (a TypeError naming that operation)
+_LAX_CHECKED = {"erf": "erf", "erfc": "erfc", "erfinv": "erf_inv", "gammaln": "lgamma",
+                "digamma": "digamma", "betaln": "lgamma", "gammainc": "igamma",
+                "gammaincc": "igammac", "i0e": "bessel_i0e", "i0": "bessel_i0e",
+                "i1e": "bessel_i1e", "i1": "bessel_i1e", "zeta": "zeta"}
 
 
 def _real(name, *args):
   out = promote_args_inexact(name, *args)
-  if dtypes.is_complex(out[0].dtype):
-    raise ValueError(f"{name} does not support complex-valued inputs.")
+  d = out[0].dtype
+  if dtypes.is_complex(d):
+    op = _LAX_CHECKED.get(name)
+    if op is None:
+      raise ValueError(f"{name} does not support complex-valued inputs.")
+    at = " at position 0" if len(args) > 1 else ""
+    raise TypeError(f"{op} does not accept dtype {d.name}{at}. Accepted dtypes{at} are "
+                    "subtypes of floating.")
   return out
 
 
@@ -169,7 +182,11 @@ def gammaln(x):
   return lax.lgamma(x)
 
 
-loggamma = gammaln
+def loggamma(x):
+  r"""The log of the gamma function for real ``x > 0`` (NaN elsewhere, as SciPy's real
+  ``loggamma``)."""
+  x, = _real("loggamma", x)
+  return jnp.where(x > 0, lax.lgamma(x), _c(x, np.nan))
 
 
 def gammasgn(x):
@@ -275,10 +292,17 @@ def factorial(n, exact=False):
   return jnp.where(n < 0, _c(n, 0), lax.exp(lax.lgamma(n + 1)))
 
 
+@custom_jvp
 def poch(z, m):
-  r"""The Pochhammer symbol :math:`\Gamma(z + m) / \Gamma(z)` (1 where ``m == 0``)."""
-  z, m = _real("poch", z, m)
+  r"""The Pochhammer symbol :math:`\Gamma(z + m) / \Gamma(z)` (1 where ``m == 0``), with
+  JAX's derivatives: :math:`(\psi(z + m) - \psi(z))\,(z)_m` in ``z`` and
+  :math:`\psi(z + m)\,(z)_m` in ``m`` (also at ``m == 0``)."""
+  z, m = _real("jnp.poch", z, m)
   return jnp.where(m == 0, _c(z, 1), gamma(z + m) / gamma(z))
+
+
+poch.defjvps(lambda t, ans, z, m: (digamma(z + m) - digamma(z)) * poch(z, m) * t,
+             lambda t, ans, z, m: digamma(z + m) * poch(z, m) * t)
 
 
 def comb(N, k, *, repetition=False):
@@ -418,11 +442,11 @@ def ndtr(x):
   x = jnp.asarray(x)
   if x.dtype not in (np.float32, np.float64):  # checked before promotion, as JAX
     raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported types.")
-  w = x * _c(x, _SQRT1_2)
+  h = np.array(_SQRT1_2, x.dtype)  # JAX's NumPy scalars: a strongly typed result
+  w = x * h
   z = lax.abs(w)
-  y = jnp.where(z < _c(x, _SQRT1_2), 1 + lax.erf(w), jnp.where(w > 0, 2 - lax.erfc(z),
-                                                               lax.erfc(z)))
-  return 0.5 * y
+  y = jnp.where(z < h, 1 + lax.erf(w), jnp.where(w > 0, 2 - lax.erfc(z), lax.erfc(z)))
+  return np.array(0.5, x.dtype) * y
 
 
 def ndtri(p):
@@ -436,7 +460,7 @@ def ndtri(p):
   p = jnp.asarray(p)
   upper = p > 0.5
   q = jnp.where(upper, 1 - p, p)
-  x = _c(p, math.sqrt(2)) * lax.erf_inv(2 * q - 1)
+  x = np.array(math.sqrt(2), p.dtype) * lax.erf_inv(2 * q - 1)  # (strong, as JAX's result)
   ok = q > 0
   lq = jnp.log(jnp.where(ok, q, 1))
   # where 2q - 1 rounds to -1: the tail's leading term -sqrt(-2 log q), refined below

@@ -1,6 +1,7 @@
 """Shared helpers of ``nbjax.scipy.stats`` (argument promotion, constants)."""
 import numpy as np
 
+from nbjax import lax
 from nbjax.numpy._util import promote_args_inexact
 
 
@@ -10,8 +11,9 @@ def args(name, *xs):
 
 
 def c(x, v):
-  """``v`` as a 0-d constant of ``x``'s dtype."""
-  return np.array(v, x.dtype)
+  """``v`` as a constant of ``x``'s dtype (JAX's ``_const``: a weak Python scalar when ``x``
+  is a weakly typed scalar, so results stay weak)."""
+  return lax._const(x, v)
 
 
 def log1mexp(v):

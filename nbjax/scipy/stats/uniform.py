@@ -21,7 +21,10 @@ def pdf(x, loc=0, scale=1):
 def cdf(x, loc=0, scale=1):
   """The CDF."""
   x, loc, scale = args("uniform.cdf", x, loc, scale)
-  return jnp.clip(lax.div(lax.sub(x, loc), scale), 0, 1)
+  # JAX's: a selection among strong 0, 1 and the ramp (0 where no case holds: NaN)
+  hi = lax.add(loc, scale)
+  return jnp.select([lax.lt(x, loc), lax.gt(x, hi), lax.ge(x, loc) & lax.le(x, hi)],
+                    [np.array(0, x.dtype), np.array(1, x.dtype), lax.div(lax.sub(x, loc), scale)])
 
 
 def ppf(q, loc=0, scale=1):
