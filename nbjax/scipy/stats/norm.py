@@ -49,11 +49,11 @@ def logsf(x, loc=0, scale=1):
 
 def ppf(q, loc=0, scale=1):
   """The normal quantile function."""
-  q, loc, scale = args("norm.ppf", q, loc, scale)
-  return jnp.asarray(special.ndtri(q) * scale + loc, q.dtype)
+  # JAX's: ndtri checks q's dtype (float32/float64), the result is the default float type
+  return jnp.asarray(special.ndtri(q) * scale + loc, float)
 
 
 def isf(q, loc=0, scale=1):
   """The inverse survival function."""
-  q, loc, scale = args("norm.isf", q, loc, scale)
-  return jnp.asarray(loc - special.ndtri(q) * scale, q.dtype)  # (symmetry: exact for tiny q)
+  # (by symmetry, exact for tiny q; dtype rules as ppf's)
+  return jnp.asarray(loc - special.ndtri(q) * scale, float)
