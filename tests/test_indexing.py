@@ -316,7 +316,7 @@ def test_scatter_max_jvp_ties_average():
     (lambda: lax.scatter_add(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 3)), _ROWS), TypeError, "scatter-add: Bounds of the window dimensions"),
     (lambda: lax.scatter_add(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((2, 2)), _ROWS), TypeError, "scatter-add: Bounds of the scatter dimensions"),
     (lambda: lax.scatter(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones(2), _ROWS), TypeError, "scatter: Updates tensor must be of rank 2"),
-    (lambda: lax.scatter_mul(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 2), np.float32), _ROWS), TypeError, "scatter-mul requires arguments to have the same dtypes"),
+    (lambda: lax.scatter_mul(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 2), np.float32), _ROWS), TypeError, "lax.scatter requires arguments to have the same dtypes"),
     (lambda: lax.scatter_max(np.ones((3, 2)), np.zeros((1, 1), np.float32), np.ones((1, 2)), _ROWS), ValueError, "scatter-max: indices must have an integer type"),
 ])
 def test_errors(fn, exc, match):

@@ -182,7 +182,7 @@ def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
       check_same_dtypes(name, *avals)
     shape = broadcasting_shape(name, *(a.shape for a in avals))
     od = avals[0].dtype if out_dtype is None else np.dtype(out_dtype(avals[0].dtype))
-    return ShapedArray(shape, od, all(a.weak_type for a in avals) and od != BOOL)
+    return ShapedArray(shape, od, all(a.weak_type for a in avals))  # (bool too, as JAX)
   return rule
 
 
@@ -1376,6 +1376,7 @@ select_n_p = standard_elementwise(
         ([np.zeros(2, np.int32), np.zeros(3), np.zeros(3)], {}, TypeError),
         ([np.zeros(3, np.int32), np.zeros(3), np.zeros(3, np.float32)], {}, TypeError)])
 select_n_p.arity = None  # variadic: ``select_n(which, *cases)``
+select_n_p.meta["error_names"] = ("select",)  # JAX's messages name the operation "select"
 
 
 def _clamp_abstract_eval(lo, x, hi):

@@ -1378,7 +1378,8 @@ for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p
       batch=functools.partial(_scatter_batch, _p), policy=None,
       meta=dict(reference=_scatter_numpy(_comb), dtypes=sorted(_SCATTER_DTYPES[_p.name], key=str),
                 samples=_scatter_samples(unique=_comb in ("set", "mul")),
-                differentiable=True, linear=_lin, bad_inputs=_scatter_bad(_p.name)))
+                differentiable=True, linear=_lin, bad_inputs=_scatter_bad(_p.name),
+                error_names=("lax.scatter",)))  # (JAX's dtype error names the family)
 
 scatter_p.jvp, scatter_p.transpose = _scatter_jvp, _scatter_transpose
 for _p, _sign in ((scatter_add_p, 1), (scatter_sub_p, -1)):
