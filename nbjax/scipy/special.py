@@ -24,7 +24,8 @@ __all__ = ["logsumexp", "softmax", "log_softmax", "erf", "erfc", "erfinv", "expi
            "gammaln", "loggamma", "gammasgn", "gamma", "digamma", "polygamma", "betaln", "beta",
            "betainc", "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "kl_div",
            "rel_entr", "ndtr", "ndtri", "log_ndtr", "i0", "i0e", "i1", "i1e", "zeta",
-           "multigammaln", "factorial", "sinc", "poch", "comb", "boxcox", "boxcox1p", "bernoulli"]
+           "multigammaln", "factorial", "sinc", "poch", "comb", "boxcox", "boxcox1p", "bernoulli",
+           "erfcx", "exp1"]
 
 
 def _c(x, v):
@@ -139,6 +140,68 @@ def erfc(x):
   r"""The complementary error function :math:`1 - \mathrm{erf}(x)`."""
   x, = _real("erfc", x)
   return lax.erfc(x)
+
+
+_ERFCX_ASYMPTOTIC = {np.dtype(np.float64): 26.0}  # else (single precision and below) 9
+
+
+@custom_jvp
+def erfcx(x):
+  r"""The scaled complementary error function :math:`e^{x^2}\,\mathrm{erfc}(x)`.
+
+  ``erfc`` times :math:`e^{x^2}`, the square split exactly (Dekker) so that the exponential
+  loses no digits, up to where ``erfc`` would underflow; beyond, the asymptotic series
+  :math:`\frac{1}{x\sqrt\pi}\sum_k (-1)^k \frac{(2k-1)!!}{(2x^2)^k}` (six terms)."""
+  x, = _real("erfcx", x)
+  s = lambda v: np.array(v, x.dtype)  # (strong constants: a strongly typed result, as JAX's)
+  big = _ERFCX_ASYMPTOTIC.get(x.dtype, 9.0)
+  low = -27.0 if x.dtype == np.float64 else -10.0  # (e^(x^2) overflows below: +inf)
+  xs = jnp.where(x < big, jnp.maximum(x, s(low)), s(0))  # (finite where each branch is used)
+  c = xs * s(134217729.0 if x.dtype == np.float64 else 4097.0)  # x = hi + lo exactly
+  hi = c - (c - xs)
+  lo = xs - hi
+  p = xs * xs
+  e = ((hi * hi - p) + s(2) * hi * lo) + lo * lo  # x * x == p + e exactly
+  near = lax.exp(p) * (s(1) + e) * lax.erfc(xs)
+  xa = jnp.where(x < big, s(big), x)
+  r = s(1) / (xa * xa)
+  series = s(1) + r * (s(-0.5) + r * (s(0.75) + r * (s(-1.875) + r * (s(6.5625) + r * s(
+      -29.53125)))))
+  return jnp.where(x < big, near, series / (xa * s(math.sqrt(math.pi))))
+
+
+erfcx.defjvps(lambda t, ans, x: (2 * x * ans - np.array(2 / math.sqrt(math.pi), ans.dtype)) * t)
+
+
+# exp1's series below 2: sum_k (-1)^(k+1) x^k / (k k!), Horner coefficients from the top
+_E1_SERIES = [(-1) ** (k + 1) / (k * math.factorial(k)) for k in range(30, 0, -1)]
+_EULER_GAMMA = 0.5772156649015329
+
+
+@custom_jvp
+def exp1(x):
+  r"""The exponential integral :math:`E_1(x) = \int_1^\infty e^{-xt}/t\,dt` for real
+  ``x >= 0`` (NaN below 0, +inf at 0): its power series up to 2 (1 in single precision),
+  beyond its continued fraction (64 or 40 terms, evaluated from the tail)."""
+  x, = _real("exp1", x)
+  s = lambda v: np.array(v, x.dtype)
+  f64 = x.dtype == np.float64  # (single precision: the fraction from 1, where the series'
+  small = x <= (2 if f64 else 1)  # cancellation would cost more than its rounding)
+  xs = jnp.where(small, x, s(1))  # (finite where each branch is used)
+  acc = s(_E1_SERIES[0])
+  for c in _E1_SERIES[1:]:
+    acc = acc * xs + s(c)
+  series = acc * xs - s(_EULER_GAMMA) - lax.log(xs)
+  xl = jnp.where(small, s(3), x)
+  t = s(0)
+  for k in range(64 if f64 else 40, 0, -1):
+    t = s(k * k) / (xl + s(2 * k + 1) - t)
+  cf = lax.exp(-xl) / (xl + s(1) - t)
+  out = jnp.where(small, series, cf)
+  return jnp.where(x < 0, s(np.nan), jnp.where(x == 0, s(np.inf), out))
+
+
+exp1.defjvps(lambda t, ans, x: -lax.exp(-x) / x * t)
 
 
 def erfinv(x):
