@@ -1641,6 +1641,8 @@ def convert_element_type(operand, new_dtype):
 
   Float to integer maps NaN to 0 and saturates out-of-range values; complex to real keeps
   the real part. Returns ``operand`` itself when nothing changes."""
+  if new_dtype is None:
+    raise ValueError("dtype must be specified.")
   if type(operand) is not Array and isinstance(getattr(operand, "dtype", None),
                                                dtypes.ExtendedDType):  # a key array (nbjax.prng)
     raise ValueError(f"Cannot convert_element_type from {operand.dtype} to "
