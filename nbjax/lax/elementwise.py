@@ -1259,7 +1259,7 @@ def _np_div_specialize(avals, params):
   x, y = avals
   if x.dtype.kind != "f" or y.dtype != x.dtype:  # (bfloat16: kind "V", a float32 round trip)
     return None
-  return _np_div_recip if y.shape != np.broadcast_shapes(x.shape, y.shape) else np.divide
+  return _np_div_recip if _broadcast_divisor(x, y) else np.divide
 
 
 _np_div_resolve = _np_fn(_np_div)
