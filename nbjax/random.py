@@ -99,9 +99,13 @@ def _check_key(name, key, batched=False):
   if isinstance(key, PRNGKeyArray):
     k = key
   else:
-    if isinstance(key, (int, float, np.integer)) or not hasattr(key, "shape") and not \
-        isinstance(key, (list, tuple, np.ndarray)):
+    # JAX's two errors: not array-like at all (a list), or array-like without array data
+    if not (isinstance(key, np.ndarray) or hasattr(key, "__jax_array__") or np.isscalar(key)
+            or hasattr(key, "shape")):
       raise TypeError(f"unexpected PRNG key type {type(key)}")
+    if not all(hasattr(key, a) for a in ("ndim", "shape", "dtype")):
+      raise TypeError("JAX encountered invalid PRNG key data: expected key_data to have ndim, "
+                      f"shape, and dtype attributes. Got {key}")
     impl = _keys.resolve_impl(None)
     k = PRNGKeyArray(impl, _raw(name, key, impl))
   if not batched and k.ndim:

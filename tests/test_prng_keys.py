@@ -434,3 +434,14 @@ def test_typeof_a_key_array_is_its_key_aval():
   assert [str(a) for a in seen] == ["key<fry>[]", "key<fry>[]"]
   assert str(nbjax.typeof(1.0)) == "~float64[]"
   assert repr(nbjax.typeof(jnp.ones((2, 3), "int32"))) == "ShapedArray(int32[2,3])"
+
+
+def test_invalid_key_errors_as_jax():
+  from nbjax import random
+  with pytest.raises(TypeError, match=r"^JAX encountered invalid PRNG key data: expected "
+                     r"key_data to have ndim, shape, and dtype attributes. Got 5$"):
+    random.uniform(5, (2,))
+  with pytest.raises(TypeError, match=r"^unexpected PRNG key type <class 'list'>$"):
+    random.uniform([1, 2], (2,))
+  with pytest.raises(TypeError, match=r"expected key_data.dtype = uint32; got dtype=float32"):
+    random.uniform(np.ones(2, np.float32), (2,))
