@@ -199,3 +199,14 @@ def test_uniform_cdf_selects_as_jax():
   # JAX's select: 0 below, 1 above, the ramp inside, and 0 where no case holds (NaN)
   np.testing.assert_array_equal(S.uniform.cdf(np.array([-1., .25, 2., np.nan])),
                                 [0., .25, 1., 0.])
+
+
+def test_binom_and_bernoulli_edges_as_jax():
+  # JAX 0.10.2's values: no integrality test; NaN k is outside binom's support
+  np.testing.assert_allclose(
+      S.binom.logpmf(np.array([np.nan, -1, 11, 10.5, 3.5]), 10, .3),
+      [-np.inf, -np.inf, -np.inf, -14.22332982, -1.41598019], rtol=1e-8)
+  assert float(S.binom.pmf(np.nan, 10, .3)) == 0.0
+  np.testing.assert_allclose(S.bernoulli.logpmf(np.array([0.3, 0.5, np.nan, 2., -1]), 0.3),
+                             [-0.6108643, -0.78032387, np.nan, -np.inf, -np.inf], rtol=1e-7)
+  assert float(S.binom.logpmf(0., 0., .3)) == 0.0  # n == k == 0
