@@ -210,3 +210,5 @@ def test_binom_and_bernoulli_edges_as_jax():
   np.testing.assert_allclose(S.bernoulli.logpmf(np.array([0.3, 0.5, np.nan, 2., -1]), 0.3),
                              [-0.6108643, -0.78032387, np.nan, -np.inf, -np.inf], rtol=1e-7)
   assert float(S.binom.logpmf(0., 0., .3)) == 0.0  # n == k == 0
+  np.testing.assert_allclose(S.gamma.logpdf(np.array([np.nan, -1., 0., 0.5, 3.]), 2.5),
+                             [-np.inf, -np.inf, -np.inf, -1.82440364, -1.63676444], rtol=1e-8)

@@ -10,9 +10,10 @@ from nbjax.scipy.stats._util import args, c
 def logpdf(x, a, loc=0, scale=1):
   """Log density (-inf below ``loc``)."""
   x, a, loc, scale = args("gamma.logpdf", x, a, loc, scale)
-  y = lax.div(lax.sub(x, loc), scale)
-  lin = special.xlogy(a - 1, y) - y
-  return jnp.where(y < 0, c(x, -np.inf), lin - special.gammaln(a) - lax.log(scale))
+  ok = x >= loc  # (JAX's: NaN x is outside, -inf)
+  y = jnp.where(ok, lax.div(lax.sub(x, loc), scale), c(x, 1))
+  lin = special.xlogy(a - c(x, 1), y) - y
+  return jnp.where(ok, lin - special.gammaln(a) - lax.log(scale), c(x, -np.inf))
 
 
 def pdf(x, a, loc=0, scale=1):
