@@ -1267,6 +1267,8 @@ _np_div_resolve.specialize = _np_div_specialize
 div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_div_resolve,
                              domain=(None, "nonzero"), samples=_int_div_samples,
                              complex_kernel="div_complex")
+div_p.meta["note"] += ("; a real divisor broadcast against the dividend: the product with its "
+                       "reciprocal (mul kernel, as XLA compiles it)")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem, numpy=_np_fn(_np_rem),
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
 _np_fmax = _np_minmax(np.maximum, np.bitwise_and)((F32,), None)
