@@ -100,8 +100,7 @@ def _check_key(name, key, batched=False):
     k = key
   else:
     # JAX's two errors: not array-like at all (a list), or array-like without array data
-    if not (isinstance(key, np.ndarray) or hasattr(key, "__jax_array__") or np.isscalar(key)
-            or hasattr(key, "shape")):
+    if not (hasattr(key, "shape") or hasattr(key, "__jax_array__") or np.isscalar(key)):
       raise TypeError(f"unexpected PRNG key type {type(key)}")
     if not all(hasattr(key, a) for a in ("ndim", "shape", "dtype")):
       raise TypeError("JAX encountered invalid PRNG key data: expected key_data to have ndim, "

@@ -30,7 +30,7 @@ from nbjax import core, dtypes, registry
 from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
-from nbjax.lax.elementwise import _any, _complex, _int, _num
+from nbjax.lax.elementwise import _any, _complex, _int, _num, check_same_dtypes
 from nbjax.lax.shape import (ALL_DTYPES, PAR_MIN, bits, broadcast_in_dim, c_strides, concatenate,
                              random_array, reshape, zeros)
 
@@ -578,15 +578,24 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
 _POINT_INDEX = frozenset(map(np.dtype, (np.int32, np.int64, np.uint8, np.uint16, np.uint32)))
 
 
+def _point_len(prim, vx, vi):
+  """The point hot paths' common test: the length of 1-D ``vx`` when ``vi`` is a point index
+  array for it and ``prim`` runs its numba kernel (not a backend pinned by
+  ``config.set_eager_backend``), else 0."""
+  n = vx.shape[0] if vx.ndim == 1 else 0
+  return n if (n and vi.dtype in _POINT_INDEX and n < 1 << 31 and prim.backend == "numba") \
+      else 0
+
+
 def take_points(x, i, normalize):
   """Eager ``x[i]`` for a 1-D Array ``x`` and an int32/int64 (or narrow unsigned) Array
   ``i``, jnp's hot path: ``gather_p``'s kernel with negative indices counted from the end in
   the same loop when ``normalize`` (one kernel call, no normalised copy of ``i``), equal to
   ``gather_p`` of jnp's normalised indices; None where it does not apply."""
   vx, vi = x._value, i._value
-  n = vx.shape[0] if vx.ndim == 1 else 0
-  if not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or gather_p.backend != "numba":
-    return None  # (a backend pinned by config.set_eager_backend: through gather_p)
+  n = _point_len(gather_p, vx, vi)
+  if not n:
+    return None
   out = pooled_empty(vi.shape, vx.dtype)
   K.take_clamped(bits(vx), vi if vi.ndim == 1 else vi.reshape(-1),
                  bits(out if out.ndim == 1 else out.reshape(-1)), n - 1, 1, n if normalize else 0)
@@ -735,9 +744,7 @@ def _scatter_abstract_eval(name):
       raise TypeError(f"{name} dimension_numbers must be a ScatterDimensionNumbers, got {dn!r}")
     if indices.dtype not in _int:
       raise ValueError(f"{name}: indices must have an integer type, got {indices.dtype.name}")
-    if operand.dtype != updates.dtype:
-      raise TypeError("lax.scatter requires arguments to have the same dtypes, got "
-                      f"{operand.dtype.name}, {updates.dtype.name}.")
+    check_same_dtypes("scatter", operand, updates)  # (JAX's message names the family)
     if operand.dtype not in _SCATTER_DTYPES[name]:
       raise TypeError(f"{name} does not accept dtype {operand.dtype.name}.")
     if indices.ndim < 1:
@@ -875,10 +882,8 @@ def scatter_points(prim, x, i, y, normalize):
   primitive's kernel (out-of-bounds updates dropped) with negative indices counted from the
   end in its loop when ``normalize``; None where it does not apply."""
   vx, vi, vy = x._value, i._value, y._value
-  n, dt = (vx.shape[0] if vx.ndim == 1 else 0), vx.dtype
-  if (not n or vi.dtype not in _POINT_INDEX or n >= 1 << 31 or vy.dtype is not dt
-      or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]
-      or prim.backend != "numba"):  # (a pinned backend: through the primitive)
+  n, dt = _point_len(prim, vx, vi), vx.dtype
+  if not n or vy.dtype is not dt or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]:
     return None
   combiner = _COMBINER[prim.name]
   idx = vi if vi.ndim == 1 else vi.reshape(-1)

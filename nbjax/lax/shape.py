@@ -22,7 +22,7 @@ from kernels import shape as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
-from nbjax.lax.elementwise import _any, _num
+from nbjax.lax.elementwise import _any, _num, check_same_dtypes
 
 # Elements at which the prange kernels would be used. Measured on the shared 2-core machine:
 # a 1e6-element prange copy took ~20 ms against ~0.1 ms serial (thread wake-up/contention),
@@ -559,10 +559,7 @@ def _concatenate_abstract_eval(*operands, dimension):
     raise TypeError("Cannot concatenate arrays with shapes that differ in dimensions other than "
                     f"the one being concatenated: concatenating along dimension {dimension} for "
                     f"shapes {shapes}.")
-  if len({o.dtype for o in operands}) != 1:
-    raise TypeError("lax.concatenate requires arguments to have the same dtypes, got "
-                    f"{', '.join(o.dtype.name for o in operands)}. (Tip: jnp.concatenate is a "
-                    "similar function that does automatic type promotion on inputs).")
+  check_same_dtypes("concatenate", *operands)
   s = operands[0].shape
   size = sum(o.shape[dimension] for o in operands)
   return ShapedArray(s[:dimension] + (size,) + s[dimension + 1:], operands[0].dtype,

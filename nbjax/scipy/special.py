@@ -32,6 +32,12 @@ def _c(x, v):
   return lax._const(x, v)  # (JAX's: weak for a weakly typed scalar x)
 
 
+def _strong(x, v):
+  """``v`` as a strongly typed constant of ``x``'s dtype (where JAX's code uses NumPy scalars,
+  its result is strongly typed)."""
+  return np.array(v, x.dtype)
+
+
 # functions JAX leaves to a lax operation's dtype check (a TypeError naming that operation)
 _LAX_CHECKED = {"erf": "erf", "erfc": "erfc", "erfinv": "erf_inv", "gammaln": "lgamma",
                 "digamma": "digamma", "betaln": "lgamma", "gammainc": "igamma",
@@ -142,7 +148,10 @@ def erfc(x):
   return lax.erfc(x)
 
 
-_ERFCX_ASYMPTOTIC = {np.dtype(np.float64): 26.0}  # else (single precision and below) 9
+# per precision: where the asymptotic series takes over (erfc would underflow), the argument
+# below which e^(x^2) overflows (the result is +inf), Dekker's splitting constant 2^s + 1
+_ERFCX = {np.dtype(np.float64): (26.0, -27.0, 2.0 ** 27 + 1)}
+_ERFCX_SINGLE = (9.0, -10.0, 2.0 ** 12 + 1)  # single precision and below
 
 
 @custom_jvp
@@ -153,11 +162,10 @@ def erfcx(x):
   loses no digits, up to where ``erfc`` would underflow; beyond, the asymptotic series
   :math:`\frac{1}{x\sqrt\pi}\sum_k (-1)^k \frac{(2k-1)!!}{(2x^2)^k}` (six terms)."""
   x, = _real("erfcx", x)
-  s = lambda v: np.array(v, x.dtype)  # (strong constants: a strongly typed result, as JAX's)
-  big = _ERFCX_ASYMPTOTIC.get(x.dtype, 9.0)
-  low = -27.0 if x.dtype == np.float64 else -10.0  # (e^(x^2) overflows below: +inf)
+  s = functools.partial(_strong, x)  # (a strongly typed result, as JAX's)
+  big, low, split = _ERFCX.get(x.dtype, _ERFCX_SINGLE)
   xs = jnp.where(x < big, jnp.maximum(x, s(low)), s(0))  # (finite where each branch is used)
-  c = xs * s(134217729.0 if x.dtype == np.float64 else 4097.0)  # x = hi + lo exactly
+  c = xs * s(split)  # x = hi + lo exactly
   hi = c - (c - xs)
   lo = xs - hi
   p = xs * xs
@@ -170,7 +178,7 @@ def erfcx(x):
   return jnp.where(x < big, near, series / (xa * s(math.sqrt(math.pi))))
 
 
-erfcx.defjvps(lambda t, ans, x: (2 * x * ans - np.array(2 / math.sqrt(math.pi), ans.dtype)) * t)
+erfcx.defjvps(lambda t, ans, x: (2 * x * ans - _strong(ans, 2 / math.sqrt(math.pi))) * t)
 
 
 # exp1's series below 2: sum_k (-1)^(k+1) x^k / (k k!), Horner coefficients from the top
@@ -184,7 +192,7 @@ def exp1(x):
   ``x >= 0`` (NaN below 0, +inf at 0): its power series up to 2 (1 in single precision),
   beyond its continued fraction (64 or 40 terms, evaluated from the tail)."""
   x, = _real("exp1", x)
-  s = lambda v: np.array(v, x.dtype)
+  s = functools.partial(_strong, x)
   f64 = x.dtype == np.float64  # (single precision: the fraction from 1, where the series'
   small = x <= (2 if f64 else 1)  # cancellation would cost more than its rounding)
   xs = jnp.where(small, x, s(1))  # (finite where each branch is used)
@@ -505,11 +513,11 @@ def ndtr(x):
   x = jnp.asarray(x)
   if x.dtype not in (np.float32, np.float64):  # checked before promotion, as JAX
     raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported types.")
-  h = np.array(_SQRT1_2, x.dtype)  # JAX's NumPy scalars: a strongly typed result
+  h = _strong(x, _SQRT1_2)  # (JAX's NumPy scalars: a strongly typed result)
   w = x * h
   z = lax.abs(w)
   y = jnp.where(z < h, 1 + lax.erf(w), jnp.where(w > 0, 2 - lax.erfc(z), lax.erfc(z)))
-  return np.array(0.5, x.dtype) * y
+  return _strong(x, 0.5) * y
 
 
 def ndtri(p):
@@ -523,7 +531,7 @@ def ndtri(p):
   p = jnp.asarray(p)
   upper = p > 0.5
   q = jnp.where(upper, 1 - p, p)
-  x = np.array(math.sqrt(2), p.dtype) * lax.erf_inv(2 * q - 1)  # (strong, as JAX's result)
+  x = _strong(p, math.sqrt(2)) * lax.erf_inv(2 * q - 1)  # (strong, as JAX's result)
   ok = q > 0
   lq = jnp.log(jnp.where(ok, q, 1))
   # where 2q - 1 rounds to -1: the tail's leading term -sqrt(-2 log q), refined below
