@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from kernels import Lazy
 from kernels.reductions import _cmul, _max, _min
 from kernels.shape import copy_window
 
@@ -388,7 +389,7 @@ def _mul_ol(a, b):
   return (lambda a, b: _cmul(a, b)) if isinstance(a, types.Complex) else (lambda a, b: a * b)
 
 
-SCATTER = {name: _make_scatter(name, expr) for name, expr in COMBINERS.items()}
+SCATTER = Lazy(COMBINERS, lambda name: _make_scatter(name, COMBINERS[name]))
 
 _SCATTER_POINTS = """
 def scatter_points_{name}(op, idx, upd, h, s0, drop, w):
@@ -418,4 +419,4 @@ def _make_scatter_points(name, expr):
   return njit(cache=True, nogil=True)(g["scatter_points_" + name])
 
 
-SCATTER_POINTS = {name: _make_scatter_points(name, expr) for name, expr in COMBINERS.items()}
+SCATTER_POINTS = Lazy(COMBINERS, lambda name: _make_scatter_points(name, COMBINERS[name]))

@@ -22,13 +22,14 @@ run as integer reductions over the bits, which vectorise (see "float max/min by 
 
 Loops index through slices (``x[lo:hi]``) rather than ``x[lo + i]``: a computed index that
 may be negative makes numba emit wraparound checks that stop vectorisation.
-Kernels are generated from templates (exec'd file-backed, so ``cache=True`` works) and
-compile lazily per dtype signature. Imports numba and numpy only.
+Kernels are generated from templates on first lookup (exec'd file-backed, so ``cache=True``
+works) and compile lazily per dtype signature. Imports numba and numpy only.
 """
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from kernels import Lazy
 from kernels.elementwise import _fma
 
 _J = dict(cache=True, nogil=True)
@@ -799,31 +800,35 @@ _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_l
 
 
 def _make(src, fn, parallel=False, fastmath=False, **fmt):
+  """The dispatcher of template ``src`` formatted as function ``fn``, generated once per
+  process (kernels call each other by name, through ``_NS``)."""
+  k = _BUILT.get(fn)
+  if k is not None:
+    return k
   ns = _NS
   exec(compile(src.format(fn=fn, rng="prange" if parallel else "range", **fmt), __file__,
                "exec"), ns)
   f = ns[fn]
   f.__qualname__ = fn
-  k = njit(parallel=parallel, fastmath=fastmath, error_model="numpy", **_J)(f)
-  ns[fn] = k
+  k = ns[fn] = _BUILT[fn] = njit(parallel=parallel, fastmath=fastmath, error_model="numpy",
+                                 **_J)(f)
   return k
 
 
-ROWS, ROWS_PAR, COLS, COLS_PAR = {}, {}, {}, {}
-for _op, (_expr, _fm) in REDUCE_OPS.items():
-  if _op in ("max", "min"):
-    _leaf = _make(_LEAF_CHOOSER, f"_leaf_{_op}", cmp=">" if _op == "max" else "<", op=_op)
-  else:
-    _leaf = _make(_LEAF, f"_leaf_{_op}", fastmath=_fm, expr=_expr)
-  _row = f"_leaf_{_op}"
-  if _op == "sum":
-    _make(_CASCADE, "_cascade_sum", leaf="_leaf_sum")
-    _row = "_cascade_sum"
-  ROWS[_op] = _make(_ROWS, f"reduce_{_op}_rows", row=_row)
-  ROWS_PAR[_op] = _make(_ROWS_PAR, f"reduce_{_op}_rows_par", parallel=True, row=_row, expr=_expr)
-  COLS[_op] = _make(_COLS, f"reduce_{_op}_cols", expr=_expr)
-  COLS_PAR[_op] = _make(_COLS_PAR, f"reduce_{_op}_cols_par", parallel=True, expr=_expr)
+_BUILT = {}
 
+
+def _row(op):
+  """The name of ``op``'s row kernel (generated with its leaf): what ``*_rows`` loops call."""
+  expr, fm = REDUCE_OPS[op]
+  if op in ("max", "min"):
+    _make(_LEAF_CHOOSER, f"_leaf_{op}", cmp=">" if op == "max" else "<", op=op)
+  else:
+    _make(_LEAF, f"_leaf_{op}", fastmath=fm, expr=expr)
+  if op != "sum":
+    return f"_leaf_{op}"
+  _make(_CASCADE, "_cascade_sum", leaf="_leaf_sum")
+  return "_cascade_sum"
 
 
 def _by_float(fn, fkern, kern, nargs=3):
@@ -840,67 +845,116 @@ def _by_float(fn, fkern, kern, nargs=3):
   return _make(f"def {{fn}}({args}):\n  return _sel_{{fn}}({args})\n", fn)
 
 
-BITS_ROWS = {}
-for _op in ("max", "min"):
-  _ismax = str(_op == "max")
-  BITS_ROWS[_op] = _make(_BITS_ROWS, f"_bits_{_op}_rows", max=_ismax)
-  ROWS[_op] = _by_float(f"reduce_{_op}_rows_sel", BITS_ROWS[_op], ROWS[_op])
+def _rows(op):
+  k = _make(_ROWS, f"reduce_{op}_rows", row=_row(op))
+  if op not in ("max", "min"):
+    return k
+  bits = _make(_BITS_ROWS, f"_bits_{op}_rows", max=str(op == "max"))
+  return _by_float(f"reduce_{op}_rows_sel", bits, k)
 
-ARG_ROWS, ARG_ROWS_PAR, ARG_COLS, ARG_COLS_PAR = {}, {}, {}, {}
-for _op, _cmp in (("argmax", ">"), ("argmin", "<")):
-  ARG_ROWS_PAR[_op] = _make(_ARG_ROWS, f"{_op}_rows_par", parallel=True, cmp=_cmp)
-  ARG_COLS_PAR[_op] = _make(_ARG_COLS, f"{_op}_cols_par", parallel=True, cmp=_cmp)
-  _ext = "max" if _op == "argmax" else "min"
-  ARG_ROWS[_op] = _make(_ARG_BITS_ROWS, f"{_op}_rows", ext=f"reduce_{_ext}_rows_sel",
-                        cmp=_cmp)
-  ARG_COLS[_op] = _make(_ARG_COLS, f"{_op}_cols", cmp=_cmp)
 
-CUM_ROWS, CUM_ROWS_PAR, CUM_COLS, CUM_COLS_PAR = {}, {}, {}, {}
-for _op, _expr in CUM_OPS.items():
-  CUM_ROWS[_op] = _make(_CUM_ROWS, f"{_op}_rows", expr=_expr)
-  CUM_ROWS_PAR[_op] = _make(_CUM_ROWS, f"{_op}_rows_par", parallel=True, expr=_expr)
-  CUM_COLS[_op] = _make(_CUM_COLS, f"{_op}_cols", expr=_expr)
-  CUM_COLS_PAR[_op] = _make(_CUM_COLS, f"{_op}_cols_par", parallel=True, expr=_expr)
+ROWS = Lazy(REDUCE_OPS, _rows)
+ROWS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_ROWS_PAR, f"reduce_{op}_rows_par", parallel=True,
+                                              row=_row(op), expr=REDUCE_OPS[op][0]))
+COLS = Lazy(REDUCE_OPS, lambda op: _make(_COLS, f"reduce_{op}_cols", expr=REDUCE_OPS[op][0]))
+COLS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_COLS_PAR, f"reduce_{op}_cols_par", parallel=True,
+                                              expr=REDUCE_OPS[op][0]))
+
+_ARG = {"argmax": (">", "max"), "argmin": ("<", "min")}
+
+
+def _arg_rows(op):
+  cmp, ext = _ARG[op]
+  ROWS[ext]  # noqa: B018  (the float kernel calls reduce_{ext}_rows_sel by name)
+  return _make(_ARG_BITS_ROWS, f"{op}_rows", ext=f"reduce_{ext}_rows_sel", cmp=cmp)
+
+
+ARG_ROWS = Lazy(_ARG, _arg_rows)
+ARG_ROWS_PAR = Lazy(_ARG, lambda op: _make(_ARG_ROWS, f"{op}_rows_par", parallel=True,
+                                            cmp=_ARG[op][0]))
+ARG_COLS = Lazy(_ARG, lambda op: _make(_ARG_COLS, f"{op}_cols", cmp=_ARG[op][0]))
+ARG_COLS_PAR = Lazy(_ARG, lambda op: _make(_ARG_COLS, f"{op}_cols_par", parallel=True,
+                                            cmp=_ARG[op][0]))
+
+CUM_ROWS = Lazy(CUM_OPS, lambda op: _make(_CUM_ROWS, f"{op}_rows", expr=CUM_OPS[op]))
+CUM_ROWS_PAR = Lazy(CUM_OPS, lambda op: _make(_CUM_ROWS, f"{op}_rows_par", parallel=True,
+                                               expr=CUM_OPS[op]))
+CUM_COLS = Lazy(CUM_OPS, lambda op: _make(_CUM_COLS, f"{op}_cols", expr=CUM_OPS[op]))
+CUM_COLS_PAR = Lazy(CUM_OPS, lambda op: _make(_CUM_COLS, f"{op}_cols_par", parallel=True,
+                                               expr=CUM_OPS[op]))
 
 # XLA-order sums, products and scans (float and complex)
 TREE_OPS = {"sum": "s + v", "prod": "s * v", "prod_complex": "_cmul(s, v)"}
 SCAN_OPS = {"cumsum": "s + v", "cumprod": "s * v", "cumprod_complex": "_cmul(s, v)",
             "cumlogsumexp": "_logaddexp(s, v)"}
-TREE_ROWS, TREE_COLS, SCAN_ROWS, SCAN_COLS = {}, {}, {}, {}
-for _op, _expr in TREE_OPS.items():
-  _make(_LEAF, f"_fold_{_op}", expr=_expr)  # an in-order fold: a leaf without fastmath
-  _body = "\n".join(f"        v = a{c}[j]\n        s = s{c}\n        s{c} = {_expr}"
-                    for c in range(4))
-  _make(_TREE, f"_tree_{_op}", fold=f"_fold_{_op}", body4=_body)
-  TREE_ROWS[_op] = _make(_TREE_ROWS, f"tree_{_op}_rows", tree=f"_tree_{_op}")
-  _make(_FOLD_ROWS, f"_fold_rows_{_op}", expr=_expr)
-  TREE_COLS[_op] = _make(_TREE_COLS, f"tree_{_op}_cols", fold=f"_fold_rows_{_op}")
-for _op, _expr in SCAN_OPS.items():
+
+
+def _tree_rows(op):
+  expr = TREE_OPS[op]
+  _make(_LEAF, f"_fold_{op}", expr=expr)  # an in-order fold: a leaf without fastmath
+  body = "\n".join(f"        v = a{c}[j]\n        s = s{c}\n        s{c} = {expr}"
+                   for c in range(4))
+  _make(_TREE, f"_tree_{op}", fold=f"_fold_{op}", body4=body)
+  return _make(_TREE_ROWS, f"tree_{op}_rows", tree=f"_tree_{op}")
+
+
+def _tree_cols(op):
+  _make(_FOLD_ROWS, f"_fold_rows_{op}", expr=TREE_OPS[op])
+  return _make(_TREE_COLS, f"tree_{op}_cols", fold=f"_fold_rows_{op}")
+
+
+def _scan_rows(op):
+  expr = SCAN_OPS[op]
   # a combiner that is a call (logaddexp, complex _cmul) stays a loop: 136 inlined logaddexp
   # calls cost ~50 s of numba compile per dtype, for no speed (libm-bound)
-  if "(" in _expr:
-    _rev = [f"        for j in range(16):\n          v = blk[j]\n          for k in range(j + 1):"
-            f"\n            s = acc[k]\n            acc[k] = {_expr}"]
+  if "(" in expr:
+    rev = [f"        for j in range(16):\n          v = blk[j]\n          for k in range(j + 1):"
+           f"\n            s = acc[k]\n            acc[k] = {expr}"]
   else:
-    _rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
-    for _j in range(16):
-      _rev.append(f"        v = blk[{_j}]")
-      _rev += [f"        s = a{k}\n        a{k} = {_expr}" for k in range(_j + 1)]
-    _rev.append("        " + "\n        ".join(f"acc[{k}] = a{k}" for k in range(16)))
-  _make(_SCAN1, f"_scan1_{_op}", expr=_expr, rev16="\n".join(_rev))
-  _make(_SCAN2, f"_scan2_{_op}", expr=_expr)
-  SCAN_ROWS[_op] = _make(_SCAN_ROWS, f"scan_{_op}_rows", scan=f"_scan1_{_op}")
-  SCAN_COLS[_op] = _make(_SCAN_ROWS, f"scan_{_op}_cols", scan=f"_scan2_{_op}")
+    rev = ["        " + "\n        ".join(f"a{k} = z" for k in range(16))]
+    for j in range(16):
+      rev.append(f"        v = blk[{j}]")
+      rev += [f"        s = a{k}\n        a{k} = {expr}" for k in range(j + 1)]
+    rev.append("        " + "\n        ".join(f"acc[{k}] = a{k}" for k in range(16)))
+  _make(_SCAN1, f"_scan1_{op}", expr=expr, rev16="\n".join(rev))
+  return _make(_SCAN_ROWS, f"scan_{op}_rows", scan=f"_scan1_{op}")
+
+
+def _scan_cols(op):
+  _make(_SCAN2, f"_scan2_{op}", expr=SCAN_OPS[op])
+  return _make(_SCAN_ROWS, f"scan_{op}_cols", scan=f"_scan2_{op}")
+
+
+TREE_ROWS, TREE_COLS = Lazy(TREE_OPS, _tree_rows), Lazy(TREE_OPS, _tree_cols)
+SCAN_ROWS, SCAN_COLS = Lazy(SCAN_OPS, _scan_rows), Lazy(SCAN_OPS, _scan_cols)
 
 _NS.update(_key_val=_key_val, _key_idx=_key_idx)
-_make(_MSORT.replace("_key(", "_key_val("), "_msort_vals")
-_make(_MSORT.replace("_key(", "_key_idx("), "_msort_perm")
-SORT_ROWS = _make(_SORT_ROWS, "sort_rows")
-SORT_ROWS_PAR = _make(_SORT_ROWS, "sort_rows_par", parallel=True)
-RADIX_ROWS = _make(_RADIX_ROWS, "radix_argsort_rows")
-RADIX_ROWS_PAR = _make(_RADIX_ROWS, "radix_argsort_rows_par", parallel=True)
-TAKE_ROWS = _make(_TAKE_ROWS, "take_rows")
-TAKE_ROWS_PAR = _make(_TAKE_ROWS, "take_rows_par", parallel=True)
+
+
+def _with_msort(src, name, parallel=False):
+  """A kernel calling the merge sorts (``_msort_vals``/``_msort_perm``), generated with them."""
+  _make(_MSORT.replace("_key(", "_key_val("), "_msort_vals")
+  _make(_MSORT.replace("_key(", "_key_idx("), "_msort_perm")
+  return _make(src, name, parallel=parallel)
+
+
+# the single kernels, generated on first attribute access (PEP 562)
+_SINGLE = {
+    "SORT_ROWS": lambda: _with_msort(_SORT_ROWS, "sort_rows"),
+    "SORT_ROWS_PAR": lambda: _with_msort(_SORT_ROWS, "sort_rows_par", True),
+    "RADIX_ROWS": lambda: _with_msort(_RADIX_ROWS, "radix_argsort_rows"),
+    "RADIX_ROWS_PAR": lambda: _with_msort(_RADIX_ROWS, "radix_argsort_rows_par", True),
+    "TAKE_ROWS": lambda: _make(_TAKE_ROWS, "take_rows"),
+    "TAKE_ROWS_PAR": lambda: _make(_TAKE_ROWS, "take_rows_par", parallel=True),
+}
+
+
+def __getattr__(name):
+  build = _SINGLE.get(name)
+  if build is None:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  k = globals()[name] = build()
+  return k
 
 
 @njit(**_J)

@@ -17,6 +17,7 @@ Imports numba and numpy only.
 import numpy as np
 from numba import njit
 
+from kernels import Lazy
 from kernels.reductions import _max, _min  # noqa: F401 (used by the generated kernels)
 
 _J = dict(cache=True, nogil=True)
@@ -125,8 +126,7 @@ def _build(template, fn, **fmt):
   return njit(error_model="numpy", **_J)(f)
 
 
-REDUCE = {op: _build(_REDUCE, f"reduce_window_{op}", expr=e) for op, e in _EXPR.items()}
-GATHER = {sel: _build(_GATHER, f"select_gather_{sel}", cmp=c)
-          for sel, c in (("ge", ">="), ("le", "<="))}
-SCATTER = {sel: _build(_SCATTER, f"select_scatter_{sel}", cmp=c)
-           for sel, c in (("ge", ">="), ("le", "<="))}
+_CMP = {"ge": ">=", "le": "<="}
+REDUCE = Lazy(_EXPR, lambda op: _build(_REDUCE, f"reduce_window_{op}", expr=_EXPR[op]))
+GATHER = Lazy(_CMP, lambda sel: _build(_GATHER, f"select_gather_{sel}", cmp=_CMP[sel]))
+SCATTER = Lazy(_CMP, lambda sel: _build(_SCATTER, f"select_scatter_{sel}", cmp=_CMP[sel]))

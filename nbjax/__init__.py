@@ -12,8 +12,9 @@ from nbjax import errors
 from nbjax import tree_util
 from nbjax import tree
 from nbjax import random
-from nbjax.api import (ShapeDtypeStruct, default_backend, device_count, device_get, device_put,
-                       devices, ensure_compile_time_eval, eval_shape, grad, hessian, jacfwd,
+from nbjax.api import (ShapeDtypeStruct, copy_to_host_async, default_backend, device_count,
+                       device_get, device_put, devices, ensure_compile_time_eval, eval_shape,
+                       grad, hessian, host_count, host_id, host_ids, jacfwd,
                        jacobian, jacrev, jvp, linear_transpose, linearize, local_device_count,
                        local_devices, make_jaxpr, named_call, named_scope,
                        print_environment_info, process_count, process_index, process_indices,
@@ -34,6 +35,7 @@ enable_checks = _state("enable_checks")
 transfer_guard = _state("transfer_guard")
 threefry_partitionable = _state("threefry_partitionable")
 default_prng_impl = _state("default_prng_impl")
+softmax_custom_jvp = _state("softmax_custom_jvp")
 from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
 from nbjax.interpreters.remat import checkpoint, checkpoint_policies, remat
@@ -46,6 +48,7 @@ from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit
 from nbjax.api import live_arrays, pmap
 from nbjax import sharding
 from nbjax.sharding import NamedSharding, make_mesh
+from nbjax.sharding import PartitionSpec as P
 from nbjax.interpreters.shard_map import shard_map
 from nbjax.interpreters.spmd import (make_array_from_callback, make_array_from_process_local_data,
                                      make_array_from_single_device_arrays)

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import inspect
 import operator
+import warnings
 
 import numpy as np
 
@@ -1280,6 +1281,32 @@ def process_count(backend=None):
 def process_indices(backend=None):
   """Indices of the processes of a run."""
   return list(range(process_count(backend)))
+
+
+def _renamed(old, new, fun):
+  def alias(backend=None):
+    warnings.warn(f"jax.{old} has been renamed to jax.{new}. This alias will eventually be "
+                  "removed; please update your code.")
+    return fun(backend)
+  alias.__name__ = alias.__qualname__ = fun.__name__.replace("process", "host")
+  alias.__doc__ = f"Deprecated alias of ``{new}``."
+  return alias
+
+
+# JAX's deprecated aliases, warning as JAX's do (its messages, typos included)
+host_count = _renamed("process_count", "process_count", process_count)
+host_id = _renamed("process_index", "process_index", process_index)
+host_ids = _renamed("process_indexs", "process_indices", process_indices)
+
+
+def copy_to_host_async(x):
+  """Start the host copy of every Array leaf of pytree ``x`` (leaves without a
+  ``copy_to_host_async`` method are left alone); returns ``x``."""
+  for leaf in tree_util.tree_leaves(x):
+    copy = getattr(leaf, "copy_to_host_async", None)
+    if copy is not None:
+      copy()
+  return x
 
 
 def named_call(fun, *, name=None):

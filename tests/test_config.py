@@ -146,6 +146,20 @@ def test_devices_and_names():
   assert "numba" in nbjax.print_environment_info(return_string=True)
 
 
+def test_small_top_level_names_as_jax():
+  assert nbjax.P is nbjax.sharding.PartitionSpec and repr(nbjax.P("x", None)) == "P('x', None)"
+  for alias, new, old, out in ((nbjax.host_count, "process_count", "process_count", 1),
+                               (nbjax.host_id, "process_index", "process_index", 0),
+                               (nbjax.host_ids, "process_indices", "process_indexs", [0])):
+    with pytest.warns(UserWarning, match=f"jax.{old} has been renamed to jax.{new}. This alias"):
+      assert alias() == out
+  tree = {"a": jnp.ones(2), "b": [np.zeros(1), 3]}
+  assert nbjax.copy_to_host_async(tree) is tree
+  with nbjax.softmax_custom_jvp(True):
+    assert config.jax_softmax_custom_jvp
+  assert not config.jax_softmax_custom_jvp
+
+
 def test_dlpack_stages_typing_modules():
   src = np.arange(4.0)
   a = nbjax.dlpack.from_dlpack(src)

@@ -270,7 +270,6 @@ def identity(op, dtype):
 
 
 def _reduce_numba(op):
-  rows, rows_par, cols, cols_par = K.ROWS[op], K.ROWS_PAR[op], K.COLS[op], K.COLS_PAR[op]
   xla_order = op in ("sum", "prod")  # float/complex: XLA's association (kernels.reductions)
   consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
   plans = {}  # (shape, axes) -> _xla_plan
@@ -313,7 +312,7 @@ def _reduce_numba(op):
       out = np.empty(O * I, kd)
       if I == 1:  # (rows in XLA's YNNPACK range: the vectorised cascade)
         fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
-        (rows if fast else ks[0])(x3.reshape(O, N), out, z)
+        (K.ROWS[op] if fast else ks[0])(x3.reshape(O, N), out, z)
       else:
         ks[1](x3, out.reshape(O, I), z)
       return out.reshape(out_shape)
@@ -325,9 +324,9 @@ def _reduce_numba(op):
       O, N, I = _block(shape, a, a + 1)
       out = np.empty(O * I, kd)
       if I == 1:
-        (rows_par if big else rows)(cur.reshape(O, N), out, z)
+        (K.ROWS_PAR[op] if big else K.ROWS[op])(cur.reshape(O, N), out, z)
       else:
-        (cols_par if big else cols)(cur.reshape(O, N, I), out.reshape(O, I), z)
+        (K.COLS_PAR[op] if big else K.COLS[op])(cur.reshape(O, N, I), out.reshape(O, I), z)
       out = out.reshape(shape[:a] + shape[a + 1:])
       return out if kd == x.dtype else out.astype(x.dtype)
     runs = _runs(axes)
@@ -336,9 +335,9 @@ def _reduce_numba(op):
       O, N, I = _block(shape, a, b)
       out = np.empty(O * I, kd)
       if I == 1:
-        (rows_par if big else rows)(cur.reshape(O, N), out, z)
+        (K.ROWS_PAR[op] if big else K.ROWS[op])(cur.reshape(O, N), out, z)
       else:
-        (cols_par if big else cols)(cur.reshape(O, N, I), out.reshape(O, I), z)
+        (K.COLS_PAR[op] if big else K.COLS[op])(cur.reshape(O, N, I), out.reshape(O, I), z)
       shape[a:b] = []
       cur = out
     cur = cur.reshape(shape)
@@ -357,7 +356,8 @@ def _reduce_numba(op):
       kd, kop = x.dtype, op + "_complex" if x.dtype.kind == "c" and op == "prod" else op
       z = identity(op, kd)
       if I == 1:
-        kr = rows if op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN else K.TREE_ROWS[kop]
+        fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
+        kr = K.ROWS[op] if fast else K.TREE_ROWS[kop]
 
         def k(x):
           out = np.empty(O, kd)
@@ -380,19 +380,20 @@ def _reduce_numba(op):
     (a, b), = runs
     O, N, I = _block(x.shape, a, b)
     oshape = x.shape[:a] + x.shape[b:]
+    kern = K.ROWS[op] if I == 1 else K.COLS[op]
     if I == 1:
       def k(x):
         out = np.empty(O, kd)
-        rows(x.reshape(O, N), out, z)
+        kern(x.reshape(O, N), out, z)
         return out.reshape(oshape)
     else:
       def k(x):
         out = np.empty((O, I), kd)
-        cols(x.reshape(O, N, I), out, z)
+        kern(x.reshape(O, N, I), out, z)
         return out.reshape(oshape)
     k.fresh = k.bare = True  # a new C buffer of x's dtype, numba only (registry.eager_program)
     return k
-  impl.kernels, impl.specialize = (rows, cols), specialize
+  impl.specialize = specialize
   return impl
 
 
@@ -681,8 +682,6 @@ def _argminmax_abstract_eval(name):
 
 
 def _argminmax_numba(op):
-  rows, rows_par = K.ARG_ROWS[op], K.ARG_ROWS_PAR[op]
-  cols, cols_par = K.ARG_COLS[op], K.ARG_COLS_PAR[op]
 
   plans = {}  # (shape, dtype, axes, index_dtype) -> (kernel, operand view, output, result)
 
@@ -695,8 +694,8 @@ def _argminmax_numba(op):
       axis, = axes
       O, N, I = _block(x.shape, axis, axis + 1)
       par = x.size >= PAR_MIN and O > 1
-      p = plans[key] = ((rows_par if par else rows, (O, N), O) if I == 1 else
-                        (cols_par if par else cols, (O, N, I), (O, I))) + (
+      rows, cols = (K.ARG_ROWS_PAR, K.ARG_COLS_PAR) if par else (K.ARG_ROWS, K.ARG_COLS)
+      p = plans[key] = ((rows[op], (O, N), O) if I == 1 else (cols[op], (O, N, I), (O, I))) + (
                             _drop(x.shape, axes), O * I > 0)
     k, si, so, sf, nonempty = p
     out = np.empty(so, index_dtype)
@@ -710,7 +709,7 @@ def _argminmax_numba(op):
     O, N, I = _block(x.shape, axis, axis + 1)
     if x.size >= PAR_MIN or not O * I or x.dtype == np.float16:
       return None
-    kern, si, so = (rows, (O, N), O) if I == 1 else (cols, (O, N, I), (O, I))
+    kern, si, so = (K.ARG_ROWS[op], (O, N), O) if I == 1 else (K.ARG_COLS[op], (O, N, I), (O, I))
     sf = _drop(x.shape, (axis,))
 
     def k(x):
@@ -795,8 +794,6 @@ _CUM_XLA = {"cumsum": "sum", "cumprod": "prod", "cumlogsumexp": "logaddexp"}
 
 
 def _cum_numba(name):
-  rows, rows_par = K.CUM_ROWS[name], K.CUM_ROWS_PAR[name]
-  cols, cols_par = K.CUM_COLS[name], K.CUM_COLS_PAR[name]
   consts = {}  # dtype -> (identity, kernel dtype, XLA-order kernels or None)
 
   def const(dt):
@@ -820,7 +817,8 @@ def _cum_numba(name):
     if x.dtype == np.float16 or not x.size or N == 1 or x.size >= PAR_MIN:
       return None
     z, kd, ks = const(x.dtype)
-    shape, kern = x.shape, (ks or (rows, cols))[I != 1]
+    shape = x.shape
+    kern = ks[I != 1] if ks else (K.CUM_COLS if I != 1 else K.CUM_ROWS)[name]
     blk = (O, N) if I == 1 else (O, N, I)
 
     def k(x):
@@ -851,9 +849,11 @@ def _cum_numba(name):
     big = x.size >= PAR_MIN and O > 1
     if out.size:
       if I == 1:
-        (rows_par if big else rows)(xk.reshape(O, N), out.reshape(O, N), z, reverse)
+        (K.CUM_ROWS_PAR if big else K.CUM_ROWS)[name](xk.reshape(O, N), out.reshape(O, N), z,
+                                                      reverse)
       else:
-        (cols_par if big else cols)(xk.reshape(O, N, I), out.reshape(O, N, I), z, reverse)
+        (K.CUM_COLS_PAR if big else K.CUM_COLS)[name](xk.reshape(O, N, I), out.reshape(O, N, I),
+                                                      z, reverse)
     return out if kd == x.dtype else out.astype(x.dtype)
   impl.specialize = specialize
   return impl

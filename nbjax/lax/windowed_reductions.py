@@ -177,8 +177,6 @@ def _identity(op, d):
 
 
 def _reduce_window_numba(op):
-  kern = K.REDUCE[op]
-
   def impl(x, **wp):
     pshape, place, ostep, oshape, offs, C, out_shape = _plan(x.shape, **wp)
     d = x.dtype
@@ -187,7 +185,7 @@ def _reduce_window_numba(op):
     if out.size:
       z = _identity(op, w)
       p = _padded(x.astype(w, copy=False) if w != d else x, z, pshape, place)
-      kern(p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
+      K.REDUCE[op](p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
     return out.astype(d) if w != d else out
   return impl
 

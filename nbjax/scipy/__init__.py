@@ -1,10 +1,21 @@
-"""``nbjax.scipy``: SciPy's API on nbjax arrays (``linalg``, ``special``, ``stats``), as
-``jax.scipy``.
+"""``nbjax.scipy``: SciPy's API on nbjax arrays, as ``jax.scipy``.
 
 Pipeline position: above ``nbjax.numpy`` and ``nbjax.lax``: every function composes their
 operations (and the special-function primitives of ``nbjax/lax/special.py``), so each one
-runs eagerly, under every transformation and under ``jit``.
+runs eagerly, under every transformation and under ``jit``. Submodules load on first
+attribute access, as JAX's, so ``import nbjax`` does not pay for them.
 """
-from nbjax.scipy import linalg  # noqa: F401
-from nbjax.scipy import special  # noqa: F401
-from nbjax.scipy import stats  # noqa: F401
+import importlib
+
+_SUBMODULES = ("linalg", "special", "stats")
+__all__ = list(_SUBMODULES)
+
+
+def __getattr__(name):
+  if name in _SUBMODULES:
+    return importlib.import_module(f"{__name__}.{name}")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_SUBMODULES))
