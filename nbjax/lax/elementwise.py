@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import cmath
 import enum
+import functools
 import math
 import operator
 
@@ -558,6 +559,9 @@ ARITH = ("numpy", "numba", 1 << 14)  # kernels tie: ufunc dispatch wins small ar
 KERNEL = ("numpy", "numba", 1 << 10)  # numba's one fused pass beats NumPy's several from ~1e3
 
 
+_dtype_str = functools.cache(str)  # (a dtype's str is slow: the registry sorts by it at import)
+
+
 def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, policy=None,
                          abstract_eval=None, domain=None, differentiable=True, linear=False,
                          note=None, reference=None, samples=None, tol=None, weak_from=0,
@@ -583,7 +587,7 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   if note is None and numpy is not None and policy[0] == "numpy":
     note = ("numpy: ufunc SIMD loops beat libm-bound numba" if policy[1] == "numpy"
             else f"numpy < {policy[2]} elements (ufunc dispatch), numba kernels above")
-  meta = dict(arity=arity, dtypes=sorted(ok[0] if isinstance(ok, list) else ok, key=str),
+  meta = dict(arity=arity, dtypes=sorted(ok[0] if isinstance(ok, list) else ok, key=_dtype_str),
               reference=reference or impls.get("numpy"), domain=domain,
               differentiable=differentiable, linear=linear,
               bad_inputs=bad_inputs or _bad_inputs(arity, ok, bad_params or {}))
@@ -606,14 +610,15 @@ def batching_unary(p):
 
 
 def _bad_inputs(arity, ok, params):
-  """Default bad inputs: a rejected dtype; mismatched dtypes and shapes for binary ops."""
+  """Default bad inputs: a rejected dtype; mismatched dtypes and shapes for binary ops
+  (worked out when a test asks, not at import)."""
   oks = ok if isinstance(ok, list) else [ok] * arity
-  good = sorted(oks[0], key=str)[0]
-  bad = next((np.dtype(d) for d in (np.bool_, np.int32, np.float32, np.complex64)
-              if np.dtype(d) not in oks[0]), None)
-  other = next((d for d in sorted(_any, key=str) if d not in oks[-1]), None)
 
   def cases(rng):
+    good = sorted(oks[0], key=str)[0]
+    bad = next((np.dtype(d) for d in (np.bool_, np.int32, np.float32, np.complex64)
+                if np.dtype(d) not in oks[0]), None)
+    other = next((d for d in sorted(_any, key=str) if d not in oks[-1]), None)
     out = []
     if bad is not None:
       out.append(([np.zeros(3, bad)] + [np.zeros(3, good)] * (arity - 1), params, TypeError))
