@@ -60,6 +60,9 @@ def test_vs_scipy(dist, fn, x, shape, locscale, dtype):
   if dist in ("logistic", "gumbel_r", "gumbel_l", "pareto") and fn in ("ppf", "isf") and \
       dtype == np.float32:
     x, want = x[2:-2], want[2:-2]  # logit(q) near q = 1 cancels in float32 (as JAX's)
+  if dist in ("cauchy", "gumbel_r", "gumbel_l") and fn in ("ppf", "isf") and x[0] == 0:
+    x, want = x[1:-1], want[1:-1]  # JAX's values at q = 0, 1 (not SciPy's infinities): in
+    # test_scipy_stats_more.py::test_quantile_edges_as_jax
   got = np.asarray(mine(x, *shape, *extra))
   # JAX's norm.ppf/isf return the default float type (float64 here: x64 is on)
   assert got.dtype == (np.float64 if dist == "norm" and fn in ("ppf", "isf") else dtype)

@@ -8,12 +8,13 @@ from nbjax.scipy.stats._util import args, c
 
 
 def logpdf(x, a, b, loc=0, scale=1):
-  """Log density (-inf outside [loc, loc + scale])."""
+  """Log density (-inf outside [loc, loc + scale], NaN unless ``a, b, scale > 0``)."""
   x, a, b, loc, scale = args("beta.logpdf", x, a, b, loc, scale)
   y = lax.div(lax.sub(x, loc), scale)
   lin = special.xlogy(a - 1, y) + special.xlog1py(b - 1, -y)
   lp = lin - special.betaln(a, b) - lax.log(scale)
-  return jnp.where((y < 0) | (y > 1), c(x, -np.inf), lp)
+  lp = jnp.where((x < loc) | (x > loc + scale), -np.inf, lp)
+  return jnp.where((a <= 0) | (b <= 0) | (scale <= 0), np.nan, lp)
 
 
 def pdf(x, a, b, loc=0, scale=1):

@@ -22,7 +22,7 @@ def cdf(x, loc=0, scale=1):
   """The CDF ``1/2 + atan(y) / pi``."""
   x, loc, scale = args("cauchy.cdf", x, loc, scale)
   y = lax.div(lax.sub(x, loc), scale)
-  return c(x, 0.5) + lax.atan(y) / c(x, np.pi)
+  return lax.add(c(x, 0.5), lax.mul(lax.div(c(x, 1), c(x, np.pi)), lax.atan(y)))
 
 
 def logcdf(x, loc=0, scale=1):
@@ -42,20 +42,25 @@ def logsf(x, loc=0, scale=1):
   return logcdf(-x, -loc, scale)
 
 
+def _tan(q, sign):
+  """``sign * tan(pi (q - 1/2))``: JAX's ``tan(sign * (pi q - pi/2))`` outside ``(0, 1)`` (finite
+  at 0 and 1, periodic beyond, NaN at NaN); inside, the same up to rounding but accurate at
+  both ends: ``-cot(pi q)`` below 1/4, ``cot(pi (1 - q))`` above 3/4 (exact differences)."""
+  pi, half, one = c(q, np.pi), c(q, 0.5), c(q, 1)
+  edge = lax.tan(lax.mul(c(q, sign), lax.sub(lax.mul(pi, q), c(q, np.pi / 2))))
+  lo, hi = q < 0.25, q > 0.75
+  t = lax.tan(pi * jnp.where(lo, q, jnp.where(hi, one - q, q - half)))
+  inner = jnp.where(lo, -one / t, jnp.where(hi, one / t, t))
+  return jnp.where((q > 0) & (q < 1), c(q, sign) * inner, edge)
+
+
 def ppf(q, loc=0, scale=1):
-  """The quantile function ``loc + scale tan(pi (q - 1/2))`` (NaN outside [0, 1])."""
+  """The quantile function ``loc + scale tan(pi (q - 1/2))``."""
   q, loc, scale = args("cauchy.ppf", q, loc, scale)
-  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.add(loc, lax.mul(scale, _tan(q))))
-
-
-def _tan(q):
-  # tan(pi (q - 1/2)) as -cot(pi q) below 1/2 and cot(pi (1 - q)) above: exact for tiny q
-  lo = jnp.where(q == 0, c(q, -np.inf), -1 / lax.tan(c(q, np.pi) * q))
-  hi = jnp.where(q == 1, c(q, np.inf), 1 / lax.tan(c(q, np.pi) * (c(q, 1) - q)))
-  return jnp.where(q <= 0.5, lo, hi)
+  return lax.add(lax.mul(_tan(q, 1), scale), loc)
 
 
 def isf(q, loc=0, scale=1):
-  """The inverse survival function."""
+  """The inverse survival function ``loc + scale tan(pi (1/2 - q))``."""
   q, loc, scale = args("cauchy.isf", q, loc, scale)
-  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.sub(loc, lax.mul(scale, _tan(q))))
+  return lax.add(lax.mul(_tan(q, -1), scale), loc)

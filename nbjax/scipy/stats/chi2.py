@@ -10,13 +10,14 @@ from nbjax.scipy.stats._util import args, c
 
 
 def logpdf(x, df, loc=0, scale=1):
-  """Log density (-inf below ``loc``)."""
+  """Log density (-inf below ``loc``; as JAX's, ``(df/2 - 1) log y`` is a plain product: NaN at
+  ``y = 0`` for ``df = 2``)."""
   x, df, loc, scale = args("chi2.logpdf", x, df, loc, scale)
   y = lax.div(lax.sub(x, loc), scale)
   k = df / c(x, 2)
-  lp = special.xlogy(k - c(x, 1), y) - y / c(x, 2) - special.gammaln(k) \
+  lp = (k - c(x, 1)) * lax.log(y) - y / c(x, 2) - special.gammaln(k) \
       - k * c(x, math.log(2)) - lax.log(scale)
-  return jnp.where(y < 0, c(x, -np.inf), lp)
+  return jnp.where(x < loc, -np.inf, lp)
 
 
 def pdf(x, df, loc=0, scale=1):

@@ -1,20 +1,21 @@
-"""The exponential distribution (``jax.scipy.stats.expon``)."""
+"""The exponential distribution (``jax.scipy.stats.expon``). As JAX's, the support test is
+``x < loc`` (whatever the sign of ``scale``)."""
 import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp
-from nbjax.scipy.stats._util import args, c
+from nbjax.scipy.stats._util import args
 
 
-def _y(name, x, loc, scale):
+def _neg_y(name, x, loc, scale):
   x, loc, scale = args(name, x, loc, scale)
-  return x, lax.div(lax.sub(x, loc), scale), scale
+  return x < loc, lax.div(lax.sub(loc, x), scale), scale
 
 
 def logpdf(x, loc=0, scale=1):
   """Log density ``-y - log(scale)`` (-inf below ``loc``)."""
-  x, y, scale = _y("expon.logpdf", x, loc, scale)
-  return jnp.where(y < 0, c(x, -np.inf), lax.neg(y) - lax.log(scale))
+  below, ny, scale = _neg_y("expon.logpdf", x, loc, scale)
+  return jnp.where(below, -np.inf, lax.sub(ny, lax.log(scale)))
 
 
 def pdf(x, loc=0, scale=1):
@@ -23,30 +24,29 @@ def pdf(x, loc=0, scale=1):
 
 
 def cdf(x, loc=0, scale=1):
-  """The CDF ``1 - exp(-y)``."""
-  x, y, _ = _y("expon.cdf", x, loc, scale)
-  return jnp.where(y < 0, c(x, 0), lax.neg(lax.expm1(lax.neg(y))))
+  """The CDF ``1 - exp(-y)`` (0 below ``loc``)."""
+  below, ny, _ = _neg_y("expon.cdf", x, loc, scale)
+  return jnp.where(below, jnp.zeros_like(ny), lax.neg(lax.expm1(ny)))
 
 
-def logcdf(x, loc=0, scale=1):
-  """Log of the CDF."""
-  x, y, _ = _y("expon.logcdf", x, loc, scale)
-  return jnp.where(y < 0, c(x, -np.inf), jnp.log(-jnp.expm1(-y)))
+def logsf(x, loc=0, scale=1):
+  """Log of the survival function, ``-y`` (0 below ``loc``)."""
+  below, ny, _ = _neg_y("expon.logsf", x, loc, scale)
+  return jnp.where(below, jnp.zeros_like(ny), ny)
 
 
 def sf(x, loc=0, scale=1):
   """The survival function ``exp(-y)``."""
-  x, y, _ = _y("expon.sf", x, loc, scale)
-  return jnp.where(y < 0, c(x, 1), lax.exp(lax.neg(y)))
+  return lax.exp(logsf(x, loc, scale))
 
 
-def logsf(x, loc=0, scale=1):
-  """Log of the survival function, ``-y``."""
-  x, y, _ = _y("expon.logsf", x, loc, scale)
-  return jnp.where(y < 0, c(x, 0), lax.neg(y))
+def logcdf(x, loc=0, scale=1):
+  """Log of the CDF, ``log(1 - sf)`` (accurate where the CDF is small)."""
+  return lax.log(lax.neg(lax.expm1(logsf(x, loc, scale))))
 
 
 def ppf(q, loc=0, scale=1):
   """The quantile function ``loc - scale log(1 - q)`` (NaN outside [0, 1])."""
   q, loc, scale = args("expon.ppf", q, loc, scale)
-  return jnp.where((q < 0) | (q > 1), c(q, np.nan), lax.add(loc, lax.mul(scale, lax.neg(lax.log1p(lax.neg(q))))))
+  v = lax.sub(loc, lax.mul(scale, lax.log1p(lax.neg(q))))
+  return jnp.where(jnp.isnan(q) | (q < 0) | (q > 1), np.nan, v)

@@ -33,9 +33,10 @@ def logcdf(x, a, loc=0, scale=1):
 
 
 def sf(x, a, loc=0, scale=1):
-  """The survival function ``Q(a, (x - loc) / scale)``."""
+  """The survival function ``Q(a, (x - loc) / scale)`` (1 below the support)."""
   x, a, loc, scale = args("gamma.sf", x, a, loc, scale)
-  return special.gammaincc(a, jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0)))
+  y = lax.div(lax.sub(x, loc), scale)
+  return jnp.where(y < 0, 1, special.gammaincc(a, y))
 
 
 def logsf(x, a, loc=0, scale=1):

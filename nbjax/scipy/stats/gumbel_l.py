@@ -1,17 +1,21 @@
-"""The left-skewed Gumbel distribution (``jax.scipy.stats.gumbel_l``)."""
+"""The left-skewed Gumbel distribution (``jax.scipy.stats.gumbel_l``). As JAX's: NaN where
+``scale <= 0``; ``ppf`` NaN outside the open interval ``(0, 1)``."""
+import numpy as np
+
 from nbjax import lax
+from nbjax import numpy as jnp
 from nbjax.scipy.stats._util import args, log1mexp
 
 
 def _z(name, x, loc, scale):
   x, loc, scale = args(name, x, loc, scale)
-  return lax.div(lax.sub(x, loc), scale), scale
+  return lax.div(lax.sub(x, loc), scale), scale, scale > 0
 
 
 def logpdf(x, loc=0, scale=1):
   """Log density ``z - exp(z) - log scale``."""
-  z, scale = _z("gumbel_l.logpdf", x, loc, scale)
-  return z - lax.exp(z) - lax.log(scale)
+  z, scale, ok = _z("gumbel_l.logpdf", x, loc, scale)
+  return jnp.where(ok, z - lax.exp(z) - lax.log(scale), np.nan)
 
 
 def pdf(x, loc=0, scale=1):
@@ -21,8 +25,8 @@ def pdf(x, loc=0, scale=1):
 
 def logsf(x, loc=0, scale=1):
   """Log of the survival function, ``-exp(z)``."""
-  z, _ = _z("gumbel_l.logsf", x, loc, scale)
-  return -lax.exp(z)
+  z, _, ok = _z("gumbel_l.logsf", x, loc, scale)
+  return jnp.where(ok, -lax.exp(z), np.nan)
 
 
 def sf(x, loc=0, scale=1):
@@ -30,17 +34,18 @@ def sf(x, loc=0, scale=1):
   return lax.exp(logsf(x, loc, scale))
 
 
-def cdf(x, loc=0, scale=1):
-  """The CDF ``1 - exp(-exp(z))``."""
-  return -lax.expm1(logsf(x, loc, scale))
-
-
 def logcdf(x, loc=0, scale=1):
-  """Log of the CDF."""
+  """Log of the CDF, ``log(1 - exp(-exp(z)))``."""
   return log1mexp(logsf(x, loc, scale))
 
 
+def cdf(x, loc=0, scale=1):
+  """The CDF ``1 - exp(-exp(z))``."""
+  return lax.exp(logcdf(x, loc, scale))
+
+
 def ppf(p, loc=0, scale=1):
-  """The quantile function ``loc + scale log(-log(1 - p))``."""
+  """The quantile function ``loc + scale log(-log(1 - p))`` (NaN unless ``0 < p < 1``)."""
   p, loc, scale = args("gumbel_l.ppf", p, loc, scale)
-  return loc + scale * lax.log(-lax.log1p(-p))
+  v = lax.add(loc, lax.mul(scale, lax.log(lax.neg(lax.log1p(lax.neg(p))))))
+  return jnp.where((p > 0) & (p < 1), v, np.nan)

@@ -1,17 +1,21 @@
-"""The right-skewed Gumbel distribution (``jax.scipy.stats.gumbel_r``)."""
+"""The right-skewed Gumbel distribution (``jax.scipy.stats.gumbel_r``). As JAX's: NaN where
+``scale <= 0``; ``ppf`` NaN outside the open interval ``(0, 1)``."""
+import numpy as np
+
 from nbjax import lax
+from nbjax import numpy as jnp
 from nbjax.scipy.stats._util import args, log1mexp
 
 
 def _z(name, x, loc, scale):
   x, loc, scale = args(name, x, loc, scale)
-  return lax.div(lax.sub(x, loc), scale), scale
+  return lax.div(lax.sub(x, loc), scale), scale, scale > 0
 
 
 def logpdf(x, loc=0, scale=1):
   """Log density ``-(z + exp(-z)) - log scale``."""
-  z, scale = _z("gumbel_r.logpdf", x, loc, scale)
-  return -(z + lax.exp(-z)) - lax.log(scale)
+  z, scale, ok = _z("gumbel_r.logpdf", x, loc, scale)
+  return jnp.where(ok, -(z + lax.exp(-z)) - lax.log(scale), np.nan)
 
 
 def pdf(x, loc=0, scale=1):
@@ -21,8 +25,8 @@ def pdf(x, loc=0, scale=1):
 
 def logcdf(x, loc=0, scale=1):
   """Log of the CDF, ``-exp(-z)``."""
-  z, _ = _z("gumbel_r.logcdf", x, loc, scale)
-  return -lax.exp(-z)
+  z, _, ok = _z("gumbel_r.logcdf", x, loc, scale)
+  return jnp.where(ok, -lax.exp(-z), np.nan)
 
 
 def cdf(x, loc=0, scale=1):
@@ -41,6 +45,7 @@ def logsf(x, loc=0, scale=1):
 
 
 def ppf(p, loc=0, scale=1):
-  """The quantile function ``loc - scale log(-log p)``."""
+  """The quantile function ``loc - scale log(-log p)`` (NaN unless ``0 < p < 1``)."""
   p, loc, scale = args("gumbel_r.ppf", p, loc, scale)
-  return loc - scale * lax.log(-lax.log(p))
+  v = lax.sub(loc, lax.mul(scale, lax.log(lax.neg(lax.log(p)))))
+  return jnp.where((p > 0) & (p < 1), v, np.nan)

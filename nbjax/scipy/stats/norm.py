@@ -1,21 +1,20 @@
 """The normal distribution (``jax.scipy.stats.norm``)."""
 import math
 
-
 from nbjax import lax
 from nbjax import numpy as jnp
 from nbjax.scipy import special
 from nbjax.scipy.stats._util import args, c
 
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-
 
 def logpdf(x, loc=0, scale=1):
-  """Log of the normal density."""
+  """Log of the normal density, ``-(log(2 pi scale^2) + ((x - loc) / scale)^2) / 2`` (through
+  ``scale^2``, as JAX's: a negative ``scale`` acts as ``|scale|``)."""
   x, loc, scale = args("norm.logpdf", x, loc, scale)
-  z = lax.div(lax.sub(x, loc), scale)
-  return lax.neg(lax.add(lax.mul(c(x, 0.5), lax.mul(z, z)), lax.add(c(x, _LOG_SQRT_2PI),
-                                                                     lax.log(scale))))
+  s2 = lax.mul(scale, scale)
+  d = lax.sub(x, loc)
+  return lax.div(lax.add(lax.log(lax.mul(c(x, 2 * math.pi), s2)), lax.div(lax.mul(d, d), s2)),
+                 c(x, -2))
 
 
 def pdf(x, loc=0, scale=1):

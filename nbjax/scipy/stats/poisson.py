@@ -8,11 +8,11 @@ from nbjax.scipy.stats._util import args, c
 
 
 def logpmf(k, mu, loc=0):
-  """Log probability of ``k`` (-inf off the non-negative integers)."""
+  """Log probability of ``k`` (-inf below ``loc`` or at a non-integral ``k``)."""
   k, mu, loc = args("poisson.logpmf", k, mu, loc)
   x = lax.sub(k, loc)
   lp = special.xlogy(x, mu) - special.gammaln(x + 1) - mu
-  return jnp.where((x < 0) | (x != jnp.round(x)), c(x, -np.inf), lp)
+  return jnp.where((x < 0) | (k != jnp.round(k)), c(x, -np.inf), lp)  # (JAX's: k integral)
 
 
 def pmf(k, mu, loc=0):
@@ -37,5 +37,5 @@ def entropy(mu, loc=0):
   r = 1 / jnp.maximum(mu, c(mu, 100))
   large = (c(mu, 0.5) * jnp.log(c(mu, 2 * np.pi * np.e) / r)
            - r * (c(mu, 1 / 12) + r * (c(mu, 1 / 24) + r * c(mu, 19 / 360))))
-  out = jnp.where(mu < 100, small, large)
+  out = jnp.where(mu == 0, c(mu, 0), jnp.where(mu < 100, small, large))
   return jnp.broadcast_to(out, jnp.broadcast_shapes(mu.shape, loc.shape))

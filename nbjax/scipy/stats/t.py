@@ -10,7 +10,8 @@ def logpdf(x, df, loc=0, scale=1):
   x, df, loc, scale = args("t.logpdf", x, df, loc, scale)
   y = lax.div(lax.sub(x, loc), scale)
   half = c(x, 0.5)  # (1 / B(1/2, df/2): no cancellation of two log-gammas at large df)
-  return (-special.betaln(half, half * df) - half * lax.log(df) - lax.log(scale)
+  # (log(scale^2) / 2, as JAX's: a negative scale acts as |scale|)
+  return (-special.betaln(half, half * df) - half * lax.log(df) - half * lax.log(scale * scale)
           - half * (df + 1) * lax.log1p(y * y / df))
 
 

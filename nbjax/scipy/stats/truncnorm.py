@@ -43,8 +43,9 @@ def logcdf(x, a, b, loc=0, scale=1):
   mass = _log_mass(a, b)
   lower = _log_mass(a, jnp.clip(y, a, b)) - mass
   upper = _log_mass(jnp.clip(y, a, b), b) - mass
-  out = jnp.where(lower > -0.1, log1mexp(jnp.minimum(upper, c(x, 0))), lower)
-  out = jnp.where(y >= b, c(x, 0), jnp.where(y <= a, c(x, -np.inf), out))
+  # (JAX's select: where no case holds, as at a NaN x, the log CDF is 0)
+  out = jnp.select([y >= b, y <= a, lower > -0.1, y > a],
+                   [c(x, 0), c(x, -np.inf), log1mexp(jnp.minimum(upper, c(x, 0))), lower], c(x, 0))
   return jnp.where(a >= b, c(x, np.nan), out)
 
 
