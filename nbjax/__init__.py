@@ -58,7 +58,7 @@ from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
 from nbjax import dlpack, stages, typing
-from nbjax import nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
+from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 
 def __getattr__(name):  # jaxlib's Device type, without importing jaxlib at ``import nbjax``

@@ -7,7 +7,8 @@ attribute access, as JAX's, so ``import nbjax`` does not pay for them.
 """
 import importlib
 
-_SUBMODULES = ("linalg", "special", "stats")
+_SUBMODULES = ("cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "signal",
+               "special", "stats")
 __all__ = list(_SUBMODULES)
 
 
