@@ -80,9 +80,12 @@ newaxis = None
 
 
 def size(a, axis=None):
-  """Number of elements (along ``axis``)."""
+  """Number of elements (along ``axis``: an int or a tuple of ints)."""
   s = _np.shape(a) if not hasattr(a, "shape") else a.shape
-  return _math.prod(s) if axis is None else s[axis]
+  if axis is None:
+    return _math.prod(s)
+  from nbjax.numpy._util import canonicalize_axes
+  return _math.prod(s[i] for i in canonicalize_axes(axis, len(s)))
 
 
 def shape(a):
@@ -96,10 +99,10 @@ def ndim(a):
 
 
 def isscalar(element):
-  """Whether ``element`` is a scalar: a Python/NumPy scalar or a 0-d nbjax array."""
+  """Whether ``element`` is a scalar: a Python/NumPy scalar or a 0-d (nbjax or NumPy) array."""
   if isinstance(element, (bool, int, float, complex, _np.generic)):
     return True
-  return isinstance(element, (ndarray, _Tracer)) and element.ndim == 0
+  return isinstance(element, (ndarray, _Tracer, _np.ndarray)) and element.ndim == 0
 
 
 def iscomplexobj(x):

@@ -50,6 +50,12 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     object = object.__jax_array__()
   weak = dtype is None and dtypes.is_weakly_typed(object)
   leaves = _leaves(object, []) if isinstance(object, (list, tuple)) else None
+  if leaves:
+    for x in leaves:
+      if x is None:
+        raise ValueError("None is not a valid value for jnp.array")
+      if type(x) is int and not -2 ** 63 <= x < 2 ** 63:
+        raise OverflowError("Python int too large to convert to C long")
   if isinstance(object, (Array, Tracer)):
     out = object
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
@@ -92,6 +98,7 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
 
 def copy(a, order=None):
   """A copy of ``a`` (arrays are immutable, so this only matters for NumPy inputs)."""
+  _util.check_arraylike("copy", a)
   return array(a, copy=True, order=order)
 
 

@@ -772,6 +772,8 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
   axis = canonicalize_axis(axis, a.ndim)
   cond = _util.convert(condition, _BOOL)
   n = a.shape[axis]
+  if cond.shape[0] < n and size is not None:  # JAX: only the first len(condition) slices
+    a, n = lax.slice_in_dim(a, 0, cond.shape[0], axis=axis), cond.shape[0]
   if cond.shape[0] > n:
     extra = lax.slice(cond, (n,), cond.shape)
     cond = lax.slice(cond, (0,), (n,))

@@ -29,18 +29,21 @@ _BOOL = np.dtype(np.bool_)
 # ----------------------------------------------------------------- reshaping
 
 
-def _infer_shape(size, shape):
-  """``shape`` with one -1 resolved for ``size`` elements (NumPy's errors)."""
-  shape = canonicalize_shape(shape)
+def _infer_shape(size, shape, ashape=None):
+  """``shape`` with one -1 resolved for ``size`` elements (JAX's errors; ``ashape``: the
+  source shape, for messages)."""
+  orig, shape = shape, canonicalize_shape(shape)
+  src = f"array of shape {ashape} (size {size})" if ashape is not None else f"array of size {size}"
   if shape.count(-1) > 1:
-    raise ValueError("can only specify one unknown dimension")
+    raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {orig}")
   if -1 in shape:
     known = math.prod(d for d in shape if d != -1)
     if known == 0 or size % known:
-      raise TypeError(f"cannot reshape array of size {size} into shape {shape}")
+      raise TypeError(f"cannot reshape {src} into shape {orig} because the product of "
+                      f"specified axis sizes ({known}) does not evenly divide {size}")
     shape = tuple(size // known if d == -1 else d for d in shape)
   if math.prod(shape) != size:
-    raise TypeError(f"cannot reshape array of size {size} into shape {shape}")
+    raise TypeError(f"cannot reshape {src} into shape {orig} (size {math.prod(shape)})")
   return shape
 
 
@@ -54,13 +57,15 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if newshape is None:
       raise TypeError("reshape() missing required argument 'shape'")
     shape = newshape
-  shape = _infer_shape(a.size, shape)
+  if order == "A":
+    raise NotImplementedError("np.reshape order=A is not implemented.")
+  shape = _infer_shape(a.size, shape, a.shape)
   if order == "F":
     nd = a.ndim
     a = lax.transpose(a, tuple(range(nd - 1, -1, -1))) if nd > 1 else a
     out = lax.reshape(a, shape[::-1])
     return lax.transpose(out, tuple(range(len(shape) - 1, -1, -1))) if len(shape) > 1 else out
-  if order not in ("C", "A", None):
+  if order not in ("C", None):
     raise ValueError(f"Unexpected value for 'order' argument: {order}.")
   return a if a.shape == shape else lax.reshape(a, shape)
 
@@ -70,6 +75,8 @@ def ravel(a, order="C"):
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["ravel"](a, order)
   a = ensure_arraylike("ravel", a)
+  if order == "K":
+    raise NotImplementedError("Ravel not implemented for order='K'.")
   return reshape(a, (a.size,), order=order)
 
 
@@ -223,8 +230,11 @@ def concatenate(arrays, axis=0, dtype=None):
   if axis is None:
     arrays = [ravel(a) for a in arrays]
     axis = 0
-  if any(a.ndim == 0 for a in arrays):
+  if arrays[0].ndim == 0:
     raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+  if len({a.ndim for a in arrays}) > 1:
+    raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
+                    + ", ".join(str(a.shape) for a in arrays) + ".")
   axis = canonicalize_axis(axis, arrays[0].ndim)
   if dtype is not None:
     d = _util.canonicalize_user_dtype(dtype)
@@ -251,7 +261,9 @@ def stack(arrays, axis=0, out=None, dtype=None):
   arrays = [as_array(a) for a in arrays]
   shape0 = arrays[0].shape
   if any(a.shape != shape0 for a in arrays[1:]):
-    raise ValueError("All input arrays must have the same shape.")
+    what = ("Cannot stack arrays with different numbers of dimensions: got"
+            if len({a.ndim for a in arrays}) > 1 else "All input arrays must have the same shape. Got")
+    raise ValueError(f"{what} {', '.join(str(a.shape) for a in arrays)}.")
   axis = canonicalize_axis(axis, len(shape0) + 1)
   shape = (*shape0[:axis], 1, *shape0[axis:])
   if core.get_current_trace() is core.eval_trace and all(type(a) is Array for a in arrays):
@@ -442,6 +454,9 @@ def flipud(m):
 def rot90(m, k=1, axes=(0, 1)):
   """Rotate by 90 degrees ``k`` times in the plane of ``axes``."""
   m = ensure_arraylike("rot90", m)
+  if m.ndim < 2:
+    raise ValueError("rot90 requires its first argument to have ndim at least two, "
+                     f"but got first argument of shape {m.shape}, which has ndim {m.ndim}")
   ax1, ax2 = canonicalize_axes(axes, m.ndim)
   if ax1 == ax2:
     raise ValueError("Axes must be different")
@@ -764,14 +779,8 @@ def select(condlist, choicelist, default=0):
   return out
 
 
-def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
+def clip(arr=None, /, min=None, max=None):  # noqa: A002
   """Limit values to ``[min, max]`` (either bound may be None)."""
-  if arr is None:
-    arr = a
-  if min is None:
-    min = a_min
-  if max is None:
-    max = a_max
   if arr is None:
     raise ValueError("No input was provided to the clip function.")
   arr = ensure_arraylike("clip", arr)

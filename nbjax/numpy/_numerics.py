@@ -472,6 +472,7 @@ def spacing(x, /):
   x, = promote_dtypes_inexact(x)
   if dtypes.is_complex(x.dtype):
     raise ValueError("jnp.spacing is not defined for complex inputs.")
+  x = convert(x, x.dtype)  # a strong result, as JAX's
   toward = where(x < 0, -np.inf, np.inf)  # -0.0 steps up, as NumPy
   return where(isinf(x), np.nan, nextafter(x, toward) - x)
 
@@ -508,7 +509,7 @@ def _i0(x):
   ws, wl = where(small, w, 0), where(small, 16, w)
   out = where(small, exp(ws) * _chbevl(ws / 2 - 2, _I0A),
               exp(wl) * _chbevl(32 / wl - 2, _I0B) / sqrt(wl))
-  return convert(out, x.dtype)
+  return convert(out, x.dtype, dtypes.is_weakly_typed(x))
 
 
 @_i0.defjvp

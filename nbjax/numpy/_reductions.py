@@ -263,6 +263,12 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   s = sum(centered, axis, keepdims=keepdims, where=where)
   n = lax.sub(_count(a, axis, keepdims, where, s.dtype), _util.lit(correction, s.dtype, True))
   out = lax.div(s, n)
+  if where is None and isinstance(correction, (int, float)):  # JAX: NaN without a positive
+    if math.prod(a.shape[i] for i in canonicalize_axes(axis, a.ndim)) <= correction:  # count
+      out = lax.full_like(out, np.nan)
+  else:
+    bad = _util.broadcast_to(lax.le(n, _util.lit(0, n.dtype, True)), out.shape)
+    out = lax.select(bad, lax.full_like(out, np.nan), out)
   if (dtype is not None and not dtypes.is_complex(d)) or comp != _util.to_inexact_dtype(d):
     out = _util.convert(out, d)
   return out
@@ -271,6 +277,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None):
   """Standard deviation over ``axis``: ``sqrt(var(...))``."""
+  if dtype is not None:
+    dtype = _util.canonicalize_user_dtype(dtype)
+    if not dtypes.is_inexact(dtype):
+      raise ValueError(f"dtype argument to jnp.std must be inexact; got {dtype}")
   return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
 
 

@@ -351,7 +351,10 @@ def power(x1, x2, /):
       i = dtypes.default_int_dtype()
       a_, b_ = _util.convert(a_, i), _util.convert(b_, i)
     return _pow_int_int(a_, b_)
-  return lax.pow(a_, b_)
+  out = lax.pow(a_, b_)
+  if dtypes.is_inexact(a.dtype) and dtypes.is_int(b.dtype) and not dtypes.is_weakly_typed(b):
+    out = _util.convert(out, out.dtype)  # JAX: lax.pow(x1, x2) unpromoted, strong as x2
+  return out
 
 
 pow = power  # noqa: A001 (NumPy's name)
@@ -551,11 +554,20 @@ deg2rad = radians = _scale("deg2rad", np.pi / 180)
 rad2deg = degrees = _scale("rad2deg", 180 / np.pi)
 
 
+def _strong_unless_both_weak(x1, x2, promoted):
+  """``promoted``, made strong unless both inputs are weak (JAX's hypot and heaviside mix in
+  strong constants)."""
+  if dtypes.is_weakly_typed(x1) and dtypes.is_weakly_typed(x2):
+    return promoted
+  return [_util.convert(p, p.dtype) for p in promoted]
+
+
 def hypot(x1, x2, /):
   """Elementwise ``sqrt(x1**2 + x2**2)`` without intermediate overflow."""
-  x1, x2 = promote_args_inexact("hypot", x1, x2)
+  x1, x2 = _strong_unless_both_weak(x1, x2, promote_args_inexact("hypot", x1, x2))
   if dtypes.is_complex(x1.dtype):
-    raise TypeError("hypot does not support complex-valued inputs")
+    raise ValueError("jnp.hypot is not well defined for complex-valued inputs. "
+                     "Please convert to real values first, such as by using abs(x)")
   x1, x2 = _full_shape(lax.abs(x1), lax.abs(x2))
   inf = lax.bitwise_or(isposinf(x1), isposinf(x2))
   big, small = lax.max(x1, x2), lax.min(x1, x2)
@@ -577,7 +589,8 @@ def logaddexp2(x1, x2, /, out=None, where=None):
   """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
   if out is not None or where is not None:
     _no_out_where("logaddexp2", True, out, where)
-  return _logaddexp2(*_full_shape(*promote_args_inexact("logaddexp2", x1, x2)))
+  return _logaddexp2(*_full_shape(*_strong_unless_both_weak(
+      x1, x2, promote_args_inexact("logaddexp2", x1, x2))))
 
 
 def _logaddexp_fn(name, exp, scale):
@@ -797,9 +810,15 @@ def isinf(x, /):
   return lax.eq(lax.abs(x), _const(x, np.inf))
 
 
+def _no_complex_inf(x):
+  if dtypes.is_complex(x.dtype):
+    raise ValueError("isposinf/isneginf are not well defined for complex types")
+
+
 def isposinf(x, /):
   """Elementwise test for +inf."""
   x = ensure_arraylike("isposinf", x)
+  _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):
     return lax.full_like(x, False, _BOOL)
   return lax.eq(x, _const(x, np.inf))
@@ -808,6 +827,7 @@ def isposinf(x, /):
 def isneginf(x, /):
   """Elementwise test for -inf."""
   x = ensure_arraylike("isneginf", x)
+  _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):
     return lax.full_like(x, False, _BOOL)
   return lax.eq(x, _const(x, -np.inf))
@@ -850,7 +870,8 @@ def copysign(x1, x2, /):
 
 def heaviside(x1, x2, /):
   """Elementwise Heaviside step: 0 below 0, ``x2`` at 0, 1 above."""
-  x1, x2 = _full_shape(*promote_args_inexact("heaviside", x1, x2))
+  x1, x2 = _full_shape(*_strong_unless_both_weak(
+      x1, x2, promote_args_inexact("heaviside", x1, x2)))
   zero = _const(x1, 0)
   return lax.select(lax.lt(x1, zero), lax.full_like(x1, 0),
                     lax.select(lax.gt(x1, zero), lax.full_like(x1, 1), x2))
@@ -875,6 +896,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   info = dtypes.finfo(d)
   posinf = info.max if posinf is None else posinf
   neginf = info.min if neginf is None else neginf
+  x = _util.convert(x, d)  # strong, as JAX's
   out = lax.select(isnan(x), lax.full_like(x, nan), x)
   out = lax.select(isposinf(out), lax.full_like(x, posinf), out)
   return lax.select(isneginf(out), lax.full_like(x, neginf), out)
@@ -909,7 +931,8 @@ def angle(z, deg=False):
   if dtypes.is_complex(z.dtype):
     re, im = lax.real(z), lax.imag(z)
   else:
-    re = z if dtypes.is_inexact(z.dtype) else _util.convert(z, dtypes.default_float_dtype())
+    keep = dtypes.is_inexact(z.dtype) and z.ndim  # JAX: 0-d reals go to the default float
+    re = z if keep else _util.convert(z, dtypes.default_float_dtype())
     im = lax.full_like(re, 0)
   out = lax.atan2(im, re)
   return lax.mul(out, _const(out, 180 / np.pi)) if deg else out
