@@ -290,3 +290,13 @@ def test_seed003_as_written_with_operators():
   np.testing.assert_allclose(nbjax.jacfwd(m.sin)(m.arange(3.0)), np.diag(np.cos(np.arange(3.0))))
   out = nbjax.vmap(lambda s: 1 + s, (0,))(np.arange(3.0))
   np.testing.assert_array_equal(out, [1.0, 2.0, 3.0])
+
+
+def test_jvp_at_a_python_complex_stays_weak():
+  # rules' constants at a weakly typed complex scalar are Python complexes (was lax.complex)
+  import nbjax.numpy as jnp
+  for f, df in ((jnp.sqrt, lambda z: 0.5 / np.sqrt(z)), (jnp.tan, lambda z: 1 / np.cos(z) ** 2),
+                (lambda z: z ** 3, lambda z: 3 * z ** 2)):
+    y, t = nbjax.jvp(f, (1 + 1j,), (1 + 0j,))
+    assert y.dtype == t.dtype == np.complex128 and y.weak_type and t.weak_type
+    np.testing.assert_allclose(complex(t), df(1 + 1j), rtol=1e-14)

@@ -22,6 +22,7 @@ float16 rounds once (XLA's CPU rounds via float32, twice).
 """
 from __future__ import annotations
 
+import builtins
 import cmath
 import enum
 import functools
@@ -1740,7 +1741,7 @@ def zeros_like_array(x):
 # ----------------------------------------------------------------- rule helpers
 
 
-_PY_SCALAR = {"b": bool, "i": int, "u": int, "f": float, "c": complex}
+_PY_SCALAR = {"b": bool, "i": int, "u": int, "f": float, "c": builtins.complex}  # (not lax.complex)
 
 
 def _const(x, v):
