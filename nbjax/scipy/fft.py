@@ -162,17 +162,23 @@ def dctn(x, type=2, s=None, axes=None, norm=None):
   See Also:
     :func:`dct`, :func:`idctn`.
   """
-  x = _util.ensure_arraylike("dctn", x)
-  _check("dctn", type, norm)
+  return _nd("dctn", dct, x, type, s, axes, norm)
+
+
+def _nd(name, one, x, type, s, axes, norm):
+  """``one`` (dct or idct) along each of ``axes``, ``x`` fitted to the lengths ``s`` first."""
+  x = _util.ensure_arraylike(name, x)
+  _check(name, type, norm)
   if dtypes.issubdtype(x.dtype, np.complexfloating):
-    return lax.complex(dctn(x.real, type, s, axes, norm), dctn(x.imag, type, s, axes, norm))
+    return lax.complex(_nd(name, one, x.real, type, s, axes, norm),
+                       _nd(name, one, x.imag, type, s, axes, norm))
   s, axes = _shape_axes(x, s, axes)
   if len(axes) == 1:
-    return dct(x, n=None if s is None else s[0], axis=axes[0], norm=norm)
+    return one(x, n=None if s is None else s[0], axis=axes[0], norm=norm)
   for a, m in zip(axes, s if s is not None else [None] * len(axes)):
     x = _fit(x, m, a)
   for a in axes:
-    x = dct(x, axis=a, norm=norm)
+    x = one(x, axis=a, norm=norm)
   return x
 
 
@@ -195,15 +201,4 @@ def idctn(x, type=2, s=None, axes=None, norm=None):
   See Also:
     :func:`idct`, :func:`dctn`.
   """
-  x = _util.ensure_arraylike("idctn", x)
-  _check("idctn", type, norm)
-  if dtypes.issubdtype(x.dtype, np.complexfloating):
-    return lax.complex(idctn(x.real, type, s, axes, norm), idctn(x.imag, type, s, axes, norm))
-  s, axes = _shape_axes(x, s, axes)
-  if len(axes) == 1:
-    return idct(x, n=None if s is None else s[0], axis=axes[0], norm=norm)
-  for a, m in zip(axes, s if s is not None else [None] * len(axes)):
-    x = _fit(x, m, a)
-  for a in axes:
-    x = idct(x, axis=a, norm=norm)
-  return x
+  return _nd("idctn", idct, x, type, s, axes, norm)
