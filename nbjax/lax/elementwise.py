@@ -616,10 +616,10 @@ def _bad_inputs(arity, ok, params):
   oks = ok if isinstance(ok, list) else [ok] * arity
 
   def cases(rng):
-    good = sorted(oks[0], key=str)[0]
+    good = sorted(oks[0], key=_dtype_str)[0]
     bad = next((np.dtype(d) for d in (np.bool_, np.int32, np.float32, np.complex64)
                 if np.dtype(d) not in oks[0]), None)
-    other = next((d for d in sorted(_any, key=str) if d not in oks[-1]), None)
+    other = next((d for d in sorted(_any, key=_dtype_str) if d not in oks[-1]), None)
     out = []
     if bad is not None:
       out.append(([np.zeros(3, bad)] + [np.zeros(3, good)] * (arity - 1), params, TypeError))

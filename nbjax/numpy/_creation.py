@@ -24,10 +24,16 @@ _PY_SCALARS = (bool, int, float, complex)
 
 
 def _leaves(obj, out):
+  """The leaves of nested lists/tuples ``obj``, appended to ``out``; None and Python ints
+  beyond int64 are rejected as JAX's ``array`` rejects them."""
   if isinstance(obj, (list, tuple)):
     for o in obj:
       _leaves(o, out)
+  elif obj is None:
+    raise ValueError("None is not a valid value for jnp.array")
   else:
+    if type(obj) is int and not -2 ** 63 <= obj < 2 ** 63:
+      raise OverflowError("Python int too large to convert to C long")
     out.append(obj)
   return out
 
@@ -50,12 +56,6 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     object = object.__jax_array__()
   weak = dtype is None and dtypes.is_weakly_typed(object)
   leaves = _leaves(object, []) if isinstance(object, (list, tuple)) else None
-  if leaves:
-    for x in leaves:
-      if x is None:
-        raise ValueError("None is not a valid value for jnp.array")
-      if type(x) is int and not -2 ** 63 <= x < 2 ** 63:
-        raise OverflowError("Python int too large to convert to C long")
   if isinstance(object, (Array, Tracer)):
     out = object
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
