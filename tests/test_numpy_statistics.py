@@ -242,3 +242,128 @@ def test_errors():
     jnp.digitize(x, np.ones((2, 2)))
   with pytest.raises(NotImplementedError):
     jnp.nanargmax(x, out=np.zeros(()))
+
+
+# ----------------------------------------------------------------- inverted_cdf and weights
+# Expected values and messages from JAX 0.10.2 (x64), jnp.quantile(..., weights=...) etc.
+nan = np.nan
+_QX1 = np.array([3., 1., 4., 1., 5., 9., 2., 6.])
+_QX1N = np.array([3., np.nan, 4., 1., 5., np.nan, 2., 6.])
+_QX2 = np.arange(24.).reshape(2, 3, 4)[:, ::-1] * np.array([1., -1, 2, 0.5])
+_QX2N = _QX2.copy()
+_QX2N[0, 1, 2] = np.nan
+_QX2N[1, :, 3] = np.nan
+_QENV = dict(
+    np=np, jnp=jnp, jax=jax, nan=np.nan, f32=np.float32, x1=_QX1, x1n=_QX1N, x2=_QX2, x2n=_QX2N,
+    xi=np.array([5, 2, 8, 1, 7], dtype=np.int32), w1=np.array([1., 2., 0., 1., 3., 1., 2., 1.]),
+    w1b=np.array([1., -2., 0., 1., 3., 1., 2., 1.]),
+    w1n=np.array([1., np.nan, 0., 1., 3., 1., 2., 1.]),
+    w2=np.abs(np.sin(np.arange(24.))).reshape(2, 3, 4), w4=np.array([1., 2., 3., 0.5]),
+    w23=np.array([[1., 2., 0., 1.], [3., 1., 2., 1.], [1., 1., 1., 1.]]),
+    w43=np.abs(np.cos(np.arange(12.))).reshape(4, 3), wi=np.array([1, 2, 1, 3, 1], dtype=np.int32),
+    qs=np.array([0., 0.1, 0.25, 0.5, 0.7, 1.]))
+
+_INVERTED_CDF_CASES = [
+    ("jnp.quantile(x2, qs, axis=-1, method='inverted_cdf', keepdims=False)",
+     (6, 2, 3), 'float64', [-9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, 5.5, 3.5, 0.0, 11.5, 9.5, 7.5, 8.0, 4.0, 1.5, 20.0, 16.0, 12.0, 20.0, 12.0, 4.0, 44.0, 36.0, 28.0]),
+    ("jnp.quantile(x2, qs, axis=(0, 2), method='inverted_cdf', keepdims=True)",
+     (6, 1, 3, 1), 'float64', [-21.0, -17.0, -13.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, 8.0, 4.0, 1.5, 20.0, 12.0, 7.5, 44.0, 36.0, 28.0]),
+    ("jnp.nanquantile(x2n, qs, axis=(0, 2), method='inverted_cdf', keepdims=False)",
+     (6, 3), 'float64', [-21.0, -17.0, -13.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, 8.0, 3.5, 1.5, 20.0, 16.0, 4.0, 44.0, 36.0, 28.0]),
+    ("jnp.quantile(x2n, 0.5, axis=(1,), method='inverted_cdf', keepdims=False)",
+     (2, 4), 'float64', [4.0, -5.0, nan, 3.5, 16.0, -17.0, 36.0, nan]),
+    ("jnp.nanquantile(x2n, 0.333, axis=None, method='inverted_cdf', keepdims=True)",
+     (1, 1, 1), 'float64', [0.0]),
+    ("jnp.quantile(x1, qs, axis=None, method='inverted_cdf', keepdims=False, weights=w1)",
+     (6,), 'float64', [1.0, 1.0, 1.0, 3.0, 5.0, 9.0]),
+    ("jnp.quantile(x1, qs, axis=None, method='inverted_cdf', keepdims=False, weights=w1b)",
+     (6,), 'float64', [nan, nan, nan, nan, nan, nan]),
+    ("jnp.quantile(x1, qs, axis=None, method='inverted_cdf', keepdims=False, weights=w1n)",
+     (6,), 'float64', [nan, nan, nan, nan, nan, nan]),
+    ("jnp.nanquantile(x1n, qs, axis=None, method='inverted_cdf', keepdims=False, weights=w1)",
+     (6,), 'float64', [1.0, 1.0, 2.0, 3.0, 5.0, 6.0]),
+    ("jnp.quantile(x2, qs, axis=2, method='inverted_cdf', keepdims=False, weights=w4)",
+     (6, 2, 3), 'float64', [-9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, 8.0, 4.0, 1.5, 20.0, 16.0, 12.0, 20.0, 12.0, 4.0, 44.0, 36.0, 28.0, 20.0, 12.0, 4.0, 44.0, 36.0, 28.0]),
+    ("jnp.nanquantile(x2n, qs, axis=-1, method='inverted_cdf', keepdims=True, weights=w4)",
+     (6, 2, 3, 1), 'float64', [-9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -21.0, -17.0, -13.0, 8.0, -5.0, 1.5, 20.0, 16.0, 12.0, 20.0, 3.5, 4.0, 44.0, 36.0, 28.0, 20.0, 4.0, 4.0, 44.0, 36.0, 28.0]),
+    ("jnp.quantile(x2, qs, axis=(1, 2), method='inverted_cdf', keepdims=False, weights=w23)",
+     (6, 2), 'float64', [-9.0, -21.0, -9.0, -21.0, -1.0, -13.0, 4.0, 12.0, 4.0, 16.0, 12.0, 36.0]),
+    ("jnp.quantile(x2, qs, axis=(2, 1), method='inverted_cdf', weights=w43)",
+     (6, 2), 'float64', [-9.0, -21.0, -9.0, -21.0, -1.0, -13.0, 4.0, 12.0, 8.0, 20.0, 20.0, 44.0]),
+    ("jnp.nanquantile(x2n, qs, axis=(1, 2), method='inverted_cdf', keepdims=True, weights=w23)",
+     (6, 2, 1, 1), 'float64', [-9.0, -21.0, -9.0, -21.0, -1.0, -17.0, 3.5, 16.0, 4.0, 20.0, 8.0, 36.0]),
+    ("jnp.quantile(x2, qs, axis=None, method='inverted_cdf', keepdims=False, weights=w2)",
+     (6,), 'float64', [-21.0, -13.0, -5.0, 4.0, 12.0, 44.0]),
+    ("jnp.quantile(x2, 0.5, axis=1, method='inverted_cdf', keepdims=False, weights=w2)",
+     (2, 4), 'float64', [0.0, -5.0, 20.0, 1.5, 12.0, -17.0, 44.0, 7.5]),
+    ("jnp.quantile(xi, qs.astype(f32), axis=None, method='inverted_cdf', keepdims=False, weights=wi.astype(f32))",
+     (6,), 'float32', [1.0, 1.0, 1.0, 2.0, 5.0, 8.0]),
+    ("jnp.quantile(x1, np.array([nan, 2., -1.]), method='inverted_cdf')",
+     (3,), 'float64', [1.0, 9.0, 1.0]),
+    ("jnp.quantile(x1, 0.5, axis=None, method='inverted_cdf', keepdims=False, weights=np.zeros(8))",
+     (), 'float64', [1.0]),
+    ("jnp.percentile(x1n, qs * 100, method='inverted_cdf')",
+     (6,), 'float64', [nan, nan, nan, nan, nan, nan]),
+    ("jnp.nanpercentile(x1n, 50, method='inverted_cdf')",
+     (), 'float64', [3.0]),
+    ("jax.grad(lambda a: jnp.quantile(a, qs, axis=(2, 1), method='inverted_cdf', weights=w43).sum())(x2)",
+     (2, 3, 4), 'float64', [1.0, 2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]),
+    ("jax.jit(lambda a, w: jnp.nanpercentile(a, qs * 100, axis=(0, 2), method='inverted_cdf', weights=w, keepdims=True))(x2, w2[:, 0])",
+     (6, 1, 3, 1), 'float64', [-21.0, -17.0, -13.0, -9.0, -5.0, -1.0, -9.0, -5.0, -1.0, 20.0, 12.0, 4.0, 20.0, 16.0, 12.0, 44.0, 36.0, 28.0]),
+]
+
+
+@pytest.mark.parametrize("expr,shape,dtype,want", _INVERTED_CDF_CASES)
+def test_inverted_cdf_and_weights_match_jax(expr, shape, dtype, want):
+  got = eval(expr, dict(_QENV))
+  assert got.shape == shape and str(got.dtype) == dtype
+  np.testing.assert_array_equal(np.asarray(got).ravel(), np.array(want, dtype))
+
+
+_QUANTILE_ERRORS = [
+    ("jnp.quantile(x1, 0.5, method='bogus')", ValueError, "method can only be 'linear', 'lower', 'higher', 'midpoint', 'nearest' or 'inverted_cdf'"),
+    ("jnp.quantile(x1, 0.5, method='lower', weights=w1)", NotImplementedError, "lower doesn't support weights. Only method 'inverted_cdf' supports weights."),
+    ("jnp.quantile(x2, 0.5, method='inverted_cdf', weights=w4)", ValueError, "Weights shape must match 'a' shape when axis is None."),
+    ("jnp.quantile(x2, 0.5, axis=(1, 2), method='inverted_cdf', weights=w4)", ValueError, 'Weights shape (4,) must match reduction axes (3, 4)'),
+    ("jnp.quantile(x2, 0.5, axis=(1, 1), method='inverted_cdf', weights=w23)", ValueError, 'repeated axis: (1, 1)'),
+    ('jnp.quantile(x2, 0.5, axis=(1, 1))', ValueError, 'repeated axis'),
+    ("jnp.quantile(x1, 0.5, axis=None, method='inverted_cdf', keepdims=False, weights=w1.astype(np.complex64))", ValueError, 'Weights cannot be complex types.'),
+    ("jnp.quantile(x1, f32(0.3), axis=None, method='inverted_cdf', keepdims=False)", TypeError, 'lax.mul requires arguments to have the same dtypes, got float32, float64. (Tip: jnp.multiply is a similar function that does automatic type promotion on inputs).'),
+    ("jnp.quantile(xi, 0.5, axis=None, method='inverted_cdf', keepdims=False)", TypeError, 'lax.mul requires arguments to have the same dtypes, got float64, float32. (Tip: jnp.multiply is a similar function that does automatic type promotion on inputs).'),
+    ("jnp.quantile(x1, 1, method='linear')", TypeError, 'floor does not accept dtype int64. Accepted dtypes are subtypes of floating.'),
+    ('jnp.quantile(x1, True)', TypeError, 'mul does not accept dtype bool at position 0. Accepted dtypes at position 0 are subtypes of integer, floating, complexfloating.'),
+    ('jnp.nanquantile(x1, True)', TypeError, 'sub does not accept dtype bool at position 0. Accepted dtypes at position 0 are subtypes of integer, floating, complexfloating.'),
+    ('jnp.quantile(np.zeros(0), 0.5)', TypeError, 'Slice size at index 0 in gather op is out of range, must be within [0, 0 + 1), got 1.'),
+    ('jnp.nanquantile(np.zeros(0), 0.5)', IndexError, 'index is out of bounds for axis 0 with size 0'),
+    ("jnp.percentile(x1, 50, method='nearest', weights=np.ones(8))", NotImplementedError, "nearest doesn't support weights. Only method 'inverted_cdf' supports weights."),
+]
+
+
+@pytest.mark.parametrize("expr,exc,msg", _QUANTILE_ERRORS)
+def test_quantile_errors_match_jax(expr, exc, msg):
+  with pytest.raises(exc) as info:
+    eval(expr, dict(_QENV))
+  assert str(info.value) == msg
+
+
+def test_quantile_weights_keyword_only_and_percentile_scaling():
+  with pytest.raises(TypeError):
+    jnp.quantile(_QX1, 0.5, 0, None, False, "inverted_cdf", False, np.ones(8))
+  # JAX's q / 100 runs compiled as q * (1 / 100): percentile 70 of 20 values is the 15th
+  assert float(jnp.percentile(np.arange(20.), 70., method="inverted_cdf")) == 14.0
+  assert float(jax.jit(lambda a: jnp.percentile(a, 70., method="inverted_cdf"))(
+      np.arange(20.))) == 14.0
+
+
+def test_inverted_cdf_transforms():
+  w = _QENV["w43"]
+  f = lambda a: jnp.nanquantile(a, _QENV["qs"], axis=(2, 1), method="inverted_cdf", weights=w)
+  want = f(_QX2N)
+  np.testing.assert_array_equal(jax.jit(f)(_QX2N), want)
+  np.testing.assert_array_equal(jax.vmap(f)(np.stack([_QX2N, _QX2])),
+                                np.stack([want, f(_QX2)]))
+  g = jax.grad(lambda a: f(a).sum())
+  np.testing.assert_array_equal(jax.jit(g)(_QX2), g(_QX2))
+  wg = jax.grad(lambda w: jnp.quantile(_QX1, 0.3, method="inverted_cdf", weights=w))(
+      _QENV["w1"])
+  np.testing.assert_array_equal(wg, np.zeros(8))

@@ -30,112 +30,212 @@ __all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bi
            "median", "nanargmax", "nanargmin", "nanmedian", "nanpercentile", "nanquantile",
            "nanstd", "nanvar", "percentile", "quantile"]
 
-_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 _BOOL = np.dtype(np.bool_)
 
 # ----------------------------------------------------------------- quantiles
 
 
-def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, squash_nans):
+def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, squash_nans,
+              weights=None):
   """Sort along the reduced axis, then gather the two neighbours of ``q * (n - 1)`` (``n``:
-  the axis length, or the number of non-NaN values when ``squash_nans``)."""
+  the axis length, or the number of non-NaN values when ``squash_nans``); ``inverted_cdf``
+  takes the first value whose cumulative weight reaches ``q`` times the lane's total."""
   a, q = ensure_arraylike(name, a, q)
+  if weights is not None:
+    weights = ensure_arraylike(name, weights)
   if overwrite_input or out is not None:
     raise ValueError(f"jax.numpy.{name} does not support overwrite_input=True or out != None")
   if method not in _METHODS:
-    raise ValueError("method can only be 'linear', 'lower', 'higher', 'midpoint', or 'nearest'")
-  a, = _util.promote_dtypes_inexact(a)
-  q, = _util.promote_dtypes_inexact(q)
+    raise ValueError("method can only be 'linear', 'lower', 'higher', 'midpoint', 'nearest' "
+                     "or 'inverted_cdf'")
+  if weights is not None:
+    if dtypes.is_complex(weights.dtype):
+      raise ValueError("Weights cannot be complex types.")
+    if method != "inverted_cdf":
+      raise NotImplementedError(f"{method} doesn't support weights. Only method "
+                                "'inverted_cdf' supports weights.")
+    a, weights = _util.promote_dtypes_inexact(a, weights)
+    if weights.shape != a.shape:
+      if axis is None:
+        raise ValueError("Weights shape must match 'a' shape when axis is None.")
+      w_axes = _axis_tuple(axis, a.ndim, "repeated axis: {}")
+      want = tuple(a.shape[d] for d in w_axes)
+      if weights.shape != want:
+        raise ValueError(f"Weights shape {weights.shape} must match reduction axes {want}")
+      order = sorted(range(len(w_axes)), key=lambda i: w_axes[i])
+      weights = lax.broadcast_in_dim(lax.transpose(weights, tuple(order)), a.shape,
+                                     tuple(w_axes[i] for i in order))
+  else:
+    a, = _util.promote_dtypes_inexact(a)
   if dtypes.is_complex(a.dtype):
     raise ValueError("quantile does not support complex input, as the operation is poorly "
                      "defined.")
-  if q.ndim > 1:
-    raise ValueError(f"q must be have rank <= 1, got shape {q.shape}")
   keep_shape = None  # the keepdims shape when the reduced axes are merged into one
   if axis is None:
-    keep_shape = (1,) * a.ndim
+    if keepdims and a.ndim:
+      keep_shape = (1,) * a.ndim
     a, axis = ravel(a), 0
+    if weights is not None:
+      weights = ravel(weights)
   elif isinstance(axis, (tuple, list)):
-    axes = canonicalize_axes(tuple(axis), a.ndim)
+    axes = _axis_tuple(tuple(axis), a.ndim, "repeated axis")
     kept = [d for d in range(a.ndim) if d not in axes]
-    keep_shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
-    merged = math.prod(a.shape[d] for d in axes)
-    a = lax.reshape(lax.transpose(a, tuple(kept) + axes),
-                    tuple(a.shape[d] for d in kept) + (merged,))
+    if a.ndim:
+      keep_shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
+    merged_shape = tuple(a.shape[d] for d in kept) + (math.prod(a.shape[d] for d in axes),)
+
+    def merge(x):
+      return lax.reshape(lax.transpose(x, tuple(kept) + axes), merged_shape)
+    a = merge(a)
+    if weights is not None:
+      weights = merge(weights)
     axis = a.ndim - 1
   else:
     axis = canonicalize_axis(_util.index(axis, "axis"), a.ndim)
+  if q.ndim > 1:
+    raise ValueError(f"q must be have rank <= 1, got shape {q.shape}")
+  if q.dtype == _BOOL:
+    raise TypeError(f"{'sub' if squash_nans else 'mul'} does not accept dtype bool at "
+                    "position 0. Accepted dtypes at position 0 are subtypes of integer, "
+                    "floating, complexfloating.")
+  if not dtypes.is_float(q.dtype):  # JAX floors q * (n - 1) for every method
+    raise TypeError(f"floor does not accept dtype {q.dtype.name}. Accepted dtypes are "
+                    "subtypes of floating.")
+  if a.shape[axis] == 0:  # JAX's gather of the neighbours fails on an empty lane
+    if squash_nans and a.ndim == 1:
+      raise IndexError("index is out of bounds for axis 0 with size 0")
+    raise TypeError(f"Slice size at index {axis} in gather op is out of range, must be within "
+                    "[0, 0 + 1), got 1.")
   nan = _uf.isnan(a)
   if squash_nans:  # NaNs sort last; count the rest
-    a = sort(_where(nan, np.nan, a), axis)
+    a = _where(nan, np.nan, a)
     n = _red.sum(_uf.logical_not(nan), axis, dtype=q.dtype, keepdims=True)
     n = lax.expand_dims(n, tuple(range(q.ndim)))
   else:  # any NaN makes the whole lane NaN
-    a = sort(_where(_red.any(nan, axis, keepdims=True), np.nan, a), axis)
+    a = _where(_red.any(nan, axis, keepdims=True), np.nan, a)
     n = _util.lit(a.shape[axis], q.dtype, True)
+  if weights is not None:
+    a, weights = lax.sort_key_val(a, weights, axis)
+  else:
+    a = sort(a, axis)
   qax = axis + q.ndim  # the reduced axis once q's axes lead
-  last = _uf.subtract(n, 1)
-  pos = _uf.multiply(lax.reshape(q, q.shape + (1,) * a.ndim), last)
-  low, high = _uf.floor(pos), _uf.ceil(pos)
-  high_w = _uf.subtract(pos, low)
   idt = dtypes.default_int_dtype()
 
   def value(i):
-    i = _util.convert(_uf.maximum(0, _uf.minimum(i, last)), idt)
+    i = _util.convert(i, idt)
     v = take_along_axis(lax.expand_dims(a, tuple(range(q.ndim))), i, qax, mode="clip")
     return v if keepdims else lax.squeeze(v, (qax,))
 
-  lo, hi = value(low), value(high)
-  if not keepdims:
-    high_w = lax.squeeze(high_w, (qax,))
-  if method == "linear":
-    lo_w = _uf.subtract(1, high_w)
-    res = _uf.add(_uf.multiply(_util.convert(lo, q.dtype), lo_w),
-                  _uf.multiply(_util.convert(hi, q.dtype), high_w))
-  elif method == "lower":
-    res = lo
-  elif method == "higher":
-    res = hi
-  elif method == "nearest":
-    res = _where(_uf.less_equal(high_w, 0.5), lo, hi)
+  if method == "inverted_cdf":
+    res = _inverted_cdf(a, q, axis, weights, n, squash_nans, value, keepdims)
   else:
-    res = _uf.multiply(_uf.add(lo, hi), 0.5)
+    last = _uf.subtract(n, 1)
+    pos = _uf.multiply(lax.reshape(q, q.shape + (1,) * a.ndim), last)
+    low, high = _uf.floor(pos), _uf.ceil(pos)
+    high_w = _uf.subtract(pos, low)
+    lo = value(_uf.maximum(0, _uf.minimum(low, last)))
+    hi = value(_uf.maximum(0, _uf.minimum(high, last)))
+    if not keepdims:
+      high_w = lax.squeeze(high_w, (qax,))
+    if method == "linear":
+      lo_w = _uf.subtract(1, high_w)
+      res = _uf.add(_uf.multiply(_util.convert(lo, q.dtype), lo_w),
+                    _uf.multiply(_util.convert(hi, q.dtype), high_w))
+    elif method == "lower":
+      res = lo
+    elif method == "higher":
+      res = hi
+    elif method == "nearest":
+      res = _where(_uf.less_equal(high_w, 0.5), lo, hi)
+    else:
+      res = _uf.multiply(_uf.add(lo, hi), 0.5)
   if keepdims and keep_shape is not None:
     res = lax.reshape(res, q.shape + keep_shape)
   return _util.convert(res, a.dtype)
 
 
+def _axis_tuple(axis, ndim, repeated):
+  """``axis`` (an int or a sequence) as a tuple of non-negative axes, as given; repeats raise
+  ``ValueError(repeated)`` (formatted with the tuple)."""
+  if not isinstance(axis, (tuple, list)):
+    return (canonicalize_axis(_util.index(axis, "axis"), ndim),)
+  axes = tuple(canonicalize_axis(_util.index(d, "axis"), ndim) for d in axis)
+  if len(set(axes)) != len(axes):
+    raise ValueError(repeated.format(axes))
+  return axes
+
+
+def _inverted_cdf(a, q, axis, weights, n, squash_nans, value, keepdims):
+  """The first sorted value (along ``axis``) whose cumulative weight is not below
+  ``q * total``; NaN where a weight is negative or NaN, and where the data has NaNs
+  (``quantile``) or none but NaNs (``nanquantile``). Negative or NaN weights and NaN data
+  count as weight 0."""
+  w = weights if weights is not None else lax.full_like(a, 1.0)
+  if q.dtype != w.dtype:
+    raise TypeError(f"lax.mul requires arguments to have the same dtypes, got {q.dtype.name}, "
+                    f"{w.dtype.name}. (Tip: jnp.multiply is a similar function that does "
+                    "automatic type promotion on inputs).")
+  bad = _uf.logical_or(_uf.less(w, 0), _uf.isnan(w))
+  nan_data = _uf.isnan(a)
+  cum = lax.cumsum(_where(_uf.logical_or(bad, nan_data), _util.lit(0, w.dtype), w), axis)
+  total = lax.index_in_dim(cum, -1, axis, keepdims=True)
+  lead = tuple(range(q.ndim))
+  target = _uf.multiply(lax.reshape(q, q.shape + (1,) * total.ndim),
+                        lax.expand_dims(total, lead))
+  below = _uf.less(lax.expand_dims(cum, lead), target)
+  idx = _red.sum(_util.convert(below, dtypes.default_int_dtype()), axis + q.ndim,
+                 keepdims=True)
+  idx = _uf.maximum(0, _uf.minimum(idx, _util.convert(_uf.subtract(n, 1),
+                                                         dtypes.default_int_dtype())))
+  res = value(idx)
+  force = _red.any(bad, axis, keepdims=keepdims)
+  if squash_nans:
+    force = _uf.logical_or(force, _uf.equal(lax.squeeze(n, lead) if keepdims else
+                                            lax.squeeze(n, lead + (axis + q.ndim,)), 0))
+  else:
+    force = _uf.logical_or(force, _red.any(nan_data, axis, keepdims=keepdims))
+  return _where(lax.expand_dims(force, lead), np.nan, res)
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False):
-  """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads."""
-  return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims, False)
+             keepdims=False, *, weights=None):
+  """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads.
+  ``weights`` (keyword-only, ``method='inverted_cdf'`` only) have ``a``'s shape or the
+  reduced axes' shape."""
+  return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims, False,
+                   weights)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                keepdims=False):
+                keepdims=False, *, weights=None):
   """``quantile`` ignoring NaNs (NaN where a lane is all NaN)."""
-  return _quantile("nanquantile", a, q, axis, out, overwrite_input, method, keepdims, True)
+  return _quantile("nanquantile", a, q, axis, out, overwrite_input, method, keepdims, True,
+                   weights)
 
 
-def _percent(name, q):
-  _util.check_arraylike(name, q)
+def _percent(name, a, q, weights):
+  a, q = ensure_arraylike(name, a, q)
+  if weights is not None:
+    ensure_arraylike(name, weights)
   q, = _util.promote_dtypes_inexact(q)
-  return _uf.divide(q, 100)
+  # JAX's q / 100 runs compiled, where XLA divides by a constant as a multiplication by its
+  # reciprocal (70 / 100 -> 0.7000000000000001); the same product eagerly and under jit.
+  return _uf.multiply(q, 0.01)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False):
+               keepdims=False, *, weights=None):
   """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``."""
-  _util.check_arraylike("percentile", a)
-  return quantile(a, _percent("percentile", q), axis, out, overwrite_input, method, keepdims)
+  return quantile(a, _percent("percentile", a, q, weights), axis, out, overwrite_input,
+                  method, keepdims, weights=weights)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                  keepdims=False):
+                  keepdims=False, *, weights=None):
   """``percentile`` ignoring NaNs."""
-  _util.check_arraylike("nanpercentile", a)
-  return nanquantile(a, _percent("nanpercentile", q), axis, out, overwrite_input, method,
-                     keepdims)
+  return nanquantile(a, _percent("nanpercentile", a, q, weights), axis, out,
+                     overwrite_input, method, keepdims, weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
