@@ -15,6 +15,7 @@ import contextlib
 import functools
 import inspect
 import operator
+import types
 import warnings
 
 import numpy as np
@@ -588,6 +589,8 @@ def _check_argnums(argnums, args):
 
 def _dyn_partial(fun, argnums, args, kwargs):
   """``fun`` of the ``argnums`` arguments only, and those arguments."""
+  if argnums == 0 and len(args) == 1 and not kwargs and type(fun) in _PLAIN_FUNS:
+    return fun, args  # (grad's usual call: nothing to close over)
   nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
   n = len(args)
   for i in nums:
@@ -606,6 +609,9 @@ def _dyn_partial(fun, argnums, args, kwargs):
 
   f_partial.__name__ = _fun_name(fun)
   return f_partial, dyn
+
+
+_PLAIN_FUNS = (types.FunctionType, types.MethodType)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,

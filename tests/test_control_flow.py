@@ -591,8 +591,46 @@ def test_eager_loop_compiled_once_by_content():
   assert s["loop_compiles"] == 0 and s["trace_cache_hits"] >= 2
   np.testing.assert_allclose(out, np.full(5, 2 - 2 ** -10))
   cf.reset_stats()
-  lax.fori_loop(0, 10, lambda i, v: v * 0.5 + 2., x)  # different content: compiles
+  lax.fori_loop(0, 10, lambda i, v: v - 0.5, x)  # different content: compiles
   assert cf.stats()["loop_compiles"] == 1
+
+
+def test_eager_loops_take_closed_over_arrays_as_arguments():
+  # a scalar Array the body closes over is staged as a literal (as JAX prints it); the eager
+  # loop passes it to its executable, so a new value finds the same executable...
+  x = jnp.ones(5)
+  cf.reset_stats()
+  outs = []
+  for k in range(4):
+    s = jnp.asarray(1.0 + k / 8)
+    outs.append((lax.fori_loop(0, 10, lambda i, v: v * s, x),
+                 lax.scan(lambda c, y: (c * s + y, c), x, jnp.ones((3, 5)))[0],
+                 lax.while_loop(lambda v: v[0] < 100., lambda v: lax.cond(
+                     v[0] > 2., lambda v: v * s * 3., lambda v: v + s, v), x)))
+  st = cf.stats()
+  assert st["loop_compiles"] <= 3 and st["loop_cache_hits"] >= 9, st
+  for k, (a, b, c) in enumerate(outs):
+    s = 1.0 + k / 8
+    np.testing.assert_allclose(a, np.full(5, s ** 10), rtol=1e-14)
+    want = np.ones(5)
+    for _ in range(3):
+      want = want * s + 1
+    np.testing.assert_allclose(b, want, rtol=1e-14)
+    v = np.ones(5)
+    while v[0] < 100:
+      v = v * s * 3 if v[0] > 2 else v + s
+    np.testing.assert_allclose(c, v, rtol=1e-14)
+  # ...and runs the program a replay or jit runs with those values traced: the same bits
+  # (with the value inlined XLA folds it: hyp2f1's Gauss series differed in the last bit)
+  from nbjax.scipy import special
+  f = lambda a, b, c, x: special._hyp2f1_series(jnp.asarray(True),  # noqa: E731
+                                                  *special._hyp2f1_args(a, b, c, x))
+  args = (1.7, 2.3, 3.6, 0.4)
+  assert float(f(*args)) == float(nbjax.jit(f)(*args))
+  g = nbjax.value_and_grad(special.hyp2f1, argnums=3)
+  with _no_trace_cache():
+    per_call = [float(v) for v in g(0.7, 1.3, 2.6, 0.4)]
+  assert per_call == [float(v) for v in nbjax.jit(g)(0.7, 1.3, 2.6, 0.4)]
 
 
 @pytest.mark.needs_guard

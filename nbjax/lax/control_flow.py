@@ -302,19 +302,131 @@ _executables: dict = {}  # (primitive, params content, argument avals) -> pjit._
 _MAX_EXECUTABLES = 256
 
 
+# Staging inlines a scalar Array a loop body closes over as a Literal (as JAX does, and as
+# jaxprs print it). An eager loop passes those values to its executable as arguments instead:
+# the executable is then found again when only such a value changed (a closed-over learning
+# rate, a custom_jvp's primal arguments), and it is the very program a replay runs, where the
+# same values are tracers (XLA folds constants: the bits would differ).
+
+def _lifted(closed):
+  """``(closed2, lits)``: ``closed`` with every Literal holding an Array, at its top level and
+  (through the loops and conds there) below, taken as a new leading invar; ``lits`` are those
+  Literals. ``(closed, [])`` when there is none."""
+  got = _lift_memo.get(closed)
+  if got is not None:
+    return got
+  j, lits, new = closed.jaxpr, [], []
+
+  def atom(x):
+    if type(x) is Literal and type(x.val) is Array:
+      v = Var(x.aval)
+      lits.append(x)
+      new.append(v)
+      return v
+    return x
+
+  eqns = []
+  for e in j.eqns:
+    ins, params = e.invars, e.params
+    lift = _LIFTS.get(e.primitive)
+    if lift is not None:
+      params, inserts = lift(params)
+      ins = _insert(ins, inserts)
+    ins2 = [atom(x) for x in ins]
+    eqns.append(e if ins2 == e.invars and params is e.params else
+                e.replace(invars=ins2, params=params))
+  outs = [atom(x) for x in j.outvars]
+  got = (closed, []) if not lits else (
+      ClosedJaxpr(j.replace(invars=[*new, *j.invars], outvars=outs, eqns=eqns), closed.consts),
+      lits)
+  _lift_memo[closed] = got
+  return got
+
+
+_lift_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _insert(args, inserts):
+  """``args`` with each ``(position, items)`` of ``inserts`` placed before ``args[position]``."""
+  out, prev = [], 0
+  for pos, items in inserts:
+    out += args[prev:pos]
+    out += items
+    prev = pos
+  out += args[prev:]
+  return out
+
+
+# per primitive: params -> (the params taking the lifted values, where they go among the args)
+def _lift_while(p):
+  (c2, lc), (b2, lb) = _lifted(p["cond_jaxpr"]), _lifted(p["body_jaxpr"])
+  if not (lc or lb):
+    return p, []
+  n = p["cond_nconsts"]
+  return (dict(p, cond_jaxpr=c2, body_jaxpr=b2, cond_nconsts=n + len(lc),
+               body_nconsts=p["body_nconsts"] + len(lb)), [(0, lc), (n, lb)])
+
+
+def _lift_scan(p):
+  j2, lits = _lifted(p["jaxpr"])
+  if not lits:
+    return p, []
+  return (dict(p, jaxpr=j2, num_consts=p["num_consts"] + len(lits),
+               linear=(False,) * len(lits) + tuple(p["linear"])), [(0, lits)])
+
+
+def _lift_cond(p):
+  got = [_lifted(b) for b in p["branches"]]
+  every = [lit for _, lits in got for lit in lits]
+  if not every:
+    return p, []
+  branches = []
+  for i, (b2, lits) in enumerate(got):  # each branch takes every branch's values
+    own, ops = b2.jaxpr.invars[:len(lits)], b2.jaxpr.invars[len(lits):]
+    ins = [*(Var(lit.aval) for _, ls in got[:i] for lit in ls), *own,
+           *(Var(lit.aval) for _, ls in got[i + 1:] for lit in ls), *ops]
+    branches.append(ClosedJaxpr(b2.jaxpr.replace(invars=ins), b2.consts))
+  return (dict(p, branches=tuple(branches), linear=(False,) * len(every) + tuple(p["linear"])),
+          [(1, every)])
+
+
+_LIFTS: dict = {}  # filled below, once the primitives exist
+_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # loop body -> _Plan
+
+
+class _Plan:
+  """An eager loop's params with its Array literals lifted (``_lifted``), the values to
+  insert among the arguments, and the params' content key (None: uncacheable)."""
+  __slots__ = ("params", "lifted", "inserts", "key")
+
+  def __init__(self, prim, params):
+    self.params = params
+    self.lifted, inserts = _LIFTS[prim](params)
+    self.inserts = [(pos, [lit.val for lit in lits]) for pos, lits in inserts if lits]
+    try:
+      self.key = _params_key(self.lifted)
+    except _Uncacheable:
+      self.key = None
+
+
 def _loop_executable(prim, args, params):
-  """The XLA executable running ``prim`` (a whole loop) on arguments like ``args``, found by
-  content; None when the loop cannot be lowered (a primitive without a lowering)."""
+  """``(exe, args)``: the XLA executable running ``prim`` (a whole loop) on arguments like
+  ``args``, found by content (None when the loop cannot be lowered: a primitive without a
+  lowering), and the arguments it takes (``args`` with the loop's Array literals)."""
   from nbjax.interpreters import pjit
-  avals = [get_aval(a) for a in args]
-  try:
-    key = (prim, _params_key(params), tuple(_aval_key(a) for a in avals))
-  except _Uncacheable:
-    key = None
+  body = params["body_jaxpr" if prim is while_p else "jaxpr"]
+  plan = _plans.get(body)
+  if plan is None or plan.params != params:
+    plan = _plans[body] = _Plan(prim, params)
+  key = None if plan.key is None else \
+      (prim, plan.key, tuple([_aval_key(get_aval(a)) for a in args]))  # (literals': in plan.key)
+  if plan.inserts:
+    args = _insert(args, plan.inserts)
   exe = _executables.get(key) if key is not None else None
   if exe is not None:
     _stats["loop_cache_hits"] += 1
-    return exe
+    return exe, args
+  params, avals = plan.lifted, [get_aval(a) for a in args]
   out_avals = prim.abstract_eval(*avals, **params)
   invars = [Var(a) for a in avals]
   outvars = [Var(a) for a in out_avals]
@@ -322,13 +434,13 @@ def _loop_executable(prim, args, params):
   try:
     exe = pjit._Executable(closed, prim.name)
   except NotImplementedError:
-    return None
+    return None, args
   _stats["loop_compiles"] += 1
   if key is not None:
     if len(_executables) >= _MAX_EXECUTABLES:
       _executables.pop(next(iter(_executables)))
     _executables[key] = exe
-  return exe
+  return exe, args
 
 
 _scalars: dict = {}  # Python scalar operands (a fori_loop's start) as Arrays keeping their buffer
@@ -356,10 +468,10 @@ def _eager_loop(python_impl):
   def impl(*args, **params):
     args = [a if type(a) is Array else _scalar_array(a) if type(a) in _PY_SCALARS else
             _operand(a, impl.primitive) for a in args]
-    exe = _loop_executable(impl.primitive, args, params)
+    exe, lifted = _loop_executable(impl.primitive, args, params)
     if exe is None:
       return python_impl(*args, **params)
-    return exe.run(args)
+    return exe.run(lifted)
   return impl
 
 
@@ -2081,6 +2193,7 @@ _scan_xla.primitive, _scan_xla.wrapped_values = scan_p, True
 
 for _p in (cond_p, while_p, scan_p):
   _p.make_eager = _eager_backend
+_LIFTS.update({cond_p: _lift_cond, while_p: _lift_while, scan_p: _lift_scan})
 
 registry.register(
     cond_p, family="control_flow", impls={"python": _cond_eager},
