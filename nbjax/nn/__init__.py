@@ -5,3 +5,8 @@ primitives of its own."""
 from nbjax.nn import initializers  # noqa: F401
 from nbjax.nn.functions import *  # noqa: F401,F403
 from nbjax.nn.functions import __all__  # noqa: F401
+from nbjax.nn._scaled import (get_scaled_dot_general_config, scaled_dot_general,  # noqa: F401
+                              scaled_matmul)
+
+__all__ = list(__all__) + ["get_scaled_dot_general_config", "scaled_dot_general",
+                           "scaled_matmul"]
