@@ -514,7 +514,7 @@ def split(operand, sizes, axis=0):
   axis %= aval.ndim
   if any(s < 0 for s in sizes) or sum(sizes) != aval.shape[axis]:
     raise ValueError(f"Sum of sizes {sum(sizes)} must be equal to dimension {axis} of the "
-                     f"operand shape {aval.shape}")
+                     f"operand shape {list(aval.shape)}")
   out, start = [], 0
   for s in sizes:
     out.append(lax.slice_in_dim(operand, start, start + s, axis=axis))
