@@ -1885,3 +1885,10 @@ _reg("qr", _qr)
 _reg("eigh", _eigh)
 _reg("eig", _eig)
 _reg("svd", _svd)
+
+
+# ====================================================================== the rarer primitives
+# schur, hessenberg, tridiagonal, ... with all their rules: nbjax/lax/_linalg_more.py
+from nbjax.lax import _linalg_more  # noqa: E402
+from nbjax.lax._linalg_more import *  # noqa: E402,F401,F403
+__all__ += _linalg_more.__all__

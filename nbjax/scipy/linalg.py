@@ -411,3 +411,9 @@ def hilbert(n: int):
   """The ``n x n`` Hilbert matrix, ``1 / (i + j + 1)``."""
   a = lax.broadcasted_iota(jnp.float_, (n, 1), 0)
   return 1 / (a + a.T + 1)
+
+
+# schur, rsf2csf, sqrtm, funm, hessenberg, polar, ... and the special matrices
+from nbjax.scipy import _linalg_more  # noqa: E402
+from nbjax.scipy._linalg_more import *  # noqa: E402,F401,F403
+__all__ += _linalg_more.__all__

@@ -1,0 +1,200 @@
+"""numba kernels for the rarer LAPACK decompositions: Schur (?gees), Hessenberg (?gehrd),
+symmetric tridiagonal reduction (?sytrd/?hetrd), Householder products (?orgqr/?ungqr),
+their application (?ormqr/?unmqr) and tridiagonal solves (?gtsv).
+
+Pipeline position: the bottom of eager execution and of jit (the FFI handlers of
+``nbjax.lax.linalg`` call these same kernels). Every kernel takes operands with one leading
+batch axis ``(B, ...)``, C-contiguous, and loops over the batch in compiled code.
+
+LAPACK is SciPy's (``scipy.linalg.cython_lapack``, the library numba's own ``np.linalg``
+uses): each routine's address is registered with LLVM under a symbol of ours and called as a
+``types.ExternalFunction`` taking pointers, so the compiled kernels refer to it by name and
+numba's disk cache stays valid across processes. Callers allocate outputs. Imports numba,
+llvmlite, numpy and scipy's cython_lapack only.
+"""
+import numpy as np
+import llvmlite.binding as _llvm
+from numba import njit, types
+from numba.extending import get_cython_function_address, overload
+from numba.np.numpy_support import as_dtype
+
+_J = dict(cache=True, nogil=True, error_model="numpy")
+_CHARS = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+          np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+
+def _ext(name, nargs):
+  """LAPACK's ``name`` (Fortran calling convention: every argument a pointer)."""
+  sym = "nbjax_lapack_" + name
+  _llvm.add_symbol(sym, get_cython_function_address("scipy.linalg.cython_lapack", name))
+  return types.ExternalFunction(sym, types.void(*([types.voidptr] * nargs)))
+
+
+def _family(real, cplx, nargs):
+  """{dtype: ExternalFunction} for a routine named ``?real`` (s, d) / ``?cplx`` (c, z)."""
+  return {d: _ext(c + (real if c in "sd" else cplx), nargs) for d, c in _CHARS.items()}
+
+
+_GEES = _family("gees", "gees", 15)
+_GEHRD = _family("gehrd", "gehrd", 9)
+_SYTRD = _family("sytrd", "hetrd", 10)
+_ORGQR = _family("orgqr", "ungqr", 9)
+_ORMQR = _family("ormqr", "unmqr", 13)
+_GTSV = _family("gtsv", "gtsv", 8)
+
+
+def _keep(*arrs):
+  """Keeps arrays alive past the external call that reads their ``.ctypes`` pointer."""
+
+
+@overload(_keep, jit_options=dict(cache=True))
+def _keep_ov(*arrs):
+  return lambda *arrs: None
+
+
+@njit(inline="always", **_J)
+def _i32(v):
+  r = np.empty(1, np.int32)
+  r[0] = v
+  return r
+
+
+@njit(inline="always", **_J)
+def _ch(c):
+  r = np.empty(1, np.uint8)
+  r[0] = c
+  return r
+
+
+@njit(inline="always", **_J)
+def _lwork(work):
+  return max(1, int(work[0].real))
+
+
+@njit(inline="always", **_J)
+def _fill_nan(x):
+  x[...] = np.nan
+
+
+# ----------------------------------------------------------------- Schur (?gees)
+
+
+def _gees(f, w, wi, vs, jobvs):
+  """?gees on the Fortran-ordered square ``f`` (overwritten by the Schur form T), no
+  eigenvalue sorting; real input writes the eigenvalues' real/imaginary parts to ``w``/``wi``
+  (complex: ``w``). ``vs``: Fortran (n, n) Schur vectors when ``jobvs`` is 'V'. Returns info."""
+
+
+@overload(_gees, jit_options=dict(cache=True))
+def _gees_ov(f, w, wi, vs, jobvs):
+  fn = _GEES[as_dtype(f.dtype)]
+  if isinstance(f.dtype, types.Complex):
+    rdt = as_dtype(f.dtype.underlying_float)
+
+    def cimpl(f, w, wi, vs, jobvs):
+      n = f.shape[0]
+      jv, srt, nn, sdim, ldvs, info = _ch(jobvs), _ch(ord("N")), _i32(n), _i32(0), \
+          _i32(vs.shape[0]), _i32(0)
+      lw = _i32(-1)
+      work = np.empty(1, f.dtype)
+      rwork = np.empty(max(1, n), rdt)
+      bwork = np.empty(max(1, n), np.int32)
+      fn(jv.ctypes, srt.ctypes, bwork.ctypes, nn.ctypes, f.ctypes, nn.ctypes, sdim.ctypes,
+         w.ctypes, vs.ctypes, ldvs.ctypes, work.ctypes, lw.ctypes, rwork.ctypes, bwork.ctypes,
+         info.ctypes)
+      work = np.empty(_lwork(work), f.dtype)
+      lw[0] = work.size
+      fn(jv.ctypes, srt.ctypes, bwork.ctypes, nn.ctypes, f.ctypes, nn.ctypes, sdim.ctypes,
+         w.ctypes, vs.ctypes, ldvs.ctypes, work.ctypes, lw.ctypes, rwork.ctypes, bwork.ctypes,
+         info.ctypes)
+      _keep(jv, srt, nn, sdim, ldvs, info, lw, work, rwork, bwork, f, w, vs)
+      return info[0]
+    return cimpl
+
+  def rimpl(f, w, wi, vs, jobvs):
+    n = f.shape[0]
+    jv, srt, nn, sdim, ldvs, info = _ch(jobvs), _ch(ord("N")), _i32(n), _i32(0), \
+        _i32(vs.shape[0]), _i32(0)
+    lw = _i32(-1)
+    work = np.empty(1, f.dtype)
+    bwork = np.empty(max(1, n), np.int32)
+    fn(jv.ctypes, srt.ctypes, bwork.ctypes, nn.ctypes, f.ctypes, nn.ctypes, sdim.ctypes,
+       w.ctypes, wi.ctypes, vs.ctypes, ldvs.ctypes, work.ctypes, lw.ctypes, bwork.ctypes,
+       info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(jv.ctypes, srt.ctypes, bwork.ctypes, nn.ctypes, f.ctypes, nn.ctypes, sdim.ctypes,
+       w.ctypes, wi.ctypes, vs.ctypes, ldvs.ctypes, work.ctypes, lw.ctypes, bwork.ctypes,
+       info.ctypes)
+    _keep(jv, srt, nn, sdim, ldvs, info, lw, work, bwork, f, w, wi, vs)
+    return info[0]
+  return rimpl
+
+
+@njit(**_J)
+def schur(a, t, vs, compute_vs):
+  """Schur form ``t[b]`` (upper triangular; real input: quasi-triangular with 2x2 blocks for
+  complex pairs) and, where ``compute_vs``, unitary Schur vectors ``vs[b]`` with
+  ``a[b] = vs[b] t[b] vs[b]^H`` (LAPACK ?gees, unsorted). NaNs where LAPACK reports failure
+  (as JAX's CPU kernel; a NaN entry it runs through gives what LAPACK gives)."""
+  B, n, _ = a.shape
+  if n == 0:
+    return
+  nv = n if compute_vs else 1
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    w = np.empty(n, a.dtype)
+    wi = np.empty(n, a.dtype)
+    v = np.empty((nv, nv), a.dtype).T
+    if _gees(f, w, wi, v, ord("V") if compute_vs else ord("N")) == 0:
+      t[bb] = f
+      if compute_vs:
+        vs[bb] = v
+    else:
+      _fill_nan(t[bb])
+      if compute_vs:
+        _fill_nan(vs[bb])
+
+
+# ----------------------------------------------------------------- Hessenberg (?gehrd)
+
+
+def _gehrd(f, tau):
+  """?gehrd (ilo = 1, ihi = n) on the Fortran-ordered square ``f``; returns info."""
+
+
+@overload(_gehrd, jit_options=dict(cache=True))
+def _gehrd_ov(f, tau):
+  fn = _GEHRD[as_dtype(f.dtype)]
+
+  def impl(f, tau):
+    n = f.shape[0]
+    nn, one, info, lw = _i32(n), _i32(1), _i32(0), _i32(-1)
+    work = np.empty(1, f.dtype)
+    fn(nn.ctypes, one.ctypes, nn.ctypes, f.ctypes, nn.ctypes, tau.ctypes, work.ctypes,
+       lw.ctypes, info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(nn.ctypes, one.ctypes, nn.ctypes, f.ctypes, nn.ctypes, tau.ctypes, work.ctypes,
+       lw.ctypes, info.ctypes)
+    _keep(nn, one, info, lw, work, f, tau)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def hessenberg(a, out, taus):
+  """?gehrd per matrix: ``out[b]`` holds the upper Hessenberg matrix on and above the first
+  subdiagonal and the Householder vectors below it; ``taus[b]`` (n - 1) their scalar factors.
+  NaNs where LAPACK fails."""
+  B, n, _ = a.shape
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    tau = np.empty(max(1, n - 1), a.dtype)
+    if n > 0 and _gehrd(f, tau) != 0:
+      _fill_nan(out[bb])
+      _fill_nan(taus[bb])
+      continue
+    out[bb] = f
+    for i in range(n - 1):
+      taus[bb, i] = tau[i]
