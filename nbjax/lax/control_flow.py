@@ -314,7 +314,7 @@ def _lifted(closed):
   Literals. ``(closed, [])`` when there is none."""
   got = _lift_memo.get(closed)
   if got is not None:
-    return got
+    return (closed, []) if got is _NONE else got
   j, lits, new = closed.jaxpr, [], []
 
   def atom(x):
@@ -336,14 +336,17 @@ def _lifted(closed):
     eqns.append(e if ins2 == e.invars and params is e.params else
                 e.replace(invars=ins2, params=params))
   outs = [atom(x) for x in j.outvars]
-  got = (closed, []) if not lits else (
+  if not lits:
+    _lift_memo[closed] = _NONE  # (a memo value may not hold its key: it would never die)
+    return closed, []
+  got = _lift_memo[closed] = (
       ClosedJaxpr(j.replace(invars=[*new, *j.invars], outvars=outs, eqns=eqns), closed.consts),
       lits)
-  _lift_memo[closed] = got
   return got
 
 
 _lift_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NONE = object()
 
 
 def _insert(args, inserts):
@@ -395,18 +398,33 @@ _plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # loop body -
 
 
 class _Plan:
-  """An eager loop's params with its Array literals lifted (``_lifted``), the values to
-  insert among the arguments, and the params' content key (None: uncacheable)."""
-  __slots__ = ("params", "lifted", "inserts", "key")
+  """An eager loop's params with its Array literals lifted (``_lifted``): the values to insert
+  among the arguments, and the lifted params' content key (None: uncacheable). Kept per loop
+  body (weakly), so it holds no reference to the body itself."""
+  __slots__ = ("main", "rest", "lifted", "inserts", "key")
 
-  def __init__(self, prim, params):
-    self.params = params
-    self.lifted, inserts = _LIFTS[prim](params)
+  def __init__(self, prim, params, main):
+    body = params[main]
+    self.main, self.rest = main, [(k, v) for k, v in params.items() if k != main]
+    lifted, inserts = _LIFTS[prim](params)
+    self.lifted = {k: _NONE if v is body else v for k, v in lifted.items()}
     self.inserts = [(pos, [lit.val for lit in lits]) for pos, lits in inserts if lits]
     try:
-      self.key = _params_key(self.lifted)
+      self.key = _params_key(lifted)
     except _Uncacheable:
       self.key = None
+
+  def matches(self, params):
+    if len(params) != len(self.rest) + 1:
+      return False
+    for k, v in self.rest:
+      w = params.get(k, _NONE)
+      if w is not v and (w is _NONE or w != v):
+        return False
+    return True
+
+  def params(self, body):
+    return {k: body if v is _NONE else v for k, v in self.lifted.items()}
 
 
 def _loop_executable(prim, args, params):
@@ -414,10 +432,11 @@ def _loop_executable(prim, args, params):
   ``args``, found by content (None when the loop cannot be lowered: a primitive without a
   lowering), and the arguments it takes (``args`` with the loop's Array literals)."""
   from nbjax.interpreters import pjit
-  body = params["body_jaxpr" if prim is while_p else "jaxpr"]
+  main = "body_jaxpr" if prim is while_p else "jaxpr"
+  body = params[main]
   plan = _plans.get(body)
-  if plan is None or plan.params != params:
-    plan = _plans[body] = _Plan(prim, params)
+  if plan is None or not plan.matches(params):
+    plan = _plans[body] = _Plan(prim, params, main)
   key = None if plan.key is None else \
       (prim, plan.key, tuple([_aval_key(get_aval(a)) for a in args]))  # (literals': in plan.key)
   if plan.inserts:
@@ -426,7 +445,7 @@ def _loop_executable(prim, args, params):
   if exe is not None:
     _stats["loop_cache_hits"] += 1
     return exe, args
-  params, avals = plan.lifted, [get_aval(a) for a in args]
+  params, avals = plan.params(body), [get_aval(a) for a in args]
   out_avals = prim.abstract_eval(*avals, **params)
   invars = [Var(a) for a in avals]
   outvars = [Var(a) for a in out_avals]
