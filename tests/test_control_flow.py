@@ -633,6 +633,18 @@ def test_eager_loops_take_closed_over_arrays_as_arguments():
   assert per_call == [float(v) for v in nbjax.jit(g)(0.7, 1.3, 2.6, 0.4)]
 
 
+def test_eager_loop_memos_let_their_bodies_die():
+  import gc
+  gc.collect()
+  before = len(cf._lift_memo), len(cf._plans)
+  for k in range(20):  # a new body each time (the closed-over value differs): none is kept
+    s = jnp.asarray(1.0 + k)
+    lax.fori_loop(0, 2, lambda i, v: v * s, jnp.ones(2))
+    lax.while_loop(lambda v: v[0] < 3., lambda v: v + s * 0., jnp.full(2, 5.))
+  gc.collect()
+  assert len(cf._lift_memo) <= before[0] + 4 and len(cf._plans) <= before[1] + 4
+
+
 @pytest.mark.needs_guard
 def test_trace_cache_sees_changed_captures_and_globals():
   out = []
