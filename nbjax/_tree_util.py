@@ -627,6 +627,13 @@ def register_opaque_node(nodetype, flatten_func, unflatten_func, trailing):
   _register(_Node(nodetype, flatten_func, unflatten_func, kind="opaque"))
 
 
+def has_opaque(treedef):
+  """Whether ``treedef`` holds a ``register_opaque_node`` node (a key array)."""
+  if treedef.node is not None and treedef.node.kind == "opaque":
+    return True
+  return any(has_opaque(k) for k in treedef.kids)
+
+
 def trailing_axes(treedef):
   """Per leaf of ``treedef``: the trailing axes an opaque node above it adds (else 0), so
   that a negative axis of the user's value (a key array's) can be made the leaf's."""

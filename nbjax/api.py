@@ -137,7 +137,7 @@ def _key_tangents(primals, tangents):
                         f"of a key array of dtype {p.dtype} and shape {p.shape} must be a "
                         f"float0 array of that shape, got "
                         f"{dtypes.short_dtype_name(_dtype(t, 'tangent'))}{list(np.shape(t))}")
-      return PRNGKeyArray(p._impl, np.zeros(np.shape(p._base_array), dtypes.float0))
+      return PRNGKeyArray(p._impl, np.zeros(p.shape, dtypes.float0))
     return t
   try:
     return type(tangents)(tree_map(fix, tuple(primals), tuple(tangents), is_leaf=_is_key))
@@ -161,12 +161,11 @@ def _float0_to_keys(tree, avals, ct):
   def fix(p, c):
     if not _is_key(p) or _is_key(c):
       return c
-    if _dtype(c, "cotangent") != dtypes.float0 or np.shape(c) != np.shape(p._base_array)[
-        :np.ndim(p._base_array) - len(p._impl.key_shape)]:
+    if _dtype(c, "cotangent") != dtypes.float0 or np.shape(c) != p.shape:
       raise ValueError("unexpected JAX type (e.g. shape/dtype) for argument to vjp function: "
                        f"the cotangent of a key array output must be float0 of its shape, got "
                        f"{dtypes.short_dtype_name(_dtype(c))}{list(np.shape(c))}")
-    return PRNGKeyArray(p._impl, np.zeros(np.shape(p._base_array), dtypes.float0))
+    return PRNGKeyArray(p._impl, np.zeros(p.shape, dtypes.float0))
   proxy = tree_unflatten(tree, [core.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
   return tree_map(fix, proxy, ct, is_leaf=_is_key)
 
@@ -220,7 +219,7 @@ def _jvp(fun, primals, tangents, has_aux=False):
   # NumPy array: hand back an Array of its own instead (JAX returns the caller's object)
   outs_p, outs_t = [_owned(x) for x in outs_p], [_owned(x) for x in outs_t]
   outs_t = tree_unflatten(out_tree, outs_t)
-  if any(tree_util.trailing_axes(out_tree)):  # a key array output's tangent: float0[shape]
+  if tree_util.has_opaque(out_tree):  # a key array output's tangent: float0[shape]
     outs_t = _keys_to_float0(outs_t)
   if has_aux:
     return (tree_unflatten(out_tree, outs_p), outs_t,
@@ -483,13 +482,13 @@ class _VjpFun:
 
   def __init__(self, lin, in_tree, out_tree, name="function"):
     self.lin, self.in_tree, self.out_tree, self.name = lin, in_tree, out_tree, name
-    self.keys = any(tree_util.trailing_axes(in_tree))  # key array inputs: float0 cotangents
+    self.keys = tree_util.has_opaque(in_tree)  # key array inputs: float0 cotangents
 
   def __call__(self, consts, *args):
     if len(args) != 1:
       raise TypeError(_VJP_TOO_MANY_ARGS.format(self.name, len(args)))
     ct, lin = args[0], self.lin
-    if any(tree_util.trailing_axes(self.out_tree)):
+    if tree_util.has_opaque(self.out_tree):
       ct = _float0_to_keys(self.out_tree, lin.out_avals, ct)
     cts, tree = tree_flatten(ct)
     if tree != self.out_tree:
@@ -1031,7 +1030,8 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
                       "valid nbjax type")
     val, src = trace.to_batch_info(o)
     r = _match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes)
-    results.append(r if isinstance(r, (Tracer, _Array)) else _Array(r))  # a passed-through input
+    results.append(r if isinstance(r, (Tracer, _Array)) or _is_key(r)
+                   else _Array(r))  # a passed-through input
   return results
 
 
@@ -1062,7 +1062,7 @@ def _broadcast_at(x, size, axis):
   if aval.dtype == dtypes.float0:  # float0 carries no data: no primitive to run
     return _Array(np.zeros(shape, dtypes.float0))
   dims = tuple(d for d in range(len(shape)) if d != axis)
-  return lax.broadcast_in_dim(x, tuple(shape), dims)
+  return batching.broadcast_in_dim(x, tuple(shape), dims)
 
 
 def _flatten_axes(name, treedef, axis_tree, *, kws=False):
@@ -1377,7 +1377,8 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
       else:
         out.append(_Array(v) if s is None else spmd.put(v, s))
     return tree_unflatten(tree, out)
-  return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) else _Array(v), x)
+  return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) or _is_key(v) else _Array(v), x,
+                  is_leaf=_is_key)
 
 
 def device_get(x):

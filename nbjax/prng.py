@@ -8,19 +8,25 @@ extended dtype (``key<fry>``, ``key<rbg>``, ``key<urbg>``; ``issubdtype(key.dtyp
 dtypes.prng_key)``).
 
 Key arrays are pytree leaves to users, as in JAX (``tree_util.tree_leaves(key) == [key]``),
-and nodes over their data to the transformations (``_tree_util.register_opaque_node``): ``jit``
-lowers a key array as its ``uint32`` data, ``vmap`` batches that data (a negative axis is
-the key array's), the loops, ``cond`` and ``grad`` carry it, and a key array's tangent and
-cotangent are float0 arrays of its shape. So inside a transformation a key array is a
-``PRNGKeyArray`` over a tracer of its data, and a jaxpr shows that data (``u32[2]``) where
-JAX's shows ``key<fry>[]``. The structural operations JAX allows on keys (indexing and
-``.at[...].get/set``, ``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``, and
+and to the transformations nodes over one value of their key dtype (``_flatten``): an eager
+key becomes a ``_KeyLeaf`` (aval ``key<fry>[*shape]``), so ``jit``, ``make_jaxpr``, ``vmap``,
+``scan``, ``cond`` and ``grad`` see JAX's key avals, and inside them a key array is a
+``PRNGKeyArray`` over a tracer of its key aval (a *typed* key). Operations on typed keys stage
+JAX's key primitives (``random_seed``/``random_split``/``random_fold_in``/``random_bits``/
+``random_wrap``/``random_unwrap``, ``nbjax.lax.prng``), so a jaxpr reads as JAX's
+(``b:key<fry>[2] = random_split[shape=(2,)] a``); jit lowers key avals as their ``uint32``
+data (``nbjax.lax.prng.physicalize``). Eager keys run the implementation's functions on their
+data directly (the fused threefry kernel), and so do keys traced as data inside a sampler's
+staged program. A key array's tangent and cotangent are float0 arrays of its shape.
+
+The structural operations JAX allows on keys (indexing and ``.at[...].get/set``, ``reshape``, ``ravel``, ``squeeze``, ``T``, ``==``, and
 ``jnp.stack``/``concatenate``/``where``/``take``/``broadcast_to``/``broadcast_arrays``/
 ``expand_dims``/``full``/``zeros``/``*_like``, which ``nbjax.numpy`` dispatches here, and the
 functions that only move, repeat or split elements, ``flip``/``roll``/``tile``/``repeat``/
 ``swapaxes``/``moveaxis``/``split``/``atleast_2d``/``rot90``..., run on the keys' positions:
-``_lift``) act on the data; everything else (arithmetic, ``np.asarray``) raises JAX's
-``TypeError``.
+``_lift``) act on the data (a typed key's through ``random_unwrap``/``random_wrap``; ``keys[i]``
+and iteration while staging are JAX's ``slice`` and ``squeeze`` of the key array); everything
+else (arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
 
 Implementations: ``threefry2x32`` (the default; ``nbjax.lax.prng.threefry_sample_p``, a fused
 numba kernel eagerly), ``rbg`` (threefry split/fold_in on each half of a 4-word key, bits
@@ -33,11 +39,13 @@ from typing import NamedTuple, Callable
 
 import numpy as np
 
-from nbjax import dtypes, lax, _tree_util as tree_util
+from nbjax import core, dtypes, lax, _tree_util as tree_util
 from nbjax import numpy as jnp
 from nbjax.config import config
-from nbjax.core import Tracer
+from nbjax.core import ShapedArray, Tracer
+from nbjax.interpreters.partial_eval import JaxprTracer
 from nbjax.lax import prng as _lp
+from nbjax.lax.prng import KeyTy
 from nbjax.lax.shape import canonicalize_axis as _canon_axis
 from nbjax.numpy import _util as _np_util
 
@@ -55,11 +63,22 @@ class PRNGImpl(NamedTuple):
   fold_in: Callable
   name: str
   tag: str
+  batched: bool = False  # whether the functions take keys with leading batch axes
 
   def __repr__(self):
     return f"PRNGImpl({self.name})"
 
-  __str__ = __repr__
+  def __str__(self):  # as a jaxpr parameter (``random_seed[impl=fry]``), JAX's
+    return self.tag
+
+  def __hash__(self):
+    return hash(self.tag)
+
+  def __eq__(self, other):
+    return self is other
+
+  def __ne__(self, other):
+    return self is not other
 
 
 def seed_data(seed):
@@ -122,7 +141,7 @@ def _urbg_fold_in(d, x):
 
 prngs = {
     "threefry2x32": PRNGImpl((2,), seed_data, _tf_split, _tf_bits, _tf_fold_in,
-                             "threefry2x32", "fry"),
+                             "threefry2x32", "fry", True),
     "rbg": PRNGImpl((4,), _rbg_seed, _rbg_split, _rbg_bits, _rbg_fold_in, "rbg", "rbg"),
     "unsafe_rbg": PRNGImpl((4,), _rbg_seed, _urbg_split, _rbg_bits, _urbg_fold_in,
                            "unsafe_rbg", "urbg"),
@@ -142,36 +161,26 @@ def resolve_impl(impl):
   raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: {names}?')
 
 
-class KeyTy(dtypes.ExtendedDType):
-  """The dtype of a key array: ``key<fry>`` for threefry2x32 keys."""
-  type = dtypes.prng_key
-
-  def __init__(self, impl):
-    self._impl = impl
-
-  name = property(lambda self: f"key<{self._impl.tag}>")
-  itemsize = property(lambda self: 4 * math.prod(self._impl.key_shape))
-
-  def __repr__(self):
-    return self.name
-
-  __str__ = __repr__
-
-  def __eq__(self, other):
-    return type(other) is KeyTy and self._impl is other._impl
-
-  def __hash__(self):
-    return hash((KeyTy, self._impl.name))
-
-
 def _dtype_str(x):
   if isinstance(x, PRNGKeyArray):
     return str(x.dtype)
   return str(dtypes.dtype(x, canonicalize=True))
 
 
+def _is_typed(b):
+  """Whether a key array's ``_base_array`` is a value of key dtype (a tracer of a key aval)
+  rather than the keys' raw ``uint32`` data."""
+  return type(getattr(b, "dtype", None)) is KeyTy
+
+
+def _staging(b):
+  return type(b) is JaxprTracer
+
+
 class PRNGKeyArray:
-  """An array of PRNG keys: ``impl`` and its ``uint32`` data (``shape + impl.key_shape``)."""
+  """An array of PRNG keys: ``impl`` and either its ``uint32`` data (``shape +
+  impl.key_shape``; eager keys, and keys traced as data) or, in a transformation, a tracer
+  of its key aval (``key<fry>[*shape]``: a typed key)."""
   __slots__ = ("_impl", "_base_array")
   __array_priority__ = 100
 
@@ -179,14 +188,36 @@ class PRNGKeyArray:
     self._impl = impl
     self._base_array = key_data
 
-  shape = property(lambda self: tuple(np.shape(self._base_array))[
-      :np.ndim(self._base_array) - len(self._impl.key_shape)])
+  @property
+  def shape(self):
+    b = self._base_array
+    d = b.dtype
+    if type(d) is KeyTy or d == dtypes.float0:  # (a float0 tangent has the keys' shape)
+      return tuple(b.shape)
+    return tuple(np.shape(b))[:np.ndim(b) - len(self._impl.key_shape)]
+
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: math.prod(self.shape))
   dtype = property(lambda self: KeyTy(self._impl))
   itemsize = property(lambda self: self.dtype.itemsize)
   nbytes = property(lambda self: self.size * self.itemsize)
   weak_type = False
+
+  @property
+  def aval(self):
+    return ShapedArray(self.shape, KeyTy(self._impl))
+
+  @property
+  def _data(self):
+    """The keys' raw ``uint32`` data (``random_unwrap`` of a typed key)."""
+    b = self._base_array
+    return _lp.random_unwrap_p.bind(b) if type(b.dtype) is KeyTy else b
+
+  def _new(self, data):
+    """Keys over ``data`` (the result of an operation on ``self._data``), typed as ``self``."""
+    if type(self._base_array.dtype) is KeyTy:
+      return as_keys(self._impl, _lp.random_wrap_p.bind(data, impl=self._impl))
+    return PRNGKeyArray(self._impl, data)
 
   def __len__(self):
     if not self.shape:
@@ -196,6 +227,12 @@ class PRNGKeyArray:
   def __iter__(self):
     if not self.shape:
       raise TypeError("iteration over a 0-d key array")
+    b = self._base_array
+    if _staging(b):  # JAX's: index_in_dim (a strided slice) and squeeze per key
+      shape = self.shape
+      return (PRNGKeyArray(self._impl, lax.squeeze(lax.slice(
+          b, (i, *(0,) * (len(shape) - 1)), (i + 1, *shape[1:]), (1,) * len(shape)), (0,)))
+          for i in range(shape[0]))
     return (self[i] for i in range(self.shape[0]))
 
   def _data_index(self, idx):
@@ -210,7 +247,16 @@ class PRNGKeyArray:
     return idx + (slice(None),) * len(self._impl.key_shape)
 
   def __getitem__(self, idx):
-    return PRNGKeyArray(self._impl, self._base_array[self._data_index(idx)])
+    b = self._base_array
+    if _staging(b) and type(idx) in (int, np.int32, np.int64) and self.shape:
+      shape = self.shape  # JAX's jaxpr for keys[i]: slice and squeeze of the key array
+      i = int(idx)
+      if not -shape[0] <= i < shape[0]:
+        raise IndexError(f"index {i} is out of bounds for axis 0 with size {shape[0]}")
+      i %= shape[0]
+      return PRNGKeyArray(self._impl, lax.squeeze(lax.slice(
+          b, (i, *(0,) * (len(shape) - 1)), (i + 1, *shape[1:])), (0,)))
+    return self._new(self._data[self._data_index(idx)])
 
   @property
   def at(self):
@@ -219,8 +265,7 @@ class PRNGKeyArray:
 
   def reshape(self, *shape, order="C"):
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-    return PRNGKeyArray(self._impl, jnp.reshape(self._base_array,
-                                                (*shape, *self._impl.key_shape), order=order))
+    return self._new(jnp.reshape(self._data, (*shape, *self._impl.key_shape), order=order))
 
   def ravel(self, order="C"):
     return self.reshape(-1, order=order)
@@ -232,18 +277,20 @@ class PRNGKeyArray:
       axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
     axis = (axis,) if isinstance(axis, int) else tuple(axis)
     axis = tuple(a % self.ndim for a in axis) if self.ndim else axis
-    return PRNGKeyArray(self._impl, jnp.squeeze(self._base_array, axis))
+    return self._new(jnp.squeeze(self._data, axis))
 
   def transpose(self, *axes):
     axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
     axes = (tuple(_canon_axis(a, self.ndim) for a in axes) if axes
             else tuple(reversed(range(self.ndim))))
     trail = tuple(range(self.ndim, self.ndim + len(self._impl.key_shape)))
-    return PRNGKeyArray(self._impl, jnp.transpose(self._base_array, axes + trail))
+    return self._new(jnp.transpose(self._data, axes + trail))
 
   T = property(lambda self: self.transpose())
 
   def copy(self):
+    if _is_typed(self._base_array):
+      return self
     return PRNGKeyArray(self._impl, jnp.array(self._base_array, copy=True))
 
   __copy__ = copy
@@ -260,7 +307,7 @@ class PRNGKeyArray:
   def __eq__(self, other):
     if not isinstance(other, PRNGKeyArray) or other._impl is not self._impl:
       raise TypeError(f"eq does not accept dtypes {self.dtype}, {_dtype_str(other)}.")
-    return jnp.all(self._base_array == other._base_array,
+    return jnp.all(self._data == other._data,
                    axis=tuple(range(-len(self._impl.key_shape), 0)))
 
   def __ne__(self, other):
@@ -282,12 +329,28 @@ class PRNGKeyArray:
       ks = lambda shape: f"{self.dtype}[{','.join(map(str, shape))}]"
       name = type(b).__name__
       if name == "BatchTracer":
-        full = tuple(b.val.shape)[:len(b.val.shape) - len(self._impl.key_shape)]
+        v = b.val
+        full = (tuple(v.shape) if _is_typed(v) or isinstance(v, PRNGKeyArray)
+                else tuple(v.shape)[:len(v.shape) - len(self._impl.key_shape)])
         return f"VmapTracer(aval={ks(self.shape)}, batched={ks(full)})"
       return f"{'JitTracer' if name == 'JaxprTracer' else name}({ks(self.shape)})"
     return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base_array)}"
 
   __str__ = __repr__
+
+
+def as_keys(impl, out):
+  """Key arrays from a key primitive's result: a tracer of key dtype, or an eager key array
+  (a primitive bound on eager keys below a transformation)."""
+  if isinstance(out, PRNGKeyArray):
+    return out if type(out) is PRNGKeyArray else PRNGKeyArray(impl, out._base_array)
+  return PRNGKeyArray(impl, out)
+
+
+class _KeyLeaf(PRNGKeyArray):
+  """An eager key array as a leaf for the transformations (a value of key dtype; not a
+  pytree node, unlike ``PRNGKeyArray``)."""
+  __slots__ = ()
 
 
 _ACCEPTS = {"and": "bool, integer", "or": "bool, integer", "xor": "bool, integer",
@@ -341,24 +404,63 @@ class _KeyAt:
 
   def get(self, **kwargs):
     k = self.keys
-    return PRNGKeyArray(k._impl, k._base_array.at[k._data_index(self.idx)].get(**kwargs))
+    return k._new(k._data.at[k._data_index(self.idx)].get(**kwargs))
 
   def set(self, values, **kwargs):
     k = self.keys
     if not isinstance(values, PRNGKeyArray) or values._impl is not k._impl:
       raise TypeError(f"scatter does not accept dtypes {k.dtype}, {_dtype_str(values)}.")
-    return PRNGKeyArray(k._impl, k._base_array.at[k._data_index(self.idx)].set(
-        values._base_array, **kwargs))
+    return _keys_of(k._impl, k._data.at[k._data_index(self.idx)].set(values._data, **kwargs),
+                    (k, values))
+
+
+def _flatten(k):
+  """A key array to the transformations: one leaf of its key dtype (``key<fry>[*shape]``):
+  a typed key's tracer, an eager key as a ``_KeyLeaf``; keys traced as raw data (inside a
+  sampler's staged program) stay that data."""
+  b = k._base_array
+  d = getattr(b, "dtype", None)
+  if type(d) is KeyTy:
+    return (b,), k._impl
+  if isinstance(b, Tracer):  # keys traced as their data (a sampler's staged program)
+    return (b,), k._impl
+  if isinstance(b, core.ShapeDtypeStruct):
+    return (core.ShapeDtypeStruct(k.shape, KeyTy(k._impl)),), k._impl
+  if d is None or d == dtypes.float0:  # a proxy or a tangent in the key's place
+    return (b,), k._impl
+  leaf = object.__new__(_KeyLeaf)
+  leaf._impl, leaf._base_array = k._impl, b
+  return (leaf,), k._impl
 
 
 def _unflatten(impl, children):
+  c = children[0]
+  if isinstance(c, PRNGKeyArray):  # an eager key value
+    if type(c) is PRNGKeyArray:
+      return c
+    c = c._base_array
   k = object.__new__(PRNGKeyArray)
-  k._impl, k._base_array = impl, children[0]
+  k._impl, k._base_array = impl, c
   return k
 
 
-tree_util.register_opaque_node(PRNGKeyArray, lambda k: ((k._base_array,), k._impl), _unflatten,
-                               lambda impl: len(impl.key_shape))
+def _keys_of(impl, data, sources):
+  """Keys over ``data`` computed from the key arrays ``sources``: typed when one is."""
+  if any(_is_typed(x._base_array) for x in sources):
+    return as_keys(impl, _lp.random_wrap_p.bind(data, impl=impl))
+  return PRNGKeyArray(impl, data)
+
+
+tree_util.register_opaque_node(PRNGKeyArray, _flatten, _unflatten, lambda impl: 0)
+_lp.key_hooks["wrap"] = PRNGKeyArray
+
+
+def _vmap(f):
+  from nbjax import api
+  return api.vmap(f)
+
+
+_lp.key_hooks["vmap"] = _vmap
 
 
 # ---- the jnp functions JAX allows on key arrays (nbjax.numpy dispatches here) ----------------
@@ -369,13 +471,13 @@ def _same_keys(name, xs):
     raise ValueError(f"Need at least one array to {name}.")
   if not all(isinstance(x, PRNGKeyArray) and x._impl is xs[0]._impl for x in xs):
     raise TypeError(f"{name} does not accept dtypes {', '.join(map(_dtype_str, xs))}.")
-  return xs[0]._impl, [x._base_array for x in xs]
+  return xs[0]._impl, [x._data for x in xs]
 
 
 def _stack(arrays, axis):
   impl, ds = _same_keys("stack", arrays)
   axis = _canon_axis(axis, np.ndim(ds[0]) - len(impl.key_shape) + 1)
-  return PRNGKeyArray(impl, jnp.stack(ds, axis))
+  return _keys_of(impl, jnp.stack(ds, axis), arrays)
 
 
 def _concatenate(arrays, axis):
@@ -383,25 +485,24 @@ def _concatenate(arrays, axis):
   nd = np.ndim(ds[0]) - len(impl.key_shape)
   if nd == 0:
     raise ValueError("Zero-dimensional arrays cannot be concatenated.")
-  return PRNGKeyArray(impl, jnp.concatenate(ds, _canon_axis(axis, nd)))
+  return _keys_of(impl, jnp.concatenate(ds, _canon_axis(axis, nd)), arrays)
 
 
 def _expand_dims(a, axis):
   axes = (axis,) if isinstance(axis, int) else tuple(axis)
   n = a.ndim + len(axes)
-  return PRNGKeyArray(a._impl, jnp.expand_dims(a._base_array,
-                                               tuple(_canon_axis(x, n) for x in axes)))
+  return a._new(jnp.expand_dims(a._data, tuple(_canon_axis(x, n) for x in axes)))
 
 
 def _broadcast_to(x, shape):
   shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-  return PRNGKeyArray(x._impl, jnp.broadcast_to(x._base_array, shape + x._impl.key_shape))
+  return x._new(jnp.broadcast_to(x._data, shape + x._impl.key_shape))
 
 
 def _take(a, indices, axis, **kw):
   if axis is None:
     a, axis = a.ravel(), 0
-  return PRNGKeyArray(a._impl, jnp.take(a._base_array, indices, _canon_axis(axis, a.ndim), **kw))
+  return a._new(jnp.take(a._data, indices, _canon_axis(axis, a.ndim), **kw))
 
 
 def _where(condition, x, y):
@@ -410,7 +511,7 @@ def _where(condition, x, y):
                     f"{_dtype_str(x)}].")
   c = jnp.asarray(condition)
   c = jnp.reshape(c, c.shape + (1,) * len(x._impl.key_shape))  # broadcast over the key data
-  return PRNGKeyArray(x._impl, jnp.where(c, x._base_array, y._base_array))
+  return _keys_of(x._impl, jnp.where(c, x._data, y._data), (x, y))
 
 
 def _cmp(name, method):
@@ -439,7 +540,7 @@ def _full(shape, fill_value, dtype):
   if isinstance(fill_value, PRNGKeyArray):
     if fill_value._impl is not impl:
       raise TypeError(f"full does not accept dtypes {fill_value.dtype}, {dtype}.")
-    data = fill_value._base_array
+    data = fill_value._data
   else:
     data = lax.convert_element_type(jnp.asarray(fill_value), _U32)
   return PRNGKeyArray(impl, jnp.broadcast_to(data, (*shape, *impl.key_shape)))
@@ -451,8 +552,8 @@ def _lift(fn, a, *args, **kwargs):
   shape), and the keys are gathered at the positions it returns."""
   n = a.size
   pos = fn(jnp.reshape(lax.iota(np.int32, n), a.shape), *args, **kwargs)
-  data = jnp.reshape(a._base_array, (n, *a._impl.key_shape))
-  wrap = lambda p: PRNGKeyArray(a._impl, jnp.take(data, p, axis=0))
+  data = jnp.reshape(a._data, (n, *a._impl.key_shape))
+  wrap = lambda p: a._new(jnp.take(data, p, axis=0))
   return [wrap(p) for p in pos] if isinstance(pos, (list, tuple)) else wrap(pos)
 
 

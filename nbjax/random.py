@@ -75,6 +75,20 @@ def _fused(k):
   return k._impl is _keys.prngs["threefry2x32"]
 
 
+def _operand(k):
+  """The operand of a key primitive for ``k`` when its operations stage JAX's key primitives
+  (``random_split``, ``random_bits``...): a typed key's tracer, or an eager key under a
+  transformation (a constant of key dtype); else ``None``: eager keys run the
+  implementation's functions directly (the fused threefry kernel), and keys traced as raw
+  data (inside a sampler's staged program) the functions on that data."""
+  b = k._base_array
+  if type(b.dtype) is KeyTy:
+    return b
+  if isinstance(b, core.Tracer) or core._ctx.trace is core.eval_trace:
+    return None
+  return k
+
+
 def _sample(k, *p, shape, op, dtype):
   return prng.threefry_sample(k._base_array, *p, shape=shape, op=op, dtype=dtype,
                               partitionable=config._flags["threefry_partitionable"])
@@ -106,7 +120,10 @@ def _check_key(name, key, batched=False):
       raise TypeError("JAX encountered invalid PRNG key data: expected key_data to have ndim, "
                       f"shape, and dtype attributes. Got {key}")
     impl = _keys.resolve_impl(None)
-    k = PRNGKeyArray(impl, _raw(name, key, impl))
+    d = _raw(name, key, impl)
+    if isinstance(d, core.Tracer):  # a raw key under a transformation: JAX's random_wrap
+      d = prng.random_wrap_p.bind(d, impl=impl)
+    k = PRNGKeyArray(impl, d)
   if not batched and k.ndim:
     raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                      f"{np.shape(key)} != (). Use jax.vmap for batching.")
@@ -115,7 +132,7 @@ def _check_key(name, key, batched=False):
 
 def _like(key, k):
   """``k`` in ``key``'s form: a typed key array, or raw data for a raw key."""
-  return k if isinstance(key, PRNGKeyArray) else k._base_array
+  return k if isinstance(key, PRNGKeyArray) else k._data
 
 
 def _seed(name, seed, impl):
@@ -130,13 +147,15 @@ def _seed(name, seed, impl):
                     f"{s.shape} != (). Use jax.vmap for batching")
   if not dtypes.issubdtype(s.dtype, np.integer):
     raise TypeError(f"PRNG key seed must be an integer; got {s!r}")
+  if isinstance(s, core.Tracer) or core._ctx.trace is not core.eval_trace:
+    return _keys.as_keys(impl, prng.random_seed_p.bind(s, impl=impl))
   return PRNGKeyArray(impl, impl.seed(s))
 
 
 def PRNGKey(seed, *, impl=None):
   """Create a legacy PRNG key (raw ``uint32`` data, ``uint32[2]`` for threefry) from an
   integer seed."""
-  return _seed("PRNGKey", seed, impl)._base_array
+  return _seed("PRNGKey", seed, impl)._data
 
 
 def key(seed, *, impl=None, dtype=None):
@@ -147,14 +166,21 @@ def key(seed, *, impl=None, dtype=None):
 
 def key_data(keys):
   """Recover the ``uint32`` bits underlying a PRNG key array."""
-  return _check_key("key_data", keys, batched=True)._base_array
+  k = _check_key("key_data", keys, batched=True)
+  op = _operand(k)
+  return k._base_array if op is None else prng.random_unwrap_p.bind(op)
 
 
 def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
   """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
   typed PRNG key array."""
   impl = _keys.resolve_impl(impl)
-  return PRNGKeyArray(impl, _raw("wrap_key_data", key_bits_array, impl))
+  d = _raw("wrap_key_data", key_bits_array, impl)
+  if isinstance(d, PRNGKeyArray):
+    d = d._data
+  if isinstance(d, core.Tracer) or core._ctx.trace is not core.eval_trace:
+    return _keys.as_keys(impl, prng.random_wrap_p.bind(d, impl=impl))
+  return PRNGKeyArray(impl, d)
 
 
 def key_impl(keys):
@@ -173,6 +199,9 @@ def clone(key):
 
 
 def _split(k, shape):
+  op = _operand(k)
+  if op is not None:
+    return _keys.as_keys(k._impl, prng.random_split_p.bind(op, shape=tuple(shape)))
   return PRNGKeyArray(k._impl, k._impl.split(k._base_array, shape))
 
 
@@ -190,10 +219,16 @@ def fold_in(key, data):
     raise TypeError("fold_in accepts a scalar, but was given an array of"
                     f"shape {np.shape(data)} != (). Use jax.vmap for batching.")
   d = jnp.asarray(data, dtype=_U32)
+  op = _operand(k)
+  if op is not None:
+    return _like(key, _keys.as_keys(k._impl, prng.random_fold_in_p.bind(op, d)))
   return _like(key, PRNGKeyArray(k._impl, k._impl.fold_in(k._base_array, d)))
 
 
 def _random_bits(k, width, shape):
+  op = _operand(k)
+  if op is not None:
+    return prng.random_bits_p.bind(op, bit_width=width, shape=tuple(shape))
   if _fused(k):
     return _sample(k, shape=shape, op="bits", dtype=_UINT[width])
   return k._impl.random_bits(k._base_array, width, shape)
@@ -261,7 +296,29 @@ class _staged:
     return fun(k, *xs, **static) if out is eager_cache.MISS else out
 
 
+def _uniform_staged(k, shape, dt, minval, maxval):
+  """JAX's uniform, operation for operation (staged with typed keys)."""
+  minval = lax.convert_element_type(minval, dt)
+  maxval = lax.convert_element_type(maxval, dt)
+  minval = lax.expand_dims(minval, tuple(range(len(shape) - np.ndim(minval))))
+  maxval = lax.expand_dims(maxval, tuple(range(len(shape) - np.ndim(maxval))))
+  fi = dtypes.finfo(dt)
+  nbits, nmant = fi.bits, fi.nmant
+  rng_bits = 8 if nmant < 8 else nbits
+  b = _random_bits(k, rng_bits, shape)
+  ud = _UINT[nbits]
+  if rng_bits != nbits:
+    b = lax.convert_element_type(b, ud)
+  fb = lax.shift_right_logical(b, np.array(rng_bits - nmant, ud))
+  fb = lax.bitwise_or(fb, np.array(1.0, dt).view(ud))
+  floats = lax.sub(lax.bitcast_convert_type(fb, dt), np.array(1., dt))
+  return lax.max(minval, lax.reshape(lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval),
+                                     shape))
+
+
 def _uniform(k, shape, dt, minval, maxval):
+  if _operand(k) is not None:
+    return _uniform_staged(k, shape, dt, minval, maxval)
   if dt.itemsize >= 4 and _fused(k):  # float32/float64: the fused kernel draws [0, 1)
     floats = _sample(k, shape=shape, op="uniform", dtype=dt)
     if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
@@ -377,7 +434,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
     return u2 < p - u1
-  if dt.itemsize >= 4 and _fused(k):  # one fused pass: draw, convert, compare
+  if dt.itemsize >= 4 and _fused(k) and _operand(k) is None:  # one fused pass
     return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
   return _uniform(k, shape, dt, 0., 1.) < p
 

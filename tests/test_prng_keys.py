@@ -216,6 +216,7 @@ def test_key_arrays_are_pytree_leaves():
                                   [(k, ks), (ks, k)]) == ([k, ks], [ks, k])
 
 
+@pytest.mark.needs_guard  # records the values a function sees (impure)
 def test_keys_through_jit():
   k, ks = R.key(0), R.split(R.key(1), 3)
   # arguments and results in containers, and a closed-over key
@@ -424,6 +425,7 @@ def test_key_data_errors_and_bounds_as_jax():
                              rtol=1e-14)
 
 
+@pytest.mark.needs_guard  # records the values a function sees (impure)
 def test_typeof_a_key_array_is_its_key_aval():
   k = nbjax.random.key(0)
   assert str(nbjax.typeof(k)) == "key<fry>[]" and repr(nbjax.typeof(k)) == "ShapedArray(key<fry>[])"

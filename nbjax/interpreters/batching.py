@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from nbjax import core, registry
 from nbjax.core import Trace, Tracer, get_aval, set_current_trace
+from nbjax.dtypes import ExtendedDType
 
 # ``nbjax.lax`` (a layer above) installs itself here when imported: the array operations the
 # helpers below need (zeros, add_any, transpose...) without an import pointing up.
@@ -116,22 +117,37 @@ class AxisData:
 # ------------------------------------------------------------------------ helpers
 
 
+# key arrays (extended dtypes): their moves and broadcasts act on their data; ``nbjax.lax``
+# installs them (``(moveaxis, broadcast_in_dim)``)
+extended_rules = None
+
+
 def moveaxis(x, src, dst):
   """Move axis ``src`` of ``x`` to ``dst`` (a ``transpose`` bind; no-op when equal)."""
-  nd = get_aval(x).ndim
+  aval = get_aval(x)
+  nd = aval.ndim
   src, dst = src % nd, dst % nd
   if src == dst:
     return x
+  if isinstance(aval.dtype, ExtendedDType):
+    return extended_rules[0](x, src, dst)
   perm = [i for i in range(nd) if i != src]
   perm.insert(dst, src)
   return _lax.transpose(x, perm)
+
+
+def broadcast_in_dim(x, shape, dims):
+  """``lax.broadcast_in_dim`` (key arrays too)."""
+  if isinstance(get_aval(x).dtype, ExtendedDType):
+    return extended_rules[1](x, shape, dims)
+  return _lax.broadcast_in_dim(x, shape, dims)
 
 
 def bdim_at_front(x, bdim, size):
   """``x`` with its batch axis first; unmapped values are broadcast to ``size``."""
   if bdim is not_mapped:
     aval = get_aval(x)
-    return _lax.broadcast_in_dim(x, (size, *aval.shape), tuple(range(1, aval.ndim + 1)))
+    return broadcast_in_dim(x, (size, *aval.shape), tuple(range(1, aval.ndim + 1)))
   return moveaxis(x, bdim, 0)
 
 
@@ -140,7 +156,7 @@ def matchaxis(src, dst, sz, x):
   if src == dst:
     return x
   if src is not_mapped:
-    x = _lax.broadcast_in_dim(x, (sz, *get_aval(x).shape), tuple(range(1, get_aval(x).ndim + 1)))
+    x = broadcast_in_dim(x, (sz, *get_aval(x).shape), tuple(range(1, get_aval(x).ndim + 1)))
     src = 0
   if dst is not_mapped:
     raise ValueError("cannot unbatch a mapped value")

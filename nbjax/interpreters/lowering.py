@@ -33,6 +33,20 @@ ir = _Lazy("ir")
 i64_array = _Lazy("i64_array")
 
 
+# ``(has_keys(jaxpr), physicalize(closed_jaxpr))``, installed by ``nbjax.lax.prng``: a jaxpr
+# holding key arrays (extended dtypes) is lowered as one over their raw data.
+physicalize_hook = None
+key_wrap = None  # (impl, data) -> an eager key array (nbjax.prng.PRNGKeyArray)
+
+
+def physicalize(closed):
+  """``closed`` with its key avals replaced by their data's (identity when it has none)."""
+  h = physicalize_hook
+  if h is not None and h[0](closed.jaxpr):
+    return h[1](closed)
+  return closed
+
+
 def register(name_or_prim, rule, platform="cpu"):
   """``prim.lowerings[platform] = rule`` (by primitive or name); no jaxlib import."""
   from nbjax import registry

@@ -398,6 +398,8 @@ def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cp
   ``host_callbacks``: a list the module's host callables are appended to (in index order),
   for ``xla.compile(..., host_callbacks=...)``; a jaxpr with callbacks needs one.
   """
+  from nbjax.interpreters import lowering as _lowering
+  closed_jaxpr = _lowering.physicalize(closed_jaxpr)  # key arrays: lowered as their data
   with xla.mlir_context(), ir.Location.unknown():
     m = _new_module(name)
     mctx = ModuleContext(m, platform)

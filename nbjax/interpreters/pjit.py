@@ -160,8 +160,13 @@ class _Executable:
   """
 
   def __init__(self, closed, name, compiler_options=None):
-    from nbjax.interpreters import mlir
+    from nbjax.interpreters import mlir, lowering
     self.compiler_options = compiler_options
+    # key arrays (extended dtypes) in and out: the executable takes and gives their data
+    ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
+    self.key_in = [i for i, a in enumerate(closed.in_avals) if ext(a)]
+    self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
+    closed = lowering.physicalize(closed)
     consts = closed.consts
     hoisted = [i for i, c in enumerate(consts)
                if isinstance(c, Tracer) or np.asarray(c).nbytes > _INLINE_CONST_BYTES]
@@ -304,7 +309,25 @@ class _Executable:
   def runner(self, out_tree, guarded=False):
     """``run(args) -> the tree of outputs``: the host or device path picked by the arguments'
     types, as one generated function (jit's fast path); ``guarded``: see ``_device_call``."""
+    if self.key_in or self.key_out:
+      if guarded:
+        return None
+      run = self._device_call()
+      unflat = tree_util.unflattener(out_tree)
+      return lambda args: unflat(self._keys_out(run(self._keys_in(args))))
     return self._device_call(out_tree, guarded)
+
+  def _keys_in(self, args):
+    args = list(args)
+    for i in self.key_in:
+      args[i] = args[i]._base_array
+    return args
+
+  def _keys_out(self, outs):
+    from nbjax.interpreters import lowering
+    for i, impl in self.key_out:
+      outs[i] = lowering.key_wrap(impl, outs[i])
+    return outs
 
   def _adopt(self, i, x):
     """Device buffer of ``Array`` argument ``i``, cached on it when it holds exactly the
@@ -319,6 +342,11 @@ class _Executable:
     return b
 
   def run(self, args):
+    if self.key_in or self.key_out:
+      return self._keys_out(self._run(self._keys_in(args)))
+    return self._run(args)
+
+  def _run(self, args):
     for x in args:
       if type(x) is Array:
         return self.run_device(args)

@@ -469,6 +469,8 @@ _PY_SCALARS = (bool, int, float, complex)
 def _operand(x, prim):
   if isinstance(x, Tracer):
     raise core.escaped_tracer_error(x, prim)
+  if isinstance(getattr(x, "dtype", None), dtypes.ExtendedDType) and hasattr(x, "aval"):
+    return x  # an eager key array (nbjax.prng): the executable takes its data
   registry.coerce(x, prim)  # a TypeError naming the primitive for anything else
   return x
 
@@ -983,6 +985,12 @@ def _branch_program(closed):
   return p
 
 
+def _has_keys(closed):
+  from nbjax.interpreters import lowering
+  h = lowering.physicalize_hook
+  return h is not None and h[0](closed.jaxpr)
+
+
 def _cond_eager(index, *args, branches, linear=None):
   """Run the branch ``index`` picks (out of range: the last one, as XLA's case)."""
   i = int(index) if type(index) is np.int32 else int(registry.coerce(index, cond_p)[0])
@@ -991,6 +999,9 @@ def _cond_eager(index, *args, branches, linear=None):
   ins = b.jaxpr.invars
   if len(args) != len(ins):
     raise TypeError(f"cond: branch takes {len(ins)} operands, got {len(args)}")
+  if _has_keys(b):  # key arrays (nbjax.prng): the branch runs compiled, on the keys' data
+    from nbjax.interpreters import pjit
+    return pjit._executable_for(b, "cond").run(list(args))
   vals, foreign = [], []
   for a, v in zip(args, ins):
     x = a._value if type(a) is Array else registry.coerce(a, cond_p)[0]

@@ -27,8 +27,11 @@ import numpy as np
 from nbjax import dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
+from nbjax.interpreters import lowering
 
-__all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32"]
+__all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32", "KeyTy", "random_seed_p",
+           "random_split_p", "random_fold_in_p", "random_bits_p", "random_wrap_p",
+           "random_unwrap_p"]
 
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
@@ -468,3 +471,535 @@ def _rbg_lowering(ctx, key, *, shape, dtype, algorithm):
 
 
 lowering.register(rng_bit_generator_p, _rbg_lowering)
+
+
+# ====================================================================== typed PRNG keys
+# JAX's key arrays as first-class values of extended dtype ``key<impl>``: in a jaxpr a key
+# array is ``key<fry>[*shape]``, and the key primitives ``random_seed``, ``random_split``,
+# ``random_fold_in``, ``random_bits``, ``random_wrap`` and ``random_unwrap`` act on it. The
+# implementation's functions (``PRNGImpl``: seed/split/fold_in/random_bits on one key's raw
+# ``uint32[*key_shape]`` data) give the primitives' eager rules and lowerings; ``nbjax.prng``
+# (the layer above, owner of ``PRNGKeyArray``) installs the eager key values and the
+# iterated vmap they need through ``key_hooks``.
+#
+# Under jit nothing below the jaxpr sees a key aval: before lowering, ``physicalize`` rewrites
+# a jaxpr holding key avals into one over their ``uint32[*shape, *key_shape]`` data (the key
+# primitives become their implementation's lax operations, wrap/unwrap the identity, the
+# structural primitives JAX allows on keys get the key axes appended to their parameters,
+# and control flow is rewritten recursively), so every lowering rule sees ordinary arrays.
+
+class KeyTy(dtypes.ExtendedDType):
+  """The dtype of a key array: ``key<fry>`` for threefry2x32 keys (``_impl`` a PRNGImpl)."""
+  type = dtypes.prng_key
+
+  def __init__(self, impl):
+    self._impl = impl
+
+  name = property(lambda self: f"key<{self._impl.tag}>")
+  itemsize = property(lambda self: 4 * math.prod(self._impl.key_shape))
+  kind = "V"
+  _physical_shape = property(lambda self: tuple(self._impl.key_shape))
+  _physical_dtype = _U32
+
+  def __repr__(self):
+    return self.name
+
+  __str__ = __repr__
+
+  def __eq__(self, other):
+    return type(other) is KeyTy and self._impl is other._impl
+
+  def __ne__(self, other):
+    return not self == other
+
+  def __hash__(self):
+    return hash((KeyTy, self._impl.name))
+
+
+key_hooks = {"wrap": None, "vmap": None}  # filled by nbjax.prng
+
+
+def is_key_aval(a):
+  return type(a.dtype) is KeyTy
+
+
+def physical_aval(a):
+  d = a.dtype
+  if type(d) is KeyTy:
+    return ShapedArray((*a.shape, *d._impl.key_shape), _U32)
+  return a
+
+
+def _iterated(n, f):
+  """``f`` (on one key's data) mapped over ``n`` leading key-array axes (JAX's
+  ``iterated_vmap_unary``)."""
+  vmap = key_hooks["vmap"]
+  for _ in range(n):
+    f = vmap(f)
+  return f
+
+
+def _batched_impl(impl):
+  return getattr(impl, "batched", False)
+
+
+def phys_seed(impl, seeds):
+  n = get_aval(seeds).ndim
+  return _iterated(n, impl.seed)(seeds)
+
+
+def phys_split(impl, data, nkeys, shape):
+  if nkeys and _batched_impl(impl):
+    return impl.split(data, shape)
+  return _iterated(nkeys, lambda k: impl.split(k, shape))(data)
+
+
+def phys_bits(impl, data, nkeys, bit_width, shape):
+  if nkeys and _batched_impl(impl):
+    return impl.random_bits(data, bit_width, shape)
+  return _iterated(nkeys, lambda k: impl.random_bits(k, bit_width, shape))(data)
+
+
+def phys_fold_in(impl, data, msgs, keys_shape):
+  lax = _lax()
+  ks = tuple(impl.key_shape)
+  ma = get_aval(msgs)
+  shape = tuple(np.broadcast_shapes(tuple(keys_shape), ma.shape))
+  nd = len(shape)
+  if tuple(keys_shape) != shape:
+    data = lax.broadcast_in_dim(data, (*shape, *ks),
+                                (*range(nd - len(keys_shape), nd), *range(nd, nd + len(ks))))
+  if ma.shape != shape:
+    msgs = lax.broadcast_in_dim(msgs, shape, tuple(range(nd - ma.ndim, nd)))
+  if nd and _batched_impl(impl):
+    return impl.fold_in(data, msgs)
+  f = impl.fold_in
+  vmap = key_hooks["vmap"]
+  for _ in range(nd):
+    f = vmap(f)
+  return f(data, msgs)
+
+
+def _key_dtype_error(name, aval):
+  raise TypeError(f"{name} takes key array operand, got keys.dtype={aval.dtype}")
+
+
+def _seed_abstract_eval(seeds, *, impl):
+  if not (isinstance(seeds.dtype, np.dtype) and dtypes.issubdtype(seeds.dtype, np.integer)):
+    raise TypeError(f"random_seed: seeds must be an integer array, got {seeds.str_short()}")
+  return ShapedArray(seeds.shape, KeyTy(impl))
+
+
+def _split_abstract_eval(keys, *, shape):
+  if not is_key_aval(keys):
+    _key_dtype_error("random_split", keys)
+  return ShapedArray((*keys.shape, *shape), keys.dtype)
+
+
+def _fold_in_abstract_eval(keys, msgs):
+  if not is_key_aval(keys):
+    _key_dtype_error("random_fold_in", keys)
+  if msgs.dtype != _U32:
+    raise TypeError(f"random_fold_in: msgs must be uint32, got {msgs.str_short()}")
+  try:
+    shape = np.broadcast_shapes(keys.shape, msgs.shape)
+  except ValueError:
+    raise TypeError(f"random_fold_in got incompatible shapes for broadcasting: "
+                    f"{keys.shape}, {msgs.shape}.") from None
+  return ShapedArray(shape, keys.dtype)
+
+
+def _bits_abstract_eval(keys, *, bit_width, shape):
+  if not is_key_aval(keys):
+    _key_dtype_error("random_bits", keys)
+  if bit_width not in _UINT:
+    raise TypeError(f"random_bits: bit_width must be 8, 16, 32 or 64, got {bit_width}")
+  return ShapedArray((*keys.shape, *shape), _UINT[bit_width])
+
+
+def _wrap_abstract_eval(base, *, impl):
+  ks = tuple(impl.key_shape)
+  bad = "JAX encountered invalid PRNG key data: expected key_data"
+  if base.ndim < 1:
+    raise TypeError(f"{bad}.ndim >= 1; got ndim={base.ndim}")
+  if tuple(base.shape[base.ndim - len(ks):]) != ks:
+    raise TypeError(f"{bad}.shape to end with {ks}; got shape={base.shape} for impl={impl!r}")
+  if base.dtype != _U32:
+    raise TypeError(f"{bad}.dtype = uint32; got dtype={base.dtype}")
+  return ShapedArray(base.shape[:base.ndim - len(ks)], KeyTy(impl))
+
+
+def _unwrap_abstract_eval(keys):
+  if not is_key_aval(keys):
+    raise TypeError(f"random_unwrap takes key array operand, got keys.dtype={keys.dtype}")
+  return physical_aval(keys)
+
+
+# eager rules: ``keys`` is an eager key value (``nbjax.prng.PRNGKeyArray``: ``_impl`` and
+# ``_base_array``, its raw data)
+
+def _seed_impl(seeds, *, impl):
+  return key_hooks["wrap"](impl, phys_seed(impl, seeds))
+
+
+def _split_impl(keys, *, shape):
+  impl = keys._impl
+  return key_hooks["wrap"](impl, phys_split(impl, keys._base_array, keys.ndim, shape))
+
+
+def _fold_in_impl(keys, msgs):
+  impl = keys._impl
+  return key_hooks["wrap"](impl, phys_fold_in(impl, keys._base_array, msgs, keys.shape))
+
+
+def _bits_impl(keys, *, bit_width, shape):
+  impl = keys._impl
+  return phys_bits(impl, keys._base_array, keys.ndim, bit_width, shape)
+
+
+def _wrap_impl(base, *, impl):
+  _wrap_abstract_eval(get_aval(base), impl=impl)
+  return key_hooks["wrap"](impl, base)
+
+
+def _unwrap_impl(keys):
+  if not hasattr(keys, "_base_array"):
+    raise TypeError(f"random_unwrap takes key array operand, got {type(keys).__name__}")
+  return keys._base_array
+
+
+# batching: the key axes come first in the data, so a batch axis of a key array is one of
+# its data's and the shape parameters append axes after it (JAX's ``defvectorized``)
+
+def _vectorized(prim):
+  def rule(vals, dims, **params):
+    return prim.bind(*vals, **params), dims[0]
+  return rule
+
+
+def key_moveaxis(x, src, dst):
+  """Move axis ``src`` of a key array (eager or traced) to ``dst``."""
+  nd = get_aval(x).ndim
+  src, dst = src % nd, dst % nd
+  if src == dst:
+    return x
+  lax = _lax()
+  perm = [i for i in range(nd) if i != src]
+  perm.insert(dst, src)
+  d = random_unwrap_p.bind(x)
+  nk = get_aval(d).ndim - nd
+  d = lax.transpose(d, (*perm, *range(nd, nd + nk)))
+  return random_wrap_p.bind(d, impl=get_aval(x).dtype._impl)
+
+
+def key_broadcast_in_dim(x, shape, dims):
+  """``broadcast_in_dim`` of a key array (eager or traced), on its data."""
+  lax = _lax()
+  a = get_aval(x)
+  d = random_unwrap_p.bind(x)
+  nk = get_aval(d).ndim - a.ndim
+  n = len(shape)
+  d = lax.broadcast_in_dim(d, (*shape, *a.dtype._impl.key_shape),
+                           (*dims, *range(n, n + nk)))
+  return random_wrap_p.bind(d, impl=a.dtype._impl)
+
+
+def _fold_in_batch(vals, dims, **params):
+  keys, msgs = vals
+  kd, md = dims
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+  ka, ma = get_aval(keys), get_aval(msgs)
+  rank = max(ka.ndim - (kd is not None), ma.ndim - (md is not None))
+  lax = _lax()
+
+  def front(x, d, is_key):
+    a = get_aval(x)
+    if d is None:
+      return x  # unmapped: broadcasting aligns it on the right
+    x = key_moveaxis(x, d, 0) if is_key else batching.moveaxis(x, d, 0)
+    r = a.ndim - 1
+    if r < rank:  # pad the example axes on the left, after the batch axis
+      shape = (size, *(1,) * (rank - r), *a.shape[:d], *a.shape[d + 1:])
+      dims_ = (0, *range(1 + rank - r, 1 + rank))
+      x = key_broadcast_in_dim(x, shape, dims_) if is_key else lax.broadcast_in_dim(
+          x, shape, dims_)
+    return x
+
+  return random_fold_in_p.bind(front(keys, kd, True), front(msgs, md, False)), 0
+
+
+def _wrap_batch(vals, dims, *, impl):
+  x, = vals
+  d, = dims
+  x = batching.moveaxis(x, d, 0)
+  return random_wrap_p.bind(x, impl=impl), 0
+
+
+def _key_lowering(phys):
+  """A lowering rule from ``phys(avals_in, *physical values, **params)`` (lax operations on
+  the keys' data), traced on the physical avals."""
+  def rule(ctx, *args, **params):
+    from nbjax.interpreters import mlir
+    avals_in = ctx.avals_in
+    ctx2 = ctx.replace(avals_in=[physical_aval(a) for a in avals_in],
+                       avals_out=[physical_aval(a) for a in ctx.avals_out])
+    return mlir.lower_fun(lambda *xs, **p: phys(avals_in, *xs, **p),
+                          multiple_results=False)(ctx2, *args, **params)
+  return rule
+
+
+def _phys_seed_rule(avals_in, seeds, *, impl):
+  return phys_seed(impl, seeds)
+
+
+def _phys_split_rule(avals_in, keys, *, shape):
+  a = avals_in[0]
+  return phys_split(a.dtype._impl, keys, a.ndim, shape)
+
+
+def _phys_fold_in_rule(avals_in, keys, msgs):
+  a = avals_in[0]
+  return phys_fold_in(a.dtype._impl, keys, msgs, a.shape)
+
+
+def _phys_bits_rule(avals_in, keys, *, bit_width, shape):
+  a = avals_in[0]
+  return phys_bits(a.dtype._impl, keys, a.ndim, bit_width, shape)
+
+
+def _phys_identity(avals_in, x, **_):
+  return x
+
+
+random_seed_p = Primitive("random_seed")
+random_split_p = Primitive("random_split")
+random_fold_in_p = Primitive("random_fold_in")
+random_bits_p = Primitive("random_bits")
+random_wrap_p = Primitive("random_wrap")
+random_unwrap_p = Primitive("random_unwrap")
+
+_KEY_META = dict(differentiable=False, note="typed PRNG keys (JAX's key primitives)")
+for _p, _ae, _impl, _batch_rule, _phys in [
+    (random_seed_p, _seed_abstract_eval, _seed_impl, None, _phys_seed_rule),
+    (random_split_p, _split_abstract_eval, _split_impl, None, _phys_split_rule),
+    (random_fold_in_p, _fold_in_abstract_eval, _fold_in_impl, _fold_in_batch,
+     _phys_fold_in_rule),
+    (random_bits_p, _bits_abstract_eval, _bits_impl, None, _phys_bits_rule),
+    (random_wrap_p, _wrap_abstract_eval, _wrap_impl, _wrap_batch, _phys_identity),
+    (random_unwrap_p, _unwrap_abstract_eval, _unwrap_impl, None, _phys_identity)]:
+  ad.defjvp_zero(_p)
+  _p.make_eager = lambda prim, f_small, f_large, thr: f_small  # key values: no coercion
+  registry.register(_p, family="random", impls={"python": _impl}, abstract_eval=_ae,
+                    batch=_batch_rule or _vectorized(_p), policy=("python", "python", 0),
+                    meta=dict(_KEY_META))
+  lowering.register(_p, _key_lowering(_phys))
+  _p.physical_rule = _phys
+del _p, _ae, _impl, _batch_rule, _phys
+
+
+def random_seed(seeds, impl):
+  return random_seed_p.bind(seeds, impl=impl)
+
+
+def random_split(keys, shape):
+  return random_split_p.bind(keys, shape=tuple(shape))
+
+
+def random_fold_in(keys, msgs):
+  return random_fold_in_p.bind(keys, msgs)
+
+
+def random_bits(keys, bit_width, shape):
+  return random_bits_p.bind(keys, bit_width=int(bit_width), shape=tuple(shape))
+
+
+def random_wrap(base, *, impl):
+  return random_wrap_p.bind(base, impl=impl)
+
+
+def random_unwrap(keys):
+  return random_unwrap_p.bind(keys)
+
+
+# ---------------------------------------------------------------------- physicalize
+# The structural primitives JAX allows on key arrays, on the keys' data: the data's key axes
+# trail, so each gets them appended to its parameters.
+
+def _nk(a):
+  return len(a.dtype._impl.key_shape)
+
+
+def _ks(a):
+  return tuple(a.dtype._impl.key_shape)
+
+
+def _phys_struct_rules():
+  from nbjax.lax import shape as _sh, indexing as _ix, elementwise as _ew
+  lax = _lax()
+
+  def slice_(ins, outs, x, *, start_indices, limit_indices, strides):
+    a, n = ins[0], _nk(ins[0])
+    return _sh.slice_p.bind(x, start_indices=(*start_indices, *(0,) * n),
+                            limit_indices=(*limit_indices, *_ks(a)),
+                            strides=None if strides is None else (*strides, *(1,) * n))
+
+  def same(prim):
+    return lambda ins, outs, *xs, **p: prim.bind(*xs, **p)
+
+  def reshape(ins, outs, x, *, new_sizes, dimensions, **p):
+    a = ins[0]
+    if dimensions is not None:
+      x = lax.transpose(x, (*dimensions, *range(a.ndim, a.ndim + _nk(a))))
+    return _sh.reshape_p.bind(x, new_sizes=(*new_sizes, *_ks(a)), dimensions=None, **p)
+
+  def bid(ins, outs, x, *, shape, broadcast_dimensions, **p):
+    n = len(shape)
+    return _sh.broadcast_in_dim_p.bind(
+        x, shape=(*shape, *_ks(outs[0])),
+        broadcast_dimensions=(*broadcast_dimensions, *range(n, n + _nk(outs[0]))), **p)
+
+  def transpose(ins, outs, x, *, permutation):
+    n = len(permutation)
+    return _sh.transpose_p.bind(x, permutation=(*permutation, *range(n, n + _nk(ins[0]))))
+
+  def select_n(ins, outs, pred, *cases):
+    o = outs[0]
+    if ins[0].ndim:
+      pred = lax.broadcast_in_dim(pred, physical_aval(o).shape, tuple(range(o.ndim)))
+    return _ew.select_n_p.bind(pred, *cases)
+
+  def dynamic_slice(ins, outs, x, *idx, slice_sizes):
+    a = ins[0]
+    z = (np.int32(0),) * _nk(a)
+    return _ix.dynamic_slice_p.bind(x, *idx, *z, slice_sizes=(*slice_sizes, *_ks(a)))
+
+  def dynamic_update_slice(ins, outs, x, u, *idx):
+    z = (np.int32(0),) * _nk(ins[0])
+    return _ix.dynamic_update_slice_p.bind(x, u, *idx, *z)
+
+  rules = {_sh.slice_p: slice_, _sh.squeeze_p: same(_sh.squeeze_p), _sh.reshape_p: reshape,
+           _sh.broadcast_in_dim_p: bid, _sh.transpose_p: transpose,
+           _sh.concatenate_p: same(_sh.concatenate_p), _sh.rev_p: same(_sh.rev_p),
+           _ew.select_n_p: select_n, _ix.dynamic_slice_p: dynamic_slice,
+           _ix.dynamic_update_slice_p: dynamic_update_slice, _ew.copy_p: same(_ew.copy_p)}
+  return rules
+
+
+_struct_rules = {}
+
+
+def struct_rules():
+  if not _struct_rules:
+    _struct_rules.update(_phys_struct_rules())
+  return _struct_rules
+
+
+def _sub_jaxprs(params):
+  from nbjax.jaxpr import ClosedJaxpr, Jaxpr
+  for v in params.values():
+    for j in (v if type(v) in (tuple, list) else (v,)):
+      if isinstance(j, ClosedJaxpr):
+        yield j.jaxpr
+      elif isinstance(j, Jaxpr):
+        yield j
+
+
+def has_keys(jaxpr):
+  """Whether ``jaxpr`` (or a jaxpr in its equations' parameters) holds a key aval."""
+  for v in (*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars):
+    a = getattr(v, "aval", None)
+    if a is not None and type(a.dtype) is KeyTy:
+      return True
+  for e in jaxpr.eqns:
+    for v in e.outvars:
+      if type(v.aval.dtype) is KeyTy:
+        return True
+    if any(has_keys(j) for j in _sub_jaxprs(e.params)):
+      return True
+  return False
+
+
+def _phys_value(x):
+  return x._base_array if hasattr(x, "_base_array") and not isinstance(x, np.ndarray) else x
+
+
+def _phys_params(params):
+  from nbjax.jaxpr import ClosedJaxpr, Jaxpr
+  out = {}
+  for k, v in params.items():
+    def conv(j):
+      if isinstance(j, ClosedJaxpr):
+        return physicalize(j) if has_keys(j.jaxpr) else j
+      if isinstance(j, Jaxpr):
+        if not has_keys(j):
+          return j
+        c = physicalize(ClosedJaxpr(j, ()))
+        if c.consts:
+          raise NotImplementedError("key arrays in an open jaxpr parameter with constants")
+        return c.jaxpr
+      return j
+    out[k] = tuple(conv(j) for j in v) if type(v) is tuple else conv(v)
+  return out
+
+
+def _phys_eval(jaxpr, consts, args):
+  from nbjax.jaxpr import Literal
+  env = {}
+
+  def read(a):
+    return a.val if isinstance(a, Literal) else env[a]
+
+  for v, x in zip(jaxpr.constvars, consts):
+    env[v] = x
+  for v, x in zip(jaxpr.invars, args):
+    env[v] = x
+  rules = struct_rules()
+  for e in jaxpr.eqns:
+    ins = [read(a) for a in e.invars]
+    in_avals = [a.aval for a in e.invars]
+    out_avals = [v.aval for v in e.outvars]
+    prim = e.primitive
+    phys = getattr(prim, "physical_rule", None)
+    keys = any(type(a.dtype) is KeyTy for a in (*in_avals, *out_avals))
+    if phys is not None:
+      outs = [phys(in_avals, *ins, **e.params)]
+    elif keys and prim in rules:
+      outs = [rules[prim](in_avals, out_avals, *ins, **e.params)]
+    else:
+      params = e.params
+      if any(has_keys(j) for j in _sub_jaxprs(params)):
+        params = _phys_params(params)
+      elif keys:
+        raise NotImplementedError(f"{prim.name} of key arrays (dtype "
+                                  f"{next(a.dtype for a in (*in_avals, *out_avals) if type(a.dtype) is KeyTy)}) "
+                                  "under jit")
+      outs = prim.bind(*ins, **params)
+      if not prim.multiple_results:
+        outs = [outs]
+    for v, o in zip(e.outvars, outs):
+      env[v] = o
+  return [read(v) for v in jaxpr.outvars]
+
+
+def physicalize(closed):
+  """``closed`` (a ClosedJaxpr) over the keys' data: no key avals left (see above). Its
+  consts keep their positions (leading), followed by any new ones."""
+  from nbjax.interpreters import partial_eval as pe
+  from nbjax.jaxpr import ClosedJaxpr, Jaxpr
+  jaxpr = closed.jaxpr
+  consts = [_phys_value(c) for c in closed.consts]
+  nc = len(consts)
+  avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
+
+  def fn(*xs):
+    return _phys_eval(jaxpr, xs[:nc], xs[nc:])
+
+  new, _, new_consts = pe.trace_to_jaxpr_dynamic(fn, avals, fun_name="physicalize")
+  j = Jaxpr([*new.invars[:nc], *new.constvars], new.invars[nc:], new.outvars, new.eqns,
+            new.effects, getattr(jaxpr, "debug_info", None))
+  return ClosedJaxpr(j, [*consts, *new_consts])
+
+
+lowering.physicalize_hook = (has_keys, physicalize)
+lowering.key_wrap = lambda impl, data: key_hooks["wrap"](impl, data)
+batching.extended_rules = (key_moveaxis, key_broadcast_in_dim)
