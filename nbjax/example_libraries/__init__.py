@@ -1,0 +1,1 @@
+"""``example_libraries``: JAX's small optimizer (``optimizers``) and layer (``stax``) libraries."""
