@@ -7,8 +7,8 @@ attribute access, as JAX's, so ``import nbjax`` does not pay for them.
 """
 import importlib
 
-_SUBMODULES = ("cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "signal",
-               "special", "stats")
+_SUBMODULES = ("cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize",
+               "signal", "special", "stats")
 __all__ = list(_SUBMODULES)
 
 
