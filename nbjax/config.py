@@ -80,7 +80,8 @@ _OPTIONS = {
     "default_matmul_precision": (None, _choice(
         None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
         "bfloat16_3x", "fastest")),
-    "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "rbg", "unsafe_rbg")),
+    "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
+                                                       "unsafe_rbg", "philox2x32", "philox4x32")),
     "enable_checks": (False, _boolean),
     "traceback_filtering": ("auto", _any),
     "compilation_cache_dir": (None, _any),

@@ -28,9 +28,14 @@ functions that only move, repeat or split elements, ``flip``/``roll``/``tile``/`
 and iteration while staging are JAX's ``slice`` and ``squeeze`` of the key array); everything
 else (arithmetic, ``np.asarray``) raises JAX's ``TypeError``.
 
-Implementations: ``threefry2x32`` (the default; ``nbjax.lax.prng.threefry_sample_p``, a fused
-numba kernel eagerly), ``rbg`` (threefry split/fold_in on each half of a 4-word key, bits
-from XLA's RngBitGenerator) and ``unsafe_rbg`` (split/fold_in by RngBitGenerator too).
+Implementations (JAX 0.10.2's registry, by the names ``random.key(..., impl=)`` and
+``jax_default_prng_impl`` take): ``threefry2x32`` (the default;
+``nbjax.lax.prng.threefry_sample_p``, a fused numba kernel eagerly), ``rbg`` (threefry
+split/fold_in on each half of a 4-word key, bits from XLA's RngBitGenerator), ``unsafe_rbg``
+(split/fold_in by RngBitGenerator too), and Random123's ``philox2x32`` (``key<phx2>``, one
+key word), ``philox4x32`` (``key<phx4>``, two) and ``threefry4x32`` (``key<fry4>``, four):
+JAX's counter layouts, a numba kernel eagerly (``kernels/prng_impls.py``), lax operations
+when traced.
 """
 from __future__ import annotations
 
@@ -139,12 +144,248 @@ def _urbg_fold_in(d, x):
   return lax.bitwise_xor(d, bits[-1])
 
 
-prngs = {
+# ---- philox2x32, philox4x32, threefry4x32 (Random123's hashes, as JAX 0.10.2) -----------
+# Counter layouts are JAX's: output ``i`` of a key hashes a counter whose words are zero but
+# the pair (high, low) of ``i`` (``iota_2x32_shape``) at two positions: ``random_bits`` at
+# words (0, 1), ``split`` at (2, 3) (philox2x32: (0, 1) for both); ``fold_in`` puts the data
+# in the last word, ``seed`` the seed's (high, low) words in the counter (philox) or the key
+# (threefry4x32). Eagerly the hash runs on a numba kernel (``kernels/prng_impls.py``) and
+# NumPy combines its words; traced (under jit, in a transformation) it is lax operations.
+
+_R123 = {  # name: (key words, output words, (bits hi, lo), (split hi, lo), split words)
+    "philox2x32": (1, 2, (0, 1), (0, 1), 1),
+    "philox4x32": (2, 4, (0, 1), (2, 3), 2),
+    "threefry4x32": (4, 4, (0, 1), (2, 3), 4),
+}
+
+
+def _eager(*xs):
+  return core._ctx.trace is core.eval_trace and not any(isinstance(x, Tracer) for x in xs)
+
+
+def _np32(x):
+  return np.asarray(x, dtype=np.uint32)
+
+
+def _to_array(v):
+  from nbjax.array import Array
+  return Array(np.array(v, order="C"))
+
+
+def _hash_np(name, keys, n, pos_hi, pos_lo, hi=None, lo=None):
+  """``(nb, n, words)``: the hash of counters ``0..n-1`` (``hi``/``lo`` None) or of
+  ``(hi[b], lo[b])`` (n == 1) under each row of ``keys``."""
+  from kernels import prng_impls as K
+  nb = keys.shape[0]
+  out = np.empty((nb, n, _R123[name][1]), np.uint32)
+  iota = hi is None
+  if iota:
+    hi = lo = np.zeros(1, np.uint32)
+  K.hash_kernel(name, nb * n >= 1 << 18)(keys, hi, lo, iota, n, pos_hi, pos_lo, out)
+  return out
+
+
+def _u32c(v):
+  return np.uint32(v)
+
+
+def _philox2x32_lax(k0, x0, x1):
+  for r in range(10):
+    if r:
+      k0 = lax.add(k0, _u32c(0x9E3779B9))
+    m = lax.full(np.shape(x0), 0xD256D193, np.uint32)
+    lo, hi = lax.mul(m, x0), lax.mulhi(m, x0)
+    x0, x1 = lax.bitwise_xor(lax.bitwise_xor(hi, x1), k0), lo
+  return [x0, x1]
+
+
+def _philox4x32_lax(k0, k1, x0, x1, x2, x3):
+  for r in range(10):
+    if r:
+      k0 = lax.add(k0, _u32c(0x9E3779B9))
+      k1 = lax.add(k1, _u32c(0xBB67AE85))
+    m0 = lax.full(np.shape(x0), 0xD2511F53, np.uint32)
+    m1 = lax.full(np.shape(x2), 0xCD9E8D57, np.uint32)
+    lo0, hi0 = lax.mul(m0, x0), lax.mulhi(m0, x0)
+    lo1, hi1 = lax.mul(m1, x2), lax.mulhi(m1, x2)
+    x0, x1, x2, x3 = (lax.bitwise_xor(lax.bitwise_xor(hi1, x1), k0), lo1,
+                      lax.bitwise_xor(lax.bitwise_xor(hi0, x3), k1), lo0)
+  return [x0, x1, x2, x3]
+
+
+_ROT4 = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
+
+
+def _threefry4x32_lax(k0, k1, k2, k3, x0, x1, x2, x3):
+  xor = lax.bitwise_xor
+  rotl = lambda v, d: lax.bitwise_or(lax.shift_left(v, _u32c(d)),
+                                     lax.shift_right_logical(v, _u32c(32 - d)))
+  ks = [k0, k1, k2, k3, xor(xor(xor(xor(k0, k1), k2), k3), _u32c(0x1BD11BDA))]
+  x0, x1, x2, x3 = lax.add(x0, k0), lax.add(x1, k1), lax.add(x2, k2), lax.add(x3, k3)
+  for rnd in range(20):
+    a, b = _ROT4[rnd % 8]
+    if rnd % 2 == 0:
+      x0 = lax.add(x0, x1)
+      x1 = xor(x0, rotl(x1, a))
+      x2 = lax.add(x2, x3)
+      x3 = xor(x2, rotl(x3, b))
+    else:
+      x0 = lax.add(x0, x3)
+      x3 = xor(x0, rotl(x3, a))
+      x2 = lax.add(x2, x1)
+      x1 = xor(x2, rotl(x1, b))
+    if rnd & 3 == 3:
+      j = rnd // 4
+      x0 = lax.add(x0, ks[(1 + j) % 5])
+      x1 = lax.add(x1, ks[(2 + j) % 5])
+      x2 = lax.add(x2, ks[(3 + j) % 5])
+      x3 = lax.add(lax.add(x3, ks[(4 + j) % 5]), _u32c(1 + j))
+  return [x0, x1, x2, x3]
+
+
+_HASH_LAX = {"philox2x32": _philox2x32_lax, "philox4x32": _philox4x32_lax,
+             "threefry4x32": _threefry4x32_lax}
+
+
+def _hash_lax(name, keys, shape, words):
+  """The hash as lax operations: ``keys`` ``uint32[*b, key_words]``, ``words`` the counter
+  words (arrays of ``shape``, which starts with ``b``, or None: zeros)."""
+  kw = _R123[name][0]
+  b = tuple(np.shape(keys))[:-1]
+  ks = [lax.broadcast_in_dim(lax.squeeze(lax.slice_in_dim(keys, j, j + 1, axis=len(b)),
+                                         (len(b),)), shape, tuple(range(len(b))))
+        for j in range(kw)]
+  zero = lax.full(shape, 0, np.uint32)
+  xs = [zero if w is None else w for w in words]
+  return _HASH_LAX[name](*ks, *xs)
+
+
+def _counters_lax(name, b, n, pos, total):
+  """Counter words (``total`` of them, arrays of ``(*b, n)``) with the index's low word at
+  ``pos[1]`` (the high word, zero below 2**32, at ``pos[0]``)."""
+  words = [None] * total
+  words[pos[1]] = lax.broadcasted_iota(np.uint32, (*b, n), len(b))
+  return words
+
+
+def _seed_words(seed):
+  s = jnp.asarray(seed)
+  if _eager(s):
+    v = int(np.asarray(s))
+    hi = ((v & 0xFFFFFFFFFFFFFFFF) >> 32) if s.dtype.itemsize == 8 else 0
+    return np.array([hi], np.uint32), np.array([v & 0xFFFFFFFF], np.uint32)
+  d = seed_data(s)
+  return d[0], d[1]
+
+
+def _r123_seed(name):
+  def seed(s):
+    hi, lo = _seed_words(s)
+    kw, nw = _R123[name][:2]
+    if isinstance(hi, np.ndarray):  # eager
+      if name == "threefry4x32":
+        keys = np.array([[hi[0], lo[0], 0, 0]], np.uint32)
+        out = _hash_np(name, keys, 1, -1, 0, np.zeros(1, np.uint32), np.zeros(1, np.uint32))
+        return _to_array(out[0, 0])
+      out = _hash_np(name, np.zeros((1, kw), np.uint32), 1, 0, 1, hi, lo)
+      return _to_array(out[0, 0, :kw])
+    if name == "threefry4x32":
+      z = np.uint32(0)
+      outs = _threefry4x32_lax(hi, lo, z, z, z, z, z, z)
+    else:
+      z = np.uint32(0)
+      outs = (_philox2x32_lax(z, hi, lo) if name == "philox2x32"
+              else _philox4x32_lax(z, z, hi, lo, z, z))
+    return jnp.stack([jnp.asarray(o, np.uint32) for o in outs[:kw]])
+  return seed
+
+
+def _r123_split(name):
+  kw, nw, _, spos, sw = _R123[name]
+
+  def split(d, shape):
+    shape = tuple(shape)
+    n = math.prod(shape)
+    b = tuple(np.shape(d))[:-1]
+    if _eager(d):
+      out = _hash_np(name, np.ascontiguousarray(_np32(d).reshape(-1, kw)), n, spos[0], spos[1])
+      return _to_array(out[:, :, :sw].reshape((*b, *shape, sw)))
+    outs = _hash_lax(name, d, (*b, n), _counters_lax(name, b, n, spos, nw))
+    w = lax.concatenate([lax.expand_dims(o, (len(b) + 1,)) for o in outs[:sw]], len(b) + 1)
+    return lax.reshape(w, (*b, *shape, sw))
+  return split
+
+
+def _r123_fold_in(name):
+  kw, nw, _, _, sw = _R123[name]
+
+  def fold_in(d, x):
+    b = tuple(np.shape(d))[:-1]
+    x = jnp.asarray(x, dtype=np.uint32)
+    if _eager(d, x):
+      keys = np.ascontiguousarray(_np32(d).reshape(-1, kw))
+      lo = np.ascontiguousarray(np.broadcast_to(_np32(x), b).reshape(-1))
+      out = _hash_np(name, keys, 1, -1, nw - 1, np.zeros_like(lo), lo)
+      return _to_array(out[:, 0, :sw].reshape((*b, sw)))
+    words = [None] * nw
+    words[nw - 1] = lax.broadcast_in_dim(x, b, tuple(range(len(b) - np.ndim(x), len(b))))
+    outs = _hash_lax(name, d, b, words)
+    return lax.concatenate([lax.expand_dims(o, (len(b),)) for o in outs[:sw]], len(b))
+  return fold_in
+
+
+def _r123_bits(name):
+  kw, nw, bpos, _, _ = _R123[name]
+
+  def bits(d, width, shape):
+    shape = tuple(shape)
+    n = math.prod(shape)
+    if n >= 1 << 32:
+      raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+    b = tuple(np.shape(d))[:-1]
+    dt = np.dtype(f"uint{width}")
+    if _eager(d):
+      w = _hash_np(name, np.ascontiguousarray(_np32(d).reshape(-1, kw)), n, bpos[0], bpos[1]).astype(np.uint64)
+      if width == 64:
+        if name == "threefry4x32":
+          v = ((w[..., 0] ^ w[..., 2]) << np.uint64(32)) | (w[..., 1] ^ w[..., 3])
+        else:
+          v = (w[..., 0] << np.uint64(32)) | w[..., 1]
+      else:
+        v = w[..., 0]
+        for j in range(1, nw):
+          v = v ^ w[..., j]
+      return _to_array(v.astype(dt).reshape((*b, *shape)))
+    o = _hash_lax(name, d, (*b, n), _counters_lax(name, b, n, bpos, nw))
+    xor = lax.bitwise_xor
+    if width == 64:
+      hi, lo = (xor(o[0], o[2]), xor(o[1], o[3])) if name == "threefry4x32" else (o[0], o[1])
+      v = lax.bitwise_or(lax.shift_left(lax.convert_element_type(hi, dt), np.uint64(32)),
+                         lax.convert_element_type(lo, dt))
+    else:
+      v = o[0]
+      for j in range(1, nw):
+        v = xor(v, o[j])
+      if width != 32:
+        v = lax.convert_element_type(v, dt)
+    return lax.reshape(v, (*b, *shape))
+  return bits
+
+
+def _r123(name, tag):
+  return PRNGImpl((_R123[name][0],), _r123_seed(name), _r123_split(name), _r123_bits(name),
+                  _r123_fold_in(name), name, tag, True)
+
+
+prngs = {  # (JAX's registration order: its error message lists them so)
+    "philox2x32": _r123("philox2x32", "phx2"),
+    "philox4x32": _r123("philox4x32", "phx4"),
     "threefry2x32": PRNGImpl((2,), seed_data, _tf_split, _tf_bits, _tf_fold_in,
                              "threefry2x32", "fry", True),
     "rbg": PRNGImpl((4,), _rbg_seed, _rbg_split, _rbg_bits, _rbg_fold_in, "rbg", "rbg"),
     "unsafe_rbg": PRNGImpl((4,), _rbg_seed, _urbg_split, _rbg_bits, _urbg_fold_in,
                            "unsafe_rbg", "urbg"),
+    "threefry4x32": _r123("threefry4x32", "fry4"),
 }
 
 
