@@ -198,3 +198,188 @@ def hessenberg(a, out, taus):
     out[bb] = f
     for i in range(n - 1):
       taus[bb, i] = tau[i]
+
+
+# ----------------------------------------------------------------- Householder product (?orgqr)
+
+
+def _orgqr(f, k, tau):
+  """?orgqr/?ungqr on the Fortran-ordered (m, n) ``f`` with the first ``k`` reflectors."""
+
+
+@overload(_orgqr, jit_options=dict(cache=True))
+def _orgqr_ov(f, k, tau):
+  fn = _ORGQR[as_dtype(f.dtype)]
+
+  def impl(f, k, tau):
+    m, n = f.shape
+    mm, nn, kk, info, lw = _i32(m), _i32(n), _i32(k), _i32(0), _i32(-1)
+    lda = _i32(max(1, m))
+    work = np.empty(1, f.dtype)
+    fn(mm.ctypes, nn.ctypes, kk.ctypes, f.ctypes, lda.ctypes, tau.ctypes, work.ctypes,
+       lw.ctypes, info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(mm.ctypes, nn.ctypes, kk.ctypes, f.ctypes, lda.ctypes, tau.ctypes, work.ctypes,
+       lw.ctypes, info.ctypes)
+    _keep(mm, nn, kk, info, lw, lda, work, f, tau)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def householder_product(a, taus, out):
+  """``out[b]``: the first n columns of the product of the k elementary reflectors stored
+  below the diagonal of ``a[b]`` (m, n) with factors ``taus[b]`` (LAPACK ?orgqr/?ungqr)."""
+  B, m, n = a.shape
+  k = taus.shape[1]
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    tau = np.empty(max(1, k), a.dtype)
+    for i in range(k):
+      tau[i] = taus[bb, i]
+    if m > 0 and n > 0 and _orgqr(f, k, tau) != 0:
+      _fill_nan(out[bb])
+      continue
+    out[bb] = f
+
+
+# ----------------------------------------------------------------- tridiagonal (?sytrd/?hetrd)
+
+
+def _sytrd(f, d, e, tau, uplo):
+  """?sytrd/?hetrd on the Fortran-ordered square ``f``; returns info."""
+
+
+@overload(_sytrd, jit_options=dict(cache=True))
+def _sytrd_ov(f, d, e, tau, uplo):
+  fn = _SYTRD[as_dtype(f.dtype)]
+
+  def impl(f, d, e, tau, uplo):
+    n = f.shape[0]
+    up, nn, info, lw = _ch(uplo), _i32(n), _i32(0), _i32(-1)
+    lda = _i32(max(1, n))
+    work = np.empty(1, f.dtype)
+    fn(up.ctypes, nn.ctypes, f.ctypes, lda.ctypes, d.ctypes, e.ctypes, tau.ctypes,
+       work.ctypes, lw.ctypes, info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(up.ctypes, nn.ctypes, f.ctypes, lda.ctypes, d.ctypes, e.ctypes, tau.ctypes,
+       work.ctypes, lw.ctypes, info.ctypes)
+    _keep(up, nn, info, lw, lda, work, f, d, e, tau)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def tridiagonal(a, out, d, e, taus, lower):
+  """?sytrd/?hetrd reading the ``lower`` (else upper) triangle of each ``a[b]``: ``out[b]``
+  holds the tridiagonal matrix and the reflectors (LAPACK's packing), ``d``/``e`` the
+  diagonal and off-diagonal (real), ``taus`` the reflectors' factors. NaNs on failure."""
+  B, n, _ = a.shape
+  uplo = ord("L") if lower else ord("U")
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    dd = np.empty(max(1, n), d.dtype)
+    ee = np.empty(max(1, n - 1), d.dtype)
+    tt = np.empty(max(1, n - 1), a.dtype)
+    if _sytrd(f, dd, ee, tt, uplo) != 0:
+      _fill_nan(out[bb])
+      _fill_nan(d[bb])
+      _fill_nan(e[bb])
+      _fill_nan(taus[bb])
+      continue
+    out[bb] = f
+    for i in range(n):
+      d[bb, i] = dd[i]
+    for i in range(n - 1):
+      e[bb, i] = ee[i]
+      taus[bb, i] = tt[i]
+
+
+# ----------------------------------------------------------------- tridiagonal solve (?gtsv)
+
+
+def _gtsv(dl, d, du, x):
+  """?gtsv on the sub/main/super diagonals (overwritten) and the Fortran (m, k) ``x``."""
+
+
+@overload(_gtsv, jit_options=dict(cache=True))
+def _gtsv_ov(dl, d, du, x):
+  fn = _GTSV[as_dtype(d.dtype)]
+
+  def impl(dl, d, du, x):
+    m, k = x.shape
+    mm, kk, ldb, info = _i32(m), _i32(k), _i32(max(1, m)), _i32(0)
+    fn(mm.ctypes, kk.ctypes, dl.ctypes, d.ctypes, du.ctypes, x.ctypes, ldb.ctypes, info.ctypes)
+    _keep(mm, kk, ldb, info, dl, d, du, x)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def tridiagonal_solve(dl, d, du, b, out):
+  """Solve ``A[b] x = b[b]`` for tridiagonal ``A`` (``dl[b, i] = A[i, i-1]``, ``d``,
+  ``du[b, i] = A[i, i+1]``; ``dl[b, 0]``/``du[b, m-1]`` unused) by LAPACK ?gtsv (partial
+  pivoting); NaNs where it reports a singular system."""
+  B, m, k = b.shape
+  for bb in range(B):
+    x = np.asfortranarray(b[bb])
+    sub = np.empty(max(1, m - 1), d.dtype)
+    sup = np.empty(max(1, m - 1), d.dtype)
+    dg = d[bb].copy()
+    for i in range(m - 1):
+      sub[i] = dl[bb, i + 1]
+      sup[i] = du[bb, i]
+    if m > 0 and k > 0 and _gtsv(sub, dg, sup, x) != 0:
+      _fill_nan(out[bb])
+      continue
+    out[bb] = x
+
+
+# ----------------------------------------------------------------- Q^(H) C (?ormqr/?unmqr)
+
+
+def _ormqr(f, tau, c, side, trans):
+  """?ormqr/?unmqr: ``c`` (Fortran) overwritten by op(Q) c or c op(Q)."""
+
+
+@overload(_ormqr, jit_options=dict(cache=True))
+def _ormqr_ov(f, tau, c, side, trans):
+  fn = _ORMQR[as_dtype(f.dtype)]
+
+  def impl(f, tau, c, side, trans):
+    m, n = c.shape
+    k = tau.shape[0]
+    sd, tr, mm, nn, kk = _ch(side), _ch(trans), _i32(m), _i32(n), _i32(k)
+    lda, ldc, info, lw = _i32(max(1, f.shape[0])), _i32(max(1, m)), _i32(0), _i32(-1)
+    work = np.empty(1, f.dtype)
+    fn(sd.ctypes, tr.ctypes, mm.ctypes, nn.ctypes, kk.ctypes, f.ctypes, lda.ctypes,
+       tau.ctypes, c.ctypes, ldc.ctypes, work.ctypes, lw.ctypes, info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(sd.ctypes, tr.ctypes, mm.ctypes, nn.ctypes, kk.ctypes, f.ctypes, lda.ctypes,
+       tau.ctypes, c.ctypes, ldc.ctypes, work.ctypes, lw.ctypes, info.ctypes)
+    _keep(sd, tr, mm, nn, kk, lda, ldc, info, lw, work, f, tau, c)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def ormqr(a, taus, c, out, side, trans):
+  """``out[b] = op(Q[b]) c[b]`` (``side`` 'L') or ``c[b] op(Q[b])`` ('R'), ``Q[b]`` the
+  product of the reflectors in ``a[b]``/``taus[b]`` and op per ``trans`` ('N', 'T' or 'C',
+  LAPACK's codes) (LAPACK ?ormqr/?unmqr)."""
+  B, m, n = c.shape
+  k = taus.shape[1]
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    x = np.asfortranarray(c[bb])
+    tau = np.empty(max(1, k), a.dtype)
+    for i in range(k):
+      tau[i] = taus[bb, i]
+    if m > 0 and n > 0 and k > 0:
+      if _ormqr(f, tau[:k], x, side, trans) != 0:
+        _fill_nan(out[bb])
+        continue
+    out[bb] = x

@@ -226,3 +226,236 @@ def test_funm(func, ref):
   assert L.funm(a.astype(np.float32), func).dtype == np.complex64
   with pytest.raises(ValueError, match="expected square array_like input"):
     L.funm(np.ones((2, 3)), func)
+
+
+# ----------------------------------------------------------------- householder_product, ormqr,
+# tridiagonal, tridiagonal_solve
+
+
+def _geqrf(a):
+  from scipy.linalg import lapack
+  geqrf, = lapack.get_lapack_funcs(("geqrf",), (a,))
+  qr, tau = geqrf(a)[:2]
+  return qr, tau
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_householder_product_and_ormqr(dtype):
+  rng = np.random.default_rng(7)
+  a = _rand(rng, (6, 4), dtype)
+  qr, tau = _geqrf(a)
+  q = lax_linalg.householder_product(qr, tau)
+  qw = np.linalg.qr(a)[0]
+  assert q.dtype == dtype and q.shape == (6, 4)
+  _close(q, qw, dtype, 10)
+  qj = nbjax.jit(lax_linalg.householder_product)(qr, tau)
+  np.testing.assert_array_equal(np.asarray(qj), np.asarray(q))
+  qfull = np.linalg.qr(a, mode="complete")[0]
+  c = _rand(rng, (6, 3), dtype)
+  for left, transpose, want in [(True, False, qfull @ c), (True, True, _H(qfull) @ c)]:
+    got = lax_linalg.ormqr(qr, tau, c, left=left, transpose=transpose)
+    _close(got, want, dtype, 10)
+  c2 = _rand(rng, (2, 6), dtype)
+  _close(lax_linalg.ormqr(qr, tau, c2, left=False), c2 @ qfull, dtype, 10)
+  _close(nbjax.jit(lambda *x: lax_linalg.ormqr(*x, left=False, transpose=True))(qr, tau, c2),
+         c2 @ _H(qfull), dtype, 10)
+  # vmap over a batch: one batched kernel, as a loop
+  qrs = np.stack([qr, qr * 0.5])
+  taus = np.stack([tau, tau])
+  qv = nbjax.vmap(lax_linalg.householder_product)(qrs, taus)
+  np.testing.assert_array_equal(np.asarray(qv[1]),
+                                np.asarray(lax_linalg.householder_product(qrs[1], tau)))
+
+
+def test_householder_product_errors_as_jax():
+  with pytest.raises(ValueError, match="must have at least as many rows as columns"):
+    lax_linalg.householder_product(np.ones((2, 3)), np.ones(2))
+  with pytest.raises(ValueError, match="must not have more rows than the minimum"):
+    lax_linalg.householder_product(np.ones((3, 2)), np.ones(3))
+  with pytest.raises(ValueError, match="ormqr with left=True expects c to have the same"):
+    lax_linalg.ormqr(np.ones((3, 2)), np.ones(2), np.ones((4, 2)))
+  with pytest.raises(NotImplementedError, match="Differentiation rule for 'householder_product'"):
+    nbjax.grad(lambda x: lax_linalg.householder_product(x, np.ones(2)).sum())(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+def test_tridiagonal_matches_lapack(dtype, lower):
+  rng = np.random.default_rng(8)
+  s = _rand(rng, (2, 5, 5), dtype)
+  s = s + _H(s)
+  arr, d, e, taus = lax_linalg.tridiagonal(s, lower=lower)
+  rd = np.float32 if np.dtype(dtype) in (np.float32, np.complex64) else np.float64
+  assert d.dtype == rd and e.dtype == rd and taus.dtype == dtype and e.shape == (2, 4)
+  from scipy.linalg import lapack
+  trd, = lapack.get_lapack_funcs(("hetrd" if np.dtype(dtype).kind == "c" else "sytrd",), (s[0],))
+  for b in range(2):
+    want = trd(s[b], lower=int(lower))
+    for got, w in zip((arr, d, e, taus), want[:4]):
+      np.testing.assert_array_equal(np.asarray(got[b]), w)
+  # T = tridiag(e, d, e) has s's eigenvalues
+  T = np.diag(np.asarray(d[0])) + np.diag(np.asarray(e[0]), 1) + np.diag(np.asarray(e[0]), -1)
+  _close(np.linalg.eigvalsh(T), np.linalg.eigvalsh(s[0]), dtype, 10)
+  outs = nbjax.jit(lambda x: lax_linalg.tridiagonal(x, lower=lower))(s)
+  for got, w in zip(outs, (arr, d, e, taus)):
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+  with pytest.raises(ValueError, match="The input to tridiagonal must be a square matrix"):
+    lax_linalg.tridiagonal(np.ones((0, 0)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tridiagonal_solve(dtype):
+  rng = np.random.default_rng(9)
+  dl, d, du = _rand(rng, (3, 6), dtype), _rand(rng, (3, 6), dtype) + 4, _rand(rng, (3, 6), dtype)
+  b = _rand(rng, (3, 6, 2), dtype)
+  x = lax_linalg.tridiagonal_solve(dl, d, du, b)
+  assert x.dtype == dtype and x.shape == b.shape
+  for i in range(3):
+    A = np.diag(d[i]) + np.diag(dl[i, 1:], -1) + np.diag(du[i, :-1], 1)
+    _close(x[i], np.linalg.solve(A, b[i]), dtype, 10)
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lax_linalg.tridiagonal_solve)(dl, d, du, b)),
+                                np.asarray(x))
+  xv = nbjax.vmap(lax_linalg.tridiagonal_solve, in_axes=(None, None, None, 2), out_axes=2)(
+      dl[0], d[0], du[0], b[0][:, None, :].repeat(1, 1))
+  _close(xv[:, 0, :], np.asarray(x[0]), dtype)
+
+
+def test_tridiagonal_solve_grad_and_errors():
+  rng = np.random.default_rng(10)
+  dl, du = rng.standard_normal((2, 5))
+  d = rng.standard_normal(5) + 4
+  b = rng.standard_normal((5, 2))
+  f = lambda dl, d, du, b: (lax_linalg.tridiagonal_solve(dl, d, du, b) ** 2).sum()
+  g = nbjax.grad(f, argnums=(0, 1, 2, 3))(dl, d, du, b)
+  gj = nbjax.jit(nbjax.grad(f, argnums=(0, 1, 2, 3)))(dl, d, du, b)
+  args = [dl, d, du, b]
+  for i in range(4):
+    num = np.zeros_like(args[i])
+    for idx in np.ndindex(args[i].shape):
+      hi, lo = [a.copy() for a in args], [a.copy() for a in args]
+      hi[i][idx] += 1e-6
+      lo[i][idx] -= 1e-6
+      num[idx] = (float(f(*hi)) - float(f(*lo))) / 2e-6
+    np.testing.assert_allclose(np.asarray(g[i]), num, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(gj[i]), np.asarray(g[i]), rtol=1e-12)
+  with pytest.raises(TypeError, match="all diagonal arguments have the same shape"):
+    lax_linalg.tridiagonal_solve(np.ones(3), np.ones(4), np.ones(3), np.ones((3, 1)))
+  with pytest.raises(TypeError, match="leading ndim-1 dimensions of b"):
+    lax_linalg.tridiagonal_solve(np.ones(3), np.ones(3), np.ones(3), np.ones((4, 1)))
+  # a singular system: NaNs (LAPACK's info, as JAX's)
+  x = lax_linalg.tridiagonal_solve(np.zeros(3), np.zeros(3), np.zeros(3), np.ones((3, 1)))
+  assert np.isnan(np.asarray(x)).all()
+
+
+# ----------------------------------------------------------------- scipy: hessenberg, polar,
+# solve_sylvester, eigh_tridiagonal
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scipy_hessenberg(dtype):
+  rng = np.random.default_rng(11)
+  a = _rand(rng, (5, 5), dtype)
+  h, q = L.hessenberg(a, calc_q=True)
+  hs, qs = sl.hessenberg(a, calc_q=True)
+  _close(h, hs, dtype)
+  _close(q, qs, dtype)
+  _close(np.asarray(q) @ np.asarray(h) @ _H(np.asarray(q)), a, dtype, 10)
+  np.testing.assert_array_equal(np.asarray(L.hessenberg(a)), np.asarray(h))
+  hb = L.hessenberg(np.stack([a, a]))
+  np.testing.assert_array_equal(np.asarray(hb[1]), np.asarray(h))
+  assert L.hessenberg(np.zeros((0, 0))).shape == (0, 0)
+
+
+@pytest.mark.parametrize("method", ["qdwh", "svd"])
+@pytest.mark.parametrize("shape,side", [((5, 3), "right"), ((4, 4), "right"), ((3, 5), "left"),
+                                        ((4, 4), "left")])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_polar(method, shape, side, dtype):
+  rng = np.random.default_rng(12)
+  a = _rand(rng, shape, dtype)
+  if method == "qdwh" and side == "left" and shape[0] >= shape[1]:
+    with pytest.raises(NotImplementedError, match="method='qdwh' only supports"):
+      L.polar(a, side, method=method)  # as JAX's
+    return
+  u, p = L.polar(a, side, method=method)
+  us, ps = sl.polar(a, side)
+  assert u.dtype == dtype and p.dtype == dtype
+  _close(u, us, dtype, 20)
+  _close(p, ps, dtype, 20)
+
+
+def test_polar_errors_and_qdwh():
+  with pytest.raises(ValueError, match="must be at least a 2-D array"):
+    L.polar(np.ones(3))
+  with pytest.raises(ValueError, match="either 'right' or 'left'"):
+    L.polar(np.ones((2, 2)), "up")
+  with pytest.raises(NotImplementedError, match="method='qdwh' only supports"):
+    L.polar(np.ones((2, 3)), "right")
+  with pytest.raises(ValueError, match="Unknown polar decomposition method"):
+    L.polar(np.ones((2, 2)), method="foo")
+  rng = np.random.default_rng(13)
+  x = rng.standard_normal((6, 4))
+  u, h, iters, ok = lax_linalg.qdwh(x)
+  assert bool(ok) and int(iters) <= 10
+  np.testing.assert_allclose(np.asarray(u) @ np.asarray(h), x, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(u).T @ np.asarray(u), np.eye(4), atol=1e-12)
+  with pytest.raises(ValueError, match="must have M >= N"):
+    lax_linalg.qdwh(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("method", ["schur", "eigen"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_solve_sylvester(method, dtype):
+  rng = np.random.default_rng(14)
+  A, B, C = _rand(rng, (4, 4), dtype), _rand(rng, (3, 3), dtype), _rand(rng, (4, 3), dtype)
+  X = L.solve_sylvester(A, B, C, method=method)
+  assert X.dtype == dtype
+  _close(X, sl.solve_sylvester(A, B, C), dtype, 100)
+  Xb = L.solve_sylvester(np.stack([A, A]), B, C, method=method)
+  _close(Xb[0], np.asarray(X), dtype)
+
+
+def test_solve_sylvester_nan_and_errors():
+  A = np.diag([1.0, 2.0])
+  X = L.solve_sylvester(A, -A, np.ones((2, 2)))  # eigenvalues of A + B hit zero
+  assert np.isnan(np.asarray(X)).all()
+  with pytest.raises(ValueError, match="Incompatible shapes for Sylvester equation"):
+    L.solve_sylvester(np.eye(2), np.eye(3), np.ones((2, 2)))
+  with pytest.raises(ValueError, match="Unrecognized method"):
+    L.solve_sylvester(np.eye(2), np.eye(2), np.ones((2, 2)), method="foo")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_eigh_tridiagonal(dtype):
+  rng = np.random.default_rng(15)
+  d = _rand(rng, (7,), np.float64).astype(dtype)
+  e = _rand(rng, (6,), dtype)
+  T = np.diag(d) + np.diag(e, 1) + np.diag(np.conj(e), -1)
+  want = np.linalg.eigvalsh(T)
+  w = L.eigh_tridiagonal(d, e, eigvals_only=True)
+  rd = np.float32 if dtype == np.float32 else np.float64
+  assert w.dtype == rd
+  _close(w, want, dtype, 10)
+  wi = L.eigh_tridiagonal(d, e, eigvals_only=True, select="i", select_range=(2, 4))
+  _close(wi, want[2:5], dtype, 10)
+  w, v = L.eigh_tridiagonal(d, e)
+  assert v.dtype == dtype
+  _close(T @ np.asarray(v), np.asarray(v) * np.asarray(w), dtype, 20)
+  wj = nbjax.jit(lambda d, e: L.eigh_tridiagonal(d, e, eigvals_only=True))(d, e)
+  _close(wj, want, dtype, 10)
+  if dtype == np.float64:
+    np.testing.assert_allclose(np.asarray(w), sl.eigh_tridiagonal(d, e, eigvals_only=True),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_eigh_tridiagonal_errors_as_jax():
+  with pytest.raises(TypeError, match="diagonal and off-diagonal values must have same dtype"):
+    L.eigh_tridiagonal(np.ones(3), np.ones(2, np.float32))
+  with pytest.raises(TypeError, match="Only float32 and float64 inputs are supported"):
+    L.eigh_tridiagonal(np.ones(3, np.int32), np.ones(2, np.int32))
+  with pytest.raises(NotImplementedError, match="select='v'"):
+    L.eigh_tridiagonal(np.ones(3), np.ones(2), select="v")
+  with pytest.raises(ValueError, match="select_range must be specified"):
+    L.eigh_tridiagonal(np.ones(3), np.ones(2), select="i")
+  np.testing.assert_array_equal(np.asarray(L.eigh_tridiagonal(np.array([2.0]), np.zeros(0),
+                                                              eigvals_only=True)), [2.0])

@@ -21,7 +21,8 @@ from nbjax.numpy import _util
 from nbjax.numpy import linalg as jnp_linalg
 from nbjax.numpy._vectorize import vectorize
 
-__all__ = ["schur", "rsf2csf", "sqrtm", "funm"]
+__all__ = ["schur", "rsf2csf", "sqrtm", "funm", "hessenberg", "polar", "solve_sylvester",
+           "eigh_tridiagonal"]
 
 
 def _promote_complex(*args):
@@ -166,3 +167,222 @@ def funm(A, func, disp: bool = True):
                   jnp.minimum(1, jnp.maximum(tol, (tol / minden)
                                              * jnp_linalg.norm(jnp.triu(T, 1), 1))))
   return F, err
+
+
+# ----------------------------------------------------------------- hessenberg, polar
+
+
+def hessenberg(a, *, calc_q: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True):
+  """Hessenberg form ``a = Q H Q^H`` (``H`` zero below the first subdiagonal): ``H``, or
+  ``(H, Q)`` with ``calc_q``. Leading batch dimensions are allowed."""
+  a = jnp.asarray(a)
+  n = a.shape[-1]
+  if n == 0:
+    return (jnp.zeros_like(a), jnp.zeros_like(a)) if calc_q else jnp.zeros_like(a)
+  packed, taus = lax_linalg.hessenberg(a)
+  h = jnp.triu(packed, -1)
+  if not calc_q:
+    return h
+  q = lax_linalg.householder_product(packed[..., 1:, :-1], taus)
+  bs = packed.shape[:-2]
+  dt = packed.dtype
+  q = jnp.concatenate([
+      jnp.concatenate([jnp.ones(bs + (1, 1), dt), jnp.zeros(bs + (1, n - 1), dt)], axis=-1),
+      jnp.concatenate([jnp.zeros(bs + (n - 1, 1), dt), q], axis=-1)], axis=-2)
+  return h, q
+
+
+def _polar_2d(a, side, method, eps, max_iterations):
+  m, n = a.shape
+  if method == "qdwh":
+    if m >= n and side == "right":
+      u, p, _, _ = lax_linalg.qdwh(a, is_hermitian=False, eps=eps)
+    elif m < n and side == "left":
+      u, p, _, _ = lax_linalg.qdwh(a.T.conj(), is_hermitian=False, eps=eps)
+      u, p = u.T.conj(), p.T.conj()
+    else:
+      raise NotImplementedError("method='qdwh' only supports mxn matrices where m < n where "
+                                "side='right' and m >= n side='left', got "
+                                f"{a.shape} with {side=}")
+  elif method == "svd":
+    uu, s, vh = lax_linalg.svd(a, full_matrices=False)
+    s = s.astype(uu.dtype)
+    u = uu @ vh
+    p = ((vh.T.conj() * s[None, :]) @ vh if side == "right"
+         else (uu * s[None, :]) @ uu.T.conj())
+  else:
+    raise ValueError(f"Unknown polar decomposition method {method}.")
+  return u, p
+
+
+def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
+  """Polar decomposition ``a = U P`` (``side='right'``, ``P`` n x n) or ``a = P U``
+  (``'left'``, ``P`` m x m): ``U`` with orthonormal columns (rows), ``P`` Hermitian positive
+  semidefinite. ``method``: 'qdwh' (QR-based dynamically weighted Halley iteration; needs
+  m >= n for 'right' and m < n for 'left', as JAX's) or 'svd'."""
+  a = jnp.asarray(a)
+  if a.ndim < 2:
+    raise ValueError("The input `a` must be at least a 2-D array.")
+  if side not in ["right", "left"]:
+    raise ValueError("The argument `side` must be either 'right' or 'left'.")
+  a, = _util.promote_dtypes_inexact(a)
+  sig = "(m,n)->(m,n),(n,n)" if side == "right" else "(m,n)->(m,n),(m,m)"
+  return vectorize(functools.partial(_polar_2d, side=side, method=method, eps=eps,
+                                     max_iterations=max_iterations), signature=sig)(a)
+
+
+# ----------------------------------------------------------------- solve_sylvester
+
+
+def _sylvester_triangular(R, S, F):
+  """``R Y + Y S^T = F`` for upper triangular ``R`` (m x m) and lower triangular ``S^T``,
+  element by element from the bottom-right corner (Bartels-Stewart back substitution)."""
+  m, n = F.shape
+  rows, cols = jnp.arange(m), jnp.arange(n)
+
+  def step(Y, idx):
+    i, j = idx // n, idx % n
+    Ym = Y.reshape((m, n))
+    row = jnp.sum(jnp.where(rows > i, R[i, :] * Ym[:, j], 0.0))
+    col = jnp.sum(jnp.where(cols > j, Ym[i, :] * S[:, j], 0.0))
+    return Y.at[i * n + j].set((F[i, j] - (row + col)) / (R[i, i] + S[j, j])), None
+  Y, _ = lax.scan(step, jnp.zeros((m * n,), F.dtype), jnp.arange(m * n - 1, -1, -1))
+  return Y.reshape((m, n))
+
+
+def _sylvester_2d(A, B, C, *, method, tol):
+  m, n = C.shape[-2:]
+  if method == "schur":
+    R, U = schur(A, output="complex")
+    S, V = schur(B.conj().T, output="complex")
+    F = U.conj().T @ C.astype(R.dtype) @ V
+    X = U @ _sylvester_triangular(R, S.conj().T, F) @ V.conj().T
+  elif method == "eigen":
+    RA, UA = jnp_linalg.eig(A)
+    RB, UB = jnp_linalg.eig(B)
+    F = jnp_linalg.solve(UA, C.astype(RA.dtype) @ UB)
+    Y = F / (RA[:, None] + RB[None, :])
+    X = UA[:m, :m] @ Y[:m, :n] @ jnp_linalg.inv(UB)[:n, :n]
+  else:
+    raise ValueError(f"Unrecognized method {method}. The two valid methods are either "
+                     "\"schur\" or \"eigen\".")
+  if not jnp.issubdtype(C.dtype, np.complexfloating):
+    X = X.real
+  near = jnp.any(jnp.abs(jnp_linalg.eigvals(A)[:, None] + jnp_linalg.eigvals(B)[None, :])
+                 < tol)
+  return lax.cond(near, lambda: jnp.zeros_like(X) * np.nan, lambda: X)
+
+
+def solve_sylvester(A, B, C, *, method: str = "schur", tol: float = 1e-8):
+  """Solve ``A X + X B = C`` (``A`` m x m, ``B`` n x n, ``C`` m x n; leading batch dimensions
+  broadcast): 'schur' (Bartels-Stewart, the default) or 'eigen' (eigendecompositions). NaNs
+  where an eigenvalue of ``A`` plus one of ``B`` is within ``tol`` of zero."""
+  A, B, C = _util.promote_dtypes_inexact(jnp.asarray(A), jnp.asarray(B), jnp.asarray(C))
+  m, n = C.shape[-2:]
+  if A.shape[-2:] != (m, m) or B.shape[-2:] != (n, n):
+    raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {A.shape}\nB: "
+                     f"{B.shape}\nC: {C.shape}")
+  return vectorize(functools.partial(_sylvester_2d, method=method, tol=tol),
+                   signature="(m,m),(n,n),(m,n)->(m,n)")(A, B, C)
+
+
+# ----------------------------------------------------------------- eigh_tridiagonal
+
+
+def _sturm_counts(alpha, beta_sq, pivmin, alpha0_perturbation, x):
+  """The number of eigenvalues below each ``x`` (Sturm sequence, LAPACK's pivmin guard)."""
+  n = alpha.shape[0]
+  q = alpha[0] - x
+  count = jnp.where(q < 0, 1, 0).astype(np.int32)
+  q = jnp.where(alpha[0] == x, alpha0_perturbation, q)
+
+  def body(i, qc):
+    q, count = qc
+    q = alpha[i] - beta_sq[i - 1] / q - x
+    neg = q <= pivmin
+    return jnp.where(neg, jnp.minimum(q, -pivmin), q), jnp.where(neg, count + 1, count)
+  return lax.fori_loop(1, n, body, (q, count))[1]
+
+
+def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
+                     select_range=None, tol=None, key=None):
+  """Eigenvalues (ascending; and eigenvectors, in columns) of the Hermitian tridiagonal matrix
+  with diagonal ``d`` (real part used) and off-diagonal ``e``: eigenvalues by parallel
+  bisection on Sturm counts, as JAX's; ``select='i'`` picks indices ``select_range[0]`` to
+  ``select_range[1]``; ``select='v'`` is not implemented, as in JAX. Eigenvectors come from
+  the dense tridiagonal matrix's eigh (``key`` unused: JAX seeds its inverse iteration with
+  it), so they agree with JAX's up to sign (phase)."""
+  alpha, beta = jnp.asarray(d), jnp.asarray(e)
+  if alpha.dtype != beta.dtype:
+    raise TypeError("diagonal and off-diagonal values must have same dtype, got "
+                    f"{alpha.dtype} and {beta.dtype}")
+  supported = (np.float32, np.float64, np.complex64, np.complex128)
+  if alpha.dtype not in supported or beta.dtype not in supported:
+    raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                    f"jax.scipy.linalg.eigh_tridiagonal, got {alpha.dtype} and {beta.dtype}")
+  n = alpha.shape[0]
+  if n <= 1:
+    return jnp.real(alpha) if eigvals_only else (jnp.real(alpha), jnp.eye(n, dtype=alpha.dtype))
+  cplx = jnp.issubdtype(alpha.dtype, np.complexfloating)
+  if cplx:
+    alpha = jnp.real(alpha)
+    beta_sq = jnp.real(beta * jnp.conj(beta))
+    beta_abs = jnp.sqrt(beta_sq)
+  else:
+    beta_abs, beta_sq = jnp.abs(beta), jnp.square(beta)
+  # Gershgorin bounds of the spectrum
+  row = jnp.concatenate([beta_abs[:1], beta_abs[:-1] + beta_abs[1:], beta_abs[-1:]], axis=0)
+  est_max, est_min = jnp.max(alpha + row), jnp.min(alpha - row)
+  t_norm = jnp.maximum(jnp.abs(est_min), jnp.abs(est_max))
+  fi = np.finfo(alpha.dtype)
+  one = np.ones([], alpha.dtype)
+  safemin = np.maximum(one / fi.max, (one + fi.eps) * fi.tiny)
+  pivmin = safemin * jnp.maximum(1, jnp.max(beta_sq))
+  alpha0_perturbation = jnp.square(fi.eps * beta_abs[0])
+  abs_tol = fi.eps * t_norm
+  if tol is not None:
+    abs_tol = jnp.maximum(tol, abs_tol)
+  max_it = fi.nmant + 1
+  if select == "a":
+    targets = jnp.arange(n, dtype=np.int32)
+  elif select == "i":
+    if select_range is None:
+      raise ValueError("for select='i', select_range must be specified.")
+    if select_range[0] > select_range[1]:
+      raise ValueError("Got empty index range in select_range.")
+    targets = jnp.arange(select_range[0], select_range[1] + 1, dtype=np.int32)
+  elif select == "v":
+    raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented")
+  else:
+    raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
+  fudge = 2.1
+  slack = jnp.array(n, alpha.dtype) * fudge * fi.eps * t_norm
+  shape = np.shape(targets)
+  lower = jnp.broadcast_to(est_min - slack - 2 * fudge * pivmin, shape)
+  upper = jnp.broadcast_to(est_max + slack + fudge * pivmin, shape)
+  mid = 0.5 * (upper + lower)
+  pivmin = jnp.broadcast_to(pivmin, shape)
+  alpha0_perturbation = jnp.broadcast_to(alpha0_perturbation, shape)
+
+  def cond(s):
+    i, lo, _, hi = s
+    return jnp.logical_and(i < max_it, abs_tol < jnp.max(hi - lo))
+
+  def body(s):
+    i, lo, mid, hi = s
+    counts = _sturm_counts(alpha, beta_sq, pivmin, alpha0_perturbation, mid)
+    lo = jnp.where(counts <= targets, mid, lo)
+    hi = jnp.where(counts > targets, mid, hi)
+    return i + 1, lo, 0.5 * (lo + hi), hi
+  _, _, w, _ = lax.while_loop(cond, body, (0, lower, mid, upper))
+  if eigvals_only:
+    return w
+  # the dense Hermitian matrix: T[i, i+1] = e[i], T[i+1, i] = conj(e[i])
+  dt = jnp.asarray(d).dtype
+  T = (jnp.diag(alpha.astype(dt)) + jnp.diag(beta, 1)
+       + jnp.diag(jnp.conj(beta) if cplx else beta, -1))
+  lo, hi = (0, n - 1) if select == "a" else select_range
+  v, _ = lax_linalg.eigh(T, lower=True, symmetrize_input=False,
+                         subset_by_index=(int(lo), int(hi) + 1))
+  return w, v
