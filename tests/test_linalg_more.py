@@ -459,3 +459,79 @@ def test_eigh_tridiagonal_errors_as_jax():
     L.eigh_tridiagonal(np.ones(3), np.ones(2), select="i")
   np.testing.assert_array_equal(np.asarray(L.eigh_tridiagonal(np.array([2.0]), np.zeros(0),
                                                               eigvals_only=True)), [2.0])
+
+
+# ----------------------------------------------------------------- special matrices
+
+
+def test_special_matrices_match_scipy():
+  a = np.array([1.0, -2.0, 3.0, 0.5])
+  np.testing.assert_allclose(np.asarray(L.companion(a)), sl.companion(a), rtol=1e-15)
+  np.testing.assert_allclose(np.asarray(L.fiedler(a)), sl.fiedler(a), rtol=1e-15)
+  for c in (a, a[:3], a[:2], np.array([2.0, 1.0, -1.0, 3.0, 4.0, 5.0])):
+    np.testing.assert_allclose(np.asarray(L.fiedler_companion(c)), sl.fiedler_companion(c),
+                               rtol=1e-15)
+  f, s = np.array([0.1, 2.0, 1.0, 0.1]), np.array([0.2, 0.8, 0.7])
+  np.testing.assert_allclose(np.asarray(L.leslie(f, s)), sl.leslie(f, s), rtol=1e-15)
+  for mode in ("full", "same", "valid"):
+    for n in (2, 4, 6):
+      np.testing.assert_allclose(np.asarray(L.convolution_matrix(a, n, mode)),
+                                 sl.convolution_matrix(a, n, mode), rtol=1e-15)
+  for n in (1, 2, 5, 8):
+    np.testing.assert_allclose(np.asarray(L.invhilbert(n)), sl.invhilbert(n), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(L.helmert(n)), sl.helmert(n), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(L.helmert(n, full=True)), sl.helmert(n, full=True),
+                               rtol=1e-14, atol=1e-15)
+    for kind in ("symmetric", "lower", "upper"):
+      np.testing.assert_allclose(np.asarray(L.pascal(n, kind)), sl.pascal(n, kind), rtol=1e-5)
+      np.testing.assert_allclose(np.asarray(L.invpascal(n, kind)), sl.invpascal(n, kind),
+                                 rtol=1e-9, atol=1e-9)
+    for scale in (None, "sqrtn", "n"):
+      np.testing.assert_allclose(np.asarray(L.dft(n, scale)), sl.dft(n, scale), rtol=1e-12,
+                                 atol=1e-12)
+  for n in (1, 2, 8):
+    np.testing.assert_array_equal(np.asarray(L.hadamard(n)), sl.hadamard(n))
+
+
+def test_special_matrices_dtypes_and_batching():
+  A = np.array
+  assert L.companion(A([1, 2, 3])).dtype == np.float64
+  assert L.companion(A([1, 2, 3], np.float32)).dtype == np.float32
+  assert L.fiedler(A([1, 2, 3])).dtype == np.int64
+  assert L.leslie(A([1, 2, 3]), A([1, 2])).dtype == np.int64
+  assert L.convolution_matrix(A([1, 2, 3]), 4).dtype == np.int64
+  assert L.pascal(4).dtype == np.float32 and L.invpascal(4).dtype == np.float64
+  assert L.hadamard(4).dtype == np.int64 and L.hadamard(2, np.float32).dtype == np.float32
+  assert L.dft(3).dtype == np.complex128 and L.dft(3, dtype=np.complex64).dtype == np.complex64
+  assert L.helmert(3).dtype == np.float64
+  batch = np.array([[1.0, 2.0, 3.0], [2.0, -1.0, 0.5]])
+  cb = L.companion(batch)
+  assert cb.shape == (2, 2, 2)
+  np.testing.assert_allclose(np.asarray(cb[1]), sl.companion(batch[1]))
+  fb = L.fiedler_companion(batch)
+  np.testing.assert_allclose(np.asarray(fb[1]), sl.fiedler_companion(batch[1]))
+  convb = L.convolution_matrix(batch, 3, "same")
+  np.testing.assert_allclose(np.asarray(convb[0]), sl.convolution_matrix(batch[0], 3, "same"))
+
+
+def test_special_matrices_errors_as_jax():
+  A = np.array
+  cases = [
+      (lambda: L.dft(3, "x"), ValueError, "scale must be None, 'sqrtn', or 'n'"),
+      (lambda: L.dft(3, dtype=np.float32), ValueError, "dtype must be a complex floating"),
+      (lambda: L.hadamard(3), ValueError, "n must be a positive power of 2"),
+      (lambda: L.helmert(0), ValueError, "n must be a positive integer"),
+      (lambda: L.pascal(3, "x"), ValueError, "Expected kind to be on of"),
+      (lambda: L.invpascal(3, "x"), ValueError, "Expected kind to be one of"),
+      (lambda: L.companion(A([1.0])), ValueError, "The length of `a` along the last axis"),
+      (lambda: L.leslie(A([1.0]), A([])), ValueError, "The length of f along the last axis"),
+      (lambda: L.leslie(A([1.0, 2]), A([1.0, 2])), ValueError, "Incorrect lengths for f and s"),
+      (lambda: L.convolution_matrix(A([1, 2]), 0), ValueError, "n must be a positive integer"),
+      (lambda: L.convolution_matrix(A([1, 2]), 2, "x"), ValueError, "mode must be one of"),
+      (lambda: L.convolution_matrix(1, 2), ValueError, "must be at least 1-dimensional"),
+      (lambda: L.fiedler_companion(A([])), ValueError, "to have nonzero length"),
+      (lambda: L.fiedler([1, 2]), TypeError, "fiedler requires ndarray or scalar arguments"),
+  ]
+  for f, exc, msg in cases:
+    with pytest.raises(exc, match=msg):
+      f()

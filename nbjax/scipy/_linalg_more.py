@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -22,7 +23,9 @@ from nbjax.numpy import linalg as jnp_linalg
 from nbjax.numpy._vectorize import vectorize
 
 __all__ = ["schur", "rsf2csf", "sqrtm", "funm", "hessenberg", "polar", "solve_sylvester",
-           "eigh_tridiagonal"]
+           "eigh_tridiagonal", "companion", "convolution_matrix", "dft", "fiedler",
+           "fiedler_companion", "hadamard", "helmert", "invhilbert", "invpascal", "leslie",
+           "pascal"]
 
 
 def _promote_complex(*args):
@@ -386,3 +389,198 @@ def eigh_tridiagonal(d, e, *, eigvals_only: bool = False, select: str = "a",
   v, _ = lax_linalg.eigh(T, lower=True, symmetrize_input=False,
                          subset_by_index=(int(lo), int(hi) + 1))
   return w, v
+
+
+# ----------------------------------------------------------------- special matrices
+
+
+def leslie(f, s):
+  """Leslie matrix: fecundity ``f`` (n) in the first row, survival ``s`` (n - 1) on the
+  subdiagonal; batched over leading dimensions."""
+  _util.check_arraylike("leslie", f, s)
+  f, s = jnp.atleast_1d(f), jnp.atleast_1d(s)
+  if f.shape[-1] < 2:
+    raise ValueError(f"The length of f along the last axis must be at least 2; got shape "
+                     f"{f.shape}.")
+  if s.shape[-1] != f.shape[-1] - 1:
+    raise ValueError("Incorrect lengths for f and s. The length of s along the last axis must "
+                     f"be one less than the length of f; got f shape {f.shape} and s shape "
+                     f"{s.shape}.")
+
+  def one(f, s):
+    f, s = _util.promote_dtypes(f, s)
+    return jnp.diag(s, k=-1).at[0].set(f)
+  return vectorize(one, signature="(n),(m)->(n,n)")(f, s)
+
+
+def companion(a):
+  """Companion matrix of the polynomial with coefficients ``a`` (highest first): first row
+  ``-a[1:] / a[0]``, ones on the subdiagonal; batched over leading dimensions."""
+  a, = _util.promote_args_inexact("companion", a)
+  a = jnp.atleast_1d(a)
+  if a.shape[-1] < 2:
+    raise ValueError(f"The length of `a` along the last axis must be at least 2; got shape "
+                     f"{a.shape}.")
+
+  def one(a):
+    row = -a[1:] / a[0]
+    m = a.shape[0] - 1
+    return jnp.eye(m, m, k=-1, dtype=row.dtype).at[0].set(row)
+  return vectorize(one, signature="(n)->(m,m)")(a)
+
+
+def fiedler(a):
+  """Fiedler matrix ``|a[i] - a[j]|``; batched over leading dimensions."""
+  _util.check_arraylike("fiedler", a)
+  a = jnp.atleast_1d(a)
+  return jnp.abs(a[..., None] - a[..., None, :])
+
+
+def fiedler_companion(a):
+  """Fiedler's pentadiagonal companion matrix of the polynomial with coefficients ``a``
+  (highest first); batched over leading dimensions."""
+  a, = _util.promote_args_inexact("fiedler_companion", a)
+  a = jnp.atleast_1d(a)
+  if a.shape[-1] == 0:
+    raise ValueError("fiedler_companion requires the last axis of 'a' to have nonzero length, "
+                     f"but got an array of shape {a.shape}.")
+
+  def one(a):
+    n = a.shape[0] - 1
+    if n == 0:
+      return jnp.zeros((0, 0), a.dtype)
+    a = a / a[0]
+    if n == 1:
+      return -a[1:].reshape(1, 1)
+    i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
+    even, odd = i % 2 == 0, i % 2 == 1
+    sup, sub = -a[jnp.minimum(i + 2, n)], -a[jnp.minimum(i + 1, n)]
+    o = jnp.array(1, a.dtype)
+    conds = [(i == 0) & (j == 0), (i == 1) & (j == 0), (j == i + 1) & even,
+             (j == i + 2) & even, (j == i - 1) & even & (i >= 2), (j == i - 2) & odd & (i >= 3)]
+    return jnp.select(conds, [-a[1], o, sup, o, sub, o], default=jnp.array(0, a.dtype))
+  return vectorize(one, signature="(n)->(m,m)")(a)
+
+
+def convolution_matrix(a, n: int, mode: str = "full"):
+  """The Toeplitz matrix ``A`` with ``A @ v == np.convolve(a, v, mode)`` for ``v`` of length
+  ``n``; batched over ``a``'s leading dimensions."""
+  from nbjax.scipy.linalg import toeplitz
+  n = operator.index(n)
+  if n <= 0:
+    raise ValueError(f"n must be a positive integer; got {n}.")
+  _util.check_arraylike("convolution_matrix", a)
+  a = jnp.asarray(a)
+  if a.ndim == 0:
+    raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a scalar.")
+  m = a.shape[-1]
+  if m < 1:
+    raise ValueError(f"len(a) must be at least 1; got shape {a.shape}.")
+  if mode not in ("full", "valid", "same"):
+    raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
+  widths = [(0, 0)] * (a.ndim - 1) + [(0, n - 1)]
+  az, raz = jnp.pad(a, widths), jnp.pad(jnp.flip(a, axis=-1), widths)
+  total = m + n - 1
+  if mode == "same":
+    trim = min(n, m) - 1
+    tb, te = trim // 2, trim - trim // 2
+  elif mode == "valid":
+    tb = te = min(n, m) - 1
+  else:
+    tb = te = 0
+  return toeplitz(lax.slice_in_dim(az, tb, total - te, axis=-1),
+                  lax.slice_in_dim(raz, total - n - tb, total - tb, axis=-1))
+
+
+def invhilbert(n: int):
+  """Inverse of the ``n x n`` Hilbert matrix (default float dtype; exact integers while
+  they fit)."""
+  from nbjax.scipy.special import comb
+  a = jnp.arange(n, dtype=jnp.float_)
+  i, j = a[:, None], a[None, :]
+  s = i + j
+  return ((-1.0) ** s * (s + 1.0) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1)
+          * comb(s, i) ** 2)
+
+
+def _binom(n, k):
+  return lax.exp(lax.lgamma(n + 1.0) - lax.lgamma(n - k + 1.0) - lax.lgamma(k + 1.0))
+
+
+def _pascal_kind(kind, one):
+  kind = "symmetric" if kind is None else kind
+  valid = ["symmetric", "lower", "upper"]
+  if kind not in valid:
+    raise ValueError(f"Expected kind to be {'one' if one else 'on'} of: {valid}; got {kind}")
+  return kind
+
+
+def pascal(n: int, kind=None):
+  """The ``n x n`` Pascal matrix: 'symmetric' (default), 'lower' or 'upper' (binomial
+  coefficients through ``lgamma``, in float32 as JAX's)."""
+  kind = _pascal_kind(kind, False)
+  a = jnp.arange(n, dtype=np.float32)
+  low = _binom(a[:, None], a[None, :])
+  if kind == "lower":
+    return low
+  if kind == "upper":
+    return low.T
+  return jnp.dot(low, low.T)
+
+
+def invpascal(n: int, kind=None):
+  """Inverse of ``pascal(n, kind)`` (default float dtype)."""
+  kind = _pascal_kind(kind, True)
+  a = jnp.arange(n, dtype=jnp.float_)
+  i, j = a[:, None], a[None, :]
+  low = ((-1.0) ** (i - j)) * _binom(i, j)
+  if kind == "lower":
+    return low
+  if kind == "upper":
+    return low.T
+  return jnp.dot(low.T, low)
+
+
+def helmert(n: int, full: bool = False):
+  """The Helmert matrix: ``(n - 1) x n`` (or ``n x n`` with ``full``, the first row
+  ``1/sqrt(n)``), orthonormal rows."""
+  if n < 1:
+    raise ValueError(f"n must be a positive integer; got {n}.")
+  i, j = jnp.arange(n - 1)[:, None], jnp.arange(n)[None, :]
+  k = (i + 1).astype(jnp.float_)
+  den = jnp.sqrt(k * (k + 1))
+  H = jnp.where(j <= i, 1.0 / den, jnp.where(j == i + 1, -k / den, jnp.zeros_like(den)))
+  if full:
+    H = jnp.concatenate([jnp.full((1, n), 1.0 / np.sqrt(n), dtype=H.dtype), H], axis=0)
+  return H
+
+
+def hadamard(n: int, dtype=int):
+  """The ``n x n`` Sylvester-construction Hadamard matrix (``n`` a power of 2)."""
+  if n < 1 or not math.log2(n).is_integer():
+    raise ValueError(f"n must be a positive power of 2; got {n}.")
+  H = jnp.ones((1, 1), dtype=dtype)
+  for _ in range(int(math.log2(n))):
+    H = jnp.concatenate([jnp.concatenate([H, H], axis=1), jnp.concatenate([H, -H], axis=1)],
+                        axis=0)
+  return H
+
+
+def dft(n: int, scale=None, *, dtype=None):
+  """The ``n x n`` discrete Fourier transform matrix ``exp(-2 pi i j k / n)``, scaled by
+  ``1/sqrt(n)`` ('sqrtn') or ``1/n`` ('n')."""
+  if scale is not None and scale not in ("sqrtn", "n"):
+    raise ValueError(f"scale must be None, 'sqrtn', or 'n'; got {scale!r}.")
+  if dtype is None:
+    dtype = jnp.complex_
+  else:
+    dtype = _util.canonicalize_user_dtype(dtype)
+    if not jnp.issubdtype(dtype, np.complexfloating):
+      raise ValueError(f"dtype must be a complex floating-point type; got {dtype}.")
+  a = jnp.arange(n, dtype=dtype)
+  w = jnp.exp(-2j * np.pi * a[:, None] * a[None, :] / n)
+  if scale == "sqrtn":
+    w = w / jnp.sqrt(n)
+  elif scale == "n":
+    w = w / n
+  return w
