@@ -447,6 +447,11 @@ def getitem(self, idx):
 # ----------------------------------------------------------------- x.at[idx].op(y)
 
 
+def _creation():
+  from nbjax.numpy import _creation
+  return _creation
+
+
 def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
                    mode=None, normalize_indices=True):
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
@@ -459,8 +464,9 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
       op = "add" if scatter_fn is lax.scatter_add else "mul"
       raise TypeError(f"{op} does not accept dtype bool at position 0. Accepted dtypes at "
                       "position 0 are subtypes of integer, floating, complexfloating.")
-    if isinstance(y, (list, tuple)):
-      y = np.asarray(y)
+    if isinstance(y, (list, tuple)):  # traced elements are stacked, as jnp.asarray does
+      y = (_creation().asarray(y) if any(isinstance(e, (Array, Tracer)) for e in y)
+           else np.asarray(y))
     elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
       y = as_array(y)
     y = _util.convert(y, x.dtype, x.weak_type)
