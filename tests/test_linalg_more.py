@@ -535,3 +535,57 @@ def test_special_matrices_errors_as_jax():
   for f, exc, msg in cases:
     with pytest.raises(exc, match=msg):
       f()
+
+
+# ----------------------------------------------------------------- lax.linalg extras
+
+
+def test_lu_pivots_to_permutation():
+  rng = np.random.default_rng(16)
+  x = rng.standard_normal((3, 6, 4))
+  _, piv, perm = lax_linalg.lu(x)
+  got = lax_linalg.lu_pivots_to_permutation(piv, 6)
+  assert got.dtype == np.int32 and got.shape == (3, 6)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(perm))
+  np.testing.assert_array_equal(
+      np.asarray(nbjax.jit(lambda p: lax_linalg.lu_pivots_to_permutation(p, 6))(piv)),
+      np.asarray(perm))
+  np.testing.assert_array_equal(
+      np.asarray(nbjax.vmap(lambda p: lax_linalg.lu_pivots_to_permutation(p, 6))(piv)),
+      np.asarray(perm))
+  with pytest.raises(ValueError, match="Output permutation size 3 has to exceed"):
+    lax_linalg.lu_pivots_to_permutation(piv, 3)
+
+
+def test_symmetric_product_and_cholesky_update():
+  rng = np.random.default_rng(17)
+  a, c = rng.standard_normal((3, 2)), rng.standard_normal((3, 3))
+  c = c + c.T
+  got = lax_linalg.symmetric_product(a, c, alpha=2.0, beta=0.5)
+  np.testing.assert_allclose(np.asarray(got), 2 * a @ a.T + 0.5 * c, rtol=1e-13)
+  sym = lax_linalg.symmetric_product(a, np.triu(c), beta=1.0, symmetrize_output=True)
+  low = np.tril(a @ a.T + np.triu(c))
+  np.testing.assert_allclose(np.asarray(sym), low + np.tril(low, -1).T, rtol=1e-13)
+  with pytest.raises(ValueError, match="symmetric_update expects a rectangular matrix"):
+    lax_linalg.symmetric_product(np.ones((2, 3)), np.ones((3, 3)))
+  A = rng.standard_normal((5, 5))
+  A = A @ A.T + 5 * np.eye(5)
+  R = np.linalg.cholesky(A).T
+  w = rng.standard_normal(5)
+  R2 = np.asarray(lax_linalg.cholesky_update(R, w))
+  np.testing.assert_allclose(R2, np.linalg.cholesky(A + np.outer(w, w)).T, rtol=1e-10,
+                             atol=1e-12)
+  with pytest.raises(ValueError, match="Rank-1 update to Cholesky decomposition"):
+    lax_linalg.cholesky_update(np.eye(3), np.ones(2))
+
+
+def test_enums_and_implementation_arguments():
+  assert [e.value for e in lax_linalg.EigImplementation] == ["cusolver", "magma", "lapack"]
+  assert [e.value for e in lax_linalg.EighImplementation] == ["qr", "jacobi", "qdwh"]
+  assert lax_linalg.SvdAlgorithm.DIVIDE_AND_CONQUER.value == "divide_and_conquer"
+  a = np.array([[2.0, 1.0], [1.0, 3.0]])
+  v, w = lax_linalg.eigh(a, implementation=lax_linalg.EighImplementation.QR)
+  np.testing.assert_allclose(np.asarray(w), np.linalg.eigvalsh(a), rtol=1e-14)
+  w2 = lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False,
+                      implementation=lax_linalg.EigImplementation.LAPACK)[0]
+  np.testing.assert_allclose(np.sort(np.asarray(w2).real), np.linalg.eigvalsh(a), rtol=1e-14)

@@ -11,6 +11,7 @@ results (the same LAPACK routines, called the same way).
 """
 from __future__ import annotations
 
+import enum
 import math
 import threading
 
@@ -690,9 +691,129 @@ def _qr(x, **kw):
   return L.qr(x, **kw)
 
 
+# ================================================================= compositions of lax ops
+# (on the CPU JAX lowers these three through a traced function too)
+
+
+def lu_pivots_to_permutation(pivots, permutation_size):
+  """The int32 permutation ``[..., permutation_size]`` that applying the row swaps
+  ``i <-> pivots[..., i]`` (as ``lu`` returns them) in order gives."""
+  lax = _lax()
+  aval = _aval(pivots)
+  if aval.ndim < 1:
+    raise TypeError(f"Input 0 to lu_pivots_to_permutation must have rank at least 1, but got "
+                    f"shape={aval.shape}")
+  if aval.dtype != np.int32:
+    raise TypeError("lu_pivots_to_permutation does not accept dtype "
+                    f"{aval.dtype.name} at position 0. Accepted dtypes at position 0 are "
+                    "subtypes of int32.")
+  k, m = aval.shape[-1], int(permutation_size)
+  if not m >= k:
+    raise ValueError(f"Output permutation size {m} has to exceed the trailing dimension of "
+                     f"the pivots. Got pivots size {k}")
+  nd = aval.ndim
+  perm = lax.broadcasted_iota(np.int32, aval.shape[:-1] + (m,), nd - 1)
+  if m == 0 or k == 0:
+    return perm
+  iota = perm
+
+  def swap(i, perm):
+    j = lax.dynamic_index_in_dim(pivots, i, nd - 1, keepdims=True)
+    pi = lax.dynamic_index_in_dim(perm, i, nd - 1, keepdims=True)
+    # perm[..., j] as a masked sum over the last axis (j differs per batch element)
+    hit = lax.eq(iota, lax.broadcast_in_dim(j, _aval(iota).shape, tuple(range(nd))))
+    pj = lax.reduce_sum(lax.select(hit, perm, lax.full_like(perm, 0)), (nd - 1,))
+    pj = lax.expand_dims(pj, (nd - 1,))
+    shape = _aval(iota).shape
+    at_i = lax.eq(iota, lax.full_like(iota, i))
+    out = lax.select(hit, lax.broadcast_in_dim(pi, shape, tuple(range(nd))), perm)
+    return lax.select(at_i, lax.broadcast_in_dim(pj, shape, tuple(range(nd))), out)
+  return lax.fori_loop(np.int32(0), np.int32(k), swap, perm)
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha=1., beta=0., symmetrize_output=False):
+  """``alpha * a @ a^T + beta * c`` for real ``a`` (``[..., n, m]``) and symmetric ``c``
+  (``[..., n, n]``); with ``symmetrize_output`` the lower triangle is mirrored to the upper."""
+  lax = _lax()
+  a, c = _aval(a_matrix), _aval(c_matrix)
+  for i, x in enumerate((a, c)):
+    if x.ndim < 2:
+      raise TypeError(f"Input {i} to symmetric_product must have rank at least 2, but got "
+                      f"shape={x.shape}")
+    if x.dtype.kind != "f":
+      raise TypeError(f"symmetric_product does not accept dtype {x.dtype.name} at position "
+                      f"{i}. Accepted dtypes at position {i} are subtypes of floating.")
+  if a.shape[-2] != c.shape[-1] or c.shape[-2] != c.shape[-1]:
+    raise ValueError("symmetric_update expects a rectangular matrix of shape (m, n) and a "
+                     f"square matrix of shape (n, n). Got shapes {a.shape[-2:]} and "
+                     f"{c.shape[-2:]}.")
+  dt = c.dtype
+  res = lax.add(lax.mul(lax.full_like(c_matrix, alpha),
+                        _mm(a_matrix, _T(a_matrix))),
+                lax.mul(lax.full_like(c_matrix, beta), c_matrix))
+  if symmetrize_output:
+    from nbjax.lax.linalg import _tril
+    res = lax.add(_tril(res), _T(_tril(res, -1)))
+  return lax.convert_element_type(res, dt)
+
+
+def cholesky_update(r_matrix, w_vector):
+  """The upper Cholesky factor of ``R^T R + w w^T`` from the upper factor ``R`` (``n x n``)
+  and ``w`` (``n``), by ``n`` Givens rotations (O(n^2))."""
+  lax = _lax()
+  r, w = _aval(r_matrix), _aval(w_vector)
+  if r.ndim != 2 or w.ndim != 1 or r.shape[0] != r.shape[1] or w.shape[0] != r.shape[1]:
+    raise ValueError("Rank-1 update to Cholesky decomposition takes a square matrix and a "
+                     f"vector of the same size as input. Got shapes {r.shape} and {w.shape} "
+                     "instead")
+  from nbjax import numpy as jnp
+  R, z = jnp.asarray(r_matrix), jnp.asarray(w_vector)
+  one, zero = np.array(1, r.dtype), np.array(0, r.dtype)
+
+  def rotg(x, y):
+    def nonzero(x, y):
+      ax, ay = abs(x), abs(y)
+      den = lax.select(ax > ay, ax, ay)
+      x, y = x / den, y / den
+      rh = 1 / lax.sqrt(x ** 2 + y ** 2)
+      return x * rh, -y * rh
+    return lax.cond(y == 0, lambda x, y: (one, zero), nonzero, x, y)
+
+  for k in range(z.shape[0]):
+    c, s = rotg(R[k, k], z[k])
+    row, z = c * R[k, :] - s * z, c * z + s * R[k, :]
+    R = R.at[k, :].set(row)
+  return R
+
+
+class EigImplementation(enum.Enum):
+  """Which eigendecomposition ``eig`` runs (the CPU runs LAPACK for every one)."""
+  CUSOLVER = "cusolver"
+  MAGMA = "magma"
+  LAPACK = "lapack"
+
+
+class SvdAlgorithm(enum.Enum):
+  """Which SVD algorithm ``svd`` runs (the CPU runs LAPACK gesdd for every one)."""
+  DEFAULT = "default"
+  QR = "QR"
+  JACOBI = "Jacobi"
+  POLAR = "polar"
+  DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+class EighImplementation(enum.Enum):
+  """Which symmetric eigensolver ``eigh`` runs (the CPU runs LAPACK syevd for every one)."""
+  QR = "qr"
+  JACOBI = "jacobi"
+  QDWH = "qdwh"
+
+
 __all__ = ["schur", "schur_p", "hessenberg", "hessenberg_p", "householder_product",
            "householder_product_p", "ormqr", "ormqr_p", "tridiagonal", "tridiagonal_p",
-           "tridiagonal_solve", "tridiagonal_solve_p", "qdwh"]
+           "tridiagonal_solve", "tridiagonal_solve_p", "qdwh",
+           "lu_pivots_to_permutation", "symmetric_product", "cholesky_update",
+           "EigImplementation", "EighImplementation", "SvdAlgorithm"]
 
 
 # ====================================================================== lowering (FFI)

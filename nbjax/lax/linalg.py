@@ -1287,9 +1287,11 @@ _register(eigh_p, numba=_eigh_numba, numpy=_eigh_numpy, abstract_eval=_eigh_abst
 eigh_p.jvp = _eigh_jvp
 
 
-def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None):
+def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,
+         implementation=None):
   """Eigendecomposition of Hermitian ``x``: ``(v, w)``, ``w`` ascending, ``v[..., :, i]`` the
-  eigenvector of ``w[..., i]``."""
+  eigenvector of ``w[..., i]``. ``implementation`` (an ``EighImplementation``) is accepted;
+  the CPU runs LAPACK for every one."""
   if symmetrize_input:
     x = symmetrize(x)
   v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
@@ -1402,13 +1404,17 @@ _register(eig_p, numba=_eig_numba, numpy=None, abstract_eval=_eig_abstract_eval,
 eig_p.jvp = _eig_jvp
 
 
-def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True, use_magma=None):
+def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+        enable_eigvec_derivs=False, implementation=None, use_magma=None):
   """Eigendecomposition of a general matrix.
 
   Args:
     x: A batch of square matrices with shape ``[..., n, n]``.
     compute_left_eigenvectors: If true, the left eigenvectors will be computed.
     compute_right_eigenvectors: If true, the right eigenvectors will be computed.
+    enable_eigvec_derivs: Accepted for JAX compatibility; eigenvector derivatives are not
+      implemented (differentiating them raises).
+    implementation: An ``EigImplementation``, accepted; the CPU runs LAPACK geev.
     use_magma: Accepted for JAX compatibility; unused (CPU only).
 
   Returns:
