@@ -589,3 +589,22 @@ def test_enums_and_implementation_arguments():
   w2 = lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False,
                       implementation=lax_linalg.EigImplementation.LAPACK)[0]
   np.testing.assert_allclose(np.sort(np.asarray(w2).real), np.linalg.eigvalsh(a), rtol=1e-14)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+@pytest.mark.parametrize("mode", ["right", "left"])
+@pytest.mark.parametrize("conjugate", [False, True])
+def test_qr_multiply(shape, mode, conjugate):
+  rng = np.random.default_rng(18)
+  a = _rand(rng, shape, np.complex128)
+  k = min(shape)
+  c = _rand(rng, (2, shape[0]) if mode == "right" else (k, 2), np.complex128)
+  got, r = L.qr_multiply(a, c, mode=mode, conjugate=conjugate)
+  want, rw = sl.qr_multiply(a, c, mode=mode, conjugate=conjugate)
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(r), rw, rtol=1e-12, atol=1e-12)
+  v = c[0] if mode == "right" else c[:, 0]
+  np.testing.assert_allclose(np.asarray(L.qr_multiply(a, v, mode=mode)[0]),
+                             sl.qr_multiply(a, v, mode=mode)[0], rtol=1e-12, atol=1e-12)
+  with pytest.raises(ValueError, match="mode must be 'right' or 'left'"):
+    L.qr_multiply(a, c, mode="up")

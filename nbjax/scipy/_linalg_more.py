@@ -25,7 +25,7 @@ from nbjax.numpy._vectorize import vectorize
 __all__ = ["schur", "rsf2csf", "sqrtm", "funm", "hessenberg", "polar", "solve_sylvester",
            "eigh_tridiagonal", "companion", "convolution_matrix", "dft", "fiedler",
            "fiedler_companion", "hadamard", "helmert", "invhilbert", "invpascal", "leslie",
-           "pascal"]
+           "pascal", "qr_multiply"]
 
 
 def _promote_complex(*args):
@@ -584,3 +584,44 @@ def dft(n: int, scale=None, *, dtype=None):
   elif scale == "n":
     w = w / n
   return w
+
+
+# ----------------------------------------------------------------- qr_multiply
+
+
+def qr_multiply(a, c, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False):
+  """``(c @ Q[:, :k] or Q[:, :k] @ c, R)`` for ``a = Q R`` (``k = min(m, n)``); ``conjugate``
+  uses ``conj(Q)``; a 1-d ``c`` stays 1-d. ``Q`` is formed (``lax.linalg.qr``) and multiplied
+  rather than applied as reflectors, so values agree with JAX's up to rounding."""
+  a, c = _util.promote_dtypes_inexact(jnp.asarray(a), jnp.asarray(c))
+  if mode not in ("right", "left"):
+    raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+  onedim = c.ndim == 1
+  if onedim:
+    c = c[:, None] if mode == "left" else c[None, :]
+  m, n = a.shape[-2:]
+  k = min(m, n)
+  if mode == "left" and c.shape[-2] != k:
+    raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape "
+                     f"{tuple(a.shape)} so Q has {k} columns, but c has {c.shape[-2]} rows "
+                     f"(expected {k}).")
+  if mode == "right" and c.shape[-1] != m:
+    raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape "
+                     f"{tuple(a.shape)} so Q has {m} rows, but c has {c.shape[-1]} columns "
+                     f"(expected {m}).")
+  batch = jnp.broadcast_shapes(a.shape[:-2], c.shape[:-2])
+  a = jnp.broadcast_to(a, batch + a.shape[-2:])
+  c = jnp.broadcast_to(c, batch + c.shape[-2:])
+  if pivoting:
+    q, r, p = lax_linalg.qr(a, pivoting=True, full_matrices=False)
+  else:
+    q, r = lax_linalg.qr(a, full_matrices=False)
+  if conjugate:
+    q = jnp.conj(q)
+  hi = lax.Precision.HIGHEST
+  cq = jnp.matmul(q, c, precision=hi) if mode == "left" else jnp.matmul(c, q, precision=hi)
+  if onedim:
+    cq = cq.ravel()
+  r = jnp.triu(r[..., :k, :])
+  return (cq, r, p) if pivoting else (cq, r)
