@@ -6,6 +6,8 @@ users get, where key arrays (``register_opaque_node`` types) are leaves, as in J
 Node types: tuple, list, dict (sorted keys), None (a node with no children), namedtuples,
 OrderedDict, defaultdict, and registered types; everything else is a leaf.
 """
+from typing import Any, TypeVar
+
 from nbjax import _tree_util as _t
 from nbjax._tree_util import (  # noqa: F401
     PyTreeDef, tree_unflatten, treedef_children, treedef_is_leaf, treedef_is_strict_leaf,
@@ -13,7 +15,9 @@ from nbjax._tree_util import (  # noqa: F401
     register_pytree_with_keys_class, register_dataclass, register_static, Partial, keystr,
     SequenceKey, DictKey, GetAttrKey, FlattenedIndexKey)
 
-__all__ = list(_t.__all__)
+__all__ = list(_t.__all__) + [
+    "KeyEntry", "KeyPath", "default_registry", "flatten_one_level",
+    "flatten_one_level_with_keys", "is_tree_node", "tree_reduce_associative"]
 
 
 def _is_opaque(x):
@@ -97,3 +101,125 @@ def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
   [[1, 1], (2,)]
   """
   return _t.tree_broadcast(prefix_tree, full_tree, _leafy(is_leaf))
+
+
+# ---- one level, registry queries ----------------------------------------------------------
+
+KeyEntry = TypeVar("KeyEntry", bound=Any)
+KeyPath = tuple[KeyEntry, ...]
+
+
+def _user_node(typ):
+  return _t._user_kinds[typ] if typ in _t._user_kinds else _t._user_lookup(typ)
+
+
+def _one_level(tree):
+  """``(children, aux)`` of ``tree``'s own node, as JAX's registry gives them, or None for a
+  leaf."""
+  node = _user_node(type(tree))
+  if node is None:
+    return None
+  kind = node.kind
+  if kind in ("tuple", "list"):
+    return tree, None
+  if kind == "none":
+    return (), None
+  if kind == "namedtuple":
+    return list(tree), node.type
+  children, aux = node.flatten(tree)
+  return (list(children) if kind in ("dict", "odict", "ddict") else children), aux
+
+
+def _one_level_with_keys(tree):
+  node = _user_node(type(tree))
+  if node is None:
+    return None
+  pairs = _t._keyed_children(tree, node)
+  aux = _one_level(tree)[1]
+  if node.kind in ("tuple", "list", "none", "dict", "odict", "ddict"):
+    return tuple(pairs), aux
+  return list(pairs), aux
+
+
+def flatten_one_level(tree):
+  """``(children, aux_data)`` of the node at ``tree``'s root (one level only).
+
+  ``ValueError`` when ``tree`` is a leaf.
+
+  >>> flatten_one_level({'a': [1, 2], 'b': {'c': 3}})
+  ([[1, 2], {'c': 3}], ('a', 'b'))
+  """
+  out = _one_level(tree)
+  if out is None:
+    raise ValueError(f"can't tree-flatten type: {type(tree)}")
+  return out
+
+
+def flatten_one_level_with_keys(tree):
+  """``flatten_one_level`` with each child paired with its key: ``([(key, child), ...],
+  aux_data)``."""
+  out = _one_level_with_keys(tree)
+  if out is None:
+    raise ValueError(f"can't tree-flatten type: {type(tree)}")
+  return out
+
+
+def is_tree_node(typ):
+  """Whether the type ``typ`` is a pytree node type (built in, a namedtuple or registered)."""
+  return isinstance(typ, type) and _user_node(typ) is not None
+
+
+class _Unspecified:
+  def __repr__(self):
+    return "Unspecified"
+
+
+_UNSPECIFIED = _Unspecified()
+
+
+def _balanced_reduce(items, operation, identity):
+  n = len(items)
+  if n == 0:
+    if identity is _UNSPECIFIED:
+      raise TypeError("Must specify identity for parallel reduction of empty sequence.")
+    return identity
+  if n == 1:
+    return items[0]
+  half = n // 2
+  return operation(_balanced_reduce(items[:half], operation, identity),
+                   _balanced_reduce(items[half:], operation, identity))
+
+
+def tree_reduce_associative(operation, tree, *, identity=_UNSPECIFIED, is_leaf=None):
+  """``tree``'s leaves combined by the associative ``operation`` as a balanced binary tree
+  (the left half, then the right, recursively); ``identity`` is the result for no leaves."""
+  return _balanced_reduce(tree_leaves(tree, is_leaf), operation, identity)
+
+
+class PyTreeRegistry:
+  """The registry of pytree node types (JAX's ``default_registry`` object): flattening and
+  node queries through it, and registration into it."""
+
+  def flatten(self, tree, leaf_predicate=None):
+    return tree_flatten(tree, leaf_predicate)
+
+  def flatten_one_level(self, tree):
+    return _one_level(tree)
+
+  def flatten_one_level_with_keys(self, tree):
+    return _one_level_with_keys(tree)
+
+  def flatten_with_path(self, tree, leaf_predicate=None):
+    return tree_flatten_with_path(tree, leaf_predicate)
+
+  def is_node(self, typ):
+    return is_tree_node(typ)
+
+  def register_node(self, typ, to_iterable, from_iterable, to_iterable_with_keys=None):
+    register_pytree_node(typ, to_iterable, from_iterable, to_iterable_with_keys)
+
+  def register_dataclass_node(self, typ, data_fields, meta_fields):
+    register_dataclass(typ, list(data_fields), list(meta_fields))
+
+
+default_registry = PyTreeRegistry()

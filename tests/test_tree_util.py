@@ -458,3 +458,77 @@ def test_generated_code_declines_other_nodes():
   assert flat({"b": 4, "a": 3}) == [3, 4]
   assert flat({"a": 3, "c": 4}) is None and flat(collections.OrderedDict(a=1, b=2)) is None
   assert flat({"a": 1}) is None and flat([1, 2]) is None
+
+
+# ---- names added to match JAX 0.10.2's tree_util/tree (expected values from JAX) ----------
+
+def test_flatten_one_level_matches_jax():
+  assert tu.flatten_one_level({"a": [1, 2], "b": {"c": 3}}) == ([[1, 2], {"c": 3}], ("a", "b"))
+  assert tu.flatten_one_level([1, (2, 3)]) == ([1, (2, 3)], None)
+  assert tu.flatten_one_level((1,)) == ((1,), None)
+  assert tu.flatten_one_level(None) == ((), None)
+  assert tu.flatten_one_level(collections.OrderedDict(b=1, a=2)) == ([1, 2], ("b", "a"))
+  assert tu.flatten_one_level(collections.defaultdict(list, {"b": 1, "a": 2})) == \
+      ([2, 1], (list, ("a", "b")))
+  assert tu.flatten_one_level(Point(1, [2])) == ([1, [2]], Point)
+  assert tu.flatten_one_level(Box(1, 2, "n")) == ((1, 2), "n")
+  assert tu.flatten_one_level(tu.Partial(max, 1, 2)) == (((1, 2), {}), max)
+  for leaf in (3, nbjax.numpy.ones(2), nbjax.random.key(0)):
+    with pytest.raises(ValueError, match="can't tree-flatten type: <class"):
+      tu.flatten_one_level(leaf)
+
+
+def test_flatten_one_level_with_keys_matches_jax():
+  assert tu.flatten_one_level_with_keys({"a": [1, 2], "b": 3}) == \
+      (((tu.DictKey("a"), [1, 2]), (tu.DictKey("b"), 3)), ("a", "b"))
+  assert tu.flatten_one_level_with_keys([1, 2]) == \
+      (((tu.SequenceKey(0), 1), (tu.SequenceKey(1), 2)), None)
+  assert tu.flatten_one_level_with_keys(None) == ((), None)
+  assert tu.flatten_one_level_with_keys(Box(1, 2, "n")) == \
+      ([(tu.FlattenedIndexKey(0), 1), (tu.FlattenedIndexKey(1), 2)], "n")
+  with pytest.raises(ValueError, match="can't tree-flatten type: <class 'int'>"):
+    tu.flatten_one_level_with_keys(3)
+
+
+def test_is_tree_node_and_default_registry():
+  assert tu.is_tree_node(list) and tu.is_tree_node(type(None)) and tu.is_tree_node(Point)
+  assert tu.is_tree_node(collections.OrderedDict) and tu.is_tree_node(Box)
+  assert tu.is_tree_node(tu.Partial)
+  assert not tu.is_tree_node(int) and not tu.is_tree_node(nbjax.Array)
+  assert not tu.is_tree_node(type(nbjax.random.key(0)))  # key arrays are leaves to users
+  assert not tu.is_tree_node([1])  # an instance, not a type
+  reg = tu.default_registry
+  leaves, treedef = reg.flatten([1, {"a": 2}])
+  assert leaves == [1, 2] and treedef == tu.tree_structure([0, {"a": 0}])
+  assert reg.flatten_one_level(3) is None and reg.flatten_one_level((1, 2)) == ((1, 2), None)
+  assert reg.is_node(dict) and not reg.is_node(float)
+  assert tu.KeyPath == tuple[tu.KeyEntry, ...]
+
+
+def test_tree_reduce_associative_is_balanced():
+  def show(a, b):
+    return f"({a}{b})"
+  assert tu.tree_reduce_associative(show, list("abcdefg")) == "((a(bc))((de)(fg)))"
+  assert nbjax.tree.reduce_associative(show, {"x": "a", "y": ("b", "c")}) == "(a(bc))"
+  assert tu.tree_reduce_associative(show, ["a"]) == "a"
+  assert tu.tree_reduce_associative(show, [], identity="e") == "e"
+  assert tu.tree_reduce_associative(show, ([1], [2]), is_leaf=lambda x: isinstance(x, list)) \
+      == "([1][2])"
+  with pytest.raises(TypeError, match="Must specify identity for parallel reduction of empty "
+                     "sequence."):
+    nbjax.tree.reduce_associative(show, [])
+
+
+def test_tree_static_field():
+  @tu.register_dataclass
+  @dataclasses.dataclass
+  class Op:
+    x: object
+    op: str = nbjax.tree.static(default="add")
+    note: str = nbjax.tree.static(default="n", metadata={"doc": 1})
+
+  leaves, treedef = nbjax.tree.flatten(Op(1))
+  assert leaves == [1]
+  assert nbjax.tree.unflatten(treedef, [5]) == Op(5, "add", "n")
+  assert {f.name: dict(f.metadata) for f in dataclasses.fields(Op)}["note"] == \
+      {"static": True, "doc": 1}
