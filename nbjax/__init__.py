@@ -1,5 +1,5 @@
 """nbjax: a JAX-style array framework. Eager ops run on numba kernels; jit compiles to XLA."""
-__version__ = "0.1.0"
+from nbjax.version import __version__, __version_info__  # noqa: F401
 import warnings as _warnings
 
 # `python -m nbjax.registry` runs a module this package has already imported: harmless here.
@@ -32,10 +32,18 @@ log_compiles = _state("log_compiles")
 debug_nans = _state("debug_nans")
 debug_infs = _state("debug_infs")
 enable_checks = _state("enable_checks")
+check_tracer_leaks = _state("check_tracer_leaks")
 transfer_guard = _state("transfer_guard")
 threefry_partitionable = _state("threefry_partitionable")
 default_prng_impl = _state("default_prng_impl")
 softmax_custom_jvp = _state("softmax_custom_jvp")
+
+
+def checking_leaks():
+  """``check_tracer_leaks(True)``: a context manager turning on JAX's tracer-leak check."""
+  return check_tracer_leaks(True)
+
+
 from nbjax.lax import stop_gradient
 from nbjax import ad_checkpoint
 from nbjax.interpreters.remat import checkpoint, checkpoint_policies, remat
@@ -57,7 +65,7 @@ from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
-from nbjax import dlpack, stages, typing
+from nbjax import dlpack, stages, typing, version
 from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 

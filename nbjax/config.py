@@ -83,6 +83,8 @@ _OPTIONS = {
     "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
                                                        "unsafe_rbg", "philox2x32", "philox4x32")),
     "enable_checks": (False, _boolean),
+    # kept for JAX's API (jax.checking_leaks): nbjax detects a leaked tracer when it is used
+    "check_tracer_leaks": (False, _boolean),
     "traceback_filtering": ("auto", _any),
     "compilation_cache_dir": (None, _any),
     "persistent_cache_min_compile_time_secs": (1.0, _any),

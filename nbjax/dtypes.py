@@ -449,6 +449,22 @@ def _result_type(pairs):
 _SHORT = {"bool": "bool", "bfloat16": "bf16"}
 
 
+def itemsize_bits(dtype):
+  """Bits per element of ``dtype`` (sub-byte integers included: ``int4`` is 4; ``bool`` is 8,
+  its storage)."""
+  if dtype is None:
+    raise ValueError("dtype cannot be None.")
+  if dtype == np.dtype(bool):
+    return 8
+  if issubdtype(dtype, np.integer):
+    return iinfo(dtype).bits
+  if issubdtype(dtype, np.floating):
+    return finfo(dtype).bits
+  if issubdtype(dtype, np.complexfloating):
+    return 2 * finfo(dtype).bits
+  raise ValueError(f"unexpected input: {dtype=}")
+
+
 def short_dtype_name(d):
   """JAX's short names in jaxprs and avals: f32, i64, u8, c64, bf16, bool (``key<fry>``)."""
   if isinstance(d, ExtendedDType):
