@@ -60,6 +60,9 @@ def test_vs_scipy(dist, fn, x, shape, locscale, dtype):
   if dist in ("logistic", "gumbel_r", "gumbel_l", "pareto") and fn in ("ppf", "isf") and \
       dtype == np.float32:
     x, want = x[2:-2], want[2:-2]  # logit(q) near q = 1 cancels in float32 (as JAX's)
+  if (dist, fn) in (("cauchy", "ppf"), ("cauchy", "isf"), ("norm", "isf")):
+    x, want = x[2:-2], want[2:-2]  # JAX's formulas (tan(pi q - pi/2), ppf(1 - q)) lose digits
+    # at q = 1e-6 and 1 - 1e-6: JAX's values there in test_scipy_stats_more.py
   if dist in ("cauchy", "gumbel_r", "gumbel_l") and fn in ("ppf", "isf") and x[0] == 0:
     x, want = x[1:-1], want[1:-1]  # JAX's values at q = 0, 1 (not SciPy's infinities): in
     # test_scipy_stats_more.py::test_quantile_edges_as_jax
@@ -145,9 +148,10 @@ def test_grad_vs_central_differences(f, x):
 
 
 def test_edges_and_large_df_as_scipy():
-  # t at huge df in float32 (1/B(1/2, df/2): no cancellation of two huge log-gammas)
-  x = np.array([-5.0, -1.0, 0.0, 3.0], np.float32)
-  np.testing.assert_allclose(S.t.logpdf(x, np.float32(1e8)), ss.t.logpdf(x, 1e8), rtol=1e-6)
+  # t at large df: JAX's difference of two log-gammas (exact under jit; eagerly within the
+  # last places of lgamma)
+  x = np.array([-5.0, -1.0, 0.0, 3.0])
+  np.testing.assert_allclose(S.t.logpdf(x, 1e6), ss.t.logpdf(x, 1e6), rtol=1e-9)
   inf = np.array([-np.inf, np.inf])
   np.testing.assert_array_equal(S.logistic.logpdf(inf), [-np.inf, -np.inf])  # (was NaN)
   np.testing.assert_array_equal(S.bernoulli.logpmf(np.array([np.nan, 2.0]), 0.3), [np.nan, -np.inf])
@@ -163,7 +167,11 @@ def test_edges_and_large_df_as_scipy():
 
 def test_poisson_entropy_and_multinomial():
   mu = np.array([0.0, 1e-3, 0.5, 3.0, 10.0, 50.0, 99.0, 100.0, 150.0])
-  np.testing.assert_allclose(S.poisson.entropy(mu), ss.poisson.entropy(mu), rtol=1e-9, atol=1e-15)
+  # JAX's rule: sums below mu = 100, then log(2 pi e mu) / 2 - 1 / (12 mu)
+  np.testing.assert_allclose(S.poisson.entropy(mu[:-2]), ss.poisson.entropy(mu[:-2]), rtol=1e-9,
+                             atol=1e-15)
+  np.testing.assert_allclose(S.poisson.entropy(mu[-2:]), [3.7206902928653847, 3.923700624697245],
+                             rtol=1e-11)  # JAX 0.10.2's
   assert S.poisson.entropy(np.float32(3.0)).dtype == np.float32
   assert S.poisson.entropy(2.0, loc=np.zeros(3)).shape == (3,)
   x, p = np.array([1, 2, 3]), np.array([0.2, 0.3, 0.5])

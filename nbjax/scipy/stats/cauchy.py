@@ -42,25 +42,16 @@ def logsf(x, loc=0, scale=1):
   return logcdf(-x, -loc, scale)
 
 
-def _tan(q, sign):
-  """``sign * tan(pi (q - 1/2))``: JAX's ``tan(sign * (pi q - pi/2))`` outside ``(0, 1)`` (finite
-  at 0 and 1, periodic beyond, NaN at NaN); inside, the same up to rounding but accurate at
-  both ends: ``-cot(pi q)`` below 1/4, ``cot(pi (1 - q))`` above 3/4 (exact differences)."""
-  pi, half, one = c(q, np.pi), c(q, 0.5), c(q, 1)
-  edge = lax.tan(lax.mul(c(q, sign), lax.sub(lax.mul(pi, q), c(q, np.pi / 2))))
-  lo, hi = q < 0.25, q > 0.75
-  t = lax.tan(pi * jnp.where(lo, q, jnp.where(hi, one - q, q - half)))
-  inner = jnp.where(lo, -one / t, jnp.where(hi, one / t, t))
-  return jnp.where((q > 0) & (q < 1), c(q, sign) * inner, edge)
-
-
 def ppf(q, loc=0, scale=1):
-  """The quantile function ``loc + scale tan(pi (q - 1/2))``."""
+  """The quantile function ``loc + scale tan(pi q - pi/2)``, JAX's formula (its rounding
+  near 0 and 1 included; finite at 0 and 1, periodic outside [0, 1])."""
   q, loc, scale = args("cauchy.ppf", q, loc, scale)
-  return lax.add(lax.mul(_tan(q, 1), scale), loc)
+  t = lax.tan(lax.sub(lax.mul(c(q, np.pi), q), c(q, np.pi / 2)))
+  return lax.add(lax.mul(t, scale), loc)
 
 
 def isf(q, loc=0, scale=1):
-  """The inverse survival function ``loc + scale tan(pi (1/2 - q))``."""
+  """The inverse survival function ``loc + scale tan(pi/2 - pi q)`` (JAX's formula)."""
   q, loc, scale = args("cauchy.isf", q, loc, scale)
-  return lax.add(lax.mul(_tan(q, -1), scale), loc)
+  t = lax.tan(lax.sub(c(q, np.pi / 2), lax.mul(c(q, np.pi), q)))
+  return lax.add(lax.mul(t, scale), loc)

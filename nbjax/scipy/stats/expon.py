@@ -41,8 +41,8 @@ def sf(x, loc=0, scale=1):
 
 
 def logcdf(x, loc=0, scale=1):
-  """Log of the CDF, ``log(1 - sf)`` (accurate where the CDF is small)."""
-  return lax.log(lax.neg(lax.expm1(logsf(x, loc, scale))))
+  """Log of the CDF, ``log1p(-sf)`` (JAX's formula)."""
+  return lax.log1p(lax.neg(sf(x, loc, scale)))
 
 
 def ppf(q, loc=0, scale=1):

@@ -4,7 +4,7 @@ import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp
-from nbjax.scipy.stats._util import args, log1mexp
+from nbjax.scipy.stats._util import args
 
 
 def _z(name, x, loc, scale):
@@ -35,8 +35,9 @@ def sf(x, loc=0, scale=1):
 
 
 def logcdf(x, loc=0, scale=1):
-  """Log of the CDF, ``log(1 - exp(-exp(z)))``."""
-  return log1mexp(logsf(x, loc, scale))
+  """Log of the CDF, ``log(-expm1(-exp(z)))`` (JAX's formula)."""
+  z, _, ok = _z("gumbel_l.logcdf", x, loc, scale)
+  return jnp.where(ok, lax.log(lax.neg(lax.expm1(lax.neg(lax.exp(z))))), np.nan)
 
 
 def cdf(x, loc=0, scale=1):

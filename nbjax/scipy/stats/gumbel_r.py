@@ -4,7 +4,7 @@ import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp
-from nbjax.scipy.stats._util import args, log1mexp
+from nbjax.scipy.stats._util import args, c, log1mexp
 
 
 def _z(name, x, loc, scale):
@@ -35,8 +35,11 @@ def cdf(x, loc=0, scale=1):
 
 
 def sf(x, loc=0, scale=1):
-  """The survival function ``1 - exp(-exp(-z))``."""
-  return -lax.expm1(logcdf(x, loc, scale))
+  """The survival function ``1 - exp(-exp(-z))`` (JAX's formula)."""
+  x, loc, scale = args("gumbel_r.sf", x, loc, scale)
+  neg_z = lax.div(lax.sub(loc, x), scale)
+  v = lax.sub(c(x, 1), lax.exp(lax.neg(lax.exp(neg_z))))
+  return jnp.where(scale > 0, v, np.nan)
 
 
 def logsf(x, loc=0, scale=1):

@@ -1,6 +1,8 @@
 """The normal distribution (``jax.scipy.stats.norm``)."""
 import math
 
+import numpy as np
+
 from nbjax import lax
 from nbjax import numpy as jnp
 from nbjax.scipy import special
@@ -53,6 +55,10 @@ def ppf(q, loc=0, scale=1):
 
 
 def isf(q, loc=0, scale=1):
-  """The inverse survival function."""
-  # (by symmetry, exact for tiny q; dtype rules as ppf's)
-  return jnp.asarray(loc - special.ndtri(q) * scale, float)
+  """The inverse survival function ``ppf(1 - q)`` (JAX's: so it rounds as JAX's for tiny
+  ``q``; ``1 - q`` in ``q``'s own dtype)."""
+  q = jnp.asarray(q)
+  if q.dtype == np.bool_:
+    raise TypeError("sub does not accept dtype bool at position 0. Accepted dtypes at "
+                    "position 0 are subtypes of integer, floating, complexfloating.")
+  return ppf(lax.sub(c(q, 1), q), loc, scale)

@@ -3,6 +3,7 @@ import numpy as np
 
 from nbjax import lax
 from nbjax import numpy as jnp
+from nbjax.numpy import _util
 from nbjax.scipy import special
 from nbjax.scipy.stats._util import args, c
 
@@ -29,13 +30,22 @@ def cdf(k, mu, loc=0):
 
 
 def entropy(mu, loc=0):
-  """The entropy (``loc`` only broadcasts): ``-sum p log p`` over ``k < 250`` (all the mass
-  for ``mu < 100``), else the asymptotic series in ``1 / mu``."""
-  mu, loc = args("poisson.entropy", mu, loc)
-  k = lax.broadcast_in_dim(jnp.arange(250, dtype=mu.dtype), (250,) + mu.shape, (0,))
-  small = jnp.sum(special.entr(pmf(k, jnp.where(mu < 100, mu, c(mu, 1)))), axis=0)
-  r = 1 / jnp.maximum(mu, c(mu, 100))
-  large = (c(mu, 0.5) * jnp.log(c(mu, 2 * np.pi * np.e) / r)
-           - r * (c(mu, 1 / 12) + r * (c(mu, 1 / 24) + r * c(mu, 19 / 360))))
-  out = jnp.where(mu == 0, c(mu, 0), jnp.where(mu < 100, small, large))
-  return jnp.broadcast_to(out, jnp.broadcast_shapes(mu.shape, loc.shape))
+  """The entropy (``loc`` only broadcasts), JAX's piecewise rule: ``-sum p log p`` over
+  ``k < 35`` (``k < mu + 20``) below ``mu = 10``, over ``k < 250`` (``k < mu + 10 sqrt(mu) +
+  20``) below 100, else ``log(2 pi e mu) / 2 - 1 / (12 mu)``; 0 at ``mu = 0``."""
+  mu, loc = _util.ensure_arraylike("poisson.entropy", mu, loc)
+  mu, loc = _util.promote_dtypes_inexact(mu, loc)
+  shape = jnp.broadcast_shapes(mu.shape, loc.shape)
+  m = jnp.ravel(mu)
+
+  def summed(max_k, bound):
+    k = jnp.arange(max_k, dtype=m.dtype)[:, None]
+    p = jnp.where(k < jnp.ceil(bound).astype(k.dtype)[None, :], pmf(k, m, 0), 0.0)
+    return jnp.sum(special.entr(p), axis=0)
+
+  small = summed(35, m + 20)
+  medium = summed(250, m + 10 * jnp.sqrt(m) + 20)
+  large = 0.5 * jnp.log(2 * np.pi * np.e * m) - 1.0 / (12 * m)
+  out = jnp.where(m == 0, jnp.zeros_like(m),
+                  jnp.where(m < 10, small, jnp.where(m < 100, medium, large)))
+  return jnp.broadcast_to(jnp.reshape(out, mu.shape), shape)
