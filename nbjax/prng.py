@@ -433,9 +433,10 @@ class PRNGKeyArray:
   def shape(self):
     b = self._base_array
     d = b.dtype
-    if type(d) is KeyTy or d == dtypes.float0:  # (a float0 tangent has the keys' shape)
-      return tuple(b.shape)
-    return tuple(np.shape(b))[:np.ndim(b) - len(self._impl.key_shape)]
+    s = b.shape
+    if type(d) is KeyTy or d.kind == "V":  # (a float0 tangent has the keys' shape)
+      return tuple(s)
+    return tuple(s[:len(s) - len(self._impl.key_shape)])
 
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: math.prod(self.shape))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nbjax import core, dtypes, lax
+from nbjax.array import Array as _Array
 from nbjax.config import config
 from nbjax import numpy as jnp
 from nbjax import prng as _keys
@@ -75,6 +76,9 @@ def _fused(k):
   return k._impl is _keys.prngs["threefry2x32"]
 
 
+_ctx, _eval_trace = core._ctx, core.eval_trace
+
+
 def _operand(k):
   """The operand of a key primitive for ``k`` when its operations stage JAX's key primitives
   (``random_split``, ``random_bits``...): a typed key's tracer, or an eager key under a
@@ -82,9 +86,11 @@ def _operand(k):
   implementation's functions directly (the fused threefry kernel), and keys traced as raw
   data (inside a sampler's staged program) the functions on that data."""
   b = k._base_array
+  if type(b) is _Array and _ctx.trace is _eval_trace:  # (the eager fast path)
+    return None
   if type(b.dtype) is KeyTy:
     return b
-  if isinstance(b, core.Tracer) or core._ctx.trace is core.eval_trace:
+  if isinstance(b, core.Tracer) or _ctx.trace is _eval_trace:
     return None
   return k
 

@@ -361,6 +361,11 @@ _BARE = "bare"
 _new = object.__new__
 
 
+# ``(prim, args, params) -> result`` for operands of an extended dtype (key arrays), installed
+# by ``nbjax.lax.prng``: the structural primitives JAX allows on keys act on their data
+extended_eager = None
+
+
 def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
   """Eager entry: validate with abstract_eval (cached per operand signature and params), pick
   the backend by ``size(vals, out_aval)`` (output elements by default), run it, wrap."""
@@ -418,6 +423,9 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
       if type(a) is Array:
         v, w = a._value, a._weak
       else:
+        if extended_eager is not None and isinstance(getattr(a, "dtype", None),
+                                                     dtypes.ExtendedDType):
+          return extended_eager(prim, args, params)  # key arrays (nbjax.lax.prng)
         v, w = coerce(a, prim)
         foreign = [v] if foreign is None else [*foreign, v]
       vals.append(v)

@@ -318,3 +318,15 @@ def test_eager_keys_do_not_stage():
   finally:
     lp.random_split_p.eager = orig
   assert not calls
+
+
+def test_eval_jaxpr_of_key_operations_eagerly():
+  # core.eval_jaxpr runs a jaxpr's key equations (slice/squeeze of keys, key primitives) eagerly
+  k = R.key(3)
+  closed = nbjax.make_jaxpr(lambda k: R.bits(R.split(k)[1]))(k)
+  out, = nbjax.core.eval_jaxpr(closed.jaxpr, closed.consts, k)
+  assert out == np.uint64(7420877412274788091)  # JAX 0.10.2's
+  with pytest.raises(TypeError, match="add"):
+    lax.add_p.bind(k, k)
+  with pytest.raises(TypeError, match="cumsum does not accept dtype key<fry>"):
+    lax.cumsum_p.bind(k.reshape(1), axis=0, reverse=False)

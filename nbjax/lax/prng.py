@@ -1003,3 +1003,21 @@ def physicalize(closed):
 lowering.physicalize_hook = (has_keys, physicalize)
 lowering.key_wrap = lambda impl, data: key_hooks["wrap"](impl, data)
 batching.extended_rules = (key_moveaxis, key_broadcast_in_dim)
+
+
+def _extended_eager(prim, args, params):
+  """An eager structural primitive (``slice``, ``squeeze``...) on key arrays: its physical
+  rule on their data (``core.eval_jaxpr`` of a jaxpr indexing keys, say)."""
+  avals = [get_aval(a) for a in args]
+  rules = struct_rules()
+  if prim not in rules:
+    d = next(a.dtype for a in avals if type(a.dtype) is KeyTy)
+    raise TypeError(f"{prim.name} does not accept dtype {d}.")
+  out = prim.abstract_eval(*avals, **params)
+  outs = list(out) if prim.multiple_results else [out]
+  r = rules[prim](avals, outs, *[_phys_value(a) for a in args], **params)
+  o = outs[0]
+  return key_hooks["wrap"](o.dtype._impl, r) if type(o.dtype) is KeyTy else r
+
+
+registry.extended_eager = _extended_eager
