@@ -353,6 +353,21 @@ def test_quantile_weights_keyword_only_and_percentile_scaling():
   assert float(jnp.percentile(np.arange(20.), 70., method="inverted_cdf")) == 14.0
   assert float(jax.jit(lambda a: jnp.percentile(a, 70., method="inverted_cdf"))(
       np.arange(20.))) == 14.0
+  # percentile q / 100 as JAX's compiled q * (1 / 100): the linear quantile of [0, 1] is
+  # that value itself
+  import ml_dtypes
+  q = np.linspace(0, 100, 401)
+  for dt in (np.float64, np.float32, np.float16):
+    for f in (jnp.percentile, jax.jit(jnp.percentile)):
+      np.testing.assert_array_equal(np.asarray(f(np.arange(2.).astype(dt), q.astype(dt))),
+                                    q.astype(dt) * dt(0.01))
+  # bfloat16 arithmetic runs in float32 in XLA (JAX 0.10.2's values)
+  bf = ml_dtypes.bfloat16
+  q = np.array([0.55078125, 0.6484375, 1.1015625, 1.296875, 1.3515625, 1.546875], bf)
+  want = [0.0054931640625, 0.0064697265625, 0.010986328125, 0.012939453125, 0.01348876953125,
+          0.01544189453125]
+  for f in (jnp.percentile, jax.jit(jnp.percentile)):
+    np.testing.assert_array_equal(np.asarray(f(np.arange(2.).astype(bf), q), np.float64), want)
 
 
 def test_inverted_cdf_transforms():

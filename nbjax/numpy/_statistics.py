@@ -221,6 +221,9 @@ def _percent(name, a, q, weights):
   q, = _util.promote_dtypes_inexact(q)
   # JAX's q / 100 runs compiled, where XLA divides by a constant as a multiplication by its
   # reciprocal (70 / 100 -> 0.7000000000000001); the same product eagerly and under jit.
+  # bfloat16 arithmetic runs in float32 there: q / 100 rounds as that product does.
+  if q.dtype == dtypes.bfloat16:
+    return _uf.divide(q, 100)
   return _uf.multiply(q, 0.01)
 
 
