@@ -154,6 +154,8 @@ def test_scaled_matmul():
   f = jax.jit(lambda *x: nn.scaled_matmul(*x))
   np.testing.assert_allclose(f(deq(a8, np.ones_like(sa)), deq(b8, np.ones_like(sb)),
                                sa.astype(np.float32), sb.astype(np.float32)), want, rtol=1e-6)
+  with pytest.raises(TypeError, match="on the host only"):  # no float8 primitives under jit
+    jax.jit(nn.scaled_matmul)(jnp.asarray(a8), jnp.asarray(b8), jnp.asarray(sa), jnp.asarray(sb))
   with pytest.raises(NotImplementedError, match="scaled_matmul_wrapper"):
     jax.grad(lambda x: nn.scaled_matmul(x, b, s, s).sum())(a.astype(np.float32))
 

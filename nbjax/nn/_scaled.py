@@ -169,10 +169,11 @@ def _as_f32(x):
   through NumPy."""
   d = np.dtype(x.dtype)
   if d in dtypes._small_float_dtypes:
-    if isinstance(x, (Array, np.ndarray)):
+    if type(x) is Array or isinstance(x, np.ndarray):
       return jnp.asarray(np.asarray(x).astype(np.float32))
-    raise TypeError(f"scaled_matmul: traced operands of dtype {d.name} are not supported; "
-                    "pass them as concrete arrays or convert them to float32 first")
+    raise TypeError(f"scaled_matmul: nbjax converts {d.name} operands on the host only, not "
+                    "under jit or other transformations; pass concrete arrays, or "
+                    "dequantized float32 operands with float32 scales")
   return lax.convert_element_type(jnp.asarray(x), np.float32)
 
 
