@@ -17,14 +17,26 @@ import threading
 
 import numpy as np
 
-from kernels import linalg_more as K
 from nbjax import core, registry
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad
 from nbjax.lax.reductions import work_eager
-from nbjax.lax.linalg import (_LTOL, _H, _T, _aval, _flat, _lax, _linalg_batch, _linalg_dtypes,
-                              _mm, _rand, _real_dtype, _register, _sorted)
+from nbjax.lax.linalg import (_T, _aval, _flat, _lax, _linalg_dtypes, _mm, _rand, _real_dtype,
+                              _register)
+
+
+class _Kernels:
+  """``kernels.linalg_more``, imported on first use: it loads SciPy's LAPACK (about 0.1 s, and
+  SciPy is an optional dependency), which ``import nbjax`` should not pay for."""
+
+  def __getattr__(self, name):
+    from kernels import linalg_more
+    return getattr(linalg_more, name)
+
+
+K = _Kernels()
+
 
 _NAMES = "floating, complexfloating"
 
@@ -824,7 +836,7 @@ from nbjax import xla  # noqa: E402
 _HEAD = """
 import numpy as np
 from numba import cfunc, types
-from kernels import linalg_more as K
+from kernels import linalg_more as KM
 from kernels.ffi import (ffi_metadata_query, arg_rank, arg_dim, ret_dim, arg_flat, ret_flat)
 """
 
@@ -847,7 +859,7 @@ _BODIES = {
   t = ret_flat(cf, 0, DT, B * n * n).reshape((B, n, n))
   vs = ret_flat(cf, 1, DT, B * n * n).reshape((B, n, n)) if vecs else np.empty((B, 0, 0), DT)
   if B > 0 and n > 0:
-    K.schur(a, t, vs, vecs)
+    KM.schur(a, t, vs, vecs)
   return 0
 """,
     "hessenberg": """
@@ -855,7 +867,7 @@ _BODIES = {
   out = ret_flat(cf, 0, DT, B * n * n).reshape((B, n, n))
   taus = ret_flat(cf, 1, DT, B * k).reshape((B, k))
   if B > 0:
-    K.hessenberg(a, out, taus)
+    KM.hessenberg(a, out, taus)
   return 0
 """,
     "householder_product": """
@@ -863,7 +875,7 @@ _BODIES = {
   taus = arg_flat(cf, 1, DT, B * k).reshape((B, k))
   out = ret_flat(cf, 0, DT, B * m * n).reshape((B, m, n))
   if B > 0:
-    K.householder_product(a, taus, out)
+    KM.householder_product(a, taus, out)
   return 0
 """,
     "ormqr": """
@@ -875,7 +887,7 @@ _BODIES = {
   fl = arg_flat(cf, 3, np.int32, 2)
   out = ret_flat(cf, 0, DT, B * cm * cn).reshape((B, cm, cn))
   if B > 0:
-    K.ormqr(a, taus, c, out, fl[0], fl[1])
+    KM.ormqr(a, taus, c, out, fl[0], fl[1])
   return 0
 """,
     "tridiagonal": """
@@ -885,7 +897,7 @@ _BODIES = {
   e = ret_flat(cf, 2, RT, B * (n - 1)).reshape((B, n - 1))
   taus = ret_flat(cf, 3, DT, B * (n - 1)).reshape((B, n - 1))
   if B > 0:
-    K.tridiagonal(a, out, d, e, taus, fl[0] != 0)
+    KM.tridiagonal(a, out, d, e, taus, fl[0] != 0)
   return 0
 """,
 }
@@ -906,7 +918,7 @@ _BODY_TSOLVE = """
   b = arg_flat(cf, 3, DT, B * m * k).reshape((B, m, k))
   out = ret_flat(cf, 0, DT, B * m * k).reshape((B, m, k))
   if B > 0:
-    K.tridiagonal_solve(dl, d, du, b, out)
+    KM.tridiagonal_solve(dl, d, du, b, out)
   return 0
 """
 
