@@ -415,7 +415,27 @@ def _is_typed(b):
 
 
 def _staging(b):
-  return type(b) is JaxprTracer
+  """Whether ``b`` (a key array's base) is a tracer of key dtype: structural operations then
+  act on the key array itself (JAX's jaxprs: ``slice``/``reshape``... of ``key<fry>``)."""
+  return isinstance(b, Tracer) and type(b.dtype) is KeyTy
+
+
+def _basic_index(idx):
+  """Whether ``idx`` only slices (ints, slices of ints, None, Ellipsis): JAX's key indexing
+  stages ``slice``/``squeeze``/``rev`` of the key array for it."""
+  for i in (idx if isinstance(idx, tuple) else (idx,)):
+    if i is None or i is Ellipsis or type(i) in (int, np.int32, np.int64):
+      continue
+    if type(i) is slice and all(v is None or type(v) is int for v in (i.start, i.stop, i.step)):
+      continue
+    return False
+  return True
+
+
+def _all_staged(xs):
+  """Whether the key arrays ``xs`` are typed keys of a staging trace (jit, make_jaxpr): then
+  the structural ops act on the key arrays themselves, as JAX's jaxprs show."""
+  return all(_staging(x._base_array) for x in xs)
 
 
 class PRNGKeyArray:
@@ -498,6 +518,9 @@ class PRNGKeyArray:
       i %= shape[0]
       return PRNGKeyArray(self._impl, lax.squeeze(lax.slice(
           b, (i, *(0,) * (len(shape) - 1)), (i + 1, *shape[1:])), (0,)))
+    if _staging(b) and _basic_index(idx):
+      self._data_index(idx)  # (the key array's index errors)
+      return PRNGKeyArray(self._impl, b[idx])
     return self._new(self._data[self._data_index(idx)])
 
   @property
@@ -507,6 +530,9 @@ class PRNGKeyArray:
 
   def reshape(self, *shape, order="C"):
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    b = self._base_array
+    if _staging(b):
+      return PRNGKeyArray(self._impl, jnp.reshape(b, tuple(shape), order=order))
     return self._new(jnp.reshape(self._data, (*shape, *self._impl.key_shape), order=order))
 
   def ravel(self, order="C"):
@@ -519,12 +545,16 @@ class PRNGKeyArray:
       axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
     axis = (axis,) if isinstance(axis, int) else tuple(axis)
     axis = tuple(a % self.ndim for a in axis) if self.ndim else axis
+    if _staging(self._base_array):
+      return PRNGKeyArray(self._impl, jnp.squeeze(self._base_array, axis))
     return self._new(jnp.squeeze(self._data, axis))
 
   def transpose(self, *axes):
     axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
     axes = (tuple(_canon_axis(a, self.ndim) for a in axes) if axes
             else tuple(reversed(range(self.ndim))))
+    if _staging(self._base_array):
+      return PRNGKeyArray(self._impl, jnp.transpose(self._base_array, axes))
     trail = tuple(range(self.ndim, self.ndim + len(self._impl.key_shape)))
     return self._new(jnp.transpose(self._data, axes + trail))
 
@@ -713,31 +743,39 @@ def _same_keys(name, xs):
     raise ValueError(f"Need at least one array to {name}.")
   if not all(isinstance(x, PRNGKeyArray) and x._impl is xs[0]._impl for x in xs):
     raise TypeError(f"{name} does not accept dtypes {', '.join(map(_dtype_str, xs))}.")
-  return xs[0]._impl, [x._data for x in xs]
+  return xs[0]._impl, xs
 
 
 def _stack(arrays, axis):
-  impl, ds = _same_keys("stack", arrays)
-  axis = _canon_axis(axis, np.ndim(ds[0]) - len(impl.key_shape) + 1)
-  return _keys_of(impl, jnp.stack(ds, axis), arrays)
+  impl, xs = _same_keys("stack", arrays)
+  axis = _canon_axis(axis, xs[0].ndim + 1)
+  return _keys_of(impl, jnp.stack([x._data for x in xs], axis), xs)
 
 
 def _concatenate(arrays, axis):
-  impl, ds = _same_keys("concatenate", arrays)
-  nd = np.ndim(ds[0]) - len(impl.key_shape)
+  impl, xs = _same_keys("concatenate", arrays)
+  nd = xs[0].ndim
   if nd == 0:
     raise ValueError("Zero-dimensional arrays cannot be concatenated.")
-  return _keys_of(impl, jnp.concatenate(ds, _canon_axis(axis, nd)), arrays)
+  if _all_staged(xs):
+    return PRNGKeyArray(impl, lax.concatenate([x._base_array for x in xs],
+                                              _canon_axis(axis, nd)))
+  return _keys_of(impl, jnp.concatenate([x._data for x in xs], _canon_axis(axis, nd)), xs)
 
 
 def _expand_dims(a, axis):
   axes = (axis,) if isinstance(axis, int) else tuple(axis)
   n = a.ndim + len(axes)
+  if _staging(a._base_array):
+    return PRNGKeyArray(a._impl, jnp.expand_dims(a._base_array,
+                                                 tuple(_canon_axis(x, n) for x in axes)))
   return a._new(jnp.expand_dims(a._data, tuple(_canon_axis(x, n) for x in axes)))
 
 
 def _broadcast_to(x, shape):
   shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+  if _staging(x._base_array):
+    return PRNGKeyArray(x._impl, jnp.broadcast_to(x._base_array, shape))
   return x._new(jnp.broadcast_to(x._data, shape + x._impl.key_shape))
 
 
@@ -752,6 +790,10 @@ def _where(condition, x, y):
     raise TypeError(f"select_n cases must have the same dtypes, got [{_dtype_str(y)}, "
                     f"{_dtype_str(x)}].")
   c = jnp.asarray(condition)
+  if all(type(v._base_array) is JaxprTracer for v in (x, y)):  # JAX's select_n of the keys
+    shape = np.broadcast_shapes(c.shape, x.shape, y.shape)
+    c, xb, yb = (jnp.broadcast_to(v, shape) for v in (c, x._base_array, y._base_array))
+    return PRNGKeyArray(x._impl, lax.select_n(c, yb, xb))
   c = jnp.reshape(c, c.shape + (1,) * len(x._impl.key_shape))  # broadcast over the key data
   return _keys_of(x._impl, jnp.where(c, x._data, y._data), (x, y))
 

@@ -330,3 +330,91 @@ def test_eval_jaxpr_of_key_operations_eagerly():
     lax.add_p.bind(k, k)
   with pytest.raises(TypeError, match="cumsum does not accept dtype key<fry>"):
     lax.cumsum_p.bind(k.reshape(1), axis=0, reverse=False)
+
+
+# JAX 0.10.2's jaxprs of structural operations on key arrays
+JAX_STRUCTURAL = {
+    'reshape': (
+        '{ lambda ; a:key<fry>[4]. let\n'
+        '    b:key<fry>[2,2] = reshape[dimensions=None new_sizes=(2, 2) sharding=None] a\n'
+        '  in (b,) }'),
+    'concatenate': (
+        '{ lambda ; a:key<fry>[4]. let\n'
+        '    b:key<fry>[8] = concatenate[dimension=0] a a\n'
+        '  in (b,) }'),
+    'transpose': (
+        '{ lambda ; a:key<fry>[2,3]. let\n'
+        '    b:key<fry>[3,2] = transpose[permutation=(1, 0)] a\n'
+        '  in (b,) }'),
+    'slice': (
+        '{ lambda ; a:key<fry>[4]. let\n'
+        '    b:key<fry>[2] = slice[limit_indices=(3,) start_indices=(1,) strides=None] a\n'
+        '  in (b,) }'),
+    'expand_dims': (
+        '{ lambda ; a:key<fry>[4]. let\n'
+        '    b:key<fry>[1,4] = broadcast_in_dim[broadcast_dimensions=(1,)] a\n'
+        '  in (b,) }'),
+    'broadcast_to': (
+        '{ lambda ; a:key<fry>[]. let b:key<fry>[3] = broadcast_in_dim a in (b,) }'),
+    'vmap_index': (
+        '{ lambda ; a:key<fry>[2,3]. let\n'
+        '    b:key<fry>[2,1] = slice[\n'
+        '      limit_indices=(2, 1)\n'
+        '      start_indices=(0, 0)\n'
+        '      strides=None\n'
+        '    ] a\n'
+        '    c:key<fry>[2] = squeeze[dimensions=(1,)] b\n'
+        '  in (c,) }'),
+    'vmap_fold_in_one_key': (
+        '{ lambda a:key<fry>[]; b:u32[3]. let\n'
+        '    c:key<fry>[3] = random_fold_in a b\n'
+        '  in (c,) }'),
+}
+STRUCTURAL_CASES = {
+    "reshape": (lambda ks: ks.reshape(2, 2), lambda: R.split(R.key(0), 4)),
+    "concatenate": (lambda a: jnp.concatenate([a, a]), lambda: R.split(R.key(0), 4)),
+    "transpose": (lambda ks: ks.T, lambda: R.split(R.key(0), (2, 3))),
+    "slice": (lambda ks: ks[1:3], lambda: R.split(R.key(0), 4)),
+    "expand_dims": (lambda ks: jnp.expand_dims(ks, 0), lambda: R.split(R.key(0), 4)),
+    "broadcast_to": (lambda k: jnp.broadcast_to(k, (3,)), lambda: R.key(0)),
+    "vmap_index": (nbjax.vmap(lambda ks: ks[0]), lambda: R.split(R.key(0), (2, 3))),
+    "vmap_fold_in_one_key": (lambda i: nbjax.vmap(lambda i: R.fold_in(_K0, i))(i),
+                             lambda: jnp.arange(3, dtype=_u32)),
+}
+_K0 = R.key(0)
+
+
+@pytest.mark.parametrize("name", sorted(JAX_STRUCTURAL))
+def test_structural_jaxpr_text_is_jaxs(name):
+  f, arg = STRUCTURAL_CASES[name]
+  assert str(nbjax.make_jaxpr(f)(arg())) == JAX_STRUCTURAL[name]
+
+
+STRUCTURAL_OPS = {
+    "reshape": lambda k: k.reshape(3, 2), "ravel": lambda k: k.ravel(), "T": lambda k: k.T,
+    "slice": lambda k: k[:, 1:3], "rev": lambda k: k[::-1], "int": lambda k: k[1, 2],
+    "none": lambda k: k[None], "ellipsis": lambda k: k[..., 0],
+    "iterate": lambda k: jnp.stack(list(k)), "concat": lambda k: jnp.concatenate([k, k[:1]]),
+    "expand": lambda k: jnp.expand_dims(k, 1), "bcast": lambda k: jnp.broadcast_to(k[0], (4, 3)),
+    "where": lambda k: jnp.where(jnp.array([True, False, True]), k, k[::-1]),
+    "take": lambda k: jnp.take(k, jnp.array([2, 0]), axis=1), "roll": lambda k: jnp.roll(k, 1, 1),
+    "at_set": lambda k: k.at[0, 1].set(k[1, 2]), "squeeze": lambda k: k[:1].squeeze(0),
+    "array_index": lambda k: k[jnp.array([1, 0])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL_OPS))
+def test_structural_ops_on_keys_agree_across_transformations(name):
+  f = STRUCTURAL_OPS[name]
+  keys = R.split(R.key(5), (2, 3))
+  data = lambda k: np.asarray(R.key_data(k))
+  want = data(f(keys))  # eagerly: on the keys' data
+  np.testing.assert_array_equal(data(nbjax.jit(f)(keys)), want)
+  two = jnp.stack([keys, keys[::-1]])
+  want2 = np.stack([want, data(f(keys[::-1]))])
+  np.testing.assert_array_equal(data(nbjax.vmap(f)(two)), want2)
+  np.testing.assert_array_equal(data(nbjax.jit(nbjax.vmap(f))(two)), want2)
+  (_, out), _ = nbjax.jvp(lambda x, k: (x, f(k)), (1.0, keys),
+                          (1.0, np.zeros(keys.shape, dtypes.float0)))
+  np.testing.assert_array_equal(data(out), want)
+

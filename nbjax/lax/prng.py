@@ -1021,3 +1021,31 @@ def _extended_eager(prim, args, params):
 
 
 registry.extended_eager = _extended_eager
+
+
+def _key_aware_abstract_eval(prim):
+  """``prim``'s abstract eval taking key arrays too: its shape rule on ``uint32`` stand-ins
+  of the keys' shape, its result of their key dtype (``select_n`` of key arrays)."""
+  rule = prim.abstract_eval_rule
+
+  def abstract_eval(*avals, **params):
+    kd = None
+    for a in avals:
+      if type(a.dtype) is KeyTy:
+        kd = a.dtype
+        break
+    if kd is None:
+      return rule(*avals, **params)
+    out = rule(*[ShapedArray(a.shape, _U32) if type(a.dtype) is KeyTy else a for a in avals],
+               **params)
+    return out.update(dtype=kd)
+  abstract_eval.__wrapped__ = rule
+  prim.abstract_eval_rule = abstract_eval
+
+
+def _install_key_aware():
+  from nbjax.lax import elementwise as _ew
+  _key_aware_abstract_eval(_ew.select_n_p)
+
+
+_install_key_aware()
