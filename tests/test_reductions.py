@@ -664,3 +664,50 @@ def test_half_precision_sums_compute_in_float32_as_jax(dtype):
   # a dtype asked for is the computation's: no upcast
   assert [e.primitive.name for e in api.make_jaxpr(lambda a: jnp.sum(a, 1, dtype=x.dtype))(
       x).eqns] == ["reduce_sum"]
+
+
+# ------------------------------------- jnp reductions: arguments as JAX's own test suite
+# (values from JAX 0.10.2 with x64)
+
+def test_average_weights_over_several_axes_as_jax():
+  import nbjax.numpy as jnp
+  x = np.arange(24.).reshape(2, 3, 4)
+  w = np.arange(1., 13.).reshape(4, 3)  # weights over axes (2, 1), in that order
+  np.testing.assert_allclose(np.asarray(jnp.average(x, (2, 1), w)),
+                             [6.48717949, 18.48717949], rtol=1e-8)
+  np.testing.assert_allclose(np.asarray(nbjax.jit(lambda a, b: jnp.average(a, (2, 1), b))(x, w)),
+                             np.average(x, (2, 1), w), rtol=1e-12)
+  with pytest.raises(ValueError, match="Shape of weights must be consistent"):
+    jnp.average(x, (1, 2), w)
+
+
+def test_var_std_mean_argument_and_complex_dtype_as_jax():
+  import nbjax.numpy as jnp
+  assert float(jnp.var(jnp.array([1., 2., 4.]), mean=jnp.array(2.0))) == pytest.approx(
+      1.66666667)
+  out = jnp.std(jnp.array([[1., 2., 4.]]), axis=1, mean=jnp.array([[1.0]]), ddof=1)
+  np.testing.assert_allclose(np.asarray(out), [2.23606798])
+  v = jnp.var(jnp.arange(4.), dtype=jnp.complex64)   # JAX: the result in the complex dtype
+  assert v.dtype == np.complex64 and complex(v) == 1.25
+  with pytest.raises(ValueError, match="real dtype parameters"):
+    jnp.var(jnp.arange(4.) + 1j, dtype=jnp.float32)
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "mean", "var", "std", "all", "nansum",
+                                  "nanmax", "nanmean"])
+def test_reductions_reject_non_boolean_where_as_jax(name):
+  import nbjax.numpy as jnp
+  kw = {"initial": 0.} if name in ("max", "nanmax") else {}
+  with pytest.raises(ValueError, match=f"jnp.{name}: where must be None or a boolean array; "
+                                       r"got where.dtype=dtype\('int64'\)"):
+    getattr(jnp, name)(jnp.ones(3), where=jnp.ones(3, int), **kw)
+
+
+def test_reduction_initial_must_be_scalar_and_nanmax_initial_of_empty():
+  import nbjax.numpy as jnp
+  with pytest.raises(ValueError, match=r"initial value must be a scalar. Got array of shape "
+                                       r"\(1, 2, 3\)"):
+    jnp.sum(jnp.ones((2, 3, 4)), axis=-1, initial=jnp.zeros((1, 2, 3)))
+  np.testing.assert_array_equal(np.asarray(jnp.nanmax(jnp.zeros((3, 0)), axis=1, initial=0)),
+                                [0., 0., 0.])
+  assert float(jnp.nanmin(jnp.array([np.nan, np.nan]), initial=5.)) == 5.0

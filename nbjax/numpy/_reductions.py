@@ -57,6 +57,17 @@ _COMBINE = {"sum": ("add", "bitwise_or"), "prod": ("mul", "bitwise_and"),  # (nu
             "max": ("max", "bitwise_or"), "min": ("min", "bitwise_and")}
 
 
+def _check_where(name, where):
+  """JAX's ``check_where``: ``where`` is None or a boolean array (an int mask is an error)."""
+  if where is None:
+    return None
+  where = ensure_arraylike(name, where)
+  if where.dtype != _BOOL:
+    raise ValueError(f"jnp.{name}: where must be None or a boolean array; got "
+                     f"where.dtype={where.dtype!r}.")
+  return where
+
+
 def _masked(a, where, fill):
   where = _util.broadcast_to(_util.convert(where, _BOOL), a.shape)
   return lax.select(where, a, lax.full_like(a, fill))
@@ -97,6 +108,7 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
       return _LAX_P[kind].bind(a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
   a = ensure_arraylike(name, a)
+  where = _check_where(name, where)
   if dtype is not None:
     to = _util.canonicalize_user_dtype(dtype)
   elif promote_integers:
@@ -118,6 +130,8 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
                        "where mask one has to specify 'initial'")
     if builtins.any(a.shape[i] == 0 for i in axes):
       raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+  if initial is not None and np.shape(initial) != ():
+    raise ValueError(f"initial value must be a scalar. Got array of shape {np.shape(initial)}")
   if where is not None:
     a = _masked(a, where, _identity(kind, a.dtype))
   if not has_identity and a.dtype.kind == "c":  # (JAX's complex max/min: lexicographic)
@@ -188,6 +202,7 @@ def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
   """Whether all elements over ``axis`` are true."""
   _no_out("all", out)
   a = ensure_arraylike("all", a)
+  where = _check_where("all", where)
   return _reduce("all", "all", _to_bool(a), axis, None, keepdims, None, where)
 
 
@@ -195,6 +210,7 @@ def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
   """Whether any element over ``axis`` is true."""
   _no_out("any", out)
   a = ensure_arraylike("any", a)
+  where = _check_where("any", where)
   return _reduce("any", "any", _to_bool(a), axis, None, keepdims, None, where)
 
 
@@ -233,6 +249,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         and not a.weak_type:
       return lax.div(lax.reduce_sum(a, _ALL_AXES[v.ndim]), _util.lit(v.size, v.dtype, True))
   a = ensure_arraylike("mean", a)
+  where = _check_where("mean", where)
   d = _mean_dtypes(a.dtype, dtype)
   comp = _util.to_inexact_dtype(d)
   comp = _upcast_f16(comp) if dtype is None else comp
@@ -242,20 +259,32 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None):
-  """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed."""
+        correction=None, mean=None):
+  """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed;
+  ``mean`` (keepdims-shaped) replaces the computed mean, as JAX's ``mean=``."""
   _no_out("var", out)
   a = ensure_arraylike("var", a)
+  where = _check_where("var", where)
   if correction is None:
     correction = ddof
   elif ddof != 0:
     raise ValueError("ddof and correction can't be provided simultaneously.")
   d = _mean_dtypes(a.dtype, dtype)
+  if dtype is not None and dtypes.is_complex(a.dtype) and not dtypes.is_complex(d):
+    raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
+                     "computing the variance of an array of complex values. The semantics "
+                     "of numpy.var seem unclear in this case. Please comment on "
+                     "https://github.com/jax-ml/jax/issues/2283 if this behavior is "
+                     "important to you.")
   comp = _upcast_f16(_util.to_inexact_dtype(d))
   if dtypes.is_complex(a.dtype):
     comp = _util.to_complex_dtype(comp)
   a = _util.convert(a, comp, a.weak_type)
-  centered = lax.sub(a, mean(a, axis, keepdims=True, where=where))
+  if mean is None:
+    a_mean = _mean(a, axis, keepdims=True, where=where)
+  else:
+    a_mean = _util.convert(ensure_arraylike("var", mean), comp, False)
+  centered = lax.sub(a, a_mean)
   if dtypes.is_complex(comp):
     centered = lax.real(lax.mul(centered, lax.conj(centered)))
   else:
@@ -269,19 +298,24 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   else:
     bad = _util.broadcast_to(lax.le(n, _util.lit(0, n.dtype, True)), out.shape)
     out = lax.select(bad, lax.full_like(out, np.nan), out)
-  if (dtype is not None and not dtypes.is_complex(d)) or comp != _util.to_inexact_dtype(d):
-    out = _util.convert(out, d)
+  if dtype is not None or comp != _util.to_inexact_dtype(d):
+    out = _util.convert(out, d)  # JAX: the result in dtype=, complex included
   return out
 
 
+_mean = mean
+
+
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None):
+        correction=None, mean=None):
   """Standard deviation over ``axis``: ``sqrt(var(...))``."""
+  where = _check_where("std", where)
   if dtype is not None:
     dtype = _util.canonicalize_user_dtype(dtype)
     if not dtypes.is_inexact(dtype):
       raise ValueError(f"dtype argument to jnp.std must be inexact; got {dtype}")
-  return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+  return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
+                      mean=mean))
 
 
 def _arg_reduce(name, a, axis, keepdims):
@@ -422,6 +456,7 @@ def _nan_fill(name, a, fill):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
   """``sum`` treating NaN as 0."""
   _no_out("nansum", out)
+  where = _check_where("nansum", where)
   a, _ = _nan_fill("nansum", a, 0)
   return sum(a, axis, dtype, None, keepdims, initial, where)
 
@@ -429,6 +464,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
   """``prod`` treating NaN as 1."""
   _no_out("nanprod", out)
+  where = _check_where("nanprod", where)
   a, _ = _nan_fill("nanprod", a, 1)
   return prod(a, axis, dtype, None, keepdims, initial, where)
 
@@ -437,6 +473,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   """``mean`` ignoring NaNs (NaN where every element is NaN)."""
   _no_out("nanmean", out)
   a = ensure_arraylike("nanmean", a)
+  where = _check_where("nanmean", where)
   if not dtypes.is_inexact(a.dtype):
     return mean(a, axis, dtype, None, keepdims, where=where)
   filled, nan = _nan_fill("nanmean", a, 0)
@@ -452,8 +489,11 @@ def _nan_extreme(kind, name, a, axis, keepdims, initial, where):
   a = ensure_arraylike(name, a)
   if not dtypes.is_inexact(a.dtype):
     return _reduce(kind, name, a, axis, None, keepdims, initial, where)
+  where = _check_where(name, where)
   filled, nan = _nan_fill(name, a, -np.inf if kind == "max" else np.inf)
   out = _reduce(kind, name, filled, axis, None, keepdims, initial, where)
+  if initial is not None:  # JAX: an initial value gives the result of an all-NaN group
+    return out
   all_nan = all(nan, axis=axis, keepdims=keepdims)
   return lax.select(all_nan, lax.full_like(out, np.nan), out)
 
@@ -492,12 +532,17 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     w = as_array(weights)
     a, w = _util.promote_dtypes_inexact(a, w)
     if w.shape != a.shape:
-      if axis is None or w.ndim != 1:
+      if axis is None:
         raise ValueError("Axis must be specified when shapes of a and weights differ.")
-      ax = canonicalize_axis(axis, a.ndim)
-      if w.shape[0] != a.shape[ax]:
-        raise ValueError("Length of weights not compatible with specified axis.")
-      w = lax.broadcast_in_dim(w, a.shape, (ax,))
+      axes = tuple(canonicalize_axis(ax, a.ndim)
+                   for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+      if w.shape != tuple(a.shape[ax] for ax in axes):
+        raise ValueError("Shape of weights must be consistent with shape of a along specified "
+                         "axis.")
+      # weights over several axes (in ``axis``'s order), as JAX: put each weight axis on its
+      # array axis and broadcast
+      w = lax.broadcast_in_dim(lax.transpose(w, tuple(np.argsort(axes))), a.shape,
+                               tuple(sorted(axes)))
     wsum = sum(w, axis, keepdims=keepdims)
     avg = lax.div(sum(lax.mul(a, w), axis, keepdims=keepdims), wsum)
   if returned:
