@@ -118,6 +118,8 @@ def _check_key(name, key, batched=False):
   """``key`` as a ``PRNGKeyArray`` (raw ``uint32`` data: the default implementation's)."""
   if isinstance(key, PRNGKeyArray):
     k = key
+  elif type(getattr(key, "dtype", None)) is KeyTy:  # a tracer of a key aval (a key-typed
+    k = PRNGKeyArray(key.dtype._impl, key)          # ShapeDtypeStruct traced by jit, say)
   else:
     # JAX's two errors: not array-like at all (a list), or array-like without array data
     if not (hasattr(key, "shape") or hasattr(key, "__jax_array__") or np.isscalar(key)):
@@ -138,7 +140,9 @@ def _check_key(name, key, batched=False):
 
 def _like(key, k):
   """``k`` in ``key``'s form: a typed key array, or raw data for a raw key."""
-  return k if isinstance(key, PRNGKeyArray) else k._data
+  if isinstance(key, PRNGKeyArray) or type(getattr(key, "dtype", None)) is KeyTy:
+    return k
+  return k._data
 
 
 def _seed(name, seed, impl):

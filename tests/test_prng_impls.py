@@ -418,3 +418,24 @@ def test_structural_ops_on_keys_agree_across_transformations(name):
                           (1.0, np.zeros(keys.shape, dtypes.float0)))
   np.testing.assert_array_equal(data(out), want)
 
+
+
+def test_keys_through_pmap_shard_map_and_traced_key_structs():
+  from nbjax.experimental.shard_map import shard_map
+  from nbjax.sharding import Mesh, PartitionSpec as P
+  k = R.key(1)
+  ks = R.split(k, 1)
+  np.testing.assert_array_equal(R.key_data(nbjax.pmap(lambda k: R.split(k))(ks)),
+                                [[[3704974950, 1863054868], [2705940334, 2639757084]]])  # JAX's
+  mesh = Mesh(np.array(nbjax.devices()[:1]), ("x",))
+  f = shard_map(lambda k: nbjax.vmap(lambda k: R.bits(k, (2,)))(k), mesh=mesh,
+                in_specs=P("x"), out_specs=P("x"))
+  want = [[15912746244612290068, 11621925242097073948],
+          [14074288286176949340, 9514423493698938477]]  # JAX's
+  np.testing.assert_array_equal(f(R.split(k, 2)), want)
+  np.testing.assert_array_equal(nbjax.jit(f)(R.split(k, 2)), want)
+  # a key-typed ShapeDtypeStruct traced by jit: the function sees a key array
+  t = nbjax.jit(R.split).trace(nbjax.ShapeDtypeStruct((), k.dtype))
+  assert str(t.jaxpr) == JAX_JAXPRS["split"]
+  s = nbjax.eval_shape(lambda k: R.normal(k, (2,)), nbjax.ShapeDtypeStruct((), k.dtype))
+  assert s.shape == (2,) and s.dtype == np.float64

@@ -452,7 +452,11 @@ class _Interpreted:
   the maps' own programs are compiled without ``compiler_options``)."""
 
   def __init__(self, closed, name, compiler_options=None):
-    from nbjax.interpreters import pxla
+    from nbjax.interpreters import pxla, lowering
+    ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)  # key arrays: on their data
+    self.key_in = [i for i, a in enumerate(closed.in_avals) if ext(a)]
+    self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
+    closed = lowering.physicalize(closed)
     self.closed, self.name = closed, name
     try:  # one replicated program, the maps inline (pxla.ReplicatedJit)
       self.prog = pxla.ReplicatedJit(closed, name, compiler_options)
@@ -461,6 +465,11 @@ class _Interpreted:
     self.text = self.prog and self.prog.text
 
   def run(self, args):
+    if self.key_in or self.key_out:
+      return _Executable._keys_out(self, self._run(_Executable._keys_in(self, args)))
+    return self._run(args)
+
+  def _run(self, args):
     if self.prog is not None:
       return self.prog.run(args)
     return eval_jaxpr(self.closed.jaxpr, self.closed.consts, *args)

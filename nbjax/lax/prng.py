@@ -382,6 +382,7 @@ lowering.register(threefry_sample_p, _sample_lowering)
 # lives in XLA, so the eager backend is XLA itself (one cached executable per signature).
 
 import enum  # noqa: E402
+import weakref  # noqa: E402
 
 
 class RandomAlgorithm(enum.IntEnum):
@@ -981,9 +982,19 @@ def _phys_eval(jaxpr, consts, args):
   return [read(v) for v in jaxpr.outvars]
 
 
+_physicalized = weakref.WeakKeyDictionary()  # closed jaxpr -> its physicalized version
+
+
 def physicalize(closed):
   """``closed`` (a ClosedJaxpr) over the keys' data: no key avals left (see above). Its
-  consts keep their positions (leading), followed by any new ones."""
+  consts keep their positions (leading), followed by any new ones. Cached per jaxpr."""
+  hit = _physicalized.get(closed)
+  if hit is None:
+    hit = _physicalized[closed] = _physicalize(closed)
+  return hit
+
+
+def _physicalize(closed):
   from nbjax.interpreters import partial_eval as pe
   from nbjax.jaxpr import ClosedJaxpr, Jaxpr
   jaxpr = closed.jaxpr
