@@ -373,16 +373,44 @@ def test_modf_spacing():
   for got, want in zip(jnp.modf(np.arange(-3, 3)), np.modf(np.arange(-3, 3))):
     check(got, want)
   assert jnp.modf(x.astype(np.float32))[0].dtype == np.float32
-  for dtype in (np.float64, np.float32, np.float16):
+  for dtype in (np.float64, np.float32):  # float16: test_spacing_as_jax
     fi = np.finfo(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
       y = np.concatenate([x, [np.inf, -np.inf, fi.max, fi.tiny, fi.smallest_subnormal]])
       y = y.astype(dtype)
-      want = np.where(y < 0, -1, 1).astype(dtype) * np.abs(np.spacing(y))  # NumPy's float16
-      check(jnp.spacing(y), want, dtype=dtype)  # spacing is unsigned: the others' sign rule
+      want = np.where(np.signbit(y), -1, 1).astype(dtype) * np.abs(np.spacing(y))
+      check(jnp.spacing(y), want, dtype=dtype)  # signed as x, -0.0 included (JAX)
   check(jnp.spacing(np.array([1, 2])), np.spacing(np.array([1., 2])))
   with pytest.raises(ValueError, match="complex"):
     jnp.spacing(np.ones(2, complex))
+
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_spacing_as_jax(jit):
+  """JAX 0.10.2's values (x64): float16 steps towards +inf (negative x give positive
+  spacing, -inf gives inf); float32/64 step away from zero, -0.0 included, and under jit
+  (denormals flushed) the smallest subnormal is kept."""
+  f = nbjax.jit(jnp.spacing) if jit else jnp.spacing
+  x = np.array([0., -0., np.inf, -np.inf, np.nan, 1., -1., 5e-324, -5e-324])
+  np.testing.assert_array_equal(np.asarray(f(x.astype(np.float16))), np.array(
+      [5.960e-08, 5.960e-08, np.nan, np.inf, np.nan, 9.766e-04, 4.883e-04, 5.960e-08,
+       5.960e-08], np.float16))
+  np.testing.assert_array_equal(np.asarray(f(x.astype(np.float32))), np.array(
+      [1.4012985e-45, -1.4012985e-45, np.nan, np.nan, np.nan, 1.1920929e-07, -1.1920929e-07,
+       1.4012985e-45, -1.4012985e-45], np.float32))
+  np.testing.assert_array_equal(np.asarray(f(x)), np.array(
+      [5e-324, -5e-324, np.nan, np.nan, np.nan, 2.220446049250313e-16,
+       -2.220446049250313e-16, 5e-324, -5e-324]))
+  np.testing.assert_array_equal(np.asarray(f(np.array([0, 1, -3], np.int32))),
+                                np.array([1.4012985e-45, 1.1920929e-07, -2.3841858e-07],
+                                         np.float32))
+
+
+def test_heaviside_nan_as_jax():
+  got = jnp.heaviside(jnp.array([np.nan, -1., 0., 2.]), jnp.array([0.5, np.nan, np.nan, np.nan]))
+  np.testing.assert_array_equal(np.asarray(got), [np.nan, 0., np.nan, 1.])
+
 
 # ----------------------------------------------------------------- special functions, windows
 

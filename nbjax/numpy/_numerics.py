@@ -24,7 +24,7 @@ from nbjax.numpy._indexing import take, trace
 from nbjax.numpy._manip import (atleast_1d, clip, concatenate, flip, moveaxis, searchsorted,
                                 stack, where)
 from nbjax.numpy._reductions import cumsum, sum as _sum
-from nbjax.numpy._ufuncs import (abs as _abs, conj, cos, exp, floor, floor_divide, isfinite,
+from nbjax.numpy._ufuncs import (abs as _abs, conj, copysign, cos, exp, floor, floor_divide, isfinite,
                                  isinf, log2, nextafter, remainder, sqrt, trunc)
 from nbjax.numpy._util import (canonicalize_axis, check_arraylike, convert, ensure_arraylike,
                                promote_dtypes, promote_dtypes_inexact)
@@ -467,14 +467,21 @@ def modf(x, /, out=None):
 
 
 def spacing(x, /):
-  """Distance from ``x`` to the adjacent float away from zero (signed as ``x``)."""
+  """Distance from ``x`` to the adjacent float away from zero (signed as ``x``), as JAX's
+  formula: float16 steps towards +inf (NumPy's float16 rule); other floats step away from
+  zero (-0.0 included) and a step flushed to zero (denormals under jit) is the smallest
+  subnormal, signed as ``x``."""
   x = ensure_arraylike("spacing", x)
   x, = promote_dtypes_inexact(x)
   if dtypes.is_complex(x.dtype):
     raise ValueError("jnp.spacing is not defined for complex inputs.")
   x = convert(x, x.dtype)  # a strong result, as JAX's
-  toward = where(x < 0, -np.inf, np.inf)  # -0.0 steps up, as NumPy
-  return where(isinf(x), np.nan, nextafter(x, toward) - x)
+  inf = lax.full_like(x, np.inf)
+  if x.dtype == np.float16:
+    return lax.sub(nextafter(x, inf), x)
+  out = lax.sub(nextafter(x, copysign(inf, x)), x)
+  tiny = lax.full_like(x, dtypes.finfo(x.dtype).smallest_subnormal)
+  return where(out == 0, copysign(tiny, x), out)
 
 # ----------------------------------------------------------------- special functions, windows
 

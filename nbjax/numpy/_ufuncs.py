@@ -868,7 +868,8 @@ def heaviside(x1, x2, /):
       x1, x2, promote_args_inexact("heaviside", x1, x2)))
   zero = _const(x1, 0)
   return lax.select(lax.lt(x1, zero), lax.full_like(x1, 0),
-                    lax.select(lax.gt(x1, zero), lax.full_like(x1, 1), x2))
+                    lax.select(lax.gt(x1, zero), lax.full_like(x1, 1),
+                               lax.select(lax.ne(x1, x1), x1, x2)))  # NaN stays NaN (JAX)
 
 
 def nextafter(x1, x2, /):
