@@ -50,6 +50,13 @@ JAX_VALUES = [
      (2,), 'float64', False, [-3.0310242469692907, -3.0310242469692907]),
     ('t.logpdf(np.array([0.0, 1.0, -3.0]), np.array([1e6, 3.0, 0.5]), 0.5, 2.0)',
      (3,), 'float64', False, [-1.643335994804143, -1.7352746045889265, -3.4763874010874916]),
+    # far in the tails both log-CDFs are -inf: no mass (JAX's log-sum-exp), not NaN
+    ('truncnorm.cdf(np.array([-1e300, -40.0, 1e300]), -np.inf, -1.0)',
+     (3,), 'float64', False, [0.0, 0.0, 1.0]),
+    ('truncnorm.logsf(np.array([-1e300, -40.0, 1e300]), -np.inf, -1.0)',
+     (3,), 'float64', False, [-0.0, -0.0, -inf]),
+    ('truncnorm.logcdf(np.array([1e300, 40.0, -1e300]), 1.0, np.inf)',
+     (3,), 'float64', False, [-0.0, -0.0, -inf]),
 ]
 
 

@@ -29,9 +29,9 @@ DISTS = ["bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "expon", "
 FNS = ["cdf", "isf", "logcdf", "logpdf", "logpmf", "logsf", "pdf", "pmf", "ppf", "sf", "entropy"]
 DISCRETE = ("bernoulli", "betabinom", "binom", "geom", "nbinom", "poisson")
 inf, nan = np.inf, np.nan
-X = [-inf, -2, -1, -0.5, 0, 0.3, 0.5, 1, 1.5, 2, 10, inf, nan]
-Q = [-0.5, 0, 1e-12, 0.1, 0.5, 0.9, 1, 1.5, nan, -inf, inf]
-K = [-1, 0, 0.5, 1, 2, 2.5, 3, 5, 10, nan, inf, -inf]
+X = [-inf, -1e300, -2, -1, -0.5, -0.0, 0, 1e-300, 0.3, 0.5, 1, 1.5, 2, 10, 1e300, inf, nan]
+Q = [-0.5, -0.0, 0, 1e-300, 1e-12, 0.1, 0.5, 0.9, 1 - 1e-16, 1, 1.5, nan, -inf, inf]
+K = [-1, -0.0, 0, 1e-300, 0.5, 1, 2, 2.5, 3, 5, 10, 1e300, nan, inf, -inf]
 G = {"loc": [0, 1.5, -1, nan, inf], "scale": [1, 2, 0.5, 0, -1, nan, inf],
      "a": [0.5, 1, 2, 0, -1, nan, inf], "b": [0.5, 1, 2, 0, -1, nan, inf],
      "df": [0.5, 1, 3, 0, -1, nan, inf], "beta": [0.5, 1, 2, 0, -1, nan, inf],

@@ -16,7 +16,8 @@ def _log_mass(a, b):
   right = a > 0
   lo, hi = jnp.where(right, -b, a), jnp.where(right, -a, b)  # mirrored into the left tail
   la, lb = special.log_ndtr(lo), special.log_ndtr(hi)
-  tail = lb + log1mexp(jnp.minimum(la - lb, c(la, 0)))
+  # (both log-CDFs -inf, far out in the left tail: no mass, as JAX's log-sum-exp)
+  tail = jnp.where(lb == -np.inf, lb, lb + log1mexp(jnp.minimum(la - lb, c(la, 0))))
   central = lax.log1p(-special.ndtr(a) - special.ndtr(-b))  # (mass near 1: no cancellation)
   return jnp.where((b > 0) & ~right, central, tail)
 
