@@ -9,10 +9,13 @@ index ``i`` when ``iota``, else ``lo[b]``) and word ``pos_hi`` (``0`` when ``iot
 stay below ``2**32``; else ``hi[b]``; ``pos_hi < 0``: none), writing the hash's output words
 to ``out[b, i, :]``. The callers combine those words into keys or bits with NumPy.
 Arithmetic is on ``uint64`` lanes holding 32-bit values; the ``parallel`` variant splits
-each key's outputs over ``prange``. Imports numba and numpy only.
+each key's outputs over ``prange``. ``threefry2x32_flat`` is the ``threefry2x32`` primitive's
+elementwise hash (``kernels.random``'s rounds). Imports numba and numpy only.
 """
 import numpy as np
 from numba import njit, prange
+
+from kernels.random import threefry2x32 as _tf2
 
 _M = np.uint64(0xFFFFFFFF)
 
@@ -188,3 +191,12 @@ def hash_kernel(name, parallel):
   if k is None:
     k = _kernels[(name, parallel)] = _make(name, parallel)
   return k
+
+
+@njit(cache=True)
+def threefry2x32_flat(k0, k1, x0, x1, y0, y1):
+  """``(y0, y1) = threefry2x32(k0, k1, x0, x1)`` elementwise over flat ``uint32`` arrays."""
+  for i in range(x0.shape[0]):
+    a, b = _tf2(np.uint64(k0[i]), np.uint64(k1[i]), np.uint64(x0[i]), np.uint64(x1[i]))
+    y0[i] = np.uint32(a)
+    y1[i] = np.uint32(b)

@@ -439,3 +439,46 @@ def test_keys_through_pmap_shard_map_and_traced_key_structs():
   assert str(t.jaxpr) == JAX_JAXPRS["split"]
   s = nbjax.eval_shape(lambda k: R.normal(k, (2,)), nbjax.ShapeDtypeStruct((), k.dtype))
   assert s.shape == (2,) and s.dtype == np.float64
+
+
+def test_extend_random():
+  import nbjax.extend.random as xr
+  hexes = lambda r: tuple(hex(int(x)) for x in np.asarray(r))
+  # Random123's known answers for threefry2x32 (as JAX's tests)
+  assert hexes(xr.threefry_2x32(np.uint32([0, 0]), np.uint32([0, 0]))) == \
+      ("0x6b200159", "0x99ba4efe")
+  assert hexes(xr.threefry_2x32(np.uint32([0xFFFFFFFF] * 2), np.uint32([0xFFFFFFFF] * 2))) == \
+      ("0x1cb996fc", "0xbb002be7")
+  k, c = np.uint32([0x13198a2e, 0x03707344]), np.uint32([0x243f6a88, 0x85a308d3])
+  assert hexes(xr.threefry_2x32(k, c)) == ("0xc4923a9c", "0x483df7a0")
+  assert hexes(nbjax.jit(xr.threefry_2x32)(k, c)) == ("0xc4923a9c", "0x483df7a0")
+  odd = np.arange(5, dtype=np.uint32)
+  want = [2052595727, 3504730591, 2527474599, 1880214352, 1914734168]  # JAX's
+  np.testing.assert_array_equal(xr.threefry_2x32(np.uint32([1, 2]), odd), want)
+  np.testing.assert_array_equal(nbjax.jit(xr.threefry_2x32)(np.uint32([1, 2]), odd), want)
+  text = str(nbjax.make_jaxpr(xr.threefry_2x32)(np.uint32([1, 2]), np.arange(4, dtype=np.uint32)))
+  assert "i:u32[2] j:u32[2] = threefry2x32 d f g h" in text
+  # the primitive under vmap and jit, broadcasting its key words (JAX's values)
+  f = lambda a, b: xr.threefry2x32_p.bind(np.uint32(1), np.uint32(2), a, b)
+  a, b = jnp.arange(3, dtype=_u32), jnp.arange(3, dtype=_u32) + 7
+  for g in (nbjax.vmap(f), nbjax.jit(f), f):
+    y0, y1 = g(a, b)
+    np.testing.assert_array_equal(y0, [3427225942, 3751333951, 1919560299])
+    np.testing.assert_array_equal(y1, [3095793599, 42289287, 984910620])
+  # seeding with an implementation; arrays of seeds; a user-defined implementation
+  np.testing.assert_array_equal(R.key_data(xr.seed_with_impl(xr.threefry_prng_impl, 5)), [0, 5])
+  ks = xr.random_seed(jnp.arange(3), xr.threefry_prng_impl)
+  assert ks.shape == (3,)
+  np.testing.assert_array_equal(R.key_data(ks), [[0, 0], [0, 1], [0, 2]])
+  t = xr.threefry_prng_impl
+  mine = xr.define_prng_impl(key_shape=(2,), seed=t.seed, split=t.split,
+                             random_bits=t.random_bits, fold_in=t.fold_in, name="mine",
+                             tag="mn")
+  k = R.key(3, impl=mine)
+  assert str(k.dtype) == "key<mn>"
+  np.testing.assert_array_equal(R.bits(k, (2,)), R.bits(R.key(3), (2,)))
+  np.testing.assert_array_equal(nbjax.jit(lambda k: R.bits(k, (2,)))(k), R.bits(R.key(3), (2,)))
+  np.testing.assert_array_equal(R.key_data(nbjax.vmap(R.split)(R.split(k, 2))),
+                                R.key_data(nbjax.vmap(R.split)(R.split(R.key(3), 2))))
+  assert str(nbjax.make_jaxpr(lambda k: R.split(k))(k)) == \
+      "{ lambda ; a:key<mn>[]. let b:key<mn>[2] = random_split[shape=(2,)] a in (b,) }"  # JAX's

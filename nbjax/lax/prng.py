@@ -1060,3 +1060,81 @@ def _install_key_aware():
 
 
 _install_key_aware()
+
+
+# ---------------------------------------------------------------------- threefry2x32
+# JAX's ``threefry2x32_p`` (``jax.extend.random``): the threefry2x32 hash of counter words
+# ``(x0, x1)`` under key words ``(k0, k1)``, elementwise over broadcast ``uint32`` arrays.
+
+def _tf2_shape(*avals):
+  if any(a.dtype != _U32 for a in avals):
+    raise TypeError(f"Arguments to threefry2x32 must have uint32 type, got "
+                    f"{[a.str_short() for a in avals]}")
+  try:
+    return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
+  except ValueError:
+    raise TypeError(f"threefry2x32: incompatible shapes for broadcasting: "
+                    f"{[a.shape for a in avals]}") from None
+
+
+def _tf2_abstract_eval(*avals):
+  if len(avals) != 4:
+    raise TypeError(f"threefry2x32_p expects 4 arguments, got {len(avals)}.")
+  shape = _tf2_shape(*avals)
+  return [ShapedArray(shape, _U32)] * 2
+
+
+def _tf2_impl(k0, k1, x0, x1):
+  from kernels import prng_impls as K
+  from nbjax.array import Array
+  vals = [np.asarray(v, _U32) for v in (k0, k1, x0, x1)]
+  shape = _tf2_shape(*(get_aval(v) for v in vals))
+  flat = [np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1) for v in vals]
+  y0, y1 = np.empty(flat[0].size, _U32), np.empty(flat[0].size, _U32)
+  K.threefry2x32_flat(*flat, y0, y1)
+  return [Array(y0.reshape(shape)), Array(y1.reshape(shape))]
+
+
+def _tf2_lax(k0, k1, x0, x1):
+  lax = _lax()
+  shape = _tf2_shape(*(get_aval(v) for v in (k0, k1, x0, x1)))
+  k0, k1, x0, x1 = (lax.broadcast_in_dim(v, shape, tuple(range(len(shape) - get_aval(v).ndim,
+                                                                 len(shape))))
+                    for v in (k0, k1, x0, x1))
+  return list(threefry2x32(k0, k1, x0, x1))
+
+
+def _tf2_batch(vals, dims):
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
+  rank = max(get_aval(v).ndim - (d is not None) for v, d in zip(vals, dims))
+  lax = _lax()
+  out = []
+  for v, d in zip(vals, dims):
+    a = get_aval(v)
+    if d is None:
+      v = lax.broadcast_in_dim(v, (1, *(1,) * (rank - a.ndim), *a.shape),
+                               tuple(range(1 + rank - a.ndim, 1 + rank)))
+    else:
+      v = batching.moveaxis(v, d, 0)
+      r = a.ndim - 1
+      v = lax.broadcast_in_dim(v, (size, *(1,) * (rank - r), *get_aval(v).shape[1:]),
+                               (0, *range(1 + rank - r, 1 + rank)))
+    out.append(v)
+  shape = (size, *np.broadcast_shapes(*(get_aval(v).shape[1:] for v in out)))
+  out = [lax.broadcast_in_dim(v, shape, tuple(range(len(shape)))) for v in out]
+  return threefry2x32_p.bind(*out), [0, 0]
+
+
+def _tf2_lowering(ctx, *args):
+  from nbjax.interpreters import mlir
+  return mlir.lower_fun(_tf2_lax, multiple_results=True)(ctx, *args)
+
+
+threefry2x32_p = Primitive("threefry2x32")
+threefry2x32_p.multiple_results = True
+ad.defjvp_zero(threefry2x32_p)
+registry.register(threefry2x32_p, family="random", impls={"python": _tf2_impl},
+                  abstract_eval=_tf2_abstract_eval, batch=_tf2_batch,
+                  policy=("python", "python", 0),
+                  meta=dict(differentiable=False, note="JAX's threefry2x32 hash (elementwise)"))
+lowering.register(threefry2x32_p, _tf2_lowering)
