@@ -51,6 +51,7 @@ from nbjax import custom_derivatives
 from nbjax.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
 from nbjax import custom_batching
 from nbjax import numpy
+from nbjax.numpy._indexing import ds, dslice  # noqa: F401  (jax.ds: x[jax.ds(i, n)])
 from nbjax import scipy  # noqa: E402  (jax.scipy: special, stats)
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.api import live_arrays, pmap

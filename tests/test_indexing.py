@@ -665,3 +665,61 @@ def test_point_hot_paths_follow_a_pinned_backend():
     config.set_eager_backend(lax.gather_p, None)
     config.set_eager_backend(lax.scatter_add_p, None)
   assert L.scatter_points(lax.scatter_add_p, x, i, x[i], True) is not None
+
+
+# ------------------------------------------ as JAX 0.10.2's own indexing tests (x64 values)
+
+def test_ds_dynamic_slice_index_as_jax():
+  import nbjax
+  x = jnp.arange(10)
+  for s, want in [(nbjax.ds(8, 5), [5, 6, 7, 8, 9]), (nbjax.ds(2, 3), [2, 3, 4]),
+                  (nbjax.ds(-3, 2), [7, 8]), (nbjax.ds(1, 3, 2), [1, 3, 5]),
+                  (nbjax.ds(8, 3, 2), [8, 9, 9]), (nbjax.ds(3), [0, 1, 2])]:
+    assert np.asarray(x[s]).tolist() == want, s
+  assert nbjax.ds(None) == slice(None)
+  f = nbjax.jit(lambda x, i: x[nbjax.ds(i, 3)])
+  assert np.asarray(f(x, 8)).tolist() == [7, 8, 9]
+  assert np.asarray(f(x, -2)).tolist() == [7, 8, 9]
+  y = jnp.arange(20).reshape(4, 5)
+  assert np.asarray(y[nbjax.ds(1, 2), nbjax.ds(2, 2)]).tolist() == [[7, 8], [12, 13]]
+  assert np.asarray(y[nbjax.ds(1, 2), 3]).tolist() == [8, 13]
+  assert np.asarray(x.at[nbjax.ds(2, 3)].set(0)).tolist() == [0, 1, 0, 0, 0, 5, 6, 7, 8, 9]
+  leaves, _ = nbjax.tree_util.tree_flatten(nbjax.ds(jnp.array(1), 3))
+  assert len(leaves) == 1
+
+
+def test_traced_scalar_index_is_a_dynamic_slice_as_jax():
+  import nbjax
+  jaxpr = nbjax.make_jaxpr(lambda x, i: x[i])(jnp.ones((4,)), 2)
+  prims = [str(e.primitive) for e in jaxpr.jaxpr.eqns]
+  assert len(prims) == 6 and prims[-2:] == ["dynamic_slice", "squeeze"]
+  x = jnp.arange(20.).reshape(4, 5)
+  f = nbjax.jit(lambda x, i, j: (x[i], x[i, 1:3], x[::-1, i], x[i, j], x[None, i, ..., 2:]))
+  for got, want in zip(f(x, -1, np.int32(7)),
+                       (x[-1], x[-1, 1:3], x[::-1, -1], x[-1, 4], x[None, -1, ..., 2:])):
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_index_errors_and_empty_masks_as_jax():
+  import nbjax
+  with pytest.raises(IndexError, match="Slice entries must be static integers"):
+    nbjax.jit(lambda x, i: x[i:])(jnp.ones(4), 1)
+  assert jnp.ones(3)[jnp.empty((0,), bool)].shape == (0,)       # JAX: a 0-size mask axis
+  assert jnp.ones((3, 4, 5))[jnp.empty((3, 0), bool)].shape == (0, 5)  # matches any size
+  x = jnp.arange(60.).reshape(3, 4, 5)
+  idx = ([[0], [-1]], np.array([[2, 3, 0, 3]]))  # lists of traced ints: stacked
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lambda x, i: x[i])(x, idx)),
+                                np.asarray(x)[idx])
+
+
+def test_scatter_unsafe_cast_warns_as_jax():
+  x = jnp.arange(5, dtype=jnp.int16)
+  with pytest.warns(FutureWarning, match="scatter inputs have incompatible types: cannot "
+                                         "safely cast value from dtype=int32 to dtype=int16"):
+    out = x.at[0].set(jnp.array(0, jnp.int32))
+  assert out.dtype == np.int16
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    x.at[0].set(3)                                   # weak Python scalars: no warning
+    jnp.arange(5.).at[0].set(jnp.array(1, jnp.int32))  # safe cast: no warning

@@ -56,6 +56,75 @@ class _Parsed(NamedTuple):
   static_ints: tuple     # (operand axis, value) of each Python / NumPy integer scalar index
 
 
+class Slice:
+  """JAX's ``jax._src.indexing.Slice`` (made by ``nbjax.ds``): ``size`` elements from
+  ``start`` every ``stride``, where ``start`` may be traced. As an index it is a window of
+  static size: a dynamic slice (``start`` clamped so the window fits, negative ``start``
+  counted from the end) for stride 1, clamped point indices otherwise, as JAX's."""
+  __slots__ = ("start", "size", "stride")
+
+  def __init__(self, start, size, stride=1):
+    if stride < 0:
+      raise ValueError("`stride` must be >= 0.")
+    self.start, self.size, self.stride = start, size, stride
+
+  def __repr__(self):
+    return f"Slice(start={self.start!r}, size={self.size!r}, stride={self.stride!r})"
+
+  def __eq__(self, other):
+    return (type(other) is Slice and (self.start, self.size, self.stride) ==
+            (other.start, other.size, other.stride))
+
+  __hash__ = None
+
+  @property
+  def is_dynamic_start(self):
+    return not _is_int_scalar(self.start)
+
+  @property
+  def is_dynamic_size(self):
+    return not _is_int_scalar(self.size)
+
+  def tree_flatten(self):
+    dyn_start, dyn_size = self.is_dynamic_start, self.is_dynamic_size
+    return ((self.start if dyn_start else None, self.size if dyn_size else None),
+            (None if dyn_start else self.start, None if dyn_size else self.size, self.stride))
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    start, size = (a if a is not None else b for a, b in zip(children, aux[:2]))
+    return cls(start, size, aux[2])
+
+  @classmethod
+  def from_slice(cls, slc, size):
+    start, stop, step = slc.indices(size)
+    if step < 1:
+      raise ValueError(f"slice must have a step >= 1 (found: {step})")
+    return cls(start, len(range(start, stop, step)), step)
+
+
+from nbjax._tree_util import register_pytree_node_class as _register  # noqa: E402
+_register(Slice)
+
+
+def dslice(start, size=None, stride=None):
+  """``Slice(start, size, stride)``, mirroring ``slice``: ``dslice(None)`` is ``:``,
+  ``dslice(j)`` is ``:j``, ``dslice(i, j)`` is ``i:i+j`` (``i`` may be traced) and
+  ``dslice(i, j, s)`` is ``i:i+j:s`` (JAX's ``jax.ds``)."""
+  if start is None:
+    return slice(None)
+  if stride is None:
+    stride = 1
+  if not isinstance(stride, int):
+    raise ValueError("Non-static stride in `dslice`")
+  if size is None:
+    start, size = 0, start
+  return Slice(start, size, stride)
+
+
+ds = dslice
+
+
 def _is_int_scalar(x):
   return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
@@ -78,6 +147,8 @@ def _classify(i, pos):
     return "ellipsis", None
   if isinstance(i, slice):
     for v in (i.start, i.stop, i.step):
+      if isinstance(v, Tracer) and not _util.is_concrete(v):
+        raise IndexError(f"Slice entries must be static integers. Got {i} at position {pos}")
       if v is not None and not _is_int_scalar(v):
         try:
           operator.index(core.concrete_or_error(None, v, "slice bounds must be static"))
@@ -85,6 +156,14 @@ def _classify(i, pos):
           raise TypeError(f"slice indices must be integers or None, got {v!r}") from None
     return "slice", slice(*(None if v is None else operator.index(v)
                             for v in (i.start, i.stop, i.step)))
+  if type(i) is Slice:
+    if not _is_int_scalar(i.size):
+      try:
+        i = Slice(i.start, operator.index(core.concrete_or_error(
+            None, i.size, "the size of a Slice (jax.ds) must be static")), i.stride)
+      except TypeError:
+        raise IndexError("Slice entries must be static integers.") from None
+    return "dslice", i
   if isinstance(i, (bool, np.bool_)):
     return "bool", bool(i)
   if _is_int_scalar(i):
@@ -92,7 +171,11 @@ def _classify(i, pos):
   if isinstance(i, str):
     raise TypeError(f"JAX does not support string indexing; got idx={i!r}")
   if isinstance(i, (list, tuple)):
-    i = np.asarray(i) if len(i) else np.zeros((0,), np.int64)
+    from nbjax._tree_util import tree_leaves
+    if any(isinstance(v, Tracer) for v in tree_leaves(i)):  # traced entries: stacked, as JAX
+      i = _creation().asarray(i)
+    else:
+      i = np.asarray(i) if len(i) else np.zeros((0,), np.int64)
     if isinstance(i, np.ndarray) and i.dtype == object:
       raise TypeError(f"Indexer must have integer or boolean type, got {i!r}")
   if not _util.is_arraylike(i):
@@ -124,7 +207,8 @@ def _parse(shape, idx):
     raise IndexError("an index can only have a single ellipsis ('...')")
   adv = [n for n, (k, _) in enumerate(raw) if k in ("int", "bool", "mask", "array")]
   contiguous = not adv or adv == list(range(adv[0], adv[-1] + 1))
-  used = sum(v.ndim if k == "mask" else k in ("slice", "int", "array") for k, v in raw)
+  used = sum(v.ndim if k == "mask" else k in ("slice", "dslice", "int", "array")
+             for k, v in raw)
   if used > len(shape):
     raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {used} "
                      "were indexed")
@@ -147,7 +231,7 @@ def _parse(shape, idx):
         raise _bool_index_error(v)
       m = _util.concrete(v)
       sub = _dims_of(shape, new_axes, ax, m.ndim)
-      if m.shape != sub:
+      if len(m.shape) != len(sub) or not all(a in (0, b) for a, b in zip(m.shape, sub)):
         raise IndexError(f"boolean index did not match shape of indexed array in index "
                          f"{ax}: got {m.shape}, expected {sub}")
       entries.extend(np.nonzero(m))
@@ -229,7 +313,7 @@ def _index_to_gather(shape, parsed, normalize=True):
   adjacent, NumPy's rule). Unit-stride slices are gather windows; strided slices become
   ``arange`` index arrays with their own batch axis."""
   entries = parsed.entries + [slice(None)] * (len(shape) - len(parsed.entries))
-  adv = [d for d, e in enumerate(entries) if not isinstance(e, slice)]
+  adv = [d for d, e in enumerate(entries) if not isinstance(e, (slice, Slice))]
   arrays = {d: (_int_array(entries[d]) if _is_int_scalar(entries[d]) else entries[d]) for d in adv}
   B = _util.broadcast_shapes(*(arrays[d].shape for d in adv))
   # output slots in order: ("adv",) once for the integer-array group; per slice of axis d with
@@ -244,6 +328,20 @@ def _index_to_gather(shape, parsed, normalize=True):
       n = len(range(start, stop, step))
       slots.append(("win", d, n, start) if step == 1 else
                    ("str", d, n, np.arange(start, stop, step)))
+    elif type(e) is Slice:  # jax.ds: a window at a (maybe traced) start, from the end if < 0
+      start = e.start
+      if _is_int_scalar(start):
+        start = start + shape[d] if start < 0 else start
+      else:
+        start = _normalize(as_array(start), shape[d])
+      if e.stride == 1:
+        slots.append(("win", d, e.size, start))
+      else:
+        idt = dtypes.default_int_dtype()
+        steps = np.arange(e.size, dtype=idt) * e.stride
+        pts = (lax.add(lax.broadcast(_util.convert(start, idt), (e.size,)), Array(steps))
+               if isinstance(start, Tracer) else steps + np.asarray(start, idt))
+        slots.append(("str", d, e.size, pts))
     elif not placed:
       slots.append(("adv",))
       placed = True
@@ -270,10 +368,14 @@ def _index_to_gather(shape, parsed, normalize=True):
   comps, index_map, concrete = [], [], True  # one index column per operand axis that needs one
   for d in range(len(shape)):
     if d in wins:
-      if wins[d][3] == 0 and wins[d][2] == shape[d] and (index_map or d < len(shape) - 1):
+      st = wins[d][3]
+      if _is_int_scalar(st) and st == 0 and wins[d][2] == shape[d] and (
+          index_map or d < len(shape) - 1):
         continue  # a full window needs no start index (but keep at least one column)
-      comps.append((np.asarray(wins[d][3]), ()))
+      concrete &= not isinstance(st, Tracer)
+      comps.append((st if isinstance(st, Tracer) else np.asarray(st), ()))
     elif d in strs:
+      concrete &= not isinstance(strs[d][3], Tracer)
       comps.append((strs[d][3], (str_batch_dim[d],)))
     else:
       a = _normalize(arrays[d], shape[d]) if normalize else arrays[d]
@@ -294,7 +396,9 @@ def _index_to_gather(shape, parsed, normalize=True):
                                      collapsed_slice_dims=collapsed,
                                      start_index_map=tuple(index_map))
   slice_sizes = tuple(wins[d][2] if d in wins else 1 for d in range(len(shape)))
-  ascending = all(s[0] != "str" or s[3].size < 2 or s[3][1] > s[3][0] for s in slots)
+  ascending = all(s[0] != "str" or (np.size(s[3]) < 2 or s[3][1] > s[3][0]
+                                     if isinstance(s[3], np.ndarray) else False)
+                  for s in slots)
   return _Indexer(indices, dnums, slice_sizes, tuple(out_shape), not adv, not adv and ascending)
 
 
@@ -354,7 +458,7 @@ def _is_static_slicing(shape, entries, normalize=True):
   for d, e in enumerate(entries):
     if isinstance(e, slice):
       continue
-    if not isinstance(e, int):
+    if not isinstance(e, int):  # (arrays, and Slice windows: a gather)
       return False
     n = shape[d]
     if not (-n if normalize else 0) <= e < n:
@@ -362,6 +466,50 @@ def _is_static_slicing(shape, entries, normalize=True):
         raise IndexError(f"index is out of bounds for axis {d} with size 0")
       return False
   return True
+
+
+def _dynamic_slice_take(x, entries, normalize):
+  """``x[entries]`` as JAX's dynamic-slice path: unit-step slices, integers and at least one
+  traced integer scalar become one ``lax.dynamic_slice`` (starts clamped, as a gather clips)
+  then ``rev``/``squeeze``; None when the index needs a gather."""
+  entries = entries + [slice(None)] * (x.ndim - len(entries))
+  if not any(isinstance(e, Tracer) for e in entries):
+    return None
+  starts, sizes, rev, squeeze = [], [], [], []
+  for d, (e, n) in enumerate(zip(entries, x.shape)):
+    if isinstance(e, slice):
+      a, b, st = e.indices(n)
+      if st not in (1, -1):
+        return None
+      m = len(range(a, b, st))
+      if st < 0:
+        rev.append(d)
+        a = a + (m - 1) * st
+      starts.append(a if m else 0)
+      sizes.append(m)
+    elif _is_int_scalar(e) or (isinstance(e, Tracer) and e.ndim == 0 and e.dtype.kind in "iu"):
+      if n == 0:
+        raise IndexError(f"index is out of bounds for axis {d} with size 0")
+      if isinstance(e, Tracer):
+        if e.weak_type:  # (JAX converts a weakly typed index first)
+          e = _util.convert(e, e.dtype, False)
+        if not normalize and e.dtype.kind == "i":
+          e = lax.max(e, _util.lit(0, e.dtype, True))  # (no counting from the end: clamp)
+      elif not normalize and e < 0:
+        e = 0
+      starts.append(e)
+      sizes.append(1)
+      squeeze.append(d)
+    else:
+      return None
+  traced = [i for i in starts if isinstance(i, Tracer)]
+  if len({i.dtype for i in traced}) > 1:
+    idt = dtypes.default_int_dtype()
+    starts = [_saturate(i, idt) if isinstance(i, Tracer) else i for i in starts]
+  out = lax.dynamic_slice(x, starts, sizes)
+  if rev:
+    out = lax.rev(out, tuple(rev))
+  return lax.squeeze(out, tuple(squeeze)) if squeeze else out
 
 
 def _check_static_indices(shape, static_ints, normalize):
@@ -423,6 +571,10 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     x = lax.expand_dims(x, parsed.new_axes)
   if _is_static_slicing(x.shape, parsed.entries, normalize_indices):
     return _static_slice(x, parsed.entries)
+  if mode is None or gmode != lax.GatherScatterMode.FILL_OR_DROP:
+    out = _dynamic_slice_take(x, parsed.entries, normalize_indices)
+    if out is not None:
+      return out
   ix = _index_to_gather(x.shape, parsed, normalize_indices)
   if math.prod(ix.out_shape) == 0:
     return lax.full_like(x, 0, shape=ix.out_shape)
@@ -452,6 +604,27 @@ def _creation():
   return _creation
 
 
+def _warn_unsafe_scatter_cast(y, dtype):
+  """JAX's FutureWarning for ``x.at[i].set(y)`` with a strongly typed ``y`` that does not
+  cast safely to ``x``'s dtype (weak Python scalars always do)."""
+  if isinstance(y, (bool, int, float, complex)) or not hasattr(y, "dtype"):
+    return
+  yd = np.dtype(y.dtype)
+  if yd == dtype or getattr(y, "weak_type", False) or (
+      isinstance(y, np.ndarray) and y.dtype == object):
+    return
+  try:
+    safe = dtypes.result_type(yd, dtype) == dtype
+  except Exception:  # (no promotion path: the cast below decides)
+    return
+  if not safe:
+    import warnings
+    warnings.warn(f"scatter inputs have incompatible types: cannot safely cast value from "
+                  f"dtype={yd} to dtype={dtype} with jax_numpy_dtype_promotion="
+                  f"{config.read('numpy_dtype_promotion')}. In future JAX releases this will "
+                  "result in an error.", FutureWarning, stacklevel=4)
+
+
 def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
                    mode=None, normalize_indices=True):
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
@@ -469,6 +642,7 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
            else np.asarray(y))
     elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
       y = as_array(y)
+    _warn_unsafe_scatter_cast(y, x.dtype)
     y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
     if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager, 1-D x: one kernel call
