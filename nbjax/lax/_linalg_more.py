@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import enum
 import math
-import threading
 
 import numpy as np
 
-from nbjax import core, registry
+from nbjax import registry
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad
@@ -830,26 +829,14 @@ __all__ = ["schur", "schur_p", "hessenberg", "hessenberg_p", "householder_produc
 
 # ====================================================================== lowering (FFI)
 from nbjax.interpreters import lowering  # noqa: E402
-from nbjax.interpreters.lowering import hlo, ir, mlir  # noqa: E402
-from nbjax import xla  # noqa: E402
+from nbjax.interpreters.lowering import mlir  # noqa: E402
+from nbjax.lax import linalg as _L  # noqa: E402  (its handler builder; it imports this module last)
 
 _HEAD = """
 import numpy as np
 from numba import cfunc, types
 from kernels import linalg_more as KM
 from kernels.ffi import (ffi_metadata_query, arg_rank, arg_dim, ret_dim, arg_flat, ret_flat)
-"""
-
-_BATCH = """
-  if ffi_metadata_query(cf):
-    return 0
-  r = arg_rank(cf, 0)
-  m = arg_dim(cf, 0, r - 2)
-  n = arg_dim(cf, 0, r - 1)
-  B = 1
-  for i in range(r - 2):
-    B *= arg_dim(cf, 0, i)
-  a = arg_flat(cf, 0, DT, B * m * n).reshape((B, m, n))
 """
 
 _BODIES = {
@@ -922,40 +909,16 @@ _BODY_TSOLVE = """
   return 0
 """
 
-_handlers = {}
-_lock = threading.Lock()
-
-
-def _target(name, dtype):
-  """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
-  d = np.dtype(dtype)
-  key = (name, d)
-  with _lock:
-    if key in _handlers:
-      return _handlers[key]
-    fn = f"nbjax_{name}_{d.name}"
-    src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real_dtype(d).name}\n"
-           + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
-           + (_BODY_TSOLVE if name == "tridiagonal_solve" else _BATCH + _BODIES[name]))
-    ns = {"__name__": __name__}
-    exec(compile(src, __file__, "exec"), ns)
-    xla.register_ffi_target(fn, ns[fn])
-    _handlers[key] = fn
-    return fn
+def _zeros_out(ctx):
+  return [mlir.full_like_aval(ctx, 0, a) for a in ctx.avals_out]
 
 
 def _ffi_call(name, dtype, operands, result_avals):
-  op = hlo.CustomCallOp.build_generic(
-      results=mlir.aval_to_ir_types(result_avals), operands=list(operands),
-      attributes=dict(call_target_name=ir.StringAttr.get(_target(name, dtype)),
-                      has_side_effect=ir.BoolAttr.get(False), api_version=mlir.i32_attr(4),
-                      backend_config=ir.DictAttr.get({}),
-                      called_computations=ir.ArrayAttr.get([])))
-  return list(op.results)
-
-
-def _zeros_out(ctx):
-  return [mlir.full_like_aval(ctx, 0, a) for a in ctx.avals_out]
+  """The custom call of ``name``'s kernel (``kernels.linalg_more``), built as
+  ``nbjax.lax.linalg``'s handlers are."""
+  body = _BODY_TSOLVE if name == "tridiagonal_solve" else _L._BATCH + _BODIES[name]
+  return _L._ffi_call(name, dtype, operands, result_avals,
+                      target=_L._target(name, dtype, _HEAD, body))
 
 
 def _schur_lowering(ctx, x, *, compute_schur_vectors, sort_eig_vals, select_callable):

@@ -1802,18 +1802,19 @@ _lock = threading.Lock()
 _FLAGGED = frozenset({"eigh", "eig", "trsm"})
 
 
-def _target(name, dtype):
-  """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``."""
+def _target(name, dtype, head=_HEAD, body=None):
+  """Register (once) and return the FFI target name for ``name``'s kernel at ``dtype``: a
+  numba cfunc of ``head`` (imports) and ``body`` (default: ``_BATCH`` + ``_BODIES[name]``)."""
   d = np.dtype(dtype)
   key = (name, d)
   with _lock:
     if key in _handlers:
       return _handlers[key]
     fn = f"nbjax_{name}_{d.name}"
-    src = (_HEAD + f"DT = np.{d.name}\nRT = np.{_real(d).name}\n"
+    src = (head + f"DT = np.{d.name}\nRT = np.{_real(d).name}\n"
            + f"CT = np.{_complex_dtype(d).name}\n"
            + f"@cfunc(types.int64(types.voidptr), nopython=True, cache=True)\ndef {fn}(cf):"
-           + _BATCH + _BODIES[name])
+           + (_BATCH + _BODIES[name] if body is None else body))
     ns = {"__name__": __name__}
     exec(compile(src, __file__, "exec"), ns)
     xla.register_ffi_target(fn, ns[fn])
@@ -1822,8 +1823,8 @@ def _target(name, dtype):
 
 
 def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False, left=False,
-              right=False):
-  target = _target(name, dtype)
+              right=False, target=None):
+  target = target or _target(name, dtype)
   if name in _FLAGGED:
     operands = [*operands, mlir.ir_constant(np.array([lower, unit, left, right], np.int32))]
   op = hlo.CustomCallOp.build_generic(
