@@ -20,6 +20,7 @@ import numpy as np
 
 from nbjax import core, dtypes, lax
 from nbjax.array import Array as _Array
+from nbjax.interpreters import partial_eval as _pe
 from nbjax.config import config
 from nbjax import numpy as jnp
 from nbjax import prng as _keys
@@ -81,23 +82,29 @@ _ctx, _eval_trace = core._ctx, core.eval_trace
 
 def _operand(k):
   """The operand of a key primitive for ``k`` when its operations stage JAX's key primitives
-  (``random_split``, ``random_bits``...): a typed key's tracer, or an eager key under a
-  transformation (a constant of key dtype); else ``None``: eager keys run the
-  implementation's functions directly (the fused threefry kernel), and keys traced as raw
-  data (inside a sampler's staged program) the functions on that data."""
+  (``random_split``, ``random_bits``...): a typed key's tracer, or an eager key while staging
+  (jit, make_jaxpr: a constant of key dtype); else ``None``: eager keys run the
+  implementation's functions directly (the fused threefry kernel; also under a vmap or grad
+  of eager keys), and keys traced as raw data (inside a sampler's staged program) the
+  functions on that data."""
   b = k._base_array
   if type(b) is _Array and _ctx.trace is _eval_trace:  # (the eager fast path)
     return None
   if type(b.dtype) is KeyTy:
     return b
-  if isinstance(b, core.Tracer) or _ctx.trace is _eval_trace:
-    return None
+  if isinstance(b, core.Tracer) or not _staging():
+    return None  # (an eager key under vmap/grad of eager values: the fused kernel)
   return k
 
 
-def _sample(k, *p, shape, op, dtype):
-  return prng.threefry_sample(k._base_array, *p, shape=shape, op=op, dtype=dtype,
-                              partitionable=config._flags["threefry_partitionable"])
+def _staging():
+  """Whether the current trace stages (jit, make_jaxpr), itself or below a vmap/jvp."""
+  t = _ctx.trace
+  while t is not None and t is not _eval_trace:
+    if type(t) is _pe.DynamicJaxprTrace:
+      return True
+    t = getattr(t, "parent_trace", None)
+  return False
 
 
 # ------------------------------------------------------------------ keys
@@ -326,10 +333,29 @@ def _uniform_staged(k, shape, dt, minval, maxval):
                                      shape))
 
 
+def _fusable(k):
+  """Whether ``k``'s draws may run on the fused kernel: threefry keys that are not staged
+  as JAX's key primitives (eager keys, keys traced as data, and typed keys under vmap or
+  jvp, whose data the kernel's batching rule takes)."""
+  if not _fused(k):
+    return False
+  op = _operand(k)
+  return op is None or (op is k._base_array and type(op) is not _pe.JaxprTracer)
+
+
+def _sample(k, *p, shape, op, dtype):
+  b = k._base_array
+  if type(b.dtype) is KeyTy:  # a typed key under vmap/jvp: the kernel on its data
+    b = prng.random_unwrap_p.bind(b)
+  return prng.threefry_sample(b, *p, shape=shape, op=op, dtype=dtype,
+                              partitionable=config._flags["threefry_partitionable"])
+
+
 def _uniform(k, shape, dt, minval, maxval):
-  if _operand(k) is not None:
+  fusable = dt.itemsize >= 4 and _fusable(k)
+  if not fusable and _operand(k) is not None:
     return _uniform_staged(k, shape, dt, minval, maxval)
-  if dt.itemsize >= 4 and _fused(k):  # float32/float64: the fused kernel draws [0, 1)
+  if fusable:  # float32/float64: the fused kernel draws [0, 1)
     floats = _sample(k, shape=shape, op="uniform", dtype=dt)
     if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
       return floats
@@ -444,7 +470,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
     return u2 < p - u1
-  if dt.itemsize >= 4 and _fused(k) and _operand(k) is None:  # one fused pass
+  if dt.itemsize >= 4 and _fusable(k):  # one fused pass: draw, convert, compare
     return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
   return _uniform(k, shape, dt, 0., 1.) < p
 

@@ -684,6 +684,10 @@ def _leaf_key(flat):
       key.append(t)
     elif t is np.ndarray:
       key.append((a.shape, a.dtype, False))
+    elif isinstance(getattr(a, "dtype", None), dtypes.ExtendedDType) and hasattr(a, "aval"):
+      if isinstance(a, Tracer):
+        return None
+      key.append((a.shape, a.dtype, t))  # an eager key array (nbjax.prng)
     else:
       return None
   return tuple(key)
