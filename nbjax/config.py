@@ -163,6 +163,25 @@ class Config:
 
   x64_enabled = enable_x64
 
+  def parse_flags_with_absl(self):
+    """JAX's ``jax.config.parse_flags_with_absl()`` (test modules call it at import): the
+    ``--jax_<option>=<value>`` command-line flags update the options; others are left."""
+    import sys
+    for arg in sys.argv[1:]:
+      if not arg.startswith("--jax_") or "=" not in arg:
+        continue
+      name, value = arg[2:].split("=", 1)
+      try:
+        n = self._name(name)
+      except AttributeError:
+        continue
+      check = _OPTIONS[n][1]
+      if check is _boolean:
+        value = value.lower() in ("1", "true", "t", "yes", "y", "on")
+      elif isinstance(_OPTIONS[n][0], int) and not isinstance(_OPTIONS[n][0], bool):
+        value = int(value)
+      self.update(n, value)
+
   def add_listener(self, f):
     self._listeners.append(f)
 

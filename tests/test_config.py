@@ -188,3 +188,15 @@ def test_options_start_from_jax_environment_variables():
   env["JAX_ENABLE_X64"] = "maybe"
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
   assert "invalid truth value 'maybe' for environment 'JAX_ENABLE_X64'" in out.stderr
+
+
+def test_parse_flags_with_absl_reads_jax_flags(monkeypatch):
+  """JAX's tests call jax.config.parse_flags_with_absl() at import."""
+  import sys
+  monkeypatch.setattr(sys, "argv", ["prog", "--jax_numpy_rank_promotion=raise", "--other=1"])
+  old = nbjax.config.read("numpy_rank_promotion")
+  try:
+    nbjax.config.parse_flags_with_absl()
+    assert nbjax.config.read("numpy_rank_promotion") == "raise"
+  finally:
+    nbjax.config.update("numpy_rank_promotion", old)

@@ -324,3 +324,55 @@ def test_pcast_pbroadcast_pswapaxes():
   m = np.arange(9.).reshape(3, 3)
   out = nbjax.vmap(lambda v: lax.pswapaxes(v, "i", 0), axis_name="i")(m)
   np.testing.assert_array_equal(out, m.T)
+
+
+# ------------------------------------------- as JAX 0.10.2's lax_autodiff_test (x64 values)
+
+def test_reduce_of_a_pair_has_a_reverse_mode_as_jax():
+  x = np.array([[1.764, 0.4, 0.979, 2.241], [1.868, -0.977, 0.95, -0.151],
+                [-0.103, 0.411, 0.144, 1.454]])
+  y = np.array([[0.761, 0.122, 0.444, 0.334], [1.494, -0.205, 0.313, -0.854],
+                [-2.553, 0.654, 0.864, -0.742]])
+  f = lambda x, y: lax.reduce((x, y), (np.array(0.), np.array(1.)),
+                              lambda a, b: (a[0] + b[0], a[1] * b[1]), (1,))
+  gx, gy = nbjax.grad(lambda x, y: sum(t.sum() for t in f(x, y)), (0, 1))(x, y)
+  np.testing.assert_allclose(np.asarray(gx), np.ones((3, 4)))
+  np.testing.assert_allclose(np.asarray(gy), [
+      [0.018092112, 0.112853256, 0.031009228, 0.041221848],
+      [0.05479691, -0.399349188, 0.26155458, -0.09586251],
+      [-0.419271552, 1.636697664, 1.238889204, -1.442587968]], rtol=1e-9)
+  nbjax.test_util.check_grads(f, (x, y), 2, ["fwd", "rev"], 1e-4, 1e-4)
+
+
+def test_complex_reduce_max_min_lexicographic_as_jax():
+  x = jnp.array([1 + 2j, 3 - 1j, 3 + 0.5j, -1 + 5j], jnp.complex64)
+  assert complex(lax.reduce_max(x, (0,))) == 3 + 0.5j
+  assert complex(lax.reduce_min(x, (0,))) == -1 + 5j
+  assert complex(lax.reduce(x, np.complex64(-np.inf), lax.max, (0,))) == 3 + 0.5j
+  assert complex(nbjax.jit(lambda v: lax.reduce_max(v, (0,)))(x)) == 3 + 0.5j
+  g = nbjax.grad(lambda v: lax.reduce_max(v, (0,)).real)(x)
+  np.testing.assert_array_equal(np.asarray(g), [0, 0, 1, 0])
+
+
+def test_mul_out_dtype_and_int_power_derivative_at_zero_as_jax():
+  out = lax.mul(jnp.float32(2), jnp.bfloat16(3), out_dtype="float64")
+  assert out.dtype == np.float64 and float(out) == 6.0
+  out = lax.mul(jnp.float32(1.1), jnp.float32(3.3), out_dtype="bfloat16")
+  assert out.dtype == jnp.bfloat16 and float(out) == 3.625
+  g = nbjax.grad(lambda a, b: lax.mul(a, b, out_dtype="float32"))(jnp.float16(2), jnp.bfloat16(3))
+  assert g.dtype == np.float16 and float(g) == 3.0
+  # x ** n with a traced integer n: lax.pow with the integer exponent (d/dx x**0 = 0 at 0)
+  assert float(nbjax.grad(nbjax.jit(lambda x, n: x ** n))(0., 0)) == 0.0
+  jaxpr = nbjax.make_jaxpr(lambda x, n: x ** n)(0., 0)
+  pow_eqn = [e for e in jaxpr.jaxpr.eqns if str(e.primitive) == "pow"][0]
+  assert pow_eqn.invars[1].aval.dtype == np.int64
+
+
+def test_conv_accepts_bfloat16_as_jax():
+  x = jnp.arange(2 * 3 * 5 * 5, dtype="bfloat16").reshape(2, 3, 5, 5) / 50
+  w = jnp.ones((4, 3, 2, 2), "bfloat16")
+  y = lax.conv(x, w, (1, 1), "VALID")
+  assert y.dtype == jnp.bfloat16
+  np.testing.assert_array_equal(np.asarray(y[0, 0, 0, :3], np.float32), [6.71875, 6.96875, 7.1875])
+  yj = nbjax.jit(lambda a, b: lax.conv(a, b, (1, 1), "VALID"))(x, w)
+  np.testing.assert_array_equal(np.asarray(yj[0, 0, 0, :3], np.float32), [6.71875, 6.96875, 7.1875])

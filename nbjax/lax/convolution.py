@@ -173,7 +173,7 @@ def _dilate_shape(shape, dilation):
 
 _conv_dtypes = {np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8",
                                       "uint16", "uint32", "uint64", "float16", "float32",
-                                      "float64", "complex64", "complex128")} | {dtypes.bfloat16}
+                                      "float64", "complex64", "complex128")} | {np.dtype(dtypes.bfloat16)}
 
 
 def _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,

@@ -1559,7 +1559,29 @@ def stop_gradient(x):
 
 add = _bin(add_p, r"""Elementwise addition: :math:`x + y`.""")
 sub = _bin(sub_p, r"""Elementwise subtraction: :math:`x - y`.""")
-mul = _bin(mul_p, r"""Elementwise multiplication: :math:`x \times y`.""")
+
+
+def mul(x, y, *, out_dtype=None):
+  r"""Elementwise multiplication: :math:`x \times y`. ``out_dtype`` (JAX's): operands of
+  different dtypes multiplied in the widest of theirs and ``out_dtype``, rounded once to
+  ``out_dtype``."""
+  if out_dtype is None:
+    if type(x) is not Array or type(y) is not Array:
+      x, y = _scalars_like(x, y)
+    return mul_p.eager(x, y) if _ctx.trace is _EVAL else mul_p.bind(x, y)
+  return _mul_out_dtype(x, y, out_dtype)
+
+
+def _mul_out_dtype(x, y, out_dtype):
+  out = dtypes.canonicalize_dtype(np.dtype(out_dtype))
+  dx, dy = (None if type(v) in _PY else core.get_aval(v).dtype for v in (x, y))
+  wide = out
+  for d in (dx, dy):
+    if d is not None and d != wide:
+      wide = dtypes.promote_types(wide, d)
+  x, y = (convert_element_type(v, wide) for v in (x, y))
+  r = mul_p.bind(x, y)
+  return r if wide == out else convert_element_type(r, out)
 div = _bin(div_p, r"""Elementwise division: :math:`x / y` (integers truncate toward zero; ``x // 0`` is -1).""")
 rem = _bin(rem_p, r"""Elementwise remainder with the sign of the dividend (C ``fmod``); ``x % 0`` is ``x``.""")
 max = _bin(max_p, r"""Elementwise maximum: :math:`\max(x, y)`, propagating NaN.""")

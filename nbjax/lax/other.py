@@ -121,8 +121,56 @@ def _bind_reduce(xs, inits, computation, dimensions, name=None):
 
 
 def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
-  return _reducer_jvp(primals, tangents, lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a),
-                      lambda ops, inits, comp: _bind_reduce(ops, inits, comp, dimensions, "jvp"))
+  """JAX's rule: the jvp of a pairwise tree reduction written with the reducer (vmapped over
+  the kept positions), slices and pads, so the primal outputs never depend on the tangents
+  and reverse mode (linearize + transpose) works. Init values' tangents must be zero."""
+  from nbjax import api
+  lax = _lax()
+  n = len(primals) // 2
+  xs, inits = list(primals[:n]), list(primals[n:])
+  f = lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a)
+  if any(type(t) is not ad.Zero for t in tangents[n:]):  # (JAX: NotImplementedError) the
+    # init tangents start a tangent fold bound with the primal one: forward mode only
+    return _reducer_jvp(primals, tangents, f, lambda ops, zs, comp: _bind_reduce(
+        ops, zs, comp, dimensions, "jvp"))
+  shape = get_aval(xs[0]).shape
+  axes = tuple(dimensions)
+  kept = tuple(d for d in range(len(shape)) if d not in axes)
+  size = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+  new_shape = (size,) + tuple(shape[d] for d in kept)
+  perm = axes + kept
+  inex = [dtypes.is_inexact(get_aval(x).dtype) for x in xs]
+  reducer = f
+  for _ in range(len(kept) + 1):
+    reducer = api.vmap(reducer)
+
+  def tree(*ops):
+    ops = [lax.reshape(lax.transpose(x, perm), new_shape) for x in ops]
+    while ops[0].shape[0] > 1:
+      m = ops[0].shape[0]
+      m1 = (m + 1) // 2
+      left = [lax.slice_in_dim(x, 0, m1) for x in ops]
+      right = [lax.slice_in_dim(x, m1, m) for x in ops]
+      if m - m1 != m1:
+        pads = [(0, 0, 0)] * len(new_shape)
+        pads[0] = (0, 1, 0)
+        right = [lax.pad(r, lax.convert_element_type(z, r.dtype), pads)
+                 for r, z in zip(right, inits)]
+      ops = list(reducer(*left, *right))
+    if ops[0].shape[0] == 0:
+      return [lax.full(new_shape[1:], z, get_aval(x).dtype) for z, x in zip(inits, xs)]
+    return [lax.squeeze(x, (0,)) for x in ops]
+
+  diff = [i for i in range(n) if inex[i]]
+
+  def tree_diff(*dx):  # the differentiable operands as arguments, the others closed over
+    ops = list(xs)
+    for i, v in zip(diff, dx):
+      ops[i] = v
+    return tree(*ops)
+  po, to = api.jvp(tree_diff, tuple(xs[i] for i in diff),
+                   tuple(ad.instantiate_zeros(tangents[i]) for i in diff))
+  return list(po), [to[i] if inex[i] else ad.Zero.from_primal_value(po[i]) for i in range(n)]
 
 
 def _reducer_jvp(primals, tangents, f, bind):

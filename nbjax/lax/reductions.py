@@ -543,13 +543,42 @@ def reduce_prod(operand, axes):
 
 
 def reduce_max(operand, axes):
-  """Maximum of ``operand`` over ``axes`` (NaN-propagating; -inf/iinfo.min when empty)."""
+  """Maximum of ``operand`` over ``axes`` (NaN-propagating; -inf/iinfo.min when empty;
+  complex: lexicographic on (real, imag), as XLA's)."""
+  if core.get_aval(operand).dtype.kind == "c":
+    return _complex_extreme(operand, tuple(axes), True)
   return reduce_max_p.bind(operand, axes=tuple(axes))
 
 
 def reduce_min(operand, axes):
-  """Minimum of ``operand`` over ``axes`` (NaN-propagating; inf/iinfo.max when empty)."""
+  """Minimum of ``operand`` over ``axes`` (NaN-propagating; inf/iinfo.max when empty;
+  complex: lexicographic on (real, imag), as XLA's)."""
+  if core.get_aval(operand).dtype.kind == "c":
+    return _complex_extreme(operand, tuple(axes), False)
   return reduce_min_p.bind(operand, axes=tuple(axes))
+
+
+def _complex_extreme(operand, axes, is_max):
+  """Lexicographic max/min of a complex ``operand``: the extreme real part, then the extreme
+  imaginary part among the elements with that real part."""
+  from nbjax import lax
+  axes = tuple(operator.index(a) % max(core.get_aval(operand).ndim, 1) for a in axes)
+  red = reduce_max_p if is_max else reduce_min_p
+  shape = core.get_aval(operand).shape
+  re, im = lax.real(operand), lax.imag(operand)
+  r = red.bind(re, axes=axes)
+  keep = tuple(d for d in range(len(shape)) if d not in axes)
+  on_r = lax.eq(re, lax.broadcast_in_dim(r, shape, keep))
+  fill = lax.full_like(im, -np.inf if is_max else np.inf)
+  ans = lax.stop_gradient(lax.complex(r, red.bind(lax.select(on_r, im, fill), axes=axes)))
+  # derivative as JAX's reduce_max rule: the mean of the tangents of the elements equal to
+  # the result (adding exact zeros to the value)
+  b = lax.broadcast_in_dim(ans, shape, keep)
+  loc = lax.eq(operand, b)
+  diff = lax.select(loc, lax.sub(operand, b), lax.full_like(operand, 0))
+  cnt = reduce_sum_p.bind(lax.convert_element_type(loc, operand.dtype), axes=axes)
+  return lax.add(ans, lax.div(reduce_sum_p.bind(diff, axes=axes),
+                              lax.max(cnt, lax.full_like(cnt, 1))))
 
 
 def reduce_and(operand, axes):

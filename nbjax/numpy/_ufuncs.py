@@ -351,7 +351,11 @@ def power(x1, x2, /):
       i = dtypes.default_int_dtype()
       a_, b_ = _util.convert(a_, i), _util.convert(b_, i)
     return _pow_int_int(a_, b_)
-  out = lax.pow(a_, b_)
+  if dtypes.is_inexact(a.dtype) and dtypes.is_int(b.dtype):
+    # JAX: an integer exponent is not promoted, so the derivative at x = 0 of x ** 0 is 0
+    out = lax.pow(a_, b)
+  else:
+    out = lax.pow(a_, b_)
   if dtypes.is_inexact(a.dtype) and dtypes.is_int(b.dtype) and not dtypes.is_weakly_typed(b):
     out = _util.convert(out, out.dtype)  # JAX: lax.pow(x1, x2) unpromoted, strong as x2
   return out
