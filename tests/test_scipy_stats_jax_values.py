@@ -73,3 +73,30 @@ def test_values_as_jax(expr, shape, dtype, weak, want):
 def test_norm_isf_of_bool_as_jax():
   with pytest.raises(TypeError, match="^sub does not accept dtype bool at position 0"):
     st.norm.isf(True)
+
+
+# gradients below/above the support are 0 as JAX's (its clamp and select route no cotangent
+# there), inside they are JAX's: values from JAX 0.10.2
+JAX_GRADS = [
+    ("grad(st.gamma.cdf)(-0.7, 0.7)", 0.0),
+    ("grad(st.gamma.cdf)(0.3, 0.7)", 0.8189965519314117),
+    ("grad(st.gamma.logcdf, argnums=(0, 1, 2, 3))(-0.7, 0.7, 0.0, 1.2)", (0.0, nan, -0.0, 0.0)),
+    ("grad(st.chi2.cdf)(-0.7, 0.8)", 0.0),
+    ("grad(st.chi2.sf, argnums=(0, 1, 2, 3))(-0.7, 0.8, 0.0, 1.5)", (0.0, -0.0, -0.0, 0.0)),
+    ("grad(st.chi2.cdf, argnums=(0, 1, 2, 3))(0.9, 0.8, 0.1, 1.5)",
+     (0.2543857993988674, -0.4303885176276335, -0.2543857993988674, -0.1356724263460626)),
+    ("grad(st.truncnorm.cdf)(-0.7, -0.5, 2.0)", 0.0),
+    ("grad(st.truncnorm.cdf, argnums=(0, 1, 2, 3, 4))(0.3, -0.5, 2.0, 0.1, 1.3)",
+     (0.453510976903857, -0.3276109217837379, -0.03049794149511831, -0.453510976903857,
+      -0.06977091952367029)),
+    ("grad(st.truncnorm.logsf)(2.5, -0.5, 2.0)", -0.0),
+    ("grad(st.truncnorm.logcdf)(-0.7, 0.2, 0.5)", 0.0),
+]
+
+
+@pytest.mark.parametrize("expr,want", JAX_GRADS)
+def test_gradients_as_jax(expr, want):
+  import nbjax
+  got = eval(expr, {"grad": nbjax.grad, "st": st})
+  got = tuple(float(g) for g in got) if isinstance(got, tuple) else float(got)
+  np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)

@@ -28,8 +28,7 @@ def pdf(x, df, loc=0, scale=1):
 def cdf(x, df, loc=0, scale=1):
   """The CDF ``P(df / 2, y / 2)``."""
   x, df, loc, scale = args("chi2.cdf", x, df, loc, scale)
-  y = jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0))
-  return special.gammainc(df / c(x, 2), y / c(x, 2))
+  return special.gammainc(df / c(x, 2), _half_y(x, loc, scale))
 
 
 def logcdf(x, df, loc=0, scale=1):
@@ -40,8 +39,13 @@ def logcdf(x, df, loc=0, scale=1):
 def sf(x, df, loc=0, scale=1):
   """The survival function ``Q(df / 2, y / 2)``."""
   x, df, loc, scale = args("chi2.sf", x, df, loc, scale)
-  y = jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0))
-  return special.gammaincc(df / c(x, 2), y / c(x, 2))
+  return special.gammaincc(df / c(x, 2), _half_y(x, loc, scale))
+
+
+def _half_y(x, loc, scale):
+  """``(x - loc) / (2 scale)`` clamped to ``[0, inf]`` (JAX's clamp: gradient 0 below the
+  support)."""
+  return lax.clamp(c(x, 0), lax.div(lax.sub(x, loc), lax.mul(scale, c(scale, 2))), c(x, np.inf))
 
 
 def logsf(x, df, loc=0, scale=1):

@@ -24,7 +24,8 @@ def pdf(x, a, loc=0, scale=1):
 def cdf(x, a, loc=0, scale=1):
   """The CDF ``P(a, (x - loc) / scale)``."""
   x, a, loc, scale = args("gamma.cdf", x, a, loc, scale)
-  return special.gammainc(a, jnp.maximum(lax.div(lax.sub(x, loc), scale), c(x, 0)))
+  # (JAX's clamp: its gradient below the support is 0, where maximum's would be 0 * inf)
+  return special.gammainc(a, lax.clamp(c(x, 0), lax.div(lax.sub(x, loc), scale), c(x, np.inf)))
 
 
 def logcdf(x, a, loc=0, scale=1):
