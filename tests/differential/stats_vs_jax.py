@@ -8,7 +8,8 @@ compared with rtol 1e-7 (float64) or 1e-4 (float32); NaNs must match.
 
 Usage (JAX in another interpreter, e.g. ``/tmp/benchenv/bin/python``)::
 
-    python tests/differential/stats_vs_jax.py --jax-python /path/to/python [--verbose DIST]
+    python tests/differential/stats_vs_jax.py --jax-python /path/to/python [--grads]
+        [--verbose DIST]
 """
 import argparse
 import collections
@@ -40,6 +41,11 @@ G = {"loc": [0, 1.5, -1, nan, inf], "scale": [1, 2, 0.5, 0, -1, nan, inf],
      "c": [0, 0.5, 1, -0.5, 1.5, nan]}
 TRUNC = [-inf, -1, 0, 1, inf, nan]
 KINDS = ["grid64", "grid32", "jit", "pyfloat", "pyint", "f32x_pyrest", "f32arr", "i32arr"]
+# interior points for gradients (each argument in turn; up to 40 combinations per function)
+GRAD_PTS = {"x": [-0.7, 0.3, 0.6, 2.5], "q": [0.1, 0.5, 0.9], "k": [0.0, 1.0, 3.0],
+            "mu": [0.5, 4.0], "loc": [0.0, 0.4], "scale": [0.8, 1.7], "a": [0.7, 2.5],
+            "b": [0.9, 3.0], "df": [0.8, 4.0], "beta": [0.8, 2.0], "p": [0.3, 0.8],
+            "n": [3.0, 7.0], "kappa": [0.5, 3.0], "c": [0.2, 0.7]}
 
 
 def grid_for(dist, fn, i, name):
@@ -61,6 +67,19 @@ def base_args(dist, fn, names):
     return [1] + [0.3 if n == "p" else 3 if n == "n" else 0 for n in names[1:]]
   return ([0.5 if fn in ("ppf", "isf") else 1]
           + [2 if n == "n" else 0 if n == "loc" else 1 for n in names[1:]])
+
+
+def grad_points(dist, fn, names):
+  import itertools
+  if dist == "truncnorm":
+    grids = [GRAD_PTS["x"], [-1.0, 0.2], [0.5, 2.0], [0.0, 0.3], [1.0, 1.5]]
+  elif dist == "beta":
+    grids = [[0.2, 0.6], GRAD_PTS["a"], GRAD_PTS["b"], [0.0], [1.0]]
+  else:
+    first = ("q" if fn in ("ppf", "isf") else "mu" if fn == "entropy"
+             else "k" if dist in DISCRETE else "x")
+    grids = [GRAD_PTS[first]] + [GRAD_PTS[n] for n in names[1:]]
+  return list(itertools.product(*grids))[:40]
 
 
 def run(which, spec_path, out_path):
@@ -109,6 +128,18 @@ def run(which, spec_path, out_path):
     record((d, f, "f32arr"), lambda: fn(*[np.full(3, v, np.float32) for v in base]))
     record((d, f, "i32arr"), lambda: fn(*[np.full(3, int(v) if float(v).is_integer() else 1,
                                                   np.int32) for v in base]))
+    if os.environ.get("STATS_DIFF_GRADS"):
+      for argn in range(len(names)):
+        if argn == 0 and d in DISCRETE and f != "entropy":
+          continue
+        g = jax.grad(fn, argnums=argn)
+        out = []
+        for pt in grad_points(d, f, names):
+          try:
+            out.append(float(g(*[float(v) for v in pt])))
+          except Exception as e:  # noqa: BLE001
+            out.append(type(e).__name__)
+        res[(d, f, "grad", names[argn])] = out
   with open(out_path, "wb") as fh:
     pickle.dump(res, fh)
 
@@ -150,17 +181,35 @@ def compare(spec, a, b, verbose=None):
           point = {n: grids[i][j] for i, (n, j) in enumerate(zip(names, idx))}
           print("   ", point, "jax", xv[tuple(idx)], "nbjax", yv[tuple(idx)])
   print(dict(tot), f"cells compared {cells}, differing {bad_cells}")
+  gkeys = [k for k in a if len(k) == 4]
+  if gkeys:
+    npts = nbad = 0
+    for k in gkeys:
+      for i, (p, q) in enumerate(zip(a[k], b[k])):
+        npts += 1
+        same = (p == q if isinstance(p, str) or isinstance(q, str) else
+                np.isclose(p, q, rtol=1e-6, atol=1e-12) or (np.isnan(p) and np.isnan(q)))
+        if not same:
+          nbad += 1
+          if verbose in (k[0], "all"):
+            print("GRAD", k, grad_points(k[0], k[1], [n for d, f, n in spec
+                                                       if (d, f) == k[:2]][0])[i], p, q)
+    print(f"gradient points compared {npts}, differing {nbad}")
 
 
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--jax-python", help="an interpreter with JAX installed")
   ap.add_argument("--verbose", help="a distribution name (or 'all') to list differing cells")
+  ap.add_argument("--grads", action="store_true", help="also compare jax.grad of every "
+                  "function with respect to each argument at interior points")
   ap.add_argument("--run", nargs=3, help=argparse.SUPPRESS)
   o = ap.parse_args()
   if o.run:
     return run(*o.run)
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  if o.grads:
+    os.environ["STATS_DIFF_GRADS"] = "1"
   with tempfile.TemporaryDirectory() as tmp:
     spec, ja, nb = (os.path.join(tmp, n) for n in ("spec.pkl", "jax.pkl", "nbjax.pkl"))
     me = os.path.abspath(__file__)
