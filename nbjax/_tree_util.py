@@ -80,7 +80,10 @@ opaque_types = {}
 
 
 def _lookup(t):
-  """_Node for type ``t`` or None (leaf); caches the answer for the type."""
+  """_Node for type ``t`` or None (leaf); caches the answer for the type (one node per
+  namedtuple type: treedefs compare their nodes by identity)."""
+  if t in _kinds:
+    return _kinds[t]
   node = _registry.get(t)
   if node is None and issubclass(t, tuple) and hasattr(t, "_fields"):
     node = _Node(t, lambda x: (x, None), lambda _, xs, t=t: t(*xs), kind="namedtuple")
@@ -465,29 +468,42 @@ def _prefix_error(path, prefix, full, is_leaf=None):
   """JAX's description of where ``full`` stops extending ``prefix`` (the first difference,
   depth first): ``name -> ValueError``, or None when none is found. Below the root the
   walk ignores ``is_leaf``, as JAX's does."""
+  return next(_prefix_errors(path, prefix, full, is_leaf), None)
+
+
+def prefix_errors(prefix_tree, full_tree, is_leaf=None):
+  """Every place ``full_tree`` stops extending ``prefix_tree`` (JAX's
+  ``jax._src.tree_util.prefix_errors``): a list of ``name -> ValueError``; a mismatched
+  subtree is reported once and not searched further."""
+  return list(_prefix_errors((), prefix_tree, full_tree, is_leaf))
+
+
+def _prefix_errors(path, prefix, full, is_leaf=None):
   if is_leaf is not None and is_leaf(prefix):
-    return None
+    return
   t = type(prefix)
   node = _kinds[t] if t in _kinds else _lookup(t)
   if node is None:
-    return None  # a leaf is a prefix of anything
+    return  # a leaf is a prefix of anything
   where = keystr(path)
   if t is not type(full):
-    return lambda name: ValueError(
+    yield lambda name: ValueError(
         f"pytree structure error: different types at key path\n    {name}{where}\nAt that key "
         f"path, the prefix pytree {name} has a subtree of type\n    {t}\nbut at the same key "
         f"path the full pytree has a subtree of different type\n    {type(full)}.")
+    return
   kids1, meta1 = node.flatten(prefix)
   kids2, meta2 = node.flatten(full)
   keyed1, keyed2 = _keyed_children(prefix, node), _keyed_children(full, node)
   if node.kind in ("tuple", "list"):
     if len(prefix) != len(full):
       tn = t.__name__
-      return lambda name: ValueError(
+      yield lambda name: ValueError(
           f"pytree structure error: different lengths of {tn} at key path\n    {name}{where}\n"
           f"At that key path, the prefix pytree {name} has a subtree of type {tn} of length "
           f"{len(prefix)}, but the full pytree has a subtree of the same type but of length "
           f"{len(full)}.")
+      return
   elif len(kids1) != len(kids2):
     names1 = " ".join(str(_key_of(k)) for k, _ in keyed1)
     names2 = " ".join(str(_key_of(k)) for k, _ in keyed2)
@@ -497,26 +513,25 @@ def _prefix_error(path, prefix, full, is_leaf=None):
           str(_key_of(k)) for k in diff)
     except Exception:  # noqa: BLE001 -- unhashable keys: no difference shown
       diff = ""
-    return lambda name: ValueError(
+    yield lambda name: ValueError(
         f"pytree structure error: different numbers of pytree children at key path\n"
         f"    {name}{where}\nAt that key path, the prefix pytree {name} has a subtree of type\n"
         f"    {t}\nwith {len(kids1)} child keys\n    {names1}\nbut at the same key path the "
         f"full pytree has a subtree of the same type but with {len(kids2)} child keys\n"
         f"    {names2}\n{diff}")
+    return
   if meta1 != meta2:
     s1, s2 = str(meta1), str(meta2)
     diff = textwrap.indent("\n".join(difflib.ndiff(s1.splitlines(), s2.splitlines())), "    ")
-    return lambda name: ValueError(
+    yield lambda name: ValueError(
         f"pytree structure error: different pytree metadata at key path\n    {name}{where}\n"
         f"At that key path, the prefix pytree {name} has a subtree of type\n    {t}\nwith "
         f"metadata\n    {s1}\nbut at the same key path the full pytree has a subtree of the "
         f"same type but with metadata\n    {s2}\nso the diff in the metadata at these pytree "
         f"nodes is\n{diff}")
+    return
   for (k, c1), (_, c2) in zip(keyed1, keyed2):
-    err = _prefix_error((*path, k), c1, c2)
-    if err is not None:
-      return err
-  return None
+    yield from _prefix_errors((*path, k), c1, c2)
 
 
 def _key_of(k):
@@ -864,6 +879,20 @@ def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
   for x, sub in zip(leaves, subs):
     result.extend([x] * tree_structure(sub, is_leaf).num_leaves)
   return result
+
+
+class _Slot:
+  """A placeholder leaf (never a pytree node)."""
+  __slots__ = ()
+
+
+def broadcast_flattened_prefix_with_treedef(prefix_leaves, prefix_treedef, full_treedef):
+  """``broadcast_prefix`` on flattened trees (JAX's private helper): each prefix leaf
+  repeated once per leaf of the ``full_treedef`` subtree it is a prefix of."""
+  prefix_leaves = list(prefix_leaves)
+  positions = prefix_treedef.unflatten(list(range(len(prefix_leaves))))  # (ints: leaves)
+  full = full_treedef.unflatten([_Slot() for _ in range(full_treedef.num_leaves)])
+  return [prefix_leaves[i] for i in broadcast_prefix(positions, full)]
 
 
 def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
