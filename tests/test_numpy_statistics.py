@@ -346,6 +346,17 @@ def test_quantile_errors_match_jax(expr, exc, msg):
   assert str(info.value) == msg
 
 
+def test_unhashable_axis_as_jax_jit():
+  msg = ("Non-hashable static arguments are not supported. An error occurred while trying to "
+         "hash an object of type <class 'list'>, [0, 1]. The error was:\nTypeError: unhashable "
+         "type: 'list'\n")
+  for f in (jnp.median, jnp.nanmedian, lambda a, axis: jnp.quantile(a, 0.5, axis=axis),
+            lambda a, axis: jnp.nanpercentile(a, 50, axis=axis)):
+    with pytest.raises(ValueError) as e:
+      f(_QX2, axis=[0, 1])
+    assert str(e.value) == msg
+
+
 def test_quantile_weights_keyword_only_and_percentile_scaling():
   with pytest.raises(TypeError):
     jnp.quantile(_QX1, 0.5, 0, None, False, "inverted_cdf", False, np.ones(8))

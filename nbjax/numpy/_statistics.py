@@ -36,6 +36,18 @@ _BOOL = np.dtype(np.bool_)
 # ----------------------------------------------------------------- quantiles
 
 
+def _static_axis(axis):
+  """JAX jits these functions with a static ``axis``: an unhashable one (a list, an array)
+  fails as jit's hashing does, before anything else."""
+  try:
+    hash(axis)
+  except TypeError as e:
+    raise ValueError("Non-hashable static arguments are not supported. An error occurred "
+                     f"while trying to hash an object of type {type(axis)}, {axis}. The error "
+                     f"was:\nTypeError: {e}\n") from None
+
+
+
 def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, squash_nans,
               weights=None):
   """Sort along the reduced axis, then gather the two neighbours of ``q * (n - 1)`` (``n``:
@@ -78,8 +90,8 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, squash_n
     a, axis = ravel(a), 0
     if weights is not None:
       weights = ravel(weights)
-  elif isinstance(axis, (tuple, list)):
-    axes = _axis_tuple(tuple(axis), a.ndim, "repeated axis")
+  elif isinstance(axis, tuple):
+    axes = _axis_tuple(axis, a.ndim, "repeated axis")
     kept = [d for d in range(a.ndim) if d not in axes]
     if a.ndim:
       keep_shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
@@ -203,6 +215,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
   """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads.
   ``weights`` (keyword-only, ``method='inverted_cdf'`` only) have ``a``'s shape or the
   reduced axes' shape."""
+  _static_axis(axis)
   return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims, False,
                    weights)
 
@@ -210,6 +223,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
   """``quantile`` ignoring NaNs (NaN where a lane is all NaN)."""
+  _static_axis(axis)
   return _quantile("nanquantile", a, q, axis, out, overwrite_input, method, keepdims, True,
                    weights)
 
@@ -230,6 +244,7 @@ def _percent(name, a, q, weights):
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
   """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``."""
+  _static_axis(axis)
   return quantile(a, _percent("percentile", a, q, weights), axis, out, overwrite_input,
                   method, keepdims, weights=weights)
 
@@ -237,18 +252,21 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
   """``percentile`` ignoring NaNs."""
+  _static_axis(axis)
   return nanquantile(a, _percent("nanpercentile", a, q, weights), axis, out,
                      overwrite_input, method, keepdims, weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
   """Median of ``a`` along ``axis`` (mean of the two middle values for even counts)."""
+  _static_axis(axis)
   _util.check_arraylike("median", a)
   return quantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
   """``median`` ignoring NaNs."""
+  _static_axis(axis)
   _util.check_arraylike("nanmedian", a)
   return nanquantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
 
