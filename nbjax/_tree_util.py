@@ -116,8 +116,15 @@ class PyTreeDef:
       return True
     if type(other) is not PyTreeDef:
       return NotImplemented
-    return (self.node is other.node and self.num_leaves == other.num_leaves
-            and self.data == other.data and self.kids == other.kids)
+    if self.node is not other.node or self.num_leaves != other.num_leaves:
+      return False
+    try:
+      same = bool(self.data == other.data)
+    except Exception as e:  # noqa: BLE001 -- JAX's error for metadata without equality
+      raise ValueError("Exception raised while checking equality of metadata fields of pytree. "
+                       "Make sure that metadata fields are hashable and have simple equality "
+                       "semantics. (Note: arrays cause this error.)") from e
+    return same and self.kids == other.kids
 
   def __hash__(self):
     h = self._hash
@@ -185,7 +192,10 @@ class PyTreeDef:
       kids = [x[k] for k in self.data]
     elif kind == "namedtuple":
       if t is not node.type:
-        raise ValueError(f"Expected named tuple, got {x!r}.")
+        if not (isinstance(x, tuple) and hasattr(x, "_fields")):
+          raise ValueError(f"Expected named tuple, got {x!r}.")
+        raise ValueError(f"Named tuple type mismatch: expected type: {node.type!r}, tuple: "
+                         f"{x!r}.")
       kids = x
     else:  # custom nodes, OrderedDict and defaultdict (their key order, factory: aux data)
       if t is not node.type:
@@ -212,13 +222,14 @@ class PyTreeDef:
     return PyTreeDef(self.node, self.data, kids, sum(k.num_leaves for k in kids))
 
   def walk(self, f_node, f_leaf, leaves):
-    """Fold over the structure: ``f_node(child_results, node_data)`` per node, ``f_leaf`` per leaf."""
+    """Fold over the structure: ``f_node(child_results, aux_data)`` per node (JAX's: the
+    node's aux data, a dict's keys as a list), ``f_leaf`` per leaf."""
     it = iter(leaves)
     def go(td):
       if td.node is None:
         x = next(it)
         return f_leaf(x) if f_leaf is not None else x
-      return f_node(tuple(go(k) for k in td.kids), td.node_data())
+      return f_node(tuple(go(k) for k in td.kids), td.node_data()[1])
     return go(self)
 
   def __repr__(self):
@@ -629,9 +640,29 @@ def _register(node):
 def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func=None):
   """Make ``nodetype`` a node: ``flatten_func(x) -> (children, aux)``; ``unflatten_func(aux, children)``.
 
-  ``aux`` must be hashable and comparable: it is part of the treedef.
+  ``aux`` must be hashable and comparable: it is part of the treedef. A ``flatten_func``
+  returning anything but a ``(children, aux)`` pair with iterable children raises JAX's
+  ValueError.
   """
-  _register(_Node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func))
+  _register(_Node(nodetype, _checked_flatten(flatten_func), unflatten_func,
+                  flatten_with_keys_func))
+
+
+def _checked_flatten(flatten_func):
+  def flatten(x):
+    out = flatten_func(x)
+    if type(out) is not tuple or len(out) != 2:
+      raise ValueError("The to_iterable function for a custom PyTree node should return a "
+                       f"(children, aux_data) tuple, got {out!r}")
+    try:
+      iter(out[0])
+    except TypeError:
+      raise ValueError("The to_iterable function for a custom PyTree node should return a "
+                       f"(children, aux_data) tuple where 'children' is iterable, got "
+                       f"{out!r}") from None
+    return out
+  flatten.__wrapped__ = flatten_func
+  return flatten
 
 
 def register_opaque_node(nodetype, flatten_func, unflatten_func, trailing):
@@ -697,22 +728,30 @@ def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_f
   if nodetype is None:
     return functools.partial(register_dataclass, data_fields=data_fields,
                              meta_fields=meta_fields, drop_fields=drop_fields)
-  if data_fields is None and meta_fields is None:
+  if data_fields is None or meta_fields is None:
+    if (data_fields is None) != (meta_fields is None):
+      raise TypeError("register_dataclass: data_fields and meta_fields must both be specified"
+                      f" when either is specified. Got {data_fields=} {meta_fields=}.")
     if not dataclasses.is_dataclass(nodetype):
-      raise TypeError("register_dataclass: data_fields and meta_fields are required when "
-                      f"{nodetype} is not a dataclass")
+      raise TypeError("register_dataclass: data_fields and meta_fields are required when"
+                      f" nodetype is not a dataclass. Got {nodetype=}.")
     fields = [f for f in dataclasses.fields(nodetype) if f.init and f.name not in drop_fields]
     meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
     data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
-  elif data_fields is None or meta_fields is None:
-    raise TypeError("register_dataclass: give both data_fields and meta_fields, or neither")
   data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
-  if dataclasses.is_dataclass(nodetype):
-    init = {f.name for f in dataclasses.fields(nodetype) if f.init}
-    missing = init - set(data_fields) - set(meta_fields) - set(drop_fields)
-    if missing:
-      raise ValueError(f"register_dataclass: fields {sorted(missing)} of {nodetype.__name__} "
-                       "are in neither data_fields nor meta_fields")
+  if dataclasses.is_dataclass(nodetype):  # JAX's checks and messages
+    init = {f.name for f in dataclasses.fields(nodetype) if f.init} - set(drop_fields)
+    if {*meta_fields, *data_fields} != init:
+      msg = ("data_fields and meta_fields must include all dataclass fields with ``init=True`` "
+             "and only them.")
+      if missing := init - {*meta_fields, *data_fields}:
+        msg += f" Missing fields: {missing}. Add them to drop_fields to suppress this error."
+      if unexpected := {*meta_fields, *data_fields} - init:
+        msg += f" Unexpected fields: {unexpected}."
+      raise ValueError(msg)
+  if overlap := set(data_fields) & set(meta_fields):
+    raise ValueError(f"data_fields and meta_fields must not overlap. Overlapping fields: "
+                     f"{overlap}.")
 
   def flatten(x):
     return [getattr(x, n) for n in data_fields], tuple(getattr(x, n) for n in meta_fields)
@@ -802,6 +841,9 @@ class FlattenedIndexKey:
   def __str__(self):
     return f"[<flat index {self.key}>]"
 
+  def __hash__(self):  # (not SequenceKey(i)'s hash, as JAX's)
+    return hash((FlattenedIndexKey, self.key))
+
 
 def keystr(keys, *, simple=False, separator=""):
   """``keystr((DictKey('a'), SequenceKey(0))) == "['a'][0]"``."""
@@ -828,9 +870,13 @@ def _keyed_children(x, node):
   return [(FlattenedIndexKey(i), c) for i, c in enumerate(node.flatten(x)[0])]
 
 
-def _flat_with_path(x, path, out, is_leaf):
-  if is_leaf is not None and is_leaf(x):
+def _flat_with_path(x, path, out, is_leaf, forced=None):
+  """``is_leaf(path, x)`` (path-aware) or ``is_leaf(x)``; ``forced`` collects the ids of the
+  nodes a path-aware predicate made leaves."""
+  if is_leaf is not None and (is_leaf(path, x) if forced is not None else is_leaf(x)):
     out.append((path, x))
+    if forced is not None:
+      forced.add(id(x))
     return
   t = type(x)
   node = _kinds[t] if t in _kinds else _lookup(t)
@@ -838,25 +884,30 @@ def _flat_with_path(x, path, out, is_leaf):
     out.append((path, x))
     return
   for k, c in _keyed_children(x, node):
-    _flat_with_path(c, path + (k,), out, is_leaf)
+    _flat_with_path(c, path + (k,), out, is_leaf, forced)
 
 
-def tree_flatten_with_path(tree, is_leaf=None):
-  """``([(key_path, leaf), ...], treedef)``."""
+def tree_flatten_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
+  """``([(key_path, leaf), ...], treedef)``; ``is_leaf_takes_path``: ``is_leaf(path, x)``."""
   out = []
+  if is_leaf_takes_path and is_leaf is not None:
+    forced = set()
+    _flat_with_path(tree, (), out, is_leaf, forced)
+    return out, tree_structure(tree, lambda x: id(x) in forced)
   _flat_with_path(tree, (), out, is_leaf)
   return out, tree_structure(tree, is_leaf)
 
 
-def tree_leaves_with_path(tree, is_leaf=None):
+def tree_leaves_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
   out = []
-  _flat_with_path(tree, (), out, is_leaf)
+  _flat_with_path(tree, (), out, is_leaf,
+                  set() if is_leaf_takes_path and is_leaf is not None else None)
   return out
 
 
-def tree_map_with_path(f, tree, *rest, is_leaf=None):
+def tree_map_with_path(f, tree, *rest, is_leaf=None, is_leaf_takes_path=False):
   """``f(key_path, leaf, *other_leaves)`` applied leafwise."""
-  path_leaves, treedef = tree_flatten_with_path(tree, is_leaf)
+  path_leaves, treedef = tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)
   paths, leaves = [p for p, _ in path_leaves], [x for _, x in path_leaves]
   all_leaves = [leaves]
   for r in rest:

@@ -75,18 +75,28 @@ def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
   return _t.tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose, _is_opaque)
 
 
-def tree_flatten_with_path(tree, is_leaf=None):
-  """``([(key_path, leaf), ...], treedef)``."""
-  return _t.tree_flatten_with_path(tree, _leafy(is_leaf))
+def _leafy_path(is_leaf, takes_path):
+  if not takes_path or is_leaf is None:
+    return _leafy(is_leaf)
+  return lambda p, x: type(x) in _t.opaque_types or is_leaf(p, x)
 
 
-def tree_leaves_with_path(tree, is_leaf=None):
-  return _t.tree_leaves_with_path(tree, _leafy(is_leaf))
+def tree_flatten_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
+  """``([(key_path, leaf), ...], treedef)``; with ``is_leaf_takes_path`` the predicate is
+  called as ``is_leaf(key_path, x)``."""
+  return _t.tree_flatten_with_path(tree, _leafy_path(is_leaf, is_leaf_takes_path),
+                                   is_leaf_takes_path)
 
 
-def tree_map_with_path(f, tree, *rest, is_leaf=None):
+def tree_leaves_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
+  return _t.tree_leaves_with_path(tree, _leafy_path(is_leaf, is_leaf_takes_path),
+                                  is_leaf_takes_path)
+
+
+def tree_map_with_path(f, tree, *rest, is_leaf=None, is_leaf_takes_path=False):
   """``f(key_path, leaf, *other_leaves)`` applied leafwise."""
-  return _t.tree_map_with_path(f, tree, *rest, is_leaf=_leafy(is_leaf))
+  return _t.tree_map_with_path(f, tree, *rest, is_leaf=_leafy_path(is_leaf, is_leaf_takes_path),
+                               is_leaf_takes_path=is_leaf_takes_path)
 
 
 def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
@@ -223,3 +233,7 @@ class PyTreeRegistry:
 
 
 default_registry = PyTreeRegistry()
+# JAX's private spellings (jax._src.tree_util), for code and tests written against them
+dispatch_registry = default_registry
+from nbjax._tree_util import (  # noqa: E402,F401
+    broadcast_flattened_prefix_with_treedef, broadcast_prefix, prefix_errors)

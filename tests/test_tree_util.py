@@ -532,3 +532,78 @@ def test_tree_static_field():
   assert nbjax.tree.unflatten(treedef, [5]) == Op(5, "add", "n")
   assert {f.name: dict(f.metadata) for f in dataclasses.fields(Op)}["note"] == \
       {"static": True, "doc": 1}
+
+
+# -------------------------------------------------- as JAX 0.10.2's tree_util_test (x64)
+
+def test_path_aware_is_leaf_as_jax():
+  from nbjax import tree_util as tu
+  tree = {"a": [1, 2], "b": (3, [4])}
+  is_leaf = lambda path, x: len(path) == 1 and path[0] == tu.DictKey("b")
+  leaves, treedef = tu.tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path=True)
+  assert [x for _, x in leaves] == [1, 2, (3, [4])]
+  assert treedef.num_leaves == 3
+  assert [x for _, x in tu.tree_leaves_with_path(tree, is_leaf, is_leaf_takes_path=True)] == [
+      1, 2, (3, [4])]
+  out = tu.tree_map_with_path(lambda p, x: len(p), tree, is_leaf=is_leaf,
+                              is_leaf_takes_path=True)
+  assert out == {"a": [2, 2], "b": 1}
+
+
+def test_prefix_errors_and_broadcast_flattened_prefix_as_jax():
+  from nbjax._src.tree_util import (broadcast_flattened_prefix_with_treedef, prefix_errors,
+                                    dispatch_registry, default_registry)
+  e1, e2 = prefix_errors(((1,), (2,)), ([3], [4]))
+  with pytest.raises(ValueError, match=r"different types at key path\n    in_axes\[0\]"):
+    raise e1("in_axes")
+  with pytest.raises(ValueError, match=r"in_axes\[1\]"):
+    raise e2("in_axes")
+  assert prefix_errors((1, 2), ((11, 12, 13), 2)) == []
+  from nbjax import tree_util as tu
+  prefix, full = (1, 2, 3), (0, {"a": 0, "b": 0}, (0, 0))
+  flat = broadcast_flattened_prefix_with_treedef(*tu.tree_flatten(prefix), tu.tree_structure(full))
+  assert flat == [1, 2, 2, 3, 3]
+  with pytest.raises(Exception):
+    broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2)), tu.tree_structure(full))
+  assert dispatch_registry.flatten([1, (2,)]) == default_registry.flatten([1, (2,)])
+
+
+def test_tree_util_errors_and_keys_as_jax():
+  import collections
+  import dataclasses
+  from nbjax import tree_util as tu
+
+  class Bad:
+    pass
+  tu.register_pytree_node(Bad, lambda x: "hello", lambda a, c: Bad())
+  with pytest.raises(ValueError, match=r"should return a \(children, aux_data\) tuple, got "
+                                       "'hello'"):
+    tu.tree_flatten(Bad())
+
+  class Bad2:
+    pass
+  tu.register_pytree_node(Bad2, lambda x: (7, 7), lambda a, c: Bad2())
+  with pytest.raises(ValueError, match=r"where 'children' is iterable, got \(7, 7\)"):
+    tu.tree_flatten(Bad2())
+
+  @dataclasses.dataclass
+  class Foo:
+    x: int
+    y: float
+  with pytest.raises(ValueError, match="Unexpected fields: {'z'}"):
+    tu.register_dataclass(Foo, data_fields=["x"], meta_fields=["y", "z"])
+  with pytest.raises(ValueError, match="Overlapping fields: {'x'}"):
+    tu.register_dataclass(Foo, data_fields=["x", "y"], meta_fields=["x"])
+  with pytest.raises(TypeError, match="must both be specified when either is specified"):
+    tu.register_dataclass(Foo, data_fields=["x"])
+
+  assert hash(tu.FlattenedIndexKey(1)) != hash(tu.SequenceKey(1))
+  A = collections.namedtuple("A", "foo bar")
+  B = collections.namedtuple("B", "foo bar")
+  with pytest.raises(ValueError, match="Named tuple type mismatch"):
+    tu.tree_structure(A(1, 2)).flatten_up_to(B(1, 2))
+  with pytest.raises(ValueError, match=r"Expected named tuple, got \(1, 2\)"):
+    tu.tree_structure(A(1, 2)).flatten_up_to((1, 2))
+  seen = []
+  tu.tree_structure({"b": 2, "a": 1}).walk(lambda n, d: seen.append(d), None, [1, 2])
+  assert seen == [["a", "b"]]
