@@ -35,7 +35,7 @@ from nbjax.core import Primitive
 from nbjax.interpreters import ad
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters import pjit
-from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr, jaxprs_in_params
 from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, _current_mesh
 
 __all__ = ["shard_map", "shard_map_p"]
@@ -359,16 +359,6 @@ _REDUCE = frozenset({"psum", "pmax", "pmin", "all_gather"})
 _VARY = frozenset({"ppermute", "all_to_all", "reduce_scatter"})
 
 
-def _sub_jaxprs(params):
-  from nbjax.jaxpr import Jaxpr
-  for v in params.values():
-    for j in (v if type(v) in (tuple, list) else (v,)):
-      if isinstance(j, ClosedJaxpr):
-        yield j.jaxpr
-      elif isinstance(j, Jaxpr):
-        yield j
-
-
 def _carried(body, consts, carry, rest, k):
   """Loop carries' vma to a fixed point: ``(carry, outs of the last pass)``."""
   while True:
@@ -404,7 +394,7 @@ def _eqn_vma(e, ins):
   if name == "cond":
     outs = [_vma(b.jaxpr, ins[1:]) for b in p["branches"]]
     return [frozenset().union(ins[0], *o) for o in zip(*outs)]
-  subs = list(_sub_jaxprs(p))
+  subs = jaxprs_in_params(p)
   if len(subs) == 1 and len(subs[0].invars) == len(ins) and name != "shard_map":
     return _vma(subs[0], ins)  # a call (jit, custom_jvp/vjp, checkpoint...)
   out = u  # anything else: the union of its inputs, and of what its sub-jaxprs may add

@@ -28,6 +28,7 @@ from nbjax import dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering
+from nbjax.jaxpr import jaxprs_in_params
 
 __all__ = ["threefry_sample_p", "threefry_sample", "threefry2x32", "KeyTy", "random_seed_p",
            "random_split_p", "random_fold_in_p", "random_bits_p", "random_wrap_p",
@@ -895,16 +896,6 @@ def struct_rules():
   return _struct_rules
 
 
-def _sub_jaxprs(params):
-  from nbjax.jaxpr import ClosedJaxpr, Jaxpr
-  for v in params.values():
-    for j in (v if type(v) in (tuple, list) else (v,)):
-      if isinstance(j, ClosedJaxpr):
-        yield j.jaxpr
-      elif isinstance(j, Jaxpr):
-        yield j
-
-
 def has_keys(jaxpr):
   """Whether ``jaxpr`` (or a jaxpr in its equations' parameters) holds a key aval."""
   for v in (*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars):
@@ -915,7 +906,7 @@ def has_keys(jaxpr):
     for v in e.outvars:
       if type(v.aval.dtype) is KeyTy:
         return True
-    if any(has_keys(j) for j in _sub_jaxprs(e.params)):
+    if any(has_keys(j) for j in jaxprs_in_params(e.params)):
       return True
   return False
 
@@ -968,7 +959,7 @@ def _phys_eval(jaxpr, consts, args):
       outs = [rules[prim](in_avals, out_avals, *ins, **e.params)]
     else:
       params = e.params
-      if any(has_keys(j) for j in _sub_jaxprs(params)):
+      if any(has_keys(j) for j in jaxprs_in_params(params)):
         params = _phys_params(params)
       elif keys:
         raise NotImplementedError(f"{prim.name} of key arrays (dtype "
