@@ -47,6 +47,24 @@ def physicalize(closed):
   return closed
 
 
+def on_key_data(closed, args, run):
+  """For a map over ``closed`` (pmap, shard_map) that holds key arrays: ``run(physical
+  closed, args with keys replaced by their data)``, its key outputs wrapped again as eager
+  key arrays. ``None`` when ``closed`` holds no keys."""
+  h = physicalize_hook
+  if h is None or not h[0](closed.jaxpr):
+    return None
+  from nbjax.dtypes import ExtendedDType
+  key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals)
+             if isinstance(a.dtype, ExtendedDType)]
+  args = [x._base_array if isinstance(getattr(x, "dtype", None), ExtendedDType)
+          and hasattr(x, "_base_array") else x for x in args]
+  outs = run(physicalize(closed), args)
+  for i, impl in key_out:
+    outs[i] = key_wrap(impl, outs[i])
+  return outs
+
+
 def register(name_or_prim, rule, platform="cpu"):
   """``prim.lowerings[platform] = rule`` (by primitive or name); no jaxlib import."""
   from nbjax import registry

@@ -282,17 +282,11 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
 def _pmap_impl(*args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes, name,
                **_):
   from nbjax.interpreters import lowering
-  h = lowering.physicalize_hook
-  if h is not None and h[0](call_jaxpr.jaxpr):  # key arrays: the map runs on their data
-    ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
-    key_out = [(i, a.dtype._impl) for i, a in enumerate(call_jaxpr.out_avals) if ext(a)]
-    args = [x._base_array if isinstance(getattr(x, "dtype", None), dtypes.ExtendedDType)
-            and hasattr(x, "_base_array") else x for x in args]
-    outs = _pmap_impl(*args, call_jaxpr=lowering.physicalize(call_jaxpr), axis_name=axis_name,
-                      axis_size=axis_size, devices=devices, in_axes=in_axes,
-                      out_axes=out_axes, name=name)
-    for i, impl in key_out:
-      outs[i] = lowering.key_wrap(impl, outs[i])
+  outs = lowering.on_key_data(  # key arrays: the map runs on their data
+      call_jaxpr, args, lambda cj, xs: _pmap_impl(
+          *xs, call_jaxpr=cj, axis_name=axis_name, axis_size=axis_size, devices=devices,
+          in_axes=in_axes, out_axes=out_axes, name=name))
+  if outs is not None:
     return outs
   per = _compiled.get(call_jaxpr)
   if per is None:

@@ -133,16 +133,10 @@ class _Exe:
 
 def _impl(*args, jaxpr, mesh, in_specs, out_specs, name, **_):
   from nbjax.interpreters import lowering
-  h = lowering.physicalize_hook
-  if h is not None and h[0](jaxpr.jaxpr):  # key arrays: the map runs on their data
-    ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
-    key_out = [(i, a.dtype._impl) for i, a in enumerate(jaxpr.out_avals) if ext(a)]
-    args = [x._base_array if isinstance(getattr(x, "dtype", None), dtypes.ExtendedDType)
-            and hasattr(x, "_base_array") else x for x in args]
-    outs = _impl(*args, jaxpr=lowering.physicalize(jaxpr), mesh=mesh, in_specs=in_specs,
-                 out_specs=out_specs, name=name)
-    for i, impl in key_out:
-      outs[i] = lowering.key_wrap(impl, outs[i])
+  outs = lowering.on_key_data(  # key arrays: the map runs on their data
+      jaxpr, args, lambda cj, xs: _impl(*xs, jaxpr=cj, mesh=mesh, in_specs=in_specs,
+                                        out_specs=out_specs, name=name))
+  if outs is not None:
     return outs
   per = _compiled.get(jaxpr)
   if per is None:
