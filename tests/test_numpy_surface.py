@@ -562,3 +562,46 @@ def test_like_functions_accept_shape_dtype_struct():
   assert jnp.zeros_like(s, shape=(4,)).shape == (4,)
   assert jnp.ones_like(s, dtype=jnp.int32).dtype == np.int32
   check(jnp.full_like(s, np.arange(3.)), np.broadcast_to(np.arange(3.), (2, 3)), np.float32)
+
+
+# ------------------------------------------- as JAX 0.10.2's lax_numpy_test (x64 values)
+
+def test_creation_and_misc_as_jax():
+  import nbjax
+  assert bool(jnp.isclose(6, 10, rtol=0.5))                  # ints compare as floats
+  assert jnp.unwrap(jnp.arange(4, dtype="int32")).dtype == np.float64
+  assert jnp.unwrap(jnp.arange(4, dtype="float16")).dtype == np.float16
+  r = jnp.argsort(jnp.array([3., 1., 2.]), dtype="int16")
+  assert r.dtype == np.int16 and np.asarray(r).tolist() == [1, 2, 0]
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lambda k: jnp.eye(3, k=k))(1)),
+                                np.eye(3, k=1))
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lambda k: jnp.tri(3, k=k))(-1)),
+                                np.tri(3, k=-1))
+  assert float(jnp.eye(3, dtype="uint64", k=2**63).sum()) == 0
+  assert int(nbjax.jit(lambda x: x.itemsize + x.nbytes)(jnp.ones(3))) == 32
+  assert jnp.iscomplexobj([1 + 1j]) and not jnp.iscomplexobj([1]) and not jnp.iscomplexobj(None)
+  assert jnp.zeros(jnp.array(3)).shape == (3,)
+  with nbjax.numpy_rank_promotion("raise"):
+    x = np.random.RandomState(0).randint(0, 2, (2, 3, 10)).astype(bool)
+    np.testing.assert_array_equal(np.asarray(jnp.packbits(x, axis=1)), np.packbits(x, axis=1))
+    p = np.packbits(x, axis=2)
+    np.testing.assert_array_equal(np.asarray(jnp.unpackbits(p, axis=2)), np.unpackbits(p, axis=2))
+
+
+def test_creation_and_axis_errors_as_jax():
+  import nbjax
+  with pytest.raises(TypeError, match=r"Did you accidentally write `jax\.numpy\.zeros\(2, 3\)`"):
+    jnp.zeros(2, 3)
+  with pytest.raises(TypeError, match="broadcast_in_dim shape must have every element be "
+                                      r"nonnegative, got \(-1, 1\)"):
+    jnp.ones((-1, 1))
+  with pytest.raises(TypeError, match=r"got \(JitTracer.*\n.*static_argnums"):
+    nbjax.jit(jnp.zeros)(2)
+  with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+    nbjax.jit(lambda n: jnp.tri(n))(3)
+  with pytest.raises(ValueError, match=r"repeated axis in lax.expand_dims: \[1, 1\]"):
+    jnp.expand_dims(jnp.ones(3), (1, 1))
+  with pytest.raises(ValueError, match=r"repeated axis: \(0, 0\)"):
+    jnp.size(jnp.ones((2, 3, 4)), axis=(0, 0))
+  with pytest.raises(ValueError, match="axis1 and axis2 can not be same. axis1=0 and axis2=0"):
+    jnp.trace(jnp.ones((3, 3)), axis1=0, axis2=0)

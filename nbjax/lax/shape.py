@@ -50,11 +50,15 @@ def canonicalize_axis(axis, ndim):
 def canonicalize_shape(shape, context=""):
   """A shape as a tuple of Python ints (JAX's TypeError for anything else)."""
   try:
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) or (hasattr(shape, "__index__") and
+                                                 np.ndim(shape) == 0):
       return (operator.index(shape),)
     return tuple(operator.index(d) for d in shape)
   except TypeError:
     pass
+  if isinstance(shape, core.Tracer) and not shape.shape or (
+      not isinstance(shape, (tuple, list, core.Tracer)) and np.ndim(shape) == 0):
+    shape = (shape,)  # a scalar: JAX's (d,)
   msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
   if context:
     msg += f" {context}."

@@ -84,8 +84,12 @@ def size(a, axis=None):
   s = _np.shape(a) if not hasattr(a, "shape") else a.shape
   if axis is None:
     return _math.prod(s)
-  from nbjax.numpy._util import canonicalize_axes
-  return _math.prod(s[i] for i in canonicalize_axes(axis, len(s)))
+  from nbjax.numpy._util import canonicalize_axis
+  axes = [canonicalize_axis(i, len(s)) for i in (axis if isinstance(axis, (tuple, list))
+                                                 else (axis,))]
+  if len(set(axes)) != len(axes):
+    raise ValueError(f"repeated axis: {axis}")
+  return _math.prod(s[i] for i in axes)
 
 
 def shape(a):
@@ -106,8 +110,15 @@ def isscalar(element):
 
 
 def iscomplexobj(x):
-  """Whether ``x`` has a complex dtype."""
-  return issubdtype(result_type(x), complexfloating)
+  """Whether ``x`` has a complex dtype (lists and other array-likes: as ``asarray`` sees
+  them, as JAX's)."""
+  if x is None:
+    return False
+  try:
+    typ = x.dtype.type
+  except AttributeError:
+    typ = asarray(x).dtype.type
+  return issubdtype(typ, complexfloating)
 
 
 def isrealobj(x):
@@ -126,19 +137,24 @@ def isreal(x):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN."""
+  """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN
+  (JAX's formula: integers compare as the default float, ``a == b`` or finite ``b`` in range)."""
   a, b = _ensure_arraylike("isclose", a, b)
+  from nbjax import lax as _lax
   from nbjax.numpy import _util
-  a, b = _util.promote_dtypes(a, b)
-  if not _np.issubdtype(a.dtype, _np.inexact):
-    return equal(a, b)
-  close = less_equal(absolute(subtract(a, b)), add(atol, multiply(rtol, absolute(b))))
-  both_inf = logical_and(isinf(a), isinf(b))
-  close = logical_or(logical_and(close, logical_not(logical_or(isinf(a), isinf(b)))),
-                     logical_and(both_inf, equal(a, b)))
-  nan_a, nan_b = isnan(a), isnan(b)
-  close = logical_and(close, logical_not(logical_or(nan_a, nan_b)))
-  return logical_or(close, logical_and(nan_a, nan_b)) if equal_nan else close
+  a, b = _util.promote_args("isclose", a, b)
+  from nbjax import dtypes as _dt
+  if isinstance(a.dtype, _dt.ExtendedDType):
+    return _lax.eq(a, b)
+  a, b = _util.promote_args_inexact("isclose", a, b)
+  d = a.dtype
+  if _np.issubdtype(d, _np.complexfloating):
+    d = _np.array(0, d).real.dtype
+  rtol = _lax.convert_element_type(rtol, d)
+  atol = _lax.convert_element_type(atol, d)
+  in_range = _lax.le(_lax.abs(_lax.sub(a, b)), _lax.add(atol, _lax.mul(rtol, _lax.abs(b))))
+  out = logical_or(_lax.eq(a, b), logical_and(isfinite(b), in_range))
+  return logical_or(out, logical_and(isnan(a), isnan(b))) if equal_nan else out
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

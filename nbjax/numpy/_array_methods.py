@@ -321,3 +321,6 @@ def attach():
     cls.to_device = _array_api.to_device
     cls.device = property(_array_api.device)
   Tracer.copy = lambda self: _creation.array(self)
+  # static facts of a traced value, as JAX's tracers have them
+  Tracer.itemsize = property(lambda self: np.dtype(self.dtype).itemsize)
+  Tracer.nbytes = property(lambda self: np.dtype(self.dtype).itemsize * int(np.prod(self.shape)))

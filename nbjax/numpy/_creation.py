@@ -107,6 +107,9 @@ def full(shape, fill_value, dtype=None, *, device=None):
   scalar fill with no dtype gives a weakly typed array, as JAX)."""
   del device
   shape = canonicalize_shape(shape)
+  if any(d < 0 for d in shape):
+    raise TypeError(f"broadcast_in_dim shape must have every element be nonnegative, got "
+                    f"{shape}.")
   if isinstance(dtype, dtypes.ExtendedDType) or type(fill_value) in _util.key_types:
     return _util.key_impls["full"](shape, fill_value, dtype)  # key arrays (nbjax.prng)
   dtype = canonicalize_user_dtype(dtype)
@@ -117,18 +120,34 @@ def full(shape, fill_value, dtype=None, *, device=None):
   return _util.broadcast_to(asarray(fill_value, dtype=dtype), shape)
 
 
+def _shape_dtype_hint(name, shape, dtype):
+  """JAX's hint for ``jnp.zeros(2, 3)`` (a shape given as two arguments)."""
+  if dtype is None or isinstance(dtype, dtypes.ExtendedDType):
+    return
+  if isinstance(dtype, int) and not isinstance(dtype, bool):  # (no dtype is an int)
+    hint = ""
+    if isinstance(shape, int):
+      hint = (f"\n\nDid you accidentally write `jax.numpy.{name}({shape}, {dtype})` when you "
+              f"meant `jax.numpy.{name}(({shape}, {dtype}))`, i.e. with a single tuple "
+              "argument for the shape?")
+    raise TypeError(f"Cannot interpret '{dtype}' as a data type.{hint}")
+
+
 def zeros(shape, dtype=None, *, device=None):
   """An array of zeros (default dtype: the default float)."""
+  _shape_dtype_hint("zeros", shape, dtype)
   return full(shape, 0, dtype or dtypes.default_float_dtype())
 
 
 def ones(shape, dtype=None, *, device=None):
   """An array of ones (default dtype: the default float)."""
+  _shape_dtype_hint("ones", shape, dtype)
   return full(shape, 1, dtype or dtypes.default_float_dtype())
 
 
 def empty(shape, dtype=None, *, device=None):
   """Like ``zeros`` (nbjax arrays are never uninitialised)."""
+  _shape_dtype_hint("empty", shape, dtype)
   return zeros(shape, dtype)
 
 
@@ -281,13 +300,23 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
   return _util.convert(res, dtype)
 
 
-def tri(N, M=None, k=0, dtype=None):
-  """Lower-triangular ones: ``out[i, j] = j <= i + k``."""
-  N = _util.index(N, "N")
-  M = N if M is None else _util.index(M, "M")
+def _diag_offset(k, N, M, d):
+  """``k`` (JAX: may be traced) as an operand of ``d``; a static one clamped to
+  ``[-N, M]`` (a larger one selects nothing, and must not overflow ``d``)."""
+  if isinstance(k, core.Tracer) and not _util.is_concrete(k):
+    if not dtypes.is_int(k.dtype):
+      raise TypeError(f"k must be an integer, got {k.dtype}")
+    return _util.convert(k, d)
   k = _util.index(k, "k")
+  return lit(min(max(k, -N - 1), M + 1), d, True)
+
+
+def tri(N, M=None, k=0, dtype=None):
+  """Lower-triangular ones: ``out[i, j] = j <= i + k`` (``k`` may be traced)."""
+  N = canonicalize_shape((N,), "argument of 'N' jnp.tri()")[0]
+  M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.tri()")[0]
   d = dtypes.default_int_dtype()
-  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
+  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
   # (JAX's default dtype here is float32, whatever the x64 mode)
   return _util.convert(mask, canonicalize_user_dtype(dtype or np.float32))
@@ -300,9 +329,8 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.eye()")[0]
   if N < 0 or M < 0:
     raise ValueError(f"negative dimensions are not allowed, got {N_} and {M_}")
-  k = _util.index(k, "k")
   d = dtypes.default_int_dtype()
-  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), lit(k, d, True))
+  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
   return _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
 

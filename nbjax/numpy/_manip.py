@@ -167,8 +167,11 @@ def expand_dims(a, axis):
     return _util.key_impls["expand_dims"](a, axis)
   a = ensure_arraylike("expand_dims", a)
   axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-  axes = canonicalize_axes(axes, a.ndim + len(axes))
-  return lax.expand_dims(a, tuple(sorted(axes)))
+  nd = a.ndim + len(axes)
+  canon = [canonicalize_axis(x, nd) for x in axes]
+  if len(set(canon)) != len(canon):
+    raise ValueError(f"repeated axis in lax.expand_dims: {canon}")
+  return lax.expand_dims(a, tuple(sorted(canon)))
 
 
 @_util.keys_lifted
@@ -832,8 +835,9 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   return lax.sort(a, dimension=axis, is_stable=stable)
 
 
-def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
-  """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in order)."""
+def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False, dtype=None):
+  """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in
+  order), of ``dtype`` (default: the default int)."""
   if kind is not None:
     raise TypeError("'kind' argument to argsort is not supported. Use stable=True or stable=False "
                     "to specify sort stability.")
@@ -841,7 +845,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
     raise TypeError("'order' argument to argsort is not supported.")
   a = ensure_arraylike("argsort", a)
   a, axis = _sort_axis(a, axis)
-  d = dtypes.default_int_dtype()
+  d = dtypes.default_int_dtype() if dtype is None else _util.canonicalize_user_dtype(dtype)
   if a.ndim == 0:
     return _util.lit(0, d)
   n = a.shape[axis]

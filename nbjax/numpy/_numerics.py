@@ -172,15 +172,15 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
   """Unwrap phases: replace jumps larger than ``discont`` by their ``period`` complement."""
   p = ensure_arraylike("unwrap", p)
+  p, period = promote_dtypes(p, period)  # JAX: as p and period promote (ints: default float)
   if dtypes.is_complex(p.dtype):
     raise ValueError("jnp.unwrap does not support complex inputs.")
-  p, = promote_dtypes_inexact(p)
   axis = canonicalize_axis(axis, p.ndim)
   n = p.shape[axis]
   if n == 0:
     return p
   discont = period / 2 if discont is None else discont
-  half = period / 2
+  half = floor_divide(period, 2) if dtypes.is_int(p.dtype) else period / 2
   dd = _diff(p, axis)
   ddmod = remainder(dd + half, period) - half
   ddmod = where((ddmod == -half) & (dd > 0), half, ddmod)

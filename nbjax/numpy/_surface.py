@@ -251,6 +251,7 @@ def packbits(a, axis=None, bitorder="big"):
   if rem:
     arr = _manip.pad(arr, [(0, 0)] * (arr.ndim - 1) + [(0, 8 - rem)])
   arr = _manip.reshape(arr, arr.shape[:-1] + (arr.shape[-1] // 8, 8))
+  bits = _manip.reshape(bits, (1,) * (arr.ndim - 1) + (8,))  # (no implicit rank promotion)
   packed = _reductions.sum(_ufuncs.left_shift(arr, bits), axis=-1, dtype=np.uint8)
   return _manip.swapaxes(packed, axis, -1)
 
@@ -276,6 +277,7 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
   if axis is None:
     arr, axis = _manip.ravel(arr), 0
   arr = _manip.swapaxes(arr, axis, -1)
+  bits = _manip.reshape(bits, (1,) * arr.ndim + (8,))  # (no implicit rank promotion)
   bit = _ufuncs.bitwise_and(arr[..., None], bits)
   out = _util.convert(_ufuncs.greater(bit, 0), np.uint8)
   out = _manip.reshape(out, out.shape[:-2] + (-1,))
