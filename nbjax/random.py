@@ -111,13 +111,7 @@ def _staging():
 
 def _raw(name, data, impl):
   d = data if isinstance(data, PRNGKeyArray) else jnp.asarray(data)
-  ks, bad = impl.key_shape, "JAX encountered invalid PRNG key data: expected key_data"
-  if d.ndim < 1:
-    raise TypeError(f"{bad}.ndim >= 1; got ndim={d.ndim}")
-  if tuple(d.shape[d.ndim - len(ks):]) != ks:
-    raise TypeError(f"{bad}.shape to end with {ks}; got shape={d.shape} for impl={impl}")
-  if d.dtype != _U32:
-    raise TypeError(f"{bad}.dtype = uint32; got dtype={d.dtype}")
+  prng.check_key_data(d, impl, str(impl))
   return d
 
 

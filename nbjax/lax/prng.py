@@ -619,16 +619,22 @@ def _bits_abstract_eval(keys, *, bit_width, shape):
   return ShapedArray((*keys.shape, *shape), _UINT[bit_width])
 
 
-def _wrap_abstract_eval(base, *, impl):
+def check_key_data(d, impl, impl_text):
+  """JAX's checks of raw key data ``d`` (an array or aval) for ``impl`` (named
+  ``impl_text`` in the errors)."""
   ks = tuple(impl.key_shape)
   bad = "JAX encountered invalid PRNG key data: expected key_data"
-  if base.ndim < 1:
-    raise TypeError(f"{bad}.ndim >= 1; got ndim={base.ndim}")
-  if tuple(base.shape[base.ndim - len(ks):]) != ks:
-    raise TypeError(f"{bad}.shape to end with {ks}; got shape={base.shape} for impl={impl!r}")
-  if base.dtype != _U32:
-    raise TypeError(f"{bad}.dtype = uint32; got dtype={base.dtype}")
-  return ShapedArray(base.shape[:base.ndim - len(ks)], KeyTy(impl))
+  if d.ndim < 1:
+    raise TypeError(f"{bad}.ndim >= 1; got ndim={d.ndim}")
+  if tuple(d.shape[d.ndim - len(ks):]) != ks:
+    raise TypeError(f"{bad}.shape to end with {ks}; got shape={d.shape} for impl={impl_text}")
+  if d.dtype != _U32:
+    raise TypeError(f"{bad}.dtype = uint32; got dtype={d.dtype}")
+
+
+def _wrap_abstract_eval(base, *, impl):
+  check_key_data(base, impl, repr(impl))
+  return ShapedArray(base.shape[:base.ndim - len(impl.key_shape)], KeyTy(impl))
 
 
 def _unwrap_abstract_eval(keys):
