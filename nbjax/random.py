@@ -307,12 +307,9 @@ class _staged:
     return fun(k, *xs, **static) if out is eager_cache.MISS else out
 
 
-def _uniform_staged(k, shape, dt, minval, maxval):
-  """JAX's uniform, operation for operation (staged with typed keys)."""
-  minval = lax.convert_element_type(minval, dt)
-  maxval = lax.convert_element_type(maxval, dt)
-  minval = lax.expand_dims(minval, tuple(range(len(shape) - np.ndim(minval))))
-  maxval = lax.expand_dims(maxval, tuple(range(len(shape) - np.ndim(maxval))))
+def _float_bits(k, shape, dt):
+  """JAX's random bits for floats of dtype ``dt``: ``(bits as the float's width unsigned
+  type ud, ud, how many bits were drawn, the float's mantissa bits)``."""
   fi = dtypes.finfo(dt)
   nbits, nmant = fi.bits, fi.nmant
   rng_bits = 8 if nmant < 8 else nbits
@@ -320,6 +317,16 @@ def _uniform_staged(k, shape, dt, minval, maxval):
   ud = _UINT[nbits]
   if rng_bits != nbits:
     b = lax.convert_element_type(b, ud)
+  return b, ud, rng_bits, nmant
+
+
+def _uniform_staged(k, shape, dt, minval, maxval):
+  """JAX's uniform, operation for operation (staged with typed keys)."""
+  minval = lax.convert_element_type(minval, dt)
+  maxval = lax.convert_element_type(maxval, dt)
+  minval = lax.expand_dims(minval, tuple(range(len(shape) - np.ndim(minval))))
+  maxval = lax.expand_dims(maxval, tuple(range(len(shape) - np.ndim(maxval))))
+  b, ud, rng_bits, nmant = _float_bits(k, shape, dt)
   fb = lax.shift_right_logical(b, np.array(rng_bits - nmant, ud))
   fb = lax.bitwise_or(fb, np.array(1.0, dt).view(ud))
   floats = lax.sub(lax.bitcast_convert_type(fb, dt), np.array(1., dt))
@@ -354,13 +361,7 @@ def _uniform(k, shape, dt, minval, maxval):
     if _is(minval, 0) and _is(maxval, 1):  # max(0, u * 1 + 0) is u
       return floats
   else:
-    fi = dtypes.finfo(dt)
-    nbits, nmant = fi.bits, fi.nmant
-    rng_bits = 8 if nmant < 8 else nbits
-    b = _random_bits(k, rng_bits, shape)
-    ud = _UINT[nbits]
-    if rng_bits != nbits:
-      b = lax.convert_element_type(b, ud)
+    b, ud, rng_bits, nmant = _float_bits(k, shape, dt)
     # (m | bits(1.0)) viewed as a float, minus 1, is exactly m * 2**-nmant.
     m = lax.shift_right_logical(b, jnp.full(shape, rng_bits - nmant, ud))
     floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
