@@ -42,34 +42,38 @@ def Dense(out_dim, W_init=glorot_normal(), b_init=normal()):
   return init_fun, apply_fun
 
 
-def _kernel_shape(rhs_spec, lhs_spec, input_shape, out_chan, filter_shape):
-  spatial = iter(filter_shape)
-  return [out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I"
-          else next(spatial) for c in rhs_spec]
-
-
-def GeneralConv(dimension_numbers, out_chan, filter_shape, strides=None, padding="VALID",
-                W_init=None, b_init=normal(1e-6)):
-  """A convolution layer with layouts ``dimension_numbers = (lhs_spec, rhs_spec, out_spec)``."""
+def _conv_layer(out_shape, conv, dimension_numbers, out_chan, filter_shape, strides, padding,
+                W_init, b_init):
+  """A convolution layer: ``out_shape`` (``lax.conv_*_shape_tuple``) gives its output shape,
+  ``conv(inputs, W, strides, padding, one)`` its convolution."""
   lhs_spec, rhs_spec, out_spec = dimension_numbers
   one = (1,) * len(filter_shape)
   strides = strides or one
   W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
 
   def init_fun(rng, input_shape):
-    kernel_shape = _kernel_shape(rhs_spec, lhs_spec, input_shape, out_chan, filter_shape)
-    output_shape = lax.conv_general_shape_tuple(input_shape, kernel_shape, strides, padding,
-                                                dimension_numbers)
+    spatial = iter(filter_shape)
+    kernel_shape = [out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I"
+                    else next(spatial) for c in rhs_spec]
+    output_shape = out_shape(input_shape, kernel_shape, strides, padding, dimension_numbers)
     bias_shape = [out_chan if c == "C" else 1 for c in out_spec]
     k1, k2 = random.split(rng)
     return output_shape, (W_init(k1, kernel_shape), b_init(k2, bias_shape))
 
   def apply_fun(params, inputs, **kwargs):
     W, b = params
-    return lax.conv_general_dilated(inputs, W, strides, padding, one, one,
-                                    dimension_numbers=dimension_numbers) + b
+    return conv(inputs, W, strides, padding, one) + b
 
   return init_fun, apply_fun
+
+
+def GeneralConv(dimension_numbers, out_chan, filter_shape, strides=None, padding="VALID",
+                W_init=None, b_init=normal(1e-6)):
+  """A convolution layer with layouts ``dimension_numbers = (lhs_spec, rhs_spec, out_spec)``."""
+  conv = lambda x, W, strides, padding, one: lax.conv_general_dilated(
+      x, W, strides, padding, one, one, dimension_numbers=dimension_numbers)
+  return _conv_layer(lax.conv_general_shape_tuple, conv, dimension_numbers, out_chan,
+                     filter_shape, strides, padding, W_init, b_init)
 
 
 Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
@@ -78,25 +82,10 @@ Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
 def GeneralConvTranspose(dimension_numbers, out_chan, filter_shape, strides=None,
                          padding="VALID", W_init=None, b_init=normal(1e-6)):
   """A transposed-convolution layer with layouts ``dimension_numbers``."""
-  lhs_spec, rhs_spec, out_spec = dimension_numbers
-  one = (1,) * len(filter_shape)
-  strides = strides or one
-  W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
-
-  def init_fun(rng, input_shape):
-    kernel_shape = _kernel_shape(rhs_spec, lhs_spec, input_shape, out_chan, filter_shape)
-    output_shape = lax.conv_transpose_shape_tuple(input_shape, kernel_shape, strides, padding,
-                                                  dimension_numbers)
-    bias_shape = [out_chan if c == "C" else 1 for c in out_spec]
-    k1, k2 = random.split(rng)
-    return output_shape, (W_init(k1, kernel_shape), b_init(k2, bias_shape))
-
-  def apply_fun(params, inputs, **kwargs):
-    W, b = params
-    return lax.conv_transpose(inputs, W, strides, padding,
-                              dimension_numbers=dimension_numbers) + b
-
-  return init_fun, apply_fun
+  conv = lambda x, W, strides, padding, one: lax.conv_transpose(
+      x, W, strides, padding, dimension_numbers=dimension_numbers)
+  return _conv_layer(lax.conv_transpose_shape_tuple, conv, dimension_numbers, out_chan,
+                     filter_shape, strides, padding, W_init, b_init)
 
 
 Conv1DTranspose = functools.partial(GeneralConvTranspose, ("NHC", "HIO", "NHC"))
