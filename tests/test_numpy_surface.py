@@ -605,3 +605,27 @@ def test_creation_and_axis_errors_as_jax():
     jnp.size(jnp.ones((2, 3, 4)), axis=(0, 0))
   with pytest.raises(ValueError, match="axis1 and axis2 can not be same. axis1=0 and axis2=0"):
     jnp.trace(jnp.ones((3, 3)), axis1=0, axis2=0)
+
+
+def test_rollaxis_trapezoid_unravel_isclose_keys_as_jax():
+  import itertools
+  import warnings
+  import nbjax
+  for axis, start in itertools.product(range(-4, 4), range(-4, 5)):
+    assert jnp.rollaxis(jnp.ones((1, 2, 3, 4)), axis=axis, start=start).shape == \
+        np.rollaxis(np.ones((1, 2, 3, 4)), axis=axis, start=start).shape
+  y = np.arange(60.).reshape(3, 4, 5)
+  dx = np.arange(15.).reshape(3, 5) + 1
+  np.testing.assert_allclose(np.asarray(jnp.trapezoid(y, dx=dx, axis=1)),
+                             np.trapezoid(y, dx=dx, axis=1))
+  i = np.array([[0, 5, 11, -3], [20, 7, -30, 2]])
+  for a, b in zip(nbjax.jit(jnp.unravel_index)(i, (3, 4)), jnp.unravel_index(i, (3, 4))):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  k = nbjax.random.key(0)
+  assert bool(jnp.isclose(k, k)) and not bool(jnp.isclose(k, nbjax.random.key(1)))
+  for name in ("ndim", "shape", "size"):
+    with pytest.warns(DeprecationWarning, match=f"{name} requires ndarray or scalar arguments"):
+      getattr(jnp, name)([1, 2])
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    jnp.ndim(3.0), jnp.shape(np.ones(2)), jnp.size(jnp.ones(2))

@@ -79,8 +79,18 @@ nan = _np.nan
 newaxis = None
 
 
+def _warn_non_array(name, a):
+  """JAX's DeprecationWarning for a list/tuple (or other non-array) argument."""
+  if not hasattr(a, "shape") and not isinstance(a, (bool, int, float, complex, _np.generic)):
+    import warnings
+    warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. "
+                  "In a future JAX release this will be an error.", DeprecationWarning,
+                  stacklevel=3)
+
+
 def size(a, axis=None):
   """Number of elements (along ``axis``: an int or a tuple of ints)."""
+  _warn_non_array("size", a)
   s = _np.shape(a) if not hasattr(a, "shape") else a.shape
   if axis is None:
     return _math.prod(s)
@@ -94,11 +104,13 @@ def size(a, axis=None):
 
 def shape(a):
   """The shape of ``a``."""
+  _warn_non_array("shape", a)
   return a.shape if hasattr(a, "shape") else _np.shape(a)
 
 
 def ndim(a):
   """The number of axes of ``a``."""
+  _warn_non_array("ndim", a)
   return a.ndim if hasattr(a, "ndim") else _np.ndim(a)
 
 
@@ -139,13 +151,12 @@ def isreal(x):
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN
   (JAX's formula: integers compare as the default float, ``a == b`` or finite ``b`` in range)."""
-  a, b = _ensure_arraylike("isclose", a, b)
   from nbjax import lax as _lax
   from nbjax.numpy import _util
+  if type(a) in _util.key_types or type(b) in _util.key_types:  # key arrays: equality (JAX)
+    return equal(a, b)
+  a, b = _ensure_arraylike("isclose", a, b)
   a, b = _util.promote_args("isclose", a, b)
-  from nbjax import dtypes as _dt
-  if isinstance(a.dtype, _dt.ExtendedDType):
-    return _lax.eq(a, b)
   a, b = _util.promote_args_inexact("isclose", a, b)
   d = a.dtype
   if _np.issubdtype(d, _np.complexfloating):

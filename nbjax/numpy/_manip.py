@@ -139,7 +139,9 @@ def rollaxis(a, axis, start=0):
   """Roll ``axis`` backwards until it lies before ``start`` (prefer ``moveaxis``)."""
   a = ensure_arraylike("rollaxis", a)
   axis = canonicalize_axis(axis, a.ndim)
-  start = canonicalize_axis(start, a.ndim + 1)
+  if not -a.ndim <= start <= a.ndim:  # NumPy's: start in [-ndim, ndim], negative from the end
+    raise ValueError(f"start={start} must satisfy {-a.ndim}<=start<={a.ndim}")
+  start = start + a.ndim if start < 0 else start
   if start > axis:
     start -= 1
   return moveaxis(a, axis, start)

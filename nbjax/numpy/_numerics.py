@@ -104,6 +104,10 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     y = ensure_arraylike("trapezoid", y)
     y, = promote_dtypes_inexact(y)
     d = dx
+    if _util.ndim(dx) > 0:  # JAX: an array dx aligns with y's leading axes, axis last
+      d = asarray(dx)
+      d = lax.expand_dims(d, tuple(range(y.ndim - d.ndim)))
+      d = moveaxis(d, axis, -1)
   else:
     y, x = ensure_arraylike("trapezoid", y, x)
     y, x = promote_dtypes_inexact(y, x)

@@ -510,7 +510,9 @@ def unravel_index(indices, shape):
     shape = [shape]
   if any(np.ndim(s) != 0 for s in shape):
     raise ValueError("unravel_index: shape should be a scalar or 1D sequence.")
-  shape = [_util.index(s, "shape") for s in shape]
+  # JAX: the shape may be traced (the coordinates are then computed with traced sizes)
+  shape = [s if isinstance(s, Tracer) and not _util.is_concrete(s) else
+           _util.index(s, "shape") for s in shape]
   out = [None] * len(shape)
   for i in reversed(range(len(shape))):
     idx, out[i] = _divmod(idx, shape[i])
