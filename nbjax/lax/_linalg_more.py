@@ -21,8 +21,8 @@ from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad
 from nbjax.lax.reductions import work_eager
-from nbjax.lax.linalg import (_T, _aval, _flat, _lax, _linalg_dtypes, _mm, _rand, _real_dtype,
-                              _register)
+from nbjax.lax.linalg import (_T, _aval, _common_batch, _flat, _lax, _linalg_dtypes, _mm, _rand,
+                              _real_dtype, _register)
 
 
 class _Kernels:
@@ -54,15 +54,7 @@ def _check(name, avals, ranks=None):
     if a.ndim < r:
       raise TypeError(f"Input {i} to {name} must have rank at least {r}, but got "
                       f"shape={a.shape}")
-  batch = avals[0].shape[:avals[0].ndim - ranks[0]]
-  for a, r in zip(avals, ranks):
-    if a.shape[:a.ndim - r] != batch:
-      raise TypeError(f"All inputs to {name} must have the same batch dimensions, got "
-                      f"{[x.shape[:x.ndim - rr] for x, rr in zip(avals, ranks)]}.")
-  if len({a.dtype for a in avals}) > 1:
-    raise TypeError(f"{name} requires arguments to have the same dtypes, got "
-                    f"{', '.join(a.dtype.name for a in avals)}.")
-  return batch
+  return _common_batch(name, avals, ranks)
 
 
 def _nondiff(prim):

@@ -626,8 +626,13 @@ def _linalg_check(name, avals, ranks=None):
     if a.dtype not in _linalg_dtypes:
       raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes are "
                       "float32, float64, complex64, complex128.")
-  batch = avals[0].shape[:-ranks[0]]
-  for i, (a, r) in enumerate(zip(avals, ranks)):
+  return _common_batch(name, avals, ranks)
+
+
+def _common_batch(name, avals, ranks):
+  """The operands' batch shape (all must have it, and one dtype), as JAX's linalg checks."""
+  batch = avals[0].shape[:avals[0].ndim - ranks[0]]
+  for a, r in zip(avals, ranks):
     if a.shape[:a.ndim - r] != batch:
       raise TypeError(f"All inputs to {name} must have the same batch dimensions, got "
                       f"{[x.shape[:x.ndim - rr] for x, rr in zip(avals, ranks)]}.")
