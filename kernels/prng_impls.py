@@ -15,9 +15,7 @@ elementwise hash (``kernels.random``'s rounds). Imports numba and numpy only.
 import numpy as np
 from numba import njit, prange
 
-from kernels.random import threefry2x32 as _tf2
-
-_M = np.uint64(0xFFFFFFFF)
+from kernels.random import _M, _rotl, threefry2x32 as _tf2
 
 
 @njit(inline="always", cache=True)
@@ -55,11 +53,6 @@ def philox4x32(k0, k1, x0, x1, x2, x3):
     lo1, hi1 = _mulhilo(m1, x2)
     x0, x1, x2, x3 = hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0
   return x0, x1, x2, x3
-
-
-@njit(inline="always", cache=True)
-def _rotl(x, r):
-  return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M
 
 
 @njit(inline="always", cache=True)
