@@ -23,7 +23,7 @@ import numpy as np
 from nbjax import core, dtypes
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
-from nbjax.jaxpr import Literal
+from nbjax.jaxpr import ClosedJaxpr, Literal
 
 BACKENDS = ("numba", "numpy", "xla", "python")
 
@@ -799,6 +799,11 @@ def _fuse(group, eqns, kinds, known, live, dead, name, ns):
   return lines, outs
 
 
+# ``(has_keys(jaxpr), physicalize(closed))``, installed by ``nbjax.lax.prng`` (as for jit's
+# lowering): a program holding key arrays (extended dtypes) runs on their raw data
+physicalize_hook = None
+
+
 def eager_program(jaxpr, consts, fuse=False):
   """Compile a jaxpr into straight-line Python over raw host buffers: each equation calls the
   kernel its primitive's policy picks for the equation's (static) avals, with none of the
@@ -815,6 +820,10 @@ def eager_program(jaxpr, consts, fuse=False):
   (C-contiguous, of the out avals' dtypes); ``program.fused`` counts the loops. Replays
   cached traces (``nbjax.eager_cache``) and the tape's per-primitive VJPs; the avals were
   checked when the jaxpr was traced."""
+  h = physicalize_hook
+  if h is not None and h[0](jaxpr):  # key arrays: the program runs on their data, as jit's
+    closed = h[1](ClosedJaxpr(jaxpr, consts))
+    jaxpr, consts = closed.jaxpr, closed.consts
   ns = {"_fix": as_output, "_nd": np.ndarray, "_run": quiet_run, "_retry": quiet_retry,
         "_empty": np.empty}
   env = {}

@@ -343,6 +343,25 @@ def test_vmap_over_keys_equals_loop():
   np.testing.assert_array_equal(nbjax.vmap(R.PRNGKey)(seeds), np.stack([R.PRNGKey(i) for i in range(3)]))
 
 
+def test_replayed_programs_run_key_arrays_on_their_data():
+  # a replay (forced here: no guard, the fused program at once) of programs holding key
+  # arrays, with structural ops on them (randint's split + slice + squeeze), raw and typed
+  from nbjax import eager_cache
+  saved = eager_cache.guards, eager_cache.fixed_structure, eager_cache.FUSE_AFTER
+  eager_cache.guards, eager_cache.fixed_structure = (lambda f: []), (lambda t: True)
+  eager_cache.FUSE_AFTER = 1
+  try:
+    for keys in (R.split(R.PRNGKey(0), 4), R.split(R.key(0), 4)):
+      for f in [lambda k: R.randint(k, (2,), 0, 100), lambda k: R.permutation(k, 5),
+                lambda k: R.key_data(R.split(k)), lambda k: R.normal(k, (2,))]:
+        vf = nbjax.vmap(f)
+        want = np.stack([np.asarray(f(k)) for k in keys])
+        for _ in range(3):
+          np.testing.assert_array_equal(vf(keys), want)
+  finally:
+    eager_cache.guards, eager_cache.fixed_structure, eager_cache.FUSE_AFTER = saved
+
+
 def test_make_jaxpr_straight_line():
   text = str(nbjax.make_jaxpr(lambda k: R.uniform(k, (3,)))(R.key(0)))
   assert "random_bits[bit_width=64 shape=(3,)]" in text and "while" not in text

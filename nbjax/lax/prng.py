@@ -1008,7 +1008,7 @@ def _physicalize(closed):
   return ClosedJaxpr(j, [*consts, *new_consts])
 
 
-lowering.physicalize_hook = (has_keys, physicalize)
+lowering.physicalize_hook = registry.physicalize_hook = (has_keys, physicalize)
 lowering.key_wrap = lambda impl, data: key_hooks["wrap"](impl, data)
 batching.extended_rules = (key_moveaxis, key_broadcast_in_dim)
 
