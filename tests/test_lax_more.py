@@ -376,3 +376,19 @@ def test_conv_accepts_bfloat16_as_jax():
   np.testing.assert_array_equal(np.asarray(y[0, 0, 0, :3], np.float32), [6.71875, 6.96875, 7.1875])
   yj = nbjax.jit(lambda a, b: lax.conv(a, b, (1, 1), "VALID"))(x, w)
   np.testing.assert_array_equal(np.asarray(yj[0, 0, 0, :3], np.float32), [6.71875, 6.96875, 7.1875])
+
+
+def test_dot_algorithm_and_export_module_as_jax():
+  import importlib
+  a = lax.DotAlgorithm(lhs_precision_type=np.float16, rhs_precision_type=np.float16,
+                       accumulation_type=np.float32)
+  assert a.lhs_component_count == 1 and a.allow_imprecise_accumulation is False
+  x = jnp.ones((3, 4), "float16")
+  for p in (a, "F16_F16_F32", lax.DotAlgorithmPreset.F32_F32_F32):
+    assert lax.dot(x, x.T, precision=p).dtype == np.float16
+    out = nbjax.jit(lambda v: lax.dot(v, v.T, precision=p))(x)
+    assert out.dtype == np.float16 and float(out[0, 0]) == 4.0
+  export = importlib.import_module("nbjax.export")  # `from jax import export` imports
+  assert nbjax.export is export and not export.is_symbolic_dim(3)
+  with pytest.raises(NotImplementedError, match="not implemented by nbjax"):
+    export.symbolic_shape("a, b")

@@ -28,7 +28,7 @@ from nbjax.lax.reductions import (argmax, argmax_p, argmin, argmin_p, cumlogsume
                                   reduce_or_p, reduce_prod, reduce_prod_p, reduce_sum,
                                   reduce_sum_p, reduce_xor, reduce_xor_p, sort, sort_key_val,
                                   sort_p, top_k)
-from nbjax.lax.linalg import (DotAlgorithmPreset, Precision, batch_matmul,  # noqa: F401
+from nbjax.lax.linalg import (DotAlgorithm, DotAlgorithmPreset, Precision, batch_matmul,  # noqa: F401
                               canonicalize_precision, dot, dot_general, dot_general_p)
 from nbjax.lax import linalg  # noqa: F401  (``lax.linalg.cholesky`` etc.)
 from nbjax.lax.fft import FftType, fft, fft_p  # noqa: F401

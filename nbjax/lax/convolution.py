@@ -1009,7 +1009,8 @@ def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
       output_feature_dimension=out_spec[1], output_spatial_dimensions=list(out_spec[2:]))
   i64 = lambda v: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(v))
   pc = (ir.ArrayAttr.get([hlo.PrecisionAttr.get(p.name) for p in precision])
-        if isinstance(precision, tuple) else None)
+        if isinstance(precision, tuple) and len(precision) == 2 and
+        all(hasattr(p, "name") for p in precision) else None)  # (not a DotAlgorithm)
   pad = np.asarray(padding, np.int64).reshape(len(padding), 2)
   return [hlo.convolution(
       mlir.aval_to_ir_type(out), lhs, rhs, dimension_numbers=dn,

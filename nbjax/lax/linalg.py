@@ -16,6 +16,7 @@ follow JAX's definitions; ``cholesky``/``eigh`` differentiate the function they 
 from __future__ import annotations
 
 import enum
+from typing import Any, NamedTuple
 import math
 import operator
 
@@ -538,6 +539,19 @@ class DotAlgorithmPreset(enum.Enum):
   __str__ = Precision.__str__
 
 
+class DotAlgorithm(NamedTuple):
+  """JAX's explicit dot algorithm (operand and accumulation types, component counts),
+  accepted as ``precision=``; on CPU nbjax computes the default algorithm for the operands'
+  dtypes, with the result in the dtype the operands give (as XLA:CPU does)."""
+  lhs_precision_type: Any
+  rhs_precision_type: Any
+  accumulation_type: Any
+  lhs_component_count: int = 1
+  rhs_component_count: int = 1
+  num_primitive_operations: int = 1
+  allow_imprecise_accumulation: bool = False
+
+
 def canonicalize_precision(precision):
   """``None``, a ``(Precision, Precision)`` pair, or a ``DotAlgorithmPreset`` (JAX's)."""
   if precision is None:
@@ -549,7 +563,7 @@ def canonicalize_precision(precision):
       return DotAlgorithmPreset[precision]
   elif isinstance(precision, Precision):
     return precision, precision
-  elif isinstance(precision, DotAlgorithmPreset):
+  elif isinstance(precision, (DotAlgorithmPreset, DotAlgorithm)):
     return precision
   elif isinstance(precision, (list, tuple)) and len(precision) == 2:
     if all(isinstance(p, Precision) for p in precision):
@@ -1615,7 +1629,7 @@ def _dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
   # a Precision pair becomes XLA's precision_config (an algorithm preset is not lowered:
   # the CPU computes every one as the default algorithm, as eagerly)
   pc = (ir.ArrayAttr.get([hlo.PrecisionAttr.get(p.name) for p in precision])
-        if isinstance(precision, tuple) else None)
+        if isinstance(precision, tuple) and not isinstance(precision, DotAlgorithm) else None)
   res = hlo.dot_general(mlir.aval_to_ir_type(out.update(dtype=cd)), lhs, rhs, dn,
                         precision_config=pc)
   if od == np.bool_:
