@@ -79,7 +79,12 @@ _OPTIONS = {
     "cpu_collectives_implementation": ("gloo", _choice(None, "gloo", "mpi", "megascale")),
     "default_matmul_precision": (None, _choice(
         None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
-        "bfloat16_3x", "fastest")),
+        "bfloat16_3x", "fastest",
+        # JAX's DotAlgorithmPreset names (nbjax's CPU computes each as the default algorithm)
+        "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+        "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16",
+        "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9",
+        "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64")),
     "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
                                                        "unsafe_rbg", "philox2x32", "philox4x32")),
     "enable_checks": (False, _boolean),

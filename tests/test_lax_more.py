@@ -392,3 +392,33 @@ def test_dot_algorithm_and_export_module_as_jax():
   assert nbjax.export is export and not export.is_symbolic_dim(3)
   with pytest.raises(NotImplementedError, match="not implemented by nbjax"):
     export.symbolic_shape("a, b")
+
+
+def test_lax_errors_weak_types_and_bf16_reduce_precision_as_jax():
+  with pytest.raises(ValueError, match=r"Sizes passed to split must be nonnegative, got \[-1\]"):
+    lax.split(np.arange(5), [-1])
+  with pytest.raises(ValueError, match="reduce found non-scalar initial value"):
+    lax.reduce({"x": np.ones(5)}, {"x": np.ones(5)}, lambda x, y: dict(x=x["x"] + y["x"]), [0])
+  with pytest.raises(ValueError, match="top_k returns int32 indices, which will overflow"):
+    nbjax.eval_shape(lambda x: lax.top_k(x, 100),
+                     nbjax.ShapeDtypeStruct((2 ** 31 + 1,), np.dtype("bfloat16")))
+  with pytest.raises(TypeError, match="Scatter op has window of size 1; doesn't match operand "
+                                      "of rank 2"):
+    lax.scatter(np.ones((3, 2)), np.zeros((1, 1), np.int32), np.ones((1, 2)),
+                lax.ScatterDimensionNumbers((1,), (), (0,)))
+  for op, init0 in ((lax.mul, 1), (lax.add, 0), (lax.add, 5)):
+    for aw in (True, False):
+      for iw in (True, False):
+        arr = lax._convert_element_type(np.arange(10), np.dtype(int), weak_type=aw)
+        init = lax._convert_element_type(init0, np.dtype(int), weak_type=iw)
+        f = lambda a, i: lax.reduce(a, i, op, (0,))
+        assert f(arr, init).weak_type == (aw and iw) == nbjax.jit(f)(arr, init).weak_type
+  x = jnp.array([1.2345, -3.75, 1e-3, 70000.0], jnp.bfloat16)
+  y = lax.reduce_precision(x, 5, 10)  # bfloat16 eagerly as under jit (float16's format)
+  np.testing.assert_array_equal(np.asarray(y, np.float32),
+                                np.asarray(nbjax.jit(lambda v: lax.reduce_precision(v, 5, 10))(x),
+                                           np.float32))
+  assert np.isinf(np.asarray(y, np.float32)[3]) and y.dtype == jnp.bfloat16
+  with nbjax.default_matmul_precision("F32_F32_F32"):
+    assert nbjax.jit(lax.dot)(jnp.ones((3, 4), "float32"), jnp.ones((4, 3), "float32")).dtype == \
+        np.float32

@@ -427,12 +427,12 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, u
       raise TypeError(f"Offset dimension {i} in gather op is out of bounds; got {d}, but should "
                       f"have been in [0, {out_rank})")
   if len(dn.start_index_map) != indices.shape[ivd]:
-    raise TypeError(f"gather op has {len(dn.start_index_map)} elements in start_index_map and "
+    raise TypeError(f"Gather op has {len(dn.start_index_map)} elements in start_index_map and "
                     f"the bound of dimension index_vector_dim={ivd} of indices is "
                     f"{indices.shape[ivd]}. These two numbers must be equal.")
   for i, d in enumerate(dn.start_index_map):
     if not 0 <= d < operand.ndim:
-      raise TypeError(f"Invalid start_index_map in gather op; domain is [0, {operand.ndim}), "
+      raise TypeError(f"Invalid start_index_map; domain is [0, {operand.ndim}), "
                       f"got: {i}->{d}.")
   _no_dups(dn.start_index_map, op, "start_index_map")
   _is_sorted(dn.collapsed_slice_dims, op, "collapsed_slice_dims")
@@ -448,19 +448,19 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, u
   _no_dups(dn.start_indices_batching_dims, op, "start_indices_batching_dims")
   _in_range(dn.start_indices_batching_dims, indices.ndim, op, "start_indices_batching_dims")
   if ivd in dn.start_indices_batching_dims:
-    raise TypeError("gather op cannot have the index vector dimension as a batching dimension; "
+    raise TypeError("Gather op cannot have the index vector dimension as a batching dimension; "
                     f"got {dn.start_indices_batching_dims}.")
   if len(dn.operand_batching_dims) != len(dn.start_indices_batching_dims):
-    raise TypeError("gather op requires equal numbers of operand_batching_dims and "
+    raise TypeError("Gather op requires equal numbers of operand_batching_dims and "
                     f"start_indices_batching_dims, got {dn.operand_batching_dims} and "
                     f"{dn.start_indices_batching_dims}.")
   ob = tuple(operand.shape[i] for i in dn.operand_batching_dims)
   ib = tuple(indices.shape[i] for i in dn.start_indices_batching_dims)
   if ob != ib:
-    raise TypeError("gather op requires operand batching dimensions and indices batching "
+    raise TypeError("Gather op requires operand batching dimensions and indices batching "
                     f"dimensions to have the same shape, got {ob} and {ib}.")
   if operand.ndim != len(slice_sizes):
-    raise TypeError("gather op must have one slice size for every input dimension; got: "
+    raise TypeError("Gather op must have one slice size for every input dimension; got: "
                     f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={operand.ndim}")
   if len(slice_sizes) != (len(dn.offset_dims) + len(dn.collapsed_slice_dims)
                           + len(dn.operand_batching_dims)):
@@ -475,11 +475,11 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, u
                       f"[0, {d} + 1), got {s}.")
   for i, d in enumerate(dn.collapsed_slice_dims):
     if slice_sizes[d] != 1:
-      raise TypeError("gather op can only collapse slice dims with bound 1, but bound is "
+      raise TypeError("Gather op can only collapse slice dims with bound 1, but bound is "
                       f"{slice_sizes[d]} for index {d} at position {i}.")
   for i, d in enumerate(dn.operand_batching_dims):
-    if slice_sizes[d] != 1:
-      raise TypeError("gather op can only have operand batching dims with bound 1, but bound is "
+    if slice_sizes[d] > 1:
+      raise TypeError("Gather op can only have operand batching dims with bound 0/1, but bound is "
                       f"{slice_sizes[d]} for index {d} at position {i}.")
   return ShapedArray(_gather_shape(operand.shape, indices.shape, dn, slice_sizes), operand.dtype,
                      operand.weak_type)
@@ -770,29 +770,29 @@ def _scatter_abstract_eval(name):
     _no_dups(dn.scatter_indices_batching_dims, op, "scatter_indices_batching_dims")
     _in_range(dn.scatter_indices_batching_dims, indices.ndim, op, "scatter_indices_batching_dims")
     if ivd in dn.scatter_indices_batching_dims:
-      raise TypeError(f"{name} op cannot have the index vector dimension as a batching "
+      raise TypeError(f"Scatter op cannot have the index vector dimension as a batching "
                       f"dimension; got {dn.scatter_indices_batching_dims}.")
     if len(dn.operand_batching_dims) != len(dn.scatter_indices_batching_dims):
-      raise TypeError(f"{name} op requires equal numbers of operand_batching_dims and "
+      raise TypeError(f"Scatter op requires equal numbers of operand_batching_dims and "
                       f"scatter_indices_batching_dims, got {dn.operand_batching_dims} and "
                       f"{dn.scatter_indices_batching_dims}.")
     ob = tuple(operand.shape[i] for i in dn.operand_batching_dims)
     ib = tuple(indices.shape[i] for i in dn.scatter_indices_batching_dims)
     if ob != ib:
-      raise TypeError(f"{name} op requires operand batching dimensions and indices batching "
+      raise TypeError(f"Scatter op requires operand batching dimensions and indices batching "
                       f"dimensions to have the same shape, got {ob} and {ib}.")
     if len(uwd) + len(iwd) + len(dn.operand_batching_dims) != operand.ndim:
-      raise TypeError(f"{name} op has window of size "
+      raise TypeError(f"Scatter op has window of size "
                       f"{len(uwd) + len(iwd) + len(dn.operand_batching_dims)}; doesn't match "
                       f"operand of rank {operand.ndim}.")
     if len(dn.scatter_dims_to_operand_dims) != indices.shape[ivd]:
-      raise TypeError(f"{name} op has {len(dn.scatter_dims_to_operand_dims)} elements in "
+      raise TypeError(f"Scatter op has {len(dn.scatter_dims_to_operand_dims)} elements in "
                       f"scatter_dims_to_operand_dims and the bound of dimension "
                       f"index_vector_dim={ivd} of indices is {indices.shape[ivd]}. These two "
                       "numbers must be equal")
     for i, d in enumerate(dn.scatter_dims_to_operand_dims):
       if not 0 <= d < operand.ndim:
-        raise TypeError(f"Invalid {name} scatter_dims_to_operand_dims mapping; domain is "
+        raise TypeError(f"Invalid scatter_dims_to_operand_dims mapping; domain is "
                         f"[0, {operand.ndim}), got: {i}->{d}.")
     _no_dups(dn.scatter_dims_to_operand_dims, op, "scatter_dims_to_operand_dims")
     wdims = [d for d in range(operand.ndim) if d not in iwd and d not in dn.operand_batching_dims]
@@ -1367,7 +1367,8 @@ registry.register(
     abstract_eval=_gather_abstract_eval, jvp=_gather_jvp, transpose=_gather_transpose,
     batch=_gather_batch, policy=None,
     meta=dict(reference=_gather_numpy, dtypes=ALL_DTYPES, samples=_gather_samples,
-              differentiable=True, linear=True, bad_inputs=lambda rng: _index_bad(rng)["gather"]))
+              differentiable=True, linear=True, bad_inputs=lambda rng: _index_bad(rng)["gather"],
+              error_names=("Gather op",)))  # (JAX's shape errors say "Gather op")
 
 _COMBINER = {"scatter": "set", "scatter-add": "add", "scatter-sub": "sub", "scatter-mul": "mul",
              "scatter-min": "min", "scatter-max": "max"}
@@ -1384,7 +1385,7 @@ for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p
       meta=dict(reference=_scatter_numpy(_comb), dtypes=sorted(_SCATTER_DTYPES[_p.name], key=str),
                 samples=_scatter_samples(unique=_comb in ("set", "mul")),
                 differentiable=True, linear=_lin, bad_inputs=_scatter_bad(_p.name),
-                error_names=("lax.scatter",)))  # (JAX's dtype error names the family)
+                error_names=("lax.scatter", "Scatter op")))  # (JAX's names: the family)
 
 scatter_p.jvp, scatter_p.transpose = _scatter_jvp, _scatter_transpose
 for _p, _sign in ((scatter_add_p, 1), (scatter_sub_p, -1)):

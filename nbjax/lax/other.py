@@ -50,8 +50,7 @@ def _reduce_abstract_eval(*avals, computation, jaxpr, dimensions):
     raise TypeError(f"reduce: operand dtypes should match corresponding initial value "
                     f"dtypes, got operands={xs} and initial_values={inits}")
   if any(i.shape != () for i in inits):
-    raise ValueError(f"reduce: init_values must be scalars, got shapes "
-                     f"{[i.shape for i in inits]}")
+    raise ValueError(f"reduce found non-scalar initial value: {[i.shape for i in inits]}")
   if any(o.shape != xs[0].shape for o in xs):
     raise ValueError(f"reduce operands must have the same shape, got {[o.shape for o in xs]}")
   nd = xs[0].ndim
@@ -59,7 +58,8 @@ def _reduce_abstract_eval(*avals, computation, jaxpr, dimensions):
     raise ValueError(f"reduce: dimensions {dimensions} out of range or repeated for operand "
                      f"shape {xs[0].shape}")
   shape = tuple(s for i, s in enumerate(xs[0].shape) if i not in dimensions)
-  return [ShapedArray(shape, o.dtype) for o in xs]
+  # JAX's weak-type rule: weak where both the operand and its init value are
+  return [ShapedArray(shape, o.dtype, o.weak_type and i.weak_type) for o, i in zip(xs, inits)]
 
 
 def _reduce_eager(*args, computation, jaxpr, dimensions):
@@ -324,7 +324,11 @@ def reduce(operands, init_values, computation, dimensions):
   if len(flat_x) == 1:
     red = _monoid(computation, flat_z[0])
     if red is not None:
-      return tree_unflatten(tree, [red(flat_x[0], dimensions)])
+      out = red(flat_x[0], dimensions)
+      weak = get_aval(out).weak_type
+      if weak and not dtypes.is_weakly_typed(flat_z[0]):  # JAX: weak only if both are
+        out = _lax()._convert_element_type(out, get_aval(out).dtype, weak_type=False)
+      return tree_unflatten(tree, [out])
 
   def comp(left, right):
     out, otree = tree_flatten(computation(tree_unflatten(tree, left), tree_unflatten(tree, right)))
@@ -341,6 +345,8 @@ def reduce(operands, init_values, computation, dimensions):
 
 _FBITS = {np.dtype(np.float16): (16, 5, 10, np.uint16), np.dtype(np.float32): (32, 8, 23, np.uint32),
           np.dtype(np.float64): (64, 11, 52, np.uint64)}
+_FBITS_EAGER = dict(_FBITS)  # (the generated tests' dtypes stay _FBITS')
+_FBITS_EAGER[np.dtype(dtypes._bf16)] = (16, 8, 7, np.uint16)
 
 
 def _rp_abstract_eval(x, *, exponent_bits, mantissa_bits):
@@ -356,7 +362,7 @@ def _rp_abstract_eval(x, *, exponent_bits, mantissa_bits):
 
 
 def _rp_numba(x, *, exponent_bits, mantissa_bits):
-  nbits, e, m, u = _FBITS[x.dtype]
+  nbits, e, m, u = _FBITS_EAGER[x.dtype]
   out = np.empty(x.shape, x.dtype)
   if x.size:
     K.reduce_precision(np.ascontiguousarray(x).reshape(-1).view(u), nbits, e, m,
@@ -560,7 +566,9 @@ def split(operand, sizes, axis=0):
   if not -aval.ndim <= axis < aval.ndim:
     raise ValueError(f"axis {axis} is out of bounds for array of dimension {aval.ndim}")
   axis %= aval.ndim
-  if any(s < 0 for s in sizes) or sum(sizes) != aval.shape[axis]:
+  if any(s < 0 for s in sizes):
+    raise ValueError(f"Sizes passed to split must be nonnegative, got {list(sizes)}")
+  if sum(sizes) != aval.shape[axis]:
     raise ValueError(f"Sum of sizes {sum(sizes)} must be equal to dimension {axis} of the "
                      f"operand shape {list(aval.shape)}")
   out, start = [], 0

@@ -1330,6 +1330,10 @@ def top_k(operand, k, *, axis=-1, is_stable=True):
   if aval.dtype.kind == "c":
     raise ValueError("top_k is not compatible with complex inputs.")
   n = aval.shape[axis]
+  if n > np.iinfo(np.int32).max:
+    raise ValueError("top_k returns int32 indices, which will overflow for array dimensions "
+                     f"larger than the maximum int32 ({np.iinfo(np.int32).max}). Got "
+                     f"operand.shape={tuple(aval.shape)}")
   # ascending by (value, -index), then reversed: descending values, ties by ascending index
   neg_iota = Array(np.ascontiguousarray(np.broadcast_to(
       -np.arange(n, dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(aval.ndim)]),
