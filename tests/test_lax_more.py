@@ -422,3 +422,15 @@ def test_lax_errors_weak_types_and_bf16_reduce_precision_as_jax():
   with nbjax.default_matmul_precision("F32_F32_F32"):
     assert nbjax.jit(lax.dot)(jnp.ones((3, 4), "float32"), jnp.ones((4, 3), "float32")).dtype == \
         np.float32
+
+
+def test_mulhi_size1_broadcast_and_patches_precision_as_jax():
+  x = np.random.RandomState(0).randint(-2 ** 31, 2 ** 31 - 1, (3, 4)).astype(np.int32)
+  y = np.random.RandomState(1).randint(-2 ** 31, 2 ** 31 - 1, (3, 1)).astype(np.int32)
+  want = ((x.astype(np.int64) * y.astype(np.int64)) >> 32).astype(np.int32)
+  np.testing.assert_array_equal(np.asarray(lax.mulhi(x, y)), want)
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lax.mulhi)(x, y)), want)
+  v = jnp.arange(2 * 3 * 5 * 6.).reshape(2, 3, 5, 6)
+  for p in (None, lax.Precision.DEFAULT, lax.Precision.HIGHEST, "highest"):
+    assert lax.conv_general_dilated_patches(v, (2, 3), (2, 3), "VALID",
+                                            precision=p).shape == (2, 18, 2, 2)

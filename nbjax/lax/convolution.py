@@ -918,7 +918,9 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
                     (dn.rhs_spec[0], dn.rhs_spec[1]))
   return conv_general_dilated(
       lhs, np.ascontiguousarray(rhs), window_strides, padding, lhs_dilation, rhs_dilation, dn,
-      feature_group_count=c, precision=None if precision is None else (precision, "default"),
+      feature_group_count=c,
+      precision=None if precision is None else (_canon_precision(precision)[0],
+                                                _canon_precision("default")[0]),
       preferred_element_type=preferred_element_type)
 
 

@@ -482,8 +482,14 @@ batching.defbroadcasting(mulhi_p)
 
 def mulhi(x, y, /):
   """The high half of the double-width product of integers ``x`` and ``y`` (``mulhi``)."""
-  return mulhi_p.bind(*(v if hasattr(v, "aval") or isinstance(v, core.Tracer) else _as_array(v)
-                        for v in (x, y)))
+  x, y = (v if hasattr(v, "aval") or isinstance(v, core.Tracer) else _as_array(v) for v in (x, y))
+  sx, sy = get_aval(x).shape, get_aval(y).shape
+  if sx != sy and len(sx) == len(sy):  # size-1 axes broadcast (the lowering needs one shape)
+    shape = tuple(max(a, b) if 1 in (a, b) else a for a, b in zip(sx, sy))
+    lax = _lax()
+    x, y = (lax.broadcast_in_dim(v, shape, tuple(range(len(shape)))) if s != shape else v
+            for v, s in ((x, sx), (y, sy)))
+  return mulhi_p.bind(x, y)
 
 
 # ====================================================================== optimization_barrier
