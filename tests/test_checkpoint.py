@@ -165,3 +165,18 @@ def test_matmul_contracts_vectors_and_batches_as_jax():
     x, y = rng_.standard_normal(a), rng_.standard_normal(b)
     close(jnp.matmul(x, y), np.matmul(x, y))
     close(jax.jit(jnp.matmul)(x, y), np.matmul(x, y))
+
+
+def test_remat_of_jit_reverse_mode_as_jax():
+  """JAX's api_test.test_jit_forwarding_correctness (remat=True): a jit call inside a
+  checkpoint, with primal and tangent inputs mixed, splits instead of staging whole."""
+  import nbjax
+  import nbjax.numpy as jnp
+  f = nbjax.remat(nbjax.jit(lambda xs: [jnp.sin(xs[0]), xs[1], jnp.exp(xs[2])]))
+  (g,) = nbjax.vjp(f, [1., 2., 3.])[1]([1., 1., 1.])
+  np.testing.assert_allclose([float(v) for v in g], [np.cos(1.), 1., np.exp(3.)])
+  for policy in (None, nbjax.checkpoint_policies.everything_saveable,
+                 nbjax.checkpoint_policies.nothing_saveable):
+    h = nbjax.remat(nbjax.jit(jnp.sin), policy=policy)
+    assert float(nbjax.grad(h)(1.0)) == pytest.approx(np.cos(1.0))
+  nbjax.test_util.check_grads(f, ([0., 1., 2.],), order=1, modes=["rev"], atol=1e-3, rtol=1e-3)

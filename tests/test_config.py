@@ -200,3 +200,12 @@ def test_parse_flags_with_absl_reads_jax_flags(monkeypatch):
     assert nbjax.config.read("numpy_rank_promotion") == "raise"
   finally:
     nbjax.config.update("numpy_rank_promotion", old)
+
+
+def test_legacy_prng_key_state_as_jax():
+  assert nbjax.config.read("legacy_prng_key") == "allow"  # JAX's default
+  with nbjax.legacy_prng_key("error"):
+    assert nbjax.config.jax_legacy_prng_key == "error"
+  assert nbjax.config.jax_legacy_prng_key == "allow"
+  with pytest.raises(ValueError):
+    nbjax.config.update("jax_legacy_prng_key", "sometimes")

@@ -520,29 +520,13 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   known_eqns, unknown_eqns = [], []
   for eqn in jaxpr.eqns:
     unk = [type(x) is not Literal and x in unknown for x in eqn.invars]
-    rule = eqn.primitive.partial_eval
-    split = rule(unk, **eqn.params) if any(unk) and not all(unk) and rule is not None else None
+    split = split_eqn(eqn, unk)
     if split is not None:  # split a call: known part + residuals
-      kp, up, out_unk, num_res, sel_known, sel_unknown, staged_outs = _split(split)
-      prim = eqn.primitive
-      kins = [x for x, u in zip(eqn.invars, unk) if not u]
-      uins = [x for x, u in zip(eqn.invars, unk) if u]
-      kins_ = sel_known(kins) if sel_known else kins
-      k_avals = prim.abstract_eval(*[x.aval for x in kins_], **kp)
-      res = [Var(a) for a in k_avals[len(k_avals) - num_res:]]
-      known_eqns.append(eqn.replace(
-          invars=kins_, outvars=[v for v, u in zip(eqn.outvars, out_unk) if not u] + res,
-          params=kp))
+      known_eqn, unknown_eqn, out_unk = split
+      known_eqns.append(known_eqn)
       unknown.update(v for v, u in zip(eqn.outvars, out_unk) if u)
-      if up is None:  # every output is known: nothing to stage
-        continue
-      uins_ = sel_unknown(res, kins, uins) if sel_unknown else res + uins
-      uouts = [v for v, u in zip(eqn.outvars, out_unk) if u]
-      if staged_outs is not None:  # the staged equation's other outputs are dropped
-        it = iter(uouts)
-        s_avals = prim.abstract_eval(*[x.aval for x in uins_], **up)
-        uouts = [next(it) if m else DropVar(a) for m, a in zip(staged_outs, s_avals)]
-      unknown_eqns.append(eqn.replace(invars=uins_, outvars=uouts, params=up))
+      if unknown_eqn is not None:
+        unknown_eqns.append(unknown_eqn)
     elif any(unk):
       unknown_eqns.append(eqn)
       unknown.update(eqn.outvars)
@@ -572,6 +556,35 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   ju = Jaxpr([], res + [v for v, u in zip(jaxpr.invars, in_unknowns) if u],
              [v for v, u in zip(jaxpr.outvars, out_unknowns) if u], unknown_eqns)
   return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)
+
+
+def split_eqn(eqn, unk):
+  """A call equation with some unknown inputs (``unk``) split by its primitive's
+  ``partial_eval`` rule: ``(known_eqn, unknown_eqn or None, out_unknowns)``, the known
+  equation's outputs being its known outputs then the residuals the unknown one reads; None
+  when the equation does not split (no rule, or all/none of its inputs unknown)."""
+  rule = eqn.primitive.partial_eval
+  split = rule(unk, **eqn.params) if any(unk) and not all(unk) and rule is not None else None
+  if split is None:
+    return None
+  kp, up, out_unk, num_res, sel_known, sel_unknown, staged_outs = _split(split)
+  prim = eqn.primitive
+  kins = [x for x, u in zip(eqn.invars, unk) if not u]
+  uins = [x for x, u in zip(eqn.invars, unk) if u]
+  kins_ = sel_known(kins) if sel_known else kins
+  k_avals = prim.abstract_eval(*[x.aval for x in kins_], **kp)
+  res = [Var(a) for a in k_avals[len(k_avals) - num_res:]]
+  known_eqn = eqn.replace(
+      invars=kins_, outvars=[v for v, u in zip(eqn.outvars, out_unk) if not u] + res, params=kp)
+  if up is None:  # every output is known: nothing to stage
+    return known_eqn, None, out_unk
+  uins_ = sel_unknown(res, kins, uins) if sel_unknown else res + uins
+  uouts = [v for v, u in zip(eqn.outvars, out_unk) if u]
+  if staged_outs is not None:  # the staged equation's other outputs are dropped
+    it = iter(uouts)
+    s_avals = prim.abstract_eval(*[x.aval for x in uins_], **up)
+    uouts = [next(it) if m else DropVar(a) for m, a in zip(staged_outs, s_avals)]
+  return known_eqn, eqn.replace(invars=uins_, outvars=uouts, params=up), out_unk
 
 
 # --------------------------------------------------------------------- partial evaluation

@@ -208,7 +208,18 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   known_eqns, unknown_eqns, saveable = [], [], set(v for v, u in zip(j.invars, in_unknowns)
                                                    if not u)
   for e in j.eqns:
-    if any(type(x) is not Literal and x in unknown for x in e.invars):
+    unk = [type(x) is not Literal and x in unknown for x in e.invars]
+    split = pe.split_eqn(e, unk)  # a call (jit, nested checkpoint) with mixed inputs: split
+    if split is not None:
+      ke, ue, out_unk = split
+      known_eqns.append(ke)
+      if policy is not None and _saves(policy(ke.primitive, *[x.aval for x in ke.invars],
+                                              **ke.params)):
+        saveable.update(ke.outvars)
+      if ue is not None:
+        unknown_eqns.append(ue)
+        unknown.update(v for v, u in zip(e.outvars, out_unk) if u)
+    elif any(unk):
       unknown_eqns.append(e)
       unknown.update(e.outvars)
     else:
