@@ -112,7 +112,33 @@ def register(prim, *, family, impls=None, abstract_eval=None, jvp=None, transpos
     prim.meta.update(meta)
   prim.policy = policy or _default_policy(prim)
   select(prim)
+  if prim.impl is None:  # JAX's ``p.impl``: callable, and restorable with ``p.def_impl(old)``
+    prim.impl = _RegisteredImpl(prim)
   return prim
+
+
+class _RegisteredImpl:
+  """``prim.impl`` of a registered primitive: its eager evaluation (the backend the policy
+  selects). Code written for JAX reads ``p.impl``, wraps it and installs the wrapper with
+  ``p.def_impl`` (counting calls, say), then reinstalls this object: the registry's own
+  eager path comes back, not a Python-backend detour."""
+  __slots__ = ("prim",)
+
+  def __init__(self, prim):
+    self.prim = prim
+
+  def __call__(self, *args, **params):
+    p = self.prim
+    if p.eager is self:  # reinstalled by ``def_impl``: the registry's path again
+      self.restore()
+    return p._registry_eager(*args, **params)
+
+  def restore(self):
+    """Undo ``def_impl(self)``: the registry's backends again, no "python" entry."""
+    p = self.prim
+    if p.impls.get("python") is self:
+      del p.impls["python"]
+    select(p)
 
 
 # ----------------------------------------------------------------- backend policy
@@ -300,6 +326,7 @@ def select(prim):
   f_large = f_small if large == small else _impl_for(prim, large)
   prim.backend = backend_label(prim)
   prim.eager = make(prim, f_small, f_large, thr)
+  prim._registry_eager = prim.eager
 
 
 def coerce(x, prim=None):

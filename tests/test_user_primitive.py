@@ -133,3 +133,21 @@ def test_seed_private_import_paths():
   assert api.jit is jax.jit and api.jvp is jax.jvp and api.vmap is jax.vmap
   assert hlo is mlir.hlo
   assert api.jit(lambda x: lax.mul(x, 2.0))(3.0) == 6.0
+
+
+def test_registered_primitive_impl_is_callable_and_restorable_as_jax():
+  """JAX's tests wrap ``p.impl`` and reinstall it with ``p.def_impl`` (api_test RematTest)."""
+  import nbjax.numpy as jnp
+  from nbjax import lax
+  p = lax.sin_p
+  backend = p.backend
+  sin_impl = p.impl
+  assert float(sin_impl(jnp.float64(1.0))) == pytest.approx(np.sin(1.0))
+  calls = []
+  p.def_impl(lambda x, **k: calls.append(1) or sin_impl(x, **k))
+  try:
+    assert float(lax.sin(2.0)) == pytest.approx(np.sin(2.0)) and calls == [1]
+  finally:
+    p.def_impl(sin_impl)
+  assert float(lax.sin(2.0)) == pytest.approx(np.sin(2.0))
+  assert p.backend == backend and "python" not in p.impls  # the registry's path again
