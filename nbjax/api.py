@@ -22,6 +22,15 @@ import numpy as np
 
 from nbjax import core, dtypes, eager_cache, xla as _xla, _tree_util as tree_util
 from nbjax.array import Array as _Array, owned as _owned
+
+
+def _tangent_out(x):
+  """A tangent/cotangent returned to the user: ``float0`` ones as NumPy arrays, as JAX's
+  (they carry no data and support no operations; NumPy's ``==`` still compares them)."""
+  x = _owned(x)
+  if type(x) is _Array and x._value.dtype == dtypes.float0:
+    return np.zeros(x._value.shape, dtypes.float0)
+  return x
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
@@ -217,7 +226,7 @@ def _jvp(fun, primals, tangents, has_aux=False):
   outs_p, outs_t = _jvp_outs(trace, outs, True)
   # an input passed through (f = identity, or a rule returning its tangent) is the caller's
   # NumPy array: hand back an Array of its own instead (JAX returns the caller's object)
-  outs_p, outs_t = [_owned(x) for x in outs_p], [_owned(x) for x in outs_t]
+  outs_p, outs_t = [_owned(x) for x in outs_p], [_tangent_out(x) for x in outs_t]
   outs_t = tree_unflatten(out_tree, outs_t)
   if tree_util.has_opaque(out_tree):  # a key array output's tangent: float0[shape]
     outs_t = _keys_to_float0(outs_t)
@@ -409,7 +418,7 @@ class _JvpFun:
                          f"aval {s(pa)} but expected {s(a)}.")
     if consts is not lin.consts:
       lin = _with_consts(lin, consts)
-    return tree_unflatten(self.out_tree, [_owned(t) for t in lin.jvp(ts)])
+    return tree_unflatten(self.out_tree, [_tangent_out(t) for t in lin.jvp(ts)])
 
   def __eq__(self, other):
     return self is other
@@ -510,7 +519,7 @@ class _VjpFun:
             f"{want.str_short(False)}")
     if consts is not lin.consts:
       lin = _with_consts(lin, consts)
-    outs = [_owned(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
+    outs = [_tangent_out(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
     outs = tuple(tree_unflatten(self.in_tree, outs))
     return _keys_to_float0(outs) if self.keys else outs
 
@@ -702,7 +711,9 @@ def _grad_leaf(ct, tangent_aval):
   """The gradient of an input leaf from its cotangent (``Zero`` where none flowed): weakly
   typed as the backward pass made it (JAX's), cast only where its dtype differs."""
   ct = ad.instantiate_zeros(ct)
-  if tangent_aval.dtype == dtypes.float0 or get_aval(ct).dtype == tangent_aval.dtype:
+  if tangent_aval.dtype == dtypes.float0:
+    return _tangent_out(ct)  # (NumPy float0 zeros, as JAX's)
+  if get_aval(ct).dtype == tangent_aval.dtype:
     return ct
   return _possible_downcast(ct, tangent_aval)
 
@@ -861,7 +872,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
                       f"expected {tuple(out_avals)} but got {cts}")
     undef = [ad.UndefinedPrimal(a.strip_weak_type()) for a in in_avals]
     in_cts = ad.backward_pass(jaxpr, consts, undef, [c for c, u in zip(cts, unknown) if u])
-    in_cts = [_owned(_possible_downcast(ad.instantiate_zeros(c), a))
+    in_cts = [_tangent_out(_possible_downcast(ad.instantiate_zeros(c), a))
               for c, a in zip(in_cts, in_avals)]
     return tuple(tree_unflatten(in_tree, in_cts))
 

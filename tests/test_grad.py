@@ -495,3 +495,21 @@ def test_jit_accepts_float0_arguments():
   gx, gn = jit(grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True))(2.0, 3)
   close(gx, 3.0)
   assert gn.dtype == jax.dtypes.float0
+
+
+def test_float0_gradients_are_numpy_arrays_as_jax():
+  """JAX's api_test (test_grad_of_int, test_jvp_of_int_identity, ...): float0 tangents and
+  cotangents returned to the user are NumPy arrays, so == against NumPy float0 works."""
+  import numpy as np
+  import nbjax
+  from nbjax import dtypes
+  z = np.zeros((), dtypes.float0)
+  g = nbjax.grad(lambda x: x + 0., allow_int=True)(1)
+  assert type(g) is np.ndarray and g.dtype == dtypes.float0 and g == z
+  _, f = nbjax.vjp(lambda x, y: x + y, 2, 1)
+  tx, ty = f(z)
+  assert type(tx) is np.ndarray and tx == z and ty == z
+  _, t = nbjax.jvp(lambda x: x * 2, (3,), (z,))
+  assert type(t) is np.ndarray and t == z
+  gx, gi = nbjax.grad(lambda x, i: x * i, argnums=(0, 1), allow_int=True)(2., 3)
+  assert float(gx) == 3.0 and gi == z
