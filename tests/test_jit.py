@@ -705,3 +705,24 @@ def test_compiler_options_reach_a_jit_holding_a_map():
     nbjax.jit(f, compiler_options={"xla_no_such_option": 1})(x)
   nested = lambda x: nbjax.pmap(nbjax.pmap(lambda v: v * 2))(x) + 1  # unnamed maps, nested
   np.testing.assert_array_equal(nbjax.jit(nested)(x[None]), 3 * x[None])
+
+
+def test_jit_argnums_argnames_validation_as_jax():
+  import nbjax
+  def f(a, b, c): ...
+  def g(a, /, b, *, c): ...
+  def h(a, /, b, c, *args, **kwargs): ...
+  def k(a, b, **kw): ...
+  for fn, kw in [(f, dict(static_argnums=(0, 1, 3))), (f, dict(static_argnums=(0, 1, -4))),
+                 (g, dict(static_argnums=(0, 1, -3))), (f, dict(donate_argnums=(0, 1, 3)))]:
+    with pytest.raises(ValueError, match="Jitted function has .*_argnums=.*, but only accepts"):
+      nbjax.jit(fn, **kw)
+  with pytest.raises(ValueError, match=r"invalid argnames \{'not_defined'\} in static_argnames. "
+                                       "Function does not take these args"):
+    nbjax.jit(f, static_argnames=("b", "c", "not_defined"))
+  for names in (("a", "c"), ("args", "c")):
+    with pytest.raises(ValueError, match="These are positional-only"):
+      nbjax.jit(h, donate_argnames=names)
+  nbjax.jit(k, static_argnames=("a", "b", "not_defined"))  # **kwargs: any name
+  nbjax.jit(h, static_argnums=(0, 999))                    # *args: any index
+  nbjax.jit(f, static_argnums=(0, 1, -3))

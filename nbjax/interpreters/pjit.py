@@ -769,12 +769,12 @@ class JitWrapped:
     if sig is not None:
       params = list(sig.parameters.values())
       pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-      has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
+      _validate_argnums(sig, static_argnums, "static_argnums")
+      _validate_argnums(sig, tuple(int(i) for i in _ensure_tuple(donate_argnums)),
+                        "donate_argnums")
+      _validate_argnames(sig, static_argnames, "static_argnames")
+      _validate_argnames(sig, tuple(_ensure_tuple(donate_argnames)), "donate_argnames")
       nums = [i if i >= 0 else i + len(pos) for i in static_argnums]
-      for i in nums:
-        if i >= len(pos) and not has_var:
-          raise ValueError(f"jitted function has static_argnums={static_argnums}, but only "
-                           f"accepts {len(pos)} positional arguments")
       names = set(static_argnames)
       # JAX: static_argnums and static_argnames name the same parameters both ways
       names.update(pos[i].name for i in nums if 0 <= i < len(pos)
@@ -1090,6 +1090,39 @@ class Compiled:
           f"expected ({', '.join(a.str_short() for a in want)}), got "
           f"({', '.join(a.str_short() for a in got)})")
     return self._entry.unflatten(self._exe.run(flat))
+
+
+def _validate_argnums(sig, argnums, argnums_name):
+  """JAX's check of ``static_argnums``/``donate_argnums`` against the signature (any
+  positional index is valid with ``*args``)."""
+  n_pos = 0
+  for p in sig.parameters.values():
+    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+      n_pos += 1
+    elif p.kind is p.VAR_POSITIONAL:
+      return
+  if argnums and (-min(argnums) > n_pos or max(argnums) >= n_pos):
+    raise ValueError(f"Jitted function has {argnums_name}={argnums}, but only accepts "
+                     f"{n_pos} positional arguments.")
+
+
+def _validate_argnames(sig, argnames, argnames_name):
+  """JAX's check of ``static_argnames``/``donate_argnames``: no positional-only or ``*args``
+  names; without ``**kwargs``, only the function's parameter names."""
+  valid, invalid, var_kw = set(), set(), False
+  for name, p in sig.parameters.items():
+    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+      valid.add(name)
+    elif p.kind is p.VAR_KEYWORD:
+      var_kw = True
+    else:
+      invalid.add(name)
+  if bad := invalid & set(argnames):
+    raise ValueError(f"Jitted function has invalid argnames {bad} in {argnames_name}. These "
+                     "are positional-only")
+  if not var_kw and (bad := set(argnames) - valid):
+    raise ValueError(f"Jitted function has invalid argnames {bad} in {argnames_name}. "
+                     "Function does not take these args.")
 
 
 def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
