@@ -213,7 +213,14 @@ config = Config()
 def state(name):
   """``state(name)(value)``: a context manager (and decorator) setting option ``name`` for
   its extent, as JAX's config states (``jax.numpy_rank_promotion("raise")``)."""
-  def ctx(new_val):
+  _unset = object()
+
+  def ctx(new_val=_unset):
+    if new_val is _unset:  # JAX: a boolean option's state turns it on; others need a value
+      if _OPTIONS[name][1] is not _boolean:
+        raise TypeError(f"Context manager for {name} config option requires an argument "
+                        "representing the new value for the config option.")
+      new_val = True
     return config.override(name, new_val)
   ctx.__name__ = name
   return ctx

@@ -209,3 +209,12 @@ def test_legacy_prng_key_state_as_jax():
   assert nbjax.config.jax_legacy_prng_key == "allow"
   with pytest.raises(ValueError):
     nbjax.config.update("jax_legacy_prng_key", "sometimes")
+
+
+def test_boolean_states_default_to_true_as_jax():
+  with nbjax.debug_infs():
+    assert nbjax.config.jax_debug_infs is True
+  assert nbjax.config.jax_debug_infs is False
+  with pytest.raises(TypeError, match="requires an argument"):
+    with nbjax.numpy_rank_promotion():
+      pass
