@@ -379,3 +379,22 @@ def test_jax_conventions_at_special_points():
   j32 = S.bessel_jn(np.array([1.0, 0.01], np.float32), v=2)
   np.testing.assert_allclose(j32, sp.jv([[0], [1], [2]], [1.0, 0.01]), rtol=2e-6)
   assert jnp.isfinite(S.bessel_jn(np.array([1e-4, 1e-30]), v=5)).all()
+
+
+def test_complex_gamma_loggamma_erfcx_as_jax():
+  """JAX 0.10.2's values (x64): Lanczos with reflection; loggamma on SciPy's branch."""
+  import nbjax
+  from nbjax.scipy import special as jsp
+  z = np.array([-0.5 + 0j, -1.5 + 0j, 0.5 + 1j, 3 + 4j, -7.3 + 0.2j, 0.1 - 5j])
+  np.testing.assert_allclose(np.asarray(jsp.gamma(z)), [
+      -3.54490770e+00 - 4.34125987e-16j, 2.36327180e+00 + 0.0j, 3.00694617e-01 - 4.24967879e-01j,
+      5.22553847e-03 - 1.72547079e-01j, 2.26061315e-04 + 2.30654345e-04j,
+      -3.80860691e-04 - 3.41117012e-04j], rtol=1e-8, atol=1e-12)
+  want = [1.26551212 - 3.14159265j, 0.86004702 - 6.28318531j, -0.65279064 - 0.95500772j,
+          -1.75662678 + 4.74266444j, -8.03797257 - 24.33728675j, -7.57857702 - 2.41118733j]
+  np.testing.assert_allclose(np.asarray(jsp.loggamma(z)), want, rtol=1e-8)
+  np.testing.assert_allclose(np.asarray(nbjax.jit(jsp.loggamma)(z)), want, rtol=1e-8)
+  np.testing.assert_allclose(np.asarray(jsp.erfcx(z[2:4])), [
+      3.54900333e-01 - 3.42871719e-01j, 6.97909616e-02 - 8.93400002e-02j], rtol=1e-8)
+  poles = np.asarray(jsp.gamma(nbjax.numpy.array([0 + 0j, -1 + 0j, -5 + 0j])))
+  assert np.all(np.isnan(poles.real)) and np.all(np.isnan(poles.imag))

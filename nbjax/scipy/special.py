@@ -162,7 +162,9 @@ def erfcx(x):
   ``erfc`` times :math:`e^{x^2}`, the square split exactly (Dekker) so that the exponential
   loses no digits, up to where ``erfc`` would underflow; beyond, the asymptotic series
   :math:`\frac{1}{x\sqrt\pi}\sum_k (-1)^k \frac{(2k-1)!!}{(2x^2)^k}` (six terms)."""
-  x, = _real("erfcx", x)
+  x, = promote_args_inexact("erfcx", x)
+  if dtypes.is_complex(x.dtype):  # JAX's: w(iz) (the Faddeeva function)
+    return wofz(lax.complex(lax.neg(lax.imag(x)), lax.real(x)))
   s = functools.partial(_strong, x)  # (a strongly typed result, as JAX's)
   big, low, split = _ERFCX.get(x.dtype, _ERFCX_SINGLE)
   xs = jnp.where(x < big, jnp.maximum(x, s(low)), s(0))  # (finite where each branch is used)
@@ -254,10 +256,66 @@ def gammaln(x):
   return lax.lgamma(x)
 
 
+# Lanczos approximation (g = 7, 9 coefficients; GSL's lanczos_7_c, as JAX 0.10's complex
+# gamma): log Gamma(z) = log(2 pi)/2 + (z - 1/2) log(t) - t + log(A(z)), t = z + g - 1/2
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _complex_lanczos_loggamma(z):
+  """Principal-branch log Gamma of complex ``z`` by Lanczos, reflecting ``Re z < 1/2``
+  (``Gamma(z) = pi / (sin(pi z) Gamma(1 - z))``); the unselected branch sees safe values."""
+  refl = jnp.real(z) < 0.5
+  zl = jnp.where(refl, 1.0 - z, z) - 1.0
+  ag = jnp.full_like(zl, _LANCZOS[0])
+  for k, c in enumerate(_LANCZOS[1:], start=1):
+    ag = ag + c / (zl + k)
+  t = zl + (_LANCZOS_G + 0.5)
+  lg = 0.5 * np.log(2.0 * np.pi) + (zl + 0.5) * jnp.log(t) - t + jnp.log(ag)
+  z_safe = jnp.where(refl, z, jnp.full_like(z, 0.5))
+  return jnp.where(refl, np.log(np.pi) - jnp.log(jnp.sin(np.pi * z_safe)) - lg, lg)
+
+
+def _complex_poles(z):
+  """``(safe z, mask)``: the poles (non-positive integers) and NaNs, replaced by 1."""
+  re = jnp.real(z)
+  bad = ((jnp.imag(z) == 0) & (re == jnp.floor(re)) & (re <= 0)) | jnp.isnan(z)
+  return jnp.where(bad, jnp.ones_like(z), z), bad
+
+
+def _complex_loggamma(z):
+  """SciPy's complex ``loggamma`` (one branch cut, on the negative real axis): shift
+  ``Re z < 1/2`` right by ``n`` and subtract ``sum_k log(z + k)``; NaN+NaNj at poles."""
+  z_safe, bad = _complex_poles(z)
+  n = jnp.maximum(0, jnp.ceil(0.5 - jnp.real(z_safe)))
+  n_max = int(np.max(np.asarray(n), initial=0)) if not isinstance(n, core.Tracer) else None
+  if n_max is not None:  # eagerly: as many terms as the farthest shift
+    sum_log = jnp.zeros_like(z_safe)
+    for k in range(n_max):
+      mask = k < n
+      sum_log = sum_log + jnp.where(mask, jnp.log(jnp.where(mask, z_safe + k, 1.0)), 0.0)
+  else:
+    def cond(st):
+      return jnp.any(st[0] < n)
+
+    def body(st):
+      k, acc = st
+      mask = k < n
+      return k + 1, acc + jnp.where(mask, jnp.log(jnp.where(mask, z_safe + k, 1.0)), 0.0)
+    _, sum_log = lax.while_loop(cond, body, (jnp.zeros((), n.dtype), jnp.zeros_like(z_safe)))
+  res = _complex_lanczos_loggamma(z_safe + n) - sum_log
+  return jnp.where(bad, jnp.full_like(z, complex(np.nan, np.nan)), res)
+
+
 def loggamma(x):
-  r"""The log of the gamma function for real ``x > 0`` (NaN elsewhere, as SciPy's real
-  ``loggamma``)."""
-  x, = _real("loggamma", x)
+  r"""The log of the gamma function: for real ``x > 0`` (NaN elsewhere, as SciPy's real
+  ``loggamma``); for complex ``x`` the principal branch (cut on the negative real axis,
+  NaN+NaNj at the poles), as JAX's and SciPy's."""
+  x, = promote_args_inexact("loggamma", x)
+  if dtypes.is_complex(x.dtype):
+    return _complex_loggamma(x)
   return jnp.where(x > 0, lax.lgamma(x), _c(x, np.nan))
 
 
@@ -272,8 +330,13 @@ def gammasgn(x):
 
 
 def gamma(x):
-  r"""The gamma function :math:`\Gamma(x)` (real arguments)."""
-  x, = _real("gamma", x)
+  r"""The gamma function :math:`\Gamma(x)`; complex arguments by ``exp`` of the Lanczos
+  log-gamma with reflection (NaN+NaNj at the poles), as JAX's."""
+  x, = promote_args_inexact("gamma", x)
+  if dtypes.is_complex(x.dtype):
+    z_safe, bad = _complex_poles(x)
+    return jnp.where(bad, jnp.full_like(x, complex(np.nan, np.nan)),
+                     jnp.exp(_complex_lanczos_loggamma(z_safe)))
   return gammasgn(x) * lax.exp(lax.lgamma(x))
 
 
