@@ -398,3 +398,15 @@ def test_complex_gamma_loggamma_erfcx_as_jax():
       3.54900333e-01 - 3.42871719e-01j, 6.97909616e-02 - 8.93400002e-02j], rtol=1e-8)
   poles = np.asarray(jsp.gamma(nbjax.numpy.array([0 + 0j, -1 + 0j, -5 + 0j])))
   assert np.all(np.isnan(poles.real)) and np.all(np.isnan(poles.imag))
+
+
+def test_bessel_jn_multigammaln_without_implicit_rank_promotion():
+  """JAX's tests run with jax_numpy_rank_promotion='raise': nbjax's own code must broadcast
+  explicitly."""
+  with nbjax.numpy_rank_promotion("raise"):
+    z = np.random.RandomState(0).rand(5, 3) * 10
+    np.testing.assert_allclose(np.asarray(S.bessel_jn(z, v=3)),
+                               np.stack([sp.jv(k, z) for k in range(4)]), atol=1e-13)
+    a = np.array([[3., 4.], [5., 6.]])
+    np.testing.assert_allclose(np.asarray(S.multigammaln(a, 3)), sp.multigammaln(a, 3))
+    assert float(S.multigammaln(4., 2)) == pytest.approx(sp.multigammaln(4., 2))

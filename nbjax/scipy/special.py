@@ -416,6 +416,7 @@ def multigammaln(a, d):
   a, dd = promote_args_inexact("multigammaln", a, d)
   const = 0.25 * dd * (dd - 1) * _c(a, math.log(math.pi))
   b = jnp.arange(d, dtype=dd.dtype) / _c(a, 2)
+  b = jnp.reshape(b, (1,) * jnp.ndim(a) + (d,))  # (explicit ranks: no implicit promotion)
   return jnp.sum(gammaln(jnp.expand_dims(a, -1) - b), axis=-1) + const
 
 
@@ -1715,20 +1716,20 @@ def bessel_jn(z, *, v, n_iter=50):
     kf = k.astype(z.dtype)
     f = s(2.0) * (kf + s(1.0)) * f1 / zs - f0
     bs = jnp.where(jnp.remainder(kf, s(2)) == s(0), bs + s(2.0) * f, bs)
-    buf = jnp.where(order == k, f, buf)
+    buf = jnp.where(order == k, f[None], buf)  # (explicit ranks: no implicit promotion)
     scale = jnp.where(lax.abs(f) > s(2.0 ** half), s(2.0 ** -half), s(1))
-    return f1 * scale, f * scale, bs * scale, buf * scale
+    return f1 * scale, f * scale, bs * scale, buf * scale[None]
 
   init = (jnp.zeros_like(z), jnp.full_like(z, 1e-16), jnp.zeros_like(z),
           jnp.zeros((rows,) + z.shape, z.dtype))
   _, f_0, bs, buf = lax.fori_loop(0, n_iter + 1, step, init)
-  out = buf / (bs - f_0)
+  out = buf / (bs - f_0)[None]
   zt = jnp.where(small, z, s(0)) * s(0.5)
   q, t, series = zt * zt, jnp.ones_like(z), []
   for k in range(rows):
     t = t if k == 0 else t * zt / s(k)
     series.append(t * (s(1) - q / s(k + 1)))
-  return jnp.where(small, jnp.stack(series) if rows else out, out)
+  return jnp.where(small[None], jnp.stack(series) if rows else out, out)
 
 
 def _normalized_legendre_diagonals(n_max, x):
