@@ -723,3 +723,18 @@ def test_scatter_unsafe_cast_warns_as_jax():
     warnings.simplefilter("error")
     x.at[0].set(3)                                   # weak Python scalars: no warning
     jnp.arange(5.).at[0].set(jnp.array(1, jnp.int32))  # safe cast: no warning
+
+
+def test_bfloat16_fill_and_searchsorted_nan_order_as_jax():
+  """bfloat16's NumPy kind is 'V', not 'f': out-of-bounds 'fill' gives NaN and
+  searchsorted puts NaN last, as for the other floats."""
+  import nbjax
+  bf = jnp.bfloat16
+  assert np.isnan(float(jnp.ones(3, bf).at[5].get(mode="fill")))
+  assert np.isnan(float(nbjax.jit(lambda x: x.at[5].get(mode="fill"))(jnp.ones(3, bf))))
+  x = np.array([-np.inf, -1.0, 0.0, -0.0, 1.0, np.inf, np.nan, -np.nan], dtype=bf)
+  xe = np.array([0, 1, 2, 2, 3, 4, 5, 5])
+  for method in ("scan", "compare_all"):
+    for side in ("left", "right"):
+      np.testing.assert_array_equal(np.asarray(jnp.searchsorted(x, x, side=side, method=method)),
+                                    np.asarray(jnp.searchsorted(xe, xe, side=side)))

@@ -507,7 +507,7 @@ def gather_plan(operand_shape, indices_shape, dn, slice_sizes):
 
 def _fill_scalar(dtype, fill_value):
   if fill_value is None:
-    if dtype.kind in "fc":
+    if dtype.kind in "fc" or dtypes.is_inexact(dtype):  # (bfloat16 and float8: kind 'V')
       fill_value = np.nan
     elif dtype.kind == "i":
       fill_value = np.iinfo(dtype).min
@@ -1466,7 +1466,8 @@ def _gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, unique_ind
       red.result, i64_array(bdims))
   dt = np.dtype(out_aval.dtype)
   if fill_value is None:
-    fill_value = (np.nan if dt.kind in "fc" else np.iinfo(dt).min if dt.kind == "i"
+    fill_value = (np.nan if dt.kind in "fc" or dtypes.is_inexact(dt) else
+                  np.iinfo(dt).min if dt.kind == "i"
                   else np.iinfo(dt).max if dt.kind == "u" else True)
   fill = mlir.full_like_aval(ctx, np.asarray(fill_value).astype(dt), out_aval)
   return [hlo.select(mask, out, fill)]

@@ -879,10 +879,10 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
   d = np.dtype(np.int32 if n < 2 ** 31 else np.int64)
   if n == 0:
     return lax.full_like(v, 0, d)
-  if a.dtype.kind in "fc":  # NaN sorts last; complex: lexicographic (lax.sort's order)
+  if dtypes.is_inexact(a.dtype):  # NaN sorts last; complex: lexicographic (lax.sort's order)
     def flt(x, y):
       return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.ne(y, y), lax.eq(x, x)))
-    if a.dtype.kind == "f":
+    if not dtypes.is_complex(a.dtype):  # (bfloat16's NumPy kind is 'V')
       lt = flt
     else:
       def lt(x, y):
