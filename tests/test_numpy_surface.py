@@ -629,3 +629,15 @@ def test_rollaxis_trapezoid_unravel_isclose_keys_as_jax():
   with warnings.catch_warnings():
     warnings.simplefilter("error")
     jnp.ndim(3.0), jnp.shape(np.ones(2)), jnp.size(jnp.ones(2))
+
+
+def test_array_of_big_ints_with_dtype_as_jax():
+  out = jnp.array([1, 2 ** 64 - 1], dtype="uint64")
+  assert out.dtype == np.uint64 and int(out[1]) == 2 ** 64 - 1
+  assert float(jnp.array([2 ** 63], "float64")[0]) == 2.0 ** 63
+  for args in (([2 ** 63],), ([-2 ** 63 - 1], "int64"), ([2 ** 64], "uint64")):
+    with pytest.raises(OverflowError):
+      jnp.array(*args)
+  x = jnp.array([[6, 2 ** 64 - 1, 0, 4, 3, 1, 0, 7, 5, 2, 3]], dtype="uint64")
+  np.testing.assert_array_equal(np.sort(np.asarray(jnp.argpartition(x, 7, axis=-1))),
+                                [np.arange(11)])

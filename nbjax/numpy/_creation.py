@@ -23,16 +23,19 @@ from nbjax.numpy._util import as_array, canonicalize_shape, canonicalize_user_dt
 _PY_SCALARS = (bool, int, float, complex)
 
 
-def _leaves(obj, out):
+def _leaves(obj, out, dtype=None):
   """The leaves of nested lists/tuples ``obj``, appended to ``out``; None and Python ints
-  beyond int64 are rejected as JAX's ``array`` rejects them."""
+  beyond int64 are rejected as JAX's ``array`` rejects them (beyond ``dtype``'s range when
+  one is given: uint64 holds up to 2**64 - 1, a float dtype any int)."""
   if isinstance(obj, (list, tuple)):
     for o in obj:
-      _leaves(o, out)
+      _leaves(o, out, dtype)
   elif obj is None:
     raise ValueError("None is not a valid value for jnp.array")
   else:
-    if type(obj) is int and not -2 ** 63 <= obj < 2 ** 63:
+    if type(obj) is int and not -2 ** 63 <= obj < 2 ** 63 and not (
+        dtype is not None and (dtype.kind not in "iub" or (
+            dtype.kind == "u" and 0 <= obj <= np.iinfo(dtype).max))):
       raise OverflowError("Python int too large to convert to C long")
     out.append(obj)
   return out
@@ -55,7 +58,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
   if hasattr(object, "__jax_array__") and not isinstance(object, (Array, Tracer)):
     object = object.__jax_array__()
   weak = dtype is None and dtypes.is_weakly_typed(object)
-  leaves = _leaves(object, []) if isinstance(object, (list, tuple)) else None
+  leaves = _leaves(object, [], dtype) if isinstance(object, (list, tuple)) else None
   if isinstance(object, (Array, Tracer)):
     out = object
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
