@@ -112,7 +112,9 @@ NARROW = {"dot_general": (_dot_values, "f", _ORDER), "conv_general_dilated": (la
           "reduce_window_sum": (_no_huge_half, "f", _WINDOW_SUM),
           "select_and_gather_add": (_distinct_finite, "", _WINDOW_SELECT),
           **{p: (_moderate, "", _DEFINED)
-             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd")}}
+             for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd",
+                       "schur", "hessenberg", "householder_product", "ormqr", "tridiagonal",
+                       "tridiagonal_solve")}}
 
 
 def _special_cases(prim, dtype):
