@@ -112,7 +112,7 @@ def jvp(fun, primals, tangents, has_aux=False):
   """
   _check_callable(fun)
   if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-    raise TypeError("primal and tangent arguments to nbjax.jvp must be tuples or lists; "
+    raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
                     f"found {type(primals).__name__} and {type(tangents).__name__}.")
   if _ctx.trace is _eval_trace:  # top level: replay a staged trace when safe
     cache = eager_cache.for_function(fun, ("jvp", has_aux), lambda: eager_cache.TraceCache(
@@ -142,7 +142,7 @@ def _key_tangents(primals, tangents):
   def fix(p, t):
     if isinstance(p, PRNGKeyArray) and not isinstance(t, PRNGKeyArray):
       if _dtype(t, "tangent argument") != dtypes.float0 or np.shape(t) != p.shape:
-        raise TypeError(f"primal and tangent arguments to nbjax.jvp do not match; the tangent "
+        raise TypeError(f"primal and tangent arguments to jax.jvp do not match; the tangent "
                         f"of a key array of dtype {p.dtype} and shape {p.shape} must be a "
                         f"float0 array of that shape, got "
                         f"{dtypes.short_dtype_name(_dtype(t, 'tangent'))}{list(np.shape(t))}")
@@ -185,13 +185,13 @@ def _jvp(fun, primals, tangents, has_aux=False):
   ps_flat, tree = tree_flatten(primals)
   ts_flat, tree2 = tree_flatten(tangents)
   if tree != tree2:
-    raise TypeError("primal and tangent arguments to nbjax.jvp must have the same tree "
+    raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
                     f"structure; primals have tree structure {tree} whereas tangents have "
                     f"tree structure {tree2}.")
   for p, t in zip(ps_flat, ts_flat):
     pd, td = _dtype(p, "primal argument"), _dtype(t, "tangent argument")
     if _tangent_dtype(pd) != td:
-      raise TypeError("primal and tangent arguments to nbjax.jvp do not match; dtypes must be "
+      raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be "
                       "equal, or in case of int/bool primal dtype the tangent dtype must be "
                       f"float0.Got primal dtype {pd} and so expected tangent dtype "
                       f"{_tangent_dtype(pd)}, but got tangent dtype {td} instead.")

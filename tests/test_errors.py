@@ -711,3 +711,25 @@ def test_bad_precision(p):
       "lax.Precision value,\n- a tuple of two lax.Precision values or strings,\n- a "
       "lax.DotAlgorithmPreset or the name of one of these presets, or\n- a lax.DotAlgorithm "
       f"value;\nbut got {p}.")
+
+
+def test_binary_op_shape_and_jvp_argument_errors_as_jax():
+  """JAX 0.10.2's messages (api_test.test_binop_mismatch, test_jvp_mismatched_arguments)."""
+  import numpy as np
+  import nbjax
+  import nbjax.numpy as jnp
+  with pytest.raises(TypeError, match=r"^add got incompatible shapes for broadcasting: "
+                                      r"\(3,\), \(4,\)\.$"):
+    jnp.zeros(3) + jnp.zeros(4)
+  with pytest.raises(TypeError, match=r"^mul got incompatible shapes for broadcasting"):
+    jnp.multiply(jnp.ones((2, 3)), jnp.ones((3, 3)))
+  with pytest.raises(TypeError, match="add got incompatible shapes"):
+    nbjax.grad(lambda x, y: (x + y).sum())(np.zeros(3), np.zeros(4))
+  with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):  # ranks differ
+    jnp.ones((8, 16)) * jnp.ones(3)
+  with pytest.raises(TypeError, match="primal and tangent arguments to jax.jvp must have the "
+                                      "same tree structure"):
+    nbjax.jvp(lambda x, y: x * y, (np.float32(2),), ())
+  with pytest.raises(TypeError, match="primal and tangent arguments to jax.jvp must be tuples "
+                                      "or lists; found float and tuple."):
+    nbjax.jvp(lambda x, y: x + y, 0., (1.,))

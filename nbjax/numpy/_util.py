@@ -246,6 +246,16 @@ def broadcast_shapes(*shapes):
 _ranks: dict = {}  # operand shapes -> (output rank, whether a non-scalar operand is promoted)
 
 
+# jnp names -> the lax operation JAX's shape errors name
+_LAX_NAMES = {"multiply": "mul", "subtract": "sub", "maximum": "max", "minimum": "min",
+              "arctan2": "atan2", "power": "pow", "float_power": "pow", "true_divide": "div",
+              "divide": "div", "logical_and": "and", "logical_or": "or", "logical_xor": "xor",
+              "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "equal": "eq",
+              "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+              "greater_equal": "ge", "left_shift": "shift_left", "remainder": "rem",
+              "fmod": "rem", "nextafter": "nextafter", "hypot": "hypot"}
+
+
 def promote_shapes(name, *args):
   """NumPy rank promotion: operands of lower (non-zero) rank get leading size-1 axes
   (``lax.expand_dims``); lax elementwise primitives broadcast size-1 axes and scalars."""
@@ -254,7 +264,13 @@ def promote_shapes(name, *args):
   shapes = tuple([a.shape for a in args])
   plan = _ranks.get(shapes)
   if plan is None:
-    broadcast_shapes(*shapes)  # NumPy's error for incompatible shapes
+    try:
+      broadcast_shapes(*shapes)
+    except ValueError:  # JAX's: ranks differ, NumPy's ValueError (rank promotion checks
+      if len({len(s) for s in shapes if s}) > 1:  # the shapes); else the lax operation's
+        raise  # TypeError, named as lax names it
+      raise TypeError(f"{_LAX_NAMES.get(name, name)} got incompatible shapes for "
+                      f"broadcasting: {', '.join(map(str, shapes))}.") from None
     plan = (max(len(s) for s in shapes), len({len(s) for s in shapes if s}) > 1)
     if len(_ranks) < 4096:
       _ranks[shapes] = plan
