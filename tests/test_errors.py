@@ -733,3 +733,15 @@ def test_binary_op_shape_and_jvp_argument_errors_as_jax():
   with pytest.raises(TypeError, match="primal and tangent arguments to jax.jvp must be tuples "
                                       "or lists; found float and tuple."):
     nbjax.jvp(lambda x, y: x + y, 0., (1.,))
+
+
+def test_python_ints_past_int64_as_jax():
+  import nbjax
+  import nbjax.numpy as jnp
+  with pytest.raises(OverflowError):
+    jnp.multiply(2 ** 100, 3.)            # (JAX: a Python int is an int64 first)
+  with pytest.raises(OverflowError):
+    jnp.add(2.5, 2 ** 64)
+  assert float(nbjax.lax.convert_element_type(2 ** 100, jnp.float32)) == np.float32(2 ** 100)
+  out = jnp.ones(2, "uint64").at[0].set(2 ** 64 - 1)  # a uint64 value for a uint64 array
+  assert int(out[0]) == 2 ** 64 - 1

@@ -641,7 +641,8 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
       y = (_creation().asarray(y) if any(isinstance(e, (Array, Tracer)) for e in y)
            else np.asarray(y))
     elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
-      y = as_array(y)
+      y = (Array(np.asarray(y, x.dtype)) if x.dtype.kind == "u" and 2 ** 63 <= y <=
+           np.iinfo(x.dtype).max else as_array(y))  # (a uint64 value past int64: as is)
     _warn_unsafe_scatter_cast(y, x.dtype)
     y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:

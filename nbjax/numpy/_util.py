@@ -127,6 +127,9 @@ def convert(x, dtype, weak_type=False):
   wrap into narrower integer dtypes (as JAX), larger ones raise OverflowError."""
   dtype = np.dtype(dtype)
   if type(x) in _PY_SCALARS:
+    if type(x) is int and not -2 ** 63 <= x < 2 ** 63 and not (  # JAX: Python ints are
+        dtype.kind == "u" and 0 <= x <= np.iinfo(dtype).max):  # int64 first (uint64 values
+      raise OverflowError(f"Python int {x} too large to convert to int64")  # for uint64 kept)
     v = np.asarray(x)
     if v.dtype != dtype:
       try:
