@@ -726,3 +726,14 @@ def test_jit_argnums_argnames_validation_as_jax():
   nbjax.jit(k, static_argnames=("a", "b", "not_defined"))  # **kwargs: any name
   nbjax.jit(h, static_argnums=(0, 999))                    # *args: any index
   nbjax.jit(f, static_argnums=(0, 1, -3))
+
+
+def test_jit_wrapped_attributes_as_jax():
+  import nbjax
+  def f(x: int) -> int:
+    """docstring of f."""
+    return x + 1
+  f.some_value = 4
+  jf = nbjax.jit(f)
+  assert jf.some_value == 4 and jf.__doc__ == f.__doc__ and jf.__annotations__ == f.__annotations__
+  assert float(nbjax.jit(nbjax.jit(lambda x, n: x * n, static_argnums=1))(2., 3)) == 6.0

@@ -759,6 +759,10 @@ class JitWrapped:
     self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
     functools.update_wrapper(self, fun, updated=())
+    # JAX: the function's own attributes show through the wrapper (not private ones, which
+    # for a jit of a jit are the inner wrapper's state)
+    self.__dict__.update({k: v for k, v in getattr(fun, "__dict__", {}).items()
+                          if not k.startswith("_") and k not in self.__dict__})
     self._name = name or _fun_name(fun)
     static_argnums = tuple(int(i) for i in _ensure_tuple(static_argnums))
     static_argnames = tuple(_ensure_tuple(static_argnames))
