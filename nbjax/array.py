@@ -446,6 +446,9 @@ def _wrap(v, weak=False):
 Array._new = staticmethod(_wrap)
 Array.register(core.Tracer)
 ArrayImpl = Array
+# the concrete array type's name is JAX's (errors say "unsupported operand type(s) for +:
+# 'ArrayImpl' and 'dict'"); nbjax.array.ArrayImpl is the same class, so pickle finds it
+Array.__name__ = Array.__qualname__ = "ArrayImpl"
 
 
 def to_numpy(x):
