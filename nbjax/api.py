@@ -22,15 +22,6 @@ import numpy as np
 
 from nbjax import core, dtypes, eager_cache, xla as _xla, _tree_util as tree_util
 from nbjax.array import Array as _Array, owned as _owned
-
-
-def _tangent_out(x):
-  """A tangent/cotangent returned to the user: ``float0`` ones as NumPy arrays, as JAX's
-  (they carry no data and support no operations; NumPy's ``==`` still compares them)."""
-  x = _owned(x)
-  if type(x) is _Array and x._value.dtype == dtypes.float0:
-    return np.zeros(x._value.shape, dtypes.float0)
-  return x
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
@@ -45,6 +36,15 @@ __all__ = ["jvp", "jacfwd", "linearize", "vjp", "grad", "value_and_grad", "jacre
            "hessian", "linear_transpose", "vmap", "make_jaxpr", "eval_shape", "ShapeDtypeStruct"]
 
 # --------------------------------------------------------------------- helpers
+
+
+def _tangent_out(x):
+  """A tangent/cotangent returned to the user: ``float0`` ones as NumPy arrays, as JAX's
+  (they carry no data and support no operations; NumPy's ``==`` still compares them)."""
+  x = _owned(x)
+  if type(x) is _Array and x._value.dtype == dtypes.float0:
+    return np.zeros(x._value.shape, dtypes.float0)
+  return x
 
 
 def _check_callable(fun):

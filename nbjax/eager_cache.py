@@ -83,7 +83,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, xla, _tree_util as tree_util
+from nbjax import core, dtypes, registry, xla, _tree_util as tree_util
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax._tree_util import tree_flatten, tree_unflatten
@@ -551,6 +551,8 @@ class TraceCache:
       program = registry.eager_program(jaxpr, consts)
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
+    if any(a.dtype == dtypes.float0 for a in out_avals):
+      return None  # float0 results are NumPy arrays (the per-call path's), not Arrays
     e = _Entry()
     e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
