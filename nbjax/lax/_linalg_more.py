@@ -22,7 +22,7 @@ from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad
 from nbjax.lax.reductions import work_eager
 from nbjax.lax.linalg import (_T, _aval, _common_batch, _flat, _lax, _linalg_dtypes, _mm, _rand,
-                              _real_dtype, _register)
+                              _real_dtype, _register, _square_bad)
 
 
 class _Kernels:
@@ -112,10 +112,8 @@ def _schur_samples(rng, d):
 
 
 def _schur_bad(rng):
-  p = dict(compute_schur_vectors=True, sort_eig_vals=False, select_callable=None)
-  return [([Array(np.ones((2, 3)))], p, ValueError),
-          ([Array(np.ones((2, 2), np.int32))], p, TypeError),
-          ([Array(np.ones((3,)))], p, TypeError)]
+  return _square_bad(dict(compute_schur_vectors=True, sort_eig_vals=False,
+                          select_callable=None))
 
 
 _register(schur_p, numba=_schur_numba, numpy=None, abstract_eval=_schur_abstract_eval,
@@ -183,9 +181,7 @@ def _hessenberg_samples(rng, d):
 
 
 def _hessenberg_bad(rng):
-  return [([Array(np.ones((2, 3)))], {}, ValueError),
-          ([Array(np.ones((2, 2), np.int32))], {}, TypeError),
-          ([Array(np.ones((3,)))], {}, TypeError)]
+  return _square_bad({})
 
 
 _register(hessenberg_p, numba=_hessenberg_numba, numpy=None,

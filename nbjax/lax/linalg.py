@@ -1405,11 +1405,16 @@ def _eig_samples(rng, d):
           ([np.zeros((0, 0), d)], p), ([np.zeros((2, 0, 0), d)], vals)]
 
 
-def _eig_bad(rng):
-  p = dict(compute_left_eigenvectors=True, compute_right_eigenvectors=True, use_magma=None)
+def _square_bad(p):
+  """Bad inputs of a square-matrix primitive with params ``p``: not square, integer, 1-D."""
   return [([Array(np.ones((2, 3)))], p, ValueError),
           ([Array(np.ones((2, 2), np.int32))], p, TypeError),
           ([Array(np.ones((3,)))], p, TypeError)]
+
+
+def _eig_bad(rng):
+  return _square_bad(dict(compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+                          use_magma=None))
 
 
 _register(eig_p, numba=_eig_numba, numpy=None, abstract_eval=_eig_abstract_eval,
