@@ -65,8 +65,8 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
   if not isinstance(fft_type, FftType):
     raise TypeError(f"fft: fft_type must be a lax.FftType, got {fft_type!r}")
   if (not isinstance(fft_lengths, tuple) or not 1 <= len(fft_lengths) <= 3 or
-      not all(isinstance(n, (int, np.integer)) and n > 0 for n in fft_lengths)):
-    raise ValueError(f"fft: fft_lengths must be a tuple of 1 to 3 positive ints, got "
+      not all(isinstance(n, (int, np.integer)) and n >= 0 for n in fft_lengths)):
+    raise ValueError(f"fft: fft_lengths must be a tuple of 1 to 3 nonnegative ints, got "
                      f"{fft_lengths!r}")
   k = len(fft_lengths)
   if k > x.ndim:
@@ -87,8 +87,8 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
     want = fft_lengths[:-1] + (fft_lengths[-1] // 2 + 1,)
     if minor != want:
       raise ValueError(f"fft: IRFFT input shape {x.shape} minor dimensions must be equal to "
-                       f"all except the last fft_length and fft_lengths[-1] // 2 + 1 = "
-                       f"{want[-1]} for the last, got fft_lengths={fft_lengths}")
+                       f"all except the last fft_length, got fft_lengths={fft_lengths} (the "
+                       f"last input dimension must be fft_lengths[-1] // 2 + 1 = {want[-1]})")
     return ShapedArray(x.shape[:x.ndim - k] + fft_lengths, _R[x.dtype])
   if minor != fft_lengths:
     raise ValueError(f"fft: {name} input shape {x.shape} minor dimensions must be equal to "

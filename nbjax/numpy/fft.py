@@ -78,7 +78,7 @@ def _fft_nd(arr, typ, s):
 
 
 def _fft_core(name, typ, a, s, axes, norm):
-  full = f"nbjax.numpy.fft.{name}"
+  full = f"jax.numpy.fft.{name}"
   if (type(a) is Array and s is None and axes == (-1,) and norm is None and
       core._ctx.trace is _EVAL and a.ndim and typ != FftType.IRFFT):  # the common eager call
     if not a._weak and a.dtype in (_F if typ == FftType.RFFT else _C):
@@ -99,7 +99,7 @@ def _fft_core(name, typ, a, s, axes, norm):
                        f"(shape {arr.shape})")
     axes = tuple(range(nd)) if s is None else tuple(range(nd - len(s), nd))
   else:
-    given = tuple(axes)
+    given = axes
     axes = tuple(canonicalize_axis(ax, nd) for ax in given)
     if len(set(axes)) != len(axes):
       raise ValueError(f"{full} does not support repeated axes. Got axes {given}.")
@@ -134,14 +134,14 @@ def _fft_core(name, typ, a, s, axes, norm):
 
 def _fft_core_1d(name, typ, a, n, axis, norm):
   if isinstance(axis, (list, tuple)):
-    raise ValueError(f"nbjax.numpy.fft.{name} does not support multiple axes. Please use "
-                     f"nbjax.numpy.fft.{name}n. Got axis = {axis!r}.")
+    raise ValueError(f"jax.numpy.fft.{name} does not support multiple axes. Please use "
+                     f"jax.numpy.fft.{name}n. Got axis = {axis!r}.")
   return _fft_core(name, typ, a, None if n is None else (n,), (axis,), norm)
 
 
 def _fft_core_2d(name, typ, a, s, axes, norm):
   if axes is None or len(axes) != 2:
-    raise ValueError(f"nbjax.numpy.fft.{name} only supports 2 axes. Got axes = {axes!r}.")
+    raise ValueError(f"jax.numpy.fft.{name} only supports 2 axes. Got axes = {axes!r}.")
   return _fft_core(name, typ, a, s, axes, norm)
 
 
@@ -186,7 +186,7 @@ def irfft(a, n=None, axis=-1, norm=None):
 
 
 def hfft(a, n=None, axis=-1, norm=None):
-  a = ensure_arraylike("nbjax.numpy.fft.hfft", a)
+  a = ensure_arraylike("jax.numpy.fft.hfft", a)
   if isinstance(axis, (list, tuple)):
     return _fft_core_1d("hfft", FftType.IRFFT, a, n, axis, norm)
   nn = 2 * (a.shape[canonicalize_axis(axis, a.ndim)] - 1) if n is None else operator.index(n)
@@ -195,7 +195,7 @@ def hfft(a, n=None, axis=-1, norm=None):
 
 
 def ihfft(a, n=None, axis=-1, norm=None):
-  a = ensure_arraylike("nbjax.numpy.fft.ihfft", a)
+  a = ensure_arraylike("jax.numpy.fft.ihfft", a)
   if isinstance(axis, (list, tuple)):
     return _fft_core_1d("ihfft", FftType.RFFT, a, n, axis, norm)
   nn = a.shape[canonicalize_axis(axis, a.ndim)] if n is None else operator.index(n)
@@ -285,15 +285,15 @@ for _f, _s, _r, _w, _d, _a in [
 
 def _freq_args(name, n, d, dtype):
   if isinstance(n, (list, tuple)):
-    raise ValueError(f"The n argument of nbjax.numpy.fft.{name} only takes an int. Got n = "
+    raise ValueError(f"The n argument of jax.numpy.fft.{name} only takes an int. Got n = "
                      f"{list(n)}.")
   if isinstance(d, (list, tuple)):
-    raise ValueError(f"The d argument of nbjax.numpy.fft.{name} only takes a single value. "
+    raise ValueError(f"The d argument of jax.numpy.fft.{name} only takes a single value. "
                      f"Got d = {list(d)}.")
-  n = core.concrete_or_error(operator.index, n, f"The n argument of nbjax.numpy.fft.{name}")
+  n = core.concrete_or_error(operator.index, n, f"The n argument of jax.numpy.fft.{name}")
   out = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
   if not dtypes.is_inexact(out):
-    raise ValueError(f"nbjax.numpy.fft.{name}: dtype must be a floating or complex dtype, got "
+    raise ValueError(f"jax.numpy.fft.{name}: dtype must be a floating or complex dtype, got "
                      f"{out}")
   return n, out
 
@@ -344,7 +344,7 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None):
 
 
 def _shift(name, x, axes, sign):
-  x = ensure_arraylike(f"nbjax.numpy.fft.{name}", x)
+  x = ensure_arraylike(f"jax.numpy.fft.{name}", x)
   if axes is None:
     axes = tuple(range(x.ndim))
   elif isinstance(axes, (int, np.integer)):
