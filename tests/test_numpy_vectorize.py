@@ -69,3 +69,28 @@ def test_apply_over_axes_matches_numpy():
   np.testing.assert_allclose(jnp.apply_over_axes(jnp.sum, x, [0, 2]),
                              np.apply_over_axes(np.sum, x, [0, 2]), rtol=1e-14)
   np.testing.assert_allclose(jnp.apply_over_axes(jnp.sum, x, 1), np.apply_over_axes(np.sum, x, 1))
+
+
+def test_none_args_rank_promotion_and_output_tuple_as_jax():
+  """JAX's lax_numpy_vectorize_test test_none_arg*, test_rank_promotion_error and
+  test_wrong_output_type: None passes through unvectorized when its core dims are ();
+  rank promotion of loop dims follows jax_numpy_rank_promotion."""
+  f = jnp.vectorize(lambda x, y: x if y is None else x + y)
+  np.testing.assert_array_equal(f(jnp.arange(3), None), [0, 1, 2])
+  np.testing.assert_array_equal(f(jnp.arange(3), jnp.arange(3)), [0, 2, 4])
+  g = jnp.vectorize(lambda x, y: x if y is None else x + y, signature="(k),(k)->(k)")
+  with pytest.raises(ValueError, match=r"^Cannot pass None at locations \{1\} with "
+                                       r"signature='\(k\),\(k\)->\(k\)'$"):
+    g(jnp.arange(3), None)
+  add = jnp.vectorize(jnp.add, signature="(),()->()")
+  with nbjax.numpy_rank_promotion("raise"):
+    with pytest.raises(ValueError, match=r"operands with shapes \[\(4, 4\), \(4,\)\] require rank "
+                                         r"promotion for jnp.vectorize function with signature"):
+      add(jnp.zeros((4, 4)), jnp.zeros(4))
+    assert add(jnp.zeros((4, 4)), jnp.zeros(())).shape == (4, 4)
+  with nbjax.numpy_rank_promotion("warn"):
+    with pytest.warns(UserWarning, match="require rank promotion"):
+      add(jnp.zeros((4, 4)), jnp.zeros(4))
+  h = jnp.vectorize(jnp.dot, signature="(n,m),(m,k)->(n,k),()")
+  with pytest.raises(TypeError, match="^output must be a tuple when multiple outputs are expected"):
+    h(jnp.zeros((2, 2)), jnp.zeros((2, 2)))

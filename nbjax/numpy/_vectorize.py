@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 
-from nbjax import api
+from nbjax import api, config
 from nbjax.numpy import _manip, _util
 
 __all__ = ["vectorize", "apply_along_axis", "apply_over_axes"]
@@ -54,6 +55,9 @@ def _checked(func, sizes, out_core, context):
   @functools.wraps(func)
   def run(*args):
     out = func(*args)
+    if len(out_core) > 1 and not isinstance(out, tuple):
+      raise TypeError(f"output must be a tuple when multiple outputs are expected, got: "
+                      f"{out!r}\n{context}")
     outs = out if isinstance(out, tuple) else (out,)
     if len(outs) != len(out_core):
       raise TypeError(f"wrong number of output arguments: expected {len(out_core)}, got "
@@ -93,16 +97,6 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     n_pos = len(dyn)
     dyn += [kwargs[k] for k in names]
 
-    def func(*xs):
-      it = iter(xs[:n_pos])
-      full = [static[i] if i in static else next(it) for i in range(len(args))]
-      return pyfunc(*full, **static_kw, **dict(zip(names, xs[n_pos:])))
-
-    if any(a is None for a in dyn):
-      raise ValueError(f"Cannot pass None at locations "
-                       f"{[i for i, a in enumerate(dyn) if a is None]} with {signature=}")
-    _util.check_arraylike("vectorize", *dyn)
-    dyn = [_util.as_array(a) for a in dyn]
     if signature is None:
       in_core, out_core = [()] * len(dyn), None
     else:
@@ -110,7 +104,35 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
       if len(in_core) != len(dyn):
         raise TypeError(f"wrong number of positional arguments: expected {len(in_core)}, got "
                         f"{len(dyn)} {context}")
+    nones = {i for i, a in enumerate(dyn) if a is None}
+    if nones:  # None arguments pass through unvectorized, when their core dims are ()
+      if any(in_core[i] for i in nones):
+        raise ValueError(f"Cannot pass None at locations {nones} with {signature=}")
+      in_core = [c for i, c in enumerate(in_core) if i not in nones]
+    full_dyn = dyn
+    dyn = [a for a in dyn if a is not None]
+
+    def func(*xs):
+      if nones:
+        it = iter(xs)
+        xs = [None if a is None else next(it) for a in full_dyn]
+      it = iter(xs[:n_pos])
+      full = [static[i] if i in static else next(it) for i in range(len(args))]
+      return pyfunc(*full, **static_kw, **dict(zip(names, xs[n_pos:])))
+
+    _util.check_arraylike("vectorize", *dyn)
+    dyn = [_util.as_array(a) for a in dyn]
     shape, sizes = _core_sizes(dyn, in_core, context)
+    if config._flags["numpy_rank_promotion"] != "allow":
+      if len({a.ndim - len(c) for a, c in zip(dyn, in_core) if a.ndim}) > 1:
+        msg = (f"operands with shapes {[a.shape for a in dyn]} require rank promotion for "
+               f"jnp.vectorize function with signature {signature}. Set the "
+               "jax_numpy_rank_promotion config option to 'allow' to disable this message; "
+               "for more information, see "
+               "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+        if config._flags["numpy_rank_promotion"] == "raise":
+          raise ValueError(msg)
+        warnings.warn(msg)
     f = _checked(func, sizes, out_core, context)
     squeezed, filled = [], []
     for a, core in zip(dyn, in_core):
