@@ -92,6 +92,8 @@ _OPTIONS = {
     "enable_checks": (False, _boolean),
     # kept for JAX's API (jax.checking_leaks): nbjax detects a leaked tracer when it is used
     "check_tracer_leaks": (False, _boolean),
+    # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
+    "debug_key_reuse": (False, _boolean),
     "traceback_filtering": ("auto", _any),
     "compilation_cache_dir": (None, _any),
     "persistent_cache_min_compile_time_secs": (1.0, _any),

@@ -60,6 +60,7 @@ _small_int_dtypes = [np.dtype(getattr(_ml, n)) for n in _SMALL_INT_NAMES if hasa
 _bf16 = np.dtype(bfloat16) if bfloat16 is not None else None
 _custom_float_dtypes = _small_float_dtypes + ([_bf16] if _bf16 is not None else [])
 _custom_float_types = frozenset(d.type for d in _custom_float_dtypes)
+_small_int_types = frozenset(d.type for d in _small_int_dtypes)
 
 _D = np.dtype
 _BOOL, _I8, _I16, _I32, _I64 = _D('bool'), _D('int8'), _D('int16'), _D('int32'), _D('int64')
@@ -215,8 +216,8 @@ def _issubdtype(a, b):
   b = b if isinstance(b, type) and _issubclass(b, np.generic) else np.dtype(b).type
   if a in _custom_float_types:
     return b in (a, np.floating, np.inexact, np.number, np.generic)
-  if _small_int_dtypes and np.dtype(a) in _small_int_dtypes:
-    kind = np.unsignedinteger if np.dtype(a).name.startswith('u') else np.signedinteger
+  if a in _small_int_types:
+    kind = np.unsignedinteger if a.__name__.startswith('u') else np.signedinteger
     return b in (a, kind, np.integer, np.number, np.generic)
   return bool(np.issubdtype(a, b))
 

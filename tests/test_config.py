@@ -218,3 +218,16 @@ def test_boolean_states_default_to_true_as_jax():
   with pytest.raises(TypeError, match="requires an argument"):
     with nbjax.numpy_rank_promotion():
       pass
+
+
+def test_debug_key_reuse_state():
+  """``nbjax.debug_key_reuse``: JAX's config state, a context manager and decorator
+  (x64_context_test decorates with it); nbjax keeps the value and checks nothing."""
+  assert not nbjax.config.jax_debug_key_reuse
+  with nbjax.debug_key_reuse(True):
+    assert nbjax.config.jax_debug_key_reuse
+
+  @nbjax.debug_key_reuse(False)
+  def f():
+    return nbjax.config.read("debug_key_reuse")
+  assert f() is False

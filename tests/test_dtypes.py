@@ -236,6 +236,12 @@ def test_issubdtype_and_helpers():
   assert sub(np.bool_, np.bool_) and not sub(np.bool_, np.integer)
   assert sub(np.int32, np.number) and not sub(np.bool_, np.number)
   assert sub(float, np.floating) and sub(np.float64, np.float64)
+  # np.generic is no dtype: below none of them, custom floats and int4 included (JAX's
+  # dtypes_test.testIsSubdtypeCustomFloats/IntN); int4 is signed, uint4 unsigned
+  for t in (np.float32, dtypes.bfloat16, 'float8_e5m2', 'int4', 'uint4'):
+    assert not sub(np.generic, t)
+  assert sub('int4', np.signedinteger) and not sub('uint4', np.signedinteger)
+  assert sub('uint4', np.unsignedinteger) and sub('uint4', np.integer)
   assert dtypes.is_float(np.dtype(np.float32)) and dtypes.is_float(dtypes.bfloat16)
   assert dtypes.is_float('float16') and not dtypes.is_float(np.int32)
   assert dtypes.is_int(np.dtype(np.uint8)) and dtypes.is_int(np.int64) and not dtypes.is_int(np.bool_)

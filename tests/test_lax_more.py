@@ -99,6 +99,13 @@ def test_tile_split_broadcast_shapes_index_take():
   assert lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
   with pytest.raises(ValueError, match="Incompatible shapes"):
     lax.broadcast_shapes((2,), (3,))
+  # JAX's TypeErrors (lax_vmap_test.testBroadcastShapesFaultyInputs)
+  with pytest.raises(TypeError, match=r"Only non-negative indices are allowed when "
+                     r"broadcasting static shapes, but got shape \(-1,\)\."):
+    lax.broadcast_shapes((-1,))
+  with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+    lax.broadcast_shapes("hello")
+  assert all(type(d) is int for d in lax.broadcast_shapes((np.int64(1), 2), (2,)))
   got = lax.index_take(x, (np.array([0, -1]), np.array([1, 2])), (0, 1))
   np.testing.assert_array_equal(np.asarray(got), [1.0, 10.0])
   np.testing.assert_array_equal(np.asarray(lax.index_take(x, (np.array([2, 0]),), (0,))),

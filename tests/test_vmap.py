@@ -241,3 +241,21 @@ def test_tracers_print_as_jax():
     assert want in seen, (want, seen)
   nbjax.jit(lambda x: seen.append(str(x)))(1.0)
   assert seen[-1] == "JitTracer(~float64[])"
+
+
+def test_empty_batch_gather_and_conv_as_jax():
+  """vmap over a size-0 axis: gather with both operands mapped takes empty slices, and
+  conv_general_dilated (feature or batch groups, either operand mapped) gives the empty
+  batch of the unbatched result (shapes from JAX 0.10.2; lax_vmap_test.testGather,
+  testConvGeneralDilatedBatching with bdim_size=0)."""
+  dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+  f = lambda x, i: lax.gather(x, i, dn, (1,))
+  assert vmap(f)(np.zeros((0, 5), np.float32), np.zeros((0, 2, 1), np.int64)).shape == (0, 2)
+  assert nbjax.jit(vmap(f))(np.zeros((0, 5)), np.zeros((0, 2, 1), np.int64)).shape == (0, 2)
+  for kw, lhs in [(dict(feature_group_count=2), (1, 4, 6, 7)), (dict(batch_group_count=2), (2, 2, 6, 7))]:
+    conv = lambda l, r, kw=kw: lax.conv_general_dilated(l, r, (1, 1), 'VALID', **kw)
+    l0, r0 = np.zeros((0, *lhs), np.float32), np.zeros((0, 2, 2, 1, 2), np.float32)
+    for axes, args in [((0, None), (l0, np.zeros((2, 2, 1, 2), np.float32))),
+                       ((None, 0), (np.zeros(lhs, np.float32), r0)), ((0, 0), (l0, r0))]:
+      out = vmap(conv, axes)(*args)
+      assert out.shape == (0, 1, 2, 6, 6) and out.dtype == np.float32

@@ -645,6 +645,11 @@ def _conv_batch(vals, dims, **params):
   G, Gb = params["feature_group_count"], params["batch_group_count"]
   bind = lambda l, r, **kw: conv_general_dilated_p.bind(l, r, **dict(params, **kw))
   la, ra = get_aval(lhs), get_aval(rhs)
+  if (lbd is not None and la.shape[lbd] == 0) or (rbd is not None and ra.shape[rbd] == 0):
+    # an empty batch cannot be folded into the groups: zeros of the unbatched result's shape
+    drop = lambda a, bd: a if bd is None else ShapedArray(a.shape[:bd] + a.shape[bd + 1:], a.dtype)
+    o = _conv_abstract_eval(drop(la, lbd), drop(ra, rbd), **params)
+    return _lax().full((0, *o.shape), 0, o.dtype), 0
   if lbd is not None and rbd is not None:
     B = la.shape[lbd]
     if Gb > 1:

@@ -710,7 +710,8 @@ def _gather_batch(vals, dims, *, dimension_numbers, slice_sizes, unique_indices,
       start_index_map=inc(dn.start_index_map),
       operand_batching_dims=(0, *inc(dn.operand_batching_dims)),
       start_indices_batching_dims=(0, *inc(dn.start_indices_batching_dims)))
-  return gather_p.bind(x, idx, dimension_numbers=dn2, slice_sizes=(1, *slice_sizes), **params), 0
+  b = min(core.get_aval(x).shape[0], 1)  # an empty batch takes empty slices (as JAX)
+  return gather_p.bind(x, idx, dimension_numbers=dn2, slice_sizes=(b, *slice_sizes), **params), 0
 
 
 gather_p = Primitive("gather")

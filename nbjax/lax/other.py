@@ -543,8 +543,14 @@ def optimization_barrier(operand, /):
 
 def broadcast_shapes(*shapes):
   """The shape NumPy broadcasting gives ``shapes`` (rank promotion included)."""
+  from nbjax.lax.shape import canonicalize_shape
   from nbjax.numpy import _util
-  return _util.broadcast_shapes(*(tuple(map(operator.index, s)) for s in shapes))
+  shapes = [canonicalize_shape(s) for s in shapes]
+  for s in shapes:
+    if any(d < 0 for d in s):
+      raise TypeError("Only non-negative indices are allowed when broadcasting static shapes, "
+                      f"but got shape {s}.")
+  return _util.broadcast_shapes(*shapes)
 
 
 def tile(operand, reps):
