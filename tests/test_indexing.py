@@ -738,3 +738,20 @@ def test_bfloat16_fill_and_searchsorted_nan_order_as_jax():
     for side in ("left", "right"):
       np.testing.assert_array_equal(np.asarray(jnp.searchsorted(x, x, side=side, method=method)),
                                     np.asarray(jnp.searchsorted(xe, xe, side=side)))
+
+
+@pytest.mark.parametrize("shape", [(5,), (4, 3), (2, 3, 2)])
+def test_eager_integer_index_copies_as_jit(shape):
+  # eager x[i] takes a direct copy (no slice + squeeze binds): the same values, dtype and
+  # weak type as jit, every valid negative index, and a buffer of its own (a small result
+  # never keeps its parent's memory alive, as JAX's slice copies)
+  v = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+  x = jnp.asarray(v)
+  weak = nbjax.lax.full((shape[0],), 2.0, None)  # weakly typed, as a Python scalar's
+  for i in range(-shape[0], shape[0]):
+    got, want = x[i], nbjax.jit(lambda a, i=i: a[i])(x)
+    np.testing.assert_array_equal(got, v[i])
+    assert got.shape == want.shape and got.dtype == want.dtype == np.float32
+    assert not np.shares_memory(np.asarray(got), np.asarray(x))
+    assert got.weak_type is False
+  assert weak.weak_type and weak[-1].weak_type and nbjax.jit(lambda a: a[-1])(weak).weak_type

@@ -540,6 +540,8 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
   if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
       normalize_indices or idx >= 0) and (mode is None or mode in _MODES):  # x[i] fast path
     i = idx + x.shape[0] if idx < 0 else idx
+    if type(x) is Array and _ctx.trace is _EVAL:  # eager: the copy slice + squeeze make
+      return Array._new(x._value[i, ...].copy(), x._weak)
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
   if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
     if _ctx.trace is _EVAL:  # eager x[i] of a 1-D x: one kernel call

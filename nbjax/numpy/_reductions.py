@@ -14,7 +14,7 @@ import numpy as np
 
 from nbjax import dtypes, lax
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._util import as_array, canonicalize_axes, canonicalize_axis, ensure_arraylike
 
@@ -106,7 +106,9 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
   if dtype is None and initial is None and where is None and not keepdims:
     ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
-      return _LAX_P[kind].bind(a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
+      p = _LAX_P[kind]  # (eager: the registry's entry directly, as the ufuncs call it)
+      return (p.eager if _ctx.trace is _EVAL else p.bind)(
+          a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
   a = ensure_arraylike(name, a)
   where = _check_where(name, where)
   if dtype is not None:
@@ -323,7 +325,8 @@ def _arg_reduce(name, a, axis, keepdims):
   if not keepdims:
     ax = _one_axis(a, axis, "biuf")  # one axis of a 1-D or N-D array: no normalisation
     if ax is not None and (ax != _ALL or a._value.ndim == 1):
-      return p.bind(a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
+      return (p.eager if _ctx.trace is _EVAL else p.bind)(
+          a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
   a = ensure_arraylike(name, a)
   if axis is None:
     if a.size == 0:
@@ -359,7 +362,9 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
   if dtype is None and fill_nan is None and not promote_integers:
     ax = _one_axis(a, axis, "iufc")  # a scan along one axis: nothing to promote
     if ax is not None and (ax != _ALL or a._value.ndim == 1):
-      return _CUM_P[lax_name].bind(a, axis=0 if ax == _ALL else ax, reverse=bool(reverse))
+      p = _CUM_P[lax_name]
+      return (p.eager if _ctx.trace is _EVAL else p.bind)(
+          a, axis=0 if ax == _ALL else ax, reverse=bool(reverse))
   a = ensure_arraylike(name, a)
   if axis is None:
     a = a if a.ndim == 1 else lax.reshape(a, (a.size,))
