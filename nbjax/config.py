@@ -31,12 +31,11 @@ def _platforms(name, v):
   return v
 
 
-def _unsupported(*supported):
+def _enum(cls, *allowed):
   def check(name, v):
-    if v not in supported:
-      raise NotImplementedError(f"jax_{name}={v!r} is not implemented by nbjax "
-                                f"(supported: {', '.join(map(repr, supported))})")
-    return v
+    if v not in allowed:
+      raise ValueError(f"{v!r} is not a valid {cls}")
+    return str(v)
   return check
 
 
@@ -68,7 +67,7 @@ _OPTIONS = {
     "softmax_custom_jvp": (False, _boolean),  # nbjax.nn.softmax's derivative rule, as JAX
     "disable_jit": (False, _boolean),
     "numpy_rank_promotion": ("allow", _choice("allow", "warn", "raise")),
-    "numpy_dtype_promotion": ("standard", _unsupported("standard")),
+    "numpy_dtype_promotion": ("standard", _enum("NumpyDtypePromotion", "standard", "strict")),
     "log_compiles": (False, _boolean),
     "debug_nans": (False, _boolean),   # core.DebugNansTrace
     "debug_infs": (False, _boolean),

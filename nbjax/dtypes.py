@@ -5,6 +5,8 @@ Sits at the bottom of nbjax beside ``config``: imported by ``core``, ``array``, 
 ``jax._src.dtypes``: promotion is the join on JAX's lattice, where ``i*``/``f*``/``c*`` are
 weakly typed Python scalars (or values with ``weak_type=True``); weak results materialize as
 the default dtype of their kind. The only departure from JAX is the default: x64 is on.
+``jax_numpy_dtype_promotion='strict'`` swaps in JAX's strict lattice (weak types join their
+own kind's dtypes, distinct strong dtypes join nothing).
 """
 import functools
 
@@ -89,14 +91,16 @@ class TypePromotionError(ValueError):
 # ---- x64 state, kept current by a config listener ----------------------------------------
 
 _x64 = True
+_lat = True             # the lattice in use: x64 (True/False), or "strict"
 _defaults = {}          # kind char -> default dtype under the current x64 mode
 _canon_cache = {}       # dtype-like -> canonical np.dtype under the current x64 mode
 _result_cache = {}      # ((dtype, weak), ...) -> (dtype, weak)
 
 
 def _sync(*_):
-  global _x64
+  global _x64, _lat
   _x64 = bool(config.enable_x64)
+  _lat = "strict" if config._flags["numpy_dtype_promotion"] == "strict" else _x64
   _defaults.update({'b': _BOOL, 'i': _I64 if _x64 else _I32, 'u': _U64 if _x64 else _U32,
                     'f': _F64 if _x64 else _F32, 'c': _C128 if _x64 else _C64})
   _canon_cache.clear()
@@ -303,7 +307,15 @@ def _upper_bounds(lattice):
     up(n)
   return ub
 
-_UB = {True: _upper_bounds(_lattice(True)), False: _upper_bounds(_lattice(False))}
+def _strict_lattice():
+  """JAX's strict lattice: a weak type is below its kind's dtypes (and the next weak kind)."""
+  def of(cats):
+    return [n for d, n in _NODE.items() if _CAT.get(d) in cats]
+  return {**{n: [] for n in _lattice(True)},
+          'i*': ['f*', *of('iu')], 'f*': ['c*', *of('f')], 'c*': of('c')}
+
+_UB = {True: _upper_bounds(_lattice(True)), False: _upper_bounds(_lattice(False)),
+       "strict": _upper_bounds(_strict_lattice())}
 
 
 class _NoLub(Exception):
@@ -311,9 +323,9 @@ class _NoLub(Exception):
 
 
 @functools.lru_cache(1024)
-def _lub(x64, nodes):
+def _lub(lat, nodes):
   """Least upper bound of a frozenset of lattice nodes (raises _NoLub/ValueError)."""
-  UB = _UB[x64]
+  UB = _UB[lat]
   try:
     cub = frozenset.intersection(*(UB[n] for n in nodes))
   except KeyError:
@@ -330,15 +342,21 @@ _small_int_set = frozenset(_small_int_dtypes)
 _NODE_STR = {'i*': str(int), 'f*': str(float), 'c*': str(complex)}
 
 
-def _join(x64, ordered):
-  """``_lub`` of the nodes in ``ordered``; on failure JAX's error, naming them in order."""
+def _join(lat, ordered):
+  """``_lub`` on lattice ``lat`` of the nodes in ``ordered``; on failure JAX's error, naming
+  them in order."""
   try:
-    return _lub(x64, frozenset(ordered))
+    return _lub(lat, frozenset(ordered))
   except _NoLub:
     pass
   ordered = tuple(dict.fromkeys(ordered))
   names = tuple(_NODE_STR.get(n) or str(_NODE_DTYPE.get(n, n)) for n in ordered)
   dts = [_NODE_DTYPE.get(n) for n in ordered]
+  if lat == "strict":
+    raise TypePromotionError(
+        f"Input dtypes {names} have no available implicit dtype promotion path when "
+        "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+        "output type, or set jax_numpy_dtype_promotion=standard.")
   head = f"Input dtypes {names} have no available implicit dtype promotion path."
   for bits in (8, 6, 4):
     if any(_SMALL_FLOAT_BITS.get(d) == bits for d in dts):
@@ -375,7 +393,7 @@ def promote_types(a, b):
   """
   na = _weak_type_node(a) or _NODE.get(np.dtype(a)) or np.dtype(a)
   nb = _weak_type_node(b) or _NODE.get(np.dtype(b)) or np.dtype(b)
-  n = _join(_x64, (na, nb))
+  n = _join(_lat, (na, nb))
   k = _WEAK_NODES.get(n)
   return python_scalar_dtypes[{'i': int, 'f': float, 'c': complex}[k]] if k else _NODE_DTYPE[n]
 
@@ -436,10 +454,10 @@ def _result_type(pairs):
     d, weak = pairs[0]
   elif len(dtypes) == 1 and not all_weak:
     d, weak = pairs[0][0], False
-  elif all_weak:
-    d, weak = _materialize(_join(_x64, [_node(d, False) for d, _ in pairs])), True
+  elif all_weak and _lat != "strict":
+    d, weak = _materialize(_join(_lat, [_node(d, False) for d, _ in pairs])), True
   else:
-    n = _join(_x64, [_node(d, w) for d, w in pairs])
+    n = _join(_lat, [_node(d, w) for d, w in pairs])
     d, weak = _materialize(n), n in _WEAK_NODES
   weak = weak and d != _BOOL
   if weak:

@@ -27,8 +27,8 @@ def test_options_by_jax_names():
   config.update("jax_platforms", "cpu")
   with pytest.raises(RuntimeError, match="Unable to initialize backend 'gpu'"):
     config.update("jax_platforms", "gpu")
-  with pytest.raises(NotImplementedError, match="strict"):
-    config.update("jax_numpy_dtype_promotion", "strict")
+  with pytest.raises(ValueError, match="'sometimes' is not a valid NumpyDtypePromotion"):
+    config.update("jax_numpy_dtype_promotion", "sometimes")
   with nbjax.default_matmul_precision("highest"):
     assert config.jax_default_matmul_precision == "highest"
   assert config.jax_default_matmul_precision is None

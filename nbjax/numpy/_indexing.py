@@ -607,17 +607,17 @@ def _creation():
 
 
 def _warn_unsafe_scatter_cast(y, dtype):
-  """JAX's FutureWarning for ``x.at[i].set(y)`` with a strongly typed ``y`` that does not
-  cast safely to ``x``'s dtype (weak Python scalars always do)."""
-  if isinstance(y, (bool, int, float, complex)) or not hasattr(y, "dtype"):
-    return
-  yd = np.dtype(y.dtype)
-  if yd == dtype or getattr(y, "weak_type", False) or (
-      isinstance(y, np.ndarray) and y.dtype == object):
+  """JAX's check of ``x.at[i].set(y)``: a FutureWarning when ``y`` (weak Python scalars as
+  weak values) does not cast safely to ``x``'s dtype, and the promotion error where the two
+  have no promotion path (under ``jax_numpy_dtype_promotion='strict'``, any two dtypes)."""
+  if isinstance(y, np.ndarray) and y.dtype == object:
     return
   try:
-    safe = dtypes.result_type(yd, dtype) == dtype
-  except Exception:  # (no promotion path: the cast below decides)
+    yd = dtypes.dtype(y, canonicalize=True)
+    if yd == dtype:
+      return
+    safe = dtypes.result_type(y, dtype) == dtype
+  except TypeError:  # (no dtype, or a key array: the cast below decides)
     return
   if not safe:
     import warnings

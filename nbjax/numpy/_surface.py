@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from nbjax import core, dtypes, lax
+from nbjax.config import config
 from nbjax.numpy import _creation, _dot, _dtype_api, _manip, _reductions, _setops, _statistics, _ufuncs
 from nbjax.numpy import _util
 from nbjax.numpy._util import as_array, ensure_arraylike
@@ -143,8 +144,10 @@ class _Grid:
     if isinstance(key, slice):
       return _grid_1d(key, self._name)
     out = [_grid_1d(k, self._name) for k in key]
-    grids = _creation.meshgrid(*(_util.promote_dtypes(*out) if out else ()), indexing="ij",
-                               sparse=self._sparse)
+    if out:
+      with config.override("numpy_dtype_promotion", "standard"):  # as JAX: even when strict
+        out = _util.promote_dtypes(*out)
+    grids = _creation.meshgrid(*out, indexing="ij", sparse=self._sparse)
     if self._sparse:
       return list(grids)
     return _manip.stack(grids, 0) if grids else _creation.arange(0)
