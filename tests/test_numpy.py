@@ -1,4 +1,5 @@
 """nbjax.numpy against NumPy: values, dtypes (JAX promotion), shapes, axes, edge cases."""
+import functools
 import re
 
 import numpy as np
@@ -1386,3 +1387,29 @@ def test_creation_dtypes_and_errors():
     jnp.indices(3)
   with pytest.raises(ValueError, match="xp and fp must be one-dimensional arrays of equal size"):
     jnp.interp(1.0, np.arange(3.), np.arange(4.))
+
+
+def test_einsum_dot_one_dot_general_for_mixed_dtypes_and_explicit_paths():
+  """JAX's lax_numpy_einsum_test test_einsum_mixed_precision/test_preferred_element_type/
+  test_einsum_unsupported_optimization and lax_numpy_test testMixedPrecisionDot: mixed
+  operand dtypes go to one dot_general (no converts), einsum's carries
+  preferred_element_type; an explicit path of pairs is taken, a 3-operand step refused."""
+  prims = lambda f, *a: [e.primitive.name for e in nbjax.make_jaxpr(f)(*a).jaxpr.eqns]
+  i8, f32 = np.ones(5, np.int8), np.ones(5, np.float32)
+  assert prims(functools.partial(jnp.einsum, "a,a->a"), i8, f32) == ["dot_general"]
+  assert prims(jnp.dot, i8, f32) == ["dot_general"]
+  got = jnp.einsum("a,a->a", np.arange(3, dtype=np.uint8), np.arange(3, dtype=np.int64))
+  assert got.dtype == np.int64
+  np.testing.assert_array_equal(got, [0, 1, 4])
+  got = jnp.dot(np.ones(3, np.complex64), np.arange(3.0))
+  assert got.dtype == np.complex128 and complex(got) == 3.0
+  bf = np.ones((2, 2), jnp.bfloat16)
+  eqns = nbjax.make_jaxpr(functools.partial(jnp.einsum, "ij,j->i"))(bf, bf[0]).jaxpr.eqns
+  assert len(eqns) == 1 and eqns[0].params["preferred_element_type"] == jnp.bfloat16
+  x = np.arange(4.0).reshape(2, 2)
+  np.testing.assert_allclose(jnp.einsum("ij,jk,kl", x, x, x, optimize=[(1, 2), (0, 1)]),
+                             x @ x @ x)
+  with pytest.raises(NotImplementedError, match="jax.numpy.einsum does not support "
+                     "simultaneous contraction of 3 or more operands"):
+    jnp.einsum("ij,ik,il->jkl", np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 5)),
+               optimize=[(0, 1, 2)])

@@ -39,13 +39,15 @@ def _pet(a, b, preferred_element_type):
 _MIXED_OK = set()  # (lhs dtype, rhs dtype, accumulation dtype) that pass JAX's check
 
 
-def _contract(a, b, contract, batch, precision, pet, weak, explicit=False):
+def _contract(a, b, contract, batch, precision, pet, weak, explicit=False, keep_pet=False):
   """``lax.dot_general`` as JAX's jnp products call it: on the operands as they are (no
-  promotion first), accumulating in ``pet``. Mixed operand dtypes go through JAX's check
-  on them (a weak Python ``int`` against an ``int8`` array raises: its int64 is the wider
-  type and the int8 result "narrower") and are then both converted to ``pet``, as XLA's
-  CPU lowering does; the result carries ``weak`` (``explicit``: ``pet`` was the caller's
-  ``preferred_element_type``, so the result is strong even for weak operands)."""
+  promotion first, one ``dot_general`` equation for mixed dtypes too), accumulating in
+  ``pet``. Mixed operand dtypes go through JAX's check on them (a weak Python ``int``
+  against an ``int8`` array raises: its int64 is the wider type and the int8 result
+  "narrower"); the result carries ``weak`` (``explicit``: ``pet`` was the caller's
+  ``preferred_element_type``, so the result is strong even for weak operands).
+  ``keep_pet``: pass ``pet`` to ``dot_general`` even when it is the operands' dtype
+  (einsum's equations carry it, as JAX's)."""
   dn = ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
   if a.dtype != b.dtype:
     key = (a.dtype, b.dtype, pet)
@@ -56,9 +58,7 @@ def _contract(a, b, contract, batch, precision, pet, weak, explicit=False):
         _lax_dot_shape(a, b, dn)  # (its shape errors come first)
         raise
       _MIXED_OK.add(key)
-    a, b = _util.convert(a, pet, weak), _util.convert(b, pet, weak)
-    pet = None
-  elif pet == a.dtype:
+  elif pet == a.dtype and not keep_pet:
     pet = None
   if not dn[0][0] and not dn[1][0] and (a.ndim == 0 or b.ndim == 0):
     if pet is not None:  # (a product with nothing to sum: the elementwise product)
@@ -431,7 +431,7 @@ def _pair(a, als, b, bls, needed, kw):
   contract = [c for c in shared if c not in needed]
   out = _contract(a, b, ([als.index(c) for c in contract], [bls.index(c) for c in contract]),
                   ([als.index(c) for c in batch], [bls.index(c) for c in batch]),
-                  kw["precision"], pet, False)
+                  kw["precision"], pet, False, keep_pet=True)
   return out, batch + [c for c in als if c not in shared] + [c for c in bls if c not in shared]
 
 
@@ -446,6 +446,13 @@ def _contraction_path(ins, out, shapes, optimize):
   n = len(ins)
   if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
     return tuple(tuple(sorted(p)) for p in optimize[1:])
+  if isinstance(optimize, (list, tuple)):  # JAX's explicit path: pairs (or single operands)
+    if any(len(p) > 2 for p in optimize):
+      raise NotImplementedError(
+          "jax.numpy.einsum does not support simultaneous contraction of 3 or more operands. "
+          "Typically this means you've passed an unsupported path to the einsum optimize "
+          "parameter.")
+    return tuple(tuple(sorted(p)) for p in optimize)
   if n <= 2 or optimize is False or optimize is None:
     return (tuple(range(n)),)
   strategy = "optimal" if optimize == "optimal" else "greedy"
