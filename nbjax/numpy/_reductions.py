@@ -68,7 +68,15 @@ def _check_where(name, where):
   return where
 
 
+def _where_shape(where, a):
+  """JAX's error for a ``where`` mask that does not broadcast against ``a`` (its reductions
+  apply ``jnp.where(where, a, init)``, which names the three shapes)."""
+  if where.shape != a.shape:
+    _util.broadcast_shapes(where.shape, a.shape, ())
+
+
 def _masked(a, where, fill):
+  _where_shape(where, a)
   where = _util.broadcast_to(_util.convert(where, _BOOL), a.shape)
   return lax.select(where, a, lax.full_like(a, fill))
 
@@ -255,8 +263,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   d = _mean_dtypes(a.dtype, dtype)
   comp = _util.to_inexact_dtype(d)
   comp = _upcast_f16(comp) if dtype is None else comp
+  n = _count(a, axis, keepdims, where, comp)  # (first: JAX's error for a bad where mask)
   s = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
-  n = _count(a, axis, keepdims, where, s.dtype)
   return _util.convert(lax.div(s, n), d, s.weak_type)
 
 
@@ -316,6 +324,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     dtype = _util.canonicalize_user_dtype(dtype)
     if not dtypes.is_inexact(dtype):
       raise ValueError(f"dtype argument to jnp.std must be inexact; got {dtype}")
+  _no_out("std", out)
   return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
                       mean=mean))
 
@@ -460,7 +469,7 @@ def _nan_fill(name, a, fill):
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
   """``sum`` treating NaN as 0."""
-  _no_out("nansum", out)
+  _no_out("sum", out)  # (JAX's names the reduction it passes out= to)
   where = _check_where("nansum", where)
   a, _ = _nan_fill("nansum", a, 0)
   return sum(a, axis, dtype, None, keepdims, initial, where)
@@ -468,7 +477,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
   """``prod`` treating NaN as 1."""
-  _no_out("nanprod", out)
+  _no_out("prod", out)
   where = _check_where("nanprod", where)
   a, _ = _nan_fill("nanprod", a, 1)
   return prod(a, axis, dtype, None, keepdims, initial, where)
@@ -484,6 +493,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   filled, nan = _nan_fill("nanmean", a, 0)
   keep = lax.bitwise_not(nan)
   if where is not None:
+    _where_shape(where, a)
     keep = lax.bitwise_and(keep, _util.broadcast_to(_util.convert(where, _BOOL), a.shape))
   s = sum(filled, axis, dtype=dtype, keepdims=keepdims, where=keep)
   n = sum(keep, axis, dtype=s.dtype, keepdims=keepdims)
@@ -505,13 +515,13 @@ def _nan_extreme(kind, name, a, axis, keepdims, initial, where):
 
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   """``max`` ignoring NaNs."""
-  _no_out("nanmax", out)
+  _no_out("max", out)
   return _nan_extreme("max", "nanmax", a, axis, keepdims, initial, where)
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   """``min`` ignoring NaNs."""
-  _no_out("nanmin", out)
+  _no_out("min", out)
   return _nan_extreme("min", "nanmin", a, axis, keepdims, initial, where)
 
 

@@ -294,11 +294,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
   """Variance over ``axis`` ignoring NaNs (NaN where fewer than ``ddof + 1`` values)."""
   _red._no_out("nanvar", out)
   a = ensure_arraylike("nanvar", a)
-  if where is not None:
-    where = ensure_arraylike("nanvar", where)
-    if where.dtype != _BOOL:
-      raise ValueError(f"jnp.nanvar: where must be None or a boolean array; got "
-                       f"where.dtype={where.dtype}.")
+  where = _red._check_where("nanvar", where)
   comp, dtype = _var_dtypes(a.dtype, dtype)
   a = _util.convert(a, comp)
   if mean is None:
@@ -317,7 +313,10 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
   """Standard deviation over ``axis`` ignoring NaNs: ``sqrt(nanvar(...))``."""
-  return _uf.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where, mean))
+  a = ensure_arraylike("nanstd", a)
+  where = _red._check_where("nanstd", where)
+  _red._no_out("nanstd", out)
+  return _uf.sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where, mean))
 
 
 def _nanarg(name, arg_fn, fill, a, axis, out, keepdims):
