@@ -149,6 +149,30 @@ def test_histogram_matches_numpy(dtype):
   check(jnp.histogram_bin_edges(np.ones(4), 4), np.histogram_bin_edges(np.ones(4), 4))
 
 
+def test_histogram_traced_range():
+  """``range`` may be traced (jit, vmap, grad), as JAX's; values from JAX 0.10.2."""
+  x = jnp.array([0.5, 1.5, 2.5, 3.5, 1.0], "float32")
+  edges = jax.jit(lambda a, lo, hi: jnp.histogram_bin_edges(a, 4, range=(lo, hi)))
+  check(edges(x, 0., 4.), np.array([0., 1., 2., 3., 4.], np.float32))
+  check(edges(x, 4., 0.), np.array([4., 3., 2., 1., 0.], np.float32))
+  check(edges(x, 1., 1.), np.array([0.5, 0.75, 1., 1.25, 1.5], np.float32))
+  check(jax.jit(lambda a, r: jnp.histogram_bin_edges(a, 4, range=r))(x, jnp.array([0., 4.])),
+        np.array([0., 1., 2., 3., 4.], np.float32))
+  def hist(**kw):
+    return jax.jit(lambda a, lo, hi: jnp.histogram(a, 4, range=(lo, hi), **kw))(x, 0., 4.)[0]
+  check(hist(), np.array([1., 2., 1., 1.], np.float32))
+  check(hist(density=True), np.array([.2, .4, .2, .2], np.float32))
+  check(hist(weights=x), np.array([.5, 2.5, 2.5, 3.5], np.float32))
+  check(jax.jit(lambda a, lo, hi: jnp.histogram(a, 4, range=(lo, hi)))(jnp.arange(5), 0, 4)[0],
+        np.array([1., 1., 1., 2.]))
+  check(jax.vmap(lambda hi: jnp.histogram_bin_edges(x, 2, range=(0., hi)))(jnp.array([2., 4.])),
+        np.array([[0., 1., 2.], [0., 2., 4.]], np.float32))
+  assert float(jax.grad(lambda hi: jnp.histogram_bin_edges(x, 2, range=(0., hi)).sum())(4.)) == 1.5
+  with pytest.raises(ValueError, match=r"`range` must be either None or a sequence of scalars, "
+                                       r"got \[0\. 1\. 2\.\]"):
+    jnp.histogram_bin_edges(x, 4, range=(0., 1., 2.))
+
+
 def test_bincount_and_digitize():
   x = np.array([0, 1, 1, 3, 2, 1, 7])
   check(jnp.bincount(x), np.bincount(x))

@@ -19,7 +19,7 @@ from nbjax import core, dtypes, lax
 from nbjax.numpy import _reductions as _red
 from nbjax.numpy import _ufuncs as _uf
 from nbjax.numpy import _util
-from nbjax.numpy._creation import full, linspace, ones_like, zeros
+from nbjax.numpy._creation import asarray, full, linspace, ones_like, zeros
 from nbjax.numpy._dot import dot
 from nbjax.numpy._indexing import diag, take_along_axis
 from nbjax.numpy._manip import atleast_2d, clip, concatenate, ravel, searchsorted, sort
@@ -441,8 +441,9 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
   n = core.concrete_or_error(operator.index, bins, "bins argument of histogram_bin_edges")
   if range is None:
     lo, hi = _red.min(a), _red.max(a)
-  else:
-    if np.shape(range) != (2,):
+  else:  # (an array first, as JAX's: its bounds may be traced)
+    range = asarray(range, dtype=dtype)
+    if range.shape != (2,):
       raise ValueError(f"`range` must be either None or a sequence of scalars, got {range}")
     lo, hi = range[0], range[1]
   lo, hi = _util.convert(lo, dtype), _util.convert(hi, dtype)
