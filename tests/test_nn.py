@@ -277,6 +277,32 @@ def test_dot_product_attention(kw):
   np.testing.assert_allclose(np.asarray(res), lse, rtol=2e-6)
 
 
+@pytest.mark.parametrize("kw", [
+    dict(is_causal=True, query_seq_lengths=QL, key_value_seq_lengths=KL),
+    dict(is_causal=True, local_window_size=(3, 2), key_value_seq_lengths=KL),
+    dict(local_window_size=1, query_seq_lengths=QL),
+    dict(mask=MASK, is_causal=True, query_seq_lengths=QL)], ids=str)
+def test_dot_product_attention_needs_no_rank_promotion(kw):
+  # JAX builds every mask 5-D, so all combinations work under jax_numpy_rank_promotion='raise'
+  rk = dict(mask=kw.get("mask"), causal=kw.get("is_causal", False),
+            ql=kw.get("query_seq_lengths"), kl=kw.get("key_value_seq_lengths"))
+  w = kw.get("local_window_size")
+  rk["window"] = (w, w) if isinstance(w, int) else w
+  ref = _attention_ref(Q, KE, V, **rk)[0]
+  with nbjax.numpy_rank_promotion("raise"):
+    np.testing.assert_allclose(np.asarray(nn.dot_product_attention(Q, KE, V, **kw)), ref,
+                               rtol=2e-6, atol=2e-6)
+    g = nbjax.grad(lambda q: jnp.sum(nn.dot_product_attention(q, KE, V, **kw) ** 2))(Q)
+    assert g.shape == Q.shape
+    if "mask" not in kw:  # unbatched inputs: one sequence
+      one = {k: (v[:1] if k.endswith("lengths") else v) for k, v in kw.items()}
+      rk1 = dict(rk, ql=None if rk["ql"] is None else rk["ql"][:1],
+                 kl=None if rk["kl"] is None else rk["kl"][:1])
+      np.testing.assert_allclose(np.asarray(nn.dot_product_attention(Q[0], KE[0], V[0], **one)),
+                                 _attention_ref(Q[:1], KE[:1], V[:1], **rk1)[0][0],
+                                 rtol=2e-6, atol=2e-6)
+
+
 def test_dot_product_attention_shapes_grads_and_errors():
   out3 = nn.dot_product_attention(Q[0], KE[0], V[0])  # no batch dimension
   np.testing.assert_allclose(np.asarray(out3), _attention_ref(Q, KE, V)[0][0], rtol=2e-6,

@@ -322,11 +322,12 @@ def _attention_core(query, key, value, bias, mask, is_causal, scale, q_len, kv_l
     return m if combined is None else jnp.logical_and(combined, m)
   if mask is not None:
     combined = both(mask)
+  # every mask is 5-D, as JAX's (no implicit rank promotion: it may be set to 'raise')
   if is_causal:
-    combined = both(jnp.tril(jnp.ones((T, S), dtype=bool)))
+    combined = both(jnp.tril(jnp.ones((1, 1, 1, T, S), dtype=bool)))
   if window is not None:
     qp, kp = jnp.arange(T)[:, None], jnp.arange(S)[None, :]
-    combined = both((qp <= kp + window[0]) & (qp >= kp - window[1]))
+    combined = both(((qp <= kp + window[0]) & (qp >= kp - window[1]))[None, None, None])
   if q_len is not None:
     combined = both((jnp.arange(T)[None, :, None] < q_len[:, None, None])[:, None, None])
   if kv_len is not None:
