@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nbjax  # noqa: F401
+import nbjax.numpy as jnp
 from nbjax import api, lax, registry, testing
 from nbjax.array import Array
 from nbjax.interpreters import ad
@@ -648,7 +649,7 @@ def test_eig_nonfinite_input_gives_nans(jit, dtype):
     (np.ones((4, 2, 3)), ValueError, r"eig must be a square matrix"),
     (np.ones((3,)), TypeError, "Input 0 to eig must have rank at least 2"),
     (np.ones((2, 2), np.int32), TypeError, "eig does not accept dtype int32"),
-    (np.ones((2, 2), np.float16), TypeError, "eig does not accept dtype float16"),
+    (np.ones((2, 2), np.float16), NotImplementedError, "Unsupported dtype float16"),  # (JAX: CPU)
 ])
 def test_eig_errors_as_jax(x, exc, msg):
   for f in (lax.linalg.eig, nbjax.jit(lax.linalg.eig)):
@@ -707,3 +708,41 @@ def test_eig_vmap_every_bdim(bd):
   g = np.random.default_rng(33).standard_normal((3, 3))
   testing.check_vmap(lambda x: lax.linalg.eig(x), (_stack(g, bd),), in_axes=bd)
   testing.check_vmap(nbjax.numpy.linalg.eigvals, (_stack(g, bd),), in_axes=bd)
+
+
+def test_linalg_api_as_jax_linalg_test():
+  """JAX's linalg_test testMatmul/testMatrixRank(Tol)/testPinvRcond/testPinvGradIssue2792/
+  testEmpty*Norm/testNumpyQrModes/testQrInvalidDtypeCPU (values from jax 0.10.2)."""
+  L = jnp.linalg
+  x = np.ones((3, 3))
+  np.testing.assert_allclose(L.matmul(np.ones((2, 3)), np.ones(3), precision="highest",
+                                      preferred_element_type=np.float32), [3.0, 3.0])
+  assert int(L.matrix_rank(x, hermitian=True)) == 1
+  with pytest.raises(ValueError, match="^matrix_rank: only one of tol or rtol may be specified.$"):
+    L.matrix_rank(x, rtol=1e-2, tol=1e-2)
+  with pytest.raises(ValueError, match="^pinv: only one of rtol and rcond may be specified.$"):
+    L.pinv(x, rcond=1e-2, rtol=1e-2)
+  np.testing.assert_array_equal(L.pinv(x, rcond=1e-2), L.pinv(x, rtol=1e-2))
+  # pinv's derivative is Golub-Pereyra's (through rank-deficient matrices too)
+  f = lambda p: L.pinv(jnp.array([[0.0, 0.0], [-p, 1.0]]) / (1 + p ** 2))
+  np.testing.assert_allclose(nbjax.jacobian(f)(2.0), [[0.0, -1.0], [0.0, 0.0]], atol=1e-12)
+  a = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+  np.testing.assert_allclose(nbjax.jacobian(L.pinv)(a).sum(axis=(2, 3)),
+                             [[-0.25, 0.0, 0.25], [0.25, 0.0, -0.25]], atol=1e-12)
+  h = nbjax.jacobian(lambda a: L.pinv(a, hermitian=True))(np.array([[2.0, 1.0], [1.0, 3.0]]))
+  np.testing.assert_allclose(h.sum(axis=(2, 3)), [[-0.16, -0.08], [-0.08, -0.04]], atol=1e-12)
+  for shape in [(0, 2), (2, 0), (0, 0)]:
+    for ord in [1, 2, np.inf, "fro", "nuc"]:
+      assert float(L.matrix_norm(jnp.zeros(shape), ord=ord)) == 0.0
+  for ord in [1, 2, np.inf]:
+    assert float(L.vector_norm(jnp.zeros(0), ord=ord)) == 0.0
+  b = np.arange(12.0).reshape(4, 3) + np.eye(4, 3)
+  q, r = L.qr(b, mode="full")
+  assert q.shape == (4, 3) and r.shape == (3, 3)
+  np.testing.assert_allclose(q @ r, b, atol=1e-12)
+  for f in (L.qr, L.cholesky, L.inv, nbjax.scipy.linalg.schur):
+    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
+      f(np.eye(3, dtype=np.float16))
+  with pytest.raises(TypeError, match="qr does not accept dtype int32 at position 0. Accepted "
+                     "dtypes at position 0 are subtypes of floating, complexfloating."):
+    nbjax.lax.linalg.qr(np.eye(3, dtype=np.int32))

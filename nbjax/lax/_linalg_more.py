@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from nbjax import registry
+from nbjax import dtypes, registry
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad
@@ -48,6 +48,8 @@ def _check(name, avals, ranks=None):
     if not isinstance(a, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {a!r}")
     if a.dtype not in _linalg_dtypes:
+      if a.dtype.kind == "f" or a.dtype == dtypes.bfloat16:  # (JAX's CPU lowering: no LAPACK)
+        raise NotImplementedError(f"Unsupported dtype {a.dtype.name}.")
       raise TypeError(f"{name} does not accept dtype {a.dtype.name} at position {i}. Accepted "
                       f"dtypes at position {i} are subtypes of {_NAMES}.")
   for i, (a, r) in enumerate(zip(avals, ranks)):

@@ -638,8 +638,10 @@ def _linalg_check(name, avals, ranks=None):
     if a.ndim < r:
       raise TypeError(f"Input {i} to {name} must have rank at least {r}, but got shape={a.shape}")
     if a.dtype not in _linalg_dtypes:
-      raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes are "
-                      "float32, float64, complex64, complex128.")
+      if a.dtype.kind == "f" or a.dtype == dtypes.bfloat16:  # (JAX's CPU lowering: no LAPACK)
+        raise NotImplementedError(f"Unsupported dtype {a.dtype.name}.")
+      raise TypeError(f"{name} does not accept dtype {a.dtype.name} at position {i}. Accepted "
+                      f"dtypes at position {i} are subtypes of floating, complexfloating.")
   return _common_batch(name, avals, ranks)
 
 

@@ -187,10 +187,11 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 
 
 def qr(a, mode="reduced"):
-  """QR decomposition (``mode``: 'reduced', 'complete' or 'r')."""
+  """QR decomposition (``mode``: 'reduced' (also 'full', NumPy's old name), 'complete' or
+  'r')."""
   a = ensure_arraylike("qr", a)
   a, = _util.promote_dtypes_inexact(a)
-  if mode not in ("reduced", "complete", "r"):
+  if mode not in ("reduced", "complete", "r", "full"):
     raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
   q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
   return r if mode == "r" else QRResult(q, r)
@@ -267,8 +268,8 @@ def _vector_norm(x, ord, axis, keepdims):
   ax = axis if isinstance(axis, tuple) else (axis,)
   if ord is None or ord == 2:
     return lax.sqrt(_reductions.sum(_abs2(x), axis=ax, keepdims=keepdims))
-  if ord == np.inf:
-    return _reductions.max(lax.abs(x), axis=ax, keepdims=keepdims)
+  if ord == np.inf:  # (0 for an empty vector, as JAX's)
+    return _reductions.max(lax.abs(x), axis=ax, keepdims=keepdims, initial=0)
   if ord == -np.inf:
     return _reductions.min(lax.abs(x), axis=ax, keepdims=keepdims)
   if ord == 0:
@@ -292,13 +293,14 @@ def _matrix_norm(x, ord, axis, keepdims):
     sum_ax, red_ax = (r, c) if ord in (1, -1) else (c, r)
     s = _reductions.sum(lax.abs(x), axis=sum_ax, keepdims=keepdims)
     red_ax = red_ax if keepdims or red_ax < sum_ax else red_ax - 1
-    pick = _reductions.max if ord in (1, np.inf) else _reductions.min
-    return pick(s, axis=red_ax, keepdims=keepdims)
+    if ord in (1, np.inf):  # (0 for an empty matrix, as JAX's)
+      return _reductions.max(s, axis=red_ax, keepdims=keepdims, initial=0)
+    return _reductions.min(s, axis=red_ax, keepdims=keepdims)
   if ord in (2, -2, "nuc"):
     y = _manip.moveaxis(x, (r, c), (-2, -1))
     s = svd(y, compute_uv=False)
-    pick = {2: _reductions.max, -2: _reductions.min, "nuc": _reductions.sum}[ord]
-    out = pick(s, -1)
+    out = (_reductions.max(s, -1, initial=0) if ord == 2 else
+           _reductions.min(s, -1) if ord == -2 else _reductions.sum(s, -1))
     if keepdims:
       out = lax.expand_dims(out, tuple(sorted((r, c))))
     return out
@@ -340,9 +342,9 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
   return _matrix_norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
 
 
-def matmul(x1, x2, /):
-  """Array-API ``linalg.matmul``: ``_dot.matmul``."""
-  return _dot.matmul(x1, x2)
+def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
+  """Array-API ``linalg.matmul``: ``jnp.matmul``."""
+  return _dot.matmul(x1, x2, precision=precision, preferred_element_type=preferred_element_type)
 
 
 def outer(x1, x2, /):
@@ -390,23 +392,35 @@ def _singular_cutoff(s, shape, rtol):
   return rtol[..., None] * top if rtol.ndim else rtol * top
 
 
-def matrix_rank(M, rtol=None, *, tol=None):
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
   """Number of singular values of each matrix above ``rtol * max(singular values)``
-  (default ``rtol``: ``max(M, N) * eps``; ``tol`` is an absolute threshold)."""
+  (default ``rtol``: ``max(M, N) * eps``; ``tol`` is an absolute threshold; ``hermitian``
+  is accepted, the SVD is the general one)."""
+  if tol is not None and rtol is not None:
+    raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
   M = ensure_arraylike("matrix_rank", M)
   M, = _util.promote_dtypes_inexact(M)
   if M.ndim < 2:
     return _creation.asarray(_reductions.any(M != 0), dtype=dtypes.default_int_dtype())
-  s = svd(M, full_matrices=False, compute_uv=False)
+  s = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian)
   cut = _creation.asarray(tol, dtype=s.dtype) if tol is not None else _singular_cutoff(s, M.shape, rtol)
   return _reductions.sum(s > cut, axis=-1, dtype=dtypes.default_int_dtype())
 
 
-def pinv(a, rtol=None, hermitian=False):
+def pinv(a, rtol=None, hermitian=False, *, rcond=None):
   """Moore-Penrose pseudo-inverse of each matrix, dropping singular values at or below
-  ``rtol * max(singular values)`` (default ``rtol``: ``max(M, N) * eps``)."""
+  ``rtol * max(singular values)`` (default ``rtol``: ``max(M, N) * eps``; ``rcond``: the
+  old name of ``rtol``)."""
+  if rcond is not None:
+    if rtol is not None:
+      raise ValueError("pinv: only one of rtol and rcond may be specified.")
+    rtol = rcond
   a = ensure_arraylike("pinv", a)
   a, = _util.promote_dtypes_inexact(a)
+  return _pinv(a, rtol, hermitian)
+
+
+def _pinv_fn(a, rtol, hermitian):
   m, n = a.shape[-2:]
   if m == 0 or n == 0:
     return _creation.zeros(a.shape[:-2] + (n, m), a.dtype)
@@ -414,6 +428,26 @@ def pinv(a, rtol=None, hermitian=False):
   cut = _singular_cutoff(s, a.shape, rtol)
   s_inv = _manip.where(s > cut, 1 / _manip.where(s > cut, s, 1), 0).astype(a.dtype)
   return _dot.matmul(_manip.matrix_transpose(vh) * s_inv[..., None, :], _manip.matrix_transpose(u))
+
+
+_pinv = custom_jvp(_pinv_fn, nondiff_argnums=(1, 2))
+
+
+@_pinv.defjvp
+def _pinv_jvp(rtol, hermitian, primals, tangents):
+  """Golub and Pereyra's derivative of the pseudo-inverse (defined where the rank is
+  locally constant, so through rank-deficient matrices too, unlike the SVD's):
+  dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P."""
+  a, = primals
+  da, = tangents
+  p = _pinv(a, rtol, hermitian)
+  H = lambda x: _ufuncs.conj(_manip.matrix_transpose(x))
+  if hermitian:  # (the factorization reads a symmetrized matrix)
+    a, da = (a + H(a)) / 2, (da + H(da)) / 2
+  dah = H(da)
+  left = (p @ H(p)) @ dah
+  right = dah @ (H(p) @ p)
+  return p, -(p @ da) @ p + left - (left @ a) @ p + right - p @ (a @ right)
 
 
 def diagonal(x, /, *, offset=0):
