@@ -1038,7 +1038,7 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
   for i, (o, dst) in enumerate(zip(outs, out_axes)):
     if not (isinstance(o, Tracer) or core.valid_jaxtype(o)):
       raise TypeError(f"Output from batched function {o!r:.100} with type {type(o)} is not a "
-                      "valid nbjax type")
+                      "valid JAX type")
     val, src = trace.to_batch_info(o)
     r = _match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes)
     results.append(r if isinstance(r, (Tracer, _Array)) or _is_key(r)
@@ -1050,8 +1050,7 @@ def _match_out_axis(x, src, dst, size, axis_name, i, out_axes):
   nd = np.ndim(x) + (src is None)
   if dst is not None:
     if not -nd <= dst < nd:
-      raise ValueError(f"vmap out_axes entry {dst} is out of bounds for an output of rank "
-                       f"{nd} (including the mapped axis)")
+      raise ValueError(f"axis {dst} is out of bounds for array of dimension {nd}")
     dst %= nd
   if src == dst:
     return x

@@ -206,6 +206,35 @@ def jaxpr_effects(jaxpr):
     effs = _effects_memo[jaxpr] = tuple(seen)
   return effs
 
+_axes_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jaxpr_axis_names(jaxpr):
+  """The axis names that the collectives of a (closed) jaxpr and of its sub-jaxprs act over
+  (a frozenset, memoized per jaxpr object)."""
+  if isinstance(jaxpr, ClosedJaxpr):
+    jaxpr = jaxpr.jaxpr
+  names = _axes_memo.get(jaxpr)
+  if names is None:
+    names = set()
+    for e in jaxpr.eqns:
+      if e.primitive.named_axes is not None:
+        names.update(e.primitive.named_axes(e.params))
+      for j in jaxprs_in_params(e.params):
+        names |= jaxpr_axis_names(j)
+    names = _axes_memo[jaxpr] = frozenset(names)
+  return names
+
+
+def params_axis_names(params):
+  """``Primitive.named_axes`` of a higher-order primitive: the axis names its jaxprs use (so
+  ``vmap`` with ``axis_name`` batches it even when no operand is mapped, as JAX)."""
+  out = frozenset()
+  for j in jaxprs_in_params(params):
+    out |= jaxpr_axis_names(j)
+  return out
+
+
 # --------------------------------------------------------------------- typecheck
 
 
@@ -532,7 +561,8 @@ def _pp_eqn_doc(eqn, ctx):
   lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
   pp = getattr(eqn.primitive, "pp_params", None)  # a primitive may show its params its own way
   rhs = [_Text(eqn.primitive.name), _pp_params(pp(eqn.params) if pp else eqn.params, ctx,
-                                              not eqn.primitive.map_primitive),
+                                              getattr(eqn.primitive, "pp_name_first",
+                                                      not eqn.primitive.map_primitive)),
          _Text(" ") + _pp_vars(eqn.invars, ctx)]
   if eqn.outvars:
     return _Concat([lhs, _Text(" = "), *rhs])

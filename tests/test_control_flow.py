@@ -904,3 +904,80 @@ def test_platform_dependent():
     lax.platform_dependent(1., gpu=lambda x: x)
   with pytest.raises(TypeError, match="the 'default' branch must be a callable"):
     lax.platform_dependent(1., default=3)
+
+
+def test_cond_prunes_forwarded_outputs_as_jax():
+  """An output every branch returns unchanged from the same input is that input itself,
+  pruned from the branches (JAX 0.10.2: lax_control_flow_test
+  test_cond_vmap_forwarding_doesnt_promote, test_scan_readonly_carry_optimization)."""
+  def f(x, y):
+    return lax.cond(x < 3, lambda x, y: (x * 2, y), lambda x, y: (x * 3, y), x, y)
+  x, y = jnp.arange(3), jnp.array(3.)
+  x2, y2 = nbjax.vmap(f, in_axes=(0, None), out_axes=(0, None))(x, y)
+  assert x2.tolist() == [0, 2, 4] and y2 is y
+  j = nbjax.make_jaxpr(f)(1, 2.0)
+  assert [len(b.jaxpr.outvars) for b in j.eqns[-1].params["branches"]] == [1, 1]
+  assert j.jaxpr.outvars[1] is j.jaxpr.invars[1]
+  # a branch that differs keeps the output
+  j = nbjax.make_jaxpr(lambda p, a: lax.switch(p, [lambda a: a, lambda a: a + 1], a))(1, 2.0)
+  assert len(j.eqns[-1].params["branches"][0].jaxpr.outvars) == 1
+
+  def g(x, y):
+    def h(_, y):
+      return lax.scan(lambda y, _: (y, None), y, None, length=1)[0]
+    return lax.cond(x < 0, h, h, x, y)
+  assert float(nbjax.vmap(g, (0, None), None)(jnp.arange(3.), 3.)) == 3.0
+  assert float(nbjax.grad(lambda x: lax.cond(x > 0, lambda x, y: (x, y * x),
+                                              lambda x, y: (x, y), x, 2.)[1])(1.0)) == 2.0
+
+
+def test_scan_forwarding_as_jax():
+  """scan: a carry the body passes through becomes a const, a ys that is an xs is pruned and
+  is that xs (JAX 0.10.2's jaxprs; lax_control_flow_test test_scan_input_to_output_forwarding)."""
+  j = nbjax.make_jaxpr(lambda x: lax.scan(lambda c, x: (c + 1, x), 0, x))(jnp.arange(3.))
+  e = j.eqns[0]
+  assert len(e.params["jaxpr"].jaxpr.outvars) == 1 and j.jaxpr.outvars[1] is j.jaxpr.invars[0]
+  j = nbjax.make_jaxpr(lambda y: lax.scan(lambda y, _: (y, None), y, None, length=1))(3.)
+  e = j.eqns[0]
+  assert (e.params["num_consts"], e.params["num_carry"], len(e.outvars)) == (1, 0, 0)
+  j = nbjax.make_jaxpr(lambda a, b, xs: lax.scan(
+      lambda c, x: ((c[0] + x, c[1]), (x, c[0])), (a, b), xs))(1., 2., jnp.arange(3.))
+  e = j.eqns[0]
+  assert (e.params["num_consts"], e.params["num_carry"]) == (1, 1)
+  assert list(e.invars) == [j.jaxpr.invars[1], j.jaxpr.invars[0], j.jaxpr.invars[2]]
+  assert [v is w for v, w in zip(j.jaxpr.outvars[1:3], j.jaxpr.invars[1:3])] == [True, True]
+
+  def f(a, b, xs):
+    (c0, c1), (y0, y1) = lax.scan(lambda c, x: ((c[0] * x + c[1], c[1]), (x, c[0] * c[1])),
+                                  (a, b), xs)
+    return c0 + c1 + y0.sum() * 2 + y1.sum()
+  xs = jnp.arange(1., 4.)
+  assert float(f(1., 2., xs)) == 64.0 and float(nbjax.jit(f)(1., 2., xs)) == 64.0
+  assert [np.asarray(g).tolist() for g in nbjax.grad(f, (0, 1, 2))(1., 2., xs)] == [
+      14.0, 31.0, [14.0, 17.0, 10.0]]
+  assert nbjax.vmap(f, (0, None, 0))(jnp.array([1., 2.]), 2., jnp.stack([xs, xs + 1])).tolist() == [64.0, 158.0]
+  assert [float(t) for t in nbjax.jvp(f, (1., 2., xs), (1., 1., jnp.ones(3)))] == [64.0, 86.0]
+  c, ys = lax.scan(lambda c, x: (c, x), 1.0, np.arange(3.))
+  assert c == 1.0 and type(c) is float and ys.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_vmap_axis_name_batches_loops_with_unmapped_operands():
+  """A loop, cond, jit or checkpoint whose jaxpr uses the vmap's axis name (axis_index) is
+  batched even when no operand is mapped (JAX 0.10.2's values;
+  lax_control_flow_test.testWhileLoopAxisIndexBatched)."""
+  def fun(x):
+    return lax.while_loop(lambda x: x < lax.axis_index('i'), lambda x: x + 2, x)
+  for g in (fun, jit(fun)):
+    out = vmap(lambda _, x: g(x), axis_name='i', in_axes=(0, None))(np.zeros(4), 0)
+    assert out.tolist() == [0, 2, 2, 4]
+  out = vmap(lambda _, x: lax.scan(lambda c, _: (c + lax.axis_index('i'), None), x, None,
+                                   length=2)[0], in_axes=(0, None), axis_name='i')(np.zeros(3), 0)
+  assert out.tolist() == [0, 2, 4]
+  f = lambda _, x: lax.cond(x > 0, lambda x: x + lax.axis_index('i'), lambda x: x, x)
+  assert vmap(f, axis_name='i', in_axes=(0, None))(np.zeros(3), np.int32(1)).tolist() == [1, 2, 3]
+  f = lambda _, x: nbjax.checkpoint(lambda x: x + lax.axis_index('i'))(x)
+  assert vmap(f, axis_name='i', in_axes=(0, None))(np.zeros(3), 1).tolist() == [1, 2, 3]
+  inner = vmap(lambda a, x: jit(lambda x: x + lax.axis_index('i'))(x), in_axes=(0, None),
+               axis_name='j')
+  assert vmap(inner, in_axes=(0, None), axis_name='i')(np.zeros((2, 3)), 1).tolist() == [
+      [1, 1, 1], [2, 2, 2]]

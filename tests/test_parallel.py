@@ -156,3 +156,35 @@ def test_errors():
     nbjax.vmap(lambda x: lax.psum_scatter(x, "i"), axis_name="i")(jnp.ones((3, 2)))
   assert lax.psum_p.meta["note"] and "lowering_note" not in lax.psum_p.meta  # lowered (pmap)
   assert all("cpu" in p.lowerings for p in (lax.psum_p, lax.all_gather_p, lax.ppermute_p))
+
+
+@pytest.mark.parametrize("sa,ca", [(0, 1), (0, 0), (1, 0), (1, 1)])
+def test_all_to_all_over_two_vmapped_axes(sa, ca):
+  """all_to_all over ('i', 'j') of nested vmaps: the member index is row-major over the
+  names (JAX 0.10.2's values; batching_test.testAllToAllSplitAxis)."""
+  x = np.arange(2 * 3 * 12 * 6).reshape(2, 3, 12, 6)
+  f = nbjax.vmap(nbjax.vmap(lambda v: lax.all_to_all(v, ("i", "j"), sa, ca, tiled=True),
+                            axis_name="j"), axis_name="i")
+  o = np.asarray(f(x))
+  want = {(0, 1): ((2, 3, 2, 36), 21719736), (0, 0): ((2, 3, 12, 6), 22244616),
+          (1, 0): ((2, 3, 72, 1), 21272436), (1, 1): ((2, 3, 12, 6), 20428956)}[sa, ca]
+  assert (o.shape, int((o * np.arange(o.size).reshape(o.shape)).sum())) == want
+
+
+def test_all_to_all_over_three_axes_untiled_and_grad():
+  y = np.arange(2 * 2 * 3 * 12).reshape(2, 2, 3, 12)
+  f = nbjax.vmap(nbjax.vmap(nbjax.vmap(
+      lambda v: lax.all_to_all(v, ("k", "i", "j"), 0, 0, tiled=True), axis_name="j"),
+      axis_name="i"), axis_name="k")
+  o = np.asarray(f(y))
+  assert o.shape == (2, 2, 3, 12) and int((o * np.arange(o.size).reshape(o.shape)).sum()) == 777348
+  g = nbjax.vmap(nbjax.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 1, 0), axis_name="j"),
+                 axis_name="i")
+  z = np.arange(2 * 3 * 4 * 6).reshape(2, 3, 4, 6)
+  o = np.asarray(g(z))
+  w = np.arange(o.size).reshape(o.shape)
+  assert o.shape == (2, 3, 6, 4) and int((o * w).sum()) == 787644
+  assert float(nbjax.grad(lambda z: (g(z) ** 2 * w).sum())(z * 1.0).sum()) == 1575288.0
+  with pytest.raises(ValueError, match="not a multiple of the axis size 6"):
+    nbjax.vmap(nbjax.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 0, 0, tiled=True),
+                          axis_name="j"), axis_name="i")(np.ones((2, 3, 5)))

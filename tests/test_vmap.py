@@ -259,3 +259,15 @@ def test_empty_batch_gather_and_conv_as_jax():
                        ((None, 0), (np.zeros(lhs, np.float32), r0)), ((0, 0), (l0, r0))]:
       out = vmap(conv, axes)(*args)
       assert out.shape == (0, 1, 2, 6, 6) and out.dtype == np.float32
+
+
+def test_out_axes_and_output_type_errors_as_jax():
+  """JAX's wording (batching_test.testNegativeAxes, testNonJaxTypedOutput)."""
+  x = np.arange(60).reshape(3, 4, 5)
+  with pytest.raises(ValueError, match=r"^axis -4 is out of bounds for array of dimension 3$"):
+    vmap(lambda y: y, in_axes=0, out_axes=-4)(x)
+  with pytest.raises(ValueError, match=r"^axis -2 is out of bounds for array of dimension 1$"):
+    vmap(lambda *xs: xs, in_axes=(0, None), out_axes=(0, -2))(np.arange(5), 7)
+  with pytest.raises(TypeError, match="Output from batched function 'hello' with type "
+                     "<class 'str'> is not a valid JAX type"):
+    vmap(lambda y: "hello")(np.ones(3))

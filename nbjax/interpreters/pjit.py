@@ -485,6 +485,8 @@ class _Interpreted:
 
 jit_p = Primitive("jit")
 jit_p.multiple_results = True
+from nbjax.jaxpr import params_axis_names as _axes  # noqa: E402
+jit_p.named_axes = _axes  # vmap(axis_name=...) batches it when its jaxpr uses the name
 
 
 def _jit_impl(*args, jaxpr, name, **_):

@@ -163,6 +163,8 @@ class checkpoint_policies:
 
 checkpoint_p = Primitive("checkpoint")
 checkpoint_p.multiple_results = True
+from nbjax.jaxpr import params_axis_names as _axes  # noqa: E402
+checkpoint_p.named_axes = _axes  # vmap(axis_name=...) batches it when its jaxpr uses the name
 
 
 def _impl(*args, jaxpr, **_):

@@ -33,7 +33,8 @@ from nbjax.core import Primitive, ShapedArray, Tracer, get_aval
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.lowering import hlo, ir, mlir
-from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
+from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
+                         params_axis_names)
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
@@ -941,12 +942,27 @@ def _cond(index, funs, operands, api, names):
         _check_branch_outputs("switch", "branch 0", f"branch{i}", funs[0], funs[i], t0,
                               staged[0][0].out_avals, staged[i][2], staged[i][0].out_avals)
     jaxprs, consts = _join_consts([s[0] for s in staged], [s[1] for s in staged])
-    return tuple(jaxprs), consts, t0
+    # an output every branch forwards from the same input is that input, pruned (as JAX)
+    fwds = [_in_forwards(c.jaxpr) for c in jaxprs]
+    in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*fwds)]
+    if any(f is not None for f in in_fwd):
+      keep = [k for k, f in enumerate(in_fwd) if f is None]
+      jaxprs = [_permute(c, range(len(c.jaxpr.invars)), keep) for c in jaxprs]
+    return tuple(jaxprs), consts, t0, in_fwd
 
-  branches, consts, out_tree = _cached(funs, (api, in_tree, _sig(flat, api)), build)
+  branches, consts, out_tree, in_fwd = _cached(funs, (api, in_tree, _sig(flat, api)), build)
   outs = cond_p.bind(index, *consts, *flat, branches=branches,
                      linear=(False,) * (len(consts) + len(flat)))
+  if len(outs) < len(in_fwd):
+    ins, it = [*consts, *flat], iter(outs)
+    outs = [next(it) if f is None else _asarray(ins[f]) for f in in_fwd]
   return tree_unflatten(out_tree, outs)
+
+
+def _in_forwards(jaxpr):
+  """For each output of ``jaxpr``, the position of the input it returns unchanged, or None."""
+  pos = {id(v): i for i, v in enumerate(jaxpr.invars)}
+  return [pos.get(id(v)) for v in jaxpr.outvars]
 
 
 # -- rules
@@ -1676,9 +1692,9 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
         closed, consts, carry_tree, ys_tree = build(avals2)
         _check_carry_type("scan body", f, init_tree, avals2, carry_tree,
                           closed.out_avals[:carry_tree.num_leaves])
-        return closed, consts, ys_tree, promote, _carry_forwards(closed, len(consts), nk)
+        return (*_scan_forwarding(closed, consts, nk), ys_tree, promote)
     _check_carry_type("scan body", f, init_tree, init_avals, carry_tree, outs[:nkc])
-    return closed, consts, ys_tree, promote, _carry_forwards(closed, len(consts), nk)
+    return (*_scan_forwarding(closed, consts, nk), ys_tree, promote)
 
   if isinstance(unroll, bool):
     unroll = max(length, 1) if unroll else 1
@@ -1686,32 +1702,61 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
                                       "a concrete `int` or `bool` value."))
   if unroll < 0:
     raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
-  closed, consts, ys_tree, promote, fwd = _cached(
+  closed, consts, fwd, ext_fwd, ys_tree, promote = _cached(
       cache_funs, (tag, in_tree, _sig(init_flat, "scan"), _sig(xs_flat, "scan")),
       build_checked)
   if promote is not None:
     init_flat = [x if d is None else _ew.convert_element_type(x, d)
                  for x, d in zip(init_flat, promote)]
-  outs = scan_p.bind(*consts, *init_flat, *xs_flat, jaxpr=closed, length=length,
-                     reverse=bool(reverse), linear=(False,) * (len(consts) + nk + len(xs_flat)),
-                     unroll=unroll, num_consts=len(consts), num_carry=nk)
-  carry = outs[:nk]
-  if fwd:  # a carry the body passes through unchanged is the init value itself, as in JAX
-    carry = [_forwarded(init_flat[i], c) if i in fwd else c for i, c in enumerate(carry)]
-  return tree_unflatten(init_tree, carry), tree_unflatten(ys_tree, outs[nk:])
+  if not fwd and ext_fwd is None:
+    outs = scan_p.bind(*consts, *init_flat, *xs_flat, jaxpr=closed, length=length,
+                       reverse=bool(reverse), linear=(False,) * (len(consts) + nk + len(xs_flat)),
+                       unroll=unroll, num_consts=len(consts), num_carry=nk)
+    return tree_unflatten(init_tree, outs[:nk]), tree_unflatten(ys_tree, outs[nk:])
+  # as JAX: a carry the body passes through is a const (the result is the init value itself),
+  # a ys that is an xs is that xs
+  moved = [init_flat[i] for i in fwd]
+  rest = [x for i, x in enumerate(init_flat) if i not in fwd]
+  nc = len(consts) + len(moved)
+  outs = scan_p.bind(*moved, *consts, *rest, *xs_flat, jaxpr=closed, length=length,
+                     reverse=bool(reverse), linear=(False,) * (nc + len(rest) + len(xs_flat)),
+                     unroll=unroll, num_consts=nc, num_carry=len(rest))
+  it = iter(outs)
+  carry = [_forwarded(x) if i in fwd else next(it) for i, x in enumerate(init_flat)]
+  ys = list(it) if ext_fwd is None else [next(it) if m is None else _forwarded(xs_flat[m])
+                                         for m in ext_fwd]
+  return tree_unflatten(init_tree, carry), tree_unflatten(ys_tree, ys)
 
 
-def _forwarded(init, out):
-  """A loop's output for a carry it passes through: the init value itself (JAX returns it,
-  so a Python scalar stays one) unless that is a NumPy array, whose later mutation must not
-  show in a result (there the loop's own output, a copy)."""
-  return init if type(init) in _SCALAR_TYPES or isinstance(init, (Array, Tracer)) else out
+def _forwarded(init, out=None):
+  """A loop's output for a carry (or scan output) it passes through: the input itself (JAX
+  returns it, so a Python scalar stays one) unless that is a NumPy array, whose later mutation
+  must not show in a result (there the loop's own output ``out``, or a copy)."""
+  if type(init) in _SCALAR_TYPES or isinstance(init, (Array, Tracer)):
+    return init
+  return Array(init) if out is None else out
 
 
-def _carry_forwards(closed, nconsts, nk):
-  """The positions of the carries that ``closed`` returns unchanged (a frozenset)."""
-  j = closed.jaxpr
-  return frozenset(i for i in range(nk) if j.outvars[i] is j.invars[nconsts + i])
+def _scan_forwarding(closed, consts, nk):
+  """``(closed, consts, fwd, ext_fwd)``: the scan body with the carries it passes through moved to
+  the front as consts (``fwd``, their positions) and the ys that are xs pruned (``ext_fwd``:
+  per ys, the xs position it is, or None; None when there are none), as JAX's ``scan``."""
+  j, nconsts = closed.jaxpr, len(consts)
+  nin = len(j.invars)
+  fwd = frozenset(i for i in range(nk) if j.outvars[i] is j.invars[nconsts + i])
+  xpos = {id(v): m for m, v in enumerate(j.invars[nconsts + nk:])}
+  ext_fwd = [xpos.get(id(v)) for v in j.outvars[nk:]]
+  if all(m is None for m in ext_fwd):
+    ext_fwd = None
+  if not fwd and ext_fwd is None:
+    return closed, consts, fwd, ext_fwd
+  carry = range(nconsts, nconsts + nk)
+  in_order = ([nconsts + i for i in sorted(fwd)] + list(range(nconsts)) +
+              [c for c in carry if c - nconsts not in fwd] + list(range(nconsts + nk, nin)))
+  out_order = ([i for i in range(nk) if i not in fwd] +
+               [nk + k for k, m in enumerate(ext_fwd or ()) if m is None] +
+               ([] if ext_fwd is not None else list(range(nk, len(j.outvars)))))
+  return _permute(closed, in_order, out_order), consts, fwd, ext_fwd
 
 
 def _scan_python_api(f, carry, xs_flat, xs_tree, length, reverse):
@@ -2246,6 +2291,7 @@ registry.register(
     meta=dict(differentiable=True, dtypes=_FLOATS, samples=_scan_samples,
               reference=_scan_python, note="the whole loop is one XLA executable, cached by "
               "jaxpr content; python: reference loop"))
+cond_p.named_axes = while_p.named_axes = scan_p.named_axes = params_axis_names
 cond_p.partial_eval = _cond_partial_eval
 while_p.partial_eval = _while_partial_eval
 scan_p.partial_eval = _scan_partial_eval

@@ -19,6 +19,8 @@ JAX.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nbjax import core, registry, _tree_util as tree_util
@@ -387,21 +389,52 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
   n = _group_size(axis_name, groups)
   lax = _lax()
 
+  names = _names(axis_name)
+
+  def bind(v, sa, ca):
+    if len(names) > 1 and groups is None:
+      return _all_to_all_axes(v, names, sa, ca)
+    return all_to_all_p.bind(v, axes=names, axis_index_groups=groups, split_axis=sa,
+                             concat_axis=ca, axis_size=n)
+
   def one(v):
     nd = _shape(v).__len__()
     sa, ca = int(split_axis) % nd, int(concat_axis) % nd
     if tiled:
-      return all_to_all_p.bind(v, axes=_names(axis_name), axis_index_groups=groups,
-                               split_axis=sa, concat_axis=ca, axis_size=n)
+      return bind(v, sa, ca)
     if _shape(v)[sa] != n:
       raise ValueError(f"all_to_all: the split axis has size {_shape(v)[sa]}, which must "
                        f"equal the axis size {n} (or pass tiled=True)")
     e = ca + (ca >= sa)  # the new axis's place, counted before the split axis goes
     sa1 = sa + (e <= sa)
-    out = all_to_all_p.bind(lax.expand_dims(v, (e,)), axes=_names(axis_name),
-                            axis_index_groups=groups, split_axis=sa1, concat_axis=e, axis_size=n)
+    out = bind(lax.expand_dims(v, (e,)), sa1, e)
     return lax.squeeze(out, (sa1,))
   return tree_util.tree_map(one, x)
+
+
+def _all_to_all_axes(v, names, sa, ca):
+  """Tiled ``all_to_all`` over several named axes (member index row-major over ``names``):
+  one all_to_all per axis, each sending the blocks of its own digit of the member index."""
+  lax = _lax()
+  sizes = [axis_size(a) for a in names]
+  s, n = _shape(v), math.prod(sizes)
+  if s[sa] % n:
+    raise ValueError(f"all_to_all: the split axis has size {s[sa]}, not a multiple of the axis "
+                     f"size {n}")
+  k = s[sa] // n
+  x = batching.moveaxis(v, sa, 0)                        # (split, *rest)
+  x = lax.reshape(x, (*sizes, k, *_shape(x)[1:]))        # (n0, ..., k, *rest)
+  for a, m in zip(names, sizes):                         # A_l goes, R_l comes in last
+    x = all_to_all_p.bind(lax.expand_dims(x, (_shape(x).__len__(),)), axes=(a,),
+                          axis_index_groups=None, split_axis=0,
+                          concat_axis=_shape(x).__len__(), axis_size=m)
+    x = lax.squeeze(x, (0,))                             # (..., k, *rest, R0..R_l)
+  L, nd = len(names), _shape(x).__len__()
+  c = 0 if ca == sa else 1 + ca - (ca > sa)              # the concat axis in (k, *rest)
+  x = lax.transpose(x, (*range(c), *range(nd - L, nd), *range(c, nd - L)))  # R's before it
+  sh = _shape(x)
+  x = lax.reshape(x, sh[:c] + (math.prod(sh[c:c + L + 1]),) + sh[c + L + 1:])
+  return batching.moveaxis(x, 0, sa)
 
 
 # ----------------------------------------------------------------- ppermute / pshuffle
