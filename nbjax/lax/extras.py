@@ -157,10 +157,12 @@ def composite(decomposition, name: str, version: int = 0):
   """Composite with semantics defined by the decomposition function.
 
   A composite is a higher-order operation that bundles ``decomposition`` under a ``name``
-  (and ``version``) so that a backend may substitute its own implementation. Here the
-  decomposition always runs: the returned function computes ``decomposition(*args,
-  **kwargs)`` (keyword arguments are static attributes, as in JAX) and composes with
-  ``jit``, ``vmap`` and the derivatives as the decomposition does.
+  (and ``version``) so that a compiler may substitute its own implementation. Calling the
+  returned function stages ``decomposition`` to a jaxpr and binds the ``composite``
+  primitive with it (keyword arguments are static ``attributes``): evaluated, the jaxpr runs;
+  ``make_jaxpr`` shows one ``composite`` equation; ``jit`` lowers it to a
+  ``stablehlo.composite`` whose decomposition XLA compiles. As JAX's, it has no derivative or
+  batching rule (wrap it in ``custom_jvp`` for derivatives).
 
   Args:
     decomposition: function that implements the semantics of the composite.
@@ -170,15 +172,133 @@ def composite(decomposition, name: str, version: int = 0):
   Returns:
     A callable with the decomposition's signature.
   """
-  if not callable(decomposition):
-    raise TypeError(f"composite decomposition must be callable, got {decomposition!r}")
-
   @functools.wraps(decomposition)
-  def _composite(*args, **kwargs):
-    return decomposition(*args, **kwargs)
-  _composite.composite_name = name
-  _composite.composite_version = version
-  return _composite
+  def _decorator(*args, **kwargs):
+    from nbjax import core
+    from nbjax._tree_util import tree_flatten, tree_unflatten
+    from nbjax.interpreters import partial_eval as pe
+    from nbjax.jaxpr import ClosedJaxpr
+    flat, in_tree = tree_flatten(args)
+    avals = [core.get_aval(x) for x in flat]
+    if any(isinstance(v, core.Tracer) for v in kwargs.values()):
+      raise core.UnexpectedTracerError(
+          "Found a JAX Tracer as an attribute in the decomposition for the composite op "
+          f"'{name}'. This means that the decomposition function closes over a value that is "
+          "involved in a JAX transformation. Any values that aren't explicitly known at "
+          "compile time must be explicitly passed as arguments to the composite.\n\nNote: If "
+          "you are passing jax arrays as attributes, use numpy arrays instead.")
+    box = []
+
+    def flat_fun(*xs):
+      out, out_tree = tree_flatten(decomposition(*tree_unflatten(in_tree, xs), **kwargs))
+      box.append(out_tree)
+      return out
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=name)
+    if any(isinstance(c, core.Tracer) for c in consts):
+      raise core.UnexpectedTracerError(
+          f"Found a JAX Tracer as a constant in the decomposition for the composite op "
+          f"'{name}'. This means that the decomposition function closes over a value that is "
+          "involved in a JAX transformation. Any values that aren't explicitly known at "
+          "compile time must be explicitly passed as arguments to the composite.")
+    attributes = []
+    for k, v in kwargs.items():
+      leaves, treedef = tree_flatten(v)
+      attributes.append((k, tuple(_Hashable(x) if isinstance(x, np.ndarray) else x
+                                  for x in leaves), treedef))
+    out = composite_p.bind(*consts, *flat, name=name, attributes=tuple(attributes),
+                           version=version,
+                           jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), []))
+    return tree_unflatten(box[0], out)
+  return _decorator
+
+
+class _Hashable:
+  """A NumPy array attribute, hashable by identity (as JAX's ``HashableArray``)."""
+  __slots__ = ("val",)
+
+  def __init__(self, val):
+    self.val = val
+
+  def __repr__(self):
+    return f"HashableArray({self.val!r})"
+
+
+def _composite_impl(*args, jaxpr, **_):
+  from nbjax.array import owned
+  from nbjax.jaxpr import eval_jaxpr
+  return [owned(o) for o in eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)]
+
+
+def _composite_jvp(*_, **__):
+  raise ValueError("JVP rule for composite not implemented. You can use `jax.custom_jvp` to "
+                   "add support. See "
+                   "https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html")
+
+
+def _composite_transpose(*_, **__):
+  raise ValueError("Transpose rule for composite not implemented. You can use"
+                   "`jax.custom_jvp` or `jax.custom_vjp` to add support. See "
+                   "https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html")
+
+
+def _composite_batch(*_, **__):
+  raise NotImplementedError("Batching rule for 'composite' not implemented")
+
+
+def _composite_attr(v):
+  from nbjax.interpreters.mlir import ir
+  if isinstance(v, _Hashable):
+    v = v.val
+  if isinstance(v, (bool, np.bool_)):
+    return ir.BoolAttr.get(bool(v))
+  if isinstance(v, (int, np.integer)):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(v))
+  if isinstance(v, (float, np.floating)):
+    return ir.FloatAttr.get(ir.F64Type.get(), float(v))
+  if isinstance(v, str):
+    return ir.StringAttr.get(v)
+  if isinstance(v, np.ndarray):
+    return ir.DenseElementsAttr.get(np.ascontiguousarray(v))
+  if isinstance(v, np.dtype):
+    from nbjax.interpreters.mlir import dtype_to_ir_type
+    return ir.TypeAttr.get(dtype_to_ir_type(v))
+  if isinstance(v, (tuple, list)):
+    return ir.ArrayAttr.get([_composite_attr(x) for x in v])
+  raise TypeError(f"composite attribute of type {type(v).__name__} cannot be lowered: {v!r}")
+
+
+def _composite_lowering(ctx, *args, name, attributes, version, jaxpr):
+  """A ``stablehlo.composite`` whose decomposition is ``jaxpr`` as a private function."""
+  from nbjax.interpreters import mlir
+  sym = mlir.lower_jaxpr_to_fun(ctx.module_context, name, jaxpr)
+  attrs = {k: _composite_attr(treedef.unflatten(leaves)) for k, leaves, treedef in attributes
+           if treedef.unflatten(leaves) is not None}
+  op = mlir.hlo.CompositeOp(
+      mlir.aval_to_ir_types(ctx.avals_out), list(args), name=mlir.ir.StringAttr.get(name),
+      decomposition=mlir.ir.FlatSymbolRefAttr.get(sym),
+      composite_attributes=mlir.ir.DictAttr.get(attrs),
+      version=mlir.ir.IntegerAttr.get(mlir.ir.IntegerType.get_signless(32), version))
+  return list(op.results)
+
+
+def _register_composite():
+  from nbjax import registry
+  from nbjax.core import Primitive
+  p = Primitive("composite")
+  p.multiple_results = True
+  p.pp_name_first = False  # (its params print sorted, name among them, as JAX's)
+  p.make_eager = lambda prim, f_small, f_large, thr: _composite_impl
+  registry.register(p, family="call", impls={"python": _composite_impl},
+                    abstract_eval=lambda *_, jaxpr, **__: list(jaxpr.out_avals),
+                    jvp=_composite_jvp, batch=_composite_batch,
+                    transpose=_composite_transpose,
+                    meta=dict(differentiable=False, note="call primitive: its decomposition "
+                              "runs; no jvp or batching rule, as JAX's"))
+  p.lowerings["cpu"] = _composite_lowering
+  return p
+
+
+composite_p = _register_composite()
 
 
 class Token:
