@@ -417,3 +417,25 @@ def test_vq_vs_scipy():
   with pytest.raises(TypeError, match="scipy.cluster.vq.vq requires ndarray or scalar "
                      "arguments"):
     vq([1.0], [1.0])
+
+
+def test_spectral_under_strict_promotion_and_rank_raise_as_jax():
+  """JAX's scipy_signal_test testCsd/testWelch/testIstft run under strict dtype promotion
+  and rank promotion 'raise': the one-sided fold and istft's normalization promote nothing
+  (values from jax 0.10.2)."""
+  from nbjax.scipy import signal as S
+  x = (np.arange(12.0) * 0.3 + 1j * np.cos(np.arange(12.0))).astype(np.complex64).reshape(2, 6)
+  y = np.sin(np.arange(6.0)).astype(np.complex64).reshape(1, 6)
+  with nbjax.numpy_dtype_promotion("strict"), nbjax.numpy_rank_promotion("raise"):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      _, p = S.csd(x, y, nperseg=4)
+    assert p.dtype == np.complex64
+    np.testing.assert_allclose(p[1], [-0.0378 - 0.0125j, -0.4122 - 0.0107j, -0.0354j,
+                                      0.2168 - 0.0699j], atol=1e-4)
+    _, p = S.welch(np.cos(np.arange(24.0)).reshape(2, 12), nperseg=5)
+    np.testing.assert_allclose(p, [[0.51034, 1.41833, 0.20251], [0.15533, 1.51355, 0.18965]],
+                               atol=1e-5)
+    _, _, z = S.stft(np.cos(np.arange(20.0)).reshape(2, 10), nperseg=4)
+    _, xr = S.istft(z, nperseg=4)
+    np.testing.assert_allclose(xr, np.cos(np.arange(20.0)).reshape(2, 10), atol=1e-12)

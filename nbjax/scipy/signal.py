@@ -476,7 +476,7 @@ def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend_type, return_on
     double[0] = 1.0
     if nfft % 2 == 0:
       double[-1] = 1.0
-    result = result * jnp.asarray(double, result.real.dtype)
+    result = result * jnp.asarray(double, result.dtype).reshape((1,) * (result.ndim - 1) + (-1,))
 
   times = jnp.arange(nperseg / 2, x.shape[-1] - nperseg / 2 + 1, step, dtype=freq_dtype) / fs
   if boundary is not None:
@@ -686,7 +686,8 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
   if boundary:
     cut = nperseg_ // 2
     x, norm = x[..., cut:-cut], norm[..., cut:-cut]
-  x = x / jnp.where(norm > 1e-10, norm, 1.0)
+  norm = jnp.where(norm > 1e-10, norm, 1.0)
+  x = x / norm.reshape((1,) * (x.ndim - norm.ndim) + norm.shape)  # (rank-promotion-safe)
   if x.ndim > 1 and time_axis != Zxx.ndim - 1:
     x = jnp.moveaxis(x, -1, time_axis - 1 if freq_axis < time_axis else time_axis)
   t = jnp.arange(x.shape[0], dtype=np.finfo(x.dtype).dtype) / fs
