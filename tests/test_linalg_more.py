@@ -608,3 +608,14 @@ def test_qr_multiply(shape, mode, conjugate):
                              sl.qr_multiply(a, v, mode=mode)[0], rtol=1e-12, atol=1e-12)
   with pytest.raises(ValueError, match="mode must be 'right' or 'left'"):
     L.qr_multiply(a, c, mode="up")
+
+
+def test_polar_float32_under_strict_promotion():
+  """JAX's linalg_test testPolarBatch runs under strict dtype promotion: qdwh's convergence
+  threshold is a weak scalar, so float32 inputs stay float32."""
+  import nbjax
+  a = np.array([[[2.0, 1.0], [0.5, 3.0]], [[1.0, 0.0], [0.0, 2.0]]], np.float32)
+  with nbjax.numpy_dtype_promotion("strict"):
+    u, p = nbjax.scipy.linalg.polar(a)
+  assert u.dtype == p.dtype == np.float32
+  np.testing.assert_allclose(np.asarray(u) @ np.asarray(p), a, atol=1e-5)

@@ -613,7 +613,7 @@ def qdwh(x, *, is_hermitian=False, max_iterations=None, eps=None, dynamic_shape=
   alpha_inv = jnp.where(one_norm == 0, 1, lax.rsqrt(one_norm) * lax.rsqrt(inf_norm))
   u = x * alpha_inv.astype(x.dtype)
   tol_l = 10.0 * eps / 2.0
-  tol_norm = np.cbrt(tol_l)
+  tol_norm = float(np.cbrt(tol_l))  # (a weak Python float: strict-promotion-safe)
   eye = jnp.eye(N, dtype=x.dtype)
 
   def qr_step(u, params):
