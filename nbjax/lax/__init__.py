@@ -47,8 +47,9 @@ from nbjax.lax.windowed_reductions import (reduce_window, reduce_window_max_p,  
                                            select_and_scatter_add_p)
 from nbjax.lax.other import (approx_max_k, approx_min_k,  # noqa: F401
                              broadcast_shapes, index_take, mulhi, mulhi_p, optimization_barrier,
-                             optimization_barrier_p, ragged_dot, reduce, reduce_p,
-                             reduce_precision, reduce_precision_p, rng_uniform, rng_uniform_p, scatter_apply,
+                             optimization_barrier_p, ragged_dot, ragged_dot_general, reduce,
+                             reduce_p, reduce_precision, reduce_precision_p, rng_uniform,
+                             rng_uniform_p, scatter_apply,
                              split, tile)
 from nbjax.lax.solvers import custom_linear_solve, custom_root  # noqa: F401
 from nbjax.lax import prng as _prng  # noqa: F401  (threefry_sample_p, used by nbjax.random)

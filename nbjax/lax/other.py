@@ -733,6 +733,111 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
   return lax.reduce_sum(out, (0,))
 
 
+def _ragged_mode(ndim, dnums):
+  """JAX's three modes: the lhs ragged dimension is non-contracting (1), contracting (2) or
+  batch (3); with the lhs dimensions that prefix ``group_sizes``'s shape."""
+  (lc, _), (lb, _) = dnums.dot_dimension_numbers
+  r, = dnums.lhs_ragged_dimensions
+  free = [d for d in range(ndim) if d not in lc and d not in lb]
+  if r in free:
+    return 1, [*lb, *free[:free.index(r)]]
+  if r in lc:
+    return 2, [*lb, *lc[:list(lc).index(r)]]
+  return 3, list(lb[:list(lb).index(r)])
+
+
+def _ragged_to_dense(x, dim, gs, prefix):
+  """``x`` with a leading group axis: copy ``g`` keeps the entries of group ``g`` along
+  ``dim`` (``gs``: group sizes of shape ``[x.shape[p] for p in prefix] + [g]``), zeros
+  elsewhere."""
+  lax = _lax()
+  g = gs.shape[-1]
+  shape = (g,) + x.shape
+  order = sorted(range(len(prefix)), key=lambda i: prefix[i])
+  ends = lax.cumsum(gs, gs.ndim - 1)
+  starts = lax.sub(ends, gs)
+  perm = (gs.ndim - 1, *order)
+  dims = (0, *[prefix[i] + 1 for i in order])
+  ends, starts = (lax.broadcast_in_dim(lax.transpose(v, perm), shape, dims)
+                  for v in (ends, starts))
+  iota = lax.broadcasted_iota(gs.dtype, shape, dim + 1)
+  mask = lax.bitwise_and(lax.le(starts, iota), lax.lt(iota, ends))
+  xb = lax.broadcast_in_dim(x, shape, tuple(range(1, len(shape))))
+  return lax.select(mask, xb, lax.full_like(xb, 0))
+
+
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
+                       preferred_element_type=None, group_offset=None, *, out_sharding=None):
+  """Ragged matrix multiplication (``lax.dot_general`` with one ragged ``lhs`` dimension
+  split into consecutive groups of ``group_sizes``). As JAX's three modes:
+
+  1. ragged non-contracting: ``[b,m,k], [g,b,k,n], [b,g] -> [b,m,n]`` (group ``i``'s rows
+     times ``rhs``'s group ``i``);
+  2. ragged contracting: ``[b,m,k], [b,k,n], [b,g] -> [g,b,m,n]`` (one product per group);
+  3. ragged batch: ``[b,m,k], [b,k,n], [g] -> [b,m,n]`` (``dot_general``).
+
+  ``group_sizes`` of shape ``[g]`` is broadcast over the prefix dimensions.
+  """
+  del out_sharding
+  lax = _lax()
+  if group_offset is not None:
+    raise NotImplementedError("Unimplemented group_offset support.")
+  dn = ragged_dot_dimension_numbers
+  la, ra, ga = get_aval(lhs), get_aval(rhs), get_aval(group_sizes)
+  if len(dn.lhs_ragged_dimensions) != 1:
+    raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
+
+  def in_range(d, rank, what, arg):
+    if not 0 <= d < rank:
+      raise TypeError(f"ragged_dot_general requires {what} numbers to be nonnegative and less "
+                      f"than the number of axes of the {arg} value, got {d} for {arg} of "
+                      f"rank {rank}.")
+  r, = dn.lhs_ragged_dimensions
+  in_range(r, la.ndim, "lhs ragged dimension", "lhs")
+  mode, prefix = _ragged_mode(la.ndim, dn)
+  (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+  if ga.ndim == 0:
+    raise TypeError("expected rank of group_sizes to be >=1.")
+  want = tuple(la.shape[i] for i in prefix) + (ga.shape[-1],)
+  if ga.ndim != 1 and ga.shape != want:
+    raise TypeError(f"expected group_sizes to have shape {want}, got {ga.shape}.")
+  g = ga.shape[-1]
+  groups = dn.rhs_group_dimensions
+  if mode != 1 and groups:
+    raise TypeError("ragged_dot_general requires zero group dimensions in the rhs when lhs "
+                    "ragged dimension is contracting or batch.")
+  if mode == 1:
+    if len(groups) != 1:
+      raise TypeError("ragged_dot_general requires exactly one rhs group dimension when lhs "
+                      "ragged dimension is noncontracting.")
+    gd, = groups
+    in_range(gd, ra.ndim, "rhs group dimension", "rhs")
+    if gd in rb or gd in rc:
+      raise TypeError("ragged_dot_general requires rhs group dimension numbers to be distinct "
+                      "from contracting and batch dimensions.")
+    if ra.shape[gd] != g:
+      raise TypeError(f"expected rhs group dimension size to be {g}, got {ra.shape[gd]}.")
+  if not dtypes.issubdtype(ga.dtype, np.integer):
+    raise TypeError("ragged_dot_general requires that group_sizes.dtype is subtype of "
+                    "np.integer.")
+  dot = lambda a, b, dims: lax.dot_general(  # noqa: E731
+      a, b, dims, precision=precision, preferred_element_type=preferred_element_type)
+  if mode == 3:
+    return dot(lhs, rhs, dn.dot_dimension_numbers)
+  gs = group_sizes if hasattr(group_sizes, "aval") or isinstance(group_sizes, core.Tracer) \
+      else _as_array(group_sizes)
+  if ga.ndim == 1:
+    gs = lax.broadcast_in_dim(gs, want, (len(want) - 1,))
+  inc = lambda ds: [d + 1 for d in ds]  # noqa: E731
+  if mode == 1:  # the group axis of the expanded lhs contracts with rhs's group dimension
+    return dot(_ragged_to_dense(lhs, r, gs, prefix), rhs,
+               ((inc(lc) + [0], list(rc) + [groups[0]]), (inc(lb), list(rb))))
+  rr = rc[list(lc).index(r)]
+  _, rprefix = _ragged_mode(ra.ndim, type(dn)(((rc, lc), (rb, lb)), (rr,), ()))
+  return dot(_ragged_to_dense(lhs, r, gs, prefix), _ragged_to_dense(rhs, rr, gs, rprefix),
+             ((inc(lc), inc(rc)), ([0] + inc(lb), [0] + inc(rb))))
+
+
 def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
                   indices_are_sorted=False, unique_indices=False, mode=None):
   """``operand`` with the elementwise ``func`` applied to the elements ``scatter_indices``
