@@ -33,7 +33,7 @@ from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
            "pure_callback_p",
-           "io_callback_p", "debug_callback_p", "IOEffect", "OrderedIOEffect", "DebugEffect",
+           "io_callback_p", "debug_callback_p", "debug_print_p", "IOEffect", "OrderedIOEffect", "DebugEffect",
            "OrderedDebugEffect"]
 
 # ----------------------------------------------------------------------- effects
@@ -512,8 +512,10 @@ def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_c
     if fmt:
       _, field_name, *_ = next(iter(string.Formatter().parse(fmt)))
       has_placeholders = field_name is not None
-    printer = _Print(fmt, tuple(np.get_printoptions().items()), has_placeholders)
-    debug_callback(printer, *c_args, ordered=ordered, partitioned=partitioned, **c_kwargs)
+    in_tree, dyn, static = _split_callback_args(c_args, c_kwargs)
+    debug_print_p.bind(*dyn, fmt=fmt, has_placeholders=has_placeholders, in_tree=in_tree,
+                       logging_record=None, np_printoptions=tuple(np.get_printoptions().items()),
+                       ordered=ordered, partitioned=partitioned, static_args=static)
 
   if fmt is not None:
     _debug_print(fmt, *args, **kwargs)
@@ -548,6 +550,35 @@ def _debug_batch(args, dims, *, callback, effect, partitioned):
 
 def _debug_lowering(ctx, *args, callback, effect, partitioned):
   return _emit(ctx, _HostCall(callback, (), True), args, True)
+
+# debug_print: its own primitive (as JAX's), run as a debug callback of its formatter
+
+debug_print_p = Primitive("debug_print")
+debug_print_p.multiple_results = True
+debug_print_p.effects = (DebugEffect,)
+
+
+def _printer(fmt, has_placeholders, in_tree, np_printoptions, static_args, **_):
+  return _DebugCallback(_Print(fmt, np_printoptions, has_placeholders), in_tree, static_args)
+
+
+def _print_impl(*args, **params):
+  return _debug_impl(*args, callback=_printer(**params), effect=None, partitioned=False)
+
+
+def _print_jvp(primals, tangents, **params):
+  return debug_print_p.bind(*primals, **params), []
+
+
+def _print_batch(args, dims, **params):
+  effect = OrderedDebugEffect if params["ordered"] else DebugEffect
+  return _debug_batch(args, dims, callback=_printer(**params), effect=effect,
+                      partitioned=params["partitioned"])
+
+
+def _print_lowering(ctx, *args, **params):
+  return _emit(ctx, _HostCall(_printer(**params), (), True), args, True)
+
 
 def effects_barrier():
   """Waits until every effect issued so far has run. nbjax runs a program with callbacks to
@@ -610,3 +641,9 @@ registry.register(
 lowering.register(pure_callback_p, _pure_lowering)
 lowering.register(io_callback_p, _io_lowering)
 lowering.register(debug_callback_p, _debug_lowering)
+registry.register(
+    debug_print_p, family="callback", impls={"python": _print_impl},
+    abstract_eval=lambda *avals, **_: [], jvp=_print_jvp, transpose=_debug_transpose,
+    batch=_print_batch,
+    meta=dict(differentiable=True, note="debug.print: formats and prints the primal values"))
+lowering.register(debug_print_p, _print_lowering)

@@ -538,10 +538,10 @@ def test_make_jaxpr_shows_callback_equations():
     return io_callback(np.cos, _sds(x), y, ordered=True)
   j = make_jaxpr(f)(X)
   names = [e.primitive.name for e in j.jaxpr.eqns]
-  assert names == ["pure_callback", "debug_callback", "io_callback"]
+  assert names == ["pure_callback", "debug_print", "io_callback"]  # debug.print: its own (JAX)
   text = str(j)
   assert "pure_callback[" in text and "vmap_method=sequential" in text
-  assert "ordered=True" in text and "debug_callback[" in text
+  assert "ordered=True" in text and "debug_print[" in text and "fmt={}" in text
   effects = [e.effects for e in j.jaxpr.eqns]
   assert effects[0] == () and effects[1] and effects[2]
 
@@ -549,7 +549,31 @@ def test_make_jaxpr_shows_callback_equations():
 def test_registry_lists_callback_primitives():
   from nbjax import registry
   text = registry.table()
-  for name in ("pure_callback", "io_callback", "debug_callback"):
+  for name in ("pure_callback", "io_callback", "debug_callback", "debug_print"):
     p = registry.get(name)
     assert p.family == "callback" and p.backend == "python"
     assert f"\n{name} " in "\n" + text
+
+
+def test_debug_print_is_its_own_primitive_as_jax(capsys):
+  """``debug.print`` binds ``debug_print`` (JAX 0.10.2's params); it survives the scan
+  partial evaluation of ``value_and_grad`` (lax_control_flow_test.test_scan_diff_of_print)
+  and prints under jit, vmap and grad."""
+  def g(c, _):
+    nbjax.debug.print("c = {c}", c=c, ordered=True)
+    return c + 1, None
+  j = make_jaxpr(nbjax.value_and_grad(lambda x: lax.scan(g, x, length=2)[0]))(1.0)
+  assert [e.primitive.name for e in j.eqns[0].params["jaxpr"].eqns] == ["debug_print", "add"]
+  capsys.readouterr()
+
+  def f(x):
+    nbjax.debug.print("x={x} {s}", x=x, s="s")
+    return x * 2
+  e = make_jaxpr(f)(1.0).eqns[0]
+  assert sorted(e.params) == ["fmt", "has_placeholders", "in_tree", "logging_record",
+                              "np_printoptions", "ordered", "partitioned", "static_args"]
+  f(1.5)
+  jit(f)(2.5)
+  nbjax.vmap(f)(np.arange(2.0))
+  assert float(nbjax.grad(f)(3.0)) == 2.0
+  assert capsys.readouterr().out == "x=1.5 s\nx=2.5 s\nx=0.0 s\nx=1.0 s\nx=3.0 s\n"
