@@ -8,7 +8,7 @@ attribute access, as JAX's, so ``import nbjax`` does not pay for them.
 import importlib
 
 _SUBMODULES = ("cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize",
-               "signal", "sparse", "special", "stats")
+               "signal", "sparse", "spatial", "special", "stats")
 __all__ = list(_SUBMODULES)
 
 
