@@ -613,9 +613,24 @@ def test_qr_multiply(shape, mode, conjugate):
 def test_polar_float32_under_strict_promotion():
   """JAX's linalg_test testPolarBatch runs under strict dtype promotion: qdwh's convergence
   threshold is a weak scalar, so float32 inputs stay float32."""
-  import nbjax
   a = np.array([[[2.0, 1.0], [0.5, 3.0]], [[1.0, 0.0], [0.0, 2.0]]], np.float32)
   with nbjax.numpy_dtype_promotion("strict"):
-    u, p = nbjax.scipy.linalg.polar(a)
+    u, p = L.polar(a)
   assert u.dtype == p.dtype == np.float32
   np.testing.assert_allclose(np.asarray(u) @ np.asarray(p), a, atol=1e-5)
+
+
+def test_integer_matrices_exact_eagerly_and_under_jit():
+  """JAX's linalg_test testPascal/testInvpascal/testInvhilbert compare eager with jit at
+  float64 eps: the binomial entries are rounded to the integers they are."""
+  for n in (1, 5, 8):
+    for kind in ("symmetric", "lower", "upper"):
+      got = np.asarray(L.invpascal(n, kind))
+      np.testing.assert_array_equal(got, sl.invpascal(n, kind, exact=False))
+      np.testing.assert_array_equal(got, nbjax.jit(lambda: L.invpascal(n, kind))())
+      got = np.asarray(L.pascal(n, kind))
+      np.testing.assert_array_equal(got, sl.pascal(n, kind, exact=False).astype(np.float32))
+      np.testing.assert_array_equal(got, nbjax.jit(lambda: L.pascal(n, kind))())
+    got = np.asarray(L.invhilbert(n))
+    np.testing.assert_array_equal(got, sl.invhilbert(n))
+    np.testing.assert_array_equal(got, nbjax.jit(lambda: L.invhilbert(n))())

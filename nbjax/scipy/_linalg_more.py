@@ -499,12 +499,16 @@ def invhilbert(n: int):
   a = jnp.arange(n, dtype=jnp.float_)
   i, j = a[:, None], a[None, :]
   s = i + j
-  return ((-1.0) ** s * (s + 1.0) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1)
-          * comb(s, i) ** 2)
+  # the entries are integers: rounding makes them exact (and the same eagerly and under jit)
+  return jnp.round((-1.0) ** s * (s + 1.0) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1)
+                   * comb(s, i) ** 2)
 
 
 def _binom(n, k):
-  return lax.exp(lax.lgamma(n + 1.0) - lax.lgamma(n - k + 1.0) - lax.lgamma(k + 1.0))
+  """Binomial coefficients through ``lgamma``, rounded to the integers they are (exact
+  while representable, and the same eagerly and under jit)."""
+  return lax.round(lax.exp(lax.lgamma(n + 1.0) - lax.lgamma(n - k + 1.0) - lax.lgamma(k + 1.0)),
+                   lax.RoundingMethod.TO_NEAREST_EVEN)
 
 
 def _pascal_kind(kind, one):
@@ -517,7 +521,7 @@ def _pascal_kind(kind, one):
 
 def pascal(n: int, kind=None):
   """The ``n x n`` Pascal matrix: 'symmetric' (default), 'lower' or 'upper' (binomial
-  coefficients through ``lgamma``, in float32 as JAX's)."""
+  coefficients through ``lgamma``, rounded, in float32 as JAX's)."""
   kind = _pascal_kind(kind, False)
   a = jnp.arange(n, dtype=np.float32)
   low = _binom(a[:, None], a[None, :])
