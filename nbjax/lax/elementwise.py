@@ -1582,6 +1582,8 @@ def stop_gradient(x):
 
   >>> nbjax.grad(lambda x: lax.stop_gradient(x) ** 2)(3.0)   # 0.0
   """
+  if type(x) is Array:  # (eager: an immutable concrete value is its own stopped gradient)
+    return x
   from nbjax._tree_util import tree_map
   return tree_map(_stop_gradient, x)
 
@@ -1779,7 +1781,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
   """An array like ``x`` (shape, dtype, weak type) filled with ``fill_value``."""
   fill_shape = np.shape(x) if shape is None else _canonicalize_shape(shape)
   weak = dtype is None and dtypes.is_weakly_typed(x)
-  d = dtypes.canonicalize_dtype(dtypes.dtype(x if dtype is None else dtype))
+  if dtype is None and isinstance(x, (Array, core.Tracer)):
+    d = x.dtype  # an nbjax array keeps its dtype whatever the x64 mode (as JAX)
+  else:
+    d = dtypes.canonicalize_dtype(dtypes.dtype(x if dtype is None else dtype))
   return _full(tuple(fill_shape), fill_value, d, weak)
 
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from nbjax import core, dtypes
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.registry import quiet_run
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax import lax
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _reductions, _setops, _ufuncs,
                          _util)
@@ -87,6 +88,13 @@ def _astype(self, dtype, copy=False, device=None):
   always gives a new array. Complex to bool tests for nonzero (not the real part alone);
   complex to real warns of its deprecation, as JAX's."""
   del device
+  d = _util.plain_dtype(dtype) if type(self) is Array and _ctx.trace is _EVAL else None
+  if d is not None:  # eager: NumPy's cast where it is XLA's
+    v = self._value
+    if v.dtype.kind in "biu" and d.kind in "biuf" or v.dtype.kind == "f" and d.kind == "f":
+      if d == v.dtype and not copy:
+        return Array._new(v, False) if self._weak else self
+      return Array._new(quiet_run(v.astype, d), False)  # (overflow: inf, as XLA, unwarned)
   if dtype is None:
     dtype = dtypes.default_float_dtype()
   else:
@@ -237,6 +245,9 @@ _REVERSED = {n: tuple(range(n - 1, -1, -1)) for n in range(2, 9)}
 
 def _T(self):
   """``x.T``: the axes reversed (``x`` itself below 2-D), straight to ``transpose_p``."""
+  if type(self) is Array and _ctx.trace is _EVAL:  # eager: NumPy's reversed axes, in C order
+    v = self._value
+    return self if v.ndim < 2 else Array._new(np.ascontiguousarray(v.T), self._weak)
   perm = _REVERSED.get(self.ndim)
   if perm is None:
     return self if self.ndim < 2 else _manip.transpose(self)

@@ -14,7 +14,7 @@ import numpy as np
 
 from nbjax import core, dtypes, lax
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._manip import stack
 from nbjax.numpy._ufuncs import exp, log, power
@@ -136,14 +136,34 @@ def _shape_dtype_hint(name, shape, dtype):
     raise TypeError(f"Cannot interpret '{dtype}' as a data type.{hint}")
 
 
+def _filled(make, shape, dtype):
+  """Eager ``zeros``/``ones`` of a static shape and no or a plain NumPy dtype: the NumPy
+  array made directly (no primitive to trace); None for the general path."""
+  if _ctx.trace is not _EVAL or not (type(shape) is int and shape >= 0 or type(shape) is tuple
+                                     and all(type(d) is int and d >= 0 for d in shape)):
+    return None
+  d = dtypes.default_float_dtype() if dtype is None else _util.plain_dtype(dtype)
+  return None if d is None or d.kind not in "biufc" else Array._new(make(shape, d))
+
+
 def zeros(shape, dtype=None, *, device=None):
   """An array of zeros (default dtype: the default float)."""
+  out = _filled(np.zeros, shape, dtype)
+  return _zeros(shape, dtype) if out is None else out
+
+
+def _zeros(shape, dtype):
   _shape_dtype_hint("zeros", shape, dtype)
   return full(shape, 0, dtype or dtypes.default_float_dtype())
 
 
 def ones(shape, dtype=None, *, device=None):
   """An array of ones (default dtype: the default float)."""
+  out = _filled(np.ones, shape, dtype)
+  return _ones(shape, dtype) if out is None else out
+
+
+def _ones(shape, dtype):
   _shape_dtype_hint("ones", shape, dtype)
   return full(shape, 1, dtype or dtypes.default_float_dtype())
 
@@ -200,6 +220,14 @@ def _concrete_scalar(x, name):
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
   """Evenly spaced values in ``[start, stop)`` (arguments must be concrete, as in JAX)."""
   del device
+  if type(start) is int and dtype is None and _ctx.trace is _EVAL and (
+      stop is None and step is None or type(stop) is int and (step is None or type(step) is int
+                                                             and step)):
+    d = dtypes.default_int_dtype()  # eager, Python ints: NumPy's range of the default int
+    if stop is None:
+      return Array._new(np.arange(builtins.max(start, 0), dtype=d))
+    if all(-2**31 <= a < 2**31 for a in (start, stop, step or 1)):
+      return Array._new(np.arange(start, stop, step or 1, dtype=d))
   start = _concrete_scalar(start, "start")
   stop = None if stop is None else _concrete_scalar(stop, "stop")
   step = None if step is None else _concrete_scalar(step, "step")

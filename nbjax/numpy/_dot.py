@@ -14,7 +14,7 @@ import numpy as np
 
 from nbjax import dtypes, lax
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._indexing import diagonal
 from nbjax.numpy._manip import moveaxis
@@ -77,6 +77,7 @@ def _promote(name, a, b):
 
 
 _MM = (((1,), (0,)), ((), ()))
+_MV = {(2, 2): _MM, (2, 1): _MM, (1, 2): (((0,), (0,)), ((), ())), (1, 1): (((0,), (0,)), ((), ()))}
 
 
 def _sig(x):
@@ -94,11 +95,13 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
   broadcast."""
   if precision is None and preferred_element_type is None:
-    # two matrices of one float dtype (and weak type): the general path's one equation
-    sa = _sig(a)
-    if sa is not None and sa[1] == 2 and sa[0].kind in "fc" and _sig(b) == sa:
-      return lax.dot_general_p.bind(a, b, dimension_numbers=_MM, precision=None,
-                                    preferred_element_type=None)
+    # matrices and vectors of one float dtype (and weak type): the general path's equation
+    sa, sb = _sig(a), _sig(b)
+    if sa is not None and sb is not None and sa[0] is sb[0] and sa[2] == sb[2] and \
+        sa[0].kind in "fc" and (sa[1], sb[1]) in _MV:
+      p = lax.dot_general_p
+      return (p.eager if _ctx.trace is _EVAL else p.bind)(
+          a, b, dimension_numbers=_MV[sa[1], sb[1]], precision=None, preferred_element_type=None)
   a, b = ensure_arraylike("matmul", a, b)
   for i, x in enumerate((a, b)):
     if x.ndim == 0:

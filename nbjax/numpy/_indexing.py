@@ -26,7 +26,8 @@ from kernels.indexing import count_from_end
 
 from nbjax import core, dtypes, lax
 from nbjax.config import config
-from nbjax.array import Array
+from nbjax.array import Array, copy as copy_buffer
+from nbjax.registry import quiet_run
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.lax import indexing as lax_indexing
 from nbjax.numpy import _util
@@ -531,6 +532,20 @@ def _index_column(v, n, idt, normalize):
   return Array._new(i.reshape(v.shape + (1,)))
 
 
+def _basic(idx):
+  """Whether ``idx`` is basic indexing with static parts only: slices of ints, None,
+  Ellipsis and Python ints, alone or in a tuple."""
+  for e in (idx if type(idx) is tuple else (idx,)):
+    t = type(e)
+    if t is slice:
+      if not ((e.start is None or type(e.start) is int) and (e.stop is None or type(e.stop) is int)
+              and (e.step is None or type(e.step) is int and e.step)):
+        return False
+    elif not (t is int or e is None or e is Ellipsis):
+      return False
+  return True
+
+
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
                    fill_value=None, normalize_indices=True):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
@@ -564,6 +579,12 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     if params is not None:
       return lax.gather_p.bind(x, _index_column(v, x._value.shape[0], idt, normalize_indices),
                                **params)
+  if type(x) is Array and _ctx.trace is _EVAL and mode is None and normalize_indices and \
+      _basic(idx):
+    try:  # eager basic indexing (slices, None, ..., in-bounds ints): NumPy's is JAX's
+      return Array._new(np.array(x._value[idx], order="C"), x._weak)
+    except IndexError:  # (an int out of bounds, which JAX clamps; too many indices)
+      pass
   parsed = _parse(x.shape, idx)
   gmode = _gather_mode(mode)
   if parsed.static_ints and (mode is None or gmode == lax.GatherScatterMode.PROMISE_IN_BOUNDS) \
@@ -627,11 +648,30 @@ def _warn_unsafe_scatter_cast(y, dtype):
                   "result in an error.", FutureWarning, stacklevel=4)
 
 
+def _store(out, i, y):
+  out[i] = y
+
+
+def _store_add(out, i, y):
+  out[i] += out.dtype.type(y)
+
+
 def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
                    mode=None, normalize_indices=True):
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
   ``y`` broadcast to ``x[idx].shape`` and cast to ``x``'s dtype. Out-of-bounds updates
   are dropped by default (``mode='clip'`` clamps them)."""
+  if type(idx) is int and type(x) is Array and _ctx.trace is _EVAL and mode is None and (
+      type(y) is float or type(y) is int and -2**53 <= y <= 2**53) and (
+      scatter_fn is lax.scatter or scatter_fn is lax.scatter_add):
+    v = x._value  # eager x.at[i].set/add(python scalar) of a float x: one copy and one store
+    if v.ndim and v.dtype.kind == "f":
+      n = v.shape[0]
+      i = idx + n if idx < 0 and normalize_indices else idx
+      out = copy_buffer(v)
+      if 0 <= i < n:  # (out of bounds: the update is dropped, as JAX's default mode)
+        quiet_run(_store if scatter_fn is lax.scatter else _store_add, out, i, y)
+      return Array._new(out, x._weak)
   if not (type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype
           and x._value.dtype.kind != "b"):  # (the hot path: y already of x's dtype, not bool)
     x = as_array(x)

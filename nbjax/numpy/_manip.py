@@ -15,7 +15,8 @@ import numpy as np
 
 from nbjax import core, dtypes, lax
 from nbjax.array import Array
-from nbjax.core import Tracer
+from nbjax.registry import quiet_run
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._indexing import nonzero, take
 from nbjax.numpy._reductions import cumsum
@@ -50,6 +51,12 @@ def _infer_shape(size, shape, ashape=None):
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
   """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
   del copy
+  if type(a) is Array and _ctx.trace is _EVAL and order == "C" and newshape is None and (
+      type(shape) is int or type(shape) is tuple and all(type(d) is int for d in shape)):
+    try:  # eager, static shape: a view of the immutable buffer (as lax.reshape's NumPy run)
+      return Array._new(a._value.reshape(shape), a._weak)
+    except ValueError:  # (JAX's errors below)
+      pass
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["reshape"](a, shape, order, newshape=newshape)
   a = ensure_arraylike("reshape", a)
@@ -228,6 +235,15 @@ def concatenate(arrays, axis=0, dtype=None):
     arrays = list(arrays)
   if not len(arrays):
     raise ValueError("Need at least one array to concatenate.")
+  if dtype is None and type(axis) is int and _ctx.trace is _EVAL and type(arrays) in (list, tuple):
+    a0 = arrays[0]  # eager, Arrays of one dtype, weak type and rank: NumPy's concatenate
+    if type(a0) is Array and a0._value.ndim and all(
+        type(a) is Array and a._value.dtype is a0._value.dtype and a._weak == a0._weak
+        and a._value.ndim == a0._value.ndim for a in arrays):
+      try:
+        return Array._new(np.concatenate([a._value for a in arrays], axis), a0._weak)
+      except (ValueError, np.exceptions.AxisError):  # (JAX's errors below)
+        pass
   if type(arrays[0]) in _util.key_types:  # key arrays (nbjax.prng)
     return _util.key_impls["concatenate"](arrays, axis)
   _util.check_arraylike("concatenate", *arrays)
@@ -256,6 +272,15 @@ def stack(arrays, axis=0, out=None, dtype=None):
   """Join arrays of one shape along a new ``axis``."""
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+  if dtype is None and type(axis) is int and _ctx.trace is _EVAL and type(arrays) in (
+      list, tuple) and arrays and type(arrays[0]) is Array:
+    v0, w0 = arrays[0]._value, arrays[0]._weak  # eager, Arrays of one dtype, weak type and
+    if all(type(a) is Array and a._value.dtype is v0.dtype and a._weak == w0  # shape:
+           and a._value.shape == v0.shape for a in arrays):  # NumPy's stack
+      try:
+        return Array._new(np.stack([a._value for a in arrays], axis), w0)
+      except np.exceptions.AxisError:  # (JAX's error below)
+        pass
   if isinstance(arrays, (Array, Tracer, np.ndarray)):
     arrays = list(arrays)
   if not len(arrays):
@@ -761,6 +786,13 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     _util.check_arraylike("where", condition, x, y)
     raise ValueError("Either both or neither of the x and y arguments should be provided to "
                      f"jax.numpy.where, got {x} and {y}.")
+  if type(condition) is Array and type(x) is Array and _ctx.trace is _EVAL:
+    c, v = condition._value, x._value  # eager where(c, x, y), c boolean of x's shape, y of
+    if c.dtype == np.bool_ and c.shape == v.shape and v.dtype.kind in "fc":  # x's dtype or a
+      if type(y) is Array and y._value.dtype is v.dtype and y._value.shape == v.shape:  # scalar
+        return Array._new(np.where(c, v, y._value), x._weak and y._weak)
+      if type(y) is float or type(y) is int and -2**53 <= y <= 2**53:
+        return Array._new(np.where(c, v, quiet_run(v.dtype.type, y)), x._weak)
   if type(x) in _util.key_types or type(y) in _util.key_types:  # key arrays (nbjax.prng)
     return _util.key_impls["where"](condition, x, y)
   _util.check_arraylike("where", condition, x, y)

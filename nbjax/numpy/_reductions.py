@@ -103,6 +103,7 @@ def _one_axis(a, axis, kinds="f"):
 
 
 _ALL = -1
+_NO_EFFECT = {"max": -np.inf, "min": np.inf}  # initial values that change no float reduction
 
 
 def _upcast_f16(d):
@@ -111,12 +112,20 @@ def _upcast_f16(d):
 
 
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
-  if dtype is None and initial is None and where is None and not keepdims:
+  if dtype is None and where is None and (initial is None or type(initial) is float and (
+      initial == _NO_EFFECT.get(kind))):  # (a max's -inf initial: softmax's)
     ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
-      p = _LAX_P[kind]  # (eager: the registry's entry directly, as the ufuncs call it)
-      return (p.eager if _ctx.trace is _EVAL else p.bind)(
-          a, axes=_ALL_AXES[a._value.ndim] if ax == _ALL else (ax,))
+      p, nd = _LAX_P[kind], a._value.ndim
+      if _ctx.trace is _EVAL:  # (eager: the registry's entry directly, as the ufuncs call it)
+        out = p.eager(a, axes=_ALL_AXES[nd] if ax == _ALL else (ax,))
+        if keepdims:  # (the result's own fresh buffer, viewed with the kept axes)
+          sh = a._value.shape
+          out = Array._new(out._value.reshape((1,) * nd if ax == _ALL else
+                                              sh[:ax] + (1,) + sh[ax + 1:]), out._weak)
+        return out
+      if not keepdims:
+        return p.bind(a, axes=_ALL_AXES[nd] if ax == _ALL else (ax,))
   a = ensure_arraylike(name, a)
   where = _check_where(name, where)
   if dtype is not None:

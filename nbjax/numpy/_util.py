@@ -20,6 +20,7 @@ from nbjax.core import Tracer
 from nbjax.lax.elementwise import _convert_element_type as _lax_convert
 from nbjax.lax.shape import broadcast_in_dim_p as _bid_p
 from nbjax.lax.shape import canonicalize_axis, canonicalize_shape  # noqa: F401 (re-exported)
+from nbjax.numpy._dtype_api import _ScalarMeta
 
 _PY_SCALARS = (bool, int, float, complex)
 _ARRAY_TYPES = (Array, Tracer, np.ndarray, np.generic) + _PY_SCALARS
@@ -220,6 +221,20 @@ def check_no_float0s(name, *args):
     if getattr(a, "dtype", None) == dtypes.float0:
       raise TypeError(f"Called {name} with a float0 array. float0s do not support any operations "
                       "by design because they are not compatible with non-trivial vector spaces.")
+
+
+def plain_dtype(dtype):
+  """The canonical np.dtype of a NumPy dtype, NumPy scalar type or ``jnp`` scalar type
+  (``jnp.float32``), else None: the eager fast paths' test (no parsing, no errors)."""
+  t = type(dtype)
+  if t is not np.dtype:
+    if t is _ScalarMeta:
+      dtype = dtype.dtype
+    elif t is type and issubclass(dtype, np.generic):
+      dtype = np.dtype(dtype)
+    else:
+      return None
+  return dtypes.canonicalize_dtype(dtype)
 
 
 def canonicalize_user_dtype(dtype):

@@ -1,0 +1,112 @@
+"""The eager fast paths of jnp (basic indexing, reshape, creation, joins, transposes, casts,
+where, at[].set/add, matrix-vector products, keepdims reductions) give what the traced path
+gives: the same values, shape, dtype and weak type as ``jit`` of the same call, for strong
+and weak operands, and results that own or share only immutable memory."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import lax
+
+_R = np.random.default_rng(0)
+_X = _R.standard_normal((4, 5)).astype(np.float32)
+_V = _R.standard_normal(5).astype(np.float32)
+
+
+def _strong():
+  return jnp.asarray(_X)
+
+
+def _weak():
+  return lax.full((4, 5), 1.5, None) * lax.full((4, 5), 2.0, None)  # weak float
+
+
+CASES = {
+    "slice": lambda x: x[1:3],
+    "slice_step": lambda x: x[::-2, 1::2],
+    "none": lambda x: x[None, :, None],
+    "ellipsis_int": lambda x: x[..., -1],
+    "int_slice": lambda x: x[2, 1:4],
+    "empty_slice": lambda x: x[3:1],
+    "oob_slice": lambda x: x[2:100, -100:2],
+    "reshape": lambda x: x.reshape(5, 4),
+    "reshape_m1": lambda x: jnp.reshape(x, (-1,)),
+    "T": lambda x: x.T,
+    "astype_f16": lambda x: x.astype(jnp.float16),
+    "astype_same": lambda x: x.astype(x.dtype),
+    "astype_f64": lambda x: x.astype(np.float64),
+    "concat0": lambda x: jnp.concatenate([x, x * 2]),
+    "concat1": lambda x: jnp.concatenate((x, x), axis=-1),
+    "stack": lambda x: jnp.stack([x, x + 1], axis=1),
+    "where_scalar": lambda x: jnp.where(x > 1.6, x, 0.0),
+    "where_arrays": lambda x: jnp.where(x > 1.6, x, -x),
+    "at_set": lambda x: x.at[1].set(7.5),
+    "at_add_neg": lambda x: x.at[-1].add(2),
+    "at_set_oob": lambda x: x.at[9].set(1.0),
+    "matvec": lambda x: x @ x[0],
+    "vecmat": lambda x: x[:, 0] @ x,
+    "vecvec": lambda x: x[0] @ x[1],
+    "max_keepdims": lambda x: jnp.max(x, axis=1, keepdims=True, initial=-np.inf),
+    "sum_keepdims": lambda x: jnp.sum(x, axis=0, keepdims=True),
+    "mean_keepdims": lambda x: jnp.mean(x, keepdims=True),
+    "softmax": lambda x: nbjax.nn.softmax(x),
+    "stop_gradient": lambda x: lax.stop_gradient(x) * 1,
+}
+
+
+@pytest.mark.parametrize("make", [_strong, _weak], ids=["strong", "weak"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_eager_fast_path_is_jit(name, make):
+  f, x = CASES[name], make()
+  got, want = f(x), nbjax.jit(f)(x)
+  assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [None, np.float32, jnp.int8, np.dtype("uint16"), jnp.bool_,
+                                   jnp.complex64])
+@pytest.mark.parametrize("shape", [3, (2, 0), (), (2, 3)])
+def test_zeros_ones_as_jit(shape, dtype):
+  for f in (jnp.zeros, jnp.ones):
+    got, want = f(shape, dtype), nbjax.jit(lambda: f(shape, dtype))()
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("args", [(7,), (0,), (-3,), (2, 9), (2, 9, 3), (9, 2, -2), (5, 5)])
+def test_arange_ints_as_jit(args):
+  got, want = jnp.arange(*args), nbjax.jit(lambda: jnp.arange(*args))()
+  assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+  np.testing.assert_array_equal(got, want)
+
+
+def test_fast_paths_keep_jax_errors():
+  x = jnp.asarray(_X)
+  with pytest.raises(TypeError, match="cannot reshape array of shape"):
+    x.reshape(3, 3)
+  with pytest.raises(TypeError, match="Cannot concatenate arrays with shapes that differ"):
+    jnp.concatenate([x, x[:, :2]])
+  with pytest.raises(ValueError, match="All input arrays must have the same shape"):
+    jnp.stack([x, x[:2]])
+  with pytest.raises(IndexError, match="Too many indices"):
+    x[1, 2, 3]
+  with pytest.raises(TypeError, match="dot_general requires contracting dimensions"):
+    x @ jnp.ones(4, np.float32)
+  # JAX clamps a static out-of-bounds integer index (NumPy raises)
+  np.testing.assert_array_equal(x[9, 1:3], _X[3, 1:3])
+
+
+def test_fast_paths_never_expose_or_keep_caller_memory():
+  v = _X.copy()
+  x = jnp.asarray(v)
+  outs = [x[1:3], x.reshape(20), x.T, x.astype(np.float32), x.at[0].set(1.0), x[None]]
+  v[:] = 0  # the caller's array changes; nothing made from it may
+  np.testing.assert_array_equal(outs[0], _X[1:3])
+  np.testing.assert_array_equal(outs[1], _X.reshape(20))
+  np.testing.assert_array_equal(outs[2], _X.T)
+  np.testing.assert_array_equal(outs[4][1:], _X[1:])
+  for o in (x[1:3], x[2], x.at[0].set(1.0), jnp.concatenate([x, x]), x.T):
+    assert not np.shares_memory(np.asarray(o), np.asarray(x))  # copies, as JAX's ops
+  with pytest.raises(ValueError):  # results are read-only, as every nbjax array
+    np.asarray(x.reshape(20))[0] = 1
