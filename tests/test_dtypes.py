@@ -316,3 +316,37 @@ def test_promotion_errors_match_jax():
     jnp.result_type(np.array(["a"]))
   # JAX's lattice quirk: a narrow float joined with a plain int stays the narrow float
   assert jnp.promote_types("float4_e2m1fn", "int8") == np.dtype(dtypes.float4_e2m1fn)
+
+
+def test_full_like_keeps_an_x64_arrays_dtype_with_x64_off():
+  """lax.full_like (and jnp.zeros_like...) of an nbjax float64 array stays float64 with x64
+  off; explicit dtypes and NumPy inputs are canonicalized (JAX 0.10.2); so grad of grad of a
+  function that enables x64 inside works (x64_context_test.test_custom_jvp)."""
+  import nbjax
+  import nbjax.numpy as jnp
+  from nbjax import lax
+  with nbjax.enable_x64(True):
+    x = jnp.ones(3, jnp.float64)
+  with nbjax.enable_x64(False):
+    assert [str(a.dtype) for a in (
+        lax.full_like(x, 1), lax.full_like(x, 1, shape=()), lax.full_like(x, 1, dtype=np.float64),
+        lax.full_like(np.ones(3), 1), lax.full_like(1.0, 2), lax.full_like(np.int64(1), 2),
+        jnp.zeros_like(x), jnp.ones_like(x), jnp.full_like(x, 2))] == [
+        "float64", "float64", "float32", "float32", "float32", "int32", "float64", "float64",
+        "float64"]
+
+  @nbjax.custom_jvp
+  def f(x):
+    return x ** 2.
+
+  @f.defjvp
+  def f_jvp(xs, ts):
+    return f(xs[0]), ts[0] * jnp.sin(xs[0])
+
+  def g(x):
+    with nbjax.enable_x64():
+      return f(jnp.array(x, jnp.float64))
+  with nbjax.enable_x64(False):
+    assert g(5.).dtype == np.float64
+    assert [nbjax.grad(g)(5.).dtype, nbjax.grad(nbjax.grad(g))(5.).dtype,
+            nbjax.grad(nbjax.grad(nbjax.grad(g)))(5.).dtype] == [np.float32] * 3
