@@ -694,7 +694,7 @@ def test_eigvals_jvp_and_grad_vs_differences(jit):
   num = (Fn(c + eps * tc) - Fn(c - eps * tc)) / (2 * eps)
   np.testing.assert_allclose(np.sum(gc * tc).real, num, rtol=1e-6)
   # JAX: no eigenvector derivatives, and none of second order
-  msg = "derivatives of eigenvectors are not implemented, only eigenvalues"
+  msg = "Pass enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in"
   with pytest.raises(NotImplementedError, match=msg):
     J(nbjax.grad(lambda x: nbjax.numpy.sum(lax.real(E.eig(x).eigenvectors))))(a)
   with pytest.raises(NotImplementedError, match=msg):
@@ -746,3 +746,29 @@ def test_linalg_api_as_jax_linalg_test():
   with pytest.raises(TypeError, match="qr does not accept dtype int32 at position 0. Accepted "
                      "dtypes at position 0 are subtypes of floating, complexfloating."):
     nbjax.lax.linalg.qr(np.eye(3, dtype=np.int32))
+
+
+def test_eig_eigenvector_derivatives_as_jax():
+  """JAX's linalg_test testEigGrad{Real,Complex}Inputs: lax.linalg.eig(...,
+  enable_eigvec_derivs=True) differentiates the eigenvectors (values from jax 0.10.2);
+  without it, JAX's NotImplementedError."""
+  from nbjax.test_util import check_grads
+  a = np.array([[2.0, 1.0, 0.5], [0.3, -1.0, 0.2], [0.1, 0.4, 3.0]])
+
+  def f(a):
+    w, vl, vr = lax.linalg.eig(a, enable_eigvec_derivs=True)
+    return w.real.sum() + (vr * vr).real.sum() + (vl * vl).imag.sum() + (vr[0] ** 2).real.sum()
+  np.testing.assert_allclose(api.grad(f)(a), [[1.24555928, 0.21019, 0.57943547],
+                                              [-0.05370046, 1.04753973, 0.11390524],
+                                              [-0.40639302, -0.0755529, 0.70690099]], atol=1e-7)
+  t = np.array([[0.1, 0.0, -0.2], [0.0, 0.3, 0.0], [0.5, 0.0, 0.1]])
+  eig_r = lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+  _, tan = api.jvp(eig_r, (a,), (t,))
+  np.testing.assert_allclose(tan[1], [[0.02755686, 0.06122055, -0.21620036],
+                                      [0.00552645, 0.02373576, -0.01064543],
+                                      [-0.03267617, 0.45609575, 0.11773854]], atol=1e-7)
+  with pytest.raises(NotImplementedError, match="Pass enable_eigvec_derivs=True to "
+                     "jax.lax.linalg.eig to opt in"):
+    api.jvp(lambda a: lax.linalg.eig(a)[2], (a,), (t,))
+  check_grads(lambda a: tuple(v * v for v in lax.linalg.eig(
+      a, enable_eigvec_derivs=True)), (a + 0.5j * t,), order=2, rtol=1e-3, atol=1e-3)

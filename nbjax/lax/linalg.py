@@ -1374,8 +1374,10 @@ def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eige
   # eigenvalues only (JAX's rule): dw_i = (vr^-1 da vr)_ii
   if compute_left_eigenvectors or compute_right_eigenvectors:
     raise NotImplementedError(
-        "The derivatives of eigenvectors are not implemented, only eigenvalues. See "
-        "https://github.com/jax-ml/jax/issues/2748 for discussion.")
+        "Derivatives of non-symmetric eigenvectors are only valid under assumptions on the "
+        "input that JAX cannot check (see the enable_eigvec_derivs argument to "
+        "jax.lax.linalg.eig). Pass enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in. "
+        "See https://github.com/jax-ml/jax/issues/2748 for discussion.")
   from nbjax.numpy import linalg as jla
   lax = _lax()
   a, = primals
@@ -1438,8 +1440,9 @@ def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
     x: A batch of square matrices with shape ``[..., n, n]``.
     compute_left_eigenvectors: If true, the left eigenvectors will be computed.
     compute_right_eigenvectors: If true, the right eigenvectors will be computed.
-    enable_eigvec_derivs: Accepted for JAX compatibility; eigenvector derivatives are not
-      implemented (differentiating them raises).
+    enable_eigvec_derivs: If true, the eigenvectors are differentiable (first-order
+      perturbation theory, valid for distinct eigenvalues, through LAPACK's normalization:
+      unit 2-norm, largest component real); else differentiating them raises.
     implementation: An ``EigImplementation``, accepted; the CPU runs LAPACK geev.
     use_magma: Accepted for JAX compatibility; unused (CPU only).
 
@@ -1450,9 +1453,73 @@ def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
     eigenvector has unit 2-norm with its largest component real (LAPACK geev). A matrix the
     decomposition fails on (non-finite entries, no convergence) gives NaNs.
   """
-  return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                    compute_right_eigenvectors=bool(compute_right_eigenvectors),
+  left, right = bool(compute_left_eigenvectors), bool(compute_right_eigenvectors)
+  if enable_eigvec_derivs and (left or right):
+    return _eig_vec_diff(x, left, right, use_magma)
+  return eig_p.bind(x, compute_left_eigenvectors=left, compute_right_eigenvectors=right,
                     use_magma=use_magma)
+
+
+def _eig_vec_diff_fn(x, left, right, use_magma):
+  return eig_p.bind(x, compute_left_eigenvectors=left, compute_right_eigenvectors=right,
+                    use_magma=use_magma)
+
+
+def _eig_vec_tangent(w, v, da):
+  """(dw, dv) for ``a v = v diag(w)`` perturbed by ``da``, distinct eigenvalues: with
+  ``P = v^-1 da v``, ``dw = diag(P)`` and ``dv = v (F * P) + v diag(c)``, ``F_ij =
+  1 / (w_j - w_i)`` off the diagonal; ``c`` keeps LAPACK's gauge (each column of unit norm,
+  its largest-magnitude component real)."""
+  from nbjax.numpy import linalg as jla
+  lax = _lax()
+  n = w.shape[-1]
+  eye = np.eye(n, dtype=w.dtype)
+  gap = w[..., None, :] - w[..., :, None] + eye
+  F = lax.div(np.ones((), w.dtype), gap) - eye
+  P = jla.solve(v, da) @ v
+  dw = lax.reduce_sum(P * eye, (P.ndim - 1,))
+  U = v @ (F * P)
+  k = lax.argmax(lax.abs(v), v.ndim - 2, np.int32)
+  mask = lax.convert_element_type(
+      lax.eq(lax.broadcasted_iota(np.int32, v.shape, v.ndim - 2), lax.expand_dims(k, (v.ndim - 2,))),
+      v.dtype)
+  re = lax.reduce_sum(lax.real(lax.conj(v) * U), (v.ndim - 2,))
+  im = lax.reduce_sum(lax.imag(mask * U), (v.ndim - 2,)) / lax.reduce_sum(lax.real(mask * v),
+                                                                         (v.ndim - 2,))
+  c = lax.complex(-re, -im)
+  return dw, U + v * lax.expand_dims(c, (v.ndim - 2,))
+
+
+def _eig_vec_diff_jvp(left, right, use_magma, primals, tangents):
+  lax = _lax()
+  a, = primals
+  da, = tangents
+  outs = _eig_vec_diff(a, left, True, use_magma)
+  w, vr = outs[0], outs[-1]
+  da = lax.convert_element_type(da, vr.dtype)
+  dw, dvr = _eig_vec_tangent(w, vr, da)
+  primal, tangent = [w], [dw]
+  if left:
+    _, dvl = _eig_vec_tangent(lax.conj(w), outs[1], lax.conj(_T(da)))
+    primal.append(outs[1])
+    tangent.append(dvl)
+  if right:
+    primal.append(vr)
+    tangent.append(dvr)
+  return primal, tangent
+
+
+def _make_eig_vec_diff():
+  from nbjax.custom_derivatives import custom_jvp
+  f = custom_jvp(_eig_vec_diff_fn, nondiff_argnums=(1, 2, 3))
+  f.defjvp(_eig_vec_diff_jvp)
+  return f
+
+
+def _eig_vec_diff(x, left, right, use_magma):
+  global _eig_vec_diff
+  _eig_vec_diff = _make_eig_vec_diff()  # (built on first use: custom_derivatives imports lax)
+  return _eig_vec_diff(x, left, right, use_magma)
 
 
 # ================================================================= svd
