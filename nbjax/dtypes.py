@@ -391,9 +391,20 @@ def promote_types(a, b):
 
   Built-in ``int``/``float``/``complex`` are treated as weak; the result is not canonicalized.
   """
+  return _promote_types(_lat, a, b)
+
+
+def standard_promote_types(a, b):
+  """``promote_types`` on the standard lattice whatever ``jax_numpy_dtype_promotion`` says:
+  for internal widening that JAX does not route through promotion (``lax.mul``'s
+  ``out_dtype``)."""
+  return _promote_types(_x64, a, b)
+
+
+def _promote_types(lat, a, b):
   na = _weak_type_node(a) or _NODE.get(np.dtype(a)) or np.dtype(a)
   nb = _weak_type_node(b) or _NODE.get(np.dtype(b)) or np.dtype(b)
-  n = _join(_lat, (na, nb))
+  n = _join(lat, (na, nb))
   k = _WEAK_NODES.get(n)
   return python_scalar_dtypes[{'i': int, 'f': float, 'c': complex}[k]] if k else _NODE_DTYPE[n]
 

@@ -168,3 +168,11 @@ def test_grids_promote_in_standard_mode(strict):
   assert [g.dtype for g in jnp.ogrid[0:3, 0:1:3j]] == [np.float64, np.float64]
   with raises_strict("int32", "float32"):
     jnp.r_[jnp.zeros(2, "int32"), jnp.zeros(2, "float32")]
+
+
+def test_lax_mul_out_dtype_ignores_strict(strict):
+  # lax.mul's out_dtype widening is no implicit promotion (JAX lax_test testOpOutDtype)
+  from nbjax import lax
+  out = lax.mul(jnp.ones(2, "float32"), jnp.full(2, 3, "int16"), out_dtype="float32")
+  assert out.dtype == np.float32 and out.tolist() == [3., 3.]
+  assert lax.mul(np.float64(2), np.int64(3), out_dtype="float64") == 6.

@@ -1608,7 +1608,7 @@ def _mul_out_dtype(x, y, out_dtype):
   wide = out
   for d in (dx, dy):
     if d is not None and d != wide:
-      wide = dtypes.promote_types(wide, d)
+      wide = dtypes.standard_promote_types(wide, d)  # (even when promotion is strict)
   x, y = (convert_element_type(v, wide) for v in (x, y))
   r = mul_p.bind(x, y)
   return r if wide == out else convert_element_type(r, out)
