@@ -981,3 +981,25 @@ def test_vmap_axis_name_batches_loops_with_unmapped_operands():
                axis_name='j')
   assert vmap(inner, in_axes=(0, None), axis_name='i')(np.zeros((2, 3)), 1).tolist() == [
       [1, 1, 1], [2, 2, 2]]
+
+
+def test_cond_cache_does_not_keep_closed_over_arrays_alive():
+  """The control-flow trace cache holds the objects it keys on weakly: an array a branch
+  closes over is freed with it (lax_control_flow_test.test_cond_memory_leak, JAX #12719)."""
+  import gc
+
+  def leak():
+    data = nbjax.device_put(np.zeros(1024, np.float32) + 1)
+
+    def g():
+      return lax.cond(True, jit(lambda: data[0]), lambda: data[1])
+    jg = jit(g)
+    assert float(jg()) == 1.0
+    jg.clear_cache()
+
+  gc.collect()
+  base = len(nbjax.live_arrays())
+  for _ in range(3):
+    leak()
+    gc.collect()
+    assert len(nbjax.live_arrays()) <= base

@@ -525,8 +525,25 @@ def _select_rows(pred, new, old):
 class _Entry:
   __slots__ = ("refs", "res", "holds", "state")
 
-  def __init__(self, refs):
-    self.refs, self.res, self.holds, self.state = refs, None, None, "seen"
+  def __init__(self, refs):  # weakly where it can: a cache entry must not keep an array alive
+    self.refs, self.res, self.holds, self.state = tuple(_map(_weak, refs)), None, None, "seen"
+
+
+class _Strong:
+  __slots__ = ("obj",)
+
+  def __init__(self, obj):
+    self.obj = obj
+
+  def __call__(self):
+    return self.obj
+
+
+def _weak(x):
+  try:
+    return weakref.ref(x)
+  except TypeError:
+    return _Strong(x)
 
 
 _fun_cache: dict = {}
@@ -548,7 +565,8 @@ def _ident(f):
 
 
 def _same(a, b):
-  return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+  """Whether an entry's (weak) refs ``a`` are the objects ``b`` (a dead one never is)."""
+  return len(a) == len(b) and all(x() is y for x, y in zip(a, b))
 
 
 def _own_pin(pin, f):
