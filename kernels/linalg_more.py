@@ -337,6 +337,76 @@ def tridiagonal_solve(dl, d, du, b, out):
     out[bb] = x
 
 
+@njit(**_J)
+def tridiagonal_solve_perturbed(dl, d, du, b, out):
+  """As ``tridiagonal_solve``, by an LU factorization with partial pivoting (?gttrf's) whose
+  tiny pivots (magnitude below ``eps * max |U|``, or ``eps`` for a zero ``U``) are moved out
+  to that magnitude, so a singular system gives a finite (large) solution."""
+  B, m, k = b.shape
+  eps = np.finfo(np.abs(d[:1, :1]).dtype).eps
+  for bb in range(B):
+    if m == 0 or k == 0:
+      continue
+    dg = d[bb].copy()
+    sub = np.zeros(max(1, m - 1), d.dtype)  # L's multipliers
+    sup = np.zeros(max(1, m - 1), d.dtype)  # U's first superdiagonal
+    sup2 = np.zeros(max(1, m - 2), d.dtype)  # U's second (from row interchanges)
+    swap = np.zeros(max(1, m - 1), np.bool_)
+    for i in range(m - 1):
+      sub[i] = dl[bb, i + 1]
+      sup[i] = du[bb, i]
+    for i in range(m - 1):
+      if np.abs(dg[i]) >= np.abs(sub[i]):
+        if dg[i] != 0:
+          f = sub[i] / dg[i]
+          sub[i] = f
+          dg[i + 1] -= f * sup[i]
+        else:
+          sub[i] = 0
+      else:  # interchange rows i and i + 1
+        swap[i] = True
+        f = dg[i] / sub[i]
+        dg[i] = sub[i]
+        sub[i] = f
+        t = sup[i]
+        sup[i] = dg[i + 1]
+        dg[i + 1] = t - f * dg[i + 1]
+        if i < m - 2:
+          sup2[i] = sup[i + 1]
+          sup[i + 1] = -f * sup[i + 1]
+    big = 0.0
+    for i in range(m):
+      big = max(big, np.abs(dg[i]))
+    for i in range(m - 1):
+      big = max(big, np.abs(sup[i]))
+    for i in range(m - 2):
+      big = max(big, np.abs(sup2[i]))
+    tol = eps * big if big > 0 else eps
+    for i in range(m):
+      a = np.abs(dg[i])
+      if a < tol:
+        dg[i] = tol if a == 0 else dg[i] * (tol / a)
+    x = b[bb].copy()
+    for i in range(m - 1):  # L^-1 P b
+      if swap[i]:
+        for j in range(k):
+          t = x[i, j]
+          x[i, j] = x[i + 1, j]
+          x[i + 1, j] = t - sub[i] * x[i, j]
+      else:
+        for j in range(k):
+          x[i + 1, j] -= sub[i] * x[i, j]
+    for i in range(m - 1, -1, -1):  # U^-1
+      for j in range(k):
+        v = x[i, j]
+        if i < m - 1:
+          v -= sup[i] * x[i + 1, j]
+        if i < m - 2:
+          v -= sup2[i] * x[i + 2, j]
+        x[i, j] = v / dg[i]
+    out[bb] = x
+
+
 # ----------------------------------------------------------------- Q^(H) C (?ormqr/?unmqr)
 
 

@@ -634,3 +634,28 @@ def test_integer_matrices_exact_eagerly_and_under_jit():
     got = np.asarray(L.invhilbert(n))
     np.testing.assert_array_equal(got, sl.invhilbert(n))
     np.testing.assert_array_equal(got, nbjax.jit(lambda: L.invhilbert(n))())
+
+
+def test_tridiagonal_solve_perturb_singular_as_jax():
+  """JAX's linalg_test test_tridiagonal_solve_* with perturb_singular=True: tiny pivots
+  are perturbed, so singular systems give finite, large solutions (values from jax 0.10.2)."""
+  dl, du = np.array([0.0, 1.0, 0.5, 2.0]), np.array([1.0, 0.2, 0.3, 0.0])
+  d = np.array([4.0, 3.0, 1.0, 5.0])
+  b = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, 0.5], [1.0, 1.0]])
+  f = lambda d: lax_linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
+  want = [[0.33706897, 0.46206897], [-0.34827586, 0.15172414], [3.5387931, 0.4137931],
+          [-1.21551724, 0.03448276]]
+  np.testing.assert_allclose(f(d), want, atol=1e-8)
+  np.testing.assert_allclose(nbjax.jit(f)(d), want, atol=1e-8)
+  np.testing.assert_allclose(nbjax.grad(lambda d: f(d).sum())(d),
+                             [-0.16878344, 0.03049941, -2.55555143, 0.1903909], atol=1e-8)
+  x = lax_linalg.tridiagonal_solve(np.array([0.0, 1.0]), np.array([1.0, 3.0]),
+                                   np.array([3.0, 0.0]), np.array([[1.0], [4.0]]),
+                                   perturb_singular=True)
+  np.testing.assert_allclose(np.ravel(x), [-1.3510798882111488e16, 4503599627370496.0])
+  z = np.zeros(3, np.float32)
+  for g in (lax_linalg.tridiagonal_solve, nbjax.jit(lax_linalg.tridiagonal_solve,
+                                                    static_argnames="perturb_singular")):
+    x = np.asarray(g(z, z, z, np.ones((3, 1), np.float32), perturb_singular=True))
+    assert np.isfinite(x).all() and (np.abs(x) > 1e6).all()
+    assert not np.isfinite(np.asarray(g(z, z, z, np.ones((3, 1), np.float32)))).all()

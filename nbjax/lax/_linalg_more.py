@@ -464,19 +464,14 @@ def _tsolve_abstract_eval(dl, d, du, b, *, perturb_singular):
   return ShapedArray(b.shape, b.dtype)
 
 
-def _perturb_error():
-  return NotImplementedError("perturb_singular=True is not supported on this platform.")
-
-
 def _tsolve_numba(dl, d, du, b, *, perturb_singular):
-  if perturb_singular:
-    raise _perturb_error()
   m = d.shape[-1]
   flat = lambda v: np.ascontiguousarray(v).reshape(-1, m)
   bf = _flat(b)
   out = np.empty(bf.shape, b.dtype)
   if bf.shape[0]:
-    K.tridiagonal_solve(flat(dl), flat(d), flat(du), bf, out)
+    solve = K.tridiagonal_solve_perturbed if perturb_singular else K.tridiagonal_solve
+    solve(flat(dl), flat(d), flat(du), bf, out)
   return out.reshape(b.shape)
 
 
@@ -568,7 +563,8 @@ def _tsolve_transpose(ct, dl, d, du, b, *, perturb_singular):
 _register(tridiagonal_solve_p, numba=_tsolve_numba, numpy=None, abstract_eval=_tsolve_abstract_eval,
           samples=_tsolve_samples, bad=_tsolve_bad, reference=_tsolve_reference,
           note="LAPACK ?gtsv (partial pivoting) through SciPy's cython_lapack, eagerly and "
-               "under jit; jvp and transpose (in b) as JAX's; reference: SciPy's gtsv")
+               "under jit (perturb_singular: numba's ?gttrf-style LU with tiny pivots "
+               "perturbed); jvp and transpose (in b) as JAX's; reference: SciPy's gtsv")
 # its work per system: b's elements (the registry's default would read dl as a matrix)
 tridiagonal_solve_p.make_eager = work_eager(lambda vals, out_aval: math.prod(vals[3].shape[-2:]))
 registry.select(tridiagonal_solve_p)
@@ -581,7 +577,9 @@ def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
 
   ``dl``, ``d``, ``du`` (``[..., m]``): ``dl[i] = A[i, i-1]`` (``dl[0]`` unused),
   ``d[i] = A[i, i]``, ``du[i] = A[i, i+1]`` (``du[m-1]`` unused); ``b`` is ``[..., m, k]``.
-  A singular system gives NaNs. ``perturb_singular=True`` is not implemented.
+  A singular system gives NaNs; with ``perturb_singular=True`` the LU factorization's tiny
+  pivots are moved out to ``eps * max |U|`` (inverse iteration's safeguard), so it gives a
+  finite, large solution.
   """
   return tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=bool(perturb_singular))
 
@@ -906,7 +904,9 @@ def _zeros_out(ctx):
 def _ffi_call(name, dtype, operands, result_avals):
   """The custom call of ``name``'s kernel (``kernels.linalg_more``), built as
   ``nbjax.lax.linalg``'s handlers are."""
-  body = _BODY_TSOLVE if name == "tridiagonal_solve" else _L._BATCH + _BODIES[name]
+  body = (_BODY_TSOLVE if name == "tridiagonal_solve" else
+          _BODY_TSOLVE.replace("KM.tridiagonal_solve(", f"KM.{name}(")
+          if name == "tridiagonal_solve_perturbed" else _L._BATCH + _BODIES[name])
   return _L._ffi_call(name, dtype, operands, result_avals,
                       target=_L._target(name, dtype, _HEAD, body))
 
@@ -956,12 +956,11 @@ def _tridiagonal_lowering(ctx, a, *, lower):
 
 
 def _tsolve_lowering(ctx, dl, d, du, b, *, perturb_singular):
-  if perturb_singular:
-    raise _perturb_error()
   aval = ctx.avals_in[3]
   if math.prod(aval.shape) == 0:
     return _zeros_out(ctx)
-  return _ffi_call("tridiagonal_solve", aval.dtype, [dl, d, du, b], ctx.avals_out)
+  name = "tridiagonal_solve_perturbed" if perturb_singular else "tridiagonal_solve"
+  return _ffi_call(name, aval.dtype, [dl, d, du, b], ctx.avals_out)
 
 
 lowering.register("householder_product", _hp_lowering)
