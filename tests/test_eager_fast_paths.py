@@ -110,3 +110,29 @@ def test_fast_paths_never_expose_or_keep_caller_memory():
     assert not np.shares_memory(np.asarray(o), np.asarray(x))  # copies, as JAX's ops
   with pytest.raises(ValueError):  # results are read-only, as every nbjax array
     np.asarray(x.reshape(20))[0] = 1
+
+
+@pytest.mark.parametrize("args,kw", [((1, 5), {}), ((1, 5, 2), {}), ((1.0, 5, 0.5), dict(dtype=jnp.float16)),
+                                     ((3.5,), {}), ((2.5, 7), {}), ((5, 1, -1.5), {})])
+def test_arange_stages_jax_construction(args, kw):
+  # JAX 0.10.2 builds arange from iota (times step, plus start, in float32 below 32 bits):
+  # its jaxpr (lax_numpy_test testArangeJaxpr*) and its rounding
+  jaxpr = nbjax.make_jaxpr(lambda: jnp.arange(*args, **kw))()
+  prims = [e.primitive.name for e in jaxpr.jaxpr.eqns]
+  want = {(1, 5): ["iota", "add"], (1, 5, 2): ["iota", "mul", "add"],
+          (1.0, 5, 0.5): ["iota", "mul", "add", "convert_element_type"], (3.5,): ["iota"],
+          (2.5, 7): ["iota", "add"], (5, 1, -1.5): ["iota", "mul", "add"]}[args]
+  assert prims == want
+  np.testing.assert_array_equal(jnp.arange(*args, **kw), nbjax.jit(lambda: jnp.arange(*args, **kw))())
+
+
+def test_array_copies_as_jax():
+  # jnp.array / jnp.copy of an array stage JAX's copy (a new buffer); asarray does not
+  x = jnp.ones(3)
+  assert [e.primitive.name for e in nbjax.make_jaxpr(lambda x: jnp.array(x))(x).jaxpr.eqns] == ["copy"]
+  assert [e.primitive.name for e in nbjax.make_jaxpr(jnp.copy)(x).jaxpr.eqns] == ["copy"]
+  assert not nbjax.make_jaxpr(jnp.asarray)(x).jaxpr.eqns
+  assert jnp.asarray(x) is x and jnp.array(x) is not x
+  assert jnp.array(x).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+  y, ydot = nbjax.jvp(jnp.array, (x,), (x,))
+  assert y is not x and ydot is not x

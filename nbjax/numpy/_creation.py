@@ -49,7 +49,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
   mutation of the source never shows through."""
   if type(object) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
-  del device, copy  # arrays are immutable: sharing an Array's buffer is unobservable
+  del device
   if order not in (None, "K", "A", "C"):
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
   if object is None:
@@ -60,7 +60,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
   weak = dtype is None and dtypes.is_weakly_typed(object)
   leaves = _leaves(object, [], dtype) if isinstance(object, (list, tuple)) else None
   if isinstance(object, (Array, Tracer)):
-    out = object
+    out = lax.copy_p.bind(object) if copy else object  # (JAX's copy equation: a new buffer)
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
     d = dtype or dtypes.result_type(*leaves)
     out = lax.concatenate([lax.expand_dims(array(e, d), (0,)) for e in object], 0)
@@ -252,8 +252,16 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     return lax.iota(dtype, max(operator.index(start), 0))
   if stop is None:
     start, stop = 0, start
-  vals = [np.asarray(x).item() for x in (start, stop, step if step is not None else 1)]
-  return Array._new(np.arange(*vals, dtype=dtype), False)
+  start, stop = (np.asarray(x).item() for x in (start, stop))
+  cv = lax.convert_element_type
+  if step is not None:  # JAX's construction (its jaxpr and its float rounding): start + step * i
+    step = np.asarray(step).item()
+    work = np.dtype(np.float32) if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+    n = builtins.max(0, int(np.ceil((stop - start) / step)))
+    return cv(lax.add(cv(start, work), lax.mul(cv(step, work), lax.iota(work, n))), dtype)
+  if start == 0:
+    return lax.iota(dtype, builtins.max(0, int(np.ceil(stop))))
+  return lax.add(cv(start, dtype), lax.iota(dtype, builtins.max(0, int(np.ceil(stop - start)))))
 
 
 def _space_dtypes(name, start, stop, dtype):
