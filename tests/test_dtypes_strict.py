@@ -176,3 +176,26 @@ def test_lax_mul_out_dtype_ignores_strict(strict):
   out = lax.mul(jnp.ones(2, "float32"), jnp.full(2, 3, "int16"), out_dtype="float32")
   assert out.dtype == np.float32 and out.tolist() == [3., 3.]
   assert lax.mul(np.float64(2), np.int64(3), out_dtype="float64") == 6.
+
+
+def test_strict_weak_operands_of_one_dtype_promote_as_jax():
+  """Under strict promotion two weak operands of one dtype join to their kind's default
+  dtype, staying weak (JAX 0.10.2; dtypes_test.testBinaryNonPromotion): the binary fast
+  paths step aside while strict is on; a unary op keeps its operand's dtype."""
+  import nbjax
+  import nbjax.numpy as jnp
+  from nbjax.lax import _convert_element_type
+  got = []
+  for d in ("float16", "int8", "complex64", "float32"):
+    x = _convert_element_type(0, np.dtype(d), weak_type=True)
+    with nbjax.numpy_dtype_promotion("strict"):
+      y = x + x
+      got.append((str(y.dtype), y.weak_type, str(jnp.multiply(x, x).dtype),
+                  str(nbjax.jit(lambda a: a - a)(x).dtype), str(nbjax.lax.add(x, x).dtype)))
+    assert (x + x).dtype == np.dtype(d)  # standard again: no promotion
+  assert got == [("float64", True, "float64", "float64", "float16"),
+                 ("int64", True, "int64", "int64", "int8"),
+                 ("complex128", True, "complex128", "complex128", "complex64"),
+                 ("float64", True, "float64", "float64", "float32")]
+  with nbjax.numpy_dtype_promotion("strict"):
+    assert jnp.sin(_convert_element_type(0, np.dtype("float16"), weak_type=True)).dtype == np.float16

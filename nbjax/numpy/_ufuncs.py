@@ -15,6 +15,7 @@ import operator
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
@@ -51,9 +52,30 @@ def _accepted(prim):
 # ----------------------------------------------------------------- ufunc factories
 
 
-def _fast_dtypes(prim, kinds):
-  """The dtypes (of ``kinds``) for which the ufunc is exactly one bind of ``prim``."""
-  return frozenset(d for d in prim.meta.get("dtypes", ()) if d.kind in kinds)
+_FAST_SETS = []  # (the live set, its dtypes): emptied under strict promotion
+
+
+def _fast_dtypes(prim, kinds, binary=False):
+  """The dtypes (of ``kinds``) for which the ufunc is exactly one bind of ``prim``; for a
+  binary one none while ``jax_numpy_dtype_promotion='strict'`` (there two weak operands
+  promote even when of one dtype)."""
+  full = frozenset(d for d in prim.meta.get("dtypes", ()) if d.kind in kinds)
+  if not binary:
+    return full
+  live = set() if config._flags["numpy_dtype_promotion"] == "strict" else set(full)
+  _FAST_SETS.append((live, full))
+  return live
+
+
+def _promotion_listener(name, value):
+  if name == "numpy_dtype_promotion":
+    for live, full in _FAST_SETS:
+      live.clear()
+      if value != "strict":
+        live.update(full)
+
+
+config.add_listener(_promotion_listener)
 
 
 def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
@@ -144,7 +166,7 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         _no_out_where(name, ufunc, out, where)
       return general(x, y)
   else:
-    ok = _fast_dtypes(prim, kinds)
+    ok = _fast_dtypes(prim, kinds, binary=True)
     scalar_fast = _SCALAR_FAST.get
 
     def f(x, y, /, out=None, where=None):

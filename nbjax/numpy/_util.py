@@ -171,7 +171,8 @@ def promote_dtypes(*args):
   """Convert all arguments to their joint JAX result type (weak when all are weak)."""
   if len(args) == 1:
     return [as_array(args[0])]
-  if _common(args) is not None:
+  dw = _common(args)
+  if dw is not None and not (dw[1] and dtypes._lat == "strict"):  # (strict: weak -> default)
     return list(args)
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
   return [convert(a, to, weak) for a in args]
@@ -180,7 +181,8 @@ def promote_dtypes(*args):
 def promote_dtypes_inexact(*args):
   """Promote to a common inexact dtype (integers and bools go to the default float)."""
   dw = _common(args)
-  if dw is not None and dw[0].kind in "fc":
+  if dw is not None and dw[0].kind in "fc" and not (
+      dw[1] and len(args) > 1 and dtypes._lat == "strict"):
     return list(args)
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
   to = to_inexact_dtype(to)
