@@ -136,3 +136,16 @@ def test_array_copies_as_jax():
   assert jnp.array(x).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
   y, ydot = nbjax.jvp(jnp.array, (x,), (x,))
   assert y is not x and ydot is not x
+
+
+@pytest.mark.parametrize("fn", [jnp.inner, jnp.matmul, jnp.dot, jnp.vdot, jnp.vecdot,
+                                lambda a, b: jnp.tensordot(a, b, 0), lambda a, b: a @ b])
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_products_carry_preferred_element_type(fn, dtype):
+  # JAX's jnp products always name the accumulation dtype in their dot_general (lax_numpy_test
+  # testPreferredElementType), and weak operands keep a weak result
+  x = np.ones(2, dtype)
+  eqns = [e for e in nbjax.make_jaxpr(fn)(x, x).jaxpr.eqns if e.primitive.name == "dot_general"]
+  assert eqns and all(e.params["preferred_element_type"] == np.dtype(dtype) for e in eqns)
+  w = lax.full((2,), 1.0, None)
+  assert fn(w, w).weak_type

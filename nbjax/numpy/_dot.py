@@ -39,15 +39,14 @@ def _pet(a, b, preferred_element_type):
 _MIXED_OK = set()  # (lhs dtype, rhs dtype, accumulation dtype) that pass JAX's check
 
 
-def _contract(a, b, contract, batch, precision, pet, weak, explicit=False, keep_pet=False):
+def _contract(a, b, contract, batch, precision, pet, weak, explicit=False):
   """``lax.dot_general`` as JAX's jnp products call it: on the operands as they are (no
   promotion first, one ``dot_general`` equation for mixed dtypes too), accumulating in
   ``pet``. Mixed operand dtypes go through JAX's check on them (a weak Python ``int``
   against an ``int8`` array raises: its int64 is the wider type and the int8 result
   "narrower"); the result carries ``weak`` (``explicit``: ``pet`` was the caller's
-  ``preferred_element_type``, so the result is strong even for weak operands).
-  ``keep_pet``: pass ``pet`` to ``dot_general`` even when it is the operands' dtype
-  (einsum's equations carry it, as JAX's)."""
+  ``preferred_element_type``, so the result is strong even for weak operands). ``pet``
+  goes to ``dot_general`` even when it is the operands' dtype: JAX's equations carry it."""
   dn = ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
   if a.dtype != b.dtype:
     key = (a.dtype, b.dtype, pet)
@@ -58,8 +57,6 @@ def _contract(a, b, contract, batch, precision, pet, weak, explicit=False, keep_
         _lax_dot_shape(a, b, dn)  # (its shape errors come first)
         raise
       _MIXED_OK.add(key)
-  elif pet == a.dtype and not keep_pet:
-    pet = None
   if not dn[0][0] and not dn[1][0] and (a.ndim == 0 or b.ndim == 0):
     if pet is not None:  # (a product with nothing to sum: the elementwise product)
       a, b = _util.convert(a, pet), _util.convert(b, pet)
@@ -101,7 +98,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
         sa[0].kind in "fc" and (sa[1], sb[1]) in _MV:
       p = lax.dot_general_p
       return (p.eager if _ctx.trace is _EVAL else p.bind)(
-          a, b, dimension_numbers=_MV[sa[1], sb[1]], precision=None, preferred_element_type=None)
+          a, b, dimension_numbers=_MV[sa[1], sb[1]], precision=None,
+          preferred_element_type=sa[0])
   a, b = ensure_arraylike("matmul", a, b)
   for i, x in enumerate((a, b)):
     if x.ndim == 0:
@@ -434,7 +432,7 @@ def _pair(a, als, b, bls, needed, kw):
   contract = [c for c in shared if c not in needed]
   out = _contract(a, b, ([als.index(c) for c in contract], [bls.index(c) for c in contract]),
                   ([als.index(c) for c in batch], [bls.index(c) for c in batch]),
-                  kw["precision"], pet, False, keep_pet=True)
+                  kw["precision"], pet, False)
   return out, batch + [c for c in als if c not in shared] + [c for c in bls if c not in shared]
 
 
