@@ -149,3 +149,17 @@ def test_products_carry_preferred_element_type(fn, dtype):
   assert eqns and all(e.params["preferred_element_type"] == np.dtype(dtype) for e in eqns)
   w = lax.full((2,), 1.0, None)
   assert fn(w, w).weak_type
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 5, 4), (1, 4, 3)), ((2, 1, 5, 4), (1, 1, 4, 3)),
+                                   ((1, 2, 5, 4), (3, 1, 4, 3)), ((1, 5, 4), (4,)), ((4,), (1, 4, 3))])
+def test_matmul_squeezes_size1_batch_axes_of_both(sa, sb):
+  # JAX squeezes a batch axis of size 1 in both operands and restores it in the result
+  # (lax_numpy_test testMatmulBothSize1BatchDimsSqueezedJaxpr)
+  a, b = _R.standard_normal(sa), _R.standard_normal(sb)
+  np.testing.assert_allclose(jnp.matmul(a, b), np.matmul(a, b), rtol=1e-12)
+  np.testing.assert_allclose(nbjax.jit(jnp.matmul)(a, b), np.matmul(a, b), rtol=1e-12)
+  if (sa, sb) == ((1, 5, 4), (1, 4, 3)):
+    [dot] = [e for e in nbjax.make_jaxpr(jnp.matmul)(a, b).jaxpr.eqns
+             if e.primitive.name == "dot_general"]
+    assert [v.aval.shape for v in dot.invars] == [(5, 4), (4, 3)]

@@ -114,11 +114,16 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
   a_bd = (None,) * (nb - max(a.ndim - 2, 0)) + (a.shape[:-2] if a_mat else ())
   b_bd = (None,) * (nb - max(b.ndim - 2, 0)) + (b.shape[:-2] if b_mat else ())
   a_sq, b_sq, a_batch, b_batch, idx_batch, idx_a, idx_b = [], [], [], [], [], [], []
+  both = []  # size-1 batch axes of both: squeezed from both, restored in the result (JAX's)
   for i, (da, db) in enumerate(zip(a_bd, b_bd)):
     if da is None:
       idx_b.append(i)
     elif db is None:
       idx_a.append(i)
+    elif da == 1 and db == 1:
+      a_sq.append(len(idx_batch) + len(idx_a) + len(a_sq))
+      b_sq.append(len(idx_batch) + len(idx_b) + len(b_sq))
+      both.append(i)
     elif da == 1:
       idx_b.append(i)
       a_sq.append(len(idx_batch) + len(idx_a) + len(a_sq))
@@ -141,7 +146,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
                   precision, pet, weak, preferred_element_type is not None)
   idx = idx_batch + idx_a + idx_b
   perm = sorted(range(len(idx)), key=idx.__getitem__)
-  return out if perm == list(range(len(idx))) else lax.transpose(out, perm)
+  out = out if perm == list(range(len(idx))) else lax.transpose(out, perm)
+  return lax.expand_dims(out, tuple(both)) if both else out
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None):
