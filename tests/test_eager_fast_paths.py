@@ -163,3 +163,12 @@ def test_matmul_squeezes_size1_batch_axes_of_both(sa, sb):
     [dot] = [e for e in nbjax.make_jaxpr(jnp.matmul)(a, b).jaxpr.eqns
              if e.primitive.name == "dot_general"]
     assert [v.aval.shape for v in dot.invars] == [(5, 4), (4, 3)]
+
+
+def test_split_traced_sizes_raise_concretization_error():
+  # JAX lax_numpy_test testSplitTypeError
+  for f in (lambda i: jnp.split(jnp.zeros((12, 2)), i), lambda i: jnp.split(jnp.zeros((12, 2)), [2, i])):
+    with pytest.raises(nbjax.errors.ConcretizationTypeError,
+                       match="Abstract tracer value encountered where concrete value is expected"):
+      nbjax.jit(f)(2.)
+  assert len(jnp.split(jnp.zeros(3), jnp.array([1, 2]))) == 3

@@ -338,6 +338,9 @@ def _split(name, ary, indices_or_sections, axis, even):
   ary = ensure_arraylike(name, ary)
   axis = canonicalize_axis(axis, ary.ndim)
   n = ary.shape[axis]
+  for i in (indices_or_sections if isinstance(indices_or_sections, (tuple, list))
+            else (indices_or_sections,)):  # traced sizes: JAX's concretization error
+    core.concrete_or_error(None, i, f"in jax.numpy.{name} argument 1")
   if isinstance(indices_or_sections, (tuple, list)) or _util.ndim(indices_or_sections) == 1:
     cuts = [_util.index(i, "indices_or_sections") for i in np.asarray(indices_or_sections)]
     sizes = np.diff([0, *cuts, n]).tolist()
