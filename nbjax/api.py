@@ -1405,6 +1405,19 @@ def typeof(x):
   return get_aval(x)
 
 
+def _shape_abstractify(x):
+  """eval_shape's argument avals: as jit's, and, as JAX's, an aval itself or any object
+  with a ``shape`` and a ``dtype``."""
+  if isinstance(x, core.ShapedArray):
+    return x
+  try:
+    return _abstractify(x)
+  except TypeError:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+      return core.ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype))
+    raise
+
+
 def eval_shape(fun, *args, **kwargs):
   """The output shapes/dtypes of ``fun(*args, **kwargs)`` as ``ShapeDtypeStruct``s, computed
   by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""
@@ -1417,7 +1430,7 @@ def eval_shape(fun, *args, **kwargs):
       (args, kwargs), is_leaf=lambda x: key_sds(x) or _is_key(x))
   args_flat, in_tree = tree_flatten((args, kwargs))
   flat_fun, store = _flatten_fun(fun, in_tree)
-  _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_abstractify(x) for x in args_flat],
+  _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_shape_abstractify(x) for x in args_flat],
                                               fun_name=_fun_name(fun))
   out = tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                     for a in out_avals])

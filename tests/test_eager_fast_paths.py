@@ -172,3 +172,20 @@ def test_split_traced_sizes_raise_concretization_error():
                        match="Abstract tracer value encountered where concrete value is expected"):
       nbjax.jit(f)(2.)
   assert len(jnp.split(jnp.zeros(3), jnp.array([1, 2]))) == 3
+
+
+def test_eval_shape_takes_avals_and_shape_dtype_objects():
+  # JAX's eval_shape abstracts any object with a shape and a dtype, avals included
+  # (lax_numpy_test testSearchsortedDtype: int64 indices past 2**31 - 1 elements)
+  from nbjax import core
+  v = core.ShapedArray((), np.float32)
+  small = core.ShapedArray((np.iinfo(np.int32).max,), np.float32)
+  big = core.ShapedArray((np.iinfo(np.int32).max + 1,), np.float32)
+  assert nbjax.eval_shape(jnp.searchsorted, small, v).dtype == np.int32
+  assert nbjax.eval_shape(jnp.searchsorted, big, v).dtype == np.int64
+
+  class S:
+    shape, dtype = (3, 2), np.float32
+  assert nbjax.eval_shape(jnp.sin, S()).shape == (3, 2)
+  with pytest.raises(TypeError):
+    nbjax.jit(jnp.sin)(S())
