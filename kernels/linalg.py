@@ -302,6 +302,62 @@ def qr(a, q, r):
         Rout[i, c] = R[i, c]
 
 
+@njit(**_J)
+def qr_pivoted(a, q, r, p):
+  """QR with column pivoting (?geqp3's choice: at each step the remaining column of largest
+  norm below the factored rows, the first on ties): ``p[b]`` the column order, ``q[b] @
+  r[b] = a[b][:, p[b]]`` (the unpivoted Householder QR of the permuted columns)."""
+  B, m, n = a.shape
+  k = min(m, n)
+  ap = np.empty_like(a)
+  for bb in range(B):
+    R = a[bb].copy()
+    perm = np.arange(n)
+    for j in range(k):
+      best, c = -1.0, j
+      for cc in range(j, n):
+        s = 0.0
+        for i in range(j, m):
+          s += abs(R[i, cc]) ** 2
+        if s > best:
+          best, c = s, cc
+      if c != j:
+        for i in range(m):
+          t = R[i, j]
+          R[i, j] = R[i, c]
+          R[i, c] = t
+        t2 = perm[j]
+        perm[j] = perm[c]
+        perm[c] = t2
+      alpha = R[j, j]
+      xnorm2 = 0.0
+      for i in range(j + 1, m):
+        xnorm2 += abs(R[i, j]) ** 2
+      if xnorm2 == 0 and alpha.imag == 0:
+        continue
+      norm = np.sqrt(abs(alpha) ** 2 + xnorm2)
+      beta = -norm if alpha.real >= 0 else norm
+      tau = (beta - alpha) / beta
+      v = np.empty(m - j, a.dtype)
+      v[0] = 1
+      scale = 1 / (alpha - beta)
+      for i in range(j + 1, m):
+        v[i - j] = R[i, j] * scale
+      tc = np.conj(tau)
+      for cc in range(j, n):
+        w = R[j, cc]
+        for i in range(j + 1, m):
+          w += np.conj(v[i - j]) * R[i, cc]
+        w *= tc
+        for i in range(j, m):
+          R[i, cc] -= v[i - j] * w
+    for c in range(n):
+      p[bb, c] = perm[c]
+      for i in range(m):
+        ap[bb, i, c] = a[bb, i, perm[c]]
+  qr(ap, q, r)
+
+
 # ----------------------------------------------------------------- eigh / svd (LAPACK via numba)
 
 

@@ -315,10 +315,38 @@ def test_qr_jvp():
   testing.check_jvp(lambda x: lax.linalg.qr(x, full_matrices=False),
                     (A(rng.standard_normal((2, 5, 3))),))
   testing.check_jvp(lambda x: lax.linalg.qr(x), (A(rng.standard_normal((3, 5))),))
-  with pytest.raises(NotImplementedError, match="qr"):
-    api.jvp(lambda x: lax.linalg.qr(x), (A(np.ones((4, 2))),), (A(np.ones((4, 2))),))
-  with pytest.raises(NotImplementedError, match="qr: column pivoting"):
-    lax.linalg.qr(A(np.eye(3)), pivoting=True)
+  testing.check_jvp(lambda x: lax.linalg.qr(x), (A(rng.standard_normal((4, 2))),))
+
+
+def test_qr_pivoting_and_tall_complete_jvp_as_jax():
+  """JAX's linalg_test testScipyQrModes/testQrMultiply (pivoting=True) and testQr (the jvp
+  of complete QR of a tall matrix): values from jax 0.10.2."""
+  a = np.array([[2.0, 1.0, 0.5], [0.3, -1.0, 0.2], [0.1, 0.4, 3.0], [1.0, 0.0, -1.0],
+                [0.5, 0.5, 0.5]])
+  t = np.array([[0.1, 0.0, -0.2], [0.0, 0.3, 0.0], [0.5, 0.0, 0.1], [0.2, 0.1, 0.0],
+                [0.0, -0.3, 0.4]])
+  (q, r), (dq, dr) = api.jvp(lambda a: lax.linalg.qr(a, full_matrices=True), (a,), (t,))
+  np.testing.assert_allclose(dq, [[0.02949594, 0.03072617, 0.2081167, -0.1029563, 0.07103552], [0.01090946, -0.03296932, 0.04799065, -0.10449591, -0.2006928], [-0.21253237, -0.05754122, -0.0017809, -0.03638718, -0.14067798], [-0.05010269, -0.06958282, 0.04362807, -0.06486214, 0.0060135], [0.01818243, -0.15770578, -0.16652703, 0.00990908, 0.03561669]], atol=1e-8)
+  np.testing.assert_allclose(dr, [[-0.19455197, -0.07462876, -0.47932917], [0.0, -0.39792982, -0.08747797], [0.0, 0.0, -0.1250035], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], atol=1e-8)
+  f = lambda a: lax.linalg.qr(a[:3].T, pivoting=True, full_matrices=False)
+  for g in (f, nbjax.jit(f)):
+    (q, r, p), (dq, dr, _) = api.jvp(g, (a,), (t,))
+    assert p.dtype == np.int32
+    np.testing.assert_array_equal(p, [2, 0, 1])
+    np.testing.assert_allclose(q @ r, a[:3].T[:, [2, 0, 1]], atol=1e-12)
+  np.testing.assert_allclose(dq, [[-0.16385413, 0.01060818, -0.00990317],
+                                  [0.00504167, 0.00712114, 0.00403243],
+                                  [0.00478958, 0.14673199, 0.07388831]], atol=1e-8)
+  np.testing.assert_allclose(dr, [[-0.11558018, -0.12543664, -0.09286748],
+                                  [0.0, -0.00595839, -0.09938219], [0.0, 0.0, 0.27769491]],
+                             atol=1e-8)
+  import scipy.linalg as sl
+  b = np.random.default_rng(3).standard_normal((2, 4, 6)) + 0j
+  q, r, p = api.vmap(lambda b: lax.linalg.qr(b, pivoting=True))(b)
+  for i in range(2):
+    want_q, want_r, want_p = sl.qr(b[i], pivoting=True)
+    np.testing.assert_array_equal(p[i], want_p)
+    np.testing.assert_allclose(r[i], want_r, atol=1e-12)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

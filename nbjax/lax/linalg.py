@@ -1136,11 +1136,10 @@ qr_p.multiple_results = True
 
 def _qr_abstract_eval(x, *, pivoting, full_matrices, use_magma):
   batch = _linalg_check("qr", [x])
-  if pivoting:
-    raise NotImplementedError("qr: column pivoting (pivoting=True) is not implemented in nbjax")
   m, n = x.shape[-2:]
   k = m if full_matrices else min(m, n)
-  return [ShapedArray(batch + (m, k), x.dtype), ShapedArray(batch + (k, n), x.dtype)]
+  return [ShapedArray(batch + (m, k), x.dtype), ShapedArray(batch + (k, n), x.dtype)] + (
+      [ShapedArray(batch + (n,), np.dtype(np.int32))] if pivoting else [])
 
 
 def _qr_numba(x, *, pivoting, full_matrices, use_magma):
@@ -1149,14 +1148,19 @@ def _qr_numba(x, *, pivoting, full_matrices, use_magma):
   f = _flat(x)
   q = np.empty((f.shape[0], m, k), x.dtype)
   r = np.empty((f.shape[0], k, n), x.dtype)
+  p = np.empty((f.shape[0], n), np.int32)
   if f.shape[0]:
-    K.qr(f, q, r)
-  return [q.reshape(x.shape[:-2] + (m, k)), r.reshape(x.shape[:-2] + (k, n))]
+    if pivoting:
+      K.qr_pivoted(f, q, r, p)
+    else:
+      K.qr(f, q, r)
+  out = [q.reshape(x.shape[:-2] + (m, k)), r.reshape(x.shape[:-2] + (k, n))]
+  return out + [p.reshape(x.shape[:-2] + (n,))] if pivoting else out
 
 
 def _qr_numpy(x, *, pivoting, full_matrices, use_magma):
   m, n = x.shape[-2:]
-  if x.size == 0:
+  if x.size == 0 or pivoting:
     return _qr_numba(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
   q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
   return [q, r]
@@ -1181,6 +1185,14 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
   lax = _lax()
   x, = primals
   dx = ad.instantiate_zeros(tangents[0])
+  if pivoting:  # X P = Q R: the rule of the unpivoted QR of X P, with P held fixed
+    q, r, p = qr_p.bind(x, pivoting=True, full_matrices=full_matrices, use_magma=use_magma)
+    from nbjax.numpy import take_along_axis
+    xp = take_along_axis(x, lax.expand_dims(p, (p.ndim - 1,)), axis=-1)
+    dxp = take_along_axis(dx, lax.expand_dims(p, (p.ndim - 1,)), axis=-1)
+    (q, r), (dq, dr) = _qr_jvp((xp,), (dxp,), pivoting=False, full_matrices=full_matrices,
+                               use_magma=use_magma)
+    return [q, r, p], [dq, dr, ad.Zero.from_primal_value(p)]
   q, r = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
   m, n = _aval(x).shape[-2:]
   if m < n:  # wide: X = [X1 X2], R = [R1 R2]; square rule on X1, dR2 = dQ^H X2 + Q^H dX2
@@ -1190,8 +1202,19 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     return [q, r], [dq, lax.add(_pad_last2(dr1, (0, 0), (0, n - m)),
                                 _pad_last2(dr2, (0, 0), (m, 0)))]
   if full_matrices and m > n:
-    raise NotImplementedError("qr: the jvp of full_matrices=True for tall matrices (m > n) is "
-                              "not implemented in nbjax; use full_matrices=False")
+    # tall, complete: the thin rule on the first n columns; the complement Q2 follows from
+    # Q1 = [Q11; Q21] through Householder's construction: Q2 = [Q11 - I; Q21] Z-ish, with
+    # Z^H = (Q11 - I)^-H Q21^H, dQ2 = dQ1 Z^H - (Q1 + Q2 Z) (dQ21 - Z dQ11)^H
+    from nbjax.numpy import linalg as jla
+    q1, q2 = _slice_last2(q, (0, m), (0, n)), _slice_last2(q, (0, m), (n, m))
+    dq1, dr1 = _thin_qr_jvp(q1, _slice_last2(r, (0, n), (0, n)), dx)
+    q11, q21 = _slice_last2(q1, (0, n), (0, n)), _slice_last2(q1, (n, m), (0, n))
+    dq11, dq21 = _slice_last2(dq1, (0, n), (0, n)), _slice_last2(dq1, (n, m), (0, n))
+    zh = jla.solve(_H(lax.sub(q11, _eye_like(q11))), _H(q21))
+    z = _H(zh)
+    dq2 = lax.sub(_mm(dq1, zh), _mm(lax.add(q1, _mm(q2, z)), _H(lax.sub(dq21, _mm(z, dq11)))))
+    return [q, r], [lax.concatenate([dq1, dq2], _aval(dq1).ndim - 1),
+                    _pad_last2(dr1, (0, m - n), (0, 0))]
   dq, dr = _thin_qr_jvp(q, r, dx)
   return [q, r], [dq, dr]
 
@@ -1217,7 +1240,8 @@ qr_p.jvp = _qr_jvp
 
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
   """QR decomposition ``x = q @ r``: ``q`` unitary ``(…, m, m)`` (``(…, m, min(m, n))`` if not
-  ``full_matrices``), ``r`` upper triangular."""
+  ``full_matrices``), ``r`` upper triangular. With ``pivoting`` (LAPACK ?geqp3's column
+  choice), ``(q, r, p)``: ``x[..., p] = q @ r``, ``p`` int32 column indices."""
   return tuple(qr_p.bind(x, pivoting=bool(pivoting), full_matrices=bool(full_matrices),
                          use_magma=use_magma))
 
@@ -1836,6 +1860,16 @@ _BODIES = {
     K.qr(a, q, rr)
   return 0
 """,
+    "qr_pivoted": """
+  kq = ret_dim(cf, 0, r - 1)
+  kr = ret_dim(cf, 1, r - 2)
+  q = ret_flat(cf, 0, DT, B * m * kq).reshape((B, m, kq))
+  rr = ret_flat(cf, 1, DT, B * kr * n).reshape((B, kr, n))
+  p = ret_flat(cf, 2, np.int32, B * n).reshape((B, n))
+  if B > 0:
+    K.qr_pivoted(a, q, rr, p)
+  return 0
+""",
     "eigh": """
   fl = arg_flat(cf, 1, np.int32, 4)
   v = ret_flat(cf, 0, DT, B * n * n).reshape((B, n, n))
@@ -1941,9 +1975,8 @@ def _lu(ctx, x):
 
 
 def _qr(ctx, x, *, pivoting=False, full_matrices=True, use_magma=None):
-  if pivoting:
-    raise NotImplementedError("qr: column pivoting (pivoting=True) is not implemented")
-  return _ffi_call("qr", ctx.avals_in[0].dtype, [x], ctx.avals_out)
+  return _ffi_call("qr_pivoted" if pivoting else "qr", ctx.avals_in[0].dtype, [x],
+                   ctx.avals_out)
 
 
 def _eigh(ctx, x, *, lower=True, sort_eigenvalues=True, subset_by_index=None):
