@@ -212,6 +212,10 @@ def get_aval(x):
     return aval
   t = type(x)
   if isinstance(x, (np.ndarray, np.generic)):  # before Python scalars: np.float64 is a float
+    if isinstance(x, np.ma.MaskedArray):
+      raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                       "functions. Use arr.filled() to convert the value to a standard numpy "
+                       "array.")
     return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype))
   if t in _PY_SCALARS or isinstance(x, _PY_SCALARS):
     return ShapedArray((), dtypes.dtype(x, canonicalize=True), t is not bool)

@@ -189,3 +189,27 @@ def test_eval_shape_takes_avals_and_shape_dtype_objects():
   assert nbjax.eval_shape(jnp.sin, S()).shape == (3, 2)
   with pytest.raises(TypeError):
     nbjax.jit(jnp.sin)(S())
+
+
+def test_array_constructor_as_jax():
+  # JAX lax_numpy_test testArrayPositionalDeprecation, testArrayFromMasked,
+  # testArrayUnsupportedDtypeError, testJaxArrayOps
+  x = jnp.array([1, 2, 3])
+  with pytest.warns(DeprecationWarning, match="Passing the copy, order, and ndmin arguments"):
+    assert jnp.array(x, None, False) is x
+  with pytest.warns(DeprecationWarning, match="Passing the copy, order, and ndmin arguments"):
+    assert jnp.array(x, None, True) is not x
+  with pytest.raises(TypeError, match="got multiple values for argument 'copy'"):
+    jnp.array(x, None, True, copy=False)
+  m = np.ma.array([1, 2], mask=[True, False])
+  np.testing.assert_array_equal(jnp.array(m), [1, 2])  # the mask is stripped, as NumPy's
+  with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+    nbjax.jit(jnp.asarray)(m)
+  with pytest.raises(TypeError, match="JAX only supports number, bool, and string dtypes"):
+    jnp.array(3, [("a", "<i4"), ("b", "<i4")])
+
+  class ArrayLike:
+    def __jax_array__(self):
+      return jnp.array(3.)
+  np.testing.assert_array_equal(ArrayLike() * jnp.arange(4.), 3. * np.arange(4.))
+  np.testing.assert_array_equal(jnp.arange(4.) - ArrayLike(), np.arange(4.) - 3.)

@@ -41,12 +41,23 @@ def _leaves(obj, out, dtype=None):
   return out
 
 
-def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  # noqa: A002
+def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None):  # noqa: A002
   """Create an array from an array-like: nested lists/tuples (of scalars, arrays or
   tracers), NumPy arrays, Python scalars (JAX implementation of :func:`numpy.array`).
 
   Python scalars give weakly typed arrays, as in JAX; NumPy data is copied, so later
   mutation of the source never shows through."""
+  if args:  # JAX's deprecated positional copy, order, ndmin
+    if len(args) > 3:
+      raise TypeError(f"array() takes at most 5 positional arguments but {len(args) + 2} were "
+                      "given")
+    for i, name in enumerate(["copy", "order", "ndmin"]):
+      if i < len(args) and [copy, order, ndmin][i] != [True, "K", 0][i]:
+        raise TypeError(f"array() got multiple values for argument '{name}'")
+    copy, order, ndmin = (list(args) + [copy, order, ndmin][len(args):])[:3]
+    import warnings
+    warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is "
+                  "deprecated. Use keyword arguments instead.", DeprecationWarning, stacklevel=2)
   if type(object) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
   del device
@@ -54,7 +65,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
   if object is None:
     raise ValueError("None is not a valid value for jnp.array")
-  dtype = canonicalize_user_dtype(dtype)
+  dtype = canonicalize_user_dtype(dtype, "array")
   if hasattr(object, "__jax_array__") and not isinstance(object, (Array, Tracer)):
     object = object.__jax_array__()
   weak = dtype is None and dtypes.is_weakly_typed(object)

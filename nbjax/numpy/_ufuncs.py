@@ -195,6 +195,9 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         out = _traced(name, prim, ok, scalar_fast, x, y)
         if out is not None:
           return out
+      if hasattr(x, "__jax_array__") or hasattr(y, "__jax_array__"):  # (JAX's array-likes)
+        x, y = (a.__jax_array__() if hasattr(a, "__jax_array__") and not isinstance(
+            a, (Array, Tracer)) else a for a in (x, y))
       return general(x, y)
   f.__name__ = f.__qualname__ = name
   f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."

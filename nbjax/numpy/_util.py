@@ -239,11 +239,20 @@ def plain_dtype(dtype):
   return dtypes.canonicalize_dtype(dtype)
 
 
-def canonicalize_user_dtype(dtype):
-  """A user-supplied dtype as a canonical np.dtype (``None`` stays ``None``)."""
+def canonicalize_user_dtype(dtype, name=None):
+  """A user-supplied dtype as a canonical np.dtype (``None`` stays ``None``); a NumPy dtype
+  JAX has no arrays of (structured, object) raises JAX's TypeError, naming ``name``."""
   if dtype is None:
     return None
-  return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+  try:
+    return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+  except TypeError:
+    try:
+      np.dtype(dtype)
+    except TypeError:
+      raise
+    raise TypeError("JAX only supports number, bool, and string dtypes, got dtype "
+                    f"{dtype}" + (f" in {name}" if name else "")) from None
 
 # ----------------------------------------------------------------- shapes
 
