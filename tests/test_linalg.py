@@ -800,3 +800,16 @@ def test_eig_eigenvector_derivatives_as_jax():
     api.jvp(lambda a: lax.linalg.eig(a)[2], (a,), (t,))
   check_grads(lambda a: tuple(v * v for v in lax.linalg.eig(
       a, enable_eigvec_derivs=True)), (a + 0.5j * t,), order=2, rtol=1e-3, atol=1e-3)
+
+
+def test_linalg_jvp_products_at_highest_precision():
+  """JAX's linalg_test testCholeskyGradPrecision/testTriangularSolveGradPrecision: the
+  derivative rules' dot_generals ask for Precision.HIGHEST."""
+  import functools
+  a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+  b = np.ones((1, 3), np.float32)
+  for f, args in ((nbjax.numpy.linalg.cholesky, (a,)), (lax.linalg.triangular_solve,
+                                                        (np.tril(a), b))):
+    eqns = nbjax.make_jaxpr(functools.partial(api.jvp, f))(args, args).jaxpr.eqns
+    precisions = [e.params["precision"] for e in eqns if e.primitive.name == "dot_general"]
+    assert precisions and all(p == (lax.Precision.HIGHEST,) * 2 for p in precisions)
