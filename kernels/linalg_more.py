@@ -1,4 +1,5 @@
 """numba kernels for the rarer LAPACK decompositions: Schur (?gees), Hessenberg (?gehrd),
+Householder QR in LAPACK's packed form (?geqrf),
 symmetric tridiagonal reduction (?sytrd/?hetrd), Householder products (?orgqr/?ungqr),
 their application (?ormqr/?unmqr) and tridiagonal solves (?gtsv).
 
@@ -41,6 +42,7 @@ _SYTRD = _family("sytrd", "hetrd", 10)
 _ORGQR = _family("orgqr", "ungqr", 9)
 _ORMQR = _family("ormqr", "unmqr", 13)
 _GTSV = _family("gtsv", "gtsv", 8)
+_GEQRF = _family("geqrf", "geqrf", 8)
 
 
 def _keep(*arrs):
@@ -197,6 +199,50 @@ def hessenberg(a, out, taus):
       continue
     out[bb] = f
     for i in range(n - 1):
+      taus[bb, i] = tau[i]
+
+
+# ----------------------------------------------------------------- Householder QR (?geqrf)
+
+
+def _geqrf(f, tau):
+  """?geqrf on the Fortran-ordered (m, n) ``f``; returns info."""
+
+
+@overload(_geqrf, jit_options=dict(cache=True))
+def _geqrf_ov(f, tau):
+  fn = _GEQRF[as_dtype(f.dtype)]
+
+  def impl(f, tau):
+    m, n = f.shape
+    mm, nn, lda, info, lw = _i32(m), _i32(n), _i32(max(1, m)), _i32(0), _i32(-1)
+    work = np.empty(1, f.dtype)
+    fn(mm.ctypes, nn.ctypes, f.ctypes, lda.ctypes, tau.ctypes, work.ctypes, lw.ctypes,
+       info.ctypes)
+    work = np.empty(_lwork(work), f.dtype)
+    lw[0] = work.size
+    fn(mm.ctypes, nn.ctypes, f.ctypes, lda.ctypes, tau.ctypes, work.ctypes, lw.ctypes,
+       info.ctypes)
+    _keep(mm, nn, lda, info, lw, work, f, tau)
+    return info[0]
+  return impl
+
+
+@njit(**_J)
+def geqrf(a, out, taus):
+  """?geqrf per matrix: ``out[b]`` holds R on and above the diagonal and the Householder
+  vectors below it, ``taus[b]`` (min(m, n)) their scalar factors. NaNs where LAPACK fails."""
+  B, m, n = a.shape
+  k = min(m, n)
+  for bb in range(B):
+    f = np.asfortranarray(a[bb])
+    tau = np.empty(max(1, k), a.dtype)
+    if m > 0 and n > 0 and _geqrf(f, tau) != 0:
+      _fill_nan(out[bb])
+      _fill_nan(taus[bb])
+      continue
+    out[bb] = f
+    for i in range(k):
       taus[bb, i] = tau[i]
 
 

@@ -659,3 +659,19 @@ def test_tridiagonal_solve_perturb_singular_as_jax():
     x = np.asarray(g(z, z, z, np.ones((3, 1), np.float32), perturb_singular=True))
     assert np.isfinite(x).all() and (np.abs(x) > 1e6).all()
     assert not np.isfinite(np.asarray(g(z, z, z, np.ones((3, 1), np.float32)))).all()
+
+
+def test_numpy_qr_raw_mode_as_lapack():
+  """JAX's linalg_test testNumpyQrModes(mode='raw'): ``(h, tau)`` as NumPy's (LAPACK
+  ?geqrf, ``h`` transposed), eagerly, under jit and vmap, empty matrices included."""
+  a = np.random.default_rng(0).standard_normal((2, 4, 3))
+  for f in (jnp.linalg.qr, nbjax.jit(jnp.linalg.qr, static_argnames="mode")):
+    h, tau = f(a[0], mode="raw")
+    want_h, want_tau = np.linalg.qr(a[0], mode="raw")
+    np.testing.assert_allclose(h, want_h, atol=1e-14)
+    np.testing.assert_allclose(tau, want_tau, atol=1e-14)
+    assert [x.shape for x in f(np.ones((0, 2)), mode="raw")] == [(2, 0), (0,)]
+  h, tau = nbjax.vmap(lambda a: jnp.linalg.qr(a, mode="raw"))(a + 0.5j)
+  want_h, want_tau = np.linalg.qr(a[1] + 0.5j, mode="raw")
+  np.testing.assert_allclose(h[1], want_h, atol=1e-14)
+  np.testing.assert_allclose(tau[1], want_tau, atol=1e-14)

@@ -205,6 +205,65 @@ def hessenberg(a):
 
 
 
+# ================================================================= geqrf
+
+geqrf_p = Primitive("geqrf")
+geqrf_p.multiple_results = True
+
+
+def _geqrf_abstract_eval(a):
+  batch = _check("geqrf", [a])
+  return [ShapedArray(a.shape, a.dtype), ShapedArray(batch + (min(a.shape[-2:]),), a.dtype)]
+
+
+def _geqrf_numba(a):
+  f = _flat(a)
+  k = min(f.shape[-2:])
+  out = np.empty(f.shape, a.dtype)
+  taus = np.empty((f.shape[0], k), a.dtype)
+  if f.shape[0]:
+    K.geqrf(f, out, taus)
+  return [out.reshape(a.shape), taus.reshape(a.shape[:-2] + (k,))]
+
+
+def _geqrf_reference(a):
+  """SciPy's ?geqrf wrapper, per matrix; tests only."""
+  from scipy.linalg import lapack
+  f = _flat(a)
+  k = min(f.shape[-2:])
+  out, taus = np.empty(f.shape, a.dtype), np.empty((f.shape[0], k), a.dtype)
+  for b in range(f.shape[0] if f.size else 0):
+    geqrf, = lapack.get_lapack_funcs(("geqrf",), (f[b],))
+    qr, tau, _, _ = geqrf(f[b])
+    out[b], taus[b] = qr, tau[:k]
+  return [out.reshape(a.shape), taus.reshape(a.shape[:-2] + (k,))]
+
+
+def _geqrf_samples(rng, d):
+  d = np.dtype(d)
+  return [([_rand(rng, (4, 3), d)], {}), ([_rand(rng, (2, 3, 5), d)], {}),
+          ([_rand(rng, (1, 1), d)], {})]
+
+
+def _geqrf_bad(rng):
+  return [([Array(np.ones((2, 2), np.int32))], {}, TypeError),
+          ([Array(np.ones((3,)))], {}, TypeError)]
+
+
+_register(geqrf_p, numba=_geqrf_numba, numpy=None, abstract_eval=_geqrf_abstract_eval,
+          samples=_geqrf_samples, bad=_geqrf_bad, reference=_geqrf_reference,
+          differentiable=False,
+          note="LAPACK ?geqrf through SciPy's cython_lapack, eagerly and under jit; reference: "
+               "SciPy's geqrf")
+
+
+def geqrf(a):
+  """Householder QR in LAPACK's packed form (?geqrf): ``(a, taus)``, R on and above the
+  diagonal of ``a``, the reflectors below it, ``taus`` (``[..., min(m, n)]``) their factors
+  (``householder_product(a, taus)`` is Q)."""
+  return tuple(geqrf_p.bind(a))
+
+
 # ================================================================= householder_product
 
 householder_product_p = Primitive("householder_product")
@@ -845,6 +904,14 @@ _BODIES = {
     KM.hessenberg(a, out, taus)
   return 0
 """,
+    "geqrf": """
+  k = min(m, n)
+  out = ret_flat(cf, 0, DT, B * m * n).reshape((B, m, n))
+  taus = ret_flat(cf, 1, DT, B * k).reshape((B, k))
+  if B > 0:
+    KM.geqrf(a, out, taus)
+  return 0
+""",
     "householder_product": """
   k = arg_dim(cf, 1, r - 2)
   taus = arg_flat(cf, 1, DT, B * k).reshape((B, k))
@@ -928,6 +995,14 @@ def _hessenberg_lowering(ctx, a):
   return _ffi_call("hessenberg", aval.dtype, [a], ctx.avals_out)
 
 
+def _geqrf_lowering(ctx, a):
+  aval = ctx.avals_in[0]
+  if math.prod(aval.shape) == 0:
+    return _zeros_out(ctx)
+  return _ffi_call("geqrf", aval.dtype, [a], ctx.avals_out)
+
+
+lowering.register("geqrf", _geqrf_lowering)
 lowering.register("schur", _schur_lowering)
 lowering.register("hessenberg", _hessenberg_lowering)
 

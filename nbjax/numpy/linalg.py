@@ -187,10 +187,14 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 
 
 def qr(a, mode="reduced"):
-  """QR decomposition (``mode``: 'reduced' (also 'full', NumPy's old name), 'complete' or
-  'r')."""
+  """QR decomposition (``mode``: 'reduced' (also 'full', NumPy's old name), 'complete',
+  'r', or 'raw': LAPACK's packed form ``(h, tau)``, ``h`` the transposed ?geqrf result)."""
   a = ensure_arraylike("qr", a)
   a, = _util.promote_dtypes_inexact(a)
+  if mode == "raw":
+    from nbjax.lax._linalg_more import geqrf
+    h, taus = geqrf(a)
+    return QRResult(_manip.matrix_transpose(h), taus)
   if mode not in ("reduced", "complete", "r", "full"):
     raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
   q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
