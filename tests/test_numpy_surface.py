@@ -533,12 +533,11 @@ def test_ml_dtype_scalar_types(name):
 # ----------------------------------------------------------------- the odds and ends
 
 
-def test_row_stack_rollaxis_fix():
-  check(jnp.row_stack([np.arange(3), np.arange(3)]), np.vstack([np.arange(3)] * 2))
+def test_rollaxis_and_names_jax_removed():
+  assert not hasattr(jnp, "row_stack") and not hasattr(jnp, "fix")  # (gone in JAX 0.10)
   a = np.ones((2, 3, 4))
   for args in ((2,), (0, 3), (-1, 1), (1, 0), (2, 1)):
     assert jnp.rollaxis(a, *args).shape == np.rollaxis(a, *args).shape
-  check(jnp.fix(np.array([-1.5, 2.5])), np.fix([-1.5, 2.5]))
 
 
 def test_tri_family_static_k_under_jit():
@@ -641,3 +640,20 @@ def test_array_of_big_ints_with_dtype_as_jax():
   x = jnp.array([[6, 2 ** 64 - 1, 0, 4, 3, 1, 0, 7, 5, 2, 3]], dtype="uint64")
   np.testing.assert_array_equal(np.sort(np.asarray(jnp.argpartition(x, 7, axis=-1))),
                                 [np.arange(11)])
+
+
+def test_signatures_follow_numpy_where_jax_does():
+  # JAX lax_numpy_test testWrappedSignaturesMatch: parameter names and order as NumPy's
+  import inspect
+  params = lambda f: list(inspect.signature(f).parameters)
+  assert params(jnp.broadcast_to)[:2] == ["array", "shape"]
+  assert params(jnp.compress)[:3] == ["condition", "a", "axis"] and "out" in params(jnp.compress)
+  assert params(jnp.isposinf) == params(jnp.isneginf) == ["x", "out"]
+  assert params(jnp.concat) == ["arrays", "axis"]
+  for f in (jnp.std, jnp.var):
+    assert params(f)[-3:] == ["where", "mean", "correction"]
+  assert {"args", "device", "out_sharding"} <= set(params(jnp.array))
+  with pytest.raises(NotImplementedError, match="The 'out' argument to isneginf/isposinf"):
+    jnp.isposinf(1.0, out=np.zeros(()))
+  with pytest.raises(NotImplementedError, match="The 'out' argument to jnp.compress"):
+    jnp.compress(np.array([True]), np.ones(1), out=np.zeros(1))

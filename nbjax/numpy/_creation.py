@@ -41,7 +41,8 @@ def _leaves(obj, out, dtype=None):
   return out
 
 
-def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None):  # noqa: A002
+def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,  # noqa: A002
+          out_sharding=None):
   """Create an array from an array-like: nested lists/tuples (of scalars, arrays or
   tracers), NumPy arrays, Python scalars (JAX implementation of :func:`numpy.array`).
 
@@ -60,7 +61,7 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None)
                   "deprecated. Use keyword arguments instead.", DeprecationWarning, stacklevel=2)
   if type(object) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
-  del device
+  del device, out_sharding  # (one device: nothing to shard)
   if order not in (None, "K", "A", "C"):
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
   if object is None:

@@ -985,8 +985,10 @@ def extract(condition, arr, *, size=None, fill_value=0):
                   size=size, fill_value=fill_value)
 
 
-def compress(condition, a, axis=None, *, size=None, fill_value=0):
+def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
   """Slices of ``a`` along ``axis`` where ``condition`` is true (eager unless ``size``)."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
   condition, a = ensure_arraylike("compress", condition, a)
   if condition.ndim != 1:
     raise ValueError("condition must be a 1D array")

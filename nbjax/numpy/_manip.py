@@ -265,7 +265,9 @@ def concatenate(arrays, axis=0, dtype=None):
   return arrays[0] if len(arrays) == 1 else lax.concatenate(arrays, axis)
 
 
-concat = concatenate
+def concat(arrays, /, *, axis=0):
+  """Join ``arrays`` along ``axis`` (the Array API's name; no ``dtype``, as JAX's)."""
+  return concatenate(arrays, axis)
 
 
 def stack(arrays, axis=0, out=None, dtype=None):
@@ -314,8 +316,6 @@ def vstack(tup, dtype=None):
   """Stack vertically (axis 0 of the arrays as at least 2-d)."""
   return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
 
-
-row_stack = vstack
 
 
 def dstack(tup, dtype=None):

@@ -278,7 +278,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None, mean=None):
+        mean=None, correction=None):
   """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed;
   ``mean`` (keepdims-shaped) replaces the computed mean, as JAX's ``mean=``."""
   _no_out("var", out)
@@ -326,7 +326,7 @@ _mean = mean
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None, mean=None):
+        mean=None, correction=None):
   """Standard deviation over ``axis``: ``sqrt(var(...))``."""
   where = _check_where("std", where)
   if dtype is not None:

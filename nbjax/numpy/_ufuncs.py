@@ -462,7 +462,6 @@ def _trunc(x):
 
 
 trunc = _int_passthrough("trunc", _trunc, None)
-fix = _int_passthrough("fix", _trunc, None)
 
 
 def _round_even(x):
@@ -838,8 +837,10 @@ def _no_complex_inf(x):
     raise ValueError("isposinf/isneginf are not well defined for complex types")
 
 
-def isposinf(x, /):
+def isposinf(x, /, out=None):
   """Elementwise test for +inf."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to isneginf/isposinf is not supported.")
   x = ensure_arraylike("isposinf", x)
   _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):
@@ -847,8 +848,10 @@ def isposinf(x, /):
   return lax.eq(x, _const(x, np.inf))
 
 
-def isneginf(x, /):
+def isneginf(x, /, out=None):
   """Elementwise test for -inf."""
+  if out is not None:
+    raise NotImplementedError("The 'out' argument to isneginf/isposinf is not supported.")
   x = ensure_arraylike("isneginf", x)
   _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):

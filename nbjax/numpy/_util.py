@@ -349,8 +349,10 @@ def promote_args_numeric(name, *args):
   return promote_shapes(name, *promote_dtypes_numeric(*args))
 
 
-def broadcast_to(x, shape):
-  """``x`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``)."""
+def broadcast_to(array, shape, *, out_sharding=None):
+  """``array`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``);
+  ``out_sharding`` is accepted for JAX's signature (one device: nothing to shard)."""
+  x = array
   if type(x) in key_types:  # a key array (nbjax.prng)
     return key_impls["broadcast_to"](x, shape)
   x = as_array(x)
