@@ -439,3 +439,20 @@ def test_spectral_under_strict_promotion_and_rank_raise_as_jax():
     _, _, z = S.stft(np.cos(np.arange(20.0)).reshape(2, 10), nperseg=4)
     _, xr = S.istft(z, nperseg=4)
     np.testing.assert_allclose(xr, np.cos(np.arange(20.0)).reshape(2, 10), atol=1e-12)
+
+
+def test_dct_idct_under_strict_promotion():
+  """JAX's scipy_fft_test testDct*/testiDct* run under strict dtype promotion: the
+  rotations are complex constants, the real input converted explicitly."""
+  from nbjax.scipy import fft as F
+  x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+  with nbjax.numpy_dtype_promotion("strict"):
+    for norm in (None, "ortho"):
+      got = F.dctn(x, norm=norm)
+      assert got.dtype == np.float32
+      np.testing.assert_allclose(got, sfft.dctn(x, norm=norm), rtol=2e-5, atol=2e-5)
+      back = F.idctn(got, norm=norm)
+      assert back.dtype == np.float32
+      np.testing.assert_allclose(back, x, rtol=2e-5, atol=2e-5)
+      np.testing.assert_allclose(F.idct(x, norm=norm, axis=0), sfft.idct(x, norm=norm, axis=0),
+                                 rtol=2e-5, atol=2e-5)

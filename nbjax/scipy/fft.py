@@ -30,6 +30,13 @@ def _check(name, type, norm):
     raise ValueError(f"jax.scipy.fft.{name}: {norm=!r} is not implemented")
 
 
+def _phase(sign, size, dtype, axis, ndim):
+  """``exp(sign i pi k / size)`` for ``k`` along ``axis``, a constant in the complex ``dtype``
+  (no promotion of the operand: strict-promotion-safe)."""
+  return _along(jnp.asarray(np.exp(sign * 1j * np.pi * np.arange(size) / size), dtype), axis,
+                ndim)
+
+
 def _along(v, axis, ndim):
   """A 1-D array shaped to broadcast along ``axis`` of a rank-``ndim`` array."""
   return v.reshape([-1 if a == axis else 1 for a in range(ndim)])
@@ -102,8 +109,7 @@ def dct(x, type=2, n=None, axis=-1, norm=None):
   x = _fit(x, n, axis)
   size = x.shape[axis]
   spec = jnp_fft.fft(jnp.take(x, _zigzag(size), axis=axis), axis=axis)
-  k = _along(jnp.arange(size, dtype=spec.real.dtype), axis, x.ndim)
-  out = 2 * (spec * jnp.exp(-0.5j * np.pi * k / size)).real
+  out = 2 * (spec * _phase(-0.5, size, spec.dtype, axis, x.ndim)).real
   return _ortho(out, axis) if norm == "ortho" else out
 
 
@@ -137,8 +143,9 @@ def idct(x, type=2, n=None, axis=-1, norm=None):
   # per-frequency weights: half the zero frequency (backward); ortho also undoes its scale
   first = np.arange(size) == 0
   w = np.sqrt(np.where(first, size, 2 * size)) if norm == "ortho" else np.where(first, 0.5, 1.0)
-  k = _along(jnp.arange(size, dtype=x.dtype), axis, x.ndim)
-  z = x * _along(jnp.asarray(w, x.dtype), axis, x.ndim) * jnp.exp(0.5j * np.pi * k / size)
+  z = x * _along(jnp.asarray(w, x.dtype), axis, x.ndim)
+  z = lax.convert_element_type(z, _util.to_complex_dtype(z.dtype))
+  z = z * _phase(0.5, size, z.dtype, axis, x.ndim)
   u = jnp_fft.ifft(z, axis=axis).real
   return jnp.take(u, np.argsort(_zigzag(size)), axis=axis)
 
