@@ -1411,3 +1411,13 @@ def test_einsum_dot_one_dot_general_for_mixed_dtypes_and_explicit_paths():
                      "simultaneous contraction of 3 or more operands"):
     jnp.einsum("ij,ik,il->jkl", np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 5)),
                optimize=[(0, 1, 2)])
+
+
+def test_einsum_path_takes_opt_einsum_strategy_names():
+  """JAX's lax_numpy_einsum_test test_einsum_path_optimization_modes: einsum_path takes
+  opt_einsum's strategy names ('auto', 'eager', ...), and einsum takes the path back."""
+  ops = [np.arange(4.0).reshape(2, 2), np.ones((2, 3)), np.arange(6.0).reshape(3, 2)]
+  for optimize in (True, False, "optimal", "auto", "greedy", "eager", "dp"):
+    path, _ = jnp.einsum_path("ij,jk,kl", *ops, optimize=optimize)
+    np.testing.assert_allclose(jnp.einsum("ij,jk,kl", *ops, optimize=path),
+                               ops[0] @ ops[1] @ ops[2])

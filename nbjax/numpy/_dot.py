@@ -476,7 +476,10 @@ def _contraction_path(ins, out, shapes, optimize):
 
 def einsum_path(subscripts, *operands, optimize="greedy"):
   """The contraction path ``einsum`` takes for these operands (NumPy's planner on their
-  shapes) and NumPy's report of it."""
+  shapes) and NumPy's report of it. opt_einsum's strategy names that NumPy lacks ('auto',
+  'eager', 'dp', 'branch-*', ...) plan greedily."""
+  if isinstance(optimize, str) and optimize not in ("greedy", "optimal"):
+    optimize = "greedy"
   shapes = [np.shape(o) for o in operands]
   dummies = [np.lib.stride_tricks.as_strided(np.zeros(1), s, [0] * len(s)) for s in shapes]
   return np.einsum_path(subscripts, *dummies, optimize=optimize)
