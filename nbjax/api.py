@@ -1162,7 +1162,7 @@ def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
 
   def type_str(x):
     try:
-      return get_aval(x).str_short()
+      return get_aval(x).str_short(short_dtypes=False)
     except TypeError:
       return "unknown"
 

@@ -89,17 +89,28 @@ def test_inconsistent_sizes_error_names_arguments():
     vmap(f)(np.ones(3), np.ones(4))
   msg = str(e.value)
   assert msg.startswith("vmap got inconsistent sizes for array axes to be mapped:\n")
-  assert "* one axis had size 3: axis 0 of argument x of type f64[3]" in msg
-  assert "* one axis had size 4: axis 0 of argument y of type f64[4]" in msg
+  assert "* one axis had size 3: axis 0 of argument x of type float64[3]" in msg
+  assert "* one axis had size 4: axis 0 of argument y of type float64[4]" in msg
 
   def g(a, b, c):
     return a
   with pytest.raises(ValueError, match=r"most axes \(2 of them\) had size 2, e.g. axis 0 of "
-                                       r"argument a of type f64\[2\];\n  \* one axis had size 5: "
-                                       r"axis 1 of argument c\['k'\] of type f64\[3,5\]"):
+                                       r"argument a of type float64\[2\];\n  \* one axis had size 5: "
+                                       r"axis 1 of argument c\['k'\] of type float64\[3,5\]"):
     vmap(g, in_axes=(0, 0, {"k": 1}))(np.ones(2), np.ones(2), {"k": np.ones((3, 5))})
   with pytest.raises(ValueError, match="the `axis_size` argument was 7"):
     vmap(f, axis_size=7)(np.ones(3), np.ones(3))
+  # JAX 0.10.2's exact text (api_test test_vmap_explicit_axis_size_mismatch / _mismatched_keyword)
+  with pytest.raises(ValueError) as e:
+    vmap(lambda x: x, in_axes=0, axis_size=2)(np.arange(8, dtype=np.int32))
+  assert str(e.value) == ("vmap got inconsistent sizes for array axes to be mapped:\n"
+                          "  * the `axis_size` argument was 2;\n"
+                          "  * one axis had size 8: axis 0 of argument x of type int32[8]")
+  with pytest.raises(ValueError) as e:
+    vmap(f)(np.array([1], np.int32), y=np.array([1, 2], np.int32))
+  assert str(e.value) == ("vmap got inconsistent sizes for array axes to be mapped:\n"
+                          "  * one axis had size 1: axis 0 of argument x of type int32[1];\n"
+                          "  * one axis had size 2: axis 0 of kwargs['y'] of type int32[2]")
 
 
 def test_rank_too_small_error():
