@@ -20,7 +20,7 @@ from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.fusion import Lazy
-from nbjax.numpy import _util
+from nbjax.numpy import _ufunc_docs, _util
 from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
                                promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
                                promote_dtypes_numeric)
@@ -106,7 +106,7 @@ def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
         return prim.bind(x)
       return general(x)
   f.__name__ = f.__qualname__ = name
-  f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
+  f.__doc__ = _ufunc_docs.doc(name, f)
   return f
 
 
@@ -200,7 +200,7 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
             a, (Array, Tracer)) else a for a in (x, y))
       return general(x, y)
   f.__name__ = f.__qualname__ = name
-  f.__doc__ = f"Elementwise ``{name}`` (JAX implementation of :func:`numpy.{name}`)."
+  f.__doc__ = _ufunc_docs.doc(name, f)
   f._general, f._prim_name, f._kinds = general, prim_name, kinds
   return f
 
@@ -247,7 +247,7 @@ multiply = _binary("multiply", _multiply, "mul", ufunc=True)
 true_divide = _std_binary("true_divide", lax.div, "div", promote_args_inexact,
                           kinds="fc")
 divide = _std_binary("divide", lax.div, "div", promote_args_inexact, kinds="fc")
-divide.__doc__ = "Elementwise true division ``x / y`` (JAX implementation of :func:`numpy.divide`)."
+divide.__doc__ = "Alias of :func:`nbjax.numpy.true_divide`."
 
 
 def _replace_zero(x):
@@ -318,6 +318,7 @@ def _remainder(x, y):
 
 remainder = _binary("remainder", _remainder)
 mod = _binary("mod", _remainder)
+mod.__doc__ = "Alias of :func:`nbjax.numpy.remainder`."
 
 
 def _fmod(x, y):
@@ -386,7 +387,7 @@ def power(x1, x2, /):
   return out
 
 
-pow = power  # noqa: A001 (NumPy's name)
+pow = _ufunc_docs.alias(power, "power")  # noqa: A001 (NumPy's name)
 
 
 def float_power(x1, x2, /):
@@ -411,6 +412,7 @@ def _abs(x):
 
 absolute = _unary("absolute", _abs, "abs", kinds="ifc")
 abs = _unary("abs", _abs, "abs", kinds="ifc")  # noqa: A001
+abs.__doc__ = "Alias of :func:`nbjax.numpy.absolute`."
 
 
 def fabs(x, /):
@@ -492,7 +494,7 @@ def round(a, decimals=0, out=None):  # noqa: A001
   return _util.convert(out, a.dtype, a.weak_type) if a.dtype == np.float16 else out
 
 
-around = round
+around = _ufunc_docs.alias(round, "round")
 
 
 def rint(x, /):
@@ -524,8 +526,8 @@ tanh = _inexact_unary("tanh", lax.tanh, "tanh")
 arcsinh = _inexact_unary("arcsinh", lax.asinh, "asinh")
 arccosh = _inexact_unary("arccosh", lax.acosh, "acosh")
 arctanh = _inexact_unary("arctanh", lax.atanh, "atanh")
-asin, acos, atan = arcsin, arccos, arctan
-asinh, acosh, atanh = arcsinh, arccosh, arctanh
+asin, acos, atan, asinh, acosh, atanh = (
+    _ufunc_docs.alias(f, f.__name__) for f in (arcsin, arccos, arctan, arcsinh, arccosh, arctanh))
 
 
 def _log_scaled(name, div, scale):
@@ -568,7 +570,7 @@ def _reciprocal(x):
 reciprocal = _unary("reciprocal", _reciprocal)
 arctan2 = _std_binary("arctan2", lax.atan2, "atan2", promote_args_inexact,
                       kinds="f")
-atan2 = arctan2
+atan2 = _ufunc_docs.alias(arctan2, "arctan2")
 
 
 def _scale(name, factor):
@@ -578,8 +580,10 @@ def _scale(name, factor):
   return _unary(name, f)
 
 
-deg2rad = radians = _scale("deg2rad", np.pi / 180)
-rad2deg = degrees = _scale("rad2deg", 180 / np.pi)
+deg2rad = _scale("deg2rad", np.pi / 180)
+rad2deg = _scale("rad2deg", 180 / np.pi)
+radians = _ufunc_docs.alias(deg2rad, "deg2rad")
+degrees = _ufunc_docs.alias(rad2deg, "rad2deg")
 
 
 def _strong_unless_both_weak(x1, x2, promoted):
@@ -793,7 +797,8 @@ def _invert(x):
 
 
 invert = _unary("invert", _invert, "not")
-bitwise_not = bitwise_invert = invert
+bitwise_not = _ufunc_docs.alias(invert, "invert")
+bitwise_invert = _ufunc_docs.alias(invert, "invert")
 
 
 def _left_shift(x, y):
@@ -807,8 +812,10 @@ def _right_shift(x, y):
   return lax.shift_right_arithmetic(x, y)
 
 
-left_shift = bitwise_left_shift = _binary("left_shift", _left_shift)
-right_shift = bitwise_right_shift = _binary("right_shift", _right_shift)
+left_shift = _binary("left_shift", _left_shift)
+right_shift = _binary("right_shift", _right_shift)
+bitwise_left_shift = _ufunc_docs.alias(left_shift, "left_shift")
+bitwise_right_shift = _ufunc_docs.alias(right_shift, "right_shift")
 
 # ----------------------------------------------------------------- floating-point classes
 
@@ -949,7 +956,7 @@ def conjugate(x, /):
   return lax.conj(x) if dtypes.is_complex(x.dtype) else x
 
 
-conj = conjugate
+conj = _ufunc_docs.alias(conjugate, "conjugate")
 
 
 def angle(z, deg=False):
@@ -963,6 +970,15 @@ def angle(z, deg=False):
     im = lax.full_like(re, 0)
   out = lax.atan2(im, re)
   return lax.mul(out, _const(out, 180 / np.pi)) if deg else out
+
+# ----------------------------------------------------------------- docstrings
+# The hand-written functions' docstrings: their own summary, then the table's Args/Returns/
+# Examples (the factories' functions took theirs at creation).
+for _f in (angle, conjugate, copysign, divmod, fabs, float_power, fmax, fmin, heaviside, hypot,
+           imag, isfinite, isinf, isnan, isneginf, isposinf, logical_not, nan_to_num, nextafter,
+           positive, power, real, rint, round, signbit, sinc, logaddexp, logaddexp2):
+  _f.__doc__ = _ufunc_docs.doc(_f.__name__, _f)
+del _f
 
 # ----------------------------------------------------------------- jnp.ufunc instances
 # The names JAX makes ufuncs, with JAX's identities and fast methods. The plain functions
