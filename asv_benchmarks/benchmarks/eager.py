@@ -100,3 +100,56 @@ class Matmul:
 
   def time_matmul(self, backend):
     return _backends.block(self.m.matmul(self.a, self.b))
+
+
+def _softmax_np(m, x, a):
+  e = m.exp(x - x.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+_SMALL = {  # op: (nbjax/jax/numpy call, torch call) on x: float32[10], a: float32[8, 8]
+    "index_int": (lambda m, x, a: x[3], lambda t, x, a: x[3]),
+    "slice": (lambda m, x, a: x[2:5], lambda t, x, a: x[2:5]),
+    "new_axis": (lambda m, x, a: x[None], lambda t, x, a: x[None]),
+    "reshape": (lambda m, x, a: a.reshape(64), lambda t, x, a: a.reshape(64)),
+    "transpose": (lambda m, x, a: a.T, lambda t, x, a: a.T),
+    "zeros": (lambda m, x, a: m.zeros(10), lambda t, x, a: t.zeros(10)),
+    "arange": (lambda m, x, a: m.arange(10), lambda t, x, a: t.arange(10)),
+    "where_scalar": (lambda m, x, a: m.where(x > 0.5, x, 0.0),
+                     lambda t, x, a: t.where(x > 0.5, x, 0.0)),
+    "matvec": (lambda m, x, a: a @ x[:8], lambda t, x, a: a @ x[:8]),
+    "concatenate": (lambda m, x, a: m.concatenate([x, x]), lambda t, x, a: t.cat([x, x])),
+    "max_keepdims": (lambda m, x, a: m.max(a, axis=1, keepdims=True),
+                     lambda t, x, a: t.amax(a, dim=1, keepdim=True)),
+    "softmax": (_softmax_np, lambda t, x, a: t.softmax(x, -1)),
+}
+
+
+class SmallCalls:
+  """Per-call cost of the small calls eager code makes most (issue 14's small sizes):
+  indexing, reshapes, creation, where, a matrix-vector product, a join, a keepdims reduction
+  and a softmax, on float32[10] and float32[8, 8]. ``softmax`` is JAX's composition for
+  nbjax/jax/numpy (``nn.softmax`` for nbjax and jax) and PyTorch's fused op."""
+  params = (_backends.BACKENDS + ["torch"], list(_SMALL))
+  param_names = ["backend", "op"]
+
+  def setup(self, backend, op):
+    rng = np.random.default_rng(0)
+    x, a = rng.random(10, np.float32), rng.random((8, 8), np.float32)
+    if backend == "torch":
+      try:
+        import torch
+      except ImportError:
+        raise NotImplementedError("torch not installed") from None
+      f, m, x, a = _SMALL[op][1], torch, torch.tensor(x), torch.tensor(a)
+    else:
+      m, put = _backends.get(backend)
+      f, x, a = _SMALL[op][0], put(x), put(a)
+      if op == "softmax" and backend != "numpy":
+        nn = __import__(f"{backend}.nn", fromlist=["softmax"])
+        f = lambda m, x, a: nn.softmax(x)
+    self.run = lambda: f(m, x, a)
+    _backends.block(self.run())
+
+  def time_call(self, backend, op):
+    return _backends.block(self.run())
