@@ -813,3 +813,23 @@ def test_linalg_jvp_products_at_highest_precision():
     eqns = nbjax.make_jaxpr(functools.partial(api.jvp, f))(args, args).jaxpr.eqns
     precisions = [e.params["precision"] for e in eqns if e.primitive.name == "dot_general"]
     assert precisions and all(p == (lax.Precision.HIGHEST,) * 2 for p in precisions)
+
+
+def test_hermitian_svd_pinv_use_the_hermitian_part_as_jax():
+  """JAX's linalg_test testPinv(hermitian=True) checks gradients against finite differences
+  of non-Hermitian perturbations: svd/pinv(hermitian=True) factor (a + a^H) / 2, as JAX's
+  (values from jax 0.10.2)."""
+  L = jnp.linalg
+  a = np.array([[2.0, 1.0, 0.0], [0.5, 3.0, 1.0], [0.2, 0.0, 1.0]])
+  np.testing.assert_allclose(L.svd(a, hermitian=True, compute_uv=False),
+                             [3.4972024, 1.62728275, 0.87551486], atol=1e-7)
+  np.testing.assert_allclose(L.pinv(a, hermitian=True),
+                             [[0.55193176, -0.14049172, 0.01505268],
+                              [-0.14049172, 0.39939789, -0.18564977],
+                              [0.01505268, -0.18564977, 1.09131962]], atol=1e-7)
+  assert int(L.matrix_rank(np.array([[1.0, 2.0], [0.0, 0.0]]), hermitian=True)) == 2
+  t = np.array([[0.1, 0.0, -0.2], [0.0, 0.3, 0.0], [0.5, 0.0, 0.1]])
+  _, dp = api.jvp(lambda a: L.pinv(a, hermitian=True), (a,), (t,))
+  np.testing.assert_allclose(dp, [[-0.03889932, 0.04055438, -0.10068229],
+                                  [0.04055438, -0.06110066, 0.06613363],
+                                  [-0.10068229, 0.06613363, -0.13438845]], atol=1e-7)

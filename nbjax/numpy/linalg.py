@@ -234,12 +234,15 @@ def eigvalsh(a, UPLO="L", *, symmetrize_input=True):
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-  """Singular value decomposition ``a = U @ diag(S) @ Vh`` (``S`` descending)."""
-  del hermitian
+  """Singular value decomposition ``a = U @ diag(S) @ Vh`` (``S`` descending). With
+  ``hermitian``, of the Hermitian part ``(a + a^H) / 2`` (as JAX's, which factors it by
+  ``eigh``)."""
   a = ensure_arraylike("svd", a)
   a, = _util.promote_dtypes_inexact(a)
   if a.ndim < 2:
     raise ValueError(f"svd requires an array of at least two dimensions, got {a.shape}")
+  if hermitian:
+    a = (a + _ufuncs.conj(_manip.matrix_transpose(a))) / 2
   if not compute_uv:
     return lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=False)
   u, s, vh = lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=True)
