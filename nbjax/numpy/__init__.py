@@ -89,7 +89,21 @@ def _warn_non_array(name, a):
 
 
 def size(a, axis=None):
-  """Number of elements (along ``axis``: an int or a tuple of ints)."""
+  """Number of elements (along ``axis``: an int or a tuple of ints).
+
+  Args:
+    a: input array (or array-like).
+    axis: optional axis (or tuple of axes) to count along.
+
+  Returns:
+    An int.
+
+  Examples:
+    >>> jnp.size(jnp.zeros((2, 3)))
+    6
+    >>> jnp.size(jnp.zeros((2, 3)), axis=1)
+    3
+  """
   _warn_non_array("size", a)
   s = _np.shape(a) if not hasattr(a, "shape") else a.shape
   if axis is None:
@@ -103,19 +117,56 @@ def size(a, axis=None):
 
 
 def shape(a):
-  """The shape of ``a``."""
+  """The shape of ``a``.
+
+  Args:
+    a: input array (or array-like).
+
+  Returns:
+    A tuple of ints.
+
+  Examples:
+    >>> jnp.shape(jnp.zeros((2, 3)))
+    (2, 3)
+  """
   _warn_non_array("shape", a)
   return a.shape if hasattr(a, "shape") else _np.shape(a)
 
 
 def ndim(a):
-  """The number of axes of ``a``."""
+  """The number of axes of ``a``.
+
+  Args:
+    a: input array (or array-like).
+
+  Returns:
+    An int.
+
+  Examples:
+    >>> jnp.ndim(jnp.zeros((2, 3)))
+    2
+  """
   _warn_non_array("ndim", a)
   return a.ndim if hasattr(a, "ndim") else _np.ndim(a)
 
 
 def isscalar(element):
-  """Whether ``element`` is a scalar: a Python/NumPy scalar or a 0-d (nbjax or NumPy) array."""
+  """Whether ``element`` is a scalar: a Python/NumPy scalar or a 0-d (nbjax or NumPy) array.
+
+  Args:
+    element: any object.
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.isscalar(3.0)
+    True
+    >>> jnp.isscalar(jnp.array(3.0))
+    True
+    >>> jnp.isscalar(jnp.array([3.0]))
+    False
+  """
   if isinstance(element, (bool, int, float, complex, _np.generic)):
     return True
   return isinstance(element, (ndarray, _Tracer, _np.ndarray)) and element.ndim == 0
@@ -123,7 +174,20 @@ def isscalar(element):
 
 def iscomplexobj(x):
   """Whether ``x`` has a complex dtype (lists and other array-likes: as ``asarray`` sees
-  them, as JAX's)."""
+  them, as JAX's).
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.iscomplexobj(jnp.array([1 + 0j]))
+    True
+    >>> jnp.iscomplexobj([1.0, 2.0])
+    False
+  """
   if x is None:
     return False
   try:
@@ -134,23 +198,71 @@ def iscomplexobj(x):
 
 
 def isrealobj(x):
-  """Whether ``x`` has a non-complex dtype."""
+  """Whether ``x`` has a non-complex dtype.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.isrealobj(jnp.array([1.0]))
+    True
+  """
   return not iscomplexobj(x)
 
 
 def iscomplex(x):
-  """Elementwise: non-zero imaginary part."""
+  """Elementwise: non-zero imaginary part.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A boolean array of the shape of ``x``.
+
+  Examples:
+    >>> jnp.iscomplex(jnp.array([1 + 1j, 2 + 0j]))
+    Array([ True, False], dtype=bool)
+  """
   return not_equal(imag(asarray(x)), 0)
 
 
 def isreal(x):
-  """Elementwise: zero imaginary part."""
+  """Elementwise: zero imaginary part.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A boolean array of the shape of ``x``.
+
+  Examples:
+    >>> jnp.isreal(jnp.array([1 + 1j, 2 + 0j]))
+    Array([False,  True], dtype=bool)
+  """
   return equal(imag(asarray(x)), 0)
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN
-  (JAX's formula: integers compare as the default float, ``a == b`` or finite ``b`` in range)."""
+  (JAX's formula: integers compare as the default float, ``a == b`` or finite ``b`` in range).
+
+  Args:
+    a: first input array.
+    b: second input array (broadcast against ``a``).
+    rtol: relative tolerance.
+    atol: absolute tolerance.
+    equal_nan: whether NaNs compare equal to each other.
+
+  Returns:
+    A boolean array of the broadcast shape.
+
+  Examples:
+    >>> jnp.isclose(jnp.array([1.0, 1.1, jnp.nan]), 1.0)
+    Array([ True, False, False], dtype=bool)
+  """
   from nbjax import lax as _lax
   from nbjax.numpy import _util
   if type(a) in _util.key_types or type(b) in _util.key_types:  # key arrays: equality (JAX)
@@ -169,12 +281,42 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-  """Whether all elements are close (``isclose``), as a 0-d bool array."""
+  """Whether all elements are close (``isclose``), as a 0-d bool array.
+
+  Args:
+    a: first input array.
+    b: second input array (broadcast against ``a``).
+    rtol: relative tolerance.
+    atol: absolute tolerance.
+    equal_nan: whether NaNs compare equal to each other.
+
+  Returns:
+    A 0-d boolean array: True when every pair of elements is close.
+
+  Examples:
+    >>> jnp.allclose(jnp.array([1.0, 2.0]), jnp.array([1.0, 2.0 + 1e-9]))
+    Array(True, dtype=bool)
+  """
   return all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1, a2, equal_nan=False):
-  """Whether two arrays have the same shape and elements (0-d bool array)."""
+  """Whether two arrays have the same shape and elements (0-d bool array).
+
+  Args:
+    a1: first input array (or array-like).
+    a2: second input array (or array-like).
+    equal_nan: whether NaNs compare equal to each other.
+
+  Returns:
+    A 0-d boolean array.
+
+  Examples:
+    >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([1, 2]))
+    Array(True, dtype=bool)
+    >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([[1, 2]]))
+    Array(False, dtype=bool)
+  """
   try:
     a1, a2 = asarray(a1), asarray(a2)
   except Exception:  # noqa: BLE001 (NumPy: anything unconvertible is unequal)
@@ -188,7 +330,19 @@ def array_equal(a1, a2, equal_nan=False):
 
 
 def array_equiv(a1, a2):
-  """Whether two arrays are equal after broadcasting (0-d bool array)."""
+  """Whether two arrays are equal after broadcasting (0-d bool array).
+
+  Args:
+    a1: first input array (or array-like).
+    a2: second input array (or array-like).
+
+  Returns:
+    A 0-d boolean array.
+
+  Examples:
+    >>> jnp.array_equiv(jnp.array([1, 2]), jnp.array([[1, 2], [1, 2]]))
+    Array(True, dtype=bool)
+  """
   a1, a2 = asarray(a1), asarray(a2)
   try:
     broadcast_shapes(a1.shape, a2.shape)
@@ -198,7 +352,21 @@ def array_equiv(a1, a2):
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
-  """``x`` (an array or scalar) converted to ``dtype``, as ``x.astype``."""
+  """``x`` (an array or scalar) converted to ``dtype``, as ``x.astype``.
+
+  Args:
+    x: input array or scalar.
+    dtype: dtype to convert to.
+    copy: accepted for Array API compatibility (arrays are immutable).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array with the values of ``x`` in ``dtype``.
+
+  Examples:
+    >>> jnp.astype(jnp.array([1.7, -2.2]), jnp.int32)
+    Array([ 1, -2], dtype=int32)
+  """
   from nbjax.numpy import _array_methods, _util
   return _array_methods._astype(_util.ensure_arraylike("astype", x), dtype, copy=copy)
 

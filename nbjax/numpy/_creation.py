@@ -47,7 +47,28 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
   tracers), NumPy arrays, Python scalars (JAX implementation of :func:`numpy.array`).
 
   Python scalars give weakly typed arrays, as in JAX; NumPy data is copied, so later
-  mutation of the source never shows through."""
+  mutation of the source never shows through.
+
+  Args:
+    object: an array-like: array, NumPy array, scalar, or nested lists/tuples of them.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    args: positional ``copy``, ``order`` and ``ndmin`` (deprecated, as in JAX).
+    copy: whether to copy the input (arrays are immutable, so rarely matters).
+    order: memory layout, accepted for NumPy compatibility (nbjax arrays have no memory
+      order).
+    ndmin: minimum number of dimensions of the result.
+    device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: accepted for JAX compatibility (one device: nothing to shard).
+
+  Returns:
+    A new array.
+
+  Examples:
+    >>> jnp.array([1, 2, 3])
+    Array([1, 2, 3], dtype=int64)
+    >>> jnp.array([[1.0, 2.0]], dtype=jnp.float32)
+    Array([[1., 2.]], dtype=float32)
+  """
   if args:  # JAX's deprecated positional copy, order, ndmin
     if len(args) > 3:
       raise TypeError(f"array() takes at most 5 positional arguments but {len(args) + 2} were "
@@ -104,7 +125,25 @@ def _host_copy(object, leaves, dtype):  # noqa: A002
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
-  """Convert ``a`` to an array (no copy of an ``Array`` of the requested dtype)."""
+  """Convert ``a`` to an array (no copy of an ``Array`` of the requested dtype).
+
+  Args:
+    a: an array-like.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    order: memory layout, accepted for NumPy compatibility (nbjax arrays have no memory
+      order).
+    copy: whether to copy: ``None`` copies only when needed.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array (``a`` itself when it already is an array of the requested dtype).
+
+  Examples:
+    >>> jnp.asarray([1, 2, 3])
+    Array([1, 2, 3], dtype=int64)
+    >>> jnp.asarray(2.5, dtype=jnp.float32)
+    Array(2.5, dtype=float32)
+  """
   del device
   if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
     return a
@@ -112,14 +151,42 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
 
 
 def copy(a, order=None):
-  """A copy of ``a`` (arrays are immutable, so this only matters for NumPy inputs)."""
+  """A copy of ``a`` (arrays are immutable, so this only matters for NumPy inputs).
+
+  Args:
+    a: input array (or array-like).
+    order: memory layout, accepted for NumPy compatibility (nbjax arrays have no memory
+      order).
+
+  Returns:
+    An array with the same values as ``a``.
+
+  Examples:
+    >>> jnp.copy(jnp.array([1, 2]))
+    Array([1, 2], dtype=int64)
+  """
   _util.check_arraylike("copy", a)
   return array(a, copy=True, order=order)
 
 
 def full(shape, fill_value, dtype=None, *, device=None):
   """An array of ``shape`` filled with ``fill_value`` (an array fill broadcasts; a Python
-  scalar fill with no dtype gives a weakly typed array, as JAX)."""
+  scalar fill with no dtype gives a weakly typed array, as JAX).
+
+  Args:
+    shape: int or sequence of ints: the shape of the result.
+    fill_value: scalar or array value to fill with.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of ``shape`` filled with ``fill_value``.
+
+  Examples:
+    >>> jnp.full((2, 2), 7)
+    Array([[7, 7],
+           [7, 7]], dtype=int64, weak_type=True)
+  """
   del device
   shape = canonicalize_shape(shape)
   if any(d < 0 for d in shape):
@@ -159,7 +226,21 @@ def _filled(make, shape, dtype):
 
 
 def zeros(shape, dtype=None, *, device=None):
-  """An array of zeros (default dtype: the default float)."""
+  """An array of zeros (default dtype: the default float).
+
+  Args:
+    shape: int or sequence of ints: the shape of the result.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of zeros.
+
+  Examples:
+    >>> jnp.zeros((2, 3), dtype=int)
+    Array([[0, 0, 0],
+           [0, 0, 0]], dtype=int64)
+  """
   out = _filled(np.zeros, shape, dtype)
   return _zeros(shape, dtype) if out is None else out
 
@@ -170,7 +251,21 @@ def _zeros(shape, dtype):
 
 
 def ones(shape, dtype=None, *, device=None):
-  """An array of ones (default dtype: the default float)."""
+  """An array of ones (default dtype: the default float).
+
+  Args:
+    shape: int or sequence of ints: the shape of the result.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of ones.
+
+  Examples:
+    >>> jnp.ones((2, 2))
+    Array([[1., 1.],
+           [1., 1.]], dtype=float64)
+  """
   out = _filled(np.ones, shape, dtype)
   return _ones(shape, dtype) if out is None else out
 
@@ -181,14 +276,42 @@ def _ones(shape, dtype):
 
 
 def empty(shape, dtype=None, *, device=None):
-  """Like ``zeros`` (nbjax arrays are never uninitialised)."""
+  """Like ``zeros`` (nbjax arrays are never uninitialised).
+
+  Args:
+    shape: int or sequence of ints: the shape of the result.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of zeros of ``shape``.
+
+  Examples:
+    >>> jnp.empty((2,))
+    Array([0., 0.], dtype=float64)
+  """
   _shape_dtype_hint("empty", shape, dtype)
   return zeros(shape, dtype)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full_like"):
   """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
-  may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX."""
+  may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX.
+
+  Args:
+    a: array (or any object with ``shape`` and ``dtype``) to take the shape and dtype from.
+    fill_value: scalar or array value to fill with.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    shape: optional shape overriding that of ``a``.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array like ``a`` filled with ``fill_value``.
+
+  Examples:
+    >>> jnp.full_like(jnp.array([1.0, 2.0]), 3)
+    Array([3., 3.], dtype=float64)
+  """
   if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None
                 else dtype)
@@ -211,17 +334,59 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
-  """Zeros with the shape and dtype of ``a``."""
+  """Zeros with the shape and dtype of ``a``.
+
+  Args:
+    a: input array (or array-like).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    shape: optional shape overriding that of ``a``.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of zeros like ``a``.
+
+  Examples:
+    >>> jnp.zeros_like(jnp.array([1.5, 2.5]))
+    Array([0., 0.], dtype=float64)
+  """
   return full_like(a, 0, dtype, shape, _name="zeros_like")
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
-  """Ones with the shape and dtype of ``a``."""
+  """Ones with the shape and dtype of ``a``.
+
+  Args:
+    a: input array (or array-like).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    shape: optional shape overriding that of ``a``.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of ones like ``a``.
+
+  Examples:
+    >>> jnp.ones_like(jnp.array([1, 2]))
+    Array([1, 1], dtype=int64)
+  """
   return full_like(a, 1, dtype, shape, _name="ones_like")
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
-  """Like ``zeros_like``."""
+  """Like ``zeros_like``.
+
+  Args:
+    prototype: array whose shape and dtype the result takes.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    shape: optional shape overriding that of ``prototype``.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of zeros like ``prototype``.
+
+  Examples:
+    >>> jnp.empty_like(jnp.array([1, 2]))
+    Array([0, 0], dtype=int64)
+  """
   return full_like(prototype, 0, dtype, shape, _name="empty_like")
 
 
@@ -230,7 +395,24 @@ def _concrete_scalar(x, name):
 
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
-  """Evenly spaced values in ``[start, stop)`` (arguments must be concrete, as in JAX)."""
+  """Evenly spaced values in ``[start, stop)`` (arguments must be concrete, as in JAX).
+
+  Args:
+    start: start of the interval (or its end, when ``stop`` is None).
+    stop: end of the interval (excluded).
+    step: spacing between values (default 1).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    A 1-d array of evenly spaced values.
+
+  Examples:
+    >>> jnp.arange(5)
+    Array([0, 1, 2, 3, 4], dtype=int64)
+    >>> jnp.arange(1.0, 2.0, 0.25)
+    Array([1.  , 1.25, 1.5 , 1.75], dtype=float64)
+  """
   del device
   if type(start) is int and dtype is None and _ctx.trace is _EVAL and (
       stop is None and step is None or type(stop) is int and (step is None or type(step) is int
@@ -289,7 +471,25 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
              device=None):
   """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays):
   JAX's ``start * (1 - t) + stop * t`` for ``t = i / div`` in the computation dtype (exact
-  endpoints), floored for an integer ``dtype``; ``retstep``'s step is NaN when undefined."""
+  endpoints), floored for an integer ``dtype``; ``retstep``'s step is NaN when undefined.
+
+  Args:
+    start: start value.
+    stop: end value.
+    num: number of samples to generate.
+    endpoint: if True (default), ``stop`` is the last sample.
+    retstep: if True, also return the spacing between samples.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    An array of ``num`` samples (and the step when ``retstep``).
+
+  Examples:
+    >>> jnp.linspace(0.0, 1.0, 5)
+    Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float64)
+  """
   del device
   num = _util.index(num, "num")
   if num < 0:
@@ -327,7 +527,24 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-  """``base ** linspace(start, stop, num)``, computed in the inexact dtype and converted."""
+  """``base ** linspace(start, stop, num)``, computed in the inexact dtype and converted.
+
+  Args:
+    start: exponent of the first value.
+    stop: exponent of the last value.
+    num: number of samples to generate.
+    endpoint: if True (default), ``stop`` is the last sample.
+    base: base of the exponentials (default 10).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+
+  Returns:
+    An array of ``num`` samples.
+
+  Examples:
+    >>> jnp.logspace(0.0, 3.0, 4)
+    Array([   1.,   10.,  100., 1000.], dtype=float64)
+  """
   start, stop = _util.ensure_arraylike("logspace", start, stop)
   dtype, comp = _space_dtypes("logspace", start, stop, dtype)
   lin = linspace(_util.convert(start, comp), _util.convert(stop, comp), num,
@@ -337,7 +554,23 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
   """Samples evenly spaced on a log scale between ``start`` and ``stop`` (the sign of
-  ``start`` carried through, as JAX's)."""
+  ``start`` carried through, as JAX's).
+
+  Args:
+    start: start value.
+    stop: end value.
+    num: number of samples to generate.
+    endpoint: if True (default), ``stop`` is the last sample.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+
+  Returns:
+    A 1-d array of ``num`` samples (or more dimensions for array ``start``/``stop``).
+
+  Examples:
+    >>> jnp.geomspace(1.0, 1000.0, num=4)
+    Array([   1.,   10.,  100., 1000.], dtype=float64)
+  """
   from nbjax.numpy._ufuncs import divide, log10, multiply, sign
   start, stop = _util.ensure_arraylike("geomspace", start, stop)
   dtype, comp = _space_dtypes("geomspace", start, stop, dtype)
@@ -363,7 +596,23 @@ def _diag_offset(k, N, M, d):
 
 
 def tri(N, M=None, k=0, dtype=None):
-  """Lower-triangular ones: ``out[i, j] = j <= i + k`` (``k`` may be traced)."""
+  """Lower-triangular ones: ``out[i, j] = j <= i + k`` (``k`` may be traced).
+
+  Args:
+    N: number of rows.
+    M: number of columns (default: ``N``).
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    A 2-d array of shape ``(N, M)``.
+
+  Examples:
+    >>> jnp.tri(3, dtype=int)
+    Array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]], dtype=int64)
+  """
   N = canonicalize_shape((N,), "argument of 'N' jnp.tri()")[0]
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.tri()")[0]
   d = dtypes.default_int_dtype()
@@ -374,7 +623,26 @@ def tri(N, M=None, k=0, dtype=None):
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
-  """Ones on the ``k``-th diagonal, zeros elsewhere."""
+  """Ones on the ``k``-th diagonal, zeros elsewhere.
+
+  Args:
+    N: number of rows.
+    M: number of columns (default: ``N``).
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    device: optional device to place the result on (nbjax runs on one device).
+
+  Returns:
+    A 2-d array of shape ``(N, M)``.
+
+  Examples:
+    >>> jnp.eye(2)
+    Array([[1., 0.],
+           [0., 1.]], dtype=float64)
+    >>> jnp.eye(2, 3, k=1, dtype=int)
+    Array([[0, 1, 0],
+           [0, 0, 1]], dtype=int64)
+  """
   N_, M_ = N, M
   N = canonicalize_shape((N,), "argument of 'N' jnp.eye()")[0]
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.eye()")[0]
@@ -387,7 +655,20 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
 
 
 def identity(n, dtype=None):
-  """The ``n x n`` identity matrix."""
+  """The ``n x n`` identity matrix.
+
+  Args:
+    n: size of the (square) arrays the indices are for.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    A 2-d array of shape ``(n, n)``.
+
+  Examples:
+    >>> jnp.identity(2, dtype=int)
+    Array([[1, 0],
+           [0, 1]], dtype=int64)
+  """
   return eye(n, dtype=dtype)
 
 
@@ -398,7 +679,21 @@ def _tri_mask(m, k, upper):
 
 
 def tril(m, k=0):
-  """Zero the elements above the ``k``-th diagonal (last two axes)."""
+  """Zero the elements above the ``k``-th diagonal (last two axes).
+
+  Args:
+    m: input array, at least 2-d.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    An array of the shape and dtype of ``m``.
+
+  Examples:
+    >>> jnp.tril(jnp.ones((3, 3), dtype=int))
+    Array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]], dtype=int64)
+  """
   m = _util.ensure_arraylike("tril", m)
   if m.ndim < 2:
     raise ValueError("Argument to jax.numpy.tril must be at least 2D")
@@ -407,7 +702,21 @@ def tril(m, k=0):
 
 
 def triu(m, k=0):
-  """Zero the elements below the ``k``-th diagonal (last two axes)."""
+  """Zero the elements below the ``k``-th diagonal (last two axes).
+
+  Args:
+    m: input array, at least 2-d.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    An array of the shape and dtype of ``m``.
+
+  Examples:
+    >>> jnp.triu(jnp.ones((3, 3), dtype=int), k=1)
+    Array([[0, 1, 1],
+           [0, 0, 1],
+           [0, 0, 0]], dtype=int64)
+  """
   m = _util.ensure_arraylike("triu", m)
   if m.ndim < 2:
     raise ValueError("Argument to jax.numpy.triu must be at least 2D")
@@ -416,7 +725,23 @@ def triu(m, k=0):
 
 
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
-  """Coordinate arrays from 1-d coordinate vectors (``indexing`` 'xy' or 'ij')."""
+  """Coordinate arrays from 1-d coordinate vectors (``indexing`` 'xy' or 'ij').
+
+  Args:
+    xi: 1-d coordinate arrays.
+    copy: whether to copy the input; nbjax arrays are immutable, so this rarely matters.
+    sparse: if True, return broadcastable arrays instead of full grids.
+    indexing: ``'xy'`` (Cartesian, default) or ``'ij'`` (matrix) indexing.
+
+  Returns:
+    A list of coordinate arrays, one per input.
+
+  Examples:
+    >>> jnp.meshgrid(jnp.array([1, 2, 3]), jnp.array([4, 5]))
+    [Array([[1, 2, 3],
+           [1, 2, 3]], dtype=int64), Array([[4, 4, 4],
+           [5, 5, 5]], dtype=int64)]
+  """
   xs = [_util.ensure_arraylike("meshgrid", x) for x in xi]
   if not copy:
     raise ValueError("jax.numpy.meshgrid only supports copy=True")
@@ -441,23 +766,79 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 
 
 def tril_indices(n, k=0, m=None):
-  """Indices of the lower triangle of an ``(n, m)`` array (static)."""
+  """Indices of the lower triangle of an ``(n, m)`` array (static).
+
+  Args:
+    n: number of rows.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+    m: number of columns (default: ``n``).
+
+  Returns:
+    A tuple of two index arrays (rows, columns).
+
+  Examples:
+    >>> jnp.tril_indices(3)
+    (Array([0, 1, 1, 2, 2, 2], dtype=int64), Array([0, 0, 1, 0, 1, 2], dtype=int64))
+  """
   return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.tril_indices(n, k, m))
 
 
 def triu_indices(n, k=0, m=None):
-  """Indices of the upper triangle of an ``(n, m)`` array (static)."""
+  """Indices of the upper triangle of an ``(n, m)`` array (static).
+
+  Args:
+    n: number of rows.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+    m: number of columns (default: ``n``).
+
+  Returns:
+    A tuple of two index arrays (rows, columns).
+
+  Examples:
+    >>> jnp.triu_indices(3)
+    (Array([0, 0, 0, 1, 1, 2], dtype=int64), Array([0, 1, 2, 1, 2, 2], dtype=int64))
+  """
   return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.triu_indices(n, k, m))
 
 
 def diag_indices(n, ndim=2):
-  """Indices of the main diagonal of an ``ndim``-d array of side ``n`` (static)."""
+  """Indices of the main diagonal of an ``ndim``-d array of side ``n`` (static).
+
+  Args:
+    n: length of each axis.
+    ndim: number of dimensions.
+
+  Returns:
+    A tuple of ``ndim`` index arrays.
+
+  Examples:
+    >>> jnp.diag_indices(3)
+    (Array([0, 1, 2], dtype=int64), Array([0, 1, 2], dtype=int64))
+  """
   i = lax.iota(dtypes.default_int_dtype(), _util.index(n, "n"))
   return (i,) * ndim
 
 
 def indices(dimensions, dtype=None, sparse=False):
-  """Grid index arrays of ``dimensions``."""
+  """Grid index arrays of ``dimensions``.
+
+  Args:
+    dimensions: the shape of the grid.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    sparse: if True, return broadcastable sparse index arrays instead of a dense stack.
+
+  Returns:
+    An array of shape ``(len(dimensions), *dimensions)``, or a tuple of arrays when
+    ``sparse``.
+
+  Examples:
+    >>> jnp.indices((2, 3))
+    Array([[[0, 0, 0],
+            [1, 1, 1]],
+    <BLANKLINE>
+           [[0, 1, 2],
+            [0, 1, 2]]], dtype=int64)
+  """
   iter(dimensions)  # (JAX iterates it: an int raises TypeError)
   dimensions = canonicalize_shape(dimensions)
   d = canonicalize_user_dtype(dtype) or dtypes.default_int_dtype()
@@ -475,7 +856,19 @@ def indices(dimensions, dtype=None, sparse=False):
 
 
 def ix_(*args):
-  """Open mesh from 1-d index sequences (for cross-product indexing)."""
+  """Open mesh from 1-d index sequences (for cross-product indexing).
+
+  Args:
+    args: 1-d integer or boolean sequences.
+
+  Returns:
+    A tuple of arrays, each with one non-unit axis.
+
+  Examples:
+    >>> jnp.ix_(jnp.array([0, 1]), jnp.array([2, 4]))
+    (Array([[0],
+           [1]], dtype=int64), Array([[2, 4]], dtype=int64))
+  """
   out = []
   for i, a in enumerate(args):
     a = _util.ensure_arraylike("ix_", a)

@@ -49,7 +49,23 @@ def _infer_shape(size, shape, ashape=None):
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-  """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
+  """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'.
+
+  Args:
+    a: input array (or array-like).
+    shape: int or tuple of ints: the new shape (one entry may be -1).
+    order: ``'C'`` (row-major, default) or ``'F'`` (column-major) element order.
+    newshape: deprecated alias of ``shape``.
+    copy: accepted for NumPy compatibility (arrays are immutable).
+
+  Returns:
+    An array with the elements of ``a`` in the new shape.
+
+  Examples:
+    >>> jnp.reshape(jnp.arange(6), (2, -1))
+    Array([[0, 1, 2],
+           [3, 4, 5]], dtype=int64)
+  """
   del copy
   if type(a) is Array and _ctx.trace is _EVAL and order == "C" and newshape is None and (
       type(shape) is int or type(shape) is tuple and all(type(d) is int for d in shape)):
@@ -78,7 +94,19 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def ravel(a, order="C"):
-  """``a`` flattened to 1-d."""
+  """``a`` flattened to 1-d.
+
+  Args:
+    a: input array (or array-like).
+    order: ``'C'`` (row-major, default) or ``'F'`` (column-major) element order.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.ravel(jnp.array([[1, 2], [3, 4]]))
+    Array([1, 2, 3, 4], dtype=int64)
+  """
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["ravel"](a, order)
   a = ensure_arraylike("ravel", a)
@@ -88,7 +116,20 @@ def ravel(a, order="C"):
 
 
 def transpose(a, axes=None):
-  """``a`` with axes permuted (reversed by default)."""
+  """``a`` with axes permuted (reversed by default).
+
+  Args:
+    a: input array (or array-like).
+    axes: optional permutation of ``range(a.ndim)`` (default: reverse the axes).
+
+  Returns:
+    An array with permuted axes.
+
+  Examples:
+    >>> jnp.transpose(jnp.array([[1, 2], [3, 4]]))
+    Array([[1, 3],
+           [2, 4]], dtype=int64)
+  """
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["transpose"](a, axes)
   a = ensure_arraylike("transpose", a)
@@ -101,12 +142,35 @@ def transpose(a, axes=None):
 
 
 def permute_dims(a, /, axes):
-  """Array-API spelling of ``transpose(a, axes)``."""
+  """Array-API spelling of ``transpose(a, axes)``.
+
+  Args:
+    a: input array (or array-like).
+    axes: permutation of ``range(a.ndim)``.
+
+  Returns:
+    An array with permuted axes.
+
+  Examples:
+    >>> jnp.permute_dims(jnp.ones((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+  """
   return transpose(a, axes)
 
 
 def matrix_transpose(x, /):
-  """Swap the last two axes."""
+  """Swap the last two axes.
+
+  Args:
+    x: input array, at least 2-d.
+
+  Returns:
+    An array with its last two axes swapped.
+
+  Examples:
+    >>> jnp.matrix_transpose(jnp.ones((2, 3, 4))).shape
+    (2, 4, 3)
+  """
   x = ensure_arraylike("matrix_transpose", x)
   if x.ndim < 2:
     raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got ndim={x.ndim}")
@@ -117,7 +181,20 @@ def matrix_transpose(x, /):
 
 @_util.keys_lifted
 def swapaxes(a, axis1, axis2):
-  """``a`` with two axes interchanged."""
+  """``a`` with two axes interchanged.
+
+  Args:
+    a: input array (or array-like).
+    axis1: first axis of the 2-d planes.
+    axis2: second axis of the 2-d planes.
+
+  Returns:
+    An array with ``axis1`` and ``axis2`` swapped.
+
+  Examples:
+    >>> jnp.swapaxes(jnp.ones((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+  """
   a = ensure_arraylike("swapaxes", a)
   perm = list(range(a.ndim))
   i, j = canonicalize_axis(axis1, a.ndim), canonicalize_axis(axis2, a.ndim)
@@ -127,7 +204,20 @@ def swapaxes(a, axis1, axis2):
 
 @_util.keys_lifted
 def moveaxis(a, source, destination):
-  """``a`` with axes ``source`` moved to ``destination`` (others keep their order)."""
+  """``a`` with axes ``source`` moved to ``destination`` (others keep their order).
+
+  Args:
+    a: input array (or array-like).
+    source: int or sequence of ints: original positions of the axes.
+    destination: int or sequence of ints: their new positions.
+
+  Returns:
+    An array with the axes moved.
+
+  Examples:
+    >>> jnp.moveaxis(jnp.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+  """
   a = ensure_arraylike("moveaxis", a)
   as_list = lambda v: v if isinstance(v, (tuple, list)) else [v]
   src = canonicalize_axes(as_list(source), a.ndim, "source")
@@ -143,7 +233,20 @@ def moveaxis(a, source, destination):
 
 @_util.keys_lifted
 def rollaxis(a, axis, start=0):
-  """Roll ``axis`` backwards until it lies before ``start`` (prefer ``moveaxis``)."""
+  """Roll ``axis`` backwards until it lies before ``start`` (prefer ``moveaxis``).
+
+  Args:
+    a: input array (or array-like).
+    axis: the axis to move.
+    start: the position it is moved in front of.
+
+  Returns:
+    An array with the axis moved.
+
+  Examples:
+    >>> jnp.rollaxis(jnp.ones((2, 3, 4)), 2).shape
+    (4, 2, 3)
+  """
   a = ensure_arraylike("rollaxis", a)
   axis = canonicalize_axis(axis, a.ndim)
   if not -a.ndim <= start <= a.ndim:  # NumPy's: start in [-ndim, ndim], negative from the end
@@ -155,7 +258,19 @@ def rollaxis(a, axis, start=0):
 
 
 def squeeze(a, axis=None):
-  """``a`` without size-1 axes (all of them, or those in ``axis``)."""
+  """``a`` without size-1 axes (all of them, or those in ``axis``).
+
+  Args:
+    a: input array (or array-like).
+    axis: int or tuple of ints: size-1 axes to remove (``None``: all of them).
+
+  Returns:
+    An array without the squeezed axes.
+
+  Examples:
+    >>> jnp.squeeze(jnp.ones((1, 3, 1))).shape
+    (3,)
+  """
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["squeeze"](a, axis)
   a = ensure_arraylike("squeeze", a)
@@ -171,7 +286,19 @@ def squeeze(a, axis=None):
 
 
 def expand_dims(a, axis):
-  """``a`` with size-1 axes inserted at ``axis`` (positions in the result)."""
+  """``a`` with size-1 axes inserted at ``axis`` (positions in the result).
+
+  Args:
+    a: input array (or array-like).
+    axis: int or tuple of ints: positions of the new axes in the result.
+
+  Returns:
+    An array with ``a.ndim + len(axis)`` dimensions.
+
+  Examples:
+    >>> jnp.expand_dims(jnp.array([1, 2]), 0)
+    Array([[1, 2]], dtype=int64)
+  """
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["expand_dims"](a, axis)
   a = ensure_arraylike("expand_dims", a)
@@ -185,7 +312,18 @@ def expand_dims(a, axis):
 
 @_util.keys_lifted
 def atleast_1d(*arys):
-  """Each argument with at least one axis."""
+  """Each argument with at least one axis.
+
+  Args:
+    arys: one or more arrays (or array-likes).
+
+  Returns:
+    An array (a list of arrays for several arguments).
+
+  Examples:
+    >>> jnp.atleast_1d(3.0)
+    Array([3.], dtype=float64, weak_type=True)
+  """
   out = [a if (a := ensure_arraylike("atleast_1d", x)).ndim >= 1 else lax.reshape(a, (1,))
          for x in arys]
   return out[0] if len(out) == 1 else out
@@ -193,7 +331,18 @@ def atleast_1d(*arys):
 
 @_util.keys_lifted
 def atleast_2d(*arys):
-  """Each argument with at least two axes (1-d ``(n,)`` becomes ``(1, n)``)."""
+  """Each argument with at least two axes (1-d ``(n,)`` becomes ``(1, n)``).
+
+  Args:
+    arys: one or more arrays (or array-likes).
+
+  Returns:
+    An array (a list of arrays for several arguments).
+
+  Examples:
+    >>> jnp.atleast_2d(jnp.array([1, 2]))
+    Array([[1, 2]], dtype=int64)
+  """
   out = []
   for x in arys:
     a = ensure_arraylike("atleast_2d", x)
@@ -204,7 +353,18 @@ def atleast_2d(*arys):
 @_util.keys_lifted
 def atleast_3d(*arys):
   """Each argument with at least three axes: ``(n,)`` -> ``(1, n, 1)``,
-  ``(m, n)`` -> ``(m, n, 1)``."""
+  ``(m, n)`` -> ``(m, n, 1)``.
+
+  Args:
+    arys: one or more arrays (or array-likes).
+
+  Returns:
+    An array (a list of arrays for several arguments).
+
+  Examples:
+    >>> jnp.atleast_3d(jnp.array([1, 2])).shape
+    (1, 2, 1)
+  """
   out = []
   for x in arys:
     a = ensure_arraylike("atleast_3d", x)
@@ -223,14 +383,39 @@ broadcast_arrays = _util.broadcast_arrays
 
 
 def broadcast_shapes(*shapes):
-  """The NumPy broadcast of static shapes."""
+  """The NumPy broadcast of static shapes.
+
+  Args:
+    shapes: shapes (tuples of ints) to broadcast together.
+
+  Returns:
+    The broadcast shape, a tuple of ints.
+
+  Examples:
+    >>> jnp.broadcast_shapes((2, 1), (3,))
+    (2, 3)
+  """
   return _util.broadcast_shapes(*(canonicalize_shape(s) for s in shapes))
 
 # ----------------------------------------------------------------- joining and splitting
 
 
 def concatenate(arrays, axis=0, dtype=None):
-  """Join arrays along an existing ``axis`` (``None``: flatten first)."""
+  """Join arrays along an existing ``axis`` (``None``: flatten first).
+
+  Args:
+    arrays: sequence of arrays.
+    axis: axis to join along (``None``: flatten the inputs first).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    The joined array.
+
+  Examples:
+    >>> jnp.concatenate([jnp.array([[1, 2]]), jnp.array([[3, 4]])], axis=0)
+    Array([[1, 2],
+           [3, 4]], dtype=int64)
+  """
   if isinstance(arrays, (Array, Tracer, np.ndarray)):
     arrays = list(arrays)
   if not len(arrays):
@@ -266,12 +451,39 @@ def concatenate(arrays, axis=0, dtype=None):
 
 
 def concat(arrays, /, *, axis=0):
-  """Join ``arrays`` along ``axis`` (the Array API's name; no ``dtype``, as JAX's)."""
+  """Join ``arrays`` along ``axis`` (the Array API's name; no ``dtype``, as JAX's).
+
+  Args:
+    arrays: sequence of arrays.
+    axis: axis to join along.
+
+  Returns:
+    The joined array.
+
+  Examples:
+    >>> jnp.concat([jnp.array([1, 2]), jnp.array([3])])
+    Array([1, 2, 3], dtype=int64)
+  """
   return concatenate(arrays, axis)
 
 
 def stack(arrays, axis=0, out=None, dtype=None):
-  """Join arrays of one shape along a new ``axis``."""
+  """Join arrays of one shape along a new ``axis``.
+
+  Args:
+    arrays: sequence of arrays.
+    axis: position of the new axis in the result.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    An array with one more dimension than the inputs.
+
+  Examples:
+    >>> jnp.stack([jnp.array([1, 2]), jnp.array([3, 4])], axis=1)
+    Array([[1, 3],
+           [2, 4]], dtype=int64)
+  """
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
   if dtype is None and type(axis) is int and _ctx.trace is _EVAL and type(arrays) in (
@@ -307,24 +519,74 @@ def stack(arrays, axis=0, out=None, dtype=None):
 
 
 def hstack(tup, dtype=None):
-  """Stack horizontally (axis 1; axis 0 for 1-d arrays)."""
+  """Stack horizontally (axis 1; axis 0 for 1-d arrays).
+
+  Args:
+    tup: sequence of arrays to stack.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    The stacked array.
+
+  Examples:
+    >>> jnp.hstack([jnp.array([1, 2]), jnp.array([3])])
+    Array([1, 2, 3], dtype=int64)
+  """
   arrs = [atleast_1d(a) for a in tup]
   return concatenate(arrs, 0 if arrs and arrs[0].ndim == 1 else 1, dtype=dtype)
 
 
 def vstack(tup, dtype=None):
-  """Stack vertically (axis 0 of the arrays as at least 2-d)."""
+  """Stack vertically (axis 0 of the arrays as at least 2-d).
+
+  Args:
+    tup: sequence of arrays to stack.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    The stacked array.
+
+  Examples:
+    >>> jnp.vstack([jnp.array([1, 2]), jnp.array([3, 4])])
+    Array([[1, 2],
+           [3, 4]], dtype=int64)
+  """
   return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
 
 
 
 def dstack(tup, dtype=None):
-  """Stack along the third axis (arrays as at least 3-d)."""
+  """Stack along the third axis (arrays as at least 3-d).
+
+  Args:
+    tup: sequence of arrays to stack.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    An array of at least three dimensions.
+
+  Examples:
+    >>> jnp.dstack([jnp.array([1, 2]), jnp.array([3, 4])])
+    Array([[[1, 3],
+            [2, 4]]], dtype=int64)
+  """
   return concatenate([atleast_3d(a) for a in tup], 2, dtype=dtype)
 
 
 def column_stack(tup):
-  """Stack 1-d arrays as columns of a 2-d array."""
+  """Stack 1-d arrays as columns of a 2-d array.
+
+  Args:
+    tup: sequence of arrays to stack.
+
+  Returns:
+    A 2-d array.
+
+  Examples:
+    >>> jnp.column_stack([jnp.array([1, 2]), jnp.array([3, 4])])
+    Array([[1, 3],
+           [2, 4]], dtype=int64)
+  """
   arrs = []
   for a in tup:
     a = ensure_arraylike("column_stack", a)
@@ -363,7 +625,22 @@ def _split(name, ary, indices_or_sections, axis, even):
 
 @_util.keys_lifted
 def split(ary, indices_or_sections, axis=0):
-  """Split into equal sections (an int) or at indices (a sequence) along ``axis``."""
+  """Split into equal sections (an int) or at indices (a sequence) along ``axis``.
+
+  Args:
+    ary: input array.
+    indices_or_sections: number of equal sections, or a sequence of split indices.
+    axis: axis to split along.
+
+  Returns:
+    A list of arrays.
+
+  Examples:
+    >>> jnp.split(jnp.arange(6), 3)
+    [Array([0, 1], dtype=int64), Array([2, 3], dtype=int64), Array([4, 5], dtype=int64)]
+    >>> jnp.split(jnp.arange(5), [2])
+    [Array([0, 1], dtype=int64), Array([2, 3, 4], dtype=int64)]
+  """
   return _split("split", ary, indices_or_sections, axis, True)
 
 
@@ -394,7 +671,22 @@ def dsplit(ary, indices_or_sections):
 
 @_util.keys_lifted
 def tile(A, reps):
-  """``A`` repeated ``reps`` times along each axis."""
+  """``A`` repeated ``reps`` times along each axis.
+
+  Args:
+    A: input array.
+    reps: int or tuple of ints: repetitions along each axis.
+
+  Returns:
+    The tiled array.
+
+  Examples:
+    >>> jnp.tile(jnp.array([1, 2]), 2)
+    Array([1, 2, 1, 2], dtype=int64)
+    >>> jnp.tile(jnp.array([1, 2]), (2, 1))
+    Array([[1, 2],
+           [1, 2]], dtype=int64)
+  """
   A = ensure_arraylike("tile", A)
   reps = (reps,) if isinstance(reps, (int, np.integer)) or _util.ndim(reps) == 0 else tuple(reps)
   reps = tuple(_util.index(r, "reps") for r in reps)
@@ -411,7 +703,24 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   """Repeat each element ``repeats`` times along ``axis`` (flattened when ``None``).
 
   ``repeats`` may be a scalar or per-element array; a traced array needs
-  ``total_repeat_length`` (the static output length), as in JAX."""
+  ``total_repeat_length`` (the static output length), as in JAX.
+
+  Args:
+    a: input array (or array-like).
+    repeats: number of repetitions: a scalar, or one per element along ``axis``.
+    axis: axis to repeat along (``None``: the flattened array).
+    total_repeat_length: optional static total length of the result, needed with traced
+      ``repeats`` under ``jit``.
+
+  Returns:
+    The repeated array.
+
+  Examples:
+    >>> jnp.repeat(jnp.array([1, 2]), 2)
+    Array([1, 1, 2, 2], dtype=int64)
+    >>> jnp.repeat(jnp.array([1, 2]), jnp.array([1, 3]))
+    Array([1, 2, 2, 2], dtype=int64)
+  """
   a = ensure_arraylike("repeat", a)
   if axis is None:
     a, axis = ravel(a), 0
@@ -459,7 +768,20 @@ def _fit_length(x, length, axis):
 
 @_util.keys_lifted
 def flip(m, axis=None):
-  """Reverse the order of elements along ``axis`` (all axes by default)."""
+  """Reverse the order of elements along ``axis`` (all axes by default).
+
+  Args:
+    m: input array (or array-like).
+    axis: axis or axes to reverse (``None``: all).
+
+  Returns:
+    An array of the shape of ``m``.
+
+  Examples:
+    >>> jnp.flip(jnp.array([[1, 2], [3, 4]]))
+    Array([[4, 3],
+           [2, 1]], dtype=int64)
+  """
   m = ensure_arraylike("flip", m)
   axes = canonicalize_axes(axis, m.ndim)
   return lax.rev(m, axes) if axes else m
@@ -467,7 +789,19 @@ def flip(m, axis=None):
 
 @_util.keys_lifted
 def fliplr(m):
-  """Reverse along axis 1."""
+  """Reverse along axis 1.
+
+  Args:
+    m: input array (or array-like).
+
+  Returns:
+    An array of the shape of ``m``.
+
+  Examples:
+    >>> jnp.fliplr(jnp.array([[1, 2], [3, 4]]))
+    Array([[2, 1],
+           [4, 3]], dtype=int64)
+  """
   m = ensure_arraylike("fliplr", m)
   if m.ndim < 2:
     raise ValueError("fliplr requires an array of at least 2 dimensions.")
@@ -476,7 +810,19 @@ def fliplr(m):
 
 @_util.keys_lifted
 def flipud(m):
-  """Reverse along axis 0."""
+  """Reverse along axis 0.
+
+  Args:
+    m: input array (or array-like).
+
+  Returns:
+    An array of the shape of ``m``.
+
+  Examples:
+    >>> jnp.flipud(jnp.array([[1, 2], [3, 4]]))
+    Array([[3, 4],
+           [1, 2]], dtype=int64)
+  """
   m = ensure_arraylike("flipud", m)
   if m.ndim < 1:
     raise ValueError("flipud requires an array of at least 1 dimension.")
@@ -485,7 +831,21 @@ def flipud(m):
 
 @_util.keys_lifted
 def rot90(m, k=1, axes=(0, 1)):
-  """Rotate by 90 degrees ``k`` times in the plane of ``axes``."""
+  """Rotate by 90 degrees ``k`` times in the plane of ``axes``.
+
+  Args:
+    m: input array (or array-like).
+    k: number of 90-degree counterclockwise rotations.
+    axes: the two axes defining the plane of rotation.
+
+  Returns:
+    The rotated array.
+
+  Examples:
+    >>> jnp.rot90(jnp.array([[1, 2], [3, 4]]))
+    Array([[2, 4],
+           [1, 3]], dtype=int64)
+  """
   m = ensure_arraylike("rot90", m)
   if m.ndim < 2:
     raise ValueError("rot90 requires its first argument to have ndim at least two, "
@@ -505,7 +865,20 @@ def rot90(m, k=1, axes=(0, 1)):
 
 @_util.keys_lifted
 def roll(a, shift, axis=None):
-  """Roll elements along ``axis`` (flattened when ``None``); ``shift`` may be traced."""
+  """Roll elements along ``axis`` (flattened when ``None``); ``shift`` may be traced.
+
+  Args:
+    a: input array (or array-like).
+    shift: int (or tuple of ints, one per axis): number of places to shift.
+    axis: axis or axes to roll along (``None``: the flattened array).
+
+  Returns:
+    An array of the shape of ``a``.
+
+  Examples:
+    >>> jnp.roll(jnp.array([1, 2, 3, 4]), 1)
+    Array([4, 1, 2, 3], dtype=int64)
+  """
   a = ensure_arraylike("roll", a)
   if axis is None:
     return reshape(roll(ravel(a), shift, 0), a.shape)
@@ -621,7 +994,24 @@ def pad(array, pad_width, mode="constant", **kwargs):
   (``constant_values``, a scalar or per-axis pairs), 'edge', 'wrap', 'reflect' and
   'symmetric' (``reflect_type`` 'even' or 'odd'), 'linear_ramp' (``end_values``), 'maximum',
   'minimum', 'mean', 'median' (``stat_length``), 'empty' (zeros), or a callable applied along
-  each axis as NumPy's ``func(vector, pad_width, iaxis, kwargs)``."""
+  each axis as NumPy's ``func(vector, pad_width, iaxis, kwargs)``.
+
+  Args:
+    array: input array.
+    pad_width: amount of padding: an int, a ``(before, after)`` pair, or one pair per axis.
+    mode: padding mode, as listed above (default ``'constant'``).
+    kwargs: mode-specific options such as ``constant_values``, ``end_values``,
+      ``reflect_type`` or ``stat_length``.
+
+  Returns:
+    The padded array.
+
+  Examples:
+    >>> jnp.pad(jnp.array([1, 2, 3]), (1, 2))
+    Array([0, 1, 2, 3, 0, 0], dtype=int64)
+    >>> jnp.pad(jnp.array([1, 2, 3]), 2, mode='reflect')
+    Array([3, 2, 1, 2, 3, 2, 1], dtype=int64)
+  """
   array = ensure_arraylike("pad", array)
   nd = array.ndim
   pw = _pad_pairs(pad_width, nd, "pad_width")
@@ -780,7 +1170,23 @@ def _pad_stats(array, pw, stat_length, mode, weak):
 
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
-  """``x`` where ``condition`` else ``y`` (broadcast); one argument: ``nonzero(condition)``."""
+  """``x`` where ``condition`` else ``y`` (broadcast); one argument: ``nonzero(condition)``.
+
+  Args:
+    condition: boolean array (or array-like).
+    x: values where ``condition`` is true.
+    y: values where ``condition`` is false.
+    size: with one argument: static number of indices to return (as in ``nonzero``).
+    fill_value: with one argument and ``size``: index used for padding.
+
+  Returns:
+    An array of the broadcast shape (with one argument: a tuple of index arrays).
+
+  Examples:
+    >>> x = jnp.array([1, -2, 3])
+    >>> jnp.where(x > 0, x, 0)
+    Array([1, 0, 3], dtype=int64)
+  """
   if x is None and y is None:
     return nonzero(condition, size=size, fill_value=fill_value)
   if size is not None or fill_value is not None:
@@ -807,7 +1213,21 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
 
 
 def select(condlist, choicelist, default=0):
-  """Elements of the first ``choicelist`` entry whose condition holds, else ``default``."""
+  """Elements of the first ``choicelist`` entry whose condition holds, else ``default``.
+
+  Args:
+    condlist: sequence of boolean arrays.
+    choicelist: sequence of arrays (as many as ``condlist``) to pick from.
+    default: value where no condition holds.
+
+  Returns:
+    An array of the broadcast shape.
+
+  Examples:
+    >>> x = jnp.arange(5)
+    >>> jnp.select([x < 2, x > 3], [x, x * 10], default=-1)
+    Array([ 0,  1, -1, -1, 40], dtype=int64)
+  """
   if len(condlist) != len(choicelist):
     raise ValueError("condlist must have length equal to choicelist ({} vs {})".format(
         len(condlist), len(choicelist)))
@@ -820,7 +1240,20 @@ def select(condlist, choicelist, default=0):
 
 
 def clip(arr=None, /, min=None, max=None):  # noqa: A002
-  """Limit values to ``[min, max]`` (either bound may be None)."""
+  """Limit values to ``[min, max]`` (either bound may be None).
+
+  Args:
+    arr: input array.
+    min: lower bound (None: no lower bound).
+    max: upper bound (None: no upper bound).
+
+  Returns:
+    An array of the shape of ``arr``.
+
+  Examples:
+    >>> jnp.clip(jnp.array([-2, 0, 5]), 0, 3)
+    Array([0, 0, 3], dtype=int64)
+  """
   if arr is None:
     raise ValueError("No input was provided to the clip function.")
   arr = ensure_arraylike("clip", arr)
@@ -853,7 +1286,25 @@ def _sort_axis(a, axis):
 
 
 def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
-  """Sorted copy of ``a`` along ``axis`` (flattened when ``None``); NaNs sort last."""
+  """Sorted copy of ``a`` along ``axis`` (flattened when ``None``); NaNs sort last.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis to sort along (``None``: the flattened array).
+    kind: deprecated NumPy sorting algorithm name; ignored except for its deprecation.
+    order: unsupported (structured arrays); must be None.
+    stable: whether to sort stably (equal elements keep their order); always honoured.
+    descending: if True, sort in descending order.
+
+  Returns:
+    A sorted array.
+
+  Examples:
+    >>> jnp.sort(jnp.array([3, 1, 2]))
+    Array([1, 2, 3], dtype=int64)
+    >>> jnp.sort(jnp.array([3, 1, 2]), descending=True)
+    Array([3, 2, 1], dtype=int64)
+  """
   if kind is not None:
     raise TypeError("'kind' argument to sort is not supported. Use stable=True or stable=False "
                     "to specify sort stability.")
@@ -874,7 +1325,26 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
 
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False, dtype=None):
   """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in
-  order), of ``dtype`` (default: the default int)."""
+  order), of ``dtype`` (default: the default int).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis to sort along (``None``: the flattened array).
+    kind: deprecated NumPy sorting algorithm name; ignored except for its deprecation.
+    order: unsupported (structured arrays); must be None.
+    stable: whether to sort stably (equal elements keep their order); always honoured.
+    descending: if True, sort in descending order.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    An integer array of the shape of ``a``.
+
+  Examples:
+    >>> jnp.argsort(jnp.array([3, 1, 2]))
+    Array([1, 2, 0], dtype=int64)
+    >>> jnp.argsort(jnp.array([3, 1, 2]), descending=True)
+    Array([0, 2, 1], dtype=int64)
+  """
   if kind is not None:
     raise TypeError("'kind' argument to argsort is not supported. Use stable=True or stable=False "
                     "to specify sort stability.")
@@ -898,7 +1368,25 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
 def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
   """Insertion indices of ``v`` into the sorted 1-d ``a`` keeping it sorted (binary
   search: ``ceil(log2(n + 1))`` vectorized halving steps, in ``lax.sort``'s order, NaN
-  last; ``method`` is validated for JAX compatibility). int32 indices, as JAX's."""
+  last; ``method`` is validated for JAX compatibility). int32 indices, as JAX's.
+
+  Args:
+    a: sorted 1-d array.
+    v: values to insert.
+    side: ``'left'`` or ``'right'``: which index to return for values equal to an element.
+    sorter: optional indices that sort ``a``.
+    method: ``'scan'`` (default), ``'scan_unrolled'``, ``'sort'`` or ``'compare_all'``,
+      accepted for JAX compatibility.
+
+  Returns:
+    An integer array of the shape of ``v``.
+
+  Examples:
+    >>> jnp.searchsorted(jnp.array([1, 3, 5]), jnp.array([0, 3, 6]))
+    Array([0, 1, 3], dtype=int32)
+    >>> jnp.searchsorted(jnp.array([1, 3, 5]), 3, side='right')
+    Array(2, dtype=int32)
+  """
   a, v = ensure_arraylike("searchsorted", a, v)
   if a.ndim != 1:
     raise ValueError("a should be 1-dimensional")

@@ -15,7 +15,7 @@ import numpy as np
 from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
-from nbjax.numpy import _util
+from nbjax.numpy import _ufunc_docs, _util
 from nbjax.numpy._util import as_array, canonicalize_axes, canonicalize_axis, ensure_arraylike
 
 _BOOL = np.dtype(np.bool_)
@@ -190,35 +190,126 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
   """Sum of array elements over ``axis`` (JAX implementation of :func:`numpy.sum`).
 
   Booleans and integers narrower than the default int accumulate in the default int
-  (``promote_integers=True``, as JAX)."""
+  (``promote_integers=True``, as JAX).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    promote_integers: if True (default), booleans and integers narrower than the default
+      integer accumulate in the default (unsigned) integer dtype.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.sum(jnp.array([[1, 2], [3, 4]]))
+    Array(10, dtype=int64)
+    >>> jnp.sum(jnp.array([[1, 2], [3, 4]]), axis=1, keepdims=True)
+    Array([[3],
+           [7]], dtype=int64)
+  """
   _no_out("sum", out)
   return _reduce("sum", "sum", a, axis, dtype, keepdims, initial, where, promote_integers)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
-  """Product of array elements over ``axis``."""
+  """Product of array elements over ``axis``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    promote_integers: if True (default), booleans and integers narrower than the default
+      integer accumulate in the default (unsigned) integer dtype.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.prod(jnp.array([[1, 2], [3, 4]]), axis=1)
+    Array([ 2, 12], dtype=int64)
+  """
   _no_out("prod", out)
   return _reduce("prod", "prod", a, axis, dtype, keepdims, initial, where, promote_integers)
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-  """Maximum over ``axis`` (NaN propagates)."""
+  """Maximum over ``axis`` (NaN propagates).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.max(jnp.array([[1, 5], [7, 2]]), axis=0)
+    Array([7, 5], dtype=int64)
+    >>> jnp.max(jnp.array([1.0, jnp.nan]))
+    Array(nan, dtype=float64)
+  """
   _no_out("max", out)
   return _reduce("max", "max", a, axis, None, keepdims, initial, where)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-  """Minimum over ``axis`` (NaN propagates)."""
+  """Minimum over ``axis`` (NaN propagates).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.min(jnp.array([[1, 5], [7, 2]]), axis=0)
+    Array([1, 2], dtype=int64)
+  """
   _no_out("min", out)
   return _reduce("min", "min", a, axis, None, keepdims, initial, where)
 
 
-amax, amin = max, min
+amax = _ufunc_docs.alias(max, "max")
+amin = _ufunc_docs.alias(min, "min")
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
-  """Whether all elements over ``axis`` are true."""
+  """Whether all elements over ``axis`` are true.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    A boolean array of the reduced shape.
+
+  Examples:
+    >>> jnp.all(jnp.array([[True, False], [True, True]]), axis=1)
+    Array([False,  True], dtype=bool)
+  """
   _no_out("all", out)
   a = ensure_arraylike("all", a)
   where = _check_where("all", where)
@@ -226,7 +317,22 @@ def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
 
 
 def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
-  """Whether any element over ``axis`` is true."""
+  """Whether any element over ``axis`` is true.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    A boolean array of the reduced shape.
+
+  Examples:
+    >>> jnp.any(jnp.array([[True, False], [False, False]]), axis=1)
+    Array([ True, False], dtype=bool)
+  """
   _no_out("any", out)
   a = ensure_arraylike("any", a)
   where = _check_where("any", where)
@@ -259,7 +365,23 @@ def _mean_dtypes(a_dtype, dtype):
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-  """Arithmetic mean over ``axis`` (integers average in the default float)."""
+  """Arithmetic mean over ``axis`` (integers average in the default float).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.mean(jnp.array([[1, 2], [3, 4]]), axis=0)
+    Array([2., 3.], dtype=float64)
+  """
   _no_out("mean", out)
   if axis is None and dtype is None and not keepdims and where is None:
     # the common whole-array float mean: the general path's equations, without its checks
@@ -280,7 +402,27 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
   """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed;
-  ``mean`` (keepdims-shaped) replaces the computed mean, as JAX's ``mean=``."""
+  ``mean`` (keepdims-shaped) replaces the computed mean, as JAX's ``mean=``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    ddof: delta degrees of freedom: the divisor is ``N - ddof``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    mean: optional precomputed mean (of ``keepdims=True`` shape) to use instead of computing
+      it.
+    correction: Array API name of ``ddof``; give one of the two.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.var(jnp.array([1.0, 2.0, 3.0, 4.0]))
+    Array(1.25, dtype=float64)
+  """
   _no_out("var", out)
   a = ensure_arraylike("var", a)
   where = _check_where("var", where)
@@ -327,7 +469,29 @@ _mean = mean
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
-  """Standard deviation over ``axis``: ``sqrt(var(...))``."""
+  """Standard deviation over ``axis``: ``sqrt(var(...))``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    ddof: delta degrees of freedom: the divisor is ``N - ddof``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    mean: optional precomputed mean (of ``keepdims=True`` shape) to use instead of computing
+      it.
+    correction: Array API name of ``ddof``; give one of the two.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.std(jnp.array([1.0, 2.0, 3.0, 4.0]))
+    Array(1.11803399, dtype=float64)
+    >>> jnp.std(jnp.array([1.0, 2.0, 3.0, 4.0]), ddof=1)
+    Array(1.29099445, dtype=float64)
+  """
   where = _check_where("std", where)
   if dtype is not None:
     dtype = _util.canonicalize_user_dtype(dtype)
@@ -361,13 +525,41 @@ def _arg_reduce(name, a, axis, keepdims):
 
 
 def argmax(a, axis=None, out=None, keepdims=None):
-  """Index of the maximum along ``axis`` (first occurrence; NaN counts as maximal)."""
+  """Index of the maximum along ``axis`` (first occurrence; NaN counts as maximal).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to search; ``None`` searches the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the searched axis is kept with size 1.
+
+  Returns:
+    An integer array of indices.
+
+  Examples:
+    >>> jnp.argmax(jnp.array([[1, 5, 2], [7, 0, 7]]), axis=1)
+    Array([1, 0], dtype=int64)
+  """
   _no_out("argmax", out)
   return _arg_reduce("argmax", a, axis, keepdims)
 
 
 def argmin(a, axis=None, out=None, keepdims=None):
-  """Index of the minimum along ``axis`` (first occurrence; NaN counts as minimal)."""
+  """Index of the minimum along ``axis`` (first occurrence; NaN counts as minimal).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to search; ``None`` searches the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the searched axis is kept with size 1.
+
+  Returns:
+    An integer array of indices.
+
+  Examples:
+    >>> jnp.argmin(jnp.array([[1, 5, 2], [7, 0, 7]]), axis=1)
+    Array([0, 1], dtype=int64)
+  """
   _no_out("argmin", out)
   return _arg_reduce("argmin", a, axis, keepdims)
 
@@ -407,13 +599,42 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
-  """Cumulative sum along ``axis`` (flattened when ``axis`` is None)."""
+  """Cumulative sum along ``axis`` (flattened when ``axis`` is None).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    An array of the shape of ``a`` (1-d when ``axis`` is None).
+
+  Examples:
+    >>> jnp.cumsum(jnp.array([[1, 2], [3, 4]]), axis=0)
+    Array([[1, 2],
+           [4, 6]], dtype=int64)
+  """
   _no_out("cumsum", out)
   return _cumulative("cumsum", "cumsum", a, axis, dtype)
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
-  """Cumulative product along ``axis`` (flattened when ``axis`` is None)."""
+  """Cumulative product along ``axis`` (flattened when ``axis`` is None).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    An array of the shape of ``a`` (1-d when ``axis`` is None).
+
+  Examples:
+    >>> jnp.cumprod(jnp.array([1, 2, 3, 4]))
+    Array([ 1,  2,  6, 24], dtype=int64)
+  """
   _no_out("cumprod", out)
   return _cumulative("cumprod", "cumprod", a, axis, dtype)
 
@@ -446,24 +667,80 @@ def _cumsum_promoted(a, axis, dtype):
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
   """Cumulative sum along ``axis`` (optional for 1-d input); ``include_initial`` prepends 0.
-  Unlike ``cumsum``, narrow integers accumulate in the default int (as JAX)."""
+  Unlike ``cumsum``, narrow integers accumulate in the default int (as JAX).
+
+  Args:
+    x: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    include_initial: if True, prepend the identity 0 along ``axis``.
+
+  Returns:
+    An array of the shape of ``x`` (one longer along ``axis`` with ``include_initial``).
+
+  Examples:
+    >>> jnp.cumulative_sum(jnp.array([1, 2, 3]), include_initial=True)
+    Array([0, 1, 3, 6], dtype=int64)
+  """
   return _cumulative_api("cumulative_sum", _cumsum_promoted, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
   """Cumulative product along ``axis`` (optional for 1-d input); ``include_initial``
-  prepends 1."""
+  prepends 1.
+
+  Args:
+    x: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    include_initial: if True, prepend the identity 1 along ``axis``.
+
+  Returns:
+    An array of the shape of ``x`` (one longer along ``axis`` with ``include_initial``).
+
+  Examples:
+    >>> jnp.cumulative_prod(jnp.array([1, 2, 3]), include_initial=True)
+    Array([1, 1, 2, 6], dtype=int64)
+  """
   return _cumulative_api("cumulative_prod", cumprod, x, axis, dtype, include_initial)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):
-  """``cumsum`` treating NaN as 0."""
+  """``cumsum`` treating NaN as 0.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    An array of the shape of ``a`` (1-d when ``axis`` is None).
+
+  Examples:
+    >>> jnp.nancumsum(jnp.array([1.0, jnp.nan, 3.0]))
+    Array([1., 1., 4.], dtype=float64)
+  """
   _no_out("nancumsum", out)
   return _cumulative("nancumsum", "cumsum", a, axis, dtype, fill_nan=0)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
-  """``cumprod`` treating NaN as 1."""
+  """``cumprod`` treating NaN as 1.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    An array of the shape of ``a`` (1-d when ``axis`` is None).
+
+  Examples:
+    >>> jnp.nancumprod(jnp.array([2.0, jnp.nan, 3.0]))
+    Array([2., 2., 6.], dtype=float64)
+  """
   _no_out("nancumprod", out)
   return _cumulative("nancumprod", "cumprod", a, axis, dtype, fill_nan=1)
 
@@ -477,7 +754,24 @@ def _nan_fill(name, a, fill):
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-  """``sum`` treating NaN as 0."""
+  """``sum`` treating NaN as 0.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nansum(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(4., dtype=float64)
+  """
   _no_out("sum", out)  # (JAX's names the reduction it passes out= to)
   where = _check_where("nansum", where)
   a, _ = _nan_fill("nansum", a, 0)
@@ -485,7 +779,24 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-  """``prod`` treating NaN as 1."""
+  """``prod`` treating NaN as 1.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanprod(jnp.array([2.0, jnp.nan, 3.0]))
+    Array(6., dtype=float64)
+  """
   _no_out("prod", out)
   where = _check_where("nanprod", where)
   a, _ = _nan_fill("nanprod", a, 1)
@@ -493,7 +804,23 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-  """``mean`` ignoring NaNs (NaN where every element is NaN)."""
+  """``mean`` ignoring NaNs (NaN where every element is NaN).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanmean(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(2., dtype=float64)
+  """
   _no_out("nanmean", out)
   a = ensure_arraylike("nanmean", a)
   where = _check_where("nanmean", where)
@@ -523,31 +850,105 @@ def _nan_extreme(kind, name, a, axis, keepdims, initial, where):
 
 
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-  """``max`` ignoring NaNs."""
+  """``max`` ignoring NaNs.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanmax(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(3., dtype=float64)
+  """
   _no_out("max", out)
   return _nan_extreme("max", "nanmax", a, axis, keepdims, initial, where)
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-  """``min`` ignoring NaNs."""
+  """``min`` ignoring NaNs.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    initial: optional starting value of the reduction.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanmin(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(1., dtype=float64)
+  """
   _no_out("min", out)
   return _nan_extreme("min", "nanmin", a, axis, keepdims, initial, where)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
-  """Number of non-zero elements over ``axis``."""
+  """Number of non-zero elements over ``axis``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+
+  Returns:
+    An integer array of the reduced shape.
+
+  Examples:
+    >>> jnp.count_nonzero(jnp.array([[0, 1, 2], [3, 0, 0]]), axis=1)
+    Array([2, 1], dtype=int64)
+  """
   a = ensure_arraylike("count_nonzero", a)
   return sum(_to_bool(a), axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
-  """Range (max - min) over ``axis``."""
+  """Range (max - min) over ``axis``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.ptp(jnp.array([[1, 5], [7, 2]]), axis=1)
+    Array([4, 5], dtype=int64)
+  """
   _no_out("ptp", out)
   return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
-  """Weighted average over ``axis``."""
+  """Weighted average over ``axis``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to operate; ``None`` operates on the flattened array.
+    weights: optional weights, of the shape of ``a`` or 1-d along ``axis``.
+    returned: if True, also return the sum of the weights.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+
+  Returns:
+    The average (and, with ``returned``, the sum of weights).
+
+  Examples:
+    >>> jnp.average(jnp.array([1.0, 2.0, 3.0]), weights=jnp.array([3.0, 1.0, 0.0]))
+    Array(1.25, dtype=float64)
+  """
   a = ensure_arraylike("average", a)
   if weights is None:
     avg = mean(a, axis, keepdims=keepdims)
