@@ -739,3 +739,98 @@ def test_jit_wrapped_attributes_as_jax():
   inner = nbjax.jit(lambda x, n: x * n, static_argnums=1)
   outer = nbjax.jit(inner, static_argnums=1)  # (a jit of a jit keeps the inner's statics)
   assert float(outer(2., 3)) == 6.0 and outer._static_argnums == (1,)
+
+
+def test_jit_argument_validation_as_jax():
+  # JAX 0.10.2 api_test: test_staticmethod_is_not_supported, test_jit_of_generator,
+  # test_intersecting_static_and_donate_argnames, test_donate_argnames_signature_fail,
+  # test_jit_of_nonweakreferenceable_function
+  with pytest.raises(TypeError, match="^staticmethod arguments are not supported, got "
+                                      "<staticmethod"):
+    class A:
+      @nbjax.jit
+      @staticmethod
+      def f(x):
+        return x + 2
+
+  def gen(x):
+    yield x
+  with pytest.raises(TypeError, match="^Expected a function, got a generator function: "
+                                      "<function"):
+    nbjax.jit(gen)
+
+  msg = ("static_argnames and donate_argnames cannot intersect. Argument names {'x'} appear "
+         "in both static_argnames and donate_argnames")
+  for kw in [dict(static_argnames="x", donate_argnames="x"),
+             dict(static_argnums=0, donate_argnums=0),
+             dict(static_argnums=0, donate_argnames="x")]:
+    with pytest.raises(ValueError) as e:
+      nbjax.jit(lambda x: x, **kw)
+    assert str(e.value) == msg
+  nbjax.jit(lambda x, y: x, static_argnums=0, donate_argnums=1)  # disjoint: fine
+
+  class NoSignature:
+    @property
+    def __signature__(self):
+      raise TypeError("no signature")
+
+    def __call__(self, *args, **kwargs):
+      return None
+  fun = NoSignature()
+  with pytest.raises(ValueError) as e:
+    nbjax.jit(fun, donate_argnames="a")
+  assert str(e.value) == (f"Getting the signature of function {fun} failed. Pass "
+                          "donate_argnums instead of donate_argnames.")
+
+  class CallableWithSlots:
+    __slots__ = []
+
+    def __call__(self, x):
+      return x + 1
+  f = nbjax.jit(CallableWithSlots())  # building it is fine; the call needs a weak reference
+  with pytest.raises(TypeError, match="^cannot create weak reference to 'CallableWithSlots' "
+                                      "object"):
+    f(3)
+
+
+def test_compiled_checks_pytree_and_types_as_jax():
+  # JAX 0.10.2 api_test test_jit_lower_compile_in_tree_mismatch /
+  # _trivial_in_tree_mismatch / _arg_type_mismatch; texts from JAX
+  exe = nbjax.jit(lambda x: x).lower(1.).compile()
+  with pytest.raises(TypeError) as e:
+    exe([4.0])
+  assert str(e.value) == (
+      "Function compiled with input pytree does not match the input pytree it was called "
+      "with. There are 1 mismatches, including:\n"
+      "    * at args[0], seen pytree leaf but now given <class 'list'>, so their Python "
+      "types differ")
+  with pytest.raises(TypeError) as e:
+    exe(x=1.)
+  assert str(e.value) == (
+      "Function compiled with input pytree does not match the input pytree it was called "
+      "with. There are 2 mismatches, including:\n"
+      "    * at args, seen tuple of length 1 but now given tuple of length 0, so the lengths "
+      "do not match\n"
+      "    * at kwargs, seen <class 'dict'> with 0 child but now given <class 'dict'> with 1 "
+      "child, so the numbers of children do not match, with the symmetric difference of key "
+      "sets: {'x'}")
+  f3 = nbjax.jit(lambda x, y: x["a"] + y).lower({"a": 1.}, 2.).compile()
+  with pytest.raises(TypeError) as e:
+    f3({"b": 1.}, 2.)
+  assert str(e.value).endswith(
+      "    * at args[0], seen <class 'dict'> with pytree metadata ('a',) but now given "
+      "<class 'dict'> with pytree metadata ('b',), so the pytree node metadata does not match")
+  # static arguments are not passed to the compiled function
+  fs = nbjax.jit(lambda x, n: x * n, static_argnums=1).lower(2., 3).compile()
+  assert fs(2.) == 6.
+  with pytest.raises(TypeError, match="at args, seen tuple of length 1 but now given tuple "
+                                      "of length 2"):
+    fs(2., 3)
+  fe = nbjax.jit(lambda x: x + 1.).lower(np.float32(1)).compile()
+  with pytest.raises(TypeError) as e:
+    fe(np.int32(1))
+  assert str(e.value) == (
+      "Argument types differ from the types for which this computation was compiled. Perhaps "
+      "you are calling the compiled executable with a different enable_x64 mode than when it "
+      "was AOT compiled? The mismatches are:\n"
+      "Argument 'x' compiled with float32[] and called with int32[]")

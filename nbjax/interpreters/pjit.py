@@ -701,10 +701,11 @@ _MAX_FLATTENERS = 4
 class _Entry:
   """One traced signature: the closed jaxpr, output treedef, and (lazily) its executable."""
   __slots__ = ("closed", "out_tree", "name", "exe", "unflatten", "compiler_options",
-               "__weakref__")
+               "in_tree", "__weakref__")
 
-  def __init__(self, closed, out_tree, name, compiler_options=None):
+  def __init__(self, closed, out_tree, name, compiler_options=None, in_tree=None):
     self.closed, self.out_tree, self.name = closed, out_tree, name
+    self.in_tree = in_tree  # of the (non-static) (args, kwargs)
     self.compiler_options = compiler_options
     self.exe = None
     self.unflatten = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
@@ -752,11 +753,15 @@ def _ensure_tuple(x):
 class JitWrapped:
   """A jitted function: call it, or ``.lower(*args)``, ``.trace(*args)``, ``.eval_shape``."""
 
-  def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-               donate_argnames=(), keep_unused=False, inline=False, name=None,
+  def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=None,
+               donate_argnames=None, keep_unused=False, inline=False, name=None,
                in_shardings=None, out_shardings=None, compiler_options=None):
+    if isinstance(fun, staticmethod):
+      raise TypeError(f"staticmethod arguments are not supported, got {fun}")
     if not callable(fun):
       raise TypeError(f"Expected a callable value, got {fun!r}")
+    if inspect.isgeneratorfunction(fun):
+      raise TypeError(f"Expected a function, got a generator function: {fun}")
     self._fun = fun
     self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
@@ -772,7 +777,12 @@ class JitWrapped:
       sig = inspect.signature(fun)
     except (TypeError, ValueError):
       sig = None
+    if sig is None and donate_argnames is not None:
+      raise ValueError(f"Getting the signature of function {fun} failed. "
+                       "Pass donate_argnums instead of donate_argnames.")
     if sig is not None:
+      _check_static_donate_disjoint(sig, static_argnums, static_argnames, donate_argnums,
+                                    donate_argnames)
       params = list(sig.parameters.values())
       pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
       _validate_argnums(sig, static_argnums, "static_argnums")
@@ -974,6 +984,7 @@ class JitWrapped:
     nargs = len(args)
     box = []
     fun = self._fun
+    weakref.ref(fun)  # JAX's jit caches by weak reference: "cannot create weak reference"
 
     def flat_fun(*flat):
       dyn_args, dyn_kwargs = in_tree.unflatten(flat)
@@ -992,7 +1003,8 @@ class JitWrapped:
                                                  debug_info=dbg)
     self._trace_count += 1
     _stats["traces"] += 1
-    return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name, self._compiler_options)
+    return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name, self._compiler_options,
+                  in_tree)
 
   # -------------------------------------------------------------- AOT API
   def trace(self, *args, **kwargs):
@@ -1084,18 +1096,58 @@ class Compiled:
       [_sds(a) for a in self._entry.closed.out_avals]))
 
   def __call__(self, *args, **kwargs):
-    _, dyn_kwargs, _ = self._wrapped._split_statics(args, kwargs)
-    dyn_args = self._wrapped._split_statics(args, kwargs)[0]
-    flat, _ = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    # as JAX's: called with the lowered (non-static) arguments' pytree, static ones omitted
+    flat, in_tree = tree_util.tree_flatten((args, kwargs))
+    if in_tree != self._entry.in_tree:
+      raise TypeError(_in_tree_mismatch(in_tree, self._entry.in_tree))
+    for x in flat:
+      if isinstance(x, Tracer):
+        raise TypeError(
+            "Cannot apply JAX transformations to a function lowered and compiled for a "
+            f"particular signature. Detected argument of Tracer type {type(x)}.")
     want = self._entry.closed.in_avals
     got = [_abstractify(x) for x in flat]
-    if len(got) != len(want) or any(g.shape != w.shape or g.dtype != w.dtype
-                                    for g, w in zip(got, want)):
+    if any(g.shape != w.shape or g.dtype != w.dtype for g, w in zip(got, want)):
+      names = pe.DebugInfo("jit", self._wrapped._fun, args, kwargs).arg_names
+      errors = [f"Argument '{n}' compiled with {w.str_short(short_dtypes=False)} and called "
+                f"with {g.str_short(short_dtypes=False)}"
+                for n, g, w in zip(names, got, want) if (g.shape, g.dtype) != (w.shape, w.dtype)]
+      k = "The" if len(errors) < 5 else f"The first 5 of {len(errors)}"
       raise TypeError(
-          "Argument types differ from the types for which this computation was compiled: "
-          f"expected ({', '.join(a.str_short() for a in want)}), got "
-          f"({', '.join(a.str_short() for a in got)})")
+          "Argument types differ from the types for which this computation was compiled. "
+          "Perhaps you are calling the compiled executable with a different enable_x64 mode "
+          f"than when it was AOT compiled? {k} mismatches are:\n" + "\n".join(errors[:5]))
     return self._entry.unflatten(self._exe.run(flat))
+
+
+def _in_tree_mismatch(new, old):
+  """JAX's message for a ``Compiled`` called with another pytree of arguments."""
+  from nbjax.lax.control_flow import _tree_diffs
+  errs = _tree_diffs(new, old)
+  msg = ["Function compiled with input pytree does not match the input pytree it was called "
+         f"with. There are {len(errs)} mismatches, including:"]
+  for path, thing1, thing2, why in errs:
+    base = ("args", "kwargs")[path[0].idx]
+    msg.append(f"    * at {base}{tree_util.keystr(tuple(path[1:]))}, seen {thing2} but now "
+               f"given {thing1}, so {why}")
+  return "\n".join(msg)
+
+
+def _check_static_donate_disjoint(sig, static_argnums, static_argnames, donate_argnums,
+                                  donate_argnames):
+  """JAX's ``static_argnames and donate_argnames cannot intersect``, with argnames inferred
+  from argnums (and back) only where one of the two is given, as JAX's."""
+  def names(nums, nms):
+    if nms is not None:
+      return set(_ensure_tuple(nms))
+    nums = set(_ensure_tuple(nums))
+    return {k for i, (k, p) in enumerate(sig.parameters.items())
+            if p.kind is p.POSITIONAL_OR_KEYWORD and i in nums}
+  static = names(static_argnums, static_argnames or None)
+  both = static and static & names(donate_argnums, donate_argnames)
+  if both:
+    raise ValueError("static_argnames and donate_argnames cannot intersect. Argument names "
+                     f"{both} appear in both static_argnames and donate_argnames")
 
 
 def _validate_argnums(sig, argnums, argnums_name):

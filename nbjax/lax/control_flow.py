@@ -708,7 +708,11 @@ def _tree_diffs(t1, t2, path=(), leaf="pytree leaf"):
     return [(path, f"{n1.kind} of length {len(t1.kids)}", f"{n2.kind} of length {len(t2.kids)}",
              "the lengths do not match")]
   if len(t1.kids) != len(t2.kids):
-    return [(path, _children(t1), _children(t2), "the numbers of children do not match")]
+    why = "the numbers of children do not match"
+    if n1.kind in ("dict", "odict"):  # JAX names the keys in just one of them
+      diff = " ".join(repr(k) for k in set(t1.data) ^ set(t2.data))
+      why += diff and f", with the symmetric difference of key sets: {{{diff}}}"
+    return [(path, _children(t1), _children(t2), why)]
   if t1.data != t2.data:
     return [(path, f"{_type_str(t1)} with pytree metadata {t1.data}",
              f"{_type_str(t2)} with pytree metadata {t2.data}",
