@@ -90,7 +90,23 @@ def _sig(x):
 
 def matmul(a, b, *, precision=None, preferred_element_type=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
-  broadcast."""
+  broadcast.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    The matrix product: the result, in the promoted dtype of the inputs (or
+    ``preferred_element_type``).
+
+  Examples:
+    >>> jnp.matmul(jnp.array([[1, 2], [3, 4]]), jnp.array([[1], [1]]))
+    Array([[3],
+           [7]], dtype=int64)
+  """
   if precision is None and preferred_element_type is None:
     # matrices and vectors of one float dtype (and weak type): the general path's equation
     sa, sb = _sig(a), _sig(b)
@@ -152,7 +168,24 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
 
 def dot(a, b, *, precision=None, preferred_element_type=None):
   """NumPy's ``dot``: scalars multiply; otherwise contract the last axis of ``a`` with the
-  last (1-d ``b``) or second-to-last axis of ``b``."""
+  last (1-d ``b``) or second-to-last axis of ``b``.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    The dot product: the result, in the promoted dtype of the inputs (or
+    ``preferred_element_type``).
+
+  Examples:
+    >>> jnp.dot(jnp.array([1, 2]), jnp.array([3, 4]))
+    Array(11, dtype=int64)
+    >>> jnp.dot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+    Array([3, 7], dtype=int64)
+  """
   a, b = ensure_arraylike("dot", a, b)
   pet, weak = _pet(a, b, preferred_element_type)
   if a.ndim == 0 or b.ndim == 0:
@@ -164,7 +197,21 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
 
 
 def vdot(a, b, *, precision=None, preferred_element_type=None):
-  """Dot product of the flattened arrays, conjugating ``a``."""
+  """Dot product of the flattened arrays, conjugating ``a``.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    A scalar array.
+
+  Examples:
+    >>> jnp.vdot(jnp.array([1 + 1j, 2]), jnp.array([1, 1j]))
+    Array(1.+1.j, dtype=complex128)
+  """
   a, b = ensure_arraylike("vdot", a, b)
   if dtypes.is_complex(a.dtype):
     a = lax.conj(a)
@@ -173,7 +220,22 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
-  """Vector dot product over ``axis`` (conjugating ``x1``), broadcasting the others."""
+  """Vector dot product over ``axis`` (conjugating ``x1``), broadcasting the others.
+
+  Args:
+    x1: first input array (or array-like).
+    x2: second input array (or array-like).
+    axis: the axis to contract.
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    An array of the broadcast shape without ``axis``.
+
+  Examples:
+    >>> jnp.vecdot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+    Array([3, 7], dtype=int64)
+  """
   from nbjax.numpy._vectorize import vectorize
   x1, x2 = ensure_arraylike("jnp.vecdot", x1, x2)
   if x1.shape[axis] != x2.shape[axis]:  # (IndexError for a bad axis, as JAX)
@@ -189,7 +251,22 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
 
 
 def inner(a, b, *, precision=None, preferred_element_type=None):
-  """Contract the last axes of ``a`` and ``b``."""
+  """Contract the last axes of ``a`` and ``b``.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    An array of shape ``a.shape[:-1] + b.shape[:-1]``: the result, in the promoted dtype of
+    the inputs (or ``preferred_element_type``).
+
+  Examples:
+    >>> jnp.inner(jnp.array([1, 2, 3]), jnp.array([0, 1, 0]))
+    Array(2, dtype=int64)
+  """
   a, b = ensure_arraylike("inner", a, b)
   if a.ndim == 0 or b.ndim == 0:
     if preferred_element_type is not None:
@@ -201,7 +278,21 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
 
 
 def outer(a, b, out=None):
-  """Outer product of the flattened arrays."""
+  """Outer product of the flattened arrays.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    A 2-d array of shape ``(a.size, b.size)``.
+
+  Examples:
+    >>> jnp.outer(jnp.array([1, 2]), jnp.array([1, 10, 100]))
+    Array([[  1,  10, 100],
+           [  2,  20, 200]], dtype=int64)
+  """
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.outer is not supported.")
   a, b = _promote("outer", a, b)
@@ -209,7 +300,24 @@ def outer(a, b, out=None):
 
 
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
-  """Contract ``axes`` (the last/first ``n``, or explicit pairs) of ``a`` and ``b``."""
+  """Contract ``axes`` (the last/first ``n``, or explicit pairs) of ``a`` and ``b``.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+    axes: int ``n`` (the last ``n`` axes of ``a`` with the first ``n`` of ``b``) or a pair of
+      axis sequences.
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    The contracted array: the result, in the promoted dtype of the inputs (or
+    ``preferred_element_type``).
+
+  Examples:
+    >>> jnp.tensordot(jnp.ones((2, 3)), jnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+  """
   a, b = ensure_arraylike("tensordot", a, b)
   pet, weak = _pet(a, b, preferred_element_type)
   if type(axes) is int:  # (JAX's test: a NumPy integer is refused, a negative n contracts none)
@@ -238,7 +346,19 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
 
 
 def kron(a, b):
-  """Kronecker product."""
+  """Kronecker product.
+
+  Args:
+    a: input array (or array-like).
+    b: second input array (or array-like).
+
+  Returns:
+    The Kronecker product of ``a`` and ``b``.
+
+  Examples:
+    >>> jnp.kron(jnp.array([1, 2]), jnp.array([1, 10]))
+    Array([ 1, 10,  2, 20], dtype=int64)
+  """
   a, b = _promote("kron", a, b)
   if a.dtype == _BOOL:  # (JAX multiplies with lax.mul, which refuses bool)
     lax.mul(a, b)
@@ -367,7 +487,27 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
   ``"auto"``/``True``/``"greedy"``, ``"optimal"``, an ``einsum_path`` result, or ``False``
   for left to right). As JAX's, the operands are not promoted first: each contraction
   accumulates in the result type (or ``preferred_element_type``), and an operand that is
-  reduced on its own (summed labels, diagonals) is first converted to it."""
+  reduced on its own (summed labels, diagonals) is first converted to it.
+
+  Args:
+    subscripts: the contraction, e.g. ``'ij,jk->ik'`` (or, interleaved form, the first
+      operand).
+    operands: the arrays (and, interleaved form, their sublists).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    optimize: contraction-path strategy (``'auto'``, ``'greedy'``, ``'optimal'``, True/False,
+      or an explicit path).
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    The contracted array.
+
+  Examples:
+    >>> jnp.einsum('ij,j->i', jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+    Array([3, 7], dtype=int64)
+    >>> jnp.einsum('ii', jnp.array([[1, 2], [3, 4]]))
+    Array(5, dtype=int64)
+  """
   del _dot_general
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
@@ -477,7 +617,21 @@ def _contraction_path(ins, out, shapes, optimize):
 def einsum_path(subscripts, *operands, optimize="greedy"):
   """The contraction path ``einsum`` takes for these operands (NumPy's planner on their
   shapes) and NumPy's report of it. opt_einsum's strategy names that NumPy lacks ('auto',
-  'eager', 'dp', 'branch-*', ...) plan greedily."""
+  'eager', 'dp', 'branch-*', ...) plan greedily.
+
+  Args:
+    subscripts: the contraction, e.g. ``'ij,jk->ik'``.
+    operands: the arrays (only their shapes matter).
+    optimize: contraction-path strategy (default ``'greedy'``).
+
+  Returns:
+    A tuple ``(path, report)``: the list of contracted operand positions and NumPy's text
+    report.
+
+  Examples:
+    >>> jnp.einsum_path('ij,jk,kl->il', jnp.ones((2, 3)), jnp.ones((3, 4)), jnp.ones((4, 5)))[0]
+    ['einsum_path', (1, 2), (0, 1)]
+  """
   if isinstance(optimize, str) and optimize not in ("greedy", "optimal"):
     optimize = "greedy"
   shapes = [np.shape(o) for o in operands]

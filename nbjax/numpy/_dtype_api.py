@@ -66,29 +66,97 @@ float0 = dtypes.float0
 
 
 def result_type(*args, return_weak_type_flag=False):
-  """The dtype of an operation on ``args`` under JAX's promotion (canonicalized)."""
+  """The dtype of an operation on ``args`` under JAX's promotion (canonicalized).
+
+  Args:
+    args: arrays, scalars or dtypes.
+    return_weak_type_flag: if True, also return whether the result is weakly typed.
+
+  Returns:
+    A NumPy dtype (and, with ``return_weak_type_flag``, whether it is weak).
+
+  Examples:
+    >>> jnp.result_type(jnp.float32, 1.0)
+    dtype('float32')
+    >>> jnp.result_type(jnp.int32, jnp.float16)
+    dtype('float16')
+  """
   return dtypes.result_type(*args, return_weak_type_flag=return_weak_type_flag)
 
 
 def promote_types(a, b):
   """The dtype two dtypes promote to on JAX's lattice (Python ``int``/``float``/``complex``
-  are weak types)."""
+  are weak types).
+
+  Args:
+    a: first dtype (or Python scalar type).
+    b: second dtype (or Python scalar type).
+
+  Returns:
+    A NumPy dtype.
+
+  Examples:
+    >>> jnp.promote_types(jnp.int8, jnp.uint8)
+    dtype('int16')
+  """
   return dtypes.dtype(dtypes.promote_types(a, b))
 
 
 def can_cast(from_, to, casting="safe"):
-  """NumPy's ``can_cast`` for dtypes and arrays."""
+  """NumPy's ``can_cast`` for dtypes and arrays.
+
+  Args:
+    from_: dtype, dtype-like or array to cast from.
+    to: dtype to cast to.
+    casting: casting rule, as in NumPy (``'no'``, ``'equiv'``, ``'safe'``, ``'same_kind'`` or
+      ``'unsafe'``).
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.can_cast(jnp.int32, jnp.float64)
+    True
+    >>> jnp.can_cast(jnp.float64, jnp.int32)
+    False
+  """
   return np.can_cast(dtypes.dtype(from_), np.dtype(to), casting=casting)
 
 
 def issubdtype(arg1, arg2):
-  """``numpy.issubdtype`` aware of bfloat16 and the ml_dtypes types."""
+  """``numpy.issubdtype`` aware of bfloat16 and the ml_dtypes types.
+
+  Args:
+    arg1: dtype (or dtype-like) to test.
+    arg2: dtype or abstract type such as ``jnp.floating``.
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.issubdtype(jnp.bfloat16, jnp.floating)
+    True
+    >>> jnp.issubdtype(jnp.int32, jnp.floating)
+    False
+  """
   return dtypes.issubdtype(arg1, arg2)
 
 
 def isdtype(dtype, kind):
   """Array-API dtype kind test: 'bool', 'signed integer', 'unsigned integer', 'integral',
-  'real floating', 'complex floating', 'numeric', or a dtype / tuple of those."""
+  'real floating', 'complex floating', 'numeric', or a dtype / tuple of those.
+
+  Args:
+    dtype: the dtype to test.
+    kind: a kind name, a dtype, or a tuple of them.
+
+  Returns:
+    A Python bool.
+
+  Examples:
+    >>> jnp.isdtype(jnp.float32, 'real floating')
+    True
+  """
   d = np.dtype(dtype)
   kinds = kind if isinstance(kind, tuple) else (kind,)
   for k in kinds:
@@ -134,5 +202,16 @@ class finfo:
 
 
 def iinfo(int_type):
-  """Machine limits of an integer dtype (or of an array's dtype)."""
+  """Machine limits of an integer dtype (or of an array's dtype).
+
+  Args:
+    int_type: an integer dtype, dtype-like, or an array of integer dtype.
+
+  Returns:
+    A ``numpy.iinfo`` object with ``min``, ``max`` and ``bits``.
+
+  Examples:
+    >>> jnp.iinfo(jnp.int8).max
+    127
+  """
   return dtypes.iinfo(dtypes.dtype(int_type))

@@ -842,7 +842,28 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
 
   ``mode``: None/'fill' gives ``fill_value`` (NaN, or the dtype's extreme) for
   out-of-bounds indices (negative ones count from the end), 'clip' clamps into
-  ``[0, n - 1]`` (negative ones go to 0, as NumPy), 'wrap' wraps, as JAX."""
+  ``[0, n - 1]`` (negative ones go to 0, as NumPy), 'wrap' wraps, as JAX.
+
+  Args:
+    a: input array (or array-like).
+    indices: integer index array.
+    axis: axis to index along (``None``: the flattened array).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    mode: ``None``/``'fill'``, ``'clip'``, ``'wrap'`` or ``'promise_in_bounds'``, as described
+      above.
+    unique_indices: promise that the indices are unique (an optimisation hint).
+    indices_are_sorted: promise that the indices are sorted (an optimisation hint).
+    fill_value: value for out-of-bounds indices in ``'fill'`` mode.
+
+  Returns:
+    An array with the taken elements.
+
+  Examples:
+    >>> jnp.take(jnp.array([10, 20, 30]), jnp.array([2, 0]))
+    Array([30, 10], dtype=int64)
+    >>> jnp.take(jnp.array([10, 20, 30]), 5, mode='clip')
+    Array(30, dtype=int64)
+  """
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["take"](a, indices, axis, mode=mode, unique_indices=unique_indices,
                                    indices_are_sorted=indices_are_sorted)
@@ -894,7 +915,25 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
   """``arr`` indexed by ``indices`` along ``axis`` (other axes broadcast), as
   :func:`numpy.take_along_axis`; out-of-bounds indices follow ``mode`` (default 'fill').
   Negative indices count from the end when ``wrap_negative_indices`` (default: unless
-  ``mode='promise_in_bounds'``, as JAX)."""
+  ``mode='promise_in_bounds'``, as JAX).
+
+  Args:
+    arr: input array.
+    indices: integer indices, broadcast against ``arr`` except along ``axis``.
+    axis: the axis to index along (``None``: the flattened array).
+    mode: ``'fill'`` (default), ``'clip'`` or ``'promise_in_bounds'``.
+    fill_value: value for out-of-bounds indices in ``'fill'`` mode.
+    wrap_negative_indices: whether negative indices count from the end.
+
+  Returns:
+    An array of the broadcast shape of ``indices``.
+
+  Examples:
+    >>> x = jnp.array([[3, 1, 2], [6, 5, 4]])
+    >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)
+    Array([[1, 2, 3],
+           [4, 5, 6]], dtype=int64)
+  """
   arr, indices = ensure_arraylike("take_along_axis", arr, indices)
   if axis is None:
     if indices.ndim != 1:
@@ -912,7 +951,25 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
-  """A copy of ``arr`` with ``values`` put at ``indices`` along ``axis`` (``inplace=False``)."""
+  """A copy of ``arr`` with ``values`` put at ``indices`` along ``axis`` (``inplace=False``).
+
+  Args:
+    arr: input array.
+    indices: integer indices, broadcast against ``arr`` except along ``axis``.
+    values: values to put.
+    axis: the axis to index along (``None``: the flattened array).
+    inplace: must be False: JAX arrays cannot be modified in place.
+    mode: out-of-bounds handling, as in ``ndarray.at``'s ``set`` (default: such updates are
+      dropped).
+
+  Returns:
+    A copy of ``arr`` with the values put.
+
+  Examples:
+    >>> jnp.put_along_axis(jnp.zeros((2, 2)), jnp.array([[1], [0]]), 9.0, axis=1, inplace=False)
+    Array([[0., 9.],
+           [9., 0.]], dtype=float64)
+  """
   if inplace:
     raise ValueError("jax.numpy.put_along_axis cannot modify arrays in-place, because JAX "
                      "arrays are immutable. Pass inplace=False to instead return an updated array.")
@@ -931,7 +988,23 @@ def nonzero(a, *, size=None, fill_value=None):
 
   Without ``size`` the result's shape depends on data, so ``a`` must be concrete (eager);
   with ``size`` the first ``size`` indices are returned (padded with ``fill_value``,
-  default 0), which also works under transformations."""
+  default 0), which also works under transformations.
+
+  Args:
+    a: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A tuple of ``a.ndim`` integer arrays.
+
+  Examples:
+    >>> jnp.nonzero(jnp.array([0, 3, 0, 5]))
+    (Array([1, 3], dtype=int64),)
+    >>> jnp.nonzero(jnp.array([0, 3, 0, 5]), size=3)
+    (Array([1, 3, 0], dtype=int64),)
+  """
   a = ensure_arraylike("nonzero", a)
   if a.ndim == 0:
     raise ValueError("Calling nonzero on 0d arrays is not allowed. Use "
@@ -964,13 +1037,42 @@ def nonzero(a, *, size=None, fill_value=None):
 
 
 def flatnonzero(a, *, size=None, fill_value=None):
-  """Indices of the non-zero elements of ``ravel(a)``."""
+  """Indices of the non-zero elements of ``ravel(a)``.
+
+  Args:
+    a: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d integer array of flat indices.
+
+  Examples:
+    >>> jnp.flatnonzero(jnp.array([[0, 3], [5, 0]]))
+    Array([1, 2], dtype=int64)
+  """
   a = ensure_arraylike("flatnonzero", a)
   return nonzero(lax.reshape(a, (a.size,)), size=size, fill_value=fill_value)[0]
 
 
 def argwhere(a, *, size=None, fill_value=None):
-  """Indices of non-zero elements as rows of an ``(N, a.ndim)`` array."""
+  """Indices of non-zero elements as rows of an ``(N, a.ndim)`` array.
+
+  Args:
+    a: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    An integer array of shape ``(N, a.ndim)``.
+
+  Examples:
+    >>> jnp.argwhere(jnp.array([[0, 3], [5, 0]]))
+    Array([[0, 1],
+           [1, 0]], dtype=int64)
+  """
   a = ensure_arraylike("argwhere", a)
   from nbjax.numpy._manip import stack
   out = stack(nonzero(lax.reshape(a, (1,)) if a.ndim == 0 else a, size=size,
@@ -979,14 +1081,46 @@ def argwhere(a, *, size=None, fill_value=None):
 
 
 def extract(condition, arr, *, size=None, fill_value=0):
-  """Elements of ``ravel(arr)`` where ``ravel(condition)`` is true (eager unless ``size``)."""
+  """Elements of ``ravel(arr)`` where ``ravel(condition)`` is true (eager unless ``size``).
+
+  Args:
+    condition: boolean array (or array-like).
+    arr: input array.
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of the selected elements.
+
+  Examples:
+    >>> jnp.extract(jnp.array([True, False, True]), jnp.array([1, 2, 3]))
+    Array([1, 3], dtype=int64)
+  """
   condition, arr = ensure_arraylike("extract", condition, arr)
   return compress(lax.reshape(condition, (condition.size,)), lax.reshape(arr, (arr.size,)),
                   size=size, fill_value=fill_value)
 
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
-  """Slices of ``a`` along ``axis`` where ``condition`` is true (eager unless ``size``)."""
+  """Slices of ``a`` along ``axis`` where ``condition`` is true (eager unless ``size``).
+
+  Args:
+    condition: 1-d boolean array selecting slices.
+    a: input array (or array-like).
+    axis: axis to select along (``None``: the flattened array).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    An array of the selected slices.
+
+  Examples:
+    >>> jnp.compress(jnp.array([True, False, True]), jnp.array([1, 2, 3]))
+    Array([1, 3], dtype=int64)
+  """
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
   condition, a = ensure_arraylike("compress", condition, a)
@@ -1019,7 +1153,23 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
   """The ``offset`` diagonal of the ``(axis1, axis2)`` planes, as a last axis: one strided
-  ``lax.slice`` of the flattened planes (no gather)."""
+  ``lax.slice`` of the flattened planes (no gather).
+
+  Args:
+    a: input array (or array-like).
+    offset: offset of the diagonal from the main diagonal.
+    axis1: first axis of the 2-d planes.
+    axis2: second axis of the 2-d planes.
+
+  Returns:
+    An array with the diagonal as its last axis.
+
+  Examples:
+    >>> jnp.diagonal(jnp.array([[1, 2], [3, 4]]))
+    Array([1, 4], dtype=int64)
+    >>> jnp.diagonal(jnp.array([[1, 2], [3, 4]]), offset=1)
+    Array([2], dtype=int64)
+  """
   a = ensure_arraylike("diagonal", a)
   if a.ndim < 2:
     raise ValueError("diagonal requires an array of at least two dimensions.")
@@ -1042,7 +1192,23 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-  """Sum along a diagonal."""
+  """Sum along a diagonal.
+
+  Args:
+    a: input array (or array-like).
+    offset: offset of the diagonal from the main diagonal.
+    axis1: first axis of the 2-d planes.
+    axis2: second axis of the 2-d planes.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    The sums along the diagonals (an array of the remaining axes).
+
+  Examples:
+    >>> jnp.trace(jnp.array([[1, 2], [3, 4]]))
+    Array(5, dtype=int64)
+  """
   a = ensure_arraylike("trace", a)
   if a.ndim >= 2 and canonicalize_axis(axis1, a.ndim) == canonicalize_axis(axis2, a.ndim):
     raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
@@ -1050,7 +1216,22 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 
 def diag(v, k=0):
-  """The ``k``-th diagonal of a 2-d ``v``, or a 2-d array with 1-d ``v`` on it."""
+  """The ``k``-th diagonal of a 2-d ``v``, or a 2-d array with 1-d ``v`` on it.
+
+  Args:
+    v: 1-d or 2-d input array.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    A 1-d diagonal (2-d input) or a 2-d array (1-d input).
+
+  Examples:
+    >>> jnp.diag(jnp.array([[1, 2], [3, 4]]))
+    Array([1, 4], dtype=int64)
+    >>> jnp.diag(jnp.array([1, 2]))
+    Array([[1, 0],
+           [0, 2]], dtype=int64)
+  """
   v = ensure_arraylike("diag", v)
   k = _util.index(k, "k")
   if v.ndim == 2:
@@ -1066,7 +1247,21 @@ def diag(v, k=0):
 
 
 def diagflat(v, k=0):
-  """A 2-d array with the flattened ``v`` on its ``k``-th diagonal."""
+  """A 2-d array with the flattened ``v`` on its ``k``-th diagonal.
+
+  Args:
+    v: input array (flattened).
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    A 2-d array.
+
+  Examples:
+    >>> jnp.diagflat(jnp.array([1, 2]), k=1)
+    Array([[0, 1, 0],
+           [0, 0, 2],
+           [0, 0, 0]], dtype=int64)
+  """
   v = ensure_arraylike("diagflat", v)
   out = diag(lax.reshape(v, (v.size,)), k)
   return _util.convert(out, out.dtype, False) if dtypes.is_weakly_typed(out) else out  # (JAX)

@@ -351,7 +351,21 @@ def promote_args_numeric(name, *args):
 
 def broadcast_to(array, shape, *, out_sharding=None):
   """``array`` broadcast to ``shape`` by NumPy rules (``lax.broadcast_in_dim``);
-  ``out_sharding`` is accepted for JAX's signature (one device: nothing to shard)."""
+  ``out_sharding`` is accepted for JAX's signature (one device: nothing to shard).
+
+  Args:
+    array: input array.
+    shape: target shape.
+    out_sharding: accepted for JAX compatibility (one device: nothing to shard).
+
+  Returns:
+    An array of ``shape``.
+
+  Examples:
+    >>> jnp.broadcast_to(jnp.array([1, 2]), (2, 2))
+    Array([[1, 2],
+           [1, 2]], dtype=int64)
+  """
   x = array
   if type(x) in key_types:  # a key array (nbjax.prng)
     return key_impls["broadcast_to"](x, shape)
@@ -373,7 +387,20 @@ def broadcast_to(array, shape, *, out_sharding=None):
 
 
 def broadcast_arrays(*args):
-  """Every argument broadcast to the joint shape."""
+  """Every argument broadcast to the joint shape.
+
+  Args:
+    args: arrays (or array-likes) to broadcast.
+
+  Returns:
+    A list of arrays, all of the broadcast shape.
+
+  Examples:
+    >>> jnp.broadcast_arrays(jnp.array([1, 2]), jnp.array([[3], [4]]))
+    [Array([[1, 2],
+           [1, 2]], dtype=int64), Array([[3, 3],
+           [4, 4]], dtype=int64)]
+  """
   if any(type(a) in key_types for a in args):
     return key_impls["broadcast_arrays"](*args)
   args = [as_array(a) for a in args]

@@ -78,7 +78,22 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
   """Define a vectorized function with broadcasting (NumPy's ``vectorize``/gufuncs) by
   ``vmap``-ing ``pyfunc`` over every loop dimension. ``excluded``: positions (ints) or
   keyword names (strs) passed through unvectorized; ``signature``: core dimensions, e.g.
-  ``"(n),(n)->()"``."""
+  ``"(n),(n)->()"``.
+
+  Args:
+    pyfunc: the function to vectorize.
+    excluded: positions or names of arguments not to vectorize.
+    signature: optional gufunc signature such as ``'(n),(n)->()'``.
+
+  Returns:
+    The vectorized function.
+
+  Examples:
+    >>> f = jnp.vectorize(lambda x, y: x + y, signature="(),()->()")
+    >>> f(jnp.array([1, 2]), jnp.array([[10], [20]]))
+    Array([[11, 12],
+           [21, 22]], dtype=int64)
+  """
   if any(not isinstance(e, (int, str)) for e in excluded):
     raise TypeError(f"jax.numpy.vectorize can only exclude integer or string arguments, but "
                     f"excluded={excluded!r}")
@@ -157,7 +172,22 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
   """Apply ``func1d`` to the 1-d slices of ``arr`` along ``axis`` (by ``vmap`` over the
-  other axes); the result's axis ``axis`` is replaced by ``func1d``'s output dimensions."""
+  other axes); the result's axis ``axis`` is replaced by ``func1d``'s output dimensions.
+
+  Args:
+    func1d: function of a 1-d array.
+    axis: the axis along which slices are taken.
+    arr: input array.
+    args: extra positional arguments to ``func1d``.
+    kwargs: extra keyword arguments to ``func1d``.
+
+  Returns:
+    The stacked results of ``func1d``.
+
+  Examples:
+    >>> jnp.apply_along_axis(jnp.sum, 1, jnp.array([[1, 2], [3, 4]]))
+    Array([3, 7], dtype=int64)
+  """
   arr = _util.ensure_arraylike("apply_along_axis", arr)
   nd = arr.ndim
   axis = _util.canonicalize_axis(axis, nd)
@@ -170,7 +200,20 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
 
 def apply_over_axes(func, a, axes):
-  """Apply ``func(a, axis)`` repeatedly over ``axes``, keeping the reduced axes (size 1)."""
+  """Apply ``func(a, axis)`` repeatedly over ``axes``, keeping the reduced axes (size 1).
+
+  Args:
+    func: function ``func(a, axis)`` returning an array.
+    a: input array.
+    axes: axes to apply ``func`` over, in order.
+
+  Returns:
+    An array with the same number of dimensions as ``a``.
+
+  Examples:
+    >>> jnp.apply_over_axes(jnp.sum, jnp.ones((2, 3)), [0, 1])
+    Array([[6.]], dtype=float64)
+  """
   a = _util.ensure_arraylike("apply_over_axes", a)
   for axis in [axes] if isinstance(axes, int) else axes:
     b = func(a, axis)
