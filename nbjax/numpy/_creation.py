@@ -658,7 +658,7 @@ def identity(n, dtype=None):
   """The ``n x n`` identity matrix.
 
   Args:
-    n: size of the (square) arrays the indices are for.
+    n: number of rows and columns.
     dtype: optional dtype of the result (by default inferred from the inputs).
 
   Returns:

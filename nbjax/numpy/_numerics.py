@@ -59,7 +59,23 @@ def _along(v, axis, nd):
 
 
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-  """Cross product of 2- or 3-vectors along the given axes (broadcasting the rest)."""
+  """Cross product of 2- or 3-vectors along the given axes (broadcasting the rest).
+
+  Args:
+    a: first array of vectors.
+    b: second array of vectors.
+    axisa: axis of ``a`` holding the vectors.
+    axisb: axis of ``b`` holding the vectors.
+    axisc: axis of the result holding the vectors.
+    axis: if given, overrides ``axisa``, ``axisb`` and ``axisc``.
+
+  Returns:
+    The cross products (scalars for 2-vectors).
+
+  Examples:
+    >>> jnp.cross(jnp.array([1, 0, 0]), jnp.array([0, 1, 0]))
+    Array([0, 0, 1], dtype=int64)
+  """
   a, b = ensure_arraylike("cross", a, b)
   if axis is not None:
     axisa = axisb = axisc = axis
@@ -79,7 +95,22 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 def vander(x, N=None, increasing=False):
-  """Vandermonde matrix: columns are powers of the 1-d ``x`` (decreasing by default)."""
+  """Vandermonde matrix: columns are powers of the 1-d ``x`` (decreasing by default).
+
+  Args:
+    x: 1-d input array.
+    N: number of columns (default ``len(x)``).
+    increasing: if True, powers increase from left to right.
+
+  Returns:
+    A 2-d array of shape ``(len(x), N)``.
+
+  Examples:
+    >>> jnp.vander(jnp.array([1, 2, 3]), 3)
+    Array([[1, 1, 1],
+           [4, 2, 1],
+           [9, 3, 1]], dtype=int64)
+  """
   x = ensure_arraylike("vander", x)
   if x.ndim != 1:
     raise ValueError("x must be a one-dimensional array")
@@ -99,7 +130,23 @@ def vander(x, N=None, increasing=False):
 
 def trapezoid(y, x=None, dx=1.0, axis=-1):
   """Integral of ``y`` along ``axis`` by the trapezoidal rule (sample points ``x`` or
-  uniform spacing ``dx``)."""
+  uniform spacing ``dx``).
+
+  Args:
+    y: sample values.
+    x: optional sample points (default: spacing ``dx``).
+    dx: spacing of the sample points when ``x`` is None.
+    axis: the axis to integrate along.
+
+  Returns:
+    An array of the shape of ``y`` without ``axis``.
+
+  Examples:
+    >>> jnp.trapezoid(jnp.array([1.0, 2.0, 3.0]))
+    Array(4., dtype=float64)
+    >>> jnp.trapezoid(jnp.array([1.0, 2.0, 3.0]), dx=0.5)
+    Array(2., dtype=float64)
+  """
   if x is None:
     y = ensure_arraylike("trapezoid", y)
     y, = promote_dtypes_inexact(y)
@@ -120,7 +167,22 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 
 def gradient(f, *varargs, axis=None, edge_order=None):
   """Second-order central differences in the interior, one-sided first- or second-order
-  (``edge_order``) differences at the edges; spacing a scalar or 1-d coordinates per axis."""
+  (``edge_order``) differences at the edges; spacing a scalar or 1-d coordinates per axis.
+
+  Args:
+    f: input array.
+    varargs: optional spacing: one scalar for all axes, or a scalar or 1-d coordinates per
+      axis.
+    axis: axis or axes to differentiate along (``None``: all).
+    edge_order: order (1 or 2) of the one-sided differences at the edges.
+
+  Returns:
+    An array (or a list of arrays, one per axis) of the shape of ``f``.
+
+  Examples:
+    >>> jnp.gradient(jnp.array([1.0, 4.0, 9.0, 16.0]))
+    Array([3., 4., 6., 7.], dtype=float64)
+  """
   f = ensure_arraylike("gradient", f)
   check_arraylike("gradient", *varargs)
   f, *spacing = promote_dtypes_inexact(f, *varargs)
@@ -174,7 +236,21 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 
 
 def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
-  """Unwrap phases: replace jumps larger than ``discont`` by their ``period`` complement."""
+  """Unwrap phases: replace jumps larger than ``discont`` by their ``period`` complement.
+
+  Args:
+    p: input phases.
+    discont: largest jump left alone (default ``period / 2``).
+    axis: the axis to unwrap along.
+    period: the period of the phases (default ``2 * pi``).
+
+  Returns:
+    An array of the shape of ``p``.
+
+  Examples:
+    >>> jnp.unwrap(jnp.array([0.0, 3.0, 6.5, 0.2]))
+    Array([0.        , 3.        , 0.21681469, 0.2       ], dtype=float64)
+  """
   p = ensure_arraylike("unwrap", p)
   p, period = promote_dtypes(p, period)  # JAX: as p and period promote (ints: default float)
   if dtypes.is_complex(p.dtype):
@@ -194,7 +270,25 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
 
 def interp(x, xp, fp, left=None, right=None, period=None):
   """Piecewise-linear interpolant of the points ``(xp, fp)`` evaluated at ``x``
-  (``left``/``right`` values or ``'extrapolate'``; optional ``period``)."""
+  (``left``/``right`` values or ``'extrapolate'``; optional ``period``).
+
+  Args:
+    x: points at which to evaluate.
+    xp: increasing 1-d sample coordinates.
+    fp: 1-d sample values.
+    left: value for ``x < xp[0]`` (default ``fp[0]``; ``'extrapolate'`` extends the first
+      segment).
+    right: value for ``x > xp[-1]`` (default ``fp[-1]``; ``'extrapolate'`` extends the last
+      segment).
+    period: optional period of the coordinates.
+
+  Returns:
+    An array of the shape of ``x``.
+
+  Examples:
+    >>> jnp.interp(jnp.array([0.5, 5.0]), jnp.array([0.0, 1.0]), jnp.array([0.0, 10.0]))
+    Array([ 5., 10.], dtype=float64)
+  """
   x, xp, fp = ensure_arraylike("interp", x, xp, fp)
   if xp.shape != fp.shape or xp.ndim != 1:
     raise ValueError("xp and fp must be one-dimensional arrays of equal size")
@@ -234,7 +328,20 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 def polyval(p, x, *, unroll=16):
   """Value at ``x`` of the polynomial with coefficients ``p`` (highest degree first), by
-  Horner's rule; ``unroll`` is accepted for JAX compatibility."""
+  Horner's rule; ``unroll`` is accepted for JAX compatibility.
+
+  Args:
+    p: polynomial coefficients, highest power first.
+    x: points at which to evaluate.
+    unroll: accepted for JAX compatibility (loop unrolling of the evaluation).
+
+  Returns:
+    An array of the broadcast shape of ``x``.
+
+  Examples:
+    >>> jnp.polyval(jnp.array([1, 0, -1]), jnp.array([0, 2, 3]))
+    Array([-1,  3,  8], dtype=int64)
+  """
   del unroll
   p, x = ensure_arraylike("polyval", p, x)
   p, x = promote_dtypes(p, x)
@@ -246,7 +353,19 @@ def polyval(p, x, *, unroll=16):
 
 
 def polyadd(a1, a2):
-  """Sum of two polynomials (coefficient arrays aligned at the constant term)."""
+  """Sum of two polynomials (coefficient arrays aligned at the constant term).
+
+  Args:
+    a1: first input array (or array-like).
+    a2: second input array (or array-like).
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.polyadd(jnp.array([1, 2]), jnp.array([1, 0, 0]))
+    Array([1, 1, 2], dtype=int64)
+  """
   a1, a2 = promote_dtypes(*ensure_arraylike("polyadd", a1, a2))
   if a2.shape[0] <= a1.shape[0]:
     return a1.at[-a2.shape[0]:].add(a2)
@@ -254,7 +373,19 @@ def polyadd(a1, a2):
 
 
 def polysub(a1, a2):
-  """Difference of two polynomials."""
+  """Difference of two polynomials.
+
+  Args:
+    a1: first input array (or array-like).
+    a2: second input array (or array-like).
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.polysub(jnp.array([1, 2]), jnp.array([1, 0, 0]))
+    Array([-1,  1,  2], dtype=int64)
+  """
   a1, a2 = promote_dtypes(*ensure_arraylike("polysub", a1, a2))
   return polyadd(a1, -a2)
 
@@ -266,7 +397,20 @@ def _trim_front(a):
 
 
 def polymul(a1, a2, *, trim_leading_zeros=False):
-  """Product of two polynomials (the full convolution of their coefficients)."""
+  """Product of two polynomials (the full convolution of their coefficients).
+
+  Args:
+    a1: first input array (or array-like).
+    a2: second input array (or array-like).
+    trim_leading_zeros: if True, strip leading zeros of the result (needs concrete input).
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.polymul(jnp.array([1, 1]), jnp.array([1, -1]))
+    Array([ 1.,  0., -1.], dtype=float64)
+  """
   a1, a2 = promote_dtypes_inexact(*ensure_arraylike("polymul", a1, a2))
   if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
     a1, a2 = _trim_front(a1), _trim_front(a2)
@@ -278,7 +422,19 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
 
 
 def polyder(p, m=1):
-  """Coefficients of the ``m``-th derivative of a polynomial."""
+  """Coefficients of the ``m``-th derivative of a polynomial.
+
+  Args:
+    p: polynomial coefficients, highest power first.
+    m: order of the derivative.
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.polyder(jnp.array([1, 2, 3]))
+    Array([2., 2.], dtype=float64)
+  """
   p = ensure_arraylike("polyder", p)
   m = _util.index(m, "'m' argument of jnp.polyder")
   p, = promote_dtypes_inexact(p)
@@ -292,7 +448,20 @@ def polyder(p, m=1):
 
 
 def polyint(p, m=1, k=None):
-  """Coefficients of the ``m``-th antiderivative with integration constants ``k``."""
+  """Coefficients of the ``m``-th antiderivative with integration constants ``k``.
+
+  Args:
+    p: polynomial coefficients, highest power first.
+    m: order of the antiderivative.
+    k: integration constants (a scalar or ``m`` values; default 0).
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.polyint(jnp.array([3.0, 2.0, 1.0]))
+    Array([1., 1., 1., 0.], dtype=float64)
+  """
   m = _util.index(m, "'m' argument of jnp.polyint")
   k = 0 if k is None else k
   p, k = promote_dtypes_inexact(*ensure_arraylike("polyint", p, k))
@@ -312,7 +481,18 @@ def polyint(p, m=1, k=None):
 
 def poly(seq_of_zeros):
   """Coefficients of the monic polynomial with the given roots (or, for a square matrix,
-  its characteristic polynomial; complex as in JAX, where it comes from ``eigvals``)."""
+  its characteristic polynomial; complex as in JAX, where it comes from ``eigvals``).
+
+  Args:
+    seq_of_zeros: 1-d array of roots, or a square matrix.
+
+  Returns:
+    A 1-d array of polynomial coefficients, highest power first.
+
+  Examples:
+    >>> jnp.poly(jnp.array([1.0, 2.0]))
+    Array([ 1., -3.,  2.], dtype=float64)
+  """
   z = ensure_arraylike("poly", seq_of_zeros)
   z, = promote_dtypes_inexact(z)
   z = atleast_1d(z)
@@ -364,12 +544,42 @@ def _conv(name, a, v, mode, precision, preferred_element_type):
 
 
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
-  """Discrete linear convolution of two 1-d arrays (mode 'full', 'same' or 'valid')."""
+  """Discrete linear convolution of two 1-d arrays (mode 'full', 'same' or 'valid').
+
+  Args:
+    a: first 1-d array.
+    v: second 1-d array.
+    mode: ``'full'`` (default), ``'same'`` or ``'valid'``: the length of the output.
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.convolve(jnp.array([1, 2, 3]), jnp.array([0, 1, 0.5]))
+    Array([0. , 1. , 2.5, 4. , 1.5], dtype=float64)
+  """
   return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
 
 def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
-  """Cross-correlation ``c[k] = sum_n a[n + k] * conj(v[n])`` of two 1-d arrays."""
+  """Cross-correlation ``c[k] = sum_n a[n + k] * conj(v[n])`` of two 1-d arrays.
+
+  Args:
+    a: first 1-d array.
+    v: second 1-d array.
+    mode: ``'valid'`` (default), ``'same'`` or ``'full'``: the length of the output.
+    precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
+    preferred_element_type: optional dtype to accumulate and return the result in.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.correlate(jnp.array([1, 2, 3]), jnp.array([0, 1, 0.5]), mode='full')
+    Array([0.5, 2. , 3.5, 3. , 0. ], dtype=float64)
+  """
   return _conv("correlate", a, v, mode, precision, preferred_element_type)
 
 # ----------------------------------------------------------------- integers
@@ -391,12 +601,36 @@ def _gcd(a, b):
 
 
 def gcd(x1, x2, /):
-  """Elementwise greatest common divisor of ``|x1|`` and ``|x2|``."""
+  """Elementwise greatest common divisor of ``|x1|`` and ``|x2|``.
+
+  Args:
+    x1: first input array (or array-like).
+    x2: second input array (or array-like).
+
+  Returns:
+    An integer array of the broadcast shape.
+
+  Examples:
+    >>> jnp.gcd(jnp.array([12, 18]), 8)
+    Array([4, 2], dtype=int64)
+  """
   return _gcd(*_int_args("gcd", x1, x2))
 
 
 def lcm(x1, x2, /):
-  """Elementwise least common multiple of ``|x1|`` and ``|x2|``."""
+  """Elementwise least common multiple of ``|x1|`` and ``|x2|``.
+
+  Args:
+    x1: first input array (or array-like).
+    x2: second input array (or array-like).
+
+  Returns:
+    An integer array of the broadcast shape.
+
+  Examples:
+    >>> jnp.lcm(jnp.array([4, 6]), 10)
+    Array([20, 30], dtype=int64)
+  """
   x1, x2 = _int_args("lcm", x1, x2)
   d = _gcd(x1, x2)
   zero = d == 0
@@ -425,7 +659,18 @@ def _scale2(x, k):
 
 def frexp(x, /):
   """Mantissa in ``[0.5, 1)`` (signed) and int32 exponent with ``x = m * 2**e``; zeros,
-  infinities and NaN give ``(x, 0)``."""
+  infinities and NaN give ``(x, 0)``.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A tuple ``(mantissa, exponent)`` of arrays.
+
+  Examples:
+    >>> jnp.frexp(jnp.array([8.0, 0.75]))
+    (Array([0.5 , 0.75], dtype=float64), Array([4, 0], dtype=int32))
+  """
   x = ensure_arraylike("frexp", x)
   x, = promote_dtypes_inexact(x)
   if dtypes.is_complex(x.dtype):
@@ -447,7 +692,19 @@ def frexp(x, /):
 
 
 def ldexp(x1, x2, /):
-  """``x1 * 2**x2`` for integer ``x2``, exact up to one final rounding."""
+  """``x1 * 2**x2`` for integer ``x2``, exact up to one final rounding.
+
+  Args:
+    x1: mantissas.
+    x2: integer exponents.
+
+  Returns:
+    An array in an inexact dtype.
+
+  Examples:
+    >>> jnp.ldexp(jnp.array([1.0, 0.5]), jnp.array([3, 2]))
+    Array([8., 2.], dtype=float64)
+  """
   x1, x2 = ensure_arraylike("ldexp", x1, x2)
   d1, d2 = dtypes.dtype(x1), dtypes.dtype(x2)
   if dtypes.is_complex(d1) or dtypes.is_inexact(d2):
@@ -461,7 +718,19 @@ def ldexp(x1, x2, /):
 
 
 def modf(x, /, out=None):
-  """Fractional and integral parts of ``x``, both with the sign of ``x``."""
+  """Fractional and integral parts of ``x``, both with the sign of ``x``.
+
+  Args:
+    x: input array (or array-like).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+
+  Returns:
+    A tuple ``(fractional, integral)`` of arrays.
+
+  Examples:
+    >>> jnp.modf(jnp.array([1.5, -2.25]))
+    (Array([ 0.5 , -0.25], dtype=float64), Array([ 1., -2.], dtype=float64))
+  """
   x = ensure_arraylike("modf", x)
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.modf is not supported.")
@@ -474,7 +743,18 @@ def spacing(x, /):
   """Distance from ``x`` to the adjacent float away from zero (signed as ``x``), as JAX's
   formula: float16 steps towards +inf (NumPy's float16 rule); other floats step away from
   zero (-0.0 included) and a step flushed to zero (denormals under jit) is the smallest
-  subnormal, signed as ``x``."""
+  subnormal, signed as ``x``.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    An array of the shape and (inexact) dtype of ``x``.
+
+  Examples:
+    >>> jnp.spacing(jnp.array([1.0, -1.0], dtype=jnp.float32))
+    Array([ 1.1920929e-07, -1.1920929e-07], dtype=float32)
+  """
   x = ensure_arraylike("spacing", x)
   x, = promote_dtypes_inexact(x)
   if dtypes.is_complex(x.dtype):
@@ -505,7 +785,18 @@ def _chbevl(t, coeffs):
 
 def i0(x):
   """Modified Bessel function of the first kind, order zero (Cephes Chebyshev expansions;
-  its derivative is exactly 0 at 0, as JAX's custom JVP makes it)."""
+  its derivative is exactly 0 at 0, as JAX's custom JVP makes it).
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    An array in an inexact dtype.
+
+  Examples:
+    >>> jnp.i0(jnp.array([0.0, 1.0]))
+    Array([1.        , 1.26606588], dtype=float64)
+  """
   x = ensure_arraylike("i0", x)
   x, = promote_dtypes_inexact(x)
   if not dtypes.is_float(x.dtype):
@@ -539,28 +830,84 @@ def _window(name, M, f):
 
 
 def hamming(M):
-  """Hamming window of ``M`` points."""
+  """Hamming window of ``M`` points.
+
+  Args:
+    M: number of points (0 gives an empty array).
+
+  Returns:
+    A 1-d array of ``M`` window values in the default float dtype.
+
+  Examples:
+    >>> jnp.hamming(3)
+    Array([0.08, 1.  , 0.08], dtype=float64)
+  """
   return _window("hamming", M, lambda n, M: 0.54 - 0.46 * cos(2 * np.pi * n / (M - 1)))
 
 
 def hanning(M):
-  """Hann window of ``M`` points."""
+  """Hann window of ``M`` points.
+
+  Args:
+    M: number of points (0 gives an empty array).
+
+  Returns:
+    A 1-d array of ``M`` window values in the default float dtype.
+
+  Examples:
+    >>> jnp.hanning(3)
+    Array([0., 1., 0.], dtype=float64)
+  """
   return _window("hanning", M, lambda n, M: 0.5 * (1 - cos(2 * np.pi * n / (M - 1))))
 
 
 def blackman(M):
-  """Blackman window of ``M`` points."""
+  """Blackman window of ``M`` points.
+
+  Args:
+    M: number of points (0 gives an empty array).
+
+  Returns:
+    A 1-d array of ``M`` window values in the default float dtype.
+
+  Examples:
+    >>> jnp.round(jnp.blackman(5), 3)
+    Array([-0.  ,  0.34,  1.  ,  0.34, -0.  ], dtype=float64)
+  """
   return _window("blackman", M, lambda n, M: 0.42 - 0.5 * cos(2 * np.pi * n / (M - 1))
                  + 0.08 * cos(4 * np.pi * n / (M - 1)))
 
 
 def bartlett(M):
-  """Bartlett (triangular) window of ``M`` points."""
+  """Bartlett (triangular) window of ``M`` points.
+
+  Args:
+    M: number of points (0 gives an empty array).
+
+  Returns:
+    A 1-d array of ``M`` window values in the default float dtype.
+
+  Examples:
+    >>> jnp.bartlett(5)
+    Array([0. , 0.5, 1. , 0.5, 0. ], dtype=float64)
+  """
   return _window("bartlett", M, lambda n, M: 1 - _abs(2 * n + 1 - M) / (M - 1))
 
 
 def kaiser(M, beta):
-  """Kaiser window of ``M`` points with shape parameter ``beta``."""
+  """Kaiser window of ``M`` points with shape parameter ``beta``.
+
+  Args:
+    M: number of points.
+    beta: shape parameter of the window.
+
+  Returns:
+    A 1-d array of ``M`` window values in the default float dtype.
+
+  Examples:
+    >>> jnp.kaiser(3, 5.0)
+    Array([0.03671089, 1.        , 0.03671089], dtype=float64)
+  """
   def f(n, M):
     alpha = 0.5 * (M - 1)
     return i0(beta * sqrt(1 - ((n - alpha) / alpha) ** 2)) / i0(beta)
@@ -572,7 +919,23 @@ def kaiser(M, beta):
 def piecewise(x, condlist, funclist, *args, **kw):
   """Piecewise function: where ``condlist[i]`` holds (the last true one wins) the value of
   ``funclist[i]`` (a callable of ``x, *args, **kw`` or a constant), else the optional extra
-  default entry (or 0). Every function is evaluated on all of ``x``."""
+  default entry (or 0). Every function is evaluated on all of ``x``.
+
+  Args:
+    x: input array.
+    condlist: sequence of boolean arrays of the shape of ``x``.
+    funclist: functions (or constants), one per condition, plus an optional default.
+    args: extra positional arguments to the functions.
+    kw: extra keyword arguments passed to the functions.
+
+  Returns:
+    An array of the shape and dtype of ``x``.
+
+  Examples:
+    >>> x = jnp.array([-2.0, 0.5, 3.0])
+    >>> jnp.piecewise(x, [x < 0, x > 1], [lambda x: -x, 1.0, lambda x: x / 2])
+    Array([2.  , 0.25, 1.  ], dtype=float64)
+  """
   x = ensure_arraylike("piecewise", x)
   if isinstance(condlist, (list, tuple)):
     check_arraylike("piecewise", *condlist)
@@ -597,7 +960,22 @@ def piecewise(x, condlist, funclist, *args, **kw):
 
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
-  """``function`` evaluated at every index of ``shape`` (vmapped over each axis)."""
+  """``function`` evaluated at every index of ``shape`` (vmapped over each axis).
+
+  Args:
+    function: function of one index array per axis.
+    shape: int or sequence of ints: the shape of the result.
+    dtype: dtype of the index arrays.
+    kwargs: extra keyword arguments to ``function``.
+
+  Returns:
+    The result of ``function`` over the index grid.
+
+  Examples:
+    >>> jnp.fromfunction(lambda i, j: i + 10 * j, (2, 3), dtype=int)
+    Array([[ 0, 10, 20],
+           [ 1, 11, 21]], dtype=int64)
+  """
   from nbjax import api
   shape = _util.canonicalize_shape(shape)
   f = functools.partial(function, **kwargs) if kwargs else function
@@ -607,6 +985,19 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-  """An array from any object implementing the DLPack protocol (``__dlpack__``)."""
+  """An array from any object implementing the DLPack protocol (``__dlpack__``).
+
+  Args:
+    x: an object with ``__dlpack__`` (e.g. a NumPy array or a framework tensor).
+    device: optional device to place the result on (nbjax runs on one device).
+    copy: whether to copy the data (``None``: only if needed).
+
+  Returns:
+    An array viewing or copying the data.
+
+  Examples:
+    >>> jnp.from_dlpack(np.arange(3))
+    Array([0, 1, 2], dtype=int64)
+  """
   del device, copy
   return asarray(np.from_dlpack(x))

@@ -194,7 +194,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -223,7 +223,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -248,7 +248,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     initial: optional starting value of the reduction.
@@ -272,7 +272,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     initial: optional starting value of the reduction.
@@ -298,7 +298,7 @@ def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     where: optional boolean mask (broadcast to ``a``) of the elements to include.
@@ -321,7 +321,7 @@ def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     where: optional boolean mask (broadcast to ``a``) of the elements to include.
@@ -369,7 +369,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -406,7 +406,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     ddof: delta degrees of freedom: the divisor is ``N - ddof``.
@@ -473,7 +473,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     ddof: delta degrees of freedom: the divisor is ``N - ddof``.
@@ -671,7 +671,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
 
   Args:
     x: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis along which to accumulate (optional for 1-d input).
     dtype: optional dtype of the result (by default inferred from the inputs).
     include_initial: if True, prepend the identity 0 along ``axis``.
 
@@ -691,7 +691,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 
   Args:
     x: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis along which to accumulate (optional for 1-d input).
     dtype: optional dtype of the result (by default inferred from the inputs).
     include_initial: if True, prepend the identity 1 along ``axis``.
 
@@ -758,7 +758,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -783,7 +783,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -808,7 +808,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     dtype: optional dtype of the result (by default inferred from the inputs).
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
@@ -854,7 +854,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     initial: optional starting value of the reduction.
@@ -876,7 +876,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
     initial: optional starting value of the reduction.
@@ -898,7 +898,7 @@ def count_nonzero(a, axis=None, keepdims=False):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     keepdims: if True, the reduced axes are kept in the result with size 1.
 
   Returns:
@@ -917,7 +917,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     out: unsupported (JAX arrays are immutable); must be ``None``.
     keepdims: if True, the reduced axes are kept in the result with size 1.
 
@@ -937,7 +937,7 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 
   Args:
     a: input array (or array-like).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
     weights: optional weights, of the shape of ``a`` or 1-d along ``axis``.
     returned: if True, also return the sum of the weights.
     keepdims: if True, the reduced axes are kept in the result with size 1.

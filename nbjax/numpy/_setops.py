@@ -63,7 +63,24 @@ def _tile_to_size(x, size):
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
   """``n``-th discrete difference along ``axis`` (``!=`` for booleans), after joining
-  ``prepend``/``append`` (scalars broadcast to one slice)."""
+  ``prepend``/``append`` (scalars broadcast to one slice).
+
+  Args:
+    a: input array (or array-like).
+    n: number of times to take the difference.
+    axis: axis along which to differentiate.
+    prepend: optional values joined before ``a`` along ``axis``.
+    append: optional values joined after ``a`` along ``axis``.
+
+  Returns:
+    An array ``n`` shorter along ``axis`` (counting the joined values).
+
+  Examples:
+    >>> jnp.diff(jnp.array([1, 4, 9, 16]))
+    Array([3, 5, 7], dtype=int64)
+    >>> jnp.diff(jnp.array([1, 4, 9, 16]), n=2)
+    Array([2, 2], dtype=int64)
+  """
   arr = ensure_arraylike("diff", a)
   n = _util.index(n, "'n' argument of jnp.diff")
   axis = _util.index(axis, "'axis' argument of jnp.diff")
@@ -91,7 +108,20 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 
 def ediff1d(ary, to_end=None, to_begin=None):
   """Differences of consecutive elements of ``ravel(ary)``, with ``to_begin``/``to_end``
-  (cast to its dtype) joined at the ends."""
+  (cast to its dtype) joined at the ends.
+
+  Args:
+    ary: input array (flattened).
+    to_end: optional values appended to the result.
+    to_begin: optional values prepended to the result.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.ediff1d(jnp.array([1, 4, 9]), to_begin=0)
+    Array([0, 3, 5], dtype=int64)
+  """
   arr = ravel(ensure_arraylike("ediff1d", ary))
   m = arr.shape[0]
   out = lax.sub(_cut(arr, 1, m), _cut(arr, 0, m - 1))
@@ -105,7 +135,20 @@ def ediff1d(ary, to_end=None, to_begin=None):
 
 
 def append(arr, values, axis=None):
-  """``values`` appended to ``arr`` along ``axis`` (both flattened when ``None``)."""
+  """``values`` appended to ``arr`` along ``axis`` (both flattened when ``None``).
+
+  Args:
+    arr: input array.
+    values: values to append (shape compatible with ``arr`` along the other axes).
+    axis: axis to append along (``None``: flatten both first).
+
+  Returns:
+    The joined array.
+
+  Examples:
+    >>> jnp.append(jnp.array([1, 2]), jnp.array([3, 4]))
+    Array([1, 2, 3, 4], dtype=int64)
+  """
   if axis is None:
     return concatenate([ravel(arr), ravel(values)], 0)
   return concatenate([arr, values], axis=axis)
@@ -113,7 +156,23 @@ def append(arr, values, axis=None):
 
 def insert(arr, obj, values, axis=None):
   """``values`` inserted before the indices ``obj`` (an int, 1-d integer array or slice;
-  may be traced) along ``axis`` (flattened when ``None``)."""
+  may be traced) along ``axis`` (flattened when ``None``).
+
+  Args:
+    arr: input array.
+    obj: index, slice or array of indices selecting the entries.
+    values: values to insert.
+    axis: axis to insert along (``None``: the flattened array).
+
+  Returns:
+    An array with the values inserted.
+
+  Examples:
+    >>> jnp.insert(jnp.array([1, 2, 3]), 1, 9)
+    Array([1, 9, 2, 3], dtype=int64)
+    >>> jnp.insert(jnp.array([1, 2, 3]), jnp.array([0, 3]), jnp.array([7, 8]))
+    Array([7, 1, 2, 3, 8], dtype=int64)
+  """
   a, _, vals = ensure_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
   if axis is None:
     a, axis = ravel(a), 0
@@ -152,7 +211,24 @@ def insert(arr, obj, values, axis=None):
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
   """``arr`` without the entries ``obj`` (an int, slice, integer or boolean array) along
   ``axis`` (flattened when ``None``). Array ``obj`` must be concrete unless
-  ``assume_unique_indices=True`` (unique integer indices, then it may be traced)."""
+  ``assume_unique_indices=True`` (unique integer indices, then it may be traced).
+
+  Args:
+    arr: input array.
+    obj: index, slice or array of indices selecting the entries.
+    axis: axis to delete along (``None``: the flattened array).
+    assume_unique_indices: promise that integer ``obj`` holds unique, in-bounds indices,
+      allowing traced ``obj``.
+
+  Returns:
+    An array without the deleted entries.
+
+  Examples:
+    >>> jnp.delete(jnp.array([1, 2, 3, 4]), 1)
+    Array([1, 3, 4], dtype=int64)
+    >>> jnp.delete(jnp.array([1, 2, 3, 4]), jnp.array([0, 2]))
+    Array([2, 4], dtype=int64)
+  """
   a = ensure_arraylike("delete", arr)
   if axis is None:
     a, axis = ravel(a), 0
@@ -193,7 +269,19 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
 
 
 def unstack(x, /, *, axis=0):
-  """The slices of ``x`` along ``axis``, as a tuple."""
+  """The slices of ``x`` along ``axis``, as a tuple.
+
+  Args:
+    x: input array (or array-like).
+    axis: the axis to unstack along.
+
+  Returns:
+    A tuple of ``x.shape[axis]`` arrays.
+
+  Examples:
+    >>> jnp.unstack(jnp.array([[1, 2], [3, 4]]))
+    (Array([1, 2], dtype=int64), Array([3, 4], dtype=int64))
+  """
   x = ensure_arraylike("unstack", x)
   axis = canonicalize_axis(axis, x.ndim)
   return tuple(lax.squeeze(lax.slice_in_dim(x, i, i + 1, axis=axis), (axis,))
@@ -201,7 +289,20 @@ def unstack(x, /, *, axis=0):
 
 
 def resize(a, new_shape):
-  """``ravel(a)`` repeated cyclically to fill ``new_shape`` (zeros when either is empty)."""
+  """``ravel(a)`` repeated cyclically to fill ``new_shape`` (zeros when either is empty).
+
+  Args:
+    a: input array (or array-like).
+    new_shape: int or tuple of ints: the shape of the result.
+
+  Returns:
+    An array of ``new_shape``.
+
+  Examples:
+    >>> jnp.resize(jnp.array([1, 2, 3]), (2, 4))
+    Array([[1, 2, 3, 1],
+           [2, 3, 1, 2]], dtype=int64)
+  """
   _util.check_arraylike("resize", a)
   new_shape = (new_shape,) if _util.ndim(new_shape) == 0 else tuple(new_shape)
   new_shape = tuple(_util.index(d, "new_shape") for d in new_shape)
@@ -216,7 +317,22 @@ def resize(a, new_shape):
 
 def trim_zeros(filt, trim="fb", axis=None):
   """``filt`` without leading ('f') and/or trailing ('b') zeros along ``axis`` (all axes by
-  default). ``filt`` must be concrete: the result's shape depends on its values."""
+  default). ``filt`` must be concrete: the result's shape depends on its values.
+
+  Args:
+    filt: input array.
+    trim: ``'f'`` to trim the front, ``'b'`` the back, ``'fb'`` both.
+    axis: axis or axes to trim along (``None``: all).
+
+  Returns:
+    A slice of ``filt``.
+
+  Examples:
+    >>> jnp.trim_zeros(jnp.array([0, 0, 1, 2, 0]))
+    Array([1, 2], dtype=int64)
+    >>> jnp.trim_zeros(jnp.array([0, 0, 1, 2, 0]), trim='f')
+    Array([1, 2, 0], dtype=int64)
+  """
   filt = ensure_arraylike("trim_zeros", filt)
   v = _util.concrete(filt, "Error arose in the `filt` argument of trim_zeros()")
   axes = canonicalize_axes(axis, filt.ndim)
@@ -258,7 +374,23 @@ def _in1d(ar1, ar2, invert=False, method="auto"):
 
 def isin(element, test_elements, assume_unique=False, invert=False, *, method="auto"):
   """Whether each element of ``element`` occurs in ``test_elements`` (``method``:
-  'compare_all'/'auto' or 'binary_search'/'sort')."""
+  'compare_all'/'auto' or 'binary_search'/'sort').
+
+  Args:
+    element: input array.
+    test_elements: values to test against (flattened).
+    assume_unique: if True, the inputs are assumed to already be unique.
+    invert: if True, return whether each element is *not* in ``test_elements``.
+    method: ``'auto'``, ``'compare_all'``, ``'binary_search'`` or ``'sort'``: the algorithm
+      (same result).
+
+  Returns:
+    A boolean array of the shape of ``element``.
+
+  Examples:
+    >>> jnp.isin(jnp.array([1, 2, 3]), jnp.array([2, 5]))
+    Array([False,  True, False], dtype=bool)
+  """
   del assume_unique
   element, test_elements = ensure_arraylike("isin", element, test_elements)
   return reshape(_in1d(element, test_elements, invert, method), element.shape)
@@ -372,7 +504,30 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
            equal_nan=True, size=None, fill_value=None, sorted=True):  # noqa: A002
   """Sorted unique elements of ``ravel(ar)`` (or unique slices along ``axis``), optionally
   with first indices, inverse indices (of ``ar``'s shape; 1-d with ``axis``) and counts.
-  Without a static ``size`` the input must be concrete. The result is always sorted."""
+  Without a static ``size`` the input must be concrete. The result is always sorted.
+
+  Args:
+    ar: input array.
+    return_index: if True, also return the index of the first occurrence of each value.
+    return_inverse: if True, also return the indices that rebuild ``ar`` from the unique
+      values.
+    return_counts: if True, also return the number of occurrences of each value.
+    axis: axis whose slices are compared (``None``: the flattened array).
+    equal_nan: whether NaNs compare equal to each other.
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+    sorted: accepted for JAX compatibility; the values are always sorted.
+
+  Returns:
+    The unique values, followed by the requested index/inverse/count arrays as a tuple.
+
+  Examples:
+    >>> jnp.unique(jnp.array([3, 1, 3, 2]))
+    Array([1, 2, 3], dtype=int64)
+    >>> jnp.unique(jnp.array([3, 1, 3, 2]), return_counts=True)
+    (Array([1, 2, 3], dtype=int64), Array([1, 1, 2], dtype=int64))
+  """
   del sorted
   out = _unique_api("unique", ar, size, fill_value, equal_nan=equal_nan, axis=axis,
                     index=return_index, inverse=return_inverse, counts=return_counts)
@@ -380,22 +535,78 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
 
 
 def unique_values(x, /, *, size=None, fill_value=None):
-  """Sorted unique values of ``x`` (NaNs distinct); static length with ``size``."""
+  """Sorted unique values of ``x`` (NaNs distinct); static length with ``size``.
+
+  Args:
+    x: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of unique values.
+
+  Examples:
+    >>> jnp.unique_values(jnp.array([3, 1, 3]))
+    Array([1, 3], dtype=int64)
+  """
   return _unique_api("unique_values", x, size, fill_value)[0]
 
 
 def unique_counts(x, /, *, size=None, fill_value=None):
-  """Unique values of ``x`` and their number of occurrences (``(values, counts)``)."""
+  """Unique values of ``x`` and their number of occurrences (``(values, counts)``).
+
+  Args:
+    x: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A named tuple ``(values, counts)``.
+
+  Examples:
+    >>> jnp.unique_counts(jnp.array([3, 1, 3])).counts
+    Array([1, 2], dtype=int64)
+  """
   return _UniqueCountsResult(*_unique_api("unique_counts", x, size, fill_value, counts=True))
 
 
 def unique_inverse(x, /, *, size=None, fill_value=None):
-  """Unique values of ``x`` and, of ``x.shape``, each element's position in them."""
+  """Unique values of ``x`` and, of ``x.shape``, each element's position in them.
+
+  Args:
+    x: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A named tuple ``(values, inverse_indices)``.
+
+  Examples:
+    >>> jnp.unique_inverse(jnp.array([3, 1, 3])).inverse_indices
+    Array([1, 0, 1], dtype=int64)
+  """
   return _UniqueInverseResult(*_unique_api("unique_inverse", x, size, fill_value, inverse=True))
 
 
 def unique_all(x, /, *, size=None, fill_value=None):
-  """Unique values of ``x`` with first indices, inverse indices and counts."""
+  """Unique values of ``x`` with first indices, inverse indices and counts.
+
+  Args:
+    x: input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A named tuple ``(values, indices, inverse_indices, counts)``.
+
+  Examples:
+    >>> jnp.unique_all(jnp.array([3, 1, 3])).counts
+    Array([1, 2], dtype=int64)
+  """
   return _UniqueAllResult(*_unique_api("unique_all", x, size, fill_value, index=True,
                                        inverse=True, counts=True))
 
@@ -438,7 +649,22 @@ def _unique_or_all(x, assume_unique, size):
 
 def union1d(ar1, ar2, *, size=None, fill_value=None):
   """Sorted unique values found in either array (``size``: static length, padded with
-  ``fill_value``, default the smallest)."""
+  ``fill_value``, default the smallest).
+
+  Args:
+    ar1: first input array (or array-like).
+    ar2: second input array (or array-like).
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of unique values.
+
+  Examples:
+    >>> jnp.union1d(jnp.array([3, 1]), jnp.array([2, 1]))
+    Array([1, 2, 3], dtype=int64)
+  """
   ar1, ar2 = ensure_arraylike("union1d", ar1, ar2)
   size = _static_size("union1d", size, ar1, ar2)
   return _unique1d(concatenate([ar1, ar2], axis=None), size, fill_value)[0]
@@ -446,7 +672,23 @@ def union1d(ar1, ar2, *, size=None, fill_value=None):
 
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
   """Unique values of ``ar1`` not in ``ar2`` (sorted unless ``assume_unique``; ``size``:
-  static length, padded with ``fill_value``, default 0)."""
+  static length, padded with ``fill_value``, default 0).
+
+  Args:
+    ar1: first input array (or array-like).
+    ar2: second input array (or array-like).
+    assume_unique: if True, the inputs are assumed to already be unique.
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of unique values.
+
+  Examples:
+    >>> jnp.setdiff1d(jnp.array([1, 2, 3, 4]), jnp.array([2, 4]))
+    Array([1, 3], dtype=int64)
+  """
   ar1, ar2 = ensure_arraylike("setdiff1d", ar1, ar2)
   a, b = ravel(ar1), ravel(ar2)
   size = _static_size("setdiff1d", size, a, b)
@@ -465,7 +707,25 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
                 fill_value=None):
   """Sorted unique values found in both arrays; with ``return_indices`` also the first
   index of each in ``ravel(ar1)`` and ``ravel(ar2)`` (``size``: static length, values
-  padded with ``fill_value``, default the smallest, indices with out-of-bound sizes)."""
+  padded with ``fill_value``, default the smallest, indices with out-of-bound sizes).
+
+  Args:
+    ar1: first input array (or array-like).
+    ar2: second input array (or array-like).
+    assume_unique: if True, the inputs are assumed to already be unique.
+    return_indices: if True, also return the indices of the common values in each input.
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of unique values. With ``return_indices``, a tuple ``(values, indices1,
+    indices2)``.
+
+  Examples:
+    >>> jnp.intersect1d(jnp.array([1, 2, 3, 4]), jnp.array([5, 4, 2]))
+    Array([2, 4], dtype=int64)
+  """
   ar1, ar2 = ensure_arraylike("intersect1d", ar1, ar2)
   a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
   size = _static_size("intersect1d", size, a, b)
@@ -484,7 +744,23 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
 
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
   """Sorted values found in exactly one of the arrays (``size``: static length, padded
-  with ``fill_value``, default the smallest)."""
+  with ``fill_value``, default the smallest).
+
+  Args:
+    ar1: first input array (or array-like).
+    ar2: second input array (or array-like).
+    assume_unique: if True, the inputs are assumed to already be unique.
+    size: optional static length of the result, needed to use this function under ``jit``;
+      results are truncated or padded with ``fill_value``.
+    fill_value: value used to pad the result when ``size`` exceeds the number of entries.
+
+  Returns:
+    A 1-d array of unique values.
+
+  Examples:
+    >>> jnp.setxor1d(jnp.array([1, 2, 3]), jnp.array([2, 3, 4]))
+    Array([1, 4], dtype=int64)
+  """
   ar1, ar2 = ensure_arraylike("setxor1d", ar1, ar2)
   a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
   size = _static_size("setxor1d", size, a, b)
@@ -502,7 +778,19 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
 
 def unravel_index(indices, shape):
   """Flat ``indices`` into ``shape`` as a tuple of coordinate arrays (out-of-bound indices
-  clamp, as JAX)."""
+  clamp, as JAX).
+
+  Args:
+    indices: integer array of flat indices.
+    shape: shape of the array the indices refer to.
+
+  Returns:
+    A tuple of integer arrays, one per dimension.
+
+  Examples:
+    >>> jnp.unravel_index(jnp.array([1, 5]), (2, 3))
+    (Array([0, 1], dtype=int64), Array([1, 2], dtype=int64))
+  """
   idx = ensure_arraylike("unravel_index", indices)
   try:
     shape = list(shape)
@@ -524,7 +812,23 @@ def unravel_index(indices, shape):
 
 def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
   """Flat indices of the coordinate arrays ``multi_index`` into ``dims`` (``mode``: 'raise'
-  needs concrete indices, 'clip', 'wrap' or 'ignore')."""
+  needs concrete indices, 'clip', 'wrap' or 'ignore').
+
+  Args:
+    multi_index: tuple of integer arrays, one per dimension.
+    dims: shape of the array the indices refer to.
+    mode: ``'raise'`` (default), ``'clip'``, ``'wrap'`` or ``'ignore'``.
+    order: memory layout, accepted for NumPy compatibility (nbjax arrays have no memory
+      order).
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    An integer array of flat indices.
+
+  Examples:
+    >>> jnp.ravel_multi_index((jnp.array([0, 1]), jnp.array([2, 0])), (2, 3))
+    Array([2, 3], dtype=int64)
+  """
   if len(multi_index) != len(dims):
     raise ValueError(f"len(multi_index)={len(multi_index)} != len(dims)={len(dims)}")
   dims = tuple(_util.index(d, "in `dims` argument of ravel_multi_index().") for d in dims)
@@ -569,7 +873,19 @@ def _shape_of(name, arr):
 
 
 def tril_indices_from(arr, k=0):
-  """Indices of the lower triangle of the 2-d ``arr``."""
+  """Indices of the lower triangle of the 2-d ``arr``.
+
+  Args:
+    arr: 2-d input array.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    A tuple of two index arrays (rows, columns).
+
+  Examples:
+    >>> jnp.tril_indices_from(jnp.ones((2, 2)))
+    (Array([0, 1, 1], dtype=int64), Array([0, 0, 1], dtype=int64))
+  """
   s = _shape_of("tril_indices_from", arr)
   if len(s) != 2:
     raise ValueError("Only 2-D inputs are accepted")
@@ -577,7 +893,19 @@ def tril_indices_from(arr, k=0):
 
 
 def triu_indices_from(arr, k=0):
-  """Indices of the upper triangle of the 2-d ``arr``."""
+  """Indices of the upper triangle of the 2-d ``arr``.
+
+  Args:
+    arr: 2-d input array.
+    k: diagonal offset: 0 is the main diagonal, positive above, negative below.
+
+  Returns:
+    A tuple of two index arrays (rows, columns).
+
+  Examples:
+    >>> jnp.triu_indices_from(jnp.ones((2, 2)))
+    (Array([0, 0, 1], dtype=int64), Array([0, 1, 1], dtype=int64))
+  """
   s = _shape_of("triu_indices_from", arr)
   if len(s) != 2:
     raise ValueError("Only 2-D inputs are accepted")
@@ -585,7 +913,18 @@ def triu_indices_from(arr, k=0):
 
 
 def diag_indices_from(arr):
-  """Indices of the main diagonal of ``arr`` (all axes of equal length)."""
+  """Indices of the main diagonal of ``arr`` (all axes of equal length).
+
+  Args:
+    arr: input array whose axes all have the same length.
+
+  Returns:
+    A tuple of ``arr.ndim`` index arrays.
+
+  Examples:
+    >>> jnp.diag_indices_from(jnp.ones((2, 2)))
+    (Array([0, 1], dtype=int64), Array([0, 1], dtype=int64))
+  """
   arr = ensure_arraylike("diag_indices_from", arr)
   if arr.ndim < 2:
     raise ValueError("input array must be at least 2-d")
@@ -597,7 +936,22 @@ def diag_indices_from(arr):
 
 
 def fill_diagonal(a, val, wrap=False, *, inplace=True):
-  """A copy of ``a`` with its main diagonal set to ``val`` (cycled); needs ``inplace=False``."""
+  """A copy of ``a`` with its main diagonal set to ``val`` (cycled); needs ``inplace=False``.
+
+  Args:
+    a: input array (or array-like).
+    val: scalar or array of values for the diagonal.
+    wrap: for tall matrices, whether the diagonal wraps after ``N`` columns.
+    inplace: must be False: JAX arrays cannot be modified in place.
+
+  Returns:
+    A copy of ``a`` with the diagonal filled.
+
+  Examples:
+    >>> jnp.fill_diagonal(jnp.zeros((2, 2)), 5.0, inplace=False)
+    Array([[5., 0.],
+           [0., 5.]], dtype=float64)
+  """
   if inplace:
     raise NotImplementedError("JAX arrays are immutable, must use inplace=False")
   if wrap:
@@ -614,7 +968,23 @@ def fill_diagonal(a, val, wrap=False, *, inplace=True):
 
 def put(a, ind, v, mode=None, *, inplace=True):
   """A copy of ``a`` with ``v`` (cycled) at the flat indices ``ind``; needs ``inplace=False``.
-  ``mode``: None (indices clamp as in ``unravel_index``), 'clip' or 'wrap'."""
+  ``mode``: None (indices clamp as in ``unravel_index``), 'clip' or 'wrap'.
+
+  Args:
+    a: input array (or array-like).
+    ind: flat indices into ``a``.
+    v: values to put (used cyclically).
+    mode: ``None``, ``'clip'`` or ``'wrap'``: handling of out-of-range indices, as described
+      above.
+    inplace: must be False: JAX arrays cannot be modified in place.
+
+  Returns:
+    A copy of ``a`` with the values put.
+
+  Examples:
+    >>> jnp.put(jnp.arange(4), jnp.array([0, 2]), 9, inplace=False)
+    Array([9, 1, 9, 3], dtype=int64)
+  """
   if inplace:
     raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are "
                      "immutable. Pass inplace=False to instead return an updated array.")
@@ -638,7 +1008,21 @@ def put(a, ind, v, mode=None, *, inplace=True):
 
 def place(arr, mask, vals, *, inplace=True):
   """A copy of ``arr`` with ``vals`` (cycled) placed where ``mask`` is true; needs
-  ``inplace=False``."""
+  ``inplace=False``.
+
+  Args:
+    arr: input array.
+    mask: boolean array of the shape of ``arr``.
+    vals: values to place, used cyclically.
+    inplace: must be False: JAX arrays cannot be modified in place.
+
+  Returns:
+    A copy of ``arr`` with the values placed.
+
+  Examples:
+    >>> jnp.place(jnp.arange(4), jnp.arange(4) % 2 == 0, 9, inplace=False)
+    Array([9, 1, 9, 3], dtype=int64)
+  """
   data, mask, vals = ensure_arraylike("place", arr, mask, vals)
   vals = ravel(vals)
   if inplace:
@@ -666,7 +1050,21 @@ def _seq(x):
 
 def choose(a, choices, out=None, mode="raise"):
   """``choices[a[i]][i]`` for every (broadcast) ``i``; ``mode`` 'raise' (needs concrete
-  ``a``), 'wrap' or 'clip'."""
+  ``a``), 'wrap' or 'clip'.
+
+  Args:
+    a: integer array of choice indices.
+    choices: sequence of arrays to choose from (broadcast with ``a``).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    mode: ``'raise'`` (default), ``'wrap'`` or ``'clip'``: handling of out-of-range indices.
+
+  Returns:
+    An array of the broadcast shape.
+
+  Examples:
+    >>> jnp.choose(jnp.array([0, 1, 0]), [jnp.array([1, 2, 3]), jnp.array([10, 20, 30])])
+    Array([ 1, 20,  3], dtype=int64)
+  """
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
   choices = _seq(choices)
@@ -706,14 +1104,39 @@ def _block(xs):
 
 
 def block(arrays):
-  """An array assembled from nested lists of blocks (innermost lists join the last axis)."""
+  """An array assembled from nested lists of blocks (innermost lists join the last axis).
+
+  Args:
+    arrays: nested lists of arrays (or scalars).
+
+  Returns:
+    The assembled array.
+
+  Examples:
+    >>> jnp.block([[jnp.eye(2), jnp.zeros((2, 1))], [jnp.ones((1, 3))]])
+    Array([[1., 0., 0.],
+           [0., 1., 0.],
+           [1., 1., 1.]], dtype=float64)
+  """
   return _block(arrays)[0]
 
 # ----------------------------------------------------------------- sorting
 
 
 def lexsort(keys, axis=-1):
-  """Indices that sort by several keys along ``axis``; the last key is the primary one."""
+  """Indices that sort by several keys along ``axis``; the last key is the primary one.
+
+  Args:
+    keys: sequence of arrays (or a 2-d array) of sort keys; the last is the primary key.
+    axis: axis to sort along.
+
+  Returns:
+    An integer array of indices.
+
+  Examples:
+    >>> jnp.lexsort([jnp.array([3, 1, 2]), jnp.array([1, 0, 1])])
+    Array([1, 2, 0], dtype=int64)
+  """
   keys = _seq(keys)
   if not keys:
     raise TypeError("need sequence of keys with len > 0 in lexsort")
@@ -748,7 +1171,20 @@ def _bottom_k(arr, k):
 def partition(a, kth, axis=-1):
   """``a`` partially sorted along ``axis``: entry ``kth`` in its sorted place, no larger
   entries before it, no smaller after (JAX's layout: the smallest ``kth + 1`` ascending,
-  then the rest descending)."""
+  then the rest descending).
+
+  Args:
+    a: input array (or array-like).
+    kth: index (or indices) of the element(s) to place in sorted position.
+    axis: axis to partition along.
+
+  Returns:
+    An array of the shape of ``a``.
+
+  Examples:
+    >>> jnp.partition(jnp.array([4, 1, 3, 2]), 1)
+    Array([1, 2, 4, 3], dtype=int64)
+  """
   a, axis = _kth("partition", a, kth, axis)
   kth = canonicalize_axis(_util.index(kth, "kth"), a.shape[axis])
   arr = moveaxis(a, axis, -1)
@@ -759,7 +1195,20 @@ def partition(a, kth, axis=-1):
 
 def argpartition(a, kth, axis=-1):
   """Indices that partition ``a`` along ``axis`` around ``kth`` (see ``partition``; the
-  indices past ``kth`` in increasing order, as JAX's)."""
+  indices past ``kth`` in increasing order, as JAX's).
+
+  Args:
+    a: input array (or array-like).
+    kth: index (or indices) of the element(s) to place in sorted position.
+    axis: axis to partition along.
+
+  Returns:
+    An integer array of the shape of ``a``.
+
+  Examples:
+    >>> jnp.argpartition(jnp.array([4, 1, 3, 2]), 1)
+    Array([1, 3, 0, 2], dtype=int32)
+  """
   a, axis = _kth("argpartition", a, kth, axis)
   kth = canonicalize_axis(_util.index(kth, "kth"), a.shape[axis])
   arr = moveaxis(a, axis, -1)
@@ -772,7 +1221,18 @@ def argpartition(a, kth, axis=-1):
 
 
 def sort_complex(a):
-  """``a`` sorted along its last axis (by real, then imaginary part), as complex."""
+  """``a`` sorted along its last axis (by real, then imaginary part), as complex.
+
+  Args:
+    a: input array (or array-like).
+
+  Returns:
+    A complex array of the shape of ``a``.
+
+  Examples:
+    >>> jnp.sort_complex(jnp.array([3, 1 + 2j, 1 - 1j]))
+    Array([1.-1.j, 1.+2.j, 3.+0.j], dtype=complex128)
+  """
   a = ensure_arraylike("sort_complex", a)
   a = sort(a)
   return _util.convert(a, _util.to_complex_dtype(a.dtype))

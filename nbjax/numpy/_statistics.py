@@ -214,7 +214,28 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
   """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads.
   ``weights`` (keyword-only, ``method='inverted_cdf'`` only) have ``a``'s shape or the
-  reduced axes' shape."""
+  reduced axes' shape.
+
+  Args:
+    a: input array (or array-like).
+    q: quantile(s) to compute: a scalar or 1-d array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    method: interpolation method, as in NumPy (default ``"linear"``).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    weights: optional weights (``method='inverted_cdf'`` only), of the shape of ``a``
+      or of the reduced axes.
+
+  Returns:
+    An array of the reduced shape, with a leading axis for 1-d ``q``.
+
+  Examples:
+    >>> jnp.quantile(jnp.array([1.0, 2.0, 3.0, 4.0]), 0.5)
+    Array(2.5, dtype=float64)
+    >>> jnp.quantile(jnp.array([1.0, 2.0, 3.0, 4.0]), 0.5, method='lower')
+    Array(2., dtype=float64)
+  """
   _static_axis(axis)
   return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims, False,
                    weights)
@@ -222,7 +243,26 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
-  """``quantile`` ignoring NaNs (NaN where a lane is all NaN)."""
+  """``quantile`` ignoring NaNs (NaN where a lane is all NaN).
+
+  Args:
+    a: input array (or array-like).
+    q: quantile(s) to compute: a scalar or 1-d array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    method: interpolation method, as in NumPy (default ``"linear"``).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    weights: optional weights (``method='inverted_cdf'`` only), of the shape of ``a``
+      or of the reduced axes.
+
+  Returns:
+    An array of the reduced shape, with a leading axis for 1-d ``q``.
+
+  Examples:
+    >>> jnp.nanquantile(jnp.array([1.0, jnp.nan, 3.0]), 0.5)
+    Array(2., dtype=float64)
+  """
   _static_axis(axis)
   return _quantile("nanquantile", a, q, axis, out, overwrite_input, method, keepdims, True,
                    weights)
@@ -243,7 +283,28 @@ def _percent(name, a, q, weights):
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
-  """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``."""
+  """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``.
+
+  Args:
+    a: input array (or array-like).
+    q: percentile(s) in ``[0, 100]``: a scalar or 1-d array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    method: interpolation method, as in NumPy (default ``"linear"``).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    weights: optional weights (``method='inverted_cdf'`` only), of the shape of ``a``
+      or of the reduced axes.
+
+  Returns:
+    An array of the reduced shape, with a leading axis for 1-d ``q``.
+
+  Examples:
+    >>> jnp.percentile(jnp.array([1.0, 2.0, 3.0, 4.0]), 50)
+    Array(2.5, dtype=float64)
+    >>> jnp.percentile(jnp.array([1.0, 2.0, 3.0, 4.0]), jnp.array([25, 75]))
+    Array([1.75, 3.25], dtype=float64)
+  """
   _static_axis(axis)
   return quantile(a, _percent("percentile", a, q, weights), axis, out, overwrite_input,
                   method, keepdims, weights=weights)
@@ -251,21 +312,70 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
-  """``percentile`` ignoring NaNs."""
+  """``percentile`` ignoring NaNs.
+
+  Args:
+    a: input array (or array-like).
+    q: percentile(s) in ``[0, 100]``: a scalar or 1-d array.
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    method: interpolation method, as in NumPy (default ``"linear"``).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    weights: optional weights (``method='inverted_cdf'`` only), of the shape of ``a``
+      or of the reduced axes.
+
+  Returns:
+    An array of the reduced shape, with a leading axis for 1-d ``q``.
+
+  Examples:
+    >>> jnp.nanpercentile(jnp.array([1.0, jnp.nan, 3.0]), 50)
+    Array(2., dtype=float64)
+  """
   _static_axis(axis)
   return nanquantile(a, _percent("nanpercentile", a, q, weights), axis, out,
                      overwrite_input, method, keepdims, weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-  """Median of ``a`` along ``axis`` (mean of the two middle values for even counts)."""
+  """Median of ``a`` along ``axis`` (mean of the two middle values for even counts).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.median(jnp.array([3.0, 1.0, 4.0, 2.0]))
+    Array(2.5, dtype=float64)
+  """
   _static_axis(axis)
   _util.check_arraylike("median", a)
   return quantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-  """``median`` ignoring NaNs."""
+  """``median`` ignoring NaNs.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    overwrite_input: ignored (JAX arrays are immutable).
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanmedian(jnp.array([3.0, jnp.nan, 1.0]))
+    Array(2., dtype=float64)
+  """
   _static_axis(axis)
   _util.check_arraylike("nanmedian", a)
   return nanquantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
@@ -291,7 +401,26 @@ def _var_dtypes(a_dtype, dtype):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
-  """Variance over ``axis`` ignoring NaNs (NaN where fewer than ``ddof + 1`` values)."""
+  """Variance over ``axis`` ignoring NaNs (NaN where fewer than ``ddof + 1`` values).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    ddof: delta degrees of freedom: the divisor is ``N - ddof``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    mean: optional precomputed mean (of ``keepdims=True`` shape) to use instead of computing
+      it.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanvar(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(1., dtype=float64)
+  """
   _red._no_out("nanvar", out)
   a = ensure_arraylike("nanvar", a)
   where = _red._check_where("nanvar", where)
@@ -312,7 +441,26 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
-  """Standard deviation over ``axis`` ignoring NaNs: ``sqrt(nanvar(...))``."""
+  """Standard deviation over ``axis`` ignoring NaNs: ``sqrt(nanvar(...))``.
+
+  Args:
+    a: input array (or array-like).
+    axis: axis or tuple of axes to reduce over; ``None`` (default) reduces over all axes.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    ddof: delta degrees of freedom: the divisor is ``N - ddof``.
+    keepdims: if True, the reduced axes are kept in the result with size 1.
+    where: optional boolean mask (broadcast to ``a``) of the elements to include.
+    mean: optional precomputed mean (of ``keepdims=True`` shape) to use instead of computing
+      it.
+
+  Returns:
+    An array of the reduced shape.
+
+  Examples:
+    >>> jnp.nanstd(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(1., dtype=float64)
+  """
   a = ensure_arraylike("nanstd", a)
   where = _red._check_where("nanstd", where)
   _red._no_out("nanstd", out)
@@ -332,12 +480,40 @@ def _nanarg(name, arg_fn, fill, a, axis, out, keepdims):
 
 
 def nanargmax(a, axis=None, out=None, keepdims=None):
-  """Index of the maximum along ``axis`` ignoring NaNs (-1 where a lane is all NaN)."""
+  """Index of the maximum along ``axis`` ignoring NaNs (-1 where a lane is all NaN).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to search; ``None`` searches the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the searched axis is kept with size 1.
+
+  Returns:
+    An integer array of indices.
+
+  Examples:
+    >>> jnp.nanargmax(jnp.array([1.0, jnp.nan, 3.0]))
+    Array(2, dtype=int64)
+  """
   return _nanarg("nanargmax", _red.argmax, -np.inf, a, axis, out, keepdims)
 
 
 def nanargmin(a, axis=None, out=None, keepdims=None):
-  """Index of the minimum along ``axis`` ignoring NaNs (-1 where a lane is all NaN)."""
+  """Index of the minimum along ``axis`` ignoring NaNs (-1 where a lane is all NaN).
+
+  Args:
+    a: input array (or array-like).
+    axis: axis along which to search; ``None`` searches the flattened array.
+    out: unsupported (JAX arrays are immutable); must be ``None``.
+    keepdims: if True, the searched axis is kept with size 1.
+
+  Returns:
+    An integer array of indices.
+
+  Examples:
+    >>> jnp.nanargmin(jnp.array([jnp.nan, 2.0, 3.0]))
+    Array(1, dtype=int64)
+  """
   return _nanarg("nanargmin", _red.argmin, np.inf, a, axis, out, keepdims)
 
 # ----------------------------------------------------------------- covariance
@@ -356,7 +532,27 @@ def _sample_weights(w, n, kind):
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
         dtype=None):
-  """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m`` (and ``y``)."""
+  """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m`` (and ``y``).
+
+  Args:
+    m: 1-d or 2-d array of variables and observations.
+    y: optional second input (another set of variables or values).
+    rowvar: if True (default) each row is a variable and columns are observations; otherwise
+      the transpose.
+    bias: if True, normalise by ``N`` instead of ``N - 1``.
+    ddof: optional delta degrees of freedom overriding ``bias``.
+    fweights: optional integer frequency weights, one per observation.
+    aweights: optional observation weights.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    The covariance matrix (a scalar for one variable).
+
+  Examples:
+    >>> jnp.cov(jnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+    Array([[ 1., -1.],
+           [-1.,  1.]], dtype=float64)
+  """
   if y is not None:  # no rank promotion: atleast_2d below (m and y may differ in rows)
     _util.check_arraylike("cov", m, y)
     m, y = _util.promote_dtypes_inexact(m, y)
@@ -410,7 +606,23 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
 
 
 def corrcoef(x, y=None, rowvar=True, dtype=None):
-  """Pearson correlation coefficients: ``cov`` normalised by the standard deviations."""
+  """Pearson correlation coefficients: ``cov`` normalised by the standard deviations.
+
+  Args:
+    x: 1-d or 2-d array of variables and observations.
+    y: optional second input (another set of variables or values).
+    rowvar: if True (default) each row is a variable and columns are observations; otherwise
+      the transpose.
+    dtype: optional dtype of the result (by default inferred from the inputs).
+
+  Returns:
+    A 2-d array of correlation coefficients (a scalar for one variable).
+
+  Examples:
+    >>> jnp.corrcoef(jnp.array([1.0, 2.0, 3.0]), jnp.array([1.0, 5.0, 7.0]))
+    Array([[1.        , 0.98198051],
+           [0.98198051, 1.        ]], dtype=float64)
+  """
   _util.check_arraylike("corrcoef", x)
   if dtype is not None and not dtypes.is_inexact(_util.canonicalize_user_dtype(dtype)):
     raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
@@ -429,7 +641,21 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None):
   """Bin edges of ``histogram``: ``bins`` as given (1-d), or ``bins + 1`` equal-width edges
-  over ``range`` (default: the data's min and max)."""
+  over ``range`` (default: the data's min and max).
+
+  Args:
+    a: input array (flattened).
+    bins: number of bins (an int) or the bin edges (a 1-d array).
+    range: optional ``(min, max)`` range of the bins (default: the data range).
+    weights: accepted for NumPy compatibility (unused).
+
+  Returns:
+    A 1-d array of bin edges.
+
+  Examples:
+    >>> jnp.histogram_bin_edges(jnp.array([1.0, 4.0]), bins=3)
+    Array([1., 2., 3., 4.], dtype=float64)
+  """
   del weights  # used only by string bins, which are not supported
   if isinstance(bins, str):
     raise NotImplementedError("string values for `bins` not implemented.")
@@ -454,7 +680,22 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
 
 def histogram(a, bins=10, range=None, weights=None, density=None):
   """(counts, bin_edges) of ``a`` over ``bins``; the last bin includes its right edge.
-  Counts are (weighted) sums in ``a``'s inexact dtype; ``density`` normalises them."""
+  Counts are (weighted) sums in ``a``'s inexact dtype; ``density`` normalises them.
+
+  Args:
+    a: input array (flattened).
+    bins: number of bins (an int) or the bin edges (a 1-d array).
+    range: optional ``(min, max)`` range of the bins (default: the data range).
+    weights: optional weights, of the shape of ``a``.
+    density: if True, normalise the result to a probability density.
+
+  Returns:
+    A tuple ``(counts, bin_edges)``.
+
+  Examples:
+    >>> jnp.histogram(jnp.array([1.0, 2.0, 2.5, 4.0]), bins=3)
+    (Array([1., 2., 1.], dtype=float64), Array([1., 2., 3., 4.], dtype=float64))
+  """
   if weights is None:
     a, _ = ensure_arraylike("histogram", a, bins)
     a, = _util.promote_dtypes_inexact(a)
@@ -478,7 +719,23 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
 
 def bincount(x, weights=None, minlength=0, *, length=None):
   """Count (or sum ``weights`` of) each non-negative int in 1-d ``x``; negative values count
-  in bin 0 and values ``>= length`` are dropped. ``length`` must be static under tracing."""
+  in bin 0 and values ``>= length`` are dropped. ``length`` must be static under tracing.
+
+  Args:
+    x: 1-d array of non-negative integers.
+    weights: optional weights, of the shape of ``x``.
+    minlength: minimum number of bins.
+    length: static number of bins (needed under ``jit``).
+
+  Returns:
+    A 1-d array of counts (or weight sums).
+
+  Examples:
+    >>> jnp.bincount(jnp.array([0, 1, 1, 3]))
+    Array([1, 2, 0, 1], dtype=int64)
+    >>> jnp.bincount(jnp.array([0, 1, 1, 3]), length=3)
+    Array([1, 2, 0], dtype=int64)
+  """
   x = ensure_arraylike("bincount", x)
   if x.dtype == _BOOL:
     x = _util.convert(x, np.int32)
@@ -508,7 +765,21 @@ def bincount(x, weights=None, minlength=0, *, length=None):
 
 
 def digitize(x, bins, right=False, *, method=None):
-  """Index of the bin of each ``x`` among monotonic 1-d ``bins`` (NumPy's convention)."""
+  """Index of the bin of each ``x`` among monotonic 1-d ``bins`` (NumPy's convention).
+
+  Args:
+    x: values to bin.
+    bins: monotonic 1-d array of bin edges.
+    right: whether the bins include their right edge instead of their left.
+    method: optional ``searchsorted`` method.
+
+  Returns:
+    An integer array of the shape of ``x``.
+
+  Examples:
+    >>> jnp.digitize(jnp.array([0.5, 1.5, 3.5]), jnp.array([1.0, 2.0, 3.0]))
+    Array([0, 1, 3], dtype=int32)
+  """
   x, bins = ensure_arraylike("digitize", x, bins)
   right = core.concrete_or_error(bool, right, "right argument of jnp.digitize()")
   if bins.ndim != 1:

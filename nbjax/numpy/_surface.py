@@ -72,7 +72,21 @@ def set_printoptions(*args, **kwargs):
 def load(file, *args, **kwargs):
   """Load arrays from ``.npy`` files (JAX wrapper of :func:`numpy.load`): arrays come back
   as nbjax Arrays (``bfloat16``, stored by NumPy as ``V2``, restored); ``.npz`` archives and
-  object arrays come back as NumPy gives them. Not traceable."""
+  object arrays come back as NumPy gives them. Not traceable.
+
+  Args:
+    file: file name or open file.
+    args: further positional arguments to :func:`numpy.load`.
+    kwargs: further keyword arguments to :func:`numpy.load`.
+
+  Returns:
+    An array (or what :func:`numpy.load` returns for archives and object arrays).
+
+  Examples:
+    >>> import io; buf = io.BytesIO(); np.save(buf, np.arange(3)); _ = buf.seek(0)
+    >>> jnp.load(buf)
+    Array([0, 1, 2], dtype=int64)
+  """
   out = np.load(file, *args, **kwargs)
   if isinstance(out, np.ndarray):
     if out.dtype == "V2":
@@ -93,6 +107,13 @@ def frombuffer(buffer, dtype=float, count=-1, offset=0):
     dtype: dtype to parse the buffer as (default float64, then canonicalized).
     count: number of items to read; -1 (default) reads all.
     offset: number of bytes to skip at the start.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.frombuffer(b'\\x01\\x02\\x03', dtype=jnp.uint8)
+    Array([1, 2, 3], dtype=uint8)
   """
   return _creation.asarray(np.frombuffer(buffer=buffer, dtype=dtype, count=count,
                                          offset=offset))
@@ -100,7 +121,21 @@ def frombuffer(buffer, dtype=float, count=-1, offset=0):
 
 def fromstring(string, dtype=float, count=-1, *, sep):
   """A 1-D array parsed from the text ``string`` of numbers separated by ``sep`` (JAX
-  implementation of :func:`numpy.fromstring`)."""
+  implementation of :func:`numpy.fromstring`).
+
+  Args:
+    string: text holding the numbers.
+    dtype: dtype of the result.
+    count: number of items to read (``-1``: all of them).
+    sep: separator between the values in the string.
+
+  Returns:
+    A 1-d array.
+
+  Examples:
+    >>> jnp.fromstring('1 2 3', dtype=int, sep=' ')
+    Array([1, 2, 3], dtype=int64)
+  """
   return _creation.asarray(np.fromstring(string=string, dtype=dtype, count=count, sep=sep))
 
 
@@ -238,6 +273,13 @@ def packbits(a, axis=None, bitorder="big"):
     a: integer or boolean array (nonzero is a set bit).
     axis: axis to pack along; None (default) packs the flattened array.
     bitorder: ``"big"`` (default) or ``"little"``: the bit order within each byte.
+
+  Returns:
+    A ``uint8`` array.
+
+  Examples:
+    >>> jnp.packbits(jnp.array([1, 0, 1, 1, 0, 0, 0, 1]))
+    Array([177], dtype=uint8)
   """
   arr = ensure_arraylike("packbits", a)
   if not (arr.dtype == np.bool_ or dtypes.is_int(arr.dtype)):
@@ -269,6 +311,13 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
     count: number of bits to keep (positive; zero-padded past the end), or to trim from
       the end (negative).
     bitorder: ``"big"`` (default) or ``"little"``.
+
+  Returns:
+    A ``uint8`` array of 0s and 1s.
+
+  Examples:
+    >>> jnp.unpackbits(jnp.array([177], dtype=jnp.uint8))
+    Array([1, 0, 1, 1, 0, 0, 0, 1], dtype=uint8)
   """
   arr = ensure_arraylike("unpackbits", a)
   if arr.dtype != np.uint8:
@@ -294,7 +343,18 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
 
 def bitwise_count(x, /):
   """Number of 1 bits in the absolute value of each element, as ``uint8`` (JAX
-  implementation of :func:`numpy.bitwise_count`), via ``lax.population_count``."""
+  implementation of :func:`numpy.bitwise_count`), via ``lax.population_count``.
+
+  Args:
+    x: input array (or array-like).
+
+  Returns:
+    A ``uint8`` array of the shape of ``x``.
+
+  Examples:
+    >>> jnp.bitwise_count(jnp.array([0, 7, -8]))
+    Array([0, 3, 1], dtype=uint8)
+  """
   x, = _util.promote_args_numeric("bitwise_count", x)
   if not dtypes.is_int(x.dtype):
     raise TypeError(f"bitwise_count requires integer arguments, got {x.dtype}")
@@ -305,7 +365,19 @@ def bitwise_count(x, /):
 
 def matvec(x1, x2, /):
   """Batched matrix-vector product (JAX implementation of :func:`numpy.matvec`): the gufunc
-  ``(n,m),(m)->(n)`` over broadcast leading dimensions."""
+  ``(n,m),(m)->(n)`` over broadcast leading dimensions.
+
+  Args:
+    x1: matrices, shape ``(..., n, m)``.
+    x2: vectors, shape ``(..., m)``.
+
+  Returns:
+    An array of shape ``(..., n)``.
+
+  Examples:
+    >>> jnp.matvec(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+    Array([3, 7], dtype=int64)
+  """
   from nbjax.numpy._vectorize import vectorize
   x1, x2 = ensure_arraylike("matvec", x1, x2)
   return vectorize(_dot.matmul, signature="(n,m),(m)->(n)")(x1, x2)
@@ -313,7 +385,19 @@ def matvec(x1, x2, /):
 
 def vecmat(x1, x2, /):
   """Batched vector-matrix product, conjugating the vector (JAX implementation of
-  :func:`numpy.vecmat`): the gufunc ``(n),(n,m)->(m)`` over broadcast leading dimensions."""
+  :func:`numpy.vecmat`): the gufunc ``(n),(n,m)->(m)`` over broadcast leading dimensions.
+
+  Args:
+    x1: vectors, shape ``(..., n)``.
+    x2: matrices, shape ``(..., n, m)``.
+
+  Returns:
+    An array of shape ``(..., m)``.
+
+  Examples:
+    >>> jnp.vecmat(jnp.array([1, 1]), jnp.array([[1, 2], [3, 4]]))
+    Array([4, 6], dtype=int64)
+  """
   from nbjax.numpy._vectorize import vectorize
   x1, x2 = ensure_arraylike("vecmat", x1, x2)
   return vectorize(_dot.matmul, signature="(n),(n,m)->(m)")(_ufuncs.conjugate(x1), x2)
@@ -322,7 +406,21 @@ def vecmat(x1, x2, /):
 def mask_indices(n, mask_func, k=0, *, size=None):
   """Indices of the nonzero entries of ``mask_func(ones((n, n)), k)`` (JAX implementation of
   :func:`numpy.mask_indices`), e.g. ``mask_func=jnp.triu``. ``size``: a static number of
-  indices (padded or truncated), needed under ``jit``."""
+  indices (padded or truncated), needed under ``jit``.
+
+  Args:
+    n: side of the square mask.
+    mask_func: function ``mask_func(array, k)`` such as ``jnp.triu``.
+    k: offset passed to ``mask_func``.
+    size: optional static number of indices (needed under ``jit``).
+
+  Returns:
+    A tuple of two index arrays (rows, columns).
+
+  Examples:
+    >>> jnp.mask_indices(2, jnp.triu)
+    (Array([0, 0, 1], dtype=int64), Array([0, 1, 1], dtype=int64))
+  """
   from nbjax.numpy._indexing import nonzero
   i, j = nonzero(mask_func(_creation.ones((n, n)), k), size=size)
   return i, j
@@ -344,6 +442,11 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
 
   Returns:
     ``(hist, edges)``: the D-dimensional histogram and a list of D bin-edge arrays.
+
+  Examples:
+    >>> jnp.histogramdd(jnp.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]), bins=2)[0]
+    Array([[1, 0],
+           [1, 1]], dtype=int64)
   """
   if weights is None:
     sample, = _util.promote_dtypes_inexact(ensure_arraylike("histogramdd", sample))
@@ -387,7 +490,24 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
 def histogram2d(x, y, bins=10, range=None, weights=None, density=None):  # noqa: A002
   """Two-dimensional histogram of the points ``(x, y)`` (JAX implementation of
   :func:`numpy.histogram2d`); ``bins`` is a number or edges for both axes, or a pair of
-  them. Returns ``(hist, xedges, yedges)``."""
+  them. Returns ``(hist, xedges, yedges)``.
+
+  Args:
+    x: x coordinates of the points.
+    y: y coordinates of the points.
+    bins: number of bins or bin edges (for both axes, or a pair).
+    range: optional ``[[xmin, xmax], [ymin, ymax]]``.
+    weights: optional weights, one per point.
+    density: if True, normalise the result to a probability density.
+
+  Returns:
+    A tuple ``(hist, xedges, yedges)``.
+
+  Examples:
+    >>> jnp.histogram2d(jnp.array([0.0, 1.0, 1.0]), jnp.array([0.0, 0.0, 1.0]), bins=2)[0]
+    Array([[1, 0],
+           [1, 1]], dtype=int64)
+  """
   x, y = ensure_arraylike("histogram2d", x, y)
   try:
     n = len(bins)
@@ -435,6 +555,10 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
 
   Returns:
     Coefficients, highest power first; with ``full`` or ``cov``, the tuples NumPy gives.
+
+  Examples:
+    >>> jnp.polyfit(jnp.array([0.0, 1.0, 2.0]), jnp.array([1.0, 3.0, 5.0]), 1)
+    Array([2., 1.], dtype=float64)
   """
   if w is None:
     x_arr, y_arr = ensure_arraylike("polyfit", x, y)
@@ -490,7 +614,20 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
 def polydiv(u, v, *, trim_leading_zeros=False):
   """Quotient and remainder of the polynomial division ``u / v`` (coefficients highest power
   first; JAX implementation of :func:`numpy.polydiv`). The remainder keeps ``u``'s length
-  unless ``trim_leading_zeros`` (then leading near-zeros are trimmed, not traceable)."""
+  unless ``trim_leading_zeros`` (then leading near-zeros are trimmed, not traceable).
+
+  Args:
+    u: dividend coefficients, highest power first.
+    v: divisor coefficients, highest power first.
+    trim_leading_zeros: if True, strip leading zeros of the result (needs concrete input).
+
+  Returns:
+    A tuple ``(quotient, remainder)`` of coefficient arrays.
+
+  Examples:
+    >>> jnp.polydiv(jnp.array([1.0, 0.0, -1.0]), jnp.array([1.0, 1.0]))
+    (Array([ 1., -1.], dtype=float64), Array([0., 0., 0.], dtype=float64))
+  """
   u, v = ensure_arraylike("polydiv", u, v)
   u, v = _util.promote_dtypes_inexact(u, v)
   m, n = len(u) - 1, len(v) - 1
@@ -529,6 +666,13 @@ def roots(p, *, strip_zeros=True):
     p: 1-D coefficients.
     strip_zeros: if True (default), leading zeros are stripped (needs a concrete ``p``);
       if False (traceable), each leading zero gives a NaN root at the end.
+
+  Returns:
+    A 1-d complex array of roots.
+
+  Examples:
+    >>> jnp.roots(jnp.array([1.0, -3.0, 2.0]))
+    Array([2.+0.j, 1.+0.j], dtype=complex128)
   """
   p = ensure_arraylike("roots", p)
   p, = _util.promote_dtypes_inexact(p)
