@@ -410,3 +410,19 @@ def test_bessel_jn_multigammaln_without_implicit_rank_promotion():
     a = np.array([[3., 4.], [5., 6.]])
     np.testing.assert_allclose(np.asarray(S.multigammaln(a, 3)), sp.multigammaln(a, 3))
     assert float(S.multigammaln(4., 2)) == pytest.approx(sp.multigammaln(4., 2))
+
+
+def test_complex_gamma_and_ndtri_under_strict_promotion_and_debug_infs():
+  # JAX lax_scipy_special_functions_test testComplexGammaBranchCut (run under strict dtype
+  # promotion, as JAX's test base class) and testNdtriDebugInfs (no intermediate inf)
+  import scipy.special as osp
+  from nbjax.scipy import special as sp
+  z = np.array([-0.5 + 0j, -1.5 + 0j, 0.5 + 1j, 0.5 - 1j, -2.5 + 1e-12j, -2.5 - 1e-12j])
+  with nbjax.numpy_dtype_promotion("strict"):
+    np.testing.assert_allclose(sp.gamma(z), osp.gamma(z), rtol=1e-5, atol=1e-5)
+  for f in (sp.ndtri, nbjax.jit(sp.ndtri)):
+    with nbjax.debug_infs(True):
+      assert float(f(0.5)) == 0.0
+      for v in (0.0, 1.0):
+        with pytest.raises(FloatingPointError, match=r"invalid value \(inf\)"):
+          f(v)

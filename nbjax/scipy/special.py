@@ -273,9 +273,9 @@ def _complex_lanczos_loggamma(z):
   for k, c in enumerate(_LANCZOS[1:], start=1):
     ag = ag + c / (zl + k)
   t = zl + (_LANCZOS_G + 0.5)
-  lg = 0.5 * np.log(2.0 * np.pi) + (zl + 0.5) * jnp.log(t) - t + jnp.log(ag)
-  z_safe = jnp.where(refl, z, jnp.full_like(z, 0.5))
-  return jnp.where(refl, np.log(np.pi) - jnp.log(jnp.sin(np.pi * z_safe)) - lg, lg)
+  lg = 0.5 * math.log(2.0 * math.pi) + (zl + 0.5) * jnp.log(t) - t + jnp.log(ag)
+  z_safe = jnp.where(refl, z, jnp.full_like(z, 0.5))  # (Python floats: weak, strict-safe)
+  return jnp.where(refl, math.log(math.pi) - jnp.log(jnp.sin(math.pi * z_safe)) - lg, lg)
 
 
 def _complex_poles(z):
@@ -605,13 +605,16 @@ def ndtri(p):
   tiny = _c(p, np.finfo(dt).tiny)
   for _ in range(4):  # (in logs: ndtr and the pdf are subnormal in float32's far tail)
     c = 0.5 * lax.erfc(-xs * _c(p, _SQRT1_2))
-    lc = jnp.where(c >= tiny, jnp.log(jnp.maximum(c, tiny)), _log_ndtr(xs, 3))
+    far = c >= tiny  # (the tail series sees a safe point elsewhere: no inf under debug_infs)
+    lc = jnp.where(far, jnp.log(jnp.maximum(c, tiny)),
+                   _log_ndtr(jnp.where(far, _c(p, -10.0), xs), 3))
     ratio = jnp.exp(lc + 0.5 * xs * xs + _c(p, 0.5 * math.log(2 * math.pi)))  # ndtr / pdf
     xs = xs - (lc - lq) * ratio
   x = jnp.where(ok, xs, x)
   x = jnp.where(upper, -x, x)
-  return jnp.where(q == 0, jnp.where(upper, _c(p, np.inf), _c(p, -np.inf)),
-                   jnp.where((p < 0) | (p > 1) | jnp.isnan(p), _c(p, np.nan), x))
+  x = jnp.where((p < 0) | (p > 1) | jnp.isnan(p), _c(p, np.nan), x)
+  x = jnp.where((q == 0) & ~upper, _c(p, -np.inf), x)  # (each select makes an inf only where
+  return jnp.where((q == 0) & upper, _c(p, np.inf), x)  # it is the result: debug_infs)
 
 
 def _log_ndtr_lower(x, series_order):
