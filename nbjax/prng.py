@@ -66,9 +66,12 @@ class PRNGImpl(NamedTuple):
   split: Callable
   random_bits: Callable
   fold_in: Callable
-  name: str
-  tag: str
+  name: str = "<unnamed>"
+  tag: str = "?"
   batched: bool = False  # whether the functions take keys with leading batch axes
+
+  def __hash__(self):  # (by tag, as JAX's)
+    return hash(self.tag)
 
   def __repr__(self):
     return f"PRNGImpl({self.name})"

@@ -447,3 +447,14 @@ def test_invalid_key_errors_as_jax():
     random.uniform([1, 2], (2,))
   with pytest.raises(TypeError, match=r"expected key_data.dtype = uint32; got dtype=float32"):
     random.uniform(np.ones(2, np.float32), (2,))
+
+
+def test_prng_impl_name_and_tag_default_as_jax():
+  # PRNGImpl(key_shape=, seed=, split=, random_bits=, fold_in=, tag=) as JAX's tests build one
+  # (jax._src.random.prng.PRNGImpl: name '<unnamed>', tag '?' by default; hashed by tag)
+  from nbjax import prng as xr
+  base = xr.prngs["threefry2x32"]
+  impl = xr.PRNGImpl(key_shape=base.key_shape, seed=base.seed, split=base.split,
+                     random_bits=base.random_bits, fold_in=base.fold_in, tag="fry2")
+  assert impl.name == "<unnamed>" and hash(impl) == hash("fry2")
+  assert xr.PRNGImpl(base.key_shape, base.seed, base.split, base.random_bits, base.fold_in).tag == "?"
