@@ -480,7 +480,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     endpoint: if True (default), ``stop`` is the last sample.
     retstep: if True, also return the spacing between samples.
     dtype: optional dtype of the result (by default inferred from the inputs).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis of the result holding the samples (when ``start``/``stop`` are arrays).
     device: optional device to place the result on (nbjax runs on one device).
 
   Returns:
@@ -536,7 +536,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     endpoint: if True (default), ``stop`` is the last sample.
     base: base of the exponentials (default 10).
     dtype: optional dtype of the result (by default inferred from the inputs).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis of the result holding the samples (when ``start``/``stop`` are arrays).
 
   Returns:
     An array of ``num`` samples.
@@ -562,7 +562,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     num: number of samples to generate.
     endpoint: if True (default), ``stop`` is the last sample.
     dtype: optional dtype of the result (by default inferred from the inputs).
-    axis: axis along which to operate; ``None`` operates on the flattened array.
+    axis: axis of the result holding the samples (when ``start``/``stop`` are arrays).
 
   Returns:
     A 1-d array of ``num`` samples (or more dimensions for array ``start``/``stop``).

@@ -1291,9 +1291,9 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   Args:
     a: input array (or array-like).
     axis: axis to sort along (``None``: the flattened array).
-    kind: deprecated NumPy sorting algorithm name; ignored except for its deprecation.
+    kind: unsupported (a TypeError, as in JAX): use ``stable`` instead.
     order: unsupported (structured arrays); must be None.
-    stable: whether to sort stably (equal elements keep their order); always honoured.
+    stable: whether to sort stably (equal elements keep their order; default True).
     descending: if True, sort in descending order.
 
   Returns:
@@ -1330,11 +1330,11 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
   Args:
     a: input array (or array-like).
     axis: axis to sort along (``None``: the flattened array).
-    kind: deprecated NumPy sorting algorithm name; ignored except for its deprecation.
+    kind: unsupported (a TypeError, as in JAX): use ``stable`` instead.
     order: unsupported (structured arrays); must be None.
-    stable: whether to sort stably (equal elements keep their order); always honoured.
+    stable: whether to sort stably (equal elements keep their order; default True).
     descending: if True, sort in descending order.
-    dtype: optional dtype of the result (by default inferred from the inputs).
+    dtype: integer dtype of the indices (default: the default integer dtype).
 
   Returns:
     An integer array of the shape of ``a``.

@@ -818,8 +818,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
     multi_index: tuple of integer arrays, one per dimension.
     dims: shape of the array the indices refer to.
     mode: ``'raise'`` (default), ``'clip'``, ``'wrap'`` or ``'ignore'``.
-    order: memory layout, accepted for NumPy compatibility (nbjax arrays have no memory
-      order).
+    order: ``'C'`` (row-major, default) or ``'F'`` (column-major) index order.
     dtype: optional dtype of the result (by default inferred from the inputs).
 
   Returns:
