@@ -942,11 +942,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
       msg = ("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
              "positional arguments passed to the function, but got "
-             f"len(in_axes)={len(in_axes)}, len(args)={len(args)}.")
-      if kwargs:
-        msg += (f" Note that the function was called with keyword arguments {list(kwargs)}, "
-                "which the entries of a tuple in_axes never correspond to: keyword arguments "
-                "are always mapped along their leading axis (axis 0).")
+             f"len(in_axes)={len(in_axes)}, len(args)={len(args)}")
       raise ValueError(msg)
     if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, Tracer) for a in args):
       out = _vmap_leaves(args)  # fast path: every argument is an array
@@ -970,8 +966,11 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
           out_cache[out_tree] = r
       return r
 
-    outs = batch_flat(flat_fun, args_flat, in_axes_flat, size, out_axes_flat,
-                      axis_name=axis_name)
+    try:
+      outs = batch_flat(flat_fun, args_flat, in_axes_flat, size, out_axes_flat,
+                        axis_name=axis_name)
+    except _SpecMatchError as e:
+      raise e.at(store()[0]) from None
     return tree_unflatten(store()[0], outs)
 
   in_cache, out_cache = {}, {}
@@ -1014,7 +1013,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         r = out_cache[tree] = _flatten_axes("vmap out_axes", tree, out_axes)
       return r
 
-    outs = batch_flat(flat_fun, args, in_axes_flat, sz, out_axes_flat, axis_name=axis_name)
+    try:
+      outs = batch_flat(flat_fun, args, in_axes_flat, sz, out_axes_flat, axis_name=axis_name)
+    except _SpecMatchError as e:
+      raise e.at(tree_structure(0) if box[0] is None else box[0]) from None
     return (outs[0] if box[0] is None else tree_unflatten(box[0], outs),)
 
   vmap_f.__doc__ = (f"Vectorized version of {_fun_name(fun)}. Takes similar arguments as "
@@ -1046,6 +1048,22 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
   return results
 
 
+class _SpecMatchError(ValueError):
+  """A batched output whose out_axes spec is None; ``at(out_tree)`` is JAX's error, naming
+  the output's path."""
+
+  def __init__(self, i, src, dst):
+    super().__init__(f"vmap has mapped output but out_axes is None (output {i} was batched "
+                     f"on axis {src}, and its out_axes spec is None)")
+    self.i, self.src, self.dst = i, src, dst
+
+  def at(self, out_tree):
+    paths = [p for p, _ in tree_flatten_with_path(
+        tree_unflatten(out_tree, list(range(out_tree.num_leaves))))[0]]
+    return ValueError(f"at vmap out_axes{keystr(paths[self.i])}, got axis spec {self.dst} "
+                      f"but output was batched on axis {self.src}")
+
+
 def _match_out_axis(x, src, dst, size, axis_name, i, out_axes):
   nd = np.ndim(x) + (src is None)
   if dst is not None:
@@ -1059,8 +1077,7 @@ def _match_out_axis(x, src, dst, size, axis_name, i, out_axes):
   if dst is None:
     if axis_name is not None:
       raise ValueError(f"vmap has mapped output (axis_name={axis_name}) but out_axes is None")
-    raise ValueError(f"vmap has mapped output but out_axes is None (output {i} was batched "
-                     f"on axis {src}, and its out_axes spec is None)")
+    raise _SpecMatchError(i, src, dst)
   return batching.moveaxis(x, src, dst)
 
 
@@ -1085,15 +1102,13 @@ def _flatten_axes(name, treedef, axis_tree, *, kws=False):
     shown_tree, shown_axes = treedef, axis_tree
     if kws:  # the error is about the positional arguments
       shown_tree, shown_axes = treedef.children()[0], axis_tree[0]
-    raise ValueError(f"{name} specification must be a tree prefix of the corresponding value, "
-                     f"got specification {shown_axes} for value tree {shown_tree}. ({e})"
-                     ) from None
+    raise _prefix_error(name, shown_tree, shown_axes, e) from None
   out = []
   for ax, sub in zip(leaves, subtrees):
     out.extend([ax] * len(tree_leaves(sub)))
   assert len(out) == treedef.num_leaves
-  if any(a is not None and a < 0 for a in out):  # a key array's -1 is its data's -2
-    out = [a - t if a is not None and a < 0 else a
+  if any(type(a) is int and a < 0 for a in out):  # a key array's -1 is its data's -2
+    out = [a - t if type(a) is int and a < 0 else a
            for a, t in zip(out, tree_util.trailing_axes(treedef))]
   return out
 
@@ -1103,6 +1118,27 @@ class _Leaf:
 
   def __repr__(self):
     return "*"
+
+
+class PytreeLeaf:
+  """A leaf of the value tree in JAX's tree-prefix errors."""
+  __slots__ = ()
+
+  def __repr__(self):
+    return "pytree leaf"
+
+
+def _prefix_error(name, treedef, axis_tree, err=None):
+  """JAX's error for ``axis_tree`` that is no tree prefix of ``treedef``: every mismatch,
+  compared with ``None`` as a pytree node (so a ``None`` above a leaf is one too, as JAX's)."""
+  dummy = tree_unflatten(treedef, [PytreeLeaf()] * treedef.num_leaves)
+  errors = tree_util.prefix_errors(axis_tree, dummy)
+  if not errors:
+    return ValueError(f"{name} specification must be a tree prefix of the corresponding value, "
+                      f"got specification {axis_tree} for value tree {treedef}. ({err})")
+  details = "\n  ".join(e(name).args[0] for e in errors)
+  return ValueError(f"{name} specification must be a tree prefix of the corresponding value; "
+                    f"\n  Mismatch details ({len(errors)} found):\n  {details}")
 
 
 def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
@@ -1368,11 +1404,14 @@ def print_environment_info(return_string=False):
   print(info)
 
 
-def device_put(x, device=None, *, donate=False, may_alias=None):
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   """``x`` (a pytree) as nbjax Arrays. ``device`` (or a pytree prefix of them) a
   ``NamedSharding``: each leaf split over the mesh, one XLA buffer per device
-  (``addressable_shards``); a device or ``None``: host and device memory are the same here."""
-  del donate, may_alias
+  (``addressable_shards``); a device or ``None``: host and device memory are the same here.
+  ``src``, ``donate`` and ``may_alias`` (or pytree prefixes of them) are checked as JAX's;
+  host buffers are never donated."""
+  if device is not None or src is not None or donate is not False or may_alias is not None:
+    _check_device_put(x, device, src, donate, may_alias)
   from nbjax.sharding import NamedSharding, GSPMDSharding, PartitionSpec
   leaf = lambda s: isinstance(s, (NamedSharding, GSPMDSharding, PartitionSpec))
   if any(leaf(s) for s in tree_leaves(device, is_leaf=leaf)):
@@ -1389,6 +1428,31 @@ def device_put(x, device=None, *, donate=False, may_alias=None):
     return tree_unflatten(tree, out)
   return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) or _is_key(v) else _Array(v), x,
                   is_leaf=_is_key)
+
+
+def _check_device_put(x, device, src, donate, may_alias):
+  """JAX's checks of ``device_put``'s specifications: tree prefixes of ``x`` (the leaves of
+  ``device`` devices, shardings or ``None``); ``donate`` and ``may_alias`` not both true."""
+  from nbjax.sharding import Sharding, PartitionSpec
+  from jaxlib import _jax
+  targets = (Sharding, PartitionSpec, _jax.Sharding, _jax.Device)
+  treedef = tree_util.tree_structure(x, is_leaf=_is_key)
+  flat = {}
+  for name, spec in (("device", device), ("source", src)):
+    if spec is not None and not isinstance(spec, targets):
+      flat[name] = _flatten_axes(f"device_put {name}", treedef, spec)
+  for s in flat.get("device", ()):
+    if s is not None and not isinstance(s, targets):
+      raise ValueError("`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, "
+                       "`jax.Device`, `Format`, `jax.memory.Space` or a pytree of these values. "
+                       f"Received invalid value: {s}")
+  n = treedef.num_leaves
+  donate_flat = ([donate] * n if isinstance(donate, bool) else
+                 _flatten_axes("device_put donate", treedef, donate))
+  alias_flat = ([may_alias] * n if isinstance(may_alias, bool) or may_alias is None else
+                _flatten_axes("device_put may_alias", treedef, may_alias))
+  if any(m and d for m, d in zip(alias_flat, donate_flat)):
+    raise ValueError("may_alias and donate cannot be True at the same time.")
 
 
 def device_get(x):

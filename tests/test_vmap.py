@@ -142,8 +142,14 @@ def test_bad_in_axes_and_out_axes():
 
 
 def test_mapped_output_with_out_axes_none_is_an_error():
-  with pytest.raises(ValueError, match="vmap has mapped output but out_axes is None"):
+  # JAX's texts (api_test test_vmap_mismatched_axis_sizes_error_message_issue_705)
+  with pytest.raises(ValueError) as e:
     vmap(lax.sin, out_axes=None)(np.ones(3))
+  assert str(e.value) == "at vmap out_axes, got axis spec None but output was batched on axis 0"
+  with pytest.raises(ValueError) as e:
+    vmap(lambda x: (x, {"a": x}), out_axes=(0, {"a": None}))(np.ones(3))
+  assert str(e.value) == ("at vmap out_axes[1]['a'], got axis spec None but output was "
+                          "batched on axis 0")
   with pytest.raises(ValueError, match=r"vmap has mapped output \(axis_name=i\)"):
     vmap(lax.sin, out_axes=None, axis_name="i")(np.ones(3))
 

@@ -1,0 +1,74 @@
+"""Argument validation and error texts of the public API, as JAX 0.10.2's (api_test)."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+
+
+def _leaf_type_error(name, path, prefix_type):
+  return (f"  pytree structure error: different types at key path\n    {name}{path}\n"
+          f"At that key path, the prefix pytree {name} has a subtree of type\n    "
+          f"{prefix_type}\nbut at the same key path the full pytree has a subtree of different "
+          f"type\n    <class 'nbjax.api.PytreeLeaf'>.")
+
+
+def test_device_put_tree_prefix_errors():
+  # api_test test_device_put_mismatched_tree_shows_all_mismatches / _mismatch_detail; as
+  # JAX's, a None above a leaf is reported too (None is a pytree node there)
+  x = {"a": jnp.arange(2), "b": jnp.arange(3)}
+  with pytest.raises(ValueError) as e:
+    nbjax.device_put(x, device={"a": None, "b": (None, None)})
+  assert str(e.value) == (
+      "device_put device specification must be a tree prefix of the corresponding value; \n"
+      "  Mismatch details (2 found):\n"
+      + _leaf_type_error("device_put device", "['a']", "<class 'NoneType'>") + "\n"
+      + _leaf_type_error("device_put device", "['b']", "<class 'tuple'>"))
+  with pytest.raises(ValueError, match=r"(?s)device_put source specification must be a tree "
+                                       r"prefix.*Mismatch details \(2 found\)"):
+    nbjax.device_put(x, src={"a": [None, None], "b": (None, None)})
+  # valid prefixes
+  d = nbjax.devices()[0]
+  out = nbjax.device_put(x, {"a": d, "b": None})
+  np.testing.assert_array_equal(out["b"], np.arange(3))
+
+
+def test_device_put_invalid_values():
+  # api_test test_invalid_value_device_put
+  msg = ("`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, `jax.Device`, "
+         "`Format`, `jax.memory.Space` or a pytree of these values. Received invalid value: ")
+  for dev, shown in [("cpu", "cpu"), (3, "3"), (["cpu"], "cpu")]:
+    with pytest.raises(ValueError) as e:
+      nbjax.device_put([jnp.arange(8)], dev)
+    assert str(e.value) == msg + shown
+  with pytest.raises(ValueError) as e:
+    nbjax.device_put(np.ones(2), donate=True, may_alias=True)
+  assert str(e.value) == "may_alias and donate cannot be True at the same time."
+  np.testing.assert_array_equal(nbjax.device_put(np.ones(2), donate=True), np.ones(2))
+
+
+def test_vmap_axes_tree_prefix_errors():
+  # api_test test_vmap_in_axes_tree_prefix_error, test_vmap_mismatched_axis_sizes_error_message
+  with pytest.raises(ValueError) as e:
+    nbjax.vmap(lambda x: x, in_axes=([0],))(jnp.ones(3))
+  assert str(e.value) == (
+      "vmap in_axes specification must be a tree prefix of the corresponding value; \n"
+      "  Mismatch details (1 found):\n"
+      + _leaf_type_error("vmap in_axes", "[0]", "<class 'list'>"))
+  with pytest.raises(ValueError) as e:
+    nbjax.vmap(lambda x: x, in_axes=((0, 0),))((jnp.ones(3),))
+  assert str(e.value).endswith(
+      "  pytree structure error: different lengths of tuple at key path\n    vmap in_axes[0]\n"
+      "At that key path, the prefix pytree vmap in_axes has a subtree of type tuple of length "
+      "2, but the full pytree has a subtree of the same type but of length 1.")
+  with pytest.raises(ValueError) as e:
+    nbjax.vmap(lambda x: (x, x), out_axes=[0, 0])(jnp.ones(2))
+  assert str(e.value).endswith(
+      "At that key path, the prefix pytree vmap out_axes has a subtree of type\n"
+      "    <class 'list'>\nbut at the same key path the full pytree has a subtree of "
+      "different type\n    <class 'tuple'>.")
+  with pytest.raises(ValueError) as e:
+    nbjax.vmap(lambda x, y: x, in_axes=(0, 0))(jnp.ones(3), y=jnp.ones(3))
+  assert str(e.value) == (
+      "vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+      "positional arguments passed to the function, but got len(in_axes)=2, len(args)=1")
