@@ -226,13 +226,33 @@ def get_aval(x):
   raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
 
 
+def _invalid_value(x):
+  """Whether ``x`` is no JAX value at all (strings, containers, object/string arrays)."""
+  if isinstance(x, (np.ndarray, np.generic)):
+    d = x.dtype
+    return d.kind in "USOMm" or (d.kind == "V" and d != dtypes.float0)
+  return isinstance(x, (str, bytes, list, tuple, dict, set, type(None))) or type(x) is object
+
+
+def invalid_value_error(name, args):
+  """JAX's TypeError for a primitive operand that is no JAX value (None if all are): only
+  consulted once the operation failed."""
+  for i, a in enumerate(args):
+    if _invalid_value(a):
+      return TypeError(f"Error interpreting argument to {name} as a JAX value. The problematic "
+                       f"value is of type {type(a)} and was passed to {name} at position {i}.\n")
+  return None
+
+
 class ShapeDtypeStruct:
   """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
   __slots__ = ("shape", "dtype", "weak_type", "sharding")
 
   def __init__(self, shape, dtype, weak_type=False, sharding=None):
     self.shape = tuple(shape)
-    self.dtype = (dtype if dtype is None or isinstance(dtype, dtypes.ExtendedDType)
+    if dtype is None:
+      raise ValueError("ShapeDtypeStruct: dtype must be specified.")
+    self.dtype = (dtype if isinstance(dtype, dtypes.ExtendedDType)
                   else dtypes.canonicalize_dtype(dtype))
     self.weak_type = weak_type
     self.sharding = sharding
@@ -316,9 +336,18 @@ class Primitive:
 
   def bind(self, *args, **params):
     trace = _ctx.trace
-    if trace is eval_trace:
-      return self.eager(*args, **params)
-    return trace.process_primitive(self, args, params)
+    try:
+      if trace is eval_trace:
+        return self.eager(*args, **params)
+      for a in args:
+        if type(a) is key_array_type:  # a key array (nbjax.prng): bound as its key-dtype value
+          return key_bind(self, trace, args, params)
+      return trace.process_primitive(self, args, params)
+    except TypeError as e:
+      err = invalid_value_error(self.name, args)
+      if err is None:
+        raise
+      raise err from e
 
   # seed-compatible definers -------------------------------------------------
   def def_impl(self, impl):

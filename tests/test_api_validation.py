@@ -72,3 +72,68 @@ def test_vmap_axes_tree_prefix_errors():
   assert str(e.value) == (
       "vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
       "positional arguments passed to the function, but got len(in_axes)=2, len(args)=1")
+
+
+_F0_TAIL = ("float0s do not support any operations by design{} because they are not compatible "
+            "with non-trivial vector spaces. No implicit dtype conversion is done. You can use "
+            "np.zeros_like(arr, dtype=np.float) to cast a float0 array to a regular zeros array. "
+            "\nIf you didn't expect to get a float0 you might have accidentally taken a gradient "
+            "with respect to an integer argument.")
+
+
+def test_invalid_operands_and_float0_errors():
+  # api_test test_error_for_invalid_dtype, test_float0_error: JAX 0.10.2's texts
+  from nbjax import lax
+  from nbjax.dtypes import float0
+  with pytest.raises(TypeError) as e:
+    lax.add(jnp.array(7), np.array("hello"))
+  assert str(e.value) == ("Error interpreting argument to add as a JAX value. The problematic "
+                          "value is of type <class 'numpy.ndarray'> and was passed to add at "
+                          "position 1.\n")
+  for f, shown in [(lambda: lax.sin(np.array("hello")), "numpy.ndarray'> and was passed to sin "
+                    "at position 0"),
+                   (lambda: lax.add(1., "a"), "str'> and was passed to add at position 1"),
+                   (lambda: nbjax.jit(lambda x: lax.mul(x, [1, 2]))(1.),
+                    "list'> and was passed to mul at position 1")]:
+    with pytest.raises(TypeError, match="Error interpreting argument to .* as a JAX value. The "
+                                        "problematic value is of type <class '" + shown):
+      f()
+  f0 = nbjax.grad(lambda x: x + 0., allow_int=True)(1)
+  assert f0.dtype == float0
+  z = jnp.zeros(())
+  for f in [lambda: f0 + z, lambda: z + f0, lambda: jnp.add(z, f0)]:
+    with pytest.raises(TypeError) as e:
+      f()
+    assert str(e.value) == "Called add with a float0 array. " + _F0_TAIL.format("")
+  with pytest.raises(TypeError) as e:
+    jnp.sin(f0)
+  assert str(e.value) == "Called sin with a float0 array. " + _F0_TAIL.format("")
+  for i, args in enumerate([(f0, z), (z, f0)]):
+    with pytest.raises(TypeError) as e:
+      lax.add(*args)
+    assert str(e.value) == f"Called add with a float0 at position {i}. " + _F0_TAIL.format(",")
+  with pytest.raises(TypeError) as e:
+    lax.neg(f0)
+  assert str(e.value) == "Called neg with a float0 array. " + _F0_TAIL.format(",")
+
+
+def test_float0_outputs_of_jit_are_numpy_arrays():
+  # api_test test_jit_grad_of_int / test_jit_vjp_of_int: as JAX's, float0 values are NumPy
+  # arrays (which compare), also out of jit
+  from nbjax.dtypes import float0
+  grad_f = nbjax.grad(lambda x, i: x[i], argnums=(0, 1), allow_int=True)
+  gx, gi = nbjax.jit(grad_f)(np.ones(2), 1)
+  np.testing.assert_array_equal(gx, [0., 1.])
+  assert type(gi) is np.ndarray and gi.dtype == float0 and gi.shape == ()
+  assert gi == np.zeros((), float0)
+  primal, fn_vjp = nbjax.vjp(lambda x, y: x + y, 2, 1)
+  tx, ti = nbjax.jit(fn_vjp)(np.zeros((), float0))
+  assert primal == 3 and tx == np.zeros((), float0) and ti == np.zeros((), float0)
+  out = nbjax.jit(lambda x: (x, x))(np.zeros((2,), float0))
+  assert all(type(o) is np.ndarray and o.shape == (2,) for o in out)
+
+
+def test_shape_dtype_struct_needs_a_dtype():
+  with pytest.raises(ValueError) as e:
+    nbjax.ShapeDtypeStruct(shape=(), dtype=None)
+  assert str(e.value) == "ShapeDtypeStruct: dtype must be specified."

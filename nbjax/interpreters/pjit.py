@@ -287,7 +287,7 @@ class _Executable:
       if i in f0:
         env[f"_z{i}"] = np.zeros(a.shape, dtypes.float0)
         env[f"_z{i}"].flags.writeable = False
-        src.append(f"  r{i} = _new(_Array); r{i}._value = _z{i}; r{i}._weak = _w{i}; r{i}._buf = None")
+        src.append(f"  r{i} = _z{i}")  # JAX: float0 values are NumPy arrays, no Arrays
       else:
         # a buffer output's host view is made when first read (Array.__getattr__): the call
         # returns while XLA runs, as JAX's asynchronous dispatch does
@@ -396,7 +396,7 @@ class _Executable:
       if i in self.float0_out:
         env[f"_z{i}"] = np.zeros(a.shape, dtypes.float0)
         env[f"_z{i}"].flags.writeable = False
-        res.append(f"_wrap(_z{i}, {w})")
+        res.append(f"_z{i}")
       else:
         res.append(f"_wrap(o[{i}], {w})")
     src.append(f"  return [{', '.join(res)}]")

@@ -142,8 +142,9 @@ def check_dtypes(name, avals, ok):
     if not isinstance(a, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {a!r}")
     if a.dtype not in s:
-      if a.dtype == dtypes.float0:
-        raise TypeError(_FLOAT0_MSG.format(name))
+      if a.dtype == dtypes.float0:  # JAX's n-ary ops name the position
+        raise TypeError(_FLOAT0_MSG.format(name) if len(avals) == 1 else
+                        _FLOAT0_MSG.format(name).replace(" array.", f" at position {i}.", 1))
       if len(avals) == 1:
         raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes are "
                         f"subtypes of {_accepted(s)}.")
@@ -1502,13 +1503,27 @@ def _as_weak(s, like):
   return a
 
 
+def _reraise_invalid(p, args, e):
+  """Re-raise ``e``, as JAX's error naming the position when an operand is no JAX value."""
+  err = core.invalid_value_error(p.name, args)
+  if err is None:
+    raise e
+  raise err from e
+
+
 def _un(p, doc, accuracy=False):
   if accuracy:
     def f(x, accuracy=None):
-      return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+      try:
+        return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+      except TypeError as e:
+        _reraise_invalid(p, (x,), e)
   else:
     def f(x):
-      return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+      try:
+        return p.eager(x) if _ctx.trace is _EVAL else p.bind(x)
+      except TypeError as e:
+        _reraise_invalid(p, (x,), e)
   f.__name__ = f.__qualname__ = p.name
   f.__doc__ = doc
   return f
@@ -1516,9 +1531,12 @@ def _un(p, doc, accuracy=False):
 
 def _bin(p, doc, name=None):
   def f(x, y):
-    if type(x) is not Array or type(y) is not Array:
-      x, y = _scalars_like(x, y)
-    return p.eager(x, y) if _ctx.trace is _EVAL else p.bind(x, y)
+    try:
+      if type(x) is not Array or type(y) is not Array:
+        x, y = _scalars_like(x, y)
+      return p.eager(x, y) if _ctx.trace is _EVAL else p.bind(x, y)
+    except TypeError as e:
+      _reraise_invalid(p, (x, y), e)
   f.__name__ = f.__qualname__ = name or p.name
   f.__doc__ = doc
   return f

@@ -78,10 +78,22 @@ def _promotion_listener(name, value):
 config.add_listener(_promotion_listener)
 
 
+def _float0_checked(name, general):
+  """``general``, raising JAX's float0 TypeError when it fails on a float0 operand."""
+  def checked(*args):
+    try:
+      return general(*args)
+    except (TypeError, ValueError):
+      _util.check_no_float0s(name, *args)
+      raise
+  return checked
+
+
 def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
   """A unary ufunc: an Array of a dtype in ``kinds`` that the primitive accepts binds it
   directly; anything else goes through ``general`` (checks, promotion)."""
   prim = _prim(prim_name) if prim_name else None
+  general = _float0_checked(name, general)
   if prim is None:
     def f(x, /):
       return general(x)

@@ -221,8 +221,12 @@ def check_no_float0s(name, *args):
   """JAX's TypeError for float0 (tangent-of-integer) operands."""
   for a in args:
     if getattr(a, "dtype", None) == dtypes.float0:
-      raise TypeError(f"Called {name} with a float0 array. float0s do not support any operations "
-                      "by design because they are not compatible with non-trivial vector spaces.")
+      raise TypeError(
+          f"Called {name} with a float0 array. float0s do not support any operations by design "
+          "because they are not compatible with non-trivial vector spaces. No implicit dtype "
+          "conversion is done. You can use np.zeros_like(arr, dtype=np.float) to cast a float0 "
+          "array to a regular zeros array. \nIf you didn't expect to get a float0 you might "
+          "have accidentally taken a gradient with respect to an integer argument.")
 
 
 def plain_dtype(dtype):
@@ -334,19 +338,31 @@ def promote_shapes(name, *args):
 def promote_args(name, *args):
   """Check, promote dtypes and ranks: the arguments of a binary ufunc as lax takes them."""
   check_arraylike(name, *args)
-  return promote_shapes(name, *promote_dtypes(*args))
+  try:
+    return promote_shapes(name, *promote_dtypes(*args))
+  except (TypeError, ValueError):
+    check_no_float0s(name, *args)  # JAX's error for float0 operands comes first
+    raise
 
 
 def promote_args_inexact(name, *args):
   """``promote_args`` to a common inexact dtype."""
   check_arraylike(name, *args)
-  return promote_shapes(name, *promote_dtypes_inexact(*args))
+  try:
+    return promote_shapes(name, *promote_dtypes_inexact(*args))
+  except (TypeError, ValueError):
+    check_no_float0s(name, *args)
+    raise
 
 
 def promote_args_numeric(name, *args):
   """``promote_args`` to a common numeric (non-bool) dtype."""
   check_arraylike(name, *args)
-  return promote_shapes(name, *promote_dtypes_numeric(*args))
+  try:
+    return promote_shapes(name, *promote_dtypes_numeric(*args))
+  except (TypeError, ValueError):
+    check_no_float0s(name, *args)
+    raise
 
 
 def broadcast_to(array, shape, *, out_sharding=None):
