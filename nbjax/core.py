@@ -480,6 +480,10 @@ def _debugging():
 
 
 eval_trace = EvalTrace()
+# ``nbjax.prng.PRNGKeyArray`` and ``(prim, trace, args, params) -> out``: a primitive bound
+# under a transformation on key arrays (``lax.slice(keys, ...)`` in jit) sees their key-dtype
+# values and gives key arrays back (installed by ``nbjax.prng``)
+key_array_type = key_bind = None
 debug_trace = DebugNansTrace()
 _ctx = _Ctx()
 

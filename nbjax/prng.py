@@ -54,7 +54,7 @@ from nbjax.lax.prng import KeyTy
 from nbjax.lax.shape import canonicalize_axis as _canon_axis
 from nbjax.numpy import _util as _np_util
 
-__all__ = ["PRNGImpl", "PRNGKeyArray", "KeyTy", "prngs", "resolve_impl", "seed_data"]
+__all__ = ["PRNGImpl", "PRNGSpec", "PRNGKeyArray", "KeyTy", "prngs", "resolve_impl", "seed_data"]
 
 _U32 = np.dtype(np.uint32)
 
@@ -392,17 +392,41 @@ prngs = {  # (JAX's registration order: its error message lists them so)
 }
 
 
+class PRNGSpec:
+  """A PRNG implementation as ``random.key_impl`` names one not in the registry (JAX's)."""
+  __slots__ = ("_impl",)
+
+  def __init__(self, impl):
+    self._impl = impl
+
+  def __repr__(self):
+    return f"PRNGSpec({self._impl.name!r})"
+
+  def __str__(self):
+    return str(self._impl)
+
+  def __hash__(self):
+    return hash(self._impl)
+
+  def __eq__(self, other):
+    return isinstance(other, PRNGSpec) and self._impl == other._impl
+
+
 def resolve_impl(impl):
-  """The ``PRNGImpl`` for ``impl`` (a name, a ``PRNGImpl`` or ``None``: the configured
-  ``jax_default_prng_impl``)."""
+  """The ``PRNGImpl`` for ``impl`` (a name, a ``PRNGImpl``, a ``PRNGSpec``, a key dtype
+  (``key<fry>``) or ``None``: the configured ``jax_default_prng_impl``)."""
   if impl is None:
     return prngs[config._flags["default_prng_impl"]]
   if isinstance(impl, PRNGImpl):
     return impl
-  if isinstance(impl, str) and impl in prngs:
-    return prngs[impl]
-  names = ", ".join(f'"{n}"' for n in prngs)
-  raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: {names}?')
+  if isinstance(impl, (PRNGSpec, KeyTy)):
+    return impl._impl
+  if type(impl) is str:
+    if impl in prngs:
+      return prngs[impl]
+    names = ", ".join(f'"{n}"' for n in prngs)
+    raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: {names}?')
+  raise TypeError(f"unrecognized type {type(impl)} for specifying PRNG implementation.")
 
 
 def _dtype_str(x):
@@ -726,6 +750,33 @@ def _keys_of(impl, data, sources):
   return PRNGKeyArray(impl, data)
 
 
+def _traced_bind(prim, trace, args, params):
+  """``prim`` bound under ``trace`` on key arrays (a user's ``lax.select(c, keys, keys)`` in
+  jit or vmap): on their key-dtype values (a typed key's tracer; eager keys as constants;
+  keys traced as data wrapped), its key-dtype results as key arrays, as JAX's."""
+  xs = []
+  for a in args:
+    if type(a) is PRNGKeyArray:
+      b = a._base_array
+      if type(getattr(b, "dtype", None)) is KeyTy:
+        a = b
+      elif isinstance(b, Tracer):
+        a = _lp.random_wrap_p.bind(b, impl=a._impl)
+      else:
+        impl, a = a._impl, object.__new__(_KeyLeaf)
+        a._impl, a._base_array = impl, b
+    xs.append(a)
+  out = trace.process_primitive(prim, xs, params)
+
+  def wrap(o):
+    d = getattr(o, "dtype", None)
+    if type(d) is KeyTy and not isinstance(o, PRNGKeyArray):
+      return PRNGKeyArray(d._impl, o)
+    return PRNGKeyArray(o._impl, o._base_array) if type(o) is _KeyLeaf else o
+  return [wrap(o) for o in out] if prim.multiple_results else wrap(out)
+
+
+core.key_array_type, core.key_bind = PRNGKeyArray, _traced_bind
 tree_util.register_opaque_node(PRNGKeyArray, _flatten, _unflatten, lambda impl: 0)
 _lp.key_hooks["wrap"] = PRNGKeyArray
 

@@ -171,7 +171,12 @@ def PRNGKey(seed, *, impl=None):
 
 def key(seed, *, impl=None, dtype=None):
   """Create a typed PRNG key (a scalar key array of dtype ``key<fry>`` for threefry2x32)
-  from an integer seed."""
+  from an integer seed; ``impl`` or ``dtype`` (a name or a key dtype) picks the
+  implementation."""
+  if dtype is not None:
+    if impl is not None:
+      raise ValueError("Cannot specify both `impl` and `dtype` arguments to jax.random.key")
+    impl = dtype
   return _seed("key", seed, impl)
 
 
@@ -185,6 +190,11 @@ def key_data(keys):
 def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
   """Wrap an array of raw ``uint32`` key data (trailing shape ``impl``'s key shape) as a
   typed PRNG key array."""
+  if dtype is not None:
+    if impl is not None:
+      raise ValueError("Cannot specify both `impl` and `dtype` arguments to "
+                       "jax.random.wrap_key_data")
+    impl = dtype
   impl = _keys.resolve_impl(impl)
   d = _raw("wrap_key_data", key_bits_array, impl)
   if isinstance(d, PRNGKeyArray):
@@ -195,8 +205,9 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
 
 
 def key_impl(keys):
-  """Name of the PRNG implementation of ``keys``."""
-  return _check_key("key_impl", keys, batched=True)._impl.name
+  """Name of the PRNG implementation of ``keys`` (a ``PRNGSpec`` for an unregistered one)."""
+  impl = _check_key("key_impl", keys, batched=True)._impl
+  return impl.name if impl.name in _keys.prngs else _keys.PRNGSpec(impl)
 
 
 def key_dtype(impl_spec=None):

@@ -458,3 +458,52 @@ def test_prng_impl_name_and_tag_default_as_jax():
                      random_bits=base.random_bits, fold_in=base.fold_in, tag="fry2")
   assert impl.name == "<unnamed>" and hash(impl) == hash("fry2")
   assert xr.PRNGImpl(base.key_shape, base.seed, base.split, base.random_bits, base.fold_in).tag == "?"
+
+
+def test_key_impl_given_as_key_dtype_or_spec():
+  # JAX's resolve_prng_impl: a name, a key dtype or PRNGSpec; both impl and dtype a ValueError
+  rbg = R.key_dtype("rbg")
+  assert R.key(0, dtype=rbg).dtype == rbg and R.key(0, impl=rbg).dtype == rbg
+  assert R.key_impl(R.key(0, dtype=rbg)) == "rbg"
+  k = R.key(42, impl="philox4x32")
+  assert R.key(42, dtype=k.dtype).dtype == k.dtype and data(R.key(42, dtype=k.dtype)) == data(k)
+  w = R.wrap_key_data(np.array([1, 2, 3, 4], np.uint32), dtype=R.key(0, impl="rbg").dtype)
+  assert w.dtype == rbg and data(w) == [1, 2, 3, 4]
+  with pytest.raises(ValueError, match="Cannot specify both `impl` and `dtype`"):
+    R.key(42, impl="threefry2x32", dtype=R.key_dtype("threefry2x32"))
+  with pytest.raises(ValueError, match="Cannot specify both `impl` and `dtype`"):
+    R.wrap_key_data(np.zeros(2, np.uint32), impl="threefry2x32", dtype=R.key_dtype())
+  with pytest.raises(TypeError, match="unrecognized type .* PRNG"):
+    R.key(42, impl=object())
+  # a key's filled gather under jit: the fill key wraps uint32 max (JAX's)
+  keys = R.split(R.key(3, impl="rbg"), 4)
+  out = nbjax.jit(lambda x: x.at[100].get(mode="fill"))(keys)
+  assert out.dtype == rbg and data(out) == [4294967295] * 4
+
+
+def test_lax_structural_ops_on_key_arrays():
+  # lax.slice/select/dynamic_(update_)slice given key arrays, under jit and vmap and eagerly
+  # (JAX 0.10.2's key data)
+  ks = R.split(R.key(0), 12).reshape(3, 4)
+  lo = lambda k: np.asarray(R.key_data(k))[..., 1].tolist()
+  assert lo(ks) == [[2579123966, 3453687069, 2718843009, 3840466878],
+                    [433833334, 1887795613, 2909014575, 292468403],
+                    [931858003, 450340679, 652965180, 156206175]]
+  ys = nbjax.jit(lambda x: lax.slice_in_dim(x, 1, 3))(ks)
+  assert type(ys) is type(ks) and ys.shape == (2, 4) and lo(ys) == lo(ks)[1:]
+  cs = jnp.ones((3, 4), bool)
+  assert str(nbjax.make_jaxpr(lambda c, x: lax.select(c, x, x))(cs, ks)) == (
+      "{ lambda ; a:bool[3,4] b:key<fry>[3,4]. let\n    c:key<fry>[3,4] = select_n a b b\n"
+      "  in (c,) }")
+  assert nbjax.jit(lax.select)(cs, ks, ks).shape == (3, 4)
+  assert lo(lax.select(True, ks[0], ks[1])) == lo(ks)[0]
+  v = nbjax.vmap(lambda c: lax.select(c, R.key(1), R.key(2)))(jnp.array([True, False]))
+  assert data(v) == [[0, 1], [0, 2]]
+  i16 = np.int16(1)  # the key axes' start indices take the given indices' dtype
+  ds = nbjax.jit(lambda x, i: lax.dynamic_slice_in_dim(x, i, 2))(ks, i16)
+  assert ds.shape == (2, 4) and lo(ds) == lo(ks)[1:]
+  du = nbjax.jit(lambda x, i: lax.dynamic_update_slice_in_dim(x, x[2:], i, 0))(ks, np.int16(0))
+  assert lo(du) == [lo(ks)[2], lo(ks)[1], lo(ks)[2]]
+  # the key array keeps working inside the transformation
+  n = nbjax.jit(lambda x: R.normal(lax.slice_in_dim(x, 1, 3)[0, 0], (2,)))(ks)
+  np.testing.assert_array_equal(n, R.normal(ks[1, 0], (2,)))

@@ -461,6 +461,9 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
         vals.append(a._value)
         ws.append(a._weak)
       else:
+        if registry.extended_eager is not None and isinstance(getattr(a, "dtype", None),
+                                                              dtypes.ExtendedDType):
+          return registry.extended_eager(prim, args, params)  # key arrays (nbjax.lax.prng)
         v, w = registry.coerce(a, prim)
         vals.append(v if v.flags.c_contiguous else np.array(v, order="C"))
         foreign.append(vals[-1])

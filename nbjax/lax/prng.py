@@ -876,14 +876,17 @@ def _phys_struct_rules():
       pred = lax.broadcast_in_dim(pred, physical_aval(o).shape, tuple(range(o.ndim)))
     return _ew.select_n_p.bind(pred, *cases)
 
+  def zeros(a, idx_avals):  # the key axes' start indices, of the given ones' dtype
+    d = idx_avals[0].dtype if idx_avals else np.dtype(np.int32)
+    return (np.zeros((), d),) * _nk(a)
+
   def dynamic_slice(ins, outs, x, *idx, slice_sizes):
     a = ins[0]
-    z = (np.int32(0),) * _nk(a)
-    return _ix.dynamic_slice_p.bind(x, *idx, *z, slice_sizes=(*slice_sizes, *_ks(a)))
+    return _ix.dynamic_slice_p.bind(x, *idx, *zeros(a, ins[1:]),
+                                    slice_sizes=(*slice_sizes, *_ks(a)))
 
   def dynamic_update_slice(ins, outs, x, u, *idx):
-    z = (np.int32(0),) * _nk(ins[0])
-    return _ix.dynamic_update_slice_p.bind(x, u, *idx, *z)
+    return _ix.dynamic_update_slice_p.bind(x, u, *idx, *zeros(ins[0], ins[2:]))
 
   rules = {_sh.slice_p: slice_, _sh.squeeze_p: same(_sh.squeeze_p), _sh.reshape_p: reshape,
            _sh.broadcast_in_dim_p: bid, _sh.transpose_p: transpose,
