@@ -40,6 +40,8 @@ def test_unary_vs_scipy(name, x, rtol32, dtype):
   want = getattr(sp, name)(x.astype(np.float64))
   # (log ndtr near 0 is log of a float32 near 1: absolute precision, as JAX's)
   atol = (1e-7 if dtype == np.float32 else 1e-15) if name == "log_ndtr" else 1e-30
+  if name == "gammaln" and dtype == np.float32:  # XLA's float32 Lanczos, JAX's bits: absolute
+    atol = 2e-6                                   # error near the zeros (lgamma(1) = 4.8e-7)
   _close(getattr(S, name)(x), want, dtype, rtol=rtol32 if dtype == np.float32 else 1e-11,
          atol=atol)
 

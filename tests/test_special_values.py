@@ -114,7 +114,7 @@ NARROW = {"dot_general": (_dot_values, "f", _ORDER), "conv_general_dilated": (la
           **{p: (_moderate, "", _DEFINED)
              for p in ("triangular_solve", "cholesky", "lu", "qr", "eigh", "eig", "svd",
                        "schur", "hessenberg", "householder_product", "ormqr", "tridiagonal",
-                       "tridiagonal_solve")}}
+                       "tridiagonal_solve", "geqrf")}}
 
 
 def _special_cases(prim, dtype):

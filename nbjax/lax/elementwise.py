@@ -1360,7 +1360,9 @@ erf_inv_p = standard_elementwise("erf_inv", 1, _float,
                                  reference=_scipy("erfinv"),
                                  domain="unit", note=_NB_ONLY.format("erf_inv"))
 lgamma_p = standard_elementwise("lgamma", 1, _float, numba="lgamma", reference=_scipy("gammaln"),
-                                domain="positive", note=_NB_ONLY.format("lgamma"))
+                                domain="positive", f32_kernel="lgamma_f32",
+                                note=_NB_ONLY.format("lgamma") + "; float32/float16: a port of "
+                                "XLA's float32 Lanczos expansion (JAX's bits)")
 digamma_p = standard_elementwise("digamma", 1, _float, numba="digamma",
                                  reference=_scipy("digamma", fix_poles=True), domain="positive",
                                  note=_NB_ONLY.format("digamma"))
