@@ -1145,6 +1145,8 @@ def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
   if not vals:
     if axis_size is not None:
       return axis_size
+    if name == "pmap":
+      raise ValueError("pmap requires at least one argument with a mapped axis.")
     args, kwargs = tree_unflatten(tree, vals)
     raise ValueError(f"{name} wrapped function must be passed at least one argument "
                      "containing an array or axis_size must be specified, got empty "
@@ -1181,6 +1183,8 @@ def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
   if len(sizes) == 1:
     return sizes.pop()
   if not sizes:
+    if name == "pmap":
+      raise ValueError("pmap requires at least one argument with a mapped axis.")
     raise ValueError(f"{name} must have at least one non-None value in in_axes or axis_size "
                      "must be specified")
   # inconsistent sizes: name the arguments, JAX style
@@ -1494,8 +1498,10 @@ def eval_shape(fun, *args, **kwargs):
       (args, kwargs), is_leaf=lambda x: key_sds(x) or _is_key(x))
   args_flat, in_tree = tree_flatten((args, kwargs))
   flat_fun, store = _flatten_fun(fun, in_tree)
+  dbg = pe.DebugInfo("jit", fun, args, kwargs,
+                     out_tree=lambda: store()[0] if store() else None)
   _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_shape_abstractify(x) for x in args_flat],
-                                              fun_name=_fun_name(fun))
+                                              fun_name=_fun_name(fun), debug_info=dbg)
   out = tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                     for a in out_avals])
   return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if _is_key(x) else x, out,
@@ -1612,7 +1618,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
       for i in statics:
         if not -nargs <= i < nargs:
           raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} but "
-                           f"was called with only {nargs} positional argument(s).")
+                           f"was called with only {nargs} positional "
+                           f"argument{'s' if nargs > 1 else ''}. All static broadcasted "
+                           "arguments must be passed positionally.")
       st = tuple(args[i] for i in statics)
       for v in st:
         try:

@@ -622,6 +622,11 @@ class Tracer:
   def _error_repr(self):
     return f"traced array with shape {self.aval.str_short(short_dtypes=False)}"
 
+  @property
+  def sharding(self):  # an Array's attribute: an AttributeError on tracers, as JAX's
+    raise AttributeError(f"The 'sharding' attribute is not available on {self._error_repr()}. "
+                         "To query sharding information on tracers, use `jax.typeof(x)`.")
+
   def _origin_msg(self):
     return ""
 

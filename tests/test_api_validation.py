@@ -137,3 +137,67 @@ def test_shape_dtype_struct_needs_a_dtype():
   with pytest.raises(ValueError) as e:
     nbjax.ShapeDtypeStruct(shape=(), dtype=None)
   assert str(e.value) == "ShapeDtypeStruct: dtype must be specified."
+
+
+def test_bad_output_names_its_component():
+  # api_test test_eval_shape_error_bad_output
+  def f(x):
+    return (2.0, f)
+  for run in (lambda: nbjax.eval_shape(f, 1), lambda: nbjax.jit(f)(1)):
+    with pytest.raises(TypeError, match=r"^function f at .* traced for jit returned a value of "
+                                        r"type <class 'function'> at output component \[1\], "
+                                        r"which is not a valid JAX type$"):
+      run()
+  with pytest.raises(TypeError, match=r"returned a value of type <class 'function'>, which"):
+    nbjax.jit(lambda x: f)(1)  # a bare output: no component named
+
+
+def test_pmap_argument_errors():
+  # api_test test_pmap_empty_arguments / test_pmap_static_kwarg_error_message
+  with pytest.raises(ValueError) as e:
+    nbjax.pmap(lambda x: x)({})
+  assert str(e.value) == "pmap requires at least one argument with a mapped axis."
+  g = nbjax.pmap(lambda a, b: a + b, static_broadcasted_argnums=(1,))
+  with pytest.raises(ValueError) as e:
+    g(jnp.ones((1, 1)), b=1)
+  assert str(e.value) == ("pmapped function has static_broadcasted_argnums=(1,) but was called "
+                          "with only 1 positional argument. All static broadcasted arguments "
+                          "must be passed positionally.")
+
+
+def test_jit_repr_and_static_types():
+  # api_test BackendsTest.test_jit_repr / _repr_errors, test_jit_static_argnums_requires_type_equality
+  def my_function():
+    return
+  assert repr(nbjax.jit(my_function)) == f"<PjitFunction of {my_function!r}>"
+
+  class Callable:
+    def __call__(self):
+      pass
+
+    def __repr__(self):
+      raise ValueError("invalid repr")
+  jitted = nbjax.jit(Callable())
+  assert repr(jitted) == "<PjitFunction>"
+  del jitted.__wrapped__
+  assert repr(jitted) == "<PjitFunction>"
+
+  traced = []
+  f = nbjax.jit(lambda k: (traced.append(k), k)[1], static_argnums=0)
+  for x in [1, True, 1.0, 1, True]:
+    assert f(x).dtype == jnp.asarray(x).dtype
+  assert traced == [1, True, 1.0]
+
+
+def test_tracer_sharding_attribute_error():
+  # api_test test_sharding_attr_on_tracer_error
+  @nbjax.jit
+  def f(x):
+    with pytest.raises(AttributeError) as e:
+      x.sharding
+    assert str(e.value) == ("The 'sharding' attribute is not available on traced array with "
+                            "shape float32[2]. To query sharding information on tracers, use "
+                            "`jax.typeof(x)`.")
+    assert not hasattr(x, "sharding")
+    return x
+  f(jnp.arange(2, dtype=jnp.float32))

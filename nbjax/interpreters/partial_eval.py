@@ -149,12 +149,13 @@ class DebugInfo:
   """What a staging trace was tracing, for error messages: ``traced_for`` ("jit",
   "make_jaxpr", ...), the function, and the names of its flat (non-static) arguments,
   computed only when a message needs them."""
-  __slots__ = ("traced_for", "fun", "_args")
+  __slots__ = ("traced_for", "fun", "_args", "out_tree")
 
   def __init__(self, traced_for, fun, args=(), kwargs=None, static_argnums=(),
-               static_argnames=()):
+               static_argnames=(), out_tree=None):
     self.traced_for, self.fun = traced_for, fun
     self._args = (args, kwargs or {}, static_argnums, static_argnames)
+    self.out_tree = out_tree  # () -> the output treedef once traced (else None), for messages
 
   func_src_info = property(lambda self: fun_sourceinfo(self.fun))
 
@@ -325,8 +326,14 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
       if not (isinstance(x, Tracer) or core.valid_jaxtype(x)):
         src, traced_for = ((debug_info.func_src_info, debug_info.traced_for) if debug_info
                            else (name, "jit"))
+        tree = debug_info.out_tree() if debug_info and debug_info.out_tree else None
+        extra = ""
+        if tree is not None and tree.num_leaves == len(ans):
+          from nbjax._tree_util import keystr, tree_flatten_with_path
+          path = tree_flatten_with_path(tree.unflatten(list(range(len(ans)))))[0][i][0]
+          extra = f" at output component {keystr(path)}" if path else ""
         raise TypeError(f"function {src} traced for {traced_for} returned a value of type "
-                        f"{type(x)}, which is not a valid JAX type")
+                        f"{type(x)}{extra}, which is not a valid JAX type")
     out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
     jaxpr, consts = trace.to_jaxpr(out_tracers)
   finally:

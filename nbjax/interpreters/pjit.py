@@ -753,7 +753,7 @@ def _ensure_tuple(x):
 class JitWrapped:
   """A jitted function: call it, or ``.lower(*args)``, ``.trace(*args)``, ``.eval_shape``."""
 
-  def __init__(self, fun, *, static_argnums=(), static_argnames=(), donate_argnums=None,
+  def __init__(self, fun, *, static_argnums=None, static_argnames=None, donate_argnums=None,
                donate_argnames=None, keep_unused=False, inline=False, name=None,
                in_shardings=None, out_shardings=None, compiler_options=None):
     if isinstance(fun, staticmethod):
@@ -771,6 +771,9 @@ class JitWrapped:
     self.__dict__.update({k: v for k, v in getattr(fun, "__dict__", {}).items()
                           if not k.startswith("_") and k not in self.__dict__})
     self._name = name or _fun_name(fun)
+    # JAX: given both, static_argnums and static_argnames are taken as they are (they may
+    # disagree); given one, the other is inferred from the signature
+    infer = static_argnums is None or static_argnames is None
     static_argnums = tuple(int(i) for i in _ensure_tuple(static_argnums))
     static_argnames = tuple(_ensure_tuple(static_argnames))
     try:
@@ -780,7 +783,10 @@ class JitWrapped:
     if sig is None and donate_argnames is not None:
       raise ValueError(f"Getting the signature of function {fun} failed. "
                        "Pass donate_argnums instead of donate_argnames.")
-    if sig is not None:
+    if sig is not None and not infer:
+      _validate_argnums(sig, static_argnums, "static_argnums")
+      _validate_argnames(sig, static_argnames, "static_argnames")
+    if sig is not None and infer:
       _check_static_donate_disjoint(sig, static_argnums, static_argnames, donate_argnums,
                                     donate_argnames)
       params = list(sig.parameters.values())
@@ -817,7 +823,10 @@ class JitWrapped:
     _all_jitted.add(self)
 
   def __repr__(self):
-    return f"<nbjax.jit of {self._fun!r}>"
+    try:
+      return f"<PjitFunction of {self.__wrapped__!r}>"
+    except Exception:  # noqa: BLE001 -- as JAX's: a repr that fails, or no __wrapped__
+      return "<PjitFunction>"
 
   def __get__(self, obj, objtype=None):
     if obj is None:
@@ -939,9 +948,10 @@ class JitWrapped:
     nums, names = self._static_argnums, self._static_argnames
     dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
-    statics = tuple((i, args[i]) for i in nums if i < len(args))
-    statics += tuple(sorted((k, v) for k, v in kwargs.items() if k in names))
-    for where, v in statics:
+    # (where, value, type): as JAX's, equal values of other types (1, True, 1.0) trace anew
+    statics = tuple((i, args[i], type(args[i])) for i in nums if i < len(args))
+    statics += tuple(sorted((k, v, type(v)) for k, v in kwargs.items() if k in names))
+    for where, v, _ in statics:
       try:
         hash(v)
       except TypeError as e:
@@ -979,8 +989,8 @@ class JitWrapped:
     return entry, flat
 
   def _trace(self, in_tree, avals, args, kwargs, statics):
-    static_pos = dict((i, v) for i, v in statics if isinstance(i, int))
-    static_kw = {k: v for k, v in statics if isinstance(k, str)}
+    static_pos = dict((i, v) for i, v, _ in statics if isinstance(i, int))
+    static_kw = {k: v for k, v, _ in statics if isinstance(k, str)}
     nargs = len(args)
     box = []
     fun = self._fun
@@ -998,7 +1008,8 @@ class JitWrapped:
       box.append(out_tree)
       return out_flat
 
-    dbg = pe.DebugInfo("jit", fun, args, kwargs, self._static_argnums, self._static_argnames)
+    dbg = pe.DebugInfo("jit", fun, args, kwargs, self._static_argnums, self._static_argnames,
+                       out_tree=lambda: box[0] if box else None)
     jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name,
                                                  debug_info=dbg)
     self._trace_count += 1
