@@ -1276,6 +1276,8 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
     return closed
 
   make_jaxpr_f.__name__ = f"make_jaxpr({_fun_name(fun)})"
+  make_jaxpr_f.__qualname__ = f"make_jaxpr({getattr(fun, '__qualname__', _fun_name(fun))})"
+  make_jaxpr_f.__module__ = "jax"  # as JAX's
   return make_jaxpr_f
 
 
@@ -1430,8 +1432,19 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
       else:
         out.append(_Array(v) if s is None else spmd.put(v, s))
     return tree_unflatten(tree, out)
-  return tree_map(lambda v: v if isinstance(v, (_Array, Tracer)) or _is_key(v) else _Array(v), x,
-                  is_leaf=_is_key)
+  return tree_map(_put_leaf, x, is_leaf=_is_key)
+
+
+def _put_leaf(v):
+  if isinstance(v, (_Array, Tracer)) or _is_key(v):
+    return v
+  if type(v) in _PY_SCALAR_TYPES:  # weakly typed, as JAX's (an int out of range: OverflowError)
+    from nbjax import registry
+    return _Array(*registry.coerce(v))
+  return _Array(v)
+
+
+_PY_SCALAR_TYPES = (bool, int, float, complex)
 
 
 def _check_device_put(x, device, src, donate, may_alias):

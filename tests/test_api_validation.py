@@ -201,3 +201,57 @@ def test_tracer_sharding_attribute_error():
     assert not hasattr(x, "sharding")
     return x
   f(jnp.arange(2, dtype=jnp.float32))
+
+
+def test_static_argument_eq_errors_and_make_jaxpr_name():
+  # api_test test_cpp_jit_raises_on_non_hashable_static_argnum, test_make_jaxpr_name
+  f = nbjax.jit(lambda x, y: x + 3, static_argnums=[1])
+  f(1, 1)
+  with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+    f(1, np.asarray(1))
+
+  class HashableWithoutEq:
+    def __hash__(self):
+      return 1
+
+    def __eq__(self, other):
+      raise NotImplementedError("A Python error is as is, without stack trace")
+  with pytest.raises(ValueError) as e:
+    f(1, HashableWithoutEq())
+    f(1, HashableWithoutEq())
+  msg = str(e.value)
+  assert msg.startswith(
+      "static arguments should be comparable using __eq__.The following error was raised when "
+      f"comparing two objects of types {HashableWithoutEq} and {HashableWithoutEq}. The error "
+      "was:\nTraceback (most recent call last):\n")
+  assert msg.endswith("NotImplementedError: A Python error is as is, without stack trace")
+
+  def foo(x, y, z):
+    return x + y + z
+  jfoo = nbjax.make_jaxpr(foo)
+  assert jfoo.__name__ == "make_jaxpr(foo)"
+  assert jfoo.__qualname__ == f"make_jaxpr({foo.__qualname__})"
+  assert jfoo.__module__ == "jax"
+
+
+def test_integer_overflow_errors():
+  # api_test NamedCallTest.test_integer_overflow: JAX's texts (x64: int64's range)
+  big = 2 ** 63
+  for f in [nbjax.jit(lambda x: x), nbjax.jit(lambda x: x + 0),
+            nbjax.jit(lambda x: nbjax.jit(lambda: x)())]:
+    for _ in range(2):  # before and after a cache entry
+      with pytest.raises(OverflowError) as e:
+        f(big)
+      assert str(e.value) == ("An overflow was encountered while parsing an argument to a "
+                              "jitted computation, whose argument path is x. Got <class 'int'> "
+                              f"with value {big}")
+      assert f(big - 1) == big - 1
+  with pytest.raises(OverflowError, match=r"argument path is y\['a'\]\. Got <class 'int'> with "
+                                          r"value -9223372036854775809$"):
+    nbjax.jit(lambda x, y: x)(1, y={"a": -big - 1})
+  with pytest.raises(OverflowError) as e:
+    nbjax.device_put(big)
+  assert str(e.value) == f"Python int {big} too large to convert to int64"
+  # Python scalars put on the device are weakly typed, as JAX's
+  assert nbjax.device_put(1).weak_type and nbjax.device_put(1.5).weak_type
+  assert not nbjax.device_put(True).weak_type and not nbjax.device_put(np.float32(1)).weak_type

@@ -18,6 +18,7 @@ import functools
 import inspect
 import logging
 import threading
+import traceback
 import weakref
 from contextlib import contextmanager
 
@@ -837,19 +838,36 @@ class JitWrapped:
   def __call__(self, *args, **kwargs):
     # fast path, eager: the latest signature's guarded run, else positional array arguments
     # keyed by their leaves (no avals built)
-    if not kwargs and _ctx.trace is _eval_trace:
-      if not _state.disabled:
-        r = self._mono(args)
-        if r is not MISS:
-          return r
-      key = _leaf_key(args)
-      if key is not None:
-        run = self._fast.get(key)
-        if run is not None and not _state.disabled:
-          _stats["fast_calls"] += 1
-          return run(args)
-        return self._call(args, kwargs, key if self._simple else None)
-    return self._call_tree(args, kwargs)
+    try:
+      if not kwargs and _ctx.trace is _eval_trace:
+        if not _state.disabled:
+          r = self._mono(args)
+          if r is not MISS:
+            return r
+        key = _leaf_key(args)
+        if key is not None:
+          run = self._fast.get(key)
+          if run is not None and not _state.disabled:
+            _stats["fast_calls"] += 1
+            return run(args)
+          return self._call(args, kwargs, key if self._simple else None)
+      return self._call_tree(args, kwargs)
+    except OverflowError:
+      self._overflow_error(args, kwargs)
+      raise
+
+  def _overflow_error(self, args, kwargs):
+    """JAX's OverflowError for a Python int argument out of the default int's range."""
+    info = np.iinfo(dtypes.canonicalize_dtype(np.int64))
+    dyn_args, dyn_kwargs, _ = self._split_statics(args, kwargs)
+    flat = tree_util.tree_leaves((dyn_args, dyn_kwargs))
+    names = pe.DebugInfo("jit", self._fun, args, kwargs, self._static_argnums,
+                         self._static_argnames).arg_names
+    for x, name in zip(flat, names):
+      if type(x) is int and not info.min <= x <= info.max:
+        raise OverflowError("An overflow was encountered while parsing an argument to a jitted "
+                            f"computation, whose argument path is {name}. Got {type(x)} with "
+                            f"value {x}") from None
 
   def _call_tree(self, args, kwargs):
     """``__call__`` with keyword or pytree arguments (or under a transformation)."""
@@ -972,7 +990,22 @@ class JitWrapped:
       raise
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
            config.trace_key, core.axis_env())
-    entry = self._cache.get(key)
+    try:
+      entry = self._cache.get(key)
+    except Exception as e:  # noqa: BLE001 -- a static argument's __eq__ failed: JAX's error
+      if not statics:
+        raise
+      types = (statics[0][2], statics[0][2])
+      for k in list(self._cache):  # the pair that failed to compare
+        for (_, v, t), old in zip(statics, k[2]):
+          try:
+            v == old[1]  # noqa: B015
+          except Exception:  # noqa: BLE001
+            types = (t, old[2])
+      raise ValueError(
+          "static arguments should be comparable using __eq__.The following error was raised "
+          f"when comparing two objects of types {types[0]} and {types[1]}. The error was:\n"
+          + "".join(traceback.format_exception(e)).rstrip("\n")) from None
     if entry is None:
       entry = self._trace(in_tree, avals, args, kwargs, statics)
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
