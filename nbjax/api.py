@@ -1474,7 +1474,8 @@ def _check_device_put(x, device, src, donate, may_alias):
 
 def device_get(x):
   """``x`` (a pytree) with every Array as a NumPy array."""
-  return tree_map(lambda v: np.asarray(v) if isinstance(v, _Array) else v, x)
+  return tree_map(lambda v: np.asarray(v) if isinstance(v, _Array) and not isinstance(
+      v.dtype, dtypes.ExtendedDType) else v, x)  # (key arrays stay key arrays, as JAX's)
 
 
 def typeof(x):

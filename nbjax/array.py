@@ -15,6 +15,7 @@ import enum
 import math
 import operator
 import sys
+import weakref
 
 import numpy as np
 
@@ -60,6 +61,9 @@ def _gather(sh, bufs, shape, dtype):
   return v
 
 
+_DELETED = {}  # id -> (weak reference, 'float32[3]', aval) of the arrays ``delete()`` released
+
+
 class Array(metaclass=abc.ABCMeta):
   """An immutable n-dimensional array on the host (CPU). Tracers are registered as virtual
   subclasses, so ``isinstance(tracer, nbjax.Array)`` holds, as for ``jax.Array``;
@@ -94,6 +98,8 @@ class Array(metaclass=abc.ABCMeta):
     # Reached only for an unset slot. A jit output starts with its XLA buffer alone (the call
     # returned while XLA ran): its host view is made here on first read, waiting for XLA.
     if name == "_value":
+      if _DELETED and self.is_deleted():
+        raise RuntimeError(f"Array has been deleted with shape={_DELETED[id(self)][1]}.")
       buf = self._buf
       if buf is not None:
         v = self._value = np.asarray(memoryview(buf))
@@ -123,7 +129,29 @@ class Array(metaclass=abc.ABCMeta):
     return True if buf is None or not hasattr(buf, "is_ready") else bool(buf.is_ready())
 
   def is_deleted(self):
-    return False  # (nbjax arrays are never deleted: their buffers live while referenced)
+    e = _DELETED.get(id(self))
+    return e is not None and e[0]() is self
+
+  def _global_aval(self):
+    """The aval of an array without host data here: one spanning other processes, or one
+    ``delete()`` released (its shape and dtype stay readable, as JAX's)."""
+    p = self._pmap
+    return p[2].aval if p is not None else _DELETED[id(self)][2]
+
+  def delete(self):
+    """Release the data: reading it afterwards raises JAX's ``RuntimeError`` ('Array has
+    been deleted')."""
+    if self.is_deleted():
+      return
+    aval = core.ShapedArray(self.shape, self.dtype)
+    desc = f"{self.dtype.name}{list(self.shape)}".replace(" ", "")
+    i = id(self)
+    _DELETED[i] = (weakref.ref(self, lambda _, i=i: _DELETED.pop(i, None)), desc, aval)
+    self._buf = self._pmap = None
+    try:
+      del self._value
+    except AttributeError:
+      pass
 
   def platform(self):
     return "cpu"
@@ -150,7 +178,7 @@ class Array(metaclass=abc.ABCMeta):
     try:
       v = self._value
     except RuntimeError:  # spans other processes: the global array's shape and dtype
-      v = self._pmap[2].aval
+      v = self._global_aval()
     return core.ShapedArray(v.shape, v.dtype, self._weak)
 
   @property
@@ -158,35 +186,35 @@ class Array(metaclass=abc.ABCMeta):
     try:
       return self._value.shape
     except RuntimeError:
-      return self._pmap[2].aval.shape
+      return self._global_aval().shape
 
   @property
   def dtype(self):
     try:
       return self._value.dtype
     except RuntimeError:
-      return self._pmap[2].aval.dtype
+      return self._global_aval().dtype
 
   @property
   def ndim(self):
     try:
       return self._value.ndim
     except RuntimeError:
-      return len(self._pmap[2].aval.shape)
+      return len(self._global_aval().shape)
 
   @property
   def size(self):
     try:
       return self._value.size
     except RuntimeError:
-      return math.prod(self._pmap[2].aval.shape)
+      return math.prod(self._global_aval().shape)
 
   @property
   def itemsize(self):
     try:
       return self._value.itemsize
     except RuntimeError:
-      return self._pmap[2].aval.dtype.itemsize
+      return self._global_aval().dtype.itemsize
 
   @property
   def nbytes(self):
@@ -368,6 +396,8 @@ class Array(metaclass=abc.ABCMeta):
     try:
       v = self._value
     except RuntimeError:  # spans other processes (JAX prints shape and dtype alone)
+      if self._pmap is None:  # deleted
+        raise
       weak = ", weak_type=True" if self._weak else ""
       return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
     prefix = "Array("

@@ -45,6 +45,7 @@ from typing import NamedTuple, Callable
 import numpy as np
 
 from nbjax import core, dtypes, lax, _tree_util as tree_util
+from nbjax.array import Array as _Array
 from nbjax import numpy as jnp
 from nbjax.config import config
 from nbjax.core import ShapedArray, Tracer
@@ -603,6 +604,44 @@ class PRNGKeyArray:
       b()
     return self
 
+  # the Array attributes JAX's key arrays take from their data (``_base_array``)
+  def copy_to_host_async(self):
+    self._base_array.copy_to_host_async()
+
+  device = property(lambda self: self._base_array.device)
+  is_fully_addressable = property(lambda self: self._base_array.is_fully_addressable)
+  is_fully_replicated = property(lambda self: self._base_array.is_fully_replicated)
+  committed = property(lambda self: self._base_array.committed)
+  sharding = property(lambda self: self._base_array.sharding)
+
+  def devices(self):
+    return self._base_array.devices()
+
+  def delete(self):
+    self._base_array.delete()
+
+  def is_deleted(self):
+    return self._base_array.is_deleted()
+
+  def on_device_size_in_bytes(self):
+    return self._base_array.on_device_size_in_bytes()
+
+  def unsafe_buffer_pointer(self):
+    return self._base_array.unsafe_buffer_pointer()
+
+  def addressable_data(self, index):
+    return PRNGKeyArray(self._impl, self._base_array.addressable_data(index))
+
+  def _key_shards(self, shards):
+    from nbjax.sharding import Shard
+    n = self.ndim
+    return [Shard(s.device, tuple(s.index)[:n], PRNGKeyArray(self._impl, s.data), s.replica_id)
+            for s in shards]
+
+  addressable_shards = property(lambda self: self._key_shards(
+      self._base_array.addressable_shards))
+  global_shards = property(lambda self: self._key_shards(self._base_array.global_shards))
+
   def __eq__(self, other):
     if not isinstance(other, PRNGKeyArray) or other._impl is not self._impl:
       raise TypeError(f"eq does not accept dtypes {self.dtype}, {_dtype_str(other)}.")
@@ -777,6 +816,7 @@ def _traced_bind(prim, trace, args, params):
 
 
 core.key_array_type, core.key_bind = PRNGKeyArray, _traced_bind
+_Array.register(PRNGKeyArray)  # isinstance(key, jax.Array), as JAX's
 tree_util.register_opaque_node(PRNGKeyArray, _flatten, _unflatten, lambda impl: 0)
 _lp.key_hooks["wrap"] = PRNGKeyArray
 

@@ -338,7 +338,7 @@ def coerce(x, prim=None):
   if isinstance(x, np.ndarray):
     d = dtypes.canonicalize_dtype(x.dtype)
     return (x if d == x.dtype else x.astype(d)), False
-  if isinstance(x, Array):
+  if isinstance(x, Array) and not isinstance(x.dtype, dtypes.ExtendedDType):  # (not keys)
     return x._value, x._weak
   if isinstance(x, (bool, int, float, complex, np.generic)):
     aval = core.get_aval(x)

@@ -507,3 +507,48 @@ def test_lax_structural_ops_on_key_arrays():
   # the key array keeps working inside the transformation
   n = nbjax.jit(lambda x: R.normal(lax.slice_in_dim(x, 1, 3)[0, 0], (2,)))(ks)
   np.testing.assert_array_equal(n, R.normal(ks[1, 0], (2,)))
+
+
+def test_key_arrays_are_arrays_with_their_data_attributes():
+  # JAX's PRNGKeyArray is a jax.Array; its device/sharding/buffer attributes are its data's
+  keys = R.split(R.key(0), 10)
+  assert isinstance(keys, nbjax.Array)
+  b = keys._base_array
+  assert keys.device == b.device and keys.devices() == b.devices()
+  assert keys.sharding == b.sharding and keys.committed == b.committed
+  assert keys.is_fully_addressable == b.is_fully_addressable
+  assert keys.is_fully_replicated == b.is_fully_replicated
+  assert keys.on_device_size_in_bytes() == b.on_device_size_in_bytes() == 80
+  assert keys.unsafe_buffer_pointer() == b.unsafe_buffer_pointer()
+  assert data(keys.addressable_data(0)) == data(keys)
+  (s,) = keys.addressable_shards
+  assert s.index == (slice(None),) and data(s.data) == data(keys)
+  assert len(keys.global_shards) == 1
+  assert keys.copy_to_host_async() is None and keys.block_until_ready() is keys
+  assert type(nbjax.device_get(keys)) is type(keys)  # (keys stay keys)
+  # still no arithmetic, JAX's messages
+  for f, msg in [(lambda: jnp.add(keys, 1), "add does not accept dtypes key<fry>, int"),
+                 (lambda: jnp.add(keys, keys), "add does not accept dtype key<fry> at position 0"),
+                 (lambda: jnp.sin(keys), "Cannot interpret 'key<fry>' as a data type"),
+                 (lambda: jnp.sum(keys), "Cannot interpret 'key<fry>' as a data type")]:
+    with pytest.raises(TypeError, match=msg):
+      f()
+  assert jnp.array([keys[0], keys[1]]).shape == (2,)
+  assert not keys.is_deleted()
+  keys.delete()
+  assert keys.is_deleted() and b.is_deleted()
+
+
+def test_array_delete():
+  # JAX's: a deleted array keeps its shape and dtype; reading it raises RuntimeError
+  x = nbjax.device_put(jnp.ones((2, 3), jnp.float32))
+  view = jnp.asarray(x)
+  copy = jnp.array(x, copy=True)
+  x.delete()
+  assert x.is_deleted() and view.is_deleted() and not copy.is_deleted()
+  assert x.shape == (2, 3) and x.dtype == np.float32
+  for f in (repr, lambda a: a + 1, nbjax.jit(lambda a: a)):
+    with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[2,3\]."):
+      f(x)
+  x.delete()  # (again: nothing)
+  np.testing.assert_array_equal(copy, np.ones((2, 3)))

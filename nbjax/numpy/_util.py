@@ -40,7 +40,7 @@ def check_arraylike(name, *args):
   """JAX's TypeError for lists, tuples and other non-array arguments, and for key arrays
   (``key_types``) where the function takes numbers."""
   for pos, a in enumerate(args):
-    if not is_arraylike(a):
+    if type(a) in key_types or not is_arraylike(a):  # (key arrays are jax.Arrays too)
       if type(a) in key_types:
         if len(args) == 1:
           raise TypeError(f"Cannot interpret '{a.dtype}' as a data type")
