@@ -6,17 +6,9 @@ Pipeline position: names only; the stages live in ``nbjax/interpreters/pjit.py``
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-from nbjax.interpreters.pjit import Compiled, JitWrapped as Wrapped, Lowered, Traced
+from nbjax.interpreters.pjit import ArgInfo, Compiled, JitWrapped as Wrapped, Lowered, Traced
 
 CompilerOptions = dict  # XLA compiler options by name (``Lowered.compile(compiler_options)``)
-
-
-class ArgInfo(NamedTuple):
-  """An argument of a lowered computation: its abstract value and whether it is donated."""
-  aval: Any
-  donated: bool
 
 
 __all__ = ["ArgInfo", "Compiled", "CompilerOptions", "Lowered", "Traced", "Wrapped"]

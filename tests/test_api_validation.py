@@ -255,3 +255,29 @@ def test_integer_overflow_errors():
   # Python scalars put on the device are weakly typed, as JAX's
   assert nbjax.device_put(1).weak_type and nbjax.device_put(1.5).weak_type
   assert not nbjax.device_put(True).weak_type and not nbjax.device_put(np.float32(1)).weak_type
+
+
+def test_stage_args_info_as_jax():
+  # api_test test_dict_donation*, test_donate_args_info_aot, test_jit_lower_compile,
+  # test_jit_lower_donate_argnums_available
+  from nbjax import core
+  for kw in [{"donate_argnames": ("z", "y")}, {"donate_argnums": (0, 1)}]:
+    @nbjax.jit(**kw)
+    def f(z, y, x):
+      return z, y, x
+    _, kwargs_info = f.lower(z={"c": 3.}, y={"b": 2.}, x={"a": 1.}).args_info
+    assert kwargs_info["z"]["c"].donated and kwargs_info["y"]["b"].donated
+    assert not kwargs_info["x"]["a"].donated
+    args_info, kwargs_info = f.lower({"c": 3.}, y={"b": 2.}, x={"a": 1.}).args_info
+    assert args_info[0]["c"].donated and kwargs_info["y"]["b"].donated
+    assert not kwargs_info["x"]["a"].donated
+  g = nbjax.jit(lambda x, n, y: x * n + y, static_argnums=1, donate_argnums=2)
+  info = g.lower(1., 3, np.float32(2)).args_info[0]
+  assert [i.donated for i in info] == [False, True] and info[1].dtype == np.float32
+  lowered = nbjax.jit(lambda x: x + 1.).lower(1.)
+  compiled = lowered.compile()
+  want = ((core.ShapedArray((), np.float64, weak_type=True),), {})
+  assert lowered.in_avals == compiled.in_avals == want
+  assert lowered.in_tree == nbjax.tree.flatten(((0,), {}))[1]
+  f_low = nbjax.jit(lambda *a: a[0] + 4., donate_argnums=(0,)).lower(1., 1.)
+  assert f_low.donate_argnums == f_low.compile().donate_argnums == (0,)

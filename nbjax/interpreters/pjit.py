@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
 import threading
 import traceback
@@ -807,8 +808,9 @@ class JitWrapped:
       static_argnums, static_argnames = tuple(sorted(nums)), tuple(sorted(names))
     self._static_argnums = static_argnums
     self._static_argnames = static_argnames
-    self._donate_argnums = _ensure_tuple(donate_argnums)   # accepted; host buffers are not donated
-    self._donate_argnames = _ensure_tuple(donate_argnames)
+    # accepted (host buffers are not donated), resolved as JAX's for ``args_info``
+    self._donate_argnums, self._donate_argnames = _infer_argnums_and_argnames(
+        sig, donate_argnums, donate_argnames)
     self._keep_unused = keep_unused
     self._inline = inline
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
@@ -1080,7 +1082,70 @@ class JitWrapped:
     return self._trace_count
 
 
-class Traced:
+def _infer_argnums_and_argnames(sig, argnums, argnames):
+  """JAX's completion of argnums from argnames (or back) where only one is given."""
+  if argnums is None and argnames is None:
+    return (), ()
+  if argnums is not None and argnames is not None or sig is None:
+    return tuple(_ensure_tuple(argnums)), tuple(_ensure_tuple(argnames))
+  params = list(sig.parameters.items())
+  if argnums is None:
+    argnames = tuple(_ensure_tuple(argnames))
+    return tuple(i for i, (k, p) in enumerate(params)
+                 if p.kind is p.POSITIONAL_OR_KEYWORD and k in argnames), argnames
+  argnums = tuple(_ensure_tuple(argnums))
+  return argnums, tuple(k for i, (k, p) in enumerate(params)
+                        if p.kind is p.POSITIONAL_OR_KEYWORD and i in argnums)
+
+
+class ArgInfo:
+  """An argument of a staged computation: its abstract value and whether it is donated."""
+  __slots__ = ("_aval", "donated")
+
+  def __init__(self, _aval, donated):
+    self._aval, self.donated = _aval, donated
+
+  shape = property(lambda self: self._aval.shape)
+  dtype = property(lambda self: self._aval.dtype)
+
+  def __eq__(self, other):
+    return (type(other) is ArgInfo and self._aval == other._aval
+            and self.donated == other.donated)
+
+  def __hash__(self):
+    return hash((self._aval, self.donated))
+
+  def __repr__(self):
+    return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
+class _Stage:
+  """What the AOT stages share: ``args_info`` (a pytree of ``ArgInfo``, as the non-static
+  ``(args, kwargs)``), ``in_tree``, ``in_avals``, ``donate_argnums`` (flat indices)."""
+
+  @property
+  def args_info(self):
+    w, tree = self._wrapped, self._entry.in_tree
+    args_tree, kwargs_tree = tree.children()
+    statics = set(w._static_argnums)
+    pos = (i for i in itertools.count() if i not in statics)  # the positions traced
+    flags = []
+    for i, sub in zip(pos, args_tree.children()):
+      flags += [i in w._donate_argnums] * sub.num_leaves
+    for k, sub in zip(kwargs_tree.data or (), kwargs_tree.children()):
+      flags += [k in w._donate_argnames] * sub.num_leaves
+    return tree.unflatten([ArgInfo(a, d)
+                           for a, d in zip(self._entry.closed.in_avals, flags)])
+
+  in_tree = property(lambda self: self._entry.in_tree)
+  in_avals = property(lambda self: tree_util.tree_map(lambda x: x._aval, self.args_info))
+
+  @property
+  def donate_argnums(self):
+    return tuple(i for i, x in enumerate(tree_util.tree_leaves(self.args_info)) if x.donated)
+
+
+class Traced(_Stage):
   """``jit(f).trace(*args)``: the staged jaxpr (``.jaxpr``) and output structure."""
 
   def __init__(self, wrapped, entry):
@@ -1094,7 +1159,7 @@ class Traced:
     return Lowered(self._wrapped, self._entry)
 
 
-class Lowered:
+class Lowered(_Stage):
   """``jit(f).lower(*args)``: the StableHLO module (``.as_text()``); ``.compile()`` builds it."""
 
   def __init__(self, wrapped, entry):
@@ -1125,7 +1190,7 @@ class Lowered:
     return Compiled(self._wrapped, self._entry, opts or None)
 
 
-class Compiled:
+class Compiled(_Stage):
   """``jit(f).lower(*args).compile()``: call it with arguments of the lowered signature."""
 
   def __init__(self, wrapped, entry, compiler_options=None):
