@@ -1232,12 +1232,14 @@ def _mapped_axis_size(fn, tree, vals, dims, name, axis_size=None):
 # --------------------------------------------------------------------- staging
 
 
-def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False):
+def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstracted_axes=None):
   """A function that returns the ``ClosedJaxpr`` of ``fun`` for the given example arguments.
 
   Every primitive ``fun`` binds is staged (omnistaging), also those on constants; array
   constants become constvars (their values in ``.consts``), scalars inline literals.
-  ``static_argnums`` positions are passed to ``fun`` as Python values. With
+  ``static_argnums`` positions are passed to ``fun`` as Python values; ``axis_env``: (name,
+  size) pairs of named axes bound while tracing (for collectives). Arguments may also be
+  ``ShapeDtypeStruct``s or any objects with ``shape`` and ``dtype``. With
   ``return_shape=True`` the function also returns the output as a pytree of
   ``ShapeDtypeStruct``s.
 
@@ -1264,11 +1266,20 @@ def make_jaxpr(fun, static_argnums=(), abstracted_axes=None, return_shape=False)
     dyn_args = tuple(args[i] for i in dyn_idx)
     args_flat, in_tree = tree_flatten((dyn_args, kwargs))
     dbg = pe.DebugInfo("jit", fun, args, kwargs, static)
-    in_avals = pe.abstractify_args(fun, args_flat, dbg)
+    try:
+      in_avals = pe.abstractify_args(fun, args_flat, dbg)
+    except TypeError:  # as JAX's: anything with a shape and a dtype stands for an array
+      if not all(hasattr(x, "shape") and hasattr(x, "dtype") or pe._is_abstractable(x)
+                 for x in args_flat):
+        raise
+      in_avals = [_shape_abstractify(x) for x in args_flat]
     flat_fun, store = _flatten_fun(f_dyn, in_tree)
-    jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(
-        flat_fun, in_avals, fun_name=_fun_name(fun),
-        debug_info=dbg)
+    with contextlib.ExitStack() as stack:
+      for name, size in axis_env or ():
+        stack.enter_context(core.extend_axis_env(name, size))
+      jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(
+          flat_fun, in_avals, fun_name=_fun_name(fun),
+          debug_info=dbg)
     closed = ClosedJaxpr(jaxpr, consts)
     if return_shape:
       shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in out_avals]

@@ -281,3 +281,18 @@ def test_stage_args_info_as_jax():
   assert lowered.in_tree == nbjax.tree.flatten(((0,), {}))[1]
   f_low = nbjax.jit(lambda *a: a[0] + 4., donate_argnums=(0,)).lower(1., 1.)
   assert f_low.donate_argnums == f_low.compile().donate_argnums == (0,)
+
+
+def test_make_jaxpr_axis_env_abstract_inputs_and_lowering_platforms():
+  # api_test test_make_jaxpr_axis_env, JaxprTest.test_abstract_inputs,
+  # test_lowering_platform_aot
+  import types
+  jaxpr = nbjax.make_jaxpr(lambda x: x - nbjax.lax.psum(x, "i"), axis_env=[("i", 4)])(2)
+  assert "psum" in str(jaxpr)
+  jaxpr = nbjax.make_jaxpr(lambda x: x + 2.)(
+      types.SimpleNamespace(shape=(), dtype=np.dtype(np.float32)))
+  assert jaxpr.in_avals[0].shape == () and jaxpr.in_avals[0].dtype == np.float32
+  with pytest.raises(TypeError, match="as an abstract array"):
+    nbjax.make_jaxpr(lambda x: x)(object())
+  f = nbjax.jit(lambda x: x * 2)
+  assert "stablehlo" in f.trace(jnp.arange(8)).lower(lowering_platforms=("tpu",)).as_text()

@@ -1155,7 +1155,9 @@ class Traced(_Stage):
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
 
-  def lower(self):
+  def lower(self, *, lowering_platforms=None, _private_parameters=None):
+    """The StableHLO module; ``lowering_platforms`` is accepted, as JAX's (nbjax lowers for
+    the CPU)."""
     return Lowered(self._wrapped, self._entry)
 
 
