@@ -37,6 +37,7 @@ from nbjax.interpreters.ad import (CustomVJPException, SymbolicZero, Zero, custo
 from nbjax.jaxpr import eval_jaxpr
 from nbjax._tree_util import (keystr, register_pytree_node, tree_flatten,
                              tree_flatten_with_path, tree_map, tree_unflatten, treedef_children)
+from nbjax import _tree_util
 
 __all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
            "custom_vjp_primal_tree_values", "zero_from_primal", "custom_jvp_call_p",
@@ -184,6 +185,43 @@ def _check_primal_out(store, tree, avals, what, fun_name, rule_name):
                     f"shapes/dtypes of:\n    {theirs}")
 
 
+def _is_key_node(x):
+  return type(x) in _tree_util.opaque_types
+
+
+def _rule_view(treedef, xs):
+  """``xs`` unflattened for a user's rule, as JAX's rules see them: where a key array is, its
+  tangent or cotangent itself (a float0 array, a ``SymbolicZero``), or a ``CustomVJPPrimal``
+  of the key (the transformations flatten keys as nodes over one value)."""
+  tree = tree_unflatten(treedef, xs)
+  if not _tree_util.has_opaque(treedef):
+    return tree
+
+  def view(x):
+    if not _is_key_node(x):
+      return x
+    b = x._base_array
+    if type(b) is CustomVJPPrimal:
+      return CustomVJPPrimal(type(x)(x._impl, b.value), b.perturbed)
+    if type(b) is Zero or getattr(b, "dtype", None) == dtypes.float0:
+      return b
+    return x
+  return tree_map(view, tree, is_leaf=_is_key_node)
+
+
+def _key_tangents_out(primals, tangents):
+  """A rule's tangents for key outputs (float0 arrays, ``SymbolicZero``s) as key nodes over
+  them, lining up with the flattened primal outputs."""
+  def fix(p, t):
+    if _is_key_node(p) and not _is_key_node(t):
+      return type(p)(p._impl, t)
+    return t
+  try:
+    return tree_map(fix, primals, tangents, is_leaf=_is_key_node)
+  except (ValueError, TypeError):
+    return tangents  # (the structure check below reports it)
+
+
 def _flat_jvp(rule, in_tree, store, fun_name, rule_name):
   """The user's JVP rule on flat ``(*primals, *tangents)`` returning flat
   ``[*primals_out, *tangents_out]``, checked as JAX checks it; zero tangents out (symbolic,
@@ -191,13 +229,14 @@ def _flat_jvp(rule, in_tree, store, fun_name, rule_name):
   def flat(*xs):
     n = len(xs) // 2
     xs = list(map(_as_array, xs))
-    pair = rule(tree_unflatten(in_tree, xs[:n]), tree_unflatten(in_tree, xs[n:]))
+    pair = rule(tree_unflatten(in_tree, xs[:n]), _rule_view(in_tree, xs[n:]))
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
       raise TypeError(f"Custom JVP rule {rule_name} for function {fun_name} must produce a pair "
                       "(list or tuple of length two) representing primal and tangent outputs, "
                       f"but got {pair}.")
     ps, tree = tree_flatten(pair[0])
-    ts, tree2 = tree_flatten(pair[1])
+    t_out = _key_tangents_out(pair[0], pair[1]) if _tree_util.has_opaque(tree) else pair[1]
+    ts, tree2 = tree_flatten(t_out)
     if tree != tree2:
       raise TypeError(f"Custom JVP rule {rule_name} for function {fun_name} must produce primal "
                       "and tangent outputs with equal container (pytree) structures, but got "
@@ -336,7 +375,7 @@ def _flat_fwd(fwd, in_tree, store, symbolic_zeros, fun_name, fwd_name):
     vals = list(map(_as_array, xs[::2]))
     if symbolic_zeros:
       vals = [CustomVJPPrimal(x, nz) for x, nz in zip(vals, xs[1::2])]
-    pair = fwd(*tree_unflatten(in_tree, vals))
+    pair = fwd(*_rule_view(in_tree, vals))
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
       raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {fun_name} must produce a "
                       "pair (list or tuple of length two) where the first element represents "
@@ -362,7 +401,7 @@ def _flat_bwd(bwd, in_tree, in_avals, store, fun):
   input (``Zero`` for ``None`` entries and integer inputs), checked as JAX checks it."""
   def flat(*xs):
     nres = store.res.num_leaves
-    cts_in = bwd(tree_unflatten(store.res, xs[:nres]), tree_unflatten(store.out_tree(), xs[nres:]))
+    cts_in = bwd(tree_unflatten(store.res, xs[:nres]), _rule_view(store.out_tree(), xs[nres:]))
     nargs = len(treedef_children(in_tree))
     if isinstance(cts_in, list) and len(cts_in) == nargs:
       cts_in = tuple(cts_in)

@@ -552,3 +552,51 @@ def test_array_delete():
       f(x)
   x.delete()  # (again: nothing)
   np.testing.assert_array_equal(copy, np.ones((2, 3)))
+
+
+def test_custom_derivative_rules_see_float0_key_tangents():
+  # JAX's rules see a key's tangent/cotangent as a float0 array (a SymbolicZero with
+  # symbolic_zeros), and CustomVJPPrimal leaves over keys
+  seen = {}
+  f = nbjax.custom_jvp(lambda x, k: x * R.normal(k, ()))
+
+  @f.defjvp
+  def f_jvp(primals, tangents):
+    (x, k), (xd, kd) = primals, tangents
+    seen["jvp"] = kd
+    r = R.normal(k, ())
+    return x * r, xd * r
+
+  k = R.key(1)
+  assert nbjax.grad(f)(0.0, k) == nbjax.grad(lambda x, k: x * R.normal(k, ()))(0.0, k)
+  assert seen["jvp"].dtype == dtypes.float0 and seen["jvp"].shape == ()
+
+  for symbolic in (False, True):
+    g = nbjax.custom_vjp(lambda _, state: state)
+
+    def fwd(_, state, symbolic=symbolic):
+      if symbolic:
+        assert type(state[1]).__name__ == "CustomVJPPrimal" and state[1].value.dtype == k.dtype
+        state = tree_util.tree_map(lambda x: x.value, state)
+      return state, None
+
+    def bwd(_, bar, symbolic=symbolic):
+      seen["bwd"] = bar[1]
+      return bar[0], bar
+    g.defvjp(fwd, bwd, symbolic_zeros=symbolic)
+    assert nbjax.grad(lambda t: g(t, (8.0, k))[0])(3.0) == 1.0
+    assert seen["bwd"].dtype == dtypes.float0
+    assert (type(seen["bwd"]).__name__ == "Zero") == symbolic
+
+  # a rule's float0 tangent for a key output
+  h = nbjax.custom_jvp(lambda x, k: (x * 2.0, R.fold_in(k, 3)))
+
+  @h.defjvp
+  def h_jvp(p, t):
+    (x, k), (xd, _) = p, t
+    return h(x, k), (2.0 * xd, np.zeros(k.shape, dtypes.float0))
+
+  out, tout = nbjax.jvp(h, (1.0, k), (1.0, np.zeros((), dtypes.float0)))
+  assert data(out[1]) == [3568232559, 2761185182] and tout[0] == 2.0
+  assert tout[1].dtype == dtypes.float0
+  assert nbjax.jit(nbjax.grad(lambda x: h(x, k)[0]))(1.0) == 2.0
