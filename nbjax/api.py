@@ -1044,6 +1044,7 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
     val, src = trace.to_batch_info(o)
     r = _match_out_axis(val, src, dst, axis_size, axis_name, i, out_axes)
     results.append(r if isinstance(r, (Tracer, _Array)) or _is_key(r)
+                   or type(r) in _PY_SCALAR_TYPES  # (a Python scalar stays one, as JAX's)
                    else _Array(r))  # a passed-through input
   return results
 

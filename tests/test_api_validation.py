@@ -296,3 +296,12 @@ def test_make_jaxpr_axis_env_abstract_inputs_and_lowering_platforms():
     nbjax.make_jaxpr(lambda x: x)(object())
   f = nbjax.jit(lambda x: x * 2)
   assert "stablehlo" in f.trace(jnp.arange(8)).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def test_vmap_unmapped_python_scalar_outputs_and_weak_jacobians():
+  # api_test test_ad_weak_types (jacfwd): as JAX's, an unmapped Python scalar output of vmap
+  # stays a Python scalar, and jacfwd of a weakly typed input is weakly typed
+  assert nbjax.vmap(lambda x: 1.0, out_axes=None)(jnp.ones(2)) == 1.0
+  assert type(nbjax.vmap(lambda x: (x, 2), out_axes=(0, None))(jnp.ones(2))[1]) is int
+  for transform in (nbjax.grad, nbjax.jacfwd, nbjax.jacrev):
+    assert nbjax.dtypes.is_weakly_typed(transform(lambda x: x)(1.0))
