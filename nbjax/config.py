@@ -43,6 +43,13 @@ def _any(name, v):
   return v
 
 
+def _int(name, v):
+  if v is not None and not isinstance(v, int):
+    raise ValueError(f"new int config value must be None or of type int, got {v} of type "
+                     f"{type(v)}")
+  return v
+
+
 def _num_cpu_devices(name, v):
   import sys
   xla = sys.modules.get("nbjax.xla")
@@ -88,6 +95,8 @@ _OPTIONS = {
     "legacy_prng_key": ("allow", _choice("allow", "warn", "error")),
     "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
                                                        "unsafe_rbg", "philox2x32", "philox4x32")),
+    # added to every seed (random.key, random.PRNGKey), as JAX's
+    "random_seed_offset": (0, _int),
     "enable_checks": (False, _boolean),
     # kept for JAX's API (jax.checking_leaks): nbjax detects a leaked tracer when it is used
     "check_tracer_leaks": (False, _boolean),
@@ -120,7 +129,7 @@ def _from_env(name, default, check):
 
 _TRACE_OPTIONS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
-                  "softmax_custom_jvp")
+                  "softmax_custom_jvp", "random_seed_offset")
 
 
 class Config:

@@ -260,6 +260,12 @@ class ShapeDtypeStruct:
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
+  @classmethod
+  def like(cls, x):
+    """The ``ShapeDtypeStruct`` of ``x`` (an array, a key array, a scalar, a tracer)."""
+    a = abstractify(x)
+    return cls(a.shape, a.dtype, weak_type=a.weak_type)
+
   def __len__(self):
     if not self.shape:
       raise TypeError("len() of unsized object")

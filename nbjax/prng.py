@@ -645,8 +645,16 @@ class PRNGKeyArray:
   def __eq__(self, other):
     if not isinstance(other, PRNGKeyArray) or other._impl is not self._impl:
       raise TypeError(f"eq does not accept dtypes {self.dtype}, {_dtype_str(other)}.")
-    return jnp.all(self._data == other._data,
-                   axis=tuple(range(-len(self._impl.key_shape), 0)))
+    x, y = self, other
+    if x.ndim != y.ndim and x.ndim and y.ndim:  # rank promotion of the keys (JAX's config)
+      x, y = _np_util.promote_shapes("equal", x, y)
+    nk = len(self._impl.key_shape)
+    xd, yd = x._data, y._data
+    if x.ndim != y.ndim:  # a scalar key against an array: its data gets the array's rank
+      n = max(x.ndim, y.ndim)
+      xd, yd = (jnp.reshape(d, (1,) * n + self._impl.key_shape) if k.ndim == 0 else d
+                for d, k in ((xd, x), (yd, y)))
+    return jnp.all(xd == yd, axis=tuple(range(-nk, 0)))
 
   def __ne__(self, other):
     return ~(self == other)

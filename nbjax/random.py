@@ -158,6 +158,9 @@ def _seed(name, seed, impl):
                     f"{s.shape} != (). Use jax.vmap for batching")
   if not dtypes.issubdtype(s.dtype, np.integer):
     raise TypeError(f"PRNG key seed must be an integer; got {s!r}")
+  off = config._flags["random_seed_offset"]
+  if off:  # jax_random_seed_offset
+    s = s + off
   if isinstance(s, core.Tracer) or core._ctx.trace is not core.eval_trace:
     return _keys.as_keys(impl, prng.random_seed_p.bind(s, impl=impl))
   return PRNGKeyArray(impl, impl.seed(s))

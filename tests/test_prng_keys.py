@@ -600,3 +600,54 @@ def test_custom_derivative_rules_see_float0_key_tangents():
   assert data(out[1]) == [3568232559, 2761185182] and tout[0] == 2.0
   assert tout[1].dtype == dtypes.float0
   assert nbjax.jit(nbjax.grad(lambda x: h(x, k)[0]))(1.0) == 2.0
+
+
+def test_key_equality_rank_promotion_and_conversions():
+  # a scalar key against a key array broadcasts under rank promotion 'raise' (JAX's); key
+  # arrays of different ranks follow the rank promotion config
+  key = R.key(123)
+  ka = R.split(key, 5).at[2:4].set(key)
+  with nbjax.numpy_rank_promotion("raise"):
+    np.testing.assert_array_equal(key == ka, [False, False, True, True, False])
+    np.testing.assert_array_equal(ka != key, [True, True, False, False, True])
+    np.testing.assert_array_equal(jnp.equal(key, ka), key == ka)
+    with pytest.raises(ValueError, match="rank promotion for equal on shapes"):
+      R.split(key, 2) == R.split(key, 10).reshape(5, 2)
+  with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to int"):
+    lax.convert_element_type(key, int)
+  with pytest.raises(ValueError, match="Cannot convert_element_type from int32 to key<fry>"):
+    lax.convert_element_type(np.int32(0), key.dtype)
+  s = nbjax.ShapeDtypeStruct.like(key)
+  assert s.shape == () and s.dtype == key.dtype and nbjax.eval_shape(lambda x: x, s) == s
+  f = nbjax.ShapeDtypeStruct.like(jnp.ones(3, jnp.float32))
+  assert (f.shape, f.dtype, f.weak_type) == ((3,), np.float32, False)
+  assert nbjax.ShapeDtypeStruct.like(1.0).weak_type
+
+
+def test_random_seed_offset():
+  # jax_random_seed_offset adds to every seed (JAX 0.10.2: key(17) at offset 3 is key(20))
+  try:
+    nbjax.config.update("jax_random_seed_offset", 3)
+    assert data(R.key(17)) == [0, 20] and data(R.key(17, impl="rbg")) == [0, 20, 0, 20]
+    np.testing.assert_array_equal(R.PRNGKey(17), [0, 20])
+    assert nbjax.jit(lambda s: R.key_data(R.key(s)))(17).tolist() == [0, 20]
+  finally:
+    nbjax.config.update("jax_random_seed_offset", 0)
+  assert data(R.key(17)) == [0, 17]
+  assert nbjax.jit(lambda s: R.key_data(R.key(s)))(17).tolist() == [0, 17]
+  with pytest.raises(ValueError, match="must be None or of type int"):
+    nbjax.config.update("jax_random_seed_offset", "3")
+
+
+def test_global_key_arrays_from_pieces():
+  devices = nbjax.devices()
+  mesh = nbjax.sharding.Mesh(np.array(devices), ("x",))
+  sharding = nbjax.sharding.NamedSharding(mesh, nbjax.sharding.PartitionSpec("x"))
+  n = len(devices)
+  out = nbjax.make_array_from_callback(
+      (n,), sharding, lambda i: nbjax.vmap(R.key)(jnp.arange(n)[i[0]]))
+  assert out.dtype == R.key_dtype() and data(out) == [[0, i] for i in range(n)]
+  keys = R.split(R.key(0), n)
+  arrays = [nbjax.device_put(keys[i:i + 1], d) for i, d in enumerate(devices)]
+  out = nbjax.make_array_from_single_device_arrays((n,), sharding, arrays)
+  assert out.dtype == keys.dtype and data(out) == data(keys)

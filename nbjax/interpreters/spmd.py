@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from nbjax import core, registry, _tree_util as tree_util
+from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
@@ -565,16 +565,41 @@ def _check_pieces(what, sharding, shape, pieces):
                        f"{tuple(shape)} with sharding {sharding}, got {tuple(np.shape(p))}")
 
 
+def _is_keys(x):
+  return isinstance(getattr(x, "dtype", None), dtypes.ExtendedDType)
+
+
+def _keys_from_pieces(what, shape, sharding, pieces):
+  """A key array of global ``shape`` placed as ``sharding`` from per-device key arrays: its
+  data (``shape + key_shape``, the key axes whole on every device) from theirs."""
+  from nbjax import random
+  impl = pieces[0]._impl
+  if any(getattr(p, "_impl", None) is not impl for p in pieces):
+    raise TypeError(f"{what}: the pieces must be key arrays of one dtype, got "
+                    f"{', '.join(str(p.dtype) for p in pieces)}")
+  _check_pieces(what, sharding, shape, pieces)
+  data = [np.asarray(random.key_data(p)) for p in pieces]
+  phys = (*shape, *impl.key_shape)
+  return type(pieces[0])(impl, from_pieces(phys, np.dtype(np.uint32), sharding, data))
+
+
 def make_array_from_callback(shape, sharding, data_callback, dtype=None):
   """An Array of global ``shape`` placed as ``sharding``: ``data_callback(index)`` gives the
   data of each of this process's devices (``index``: a tuple of slices into the global
-  array), as ``jax.make_array_from_callback``."""
+  array), as ``jax.make_array_from_callback``. Key arrays (the callback's) give a key array."""
   shape = tuple(shape)
   if not sharding._spmd:
-    v = np.asarray(data_callback((slice(None),) * len(shape)))
+    v = data_callback((slice(None),) * len(shape))
+    if _is_keys(v):
+      _check_pieces("make_array_from_callback", sharding, shape, [v])
+      return v
+    v = np.asarray(v)
     return Array(v if dtype is None else v.astype(dtype))
   idx = sharding.devices_indices_map(shape)
-  pieces = [np.asarray(data_callback(idx[d])) for d in local_devices(sharding)]
+  pieces = [data_callback(idx[d]) for d in local_devices(sharding)]
+  if pieces and _is_keys(pieces[0]):
+    return _keys_from_pieces("make_array_from_callback", shape, sharding, pieces)
+  pieces = [np.asarray(p) for p in pieces]
   if dtype is None:
     if not pieces:
       raise ValueError("Please pass `dtype` to `make_array_from_callback` when this process "
@@ -594,6 +619,8 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
   if len(arrays) != len(devs):
     raise ValueError(f"The number of arrays ({len(arrays)}) must equal the number of "
                      f"addressable devices of the sharding ({len(devs)}).")
+  if arrays and _is_keys(arrays[0]):
+    return _keys_from_pieces("make_array_from_single_device_arrays", shape, sharding, arrays)
   pieces = [np.asarray(a) for a in arrays]
   if dtype is None:
     if not pieces:

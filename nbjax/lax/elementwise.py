@@ -1730,6 +1730,9 @@ def convert_element_type(operand, new_dtype):
                                                dtypes.ExtendedDType):  # a key array (nbjax.prng)
     raise ValueError(f"Cannot convert_element_type from {operand.dtype} to "
                      f"{dtypes.canonicalize_dtype(new_dtype)}")
+  if isinstance(new_dtype, dtypes.ExtendedDType):  # to a key dtype: JAX's error
+    raise ValueError(f"Cannot convert_element_type from "
+                     f"{dtypes.dtype(operand, canonicalize=True)} to {new_dtype}")
   return _convert_element_type(operand, dtypes.canonicalize_dtype(new_dtype), False)
 
 
