@@ -305,3 +305,20 @@ def test_vmap_unmapped_python_scalar_outputs_and_weak_jacobians():
   assert type(nbjax.vmap(lambda x: (x, 2), out_axes=(0, None))(jnp.ones(2))[1]) is int
   for transform in (nbjax.grad, nbjax.jacfwd, nbjax.jacrev):
     assert nbjax.dtypes.is_weakly_typed(transform(lambda x: x)(1.0))
+
+
+def test_jit_traces_are_shared_per_function():
+  # api_test test_jit_global_cache: a new jit of the same function reuses its traces
+  traced = []
+
+  def f(x):
+    traced.append(x)
+    return x
+  nbjax.jit(f)(2)
+  nbjax.jit(f)(3)
+  assert len(traced) == 1
+  nbjax.jit(f, static_argnums=0)(2)  # other options: traced anew
+  assert len(traced) == 2
+  nbjax.jit(f).clear_cache()
+  nbjax.jit(f)(4)
+  assert len(traced) == 3

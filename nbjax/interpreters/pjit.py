@@ -740,6 +740,24 @@ def clear_caches():
   xla.clear_compile_cache()
 
 
+_trace_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_cache(fun, options):
+  """The trace cache of jits of ``fun`` with these options (a fresh one when ``fun`` or the
+  options cannot key it)."""
+  try:
+    if options[-1]:  # in/out shardings: not keyed
+      raise TypeError
+    options = options[:5] + (tuple(sorted(options[5].items())) if options[5] else None,)
+    per = _trace_caches.get(fun)
+    if per is None:
+      per = _trace_caches[fun] = {}
+    return per.setdefault(options, {})
+  except TypeError:  # unhashable (or not weakly referenceable) function or options
+    return {}
+
+
 def _fun_name(fun):
   return getattr(fun, "__name__", None) or type(fun).__name__
 
@@ -816,7 +834,10 @@ class JitWrapped:
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
     self._sharded = in_shardings is not None or out_shardings is not None
     self._simple = not static_argnums and not static_argnames
-    self._cache = {}
+    # as JAX's: the traces are cached per function, shared by every jit of it with the same
+    # options (jit(f)(x) in a loop traces once)
+    self._cache = _shared_cache(fun, (static_argnums, static_argnames, name, keep_unused,
+                                      inline, self._compiler_options, self._sharded))
     self._flatteners = []  # (treedef of (args, {}), generated flatten of args)
     self._fast = {}  # (treedef, _leaf_key) -> the executable's runner for that signature
     # the latest signature's guarded run (``MISS`` for other arguments), and for pytree
