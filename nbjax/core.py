@@ -295,6 +295,13 @@ def abstractify(x):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
   if isinstance(x, np.generic):
     return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
+  aval = getattr(x, "aval", None)
+  if aval is not None and not isinstance(x, np.ndarray):
+    return aval
+  if hasattr(x, "__jax_array__") and not isinstance(x, np.ndarray):
+    raise ValueError("Triggering __jax_array__() during abstractification is no longer "
+                     "supported. To avoid this error, either explicitly convert your object "
+                     "using jax.numpy.array(), or register your object as a pytree.")
   return get_aval(x)
 
 

@@ -322,3 +322,19 @@ def test_jit_traces_are_shared_per_function():
   nbjax.jit(f).clear_cache()
   nbjax.jit(f)(4)
   assert len(traced) == 3
+
+
+def test_jit_rejects_jax_array_protocol_arguments():
+  # api_test test_dunder_jax_array_warnings: JAX 0.10.2 abstractifies no __jax_array__ objects
+  class AlexArray:
+    def __init__(self, jax_val):
+      self.jax_val = jax_val
+
+    def __jax_array__(self):
+      return self.jax_val
+  with pytest.raises(ValueError) as e:
+    nbjax.jit(lambda x: x)(AlexArray(jnp.arange(4)))
+  assert str(e.value) == ("Triggering __jax_array__() during abstractification is no longer "
+                          "supported. To avoid this error, either explicitly convert your "
+                          "object using jax.numpy.array(), or register your object as a pytree.")
+  np.testing.assert_array_equal(jnp.asarray(AlexArray(jnp.arange(4))), np.arange(4))
