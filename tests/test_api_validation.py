@@ -338,3 +338,13 @@ def test_jit_rejects_jax_array_protocol_arguments():
                           "supported. To avoid this error, either explicitly convert your "
                           "object using jax.numpy.array(), or register your object as a pytree.")
   np.testing.assert_array_equal(jnp.asarray(AlexArray(jnp.arange(4))), np.arange(4))
+
+
+def test_jit_eval_shape_carries_out_shardings():
+  # api_test test_eval_shape_out_shardings
+  from nbjax.sharding import SingleDeviceSharding
+  s = SingleDeviceSharding(nbjax.devices()[0])
+  out = nbjax.jit(lambda x: x * 2, out_shardings=s).eval_shape(np.arange(8))
+  assert out.sharding == s and out.shape == (8,)
+  a, b = nbjax.jit(lambda x: (x, x), out_shardings=(s, None)).eval_shape(np.arange(8))
+  assert a.sharding == s and b.sharding is None

@@ -1087,7 +1087,13 @@ class JitWrapped:
   def eval_shape(self, *args, **kwargs):
     """Output shapes/dtypes (``ShapeDtypeStruct`` pytree), without compiling."""
     entry, _ = self._entry(args, kwargs)
-    return entry.out_tree.unflatten([_sds(a) for a in entry.closed.out_avals])
+    sds = [_sds(a) for a in entry.closed.out_avals]
+    if self._out_shardings is not None:  # as JAX's: the outputs carry their out_shardings
+      from nbjax.interpreters import spmd
+      shs = spmd.flatten_shardings("out_shardings", entry.out_tree.unflatten(sds),
+                                   self._out_shardings)
+      sds = [core.ShapeDtypeStruct(d.shape, d.dtype, d.weak_type, s) for d, s in zip(sds, shs)]
+    return entry.out_tree.unflatten(sds)
 
   def _cache_size(self):
     return len({id(e) for e in self._cache.values()})
