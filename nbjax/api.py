@@ -1430,6 +1430,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   host buffers are never donated."""
   if device is not None or src is not None or donate is not False or may_alias is not None:
     _check_device_put(x, device, src, donate, may_alias)
+    if may_alias is False and donate is False:  # as JAX's: always a new Array
+      x = tree_map(lambda v: _Array._new(v._value, v._weak) if type(v) is _Array else v, x)
   from nbjax.sharding import NamedSharding, GSPMDSharding, PartitionSpec
   leaf = lambda s: isinstance(s, (NamedSharding, GSPMDSharding, PartitionSpec))
   if any(leaf(s) for s in tree_leaves(device, is_leaf=leaf)):

@@ -635,6 +635,12 @@ class Tracer:
   def _error_repr(self):
     return f"traced array with shape {self.aval.str_short(short_dtypes=False)}"
 
+  def __copy__(self):  # as JAX's: a copy is the ``copy`` primitive's output
+    return self.copy()
+
+  def __deepcopy__(self, memo):
+    return self.copy()
+
   @property
   def sharding(self):  # an Array's attribute: an AttributeError on tracers, as JAX's
     raise AttributeError(f"The 'sharding' attribute is not available on {self._error_repr()}. "

@@ -348,3 +348,19 @@ def test_jit_eval_shape_carries_out_shardings():
   assert out.sharding == s and out.shape == (8,)
   a, b = nbjax.jit(lambda x: (x, x), out_shardings=(s, None)).eval_shape(np.arange(8))
   assert a.sharding == s and b.sharding is None
+
+
+def test_device_put_aliasing_and_tracer_copies():
+  # api_test test_device_put_aliasing, test_jit_deep_copy
+  import copy
+  from nbjax.sharding import SingleDeviceSharding
+  arr = nbjax.device_put(np.arange(8), nbjax.devices()[0])
+  assert nbjax.device_put(arr, may_alias=True, donate=False) is arr
+  out = nbjax.device_put(arr, may_alias=False, donate=False)
+  assert out is not arr
+  np.testing.assert_array_equal(out, arr)
+  s = SingleDeviceSharding(nbjax.devices()[0])
+  assert nbjax.device_put(arr, s, may_alias=True, donate=False) is arr
+  assert nbjax.device_put(arr, s, may_alias=False, donate=False) is not arr
+  assert nbjax.jit(lambda x: copy.deepcopy(x))(1) == 1
+  assert "copy" in str(nbjax.make_jaxpr(lambda x: copy.copy(x))(1.))
