@@ -651,3 +651,20 @@ def test_global_key_arrays_from_pieces():
   arrays = [nbjax.device_put(keys[i:i + 1], d) for i, d in enumerate(devices)]
   out = nbjax.make_array_from_single_device_arrays((n,), sharding, arrays)
   assert out.dtype == keys.dtype and data(out) == data(keys)
+
+
+def test_lax_ops_on_eager_key_arrays_errors_and_copy():
+  # eager lax ops on keys give the primitive's dtype error, as under jit (JAX's texts)
+  k = R.split(R.key(0), 3)
+  with pytest.raises(TypeError, match="add does not accept dtype key<fry> at position 0. "
+                                      "Accepted dtypes at position 0 are subtypes of integer, "
+                                      "floating, complexfloating."):
+    lax.add(k, k)
+  with pytest.raises(TypeError, match="neg does not accept dtype key<fry>. Accepted dtypes"):
+    lax.neg(k)
+  from nbjax.lax import elementwise as ew
+  lo = [2579123966, 3453687069, 2718843009]
+  for c in (ew.copy_p.bind(k), nbjax.jit(lambda k: ew.copy_p.bind(k))(k), jnp.copy(k),
+            nbjax.jit(jnp.copy)(k), nbjax.vmap(lambda k: ew.copy_p.bind(k))(k)):
+    assert c.dtype == k.dtype and np.asarray(R.key_data(c))[:, 1].tolist() == lo
+  assert R.key_data(lax.rev(k, (0,)))[:, 1].tolist() == lo[::-1]

@@ -1022,6 +1022,8 @@ def _extended_eager(prim, args, params):
   avals = [get_aval(a) for a in args]
   rules = struct_rules()
   if prim not in rules:
+    if prim.abstract_eval_rule is not None:
+      prim.abstract_eval(*avals, **params)  # its dtype check: JAX's message (as under jit)
     d = next(a.dtype for a in avals if type(a.dtype) is KeyTy)
     raise TypeError(f"{prim.name} does not accept dtype {d}.")
   out = prim.abstract_eval(*avals, **params)
@@ -1057,6 +1059,7 @@ def _key_aware_abstract_eval(prim):
 def _install_key_aware():
   from nbjax.lax import elementwise as _ew
   _key_aware_abstract_eval(_ew.select_n_p)
+  _key_aware_abstract_eval(_ew.copy_p)
 
 
 _install_key_aware()

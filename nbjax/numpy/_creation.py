@@ -165,6 +165,8 @@ def copy(a, order=None):
     >>> jnp.copy(jnp.array([1, 2]))
     Array([1, 2], dtype=int64)
   """
+  if type(a) in _util.key_types:  # a key array (nbjax.prng): its copy, as JAX's
+    return array(a, copy=True)
   _util.check_arraylike("copy", a)
   return array(a, copy=True, order=order)
 
