@@ -364,3 +364,17 @@ def test_device_put_aliasing_and_tracer_copies():
   assert nbjax.device_put(arr, s, may_alias=False, donate=False) is not arr
   assert nbjax.jit(lambda x: copy.deepcopy(x))(1) == 1
   assert "copy" in str(nbjax.make_jaxpr(lambda x: copy.copy(x))(1.))
+
+
+def test_compile_with_invalid_compiler_options_raises_at_compile():
+  # api_test test_jit_lower_compile_with_compiler_options_invalid / _multiple
+  lowered = nbjax.jit(lambda x: jnp.sqrt(x ** 2) + 1.).lower(1.)
+  with pytest.raises(nbjax.errors.JaxRuntimeError, match="No such compile option: 'invalid_key'"):
+    lowered.compile(compiler_options={"invalid_key": "invalid_value"})
+  with pytest.raises(nbjax.errors.JaxRuntimeError, match="is not a valid bool value."):
+    lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
+  l1 = lowered.compile()
+  l2 = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True})
+  assert l1 is not l2 and l2(1.) == 2.
+  with pytest.raises(nbjax.errors.JaxRuntimeError, match="No such compile option"):
+    lowered.compile(compiler_options={"invalid_key": "invalid_value"})

@@ -1226,6 +1226,8 @@ class Compiled(_Stage):
     self._wrapped, self._entry = wrapped, entry
     self._exe = (entry.executable() if compiler_options == entry.compiler_options else
                  _executable_for(entry.closed, entry.name, compiler_options))
+    if compiler_options and isinstance(self._exe, _Executable):
+      self._exe.exe  # compiled now, as JAX's: invalid options raise XLA's error here
 
   def as_text(self):
     return self._exe.text
