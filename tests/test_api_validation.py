@@ -378,3 +378,17 @@ def test_compile_with_invalid_compiler_options_raises_at_compile():
   assert l1 is not l2 and l2(1.) == 2.
   with pytest.raises(nbjax.errors.JaxRuntimeError, match="No such compile option"):
     lowered.compile(compiler_options={"invalid_key": "invalid_value"})
+
+
+def test_ml_dtypes_operands_are_jax_values():
+  # ml_dtypes' arrays (int4, float8_*: NumPy kind "V") are JAX values: whatever an operation
+  # says about them, it is no "Error interpreting argument" (lax_test test_int4_*)
+  import ml_dtypes
+  from nbjax import lax
+  for x in (np.array([1, 2], ml_dtypes.int4), np.array([1., 2.], ml_dtypes.float8_e4m3fn)):
+    try:
+      lax.neg(x)
+    except TypeError as e:
+      assert "Error interpreting" not in str(e)
+  np.testing.assert_array_equal(lax.add(np.array([1.], ml_dtypes.bfloat16),
+                                        np.array([2.], ml_dtypes.bfloat16)), [3.])
