@@ -26,6 +26,7 @@ import functools
 import importlib
 import itertools
 import pkgutil
+import random
 import statistics
 import sys
 import time
@@ -66,19 +67,23 @@ def _calibrate(fn, budget):
 
 
 def _median_times(fns, budget):
-  """Median seconds per call of each of ``fns``, sampled round-robin (one sample of each in
-  turn, 5 to 41 rounds within ``budget`` per function): a machine that speeds up or slows
-  down during the run moves every column alike, so the ratios hold. Each round starts one
-  function later: a sample right after NumPy's multi-threaded BLAS or PyTorch runs with their
-  worker threads still spinning on the other core (measured: a 6 ms jitted MLP step 40%
-  slower right after NumPy's, whichever system it is), so no column may always follow one."""
+  """Median seconds per call of each of ``fns``, sampled in rounds (one sample of each per
+  round, 5 to 41 rounds within ``budget`` per function): a machine that speeds up or slows
+  down during the run moves every column alike, so the ratios hold. Each round takes the
+  functions in a fresh (seeded) random order: a sample right after NumPy's multi-threaded
+  BLAS or PyTorch runs with their worker threads still spinning on the other core (measured:
+  a 6 ms jitted MLP step 40% slower right after NumPy's, whichever system it is), so every
+  column must follow each of the others equally often. (Rotating a fixed cycle does not: with
+  three columns the one after NumPy in the cycle followed it in two rounds of three; the large
+  MLP's jitted step read 1.19x JAX's that way, 1.00x interleaved alone.)"""
   ns = [_calibrate(fn, budget) for fn in fns]
   samples = [[] for _ in fns]
   deadline = time.perf_counter() + budget * len(fns)
   order = list(zip(fns, ns, samples))
+  shuffle = random.Random(0).shuffle
   while len(samples[0]) < 5 or (time.perf_counter() < deadline and len(samples[0]) < 41):
-    first = len(samples[0]) % len(order)
-    for fn, n, out in order[first:] + order[:first]:
+    shuffle(order)
+    for fn, n, out in order:
       t0 = time.perf_counter()
       for _ in range(n):  # every call's work is done before the next call: JAX's dispatch
         _wait(fn())       # is asynchronous, and nbjax's eager fusion leaves large elementwise
