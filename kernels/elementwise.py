@@ -1462,7 +1462,6 @@ def entry(dispatcher, *args):
   callers must pass C-contiguous arrays of the same dtypes and ranks."""
   sig = tuple(_numba_type(a) for a in args)
   cres = dispatcher.overloads.get(sig)
-  if cres is None:
-    dispatcher.compile(sig)
-    cres = dispatcher.overloads[sig]
+  if cres is None:  # (compile's own entry point: an overload loaded from the disk cache can be
+    return dispatcher.compile(sig)  # filed under another signature key)
   return cres.entry_point

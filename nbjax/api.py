@@ -501,13 +501,12 @@ class _VjpFun:
       ct = _float0_to_keys(self.out_tree, lin.out_avals, ct)
     cts, tree = tree_flatten(ct)
     if tree != self.out_tree:
-      from nbjax.lax.control_flow import _tree_diffs
       raise ValueError(
           "unexpected tree structure.\n\nThe argument to a VJP function returned by "
           "`jax.vjp` must match the pytree\nstructure of the differentiated function.\n\n"
           "But the tree structures differ:\n" + "\n".join(
               f"  * out{keystr(p)} was a {t1} in the original output, but a {t2} here, so {why}."
-              for p, t1, t2, why in _tree_diffs(self.out_tree, tree)))
+              for p, t1, t2, why in tree_util.tree_diffs(self.out_tree, tree)))
     for c, a, nz in zip(cts, lin.out_avals, lin.out_nz):
       ca = get_aval(c)
       want = a if a.dtype != dtypes.float0 else None

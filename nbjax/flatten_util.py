@@ -19,7 +19,7 @@ __all__ = ["ravel_pytree"]
 class _HashablePartial:
   """``fn`` with leading positional ``args`` bound; equal (and hashing equally) when the
   function's code and the bound arguments are equal."""
-  __slots__ = ("fn", "args")
+  __slots__ = ("fn", "args", "__weakref__")  # (jit caches functions by weak reference)
 
   def __init__(self, fn, *args):
     self.fn = fn

@@ -1262,8 +1262,7 @@ class Compiled(_Stage):
 
 def _in_tree_mismatch(new, old):
   """JAX's message for a ``Compiled`` called with another pytree of arguments."""
-  from nbjax.lax.control_flow import _tree_diffs
-  errs = _tree_diffs(new, old)
+  errs = tree_util.tree_diffs(new, old)
   msg = ["Function compiled with input pytree does not match the input pytree it was called "
          f"with. There are {len(errs)} mismatches, including:"]
   for path, thing1, thing2, why in errs:

@@ -572,13 +572,12 @@ def _is_keys(x):
 def _keys_from_pieces(what, shape, sharding, pieces):
   """A key array of global ``shape`` placed as ``sharding`` from per-device key arrays: its
   data (``shape + key_shape``, the key axes whole on every device) from theirs."""
-  from nbjax import random
   impl = pieces[0]._impl
   if any(getattr(p, "_impl", None) is not impl for p in pieces):
     raise TypeError(f"{what}: the pieces must be key arrays of one dtype, got "
                     f"{', '.join(str(p.dtype) for p in pieces)}")
   _check_pieces(what, sharding, shape, pieces)
-  data = [np.asarray(random.key_data(p)) for p in pieces]
+  data = [np.asarray(p._base_array) for p in pieces]  # (concrete keys' uint32 data)
   phys = (*shape, *impl.key_shape)
   return type(pieces[0])(impl, from_pieces(phys, np.dtype(np.uint32), sharding, data))
 

@@ -38,8 +38,8 @@ from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
-from nbjax._tree_util import (keystr, treedef_tuple, tree_flatten, tree_flatten_with_path,
-                              tree_map as _tree_map, tree_unflatten)
+from nbjax._tree_util import (keystr, tree_diffs as _tree_diffs, treedef_tuple, tree_flatten,
+                              tree_flatten_with_path, tree_map as _tree_map, tree_unflatten)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan",
            "platform_dependent",
@@ -684,44 +684,6 @@ def _mismatch_extra(a, b):
   if not why:
     return ""
   return ", so " + (why[0] if len(why) == 1 else ", ".join(why[:-1]) + ", and " + why[-1])
-
-
-def _type_str(t, leaf="pytree leaf"):
-  return leaf if t.node is None else str(t.node.type)
-
-
-def _children(t):
-  n = len(t.kids)
-  return f"{_type_str(t)} with {n} child{'ren' if n > 1 else ''}"
-
-
-def _tree_diffs(t1, t2, path=(), leaf="pytree leaf"):
-  """``(keypath, thing1, thing2, explanation)`` for each place two treedefs differ (the
-  wording of JAX's ``equality_errors``); ``leaf`` names a leaf."""
-  from nbjax._tree_util import DictKey, SequenceKey
-  if t1 == t2:
-    return []
-  n1, n2 = t1.node, t2.node
-  if (None if n1 is None else n1.type) is not (None if n2 is None else n2.type):
-    return [(path, _type_str(t1, leaf), _type_str(t2, leaf), "their Python types differ")]
-  if n1.kind in ("tuple", "list") and len(t1.kids) != len(t2.kids):
-    return [(path, f"{n1.kind} of length {len(t1.kids)}", f"{n2.kind} of length {len(t2.kids)}",
-             "the lengths do not match")]
-  if len(t1.kids) != len(t2.kids):
-    why = "the numbers of children do not match"
-    if n1.kind in ("dict", "odict"):  # JAX names the keys in just one of them
-      diff = " ".join(repr(k) for k in set(t1.data) ^ set(t2.data))
-      why += diff and f", with the symmetric difference of key sets: {{{diff}}}"
-    return [(path, _children(t1), _children(t2), why)]
-  if t1.data != t2.data:
-    return [(path, f"{_type_str(t1)} with pytree metadata {t1.data}",
-             f"{_type_str(t2)} with pytree metadata {t2.data}",
-             "the pytree node metadata does not match")]
-  out = []
-  keyed = n1.kind in ("dict", "odict")
-  for k, a, b in zip(t1.data if keyed else range(len(t1.kids)), t1.kids, t2.kids):
-    out += _tree_diffs(a, b, (*path, DictKey(k) if keyed else SequenceKey(k)), leaf)
-  return out
 
 
 def _bullets(diffs, capitalize=True, tight=False):
