@@ -213,3 +213,13 @@ def test_array_constructor_as_jax():
       return jnp.array(3.)
   np.testing.assert_array_equal(ArrayLike() * jnp.arange(4.), 3. * np.arange(4.))
   np.testing.assert_array_equal(jnp.arange(4.) - ArrayLike(), np.arange(4.) - 3.)
+
+
+def test_split_takes_concrete_tracers_as_jax():
+  # JAX lax_numpy_test testSplitTypeError: a concrete (jvp) float index counts as its int
+  f = lambda i: jnp.split(jnp.zeros((12, 2)), i)
+  assert len(nbjax.jvp(f, (2.,), (1.,))[0]) == 2
+  g = lambda i: jnp.split(jnp.zeros((12, 2)), (1, i.astype(np.int32)))
+  assert len(nbjax.jvp(g, (2.,), (1.,))[0]) == 3
+  with pytest.raises(TypeError):
+    jnp.split(jnp.zeros(4), 2.)

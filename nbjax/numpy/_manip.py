@@ -607,7 +607,9 @@ def _split(name, ary, indices_or_sections, axis, even):
     cuts = [_util.index(i, "indices_or_sections") for i in np.asarray(indices_or_sections)]
     sizes = np.diff([0, *cuts, n]).tolist()
   else:
-    k = _util.index(indices_or_sections, "indices_or_sections")
+    v = core.concrete_or_error(None, indices_or_sections)  # (an array or a concrete tracer,
+    k = int(np.asarray(v)) if isinstance(indices_or_sections, (Array, np.ndarray, Tracer)) \
+        else _util.index(v, "indices_or_sections")  # float too: JAX's int() of its value)
     if k == 0:
       raise ValueError("number sections must be larger than 0.")
     q, r = divmod(n, k)
