@@ -117,15 +117,16 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
     ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
       p, nd = _LAX_P[kind], a._value.ndim
+      axes = _ALL_AXES[nd] if ax == _ALL else (ax,)
       if _ctx.trace is _EVAL:  # (eager: the registry's entry directly, as the ufuncs call it)
-        out = p.eager(a, axes=_ALL_AXES[nd] if ax == _ALL else (ax,))
+        out = p.eager(a, axes=axes)
         if keepdims:  # (the result's own fresh buffer, viewed with the kept axes)
           sh = a._value.shape
           out = Array._new(out._value.reshape((1,) * nd if ax == _ALL else
                                               sh[:ax] + (1,) + sh[ax + 1:]), out._weak)
         return out
       if not keepdims:
-        return p.bind(a, axes=_ALL_AXES[nd] if ax == _ALL else (ax,))
+        return p.bind(a, axes=axes)
   a = ensure_arraylike(name, a)
   where = _check_where(name, where)
   if dtype is not None:
