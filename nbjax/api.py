@@ -420,6 +420,12 @@ class _JvpFun:
       lin = _with_consts(lin, consts)
     return tree_unflatten(self.out_tree, [_tangent_out(t) for t in lin.jvp(ts)])
 
+  @property
+  def args(self):
+    """``(jaxpr, primal avals, output tangent avals, output nonzero flags)``: the linear
+    jaxpr first, as JAX's ``partial(_lift_linearized, jaxpr, ...)``."""
+    return self.lin.jaxpr, self.primal_avals, self.lin.out_avals, self.lin.out_nz
+
   def __eq__(self, other):
     return self is other
 

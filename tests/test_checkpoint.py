@@ -1,6 +1,8 @@
 """``checkpoint``/``remat``: values and gradients equal to the plain function's under every
 policy and composition, and what reverse mode keeps: with ``nothing_saveable`` the linear
 part recomputes the primal work, with ``everything_saveable`` it reads saved residuals."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -180,3 +182,25 @@ def test_remat_of_jit_reverse_mode_as_jax():
     h = nbjax.remat(nbjax.jit(jnp.sin), policy=policy)
     assert float(nbjax.grad(h)(1.0)) == pytest.approx(np.cos(1.0))
   nbjax.test_util.check_grads(f, ([0., 1., 2.],), order=1, modes=["rev"], atol=1e-3, rtol=1e-3)
+
+
+def test_linearize_hoists_checkpoint_known_half_and_exposes_linear_jaxpr():
+  """linearize evaluates a checkpoint's known half in place (JAX's remat_partial_eval), so a
+  saved named value is the output of its ``name`` equation; ``f_jvp.func.args[0]`` is the
+  linear jaxpr, as JAX's ``partial(_lift_linearized, jaxpr, ...)`` (api_test
+  test_name_pytree, test_remat_checkpoint_dots_with_no_batch_dims)."""
+  from nbjax.ad_checkpoint import checkpoint_name, saved_residuals
+  policy = jax.checkpoint_policies.save_only_these_names("foo")
+
+  @functools.partial(jax.checkpoint, policy=policy)
+  def f(x):
+    x = checkpoint_name({"a": jnp.dot(x, x)}, "foo")["a"]
+    x = jnp.sin(x)
+    return jnp.dot(x, x)
+
+  res = saved_residuals(f, jnp.ones((3, 3)))
+  assert [(a.str_short(), s.split(" from ")[0]) for a, s in res] == [
+      ("f64[3,3]", "from the argument x"), ("f64[3,3]", "named 'foo'")]
+  _, f_jvp = jax.linearize(f, jnp.ones((3, 3)))
+  text = str(f_jvp.func.args[0])
+  assert (text.count(" sin "), text.count(" cos "), text.count("dot_general")) == (1, 1, 4)

@@ -27,7 +27,7 @@ import sys
 from nbjax import core, registry
 from nbjax.core import Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
-                         is_literalable, jaxpr_effects)
+                         eval_jaxpr, is_literalable, jaxpr_effects)
 
 __all__ = ["JaxprTracer", "DynamicJaxprTracer", "DynamicJaxprTrace", "trace_to_jaxpr_dynamic",
            "dce_jaxpr", "dce_jaxpr_consts", "dce_rules", "convert_constvars_jaxpr",
@@ -690,7 +690,12 @@ class JaxprTrace(DynamicJaxprTrace):
     kins = [t for t, u in zip(tracers, unknowns) if not u]
     uins = [t for t, u in zip(tracers, unknowns) if u]
     with core.set_current_trace(self.parent_trace):
-      outs = prim.bind(*(sel_known(kins) if sel_known else kins), **known_params)
+      kins_ = sel_known(kins) if sel_known else kins
+      if getattr(prim, "inline_known", False):  # checkpoint: the known half is hoisted (JAX)
+        kj = known_params["jaxpr"]
+        outs = eval_jaxpr(kj.jaxpr, kj.consts, *kins_)
+      else:
+        outs = prim.bind(*kins_, **known_params)
     known_outs, res = outs[:len(outs) - num_res], outs[len(outs) - num_res:]
     if unknown_params is None:  # every output is known
       return list(known_outs)

@@ -268,6 +268,7 @@ registry.register(
     meta=dict(differentiable=True, note="call primitive: its jaxpr runs eagerly; reverse mode "
               "recomputes what the policy does not save"))
 checkpoint_p.partial_eval = pe.forward_inputs(_partial_eval)
+checkpoint_p.inline_known = True  # linearize evaluates the known half in place, as JAX
 checkpoint_p.lowerings["cpu"] = _lowering
 
 
