@@ -1072,7 +1072,8 @@ def backend_initialized():
 
 class _Dist:
   __slots__ = ("client", "service", "process_id", "num_processes", "hostname", "failed",
-               "heartbeat_timeout", "shutdown_timeout", "dead", "stopping", "done")
+               "heartbeat_timeout", "shutdown_timeout", "dead", "stopping", "done",
+               "threads")
 
 
 _dist = None
@@ -1130,11 +1131,13 @@ def distributed_initialize(coordinator_address, num_processes, process_id, *, bi
                                                            shutdown_timeout, False)
     _dist = d
     _install_failure_hooks()
-  threading.Thread(target=_watch, args=(d,), name="nbjax-distributed-watch",
-                   daemon=True).start()
+  d.threads = [threading.Thread(target=_watch, args=(d,), name="nbjax-distributed-watch",
+                                daemon=True)]
   if d.service is not None:
-    threading.Thread(target=d.service.tell_peers, args=(d.client,),
-                     name="nbjax-distributed-peers", daemon=True).start()
+    d.threads.append(threading.Thread(target=d.service.tell_peers, args=(d.client,),
+                                      name="nbjax-distributed-peers", daemon=True))
+  for t in d.threads:
+    t.start()
 
 
 _SERVICE_MAIN = """\
@@ -1390,6 +1393,11 @@ def distributed_shutdown():
     finally:
       if d.service is not None:
         d.service.shutdown()
+      # A daemon thread still inside a client call when the interpreter finalizes is
+      # unwound by pthread_exit through jaxlib's C++ frames: "FATAL: exception not
+      # rethrown", SIGABRT after a clean run. The client's shutdown ends those calls.
+      for t in d.threads:
+        t.join(max(1.0, end - time.monotonic()))
 
 
 def _barrier(d, name, end):

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 
 import numpy as np
@@ -290,6 +291,9 @@ def main(pid, n, port):
   nbjax.distributed.shutdown()
   assert not nbjax.distributed.is_initialized()
   assert service is None or service.proc.poll() == 0  # stopped, not left behind
+  # no thread of ours is left inside a client call (at exit it would abort the process)
+  left = [t.name for t in threading.enumerate() if t.name.startswith("nbjax-distributed")]
+  assert not left, left
   nbjax.distributed.shutdown()  # a no-op now
   ok("shutdown")
 
