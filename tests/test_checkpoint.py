@@ -150,6 +150,27 @@ def test_saved_residuals_names_what_reverse_mode_keeps(capsys):
   assert all(e.source_info is None for e in jax.make_jaxpr(f)((2., 3.), 4.).jaxpr.eqns)
 
 
+def test_saved_residuals_skip_tangent_work_no_output_reads():
+  """linearize drops dead tangent work and the residuals only it read, as JAX's: softmax
+  without its custom_jvp keeps exp's output and two [1]-shaped values (nn_test
+  testSoftmaxGradFlag; JAX 0.10.2 lists exactly these), none of max's tangent that
+  stop_gradient discards."""
+  from nbjax import nn
+  from nbjax.ad_checkpoint import saved_residuals
+  x = jnp.array([5.5, 1.3, -4.2, 0.9], dtype=jnp.float32)
+  with jax.softmax_custom_jvp(False):
+    res = saved_residuals(nn.softmax, x)
+    _, f_lin = jax.linearize(nn.softmax, x)
+  assert [(a.shape, s.split(" from ")[0]) for a, s in res] == [
+      ((4,), "output of exp"), ((1,), "output of broadcast_in_dim"),
+      ((1,), "output of integer_pow")]
+  with jax.softmax_custom_jvp(True):
+    assert sum(a.size for a, _ in saved_residuals(nn.softmax, x)) == 4
+  t = jnp.array([1., 0., 0., 0.], dtype=jnp.float32)
+  np.testing.assert_allclose(np.asarray(f_lin(t)), np.asarray(jax.jvp(nn.softmax, (x,), (t,))[1]),
+                             rtol=1e-6)
+
+
 def test_matmul_contracts_vectors_and_batches_as_jax():
   """No reshapes around vectors; size-1 batch axes squeezed, equal ones batch dimensions."""
   def prims(a, b):

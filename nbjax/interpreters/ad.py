@@ -393,6 +393,24 @@ class Linearized:
     return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]
 
 
+def _dce_linear(jaxpr, consts):
+  """The linear jaxpr without the tangent work no output reads, and without the residuals
+  only that work read (JAX's linearize DCEs too: ``saved_residuals`` of ``softmax`` with a
+  ``stop_gradient`` keeps none of ``max``'s tangent)."""
+  from nbjax.jaxpr import Var
+  live = {v for v in jaxpr.outvars if type(v) is Var}
+  for e in reversed(jaxpr.eqns):
+    if e.effects or any(v in live for v in e.outvars):
+      live.update(x for x in e.invars if type(x) is Var)
+    else:
+      break  # (a dead equation: DCE properly)
+  else:
+    return jaxpr, consts
+  from nbjax.interpreters import partial_eval as pe
+  new, used_consts, _ = pe.dce_jaxpr_consts(jaxpr, True, True)
+  return new, [c for c, u in zip(consts, used_consts) if u]
+
+
 def linearize_flat(fun, primals, in_nz=None):
   """Run ``fun`` (flat inputs -> flat outputs) under a JVP trace on a partial-evaluation trace:
   primal work runs now on the current trace, tangent work is staged. Returns
@@ -418,6 +436,7 @@ def linearize_flat(fun, primals, in_nz=None):
     out_avals = [get_aval(p).to_tangent_aval() for p in primals_out]
     out_nz = [type(t) is not Zero and a.dtype != dtypes.float0 for (_, t), a in zip(pairs, out_avals)]
     jaxpr, consts = pt.to_jaxpr([pt.to_jaxpr_tracer(t) for (_, t), nz in zip(pairs, out_nz) if nz])
+    jaxpr, consts = _dce_linear(jaxpr, consts)
   finally:
     pt.invalidate()
   lin = Linearized()
