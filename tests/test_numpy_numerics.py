@@ -449,7 +449,8 @@ def test_piecewise():
         np.piecewise(x, conds, funcs, 2.0, off=1.0))
   funcs = [lambda v: -v, 7.0, lambda v: v * 0 + 5]
   check(jnp.piecewise(x, conds[:2], funcs), np.piecewise(x, conds[:2], funcs))
-  check(jnp.piecewise(x, x > 0, [1.0, -1.0]), np.piecewise(x, x > 0, [1.0, -1.0]))
+  with pytest.raises(ValueError, match="with 13 condition\\(s\\), either 13 or 14"):
+    jnp.piecewise(x, x > 0, [1.0, -1.0])  # (NumPy's one-condition array: not JAX's)
   xi = np.arange(-3, 4)
   f = [lambda v: v * 2.5]  # values cast to x's int dtype, as NumPy
   check(jnp.piecewise(xi, [xi < 0], f), np.piecewise(xi, [xi < 0], f))
@@ -460,6 +461,28 @@ def test_piecewise():
   check(got, np.abs(x))
   with pytest.raises(ValueError, match="functions are expected"):
     jnp.piecewise(x, conds, [1.0])
+
+
+def test_piecewise_is_a_vectorized_switch_jitted_on_its_functions():
+  """JAX's piecewise: each function sees one element (a vectorized lax.switch), a condition
+  array may hold one boolean per function, and calling it again with the same functions does
+  not retrace them (lax_numpy_test testPiecewiseRecompile). Values from JAX 0.10.2."""
+  x = jnp.arange(-2., 3.)
+  check(jnp.piecewise(x, [x < 0], [lambda v: v - v.mean(), 7.]), np.array([0., 0., 7., 7., 7.]))
+  check(jnp.piecewise(x, jnp.array([False, True, False]),
+                      [lambda v: v * 0, lambda v: v * 10, lambda v: v * 100]),
+        np.array([-20., -10., 0., 10., 20.]))
+  check(jnp.piecewise(x, [True, False], [1., 2.]), np.ones(5))
+  with pytest.raises(TypeError, match="switch branches must have equal output types"):
+    jnp.piecewise(x, [x < 0], [lambda v: jnp.ones(2), 1])
+
+  def g(v):
+    g.num_traces += 1
+    return v
+  g.num_traces = 0
+  for _ in range(5):
+    jnp.piecewise(x, [x < 0], [g, 0.])
+  assert g.num_traces == 1
 
 
 def test_fromfunction():

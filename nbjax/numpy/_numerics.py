@@ -18,12 +18,12 @@ from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
-from nbjax.numpy._creation import arange, asarray, eye, full, ones, zeros
+from nbjax.numpy._creation import arange, asarray, eye, full, ones, zeros, zeros_like
 from nbjax.numpy._dot import dot, matmul
 from nbjax.numpy._indexing import take, trace
 from nbjax.numpy._manip import (atleast_1d, clip, concatenate, flip, moveaxis, searchsorted,
                                 stack, where)
-from nbjax.numpy._reductions import cumsum, sum as _sum
+from nbjax.numpy._reductions import argmax, cumsum, sum as _sum
 from nbjax.numpy._ufuncs import (abs as _abs, conj, copysign, cos, exp, floor, floor_divide, isfinite,
                                  isinf, log2, nextafter, remainder, sqrt, trunc)
 from nbjax.numpy._util import (canonicalize_axis, check_arraylike, convert, ensure_arraylike,
@@ -937,26 +937,38 @@ def piecewise(x, condlist, funclist, *args, **kw):
     Array([2.  , 0.25, 1.  ], dtype=float64)
   """
   x = ensure_arraylike("piecewise", x)
-  if isinstance(condlist, (list, tuple)):
-    check_arraylike("piecewise", *condlist)
-    cond = stack([convert(c, np.bool_) for c in condlist]) if condlist else zeros((0,), bool)
-  else:
-    cond = convert(ensure_arraylike("piecewise", condlist), np.bool_)
-  if cond.ndim == x.ndim:  # one condition (NumPy's rule)
-    cond = lax.expand_dims(cond, (0,))
-  nc, nf = cond.shape[0], len(funclist)
+  nc, nf = len(condlist), len(funclist)
   if nf == nc + 1:
-    default, funclist = funclist[-1], funclist[:-1]
+    funclist = funclist[-1:] + funclist[:-1]
   elif nf == nc:
-    default = 0
+    funclist = [0] + list(funclist)
   else:
     raise ValueError(f"with {nc} condition(s), either {nc} or {nc + 1} functions are expected; "
                      f"got {nf}")
-  value = lambda f: convert(f(x, *args, **kw) if callable(f) else f, x.dtype)  # noqa: E731
-  out = _util.broadcast_to(value(default), x.shape)
-  for i, f in enumerate(funclist):
-    out = where(cond[i], value(f), out)
-  return out
+  consts = {i: c for i, c in enumerate(funclist) if not callable(c)}
+  funcs = frozenset((i, f) for i, f in enumerate(funclist) if callable(f))
+  return _piecewise_jit()(x, asarray(condlist, dtype=bool), consts, funcs, *args, **kw)
+
+
+@functools.cache
+def _piecewise_jit():
+  from nbjax.interpreters.pjit import jit
+  return jit(_piecewise, static_argnames=["funcs"])
+
+
+def _piecewise(x, condlist, consts, funcs, *args, **kw):
+  """JAX's: each element's branch (the last true condition, or the default 0) is a
+  ``lax.switch`` over the functions, vectorized over the elements; jitted with the
+  functions static, so calling it again with the same functions does not retrace them."""
+  from nbjax.numpy._vectorize import vectorize
+  funcdict = dict(funcs)
+  funclist = [consts.get(i, funcdict.get(i)) for i in range(len(condlist) + 1)]
+  indices = argmax(cumsum(concatenate([zeros_like(condlist[:1]), condlist], 0), 0), 0)
+  dtype = x.dtype
+  call = lambda f: lambda x: f(x, *args, **kw).astype(dtype)  # noqa: E731
+  const = lambda v: lambda x: asarray(v, dtype=dtype)  # noqa: E731
+  funclist = [call(f) if callable(f) else const(f) for f in funclist]
+  return vectorize(lax.switch, excluded=(1,))(indices, funclist, x)
 
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
