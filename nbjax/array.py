@@ -422,7 +422,10 @@ def _readonly(v):
   ro = v.view()
   ro.flags.writeable = False
   if v.dtype.kind in _DLPACK_KINDS:
-    return np.from_dlpack(ro)
+    try:
+      return np.from_dlpack(ro)
+    except BufferError:  # ml_dtypes' float8_e5m2 says kind 'f' but has no DLPack dtype
+      pass
   # float0, bfloat16: no DLPack dtype; a read-only memoryview base refuses writes as well
   try:
     m = np.asarray(memoryview(ro))

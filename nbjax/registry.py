@@ -244,32 +244,84 @@ def _is_bf16(d):
   return BF16 is not None and isinstance(d, np.dtype) and d == BF16
 
 
+# The narrow ml_dtypes types (float8_*, float6_*, float4_e2m1fn; int4/uint4, int2/uint2) take
+# the same road, declared per primitive by ``meta["narrow"]`` (the ``narrow`` column):
+# "wide" (the default where the primitive has eager kernels: operands and dtype params widened
+# exactly, floats to float16 (float8_e8m0fnu, whose range float16 lacks, to float32) and
+# integers to int8/uint8, the kernels run, outputs of a narrow dtype cast back by ml_dtypes:
+# round to nearest even, integers wrap around; that is how XLA's CPU code computes them, bit
+# for bit: its float16 ops round their float32 results to float16 first), "bits" (as "wide",
+# but signed integers widen to the uint8 of their bits: logical shifts), "sbits" (unsigned
+# ones to the int8 of their bits read as signed: arithmetic shifts), "own" (the
+# primitive's rules handle them) or "-" (not accepted).
+_WIDE = {d: F32 if d.name == "float8_e8m0fnu" else np.dtype(np.float16)
+         for d in dtypes._small_float_dtypes}
+_WIDE.update({d: np.dtype(np.uint8 if d.name.startswith("u") else np.int8)
+              for d in dtypes._small_int_dtypes})
+_NARROW = frozenset(_WIDE)
+if BF16 is not None:
+  _WIDE[BF16] = F32
+_U8, _I8 = np.dtype(np.uint8), np.dtype(np.int8)
+
+
+def narrow_mode(prim):
+  """"wide", "bits", "sbits", "own", "-" or "n/a" (no eager kernels): see ``_WIDE``."""
+  m = prim.meta.get("narrow")
+  if m is not None:
+    return m
+  return "wide" if bf16_mode(prim) != "n/a" else "n/a"
+
+
+def _wide(d, prim):
+  """The dtype ``prim``'s kernels see for a bf16 or narrow operand or dtype param ``d``
+  (``d`` itself where they take it as it is)."""
+  if not isinstance(d, np.dtype) or d not in _WIDE:
+    return d
+  if d not in _NARROW:
+    return _WIDE[d] if bf16_mode(prim) == "f32" else d
+  m = narrow_mode(prim)
+  if m == "-":
+    raise TypeError(f"{prim.name} does not accept dtype {d.name} (nbjax has no eager "
+                    "implementation of it for the narrow ml_dtypes types)")
+  if m == "bits" and _WIDE[d] == _I8:
+    return _U8
+  if m == "sbits" and _WIDE[d] == _U8:
+    return _I8
+  return _WIDE[d] if m in ("wide", "bits", "sbits") else d
+
+
 def needs_roundtrip(prim, in_dtypes, params):
-  """True where ``prim`` runs these operand dtypes / params as a float32 round trip."""
-  return BF16 is not None and (any(map(_is_bf16, in_dtypes)) or any(
-      map(_is_bf16, params.values()))) and bf16_mode(prim) == "f32"
-
-
-def _up(x):
-  return x.astype(F32) if x.dtype == BF16 else x
+  """True where ``prim`` runs these operand dtypes / params as a round trip through wider
+  types (bfloat16, the narrow ml_dtypes types: ``_WIDE``)."""
+  return any(_wide(d, prim) is not d for d in in_dtypes) or any(
+      _wide(v, prim) is not v for v in params.values())
 
 
 def roundtrip(prim, make, in_avals, params):
-  """``run(*arrays)`` of ``prim`` for bf16 signature ``in_avals``/``params``: ``make(dtypes,
-  params)`` (a run for one float32 signature) on the widened operands, results rounded to
-  the dtypes abstract eval gives (validating the bf16 signature first)."""
+  """``run(*arrays)`` of ``prim`` for a bf16 or narrow signature ``in_avals``/``params``:
+  ``make(dtypes, params)`` (a run for the widened signature) on the widened operands, results
+  cast back to the dtypes abstract eval gives (validating the signature first)."""
   out = prim.abstract_eval(*in_avals, **params)
   outs = [a.dtype for a in (out if prim.multiple_results else [out])]
-  run = make(tuple(F32 if _is_bf16(a.dtype) else a.dtype for a in in_avals),
-             {k: F32 if _is_bf16(v) else v for k, v in params.items()})
+  wides = [_wide(a.dtype, prim) for a in in_avals]
+  run = make(tuple(wides), {k: _wide(v, prim) for k, v in params.items()})
+
+  def up(x, w):
+    if w is x.dtype:
+      return x
+    if x.dtype in _NARROW and w is not _WIDE[x.dtype]:  # "bits"/"sbits": reinterpreted
+      k = 8 - dtypes.itemsize_bits(x.dtype)
+      b = x.view(_U8) << k  # (ml_dtypes stores the bits in the low end of the byte)
+      return b >> k if w is _U8 else b.view(_I8) >> k
+    return x.astype(w)
 
   def down(o, d):
-    return np.asarray(o).astype(d) if d == BF16 else o
+    return np.asarray(o).astype(d) if d in _WIDE else o
 
   if prim.multiple_results:
-    return lambda *xs: [down(o, d) for o, d in zip(run(*map(_up, xs)), outs)]
+    return lambda *xs: [down(o, d) for o, d in zip(run(*map(up, xs, wides)), outs)]
   d = outs[0]
-  return lambda *xs: down(run(*map(_up, xs)), d)
+  return lambda *xs: down(run(*map(up, xs, wides)), d)
 
 
 # ----------------------------------------------------------------- eager entry points
@@ -1000,6 +1052,8 @@ def rows():
         lowering=",".join(sorted(p.lowerings)) or "-",
         # bfloat16 in eager backends: "f32" round trip, "native" kernels, "-" not accepted
         bf16=bf16_mode(p) if p.family != "user" else "-",
+        # float8/6/4, int4/2: "wide" round trip (float32, int8/uint8), "bits", "own", "-": see _WIDE
+        narrow=narrow_mode(p) if p.family != "user" else "-",
         note=p.meta.get("note", ""),
     ))
   return out

@@ -135,13 +135,27 @@ def broadcasting_shape(name, *shapes):
   return tuple(out)
 
 
+# JAX's dtype classes hold the narrow ml_dtypes types too (``dtypes.issubdtype``): one is
+# accepted where its proxy is (float8_* and the other small floats where float16 is, int4 and
+# int2 where int8 is, uint4/uint2 where uint8 is). Their eager kernels: ``registry._WIDE``.
+_NARROW_PROXY = {d: F16 for d in dtypes._small_float_dtypes}
+_NARROW_PROXY.update({d: np.dtype(np.uint8 if d.name.startswith("u") else np.int8)
+                      for d in dtypes._small_int_dtypes})
+_NARROW_INTS = frozenset(dtypes._small_int_dtypes)
+
+
+def accepts(ok, d):
+  """Whether dtype set ``ok`` takes dtype ``d`` (a narrow ml_dtypes type through its proxy)."""
+  return d in ok or _NARROW_PROXY.get(d) in ok
+
+
 def check_dtypes(name, avals, ok):
   """Raise JAX's TypeError when an operand's dtype is not accepted (``ok``: a set or one per position)."""
   oks = ok if isinstance(ok, list) else [ok] * len(avals)
   for i, (a, s) in enumerate(zip(avals, oks)):
     if not isinstance(a, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {a!r}")
-    if a.dtype not in s:
+    if a.dtype not in s and _NARROW_PROXY.get(a.dtype) not in s:
       if a.dtype == dtypes.float0:  # JAX's n-ary ops name the position
         raise TypeError(_FLOAT0_MSG.format(name) if len(avals) == 1 else
                         _FLOAT0_MSG.format(name).replace(" array.", f" at position {i}.", 1))
@@ -177,10 +191,15 @@ def check_same_dtypes(name, *avals):
                         "promotion on inputs)." if tip else ""))
 
 
-def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True):
-  """The standard elementwise rule: dtypes checked, shapes broadcast, weak if all operands are."""
+def nary_abstract_eval(name, ok, out_dtype=None, same_dtypes=True, narrow_ints=True):
+  """The standard elementwise rule: dtypes checked, shapes broadcast, weak if all operands are.
+  ``narrow_ints=False``: int4/uint4/int2/uint2 are refused (JAX's ``supports_narrow_ints``)."""
   def rule(*avals, **params):
     check_dtypes(name, avals, ok)
+    if not narrow_ints and avals[0].dtype in _NARROW_INTS:
+      raise TypeError(f"{name} does not accept dtype {avals[0].dtype.name}. Support for "
+                      "narrow-width integers is platform-dependent and limited to a few specific "
+                      "operations, e.g. basic arithmetic and type casting.")
     if same_dtypes and len(avals) > 1:
       check_same_dtypes(name, *avals)
     shape = broadcasting_shape(name, *(a.shape for a in avals))
@@ -1249,7 +1268,9 @@ rsqrt_p = standard_elementwise("rsqrt", 1, _inexact, numba="rsqrt", numpy=_np_fn
                                domain="positive", policy=KERNEL, complex_kernel="rsqrt_complex")
 cbrt_p = standard_elementwise("cbrt", 1, _float, numba="cbrt", numpy=np.cbrt, **_TR)
 abs_p = standard_elementwise("abs", 1, _sint | _inexact, numba="abs", numpy=np.abs,
-                             out_dtype=_real_dtype, domain="nonzero", complex_kernel="abs_complex")
+                             out_dtype=_real_dtype, domain="nonzero", complex_kernel="abs_complex",
+                             abstract_eval=nary_abstract_eval("abs", _sint | _inexact, _real_dtype,
+                                                              narrow_ints=False))
 square_p = standard_elementwise("square", 1, _num, numba="square", numpy=np.square,
                                 complex_kernel="square_complex")
 
@@ -1322,6 +1343,7 @@ atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arc
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)
 nextafter_p.meta["bf16"] = "native"  # by bits (registry.bf16_mode)
+nextafter_p.meta["narrow"] = "-"  # (no kernel steps through float8 bits)
 _cmp = dict(out_dtype=_bool_out, differentiable=False)
 eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
 ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
@@ -1339,6 +1361,7 @@ population_count_p = standard_elementwise(
     **_bits)
 clz_p = standard_elementwise("clz", 1, _int, numba=_nb_clz, numpy=_np_fn(_np_clz),
                              policy=KERNEL, **_bits)
+clz_p.meta["narrow"] = "-"  # (XLA counts within the 4 or 2 bits: no widened kernel does)
 shift_left_p = standard_elementwise(
     "shift_left", 2, _int, numba=_nb_shift("shift_left", "u"),
     numpy=_np_fn(_np_shift(np.left_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
@@ -1351,6 +1374,8 @@ shift_right_logical_p = standard_elementwise(
     "shift_right_logical", 2, _int, numba=_nb_shift("shift_right_logical", "u"),
     numpy=_np_fn(_np_shift(np.right_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
     **_bits)
+shift_right_logical_p.meta["narrow"] = "bits"  # int4 -8 >> 1 is 4: shifts the 4 bits (registry)
+shift_right_arithmetic_p.meta["narrow"] = "sbits"  # uint4 8 >> 1 is 12: fills with bit 3
 erf_p = standard_elementwise("erf", 1, _float, numba="erf", reference=_scipy("erf"),
                              note=_NB_ONLY.format("erf"))
 erfc_p = standard_elementwise("erfc", 1, _float, numba="erfc", reference=_scipy("erfc"),
@@ -1442,9 +1467,37 @@ clamp_p = standard_elementwise("clamp", 3, _ordered, numba=_nb_ieee("clamp"),
                                    ([np.zeros(3, np.complex64)] * 3, {}, TypeError)])
 
 
+def _convert_narrow(resolve):
+  """convert_element_type's own rule for the narrow ml_dtypes types (the registry's narrow
+  "own"): a narrow operand is widened exactly (``registry._WIDE``) and converted from there; a
+  narrow float result is ml_dtypes' rounding of the float64 one (once, to nearest even, as
+  XLA); a narrow integer result is the int8/uint8 one, clamped to its range from a float
+  operand (XLA saturates) and wrapped from an integer one."""
+  def r(dts, params):
+    src, dst = dts[0], np.dtype(params["new_dtype"])
+    if src not in _NARROW_PROXY and dst not in _NARROW_PROXY:
+      return resolve(dts, params)
+    ws = registry._WIDE.get(src, src) if src in _NARROW_PROXY else src
+    wd = (F64 if dtypes.is_float(dst) else registry._WIDE[dst]) if dst in _NARROW_PROXY else dst
+    inner = resolve((ws,), {**params, "new_dtype": wd})
+    clip = (dtypes.iinfo(dst).min, dtypes.iinfo(dst).max) if dst in _NARROW_INTS and \
+        ws.kind in "fc" else None
+
+    def run(x):
+      y = inner(x if ws is src else x.astype(ws))
+      if wd is dst:
+        return y
+      if clip is not None:
+        y = np.clip(y, *clip)
+      return np.asarray(y).astype(dst)
+    return run
+  r.__dict__.update(resolve.__dict__)
+  return r
+
+
 def _convert_abstract_eval(x, *, new_dtype, weak_type):
   d = np.dtype(new_dtype)
-  if d not in _any:
+  if not accepts(_any, d):
     raise TypeError(f"convert_element_type: new_dtype {d} is not a valid nbjax array type "
                     "(only numeric and bool dtypes are supported)")
   if x.dtype == dtypes.float0:
@@ -1454,12 +1507,15 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type):
 
 
 convert_element_type_p = standard_elementwise(
-    "convert_element_type", 1, _any, numba=_nb_convert, numpy=_np_convert_resolve,
+    "convert_element_type", 1, _any, numba=_convert_narrow(_nb_convert),
+    numpy=_convert_narrow(_np_convert_resolve),
     abstract_eval=_convert_abstract_eval, samples=_convert_samples,
     bad_inputs=lambda rng: [([np.zeros(3)], dict(new_dtype=np.dtype("O"), weak_type=False),
                              TypeError)],
     note="numpy < 16384 elements (ufunc dispatch), numba kernels above; float16 results are "
-         "rounded by NumPy's astype (numba has no float16)")
+         "rounded by NumPy's astype (numba has no float16); narrow ml_dtypes types: from/to "
+         "their widened type, results rounded (floats) or wrapped/clamped (ints) by ml_dtypes")
+convert_element_type_p.meta["narrow"] = "own"
 copy_p = standard_elementwise("copy", 1, _any, numba="copy", numpy=_np_fn(_np_copy), linear=True)
 # stop_gradient: the identity whose derivative is zero (eager Arrays skip the bind entirely)
 stop_gradient_p = standard_elementwise("stop_gradient", 1, _any, numba="copy",

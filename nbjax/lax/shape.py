@@ -22,7 +22,7 @@ from kernels import shape as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
-from nbjax.lax.elementwise import _any, _num, check_same_dtypes
+from nbjax.lax.elementwise import _any, _num, accepts, check_same_dtypes
 
 # Elements at which the prange kernels would be used. Measured on the shared 2-core machine:
 # a 1e6-element prange copy took ~20 ms against ~0.1 ms serial (thread wake-up/contention),
@@ -829,7 +829,7 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
 def _iota_abstract_eval(*, dtype, shape, dimension, sharding=None):
   _check_shapelike("iota", "shape", shape)
   dtype = np.dtype(dtype)
-  if dtype not in _num:
+  if not accepts(_num, dtype):
     raise TypeError(f"iota does not accept dtype {dtype.name}. Accepted dtypes are subtypes of "
                     "integer, floating, complexfloating.")
   if not 0 <= dimension < len(shape):
@@ -1040,7 +1040,7 @@ registry.register(
     impls={"numba": _bitcast_numba, "numpy": _bitcast_numpy},
     abstract_eval=_bitcast_abstract_eval, batch=_bitcast_batch, policy=NUMPY_ALWAYS,
     meta=dict(reference=_bitcast_numpy, dtypes=_BITCAST_DTYPES, differentiable=False,
-              samples=_bitcast_samples, bf16="native",  # bytes: any dtype
+              samples=_bitcast_samples, bf16="native", narrow="-",  # bytes: any dtype
               note="numpy: a reinterpreting view (no copy)",
               bad_inputs=lambda rng: [
                   ([np.ones(3, np.bool_)], dict(new_dtype=np.dtype(np.int8)), TypeError),

@@ -1,0 +1,146 @@
+"""lax on the narrow ml_dtypes types (int4/uint4, float8_*): JAX accepts them wherever their
+class is (``dtypes.issubdtype``) and XLA's CPU code computes them widened (int8/uint8 with
+wraparound, float16 then rounded to nearest even). Expected values are JAX 0.10.2's."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nbjax
+from nbjax import lax, registry
+import nbjax.numpy as jnp
+
+XI = [-8, -5, -1, 0, 1, 3, 6, 7]
+YI = [3, -1, 2, -8, 0, 5, -3, 1]
+XU = [0, 1, 3, 7, 8, 9, 14, 15]
+YU = [3, 1, 2, 8, 0, 5, 15, 4]
+
+BINARY = {
+  "int4": {'add': [-5, -6, 1, -8, 1, -8, 3, -8], 'sub': [5, -4, -3, -8, 1, -2, -7, 6],
+           'mul': [-8, 5, -2, 0, 0, -1, -2, 7], 'div': [-2, 5, 0, 0, -1, 0, -2, 7],
+           'rem': [-2, 0, -1, 0, 1, 3, 0, 0], 'max': [3, -1, 2, 0, 1, 5, 6, 7],
+           'min': [-8, -5, -1, -8, 0, 3, -3, 1], 'shift_left': [0, 0, -4, 0, 1, 0, 0, -2],
+           'shift_right_arithmetic': [-1, -1, -1, 0, 1, 0, 0, 3],
+           'shift_right_logical': [1, 0, 3, 0, 1, 0, 0, 3],
+           'bitwise_and': [0, -5, 2, 0, 0, 1, 4, 1], 'bitwise_or': [-5, -1, -1, -8, 1, 7, -1, 7],
+           'bitwise_xor': [-5, 4, -3, -8, 1, 6, -5, 6], 'lt': [1, 1, 1, 0, 0, 1, 0, 0],
+           'eq': [0, 0, 0, 0, 0, 0, 0, 0]},
+  "uint4": {'add': [3, 2, 5, 15, 8, 14, 13, 3], 'sub': [13, 0, 1, 15, 8, 4, 15, 11],
+            'mul': [0, 1, 6, 8, 0, 13, 2, 12], 'div': [0, 1, 1, 0, 15, 1, 0, 3],
+            'rem': [0, 0, 1, 7, 8, 4, 14, 3], 'max': [3, 1, 3, 8, 8, 9, 15, 15],
+            'min': [0, 1, 2, 7, 0, 5, 14, 4], 'shift_left': [0, 2, 12, 0, 8, 0, 0, 0],
+            'shift_right_arithmetic': [0, 0, 0, 0, 8, 15, 15, 15],
+            'shift_right_logical': [0, 0, 0, 0, 8, 0, 0, 0],
+            'bitwise_and': [0, 1, 2, 0, 0, 1, 14, 4], 'bitwise_or': [3, 1, 3, 15, 8, 13, 15, 15],
+            'bitwise_xor': [3, 0, 1, 15, 8, 12, 1, 11], 'lt': [1, 0, 0, 1, 0, 0, 1, 0],
+            'eq': [0, 1, 0, 0, 0, 0, 0, 0]},
+}
+UNARY = {
+  "int4": {'neg': [-8, 5, 1, 0, -1, -3, -6, -7], 'sign': [-1, -1, -1, 0, 1, 1, 1, 1],
+           'bitwise_not': [7, 4, 0, -1, -2, -4, -7, -8],
+           'population_count': [5, 7, -8, 0, 1, 2, 2, 3]},  # (XLA counts the int8's bits)
+  "uint4": {'neg': [0, 15, 13, 9, 8, 7, 2, 1], 'sign': [0, 1, 1, 1, 1, 1, 1, 1],
+            'bitwise_not': [15, 14, 12, 8, 7, 6, 1, 0],
+            'population_count': [0, 1, 2, 3, 1, 2, 3, 4]},
+}
+
+
+def _arr(v, d):
+  return jnp.asarray(np.array(v).astype(getattr(ml_dtypes, d)))
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+@pytest.mark.parametrize("op", sorted(BINARY["int4"]))
+def test_int4_binary(dtype, op):
+  x, y = (XI, YI) if dtype == "int4" else (XU, YU)
+  out = getattr(lax, op)(_arr(x, dtype), _arr(y, dtype))
+  assert out.dtype == (np.dtype(bool) if op in ("lt", "eq") else getattr(ml_dtypes, dtype))
+  np.testing.assert_array_equal(np.asarray(out).astype(int), BINARY[dtype][op])
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+@pytest.mark.parametrize("op", sorted(UNARY["int4"]))
+def test_int4_unary(dtype, op):
+  out = getattr(lax, op)(_arr(XI if dtype == "int4" else XU, dtype))
+  assert out.dtype == getattr(ml_dtypes, dtype)
+  np.testing.assert_array_equal(np.asarray(out).astype(int), UNARY[dtype][op])
+
+
+def test_int4_iota_wraps_and_abs_refused():
+  np.testing.assert_array_equal(np.asarray(lax.iota("int4", 20)).astype(int),
+                                [0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3])
+  with pytest.raises(TypeError, match="abs does not accept dtype int4. Support for narrow-width "
+                     "integers is platform-dependent"):
+    lax.abs(lax.iota("int4", 3))
+
+
+def test_convert_to_int4_saturates_floats_wraps_ints():
+  f = jnp.array([100.7, -3.5, 7.6, np.nan, -100., 0.5, -0.5, 2.5], np.float32)
+  np.testing.assert_array_equal(np.asarray(f.astype(jnp.int4)).astype(int),
+                                [7, -3, 7, 0, -8, 0, 0, 2])
+  np.testing.assert_array_equal(np.asarray(f.astype(jnp.uint4)).astype(int),
+                                [15, 0, 7, 0, 0, 0, 0, 2])
+  i = jnp.array([100, -3, 7, -100, 15, 16], np.int32).astype(jnp.int4)
+  np.testing.assert_array_equal(np.asarray(i).astype(int), [4, -3, 7, -4, -1, 0])
+  np.testing.assert_array_equal(np.asarray(i.astype(np.int8)), [4, -3, 7, -4, -1, 0])
+
+
+FROM64 = {
+  "float8_e4m3fn": [0.1015625, 0.001953125, 288.0, np.nan, -0.3125, 1.0, 0.00390625, np.nan],
+  "float8_e5m2": [0.09375, 0.0009765625, 320.0, 512.0, -0.3125, 1.0, 0.00341796875, np.inf],
+  "float8_e4m3b11fnuz": [0.1015625, 0.0009765625, np.nan, np.nan, -0.3125, 1.0, 0.00341796875,
+                         np.nan],
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(FROM64))
+def test_convert_float64_to_float8_rounds_once(dtype):
+  g = jnp.array([0.1, 1e-3, 300., 500., -0.30078125, 1.0625, 3.3e-3, np.inf], np.float64)
+  out = lax.convert_element_type(g, getattr(ml_dtypes, dtype))
+  assert out.dtype == getattr(ml_dtypes, dtype)
+  np.testing.assert_array_equal(np.asarray(out).astype(np.float64), FROM64[dtype])
+
+
+V = [0.4375, 1.125, 1.75, 3.5, 6.0, -2.5, 0.0175781, 12.0]
+W = [2.0, 3.5, 0.5625, 1.375, -0.15625, 1.25, 0.0507812, -1.0]
+FLOAT8 = {  # pow and atan2 as XLA computes them (in float16, not float32)
+  "float8_e4m3fn": {
+    'add': [2.5, 4.5, 2.25, 5.0, 6.0, -1.25, 0.0703125, 11.0],
+    'mul': [0.875, 4.0, 1.0, 5.0, -0.9375, -3.0, 0.0, -12.0],
+    'div': [0.21875, 0.3125, 3.0, 2.5, -40.0, -2.0, 0.34375, -12.0],
+    'pow': [0.1875, 1.5, 1.375, 5.5, 0.75, np.nan, 0.8125, 0.0859375],
+    'atan2': [0.21875, 0.3125, 1.25, 1.25, 1.625, -1.125, 0.34375, 1.625],
+    'sin': [0.4375, 0.875, 1.0, -0.34375, -0.28125, -0.625, 0.017578125, -0.5625],
+    'exp': [1.5, 3.0, 6.0, 32.0, 416.0, 0.0859375, 1.0, np.nan],
+    'sqrt': [0.6875, 1.0, 1.375, 1.875, 2.5, np.nan, 0.125, 3.5],
+    'tanh': [0.40625, 0.8125, 0.9375, 1.0, 1.0, -1.0, 0.017578125, 1.0]},
+  "float8_e5m2": {
+    'add': [2.5, 4.0, 2.0, 5.0, 6.0, -1.25, 0.0625, 12.0],
+    'mul': [0.875, 3.5, 0.875, 5.0, -1.0, -3.0, 0.000732421875, -12.0],
+    'div': [0.21875, 0.3125, 3.5, 2.5, -40.0, -2.0, 0.3125, -12.0],
+    'pow': [0.1875, 1.0, 1.25, 7.0, 0.75, np.nan, 0.875, 0.078125],
+    'atan2': [0.21875, 0.25, 1.25, 1.25, 1.5, -1.0, 0.3125, 1.75],
+    'sin': [0.4375, 0.875, 1.0, -0.375, -0.25, -0.625, 0.015625, -0.5],
+    'exp': [1.5, 2.5, 6.0, 32.0, 384.0, 0.078125, 1.0, np.inf],
+    'sqrt': [0.625, 1.0, 1.25, 1.75, 2.5, np.nan, 0.125, 3.5],
+    'tanh': [0.4375, 0.75, 1.0, 1.0, 1.0, -1.0, 0.015625, 1.0]},
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOAT8))
+@pytest.mark.parametrize("op", sorted(FLOAT8["float8_e5m2"]))
+def test_float8_elementwise(dtype, op):
+  d = getattr(ml_dtypes, dtype)
+  a, b = jnp.asarray(np.array(V).astype(d)), jnp.asarray(np.array(W).astype(d))
+  out = getattr(lax, op)(a, b) if op in ("add", "mul", "div", "pow", "atan2") else getattr(lax, op)(a)
+  assert out.dtype == d
+  np.testing.assert_array_equal(np.asarray(out).astype(np.float64), FLOAT8[dtype][op])
+
+
+def test_registry_declares_narrow_modes():
+  rows = {r["primitive"]: r["narrow"] for r in registry.rows()}
+  assert rows["add"] == rows["sin"] == rows["iota"] == "wide"
+  assert rows["shift_right_logical"] == "bits" and rows["shift_right_arithmetic"] == "sbits"
+  assert rows["convert_element_type"] == "own"
+  assert rows["clz"] == rows["nextafter"] == "-"
+  with pytest.raises(TypeError, match="clz does not accept dtype int4"):
+    lax.clz(lax.iota("int4", 3))
