@@ -11,8 +11,8 @@ reads longer contiguous runs:
 - ``im2col_cf`` (channels first): input ``(N, C, P0, P1, P2)``, columns ``(c, k0, k1, k2)``:
   runs of ``k2`` (single elements with dilation).
 
-Both write ``out[g, row, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running over
-``(n, o0, o1, o2)``, copying runs through slices of flat views (``_copy``: loops LLVM
+Both write ``out[g, row - r0, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running
+over ``(n, o0, o1, o2)`` from ``r0`` (a chunk of ``out.shape[1]`` rows), copying runs through slices of flat views (``_copy``: loops LLVM
 vectorizes). ``col2im_cl`` and ``shift_sum`` add gemm products into outputs. Callers
 allocate outputs. Imports numba and numpy only.
 """
@@ -40,15 +40,15 @@ def _copy(dst, src):
 
 
 @njit(**_J)
-def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
+def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
   N, P0, P1, P2, C = xp.shape
   G, R, L = out.shape
   Cg = C // G
   x = xp.reshape(-1)
   o = out.reshape(-1)
   run = k2 * C if d2 == 1 and G == 1 else Cg
-  for row in range(N * o0 * o1 * o2):
-    n, a, b, c = _unravel_row(row, o0, o1, o2)
+  for row in range(R):
+    n, a, b, c = _unravel_row(r0 + row, o0, o1, o2)
     for g in range(G):
       dst = (g * R + row) * L
       for i in range(k0):
@@ -60,14 +60,14 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
 
 
 @njit(**_J)
-def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, out):
+def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
   N, C, P0, P1, P2 = xp.shape
   G, R, L = out.shape
   Cg = C // G
   x = xp.reshape(-1)
   o = out.reshape(-1)
-  for row in range(N * o0 * o1 * o2):
-    n, a, b, c = _unravel_row(row, o0, o1, o2)
+  for row in range(R):
+    n, a, b, c = _unravel_row(r0 + row, o0, o1, o2)
     for g in range(G):
       dst = (g * R + row) * L
       for ch in range(Cg):

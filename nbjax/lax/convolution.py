@@ -8,9 +8,11 @@ of axis permutations) and string padding, then binds ``conv_general_dilated_p``.
 transformation active the registry's eager entry brings the operands to a canonical layout
 with three spatial axes, pads and dilates the input, gathers the windows with a numba kernel
 from ``kernels.convolution`` (im2col: channels-last, channels-first or batch/feature-swapped
-patches) and multiplies the patches with the kernel in one BLAS gemm per group (NumPy's
-matmul: OpenBLAS on both cores), or multiplies the input as it is with every tap and sums
-the products into the outputs (col2im), in chunks that bound the scratch memory; the
+patches) and multiplies the patches with the kernel in a BLAS gemm per group (NumPy's
+matmul), in chunks of rows whose patches stay in the core's cache, run in turn by the
+calling thread and a worker (``kernels.threads``: each chunk's gemm on one BLAS thread), or
+multiplies the input as it is with every tap and sums the products into the outputs
+(col2im), in chunks that bound the scratch memory; the
 strategy is the one moving the least memory, except that a gemm with under 32 columns is
 widened by stacking the last spatial axis' taps into its columns (``'rows'``). Under
 ``jit`` it lowers to ``stablehlo.convolution``. The primitive is bilinear: its jvp applies it
@@ -30,6 +32,7 @@ from typing import NamedTuple, Sequence, Union
 import numpy as np
 
 from kernels import convolution as K
+from kernels.threads import run_chunks
 from nbjax import dtypes, registry
 from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
@@ -299,6 +302,9 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
 # ----------------------------------------------------------------- eager (im2col + gemm)
 
 _PATCH_BUDGET = 1 << 22  # patch elements per chunk (16 MiB of float32)
+# elements per chunk of im2col + gemm run in turn by two threads (``kernels.threads``): the
+# patches stay in the core's cache between the gather and the gemm
+_CHUNK = 1 << 17
 
 
 def _compute_dtype(d):
@@ -453,51 +459,65 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     (k0, k1, k2), (s0, s1, s2), (d0, d1, d2), (o0, o1, o2) = map(
         ext, (ksp, window_strides, rhs_dilation, osp))
     P2 = x.shape[3]
-    per_n, lines, kcols = o0 * o1 * P2, o0 * o1, k0 * k1 * C
-    step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * max(kcols, k2 * O))))
-    out = _scratch((N * lines, o2, O), cd)
-    patches, zbuf = _scratch((1, step * per_n, kcols), cd), _scratch((step * per_n, k2 * O), cd)
-    for n0 in range(0, N, step):
-      n1 = min(N, n0 + step)
-      p, z = patches[:, :(n1 - n0) * per_n], zbuf[:(n1 - n0) * per_n]
-      K.im2col_cl(x[n0:n1], k0, k1, 1, s0, s1, 1, d0, d1, 1, o0, o1, P2, p)
+    lines, kcols = N * o0 * o1, k0 * k1 * C
+    step = max(1, min(lines, _CHUNK // max(1, P2 * max(kcols, k2 * O))))
+    out = _scratch((lines, o2, O), cd)
+    bufs = [(_scratch((1, step * P2, kcols), cd), _scratch((step * P2, k2 * O), cd))
+            for _ in range(2)]
+
+    def chunk(t, i):
+      l0, l1 = i * step, min(lines, (i + 1) * step)
+      p, z = bufs[t][0][:, :(l1 - l0) * P2], bufs[t][1][:(l1 - l0) * P2]
+      K.im2col_cl(x, k0, k1, 1, s0, s1, 1, d0, d1, 1, o0, o1, P2, l0 * P2, p)
       np.matmul(p[0], w, out=z)
-      K.shift_sum(z, P2, k2, s2, d2, out[n0 * lines:n1 * lines])
+      K.shift_sum(z, P2, k2, s2, d2, out[l0:l1])
+    run_chunks(-(-lines // step), chunk)
     z = out.reshape((N, *osp, O))
     order = (out_spec[0], *out_spec[2:], out_spec[1])
-  elif how == "swap":  # out[(o, b), f] = sum over chunks of c of patches.T @ w
-    per_c, kp = math.prod(ksp), math.prod(osp) * C
-    step = max(1, min(N, _PATCH_BUDGET // max(1, per_c * kp)))
-    patches = _scratch((1, step * per_c, kp), cd)
-    out = None
-    for c0 in range(0, N, step):
-      c1 = min(N, c0 + step)
-      p = patches[:, :(c1 - c0) * per_c]
-      K.im2col_cl(x[c0:c1], *ext(osp), *ext(rhs_dilation), *ext(window_strides), *ext(ksp), p)
-      part = p[0].T @ w[c0 * per_c:c1 * per_c]
-      out = part if out is None else np.add(out, part, out=out)
+  elif how == "swap":  # out[(o, b), f] = the sum over rows (c, window) of patches.T @ w
+    R, kp = N * math.prod(ksp), math.prod(osp) * C
+    step = max(1, min(R, _CHUNK // max(1, kp)))
+    nch = -(-R // step)
+    nb = min(nch, 8)  # blocks of chunks, each summed in order: the same sums on any thread
+    parts = np.empty((nb, kp, O), cd)
+    bufs = [(_scratch((1, step, kp), cd), np.empty((kp, O), cd)) for _ in range(2)]
+
+    def block(t, b):
+      p, part = bufs[t]
+      for i in range(b * nch // nb, (b + 1) * nch // nb):
+        r0, r1 = i * step, min(R, (i + 1) * step)
+        K.im2col_cl(x, *ext(osp), *ext(rhs_dilation), *ext(window_strides), *ext(ksp), r0,
+                    p[:, :r1 - r0])
+        if i == b * nch // nb:
+          np.matmul(p[0, :r1 - r0].T, w[r0:r1], out=parts[b])
+        else:
+          np.add(parts[b], np.matmul(p[0, :r1 - r0].T, w[r0:r1], out=part), out=parts[b])
+    run_chunks(nb, block)
+    out = np.add.reduce(parts, axis=0)
     z = out.reshape((*osp, C, O))
     order = (*out_spec[2:], out_spec[0], out_spec[1])
   else:
     im2col = K.im2col_cl if cl else K.im2col_cf
     Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
-    per_n, kcols = math.prod(osp), math.prod(ksp) * Cg
-    step = max(1, min(Nb, _PATCH_BUDGET // max(1, per_n * kcols * G)))
-    out = _scratch((Nb * per_n, O), cd)
-    patches = _scratch((G, step * per_n, kcols), cd)
-    for gb in range(Gb):  # batch group gb: lhs batch entries [gb * Nb, (gb + 1) * Nb)
-      for n0 in range(0, Nb, step):
-        n1 = min(Nb, n0 + step)
-        p = patches[:, :(n1 - n0) * per_n]
-        im2col(x[gb * Nb + n0:gb * Nb + n1], *ext(ksp), *ext(window_strides),
-               *ext(rhs_dilation), *ext(osp), p)
-        rows = slice(n0 * per_n, n1 * per_n)
-        if G == 1 and Gb == 1:
-          np.matmul(p[0], w, out=out[rows])
-        else:
-          for g in range(G):
-            cols = slice((g + gb) * Og, (g + gb + 1) * Og)
-            out[rows, cols] = p[g] @ w[:, cols]
+    R, kcols = Nb * math.prod(osp), math.prod(ksp) * Cg
+    step = max(1, min(R, _CHUNK // max(1, kcols * G)))
+    nch = -(-R // step)
+    out = _scratch((R, O), cd)
+    bufs = [_scratch((G, step, kcols), cd) for _ in range(2)]
+
+    def chunk(t, i):  # rows [r0, r1) of batch group gb: lhs batch entries [gb * Nb, ...)
+      gb, i = divmod(i, nch)
+      r0, r1 = i * step, min(R, (i + 1) * step)
+      p = bufs[t][:, :r1 - r0]
+      im2col(x[gb * Nb:(gb + 1) * Nb], *ext(ksp), *ext(window_strides), *ext(rhs_dilation),
+             *ext(osp), r0, p)
+      if G == 1 and Gb == 1:
+        np.matmul(p[0], w, out=out[r0:r1])
+      else:
+        for g in range(G):
+          cols = slice((g + gb) * Og, (g + gb + 1) * Og)
+          out[r0:r1, cols] = p[g] @ w[:, cols]
+    run_chunks(Gb * nch, chunk)
     z = out.reshape((Nb, *osp, O))
     order = (out_spec[0], *out_spec[2:], out_spec[1])
   z = z.transpose(np.argsort(order))
@@ -740,8 +760,10 @@ registry.register(
               tol={np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.complex64): (1e-4, 1e-5)},
               note="numba im2col (channels-last, channels-first or batch/feature-swapped "
                    "patches) or col2im (gemm, then numba scatter-add: fewer output than input "
-                   "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS, "
-                   "both cores), per group; the strategy moving the least memory (NHWC/HWIO, "
+                   "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS), "
+                   "per group; im2col, 'rows' and 'swap' run in cache-sized chunks (im2col "
+                   "then gemm) taken in turn by two threads, BLAS single-threaded meanwhile "
+                   "(kernels.threads); the strategy moving the least memory (NHWC/HWIO, "
                    "stride 1: forward channels-last im2col + one gemm, input gradient 'rows', "
                    "kernel gradient swapped im2col + one gemm); 'rows' (im2col of all spatial "
                    "axes but the last, the last one's taps stacked in the gemm's columns, then "
