@@ -112,10 +112,12 @@ def test_matches_scipy_reference(case, dtype):
 @pytest.mark.parametrize("layout", ["cl", "cf", "swap", "col2im", "rows"])
 @pytest.mark.parametrize("budget", [None, 7])
 def test_every_patch_strategy_and_chunking(monkeypatch, layout, budget):
-  """Each im2col strategy, and patches built a few rows at a time, give the same result."""
+  """Each im2col strategy, and patches built a few rows at a time (chunks run by two
+  threads), give the same result."""
   monkeypatch.setattr(conv_mod, "_strategy", lambda *a: layout)
   if budget:
     monkeypatch.setattr(conv_mod, "_PATCH_BUDGET", budget)
+    monkeypatch.setattr(conv_mod, "_CHUNK", budget)
   ungrouped = layout in ("swap", "col2im", "rows")  # these take no groups
   for case in (0, 1, 2, 4, 7) if ungrouped else (0, 3, 4, 5, 7):
     xs, ws, strides, pads, ld, rd, G, Gb = CASES[case]
