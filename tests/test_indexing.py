@@ -700,6 +700,30 @@ def test_traced_scalar_index_is_a_dynamic_slice_as_jax():
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+def test_gather_indexing_promises_in_bounds_as_jax():
+  """x[idx] with no mode gathers with PROMISE_IN_BOUNDS, as JAX 0.10.2: values clamp, but the
+  transpose drops out-of-bounds cotangents; static integers out of bounds (and traced scalars)
+  are a clamped dynamic_slice, whose gradient reaches the clamped element (JAX's values)."""
+  x = jnp.arange(5.)
+  g = nbjax.grad(lambda x, i: x[i].sum())
+  np.testing.assert_array_equal(g(x, jnp.array([7, 1])), [0., 1., 0., 0., 0.])
+  np.testing.assert_array_equal(g(x, jnp.array([7, 1], np.uint8)), [0., 1., 0., 0., 0.])
+  np.testing.assert_array_equal(nbjax.grad(lambda x: x[np.array([7, 1])].sum())(x),
+                                [0., 1., 0., 0., 0.])
+  np.testing.assert_array_equal(nbjax.grad(lambda x: x[7])(x), [0., 0., 0., 0., 1.])
+  np.testing.assert_array_equal(nbjax.grad(lambda x: x[-9])(x), [1., 0., 0., 0., 0.])
+  np.testing.assert_array_equal(g(x, jnp.array(7)), [0., 0., 0., 0., 1.])
+  y = jnp.arange(12.).reshape(3, 4)
+  for f, val, gsum in [(lambda y: y[5, 1:3], [9., 10.], 2.), (lambda y: y[::2, 9], [3., 11.], 0.),
+                       (lambda y: y[7, jnp.array([1, 2])], [9., 10.], 0.)]:
+    np.testing.assert_array_equal(f(y), val)
+    assert float(nbjax.grad(lambda y: f(y).sum())(y).sum()) == gsum
+  eqns = nbjax.make_jaxpr(lambda x, i: x[i])(x, jnp.array([1])).eqns
+  assert eqns[-1].params["mode"] == lax.GatherScatterMode.PROMISE_IN_BOUNDS
+  assert [str(e.primitive) for e in nbjax.make_jaxpr(lambda x: x[7])(x).eqns] == [
+      "dynamic_slice", "squeeze"]
+
+
 def test_index_errors_and_empty_masks_as_jax():
   import nbjax
   with pytest.raises(IndexError, match="Slice entries must be static integers"):

@@ -422,7 +422,10 @@ _MODES = frozenset({"clip", "fill", "drop", "promise_in_bounds"})
 
 
 def _gather_mode(mode):
-  return lax.GatherScatterMode.CLIP if mode is None else lax.GatherScatterMode.from_any(mode)
+  """JAX's: no mode is ``PROMISE_IN_BOUNDS`` (the gather clamps; its transpose drops the
+  cotangents of out-of-bounds indices)."""
+  return (lax.GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else
+          lax.GatherScatterMode.from_any(mode))
 
 
 def _static_slice(x, entries):
@@ -470,12 +473,10 @@ def _is_static_slicing(shape, entries, normalize=True):
 
 
 def _dynamic_slice_take(x, entries, normalize):
-  """``x[entries]`` as JAX's dynamic-slice path: unit-step slices, integers and at least one
-  traced integer scalar become one ``lax.dynamic_slice`` (starts clamped, as a gather clips)
+  """``x[entries]`` as JAX's dynamic-slice path: unit-step slices and integers (traced
+  scalars, or static ones out of bounds) become one ``lax.dynamic_slice`` (starts clamped)
   then ``rev``/``squeeze``; None when the index needs a gather."""
   entries = entries + [slice(None)] * (x.ndim - len(entries))
-  if not any(isinstance(e, Tracer) for e in entries):
-    return None
   starts, sizes, rev, squeeze = [], [], [], []
   for d, (e, n) in enumerate(zip(entries, x.shape)):
     if isinstance(e, slice):
@@ -496,8 +497,8 @@ def _dynamic_slice_take(x, entries, normalize):
           e = _util.convert(e, e.dtype, False)
         if not normalize and e.dtype.kind == "i":
           e = lax.max(e, _util.lit(0, e.dtype, True))  # (no counting from the end: clamp)
-      elif not normalize and e < 0:
-        e = 0
+      else:
+        e = max(e + n if normalize and e < 0 else e, 0)
       starts.append(e)
       sizes.append(1)
       squeeze.append(d)
@@ -572,7 +573,7 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
       params = dict(dimension_numbers=ix.dnums, slice_sizes=ix.slice_sizes,
                     unique_indices=unique_indices or ix.unique_indices,
                     indices_are_sorted=indices_are_sorted or ix.indices_are_sorted,
-                    mode=lax.GatherScatterMode.CLIP, fill_value=None)
+                    mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS, fill_value=None)
       if len(_TAKE) > 1024:
         _TAKE.clear()
       _TAKE[key] = params
