@@ -573,6 +573,13 @@ def test_arange_needs_concrete():
   from nbjax import api
   with pytest.raises(nbjax.core.ConcretizationTypeError):
     api.make_jaxpr(lambda n: jnp.arange(n))(3)
+  # JAX's wording names the argument as the user meant it: arange(n) is the stop
+  # (lax_numpy_test testArangeConcretizationError)
+  for f, name in [(jnp.arange, "stop"), (lambda n: jnp.arange(n, 3), "start"),
+                  (lambda n: jnp.arange(0, n), "stop"), (lambda n: jnp.arange(0, 5, n), "step")]:
+    with pytest.raises(nbjax.core.ConcretizationTypeError,
+                       match=f"It arose in the jnp.arange argument '{name}'\n"):
+      nbjax.jit(f)(3)
 
 # ----------------------------------------------------------------- manipulation
 

@@ -393,7 +393,7 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
 
 
 def _concrete_scalar(x, name):
-  return core.concrete_or_error(None, x, f"It arose in the jnp.arange argument '{name}'.")
+  return core.concrete_or_error(None, x, f"It arose in the jnp.arange argument '{name}'")
 
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
@@ -424,11 +424,11 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
       return Array._new(np.arange(builtins.max(start, 0), dtype=d))
     if all(-2**31 <= a < 2**31 for a in (start, stop, step or 1)):
       return Array._new(np.arange(start, stop, step or 1, dtype=d))
-  start = _concrete_scalar(start, "start")
+  start_name = "stop" if stop is None and step is None else "start"
+  start = _concrete_scalar(start, start_name)
   stop = None if stop is None else _concrete_scalar(stop, "stop")
   step = None if step is None else _concrete_scalar(step, "step")
   dtype = canonicalize_user_dtype(dtype)
-  start_name = "stop" if stop is None and step is None else "start"
   for name, a in ((start_name, start), ("stop", stop), ("step", step)):
     if a is not None and np.ndim(a) != 0:
       raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {name}={a}")
