@@ -377,10 +377,11 @@ class Array(metaclass=abc.ABCMeta):
     return _wrap(self._value.copy(), self._weak)
 
   def __copy__(self):
-    # a new Array (as JAX's copies) sharing the immutable buffer; a sharded one keeps itself
+    # a new Array on a new buffer, as JAX's (copy.copy(x) outlives x.delete()); a sharded
+    # one keeps itself
     if self._pmap is not None:
       return self
-    return _wrap(self._value, self._weak)
+    return _wrap(copy(self._value), self._weak)
 
   def __deepcopy__(self, memo):
     return self.__copy__()

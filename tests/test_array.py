@@ -525,6 +525,16 @@ def test_numpy_dlpack_copy_semantics():
   for c in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
     assert c is not a and type(c) is Array
     check(c, np.arange(6.0).reshape(2, 3))
+  # copies are new buffers that outlive the original's delete(), as JAX's
+  # (lax_numpy_test testArrayCopy); asarray is a view of it
+  copies = [copy.copy(a), copy.deepcopy(a)]
+  view = jnp.asarray(a)
+  assert view.unsafe_buffer_pointer() == a.unsafe_buffer_pointer()
+  assert all(c.unsafe_buffer_pointer() != a.unsafe_buffer_pointer() for c in copies)
+  assert copy.copy(jnp.asarray(2.0)).weak_type
+  a.delete()
+  assert view.is_deleted() and not any(c.is_deleted() for c in copies)
+  check(copies[0], np.arange(6.0).reshape(2, 3))
 
 
 def test_comparisons_with_containers_raise_as_jax():
