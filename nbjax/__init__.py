@@ -26,6 +26,7 @@ from nbjax.config import state as _state
 enable_x64 = _state("enable_x64")
 numpy_rank_promotion = _state("numpy_rank_promotion")
 legacy_prng_key = _state("legacy_prng_key")
+enable_custom_prng = _state("enable_custom_prng")
 numpy_dtype_promotion = _state("numpy_dtype_promotion")
 default_matmul_precision = _state("default_matmul_precision")
 default_device = _state("default_device")

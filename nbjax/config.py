@@ -91,8 +91,10 @@ _OPTIONS = {
         "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16",
         "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9",
         "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64")),
-    # JAX's check on raw uint32 keys; accepted and kept (raw keys always work in nbjax)
+    # raw uint32 keys passed to nbjax.random functions: allowed, warned about or an error
     "legacy_prng_key": ("allow", _choice("allow", "warn", "error")),
+    # PRNGKey, split and fold_in of raw keys give typed keys; raw keys warn (FutureWarning)
+    "enable_custom_prng": (False, _boolean),
     "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
                                                        "unsafe_rbg", "philox2x32", "philox4x32")),
     # added to every seed (random.key, random.PRNGKey), as JAX's

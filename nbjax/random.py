@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -130,6 +131,17 @@ def _check_key(name, key, batched=False):
                       f"shape, and dtype attributes. Got {key}")
     impl = _keys.resolve_impl(None)
     d = _raw(name, key, impl)
+    legacy = config._flags["legacy_prng_key"]
+    if legacy != "allow":
+      msg = ("Legacy uint32 key array passed as key to jax.random function. Please create keys "
+             "using jax.random.key(). If use of a raw key array was intended, set "
+             'jax_legacy_prng_key="allow".')
+      if legacy == "error":
+        raise ValueError(msg)
+      warnings.warn(msg, stacklevel=3)
+    elif config._flags["enable_custom_prng"]:
+      warnings.warn("Raw arrays as random keys to jax.random functions are deprecated. "
+                    "Assuming valid threefry2x32 key for now.", FutureWarning, stacklevel=3)
     if isinstance(d, core.Tracer):  # a raw key under a transformation: JAX's random_wrap
       d = prng.random_wrap_p.bind(d, impl=impl)
     k = PRNGKeyArray(impl, d)
@@ -140,8 +152,10 @@ def _check_key(name, key, batched=False):
 
 
 def _like(key, k):
-  """``k`` in ``key``'s form: a typed key array, or raw data for a raw key."""
-  if isinstance(key, PRNGKeyArray) or type(getattr(key, "dtype", None)) is KeyTy:
+  """``k`` in ``key``'s form: a typed key array, or raw data for a raw key (typed anyway
+  under ``jax_enable_custom_prng``, as JAX's)."""
+  if (isinstance(key, PRNGKeyArray) or type(getattr(key, "dtype", None)) is KeyTy
+      or config._flags["enable_custom_prng"]):
     return k
   return k._data
 
@@ -168,8 +182,9 @@ def _seed(name, seed, impl):
 
 def PRNGKey(seed, *, impl=None):
   """Create a legacy PRNG key (raw ``uint32`` data, ``uint32[2]`` for threefry) from an
-  integer seed."""
-  return _seed("PRNGKey", seed, impl)._data
+  integer seed (a typed key under ``jax_enable_custom_prng``)."""
+  k = _seed("PRNGKey", seed, impl)
+  return k if config._flags["enable_custom_prng"] else k._data
 
 
 def key(seed, *, impl=None, dtype=None):

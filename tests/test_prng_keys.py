@@ -668,3 +668,43 @@ def test_lax_ops_on_eager_key_arrays_errors_and_copy():
             nbjax.jit(jnp.copy)(k), nbjax.vmap(lambda k: ew.copy_p.bind(k))(k)):
     assert c.dtype == k.dtype and np.asarray(R.key_data(c))[:, 1].tolist() == lo
   assert R.key_data(lax.rev(k, (0,)))[:, 1].tolist() == lo[::-1]
+
+
+def test_legacy_prng_key_flag_allows_warns_or_refuses_raw_keys():
+  """JAX's ``jax_legacy_prng_key``: raw uint32 keys pass ('allow', the default), warn
+  (UserWarning) or raise ValueError, with JAX's message; typed keys are never affected and
+  an invalid key's TypeError comes first."""
+  import warnings
+  raw = jnp.zeros(2, dtype="uint32")
+  msg = "Legacy uint32 key array passed as key to jax.random function."
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    R.uniform(raw)
+    with nbjax.legacy_prng_key("warn"):
+      with pytest.warns(UserWarning, match=msg):
+        R.uniform(raw)
+    with nbjax.legacy_prng_key("error"):
+      with pytest.raises(ValueError, match=msg):
+        R.normal(R.PRNGKey(0))
+      with pytest.raises(TypeError, match="JAX encountered invalid PRNG key data"):
+        R.uniform(jnp.zeros(1, dtype="float32"))
+      assert R.normal(R.key(0)).shape == ()
+
+
+def test_enable_custom_prng_makes_typed_keys_from_raw_ones():
+  """Under ``jax_enable_custom_prng`` (JAX's): PRNGKey gives a typed key, split and fold_in
+  of raw keys give typed keys, and a raw key warns (FutureWarning) that it is assumed a
+  threefry2x32 key; the bits are the raw key's."""
+  raw = R.PRNGKey(3)
+  assert raw.dtype == np.uint32 and raw.shape == (2,)
+  halves = R.split(raw)
+  with nbjax.enable_custom_prng(True):
+    k = R.PRNGKey(3)
+    assert dtypes.issubdtype(k.dtype, dtypes.prng_key) and k.shape == ()
+    np.testing.assert_array_equal(R.key_data(k), raw)
+    with pytest.warns(FutureWarning, match="Raw arrays as random keys"):
+      s = R.split(raw)
+    assert dtypes.issubdtype(s.dtype, dtypes.prng_key) and s.shape == (2,)
+    np.testing.assert_array_equal(R.key_data(s), halves)
+    with pytest.warns(FutureWarning):
+      assert dtypes.issubdtype(R.fold_in(raw, 1).dtype, dtypes.prng_key)
