@@ -924,19 +924,23 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   _check_callable(fun)
   if isinstance(in_axes, list):
     in_axes = tuple(in_axes)
-  if not (in_axes is None or type(in_axes) in (int, tuple)):
+  if not (in_axes is None or type(in_axes) in (int, tuple)
+          or type(in_axes) in batching.spec_types):
     raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
                     f"to the positional arguments passed to the function, but got {in_axes}.")
-  if not all(type(l) is int for l in tree_leaves(in_axes)):
+  spec = lambda l: type(l) is int or type(l) in batching.spec_types  # noqa: E731
+  if not all(spec(l) for l in tree_leaves(in_axes)):
     raise TypeError("vmap in_axes must be an int, None, or (nested) container with those "
                     f"types as leaves, but got {in_axes}.")
-  if not all(type(l) is int for l in tree_leaves(out_axes)):
+  if not all(spec(l) for l in tree_leaves(out_axes)):
     raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
                     f"types as leaves, but got {out_axes}.")
   del spmd_axis_name
 
   @functools.wraps(fun)
   def vmap_f(*args, **kwargs):
+    if batching.vmappables:
+      return _vmap_vmappables(fun, in_axes, out_axes, axis_name, axis_size, args, kwargs)
     if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
       out = cache.replay(args, kwargs)
       if out is not _MISS:
@@ -1029,6 +1033,51 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                     + (f"\n\nOriginal documentation:\n\n{fun.__doc__}" if fun.__doc__ else ""))
   vmap_f._trace_cache = cache
   return vmap_f
+
+
+def _vmap_vmappables(fun, in_axes, out_axes, axis_name, axis_size, args, kwargs):
+  """vmap where registered vmappable types (``batching.register_vmappable``) are arguments
+  or outputs, whole: their ``to_elt``/``from_elt`` handlers map them, as JAX's vmap."""
+  is_v = batching.is_vmappable
+  args_flat, in_tree = tree_flatten((args, kwargs), is_leaf=is_v)
+  in_axes_flat = _flatten_axes("vmap in_axes", in_tree, (in_axes, 0), kws=True)
+  if axis_size is None:
+    plain = [(x, d) for x, d in zip(args_flat, in_axes_flat) if not is_v(x)]
+    axis_size = _mapped_axis_size(fun, in_tree, [x for x, _ in plain], [d for _, d in plain],
+                                  "vmap")
+  trace = batching.BatchTrace(core.get_current_trace(), core.new_trace_tag(), axis_size,
+                              axis_name)
+
+  def get_idx():
+    make = batching.make_iota_handlers.get(type(axis_size))
+    return batching.BatchTracer(trace, make(axis_size) if make else
+                                _lax_iota(np.int32, int(axis_size)), 0)
+
+  def to_elt(x, spec):
+    handler = batching.to_elt_handlers.get(type(x))
+    if handler:
+      return handler(to_elt, get_idx, x, spec)
+    return x if spec is None else batching.BatchTracer(trace, x, spec % np.ndim(x))
+
+  def from_elt(i, x, spec):
+    handler = batching.from_elt_handlers.get(type(x))
+    if handler:
+      return handler(lambda size, elt, axis: from_elt(i, elt, axis), axis_size, x, spec)
+    val, src = trace.to_batch_info(x)
+    r = _match_out_axis(val, src, spec, axis_size, axis_name, i, None)
+    return r if isinstance(r, (Tracer, _Array)) or type(r) in _PY_SCALAR_TYPES else _Array(r)
+
+  with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
+    a, k = tree_unflatten(in_tree, [to_elt(x, d) for x, d in zip(args_flat, in_axes_flat)])
+    outs, out_tree = tree_flatten(fun(*a, **k), is_leaf=is_v)
+    out_axes_flat = _flatten_axes("vmap out_axes", out_tree, out_axes)
+    outs = [from_elt(i, o, d) for i, (o, d) in enumerate(zip(outs, out_axes_flat))]
+  return tree_unflatten(out_tree, outs)
+
+
+def _lax_iota(dtype, n):
+  from nbjax import lax
+  return lax.iota(dtype, n)
 
 
 def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None):

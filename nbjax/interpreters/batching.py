@@ -114,6 +114,37 @@ class AxisData:
     self.name, self.size = name, size
 
 
+# ------------------------------------------------------------------------ vmappable types
+# JAX's vmappable typeclass: a registered type is one vmap argument/output (not flattened);
+# ``to_elt(cont, get_idx, x, spec)`` makes its per-element value (``cont(array, axis)`` maps
+# an array) and ``from_elt(cont, axis_size, elt, spec)`` rebuilds it from the element
+# (``cont(axis_size, array, axis)`` moves an array's batch axis), for specs of ``spec_type``.
+
+vmappables: dict = {}
+spec_types: set = set()
+to_elt_handlers: dict = {}
+from_elt_handlers: dict = {}
+make_iota_handlers: dict = {}
+
+
+def register_vmappable(data_type, spec_type, axis_size_type, to_elt, from_elt, make_iota):
+  """Make ``data_type`` a vmap argument/output type (JAX's ``register_vmappable``)."""
+  vmappables[data_type] = (spec_type, axis_size_type)
+  spec_types.add(spec_type)
+  to_elt_handlers[data_type] = to_elt
+  from_elt_handlers[data_type] = from_elt
+  if make_iota:
+    make_iota_handlers[axis_size_type] = make_iota
+
+
+def unregister_vmappable(data_type):
+  """A no-op, as JAX's (it keeps the registration)."""
+
+
+def is_vmappable(x):
+  return type(x) in vmappables
+
+
 # ------------------------------------------------------------------------ helpers
 
 
