@@ -338,6 +338,8 @@ class Primitive:
     self.batch = None              # (vals, bdims, **params) -> (out, out_bdim)
     self.lowerings: dict = {}      # platform -> (ctx, *operands, **params) -> [ir.Value]
     self.partial_eval = None
+    self.partial_eval_custom = None  # (saveable, unknowns, **params): under a checkpoint policy
+    self.recompute_custom = None   # (saveable, eqn, needed_outs): a known call's recompute split
     self.meta: dict = {}           # test/benchmark metadata (dtypes, domain, differentiable, ...)
     self.family = "user"
     self.backend = None            # selected eager backend name (registry policy)

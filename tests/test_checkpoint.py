@@ -225,3 +225,59 @@ def test_linearize_hoists_checkpoint_known_half_and_exposes_linear_jaxpr():
   _, f_jvp = jax.linearize(f, jnp.ones((3, 3)))
   text = str(f_jvp.func.args[0])
   assert (text.count(" sin "), text.count(" cos "), text.count("dot_general")) == (1, 1, 4)
+
+
+def _counts(f, *args, vjp=False):
+  if vjp:
+    y, f_vjp = jax.vjp(f, *args)
+    t = str(jax.make_jaxpr(f_vjp)(y))
+  else:
+    t = str(jax.make_jaxpr(jax.linearize(f, *args)[1])(*args))
+  return t.count(" sin "), t.count(" cos "), t.count(" dot_general")
+
+
+def test_policy_applies_inside_cond_scan_and_jit():
+  """A checkpoint's policy reaches into cond branches, scan bodies and jit calls (JAX's
+  partial_eval_jaxpr_custom rules): counts of recomputed ops in the linear/backward jaxpr
+  as JAX 0.10.2's (api_test test_remat_of_cond, test_remat_checkpoint_dots_inside_cond,
+  test_remat_checkpoint_dots_outside_scan, test_remat_of_scan_policy,
+  test_remat_of_cond_funky_custom_jvp)."""
+  from functools import partial
+  lax = jax.lax
+  f = lambda x: lax.cond(x > 0., lambda c: (jnp.sin(c), jnp.sin(c)), lambda c: (c, 2 * c), x)
+  assert _counts(jax.checkpoint(f), 4.) == (0, 2, 0)
+  f = lambda x: lax.cond(x > 0., lambda c: jnp.sin(jnp.sin(c)), lambda c: c, x)
+  assert _counts(jax.checkpoint(f), 4.) == (1, 2, 0)
+  np.testing.assert_allclose(jax.grad(jax.checkpoint(f))(4.), jax.grad(f)(4.), rtol=1e-15)
+
+  def g(W, x):
+    for _ in range(3):
+      x = jnp.sin(jnp.dot(x, W))
+    return x
+  W = jnp.asarray(rng.normal(size=(4, 4)))
+  h = jax.checkpoint(lambda W: lax.cond(W.sum() > -9, partial(g, W), lambda x: x, jnp.ones(4)),
+                     policy=cp.checkpoint_dots)
+  assert _counts(h, W, vjp=True) == (2, 3, 5)
+  s = lambda W: lax.scan(lambda x, _: (g(W, x), None), jnp.ones(4), None, length=2)[0]
+  assert _counts(jax.checkpoint(s, policy=cp.checkpoint_dots), W, vjp=True) == (3, 3, 6)
+  np.testing.assert_allclose(jax.jacrev(jax.checkpoint(s, policy=cp.checkpoint_dots))(W),
+                             jax.jacrev(s)(W), rtol=1e-12)
+  save_cos = lambda p, *_, **__: str(p) == "cos"
+  h = jax.checkpoint(lambda x: lax.scan(lambda c, _: (jnp.sin(c), jnp.sin(c)), x, None, length=3),
+                     policy=save_cos)
+  assert _counts(h, 4.) == (0, 0, 0)
+
+  @jax.custom_jvp
+  def sin(x):
+    return jnp.sin(x)
+
+  @sin.defjvp
+  def sin_jvp(primals, tangents):
+    (x,), (xdot,) = primals, tangents
+    y, c = jax.jit(lambda: (jnp.sin(x), jnp.cos(x)))()
+    return y, c * xdot
+  for pol, want in [(save_cos, (0, 0, 0)), (lambda p, *_, **__: str(p) == "sin", (0, 1, 0)),
+                    (cp.nothing_saveable, (0, 1, 0))]:
+    k = jax.checkpoint(lambda x: lax.cond(x > 0, sin, lambda x: x, x), policy=pol)
+    assert _counts(k, 4.) == want
+    assert float(jax.grad(k)(4.)) == float(np.cos(4.))

@@ -565,12 +565,92 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)
 
 
-def split_eqn(eqn, unk):
+def partial_eval_jaxpr_custom(closed, in_unknowns, saveable, instantiate=False,
+                              ensure_out=None):
+  """``partial_eval_jaxpr`` under a ``checkpoint`` policy: the residuals are the known inputs
+  and constants the unknown part reads and the outputs of known equations for which
+  ``saveable(prim, *in_avals, **params)`` is true (``saveable=None``: none); the unknown part
+  recomputes every other known value it needs. A control-flow or call equation with mixed
+  inputs splits with its ``partial_eval_custom`` rule, the policy applying inside it (the
+  residuals it makes are saved), else with its ``partial_eval`` rule (the policy decides on
+  the whole equation). Same results as ``partial_eval_jaxpr``, except that the unknown part
+  also returns the known outputs ``ensure_out`` flags (one bool per output), in order."""
+  j = closed.jaxpr
+  unknown = {v for v, u in zip(j.invars, in_unknowns) if u}
+  known_eqns, unknown_eqns = [], []
+  saved = {v for v, u in zip(j.invars, in_unknowns) if not u}
+
+  def policy_saves(e):
+    return saveable is not None and saveable(e.primitive, *[x.aval for x in e.invars],
+                                             **e.params)
+  for e in j.eqns:
+    unk = [type(x) is not Literal and x in unknown for x in e.invars]
+    split = split_eqn(e, unk, custom=True, saveable=saveable)
+    if split is not None:
+      ke, ue, out_unk = split
+      known_eqns.append(ke)
+      if policy_saves(ke):
+        saved.update(ke.outvars)
+      elif e.primitive.partial_eval_custom is not None:  # its residuals: the policy's choice
+        saved.update(ke.outvars[len(e.outvars) - sum(out_unk):])
+      if ue is not None:
+        unknown_eqns.append(ue)
+        unknown.update(v for v, u in zip(e.outvars, out_unk) if u)
+    elif any(unk):
+      unknown_eqns.append(e)
+      unknown.update(e.outvars)
+    else:
+      known_eqns.append(e)
+      if policy_saves(e):
+        saved.update(e.outvars)
+  n_out = len(j.outvars)
+  if isinstance(instantiate, bool):
+    instantiate = [instantiate] * n_out
+  out_unknowns = [bool(i) or (type(v) is not Literal and v in unknown)
+                  for v, i in zip(j.outvars, instantiate)]
+  # the unknown side: its equations, plus the known ones it needs that are not saved
+  need, recompute = set(), []
+  for e in unknown_eqns:
+    need.update(x for x in e.invars if type(x) is Var and x not in unknown)
+  u_outs = out_unknowns if ensure_out is None else [u or e for u, e in zip(out_unknowns,
+                                                                          ensure_out)]
+  need.update(v for v, u in zip(j.outvars, u_outs) if u and type(v) is Var)
+  for i in reversed(range(len(known_eqns))):
+    e = known_eqns[i]
+    needed = [v in need and v not in saved for v in e.outvars]
+    if any(needed):
+      split = (None if e.primitive.recompute_custom is None else
+               e.primitive.recompute_custom(saveable, e, needed))
+      if split is not None:  # a call: the policy applies inside it too (JAX)
+        known_eqns[i], e, res_vars = split
+        saved.update(res_vars)
+      recompute.append(e)
+      need.update(x for x in e.invars if type(x) is Var)
+  recompute.reverse()
+  made = {v for e in recompute for v in e.outvars}
+  res = [v for v in (*j.constvars, *j.invars, *[v for e in known_eqns for v in e.outvars])
+         if v in need and v not in unknown and v not in made]
+  res = list(dict.fromkeys(res))
+  known_outs = [v for v, u in zip(j.outvars, out_unknowns) if not u]
+  jk = Jaxpr(j.constvars, [v for v, u in zip(j.invars, in_unknowns) if not u],
+             known_outs + res, known_eqns)
+  jk, _ = dce_jaxpr(jk, True, instantiate=True)
+  ju = Jaxpr([], res + [v for v, u in zip(j.invars, in_unknowns) if u],
+             [v for v, u in zip(j.outvars, u_outs) if u], recompute + unknown_eqns)
+  ju, _ = dce_jaxpr(ju, True, instantiate=True)  # what a recomputed call need not return
+  return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)
+
+
+def split_eqn(eqn, unk, custom=False, saveable=None):
   """A call equation with some unknown inputs (``unk``) split by its primitive's
-  ``partial_eval`` rule: ``(known_eqn, unknown_eqn or None, out_unknowns)``, the known
-  equation's outputs being its known outputs then the residuals the unknown one reads; None
-  when the equation does not split (no rule, or all/none of its inputs unknown)."""
+  ``partial_eval`` rule (``custom``: under a ``checkpoint`` policy ``saveable``, by its
+  ``partial_eval_custom(saveable, unk, **params)`` rule when it has one): ``(known_eqn,
+  unknown_eqn or None, out_unknowns)``, the known equation's outputs being its known outputs
+  then the residuals the unknown one reads; None when the equation does not split (no rule,
+  or all/none of its inputs unknown)."""
   rule = eqn.primitive.partial_eval
+  if custom and eqn.primitive.partial_eval_custom is not None:
+    rule = functools.partial(eqn.primitive.partial_eval_custom, saveable)
   split = rule(unk, **eqn.params) if any(unk) and not all(unk) and rule is not None else None
   if split is None:
     return None

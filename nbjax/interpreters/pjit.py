@@ -31,7 +31,7 @@ from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 
 __all__ = ["jit", "jit_p", "disable_jit", "block_until_ready", "Lowered", "Compiled", "Traced",
            "stats", "reset_stats"]
@@ -622,11 +622,14 @@ def _jit_transpose(cts, *args, jaxpr, name, **params):
   return [next(outs) if u else None for u in undef]
 
 
-def _jit_partial_eval(in_unknowns, *, jaxpr, name, **params):
+def _jit_partial_eval(in_unknowns, *, jaxpr, name, saveable=False, **params):
   """Partial-eval rule: ``(known_params, unknown_params, out_unknowns, num_res)``. The known
   call computes the known outputs and the residuals; the unknown call takes the residuals
-  then the unknown inputs (seed 003's ``partial_eval_jaxpr`` on the inner jaxpr)."""
-  known, unknown, out_unknowns, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
+  then the unknown inputs (seed 003's ``partial_eval_jaxpr`` on the inner jaxpr). Under a
+  ``checkpoint`` policy (``saveable`` not False) the policy applies inside the call."""
+  known, unknown, out_unknowns, num_res = (
+      pe.partial_eval_jaxpr(jaxpr, in_unknowns) if saveable is False else
+      pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns, saveable))
   return (dict(params, jaxpr=known, name=name), dict(params, jaxpr=unknown, name=name),
           out_unknowns, num_res)
 
@@ -642,6 +645,53 @@ registry.register(
     jvp=_jit_jvp, batch=_jit_batch, transpose=_jit_transpose,
     meta=dict(differentiable=True, note="call primitive: its jaxpr runs as one XLA executable"))
 jit_p.partial_eval = pe.forward_inputs(_jit_partial_eval)
+jit_p.partial_eval_custom = lambda saveable, unknowns, **params: jit_p.partial_eval(
+    unknowns, saveable=saveable, **params)
+
+
+def _jit_recompute_custom(saveable, eqn, needed):
+  """A known jit call whose ``needed`` outputs a ``checkpoint`` recomputes, split under the
+  policy ``saveable``: ``(known_eqn, recompute_eqn, residuals)``; the known call also returns
+  the residuals the policy saves, the recomputing call maps them (and the inputs it reads)
+  to the needed outputs."""
+  jaxpr = eqn.params["jaxpr"]
+  n_in = len(eqn.invars)
+  jk, ju, _, nres = pe.partial_eval_jaxpr_custom(jaxpr, [False] * n_in, saveable,
+                                                 ensure_out=needed)
+  kj = jk.jaxpr
+  n_out = len(kj.outvars) - nres
+  pos = {v: i for i, v in enumerate(kj.invars)}
+  res_in = [eqn.invars[pos[v]] if v in pos else None for v in kj.outvars[n_out:]]
+  new = [Var(v.aval) for v, r in zip(kj.outvars[n_out:], res_in) if r is None]
+  kj = kj.replace(outvars=kj.outvars[:n_out] + [v for v, r in zip(kj.outvars[n_out:], res_in)
+                                                if r is None])
+  known = eqn.replace(outvars=list(eqn.outvars) + new,
+                      params=dict(eqn.params, jaxpr=ClosedJaxpr(kj, jk.consts)))
+  it = iter(new)
+  ins = [next(it) if r is None else r for r in res_in]
+  recompute = eqn.replace(invars=ins, outvars=[v for v, n in zip(eqn.outvars, needed) if n],
+                          params=dict(eqn.params, jaxpr=ju))
+  return known, recompute, new
+
+
+jit_p.recompute_custom = _jit_recompute_custom
+
+
+def _jit_dce(used_outs, eqn):
+  """DCE rule (JAX's ``dce_jaxpr_pjit_rule``): unused outputs and inputs leave the call."""
+  if not any(used_outs) and not eqn.effects:
+    return [False] * len(eqn.invars), None
+  j = eqn.params["jaxpr"]
+  new, used_ins = pe.dce_jaxpr(j.jaxpr, used_outs)
+  if all(used_outs) and all(used_ins):
+    return used_ins, eqn
+  new_eqn = eqn.replace(invars=[x for x, u in zip(eqn.invars, used_ins) if u],
+                        outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
+                        params=dict(eqn.params, jaxpr=ClosedJaxpr(new, j.consts)))
+  return [True] * len(new_eqn.invars), new_eqn
+
+
+pe.dce_rules[jit_p] = _jit_dce
 jit_p.lowerings["cpu"] = _jit_lowering
 
 # ----------------------------------------------------------------------- abstract values

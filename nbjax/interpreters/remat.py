@@ -198,62 +198,38 @@ _batch.wants_axis_data = True
 
 
 def _transpose(cts, *args, jaxpr, **_):
-  outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), list(cts))
-  return [o if ad.is_undefined_primal(a) else None for o, a in zip(outs, args)]
+  """JAX's ``remat_transpose``: split the jaxpr into its recomputation (non-linear; it runs
+  forward here) and its linear part, which is transposed. A loop that recomputes known
+  carries next to linear ones is split the same way."""
+  undef = tuple(ad.is_undefined_primal(a) for a in args)
+  split = _transpose_split.get(jaxpr, {}).get(undef)
+  if split is None:
+    split = pe.partial_eval_jaxpr(jaxpr, list(undef), instantiate=True)[:2]
+    _transpose_split.setdefault(jaxpr, {})[undef] = split
+  jk, ju = split
+  res = eval_jaxpr(jk.jaxpr, jk.consts, *[a for a, u in zip(args, undef) if not u])
+  lin = [a for a, u in zip(args, undef) if u]
+  outs = ad.backward_pass(ju.jaxpr, ju.consts, [*res, *lin], list(cts))[len(res):]
+  outs = iter(outs)
+  return [next(outs) if u else None for u in undef]
+
+
+_transpose_split = weakref.WeakKeyDictionary()  # jaxpr -> {undefined inputs: (known, linear)}
 
 
 def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   """Known call: known outputs + the residuals ``policy`` saves (known inputs count as saved).
   Unknown call: recomputes every other known value it needs, then the unknown work."""
-  j = jaxpr.jaxpr
-  unknown = {v for v, u in zip(j.invars, in_unknowns) if u}
-  known_eqns, unknown_eqns, saveable = [], [], set(v for v, u in zip(j.invars, in_unknowns)
-                                                   if not u)
-  for e in j.eqns:
-    unk = [type(x) is not Literal and x in unknown for x in e.invars]
-    split = pe.split_eqn(e, unk)  # a call (jit, nested checkpoint) with mixed inputs: split
-    if split is not None:
-      ke, ue, out_unk = split
-      known_eqns.append(ke)
-      if policy is not None and _saves(policy(ke.primitive, *[x.aval for x in ke.invars],
-                                              **ke.params)):
-        saveable.update(ke.outvars)
-      if ue is not None:
-        unknown_eqns.append(ue)
-        unknown.update(v for v, u in zip(e.outvars, out_unk) if u)
-    elif any(unk):
-      unknown_eqns.append(e)
-      unknown.update(e.outvars)
-    else:
-      known_eqns.append(e)
-      if policy is not None and _saves(policy(e.primitive, *[x.aval for x in e.invars],
-                                              **e.params)):
-        saveable.update(e.outvars)
-  out_unknowns = [type(v) is not Literal and v in unknown for v in j.outvars]
-  # the unknown side: its equations, plus the known ones it needs that are not saved
-  need, recompute = set(), []
-  for e in unknown_eqns:
-    need.update(x for x in e.invars if type(x) is Var and x not in unknown)
-  need.update(v for v, u in zip(j.outvars, out_unknowns) if u and type(v) is Var)
-  for e in reversed(known_eqns):
-    if any(v in need and v not in saveable for v in e.outvars):
-      recompute.append(e)
-      need.update(x for x in e.invars if type(x) is Var)
-  recompute.reverse()
-  made = {v for e in recompute for v in e.outvars}
-  res = [v for v in (*j.constvars, *[x for x in j.invars], *[v for e in known_eqns
-                                                            for v in e.outvars])
-         if v in need and v not in unknown and v not in made]
-  res = list(dict.fromkeys(res))
-  known_outs = [v for v, u in zip(j.outvars, out_unknowns) if not u]
-  jk = Jaxpr(j.constvars, [v for v, u in zip(j.invars, in_unknowns) if not u],
-             known_outs + res, known_eqns)
-  jk, _ = pe.dce_jaxpr(jk, True, instantiate=True)
-  ju = Jaxpr([], res + [v for v, u in zip(j.invars, in_unknowns) if u],
-             [v for v, u in zip(j.outvars, out_unknowns) if u], recompute + unknown_eqns)
-  kp = dict(params, jaxpr=ClosedJaxpr(jk, jaxpr.consts), policy=policy)
-  up = dict(params, jaxpr=ClosedJaxpr(ju, []), policy=policy, differentiated=True)
-  return kp, up, out_unknowns, len(res)
+  jk, ju, out_unknowns, nres = pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns,
+                                                            _saveable(policy))
+  kp = dict(params, jaxpr=jk, policy=policy)
+  up = dict(params, jaxpr=ju, policy=policy, differentiated=True)
+  return kp, up, out_unknowns, nres
+
+
+def _saveable(policy):
+  """``policy`` as ``partial_eval_jaxpr_custom``'s ``saveable`` (a bool-valued function)."""
+  return None if policy is None else lambda *a, **k: _saves(policy(*a, **k))
 
 
 def _lowering(ctx, *args, jaxpr, **_):

@@ -19,6 +19,7 @@ is not traced again while the purity pins of ``eager_cache.guards`` hold.
 from __future__ import annotations
 
 import collections.abc as _abc
+import functools
 import inspect
 import itertools
 import types
@@ -1083,22 +1084,33 @@ def _cond_batch(axis_data, vals, dims, *, branches, linear=None):
 _cond_batch.wants_axis_data = True
 
 
-def _cond_partial_eval(unknowns, *, branches, linear=None):
+def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveable=None):
   """Known branches compute the known outputs and their residuals (slots shared across
   branches by type, zeros where a branch has none); unknown branches take the index (a
-  residual of the enclosing split), the residual slots and the unknown operands."""
+  residual of the enclosing split), the residual slots and the unknown operands.
+  ``custom`` (``partial_eval_custom``, under a ``checkpoint`` policy ``saveable``): the
+  branches split by ``partial_eval_jaxpr_custom``, and the unknown branches also take the
+  known operands, so a residual that is one is read, not saved (JAX's
+  ``_cond_partial_eval_custom``)."""
   idx_uk, *ops_uk = unknowns
   if idx_uk:
     return None
+  split = (functools.partial(pe.partial_eval_jaxpr_custom, saveable=saveable) if custom
+           else pe.partial_eval_jaxpr)
   n_out = len(branches[0].out_avals)
   out_uk = [False] * n_out
   for b in branches:
     out_uk = [x or y for x, y in zip(out_uk, pe.partial_eval_jaxpr(b, ops_uk)[2])]
-  splits = [pe.partial_eval_jaxpr(b, ops_uk, instantiate=out_uk) for b in branches]
+  splits = [split(b, ops_uk, instantiate=out_uk) for b in branches]
+  n_kops = len(ops_uk) - sum(ops_uk)
   slots, assign = [], []
   for jk, _, _, nres in splits:
     used, idxs = set(), []
+    kpos = {v: p for p, v in enumerate(jk.jaxpr.invars)} if custom else {}
     for v in jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]:
+      if v in kpos:  # a known operand: read by the unknown branch (custom only)
+        idxs.append(-1 - kpos[v])
+        continue
       a = v.aval
       k = next((k for k, s in enumerate(slots) if k not in used and _typematch(s, a)), None)
       if k is None:
@@ -1111,7 +1123,7 @@ def _cond_partial_eval(unknowns, *, branches, linear=None):
   for (jk, ju, _, nres), idxs in zip(splits, assign):
     j = jk.jaxpr
     n_known = len(j.outvars) - nres
-    res = dict(zip(idxs, j.outvars[n_known:]))
+    res = {k: v for k, v in zip(idxs, j.outvars[n_known:]) if k >= 0}
     eqns, outs = list(j.eqns), list(j.outvars[:n_known])
     for k, a in enumerate(slots):
       if k in res:
@@ -1124,10 +1136,15 @@ def _cond_partial_eval(unknowns, *, branches, linear=None):
     uj = ju.jaxpr
     r = dict(zip(idxs, uj.invars[:nres]))
     binders = [r[k] if k in r else Var(a) for k, a in enumerate(slots)]
+    if custom:
+      binders += [r[-1 - p] if -1 - p in r else Var(v.aval) for p, v in enumerate(j.invars)]
     unknown.append(ClosedJaxpr(uj.replace(invars=binders + uj.invars[nres:]), ju.consts))
-  n_known_ops = len(ops_uk) - sum(ops_uk)
-  kp = dict(branches=tuple(known), linear=(False,) * n_known_ops)
-  up = dict(branches=tuple(unknown), linear=(False,) * (len(slots) + sum(ops_uk)))
+  kp = dict(branches=tuple(known), linear=(False,) * n_kops)
+  n_staged = len(slots) + sum(ops_uk) + (n_kops if custom else 0)
+  up = dict(branches=tuple(unknown), linear=(False,) * n_staged)
+  if custom:
+    return kp, up, out_uk, len(slots), None, lambda res, kins, uins: [kins[0], *res, *kins[1:],
+                                                                       *uins], None
   return kp, up, out_uk, len(slots), None, lambda res, kins, uins: [kins[0], *res, *uins], None
 
 
@@ -2028,6 +2045,86 @@ def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, revers
   return kp, up, out_uk, len(stacked), (lambda kins: [kins[i] for i in pick]), sel_unknown, None
 
 
+def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carry, length,
+                              reverse, linear, unroll):
+  """``_scan_partial_eval`` under a ``checkpoint`` policy ``saveable`` (JAX's
+  ``_scan_partial_eval_custom``): the body splits by ``partial_eval_jaxpr_custom``, the
+  known scan stacks only what the policy saves, and the unknown scan recomputes the rest,
+  carrying the known carries it reads (recomputing them step by step) instead of stacking
+  them. The unknown scan takes ``[consts: forwarded consts, unknown consts; carry: the
+  unknown and the carried known carries, in order; xs: unknown xs, forwarded xs, stacked
+  residuals]``."""
+  nc, nk = num_consts, num_carry
+  ny = len(jaxpr.out_avals) - nk
+  c_uk, init_uk, x_uk = _split(unknowns, [nc, nk])
+  carry_uk = list(init_uk)
+  for _ in range(nk + 1):
+    out_uk = pe.partial_eval_jaxpr(jaxpr, c_uk + carry_uk + x_uk,
+                                   instantiate=carry_uk + [False] * ny)[2]
+    new = [x or y for x, y in zip(carry_uk, out_uk[:nk])]
+    if new == carry_uk:
+      break
+    carry_uk = new
+  in_uk = c_uk + carry_uk + x_uk
+  if all(in_uk):
+    return None
+  j = jaxpr.jaxpr
+  carried = [False] * nk  # known carries the unknown steps read: carried, so recomputed
+  while True:
+    jk, ju, out_uk, nres = pe.partial_eval_jaxpr_custom(
+        jaxpr, in_uk, saveable, instantiate=carry_uk + [False] * ny,
+        ensure_out=carried + [False] * ny)
+    res = jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]
+    read = set(res)
+    new = [c or v in read for c, v in zip(carried, j.invars[nc:nc + nk])]
+    if new == carried:
+      break
+    carried = new
+  kj, uj = jk.jaxpr, ju.jaxpr
+  n_kout = len(kj.outvars) - nres
+  known_orig = [i for i, u in enumerate(in_uk) if not u]   # kj.invars[p] is operand known_orig[p]
+  pos = {v: p for p, v in enumerate(kj.invars)}
+  kc, kk = nc - sum(c_uk), nk - sum(carry_uk)
+  fwd_c, fwd_k, fwd_x, stacked = {}, {}, {}, []   # residual position -> operand index
+  for r, v in enumerate(res):
+    p = pos.get(v)
+    if p is None:
+      stacked.append(r)
+    else:
+      (fwd_c if p < kc else fwd_k if p < kc + kk else fwd_x)[r] = known_orig[p]
+  known_j = ClosedJaxpr(kj.replace(outvars=kj.outvars[:n_kout] + [res[r] for r in stacked]),
+                        jk.consts)
+  kp = dict(jaxpr=known_j, num_consts=kc, num_carry=kk, length=length, reverse=reverse,
+            linear=tuple(x for x, u in zip(linear, in_uk) if not u), unroll=unroll)
+  ur, u_rest = uj.invars[:nres], uj.invars[nres:]
+  uc, uk_, ux = _split(u_rest, [sum(c_uk), sum(carry_uk)])
+  by_op = {i: ur[r] for d in (fwd_c, fwd_k, fwd_x) for r, i in d.items()}
+  uk_it = iter(uk_)
+  carry_ops = [nc + k for k in range(nk) if carry_uk[k] or carried[k]]
+  carry_binders = [next(uk_it) if carry_uk[k] else by_op[nc + k]
+                   for k in range(nk) if carry_uk[k] or carried[k]]
+  fc, fx = sorted(fwd_c.items()), sorted(fwd_x.items())
+  binders = [*(ur[r] for r, _ in fc), *uc, *carry_binders, *ux, *(ur[r] for r, _ in fx),
+             *(ur[r] for r in stacked)]
+  unk_j = ClosedJaxpr(uj.replace(invars=binders), ju.consts)
+  up = dict(jaxpr=unk_j, num_consts=len(fc) + sum(c_uk), num_carry=len(carry_ops),
+            length=length, reverse=reverse, linear=(False,) * len(binders), unroll=unroll)
+  kin_pos = [i for i, u in enumerate(unknowns) if not u]
+  pick = [kin_pos.index(i) for i in known_orig]
+  unk_c = [i for i in range(nc) if in_uk[i]]
+  unk_x = [i for i in range(nc + nk, len(in_uk)) if in_uk[i]]
+
+  def sel_unknown(res_vals, kins, uins):
+    full = core.merge_lists(unknowns, kins, uins)
+    return [*(full[i] for _, i in fc), *(full[i] for i in unk_c), *(full[i] for i in carry_ops),
+            *(full[i] for i in unk_x), *(full[i] for _, i in fx), *res_vals]
+
+  staged_outs = [carry_uk[k] for k in range(nk) if carry_uk[k] or carried[k]] + [True] * sum(
+      out_uk[nk:])
+  return (kp, up, out_uk, len(stacked), (lambda kins: [kins[i] for i in pick]), sel_unknown,
+          staged_outs)
+
+
 def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
   """Transpose of a scan linear in its undefined operands: a scan the other way, carrying
   the cotangents of the carry and the accumulated cotangents of the linear consts, reading
@@ -2277,8 +2374,11 @@ registry.register(
               "jaxpr content; python: reference loop"))
 cond_p.named_axes = while_p.named_axes = scan_p.named_axes = params_axis_names
 cond_p.partial_eval = _cond_partial_eval
+cond_p.partial_eval_custom = lambda saveable, unknowns, **params: _cond_partial_eval(
+    unknowns, custom=True, saveable=saveable, **params)
 while_p.partial_eval = _while_partial_eval
 scan_p.partial_eval = _scan_partial_eval
+scan_p.partial_eval_custom = _scan_partial_eval_custom
 cond_p.pp_params = _cond_pp_params
 pe.dce_rules[cond_p] = _cond_dce
 pe.dce_rules[while_p] = _while_dce
