@@ -1500,7 +1500,22 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
       else:
         out.append(_Array(v) if s is None else spmd.put(v, s))
     return tree_unflatten(tree, out)
-  return tree_map(_put_leaf, x, is_leaf=_is_key)
+  flat, tree = tree_flatten(x, is_leaf=_is_key)
+  traced = [i for i, v in enumerate(flat) if isinstance(v, Tracer) and not _is_key(v)]
+  if traced:  # JAX's staged device_put: one equation for the traced leaves
+    from nbjax.lax.other import ArrayCopySemantics, device_put_p
+    devs, srcs = (spec if spec is not None and tree_leaves(spec) == [spec] or spec is None
+                  else None for spec in (device, src))
+    devs = [devs] * len(flat) if devs is not None or device is None else _flatten_axes(
+        "device_put device", tree, device)
+    srcs = [srcs] * len(flat) if srcs is not None or src is None else _flatten_axes(
+        "device_put source", tree, src)
+    outs = device_put_p.bind(*[flat[i] for i in traced], devices=tuple(devs[i] for i in traced),
+                             srcs=tuple(srcs[i] for i in traced),
+                             copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * len(traced))
+    for i, o in zip(traced, outs):
+      flat[i] = o
+  return tree_unflatten(tree, [_put_leaf(v) for v in flat])
 
 
 def _put_leaf(v):

@@ -392,3 +392,32 @@ def test_ml_dtypes_operands_are_jax_values():
       assert "Error interpreting" not in str(e)
   np.testing.assert_array_equal(lax.add(np.array([1.], ml_dtypes.bfloat16),
                                         np.array([2.], ml_dtypes.bfloat16)), [3.])
+
+
+def test_device_put_of_traced_values_is_a_staged_equation():
+  """device_put under a trace binds JAX's device_put primitive (one equation for the traced
+  leaves; an identity under jit; jvp/vmap keep it, its transpose puts the cotangent back
+  from the device to the source, always copied), as JAX 0.10.2; jnp.arange/eye with a device
+  end with it (lax_numpy_test testArangeJaxpr)."""
+  d = nbjax.devices()[0]
+  j = nbjax.make_jaxpr(lambda x: nbjax.device_put((x, x * 2), d))(1.)
+  [e] = [e for e in j.eqns if e.primitive.name == "device_put"]
+  assert len(e.invars) == 2 and e.params["devices"] == (d, d) and e.params["srcs"] == (None, None)
+  assert str(e.params["copy_semantics"][0]) == "ArrayCopySemantics.REUSE_INPUT"
+  assert [e.primitive.name for e in nbjax.make_jaxpr(nbjax.device_put)(1.).eqns] == ["device_put"]
+  g = nbjax.make_jaxpr(nbjax.grad(lambda x: nbjax.device_put(x, d) * 2.))(1.)
+  back = g.eqns[-1]
+  assert back.primitive.name == "device_put" and back.params["devices"] == (None,)
+  assert back.params["srcs"] == (d,)
+  assert repr(back.params["copy_semantics"][0]) == "ArrayCopySemantics.ALWAYS_COPY"
+  assert float(nbjax.grad(lambda x: nbjax.device_put(x, d) * 2.)(1.)) == 2.0
+  assert float(nbjax.jit(lambda x: nbjax.device_put(x, d) * 3.)(2.)) == 6.0
+  np.testing.assert_array_equal(nbjax.vmap(lambda x: nbjax.device_put(x, d) + 1)(jnp.ones(2)),
+                                [2., 2.])
+  assert nbjax.jvp(lambda x: nbjax.device_put(x, d), (1.,), (2.,))[1] == 2.0
+  prims = lambda f: [e.primitive.name for e in nbjax.make_jaxpr(f)().eqns]  # noqa: E731
+  assert prims(lambda: jnp.arange(5, device=d)) == ["iota", "device_put"]
+  assert prims(lambda: jnp.arange(1, 5, device=d)) == ["iota", "add", "device_put"]
+  assert prims(lambda: jnp.arange(5)) == ["iota"]
+  assert prims(lambda: jnp.eye(2, device=d))[-1] == "device_put"
+  np.testing.assert_array_equal(jnp.arange(3, device=d), [0, 1, 2])

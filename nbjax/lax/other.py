@@ -13,6 +13,7 @@ associative, as here). ``rng_uniform``'s eager backend is XLA's own kernel (jaxl
 """
 from __future__ import annotations
 
+import enum
 import operator
 
 import numpy as np
@@ -538,6 +539,61 @@ def optimization_barrier(operand, /):
   return tree_unflatten(tree, optimization_barrier_p.bind(*flat))
 
 
+# ====================================================================== device_put
+
+
+class ArrayCopySemantics(enum.Enum):
+  """``device_put``'s copy semantics (jaxlib's names)."""
+  ALWAYS_COPY = 0
+  REUSE_INPUT = 1
+  DONATE_INPUT = 2
+
+  def __repr__(self):
+    return f"ArrayCopySemantics.{self.name}"
+
+
+device_put_p = Primitive("device_put")
+device_put_p.multiple_results = True
+
+
+def _device_put_jvp(primals, tangents, **params):
+  outs = device_put_p.bind(*primals, **params)
+  nz = [type(t) is not ad.Zero for t in tangents]
+  ts = [t for t, z in zip(tangents, nz) if z]
+  sub = {k: tuple(v for v, z in zip(vs, nz) if z) for k, vs in params.items()}
+  it = iter(device_put_p.bind(*ts, **sub) if ts else [])
+  return outs, [next(it) if z else ad.Zero.from_primal_value(o) for o, z in zip(outs, nz)]
+
+
+def _device_put_transpose(cts, *args, devices, srcs, copy_semantics):
+  """JAX's: the cotangents go back from the devices to the sources, always copied."""
+  idx = [i for i, (c, a) in enumerate(zip(cts, args))
+         if ad.is_undefined_primal(a) and type(c) is not ad.Zero]
+  out = [None if not ad.is_undefined_primal(a) else ad.Zero(a.aval) for a in args]
+  if idx:
+    back = device_put_p.bind(*[cts[i] for i in idx], devices=tuple(srcs[i] for i in idx),
+                             srcs=tuple(devices[i] for i in idx),
+                             copy_semantics=(ArrayCopySemantics.ALWAYS_COPY,) * len(idx))
+    for i, c in zip(idx, back):
+      out[i] = c
+  return out
+
+
+_DP_SAMPLE = dict(devices=(None, None), srcs=(None, None),
+                  copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * 2)
+registry.register(
+    device_put_p, family="other", impls={"numpy": lambda *xs, **_: list(xs)},
+    abstract_eval=lambda *avals, **_: list(avals), jvp=_device_put_jvp,
+    transpose=_device_put_transpose,
+    batch=lambda vals, dims, **params: (device_put_p.bind(*vals, **params), list(dims)),
+    meta=dict(dtypes=[np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)],
+              reference=lambda *xs, **_: list(xs),
+              samples=lambda rng, d: [([rng.standard_normal((2, 3)).astype(d),
+                                        rng.standard_normal(4).astype(d)], _DP_SAMPLE)],
+              linear=True, note="device_put of traced values (JAX's staged device_put): an "
+                                "identity on the one CPU device"))
+
+
 # ====================================================================== composed functions
 
 
@@ -957,6 +1013,7 @@ def _lo_ob(ctx, *xs):
 
 
 lowering.register(optimization_barrier_p, _lo_ob)
+lowering.register(device_put_p, lambda ctx, *xs, **_: list(xs))
 
 
 

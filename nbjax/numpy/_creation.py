@@ -415,7 +415,17 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     >>> jnp.arange(1.0, 2.0, 0.25)
     Array([1.  , 1.25, 1.5 , 1.75], dtype=float64)
   """
-  del device
+  out = _arange(start, stop, step, dtype)
+  return out if device is None else _put(out, device)
+
+
+def _put(x, device):
+  """``device_put(x, device)``: under a trace, JAX's staged device_put equation."""
+  from nbjax.api import device_put
+  return device_put(x, device)
+
+
+def _arange(start, stop, step, dtype):
   if type(start) is int and dtype is None and _ctx.trace is _EVAL and (
       stop is None and step is None or type(stop) is int and (step is None or type(step) is int
                                                              and step)):
@@ -653,7 +663,8 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   d = dtypes.default_int_dtype()
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
-  return _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+  out = _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+  return out if device is None else _put(out, device)
 
 
 def identity(n, dtype=None):
