@@ -60,3 +60,25 @@ def test_production_code_never_imports_the_test_harness():
       if f.endswith(".py") and f != "testing.py":
         bad += [(path, n) for n in _imports(path) if n == "nbjax.testing"]
   assert not bad
+
+
+@pytest.mark.parametrize("path", _modules("kernels"), ids=os.path.basename)
+def test_kernel_modules_bind_each_global_once(path):
+  """numba reads a kernel's globals when it compiles: a module-level name bound twice (two
+  tables of constants both unpacked into ``_EP0``...) silently changes every kernel that
+  read the first binding. Only ``f = njit(...)(f)`` may rebind a name."""
+  seen = set()
+  for node in ast.parse(open(path).read()).body:
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+      names = [node.name]
+    elif isinstance(node, ast.Assign):
+      if isinstance(node.value, ast.Call) and any(
+          isinstance(a, ast.Name) and any(isinstance(t, ast.Name) and t.id == a.id
+                                          for t in node.targets) for a in node.value.args):
+        continue  # f = njit(...)(f): the same function, compiled
+      names = [x.id for t in node.targets for x in ast.walk(t) if isinstance(x, ast.Name)]
+    else:
+      continue
+    twice = seen.intersection(names)
+    assert not twice, f"{os.path.basename(path)}:{node.lineno} rebinds {sorted(twice)}"
+    seen.update(names)

@@ -442,3 +442,18 @@ def test_lgamma_float32_is_xlas_bit_for_bit():
     up = ~(v < 0.5)  # (below 1/2 the reflection's sin is libm's, not XLA's: an ulp at most)
     np.testing.assert_array_equal(got[up], want[up])
     np.testing.assert_array_max_ulp(got[~up & np.isfinite(want)], want[~up & np.isfinite(want)], 2)
+
+
+def test_erf_float32_is_xlas_bit_for_bit():
+  # the eager float32/float16 erf is XLA's float32 rational interpolant: eager equals jit (as
+  # in JAX, where both are XLA), saturation at +-1, signed zeros, subnormals and NaN included
+  rng = np.random.default_rng(4)
+  x = np.concatenate([np.linspace(-5, 5, 100001), rng.standard_normal(20000) * 3,
+                      [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.8325, 3.83251]])
+  for dt in (np.float32, np.float16):
+    v = x.astype(dt)
+    got, want = np.asarray(nbjax.lax.erf(v)), np.asarray(nbjax.jit(nbjax.lax.erf)(v))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+  np.testing.assert_allclose(np.asarray(nbjax.lax.erf(x.astype(np.float32)))[:100001],
+                             sp.erf(x[:100001]), atol=2e-7)

@@ -1377,7 +1377,9 @@ shift_right_logical_p = standard_elementwise(
 shift_right_logical_p.meta["narrow"] = "bits"  # int4 -8 >> 1 is 4: shifts the 4 bits (registry)
 shift_right_arithmetic_p.meta["narrow"] = "sbits"  # uint4 8 >> 1 is 12: fills with bit 3
 erf_p = standard_elementwise("erf", 1, _float, numba="erf", reference=_scipy("erf"),
-                             note=_NB_ONLY.format("erf"))
+                             f32_kernel="erf_f32",
+                             note=_NB_ONLY.format("erf") + "; float32/float16: XLA's float32 "
+                             "rational interpolant (JAX's bits)")
 erfc_p = standard_elementwise("erfc", 1, _float, numba="erfc", reference=_scipy("erfc"),
                               note=_NB_ONLY.format("erfc"))
 erf_inv_p = standard_elementwise("erf_inv", 1, _float,
