@@ -47,16 +47,21 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
   x = xp.reshape(-1)
   o = out.reshape(-1)
   run = k2 * C if d2 == 1 and G == 1 else Cg
-  for row in range(R):
+  per = k2 * Cg // run  # runs per tap of the first two axes
+  row = 0
+  while row < R:  # the rows up to the end of a line of the last output axis, tap by tap
     n, a, b, c = _unravel_row(r0 + row, o0, o1, o2)
+    cnt = min(o2 - c, R - row)
     for g in range(G):
-      dst = (g * R + row) * L
       for i in range(k0):
         for j in range(k1):
-          base = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + c * s2) * C + g * Cg
-          for k in range(k2 * Cg // run):
-            _copy(o[dst:dst + run], x[base + k * d2 * C:base + k * d2 * C + run])
-            dst += run
+          src = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + c * s2) * C + g * Cg
+          dst = (g * R + row) * L + (i * k1 + j) * k2 * Cg
+          for q in range(cnt):
+            for k in range(per):
+              at, fr = dst + q * L + k * run, src + (q * s2 + k * d2) * C
+              _copy(o[at:at + run], x[fr:fr + run])
+    row += cnt
 
 
 @njit(**_J)
