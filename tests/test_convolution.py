@@ -110,7 +110,7 @@ def test_matches_scipy_reference(case, dtype):
 
 
 @pytest.mark.parametrize("layout", ["cl", "cf", "swap", "col2im", "rows"])
-@pytest.mark.parametrize("budget", [None, 7])
+@pytest.mark.parametrize("budget", [None, 7, 100])
 def test_every_patch_strategy_and_chunking(monkeypatch, layout, budget):
   """Each im2col strategy, and patches built a few rows at a time (chunks run by two
   threads), give the same result."""

@@ -112,3 +112,17 @@ def test_chunked_convolutions_are_deterministic_and_match_one_chunk(monkeypatch)
                        [:, i:i + 12, j:j + 12], ct)[None, None] *
              (np.arange(9).reshape(3, 3, 1, 1) == 3 * i + j) for i in range(3) for j in range(3))
   np.testing.assert_allclose(runs[0][2], want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("G", [1, 4, 8])
+def test_grouped_convolution_in_chunks_with_a_partial_last_one(monkeypatch, G):
+  """Feature groups (depthwise at G = 8): each chunk's patches are one (G, rows, taps)
+  block, the last chunk shorter than the others; the same bits as one chunk."""
+  rng = np.random.default_rng(G)
+  x = rng.standard_normal((6, 12, 12, 8), np.float32)
+  w = rng.standard_normal((3, 3, 8 // G, 16), np.float32)
+  conv = lambda: np.asarray(lax.conv_general_dilated(
+      x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=G))
+  whole = conv()
+  monkeypatch.setattr(C, "_CHUNK", 100 * 9 * 8)  # 100 of 864 rows a chunk
+  np.testing.assert_array_equal(conv(), whole)

@@ -503,12 +503,12 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     step = max(1, min(R, _CHUNK // max(1, kcols * G)))
     nch = -(-R // step)
     out = _scratch((R, O), cd)
-    bufs = [_scratch((G, step, kcols), cd) for _ in range(2)]
+    bufs = [_scratch((G * step * kcols,), cd) for _ in range(2)]
 
     def chunk(t, i):  # rows [r0, r1) of batch group gb: lhs batch entries [gb * Nb, ...)
       gb, i = divmod(i, nch)
       r0, r1 = i * step, min(R, (i + 1) * step)
-      p = bufs[t][:, :r1 - r0]
+      p = bufs[t][:G * (r1 - r0) * kcols].reshape(G, r1 - r0, kcols)  # (C order: numba's)
       im2col(x[gb * Nb:(gb + 1) * Nb], *ext(ksp), *ext(window_strides), *ext(rhs_dilation),
              *ext(osp), r0, p)
       if G == 1 and Gb == 1:
