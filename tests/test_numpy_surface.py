@@ -533,6 +533,16 @@ def test_ml_dtype_scalar_types(name):
 # ----------------------------------------------------------------- the issue's odds and ends
 
 
+def test_ndarray_is_the_array_type_not_a_constructor():
+  """jnp.ndarray answers isinstance for arrays and tracers but cannot be called, as JAX's
+  (lax_numpy_test testIssue956: jnp.ndarray((1, 1)) is a TypeError)."""
+  with pytest.raises(TypeError):
+    jnp.ndarray((1, 1))
+  assert isinstance(jnp.ones(2), jnp.ndarray) and not isinstance(np.ones(2), jnp.ndarray)
+  assert nbjax.jit(lambda x: x * isinstance(x, jnp.ndarray))(2.0) == 2.0
+  assert issubclass(nbjax.Array, jnp.ndarray)
+
+
 def test_rollaxis_and_names_jax_removed():
   assert not hasattr(jnp, "row_stack") and not hasattr(jnp, "fix")  # (gone in JAX 0.10)
   a = np.ones((2, 3, 4))

@@ -11,12 +11,25 @@ joining, sorting, selection), ``_indexing`` (``x[idx]``, ``.at[]``, take, nonzer
 diagonals), ``_dot`` (dot, matmul, einsum), ``_dtype_api`` (scalar types, promotion
 queries), ``linalg``, ``fft``.
 """
+import abc as _abc
 import math as _math
 
 import numpy as _np
 
-from nbjax.array import Array as ndarray  # noqa: F401
+from nbjax.array import Array as _Array
 from nbjax.core import Tracer as _Tracer
+
+
+class ndarray(metaclass=_abc.ABCMeta):
+  """The array type for ``isinstance`` checks and annotations (``Array`` and tracers), as
+  JAX's ``jnp.ndarray``: it cannot be instantiated (``jnp.array`` makes arrays)."""
+
+  def __new__(cls, *args, **kwargs):
+    raise TypeError("jax.Array() takes no arguments")
+
+
+ndarray.register(_Array)
+ndarray.register(_Tracer)
 from nbjax.numpy import fft, linalg  # noqa: F401
 from nbjax.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from nbjax.numpy._array_methods import attach as _attach
@@ -169,7 +182,7 @@ def isscalar(element):
   """
   if isinstance(element, (bool, int, float, complex, _np.generic)):
     return True
-  return isinstance(element, (ndarray, _Tracer, _np.ndarray)) and element.ndim == 0
+  return isinstance(element, (_Array, _Tracer, _np.ndarray)) and element.ndim == 0
 
 
 def iscomplexobj(x):
