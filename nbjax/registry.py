@@ -252,8 +252,11 @@ def _is_bf16(d):
 # round to nearest even, integers wrap around; that is how XLA's CPU code computes them, bit
 # for bit: its float16 ops round their float32 results to float16 first), "bits" (as "wide",
 # but signed integers widen to the uint8 of their bits: logical shifts), "sbits" (unsigned
-# ones to the int8 of their bits read as signed: arithmetic shifts), "own" (the
-# primitive's rules handle them) or "-" (not accepted).
+# ones to the int8 of their bits read as signed: arithmetic shifts), "xla" (the primitive
+# compiled by XLA alone, the ``"xla"`` backend: where XLA rounds between the steps of an
+# expansion, exp2 and logistic, or counts within the narrow bits), "own" (the primitive's
+# rules handle them) or "-" (not accepted). float8_e8m0fnu (exponent only: XLA's arithmetic
+# on it is no float32 round trip) takes "xla" wherever the primitive has a lowering.
 _WIDE = {d: F32 if d.name == "float8_e8m0fnu" else np.dtype(np.float16)
          for d in dtypes._small_float_dtypes}
 _WIDE.update({d: np.dtype(np.uint8 if d.name.startswith("u") else np.int8)
@@ -262,10 +265,12 @@ _NARROW = frozenset(_WIDE)
 if BF16 is not None:
   _WIDE[BF16] = F32
 _U8, _I8 = np.dtype(np.uint8), np.dtype(np.int8)
+_E8M0 = next((d for d in _NARROW if d.name == "float8_e8m0fnu"), None)
+_XLA = "xla"  # (_wide's mark: run by the "xla" backend)
 
 
 def narrow_mode(prim):
-  """"wide", "bits", "sbits", "own", "-" or "n/a" (no eager kernels): see ``_WIDE``."""
+  """"wide", "bits", "sbits", "xla", "own", "-" or "n/a" (no eager kernels): see ``_WIDE``."""
   m = prim.meta.get("narrow")
   if m is not None:
     return m
@@ -280,6 +285,8 @@ def _wide(d, prim):
   if d not in _NARROW:
     return _WIDE[d] if bf16_mode(prim) == "f32" else d
   m = narrow_mode(prim)
+  if m == "xla" or d == _E8M0 and m != "own" and "cpu" in prim.lowerings:
+    return _XLA
   if m == "-":
     raise TypeError(f"{prim.name} does not accept dtype {d.name} (nbjax has no eager "
                     "implementation of it for the narrow ml_dtypes types)")
@@ -304,6 +311,9 @@ def roundtrip(prim, make, in_avals, params):
   out = prim.abstract_eval(*in_avals, **params)
   outs = [a.dtype for a in (out if prim.multiple_results else [out])]
   wides = [_wide(a.dtype, prim) for a in in_avals]
+  if _XLA in wides or any(_wide(v, prim) is _XLA for v in params.values()):
+    run = backend_factories["xla"](prim)
+    return lambda *xs: run(*xs, **params)
   run = make(tuple(wides), {k: _wide(v, prim) for k, v in params.items()})
 
   def up(x, w):

@@ -167,7 +167,25 @@ def _ir_type_ctors(ir):
     ctors[np.dtype(f"uint{bits}")] = lambda b=bits: ir.IntegerType.get_unsigned(b)
   if _bf16() is not None:
     ctors[_bf16()] = ir.BF16Type.get
+  import ml_dtypes
+  for name, ir_name in _NARROW_IR.items():  # the narrow ml_dtypes types this ml_dtypes has
+    if hasattr(ml_dtypes, name):
+      bits = ir_name.lstrip("ui")
+      ctors[np.dtype(getattr(ml_dtypes, name))] = (
+          (lambda b=int(bits): ir.IntegerType.get_unsigned(b)) if ir_name.startswith("ui") else
+          (lambda b=int(bits): ir.IntegerType.get_signless(b)) if ir_name.startswith("i") else
+          getattr(ir, f"Float{ir_name[1:]}Type").get)
   return ctors
+
+
+# The narrow ml_dtypes types -> their MLIR element types (as JAX's mlir._dtype_to_ir_type).
+_NARROW_IR = {
+  "int4": "i4", "uint4": "ui4", "int2": "i2", "uint2": "ui2",
+  "float8_e4m3b11fnuz": "f8E4M3B11FNUZ", "float8_e4m3fn": "f8E4M3FN",
+  "float8_e4m3fnuz": "f8E4M3FNUZ", "float8_e5m2": "f8E5M2", "float8_e5m2fnuz": "f8E5M2FNUZ",
+  "float8_e3m4": "f8E3M4", "float8_e4m3": "f8E4M3", "float8_e8m0fnu": "f8E8M0FNU",
+  "float4_e2m1fn": "f4E2M1FN", "float6_e2m3fn": "f6E2M3FN", "float6_e3m2fn": "f6E3M2FN",
+}
 
 
 _type_ctors = None
@@ -176,6 +194,7 @@ _IR_NAMES = {
   "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "ui8": "uint8",
   "ui16": "uint16", "ui32": "uint32", "ui64": "uint64", "f16": "float16", "f32": "float32",
   "f64": "float64", "bf16": "bfloat16", "complex<f32>": "complex64", "complex<f64>": "complex128",
+  **{v: k for k, v in _NARROW_IR.items()},
 }
 
 
@@ -191,8 +210,17 @@ def dtype_to_ir_type(dtype):
   return ctor()
 
 
+def _nobuf(d):
+  """Whether jaxlib's buffers of dtype ``d`` lack the buffer protocol (bfloat16, the narrow
+  ml_dtypes types): no staging, packing or zero-copy views for them."""
+  return d.name in _NARROW_IR or d == _bf16()
+
+
 def _name_to_dtype(name):
-  return _bf16() if name == "bfloat16" else np.dtype(name)
+  if name == "bfloat16" or name in _NARROW_IR:
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, name))
+  return np.dtype(name)
 
 
 def ir_type_to_dtype(t):
@@ -432,7 +460,7 @@ def _plan(ins, outs, wrappable, pack_inputs=True):
       n = int(np.prod(shape, dtype=np.int64))
       # 0-d only: packed slices of arrays defeat XLA kernel reuse; not bf16 (a staged bf16
       # buffer has no buffer protocol to check its aliasing with)
-      if not shape and n * dt.itemsize <= _PACK_MAX_BYTES and dt != _bf16():
+      if not shape and n * dt.itemsize <= _PACK_MAX_BYTES and not _nobuf(dt):
         groups.setdefault(dt.name, []).append((i, n))
     groups = {k: v for k, v in groups.items() if len(v) > 1}
   bf16_out = [i for i, (_, dt) in enumerate(outs) if dt == _bf16()] if wrappable else []
@@ -539,7 +567,7 @@ class Executable:
     self._dcall = None
     bf16 = set(plan["bf16_out"])
     # outputs whose XLA buffer holds exactly the declared array (bf16 ones come back as uint16)
-    self.buffer_outputs = tuple(i not in bf16 and (_bf16() is None or d != _bf16())
+    self.buffer_outputs = tuple(i not in bf16 and not _nobuf(d)
                                 for i, (_, d) in enumerate(self.out_avals))
     self._in_sem = [(rt.aval(s, d), d, s) for s, d in self.in_avals]
 
@@ -595,7 +623,7 @@ class Executable:
     for i, (_, d) in enumerate(outs):
       if i in bf16:
         res.append(f"_asarray(_mv(o[{i}])).view(_bf16)")
-      elif _bf16() is not None and d == _bf16():
+      elif _nobuf(d):
         res.append(f"_slow(o[{i}])")
       else:
         res.append("None" if lazy else f"_asarray(_mv(o[{i}]))")
@@ -623,7 +651,7 @@ class Executable:
            "_sem": rt.zero_copy if outs else rt.copy}
     packs = plan["pack"]
     slots = {i: (g, off, n) for g, (_, _, mem) in enumerate(packs) for i, off, n in mem}
-    small = [i for i, (shape, dt) in enumerate(ins) if i not in slots and dt != _bf16() and
+    small = [i for i, (shape, dt) in enumerate(ins) if i not in slots and not _nobuf(dt) and
              int(np.prod(shape, dtype=np.int64)) * dt.itemsize <= _STAGE_MAX_BYTES]
     staged = bool(outs and (packs or small)) and self._stage(
         [(f"g{g}", (n,), _name_to_dtype(name)) for g, (name, n, _) in enumerate(packs)] +
@@ -640,7 +668,7 @@ class Executable:
       x = names[i]
       env[f"_dt{i}"], env[f"_sct{i}"], env[f"_shape{i}"] = dt, dt.type, shape
       rank = _DT_KIND.get(dt.kind, -1)
-      py = () if shape or dt == _bf16() else tuple(t for t, k in _PY_KIND.items() if k <= rank)
+      py = () if shape or _nobuf(dt) else tuple(t for t, k in _PY_KIND.items() if k <= rank)
       env[f"_py{i}"] = py
       body += [f"  t = type({x})",
                f"  if t is _sct{i}:" + (f" {x} = _arg({i}, {x})" if shape else " pass"),
@@ -670,8 +698,8 @@ class Executable:
     for i, (_, d) in enumerate(outs):
       if i in bf16:
         res.append(f"_asarray(_mv(o[{i}])).view(_bf16)")  # came back as uint16 bits
-      elif _bf16() is not None and d == _bf16():
-        res.append(f"_slow(o[{i}])")  # module not rewritable: jaxlib's own conversion
+      elif _nobuf(d):  # bf16 in a module not rewritable, the narrow types: jaxlib's conversion
+        res.append(f"_slow(o[{i}])")
       else:
         res.append(f"_asarray(_mv(o[{i}]))")
     body.append(f"  return [{', '.join(res)}]")

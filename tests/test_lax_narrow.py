@@ -136,11 +136,55 @@ def test_float8_elementwise(dtype, op):
   np.testing.assert_array_equal(np.asarray(out).astype(np.float64), FLOAT8[dtype][op])
 
 
+XLA_STEPS = {  # XLA rounds between the steps of these: the registry's narrow "xla" mode
+  'exp2': [1.375, 2.0, 3.5, 12.0, 56.0, 0.171875, 1.0, np.nan],
+  'logistic': [0.625, 0.8125, 0.875, 1.0, 1.0, 0.078125, 0.5, 1.0],
+  'lgamma': [0.6875, -0.05859375, -0.0859375, 1.25, 5.0, -0.0546875, 4.0, 18.0],
+  'nextafter': [0.46875, 1.25, 1.625, 3.25, 5.5, -2.25, 0.01953125, 11.0],
+}
+
+
+@pytest.mark.parametrize("op", sorted(XLA_STEPS))
+def test_float8_ops_xla_computes_in_steps(op):
+  d = ml_dtypes.float8_e4m3fn
+  a, b = jnp.asarray(np.array(V).astype(d)), jnp.asarray(np.array(W).astype(d))
+  out = lax.nextafter(a, b) if op == "nextafter" else getattr(lax, op)(a)
+  assert out.dtype == d
+  np.testing.assert_array_equal(np.asarray(out).astype(np.float64), XLA_STEPS[op])
+
+
+def test_float8_e8m0fnu_and_narrow_int_counts():
+  d = ml_dtypes.float8_e8m0fnu
+  e = jnp.asarray(np.array([0.25, 2., 4., 2.**100, 2.**-100, 1.]).astype(d))
+  f = jnp.asarray(np.array([8., 0.5, 4., 2.**100, 2.**-100, 1.]).astype(d))
+  np.testing.assert_array_equal(np.asarray(e * f).astype(float), [2., 1., 16., np.nan, np.nan, 1.])
+  np.testing.assert_array_equal(np.asarray(e / f).astype(float), [0.03125, 4., 1., 1., 1., 1.])
+  np.testing.assert_array_equal(np.asarray(lax.clz(_arr(range(-8, 8), "int4"))).astype(int),
+                                [0] * 8 + [4, 3, 2, 2, 1, 1, 1, 1])
+  np.testing.assert_array_equal(
+      np.asarray(lax.population_count(_arr([-2, -1, 0, 1], "int2"))).astype(int), [1, -2, 0, 1])
+
+
+def test_jit_matches_eager():
+  # under jit XLA computes them; eager gives the same bits (JAX's values above)
+  x, y = _arr(XI, "int4"), _arr(YI, "int4")
+  for op in ("add", "div", "shift_right_logical", "lt"):
+    np.testing.assert_array_equal(np.asarray(nbjax.jit(getattr(lax, op))(x, y)).astype(int),
+                                  BINARY["int4"][op])
+  d = ml_dtypes.float8_e5m2
+  a, b = jnp.asarray(np.array(V).astype(d)), jnp.asarray(np.array(W).astype(d))
+  out = nbjax.jit(lambda a, b: (lax.pow(a, b), lax.sin(a), a.astype(jnp.float32)))(a, b)
+  assert [o.dtype for o in out] == [d, d, np.float32]
+  np.testing.assert_array_equal(np.asarray(out[0]).astype(float), FLOAT8["float8_e5m2"]["pow"])
+  np.testing.assert_array_equal(np.asarray(out[1]).astype(float), FLOAT8["float8_e5m2"]["sin"])
+  f = jnp.array([100.7, -3.5, np.nan], np.float32)
+  np.testing.assert_array_equal(np.asarray(nbjax.jit(lambda f: f.astype(jnp.int4))(f)).astype(int),
+                                [7, -3, 0])
+
+
 def test_registry_declares_narrow_modes():
   rows = {r["primitive"]: r["narrow"] for r in registry.rows()}
   assert rows["add"] == rows["sin"] == rows["iota"] == "wide"
   assert rows["shift_right_logical"] == "bits" and rows["shift_right_arithmetic"] == "sbits"
   assert rows["convert_element_type"] == "own"
-  assert rows["clz"] == rows["nextafter"] == "-"
-  with pytest.raises(TypeError, match="clz does not accept dtype int4"):
-    lax.clz(lax.iota("int4", 3))
+  assert rows["clz"] == rows["nextafter"] == rows["exp2"] == rows["logistic"] == "xla"

@@ -133,7 +133,7 @@ def compare_type(dtype):
   dtype = np.dtype(dtype)
   if dtypes.is_inexact(dtype) or dtype.kind in "fc" or dtype == dtypes._bf16:
     return "FLOAT"
-  if dtype.kind == "i":
+  if dtypes.kind(dtype) == "i":  # (int4: NumPy's kind is 'V')
     return "SIGNED"
   return "UNSIGNED"
 

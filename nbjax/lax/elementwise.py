@@ -1240,6 +1240,10 @@ logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
                                   numpy=_np_fn(_np_logistic), complex_kernel="logistic_complex",
                                   f32_kernel="logistic_f32", f16_on_f32=False,
                                   note=_XLA_F32_ONLY, **_TR)
+# float8 and the other narrow floats: XLA rounds between the steps of these (exp2 is
+# exp(log(2) * x), logistic 1 / (1 + exp(-x)), lgamma's expansion) in the operand's type
+for _p in (exp2_p, logistic_p):
+  _p.meta["narrow"] = "xla"
 sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin,
                              complex_kernel="sin_complex", **_TR)
 cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
@@ -1343,7 +1347,7 @@ atan2_p = standard_elementwise("atan2", 2, _inexact, numba="atan2", numpy=np.arc
 nextafter_p = standard_elementwise("nextafter", 2, _float, numba=_nb_nextafter,
                                    numpy=_np_fn(_np_nextafter), differentiable=False)
 nextafter_p.meta["bf16"] = "native"  # by bits (registry.bf16_mode)
-nextafter_p.meta["narrow"] = "-"  # (no kernel steps through float8 bits)
+nextafter_p.meta["narrow"] = "xla"  # (no kernel steps through float8 bits)
 _cmp = dict(out_dtype=_bool_out, differentiable=False)
 eq_p = standard_elementwise("eq", 2, _any, numba="eq", numpy=np.equal, **_cmp)
 ne_p = standard_elementwise("ne", 2, _any, numba="ne", numpy=np.not_equal, **_cmp)
@@ -1361,7 +1365,9 @@ population_count_p = standard_elementwise(
     **_bits)
 clz_p = standard_elementwise("clz", 1, _int, numba=_nb_clz, numpy=_np_fn(_np_clz),
                              policy=KERNEL, **_bits)
-clz_p.meta["narrow"] = "-"  # (XLA counts within the 4 or 2 bits: no widened kernel does)
+# narrow ints: XLA's clz counts within the 4 or 2 bits; its population_count counts int4's
+# int8 bits (-8 has 5) but int2's own: no widened kernel does both
+clz_p.meta["narrow"] = population_count_p.meta["narrow"] = "xla"
 shift_left_p = standard_elementwise(
     "shift_left", 2, _int, numba=_nb_shift("shift_left", "u"),
     numpy=_np_fn(_np_shift(np.left_shift, "u")), domain=(None, "shift"), samples=_shift_samples,
@@ -1390,6 +1396,7 @@ lgamma_p = standard_elementwise("lgamma", 1, _float, numba="lgamma", reference=_
                                 domain="positive", f32_kernel="lgamma_f32",
                                 note=_NB_ONLY.format("lgamma") + "; float32/float16: a port of "
                                 "XLA's float32 Lanczos expansion (JAX's bits)")
+lgamma_p.meta["narrow"] = "xla"
 digamma_p = standard_elementwise("digamma", 1, _float, numba="digamma",
                                  reference=_scipy("digamma", fix_poles=True), domain="positive",
                                  note=_NB_ONLY.format("digamma"))
