@@ -136,6 +136,25 @@ class PyTreeDef:
       self._hash = h
     return h
 
+  def serialize_using_proto(self):
+    """JAX's protocol-buffer bytes of this structure (builtin container nodes only)."""
+    def check(t):
+      if t.node is not None and t.node.kind not in ("tuple", "list", "dict", "none"):
+        raise ValueError("User-defined nodes are not supported when serializing pytrees as "
+                         "protocol buffers. You should either convert the user-defined nodes "
+                         "to another type or use pickle instead.")
+      for k in t.kids:
+        check(k)
+    check(self)
+    from nbjax import xla
+    return xla.pytree_to_proto(self.unflatten([0] * self.num_leaves))
+
+  @staticmethod
+  def deserialize_using_proto(registry, data):
+    """The ``PyTreeDef`` that ``serialize_using_proto`` wrote as ``data``."""
+    from nbjax import xla
+    return tree_structure(xla.pytree_from_proto(data))
+
   def unflatten(self, leaves):
     if type(leaves) is not list and type(leaves) is not tuple:
       leaves = list(leaves)

@@ -95,6 +95,18 @@ def ensure_jaxlib():
     return ns
 
 
+def pytree_to_proto(obj):
+  """jaxlib's protobuf serialization of the structure of ``obj`` (builtin containers)."""
+  return ensure_jaxlib()._jax.pytree.default_registry().flatten(obj)[1].serialize_using_proto()
+
+
+def pytree_from_proto(data):
+  """The container structure serialized in ``data``, with ``0`` at its leaves."""
+  pt = ensure_jaxlib()._jax.pytree
+  td = pt.PyTreeDef.deserialize_using_proto(pt.default_registry(), data)
+  return td.unflatten([0] * td.num_leaves)
+
+
 def get_ir():
   """``jaxlib.mlir.ir``."""
   return ensure_jaxlib().ir

@@ -607,3 +607,21 @@ def test_tree_util_errors_and_keys_as_jax():
   seen = []
   tu.tree_structure({"b": 2, "a": 1}).walk(lambda n, d: seen.append(d), None, [1, 2])
   assert seen == [["a", "b"]]
+
+
+def test_treedef_protocol_buffer_round_trip_as_jax():
+  """PyTreeDef.serialize_using_proto writes jaxlib's bytes (these are JAX 0.10.2's) and
+  deserialize_using_proto reads them back; user-defined nodes (namedtuples, OrderedDict,
+  registered classes) are JAX's ValueError (tree_util_test test_serialize_treedef)."""
+  t = tu.tree_structure([1, [2], (3,), {'a': 4, 'b': 5}])
+  b = t.serialize_using_proto()
+  assert b == (b'\n\x02\x10\x01\n\x02\x10\x01\n\x04\x08\x01\x10\x02\n\x02\x10\x01\n\x04\x08\x01'
+               b'\x10\x04\n\x02\x10\x01\n\x02\x10\x01\n\n\x08\x02\x10\x05\x1a\x04\n\x02\x00\x01'
+               b'\n\x04\x08\x04\x10\x02\x12\x01a\x12\x01b')
+  assert tu.PyTreeDef.deserialize_using_proto(tu.default_registry, b) == t
+  assert tu.tree_structure(None).serialize_using_proto() == b'\n\x02\x10\x03'
+  assert tu.tree_structure(1).serialize_using_proto() == b'\n\x02\x10\x01'
+  P = collections.namedtuple('P', 'a b')
+  for x in (P(1, 2), collections.OrderedDict(b=1, a=2), [1, {'k': P(1, 2)}]):
+    with pytest.raises(ValueError, match="User-defined nodes are not supported"):
+      tu.tree_structure(x).serialize_using_proto()
