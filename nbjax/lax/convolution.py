@@ -365,10 +365,13 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
       + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl}
   if G == 1 and Gb == 1:
     run = B * (last_o if nsp == 0 or window_strides[-1] == 1 else 1)
-    cost["swap"] = (gather(run) + _moved(lhs.shape, (lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
+    kp, O = B * math.prod(osp), rhs.shape[rhs_spec[0]]
+    # chunks (as _conv_numba's) of patches larger than the cache: a round trip to memory
+    big = min(C * math.prod(ksp), max(_CHUNK // max(1, kp), 4 * O)) * kp > 2 * _CHUNK
+    cost["swap"] = (gather(run) + patch * big
+                    + _moved(lhs.shape, (lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
                     + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
                     + _moved(out_shape, (*out_spec[2:], out_spec[0], out_spec[1])))
-    O = rhs.shape[rhs_spec[0]]  # col2im: the gemm's (input position, tap, o) products
     z = lhs.size * math.prod(ksp) * O // C
     cost["col2im"] = (z * (2 + 8.0 / O) + math.prod(out_shape)
                       + _moved(lhs.shape, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
@@ -394,18 +397,21 @@ def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilat
   w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0])).astype(cd, copy=False)
   w = w.reshape(C, -1)
   per_n, cols = math.prod(sp), w.shape[1]
-  step = max(1, min(N, _PATCH_BUDGET // max(1, per_n * cols)))
+  step = max(1, min(N, _CHUNK // max(1, per_n * cols)))  # samples a chunk (disjoint outputs)
   out = np.zeros((N, *ext(osp), O), cd)
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
-  zbuf = _scratch((step * per_n, cols), cd)
-  for n0 in range(0, N, step):
-    n1 = min(N, n0 + step)
+  zbufs = [_scratch((step * per_n, cols), cd) for _ in range(2)]
+  # one input channel: the products are an outer product (BLAS's k=1 gemm is ~7x slower)
+  mul = np.multiply if C == 1 and cd.kind != "c" else np.matmul
+
+  def chunk(t, i):
+    n0, n1 = i * step, min(N, (i + 1) * step)
     xs = x2[n0 * per_n:n1 * per_n]
-    # one input channel: the products are an outer product (BLAS's k=1 gemm is ~7x slower)
-    z = zbuf[:len(xs)]
-    (np.multiply if C == 1 and cd.kind != "c" else np.matmul)(xs, w, out=z)
+    z = zbufs[t][:len(xs)]
+    mul(xs, w, out=z)
     K.col2im_cl(z, n0, *ext(sp), *ext(window_strides), *ext(ksp), *ext(rhs_dilation),
                 *ext(lhs_dilation), *lo, out)
+  run_chunks(-(-N // step), chunk)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
   if od == np.bool_:
     return np.ascontiguousarray(z != 0)
@@ -460,7 +466,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
         ext, (ksp, window_strides, rhs_dilation, osp))
     P2 = x.shape[3]
     lines, kcols = N * o0 * o1, k0 * k1 * C
-    step = max(1, min(lines, _CHUNK // max(1, P2 * max(kcols, k2 * O))))
+    step = min(lines, max(_CHUNK // max(1, P2 * max(kcols, k2 * O)), -(-4 * k2 * O // P2)))
     out = _scratch((lines, o2, O), cd)
     bufs = [(_scratch((1, step * P2, kcols), cd), _scratch((step * P2, k2 * O), cd))
             for _ in range(2)]
@@ -476,7 +482,9 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     order = (out_spec[0], *out_spec[2:], out_spec[1])
   elif how == "swap":  # out[(o, b), f] = the sum over rows (c, window) of patches.T @ w
     R, kp = N * math.prod(ksp), math.prod(osp) * C
-    step = max(1, min(R, _CHUNK // max(1, kp)))
+    # chunks of the contraction: each adds a (kp, O) partial, so at least 4 O rows a chunk
+    # (a forward convolution swapped has kp = outputs * batch: one chunk then)
+    step = min(R, max(_CHUNK // max(1, kp), 4 * O))
     nch = -(-R // step)
     nb = min(nch, 8)  # blocks of chunks, each summed in order: the same sums on any thread
     parts = np.empty((nb, kp, O), cd)
@@ -500,7 +508,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     im2col = K.im2col_cl if cl else K.im2col_cf
     Cg, Og, Nb = C // G, O // max(G, Gb), N // Gb
     R, kcols = Nb * math.prod(osp), math.prod(ksp) * Cg
-    step = max(1, min(R, _CHUNK // max(1, kcols * G)))
+    # (at least 4 O rows a chunk: each chunk's gemm reads all of w, kcols x O)
+    step = min(R, max(_CHUNK // max(1, kcols * G), 4 * O))
     nch = -(-R // step)
     out = _scratch((R, O), cd)
     bufs = [_scratch((G * step * kcols,), cd) for _ in range(2)]
