@@ -75,6 +75,8 @@ _OPTIONS = {
     "disable_jit": (False, _boolean),
     "numpy_rank_promotion": ("allow", _choice("allow", "warn", "raise")),
     "numpy_dtype_promotion": ("standard", _enum("NumpyDtypePromotion", "standard", "strict")),
+    # with x64 off, an explicitly requested 64-bit dtype is truncated with a warning (JAX's)
+    "explicit_x64_dtypes": ("warn", _enum("ExplicitX64Mode", "allow", "warn", "error")),
     "log_compiles": (False, _boolean),
     "debug_nans": (False, _boolean),   # core.DebugNansTrace
     "debug_infs": (False, _boolean),
@@ -129,7 +131,8 @@ def _from_env(name, default, check):
   return check(name, v)
 
 
-_TRACE_OPTIONS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
+_TRACE_OPTIONS = ("enable_x64", "explicit_x64_dtypes", "numpy_rank_promotion",
+                  "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
                   "softmax_custom_jvp", "random_seed_offset")
 

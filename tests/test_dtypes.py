@@ -350,3 +350,50 @@ def test_full_like_keeps_an_x64_arrays_dtype_with_x64_off():
     assert g(5.).dtype == np.float64
     assert [nbjax.grad(g)(5.).dtype, nbjax.grad(nbjax.grad(g))(5.).dtype,
             nbjax.grad(nbjax.grad(nbjax.grad(g)))(5.).dtype] == [np.float32] * 3
+
+
+def test_explicit_x64_dtype_with_x64_off_warns_or_raises(x64_off):
+  """An explicitly requested 64-bit dtype with x64 off is truncated with JAX's warning,
+  naming the function; jax_explicit_x64_dtypes='error' raises JAX's ValueError, 'allow'
+  keeps the dtype, unwarned; Python types (dtype=float) ask for the default (api_test
+  test_dtype_warning)."""
+  import warnings
+  import nbjax.numpy as jnp
+  cases = [(lambda: jnp.array([1, 2], dtype="float64"), "array", "float32"),
+           (lambda: jnp.ones(3, dtype=np.float64), "ones", "float32"),
+           (lambda: jnp.zeros(3, dtype=jnp.int64), "zeros", "int32"),
+           (lambda: jnp.ones_like(3, dtype=np.int64), "ones_like", "int32"),
+           (lambda: jnp.full((2,), 1, dtype="int64"), "full", "int32"),
+           (lambda: jnp.asarray(1, dtype="float64"), "asarray", "float32"),
+           (lambda: jnp.arange(3, dtype="float64"), "arange", "float32"),
+           (lambda: jnp.empty(2, dtype="complex128"), "empty", "complex64"),
+           (lambda: jnp.ones(3, "float32").astype("float64"), "astype", "float32")]
+  for make, name, want in cases:
+    with pytest.warns(UserWarning) as rec:
+      assert str(make().dtype) == want
+    assert [str(w.message) for w in rec] == [
+        f"Explicitly requested dtype {np.dtype(want.replace('32', '64').replace('complex64', 'complex128'))} "
+        f"requested in {name} is not available, and will be truncated to dtype {want}. To "
+        "enable more dtypes, set the jax_enable_x64 configuration option or the JAX_ENABLE_X64 "
+        "shell environment variable. See https://github.com/jax-ml/jax#current-gotchas for more."]
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert jnp.array([1, 2], dtype=float).dtype == np.float32
+    assert jnp.ones(2, dtype=np.float32).dtype == np.float32
+  for mode in ("error", "allow"):
+    config.update("jax_explicit_x64_dtypes", mode)
+    try:
+      if mode == "error":
+        with pytest.raises(ValueError, match=r"^Explicitly requested dtype int64 requested in "
+                           r"zeros is not available\. To enable more dtypes, set the "
+                           r"jax_enable_x64 or allow_explicit_x64_dtypes configuration "
+                           r"options\.See https://github\.com/jax-ml/jax#current-gotchas "
+                           r"for more\.$"):
+          jnp.zeros(3, "int64")
+      else:
+        with warnings.catch_warnings():
+          warnings.simplefilter("error")
+          assert jnp.array([1, 2], dtype="int64").dtype == np.int64
+          assert jnp.ones(3, "float32").astype("float64").dtype == np.float64
+    finally:
+      config.update("jax_explicit_x64_dtypes", "warn")

@@ -102,7 +102,7 @@ def _astype(self, dtype, copy=False, device=None):
       raise ValueError("Passing an array as a dtype argument is no longer supported; instead "
                        "of dtype=arr use dtype=arr.dtype.")
     try:
-      dtype = _util.canonicalize_user_dtype(dtype)
+      dtype = _util.canonicalize_user_dtype(dtype, "astype")
     except TypeError:
       raise TypeError("JAX only supports number, bool, and string dtypes, got dtype "
                       f"{dtype} in astype") from None

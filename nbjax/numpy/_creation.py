@@ -147,6 +147,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
   del device
   if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
     return a
+  if dtype is not None and not isinstance(dtype, dtypes.ExtendedDType):
+    dtype = canonicalize_user_dtype(dtype, "asarray")
   return array(a, dtype=dtype, copy=bool(copy), order=order)
 
 
@@ -196,7 +198,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
                     f"{shape}.")
   if isinstance(dtype, dtypes.ExtendedDType) or type(fill_value) in _util.key_types:
     return _util.key_impls["full"](shape, fill_value, dtype)  # key arrays (nbjax.prng)
-  dtype = canonicalize_user_dtype(dtype)
+  dtype = canonicalize_user_dtype(dtype, "full")
   if type(fill_value) not in _PY_SCALARS:
     _util.check_arraylike("full", fill_value)
   if _util.ndim(fill_value) == 0:
@@ -249,7 +251,7 @@ def zeros(shape, dtype=None, *, device=None):
 
 def _zeros(shape, dtype):
   _shape_dtype_hint("zeros", shape, dtype)
-  return full(shape, 0, dtype or dtypes.default_float_dtype())
+  return full(shape, 0, _named_dtype(dtype, "zeros"))
 
 
 def ones(shape, dtype=None, *, device=None):
@@ -274,7 +276,16 @@ def ones(shape, dtype=None, *, device=None):
 
 def _ones(shape, dtype):
   _shape_dtype_hint("ones", shape, dtype)
-  return full(shape, 1, dtype or dtypes.default_float_dtype())
+  return full(shape, 1, _named_dtype(dtype, "ones"))
+
+
+def _named_dtype(dtype, name):
+  """The dtype of ``name``'s result: the default float, or ``dtype`` checked as JAX's
+  ``check_and_canonicalize_user_dtype(dtype, name)`` (key dtypes as they are)."""
+  if dtype is None:
+    return dtypes.default_float_dtype()
+  return dtype if isinstance(dtype, dtypes.ExtendedDType) else canonicalize_user_dtype(dtype,
+                                                                                       name)
 
 
 def empty(shape, dtype=None, *, device=None):
@@ -293,7 +304,7 @@ def empty(shape, dtype=None, *, device=None):
     Array([0., 0.], dtype=float64)
   """
   _shape_dtype_hint("empty", shape, dtype)
-  return zeros(shape, dtype)
+  return zeros(shape, dtype if dtype is None else _named_dtype(dtype, "empty"))
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full_like"):
@@ -320,7 +331,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
   if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (Array, Tracer,
                                                                         np.ndarray)):
     _util.check_arraylike("full_like", 0, fill_value)
-    d = canonicalize_user_dtype(dtype) or canonicalize_user_dtype(a.dtype)
+    d = canonicalize_user_dtype(dtype, _name) or canonicalize_user_dtype(a.dtype)
     return _util.broadcast_to(asarray(fill_value, d),
                               canonicalize_shape(a.shape if shape is None else shape))
   if type(fill_value) in _PY_SCALARS:
@@ -329,9 +340,9 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
     _util.check_arraylike(_name, a, fill_value)
   a = as_array(a)
   if _util.ndim(fill_value) != 0:
-    d = canonicalize_user_dtype(dtype) or a.dtype
+    d = canonicalize_user_dtype(dtype, _name) or a.dtype
     return _util.broadcast_to(asarray(fill_value, d), a.shape if shape is None else shape)
-  dtype = canonicalize_user_dtype(dtype)
+  dtype = canonicalize_user_dtype(dtype, _name)
   return lax.full_like(a, fill_value, dtype, None if shape is None else canonicalize_shape(shape))
 
 
@@ -438,7 +449,7 @@ def _arange(start, stop, step, dtype):
   start = _concrete_scalar(start, start_name)
   stop = None if stop is None else _concrete_scalar(stop, "stop")
   step = None if step is None else _concrete_scalar(step, "step")
-  dtype = canonicalize_user_dtype(dtype)
+  dtype = canonicalize_user_dtype(dtype, "arange")
   for name, a in ((start_name, start), ("stop", stop), ("step", step)):
     if a is not None and np.ndim(a) != 0:
       raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {name}={a}")
@@ -475,7 +486,7 @@ def _space_dtypes(name, start, stop, dtype):
   if dtype is None:
     dtype = _util.to_inexact_dtype(dtypes.result_type(start, stop))
   else:
-    dtype = canonicalize_user_dtype(dtype)
+    dtype = canonicalize_user_dtype(dtype, name)
   return dtype, _util.to_inexact_dtype(dtype)
 
 

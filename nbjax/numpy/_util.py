@@ -231,7 +231,8 @@ def check_no_float0s(name, *args):
 
 def plain_dtype(dtype):
   """The canonical np.dtype of a NumPy dtype, NumPy scalar type or ``jnp`` scalar type
-  (``jnp.float32``), else None: the eager fast paths' test (no parsing, no errors)."""
+  (``jnp.float32``), else None: the eager fast paths' test (no parsing, no errors). None too
+  for a 64-bit dtype with x64 off (``canonicalize_user_dtype`` warns of the truncation)."""
   t = type(dtype)
   if t is not np.dtype:
     if t is _ScalarMeta:
@@ -240,7 +241,8 @@ def plain_dtype(dtype):
       dtype = np.dtype(dtype)
     else:
       return None
-  return dtypes.canonicalize_dtype(dtype)
+  d = dtypes.canonicalize_dtype(dtype)
+  return d if d is dtype else None
 
 
 def canonicalize_user_dtype(dtype, name=None):
@@ -249,7 +251,7 @@ def canonicalize_user_dtype(dtype, name=None):
   if dtype is None:
     return None
   try:
-    return dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+    d = dtypes.dtype(dtype)
   except TypeError:
     try:
       np.dtype(dtype)
@@ -257,6 +259,31 @@ def canonicalize_user_dtype(dtype, name=None):
       raise
     raise TypeError("JAX only supports number, bool, and string dtypes, got dtype "
                     f"{dtype}" + (f" in {name}" if name else "")) from None
+  out = dtypes.canonicalize_dtype(d)
+  if out is not d and out != d and not (isinstance(dtype, type) and
+                                       dtype in dtypes.python_scalar_dtypes):
+    return _explicit_x64(d, out, name)
+  return out
+
+
+def _explicit_x64(d, out, name):
+  """A 64-bit dtype ``d`` explicitly requested with x64 off: truncated to ``out`` with JAX's
+  warning, or JAX's error under ``jax_explicit_x64_dtypes='error'``; ``'allow'`` keeps it."""
+  mode = config._flags["explicit_x64_dtypes"]
+  if mode == "allow":
+    return d
+  where = f" requested in {name}" if name else ""
+  if mode == "error":
+    raise ValueError(f"Explicitly requested dtype {d}{where} is not available. To enable more "
+                     "dtypes, set the jax_enable_x64 or allow_explicit_x64_dtypes configuration "
+                     "options.See https://github.com/jax-ml/jax#current-gotchas for more.")
+  if mode == "warn":
+    warnings.warn(f"Explicitly requested dtype {d}{where} is not available, and will be "
+                  f"truncated to dtype {out.name}. To enable more dtypes, set the "
+                  "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment "
+                  "variable. See https://github.com/jax-ml/jax#current-gotchas for more.",
+                  stacklevel=4)
+  return out
 
 # ----------------------------------------------------------------- shapes
 
