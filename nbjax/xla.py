@@ -107,6 +107,21 @@ def pytree_from_proto(data):
   return td.unflatten([0] * td.num_leaves)
 
 
+def hlo_computation(module):
+  """jaxlib's ``XlaComputation`` (HLO) of a StableHLO module (or its text)."""
+  return ensure_jaxlib()._jax.mlir.mlir_module_to_xla_computation(str(module),
+                                                                   use_tuple_args=False)
+
+
+def hlo_text(module, debug_info=False):
+  """The HLO text of a StableHLO module, printed as JAX's ``as_text('hlo')``."""
+  ensure_jaxlib()
+  from jaxlib import _hlo
+  opts = _hlo.HloPrintOptions.short_parsable()
+  opts.print_metadata = debug_info
+  return hlo_computation(module).as_hlo_module().to_string(opts)
+
+
 def get_ir():
   """``jaxlib.mlir.ir``."""
   return ensure_jaxlib().ir

@@ -838,3 +838,17 @@ def test_compiled_checks_pytree_and_types_as_jax():
       "you are calling the compiled executable with a different enable_x64 mode than when it "
       "was AOT compiled? The mismatches are:\n"
       "Argument 'x' compiled with float32[] and called with int32[]")
+
+
+def test_lowered_as_text_hlo_as_jax():
+  """Lowered.as_text('hlo') is XLA's HLO text and compiler_ir('hlo') jaxlib's XlaComputation,
+  as JAX's (lax_control_flow_test testIssue810 reads it); other dialects are JAX's
+  ValueError."""
+  low = nbjax.jit(lambda x: nbjax.numpy.sin(x) * 2).lower(np.ones(3, np.float32))
+  text = low.as_text("hlo")
+  assert text.startswith("HloModule jit__lambda") and " sine(" in text and "multiply(" in text
+  assert "stablehlo" not in text and "stablehlo.sine" in low.as_text()
+  assert low.compiler_ir("hlo").as_hlo_text().startswith("HloModule")
+  for f in (low.as_text, low.compiler_ir):
+    with pytest.raises(ValueError, match="unknown dialect: foo"):
+      f("foo")

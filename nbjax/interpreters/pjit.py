@@ -1251,12 +1251,22 @@ class Lowered(_Stage):
     self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
                                               host_callbacks=[])
 
-  def as_text(self, dialect=None, **_):
+  def as_text(self, dialect=None, *, debug_info=False, **_):
+    """The module's text: StableHLO (default), or XLA's HLO (``dialect='hlo'``), as JAX's."""
+    if dialect == "hlo":
+      from nbjax import xla
+      return xla.hlo_text(self._module, debug_info)
     if dialect not in (None, "stablehlo", "mhlo"):
-      raise ValueError(f"unknown dialect {dialect!r} (nbjax emits StableHLO)")
+      raise ValueError(f"unknown dialect: {dialect}")
     return str(self._module)
 
   def compiler_ir(self, dialect=None):
+    """The StableHLO module, or (``dialect='hlo'``) jaxlib's ``XlaComputation``."""
+    if dialect == "hlo":
+      from nbjax import xla
+      return xla.hlo_computation(self._module)
+    if dialect not in (None, "stablehlo", "mhlo"):
+      raise ValueError(f"unknown dialect: {dialect}")
     return self._module
 
   out_info = property(lambda self: self._entry.out_tree.unflatten(
