@@ -153,6 +153,18 @@ def test_scatter_apply():
   np.testing.assert_array_equal(np.asarray(got), [0, 10, 2, 30, 4])
 
 
+@pytest.mark.parametrize("how", ["jacfwd", "grad"])
+def test_scatter_apply_has_no_derivative(how):
+  """As JAX's scatter-apply (lax_autodiff_test test_scatter_apply_jvp/vjp): applying a
+  function at indices works eagerly, under jit and vmap, and differentiating it raises."""
+  x = jnp.array([1.0, 2.0])
+  f = lambda x: x.at[1].apply(jnp.sin)
+  np.testing.assert_allclose(nbjax.vmap(f)(jnp.stack([x, x]))[1], [1.0, np.sin(2.0)])
+  with pytest.raises(NotImplementedError,
+                     match="Differentiation rule for 'scatter-apply' not implemented"):
+    getattr(nbjax, how)(lambda x: f(x).sum() if how == "grad" else f(x))(x)
+
+
 def test_rng_bit_generator_is_xlas():
   key = np.array([1, 2, 3, 4], np.uint32)
   k2, bits = lax.rng_bit_generator(key, (2, 3))

@@ -21,6 +21,7 @@ import numpy as np
 from kernels import other as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.custom_derivatives import custom_jvp
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
@@ -904,12 +905,26 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
   i32 = np.dtype(np.int32)
   count = lax.scatter_add(lax.full_like(operand, 0, i32), scatter_indices,
                           lax.full(update_shape, 1, i32), dimension_numbers, **kw)
-  zero = lax.full_like(count, 0)
-  if unique_indices:
-    return lax.select(lax.gt(count, zero), func(operand), operand)
-  n = lax.reduce_max(count, tuple(range(count.ndim))) if count.ndim else count
-  return lax.fori_loop(0, n, lambda i, v: lax.select(
-      lax.lt(lax.full_like(count, i), count), func(v), v), operand)
+  return apply_counted(operand, count, func, unique_indices)
+
+
+def apply_counted(x, count, func, once=False):
+  """``x`` with ``func`` applied ``count`` times at each element (at most once: ``once``);
+  like JAX's ``scatter-apply`` it has no derivative (NotImplementedError, JAX's message)."""
+  lax = _lax()
+
+  @custom_jvp
+  def f(x):
+    if once:
+      return lax.select(lax.gt(count, lax.full_like(count, 0)), func(x), x)
+    n = lax.reduce_max(count, tuple(range(count.ndim))) if count.ndim else count
+    return lax.fori_loop(0, n, lambda i, v: lax.select(
+        lax.lt(lax.full_like(count, i), count), func(v), v), x)
+
+  @f.defjvp
+  def _(primals, tangents):
+    raise NotImplementedError("Differentiation rule for 'scatter-apply' not implemented")
+  return f(x)
 
 
 # ====================================================================== rng_uniform

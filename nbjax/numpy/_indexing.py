@@ -30,6 +30,7 @@ from nbjax.array import Array, copy as copy_buffer
 from nbjax.registry import quiet_run
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.lax import indexing as lax_indexing
+from nbjax.lax.other import apply_counted
 from nbjax.numpy import _util
 from nbjax.numpy._reductions import sum as _sum
 from nbjax.numpy._ufuncs import divide, negative, power, remainder
@@ -783,19 +784,11 @@ class _IndexUpdateRef:
     kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
               mode=mode, normalize_indices=wrap_negative_indices)
     count = scatter_update(lax.full_like(x, 0, _INT32), self.index, 1, lax.scatter_add, **kw)
-    if unique_indices:
-      return lax.select(lax.gt(count, lax.full_like(count, 0)),
-                        _util.convert(func(x), x.dtype, x.weak_type), x)
-    return lax.fori_loop(0, _max(count), lambda i, v: lax.select(
-        lax.lt(lax.full_like(count, i), count),
-        _util.convert(func(v), x.dtype, x.weak_type), v), x)
+    return apply_counted(x, count, lambda v: _util.convert(func(v), x.dtype, x.weak_type),
+                         unique_indices)
 
 
 _INT32 = np.dtype(np.int32)
-
-
-def _max(a):
-  return lax.reduce_max(a, tuple(range(a.ndim))) if a.ndim else a
 
 
 def _update_method(name, scatter, doc, via_ones=None):
