@@ -1003,3 +1003,18 @@ def test_cond_cache_does_not_keep_closed_over_arrays_alive():
     leak()
     gc.collect()
     assert len(nbjax.live_arrays()) <= base
+
+
+def test_fully_unrolled_scan_lowers_without_a_loop_as_jax():
+  """scan(unroll=True) (or unroll >= length) lowers to straight-line steps, unroll=2 of 3
+  steps to a one-trip while plus the remainder step, as JAX's _scan_impl (lax_control_flow_test
+  test_scan_unroll); values equal the plain scan's."""
+  f = lambda c, x: (c + x, c * x)  # noqa: E731
+  xs = jnp.arange(1., 4.)
+  want = lax.scan(f, 1., xs)
+  for unroll, loop in [(1, True), (2, True), (3, False), (True, False), (5, False)]:
+    g = nbjax.jit(lambda c, xs: lax.scan(f, c, xs, unroll=unroll))
+    assert ("stablehlo.while" in g.lower(1., xs).as_text()) == loop
+    got = g(1., xs)
+    assert float(got[0]) == float(want[0]) == 7.0
+    np.testing.assert_array_equal(got[1], want[1])

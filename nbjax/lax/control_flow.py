@@ -1895,6 +1895,8 @@ def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear,
       carry, ys = step(k, carry, ys)
     return _ew.add(i, np.int32(1)), carry, ys
 
+  if unroll != 1 and trips == 1 and not rem:  # fully unrolled: no loop at all, as JAX's
+    trips, rem = 0, length
   carry, ys = list(init), ys0
   if trips:
     _, carry, ys = _while_loop(lambda s: _ew.lt(s[0], np.int32(trips)), body,
