@@ -231,3 +231,25 @@ def test_debug_key_reuse_state():
   def f():
     return nbjax.config.read("debug_key_reuse")
   assert f() is False
+
+
+def test_default_matmul_precision_sets_the_dot_precision():
+  """precision=None takes jax_default_matmul_precision into dot_general's equation, in every
+  jnp/lax dot (JAX 0.10.2; api_test test_dot_precision_context_manager/_flag); an explicit
+  precision wins."""
+  import operator
+  import nbjax.numpy as jnp
+  from nbjax import lax
+  x = jnp.zeros((2, 2))
+  fs = [operator.matmul, jnp.dot, lambda a, b: jnp.einsum("ij,jk->ik", a, b), lax.dot]
+  P = lax.Precision
+  for flag, want in [(None, None), ("bfloat16", (P.DEFAULT, P.DEFAULT)),
+                     ("tensorfloat32", (P.HIGH, P.HIGH)), ("float32", (P.HIGHEST, P.HIGHEST)),
+                     ("highest", (P.HIGHEST, P.HIGHEST)),
+                     ("F32_F32_F32", lax.DotAlgorithmPreset.F32_F32_F32)]:
+    with nbjax.default_matmul_precision(flag):
+      for f in fs:
+        assert nbjax.make_jaxpr(f)(x, x).eqns[0].params["precision"] == want
+  with nbjax.default_matmul_precision("tensorfloat32"):
+    dot = lambda a, b: jnp.dot(a, b, precision=P.HIGHEST)
+    assert nbjax.make_jaxpr(dot)(x, x).eqns[0].params["precision"] == (P.HIGHEST, P.HIGHEST)

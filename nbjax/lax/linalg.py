@@ -24,6 +24,7 @@ import numpy as np
 
 from kernels import linalg as K
 from nbjax import core, dtypes, registry
+from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
@@ -553,9 +554,12 @@ class DotAlgorithm(NamedTuple):
 
 
 def canonicalize_precision(precision):
-  """``None``, a ``(Precision, Precision)`` pair, or a ``DotAlgorithmPreset`` (JAX's)."""
+  """``None``, a ``(Precision, Precision)`` pair, or a ``DotAlgorithmPreset`` (JAX's);
+  ``None`` takes ``jax_default_matmul_precision`` when it is set."""
   if precision is None:
-    return None
+    precision = config._flags["default_matmul_precision"]
+    if precision is None:
+      return None
   if isinstance(precision, str):
     if precision in _precision_strings:
       return Precision(precision), Precision(precision)

@@ -114,7 +114,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
         sa[0].kind in "fc" and (sa[1], sb[1]) in _MV:
       p = lax.dot_general_p
       return (p.eager if _ctx.trace is _EVAL else p.bind)(
-          a, b, dimension_numbers=_MV[sa[1], sb[1]], precision=None,
+          a, b, dimension_numbers=_MV[sa[1], sb[1]], precision=lax.canonicalize_precision(None),
           preferred_element_type=sa[0])
   a, b = ensure_arraylike("matmul", a, b)
   for i, x in enumerate((a, b)):
