@@ -300,3 +300,13 @@ def test_jvp_at_a_python_complex_stays_weak():
     y, t = nbjax.jvp(f, (1 + 1j,), (1 + 0j,))
     assert y.dtype == t.dtype == np.complex128 and y.weak_type and t.weak_type
     np.testing.assert_allclose(complex(t), df(1 + 1j), rtol=1e-14)
+
+
+def test_jvp_of_asarray_gives_arrays():
+  """jnp.asarray of a jvp tracer of a concrete value converts it (JAX's
+  _convert_element_type binds for concrete tracers), so jvp's outputs are Arrays, weakly
+  typed (api_test test_jvp_asarray_returns_array)."""
+  p, t = nbjax.jvp(nbjax.numpy.asarray, (1.,), (2.,))
+  assert type(p) is type(t) is type(nbjax.numpy.ones(()))
+  assert (float(p), float(t), p.weak_type, t.weak_type, str(p.dtype)) == (1., 2., True, True,
+                                                                          "float64")

@@ -146,7 +146,10 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
   """
   del device
   if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
-    return a
+    if type(a) is Array or a.to_concrete_value() is None:
+      return a
+    aval = a.aval  # a tracer of a concrete value (jvp's): converted, as JAX's
+    return lax.convert_element_type_p.bind(a, new_dtype=aval.dtype, weak_type=aval.weak_type)
   if dtype is not None and not isinstance(dtype, dtypes.ExtendedDType):
     dtype = canonicalize_user_dtype(dtype, "asarray")
   return array(a, dtype=dtype, copy=bool(copy), order=order)
