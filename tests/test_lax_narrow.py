@@ -188,3 +188,48 @@ def test_registry_declares_narrow_modes():
   assert rows["shift_right_logical"] == "bits" and rows["shift_right_arithmetic"] == "sbits"
   assert rows["convert_element_type"] == "own"
   assert rows["clz"] == rows["nextafter"] == rows["exp2"] == rows["logistic"] == "xla"
+
+
+def test_dot_general_mixed_float8():
+  l = jnp.asarray(np.array([[1.5, -2, 3.25], [0.1, 7, -0.5], [1, 2, 3], [4, 5, 6]])
+                  .astype(ml_dtypes.float8_e4m3fn))
+  r = jnp.asarray(np.array([[1.25, 2], [-3, 0.3], [9, 1]]).astype(ml_dtypes.float8_e5m2))
+  want32 = [[33.875, 5.625], [-24.873046875, 1.890625], [19.25, 5.625], [38.0, 15.5625]]
+  for f in (lax.dot, nbjax.jit(lax.dot, static_argnames="preferred_element_type")):
+    out = f(l, r, preferred_element_type=jnp.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(out), want32)
+  out = lax.dot(l, r)  # XLA converts the operands to the result type, float8_e5m2, first
+  assert out.dtype == ml_dtypes.float8_e5m2
+  np.testing.assert_array_equal(np.asarray(out).astype(float), [[32, 5], [-24, 2], [20, 6], [40, 16]])
+
+
+def test_sort_and_scatter_float8():
+  d = ml_dtypes.float8_e4m3fn
+  k = jnp.asarray(np.array([3, -1, 2, 0.5]).astype(d))
+  np.testing.assert_array_equal(np.asarray(lax.sort(k)).astype(float), [-1, 0.5, 2, 3])
+  np.testing.assert_array_equal(np.asarray(jnp.argsort(k)), [1, 3, 2, 0])
+  x = jnp.asarray(np.array([1, 2, 3, 4.5]).astype(d))
+  u = jnp.asarray(np.array([0.3, 0.3, 0.3, 0.3, 7, 9]).astype(d))
+  i = jnp.array([0, 0, 0, 0, 1, 1])
+  for f in (lambda x, u: x.at[i].add(u), nbjax.jit(lambda x, u: x.at[i].add(u))):
+    np.testing.assert_array_equal(np.asarray(f(x, u)).astype(float), [2, 18, 3, 4.5])
+  np.testing.assert_array_equal(np.asarray(x.at[i].multiply(u)).astype(float),
+                                [0.009765625, 128, 3, 4.5])
+
+
+def test_custom_vjp_bwd_cotangent_keeps_its_dtype():
+  # JAX passes an inexact input's cotangent of another dtype through (lax_test
+  # test_gather_with_asymmetric_dtype)
+  @nbjax.custom_vjp
+  def f(x):
+    return x
+  f.defvjp(lambda x: (f(x), ()), lambda res, g: (g.astype(jnp.bfloat16),))
+
+  def g(x):
+    return f(x.at[jnp.argsort(x)].get())
+  for d in (jnp.float32, jnp.float8_e4m3fn):
+    _, vjp = nbjax.vjp(g, jnp.arange(8, dtype=d))
+    ct, = vjp(jnp.ones((8,), dtype=d))
+    assert ct.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(ct, np.float32), np.ones(8))

@@ -30,7 +30,7 @@ from nbjax import core, dtypes, registry
 from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
-from nbjax.lax.elementwise import _any, _complex, _int, _num, check_same_dtypes
+from nbjax.lax.elementwise import _any, _complex, _int, _num, accepts, check_same_dtypes
 from nbjax.lax.shape import (ALL_DTYPES, PAR_MIN, bits, broadcast_in_dim, c_strides, concatenate,
                              random_array, reshape, zeros)
 
@@ -746,7 +746,7 @@ def _scatter_abstract_eval(name):
     if indices.dtype not in _int:
       raise ValueError(f"{name}: indices must have an integer type, got {indices.dtype.name}")
     check_same_dtypes("scatter", operand, updates)  # (JAX's message names the family)
-    if operand.dtype not in _SCATTER_DTYPES[name]:
+    if not accepts(_SCATTER_DTYPES[name], operand.dtype):
       raise TypeError(f"{name} does not accept dtype {operand.dtype.name}.")
     if indices.ndim < 1:
       raise TypeError(f"{name} indices must have rank >= 1 (the last dimension is the index "
@@ -1386,7 +1386,9 @@ for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p
       meta=dict(reference=_scatter_numpy(_comb), dtypes=sorted(_SCATTER_DTYPES[_p.name], key=str),
                 samples=_scatter_samples(unique=_comb in ("set", "mul")),
                 differentiable=True, linear=_lin, bad_inputs=_scatter_bad(_p.name),
-                error_names=("lax.scatter", "Scatter op")))  # (JAX's names: the family)
+                error_names=("lax.scatter", "Scatter op"),  # (JAX's names: the family)
+                # float8, int4: XLA rounds after each combined update
+                **({"narrow": "xla"} if _comb in ("add", "sub", "mul") else {})))
 
 scatter_p.jvp, scatter_p.transpose = _scatter_jvp, _scatter_transpose
 for _p, _sign in ((scatter_add_p, 1), (scatter_sub_p, -1)):

@@ -32,6 +32,7 @@ from nbjax.lax.reductions import work_eager
 
 
 from nbjax.lax.elementwise import _bool, _complex, _float, _sint, _uint  # _float: bf16 too
+from nbjax.lax.elementwise import accepts
 _dot_dtypes = _bool | _sint | _uint | _float | _complex
 _linalg_dtypes = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
@@ -99,8 +100,8 @@ def _dot_shape(lhs, rhs, dimension_numbers):
 def _type_props(d):
   # XLA's "higher precision type" order (JAX's _dot_general_dtype_rule)
   c = _real_dtype(d)
-  fl = c in _float  # bfloat16 too (kind "V")
-  bits = 1 if c == np.bool_ else c.itemsize * 8
+  fl = accepts(_float, c)  # bfloat16 and float8_* too (kind "V")
+  bits = 1 if c == np.bool_ else dtypes.itemsize_bits(c)  # (int4: 4)
   return (d.kind == "c", dtypes.finfo(c).maxexp if fl else -1,
           dtypes.finfo(c).nmant if fl else -1, bits, c.kind != "u")
 
@@ -119,8 +120,9 @@ def _dot_dtype(ld, rd, preferred):
     return res
   pref = np.dtype(preferred)
   # JAX's _bit_width: a complex dtype counts its component's bits (complex64: 32)
-  bits = lambda d: 1 if d == np.bool_ else d.itemsize * (4 if d.kind == "c" else 8)
-  if res not in _float and bits(pref) < bits(res):
+  bits = lambda d: 1 if d == np.bool_ else d.itemsize * 4 if d.kind == "c" else \
+      dtypes.itemsize_bits(d)
+  if not accepts(_float, res) and bits(pref) < bits(res):
     raise TypeError("`preferred_element_type` must not be narrower than the "
                     f"original type, got preferred_element_type of {pref} for result type of "
                     f"{res}.")
@@ -131,9 +133,10 @@ def _dot_abstract_eval(lhs, rhs, *, dimension_numbers, precision, preferred_elem
   for a in (lhs, rhs):
     if not isinstance(a, ShapedArray):
       raise TypeError(f"dot_general got a non-array operand {a!r}")
-    if a.dtype not in _dot_dtypes:
+    if not accepts(_dot_dtypes, a.dtype):
       raise TypeError(f"dot_general does not accept dtype {a.dtype.name}")
-  if preferred_element_type is not None and np.dtype(preferred_element_type) not in _dot_dtypes:
+  if preferred_element_type is not None and not accepts(_dot_dtypes,
+                                                        np.dtype(preferred_element_type)):
     raise TypeError(f"dot_general: invalid preferred_element_type {preferred_element_type!r}")
   shape = _dot_shape(lhs, rhs, dimension_numbers)
   d = _dot_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
@@ -475,6 +478,7 @@ registry.register(
                                                 **p)) for a, p in _dot_samples(rng, np.dtype(d))],
               differentiable=True, linear=True, bad_inputs=_dot_bad,
               error_names=("preferred_element_type",),  # (JAX's message for a narrow one)
+              narrow="xla",  # (XLA's CPU converts mixed float8 operands to the result type)
               tol={np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-5),
                    np.dtype(np.complex64): (1e-5, 1e-5)},
               note="both: np.dot (OpenBLAS, both cores) on the operands or their transposed "

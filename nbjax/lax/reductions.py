@@ -28,6 +28,7 @@ from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
 from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: F401
+from nbjax.lax.elementwise import accepts
 
 # Elements from which the prange kernels run. Measured on the shared 2-core machines: a
 # prange region costs ~16 ms whenever the other core is busy (libgomp's default wait policy;
@@ -1091,7 +1092,7 @@ def _sort_abstract_eval(*avals, dimension, is_stable, num_keys):
   if nd == 0:
     raise TypeError("sort: operands must have rank at least 1, got shape ()")
   for a in avals[:num_keys]:
-    if a.dtype not in _num | _bool:
+    if not accepts(_num | _bool, a.dtype):
       raise TypeError(f"sort does not accept key dtype {a.dtype.name}")
   return [ShapedArray(a.shape, a.dtype, a.weak_type) for a in avals]
 
