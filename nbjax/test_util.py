@@ -34,6 +34,14 @@ default_gradient_tolerance = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 
 if dtypes.bfloat16 is not None:
   _default_tolerance[np.dtype(dtypes.bfloat16)] = 1e-2
   default_gradient_tolerance[np.dtype(dtypes.bfloat16)] = 1e-1
+# the narrow ml_dtypes types, as JAX 0.10.2's table: integers exact, float8_* 1e-1 (both
+# tables), float8_e8m0fnu and float4_e2m1fn 1e0
+for _d in dtypes._small_int_dtypes:
+  _default_tolerance[_d] = 0
+for _d in dtypes._small_float_dtypes:
+  if _d.name.startswith("float8") or _d.name == "float4_e2m1fn":
+    _default_tolerance[_d] = default_gradient_tolerance[_d] = (
+        1e0 if _d.name in ("float8_e8m0fnu", "float4_e2m1fn") else 1e-1)
 
 
 def default_tolerance():

@@ -233,3 +233,27 @@ def test_custom_vjp_bwd_cotangent_keeps_its_dtype():
     ct, = vjp(jnp.ones((8,), dtype=d))
     assert ct.dtype == jnp.bfloat16
     np.testing.assert_array_equal(np.asarray(ct, np.float32), np.ones(8))
+
+
+def test_bitcast_int4_packs_low_bits_first():
+  x = _arr([[-8, 7], [1, -1], [3, 0]], "int4")
+  y = jnp.array([0x12345678, -1], np.int32)
+  for f in (lax.bitcast_convert_type, nbjax.jit(lax.bitcast_convert_type, static_argnums=1)):
+    out = f(x, np.int8)
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(np.asarray(out), [120, -15, 3])
+    out = f(y, ml_dtypes.int4)
+    assert out.shape == (2, 8)
+    np.testing.assert_array_equal(np.asarray(out).astype(int),
+                                  [[-8, 7, 6, 5, 4, 3, 2, 1], [-1] * 8])
+  np.testing.assert_array_equal(
+      np.asarray(lax.bitcast_convert_type(x, ml_dtypes.uint4)).astype(int), [[8, 7], [1, 15], [3, 0]])
+  f8 = jnp.asarray(np.array([1.5, -2]).astype(ml_dtypes.float8_e4m3fn))
+  np.testing.assert_array_equal(np.asarray(lax.bitcast_convert_type(f8, np.uint8)), [60, 192])
+
+
+def test_test_util_tolerances_cover_narrow_types():
+  from nbjax import test_util
+  assert test_util.tolerance(np.dtype(ml_dtypes.uint4)) == 0
+  assert test_util.tolerance(np.dtype(ml_dtypes.float8_e4m3fn)) == 1e-1
+  assert test_util.default_gradient_tolerance[np.dtype(ml_dtypes.float8_e8m0fnu)] == 1e0

@@ -495,22 +495,26 @@ def rev(operand, dimensions):
 # ----------------------------------------------------------------- bitcast_convert_type
 
 _BITCAST_DTYPES = [d for d in ALL_DTYPES if dtypes.kind(d) in "iuf"]  # bfloat16 too
+# and the narrow ml_dtypes types: float8_* (a byte each), int4/uint4, int2/uint2 (several to
+# a byte, first in the low bits: XLA's little-endian order)
+_BITCAST_OK = frozenset(_BITCAST_DTYPES) | frozenset(
+    d for d in dtypes._small_float_dtypes + dtypes._small_int_dtypes
+    if d.name.startswith(("float8", "int", "uint")))
 
 
 def _bitcast_abstract_eval(operand, *, new_dtype):
   old, new = operand.dtype, np.dtype(new_dtype)
   for d in (old, new):
-    if d not in _BITCAST_DTYPES:
+    if d not in _BITCAST_OK:
       raise TypeError(f"bitcast_convert_type does not support dtype {d.name} (operand "
                       f"{operand.str_short()}, new_dtype {new.name})")
-  shape = operand.shape
-  if old.itemsize > new.itemsize:
-    shape = (*shape, old.itemsize // new.itemsize)
-  elif old.itemsize < new.itemsize:
-    if not shape or shape[-1] != new.itemsize // old.itemsize:
+  shape, ob, nb = operand.shape, dtypes.itemsize_bits(old), dtypes.itemsize_bits(new)
+  if ob > nb:
+    shape = (*shape, ob // nb)
+  elif ob < nb:
+    if not shape or shape[-1] != nb // ob:
       raise TypeError(f"bitcast_convert_type: to convert {old.name} to the wider {new.name} "
-                      f"the operand's last dimension must be {new.itemsize // old.itemsize}, "
-                      f"got shape {shape}")
+                      f"the operand's last dimension must be {nb // ob}, got shape {shape}")
     shape = shape[:-1]
   return ShapedArray(shape, new)
 
@@ -519,19 +523,50 @@ def _bitcast_out_shape(x, new):
   return _bitcast_abstract_eval(ShapedArray(x.shape, x.dtype), new_dtype=new).shape
 
 
+def _bitcast_narrow(x, new_dtype):
+  """bitcast_convert_type with a sub-byte dtype on either side: the elements' bits packed into
+  (or unpacked from) bytes, the first element in the low bits; ``None`` for whole bytes."""
+  ob, nb = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
+  if ob >= 8 and nb >= 8:
+    return None
+  shape = _bitcast_out_shape(x, new_dtype)
+  if ob < 8:  # -> whole bytes (or another narrow type of the same width)
+    k = 8 // ob
+    v = x.view(np.uint8) & ((1 << ob) - 1)  # (ml_dtypes keeps the bits at the byte's low end)
+    if nb == ob:
+      return v.view(new_dtype).reshape(shape)
+    v = v.reshape(-1, k)
+    packed = np.zeros(v.shape[0], np.uint8)
+    for i in range(k):
+      packed |= v[:, i] << (ob * i)
+    return packed.view(new_dtype).reshape(shape)
+  k = 8 // nb  # whole bytes -> narrow elements
+  b = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+  out = np.empty((b.size, k), np.uint8)
+  for i in range(k):
+    out[:, i] = (b >> (nb * i)) & ((1 << nb) - 1)
+  return out.view(new_dtype).reshape(shape)
+
+
 def _bitcast_numba(x, *, new_dtype):
+  r = _bitcast_narrow(x, new_dtype)
+  if r is not None:
+    return r
   out = np.empty(_bitcast_out_shape(x, new_dtype), new_dtype)
   K.copy_bytes(x.reshape(-1).view(np.uint8), out.reshape(-1).view(np.uint8))
   return out
 
 
 def _bitcast_numpy(x, *, new_dtype):
+  r = _bitcast_narrow(x, new_dtype)
+  if r is not None:
+    return r
   return x.reshape(-1).view(new_dtype).reshape(_bitcast_out_shape(x, new_dtype))
 
 
 def _bitcast_batch(vals, dims, *, new_dtype):
   (x,), (b,) = vals, dims
-  if core.get_aval(x).dtype.itemsize != np.dtype(new_dtype).itemsize:
+  if dtypes.itemsize_bits(core.get_aval(x).dtype) != dtypes.itemsize_bits(np.dtype(new_dtype)):
     x, b = batching.moveaxis(x, b, 0), 0  # the trailing axis is the one that changes
   return bitcast_convert_type(x, new_dtype), b
 
@@ -1040,8 +1075,9 @@ registry.register(
     impls={"numba": _bitcast_numba, "numpy": _bitcast_numpy},
     abstract_eval=_bitcast_abstract_eval, batch=_bitcast_batch, policy=NUMPY_ALWAYS,
     meta=dict(reference=_bitcast_numpy, dtypes=_BITCAST_DTYPES, differentiable=False,
-              samples=_bitcast_samples, bf16="native", narrow="-",  # bytes: any dtype
-              note="numpy: a reinterpreting view (no copy)",
+              samples=_bitcast_samples, bf16="native", narrow="own",  # bits: any dtype
+              note="numpy: a reinterpreting view (no copy); sub-byte types: their bits "
+                   "packed into or unpacked from bytes by NumPy",
               bad_inputs=lambda rng: [
                   ([np.ones(3, np.bool_)], dict(new_dtype=np.dtype(np.int8)), TypeError),
                   ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.complex64)), TypeError),
