@@ -421,3 +421,20 @@ def test_device_put_of_traced_values_is_a_staged_equation():
   assert prims(lambda: jnp.arange(5)) == ["iota"]
   assert prims(lambda: jnp.eye(2, device=d))[-1] == "device_put"
   np.testing.assert_array_equal(jnp.arange(3, device=d), [0, 1, 2])
+
+
+def test_shape_dtype_struct_under_a_trace_stands_for_a_value():
+  jax = nbjax
+  """Under a trace a ShapeDtypeStruct passed to a jitted function (or any staged operation)
+  is a constant of its type, as JAX's (api_test test_eval_shape_nested_jit_sds); an eager
+  call with one gets JAX's TypeError naming the argument."""
+  f = jax.jit(lambda y, x: x["a"] + 1)
+  sds = jax.ShapeDtypeStruct((2,), jnp.float32)
+  out = jax.eval_shape(lambda: f(1., {"a": sds}))
+  assert (out.shape, out.dtype) == ((2,), jnp.float32)
+  closed = jax.make_jaxpr(lambda: f(1., {"a": sds}))()
+  assert [v.aval.str_short() for v in closed.jaxpr.constvars] == ["f32[2]"]
+  with pytest.raises(TypeError, match=r"^Argument 'x\['a'\]' of shape float32\[2\] of type "
+                                      r"<class '.*ShapeDtypeStruct'> is not a valid JAX "
+                                      r"type\.$"):
+    f(1., {"a": sds})

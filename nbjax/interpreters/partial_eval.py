@@ -25,7 +25,7 @@ import re
 import sys
 
 from nbjax import core, registry
-from nbjax.core import Tracer, get_aval
+from nbjax.core import ShapedArray, Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
                          eval_jaxpr, is_literalable, jaxpr_effects)
 
@@ -235,6 +235,8 @@ class DynamicJaxprTrace(core.Trace):
         return x
       if not x._trace.valid:
         raise core.escaped_tracer_error(x)
+    elif type(x) is core.ShapeDtypeStruct:  # staged as a constant of its type (as JAX)
+      return self.new_const(x, ShapedArray(x.shape, x.dtype, x.weak_type))
     elif not isinstance(x, Tracer):
       try:
         get_aval(x)

@@ -982,8 +982,10 @@ class JitWrapped:
     trace = core.get_current_trace()
     if trace is core.eval_trace:
       for x in tree_util.tree_leaves((args, kwargs)):
-        if isinstance(x, Tracer):
-          raise core.escaped_tracer_error(x)
+        if isinstance(x, (Tracer, core.ShapeDtypeStruct)):
+          if isinstance(x, Tracer):
+            raise core.escaped_tracer_error(x)
+          self._not_a_value(args, kwargs)
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
@@ -1003,6 +1005,19 @@ class JitWrapped:
     else:
       outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
     return entry.unflatten(outs)
+
+  def _not_a_value(self, args, kwargs):
+    """JAX's error for a ``ShapeDtypeStruct`` among the arguments of an eager call (under a
+    trace it stands for a value of its type)."""
+    dyn_args, dyn_kwargs, _ = self._split_statics(args, kwargs)
+    flat = tree_util.tree_leaves((dyn_args, dyn_kwargs))
+    i, x = next((i, x) for i, x in enumerate(flat) if type(x) is core.ShapeDtypeStruct)
+    names = pe.DebugInfo("jit", self._fun, args, kwargs, self._static_argnums,
+                         self._static_argnames).arg_names
+    name = names[i] if names is not None and i < len(names) else ""
+    aval = _abstractify(x).str_short(short_dtypes=False)
+    raise TypeError(f"Argument '{name}' of shape {aval} of type {type(x)} is not a valid JAX "
+                    "type.")
 
   def _spmd_executable(self, entry, args, kwargs, flat):
     """The SPMD executable for these arguments: ``in_shardings`` (a prefix of the positional
