@@ -65,6 +65,76 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
 
 
 @njit(**_J)
+def _mul_add(acc, x, w):
+  """``acc += x * w`` through views (vectorised, as ``_copy``)."""
+  for q in range(acc.size):
+    acc[q] += x[q] * w[q]
+
+
+@njit(**_J)
+def depthwise_cl(xp, w, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, l0, out):
+  """A convolution with one input channel per group (depthwise), directly, a line of the
+  last output axis at a time: ``out[line, (q, g * M + m)] = sum over taps t of xp[n, window
+  of t at q, g] * w[t, g * M + m]`` for the lines ``l0 ...`` of the ``(n, o0, o1)`` grid,
+  taps summed in order. ``w`` is ``(taps, C * M)``, or ``(taps, o2 * C)`` (each tap's
+  weights repeated along the line: one vectorised loop a tap) for stride 1 and ``M = 1``.
+  (A gemm per group would multiply by a single column.)"""
+  N, P0, P1, P2, C = xp.shape
+  lines, L = out.shape
+  O = L // o2
+  M = O // C
+  x = xp.reshape(-1)
+  tiled = w.shape[1] == L
+  for line in range(lines):
+    n, a, b, _ = _unravel_row(l0 + line, o0, o1, 1)
+    al = out[line]
+    al[:] = 0
+    t = 0
+    for i in range(k0):
+      for j in range(k1):
+        for k in range(k2):
+          base = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + k * d2) * C
+          wt = w[t]
+          if tiled:
+            _mul_add(al, x[base:base + L], wt)
+          elif M == 1:
+            for q in range(o2):
+              at = base + q * s2 * C
+              _mul_add(al[q * C:(q + 1) * C], x[at:at + C], wt)
+          else:
+            for q in range(o2):
+              for g in range(C):
+                v = x[base + q * s2 * C + g]
+                for m in range(M):
+                  al[q * O + g * M + m] += v * wt[g * M + m]
+          t += 1
+
+
+@njit(**_J)
+def depthwise_rhs_grad(xp, ct, k0, k1, k2, s0, s1, s2, d0, d1, l0, l1, acc):
+  """The kernel gradient of a depthwise convolution (stride 1 along the last axis), as
+  partial sums: ``acc[t, (c, g)] += xp[n, i * s0 + a * d0, j * s1 + b * d1, k * s2 + c, g] *
+  ct[n, a, b, c, g]`` over the lines ``l0 <= line < l1`` of ``ct``'s ``(n, a, b)`` grid, for
+  each tap ``t = (i, j, k)``; the caller sums ``acc`` over ``c``. One vectorised loop per
+  line and tap, with no reduction inside it."""
+  N, P0, P1, P2, C = xp.shape
+  _, Q0, Q1, Q2, _ = ct.shape
+  L = Q2 * C
+  x = xp.reshape(-1)
+  y = ct.reshape(-1)
+  for line in range(l0, l1):
+    n, a, b, _ = _unravel_row(line, Q0, Q1, 1)
+    yl = y[line * L:(line + 1) * L]
+    t = 0
+    for i in range(k0):
+      for j in range(k1):
+        for k in range(k2):
+          base = (((n * P0 + i * s0 + a * d0) * P1 + j * s1 + b * d1) * P2 + k * s2) * C
+          _mul_add(acc[t], x[base:base + L], yl)
+          t += 1
+
+
+@njit(**_J)
 def im2col_cf(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
   N, C, P0, P1, P2 = xp.shape
   G, R, L = out.shape

@@ -357,3 +357,32 @@ def test_conv_general_dilated_local():
                                                         dimension_numbers=dn))
   np.testing.assert_allclose(np.asarray(got), np.einsum("nhwf,hwfo->nhwo", patches, w),
                              rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [
+    ((4, 9, 9, 6), (3, 3, 1, 6), dict(window_strides=(1, 1), padding="SAME")),
+    ((4, 9, 9, 6), (3, 3, 1, 12), dict(window_strides=(1, 1), padding="SAME")),
+    ((4, 9, 9, 6), (3, 2, 1, 6), dict(window_strides=(2, 1), padding="VALID", rhs_dilation=(2, 1))),
+    ((4, 9, 9, 6), (3, 3, 1, 6), dict(window_strides=(1, 2), padding="SAME")),
+    ((3, 9, 9, 5), (2, 3, 1, 5), dict(window_strides=(1, 1), padding=((2, 0), (1, 2)),
+                                      rhs_dilation=(1, 2))),
+    ((4, 9, 6), (3, 1, 6), dict(window_strides=(1,), padding="SAME")),
+    ((2, 5, 6, 7, 4), (2, 3, 2, 1, 4), dict(window_strides=(1, 1, 1), padding="SAME")),
+])
+def test_depthwise_forward_and_gradients_match_xla(xs, ws, kw):
+  """One input channel per group (depthwise, with channel multipliers): the direct eager
+  kernels (forward, its input gradient, and the kernel gradient's batch-grouped form)
+  against XLA, float64 and float32."""
+  nd = len(xs) - 2
+  dn = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}[nd]
+  f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn,
+                                            feature_group_count=xs[-1], **kw)
+  rng = np.random.default_rng(len(xs) + ws[-1])
+  for dt, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+    x, w = _rand(rng, xs, dt), _rand(rng, ws, dt)
+    y, vjp = jax.vjp(f, x, w)
+    ct = _rand(rng, y.shape, dt)
+    want_y, want_g = jax.jit(lambda x, w, c: (f(x, w), jax.vjp(f, x, w)[1](c)))(x, w, ct)
+    for got, want in zip((y, *vjp(ct)), (want_y, *want_g)):
+      assert got.dtype == want.dtype and got.shape == want.shape
+      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)

@@ -12,7 +12,8 @@ patches) and multiplies the patches with the kernel in a BLAS gemm per group (Nu
 matmul), in chunks of rows whose patches stay in the core's cache, run in turn by the
 calling thread and a worker (``kernels.threads``: each chunk's gemm on one BLAS thread), or
 multiplies the input as it is with every tap and sums the products into the outputs
-(col2im), in chunks that bound the scratch memory; the
+(col2im), in chunks that bound the scratch memory; a depthwise convolution (one input
+channel per group) and its kernel gradient run direct numba kernels instead; the
 strategy is the one moving the least memory, except that a gemm with under 32 columns is
 widened by stacking the last spatial axis' taps into its columns (``'rows'``). Under
 ``jit`` it lowers to ``stablehlo.convolution``. The primitive is bilinear: its jvp applies it
@@ -418,6 +419,32 @@ def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilat
   return np.ascontiguousarray(z, dtype=od)
 
 
+def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn,
+                        ksp, osp, ext):
+  """A depthwise convolution's kernel gradient (one lhs batch entry and one output feature
+  per batch group: JAX's transpose of feature groups), directly: lines of the cotangent
+  (``rhs``) in blocks on two threads, each block's partial sums added in order."""
+  lhs_spec, rhs_spec, out_spec = dn
+  nsp = len(ksp)
+  x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0])).astype(cd, copy=False)
+  x = _pad_dilate(x, tuple(range(1, nsp + 1)), padding, (1,) * nsp)
+  x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:]))
+  y = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0])).astype(cd, copy=False)
+  y = np.ascontiguousarray(y.reshape(y.shape[:1] + (1,) * (3 - nsp) + y.shape[1:]))
+  N, Q0, Q1, Q2, C = y.shape
+  (k0, k1, k2), (s0, s1, s2), (d0, d1, _) = map(ext, (osp, window_strides, rhs_dilation))
+  lines, taps = N * Q0 * Q1, k0 * k1 * k2
+  nb = min(lines, 8)  # blocks of lines, each summed in order: the same sums on any thread
+  acc = np.zeros((nb, taps, Q2 * C), cd)
+  run_chunks(nb, lambda t, b: K.depthwise_rhs_grad(
+      x, y, k0, k1, k2, s0, s1, s2, d0, d1, b * lines // nb, (b + 1) * lines // nb, acc[b]))
+  z = np.add.reduce(acc, axis=0).reshape(taps, Q2, C).sum(1).reshape((1, *osp, C))
+  z = z.transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
+  if od == np.bool_:
+    return np.ascontiguousarray(z != 0)
+  return np.ascontiguousarray(z, dtype=od)
+
+
 def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                 dimension_numbers, feature_group_count, batch_group_count, precision,
                 preferred_element_type):
@@ -436,9 +463,14 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   ksp = tuple(rhs.shape[i] for i in rhs_spec[2:])
   osp = tuple(out_shape[i] for i in out_spec[2:])
   O = rhs.shape[rhs_spec[0]]
-  how = _strategy(lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides,
-                  rhs_dilation, lhs_dilation, G, Gb)
+  how = "depthwise" if 1 < G == lhs.shape[lhs_spec[1]] and Gb == 1 else _strategy(
+      lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides, rhs_dilation,
+      lhs_dilation, G, Gb)
   ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
+  if (1 < Gb == lhs.shape[lhs_spec[0]] == O and G == 1 and nsp and rhs_dilation[-1] == 1
+      and all(d == 1 for d in lhs_dilation)):
+    return _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding,
+                               rhs_dilation, dimension_numbers, ksp, osp, ext)
   if how == "col2im":
     return _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
                         rhs_dilation, dimension_numbers, ksp, osp, ext)
@@ -446,7 +478,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0]))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
     sp_axes, cl = tuple(range(1, nsp + 1)), True
-  elif how in ("cl", "rows"):  # rows: w ((taps but the last axis', c), (last axis' taps, o))
+  elif how in ("cl", "rows", "depthwise"):  # rows: w ((taps but the last axis', c), (last
+    # axis' taps, o))
     x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
     w = rhs.transpose((*rhs_spec[2:-1], rhs_spec[1], rhs_spec[-1], rhs_spec[0]) if how == "rows"
                       else (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))
@@ -478,6 +511,19 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
       np.matmul(p[0], w, out=z)
       K.shift_sum(z, P2, k2, s2, d2, out[l0:l1])
     run_chunks(-(-lines // step), chunk)
+    z = out.reshape((N, *osp, O))
+    order = (out_spec[0], *out_spec[2:], out_spec[1])
+  elif how == "depthwise":  # a line of the last output axis a chunk, on two threads
+    (k0, k1, k2), (s0, s1, s2), (d0, d1, d2), (o0, o1, o2) = map(
+        ext, (ksp, window_strides, rhs_dilation, osp))
+    if s2 == 1 and O == C:
+      w = np.ascontiguousarray(np.tile(w, (1, o2)))
+    lines = N * o0 * o1
+    step = max(1, min(lines, _CHUNK // (o2 * O * (k0 * k1 * k2 + 1))))
+    out = _scratch((lines, o2 * O), cd)
+    run_chunks(-(-lines // step), lambda t, i: K.depthwise_cl(
+        x, w, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, i * step,
+        out[i * step:min(lines, (i + 1) * step)]))
     z = out.reshape((N, *osp, O))
     order = (out_spec[0], *out_spec[2:], out_spec[1])
   elif how == "swap":  # out[(o, b), f] = the sum over rows (c, window) of patches.T @ w
@@ -772,7 +818,9 @@ registry.register(
                    "features, strided input gradients), the gemm by NumPy matmul (OpenBLAS), "
                    "per group; im2col, 'rows' and 'swap' run in cache-sized chunks (im2col "
                    "then gemm) taken in turn by two threads, BLAS single-threaded meanwhile "
-                   "(kernels.threads); the strategy moving the least memory (NHWC/HWIO, "
+                   "(kernels.threads); depthwise (one input channel per group) forward and "
+                   "kernel gradient by direct numba kernels, a line of outputs at a time; "
+                   "otherwise the strategy moving the least memory (NHWC/HWIO, "
                    "stride 1: forward channels-last im2col + one gemm, input gradient 'rows', "
                    "kernel gradient swapped im2col + one gemm); 'rows' (im2col of all spatial "
                    "axes but the last, the last one's taps stacked in the gemm's columns, then "
