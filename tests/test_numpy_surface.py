@@ -527,8 +527,12 @@ def test_ml_dtype_scalar_types(name):
   x = t(1)
   assert isinstance(x, nbjax.Array) and x.dtype == t and x.shape == ()
   assert jnp.zeros(3, t).dtype == np.dtype(getattr(ml_dtypes, name))
-  with pytest.raises(TypeError, match=name):  # no kernels: a clear error naming the dtype
-    x + x
+  # arithmetic as JAX 0.10.2's (int1's 1 is -1: the sum wraps to 0); JAX's XLA cannot add
+  # uint1 or float6 (a lowering error, an abort): nbjax's values are not checked there
+  want = {"int1": 0, "int2": -2}.get(name, 2)
+  if name != "uint1" and not name.startswith("float6"):
+    y = x + x
+    assert y.dtype == t and int(np.asarray(y).astype(np.float64)) == want
 
 # ----------------------------------------------------------------- the odds and ends
 
