@@ -402,3 +402,16 @@ def test_broadcast_in_dim_prints_as_jax():
       (2, 3), np.float32))(np.ones(3, np.float32)))
   assert "broadcast_in_dim[broadcast_dimensions=(1,)] a" in s  # no shape, no sharding=None
   assert "= broadcast_in_dim 1.0:f32[]" in s  # empty broadcast dimensions are not shown
+
+
+def test_broadcast_to_no_new_dims_stages_no_equation():
+  """lax.broadcast(x, ()) is x as an array, with no equation even for a NumPy operand
+  (JAX's; api_test test_elide_trivial_broadcasts); weak types kept as JAX's."""
+  import numpy as np
+  from nbjax import lax
+  assert nbjax.make_jaxpr(lambda: lax.broadcast(np.float32(3), ()))().eqns == []
+  outs = [lax.broadcast(np.float32(3), ()), lax.broadcast(3., ()), lax.broadcast(np.ones(2), ()),
+          lax.broadcast(3, (2,))]
+  assert [(str(o.dtype), o.weak_type, o.shape) for o in outs] == [
+      ("float32", False, ()), ("float64", True, ()), ("float64", False, (2,)),
+      ("int64", True, (2,))]

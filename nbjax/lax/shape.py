@@ -22,7 +22,7 @@ from kernels import shape as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
-from nbjax.lax.elementwise import _any, _num, accepts, check_same_dtypes
+from nbjax.lax.elementwise import _any, _convert_element_type, _num, accepts, check_same_dtypes
 
 # Elements at which the prange kernels would be used. Measured on the shared 2-core machine:
 # a 1e6-element prange copy took ~20 ms against ~0.1 ms serial (thread wake-up/contention),
@@ -268,8 +268,9 @@ def _is_array(x):
 def broadcast(operand, sizes, *, out_sharding=None):
   """Broadcast by adding leading dimensions of ``sizes``."""
   sizes = canonicalize_shape(sizes)
-  if not sizes and _is_array(operand):
-    return operand
+  if not sizes and out_sharding is None:  # (JAX's: no equation, even for a NumPy operand)
+    return operand if _is_array(operand) else _convert_element_type(
+        operand, None, dtypes.is_weakly_typed(operand))
   nd = np.ndim(operand)
   return broadcast_in_dim(operand, sizes + np.shape(operand),
                           tuple(range(len(sizes), len(sizes) + nd)), out_sharding=out_sharding)
