@@ -1018,3 +1018,27 @@ def test_fully_unrolled_scan_lowers_without_a_loop_as_jax():
     got = g(1., xs)
     assert float(got[0]) == float(want[0]) == 7.0
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_platform_dependent_lowers_only_the_cpu_branch_as_jax():
+  """lax.platform_dependent: under jit the module holds only the branch for the CPU (a
+  switch on a constant index lowers to the branch taken); under jvp, vmap and grad alone the
+  platform is known at once, so the other branches are never traced (lax_control_flow_test
+  test_platform_dependent_lowering, _with_non_existent_custom_call)."""
+  x = np.arange(3, dtype=np.float32)
+
+  def other(x):
+    raise AssertionError("traced a branch for another platform")
+
+  f = lambda x: lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos)  # noqa: E731
+  text = jit(f).lower(x).as_text()
+  assert "stablehlo.sine" in text and "cosine" not in text and "case" not in text
+  np.testing.assert_allclose(jit(f)(x), np.sin(x), rtol=1e-6)
+  g = lambda x: lax.platform_dependent(x, cpu=jnp.sin, tpu=other)  # noqa: E731
+  np.testing.assert_allclose(vmap(g)(x), np.sin(x), rtol=1e-6)
+  np.testing.assert_allclose(jvp(g, (x,), (np.ones(3, np.float32),))[1], np.cos(x), rtol=1e-6)
+  assert abs(float(grad(g)(1.)) - np.cos(1.)) < 1e-12
+  # a switch on a static index keeps the clamp; its lowering takes the clamped branch
+  h = jit(lambda x: lax.switch(5, [jnp.sin, jnp.cos], x))
+  assert "case" not in h.lower(x).as_text()
+  np.testing.assert_allclose(h(x), np.cos(x), rtol=1e-6)

@@ -855,6 +855,18 @@ _COND_NAMES = ("false_fun", "true_fun")
 _PLATFORM = "cpu"  # the one platform programs here are lowered for
 
 
+def _staged():
+  """Whether the current trace (or one below it) stages out to a jaxpr (jit, make_jaxpr):
+  only then is ``platform_dependent``'s platform left to lowering; under jvp, vmap or
+  linearize alone it is known at once."""
+  t = core.get_current_trace()
+  while t is not None:
+    if type(t) is pe.DynamicJaxprTrace:
+      return True
+    t = getattr(t, "parent_trace", None)
+  return False
+
+
 def platform_dependent(*args, default=None, **per_platform):
   """Stages out platform-specific code.
 
@@ -896,7 +908,7 @@ def platform_dependent(*args, default=None, **per_platform):
     branches.append(default)
     platforms.append(None)
   index = next((i for i, ps in enumerate(platforms) if ps is None or _PLATFORM in ps), None)
-  traced = not core.is_eval() or any(isinstance(x, Tracer) for x in tree_flatten(args)[0])
+  traced = _staged()  # (else the platform is known now, as JAX's concrete platform_index)
   if traced and len(branches) == 1:  # (switch calls a lone branch without an index)
     return branches[0](*args)
   if index is None:
@@ -1200,8 +1212,27 @@ def _consts_ir(closed):
           for c, v in zip(closed.consts, closed.jaxpr.constvars)]
 
 
+def _constant_int(v):
+  """The value of a scalar integer computed from constants only (``stablehlo.constant``,
+  ``clamp`` of those: a switch on a static index), else None."""
+  op = getattr(v.owner, "operation", v.owner)
+  if not isinstance(op, ir.Operation):
+    return None
+  if op.name == "stablehlo.constant":
+    a = np.asarray(ir.DenseElementsAttr(op.attributes["value"]))
+    return int(a.reshape(-1)[0]) if a.size == 1 and a.dtype.kind in "iu" else None
+  if op.name == "stablehlo.clamp":
+    lo, x, hi = (_constant_int(o) for o in op.operands)
+    return None if None in (lo, x, hi) else min(max(x, lo), hi)
+  return None
+
+
 def _cond_lowering(ctx, index, *args, branches, linear=None):
   mctx = ctx.module_context
+  i = _constant_int(index)
+  if i is not None:  # only the branch taken (lax.platform_dependent's, as JAX lowers it)
+    b = branches[i if 0 <= i < len(branches) else len(branches) - 1]  # (XLA's case)
+    return mlir.jaxpr_subcomp(mctx, b.jaxpr, _consts_ir(b), list(args))
   types = [mlir.aval_to_ir_type(a) for a in ctx.avals_out]
   outer = mctx.token
   tok = mctx.get_token() if mlir.has_effects(*branches) else None  # each branch returns it
