@@ -1501,8 +1501,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         out.append(_Array(v) if s is None else spmd.put(v, s))
     return tree_unflatten(tree, out)
   flat, tree = tree_flatten(x, is_leaf=_is_key)
-  traced = [i for i, v in enumerate(flat) if isinstance(v, Tracer) and not _is_key(v)]
-  if traced:  # JAX's staged device_put: one equation for the traced leaves
+  traced = [i for i, v in enumerate(flat) if not _is_key(v)]
+  if any(isinstance(flat[i], Tracer) for i in traced):  # JAX's staged device_put: one
+    # equation for the (non-key) leaves
     from nbjax.lax.other import ArrayCopySemantics, device_put_p
     devs, srcs = (spec if spec is not None and tree_leaves(spec) == [spec] or spec is None
                   else None for spec in (device, src))

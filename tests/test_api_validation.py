@@ -405,6 +405,11 @@ def test_device_put_of_traced_values_is_a_staged_equation():
   assert len(e.invars) == 2 and e.params["devices"] == (d, d) and e.params["srcs"] == (None, None)
   assert str(e.params["copy_semantics"][0]) == "ArrayCopySemantics.REUSE_INPUT"
   assert [e.primitive.name for e in nbjax.make_jaxpr(nbjax.device_put)(1.).eqns] == ["device_put"]
+  # every (non-key) leaf goes in the one equation, constants included, as JAX's
+  [e] = nbjax.make_jaxpr(lambda x: nbjax.device_put({"a": x, "b": (x, 2.)}, d))(1.).eqns
+  assert len(e.invars) == 3 and e.invars[2].val == 2.0
+  t = nbjax.jvp(lambda x: nbjax.device_put({"a": x, "b": (x, 2.)}, d), (1.,), (3.,))[1]
+  assert [float(v) for v in nbjax.tree_util.tree_leaves(t)] == [3., 3., 0.]
   g = nbjax.make_jaxpr(nbjax.grad(lambda x: nbjax.device_put(x, d) * 2.))(1.)
   back = g.eqns[-1]
   assert back.primitive.name == "device_put" and back.params["devices"] == (None,)
