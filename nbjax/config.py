@@ -145,6 +145,11 @@ class Config:
 
   def __init__(self):
     self._flags = {k: _from_env(k, d, check) for k, (d, check) in _OPTIONS.items()}
+    # ``_flags`` holds the values in effect: an open context manager's value (``_overrides``,
+    # innermost last) else the global one (``_global``, what ``update`` sets), as JAX's
+    # context values take precedence over its global ones
+    self._global = dict(self._flags)
+    self._overrides = []
     self._listeners = []
     self._trace_keys = {}
     self._set_trace_key()
@@ -163,13 +168,25 @@ class Config:
     return name
 
   def update(self, name, value):
+    """Set the global value of option ``name``; inside a context manager for the option its
+    value stays in effect until the context exits (as JAX's)."""
     name = self._name(name)
     value = _OPTIONS[name][1](name, value)
+    self._global[name] = value
+    if not any(n == name for n, _ in self._overrides):
+      self._set(name, value)
+
+  def _set(self, name, value):
+    """Make ``value`` the value in effect of ``name``."""
     self._flags[name] = value
     if name in _TRACE_OPTIONS:
       self._set_trace_key()
     for f in self._listeners:
       f(name, value)
+
+  def get_global(self, name):
+    """The global value of option ``name`` (``update``'s), whatever context is open."""
+    return self._global[self._name(name)]
 
   def read(self, name):
     return self._flags[self._name(name)]
@@ -214,28 +231,55 @@ class Config:
 
   @contextlib.contextmanager
   def override(self, name, value):
-    old = self.read(name)
-    self.update(name, value)
+    """A context manager setting ``name`` to ``value`` for its extent; on exit the enclosing
+    context's value, else the global one (updated inside or not), is in effect again."""
+    name = self._name(name)
+    entry = (name, _OPTIONS[name][1](name, value))
+    self._overrides.append(entry)
+    self._set(*entry)
     try:
       yield
     finally:
-      self.update(name, old)
+      i = max(i for i, e in enumerate(self._overrides) if e is entry)
+      del self._overrides[i]
+      self._set(name, next((v for n, v in reversed(self._overrides) if n == name),
+                           self._global[name]))
 
 
 config = Config()
 
 
-def state(name):
-  """``state(name)(value)``: a context manager (and decorator) setting option ``name`` for
-  its extent, as JAX's config states (``jax.numpy_rank_promotion("raise")``)."""
-  _unset = object()
+_unset = object()
 
-  def ctx(new_val=_unset):
+
+class State:
+  """A configuration option as JAX's config states: ``state(value)`` is a context manager
+  (and decorator) setting it for its extent (``jax.numpy_rank_promotion("raise")``);
+  ``value`` is the value in effect, ``get_global()`` the global one."""
+  __slots__ = ("__name__",)
+
+  def __init__(self, name):
+    self.__name__ = name
+
+  def __call__(self, new_val=_unset):
     if new_val is _unset:  # JAX: a boolean option's state turns it on; others need a value
-      if _OPTIONS[name][1] is not _boolean:
-        raise TypeError(f"Context manager for {name} config option requires an argument "
-                        "representing the new value for the config option.")
+      if _OPTIONS[self.__name__][1] is not _boolean:
+        raise TypeError(f"Context manager for {self.__name__} config option requires an "
+                        "argument representing the new value for the config option.")
       new_val = True
-    return config.override(name, new_val)
-  ctx.__name__ = name
-  return ctx
+    return config.override(self.__name__, new_val)
+
+  @property
+  def value(self):
+    return config._flags[self.__name__]
+
+  def get_global(self):
+    return config._global[self.__name__]
+
+  def __repr__(self):
+    return f"State({self.__name__!r})"
+
+
+def state(name):
+  """The ``State`` of option ``name``."""
+  return State(name)

@@ -253,3 +253,23 @@ def test_default_matmul_precision_sets_the_dot_precision():
   with nbjax.default_matmul_precision("tensorfloat32"):
     dot = lambda a, b: jnp.dot(a, b, precision=P.HIGHEST)
     assert nbjax.make_jaxpr(dot)(x, x).eqns[0].params["precision"] == (P.HIGHEST, P.HIGHEST)
+
+
+def test_context_values_take_precedence_over_global_updates():
+  """config.update inside a context manager sets the global value: the context's value stays
+  in effect until it exits, then the updated global value is (JAX 0.10.2's values);
+  ``State.value``/``get_global()`` as JAX's."""
+  s = nbjax.numpy_rank_promotion
+  assert (s.value, s.get_global()) == ("allow", "allow")
+  try:
+    with s("warn"):
+      config.update("jax_numpy_rank_promotion", "raise")
+      assert (s.value, s.get_global(), config.jax_numpy_rank_promotion) == ("warn", "raise",
+                                                                            "warn")
+      with s("allow"):
+        assert s.value == "allow"
+      assert s.value == "warn"
+    assert (s.value, s.get_global()) == ("raise", "raise")
+  finally:
+    config.update("jax_numpy_rank_promotion", "allow")
+  assert s.value == "allow"
