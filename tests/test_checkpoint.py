@@ -281,3 +281,30 @@ def test_policy_applies_inside_cond_scan_and_jit():
     k = jax.checkpoint(lambda x: lax.cond(x > 0, sin, lambda x: x, x), policy=pol)
     assert _counts(k, 4.) == want
     assert float(jax.grad(k)(4.)) == float(np.cos(4.))
+
+
+def test_policy_applies_inside_a_recomputed_cond():
+  """A known cond the backward pass needs is split by the policy too (its branches save what
+  the policy allows): counts of recomputed ops as JAX 0.10.2's (api_test
+  test_remat_of_cond_funky_custom_jvp2)."""
+  lax = jax.lax
+
+  def cond_apply(f, x):
+    return lax.cond(x.sum() > -jnp.inf, f, lambda x: x, x)
+
+  @jax.custom_jvp
+  def sin(x):
+    return jnp.sin(x)
+
+  @sin.defjvp
+  def sin_jvp(primals, tangents):
+    (x,), (xdot,) = primals, tangents
+    y, c = lax.cond(x > -jnp.inf, lambda xs: (jnp.sin(xs[0]), jnp.cos(xs[1])), lambda xs: xs,
+                    (x, x))
+    return y, c * xdot
+  for pol, want in [(lambda p, *_, **__: str(p) == "cos", (0, 0)),
+                    (lambda p, *_, **__: str(p) == "sin", (0, 1)),
+                    (cp.everything_saveable, (0, 0)), (cp.nothing_saveable, (0, 1))]:
+    f = jax.checkpoint(lambda x: cond_apply(sin, x), policy=pol)
+    assert _counts(f, 4.)[:2] == want
+    assert float(jax.grad(f)(4.)) == float(np.cos(4.))

@@ -1160,6 +1160,63 @@ def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveabl
   return kp, up, out_uk, len(slots), None, lambda res, kins, uins: [kins[0], *res, *uins], None
 
 
+def _cond_recompute_custom(saveable, eqn, needed):
+  """A known cond whose ``needed`` outputs a ``checkpoint`` recomputes, split under the
+  policy ``saveable`` branch by branch (as ``pjit._jit_recompute_custom``): the known cond
+  also returns the residuals its branches save (slots shared by type, zeros where a branch
+  has none); the recomputing cond takes the index, the slots and the operands."""
+  branches = eqn.params["branches"]
+  n_ops = len(eqn.invars) - 1
+  splits = [pe.partial_eval_jaxpr_custom(b, [False] * n_ops, saveable, ensure_out=needed)
+            for b in branches]
+  slots, assign = [], []
+  for jk, _, _, nres in splits:
+    used, idxs = set(), []
+    kpos = {v: p for p, v in enumerate(jk.jaxpr.invars)}
+    for v in jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]:
+      if v in kpos:  # an operand: the recomputing cond reads it
+        idxs.append(-1 - kpos[v])
+        continue
+      k = next((k for k, a in enumerate(slots) if k not in used and _typematch(a, v.aval)),
+               None)
+      if k is None:
+        k = len(slots)
+        slots.append(v.aval)
+      used.add(k)
+      idxs.append(k)
+    assign.append(idxs)
+  if not slots:
+    return None  # nothing saved: the whole cond is recomputed
+  known, recompute = [], []
+  for (jk, ju, _, nres), idxs in zip(splits, assign):
+    j = jk.jaxpr
+    n_out = len(j.outvars) - nres
+    res = {k: v for k, v in zip(idxs, j.outvars[n_out:]) if k >= 0}
+    eqns, outs = list(j.eqns), list(j.outvars[:n_out])
+    for k, a in enumerate(slots):
+      if k in res:
+        outs.append(res[k])
+      else:
+        zs, z = _zeros_eqns(a)
+        eqns += zs
+        outs.append(z)
+    known.append(ClosedJaxpr(j.replace(eqns=eqns, outvars=outs), jk.consts))
+    uj = ju.jaxpr
+    r = dict(zip(idxs, uj.invars[:nres]))
+    binders = [r[k] if k in r else Var(a) for k, a in enumerate(slots)]
+    binders += [r[-1 - p] if -1 - p in r else Var(v.aval) for p, v in enumerate(j.invars)]
+    recompute.append(ClosedJaxpr(uj.replace(invars=binders), ju.consts))
+  res_vars = [Var(a) for a in slots]
+  lin = (False,) * n_ops
+  known_eqn = eqn.replace(outvars=list(eqn.outvars) + res_vars,
+                          params=dict(eqn.params, branches=tuple(known), linear=lin))
+  recompute_eqn = eqn.replace(
+      invars=[eqn.invars[0], *res_vars, *eqn.invars[1:]],
+      outvars=[v for v, n in zip(eqn.outvars, needed) if n],
+      params=dict(eqn.params, branches=tuple(recompute), linear=(False,) * (len(slots) + n_ops)))
+  return known_eqn, recompute_eqn, res_vars
+
+
 def _cond_transpose(cts, index, *args, branches, linear=None):
   undef = [ad.is_undefined_primal(x) for x in args]
   if all(type(c) is ad.Zero for c in cts):
@@ -2409,6 +2466,7 @@ cond_p.named_axes = while_p.named_axes = scan_p.named_axes = params_axis_names
 cond_p.partial_eval = _cond_partial_eval
 cond_p.partial_eval_custom = lambda saveable, unknowns, **params: _cond_partial_eval(
     unknowns, custom=True, saveable=saveable, **params)
+cond_p.recompute_custom = _cond_recompute_custom
 while_p.partial_eval = _while_partial_eval
 scan_p.partial_eval = _scan_partial_eval
 scan_p.partial_eval_custom = _scan_partial_eval_custom
