@@ -206,3 +206,40 @@ def test_padding_is_skipped_not_folded(jit):
   got = nbjax.vmap(lambda v, z: lax.reduce_window(v, z, lax.mul, (3,), (2,), "SAME"))(
       np.stack([x, x]), zs)
   np.testing.assert_array_equal(np.asarray(got), [[4, 48, 240, 84], [6, 72, 360, 126]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("pad", ["VALID", "SAME"])
+def test_pooling_split_over_the_batch_on_two_threads(monkeypatch, dtype, pad):
+  """Large operands whose leading axis no window spans (NHWC pooling) run in chunks of that
+  axis on two threads: max and sum pools, the max-pool's gradient (select_and_scatter_add)
+  and its jvp (select_and_gather_add) give the same bits as one call; a window over the
+  batch axis, or padding there, keeps one call."""
+  from nbjax.lax import windowed_reductions as W
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((9, 10, 12, 5)).astype(dtype)
+  ct = np.ones((9, 5, 6, 5) if pad == "VALID" else (9, 5, 6, 5), dtype)
+  t = rng.standard_normal(x.shape).astype(dtype)
+  dims, strides = (1, 2, 2, 1), (1, 2, 2, 1)
+
+  def run():
+    mx = lambda v: lax.reduce_window(v, -np.inf, lax.max, dims, strides, pad)
+    sm = lax.reduce_window(x, 0.0, lax.add, (1, 3, 2, 1), (1, 1, 2, 1), pad)
+    y, vjp = nbjax.vjp(mx, x)
+    _, dy = nbjax.jvp(mx, (x,), (t,))
+    over = lax.reduce_window(x, -np.inf, lax.max, (2, 2, 2, 1), (1, 2, 2, 1), pad)
+    return [np.asarray(v) for v in (y, sm, vjp(ct[..., :y.shape[-1]])[0], dy, over)]
+  whole = run()
+  calls = []
+  monkeypatch.setattr(W, "_SPLIT_MIN", 100)
+  real = W.run_chunks
+  monkeypatch.setattr(W, "run_chunks", lambda n, fn, **kw: (calls.append(n), real(n, fn, **kw)))
+  split = run()
+  assert len(calls) >= 4 and set(calls) == {4}, calls
+  calls.clear()
+  lax.reduce_window(x, -np.inf, lax.max, (2, 2, 2, 1), (1, 2, 2, 1), pad)  # (a window over
+  lax.reduce_window(x, -np.inf, lax.max, dims, strides, ((1, 0), (0, 0), (0, 0), (0, 0)))
+  assert calls == []  # the batch axis, padding there: one call)
+  for a, b in zip(whole, split):
+    assert a.dtype == b.dtype == dtype
+    np.testing.assert_array_equal(a, b)
