@@ -453,3 +453,22 @@ def test_mulhi_size1_broadcast_and_patches_precision_as_jax():
   for p in (None, lax.Precision.DEFAULT, lax.Precision.HIGHEST, "highest"):
     assert lax.conv_general_dilated_patches(v, (2, 3), (2, 3), "VALID",
                                             precision=p).shape == (2, 18, 2, 2)
+
+
+def test_top_k_is_a_primitive_lowered_to_chlo_top_k():
+  # JAX 0.10.2: top_k[axis k] in jaxprs, chlo.top_k under jit; XLA's total order (-NaN last)
+  import nbjax
+  from nbjax import lax
+  import nbjax.numpy as jnp
+  x = jnp.array([[1.0, np.nan, -0.0, 0.0, 5.0, 5.0, -np.nan], [3, 2, 1, 0, -1, -2, -3]])
+  assert "top_k[axis=1 k=2]" in str(nbjax.make_jaxpr(lambda x: lax.top_k(x, 2))(x))
+  text = nbjax.jit(lambda x: lax.top_k(x, 3)).lower(jnp.arange(5.)).as_text()
+  assert "chlo.top_k(%arg0, k = 3) : tensor<5xf64> -> (tensor<3xf64>, tensor<3xi32>)" in text
+  for f in (lambda x: lax.top_k(x, 4), nbjax.jit(lambda x: lax.top_k(x, 4))):
+    v, i = f(x)
+    np.testing.assert_array_equal(np.asarray(v), [[np.nan, 5, 5, 1], [3, 2, 1, 0]])
+    np.testing.assert_array_equal(np.asarray(i), [[1, 4, 5, 0], [0, 1, 2, 3]])
+  v, i = lax.top_k(x, 1, axis=0)
+  np.testing.assert_array_equal(np.asarray(v), [[3, np.nan, 1, 0, 5, 5, -3]])
+  v, i = lax.top_k(jnp.array([-0.0, 0.0, -0.0], np.float32), 3)
+  assert np.signbit(np.asarray(v)).tolist() == [False, True, True] and i.tolist() == [1, 0, 2]

@@ -1314,41 +1314,96 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
   return k, v
 
 
-def top_k(operand, k, *, axis=-1, is_stable=True):
-  """The ``k`` largest entries along ``axis`` (descending; NaNs count as largest; equal
-  values in index order) and their int32 indices."""
-  lax = _lax()
-  aval = core.get_aval(operand)
-  k = operator.index(k)
+def _top_k_abstract_eval(operand, *, k, axis):
+  if dtypes.is_complex(operand.dtype):
+    raise ValueError("top_k is not compatible with complex inputs.")
   if k < 0:
     raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
-  if not aval.ndim:
-    raise ValueError(f"axis {axis} is out of bounds for array of dimension 0")
-  axis = _canonicalize_axis(axis, aval.ndim)
-  if k > aval.shape[axis]:
+  if not operand.ndim:
+    raise TypeError(f"top_k operand must have >= 1 dimension, got {operand.shape}")
+  if not 0 <= axis < operand.ndim:
+    raise ValueError(f"axis argument out of range: axis={axis} for operand.shape={operand.shape}")
+  shape = list(operand.shape)
+  if shape[axis] < k:
     raise ValueError("k argument to top_k must be no larger than size along axis; got "
-                     f"k={k} with shape={list(aval.shape)} and axis={axis}")
-  if aval.dtype.kind == "c":
-    raise ValueError("top_k is not compatible with complex inputs.")
-  n = aval.shape[axis]
-  if n > np.iinfo(np.int32).max:
+                     f"k={k} with shape={shape} and axis={axis}")
+  if shape[axis] > np.iinfo(np.int32).max + 1:
     raise ValueError("top_k returns int32 indices, which will overflow for array dimensions "
                      f"larger than the maximum int32 ({np.iinfo(np.int32).max}). Got "
-                     f"operand.shape={tuple(aval.shape)}")
-  # ascending by (value, -index), then reversed: descending values, ties by ascending index
-  neg_iota = Array(np.ascontiguousarray(np.broadcast_to(
-      -np.arange(n, dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(aval.ndim)]),
-      aval.shape)))
-  if dtypes.issubdtype(aval.dtype, np.floating):  # XLA's total order: -0.0 below 0.0
-    bits = lax.bitcast_convert_type(operand, np.dtype(f"i{aval.dtype.itemsize}"))
-    pos0 = lax.convert_element_type(lax.bitwise_and(lax.eq(operand, lax.full_like(operand, 0)),
-                                                    lax.ge(bits, lax.full_like(bits, 0))), np.int32)
-    vals, _, negidx = sort_p.bind(operand, pos0, neg_iota, dimension=axis, is_stable=True,
-                                  num_keys=3)
+                     f"operand.shape={tuple(operand.shape)}")
+  shape[axis] = k
+  return [ShapedArray(tuple(shape), operand.dtype, operand.weak_type),
+          ShapedArray(tuple(shape), np.dtype(np.int32))]
+
+
+def _top_k_numpy(x, *, k, axis):
+  """NumPy's stable argsort on keys in XLA's total order, reversed (``~``): descending, NaN
+  first and -NaN last, 0.0 before -0.0, equal values in index order."""
+  xm = np.moveaxis(x, axis, -1)
+  if dtypes.is_float(x.dtype):
+    b = xm.view(np.dtype(f"i{x.dtype.itemsize}"))
+    key = np.where(b < 0, b ^ np.iinfo(b.dtype).max, b)  # (-NaN the least, NaN the largest)
   else:
-    vals, negidx = sort_p.bind(operand, neg_iota, dimension=axis, is_stable=True, num_keys=2)
-  vals, idx = lax.rev(vals, (axis,)), lax.neg(lax.rev(negidx, (axis,)))
-  return [lax.slice_in_dim(vals, 0, k, axis=axis), lax.slice_in_dim(idx, 0, k, axis=axis)]
+    key = xm
+  order = np.argsort(~key, axis=-1, kind="stable")[..., :k]
+  vals = np.take_along_axis(xm, order, axis=-1)
+  return [np.ascontiguousarray(np.moveaxis(vals, -1, axis)),
+          np.ascontiguousarray(np.moveaxis(order.astype(np.int32), -1, axis))]
+
+
+def _top_k_jvp(primals, tangents, *, k, axis):
+  from nbjax.lax import indexing
+  lax = _lax()
+  (operand,), (tangent,) = primals, tangents
+  vals, idx = top_k_p.bind(operand, k=k, axis=axis)
+  if type(tangent) is ad.Zero:
+    return [vals, idx], [ad.Zero(core.get_aval(vals)), ad.Zero(core.get_aval(idx).to_tangent_aval())]
+  rank = len(core.get_aval(idx).shape)
+  dnums = indexing.GatherDimensionNumbers(
+      offset_dims=(), collapsed_slice_dims=(axis,),
+      operand_batching_dims=tuple(i for i in range(rank) if i != axis),
+      start_indices_batching_dims=tuple(i for i in range(rank) if i != axis),
+      start_index_map=(axis,))
+  t = indexing.gather(tangent, lax.reshape(idx, (*core.get_aval(idx).shape, 1)), dnums,
+                      (1,) * rank)
+  return [vals, idx], [t, ad.Zero(core.get_aval(idx).to_tangent_aval())]
+
+
+def _top_k_batch(vals, dims, *, k, axis):
+  (x,), (b,) = vals, dims
+  return top_k_p.bind(x, k=k, axis=axis + 1 if b <= axis else axis), [b, b]
+
+
+def _top_k_samples(rng, dtype):
+  d = np.dtype(dtype)
+  x = _rand(rng, (4, 9), d)
+  if d.kind in "iub":
+    x = x.astype(d)
+  return [([x], dict(k=3, axis=1)), ([x], dict(k=2, axis=0)), ([x], dict(k=0, axis=1))]
+
+
+top_k_p = Primitive("top_k")
+top_k_p.multiple_results = True
+registry.register(
+    top_k_p, family="reduction", impls={"numpy": _top_k_numpy},
+    abstract_eval=_top_k_abstract_eval, jvp=_top_k_jvp, batch=_top_k_batch,
+    policy=("numpy", "numpy", 1 << 62),
+    meta=dict(dtypes=_sorted(_int | _float | _bool), reference=_top_k_numpy,
+              samples=_top_k_samples, differentiable=True, linear=False,
+              note="numpy: a stable argsort on XLA's total-order keys (-NaN < -inf, -0.0 < 0.0, "
+                   "inf < NaN; ties in index order); jit: chlo.top_k, as JAX's"))
+
+
+def top_k(operand, k, *, axis=-1, is_stable=True):
+  """The ``k`` largest entries along ``axis`` (descending in XLA's total order: NaN above
+  inf, -NaN below -inf, 0.0 above -0.0; equal values in index order) and their int32
+  indices."""
+  del is_stable  # (always stable, as XLA's TopK)
+  aval = core.get_aval(operand)
+  k = operator.index(k)
+  if not aval.ndim:
+    raise ValueError(f"axis {axis} is out of bounds for array of dimension 0")
+  return top_k_p.bind(operand, k=k, axis=_canonicalize_axis(axis, aval.ndim))
 
 
 def _canonicalize_axis(axis, ndim):
@@ -1363,7 +1418,7 @@ __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and"
            "cumlogsumexp", "sort", "sort_key_val", "top_k",
            "reduce_sum_p", "reduce_prod_p", "reduce_max_p", "reduce_min_p", "reduce_and_p",
            "reduce_or_p", "reduce_xor_p", "argmax_p", "argmin_p", "cumsum_p", "cumprod_p",
-           "cummax_p", "cummin_p", "cumlogsumexp_p", "sort_p"]
+           "cummax_p", "cummin_p", "cumlogsumexp_p", "sort_p", "top_k_p"]
 
 # ====================================================================== lowering (StableHLO)
 # Rules run under jit only; ``mlir``/``hlo``/``ir`` are lazy proxies, so importing this
@@ -1539,3 +1594,20 @@ def _sort(ctx, *operands, dimension, is_stable, num_keys):
 
 
 _reg("sort", _sort)
+
+
+def _top_k_lower(ctx, operand, *, k, axis):
+  # chlo.top_k works on the last dimension (JAX's lowering): the axis is swapped there and back
+  nd = len(ctx.avals_in[0].shape)
+  perm = None
+  if axis != nd - 1:
+    perm = list(range(nd))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    operand = hlo.transpose(operand, i64_array(perm))
+  res = list(chlo.top_k(operand, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(k))))
+  if perm is not None:
+    res = [hlo.transpose(r, i64_array(perm)) for r in res]
+  return res
+
+
+_reg("top_k", _top_k_lower)
