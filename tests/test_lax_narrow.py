@@ -257,3 +257,19 @@ def test_test_util_tolerances_cover_narrow_types():
   assert test_util.tolerance(np.dtype(ml_dtypes.uint4)) == 0
   assert test_util.tolerance(np.dtype(ml_dtypes.float8_e4m3fn)) == 1e-1
   assert test_util.default_gradient_tolerance[np.dtype(ml_dtypes.float8_e8m0fnu)] == 1e0
+
+
+def test_reductions_on_narrow_types():
+  f8 = jnp.asarray((np.arange(40) * 0.37 + 0.1).astype(ml_dtypes.float8_e4m3fn))
+  i4 = _arr([3, 5, -7, 7, 2, -8, 1], "int4")
+  assert float(np.asarray(lax.reduce_sum(f8, (0,))).astype(float)) == 288.0  # (rounded as it goes)
+  assert float(np.asarray(nbjax.jit(lambda x: lax.reduce_sum(x, (0,)))(f8)).astype(float)) == 288.0
+  np.testing.assert_array_equal(np.asarray(lax.cumsum(f8)[::8]).astype(float),
+                                [0.1015625, 14.0, 48.0, 112.0, 192.0])
+  assert float(np.asarray(lax.reduce_prod(f8[:6], (0,))).astype(float)) == 0.15625
+  np.testing.assert_array_equal(np.asarray(lax.cumsum(i4)).astype(int), [3, -8, 1, -8, -6, 2, 3])
+  assert int(np.asarray(lax.reduce_max(i4, (0,))).astype(int)) == 7
+  np.testing.assert_array_equal(np.asarray(lax.cummax(i4)).astype(int), [3, 5, 5, 7, 7, 7, 7])
+  assert int(lax.argmax(f8, 0, np.int32)) == 39
+  m = jnp.mean(f8)
+  assert m.dtype == ml_dtypes.float8_e4m3fn and float(np.asarray(m).astype(float)) == 7.0

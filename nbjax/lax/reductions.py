@@ -62,7 +62,7 @@ def _sorted(ds):
 def _check_dtype(name, aval, ok, accepted):
   if not isinstance(aval, ShapedArray):
     raise TypeError(f"{name} got a non-array operand {aval!r}")
-  if aval.dtype not in ok:
+  if not accepts(ok, aval.dtype):
     raise TypeError(f"{name} does not accept dtype {aval.dtype.name}. Accepted dtypes are "
                     f"subtypes of {accepted}.")
 
@@ -977,6 +977,9 @@ cumprod_p = _cumulative("cumprod", _num, "number", np.bool_)
 cummax_p = _cumulative("cummax", _real, "integer, floating", np.complex64)
 cummin_p = _cumulative("cummin", _real, "integer, floating", np.complex64)
 cumlogsumexp_p = _cumulative("cumlogsumexp", _float, "floating", np.int32)
+# float8, int4: XLA rounds its sums and products to the narrow type as it goes
+for _p in (reduce_sum_p, reduce_prod_p, cumsum_p, cumprod_p, cumlogsumexp_p):
+  _p.meta["narrow"] = "xla"
 
 
 def cumsum(operand, axis=0, reverse=False):
