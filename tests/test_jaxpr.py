@@ -415,3 +415,20 @@ def test_broadcast_to_no_new_dims_stages_no_equation():
   assert [(str(o.dtype), o.weak_type, o.shape) for o in outs] == [
       ("float32", False, ()), ("float64", True, ()), ("float64", False, (2,)),
       ("int64", True, (2,))]
+
+
+def test_make_jaxpr_deduplicates_numpy_constants():
+  """Every use of one NumPy array while staging reads one constvar (jnp.array of it, jnp
+  functions of it, returning it), as JAX's jaxpr (api_test
+  test_make_jaxpr_deduplicates_consts); eager jnp.array still copies."""
+  import numpy as np
+  import nbjax.numpy as jnp
+  c = np.ones(3).astype(np.float32)
+  closed = nbjax.make_jaxpr(lambda: (jnp.array(c), jnp.sum(c), c, jnp.array(c), jnp.sum(c), c))()
+  assert len(closed.consts) == 1 and len(closed.jaxpr.constvars) == 1
+  a = closed.jaxpr.constvars[0]
+  assert [str(e.primitive) for e in closed.jaxpr.eqns] == ["reduce_sum", "reduce_sum"]
+  assert [v is a for v in closed.jaxpr.outvars] == [True, False, True, True, False, True]
+  x = jnp.array(c)
+  c[0] = 5.
+  assert float(x[0]) == 1. and jnp.array(c) is not jnp.array(c)

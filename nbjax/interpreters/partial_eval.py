@@ -24,7 +24,10 @@ import os
 import re
 import sys
 
+import numpy as np
+
 from nbjax import core, registry
+from nbjax.array import Array
 from nbjax.core import ShapedArray, Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
                          eval_jaxpr, is_literalable, jaxpr_effects)
@@ -200,6 +203,7 @@ class DynamicJaxprTrace(core.Trace):
     self.constvars: list = []
     self.constvals: list = []
     self._const_ids: dict = {}   # id(value) -> tracer (the value is kept alive in constvals)
+    self._np_arrays: dict = {}   # id(NumPy array) -> (it, its Array): see const_array
     self.valid = True
 
   def __repr__(self):
@@ -211,10 +215,25 @@ class DynamicJaxprTrace(core.Trace):
     self.invars.append(v)
     return JaxprTracer(self, aval, v)
 
+  def const_array(self, x):
+    """The ``Array`` of the NumPy array ``x``, one per array object while this trace stages,
+    so every use of ``x`` reads one constvar (JAX deduplicates constants by identity)."""
+    hit = self._np_arrays.get(id(x))
+    if hit is None:
+      hit = self._np_arrays[id(x)] = (x, Array(x))  # (holding x keeps its id unique)
+      t = self._const_ids.get(id(x))
+      if t is not None:  # x is staged already: its Array reads the same constvar
+        self._const_ids[id(hit[1])] = t
+    return hit[1]
+
   def new_const(self, c, aval=None):
     """A tracer for a constant: an inline literal for scalars, else a (deduplicated) constvar."""
     t = self._const_ids.get(id(c))
     if t is not None:
+      return t
+    hit = self._np_arrays.get(id(c)) if type(c) is np.ndarray else None
+    if hit is not None and id(hit[1]) in self._const_ids:  # its Array is staged already
+      t = self._const_ids[id(c)] = self._const_ids[id(hit[1])]
       return t
     if aval is None:
       aval = get_aval(c)
@@ -225,6 +244,8 @@ class DynamicJaxprTrace(core.Trace):
     self.constvars.append(v)
     self.constvals.append(c)
     self._const_ids[id(c)] = t
+    if hit is not None:  # its Array, made but not yet staged, reads this constvar too
+      self._const_ids[id(hit[1])] = t
     return t
 
   pure = lift = new_const

@@ -97,6 +97,10 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
     d = dtype or dtypes.result_type(*leaves)
     out = lax.concatenate([lax.expand_dims(array(e, d), (0,)) for e in object], 0)
+  elif (type(object) is np.ndarray and object.ndim and (dtype is None or dtype == object.dtype)
+        and getattr(_ctx.trace, "const_array", None) is not None
+        and dtypes.canonicalize_dtype(object.dtype) == object.dtype):
+    out = _ctx.trace.const_array(object)  # staged: the array's one constant (as JAX's)
   else:
     out = Array._new(_host_copy(object, leaves, dtype), weak)
   if dtype is not None and out.dtype != dtype:

@@ -87,7 +87,8 @@ def as_array(x):
   if isinstance(x, (Tracer, Array)):
     return x
   if isinstance(x, np.ndarray):  # Array() copies it: later NumPy writes must not show through
-    return Array(x)
+    const = getattr(core._ctx.trace, "const_array", None)  # staging: one Array per array
+    return Array(x) if const is None or type(x) is not np.ndarray else const(x)
   if isinstance(x, np.generic):
     return Array(x)
   if hasattr(x, "__jax_array__"):
