@@ -308,3 +308,28 @@ def test_policy_applies_inside_a_recomputed_cond():
     f = jax.checkpoint(lambda x: cond_apply(sin, x), policy=pol)
     assert _counts(f, 4.)[:2] == want
     assert float(jax.grad(f)(4.)) == float(np.cos(4.))
+
+
+def test_backward_pass_is_a_checkpoint_call_behind_a_barrier():
+  """Reverse mode of a checkpoint binds a differentiated checkpoint call (JAX's
+  remat_transpose) whose lowering passes its inputs through an optimization barrier under
+  prevent_cse, so XLA cannot merge the recomputation with the forward pass (api_test
+  test_no_cse_widget_on_primals); prevent_cse=False has none, nor has the forward pass."""
+  lax = jax.lax
+
+  @jax.checkpoint
+  def g(x):
+    return lax.sin(lax.sin(x)), 3.
+
+  def f(x):
+    return g(x)[0]
+  assert "optimization_barrier" in jax.jit(jax.grad(f)).lower(2.).as_text()
+  assert "optimization_barrier" not in jax.jit(f).lower(2.).as_text()
+  h = jax.checkpoint(lambda x: lax.sin(lax.sin(x)), prevent_cse=False)
+  assert "optimization_barrier" not in jax.jit(jax.grad(h)).lower(2.).as_text()
+  eqns = jax.make_jaxpr(jax.grad(f))(2.).eqns
+  assert [e.primitive.name for e in eqns][-1] == "checkpoint"
+  assert eqns[-1].params["differentiated"] is True
+  want = np.cos(np.sin(2.)) * np.cos(2.)
+  np.testing.assert_allclose([jax.grad(f)(2.), jax.jit(jax.grad(f))(2.)], [want, want],
+                             rtol=1e-15)

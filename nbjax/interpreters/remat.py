@@ -197,24 +197,47 @@ def _batch(axis_data, vals, dims, *, jaxpr, **params):
 _batch.wants_axis_data = True
 
 
-def _transpose(cts, *args, jaxpr, **_):
-  """JAX's ``remat_transpose``: split the jaxpr into its recomputation (non-linear; it runs
-  forward here) and its linear part, which is transposed. A loop that recomputes known
-  carries next to linear ones is split the same way."""
+def _transpose(cts, *args, jaxpr, **params):
+  """JAX's ``remat_transpose``: the backward pass is itself a ``checkpoint`` call (so under
+  jit its recomputation sits behind the optimization barrier, not merged with the forward
+  pass by CSE). Its jaxpr splits the inner jaxpr into the recomputation (non-linear; it runs
+  forward) and the linear part, which it transposes; a loop recomputing known carries next to
+  linear ones is split the same way."""
   undef = tuple(ad.is_undefined_primal(a) for a in args)
-  split = _transpose_split.get(jaxpr, {}).get(undef)
-  if split is None:
-    split = pe.partial_eval_jaxpr(jaxpr, list(undef), instantiate=True)[:2]
-    _transpose_split.setdefault(jaxpr, {})[undef] = split
-  jk, ju = split
-  res = eval_jaxpr(jk.jaxpr, jk.consts, *[a for a, u in zip(args, undef) if not u])
-  lin = [a for a, u in zip(args, undef) if u]
-  outs = ad.backward_pass(ju.jaxpr, ju.consts, [*res, *lin], list(cts))[len(res):]
-  outs = iter(outs)
+  ct_nz = tuple(type(c) is not ad.Zero for c in cts)
+  key = (undef, ct_nz)
+  tj = _transpose_split.get(jaxpr, {}).get(key)
+  if tj is None:
+    tj = _transpose_jaxpr(jaxpr, undef, ct_nz)
+    _transpose_split.setdefault(jaxpr, {})[key] = tj
+  outs = iter(checkpoint_p.bind(*[a for a, u in zip(args, undef) if not u],
+                                *[c for c, nz in zip(cts, ct_nz) if nz], jaxpr=tj,
+                                **dict(params, differentiated=True)))
   return [next(outs) if u else None for u in undef]
 
 
-_transpose_split = weakref.WeakKeyDictionary()  # jaxpr -> {undefined inputs: (known, linear)}
+def _transpose_jaxpr(jaxpr, undef, ct_nz):
+  """``(known inputs, nonzero cotangents) -> cotangents of the undefined inputs``."""
+  jk, ju = pe.partial_eval_jaxpr(jaxpr, list(undef), instantiate=True)[:2]
+  lin_avals = [a for a, u in zip(jaxpr.in_avals, undef) if u]
+  nk = len(undef) - sum(undef)
+
+  def backward(*xs):
+    res = eval_jaxpr(jk.jaxpr, jk.consts, *xs[:nk])
+    nz = iter(xs[nk:])
+    cts = [next(nz) if z else ad.Zero(a.to_tangent_aval())
+           for a, z in zip(jaxpr.out_avals, ct_nz)]
+    outs = ad.backward_pass(ju.jaxpr, ju.consts,
+                            [*res, *[ad.UndefinedPrimal(a) for a in lin_avals]], cts)
+    return [ad.instantiate_zeros(o) if o is not None and type(o) is not ad.Zero else
+            ad.zeros_like_aval(a.to_tangent_aval()) for o, a in zip(outs[len(res):], lin_avals)]
+  in_avals = [a for a, u in zip(jaxpr.in_avals, undef) if not u] + [
+      a.to_tangent_aval() for a, z in zip(jaxpr.out_avals, ct_nz) if z]
+  tj, _, consts = pe.trace_to_jaxpr_dynamic(backward, in_avals, fun_name="checkpoint")
+  return ClosedJaxpr(tj, consts)
+
+
+_transpose_split = weakref.WeakKeyDictionary()  # jaxpr -> {(undefined, nonzero cts): jaxpr}
 
 
 def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
@@ -232,8 +255,13 @@ def _saveable(policy):
   return None if policy is None else lambda *a, **k: _saves(policy(*a, **k))
 
 
-def _lowering(ctx, *args, jaxpr, **_):
+def _lowering(ctx, *args, jaxpr, prevent_cse=True, differentiated=False, **_):
+  """A private function; a differentiated call's inputs pass an optimization barrier first
+  under ``prevent_cse`` (JAX's), so XLA does not merge its recomputation with the forward
+  pass."""
   from nbjax.interpreters import mlir
+  if prevent_cse and differentiated and args:
+    args = list(mlir.hlo.OptimizationBarrierOp(list(args)).results)
   return mlir.call_jaxpr(ctx, jaxpr, args, name="checkpoint")
 
 
