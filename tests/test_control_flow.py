@@ -1042,3 +1042,16 @@ def test_platform_dependent_lowers_only_the_cpu_branch_as_jax():
   h = jit(lambda x: lax.switch(5, [jnp.sin, jnp.cos], x))
   assert "case" not in h.lower(x).as_text()
   np.testing.assert_allclose(h(x), np.cos(x), rtol=1e-6)
+
+
+def test_one_function_for_several_branches_is_traced_once():
+  """cond/switch trace a function given for several branches once per call, as JAX's
+  (api_test test_dot_precision_forces_retrace's cond(True, g, g, x): one trace)."""
+  n = 0
+
+  def g(x):
+    nonlocal n
+    n += 1
+    return x + 1
+  assert float(lax.cond(True, g, g, 1.)) == 2. and n == 1
+  assert float(lax.switch(1, [g, g, lambda x: x], 1.)) == 2. and n == 2

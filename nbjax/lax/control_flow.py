@@ -924,11 +924,13 @@ def _cond(index, funs, operands, api, names):
 
   def build():
     avals = [_abstractify(x, api) for x in flat]
-    staged = []
+    staged, seen = [], {}
     for f, name in zip(funs, names):
-      box = []
-      closed, consts = _stage(_flat_fun(f, in_tree, box), avals, name)
-      staged.append((closed, consts, box[0][0]))
+      if id(f) not in seen:  # one function given for several branches is traced once (JAX)
+        box = []
+        closed, consts = _stage(_flat_fun(f, in_tree, box), avals, name)
+        seen[id(f)] = (closed, consts, box[0][0])
+      staged.append(seen[id(f)])
     t0 = staged[0][2]
     if api == "cond":  # JAX reports true_fun first
       (cf, cc, ct), (tf, tc, tt) = staged
