@@ -73,12 +73,11 @@ def _after_fork():  # a forked child has no worker thread: it starts its own whe
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def run_chunks(n, fn, min_chunks=2, blas=True):
+def run_chunks(n, fn, min_chunks=2):
   """``fn(t, i)`` for each chunk ``i < n``, ``t`` the running thread's index (0: the caller,
   1: the worker; each has its own scratch). With fewer than ``min_chunks`` chunks, from a
   thread where the worker is busy, or on a machine with one core, the caller runs them all.
-  ``blas``: the chunks call BLAS (single-threaded meanwhile). An exception from any chunk
-  is raised here once both threads stopped."""
+  An exception from any chunk is raised here once both threads stopped."""
   global _worker
   if n < min_chunks or (os.cpu_count() or 1) < 2 or not _lock.acquire(blocking=False):
     for i in range(n):
@@ -98,7 +97,7 @@ def run_chunks(n, fn, min_chunks=2, blas=True):
       except BaseException as e:  # noqa: BLE001 (re-raised by the caller)
         errors.append(e)
 
-    prev = _set_blas_threads(1) if blas else None
+    prev = _set_blas_threads(1)
     ctx = contextvars.copy_context()  # the caller's context (NumPy's error state) for both
     _worker.job = lambda: ctx.run(loop, 1)
     _worker.go.release()

@@ -22,7 +22,6 @@ import operator
 import numpy as np
 
 from kernels import windowed as K
-from kernels.threads import run_chunks
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
@@ -177,53 +176,18 @@ def _identity(op, d):
   return d.type(-np.inf if op == "max" else np.inf)
 
 
-def _by_batch(impl, windowed=True):
-  """``impl(*operands, into=None, **params)`` on chunks of the leading axis, run in turn by
-  two threads (``kernels.threads``), where no window spans that axis (pooling NHWC images)
-  and the operand is large: each chunk fills its rows of the one output (``into``), whose
-  shape is the windowed one (``windowed``) or the operand's."""
-  def run(*ops, **wp):
-    x = ops[-1]
-    n = x.shape[0] if x.ndim > 1 else 0
-    if (n < 2 or x.size < _SPLIT_MIN or wp["window_dimensions"][0] != 1
-        or wp["window_strides"][0] != 1 or tuple(wp["padding"][0]) != (0, 0)
-        or wp.get("base_dilation", (1,))[0] != 1):
-      return impl(*ops, **wp)
-    k = min(n, 4)
-    cut = [i * n // k for i in range(k + 1)]
-    out = np.empty(_out_shape(x.shape, *(wp[k] for k in _WP)) if windowed else x.shape,
-                   x.dtype)
-    run_chunks(k, lambda t, i: impl(*(o[cut[i]:cut[i + 1]] for o in ops),
-                                    into=out[cut[i]:cut[i + 1]], **wp), blas=False)
-    return out
-  return run
-
-
-_SPLIT_MIN = 1 << 16  # operand elements: below, one call
-_WP = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
-
-
-def _result(out, into, d):
-  """``out`` as dtype ``d``, written into ``into`` when given (then returned)."""
-  if into is None:
-    return out.astype(d, copy=False)
-  if out is not into:
-    into[...] = out
-  return into
-
-
 def _reduce_window_numba(op):
-  def impl(x, into=None, **wp):
+  def impl(x, **wp):
     pshape, place, ostep, oshape, offs, C, out_shape = _plan(x.shape, **wp)
     d = x.dtype
     w = _NUMBA_T.get(d, d)
-    out = into if into is not None and w == d else np.empty(out_shape, w)
+    out = np.empty(out_shape, w)
     if out.size:
       z = _identity(op, w)
       p = _padded(x.astype(w, copy=False) if w != d else x, z, pshape, place)
       K.REDUCE[op](p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
-    return _result(out, into, d)
-  return _by_batch(impl)
+    return out.astype(d) if w != d else out
+  return impl
 
 
 def _windows(p, out_shape, window_dimensions, window_strides, window_dilation):
@@ -440,13 +404,12 @@ def _select_and_gather_add_abstract_eval(t, x, *, select_prim, **wp):
   return ShapedArray(_window_shape("select_and_gather_add", x, **wp), x.dtype)
 
 
-@_by_batch
-def _select_and_gather_add_numba(t, x, *, select_prim, into=None, **wp):
+def _select_and_gather_add_numba(t, x, *, select_prim, **wp):
   sel, op = _sel(select_prim)
   pshape, place, ostep, oshape, offs, C, out_shape = _plan(x.shape, **wp)
   d = x.dtype
   w = _NUMBA_T.get(d, d)
-  out = into if into is not None and w == d else np.empty(out_shape, w)
+  out = np.empty(out_shape, w)
   if out.size:
     z = _identity(op, w)
     p = _padded(x.astype(w, copy=False), z, pshape, place)
@@ -454,7 +417,7 @@ def _select_and_gather_add_numba(t, x, *, select_prim, into=None, **wp):
     valid = _padded(np.ones(x.shape, np.uint8), 0, pshape, place)
     K.GATHER[sel](tp.reshape(-1), p.reshape(-1), valid.reshape(-1), ostep, oshape, offs, C, z,
                   out.reshape(-1))
-  return _result(out, into, d)
+  return out.astype(d, copy=False)
 
 
 def _select_and_gather_add_reference(t, x, *, select_prim, **wp):
@@ -576,24 +539,19 @@ def _unpad(out, shape, padding):
   return full
 
 
-@functools.partial(_by_batch, windowed=False)
 def _select_and_scatter_add_numba(s, x, *, select_prim, window_dimensions, window_strides,
-                                  padding, into=None):
+                                  padding):
   sel, op = _sel(select_prim)
   pshape, place, ostep, oshape, offs, C, out_shape = _scatter_plan(
       x.shape, window_dimensions, window_strides, padding)
   d = x.dtype
   w = _NUMBA_T.get(d, d)
-  if into is not None and w == d and place is None:
-    out = into
-    out[...] = 0
-  else:
-    out = np.zeros(pshape, w)
+  out = np.zeros(pshape, w)
   if s.size:
     p = _padded(x.astype(w, copy=False), _identity(op, w), pshape, place)
     K.SCATTER[sel](np.ascontiguousarray(s, w).reshape(-1), p.reshape(-1), ostep, oshape, offs,
                    C, out.reshape(-1))
-  return _result(_unpad(out, x.shape, padding), into, d)
+  return _unpad(out, x.shape, padding).astype(d, copy=False)
 
 
 def _select_and_scatter_add_reference(s, x, *, select_prim, window_dimensions,
