@@ -1098,6 +1098,57 @@ def _cond_batch(axis_data, vals, dims, *, branches, linear=None):
 _cond_batch.wants_axis_data = True
 
 
+def _residual_slots(splits, read_operands):
+  """The residuals of branches split by ``partial_eval_jaxpr(_custom)``, in slots shared
+  across branches by type: ``(slot avals, per branch each residual's slot)``; with
+  ``read_operands``, a residual that is a known operand ``p`` is ``-1 - p`` (read, not
+  saved)."""
+  slots, assign = [], []
+  for jk, _, _, nres in splits:
+    used, idxs = set(), []
+    kpos = {v: p for p, v in enumerate(jk.jaxpr.invars)} if read_operands else {}
+    for v in jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]:
+      if v in kpos:
+        idxs.append(-1 - kpos[v])
+        continue
+      k = next((k for k, a in enumerate(slots) if k not in used and _typematch(a, v.aval)),
+               None)
+      if k is None:
+        k = len(slots)
+        slots.append(v.aval)
+      used.add(k)
+      idxs.append(k)
+    assign.append(idxs)
+  return slots, assign
+
+
+def _split_branches(splits, slots, assign, read_operands):
+  """Per branch, the known half returning its outputs then every slot (zeros where it
+  saves none), and the other half taking the slots (then the known operands, with
+  ``read_operands``) before its own remaining inputs."""
+  known, other = [], []
+  for (jk, ju, _, nres), idxs in zip(splits, assign):
+    j = jk.jaxpr
+    n_out = len(j.outvars) - nres
+    res = {k: v for k, v in zip(idxs, j.outvars[n_out:]) if k >= 0}
+    eqns, outs = list(j.eqns), list(j.outvars[:n_out])
+    for k, a in enumerate(slots):
+      if k in res:
+        outs.append(res[k])
+      else:
+        zs, z = _zeros_eqns(a)
+        eqns += zs
+        outs.append(z)
+    known.append(ClosedJaxpr(j.replace(eqns=eqns, outvars=outs), jk.consts))
+    uj = ju.jaxpr
+    r = dict(zip(idxs, uj.invars[:nres]))
+    binders = [r[k] if k in r else Var(a) for k, a in enumerate(slots)]
+    if read_operands:
+      binders += [r[-1 - p] if -1 - p in r else Var(v.aval) for p, v in enumerate(j.invars)]
+    other.append(ClosedJaxpr(uj.replace(invars=binders + uj.invars[nres:]), ju.consts))
+  return known, other
+
+
 def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveable=None):
   """Known branches compute the known outputs and their residuals (slots shared across
   branches by type, zeros where a branch has none); unknown branches take the index (a
@@ -1117,42 +1168,8 @@ def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveabl
     out_uk = [x or y for x, y in zip(out_uk, pe.partial_eval_jaxpr(b, ops_uk)[2])]
   splits = [split(b, ops_uk, instantiate=out_uk) for b in branches]
   n_kops = len(ops_uk) - sum(ops_uk)
-  slots, assign = [], []
-  for jk, _, _, nres in splits:
-    used, idxs = set(), []
-    kpos = {v: p for p, v in enumerate(jk.jaxpr.invars)} if custom else {}
-    for v in jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]:
-      if v in kpos:  # a known operand: read by the unknown branch (custom only)
-        idxs.append(-1 - kpos[v])
-        continue
-      a = v.aval
-      k = next((k for k, s in enumerate(slots) if k not in used and _typematch(s, a)), None)
-      if k is None:
-        k = len(slots)
-        slots.append(a)
-      used.add(k)
-      idxs.append(k)
-    assign.append(idxs)
-  known, unknown = [], []
-  for (jk, ju, _, nres), idxs in zip(splits, assign):
-    j = jk.jaxpr
-    n_known = len(j.outvars) - nres
-    res = {k: v for k, v in zip(idxs, j.outvars[n_known:]) if k >= 0}
-    eqns, outs = list(j.eqns), list(j.outvars[:n_known])
-    for k, a in enumerate(slots):
-      if k in res:
-        outs.append(res[k])
-      else:
-        zs, z = _zeros_eqns(a)
-        eqns += zs
-        outs.append(z)
-    known.append(ClosedJaxpr(j.replace(eqns=eqns, outvars=outs), jk.consts))
-    uj = ju.jaxpr
-    r = dict(zip(idxs, uj.invars[:nres]))
-    binders = [r[k] if k in r else Var(a) for k, a in enumerate(slots)]
-    if custom:
-      binders += [r[-1 - p] if -1 - p in r else Var(v.aval) for p, v in enumerate(j.invars)]
-    unknown.append(ClosedJaxpr(uj.replace(invars=binders + uj.invars[nres:]), ju.consts))
+  slots, assign = _residual_slots(splits, custom)
+  known, unknown = _split_branches(splits, slots, assign, custom)
   kp = dict(branches=tuple(known), linear=(False,) * n_kops)
   n_staged = len(slots) + sum(ops_uk) + (n_kops if custom else 0)
   up = dict(branches=tuple(unknown), linear=(False,) * n_staged)
@@ -1171,43 +1188,10 @@ def _cond_recompute_custom(saveable, eqn, needed):
   n_ops = len(eqn.invars) - 1
   splits = [pe.partial_eval_jaxpr_custom(b, [False] * n_ops, saveable, ensure_out=needed)
             for b in branches]
-  slots, assign = [], []
-  for jk, _, _, nres in splits:
-    used, idxs = set(), []
-    kpos = {v: p for p, v in enumerate(jk.jaxpr.invars)}
-    for v in jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]:
-      if v in kpos:  # an operand: the recomputing cond reads it
-        idxs.append(-1 - kpos[v])
-        continue
-      k = next((k for k, a in enumerate(slots) if k not in used and _typematch(a, v.aval)),
-               None)
-      if k is None:
-        k = len(slots)
-        slots.append(v.aval)
-      used.add(k)
-      idxs.append(k)
-    assign.append(idxs)
+  slots, assign = _residual_slots(splits, True)
   if not slots:
     return None  # nothing saved: the whole cond is recomputed
-  known, recompute = [], []
-  for (jk, ju, _, nres), idxs in zip(splits, assign):
-    j = jk.jaxpr
-    n_out = len(j.outvars) - nres
-    res = {k: v for k, v in zip(idxs, j.outvars[n_out:]) if k >= 0}
-    eqns, outs = list(j.eqns), list(j.outvars[:n_out])
-    for k, a in enumerate(slots):
-      if k in res:
-        outs.append(res[k])
-      else:
-        zs, z = _zeros_eqns(a)
-        eqns += zs
-        outs.append(z)
-    known.append(ClosedJaxpr(j.replace(eqns=eqns, outvars=outs), jk.consts))
-    uj = ju.jaxpr
-    r = dict(zip(idxs, uj.invars[:nres]))
-    binders = [r[k] if k in r else Var(a) for k, a in enumerate(slots)]
-    binders += [r[-1 - p] if -1 - p in r else Var(v.aval) for p, v in enumerate(j.invars)]
-    recompute.append(ClosedJaxpr(uj.replace(invars=binders), ju.consts))
+  known, recompute = _split_branches(splits, slots, assign, True)
   res_vars = [Var(a) for a in slots]
   lin = (False,) * n_ops
   known_eqn = eqn.replace(outvars=list(eqn.outvars) + res_vars,
