@@ -12,9 +12,11 @@ reads longer contiguous runs:
   runs of ``k2`` (single elements with dilation).
 
 Both write ``out[g, row - r0, col]`` for feature group ``g`` (``C = G * Cg``), ``row`` running
-over ``(n, o0, o1, o2)`` from ``r0`` (a chunk of ``out.shape[1]`` rows), copying runs through slices of flat views (``_copy``: loops LLVM
-vectorizes). ``col2im_cl`` and ``shift_sum`` add gemm products into outputs. Callers
-allocate outputs. Imports numba and numpy only.
+over ``(n, o0, o1, o2)`` from ``r0`` (a chunk of ``out.shape[1]`` rows), copying runs through
+slices of flat views (``_copy``: loops LLVM vectorizes). ``col2im_cl`` and ``shift_sum`` add
+gemm products into outputs; ``depthwise_cl`` and ``depthwise_rhs_grad`` compute a depthwise
+convolution and its kernel gradient directly. Callers allocate outputs. Imports numba and
+numpy only.
 """
 from numba import njit
 

@@ -9,8 +9,12 @@ machine deschedules holds back one chunk, not half the work (the stall that made
 (``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS, which sets the process's
 count in its pthreads build: another thread's matmul meanwhile runs on one thread too; the
 count is restored after): two threads each multiplying a cache-sized chunk beat one
-two-threaded gemm over the whole, whose threads stream the patch matrix from memory. Results never depend on which thread ran a chunk:
-chunks write disjoint outputs, or partial sums the caller adds in chunk order.
+two-threaded gemm over the whole, whose threads stream the patch matrix from memory (issue
+15's convolution, quiet machine: forward 2.5 ms against 3.9 ms for the same chunks on one
+thread with a two-threaded BLAS, forward and both gradients 8.5 against 17 ms; a pooling
+split the same way measured slower than one call and was dropped). Results never depend on
+which thread ran a chunk: chunks write disjoint outputs, or partial sums the caller adds in
+chunk order.
 
 Imports numpy, ctypes and the standard library only.
 """
