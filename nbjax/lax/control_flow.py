@@ -183,6 +183,18 @@ def _batched(closed, size, in_dims, axis_name):
                                               [None] * len(closed.out_avals), axis_name)[2]]
 
 
+def _fixpoint(carry, step):
+  """The least fixed point from ``carry`` (one flag per loop carry: unknown, nonzero
+  tangent, batched or used) under ``step`` (the flags one trip through the body gives the
+  carries): a flag once set stays set, so at most ``len(carry)`` rounds."""
+  for _ in range(len(carry) + 1):
+    new = [x or y for x, y in zip(carry, step(carry))]
+    if new == carry:
+      break
+    carry = new
+  return carry
+
+
 def _zeros_eqns(aval):
   """``(eqns, atom)``: a zero of ``aval`` as a literal or a broadcast of one."""
   z = Literal(np.zeros((), aval.dtype), ShapedArray((), aval.dtype))
@@ -1492,13 +1504,8 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
   nz = [_nonzero(t) for t in tangents]
   cc_nz, bc_nz, init_nz = _split(nz, [cond_nconsts, body_nconsts])
   nk = len(init_nz)
-  carry_nz = [z and _inexact(a) for z, a in zip(init_nz, body_jaxpr.out_avals)]
-  for _ in range(nk + 1):
-    _, _, out_nz = _jvp_jaxpr(body_jaxpr, bc_nz + carry_nz, carry_nz)
-    new = [x or y for x, y in zip(carry_nz, out_nz)]
-    if new == carry_nz:
-      break
-    carry_nz = new
+  carry_nz = _fixpoint([z and _inexact(a) for z, a in zip(init_nz, body_jaxpr.out_avals)],
+                       lambda c: _jvp_jaxpr(body_jaxpr, bc_nz + c, c)[2])
   bj, bconsts, _ = _jvp_jaxpr(body_jaxpr, bc_nz + carry_nz, carry_nz)
   # bj: [new consts, bc, carry, bc_dot, carry_dot] -> [new consts, bc, bc_dot, carry, carry_dot]
   m, nb, nbd, nkd = len(bconsts), body_nconsts, sum(bc_nz), sum(carry_nz)
@@ -1532,13 +1539,8 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
   bc_b = [None if d is None else 0 for d in bc_d]
   cc = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(cc, cc_d)]
   bc = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(bc, bc_d)]
-  carry_bat = [d is not None for d in init_d]
-  for _ in range(nk + 1):
-    out = _batched(body_jaxpr, size, bc_b + [0 if b else None for b in carry_bat], name)
-    new = [x or y for x, y in zip(carry_bat, out)]
-    if new == carry_bat:
-      break
-    carry_bat = new
+  carry_bat = _fixpoint([d is not None for d in init_d], lambda c: _batched(
+      body_jaxpr, size, bc_b + [0 if b else None for b in c], name))
   pred_bat = _batched(cond_jaxpr, size, cc_b + [0 if b else None for b in carry_bat], name)[0]
   cond_rank = cond_jaxpr.out_avals[0].ndim
   if pred_bat:  # the predicate differs per lane: every lane runs until all are done
@@ -1567,13 +1569,8 @@ def _while_partial_eval(unknowns, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
                 body_nconsts=body_nconsts)
   cc_uk, bc_uk, init_uk = _split(unknowns, [cond_nconsts, body_nconsts])
   nk = len(init_uk)
-  carry_uk = list(init_uk)
-  for _ in range(nk + 1):
-    out_uk = pe.partial_eval_jaxpr(body_jaxpr, bc_uk + carry_uk, instantiate=carry_uk)[2]
-    new = [x or y for x, y in zip(carry_uk, out_uk)]
-    if new == carry_uk:
-      break
-    carry_uk = new
+  carry_uk = _fixpoint(list(init_uk), lambda c: pe.partial_eval_jaxpr(
+      body_jaxpr, bc_uk + c, instantiate=c)[2])
   if pe.partial_eval_jaxpr(cond_jaxpr, cc_uk + carry_uk)[2][0] or all(carry_uk):
     return None
   ck = _known_part(cond_jaxpr, cc_uk + carry_uk, 1, False)
@@ -1612,15 +1609,9 @@ def _while_dce(used_outs, eqn):
   cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
   if not any(used_outs) and not eqn.effects:
     return [False] * len(eqn.invars), None
-  nk = len(used_outs)
   cond_used = pe.dce_jaxpr(cj.jaxpr, [True])[1]
-  carry = [u or c for u, c in zip(used_outs, cond_used[nc:])]
-  for _ in range(nk + 1):
-    b_used = pe.dce_jaxpr(bj.jaxpr, carry)[1]
-    new = [x or y for x, y in zip(carry, b_used[nb:])]
-    if new == carry:
-      break
-    carry = new
+  carry = _fixpoint([u or c for u, c in zip(used_outs, cond_used[nc:])],
+                    lambda c: pe.dce_jaxpr(bj.jaxpr, c)[1][nb:])
   new_b, b_used = pe.dce_jaxpr(bj.jaxpr, carry, instantiate=[False] * nb + carry)
   new_c, c_used = pe.dce_jaxpr(cj.jaxpr, [True], instantiate=[False] * nc + carry)
   cu, bu = c_used[:nc], b_used[:nb]
@@ -1987,13 +1978,8 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
   c_nz, init_nz, xs_nz = _split(nz, [nc, nk])
   ny = len(jaxpr.out_avals) - nk
   carry_avals = jaxpr.out_avals[:nk]
-  carry_nz = [z and _inexact(a) for z, a in zip(init_nz, carry_avals)]
-  for _ in range(nk + 1):
-    out_nz = _jvp_jaxpr(jaxpr, c_nz + carry_nz + xs_nz, carry_nz + [False] * ny)[2]
-    new = [x or y for x, y in zip(carry_nz, out_nz[:nk])]
-    if new == carry_nz:
-      break
-    carry_nz = new
+  carry_nz = _fixpoint([z and _inexact(a) for z, a in zip(init_nz, carry_avals)], lambda c: (
+      _jvp_jaxpr(jaxpr, c_nz + c + xs_nz, c + [False] * ny)[2][:nk]))
   j, new_consts, out_nz = _jvp_jaxpr(jaxpr, c_nz + carry_nz + xs_nz, carry_nz + [False] * ny)
   ys_nz = out_nz[nk:]
   m, nx = len(new_consts), len(xs_nz)
@@ -2034,13 +2020,8 @@ def _scan_batch(axis_data, vals, dims, *, jaxpr, num_consts, num_carry, length, 
   consts, init, xs = _split(vals, [nc, nk])
   c_b = [None if d is None else 0 for d in c_d]
   x_b = [None if d is None else 0 for d in x_d]
-  carry_bat = [d is not None for d in k_d]
-  for _ in range(nk + 1):
-    out = _batched(jaxpr, size, c_b + [0 if b else None for b in carry_bat] + x_b, name)
-    new = [x or y for x, y in zip(carry_bat, out[:nk])]
-    if new == carry_bat:
-      break
-    carry_bat = new
+  carry_bat = _fixpoint([d is not None for d in k_d], lambda c: _batched(
+      jaxpr, size, c_b + [0 if b else None for b in c] + x_b, name)[:nk])
   k_b = [0 if b else None for b in carry_bat]
   ys_bat = _batched(jaxpr, size, c_b + k_b + x_b, name)[nk:]
   j, new_consts, _ = _batch_jaxpr(jaxpr, size, c_b + k_b + x_b,
@@ -2069,14 +2050,8 @@ def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, revers
   nc, nk = num_consts, num_carry
   ny = len(jaxpr.out_avals) - nk
   c_uk, init_uk, x_uk = _split(unknowns, [nc, nk])
-  carry_uk = list(init_uk)
-  for _ in range(nk + 1):
-    out_uk = pe.partial_eval_jaxpr(jaxpr, c_uk + carry_uk + x_uk,
-                                   instantiate=carry_uk + [False] * ny)[2]
-    new = [x or y for x, y in zip(carry_uk, out_uk[:nk])]
-    if new == carry_uk:
-      break
-    carry_uk = new
+  carry_uk = _fixpoint(list(init_uk), lambda c: pe.partial_eval_jaxpr(
+      jaxpr, c_uk + c + x_uk, instantiate=c + [False] * ny)[2][:nk])
   in_uk = c_uk + carry_uk + x_uk
   if all(in_uk):
     return None
@@ -2133,14 +2108,8 @@ def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carr
   nc, nk = num_consts, num_carry
   ny = len(jaxpr.out_avals) - nk
   c_uk, init_uk, x_uk = _split(unknowns, [nc, nk])
-  carry_uk = list(init_uk)
-  for _ in range(nk + 1):
-    out_uk = pe.partial_eval_jaxpr(jaxpr, c_uk + carry_uk + x_uk,
-                                   instantiate=carry_uk + [False] * ny)[2]
-    new = [x or y for x, y in zip(carry_uk, out_uk[:nk])]
-    if new == carry_uk:
-      break
-    carry_uk = new
+  carry_uk = _fixpoint(list(init_uk), lambda c: pe.partial_eval_jaxpr(
+      jaxpr, c_uk + c + x_uk, instantiate=c + [False] * ny)[2][:nk])
   in_uk = c_uk + carry_uk + x_uk
   if all(in_uk):
     return None
@@ -2262,13 +2231,9 @@ def _scan_dce(used_outs, eqn):
   j = p["jaxpr"].jaxpr
   if not any(used_outs) and not eqn.effects:
     return [False] * len(eqn.invars), None
-  used_carry, used_ys = list(used_outs[:nk]), list(used_outs[nk:])
-  for _ in range(nk + 1):
-    used_in = pe.dce_jaxpr(j, used_carry + used_ys)[1]
-    new = [x or y for x, y in zip(used_carry, used_in[nc:nc + nk])]
-    if new == used_carry:
-      break
-    used_carry = new
+  used_ys = list(used_outs[nk:])
+  used_carry = _fixpoint(list(used_outs[:nk]),
+                         lambda c: pe.dce_jaxpr(j, c + used_ys)[1][nc:nc + nk])
   nx = len(eqn.invars) - nc - nk
   new_j, used_in = pe.dce_jaxpr(j, used_carry + used_ys,
                                 instantiate=[False] * nc + used_carry + [False] * nx)
