@@ -385,6 +385,13 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
   return how
 
 
+def _result(z, od):
+  """The computed ``z`` (compute dtype, any layout) as a C-ordered result of dtype ``od``."""
+  if od == np.bool_:
+    return np.ascontiguousarray(z != 0)
+  return np.ascontiguousarray(z, dtype=od)
+
+
 def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
                  rhs_dilation, dn, ksp, osp, ext):
   """products of each input position with every tap (one gemm per chunk of samples), summed
@@ -414,9 +421,7 @@ def _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilat
                 *ext(lhs_dilation), *lo, out)
   run_chunks(-(-N // step), chunk)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
-  if od == np.bool_:
-    return np.ascontiguousarray(z != 0)
-  return np.ascontiguousarray(z, dtype=od)
+  return _result(z, od)
 
 
 def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn,
@@ -440,9 +445,7 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
       x, y, k0, k1, k2, s0, s1, s2, d0, d1, b * lines // nb, (b + 1) * lines // nb, acc[b]))
   z = np.add.reduce(acc, axis=0).reshape(taps, Q2, C).sum(1).reshape((1, *osp, C))
   z = z.transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
-  if od == np.bool_:
-    return np.ascontiguousarray(z != 0)
-  return np.ascontiguousarray(z, dtype=od)
+  return _result(z, od)
 
 
 def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -463,14 +466,14 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
   ksp = tuple(rhs.shape[i] for i in rhs_spec[2:])
   osp = tuple(out_shape[i] for i in out_spec[2:])
   O = rhs.shape[rhs_spec[0]]
-  how = "depthwise" if 1 < G == lhs.shape[lhs_spec[1]] and Gb == 1 else _strategy(
-      lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides, rhs_dilation,
-      lhs_dilation, G, Gb)
   ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
   if (1 < Gb == lhs.shape[lhs_spec[0]] == O and G == 1 and nsp and rhs_dilation[-1] == 1
       and all(d == 1 for d in lhs_dilation)):
     return _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding,
                                rhs_dilation, dimension_numbers, ksp, osp, ext)
+  how = "depthwise" if 1 < G == lhs.shape[lhs_spec[1]] and Gb == 1 else _strategy(
+      lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides, rhs_dilation,
+      lhs_dilation, G, Gb)
   if how == "col2im":
     return _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
                         rhs_dilation, dimension_numbers, ksp, osp, ext)
@@ -576,9 +579,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     z = out.reshape((Nb, *osp, O))
     order = (out_spec[0], *out_spec[2:], out_spec[1])
   z = z.transpose(np.argsort(order))
-  if od == np.bool_:
-    return np.ascontiguousarray(z != 0)
-  return np.ascontiguousarray(z, dtype=od)
+  return _result(z, od)
 
 
 def _conv_reference(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
