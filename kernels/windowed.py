@@ -60,6 +60,21 @@ def {fn}(p, ostep, oshape, offs, C, z, out):
 {step}
 """
 
+# the same fold with the window's ``K`` elements unrolled (``K <= UNROLL``): one pass over
+# the lanes reads every window element and writes the output once (an NHWC 2x2 max-pool:
+# 0.175 -> 0.111 ms for 32x28x28x32 float32)
+_REDUCE_K = """
+def {fn}(p, ostep, oshape, offs, C, z, out):
+{head}
+  base = 0
+  for o in range(n):
+    row = out[o * C:(o + 1) * C]
+{srcs}
+    for c in range(C):
+      row[c] = {fold}
+{step}
+"""
+
 # select_and_gather_add: per window the tangent at the selected operand element; the fold
 # starts from (z, 0) as XLA's pair reduce-window does and skips padding (``valid == 0``), as
 # XLA's reduce-window skips the positions outside the (base-dilated) operand
@@ -86,10 +101,14 @@ def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
 """
 
 # select_and_scatter_add: per window, add the source value at the selected element (the
-# first window element to start, as XLA's SelectAndScatter)
+# first window element to start, as XLA's SelectAndScatter); ``{assign}`` is ``=`` when the
+# windows tile the operand exactly (stride == window, nothing left over): each element of
+# ``out`` is then written once, by its window (``out`` needs no zeros first, nothing is read;
+# ``+ zero`` keeps XLA's sum into zeros: a -0 source gives +0)
 _SCATTER = """
 def {fn}(src, p, ostep, oshape, offs, C, out):
 {head}
+  zero = np.zeros_like(out[:1])[0]
   best = np.empty(C, p.dtype)
   at = np.empty(C, np.int64)
   base = 0
@@ -111,11 +130,38 @@ def {fn}(src, p, ostep, oshape, offs, C, out):
       s = base + offs[k]
       dst = out[s:s + C]
       for c in range(C):
-        dst[c] += srow[c] if at[c] == k else 0
+        dst[c] {assign} srow[c] + zero if at[c] == k else zero
 {step}
 """
 
+# the same with the window's ``K`` elements unrolled: one pass over the lanes selects and
+# writes (the 2x2 max-pool gradient above: 0.31 -> 0.18 ms, with exact tiling)
+_SCATTER_K = """
+def {fn}(src, p, ostep, oshape, offs, C, out):
+{head}
+  zero = np.zeros_like(out[:1])[0]
+  at = np.empty(C, np.int32)
+  base = 0
+  for o in range(n):
+{srcs}
+    for c in range(C):
+      b = a0[c]
+      i = 0
+{select}
+      at[c] = i
+    srow = src[o * C:(o + 1) * C]
+    for k in range(offs.size):
+      s = base + offs[k]
+      dst = out[s:s + C]
+      for c in range(C):
+        dst[c] {assign} srow[c] + zero if at[c] == k else zero
+{step}
+"""
+
+UNROLL = 16  # windows of at most this many elements run the unrolled kernels
+
 _EXPR = {"sum": "a + v", "max": "_max(a, v)", "min": "_min(a, v)"}
+_FOLD = {"sum": "({}) + {}", "max": "_max({}, {})", "min": "_min({}, {})"}
 
 
 def _build(template, fn, **fmt):
@@ -126,7 +172,40 @@ def _build(template, fn, **fmt):
   return njit(error_model="numpy", **_J)(f)
 
 
+def _slices(name, arr, K):
+  return "\n".join(f"    s = base + offs[{k}]\n    {name}{k} = {arr}[s:s + C]" for k in range(K))
+
+
+def _reduce(key):
+  op, K = key
+  if not K:
+    return _build(_REDUCE, f"reduce_window_{op}", expr=_EXPR[op])
+  fold = "z"
+  for k in range(K):
+    fold = _FOLD[op].format(fold, f"a{k}[c]")
+  return _build(_REDUCE_K, f"reduce_window_{op}_{K}", srcs=_slices("a", "p", K), fold=fold)
+
+
+def _scatter(key):
+  sel, tile, K = key
+  assign = "=" if tile else "+="
+  name = f"select_scatter_{sel}{'_tile' * tile}"
+  if not K:
+    return _build(_SCATTER, name, cmp=_CMP[sel], assign=assign)
+  select = "\n".join(f"      v = a{k}[c]\n      keep = b {_CMP[sel]} v\n"
+                      f"      b = b if keep else v\n      i = i if keep else {k}"
+                      for k in range(1, K))
+  return _build(_SCATTER_K, f"{name}_{K}", srcs=_slices("a", "p", K), select=select,
+                assign=assign)
+
+
+def unrolled(offs):
+  """The ``K`` of the kernels' keys for a window of ``offs``: its size when unrolled, else 0."""
+  return offs.size if offs.size <= UNROLL else 0
+
+
 _CMP = {"ge": ">=", "le": "<="}
-REDUCE = Lazy(_EXPR, lambda op: _build(_REDUCE, f"reduce_window_{op}", expr=_EXPR[op]))
+_KS = range(UNROLL + 1)
+REDUCE = Lazy([(op, K) for op in _EXPR for K in _KS], _reduce)
 GATHER = Lazy(_CMP, lambda sel: _build(_GATHER, f"select_gather_{sel}", cmp=_CMP[sel]))
-SCATTER = Lazy(_CMP, lambda sel: _build(_SCATTER, f"select_scatter_{sel}", cmp=_CMP[sel]))
+SCATTER = Lazy([(sel, tile, K) for sel in _CMP for tile in (False, True) for K in _KS], _scatter)

@@ -119,6 +119,33 @@ def test_pool_vjp_against_loops(op, want_sel, padding):
                              want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape,window,padding", [
+    ((3, 8, 6, 5), (1, 2, 2, 1), "VALID"),      # NHWC max-pool: windows tile the operand
+    ((2, 7, 5, 3), (1, 2, 2, 1), "SAME"),       # tiling the padded operand
+    ((2, 7, 5, 3), (1, 2, 2, 1), "VALID"),      # a row and a column no window covers
+    ((2, 3, 34), (1, 1, 17), "VALID"),          # 17 elements: the loop kernels, not unrolled
+    ((4, 9), (3, 3), ((1, 2), (0, 0))),
+    ((6, 6), (2, 3), ((0, 0), (0, 0)))])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_pool_gradient_bits_eager_as_jit(shape, window, padding, op):
+  # the selected element gets the cotangent added into zeros (a -0 cotangent gives +0, as
+  # XLA's), ties and NaNs select as XLA's; exact tiling writes each element once
+  rng = np.random.default_rng(0)
+  x = rng.integers(-3, 3, shape).astype(np.float32)  # many ties
+  x.flat[rng.integers(0, x.size, 3)] = np.nan
+  x.flat[rng.integers(0, x.size, 3)] = -0.0
+  lax_op, _, init = OPS[op]
+  f = lambda v: lax.reduce_window(v, init, lax_op, window, window, padding)
+  y = f(x)
+  ct = rng.standard_normal(np.shape(y)).astype(np.float32)
+  ct.flat[::3] = -0.0
+  g = lambda v, c: nbjax.vjp(f, v)[1](c)[0]
+  got, want = np.asarray(g(x, ct)), np.asarray(nbjax.jit(g)(x, ct))
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+  np.testing.assert_array_equal(np.asarray(y), np.asarray(nbjax.jit(f)(x)))
+
+
 def test_window_dilation_vjp_is_jaxs_error():
   f = lambda v: lax.reduce_window(v, -np.inf, lax.max, (2,), (1,), "VALID", None, (2,))
   np.testing.assert_array_equal(np.asarray(f(np.arange(5.0))), [2, 3, 4])

@@ -185,7 +185,7 @@ def _reduce_window_numba(op):
     if out.size:
       z = _identity(op, w)
       p = _padded(x.astype(w, copy=False) if w != d else x, z, pshape, place)
-      K.REDUCE[op](p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
+      K.REDUCE[op, K.unrolled(offs)](p.reshape(-1), ostep, oshape, offs, C, z, out.reshape(-1))
     return out.astype(d) if w != d else out
   return impl
 
@@ -546,11 +546,14 @@ def _select_and_scatter_add_numba(s, x, *, select_prim, window_dimensions, windo
       x.shape, window_dimensions, window_strides, padding)
   d = x.dtype
   w = _NUMBA_T.get(d, d)
-  out = np.zeros(pshape, w)
+  tile = s.size > 0 and all(
+      ws == wd and o * wd == n
+      for ws, wd, o, n in zip(window_strides, window_dimensions, out_shape, pshape))
+  out = (np.empty if tile else np.zeros)(pshape, w)
   if s.size:
     p = _padded(x.astype(w, copy=False), _identity(op, w), pshape, place)
-    K.SCATTER[sel](np.ascontiguousarray(s, w).reshape(-1), p.reshape(-1), ostep, oshape, offs,
-                   C, out.reshape(-1))
+    K.SCATTER[sel, tile, K.unrolled(offs)](np.ascontiguousarray(s, w).reshape(-1), p.reshape(-1), ostep, oshape,
+                         offs, C, out.reshape(-1))
   return _unpad(out, x.shape, padding).astype(d, copy=False)
 
 
