@@ -1,5 +1,5 @@
-"""Side-by-side timings: nbjax vs NumPy (and JAX, PyTorch when importable), one process,
-medians.
+"""Side-by-side timings: nbjax vs NumPy (and JAX, PyTorch when importable), medians, in one
+process (or a process per system: ``--isolate``).
 
 Runs the asv benchmark classes in ``benchmarks/`` directly (same code asv times), all
 backends of a case set up side by side and sampled in turn, and prints median times and
@@ -11,7 +11,10 @@ program, as a share of that replay's time. The ``DataParallelMLP.speedup`` rows 
 data-parallel training step on 1 and 2 devices in turn and print each backend's speedup;
 XLA_FLAGS gets a 2-device count unless it names one.
 
-  python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--update-readme]
+``--isolate`` times each system in a process of its own instead (``run_isolated``).
+
+  python -m asv_benchmarks.compare [--quick] [--filter SUBSTR] [--isolate [--rounds N]]
+                                   [--update-readme]
 """
 import os
 
@@ -107,7 +110,8 @@ def _median_time(fn, budget):
   return _median_times([fn], budget)[0]
 
 
-def run(filter_="", quick=False, stream=sys.stdout):
+def run(filter_="", quick=False, stream=sys.stdout, only=None):
+  """Every matching case's medians, all its backends (or those in ``only``) side by side."""
   rows = []
   budget = 0.3 if quick else 1.0
   if quick:  # benchmarks with a huge full size take a smaller one (prng.Sample)
@@ -126,6 +130,8 @@ def run(filter_="", quick=False, stream=sys.stdout):
           continue
         row, fns = {"case": label}, {}
         for backend in params[bi]:
+          if only is not None and backend not in only:
+            continue
           args = list(combo)
           args.insert(bi, backend)
           obj = cls()
@@ -140,6 +146,8 @@ def run(filter_="", quick=False, stream=sys.stdout):
         row.update(zip(fns, _median_times(list(fns.values()), budget)))
         rows.append(row)
         print(_fmt_row(row), file=stream, flush=True)
+  if only is not None:  # (the speedup and guard rows set up their own systems together)
+    return rows
   for dev in ("2dev_jit", "2dev_pmap"):
     label = f"parallel.DataParallelMLP.speedup(devices={dev})"
     if not filter_ or filter_ in label:
@@ -153,6 +161,38 @@ def run(filter_="", quick=False, stream=sys.stdout):
       row = _guard_row(label, n_out, budget)
       rows.append(row)
       print(_fmt_row(row), file=stream, flush=True)
+  return rows
+
+
+def run_isolated(filter_="", quick=False, rounds=2, stream=sys.stdout):
+  """``run`` with each system in a process of its own, the systems taken in turn ``rounds``
+  times; a case's time is the least of its per-round medians. In one process, a system's
+  spinning worker threads (OpenBLAS's after a multi-threaded gemm, PyTorch's OpenMP pool)
+  slow whichever system runs next (measured: a 2.5 ms convolution 1.6x slower right after
+  PyTorch's), by different amounts for each: separate processes time each system as its
+  users run it. Machine drift is no longer cancelled within a round, hence the rounds."""
+  import json
+  import subprocess
+  import tempfile
+  systems = ["numpy", "nbjax", "jax", "torch"]
+  best = {}
+  order = []
+  for rnd in range(rounds):
+    for system in (systems if rnd % 2 == 0 else systems[::-1]):
+      with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [sys.executable, "-m", "asv_benchmarks.compare", "--filter", filter_,
+               "--only", system, "--json", f.name] + (["--quick"] if quick else [])
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        for r in json.load(open(f.name)):
+          row = best.setdefault(r["case"], {"case": r["case"]})
+          if r["case"] not in order:
+            order.append(r["case"])
+          t = r.get(system)
+          if t is not None and (row.get(system) is None or t < row[system]):
+            row[system] = t
+  rows = [best[c] for c in order]
+  for r in rows:
+    print(_fmt_row(r), file=stream, flush=True)
   return rows
 
 
@@ -236,8 +276,18 @@ def main(argv=None):
   ap.add_argument("--quick", action="store_true", help="shorter time budget per case")
   ap.add_argument("--filter", default="", help="only cases whose label contains this")
   ap.add_argument("--update-readme", action="store_true", help="rewrite README.md's table")
+  ap.add_argument("--isolate", action="store_true",
+                  help="each system in a process of its own (run_isolated)")
+  ap.add_argument("--rounds", type=int, default=2, help="with --isolate: rounds of systems")
+  ap.add_argument("--only", help=argparse.SUPPRESS)   # run_isolated's child: one system
+  ap.add_argument("--json", help=argparse.SUPPRESS)   # ... writing its rows here
   a = ap.parse_args(argv)
-  rows = run(a.filter, a.quick)
+  if a.only:
+    import json
+    rows = run(a.filter, a.quick, only={a.only})
+    json.dump(rows, open(a.json, "w"))
+    return
+  rows = (run_isolated(a.filter, a.quick, a.rounds) if a.isolate else run(a.filter, a.quick))
   md = markdown(rows)
   if a.update_readme:
     path = os.path.join(ROOT, "README.md")

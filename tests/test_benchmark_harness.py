@@ -39,3 +39,21 @@ def test_harness_waits_for_every_call_and_scaling_computes():
   p = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True,
                      timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
   assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-4000:]
+
+
+def test_isolated_run_times_each_system_in_its_own_process():
+  # ``--isolate``: one child process per system and round, each writing its rows; the parent
+  # merges them per case (the least of the rounds' medians) in the children's case order
+  script = r"""
+import io, os
+from asv_benchmarks import compare
+rows = compare.run_isolated("Scaling.time_op(family=add, size=1)", quick=True, rounds=2,
+                            stream=io.StringIO())
+assert [r["case"] for r in rows] == ["scaling.Scaling.time_op(family=add, size=1)"], rows
+r, = rows
+assert 0 < r["numpy"] < 1e-3 and 0 < r["nbjax"] < 1e-3, r
+print("OK", sorted(k for k, v in r.items() if v is not None))
+"""
+  p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                     timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
+  assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-4000:]
