@@ -366,11 +366,18 @@ def {fn}(x, out):
       if e {cmp} best:
         best = e
         bb = lo
-    if k < 0:
-      c = r[bb:min(bb + B, N)]
-      for i in range(c.size):
-        if c[i] == best:
-          k = bb + i
+    if k < 0:  # in runs of 64: a vectorised test for a hit, then the run's first hit
+      hi = min(bb + B, N)
+      for lo in range(bb, hi, 64):
+        c = r[lo:min(lo + 64, hi)]
+        hit = False
+        for i in range(c.size):
+          hit |= c[i] == best
+        if hit:
+          for i in range(c.size):
+            if c[i] == best:
+              k = lo + i
+              break
           break
     out[o] = k
 """

@@ -630,6 +630,26 @@ def test_argmax_across_kernel_blocks(dtype):
     assert int(lax.argmin(A(x), 0, np.int32)) == 37000
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_argmax_first_best_within_the_block(dtype):
+  """The last step searches the best block in runs of 64: the first best element wherever it
+  falls (a run's edges, a later run than a tie's, -0 after +0), against NumPy's argmax."""
+  rng = np.random.default_rng(3)
+  for n in (63, 64, 65, 200, 4095, 4097, 9000):
+    for first in sorted({0, 62, 63, 64, 65, 127, 128, n // 2, n - 1} - set(range(n, 10**9))):
+      x = rng.integers(-50, 0, n).astype(dtype)
+      x[first] = 7
+      x[rng.integers(first, n, 3)] = 7  # ties after the first
+      for f, np_f in ((lax.argmax, np.argmax), (lax.argmin, np.argmin)):
+        y = x if f is lax.argmax else -x
+        assert int(f(A(y), 0, np.int32)) == np_f(y) == first, (n, first)
+  z = np.zeros(300, dtype)
+  z[:130] = -1
+  z[130] = 0.0
+  z[129] = -0.0  # -0 ties +0: the first zero
+  assert int(lax.argmax(A(z), 0, np.int32)) == 129
+
+
 def test_top_k_list_total_order_and_errors_as_jax():
   import nbjax.numpy as jnp
   out = lax.top_k(jnp.array([0.0, -0.0, 0.0]), 3)
