@@ -1,6 +1,8 @@
 """Time per element against size for every family of ``benchmarks/scaling.py``: one panel
-per family, one line per system (NumPy, nbjax, JAX eager, PyTorch), measured side by side
-by ``compare.run`` and drawn with matplotlib (the ``bench`` extra).
+per family, one line per system (NumPy, nbjax, JAX eager, PyTorch), each system timed in a
+process of its own (``compare.run_isolated``: in one process, PyTorch's and OpenBLAS's
+spinning worker threads slow whichever system runs next) and drawn with matplotlib (the
+``bench`` extra).
 
   python -m asv_benchmarks.plot_scaling [--quick] [--from-json] [--out asv_benchmarks/scaling.png]
 
@@ -18,7 +20,7 @@ SYSTEMS = [("numpy", "NumPy"), ("nbjax", "nbjax"), ("jax", "JAX (eager)"), ("tor
 
 
 def measure(quick):
-  rows = compare.run("scaling.", quick)
+  rows = compare.run_isolated("scaling.", quick)
   out = []
   for r in rows:
     m = re.search(r"\.(time_op|time_matmul)\((.*)\)", r["case"])
