@@ -731,3 +731,42 @@ def test_reduction_initial_must_be_scalar_and_nanmax_initial_of_empty():
   np.testing.assert_array_equal(np.asarray(jnp.nanmax(jnp.zeros((3, 0)), axis=1, initial=0)),
                                 [0., 0., 0.])
   assert float(jnp.nanmin(jnp.array([np.nan, np.nan]), initial=5.)) == 5.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("chunk", [1 << 12, 1 << 20])
+def test_long_row_reductions_on_two_threads_keep_the_bits(dtype, chunk, monkeypatch):
+  """A full reduction of a long row runs in chunks on two threads: sums give the one-call
+  cascade's bits (chunks are whole subtrees, combined as the cascade combines them), max/min
+  the same value, NaN and signed zero, for any chunk count and a partial last chunk."""
+  from nbjax.lax import reductions as R
+  import nbjax.numpy as jnp
+  monkeypatch.setattr(R, "_ROW_CHUNK", chunk)
+  monkeypatch.setattr(R, "ROW_THREADS_MIN", 2 * chunk)
+  rng = np.random.default_rng(7)
+  for n in (2 * chunk, 5 * chunk + 3, 7 * chunk, 13 * chunk + chunk // 2, 16 * chunk - 1):
+    if dtype == np.int32:
+      x = rng.integers(-2**31, 2**31 - 1, n, dtype=np.int32)
+    else:  # magnitudes that change from chunk to chunk: a reassociation changes the rounding
+      x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 3, n)).astype(dtype)
+      x[::chunk // 3] *= dtype(1e7 if dtype == np.float32 else 1e16)
+    want = np.empty(1, dtype)
+    K.ROWS["sum"](x.reshape(1, -1), want, dtype(0))  # (rows of >= 4096: the cascade)
+    assert np.asarray(lax.reduce_sum(A(x), (0,))).tobytes() == want[0].tobytes(), n
+    if dtype != np.int32:
+      assert np.asarray(jnp.sum(A(x))).tobytes() == want[0].tobytes(), n
+    for op, f in (("max", jnp.max), ("min", jnp.min)):
+      y = x.copy()
+      if dtype != np.int32:
+        y[:] = np.abs(y) * (1 if op == "min" else -1)
+        y[n - 3] = 0.0
+        y[chunk + 1] = -0.0  # max: +0 wins wherever it is; min: -0
+      w = np.empty(1, dtype)
+      K.ROWS[op](y.reshape(1, -1), w, dtype(-np.inf if op == "max" else np.inf)
+                 if dtype != np.int32 else (np.iinfo(dtype).min if op == "max"
+                                            else np.iinfo(dtype).max))
+      g = np.asarray(f(A(y)))
+      assert g.tobytes() == w[0].tobytes(), (op, n, g, w)
+      if dtype != np.int32:
+        y[n // 2 + 1] = np.nan
+        assert np.isnan(np.asarray(f(A(y))))

@@ -23,6 +23,7 @@ import operator
 import numpy as np
 
 from kernels import reductions as K
+from kernels.threads import run_chunks
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
@@ -38,6 +39,43 @@ from nbjax.lax.elementwise import accepts
 PAR_MIN = 1 << 62
 
 _real = _int | _float
+
+# One row from this many elements (a full reduction of a large array) is reduced in chunks
+# of _ROW_CHUNK on two threads (kernels.threads: chunks taken in turn from a shared counter,
+# so a descheduled worker holds back one chunk, not half the row). Sums keep the bits of the
+# one-call cascade: a chunk is a whole subtree of its 256-element blocks, and the chunks'
+# sums are combined as the cascade combines subtrees; max/min are exact in any order.
+ROW_THREADS_MIN = 1 << 22
+_ROW_CHUNK = 1 << 20
+_ROW_OPS = ("sum", "max", "min")
+
+
+def _rows(kern, op, x, out, z):
+  """``kern(x, out, z)`` on ``(O, N)`` rows; a single long row in chunks on two threads."""
+  O, N = x.shape
+  if O != 1 or N < ROW_THREADS_MIN or op not in _ROW_OPS:
+    kern(x, out, z)
+    return
+  n = -(-N // _ROW_CHUNK)
+  parts = np.empty((n, 1), out.dtype)
+  row = x[0]
+  run_chunks(n, lambda t, i: kern(row[i * _ROW_CHUNK:(i + 1) * _ROW_CHUNK].reshape(1, -1),
+                                  parts[i], z))
+  if op != "sum" or out.dtype.kind not in "fc":  # exact in any order: the kernel over parts
+    kern(parts.reshape(1, n), out, z)
+    return
+  stack = []  # the cascade's binary counter, over subtrees of 2^12 blocks
+  with np.errstate(all="ignore"):
+    for i in range(n):
+      s, c = parts[i, 0], i + 1
+      while c & 1 == 0:
+        s = stack.pop() + s
+        c >>= 1
+      stack.append(s)
+    r = stack.pop()
+    while stack:
+      r = stack.pop() + r
+  out[0] = r
 
 
 # From this many input elements XLA's CPU code hands float32/float64 sums to YNNPACK, whose
@@ -313,7 +351,7 @@ def _reduce_numba(op):
       out = np.empty(O * I, kd)
       if I == 1:  # (rows in XLA's YNNPACK range: the vectorised cascade)
         fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
-        (K.ROWS[op] if fast else ks[0])(x3.reshape(O, N), out, z)
+        _rows(K.ROWS[op] if fast else ks[0], op if fast else "", x3.reshape(O, N), out, z)
       else:
         ks[1](x3, out.reshape(O, I), z)
       return out.reshape(out_shape)
@@ -325,7 +363,7 @@ def _reduce_numba(op):
       O, N, I = _block(shape, a, a + 1)
       out = np.empty(O * I, kd)
       if I == 1:
-        (K.ROWS_PAR[op] if big else K.ROWS[op])(cur.reshape(O, N), out, z)
+        _rows(K.ROWS_PAR[op] if big else K.ROWS[op], op, cur.reshape(O, N), out, z)
       else:
         (K.COLS_PAR[op] if big else K.COLS[op])(cur.reshape(O, N, I), out.reshape(O, I), z)
       out = out.reshape(shape[:a] + shape[a + 1:])
@@ -359,10 +397,11 @@ def _reduce_numba(op):
       if I == 1:
         fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
         kr = K.ROWS[op] if fast else K.TREE_ROWS[kop]
+        rop = op if fast else ""
 
         def k(x):
           out = np.empty(O, kd)
-          kr(x.reshape(O, N), out, z)
+          _rows(kr, rop, x.reshape(O, N), out, z)
           return out.reshape(out_shape)
       else:
         kc = K.TREE_COLS[kop]
@@ -385,7 +424,7 @@ def _reduce_numba(op):
     if I == 1:
       def k(x):
         out = np.empty(O, kd)
-        kern(x.reshape(O, N), out, z)
+        _rows(kern, op, x.reshape(O, N), out, z)
         return out.reshape(oshape)
     else:
       def k(x):
