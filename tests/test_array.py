@@ -596,6 +596,12 @@ def test_view_byteswap_and_other_methods():
   check(jnp.array([1.0, 2.0, 3.0, -4.0]).view(jnp.complex128), np.array([1 + 2j, 3 - 4j]))
   check(nbjax.jit(lambda v: v.view(jnp.int32))(a), np.arange(6.0).reshape(2, 3).view(np.int32))
   assert a.view() is a
+  # sub-byte integers count their bits (jnp.int4 is 4 bits wide, not its 1-byte numpy storage)
+  check(jnp.arange(4, dtype=jnp.uint8).view(jnp.int4),
+        np.array([0, 0, 1, 0, 2, 0, 3, 0], jnp.int4))
+  check(jnp.array([1, -2, 3, -8, 7, 0, 5, 6], jnp.int4).view(jnp.uint16),
+        np.array([33761, 25863], np.uint16))
+  check(jnp.array([1, -2, 3, -8], jnp.int4).view(jnp.uint4), np.array([1, 14, 3, 8], jnp.uint4))
   with pytest.raises(ValueError, match="view\\(\\) of a 0d array is only supported if the "
                                        "itemsize is unchanged."):
     jnp.array(2.0).view(jnp.int32)

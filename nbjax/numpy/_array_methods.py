@@ -154,7 +154,7 @@ def _view(self, dtype=None, type=None):
   if dtype is None:
     return self
   dtype = _util.canonicalize_user_dtype(dtype)
-  bits_in, bits_out = self.dtype.itemsize * 8, dtype.itemsize * 8
+  bits_in, bits_out = dtypes.itemsize_bits(self.dtype), dtypes.itemsize_bits(dtype)
   if self.ndim == 0:
     if bits_in != bits_out:
       raise ValueError("view() of a 0d array is only supported if the itemsize is unchanged.")
