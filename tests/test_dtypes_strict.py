@@ -199,3 +199,12 @@ def test_strict_weak_operands_of_one_dtype_promote_as_jax():
                  ("float64", True, "float64", "float64", "float32")]
   with nbjax.numpy_dtype_promotion("strict"):
     assert jnp.sin(_convert_element_type(0, np.dtype("float16"), weak_type=True)).dtype == np.float16
+
+
+def test_packbits_under_strict(strict):
+  # packbits compares with a zero of the operand's dtype, not a Python 0 (JAX lax_numpy_test
+  # testPackbits runs under strict promotion)
+  assert jnp.packbits(jnp.array([True, False, True, True, False, False, False, True, True])
+                      ).tolist() == [177, 128]
+  out = jnp.packbits(jnp.array([1, 0, 3], "int16"), bitorder="little")
+  assert out.dtype == np.uint8 and out.tolist() == [5]

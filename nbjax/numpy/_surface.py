@@ -285,7 +285,7 @@ def packbits(a, axis=None, bitorder="big"):
   if not (arr.dtype == np.bool_ or dtypes.is_int(arr.dtype)):
     raise TypeError("Expected an input array of integer or boolean data type")
   _check_bitorder(bitorder)
-  arr = _util.convert(_ufuncs.not_equal(arr, 0), np.uint8)
+  arr = _util.convert(lax.ne(arr, lax._const(arr, 0)), np.uint8)
   bits = _creation.arange(8, dtype=np.uint8)
   if bitorder == "big":
     bits = bits[::-1]
