@@ -451,6 +451,13 @@ def test_polydiv_roots():
   assert r.shape == u.shape  # JAX keeps the remainder's length unless trimmed
   q, r = jnp.polydiv(u, v, trim_leading_zeros=True)
   check(r, er)
+  # trimming keeps NaN coefficients (JAX's trim_zeros_tol drops only |c| < sqrt(eps))
+  u = np.array([-4., 0, 3, 0, -1, 1])
+  q, r = jnp.polydiv(u, np.array([0.]), trim_leading_zeros=True)
+  check(q, [-np.inf, np.nan, np.inf, np.nan, -np.inf, np.inf])
+  check(r, np.full(6, np.nan))
+  q, r = jnp.polydiv(u, np.array([0., 2.]), trim_leading_zeros=True)
+  check(r, [np.nan] * 5 + [np.inf])
   for p in ([1., -6, 11, -6], [0., 0, 1, -3, 2], [2., 0, -8], [1., 2]):
     got = np.sort_complex(np.asarray(jnp.roots(np.array(p))))
     check(got, np.sort_complex(np.roots(p).astype(complex)), rtol=1e-6)

@@ -641,7 +641,7 @@ def polydiv(u, v, *, trim_leading_zeros=False):
     tol = float(np.sqrt(dtypes.finfo(u.dtype).eps))
     mags = np.abs(np.asarray(core.concrete_or_error(
         None, u, "trim_leading_zeros=True requires a concrete remainder")))
-    nz = np.flatnonzero(mags > tol)
+    nz = np.flatnonzero(~(mags < tol))  # NaN is kept, as JAX's trim_zeros_tol
     u = u[int(nz[0]):] if nz.size else u[:0]
   return q, u
 
