@@ -667,6 +667,16 @@ def test_tile_repeat_flip_roll():
   traced = nbjax.jit(lambda r: jnp.repeat(jx, r, axis=1, total_repeat_length=5))(jnp.array([2, 0, 1]))
   check(traced, x[:, [0, 0, 2, 2, 2]])
   check(jx.repeat(2), x.repeat(2))
+  # a 0-d operand: ``axis`` is not checked and one count fills a 1-d array (JAX 0.10.2)
+  out = jnp.repeat(2.0, 3, axis=5)
+  assert out.tolist() == [2.0] * 3 and out.weak_type
+  check(jnp.repeat(np.int8(2), np.array([3]), axis=0), np.full(3, 2, np.int8))
+  check(jnp.repeat(np.int8(2), 3, axis=0, total_repeat_length=5), np.full(5, 2, np.int8))
+  check(nbjax.jit(lambda r: jnp.repeat(np.int8(2), r, axis=0, total_repeat_length=4))(3),
+        np.full(4, 2, np.int8))
+  with pytest.raises(ValueError, match="`repeat` with a scalar parameter `a` is only implemented "
+                                       "for scalar values of the parameter `repeats`."):
+    jnp.repeat(np.int8(2), np.array([3, 1]), axis=0)
   for axis in (None, 0, 1, (0, 1)):
     check(jnp.flip(jx, axis), np.flip(x, axis))
   check(jnp.fliplr(jx), np.fliplr(x))

@@ -726,6 +726,16 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
   a = ensure_arraylike("repeat", a)
   if axis is None:
     a, axis = ravel(a), 0
+  if a.ndim == 0:  # as JAX: ``axis`` is not checked; one repeat count fills a 1-d array
+    if np.size(repeats) != 1:
+      raise ValueError("`repeat` with a scalar parameter `a` is only implemented for scalar "
+                       "values of the parameter `repeats`.")
+    if total_repeat_length is None:
+      if not _util.is_concrete(repeats):
+        raise core.ConcretizationTypeError(repeats, "jnp.repeat with a non-constant `repeats` "
+                                           "requires `total_repeat_length`.")
+      total_repeat_length = int(np.sum(_util.concrete(repeats)))
+    return lax.broadcast_in_dim(a, (total_repeat_length,), ())
   axis = canonicalize_axis(axis, a.ndim)
   n = a.shape[axis]
   if _util.ndim(repeats) == 0 and _util.is_concrete(repeats):
