@@ -511,6 +511,21 @@ def test_take_along_axis_promise_in_bounds_does_not_wrap():
       jnp.take_along_axis(x, i, 0, mode="clip", wrap_negative_indices=False), [10, 12])
   np.testing.assert_array_equal(jnp.take_along_axis(x, i, 0, mode="clip"), [14, 12])
 
+
+def test_take_along_axis_empty_axis_and_errors_as_jax():
+  # JAX 0.10.2: an empty axis gives zeros of the broadcast shape whatever the indices
+  out = jnp.take_along_axis(jnp.zeros((2, 0)), jnp.array([[0, 1]]), axis=1)
+  assert out.shape == (2, 2) and out.dtype == np.float64 and not out.any()
+  with pytest.raises(ValueError, match=re.escape(
+      "take_along_axis indices must be 1D if axis=None, got shape (1, 2)")):
+    jnp.take_along_axis(jnp.zeros((2, 3)), jnp.array([[0, 1]]), axis=None)
+  with pytest.raises(TypeError, match="take_along_axis indices must be of integer type, got "
+                                      "float64"):  # checked before the axis=None shape
+    jnp.take_along_axis(jnp.zeros((2, 3)), jnp.zeros((1, 2)), axis=None)
+  with pytest.raises(ValueError, match=re.escape(
+      "indices and arr must have the same number of dimensions; 1 vs. 2")):
+    jnp.take_along_axis(jnp.zeros((2, 0)), jnp.array([0, 1]), axis=1)
+
 # ----------------------------------------------------------------------------- static indices
 # JAX clamps an out-of-bounds static integer index like a traced one (``jnp.arange(10)[11]``
 # is 9: the "Sharp Bits" out-of-bounds rule); its ``jax_check_static_indices`` flag (default

@@ -929,14 +929,17 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
            [4, 5, 6]], dtype=int64)
   """
   arr, indices = ensure_arraylike("take_along_axis", arr, indices)
-  if axis is None:
-    if indices.ndim != 1:
-      raise ValueError("when axis=None, `indices` must have a single dimension; got "
-                       f"{indices.ndim}")
-    arr, axis = lax.reshape(arr, (arr.size,)), 0
-  axis = canonicalize_axis(axis, arr.ndim)
   if not dtypes.is_int(indices.dtype):
     raise TypeError(f"take_along_axis indices must be of integer type, got {indices.dtype}")
+  if axis is None:
+    if indices.ndim != 1:
+      raise ValueError("take_along_axis indices must be 1D if axis=None, got shape "
+                       f"{indices.shape}")
+    arr, axis = lax.reshape(arr, (arr.size,)), 0
+  axis = canonicalize_axis(axis, arr.ndim)
+  if arr.shape[axis] == 0 and indices.ndim == arr.ndim:  # as JAX: zeros, whatever the indices
+    shape = lax.broadcast_shapes(indices.shape, arr.shape[:axis] + (1,) + arr.shape[axis + 1:])
+    return lax.full(shape, 0, arr.dtype)
   if wrap_negative_indices is None:
     wrap_negative_indices = mode != "promise_in_bounds"
   return rewriting_take(arr, _along_axis_index(arr.shape, indices, axis),
