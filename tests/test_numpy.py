@@ -778,6 +778,14 @@ def test_nonzero_family():
     check(g, np.concatenate([w, [-1, -1]]))
   for g, w in zip(jnp.nonzero(jx, size=1), np.nonzero(x)):
     check(g, w[:1])
+  # size-1 axes before the last (flat index strides of 1): each index comes from its own axis
+  y = np.zeros((3, 1, 2, 1), np.int32)
+  y[2, 0, 1, 0] = y[0, 0, 0, 0] = -4
+  for f in (lambda v: jnp.nonzero(v, size=4, fill_value=(9, 8, 7, 6)),
+            nbjax.jit(lambda v: jnp.nonzero(v, size=4, fill_value=(9, 8, 7, 6)))):
+    for g, w, fv in zip(f(y), np.nonzero(y), (9, 8, 7, 6)):
+      check(g, np.concatenate([w, [fv, fv]]))
+  check(jnp.nonzero(np.zeros((3, 0)), size=2, fill_value=7)[1], np.array([7, 7]))
   check(jnp.flatnonzero(jx), np.flatnonzero(x))
   check(jnp.argwhere(jx), np.argwhere(x))
   check(jnp.argwhere(jnp.int32(3)), np.argwhere(np.int32(3)))

@@ -1026,8 +1026,10 @@ def nonzero(a, *, size=None, fill_value=None):
   out, rem = [], flat
   strides = [math.prod(a.shape[k + 1:]) for k in range(a.ndim)]
   for k, st in enumerate(strides):
-    q = lax.div(rem, _util.lit(st, d, True)) if st != 1 else rem
-    rem = lax.rem(rem, _util.lit(st, d, True)) if st != 1 else rem
+    if st == 1:  # the later axes (if any) have size 1
+      q, rem = rem, lax.full_like(rem, 0)
+    else:
+      q, rem = lax.div(rem, _util.lit(st, d, True)), lax.rem(rem, _util.lit(st, d, True))
     fv = 0 if fills[k] is None else fills[k]
     out.append(lax.select(valid, q, lax.full_like(q, fv)))
   return tuple(out)
