@@ -101,10 +101,17 @@ def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
 """
 
 # select_and_scatter_add: per window, add the source value at the selected element (the
-# first window element to start, as XLA's SelectAndScatter); ``{assign}`` is ``=`` when the
-# windows tile the operand exactly (stride == window, nothing left over): each element of
-# ``out`` is then written once, by its window (``out`` needs no zeros first, nothing is read;
-# ``+ zero`` keeps XLA's sum into zeros: a -0 source gives +0)
+# first window element to start, as XLA's SelectAndScatter); ``_WRITE`` assigns (``=``)
+# when the windows tile the operand exactly (stride == window, nothing left over): each
+# element of ``out`` is then written once, by its window (``out`` needs no zeros first,
+# nothing is read; ``+ zero`` keeps XLA's sum into zeros: a -0 source gives +0)
+_WRITE = """    srow = src[o * C:(o + 1) * C]
+    for k in range(offs.size):
+      s = base + offs[k]
+      dst = out[s:s + C]
+      for c in range(C):
+        dst[c] {} srow[c] + zero if at[c] == k else zero"""
+
 _SCATTER = """
 def {fn}(src, p, ostep, oshape, offs, C, out):
 {head}
@@ -125,12 +132,7 @@ def {fn}(src, p, ostep, oshape, offs, C, out):
         keep = best[c] {cmp} cand[c]
         best[c] = best[c] if keep else cand[c]
         at[c] = at[c] if keep else k
-    srow = src[o * C:(o + 1) * C]
-    for k in range(offs.size):
-      s = base + offs[k]
-      dst = out[s:s + C]
-      for c in range(C):
-        dst[c] {assign} srow[c] + zero if at[c] == k else zero
+{write}
 {step}
 """
 
@@ -149,12 +151,7 @@ def {fn}(src, p, ostep, oshape, offs, C, out):
       i = 0
 {select}
       at[c] = i
-    srow = src[o * C:(o + 1) * C]
-    for k in range(offs.size):
-      s = base + offs[k]
-      dst = out[s:s + C]
-      for c in range(C):
-        dst[c] {assign} srow[c] + zero if at[c] == k else zero
+{write}
 {step}
 """
 
@@ -188,15 +185,15 @@ def _reduce(key):
 
 def _scatter(key):
   sel, tile, K = key
-  assign = "=" if tile else "+="
+  write = _WRITE.format("=" if tile else "+=")
   name = f"select_scatter_{sel}{'_tile' * tile}"
   if not K:
-    return _build(_SCATTER, name, cmp=_CMP[sel], assign=assign)
+    return _build(_SCATTER, name, cmp=_CMP[sel], write=write)
   select = "\n".join(f"      v = a{k}[c]\n      keep = b {_CMP[sel]} v\n"
                       f"      b = b if keep else v\n      i = i if keep else {k}"
                       for k in range(1, K))
   return _build(_SCATTER_K, f"{name}_{K}", srcs=_slices("a", "p", K), select=select,
-                assign=assign)
+                write=write)
 
 
 def unrolled(offs):
