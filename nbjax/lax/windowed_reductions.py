@@ -38,8 +38,14 @@ _WPARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation", "
 
 
 def _lax():
-  from nbjax import lax
-  return lax
+  global _lax_mod
+  if _lax_mod is None:  # (imported on first use: nbjax.lax imports this module)
+    from nbjax import lax
+    _lax_mod = lax
+  return _lax_mod
+
+
+_lax_mod = None
 
 
 # ----------------------------------------------------------------- shapes
@@ -164,6 +170,7 @@ def _padded(x, z, pshape, place):
 _NUMBA_T = {np.dtype(np.float16): np.dtype(np.float32)}
 
 
+@functools.lru_cache(maxsize=None)
 def _identity(op, d):
   d = np.dtype(d)
   if op == "sum":
