@@ -417,3 +417,31 @@ def test_inverted_cdf_transforms():
   wg = jax.grad(lambda w: jnp.quantile(_QX1, 0.3, method="inverted_cdf", weights=w))(
       _QENV["w1"])
   np.testing.assert_array_equal(wg, np.zeros(8))
+
+
+def test_mean_var_integer_dtype_compute_in_integers_as_jax():
+  # JAX 0.10.2: an integer dtype= converts the elements (truncating), sums and divides in that
+  # dtype; var's final where(count > 0, result, nan) makes the result the weak default float
+  x = np.array([[-3.3, 0.73, -3.29], [-0.8, -1.89, 5.25], [-4.9, -5.5, 2.03]])
+  out = jnp.mean(x, 0, dtype=np.int64)
+  assert out.dtype == np.int64 and out.tolist() == [-2, -2, 1]
+  assert jnp.mean(x, 0, dtype=np.uint8).tolist() == [0, 0, 2]
+  out = jnp.mean(x, 0, dtype=np.int32, where=np.array([[1, 0, 1]] * 3, bool))
+  assert out.dtype == np.int32 and out.tolist() == [-2, -1, 1]
+  for dt, want in ((np.int8, [3., 4., 11.]), (np.uint16, [0., 0., 4.])):
+    out = jnp.var(x, 0, dtype=dt)
+    assert out.dtype == np.float64 and out.weak_type and out.tolist() == want
+  assert jnp.var(x, 0, dtype=np.int32, ddof=1.5).tolist() == [4., 7., 16.]
+  assert np.isnan(jnp.var(x[:1], 0, dtype=np.int32, ddof=1)).all()
+  out = jax.jit(lambda v: jnp.var(v, 1, dtype=np.int16, keepdims=True))(x)
+  assert out.weak_type and out.tolist() == [[2.], [7.], [9.]]
+  msg = "div does not accept dtype bool at position 0"
+  with pytest.raises(TypeError, match=msg):
+    jnp.mean(np.array([True, False]), dtype=bool)
+  with pytest.raises(TypeError, match=msg):
+    jnp.var(x, 0, dtype=bool)
+  # a float16 dtype= is computed in float16 (only the default dtype upcasts)
+  out = jnp.mean(np.full(3000, 0.1, np.float16), dtype=np.float16)
+  assert out.dtype == np.float16 and float(out) == float(np.float16(0.0997))
+  assert jnp.var(x, 0, dtype=np.float16).tolist() == np.array([2.846, 6.523, 12.4],
+                                                               np.float16).tolist()

@@ -393,8 +393,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   a = ensure_arraylike("mean", a)
   where = _check_where("mean", where)
   d = _mean_dtypes(a.dtype, dtype)
-  comp = _util.to_inexact_dtype(d)
-  comp = _upcast_f16(comp) if dtype is None else comp
+  comp = _upcast_f16(d) if dtype is None else d  # (JAX: an integer dtype= computes in integers)
   n = _count(a, axis, keepdims, where, comp)  # (first: JAX's error for a bad where mask)
   s = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
   return _util.convert(lax.div(s, n), d, s.weak_type)
@@ -438,12 +437,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
                      "of numpy.var seem unclear in this case. Please comment on "
                      "https://github.com/jax-ml/jax/issues/2283 if this behavior is "
                      "important to you.")
-  comp = _upcast_f16(_util.to_inexact_dtype(d))
+  exact = dtype is not None and not dtypes.is_inexact(d)  # JAX: computed in integers
+  comp = d if exact else _upcast_f16(_util.to_inexact_dtype(d))
   if dtypes.is_complex(a.dtype):
     comp = _util.to_complex_dtype(comp)
   a = _util.convert(a, comp, a.weak_type)
   if mean is None:
-    a_mean = _mean(a, axis, keepdims=True, where=where)
+    a_mean = _mean(a, axis, dtype=comp if exact else None, keepdims=True, where=where)
   else:
     a_mean = _util.convert(ensure_arraylike("var", mean), comp, False)
   centered = lax.sub(a, a_mean)
@@ -454,6 +454,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   s = sum(centered, axis, keepdims=keepdims, where=where)
   n = lax.sub(_count(a, axis, keepdims, where, s.dtype), _util.lit(correction, s.dtype, True))
   out = lax.div(s, n)
+  if exact:  # JAX's where(n > 0, out, nan): the weak default float
+    out, nan = _util.promote_dtypes(out, np.nan)
+    bad = _util.broadcast_to(lax.le(n, _util.lit(0, n.dtype, True)), out.shape)
+    return lax.select(bad, _util.broadcast_to(nan, out.shape), out)
   if where is None and isinstance(correction, (int, float)):  # JAX: NaN without a positive
     if math.prod(a.shape[i] for i in canonicalize_axes(axis, a.ndim)) <= correction:  # count
       out = lax.full_like(out, np.nan)
