@@ -745,3 +745,17 @@ def test_python_ints_past_int64_as_jax():
   assert float(nbjax.lax.convert_element_type(2 ** 100, jnp.float32)) == np.float32(2 ** 100)
   out = jnp.ones(2, "uint64").at[0].set(2 ** 64 - 1)  # a uint64 value for a uint64 array
   assert int(out[0]) == 2 ** 64 - 1
+  # lax constants up to 2**64 - 1 (JAX 0.10.2: uint64 exact, int64 wraps; jnp.min's fill for
+  # where= on uint64, lax_numpy_reducers_test testReducerWhere)
+  for f in (lambda: nbjax.lax.full((2,), 2 ** 64 - 1, np.uint64),
+            nbjax.jit(lambda: nbjax.lax.full((2,), 2 ** 64 - 1, np.uint64)),
+            lambda: nbjax.lax.full_like(np.zeros(2, np.uint64), 2 ** 64 - 1)):
+    assert f().tolist() == [2 ** 64 - 1] * 2
+  assert nbjax.lax.full((1,), 2 ** 63, np.int64).tolist() == [-2 ** 63]
+  assert nbjax.lax.full((1,), -1, np.uint64).tolist() == [2 ** 64 - 1]
+  with pytest.raises(OverflowError):
+    nbjax.lax.full((2,), 2 ** 64, np.uint64)
+  x = np.array([[5, 3], [2 ** 64 - 2, 7]], np.uint64)
+  w = np.array([[0, 1], [1, 0]], bool)  # (the unselected elements become uint64's max)
+  out = nbjax.jit(lambda x: jnp.min(x, 0, initial=4, where=w))(x)
+  assert out.tolist() == [4, 3]

@@ -1801,6 +1801,9 @@ def convert_element_type(operand, new_dtype):
   return _convert_element_type(operand, dtypes.canonicalize_dtype(new_dtype), False)
 
 
+_I64_MAX = np.iinfo(np.int64).max
+
+
 def _convert_element_type(operand, new_dtype=None, weak_type=False):
   """convert_element_type with an explicit result weak type (``new_dtype=None``: keep dtype)."""
   t = type(operand)
@@ -1819,7 +1822,8 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
     # constants: convert here (Python ints too large for int64 convert exactly)
     if t is int and new_dtype is not None:
       v = np.asarray(operand).astype(new_dtype) if np.dtype(new_dtype).kind in "fc" else \
-          _np_convert(np.asarray(operand, dtypes.dtype(operand, canonicalize=True)), new_dtype)
+          _np_convert(np.asarray(operand, np.uint64 if operand > _I64_MAX else  # (as JAX's)
+                                 dtypes.dtype(operand, canonicalize=True)), new_dtype)
     else:
       v = np.asarray(operand, dtypes.dtype(operand, canonicalize=True) if t in _PY else None)
       d = dtypes.canonicalize_dtype(v.dtype)
