@@ -89,6 +89,22 @@ def test_fused_chain_bits_equal_unfused(dtype, shape, ops, seed):
     assert type(o) is Array  # materialised by the reads above
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_fused_loop_in_chunks_on_two_threads(dtype, monkeypatch):
+  # from THREADS_MIN elements the fused loop runs in chunks taken by two threads: the same
+  # bits as one call (and as the unfused kernels), the last chunk a partial one
+  monkeypatch.setattr(fusion, "THREADS_MIN", fusion.MIN_SIZE)
+  monkeypatch.setattr(fusion, "THREAD_CHUNK", 4099)
+  rng = np.random.default_rng(1)
+  ops = [("scalar", 0, 0), ("mul", 1, 3), ("add", 4, 2), ("max", 5, 0)] if dtype != np.bool_ \
+      else [("and", 0, 1), ("not", 3, 0), ("and", 4, 2)]
+  data = [_data(rng, (BIG,), dtype) for _ in range(3)]
+  got, _ = _run(ops, data, True)
+  want, _ = _run(ops, data, False)
+  for g, w in zip(got, want):
+    assert g[0].tobytes() == w[0].tobytes() and g[1:] == w[1:]
+
+
 def test_large_chain_is_pending_then_plain():
   x, y, z = (jnp.asarray(np.full(BIG, v, np.float32)) for v in (2.0, 3.0, 4.0))
   r = x * y + z
