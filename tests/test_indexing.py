@@ -158,6 +158,21 @@ def test_gather_window_partially_out_of_bounds():
   np.testing.assert_array_equal(got, [[2, 3, 4], [7, 8, 9]])   # start clamped to fit
 
 
+def test_gather_without_indices_allows_any_slice_size():
+  # JAX 0.10.2 checks slice sizes against the operand only when there are indices (lax_test
+  # testGather with an empty operand); jit lowers an empty result to a constant
+  dn = GDN(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+  dn2 = GDN(offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0,))
+  for f in (lax.gather, nbjax.jit(lax.gather, static_argnums=(2, 3))):
+    out = f(np.zeros(0, bool), np.zeros((0, 1), np.int32), dn, (1,))
+    assert out.shape == (0,) and out.dtype == np.bool_
+    out = f(np.zeros((0, 3)), np.zeros((0, 1), np.int32), dn2, (2, 3))
+    assert out.shape == (0, 2, 3) and out.dtype == np.float64
+    with pytest.raises(TypeError, match=re.escape(
+        "Slice size at index 0 in gather op is out of range, must be within [0, 0 + 1), got 1.")):
+      f(np.zeros(0, bool), np.zeros((2, 1), np.int32), dn, (1,))
+
+
 def test_gather_numpy_indexing_patterns():
   rng = np.random.default_rng(0)
   x = rng.standard_normal((4, 5, 6))

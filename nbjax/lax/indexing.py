@@ -470,7 +470,7 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, u
                     f"collapsed_slice_dims={dn.collapsed_slice_dims}, operand_batching_dims="
                     f"{dn.operand_batching_dims}.")
   for i, (s, d) in enumerate(zip(slice_sizes, operand.shape)):
-    if not 0 <= s <= d:
+    if not 0 <= s <= d and math.prod(indices.shape):  # (no indices: JAX checks nothing)
       raise TypeError(f"Slice size at index {i} in gather op is out of range, must be within "
                       f"[0, {d} + 1), got {s}.")
   for i, d in enumerate(dn.collapsed_slice_dims):
@@ -1447,6 +1447,8 @@ def _gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, unique_ind
       operand_batching_dims=list(getattr(dn, "operand_batching_dims", ())),
       start_indices_batching_dims=list(getattr(dn, "start_indices_batching_dims", ())),
       start_index_map=list(dn.start_index_map), index_vector_dim=ivd)
+  if not math.prod(out_aval.shape):  # as JAX's (no indices: slice sizes may pass the operand)
+    return [mlir.full_like_aval(ctx, 0, out_aval)]
   out = hlo.gather(operand, indices, gdn, i64_array(slice_sizes),
                    indices_are_sorted=bool(indices_are_sorted))
   if mode is None or "FILL" not in _mode_name(mode):
