@@ -37,6 +37,22 @@ def test_reduce_monoids_use_fast_primitives():
   eqn, = nbjax.make_jaxpr(lambda v: lax.reduce(v, 2.0, lax.add, (1,)))(x).eqns
   assert eqn.primitive.name == "reduce"
   np.testing.assert_array_equal(np.asarray(lax.reduce(x, 2.0, lax.add, (1,))), [5.0, 14.0])
+  # the bitwise monoids (booleans and integers only) and max/min of a float8 without
+  # infinities (its finite extreme), as JAX 0.10.2's _get_monoid_reducer (lax_test testReduce)
+  import ml_dtypes
+  f8 = ml_dtypes.float8_e4m3fn
+  u = np.array([[1, 2, 4], [8, 0, 3]], np.uint16)
+  for v, init, op, name in (
+      (u, 0, lax.bitwise_or, "reduce_or"), (u, 0xFFFF, lax.bitwise_and, "reduce_and"),
+      (u, 0, lax.bitwise_xor, "reduce_xor"), (u, 1, lax.bitwise_or, "reduce"),
+      (u > 1, True, lax.bitwise_and, "reduce_and"), (u > 1, False, lax.bitwise_or, "reduce_or"),
+      (x.astype(f8), float(ml_dtypes.finfo(f8).min), lax.max, "reduce_max"),
+      (x.astype(f8), float(ml_dtypes.finfo(f8).max), lax.min, "reduce_min")):
+    iv = np.array(init).astype(v.dtype)
+    eqn, = nbjax.make_jaxpr(lambda a: lax.reduce(a, iv, op, (1,)))(v).eqns
+    assert eqn.primitive.name == name, (op, v.dtype, init)
+  np.testing.assert_array_equal(lax.reduce(u, np.uint16(0), lax.bitwise_or, (1,)), [7, 11])
+  np.testing.assert_array_equal(lax.reduce(u, np.uint16(1), lax.bitwise_or, (0,)), [9, 3, 7])
 
 
 def test_reduce_jvp_vmap_batched_init():

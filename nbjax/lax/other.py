@@ -272,27 +272,27 @@ registry.register(
                    "tree over the reduced ones (log2(n) batched calls)"))
 
 
-_MONOIDS = {"add": ("reduce_sum", 0), "mul": ("reduce_prod", 1), "max": ("reduce_max", "max"),
-            "min": ("reduce_min", "min"), "bitwise_and": ("reduce_and", "and"),
-            "bitwise_or": ("reduce_or", "or"), "bitwise_xor": ("reduce_xor", 0)}
+_MONOIDS = {"add": ("reduce_sum", 0), "mul": ("reduce_prod", 1), "max": ("reduce_max", None),
+            "min": ("reduce_min", None), "bitwise_and": ("reduce_and", -1),
+            "bitwise_or": ("reduce_or", 0), "bitwise_xor": ("reduce_xor", 0)}
 
 
 def _monoid(computation, init):
+  """The monoid reducer of ``computation`` when ``init`` is its concrete identity (JAX's
+  ``_get_monoid_reducer``; the bitwise ones for booleans and integers only)."""
   lax = _lax()
   if isinstance(init, core.Tracer) or np.shape(init) != ():
     return None
   v = np.asarray(init)
   for name, (red, ident) in _MONOIDS.items():
     if computation is getattr(lax, name):
-      if ident == "max":
-        ident = _ident_minmax(v.dtype, True)
-      elif ident == "min":
-        ident = _ident_minmax(v.dtype, False)
-      elif ident == "and":
-        ident = True if v.dtype == np.bool_ else -1
-      if v.dtype.kind in "iu" and ident is not None and not isinstance(ident, bool):
-        ident = np.asarray(ident).astype(v.dtype)
-      return getattr(lax, red) if v == ident else None
+      if name.startswith("bitwise"):
+        if v.dtype.kind not in "biu":
+          return None
+        ident = np.array(ident).astype(v.dtype)
+      elif ident is None:
+        ident = _ident_minmax(v.dtype, name == "max")
+      return getattr(lax, red) if np.equal(v, ident) else None
   return None
 
 
@@ -301,6 +301,11 @@ def _ident_minmax(d, is_max):
     return not is_max
   if d.kind in "iu":
     info = np.iinfo(d)
+    return info.min if is_max else info.max
+  with np.errstate(invalid="ignore", over="ignore"):
+    has_inf = np.isinf(np.array(np.inf).astype(d))  # (not the float8s without infinities)
+  if not has_inf:
+    info = dtypes.finfo(d)
     return info.min if is_max else info.max
   return -np.inf if is_max else np.inf
 
