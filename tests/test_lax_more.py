@@ -488,3 +488,14 @@ def test_top_k_is_a_primitive_lowered_to_chlo_top_k():
   np.testing.assert_array_equal(np.asarray(v), [[3, np.nan, 1, 0, 5, 5, -3]])
   v, i = lax.top_k(jnp.array([-0.0, 0.0, -0.0], np.float32), 3)
   assert np.signbit(np.asarray(v)).tolist() == [False, True, True] and i.tolist() == [1, 0, 2]
+
+
+def test_const_of_weak_ml_dtypes_scalars():
+  # lax._const keeps the operand's dtype for weak bfloat16/float8/int4 scalars (kind "V"):
+  # JAX lax_test test_const
+  import ml_dtypes
+  from nbjax.lax import _convert_element_type
+  for d in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.int4, np.float16):
+    c = lax._const(_convert_element_type(0, np.dtype(d), weak_type=True), 0)
+    assert np.dtype(c.dtype) == np.dtype(d)
+  assert type(lax._const(_convert_element_type(0, np.dtype("float64"), weak_type=True), 1)) is float

@@ -1898,7 +1898,7 @@ def _const(x, v):
   """``v`` as a constant of ``x``'s dtype: a weak Python scalar when ``x`` is a weakly typed
   scalar (so the rule's result stays weak, as JAX's ``_const``), else a 0-d NumPy array."""
   a = core.get_aval(x)
-  if a.weak_type and not a.shape:
+  if a.weak_type and not a.shape and a.dtype.kind in _PY_SCALAR:  # (not bfloat16's "V")
     py = _PY_SCALAR[a.dtype.kind](v)
     if dtypes.canonicalize_dtype(np.result_type(py)) == a.dtype:
       return py
