@@ -9,6 +9,7 @@ the default dtype of their kind. The only departure from JAX is the default: x64
 own kind's dtypes, distinct strong dtypes join nothing).
 """
 import functools
+import warnings
 
 import numpy as np
 
@@ -144,6 +145,33 @@ def _canonicalize(dtype):
     except TypeError as e:
       raise TypeError(f"dtype {dtype!r} not understood") from e
   return d if _x64 else _to_32bit.get(d, d)
+
+
+def canonicalize_explicit_dtype(dtype, fun_name=""):
+  """``canonicalize_dtype`` of a dtype the user asked for (JAX's
+  ``_maybe_canonicalize_explicit_dtype``): with x64 off a 64-bit dtype is kept under
+  ``jax_explicit_x64_dtypes='allow'``, truncated with JAX's warning under ``'warn'``, refused
+  with JAX's ValueError under ``'error'``; both name ``fun_name``. The Python types ``int``,
+  ``float``, ... give the default dtypes."""
+  out = canonicalize_dtype(dtype)
+  if _x64 or isinstance(dtype, type) and dtype in python_scalar_dtypes:
+    return out
+  d = np.dtype(dtype)
+  if out == d:
+    return out
+  mode = config._flags["explicit_x64_dtypes"]
+  if mode == "allow":
+    return d
+  where = f" requested in {fun_name}" if fun_name else ""
+  if mode == "error":
+    raise ValueError(f"Explicitly requested dtype {d}{where} is not available. To enable more "
+                     "dtypes, set the jax_enable_x64 or allow_explicit_x64_dtypes configuration "
+                     "options.See https://github.com/jax-ml/jax#current-gotchas for more.")
+  warnings.warn(f"Explicitly requested dtype {d}{where} is not available, and will be "
+                f"truncated to dtype {out.name}. To enable more dtypes, set the jax_enable_x64 "
+                "configuration option or the JAX_ENABLE_X64 shell environment variable. See "
+                "https://github.com/jax-ml/jax#current-gotchas for more.", stacklevel=4)
+  return out
 
 # ---- predicates ---------------------------------------------------------------------------
 

@@ -327,8 +327,8 @@ def test_full_like_keeps_an_x64_arrays_dtype_with_x64_off():
   from nbjax import lax
   with nbjax.enable_x64(True):
     x = jnp.ones(3, jnp.float64)
-  with nbjax.enable_x64(False):
-    assert [str(a.dtype) for a in (
+  with nbjax.enable_x64(False), pytest.warns(UserWarning, match="float64 requested in dtype "):
+    assert [str(a.dtype) for a in (  # (JAX's lax.full_like names dtypes.dtype)
         lax.full_like(x, 1), lax.full_like(x, 1, shape=()), lax.full_like(x, 1, dtype=np.float64),
         lax.full_like(np.ones(3), 1), lax.full_like(1.0, 2), lax.full_like(np.int64(1), 2),
         jnp.zeros_like(x), jnp.ones_like(x), jnp.full_like(x, 2))] == [
@@ -397,3 +397,183 @@ def test_explicit_x64_dtype_with_x64_off_warns_or_raises(x64_off):
           assert jnp.ones(3, "float32").astype("float64").dtype == np.float64
     finally:
       config.update("jax_explicit_x64_dtypes", "warn")
+
+
+def _allow_cases():
+  import nbjax.numpy as jnp
+  from nbjax import lax
+  F, I = np.float64, np.int64
+  return {
+      "zeros": lambda: jnp.zeros(3, F), "ones": lambda: jnp.ones(2, "int64"),
+      "empty": lambda: jnp.empty(2, F), "full": lambda: jnp.full(2, 1 / 3, F),
+      "full_array": lambda: jnp.full(2, jnp.float32(0.5), F),
+      "arange_f": lambda: jnp.arange(0, 2, 0.5, dtype=F),
+      "arange_i": lambda: jnp.arange(1, 7, 2, dtype=I),
+      "linspace": lambda: jnp.linspace(0, 1, 4, dtype=F),
+      "logspace": lambda: jnp.logspace(0, 2, 3, dtype=F),
+      "eye": lambda: jnp.eye(2, 3, k=1, dtype=I), "identity": lambda: jnp.identity(2, dtype=F),
+      "tri": lambda: jnp.tri(2, dtype=I), "indices": lambda: jnp.indices((2,), dtype=I),
+      "zeros_like": lambda: jnp.zeros_like(jnp.ones(2), F),
+      "ones_like": lambda: jnp.ones_like(jnp.ones(2), I),
+      "full_like": lambda: jnp.full_like(jnp.ones(2), 1 / 3, F),
+      "empty_like": lambda: jnp.empty_like(jnp.ones(2), F),
+      "astype": lambda: jnp.full(2, 1 / 3, np.float32).astype(F),
+      "jnp.astype": lambda: jnp.astype(jnp.ones(2, np.int32) * 3, I),
+      "array": lambda: jnp.array([1 / 3], F), "array_int": lambda: jnp.asarray(2 ** 40, I),
+      "asarray_ndarray": lambda: jnp.asarray(np.array([1 / 3]), F),
+      "array_ndarray": lambda: jnp.array(np.array([1 / 3]), F),
+      "array_no_dtype": lambda: jnp.array(np.array([1 / 3])), "float64": lambda: jnp.float64(1 / 3),
+      "lax.full": lambda: lax.full((2,), 1 / 3, F), "lax.iota": lambda: lax.iota(I, 3),
+      "lax.convert_element_type": lambda: lax.convert_element_type(2 ** 40 + 1, I),
+      "lax.full_like": lambda: lax.full_like(jnp.ones(2), 2, F),
+      "sum": lambda: jnp.sum(jnp.ones(2), dtype=F),
+  }
+
+
+def test_explicit_x64_allow_keeps_requested_64bit_dtypes(x64_off):
+  """x64 off, jax_explicit_x64_dtypes='allow': an explicitly requested 64-bit dtype is kept by
+  the creation functions, astype/asarray/array and lax.full/iota/convert_element_type (no
+  second canonicalization), eagerly and under jit; host data given to array/asarray with a
+  copy passes through its canonical dtype first, as JAX 0.10.2's values show."""
+  import warnings
+  import nbjax
+  want = {
+      'zeros': ('float64', [0.0, 0.0, 0.0]),
+      'ones': ('int64', [1, 1]),
+      'empty': ('float64', [0.0, 0.0]),
+      'full': ('float64', [0.3333333333333333, 0.3333333333333333]),
+      'full_array': ('float64', [0.5, 0.5]),
+      'arange_f': ('float64', [0.0, 0.5, 1.0, 1.5]),
+      'arange_i': ('int64', [1, 3, 5]),
+      'linspace': ('float64', [0.0, 0.3333333333333333, 0.6666666666666666, 1.0]),
+      'logspace': ('float64', [1.0, 10.0, 100.0]),
+      'eye': ('int64', [[0, 1, 0], [0, 0, 1]]),
+      'identity': ('float64', [[1.0, 0.0], [0.0, 1.0]]),
+      'tri': ('int64', [[1, 0], [1, 1]]),
+      'indices': ('int64', [[0, 1]]),
+      'zeros_like': ('float64', [0.0, 0.0]),
+      'ones_like': ('int64', [1, 1]),
+      'full_like': ('float64', [0.3333333333333333, 0.3333333333333333]),
+      'empty_like': ('float64', [0.0, 0.0]),
+      'astype': ('float64', [0.3333333432674408, 0.3333333432674408]),
+      'jnp.astype': ('int64', [3, 3]),
+      'array': ('float64', [0.3333333432674408]),
+      'array_int': ('int64', 0),
+      'asarray_ndarray': ('float64', [0.3333333333333333]),
+      'array_ndarray': ('float64', [0.3333333432674408]),
+      'array_no_dtype': ('float32', [0.3333333432674408]),
+      'float64': ('float64', 0.3333333432674408),
+      'lax.full': ('float64', [0.3333333333333333, 0.3333333333333333]),
+      'lax.iota': ('int64', [0, 1, 2]),
+      'lax.convert_element_type': ('int64', 1099511627777),
+      'lax.full_like': ('float64', [2.0, 2.0]),
+      'sum': ('float64', 2.0),
+  }
+  config.update("jax_explicit_x64_dtypes", "allow")
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")
+      for name, make in _allow_cases().items():
+        for got in (make(), nbjax.jit(make)()):
+          assert (str(got.dtype), np.asarray(got).tolist()) == want[name], name
+  finally:
+    config.update("jax_explicit_x64_dtypes", "warn")
+
+
+def test_explicit_x64_warning_and_error_name_the_function(x64_off):
+  """x64 off, jax_explicit_x64_dtypes='warn'/'error': the warning (the first one) and the
+  ValueError name the function JAX 0.10.2 names (its fun_name, quirks included: empty_like
+  says ones_like, nansum nanprod, concatenate asarray, inner tensordot)."""
+  import warnings
+  import nbjax.numpy as jnp
+  import nbjax.scipy.linalg as jsl
+  from nbjax import lax
+  F, I = np.float64, np.int64
+  v, x = jnp.ones(2), jnp.ones((2, 2))
+  cases = {
+      "eye": lambda: jnp.eye(2, dtype=F), "identity": lambda: jnp.identity(2, dtype=I),
+      "empty_like": lambda: jnp.empty_like(v, F), "tri": lambda: jnp.tri(2, dtype=F),
+      "indices": lambda: jnp.indices((2,), dtype=I),
+      "linspace": lambda: jnp.linspace(0, 1, 3, dtype=F),
+      "zeros_like": lambda: jnp.zeros_like(v, F), "full_like": lambda: jnp.full_like(v, 3, F),
+      "lax.full": lambda: lax.full((2,), 1, F), "lax.iota": lambda: lax.iota(I, 3),
+      "lax.convert_element_type": lambda: lax.convert_element_type(v, F),
+      "lax.dot": lambda: lax.dot(x, x, preferred_element_type=F),
+      "lax.argmax": lambda: lax.argmax(v, 0, I),
+      "sum": lambda: jnp.sum(v, dtype=F),
+      "mean": lambda: jnp.mean(v, dtype=F),
+      "nanmean": lambda: jnp.nanmean(v, dtype=F),
+      "var": lambda: jnp.var(v, dtype=F),
+      "std": lambda: jnp.std(v, dtype=F),
+      "nanvar": lambda: jnp.nanvar(v, dtype=F),
+      "nanstd": lambda: jnp.nanstd(v, dtype=F), "nansum": lambda: jnp.nansum(v, dtype=F),
+      "cumsum": lambda: jnp.cumsum(v, dtype=F), "nancumprod": lambda: jnp.nancumprod(v, dtype=F),
+      "cumulative_sum": lambda: jnp.cumulative_sum(v, dtype=F),
+      "trace": lambda: jnp.trace(x, dtype=F),
+      "ravel_multi_index": lambda: jnp.ravel_multi_index((jnp.ones(3, jnp.int32),), (4,), dtype=I),
+      "concatenate": lambda: jnp.concatenate([v, v], dtype=F),
+      "matmul": lambda: jnp.matmul(x, x, preferred_element_type=F),
+      "tensordot": lambda: jnp.tensordot(x, x, 1, preferred_element_type=F),
+      "einsum": lambda: jnp.einsum("ij,jk", x, x, preferred_element_type=F),
+      "inner": lambda: jnp.inner(x, x, preferred_element_type=F),
+      "cov": lambda: jnp.cov(x, dtype=F),
+      "add.accumulate": lambda: jnp.add.accumulate(v, dtype=F),
+      "minimum.reduce": lambda: jnp.minimum.reduce(v, dtype=F),
+      "logaddexp2.reduce": lambda: jnp.logaddexp2.reduce(v, dtype=F),
+      "dft": lambda: jsl.dft(2, dtype=np.complex128),
+  }
+  want = {
+      'eye': 'float64 requested in eye',
+      'identity': 'int64 requested in identity',
+      'empty_like': 'float64 requested in ones_like',
+      'tri': 'float64 requested in tri',
+      'indices': 'int64 requested in indices',
+      'linspace': 'float64 requested in linspace',
+      'zeros_like': 'float64 requested in zeros_like',
+      'full_like': 'float64 requested in full_like',
+      'lax.full': 'float64 requested in full',
+      'lax.iota': 'int64 requested in broadcasted_iota',
+      'lax.convert_element_type': 'float64 requested in convert_element_type',
+      'lax.dot': 'float64 requested in dot',
+      'lax.argmax': 'int64 requested in argmax',
+      'sum': 'float64 requested in sum',
+      'mean': 'float64 requested in mean',
+      'nanmean': 'float64 requested in mean',
+      'var': 'float64 requested in var',
+      'std': 'float64 requested in std',
+      'nanvar': 'float64 requested in nanvar',
+      'nanstd': 'float64 requested in nanstd',
+      'nansum': 'float64 requested in nanprod',
+      'cumsum': 'float64 requested in cumsum',
+      'nancumprod': 'float64 requested in nancumprod',
+      'cumulative_sum': 'float64',
+      'trace': 'float64 requested in trace',
+      'ravel_multi_index': 'int64 requested in ravel_multi_index',
+      'concatenate': 'float64 requested in asarray',
+      'matmul': 'float64 requested in matmul',
+      'tensordot': 'float64 requested in tensordot',
+      'einsum': 'float64 requested in einsum',
+      'inner': 'float64 requested in tensordot',
+      'cov': 'float64 requested in astype',
+      'add.accumulate': 'float64 requested in cumsum',
+      'minimum.reduce': 'float64 requested in min',
+      'logaddexp2.reduce': 'float64 requested in jnp.logaddexp2.reduce',
+      'dft': 'complex128 requested in dft',
+  }
+  for name, make in cases.items():
+    with warnings.catch_warnings(record=True) as rec:
+      warnings.simplefilter("always")
+      make()
+    assert str(rec[0].message).startswith(f"Explicitly requested dtype {want[name]} is not "
+                                          "available, and will be truncated to dtype "), name
+  config.update("jax_explicit_x64_dtypes", "error")
+  try:
+    for name, make in cases.items():
+      with pytest.raises(ValueError) as e:
+        make()
+      assert str(e.value) == (f"Explicitly requested dtype {want[name]} is not available. To "
+                              "enable more dtypes, set the jax_enable_x64 or "
+                              "allow_explicit_x64_dtypes configuration options.See "
+                              "https://github.com/jax-ml/jax#current-gotchas for more."), name
+  finally:
+    config.update("jax_explicit_x64_dtypes", "warn")

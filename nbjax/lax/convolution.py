@@ -888,7 +888,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
       raise ValueError("padding argument to conv_general_dilated should be a string or a "
                        f"sequence of (low, high) pairs, got {padding}") from None
   pet = (None if preferred_element_type is None
-         else dtypes.canonicalize_dtype(preferred_element_type))
+         else dtypes.canonicalize_explicit_dtype(preferred_element_type,
+                                                 "conv_general_dilated"))
   ints = lambda v: tuple(map(operator.index, v))
   return conv_general_dilated_p.bind(
       lhs, rhs, window_strides=ints(window_strides), padding=tuple(padding),

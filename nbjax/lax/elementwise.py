@@ -1798,7 +1798,8 @@ def convert_element_type(operand, new_dtype):
   if isinstance(new_dtype, dtypes.ExtendedDType):  # to a key dtype: JAX's error
     raise ValueError(f"Cannot convert_element_type from "
                      f"{dtypes.dtype(operand, canonicalize=True)} to {new_dtype}")
-  return _convert_element_type(operand, dtypes.canonicalize_dtype(new_dtype), False)
+  new_dtype = dtypes.canonicalize_explicit_dtype(new_dtype, "convert_element_type")
+  return _convert_element_type(operand, new_dtype, False)
 
 
 _I64_MAX = np.iinfo(np.int64).max
@@ -1821,11 +1822,13 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
   if t in _PY or isinstance(operand, (np.ndarray, np.generic)):
     # constants: convert here (Python ints too large for int64 convert exactly)
     if t is int and new_dtype is not None:
-      v = np.asarray(operand).astype(new_dtype) if np.dtype(new_dtype).kind in "fc" else \
-          _np_convert(np.asarray(operand, np.uint64 if operand > _I64_MAX else  # (as JAX's)
-                                 dtypes.dtype(operand, canonicalize=True)), new_dtype)
-    else:
-      v = np.asarray(operand, dtypes.dtype(operand, canonicalize=True) if t in _PY else None)
+      nd = np.dtype(new_dtype)
+      v = np.asarray(operand).astype(nd) if nd.kind in "fc" else _np_convert(np.asarray(
+          operand, np.uint64 if operand > _I64_MAX else  # (to 2**64 - 1, as JAX's)
+          np.int64 if nd.itemsize == 8 else dtypes.dtype(int, canonicalize=True)), nd)
+    else:  # (a Python float for a 64-bit dtype, x64 off: exact, as JAX's)
+      v = np.asarray(operand, dtypes.dtype(operand, canonicalize=True) if t in _PY and not (
+          new_dtype is not None and np.dtype(new_dtype).itemsize >= 8) else None)
       d = dtypes.canonicalize_dtype(v.dtype)
       v = _np_convert(v, d if new_dtype is None else new_dtype)
     return Array._new(np.array(v, order="C", copy=None), bool(weak_type))
@@ -1856,7 +1859,7 @@ def full(shape, fill_value, dtype=None):
     d = dtypes.dtype(fill_value, canonicalize=True)
   else:
     weak = False
-    d = dtypes.canonicalize_dtype(dtypes.dtype(dtype))
+    d = dtypes.canonicalize_explicit_dtype(dtypes.dtype(dtype), "full")
   return _full(shape, fill_value, d, weak)
 
 
@@ -1878,8 +1881,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
   weak = dtype is None and dtypes.is_weakly_typed(x)
   if dtype is None and isinstance(x, (Array, core.Tracer)):
     d = x.dtype  # an nbjax array keeps its dtype whatever the x64 mode (as JAX)
+  elif dtype is None:
+    d = dtypes.dtype(x, canonicalize=True)
   else:
-    d = dtypes.canonicalize_dtype(dtypes.dtype(x if dtype is None else dtype))
+    d = dtypes.canonicalize_explicit_dtype(dtypes.dtype(dtype), "dtype")  # (JAX's _dtype)
   return _full(tuple(fill_shape), fill_value, d, weak)
 
 

@@ -607,7 +607,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   idx = lambda ds: tuple(map(operator.index, ds))
   dn = ((idx(lc), idx(rc)), (idx(lb), idx(rb)))
   pet = (None if preferred_element_type is None
-         else dtypes.canonicalize_dtype(preferred_element_type))
+         else dtypes.canonicalize_explicit_dtype(preferred_element_type, "dot"))
   return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=_canon_precision(precision),
                             preferred_element_type=pet)
 

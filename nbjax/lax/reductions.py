@@ -845,13 +845,13 @@ argmin_p = _argminmax("argmin", np.argmin)
 def argmax(operand, axis, index_dtype):
   """Index of the maximum along ``axis`` (first NaN, else first maximum)."""
   return argmax_p.bind(operand, axes=(operator.index(axis),),
-                       index_dtype=dtypes.canonicalize_dtype(index_dtype))
+                       index_dtype=dtypes.canonicalize_explicit_dtype(index_dtype, "argmax"))
 
 
 def argmin(operand, axis, index_dtype):
   """Index of the minimum along ``axis`` (first NaN, else first minimum)."""
   return argmin_p.bind(operand, axes=(operator.index(axis),),
-                       index_dtype=dtypes.canonicalize_dtype(index_dtype))
+                       index_dtype=dtypes.canonicalize_explicit_dtype(index_dtype, "argmin"))
 
 
 # ----------------------------------------------------------------- cumulative reductions

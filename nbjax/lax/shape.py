@@ -578,7 +578,8 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 def bitcast_convert_type(operand, new_dtype):
   """Reinterpret the bits of ``operand`` as ``new_dtype``: a narrower type adds a trailing
   axis, a wider one consumes the trailing axis (of the width ratio)."""
-  return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
+  new_dtype = dtypes.canonicalize_explicit_dtype(new_dtype, "bitcast_convert_type")
+  return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
 
 
 # ----------------------------------------------------------------- concatenate
@@ -900,7 +901,8 @@ def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
   from nbjax import dtypes
   shape = canonicalize_shape(shape)
   dimension = canonicalize_axis(dimension, len(shape)) if shape else operator.index(dimension)
-  return iota_p.bind(dtype=dtypes.canonicalize_dtype(np.dtype(dtype)), shape=shape,
+  return iota_p.bind(dtype=dtypes.canonicalize_explicit_dtype(
+                         np.dtype(dtype), "broadcasted_iota"), shape=shape,
                      dimension=dimension, sharding=out_sharding)
 
 

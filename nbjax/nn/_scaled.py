@@ -218,7 +218,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.fl
     raise ValueError("scaled_matmul requires scales to match non-contract dimensions of "
                      f"inputs, but got shapes a: {a.shape}, b: {b.shape}, a_scales: "
                      f"{a_scales.shape}, b_scales: {b_scales.shape}")
-  pref = _util.canonicalize_user_dtype(preferred_element_type)
+  pref = _util.canonicalize_user_dtype(preferred_element_type, "scaled_matmul")
   if K_as == 0 or K_a % K_as:
     raise ValueError(f"scaled_matmul requires the contract dimension ({K_a}) to be a "
                      f"multiple of the scales' ({K_as})")

@@ -153,7 +153,7 @@ def _view(self, dtype=None, type=None):
     raise NotImplementedError("`type` argument of array.view() is not supported.")
   if dtype is None:
     return self
-  dtype = _util.canonicalize_user_dtype(dtype)
+  dtype = _util.canonicalize_user_dtype(dtype, "view")
   bits_in, bits_out = dtypes.itemsize_bits(self.dtype), dtypes.itemsize_bits(dtype)
   if self.ndim == 0:
     if bits_in != bits_out:

@@ -102,7 +102,11 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
         and dtypes.canonicalize_dtype(object.dtype) == object.dtype):
     out = _ctx.trace.const_array(object)  # staged: the array's one constant (as JAX's)
   else:
-    out = Array._new(_host_copy(object, leaves, dtype), weak)
+    v = _host_copy(object, leaves, dtype)
+    c = dtypes.canonicalize_dtype(v.dtype)  # (x64 off, explicit_x64_dtypes='allow': JAX's
+    if c != v.dtype and (copy or type(object) is not np.ndarray or object.dtype != v.dtype):
+      v = v.astype(c).astype(v.dtype)  # host data passes through its canonical dtype)
+    out = Array._new(v, weak)
   if dtype is not None and out.dtype != dtype:
     out = _util.convert(out, dtype)
   elif weak != bool(out.weak_type):
@@ -407,7 +411,7 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
     >>> jnp.empty_like(jnp.array([1, 2]))
     Array([0, 0], dtype=int64)
   """
-  return full_like(prototype, 0, dtype, shape, _name="empty_like")
+  return full_like(prototype, 0, dtype, shape, _name="ones_like")  # (JAX's name)
 
 
 def _concrete_scalar(x, name):
@@ -649,7 +653,7 @@ def tri(N, M=None, k=0, dtype=None):
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
   # (JAX's default dtype here is float32, whatever the x64 mode)
-  return _util.convert(mask, canonicalize_user_dtype(dtype or np.float32))
+  return _util.convert(mask, canonicalize_user_dtype(dtype, "tri") or np.dtype(np.float32))
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
@@ -681,7 +685,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   d = dtypes.default_int_dtype()
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
-  out = _util.convert(mask, canonicalize_user_dtype(dtype) or dtypes.default_float_dtype())
+  out = _util.convert(mask, canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype())
   return out if device is None else _put(out, device)
 
 
@@ -700,7 +704,7 @@ def identity(n, dtype=None):
     Array([[1, 0],
            [0, 1]], dtype=int64)
   """
-  return eye(n, dtype=dtype)
+  return eye(n, dtype=canonicalize_user_dtype(dtype, "identity"))
 
 
 def _tri_mask(m, k, upper):
@@ -872,7 +876,7 @@ def indices(dimensions, dtype=None, sparse=False):
   """
   iter(dimensions)  # (JAX iterates it: an int raises TypeError)
   dimensions = canonicalize_shape(dimensions)
-  d = canonicalize_user_dtype(dtype) or dtypes.default_int_dtype()
+  d = canonicalize_user_dtype(dtype, "indices") or dtypes.default_int_dtype()
   out = []
   for i, n in enumerate(dimensions):
     if sparse:

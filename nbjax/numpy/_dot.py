@@ -26,14 +26,14 @@ from nbjax.lax.linalg import _dot_dtype as _lax_dot_dtype, _dot_shape as _lax_do
 _BOOL = np.dtype(np.bool_)
 
 
-def _pet(a, b, preferred_element_type):
+def _pet(a, b, preferred_element_type, name):
   """(accumulation dtype, output weak type) of a product of ``a`` and ``b``, as JAX's jnp
   products pick them: the joint result type (weak iff it is weak) when no
   ``preferred_element_type`` is given, else that dtype (strong)."""
   if preferred_element_type is None:
     dw = _util._common((a, b))
     return dw if dw is not None else dtypes.result_type(a, b, return_weak_type_flag=True)
-  return _util.canonicalize_user_dtype(preferred_element_type), False
+  return _util.canonicalize_user_dtype(preferred_element_type, name), False
 
 
 _MIXED_OK = set()  # (lhs dtype, rhs dtype, accumulation dtype) that pass JAX's check
@@ -121,7 +121,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if x.ndim == 0:
       raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has "
                        f"ndim 0")
-  pet, weak = _pet(a, b, preferred_element_type)
+  pet, weak = _pet(a, b, preferred_element_type, "matmul")
   # JAX's layout: vectors contract directly, size-1 batch axes are squeezed and become free
   # axes of the other operand, equal batch axes are dot_general batch dimensions; one
   # transpose puts the result axes in NumPy's order
@@ -187,7 +187,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     Array([3, 7], dtype=int64)
   """
   a, b = ensure_arraylike("dot", a, b)
-  pet, weak = _pet(a, b, preferred_element_type)
+  pet, weak = _pet(a, b, preferred_element_type, "dot")
   if a.ndim == 0 or b.ndim == 0:
     contract = ((), ())
   else:
@@ -270,7 +270,7 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
   a, b = ensure_arraylike("inner", a, b)
   if a.ndim == 0 or b.ndim == 0:
     if preferred_element_type is not None:
-      pet = _util.canonicalize_user_dtype(preferred_element_type)
+      pet = _util.canonicalize_user_dtype(preferred_element_type, "astype")  # (JAX's)
       a, b = _util.convert(a, pet), _util.convert(b, pet)
     return multiply(a, b)
   return tensordot(a, b, (-1, -1), precision=precision,
@@ -319,7 +319,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     (2, 4)
   """
   a, b = ensure_arraylike("tensordot", a, b)
-  pet, weak = _pet(a, b, preferred_element_type)
+  pet, weak = _pet(a, b, preferred_element_type, "tensordot")
   if type(axes) is int:  # (JAX's test: a NumPy integer is refused, a negative n contracts none)
     if axes > min(a.ndim, b.ndim):
       raise TypeError(f"Number of tensordot axes (axes {axes}) exceeds input ranks "
@@ -521,7 +521,7 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
   if preferred_element_type is None:
     pet, weak = dtypes.result_type(*ops, return_weak_type_flag=True)
   else:
-    pet, weak = _util.canonicalize_user_dtype(preferred_element_type), False
+    pet, weak = _util.canonicalize_user_dtype(preferred_element_type, "einsum"), False
 
   def to_pet(x):  # (JAX's einsum sums an operand in the result type)
     return x if dtypes.result_type(x, pet) == x.dtype else _util.convert(x, pet)

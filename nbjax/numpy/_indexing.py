@@ -1211,6 +1211,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
   a = ensure_arraylike("trace", a)
   if a.ndim >= 2 and canonicalize_axis(axis1, a.ndim) == canonicalize_axis(axis2, a.ndim):
     raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
+  dtype = _util.canonicalize_user_dtype(dtype, "trace")
   return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 

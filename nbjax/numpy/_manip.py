@@ -443,7 +443,7 @@ def concatenate(arrays, axis=0, dtype=None):
                     + ", ".join(str(a.shape) for a in arrays) + ".")
   axis = canonicalize_axis(axis, arrays[0].ndim)
   if dtype is not None:
-    d = _util.canonicalize_user_dtype(dtype)
+    d = _util.canonicalize_user_dtype(dtype, "asarray")  # (JAX's: asarray(a, dtype))
     arrays = [_util.convert(a, d) for a in arrays]
   else:
     arrays = _util.promote_dtypes(*arrays)
@@ -1364,7 +1364,8 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
     raise TypeError("'order' argument to argsort is not supported.")
   a = ensure_arraylike("argsort", a)
   a, axis = _sort_axis(a, axis)
-  d = dtypes.default_int_dtype() if dtype is None else _util.canonicalize_user_dtype(dtype)
+  d = (dtypes.default_int_dtype() if dtype is None else
+       _util.canonicalize_user_dtype(dtype, "argsort"))
   if a.ndim == 0:
     return _util.lit(0, d)
   n = a.shape[axis]

@@ -130,7 +130,7 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
   a = ensure_arraylike(name, a)
   where = _check_where(name, where)
   if dtype is not None:
-    to = _util.canonicalize_user_dtype(dtype)
+    to = _util.canonicalize_user_dtype(dtype, name)
   elif promote_integers:
     to = _promote_integer_dtype(a.dtype)
   elif kind in ("sum", "prod") and a.dtype == _BOOL:
@@ -359,9 +359,9 @@ def _count(a, axis, keepdims, where, dtype):
   return sum(w, axis, dtype=dtype, keepdims=keepdims)
 
 
-def _mean_dtypes(a_dtype, dtype):
+def _mean_dtypes(a_dtype, dtype, name="mean"):
   if dtype is not None:
-    return _util.canonicalize_user_dtype(dtype)
+    return _util.canonicalize_user_dtype(dtype, name)
   return _util.to_inexact_dtype(a_dtype)
 
 
@@ -430,7 +430,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     correction = ddof
   elif ddof != 0:
     raise ValueError("ddof and correction can't be provided simultaneously.")
-  d = _mean_dtypes(a.dtype, dtype)
+  d = _mean_dtypes(a.dtype, dtype, "var")
   if dtype is not None and dtypes.is_complex(a.dtype) and not dtypes.is_complex(d):
     raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
                      "computing the variance of an array of complex values. The semantics "
@@ -499,7 +499,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
   """
   where = _check_where("std", where)
   if dtype is not None:
-    dtype = _util.canonicalize_user_dtype(dtype)
+    dtype = _util.canonicalize_user_dtype(dtype, "std")
     if not dtypes.is_inexact(dtype):
       raise ValueError(f"dtype argument to jnp.std must be inexact; got {dtype}")
   _no_out("std", out)
@@ -588,7 +588,7 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
   if fill_nan is not None and dtypes.is_inexact(a.dtype):
     a = lax.select(lax.ne(a, a), lax.full_like(a, fill_nan), a)
   if dtype is not None:
-    to = _util.canonicalize_user_dtype(dtype)
+    to = _util.canonicalize_user_dtype(dtype, name)
   elif promote_integers or a.dtype == _BOOL:
     to = _promote_integer_dtype(a.dtype)
   else:
@@ -656,7 +656,7 @@ def _cumulative_api(name, fn, x, axis, dtype, include_initial):
                        "arrays.")
     axis = 0
   axis = _util.canonicalize_axis(axis, x.ndim)
-  out = fn(x, axis, dtype)
+  out = fn(x, axis, _util.canonicalize_user_dtype(dtype))  # (JAX's check: unnamed)
   if include_initial:
     from nbjax.numpy import _creation, _manip
     shape = list(out.shape)
@@ -777,6 +777,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
     >>> jnp.nansum(jnp.array([1.0, jnp.nan, 3.0]))
     Array(4., dtype=float64)
   """
+  dtype = _util.canonicalize_user_dtype(dtype, "nanprod")  # (JAX's name)
   _no_out("sum", out)  # (JAX's names the reduction it passes out= to)
   where = _check_where("nansum", where)
   a, _ = _nan_fill("nansum", a, 0)
@@ -802,6 +803,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     >>> jnp.nanprod(jnp.array([2.0, jnp.nan, 3.0]))
     Array(6., dtype=float64)
   """
+  dtype = _util.canonicalize_user_dtype(dtype, "nanprod")
   _no_out("prod", out)
   where = _check_where("nanprod", where)
   a, _ = _nan_fill("nanprod", a, 1)
@@ -831,6 +833,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   where = _check_where("nanmean", where)
   if not dtypes.is_inexact(a.dtype):
     return mean(a, axis, dtype, None, keepdims, where=where)
+  dtype = _util.canonicalize_user_dtype(dtype, "mean")
   filled, nan = _nan_fill("nanmean", a, 0)
   keep = lax.bitwise_not(nan)
   if where is not None:

@@ -833,7 +833,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
   dims = tuple(_util.index(d, "in `dims` argument of ravel_multi_index().") for d in dims)
   idx = [ensure_arraylike("ravel_multi_index", i) for i in multi_index]
   dtype = (dtypes.result_type(int, *idx) if dtype is None else
-           _util.canonicalize_user_dtype(dtype))
+           _util.canonicalize_user_dtype(dtype, "ravel_multi_index"))
   if not dtypes.is_int(dtype):
     raise ValueError(f"dtype={dtype!r} is not an integer type.")
   if math.prod(dims) - 1 > np.iinfo(dtype).max:

@@ -383,10 +383,10 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 # ----------------------------------------------------------------- NaN-aware moments
 
 
-def _var_dtypes(a_dtype, dtype):
+def _var_dtypes(a_dtype, dtype, name):
   """(computation dtype, result dtype) of ``var``-like reductions, as JAX."""
   if dtype is not None:
-    dtype = _util.canonicalize_user_dtype(dtype)
+    dtype = _util.canonicalize_user_dtype(dtype, name)
     if dtypes.is_complex(a_dtype) and not dtypes.is_complex(dtype):
       raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
                        "computing the variance of an array of complex values.")
@@ -424,7 +424,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
   _red._no_out("nanvar", out)
   a = ensure_arraylike("nanvar", a)
   where = _red._check_where("nanvar", where)
-  comp, dtype = _var_dtypes(a.dtype, dtype)
+  comp, dtype = _var_dtypes(a.dtype, dtype, "nanvar")
   a = _util.convert(a, comp)
   if mean is None:
     mean = _red.nanmean(a, axis, dtype=comp, keepdims=True, where=where)
@@ -463,6 +463,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
   """
   a = ensure_arraylike("nanstd", a)
   where = _red._check_where("nanstd", where)
+  dtype = _util.canonicalize_user_dtype(dtype, "nanstd")
   _red._no_out("nanstd", out)
   return _uf.sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where, mean))
 
@@ -563,8 +564,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     m, = _util.promote_dtypes_inexact(m)
   if m.ndim > 2:
     raise ValueError("m has more than 2 dimensions")
-  if dtype is not None and not dtypes.is_inexact(_util.canonicalize_user_dtype(dtype)):
-    raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
+  if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
+    raise ValueError(f"cov: dtype must be a subclass of float or complex; got {dtype=}")
   X = atleast_2d(m)
   if not rowvar and m.ndim != 1:
     X = X.T
@@ -624,8 +625,8 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
            [0.98198051, 1.        ]], dtype=float64)
   """
   _util.check_arraylike("corrcoef", x)
-  if dtype is not None and not dtypes.is_inexact(_util.canonicalize_user_dtype(dtype)):
-    raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
+  if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):
+    raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got {dtype=}")
   c = cov(x, y, rowvar, dtype=dtype)
   if c.ndim == 0:  # one variable: NaN for nan/inf/0 variances, else 1
     return _uf.divide(c, c)

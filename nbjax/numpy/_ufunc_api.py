@@ -137,7 +137,7 @@ class ufunc:
     if initial is None:
       initial = self.identity
     dtype = _result_dtype(self._func, arr, arr) if dtype is None else \
-        _util.canonicalize_user_dtype(dtype)
+        _util.canonicalize_user_dtype(dtype, "astype")  # (JAX's arr.astype(dtype))
     if where is not None:
       where = _util.broadcast_to(as_array(where), arr.shape)
     if isinstance(axis, tuple):
@@ -190,7 +190,7 @@ class ufunc:
     check_arraylike(f"{self.__name__}.accumulate", arr)
     arr = as_array(arr)
     dtype = _result_dtype(self._func, arr, arr) if dtype is None else \
-        _util.canonicalize_user_dtype(dtype)
+        _util.canonicalize_user_dtype(dtype, "astype")  # (JAX's arr.astype(dtype))
     if axis is None or isinstance(axis, tuple):
       raise ValueError("accumulate does not allow multiple axes")
     axis = canonicalize_axis(axis, np.ndim(arr))
@@ -364,7 +364,7 @@ def _bit_reduce(name, lax_fn, combine, init, to_bool):
   def reduce(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
     a = _util.ensure_arraylike(name, a)
     if dtype is not None:
-      a = _util.convert(a, _util.canonicalize_user_dtype(dtype))
+      a = _util.convert(a, _util.canonicalize_user_dtype(dtype, name))
     if to_bool:
       a = a if a.dtype == _BOOL else lax.ne(a, _util.lit(0, a.dtype, True))
     elif not (a.dtype == _BOOL or dtypes.is_int(a.dtype)):
@@ -397,7 +397,7 @@ _reduce_logical_xor = _bit_reduce("reduce_logical_xor", lax.reduce_xor, lax.bitw
 def _extreme(fn):
   def reduce(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
     if dtype is not None:
-      a = as_array(a).astype(_util.canonicalize_user_dtype(dtype))
+      a = as_array(a).astype(_util.canonicalize_user_dtype(dtype, fn.__name__))
     return fn(a, axis=axis, keepdims=keepdims, initial=initial, where=where)
   return reduce
 
@@ -407,7 +407,7 @@ def _logsumexp(base_e):
     from nbjax.numpy import _ufuncs
     name = "jnp.logaddexp.reduce" if base_e else "jnp.logaddexp2.reduce"
     if dtype is not None:
-      _util.canonicalize_user_dtype(dtype)  # checked, then unused (as JAX)
+      _util.canonicalize_user_dtype(dtype, name)  # checked, then unused (as JAX)
     a, = _util.promote_dtypes_inexact(_util.ensure_arraylike(name, a))
     if not base_e:  # log2(sum 2**a) = logsumexp(a ln 2) / ln 2
       a = lax.mul(a, _util.lit(np.log(2), a.dtype, True))

@@ -247,8 +247,10 @@ def plain_dtype(dtype):
 
 
 def canonicalize_user_dtype(dtype, name=None):
-  """A user-supplied dtype as a canonical np.dtype (``None`` stays ``None``); a NumPy dtype
-  JAX has no arrays of (structured, object) raises JAX's TypeError, naming ``name``."""
+  """A user-supplied dtype as a canonical np.dtype (``None`` stays ``None``), as JAX's
+  ``check_and_canonicalize_user_dtype(dtype, name)``: a NumPy dtype JAX has no arrays of
+  (structured, object) raises JAX's TypeError, and a 64-bit dtype with x64 off follows
+  ``jax_explicit_x64_dtypes`` (``dtypes.canonicalize_explicit_dtype``), both naming ``name``."""
   if dtype is None:
     return None
   try:
@@ -260,31 +262,9 @@ def canonicalize_user_dtype(dtype, name=None):
       raise
     raise TypeError("JAX only supports number, bool, and string dtypes, got dtype "
                     f"{dtype}" + (f" in {name}" if name else "")) from None
-  out = dtypes.canonicalize_dtype(d)
-  if out is not d and out != d and not (isinstance(dtype, type) and
-                                       dtype in dtypes.python_scalar_dtypes):
-    return _explicit_x64(d, out, name)
-  return out
-
-
-def _explicit_x64(d, out, name):
-  """A 64-bit dtype ``d`` explicitly requested with x64 off: truncated to ``out`` with JAX's
-  warning, or JAX's error under ``jax_explicit_x64_dtypes='error'``; ``'allow'`` keeps it."""
-  mode = config._flags["explicit_x64_dtypes"]
-  if mode == "allow":
+  if isinstance(dtype, type) and dtype in dtypes.python_scalar_dtypes:
     return d
-  where = f" requested in {name}" if name else ""
-  if mode == "error":
-    raise ValueError(f"Explicitly requested dtype {d}{where} is not available. To enable more "
-                     "dtypes, set the jax_enable_x64 or allow_explicit_x64_dtypes configuration "
-                     "options.See https://github.com/jax-ml/jax#current-gotchas for more.")
-  if mode == "warn":
-    warnings.warn(f"Explicitly requested dtype {d}{where} is not available, and will be "
-                  f"truncated to dtype {out.name}. To enable more dtypes, set the "
-                  "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment "
-                  "variable. See https://github.com/jax-ml/jax#current-gotchas for more.",
-                  stacklevel=4)
-  return out
+  return dtypes.canonicalize_explicit_dtype(d, name or "")
 
 # ----------------------------------------------------------------- shapes
 

@@ -578,7 +578,7 @@ def dft(n: int, scale=None, *, dtype=None):
   if dtype is None:
     dtype = jnp.complex_
   else:
-    dtype = _util.canonicalize_user_dtype(dtype)
+    dtype = _util.canonicalize_user_dtype(dtype, "dft")
     if not jnp.issubdtype(dtype, np.complexfloating):
       raise ValueError(f"dtype must be a complex floating-point type; got {dtype}.")
   a = jnp.arange(n, dtype=dtype)
