@@ -713,14 +713,13 @@ def _grad_linearize(f, primals, has_aux, holomorphic):
 
 
 def _grad_leaf(ct, tangent_aval):
-  """The gradient of an input leaf from its cotangent (``Zero`` where none flowed): weakly
-  typed as the backward pass made it (JAX's), cast only where its dtype differs."""
+  """The gradient of an input leaf from its cotangent (``Zero`` where none flowed): dtype and
+  weak type as the backward pass made them (JAX's: a ``custom_vjp`` bwd's bfloat16 cotangent
+  of a float32 input stays bfloat16)."""
   ct = ad.instantiate_zeros(ct)
   if tangent_aval.dtype == dtypes.float0:
     return _tangent_out(ct)  # (NumPy float0 zeros, as JAX's)
-  if get_aval(ct).dtype == tangent_aval.dtype:
-    return ct
-  return _possible_downcast(ct, tangent_aval)
+  return ct
 
 
 def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
@@ -765,17 +764,14 @@ def _grad_tape(f, leaves, in_tree, has_aux, holomorphic):
       c = cts.get(t.slot) if type(t) is Tracer_ else None
       grads.append(_grad_leaf(ad.Zero(a) if c is None else c, a))
     return outs, grads, out_tree, aux
-  grads, keys = [], iter(trace.in_keys)
+  grads = []
   for x, t in zip(leaves, ins):
     c = None
     if type(t) is Tracer_:
-      _, dtype, _ = next(keys)
       c = cts.get(t.slot)
-      if c is not None:
-        c = _Array._new(c, weak[t.slot])
-        if c.dtype == dtype:  # the gradient as it is
-          grads.append(c)
-          continue
+      if c is not None:  # the gradient as it is
+        grads.append(_Array._new(c, weak[t.slot]))
+        continue
     a = get_aval(x).to_tangent_aval()
     grads.append(_grad_leaf(ad.Zero(a) if c is None else c, a))
   return outs, grads, out_tree, aux

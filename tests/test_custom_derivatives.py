@@ -1074,3 +1074,34 @@ class TestNumpySafeDerivatives:
     # JAX's jnp.linalg.norm has no custom rule: sqrt'(0) * 0 is nan there too
     assert np.isnan(np.asarray(grad(jnp.linalg.norm)(jnp.zeros(3)))).all()
     close(grad(jnp.linalg.norm)(jnp.array([3., 4.])), [0.6, 0.8])
+
+
+def test_custom_vjp_bwd_cotangent_dtype_kept_by_grad():
+  """A custom_vjp bwd returning a bfloat16 cotangent for a float32 primal: grad,
+  value_and_grad and vjp give it as it is (eagerly, repeated, and under jit), as JAX 0.10.2;
+  where it meets a float32 cotangent or a float32 transpose, JAX's dtype errors."""
+  @custom_vjp
+  def f(x):
+    return x * 2.
+
+  f.defvjp(lambda x: (f(x), None), lambda _, g: (jnp.asarray(g * 3., jnp.bfloat16),))
+  x, xs = jnp.float32(1.5), jnp.ones(2, jnp.float32)
+  got = [grad(f)(x), nbjax.jit(grad(f))(x), grad(nbjax.jit(f))(x),
+         nbjax.value_and_grad(f)(x)[1], nbjax.vjp(f, x)[1](jnp.float32(1.))[0],
+         grad(lambda x: (f(x), 1.), has_aux=True)(x)[0]]
+  for _ in range(3):  # (the tape's repeated-structure paths)
+    got += [grad(lambda x: f(x) * 2)(x) / 2, grad(lambda x: (f(x) + f(x)) / 2)(x)]
+  assert [(str(g.dtype), float(g)) for g in got] == [("bfloat16", 3.0)] * len(got)
+  g = grad(lambda x: f(x).sum())(xs)
+  assert (str(g.dtype), g.tolist()) == ("bfloat16", [3.0, 3.0])
+  for _ in range(2):
+    with pytest.raises(TypeError) as e:
+      grad(lambda x: f(x) + x)(x)
+    assert str(e.value) == ("lax.add requires arguments to have the same dtypes, got float32, "
+                            "bfloat16. (Tip: jnp.add is a similar function that does automatic "
+                            "type promotion on inputs).")
+    with pytest.raises(TypeError) as e:
+      grad(lambda x: f(x * 2))(x)
+    assert str(e.value) == ("lax.mul requires arguments to have the same dtypes, got bfloat16, "
+                            "float32. (Tip: jnp.multiply is a similar function that does "
+                            "automatic type promotion on inputs).")

@@ -447,9 +447,14 @@ def _acc(a, b):
 
 
 def _backward_nodes(trace, out, seed, weak):
-  """The backward pass node by node (per-primitive compiled VJPs): ``(cts, weak types)``."""
+  """The backward pass node by node (per-primitive compiled VJPs): ``(cts, weak types)``.
+  A custom rule's cotangent keeps the dtype the rule gave it (JAX's: a ``custom_vjp`` bwd
+  may return bfloat16 for a float32 primal); from then on (``mixed``) a node whose output
+  cotangent's dtype is not its output's transposes directly, and sums check dtypes, so
+  that the rules raise JAX's errors."""
   vals, cts, wk = trace.vals, {out: seed}, {out: weak}
   pop = cts.pop
+  mixed = False
   for prim, params, ins, outs, lin, _ in reversed(trace.nodes):
     ocs = [None if s is None else pop(s, None) for s in outs]
     if all(c is None for c in ocs):
@@ -457,6 +462,9 @@ def _backward_nodes(trace, out, seed, weak):
     ows = [c is not None and wk[s] for s, c in zip(outs, ocs)]
     args = [vals[s if s >= 0 else ~s] for s in ins]
     got = None
+    if mixed and lin is None and any(c is not None and c.dtype != get_aval(vals[s]).dtype
+                                     for s, c in zip(outs, ocs)):
+      lin = trace._linearize(prim, args, params, tuple(s >= 0 for s in ins))[1]
     if lin is None:
       nz = tuple(s >= 0 for s in ins)
       prog = _program(prim, params, args, nz,
@@ -471,12 +479,15 @@ def _backward_nodes(trace, out, seed, weak):
     if got is None:
       ts = _transpose(lin, [None if c is None else Array._new(c, w) for c, w in zip(ocs, ows)])
       gw = [None if c is None else get_aval(c).weak_type for c in ts]
-      got = [None if c is None else registry.as_output(_raw(c), a)
-             for c, a in zip(ts, lin.in_avals)]
+      got = [None if c is None else registry.as_output(_raw(c), get_aval(c)) for c in ts]
+      mixed = mixed or any(c is not None and c.dtype != a.dtype
+                           for c, a in zip(got, lin.in_avals))
     for s, c, w in zip(ins, got, gw):
       if c is not None:
-        if s in cts:
-          cts[s], wk[s] = _acc(cts[s], c), wk[s] and w
-        else:
+        if s not in cts:
           cts[s], wk[s] = c, w
+        elif mixed and cts[s].dtype != c.dtype:  # JAX's eager add_jaxvals: lax.add's error
+          ad.add_tangents(Array._new(cts[s]), Array._new(c))
+        else:
+          cts[s], wk[s] = _acc(cts[s], c), wk[s] and w
   return cts, wk

@@ -184,6 +184,7 @@ def check_same_dtypes(name, *avals):
   """JAX's error for operands of differing dtypes (with its tip where jnp promotes)."""
   d0 = avals[0].dtype
   if any(a.dtype != d0 for a in avals[1:]):
+    name = "add" if name == "add_any" else name  # (JAX's add_jaxvals adds with lax.add)
     tip = JNP_EQUIVALENTS.get(name)
     raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
                     f"{', '.join(a.dtype.name for a in avals)}." + (
