@@ -436,8 +436,10 @@ class _JvpFun:
 def _linearize(fun, primals, has_aux, name):
   """Flatten, check, linearize: ``(out_primals_flat, Linearized, in_tree, out_tree, aux)``."""
   ps, in_tree = tree_flatten(primals)
-  for p in ps:
+  for i, p in enumerate(ps):
     _check_valid(p, f"{name} argument")
+    if type(p) in (float, int, complex, bool):  # its value now, in this x64 mode (as JAX's:
+      ps[i] = _Array._new(np.asarray(p, dtypes.dtype(p)), type(p) is not bool)  # no widening)
   box = []
 
   def flat_fun(*xs):

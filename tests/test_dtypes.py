@@ -577,3 +577,22 @@ def test_explicit_x64_warning_and_error_name_the_function(x64_off):
                               "https://github.com/jax-ml/jax#current-gotchas for more."), name
   finally:
     config.update("jax_explicit_x64_dtypes", "warn")
+
+
+def test_grad_and_vjp_of_python_scalars_take_the_callers_x64_mode(x64_off):
+  """grad/value_and_grad/vjp of a Python float with x64 off: the argument is a weak float32
+  from the start, so an enable_x64(True) inside the function cannot widen it; the gradient
+  is float32, as JAX 0.10.2's (x64_context_test test_grad)."""
+  import nbjax
+  import nbjax.numpy as jnp
+
+  def fun(x):
+    with nbjax.enable_x64(True):
+      return jnp.sin(x)
+
+  for _ in range(3):  # (the tape's repeated-structure paths)
+    g, (v, g2) = nbjax.grad(fun)(0.5), nbjax.value_and_grad(fun)(0.5)
+    assert [(str(a.dtype), a.weak_type) for a in (g, v, g2)] == [("float32", True)] * 3
+    assert float(g) == float(np.cos(np.float32(0.5)))
+  out, pull = nbjax.vjp(fun, 0.5)
+  assert (str(out.dtype), str(pull(jnp.float32(1.))[0].dtype)) == ("float32", "float32")

@@ -63,6 +63,9 @@ class TapeTracer(Tracer):
     return f"GradTracer(primal={self.val}, typeof(tangent)={self.aval.str_short()})"
 
 
+_PY_SCALARS = (float, int, complex, bool)
+
+
 def _aval(v):
   if type(v) is Array:  # canonical already: skip ShapedArray's normalizing __init__
     x = v._value
@@ -144,6 +147,8 @@ class TapeTrace(Trace):
     if not _is_inexact(dtype):
       return x
     self.in_keys.append((shape, dtype, a.weak_type))
+    if type(x) in _PY_SCALARS:  # its value now, in this x64 mode (as JAX's: an enable_x64
+      x = Array._new(np.asarray(x, dtype), a.weak_type)  # inside cannot widen it)
     t = _new(TapeTracer)
     t._trace, t.val, t.slot, t.aval, t.shape, t.dtype = self, x, len(self.vals), a, shape, dtype
     self.vals.append(x)
