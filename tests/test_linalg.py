@@ -833,3 +833,21 @@ def test_hermitian_svd_pinv_use_the_hermitian_part_as_jax():
   np.testing.assert_allclose(dp, [[-0.03889932, 0.04055438, -0.10068229],
                                   [0.04055438, -0.06110066, 0.06613363],
                                   [-0.10068229, 0.06613363, -0.13438845]], atol=1e-7)
+
+
+def test_pinv_jvp_of_wide_and_tall_matrices_as_jax():
+  # JAX's association of Golub and Pereyra's formula by shape: no n x n product for a wide
+  # (m x n) matrix (linalg_test testPinv with a (2, 400000) operand); values from JAX 0.10.2
+  rng = np.random.RandomState(1)
+  for shape, want in (
+      ((3, 5), [0.009984498532868868, -0.0014857863465252974, -0.1344638705674841,
+                0.17542329435506332]),
+      ((5, 3), [-0.50261150260791, -0.06678249965755811, 0.36793038484270113,
+                -0.15368865741756246])):
+    a, t = rng.randn(*shape), rng.randn(*shape)
+    _, dp = nbjax.jvp(jnp.linalg.pinv, (a,), (t,))
+    np.testing.assert_allclose(np.asarray(dp).ravel()[:4], want, rtol=1e-12)
+  a = np.random.RandomState(2).randn(2, 100000).astype(np.complex64)
+  p, dp = nbjax.jvp(jnp.linalg.pinv, (a,), (a,))
+  assert dp.shape == (100000, 2) and dp.dtype == np.complex64
+  np.testing.assert_allclose(np.asarray(dp), -np.asarray(p), atol=1e-7)  # d pinv(ca)/dc = -P

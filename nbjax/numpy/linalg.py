@@ -451,10 +451,14 @@ def _pinv_jvp(rtol, hermitian, primals, tangents):
   H = lambda x: _ufuncs.conj(_manip.matrix_transpose(x))
   if hermitian:  # (the factorization reads a symmetrized matrix)
     a, da = (a + H(a)) / 2, (da + H(da)) / 2
-  dah = H(da)
-  left = (p @ H(p)) @ dah
-  right = dah @ (H(p) @ p)
-  return p, -(p @ da) @ p + left - (left @ a) @ p + right - p @ (a @ right)
+  m, n = a.shape[-2:]  # (JAX's association: no n x n product for a wide matrix, nor m x m
+  if m >= n:           # for a tall one)
+    s = (p @ H(p)) @ H(da)
+    t = (H(da) @ H(p)) @ p
+    return p, -(p @ da) @ p + s - (s @ a) @ p + t - (p @ a) @ t
+  s = p @ (H(p) @ H(da))
+  t = H(da) @ (H(p) @ p)
+  return p, -p @ (da @ p) + s - s @ (a @ p) + t - p @ (a @ t)
 
 
 def diagonal(x, /, *, offset=0):
