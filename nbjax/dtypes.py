@@ -153,8 +153,13 @@ def canonicalize_explicit_dtype(dtype, fun_name=""):
   ``jax_explicit_x64_dtypes='allow'``, truncated with JAX's warning under ``'warn'``, refused
   with JAX's ValueError under ``'error'``; both name ``fun_name``. The Python types ``int``,
   ``float``, ... give the default dtypes."""
+  if _x64:  # (canonicalize_dtype's cache, without its call)
+    try:
+      return _canon_cache[dtype]
+    except (KeyError, TypeError):
+      return canonicalize_dtype(dtype)
   out = canonicalize_dtype(dtype)
-  if _x64 or isinstance(dtype, type) and dtype in python_scalar_dtypes:
+  if isinstance(dtype, type) and dtype in python_scalar_dtypes:
     return out
   d = np.dtype(dtype)
   if out == d:

@@ -1827,9 +1827,12 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
       v = np.asarray(operand).astype(nd) if nd.kind in "fc" else _np_convert(np.asarray(
           operand, np.uint64 if operand > _I64_MAX else  # (to 2**64 - 1, as JAX's)
           np.int64 if nd.itemsize == 8 else dtypes.dtype(int, canonicalize=True)), nd)
-    else:  # (a Python float for a 64-bit dtype, x64 off: exact, as JAX's)
-      v = np.asarray(operand, dtypes.dtype(operand, canonicalize=True) if t in _PY and not (
-          new_dtype is not None and np.dtype(new_dtype).itemsize >= 8) else None)
+    else:
+      src = dtypes.dtype(operand, canonicalize=True) if t in _PY else None
+      if src is not None and src.itemsize < 8 and new_dtype is not None and \
+          np.dtype(new_dtype).itemsize >= 8:
+        src = None  # (a Python float for a 64-bit dtype, x64 off: exact, as JAX's)
+      v = np.asarray(operand, src)
       d = dtypes.canonicalize_dtype(v.dtype)
       v = _np_convert(v, d if new_dtype is None else new_dtype)
     return Array._new(np.array(v, order="C", copy=None), bool(weak_type))

@@ -103,9 +103,10 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
     out = _ctx.trace.const_array(object)  # staged: the array's one constant (as JAX's)
   else:
     v = _host_copy(object, leaves, dtype)
-    c = dtypes.canonicalize_dtype(v.dtype)  # (x64 off, explicit_x64_dtypes='allow': JAX's
-    if c != v.dtype and (copy or type(object) is not np.ndarray or object.dtype != v.dtype):
-      v = v.astype(c).astype(v.dtype)  # host data passes through its canonical dtype)
+    if dtype is not None:  # (x64 off, explicit_x64_dtypes='allow': JAX's host data passes
+      c = dtypes.canonicalize_dtype(v.dtype)  # through its canonical dtype, unless taken
+      if c != v.dtype and (copy or type(object) is not np.ndarray or object.dtype != v.dtype):
+        v = v.astype(c).astype(v.dtype)  # without a copy)
     out = Array._new(v, weak)
   if dtype is not None and out.dtype != dtype:
     out = _util.convert(out, dtype)
