@@ -100,6 +100,25 @@ def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
 {step}
 """
 
+# the same with the window's ``K`` elements unrolled: one pass over the lanes
+_GATHER_K = """
+def {fn}(t, p, valid, ostep, oshape, offs, C, z, out):
+{head}
+  zero = np.zeros_like(out[:1])[0]
+  base = 0
+  for o in range(n):
+    row = out[o * C:(o + 1) * C]
+{srcs}
+{tans}
+{oks}
+    for c in range(C):
+      b = z
+      r = zero
+{select}
+      row[c] = r
+{step}
+"""
+
 # select_and_scatter_add: per window, add the source value at the selected element (the
 # first window element to start, as XLA's SelectAndScatter); ``_WRITE`` assigns (``=``)
 # when the windows tile the operand exactly (stride == window, nothing left over): each
@@ -183,6 +202,17 @@ def _reduce(key):
   return _build(_REDUCE_K, f"reduce_window_{op}_{K}", srcs=_slices("a", "p", K), fold=fold)
 
 
+def _gather(key):
+  sel, K = key
+  if not K:
+    return _build(_GATHER, f"select_gather_{sel}", cmp=_CMP[sel])
+  select = "\n".join(f"      keep = b {_CMP[sel]} a{k}[c] or ok{k}[c] == 0\n"
+                      f"      b = b if keep else a{k}[c]\n      r = r if keep else t{k}[c]"
+                      for k in range(K))
+  return _build(_GATHER_K, f"select_gather_{sel}_{K}", srcs=_slices("a", "p", K),
+                tans=_slices("t", "t", K), oks=_slices("ok", "valid", K), select=select)
+
+
 def _scatter(key):
   sel, tile, K = key
   write = _WRITE.format("=" if tile else "+=")
@@ -204,5 +234,5 @@ def unrolled(offs):
 _CMP = {"ge": ">=", "le": "<="}
 _KS = range(UNROLL + 1)
 REDUCE = Lazy([(op, K) for op in _EXPR for K in _KS], _reduce)
-GATHER = Lazy(_CMP, lambda sel: _build(_GATHER, f"select_gather_{sel}", cmp=_CMP[sel]))
+GATHER = Lazy([(sel, K) for sel in _CMP for K in _KS], _gather)
 SCATTER = Lazy([(sel, tile, K) for sel in _CMP for tile in (False, True) for K in _KS], _scatter)

@@ -422,8 +422,8 @@ def _select_and_gather_add_numba(t, x, *, select_prim, **wp):
     p = _padded(x.astype(w, copy=False), z, pshape, place)
     tp = _padded(t.astype(w, copy=False), w.type(0), pshape, place)
     valid = _padded(np.ones(x.shape, np.uint8), 0, pshape, place)
-    K.GATHER[sel](tp.reshape(-1), p.reshape(-1), valid.reshape(-1), ostep, oshape, offs, C, z,
-                  out.reshape(-1))
+    K.GATHER[sel, K.unrolled(offs)](tp.reshape(-1), p.reshape(-1), valid.reshape(-1), ostep,
+                                    oshape, offs, C, z, out.reshape(-1))
   return out.astype(d, copy=False)
 
 
