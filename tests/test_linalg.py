@@ -851,3 +851,21 @@ def test_pinv_jvp_of_wide_and_tall_matrices_as_jax():
   p, dp = nbjax.jvp(jnp.linalg.pinv, (a,), (a,))
   assert dp.shape == (100000, 2) and dp.dtype == np.complex64
   np.testing.assert_allclose(np.asarray(dp), -np.asarray(p), atol=1e-7)  # d pinv(ca)/dc = -P
+
+
+def test_single_precision_svd_eager_equals_jit_and_jax():
+  # above 32x32 the eager SVD ran NumPy's sgesdd, whose singular vectors' signs and rounding
+  # differ from the LAPACK jit calls (linalg_test testSVD, float32 (3, 53, 53)); JAX 0.10.2's
+  # values for this matrix
+  a = (np.random.RandomState(0).randn(3, 53, 53) * 3).astype(np.float32)
+  e, j = jnp.linalg.svd(a), nbjax.jit(jnp.linalg.svd)(a)
+  for x, y in zip(e, j):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  np.testing.assert_array_equal(np.asarray(e.U)[0, 0, :3],
+                                np.array([0.0075442492961883545, 0.09559916704893112,
+                                          -0.07166433334350586], np.float32))
+  np.testing.assert_array_equal(np.asarray(e.S)[0, :2],
+                                np.array([40.97711181640625, 39.454978942871094], np.float32))
+  c = (a + 1j * a[::-1]).astype(np.complex64)
+  s = lambda c: jnp.linalg.svd(c, compute_uv=False)  # noqa: E731
+  np.testing.assert_array_equal(np.asarray(s(c)), np.asarray(nbjax.jit(s)(c)))

@@ -1607,7 +1607,9 @@ def _svd_numba(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
 
 
 def _svd_numpy(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
-  if x.size == 0:
+  if x.size == 0 or _real_dtype(x.dtype) == np.float32:
+    # (empty; or single precision: NumPy's sgesdd/cgesdd round otherwise and pick other
+    # singular vectors' signs than the LAPACK jit calls, which numba's binding is)
     return _svd_numba(x, full_matrices=full_matrices, compute_uv=compute_uv,
                       subset_by_index=subset_by_index, algorithm=algorithm)
   if not compute_uv:
