@@ -40,9 +40,10 @@ from nbjax.config import config
 MIN_SIZE = 1 << 18
 # outputs from this many elements run their fused loop in chunks of THREAD_CHUNK on two
 # threads (kernels.threads.run_chunks: a descheduled worker holds back one chunk). Measured
-# (float32 `x + y`, CPU-bound neighbours on the other core): 4e6 elements 1.61 -> 1.11 ms,
-# but 1e6 0.20 -> 0.26 ms (a chunk's hand-off costs more than it saves)
-THREADS_MIN = 1 << 22
+# (float32 `x + y`, medians; quiet, then with the other core busy): 4.2e6 elements 1.31 ->
+# 1.06 ms quiet but 1.26 -> 1.42 busy; 1e7 3.62 -> 3.30 quiet, 3.49 -> 3.94 busy; 4e7 15.6 ->
+# 13.3 quiet, 15.9 -> 14.5 busy (one thread already draws most of the memory bandwidth)
+THREADS_MIN = 1 << 24
 THREAD_CHUNK = 1 << 19
 MAX_NODES = 16      # primitives in one pending expression
 MAX_LEAVES = 8      # buffers (and scalars) one pending expression reads
