@@ -38,14 +38,8 @@ _WPARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation", "
 
 
 def _lax():
-  global _lax_mod
-  if _lax_mod is None:  # (imported on first use: nbjax.lax imports this module)
-    from nbjax import lax
-    _lax_mod = lax
-  return _lax_mod
-
-
-_lax_mod = None
+  from nbjax import lax
+  return lax
 
 
 # ----------------------------------------------------------------- shapes
@@ -559,8 +553,9 @@ def _select_and_scatter_add_numba(s, x, *, select_prim, window_dimensions, windo
   out = (np.empty if tile else np.zeros)(pshape, w)
   if s.size:
     p = _padded(x.astype(w, copy=False), _identity(op, w), pshape, place)
-    K.SCATTER[sel, tile, K.unrolled(offs)](np.ascontiguousarray(s, w).reshape(-1), p.reshape(-1), ostep, oshape,
-                         offs, C, out.reshape(-1))
+    K.SCATTER[sel, tile, K.unrolled(offs)](np.ascontiguousarray(s, w).reshape(-1),
+                                           p.reshape(-1), ostep, oshape, offs, C,
+                                           out.reshape(-1))
   return _unpad(out, x.shape, padding).astype(d, copy=False)
 
 
