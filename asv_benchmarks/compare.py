@@ -175,8 +175,7 @@ def run_isolated(filter_="", quick=False, rounds=2, stream=sys.stdout):
   import subprocess
   import tempfile
   systems = ["numpy", "nbjax", "jax", "torch"]
-  best = {}
-  order = []
+  best = {}  # case -> row, in the children's case order
   for rnd in range(rounds):
     for system in (systems if rnd % 2 == 0 else systems[::-1]):
       with tempfile.NamedTemporaryFile(suffix=".json") as f:
@@ -185,12 +184,10 @@ def run_isolated(filter_="", quick=False, rounds=2, stream=sys.stdout):
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         for r in json.load(open(f.name)):
           row = best.setdefault(r["case"], {"case": r["case"]})
-          if r["case"] not in order:
-            order.append(r["case"])
           t = r.get(system)
           if t is not None and (row.get(system) is None or t < row[system]):
             row[system] = t
-  rows = [best[c] for c in order]
+  rows = list(best.values())
   for r in rows:
     print(_fmt_row(r), file=stream, flush=True)
   return rows
