@@ -77,11 +77,13 @@ def _after_fork():  # a forked child has no worker thread: it starts its own whe
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def run_chunks(n, fn, min_chunks=2):
+def run_chunks(n, fn, min_chunks=2, blas=True):
   """``fn(t, i)`` for each chunk ``i < n``, ``t`` the running thread's index (0: the caller,
   1: the worker; each has its own scratch). With fewer than ``min_chunks`` chunks, from a
   thread where the worker is busy, or on a machine with one core, the caller runs them all.
-  An exception from any chunk is raised here once both threads stopped."""
+  ``blas``: the chunks call BLAS (single-threaded meanwhile); chunks that do not (long
+  reductions, fused loops) leave BLAS's thread count alone. An exception from any chunk is
+  raised here once both threads stopped."""
   global _worker
   if n < min_chunks or (os.cpu_count() or 1) < 2 or not _lock.acquire(blocking=False):
     for i in range(n):
@@ -101,7 +103,7 @@ def run_chunks(n, fn, min_chunks=2):
       except BaseException as e:  # noqa: BLE001 (re-raised by the caller)
         errors.append(e)
 
-    prev = _set_blas_threads(1)
+    prev = _set_blas_threads(1) if blas else None
     ctx = contextvars.copy_context()  # the caller's context (NumPy's error state) for both
     _worker.job = lambda: ctx.run(loop, 1)
     _worker.go.release()

@@ -189,7 +189,7 @@ def _fused(root):
     return out
   o, C = args[-1], THREAD_CHUNK
   run_chunks(-(-n // C), lambda t, i: ep(*[a[i * C:(i + 1) * C] for a in flat], *scalars,
-                                         o[i * C:(i + 1) * C]))
+                                         o[i * C:(i + 1) * C]), blas=False)
   return out
 
 

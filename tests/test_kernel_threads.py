@@ -70,6 +70,11 @@ def test_blas_threads_are_one_inside_and_restored_after():
   T.run_chunks(4, lambda t, i: inside.append(T._set_blas_threads(T._set_blas_threads(1))))
   assert set(inside) == {1}
   assert T._set_blas_threads(2) == 2  # the caller's own count is back
+  inside.clear()  # chunks without BLAS (blas=False) leave the count alone
+  T.run_chunks(4, lambda t, i: inside.append(T._set_blas_threads(T._set_blas_threads(2))),
+               blas=False)
+  assert set(inside) == {2}
+  assert T._set_blas_threads(2) == 2
 
 
 def test_chunks_run_under_the_callers_numpy_error_state():

@@ -63,7 +63,7 @@ def _rows(kern, op, x, out, z):
   parts = np.empty((n, 1), out.dtype)
   row = x[0]
   run_chunks(n, lambda t, i: kern(row[i * _ROW_CHUNK:(i + 1) * _ROW_CHUNK].reshape(1, -1),
-                                  parts[i], z))
+                                  parts[i], z), blas=False)
   if op != "sum" or out.dtype.kind not in "fc":  # exact in any order: the kernel over parts
     kern(parts.reshape(1, n), out, z)
     return
