@@ -233,3 +233,25 @@ def test_padding_is_skipped_not_folded(jit):
   got = nbjax.vmap(lambda v, z: lax.reduce_window(v, z, lax.mul, (3,), (2,), "SAME"))(
       np.stack([x, x]), zs)
   np.testing.assert_array_equal(np.asarray(got), [[4, 48, 240, 84], [6, 72, 360, 126]])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16, np.float32, np.float64])
+def test_select_and_gather_scatter_wrappers(dtype):
+  """lax.windowed_reductions._select_and_gather_add / _select_and_scatter_add (the names
+  JAX's lax_vmap_test calls), bf16 and float16 included; values from JAX 0.10.2."""
+  from nbjax.lax import windowed_reductions as W
+  x = np.array([[1., 3., 3., 0.], [2., -1., 5., 5.], [0.5, 4., -2., 1.]]).astype(dtype)
+  t = np.arange(12.).reshape(3, 4).astype(dtype)
+  cases = [(W._select_and_gather_add(t, x, lax.ge_p, (2, 2), (1, 2), ((0, 0), (0, 0)), (1, 1),
+                                     (1, 1)), [[1, 6], [9, 6]]),
+           (W._select_and_gather_add(t, x, lax.le_p, [2, 2], [1, 1], [(1, 0), (0, 0)], [1, 1],
+                                     [1, 1]), [[0, 1, 3], [5, 5, 3], [5, 10, 10]]),
+           (W._select_and_scatter_add(np.array([[1., 2.], [3., 4.]]).astype(dtype), x, lax.ge_p,
+                                      (2, 2), (1, 2), ((0, 0), (0, 0))),
+            [[0, 1, 0, 0], [0, 0, 6, 0], [0, 3, 0, 0]])]
+  for got, want in cases:
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), want)
+  g = nbjax.vmap(lambda a, b: W._select_and_gather_add(a, b, lax.ge_p, (2,), (1,), ((0, 0),),
+                                                       (1,), (1,)), in_axes=(1, 0))(t.T, x)
+  np.testing.assert_array_equal(np.asarray(g, np.float64), [[1, 1, 2], [4, 6, 6], [9, 9, 11]])

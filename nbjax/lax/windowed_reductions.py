@@ -398,7 +398,7 @@ def _select_and_gather_add_abstract_eval(t, x, *, select_prim, **wp):
   if t.shape != x.shape:
     raise TypeError(f"select_and_gather_add tangents and operand shapes must match, got "
                     f"{t.shape} and {x.shape}.")
-  if t.dtype != x.dtype or x.dtype.kind != "f":
+  if t.dtype != x.dtype or x.dtype not in _SEL_T:
     raise TypeError(f"select_and_gather_add requires floating tangents and operand of one "
                     f"dtype, got {t.dtype.name} and {x.dtype.name}")
   _sel(select_prim)
@@ -486,6 +486,7 @@ def _gather_samples(rng, dtype):
 
 
 _FT = [np.dtype(np.float32), np.dtype(np.float64)]
+_SEL_T = sorted(_float, key=lambda d: (d.kind, d.itemsize))  # (bf16: the float32 round trip)
 
 select_and_gather_add_p = Primitive("select_and_gather_add")
 registry.register(
@@ -493,7 +494,7 @@ registry.register(
     impls={"numba": _select_and_gather_add_numba},
     abstract_eval=_select_and_gather_add_abstract_eval,
     transpose=_select_and_gather_add_transpose,
-    meta=dict(dtypes=_FT, reference=_select_and_gather_add_reference,
+    meta=dict(dtypes=_SEL_T, reference=_select_and_gather_add_reference,
               samples=_gather_samples, tol=_TOL))
 ad.defjvp(select_and_gather_add_p,
           lambda g, t, x, **p: select_and_gather_add_p.bind(g, x, **p), None)
@@ -513,7 +514,7 @@ def _select_and_scatter_add_abstract_eval(s, x, *, select_prim, window_dimension
   if s.shape != want:
     raise TypeError(f"select_and_scatter_add: source shape {s.shape} must be the windowed "
                     f"shape {want} of operand shape {x.shape}")
-  if s.dtype != x.dtype or x.dtype.kind != "f":
+  if s.dtype != x.dtype or x.dtype not in _SEL_T:
     raise TypeError(f"select_and_scatter_add requires floating source and operand of one "
                     f"dtype, got {s.dtype.name} and {x.dtype.name}")
   _sel(select_prim)
@@ -613,11 +614,30 @@ registry.register(
     impls={"numba": _select_and_scatter_add_numba},
     abstract_eval=_select_and_scatter_add_abstract_eval,
     transpose=_select_and_scatter_add_transpose,
-    meta=dict(dtypes=_FT, reference=_select_and_scatter_add_reference,
+    meta=dict(dtypes=_SEL_T, reference=_select_and_scatter_add_reference,
               samples=_scatter_samples, tol=_TOL))
 ad.defjvp(select_and_scatter_add_p,
           lambda g, s, x, **p: select_and_scatter_add_p.bind(g, x, **p), None)
 select_and_scatter_add_p.batch = _pair_batch(select_and_scatter_add_p, _SPARAMS)
+
+
+def _select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides,
+                            padding):
+  """Scatters (adds) each element of ``source`` to the element of ``operand``'s window that
+  ``select_prim`` (``lax.ge_p`` or ``lax.le_p``) selects: the max/min-pool gradient."""
+  return select_and_scatter_add_p.bind(
+      source, operand, select_prim=select_prim, window_dimensions=tuple(window_dimensions),
+      window_strides=tuple(window_strides), padding=tuple(padding))
+
+
+def _select_and_gather_add(tangents, operand, select_prim, window_dimensions, window_strides,
+                           padding, base_dilation, window_dilation):
+  """Extracts the element of ``tangents`` at the maximum (``lax.ge_p``) or minimum
+  (``lax.le_p``) element of each window of ``operand``: the max/min-pool jvp."""
+  return select_and_gather_add_p.bind(
+      tangents, operand, select_prim=select_prim, window_dimensions=tuple(window_dimensions),
+      window_strides=tuple(window_strides), padding=tuple(padding),
+      base_dilation=tuple(base_dilation), window_dilation=tuple(window_dilation))
 
 
 # ----------------------------------------------------------------- generic reduce_window
