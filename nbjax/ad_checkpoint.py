@@ -45,7 +45,10 @@ def saved_residuals(f, *args, **kwargs):
   jaxpr = closed.jaxpr
   res = jaxpr.outvars[len(jaxpr.outvars) - len(tree_leaves(shape[1])):]
   names = pe.DebugInfo("saved_residuals", f, args, kwargs).arg_names
-  res_vars = {v for v in res if not isinstance(v, Literal)}
+  # a residual rounded by ``reduce_precision`` (remat's) is named by what made the value
+  subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns
+           if e.primitive.name == "reduce_precision"}
+  res_vars = {subst.get(v, v) for v in res if not isinstance(v, Literal)}
   out = [(v.aval, "from a literal") for v in res if isinstance(v, Literal)]
   out += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
   out += [(v.aval, f"from the argument {names[i]}" if i < len(names) and names[i] else

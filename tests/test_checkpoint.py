@@ -333,3 +333,40 @@ def test_backward_pass_is_a_checkpoint_call_behind_a_barrier():
   want = np.cos(np.sin(2.)) * np.cos(2.)
   np.testing.assert_allclose([jax.grad(f)(2.), jax.jit(jax.grad(f))(2.)], [want, want],
                              rtol=1e-15)
+
+
+def test_saved_residuals_are_rounded_to_their_dtype_where_made():
+  # api_test RematTest.test_excess_precision_hell: XLA computes a bfloat16 dot in float32 and
+  # keeps that precision when the dot feeds a convert in the same fusion; JAX rounds every
+  # floating residual the known part reads again (reduce_precision), so the primal output
+  # and the backward pass see the same value
+  @jax.custom_vjp
+  def dot(x):
+    return jnp.dot(x, x)
+  dot.defvjp(lambda x: (dot(x), None), lambda _, g: (g,))
+
+  @jax.custom_vjp
+  def foo(x):
+    return jnp.float32(1.) * x.astype("float32")
+  foo.defvjp(lambda x: (foo(x), x), lambda x, _: (jnp.float32(1.) * x.astype("float32"),))
+
+  f = jax.jit(jax.remat(lambda x: foo(dot(x)), policy=lambda *_, **__: True))
+  x = (jnp.bfloat16(1) + jnp.finfo("bfloat16").eps) * jnp.eye(2, dtype="bfloat16")
+  y, vjp = jax.vjp(f, x)
+  y_, = vjp(jnp.ones_like(y))
+  want = np.diag([1.015625, 1.015625]).astype(np.float32)  # JAX's (the unrounded: 1.015686)
+  np.testing.assert_array_equal(np.asarray(y), want)
+  np.testing.assert_array_equal(np.asarray(y_), want)
+  # JAX's known part: only residuals another equation reads are rounded, after their maker
+  g = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)) * x, policy=cp.everything_saveable)
+  jaxpr = jax.make_jaxpr(lambda x: jax.vjp(g, x))(1.0).jaxpr
+  assert [e.primitive.name for e in jaxpr.eqns] == [
+      "sin", "cos", "sin", "reduce_precision", "cos", "mul"]
+  assert jaxpr.eqns[3].params == dict(exponent_bits=11, mantissa_bits=52)
+  assert jaxpr.eqns[3].invars[0] is jaxpr.eqns[2].outvars[0]
+  assert jaxpr.eqns[5].invars[0] is jaxpr.eqns[3].outvars[0]
+  # saved_residuals names the rounded residual by what made it (JAX looks through the
+  # reduce_precision): cos, sin, cos in equation order
+  res = jax.ad_checkpoint.saved_residuals(g, 1.0)
+  assert [s.split(" from ")[0] for _, s in res] == [
+      "from the argument x", "output of cos", "output of sin", "output of cos"]

@@ -16,12 +16,14 @@ from __future__ import annotations
 import functools
 import weakref
 
+import numpy as np
+
 from nbjax import core, registry
 from nbjax.array import owned
 from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
 from nbjax._tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p", "checkpoint_name",
@@ -245,9 +247,37 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   Unknown call: recomputes every other known value it needs, then the unknown work."""
   jk, ju, out_unknowns, nres = pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns,
                                                             _saveable(policy))
+  jk = ClosedJaxpr(_insert_reduce_precision(jk.jaxpr, nres), jk.consts)
   kp = dict(params, jaxpr=jk, policy=policy)
   up = dict(params, jaxpr=ju, policy=policy, differentiated=True)
   return kp, up, out_unknowns, nres
+
+
+def _insert_reduce_precision(jaxpr, num_res):
+  """JAX's: each floating residual an equation of the known part makes, and that other
+  equations there read, is rounded to its dtype (``reduce_precision``) where it is made, so
+  the forward pass and the backward pass see the same value even where XLA would keep excess
+  precision in a fused computation (a bfloat16 ``dot`` computed in float32)."""
+  if not num_res:
+    return jaxpr
+  from nbjax import dtypes
+  used = {x for e in jaxpr.eqns for x in e.invars if type(x) is Var}
+  made = {v: i for i, e in enumerate(jaxpr.eqns) for v in e.outvars}
+  eqns, rp = list(jaxpr.eqns), registry.get("reduce_precision")
+  for v in jaxpr.outvars[len(jaxpr.outvars) - num_res:]:
+    if (type(v) is not Var or v not in used or v not in made
+        or not dtypes.issubdtype(v.aval.dtype, np.floating)):
+      continue
+    fi = dtypes.finfo(v.aval.dtype)
+    params = dict(exponent_bits=int(fi.nexp), mantissa_bits=int(fi.nmant))
+    e = jaxpr.eqns[made[v]]
+    if e.primitive is rp and e.params == params:
+      continue
+    new = Var(v.aval)
+    i = eqns.index(e)
+    eqns[i] = e.replace(outvars=[new if o is v else o for o in e.outvars])
+    eqns.insert(i + 1, JaxprEqn([new], [v], rp, params, (), e.source_info))
+  return jaxpr.replace(eqns=eqns)
 
 
 def _saveable(policy):
