@@ -1,7 +1,8 @@
 """numba kernels for ``conv_general_dilated``: patch extraction (im2col) for a BLAS gemm.
 
 Pipeline position: the bottom of eager execution. ``nbjax.lax.convolution`` brings every
-convolution to three spatial dimensions (size-1 ones added), pads and dilates the input,
+convolution to three spatial dimensions (size-1 ones added), dilates the input where
+asked (``im2col_cl`` reads around the padding itself; the others take a padded copy),
 and calls one of these kernels to gather the windows of a chunk of rows into a patch
 matrix, which one gemm per group multiplies with the kernel. Two patch layouts, whichever
 reads longer contiguous runs:
@@ -42,11 +43,20 @@ def _copy(dst, src):
 
 
 @njit(**_J)
-def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
-  N, P0, P1, P2, C = xp.shape
+def _zero(dst):
+  for q in range(dst.size):
+    dst[q] = 0
+
+
+@njit(**_J)
+def im2col_cl(x5, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, lo0, lo1, lo2, r0, out):
+  """Padding folded in: window position ``p = o * s + k * d - lo`` on each axis reads
+  ``x5[..., p, ...]`` where ``0 <= p < X`` and writes zeros elsewhere (``lo < 0``: a crop;
+  the high padding is where windows run past ``X``), so no padded copy of the input is made."""
+  N, X0, X1, X2, C = x5.shape
   G, R, L = out.shape
   Cg = C // G
-  x = xp.reshape(-1)
+  x = x5.reshape(-1)
   o = out.reshape(-1)
   run = k2 * C if d2 == 1 and G == 1 else Cg
   per = k2 * Cg // run  # runs per tap of the first two axes
@@ -56,13 +66,31 @@ def im2col_cl(xp, k0, k1, k2, s0, s1, s2, d0, d1, d2, o0, o1, o2, r0, out):
     cnt = min(o2 - c, R - row)
     for g in range(G):
       for i in range(k0):
+        p0 = a * s0 + i * d0 - lo0
         for j in range(k1):
-          src = (((n * P0 + a * s0 + i * d0) * P1 + b * s1 + j * d1) * P2 + c * s2) * C + g * Cg
+          p1 = b * s1 + j * d1 - lo1
           dst = (g * R + row) * L + (i * k1 + j) * k2 * Cg
+          if p0 < 0 or p0 >= X0 or p1 < 0 or p1 >= X1:  # a padding row: zeros
+            for q in range(cnt):
+              _zero(o[dst + q * L:dst + q * L + k2 * Cg])
+            continue
+          line = (n * X0 + p0) * X1 + p1
           for q in range(cnt):
-            for k in range(per):
-              at, fr = dst + q * L + k * run, src + (q * s2 + k * d2) * C
-              _copy(o[at:at + run], x[fr:fr + run])
+            e = (c + q) * s2 - lo2  # the first tap's position along the last axis
+            at = dst + q * L
+            if e >= 0 and e + (k2 - 1) * d2 < X2:
+              src = (line * X2 + e) * C + g * Cg
+              for k in range(per):
+                _copy(o[at + k * run:at + (k + 1) * run], x[src + k * d2 * C:src + k * d2 * C + run])
+            else:  # a window over the padding: tap by tap
+              for k in range(k2):
+                pk = e + k * d2
+                seg = o[at + k * Cg:at + (k + 1) * Cg]
+                if 0 <= pk < X2:
+                  src = (line * X2 + pk) * C + g * Cg
+                  _copy(seg, x[src:src + Cg])
+                else:
+                  _zero(seg)
     row += cnt
 
 

@@ -88,6 +88,9 @@ CASES = [  # x shape (NC...), w shape (OI...), strides, pads, lhs_dil, rhs_dil, 
     ((1, 2, 5, 4, 6), (3, 2, 2, 3, 2), (1, 2, 1), [(0, 1), (1, 1), (0, 0)], None, (1, 1, 2),
      1, 1),
     ((0, 3, 6), (2, 3, 2), (1,), [(0, 0)], None, None, 1, 1),
+    # pads the gathers read around (no padded copy): negative (a crop), wider than a window
+    ((2, 3, 9, 7), (4, 3, 3, 3), (2, 1), [(-1, 3), (4, -2)], None, (1, 2), 1, 1),
+    ((2, 4, 6, 5), (6, 2, 2, 3), (1, 2), [(3, 3), (2, 4)], None, None, 2, 1),
 ]
 
 
@@ -119,7 +122,7 @@ def test_every_patch_strategy_and_chunking(monkeypatch, layout, budget):
     monkeypatch.setattr(conv_mod, "_PATCH_BUDGET", budget)
     monkeypatch.setattr(conv_mod, "_CHUNK", budget)
   ungrouped = layout in ("swap", "col2im", "rows")  # these take no groups
-  for case in (0, 1, 2, 4, 7) if ungrouped else (0, 3, 4, 5, 7):
+  for case in (0, 1, 2, 4, 7, 9) if ungrouped else (0, 3, 4, 5, 7, 10):
     xs, ws, strides, pads, ld, rd, G, Gb = CASES[case]
     rng = np.random.default_rng(case)
     x, w = _rand(rng, xs, np.float64), _rand(rng, ws, np.float64)

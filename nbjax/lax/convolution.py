@@ -491,7 +491,13 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     x = lhs.transpose((lhs_spec[0], lhs_spec[1], *lhs_spec[2:]))
     w = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0]))
     sp_axes, cl = tuple(range(2, nsp + 2)), False
-  x = _pad_dilate(x.astype(cd, copy=False), sp_axes, padding, lhs_dilation)
+  x = x.astype(cd, copy=False)
+  if cl and how != "depthwise" and all(d == 1 for d in lhs_dilation):
+    lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)  # (im2col_cl reads around the pads)
+    psp = tuple(x.shape[a] + p[0] + p[1] for a, p in zip(sp_axes, padding))
+  else:
+    x = _pad_dilate(x, sp_axes, padding, lhs_dilation)
+    lo, psp = (0, 0, 0), tuple(x.shape[a] for a in sp_axes)
   N, C = x.shape[0], x.shape[-1 if cl else 1]
   x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:] if cl else
                                      x.shape[:2] + (1,) * (3 - nsp) + x.shape[2:]))
@@ -500,7 +506,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     # one gemm gives each row times each tap of the last axis; a shifted sum adds them up
     (k0, k1, k2), (s0, s1, s2), (d0, d1, d2), (o0, o1, o2) = map(
         ext, (ksp, window_strides, rhs_dilation, osp))
-    P2 = x.shape[3]
+    P2 = ext(psp)[2]  # (the padded width: every position of it a row)
     lines, kcols = N * o0 * o1, k0 * k1 * C
     step = min(lines, max(_CHUNK // max(1, P2 * max(kcols, k2 * O)), -(-4 * k2 * O // P2)))
     out = _scratch((lines, o2, O), cd)
@@ -510,7 +516,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     def chunk(t, i):
       l0, l1 = i * step, min(lines, (i + 1) * step)
       p, z = bufs[t][0][:, :(l1 - l0) * P2], bufs[t][1][:(l1 - l0) * P2]
-      K.im2col_cl(x, k0, k1, 1, s0, s1, 1, d0, d1, 1, o0, o1, P2, l0 * P2, p)
+      K.im2col_cl(x, k0, k1, 1, s0, s1, 1, d0, d1, 1, o0, o1, P2, *lo, l0 * P2, p)
       np.matmul(p[0], w, out=z)
       K.shift_sum(z, P2, k2, s2, d2, out[l0:l1])
     run_chunks(-(-lines // step), chunk)
@@ -543,8 +549,8 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
       p, part = bufs[t]
       for i in range(b * nch // nb, (b + 1) * nch // nb):
         r0, r1 = i * step, min(R, (i + 1) * step)
-        K.im2col_cl(x, *ext(osp), *ext(rhs_dilation), *ext(window_strides), *ext(ksp), r0,
-                    p[:, :r1 - r0])
+        K.im2col_cl(x, *ext(osp), *ext(rhs_dilation), *ext(window_strides), *ext(ksp), *lo,
+                    r0, p[:, :r1 - r0])
         if i == b * nch // nb:
           np.matmul(p[0, :r1 - r0].T, w[r0:r1], out=parts[b])
         else:
@@ -568,7 +574,7 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
       r0, r1 = i * step, min(R, (i + 1) * step)
       p = bufs[t][:G * (r1 - r0) * kcols].reshape(G, r1 - r0, kcols)  # (C order: numba's)
       im2col(x[gb * Nb:(gb + 1) * Nb], *ext(ksp), *ext(window_strides), *ext(rhs_dilation),
-             *ext(osp), r0, p)
+             *ext(osp), *(lo if cl else ()), r0, p)
       if G == 1 and Gb == 1:
         np.matmul(p[0], w, out=out[r0:r1])
       else:
