@@ -122,6 +122,12 @@ def hlo_text(module, debug_info=False):
   return hlo_computation(module).as_hlo_module().to_string(opts)
 
 
+def hlo_cost_analysis(module):
+  """XLA's cost estimates of a StableHLO module before compiling (``Lowered.cost_analysis``)."""
+  return ensure_jaxlib()._jax.hlo_module_cost_analysis(
+      _runtime().client, hlo_computation(module).as_hlo_module())
+
+
 def get_ir():
   """``jaxlib.mlir.ir``."""
   return ensure_jaxlib().ir
@@ -789,6 +795,19 @@ class Executable:
   def as_text(self):
     """The StableHLO text this executable was compiled from (as given to ``compile``)."""
     return self._text
+
+  def cost_analysis(self):
+    """XLA's cost estimates (``flops``, ``bytes accessed``, ...) as a dict, as JAX's
+    ``Compiled.cost_analysis``."""
+    return self._exe.cost_analysis()
+
+  def memory_analysis(self):
+    """XLA's ``CompiledMemoryStats`` (argument, output, temporary sizes in bytes)."""
+    return self._exe.get_compiled_memory_stats()
+
+  def runtime_executable(self):
+    """jaxlib's ``LoadedExecutable`` (for debugging, as JAX's)."""
+    return self._exe
 
   def serialize(self):
     """XLA's serialized executable (the runtime-level program: packed inputs, bf16 outputs as

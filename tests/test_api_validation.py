@@ -443,3 +443,23 @@ def test_shape_dtype_struct_under_a_trace_stands_for_a_value():
                                       r"<class '.*ShapeDtypeStruct'> is not a valid JAX "
                                       r"type\.$"):
     f(1., {"a": sds})
+
+
+def test_compiled_cost_memory_analysis_and_runtime_executable():
+  # api_test test_jit_lower_compile_cost_analysis / _memory_analysis / _executable /
+  # _compile_compiler_ir / test_jit_replica_attributes: XLA's estimates, as JAX's
+  for f in (lambda x: x, lambda x: x + 4.):
+    lowered = nbjax.jit(f).lower(np.float32(1.))
+    compiled = lowered.compile()
+    cost = compiled.cost_analysis()
+    # JAX's numbers for f32[]: 4 bytes per value read or written, one flop for the add
+    want = 12. if f(1.) == 5. else 8.
+    assert isinstance(cost, dict) and cost["bytes accessed"] == want
+    assert cost.get("flops", 0.) == (1. if f(1.) == 5. else 0.)
+    # before compiling, JAX's estimate of the identity is empty
+    assert lowered.cost_analysis() == ({} if f(1.) == 1. else cost)
+    mem = compiled.memory_analysis()
+    assert (mem.argument_size_in_bytes, mem.output_size_in_bytes) == (4, 4)
+    assert type(compiled.runtime_executable()).__name__ == "LoadedExecutable"
+  text = nbjax.jit(lambda x: x + 4).lower(1.).as_text("stablehlo")
+  assert "attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}" in text

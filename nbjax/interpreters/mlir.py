@@ -402,6 +402,9 @@ def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cp
   closed_jaxpr = _lowering.physicalize(closed_jaxpr)  # key arrays: lowered as their data
   with xla.mlir_context(), ir.Location.unknown():
     m = _new_module(name)
+    i32 = ir.IntegerType.get_signless(32)
+    for k in ("mhlo.num_partitions", "mhlo.num_replicas"):  # one device, as JAX's jit module
+      m.operation.attributes[k] = ir.IntegerAttr.get(i32, 1)
     mctx = ModuleContext(m, platform)
     mctx._names.add("main")
     lower_jaxpr_to_fun(mctx, "main", closed_jaxpr, public=True, hoisted=hoisted)

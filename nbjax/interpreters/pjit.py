@@ -1284,6 +1284,11 @@ class Lowered(_Stage):
       raise ValueError(f"unknown dialect: {dialect}")
     return self._module
 
+  def cost_analysis(self):
+    """XLA's cost estimates of the module (a dict: ``flops``, ``bytes accessed``, ...)."""
+    from nbjax import xla
+    return xla.hlo_cost_analysis(self._module)
+
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
 
@@ -1306,6 +1311,27 @@ class Compiled(_Stage):
 
   def as_text(self):
     return self._exe.text
+
+  def _xla(self):  # the XLA executable (None for programs of maps, run per equation)
+    return self._exe.exe if isinstance(self._exe, _Executable) else None
+
+  def cost_analysis(self):
+    """A summary of execution cost estimates (XLA's dict of ``flops``, ``bytes accessed``,
+    ...), or ``None`` if unavailable."""
+    exe = self._xla()
+    return None if exe is None else exe.cost_analysis()
+
+  def memory_analysis(self):
+    """A summary of estimated memory requirements (XLA's ``CompiledMemoryStats``), or
+    ``None`` if unavailable."""
+    exe = self._xla()
+    return None if exe is None else exe.memory_analysis()
+
+  def runtime_executable(self):
+    """An arbitrary object representation of this executable (jaxlib's
+    ``LoadedExecutable``), for debugging; ``None`` if unavailable."""
+    exe = self._xla()
+    return None if exe is None else exe.runtime_executable()
 
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
