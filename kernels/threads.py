@@ -66,6 +66,7 @@ class _Worker:
 
 
 _worker = None
+_CPUS = os.cpu_count() or 1  # (the call reads /sys: 12 us, once per process)
 _lock = threading.Lock()  # one chunked run at a time uses the worker
 
 
@@ -85,7 +86,7 @@ def run_chunks(n, fn, min_chunks=2, blas=True):
   reductions, fused loops) leave BLAS's thread count alone. An exception from any chunk is
   raised here once both threads stopped."""
   global _worker
-  if n < min_chunks or (os.cpu_count() or 1) < 2 or not _lock.acquire(blocking=False):
+  if n < min_chunks or _CPUS < 2 or not _lock.acquire(blocking=False):
     for i in range(n):
       fn(0, i)
     return
