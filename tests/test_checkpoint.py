@@ -370,3 +370,39 @@ def test_saved_residuals_are_rounded_to_their_dtype_where_made():
   res = jax.ad_checkpoint.saved_residuals(g, 1.0)
   assert [s.split(" from ")[0] for _, s in res] == [
       "from the argument x", "output of cos", "output of sin", "output of cos"]
+
+
+@pytest.mark.parametrize("pc, want_cse, want_barriers", [
+    ((False, True), (False, True, True), ["%1, %9", "%arg2, %11#1"]),
+    ([True, False], (True, False, True), ["%arg1, %9", "%arg0, %11#1"]),
+    ((False, False), (False, False, True), ["%9", "%11#1"]),
+    (True, True, ["%arg1, %1, %9", "%arg0, %arg2, %11#1"])])
+def test_prevent_cse_per_argument(pc, want_cse, want_barriers):
+  # api_test RematTest.test_remat_partial_cse_prevention(_all_false, _pytree): a tuple
+  # prevent_cse (a prefix of the arguments) bars only the flagged inputs; jvp bars the
+  # tangents, partial eval the residuals made inside, the transpose the cotangents; a known
+  # input forwarded keeps its flag (JAX's params and barriers)
+  @functools.partial(jax.remat, prevent_cse=pc)
+  def layer(W, x):
+    return x @ W + jnp.array([1.0, 2.0, 3.0])
+
+  def loss(Ws, x):
+    for W in Ws:
+      x = layer(W, x)
+    return jnp.sum(x ** 2)
+  Ws, x = [jnp.ones((3, 3)) for _ in range(2)], jnp.ones(3)
+  eqns = jax.make_jaxpr(jax.grad(loss, (0, 1)))(Ws, x).eqns
+  assert [e.params["prevent_cse"] for e in eqns if e.primitive.name == "checkpoint"] == [
+      want_cse, want_cse]
+  txt = jax.jit(jax.grad(loss, (0, 1))).lower(Ws, x).as_text()
+  barriers = [ln.split("optimization_barrier ")[1].split(" :")[0]
+              for ln in txt.splitlines() if "optimization_barrier" in ln]
+  assert barriers == want_barriers
+  def plain(Ws, x):
+    for W in Ws:
+      x = x @ W + jnp.array([1.0, 2.0, 3.0])
+    return jnp.sum(x ** 2)
+  close(jax.jit(jax.grad(loss, (0, 1)))(Ws, x), jax.grad(plain, (0, 1))(Ws, x))
+  with pytest.raises(TypeError, match=r"prevent_cse must be a bool or tuple of bools, got "
+                     r"type\(prevent_cse\)=<class 'int'>"):
+    jax.checkpoint(lambda x: x, prevent_cse=1)

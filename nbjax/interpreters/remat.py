@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
-from nbjax._tree_util import tree_flatten, tree_unflatten
+from nbjax._tree_util import broadcast_prefix, tree_flatten, tree_unflatten
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p", "checkpoint_name",
            "name_p", "Recompute", "Saveable", "Offloadable"]
@@ -180,6 +181,8 @@ def _abstract_eval(*in_avals, jaxpr, **_):
 def _jvp(primals, tangents, *, jaxpr, **params):
   nonzeros = tuple(pjit._nonzero(t) for t in tangents)
   new, out_nz = pjit.jvp_jaxpr(jaxpr, nonzeros, "checkpoint")
+  if isinstance(params["prevent_cse"], tuple):  # per input (JAX's): tangents are barred
+    params = dict(params, prevent_cse=params["prevent_cse"] + (True,) * sum(nonzeros))
   outs = checkpoint_p.bind(*primals, *[t for t, nz in zip(tangents, nonzeros) if nz],
                            jaxpr=new, **params)
   n = len(jaxpr.out_avals)
@@ -212,9 +215,12 @@ def _transpose(cts, *args, jaxpr, **params):
   if tj is None:
     tj = _transpose_jaxpr(jaxpr, undef, ct_nz)
     _transpose_split.setdefault(jaxpr, {})[key] = tj
+  pc = params["prevent_cse"]
+  if isinstance(pc, tuple):  # the known inputs' flags, then the cotangents barred (JAX's)
+    pc = tuple(p for p, u in zip(pc, undef) if not u) + (True,) * sum(ct_nz)
   outs = iter(checkpoint_p.bind(*[a for a, u in zip(args, undef) if not u],
                                 *[c for c, nz in zip(cts, ct_nz) if nz], jaxpr=tj,
-                                **dict(params, differentiated=True)))
+                                **dict(params, differentiated=True, prevent_cse=pc)))
   return [next(outs) if u else None for u in undef]
 
 
@@ -250,6 +256,13 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   jk = ClosedJaxpr(_insert_reduce_precision(jk.jaxpr, nres), jk.consts)
   kp = dict(params, jaxpr=jk, policy=policy)
   up = dict(params, jaxpr=ju, policy=policy, differentiated=True)
+  pc = params["prevent_cse"]
+  if isinstance(pc, tuple):  # per input (JAX's): a residual that is a known input keeps its
+    known = kp["prevent_cse"] = tuple(p for p, u in zip(pc, in_unknowns) if not u)
+    flag = dict(zip(jk.jaxpr.invars, known))  # flag, one made inside is barred
+    res = jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]
+    up["prevent_cse"] = (tuple(flag.get(v, True) if type(v) is Var else True for v in res)
+                         + tuple(p for p, u in zip(pc, in_unknowns) if u))
   return kp, up, out_unknowns, nres
 
 
@@ -286,12 +299,14 @@ def _saveable(policy):
 
 
 def _lowering(ctx, *args, jaxpr, prevent_cse=True, differentiated=False, **_):
-  """A private function; a differentiated call's inputs pass an optimization barrier first
-  under ``prevent_cse`` (JAX's), so XLA does not merge its recomputation with the forward
-  pass."""
+  """A private function; a differentiated call's inputs (those ``prevent_cse`` flags, when
+  it is a tuple) pass an optimization barrier first (JAX's), so XLA does not merge its
+  recomputation with the forward pass."""
   from nbjax.interpreters import mlir
-  if prevent_cse and differentiated and args:
-    args = list(mlir.hlo.OptimizationBarrierOp(list(args)).results)
+  flags = prevent_cse if isinstance(prevent_cse, tuple) else (prevent_cse,) * len(args)
+  if differentiated and any(flags):
+    barred = iter(mlir.hlo.OptimizationBarrierOp([a for a, p in zip(args, flags) if p]).results)
+    args = [next(barred) if p else a for a, p in zip(args, flags)]
   return mlir.call_jaxpr(ctx, jaxpr, args, name="checkpoint")
 
 
@@ -321,6 +336,11 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
   >>> g = nbjax.grad(nbjax.checkpoint(lambda x: jnp.sin(jnp.sin(x))))
   """
   static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+  if isinstance(prevent_cse, Sequence):
+    prevent_cse = tuple(prevent_cse)
+  if not isinstance(prevent_cse, (tuple, bool)):
+    raise TypeError("prevent_cse must be a bool or tuple of bools, got "
+                    f"{type(prevent_cse)=}")
   cache = weakref.WeakKeyDictionary()
 
   @functools.wraps(fun)
@@ -354,7 +374,11 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
       if per is not None and not any(isinstance(c, core.Tracer) for c in consts):
         per[key] = hit
     closed, consts, out_tree = hit
-    outs = checkpoint_p.bind(*consts, *flat, jaxpr=closed, prevent_cse=prevent_cse,
+    cse = prevent_cse
+    if isinstance(cse, tuple):  # a prefix of the arguments (JAX's): constants are not barred
+      cse = (False,) * len(consts) + tuple(broadcast_prefix(
+          cse, (tuple(dyn), kwargs) if kwargs else tuple(dyn)))
+    outs = checkpoint_p.bind(*consts, *flat, jaxpr=closed, prevent_cse=cse,
                              differentiated=False, policy=policy)
     return tree_unflatten(out_tree, outs)
 
