@@ -406,3 +406,19 @@ def test_prevent_cse_per_argument(pc, want_cse, want_barriers):
   with pytest.raises(TypeError, match=r"prevent_cse must be a bool or tuple of bools, got "
                      r"type\(prevent_cse\)=<class 'int'>"):
     jax.checkpoint(lambda x: x, prevent_cse=1)
+
+
+def test_dce_prunes_inside_checkpoint():
+  # JAX's remat_dce (api_test DCETest.test_dce_jaxpr_scan_overpruning): unused outputs and
+  # inputs leave the checkpoint call and its jaxpr; a tuple prevent_cse keeps the used flags
+  from nbjax.interpreters import partial_eval as pe
+  g = jax.checkpoint(lambda x, y, z: (jnp.sin(x) * y, jnp.cos(z)), prevent_cse=(True, False, True))
+  jaxpr = jax.make_jaxpr(g)(1., 2., 3.).jaxpr
+  new, used = pe.dce_jaxpr(jaxpr, [True, False])
+  assert used == [True, True, False]
+  e, = new.eqns
+  assert [x.primitive.name for x in e.params["jaxpr"].jaxpr.eqns] == ["sin", "mul"]
+  assert len(e.invars) == 2 and len(e.outvars) == 1
+  assert e.params["prevent_cse"] == (True, False)
+  assert pe.dce_jaxpr(jaxpr, [False, False])[0].eqns == []
+  np.testing.assert_allclose(jax.jaxpr.eval_jaxpr(new, [], 1., 2.)[0], np.sin(1.) * 2.)
