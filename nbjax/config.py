@@ -97,6 +97,8 @@ _OPTIONS = {
     "legacy_prng_key": ("allow", _choice("allow", "warn", "error")),
     # PRNGKey, split and fold_in of raw keys give typed keys; raw keys warn (FutureWarning)
     "enable_custom_prng": (False, _boolean),
+    # gumbel's (and categorical's) default mode: "high" (two draws per sample) or "low"
+    "high_dynamic_range_gumbel": (False, _boolean),
     "default_prng_impl": ("threefry2x32", _choice("threefry2x32", "threefry4x32", "rbg",
                                                        "unsafe_rbg", "philox2x32", "philox4x32")),
     # added to every seed (random.key, random.PRNGKey), as JAX's
@@ -134,7 +136,7 @@ def _from_env(name, default, check):
 _TRACE_OPTIONS = ("enable_x64", "explicit_x64_dtypes", "numpy_rank_promotion",
                   "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
-                  "softmax_custom_jvp", "random_seed_offset")
+                  "softmax_custom_jvp", "random_seed_offset", "high_dynamic_range_gumbel")
 
 
 class Config:

@@ -575,18 +575,42 @@ def _float_sampler(name, key, shape, dtype):
   return k, _shape(shape), _user_dtype(dtype, float, np.floating, name, "a float")
 
 
+def _safe_int_to_float(b):
+  """``uint32[2, ...]`` (a 64-bit fixed-point fraction, high word first) to float32 in (0, 1),
+  truncated to 24 bits from its leading one wherever that is (JAX's ``_safe_int_to_float``)."""
+  hi, lo = b[0], b[1]
+  hiclz, loclz = lax.clz(hi), lax.clz(lo)
+  full = hiclz == np.uint32(32)
+  m = lax.bitwise_or(lax.shift_left(hi, hiclz), jnp.where(
+    full, lax.shift_left(lo, loclz), lax.shift_right_logical(lo, np.uint32(32) - hiclz)))
+  m = lax.bitwise_and(lax.shift_right_logical(m, np.uint32(8)), np.uint32((1 << 23) - 1))
+  e = lax.shift_left(np.uint32(126) - jnp.where(full, np.uint32(32) + loclz, hiclz),
+                     np.uint32(23))
+  e = lax.bitwise_and(e, np.uint32((1 << 30) - (1 << 22)))
+  return lax.bitcast_convert_type(lax.bitwise_or(e, m), np.float32)
+
+
 def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
   """Sample standard Gumbel values."""
   k, shape, dt = _float_sampler("gumbel", key, shape, dtype)
-  mode = "low" if mode is None else mode
-  if mode not in ("high", "low"):
+  if mode is None:
+    mode = "high" if config._flags["high_dynamic_range_gumbel"] else "low"
+  if mode not in ("highest", "high", "low"):
     raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
   fi = dtypes.finfo(dt)
-  if mode == "high":
+  if dt == np.float32 and mode == "highest":
+    b = _random_bits(k, 32, (2, *shape))
+    neg = lax.bitwise_not(b)  # 1 - bits in u64 fixed point: ~bits + 1, the carry into hi
+    neg = lax.add(neg, lax.convert_element_type(jnp.stack(
+      [neg[1] == np.uint32(0xFFFFFFFF), jnp.ones(shape, bool)]), _U32))
+    flip = b[0] < np.uint32(1 << 31)
+    x = _safe_int_to_float(jnp.where(flip, b, neg))
+    return jnp.where(flip, -jnp.log(-jnp.log1p(-x)), -jnp.log(-jnp.log(x)))
+  if mode != "low":
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     hi, lo = u[0], u[1]
     x = jnp.where(hi >= 0.5, hi, hi + np.array(2.0 ** -fi.nmant, dt) * lo
-                  + np.array(max(2.0 ** -(2 * fi.nmant + 1), float(fi.tiny)), dt))
+                  + np.array(fi.tiny, dt))
     return -jnp.log(-jnp.log1p(-x))
   return -jnp.log(-jnp.log(_uniform(k, shape, dt, fi.tiny, 1.)))
 

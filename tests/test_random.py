@@ -642,3 +642,41 @@ def test_gamma_replays_its_staged_sampler():
   f = lambda a: nbjax.random.gamma(k, a, (3,), np.float32).sum()
   a = np.float32(2.0)
   np.testing.assert_allclose(nbjax.grad(f)(a), nbjax.jit(nbjax.grad(f))(a), rtol=1e-5)
+
+
+# ------------------------------------------ gumbel's modes (jax random_lax_test testCategorical)
+
+def test_gumbel_highest_and_high_are_jaxs_bits():
+  k = R.key(0)
+  np.testing.assert_array_equal(  # float32 "highest": a 64-bit fixed-point draw per sample
+    R.gumbel(k, (6,), jnp.float32, mode="highest"),
+    np.array([-1.081849217414856, -1.3463642597198486, 0.9065791964530945,
+              0.4582820236682892, 0.16994459927082062, 1.7096657752990723], np.float32))
+  x = np.asarray(R.gumbel(R.key(1), (200000,), jnp.float32, mode="highest"))
+  assert zlib.crc32(x.tobytes()) == 2982998896 and x.max() == np.float32(12.184214)
+  jx = nbjax.jit(lambda k: R.gumbel(k, (200000,), jnp.float32, mode="highest"))(R.key(1))
+  np.testing.assert_array_equal(jx, x)
+  # other dtypes take "highest" as "high"; its second draw's offset is finfo.tiny (it shows
+  # where the first bfloat16 draw is 0: samples 58, 208, 369 of key(1))
+  for f in (lambda k, m: R.gumbel(k, (200000,), jnp.bfloat16, mode=m),
+            nbjax.jit(lambda k, m: R.gumbel(k, (200000,), jnp.bfloat16, mode=m), static_argnums=1)):
+    for m in ("high", "highest"):
+      x = np.asarray(f(R.key(1), m))
+      assert zlib.crc32(x.tobytes()) == 75813433
+      np.testing.assert_array_equal(x[[58, 208, 369]].astype(np.float64), [7.0, 5.09375, 5.28125])
+  out = R.categorical(R.key(0), jnp.array([0., 1., 2., 3.], jnp.float32), shape=(12,),
+                      mode="highest")
+  np.testing.assert_array_equal(out, [3, 2, 3, 3, 3, 0, 3, 2, 3, 3, 3, 3])
+  with pytest.raises(ValueError, match="Must provide valid mode for gumbel got: higher"):
+    R.gumbel(k, (2,), mode="higher")
+
+
+def test_high_dynamic_range_gumbel_flag():
+  low = [2.923372507095337, 3.83261775970459, -0.09689324349164963]
+  np.testing.assert_array_equal(R.gumbel(R.key(0), (3,), jnp.float32), np.float32(low))
+  nbjax.config.update("jax_high_dynamic_range_gumbel", True)
+  try:
+    np.testing.assert_array_equal(R.gumbel(R.key(0), (3,), jnp.float32), np.float32(
+      [-1.0818486213684082, -1.3463637828826904, 0.9065790176391602]))
+  finally:
+    nbjax.config.update("jax_high_dynamic_range_gumbel", False)
