@@ -266,7 +266,7 @@ def check_jaxpr(jaxpr):
   """
   closed = jaxpr if isinstance(jaxpr, ClosedJaxpr) else None
   jaxpr = jaxpr.jaxpr if closed is not None else jaxpr
-  ctx = _PpContext()
+  ctx = _PpContext(_dropvars(jaxpr))
   for v in (*jaxpr.constvars, *jaxpr.invars, *(v for e in jaxpr.eqns for v in e.outvars)):
     if isinstance(v, Var):
       ctx.name(v)  # names as the printed jaxpr has them
@@ -493,8 +493,8 @@ def _encode_alpha(n):
 class _PpContext:
   """Variable names, assigned on first print, unique across nested jaxprs."""
 
-  def __init__(self):
-    self.names = {}
+  def __init__(self, names=None):
+    self.names = dict(names or {})
     self.n = 0
 
   def name(self, v):
@@ -580,11 +580,22 @@ def _pp_jaxpr_doc(jaxpr, ctx):
       _Nest(2, _Brk() + eqns), _Brk(), _Text("in "), outs]))) + _Text(" }")
 
 
+def _dropvars(jaxpr):
+  """The top-level equations' outputs nothing reads, which print as ``_`` (JAX's ``_dropvars``)."""
+  names, used = {}, {v for v in jaxpr.outvars if type(v) is not Literal}
+  for eqn in reversed(jaxpr.eqns):
+    for v in eqn.outvars:
+      if v not in used:
+        names[v] = "_"
+    used.update(v for v in eqn.invars if type(v) is not Literal)
+  return names
+
+
 def pp_jaxpr(jaxpr, *, width=80, **_):
   """The jaxpr in today's JAX text format."""
   if isinstance(jaxpr, ClosedJaxpr):
     jaxpr = jaxpr.jaxpr
-  return _pp_jaxpr_doc(jaxpr, _PpContext()).format(width)
+  return _pp_jaxpr_doc(jaxpr, _PpContext(_dropvars(jaxpr))).format(width)
 
 
 def pp_eqn_str(eqn, width=80):

@@ -432,3 +432,15 @@ def test_make_jaxpr_deduplicates_numpy_constants():
   x = jnp.array(c)
   c[0] = 5.
   assert float(x[0]) == 1. and jnp.array(c) is not jnp.array(c)
+
+
+def test_unused_outputs_print_as_underscore():
+  # JAX's pp_toplevel_jaxpr names the top level's unread equation outputs `_` (its _dropvars),
+  # without using up a fresh name; nested jaxprs keep their names
+  f = lambda x: (lax.sin(x), lax.cos(x))[0]
+  assert str(nbjax.make_jaxpr(f)(1.)) == (
+      "{ lambda ; a:f64[]. let b:f64[] = sin a; _:f64[] = cos a in (b,) }")
+  g = lambda x: lax.fori_loop(0, 3, lambda i, c: c * 2, x)
+  assert str(nbjax.make_jaxpr(g)(1.)).splitlines()[1:3] == [
+      "    _:i64[] b:f64[] = scan[",
+      "      jaxpr={ lambda ; c:i64[] d:f64[]. let"]
