@@ -512,13 +512,13 @@ def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
   """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
   k = _check_key("permutation", key)
   _util.check_arraylike("permutation", x)
+  axis = _util.canonicalize_axis(axis, np.ndim(x) or 1)
   if not np.ndim(x):
     if not dtypes.issubdtype(dtypes.dtype(x), np.integer):
       raise TypeError("x must be an integer or at least 1-dimensional")
     r = int(_util.concrete(x, "argument x of jax.random.permutation()"))
     return _shuffle(k, jnp.arange(r), 0)
   x = jnp.asarray(x)
-  axis = _util.canonicalize_axis(axis, x.ndim)
   if independent or x.ndim == 1:
     return _shuffle(k, x, axis)
   return jnp.take(x, _shuffle(k, jnp.arange(x.shape[axis]), 0), axis)

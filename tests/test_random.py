@@ -680,3 +680,15 @@ def test_high_dynamic_range_gumbel_flag():
       [-1.0818486213684082, -1.3463637828826904, 0.9065790176391602]))
   finally:
     nbjax.config.update("jax_high_dynamic_range_gumbel", False)
+
+
+def test_permutation_axis_checked_first():  # jax random_lax_test testPermutationErrors
+  k = R.key(0)
+  for axis in (3, -2):  # a scalar x counts as 1-D for its axis
+    with pytest.raises(ValueError, match=f"axis {axis} is out of bounds for array of dimension 1"):
+      R.permutation(k, 10, axis=axis)
+  with pytest.raises(TypeError, match="x must be an integer or at least 1-dimensional"):
+    R.permutation(k, 10.)
+  with pytest.raises(nbjax.errors.ConcretizationTypeError, match="argument x of jax.random"):
+    nbjax.jit(R.permutation)(k, 10)
+  np.testing.assert_array_equal(R.permutation(k, 6, axis=-1), [0, 1, 5, 4, 3, 2])
