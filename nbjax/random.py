@@ -786,7 +786,8 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
   else:
     factor = jnp.linalg.cholesky(cov)
   z = _normal_real(k, (*shape, n), dt)
-  return mean + jnp.matmul(factor, z[..., None])[..., 0]
+  with config.override("numpy_rank_promotion", "allow"):
+    return mean + jnp.einsum("...ij,...j->...i", factor, z)
 
 
 def rademacher(key, shape=(), dtype=None, *, out_sharding=None):

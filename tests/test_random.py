@@ -692,3 +692,22 @@ def test_permutation_axis_checked_first():  # jax random_lax_test testPermutatio
   with pytest.raises(nbjax.errors.ConcretizationTypeError, match="argument x of jax.random"):
     nbjax.jit(R.permutation)(k, 10)
   np.testing.assert_array_equal(R.permutation(k, 6, axis=-1), [0, 1, 5, 4, 3, 2])
+
+
+def test_multivariate_normal_broadcasts_mean_under_rank_promotion_raise():
+  # JAX adds the mean with rank promotion allowed (random_lax_test
+  # testMultivariateNormalSingularCovariance runs under 'raise')
+  k = R.key(0)
+  mu, sigma = jnp.zeros((2,)), jnp.ones((2, 2))
+  with nbjax.numpy_rank_promotion("raise"):
+    assert np.isnan(np.asarray(R.multivariate_normal(k, mu, sigma, (3,)))).all()
+    np.testing.assert_allclose(R.multivariate_normal(k, mu, sigma, (3,), method="eigh"),
+      [[-0.7847657764467411, -0.7847657764467411], [0.1878440128937887, 0.1878440128937887],
+       [-0.3721107933346203, -0.3721107933346203]], rtol=1e-12)
+    np.testing.assert_allclose(R.multivariate_normal(k, mu, sigma, (3,), method="svd"),
+      [[0.20584214269369008, 0.20584213626559664], [-1.8160866734373073, -1.8160866718986592],
+       [-0.08086787951343472, -0.08086788256143077]], rtol=1e-12)
+    cov = jnp.array([[2., .5, .1], [.5, 1., .2], [.1, .2, 3.]])
+    np.testing.assert_allclose(R.multivariate_normal(k, jnp.array([1., 2., 3.]), cov, (2,)),
+      [[0.708895254639994, 1.1931426475776643, 5.963142183801766],
+       [1.2656515506449826, 2.1420578637703622, 2.3882079568257364]], rtol=1e-14)
