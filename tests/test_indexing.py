@@ -809,3 +809,17 @@ def test_eager_integer_index_copies_as_jit(shape):
     assert not np.shares_memory(np.asarray(got), np.asarray(x))
     assert got.weak_type is False
   assert weak.weak_type and weak[-1].weak_type and nbjax.jit(lambda a: a[-1])(weak).weak_type
+
+
+def test_non_tuple_sequence_index_message_is_jaxs():
+  # JAX's eliminate_deprecated_list_indexing suggests tuple(seq) when the list holds slices,
+  # arrays, sequences, Ellipsis or None, array(seq) otherwise
+  y = jnp.arange(12).reshape(3, 4)
+  for idx, what in [([0, 2], "array"), ([slice(0, 1), 0], "tuple"), ([None, 1], "tuple"),
+                    ([np.arange(2), 0], "tuple"), ([jnp.array(1)], "array"), ([...], "tuple")]:
+    with pytest.raises(TypeError) as e:
+      y[idx]
+    assert str(e.value) == (
+        "Using a non-tuple sequence for multidimensional indexing is not allowed; "
+        f"use `arr[{what}(seq)]` instead of `arr[seq]`. "
+        "See https://github.com/jax-ml/jax/issues/4564 for more information.")

@@ -135,9 +135,15 @@ def _to_index_tuple(idx):
   if isinstance(idx, tuple):
     return idx
   if isinstance(idx, Sequence) and not isinstance(idx, (str, bytes)):
+    # JAX's eliminate_deprecated_list_indexing: a sequence holding slices, arrays, sequences,
+    # Ellipsis or None was meant as a tuple; any other was meant as an array
+    what = "tuple" if any(
+        isinstance(i, (Sequence, slice)) or i is Ellipsis or i is None or
+        (isinstance(i, np.ndarray) or hasattr(i, "aval")) and np.ndim(i) != 0
+        for i in idx) else "array"
     raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
-                    "use `arr[array(seq)]` instead of `arr[seq]` (or `arr[tuple(seq)]` for a "
-                    "sequence of slices). See https://github.com/jax-ml/jax/issues/4564.")
+                    f"use `arr[{what}(seq)]` instead of `arr[seq]`. "
+                    "See https://github.com/jax-ml/jax/issues/4564 for more information.")
   return (idx,)
 
 
