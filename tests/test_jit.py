@@ -130,6 +130,14 @@ def test_static_argnums_and_argnames():
   np.testing.assert_allclose(fk(x, n=3, scale=2.0), 2 * np.asarray(x) ** 4)
   with pytest.raises(ValueError, match="Non-hashable static arguments"):
     nbjax.jit(lambda x, s: x, static_argnums=1)(x, [1, 2])
+  # the value as str() prints it, untruncated, as JAX's (an Array shows as [0. 1. 2.])
+  with pytest.raises(ValueError) as e:
+    nbjax.jit(lambda x, s: x, static_argnums=1)(x, nbjax.numpy.arange(3.))
+  assert str(e.value).startswith(
+      "Non-hashable static arguments are not supported. An error occurred while trying to hash "
+      f"an object of type {type(nbjax.numpy.arange(3.))}, [0. 1. 2.]. The error was:\nTypeError: ")
+  with pytest.raises(ValueError, match=r"'list'>, \[0, 1, .*, 98, 99\]\. The error was"):
+    nbjax.jit(lambda x, s: x, static_argnums=1)(x, list(range(100)))
 
 
 def test_kwargs_and_pytrees():

@@ -1063,7 +1063,7 @@ class JitWrapped:
       except TypeError as e:
         raise ValueError(
             "Non-hashable static arguments are not supported. An error occurred while trying "
-            f"to hash an object of type {type(v)}, {v!r:.100}. The error was:\n"
+            f"to hash an object of type {type(v)}, {v}. The error was:\n"
             f"TypeError: {e}\n") from None
     return dyn_args, dyn_kwargs, statics
 
