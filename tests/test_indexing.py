@@ -823,3 +823,14 @@ def test_non_tuple_sequence_index_message_is_jaxs():
         "Using a non-tuple sequence for multidimensional indexing is not allowed; "
         f"use `arr[{what}(seq)]` instead of `arr[seq]`. "
         "See https://github.com/jax-ml/jax/issues/4564 for more information.")
+
+
+def test_nonzero_under_jit_concretizes_the_count():
+  # JAX's nonzero concretizes mask.sum(), so the error names an int scalar, not the operand
+  for f in (jnp.nonzero, jnp.argwhere, jnp.flatnonzero, lambda x: jnp.where(x)):
+    with pytest.raises(nbjax.errors.ConcretizationTypeError) as e:
+      nbjax.jit(f)(jnp.arange(3))
+    assert str(e.value).startswith(
+        "Abstract tracer value encountered where concrete value is expected: traced array with "
+        "shape int64[]\nThe size argument of jnp.nonzero must be statically specified to use "
+        "jnp.nonzero within JAX transformations.\n"), str(e.value)

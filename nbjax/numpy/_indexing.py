@@ -1014,9 +1014,12 @@ def nonzero(a, *, size=None, fill_value=None):
                      "jnp.atleast_1d(scalar).nonzero() instead.")
   d = dtypes.default_int_dtype()
   if size is None:
-    v = core.concrete_or_error(
-        None, a, "The size argument of jnp.nonzero must be statically specified to use "
-        "jnp.nonzero within JAX transformations.")
+    msg = ("The size argument of jnp.nonzero must be statically specified to use "
+           "jnp.nonzero within JAX transformations.")
+    if isinstance(a, Tracer) and a.to_concrete_value() is None:
+      # JAX concretizes the count of nonzeros, so its error names an integer scalar
+      core.concrete_or_error(None, _sum(a if a.dtype == _BOOL else a != 0), msg)
+    v = core.concrete_or_error(None, a, msg)
     return tuple(Array._new(i.astype(d)) for i in np.nonzero(np.asarray(v)))
   size = _util.index(size, "size")
   from nbjax.numpy._manip import argsort
