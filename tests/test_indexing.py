@@ -316,7 +316,9 @@ def test_scatter_max_jvp_ties_average():
 
 @pytest.mark.parametrize("fn,exc,match", [
     (lambda: lax.dynamic_slice(np.ones((3, 3)), (0,), (1, 1)), ValueError, "Length of slice indices must match"),
-    (lambda: lax.dynamic_slice(np.ones(3), (0,), (4,)), TypeError, "dynamic_slice slice_sizes must be less than or equal"),
+    # JAX's _dynamic_slice_shape_rule says "slice slice_sizes"
+    (lambda: lax.dynamic_slice(np.ones(3), (0,), (4,)), TypeError, r"^slice slice_sizes must be less than or equal to operand shape, got slice_sizes \(4,\) for operand shape \(3,\)\.$"),
+    (lambda: lax.dynamic_slice(np.ones(3), (0,), (-1,)), TypeError, r"^slice slice_sizes must be greater than or equal to zero, got slice_sizes of \(-1,\)\.$"),
     (lambda: lax.dynamic_slice_p.bind(np.ones(3), np.float32(0), slice_sizes=(1,)), TypeError, "index arguments to dynamic_slice must be integers"),
     (lambda: lax.dynamic_slice_p.bind(np.ones(3), np.zeros(1, np.int32), slice_sizes=(1,)), TypeError, "dynamic_slice must be scalars"),
     (lambda: lax.dynamic_update_slice(np.ones(3), np.ones(4), (0,)), TypeError, "dynamic_update_slice update shape must be smaller"),

@@ -123,10 +123,10 @@ def _dynamic_slice_abstract_eval(operand, *start_indices, slice_sizes):
     raise TypeError("dynamic_slice slice_sizes must have the same length as start_indices, got "
                     f"start_indices length {len(start_indices)} and slice_sizes {slice_sizes}.")
   if not all(map(operator.ge, operand.shape, slice_sizes)):
-    raise TypeError("dynamic_slice slice_sizes must be less than or equal to operand shape, got "
+    raise TypeError("slice slice_sizes must be less than or equal to operand shape, got "
                     f"slice_sizes {slice_sizes} for operand shape {operand.shape}.")
   if not all(s >= 0 for s in slice_sizes):
-    raise TypeError("dynamic_slice slice_sizes must be greater than or equal to zero, got "
+    raise TypeError("slice slice_sizes must be greater than or equal to zero, got "
                     f"slice_sizes of {slice_sizes}.")
   _check_index_dtypes("dynamic_slice", start_indices)
   return ShapedArray(tuple(slice_sizes), operand.dtype, operand.weak_type)
