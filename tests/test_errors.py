@@ -2,6 +2,7 @@
 errors, ``.at[]`` modes and keywords, ``lax.Precision``. Expected messages and values were
 taken from JAX (hard-coded here: the tests never import jax)."""
 import operator
+import re
 
 import numpy as np
 import pytest
@@ -759,3 +760,15 @@ def test_python_ints_past_int64_as_jax():
   w = np.array([[0, 1], [1, 0]], bool)  # (the unselected elements become uint64's max)
   out = nbjax.jit(lambda x: jnp.min(x, 0, initial=4, where=w))(x)
   assert out.tolist() == [4, 3]
+
+
+def test_traced_shape_error_says_where_the_value_came_from():
+  # JAX's _invalid_shape_error appends each traced dimension's _origin_msg
+  with pytest.raises(TypeError) as e:
+    nbjax.jit(lambda x: jnp.zeros(x))(3)
+  assert re.fullmatch(
+      r"Shapes must be 1D sequences of concrete values of integer type, got "
+      r"\(JitTracer\(~int64\[\]\),\)\.\nIf using `jit`, try using `static_argnums` or applying "
+      r"`jit` to smaller subfunctions\.\nThe error occurred while tracing the function <lambda> "
+      r"at .*test_errors\.py:\d+ for jit\. This concrete value was not available in Python "
+      r"because it depends on the value of the argument x\.", str(e.value)), str(e.value)

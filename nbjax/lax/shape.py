@@ -65,6 +65,7 @@ def canonicalize_shape(shape, context=""):
   if isinstance(shape, (tuple, list)) and any(isinstance(d, core.Tracer) for d in shape):
     msg += ("\nIf using `jit`, try using `static_argnums` or applying `jit` to "
             "smaller subfunctions.")
+    msg += "".join(d._origin_msg() for d in shape if isinstance(d, core.Tracer))
   raise TypeError(msg)
 
 
