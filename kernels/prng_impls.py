@@ -5,9 +5,9 @@ Pipeline position: the bottom of eager sampling for keys of those implementation
 (``nbjax.prng``). ``hash_kernel(name, parallel)`` is ``run(keys, hi, lo, iota, n, pos_hi,
 pos_lo, out)``: for every key ``b`` (a row of the ``(nb, key_words)`` ``uint32`` array
 ``keys``) it hashes ``n`` counters whose words are all zero but word ``pos_lo`` (the output's
-index ``i`` when ``iota``, else ``lo[b]``) and word ``pos_hi`` (``0`` when ``iota``: indices
-stay below ``2**32``; else ``hi[b]``; ``pos_hi < 0``: none), writing the hash's output words
-to ``out[b, i, :]``. The callers combine those words into keys or bits with NumPy.
+index ``i``'s low 32 bits when ``iota``, else ``lo[b]``) and word ``pos_hi`` (``i >> 32``
+when ``iota``, else ``hi[b]``; ``pos_hi < 0``: none), writing the hash's output words to
+``out[b, i, :]``. The callers combine those words into keys or bits with NumPy.
 Arithmetic is on ``uint64`` lanes holding 32-bit values; the ``parallel`` variant splits
 each key's outputs over ``prange``. ``threefry2x32_flat`` is the ``threefry2x32`` primitive's
 elementwise hash (``kernels.random``'s rounds). Imports numba and numpy only.
@@ -130,8 +130,8 @@ def _make(name, parallel):
       nb = keys.shape[0]
       for b in range(nb):
        for i in rng(n):
-        cl = np.uint64(i) if iota else np.uint64(lo[b])
-        ch = np.uint64(0) if iota else np.uint64(hi[b])
+        cl = np.uint64(i) & _M if iota else np.uint64(lo[b])
+        ch = np.uint64(i) >> np.uint64(32) if iota else np.uint64(hi[b])
         y0, y1 = philox2x32(np.uint64(keys[b, 0]), _word(0, pos_hi, pos_lo, ch, cl),
                             _word(1, pos_hi, pos_lo, ch, cl))
         out[b, i, 0] = np.uint32(y0)
@@ -144,8 +144,8 @@ def _make(name, parallel):
       nb = keys.shape[0]
       for b in range(nb):
        for i in rng(n):
-        cl = np.uint64(i) if iota else np.uint64(lo[b])
-        ch = np.uint64(0) if iota else np.uint64(hi[b])
+        cl = np.uint64(i) & _M if iota else np.uint64(lo[b])
+        ch = np.uint64(i) >> np.uint64(32) if iota else np.uint64(hi[b])
         y0, y1, y2, y3 = philox4x32(
             np.uint64(keys[b, 0]), np.uint64(keys[b, 1]), _word(0, pos_hi, pos_lo, ch, cl),
             _word(1, pos_hi, pos_lo, ch, cl), _word(2, pos_hi, pos_lo, ch, cl),
@@ -161,8 +161,8 @@ def _make(name, parallel):
     nb = keys.shape[0]
     for b in range(nb):
      for i in rng(n):
-      cl = np.uint64(i) if iota else np.uint64(lo[b])
-      ch = np.uint64(0) if iota else np.uint64(hi[b])
+      cl = np.uint64(i) & _M if iota else np.uint64(lo[b])
+      ch = np.uint64(i) >> np.uint64(32) if iota else np.uint64(hi[b])
       y0, y1, y2, y3 = threefry4x32(
           np.uint64(keys[b, 0]), np.uint64(keys[b, 1]), np.uint64(keys[b, 2]),
           np.uint64(keys[b, 3]), _word(0, pos_hi, pos_lo, ch, cl),

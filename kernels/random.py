@@ -6,7 +6,8 @@ primitive calls ``sample(op, width, partitionable, parallel)`` kernels with a ``
 ``out``: no counter array, no bits array, no float temporary. The bit layouts are JAX's:
 
 - partitionable (``jax_threefry_partitionable``, JAX's default): output ``i`` of a key hashes
-  the counter pair ``(0, i)``; 32 bits are ``y0 ^ y1``, 64 bits ``y0 << 32 | y1``, 8 and 16
+  the counter pair ``(i >> 32, i & 0xFFFFFFFF)`` (``(0, i)`` below ``2**32``); 32 bits are
+  ``y0 ^ y1``, 64 bits ``y0 << 32 | y1``, 8 and 16
   bits the low bits of ``y0 ^ y1``;
 - classic: the ``m = ceil(width * n / 32)`` words of ``threefry_2x32(key, iota(m))``
   (counters ``(j, h + j)``, ``h = ceil(m / 2)``, a zero pad when ``m`` is odd), 64-bit values
@@ -15,7 +16,7 @@ primitive calls ``sample(op, width, partitionable, parallel)`` kernels with a ``
 
 Ops (the conversion from bits, per output): ``fold_in`` (one new key per key: the hash of
 ``(0, p[b])``), ``split`` (``n`` new keys, ``2 n`` words:
-partitionable ``(y0, y1)`` of counter ``(0, i)``, classic the ``2 n`` classic words), ``bits`` (the unsigned value), ``uniform`` (JAX's
+partitionable ``(y0, y1)`` of counter ``i``, classic the ``2 n`` classic words), ``bits`` (the unsigned value), ``uniform`` (JAX's
 ``[0, 1)`` float: ``(bits >> (width - nmant)) * 2**-nmant`` for float32/float64) and
 ``bernoulli`` (that float ``< p``, computed exactly as ``m < t[i * pstep]`` on the float's
 integer mantissa ``m`` and ``threshold(p)``, ``pstep`` 0 for a scalar ``p``). The
@@ -133,7 +134,7 @@ def _partitionable(kind, width, parallel):
       k0, k1 = np.uint64(keys[b, 0]), np.uint64(keys[b, 1])
       base = b * n
       for i in range(c * chunk, min(n, (c + 1) * chunk)):
-        y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
+        y0, y1 = threefry2x32(k0, k1, np.uint64(i) >> np.uint64(32), np.uint64(i) & _M)
         if width == 64:
           v = (y0 << np.uint64(32)) | y1
         elif width == 32:
@@ -174,7 +175,7 @@ def _split(parallel):
   rng = prange if parallel else range
 
   @njit(parallel=parallel, cache=True)
-  def kern(keys, n, out, p, pstep):  # out[2 i], out[2 i + 1] = threefry(key, (0, i))
+  def kern(keys, n, out, p, pstep):  # out[2 i], out[2 i + 1] = threefry(key, (i >> 32, i))
     chunk = 1 << 16
     nc = (n + chunk - 1) // chunk
     for t in rng(keys.shape[0] * nc):
@@ -182,7 +183,7 @@ def _split(parallel):
       k0, k1 = np.uint64(keys[b, 0]), np.uint64(keys[b, 1])
       base = 2 * b * n
       for i in range(c * chunk, min(n, (c + 1) * chunk)):
-        y0, y1 = threefry2x32(k0, k1, np.uint64(0), np.uint64(i))
+        y0, y1 = threefry2x32(k0, k1, np.uint64(i) >> np.uint64(32), np.uint64(i) & _M)
         out[base + 2 * i] = y0
         out[base + 2 * i + 1] = y1
   return kern

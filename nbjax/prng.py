@@ -268,7 +268,7 @@ def _counters_lax(name, b, n, pos, total):
   """Counter words (``total`` of them, arrays of ``(*b, n)``) with the index's low word at
   ``pos[1]`` (the high word, zero below 2**32, at ``pos[0]``)."""
   words = [None] * total
-  words[pos[1]] = lax.broadcasted_iota(np.uint32, (*b, n), len(b))
+  words[pos[0]], words[pos[1]] = lax.prng.iota_2x32((*b, n), len(b))
   return words
 
 
@@ -310,6 +310,7 @@ def _r123_split(name):
   def split(d, shape):
     shape = tuple(shape)
     n = math.prod(shape)
+    lax.prng.check_size(shape, True)
     b = tuple(np.shape(d))[:-1]
     if _eager(d):
       out = _hash_np(name, np.ascontiguousarray(_np32(d).reshape(-1, kw)), n, spos[0], spos[1])
@@ -344,8 +345,7 @@ def _r123_bits(name):
   def bits(d, width, shape):
     shape = tuple(shape)
     n = math.prod(shape)
-    if n >= 1 << 32:
-      raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+    lax.prng.check_size(shape, True)
     b = tuple(np.shape(d))[:-1]
     dt = np.dtype(f"uint{width}")
     if _eager(d):

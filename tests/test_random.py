@@ -711,3 +711,25 @@ def test_multivariate_normal_broadcasts_mean_under_rank_promotion_raise():
     np.testing.assert_allclose(R.multivariate_normal(k, jnp.array([1., 2., 3.]), cov, (2,)),
       [[0.708895254639994, 1.1931426475776643, 5.963142183801766],
        [1.2656515506449826, 2.1420578637703622, 2.3882079568257364]], rtol=1e-14)
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "philox4x32", "threefry4x32"])
+def test_sizes_past_2_32_lower(impl):
+  # JAX's counters are a 64-bit iota in two uint32 words (iota_2x32_shape): arrays of 2**32
+  # or more draws lower (random_lax_test test_large_prng lowers a (308000000, 128) uniform)
+  k = R.key(0, impl=impl)
+  for f in (lambda k: R.bits(k, (2 ** 33 + 3,), jnp.uint8), lambda k: R.split(k, 2 ** 33 + 3),
+            lambda k: R.uniform(k, (308000000, 128), dtype=jnp.bfloat16)):
+    text = nbjax.jit(f).lower(k).as_text()
+    assert "ui64" in text and len(text) < 100000  # no dense constants of the output's shape
+  for f in (lambda k: R.bits(k, (2 ** 33, 2 ** 32), jnp.uint8),
+            lambda k: R.split(k, (2 ** 33, 2 ** 32))):
+    with pytest.raises(NotImplementedError, match=r"random bits array of size exceeding 2 \*\* 64"):
+      nbjax.jit(f).lower(k)
+
+
+def test_classic_layout_past_2_32_words_not_implemented(classic):
+  # JAX's classic layout splits the key into blocks of 2**32 - 1 words there; nbjax raises
+  nbjax.jit(lambda k: R.bits(k, (2 ** 31,), jnp.uint32)).lower(R.key(0))
+  with pytest.raises(NotImplementedError, match=r"exceeding 2 \*\* 32"):
+    nbjax.jit(lambda k: R.bits(k, (2 ** 33 + 3,), jnp.uint32)).lower(R.key(0))

@@ -999,13 +999,13 @@ def _lo_mulhi(ctx, x, y):
     wide = np.dtype(("i" if d.kind == "i" else "u") + str(2 * d.itemsize))
     wt = ir.RankedTensorType.get(shape, mlir.dtype_to_ir_type(wide))
     p = hlo.multiply(hlo.convert(wt, x), hlo.convert(wt, y))
-    sh = mlir.ir_constant(np.full(shape, bits, wide))
+    sh = mlir.full_like_aval(ctx, bits, ShapedArray(shape, wide))
     p = (hlo.shift_right_arithmetic if d.kind == "i" else hlo.shift_right_logical)(p, sh)
     return [hlo.convert(mlir.aval_to_ir_type(ctx.avals_out[0]), p)]
   # 64 bits: from 32-bit halves (as the kernel)
   u = np.dtype(np.uint64)
   ut = ir.RankedTensorType.get(shape, mlir.dtype_to_ir_type(u))
-  c = lambda v: mlir.ir_constant(np.full(shape, v, u))
+  c = lambda v: mlir.full_like_aval(ctx, v, ShapedArray(shape, u))  # broadcast scalars
   a, b = hlo.bitcast_convert(ut, x), hlo.bitcast_convert(ut, y)
   m, s = c(0xFFFFFFFF), c(32)
   a0, a1 = hlo.and_(a, m), hlo.shift_right_logical(a, s)
@@ -1016,7 +1016,7 @@ def _lo_mulhi(ctx, x, y):
   hi = hlo.add(hlo.add(p11, hlo.shift_right_logical(p01, s)),
                hlo.add(hlo.shift_right_logical(p10, s), hlo.shift_right_logical(mid, s)))
   if d.kind == "i":
-    zero = mlir.ir_constant(np.zeros(shape, d))
+    zero = mlir.full_like_aval(ctx, 0, ShapedArray(shape, d))
     z64 = c(0)
     neg_x = mlir.compare(x, zero, "LT", d)
     neg_y = mlir.compare(y, zero, "LT", d)

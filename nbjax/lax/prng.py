@@ -87,9 +87,33 @@ def _abstract_eval(keys, *p, shape, op, dtype, partitionable):
                        f"output shape {out}")
     if op == "fold_in":
       out = out + (2,)
-  if math.prod(shape) * (2 if op == "split" else 1) >= 2 ** 32:
-    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+  check_size(shape, partitionable, 32 * (2 if op == "split" else 1) if op in _KEY_OUT
+             else _width(op, dtype))
   return ShapedArray(out, _out_dtype(op, dtype))
+
+
+def check_size(shape, partitionable, width=32):
+  """JAX's size limits: ``2**64`` counters (partitionable: two words of an index); the classic
+  layout here hashes one ``uint32`` iota of its ``ceil(width * size / 32)`` words (JAX
+  splits the key into blocks of ``2**32 - 1`` words beyond that)."""
+  n = math.prod(shape)
+  if partitionable and n > 2 ** 64:
+    raise NotImplementedError("random bits array of size exceeding 2 ** 64")
+  if not partitionable and -(-width * n // 32) >= 2 ** 32 - 1:
+    raise NotImplementedError("random bits array of size exceeding 2 ** 32")
+
+
+def iota_2x32(shape, dim):
+  """``(hi, lo)``: the ``uint32`` words of a 64-bit iota of ``shape`` along ``dim`` (JAX's
+  ``iota_2x32_shape``); ``hi`` is None below ``2**32``."""
+  lax = _lax()
+  if shape[dim] < 2 ** 32:
+    return None, lax.broadcasted_iota(_U32, shape, dim)
+  from nbjax.config import config
+  with config.override("enable_x64", True):  # uint64 inside the computation, as JAX's lowering
+    i = lax.broadcasted_iota(np.uint64, shape, dim)
+    return (lax.convert_element_type(lax.shift_right_logical(i, np.uint64(32)), _U32),
+            lax.convert_element_type(i, _U32))
 
 
 def _numba(keys, *p, shape, op, dtype, partitionable):
@@ -157,8 +181,8 @@ def _bits_lax(keys, kb, shape, width, partitionable):
   nd = len(kb)
   dt = _UINT[width]
   if partitionable:
-    lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
-    y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+    hi, lo = iota_2x32((*kb, n), nd)
+    y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32) if hi is None else hi, lo)
     if width == 64:
       hi = lax.convert_element_type(y0, dt)
       b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(y1, dt))
@@ -201,8 +225,9 @@ def sample_lax(keys, *p, shape, op, dtype, partitionable):
   if op == "split":
     n = math.prod(shape)
     if partitionable:
-      lo = lax.broadcasted_iota(_U32, (*kb, n), nd)
-      y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32), lo)
+      hi, lo = iota_2x32((*kb, n), nd)
+      y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32) if hi is None else hi,
+                            lo)
       pair = (*kb, n, 1)
       w = lax.concatenate([lax.reshape(y0, pair), lax.reshape(y1, pair)], nd + 1)
     else:
