@@ -836,3 +836,21 @@ def test_nonzero_under_jit_concretizes_the_count():
         "Abstract tracer value encountered where concrete value is expected: traced array with "
         "shape int64[]\nThe size argument of jnp.nonzero must be statically specified to use "
         "jnp.nonzero within JAX transformations.\n"), str(e.value)
+
+
+def test_basic_indexing_promises_unique_sorted_indices():
+  # JAX's _index_to_gather: unique_indices = indices_are_sorted = no advanced (rank > 0 integer
+  # array) index; integer scalars, traced or not, and strided slices are basic
+  def flags(f, *args):
+    eqn = nbjax.make_jaxpr(f)(*args).eqns[-1]
+    return eqn.params["unique_indices"], eqn.params["indices_are_sorted"]
+  x = jnp.ones((3, 4))
+  assert flags(lambda x: x.at[0].set(5.), x) == (True, True)
+  assert flags(lambda x: x.at[0, 1].add(1.), x) == (True, True)
+  assert flags(lambda x, i: x.at[i, 1:].add(1.), x, 2) == (True, True)
+  assert flags(lambda x: x.at[:, ::2].mul(2.), x) == (True, True)
+  assert flags(lambda x, i: x[i, ::2], x, 1) == (True, True)
+  assert flags(lambda x: x.at[jnp.array([0, 0])].add(1.), x) == (False, False)
+  assert flags(lambda x, i: x[i], x, jnp.array([2, 0])) == (False, False)
+  np.testing.assert_array_equal(nbjax.jit(lambda x, i: x.at[i, ::2].add(1.))(x, 1),
+                                [[1, 1, 1, 1], [2, 1, 2, 1], [1, 1, 1, 1]])

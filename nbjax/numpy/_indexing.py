@@ -407,7 +407,9 @@ def _index_to_gather(shape, parsed, normalize=True):
   ascending = all(s[0] != "str" or (np.size(s[3]) < 2 or s[3][1] > s[3][0]
                                      if isinstance(s[3], np.ndarray) else False)
                   for s in slots)
-  return _Indexer(indices, dnums, slice_sizes, tuple(out_shape), not adv, not adv and ascending)
+  # as JAX's: unique and sorted unless an integer array of rank > 0 (advanced indexing) is there
+  basic = all(not np.ndim(arrays[d]) for d in adv)
+  return _Indexer(indices, dnums, slice_sizes, tuple(out_shape), basic, basic and ascending)
 
 
 def _expand_to(a, dims, nd):
