@@ -59,7 +59,7 @@ from nbjax import scipy  # noqa: E402  (jax.scipy: special, stats)
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.api import live_arrays, pmap
 from nbjax import sharding
-from nbjax.sharding import NamedSharding, make_mesh
+from nbjax.sharding import NamedSharding, make_mesh, set_mesh
 from nbjax.sharding import PartitionSpec as P
 from nbjax.interpreters.shard_map import shard_map
 from nbjax.interpreters.spmd import (make_array_from_callback, make_array_from_process_local_data,

@@ -23,6 +23,7 @@ from nbjax import core, dtypes, lax
 from nbjax.array import Array as _Array
 from nbjax.interpreters import partial_eval as _pe
 from nbjax.config import config
+from nbjax import sharding as _sharding
 from nbjax import numpy as jnp
 from nbjax import prng as _keys
 from nbjax.lax import prng
@@ -294,6 +295,22 @@ def _user_dtype(dtype, default, kind, name, what):
   return dt
 
 
+_constrain = _sharding.apply_out_sharding  # (out, out_sharding, name)
+
+
+def _out_sharding(fun):
+  """``fun`` with JAX's ``out_sharding=`` keyword (in its signature, unused there) applied to
+  its result."""
+  name = fun.__name__
+
+  @functools.wraps(fun)
+  def sampler(*args, out_sharding=None, **kw):
+    out = fun(*args, **kw)
+    return out if out_sharding is None else _constrain(out, out_sharding, name)
+  return sampler
+
+
+@_out_sharding
 def bits(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniform random bits as unsigned integers of the given shape."""
   k = _check_key("bits", key)
@@ -403,7 +420,8 @@ def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=Non
   """Sample uniform floats in ``[minval, maxval)``."""
   k = _check_key("uniform", key)
   dt = _user_dtype(dtype, float, np.floating, "uniform", "a float")
-  return _uniform(k, _shape(shape), dt, minval, maxval)
+  out = _uniform(k, _shape(shape), dt, minval, maxval)
+  return out if out_sharding is None else _constrain(out, out_sharding, "uniform")
 
 
 def _normal_real(k, shape, dt):
@@ -421,8 +439,10 @@ def normal(key, shape=(), dtype=None, *, out_sharding=None):
     rd = np.dtype(np.array(0, dt).real.dtype)
     kr, ki = _split(k, (2,))
     re, im = _normal_real(kr, shape, rd), _normal_real(ki, shape, rd)
-    return (lax.complex(re, im) / np.array(np.sqrt(2), dt)).astype(dt)
-  return _normal_real(k, shape, dt)
+    out = (lax.complex(re, im) / np.array(np.sqrt(2), dt)).astype(dt)
+  else:
+    out = _normal_real(k, shape, dt)
+  return out if out_sharding is None else _constrain(out, out_sharding, "normal")
 
 
 def _clip_convert(val, dt):
@@ -437,6 +457,7 @@ def _urem(x, s):
   return jnp.where(z, x, lax.rem(*jnp.broadcast_arrays(x, jnp.where(z, jnp.ones_like(s), s))))
 
 
+@_out_sharding
 def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
   """Sample integers in ``[minval, maxval)`` (JAX's two-draw span/multiplier algorithm)."""
   k = _check_key("randint", key)
@@ -493,10 +514,12 @@ def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
   if mode == "high":
     u = _uniform(k, (2, *shape), dt, 0., 1.)
     u1, u2 = u[0], u[1] * np.array(2.0 ** -dtypes.finfo(dt).nmant, dt)
-    return u2 < p - u1
-  if dt.itemsize >= 4 and _fusable(k):  # one fused pass: draw, convert, compare
-    return _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
-  return _uniform(k, shape, dt, 0., 1.) < p
+    out = u2 < p - u1
+  elif dt.itemsize >= 4 and _fusable(k):  # one fused pass: draw, convert, compare
+    out = _sample(k, p, shape=shape, op="bernoulli", dtype=dt)
+  else:
+    out = _uniform(k, shape, dt, 0., 1.) < p
+  return out if out_sharding is None else _constrain(out, out_sharding, "bernoulli")
 
 
 def _shuffle(k, x, axis):
@@ -508,6 +531,7 @@ def _shuffle(k, x, axis):
   return x
 
 
+@_out_sharding
 def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
   """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
   k = _check_key("permutation", key)
@@ -590,6 +614,7 @@ def _safe_int_to_float(b):
   return lax.bitcast_convert_type(lax.bitwise_or(e, m), np.float32)
 
 
+@_out_sharding
 def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
   """Sample standard Gumbel values."""
   k, shape, dt = _float_sampler("gumbel", key, shape, dtype)
@@ -615,6 +640,7 @@ def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
   return -jnp.log(-jnp.log(_uniform(k, shape, dt, fi.tiny, 1.)))
 
 
+@_out_sharding
 def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *, out_sharding=None):
   """Sample indices from categorical distributions given by unnormalized ``logits``."""
   k = _check_key("categorical", key)
@@ -645,12 +671,14 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *, ou
   return jnp.reshape(jnp.moveaxis(idx, -1, 0), shape)
 
 
+@_out_sharding
 def exponential(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard exponential values."""
   k, shape, dt = _float_sampler("exponential", key, shape, dtype)
   return -jnp.log1p(-_uniform(k, shape, dt, 0., 1.))
 
 
+@_out_sharding
 def laplace(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Laplace values."""
   k, shape, dt = _float_sampler("laplace", key, shape, dtype)
@@ -658,6 +686,7 @@ def laplace(key, shape=(), dtype=None, *, out_sharding=None):
   return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
+@_out_sharding
 def logistic(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard logistic values."""
   k, shape, dt = _float_sampler("logistic", key, shape, dtype)
@@ -665,6 +694,7 @@ def logistic(key, shape=(), dtype=None, *, out_sharding=None):
   return jnp.log(x) - jnp.log1p(-x)
 
 
+@_out_sharding
 def cauchy(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard Cauchy values."""
   k, shape, dt = _float_sampler("cauchy", key, shape, dtype)
@@ -672,6 +702,7 @@ def cauchy(key, shape=(), dtype=None, *, out_sharding=None):
   return jnp.tan(np.array(np.pi, dt) * (u - np.array(0.5, dt)))
 
 
+@_out_sharding
 def pareto(key, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Pareto values with shape parameter ``b``."""
   k = _check_key("pareto", key)
@@ -693,6 +724,7 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
       lax.convert_element_type(scale, dt)
 
 
+@_out_sharding
 def rayleigh(key, scale, shape=None, dtype=None, *, out_sharding=None):
   """Sample Rayleigh values with the given ``scale``."""
   k = _check_key("rayleigh", key)
@@ -703,6 +735,7 @@ def rayleigh(key, scale, shape=None, dtype=None, *, out_sharding=None):
   return jnp.sqrt(np.array(-2, dt) * jnp.log(u)) * lax.convert_element_type(scale, dt)
 
 
+@_out_sharding
 def lognormal(key, sigma=1.0, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-normal values with the given ``sigma``."""
   k = _check_key("lognormal", key)
@@ -712,6 +745,7 @@ def lognormal(key, sigma=1.0, shape=None, dtype=None, *, out_sharding=None):
   return jnp.exp(_normal_real(k, shape, dt) * lax.convert_element_type(sigma, dt))
 
 
+@_out_sharding
 def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample Maxwell values (norm of three standard normals)."""
   k, shape, dt = _float_sampler("maxwell", key, shape, dtype)
@@ -732,6 +766,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
   return sign * mag * lax.convert_element_type(scale, dt) + lax.convert_element_type(loc, dt)
 
 
+@_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=None):
   """Sample standard normal values truncated to ``(lower, upper)``."""
   k = _check_key("truncated_normal", key)
@@ -755,6 +790,7 @@ def _truncated_normal(k, lower, upper, *, shape, dt):
                   jnp.nextafter(upper, np.array(-np.inf, dt)))
 
 
+@_out_sharding
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *, out_sharding=None):
   """Sample multivariate normal values with the given ``mean`` and ``cov``."""
   k = _check_key("multivariate_normal", key)
@@ -790,6 +826,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     return mean + jnp.einsum("...ij,...j->...i", factor, z)
 
 
+@_out_sharding
 def rademacher(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample -1 or +1 with equal probability."""
   k = _check_key("rademacher", key)
@@ -908,6 +945,7 @@ def _param_sampler(name, key, shape, dtype, *params):
   return k, shape, dt
 
 
+@_out_sharding
 def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   """Sample Gamma(``a``) values (JAX's Marsaglia-Tsang sampler; differentiable in ``a``
   through implicit differentiation of the CDF)."""
@@ -916,6 +954,7 @@ def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   return _gamma(k, a)
 
 
+@_out_sharding
 def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
   """Sample log-Gamma(``a``) values, accurate for small ``a`` (computed in log space)."""
   k, shape, dt = _param_sampler("loggamma", key, shape, dtype, a)
@@ -928,6 +967,7 @@ def _loggamma(k, a, *, shape, dt):
   return _gamma(k, a, log_space=True)
 
 
+@_out_sharding
 def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
   """Sample Beta(``a``, ``b``) values (two log-gamma draws, JAX's construction)."""
   k, shape, dt = _param_sampler("beta", key, shape, dtype, a, b)
@@ -945,6 +985,7 @@ def _beta(k, a, b, *, shape, dt):
   return gx / (gx + gy)
 
 
+@_out_sharding
 def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
   """Sample Dirichlet(``alpha``) vectors along the last axis."""
   k = _check_key("dirichlet", key)
@@ -969,6 +1010,7 @@ def _dirichlet(k, alpha, *, shape, dt):
   return g / jnp.sum(g, axis=-1, keepdims=True)
 
 
+@_out_sharding
 def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample chi-squared values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("chisquare", key, shape, dtype, df)
@@ -982,6 +1024,7 @@ def _chisquare(k, df, *, shape, dt):
   return np.array(2, dt) * jnp.exp(log_g)
 
 
+@_out_sharding
 def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
   """Sample F-distribution values with ``dfnum`` and ``dfden`` degrees of freedom."""
   k, shape, dt = _param_sampler("f", key, shape, dtype, dfnum, dfden)
@@ -993,6 +1036,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
   return num / den
 
 
+@_out_sharding
 def t(key, df, shape=None, dtype=None, *, out_sharding=None):
   """Sample Student's t values with ``df`` degrees of freedom."""
   k, shape, dt = _param_sampler("t", key, shape, dtype, df)
@@ -1009,6 +1053,7 @@ def _t(k, df, *, shape, dt):
   return n * jnp.sqrt(half * df / g)
 
 
+@_out_sharding
 def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
   """Sample generalized normal values with shape parameter ``p``."""
   k, shape, dt = _param_sampler("generalized_normal", key, shape, dtype, p)
@@ -1019,6 +1064,7 @@ def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
   return r * g ** (1 / p)
 
 
+@_out_sharding
 def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
   d = core.concrete_or_error(operator.index, d, "The error occurred in jax.random.ball()")
@@ -1031,6 +1077,7 @@ def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
   return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
 
 
+@_out_sharding
 def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=None):
   """Sample triangular-distribution values on ``[left, right]`` with the given ``mode``."""
   k, shape, dt = _param_sampler("triangular", key, shape, dtype, left, mode, right)
@@ -1042,6 +1089,7 @@ def triangular(key, left, mode, right, shape=None, dtype=None, *, out_sharding=N
   return jnp.where(u < fc, out1, out2)
 
 
+@_out_sharding
 def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
   """Sample Wald (inverse Gaussian) values with the given ``mean``."""
   k, shape, dt = _param_sampler("wald", key, shape, dtype, mean)
@@ -1062,6 +1110,7 @@ def _wald(k, mean, *, shape, dt):
   return jnp.where(z <= mean / (mean + x), x, mean_sq / x)
 
 
+@_out_sharding
 def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
   """Sample geometric values (trials to the first success, from 1) with success prob ``p``."""
   k = _check_key("geometric", key)
@@ -1078,6 +1127,7 @@ def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
   return (jnp.floor(jnp.log(u) / jnp.log1p(-p)) + 1).astype(dt)
 
 
+@_out_sharding
 def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
   """Sample ``n x m`` (default ``n x n``) matrices with orthonormal columns (Haar measure)."""
   shape = _shape(shape)
@@ -1136,6 +1186,7 @@ def _poisson_rejection(k, lam, shape, dt, max_iters):
   return lax.while_loop(cond_fn, body_fn, init)[1].astype(dt)
 
 
+@_out_sharding
 def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
   """Sample Poisson(``lam``) counts (JAX's Knuth / transformed-rejection samplers, float32
   rates, threefry keys only as JAX's)."""

@@ -20,7 +20,8 @@ import enum
 import threading
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "PartitionSpec",
-           "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding"]
+           "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding", "set_mesh",
+           "canonicalize_sharding", "apply_out_sharding"]
 
 
 class Sharding:
@@ -51,6 +52,16 @@ class Sharding:
   @property
   def has_addressable_devices(self):
     return bool(self.addressable_devices)
+
+  def is_equivalent_to(self, other, ndim):
+    """Whether both shardings place the same pieces of an ``ndim``-dimensional array on the
+    same devices (and memory kind)."""
+    return (self._device_assignment == other._device_assignment and
+            self.memory_kind == other.memory_kind and
+            self._hlo_key(ndim) == other._hlo_key(ndim))
+
+  def _hlo_key(self, ndim):
+    return "{replicated}" if self.is_fully_replicated else self._to_hlo_string(ndim)
 
   def addressable_devices_indices_map(self, global_shape):
     p = _process_index()
@@ -100,6 +111,9 @@ class PmapSharding(Sharding):
 
   _device_assignment = property(lambda s: tuple(s.devices.flat))
   is_fully_replicated = property(lambda s: s.sharded_dim is None)
+
+  def _hlo_key(self, ndim):
+    return "{replicated}" if self.sharded_dim is None else ("pmap", self.sharded_dim)
 
   def _index(self, i, ndim):
     idx = [slice(None)] * ndim
@@ -233,6 +247,63 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
                      f"Number of devices {len(devs)} must equal the product of mesh_shape "
                      f"{axis_shapes}")
   return Mesh(np.array(devs[:n], dtype=object).reshape(axis_shapes), axis_names, axis_types)
+
+
+class set_mesh:
+  """Make ``mesh`` the context mesh (``PartitionSpec``s name its axes): for the rest of the
+  thread (``jax.set_mesh(mesh)``) or for a ``with`` block (``with jax.set_mesh(mesh):``);
+  ``None`` clears it. Only outside ``jit``."""
+  __slots__ = ("_prev",)
+
+  def __init__(self, mesh):
+    if mesh is not None and not isinstance(mesh, Mesh):
+      raise ValueError(f"Expected mesh of type `jax.sharding.Mesh`. Got {type(mesh)}")
+    from nbjax import core
+    if core._ctx.trace is not core.eval_trace:
+      raise ValueError("`set_mesh` can only be used outside of `jax.jit`.")
+    self._prev = getattr(_mesh_ctx, "stack", None)
+    _mesh_ctx.stack = [] if mesh is None else [*(self._prev or ()), mesh]
+
+  def __enter__(self):
+    pass
+
+  def __exit__(self, *exc):
+    _mesh_ctx.stack = self._prev
+    return False
+
+
+def canonicalize_sharding(sharding, api_name):
+  """An ``out_sharding`` argument as JAX's: None (also for an empty mesh), a
+  ``NamedSharding``, or a ``PartitionSpec`` over the context mesh."""
+  if sharding is None or isinstance(sharding, NamedSharding) and sharding.mesh.empty:
+    return None
+  if not isinstance(sharding, (NamedSharding, PartitionSpec)):
+    raise TypeError(f"`out_sharding` argument of {api_name} only supports instances of "
+                    f"`NamedSharding` or `PartitionSpec`. Got {sharding} of type: "
+                    f"{type(sharding)}")
+  if isinstance(sharding, PartitionSpec):
+    mesh = _current_mesh()
+    if mesh is None or mesh.empty:
+      raise ValueError("Using PartitionSpec when you are not under a mesh context is not "
+                       "allowed. Please pass a NamedSharding instance or enter into a mesh "
+                       f"context via `jax.set_mesh`. Got {sharding}")
+    sharding = NamedSharding(mesh, sharding)
+  return sharding
+
+
+def apply_out_sharding(x, out_sharding, api_name, device=None):
+  """``x`` placed as JAX's ``out_sharding`` argument of ``api_name`` says (None: as it is):
+  ``device_put`` eagerly, a sharding constraint under a trace."""
+  if device is not None and out_sharding is not None:
+    raise ValueError(f"Only one of `device` or `out_sharding` can be set. Got {device=} and "
+                     f"{out_sharding=}")
+  s = canonicalize_sharding(out_sharding, api_name)
+  if s is None:
+    return x
+  from nbjax import lax
+  from nbjax.api import device_put
+  from nbjax.array import Array
+  return device_put(x, s) if isinstance(x, Array) else lax.with_sharding_constraint(x, s)
 
 
 class _Unconstrained:

@@ -733,3 +733,44 @@ def test_classic_layout_past_2_32_words_not_implemented(classic):
   nbjax.jit(lambda k: R.bits(k, (2 ** 31,), jnp.uint32)).lower(R.key(0))
   with pytest.raises(NotImplementedError, match=r"exceeding 2 \*\* 32"):
     nbjax.jit(lambda k: R.bits(k, (2 ** 33 + 3,), jnp.uint32)).lower(R.key(0))
+
+
+# ------------------- out_sharding, set_mesh (jax random_lax_test RandomOutShardingTest)
+
+def test_out_sharding_places_samples():
+  from nbjax.sharding import NamedSharding, SingleDeviceSharding, PartitionSpec as P
+  m = nbjax.make_mesh((1,), ("x",))
+  s = NamedSharding(m, P("x"))
+  k = R.key(0)
+  r = R.uniform(k, (2,), out_sharding=s)  # the values are the unsharded draw's
+  assert r.sharding == s and r.sharding.is_equivalent_to(s, 1)
+  np.testing.assert_array_equal(r, [0.41845711171638644, 0.21629545460551136])
+  assert s.is_equivalent_to(SingleDeviceSharding(nbjax.devices()[0]), 1)
+  with pytest.raises(TypeError, match="`out_sharding` argument of normal only supports "
+                     "instances of `NamedSharding` or `PartitionSpec`. Got x of type: <class 'str'>"):
+    R.normal(k, (2,), out_sharding="x")
+  with pytest.raises(ValueError, match="Using PartitionSpec when you are not under a mesh context "
+                     r"is not allowed. .* via `jax.set_mesh`. Got P\('x',\)"):
+    R.gamma(k, 1., (2,), out_sharding=P("x"))
+  with pytest.raises(ValueError, match="Expected mesh of type `jax.sharding.Mesh`. Got <class 'str'>"):
+    nbjax.set_mesh("m")
+  with pytest.raises(ValueError, match="`set_mesh` can only be used outside of `jax.jit`."):
+    nbjax.jit(lambda: nbjax.set_mesh(m))()
+  with pytest.raises(ValueError, match="Only one of `device` or `out_sharding` can be set."):
+    jnp.ones(2, device=nbjax.devices()[0], out_sharding=s)
+  with nbjax.set_mesh(m):  # PartitionSpecs name the context mesh's axes
+    r = R.bernoulli(k, 0.5, (2,), out_sharding=P("x"))
+    assert r.sharding == s
+    np.testing.assert_array_equal(r, [True, True])
+    r = R.categorical(k, jnp.ones((2, 3), out_sharding=P("x")), shape=(2,), out_sharding=P("x"))
+    assert r.sharding == s
+    np.testing.assert_array_equal(r, [2, 0])
+    z = jnp.zeros((2, 2), out_sharding=P(None, "x"))
+    assert z.sharding == NamedSharding(m, P(None, "x")) and z.sharding.is_equivalent_to(
+      NamedSharding(m, P()), 2)
+    j = nbjax.jit(lambda k: R.normal(k, (2,), out_sharding=P("x")))(k)
+    np.testing.assert_array_equal(j, [-0.2058421394796434, -0.7847657764467411])
+  with pytest.raises(ValueError, match="Using PartitionSpec"):  # the context ended
+    R.normal(k, (2,), out_sharding=P("x"))
+  import inspect
+  assert "out_sharding" in inspect.signature(R.gamma).parameters

@@ -18,6 +18,7 @@ from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._manip import stack
 from nbjax.numpy._ufuncs import exp, log, power
+from nbjax.sharding import apply_out_sharding
 from nbjax.numpy._util import as_array, canonicalize_shape, canonicalize_user_dtype, lit
 
 _PY_SCALARS = (bool, int, float, complex)
@@ -185,7 +186,7 @@ def copy(a, order=None):
   return array(a, copy=True, order=order)
 
 
-def full(shape, fill_value, dtype=None, *, device=None):
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   """An array of ``shape`` filled with ``fill_value`` (an array fill broadcasts; a Python
   scalar fill with no dtype gives a weakly typed array, as JAX).
 
@@ -194,6 +195,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
     fill_value: scalar or array value to fill with.
     dtype: optional dtype of the result (by default inferred from the inputs).
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of ``shape`` filled with ``fill_value``.
@@ -203,7 +206,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
     Array([[7, 7],
            [7, 7]], dtype=int64, weak_type=True)
   """
-  del device
+  if out_sharding is not None:
+    return apply_out_sharding(full(shape, fill_value, dtype), out_sharding, "full", device)
   shape = canonicalize_shape(shape)
   if any(d < 0 for d in shape):
     raise TypeError(f"broadcast_in_dim shape must have every element be nonnegative, got "
@@ -241,13 +245,15 @@ def _filled(make, shape, dtype):
   return None if d is None or d.kind not in "biufc" else Array._new(make(shape, d))
 
 
-def zeros(shape, dtype=None, *, device=None):
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
   """An array of zeros (default dtype: the default float).
 
   Args:
     shape: int or sequence of ints: the shape of the result.
     dtype: optional dtype of the result (by default inferred from the inputs).
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of zeros.
@@ -258,7 +264,9 @@ def zeros(shape, dtype=None, *, device=None):
            [0, 0, 0]], dtype=int64)
   """
   out = _filled(np.zeros, shape, dtype)
-  return _zeros(shape, dtype) if out is None else out
+  out = _zeros(shape, dtype) if out is None else out
+  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
+                                                             device)
 
 
 def _zeros(shape, dtype):
@@ -266,13 +274,15 @@ def _zeros(shape, dtype):
   return full(shape, 0, _named_dtype(dtype, "zeros"))
 
 
-def ones(shape, dtype=None, *, device=None):
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
   """An array of ones (default dtype: the default float).
 
   Args:
     shape: int or sequence of ints: the shape of the result.
     dtype: optional dtype of the result (by default inferred from the inputs).
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of ones.
@@ -283,7 +293,9 @@ def ones(shape, dtype=None, *, device=None):
            [1., 1.]], dtype=float64)
   """
   out = _filled(np.ones, shape, dtype)
-  return _ones(shape, dtype) if out is None else out
+  out = _ones(shape, dtype) if out is None else out
+  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.ones",
+                                                             device)
 
 
 def _ones(shape, dtype):
@@ -300,13 +312,15 @@ def _named_dtype(dtype, name):
                                                                                        name)
 
 
-def empty(shape, dtype=None, *, device=None):
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
   """Like ``zeros`` (nbjax arrays are never uninitialised).
 
   Args:
     shape: int or sequence of ints: the shape of the result.
     dtype: optional dtype of the result (by default inferred from the inputs).
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of zeros of ``shape``.
@@ -316,7 +330,9 @@ def empty(shape, dtype=None, *, device=None):
     Array([0., 0.], dtype=float64)
   """
   _shape_dtype_hint("empty", shape, dtype)
-  return zeros(shape, dtype if dtype is None else _named_dtype(dtype, "empty"))
+  out = zeros(shape, dtype if dtype is None else _named_dtype(dtype, "empty"))
+  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
+                                                             device)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full_like"):
