@@ -33,10 +33,12 @@ _TOL = {"f": {2: (2e-2, 2e-2), 4: (5e-5, 1e-6), 8: (1e-12, 1e-13)},
 KNOWN = {("atan2", "c"): "complex atan2: XLA's expansion is not reproduced",
          ("zeta", "float16"): "XLA evaluates float16 zeta in float16 (x (x + 1) overflows: NaN "
                               "for x near the float16 maximum); the eager kernel runs float32",
-         ("select_and_gather_add", "f"): "ties (the special values repeat): XLA's CPU "
-                                         "reduce-window visits some padded, strided windows "
-                                         "in another order than row-major, so another of "
-                                         "the tied elements is selected",
+         **dict.fromkeys([("select_and_gather_add", "float32"), ("select_and_gather_add",
+                                                                 "float64")],
+                         "ties (the special values repeat): XLA's CPU reduce-window visits "
+                         "some padded, strided windows in another order than row-major, so "
+                         "another of the tied elements is selected (not met by the float16 "
+                         "and bfloat16 samples)"),
          ("qr", "numpy"): "the factors of rank-deficient matrices (special values put zeros "
                           "in) are not unique: NumPy's LAPACK (geqrf/orgqr) and the "
                           "Householder kernel jit runs (the numba backend's) pick others",
