@@ -255,3 +255,26 @@ def test_select_and_gather_scatter_wrappers(dtype):
   g = nbjax.vmap(lambda a, b: W._select_and_gather_add(a, b, lax.ge_p, (2,), (1,), ((0, 0),),
                                                        (1,), (1,)), in_axes=(1, 0))(t.T, x)
   np.testing.assert_array_equal(np.asarray(g, np.float64), [[1, 1, 2], [4, 6, 6], [9, 9, 11]])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn",
+                                   "float8_e8m0fnu"])
+def test_select_and_gather_scatter_narrow_floats(dtype, jit):
+  """JAX takes any floating dtype; the scatter's zero is ``np.array(0, dtype)`` (NaN in
+  float8_e8m0fnu, which has no zero), as JAX 0.10.2's lowering builds it."""
+  import ml_dtypes
+  from nbjax.lax import windowed_reductions as W
+  d = getattr(ml_dtypes, dtype)
+  x, t = np.array([1., 3., 2., 0.5]).astype(d), np.array([1., 2., 4., 4.]).astype(d)
+  J = nbjax.jit if jit else (lambda f: f)
+  g = J(lambda t, x: W._select_and_gather_add(t, x, lax.ge_p, (2,), (2,), ((1, 1),), (1,), (1,)))
+  s = J(lambda s, x: W._select_and_scatter_add(s, x, lax.le_p, (2,), (1,), ((0, 0),)))
+  got_g, got_s = g(t, x), s(t[:3], x)
+  assert got_g.dtype == got_s.dtype == np.dtype(d)
+  np.testing.assert_array_equal(np.asarray(got_g, np.float32), [1, 2, 4])
+  np.testing.assert_array_equal(np.asarray(got_s, np.float32),
+                                [np.nan] * 4 if dtype == "float8_e8m0fnu" else [1, 0, 2, 4])
+  with pytest.raises(TypeError, match="select_and_gather_add requires floating"):
+    W._select_and_gather_add(np.arange(4), np.arange(4), lax.ge_p, (2,), (1,), ((0, 0),), (1,),
+                             (1,))

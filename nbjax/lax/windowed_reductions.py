@@ -398,7 +398,7 @@ def _select_and_gather_add_abstract_eval(t, x, *, select_prim, **wp):
   if t.shape != x.shape:
     raise TypeError(f"select_and_gather_add tangents and operand shapes must match, got "
                     f"{t.shape} and {x.shape}.")
-  if t.dtype != x.dtype or x.dtype not in _SEL_T:
+  if t.dtype != x.dtype or not dtypes.issubdtype(x.dtype, np.floating):
     raise TypeError(f"select_and_gather_add requires floating tangents and operand of one "
                     f"dtype, got {t.dtype.name} and {x.dtype.name}")
   _sel(select_prim)
@@ -514,7 +514,7 @@ def _select_and_scatter_add_abstract_eval(s, x, *, select_prim, window_dimension
   if s.shape != want:
     raise TypeError(f"select_and_scatter_add: source shape {s.shape} must be the windowed "
                     f"shape {want} of operand shape {x.shape}")
-  if s.dtype != x.dtype or x.dtype not in _SEL_T:
+  if s.dtype != x.dtype or not dtypes.issubdtype(x.dtype, np.floating):
     raise TypeError(f"select_and_scatter_add requires floating source and operand of one "
                     f"dtype, got {s.dtype.name} and {x.dtype.name}")
   _sel(select_prim)
@@ -882,7 +882,7 @@ def _lo_gather(ctx, t, x, *, select_prim, **wp):
   sel, op = _sel(select_prim)
   dt = ctx.avals_in[1].dtype
   inits = [mlir.ir_constant(np.asarray(_identity(op, dt), dt)),
-           mlir.ir_constant(np.zeros((), dt))]
+           mlir.ir_constant(np.array(0, dt))]
 
   def body(a):
     kx, vx, ky, vy = a
@@ -909,7 +909,7 @@ def _lo_scatter(ctx, s, x, *, select_prim, window_dimensions, window_strides, pa
   else:
     pshape = list(aval.shape)
   ptype = ir.RankedTensorType.get(pshape, mlir.dtype_to_ir_type(dt))
-  zero = mlir.ir_constant(np.zeros((), dt))
+  zero = mlir.ir_constant(np.array(0, dt))
   res = hlo.SelectAndScatterOp(
       ptype, x, s, zero, window_dimensions=list(window_dimensions),
       window_strides=list(window_strides),
