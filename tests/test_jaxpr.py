@@ -444,3 +444,19 @@ def test_unused_outputs_print_as_underscore():
   assert str(nbjax.make_jaxpr(g)(1.)).splitlines()[1:3] == [
       "    _:i64[] b:f64[] = scan[",
       "      jaxpr={ lambda ; c:i64[] d:f64[]. let"]
+
+
+def test_scalar_literal_conversions_fold_while_staging():
+  # JAX's _convert_elt_type_folding_rule: x ** 0.5 on float32 stages `pow a 0.5:f32[]`, not a
+  # convert_element_type of the float64 literal
+  import nbjax.numpy as jnp
+  x = jnp.ones(3, jnp.float32)
+  assert str(nbjax.make_jaxpr(lambda x: x ** 0.5)(x)) == (
+      "{ lambda ; a:f32[3]. let b:f32[3] = pow a 0.5:f32[] in (b,) }")
+  assert str(nbjax.make_jaxpr(lambda x: lax.convert_element_type(2.5, np.int32) + x)(1)) == (
+      "{ lambda ; a:i64[]. let\n"
+      "    b:i32[] = convert_element_type[new_dtype=int32 weak_type=False] a\n"
+      "    c:i32[] = add 2:i32[] b\n  in (c,) }")
+  j = nbjax.make_jaxpr(lambda: jnp.float32(1e10).astype(jnp.int32))()
+  assert [e.primitive.name for e in j.eqns] == ["convert_element_type"]  # out of range: staged
+  assert nbjax.jit(lambda x: x ** 0.5)(x).dtype == np.float32

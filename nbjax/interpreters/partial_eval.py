@@ -190,6 +190,11 @@ class DebugInfo:
                  for p, leaf in tree_leaves_with_path(x) if leaf is not static)
 
 
+# primitive -> rule(literal values, params, out aval): the value of an equation whose operands
+# are all literals, folded while staging (a single-result primitive), or None to stage it
+const_fold_rules: dict = {}
+
+
 class DynamicJaxprTrace(core.Trace):
   """The staging trace: ``process_primitive`` abstract-evaluates and records an equation."""
 
@@ -277,6 +282,11 @@ class DynamicJaxprTrace(core.Trace):
       raise ValueError(f"{prim.name}.abstract_eval() method should return a tuple or a list "
                        f"iff {prim.name}.multiple_results.")
     out_avals = list(out) if multi else [out]
+    fold = const_fold_rules.get(prim)
+    if fold is not None and all(type(t.atom) is Literal for t in ts):
+      v = fold([t.atom.val for t in ts], params, out_avals[0])
+      if v is not None:  # folded at trace time: a literal, no equation (JAX's const folding)
+        return JaxprTracer(self, out_avals[0], Literal(v, out_avals[0]))
     outvars = [Var(a) for a in out_avals]
     self.eqns.append(JaxprEqn([t.atom for t in ts], outvars, prim, params,
                               eqn_effects(prim, params),

@@ -37,6 +37,7 @@ from nbjax.array import Array, _wrap, own
 from nbjax.array import POOL_MIN, empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching, tape
+from nbjax.interpreters import partial_eval as pe
 
 # Output elements from which the two-core prange kernels run (measured on the project's shared
 # 2-core machines). Memory-bound kernels gain 1.5-2.8x at 1e5-4e6 elements and nothing at 1e7
@@ -2144,6 +2145,25 @@ def _convert_transpose(ct, x, *, new_dtype, weak_type):
 
 
 convert_element_type_p.jvp = _convert_jvp
+
+
+def _convert_fold(vals, params, aval):
+  """JAX's _convert_elt_type_folding_rule: a scalar literal converted while staging (a float
+  to an integer only in range, where NumPy's cast and XLA's agree)."""
+  c, d = np.asarray(vals[0]), aval.dtype
+  if c.ndim or not isinstance(d, np.dtype) or d == dtypes.float0:
+    return None
+  if c.dtype.kind == "c" and d.kind != "c":
+    c = c.real
+  if d.kind in "iu" and c.dtype.kind not in "iub":  # (floats, NumPy's and ml_dtypes')
+    i = np.iinfo(d)
+    if not (np.isfinite(c) and i.min <= c <= i.max):
+      return None
+  with np.errstate(all="ignore"):
+    return Array._new(c.astype(d), aval.weak_type)
+
+
+pe.const_fold_rules[convert_element_type_p] = _convert_fold
 convert_element_type_p.transpose = _convert_transpose
 
 
