@@ -390,8 +390,9 @@ def linearize(fun, *primals, has_aux=False):
   """
   _check_callable(fun)
   out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "linearize")
+  consts, lin.consts = lin.consts, None  # held by the Partial only (they may be tracers)
   f_jvp = Partial(_JvpFun(lin, in_tree, out_tree, [get_aval(p) for p in tree_leaves(primals)]),
-                  lin.consts)
+                  consts)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_jvp, aux) if has_aux else (out, f_jvp)
 
@@ -416,9 +417,7 @@ class _JvpFun:
         raise ValueError("linearized function called on tangent values inconsistent with "
                          f"the original primal values:\nGot tangent aval {s(ta)} for primal "
                          f"aval {s(pa)} but expected {s(a)}.")
-    if consts is not lin.consts:
-      lin = _with_consts(lin, consts)
-    return tree_unflatten(self.out_tree, [_tangent_out(t) for t in lin.jvp(ts)])
+    return tree_unflatten(self.out_tree, [_tangent_out(t) for t in lin.jvp(ts, consts)])
 
   @property
   def args(self):
@@ -480,7 +479,8 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     raise NotImplementedError("reduce_axes argument to vjp is deprecated")
   _check_callable(fun)
   out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "vjp")
-  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree, _fun_name(fun)), lin.consts)
+  consts, lin.consts = lin.consts, None  # held by the Partial only (they may be tracers)
+  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree, _fun_name(fun)), consts)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_vjp, aux) if has_aux else (out, f_vjp)
 
@@ -524,9 +524,7 @@ class _VjpFun:
             f"{ca.str_short(False)}, but expected {want.str_short(False)} because the "
             "corresponding output of the differentiated function had JAX type "
             f"{want.str_short(False)}")
-    if consts is not lin.consts:
-      lin = _with_consts(lin, consts)
-    outs = [_tangent_out(ad.instantiate_zeros(c)) for c in lin.vjp(cts)]
+    outs = [_tangent_out(ad.instantiate_zeros(c)) for c in lin.vjp(cts, consts)]
     outs = tuple(tree_unflatten(self.in_tree, outs))
     return _keys_to_float0(outs) if self.keys else outs
 
@@ -535,14 +533,6 @@ class _VjpFun:
 
   def __hash__(self):
     return id(self)
-
-
-def _with_consts(lin, consts):
-  new = ad.Linearized()
-  for k in ad.Linearized.__slots__:
-    setattr(new, k, getattr(lin, k))
-  new.consts = list(consts)
-  return new
 
 
 def _check_input_dtype_revderiv(name, holomorphic, allow_int, x):
@@ -1085,6 +1075,11 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
                               axis_name)
   tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
              for x, ax in zip(args, in_axes)]
+  if core.config._flags["check_tracer_leaks"]:  # where the inputs were made, for the message
+    src = pe.user_source_info()
+    for i in range(len(tracers)):
+      if type(tracers[i]) is batching.BatchTracer:
+        tracers[i].source_info = src
   with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
     outs = fun(*tracers)
   out_axes = out_axes_thunk()
@@ -1098,6 +1093,8 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
     results.append(r if isinstance(r, (Tracer, _Array)) or _is_key(r)
                    or type(r) in _PY_SCALAR_TYPES  # (a Python scalar stays one, as JAX's)
                    else _Array(r))  # a passed-through input
+  tracers = outs = o = None  # (the leak check finds any tracer left)
+  core.check_leaks(trace)
   return results
 
 

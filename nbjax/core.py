@@ -12,6 +12,7 @@ Imports: numpy, ``dtypes``, ``config``. Never ``lax``/``numpy`` layers.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -429,6 +430,82 @@ class EvalTrace(Trace):
   def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
     with set_current_trace(self):
       return fun(*tracers)
+
+
+def check_leaks(trace):
+  """JAX's tracer-leak check (``jax.checking_leaks``; ``jax_check_tracer_leaks``): with the
+  flag set, a finished ``trace`` (its caller holding no tracer of it any more) must have no
+  live tracer left; one the traced function stored away raises, naming each leaked tracer,
+  where it was made and the chain of references that keeps it."""
+  if not config._flags["check_tracer_leaks"]:
+    return
+  import gc
+  gc.collect()  # (tracers kept only by unreachable cycles cannot be used again: not leaks)
+  tracers = [x for x in gc.get_referrers(trace) if isinstance(x, Tracer)]
+  if tracers:
+    raise leaked_tracer_error("trace", trace, tracers)
+
+
+def leaked_tracer_error(name, t, tracers):
+  why = functools.partial(_why_alive, {id(tracers)})
+  msgs = "\n\n".join(f"{x}{_origin_msg(x)}{why(x)}" for x in tracers)
+  return Exception(f"Leaked {name} {t}. Leaked tracer(s):\n\n{msgs}\n")
+
+
+def _why_alive(ignore_ids, x):
+  """JAX's chain of referrers keeping ``x`` alive, one per line, up to a module."""
+  import gc
+  import types
+  parents = lambda x: [r for r in gc.get_referrers(x) if id(r) not in ignore_ids]
+  child, lines, seen = x, [], set()
+  while id(child) not in seen and type(child) is not types.ModuleType and parents(child):
+    parent = parents(child)[0]
+    # an instance's __dict__, or a closure's cell: one step from the instance or function
+    # (no list of referrers is kept across calls: it would be a referrer itself)
+    first = lambda x: next(iter(parents(x)), None)
+    if isinstance(parent, dict) and getattr(first(parent), "__dict__", None) is parent:
+      parent = first(parent)
+    elif type(parent) is types.CellType and first(parent) is not None and (
+        first(first(parent)) is not None):
+      parent = first(first(parent))
+    lines.append(f"<{type(child).__name__} {id(child)}> is referred to by "
+                 + _why_alive_container_info(parent, id(child)))
+    seen.add(id(child))
+    child = parent
+  return "\n" + "\n".join(lines) if lines else ""
+
+
+def _why_alive_container_info(container, obj_id):
+  import inspect
+  import types
+  name = f"<{type(container).__name__} {id(container)}>"
+  if type(container) is types.ModuleType:
+    name = getattr(container, "__name__", name)
+  if type(container) is types.FunctionType:
+    name_ = getattr(container, "__name__", "<no-name>")
+    closure = inspect.getclosurevars(container)
+    keys = [k for k, v in dict(closure.nonlocals, **closure.globals).items() if id(v) == obj_id]
+    if len(keys) == 1:
+      return f"{name} ({name_}) closed-over variable {keys[0]}"
+    elif len(keys) > 1:
+      return f"{name} in closed-over variables " + ", ".join(map(repr, keys))
+  if hasattr(container, "__dict__"):
+    keys = [k for k in vars(container) if id(vars(container)[k]) == obj_id]
+    if len(keys) == 1:
+      return f"{name}.{keys[0]}"
+    elif len(keys) > 1:
+      return f"{name} in vars " + ", ".join(map(repr, keys))
+  if isinstance(container, (list, tuple)):
+    idxs = [i for i, x in enumerate(container) if id(x) == obj_id]
+    if len(idxs) == 1:
+      return f"{name}[{idxs[0]}]"
+    return f"{name} at indices " + ", ".join(map(str, idxs))
+  if isinstance(container, dict):
+    keys = [k for k in container if id(container[k]) == obj_id]
+    if len(keys) == 1:
+      return f"{name}[{keys[0]!r}]"
+    return f"{name} at keys " + ", ".join(map(repr, keys))
+  return name
 
 
 def escaped_tracer_error(tracer, primitive=None):

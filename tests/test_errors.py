@@ -772,3 +772,75 @@ def test_traced_shape_error_says_where_the_value_came_from():
       r"`jit` to smaller subfunctions\.\nThe error occurred while tracing the function <lambda> "
       r"at .*test_errors\.py:\d+ for jit\. This concrete value was not available in Python "
       r"because it depends on the value of the argument x\.", str(e.value)), str(e.value)
+
+
+# ---------------------------------------------------------------------- tracer leak checks
+
+
+def test_checking_leaks_catches_stored_tracers_as_jax():
+  # api_test test_leak_checker_catches_a_jit_leak / _sublevel_leak / _scan_leak /
+  # _reference_chain (JAX's messages: the trace, each leaked tracer, where a vmap input was
+  # made, and the chain of references keeping it)
+  with nbjax.checking_leaks():
+    lst = []
+
+    @nbjax.jit
+    def f(x):
+      lst.append(x)
+      return x
+    with pytest.raises(Exception, match=r"^Leaked trace DynamicJaxprTrace\. Leaked tracer\(s\):"
+                       r"\n\n") as e:
+      f(3)
+    assert re.search(r"<list [0-9]+> is referred to by", str(e.value))
+    lst.clear()
+    with pytest.raises(Exception, match="Leaked trace DynamicJaxprTrace"):
+      nbjax.jit(lambda x: nbjax.jit(lambda y: lst.append(y) or y)(x))(3)
+    lst.clear()
+    with pytest.raises(Exception, match="Leaked trace"):
+      lax.scan(lambda c, x: (lst.append(c) or jnp.sin(c), None), 1., np.arange(3.))
+    lst.clear()
+
+  class A:
+    def __init__(self, dct):
+      self.dct = dct
+  a = A({})
+
+  def sketch(x):
+    def foo():
+      return x
+    a.dct["hi"] = [foo]
+    return x
+  with nbjax.check_tracer_leaks(True):
+    with pytest.raises(Exception, match=(
+        r"Leaked trace BatchTrace\. Leaked tracer\(s\):\n\n.*\n"
+        r"This BatchTracer with object id [0-9]+ was created on line:\n"
+        r"  .*test_errors\.py:[0-9]+:[0-9]+ \(test_checking_leaks_catches_stored_tracers_as_jax\)\n"
+        r"<BatchTracer [0-9]+> is referred to by <function [0-9]+> \(foo\) closed-over "
+        r"variable x\n<function [0-9]+> is referred to by <list [0-9]+>\[0\]\n"
+        r"<list [0-9]+> is referred to by <dict [0-9]+>\['hi'\]\n"
+        r"<dict [0-9]+> is referred to by <A [0-9]+>\.dct")):
+      nbjax.vmap(sketch)(jnp.arange(3))
+  a.dct.clear()
+  nbjax.vmap(sketch)(jnp.arange(3))  # off: nothing checked
+
+
+def test_checking_leaks_no_false_positives():
+  # api_test test_leak_checker_avoids_false_positives* / _internal_error: a vjp function
+  # returned from jit holds its residuals as leaves only (none of the traced ones)
+  with nbjax.checking_leaks():
+    nbjax.vmap(lambda x: x)(np.arange(3.))
+    f = nbjax.jit(lambda x: x)
+    f(3)
+    nbjax.vmap(f)(np.arange(3))
+    nbjax.grad(f)(3.)
+    lax.scan(lambda c, x: (jnp.sin(c), None), 1., np.arange(3.))
+    nbjax.jvp(lambda x: lax.scan(lambda c, _: (c, None), x, None, length=1), (3.,), (1.,))
+    nbjax.vmap(lambda x: lax.scan(lambda c, _: (c, None), x, None, length=1))(np.arange(5.))
+
+    def apply_fn(inp):
+      fn = nbjax.checkpoint(lambda x: nbjax.nn.relu(1.0 * x))
+      return nbjax.vjp(fn, inp)
+    y, f_vjp = nbjax.jit(apply_fn)(1.0)
+    assert f_vjp(1.0) == (1.0,)
+    y, f_jvp = nbjax.jit(lambda x: nbjax.linearize(jnp.sin, x))(1.0)
+    np.testing.assert_allclose(f_jvp(2.0), 2 * np.cos(1.0))

@@ -378,18 +378,20 @@ class Linearized:
   reading the residuals ``consts``; ``in_avals``/``out_avals`` are all tangent avals."""
   __slots__ = ("jaxpr", "consts", "in_nz", "out_nz", "in_avals", "out_avals")
 
-  def jvp(self, tangents):
-    """Output tangents (zeros instantiated) for input tangents (one per input)."""
+  def jvp(self, tangents, consts=None):
+    """Output tangents (zeros instantiated) for input tangents (one per input); ``consts``:
+    the residuals, where they are held elsewhere (``self.consts`` None)."""
     from nbjax.jaxpr import eval_jaxpr
     ts = [t for t, nz in zip(tangents, self.in_nz) if nz]
-    outs = iter(eval_jaxpr(self.jaxpr, self.consts, *ts))
+    outs = iter(eval_jaxpr(self.jaxpr, self.consts if consts is None else consts, *ts))
     return [next(outs) if nz else zeros_like_aval(a) for a, nz in zip(self.out_avals, self.out_nz)]
 
-  def vjp(self, cts):
-    """Input cotangents (``Zero`` where none flows back) for output cotangents."""
+  def vjp(self, cts, consts=None):
+    """Input cotangents (``Zero`` where none flows back) for output cotangents; ``consts`` as
+    for ``jvp``."""
     cts = [c for c, nz in zip(cts, self.out_nz) if nz]  # symbolic zeros stay symbolic
     undef = [UndefinedPrimal(v.aval) for v in self.jaxpr.invars]
-    it = iter(backward_pass(self.jaxpr, self.consts, undef, cts))
+    it = iter(backward_pass(self.jaxpr, self.consts if consts is None else consts, undef, cts))
     return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]
 
 

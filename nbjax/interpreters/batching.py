@@ -21,7 +21,7 @@ primitive_batchers = registry.RuleView("batch", "batching")
 
 
 class BatchTracer(Tracer):
-  __slots__ = ("val", "batch_dim", "_aval")
+  __slots__ = ("val", "batch_dim", "_aval", "source_info")  # (source_info: leak checks only)
 
   def __init__(self, trace, val, batch_dim):
     self._trace, self.val, self.batch_dim, self._aval = trace, val, batch_dim, None
@@ -43,6 +43,12 @@ class BatchTracer(Tracer):
 
   def to_concrete_value(self):
     return None
+
+  def _origin_msg(self):
+    src = getattr(self, "source_info", None)
+    if src is None:
+      return ""
+    return f"\nThis BatchTracer with object id {id(self)} was created on line:\n  {src}"
 
   def full_lower(self):
     return self.val if self.batch_dim is not_mapped else self
@@ -86,19 +92,25 @@ class BatchTrace(Trace):
     """Batch the function and the rule (with this trace's tag, so values they close over
     stay batched) and bind again below."""
     vals, dims = core.unzip2(map(self.to_batch_info, tracers))
-    agreed = []
-    outs = prim.bind_with_trace(self.parent_trace, _batch_fun(self, fun, dims, agreed),
-                                _batch_jvp(self, jvp, dims, agreed), vals, symbolic_zeros)
+    agreed, key = [], self._key()
+    outs = prim.bind_with_trace(self.parent_trace, _batch_fun(key, fun, dims, agreed),
+                                _batch_jvp(key, jvp, dims, agreed), vals, symbolic_zeros)
     return [o if d is not_mapped else BatchTracer(self, o, d) for o, d in zip(outs, agreed[0])]
 
   def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, out_trees, symbolic_zeros):
     vals, dims = core.unzip2(map(self.to_batch_info, tracers))
-    agreed, res_dims = [], []
+    agreed, res_dims, key = [], [], self._key()
     outs = prim.bind_with_trace(
-        self.parent_trace, _batch_fun(self, fun, dims, agreed),
-        _batch_fwd(self, fwd, dims, agreed, res_dims, out_trees),
-        _batch_bwd(self, bwd, vals, dims, agreed, res_dims), vals, out_trees, symbolic_zeros)
+        self.parent_trace, _batch_fun(key, fun, dims, agreed),
+        _batch_fwd(key, fwd, dims, agreed, res_dims, out_trees),
+        _batch_bwd(key, bwd, vals, dims, agreed, res_dims), vals, out_trees, symbolic_zeros)
     return [o if d is not_mapped else BatchTracer(self, o, d) for o, d in zip(outs, agreed[0])]
+
+  def _key(self):
+    """This trace's tag and axis without its parent traces: what the batched rules of a
+    custom function need (they run later, on a subtrace of the trace current then), so the
+    staged equations that hold them keep no finished trace, nor its tracers, alive."""
+    return BatchTrace(None, self.tag, self.axis_size, self.axis_name)
 
   def axis_data(self):
     return AxisData(self.axis_name, self.axis_size)

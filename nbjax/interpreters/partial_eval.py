@@ -369,9 +369,12 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
                         f"{type(x)}{extra}, which is not a valid JAX type")
     out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
     jaxpr, consts = trace.to_jaxpr(out_tracers)
+    out_avals = [t._aval for t in out_tracers]
   finally:
     trace.invalidate()
-  return jaxpr, [t._aval for t in out_tracers], consts
+  in_tracers = ans = out_tracers = x = None  # (the leak check finds any tracer left)
+  core.check_leaks(trace)
+  return jaxpr, out_avals, consts
 
 
 def _memo_thunk(stage, rule, avals, fun):

@@ -631,7 +631,7 @@ def _flat_fun(fun, in_tree, box):
   def flat(*args):
     out = fun(*tree_unflatten(in_tree, list(args)))
     flat_out, out_tree = tree_flatten(out)
-    box.append((out_tree, out))
+    box.append((out_tree,))  # (not the outputs: tracers outliving their trace are leaks)
     return flat_out
   flat.__name__ = getattr(fun, "__name__", type(fun).__name__)
   return flat
