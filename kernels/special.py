@@ -39,7 +39,7 @@ _VALUE, _DERIVATIVE, _SAMPLE = 0, 1, 2
 
 @njit(cache=True, error_model="numpy")
 def _lgamma(a):
-  return type(a)(math.lgamma(np.float64(a)))
+  return type(a)(_E._xla_lgamma_f64(np.float64(a)))
 
 
 @njit(cache=True, error_model="numpy")

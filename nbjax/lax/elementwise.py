@@ -1396,12 +1396,15 @@ erf_inv_p = standard_elementwise("erf_inv", 1, _float,
                                  domain="unit", note=_NB_ONLY.format("erf_inv"))
 lgamma_p = standard_elementwise("lgamma", 1, _float, numba="lgamma", reference=_scipy("gammaln"),
                                 domain="positive", f32_kernel="lgamma_f32",
-                                note=_NB_ONLY.format("lgamma") + "; float32/float16: a port of "
-                                "XLA's float32 Lanczos expansion (JAX's bits)")
+                                note=_NB_ONLY.format("lgamma") + "; XLA's Lanczos expansion "
+                                "(JAX's bits) in float32 and float64")
 lgamma_p.meta["narrow"] = "xla"
 digamma_p = standard_elementwise("digamma", 1, _float, numba="digamma",
                                  reference=_scipy("digamma", fix_poles=True), domain="positive",
-                                 note=_NB_ONLY.format("digamma"))
+                                 f32_kernel="digamma_f32",
+                                 note=_NB_ONLY.format("digamma") + "; XLA's Lanczos expansion "
+                                 "(JAX's bits) in float32 and float64")
+digamma_p.meta["narrow"] = "xla"
 polygamma_p = standard_elementwise("polygamma", 2, _float, numba="polygamma",
                                    reference=_scipy("polygamma", fix_poles=True),
                                    samples=_polygamma_samples, note=_NB_ONLY.format("polygamma"))
