@@ -104,8 +104,10 @@ _OPTIONS = {
     # added to every seed (random.key, random.PRNGKey), as JAX's
     "random_seed_offset": (0, _int),
     "enable_checks": (False, _boolean),
-    # kept for JAX's API (jax.checking_leaks): nbjax detects a leaked tracer when it is used
+    # jax.checking_leaks: a finished trace with a tracer still alive raises (core.check_leaks)
     "check_tracer_leaks": (False, _boolean),
+    # jax.explain_cache_misses: each jit tracing cache miss logs why (a WARNING), as JAX's
+    "explain_cache_misses": (False, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
     "traceback_filtering": ("auto", _any),

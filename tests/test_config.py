@@ -273,3 +273,58 @@ def test_context_values_take_precedence_over_global_updates():
   finally:
     config.update("jax_numpy_rank_promotion", "allow")
   assert s.value == "allow"
+
+
+def test_explain_cache_misses_logs_why_as_jax(caplog):
+  # api_test test_cache_miss_explanations_* (JAX's messages)
+  import logging
+
+  @nbjax.jit
+  def f(x, y):
+    return nbjax.numpy.sin(x) + y
+  f(np.float32(0), np.arange(1, dtype=np.float32))
+  with caplog.at_level(logging.WARNING):
+    with nbjax.explain_cache_misses(True):
+      f(np.float32(0), np.arange(2, dtype=np.float32))
+      f(np.float32(0), np.arange(2, dtype=np.float32))  # a hit: nothing logged
+      f(np.float32(0), np.int32(1))
+      with nbjax.numpy_rank_promotion("warn"), nbjax.default_matmul_precision("high"):
+        f(np.float32(0), np.int32(1))
+    f(np.float32(0), np.float32(1))  # off: nothing logged
+  msgs = [r.getMessage() for r in caplog.records]
+  assert len(msgs) == 3
+  here = __file__
+  assert msgs[0].startswith(f"TRACING CACHE MISS at {here}:")
+  line = f.__wrapped__.__code__.co_firstlineno
+  assert msgs[0].split("\n", 1)[1] == (
+      f"  for f defined at {here}:{line}\n"
+      "  all previously seen cache keys differ. For the closest previous key:\n"
+      "  different input types:\n"
+      "  * at y, now f32[2] and before f32[1]")
+  # the closest key: JAX's least (severity, number of differences, text)
+  assert msgs[1].endswith("  different input types:\n  * at y, now i32[] and before f32[1]")
+  assert msgs[2].endswith(
+      "  Tracing context doesn't match, e.g. due to config or context manager.\n"
+      "  * jax_numpy_rank_promotion differs: now warn and before allow\n"
+      "  * jax_default_matmul_precision differs: now high and before None")
+
+  @nbjax.jit
+  def g(*args, **kwargs):
+    return args[0]
+  g(0., 1., y=(2., 2.1))
+  caplog.clear()
+  with caplog.at_level(logging.WARNING), nbjax.explain_cache_misses(True):
+    g(0., (1., 1.1), y=2.)
+    for _ in range(2):
+      nbjax.jit(lambda x: 2 * x)(3)
+  msgs = [r.getMessage() for r in caplog.records]
+  assert msgs[0].endswith(
+      "  different input pytree:\n"
+      "  * at input path [0][1], now <class 'tuple'> and before pytree leaf, so their Python "
+      "types differ\n"
+      "  * at input path [1]['y'], now pytree leaf and before <class 'tuple'>, so their Python "
+      "types differ")
+  assert "  never seen function:\n    <lambda> id=" in msgs[1]
+  assert "another function defined on the same line" not in msgs[1]
+  assert msgs[2].endswith("  but seen another function defined on the same line; maybe the "
+                          "function is\n  being re-defined repeatedly, preventing caching?")

@@ -27,7 +27,7 @@ import numpy as np
 
 from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
-from nbjax.config import config
+from nbjax.config import _TRACE_OPTIONS, config
 from nbjax.core import Primitive, ShapedArray, Tracer
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
@@ -791,6 +791,70 @@ def clear_caches():
 
 
 _trace_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_miss_callsites: set = set()  # where a never-seen function missed (explain_cache_misses)
+
+
+def _explain_miss(wrapped, key, avals, args, kwargs):
+  """JAX's ``explain_cache_misses`` warning for a tracing cache miss: where, and how the
+  closest previous key of the function differs (context, input pytree, static arguments,
+  input types), or that the function was never seen (and whether another function missed
+  at the same call site: one re-defined on every call)."""
+  fun = wrapped._fun
+  code = getattr(inspect.unwrap(fun), "__code__", None)
+  if code is not None and pe._internal(code.co_filename):
+    return
+  where = f" defined at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+  callsite = pe.user_source_info()
+  msg = [f"TRACING CACHE MISS at {callsite}:"]
+  keys = list(wrapped._cache)
+  if not keys:
+    msg.append(f"  never seen function:\n    {wrapped._name} id={id(fun)}{where}")
+    if callsite in _miss_callsites:
+      msg.append("  but seen another function defined on the same line; maybe the function "
+                 "is\n  being re-defined repeatedly, preventing caching?")
+    else:
+      _miss_callsites.add(callsite)
+    _log.warning("\n".join(msg))
+    return
+  msg.append(f"  for {wrapped._name}{where}")
+  names = pe.DebugInfo("jit", fun, args, kwargs, wrapped._static_argnums,
+                       wrapped._static_argnames).arg_names
+  diff = min(_key_diff(key, k, avals, names) for k in keys)[-1]
+  msg.append("  all previously seen cache keys differ. For the closest previous key:")
+  msg.append("  " + diff)
+  _log.warning("\n".join(msg))
+
+
+def _key_diff(new, old, avals, names):
+  """``(severity, number of differences, explanation)`` of two trace cache keys (JAX's
+  ``diff_tracing_cache_keys``; lower severity is closer)."""
+  (tree, types, statics, ctx, axes), (tree0, types0, statics0, ctx0, axes0) = new, old
+  if ctx != ctx0 or axes != axes0:
+    lines = [f"  * jax_{n} differs: now {a} and before {b}"
+             for n, a, b in zip(_TRACE_OPTIONS, ctx, ctx0) if a != b]
+    if axes != axes0:
+      lines.append(f"  * axis environment differs: now {axes} and before {axes0}")
+    return (0, len(lines), "Tracing context doesn't match, e.g. due to config or context "
+            "manager.\n" + "\n".join(lines))
+  if tree != tree0:
+    lines = [f"  * at input path {tree_util.keystr(tuple(p))}, now {a} and before {b}, so {w}"
+             for p, a, b, w in tree_util.tree_diffs(tree, tree0)]
+    return 1, len(lines), "different input pytree:\n" + "\n".join(lines)
+  if statics != statics0:
+    return 2, 1, "different static arguments."
+  lines, weak = [], False
+  for name, a, t0 in zip(names or [""] * len(avals), avals, types0):
+    b = ShapedArray(*t0)
+    if (a.shape, a.dtype, a.weak_type) != t0:
+      sa, sb = a.str_short(short_dtypes=True), b.str_short(short_dtypes=True)
+      if a.weak_type != b.weak_type:
+        weak = True
+        sa, sb = sa + f"{{weak_type={a.weak_type}}}", sb + f"{{weak_type={b.weak_type}}}"
+      lines.append(f"  * at {name}, now {sa} and before {sb}")
+  if lines:
+    return (3, len(lines), "different input types:\n" + "\n".join(lines)
+            + ("https://docs.jax.dev/en/latest/type_promotion.html#weak-types" if weak else ""))
+  return 4, 0, "cache miss explanation unavailable"
 
 
 def _shared_cache(fun, options):
@@ -1095,6 +1159,8 @@ class JitWrapped:
           f"when comparing two objects of types {types[0]} and {types[1]}. The error was:\n"
           + "".join(traceback.format_exception(e)).rstrip("\n")) from None
     if entry is None:
+      if config._flags["explain_cache_misses"]:
+        _explain_miss(self, key, avals, args, kwargs)
       entry = self._trace(in_tree, avals, args, kwargs, statics)
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
