@@ -388,8 +388,7 @@ def _lift_scan(p):
   j2, lits = _lifted(p["jaxpr"])
   if not lits:
     return p, []
-  return (dict(p, jaxpr=j2, num_consts=p["num_consts"] + len(lits),
-               linear=(False,) * len(lits) + tuple(p["linear"])), [(0, lits)])
+  return dict(p, jaxpr=j2, num_consts=p["num_consts"] + len(lits)), [(0, lits)]
 
 
 def _lift_cond(p):
@@ -403,8 +402,7 @@ def _lift_cond(p):
     ins = [*(Var(lit.aval) for _, ls in got[:i] for lit in ls), *own,
            *(Var(lit.aval) for _, ls in got[i + 1:] for lit in ls), *ops]
     branches.append(ClosedJaxpr(b2.jaxpr.replace(invars=ins), b2.consts))
-  return (dict(p, branches=tuple(branches), linear=(False,) * len(every) + tuple(p["linear"])),
-          [(1, every)])
+  return dict(p, branches=tuple(branches)), [(1, every)]
 
 
 _LIFTS: dict = {}  # filled below, once the primitives exist
@@ -962,8 +960,7 @@ def _cond(index, funs, operands, api, names):
     return tuple(jaxprs), consts, t0, in_fwd
 
   branches, consts, out_tree, in_fwd = _cached(funs, (api, in_tree, _sig(flat, api)), build)
-  outs = cond_p.bind(index, *consts, *flat, branches=branches,
-                     linear=(False,) * (len(consts) + len(flat)))
+  outs = cond_p.bind(index, *consts, *flat, branches=branches)
   if len(outs) < len(in_fwd):
     ins, it = [*consts, *flat], iter(outs)
     outs = [next(it) if f is None else _asarray(ins[f]) for f in in_fwd]
@@ -979,7 +976,7 @@ def _in_forwards(jaxpr):
 # -- rules
 
 
-def _cond_abstract_eval(index, *avals, branches, linear=None):
+def _cond_abstract_eval(index, *avals, branches):
   if index.shape != () or index.dtype != np.int32:
     raise TypeError(f"cond: the branch index must be an int32 scalar, got {index.str_short()}")
   if not branches:
@@ -1018,7 +1015,7 @@ def _has_keys(closed):
   return h is not None and h[0](closed.jaxpr)
 
 
-def _cond_eager(index, *args, branches, linear=None):
+def _cond_eager(index, *args, branches):
   """Run the branch ``index`` picks (out of range: the last one, as XLA's case)."""
   i = int(index) if type(index) is np.int32 else int(registry.coerce(index, cond_p)[0])
   n = len(branches)
@@ -1048,7 +1045,7 @@ def _cond_eager(index, *args, branches, linear=None):
   return [_wrap(own(o, foreign) if foreign else o, a.weak_type) for o, a in zip(outs, out_avals)]
 
 
-def _cond_jvp(primals, tangents, *, branches, linear=None):
+def _cond_jvp(primals, tangents, *, branches):
   index, *ops = primals
   nz = [_nonzero(t) for t in tangents[1:]]
   n_out = len(branches[0].out_avals)
@@ -1058,8 +1055,7 @@ def _cond_jvp(primals, tangents, *, branches, linear=None):
   staged = [_jvp_jaxpr(b, nz, out_nz) for b in branches]
   jaxprs, consts = _join_consts([s[0] for s in staged], [s[1] for s in staged])
   dots = [t for t, z in zip(tangents[1:], nz) if z]
-  outs = cond_p.bind(index, *consts, *ops, *dots, branches=tuple(jaxprs),
-                     linear=(False,) * (len(consts) + len(ops) + len(dots)))
+  outs = cond_p.bind(index, *consts, *ops, *dots, branches=tuple(jaxprs))
   tans = iter(outs[n_out:])
   return outs[:n_out], [next(tans) if z else ad.Zero(a.to_tangent_aval())
                         for z, a in zip(out_nz, branches[0].out_avals)]
@@ -1073,7 +1069,7 @@ def _bcast(pred, aval):
   return _sh.broadcast_in_dim(pred, aval.shape, tuple(range(pa.ndim)))
 
 
-def _cond_batch(axis_data, vals, dims, *, branches, linear=None):
+def _cond_batch(axis_data, vals, dims, *, branches):
   index, *ops = vals
   idim, *odims = dims
   size, name = axis_data.size, axis_data.name
@@ -1102,8 +1098,7 @@ def _cond_batch(axis_data, vals, dims, *, branches, linear=None):
   out_dims = [0 if x else None for x in out_bat]
   staged = [_batch_jaxpr(b, size, in_dims, out_dims, name) for b in branches]
   jaxprs, consts = _join_consts([s[0] for s in staged], [s[1] for s in staged])
-  outs = cond_p.bind(index, *consts, *ops, branches=tuple(jaxprs),
-                     linear=(False,) * (len(consts) + len(ops)))
+  outs = cond_p.bind(index, *consts, *ops, branches=tuple(jaxprs))
   return outs, [not_mapped if d is None else d for d in out_dims]
 
 
@@ -1161,7 +1156,7 @@ def _split_branches(splits, slots, assign, read_operands):
   return known, other
 
 
-def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveable=None):
+def _cond_partial_eval(unknowns, *, branches, custom=False, saveable=None):
   """Known branches compute the known outputs and their residuals (slots shared across
   branches by type, zeros where a branch has none); unknown branches take the index (a
   residual of the enclosing split), the residual slots and the unknown operands.
@@ -1179,12 +1174,9 @@ def _cond_partial_eval(unknowns, *, branches, linear=None, custom=False, saveabl
   for b in branches:
     out_uk = [x or y for x, y in zip(out_uk, pe.partial_eval_jaxpr(b, ops_uk)[2])]
   splits = [split(b, ops_uk, instantiate=out_uk) for b in branches]
-  n_kops = len(ops_uk) - sum(ops_uk)
   slots, assign = _residual_slots(splits, custom)
   known, unknown = _split_branches(splits, slots, assign, custom)
-  kp = dict(branches=tuple(known), linear=(False,) * n_kops)
-  n_staged = len(slots) + sum(ops_uk) + (n_kops if custom else 0)
-  up = dict(branches=tuple(unknown), linear=(False,) * n_staged)
+  kp, up = dict(branches=tuple(known)), dict(branches=tuple(unknown))
   if custom:
     return kp, up, out_uk, len(slots), None, lambda res, kins, uins: [kins[0], *res, *kins[1:],
                                                                        *uins], None
@@ -1205,17 +1197,16 @@ def _cond_recompute_custom(saveable, eqn, needed):
     return None  # nothing saved: the whole cond is recomputed
   known, recompute = _split_branches(splits, slots, assign, True)
   res_vars = [Var(a) for a in slots]
-  lin = (False,) * n_ops
   known_eqn = eqn.replace(outvars=list(eqn.outvars) + res_vars,
-                          params=dict(eqn.params, branches=tuple(known), linear=lin))
+                          params=dict(eqn.params, branches=tuple(known)))
   recompute_eqn = eqn.replace(
       invars=[eqn.invars[0], *res_vars, *eqn.invars[1:]],
       outvars=[v for v, n in zip(eqn.outvars, needed) if n],
-      params=dict(eqn.params, branches=tuple(recompute), linear=(False,) * (len(slots) + n_ops)))
+      params=dict(eqn.params, branches=tuple(recompute)))
   return known_eqn, recompute_eqn, res_vars
 
 
-def _cond_transpose(cts, index, *args, branches, linear=None):
+def _cond_transpose(cts, index, *args, branches):
   undef = [ad.is_undefined_primal(x) for x in args]
   if all(type(c) is ad.Zero for c in cts):
     return [None] + [ad.Zero(x.aval) if u else None for x, u in zip(args, undef)]
@@ -1240,8 +1231,7 @@ def _cond_transpose(cts, index, *args, branches, linear=None):
 
   staged = [transposed(b) for b in branches]
   jaxprs, consts = _join_consts([s[0] for s in staged], [s[1] for s in staged])
-  outs = iter(cond_p.bind(index, *consts, *res, *cts_nz, branches=tuple(jaxprs),
-                          linear=(False,) * (len(consts) + len(res)) + (True,) * len(cts_nz)))
+  outs = iter(cond_p.bind(index, *consts, *res, *cts_nz, branches=tuple(jaxprs)))
   return [None] + [next(outs) if u else None for u in undef]
 
 
@@ -1254,11 +1244,10 @@ def _cond_dce(used_outs, eqn):
     used = [x or y for x, y in zip(used, pe.dce_jaxpr(b.jaxpr, used_outs)[1])]
   new = tuple(ClosedJaxpr(pe.dce_jaxpr(b.jaxpr, used_outs, instantiate=used)[0], b.consts)
               for b in branches)
-  lin = eqn.params.get("linear") or (False,) * len(used)
   new_eqn = eqn.replace(
       invars=[eqn.invars[0]] + [x for x, u in zip(eqn.invars[1:], used) if u],
       outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
-      params=dict(eqn.params, branches=new, linear=tuple(x for x, u in zip(lin, used) if u)))
+      params=dict(eqn.params, branches=new))
   return [True] * len(new_eqn.invars), new_eqn
 
 
@@ -1282,7 +1271,7 @@ def _constant_int(v):
   return None
 
 
-def _cond_lowering(ctx, index, *args, branches, linear=None):
+def _cond_lowering(ctx, index, *args, branches):
   mctx = ctx.module_context
   i = _constant_int(index)
   if i is not None:  # only the branch taken (lax.platform_dependent's, as JAX lowers it)
@@ -1301,10 +1290,6 @@ def _cond_lowering(ctx, index, *args, branches, linear=None):
   outs = list(case.results)
   mctx.token = outs.pop() if tok is not None else outer
   return outs
-
-
-def _cond_pp_params(params):
-  return {k: v for k, v in params.items() if k != "linear" or v is not None}
 
 # ======================================================================= while
 
@@ -1776,7 +1761,7 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
                  for x, d in zip(init_flat, promote)]
   if not fwd and ext_fwd is None:
     outs = scan_p.bind(*consts, *init_flat, *xs_flat, jaxpr=closed, length=length,
-                       reverse=bool(reverse), linear=(False,) * (len(consts) + nk + len(xs_flat)),
+                       reverse=bool(reverse),
                        unroll=unroll, num_consts=len(consts), num_carry=nk)
     return tree_unflatten(init_tree, outs[:nk]), tree_unflatten(ys_tree, outs[nk:])
   # as JAX: a carry the body passes through is a const (the result is the init value itself),
@@ -1785,7 +1770,7 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   rest = [x for i, x in enumerate(init_flat) if i not in fwd]
   nc = len(consts) + len(moved)
   outs = scan_p.bind(*moved, *consts, *rest, *xs_flat, jaxpr=closed, length=length,
-                     reverse=bool(reverse), linear=(False,) * (nc + len(rest) + len(xs_flat)),
+                     reverse=bool(reverse),
                      unroll=unroll, num_consts=nc, num_carry=len(rest))
   it = iter(outs)
   carry = [_forwarded(x) if i in fwd else next(it) for i, x in enumerate(init_flat)]
@@ -1873,7 +1858,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
 # -- rules
 
 
-def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
+def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, unroll):
   consts, init, xs = _split(avals, [num_consts, num_carry])
   jin = jaxpr.in_avals
   jc, jk, jx = _split(jin, [num_consts, num_carry])
@@ -1897,7 +1882,7 @@ def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, l
   return [*outs[:num_carry], *(a.update(shape=(length, *a.shape)) for a in outs[num_carry:])]
 
 
-def _scan_python(*args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
+def _scan_python(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
   """Reference: the loop in Python, each step binding the body's equations."""
   consts, carry, xs = _split(args, [num_consts, num_carry])
   xs = [registry.coerce(x)[0] for x in xs]
@@ -1934,7 +1919,7 @@ def _set_row(buf, y, t):
                                          *[np.int32(0)] * (a.ndim - 1))
 
 
-def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
+def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
   """The scan as a ``while`` over a counter: each trip runs ``unroll`` steps, reading ``xs``
   with dynamic slices and writing the stacked ``ys`` with dynamic updates; the steps left
   over run after the loop. (Its lowering is this function's jaxpr.)"""
@@ -1971,8 +1956,7 @@ def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, linear,
   return [*carry, *ys]
 
 
-def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, reverse, linear,
-              unroll):
+def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, reverse, unroll):
   nc, nk = num_consts, num_carry
   nz = [_nonzero(t) for t in tangents]
   c_nz, init_nz, xs_nz = _split(nz, [nc, nk])
@@ -1998,11 +1982,9 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
   c_dot = [t for t, z in zip(c_t, c_nz) if z]
   init_dot = [ad.instantiate_zeros(t) for t, z in zip(init_t, carry_nz) if z]
   x_dot = [t for t, z in zip(xs_t, xs_nz) if z]
-  lc, lk, lx = _split(list(linear), [nc, nk])
-  lin = (*([False] * m), *lc, *([True] * ncd), *lk, *([True] * nkd), *lx, *([True] * nxd))
   outs = scan_p.bind(*new_consts, *consts, *c_dot, *init, *init_dot, *xs, *x_dot, jaxpr=j,
                      num_consts=m + nc + ncd, num_carry=nk + nkd, length=length,
-                     reverse=reverse, linear=lin, unroll=unroll)
+                     reverse=reverse, unroll=unroll)
   carry, k_dot, ys, y_dot = _split(outs, [nk, nkd, ny])
   k_dot, y_dot = iter(k_dot), iter(y_dot)
   y_avals = [a.update(shape=(length, *a.shape)) for a in jaxpr.out_avals[nk:]]
@@ -2012,7 +1994,7 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
 
 
 def _scan_batch(axis_data, vals, dims, *, jaxpr, num_consts, num_carry, length, reverse,
-                linear, unroll):
+                unroll):
   size, name = axis_data.size, axis_data.name
   nc, nk = num_consts, num_carry
   dims = [None if d is not_mapped else d for d in dims]
@@ -2033,7 +2015,7 @@ def _scan_batch(axis_data, vals, dims, *, jaxpr, num_consts, num_carry, length, 
   m = len(new_consts)
   outs = scan_p.bind(*new_consts, *consts, *init, *xs, jaxpr=j, num_consts=m + nc,
                      num_carry=nk, length=length, reverse=reverse,
-                     linear=(False,) * m + tuple(linear), unroll=unroll)
+                     unroll=unroll)
   return outs, [*(not_mapped if d is None else 0 for d in k_b),
                 *(1 if b else not_mapped for b in ys_bat)]
 
@@ -2041,8 +2023,7 @@ def _scan_batch(axis_data, vals, dims, *, jaxpr, num_consts, num_carry, length, 
 _scan_batch.wants_axis_data = True
 
 
-def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, reverse, linear,
-                       unroll):
+def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, reverse, unroll):
   """Known steps run as one scan that also stacks the residuals the unknown steps read;
   residuals that are loop-invariant known consts, or known ``xs`` as they are, are passed
   through instead of stacked. The unknown scan takes ``[consts: forwarded consts, unknown
@@ -2073,9 +2054,8 @@ def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, revers
       stacked.append(r)
   known_j = ClosedJaxpr(kj.replace(outvars=kj.outvars[:n_kout] + [res[r] for r in stacked]),
                         jk.consts)
-  lc, lk, lx = _split(list(linear), [nc, nk])
   kp = dict(jaxpr=known_j, num_consts=kc, num_carry=kk, length=length, reverse=reverse,
-            linear=tuple(x for x, u in zip(linear, in_uk) if not u), unroll=unroll)
+            unroll=unroll)
   # the unknown jaxpr's binders: [res..., unknown consts, carries, xs] -> the scan's order
   ur, u_rest = uj.invars[:nres], uj.invars[nres:]
   uc, uk_, ux = _split(u_rest, [sum(c_uk), sum(carry_uk)])
@@ -2083,7 +2063,7 @@ def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, revers
              *(ur[r] for r in stacked)]
   unk_j = ClosedJaxpr(uj.replace(invars=binders), ju.consts)
   up = dict(jaxpr=unk_j, num_consts=len(fwd_c) + sum(c_uk), num_carry=sum(carry_uk),
-            length=length, reverse=reverse, linear=(False,) * len(binders), unroll=unroll)
+            length=length, reverse=reverse, unroll=unroll)
   kin_pos = [i for i, u in enumerate(unknowns) if not u]
   pick = [kin_pos.index(i) for i in known_orig]
   unk_ops = [i for i, u in enumerate(in_uk) if u]
@@ -2097,7 +2077,7 @@ def _scan_partial_eval(unknowns, *, jaxpr, num_consts, num_carry, length, revers
 
 
 def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carry, length,
-                              reverse, linear, unroll):
+                              reverse, unroll):
   """``_scan_partial_eval`` under a ``checkpoint`` policy ``saveable`` (JAX's
   ``_scan_partial_eval_custom``): the body splits by ``partial_eval_jaxpr_custom``, the
   known scan stacks only what the policy saves, and the unknown scan recomputes the rest,
@@ -2140,7 +2120,7 @@ def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carr
   known_j = ClosedJaxpr(kj.replace(outvars=kj.outvars[:n_kout] + [res[r] for r in stacked]),
                         jk.consts)
   kp = dict(jaxpr=known_j, num_consts=kc, num_carry=kk, length=length, reverse=reverse,
-            linear=tuple(x for x, u in zip(linear, in_uk) if not u), unroll=unroll)
+            unroll=unroll)
   ur, u_rest = uj.invars[:nres], uj.invars[nres:]
   uc, uk_, ux = _split(u_rest, [sum(c_uk), sum(carry_uk)])
   by_op = {i: ur[r] for d in (fwd_c, fwd_k, fwd_x) for r, i in d.items()}
@@ -2153,7 +2133,7 @@ def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carr
              *(ur[r] for r in stacked)]
   unk_j = ClosedJaxpr(uj.replace(invars=binders), ju.consts)
   up = dict(jaxpr=unk_j, num_consts=len(fc) + sum(c_uk), num_carry=len(carry_ops),
-            length=length, reverse=reverse, linear=(False,) * len(binders), unroll=unroll)
+            length=length, reverse=reverse, unroll=unroll)
   kin_pos = [i for i, u in enumerate(unknowns) if not u]
   pick = [kin_pos.index(i) for i in known_orig]
   unk_c = [i for i in range(nc) if in_uk[i]]
@@ -2170,7 +2150,7 @@ def _scan_partial_eval_custom(saveable, unknowns, *, jaxpr, num_consts, num_carr
           staged_outs)
 
 
-def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, linear, unroll):
+def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll):
   """Transpose of a scan linear in its undefined operands: a scan the other way, carrying
   the cotangents of the carry and the accumulated cotangents of the linear consts, reading
   the output cotangents and the residual ``xs``."""
@@ -2215,9 +2195,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, l
   m = len(tconsts)
   outs = scan_p.bind(*tconsts, *res_c, *ct_c0, *ct_carry, *ct_ys_nz, *res_x, jaxpr=tj,
                      num_consts=m + nrc, num_carry=nlc + nk, length=length,
-                     reverse=not reverse, linear=(False,) * (m + nrc + nlc + nk + nys +
-                                                             len(res_x)),
-                     unroll=unroll)
+                     reverse=not reverse, unroll=unroll)
   ct_c, ct_k, ct_x = _split(outs, [nlc, nk])
   ct_c, ct_x = iter(ct_c), iter(ct_x)
   return [*(next(ct_c) if l else None for l in c_lin),
@@ -2242,8 +2220,7 @@ def _scan_dce(used_outs, eqn):
       invars=[x for x, u in zip(eqn.invars, used_in) if u],
       outvars=[v for v, u in zip(eqn.outvars, used_carry + used_ys) if u],
       params=dict(p, jaxpr=ClosedJaxpr(new_j, p["jaxpr"].consts), num_consts=sum(uc),
-                  num_carry=sum(used_carry),
-                  linear=tuple(x for x, u in zip(p["linear"], used_in) if u)))
+                  num_carry=sum(used_carry)))
   return [True] * len(new_eqn.invars), new_eqn
 
 
@@ -2332,9 +2309,9 @@ def _cond_samples(rng, dtype):
   lin = tuple(_sample_jaxpr(f"cond_lin{k}", dtype, f, [a2, a0]) for k, f in enumerate([
       lambda x, y: [x * 2.0 - y], lambda x, y: [-x + y * 3.0]]))
   i = lambda n: np.int32(rng.integers(0, n))
-  return [([i(3), r(2), r()], dict(branches=nonlin, linear=(False, False))),
-          ([np.int32(7), r(2), r()], dict(branches=nonlin, linear=(False, False))),
-          ([i(2), r(2), r()], dict(branches=lin, linear=(False, False)))]
+  return [([i(3), r(2), r()], dict(branches=nonlin)),
+          ([np.int32(7), r(2), r()], dict(branches=nonlin)),
+          ([i(2), r(2), r()], dict(branches=lin))]
 
 
 def _while_samples(rng, dtype):
@@ -2354,13 +2331,13 @@ def _scan_samples(rng, dtype):
       _ew.tanh(c * w + x), _ew.sin(c) * x], [a0, a2, a2])
   lin = _sample_jaxpr("scan_lin", dtype, lambda w, c, x: [
       c * 0.5 + w * 2.0 + x, c - x * 3.0], [a0, a2, a2])
-  base = dict(num_consts=1, num_carry=1, length=3, linear=(False,) * 3, unroll=1)
+  base = dict(num_consts=1, num_carry=1, length=3, unroll=1)
   return [([r(), r(2), r(3, 2)], dict(base, jaxpr=nonlin, reverse=False)),
           ([r(), r(2), r(3, 2)], dict(base, jaxpr=nonlin, reverse=True, unroll=2)),
           ([r(), r(2), r(3, 2)], dict(base, jaxpr=lin, reverse=False))]
 
 
-def _cond_reference(index, *args, branches, linear=None):
+def _cond_reference(index, *args, branches):
   n = len(branches)
   i = int(index)
   b = branches[i if 0 <= i < n else n - 1]
@@ -2421,7 +2398,6 @@ cond_p.recompute_custom = _cond_recompute_custom
 while_p.partial_eval = _while_partial_eval
 scan_p.partial_eval = _scan_partial_eval
 scan_p.partial_eval_custom = _scan_partial_eval_custom
-cond_p.pp_params = _cond_pp_params
 pe.dce_rules[cond_p] = _cond_dce
 pe.dce_rules[while_p] = _while_dce
 pe.dce_rules[scan_p] = _scan_dce
