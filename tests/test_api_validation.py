@@ -1,4 +1,6 @@
 """Argument validation and error texts of the public API, as JAX 0.10.2's (api_test)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -463,3 +465,24 @@ def test_compiled_cost_memory_analysis_and_runtime_executable():
     assert type(compiled.runtime_executable()).__name__ == "LoadedExecutable"
   text = nbjax.jit(lambda x: x + 4).lower(1.).as_text("stablehlo")
   assert "attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}" in text
+
+
+def test_donated_buffers_not_usable_warning_as_jax():
+  # api_test test_jit_donate_warning_raised_argnums / _argnames: JAX's lowering warns about
+  # donated inputs no output of their shape and dtype could reuse (each output takes one)
+  x, y = jnp.array([1.0, 2.0], jnp.float32), jnp.array([1, 2], jnp.int32)
+  tail = "\nSee an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation."
+  for kw in ({"donate_argnums": (0, 1)}, {"donate_argnames": ("x", "y")}):
+    f = nbjax.jit(lambda x, y: x.sum() + jnp.float32(y.sum()), **kw)
+    with pytest.warns(UserWarning) as w:
+      f(x, y)
+    assert [str(m.message) for m in w] == [
+        "Some donated buffers were not usable: float32[2], int32[2]." + tail]
+  g = nbjax.jit(lambda x, y: (x * 2, y.sum()), donate_argnums=(0, 1))
+  with pytest.warns(UserWarning) as w:
+    g(x, y)
+  assert [str(m.message) for m in w] == ["Some donated buffers were not usable: int32[2]." + tail]
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    nbjax.jit(lambda x: x * 2, donate_argnums=0)(x)  # reusable: no warning
+    nbjax.jit(lambda x, y: x + y)(x, x)  # nothing donated

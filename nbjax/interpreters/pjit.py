@@ -20,6 +20,7 @@ import itertools
 import logging
 import threading
 import traceback
+import warnings
 import weakref
 from contextlib import contextmanager
 
@@ -1162,6 +1163,9 @@ class JitWrapped:
       if config._flags["explain_cache_misses"]:
         _explain_miss(self, key, avals, args, kwargs)
       entry = self._trace(in_tree, avals, args, kwargs, statics)
+      if self._donate_argnums or self._donate_argnames:
+        _warn_unusable_donations(_donated_flags(self, in_tree), entry.closed.in_avals,
+                                 entry.closed.out_avals)
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
     if fast_key is not None and core._ctx.trace is core.eval_trace and \
@@ -1277,23 +1281,47 @@ class ArgInfo:
     return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
 
 
+def _donated_flags(w, tree):
+  """One bool per flat traced argument of ``w`` (a jit) for the input tree ``tree``: donated
+  (``donate_argnums``/``donate_argnames``)."""
+  args_tree, kwargs_tree = tree.children()
+  statics = set(w._static_argnums)
+  pos = (i for i in itertools.count() if i not in statics)  # the positions traced
+  flags = []
+  for i, sub in zip(pos, args_tree.children()):
+    flags += [i in w._donate_argnums] * sub.num_leaves
+  for k, sub in zip(kwargs_tree.data or (), kwargs_tree.children()):
+    flags += [k in w._donate_argnames] * sub.num_leaves
+  return flags
+
+
+def _warn_unusable_donations(flags, in_avals, out_avals):
+  """JAX's lowering warning: a donated input no output of its shape and dtype could reuse
+  (each output takes the first such donated input left)."""
+  free = {}
+  for i, (a, d) in enumerate(zip(in_avals, flags)):
+    if d:
+      free.setdefault((a.shape, a.dtype), []).append(i)
+  for a in out_avals:
+    ids = free.get((a.shape, a.dtype))
+    if ids:
+      flags = list(flags)
+      flags[ids.pop(0)] = False
+  unused = [a.str_short(short_dtypes=False) for a, d in zip(in_avals, flags) if d]
+  if unused:
+    warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}.\n"
+                  "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.")
+
+
 class _Stage:
   """What the AOT stages share: ``args_info`` (a pytree of ``ArgInfo``, as the non-static
   ``(args, kwargs)``), ``in_tree``, ``in_avals``, ``donate_argnums`` (flat indices)."""
 
   @property
   def args_info(self):
-    w, tree = self._wrapped, self._entry.in_tree
-    args_tree, kwargs_tree = tree.children()
-    statics = set(w._static_argnums)
-    pos = (i for i in itertools.count() if i not in statics)  # the positions traced
-    flags = []
-    for i, sub in zip(pos, args_tree.children()):
-      flags += [i in w._donate_argnums] * sub.num_leaves
-    for k, sub in zip(kwargs_tree.data or (), kwargs_tree.children()):
-      flags += [k in w._donate_argnames] * sub.num_leaves
-    return tree.unflatten([ArgInfo(a, d)
-                           for a, d in zip(self._entry.closed.in_avals, flags)])
+    tree = self._entry.in_tree
+    return tree.unflatten([ArgInfo(a, d) for a, d in zip(
+        self._entry.closed.in_avals, _donated_flags(self._wrapped, tree))])
 
   in_tree = property(lambda self: self._entry.in_tree)
   in_avals = property(lambda self: tree_util.tree_map(lambda x: x._aval, self.args_info))
