@@ -78,6 +78,8 @@ _OPTIONS = {
     # with x64 off, an explicitly requested 64-bit dtype is truncated with a warning (JAX's)
     "explicit_x64_dtypes": ("warn", _enum("ExplicitX64Mode", "allow", "warn", "error")),
     "log_compiles": (False, _boolean),
+    # checkpoint's partial eval logs what it saves at WARNING (else at DEBUG), as JAX's
+    "log_checkpoint_residuals": (False, _boolean),
     "debug_nans": (False, _boolean),   # core.DebugNansTrace
     "debug_infs": (False, _boolean),
     "platform_name": ("", _platforms),

@@ -422,3 +422,35 @@ def test_dce_prunes_inside_checkpoint():
   assert e.params["prevent_cse"] == (True, False)
   assert pe.dce_jaxpr(jaxpr, [False, False])[0].eqns == []
   np.testing.assert_allclose(jax.jaxpr.eval_jaxpr(new, [], 1., 2.)[0], np.sin(1.) * 2.)
+
+
+def test_partial_eval_logs_saved_residuals(caplog):
+  # api_test RematTest.test_remat_residual_logging (JAX's log, at DEBUG; WARNING with
+  # jax_log_checkpoint_residuals)
+  import logging
+
+  def f(x):
+    return jnp.cos(jnp.sin(x).sum())
+  x = jnp.arange(3.)
+
+  def logged(g, level=logging.DEBUG):
+    caplog.clear()
+    with caplog.at_level(level, logger="nbjax.interpreters.remat"):
+      jax.grad(g)(x)
+    return [r.getMessage() for r in caplog.records if r.levelno >= level]
+  assert logged(jax.remat(f)) == [
+      "remat-decorated function saving inputs with shapes:\n  float64[3]\n"]
+  out, = logged(jax.remat(f, policy=lambda *_, **__: True))
+  assert out.startswith("remat-decorated function saving these intermediates:\n"
+                        "  float64[3] from output of cos from ")
+  assert "\n  float64[] from output of sin from " in out
+  out, = logged(jax.remat(f, policy=lambda p, *_, **__: str(p) == "cos"))
+  assert out.startswith("remat-decorated function saving inputs with shapes:\n  float64[3]\n"
+                        "and saving these intermediates:\n  float64[3] from output of cos from ")
+  assert " sin " not in out
+  assert logged(jax.remat(f), logging.WARNING) == []
+  jax.config.update("jax_log_checkpoint_residuals", True)
+  try:
+    assert len(logged(jax.remat(f), logging.WARNING)) == 1
+  finally:
+    jax.config.update("jax_log_checkpoint_residuals", False)

@@ -14,6 +14,7 @@ forward (non-linear) equations are the recomputation.
 from __future__ import annotations
 
 import functools
+import logging
 import weakref
 from collections.abc import Sequence
 
@@ -26,6 +27,8 @@ from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
 from nbjax._tree_util import broadcast_prefix, tree_flatten, tree_unflatten
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_p", "checkpoint_name",
            "name_p", "Recompute", "Saveable", "Offloadable"]
@@ -263,6 +266,9 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
     res = jk.jaxpr.outvars[len(jk.jaxpr.outvars) - nres:]
     up["prevent_cse"] = (tuple(flag.get(v, True) if type(v) is Var else True for v in res)
                          + tuple(p for p, u in zip(pc, in_unknowns) if u))
+  level = logging.WARNING if core.config._flags["log_checkpoint_residuals"] else logging.DEBUG
+  if _log.isEnabledFor(level):
+    _log_residuals(level, jk.jaxpr, nres)
   return kp, up, out_unknowns, nres
 
 
@@ -291,6 +297,35 @@ def _insert_reduce_precision(jaxpr, num_res):
     eqns[i] = e.replace(outvars=[new if o is v else o for o in e.outvars])
     eqns.insert(i + 1, JaxprEqn([new], [v], rp, params, (), e.source_info))
   return jaxpr.replace(eqns=eqns)
+
+
+def _log_residuals(level, jaxpr, nres):
+  """JAX's log of what a checkpoint saves: the known inputs the recomputation reads, and the
+  intermediates (what made each, and where)."""
+  res = jaxpr.outvars[len(jaxpr.outvars) - nres:]
+  ins = set(jaxpr.invars)
+  inputs = [v.aval for v in res if type(v) is Var and v in ins]
+  made = {}
+  for e in jaxpr.eqns:
+    for v in e.outvars:
+      made[v] = e
+  subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if e.primitive.name == "reduce_precision"}
+  body = []
+  for v in res:
+    if type(v) is not Var or v in ins:
+      continue
+    e = made.get(subst.get(v, v))
+    src = (e.source_info if e is not None else None) or "<unknown>"  # (as saved_residuals)
+    what = ("from a constant" if e is None else
+            f"named '{e.params['name']}' from {src}" if e.primitive is name_p else
+            f"output of jitted function '{e.params['name']}' from {src}"
+            if e.primitive.name == "jit" else f"output of {e.primitive.name} from {src}")
+    body.append((v.aval, what))
+  _log.log(level, "remat-decorated function " + "saving inputs with shapes:\n" * bool(inputs)
+           + "  %s\n" * len(inputs) + "and " * bool(inputs) * bool(body)
+           + "saving these intermediates:\n" * bool(body) + "  %s from %s\n" * len(body),
+           *[a.str_short(short_dtypes=False) for a in inputs],
+           *[x for a, s in body for x in (a.str_short(short_dtypes=False), s)])
 
 
 def _saveable(policy):
