@@ -110,6 +110,8 @@ _OPTIONS = {
     "check_tracer_leaks": (False, _boolean),
     # jax.explain_cache_misses: each jit tracing cache miss logs why (a WARNING), as JAX's
     "explain_cache_misses": (False, _boolean),
+    # jax.no_tracing: a jit that would trace raises RuntimeError instead (as JAX's)
+    "no_tracing": (False, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
     "traceback_filtering": ("auto", _any),

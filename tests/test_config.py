@@ -328,3 +328,20 @@ def test_explain_cache_misses_logs_why_as_jax(caplog):
   assert "another function defined on the same line" not in msgs[1]
   assert msgs[2].endswith("  but seen another function defined on the same line; maybe the "
                           "function is\n  being re-defined repeatedly, preventing caching?")
+
+
+def test_no_tracing_as_jax():
+  # api_test JitTest.test_no_tracing: a jit that would trace raises; cached ones run
+  @nbjax.jit
+  def f(x):
+    return x + x
+  line = f.__wrapped__.__code__.co_firstlineno
+  f(jnp.arange(3))
+  with nbjax.no_tracing():
+    np.testing.assert_array_equal(f(jnp.arange(3)), [0, 2, 4])
+    with pytest.raises(RuntimeError) as e:
+      f(jnp.arange(4))
+  assert str(e.value) == (f"re-tracing function f at {__file__}:{line} for `jit`, but "
+                          "'no_tracing' is set")
+  np.testing.assert_array_equal(f(jnp.arange(4)), [0, 2, 4, 6])
+  assert config.read("jax_no_tracing") is False

@@ -1160,6 +1160,9 @@ class JitWrapped:
           f"when comparing two objects of types {types[0]} and {types[1]}. The error was:\n"
           + "".join(traceback.format_exception(e)).rstrip("\n")) from None
     if entry is None:
+      if config._flags["no_tracing"]:
+        raise RuntimeError(f"re-tracing function {pe.fun_sourceinfo(self._fun)} for `jit`, "
+                           "but 'no_tracing' is set")
       if config._flags["explain_cache_misses"]:
         _explain_miss(self, key, avals, args, kwargs)
       entry = self._trace(in_tree, avals, args, kwargs, statics)
