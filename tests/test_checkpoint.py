@@ -68,7 +68,7 @@ def test_static_argnums_prevent_cse_and_jaxpr():
   h = jax.checkpoint(g, static_argnums=(1,))
   close(jax.grad(lambda x: h(x, 3))(0.4), jax.grad(lambda x: g(x, 3))(0.4))
   text = str(jax.make_jaxpr(jax.checkpoint(jnp.sin, prevent_cse=False))(1.0))
-  assert "checkpoint[" in text and "prevent_cse=False" in text
+  assert "remat2[" in text and "prevent_cse=False" in text
   assert jax.remat is jax.checkpoint
 
 
@@ -328,7 +328,7 @@ def test_backward_pass_is_a_checkpoint_call_behind_a_barrier():
   h = jax.checkpoint(lambda x: lax.sin(lax.sin(x)), prevent_cse=False)
   assert "optimization_barrier" not in jax.jit(jax.grad(h)).lower(2.).as_text()
   eqns = jax.make_jaxpr(jax.grad(f))(2.).eqns
-  assert [e.primitive.name for e in eqns][-1] == "checkpoint"
+  assert [e.primitive.name for e in eqns][-1] == "remat2"
   assert eqns[-1].params["differentiated"] is True
   want = np.cos(np.sin(2.)) * np.cos(2.)
   np.testing.assert_allclose([jax.grad(f)(2.), jax.jit(jax.grad(f))(2.)], [want, want],
@@ -392,7 +392,7 @@ def test_prevent_cse_per_argument(pc, want_cse, want_barriers):
     return jnp.sum(x ** 2)
   Ws, x = [jnp.ones((3, 3)) for _ in range(2)], jnp.ones(3)
   eqns = jax.make_jaxpr(jax.grad(loss, (0, 1)))(Ws, x).eqns
-  assert [e.params["prevent_cse"] for e in eqns if e.primitive.name == "checkpoint"] == [
+  assert [e.params["prevent_cse"] for e in eqns if e.primitive.name == "remat2"] == [
       want_cse, want_cse]
   txt = jax.jit(jax.grad(loss, (0, 1))).lower(Ws, x).as_text()
   barriers = [ln.split("optimization_barrier ")[1].split(" :")[0]

@@ -167,7 +167,7 @@ class checkpoint_policies:
 
 # ----------------------------------------------------------------------- the primitive
 
-checkpoint_p = Primitive("checkpoint")
+checkpoint_p = Primitive("remat2")  # (JAX's name: jaxprs print remat2[...])
 checkpoint_p.multiple_results = True
 from nbjax.jaxpr import params_axis_names as _axes  # noqa: E402
 checkpoint_p.named_axes = _axes  # vmap(axis_name=...) batches it when its jaxpr uses the name
