@@ -1029,12 +1029,21 @@ def option_items(compiler_options):
   return tuple(sorted(compiler_options.items())) if compiler_options else ()
 
 
+_BUILD_OPTIONS = ("exec_time_optimization_effort", "memory_fitting_effort",
+                  "optimization_level", "memory_fitting_level")
+
+
 def _compile_options(options):
   """jaxlib ``CompileOptions`` overriding XLA's debug options ``options`` (``option_items``;
-  an unknown name raises XLA's error at compile time)."""
+  an unknown name raises XLA's error at compile time); JAX's effort and level options
+  (``optimization_level=EffortLevel.O1.value``, ...) set the build options instead."""
   opts = ensure_jaxlib().xc.CompileOptions()
   if options:
-    opts.env_option_overrides = list(options)
+    build = opts.executable_build_options
+    for k, v in options:
+      if k in _BUILD_OPTIONS:
+        setattr(build, k, v)
+    opts.env_option_overrides = [(k, v) for k, v in options if k not in _BUILD_OPTIONS]
   return opts
 
 

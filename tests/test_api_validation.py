@@ -486,3 +486,23 @@ def test_donated_buffers_not_usable_warning_as_jax():
     warnings.simplefilter("error")
     nbjax.jit(lambda x: x * 2, donate_argnums=0)(x)  # reusable: no warning
     nbjax.jit(lambda x, y: x + y)(x, x)  # nothing donated
+
+
+def test_effort_and_level_compiler_options_are_build_options():
+  # api_test test_exec_time_optimization_effort_compiler_option,
+  # test_optimization_level_compiler_option, test_memory_fitting_level_compiler_option: JAX
+  # sets these on XLA's build options (EffortLevel O0=9, O1=19); other names stay debug options
+  from nbjax import xla
+  f = lambda x: jnp.sqrt(x ** 2) + 1.
+  for opts in ({"exec_time_optimization_effort": 0.0}, {"optimization_level": 19},
+               {"memory_fitting_level": 9}, {"memory_fitting_effort": -0.5}):
+    assert nbjax.jit(f, compiler_options=opts)(1.0) == 2.0
+  o = xla._compile_options(xla.option_items({
+      "optimization_level": 19, "exec_time_optimization_effort": 0.5,
+      "xla_embed_ir_in_executable": True}))
+  b = o.executable_build_options
+  assert (b.optimization_level, b.exec_time_optimization_effort) == (19, 0.5)
+  assert o.env_option_overrides == [("xla_embed_ir_in_executable", True)]
+  with pytest.raises(nbjax.errors.JaxRuntimeError,
+                     match="No such compile option: 'exec_time_compilation_effort'"):
+    nbjax.jit(f, compiler_options={"exec_time_compilation_effort": 0.0})(1.0)
