@@ -23,6 +23,7 @@ import operator
 import numpy as np
 
 from kernels import reductions as K
+from kernels.elementwise import entry as _entry
 from kernels.threads import run_chunks
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, empty as pooled_empty
@@ -401,13 +402,15 @@ def _reduce_numba(op):
         fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
         kr = K.ROWS[op] if fast else K.TREE_ROWS[kop]
         rop = op if fast else ""
+        # (the kernels' compiled entry points: no numba dispatch, 0.4 of 0.8 us a call)
+        kr = _entry(kr, np.empty((O, N), kd), np.empty(O, kd), z)
 
         def k(x):
           out = np.empty(O, kd)
           _rows(kr, rop, x.reshape(O, N), out, z)
           return out.reshape(out_shape)
       else:
-        kc = K.TREE_COLS[kop]
+        kc = _entry(K.TREE_COLS[kop], np.empty((O, N, I), kd), np.empty((O, I), kd), z)
 
         def k(x):
           out = np.empty((O, I), kd)
@@ -424,6 +427,8 @@ def _reduce_numba(op):
     O, N, I = _block(x.shape, a, b)
     oshape = x.shape[:a] + x.shape[b:]
     kern = K.ROWS[op] if I == 1 else K.COLS[op]
+    kern = _entry(kern, np.empty((O, N) if I == 1 else (O, N, I), kd),
+                  np.empty(O if I == 1 else (O, I), kd), z)
     if I == 1:
       def k(x):
         out = np.empty(O, kd)
@@ -782,6 +787,7 @@ def _argminmax_numba(op):
     if x.size >= PAR_MIN or not O * I or x.dtype == np.float16:
       return None
     kern, si, so = (K.ARG_ROWS[op], (O, N), O) if I == 1 else (K.ARG_COLS[op], (O, N, I), (O, I))
+    kern = _entry(kern, np.empty(si, x.dtype), np.empty(so, idt))
     sf = _drop(x.shape, (axis,))
 
     def k(x):
@@ -892,6 +898,7 @@ def _cum_numba(name):
     shape = x.shape
     kern = ks[I != 1] if ks else (K.CUM_COLS if I != 1 else K.CUM_ROWS)[name]
     blk = (O, N) if I == 1 else (O, N, I)
+    kern = _entry(kern, np.empty(blk, x.dtype), np.empty(blk, kd), z, reverse)
 
     def k(x):
       out = pooled_empty(shape, kd)
