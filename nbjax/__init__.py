@@ -20,7 +20,7 @@ from nbjax.api import (ShapeDtypeStruct, copy_to_host_async, default_backend, de
                        print_environment_info, process_count, process_index, process_indices,
                        typeof, value_and_grad, vjp, vmap)
 from nbjax.dtypes import float0
-from nbjax.config import state as _state
+from nbjax.config import make_user_context, state as _state
 # JAX's configuration states: context managers and decorators (``with nbjax.numpy_rank_promotion
 # ("raise"):``), each setting the option of its name for its extent
 enable_x64 = _state("enable_x64")

@@ -160,12 +160,13 @@ class Config:
     self._overrides = []
     self._listeners = []
     self._trace_keys = {}
+    self.trace_options = _TRACE_OPTIONS  # (and the user contexts: make_user_context)
     self._set_trace_key()
 
   def _set_trace_key(self):
     """``trace_key``: the values of the options that change what tracing produces, one
     interned tuple per combination (jit's caches key on it, and compare it by identity)."""
-    key = tuple(self._flags[k] for k in _TRACE_OPTIONS)
+    key = tuple(self._flags[k] for k in self.trace_options)
     self.trace_key = self._trace_keys.setdefault(key, key)
 
   @staticmethod
@@ -187,7 +188,7 @@ class Config:
   def _set(self, name, value):
     """Make ``value`` the value in effect of ``name``."""
     self._flags[name] = value
-    if name in _TRACE_OPTIONS:
+    if name in self.trace_options:
       self._set_trace_key()
     for f in self._listeners:
       f(name, value)
@@ -255,6 +256,41 @@ class Config:
 
 
 config = Config()
+
+
+class UserConfig:
+  """A user context (``make_user_context``): a value of the tracing context, so jit traces
+  anew (and compiles anew) when it changes. ``ctx(v)`` sets it for a ``with`` block;
+  ``value``, ``get_global()``, ``set_global(v)``."""
+
+  def __init__(self, default_value):
+    self._name = f"user_context_{sum(k.startswith('user_context_') for k in _OPTIONS)}"
+    _OPTIONS[self._name] = (default_value, _any)
+    config._flags[self._name] = config._global[self._name] = default_value
+    config.trace_options += (self._name,)
+    config._set_trace_key()
+
+  value = property(lambda self: config.read(self._name))
+
+  def get_global(self):
+    return config.get_global(self._name)
+
+  def set_global(self, new_value):
+    config.update(self._name, new_value)
+
+  def __call__(self, new_value):
+    return config.override(self._name, new_value)
+
+
+def make_user_context(default_value=None):
+  """Creates a ``jax.jit`` cache sensitive context (JAX's): when its value changes, jitted
+  functions are traced, lowered and compiled anew.
+
+  >>> my_context = make_user_context(default_value=None)
+  >>> with my_context(1):
+  ...   f(1.)
+  """
+  return UserConfig(default_value)
 
 
 _unset = object()

@@ -345,3 +345,36 @@ def test_no_tracing_as_jax():
                           "'no_tracing' is set")
   np.testing.assert_array_equal(f(jnp.arange(4)), [0, 2, 4, 6])
   assert config.read("jax_no_tracing") is False
+
+
+def test_make_user_context_keys_jit_caches():
+  # api_test test_user_trace_context_hooks / test_user_context_global: a user context's value
+  # is part of the tracing context (a change traces anew), with a global value of its own
+  my = nbjax.make_user_context()
+  other = nbjax.make_user_context(default_value=7)
+  traces = []
+
+  @nbjax.jit
+  def f(x):
+    traces.append(my.value)
+    return x
+  f(1.)
+  with my(2):
+    f(1.)
+    f(1.)
+  with my(3):
+    f(1.)
+    with my(4):
+      f(1.)
+  f(1.)
+  assert traces == [None, 2, 3, 4]
+  assert (my.value, my.get_global(), other.value) == (None, None, 7)
+  try:
+    my.set_global(2)
+    assert my.get_global() == my.value == 2
+    f(1.)  # (traced with 2 before)
+    with my(5):
+      assert my.value == 5 and my.get_global() == 2
+  finally:
+    my.set_global(None)
+  assert traces == [None, 2, 3, 4] and my.value is None

@@ -28,7 +28,7 @@ import numpy as np
 
 from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
-from nbjax.config import _TRACE_OPTIONS, config
+from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
@@ -831,8 +831,9 @@ def _key_diff(new, old, avals, names):
   ``diff_tracing_cache_keys``; lower severity is closer)."""
   (tree, types, statics, ctx, axes), (tree0, types0, statics0, ctx0, axes0) = new, old
   if ctx != ctx0 or axes != axes0:
-    lines = [f"  * jax_{n} differs: now {a} and before {b}"
-             for n, a, b in zip(_TRACE_OPTIONS, ctx, ctx0) if a != b]
+    lines = [f"  * {'user_context' if n.startswith('user_context') else 'jax_' + n} differs: "
+             f"now {a} and before {b}" for n, a, b in zip(config.trace_options, ctx, ctx0)
+             if a != b]
     if axes != axes0:
       lines.append(f"  * axis environment differs: now {axes} and before {axes0}")
     return (0, len(lines), "Tracing context doesn't match, e.g. due to config or context "
