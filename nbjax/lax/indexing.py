@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels import indexing as K
+from kernels.elementwise import entry as _entry
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
@@ -597,9 +598,16 @@ def take_points(x, i, normalize):
   if not n:
     return None
   out = pooled_empty(vi.shape, vx.dtype)
-  K.take_clamped(bits(vx), vi if vi.ndim == 1 else vi.reshape(-1),
-                 bits(out if out.ndim == 1 else out.reshape(-1)), n - 1, 1, n if normalize else 0)
+  bx, bo = bits(vx), bits(out if out.ndim == 1 else out.reshape(-1))
+  vi = vi if vi.ndim == 1 else vi.reshape(-1)
+  k = _TAKE.get((bx.dtype, vi.dtype))
+  if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
+    k = _TAKE[bx.dtype, vi.dtype] = _entry(K.take_clamped, bx, vi, bo, 0, 0, 0)
+  k(bx, vi, bo, n - 1, 1, n if normalize else 0)
   return Array._new(out, x._weak)
+
+
+_TAKE = {}  # (bits dtype, index dtype) -> take_clamped's entry point
 
 
 def _operand_index_arrays(operand_shape, batch_shape, idx, batch_pos, window_pos, full_rank,
