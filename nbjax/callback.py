@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from nbjax import core, dtypes, registry
+from nbjax.array import Array
 from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
@@ -90,7 +91,7 @@ class _FlatCallback(_Hashed):
     self.callback_func, self.in_tree = callback_func, in_tree
 
   def __call__(self, *flat):
-    args, kwargs = tree_unflatten(self.in_tree, flat)
+    args, kwargs = tree_unflatten(self.in_tree, [_as_array(a) for a in flat])
     return tree_leaves(self.callback_func(*args, **kwargs))
 
 
@@ -104,7 +105,7 @@ class _DebugCallback(_Hashed):
 
   def __call__(self, *flat):
     static = dict(self.static_args)
-    dyn = iter(flat)
+    dyn = map(_as_array, flat)
     leaves = [static[i] if i in static else next(dyn)
               for i in range(len(static) + len(flat))]
     args, kwargs = tree_unflatten(self.in_tree, leaves)
@@ -129,10 +130,15 @@ class _Print(_Hashed):
     print(msg)
 
 
-def _readonly(x):
-  v = np.asarray(x).view()
-  v.flags.writeable = False
-  return v
+def _as_array(x):
+  """A callback's operand as JAX's ``device_put`` hands it over: an ``Array`` (as it is;
+  a Python scalar weakly typed)."""
+  if isinstance(x, Array):
+    return x
+  if type(x) in (bool, int, float, complex):
+    a = core.get_aval(x)
+    return Array(np.asarray(x, a.dtype), a.weak_type)
+  return Array(np.asarray(x))
 
 
 def _check_results(outs, result_avals, copy=True):
@@ -176,8 +182,8 @@ class _Sequential(_Hashed):
 
 
 def _invoke(callback, result_avals, args):
-  """Eager call: the callback on read-only NumPy views of ``args``, results checked."""
-  return _check_results(callback(*[_readonly(a) for a in args]), result_avals)
+  """Eager call: the callback on ``args``, results checked."""
+  return _check_results(callback(*args), result_avals)
 
 
 class _HostCall(_Hashed):
@@ -260,7 +266,7 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vectorize
                   vmap_method=None, **kwargs):
   """Calls a pure Python callback, from eager, transformed or compiled code.
 
-  The callback gets NumPy arrays (pytrees of them, as ``args``/``kwargs``) and must return
+  The callback gets ``Array``s (pytrees of them, as ``args``/``kwargs``), as JAX's, and must return
   arrays (or a pytree of them) matching ``result_shape_dtypes``. It is assumed pure: it may
   be called more than once (under ``vmap``) or not at all (when its result is unused).
 
@@ -434,8 +440,8 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
   ``debug.callback(fn, *args, **kwargs)`` and ``debug.callback(ordered=...)(fn, *args)``.
 
   Args:
-    callback: a Python callable returning None; it gets NumPy arrays for array arguments
-      (other arguments as they are).
+    callback: a Python callable returning None; it gets ``Array``s for array arguments, as
+      JAX's (other arguments as they are).
     *args: positional arguments of the callback.
     ordered: whether to keep program order with the other ordered callbacks.
     partitioned: accepted for compatibility (one device: every operand is whole).
@@ -487,7 +493,7 @@ _format_checker = _FormatChecker()
 def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
                 **kwargs):
   """Prints values from eager, transformed or compiled code: ``fmt.format(*args,
-  **kwargs)`` on the (NumPy) values, to stdout, when the computation runs.
+  **kwargs)`` on the values (``Array``s), to stdout, when the computation runs.
 
   Not an f-string: write ``debug.print("x = {x}", x=x)``. Under ``vmap`` it prints once per
   batch element, under ``grad`` the primal values. Two call forms:
@@ -531,7 +537,7 @@ def _debug_abstract_eval(*avals, callback, effect, partitioned):
 
 
 def _debug_impl(*args, callback, effect, partitioned):
-  callback(*[_readonly(a) for a in args])
+  callback(*args)
   return []
 
 
