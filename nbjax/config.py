@@ -112,6 +112,9 @@ _OPTIONS = {
     "explain_cache_misses": (False, _boolean),
     # jax.no_tracing: a jit that would trace raises RuntimeError instead (as JAX's)
     "no_tracing": (False, _boolean),
+    # jax.no_execution: running a jitted computation raises RuntimeError (part of jit's key,
+    # as JAX's, so no cached fast path runs either); eager operations still run
+    "no_execution": (False, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
     "traceback_filtering": ("auto", _any),
@@ -142,7 +145,8 @@ def _from_env(name, default, check):
 _TRACE_OPTIONS = ("enable_x64", "explicit_x64_dtypes", "numpy_rank_promotion",
                   "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
-                  "softmax_custom_jvp", "random_seed_offset", "high_dynamic_range_gumbel")
+                  "softmax_custom_jvp", "random_seed_offset", "high_dynamic_range_gumbel",
+                  "no_execution")
 
 
 class Config:

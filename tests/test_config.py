@@ -378,3 +378,21 @@ def test_make_user_context_keys_jit_caches():
   finally:
     my.set_global(None)
   assert traces == [None, 2, 3, 4] and my.value is None
+
+
+def test_no_execution_as_jax():
+  # api_test JitTest.test_no_execution: running a jitted computation raises, cached or not
+  # (the option is part of jit's key, so no fast path runs); tracing still works
+  @nbjax.jit
+  def g(x):
+    return x * 2
+  g(jnp.ones(2))
+  g(jnp.ones(2))  # (a cached fast path)
+  msg = "JAX tried to execute function jit(g), but the no_execution config option is set"
+  with nbjax.no_execution():
+    for _ in range(2):
+      with pytest.raises(RuntimeError) as e:
+        g(jnp.ones(2))
+      assert str(e.value) == msg
+    assert "mul" in str(nbjax.make_jaxpr(g)(1.))
+  np.testing.assert_array_equal(g(jnp.ones(2)), [2., 2.])

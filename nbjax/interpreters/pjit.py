@@ -1047,6 +1047,9 @@ class JitWrapped:
       return self._fun(*args, **kwargs)
     trace = core.get_current_trace()
     if trace is core.eval_trace:
+      if config._flags["no_execution"]:  # (in jit's key: no fast path of this runs either)
+        raise RuntimeError(f"JAX tried to execute function jit({self._name}), but the "
+                           "no_execution config option is set")
       for x in tree_util.tree_leaves((args, kwargs)):
         if isinstance(x, (Tracer, core.ShapeDtypeStruct)):
           if isinstance(x, Tracer):
