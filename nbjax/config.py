@@ -115,6 +115,8 @@ _OPTIONS = {
     # jax.no_execution: running a jitted computation raises RuntimeError (part of jit's key,
     # as JAX's, so no cached fast path runs either); eager operations still run
     "no_execution": (False, _boolean),
+    # False: lax.reduce_sum of float16/bfloat16 over a non-singleton axis raises (as JAX's)
+    "allow_f16_reductions": (True, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
     "traceback_filtering": ("auto", _any),
@@ -146,7 +148,7 @@ _TRACE_OPTIONS = ("enable_x64", "explicit_x64_dtypes", "numpy_rank_promotion",
                   "numpy_dtype_promotion",
                   "default_matmul_precision", "threefry_partitionable", "check_static_indices",
                   "softmax_custom_jvp", "random_seed_offset", "high_dynamic_range_gumbel",
-                  "no_execution")
+                  "no_execution", "allow_f16_reductions")
 
 
 class Config:

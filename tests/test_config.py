@@ -396,3 +396,20 @@ def test_no_execution_as_jax():
       assert str(e.value) == msg
     assert "mul" in str(nbjax.make_jaxpr(g)(1.))
   np.testing.assert_array_equal(g(jnp.ones(2)), [2., 2.])
+
+
+def test_allow_f16_reductions_as_jax():
+  # api_test APITest.test_disallowed_bf16_reductions: lax.reduce_sum of float16/bfloat16 over
+  # a non-singleton axis raises under allow_f16_reductions(False), eager (after cached
+  # calls too) and traced; jnp.sum upcasts, as JAX's
+  x = jnp.ones(3, "bfloat16")
+  assert nbjax.lax.reduce_sum(x, [0]) == 3
+  with nbjax.allow_f16_reductions(False):
+    with pytest.raises(ValueError, match=r"^reduce_sum on operand bf16\[3\] is not allowed "
+                       r"when jax_allow_f16_reductions=False\.$"):
+      nbjax.lax.reduce_sum(x, [0])
+    with pytest.raises(ValueError, match=r"operand f16\[2,3\] is not allowed"):
+      nbjax.jit(lambda y: nbjax.lax.reduce_sum(y, [1]))(jnp.ones((2, 3), "float16"))
+    assert nbjax.lax.reduce_sum(jnp.ones((1, 3), "bfloat16"), [0]).shape == (3,)
+    assert jnp.sum(x) == 3 and nbjax.lax.reduce_sum(jnp.ones(3, "float32"), [0]) == 3
+  assert nbjax.lax.reduce_sum(x, [0]) == 3

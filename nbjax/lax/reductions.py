@@ -471,10 +471,19 @@ def _reduce_numpy(op):
   return impl
 
 
+_F16 = frozenset({np.dtype(np.float16), np.dtype(dtypes.bfloat16)})
+
+
 def _reduce_abstract_eval(name, ok, accepted, keep_weak=True):
+  sums = name == "reduce_sum"
+
   def rule(x, *, axes):
     if not isinstance(x, ShapedArray):
       raise TypeError(f"{name} got a non-array operand {x!r}")
+    if sums and x.dtype in _F16 and not core.config._flags["allow_f16_reductions"] and any(
+        x.shape[a] != 1 for a in axes):  # (JAX's: summing 16-bit floats may be forbidden)
+      raise ValueError(f"reduce_sum on operand {x.str_short(short_dtypes=True)} is not "
+                       "allowed when jax_allow_f16_reductions=False.")
     if x.dtype not in ok:
       if name.startswith("reduce_") and name[7:] in ("and", "or", "xor"):
         raise TypeError(f"{name}: logical reduction requires operand dtype bool or int, "
@@ -562,6 +571,10 @@ NUMBA = ("numba", "numba", 1 << 62)
 _CHOOSER_POLICY = ("numba", "numpy", 1 << 14)
 
 reduce_sum_p = _standard_reduction("sum", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
+# allow_f16_reductions changes what reduce_sum's abstract eval accepts: rebuild its eager
+# entry (whose per-signature caches hold abstract eval results)
+core.config.add_listener(lambda name, _: registry.select(reduce_sum_p)
+                         if name == "allow_f16_reductions" else None)
 reduce_prod_p = _standard_reduction("prod", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
 # float max/min/argmax/argmin: integer reductions over the bits (kernels.reductions), which
 # vectorise: numba at every size
