@@ -458,6 +458,23 @@ def _default_dce_rule(used_outs, eqn):
   return [True] * len(eqn.invars), eqn
 
 
+def dce_call_rule(used_outs, eqn, fix_params=None):
+  """DCE rule of a call whose ``jaxpr`` param is a ClosedJaxpr (JAX's
+  ``dce_jaxpr_pjit_rule``/``remat_dce``): unused outputs and inputs leave the call and its
+  jaxpr; ``fix_params(params, used_ins)`` drops per-input params of the removed inputs."""
+  if not any(used_outs) and not eqn.effects:
+    return [False] * len(eqn.invars), None
+  j = eqn.params["jaxpr"]
+  new, used_ins = dce_jaxpr(j.jaxpr, used_outs)
+  if all(used_outs) and all(used_ins):
+    return used_ins, eqn
+  params = dict(eqn.params, jaxpr=ClosedJaxpr(new, j.consts))
+  new_eqn = eqn.replace(invars=[x for x, u in zip(eqn.invars, used_ins) if u],
+                        outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
+                        params=fix_params(params, used_ins) if fix_params else params)
+  return [True] * len(new_eqn.invars), new_eqn
+
+
 def dce_jaxpr(jaxpr, used_outputs, instantiate=False):
   """Dead-code elimination: ``(new_jaxpr, used_inputs)``.
 

@@ -678,21 +678,7 @@ def _jit_recompute_custom(saveable, eqn, needed):
 jit_p.recompute_custom = _jit_recompute_custom
 
 
-def _jit_dce(used_outs, eqn):
-  """DCE rule (JAX's ``dce_jaxpr_pjit_rule``): unused outputs and inputs leave the call."""
-  if not any(used_outs) and not eqn.effects:
-    return [False] * len(eqn.invars), None
-  j = eqn.params["jaxpr"]
-  new, used_ins = pe.dce_jaxpr(j.jaxpr, used_outs)
-  if all(used_outs) and all(used_ins):
-    return used_ins, eqn
-  new_eqn = eqn.replace(invars=[x for x, u in zip(eqn.invars, used_ins) if u],
-                        outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
-                        params=dict(eqn.params, jaxpr=ClosedJaxpr(new, j.consts)))
-  return [True] * len(new_eqn.invars), new_eqn
-
-
-pe.dce_rules[jit_p] = _jit_dce
+pe.dce_rules[jit_p] = pe.dce_call_rule  # (JAX's dce_jaxpr_pjit_rule)
 jit_p.lowerings["cpu"] = _jit_lowering
 
 # ----------------------------------------------------------------------- abstract values

@@ -345,25 +345,15 @@ def _lowering(ctx, *args, jaxpr, prevent_cse=True, differentiated=False, **_):
   return mlir.call_jaxpr(ctx, jaxpr, args, name="checkpoint")
 
 
-def _dce(used_outs, eqn):
-  """DCE rule (JAX's ``remat_dce``): unused outputs and inputs leave the call and its
-  jaxpr."""
-  if not any(used_outs) and not eqn.effects:
-    return [False] * len(eqn.invars), None
-  j = eqn.params["jaxpr"]
-  new, used_ins = pe.dce_jaxpr(j.jaxpr, used_outs)
-  if all(used_outs) and all(used_ins):
-    return used_ins, eqn
-  pc = eqn.params["prevent_cse"]
-  if isinstance(pc, tuple):
-    pc = tuple(p for p, u in zip(pc, used_ins) if u)
-  new_eqn = eqn.replace(invars=[x for x, u in zip(eqn.invars, used_ins) if u],
-                        outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
-                        params=dict(eqn.params, jaxpr=ClosedJaxpr(new, j.consts), prevent_cse=pc))
-  return [True] * len(new_eqn.invars), new_eqn
+def _dce_params(params, used_ins):
+  """JAX's ``remat_dce``: a per-input ``prevent_cse`` keeps the used inputs' flags."""
+  pc = params["prevent_cse"]
+  return dict(params, prevent_cse=tuple(p for p, u in zip(pc, used_ins) if u)) \
+      if isinstance(pc, tuple) else params
 
 
-pe.dce_rules[checkpoint_p] = _dce
+pe.dce_rules[checkpoint_p] = lambda used_outs, eqn: pe.dce_call_rule(
+    used_outs, eqn, _dce_params)
 checkpoint_p.make_eager = lambda prim, f_small, f_large, thr: _impl
 registry.register(
     checkpoint_p, family="call", impls={"python": _impl}, abstract_eval=_abstract_eval,
