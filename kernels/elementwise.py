@@ -765,7 +765,13 @@ def _xla_lgamma_f64(x):
 def _digamma(x):
   # XLA's float64 digamma: the Lanczos sum's logarithmic derivative; NaN at non-positive
   # integers; for x < 1/2, psi(1 - x) - pi cot(pi x) with x shifted by |floor(x + 1/2)|
-  z, lt = _lanczos_z(x)
+  return _digamma_z(x, -x if x < 0.5 else x + -1.0)
+
+
+@njit(inline="always", cache=True)
+def _digamma_z(x, z):
+  # _digamma given Lanczos' argument z (XLA folds digamma(a + 1)'s (a + 1) - 1 to a)
+  lt = _xla_log1p_f64(z * 0.13333333333333333) + 2.0149030205422647
   t = z + 1.0
   num = 0.0 - _LG64[0] / (t * t)
   den = _LG64[0] / t + _LG_BASE64

@@ -34,7 +34,7 @@ IGAMMA_SERIES_MAX = 20000
 IGAMMA_CF_MAX = 2000
 BETAINC_MAX_F32, BETAINC_MAX_F64 = 200, 600
 
-_VALUE, _DERIVATIVE, _SAMPLE = 0, 1, 2
+_VALUE, _DERIVATIVE, _SAMPLE, _ONE_MINUS = 0, 1, 2, 3  # _ONE_MINUS: 1 - the value
 
 
 @njit(cache=True, error_model="numpy")
@@ -45,6 +45,34 @@ def _lgamma(a):
 @njit(cache=True, error_model="numpy")
 def _digamma(a):
   return type(a)(_E._digamma(np.float64(a)))
+
+
+@njit(cache=True, error_model="numpy")
+def _digamma_1p(a):
+  # digamma(a + 1) for a > 0 as XLA's float64 (it folds the Lanczos argument (a + 1) - 1 to a)
+  T = type(a)
+  if np.finfo(T).bits == 64:
+    return T(_E._digamma_z(np.float64(a + T(1)), np.float64(a)))
+  return _digamma(a + T(1))
+
+
+@njit(cache=True, error_model="numpy")
+def _exp(v):
+  # XLA's exp (its own algorithm in float64, not glibc's)
+  return type(v)(_E._xla_exp_f64(v)) if np.finfo(type(v)).bits == 64 else np.exp(v)
+
+
+@njit(cache=True, error_model="numpy")
+def _log1p(v):
+  # XLA's log1p (its own rational approximation in float64)
+  return type(v)(_E._xla_log1p_f64(v)) if np.finfo(type(v)).bits == 64 else np.log1p(v)
+
+
+@njit(cache=True, error_model="numpy")
+def _fma(a, b, c):
+  # a * b + c where XLA's CPU code fuses them (float64; float32 unfused, as before)
+  T = type(a)
+  return T(_E._fma64(a, b, c)) if np.finfo(T).bits == 64 else a * b + c
 
 
 @njit(cache=True, error_model="numpy")
@@ -62,21 +90,23 @@ def _igamma_series(ax, x, a, enabled, mode):
   if enabled:
     for _ in range(IGAMMA_SERIES_MAX):
       r = r + T(1)
-      dc_da = dc_da * (x / r) - (c * x) / (r * r)
+      dc_da = _fma(dc_da, x / r, -((c * x) / (r * r)))
       dans_da = dans_da + dc_da
-      c = c * (x / r)
-      ans = ans + c
+      xr = x / r
+      ans_u = ans + c * xr  # (XLA's convergence test reads it unfused, its value fused)
+      ans = _fma(c, xr, ans)
+      c = c * xr
       if mode == _VALUE:
-        if not c / ans > eps:
+        if not c / ans_u > eps:
           break
       elif not abs(dc_da / dans_da) > eps:
         break
   if mode == _VALUE:
-    return _ftz(ans * ax) / a
-  dlogax_da = np.log(x) - _digamma(a + T(1))
+    return _ftz(_ftz(ans * ax) / a)
+  dlogax_da = np.log(x) - _digamma_1p(a)
   if mode == _DERIVATIVE:
-    return _ftz(ax * (ans * dlogax_da + dans_da)) / a
-  return _ftz(-(dans_da + ans * dlogax_da) * x) / a
+    return _ftz(_ftz(ax * _fma(ans, dlogax_da, dans_da)) / a)
+  return _ftz(_ftz(-_fma(ans, dlogax_da, dans_da) * x) / a)
 
 
 @njit(cache=True, error_model="numpy")
@@ -99,15 +129,15 @@ def _igammac_cf(ax, x, a, enabled, mode):
       y = y + T(1)
       z = z + T(2)
       yc = y * c
-      pk = pkm1 * z - pkm2 * yc
-      qk = qkm1 * z - qkm2 * yc
-      dpk = dpkm1 * z - pkm1 - dpkm2 * yc + pkm2 * c
-      dqk = dqkm1 * z - qkm1 - dqkm2 * yc + qkm2 * c
+      pk = _fma(pkm1, z, -(pkm2 * yc))
+      qk = _fma(qkm1, z, -(qkm2 * yc))
+      dpk = _fma(pkm2, c, _fma(-dpkm2, yc, _fma(dpkm1, z, -pkm1)))
+      dqk = _fma(qkm2, c, _fma(-dqkm2, yc, _fma(dqkm1, z, -qkm1)))
       if qk != 0:
         r = pk / qk
         t = abs((ans - r) / r)
         ans = r
-        dnew = (dpk - ans * dqk) / qk
+        dnew = _fma(-ans, dqk, dpk) / qk
         gt = abs(dnew - dans)
         dans = dnew
       else:
@@ -118,25 +148,27 @@ def _igammac_cf(ax, x, a, enabled, mode):
       if abs(pk) > big:
         pkm2, pkm1, qkm2, qkm1 = pkm2 * eps, pkm1 * eps, qkm2 * eps, qkm1 * eps
         dpkm2, dqkm2, dpkm1, dqkm1 = dpkm2 * eps, dqkm2 * eps, dpkm1 * eps, dqkm1 * eps
-      if mode == _VALUE:
+      if mode == _VALUE or mode == _ONE_MINUS:
         if not t > eps:
           break
       elif not gt > eps:
         break
   if mode == _VALUE:
     return ans * ax
+  if mode == _ONE_MINUS:
+    return _fma(-ans, ax, T(1))
   dlogax_da = np.log(x) - _digamma(a)
   if mode == _DERIVATIVE:
-    return ax * (ans * dlogax_da + dans)
-  return -(dans + ans * dlogax_da) * x
+    return ax * _fma(ans, dlogax_da, dans)
+  return -_fma(ans, dlogax_da, dans) * x
 
 
 @njit(cache=True, error_model="numpy")
 def _log_ax(a, x):
   # log(x^a e^-x / Gamma(a)) and whether it underflows exp
   T = type(a)
-  lax_ = a * np.log(x) - x - _lgamma(a)
-  return _ftz(np.exp(lax_)), lax_ < -np.log(np.finfo(T).max)
+  lax_ = _fma(a, np.log(x), -x) - _lgamma(a)
+  return _ftz(_exp(lax_)), lax_ < -np.log(np.finfo(T).max)
 
 
 @njit(cache=True, error_model="numpy")
@@ -153,7 +185,7 @@ def igamma(a, x):
     return T(1)
   ax, under = _log_ax(a, x)
   if x >= 1 and x > a:
-    return T(1) - _igammac_cf(ax, x, a, not under, _VALUE)
+    return _igammac_cf(ax, x, a, not under, _ONE_MINUS)
   return _igamma_series(ax, x, a, not under, _VALUE)
 
 
@@ -227,20 +259,21 @@ def betainc(a, b, x):
     c = one + num / c
     if abs(c) < small:
       c = small
-    d = one + num * d
+    d = _fma(num, d, one)
     if abs(d) < small:
       d = small
     d = one / d
     delta = c * d
     h = h * delta
-    if not abs(delta - one) >= small:
+    if not abs(_fma(c, d, -one)) >= small:  # (XLA's test fuses c * d - 1)
       break
   lb_small = _lgamma(b) - _lgamma(a + b)
+  log1mx_b = _log1p(-x) * b
   if a < T(2) * np.finfo(T).tiny:  # a Gamma(a) -> 1 as a -> 0+
-    factor = np.exp(np.log1p(-x) * b - lb_small)
+    factor = _ftz(_exp(log1mx_b - lb_small))
   else:
-    factor = np.exp(np.log(x) * a + np.log1p(-x) * b - (_lgamma(a) + lb_small)) / a
-  r = h * factor
+    factor = _ftz(_ftz(_exp(_fma(np.log(x), a, log1mx_b) - (_lgamma(a) + lb_small))) / a)
+  r = _ftz(h * factor)
   return r if fast else one - r
 
 
