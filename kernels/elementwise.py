@@ -250,7 +250,7 @@ UNARY = {
     "erf": "math.erf(np.float64(a))",
     "erf_f32": "_xla_erf_f32(np.float32(a))",
     "erfc": "math.erfc(np.float64(a))",
-    "erf_inv": "_erf_inv(np.float64(a), 2)",
+    "erf_inv": "_xla_erf_inv_f64(np.float64(a))",
     "erf_inv_f32": "_erf_inv_xla_f32(np.float32(a))",
     "exp_f32": "_xla_exp_f32(np.float32(a))",
     "expm1_f32": "_xla_expm1_f32(np.float32(a))",
@@ -478,9 +478,6 @@ def _nextafter_bits(a, b, ab, bb):
   if (a < b) == (a > 0):
     return np.uint16(ab + np.uint16(1))
   return np.uint16(ab - np.uint16(1))
-
-
-_SQRT_PI = math.sqrt(math.pi)
 
 
 # XLA's float32 exp, expm1, log, log1p, tanh, logistic and erf_inv, operation for operation as
@@ -852,59 +849,58 @@ def _erf_inv_xla_f32(x):
   return _ftz32(p * x)
 
 
+# XLA's float64 erf_inv (chlo's: Giles' double-precision polynomials in w = -log1p(-x^2),
+# t = w - 3.125 below 6.25, sqrt(w) - 3.25 below 16, sqrt(w) - 5 above; Horner steps fused
+# multiply-adds; subnormals flushed), as its CPU compiler emits it: bit-for-bit equal to jit
+_EI64_LO = (-3.64441206401782e-21, -1.6850591381820166e-19, 1.28584807152564e-18,
+            1.1157877678025181e-17, -1.3331716628546209e-16, 2.0972767875968562e-17,
+            6.6376381343583238e-15, -4.0545662729752069e-14, -8.1519341976054722e-14,
+            2.6335093153082323e-12, -1.2975133253453532e-11, -5.4154120542946279e-11,
+            1.0512122733215323e-09, -4.1126339803469837e-09, -2.9070369957882005e-08,
+            4.2347877827932404e-07, -1.3654692000834679e-06, -1.3882523362786469e-05,
+            0.00018673420803405714, -0.000740702534166267, -0.0060336708714301491,
+            0.24015818242558962, 1.6536545626831027)
+_EI64_MID = (2.2137376921775787e-09, 9.0756561938885391e-08, -2.7517406297064545e-07,
+             1.8239629214389228e-08, 1.5027403968909828e-06, -4.013867526981546e-06,
+             2.9234449089955446e-06, 1.2475304481671779e-05, -4.7318229009055734e-05,
+             6.8284851459573175e-05, 2.4031110387097894e-05, -0.00035503752036284748,
+             0.0009532893797373805, -0.0016882755560235047, 0.0024914420961078508,
+             -0.0037512085075692412, 0.0053709145535900636, 1.0052589676941592,
+             3.0838856104922208)
+_EI64_HI = (-2.7109920616438573e-11, -2.5556418169965252e-10, 1.5076572693500548e-09,
+            -3.789465440126737e-09, 7.61570120807834e-09, -1.496002662714924e-08,
+            2.9147953450901081e-08, -6.7711997758452339e-08, 2.2900482228026655e-07,
+            -9.9298272942317e-07, 4.5260625972231537e-06, -1.9681778105531671e-05,
+            7.5995277030017761e-05, -0.00021503011930044477, -0.00013871931833623122,
+            1.0103004648645344, 4.8499064014085844)
+
+
 @njit(inline="always", cache=True)
-def _erf_inv(y, steps):
-  # Giles' single-precision approximation, then Newton steps on erf (|y| <= 1/2) or on
-  # log(erfc) with the exact 1 - |y| (tails): one step reaches float32 precision, two
-  # float64 (four in the far tail, beyond Giles' fitted range).
-  if y != y or y < -1.0 or y > 1.0:
-    return np.nan
-  if y == 1.0:
-    return np.inf
-  if y == -1.0:
-    return -np.inf
-  if y == 0.0:
-    return y
-  w = -math.log((1.0 - y) * (1.0 + y))
-  if w > 16.0:
-    steps += 2
-  if w < 5.0:
-    w = w - 2.5
-    p = 2.81022636e-08
-    p = 3.43273939e-07 + p * w
-    p = -3.5233877e-06 + p * w
-    p = -4.39150654e-06 + p * w
-    p = 0.00021858087 + p * w
-    p = -0.00125372503 + p * w
-    p = -0.00417768164 + p * w
-    p = 0.246640727 + p * w
-    p = 1.50140941 + p * w
+def _ftz64(x):
+  """``_ftz32`` for float64."""
+  return x if abs(x) >= 2.2250738585072014e-308 else x * 0.0
+
+
+@njit(inline="always", cache=True)
+def _xla_erf_inv_f64(x):
+  x = _ftz64(x)
+  w = -_xla_log1p_f64(x * -x)
+  if w < 6.25:
+    t = w + -3.125
+    p = _EI64_LO[0]
+    for k in range(1, 23):
+      p = _fma64(p, t, _EI64_LO[k])
+  elif w < 16.0:
+    t = math.sqrt(w) - 3.25
+    p = _EI64_MID[0]
+    for k in range(1, 19):
+      p = _fma64(p, t, _EI64_MID[k])
   else:
-    w = math.sqrt(w) - 3.0
-    p = -0.000200214257
-    p = 0.000100950558 + p * w
-    p = 0.00134934322 + p * w
-    p = -0.00367342844 + p * w
-    p = 0.00573950773 + p * w
-    p = -0.0076224613 + p * w
-    p = 0.00943887047 + p * w
-    p = 1.00167406 + p * w
-    p = 2.83297682 + p * w
-  x = p * y
-  ay = abs(y)
-  s = 1.0 if y > 0 else -1.0
-  ax = abs(x)
-  t = 1.0 - ay  # exact for ay > 1/2
-  for _ in range(steps):
-    d = 2.0 / _SQRT_PI * math.exp(-ax * ax)
-    if d == 0.0:
-      break
-    if ay <= 0.5:
-      ax = ax - (math.erf(ax) - ay) / d
-    else:  # Newton on log(erfc(x)) = log(1 - |y|): nearly linear in the tail
-      e = math.erfc(ax)
-      ax = ax + (math.log(e) - math.log(t)) * e / d
-  return s * ax
+    t = math.sqrt(w) - 5.0
+    p = _EI64_HI[0]
+    for k in range(1, 17):
+      p = _fma64(p, t, _EI64_HI[k])
+  return _ftz64(x * (np.inf if abs(x) == 1.0 else p))
 
 
 @njit(inline="always", cache=True)

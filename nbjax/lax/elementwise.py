@@ -1393,7 +1393,8 @@ erfc_p = standard_elementwise("erfc", 1, _float, numba="erfc", reference=_scipy(
 erf_inv_p = standard_elementwise("erf_inv", 1, _float,
                                  numba=_nb(lambda d, p: "erf_inv" if d[0] == F64 else "erf_inv_f32"),
                                  reference=_scipy("erfinv"),
-                                 domain="unit", note=_NB_ONLY.format("erf_inv"))
+                                 domain="unit", note=_NB_ONLY.format("erf_inv") + "; XLA's "
+                                 "polynomials (JAX's bits) in float32 and float64")
 lgamma_p = standard_elementwise("lgamma", 1, _float, numba="lgamma", reference=_scipy("gammaln"),
                                 domain="positive", f32_kernel="lgamma_f32",
                                 note=_NB_ONLY.format("lgamma") + "; XLA's Lanczos expansion "
