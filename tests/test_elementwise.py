@@ -221,9 +221,9 @@ def test_special_functions_edges():
   from scipy import special
   y = np.concatenate([np.linspace(-0.999, 0.999, 101), 1 - np.logspace(-16, -1, 50),
                       [1.0, -1.0, 0.0, 1.5, np.nan]])
-  # float64: 4 ulps; float32: XLA's (JAX's) own expansion, bit for bit (test_random), whose
-  # error reaches a few tens of ulps in the tails
-  for dt, rtol in ((np.float32, 1e-5), (np.float64, 4 * np.finfo(np.float64).eps)):
+  # XLA's (JAX's) own expansions, bit for bit (test_random), whose error reaches a few tens of
+  # ulps in float32's tails and 6.4e-11 relative in float64's (Giles' polynomials near +-1)
+  for dt, rtol in ((np.float32, 1e-5), (np.float64, 1e-10)):
     got = np.asarray(lax.erf_inv(Array(y.astype(dt))))
     want = special.erfinv(y.astype(dt).astype(np.float64)).astype(dt)
     np.testing.assert_allclose(got, want, rtol=rtol, equal_nan=True)

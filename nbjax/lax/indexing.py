@@ -1362,7 +1362,8 @@ registry.register(
     transpose=_dynamic_slice_transpose, batch=_dynamic_slice_batch, policy=None,
     meta=dict(reference=_dynamic_slice_numpy, dtypes=ALL_DTYPES, samples=_ds_samples,
               differentiable=True, linear=True,
-              bad_inputs=lambda rng: _index_bad(rng)["dynamic_slice"]))
+              bad_inputs=lambda rng: _index_bad(rng)["dynamic_slice"],
+              error_names=("slice slice_sizes",)))  # (JAX's shape rule's words)
 registry.register(
     dynamic_update_slice_p, family="indexing",
     impls={"numba": _dynamic_update_slice_numba, "numpy": _dynamic_update_slice_numpy},
