@@ -737,15 +737,21 @@ def _xla_log1p_f64(x):
 
 @njit(inline="always", cache=True)
 def _lanczos_z(x):
-  """Lanczos' argument for x (1 - x reflected below 1/2, minus 1) and log(z + g + 1/2) - 1."""
-  z = -x if x < 0.5 else x + -1.0
-  return z, _xla_log1p_f64(z * 0.13333333333333333) + 2.0149030205422647
+  """Lanczos' argument for x: 1 - x reflected below 1/2, minus 1."""
+  return -x if x < 0.5 else x + -1.0
+
+
+@njit(inline="always", cache=True)
+def _lanczos_lt(z):
+  """log(z + g + 1/2) - 1 for Lanczos' argument z (g = 7), as XLA computes it."""
+  return _xla_log1p_f64(z * 0.13333333333333333) + 2.0149030205422647
 
 
 @njit(inline="always", cache=True)
 def _xla_lgamma_f64(x):
   a = abs(x)
-  z, lt = _lanczos_z(x)
+  z = _lanczos_z(x)
+  lt = _lanczos_lt(z)
   base = _fma64((z + 0.5) - (z + 7.5) / lt, lt, _HALF_LOG_2PI)
   acc = _LG64[0] / (z + 1.0) + _LG_BASE64
   for k in range(1, 8):
@@ -762,13 +768,13 @@ def _xla_lgamma_f64(x):
 def _digamma(x):
   # XLA's float64 digamma: the Lanczos sum's logarithmic derivative; NaN at non-positive
   # integers; for x < 1/2, psi(1 - x) - pi cot(pi x) with x shifted by |floor(x + 1/2)|
-  return _digamma_z(x, -x if x < 0.5 else x + -1.0)
+  return _digamma_z(x, _lanczos_z(x))
 
 
 @njit(inline="always", cache=True)
 def _digamma_z(x, z):
   # _digamma given Lanczos' argument z (XLA folds digamma(a + 1)'s (a + 1) - 1 to a)
-  lt = _xla_log1p_f64(z * 0.13333333333333333) + 2.0149030205422647
+  lt = _lanczos_lt(z)
   t = z + 1.0
   num = 0.0 - _LG64[0] / (t * t)
   den = _LG64[0] / t + _LG_BASE64
