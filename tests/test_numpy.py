@@ -1048,6 +1048,18 @@ def test_aliases_and_extras():
   check(jnp.linalg.svdvals(jnp.asarray(y[0])), np.linalg.svd(y[0], compute_uv=False))
 
 
+def test_alias_names():
+  # JAX's aliases are functions of their own name (jnp.acos.__name__ == "acos"), documented
+  # as "Alias of :func:`jax.numpy.arccos`".
+  for name, of in [("acos", "arccos"), ("asinh", "arcsinh"), ("atan2", "arctan2"), ("pow", "power"),
+                   ("amax", "max"), ("around", "round"), ("bitwise_invert", "invert"),
+                   ("conj", "conjugate"), ("degrees", "rad2deg")]:
+    f = getattr(jnp, name)
+    assert (f.__name__, f.__qualname__) == (name, name)
+    assert f.__doc__.startswith(f"Alias of :func:`nbjax.numpy.{of}`"), (name, f.__doc__)
+    assert f is not getattr(jnp, of)
+
+
 def test_linalg_lstsq_cond_tensor_multi_dot():
   la = jnp.linalg
   a = rng.standard_normal((6, 4))

@@ -290,8 +290,8 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
   return _reduce("min", "min", a, axis, None, keepdims, initial, where)
 
 
-amax = _ufunc_docs.alias(max, "max")
-amin = _ufunc_docs.alias(min, "min")
+amax = _ufunc_docs.alias(max, "amax")
+amin = _ufunc_docs.alias(min, "amin")
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001

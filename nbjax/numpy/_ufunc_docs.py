@@ -1,7 +1,7 @@
 """Docstrings of nbjax.numpy's elementwise functions, built at import from one table.
 
 ``doc(name, f)`` formats a summary, the arguments of ``f``, the result and an example (whose
-output is nbjax's own, recorded here) as a Google-style docstring; ``alias(f, of)`` gives an
+output is nbjax's own, recorded here) as a Google-style docstring; ``alias(f, name)`` gives an
 alias its own function object documented as "Alias of". String formatting only: cheap."""
 import inspect
 import types
@@ -397,12 +397,13 @@ def doc(name, f):
           f"Examples:\n  >>> {example}\n{out}\n")
 
 
-def alias(f, of):
+def alias(f, name):
   """A copy of the function ``f`` (its code, defaults and closure: no extra call frame, the
-  same behaviour) whose docstring says it is an alias of ``nbjax.numpy.<of>``."""
-  g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+  same behaviour) named ``name``, whose docstring says it is an alias of ``f``, as JAX's
+  aliases (``jnp.acos.__name__ == "acos"``)."""
+  g = types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
   g.__kwdefaults__ = f.__kwdefaults__
   g.__dict__.update(f.__dict__)
-  g.__qualname__, g.__module__ = f.__qualname__, f.__module__
-  g.__doc__ = f"Alias of :func:`nbjax.numpy.{of}`."
+  g.__qualname__, g.__module__ = name, f.__module__
+  g.__doc__ = f"Alias of :func:`nbjax.numpy.{f.__name__}`."
   return g

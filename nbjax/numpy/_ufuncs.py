@@ -399,7 +399,7 @@ def power(x1, x2, /):
   return out
 
 
-pow = _ufunc_docs.alias(power, "power")  # noqa: A001 (NumPy's name)
+pow = _ufunc_docs.alias(power, "pow")  # noqa: A001 (NumPy's name)
 
 
 def float_power(x1, x2, /):
@@ -506,7 +506,7 @@ def round(a, decimals=0, out=None):  # noqa: A001
   return _util.convert(out, a.dtype, a.weak_type) if a.dtype == np.float16 else out
 
 
-around = _ufunc_docs.alias(round, "round")
+around = _ufunc_docs.alias(round, "around")
 
 
 def rint(x, /):
@@ -538,8 +538,8 @@ tanh = _inexact_unary("tanh", lax.tanh, "tanh")
 arcsinh = _inexact_unary("arcsinh", lax.asinh, "asinh")
 arccosh = _inexact_unary("arccosh", lax.acosh, "acosh")
 arctanh = _inexact_unary("arctanh", lax.atanh, "atanh")
-asin, acos, atan, asinh, acosh, atanh = (
-    _ufunc_docs.alias(f, f.__name__) for f in (arcsin, arccos, arctan, arcsinh, arccosh, arctanh))
+asin, acos, atan, asinh, acosh, atanh = (_ufunc_docs.alias(f, "a" + f.__name__[3:])
+                                         for f in (arcsin, arccos, arctan, arcsinh, arccosh, arctanh))
 
 
 def _log_scaled(name, div, scale):
@@ -582,7 +582,7 @@ def _reciprocal(x):
 reciprocal = _unary("reciprocal", _reciprocal)
 arctan2 = _std_binary("arctan2", lax.atan2, "atan2", promote_args_inexact,
                       kinds="f")
-atan2 = _ufunc_docs.alias(arctan2, "arctan2")
+atan2 = _ufunc_docs.alias(arctan2, "atan2")
 
 
 def _scale(name, factor):
@@ -594,8 +594,8 @@ def _scale(name, factor):
 
 deg2rad = _scale("deg2rad", np.pi / 180)
 rad2deg = _scale("rad2deg", 180 / np.pi)
-radians = _ufunc_docs.alias(deg2rad, "deg2rad")
-degrees = _ufunc_docs.alias(rad2deg, "rad2deg")
+radians = _ufunc_docs.alias(deg2rad, "radians")
+degrees = _ufunc_docs.alias(rad2deg, "degrees")
 
 
 def _strong_unless_both_weak(x1, x2, promoted):
@@ -809,8 +809,8 @@ def _invert(x):
 
 
 invert = _unary("invert", _invert, "not")
-bitwise_not = _ufunc_docs.alias(invert, "invert")
-bitwise_invert = _ufunc_docs.alias(invert, "invert")
+bitwise_not = _ufunc_docs.alias(invert, "bitwise_not")
+bitwise_invert = _ufunc_docs.alias(invert, "bitwise_invert")
 
 
 def _left_shift(x, y):
@@ -826,8 +826,8 @@ def _right_shift(x, y):
 
 left_shift = _binary("left_shift", _left_shift)
 right_shift = _binary("right_shift", _right_shift)
-bitwise_left_shift = _ufunc_docs.alias(left_shift, "left_shift")
-bitwise_right_shift = _ufunc_docs.alias(right_shift, "right_shift")
+bitwise_left_shift = _ufunc_docs.alias(left_shift, "bitwise_left_shift")
+bitwise_right_shift = _ufunc_docs.alias(right_shift, "bitwise_right_shift")
 
 # ----------------------------------------------------------------- floating-point classes
 
@@ -968,7 +968,7 @@ def conjugate(x, /):
   return lax.conj(x) if dtypes.is_complex(x.dtype) else x
 
 
-conj = _ufunc_docs.alias(conjugate, "conjugate")
+conj = _ufunc_docs.alias(conjugate, "conj")
 
 
 def angle(z, deg=False):
