@@ -28,6 +28,7 @@ import inspect
 import numpy as np
 
 from nbjax import core, dtypes, registry
+from nbjax.traceback_util import api_boundary
 from nbjax.array import Array
 from nbjax.core import Primitive, Tracer, get_aval, set_current_trace
 from nbjax.interpreters import ad, batching, lowering
@@ -77,6 +78,14 @@ def zero_from_primal(val, symbolic_zeros=False):
     aval = get_aval(x).to_tangent_aval()
     return Zero(aval) if symbolic_zeros else zeros_like_aval(aval)
   return tree_map(f, val)
+
+
+def _forward_attr(self, name):
+  """JAX's ``custom_api_util.forward_attr``: the ``def*`` methods of a wrapped custom
+  function (``custom_vjp(custom_vmap(f)).def_vmap``) are reachable from its wrapper."""
+  if name.startswith("def"):
+    return getattr(self.fun, name)
+  raise AttributeError(name)
 
 
 class _Resolver:
@@ -289,6 +298,8 @@ class custom_jvp:
     self.symbolic_zeros = False
     self._resolve = _Resolver(fun)
 
+  __getattr__ = _forward_attr
+
   def __get__(self, obj, objtype=None):
     return self if obj is None else functools.partial(self, obj)
 
@@ -315,6 +326,7 @@ class custom_jvp:
     jvp.__name__ = f"{_name(self.fun)}_jvps"
     self.defjvp(jvp)
 
+  @api_boundary
   def __call__(self, *args, **kwargs):
     name = _name(self.fun)
     if self.jvp is None:
@@ -485,6 +497,8 @@ class custom_vjp:
     self.optimize_remat = False
     self._resolve = _Resolver(fun)
 
+  __getattr__ = _forward_attr
+
   def __get__(self, obj, objtype=None):
     return self if obj is None else functools.partial(self, obj)
 
@@ -499,6 +513,7 @@ class custom_vjp:
     self.symbolic_zeros, self.optimize_remat = symbolic_zeros, optimize_remat
     registry.bump_epoch()
 
+  @api_boundary
   def __call__(self, *args, **kwargs):
     name = _name(self.fun)
     if self.fwd is None or self.bwd is None:

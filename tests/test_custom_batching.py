@@ -41,7 +41,52 @@ def test_custom_vmap_uses_the_rule_under_vmap():
   np.testing.assert_array_equal(np.asarray(nbjax.vmap(nbjax.vmap(f))(np.ones((2, 3)),
                                                                     np.ones((2, 3)))),
                                 np.full((2, 3), 101.))
-  assert float(nbjax.grad(f)(1., 2.)) == 1.  # differentiation sees the function
+  with pytest.raises(ValueError, match="Linearization failed to produce known values"):
+    nbjax.grad(f)(1., 2.)  # no reverse mode (JAX's): wrap it in custom_vjp for that
+
+
+def test_custom_vmap_under_jvp_and_jit():
+  """custom_vmap_call is staged (jit) and its JVP is a custom_vmap_call whose rule is the
+  JVP of the user's rule: vmap of jvp, vmap of jit and jacfwd use the rule (values from JAX)."""
+  f, calls = _counted()
+  p, t = nbjax.jvp(f, (1., 2.), (1., 1.))
+  assert (float(p), float(t)) == (3., 2.) and p.weak_type and calls == []
+  ps, ts = nbjax.vmap(lambda x, t: nbjax.jvp(f, (x, 2.), (t, 0.)))(jnp.arange(3.), jnp.ones(3))
+  np.testing.assert_array_equal(np.asarray(ps), [2., 102., 202.])
+  np.testing.assert_array_equal(np.asarray(ts), [100., 100., 100.])
+  np.testing.assert_array_equal(
+      np.asarray(nbjax.vmap(nbjax.jit(lambda x: f(x, 1.)))(jnp.arange(3.))), [1., 101., 201.])
+  np.testing.assert_array_equal(np.asarray(nbjax.jacfwd(lambda x: f(x, 1.))(jnp.arange(3.))),
+                                np.eye(3) * 100)
+  assert "custom_vmap_call" in str(nbjax.make_jaxpr(f)(1., 2.))
+  calls.clear()  # unbatched arguments: the rule is not called
+  out = nbjax.vmap(lambda a, x: f(x, x) + a, in_axes=(0, None))(jnp.arange(3.), 1.)
+  np.testing.assert_array_equal(np.asarray(out), [2., 3., 4.])
+  assert calls == []
+
+
+def test_custom_vmap_forwarding_and_output_structure():
+  @nbjax.custom_vjp
+  @nbjax.custom_batching.custom_vmap
+  def f(x):
+    return jnp.sin(x)
+  f.def_vmap(lambda n, b, xs: (jnp.cos(xs), True))  # forwarded to the custom_vmap (JAX's)
+  f.defvjp(lambda x: (f(x), jnp.cos(x)), lambda c, g: (c * g * 3,))
+  np.testing.assert_allclose(np.asarray(nbjax.vmap(f)(jnp.arange(3.))), np.cos(np.arange(3.)))
+  assert float(nbjax.grad(f)(0.)) == 3.
+  with pytest.raises(AttributeError):
+    f.not_a_def
+
+  @nbjax.custom_batching.custom_vmap
+  def g(x):
+    return jnp.sin(x)
+
+  @g.def_vmap
+  def rule_abc(axis_size, in_batched, xs):
+    return [jnp.sin(xs)], in_batched
+  with pytest.raises(ValueError, match=r"structure of output returned by custom vmap rule "
+                     r"\(rule_abc\) does not match that of original custom-vmapped function"):
+    nbjax.vmap(g)(jnp.arange(3.))
 
 
 def test_custom_vmap_rule_errors():

@@ -433,8 +433,10 @@ def linearize_flat(fun, primals, in_nz=None):
     primals_out = [p for p, _ in pairs]
     for p in primals_out:
       if type(p) is pe.JaxprTracer and p._trace is pt:
-        raise core.UnexpectedTracerError(
-            "linearize: a primal output depends on an input tangent")
+        raise ValueError(
+            "Linearization failed to produce known values for all output primals. This is "
+            "typically caused by attempting to differentiate a function uses an operation "
+            "that does not support reverse-mode autodiff.")
     out_avals = [get_aval(p).to_tangent_aval() for p in primals_out]
     out_nz = [type(t) is not Zero and a.dtype != dtypes.float0 for (_, t), a in zip(pairs, out_avals)]
     jaxpr, consts = pt.to_jaxpr([pt.to_jaxpr_tracer(t) for (_, t), nz in zip(pairs, out_nz) if nz])
