@@ -26,6 +26,7 @@ from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
 from nbjax.eager_cache import MISS as _MISS
 from nbjax.interpreters import ad, batching, pxla, tape
+from nbjax.interpreters.pjit import jit  # noqa: F401  (JAX's ``api.jit``, defined in pjit here)
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr
 from nbjax._tree_util import (Partial, keystr, tree_flatten, tree_flatten_with_path,

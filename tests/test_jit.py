@@ -860,3 +860,10 @@ def test_lowered_as_text_hlo_as_jax():
   for f in (low.as_text, low.compiler_ir):
     with pytest.raises(ValueError, match="unknown dialect: foo"):
       f("foo")
+
+
+def test_api_module_has_jit():
+  """``nbjax.api.jit`` is ``nbjax.jit`` (JAX's ``jax._src.api`` defines ``jit``)."""
+  import nbjax.api
+  assert nbjax.api.jit is nbjax.jit
+  assert float(nbjax.api.jit(lambda x: x * 2)(3.)) == 6.
