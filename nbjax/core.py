@@ -733,6 +733,11 @@ class Tracer:
 
   __hash__ = None  # unhashable (Python's TypeError), as JAX's tracers
 
+  def __reduce__(self):
+    raise ConcretizationTypeError(
+        self, "The error occurred in the __reduce__ method, which may indicate an attempt "
+        "to serialize/pickle a traced value.")
+
   def __setitem__(self, idx, val):
     raise TypeError(IMMUTABLE)
 

@@ -632,3 +632,22 @@ def test_view_byteswap_and_other_methods():
   with pytest.raises(Exception, match="The tobytes\\(\\) method was called on traced array "
                                       "with shape float64\\[2,3\\]"):
     nbjax.jit(lambda v: v.tobytes())(a)
+
+
+def test_pickle_tracer_and_jitted_function_as_jax():
+  # JAX's pickle_test: pickling a tracer is a ConcretizationTypeError; a jitted function
+  # pickles (cloudpickle) as its function and jit's options
+  import pickle
+  cloudpickle = pytest.importorskip("cloudpickle")
+  with pytest.raises(nbjax.errors.ConcretizationTypeError, match="__reduce__ method"):
+    nbjax.jit(pickle.dumps)(0)
+
+  @nbjax.jit
+  def f(x, y):
+    return x * y
+
+  g = nbjax.jit(lambda z, k: f(z, z + 77) + k, static_argnums=1)
+  h = pickle.loads(cloudpickle.dumps(g))
+  assert type(h) is type(g) and h is not g
+  assert int(h(32, 1)) == 32 * 109 + 1 == int(g(32, 1))
+  assert h._static_argnums == (1,)

@@ -872,6 +872,10 @@ def _ensure_tuple(x):
   return tuple(x)
 
 
+def _unpickle_jit(fun, options):
+  return JitWrapped(fun, **options)
+
+
 class JitWrapped:
   """A jitted function: call it, or ``.lower(*args)``, ``.trace(*args)``, ``.eval_shape``."""
 
@@ -884,6 +888,11 @@ class JitWrapped:
       raise TypeError(f"Expected a callable value, got {fun!r}")
     if inspect.isgeneratorfunction(fun):
       raise TypeError(f"Expected a function, got a generator function: {fun}")
+    self._options = dict(  # (for pickling: JitWrapped(fun, **options) again)
+        static_argnums=static_argnums, static_argnames=static_argnames,
+        donate_argnums=donate_argnums, donate_argnames=donate_argnames, keep_unused=keep_unused,
+        inline=inline, name=name, in_shardings=in_shardings, out_shardings=out_shardings,
+        compiler_options=compiler_options)
     self._fun = fun
     self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
@@ -958,6 +967,9 @@ class JitWrapped:
     if obj is None:
       return self
     return functools.partial(self, obj)
+
+  def __reduce__(self):  # as JAX's: the function and jit's options (cloudpickle of a jit)
+    return _unpickle_jit, (self._fun, self._options)
 
   # -------------------------------------------------------------- calling
   def __call__(self, *args, **kwargs):
