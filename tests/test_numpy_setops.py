@@ -208,6 +208,21 @@ def test_set_operations_match_numpy(a, b):
   check(jnp.setxor1d(ua, ub, assume_unique=True), np.setxor1d(ua, ub, assume_unique=True))
 
 
+def test_setxor1d_assume_unique_with_repeats():
+  # JAX (and NumPy) drop every sorted value equal to a neighbour when assume_unique=True,
+  # so a repeated value vanishes; values from JAX 0.10.2.
+  a, b = np.array([1, 1, 3]), np.array([2, 5])
+  check(jnp.setxor1d(a, b, assume_unique=True), np.array([2, 3, 5]))
+  check(jnp.setxor1d(a, b, assume_unique=True, size=5), np.array([2, 3, 5, 2, 2]))
+  check(nbjax.jit(lambda x, y: jnp.setxor1d(x, y, assume_unique=True, size=2))(a, b),
+        np.array([2, 3]))
+  check(jnp.setxor1d(np.array([3, 1]), np.array([1, 2]), assume_unique=True, size=5),
+        np.array([2, 3, 2, 2, 2]))
+  check(jnp.setxor1d(np.array([np.nan, 1.0]), np.array([np.nan]), assume_unique=True),
+        np.array([1.0, np.nan, np.nan]))
+  check(jnp.setxor1d(np.zeros(0), np.zeros(0), assume_unique=True, size=2), np.zeros(2))
+
+
 def _padded(want, size, fill):
   want = np.asarray(want)
   if fill is None:

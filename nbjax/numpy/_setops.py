@@ -764,6 +764,13 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
   ar1, ar2 = ensure_arraylike("setxor1d", ar1, ar2)
   a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
   size = _static_size("setxor1d", size, a, b)
+  if assume_unique:  # as JAX: the sorted values unequal to both neighbours (repeats vanish)
+    vals = sort(concatenate([a, b]))
+    n = vals.shape[0]
+    ne = not_equal(_cut(vals, 1, n), _cut(vals, 0, n - 1))
+    t = lax.full((min(n, 1),), True, _BOOL)
+    keep = lax.bitwise_and(concatenate([t, ne]), concatenate([ne, t]))
+    return _pick("setxor1d", vals, keep, size, fill_value)[0]
   ua, _, va = _unique_or_all(a, assume_unique, size)
   ub, _, vb = _unique_or_all(b, assume_unique, size)
   vals = concatenate([ua, ub])
