@@ -188,3 +188,16 @@ def test_all_to_all_over_three_axes_untiled_and_grad():
   with pytest.raises(ValueError, match="not a multiple of the axis size 6"):
     nbjax.vmap(nbjax.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 0, 0, tiled=True),
                           axis_name="j"), axis_name="i")(np.ones((2, 3, 5)))
+
+
+def test_psum_of_unmapped_python_scalar_in_eval_jaxpr():
+  """A staged psum evaluated under a named vmap on an unmapped Python scalar (no Array):
+  it is scaled by the axis size (JAX's custom_api_test test_initial_style_vmap_with_collective)."""
+  from nbjax import lax
+  f = lambda x: lax.psum(x, "foo")
+
+  def g(x):
+    return nbjax.core.eval_jaxpr(nbjax.make_jaxpr(f)(x).jaxpr, [], x)[0]
+  out = nbjax.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None),
+                   out_axes=None)(nbjax.numpy.arange(4.), 2.)
+  assert float(out) == 8.

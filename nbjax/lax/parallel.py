@@ -128,7 +128,7 @@ def _sum(x, axes):
 
 def _times(x, n):
   lax = _lax()
-  return lax.mul(x, lax.full_like(x, n)) if x.dtype != np.bool_ else x
+  return lax.mul(x, lax.full_like(x, n)) if core.get_aval(x).dtype != np.bool_ else x
 
 
 psum_p = _reduction("psum", _sum, _times)
