@@ -122,6 +122,19 @@ def test_outer_matches_numpy(name, dt):
   check(out, nu.outer(a, b), rtol=1e-5)
 
 
+def test_outer_without_rank_promotion():
+  # JAX's outer maps the ufunc over the pairs: it works with jax_numpy_rank_promotion='raise'
+  # (lax_numpy_ufuncs_test test_binary_ufunc_outer, test_frompyfunc_outer).
+  a, b = _data(np.float32, (4, 3, 1)), _data(np.float32, (1,))
+  mx = jnp.frompyfunc(lambda x, y: jnp.where(x > y, x, y), nin=2, nout=1)
+  with nbjax.numpy_rank_promotion("raise"):
+    check(jnp.maximum.outer(a, b), np.maximum.outer(a, b))
+    check(jnp.add.outer(b, a), np.add.outer(b, a))
+    check(mx.outer(a, b), np.maximum.outer(a, b))
+    check(nbjax.jit(mx.outer)(b, a), np.maximum.outer(b, a))
+    assert jnp.add.outer(1.0, 2.0).shape == ()
+
+
 @pytest.mark.parametrize("name,dt", list(_cases()))
 def test_at_matches_numpy(name, dt):
   u, nu = getattr(jnp, name), getattr(np, name)

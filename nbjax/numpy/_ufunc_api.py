@@ -296,7 +296,8 @@ class ufunc:
     self._check_binary("outer")
     check_arraylike(f"{self.__name__}.outer", A, B)
     A, B = as_array(A), as_array(B)
-    return self(lax.reshape(A, (*A.shape, *(1,) * B.ndim)), B)
+    # equal ranks, so that rank promotion (off under jax_numpy_rank_promotion='raise') is unused
+    return self(lax.reshape(A, (*A.shape, *(1,) * B.ndim)), lax.reshape(B, (*(1,) * A.ndim, *B.shape)))
 
 
 def _where(c, x, y):
