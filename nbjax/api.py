@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from nbjax import core, dtypes, eager_cache, xla as _xla, _tree_util as tree_util
+from nbjax.traceback_util import api_boundary
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
 from nbjax.core import _ctx, eval_trace as _eval_trace
@@ -102,6 +103,7 @@ _abstractify = core.abstractify
 # --------------------------------------------------------------------- jvp
 
 
+@api_boundary
 def jvp(fun, primals, tangents, has_aux=False):
   """Jacobian-vector product of ``fun`` at ``primals`` along ``tangents`` (forward mode).
 
@@ -295,6 +297,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   _check_callable(fun)
   argnums = _ensure_index(argnums)
 
+  @api_boundary
   @functools.wraps(fun)
   def jacfun(*args, **kwargs):
     if _ctx.trace is _eval_trace and cache.enabled:  # top level: replay a staged trace
@@ -379,6 +382,7 @@ def _possible_downcast(x, example_aval):
 # --------------------------------------------------------------------- reverse mode
 
 
+@api_boundary
 def linearize(fun, *primals, has_aux=False):
   """``fun``'s value at ``primals`` and its linearization there (jvp + partial evaluation).
 
@@ -465,6 +469,7 @@ def _linearize(fun, primals, has_aux, name):
   return outs, lin, in_tree, box[0], aux
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux=False, reduce_axes=()):
   """Vector-Jacobian product of ``fun`` at ``primals`` (reverse mode).
 
@@ -637,6 +642,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   _check_callable(fun)
   argnums = core.concrete_or_error(_ensure_index, argnums)
 
+  @api_boundary
   @functools.wraps(fun)
   def value_and_grad_f(*args, **kwargs):
     if _ctx.trace is _eval_trace:
@@ -789,6 +795,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
   _check_callable(fun)
   argnums = _ensure_index(argnums)
 
+  @api_boundary
   @functools.wraps(fun)
   def jacfun(*args, **kwargs):
     if _ctx.trace is _eval_trace and cache.enabled:
@@ -827,6 +834,7 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
                 argnums, has_aux=has_aux, holomorphic=holomorphic)
 
 
+@api_boundary
 def linear_transpose(fun, *primals, reduce_axes=()):
   """The transpose of ``fun``, which is promised to be linear in its arguments.
 
@@ -856,6 +864,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
                     f"and integer -> integer functions, but got {in_dtypes} -> {out_dtypes}.")
   unknown = [not pv.is_known() for pv in out_pvals]
 
+  @api_boundary
   def transposed_fun(consts, out_cotangent):
     cts, tree = tree_flatten(out_cotangent)
     if tree != out_tree:
@@ -926,6 +935,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                     f"types as leaves, but got {out_axes}.")
   del spmd_axis_name
 
+  @api_boundary
   @functools.wraps(fun)
   def vmap_f(*args, **kwargs):
     if batching.vmappables:
@@ -1076,11 +1086,10 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
                               axis_name)
   tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
              for x, ax in zip(args, in_axes)]
-  if core.config._flags["check_tracer_leaks"]:  # where the inputs were made, for the message
-    src = pe.user_source_info()
-    for i in range(len(tracers)):
-      if type(tracers[i]) is batching.BatchTracer:
-        tracers[i].source_info = src
+  src = pe.user_site()  # where the inputs were made, for messages (formatted when needed)
+  for t in tracers:
+    if type(t) is batching.BatchTracer:
+      t.source_info = src
   with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
     outs = fun(*tracers)
   out_axes = out_axes_thunk()
@@ -1302,6 +1311,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False, abstra
     raise NotImplementedError("make_jaxpr: abstracted_axes (dynamic shapes) is not supported")
   static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
+  @api_boundary
   @functools.wraps(fun)
   def make_jaxpr_f(*args, **kwargs):
     n = len(args)
@@ -1429,6 +1439,7 @@ def copy_to_host_async(x):
   return x
 
 
+@api_boundary
 def named_call(fun, *, name=None):
   """``fun`` under the name ``name`` in staged programs and profiles; values unchanged."""
   _check_callable(fun)
@@ -1580,6 +1591,7 @@ def _shape_abstractify(x):
     raise
 
 
+@api_boundary
 def eval_shape(fun, *args, **kwargs):
   """The output shapes/dtypes of ``fun(*args, **kwargs)`` as ``ShapeDtypeStruct``s, computed
   by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""
@@ -1699,6 +1711,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
   mono = [None, None]  # the latest signature's fast run (pxla.runner) and its flattener
 
+  @api_boundary
   @functools.wraps(fun)
   def pmap_f(*args, **kwargs):
     if mono[0] is not None and not kwargs and _ctx.trace is _eval_trace:

@@ -119,7 +119,10 @@ _OPTIONS = {
     "allow_f16_reductions": (True, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
-    "traceback_filtering": ("auto", _any),
+    # nbjax's frames removed from the tracebacks of exceptions raised below an API boundary
+    # (``nbjax.traceback_util``)
+    "traceback_filtering": ("auto", _choice("off", "tracebackhide", "remove_frames",
+                                            "quiet_remove_frames", "auto")),
     "compilation_cache_dir": (None, _any),
     "persistent_cache_min_compile_time_secs": (1.0, _any),
     "persistent_cache_min_entry_size_bytes": (0, _any),

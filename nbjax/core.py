@@ -658,9 +658,13 @@ class Tracer:
   __array_priority__ = 1000
   __slots__ = ("_trace", "__weakref__")
 
+  def __init__(self, trace, aval=None):  # JAX's signature, for subclasses outside nbjax
+    self._trace = trace
+    self._aval = aval
+
   @property
-  def aval(self):
-    raise NotImplementedError
+  def aval(self):  # (nbjax's tracers define their own)
+    return getattr(self, "_aval", None)
 
   shape = property(lambda self: self.aval.shape)
   dtype = property(lambda self: self.aval.dtype)
@@ -712,6 +716,8 @@ class Tracer:
     return self.aval._index(self)
 
   def _error_repr(self):
+    if self.aval is None:
+      return f"traced array with aval {self.aval}"
     return f"traced array with shape {self.aval.str_short(short_dtypes=False)}"
 
   def __copy__(self):  # as JAX's: a copy is the ``copy`` primitive's output

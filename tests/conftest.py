@@ -9,11 +9,19 @@ equal the first, per-call result (vmap's trace, grad's tape) exactly (dtype, sha
 the reverse-mode ones. Tests marked ``needs_guard`` check the guard itself (that impure
 functions are refused, that pins are re-checked) and are skipped in that mode, which bypasses
 it.
+
+Traceback filtering is off, as in JAX's own test suite (``JaxTestCase``): a filtered
+exception carries a note, which ``pytest.raises(match=...)`` would read as part of the message.
+Tests of the filtering itself set the mode they check.
 """
 import os
 
 import numpy as np
 import pytest
+
+from nbjax.config import config as _config
+
+_config.update("traceback_filtering", "off")
 
 
 def pytest_xdist_auto_num_workers(config):

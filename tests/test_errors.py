@@ -844,3 +844,73 @@ def test_checking_leaks_no_false_positives():
     assert f_vjp(1.0) == (1.0,)
     y, f_jvp = nbjax.jit(lambda x: nbjax.linearize(jnp.sin, x))(1.0)
     np.testing.assert_allclose(f_jvp(2.0), 2 * np.cos(1.0))
+
+
+def _frames(e):
+  import traceback
+  return [(f.f_code.co_name, f.f_code.co_filename) for f, _ in traceback.walk_tb(e.__traceback__)]
+
+
+@pytest.mark.parametrize("mode", ["off", "tracebackhide", "remove_frames", "quiet_remove_frames"])
+def test_traceback_filtering_as_jax(mode):
+  # an exception raised below an API boundary (jit, vmap, grad, lax.cond...) leaves it with
+  # nbjax's frames removed (JAX's errors_test FilteredTracebackTest)
+  from nbjax import traceback_util
+  pkg = nbjax.__file__.rsplit("/", 1)[0]
+
+  def innermost(x):
+    raise ValueError("boom")
+
+  @nbjax.jit
+  def outer(x):
+    return 1 + nbjax.vmap(innermost)(x)
+
+  with nbjax.config.override("traceback_filtering", mode):
+    with pytest.raises(ValueError) as info:
+      lax.cond(True, outer, outer, jnp.ones(2))
+  e = info.value
+  names = [n for n, _ in _frames(e)]
+  assert names[0] == "test_traceback_filtering_as_jax" and names[-1] == "innermost"
+  ours = [n for n, file in _frames(e) if file.startswith(pkg)]
+  notes = getattr(e, "__notes__", [])
+  if mode in ("off", "tracebackhide"):
+    assert ours and not notes and not isinstance(e.__cause__, traceback_util.UnfilteredStackTrace)
+  else:
+    assert not ours and names[-2:] == ["outer", "innermost"]
+  if mode == "remove_frames":
+    assert isinstance(e.__cause__, traceback_util.UnfilteredStackTrace)
+    assert str(e.__cause__).startswith("ValueError: boom\n\nThe stack trace below excludes "
+                                       "JAX-internal frames.")
+  if mode == "quiet_remove_frames":
+    assert notes == ["--------------------\nFor simplicity, JAX has removed its internal frames "
+                     "from the traceback of the following exception. Set "
+                     "JAX_TRACEBACK_FILTERING=off to include these."]
+  with pytest.raises(ValueError, match="Invalid value 'on' for JAX flag jax_traceback_filtering"):
+    nbjax.config.update("traceback_filtering", "on")
+
+
+def test_traceback_filtering_default_and_bad_tangent_solve():
+  # default 'auto' (outside IPython): quiet_remove_frames; custom_root traces tangent_solve
+  # at the call (as JAX's), so its errors (and a wrong output structure) surface there
+  def err(*_):
+    assert False
+  with nbjax.config.override("traceback_filtering", "auto"), \
+      pytest.raises(AssertionError) as info:
+    lax.custom_root(lambda x: (x - 1.) ** 2., 0., lambda f, x: 1., err)
+  assert [n for n, _ in _frames(info.value)][-2:] == [
+      "test_traceback_filtering_default_and_bad_tangent_solve", "err"]
+  assert "For simplicity" in info.value.__notes__[0]
+  with pytest.raises(TypeError, match=re.escape(
+      "tangent_solve() output pytree structure must match x, got PyTreeDef((*, *)) and "
+      "PyTreeDef(*).")):
+    lax.custom_root(lambda x: (x - 1.) ** 2., 0., lambda f, x: 1., lambda g, y: (y, y))
+
+
+def test_tracer_subclass_with_jaxs_constructor():
+  # JAX's Tracer(trace, aval): a subclass may call it; the error messages still carry the URL
+  class FakeTracer(nbjax.core.Tracer):
+    def __init__(self, trace):
+      super().__init__(trace, None)
+  assert str(errors.TracerBoolConversionError(FakeTracer(None))) == (
+      "Attempted boolean conversion of traced array with aval None.\n"
+      "See https://docs.jax.dev/en/latest/errors.html#jax.errors.TracerBoolConversionError")

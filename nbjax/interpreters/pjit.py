@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from nbjax import core, dtypes, registry, _tree_util as tree_util
+from nbjax import core, dtypes, registry, traceback_util, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
@@ -975,6 +975,7 @@ class JitWrapped:
   def __call__(self, *args, **kwargs):
     # fast path, eager: the latest signature's guarded run, else positional array arguments
     # keyed by their leaves (no avals built)
+    __tracebackhide__ = True  # noqa: F841  (an API boundary: nbjax.traceback_util)
     try:
       if not kwargs and _ctx.trace is _eval_trace:
         if not _state.disabled:
@@ -989,8 +990,14 @@ class JitWrapped:
             return run(args)
           return self._call(args, kwargs, key if self._simple else None)
       return self._call_tree(args, kwargs)
-    except OverflowError:
-      self._overflow_error(args, kwargs)
+    except Exception as e:  # (a try costs nothing until it catches)
+      if type(e) is OverflowError:
+        try:
+          self._overflow_error(args, kwargs)
+        except OverflowError as e2:
+          traceback_util.reraise_filtered(e2)
+          raise
+      traceback_util.reraise_filtered(e)
       raise
 
   def _overflow_error(self, args, kwargs):
@@ -1214,16 +1221,19 @@ class JitWrapped:
                   in_tree)
 
   # -------------------------------------------------------------- AOT API
+  @traceback_util.api_boundary
   def trace(self, *args, **kwargs):
     """Stage to a jaxpr for these arguments (arrays or ``ShapeDtypeStruct``s): a ``Traced``."""
     entry, _ = self._entry(args, kwargs)
     return Traced(self, entry)
 
+  @traceback_util.api_boundary
   def lower(self, *args, **kwargs):
     """Stage and lower to StableHLO for these arguments: a ``Lowered`` (``.as_text()``,
     ``.compile()``)."""
     return self.trace(*args, **kwargs).lower()
 
+  @traceback_util.api_boundary
   def eval_shape(self, *args, **kwargs):
     """Output shapes/dtypes (``ShapeDtypeStruct`` pytree), without compiling."""
     entry, _ = self._entry(args, kwargs)
@@ -1247,6 +1257,9 @@ class JitWrapped:
   def trace_count(self):
     """How many times the Python function has been staged (cache misses)."""
     return self._trace_count
+
+
+traceback_util.register_boundary(JitWrapped.__call__)
 
 
 def _infer_argnums_and_argnames(sig, argnums, argnames):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nbjax import core, registry
+from nbjax.traceback_util import api_boundary
 from nbjax.array import owned
 from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
@@ -387,6 +388,7 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
                     f"{type(prevent_cse)=}")
   cache = weakref.WeakKeyDictionary()
 
+  @api_boundary
   @functools.wraps(fun)
   def fun_remat(*args, **kwargs):
     n = len(args)

@@ -28,6 +28,7 @@ import weakref
 import numpy as np
 
 from nbjax import core, dtypes, eager_cache, registry
+from nbjax.traceback_util import api_boundary
 from nbjax.array import Array, _wrap, own
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer, get_aval
@@ -784,6 +785,7 @@ def _dtype_of(x):
   return get_aval(x).dtype if not isinstance(x, (list, tuple)) else None
 
 
+@api_boundary
 def switch(index, branches, *operands, operand=_no_operand):
   """``branches[clamp(index, 0, len(branches) - 1)](*operands)``: only the selected branch
   runs (under ``vmap`` with a batched index every branch runs and the results are selected).
@@ -821,6 +823,7 @@ def switch(index, branches, *operands, operand=_no_operand):
   return _cond(index, branches, operands, "switch", names)
 
 
+@api_boundary
 def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
   """``true_fun(*operands) if pred else false_fun(*operands)``, staged: both functions are
   traced (their output types must match), only one runs (under ``vmap`` with a batched
@@ -1298,6 +1301,7 @@ while_p = Primitive("while")
 while_p.multiple_results = True
 
 
+@api_boundary
 def while_loop(cond_fun, body_fun, init_val):
   """``while cond_fun(val): val = body_fun(val)``, staged as one loop; the carry keeps one
   pytree of types. Forward-mode differentiable; reverse mode needs ``scan`` (or
@@ -1404,6 +1408,7 @@ def _is_concrete(x):
   return not isinstance(x, Tracer) or x.to_concrete_value() is not None
 
 
+@api_boundary
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
   """``for i in range(lower, upper): val = body_fun(i, val)``. With bounds known at trace
   time it is a ``scan`` (reverse-mode differentiable); otherwise a ``while_loop``."""
@@ -1690,6 +1695,7 @@ def _infer_length(xs_flat, length):
   return lengths[0]
 
 
+@api_boundary
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
   """Loop ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs`` (``length`` steps when
   ``xs`` is None), returning the final carry and the stacked ``y``s: JAX's ``lax.scan``.
@@ -1827,6 +1833,7 @@ def _scan_python_api(f, carry, xs_flat, xs_tree, length, reverse):
                                                       for v in y], 0), *ys)
 
 
+@api_boundary
 def map(f, xs, *, batch_size=None):  # noqa: A001  (lax.map)
   """``stack([f(x) for x in xs])`` as a ``scan``; with ``batch_size``, chunks of that many
   elements go through ``vmap(f)`` per step (the remainder in one more ``vmap``)."""
@@ -2230,6 +2237,7 @@ def _scan_lowering(ctx, *args, **params):
 # ======================================================================= associative_scan
 
 
+@api_boundary
 def associative_scan(fn, elems, reverse=False, axis=0):
   """All prefix combinations ``[a, fn(a, b), fn(fn(a, b), c), ...]`` of ``elems`` along
   ``axis`` for an associative ``fn`` (applied elementwise along that axis), in

@@ -16,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from nbjax import core, registry
+from nbjax.traceback_util import api_boundary
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
-from nbjax._tree_util import tree_flatten, tree_map, tree_unflatten
+from nbjax._tree_util import tree_flatten, tree_map, tree_unflatten, treedef_tuple
 
 __all__ = ["custom_root", "custom_linear_solve", "linear_solve_p"]
 
@@ -49,6 +50,7 @@ def _stop(x):
 # ====================================================================== custom_root
 
 
+@api_boundary
 def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
   """Differentiably solve for the root of ``f``.
 
@@ -74,6 +76,14 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
                     f"guess's {in_tree}")
   closed = ClosedJaxpr(jaxpr, [])
   nc = len(consts)
+
+  def linearize_and_solve(xb):  # traced now, as JAX's: its errors surface at the call
+    return tangent_solve(api.linearize(f, xb[0])[1], xb[1])
+  _, _, ts_tree = _trace(linearize_and_solve, treedef_tuple((in_tree, in_tree)),
+                         _avals(guess_flat) * 2, "custom_root_tangent_solve")
+  if ts_tree != in_tree:
+    raise TypeError("tangent_solve() output pytree structure must match x, got "
+                    f"{ts_tree} and {in_tree}.")
 
   def f_at(cs):
     return lambda x: tree_unflatten(out_tree, eval_jaxpr(closed.jaxpr, [], *cs,
@@ -189,6 +199,7 @@ registry.register(
     meta=dict(note="python: the user's solve jaxpr, primitive by primitive"))
 
 
+@api_boundary
 def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
                         has_aux=False):
   """Solve ``matvec(x) == b`` with ``solve``, differentiating implicitly (JAX's semantics).
