@@ -533,6 +533,8 @@ class DebugNansTrace(EvalTrace):
     out = EvalTrace.process_primitive(self, primitive, args, params)
     bad = _invalid(out if primitive.multiple_results else [out])
     if bad:
+      if primitive.name in ("xla_pmap", "shard_map"):  # (JAX's pmap is a shard_map)
+        raise FloatingPointError(f"Invalid value ({bad}) encountered in sharded computation.")
       if "jaxpr" in params and hasattr(params["jaxpr"], "jaxpr"):  # a call: find the op
         from nbjax.jaxpr import eval_jaxpr
         eval_jaxpr(params["jaxpr"].jaxpr, params["jaxpr"].consts, *args)

@@ -2,6 +2,7 @@
 configuration states as context managers and decorators, and the top-level helpers
 (devices, ``clear_caches``, ``ensure_compile_time_eval``, ``named_call``)."""
 import logging
+import re
 import warnings
 
 import numpy as np
@@ -115,6 +116,27 @@ def test_debug_nans_and_infs():
   with nbjax.debug_infs(True):
     with pytest.raises(FloatingPointError, match=r"invalid value \(inf\) encountered in log"):
       jnp.log(x)
+
+
+def test_debug_nans_calls_the_deoptimized_function_as_jax(capsys):
+  # a jitted call whose output holds a NaN runs the Python function itself on the very
+  # arguments (JAX's debug_nans_test testDebugNansInput, errors_test test_debug_nans)
+  with nbjax.debug_nans(True):
+    f = nbjax.jit(lambda x: 0. / x)
+    assert f(2.) == 0.
+    with pytest.raises(ZeroDivisionError, match="float division by zero"):
+      f(0.)  # 0. / 0. in Python
+    assert capsys.readouterr().out == ("Invalid nan value encountered in the output of a "
+                                       "jax.jit function. Calling the de-optimized version.\n")
+    with pytest.raises(FloatingPointError, match=re.escape(
+        "('jit(<lambda>)', 'nan'). Because jax_config.debug_nans.value and/or "
+        "config.jax_debug_infs is set, the de-optimized function")) as info:
+      nbjax.jit(lambda x: x * 3.)(np.nan)  # nan * 3. in Python: no error
+    assert "It may also arise from having nan/inf literals as inputs or outputs" in \
+        str(info.value)
+    with pytest.raises(FloatingPointError, match=r"^Invalid value \(nan\) encountered in "
+                                                 r"sharded computation\.$"):
+      nbjax.pmap(lambda x: 0. / x)(jnp.array([0.]))
 
 
 def test_ensure_compile_time_eval():

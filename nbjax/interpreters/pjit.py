@@ -1051,6 +1051,8 @@ class JitWrapped:
     if _state.disabled:
       return self._fun(*args, **kwargs)
     trace = core.get_current_trace()
+    if trace is core.debug_trace:  # top level under jax_debug_nans/jax_debug_infs
+      return self._call_checked(args, kwargs)
     if trace is core.eval_trace:
       if config._flags["no_execution"]:  # (in jit's key: no fast path of this runs either)
         raise RuntimeError(f"JAX tried to execute function jit({self._name}), but the "
@@ -1079,6 +1081,33 @@ class JitWrapped:
     else:
       outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
     return entry.unflatten(outs)
+
+  def _call_checked(self, args, kwargs):
+    """An eager call under ``jax_debug_nans``/``jax_debug_infs``: run compiled; if an output
+    holds a NaN (inf), call the Python function itself (the de-optimized version, with these
+    very arguments) to find the operation that produced it, as JAX's ``jit`` does."""
+    with core.set_current_trace(core.eval_trace):
+      out = self._call(args, kwargs, None)
+    bad = core._invalid(tree_util.tree_leaves(out))
+    if bad is None:
+      return out
+    print("Invalid nan value encountered in the output of a jax.jit function. Calling the "
+          "de-optimized version.")
+    try:
+      self._fun(*args, **kwargs)
+    except (FloatingPointError, ZeroDivisionError) as e:
+      raise e from None
+    raise FloatingPointError(
+        f"{('jit(' + self._name + ')', bad)}. Because jax_config.debug_nans.value and/or "
+        "config.jax_debug_infs is set, the de-optimized function (i.e., the function as if the "
+        "`jit` decorator were removed) was called in an attempt to get a more precise error "
+        "message. However, the de-optimized function did not produce invalid values during its "
+        "execution. This behavior can result from `jit` optimizations causing the invalid "
+        "value to be produced. It may also arise from having nan/inf literals as inputs or "
+        "outputs, like `jax.jit(lambda ...: jax.numpy.nan)(...)`. \n\nIt may be possible to "
+        "avoid the invalid value by removing the `jit` decorator, at the cost of losing "
+        "optimizations. \n\nIf you see this error, consider opening a bug report at "
+        "https://github.com/jax-ml/jax.") from None
 
   def _not_a_value(self, args, kwargs):
     """JAX's error for a ``ShapeDtypeStruct`` among the arguments of an eager call (under a
