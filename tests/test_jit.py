@@ -867,3 +867,21 @@ def test_api_module_has_jit():
   import nbjax.api
   assert nbjax.api.jit is nbjax.jit
   assert float(nbjax.api.jit(lambda x: x * 2)(3.)) == 6.
+
+
+def test_experimental_pjit_is_deprecated_jit():
+  # jax.experimental.pjit.pjit: jit with JAX's deprecation warning on access
+  import importlib
+  import warnings
+  mod = importlib.import_module("nbjax.experimental.pjit")
+  mod.__getattr__.cache_clear()
+  with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    pjit = mod.pjit
+  assert [str(x.message) for x in w] == [
+      "jax.experimental.pjit.pjit has been deprecated. Please use `jax.jit` instead."]
+  assert w[0].category is DeprecationWarning
+  f = pjit(lambda x, n: x * n, static_argnums=1)
+  assert f(np.float32(2.0), 3) == 6.0 and f.trace_count == 1
+  with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+    mod.nope  # noqa: B018
