@@ -1,5 +1,7 @@
 """Tests for nbjax.dtypes: JAX's published promotion table, weak types, x64 canonicalization."""
 import functools
+import math
+import re
 
 import numpy as np
 import pytest
@@ -596,3 +598,82 @@ def test_grad_and_vjp_of_python_scalars_take_the_callers_x64_mode(x64_off):
     assert float(g) == float(np.cos(np.float32(0.5)))
   out, pull = nbjax.vjp(fun, 0.5)
   assert (str(out.dtype), str(pull(jnp.float32(1.))[0].dtype)) == ("float32", "float32")
+
+
+def _edtype(suffix, phys="int32", name="dt"):
+  """A user's extended dtype over ``phys`` elements of shape ``suffix`` (dtypes_test's)."""
+  import dataclasses
+  import types
+  from nbjax import dtypes
+
+  class scalar(dtypes.extended):
+    pass
+
+  @dataclasses.dataclass(frozen=True)
+  class DType(dtypes.ExtendedDType):
+    type = scalar
+    _rules = types.SimpleNamespace(
+        physical_element_aval=lambda _: types.SimpleNamespace(shape=suffix, dtype=phys),
+        allow_conversion=True)
+  DType.name = name
+  return DType()
+
+
+@pytest.mark.parametrize("prefix,suffix", [((), ()), ((2,), (3, 4)), ((3, 4), (2,))])
+def test_extended_dtype_conversion_as_jax(prefix, suffix):
+  """convert_element_type to a user's extended dtype wraps an array of its representation
+  dtype (the element shape trailing) and back unwraps it, eager and under jit and vmap
+  (JAX 0.10.2's dtypes_test ExtendedDTypeTest.test_edtype_conversion, EArrayTest)."""
+  import nbjax
+  import nbjax.numpy as jnp
+  from nbjax import lax, dtypes
+  dt = _edtype(suffix)
+  data = jnp.arange(math.prod(prefix + suffix), dtype="int32").reshape(prefix + suffix)
+  seen = []
+
+  def f(x):
+    y = lax.convert_element_type(x, dt)
+    seen.append((y.shape, y.dtype, isinstance(y, nbjax.Array)))
+    return y
+
+  for fn in (f, nbjax.jit(f)):
+    y = fn(data)
+    assert seen.pop() == (prefix, dt, True) and (y.shape, y.dtype) == (prefix, dt)
+    assert dtypes.issubdtype(y.dtype, dtypes.extended)
+    z = nbjax.jit(lambda e: e)(y)  # passes through jit as itself
+    assert (z.shape, z.dtype) == (prefix, dt)
+    back = lax.convert_element_type(z, "int32")
+    assert back.shape == prefix + suffix and back.dtype == np.int32
+    np.testing.assert_array_equal(back, data)
+  if prefix:
+    w = nbjax.vmap(lambda e: lax.convert_element_type(e, "int32"))(y)
+    np.testing.assert_array_equal(w, data)
+
+
+def test_extended_dtype_conversion_errors_as_jax():
+  """JAX's ValueErrors (dtypes_test test_edtype_conversion_errors)."""
+  import nbjax.numpy as jnp
+  from nbjax import lax
+  dt, dt2 = _edtype((3,)), _edtype((3,), name="dt2")
+  x = jnp.zeros((5, 3), "int32")
+  y = lax.convert_element_type(x, dt)
+  with pytest.raises(ValueError, match="cannot directly convert between extended dtypes: "
+                     "from dt to dt2. Instead, convert to and from their representation "
+                     "dtypes, e.g.:\ndt -> int32 -> int32 -> dt2"):
+    lax.convert_element_type(y, dt2)
+  with pytest.raises(ValueError, match="can only convert to extended dtype from its "
+                     "representation dtype, but tried to convert from float32 to dt which "
+                     "doesn't match the representation type int32."):
+    lax.convert_element_type(x.astype("float32"), dt)
+  with pytest.raises(ValueError, match=re.escape(
+      "the extended dtype dt has a representation shape (3,) while the given representation "
+      "array has shape (5, 2), so the shape suffix does not match: given (2,) but required "
+      "(3,).")):
+    lax.convert_element_type(x[:, :2], dt)
+  with pytest.raises(ValueError, match=re.escape("has a representation shape (3,) (rank 1) "
+                     "while the given representation array has shape () (rank 0 < 1).")):
+    lax.convert_element_type(x[0, 0], dt)
+  with pytest.raises(ValueError, match="can only convert from extended dtype to its "
+                     "representation dtype, but tried to convert from dt to float32"):
+    lax.convert_element_type(y, "float32")
+  assert lax.convert_element_type(y, dt) is y

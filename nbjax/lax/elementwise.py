@@ -32,10 +32,11 @@ import operator
 import numpy as np
 
 from kernels import elementwise as K
-from nbjax import core, dtypes, fusion, registry
+from nbjax import core, dtypes, earray, fusion, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.array import POOL_MIN, empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
+from nbjax.earray import EArray
 from nbjax.interpreters import ad, batching, tape
 from nbjax.interpreters import partial_eval as pe
 
@@ -1797,6 +1798,10 @@ def convert_element_type(operand, new_dtype):
   the real part. Returns ``operand`` itself when nothing changes."""
   if new_dtype is None:
     raise ValueError("dtype must be specified.")
+  if type(operand) is EArray:  # to and from a user's extended dtype (nbjax.earray)
+    return earray.from_edtype(operand, new_dtype)
+  if isinstance(new_dtype, dtypes.ExtendedDType) and new_dtype._rules is not None:
+    return earray.to_edtype(operand, new_dtype)
   if type(operand) is not Array and isinstance(getattr(operand, "dtype", None),
                                                dtypes.ExtendedDType):  # a key array (nbjax.prng)
     raise ValueError(f"Cannot convert_element_type from {operand.dtype} to "
