@@ -115,6 +115,8 @@ class Array(metaclass=abc.ABCMeta):
       return None
     elif name in _REMOVED:
       raise AttributeError(_REMOVED[name])
+    elif name == "__cuda_array_interface__":
+      raise AttributeError("__cuda_array_interface__ is only defined for GPU buffers.")
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
   def block_until_ready(self):

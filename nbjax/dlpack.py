@@ -15,6 +15,7 @@ from nbjax.numpy._numerics import from_dlpack
 SUPPORTED_DTYPES = tuple(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128"))
+SUPPORTED_DTYPES_SET = frozenset(SUPPORTED_DTYPES)  # (JAX's name for the set of np.dtypes)
 
 
 def is_supported_dtype(dtype) -> bool:

@@ -651,3 +651,38 @@ def test_pickle_tracer_and_jitted_function_as_jax():
   assert type(h) is type(g) and h is not g
   assert int(h(32, 1)) == 32 * 109 + 1 == int(g(32, 1))
   assert h._static_argnums == (1,)
+
+
+def _aligned(arr, alignment):
+  """A copy of ``arr`` whose data starts exactly ``alignment`` bytes past a 128-byte
+  boundary (``alignment`` 64: aligned for XLA's CPU buffers)."""
+  buf = np.empty(arr.nbytes + 256, np.int8)
+  start = (-buf.ctypes.data) % 128 + alignment
+  out = buf[start:start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+  out[...] = arr
+  return out
+
+
+def test_from_dlpack_copy_and_device_as_jax():
+  """jnp.from_dlpack's copy=False as JAX's: a buffer not aligned to 64 bytes is JAX's
+  ValueError, an aligned one is shared (array_interoperability_test testNumpyToJax); a
+  non-CUDA array has no __cuda_array_interface__ (JAX's AttributeError)."""
+  x = np.arange(6, dtype=np.float32)
+  with pytest.raises(ValueError, match="Specified input which requires a copy since the "
+                     "source data buffer is not aligned to 64 bytes.  However copy=False"):
+    jnp.from_dlpack(_aligned(x, 2), copy=False)
+  for copy in (None, True):
+    check(jnp.from_dlpack(_aligned(x, 2), copy=copy, device=nbjax.devices()[0]), x)
+  shared = _aligned(x, 64)
+  y = jnp.from_dlpack(shared, copy=False)
+  check(y, x)
+  assert np.shares_memory(np.asarray(y), shared)
+  z = jnp.from_dlpack(shared)  # copy=None: nbjax owns a copy
+  assert not np.shares_memory(np.asarray(z), shared)
+  with pytest.raises(TypeError, match="must have __dlpack__ and __dlpack_device__"):
+    jnp.from_dlpack([1, 2])
+  a = jnp.arange(5)
+  assert not hasattr(a, "__cuda_array_interface__")
+  with pytest.raises(AttributeError, match="^__cuda_array_interface__ is only defined for GPU "
+                     "buffers.$"):
+    a.__cuda_array_interface__

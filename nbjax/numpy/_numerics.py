@@ -1000,9 +1000,13 @@ def from_dlpack(x, /, *, device=None, copy=None):
   """An array from any object implementing the DLPack protocol (``__dlpack__``).
 
   Args:
-    x: an object with ``__dlpack__`` (e.g. a NumPy array or a framework tensor).
-    device: optional device to place the result on (nbjax runs on one device).
-    copy: whether to copy the data (``None``: only if needed).
+    x: an object with ``__dlpack__`` and ``__dlpack_device__`` (e.g. a NumPy array or a
+      framework tensor).
+    device: optional device (or single-device sharding) to place the result on; one other
+      than the source's needs a copy.
+    copy: ``True``: always copy; ``False``: never (the result shares the producer's memory,
+      which must be aligned to 64 bytes, as XLA's CPU buffers; writing to it later is
+      undefined behaviour, as in JAX); ``None`` (default): copy, as nbjax owns its buffers.
 
   Returns:
     An array viewing or copying the data.
@@ -1011,5 +1015,30 @@ def from_dlpack(x, /, *, device=None, copy=None):
     >>> jnp.from_dlpack(np.arange(3))
     Array([0, 1, 2], dtype=int64)
   """
-  del device, copy
-  return asarray(np.from_dlpack(x))
+  from nbjax import api, xla
+  from nbjax.sharding import Sharding
+  if isinstance(device, Sharding):
+    devs = device.device_set
+    if len(devs) > 1:
+      raise ValueError("from_dlpack can only unpack a dlpack tensor onto a singular device, "
+                       f"but a Sharding with {len(devs)} devices was provided.")
+    device, = devs
+  if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
+    raise TypeError("The array passed to from_dlpack must have __dlpack__ and "
+                    "__dlpack_device__ methods.")
+  src = xla.local_devices()[0]  # (host memory: the first CPU device's)
+  move = device is not None and device != src
+  if move and copy is False:
+    raise ValueError(f"Specified {device=} which requires a copy since the source device is "
+                     f"{src!r}, however copy=False. Set copy=True or copy=None to perform the "
+                     "requested operation.")
+  v = np.from_dlpack(x)
+  if copy is False and not move:
+    if v.ctypes.data % 64:
+      raise ValueError("Specified input which requires a copy since the source data buffer is "
+                       "not aligned to 64 bytes.  However copy=False. Set copy=True or "
+                       "copy=None to perform the requested operation.")
+    if v.flags.c_contiguous and dtypes.canonicalize_dtype(v.dtype) == v.dtype:
+      return Array._new(v)  # zero-copy, as JAX's
+  out = asarray(v)
+  return api.device_put(out, device) if move else out
