@@ -1087,9 +1087,9 @@ def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None)
   tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
              for x, ax in zip(args, in_axes)]
   src = pe.user_site()  # where the inputs were made, for messages (formatted when needed)
-  for t in tracers:
-    if type(t) is batching.BatchTracer:
-      t.source_info = src
+  for i in range(len(tracers)):  # (no local may hold a tracer: the leak checker looks)
+    if type(tracers[i]) is batching.BatchTracer:
+      tracers[i].source_info = src
   with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
     outs = fun(*tracers)
   out_axes = out_axes_thunk()

@@ -1,6 +1,8 @@
 """vmap: in_axes/out_axes semantics (ints, None, negative, pytree prefixes, kwargs), axis_size,
 JAX's error messages, seed-spelled batching rules, and composition with jvp, vmap and
 make_jaxpr to depth 3 (batched work is one bind per primitive, whatever the batch size)."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -258,6 +260,36 @@ def test_tracers_print_as_jax():
     assert want in seen, (want, seen)
   nbjax.jit(lambda x: seen.append(str(x)))(1.0)
   assert seen[-1] == "JitTracer(~float64[])"
+  # under linearize (vjp, jacrev, linearize) JAX's tracer is a GradTracer too
+  # (core_test.test_tracer_reprs); its typeof(tangent) drops the weak type
+  seen.clear()
+  nbjax.jacrev(lambda x: show(x).sum())(nbjax.numpy.arange(4, dtype='float32'))
+  nbjax.vjp(show, 1.0)
+  nbjax.linearize(show, nbjax.numpy.float16(1.0))
+  nbjax.grad(nbjax.grad(lambda x: show(x) * x))(1.0)
+  for want in ["GradTracer(primal=[0. 1. 2. 3.], typeof(tangent)=f32[4])",
+               "GradTracer(primal=1.0, typeof(tangent)=f64[])",
+               "GradTracer(primal=1.0, typeof(tangent)=f16[])",
+               "GradTracer(primal=GradTracer(primal=1.0, typeof(tangent)=f64[]), "
+               "typeof(tangent)=f64[])"]:
+    assert want in seen, (want, seen)
+  assert not any(s.startswith("JVPTracer") for s in seen), seen
+
+
+def test_shape_error_names_where_the_batch_tracer_was_made():
+  """JAX's message for a BatchTracer used as a shape says where vmap made it
+  (core_test.test_invalid_shape_error_with_jit_tracer_passed)."""
+  import re
+  with pytest.raises(TypeError) as e:
+    vmap(lambda x: nbjax.numpy.zeros(shape=(2, x)))(nbjax.numpy.ones((1,)))
+  line = sys._getframe().f_lineno - 1
+  assert re.fullmatch(
+      r"Shapes must be 1D sequences of concrete values of integer type, got \(2, "
+      r"VmapTracer\(aval=float64\[\], batched=float64\[1\]\)\)\.\n"
+      r"If using `jit`, try using `static_argnums` or applying `jit` to smaller subfunctions\.\n"
+      r"This BatchTracer with object id \d+ was created on line:\n"
+      rf"  {re.escape(__file__)}:{line}:4 \(test_shape_error_names_where_the_batch_tracer_was_made\)",
+      str(e.value)), str(e.value)
 
 
 def test_empty_batch_gather_and_conv_as_jax():

@@ -96,7 +96,10 @@ class JVPTracer(Tracer):
   def __init__(self, trace, primal, tangent):
     self._trace, self.primal, self.tangent, self._aval = trace, primal, tangent, None
 
-  def __repr__(self):  # JAX's: ``JVPTracer(primal=1.0, tangent=1.0)``
+  def __repr__(self):  # JAX's: ``JVPTracer(primal=1.0, tangent=1.0)``; under linearize
+    if self._trace.linearize:  # (vjp, grad, jacrev) JAX's LinearizeTracer, a ``GradTracer``
+      return (f"GradTracer(primal={self.primal}, "
+              f"typeof(tangent)={self.aval.to_tangent_aval().str_short(True)})")
     return f"JVPTracer(primal={self.primal}, tangent={self.tangent})"
 
   @property
@@ -114,6 +117,8 @@ class JVPTracer(Tracer):
 
 
 class JVPTrace(Trace):
+  linearize = False  # True where the tangents are staged (``linearize_flat``)
+
   def __init__(self, parent_trace, tag):
     self.parent_trace, self.tag = parent_trace, tag
 
@@ -424,6 +429,7 @@ def linearize_flat(fun, primals, in_nz=None):
     in_nz = [dtypes.is_inexact(a.dtype) for a in avals]
   pt = pe.JaxprTrace(getattr(fun, "__name__", None), core.get_current_trace())
   jt = JVPTrace(pt, core.new_trace_tag())
+  jt.linearize = True
   ins = [JVPTracer(jt, p, pt.new_arg(a.to_tangent_aval())) if nz else p
          for p, a, nz in zip(primals, avals, in_nz)]
   try:

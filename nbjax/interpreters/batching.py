@@ -21,7 +21,7 @@ primitive_batchers = registry.RuleView("batch", "batching")
 
 
 class BatchTracer(Tracer):
-  __slots__ = ("val", "batch_dim", "_aval", "source_info")  # (source_info: leak checks only)
+  __slots__ = ("val", "batch_dim", "_aval", "source_info")  # (source_info: inputs' call site)
 
   def __init__(self, trace, val, batch_dim):
     self._trace, self.val, self.batch_dim, self._aval = trace, val, batch_dim, None
@@ -45,7 +45,8 @@ class BatchTracer(Tracer):
     return None
 
   def _origin_msg(self):
-    src = getattr(self, "source_info", None)
+    from nbjax.interpreters.partial_eval import summarize_site
+    src = summarize_site(getattr(self, "source_info", None))
     if src is None:
       return ""
     return f"\nThis BatchTracer with object id {id(self)} was created on line:\n  {src}"

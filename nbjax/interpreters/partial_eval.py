@@ -134,18 +134,33 @@ def _internal(filename):
                                          and "site-packages" not in filename)
 
 
+def user_site():
+  """Where the innermost calling frame outside nbjax and the standard library is, cheaply
+  (``(code, lasti, lineno)``; ``summarize_site`` formats it when a message needs it)."""
+  f = sys._getframe(1)
+  while f is not None and _internal(f.f_code.co_filename):
+    f = f.f_back
+  return None if f is None else (f.f_code, f.f_lasti, f.f_lineno)
+
+
+def summarize_site(site):
+  """``"file.py:12:4 (fun)"``, with the column of the call (JAX's
+  ``source_info_util.summarize``)."""
+  if site is None or isinstance(site, str):
+    return site
+  code, lasti, lineno = site
+  pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
+  line, col = (pos[0], pos[2]) if pos and pos[0] is not None else (lineno, 0)
+  return f"{code.co_filename}:{line}:{col or 0} ({code.co_name})"
+
+
 def user_source_info():
   """``"file.py:12:4 (fun)"``: the innermost calling frame outside nbjax and the standard
   library, with the column of the call (JAX's ``source_info_util.summarize``)."""
   f = sys._getframe(1)
   while f is not None and _internal(f.f_code.co_filename):
     f = f.f_back
-  if f is None:
-    return None
-  code = f.f_code
-  pos = next(itertools.islice(code.co_positions(), f.f_lasti // 2, None), None)
-  line, col = (pos[0], pos[2]) if pos and pos[0] is not None else (f.f_lineno, 0)
-  return f"{code.co_filename}:{line}:{col or 0} ({code.co_name})"
+  return None if f is None else summarize_site((f.f_code, f.f_lasti, f.f_lineno))
 
 
 class DebugInfo:
