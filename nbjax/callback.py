@@ -20,6 +20,7 @@ checked against ``result_shape_dtypes`` (JAX's messages) in all of these paths.
 """
 from __future__ import annotations
 
+import logging
 import string
 import warnings
 
@@ -31,6 +32,8 @@ from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
 from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
            "pure_callback_p",
@@ -84,15 +87,20 @@ class _Hashed:
 
 class _FlatCallback(_Hashed):
   """``callback_func`` called with the ``(args, kwargs)`` of ``in_tree`` rebuilt from flat
-  arrays; returns the leaves of its result."""
-  __slots__ = ("callback_func", "in_tree", "__weakref__")
+  arrays; returns the leaves of its result. An exception it raises is logged (``api``,
+  e.g. ``"jax.pure_callback failed"``, with the traceback, at ERROR) and re-raised, as JAX's."""
+  __slots__ = ("callback_func", "in_tree", "api", "__weakref__")
 
-  def __init__(self, callback_func, in_tree):
-    self.callback_func, self.in_tree = callback_func, in_tree
+  def __init__(self, callback_func, in_tree, api):
+    self.callback_func, self.in_tree, self.api = callback_func, in_tree, api
 
   def __call__(self, *flat):
     args, kwargs = tree_unflatten(self.in_tree, [_as_array(a) for a in flat])
-    return tree_leaves(self.callback_func(*args, **kwargs))
+    try:
+      return tree_leaves(self.callback_func(*args, **kwargs))
+    except BaseException:
+      logger.exception(f"{self.api} failed")
+      raise
 
 
 class _DebugCallback(_Hashed):
@@ -109,7 +117,11 @@ class _DebugCallback(_Hashed):
     leaves = [static[i] if i in static else next(dyn)
               for i in range(len(static) + len(flat))]
     args, kwargs = tree_unflatten(self.in_tree, leaves)
-    self.callback_func(*args, **kwargs)
+    try:
+      self.callback_func(*args, **kwargs)
+    except BaseException:
+      logger.exception("jax.debug.callback failed")
+      raise
     return ()
 
 
@@ -311,8 +323,9 @@ def _bind_callback(prim, callback, result_shape_dtypes, args, kwargs, **params):
   """Flatten ``(args, kwargs)``, bind ``prim`` with the flat callback, unflatten the result."""
   flat_args, in_tree = tree_flatten((args, kwargs))
   result_avals, out_tree = _result_avals(result_shape_dtypes)
-  out = prim.bind(*flat_args, callback=_FlatCallback(callback, in_tree), result_avals=result_avals,
-                  **params)
+  api = "jax.pure_callback" if prim is pure_callback_p else "jax.io_callback"
+  out = prim.bind(*flat_args, callback=_FlatCallback(callback, in_tree, api),
+                  result_avals=result_avals, **params)
   return tree_unflatten(out_tree, out)
 
 
@@ -610,7 +623,7 @@ def _samples(extra):
       x = rng.uniform(-2, 2, shape).astype(dtype)
       y = rng.uniform(-2, 2, shape).astype(dtype)
       avals = (core.ShapedArray(shape, dtype), core.ShapedArray((), dtype))
-      cases.append(([x, y], dict(callback=_FlatCallback(_sample_fn, _SAMPLE_TREE),
+      cases.append(([x, y], dict(callback=_FlatCallback(_sample_fn, _SAMPLE_TREE, "test"),
                                  result_avals=avals, sharding=None, **extra)))
     return cases
   return samples

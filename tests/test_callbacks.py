@@ -4,6 +4,7 @@ a Python loop), ``jit`` (through XLA's ``xla_ffi_python_cpu_callback``), jit-of-
 eager and jitted ``fori_loop``/``scan``/``cond``, under ``jvp``/``grad`` (JAX's errors; debug
 prints see primals), with JAX's result checks, effects kept by DCE and ordered prints in
 program order. Prints are read back with ``capsys`` (XLA calls back on its own threads)."""
+import logging
 import re
 
 import numpy as np
@@ -594,3 +595,22 @@ def test_callbacks_get_arrays_as_jax():
   io = io_callback(lambda v: seen.append(type(v)) or v, _sds(X), X)
   np.testing.assert_array_equal(io, X)
   assert seen[-1] is nbjax.Array
+
+
+def test_callback_exception_is_logged_as_jax(caplog):
+  # JAX logs the failing callback with its traceback at ERROR ("jax.pure_callback failed",
+  # "jax.io_callback failed", "jax.debug.callback failed"; python_callback_test
+  # test_exception_in_callback) and the call raises
+  def fail(*_):
+    raise RuntimeError("Ooops")
+  x = jnp.asarray(X)
+  for api, call in [("jax.pure_callback", lambda x: nbjax.pure_callback(fail, _sds(x), x)),
+                    ("jax.io_callback", lambda x: io_callback(fail, _sds(x), x)),
+                    ("jax.debug.callback", lambda x: nbjax.debug.callback(fail, x))]:
+    for f in (call, jit(call)):
+      caplog.clear()
+      with caplog.at_level(logging.ERROR), pytest.raises(RuntimeError, match="Ooops"):
+        nbjax.block_until_ready(f(x))
+        nbjax.effects_barrier()
+      assert [r.getMessage() for r in caplog.records] == [f"{api} failed"]
+      assert "Traceback (most recent call last)" in caplog.text
