@@ -25,11 +25,8 @@ import dataclasses
 import functools
 import inspect
 
-import numpy as np
-
 from nbjax import core, dtypes, registry
 from nbjax.traceback_util import api_boundary
-from nbjax.array import Array
 from nbjax.core import Primitive, Tracer, get_aval, set_current_trace
 from nbjax.interpreters import ad, batching, lowering
 from nbjax.interpreters import partial_eval as pe
@@ -57,14 +54,6 @@ def _ty(aval):
 
 def _typematch(a, b):
   return a.shape == b.shape and a.dtype == b.dtype
-
-
-def _as_array(x):
-  """Python and NumPy scalars/arrays as ``Array``s: rules see array operands, as in JAX."""
-  if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
-    a = get_aval(x)
-    return Array(np.asarray(x, a.dtype), a.weak_type)
-  return x
 
 
 def _stop_gradient(x):
@@ -237,7 +226,7 @@ def _flat_jvp(rule, in_tree, store, fun_name, rule_name):
   or of integer outputs) become ``Zero``."""
   def flat(*xs):
     n = len(xs) // 2
-    xs = list(map(_as_array, xs))
+    xs = list(xs)
     pair = rule(tree_unflatten(in_tree, xs[:n]), _rule_view(in_tree, xs[n:]))
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
       raise TypeError(f"Custom JVP rule {rule_name} for function {fun_name} must produce a pair "
@@ -384,7 +373,7 @@ def _flat_fwd(fwd, in_tree, store, symbolic_zeros, fun_name, fwd_name):
   """The forward rule on interleaved ``(primal, perturbed)`` pairs, returning flat
   ``[*residuals, *primals_out]``; the residual treedef goes to ``store.res``."""
   def flat(*xs):
-    vals = list(map(_as_array, xs[::2]))
+    vals = list(xs[::2])
     if symbolic_zeros:
       vals = [CustomVJPPrimal(x, nz) for x, nz in zip(vals, xs[1::2])]
     pair = fwd(*_rule_view(in_tree, vals))

@@ -306,7 +306,7 @@ class TestCustomJVP:
     def f(x):
       return x, x
 
-    f.defjvp(lambda p, t: (f(*p), (t[0], t[0].astype(np.float32))))
+    f.defjvp(lambda p, t: (f(*p), (t[0], jnp.asarray(t[0], np.float32))))
     with pytest.raises(TypeError, match=r"primal float64\[\] with tangent float32\[\], "
                        r"expecting tangent float64\[\]"):
       jvp(f, (2.,), (1.,))
@@ -543,6 +543,29 @@ class TestCustomJVP:
     nbjax.core.check_jaxpr(flat)
     out = nbjax.core.eval_jaxpr(flat, [], 1.)
     close(out[0], np.sin(np.sin(1.)) + np.sin(1.))
+
+  def test_rule_sees_the_values_as_passed(self):
+    """The rule gets Python and NumPy values as they were passed (JAX's), and ``jvp``
+    returns what it computed from them: Python floats stay floats (custom_api_test
+    test_symbolic_zero_custom_jvp)."""
+    seen = []
+
+    @custom_jvp
+    def f(a, x):
+      return a + x
+
+    @f.defjvp
+    def f_jvp(p, t):
+      seen.append([type(v) for v in (*p, *t)])
+      return f(*p), t[1] * 2
+    out = jvp(f, (1., 4.), (0., 7.))
+    assert out == (5., 14.) and [type(o) for o in out] == [float, float]
+    assert seen.pop() == [float] * 4
+    assert jvp(lambda x: f(1., x), (4.,), (7.,)) == (5., 14.)
+    assert seen.pop()[:3] == [float, float, nbjax.Array]  # (a constant's zero tangent)
+    jvp(f, (np.array(1.), np.float64(4.)), (np.array(0.), np.float64(7.)))
+    assert seen.pop()[:2] == [np.ndarray, np.float64]
+
 
 # ============================================================================ custom_vjp
 
@@ -1033,6 +1056,15 @@ class TestNumpySafeDerivatives:
           (np.pi * 0.5 ** 2))
     close(vmap(grad(jnp.sinc))(jnp.array([0., 0.5])), [0., grad(jnp.sinc)(0.5)])
     close(jit(grad(grad(jnp.sinc)))(0.), -np.pi ** 2 / 3)
+
+  def test_sinc_grad_of_vmap_of_map(self):
+    """grad of vmap of lax.map of sinc: the rule's and the function's outputs are batched
+    alike (JAX's custom_api_test test_sinc_constant_function_batching; JAX's value)."""
+    data = jnp.arange(15.).reshape(5, 3)
+    f = vmap(lambda x: nbjax.lax.map(jnp.sinc, x))
+    close(grad(lambda p: f(p * data).sum())(0.1), -83.83772766162136)
+    assert float(jvp(jnp.logaddexp, (0.5, 2.), (1., 0.))[1]) == pytest.approx(
+        1 / (1 + np.exp(1.5)))  # (Python float primals reach the rule as they are)
 
   def test_logaddexp_gradients_with_infinities(self):
     g = grad(jnp.logaddexp, (0, 1))

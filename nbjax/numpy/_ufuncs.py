@@ -639,6 +639,7 @@ def logaddexp2(x1, x2, /, out=None, where=None):
 
 def _logaddexp_fn(name, exp, scale):
   def f(x1, x2):
+    x1, x2 = as_array(x1), as_array(x2)  # (a rule's primals: Python scalars under jvp)
     amax = lax.max(x1, x2)
 
     def log1p_exp(d):
@@ -668,7 +669,7 @@ def _replace_inf(x):
 
 def _logaddexp_jvp_fn(name, f, exp):
   def jvp(primals, tangents):
-    (x1, x2), (t1, t2) = primals, tangents
+    (x1, x2), (t1, t2) = map(as_array, primals), tangents
     out = f(x1, x2)
     r = _replace_inf(out)
     return out, lax.add(lax.mul(t1, exp(lax.sub(_replace_inf(x1), r))),
