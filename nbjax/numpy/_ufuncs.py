@@ -696,8 +696,10 @@ def sinc(x, /):
 
 def _sinc_maclaurin(k, x):
   """The k-th derivative of ``sin(x) / x`` at 0, shaped like ``x``; its JVP is the next
-  one, so derivatives of every order are exact at 0."""
-  return lax.full_like(x, 0 if k % 2 else (-1) ** (k // 2) / (k + 1))
+  one, so derivatives of every order are exact at 0. ``x * 0`` (JAX's), not a constant:
+  under ``vmap`` the function's output is then batched as its rule's is."""
+  zero = lax.mul(x, _const(x, 0))
+  return zero if k % 2 else lax.add(zero, _const(x, (-1) ** (k // 2) / (k + 1)))
 
 
 def _sinc_maclaurin_jvp(k, primals, tangents):
