@@ -117,6 +117,8 @@ _OPTIONS = {
     "no_execution": (False, _boolean),
     # False: lax.reduce_sum of float16/bfloat16 over a non-singleton axis raises (as JAX's)
     "allow_f16_reductions": (True, _boolean),
+    # custom_vjp bwd rules' cotangents are not checked against the inputs' types (JAX's)
+    "disable_bwd_checks": (False, _boolean),
     # JAX's key-reuse checker switch; accepted and kept (nbjax does not check key reuse)
     "debug_key_reuse": (False, _boolean),
     # nbjax's frames removed from the tracebacks of exceptions raised below an API boundary

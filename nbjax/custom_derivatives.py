@@ -26,6 +26,7 @@ import functools
 import inspect
 
 from nbjax import core, dtypes, registry
+from nbjax.config import config
 from nbjax.traceback_util import api_boundary
 from nbjax.core import Primitive, Tracer, get_aval, set_current_trace
 from nbjax.interpreters import ad, batching, lowering
@@ -441,7 +442,8 @@ def _flat_bwd(bwd, in_tree, in_avals, store, fun):
         out.append(Zero(ta))
       else:
         ca = get_aval(ct)
-        if ca.shape != ta.shape or (ca.dtype != ta.dtype and not dtypes.is_inexact(a.dtype)):
+        if (ca.shape != ta.shape or (ca.dtype != ta.dtype and not dtypes.is_inexact(a.dtype))
+            ) and not config.read("disable_bwd_checks"):
           why = [w for w, bad in (("the dtypes do not match", ca.dtype != ta.dtype),
                                   ("the shapes do not match", ca.shape != ta.shape)) if bad]
           raise ValueError("Custom VJP bwd rule must produce an output with the same type as "

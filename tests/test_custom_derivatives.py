@@ -808,6 +808,11 @@ class TestCustomVJP:
         "of type float64[3] corresponding to an input of type float64[4], so the shapes do not "
         "match")):
       grad(lambda x, y: foo(x, y * y).sum(), 1)(jnp.ones(3), jnp.ones(4))
+    # jax_disable_bwd_checks: the rule's cotangent is taken as it is (JAX's: a float64[3])
+    with nbjax.config.override("jax_disable_bwd_checks", True):
+      for g in (grad(lambda x, y: foo(x, y).sum(), 1),
+                jit(grad(lambda x, y: foo(x, y).sum(), 1))):
+        assert g(jnp.ones(3), jnp.ones(4)).shape == (3,)
 
   def test_fwd_residual_that_is_not_an_array(self):
     @custom_vjp
