@@ -187,3 +187,31 @@ def test_make_array_helpers_one_process():
   np.testing.assert_array_equal(multihost_utils.process_allgather(full, tiled=True), full)
   multihost_utils.sync_global_devices("one process")
   np.testing.assert_array_equal(np.asarray(multihost_utils.broadcast_one_to_all(full)), full)
+
+
+def test_make_array_from_process_local_data_one_process_as_jax():
+  """One process: JAX's device_put of the data, with pytree prefixes of shardings and global
+  shapes, a PartitionSpec over set_mesh's mesh, and JAX's ValueError for a global shape
+  other than the data's (array_test test_array_from_local_data_single_host*,
+  test_make_array_from_process_data_single_host_data_sharding)."""
+  dev = nbjax.devices()[0]
+  data = {"a": np.arange(10).reshape(2, 5)}
+  for g in (None, (2, 5), {"a": (2, 5)}):
+    out = nbjax.make_array_from_process_local_data(dev, data, g)
+    assert set(out) == {"a"} and isinstance(out["a"], nbjax.Array)
+    np.testing.assert_array_equal(out["a"], data["a"])
+  for g in ((2, 8), {"a": (2, 6)}):
+    with pytest.raises(ValueError, match=r"global_shape should be None or equal to "
+                       r"local_data.shape.Got global_shape=\(2, \d\) and local_data.shape=\(2, 5\)"):
+      nbjax.make_array_from_process_local_data(dev, data, g)
+  with pytest.raises(ValueError):
+    nbjax.make_array_from_process_local_data(dev, data, {"a": (2, 5), "b": (3, 5)})
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  full = np.ones((2 * mesh.size, 3))
+  with nbjax.set_mesh(mesh):
+    out = nbjax.make_array_from_process_local_data(P("x"), full)
+  assert out.sharding == NamedSharding(mesh, P("x"))
+  np.testing.assert_array_equal(out, full)
+  with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a "
+                     "PartitionSpec is passed to make_array_from_process_local_data"):
+    nbjax.make_array_from_process_local_data(P("x"), full)

@@ -643,15 +643,41 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   """An Array placed as ``sharding`` from the data this process holds (``local_data``: its
   block of the global array along the dimensions the sharding splits over processes, or the
   whole extent of a dimension), as ``jax.make_array_from_process_local_data``. Without
-  ``global_shape`` each process is taken to hold an equal block."""
-  if isinstance(sharding, Sharding) and not isinstance(local_data, (np.ndarray, Array)) and \
-      not np.isscalar(local_data):
-    leaves, tree = tree_util.tree_flatten(local_data)
-    if len(leaves) != 1 or leaves[0] is not local_data:
-      shapes = ([None] * len(leaves) if global_shape is None else
-                tree.flatten_up_to(global_shape))
-      return tree_util.tree_unflatten(tree, [
-          make_array_from_process_local_data(sharding, v, g) for v, g in zip(leaves, shapes)])
+  ``global_shape`` each process is taken to hold an equal block. ``sharding`` and
+  ``global_shape`` may be pytree prefixes of ``local_data`` (a pytree); a ``PartitionSpec``
+  is over the mesh of ``set_mesh``."""
+  from nbjax import api
+  leaves, tree = tree_util.tree_flatten(local_data)
+  shs = tree_util.broadcast_prefix(sharding, local_data, is_leaf=lambda x: x is None or
+                                   isinstance(x, (Sharding, PartitionSpec)))
+  shs = [_pspec_sharding(s) for s in shs]
+  shapes = tree_util.broadcast_prefix(global_shape, local_data,
+                                      is_leaf=lambda x: x is None or isinstance(x, tuple))
+  if api.process_count() == 1:
+    for g, v in zip(shapes, leaves):
+      if g is not None and tuple(g) != np.shape(v):
+        raise ValueError(
+            "When calling `make_array_from_process_local_data` on a single process, "
+            f"global_shape should be None or equal to local_data.shape.Got global_shape={g} "
+            f"and local_data.shape={np.shape(v)}.")
+    return tree_util.tree_unflatten(tree, [api.device_put(v, s) for v, s in zip(leaves, shs)])
+  return tree_util.tree_unflatten(tree, [
+      _from_process_local_data(s, v, g) for v, s, g in zip(leaves, shs, shapes)])
+
+
+def _pspec_sharding(s):
+  """A PartitionSpec over the mesh of ``set_mesh`` (JAX's ``pspec_to_sharding``)."""
+  if isinstance(s, PartitionSpec):
+    from nbjax.sharding import _current_mesh
+    mesh = _current_mesh()
+    if mesh is None or not mesh.devices.size:
+      raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
+                       "make_array_from_process_local_data")
+    return NamedSharding(mesh, s)
+  return s
+
+
+def _from_process_local_data(sharding, local_data, global_shape):
   local = np.asarray(local_data)
   if not sharding._spmd:
     return Array(local)
