@@ -409,15 +409,12 @@ def _flat_bwd(bwd, in_tree, in_avals, store, fun):
       cts_in = tuple(cts_in)
     skeleton = tree_unflatten(in_tree, [object()] * in_tree.num_leaves)
     zero = object()
-    flat_cts = []
-
-    def put(ct, sub):
-      n = len(tree_flatten(sub)[0])
-      flat_cts.extend([zero if ct is None else ct] * n)
     try:
       if not isinstance(cts_in, tuple):
         raise ValueError
-      tree_map(put, cts_in, skeleton, is_leaf=lambda x: x is None)
+      leaves, tree = tree_flatten(cts_in, is_leaf=lambda x: x is None)
+      # (no unflattening: a pytree type need not take None children)
+      flat_cts = [zero if ct is None else ct for ct in tree.broadcast_prefix(leaves, in_tree)]
     except ValueError:
       raise TypeError("Custom VJP bwd rule must produce an output with the same container "
                       "(pytree) structure as the args tuple of the primal function, and in "

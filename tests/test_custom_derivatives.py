@@ -847,6 +847,24 @@ class TestCustomVJP:
     gx, gy = grad(f, (0, 1))({"a": 1., "b": 2.}, 4.)
     assert gx == {"a": 1., "b": 0.} and gy == 3.
 
+  def test_bwd_output_of_a_pytree_type_that_takes_no_none(self):
+    """The cotangent tree is matched to the inputs without unflattening it with Nones (JAX's
+    custom_api_test test_pytrees_not_required_to_contain_nones)."""
+    class A(list):
+      pass
+
+    def unflatten(_, children):
+      assert children[0] is not None
+      return A(children)
+    nbjax.tree_util.register_pytree_node(A, lambda x: (x, None), unflatten)
+
+    @custom_vjp
+    def f(x):
+      return x[0]
+    f.defvjp(lambda x: (x[0], None), lambda _, g: (A([g * 2]),))
+    out = grad(f)(A([1.]))
+    assert type(out) is A and float(out[0]) == 2.
+
   def test_nestable_vjp(self):
     def f(x):
       return x ** 2
