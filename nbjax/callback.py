@@ -31,6 +31,7 @@ from nbjax.array import Array
 from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
+from nbjax.jaxpr import remat_allowed_effects
 from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class _Effect:
 
 IOEffect, OrderedIOEffect = _Effect("IO"), _Effect("OrderedIO")
 DebugEffect, OrderedDebugEffect = _Effect("Debug"), _Effect("OrderedDebug")
+remat_allowed_effects.update((DebugEffect, OrderedDebugEffect))
 
 # ----------------------------------------------------------------------- flat callables
 # A callback param is compared by value (the user's function by identity, the rest by

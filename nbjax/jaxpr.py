@@ -189,6 +189,9 @@ def jaxprs_in_params(params):
 
 
 _effects_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# the effects checkpoint's partial evaluation may split (JAX's effects.remat_allowed_effects):
+# a debug print may run in both the forward and the recomputation, an IO callback may not
+remat_allowed_effects = set()
 
 
 def jaxpr_effects(jaxpr):

@@ -614,3 +614,42 @@ def test_callback_exception_is_logged_as_jax(caplog):
         nbjax.effects_barrier()
       assert [r.getMessage() for r in caplog.records] == [f"{api} failed"]
       assert "Traceback (most recent call last)" in caplog.text
+
+
+def test_io_callback_effects_refused_where_jax_refuses():
+  # vmap of cond with an IO callback in a branch, vmap of a while_loop whose predicate is
+  # batched with one in its body, checkpoint's partial eval with one: JAX's errors
+  # (python_callback_test test_cannot_vmap_of_cond_io_callback, ..._of_while_...,
+  # test_cannot_use_io_callback_in_checkpoint); a debug print is allowed in checkpoint
+  def f(pred):
+    return lax.cond(pred, lambda: io_callback(lambda: None, None), lambda: None)
+  with pytest.raises(NotImplementedError, match="^IO effect not supported in vmap-of-cond.$"):
+    vmap(f)(jnp.array([True, False]))
+
+  def g(i):
+    def body(i):
+      io_callback(lambda i: None, None, i)
+      return i + 1
+    return lax.while_loop(lambda i: i < 5, body, i)
+  with pytest.raises(Exception, match="^Unordered IO effects not supported in while_loop with "
+                                      "batched predicate$"):
+    vmap(g)(jnp.array([0, 4]))
+  # an unbatched predicate is fine
+  h = lambda x: lax.while_loop(lambda i: i < 5, lambda i: g(i), 0) + x
+  assert vmap(h)(jnp.arange(2)).tolist() == [5, 6]
+
+  @grad
+  @nbjax.checkpoint
+  def r(x, y):
+    io_callback(lambda y: y, y, y)
+    return x
+  with pytest.raises(NotImplementedError, match=re.escape(
+      "Effects not supported in partial-eval of `checkpoint`/`remat`: [IO]")):
+    r(2., 3.)
+
+  @grad
+  @nbjax.checkpoint
+  def p(x, y):
+    nbjax.debug.print("{}", y)
+    return x * x
+  assert p(2., 3.) == 4.

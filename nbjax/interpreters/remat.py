@@ -26,7 +26,8 @@ from nbjax.array import owned
 from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
+from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr, jaxpr_effects,
+                         remat_allowed_effects)
 from nbjax._tree_util import broadcast_prefix, tree_flatten, tree_unflatten
 
 _log = logging.getLogger(__name__)
@@ -255,6 +256,10 @@ _transpose_split = weakref.WeakKeyDictionary()  # jaxpr -> {(undefined, nonzero 
 def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   """Known call: known outputs + the residuals ``policy`` saves (known inputs count as saved).
   Unknown call: recomputes every other known value it needs, then the unknown work."""
+  effs = [e for e in jaxpr_effects(jaxpr) if e not in remat_allowed_effects]
+  if effs:
+    raise NotImplementedError(f"Effects not supported in partial-eval of `checkpoint`/`remat`: "
+                              f"{effs}")
   jk, ju, out_unknowns, nres = pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns,
                                                             _saveable(policy))
   jk = ClosedJaxpr(_insert_reduce_precision(jk.jaxpr, nres), jk.consts)

@@ -36,7 +36,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.lowering import hlo, ir, mlir
 from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
-                         params_axis_names)
+                         jaxpr_effects, params_axis_names)
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
@@ -1072,11 +1072,18 @@ def _bcast(pred, aval):
   return _sh.broadcast_in_dim(pred, aval.shape, tuple(range(pa.ndim)))
 
 
+def _io_effects(jaxpr):
+  from nbjax.callback import IOEffect, OrderedIOEffect
+  return [e for e in jaxpr_effects(jaxpr) if e is IOEffect or e is OrderedIOEffect]
+
+
 def _cond_batch(axis_data, vals, dims, *, branches):
   index, *ops = vals
   idim, *odims = dims
   size, name = axis_data.size, axis_data.name
   n_out = len(branches[0].out_avals)
+  if any(_io_effects(b) for b in branches):  # (JAX's: whether the index is batched or not)
+    raise NotImplementedError("IO effect not supported in vmap-of-cond.")
   if idim is not not_mapped:
     # a batched index: every branch runs on every lane, the index selects (as JAX)
     index = batching.bdim_at_front(index, idim, size)
@@ -1534,6 +1541,10 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
   pred_bat = _batched(cond_jaxpr, size, cc_b + [0 if b else None for b in carry_bat], name)[0]
   cond_rank = cond_jaxpr.out_avals[0].ndim
   if pred_bat:  # the predicate differs per lane: every lane runs until all are done
+    from nbjax.callback import IOEffect
+    if any(IOEffect in jaxpr_effects(j) for j in (body_jaxpr, cond_jaxpr)):
+      raise Exception("Unordered IO effects not supported in while_loop with batched "
+                      "predicate")
     carry_dims = [0] * nk
     pred_dim = [0]
   else:
