@@ -24,8 +24,16 @@ def test_devices():
   assert x.device == cpu
   y = x.to_device(cpu)
   assert np.array_equal(np.asarray(y), np.asarray(x))
-  with pytest.raises(ValueError, match="stream must be None"):
-    x.to_device(cpu, stream=1)
+  with pytest.raises(NotImplementedError, match="stream argument of array.to_device()"):
+    x.to_device(cpu, stream=1)  # (JAX's error)
+  # as JAX's (array_test test_device_attr, test_to_device): an array over several devices
+  # has its sharding as .device; to_device(sharding) is device_put
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  sh = NamedSharding(mesh, P("x"))
+  z = jnp.ones((2 * len(nbjax.devices()), 3)).to_device(sh)
+  assert z.sharding == sh
+  assert z.device == (sh if len(nbjax.devices()) > 1 else cpu)
   assert jnp.zeros(3, device=cpu).shape == (3,)
   assert info.capabilities() == {"boolean indexing": False, "data-dependent shapes": False,
                                  "max dimensions": 64}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from nbjax import dtypes
+from nbjax.array import Array
 
 __all__ = ["__array_api_version__", "__array_namespace_info__", "ArrayNamespaceInfo"]
 
@@ -102,13 +103,20 @@ def array_namespace(self, *, api_version=None):
 
 
 def device(self):
-  """``Array.device``: the CPU device holding the array."""
-  return _devices()[0]
+  """``Array.device``: the device holding the array, or its sharding when it spans several
+  devices, as JAX's."""
+  if type(self) is not Array:  # (a tracer: the default device)
+    return _devices()[0]
+  s = self.sharding
+  devs = s.device_set
+  return next(iter(devs)) if len(devs) == 1 else s
 
 
 def to_device(self, device, /, *, stream=None):
-  """``Array.to_device``: the array on ``device`` (every device is the host's memory here)."""
+  """``Array.to_device``: ``device_put(self, device)`` (a device or a sharding)."""
   if stream is not None:
-    raise ValueError("nbjax has no streams: stream must be None")
-  _check_device(device)
-  return self
+    raise NotImplementedError("stream argument of array.to_device()")
+  if device is None or _is_cpu(device):
+    return self
+  from nbjax import api
+  return api.device_put(self, device)
