@@ -785,7 +785,22 @@ def test_nonzero_family():
             nbjax.jit(lambda v: jnp.nonzero(v, size=4, fill_value=(9, 8, 7, 6)))):
     for g, w, fv in zip(f(y), np.nonzero(y), (9, 8, 7, 6)):
       check(g, np.concatenate([w, [fv, fv]]))
-  check(jnp.nonzero(np.zeros((3, 0)), size=2, fill_value=7)[1], np.array([7, 7]))
+  # JAX: an empty input (or size 0) gives zeros, fill_value unused
+  for g in jnp.nonzero(np.zeros((3, 0)), size=2, fill_value=7):
+    check(g, np.array([0, 0]))
+  check(jnp.argwhere(np.zeros((3, 0)), size=2, fill_value=7), np.zeros((2, 2), np.int64))
+  check(jnp.flatnonzero(np.zeros(0), size=0, fill_value=7), np.zeros(0, np.int64))
+  # the padding is JAX's where(mask, fill_value, index): a float fill gives weak float indices
+  g, = jnp.nonzero(np.array([0, 1, 1]), size=5, fill_value=2.5)
+  check(g, np.array([1.0, 2.0, 2.5, 2.5, 2.5]))
+  assert g.weak_type
+  with pytest.raises(ValueError, match=r"fill_value must be a scalar or a tuple of length 2; "
+                     r"got \[1, 2\]"):
+    jnp.nonzero(jx, size=5, fill_value=[1, 2])
+  with pytest.raises(ValueError, match="fill_value must be a scalar or a tuple of length 2"):
+    jnp.nonzero(jx, size=5, fill_value=np.array([1, 2]))
+  with pytest.raises(ValueError, match="argument 0 has length 1"):
+    jnp.nonzero(jx, size=5, fill_value=(1,))
   check(jnp.flatnonzero(jx), np.flatnonzero(x))
   check(jnp.argwhere(jx), np.argwhere(x))
   check(jnp.argwhere(jnp.int32(3)), np.argwhere(np.int32(3)))

@@ -475,6 +475,21 @@ def test_unique_axis():
   check(jnp.unique(np.array([3, 1]), sorted=False), np.array([1, 3]))
 
 
+def test_unique_empty_rows_and_empty_operands():
+  # rows of zero size are all equal: JAX's one row, index [0], counts [n]; with size and
+  # fill_value, size rows (index and counts keep JAX's length 1); values from JAX 0.10.2
+  x = np.zeros((3, 0))
+  check_tuple(jnp.unique(x, True, True, True, axis=0),
+              (np.zeros((1, 0)), np.array([0]), np.array([0, 0, 0]), np.array([3])))
+  check_tuple(jnp.unique(x, True, True, True, axis=0, size=2, fill_value=1.0),
+              (np.zeros((2, 0)), np.array([0]), np.array([0, 0, 0]), np.array([3])))
+  assert jnp.unique(x, axis=0, size=2).shape == (1, 0)
+  check(jnp.setxor1d(np.int8(3), np.zeros(0, np.float16), size=2), np.array([3.0, 3.0], np.float16))
+  check(jnp.union1d(np.zeros(0), np.zeros(0), size=2, fill_value=5), np.array([5.0, 5.0]))
+  check(jnp.intersect1d(np.array([4]), np.zeros(0, np.int64), size=3), np.array([4, 4, 4]))
+  check(jnp.intersect1d(np.array([4, 2]), np.zeros(0, np.int64), size=2), np.array([0, 0]))
+
+
 def test_compress_extract_size():
   check(jnp.extract(np.arange(5) > 2, np.arange(5), size=4, fill_value=9), np.array([3, 4, 9, 9]))
   with pytest.raises(ValueError, match="size must be positive and not greater"):

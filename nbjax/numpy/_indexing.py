@@ -1024,16 +1024,26 @@ def nonzero(a, *, size=None, fill_value=None):
     v = core.concrete_or_error(None, a, msg)
     return tuple(Array._new(i.astype(d)) for i in np.nonzero(np.asarray(v)))
   size = _util.index(size, "size")
-  from nbjax.numpy._manip import argsort
+  if a.size == 0 or size == 0:  # as JAX: zeros, fill_value unused
+    return tuple(lax.full((size,), 0, d) for _ in a.shape)
+  fills = (None,) * a.ndim
+  if fill_value is not None:
+    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * a.ndim
+    if any(np.shape(v) != () for v in fills):
+      raise ValueError(f"fill_value must be a scalar or a tuple of length {a.ndim}; "
+                       f"got {fill_value}")
+    if len(fills) != a.ndim:
+      raise ValueError(f"safe_zip() argument 1 has length {a.ndim} but argument 0 has length "
+                       f"{len(fills)}. All lengths: ({len(fills)}, {a.ndim})")
+  from nbjax.numpy._manip import argsort, where
   mask = lax.reshape(a != 0 if a.dtype != _BOOL else a, (a.size,))
-  count = lax.reduce_sum(_util.convert(mask, d), (0,)) if a.size else _util.lit(0, d)
-  order = argsort(lax.bitwise_not(mask)) if a.size else lax.full_like(mask, 0, d)
+  count = lax.reduce_sum(_util.convert(mask, d), (0,))
+  order = argsort(lax.bitwise_not(mask))
   if size <= a.size:
     flat = lax.slice(order, (0,), (size,))
   else:
     flat = lax.pad(order, _util.lit(0, d), [(0, size - a.size, 0)])
   valid = lax.lt(lax.iota(d, size), count)
-  fills = fill_value if isinstance(fill_value, (tuple, list)) else (fill_value,) * a.ndim
   out, rem = [], flat
   strides = [math.prod(a.shape[k + 1:]) for k in range(a.ndim)]
   for k, st in enumerate(strides):
@@ -1041,8 +1051,9 @@ def nonzero(a, *, size=None, fill_value=None):
       q, rem = rem, lax.full_like(rem, 0)
     else:
       q, rem = lax.div(rem, _util.lit(st, d, True)), lax.rem(rem, _util.lit(st, d, True))
-    fv = 0 if fills[k] is None else fills[k]
-    out.append(lax.select(valid, q, lax.full_like(q, fv)))
+    # padding: 0, or fill_value as JAX's where(...) (a float fill gives float indices)
+    out.append(lax.select(valid, q, lax.full_like(q, 0)) if fills[k] is None else
+               where(valid, q, fills[k]))
   return tuple(out)
 
 

@@ -417,8 +417,13 @@ def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, invers
     if size and fill_value is None:
       raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
                        "fill_value must be specified")
-    ret.append(x if size is None else full((size,) + rest, fill_value, x.dtype))
+    ret.append(x if not size else full((size,) + rest, fill_value, x.dtype))
     ret += [zeros(0, d)] * (index + inverse + counts) + [_util.lit(0, d)] * true_size
+    return ret
+  if not math.prod(rest):  # empty rows, all equal: JAX's one row (``size`` rows if filled)
+    ret.append(full((1 if size is None or fill_value is None else size,) + rest, 0, x.dtype))
+    ret += ([zeros(1, d)] * index + [zeros(n, d)] * inverse + [full((1,), n, d)] * counts
+            + [_util.lit(0, d)] * true_size)
     return ret
   if dtypes.is_complex(x.dtype):  # one NaN spelling, so that NaNs sort together
     x = where(isnan(x), _util.lit(complex(np.nan, 0), x.dtype), x)
@@ -729,6 +734,8 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
   ar1, ar2 = ensure_arraylike("intersect1d", ar1, ar2)
   a, b = _util.promote_dtypes(ravel(ar1), ravel(ar2))
   size = _static_size("intersect1d", size, a, b)
+  if size and fill_value is None and a.shape[0] + b.shape[0] == 1:  # JAX pads with the lone value
+    fill_value = concatenate([a, b])[0]
   vals, ia, valid = _unique_or_all(a, assume_unique, size)
   keep = lax.bitwise_and(valid, _in1d(vals, b))
   if not return_indices:
