@@ -21,7 +21,7 @@ import threading
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "PartitionSpec",
            "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding", "set_mesh",
-           "canonicalize_sharding", "apply_out_sharding"]
+           "canonicalize_sharding", "apply_out_sharding", "reshard"]
 
 
 class Sharding:
@@ -304,6 +304,13 @@ def apply_out_sharding(x, out_sharding, api_name, device=None):
   from nbjax.api import device_put
   from nbjax.array import Array
   return device_put(x, s) if isinstance(x, Array) else lax.with_sharding_constraint(x, s)
+
+
+def reshard(xs, out_shardings):
+  """``xs`` (a pytree of arrays) laid out as ``out_shardings`` (a prefix of it:
+  ``NamedSharding``s, or ``PartitionSpec``s on the current mesh), eagerly or under jit."""
+  from nbjax.interpreters.spmd import reshard as _reshard
+  return _reshard(xs, out_shardings)
 
 
 class _Unconstrained:

@@ -554,6 +554,17 @@ def with_sharding_constraint(x, shardings):
   return tree_util.tree_unflatten(tree, out)
 
 
+def reshard(xs, out_shardings):
+  """``xs`` (a pytree of arrays) laid out as ``out_shardings`` (a prefix of it:
+  ``NamedSharding``s, or ``PartitionSpec``s on the current mesh), eagerly or under jit."""
+  flat, _ = tree_util.tree_flatten(xs)
+  for s in flatten_shardings("reshard out_shardings", xs, out_shardings):
+    if _resolve(s, None, "reshard") is None:
+      raise ValueError("Reshard should only be used with out_shardings which are non-None and "
+                       f"have a non-empty mesh. Got sharding {s}.")
+  return with_sharding_constraint(xs, out_shardings)
+
+
 # ----------------------------------------------------------------------- global arrays from pieces
 
 

@@ -968,14 +968,17 @@ def _zeros_out(ctx):
   return [mlir.full_like_aval(ctx, 0, a) for a in ctx.avals_out]
 
 
-def _ffi_call(name, dtype, operands, result_avals):
-  """The custom call of ``name``'s kernel (``kernels.linalg_more``), built as
+def _target(name, dtype):
+  """The FFI target of ``name``'s kernel (``kernels.linalg_more``), registered as
   ``nbjax.lax.linalg``'s handlers are."""
   body = (_BODY_TSOLVE if name == "tridiagonal_solve" else
           _BODY_TSOLVE.replace("KM.tridiagonal_solve(", f"KM.{name}(")
           if name == "tridiagonal_solve_perturbed" else _L._BATCH + _BODIES[name])
-  return _L._ffi_call(name, dtype, operands, result_avals,
-                      target=_L._target(name, dtype, _HEAD, body))
+  return _L._target(name, dtype, _HEAD, body)
+
+
+def _ffi_call(name, dtype, operands, result_avals):
+  return _L._ffi_call(name, dtype, operands, result_avals, target=_target(name, dtype))
 
 
 def _schur_lowering(ctx, x, *, compute_schur_vectors, sort_eig_vals, select_callable):

@@ -19,6 +19,7 @@ import enum
 from typing import Any, NamedTuple
 import math
 import operator
+import re
 
 import numpy as np
 
@@ -1958,6 +1959,19 @@ def _target(name, dtype, head=_HEAD, body=None):
     xla.register_ffi_target(fn, ns[fn])
     _handlers[key] = fn
     return fn
+
+
+def ensure_ffi_targets(module_text):
+  """Register the handlers of the linalg kernels a module's custom calls name
+  (``nbjax_<kernel>_<dtype>``), for a module this process did not lower itself (a
+  deserialized ``nbjax.export``)."""
+  from nbjax.lax import _linalg_more as M
+  for name, d in re.findall(r"custom_call @nbjax_(\w+?)_(float32|float64|complex64|complex128)\b",
+                            module_text):
+    if name in _BODIES:
+      _target(name, d)
+    elif name in M._BODIES or name.startswith("tridiagonal_solve"):
+      M._target(name, d)
 
 
 def _ffi_call(name, dtype, operands, result_avals, lower=True, unit=False, left=False,
