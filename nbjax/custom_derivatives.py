@@ -33,7 +33,7 @@ from nbjax.interpreters import ad, batching, lowering
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.ad import (CustomVJPException, SymbolicZero, Zero, custom_lin_p,
                                    zeros_like_aval)
-from nbjax.jaxpr import eval_jaxpr
+from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
 from nbjax._tree_util import (keystr, register_pytree_node, tree_flatten,
                              tree_flatten_with_path, tree_map, tree_unflatten, treedef_children)
 from nbjax import _tree_util
@@ -666,6 +666,73 @@ for _p, _pp in ((custom_jvp_call_p, _pp_jvp_params), (custom_vjp_call_p, _pp_vjp
   _p.inline_call = True  # eager replay (registry.eager_program) may inline call_jaxpr
   lowering.register(_p, _call_lowering)
 custom_jvp_call_p.transpose = _custom_jvp_call_transpose
+
+
+def _memo(f, like):
+  """``f`` memoized on its (hashable) arguments, named for printing as the thunk ``like``."""
+  cache = {}
+
+  def thunk(*pattern):
+    r = cache.get(pattern)
+    if r is None:
+      r = cache[pattern] = f(*pattern)
+    return r
+  thunk.__name__, thunk.fun_name = like.__name__, like.fun_name
+  return thunk
+
+
+def _dce_custom_call(used_outs, eqn, prune_rules):
+  """JAX's ``dce_jaxpr_custom_jvp_rule``/``dce_jaxpr_custom_vjp_rule``: unused outputs leave
+  the call, its ``call_jaxpr`` and (``prune_rules(params)``) its rules; inputs stay."""
+  if not any(used_outs) and not eqn.effects:
+    return [False] * len(eqn.invars), None
+  if all(used_outs):
+    return [True] * len(eqn.invars), eqn
+  p = eqn.params
+  cj = p["call_jaxpr"]
+  call = ClosedJaxpr(pe.dce_jaxpr(cj.jaxpr, used_outs, True)[0], cj.consts)
+  return [True] * len(eqn.invars), eqn.replace(
+      outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
+      params=dict(p, call_jaxpr=call, **prune_rules(p)))
+
+
+def _dce_custom_jvp_call(used_outs, eqn):
+  def prune(p):
+    fun = p["jvp_jaxpr_fun"]
+
+    def thunk(*in_zeros):
+      jaxpr, consts, out_zeros = fun(*in_zeros)
+      used = [*used_outs, *(u for u, z in zip(used_outs, out_zeros) if not z)]
+      return (pe.dce_jaxpr(jaxpr, used, True)[0], consts,
+              [z for z, u in zip(out_zeros, used_outs) if u])
+    return dict(jvp_jaxpr_fun=_memo(thunk, fun))
+  return _dce_custom_call(used_outs, eqn, prune)
+
+
+def _dce_custom_vjp_call(used_outs, eqn):
+  out_avals = eqn.params["call_jaxpr"].out_avals
+
+  def prune(p):
+    fwd, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]
+
+    def thunk(*nonzeros):
+      jaxpr, consts = fwd(*nonzeros)
+      num_res = out_trees()[1].num_leaves
+      return pe.dce_jaxpr(jaxpr, [True] * num_res + list(used_outs), True)[0], consts
+
+    def dce_bwd(*args):
+      num_res = out_trees()[1].num_leaves
+      cts = iter(args[num_res:])
+      full = [next(cts) if u else Zero(a.to_tangent_aval()) if p["symbolic_zeros"]
+              else zeros_like_aval(a.to_tangent_aval()) for a, u in zip(out_avals, used_outs)]
+      return bwd(*args[:num_res], *full)
+    dce_bwd.__name__ = _name(bwd)
+    return dict(fwd_jaxpr_thunk=_memo(thunk, fwd), bwd=dce_bwd)
+  return _dce_custom_call(used_outs, eqn, prune)
+
+
+pe.dce_rules[custom_jvp_call_p] = _dce_custom_jvp_call
+pe.dce_rules[custom_vjp_call_p] = _dce_custom_vjp_call
 
 # ----------------------------------------------------------------------------- closure_convert
 

@@ -483,6 +483,28 @@ class TestCustomJVP:
     new, used = pe.dce_jaxpr(dead.jaxpr, [True])
     assert new.eqns == [] and used == [False]
 
+  def test_dce_prunes_unused_outputs_from_the_function_and_rule(self):
+    """JAX's dce rule (custom_api_test test_dce): an unused output leaves the equation, its
+    call_jaxpr and its rule; jvp of the pruned jaxpr still uses the rule."""
+    @custom_jvp
+    def f(x, y):
+      return jnp.sin(x), x + jnp.cos(y)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+      (x, y), (dx, dy) = primals, tangents
+      return f(x, y), (2.0 * jnp.cos(x) * dx, 1.5 * dx - 0.5 * jnp.sin(y) * dy)
+    jaxpr = make_jaxpr(f)(0.1, -1.3).jaxpr
+    for used, keep, gone, want in (([True, False], "sin", "cos", ((2 * np.cos(0.1),), (0.,))),
+                                   ([False, True], "cos", "sin", ((1.5,), (-0.5 * np.sin(-1.3),)))):
+      new, ins = pe.dce_jaxpr(jaxpr, used)
+      names = [e.primitive.name for e in new.eqns[0].params["call_jaxpr"].eqns]
+      assert ins == [True, True] and keep in names and gone not in names
+      g = lambda x, y: nbjax.core.eval_jaxpr(new, [], x, y)[0]
+      close(jvp(g, (0.1, -1.3), (1., 0.))[1], want[0][0])
+      close(jvp(g, (0.1, -1.3), (0., 1.))[1], want[1][0])
+    assert pe.dce_jaxpr(jaxpr, [False, False])[0].eqns == []
+
   def test_lowering_inlines_call_jaxpr(self):
     f = _sin_jvp_custom()
     text = jit(f).lower(1.).as_text()
@@ -978,6 +1000,26 @@ class TestCustomVJP:
     dead = make_jaxpr(lambda x: (f(x), 1.)[1])(1.)
     new, used = pe.dce_jaxpr(dead.jaxpr, [True])
     assert new.eqns == [] and used == [False]
+
+  def test_dce_prunes_unused_outputs_from_fwd_and_bwd(self):
+    """custom_api_test test_dce: the pruned fwd drops the unused primal output; the bwd gets
+    a zero cotangent for it."""
+    @custom_vjp
+    def f(x, y):
+      return jnp.sin(x), x + jnp.cos(y)
+
+    def f_bwd(res, cts):
+      (cos_x, sin_y), (ct_a, ct_b) = res, cts
+      return 2.0 * cos_x * ct_a + 1.5 * ct_b, -0.5 * sin_y * ct_b
+    f.defvjp(lambda x, y: (f(x, y), (jnp.cos(x), jnp.sin(y))), f_bwd)
+    jaxpr = make_jaxpr(f)(0.1, -1.3).jaxpr
+    for used, keep, gone, want in (([True, False], "sin", "cos", (2 * np.cos(0.1), 0.)),
+                                   ([False, True], "cos", "sin", (1.5, -0.5 * np.sin(-1.3)))):
+      new, _ = pe.dce_jaxpr(jaxpr, used)
+      names = [e.primitive.name for e in new.eqns[0].params["call_jaxpr"].eqns]
+      assert keep in names and gone not in names
+      g = lambda x, y: nbjax.core.eval_jaxpr(new, [], x, y)[0]
+      close(grad(g, (0, 1))(0.1, -1.3), want)
 
   def test_closed_over_value_differentiated_under_jit_raises(self):
     def outer(c):
