@@ -95,3 +95,18 @@ def test_errors():
     Mesh(np.array(nbjax.devices()[:1]), ("x", "y"))
   with pytest.raises(ValueError):
     nbjax.make_mesh((64,), ("x",))
+    nbjax.make_mesh((64,), ("x",))
+
+
+def test_reshard_eager_and_under_jit():
+  from nbjax.sharding import reshard
+  m = Mesh(np.array(nbjax.devices()[:1]), ("a",))
+  x = nbjax.numpy.arange(4.0)
+  np.testing.assert_array_equal(reshard(x, NamedSharding(m, P("a"))), x)
+  np.testing.assert_array_equal(nbjax.jit(lambda x: reshard(x, NamedSharding(m, P("a"))) * 2)(x),
+                                2 * np.arange(4.0))
+  with nbjax.sharding.set_mesh(m):
+    np.testing.assert_array_equal(reshard({"k": x}, P("a"))["k"], x)
+  with pytest.raises(ValueError, match="Reshard should only be used with out_shardings which "
+                     "are non-None and have a non-empty mesh. Got sharding None."):
+    reshard(x, None)
