@@ -95,7 +95,6 @@ def test_errors():
     Mesh(np.array(nbjax.devices()[:1]), ("x", "y"))
   with pytest.raises(ValueError):
     nbjax.make_mesh((64,), ("x",))
-    nbjax.make_mesh((64,), ("x",))
 
 
 def test_reshard_eager_and_under_jit():
