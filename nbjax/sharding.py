@@ -24,6 +24,10 @@ __all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", 
            "canonicalize_sharding", "apply_out_sharding", "reshard"]
 
 
+class IndivisibleError(ValueError):
+  """A sharding splits an array dimension into parts that do not divide it (JAX's)."""
+
+
 class Sharding:
   """Base class of nbjax's shardings."""
 
@@ -318,19 +322,41 @@ class _Unconstrained:
     return "UNCONSTRAINED"
 
 
+def _canonical_partition(p):
+  """A PartitionSpec entry as JAX keeps it: ``()`` is None, a 1-tuple its name, a list a
+  tuple; JAX's errors for nested tuples and other values."""
+  if isinstance(p, (tuple, list)):
+    for q in p:
+      if isinstance(q, (tuple, list)):
+        raise ValueError("A tuple inside PartitionSpec cannot contain a nested tuple. Got "
+                         f"partition: {p} and the nested tuple: {q}")
+      if not isinstance(q, str):
+        raise TypeError(f"PartitionSpec entries must be None, an axis name, or a tuple of "
+                        f"axis names, got {p!r}")
+    return None if not p else p[0] if len(p) == 1 else tuple(p)
+  if not (p is None or isinstance(p, str) or p is PartitionSpec.UNCONSTRAINED):
+    raise TypeError(f"PartitionSpec entries must be None, an axis name, or a tuple of axis "
+                    f"names, got {p!r}")
+  return p
+
+
+_interned: dict = {}
+
+
 class PartitionSpec(tuple):
   """How each array dimension is split over mesh axes: an entry is ``None`` (not split), an
   axis name, or a tuple of names (split over their product, major first)."""
   UNCONSTRAINED = _Unconstrained()
 
   def __new__(cls, *partitions):
-    for p in partitions:
-      if not (p is None or isinstance(p, str) or p is PartitionSpec.UNCONSTRAINED or
-              isinstance(p, (tuple, list)) and all(isinstance(q, str) for q in p)):
-        raise TypeError(f"PartitionSpec entries must be None, an axis name, or a tuple of axis "
-                        f"names, got {p!r}")
-    return tuple.__new__(cls, tuple(tuple(p) if isinstance(p, list) else p
-                                    for p in partitions))
+    key = tuple(_canonical_partition(p) for p in partitions)
+    spec = _interned.get(key)
+    if spec is None:  # as JAX's: equal specs are one object (P((), 'x') is P(None, 'x'))
+      spec = _interned[key] = tuple.__new__(cls, key)
+    return spec
+
+  def __init_subclass__(cls, **kwargs):
+    raise TypeError("Subclassing `jax.P` is prohibited.")
 
   def __repr__(self):
     return "P(%s%s)" % (", ".join(map(repr, self)), "," if len(self) == 1 else "")
@@ -404,6 +430,14 @@ class NamedSharding(Sharding):
   def with_spec(self, spec):
     return NamedSharding(self.mesh, spec)
 
+  def check_compatible_aval(self, aval_shape):
+    """JAX's ValueError when the spec names more axes than ``aval_shape`` has."""
+    if len(aval_shape) < len(self.spec):
+      extra = " For scalars the PartitionSpec should be P()" if not len(aval_shape) else ""
+      raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
+                       f"{len(self.spec)}, but was applied to a value of rank "
+                       f"{len(aval_shape)}.{extra}")
+
   def check(self, shape, what="device_put"):
     """Raise JAX's errors for a spec that does not fit ``shape``."""
     if len(self.spec) > len(shape):
@@ -415,9 +449,10 @@ class NamedSharding(Sharding):
           for p in self.spec._normalized(len(shape))]
     for i, (d, k) in enumerate(zip(shape, ks)):
       if d % k:
-        raise ValueError(f"Sharding {self!r} implies that array axis {i} is partitioned {k} "
-                         f"times, but the dimension size is {d} (full shape: {tuple(shape)}, "
-                         f"per-dimension tiling factors: {ks} should evenly divide the shape)")
+        raise IndivisibleError(
+            f"Sharding {self!r} implies that array axis {i} is partitioned {k} times, but the "
+            f"dimension size is {d} (full shape: {tuple(shape)}, per-dimension tiling "
+            f"factors: {ks} should evenly divide the shape)")
 
   def shard_shape(self, global_shape):
     self.check(global_shape)

@@ -159,6 +159,11 @@ def test_out_shardings_and_errors():
   with pytest.raises(ValueError, match="implies that array axis 0 is partitioned 2 times, but "
                      "the dimension size is 3"):
     nbjax.device_put(np.zeros((3, 4)), NamedSharding(m, P("x")))
+  from nbjax.sharding import IndivisibleError  # (a ValueError, as JAX's)
+  for f in (s.shard_shape, s.devices_indices_map):  # array_test test_uneven_shard_error
+    with pytest.raises(IndivisibleError, match="axis 1 is partitioned 2 times, but the "
+                       r"dimension size is 3 \(full shape: \(4, 3\)"):
+      f((4, 3))
   with pytest.raises(ValueError, match="only valid for values of rank at least 3"):
     nbjax.device_put(np.zeros((4, 4)), NamedSharding(m, P(None, None, "x")))
   with pytest.raises(ValueError, match="divisible|partitioned"):

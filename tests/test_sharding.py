@@ -61,6 +61,17 @@ def test_partition_spec():
   assert P.UNCONSTRAINED is not None
   with pytest.raises(TypeError):
     P(3)
+  # JAX's canonical entries, interned specs and errors (array_test test_pspec_tuple,
+  # test_nested_tuple_pspec_error, test_pspec_subclass_error)
+  assert P((), "x") is P(None, "x") and hash(P((), "x")) == hash(P(None, "x"))
+  assert tuple(P(("m",), ["a", "b"])) == ("m", ("a", "b")) and P("x", "y", "z").index("z") == 2
+  assert repr(P(None, ("mdl",), None)) == "P(None, 'mdl', None)"
+  with pytest.raises(ValueError, match=r"A tuple inside PartitionSpec cannot contain a nested "
+                     r"tuple. Got partition: \('z', \('a',\)\) and the nested tuple: \('a',\)"):
+    P("x", ("z", ("a",)))
+  with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited."):
+    class MyP(P):
+      pass
 
 
 def test_mesh_and_named_sharding_one_device():
@@ -91,6 +102,14 @@ def test_errors():
     NamedSharding(m, P("z"))
   with pytest.raises(ValueError, match="only valid for values of rank at least 3"):
     NamedSharding(m, P(None, None, "x")).shard_shape((2, 2))
+  s = NamedSharding(m, P(None, "x", None, None))  # JAX's check_compatible_aval
+  with pytest.raises(ValueError, match=r"^Sharding NamedSharding\(.*P\(None, 'x', None, None\).*"
+                     r"\) is only valid for values of rank at least 4, but was applied to a value "
+                     r"of rank 2.$"):
+    s.check_compatible_aval((8, 2))
+  s.check_compatible_aval((8, 2, 1, 1))
+  with pytest.raises(ValueError, match=r"rank 0. For scalars the PartitionSpec should be P\(\)"):
+    NamedSharding(m, P("x")).check_compatible_aval(())
   with pytest.raises(ValueError, match="axis_names"):
     Mesh(np.array(nbjax.devices()[:1]), ("x", "y"))
   with pytest.raises(ValueError):
