@@ -63,7 +63,7 @@ from nbjax import scipy  # noqa: E402  (jax.scipy: special, stats)
 from nbjax.interpreters.pjit import block_until_ready, clear_caches, disable_jit, jit
 from nbjax.api import live_arrays, pmap
 from nbjax import sharding
-from nbjax.sharding import NamedSharding, make_mesh, set_mesh
+from nbjax.sharding import NamedSharding, Shard, make_mesh, reshard, set_mesh
 from nbjax.sharding import PartitionSpec as P
 from nbjax.interpreters.shard_map import shard_map
 from nbjax.interpreters.spmd import (make_array_from_callback, make_array_from_process_local_data,
@@ -73,7 +73,7 @@ from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
-from nbjax import dlpack, export, stages, typing, version
+from nbjax import dlpack, export, monitoring, profiler, stages, typing, version
 from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 

@@ -164,8 +164,8 @@ class Exported:
 
 
 def _stablehlo():
-  from jaxlib.mlir.dialects import stablehlo
-  return stablehlo
+  from nbjax import xla
+  return xla.get_hlo()
 
 
 # ----------------------------------------------------------------------- exporting

@@ -143,6 +143,19 @@ def get_func():
   return ensure_jaxlib().func
 
 
+def get_profiler():
+  """``(jaxlib._profiler, jaxlib._profile_data)``: XLA's profiler sessions, trace annotations
+  and profile readers (``nbjax.profiler``)."""
+  ensure_jaxlib()
+  from jaxlib import _profile_data, _profiler
+  return _profiler, _profile_data
+
+
+def heap_profile():
+  """The CPU client's memory profile (pprof protocol buffer, uncompressed)."""
+  return _runtime().client.heap_profile()
+
+
 def __getattr__(name):  # lazy module attributes: xla.ir, xla.hlo, xla.func_dialect
   if name == "ir":
     return get_ir()

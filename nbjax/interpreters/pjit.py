@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from nbjax import core, dtypes, registry, traceback_util, _tree_util as tree_util
+from nbjax import core, dtypes, monitoring, registry, traceback_util, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
@@ -177,8 +177,11 @@ class _Executable:
     self.const_vals = [_aligned(None, np.asarray(_to_host(consts[i], cavals[i])))
                        for i in hoisted]
     self.host_callbacks = []  # Python callbacks the module calls (both compiles need them)
-    module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted,
-                                        host_callbacks=self.host_callbacks)
+    with monitoring.log_elapsed_time(
+        "Finished jaxpr to MLIR module conversion {fun_name} in {elapsed_time:.9f} sec",
+        f"jit({name})", monitoring.JAXPR_TO_MLIR_MODULE_EVENT, _log, config._flags["log_compiles"]):
+      module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted,
+                                          host_callbacks=self.host_callbacks)
     _stats["lowerings"] += 1
     if config._flags["log_compiles"]:  # JAX's message, at WARNING as JAX logs it
       _log.warning("Compiling %s with global shapes and types %s.", name, list(closed.in_avals))
@@ -196,13 +199,19 @@ class _Executable:
     self.float0_out = [i for i, a in enumerate(out_avals) if a.dtype == dtypes.float0]
     self.out_avals = out_avals
 
+  def _compile_timer(self):
+    return monitoring.log_elapsed_time(
+        "Finished XLA compilation of {fun_name} in {elapsed_time:.9f} sec", f"jit({self.name})",
+        monitoring.BACKEND_COMPILE_EVENT, _log, config._flags["log_compiles"])
+
   @property
   def exe(self):
     """The host-input ``xla.Executable`` (compiled on first use)."""
     if self._exe is None:
       from nbjax import xla
-      self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks,
-                              compiler_options=self.compiler_options)
+      with self._compile_timer():
+        self._exe = xla.compile(self.text, name=self.name, host_callbacks=self.host_callbacks,
+                                compiler_options=self.compiler_options)
     return self._exe
 
   def _device_call(self, out_tree=None, guarded=False):
@@ -220,9 +229,10 @@ class _Executable:
     from nbjax import xla
     dexe = self._dexe
     if dexe is None:
-      dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False,
-                                      host_callbacks=self.host_callbacks,
-                                      compiler_options=self.compiler_options)
+      with self._compile_timer():
+        dexe = self._dexe = xla.compile(self.text, name=self.name, pack_inputs=False,
+                                        host_callbacks=self.host_callbacks,
+                                        compiler_options=self.compiler_options)
       self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     nc = len(self.const_bufs)
     env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
@@ -1242,8 +1252,11 @@ class JitWrapped:
 
     dbg = pe.DebugInfo("jit", fun, args, kwargs, self._static_argnums, self._static_argnames,
                        out_tree=lambda: box[0] if box else None)
-    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name,
-                                                 debug_info=dbg)
+    with monitoring.log_elapsed_time(
+        "Finished tracing {fun_name} for jit in {elapsed_time:.9f} sec", self._name,
+        monitoring.JAXPR_TRACE_EVENT, _log, config._flags["log_compiles"]):
+      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self._name,
+                                                   debug_info=dbg)
     self._trace_count += 1
     _stats["traces"] += 1
     return _Entry(ClosedJaxpr(jaxpr, consts), box[0], self._name, self._compiler_options,

@@ -1,0 +1,1 @@
+"""``nbjax.experimental.compilation_cache``: JAX's persistent compilation cache controls."""
