@@ -338,7 +338,10 @@ def flatten_source(treedef, root, ns, fail):
         return False
     return True
 
-  return (lines, leaves) if walk(root, treedef) else None
+  try:
+    return (lines, leaves) if walk(root, treedef) else None
+  finally:
+    del walk  # (a recursive closure is a reference cycle: broken here, no garbage for gc)
 
 
 def build_source(treedef, leaf, ns):
@@ -368,7 +371,10 @@ def build_source(treedef, leaf, ns):
       ns[names[-1]] = key
     return "{" + ", ".join(f"{n}: {k}" for n, k in zip(names, kids)) + "}"
 
-  return build(treedef)
+  try:
+    return build(treedef)
+  finally:
+    del build  # (a recursive closure is a reference cycle: broken here, no garbage for gc)
 
 
 def flattener(treedef):
@@ -381,7 +387,7 @@ def flattener(treedef):
     return None
   lines, leaves = got
   exec("\n".join(["def flat(x):", *lines, f"  return [{', '.join(leaves)}]"]), ns)
-  return ns["flat"]
+  return ns.pop("flat")  # (popped: a function in its own globals is a reference cycle)
 
 
 def unflattener(treedef):
@@ -393,7 +399,7 @@ def unflattener(treedef):
   if body is None:
     return treedef.unflatten
   exec(f"def unflatten(o):\n  return {body}\n", ns)
-  return ns["unflatten"]
+  return ns.pop("unflatten")
 
 
 _MISSING = object()

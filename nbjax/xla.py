@@ -675,7 +675,7 @@ class Executable:
         res.append("None" if lazy else f"_asarray(_mv(o[{i}]))")
     src.append(f"  return [{', '.join(res)}], o")
     exec(compile_py("\n".join(src), f"<nbjax.xla.Executable {self.name} (buffers)>", "exec"), env)
-    return env["call"]
+    return env.pop("call")  # (popped: a function in its own globals is a reference cycle)
 
   def _make_call(self, plan):
     """Generate this executable's call function: every check, transfer and output conversion
@@ -755,7 +755,7 @@ class Executable:
     else:
       src += body
     exec(compile_py("\n".join(src), f"<nbjax.xla.Executable {self.name}>", "exec"), env)
-    return env["call"]
+    return env.pop("call")  # (popped: a function in its own globals is a reference cycle)
 
   def _stage(self, specs, env):
     """For each ``(key, shape, dtype)``, a staging array and the device buffer aliasing it

@@ -885,3 +885,21 @@ def test_experimental_pjit_is_deprecated_jit():
   assert f(np.float32(2.0), 3) == 6.0 and f.trace_count == 1
   with pytest.raises(AttributeError, match="has no attribute 'nope'"):
     mod.nope  # noqa: B018
+
+
+def test_first_call_leaves_no_reference_cycles():
+  """Tracing, compiling and running a new function leaves no garbage that only the cycle
+  collector frees: the generated fast-path functions are not in their own globals
+  (core_test.test_reference_cycles_jit)."""
+  import gc
+  gc.collect()
+  f = lambda x: x.sum()
+  params = nbjax.numpy.zeros([])
+  debug = gc.get_debug()
+  try:
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    nbjax.jit(f)(params).block_until_ready()
+    assert gc.collect() == 0, gc.garbage
+  finally:
+    gc.set_debug(debug)
+    gc.garbage.clear()

@@ -625,3 +625,22 @@ def test_treedef_protocol_buffer_round_trip_as_jax():
   for x in (P(1, 2), collections.OrderedDict(b=1, a=2), [1, {'k': P(1, 2)}]):
     with pytest.raises(ValueError, match="User-defined nodes are not supported"):
       tu.tree_structure(x).serialize_using_proto()
+
+
+def test_generated_flatteners_make_no_reference_cycles():
+  """The code generators behind jit's fast path (``flattener``/``unflattener``) leave no
+  garbage for the cycle collector (core_test.test_reference_cycles_jit)."""
+  import gc
+  tree = ({'a': 1, 'b': [2, (3, None)]}, (4,))
+  treedef = tu.tree_structure(tree)
+  gc.collect()
+  debug = gc.get_debug()
+  try:
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    flat, unflat = _tu.flattener(treedef), _tu.unflattener(treedef)
+    assert flat(tree) == [1, 2, 3, 4] and unflat([1, 2, 3, 4]) == tree
+    del flat, unflat
+    assert gc.collect() == 0, gc.garbage
+  finally:
+    gc.set_debug(debug)
+    gc.garbage.clear()

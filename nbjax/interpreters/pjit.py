@@ -60,7 +60,7 @@ def finish_sharded_run(src, env, shardings, out_avals, out_tree, filename):
     body = f"_unflat([{', '.join(f'r{i}' for i in range(len(out_avals)))}])"
   src.append(f"  return {body}")
   exec(compile("\n".join(src), filename, "exec"), env)
-  return env["run"]
+  return env.pop("run")  # (popped: a function in its own globals is a reference cycle)
 
 
 def stats():
@@ -152,6 +152,12 @@ def _aligned(x, v):
   return out
 
 
+def _weakly(method):
+  """``method`` on a weak reference to its object, for generated code the object keeps (the
+  bound method itself would make a reference cycle, garbage only the collector frees)."""
+  return functools.partial(method.__func__, weakref.proxy(method.__self__))
+
+
 class _Executable:
   """A closed jaxpr compiled for the CPU: ``run(args) -> list of Arrays``.
 
@@ -235,7 +241,7 @@ class _Executable:
                                         compiler_options=self.compiler_options)
       self.const_bufs = [dexe.put(i, v, keep=True) for i, v in enumerate(self.const_vals)]
     nc = len(self.const_bufs)
-    env = {"_Array": Array, "_new": object.__new__, "_adopt": self._adopt, "_to_host": _to_host,
+    env = {"_Array": Array, "_new": object.__new__, "_adopt": _weakly(self._adopt), "_to_host": _to_host,
            "_len": len, "_TypeError": TypeError,
            "_put": dexe.put, "_Impl": dexe._rt.impl_type}
     inline = all(dexe.buffer_outputs)  # else the outputs need dexe's conversions
@@ -266,8 +272,8 @@ class _Executable:
       unflat = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
           tree_util.unflattener(out_tree)
     if out_tree is not None and not guarded:
-      env["_host"] = self.run_host if body is None else \
-          (lambda args: unflat(self.run_host(args)))
+      host = _weakly(self.run_host)
+      env["_host"] = host if body is None else (lambda args: unflat(host(args)))
       if names:
         src.append(f"  if {' and '.join(f'type({x}) is not _Array' for x in names)}:")
         src.append("    return _host(args)")
@@ -312,7 +318,7 @@ class _Executable:
     else:
       src.append(f"  return {body}")
     exec(compile("\n".join(src), f"<nbjax.jit {self.name} (device)>", "exec"), env)
-    run = env["run"]
+    run = env.pop("run")
     if body is None and out_tree is not None:
       if guarded:
         return lambda args: r if (r := run(args)) is MISS else unflat(r)
@@ -414,7 +420,7 @@ class _Executable:
         res.append(f"_wrap(o[{i}], {w})")
     src.append(f"  return [{', '.join(res)}]")
     exec(compile("\n".join(src), f"<nbjax.jit {self.name} (host)>", "exec"), env)
-    self._hcall = env["run"]
+    self._hcall = env.pop("run")
     return self._hcall
 
 
