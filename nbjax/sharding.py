@@ -17,10 +17,11 @@ import numpy as np
 import collections
 import contextlib
 import enum
+import math
 import threading
 
-__all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "PartitionSpec",
-           "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding", "set_mesh",
+__all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "AbstractMesh",
+           "PartitionSpec", "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding", "set_mesh",
            "canonicalize_sharding", "apply_out_sharding", "reshard"]
 
 
@@ -170,35 +171,83 @@ class AxisType(enum.Enum):
   Explicit = enum.auto()
   Manual = enum.auto()
 
+  def __repr__(self):  # (JAX's: ``axis_types=(Auto, Explicit)``)
+    return self.name
+
 
 _mesh_ctx = threading.local()
 
 
-class Mesh(contextlib.ContextDecorator):
-  """A named grid of devices: ``devices`` (an ndarray of them) with one name per axis."""
+def _normalize_axis_types(axis_names, axis_types, name):
+  """``axis_types`` as a tuple (default all ``Auto``), with JAX's errors."""
+  axis_types = (AxisType.Auto,) * len(axis_names) if axis_types is None else axis_types
+  if not isinstance(axis_types, tuple):
+    axis_types = (axis_types,)
+  if not all(isinstance(a, AxisType) for a in axis_types):
+    raise TypeError(f"axis_types passed to {name} must be of type `jax.sharding.AxisType`. Got "
+                    f"{axis_types} of type {tuple(type(a) for a in axis_types)}")
+  if len(axis_names) != len(axis_types):
+    raise ValueError("Number of axis names should match the number of axis_types. Got "
+                     f"axis_names={axis_names} and axis_types={axis_types}")
+  return axis_types
 
-  def __init__(self, devices, axis_names, axis_types=None):
+
+class _MeshAxes:
+  """What ``Mesh`` and ``AbstractMesh`` share: names, types, sizes."""
+  shape = property(lambda s: collections.OrderedDict(zip(s.axis_names, s.axis_sizes)))
+  shape_tuple = property(lambda s: tuple(zip(s.axis_names, s.axis_sizes)))
+  empty = property(lambda s: s.size == 0)
+  auto_axes = property(lambda s: s._axes_of(AxisType.Auto))
+  explicit_axes = property(lambda s: s._axes_of(AxisType.Explicit))
+  manual_axes = property(lambda s: s._axes_of(AxisType.Manual))
+
+  def _axes_of(self, t):
+    return tuple(n for n, a in zip(self.axis_names, self.axis_types) if a == t)
+
+  def __str__(self):
+    shape = ", ".join(f"'{k}': {v}" for k, v in self.shape.items())
+    return f"{type(self).__name__}({shape}, axis_types={self.axis_types})"
+
+
+_meshes: dict = {}
+
+
+class Mesh(_MeshAxes, contextlib.ContextDecorator):
+  """A named grid of devices: ``devices`` (an ndarray of them) with one name per axis and a
+  type per axis (``AxisType``). Equal meshes are one object, as JAX's."""
+
+  def __new__(cls, devices, axis_names, axis_types=None):
     devices = np.array(devices, dtype=object)
     if isinstance(axis_names, str):
       axis_names = (axis_names,)
     axis_names = tuple(axis_names)
+    if any(n is None for n in axis_names):
+      raise ValueError(f"Mesh axis names cannot be None. Got: {axis_names}")
     if devices.ndim != len(axis_names):
       raise ValueError("Mesh requires the ndim of its first argument (`devices`) to equal the "
                        "length of its second argument (`axis_names`), but got devices.ndim == "
                        f"{devices.ndim} and len(axis_names) == {len(axis_names)}.")
     if len(set(axis_names)) != len(axis_names):
       raise ValueError(f"Mesh axis names must be unique, got {axis_names}")
-    ids = [d.id for d in devices.flat]
-    if len(set(ids)) != len(ids):
-      raise ValueError(f"Mesh devices must be distinct, got device ids {ids}")
-    self.devices, self.axis_names = devices, axis_names
-    self.axis_types = tuple(axis_types) if axis_types else (AxisType.Auto,) * len(axis_names)
+    axis_types = _normalize_axis_types(axis_names, axis_types, "Mesh")
+    flat = tuple(devices.flat)
+    empty = not axis_names and flat[0] is None
+    if not empty:
+      ids = [d.id for d in flat]
+      if len(set(ids)) != len(ids):
+        raise ValueError(f"Mesh devices must be distinct, got device ids {ids}")
+    key = (cls, flat, devices.shape, axis_names, axis_types)
+    m = _meshes.get(key)
+    if m is None:
+      m = _meshes[key] = object.__new__(cls)
+      m.devices, m.axis_names, m.axis_types = devices, axis_names, axis_types
+      m.size = 0 if empty else int(devices.size)
+    return m
 
-  shape = property(lambda s: collections.OrderedDict(zip(s.axis_names, s.devices.shape)))
+  def __getnewargs_ex__(self):
+    return (self.devices, self.axis_names, self.axis_types), {}
+
   axis_sizes = property(lambda s: tuple(s.devices.shape))
-  shape_tuple = property(lambda s: tuple(zip(s.axis_names, s.devices.shape)))
-  size = property(lambda s: int(s.devices.size))
-  empty = property(lambda s: s.devices.size == 0)
   device_ids = property(lambda s: np.vectorize(lambda d: d.id, otypes=[int])(s.devices))
   local_devices = property(lambda s: [d for d in s.devices.flat
                                       if d.process_index == _process_index()])
@@ -206,8 +255,24 @@ class Mesh(contextlib.ContextDecorator):
                                             for d in s.devices.flat))
   local_mesh = property(lambda s: s)
 
+  @property
+  def abstract_mesh(self):
+    """This mesh without its devices (``AbstractMesh``)."""
+    if not self.axis_names:
+      return AbstractMesh((), ())
+    d = self.devices.flat[0]
+    return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                        abstract_device=None if d is None else
+                        (d.device_kind, getattr(d, "num_cores", None), d.platform))
+
+  def update(self, devices=None, axis_names=None, axis_types=None):
+    return Mesh(self.devices if devices is None else devices,
+                self.axis_names if axis_names is None else axis_names,
+                self.axis_types if axis_types is None else axis_types)
+
   def _key(self):
-    return (tuple(d.id for d in self.devices.flat), self.devices.shape, self.axis_names)
+    return (tuple(d.id for d in self.devices.flat) if self.size else (), self.devices.shape,
+            self.axis_names, self.axis_types)
 
   def __eq__(self, other):
     return isinstance(other, Mesh) and self._key() == other._key()
@@ -226,9 +291,56 @@ class Mesh(contextlib.ContextDecorator):
     _mesh_ctx.stack.pop()
     return False
 
+  def __str__(self):
+    return "Mesh()" if self.empty else super().__str__()
+
   def __repr__(self):
-    shape = ", ".join(f"'{k}': {v}" for k, v in self.shape.items())
-    return f"Mesh({shape}, axis_types=({', '.join(t.name for t in self.axis_types)}))"
+    if self.empty:
+      return "Mesh(axis_sizes=(), axis_names=())"
+    return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names!r}, "
+            f"axis_types={self.axis_types})")
+
+
+_abstract_meshes: dict = {}
+
+
+class AbstractMesh(_MeshAxes):
+  """A mesh's axis sizes, names and types without its devices (JAX's); equal ones are one
+  object."""
+
+  def __new__(cls, axis_sizes, axis_names, axis_types=None, *, abstract_device=None):
+    if isinstance(axis_names, str):
+      axis_names = (axis_names,)
+    axis_sizes, axis_names = tuple(axis_sizes), tuple(axis_names)
+    axis_types = _normalize_axis_types(axis_names, axis_types, "AbstractMesh")
+    key = (axis_sizes, axis_names, axis_types, abstract_device)
+    m = _abstract_meshes.get(key)
+    if m is None:
+      m = _abstract_meshes[key] = object.__new__(cls)
+      m.axis_sizes, m.axis_names, m.axis_types = axis_sizes, axis_names, axis_types
+      m.abstract_device = abstract_device
+    return m
+
+  size = property(lambda s: math.prod(s.axis_sizes) if s.axis_sizes else 0)
+  abstract_mesh = property(lambda s: s)
+
+  def update(self, axis_sizes=None, axis_names=None, axis_types=None):
+    return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                        self.axis_names if axis_names is None else axis_names,
+                        self.axis_types if axis_types is None else axis_types,
+                        abstract_device=self.abstract_device)
+
+  def update_axis_types(self, name_to_type):
+    return self.update(axis_types=tuple(name_to_type.get(n, a) for n, a in
+                                        zip(self.axis_names, self.axis_types)))
+
+  def __repr__(self):
+    shape = ", ".join(f"'{n}': {v}" for n, v in self.shape_tuple) or "()"
+    d = self.abstract_device
+    dev = "" if d is None else f", device_kind={d[0]}, num_cores={d[1]}, platform={d[2]}"
+    return f"AbstractMesh({shape}, axis_types={self.axis_types}{dev})"
+
+  __str__ = __repr__
 
 
 def _current_mesh():
@@ -425,7 +537,7 @@ class NamedSharding(Sharding):
     return hash(self._key())
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, memory_kind=device)"
+    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
 
   def with_spec(self, spec):
     return NamedSharding(self.mesh, spec)

@@ -128,3 +128,41 @@ def test_reshard_eager_and_under_jit():
   with pytest.raises(ValueError, match="Reshard should only be used with out_shardings which "
                      "are non-None and have a non-empty mesh. Got sharding None."):
     reshard(x, None)
+
+
+def test_mesh_and_abstract_mesh_as_jax():
+  """Mesh/AbstractMesh as JAX 0.10.2's (array_test test_mesh_repr, test_mesh_caching_during_
+  construction, test_mesh_with_axis_name_none, test_mesh_axis_types_mismatch,
+  test_empty_mesh_creation)."""
+  from nbjax.sharding import AbstractMesh
+  devs = np.array(nbjax.devices()[:1]).reshape(1, 1)
+  m = Mesh(devs, ("x", "y"))
+  assert m is Mesh(devs, ("x", "y")) and m == Mesh(devs, ("x", "y"))
+  assert repr(m) == "Mesh(axis_sizes=(1, 1), axis_names=('x', 'y'), axis_types=(Auto, Auto))"
+  assert str(m) == "Mesh('x': 1, 'y': 1, axis_types=(Auto, Auto))"
+  assert str(NamedSharding(m, P("x"))).startswith("NamedSharding(mesh=Mesh('x': 1, 'y': 1, ")
+  e = Mesh(devs, ("x", "y"), (AxisType.Explicit, AxisType.Auto))
+  assert e != m and hash(e) != hash(m)
+  assert (e.explicit_axes, e.auto_axes, e.manual_axes) == (("x",), ("y",), ())
+  with pytest.raises(ValueError, match=r"^Mesh axis names cannot be None. Got: \(None, 'x'\)$"):
+    Mesh(devs, (None, "x"))
+  with pytest.raises(ValueError, match=r"^Number of axis names should match the number of "
+                     r"axis_types. Got axis_names=\('x', 'y'\) and axis_types=\(Auto,\)$"):
+    Mesh(devs, ("x", "y"), axis_types=AxisType.Auto)
+  with pytest.raises(ValueError, match="Number of axis names should match"):
+    nbjax.make_mesh((1, 1), ("x", "y"), axis_types=AxisType.Explicit)
+  for bad in ("explicit", ("explicit",)):
+    with pytest.raises(TypeError, match=r"axis_types passed to AbstractMesh must be of type "
+                       r"`jax.sharding.AxisType`. Got \('explicit',\) of type \(<class 'str'>,\)"):
+      AbstractMesh((2,), ("x",), axis_types=bad)
+  a = m.abstract_mesh
+  assert (a.axis_sizes, a.axis_names, a.axis_types, a.size) == ((1, 1), ("x", "y"),
+                                                                (AxisType.Auto,) * 2, 1)
+  assert repr(a) == ("AbstractMesh('x': 1, 'y': 1, axis_types=(Auto, Auto), device_kind=cpu, "
+                     "num_cores=None, platform=cpu)")
+  b = AbstractMesh((2,), "x", axis_types=AxisType.Auto)
+  assert b is AbstractMesh((2,), ("x",)) and repr(b) == "AbstractMesh('x': 2, axis_types=(Auto,))"
+  empty = Mesh(devices=np.empty((), dtype=object), axis_names=[])
+  assert empty.empty and empty.size == 0 and repr(empty) == "Mesh(axis_sizes=(), axis_names=())"
+  assert empty.abstract_mesh.empty and empty.abstract_mesh.size == 0
+  assert AbstractMesh((), ()).empty
