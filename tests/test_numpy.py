@@ -1473,3 +1473,38 @@ def test_einsum_path_takes_opt_einsum_strategy_names():
     path, _ = jnp.einsum_path("ij,jk,kl", *ops, optimize=optimize)
     np.testing.assert_allclose(jnp.einsum("ij,jk,kl", *ops, optimize=path),
                                ops[0] @ ops[1] @ ops[2])
+
+
+def test_out_sharding_arguments():
+  # JAX's jnp functions take out_sharding (None: as without it); a NamedSharding places the
+  # result, other values raise JAX's TypeError naming the API as JAX's does
+  from nbjax.sharding import NamedSharding, PartitionSpec as P
+  s = NamedSharding(nbjax.make_mesh((1,), ("x",)), P("x"))
+  x, m = jnp.ones(4), jnp.ones((2, 3))
+  cases = {"reshape": lambda o: jnp.reshape(x, (2, 2), out_sharding=o),
+           "reshape ": lambda o: jnp.ravel(m, out_sharding=o),  # (JAX: reshape's name)
+           "reshape  ": lambda o: m.flatten(out_sharding=o),
+           "reshape   ": lambda o: m.reshape(6, out_sharding=o),
+           "repeat": lambda o: jnp.repeat(x, 2, out_sharding=o),
+           "jnp.bincount": lambda o: jnp.bincount(jnp.arange(3), out_sharding=o),
+           "jnp.percentile": lambda o: jnp.percentile(x, jnp.array([5.0, 50.0]), out_sharding=o),
+           "dot_general": lambda o: jnp.dot(m.T, jnp.ones(2), out_sharding=o),
+           "dot_general ": lambda o: jnp.matmul(jnp.ones(2), m, out_sharding=o),
+           "dot_general  ": lambda o: jnp.tensordot(jnp.ones(2), m, 1, out_sharding=o),
+           "einsum": lambda o: jnp.einsum("i,ij", jnp.ones(2), m, out_sharding=o),
+           "jnp.array": lambda o: jnp.asarray([1, 2, 3], out_sharding=o),
+           "jnp.array ": lambda o: jnp.array([1, 2, 3], out_sharding=o),
+           "full_like": lambda o: jnp.full_like(x, 2, out_sharding=o),
+           "jnp.zeros_like": lambda o: jnp.zeros_like(m[0], out_sharding=o),
+           "jnp.ones_like": lambda o: jnp.ones_like(m[0], out_sharding=o),
+           "jnp.arange": lambda o: jnp.arange(3, out_sharding=o)}
+  for name, f in cases.items():
+    want = f(None)
+    got = f(s)
+    check(got, want)
+    assert got.sharding == s, name
+    with pytest.raises(TypeError, match=f"`out_sharding` argument of {name.strip()} only supports "
+                       "instances of `NamedSharding` or `PartitionSpec`. Got 3 of type: <class 'int'>"):
+      f(3)
+  with pytest.raises(ValueError, match="Only one of `device` or `out_sharding` can be set"):
+    jnp.arange(3, device=nbjax.devices()[0], out_sharding=s)

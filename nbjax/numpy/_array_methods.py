@@ -214,8 +214,8 @@ def _flat(self):
                             "consider arr.flatten() instead.")
 
 
-def _flatten(self, order="C"):
-  return _manip.ravel(self, order)
+def _flatten(self, order="C", *, out_sharding=None):
+  return _manip.ravel(self, order, out_sharding=out_sharding)
 
 
 def _item(self, *args):

@@ -59,7 +59,8 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
       order).
     ndmin: minimum number of dimensions of the result.
     device: optional device to place the result on (nbjax runs on one device).
-    out_sharding: accepted for JAX compatibility (one device: nothing to shard).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     A new array.
@@ -83,7 +84,10 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
                   "deprecated. Use keyword arguments instead.", DeprecationWarning, stacklevel=2)
   if type(object) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
-  del device, out_sharding  # (one device: nothing to shard)
+  if out_sharding is not None:
+    return apply_out_sharding(array(object, dtype, copy=copy, order=order, ndmin=ndmin),
+                              out_sharding, "jnp.array", device)
+  del device  # (one device)
   if order not in (None, "K", "A", "C"):
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
   if object is None:
@@ -134,7 +138,7 @@ def _host_copy(object, leaves, dtype):  # noqa: A002
   return np.array(object, dtype=dtype, copy=True, order="C")  # NumPy's OverflowError, as JAX
 
 
-def asarray(a, dtype=None, order=None, *, copy=None, device=None):
+def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
   """Convert ``a`` to an array (no copy of an ``Array`` of the requested dtype).
 
   Args:
@@ -144,6 +148,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
       order).
     copy: whether to copy: ``None`` copies only when needed.
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array (``a`` itself when it already is an array of the requested dtype).
@@ -154,6 +160,9 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     >>> jnp.asarray(2.5, dtype=jnp.float32)
     Array(2.5, dtype=float32)
   """
+  if out_sharding is not None:
+    return apply_out_sharding(asarray(a, dtype, order, copy=copy), out_sharding, "jnp.array",
+                              device)
   del device
   if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
     if type(a) is Array or a.to_concrete_value() is None:
@@ -335,7 +344,8 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
                                                              device)
 
 
-def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full_like"):
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None,
+              _name="full_like"):
   """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
   may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX.
 
@@ -345,6 +355,8 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
     dtype: optional dtype of the result (by default inferred from the inputs).
     shape: optional shape overriding that of ``a``.
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array like ``a`` filled with ``fill_value``.
@@ -353,6 +365,9 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
     >>> jnp.full_like(jnp.array([1.0, 2.0]), 3)
     Array([3., 3.], dtype=float64)
   """
+  if out_sharding is not None:
+    return apply_out_sharding(full_like(a, fill_value, dtype, shape, _name=_name), out_sharding,
+                              "full_like" if _name == "full_like" else "jnp." + _name, device)
   if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None
                 else dtype)
@@ -374,7 +389,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, _name="full
   return lax.full_like(a, fill_value, dtype, None if shape is None else canonicalize_shape(shape))
 
 
-def zeros_like(a, dtype=None, shape=None, *, device=None):
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
   """Zeros with the shape and dtype of ``a``.
 
   Args:
@@ -382,6 +397,8 @@ def zeros_like(a, dtype=None, shape=None, *, device=None):
     dtype: optional dtype of the result (by default inferred from the inputs).
     shape: optional shape overriding that of ``a``.
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of zeros like ``a``.
@@ -390,10 +407,11 @@ def zeros_like(a, dtype=None, shape=None, *, device=None):
     >>> jnp.zeros_like(jnp.array([1.5, 2.5]))
     Array([0., 0.], dtype=float64)
   """
-  return full_like(a, 0, dtype, shape, _name="zeros_like")
+  return full_like(a, 0, dtype, shape, device=device, out_sharding=out_sharding,
+                   _name="zeros_like")
 
 
-def ones_like(a, dtype=None, shape=None, *, device=None):
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
   """Ones with the shape and dtype of ``a``.
 
   Args:
@@ -401,6 +419,8 @@ def ones_like(a, dtype=None, shape=None, *, device=None):
     dtype: optional dtype of the result (by default inferred from the inputs).
     shape: optional shape overriding that of ``a``.
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of ones like ``a``.
@@ -409,7 +429,8 @@ def ones_like(a, dtype=None, shape=None, *, device=None):
     >>> jnp.ones_like(jnp.array([1, 2]))
     Array([1, 1], dtype=int64)
   """
-  return full_like(a, 1, dtype, shape, _name="ones_like")
+  return full_like(a, 1, dtype, shape, device=device, out_sharding=out_sharding,
+                   _name="ones_like")
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
@@ -435,7 +456,7 @@ def _concrete_scalar(x, name):
   return core.concrete_or_error(None, x, f"It arose in the jnp.arange argument '{name}'")
 
 
-def arange(start, stop=None, step=None, dtype=None, *, device=None):
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
   """Evenly spaced values in ``[start, stop)`` (arguments must be concrete, as in JAX).
 
   Args:
@@ -444,6 +465,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     step: spacing between values (default 1).
     dtype: optional dtype of the result (by default inferred from the inputs).
     device: optional device to place the result on (nbjax runs on one device).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     A 1-d array of evenly spaced values.
@@ -455,6 +478,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     Array([1.  , 1.25, 1.5 , 1.75], dtype=float64)
   """
   out = _arange(start, stop, step, dtype)
+  if out_sharding is not None:
+    return apply_out_sharding(out, out_sharding, "jnp.arange", device)
   return out if device is None else _put(out, device)
 
 

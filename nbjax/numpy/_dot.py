@@ -12,7 +12,7 @@ import string
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import dtypes, lax, sharding as _sharding
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
@@ -90,7 +90,7 @@ def _sig(x):
   return None
 
 
-def matmul(a, b, *, precision=None, preferred_element_type=None):
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
   broadcast.
 
@@ -99,6 +99,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     b: second input array (or array-like).
     precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
     preferred_element_type: optional dtype to accumulate and return the result in.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     The matrix product: the result, in the promoted dtype of the inputs (or
@@ -109,6 +111,10 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     Array([[3],
            [7]], dtype=int64)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        matmul(a, b, precision=precision, preferred_element_type=preferred_element_type),
+        out_sharding, "dot_general")
   if precision is None and preferred_element_type is None:
     # matrices and vectors of one float dtype (and weak type): the general path's equation
     sa, sb = _sig(a), _sig(b)
@@ -177,7 +183,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
   return lax.expand_dims(out, tuple(both)) if both else out
 
 
-def dot(a, b, *, precision=None, preferred_element_type=None):
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
   """NumPy's ``dot``: scalars multiply; otherwise contract the last axis of ``a`` with the
   last (1-d ``b``) or second-to-last axis of ``b``.
 
@@ -186,6 +192,8 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     b: second input array (or array-like).
     precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
     preferred_element_type: optional dtype to accumulate and return the result in.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     The dot product: the result, in the promoted dtype of the inputs (or
@@ -197,6 +205,10 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     >>> jnp.dot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
     Array([3, 7], dtype=int64)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        dot(a, b, precision=precision, preferred_element_type=preferred_element_type),
+        out_sharding, "dot_general")
   a, b = ensure_arraylike("dot", a, b)
   pet, weak = _pet(a, b, preferred_element_type, "dot")
   if a.ndim == 0 or b.ndim == 0:
@@ -310,7 +322,7 @@ def outer(a, b, out=None):
   return multiply(lax.reshape(a, (a.size, 1)), lax.reshape(b, (1, b.size)))
 
 
-def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None, out_sharding=None):
   """Contract ``axes`` (the last/first ``n``, or explicit pairs) of ``a`` and ``b``.
 
   Args:
@@ -320,6 +332,8 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
       axis sequences.
     precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
     preferred_element_type: optional dtype to accumulate and return the result in.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     The contracted array: the result, in the promoted dtype of the inputs (or
@@ -329,6 +343,10 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     >>> jnp.tensordot(jnp.ones((2, 3)), jnp.ones((3, 4)), axes=1).shape
     (2, 4)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        tensordot(a, b, axes, precision=precision, preferred_element_type=preferred_element_type),
+        out_sharding, "dot_general")
   a, b = ensure_arraylike("tensordot", a, b)
   pet, weak = _pet(a, b, preferred_element_type, "tensordot")
   if type(axes) is int:  # (JAX's test: a NumPy integer is refused, a negative n contracts none)
@@ -491,7 +509,7 @@ def _sum_labels(x, ls, keep):
 
 
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
-           preferred_element_type=None, _dot_general=None):
+           preferred_element_type=None, _dot_general=None, out_sharding=None):
   """Einstein summation (explicit ``->`` or implicit output, ``...`` broadcasting, repeated
   labels for diagonals, the interleaved operand/sublist form). Contracts pairwise with
   ``lax.dot_general`` in the order NumPy's planner picks for the shapes (``optimize``:
@@ -509,6 +527,8 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
       or an explicit path).
     precision: optional ``lax.Precision`` (or pair) of the underlying dot computation.
     preferred_element_type: optional dtype to accumulate and return the result in.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     The contracted array.
@@ -520,6 +540,10 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
     Array(5, dtype=int64)
   """
   del _dot_general
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        einsum(subscripts, *operands, out=out, optimize=optimize, precision=precision,
+               preferred_element_type=preferred_element_type), out_sharding, "einsum")
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
   if not isinstance(subscripts, str):

@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, lax
+from nbjax import core, dtypes, lax, sharding as _sharding
 from nbjax.array import Array
 from nbjax.registry import quiet_run
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
@@ -48,7 +48,7 @@ def _infer_shape(size, shape, ashape=None):
   return shape
 
 
-def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
   """``a`` with a new shape (one entry may be -1); ``order`` 'C' or 'F'.
 
   Args:
@@ -57,6 +57,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     order: ``'C'`` (row-major, default) or ``'F'`` (column-major) element order.
     newshape: deprecated alias of ``shape``.
     copy: accepted for NumPy compatibility (arrays are immutable).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array with the elements of ``a`` in the new shape.
@@ -66,6 +68,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     Array([[0, 1, 2],
            [3, 4, 5]], dtype=int64)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(reshape(a, shape, order, newshape=newshape),
+                                        out_sharding, "reshape")
   del copy
   if type(a) is Array and _ctx.trace is _EVAL and order == "C" and newshape is None and (
       type(shape) is int or type(shape) is tuple and all(type(d) is int for d in shape)):
@@ -93,12 +98,14 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
   return a if a.shape == shape else lax.reshape(a, shape)
 
 
-def ravel(a, order="C"):
+def ravel(a, order="C", *, out_sharding=None):
   """``a`` flattened to 1-d.
 
   Args:
     a: input array (or array-like).
     order: ``'C'`` (row-major, default) or ``'F'`` (column-major) element order.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     A 1-d array.
@@ -112,7 +119,7 @@ def ravel(a, order="C"):
   a = ensure_arraylike("ravel", a)
   if order == "K":
     raise NotImplementedError("Ravel not implemented for order='K'.")
-  return reshape(a, (a.size,), order=order)
+  return reshape(a, (a.size,), order=order, out_sharding=out_sharding)
 
 
 def transpose(a, axes=None):
@@ -701,7 +708,7 @@ def tile(A, reps):
 
 
 @_util.keys_lifted
-def repeat(a, repeats, axis=None, *, total_repeat_length=None):
+def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
   """Repeat each element ``repeats`` times along ``axis`` (flattened when ``None``).
 
   ``repeats`` may be a scalar or per-element array; a traced array needs
@@ -713,6 +720,8 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     axis: axis to repeat along (``None``: the flattened array).
     total_repeat_length: optional static total length of the result, needed with traced
       ``repeats`` under ``jit``.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     The repeated array.
@@ -723,6 +732,9 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     >>> jnp.repeat(jnp.array([1, 2]), jnp.array([1, 3]))
     Array([1, 2, 2, 2], dtype=int64)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        repeat(a, repeats, axis, total_repeat_length=total_repeat_length), out_sharding, "repeat")
   a = ensure_arraylike("repeat", a)
   if axis is None:
     a, axis = ravel(a), 0

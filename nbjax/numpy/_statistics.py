@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, lax
+from nbjax import core, dtypes, lax, sharding as _sharding
 from nbjax.numpy import _reductions as _red
 from nbjax.numpy import _ufuncs as _uf
 from nbjax.numpy import _util
@@ -282,7 +282,7 @@ def _percent(name, a, q, weights):
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, weights=None):
+               keepdims=False, *, weights=None, out_sharding=None):
   """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``.
 
   Args:
@@ -295,6 +295,8 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
     keepdims: if True, the reduced axes are kept in the result with size 1.
     weights: optional weights (``method='inverted_cdf'`` only), of the shape of ``a``
       or of the reduced axes.
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     An array of the reduced shape, with a leading axis for 1-d ``q``.
@@ -306,8 +308,10 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
     Array([1.75, 3.25], dtype=float64)
   """
   _static_axis(axis)
-  return quantile(a, _percent("percentile", a, q, weights), axis, out, overwrite_input,
-                  method, keepdims, weights=weights)
+  out = quantile(a, _percent("percentile", a, q, weights), axis, out, overwrite_input,
+                 method, keepdims, weights=weights)
+  return out if out_sharding is None else _sharding.apply_out_sharding(out, out_sharding,
+                                                                       "jnp.percentile")
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
@@ -718,7 +722,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
   return counts, edges
 
 
-def bincount(x, weights=None, minlength=0, *, length=None):
+def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
   """Count (or sum ``weights`` of) each non-negative int in 1-d ``x``; negative values count
   in bin 0 and values ``>= length`` are dropped. ``length`` must be static under tracing.
 
@@ -727,6 +731,8 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     weights: optional weights, of the shape of ``x``.
     minlength: minimum number of bins.
     length: static number of bins (needed under ``jit``).
+    out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
+      place the result as.
 
   Returns:
     A 1-d array of counts (or weight sums).
@@ -737,6 +743,9 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     >>> jnp.bincount(jnp.array([0, 1, 1, 3]), length=3)
     Array([1, 2, 0], dtype=int64)
   """
+  if out_sharding is not None:
+    return _sharding.apply_out_sharding(
+        bincount(x, weights, minlength, length=length), out_sharding, "jnp.bincount")
   x = ensure_arraylike("bincount", x)
   if x.dtype == _BOOL:
     x = _util.convert(x, np.int32)
