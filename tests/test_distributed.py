@@ -215,3 +215,32 @@ def test_make_array_from_process_local_data_one_process_as_jax():
   with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a "
                      "PartitionSpec is passed to make_array_from_process_local_data"):
     nbjax.make_array_from_process_local_data(P("x"), full)
+
+
+def test_make_array_from_single_device_arrays_errors_as_jax():
+  """JAX's errors (array_test test_make_array_from_single_device_arrays_*_error,
+  ..._bad_inputs)."""
+  x = nbjax.numpy.arange(10)
+  sh = x.sharding
+  f = "jax.make_array_from_single_device_arrays"
+  with pytest.raises(ValueError, match=f"If the Array has no addressable shards, `dtype` must "
+                     f"be provided via the `dtype` argument to `{f}`."):
+    nbjax.make_array_from_single_device_arrays((10,), sh, [])
+  with pytest.raises(ValueError, match=f"If `dtype` is provided to `{f}`, it must match the "
+                     "dtype of the addressable shards. Got dtype=float32 and shard dtype=int64"):
+    nbjax.make_array_from_single_device_arrays((10,), sh, [x], dtype=np.float32)
+  with pytest.raises(ValueError, match=f"{f} requires a list of concrete arrays as input"):
+    nbjax.jit(lambda v: nbjax.make_array_from_single_device_arrays(v.shape, sh, [v]))(x)
+  with pytest.raises(TypeError, match=f"{f} `arrays` argument must be a list or tuple, but "
+                     "got <class"):
+    nbjax.make_array_from_single_device_arrays((10,), sh, x)
+  out = nbjax.make_array_from_single_device_arrays((10,), sh, (x,), dtype=np.int64)
+  np.testing.assert_array_equal(out, x)
+  mesh = Mesh(np.array(nbjax.devices()), ("x",))
+  if mesh.size > 1:
+    s = NamedSharding(mesh, P("x"))
+    y = nbjax.device_put(np.arange(2 * mesh.size), s)
+    with pytest.raises(ValueError, match=r"When making an array from single-device arrays the "
+                       rf"input arrays must have one shard each. An argument array had "
+                       rf"{mesh.size} shard\(s\)."):
+      nbjax.make_array_from_single_device_arrays(y.shape, s, [y] * mesh.size)

@@ -156,6 +156,8 @@ def from_pieces(shape, dtype, sharding, pieces, weak=False):
   xla, xc, rt = _jl()
   dtype = dtypes.canonicalize_dtype(dtype)
   pieces = [np.array(p, dtype=dtype, order="C") for p in pieces]
+  if not sharding._spmd:  # a SingleDeviceSharding: the one piece is the array
+    return Array(pieces[0].reshape(shape), weak)
   g = rt.bdp(rt.aval(tuple(shape), dtype), _shim(sharding, len(shape)), pieces,
              local_devices(sharding), True, False, rt.copy, True)
   return _make(g, sharding, list(g._arrays), tuple(shape), dtype, weak)
@@ -624,19 +626,38 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
   arrays (one per device of ``sharding`` this process drives, in its device order), as
   ``jax.make_array_from_single_device_arrays``."""
   shape = tuple(shape)
-  devs = local_devices(sharding)
+  fname = "make_array_from_single_device_arrays"
+  if not isinstance(arrays, (list, tuple)):
+    raise TypeError(f"jax.{fname} `arrays` argument must be a list or tuple, but got "
+                    f"{type(arrays)}.")
   arrays = list(arrays)
+  if dtype is None:
+    if not arrays:
+      raise ValueError("If the Array has no addressable shards, `dtype` must be provided via "
+                       f"the `dtype` argument to `jax.{fname}`.")
+    dtype = arrays[0].dtype
+  else:
+    if not isinstance(dtype, dtypes.ExtendedDType):
+      dtype = dtypes.canonicalize_explicit_dtype(dtype, fname)
+    if arrays and arrays[0].dtype != dtype:
+      raise ValueError(f"If `dtype` is provided to `jax.{fname}`, it must match the dtype of "
+                       f"the addressable shards. Got dtype={dtype} and shard "
+                       f"dtype={arrays[0].dtype}`.")
+  if any(isinstance(a, core.Tracer) for a in arrays):
+    raise ValueError(f"jax.{fname} requires a list of concrete arrays as input, but got types "
+                     f"{set(map(type, arrays))}")
+  for a in arrays:
+    n = len(a.addressable_shards) if isinstance(a, Array) else 1
+    if n != 1:
+      raise ValueError("When making an array from single-device arrays the input arrays must "
+                       f"have one shard each. An argument array had {n} shard(s).")
+  devs = local_devices(sharding)
   if len(arrays) != len(devs):
     raise ValueError(f"The number of arrays ({len(arrays)}) must equal the number of "
                      f"addressable devices of the sharding ({len(devs)}).")
   if arrays and _is_keys(arrays[0]):
-    return _keys_from_pieces("make_array_from_single_device_arrays", shape, sharding, arrays)
+    return _keys_from_pieces(fname, shape, sharding, arrays)
   pieces = [np.asarray(a) for a in arrays]
-  if dtype is None:
-    if not pieces:
-      raise ValueError("If the Array has no addressable shards, `dtype` must be provided via "
-                       "the `dtype` argument to `jax.make_array_from_single_device_arrays`.")
-    dtype = pieces[0].dtype
   _check_pieces("make_array_from_single_device_arrays", sharding, shape, pieces)
   return from_pieces(shape, dtype, sharding, pieces)
 
