@@ -1534,6 +1534,8 @@ def _put_leaf(v):
     return _Array(*registry.coerce(v))
   return _Array(v)
 
+    if type(v) is _Array and v.is_deleted():
+      v._value  # noqa: B018  (JAX's RuntimeError: 'Array has been deleted with shape=...')
 
 _PY_SCALAR_TYPES = (bool, int, float, complex)
 

@@ -127,6 +127,10 @@ class Array(metaclass=abc.ABCMeta):
 
   def is_ready(self):
     """Whether the data is computed (a pending jit output: whether XLA has finished)."""
+    elif _DELETED and self.is_deleted():
+      from nbjax import xla
+      raise xla.ensure_jaxlib()._jax.JaxRuntimeError(
+          "INVALID_ARGUMENT: BlockHostUntilReady() called on deleted or donated buffer")
     buf = self._buf
     return True if buf is None or not hasattr(buf, "is_ready") else bool(buf.is_ready())
 

@@ -1,4 +1,5 @@
 """Argument validation and error texts of the public API, as JAX 0.10.2's (api_test)."""
+import re
 import warnings
 
 import numpy as np
@@ -482,10 +483,44 @@ def test_donated_buffers_not_usable_warning_as_jax():
   with pytest.warns(UserWarning) as w:
     g(x, y)
   assert [str(m.message) for m in w] == ["Some donated buffers were not usable: int32[2]." + tail]
+  assert x.is_deleted() and not y.is_deleted()  # x * 2 took x's buffer
+  x = jnp.array([1.0, 2.0], jnp.float32)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    nbjax.jit(lambda x: x * 2, donate_argnums=0)(x)  # reusable: no warning
     nbjax.jit(lambda x, y: x + y)(x, x)  # nothing donated
+    nbjax.jit(lambda x: x * 2, donate_argnums=0)(x)  # reusable: no warning
+
+
+def test_donated_inputs_are_deleted_as_jax():
+  # api_test test_double_donation, test_device_put_on_single_device_donated_buffer_fails: a
+  # donated input an output reuses is deleted by the call (JAX's RuntimeErrors after)
+  f = nbjax.jit(lambda x: x * 2, donate_argnums=0)
+  x = jnp.zeros((10,), jnp.float32)
+  assert f(x).tolist() == [0.0] * 10 and x.is_deleted()
+  for use in (lambda: x + 1, lambda: nbjax.device_put(x, nbjax.devices()[0]), lambda: f(x),
+              lambda: np.asarray(x)):
+    with pytest.raises(RuntimeError, match=re.escape(
+        "Array has been deleted with shape=float32[10].")):
+      use()
+  with pytest.raises(RuntimeError, match=re.escape(
+      "INVALID_ARGUMENT: BlockHostUntilReady() called on deleted or donated buffer")):
+    x.block_until_ready()
+  assert x.shape == (10,)
+  g = nbjax.jit(lambda x, y: x + y, donate_argnums=(0,))
+  z = jnp.zeros((10,), jnp.float32)
+  with pytest.raises(nbjax.errors.JaxRuntimeError, match=re.escape(
+      "INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the same call "
+      "to Execute() (flattened argument 1, replica 0, partition 0, first use: 0). Toy example "
+      "for this bug: `f(donate(a), a)`.")):
+    g(z, z)
+  assert not z.is_deleted()
+  u = jnp.zeros((10,), jnp.float32)
+  with pytest.warns(UserWarning, match="not usable"):
+    nbjax.jit(lambda x: x.sum(), donate_argnums=0)(u)  # no output takes it: kept
+  assert not u.is_deleted() and u.sum() == 0
+  a = np.zeros(3, np.float32)
+  f(a)  # a NumPy array is copied in, not donated
+  assert a.tolist() == [0.0] * 3
 
 
 def test_effort_and_level_compiler_options_are_build_options():

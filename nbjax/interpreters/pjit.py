@@ -961,6 +961,11 @@ class JitWrapped:
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
     self._sharded = in_shardings is not None or out_shardings is not None
     self._simple = not static_argnums and not static_argnames
+    # donated inputs are deleted after a call (``_run_donating``), so no fast path serves it
+    self._donating = bool(self._donate_argnums or self._donate_argnames)
+    self._donations = weakref.WeakKeyDictionary()  # _Entry -> flat inputs its outputs reuse
+    if self._donating:
+      self._simple = False
     # as JAX's: the traces are cached per function, shared by every jit of it with the same
     # options (jit(f)(x) in a loop traces once)
     self._cache = _shared_cache(fun, (static_argnums, static_argnames, name, keep_unused,
@@ -1087,6 +1092,8 @@ class JitWrapped:
         if self._simple and not kwargs:
           self._spmd_mono(exe, entry, args)
         return entry.unflatten(exe.run(flat))
+      if self._donating:
+        return entry.unflatten(self._run_donating(entry, flat))
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
@@ -1097,6 +1104,30 @@ class JitWrapped:
     else:
       outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
     return entry.unflatten(outs)
+
+  def _run_donating(self, entry, flat):
+    """Run ``entry`` on ``flat``, then delete the donated input arrays an output reuses (each
+    output takes the first donated input of its shape and dtype left), as JAX's: reading one
+    afterwards raises 'Array has been deleted'. Passing such an array twice is JAX's error."""
+    used = self._donations.get(entry)
+    if used is None:
+      flags = _donated_flags(self, entry.in_tree)
+      used = self._donations[entry] = _donation_plan(flags, entry.closed.in_avals,
+                                                     entry.closed.out_avals)[0]
+    for i in used:
+      for j, x in enumerate(flat):
+        if x is flat[i] and j != i:
+          from nbjax import xla
+          raise xla.ensure_jaxlib()._jax.JaxRuntimeError(
+              "INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the "
+              f"same call to Execute() (flattened argument {max(i, j)}, replica 0, partition "
+              f"0, first use: {min(i, j)}). Toy example for this bug: `f(donate(a), a)`.")
+    outs = entry.executable().run(flat)
+    for i in used:
+      x = flat[i]
+      if type(x) is Array and not any(o is x for o in outs):
+        x.delete()
+    return outs
 
   def _call_checked(self, args, kwargs):
     """An eager call under ``jax_debug_nans``/``jax_debug_infs``: run compiled; if an output
@@ -1361,19 +1392,27 @@ def _donated_flags(w, tree):
   return flags
 
 
-def _warn_unusable_donations(flags, in_avals, out_avals):
-  """JAX's lowering warning: a donated input no output of its shape and dtype could reuse
-  (each output takes the first such donated input left)."""
+def _donation_plan(flags, in_avals, out_avals):
+  """``(used, unused)``: the flat indices of the donated inputs an output reuses (each output
+  takes the first donated input of its shape and dtype left, as XLA's aliasing), and of the
+  donated inputs no output can."""
   free = {}
   for i, (a, d) in enumerate(zip(in_avals, flags)):
     if d:
       free.setdefault((a.shape, a.dtype), []).append(i)
+  used = []
   for a in out_avals:
     ids = free.get((a.shape, a.dtype))
     if ids:
-      flags = list(flags)
-      flags[ids.pop(0)] = False
-  unused = [a.str_short(short_dtypes=False) for a, d in zip(in_avals, flags) if d]
+      used.append(ids.pop(0))
+  return used, [i for i, d in enumerate(flags) if d and i not in used]
+
+
+def _warn_unusable_donations(flags, in_avals, out_avals):
+  """JAX's lowering warning: a donated input no output of its shape and dtype could reuse
+  (each output takes the first such donated input left)."""
+  unused = [in_avals[i].str_short(short_dtypes=False)
+            for i in _donation_plan(flags, in_avals, out_avals)[1]]
   if unused:
     warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}.\n"
                   "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.")
