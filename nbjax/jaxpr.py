@@ -150,7 +150,8 @@ class ClosedJaxpr:
   in_avals = property(lambda self: [v.aval for v in self.jaxpr.invars])
   out_avals = property(lambda self: [v.aval for v in self.jaxpr.outvars])
   eqns = property(lambda self: self.jaxpr.eqns)
-  effects = property(lambda self: self.jaxpr.effects)
+  # (a set, as JAX's: the effects of its equations, those of inner jaxprs included)
+  effects = property(lambda self: {*self.jaxpr.effects, *jaxpr_effects(self.jaxpr)})
   literals = property(lambda self: self.consts)  # the name seed 001 (TypedJaxpr) uses
 
   def map_jaxpr(self, f):

@@ -450,6 +450,8 @@ def eqn_effects(prim, params):
   """An equation's effects: its primitive's own (``prim.effects``) and those of the jaxprs
   in its params (a loop or call around an effect has it too: DCE must keep it)."""
   effs = getattr(prim, "effects", ())
+  if callable(effs):  # effects that depend on the params (checkify's check_p)
+    effs = effs(params)
   for v in params.values():
     t = type(v)
     if t is ClosedJaxpr or t is Jaxpr:
