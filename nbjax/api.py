@@ -1523,19 +1523,24 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
                              copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * len(traced))
     for i, o in zip(traced, outs):
       flat[i] = o
-  return tree_unflatten(tree, [_put_leaf(v) for v in flat])
+  out = [_put_leaf(v) for v in flat]
+  if device is not None:  # placed on a device explicitly: committed to it, as JAX's
+    devs = ([device] * len(out) if tree_leaves(device) == [device] else
+            _flatten_axes("device_put device", tree, device))
+    out = [o._placed() if d is not None and type(o) is _Array else o for o, d in zip(out, devs)]
+  return tree_unflatten(tree, out)
 
 
 def _put_leaf(v):
   if isinstance(v, (_Array, Tracer)) or _is_key(v):
+    if type(v) is _Array and v.is_deleted():
+      v._value  # noqa: B018  (JAX's RuntimeError: 'Array has been deleted with shape=...')
     return v
   if type(v) in _PY_SCALAR_TYPES:  # weakly typed, as JAX's (an int out of range: OverflowError)
     from nbjax import registry
     return _Array(*registry.coerce(v))
   return _Array(v)
 
-    if type(v) is _Array and v.is_deleted():
-      v._value  # noqa: B018  (JAX's RuntimeError: 'Array has been deleted with shape=...')
 
 _PY_SCALAR_TYPES = (bool, int, float, complex)
 

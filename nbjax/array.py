@@ -123,14 +123,14 @@ class Array(metaclass=abc.ABCMeta):
     buf = self._buf
     if buf is not None:  # wait on XLA (a pending jit output), make no host view
       buf.block_until_ready()
-    return self
-
-  def is_ready(self):
-    """Whether the data is computed (a pending jit output: whether XLA has finished)."""
     elif _DELETED and self.is_deleted():
       from nbjax import xla
       raise xla.ensure_jaxlib()._jax.JaxRuntimeError(
           "INVALID_ARGUMENT: BlockHostUntilReady() called on deleted or donated buffer")
+    return self
+
+  def is_ready(self):
+    """Whether the data is computed (a pending jit output: whether XLA has finished)."""
     buf = self._buf
     return True if buf is None or not hasattr(buf, "is_ready") else bool(buf.is_ready())
 

@@ -310,3 +310,14 @@ def test_jvp_of_asarray_gives_arrays():
   assert type(p) is type(t) is type(nbjax.numpy.ones(()))
   assert (float(p), float(t), p.weak_type, t.weak_type, str(p.dtype)) == (1., 2., True, True,
                                                                           "float64")
+
+
+def test_python_scalar_tangent_passed_through_add_is_an_array():
+  """JAX's jvp of ``x + 1.`` gives the tangent as a weak Array, not the Python float given
+  (only the identity function hands its inputs back)."""
+  import nbjax
+  p, t = nbjax.jvp(lambda x: x + 1., (4.,), (1.,))
+  assert type(t) is nbjax.Array and t.weak_type and float(t) == 1.0
+  _, t = nbjax.jvp(lambda x: x - 1., (np.float32(4.),), (np.float32(1.),))
+  assert type(t) is nbjax.Array and t.dtype == np.float32 and not t.weak_type
+  assert nbjax.jvp(lambda x: x, (4.,), (1.,)) == (4.0, 1.0)

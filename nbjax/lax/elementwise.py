@@ -1934,11 +1934,13 @@ def _ones(x):
 
 def _bcast_to(x, shape):
   """``x`` (rank 0, or equal rank with size-1 dims) broadcast to ``shape``."""
-  xs = core.get_aval(x).shape
-  if xs == tuple(shape):
-    return x
+  aval = core.get_aval(x)
+  if aval.shape == tuple(shape):  # (a Python/NumPy tangent passed through becomes an Array,
+    # as JAX's jvp gives)
+    return x if isinstance(x, (Array, core.Tracer)) else _wrap(
+        np.asarray(x, aval.dtype), aval.weak_type)
   from nbjax import lax
-  return lax.broadcast_in_dim(x, shape, tuple(range(len(shape))) if xs else ())
+  return lax.broadcast_in_dim(x, shape, tuple(range(len(shape))) if aval.shape else ())
 
 
 def _bcast_like(g, x, other):
