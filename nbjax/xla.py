@@ -460,6 +460,15 @@ def register_ffi_target(name, cfunc_address):
     _ffi_targets[name] = (addr, cfunc_address)
 
 
+def register_custom_call_target(name, fn, platform="cpu", api_version=1, traits=0):
+  """Register ``fn`` (a ``PyCapsule`` of a handler, or a dict of them by FFI stage) as the
+  custom-call target ``name`` (``nbjax.ffi.register_ffi_target``; ``api_version`` 1: typed
+  FFI, 0: the legacy custom-call API)."""
+  jl = ensure_jaxlib()
+  jl._jax.register_custom_call_target(name, fn, jl.xc.xla_platform_names.get(platform, platform),
+                                      api_version, traits)
+
+
 # ---------------------------------------------------------------------------------------------
 # Module inspection and the runtime wrapper
 

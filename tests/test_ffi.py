@@ -1,0 +1,108 @@
+"""``nbjax.ffi`` (JAX's ``jax.ffi``): a numba ``@cfunc`` typed-FFI handler registered through
+``pycapsule``/``register_ffi_target`` and called with ``ffi_call`` eagerly, under jit and
+vmap (every ``vmap_method``); attributes, layouts and aliases in the lowered call; JAX's
+errors (JAX 0.10.2's messages)."""
+import numpy as np
+import pytest
+from numba import cfunc, types
+
+import nbjax
+import nbjax.numpy as jnp
+from kernels.ffi import arg_flat, arg_size, ffi_metadata_query, ret_flat
+
+
+@cfunc(types.int64(types.voidptr), nopython=True)
+def _fma1(cf):  # out = x * y + 1, float32, any (equal) sizes
+  if ffi_metadata_query(cf):
+    return 0
+  n = arg_size(cf, 0)
+  x = arg_flat(cf, 0, np.float32, n)
+  y = arg_flat(cf, 1, np.float32, n)
+  o = ret_flat(cf, 0, np.float32, n)
+  for i in range(n):
+    o[i] = x[i] * y[i] + 1
+  return 0
+
+
+nbjax.ffi.register_ffi_target("nbjax_test_fma1", nbjax.ffi.pycapsule(_fma1.address))
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+Y = np.full(3, 2, np.float32)
+
+
+def _f(method=None):
+  return lambda x, y: nbjax.ffi.ffi_call(
+      "nbjax_test_fma1", nbjax.ShapeDtypeStruct(x.shape, x.dtype), vmap_method=method)(x, y)
+
+
+def test_eager_jit_and_jaxpr():
+  f = _f()
+  np.testing.assert_array_equal(f(X[0], Y), X[0] * Y + 1)
+  np.testing.assert_array_equal(nbjax.jit(f)(X[1], Y), X[1] * Y + 1)
+  text = str(nbjax.make_jaxpr(f)(X[0], Y))
+  assert "ffi_call[" in text and "target_name=nbjax_test_fma1" in text
+  assert "result_avals=(ShapedArray(float32[3]),)" in text
+
+
+@pytest.mark.parametrize("method", ["sequential", "sequential_unrolled", "expand_dims",
+                                    "broadcast_all", "legacy_vectorized"])
+def test_vmap_methods(method):
+  f = _f(method)
+  want = X * Y + 1
+  if method in ("sequential", "sequential_unrolled", "broadcast_all"):
+    np.testing.assert_array_equal(nbjax.vmap(f, in_axes=(0, None))(X, Y), want)
+  np.testing.assert_array_equal(nbjax.vmap(f)(X, np.stack([Y, Y])), want)
+  np.testing.assert_array_equal(nbjax.vmap(f, in_axes=1, out_axes=1)(X.T, np.stack([Y, Y]).T),
+                                want.T)
+  jaxpr = str(nbjax.make_jaxpr(nbjax.vmap(f))(X, np.stack([Y, Y])))
+  assert ("scan[" in jaxpr) == method.startswith("sequential")
+
+
+def test_vmap_without_a_method_raises():
+  with pytest.raises(NotImplementedError, match="vmap is only supported for the ffi_call "
+                     "primitive when vmap_method is one of 'sequential', "):
+    nbjax.vmap(_f())(X, np.stack([Y, Y]))
+
+
+def test_lowering_attributes_layouts_and_aliases():
+  def g(x, y):
+    return nbjax.ffi.ffi_call(
+        "nbjax_test_fma1", nbjax.ShapeDtypeStruct(x.shape, x.dtype),
+        input_layouts=[None, (1, 0)], input_output_aliases={0: 0}, has_side_effect=True)(
+            x, y, a=1, b=2.0, c="s", d=np.int32(3), e=np.arange(3.0), f=True)
+  text = nbjax.jit(g).lower(X, X).as_text()
+  for part in ("@nbjax_test_fma1", "a = 1 : i64", "b = 2.000000e+00 : f64", 'c = "s"',
+               "d = 3 : i32", "e = dense<[0.000000e+00, 1.000000e+00, 2.000000e+00]> : "
+               "tensor<3xf64>", "f = true", "has_side_effect = true",
+               "operand_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[0, 1]> : "
+               "tensor<2xindex>]", "output_operand_aliases = [#stablehlo.output_operand_alias<"
+               "output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]"):
+    assert part in text, part
+  # an effectful call stays in the program even when its result is unused
+  unused = lambda x, y: (g(x, y), x)[1]
+  assert "custom_call @nbjax_test_fma1" in nbjax.jit(unused).lower(X, X).as_text()
+  jaxpr = nbjax.make_jaxpr(unused)(X, X)
+  assert [str(e) for e in jaxpr.eqns[0].effects] == ["FFI"]
+
+
+def test_errors():
+  f = _f("sequential")
+  with pytest.raises(ValueError, match="The FFI call to `nbjax_test_fma1` cannot be "
+                     "differentiated. You can use `jax.custom_jvp` or `jax.custom_jvp` to add "
+                     "support."):
+    nbjax.grad(lambda x: f(x, Y).sum())(X[0])
+  with pytest.raises(ValueError, match="vmap_method must be on of the allowed methods"):
+    nbjax.ffi.ffi_call("t", nbjax.ShapeDtypeStruct((3,), np.float32), vmap_method="other")
+  with pytest.raises(ValueError, match="All elements of result_shape_dtypes must have 'shape' "
+                     "and 'dtype' attributes. Got 3 at position 0."):
+    nbjax.ffi.ffi_call("t", [3])
+  with pytest.raises(ValueError, match="requires custom_call_api_version < 4; got 4."):
+    nbjax.ffi.ffi_call("t", nbjax.ShapeDtypeStruct((3,), np.float32), legacy_backend_config="c")
+  call = nbjax.ffi.ffi_call("nbjax_test_fma1", nbjax.ShapeDtypeStruct((3,), np.float32),
+                            input_output_aliases={0: 0})
+  with pytest.raises(ValueError, match="input_output_aliases contains the mapping '0:0' "
+                     "referring to an input with abstract value"):
+    call(X, Y)
+  with pytest.raises(TypeError, match="Non-hashable keyword argument to ffi_call a: \\[1\\]"):
+    nbjax.ffi.ffi_call("nbjax_test_fma1", nbjax.ShapeDtypeStruct((3,), np.float32))(Y, Y, a=[1])
+  with pytest.raises(Exception, match="No FFI handler registered for nbjax_no_such_target"):
+    nbjax.ffi.ffi_call("nbjax_no_such_target", nbjax.ShapeDtypeStruct((3,), np.float32))(Y)
