@@ -2,6 +2,8 @@
 tile/split/broadcast_shapes/index_take, approx_max_k/min_k, ragged_dot, scatter_apply,
 rng_bit_generator/rng_uniform, custom_root and custom_linear_solve, against NumPy
 references (values checked against JAX 0.10.2 on CPU when written)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -214,6 +216,79 @@ def test_custom_root_implicit_derivatives():
                              rtol=1e-12)
   _, t = nbjax.jvp(_sqrt_newton, (4.0,), (1.0,))
   assert float(t) == 0.25
+
+
+def _newton(func, x0):
+  def cond(s):
+    it, x = s
+    return (jnp.abs(func(x)) > 1e-15) & (it < 30)
+
+  def body(s):
+    it, x = s
+    return it + 1, x - func(x) / nbjax.grad(func)(x)
+  return lax.while_loop(cond, body, (0, x0))[1]
+
+
+def _sqrt_cubed(x):
+  return lax.custom_root(lambda y: y ** 2 - x ** 3, 1.0, _newton, lambda g, y: y / g(1.0))
+
+
+def test_custom_root_never_differentiates_the_solve():
+  # a while_loop solve (which reverse mode cannot differentiate) under grad, grad of grad,
+  # vmap and jit: JAX's implicit rule applies at every order (custom_root_test
+  # test_custom_root_scalar_newton_raphson); values and weak types from JAX 0.10.2
+  v, g = nbjax.value_and_grad(_sqrt_cubed)(5.0)
+  assert v.weak_type and g.weak_type
+  np.testing.assert_allclose([v, g], [11.18033989, 3.35410197], rtol=1e-8)
+  np.testing.assert_allclose(nbjax.grad(nbjax.grad(_sqrt_cubed))(5.0), 0.33541019662496874,
+                             rtol=1e-12)
+  np.testing.assert_allclose(nbjax.vmap(_sqrt_cubed)(jnp.array([4.0, 9.0])), [8., 27.])
+  assert float(nbjax.jit(nbjax.grad(_sqrt_cubed))(4.0)) == 3.0
+  # a solve closing over the differentiated value, and aux (zero tangents)
+  a = np.array([[3., 1.], [1., 2.]])
+  b = np.array([1., -1.])
+
+  def root_aux(b):
+    sol = jnp.linalg.solve(a, b)
+    return lax.custom_root(lambda x: a @ x - b, b, lambda f, x: (sol, {"n": jnp.float32(3)}),
+                           lambda g, y: jnp.linalg.solve(a, y), has_aux=True)
+  x, aux = root_aux(b)
+  np.testing.assert_allclose(x, np.linalg.solve(a, b))
+  jac, jaux = nbjax.jacfwd(root_aux)(b)
+  np.testing.assert_allclose(jac, np.linalg.inv(a), rtol=1e-12)
+  assert jaux["n"].dtype == np.float32 and float(jaux["n"].sum()) == 0
+
+
+def test_custom_root_and_linear_solve_errors_as_jax():
+  s = lambda f, x: x
+  for args, err, msg in [
+      ((lambda x: (x, x), 0.0, s, s), TypeError,
+       "f() output pytree structure must match initial_guess, got PyTreeDef((*, *)) and "
+       "PyTreeDef(*)."),
+      ((lambda x: x, 0.0, lambda f, x: (x, x), s), TypeError,
+       "solve() output pytree structure must match initial_guess, got PyTreeDef((*, *)) and "
+       "PyTreeDef(*)."),
+      ((lambda x: x, 0.0, s, s, True), ValueError,
+       "solve() produced a pytree with structure PyTreeDef(*), but a pytree tuple with "
+       "auxiliary output was expected because has_aux was set to True.")]:
+    with pytest.raises(err, match=re.escape(msg)):
+      lax.custom_root(*args)
+  for args, err, msg in [
+      ((lambda x: [x], 1.0, s, s), TypeError,
+       "matvec() output pytree structure must match b, got PyTreeDef([*]) and PyTreeDef(*)."),
+      ((lambda x: x, 1.0, lambda f, x: [x], s), TypeError,
+       "solve() output pytree structure must match b, got PyTreeDef([*]) and PyTreeDef(*)."),
+      ((lambda x: x, 1.0, s, lambda f, x: [x]), TypeError,
+       "transpose_solve() output pytree structure must match b, got PyTreeDef([*]) and "
+       "PyTreeDef(*)."),
+      ((lambda x: x, 1.0, lambda f, x: jnp.ones(2), s), ValueError,
+       "solve() output shapes must match b, got [(2,)] and [()]")]:
+    with pytest.raises(err, match=re.escape(msg)):
+      lax.custom_linear_solve(*args)
+  with pytest.raises(ValueError, match=re.escape(
+      "matvec() output shapes must match b, got [(2,)] and [()]")):
+    nbjax.jvp(lambda a: lax.custom_linear_solve(lambda x: a * jnp.ones(2), 1.0, s, s),
+              (1.0,), (1.0,))
 
 
 def _ls(a, b, sym=False):

@@ -18,6 +18,7 @@ import numpy as np
 from nbjax import core, registry
 from nbjax.traceback_util import api_boundary
 from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.custom_derivatives import custom_jvp
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
@@ -27,7 +28,8 @@ __all__ = ["custom_root", "custom_linear_solve", "linear_solve_p"]
 
 
 def _avals(flat):
-  return [ShapedArray(np.shape(x), get_aval(x).dtype) for x in flat]
+  return [ShapedArray(np.shape(x), a.dtype, weak_type=a.weak_type)
+          for x in flat for a in [get_aval(x)]]
 
 
 def _trace(fun, in_tree, avals, name):
@@ -68,51 +70,80 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     follow from the implicit function theorem.
   """
   from nbjax import api
-  from nbjax.custom_derivatives import custom_jvp
   guess_flat, in_tree = tree_flatten(initial_guess)
-  jaxpr, consts, out_tree = _trace(f, in_tree, _avals(guess_flat), "custom_root_f")
-  if out_tree != in_tree:
-    raise TypeError(f"custom_root: f's output structure {out_tree} must match the initial "
-                    f"guess's {in_tree}")
-  closed = ClosedJaxpr(jaxpr, [])
-  nc = len(consts)
+  avals = _avals(guess_flat)
+  f_jaxpr, f_consts, out_tree = _trace(f, in_tree, avals, "custom_root")
+  _check_tree("f", "initial_guess", out_tree, in_tree)
+  solve_jaxpr, solve_consts, solution_tree = _trace(lambda x: solve(f, x), in_tree, avals,
+                                                    "custom_root solve")
+  _check_tree("solve", "initial_guess", solution_tree, in_tree, has_aux)
 
   def linearize_and_solve(xb):  # traced now, as JAX's: its errors surface at the call
     return tangent_solve(api.linearize(f, xb[0])[1], xb[1])
-  _, _, ts_tree = _trace(linearize_and_solve, treedef_tuple((in_tree, in_tree)),
-                         _avals(guess_flat) * 2, "custom_root_tangent_solve")
-  if ts_tree != in_tree:
-    raise TypeError("tangent_solve() output pytree structure must match x, got "
-                    f"{ts_tree} and {in_tree}.")
+  l_and_s_jaxpr, l_and_s_consts, ls_tree = _trace(
+      linearize_and_solve, treedef_tuple((in_tree, in_tree)), avals * 2,
+      "custom_root tangent_solve")
+  _check_tree("tangent_solve", "x", ls_tree, in_tree)
+  all_consts = (f_consts, solve_consts, l_and_s_consts)
+  const_lengths = tuple(map(len, all_consts))
+  jaxprs = (f_jaxpr, solve_jaxpr, l_and_s_jaxpr)
+  solution_flat = _custom_root(const_lengths, jaxprs, *[c for cs in all_consts for c in cs],
+                               *guess_flat)
+  return tree_unflatten(solution_tree, solution_flat)
 
-  def f_at(cs):
-    return lambda x: tree_unflatten(out_tree, eval_jaxpr(closed.jaxpr, [], *cs,
-                                                         *tree_flatten(x)[0]))
 
-  def run(cs, x0):
-    out = solve(f_at(cs), x0)
-    return (out[0], _stop(out[1])) if has_aux else out
+def _check_tree(func_name, expected_name, actual_tree, expected_tree, has_aux=False):
+  if has_aux:
+    children = actual_tree.children()
+    if len(children) != 2:
+      raise ValueError(
+          f"{func_name}() produced a pytree with structure {actual_tree}, but a pytree "
+          "tuple with auxiliary output was expected because has_aux was set to True.")
+    actual_tree = children[0]
+  if actual_tree != expected_tree:
+    raise TypeError(f"{func_name}() output pytree structure must match {expected_name}, "
+                    f"got {actual_tree} and {expected_tree}.")
 
-  @custom_jvp
-  def root(cs, x0):
-    return run(cs, x0)
 
-  @root.defjvp
-  def root_jvp(primals, tangents):
-    cs, x0 = primals
-    cs_dot, _ = tangents
-    out = run(cs, x0)
-    sol = out[0] if has_aux else out
-    # f(params, x(params)) = 0  =>  J x_dot = -(df/dparams) params_dot
-    _, rhs = api.jvp(lambda c: f_at(c)(sol), (list(cs),), (list(cs_dot),))
-    lin = lambda v: api.jvp(f_at(cs), (sol,), (v,))[1]
-    sol_dot = tree_map(lambda t: -t, tangent_solve(lin, rhs))
-    if has_aux:
-      return out, (sol_dot, tree_map(ad.zeros_like_jaxval, out[1]))
-    return sol, sol_dot
+def _check_shapes(func_name, expected_name, actual, expected):
+  actual_shapes = [np.shape(x) for x in actual]
+  expected_shapes = [np.shape(x) for x in expected]
+  if actual_shapes != expected_shapes:
+    raise ValueError(f"{func_name}() output shapes must match {expected_name}, "
+                     f"got {actual_shapes} and {expected_shapes}")
 
-  del nc
-  return root(list(consts), initial_guess)
+
+def _split_root_args(args, const_lengths):
+  params, i = [], 0
+  for n in const_lengths:
+    params.append(list(args[i:i + n]))
+    i += n
+  return params, list(args[i:])
+
+
+def _custom_root_impl(const_lengths, jaxprs, *args):
+  params, initial_guess = _split_root_args(args, const_lengths)
+  return eval_jaxpr(jaxprs[1], [], *params[1], *initial_guess)
+
+
+def _root_jvp(const_lengths, jaxprs, primals, tangents):
+  """Implicit differentiation: F(m, u*(m)) = 0 gives
+  du*(m)[v] = -(d_1 F(m, u*))^{-1} [d_0 F(m, u*)[v]]; the solve is never differentiated
+  (the solution comes from ``_custom_root`` again, so higher orders use this rule too)."""
+  from nbjax import api
+  params, _ = _split_root_args(primals, const_lengths)
+  sol = _custom_root(const_lengths, jaxprs, *primals)
+  n = len(jaxprs[0].outvars)
+  solution, aux = list(sol[:n]), list(sol[n:])
+  params_dot, _ = _split_root_args(tangents, const_lengths)
+  f_at_solution = lambda *ps: eval_jaxpr(jaxprs[0], [], *ps, *solution)
+  _, rhs = api.jvp(f_at_solution, tuple(params[0]), tuple(params_dot[0]))
+  solution_dot = [-t for t in eval_jaxpr(jaxprs[2], [], *params[2], *solution, *rhs)]
+  return solution + aux, solution_dot + [ad.zeros_like_jaxval(a) for a in aux]
+
+
+_custom_root = custom_jvp(_custom_root_impl, nondiff_argnums=(0, 1))
+_custom_root.defjvp(_root_jvp)
 
 # ====================================================================== custom_linear_solve
 
@@ -220,19 +251,18 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
   from nbjax import api
   b_flat, tree = tree_flatten(b)
   avals = _avals(b_flat)
-  box = []
 
-  def solve_aux(bb):
-    out = solve(matvec, bb)
-    if has_aux:
-      box.append(out[1])
-      return out[0]
-    return out
-  mv_j, mv_c, mv_tree = _trace(matvec, tree, avals, "matvec")
-  if mv_tree != tree:
-    raise TypeError(f"custom_linear_solve: matvec output structure {mv_tree} must match b's "
-                    f"{tree}")
-  s_j, s_c, _ = _trace(solve_aux, tree, avals, "solve")
+  def checked(fun, name, aux):  # JAX's output checks, in the traced function
+    def f(bb):
+      out = fun(bb)
+      y = out[0] if aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
+      _check_shapes(name, "b", tree_flatten(y)[0], b_flat)
+      _check_tree(name, "b", tree_flatten(out)[1], tree, aux)
+      return y
+    return f
+  mv_j, mv_c, _ = _trace(checked(matvec, "matvec", False), tree, avals, "matvec")
+  s_j, s_c, _ = _trace(checked(lambda bb: solve(matvec, bb), "solve", has_aux), tree, avals,
+                       "solve")
   if symmetric:
     vm_j, vm_c = mv_j, mv_c
   else:
@@ -243,8 +273,8 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
   if symmetric:
     ts_j, ts_c = s_j, s_c
   elif transpose_solve is not None:
-    ts_j, ts_c, _ = _trace(lambda bb: transpose_solve(vecmat, bb), tree, avals,
-                           "transpose_solve")
+    ts_j, ts_c, _ = _trace(checked(lambda bb: transpose_solve(vecmat, bb), "transpose_solve",
+                                   has_aux), tree, avals, "transpose_solve")
   else:  # a stand-in (the transpose rule raises JAX's error)
     ts_j, ts_c = s_j, s_c
   lens = (len(mv_c), len(vm_c), len(s_c), len(ts_c))
