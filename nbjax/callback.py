@@ -20,6 +20,7 @@ checked against ``result_shape_dtypes`` (JAX's messages) in all of these paths.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import string
 import warnings
@@ -35,6 +36,7 @@ from nbjax.jaxpr import remat_allowed_effects
 from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 logger = logging.getLogger(__name__)
+debug_logger = logging.getLogger("nbjax.debug")  # (``debug.log``'s records)
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
            "pure_callback_p",
@@ -129,11 +131,13 @@ class _DebugCallback(_Hashed):
 
 class _Print(_Hashed):
   """``debug.print``'s formatter: ``fmt.format(*args, **kwargs)`` under the NumPy print
-  options of the call site, printed to stdout."""
-  __slots__ = ("fmt", "np_printoptions", "has_placeholders", "__weakref__")
+  options of the call site, printed to stdout, or with ``logging_record`` (``debug.log``)
+  logged as a copy of that record with the message."""
+  __slots__ = ("fmt", "np_printoptions", "has_placeholders", "logging_record", "__weakref__")
 
-  def __init__(self, fmt, np_printoptions, has_placeholders):
+  def __init__(self, fmt, np_printoptions, has_placeholders, logging_record=None):
     self.fmt, self.np_printoptions, self.has_placeholders = fmt, np_printoptions, has_placeholders
+    self.logging_record = logging_record
 
   def __call__(self, *args, **kwargs):
     if self.has_placeholders:
@@ -141,7 +145,22 @@ class _Print(_Hashed):
         msg = self.fmt.format(*args, **kwargs)
     else:
       msg = " ".join((self.fmt, *(str(a) for a in args)))
-    print(msg)
+    if self.logging_record is None:
+      print(msg)
+    else:
+      record = copy.copy(self.logging_record)
+      record.msg = msg
+      debug_logger.handle(record)
+
+
+def _logging_record(level):
+  """A record of ``debug_logger`` at ``level`` naming the user code that called (JAX's)."""
+  from nbjax.interpreters import partial_eval as pe
+  site = pe.user_site()
+  file_name, line_no = ("(unknown file)", 0) if site is None else \
+      (site[0].co_filename, pe.summarize_site(site).rsplit(":", 2)[1])
+  return debug_logger.makeRecord(debug_logger.name, level, file_name, int(line_no), "", (),
+                                 None)
 
 
 def _as_array(x):
@@ -506,7 +525,7 @@ _format_checker = _FormatChecker()
 
 
 def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
-                **kwargs):
+                _use_logging=False, **kwargs):
   """Prints values from eager, transformed or compiled code: ``fmt.format(*args,
   **kwargs)`` on the values (``Array``s), to stdout, when the computation runs.
 
@@ -535,7 +554,8 @@ def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_c
       has_placeholders = field_name is not None
     in_tree, dyn, static = _split_callback_args(c_args, c_kwargs)
     debug_print_p.bind(*dyn, fmt=fmt, has_placeholders=has_placeholders, in_tree=in_tree,
-                       logging_record=None, np_printoptions=tuple(np.get_printoptions().items()),
+                       logging_record=_logging_record(logging.INFO) if _use_logging else None,
+                       np_printoptions=tuple(np.get_printoptions().items()),
                        ordered=ordered, partitioned=partitioned, static_args=static)
 
   if fmt is not None:
@@ -579,8 +599,10 @@ debug_print_p.multiple_results = True
 debug_print_p.effects = (DebugEffect,)
 
 
-def _printer(fmt, has_placeholders, in_tree, np_printoptions, static_args, **_):
-  return _DebugCallback(_Print(fmt, np_printoptions, has_placeholders), in_tree, static_args)
+def _printer(fmt, has_placeholders, in_tree, np_printoptions, static_args, logging_record,
+             **_):
+  return _DebugCallback(_Print(fmt, np_printoptions, has_placeholders, logging_record),
+                        in_tree, static_args)
 
 
 def _print_impl(*args, **params):

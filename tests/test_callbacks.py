@@ -653,3 +653,22 @@ def test_io_callback_effects_refused_where_jax_refuses():
     nbjax.debug.print("{}", y)
     return x * x
   assert p(2., 3.) == 4.
+
+
+def test_debug_log_as_jax(caplog):
+  # jax.debug.log: debug.print's message logged at INFO (a record naming the calling line),
+  # eagerly, under jit and per batch element under vmap (debugging_primitives_test
+  # test_debug_print_with_logging)
+  def log_fn(x):
+    x = x * x
+    nbjax.debug.log("x={}", x)
+    return x * x
+  line = log_fn.__code__.co_firstlineno + 2
+  with caplog.at_level(logging.INFO, logger="nbjax.debug"):
+    assert jit(log_fn)(2) == 16
+    log_fn(3)
+    vmap(log_fn)(jnp.arange(2))
+    nbjax.effects_barrier()
+  recs = [r for r in caplog.records if r.name == "nbjax.debug"]
+  assert [r.getMessage() for r in recs] == ["x=4", "x=9", "x=0", "x=1"]
+  assert {(r.levelno, r.pathname, r.lineno) for r in recs} == {(logging.INFO, __file__, line)}
