@@ -307,11 +307,14 @@ def abstractify(x):
 
 
 def valid_jaxtype(x):
+  """Whether ``x`` is a JAX value: not a string, object, datetime, void or structured array
+  (whose avals ``get_aval`` does not refuse); float0 arrays are."""
   try:
-    get_aval(x)
-    return True
+    d = get_aval(x).dtype
   except TypeError:
     return False
+  return not (isinstance(d, np.dtype) and (d.kind in "USOMm" or d.type is np.void)
+              and d != dtypes.float0)
 
 
 # --------------------------------------------------------------------- primitives

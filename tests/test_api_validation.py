@@ -541,3 +541,19 @@ def test_effort_and_level_compiler_options_are_build_options():
   with pytest.raises(nbjax.errors.JaxRuntimeError,
                      match="No such compile option: 'exec_time_compilation_effort'"):
     nbjax.jit(f, compiler_options={"exec_time_compilation_effort": 0.0})(1.0)
+
+
+def test_valid_jaxtype_as_jax():
+  """core.valid_jaxtype refuses object, string, datetime, void and structured arrays, as
+  JAX's (core_test.test_is_valid_jaxtype); numeric, bool, ml_dtypes and key arrays are JAX
+  values."""
+  import ml_dtypes
+  from nbjax import core
+  for dt in [np.float16, np.bool_, np.int8, np.complex64, ml_dtypes.bfloat16, ml_dtypes.int4,
+             ml_dtypes.float8_e4m3fn]:
+    assert core.valid_jaxtype(np.zeros(3, dt)), dt
+  for dt in [object, [('i', 'i4'), ('f', 'f4')], 'V4', 'U3', 'S2', 'M8[s]', 'm8[s]']:
+    assert not core.valid_jaxtype(np.zeros(3, dt)), dt
+  assert core.valid_jaxtype(nbjax.random.key(0)) and core.valid_jaxtype(1.0)
+  assert core.valid_jaxtype(np.zeros(3, nbjax.dtypes.float0))
+  assert not core.valid_jaxtype('a') and not core.valid_jaxtype(None)
