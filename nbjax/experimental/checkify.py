@@ -688,6 +688,38 @@ def pmap_error_check(error, enabled_errors, *vals_in, call_jaxpr, in_axes, out_a
 error_checks[pxla.xla_pmap_p] = pmap_error_check
 
 
+def shard_map_error_check(error, enabled_errors, *vals_in, jaxpr, mesh, in_specs, out_specs,
+                          **params):
+  """The error goes in replicated; each device's error comes out along all mesh axes (its
+  message names the failing mapped indices)."""
+  from nbjax.interpreters import shard_map as smap
+  from nbjax.sharding import PartitionSpec as P
+  err_vals, err_tree = jtu.tree_flatten(error)
+  ne = len(err_vals)
+  with smap._env(mesh):
+    checked, out_tree, _ = jaxpr_to_checkify_jaxpr(jaxpr, enabled_errors, err_tree,
+                                                   *_avals(err_vals), *jaxpr.in_avals)
+    no = out_tree.num_leaves
+
+    def expand(*xs):  # each device's error gets a leading axis
+      outs = eval_jaxpr(checked.jaxpr, checked.consts, *xs)
+      return [*[lax.expand_dims(e, (0,)) for e in outs[:no]], *outs[no:]]
+    j, _, consts = pe.trace_to_jaxpr_dynamic(expand, checked.in_avals)
+  outs = smap.shard_map_p.bind(
+      *consts, *err_vals, *vals_in, jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(j), []),
+      mesh=mesh, in_specs=(P(),) * (len(consts) + ne) + tuple(in_specs),
+      out_specs=(P(tuple(mesh.axis_names)),) * no + tuple(out_specs), **params)
+  return _split_out(out_tree, outs)
+
+
+def _register_shard_map():
+  from nbjax.interpreters import shard_map as smap
+  error_checks[smap.shard_map_p] = shard_map_error_check
+
+
+_register_shard_map()
+
+
 def custom_jvp_call_rule(in_err, enabled_errors, *in_vals, num_consts, jvp_jaxpr_fun,
                          call_jaxpr, symbolic_zeros):
   # checkify of the function; the jvp rule gets no checks (jvp-of-checkify forwards the
