@@ -285,6 +285,7 @@ check_p = core.Primitive("check")
 check_p.multiple_results = True  # zero results
 check_p.effects = _check_effects  # per equation: its error's effects (pe.eqn_effects)
 check_p.family = "effect"
+check_p.pp_params = lambda params: {k: v for k, v in params.items() if k != "err_tree"}
 
 
 @check_p.def_impl
