@@ -137,6 +137,10 @@ def test_debug_nans_calls_the_deoptimized_function_as_jax(capsys):
     with pytest.raises(FloatingPointError, match=r"^Invalid value \(nan\) encountered in "
                                                  r"sharded computation\.$"):
       nbjax.pmap(lambda x: 0. / x)(jnp.array([0.]))
+    a = jnp.array(0.)  # no donation under debug_nans (the call may run again), as JAX's
+    with pytest.raises(FloatingPointError, match=r"invalid value \(nan\) encountered in div"):
+      nbjax.jit(lambda x: 0. / x, donate_argnums=(0,))(a)
+    assert not a.is_deleted()
 
 
 def test_ensure_compile_time_eval():

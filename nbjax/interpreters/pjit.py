@@ -1092,8 +1092,8 @@ class JitWrapped:
         if self._simple and not kwargs:
           self._spmd_mono(exe, entry, args)
         return entry.unflatten(exe.run(flat))
-      if self._donating:
-        return entry.unflatten(self._run_donating(entry, flat))
+      if self._donating and not core._debugging():  # (JAX's: no donation under debug_nans,
+        return entry.unflatten(self._run_donating(entry, flat))  # which may rerun the call)
       return entry.unflatten(entry.executable().run(flat))
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
