@@ -403,6 +403,27 @@ def test_polar_errors_and_qdwh():
     lax_linalg.qdwh(np.ones((2, 3)))
 
 
+def test_qdwh_dynamic_shape():
+  # a padded input: JAX 0.10.2's values (qdwh_test testQdwhWithDynamicShape); the padding
+  # stays zero, num_iters is a weak int as JAX's; jit with a traced m gives the same
+  a = np.arange(1., 26.).reshape(5, 5) + np.eye(5) * 30
+  a[4], a[:, 3:] = 99, 7
+  u, h, iters, ok = lax_linalg.qdwh(a, dynamic_shape=(4, 3))
+  np.testing.assert_allclose(np.asarray(u)[:4, :3], [
+      [0.9451876885056103, -0.08928369873419112, -0.12375508597399246],
+      [-0.009010315420428697, 0.9537346777310821, -0.08352032911740709],
+      [0.036791680653532326, -0.003246945803644737, 0.9567144277391783],
+      [0.3243230179129047, 0.28706801106441554, 0.24981300421592628]], rtol=1e-13, atol=1e-15)
+  np.testing.assert_allclose(np.asarray(h)[:3, :3], [
+      [34.84063322494668, 7.511985178817126, 10.183337132687575],
+      [7.511985178817126, 39.95080851703298, 12.38963185524884],
+      [10.183337132687575, 12.38963185524884, 44.595926577810104]], rtol=1e-13)
+  assert not np.asarray(u)[4:].any() and not np.asarray(u)[:, 3:].any()
+  assert int(iters) == 6 and bool(ok) and iters.dtype == np.int64 and iters.weak_type
+  u2 = nbjax.jit(lambda a, m: lax_linalg.qdwh(a, dynamic_shape=(m, 3))[0])(a, 4)
+  np.testing.assert_allclose(u2, u, atol=1e-15)
+
+
 @pytest.mark.parametrize("method", ["schur", "eigen"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_solve_sylvester(method, dtype):

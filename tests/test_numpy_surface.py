@@ -634,6 +634,11 @@ def test_creation_and_axis_errors_as_jax():
     nbjax.jit(lambda n: jnp.tri(n))(3)
   with pytest.raises(ValueError, match=r"repeated axis in lax.expand_dims: \[1, 1\]"):
     jnp.expand_dims(jnp.ones(3), (1, 1))
+  # axis: an index or any iterable of them (JAX's _ensure_index_tuple; qdwh_test passes a range)
+  assert jnp.expand_dims(jnp.ones(3), range(2)).shape == (1, 1, 3)
+  assert jnp.expand_dims(jnp.ones(3), np.int64(1)).shape == (3, 1)
+  with pytest.raises(TypeError, match="'float' object is not iterable"):
+    jnp.expand_dims(jnp.ones(3), 1.0)
   with pytest.raises(ValueError, match=r"repeated axis: \(0, 0\)"):
     jnp.size(jnp.ones((2, 3, 4)), axis=(0, 0))
   with pytest.raises(ValueError, match="axis1 and axis2 can not be same. axis1=0 and axis2=0"):

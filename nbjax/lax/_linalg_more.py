@@ -651,8 +651,9 @@ def qdwh(x, *, is_hermitian=False, max_iterations=None, eps=None, dynamic_shape=
   QR-based dynamically weighted Halley iteration (Nakatsukasa, Bai & Gygi 2010): QR-based
   steps while the weights are large, Cholesky-based ones after, then Halley's method until
   ``|u_k - u_k-1| < (5 eps)^(1/3)``, and a Newton-Schulz refinement. Returns ``(u, h,
-  num_iters, is_converged)``. ``is_hermitian`` is unused (as JAX's); ``dynamic_shape``
-  (padded inputs) is not implemented."""
+  num_iters, is_converged)``. ``is_hermitian`` is unused (as JAX's). ``dynamic_shape``
+  ``(m, n)`` (may be traced): ``x`` is padded from that true shape; it is masked to it and
+  each step keeps the padding out (the identity in the Cholesky steps' corner)."""
   from nbjax import numpy as jnp
   from nbjax.numpy import linalg as jla
   lax = _lax()
@@ -662,8 +663,11 @@ def qdwh(x, *, is_hermitian=False, max_iterations=None, eps=None, dynamic_shape=
   M, N = x.shape
   if M < N:
     raise ValueError("The input matrix of shape M x N must have M >= N.")
-  if dynamic_shape is not None and tuple(dynamic_shape) != (M, N):
-    raise NotImplementedError("qdwh: dynamic_shape (a padded input) is not implemented")
+  if dynamic_shape is not None:
+    m, n = dynamic_shape
+    x = _mask(x, (m, n))
+  else:
+    m, n = M, N
   if eps is None:
     eps = float(jnp.finfo(x.dtype).eps)
   one_norm, inf_norm = jla.norm(x, ord=1), jla.norm(x, ord=np.inf)
@@ -675,12 +679,19 @@ def qdwh(x, *, is_hermitian=False, max_iterations=None, eps=None, dynamic_shape=
 
   def qr_step(u, params):
     a_minus_e_by_sqrt_c, sqrt_c, e = params
-    q, _ = _qr(jnp.concatenate([sqrt_c * u, eye], axis=0), full_matrices=False)
-    return e * u + a_minus_e_by_sqrt_c * (q[:M] @ q[M:].T.conj())
+    if dynamic_shape is None:
+      q, _ = _qr(jnp.concatenate([sqrt_c * u, eye], axis=0), full_matrices=False)
+      return e * u + a_minus_e_by_sqrt_c * (q[:M] @ q[M:].T.conj())
+    y = lax.dynamic_update_slice_in_dim(jnp.pad(sqrt_c * u, ((0, N), (0, 0))), eye, m, 0)
+    q, _ = _qr(y, full_matrices=False)
+    q2 = _mask(lax.dynamic_slice_in_dim(q, m, N, axis=0), (n, n)).T.conj()
+    return e * u + a_minus_e_by_sqrt_c * (_mask(q[:M], (m, n)) @ q2)
 
   def chol_step(u, params):
     a_minus_e, c, e = params
-    y = _cholesky(c * (u.T.conj() @ u) + eye)
+    y = c * (u.T.conj() @ u) + eye
+    # the padded corner is the identity (zeros would make it singular)
+    y = _cholesky(y if dynamic_shape is None else _mask(y, (n, n), eye))
     z = _triangular_solve(y, u.T, left_side=True, lower=True, conjugate_a=True).conj()
     z = _triangular_solve(y, z, left_side=True, lower=True, transpose_a=True,
                           conjugate_a=True).T.conj()
@@ -726,12 +737,23 @@ def qdwh(x, *, is_hermitian=False, max_iterations=None, eps=None, dynamic_shape=
     u_new = chol_step(u_prev, halley)
     return i + 1, u_new, jla.norm(u_new - u_prev) > tol_norm
   num_iters, u, not_conv = lax.while_loop(
-      cond, body, (jnp.array(len(qr_coefs) + len(chol_coefs), np.int32), u,
+      cond, body, (len(qr_coefs) + len(chol_coefs), u,  # (a weak int, as JAX's)
                    jnp.asarray(not_conv)))
   u = 1.5 * u - 0.5 * u @ (u.T.conj() @ u)
   h = u.T.conj() @ x
   h = (h + h.T.conj()) / 2
   return u, h, num_iters, jnp.logical_not(not_conv)
+
+
+def _mask(x, dims, alternative=0):
+  """``x`` with the elements outside ``dims`` (the true shape) set to ``alternative``."""
+  from nbjax import numpy as jnp
+  lax = _lax()
+  mask = None
+  for i, d in enumerate(dims):
+    mi = lax.broadcasted_iota(np.int32, x.shape, i) < d
+    mask = mi if mask is None else mask & mi
+  return jnp.where(mask, x, alternative)
 
 
 def _cholesky(x):

@@ -309,7 +309,10 @@ def expand_dims(a, axis):
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["expand_dims"](a, axis)
   a = ensure_arraylike("expand_dims", a)
-  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  try:  # JAX's _ensure_index_tuple: an index, else an iterable of them (a range too)
+    axes = (operator.index(axis),)
+  except TypeError:
+    axes = tuple(map(operator.index, axis))
   nd = a.ndim + len(axes)
   canon = [canonicalize_axis(x, nd) for x in axes]
   if len(set(canon)) != len(canon):
