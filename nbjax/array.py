@@ -79,7 +79,9 @@ class Array(metaclass=abc.ABCMeta):
   # hold all of it has no _value (reading it raises JAX's RuntimeError).
   # _expr: the pending expression of a lazy elementwise result (``nbjax.fusion.Lazy``, which
   # materialises it on the first read of _value); unset (None) on every other array.
-  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "__weakref__")
+  # _committed: True for an array placed on a device explicitly (device_put with a device or
+  # sharding, as JAX's); unset: whether it is sharded (jnp.array and eager results are not).
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "_committed", "__weakref__")
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
@@ -113,6 +115,8 @@ class Array(metaclass=abc.ABCMeta):
         return v
     elif name == "_buf" or name == "_pmap" or name == "_expr":  # unset: no buffer / not pmap's
       return None
+    elif name == "_committed":
+      return self._pmap is not None
     elif name in _REMOVED:
       raise AttributeError(_REMOVED[name])
     elif name == "__cuda_array_interface__":
@@ -294,7 +298,16 @@ class Array(metaclass=abc.ABCMeta):
 
   @property
   def committed(self):
-    return self._pmap is not None
+    return self._committed
+
+  def _placed(self):
+    """This array's data as an Array committed to its device (``device_put`` with a device),
+    as JAX's; ``self`` itself stays as it is."""
+    if self._committed:
+      return self
+    a = _wrap(self._value, self._weak)
+    a._buf, a._committed = self._buf, True
+    return a
 
   def __len__(self):
     if not self._value.ndim:

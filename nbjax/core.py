@@ -264,8 +264,9 @@ class ShapeDtypeStruct:
   @classmethod
   def like(cls, x):
     """The ``ShapeDtypeStruct`` of ``x`` (an array, a key array, a scalar, a tracer)."""
-    a = abstractify(x)
-    return cls(a.shape, a.dtype, weak_type=a.weak_type)
+    a = abstractify(x)  # (as JAX's: the sharding of a committed array, else None)
+    sharding = getattr(x, "sharding", None) if getattr(x, "_committed", True) else None
+    return cls(a.shape, a.dtype, weak_type=a.weak_type, sharding=sharding)
 
   def __len__(self):
     if not self.shape:

@@ -686,3 +686,26 @@ def test_from_dlpack_copy_and_device_as_jax():
   with pytest.raises(AttributeError, match="^__cuda_array_interface__ is only defined for GPU "
                      "buffers.$"):
     a.__cuda_array_interface__
+
+
+def test_committed_as_jax():
+  """An array is committed to its device when device_put places it there explicitly, as
+  JAX's (array_test test_device_put, test_jnp_array, test_array_shards_committed,
+  test_sds_like); the input of device_put stays uncommitted."""
+  from nbjax.sharding import SingleDeviceSharding
+  dev = nbjax.devices()[0]
+  x = jnp.array([1, 2, 3])
+  assert not x.committed and not x._committed and not nbjax.device_put(x).committed
+  for spec in (dev, SingleDeviceSharding(dev), {"a": dev}):
+    y = nbjax.device_put({"a": x} if isinstance(spec, dict) else x, spec)
+    y = y["a"] if isinstance(spec, dict) else y
+    assert y.committed and y._committed and not x.committed
+    assert y.sharding == SingleDeviceSharding(dev)
+    assert [s.data._committed for s in y.addressable_shards] == [True]
+    check(y, x)
+  assert [s.data._committed for s in x.addressable_shards] == [False]
+  assert nbjax.device_put(np.arange(3), dev)._committed
+  assert nbjax.ShapeDtypeStruct.like(jnp.array(1.)).sharding is None
+  sds = nbjax.ShapeDtypeStruct.like(nbjax.device_put(x, dev))
+  assert sds.sharding == SingleDeviceSharding(dev) and sds.shape == (3,)
+  assert nbjax.ShapeDtypeStruct.like(np.array(1.)).sharding is None
