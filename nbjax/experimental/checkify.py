@@ -241,10 +241,16 @@ class Error:
   def _replace(self, **kw):
     return dataclasses.replace(self, **kw)
 
+  def tree_flatten(self):
+    return ((self._pred, self._code, self._payload), self._metadata)
 
-jtu.register_pytree_node(
-    Error, lambda e: ((e._pred, e._code, e._payload), e._metadata),
-    lambda md, ch: Error(ch[0], ch[1], md, ch[2]))
+  @classmethod
+  def tree_unflatten(cls, metadata, data):
+    pred, code, payload = data
+    return cls(pred, code, metadata, payload)
+
+
+jtu.register_pytree_node_class(Error)
 
 init_error = Error({}, {}, {}, {})  # the empty error
 next_code = it.count(1).__next__  # globally unique codes
@@ -390,6 +396,7 @@ def _trace_checked(fun, in_avals, key_jaxpr=None, key=None):
   res = (ClosedJaxpr(jaxpr, consts), *box[0])
   if key_jaxpr is not None:
     per.append((key, res))
+    del per[:-8]  # (an error value whose codes differ per call would grow it without end)
   return res
 
 
