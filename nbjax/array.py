@@ -15,6 +15,7 @@ import enum
 import math
 import operator
 import sys
+import warnings
 import weakref
 
 import numpy as np
@@ -347,6 +348,13 @@ class Array(metaclass=abc.ABCMeta):
 
   def __dlpack_device__(self):
     return DLDeviceType.kDLCPU, 0
+
+  @property
+  def __numpy_dtype__(self):  # (NumPy >= 2.4's protocol for np.dtype(x), dtype=x)
+    warnings.warn("Implicit conversion of an array to a dtype is deprecated; rather than "
+                  "dtype=arr use dtype=arr.dtype. In the future this will result in an error.",
+                  DeprecationWarning, stacklevel=2)
+    return self.dtype
 
   def tolist(self):
     return self._value.tolist()

@@ -709,3 +709,16 @@ def test_committed_as_jax():
   sds = nbjax.ShapeDtypeStruct.like(nbjax.device_put(x, dev))
   assert sds.sharding == SingleDeviceSharding(dev) and sds.shape == (3,)
   assert nbjax.ShapeDtypeStruct.like(np.array(1.)).sharding is None
+
+
+def test_implicit_dtype_conversion_is_deprecated_as_jax():
+  """np.dtype(arr) (NumPy's __numpy_dtype__ protocol) warns as JAX's (array_test
+  test_deprecated_dtype_conversion); arr.dtype is the way."""
+  x = jnp.arange(4, dtype=jnp.int32)
+  with pytest.warns(DeprecationWarning, match="Implicit conversion of an array to a dtype is "
+                    "deprecated; rather than dtype=arr use dtype=arr.dtype"):
+    assert np.dtype(x) == np.int32
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert np.asarray(x).dtype == np.int32 and jnp.zeros(2, x.dtype).dtype == np.int32
