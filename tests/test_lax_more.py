@@ -322,6 +322,26 @@ def test_custom_linear_solve_derivatives():
                                                  lambda m, z: jnp.linalg.solve(a, z)).sum())(b)
 
 
+def test_custom_linear_solve_batching_keeps_unbatched_parts_unbatched():
+  # JAX's fixpoint over matvec/vecmat/solve/transpose_solve: a part of x that depends on no
+  # batched value stays unbatched, so out_axes=None is allowed for it (JAX 0.10.2 gives
+  # [[1, 2, 3], 2.]; custom_linear_solve_test test_custom_linear_solve_pytree)
+  def solve_diag(b):
+    mv = lambda x: [2. * x[0], 4. * x[1]]
+    s = lambda m, b: [b[0] / 2., b[1] / 4.]
+    return lax.custom_linear_solve(mv, b, s, s)
+  f = nbjax.vmap(solve_diag, in_axes=([0, None],), out_axes=[0, None])
+  x0, x1 = f([jnp.array([2., 4., 6.]), jnp.float64(8.)])
+  np.testing.assert_array_equal(x0, [1., 2., 3.])
+  assert x1.shape == () and float(x1) == 2.
+  np.testing.assert_array_equal(
+      nbjax.jacfwd(lambda b0: f([b0, jnp.float64(8.)])[0])(jnp.array([2., 4., 6.])),
+      0.5 * np.eye(3))
+  np.testing.assert_array_equal(
+      nbjax.grad(lambda b0: f([b0, jnp.float64(8.)])[0].sum())(jnp.array([2., 4., 6.])),
+      [0.5, 0.5, 0.5])
+
+
 def test_stack_unstack_broadcast_like_empty_dtype_as_jax():
   b = lax.broadcast_like(jnp.float32(1), jnp.ones((2, 3)))
   assert b.shape == (2, 3) and b.dtype == np.float32

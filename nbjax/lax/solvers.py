@@ -205,21 +205,47 @@ def _ls_transpose(cts, *args, const_lengths, jaxprs, transposable):
 
 
 def _ls_batch(vals, dims, *, const_lengths, jaxprs, transposable):
-  from nbjax import api
-  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not batching.not_mapped)
-  vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
-  (cs, b) = _split(vals, const_lengths)
-  new = []
-  for j, c in zip(jaxprs, cs):
-    f = api.vmap(lambda *a, j=j: _call(j, [], a))
-    jb, consts = pe.trace_to_jaxpr_dynamic(lambda *a: list(f(*a)),
-                                           _avals(list(c) + list(b)), fun_name="solve")[::2]
-    new.append(pe.convert_constvars_jaxpr(jb))
-    if consts:
-      raise NotImplementedError("custom_linear_solve batching: unexpected constants")
-  out = linear_solve_p.bind(*[x for c in cs for x in c], *b, const_lengths=const_lengths,
-                            jaxprs=tuple(new), transposable=transposable)
-  return out, [0] * len(b)
+  """JAX's rule: a fixpoint over the four jaxprs finds which parts of ``x`` and ``b`` are
+  batched (consistently for the solve and its transpose), so outputs that depend on no
+  batched value stay unbatched."""
+  from nbjax.lax.control_flow import _batch_jaxpr
+  nm = batching.not_mapped
+  size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not nm)
+  vals = [v if d is nm else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+  params, b = _split(vals, const_lengths)
+  params_dims, b_dims = _split(dims, const_lengths)
+  params_bat = [[d is not nm for d in ds] for ds in params_dims]
+  orig_b_bat = [d is not nm for d in b_dims]
+  closed = [ClosedJaxpr(j, []) for j in jaxprs]
+
+  def batch(k, ops_bat, instantiate):
+    in_dims = [0 if bt else None for bt in params_bat[k] + list(ops_bat)]
+    new, consts, out_dims = _batch_jaxpr(closed[k], size, in_dims,
+                                         [0 if i else None for i in instantiate], None)
+    return (new.jaxpr, consts), [d is not None for d in out_dims]
+
+  or_ = lambda *ls: [any(t) for t in zip(*ls)]
+  b_bat, x_bat = orig_b_bat, [False] * len(b)
+  for _ in range(1 + 2 * len(b)):
+    s_new, solve_x_bat = batch(2, b_bat, x_bat)
+    vm_new, vecmat_x_bat = batch(1, b_bat, b_bat)
+    x_bat_out = or_(vecmat_x_bat, solve_x_bat)
+    mv_new, matvec_b_bat = batch(0, x_bat_out, b_bat)
+    ts_new, solve_t_b_bat = batch(3, x_bat_out, x_bat_out)
+    b_bat_out = or_(matvec_b_bat, solve_t_b_bat, orig_b_bat)
+    if x_bat_out == x_bat and b_bat_out == b_bat:
+      break
+    x_bat, b_bat = x_bat_out, b_bat_out
+  else:
+    raise AssertionError("custom_linear_solve batching: fixedpoint not reached")
+  new = (mv_new, vm_new, s_new, ts_new)  # (each jaxpr's consts lead its params)
+  new_params = [list(c) + ps for (_, c), ps in zip(new, params)]
+  new_b = [batching.bdim_at_front(x, nm, size) if now and not was else x
+           for x, was, now in zip(b, orig_b_bat, b_bat)]
+  outs = linear_solve_p.bind(*[x for ps in new_params for x in ps], *new_b,
+                             const_lengths=tuple(map(len, new_params)),
+                             jaxprs=tuple(j for j, _ in new), transposable=transposable)
+  return outs, [0 if bt else nm for bt in solve_x_bat]
 
 
 linear_solve_p = Primitive("custom_linear_solve")
