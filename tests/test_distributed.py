@@ -178,7 +178,9 @@ def test_make_array_helpers_one_process():
   b = nbjax.make_array_from_single_device_arrays(full.shape, sh,
                                                  [full[idx[d]] for d in nbjax.devices()])
   np.testing.assert_array_equal(np.asarray(b), full)
-  with pytest.raises(ValueError, match="expected a shard of shape"):
+  with pytest.raises(ValueError, match=r"^Expected shard shape \(2, 2\) doesn't match the single "
+                     r"device array shape \(1, 2\). Shape of Array is float64\[\d+,2\] with "
+                     r"sharding NamedSharding\(mesh=Mesh\('x': \d+"):
     nbjax.make_array_from_single_device_arrays(full.shape, sh, [full[:1]] * n)
   c = nbjax.make_array_from_process_local_data(sh, full)  # one process holds everything
   assert c.shape == full.shape
@@ -231,6 +233,9 @@ def test_make_array_from_single_device_arrays_errors_as_jax():
     nbjax.make_array_from_single_device_arrays((10,), sh, [x], dtype=np.float32)
   with pytest.raises(ValueError, match=f"{f} requires a list of concrete arrays as input"):
     nbjax.jit(lambda v: nbjax.make_array_from_single_device_arrays(v.shape, sh, [v]))(x)
+  with pytest.raises(nbjax.errors.UnexpectedTracerError, match="jax.make_array_from_callback "
+                     "cannot be called within a traced context."):
+    nbjax.jit(lambda v: nbjax.make_array_from_callback(v.shape, sh, lambda i: v[i]))(x)
   with pytest.raises(TypeError, match=f"{f} `arrays` argument must be a list or tuple, but "
                      "got <class"):
     nbjax.make_array_from_single_device_arrays((10,), sh, x)

@@ -571,11 +571,13 @@ def reshard(xs, out_shardings):
 
 
 def _check_pieces(what, sharding, shape, pieces):
-  want = sharding.shard_shape(shape)
+  want = tuple(sharding.shard_shape(shape))
   for p in pieces:
-    if tuple(np.shape(p)) != tuple(want):
-      raise ValueError(f"{what}: expected a shard of shape {tuple(want)} for global shape "
-                       f"{tuple(shape)} with sharding {sharding}, got {tuple(np.shape(p))}")
+    if tuple(np.shape(p)) != want:
+      aval = core.ShapedArray(tuple(shape), pieces[0].dtype)
+      raise ValueError(f"Expected shard shape {want} doesn't match the single device array "
+                       f"shape {tuple(np.shape(p))}. Shape of Array is {aval.str_short(short_dtypes=False)} with "
+                       f"sharding {sharding}")
 
 
 def _is_keys(x):
@@ -600,6 +602,14 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
   data of each of this process's devices (``index``: a tuple of slices into the global
   array), as ``jax.make_array_from_callback``. Key arrays (the callback's) give a key array."""
   shape = tuple(shape)
+  callback = data_callback
+
+  def data_callback(index):
+    r = callback(index)
+    if isinstance(r, core.Tracer):
+      raise core.UnexpectedTracerError(
+          "jax.make_array_from_callback cannot be called within a traced context.")
+    return r
   if not sharding._spmd:
     v = data_callback((slice(None),) * len(shape))
     if _is_keys(v):
