@@ -233,6 +233,28 @@ class PyTreeDef:
       else:
         k._up_to(c, out)
 
+  def broadcast_prefix(self, leaves, full):
+    """This structure's ``leaves``, each repeated over the leaves of the matching subtree of
+    ``full`` (of which this is a prefix), with no unflattening (JAX's
+    ``broadcast_flattened_prefix_with_treedef``); ``ValueError`` if not a prefix."""
+    out, it = [], iter(leaves)
+    def go(p, f):
+      if p.node is None:
+        out.extend([next(it)] * f.num_leaves)
+        return
+      if p.node is not f.node or len(p.kids) != len(f.kids):
+        raise ValueError("not a tree prefix")
+      try:
+        same = p.data is f.data or bool(p.data == f.data)
+      except Exception:  # noqa: BLE001 (metadata without equality)
+        same = False
+      if not same:
+        raise ValueError("not a tree prefix")
+      for pk, fk in zip(p.kids, f.kids):
+        go(pk, fk)
+    go(self, full)
+    return out
+
   def compose(self, inner):
     """Treedef with ``inner`` in place of each leaf of this one."""
     if self.node is None:

@@ -1155,17 +1155,18 @@ def _broadcast_at(x, size, axis):
 def _flatten_axes(name, treedef, axis_tree, *, kws=False):
   """Broadcast the prefix tree ``axis_tree`` (None counts as a leaf) over ``treedef``."""
   leaves, axis_def = tree_flatten(axis_tree, is_leaf=lambda x: x is None)
-  proxy = tree_unflatten(treedef, [_Leaf()] * treedef.num_leaves)
-  try:
-    subtrees = axis_def.flatten_up_to(proxy)
-  except ValueError as e:
-    shown_tree, shown_axes = treedef, axis_tree
-    if kws:  # the error is about the positional arguments
-      shown_tree, shown_axes = treedef.children()[0], axis_tree[0]
-    raise _prefix_error(name, shown_tree, shown_axes, e) from None
-  out = []
-  for ax, sub in zip(leaves, subtrees):
-    out.extend([ax] * len(tree_leaves(sub)))
+  try:  # (on the structures: the value tree's nodes are not rebuilt, as JAX's)
+    out = axis_def.broadcast_prefix(leaves, treedef)
+  except ValueError:
+    proxy = tree_unflatten(treedef, [_Leaf()] * treedef.num_leaves)
+    try:
+      axis_def.flatten_up_to(proxy)
+    except ValueError as e:
+      shown_tree, shown_axes = treedef, axis_tree
+      if kws:  # the error is about the positional arguments
+        shown_tree, shown_axes = treedef.children()[0], axis_tree[0]
+      raise _prefix_error(name, shown_tree, shown_axes, e) from None
+    raise
   assert len(out) == treedef.num_leaves
   if any(type(a) is int and a < 0 for a in out):  # a key array's -1 is its data's -2
     out = [a - t if type(a) is int and a < 0 else a

@@ -514,7 +514,6 @@ def _why_alive_container_info(container, obj_id):
 
 def escaped_tracer_error(tracer, primitive=None):
   name = type(tracer).__name__
-  name = "DynamicJaxprTracer" if name == "JaxprTracer" else name
   dbg = getattr(tracer._trace, "debug_info", None)
   where = (f"The function being traced when the value leaked was {dbg.func_src_info} traced "
            f"for {dbg.traced_for}.\n" if dbg is not None else "")

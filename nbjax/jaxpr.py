@@ -343,6 +343,9 @@ typecheck_jaxpr = check_jaxpr
 # --------------------------------------------------------------------- evaluation
 
 
+source_info = None  # the source info of the equation ``eval_jaxpr`` is binding, if it has one
+
+
 def eval_jaxpr(jaxpr, consts, *args, propagate_source_info=True):
   """Evaluate ``jaxpr`` on ``consts`` and ``args`` by binding every equation (traceable)."""
   del propagate_source_info
@@ -360,8 +363,16 @@ def eval_jaxpr(jaxpr, consts, *args, propagate_source_info=True):
   def read(x):
     return x.val if type(x) is Literal else env[x]
 
+  global source_info
   for eqn in jaxpr.eqns:
-    ans = eqn.primitive.bind(*[read(x) for x in eqn.invars], **eqn.params)
+    if eqn.source_info is None:
+      ans = eqn.primitive.bind(*[read(x) for x in eqn.invars], **eqn.params)
+    else:  # (restaged equations keep the user code that made them, as JAX's)
+      prev, source_info = source_info, eqn.source_info
+      try:
+        ans = eqn.primitive.bind(*[read(x) for x in eqn.invars], **eqn.params)
+      finally:
+        source_info = prev
     if eqn.primitive.multiple_results:
       for v, a in zip(eqn.outvars, ans):
         env[v] = a

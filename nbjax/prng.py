@@ -679,7 +679,7 @@ class PRNGKeyArray:
         full = (tuple(v.shape) if _is_typed(v) or isinstance(v, PRNGKeyArray)
                 else tuple(v.shape)[:len(v.shape) - len(self._impl.key_shape)])
         return f"VmapTracer(aval={ks(self.shape)}, batched={ks(full)})"
-      return f"{'JitTracer' if name == 'JaxprTracer' else name}({ks(self.shape)})"
+      return f"{'JitTracer' if name == 'DynamicJaxprTracer' else name}({ks(self.shape)})"
     return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base_array)}"
 
   __str__ = __repr__

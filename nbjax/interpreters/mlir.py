@@ -236,9 +236,12 @@ class LoweringRuleContext:
 
 # ----------------------------------------------------------------------- the rule table
 
-def register_lowering(prim, rule, platform="cpu"):
-  """Register ``rule(ctx, *operands, **params) -> [ir.Value]`` as ``prim``'s lowering."""
-  return lowering.register(prim, rule, platform)
+def register_lowering(prim, rule, platform=None, inline=True, cacheable=True):
+  """Register ``rule(ctx, *operands, **params) -> [ir.Value]`` as ``prim``'s lowering
+  (``platform`` None: every platform, i.e. the CPU; ``inline`` and ``cacheable`` are
+  accepted for JAX compatibility: nbjax lowers every equation inline)."""
+  del inline, cacheable
+  lowering.register(prim, rule, "cpu" if platform is None else platform)
 
 
 def get_lowering(prim, platform="cpu"):

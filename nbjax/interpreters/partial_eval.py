@@ -27,6 +27,7 @@ import sys
 import numpy as np
 
 from nbjax import core, registry
+from nbjax import jaxpr as _jaxpr_mod
 from nbjax.array import Array
 from nbjax.core import ShapedArray, Tracer, get_aval
 from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var,
@@ -37,7 +38,7 @@ __all__ = ["JaxprTracer", "DynamicJaxprTracer", "DynamicJaxprTrace", "trace_to_j
            "close_jaxpr", "eqn_effects"]
 
 
-class JaxprTracer(Tracer):
+class DynamicJaxprTracer(Tracer):
   """A value being staged: its abstract value and the jaxpr atom (Var/Literal) naming it."""
   __slots__ = ("_aval", "atom")
 
@@ -76,7 +77,7 @@ class JaxprTracer(Tracer):
     return "\n" + origin
 
 
-DynamicJaxprTracer = JaxprTracer
+JaxprTracer = DynamicJaxprTracer
 
 
 def fun_sourceinfo(fun):
@@ -151,7 +152,7 @@ def summarize_site(site):
   code, lasti, lineno = site
   pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
   line, col = (pos[0], pos[2]) if pos and pos[0] is not None else (lineno, 0)
-  return f"{code.co_filename}:{line}:{col or 0} ({code.co_name})"
+  return f"{code.co_filename}:{line}:{col or 0} ({code.co_qualname})"
 
 
 def user_source_info():
@@ -305,7 +306,8 @@ class DynamicJaxprTrace(core.Trace):
     outvars = [Var(a) for a in out_avals]
     self.eqns.append(JaxprEqn([t.atom for t in ts], outvars, prim, params,
                               eqn_effects(prim, params),
-                              user_source_info() if record_source_info else None))
+                              (_jaxpr_mod.source_info or user_source_info())
+                              if record_source_info else None))
     outs = [JaxprTracer(self, a, v) for a, v in zip(out_avals, outvars)]
     return outs if multi else outs[0]
 

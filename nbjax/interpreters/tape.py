@@ -78,8 +78,10 @@ def _aval(v):
 # user primitives (their impls may have effects: the primal runs once, inside linearize;
 # not the pure kernels of ``nbjax.extend.numba_primitive``) and call primitives without a
 # partial-eval rule are linearized when recorded; so are applications with effects (a
-# callback, a loop around one): a per-node VJP program would run the primal again
-_LINEARIZED = frozenset({"user"})
+# callback, a loop around one): a per-node VJP program would run the primal again; callbacks
+# always (pure_callback's JVP error comes from the forward pass, before grad's output checks,
+# as JAX's)
+_LINEARIZED = frozenset({"user", "callback"})
 _MAY_HAVE_EFFECTS = frozenset({"callback", "control_flow", "call"})
 # kernel families: their eager entries run kernels on the raw operands and never bind
 _DIRECT = frozenset({"elementwise", "indexing", "linalg", "reduction", "shape"})

@@ -101,7 +101,7 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
     out = lax.copy_p.bind(object) if copy else object  # (JAX's copy equation: a new buffer)
   elif leaves and any(isinstance(x, (Array, Tracer)) for x in leaves):
     d = dtype or dtypes.result_type(*leaves)
-    out = lax.concatenate([lax.expand_dims(array(e, d), (0,)) for e in object], 0)
+    out = lax.concatenate([lax.expand_dims(array(e, d, copy=False), (0,)) for e in object], 0)
   elif (type(object) is np.ndarray and object.ndim and (dtype is None or dtype == object.dtype)
         and getattr(_ctx.trace, "const_array", None) is not None
         and dtypes.canonicalize_dtype(object.dtype) == object.dtype):

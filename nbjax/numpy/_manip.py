@@ -33,7 +33,12 @@ _BOOL = np.dtype(np.bool_)
 def _infer_shape(size, shape, ashape=None):
   """``shape`` with one -1 resolved for ``size`` elements (JAX's errors; ``ashape``: the
   source shape, for messages)."""
-  orig, shape = shape, canonicalize_shape(shape)
+  orig = shape
+  try:
+    iter(shape)
+  except TypeError:
+    shape = [shape]  # (a 0-d value: JAX's list, as its error shows)
+  shape = canonicalize_shape(shape)
   src = f"array of shape {ashape} (size {size})" if ashape is not None else f"array of size {size}"
   if shape.count(-1) > 1:
     raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {orig}")
