@@ -85,8 +85,18 @@ def test_log_compiles(caplog):
     assert not caplog.records
     with nbjax.log_compiles(True):
       nbjax.jit(lambda x: x + 2)(np.ones(3))
-  assert any("Compiling <lambda> with global shapes and types [ShapedArray(float64[3])]"
-             in r.getMessage() for r in caplog.records)
+  assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling")] == [
+      "Compiling jit(<lambda>) with global shapes and types (ShapedArray(float64[3]),). "
+      "Argument mapping: (UnspecifiedValue,)."]
+  caplog.clear()
+  with caplog.at_level(logging.DEBUG, logger="nbjax"):  # JAX's DEBUG log of each compile
+    nbjax.jit(lambda x, y: x + 3)(np.ones(3), 1.0)
+  msgs = [r.getMessage() for r in caplog.records]
+  assert ("Compiling jit(<lambda>) with global shapes and types (ShapedArray(float64[3]), "
+          "ShapedArray(float64[], weak_type=True)). Argument mapping: (UnspecifiedValue, "
+          "UnspecifiedValue).") in msgs
+  assert any(m.startswith("Finished tracing <lambda> for jit in ") for m in msgs)
+  assert any(m.startswith("Finished XLA compilation of jit(<lambda>) in ") for m in msgs)
 
 
 def test_clear_caches_retraces():

@@ -158,6 +158,14 @@ def _weakly(method):
   return functools.partial(method.__func__, weakref.proxy(method.__self__))
 
 
+class _Unspecified:
+  def __repr__(self):  # (JAX's UNSPECIFIED sharding, as its compile log prints it)
+    return "UnspecifiedValue"
+
+
+_UNSPECIFIED = (_Unspecified(),)
+
+
 class _Executable:
   """A closed jaxpr compiled for the CPU: ``run(args) -> list of Arrays``.
 
@@ -189,8 +197,10 @@ class _Executable:
       module = mlir.lower_jaxpr_to_module(closed, f"jit_{name}", hoisted=hoisted,
                                           host_callbacks=self.host_callbacks)
     _stats["lowerings"] += 1
-    if config._flags["log_compiles"]:  # JAX's message, at WARNING as JAX logs it
-      _log.warning("Compiling %s with global shapes and types %s.", name, list(closed.in_avals))
+    # JAX's message: at WARNING with jax_log_compiles, else at DEBUG
+    _log.log(logging.WARNING if config._flags["log_compiles"] else logging.DEBUG,
+             "Compiling %s with global shapes and types %s. Argument mapping: %s.",
+             f"jit({name})", tuple(closed.in_avals), _UNSPECIFIED * len(closed.in_avals))
     self.text = str(module)
     self.name = name
     self._exe = self._dexe = self._dcall = self._hcall = self.const_bufs = None
