@@ -406,12 +406,19 @@ def _avals(xs):
 
 def jaxpr_to_checkify_jaxpr(jaxpr, enabled_errors, err_tree, *in_avals):
   """The closed jaxpr computing ``(error, outs)`` of ``jaxpr`` from ``(err_vals, args)``."""
-  n = err_tree.num_leaves
+  # The codes' metadata (the aux data of ``err_tree``) does not change the computation: the
+  # jaxpr is traced and memoized without it and the output error gets it back, so a jitted
+  # function called after a check that made new codes is not checkified (or compiled) again.
+  err = jtu.tree_unflatten(err_tree, [0] * err_tree.num_leaves)
+  bare = jtu.tree_structure(err._replace(_metadata={}))
   closed = jaxpr if isinstance(jaxpr, ClosedJaxpr) else pe.close_jaxpr(jaxpr)
-  fun = lambda *xs: checkify_jaxpr_flat(closed.jaxpr, closed.consts, enabled_errors, err_tree,
-                                        *xs)
-  return _trace_checked(fun, in_avals, jaxpr, (frozenset(enabled_errors), err_tree,
-                                               tuple(in_avals), n))
+  fun = lambda *xs: checkify_jaxpr_flat(closed.jaxpr, closed.consts, enabled_errors, bare, *xs)
+  checked, out_tree, effects = _trace_checked(fun, in_avals, jaxpr, (
+      frozenset(enabled_errors), bare, tuple(in_avals)))
+  if err._metadata:
+    out = jtu.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    out_tree = jtu.tree_structure(out._replace(_metadata={**err._metadata, **out._metadata}))
+  return checked, out_tree, effects
 
 
 # ------------------------------------------------------------------- automatic checks
