@@ -342,6 +342,38 @@ def test_custom_linear_solve_batching_keeps_unbatched_parts_unbatched():
       [0.5, 0.5, 0.5])
 
 
+def test_custom_linear_solve_aux_comes_from_the_primitive():
+  # has_aux: the solve runs once (its aux are outputs of custom_linear_solve, as JAX's), aux
+  # get zero (float0 for ints) tangents and are batched; values from JAX 0.10.2
+  calls = []
+  a = np.array([[4., 1.], [1., 3.]])
+
+  def solve(mv, b):
+    calls.append(1)
+    x = jnp.linalg.solve(a, b)
+    return x, {'res': jnp.sum(x), 'it': jnp.int32(7)}
+  f = lambda b: lax.custom_linear_solve(lambda x: a @ x, b, solve, symmetric=True,
+                                        has_aux=True)
+  b = jnp.array([1., 2.])
+  x, aux = f(b)
+  assert len(calls) == 1
+  np.testing.assert_allclose(x, [0.09090909, 0.63636364], rtol=1e-7)
+  assert aux['it'].dtype == np.int32 and int(aux['it']) == 7
+  np.testing.assert_allclose(aux['res'], 0.72727273, rtol=1e-7)
+  xs, auxs = nbjax.vmap(f)(jnp.stack([b, 2 * b]))
+  np.testing.assert_array_equal(auxs['it'], [7, 7])
+  np.testing.assert_allclose(auxs['res'], [0.72727273, 1.45454545], rtol=1e-7)
+  np.testing.assert_allclose(nbjax.grad(lambda b: f(b)[0].sum())(b), [0.18181818, 0.27272727],
+                             rtol=1e-7)
+  np.testing.assert_array_equal(nbjax.grad(lambda b: f(b)[1]['res'])(b), [0., 0.])
+  (_, _), (_, aux_dot) = nbjax.jvp(f, (b,), (b,))
+  assert aux_dot['it'].dtype == nbjax.dtypes.float0 and float(aux_dot['res']) == 0.
+  # x keeps b's weak type
+  g = nbjax.grad(lambda b: lax.custom_linear_solve(lambda x: x, b, lambda f, x: x,
+                                                   lambda f, x: x))(1.0)
+  assert g.weak_type and float(g) == 1.
+
+
 def test_stack_unstack_broadcast_like_empty_dtype_as_jax():
   b = lax.broadcast_like(jnp.float32(1), jnp.ones((2, 3)))
   assert b.shape == (2, 3) and b.dtype == np.float32

@@ -22,7 +22,7 @@ from nbjax.custom_derivatives import custom_jvp
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
-from nbjax._tree_util import tree_flatten, tree_map, tree_unflatten, treedef_tuple
+from nbjax._tree_util import tree_flatten, tree_unflatten, treedef_tuple
 
 __all__ = ["custom_root", "custom_linear_solve", "linear_solve_p"]
 
@@ -45,9 +45,6 @@ def _trace(fun, in_tree, avals, name):
   return pe.convert_constvars_jaxpr(jaxpr), list(consts), box[0]
 
 
-def _stop(x):
-  from nbjax import lax
-  return tree_map(lax.stop_gradient, x)
 
 # ====================================================================== custom_root
 
@@ -157,8 +154,10 @@ def _split(args, const_lengths):
 
 
 def _ls_abstract_eval(*avals, const_lengths, jaxprs, transposable):
+  """``x`` (``b``'s types) and the solve's aux outputs."""
   _, b = _split(avals, const_lengths)
-  return [ShapedArray(a.shape, a.dtype) for a in b]
+  return [ShapedArray(a.shape, a.dtype, weak_type=a.weak_type) for a in b] + \
+      [v.aval for v in jaxprs[2].outvars[len(b):]]
 
 
 def _call(jaxpr, consts, xs):
@@ -175,7 +174,8 @@ def _ls_jvp(primals, tangents, *, const_lengths, jaxprs, transposable):
   (mv_c, _, _, _), b = _split(primals, const_lengths)
   (mv_t, _, _, _), b_t = _split(tangents, const_lengths)
   kw = dict(const_lengths=const_lengths, jaxprs=jaxprs, transposable=transposable)
-  x = linear_solve_p.bind(*primals, **kw)
+  x_aux = linear_solve_p.bind(*primals, **kw)
+  x, aux = x_aux[:len(b)], x_aux[len(b):]
   b_t = [ad.instantiate_zeros(t) for t in b_t]
   rhs = b_t
   if any(type(t) is not ad.Zero for t in mv_t):
@@ -184,8 +184,8 @@ def _ls_jvp(primals, tangents, *, const_lengths, jaxprs, transposable):
     _, ax_dot = api.jvp(lambda *c: _call(jaxprs[0], c, x), tuple(mv_c), tuple(mv_t))
     rhs = [lax.sub(r, a) for r, a in zip(rhs, ax_dot)]
   n = sum(const_lengths)
-  x_dot = linear_solve_p.bind(*primals[:n], *rhs, **kw)
-  return x, x_dot
+  x_dot = linear_solve_p.bind(*primals[:n], *rhs, **kw)[:len(b)]
+  return x_aux, list(x_dot) + [ad.zeros_like_jaxval(a) for a in aux]  # (aux: no tangent)
 
 
 def _ls_transpose(cts, *args, const_lengths, jaxprs, transposable):
@@ -196,11 +196,11 @@ def _ls_transpose(cts, *args, const_lengths, jaxprs, transposable):
   if not transposable:
     raise TypeError("transpose_solve required for backwards mode automatic differentiation "
                     "of custom_linear_solve")
-  cts = [ad.instantiate_zeros(c) if type(c) is ad.Zero else c for c in cts]
+  cts = [ad.instantiate_zeros(c) if type(c) is ad.Zero else c for c in cts[:len(b)]]
   swapped = (jaxprs[1], jaxprs[0], jaxprs[3], jaxprs[2])
   lens = (const_lengths[1], const_lengths[0], const_lengths[3], const_lengths[2])
   ct_b = linear_solve_p.bind(*vm_c, *mv_c, *ts_c, *s_c, *cts, const_lengths=lens,
-                             jaxprs=swapped, transposable=True)
+                             jaxprs=swapped, transposable=True)[:len(b)]
   return [None] * sum(const_lengths) + list(ct_b)
 
 
@@ -225,14 +225,16 @@ def _ls_batch(vals, dims, *, const_lengths, jaxprs, transposable):
     return (new.jaxpr, consts), [d is not None for d in out_dims]
 
   or_ = lambda *ls: [any(t) for t in zip(*ls)]
-  b_bat, x_bat = orig_b_bat, [False] * len(b)
-  for _ in range(1 + 2 * len(b)):
+  nb, num_aux = len(b), len(jaxprs[2].outvars) - len(b)
+  num_t_aux = len(jaxprs[3].outvars) - nb
+  b_bat, x_bat = orig_b_bat, [False] * (nb + num_aux)
+  for _ in range(1 + 2 * nb + num_aux):
     s_new, solve_x_bat = batch(2, b_bat, x_bat)
     vm_new, vecmat_x_bat = batch(1, b_bat, b_bat)
-    x_bat_out = or_(vecmat_x_bat, solve_x_bat)
-    mv_new, matvec_b_bat = batch(0, x_bat_out, b_bat)
-    ts_new, solve_t_b_bat = batch(3, x_bat_out, x_bat_out)
-    b_bat_out = or_(matvec_b_bat, solve_t_b_bat, orig_b_bat)
+    x_bat_out = or_(vecmat_x_bat + [True] * num_aux, solve_x_bat)  # (aux: batched)
+    mv_new, matvec_b_bat = batch(0, x_bat_out[:nb], b_bat)
+    ts_new, solve_t_b_bat = batch(3, x_bat_out[:nb], x_bat_out[:nb] + [True] * num_t_aux)
+    b_bat_out = or_(matvec_b_bat, solve_t_b_bat[:nb], orig_b_bat)
     if x_bat_out == x_bat and b_bat_out == b_bat:
       break
     x_bat, b_bat = x_bat_out, b_bat_out
@@ -278,12 +280,18 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
   b_flat, tree = tree_flatten(b)
   avals = _avals(b_flat)
 
+  aux_trees = []
+
   def checked(fun, name, aux):  # JAX's output checks, in the traced function
     def f(bb):
       out = fun(bb)
       y = out[0] if aux and isinstance(out, (tuple, list)) and len(out) == 2 else out
       _check_shapes(name, "b", tree_flatten(y)[0], b_flat)
       _check_tree(name, "b", tree_flatten(out)[1], tree, aux)
+      if aux:  # x, then the aux leaves (outputs of the primitive too)
+        aux_flat, aux_tree = tree_flatten(out[1])
+        aux_trees.append(aux_tree)
+        return (y, aux_flat)
       return y
     return f
   mv_j, mv_c, _ = _trace(checked(matvec, "matvec", False), tree, avals, "matvec")
@@ -307,10 +315,10 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
   x = linear_solve_p.bind(*mv_c, *vm_c, *s_c, *ts_c, *b_flat, const_lengths=lens,
                           jaxprs=(mv_j, vm_j, s_j, ts_j),
                           transposable=symmetric or transpose_solve is not None)
-  x = tree_unflatten(tree, list(x))
+  nb = len(b_flat)
   if has_aux:
-    return x, _stop(solve(matvec, tree_unflatten(tree, b_flat))[1])
-  return x
+    return tree_unflatten(tree, list(x[:nb])), tree_unflatten(aux_trees[0], list(x[nb:]))
+  return tree_unflatten(tree, list(x))
 
 
 # ====================================================================== lowering (StableHLO)
