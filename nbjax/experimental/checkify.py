@@ -291,6 +291,9 @@ check_p = core.Primitive("check")
 check_p.multiple_results = True  # zero results
 check_p.effects = _check_effects  # per equation: its error's effects (pe.eqn_effects)
 check_p.family = "effect"
+check_p.meta.update(differentiable=False, note=(
+    "raises JaxRuntimeError on its error value eagerly (Python); cannot be lowered: "
+    "checkify removes it; jvp checks the primals; batching reduces over the mapped axis"))
 check_p.pp_params = lambda params: {k: v for k, v in params.items() if k != "err_tree"}
 
 
