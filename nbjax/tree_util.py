@@ -137,7 +137,9 @@ def _one_level(tree):
   if kind == "namedtuple":
     return list(tree), node.type
   children, aux = node.flatten(tree)
-  return (list(children) if kind in ("dict", "odict", "ddict") else children), aux
+  if kind == "dict":  # (a dict's children as a tuple, OrderedDict's and defaultdict's as a
+    return tuple(children), aux  # list, as JAX's)
+  return (list(children) if kind in ("odict", "ddict") else children), aux
 
 
 def _one_level_with_keys(tree):
@@ -157,7 +159,7 @@ def flatten_one_level(tree):
   ``ValueError`` when ``tree`` is a leaf.
 
   >>> flatten_one_level({'a': [1, 2], 'b': {'c': 3}})
-  ([[1, 2], {'c': 3}], ('a', 'b'))
+  (([1, 2], {'c': 3}), ('a', 'b'))
   """
   out = _one_level(tree)
   if out is None:

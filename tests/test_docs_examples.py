@@ -151,3 +151,25 @@ def test_primitive_rules_as_jax_calls_them():
   assert (float(out), float(t)) == (14., 4.)
   assert seen == [(tuple, tuple)]
   assert float(nbjax.jit(lambda x: p.bind(x, x, 10.))(2.)) == 14.
+
+
+def test_jax_docstring_examples():
+  # the Examples sections of JAX 0.10.2's docstrings, run under nbjax (x64)
+  a = jnp.array([1, 2, 3, 10, 11, 15, 19, 25])
+  counts, edges = jnp.histogram(a, range=(0, 25), bins=5)
+  np.testing.assert_array_equal(counts, [3., 0., 2., 2., 1.])
+  assert np.asarray(edges).tolist() == [0., 5., 10., 15., 20., 25.]
+  assert np.asarray(jnp.linspace(0, 25, 6)).tolist() == [0., 5., 10., 15., 20., 25.]
+  assert np.asarray(jnp.linspace(0, 1, 11)).tolist() == [
+      0.0, 0.1, 0.2, 0.30000000000000004, 0.4, 0.5, 0.6000000000000001, 0.7000000000000001,
+      0.8, 0.9, 1.0]
+  # weak types of the isinf family (JAX: strong constants for inf, ne(x, x) for isnan)
+  assert repr(jnp.isinf(jnp.inf)) == "Array(True, dtype=bool)"
+  assert repr(jnp.isnan(6)) == "Array(False, dtype=bool, weak_type=True)"
+  assert repr(jnp.isneginf(jnp.inf)) == "Array(False, dtype=bool)"
+  assert [jnp.isposinf(np.inf).weak_type, jnp.isinf(6.0).weak_type, jnp.isnan(6.0).weak_type,
+          jnp.isinf(6).weak_type, jnp.isfinite(np.inf).weak_type, jnp.isfinite(6).weak_type] == [
+      False, False, True, False, True, False]
+  np.testing.assert_array_equal(jnp.isnan(jnp.array([1, 2])), [False, False])
+  from nbjax._src.tree_util import flatten_one_level
+  assert flatten_one_level({'a': [1, 2], 'b': {'c': 3}}) == (([1, 2], {'c': 3}), ('a', 'b'))

@@ -8,6 +8,7 @@ stages the same primitives as eager code runs.
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
 
 import numpy as np
@@ -571,6 +572,19 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
   if num < 0:
     raise ValueError(f"Number of samples, {num}, must be non-negative.")
   start, stop = _util.ensure_arraylike("linspace", start, stop)
+  # jitted as JAX's (static num, endpoint, retstep, dtype, axis): eager values are XLA's,
+  # JAX's bits (linspace(0, 25, 6)[3] is 15.0, not the op-by-op 15.000000000000002)
+  return _linspace_jit()(start, stop, num=num, endpoint=bool(endpoint), retstep=bool(retstep),
+                         dtype=dtype, axis=axis)
+
+
+@functools.cache
+def _linspace_jit():
+  from nbjax.interpreters.pjit import jit
+  return jit(_linspace, static_argnames=("num", "endpoint", "retstep", "dtype", "axis"))
+
+
+def _linspace(start, stop, num, endpoint, retstep, dtype, axis):
   dtype, comp = _space_dtypes("linspace", start, stop, dtype)
   start, stop = _util.convert(start, comp), _util.convert(stop, comp)
   bshape = _util.broadcast_shapes(start.shape, stop.shape)

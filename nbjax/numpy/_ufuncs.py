@@ -838,9 +838,7 @@ bitwise_right_shift = _ufunc_docs.alias(right_shift, "bitwise_right_shift")
 def isnan(x, /):
   """Elementwise test for NaN."""
   x = ensure_arraylike("isnan", x)
-  if not dtypes.is_inexact(x.dtype):
-    return lax.full_like(x, False, _BOOL)
-  return lax.ne(x, x)
+  return lax.ne(x, x)  # (integers too: a weak input gives a weak result, as JAX's)
 
 
 def isinf(x, /):
@@ -851,7 +849,7 @@ def isinf(x, /):
     return lax.bitwise_or(isinf(lax.real(x)), isinf(lax.imag(x)))
   if not dtypes.is_float(d):
     return lax.full_like(x, False, _BOOL)
-  return lax.eq(lax.abs(x), _const(x, np.inf))
+  return lax.eq(lax.abs(x), np.array(np.inf, d))  # (a strong constant: JAX's result is strong)
 
 
 def _no_complex_inf(x):
@@ -867,7 +865,7 @@ def isposinf(x, /, out=None):
   _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):
     return lax.full_like(x, False, _BOOL)
-  return lax.eq(x, _const(x, np.inf))
+  return lax.eq(x, np.array(np.inf, x.dtype))  # (strong, as JAX's _constant_like)
 
 
 def isneginf(x, /, out=None):
@@ -878,7 +876,7 @@ def isneginf(x, /, out=None):
   _no_complex_inf(x)
   if not dtypes.is_float(x.dtype):
     return lax.full_like(x, False, _BOOL)
-  return lax.eq(x, _const(x, -np.inf))
+  return lax.eq(x, np.array(-np.inf, x.dtype))
 
 
 def isfinite(x, /):
