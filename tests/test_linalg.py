@@ -869,3 +869,16 @@ def test_single_precision_svd_eager_equals_jit_and_jax():
   c = (a + 1j * a[::-1]).astype(np.complex64)
   s = lambda c: jnp.linalg.svd(c, compute_uv=False)  # noqa: E731
   np.testing.assert_array_equal(np.asarray(s(c)), np.asarray(nbjax.jit(s)(c)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128])
+def test_eigh_and_svd_eager_equal_jit_above_32x32(dtype):
+  # eager ran NumPy's LAPACK (its own OpenBLAS) above 32x32 and jit SciPy's (the FFI call):
+  # float32 eigenvalues 5e-6 apart at n=50, beyond eigh_test testEigh's 10 eps (JAX's eager
+  # and jit run one LAPACK); both now run the one binding
+  rng = np.random.RandomState(3)
+  a = rng.randn(50, 50) + (1j * rng.randn(50, 50) if np.dtype(dtype).kind == "c" else 0)
+  a = (a + a.conj().T).astype(dtype)
+  for f in (jnp.linalg.eigh, jnp.linalg.svd):
+    for x, y in zip(f(a), nbjax.jit(f)(a)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

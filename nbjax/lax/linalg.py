@@ -1337,8 +1337,9 @@ def _eigh_bad(rng):
 
 
 _register(eigh_p, numba=_eigh_numba, numpy=_eigh_numpy, abstract_eval=_eigh_abstract_eval,
-          samples=_eigh_samples, bad=_eigh_bad, policy=("numba", "numpy", 1 << 10),
-          note="LAPACK syevd/heevd: numba's binding below 32x32 matrices, NumPy's above")
+          samples=_eigh_samples, bad=_eigh_bad, policy=("numba", "numba", 1 << 62),
+          note="LAPACK syevd/heevd through numba's binding (SciPy's LAPACK, which jit's FFI "
+               "call runs too: the same bits; NumPy's OpenBLAS rounds otherwise)")
 eigh_p.jvp = _eigh_jvp
 
 
@@ -1680,8 +1681,9 @@ def _svd_bad(rng):
 
 
 _register(svd_p, numba=_svd_numba, numpy=_svd_numpy, abstract_eval=_svd_abstract_eval,
-          samples=_svd_samples, bad=_svd_bad, policy=("numba", "numpy", 1 << 10),
-          note="LAPACK gesdd: numba's binding below 32x32 matrices, NumPy's above")
+          samples=_svd_samples, bad=_svd_bad, policy=("numba", "numba", 1 << 62),
+          note="LAPACK gesdd through numba's binding (SciPy's LAPACK, which jit's FFI call "
+               "runs too: the same bits; NumPy's OpenBLAS rounds otherwise)")
 svd_p.jvp = _svd_jvp
 
 
