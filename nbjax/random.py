@@ -413,6 +413,12 @@ def _uniform(k, shape, dt, minval, maxval):
     floats = lax.mul(lax.convert_element_type(m, dt), jnp.full(shape, 2.0 ** -nmant, dt))
   lo, hi = (lax.convert_element_type(v, dt) for v in (minval, maxval))
   lo, hi = (lax.expand_dims(v, tuple(range(len(shape) - v.ndim))) for v in (lo, hi))
+  if dt == np.float32:  # XLA fuses floats * (hi - lo) + lo into one multiply-add: float32's
+    f8 = np.dtype(np.float64)  # product is exact in float64, so one rounding gives its bits
+    w = lax.convert_element_type(lax.sub(hi, lo), f8)
+    v = lax.convert_element_type(lax.add(lax.mul(lax.convert_element_type(floats, f8), w),
+                                         lax.convert_element_type(lo, f8)), dt)
+    return lax.max(lo, v)
   return lax.max(lo, lax.add(lax.mul(floats, lax.sub(hi, lo)), lo))  # lax's shape errors, as JAX
 
 

@@ -173,3 +173,18 @@ def test_jax_docstring_examples():
   np.testing.assert_array_equal(jnp.isnan(jnp.array([1, 2])), [False, False])
   from nbjax._src.tree_util import flatten_one_level
   assert flatten_one_level({'a': [1, 2], 'b': {'c': 3}}) == (([1, 2], {'c': 3}), ('a', 'b'))
+
+
+def test_float32_uniform_bounds_are_one_multiply_add():
+  # nn.initializers.glorot_normal's docstring example (truncated_normal -> uniform(a, b)):
+  # XLA computes floats * (b - a) + a as one fused multiply-add; eager gives the same bits
+  k = nbjax.random.key(42)
+  out = nbjax.nn.initializers.glorot_normal()(k, (2, 3), jnp.float32)
+  np.testing.assert_array_equal(out, np.array(
+      [[-0.019425004720687866, 0.31951215863227844, 0.2026711106300354],
+       [0.10534006357192993, -0.0851031169295311, 0.14876757562160492]], np.float32))
+  for f in (lambda k: nbjax.random.uniform(k, (1000,), jnp.float32, -0.95, 0.95),
+            lambda k: nbjax.random.truncated_normal(k, -2, 2, (1000,), jnp.float32)):
+    np.testing.assert_array_equal(f(k), nbjax.jit(f)(k))
+  assert repr(nbjax.random.uniform(k, (), jnp.float32, -1., 1.)) == (
+      "Array(-0.02258086, dtype=float32)")
