@@ -506,18 +506,25 @@ _BITCAST_OK = frozenset(_BITCAST_DTYPES) | frozenset(
 
 def _bitcast_abstract_eval(operand, *, new_dtype):
   old, new = operand.dtype, np.dtype(new_dtype)
-  for d in (old, new):
-    if d not in _BITCAST_OK:
-      raise TypeError(f"bitcast_convert_type does not support dtype {d.name} (operand "
-                      f"{operand.str_short()}, new_dtype {new.name})")
   shape, ob, nb = operand.shape, dtypes.itemsize_bits(old), dtypes.itemsize_bits(new)
   if ob > nb:
     shape = (*shape, ob // nb)
-  elif ob < nb:
-    if not shape or shape[-1] != nb // ob:
-      raise TypeError(f"bitcast_convert_type: to convert {old.name} to the wider {new.name} "
-                      f"the operand's last dimension must be {nb // ob}, got shape {shape}")
+  elif ob < nb:  # (JAX's checks and words: the shape first, then the dtypes)
+    n = shape[-1] if shape else 1
+    if n * ob != nb:
+      raise ValueError(f"Attempting to convert array of shape {operand.shape} from {old} of "
+                       f"size {ob} bits to {new} of size {nb}, bits but {n} * {ob} != {nb}")
     shape = shape[:-1]
+  if old != new:
+    if any(d == np.bool_ or d.kind == "c" for d in (old, new)):
+      raise TypeError("lax.bitcast_convert_type does not support bool or complex values "
+                      "unless the operand and destination types match. Got operand "
+                      f"dtype={old}, new_dtype={new!r}. Consider using the arr.view() method "
+                      "instead.")
+    for d in (old, new):
+      if d not in _BITCAST_OK:
+        raise TypeError(f"bitcast_convert_type does not support dtype {d.name} (operand "
+                        f"{operand.str_short()}, new_dtype {new.name})")
   return ShapedArray(shape, new)
 
 
@@ -1079,14 +1086,15 @@ registry.register(
     impls={"numba": _bitcast_numba, "numpy": _bitcast_numpy},
     abstract_eval=_bitcast_abstract_eval, batch=_bitcast_batch, policy=NUMPY_ALWAYS,
     meta=dict(reference=_bitcast_numpy, dtypes=_BITCAST_DTYPES, differentiable=False,
-              samples=_bitcast_samples, bf16="native", narrow="own",  # bits: any dtype
+              samples=_bitcast_samples, error_names=("Attempting to convert array",), bf16="native", narrow="own",  # bits: any dtype
               note="numpy: a reinterpreting view (no copy); sub-byte types: their bits "
                    "packed into or unpacked from bytes by NumPy",
               bad_inputs=lambda rng: [
                   ([np.ones(3, np.bool_)], dict(new_dtype=np.dtype(np.int8)), TypeError),
-                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.complex64)), TypeError),
-                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.float64)), TypeError),
-                  ([np.ones((), np.int8)], dict(new_dtype=np.dtype(np.int16)), TypeError)]))
+                  ([np.ones(3, np.complex64)], dict(new_dtype=np.dtype(np.float32)), TypeError),
+                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.complex64)), ValueError),
+                  ([np.ones(3, np.float32)], dict(new_dtype=np.dtype(np.float64)), ValueError),
+                  ([np.ones((), np.int8)], dict(new_dtype=np.dtype(np.int16)), ValueError)]))
 ad.defjvp_zero(bitcast_convert_type_p)
 
 registry.register(
