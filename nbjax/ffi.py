@@ -85,6 +85,16 @@ def _layout(aval, layout=None):
   return layout
 
 
+def _layouts(avals, layouts, what, whose):
+  """The minor-to-major layouts of ``avals`` from the user's major-to-minor ``layouts``."""
+  if layouts is None:
+    return tuple(map(_layout, avals))
+  if len(layouts) != len(avals):
+    raise ValueError(f"The number of {what} ({len(avals)}) must equal the number of {whose} "
+                     f"({len(layouts)}).")
+  return tuple(_layout(a, None if l is None else tuple(l)[::-1]) for a, l in zip(avals, layouts))
+
+
 def _result_avals(results):
   avals = []
   for i, r in enumerate(results):
@@ -164,22 +174,8 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
 
   def wrapped(*args, **kwargs):
     in_avals = [core.get_aval(x) for x in args]
-    if input_layouts is None:
-      in_l = tuple(map(_layout, in_avals))
-    else:
-      if len(input_layouts) != len(in_avals):
-        raise ValueError(f"The number of input arguments ({len(in_avals)}) must equal the "
-                         f"number of input layouts ({len(input_layouts)}).")
-      in_l = tuple(_layout(a, None if l is None else tuple(l)[::-1])
-                   for a, l in zip(in_avals, input_layouts))
-    if out_layouts is None:
-      out_l = tuple(map(_layout, result_avals))
-    else:
-      if len(out_layouts) != len(result_avals):
-        raise ValueError(f"The number of outputs ({len(result_avals)}) must equal the "
-                         f"number of output layouts ({len(out_layouts)}).")
-      out_l = tuple(_layout(a, None if l is None else tuple(l)[::-1])
-                    for a, l in zip(result_avals, out_layouts))
+    in_l = _layouts(in_avals, input_layouts, "input arguments", "input layouts")
+    out_l = _layouts(result_avals, out_layouts, "outputs", "output layouts")
     aliases = []
     for i, o in sorted((input_output_aliases or {}).items()):
       i, o = int(i), int(o)

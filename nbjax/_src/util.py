@@ -1,5 +1,6 @@
 """``nbjax._src.util``: the list helpers of JAX's private ``jax._src.util`` that user code and
 JAX's documentation import (``safe_map``, ``safe_zip``, ``unzip2``, ``split_list``, ...)."""
+from nbjax.core import merge_lists, partition_list, split_list  # noqa: F401  (nbjax's own)
 
 
 def safe_map(f, *args):
@@ -41,33 +42,6 @@ def unzip3(xyzs):
     ys.append(y)
     zs.append(z)
   return tuple(xs), tuple(ys), tuple(zs)
-
-
-def split_list(args, ns):
-  """``args`` split into sublists of the sizes ``ns``, and the rest."""
-  args = list(args)
-  lists = []
-  for n in ns:
-    lists.append(args[:n])
-    args = args[n:]
-  lists.append(args)
-  return lists
-
-
-def partition_list(bs, l):  # noqa: E741
-  """``(elements where bs is False, elements where bs is True)``."""
-  assert len(bs) == len(l)
-  lists = ([], [])
-  for b, x in zip(bs, l):
-    lists[b].append(x)
-  return lists
-
-
-def merge_lists(bs, l0, l1):
-  """The inverse of ``partition_list``."""
-  assert sum(bs) == len(l1) and len(bs) - sum(bs) == len(l0)
-  i0, i1 = iter(l0), iter(l1)
-  return [next(i1) if b else next(i0) for b in bs]
 
 
 def concatenate(xs):
