@@ -1532,6 +1532,10 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   return tree_unflatten(tree, out)
 
 
+from nbjax.interpreters import spmd as _spmd  # noqa: E402
+_spmd.device_put = device_put  # (make_array_from_process_local_data places with it)
+
+
 def _put_leaf(v):
   if isinstance(v, (_Array, Tracer)) or _is_key(v):
     if type(v) is _Array and v.is_deleted():

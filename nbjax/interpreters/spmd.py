@@ -681,6 +681,9 @@ def _extents(index_map, shape):
   return out
 
 
+device_put = None  # nbjax.api.device_put, installed by nbjax.api (interpreters never import it)
+
+
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   """An Array placed as ``sharding`` from the data this process holds (``local_data``: its
   block of the global array along the dimensions the sharding splits over processes, or the
@@ -688,21 +691,21 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
   ``global_shape`` each process is taken to hold an equal block. ``sharding`` and
   ``global_shape`` may be pytree prefixes of ``local_data`` (a pytree); a ``PartitionSpec``
   is over the mesh of ``set_mesh``."""
-  from nbjax import api
+  from nbjax import xla
   leaves, tree = tree_util.tree_flatten(local_data)
   shs = tree_util.broadcast_prefix(sharding, local_data, is_leaf=lambda x: x is None or
                                    isinstance(x, (Sharding, PartitionSpec)))
   shs = [_pspec_sharding(s) for s in shs]
   shapes = tree_util.broadcast_prefix(global_shape, local_data,
                                       is_leaf=lambda x: x is None or isinstance(x, tuple))
-  if api.process_count() == 1:
+  if len({d.process_index for d in xla.devices()}) == 1:  # (one process)
     for g, v in zip(shapes, leaves):
       if g is not None and tuple(g) != np.shape(v):
         raise ValueError(
             "When calling `make_array_from_process_local_data` on a single process, "
             f"global_shape should be None or equal to local_data.shape.Got global_shape={g} "
             f"and local_data.shape={np.shape(v)}.")
-    return tree_util.tree_unflatten(tree, [api.device_put(v, s) for v, s in zip(leaves, shs)])
+    return tree_util.tree_unflatten(tree, [device_put(v, s) for v, s in zip(leaves, shs)])
   return tree_util.tree_unflatten(tree, [
       _from_process_local_data(s, v, g) for v, s, g in zip(leaves, shs, shapes)])
 
