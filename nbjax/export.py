@@ -160,7 +160,11 @@ class Exported:
     """Call the exported function (eagerly or from a traced program) with arguments of the
     pytree structure, shapes and dtypes it was exported for; reverse-mode AD through it
     uses its exported VJP."""
-    return call_exported(self)(*args, **kwargs)
+    f = self.__dict__.get("_call")
+    if f is None:  # (built once: its custom_vjp is reused by every call)
+      f = call_exported(self)
+      object.__setattr__(self, "_call", f)
+    return f(*args, **kwargs)
 
 
 def _stablehlo():
@@ -196,7 +200,6 @@ def export(fun_jit, *, platforms=None, disabled_checks=()):
 
 
 def _export_traced(entry, platforms, disabled_checks):
-  from nbjax import xla
   from nbjax.interpreters import mlir
   from nbjax.interpreters.pjit import _has_pmap
   closed = entry.closed
@@ -214,7 +217,6 @@ def _export_traced(entry, platforms, disabled_checks):
     target = st.get_version_from_compatibility_requirement(
         st.StablehloCompatibilityRequirement.WEEK_4)
     blob = st.serialize_portable_artifact(module, target)
-  del xla
   n_in, n_out = len(closed.in_avals), len(closed.out_avals)
   return Exported(
       fun_name=entry.name, in_tree=entry.in_tree, in_avals=tuple(closed.in_avals),
@@ -325,27 +327,6 @@ def _call_exported_abstract_eval(*in_avals, exported):
   return list(exported.out_avals)
 
 
-_executables: dict = {}  # module bytes -> the compiled Executable (the most recent 64)
-
-
-def _call_exported_impl(*args, exported):
-  """Eager rule: the module compiled once per serialized module, run on the arguments."""
-  from nbjax import xla
-  from nbjax.array import _wrap
-  out_avals = _call_exported_abstract_eval(*map(core.get_aval, args), exported=exported)
-  _check_platform(exported)
-  key = exported.mlir_module_serialized
-  exe = _executables.get(key)
-  if exe is None:
-    if len(_executables) >= 64:
-      _executables.pop(next(iter(_executables)))
-    text = exported.mlir_module()
-    _ensure_targets(text)
-    exe = _executables[key] = xla.compile(text, name=exported.fun_name)
-  outs = exe(*(np.asarray(a, dtype=w.dtype) for a, w in zip(args, exported.in_avals)))
-  return [_wrap(np.asarray(o), a.weak_type) for o, a in zip(outs, out_avals)]
-
-
 def _ensure_targets(text):
   """The FFI handlers of nbjax's kernels that the module calls, registered in this process
   (the module may come from another one)."""
@@ -356,7 +337,9 @@ def _ensure_targets(text):
 
 def _call_exported_lowering(ctx, *args, exported):
   """The module's functions copied into the caller's module (renamed, private), and a call
-  of its ``main``."""
+  of its ``main`` (eagerly too: the registry's ``xla`` backend compiles this lowering alone,
+  once per signature)."""
+  from nbjax.interpreters.mlir import aval_to_ir_types
   from nbjax.xla import get_func, get_ir
   ir, func = get_ir(), get_func()
   _check_platform(exported)
@@ -375,16 +358,14 @@ def _call_exported_lowering(ctx, *args, exported):
     op.attributes["sym_visibility"] = ir.StringAttr.get("private")
   for op in ops:
     mctx.body.append(op.detach_from_parent())
-  from nbjax.interpreters.mlir import aval_to_ir_types
   main = new[names.index("main")]
   c = func.CallOp(aval_to_ir_types(ctx.avals_out), ir.FlatSymbolRefAttr.get(main), list(args))
   return list(c.results)
 
 
-call_exported_p.make_eager = lambda prim, f_small, f_large, thr: _call_exported_impl
 registry.register(
-    call_exported_p, family="call", impls={"python": _call_exported_impl},
-    abstract_eval=_call_exported_abstract_eval,
+    call_exported_p, family="call", abstract_eval=_call_exported_abstract_eval,
+    policy=("xla", "xla", registry.LARGE),
     meta=dict(differentiable=False, note="call primitive: an exported module compiled by XLA "
               "(nbjax.export); differentiated by the custom_vjp around it (the exported VJP)"))
 call_exported_p.lowerings["cpu"] = _call_exported_lowering
