@@ -287,6 +287,26 @@ _VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_
                  "legacy_vectorized", None]
 
 
+def check_vmap_method(vmap_method):
+  """JAX's ValueError for a ``vmap_method`` of ``pure_callback`` / ``ffi_call`` it does not
+  know."""
+  if vmap_method not in _VMAP_METHODS:
+    raise ValueError(f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, but "
+                     f"got: {vmap_method}")
+
+
+def vectorized_operands(args, dims, size, vmap_method):
+  """The operands of one call on the whole batch: batch axes moved to the front; unbatched
+  operands given a leading axis of size 1 (``"expand_dims"``) or ``size``
+  (``"broadcast_all"``), or left as they are (``"legacy_vectorized"``)."""
+  moved = [a if d is None else batching.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+  if vmap_method == "legacy_vectorized":
+    return moved
+  from nbjax import lax
+  n = size if vmap_method == "broadcast_all" else 1
+  return [lax.broadcast(a, (n,)) if d is None else a for a, d in zip(moved, dims)]
+
+
 class _Deprecated:
   def __repr__(self):
     return "DeprecatedArg"
@@ -332,10 +352,7 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vectorize
           "the vectorized and vmap_method arguments of jax.pure_callback cannot "
           "be used together. Please use the vmap_method argument.")
     vmap_method = "legacy_vectorized" if vectorized else "sequential"
-  if vmap_method not in _VMAP_METHODS:
-    raise ValueError(
-        f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, "
-        f"but got: {vmap_method}")
+  check_vmap_method(vmap_method)
   return _bind_callback(pure_callback_p, callback, result_shape_dtypes, args, kwargs,
                         sharding=sharding, vmap_method=vmap_method)
 
@@ -376,12 +393,8 @@ def _pure_batch(args, dims, *, callback, result_avals, sharding, vmap_method):
     fn = _Sequential(callback, result_avals, tuple(dims), size)
     outs = pure_callback_p.bind(*args, callback=fn, **params)
   elif vmap_method in ("expand_dims", "broadcast_all", "legacy_vectorized"):
-    from nbjax import lax
-    moved = [a if d is None else batching.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-    if vmap_method != "legacy_vectorized":
-      n = size if vmap_method == "broadcast_all" else 1
-      moved = [lax.broadcast(a, (n,)) if d is None else a for a, d in zip(moved, dims)]
-    outs = pure_callback_p.bind(*moved, callback=callback, **params)
+    outs = pure_callback_p.bind(*vectorized_operands(args, dims, size, vmap_method),
+                                callback=callback, **params)
   else:
     raise NotImplementedError(
         "vmap is only supported for the pure_callback primitive when vmap_method is one "

@@ -16,15 +16,14 @@ import os
 import numpy as np
 
 from nbjax import core, registry
+from nbjax.callback import (_axis_size, _batched_avals, _result_abstract_eval,
+                            check_vmap_method, vectorized_operands)
 from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
 
 __all__ = ["build_ffi_lowering_function", "ffi_call", "ffi_lowering", "include_dir",
            "pycapsule", "register_ffi_target"]
-
-_VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
-                 "legacy_vectorized", None]
 
 
 def register_ffi_target(name, fn, platform="cpu", api_version=1, **kwargs):
@@ -44,12 +43,9 @@ def register_ffi_target(name, fn, platform="cpu", api_version=1, **kwargs):
 def pycapsule(funcptr):
   """Wrap a ctypes function pointer (or an address) in a ``PyCapsule`` for
   :func:`register_ffi_target`."""
-  destructor = ctypes.CFUNCTYPE(None, ctypes.py_object)
-  builder = ctypes.pythonapi.PyCapsule_New
-  builder.restype = ctypes.py_object
-  builder.argtypes = (ctypes.c_void_p, ctypes.c_char_p, destructor)
-  return builder(ctypes.cast(funcptr, ctypes.c_void_p) if not isinstance(funcptr, int)
-                 else funcptr, None, destructor(0))
+  from nbjax import xla
+  return xla.pycapsule(funcptr if isinstance(funcptr, int) else
+                       ctypes.cast(funcptr, ctypes.c_void_p).value)
 
 
 def include_dir():
@@ -162,9 +158,7 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
     a function of the arrays to pass and of keyword attributes (Python or NumPy scalars,
     strings, arrays, dicts) for the handler, returning the result array(s).
   """
-  if vmap_method not in _VMAP_METHODS:
-    raise ValueError(f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, but "
-                     f"got: {vmap_method}")
+  check_vmap_method(vmap_method)
   multiple = isinstance(result_shape_dtypes, (list, tuple))
   result_avals = _result_avals(result_shape_dtypes if multiple else [result_shape_dtypes])
   out_layouts = output_layouts if multiple else (output_layouts,)
@@ -206,23 +200,18 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
   return wrapped
 
 
-def _abstract_eval(*avals, result_avals, **_):
-  return list(result_avals)
-
-
 def _no_derivative(*args, target_name, **_):
   raise ValueError(f"The FFI call to `{target_name}` cannot be differentiated. You can use "
                    "`jax.custom_jvp` or `jax.custom_jvp` to add support.")
 
 
 def _batch(args, dims, *, result_avals, vmap_method, **params):
-  from nbjax import lax
-  size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-  moved = [a if d is None else batching.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-  out_avals = tuple(core.ShapedArray((size, *a.shape), a.dtype) for a in result_avals)
+  size = _axis_size(args, dims)
   grow = lambda l: tuple(n + 1 for n in l) + (0,)  # (minor-to-major: the batch axis major)
   if vmap_method in ("sequential", "sequential_unrolled"):
+    from nbjax import lax
     batched = [d is not None for d in dims]
+    moved = [a if d is None else batching.moveaxis(a, d, 0) for a, d in zip(args, dims)]
 
     def one(_, xs):
       it = iter(xs)
@@ -232,14 +221,12 @@ def _batch(args, dims, *, result_avals, vmap_method, **params):
                        unroll=vmap_method == "sequential_unrolled")
   elif vmap_method in ("expand_dims", "broadcast_all", "legacy_vectorized"):
     params["output_layouts"] = tuple(map(grow, params["output_layouts"]))
-    if vmap_method == "legacy_vectorized":
-      params["input_layouts"] = tuple(l if d is None else grow(l)
-                                      for l, d in zip(params["input_layouts"], dims))
-    else:
-      n = size if vmap_method == "broadcast_all" else 1
-      moved = [lax.broadcast(a, (n,)) if d is None else a for a, d in zip(moved, dims)]
-      params["input_layouts"] = tuple(map(grow, params["input_layouts"]))
-    outs = ffi_call_p.bind(*moved, result_avals=out_avals, vmap_method=vmap_method, **params)
+    params["input_layouts"] = tuple(  # (legacy_vectorized leaves unbatched ones as they are)
+        l if d is None and vmap_method == "legacy_vectorized" else grow(l)
+        for l, d in zip(params["input_layouts"], dims))
+    outs = ffi_call_p.bind(*vectorized_operands(args, dims, size, vmap_method),
+                           result_avals=_batched_avals(size, result_avals),
+                           vmap_method=vmap_method, **params)
   else:
     raise NotImplementedError(
         "vmap is only supported for the ffi_call primitive when vmap_method is one of "
@@ -347,7 +334,7 @@ def _lowering(ctx, *operands, target_name, has_side_effect, input_layouts, outpu
 
 
 registry.register(
-    ffi_call_p, family="callback", abstract_eval=_abstract_eval, jvp=_no_derivative,
+    ffi_call_p, family="callback", abstract_eval=_result_abstract_eval, jvp=_no_derivative,
     transpose=_no_derivative, batch=_batch, policy=("xla", "xla", registry.LARGE),
     meta=dict(note="a foreign function (XLA FFI custom-call target): eager and jit run it "
                    "in an XLA executable"))

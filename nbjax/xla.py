@@ -443,7 +443,6 @@ def register_ffi_target(name, cfunc_address):
   metadata query wrongly fails here. Idempotent for the same handler; a different handler
   under an existing name is a ValueError. Pass the cfunc object itself to keep it alive.
   """
-  import ctypes
   addr = int(getattr(cfunc_address, "address", cfunc_address))
   with _lock:
     old = _ffi_targets.get(name)
@@ -451,19 +450,23 @@ def register_ffi_target(name, cfunc_address):
       if old[0] == addr:
         return
       raise ValueError(f"FFI target {name!r} is already registered with a different handler")
-    jl = ensure_jaxlib()
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-    platform_name = jl.xc.xla_platform_names.get("cpu", "Host")
-    # _jax's registration is immediate; xla_client's wrapper only queues it until a client exists.
-    jl._jax.register_custom_call_target(name, new(addr, None, None), platform_name, 1, 0)
+    register_custom_call_target(name, pycapsule(addr))
     _ffi_targets[name] = (addr, cfunc_address)
+
+
+def pycapsule(addr):
+  """A ``PyCapsule`` (no name, no destructor) holding the function pointer ``addr``."""
+  import ctypes
+  new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+      ("PyCapsule_New", ctypes.pythonapi))  # (a prototype of our own: pythonapi's is shared)
+  return new(addr, None, None)
 
 
 def register_custom_call_target(name, fn, platform="cpu", api_version=1, traits=0):
   """Register ``fn`` (a ``PyCapsule`` of a handler, or a dict of them by FFI stage) as the
-  custom-call target ``name`` (``nbjax.ffi.register_ffi_target``; ``api_version`` 1: typed
-  FFI, 0: the legacy custom-call API)."""
+  custom-call target ``name`` (``api_version`` 1: typed FFI, 0: the legacy custom-call API).
+  Immediate (before or after the client exists): xla_client's wrapper only queues it until
+  a client exists."""
   jl = ensure_jaxlib()
   jl._jax.register_custom_call_target(name, fn, jl.xc.xla_platform_names.get(platform, platform),
                                       api_version, traits)
