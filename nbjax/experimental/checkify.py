@@ -738,12 +738,12 @@ def _register_shard_map():
 _register_shard_map()
 
 
-def custom_jvp_call_rule(in_err, enabled_errors, *in_vals, num_consts, jvp_jaxpr_fun,
-                         call_jaxpr, symbolic_zeros):
-  # checkify of the function; the jvp rule gets no checks (jvp-of-checkify forwards the
-  # input error), as JAX's
+def _checked_call(call_jaxpr, enabled_errors, in_err):
+  """A custom call's function checkified: ``(error leaves in, fun, split)``: ``fun`` takes
+  the error leaves and the inputs and gives the error leaves and the outputs; ``split`` turns
+  the call's outputs into ``(error, outputs)``."""
   err_vals, err_tree = jtu.tree_flatten(in_err)
-  ne, store = len(err_vals), []
+  store = []
 
   def fun(*xs):
     err, outs = checkify_jaxpr_flat(call_jaxpr.jaxpr, call_jaxpr.consts, enabled_errors,
@@ -751,6 +751,18 @@ def custom_jvp_call_rule(in_err, enabled_errors, *in_vals, num_consts, jvp_jaxpr
     ev, tree = jtu.tree_flatten(err)
     store.append(tree)
     return [*ev, *outs]
+
+  def split(outs):
+    return _split_out(store[-1], outs) if store else (in_err, list(outs[len(err_vals):]))
+  return err_vals, fun, split
+
+
+def custom_jvp_call_rule(in_err, enabled_errors, *in_vals, num_consts, jvp_jaxpr_fun,
+                         call_jaxpr, symbolic_zeros):
+  # checkify of the function; the jvp rule gets no checks (jvp-of-checkify forwards the
+  # input error), as JAX's
+  err_vals, fun, split = _checked_call(call_jaxpr, enabled_errors, in_err)
+  ne = len(err_vals)
 
   from nbjax.custom_derivatives import _lift_jvp
   _, jvp = _lift_jvp(call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros)
@@ -762,11 +774,8 @@ def custom_jvp_call_rule(in_err, enabled_errors, *in_vals, num_consts, jvp_jaxpr
     return [*xs[:ne], *outs[:m], *xs[n:n + ne], *outs[m:]]
 
   fun.__name__ = jvp_.__name__ = getattr(jvp_jaxpr_fun, "fun_name", "custom_jvp")
-  outs = custom_jvp_call_p.bind_with_trace(core._ctx.trace, fun, jvp_, [*err_vals, *in_vals],
-                                           symbolic_zeros)
-  if store:
-    return _split_out(store[-1], outs)
-  return in_err, list(outs[ne:])
+  return split(custom_jvp_call_p.bind_with_trace(core._ctx.trace, fun, jvp_,
+                                                  [*err_vals, *in_vals], symbolic_zeros))
 
 
 error_checks[custom_jvp_call_p] = custom_jvp_call_rule
@@ -774,16 +783,9 @@ error_checks[custom_jvp_call_p] = custom_jvp_call_rule
 
 def custom_vjp_call_rule(in_err, enabled_errors, *in_vals, call_jaxpr, fwd_jaxpr_thunk,
                          num_consts, bwd, out_trees, symbolic_zeros):
-  err_vals, err_tree = jtu.tree_flatten(in_err)
-  ne, store = len(err_vals), []
+  err_vals, fun, split = _checked_call(call_jaxpr, enabled_errors, in_err)
+  ne = len(err_vals)
   err_zeros = [ad.Zero(a.to_tangent_aval()) for a in _avals(err_vals)]
-
-  def fun(*xs):
-    err, outs = checkify_jaxpr_flat(call_jaxpr.jaxpr, call_jaxpr.consts, enabled_errors,
-                                    err_tree, *xs)
-    ev, tree = jtu.tree_flatten(err)
-    store.append(tree)
-    return [*ev, *outs]
 
   from nbjax.custom_derivatives import _lift_vjp
   _, fwd, bwd_ = _lift_vjp(call_jaxpr, fwd_jaxpr_thunk, num_consts, bwd, out_trees,
@@ -800,11 +802,9 @@ def custom_vjp_call_rule(in_err, enabled_errors, *in_vals, call_jaxpr, fwd_jaxpr
 
   fun.__name__ = fwd_.__name__ = bwd__.__name__ = getattr(fwd_jaxpr_thunk, "fun_name",
                                                           "custom_vjp")
-  outs = custom_vjp_call_p.bind_with_trace(core._ctx.trace, fun, fwd_, bwd__,
-                                           [*err_vals, *in_vals], out_trees, symbolic_zeros)
-  if store:
-    return _split_out(store[-1], outs)
-  return in_err, list(outs[ne:])
+  return split(custom_vjp_call_p.bind_with_trace(core._ctx.trace, fun, fwd_, bwd__,
+                                                  [*err_vals, *in_vals], out_trees,
+                                                  symbolic_zeros))
 
 
 error_checks[custom_vjp_call_p] = custom_vjp_call_rule

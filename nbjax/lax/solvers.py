@@ -17,7 +17,7 @@ import numpy as np
 
 from nbjax import core, registry
 from nbjax.traceback_util import api_boundary
-from nbjax.core import Primitive, ShapedArray, get_aval
+from nbjax.core import Primitive, ShapedArray, get_aval, split_list
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
@@ -110,16 +110,14 @@ def _check_shapes(func_name, expected_name, actual, expected):
                      f"got {actual_shapes} and {expected_shapes}")
 
 
-def _split_root_args(args, const_lengths):
-  params, i = [], 0
-  for n in const_lengths:
-    params.append(list(args[i:i + n]))
-    i += n
-  return params, list(args[i:])
+def _split(args, const_lengths):
+  """The consts of each jaxpr (``const_lengths`` of them) and the remaining arguments."""
+  *consts, rest = split_list(args, const_lengths)
+  return consts, rest
 
 
 def _custom_root_impl(const_lengths, jaxprs, *args):
-  params, initial_guess = _split_root_args(args, const_lengths)
+  params, initial_guess = _split(args, const_lengths)
   return eval_jaxpr(jaxprs[1], [], *params[1], *initial_guess)
 
 
@@ -128,11 +126,11 @@ def _root_jvp(const_lengths, jaxprs, primals, tangents):
   du*(m)[v] = -(d_1 F(m, u*))^{-1} [d_0 F(m, u*)[v]]; the solve is never differentiated
   (the solution comes from ``_custom_root`` again, so higher orders use this rule too)."""
   from nbjax import api
-  params, _ = _split_root_args(primals, const_lengths)
+  params, _ = _split(primals, const_lengths)
   sol = _custom_root(const_lengths, jaxprs, *primals)
   n = len(jaxprs[0].outvars)
   solution, aux = list(sol[:n]), list(sol[n:])
-  params_dot, _ = _split_root_args(tangents, const_lengths)
+  params_dot, _ = _split(tangents, const_lengths)
   f_at_solution = lambda *ps: eval_jaxpr(jaxprs[0], [], *ps, *solution)
   _, rhs = api.jvp(f_at_solution, tuple(params[0]), tuple(params_dot[0]))
   solution_dot = [-t for t in eval_jaxpr(jaxprs[2], [], *params[2], *solution, *rhs)]
@@ -143,14 +141,6 @@ _custom_root = custom_jvp(_custom_root_impl, nondiff_argnums=(0, 1))
 _custom_root.defjvp(_root_jvp)
 
 # ====================================================================== custom_linear_solve
-
-
-def _split(args, const_lengths):
-  out, i = [], 0
-  for n in const_lengths:
-    out.append(list(args[i:i + n]))
-    i += n
-  return out, list(args[i:])
 
 
 def _ls_abstract_eval(*avals, const_lengths, jaxprs, transposable):
