@@ -1541,6 +1541,8 @@ def _put_leaf(v):
     if type(v) is _Array and v.is_deleted():
       v._value  # noqa: B018  (JAX's RuntimeError: 'Array has been deleted with shape=...')
     return v
+  if core.h2d_guard is not None:
+    core.host_to_device(v, explicit=True)  # (JAX's transfer guard)
   if type(v) in _PY_SCALAR_TYPES:  # weakly typed, as JAX's (an int out of range: OverflowError)
     from nbjax import registry
     return _Array(*registry.coerce(v))

@@ -16,10 +16,14 @@ def _boolean(name, v):
 
 
 def _choice(*allowed):
+  """An enum option's check (JAX's ``enum_state``; ``optional_enum_state`` if None is
+  allowed), with JAX's message."""
+  values = [a for a in allowed if a is not None]
+  opt = "None or " if None in allowed else ""
+
   def check(name, v):
-    if v not in allowed:
-      raise ValueError(f"Invalid value '{v}' for JAX flag jax_{name}: must be one of "
-                       f"{', '.join(map(repr, allowed))}")
+    if (v is not None or not opt) and (type(v) is not str or v not in values):
+      raise ValueError(f"new enum value must be {opt}in {values}, got {v} of type {type(v)}.")
     return v
   return check
 
@@ -96,7 +100,7 @@ _OPTIONS = {
         "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9",
         "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64")),
     # raw uint32 keys passed to nbjax.random functions: allowed, warned about or an error
-    "legacy_prng_key": ("allow", _choice("allow", "warn", "error")),
+    "legacy_prng_key": ("allow", _enum("LegacyPrngKeyState", "allow", "warn", "error")),
     # PRNGKey, split and fold_in of raw keys give typed keys; raw keys warn (FutureWarning)
     "enable_custom_prng": (False, _boolean),
     # gumbel's (and categorical's) default mode: "high" (two draws per sample) or "low"
@@ -128,8 +132,11 @@ _OPTIONS = {
     "compilation_cache_dir": (None, _any),
     "persistent_cache_min_compile_time_secs": (1.0, _any),
     "persistent_cache_min_entry_size_bytes": (0, _any),
-    "transfer_guard": (None, _choice(None, "allow", "log", "disallow", "log_explicit",
-                                     "disallow_explicit")),
+    # JAX's transfer guards (``core.host_to_device``): the level of implicit (and explicit:
+    # ``device_put``) host-to-device transfers; "transfer_guard" sets all directions
+    **{f"transfer_guard{d}": (None, _choice(None, "allow", "log", "disallow", "log_explicit",
+                                           "disallow_explicit"))
+       for d in ("", "_host_to_device", "_device_to_device", "_device_to_host")},
 }
 
 
@@ -192,6 +199,9 @@ class Config:
     value stays in effect until the context exits (as JAX's)."""
     name = self._name(name)
     value = _OPTIONS[name][1](name, value)
+    if name == "transfer_guard":  # (JAX's: set-only, it sets each direction's)
+      for d in ("host_to_device", "device_to_device", "device_to_host"):
+        self.update(f"transfer_guard_{d}", value)
     self._global[name] = value
     if not any(n == name for n, _ in self._overrides):
       self._set(name, value)
@@ -338,3 +348,52 @@ class State:
 def state(name):
   """The ``State`` of option ``name``."""
   return State(name)
+
+
+@contextlib.contextmanager
+def transfer_guard(new_val):
+  """A context manager setting the transfer guard level of all transfers (JAX's
+  ``jax.transfer_guard``): ``"allow"``, ``"log"``, ``"disallow"`` (implicit transfers: a
+  NumPy array or Python scalar an operation or a jitted call receives), ``"log_explicit"``
+  or ``"disallow_explicit"`` (``device_put`` too). On the CPU only host-to-device transfers
+  happen: device memory is host memory."""
+  with contextlib.ExitStack() as stack:
+    for d in ("_host_to_device", "_device_to_device", "_device_to_host", ""):
+      stack.enter_context(config.override(f"transfer_guard{d}", new_val))
+    yield
+
+
+def _define(name, default, check):
+  """A new option ``name`` (``jax_`` prefixed or not) and its ``State``, as JAX's
+  ``config.*_state``: ``$NAME`` in upper case gives its start value."""
+  name = name.lower()
+  n = name[4:] if name.startswith("jax_") else name
+  if n in _OPTIONS:
+    raise Exception(f"Config option {name} already defined")
+  _OPTIONS[n] = (default, check)
+  config._flags[n] = config._global[n] = _from_env(n, default, check)
+  return State(n)
+
+
+def bool_state(name, default, help="", **_):
+  """A new boolean option (JAX's ``config.bool_state``): ``state(v)`` sets it for a ``with``
+  block (or a decorated function), ``jax.config.update(name, v)`` globally."""
+  return _define(name, bool(default), _boolean)
+
+
+def enum_state(name, enum_values, default, help="", **_):
+  """A new option taking one of ``enum_values`` (strings; JAX's ``config.enum_state``)."""
+  if not isinstance(default, str):
+    raise TypeError(f"Default value must be of type str, got {default} of type "
+                    f"{getattr(type(default), '__name__', type(default))}")
+  return _define(name, default, _choice(*enum_values))
+
+
+def optional_enum_state(name, enum_values, default, help="", **_):
+  """``enum_state`` that also takes None (JAX's ``config.optional_enum_state``)."""
+  return _define(name, default, _choice(None, *enum_values))
+
+
+def int_state(name, default, help="", **_):
+  """A new int option (JAX's ``config.int_state``)."""
+  return _define(name, default, _int)

@@ -527,12 +527,18 @@ def escaped_tracer_error(tracer, primitive=None):
 
 
 class DebugNansTrace(EvalTrace):
-  """The bottom trace while ``jax_debug_nans`` or ``jax_debug_infs`` is set: evaluates as
-  ``EvalTrace`` does, then raises ``FloatingPointError`` naming the primitive when a floating
-  output holds a NaN (or an inf). A jitted call that produces one is run again op by op
-  (``jaxpr`` eagerly, under this trace) to name the primitive, as JAX does."""
+  """The bottom trace while ``jax_debug_nans`` or ``jax_debug_infs`` is set (or a transfer
+  guard: ``host_to_device``): evaluates as ``EvalTrace`` does, then raises
+  ``FloatingPointError`` naming the primitive when a floating output holds a NaN (or an inf).
+  A jitted call that produces one is run again op by op (``jaxpr`` eagerly, under this
+  trace) to name the primitive, as JAX does. (Eager fast paths, which test for
+  ``eval_trace``, are off while it is the bottom trace.)"""
 
   def process_primitive(self, primitive, args, params):
+    if h2d_guard is not None:  # a host value bound eagerly (a jitted call's NumPy argument)
+      for a in args:
+        if getattr(a, "aval", None) is None:
+          host_to_device(a)
     out = EvalTrace.process_primitive(self, primitive, args, params)
     bad = _invalid(out if primitive.multiple_results else [out])
     if bad:
@@ -573,7 +579,33 @@ class _Ctx(threading.local):
 
 
 def _debugging():
-  return config._flags["debug_nans"] or config._flags["debug_infs"]
+  return config._flags["debug_nans"] or config._flags["debug_infs"] or h2d_guard is not None
+
+
+# JAX's host-to-device transfer guard (``jax.transfer_guard``): the level in effect, None
+# while transfers are allowed
+h2d_guard = None
+
+
+def host_to_device(x, explicit=False):
+  """Check host value ``x`` (a NumPy array or scalar, a Python scalar) becoming an array of
+  an eager operation (or of ``device_put``: ``explicit``) against the transfer guard, as
+  JAX's: "disallow" refuses implicit transfers, "disallow_explicit" all; "log" and
+  "log_explicit" log them (a WARNING of the "nbjax" logger). Staged values (constants of a
+  traced function) are no transfers. Callers test ``h2d_guard is not None`` first."""
+  level = h2d_guard
+  if (level is None or _ctx.trace is not debug_trace
+      or explicit and not level.endswith("_explicit")):
+    return
+  from nbjax.array import _single_sharding
+  msg = (f"host-to-device transfer: aval={raise_to_shaped(get_aval(x))!r}, "
+         f"dst_sharding={_single_sharding()!r}")
+  if level.startswith("log"):
+    import logging
+    logging.getLogger("nbjax").warning(msg)
+  else:
+    from nbjax import errors
+    raise errors.JaxRuntimeError(f"INVALID_ARGUMENT: Disallowed {msg}")
 
 
 eval_trace = EvalTrace()
@@ -586,7 +618,11 @@ _ctx = _Ctx()
 
 
 def _on_config(name, value):
-  if name in ("debug_nans", "debug_infs"):  # swap this thread's bottom trace
+  global h2d_guard
+  if name == "transfer_guard_host_to_device":
+    h2d_guard = None if value in (None, "allow") else value
+  if name in ("debug_nans", "debug_infs", "transfer_guard_host_to_device"):
+    # swap this thread's bottom trace
     if _debugging() and _ctx.trace is eval_trace:
       _ctx.trace = debug_trace
     elif not _debugging() and _ctx.trace is debug_trace:

@@ -22,7 +22,9 @@ def test_options_by_jax_names():
   assert config.read("jax_enable_x64") is config.jax_enable_x64 is config.x64_enabled
   with pytest.raises(AttributeError, match="Unrecognized config option: no_such_option"):
     config.update("jax_no_such_option", 1)
-  with pytest.raises(ValueError, match="jax_numpy_rank_promotion"):
+  with pytest.raises(ValueError, match=re.escape(
+      "new enum value must be in ['allow', 'warn', 'raise'], got sometimes of type "
+      "<class 'str'>.")):  # (JAX's message)
     config.update("jax_numpy_rank_promotion", "sometimes")
   config.update("jax_platform_name", "cpu")
   config.update("jax_platforms", "cpu")
@@ -243,7 +245,7 @@ def test_legacy_prng_key_state_as_jax():
   with nbjax.legacy_prng_key("error"):
     assert nbjax.config.jax_legacy_prng_key == "error"
   assert nbjax.config.jax_legacy_prng_key == "allow"
-  with pytest.raises(ValueError):
+  with pytest.raises(ValueError, match="'sometimes' is not a valid LegacyPrngKeyState"):
     nbjax.config.update("jax_legacy_prng_key", "sometimes")
 
 
@@ -449,3 +451,120 @@ def test_allow_f16_reductions_as_jax():
     assert nbjax.lax.reduce_sum(jnp.ones((1, 3), "bfloat16"), [0]).shape == (3,)
     assert jnp.sum(x) == 3 and nbjax.lax.reduce_sum(jnp.ones(3, "float32"), [0]) == 3
   assert nbjax.lax.reduce_sum(x, [0]) == 3
+
+
+_TG_MSG = ("INVALID_ARGUMENT: Disallowed host-to-device transfer: aval={}, dst_sharding="
+           "SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)")
+
+
+def test_transfer_guard_as_jax(caplog):
+  """JAX's transfer guards (transfer_guard_test): under "disallow" an implicit host-to-device
+  transfer (a NumPy array or Python scalar an eager operation or a jitted call receives)
+  raises JaxRuntimeError with JAX's message, device_put's explicit one only under
+  "disallow_explicit"; values staged into a jitted function are no transfers; "log" logs."""
+  x = jnp.ones(3)
+  f = nbjax.jit(lambda a: a + 1 + np.ones(3))
+  f(x)
+  implicit = {"ShapedArray(float64[])": lambda: jnp.ones(1),
+              "ShapedArray(int64[], weak_type=True)": lambda: x + 1,
+              "ShapedArray(float64[3])": lambda: x + np.ones(3),
+              "ShapedArray(float64[], weak_type=True)": lambda: jnp.sin(2.0),
+              "ShapedArray(float64[2])": lambda: jnp.asarray(np.ones(2)),
+              "ShapedArray(float32[1])": lambda: nbjax.jit(lambda a: a)(np.ones(1, np.float32)),
+              "ShapedArray(float64[], weak_type=True) ": lambda: nbjax.lax.add(x, 1.)}
+  explicit = {"ShapedArray(float64[3])": lambda: nbjax.device_put(np.ones(3)),
+              "ShapedArray(float64[], weak_type=True)": lambda: nbjax.device_put(1.0)}
+  allowed = [lambda: x + x, lambda: jnp.sin(x), lambda: f(x), lambda: np.asarray(x),
+             lambda: str(x), lambda: nbjax.jit(lambda a: a)(x)]
+  JaxRuntimeError = nbjax.errors.JaxRuntimeError
+  for mode, guard in [("disallow", nbjax.transfer_guard),
+                      ("disallow", nbjax.transfer_guard_host_to_device),
+                      ("disallow_explicit", nbjax.transfer_guard)]:
+    with guard(mode):
+      for aval, g in implicit.items():
+        with pytest.raises(JaxRuntimeError, match=re.escape(_TG_MSG.format(aval.strip()))):
+          g()
+      for aval, g in explicit.items():
+        if mode == "disallow":
+          g()
+        else:
+          with pytest.raises(JaxRuntimeError, match=re.escape(_TG_MSG.format(aval))):
+            g()
+      for g in allowed:
+        g()
+  for g in [*implicit.values(), *explicit.values()]:  # allowed again
+    g()
+  with nbjax.transfer_guard("disallow"):  # the innermost context's level is in effect
+    with nbjax.transfer_guard_host_to_device("allow"):
+      jnp.ones(1)
+    with pytest.raises(JaxRuntimeError):
+      jnp.ones(1)
+  caplog.clear()
+  with caplog.at_level(logging.WARNING, logger="nbjax"), nbjax.transfer_guard("log"):
+    x + np.ones(3)
+    nbjax.device_put(np.ones(2))  # (explicit: logged only under "log_explicit")
+  assert [r.getMessage() for r in caplog.records] == [_TG_MSG.split("Disallowed ")[1].format(
+      "ShapedArray(float64[3])")]
+  # jax_transfer_guard (set-only) sets every direction's global level, as JAX's
+  assert config.jax_transfer_guard is config.jax_transfer_guard_host_to_device is None
+  config.update("jax_transfer_guard", "disallow")
+  try:
+    assert config.jax_transfer_guard_host_to_device == "disallow"
+    with pytest.raises(JaxRuntimeError):
+      jnp.zeros(2)
+  finally:
+    config.update("jax_transfer_guard", None)
+  assert config.jax_transfer_guard_device_to_host is None
+  jnp.zeros(2)
+  with pytest.raises(ValueError, match=re.escape(
+      "new enum value must be None or in ['allow', 'log', 'disallow', 'log_explicit', "
+      "'disallow_explicit'], got bad of type <class 'str'>.")):
+    with nbjax.transfer_guard("bad"):
+      pass
+  jnp.zeros(2)
+
+
+class _InvalidBool:
+  def __bool__(self):
+    raise ValueError("invalid bool")
+
+
+def test_option_definers_as_jax():
+  """New options (JAX's config.bool_state/enum_state, config_test): set by update, by their
+  state as a context manager or decorator; a bad value raises before anything changes."""
+  from nbjax.config import bool_state, enum_state
+  b = bool_state("jax_nbjax_test_bool", default=True, help="test")
+  e = enum_state("jax_nbjax_test_enum", enum_values=["default", "xxx"], default="default",
+                 help="test")
+  with pytest.raises(Exception, match="Config option jax_nbjax_test_bool already defined"):
+    bool_state("jax_nbjax_test_bool", default=True, help="test")
+  with pytest.raises(TypeError, match="Default value must be of type str, got 1 of type int"):
+    enum_state("jax_nbjax_test_enum2", enum_values=["a"], default=1, help="test")
+  config.update("jax_nbjax_test_enum", "xxx")
+  assert e.value == config.jax_nbjax_test_enum == "xxx"
+  config.update("jax_nbjax_test_enum", "default")
+  for bad in [lambda: config.update("jax_nbjax_test_enum", "invalid"), lambda: e("invalid")]:
+    with pytest.raises(ValueError, match=re.escape(
+        "new enum value must be in ['default', 'xxx'], got invalid of type <class 'str'>.")):
+      with bad() or e("xxx"):
+        pass
+    assert e.value == "default"
+  for bad in [lambda: config.update("jax_nbjax_test_bool", _InvalidBool()),
+              lambda: b(_InvalidBool()).__enter__()]:
+    with pytest.raises(ValueError, match="invalid bool"):
+      bad()
+    assert b.value is True
+  with b(False):
+    assert b.value is False
+    with b(True):
+      assert config.jax_nbjax_test_bool is True
+    assert b.value is False
+  assert b.value is True
+
+  @b(False)
+  def decorated(recurse):
+    assert b.value is False
+    if recurse:
+      decorated(False)
+  decorated(True)
+  assert b.value is True

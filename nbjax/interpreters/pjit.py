@@ -1142,7 +1142,13 @@ class JitWrapped:
   def _call_checked(self, args, kwargs):
     """An eager call under ``jax_debug_nans``/``jax_debug_infs``: run compiled; if an output
     holds a NaN (inf), call the Python function itself (the de-optimized version, with these
-    very arguments) to find the operation that produced it, as JAX's ``jit`` does."""
+    very arguments) to find the operation that produced it, as JAX's ``jit`` does. Under a
+    transfer guard (``core.host_to_device``) the host values among its arguments are
+    checked first."""
+    if core.h2d_guard is not None:
+      for x in tree_util.tree_leaves(self._split_statics(args, kwargs)[:2]):
+        if getattr(x, "aval", None) is None:
+          core.host_to_device(x)
     with core.set_current_trace(core.eval_trace):
       out = self._call(args, kwargs, None)
     bad = core._invalid(tree_util.tree_leaves(out))

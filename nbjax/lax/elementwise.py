@@ -1561,6 +1561,8 @@ def _scalars_like(x, y):
 
 
 def _as_weak(s, like):
+  if core.h2d_guard is not None:
+    core.host_to_device(s)  # (JAX's transfer guard)
   d = like._value.dtype if type(like) is Array else core.get_aval(like).dtype
   if type(s) is bool:
     return Array._new(np.asarray(s, d), False)
@@ -1878,6 +1880,8 @@ def full(shape, fill_value, dtype=None):
 
 
 def _full(shape, fill_value, d, weak):
+  if core.h2d_guard is not None and not isinstance(fill_value, (Array, core.Tracer)):
+    core.host_to_device(fill_value if weak else np.asarray(fill_value, d))  # (transfer guard)
   if core.is_eval() and not isinstance(fill_value, core.Tracer):
     v = fill_value._value if type(fill_value) is Array else np.asarray(fill_value)
     if v.dtype != d:

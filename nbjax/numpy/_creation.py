@@ -108,6 +108,8 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
         and dtypes.canonicalize_dtype(object.dtype) == object.dtype):
     out = _ctx.trace.const_array(object)  # staged: the array's one constant (as JAX's)
   else:
+    if core.h2d_guard is not None:
+      core.host_to_device(object)  # (JAX's transfer guard)
     v = _host_copy(object, leaves, dtype)
     if dtype is not None:  # (x64 off, explicit_x64_dtypes='allow': JAX's host data passes
       c = dtypes.canonicalize_dtype(v.dtype)  # through its canonical dtype, unless taken

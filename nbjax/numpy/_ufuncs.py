@@ -14,7 +14,7 @@ import operator
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import core, dtypes, lax
 from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
@@ -127,6 +127,8 @@ _SCALAR_FAST = {"f": (int, float), "c": (int, float, complex), "i": (int,), "u":
 
 def _weak_literal(s, d):
   """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit)."""
+  if core.h2d_guard is not None:
+    core.host_to_device(s)  # (JAX's transfer guard)
   try:
     return Array._new(np.asarray(s, d), True)
   except OverflowError:

@@ -79,6 +79,8 @@ def as_array(x):
   t = type(x)
   if t is Array:
     return x
+  if core.h2d_guard is not None and not isinstance(x, (Tracer, Array)):
+    core.host_to_device(x)  # (JAX's transfer guard)
   if t in _PY_SCALARS:
     try:
       return _new(np.asarray(x, dtypes.dtype(x)), t is not bool)
