@@ -17,12 +17,15 @@ import numpy as np
 import collections
 import contextlib
 import enum
+import functools
 import math
 import threading
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "Shard", "Mesh", "AbstractMesh",
            "PartitionSpec", "NamedSharding", "AxisType", "make_mesh", "GSPMDSharding", "set_mesh",
-           "canonicalize_sharding", "apply_out_sharding", "reshard"]
+           "canonicalize_sharding", "apply_out_sharding", "reshard", "AbstractDevice",
+           "get_mesh", "get_abstract_mesh", "make_single_device_sharding", "auto_axes",
+           "explicit_axes"]
 
 
 class IndivisibleError(ValueError):
@@ -263,7 +266,7 @@ class Mesh(_MeshAxes, contextlib.ContextDecorator):
     d = self.devices.flat[0]
     return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
                         abstract_device=None if d is None else
-                        (d.device_kind, getattr(d, "num_cores", None), d.platform))
+                        AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform))
 
   def update(self, devices=None, axis_names=None, axis_types=None):
     return Mesh(self.devices if devices is None else devices,
@@ -299,6 +302,16 @@ class Mesh(_MeshAxes, contextlib.ContextDecorator):
       return "Mesh(axis_sizes=(), axis_names=())"
     return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names!r}, "
             f"axis_types={self.axis_types})")
+
+
+class AbstractDevice(collections.namedtuple("AbstractDevice",
+                                             "device_kind num_cores platform")):
+  """What an ``AbstractMesh`` keeps of its devices: their kind, cores and platform."""
+  __slots__ = ()
+
+  def __repr__(self):
+    return (f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores}, "
+            f"platform={self.platform})")
 
 
 _abstract_meshes: dict = {}
@@ -388,6 +401,27 @@ class set_mesh:
     return False
 
 
+def get_mesh():
+  """The context mesh ``set_mesh`` entered (an empty ``Mesh`` if none); only outside ``jit``."""
+  from nbjax import core
+  if core._ctx.trace is not core.eval_trace:
+    raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
+                     "`jax.sharding.get_abstract_mesh()`?")
+  m = _current_mesh()
+  return Mesh(np.empty((), dtype=object), ()) if m is None else m
+
+
+def get_abstract_mesh():
+  """The context mesh without its devices (an empty ``AbstractMesh`` if none)."""
+  m = _current_mesh()
+  return AbstractMesh((), ()) if m is None else m.abstract_mesh
+
+
+def make_single_device_sharding(device, memory_kind=None):
+  """A ``SingleDeviceSharding`` on ``device``."""
+  return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
 def canonicalize_sharding(sharding, api_name):
   """An ``out_sharding`` argument as JAX's: None (also for an empty mesh), a
   ``NamedSharding``, or a ``PartitionSpec`` over the context mesh."""
@@ -429,6 +463,69 @@ def reshard(xs, out_shardings):
   return _reshard(xs, out_shardings)
 
 
+def _axes_mesh(axes, axis_type, name):
+  """The context mesh with ``axes`` (default: all) made ``axis_type`` (None if no mesh)."""
+  m = _current_mesh()
+  if m is None or m.empty:
+    return None
+  axes = m.axis_names if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+  for a in axes:
+    if a not in m.axis_names:
+      raise ValueError(f"{name}: axis {a!r} is not in the context mesh's axes {m.axis_names}")
+  return m.update(axis_types=tuple(axis_type if n in axes else t
+                                   for n, t in zip(m.axis_names, m.axis_types)))
+
+
+def _with_mesh(mesh, fun, args, kwargs):
+  st = getattr(_mesh_ctx, "stack", None)
+  _mesh_ctx.stack = [*(st or ()), mesh]
+  try:
+    return fun(*args, **kwargs)
+  finally:
+    _mesh_ctx.stack = st
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+  """``f`` run with the context mesh's ``axes`` (default: all) ``Auto``, its result laid out
+  as ``out_sharding`` (given here or as a keyword of the call)."""
+  if f is None:
+    return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+
+  @functools.wraps(f)
+  def wrapped(*args, **kwargs):
+    out_s = out_sharding
+    if out_s is None:
+      if "out_sharding" not in kwargs:
+        raise TypeError("Missing required keyword argument: 'out_sharding'")
+      out_s = kwargs.pop("out_sharding")
+    mesh = _axes_mesh(axes, AxisType.Auto, "auto_axes")
+    if mesh is None:
+      return f(*args, **kwargs)
+    return reshard(_with_mesh(mesh, f, args, kwargs), out_s)
+  return wrapped
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+  """``f`` run with the context mesh's ``axes`` (default: all) ``Explicit``, its arguments
+  laid out as ``in_sharding`` (given here or as a keyword of the call) first."""
+  if f is None:
+    return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+
+  @functools.wraps(f)
+  def wrapped(*args, **kwargs):
+    in_s = in_sharding
+    if in_s is None:
+      if "in_sharding" not in kwargs:
+        raise TypeError("Missing required keyword argument: 'in_sharding'")
+      in_s = kwargs.pop("in_sharding")
+    mesh = _axes_mesh(axes, AxisType.Explicit, "explicit_axes")
+    if mesh is None:
+      raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
+                       "into a mesh context when using `explicit_axes` API.")
+    return _with_mesh(mesh, f, reshard(args, in_s), kwargs)
+  return wrapped
+
+
 class _Unconstrained:
   def __repr__(self):
     return "UNCONSTRAINED"
@@ -455,25 +552,86 @@ def _canonical_partition(p):
 _interned: dict = {}
 
 
+def _axis_set(v, name):
+  if isinstance(v, frozenset):
+    return v
+  if not isinstance(v, set):
+    raise TypeError(f"{name} argument of PartitionSpec should of type `frozenset` or `set`. "
+                    f"Got type {v}")
+  return frozenset(v)
+
+
+def _check_reduced(partitions, unreduced, reduced):
+  """JAX's checks of a PartitionSpec's ``unreduced``/``reduced`` axes."""
+  for v, name in ((unreduced, "unreduced"), (reduced, "reduced")):
+    if None in v:
+      raise ValueError(f"{name} cannot contain None. All elements in {name} should refer to "
+                       "the mesh axes.")
+  if unreduced & reduced:
+    raise ValueError("`unreduced` and `reduced` argument to PartitionSpec cannot overlap. "
+                     f"Got unreduced: {unreduced} and reduced: {reduced}")
+  for p in partitions:
+    for a in p if isinstance(p, tuple) else (p,):
+      for v, name in ((unreduced, "unreduced"), (reduced, "reduced")):
+        if a in v:
+          raise ValueError(f"partitions cannot overlap with {name} axes passed to "
+                           f"PartitionSpec. Got partitions: {partitions} and {name} axes: {v}")
+
+
 class PartitionSpec(tuple):
   """How each array dimension is split over mesh axes: an entry is ``None`` (not split), an
   axis name, or a tuple of names (split over their product, major first)."""
   UNCONSTRAINED = _Unconstrained()
 
-  def __new__(cls, *partitions):
+  unreduced = reduced = frozenset()
+
+  def __new__(cls, *partitions, unreduced=frozenset(), reduced=frozenset()):
     key = tuple(_canonical_partition(p) for p in partitions)
-    spec = _interned.get(key)
+    if unreduced or reduced:
+      unreduced, reduced = (_axis_set(unreduced, "unreduced"), _axis_set(reduced, "reduced"))
+      _check_reduced(key, unreduced, reduced)
+      ikey = (key, unreduced, reduced)
+    else:
+      ikey = key
+    spec = _interned.get(ikey)
     if spec is None:  # as JAX's: equal specs are one object (P((), 'x') is P(None, 'x'))
-      spec = _interned[key] = tuple.__new__(cls, key)
+      spec = _interned[ikey] = tuple.__new__(cls, key)
+      if ikey is not key:
+        spec.unreduced, spec.reduced = unreduced, reduced
     return spec
 
   def __init_subclass__(cls, **kwargs):
     raise TypeError("Subclassing `jax.P` is prohibited.")
 
+  partitions = property(tuple)
+
+  def __eq__(self, other):
+    return (tuple.__eq__(self, other) is True and
+            getattr(other, "unreduced", frozenset()) == self.unreduced and
+            getattr(other, "reduced", frozenset()) == self.reduced)
+
+  def __ne__(self, other):
+    return not self == other
+
+  __hash__ = tuple.__hash__
+
+  def update(self, partitions=None, unreduced=None, reduced=None):
+    return PartitionSpec(*(self if partitions is None else partitions),
+                         unreduced=self.unreduced if unreduced is None else unreduced,
+                         reduced=self.reduced if reduced is None else reduced)
+
   def __repr__(self):
-    return "P(%s%s)" % (", ".join(map(repr, self)), "," if len(self) == 1 else "")
+    pr = ", ".join(map(repr, self)) + ("," if len(self) == 1 else "")
+    if not self.unreduced and not self.reduced:
+      return f"P({pr})"
+    ur = ", ".join(f"{k}={set(v)!r}" for k, v in (("unreduced", self.unreduced),
+                                                  ("reduced", self.reduced)) if v)
+    return f"P({pr} {ur})" if pr.endswith(",") else f"P({pr}, {ur})" if pr else f"P({ur})"
 
   def __reduce__(self):
+    if self.unreduced or self.reduced:
+      return (functools.partial(PartitionSpec, unreduced=self.unreduced, reduced=self.reduced),
+              tuple(self))
     return (PartitionSpec, tuple(self))
 
   def _normalized(self, ndim):

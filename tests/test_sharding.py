@@ -166,3 +166,62 @@ def test_mesh_and_abstract_mesh_as_jax():
   assert empty.empty and empty.size == 0 and repr(empty) == "Mesh(axis_sizes=(), axis_names=())"
   assert empty.abstract_mesh.empty and empty.abstract_mesh.size == 0
   assert AbstractMesh((), ()).empty
+
+
+def test_partition_spec_unreduced_reduced():
+  """P(..., unreduced=, reduced=) as JAX 0.10.2's (pjit_test builds such specs)."""
+  import pickle
+  a = P(None, None, unreduced={"x"})
+  assert a is P(None, None, unreduced=frozenset({"x"})) and a.unreduced == frozenset({"x"})
+  assert a != P(None, None) and P(None, None) != a and a.partitions == (None, None)
+  assert repr(a) == "P(None, None, unreduced={'x'})" and repr(P("y", reduced={"x"})) == \
+      "P('y', reduced={'x'})"
+  assert repr(P(unreduced={"x"}, reduced={"y"})) == "P(unreduced={'x'}, reduced={'y'})"
+  assert pickle.loads(pickle.dumps(a)) is a and a.update(unreduced=frozenset()) is P(None, None)
+  with pytest.raises(TypeError, match=r"^unreduced argument of PartitionSpec should of type "
+                     r"`frozenset` or `set`. Got type \[1\]$"):
+    P(None, unreduced=[1])
+  with pytest.raises(ValueError, match=r"^`unreduced` and `reduced` argument to PartitionSpec "
+                     r"cannot overlap. Got unreduced: frozenset\(\{'x'\}\) and reduced: "
+                     r"frozenset\(\{'x'\}\)$"):
+    P(None, unreduced={"x"}, reduced={"x"})
+  with pytest.raises(ValueError, match=r"^partitions cannot overlap with unreduced axes passed "
+                     r"to PartitionSpec. Got partitions: \('x',\) and unreduced axes: "):
+    P("x", unreduced={"x"})
+
+
+def test_context_mesh_queries_and_auto_explicit_axes():
+  """jax.sharding's get_mesh, get_abstract_mesh, AbstractDevice, make_single_device_sharding,
+  auto_axes and explicit_axes as JAX 0.10.2's."""
+  from nbjax.sharding import (AbstractDevice, auto_axes, explicit_axes, get_abstract_mesh,
+                              get_mesh, make_single_device_sharding, set_mesh)
+  d = AbstractDevice("cpu", None, "cpu")
+  assert repr(d) == "AbstractDevice(device_kind=cpu, num_cores=None, platform=cpu)"
+  assert repr(get_mesh()) == "Mesh(axis_sizes=(), axis_names=())"
+  assert repr(get_abstract_mesh()) == "AbstractMesh((), axis_types=())"
+  assert repr(make_single_device_sharding(nbjax.devices()[0])) == \
+      "SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)"
+  m = nbjax.make_mesh((1,), ("a",), (AxisType.Explicit,))
+  assert m.abstract_mesh.abstract_device == d
+  seen = []
+  with set_mesh(m):
+    assert get_mesh() is m
+    assert str(get_abstract_mesh()) == ("AbstractMesh('a': 1, axis_types=(Explicit,), "
+                                        "device_kind=cpu, num_cores=None, platform=cpu)")
+    f = auto_axes(lambda x: (seen.append(get_abstract_mesh().axis_types), x * 2)[1],
+                  out_sharding=P("a"))
+    y = f(nbjax.numpy.arange(4.0))
+    np.testing.assert_array_equal(y, [0.0, 2.0, 4.0, 6.0])
+    assert y.sharding == NamedSharding(m, P("a"))
+    g = explicit_axes(lambda x: (seen.append(get_abstract_mesh().axis_types), x + 1)[1],
+                      in_sharding=P("a"))
+    np.testing.assert_array_equal(g(nbjax.numpy.arange(4.0)), [1.0, 2.0, 3.0, 4.0])
+    assert seen == [(AxisType.Auto,), (AxisType.Explicit,)]
+    with pytest.raises(TypeError, match="^Missing required keyword argument: 'out_sharding'$"):
+      auto_axes(lambda x: x)(1.0)
+    with pytest.raises(ValueError, match=r"^`get_mesh` can only be used outside of `jax.jit`. "
+                       r"Maybe you want `jax.sharding.get_abstract_mesh\(\)`\?$"):
+      nbjax.jit(lambda x: get_mesh())(1.0)
+  with pytest.raises(ValueError, match=r"^Context mesh cannot be empty. Please use `jax.set_mesh`"
+                     r" API to enter into a mesh context when using `explicit_axes` API.$"):
+    explicit_axes(lambda x: x, in_sharding=P())(1.0)

@@ -504,7 +504,8 @@ sharding_constraint_p = Primitive("sharding_constraint")
 
 
 def _sc_impl(x, *, sharding):
-  return put(x, sharding)
+  return put(x if type(x) is Array else Array(*registry.coerce(x, sharding_constraint_p)),
+             sharding)
 
 
 def _sc_lowering(ctx, x, *, sharding):
@@ -527,6 +528,7 @@ def _sc_batch(axis_data, vals, dims, *, sharding):
 
 _sc_batch.wants_axis_data = True
 
+sharding_constraint_p.make_eager = lambda prim, f_small, f_large, thr: _sc_impl  # (placed)
 registry.register(
     sharding_constraint_p, family="parallel", impls={"python": _sc_impl},
     abstract_eval=lambda aval, **_: aval, batch=_sc_batch,
