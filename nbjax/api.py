@@ -1723,6 +1723,26 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     hit = cache[key] = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
     return hit + (args_flat,)
 
+  def split(args):
+    """``(static values, dynamic args)`` of a call's positional ``args``."""
+    if not statics:
+      return (), args
+    nargs = len(args)
+    for i in statics:
+      if not -nargs <= i < nargs:
+        raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} but "
+                         f"was called with only {nargs} positional "
+                         f"argument{'s' if nargs > 1 else ''}. All static broadcasted "
+                         "arguments must be passed positionally.")
+    st = tuple(args[i] for i in statics)
+    for v in st:
+      try:
+        hash(v)
+      except TypeError:
+        raise ValueError("Non-hashable static arguments are not supported. An error occurred "
+                         f"while trying to hash an object of type {type(v)}, {v}.") from None
+    return st, tuple(a for i, a in enumerate(args) if i not in statics)
+
   mono = [None, None]  # the latest signature's fast run (pxla.runner) and its flattener
 
   @api_boundary
@@ -1734,24 +1754,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         r = mono[0](flat)
         if r is not _MISS:
           return r
-    if statics:
-      nargs = len(args)
-      for i in statics:
-        if not -nargs <= i < nargs:
-          raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} but "
-                           f"was called with only {nargs} positional "
-                           f"argument{'s' if nargs > 1 else ''}. All static broadcasted "
-                           "arguments must be passed positionally.")
-      st = tuple(args[i] for i in statics)
-      for v in st:
-        try:
-          hash(v)
-        except TypeError:
-          raise ValueError("Non-hashable static arguments are not supported. An error occurred "
-                           f"while trying to hash an object of type {type(v)}, {v}.") from None
-      dyn = tuple(a for i, a in enumerate(args) if i not in statics)
-    else:
-      st, dyn = (), args
+    st, dyn = split(args)
     closed, consts, ax, oax, out_tree, n, flat = trace(dyn, kwargs, st)
     outs = pxla.xla_pmap_p.bind(
         *consts, *flat, call_jaxpr=closed, axis_name=axis_name, axis_size=n,
@@ -1766,6 +1769,24 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         mono[:] = run, flat_fn
     return tree_util.tree_unflatten(out_tree, outs)
 
+  def lower(*args, **kwargs):
+    """Ahead-of-time lowering for these arguments (arrays or ``ShapeDtypeStruct``s), as
+    JAX's: the ``Lowered`` of ``jit`` over the map (its ``args_info`` of the non-static
+    ``(args, kwargs)``; ``.compile()`` takes them)."""
+    st, dyn = split(args)
+    nargs = len(args)
+    pos = [i for i in range(nargs) if i not in statics]
+    donated = tuple(k for k, i in enumerate(pos) if i in donate)
+
+    def flat_args_fn(*flat_args, **kw):
+      it = iter(flat_args)
+      return pmap_f(*[st[statics.index(i)] if i in statics else next(it)
+                      for i in range(nargs)], **kw)
+
+    flat_args_fn.__name__ = name
+    return jit(flat_args_fn, donate_argnums=donated).lower(*dyn, **kwargs)
+
+  pmap_f.lower = lower
   pmap_f._cache = cache
   pmap_f.__wrapped__ = fun
   return pmap_f

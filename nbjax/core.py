@@ -291,8 +291,8 @@ class ShapeDtypeStruct:
 
 
 def abstractify(x):
-  """The aval of an argument to a staged function: arrays, scalars, tracers or
-  ``ShapeDtypeStruct``s (NumPy scalars are never weakly typed, even ``np.float64``)."""
+  """The aval of an argument to a staged function: arrays, scalars, tracers,
+  ``ShapeDtypeStruct``s or avals (NumPy scalars are never weakly typed, even ``np.float64``)."""
   if isinstance(x, ShapeDtypeStruct):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
   if isinstance(x, np.generic):
@@ -300,6 +300,8 @@ def abstractify(x):
   aval = getattr(x, "aval", None)
   if aval is not None and not isinstance(x, np.ndarray):
     return aval
+  if isinstance(x, ShapedArray):  # an abstract value stands for itself (jit(f).lower(aval))
+    return x
   if hasattr(x, "__jax_array__") and not isinstance(x, np.ndarray):
     raise ValueError("Triggering __jax_array__() during abstractification is no longer "
                      "supported. To avoid this error, either explicitly convert your object "

@@ -1580,6 +1580,18 @@ class Replicated:
         self._ins.append((rt.aval(shape, dt), repl, dt, False))
     self._bdp, self._sem = rt.bdp, rt.copy
 
+  def cost_analysis(self):
+    """XLA's cost estimates of the replicated program (a dict), as ``Executable``'s."""
+    return self._exe.cost_analysis()
+
+  def memory_analysis(self):
+    """XLA's ``CompiledMemoryStats`` of the replicated program."""
+    return self._exe.get_compiled_memory_stats()
+
+  def runtime_executable(self):
+    """jaxlib's ``LoadedExecutable`` (for debugging, as JAX's)."""
+    return self._exe
+
   def run(self, args):
     devs, bdp, sem = self.local, self._bdp, self._sem
     n = len(devs)

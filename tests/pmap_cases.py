@@ -327,3 +327,28 @@ def test_fast_path_keeps_outputs_on_devices(monkeypatch):
     close(np.stack([sh.data for sh in w.addressable_shards]), r, 1e-4)
   close(f(ref, np.asarray(ref[0]))[1], ref[0].sum(1), 1e-4)  # NumPy inputs: general path
   close(f(p2, p2[0][:, :2])[1], ref2[0][:, :2].sum(1), 1e-4)  # another shape: retraced
+
+
+def test_lower_compile():
+  # JAX's pmap(f).lower(*args) (pmap_test testLowerCompile*): the Lowered of a jit over the
+  # map, args_info of the non-static (args, kwargs), compiled then called with them
+  f = nbjax.pmap(lambda x, s: x - lax.pmean(x, "i") * s, "i", static_broadcasted_argnums=1)
+  lowered = f.lower(X, 2.0)
+  assert isinstance(lowered.as_text(), str) and isinstance(lowered.as_text("hlo"), str)
+  assert lowered.in_tree == nbjax.tree_util.tree_structure(((0,), {}))
+  (aval,), kw = lowered.in_avals
+  assert (aval.shape, aval.dtype, kw) == ((N, 3), np.float32, {})
+  compiled = lowered.compile()
+  close(compiled(X), f(X, 2.0))
+  assert compiled.runtime_executable() is not None
+  assert compiled.memory_analysis() is not None and "flops" in compiled.cost_analysis()
+  with pytest.raises(TypeError, match="Function compiled with input pytree does not match"):
+    compiled([X])
+  with pytest.raises(TypeError, match=r"Argument 'flat_args\[0\]' compiled with float32\[4,3\] "
+                     r"and called with int32\[4,3\]"):
+    compiled(X.astype(np.int32))
+  shaped = nbjax.pmap(lambda x: x * 2).lower(nbjax.core.ShapedArray((N, 3), np.float32))
+  close(shaped.compile()(X), X * 2)
+  info = nbjax.pmap(lambda x: x).lower((jnp.ones((1,), jnp.float32), ())).args_info
+  assert info == (((nbjax.stages.ArgInfo(nbjax.core.ShapedArray((1,), np.float32), False),
+                    ()),), {})

@@ -1445,6 +1445,7 @@ class _Stage:
         self._entry.closed.in_avals, _donated_flags(self._wrapped, tree))])
 
   in_tree = property(lambda self: self._entry.in_tree)
+  _no_kwargs = False  # (JAX's: True for stages whose callers pass no keyword arguments)
   in_avals = property(lambda self: tree_util.tree_map(lambda x: x._aval, self.args_info))
 
   @property
@@ -1527,8 +1528,9 @@ class Compiled(_Stage):
   def as_text(self):
     return self._exe.text
 
-  def _xla(self):  # the XLA executable (None for programs of maps, run per equation)
-    return self._exe.exe if isinstance(self._exe, _Executable) else None
+  def _xla(self):  # the XLA executable (None for programs of maps run per equation)
+    exe = self._exe
+    return exe.exe if isinstance(exe, _Executable) else exe.prog and exe.prog.rep
 
   def cost_analysis(self):
     """A summary of execution cost estimates (XLA's dict of ``flops``, ``bytes accessed``,
