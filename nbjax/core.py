@@ -343,6 +343,7 @@ class Primitive:
     self.jvp = None                # (primals, tangents, **params) -> (primal_out, tangent_out)
     self.transpose = None          # (ct, *args, **params) -> cts (linear args are UndefinedPrimal)
     self.batch = None              # (vals, bdims, **params) -> (out, out_bdim)
+    self.jet = None                # (primals, series, **params) -> (primal_out, series_out)
     self.lowerings: dict = {}      # platform -> (ctx, *operands, **params) -> [ir.Value]
     self.partial_eval = None
     self.partial_eval_custom = None  # (saveable, unknowns, **params): under a checkpoint policy

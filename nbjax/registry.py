@@ -1059,6 +1059,7 @@ def rows():
             "n/a" if p.meta.get("differentiable") is False else "-"),
         transpose="yes" if p.transpose else ("-" if p.meta.get("linear") else "n/a"),
         batch="yes" if p.batch else "trace" if p.meta.get("by_trace") else "-",
+        jet="yes" if p.jet else "trace" if p.meta.get("by_trace") else "-",  # Taylor rule
         lowering=",".join(sorted(p.lowerings)) or "-",
         # bfloat16 in eager backends: "f32" round trip, "native" kernels, "-" not accepted
         bf16=bf16_mode(p) if p.family != "user" else "-",

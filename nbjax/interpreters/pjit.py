@@ -30,7 +30,7 @@ from nbjax import core, dtypes, monitoring, registry, traceback_util, _tree_util
 from nbjax.array import Array, _wrap
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 
@@ -583,6 +583,42 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, **params):
   return primals_out, tangents_out
 
 
+# jet: re-stage the Taylor propagation of the inner jaxpr (every series passed, zeros too)
+
+_jet_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jet_jaxpr(closed, order, term_avals, name):
+  """The closed jaxpr of ``closed``'s jet: inputs primals then each input's ``order`` terms
+  (``term_avals``), outputs primals then each output's ``order`` terms."""
+  per = _jet_cache.setdefault(closed, {})
+  hit = per.get((order, term_avals))
+  if hit is not None:
+    return hit
+  n = len(closed.in_avals)
+
+  def fun(*args):
+    terms = args[n:]
+    series = [terms[i * order:(i + 1) * order] for i in range(n)]
+    outs, out_series = jet.jet_fun(functools.partial(eval_jaxpr, closed.jaxpr, closed.consts),
+                                   args[:n], series, order)
+    return [*outs, *(t for ts in out_series for t in ts)]
+
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*closed.in_avals, *term_avals],
+                                               fun_name=name)
+  res = per[(order, term_avals)] = ClosedJaxpr(jaxpr, consts)
+  return res
+
+
+def _jit_jet(primals, series, *, jaxpr, name, **params):
+  order = len(series[0])
+  terms = [t for ts in series for t in ts]
+  new = jet_jaxpr(jaxpr, order, tuple(core.get_aval(t) for t in terms), name)
+  outs = jit_p.bind(*primals, *terms, jaxpr=new, name=name, **params)
+  n = len(jaxpr.out_avals)
+  return outs[:n], [outs[n + i * order:n + (i + 1) * order] for i in range(n)]
+
+
 # batching: re-stage the vmap of the inner jaxpr
 
 _batch_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -671,6 +707,7 @@ registry.register(
     jit_p, family="call", impls={"python": _jit_impl}, abstract_eval=_jit_abstract_eval,
     jvp=_jit_jvp, batch=_jit_batch, transpose=_jit_transpose,
     meta=dict(differentiable=True, note="call primitive: its jaxpr runs as one XLA executable"))
+jit_p.jet = _jit_jet
 jit_p.partial_eval = pe.forward_inputs(_jit_partial_eval)
 jit_p.partial_eval_custom = lambda saveable, unknowns, **params: jit_p.partial_eval(
     unknowns, saveable=saveable, **params)

@@ -83,10 +83,10 @@ def dtype(x):
 
 
 import sys as _sys  # noqa: E402
-from nbjax.interpreters import ad as _ad, batching as _batching  # noqa: E402
+from nbjax.interpreters import ad as _ad, batching as _batching, jet as _jet  # noqa: E402
 
 # the interpreters sit below lax: they reach its operations through this hook
-_ad._lax = _batching._lax = _sys.modules[__name__]
+_ad._lax = _batching._lax = _jet._lax = _sys.modules[__name__]
 
 import sys as _sys  # noqa: E402
 from nbjax.interpreters import shard_map as _shard_map  # noqa: E402

@@ -37,7 +37,7 @@ from kernels.threads import run_chunks
 from nbjax import dtypes, registry
 from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
-from nbjax.interpreters import ad
+from nbjax.interpreters import ad, jet
 from nbjax.lax.linalg import _canon_precision, _rand
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "PaddingType", "conv",
@@ -1083,6 +1083,10 @@ def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
            zip(lt[2:], rt[2:], window_strides, padding)]
   out = (lt[0], rt[0], *space)
   return tuple(out[i] for i in np.argsort(op))
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.defbilinear(conv_general_dilated_p)
 
 
 # ====================================================================== lowering (StableHLO)

@@ -37,7 +37,7 @@ from nbjax.array import Array, _wrap, own
 from nbjax.array import POOL_MIN, empty as pooled_empty  # large outputs reuse freed buffers
 from nbjax.core import Primitive, ShapedArray
 from nbjax.earray import EArray
-from nbjax.interpreters import ad, batching, tape
+from nbjax.interpreters import ad, batching, jet, tape
 from nbjax.interpreters import partial_eval as pe
 
 # Output elements from which the two-core prange kernels run (measured on the project's shared
@@ -2216,6 +2216,183 @@ ad.defjvp(clamp_p,
           _clamp_jvp_term(lambda lo, x, hi: bitwise_and(gt(lo, x), lt(lo, hi))),
           _clamp_jvp_term(lambda lo, x, hi: bitwise_and(gt(x, lo), lt(x, hi))),
           _clamp_jvp_term(lambda lo, x, hi: lt(hi, x)))
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+# Coefficients are not factorial-scaled here (``jet.jet2``): ``u = [x, u_1, ..., u_K]``.
+
+for _p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p, not_p, and_p, or_p, xor_p, floor_p, ceil_p,
+           round_p, sign_p, stop_gradient_p, is_finite_p, shift_left_p,
+           shift_right_arithmetic_p, shift_right_logical_p):
+  jet.defzero(_p)
+for _p in (neg_p, real_p, complex_p, conj_p, imag_p, add_p, add_any_p, sub_p,
+           convert_element_type_p, copy_p):
+  jet.deflinear(_p)
+jet.defbilinear(mul_p)
+
+jet.def_deriv(erf_p, lambda x: mul(_const(x, 2 / math.sqrt(math.pi)), exp(neg(square(x)))))
+jet.def_comp(expm1_p, lambda x: exp(x) - 1)
+jet.def_comp(log1p_p, lambda x: log(1 + x))
+jet.def_comp(sqrt_p, lambda x: x ** 0.5)
+jet.def_comp(square_p, lambda x: x * x)
+jet.def_comp(rsqrt_p, lambda x: x ** -0.5)
+jet.def_comp(asinh_p, lambda x: log(x + sqrt(square(x) + 1)))
+jet.def_comp(acosh_p, lambda x: log(x + sqrt(square(x) - 1)))
+jet.def_comp(atanh_p, lambda x: 0.5 * log(div(1 + x, 1 - x)))
+jet.def_comp(erfc_p, lambda x: 1 - erf(x))
+jet.def_comp(rem_p, lambda x, y: x - y * floor(x / y))
+jet.def_comp(clamp_p, lambda lo, x, hi: min(max(lo, x), hi))
+
+
+def _erf_inv_jet(primals, series):
+  # v' = c u' with c = sqrt(pi)/2 exp(v^2): c's coefficients follow v's, one order behind
+  (x,), (u,) = primals, series
+  u, k_max = [x, *u], len(u)
+  v = [erf_inv(x)]
+  sq = [square(v[0])]
+  ex = [exp(sq[0])]
+  c = [mul(_const(x, math.sqrt(math.pi) / 2), ex[0])]
+  for k in range(1, k_max + 1):
+    v.append(sum(j * c[k - j] * u[j] for j in range(1, k + 1)) / k)
+    if k < k_max:
+      sq.append(sum(v[k - j] * v[j] for j in range(k + 1)))
+      ex.append(sum(j * ex[k - j] * sq[j] for j in range(1, k + 1)) / k)
+      c.append(math.sqrt(math.pi) / 2 * ex[k])
+  return v[0], v[1:]
+
+
+def _exp_jet(primals, series):
+  (x,), (u,) = primals, series
+  u, v = [x, *u], [exp(x)]  # v' = v u'
+  for k in range(1, len(u)):
+    v.append(sum(j * v[k - j] * u[j] for j in range(1, k + 1)) / k)
+  return v[0], v[1:]
+
+
+def _pow_jet(primals, series):
+  # x ** y = exp(y log x): the exp recurrence over the series of y log x
+  x, y = primals
+  z0, zs = jet.jet2(lambda x, y: mul(y, log(x)), primals, series)
+  v0 = x ** y
+  v, u = [v0], [z0, *zs]
+  for k in range(1, len(u)):
+    v.append(sum(j * v[k - j] * u[j] for j in range(1, k + 1)) / k)
+  return v0, v[1:]
+
+
+def _pow_by_squaring(x, n):
+  if n < 0:
+    return _pow_by_squaring(1 / x, -n)
+  if n == 0:
+    return 1
+  half = _pow_by_squaring(x * x, n // 2)
+  return half if n % 2 == 0 else x * half
+
+
+def _integer_pow_jet(primals, series, *, y):
+  if y == 0:
+    return jet.jet2(lambda x: full_like(x, 1), primals, series)
+  return jet.jet2(lambda x: _pow_by_squaring(x, y), primals, series)
+
+
+def _logistic_taylor(primals, series):
+  """The jet of ``logistic``: ``v' = e u'`` with ``e = v (1 - v)``."""
+  (x,), (u,) = primals, series
+  u = [x, *u]
+  v = [logistic(x)]
+  e = [v[0] * (1 - v[0])]
+  for k in range(1, len(u)):
+    v.append(sum(j * e[k - j] * u[j] for j in range(1, k + 1)) / k)
+    e.append((1 - v[0]) * v[k] - sum(v[j] * v[k - j] for j in range(1, k + 1)))
+  return v[0], v[1:]
+
+
+def _tanh_jet(primals, series):
+  # tanh(x) = 2 logistic(2x) - 1
+  (x,), (u,) = primals, series
+  p, s = _logistic_taylor((2 * x,), ([2 * t for t in u],))
+  return 2 * p - 1, [2 * t for t in s]
+
+
+def _log_jet(primals, series):
+  # u = x: k v_k u_0 = k u_k - sum_{j<k} j v_j u_{k-j}
+  (x,), (u,) = primals, series
+  u = [x, *u]
+  v = [log(x)]
+  for k in range(1, len(u)):
+    conv = sum(j * v[j] * u[k - j] for j in range(1, k))
+    v.append((u[k] - conv / k) / u[0])
+  return v[0], v[1:]
+
+
+def _atan2_jet(primals, series):
+  # atan2(x, y) = atan(x / y): v' = c z' with z = x / y, c = 1 / (1 + z^2)
+  x, y = primals
+  v0 = atan2(x, y)
+  z0, zs = jet.jet2(div, primals, series)
+  one = _const(z0, 1)
+  c0, cs = jet.jet2(lambda z: div(one, 1 + square(z)), (z0,), (zs,))
+  return v0, jet.chain(v0, [c0, *cs], [z0, *zs])
+
+
+def _div_jet(primals, series):
+  # u = v w: v_k = (u_k - sum_{j<k} v_j w_{k-j}) / w_0
+  x, y = primals
+  u, w = [x, *series[0]], [y, *series[1]]
+  v = []
+  for k in range(len(u)):
+    v.append((u[k] - sum(v[j] * w[k - j] for j in range(k))) / w[0])
+  return v[0], v[1:]
+
+
+def _sinusoidal_jet(sign, s_fn, c_fn, pick):
+  # s' = c u', c' = sign s u' (sin/cos: sign -1; sinh/cosh: +1)
+  def rule(primals, series):
+    (x,), (u,) = primals, series
+    u = [x, *u]
+    s, c = [s_fn(x)], [c_fn(x)]
+    for k in range(1, len(u)):
+      s.append(sum(j * u[j] * c[k - j] for j in range(1, k + 1)) / k)
+      c.append(sum(j * u[j] * s[k - j] for j in range(1, k + 1)) / k * sign)
+    out = s if pick == 0 else c
+    return out[0], out[1:]
+  return rule
+
+
+def _abs_jet(primals, series):
+  (x,), (u,) = primals, series
+  negs = select(lt(x, full_like(x, 0, shape=())), full_like(x, -1), full_like(x, 1.0))
+  return abs(x), [negs * t for t in u]
+
+
+def _select_n_jet(primals, series):
+  which, *cases = primals
+  return select_n(which, *cases), [select_n(which, *ts[1:]) for ts in zip(*series)]
+
+
+def _minmax_jet(name, pick):
+  # the chosen operand's coefficients; their mean where the operands tie (JAX's rule)
+  def rule(primals, series):
+    shape = broadcasting_shape(name, *(core.get_aval(p).shape for p in primals))
+    x, y = (_bcast_to(p, shape) for p in primals)
+    chosen, tie = pick(x, y), eq(x, y)
+
+    def term(a, b):
+      a, b = _bcast_to(a, shape), _bcast_to(b, shape)
+      return select(tie, (a + b) / 2, select(chosen, a, b))
+    return select(chosen, x, y), [term(a, b) for a, b in zip(*series)]
+  return rule
+
+
+exp_p.jet, erf_inv_p.jet, pow_p.jet = _exp_jet, _erf_inv_jet, _pow_jet
+integer_pow_p.jet, logistic_p.jet, tanh_p.jet = _integer_pow_jet, _logistic_taylor, _tanh_jet
+log_p.jet, atan2_p.jet, div_p.jet, abs_p.jet = _log_jet, _atan2_jet, _div_jet, _abs_jet
+select_n_p.jet = _select_n_jet
+sin_p.jet = _sinusoidal_jet(-1, sin, cos, 0)
+cos_p.jet = _sinusoidal_jet(-1, sin, cos, 1)
+sinh_p.jet = _sinusoidal_jet(1, sinh, cosh, 0)
+cosh_p.jet = _sinusoidal_jet(1, sinh, cosh, 1)
+max_p.jet, min_p.jet = _minmax_jet("max", gt), _minmax_jet("min", lt)
 
 
 # ----------------------------------------------------------------- batching rules

@@ -20,7 +20,7 @@ import numpy as np
 
 from nbjax import dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _convert_element_type
 
 __all__ = ["FftType", "fft", "fft_p"]
@@ -283,6 +283,10 @@ def fft(x, fft_type, fft_lengths):
   if not fft_lengths:  # XLA has no 0-D FFT
     return x
   return fft_p.bind(x, fft_type=typ, fft_lengths=fft_lengths)
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.deflinear(fft_p)
 
 
 # ====================================================================== lowering (StableHLO)

@@ -30,7 +30,7 @@ from kernels.elementwise import entry as _entry
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
 from nbjax.core import Primitive, ShapedArray
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _any, _complex, _int, _num, accepts, check_same_dtypes
 from nbjax.lax.shape import (ALL_DTYPES, PAR_MIN, bits, broadcast_in_dim, c_strides, concatenate,
                              random_array, reshape, zeros)
@@ -1221,6 +1221,37 @@ scatter_sub = _scatter_wrapper(scatter_sub_p, "sub")
 scatter_mul = _scatter_wrapper(scatter_mul_p, "mul")
 scatter_min = _scatter_wrapper(scatter_min_p, "min")
 scatter_max = _scatter_wrapper(scatter_max_p, "max")
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+
+
+def _dynamic_slice_jet(primals, series, **params):
+  operand, *idx = primals
+  return (dynamic_slice_p.bind(operand, *idx, **params),
+          [dynamic_slice_p.bind(ts[0], *idx, **params) for ts in zip(*series)])
+
+
+def _dynamic_update_slice_jet(primals, series, **params):
+  operand, update, *idx = primals
+  return (dynamic_update_slice_p.bind(operand, update, *idx, **params),
+          [dynamic_update_slice_p.bind(*ts[:2], *idx, **params) for ts in zip(*series)])
+
+
+def _gather_jet(primals, series, **params):
+  operand, indices = primals
+  return (gather_p.bind(operand, indices, **params),
+          [gather_p.bind(t, indices, **params) for t in series[0]])
+
+
+def _scatter_add_jet(primals, series, **params):
+  operand, indices, updates = primals
+  return (scatter_add_p.bind(operand, indices, updates, **params),
+          [scatter_add_p.bind(a, indices, b, **params) for a, _, b in zip(*series)])
+
+
+dynamic_slice_p.jet, dynamic_update_slice_p.jet = _dynamic_slice_jet, _dynamic_update_slice_jet
+gather_p.jet, scatter_add_p.jet = _gather_jet, _scatter_add_jet
 
 
 # ============================================================================ meta and registration

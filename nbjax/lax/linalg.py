@@ -28,7 +28,7 @@ from nbjax import core, dtypes, registry
 from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.reductions import work_eager
 
 
@@ -1700,6 +1700,10 @@ def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorit
 
 __all__ = ["cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve", "symmetrize",
            "cholesky_p", "eig_p", "eigh_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.defbilinear(dot_general_p)
+
 
 # ====================================================================== lowering (StableHLO)
 # Rules run under jit only; ``mlir``/``hlo``/``ir`` are lazy proxies, so importing this

@@ -22,7 +22,7 @@ from kernels import other as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
 from nbjax.custom_derivatives import custom_jvp
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr
 from nbjax.lax.elementwise import _float, _int, _sint, _uint
@@ -958,6 +958,10 @@ def rng_uniform(a, b, shape):
   experimental in JAX, prefer ``nbjax.random``)."""
   a, b = (v if hasattr(v, "aval") or isinstance(v, core.Tracer) else _as_array(v) for v in (a, b))
   return rng_uniform_p.bind(a, b, shape=tuple(map(operator.index, shape)))
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.deflinear(device_put_p)
 
 
 # ====================================================================== lowering (StableHLO)

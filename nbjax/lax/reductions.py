@@ -28,7 +28,7 @@ from kernels.threads import run_chunks
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _bool, _complex, _float, _int, _num, _sint, _uint  # noqa: F401
 from nbjax.lax.elementwise import accepts
 
@@ -1476,6 +1476,35 @@ def _canonicalize_axis(axis, ndim):
   if not -max(ndim, 1) <= axis < max(ndim, 1):
     raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
   return axis % max(ndim, 1)
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.deflinear(reduce_sum_p)
+jet.deflinear(cumsum_p)
+
+
+def _cumulative_jet(combine):
+  # JAX's rule: the jet of the parallel prefix scan (reduce_window is not differentiable
+  # to all orders)
+  def rule(primals, series, *, axis, reverse):
+    lax = _lax()
+    return jet.jet2(lambda x: lax.associative_scan(getattr(lax, combine), x, axis=axis,
+                                                   reverse=reverse), primals, series)
+  return rule
+
+
+def _reduce_chooser_jet(chooser):
+  # each coefficient as the jvp's tangent: averaged over the locations of the extremum
+  def rule(primals, series, *, axes, **params):
+    (x,), (u,) = primals, series
+    ans = chooser(x, axes)
+    return ans, [_reduce_chooser_jvp(t, ans, x, axes=axes) for t in u]
+  return rule
+
+
+cumprod_p.jet, cummax_p.jet, cummin_p.jet = map(_cumulative_jet, ("mul", "max", "min"))
+reduce_max_p.jet = _reduce_chooser_jet(reduce_max)
+reduce_min_p.jet = _reduce_chooser_jet(reduce_min)
 
 
 __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",

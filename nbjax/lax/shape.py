@@ -21,7 +21,7 @@ import numpy as np
 from kernels import shape as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _any, _convert_element_type, _num, accepts, check_same_dtypes
 
 # Elements at which the prange kernels would be used. Measured on the shared 2-core machine:
@@ -1109,6 +1109,13 @@ registry.register(
                                       ([], dict(dtype=np.dtype(np.bool_), shape=(3,), dimension=0,
                                                 sharding=None), TypeError)]))
 ad.defjvp_zero(iota_p)
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.defzero(bitcast_convert_type_p)
+for _p in (broadcast_in_dim_p, concatenate_p, pad_p, reshape_p, squeeze_p, rev_p, transpose_p,
+           slice_p):
+  jet.deflinear(_p)
+
 
 # ====================================================================== lowering (StableHLO)
 # Rules run under jit only; ``mlir``/``hlo``/``ir`` are lazy proxies, so importing this

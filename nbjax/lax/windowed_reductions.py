@@ -24,7 +24,7 @@ import numpy as np
 from kernels import windowed as K
 from nbjax import core, dtypes, registry
 from nbjax.core import Primitive, ShapedArray, get_aval
-from nbjax.interpreters import ad, batching
+from nbjax.interpreters import ad, batching, jet
 from nbjax.jaxpr import eval_jaxpr
 from nbjax.lax.convolution import padtype_to_pads
 from nbjax.lax.elementwise import _float, _int, _num, ge_p, le_p
@@ -825,6 +825,10 @@ def _reduce_window_fast(prim, operand, window_dimensions, window_strides, paddin
 _reduce_window_sum = functools.partial(_reduce_window_fast, reduce_window_sum_p)
 _reduce_window_max = functools.partial(_reduce_window_fast, reduce_window_max_p)
 _reduce_window_min = functools.partial(_reduce_window_fast, reduce_window_min_p)
+
+
+# ----------------------------------------------------------------- jet (Taylor) rules
+jet.deflinear(reduce_window_sum_p)
 
 
 # ====================================================================== lowering (StableHLO)
