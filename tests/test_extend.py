@@ -8,6 +8,7 @@ combinations, the FFI handler's own checks, the eager counter that jitted calls 
 and a second process loading every kernel from numba's disk cache.
 """
 import itertools
+import re
 import os
 import subprocess
 import sys
@@ -525,3 +526,22 @@ def test_extend_core_has_jax_names():
   assert float(p.bind(3.0)) == 6.0
   closed = jax.make_jaxpr(lambda x: x + 1.0)(1.0)
   assert isinstance(closed, ClosedJaxpr) and float(jaxpr_as_fun(closed)(2.0)[0]) == 3.0
+
+
+def test_extend_submodules_as_jax():
+  """``import nbjax.extend`` gives its submodules ``random`` and ``sharding`` (JAX's
+  extend_test): an HloSharding round-trips through its serialized proto;
+  ``mlir.register_lowering`` refuses an unknown platform with JAX's error."""
+  import nbjax.extend as jex
+  from nbjax.interpreters import mlir
+  assert jex.random.threefry2x32_p.name == "threefry2x32"
+  xc = xla.ensure_jaxlib().xc
+  hlo = xc.HloSharding.from_proto(xc.OpSharding())
+  proto = jex.sharding.get_serialized_proto_from_hlo_sharding(hlo)
+  assert isinstance(proto, bytes)
+  back = jex.sharding.get_hlo_sharding_from_serialized_proto(proto)
+  assert isinstance(back, xc.HloSharding) and back == hlo
+  with pytest.raises(NotImplementedError, match=re.escape(
+      "Registering an MLIR lowering rule for primitive None for an unknown platform fake. "
+      "Known platforms are: cpu, cuda, gpu, oneapi, rocm, tpu.")):
+    mlir.register_lowering(None, None, platform="fake")

@@ -474,7 +474,9 @@ def test_extend_random():
   mine = xr.define_prng_impl(key_shape=(2,), seed=t.seed, split=t.split,
                              random_bits=t.random_bits, fold_in=t.fold_in, name="mine",
                              tag="mn")
+  assert repr(mine) == "PRNGSpec('mine')"  # (JAX's define_prng_impl gives its PRNGSpec)
   k = R.key(3, impl=mine)
+  assert R.key_impl(k) == mine and R.key_dtype(mine) == k.dtype
   assert str(k.dtype) == "key<mn>"
   np.testing.assert_array_equal(R.bits(k, (2,)), R.bits(R.key(3), (2,)))
   np.testing.assert_array_equal(nbjax.jit(lambda k: R.bits(k, (2,)))(k), R.bits(R.key(3), (2,)))

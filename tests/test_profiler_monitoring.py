@@ -114,3 +114,17 @@ def test_compilation_cache_set_cache_dir(tmp_path):
     compilation_cache.reset_cache()
   finally:
     nbjax.config.update("jax_compilation_cache_dir", old)
+
+
+def test_topologies_as_jax_on_cpu():
+  """``experimental.topologies`` (aot_test): the attached topology is the devices; a
+  compile-only topology is not implemented on a CPU-only install, with JAX's errors."""
+  from nbjax.experimental import topologies
+  topo = topologies.get_attached_topology()
+  assert topo.devices == nbjax.devices()
+  mesh = topologies.make_mesh(topo, (len(topo.devices),), ("x",))
+  assert mesh.axis_names == ("x",) and list(mesh.devices.flat) == topo.devices
+  with pytest.raises(NotImplementedError, match="^topology not implemented for cpu$"):
+    topologies.get_topology_desc(platform="cpu")
+  with pytest.raises(RuntimeError, match="JAX TPU support not installed"):
+    topologies.get_topology_desc()

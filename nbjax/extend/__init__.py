@@ -46,6 +46,7 @@ from nbjax._tree_util import tree_flatten
 from kernels import simd  # noqa: E402  vectorizable exp/log/log1p/softplus/sigmoid for kernels
 
 from nbjax.extend import core  # noqa: E402  (jax.extend.core)
+from nbjax.extend import random, sharding  # noqa: E402,F401  (jax.extend.random, .sharding)
 
 __all__ = ["numba_primitive", "NumbaPrimitive", "parse_signature", "simd", "core"]
 

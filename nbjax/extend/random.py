@@ -25,8 +25,10 @@ unsafe_rbg_prng_impl = _prng.prngs["unsafe_rbg"]
 
 def define_prng_impl(*, key_shape, seed, split, random_bits, fold_in, name="<unnamed>",
                      tag="?"):
-  """A PRNG implementation from functions on one key's raw ``uint32[*key_shape]`` data."""
-  return _prng.PRNGImpl(tuple(key_shape), seed, split, random_bits, fold_in, name, tag)
+  """A PRNG implementation from functions on one key's raw ``uint32[*key_shape]`` data: its
+  ``PRNGSpec``, as JAX's."""
+  return _prng.PRNGSpec(_prng.PRNGImpl(tuple(key_shape), seed, split, random_bits, fold_in,
+                                       name, tag))
 
 
 def random_seed(seeds, impl):

@@ -239,9 +239,17 @@ class LoweringRuleContext:
 def register_lowering(prim, rule, platform=None, inline=True, cacheable=True):
   """Register ``rule(ctx, *operands, **params) -> [ir.Value]`` as ``prim``'s lowering
   (``platform`` None: every platform, i.e. the CPU; ``inline`` and ``cacheable`` are
-  accepted for JAX compatibility: nbjax lowers every equation inline)."""
+  accepted for JAX compatibility: nbjax lowers every equation inline). An unknown platform
+  raises NotImplementedError, as JAX's."""
   del inline, cacheable
+  if platform is not None and platform not in _KNOWN_PLATFORMS:
+    raise NotImplementedError(
+        f"Registering an MLIR lowering rule for primitive {prim} for an unknown platform "
+        f"{platform}. Known platforms are: {', '.join(_KNOWN_PLATFORMS)}.")
   lowering.register(prim, rule, "cpu" if platform is None else platform)
+
+
+_KNOWN_PLATFORMS = ("cpu", "cuda", "gpu", "oneapi", "rocm", "tpu")  # (JAX's known_platforms)
 
 
 def get_lowering(prim, platform="cpu"):
