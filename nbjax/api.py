@@ -1546,6 +1546,8 @@ def _put_leaf(v):
   if type(v) in _PY_SCALAR_TYPES:  # weakly typed, as JAX's (an int out of range: OverflowError)
     from nbjax import registry
     return _Array(*registry.coerce(v))
+  if isinstance(v, np.ma.MaskedArray):
+    get_aval(v)  # (JAX's ValueError: masked arrays are not supported)
   return _Array(v)
 
 

@@ -129,6 +129,9 @@ _OPTIONS = {
     # (``nbjax.traceback_util``)
     "traceback_filtering": ("auto", _choice("off", "tracebackhide", "remove_frames",
                                             "quiet_remove_frames", "auto")),
+    # lowering warns when a jaxpr's constants take this many bytes (-1: never), as JAX's
+    "captured_constants_warn_bytes": (2 * 10 ** 9, _int),
+    "captured_constants_report_frames": (0, _int),
     "compilation_cache_dir": (None, _any),
     "persistent_cache_min_compile_time_secs": (1.0, _any),
     "persistent_cache_min_entry_size_bytes": (0, _any),

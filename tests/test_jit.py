@@ -903,3 +903,23 @@ def test_first_call_leaves_no_reference_cycles():
   finally:
     gc.set_debug(debug)
     gc.garbage.clear()
+
+
+def test_captured_constants_warning_as_jax():
+  """JAX's warning for large captured constants (jax_captured_constants_warn_bytes, -1: off;
+  jax_jit_test), with its message; and device_put refusing a masked array, as JAX's."""
+  import warnings
+  y = nbjax.numpy.ones((128, 128), np.float32)
+  x = nbjax.numpy.zeros(128, np.float32)
+  msg = ("A large amount of constants were captured during lowering (65.54KB total). If this "
+         "is intentional, disable this warning by setting JAX_CAPTURED_CONSTANTS_WARN_BYTES=-1. "
+         "To obtain a report of where these constants were encountered, set "
+         "JAX_CAPTURED_CONSTANTS_REPORT_FRAMES=-1.")
+  for limit, warned in [(y.nbytes, True), (y.nbytes + 1, False), (-1, False)]:
+    with warnings.catch_warnings(record=True) as w:
+      warnings.simplefilter("always")
+      with nbjax.config.override("captured_constants_warn_bytes", limit):
+        nbjax.jit(lambda x: x @ y)(x)
+    assert [(str(m.message), m.category) for m in w] == ([(msg, UserWarning)] if warned else [])
+  with pytest.raises(ValueError, match="numpy masked arrays are not supported as direct inputs"):
+    nbjax.device_put(np.ma.array([1, 2], mask=[True, False]), nbjax.devices()[0])

@@ -26,6 +26,8 @@ name to replica ids; collectives (``nbjax/lax/parallel.py``) read it for their r
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nbjax import core, dtypes, registry, xla
@@ -410,6 +412,7 @@ def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cp
   for ``xla.compile(..., host_callbacks=...)``; a jaxpr with callbacks needs one.
   """
   from nbjax.interpreters import lowering as _lowering
+  check_jaxpr_constants(closed_jaxpr)
   closed_jaxpr = _lowering.physicalize(closed_jaxpr)  # key arrays: lowered as their data
   with xla.mlir_context(), ir.Location.unknown():
     m = _new_module(name)
@@ -421,6 +424,29 @@ def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cp
     lower_jaxpr_to_fun(mctx, "main", closed_jaxpr, public=True, hoisted=hoisted)
   _hand_over(mctx, host_callbacks)
   return m
+
+
+def check_jaxpr_constants(closed_jaxpr):
+  """JAX's warning for a jaxpr whose constants (values captured from the traced function's
+  closure) take at least ``jax_captured_constants_warn_bytes`` bytes (-1: never)."""
+  threshold = core.config._flags["captured_constants_warn_bytes"]
+  if threshold == -1:
+    return
+  total = sum(getattr(c, "nbytes", 0) for c in closed_jaxpr.consts)
+  if total < threshold:
+    return
+  import warnings
+  warnings.warn(f"A large amount of constants were captured during lowering "
+                f"({_pprint_bytes(total)} total). If this is intentional, disable this warning "
+                "by setting JAX_CAPTURED_CONSTANTS_WARN_BYTES=-1. To obtain a report of where "
+                "these constants were encountered, set JAX_CAPTURED_CONSTANTS_REPORT_FRAMES=-1.")
+
+
+def _pprint_bytes(n):
+  if n <= 0:
+    return "0.00B"
+  e = min(math.floor(math.log(n, 1000)), 4)  # (JAX's util.pprint_bytes)
+  return f"{n / 1000 ** e:.2f}{('', 'K', 'M', 'G', 'T')[e]}B"
 
 
 def _hand_over(mctx, host_callbacks):
