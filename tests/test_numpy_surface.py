@@ -696,3 +696,35 @@ def test_signatures_follow_numpy_where_jax_does():
     jnp.isposinf(1.0, out=np.zeros(()))
   with pytest.raises(NotImplementedError, match="The 'out' argument to jnp.compress"):
     jnp.compress(np.array([True]), np.ones(1), out=np.zeros(1))
+
+
+def test_jax_array_protocol_operands():
+  # array_extensibility_test test_numpy_api_supports_jax_array: a pytree with __jax_array__
+  # is an operand of promoting functions, where, roll's shift, full_like's fill value, and
+  # shape/ndim/size/isscalar (values from JAX 0.10.2)
+  import dataclasses
+
+  @nbjax.tree_util.register_dataclass
+  @dataclasses.dataclass
+  class W:
+    x: object
+
+    def __jax_array__(self):
+      return jnp.asarray(self.x)
+
+  a, b = np.array([1.5, -2.0, 3.0]), np.array([2.0, 0.5, -1.0])
+  np.testing.assert_array_equal(jnp.copysign(W(a), W(b)), [1.5, 2., -3.])
+  np.testing.assert_array_equal(nbjax.jit(jnp.copysign)(W(a), W(b)), [1.5, 2., -3.])
+  np.testing.assert_array_equal(jnp.fmax(W(a), W(b)), [2., .5, 3.])
+  np.testing.assert_array_equal(jnp.left_shift(W(np.array([1, 2])), W(np.array([3, 1]))), [8, 4])
+  np.testing.assert_allclose(jnp.cov(W(a), W(b)), [[6.583333333333333, -1.125], [-1.125, 2.25]])
+  np.testing.assert_array_equal(jnp.divmod(W(a), W(b))[0], [0., -4., -3.])
+  assert (jnp.isscalar(W(np.float64(2.))), jnp.isscalar(W(np.array(2.))),
+          jnp.isscalar(W(a))) == (True, True, False)
+  z = W(np.zeros((2, 3)))
+  assert (jnp.ndim(W(a)), jnp.shape(z), jnp.size(z), jnp.size(z, axis=1)) == (1, (2, 3), 6, 3)
+  np.testing.assert_array_equal(jnp.full_like(a, W(np.array(7.))), [7., 7., 7.])
+  np.testing.assert_array_equal(jnp.roll(a, W(np.array([1]))), [3., 1.5, -2.])
+  np.testing.assert_array_equal(jnp.where(W(np.array([True, False, True])), W(a), W(b)),
+                                [1.5, .5, 3.])
+  np.testing.assert_array_equal(jnp.select([W(a > 0)], [W(a)], W(np.array(0.))), [1.5, 0., 3.])

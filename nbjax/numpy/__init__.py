@@ -94,11 +94,18 @@ newaxis = None
 
 def _warn_non_array(name, a):
   """JAX's DeprecationWarning for a list/tuple (or other non-array) argument."""
-  if not hasattr(a, "shape") and not isinstance(a, (bool, int, float, complex, _np.generic)):
+  if not (hasattr(a, "shape") or hasattr(a, "__jax_array__")
+          or isinstance(a, (bool, int, float, complex, _np.generic))):
     import warnings
     warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. "
                   "In a future JAX release this will be an error.", DeprecationWarning,
                   stacklevel=3)
+
+
+def _jax_array_protocol(a):
+  """``a.__jax_array__()`` for JAX's array-likes, else ``a``."""
+  m = getattr(a, "__jax_array__", None)
+  return a if m is None else m()
 
 
 def size(a, axis=None):
@@ -118,7 +125,7 @@ def size(a, axis=None):
     3
   """
   _warn_non_array("size", a)
-  s = _np.shape(a) if not hasattr(a, "shape") else a.shape
+  s = a.shape if hasattr(a, "shape") else _np.shape(_jax_array_protocol(a))
   if axis is None:
     return _math.prod(s)
   from nbjax.numpy._util import canonicalize_axis
@@ -143,7 +150,7 @@ def shape(a):
     (2, 3)
   """
   _warn_non_array("shape", a)
-  return a.shape if hasattr(a, "shape") else _np.shape(a)
+  return a.shape if hasattr(a, "shape") else _np.shape(_jax_array_protocol(a))
 
 
 def ndim(a):
@@ -160,7 +167,7 @@ def ndim(a):
     2
   """
   _warn_non_array("ndim", a)
-  return a.ndim if hasattr(a, "ndim") else _np.ndim(a)
+  return a.ndim if hasattr(a, "ndim") else _np.ndim(_jax_array_protocol(a))
 
 
 def isscalar(element):
@@ -182,6 +189,8 @@ def isscalar(element):
   """
   if isinstance(element, (bool, int, float, complex, _np.generic)):
     return True
+  if hasattr(element, "__jax_array__") and not isinstance(element, (_Array, _Tracer)):
+    element = element.__jax_array__()
   return isinstance(element, (_Array, _Tracer, _np.ndarray)) and element.ndim == 0
 
 

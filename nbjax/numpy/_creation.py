@@ -384,6 +384,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
     _util.check_arraylike(_name, a)
   else:
     _util.check_arraylike(_name, a, fill_value)
+    fill_value, = _util.jax_array_protocol((fill_value,))
   a = as_array(a)
   if _util.ndim(fill_value) != 0:
     d = canonicalize_user_dtype(dtype, _name) or a.dtype

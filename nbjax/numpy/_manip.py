@@ -912,6 +912,7 @@ def roll(a, shift, axis=None):
     Array([4, 1, 2, 3], dtype=int64)
   """
   a = ensure_arraylike("roll", a)
+  shift, = _util.jax_array_protocol((shift,))
   if axis is None:
     return reshape(roll(ravel(a), shift, 0), a.shape)
   axes = (axis,) if _util.ndim(axis) == 0 else tuple(axis)
@@ -1237,6 +1238,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
   if type(x) in _util.key_types or type(y) in _util.key_types:  # key arrays (nbjax.prng)
     return _util.key_impls["where"](condition, x, y)
   _util.check_arraylike("where", condition, x, y)
+  condition, x, y = _util.jax_array_protocol((condition, x, y))
   c = as_array(condition)
   c = c if c.dtype == _BOOL else lax.ne(c, _util.lit(0, c.dtype, True))
   x, y = _util.promote_dtypes(x, y)

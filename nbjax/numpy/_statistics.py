@@ -559,13 +559,11 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
            [-1.,  1.]], dtype=float64)
   """
   if y is not None:  # no rank promotion: atleast_2d below (m and y may differ in rows)
-    _util.check_arraylike("cov", m, y)
-    m, y = _util.promote_dtypes_inexact(m, y)
+    m, y = _util.promote_dtypes_inexact(*_util.ensure_arraylike("cov", m, y))
     if y.ndim > 2:
       raise ValueError("y has more than 2 dimensions")
   else:
-    _util.check_arraylike("cov", m)
-    m, = _util.promote_dtypes_inexact(m)
+    m, = _util.promote_dtypes_inexact(_util.ensure_arraylike("cov", m))
   if m.ndim > 2:
     raise ValueError("m has more than 2 dimensions")
   if dtype is not None and not dtypes.issubdtype(dtype, np.inexact):

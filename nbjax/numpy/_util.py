@@ -98,6 +98,19 @@ def as_array(x):
   raise TypeError(f"Value {x!r:.80} of type {type(x).__name__} is not a valid nbjax array type")
 
 
+_PLAIN = frozenset(_ARRAY_TYPES)
+
+
+def jax_array_protocol(args):
+  """``args`` with JAX's array-likes (objects with ``__jax_array__``, not arrays) replaced by
+  the arrays their ``__jax_array__()`` returns."""
+  for a in args:
+    if type(a) not in _PLAIN and not isinstance(a, _ARRAY_TYPES):
+      return tuple(x.__jax_array__() if hasattr(x, "__jax_array__") and not isinstance(
+          x, _ARRAY_TYPES) else x for x in args)
+  return args
+
+
 def ensure_arraylike(name, *args):
   """``check_arraylike`` then ``as_array`` each argument (one value for one argument)."""
   if len(args) == 2 and isinstance(args[0], (Array, Tracer)) and isinstance(args[1], (Array, Tracer)):
@@ -348,6 +361,7 @@ def promote_shapes(name, *args):
 def promote_args(name, *args):
   """Check, promote dtypes and ranks: the arguments of a binary ufunc as lax takes them."""
   check_arraylike(name, *args)
+  args = jax_array_protocol(args)
   try:
     return promote_shapes(name, *promote_dtypes(*args))
   except (TypeError, ValueError):
@@ -358,6 +372,7 @@ def promote_args(name, *args):
 def promote_args_inexact(name, *args):
   """``promote_args`` to a common inexact dtype."""
   check_arraylike(name, *args)
+  args = jax_array_protocol(args)
   try:
     return promote_shapes(name, *promote_dtypes_inexact(*args))
   except (TypeError, ValueError):
@@ -368,6 +383,7 @@ def promote_args_inexact(name, *args):
 def promote_args_numeric(name, *args):
   """``promote_args`` to a common numeric (non-bool) dtype."""
   check_arraylike(name, *args)
+  args = jax_array_protocol(args)
   try:
     return promote_shapes(name, *promote_dtypes_numeric(*args))
   except (TypeError, ValueError):
