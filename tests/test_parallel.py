@@ -185,7 +185,8 @@ def test_all_to_all_over_three_axes_untiled_and_grad():
   w = np.arange(o.size).reshape(o.shape)
   assert o.shape == (2, 3, 6, 4) and int((o * w).sum()) == 787644
   assert float(nbjax.grad(lambda z: (g(z) ** 2 * w).sum())(z * 1.0).sum()) == 1575288.0
-  with pytest.raises(ValueError, match="not a multiple of the axis size 6"):
+  with pytest.raises(ValueError, match=r"The size of all_to_all split_axis \(5\) has to be "
+                     r"divisible by the size of the named axis \('i', 'j'\) \(6\)"):
     nbjax.vmap(nbjax.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 0, 0, tiled=True),
                           axis_name="j"), axis_name="i")(np.ones((2, 3, 5)))
 

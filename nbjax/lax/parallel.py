@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from nbjax import core, registry, _tree_util as tree_util
+from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching
@@ -169,13 +169,15 @@ def _tree_bind(prim, x, axis_name, axis_index_groups, **params):
 def psum(x, axis_name, *, axis_index_groups=None):
   """Sum of ``x`` (a pytree) over the members of the named axis (axes), the same for each.
 
-  A Python or NumPy scalar outside any mapped value is multiplied by the axis size, as
-  JAX does."""
+  Booleans are summed as int32, as JAX's. A Python or NumPy scalar outside any mapped value
+  is multiplied by the axis size, as JAX does."""
   groups = _reduce_groups(axis_index_groups)
   leaves, tree = tree_util.tree_flatten(x)
   axes = _names(axis_name)
   outs = []
   for v in leaves:
+    if dtypes.dtype(v) == np.bool_:
+      v = _lax().convert_element_type(v, np.int32)
     if isinstance(v, (core.Tracer, Array)):
       outs.append(psum_p.bind(v, axes=axes, axis_index_groups=groups))
     else:  # a constant (Python, NumPy): the same for every member
@@ -401,10 +403,14 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     nd = _shape(v).__len__()
     sa, ca = int(split_axis) % nd, int(concat_axis) % nd
     if tiled:
+      if _shape(v)[sa] % n:
+        raise ValueError(f"The size of all_to_all split_axis ({_shape(v)[sa]}) has to be "
+                         f"divisible by the size of the named axis {axis_name} ({n})")
       return bind(v, sa, ca)
     if _shape(v)[sa] != n:
-      raise ValueError(f"all_to_all: the split axis has size {_shape(v)[sa]}, which must "
-                       f"equal the axis size {n} (or pass tiled=True)")
+      raise ValueError("all_to_all requires the size of the mapped axis axis_name to equal "
+                       f"x.shape[split_axis], but they are {n} and {_shape(v)[sa]} "
+                       "respectively.")
     e = ca + (ca >= sa)  # the new axis's place, counted before the split axis goes
     sa1 = sa + (e <= sa)
     out = bind(lax.expand_dims(v, (e,)), sa1, e)
@@ -418,10 +424,7 @@ def _all_to_all_axes(v, names, sa, ca):
   lax = _lax()
   sizes = [axis_size(a) for a in names]
   s, n = _shape(v), math.prod(sizes)
-  if s[sa] % n:
-    raise ValueError(f"all_to_all: the split axis has size {s[sa]}, not a multiple of the axis "
-                     f"size {n}")
-  k = s[sa] // n
+  k = s[sa] // n  # (all_to_all checked that n divides it)
   x = batching.moveaxis(v, sa, 0)                        # (split, *rest)
   x = lax.reshape(x, (*sizes, k, *_shape(x)[1:]))        # (n0, ..., k, *rest)
   for a, m in zip(names, sizes):                         # A_l goes, R_l comes in last
@@ -544,15 +547,19 @@ def _axis_ctx(ctx, axes):
   return ac
 
 
-def _groups(ctx, axes, axis_index_groups=None):
+def _groups(ctx, axes, axis_index_groups=None, even=False):
+  """The replica groups attribute; uneven groups padded with -1, as JAX's (``even``: they
+  must not be, as all_to_all's)."""
   g = _axis_ctx(ctx, axes).groups(axes)
   if axis_index_groups is not None:  # each group of axis indices within each replica group
     if any(not 0 <= i < g.shape[1] for grp in axis_index_groups for i in grp):
       raise ValueError(f"axis_index_groups {axis_index_groups} index outside the axis "
                        f"{axes} of size {g.shape[1]}")
-    if len({len(grp) for grp in axis_index_groups}) != 1:
+    k = max(map(len, axis_index_groups))
+    if even and any(len(grp) != k for grp in axis_index_groups):
       raise ValueError("Replica groups must be equally sized")
-    g = np.array([[row[i] for i in grp] for row in g for grp in axis_index_groups], np.int64)
+    g = np.array([[row[i] for i in grp] + [-1] * (k - len(grp))
+                  for row in g for grp in axis_index_groups], np.int64)
   return ir.DenseElementsAttr.get(np.ascontiguousarray(g))
 
 
@@ -603,7 +610,7 @@ def _reduce_scatter_lowering(ctx, x, *, axes, axis_index_groups, scatter_dimensi
 def _all_to_all_lowering(ctx, x, *, axes, axis_index_groups, split_axis, concat_axis,
                          axis_size):
   op = hlo.AllToAllOp([x], split_axis, concat_axis, axis_size,
-                      _groups(ctx, axes, axis_index_groups),
+                      _groups(ctx, axes, axis_index_groups, even=True),
                       results=[mlir.aval_to_ir_type(ctx.avals_out[0])])
   return [op.results[0]]
 
