@@ -19,6 +19,7 @@ from nbjax import core, registry
 from nbjax.callback import (_axis_size, _batched_avals, _result_abstract_eval,
                             check_vmap_method, vectorized_operands)
 from nbjax.core import Primitive
+from nbjax.experimental.layout import Layout
 from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
 
@@ -70,10 +71,15 @@ ffi_call_p.effects = lambda params: (FfiEffect,) if params["has_side_effect"] el
 
 
 def _layout(aval, layout=None):
-  """A layout in XLA's minor-to-major order (default: row-major)."""
+  """A layout in XLA's minor-to-major order (default: row-major; a ``Layout``: its
+  major-to-minor order reversed)."""
   n = len(aval.shape)
   if layout is None:
     return tuple(range(n - 1, -1, -1))
+  if isinstance(layout, Layout):
+    if layout.tiling is not None:
+      raise ValueError("The FFI does not support layouts with tiling")
+    layout = layout.major_to_minor[::-1]
   layout = tuple(layout)
   if sorted(layout) != list(range(n)):
     raise ValueError(f"The layout {layout} is not a permutation of the dimensions of an array "
@@ -88,7 +94,8 @@ def _layouts(avals, layouts, what, whose):
   if len(layouts) != len(avals):
     raise ValueError(f"The number of {what} ({len(avals)}) must equal the number of {whose} "
                      f"({len(layouts)}).")
-  return tuple(_layout(a, None if l is None else tuple(l)[::-1]) for a, l in zip(avals, layouts))
+  return tuple(_layout(a, l if l is None or isinstance(l, Layout) else tuple(l)[::-1])
+               for a, l in zip(avals, layouts))
 
 
 def _result_avals(results):
@@ -241,7 +248,9 @@ def build_ffi_lowering_function(call_target_name, *, operand_layouts=None,
   """``op(ctx, *operands, **attributes)``: the ``stablehlo.custom_call`` of
   ``call_target_name`` (row-major layouts by default; layouts minor-to-major, as XLA's;
   keyword attributes into the backend config). ``lowering_args``: ``api_version``
-  (default 4), ``has_side_effect``, ``operand_output_aliases``."""
+  (default 4), ``has_side_effect``, ``operand_output_aliases``, ``extra_attributes`` (more
+  attributes of the op). As JAX's, a typed-FFI call's config dictionary is the op's
+  ``mhlo.backend_config`` attribute (``backend_config`` the empty string, API version 1)."""
   api_version = lowering_args.get("api_version", 4)
 
   def op(ctx, *operands, **params):
@@ -252,7 +261,9 @@ def build_ffi_lowering_function(call_target_name, *, operand_layouts=None,
       if backend_config is not None and not isinstance(backend_config, dict):
         raise ValueError("When api_version > 4, backend_config must be a dictionary.")
       cfg = dict(backend_config or {}, **{k: _ir_attribute(v) for k, v in params.items()})
-      attrs["backend_config"] = ir.DictAttr.get(cfg)
+      attrs["backend_config"] = ir.StringAttr.get("")
+      attrs["api_version"] = mlir.i32_attr(1)
+      attrs["mhlo.backend_config"] = ir.DictAttr.get(cfg)
     else:
       if params:
         raise ValueError("The use of ffi_call attributes requires a custom call API version "
@@ -261,8 +272,13 @@ def build_ffi_lowering_function(call_target_name, *, operand_layouts=None,
     if not skip_ffi_layout_processing:
       idx = lambda l: ir.DenseIntElementsAttr.get(np.asarray(l, np.int64),
                                                   type=ir.IndexType.get())
-      ins = operand_layouts or [_layout(a) for a in ctx.avals_in]
-      outs = result_layouts or [_layout(a) for a in ctx.avals_out]
+      # (as JAX's: None row-major, a Layout reversed, a sequence minor-to-major as is)
+      conv = lambda a, l: tuple(l) if l is not None and not isinstance(l, Layout) else \
+          _layout(a, l)
+      ins = [conv(a, l) for a, l in zip(ctx.avals_in, operand_layouts or
+                                        [None] * len(ctx.avals_in))]
+      outs = [conv(a, l) for a, l in zip(ctx.avals_out, result_layouts or
+                                         [None] * len(ctx.avals_out))]
       attrs["operand_layouts"] = ir.ArrayAttr.get([idx(l) for l in ins])
       attrs["result_layouts"] = ir.ArrayAttr.get([idx(l) for l in outs])
     aliases = lowering_args.get("operand_output_aliases") or {}
@@ -273,6 +289,7 @@ def build_ffi_lowering_function(call_target_name, *, operand_layouts=None,
                                      operand_index=i, operand_tuple_indices=[])
           for i, o in sorted(aliases.items())])
     attrs["called_computations"] = ir.ArrayAttr.get([])
+    attrs.update(lowering_args.get("extra_attributes") or {})
     return hlo.CustomCallOp.build_generic(results=mlir.aval_to_ir_types(ctx.avals_out),
                                           operands=list(operands), attributes=attrs)
   return op

@@ -106,3 +106,36 @@ def test_errors():
     nbjax.ffi.ffi_call("nbjax_test_fma1", nbjax.ShapeDtypeStruct((3,), np.float32))(Y, Y, a=[1])
   with pytest.raises(Exception, match="No FFI handler registered for nbjax_no_such_target"):
     nbjax.ffi.ffi_call("nbjax_no_such_target", nbjax.ShapeDtypeStruct((3,), np.float32))(Y)
+
+
+def test_layouts_and_backend_config_as_jax():
+  """JAX's ffi_test: ``Layout`` objects (major to minor) as FFI layouts, reversed into XLA's
+  minor-to-major order, where a sequence passed to ``ffi_lowering`` is taken as is; and the
+  attributes' dictionary in the op's ``mhlo.backend_config`` (``backend_config`` the empty
+  string), as JAX's lowering writes it."""
+  from nbjax.experimental.layout import Format, Layout
+  from nbjax.interpreters import mlir
+  x = jnp.ones((3, 3, 3))
+  for spec, expected in [((0, 1, 2), "0, 1, 2"), (None, "2, 1, 0"),
+                         (Layout((0, 1, 2)), "2, 1, 0")]:
+    prim = nbjax.core.Primitive("nbjax_test_layout")
+    prim.def_impl(lambda x: x)
+    prim.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(prim, lambda ctx, x, spec=spec: nbjax.ffi.ffi_lowering(
+        "test_ffi", operand_layouts=[spec], result_layouts=[spec])(ctx, x))
+    text = nbjax.jit(prim.bind).lower(x).as_text()
+    assert f"operand_layouts = [dense<[{expected}]>" in text
+    assert f"result_layouts = [dense<[{expected}]>" in text
+  call = lambda x: nbjax.ffi.ffi_call("t", x, input_layouts=[Layout((1, 0, 2))])(x, p=1)
+  text = nbjax.jit(call).lower(x).as_text()
+  assert 'backend_config = "", mhlo.backend_config = {p = 1 : i64}' in text
+  assert "operand_layouts = [dense<[2, 0, 1]>" in text
+  with pytest.raises(ValueError, match="The FFI does not support layouts with tiling"):
+    nbjax.jit(lambda x: nbjax.ffi.ffi_call("t", x, input_layouts=[Layout(
+        (0, 1, 2), tiling=((8,),))])(x)).lower(x)
+  assert repr(Layout((1, 0))) == ("Layout(major_to_minor=(1, 0), tiling=None, "
+                                  "sub_byte_element_size_in_bits=0)")
+  assert Layout((1, 0)) == Layout([1, 0]) and Layout.AUTO is not None
+  with pytest.raises(ValueError, match="Sharding has to be concrete"):
+    Format(Layout((0,)))
+  assert repr(Format()) == "Format(layout=None, sharding=None)"
