@@ -80,8 +80,20 @@ from nbjax import dlpack, export, ffi, monitoring, profiler, stages, typing, ver
 from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 
+_REMOVED = {
+    "device_put_replicated": "jax.device_put_replicated is deprecated; use jax.device_put "
+    "instead. See https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for "
+    "a drop-in replacement.",
+    "device_put_sharded": "jax.device_put_sharded is deprecated; use jax.device_put instead. "
+    "See https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for a drop-in "
+    "replacement.",
+}
+
+
 def __getattr__(name):  # jaxlib's Device type, without importing jaxlib at ``import nbjax``
   if name == "Device":
     from nbjax import xla
     return xla.ensure_jaxlib()._jax.Device
+  if name in _REMOVED:  # JAX's deprecation errors (v0.10.0); nbjax.api keeps the functions
+    raise AttributeError(_REMOVED[name])
   raise AttributeError(f"module 'nbjax' has no attribute '{name}'")

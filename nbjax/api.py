@@ -1505,6 +1505,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
       s = spmd._resolve(s, None, "device_put")
       if isinstance(v, Tracer):
         out.append(spmd.sharding_constraint_p.bind(v, sharding=s) if s is not None else v)
+      elif _is_key(v):  # a key array: its data placed (the trailing key axes replicated)
+        out.append(type(v)(v._impl, v._base_array if s is None else
+                           spmd.put(v._base_array, s)))
       else:
         out.append(_Array(v) if s is None else spmd.put(v, s))
     return tree_unflatten(tree, out)
@@ -1577,6 +1580,49 @@ def _check_device_put(x, device, src, donate, may_alias):
                 _flatten_axes("device_put may_alias", treedef, may_alias))
   if any(m and d for m, d in zip(alias_flat, donate_flat)):
     raise ValueError("may_alias and donate cannot be True at the same time.")
+
+
+def device_put_sharded(shards, devices):
+  """``shards`` (a sequence of pytrees, one per device) stacked leaf by leaf along a new
+  leading axis, row ``i`` on ``devices[i]`` (a ``NamedSharding`` over a one-axis mesh), as
+  JAX's ``jax._src.api.device_put_sharded`` (deprecated in JAX's public namespace)."""
+  import collections.abc
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec
+  if not isinstance(shards, collections.abc.Sequence):
+    raise TypeError("device_put_sharded `shards` input must be a sequence; "
+                    f"got {type(shards)}")
+  if len(shards) != len(devices):
+    raise ValueError(f"len(shards) = {len(shards)} must equal len(devices) = {len(devices)}.")
+  sharding = NamedSharding(Mesh(np.array(devices), ("_device_put_sharded",)),
+                           PartitionSpec("_device_put_sharded"))
+
+  def one(*xs):
+    avals = [typeof(x) for x in xs]
+    for a1, a2 in zip(avals[:-1], avals[1:]):
+      if a1 != a2:
+        raise ValueError("the shards passed to device_put_sharded must have consistent shape "
+                         f"and dtype, but got {a1} and {a2}.")
+    import nbjax.numpy as jnp
+    return device_put(jnp.stack(xs), sharding)
+  return tree_map(one, *shards, is_leaf=_is_key)
+
+
+def device_put_replicated(x, devices):
+  """``x`` (a pytree) broadcast along a new leading axis of size ``len(devices)``, row ``i``
+  on ``devices[i]``, as JAX's ``jax._src.api.device_put_replicated`` (deprecated in JAX's
+  public namespace)."""
+  import collections.abc
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec
+  if not isinstance(devices, collections.abc.Sequence) or not devices:
+    raise ValueError("`devices` argument to `device_put_replicated must be a non-empty "
+                     "sequence.")
+  sharding = NamedSharding(Mesh(np.array(devices), ("_device_put_replicated",)),
+                           PartitionSpec("_device_put_replicated"))
+
+  def one(v):
+    import nbjax.numpy as jnp
+    return device_put(jnp.stack([v] * len(devices)), sharding)
+  return tree_map(one, x, is_leaf=_is_key)
 
 
 def device_get(x):

@@ -372,3 +372,48 @@ def test_psum_bool_and_uneven_groups():
                      "respectively."):  # (JAX's message; the first group's size)
     nbjax.pmap(lambda v: lax.all_to_all(v, "i", 0, 0, axis_index_groups=[[0], [1, 2, 3]]),
                "i")(A)
+
+
+def test_device_put_sharded_replicated():
+  # JAX's jax._src.api.device_put_sharded / device_put_replicated: NamedSharding over a
+  # one-axis mesh of the devices; removed from the public namespace with JAX's message
+  from nbjax import api
+  devs = nbjax.local_devices()
+  y = api.device_put_sharded([np.arange(i, i + 4) for i in range(N)], devs)
+  assert y.sharding.spec == nbjax.sharding.PartitionSpec("_device_put_sharded")
+  assert [s.replica_id for s in y.addressable_shards] == [0] * N
+  close(np.stack([s.data[0] for s in y.addressable_shards]),
+        np.stack([np.arange(i, i + 4) for i in range(N)]))
+  t = api.device_put_sharded([(i, np.arange(i, i + 2.0)) for i in range(N)], devs)
+  assert type(t) is tuple and t[0].shape == (N,) and t[1].shape == (N, 2)
+  r = api.device_put_replicated({"a": np.arange(3.0)}, devs)["a"]
+  assert r.shape == (N, 3) and r.sharding.spec == ("_device_put_replicated",)
+  close(r, np.broadcast_to(np.arange(3.0), (N, 3)))
+  with pytest.raises(ValueError, match=r"len\(shards\) = 2 must equal len\(devices\) = 4"):
+    api.device_put_sharded([1, 2], devs)
+  with pytest.raises(ValueError, match="must have consistent shape and dtype"):
+    api.device_put_sharded([np.zeros(2)] * 3 + [np.zeros(3)], devs)
+  with pytest.raises(AttributeError, match="jax.device_put_sharded is deprecated"):
+    nbjax.device_put_sharded  # noqa: B018
+  with pytest.raises(AttributeError, match="jax.device_put_replicated is deprecated"):
+    nbjax.device_put_replicated  # noqa: B018
+  # key arrays (pmap_test test_typed_prng_key_sharded): unstacked, put, mapped
+  keys = nbjax.random.split(nbjax.random.key(0), N)
+  ks = api.device_put_sharded(jnp.unstack(keys), devs)
+  assert ks.shape == (N,) and ks.dtype == keys.dtype
+  assert (nbjax.random.key_data(ks) == nbjax.random.key_data(keys)).all()
+  fold = nbjax.pmap(lambda k: nbjax.random.fold_in(k, 0), "i", devices=devs, axis_size=N)
+  assert (nbjax.random.key_data(fold(ks)) == nbjax.random.key_data(
+      nbjax.vmap(lambda k: nbjax.random.fold_in(k, 0))(keys))).all()
+  assert fold(api.device_put_replicated(nbjax.random.key(1), devs)).shape == (N,)
+
+
+def test_remat_axis_index_keys():
+  # pmap of a checkpointed function over key arrays using axis_index (pmap_test
+  # testAxisIndexRemat): the key data's map keeps the axis bound
+  def f(key):
+    return nbjax.random.bernoulli(nbjax.random.fold_in(key, lax.axis_index("i")), p=0.5)
+  keys = nbjax.random.split(nbjax.random.PRNGKey(0), N)
+  want = np.array([f2 for f2 in nbjax.vmap(f, axis_name="i")(keys)])
+  for remat in (nbjax.remat, nbjax.checkpoint):
+    assert np.array_equal(nbjax.pmap(remat(f), axis_name="i")(keys), want)

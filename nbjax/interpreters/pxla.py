@@ -282,10 +282,11 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
 def _pmap_impl(*args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes, name,
                **_):
   from nbjax.interpreters import lowering
-  outs = lowering.on_key_data(  # key arrays: the map runs on their data
-      call_jaxpr, args, lambda cj, xs: _pmap_impl(
-          *xs, call_jaxpr=cj, axis_name=axis_name, axis_size=axis_size, devices=devices,
-          in_axes=in_axes, out_axes=out_axes, name=name))
+  with core.extend_axis_env(axis_name, axis_size):  # (the body's collectives see their axis)
+    outs = lowering.on_key_data(  # key arrays: the map runs on their data
+        call_jaxpr, args, lambda cj, xs: _pmap_impl(
+            *xs, call_jaxpr=cj, axis_name=axis_name, axis_size=axis_size, devices=devices,
+            in_axes=in_axes, out_axes=out_axes, name=name))
   if outs is not None:
     return outs
   per = _compiled.get(call_jaxpr)

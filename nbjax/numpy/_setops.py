@@ -282,7 +282,8 @@ def unstack(x, /, *, axis=0):
     >>> jnp.unstack(jnp.array([[1, 2], [3, 4]]))
     (Array([1, 2], dtype=int64), Array([3, 4], dtype=int64))
   """
-  x = ensure_arraylike("unstack", x)
+  if type(x) not in _util.key_types:  # (key arrays unstack too, as JAX's)
+    x = ensure_arraylike("unstack", x)
   axis = canonicalize_axis(axis, x.ndim)
   return tuple(lax.squeeze(lax.slice_in_dim(x, i, i + 1, axis=axis), (axis,))
                for i in range(x.shape[axis]))
