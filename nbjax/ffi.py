@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from nbjax import core, registry
+from nbjax import core, dtypes, registry
 from nbjax.callback import (_axis_size, _batched_avals, _result_abstract_eval,
                             check_vmap_method, vectorized_operands)
 from nbjax.core import Primitive
@@ -24,7 +24,7 @@ from nbjax.interpreters import batching, lowering
 from nbjax.interpreters.lowering import hlo, ir, mlir
 
 __all__ = ["build_ffi_lowering_function", "ffi_call", "ffi_lowering", "include_dir",
-           "pycapsule", "register_ffi_target"]
+           "pycapsule", "register_ffi_target", "register_ffi_target_as_batch_partitionable"]
 
 
 def register_ffi_target(name, fn, platform="cpu", api_version=1, **kwargs):
@@ -39,6 +39,17 @@ def register_ffi_target(name, fn, platform="cpu", api_version=1, **kwargs):
   """
   from nbjax import xla
   xla.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+
+
+def register_ffi_target_as_batch_partitionable(name):
+  """Registers an FFI target as batch partitionable: XLA's SPMD partitioner may then split
+  its calls along their leading (batch) dimensions.
+
+  Args:
+    name: the name of the target.
+  """
+  from nbjax import xla
+  xla.ensure_jaxlib().xc.register_custom_call_as_batch_partitionable(name)
 
 
 def pycapsule(funcptr):
@@ -335,6 +346,8 @@ def _ir_attribute(v):
       return ir.FloatAttr.get(t, float(v))
     raise TypeError(f"Unsupported scalar attribute type: {type(v)}")
   if isinstance(v, np.ndarray):
+    if v.dtype == dtypes.float0:  # (as JAX's: float0 zeros are boolean falses)
+      v = np.zeros(v.shape, np.bool_)
     return ir.DenseElementsAttr.get(np.ascontiguousarray(v),
                                     type=mlir.dtype_to_ir_type(v.dtype), shape=v.shape)
   raise TypeError(f"No attribute handler defined for type: {type(v)}")

@@ -139,3 +139,12 @@ def test_layouts_and_backend_config_as_jax():
   with pytest.raises(ValueError, match="Sharding has to be concrete"):
     Format(Layout((0,)))
   assert repr(Format()) == "Format(layout=None, sharding=None)"
+
+
+def test_float0_attribute_and_batch_partitionable_as_jax():
+  """JAX's ffi_test: a float0 array attribute lowers as boolean falses;
+  register_ffi_target_as_batch_partitionable registers with XLA (a new name each time)."""
+  from nbjax import dtypes
+  f = lambda x: nbjax.ffi.ffi_call("t", x)(x, p=np.zeros((), dtypes.float0))
+  assert "p = dense<false> : tensor<i1>" in nbjax.jit(f).lower(0.5).as_text()
+  assert nbjax.ffi.register_ffi_target_as_batch_partitionable("nbjax_test_bp") is None
