@@ -1379,6 +1379,8 @@ def local_devices(process_index=None, backend=None, host_id=None):
   p = host_id if process_index is None else process_index
   if p is None:
     return xla.local_devices()
+  if not 0 <= p < process_count():
+    raise ValueError(f"Unknown process_index {p}")
   return [d for d in xla.devices() if d.process_index == p]
 
 

@@ -57,7 +57,7 @@ def _int(name, v):
 def _num_cpu_devices(name, v):
   import sys
   xla = sys.modules.get("nbjax.xla")
-  if xla is not None and xla._rt is not None:
+  if xla is not None and xla._rt is not None and v != config._flags[name]:
     raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
                        "initialized i.e. before any JAX operation is executed. You should "
                        "initialize this config immediately after `import jax`.")

@@ -173,6 +173,16 @@ def test_devices_and_names():
   assert nbjax.device_count() == nbjax.local_device_count() == len(nbjax.devices()) >= 1
   assert nbjax.process_index() == 0 and nbjax.process_count() == 1
   assert nbjax.process_indices() == [0]
+  # (JAX's xla_bridge_test) a process index out of range; the CPU device count once the
+  # backend is up: setting it to its value is fine, changing it raises
+  assert nbjax.local_devices(0) == nbjax.local_devices()
+  with pytest.raises(ValueError, match="Unknown process_index 100"):
+    nbjax.local_devices(100)
+  n = config.jax_num_cpu_devices
+  config.update("jax_num_cpu_devices", n)
+  with pytest.raises(RuntimeError, match="jax_num_cpu_devices config should be updated before "
+                     "backends are initialized"):
+    config.update("jax_num_cpu_devices", n + 2)
   assert nbjax.float0 is nbjax.dtypes.float0
   f = nbjax.named_call(lambda x: x * 2, name="double")
   assert f(3) == 6
