@@ -68,7 +68,7 @@ from nbjax.api import live_arrays, pmap
 from nbjax import sharding
 from nbjax.sharding import NamedSharding, Shard, make_mesh, reshard, set_mesh
 from nbjax.sharding import PartitionSpec as P
-from nbjax.interpreters.shard_map import shard_map
+from nbjax.interpreters.shard_map import shard_map, smap
 from nbjax.interpreters.spmd import (make_array_from_callback, make_array_from_process_local_data,
                                      make_array_from_single_device_arrays)
 from nbjax import distributed

@@ -314,6 +314,7 @@ class AbstractDevice(collections.namedtuple("AbstractDevice",
             f"platform={self.platform})")
 
 
+empty_concrete_mesh = Mesh(np.empty((), dtype=object), ())
 _abstract_meshes: dict = {}
 
 
@@ -408,7 +409,7 @@ def get_mesh():
     raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
                      "`jax.sharding.get_abstract_mesh()`?")
   m = _current_mesh()
-  return Mesh(np.empty((), dtype=object), ()) if m is None else m
+  return empty_concrete_mesh if m is None else m
 
 
 def get_abstract_mesh():

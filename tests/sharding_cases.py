@@ -231,7 +231,8 @@ def test_shard_map_misc():
   from nbjax.experimental.shard_map import shard_map
   close(shard_map(lambda a: lax.psum(a.sum(), ("x", "y")), m, P("x", "y"), P())(X), X.sum(),
         1e-4)
-  with pytest.raises(ValueError, match="partitioned"):
+  with pytest.raises(ValueError, match=r"maps array axis 0 \(of size 3\) to mesh axis 'x' "
+                     r"\(of size 2\), but 2 does not evenly divide 3"):  # (JAX's message)
     sm(lambda a: a, P("x"), P("x"))(np.zeros((3, 4)))
   with pytest.raises(NameError):
     sm(lambda a: lax.psum(a, "z"), P("x"), P("x"))(X)
@@ -438,3 +439,57 @@ def test_shard_map_traces_once_per_signature():
   for w in (2.0, 3.0):
     close(nbjax.grad(loss)(w), (np.cos(X64 * w) * X64).sum(), 1e-9)
     close(nbjax.jit(nbjax.grad(loss))(w), (np.cos(X64 * w) * X64).sum(), 1e-9)
+
+
+def test_smap_static_args_and_mesh_checks():
+  """jax.smap, None in_specs leaves (inputs passed as they are), the context mesh, an
+  AbstractMesh made concrete by the inputs, JAX's errors (values and messages from JAX
+  0.10.2; shard_map_test test_smap_*, test_in_spec_none, test_no_mesh_context_error,
+  test_shmap_abstract_mesh_errors, test_rank_errors, test_tree_prefix_error)."""
+  m = meshes()["2x2"]
+  with nbjax.set_mesh(m):
+    f = nbjax.smap(lambda a, b: (a * 2, b + 1), in_axes=(None, 0), out_axes=(None, 0),
+                   axis_name="x")
+    o1, o2 = nbjax.jit(f)(np.arange(4.0), np.arange(4.0))
+    close(o1, [0.0, 2.0, 4.0, 6.0])
+    close(o2, [1.0, 2.0, 3.0, 4.0])
+    g = nbjax.smap(lambda a: a.sum(0, keepdims=True), in_axes=1, out_axes=1, axis_name="y")
+    close(g(np.arange(8.0).reshape(2, 4)), [[4.0, 6.0, 8.0, 10.0]])
+    with pytest.raises(TypeError, match=r"^in_axes was not specified when "
+                       r"axis_name=frozenset\(\{'x'\}\) was of type AxisType.Auto$"):
+      nbjax.smap(lambda a: a, out_axes=0, axis_name="x")(np.arange(4.0))
+    with pytest.raises(TypeError, match=r"^smap axis_name should be a `str` or a `Hashable`, "
+                       r"but got \('x',\)$"):
+      nbjax.smap(lambda a: a, in_axes=0, out_axes=0, axis_name=("x",))
+  obj, seen = object(), []
+  y = nbjax.shard_map(lambda o, x: (seen.append(o), jnp.sin(x))[1], mesh=m,
+                      in_specs=(None, P("x")), out_specs=P("x"))(obj, np.arange(4.0))
+  close(y, np.sin(np.arange(4.0)))
+  assert seen == [obj]
+  with pytest.raises(ValueError, match=r"^The context mesh cannot be empty. Use "
+                     r"`jax.set_mesh\(mesh\)` to enter into a mesh context$"):
+    nbjax.shard_map(lambda x: x, in_specs=P(), out_specs=P())(np.arange(8))
+  with pytest.raises(ValueError, match=r"^shard_map in_specs argument must refer to an axis "
+                     r"marked as manual \(frozenset\(.*\)\), but:\n\n  in_specs refers to 'z'\n\n"
+                     r"Check the in_specs values passed to shard_map.$"):
+    nbjax.shard_map(lambda x: x, mesh=m, in_specs=P("z"), out_specs=P())(np.arange(8))
+  a = nbjax.device_put(np.arange(8.0), NamedSharding(m, P("x")))
+  o = nbjax.shard_map(lambda x: x * 2, mesh=m.abstract_mesh, in_specs=P("x"),
+                      out_specs=P("x"))(a)
+  close(o, np.arange(8.0) * 2)
+  assert o.sharding == NamedSharding(m, P("x"))
+  with pytest.raises(ValueError, match=r"^Please pass `jax.Array`s with a `NamedSharding` as "
+                     r"input to `shard_map` when passing `AbstractMesh` to the mesh argument.$"):
+    nbjax.shard_map(lambda x: x, mesh=m.abstract_mesh, in_specs=P("x"),
+                    out_specs=P("x"))(np.arange(8.0))
+  with pytest.raises(ValueError, match=r"in_specs\[0\] is P\('x', 'y', None\) which has length "
+                     r"3, but the passed args\[0\], where args\[0\] is the index 0 component of "
+                     r"<lambda>'s varargs parameter 'a', has shape float32\[8,4\], which has rank "
+                     r"2 \(and 2 < 3\)"):
+    sm(lambda *a: a[0], (P("x", "y", None), P("x")), P("x"))(X, X)
+  with pytest.raises(ValueError, match=r"out_specs\['hi'\] is P\('x',\) which has length 1, but "
+                     r"<lambda>\(\*args\)\['hi'\]\[0\] has shape float32\[\], which has rank 0"):
+    sm(lambda: {"hi": [jnp.float32(3.0)]}, (), {"hi": P("x")})()
+  with pytest.raises(ValueError, match=r"^pytree structure error: different lengths of list at "
+                     r"key path\n    shard_map in_specs\[0\]\n"):
+    sm(lambda x: x, ([P("x", "y")],), P("x", "y"))([X, X])

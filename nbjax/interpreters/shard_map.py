@@ -38,7 +38,7 @@ from nbjax.interpreters import pjit
 from nbjax.jaxpr import ClosedJaxpr, eval_jaxpr, jaxprs_in_params
 from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, _current_mesh
 
-__all__ = ["shard_map", "shard_map_p"]
+__all__ = ["shard_map", "shard_map_p", "smap", "Infer"]
 
 shard_map_p = Primitive("shard_map")
 shard_map_p.multiple_results = True
@@ -445,47 +445,219 @@ def _check_vma(f, mesh, jaxpr, in_specs, out_specs):
         "passing the check_vma=False argument to `jax.shard_map`.")
 
 
-def _specs(what, tree, specs):
+class InferFromArgs:
+  """``in_specs``' default: read them from the arguments' shardings (Explicit axes only)."""
+
+  def __repr__(self):
+    return "jax.sharding.Infer"
+
+
+Infer = InferFromArgs()
+
+
+def _specs(what, tree, specs, none_leaf=False):
+  """``specs`` (a prefix of ``tree``) broadcast to its leaves; a ``None`` leaf is ``P()``, or,
+  with ``none_leaf``, stays ``None`` (an input passed to ``f`` as it is)."""
   leaf = lambda x: x is None or isinstance(x, PartitionSpec)
+  fill = None if none_leaf else PartitionSpec()
   if leaf(specs):
-    return [specs or PartitionSpec()] * len(tree_util.tree_leaves(tree))
+    return [fill if specs is None else specs] * len(tree_util.tree_leaves(tree))
   leaves, sdef = tree_util.tree_flatten(specs, is_leaf=leaf)
   try:
     subs = sdef.flatten_up_to(tree)
   except (ValueError, TypeError) as e:
+    errs = tree_util.prefix_errors(specs, tree, is_leaf=leaf)
+    if errs:
+      raise errs[0](f"shard_map {what}") from None
     raise ValueError(f"shard_map {what} must be a tree prefix of the corresponding value, got "
                      f"{specs} for value tree {tree_util.tree_structure(tree)}. ({e})") from None
   out = []
   for s, sub in zip(leaves, subs):
     if s is not None and not isinstance(s, PartitionSpec):
       raise TypeError(f"shard_map {what} leaves must be PartitionSpecs, got {s!r}")
-    out.extend([s or PartitionSpec()] * len(tree_util.tree_leaves(sub)))
+    out.extend([fill if s is None else s] * len(tree_util.tree_leaves(sub)))
   return out
 
 
-def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=frozenset(),
+def _check_specs(prefix, specs, manual_axes):
+  """JAX's check that ``specs`` are PartitionSpecs naming only manual axes."""
+  paths = tree_util.tree_flatten_with_path(specs, is_leaf=lambda x: x is None)[0]
+  bad = [f"  {prefix}_specs{tree_util.keystr(k)} is {x} of type {type(x).__name__}, "
+         for k, x in paths if x is not None and not isinstance(x, PartitionSpec)]
+  if bad:
+    raise TypeError(f"shard_map {prefix}_specs argument must be a pytree of "
+                    "`jax.sharding.PartitionSpec` instances, but:\n\n" + "\n\n".join(bad)
+                    + f"\n\nCheck the {prefix}_specs values passed to shard_map.")
+  msgs = [f"  {prefix}_specs{tree_util.keystr(k)} refers to {n!r}" for k, p in paths
+          if p is not None for n in (a for q in p for a in (q if isinstance(q, tuple) else (q,)))
+          if n is not None and n is not PartitionSpec.UNCONSTRAINED and n not in manual_axes]
+  if msgs:
+    raise ValueError(f"shard_map {prefix}_specs argument must refer to an axis marked as "
+                     f"manual ({manual_axes}), but:\n\n" + "\n\n".join(msgs) + "\n\n"
+                     f"Check the {prefix}_specs values passed to shard_map.")
+
+
+def _fun_name(f):
+  return getattr(f, "__name__", str(f))
+
+
+def _arg_where(f, args, key):
+  """JAX's ``, where args[i] is bound to f's parameter 'p',`` for an input's key path."""
+  import inspect
+  try:
+    sig = inspect.signature(f)
+    sig.bind(*args)
+  except (TypeError, ValueError):
+    return ""
+  params = [q for q in sig.parameters.values()
+            if q.kind not in (q.KEYWORD_ONLY, q.VAR_KEYWORD)]
+  i, name = key[0].idx, _fun_name(f)
+  if i >= len(params) or params[i].kind == params[i].VAR_POSITIONAL:
+    return (f", where args{tree_util.keystr(key[:1])} is the index {i - len(params) + 1} "
+            f"component of {name}'s varargs parameter '{params[-1].name}',")
+  return f", where args{tree_util.keystr(key[:1])} is bound to {name}'s parameter '{params[i].name}',"
+
+
+def _spec_key(specs, key):
+  """The key path of the ``specs`` leaf (a prefix of the arguments) covering ``key``."""
+  leaf = lambda x: x is None or isinstance(x, PartitionSpec)
+  for k, _ in tree_util.tree_flatten_with_path(specs, is_leaf=leaf)[0]:
+    if tuple(key[:len(k)]) == tuple(k):
+      return k
+  return ()
+
+
+def _rank_error(what, f, fails):
+  """JAX's message for specs longer than their values' ranks: ``fails`` holds
+  ``(spec_key, spec, where, aval)``."""
+  prefix, put = ("in", "input") if what == "in" else ("out", "output")
+  msgs = [f"* {prefix}_specs{tree_util.keystr(sk)} is {spec} which has length {len(spec)}, but "
+          f"{where} has shape {a.str_short(short_dtypes=False)}, which has rank {a.ndim} (and "
+          f"{a.ndim} < {len(spec)})" for sk, spec, where, a in fails]
+  if len(msgs) == 1:
+    msgs = [msgs[0][2:]]
+  name = _fun_name(f)
+  msg = (f"shard_map applied to the function '{name}' was given an {prefix}_specs entry which "
+         f"is too long to be compatible with the corresponding {put} value from the function:"
+         "\n\n" + "\n\n".join(msgs) + "\n\n" + f"Entries in {prefix}_specs must be of length "
+         f"no greater than the number of axes in the corresponding {put} value.\n\nEither "
+         f"revise the spec to be shorter, or modify '{name}' so that its {put}s have sufficient "
+         "rank.")
+  if any(not a.ndim for *_, a in fails):
+    msg += (f"\n\nFor scalar values (rank 0), consider using an {prefix}_specs entry of `P()`, "
+            "where `P = jax.sharding.PartitionSpec`.")
+    if what == "out":
+      msg += (" In particular, for rank 0 outputs which are not constant over the mesh, add "
+              "at least one (singleton) axis to them so that they can be concatenated using "
+              "out_specs.")
+  return ValueError(msg)
+
+
+def _check_specs_vs_args(f, mesh, args, specs, in_specs_flat, which):
+  """JAX's rank and divisibility errors for the inputs of a shard_map call."""
+  paths = [k for k, _ in tree_util.tree_flatten_with_path(args)[0]]
+  rows = [(k, s, core.get_aval(x)) for k, s, x, dyn in
+          zip(paths, in_specs_flat, tree_util.tree_leaves(args), which) if dyn]
+  where = lambda k: f"the passed args{tree_util.keystr(k)}{_arg_where(f, args, k)}"
+  fails = [(_spec_key(specs, k), s, where(k), a) for k, s, a in rows if len(s) > a.ndim]
+  if fails:
+    raise _rank_error("in", f, fails)
+  msgs, size = [], mesh.shape
+  for k, s, a in rows:
+    for d, ns in enumerate(s._normalized(a.ndim)):
+      n = int(np.prod([size[x] for x in ns])) if ns else 1
+      if ns and a.shape[d] % n:
+        axis = f"axes {ns}" if len(ns) > 1 else f"axis '{ns[0]}'"
+        total = "total " if len(ns) > 1 else ""
+        msgs.append(f"* the passed args{tree_util.keystr(k)} of shape "
+                    f"{a.str_short(short_dtypes=False)}{_arg_where(f, args, k)} corresponds to "
+                    f"in_specs{tree_util.keystr(_spec_key(specs, k))} of value {s}, which maps "
+                    f"array axis {d} (of size {a.shape[d]}) to mesh {axis} (of {total}size {n}), "
+                    f"but {n} does not evenly divide {a.shape[d]}")
+  if msgs:
+    if len(msgs) == 1:
+      msgs = [msgs[0][2:]]
+    name = _fun_name(f)
+    raise ValueError(
+        f"shard_map applied to the function '{name}' was given argument arrays with axis "
+        "sizes that are not evenly divisible by the corresponding mesh axis sizes:\n\n"
+        f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis names "
+        f"{mesh.axis_names}.\n\n" + "\n\n".join(msgs) + "\n\nArray arguments' axis sizes "
+        "must be evenly divisible by the mesh axis or axes indicated by the corresponding "
+        "elements of the argument's in_specs entry. Consider checking that in_specs are "
+        f"correct, and if so consider changing the mesh axis sizes or else padding the input "
+        f"and adapting '{name}' appropriately.")
+
+
+def _resolve_mesh(mesh, args):
+  """The concrete mesh of a ``shard_map`` call, with JAX's checks: the context mesh when
+  ``mesh`` is None; an ``AbstractMesh`` made concrete by the inputs' ``NamedSharding``s."""
+  from nbjax.sharding import AbstractMesh
+  ctx = _current_mesh()
+  if mesh is None:
+    if ctx is None or ctx.empty:
+      raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to enter "
+                       "into a mesh context")
+    mesh = ctx
+  elif (isinstance(mesh, (Mesh, AbstractMesh)) and ctx is not None and not ctx.empty and
+        mesh.abstract_mesh != ctx.abstract_mesh):
+    raise ValueError(f"The context mesh {ctx.abstract_mesh} should match the mesh passed to "
+                     f"shard_map {mesh}")
+  if not isinstance(mesh, (Mesh, AbstractMesh)):
+    raise TypeError("shard_map requires a `jax.sharding.Mesh` or a "
+                    "`jax.sharding.AbstractMesh` instance for its second argument, but got "
+                    f"{mesh} of type {type(mesh)}.")
+  if mesh.empty:
+    raise ValueError(f"shard_map requires a non-empty mesh. Got {mesh}")
+  if isinstance(mesh, AbstractMesh):
+    found = None
+    for x in tree_util.tree_leaves(args):
+      sh = getattr(x, "sharding", None) if type(x) is Array else None
+      if isinstance(sh, NamedSharding):
+        if sh.mesh.abstract_mesh.shape_tuple != mesh.shape_tuple:
+          raise ValueError(f"Mesh shape of the input {sh.mesh.shape_tuple} does not match the "
+                           f"mesh shape passed to shard_map {mesh.shape_tuple}")
+        found = found or sh.mesh
+    if found is None:
+      raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
+                       "`shard_map` when passing `AbstractMesh` to the mesh argument.")
+    mesh = found
+  return mesh
+
+
+def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh=None, axis_names=frozenset(),
               check_vma=True):
-  """Map ``f`` over the blocks of its inputs on ``mesh``: ``in_specs`` (a prefix of the
-  positional arguments, ``PartitionSpec``s) says how each input is split; ``f`` sees one
-  device's block and may call collectives (``psum``, ``all_gather``, ``ppermute``,
-  ``axis_index``...) over mesh axis names; ``out_specs`` says how blocks form the outputs (an
-  axis an out_spec does not name: the output is replicated over it). ``check_vma`` (default
-  True): check statically that each output varies only over the mesh axes its out_spec names
-  (else a ``ValueError``, as JAX); False: an unnamed axis's value is read from its first
-  member."""
+  """Map ``f`` over the blocks of its inputs on ``mesh`` (default: the context mesh):
+  ``in_specs`` (a prefix of the positional arguments, ``PartitionSpec``s; a ``None`` leaf
+  passes its input to ``f`` as it is) says how each input is split; ``f`` sees one device's
+  block and may call collectives (``psum``, ``all_gather``, ``ppermute``, ``axis_index``...)
+  over mesh axis names; ``out_specs`` says how blocks form the outputs (an axis an out_spec
+  does not name: the output is replicated over it). ``check_vma`` (default True): check
+  statically that each output varies only over the mesh axes its out_spec names (else a
+  ``ValueError``, as JAX); False: an unnamed axis's value is read from its first member.
+  ``axis_names``: the mesh axes ``f`` is manual over (default: all); the others are left to
+  the partitioner (values as if ``f`` ran replicated over them)."""
   if f is None:
     return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                              axis_names=axis_names, check_vma=check_vma)
+  return _shard_map(f, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                    axis_names=axis_names, check_vma=check_vma)
+
+
+def _shard_map(f, *, out_specs, in_specs, mesh, axis_names, check_vma, _smap=False):
   if not callable(f):
-    raise TypeError(f"shard_map requires a callable for its first argument, but got {f!r}")
+    raise TypeError("shard_map requires a callable for its first argument, but got "
+                    f"{f} of type {type(f)}.")
   mesh_ = mesh
   cache = {}  # traces per mesh, input structure, block avals and enclosing axes
 
-  def _trace(m, in_tree, avals, ins):
+  def _trace(m, in_tree, avals, ins, which, static):
     box = []
 
     def body(*xs):
-      leaves, t = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(xs))))
+      it, st = iter(xs), iter(static)
+      args = [next(it) if dyn else next(st) for dyn in which]
+      leaves, t = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, args)))
       box.append(t)
       return leaves
 
@@ -494,6 +666,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                                                    fun_name=getattr(f, "__name__", "f"))
     out_tree = box[0]
     outs = _specs("out_specs", out_tree.unflatten([0] * out_tree.num_leaves), out_specs)
+    fails = [(_spec_key(out_specs, k), sp, f"{_fun_name(f)}(*args){tree_util.keystr(k)}", a)
+             for (k, _), sp, a in zip(tree_util.tree_flatten_with_path(
+                 out_tree.unflatten(jaxpr.out_avals))[0], outs, jaxpr.out_avals)
+             if len(sp) > a.ndim]
+    if fails:
+      raise _rank_error("out", f, fails)
     for s in outs:
       NamedSharding(m, s)  # names exist, none twice
     closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
@@ -503,37 +681,90 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
   @functools.wraps(f)
   def wrapped(*args):
-    m = mesh_ if mesh_ is not None else _current_mesh()
-    if not isinstance(m, Mesh):
-      raise TypeError("shard_map requires a `mesh` argument (a Mesh) or an enclosing "
-                      f"`with mesh:`, got {m!r}")
-    if in_specs is None:  # JAX infers them only over Explicit axes (nbjax's are Auto)
-      names = frozenset(axis_names or m.axis_names)
-      raise TypeError("shard_map in_specs argument must be a pytree of "
-                      "`jax.sharding.PartitionSpec` instances, but it was `None` when "
-                      f"axis_names={names} are of type "
-                      + ", ".join(str(t) for t in m.axis_types))
+    m = _resolve_mesh(mesh_, args)
+    if not isinstance(axis_names, (frozenset, set)):
+      raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` or "
+                      f"`set`. Got type: {type(axis_names)}")
+    names = frozenset(axis_names) or frozenset(m.axis_names)
+    if not names <= frozenset(m.axis_names):
+      raise ValueError(f"jax.shard_map requires axis_names={names} to be a subset of "
+                       f"mesh.axis_names={frozenset(m.axis_names)}")
+    specs = in_specs
+    if specs is Infer:
+      from nbjax.sharding import AxisType
+      types = dict(zip(m.axis_names, m.axis_types))
+      shs = [getattr(x, "sharding", None) if type(x) is Array else None
+             for x in tree_util.tree_leaves(args)]
+      if not all(types[a] == AxisType.Explicit for a in names) or not all(
+          isinstance(s, NamedSharding) and s.mesh == m for s in shs):
+        kinds = ", ".join(str(types[a]) for a in names)
+        raise TypeError(f"in_axes was not specified when axis_name={names} was of type {kinds}"
+                        if _smap else "shard_map in_specs argument must be a pytree of "
+                        "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                        f"axis_names={names} are of type {kinds}")
+      specs = tuple(tree_util.tree_unflatten(tree_util.tree_structure(args),
+                                             [s.spec for s in shs]))
+    elif specs is not None:
+      _check_specs("in", specs, names)
+    _check_specs("out", out_specs, names)
     flat, in_tree = tree_util.tree_flatten(args)
-    ins = _specs("in_specs", args, in_specs if isinstance(in_specs, tuple) and not
-                 isinstance(in_specs, PartitionSpec) else in_specs)
+    all_ins = _specs("in_specs", args, specs, none_leaf=True)
+    which = tuple(s is not None for s in all_ins)
+    static = [x for x, dyn in zip(flat, which) if not dyn]
+    dyn = [x for x, d in zip(flat, which) if d]
+    ins = [s for s in all_ins if s is not None]
+    _check_specs_vs_args(f, m, args, specs, all_ins, which)
     avals = []
-    for i, (x, s) in enumerate(zip(flat, ins)):
+    for i, (x, s) in enumerate(zip(dyn, ins)):
       a = core.get_aval(x)
       sh = NamedSharding(m, s)
       sh.check(a.shape, f"shard_map in_specs (argument {i})")
       avals.append(a.update(shape=sh.shard_shape(a.shape)))
-    key = (m, in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals),
+    key = (m, in_tree, which, tuple((a.shape, a.dtype, a.weak_type) for a in avals),
            core._axis_env.env)
-    hit = cache.get(key)
+    hit = None
+    if not static:
+      hit = cache.get(key)
     if hit is None:
-      hit = _trace(m, in_tree, avals, ins)
-      if not any(isinstance(c, core.Tracer) for c in hit[1]):  # (closed-over tracers: not kept)
-        cache[key] = hit
+      hit = _trace(m, in_tree, avals, ins, which, static)
+      if not static and not any(isinstance(c, core.Tracer) for c in hit[1]):
+        cache[key] = hit  # (closed-over tracers, static arguments: not kept)
     closed, consts, out_tree, outs = hit
-    res = shard_map_p.bind(*consts, *flat, jaxpr=closed, mesh=m,
+    res = shard_map_p.bind(*consts, *dyn, jaxpr=closed, mesh=m,
                            in_specs=(PartitionSpec(),) * len(consts) + tuple(ins),
                            out_specs=tuple(outs), name=getattr(f, "__name__", "f"),
                            check_vma=check_vma)
     return tree_util.tree_unflatten(out_tree, res)
 
   return wrapped
+
+
+def _axes_to_pspec(axis_name, axis):
+  return PartitionSpec() if axis is None else PartitionSpec(*[None] * axis, axis_name)
+
+
+def smap(f=None, /, *, in_axes=Infer, out_axes, axis_name):
+  """Single-axis ``shard_map``: ``f`` manual over the context mesh's axis ``axis_name``, each
+  input split along its ``in_axes`` entry (an int, or None: not split) and each output
+  joined along its ``out_axes`` entry, as ``vmap``'s axes say."""
+  if f is None:
+    return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+  if isinstance(axis_name, (list, tuple)):
+    raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
+  if in_axes is not None and in_axes is not Infer and not isinstance(in_axes, (int, tuple)):
+    raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or a tuple of "
+                    "entries corresponding to the positional arguments passed to the "
+                    f"function, but got {in_axes}.")
+  if in_axes is not Infer and not all(isinstance(a, int)
+                                      for a in tree_util.tree_leaves(in_axes)):
+    raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or (nested) "
+                    f"container with those types as leaves, but got {in_axes}.")
+  if not all(isinstance(a, int) for a in tree_util.tree_leaves(out_axes)):
+    raise TypeError("smap out_axes must be an int, None, or (nested) container with those "
+                    f"types as leaves, but got {out_axes}.")
+  to_spec = functools.partial(_axes_to_pspec, axis_name)
+  in_specs = (Infer if in_axes is Infer else
+              tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None))
+  out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=lambda x: x is None)
+  return _shard_map(f, mesh=None, in_specs=in_specs, out_specs=out_specs,
+                    axis_names={axis_name}, check_vma=True, _smap=True)
