@@ -1681,6 +1681,21 @@ def eval_shape(fun, *args, **kwargs):
 # --------------------------------------------------------------------- pmap
 
 
+def _pmap_in_axes_error(msg, kwargs):
+  """JAX's message for pmap ``in_axes`` that are no tree prefix of the arguments."""
+  msg += ("\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the "
+          "pmapped function, and the value of `in_axes` must be a tree prefix of that tuple. "
+          "But it was not a prefix.")
+  if kwargs:
+    msg += ("\n\nWhen some arguments are passed by keyword to the pmapped function, they are "
+            "not included in the comparison to `in_axes`. Instead, each argument passed by "
+            "keyword is mapped over its leading axis. See the description of `in_axes` in the "
+            "`pmap` docstring: "
+            "https://docs.jax.dev/en/latest/_autosummary/jax.pmap.html#jax.pmap")
+  return msg + ("\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree "
+                "prefix of the tuple of arguments passed positionally to the pmapped function.")
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -1721,17 +1736,18 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     """-> (closed per-device jaxpr with consts as leading invars, consts, flat in axes, flat
     out axes, out tree, size); cached by the signature."""
     args_flat, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
-    if isinstance(in_axes, tuple) and len(in_axes) != len(dyn_args) + len(statics):
-      raise ValueError("pmap in_axes must be an int, None, or a tuple of entries "
-                       "corresponding to the positional arguments passed to the function, "
-                       f"but got len(in_axes)={len(in_axes)}, len(args)="
-                       f"{len(dyn_args) + len(statics)}")
     ax_flat = axes_cache.get(in_tree)
     if ax_flat is None:
       dyn_in_axes = in_axes
       if isinstance(in_axes, tuple) and statics:
         dyn_in_axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
-      ax_flat = _flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+      try:
+        ax_flat = _flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, 0), kws=True)
+      except ValueError:
+        errs = tree_util.prefix_errors((dyn_in_axes, 0), (dyn_args, kwargs))
+        if not errs:
+          raise
+        raise ValueError(_pmap_in_axes_error(errs[0]("pmap in_axes").args[0], kwargs)) from None
       if len(axes_cache) < 64:
         axes_cache[in_tree] = ax_flat
     n = _mapped_axis_size(fun, in_tree, args_flat, ax_flat, "pmap", axis_size)

@@ -417,3 +417,23 @@ def test_remat_axis_index_keys():
   want = np.array([f2 for f2 in nbjax.vmap(f, axis_name="i")(keys)])
   for remat in (nbjax.remat, nbjax.checkpoint):
     assert np.array_equal(nbjax.pmap(remat(f), axis_name="i")(keys), want)
+
+
+def test_in_axes_prefix_errors():
+  # JAX 0.10.2's messages (pmap_test testInAxesPyTreePrefixMismatchError*): the key path
+  # counts (args, kwargs), keyword arguments are mapped on axis 0 and left out
+  x = jnp.array([3.14])
+  with pytest.raises(ValueError) as e:
+    nbjax.pmap(lambda x, y: x, in_axes=((0, 0, 0), 0))((x, x), x)
+  assert str(e.value) == (
+      "pytree structure error: different lengths of tuple at key path\n    pmap in_axes[0][0]\n"
+      "At that key path, the prefix pytree pmap in_axes has a subtree of type tuple of length "
+      "3, but the full pytree has a subtree of the same type but of length 2.\n\nThe 'full "
+      "pytree' here is the tuple of arguments passed positionally to the pmapped function, and "
+      "the value of `in_axes` must be a tree prefix of that tuple. But it was not a prefix.\n\n"
+      "Check that the value of the `in_axes` argument to `pmap` is a tree prefix of the tuple "
+      "of arguments passed positionally to the pmapped function.")
+  with pytest.raises(ValueError, match=r"(?s)pmap in_axes\[0\]\n.*of length 2, but the full "
+                     r"pytree has a subtree of the same type but of length 1.*each argument "
+                     "passed by keyword is mapped over its leading axis"):
+    nbjax.pmap(lambda x, y: x, in_axes=(0, 0))(x, y=x)
