@@ -207,7 +207,8 @@ class _Sequential(_Hashed):
   def __call__(self, *args):
     rows = []
     for i in range(self.size):
-      ins = [a if d is None else np.take(a, i, axis=d) for a, d in zip(args, self.dims)]
+      ins = [a if d is None else np.take(np.asarray(a), i, axis=d)
+             for a, d in zip(args, self.dims)]
       rows.append(_check_results(self.fn(*ins), self.result_avals, copy=False))
     if not self.size:
       return [np.zeros((0, *a.shape), a.dtype) for a in self.result_avals]
@@ -688,6 +689,8 @@ registry.register(
               samples=_samples(dict(ordered=False)),
               jvp_error=(ValueError, "IO callbacks do not support JVP"),
               note=_NOTE.format("IO effect: kept, run in program order") + _NO_AD))
+# eagerly the callback gets the operands as they are (an Array keeps its weak type, as JAX's)
+debug_callback_p.make_eager = lambda prim, f_small, f_large, thr: _debug_impl
 registry.register(
     debug_callback_p, family="callback", impls={"python": _debug_impl},
     abstract_eval=_debug_abstract_eval, jvp=_debug_jvp, transpose=_debug_transpose,

@@ -672,3 +672,19 @@ def test_debug_log_as_jax(caplog):
   recs = [r for r in caplog.records if r.name == "nbjax.debug"]
   assert [r.getMessage() for r in recs] == ["x=4", "x=9", "x=0", "x=1"]
   assert {(r.levelno, r.pathname, r.lineno) for r in recs} == {(logging.INFO, __file__, line)}
+
+
+def test_debug_callback_operands_keep_weak_type_eagerly():
+  # JAX 0.10.2 (x64): eagerly and under grad the callback gets the Array as it is (a Python
+  # scalar weakly typed); under jit and vmap the values of the run (not weak)
+  seen = []
+  cb = lambda v: seen.append((v.dtype, v.weak_type))
+  nbjax.debug.callback(cb, jnp.array(2.))
+  nbjax.debug.callback(cb, 2.)
+  nbjax.debug.callback(cb, np.float32(2.))
+  grad(lambda x: (nbjax.debug.callback(cb, x), jnp.sin(x))[1])(2.)
+  jit(lambda x: nbjax.debug.callback(cb, x))(2.)
+  vmap(lambda x: nbjax.debug.callback(cb, x))(jnp.array([2.]))
+  f64, f32 = np.dtype(np.float64), np.dtype(np.float32)
+  assert seen == [(f64, True), (f64, True), (f32, False), (f64, True), (f64, False),
+                  (f64, False)]

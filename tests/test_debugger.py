@@ -45,6 +45,13 @@ def test_vmap_enters_once_per_element():
   assert out.shape == (2,)
 
 
+def test_grad_sees_primal_values():
+  stdin, stdout = session(["p x", "c"])
+  assert float(nbjax.grad(lambda x: f(stdin, stdout, x))(jnp.array(2.))) == pytest.approx(
+      -0.4161468365471424)
+  assert stdout.getvalue() == "Entering jdb:\n(jdb) Array(2., dtype=float64, weak_type=True)\n(jdb) "
+
+
 def test_token_form():
   def g(stdin, stdout, x):
     t = nbjax.debug.breakpoint(stdin=stdin, stdout=stdout, backend="cli", token=x)
