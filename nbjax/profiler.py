@@ -128,6 +128,21 @@ def stop_trace():
       _state.session, _state.log_dir, _state.perfetto = None, None, False
 
 
+def stop_and_get_fdo_profile():
+  """Stops the running trace and returns its feedback-directed-optimization profile (XLA's;
+  meaningful on GPUs), as JAX's ``jax._src.profiler.stop_and_get_fdo_profile``.
+
+  Raises a RuntimeError if a trace hasn't been started.
+  """
+  with _state.lock:
+    if _state.session is None:
+      raise RuntimeError("No profile started")
+    try:
+      return _lib().get_fdo_profile(_state.session.stop())
+    finally:
+      _state.session, _state.log_dir, _state.perfetto = None, None, False
+
+
 @contextmanager
 def trace(log_dir, create_perfetto_link=False, create_perfetto_trace=False,
           profiler_options=None):

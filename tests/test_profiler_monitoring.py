@@ -128,3 +128,15 @@ def test_topologies_as_jax_on_cpu():
     topologies.get_topology_desc(platform="cpu")
   with pytest.raises(RuntimeError, match="JAX TPU support not installed"):
     topologies.get_topology_desc()
+
+
+def test_stop_and_get_fdo_profile_as_jax():
+  """JAX's stop_and_get_fdo_profile: stops the running trace (a later one may start) and
+  returns XLA's FDO profile; without a trace, JAX's RuntimeError."""
+  with pytest.raises(RuntimeError, match="No profile started"):
+    profiler.stop_and_get_fdo_profile()
+  profiler.start_trace("unused")
+  nbjax.jit(lambda x: x + 1)(1.0)
+  assert isinstance(profiler.stop_and_get_fdo_profile(), (bytes, str))
+  with pytest.raises(RuntimeError, match="No profile started"):
+    profiler.stop_trace()
