@@ -186,6 +186,12 @@ def test_errors():
     jet(lambda x: x if x > 0 else -x, (1.,), ((1.,),))
 
 
+def test_tracer_repr():
+  seen = []
+  jet(lambda x: seen.append((repr(x), str(x))) or x, (1.,), ((1.,),))
+  assert seen == [("JetTracer<~float64[]>", "JetTracer<~float64[]>")]
+
+
 @pytest.mark.parametrize("name, f", [
     ("scan", lambda x: lax.scan(lambda c, _: (c * 2., None), x, None, length=3)[0]),
     ("while", lambda x: lax.while_loop(lambda c: c < 10, lambda c: c * 2., x)),

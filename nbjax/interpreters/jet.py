@@ -51,6 +51,9 @@ class JetTracer(Tracer):
       a = self._aval = get_aval(self.primal)
     return a
 
+  def __repr__(self):  # JAX's: ``JetTracer<~float64[]>``
+    return f"JetTracer<{self.aval}>"
+
   def full_lower(self):
     if self.terms is zero_series or all(t is zero_term for t in self.terms):
       return self.primal
