@@ -493,3 +493,33 @@ def test_smap_static_args_and_mesh_checks():
   with pytest.raises(ValueError, match=r"^pytree structure error: different lengths of list at "
                      r"key path\n    shard_map in_specs\[0\]\n"):
     sm(lambda x: x, ([P("x", "y")],), P("x", "y"))([X, X])
+
+
+def test_key_arrays_and_constraints_in_sharded_jit():
+  """Key arrays through a sharded jit and with_sharding_constraint, and a jit whose only
+  sharding is a constraint inside it, as JAX 0.10.2's (pjit_test test_prng_key_wsc,
+  test_wsc_named_sharding_nullary, shard_map_test test_sharded_random_bits)."""
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x"))
+  k = nbjax.random.split(nbjax.random.key(0), 4)
+  f = nbjax.jit(lambda k: nbjax.random.split(k[0], 4), in_shardings=s, out_shardings=s)
+  o = f(nbjax.device_put(k, s))
+  assert o.shape == (4,) and str(o.dtype) == "key<fry>" and o.sharding == s
+  assert int(np.asarray(nbjax.random.key_data(o)).astype(np.uint32).sum(dtype=np.uint32)) == \
+      341350081
+  g = nbjax.jit(lambda k: lax.with_sharding_constraint(k, NamedSharding(m, P("y"))))
+  o2 = g(k)
+  assert o2.sharding == NamedSharding(m, P("y"))
+  np.testing.assert_array_equal(nbjax.random.key_data(o2), nbjax.random.key_data(k))
+  h = nbjax.jit(lambda v: lax.with_sharding_constraint(v, NamedSharding(m, P("y"))) * 2)
+  for _ in range(2):  # (the second call on the fast path)
+    y = h(np.arange(4.0))
+    close(y, [0.0, 2.0, 4.0, 6.0])
+    assert y.sharding == NamedSharding(m, P("y"))
+  z = nbjax.jit(lambda: lax.with_sharding_constraint(np.arange(8.0), s))()
+  close(z, np.arange(8.0))
+  assert z.sharding == s
+  with nbjax.set_mesh(m):
+    r = nbjax.jit(nbjax.smap(lambda a: a * 2, in_axes=0, out_axes=0, axis_name="x"))(
+        np.arange(4.0))
+  assert r.sharding == NamedSharding(m, P("x")) and r.addressable_data(0).shape == (2,)

@@ -465,6 +465,32 @@ def _has_pmap(jaxpr):
 _maps: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+_constraint_meshes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _constraint_mesh(closed):
+  """The mesh of the first ``with_sharding_constraint`` (a NamedSharding) in ``closed`` or
+  its sub-jaxprs, else None: such a jit runs as one SPMD program over that mesh."""
+  hit = _constraint_meshes.get(closed, False)
+  if hit is False:
+    hit = _constraint_meshes[closed] = _find_constraint_mesh(closed.jaxpr)
+  return hit
+
+
+def _find_constraint_mesh(jaxpr):
+  from nbjax.jaxpr import jaxprs_in_params
+  for e in jaxpr.eqns:
+    if e.primitive.name == "sharding_constraint":
+      s = e.params["sharding"]
+      if getattr(s, "_spmd", False) and hasattr(s, "mesh"):
+        return s.mesh
+    for j in jaxprs_in_params(e.params):
+      m = _find_constraint_mesh(getattr(j, "jaxpr", j))
+      if m is not None:
+        return m
+  return None
+
+
 def _holds_maps(closed):
   """Whether ``closed`` holds a pmap or shard_map (then it runs as ``_Interpreted``, also
   with sharded inputs: the maps say where their blocks go)."""
@@ -1134,7 +1160,8 @@ class JitWrapped:
     consts = entry.closed.consts
     if trace is core.eval_trace:
       if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
-                               for x in flat)) and not _holds_maps(entry.closed):
+                               for x in flat) or _constraint_mesh(entry.closed) is not None
+          ) and not _holds_maps(entry.closed):
         exe = self._spmd_executable(entry, args, kwargs, flat)
         if self._simple and not kwargs:
           self._spmd_mono(exe, entry, args)
@@ -1235,7 +1262,8 @@ class JitWrapped:
     outs_tree = entry.out_tree.unflatten([0] * entry.out_tree.num_leaves)
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
     outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
-    return spmd.executable(entry.closed, self._name, ins, outs)
+    return spmd.executable(entry.closed, self._name, ins, outs,
+                           mesh=_constraint_mesh(entry.closed))
 
   def _spmd_mono(self, exe, entry, args):
     """Make ``exe``'s guarded runner (``SpmdExecutable.runner``) the monomorphic fast path:
@@ -1310,7 +1338,8 @@ class JitWrapped:
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
     if fast_key is not None and core._ctx.trace is core.eval_trace and \
-        self._cache.get(key) is entry and not self._sharded:  # sharded: _spmd_mono
+        self._cache.get(key) is entry and not self._sharded and \
+        _constraint_mesh(entry.closed) is None:  # sharded: _spmd_mono
       exe = entry.executable()
       self._fast[fast_key] = exe.runner(entry.out_tree)
       mono = exe.runner(entry.out_tree, guarded=True)

@@ -429,7 +429,7 @@ class ReplicatedJit:
   (``num_replicas`` = what its maps need): every replica computes the unmapped parts on the
   same values (they are replicated), each map lowers inline (``lower_inline``) and leaves
   its outputs gathered, so every replica ends with the same results; replica 0's are
-  returned. Why replicas: the maps' collectives already lower to replica groups (pmap's
+  returned (an output a top-level shard_map returns placed as its out_spec says, as JAX's). Why replicas: the maps' collectives already lower to replica groups (pmap's
   route, jaxlib's PJRT CPU client runs it), with no SPMD partitioner or manual-sharding
   custom calls involved. Built by ``pjit`` for such a jaxpr; a jaxpr that cannot be one
   program (host callbacks, a pmap given ``devices``) runs equation by equation instead
@@ -444,11 +444,29 @@ class ReplicatedJit:
                               name=f"jit_{name}", compiler_options=compiler_options)
     _stats["compiles"] += 1
     self.out_avals, self._to_numpy = closed.out_avals, xla._to_numpy
+    self.places = _shard_map_out_shardings(closed.jaxpr)
 
   def run(self, args):
     host = [x._value if type(x) is Array else np.asarray(x) for x in args]
     res = self.rep.run(host)
-    return [_wrap(self._to_numpy(bufs[0]), a.weak_type) for bufs, a in zip(res, self.out_avals)]
+    outs = [_wrap(self._to_numpy(bufs[0]), a.weak_type) for bufs, a in zip(res, self.out_avals)]
+    if self.places:  # a shard_map's outputs: laid out as its out_specs say, as JAX's
+      from nbjax.interpreters import spmd
+      for i, s in self.places:
+        outs[i] = spmd.put(outs[i], s)
+    return outs
+
+
+def _shard_map_out_shardings(jaxpr):
+  """``(i, NamedSharding(mesh, out_spec))`` for each output of ``jaxpr`` that a top-level
+  ``shard_map`` (over a mesh of this process) returns."""
+  from nbjax.sharding import NamedSharding
+  made = {}
+  for e in jaxpr.eqns:
+    if e.primitive.name == "shard_map" and not e.params["mesh"].is_multi_process:
+      for v, spec in zip(e.outvars, e.params["out_specs"]):
+        made[v] = NamedSharding(e.params["mesh"], spec)
+  return [(i, made[v]) for i, v in enumerate(jaxpr.outvars) if v in made]
 
 
 # ----------------------------------------------------------------------- transformation rules

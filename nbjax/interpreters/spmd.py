@@ -342,10 +342,20 @@ class SpmdExecutable:
   ``in_shs``/``out_shs``: per flat input/output, a Sharding or None (inputs: replicated;
   outputs: XLA's choice)."""
 
-  def __init__(self, closed, name, in_shs, out_shs):
-    from nbjax.interpreters import mlir
+  def __init__(self, closed, name, in_shs, out_shs, mesh=None):
+    from nbjax.interpreters import mlir, lowering
     xla, xc, rt = _jl()
+    # key arrays (extended dtypes) in and out: the program takes and gives their data, placed
+    # as the keys' shardings say (the trailing key-data axes replicated)
+    ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
+    self.key_in = [i for i, a in enumerate(closed.in_avals) if ext(a)]
+    self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
+    if self.key_in or self.key_out:
+      closed = lowering.physicalize(closed)
+    hint = mesh
     mesh, devs = _mesh_of(list(in_shs) + list(out_shs))
+    if devs is None and hint is not None:  # (the mesh of a sharding constraint inside)
+      mesh, devs = hint, tuple(hint.devices.flat)
     self.mesh, self.devs = mesh, list(devs)
     in_avals, out_avals = closed.in_avals, closed.out_avals
     repl = NamedSharding(mesh, PartitionSpec()) if mesh is not None else \
@@ -422,6 +432,18 @@ class SpmdExecutable:
 
   def run(self, args):
     """Outputs for ``args`` (anything array-like; put onto ``in_shs`` where not already)."""
+    if self.key_in or self.key_out:
+      from nbjax.interpreters import lowering
+      args = list(args)
+      for i in self.key_in:
+        args[i] = args[i]._base_array
+      outs = self._run(args)
+      for i, impl in self.key_out:
+        outs[i] = lowering.key_wrap(impl, outs[i])
+      return outs
+    return self._run(args)
+
+  def _run(self, args):
     xla, xc, rt = _jl()
     gs = [_global(x, s) for x, s in zip(args, self.in_shs)]
     hs = self._outputs()
@@ -460,7 +482,7 @@ class SpmdExecutable:
     from nbjax.config import config
     from nbjax.interpreters.pjit import MISS, finish_sharded_run
     hs = self._outputs()
-    if hs is None:
+    if hs is None or self.key_in or self.key_out:
       return None
     xla, xc, rt = _jl()
     env = {"_Array": Array, "_new": object.__new__, "_MISS": MISS, "_config": config,
@@ -487,14 +509,14 @@ class SpmdExecutable:
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def executable(closed, name, in_shs, out_shs):
+def executable(closed, name, in_shs, out_shs, mesh=None):
   per = _cache.get(closed)
   if per is None:
     per = _cache[closed] = {}
-  key = (tuple(in_shs), tuple(out_shs))
+  key = (tuple(in_shs), tuple(out_shs), mesh)
   exe = per.get(key)
   if exe is None:
-    exe = per[key] = SpmdExecutable(closed, name, in_shs, out_shs)
+    exe = per[key] = SpmdExecutable(closed, name, in_shs, out_shs, mesh)
   return exe
 
 
@@ -529,6 +551,9 @@ def _sc_batch(axis_data, vals, dims, *, sharding):
 _sc_batch.wants_axis_data = True
 
 sharding_constraint_p.make_eager = lambda prim, f_small, f_large, thr: _sc_impl  # (placed)
+# on key arrays' data (under jit): the same sharding, the trailing key-data axes replicated
+sharding_constraint_p.physical_rule = lambda avals, x, *, sharding: sharding_constraint_p.bind(
+    x, sharding=sharding)
 registry.register(
     sharding_constraint_p, family="parallel", impls={"python": _sc_impl},
     abstract_eval=lambda aval, **_: aval, batch=_sc_batch,
