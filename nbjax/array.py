@@ -577,3 +577,44 @@ def clear_pool():
   global _pool_bytes
   _pool.clear()
   _pool_bytes = 0
+
+
+# jax_array_garbage_collection_guard: while it is "log" or "fatal", Array has a __del__
+# (none otherwise: deletion stays free) reporting an array freed during a garbage
+# collection, i.e. held by a reference cycle rather than freed by reference counting.
+_GC_MESSAGE = ("`jax.Array` was deleted by the Python garbage collector instead of reference "
+               "counting. Break the reference cycle that delays the deletion of this "
+               "`jax.Array` to avoid hogging memory.\n")
+_collecting = [False]
+
+
+def _gc_phase(phase, info):
+  _collecting[0] = phase == "start"
+
+
+def _gc_guard_del(self):
+  if _collecting[0]:
+    mode = core.config._flags["array_garbage_collection_guard"]
+    if mode == "log" or mode == "fatal":
+      sys.stderr.write(_GC_MESSAGE)
+      if mode == "fatal":
+        import os
+        sys.stderr.flush()
+        os.abort()
+
+
+def _gc_guard(name, value):
+  if name == "array_garbage_collection_guard":
+    import gc
+    on = value == "log" or value == "fatal"
+    if on and "__del__" not in Array.__dict__:
+      Array.__del__ = _gc_guard_del
+      gc.callbacks.append(_gc_phase)
+    elif not on and "__del__" in Array.__dict__:
+      del Array.__del__
+      gc.callbacks.remove(_gc_phase)
+      _collecting[0] = False
+
+
+core.config.add_listener(_gc_guard)
+_gc_guard("array_garbage_collection_guard", core.config._flags["array_garbage_collection_guard"])

@@ -140,6 +140,9 @@ _OPTIONS = {
     **{f"transfer_guard{d}": (None, _choice(None, "allow", "log", "disallow", "log_explicit",
                                            "disallow_explicit"))
        for d in ("", "_host_to_device", "_device_to_device", "_device_to_host")},
+    # "log" / "fatal": an Array freed by Python's garbage collector (a reference cycle held
+    # it) writes JAX's error to stderr / then aborts; None / "allow": nothing (nbjax.array)
+    "array_garbage_collection_guard": (None, _choice(None, "allow", "log", "fatal")),
 }
 
 

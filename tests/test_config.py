@@ -578,3 +578,43 @@ def test_option_definers_as_jax():
       decorated(False)
   decorated(True)
   assert b.value is True
+
+
+def test_array_garbage_collection_guard(capsys):
+  # garbage_collection_guard_test: "log" reports an Array freed by the garbage collector (one
+  # reachable from a reference cycle), not one freed by reference counting; "fatal" aborts
+  import gc
+  import subprocess
+  import sys
+  import nbjax.numpy as jnp
+  msg = "`jax.Array` was deleted by the Python garbage collector"
+
+  class Holder:
+    pass
+
+  def cycle():
+    h = Holder()
+    h.x, h.me = jnp.ones(3), h
+
+  with pytest.raises(ValueError, match="new enum value must be None or in"):
+    nbjax.config.update("jax_array_garbage_collection_guard", "warn")
+  with nbjax.config.override("jax_array_garbage_collection_guard", "log"):
+    x = jnp.ones(2)
+    del x
+    gc.collect()
+    assert msg not in capsys.readouterr().err
+    cycle()
+    gc.collect()
+    assert msg in capsys.readouterr().err
+  cycle()  # the default (None, as "allow"): silent
+  gc.collect()
+  assert msg not in capsys.readouterr().err
+  assert "__del__" not in nbjax.Array.__dict__  # no cost when off
+  code = ("import gc, nbjax, nbjax.numpy as jnp\n"
+          "nbjax.config.update('jax_array_garbage_collection_guard', 'fatal')\n"
+          "class H: pass\n"
+          "h = H(); h.x, h.me = jnp.ones(3), h; del h\n"
+          "gc.collect(); print('survived')\n")
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                     cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+  assert r.returncode != 0 and msg in r.stderr and "survived" not in r.stdout
