@@ -1,5 +1,7 @@
 """nbjax.experimental.jet (Taylor-mode AD) against JAX 0.10.2: every expected number below is
 what JAX 0.10.2 (x64 on) returns for the same call."""
+import math
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,101 @@ def test_primitives_without_a_rule_raise_key_error(name, f):
   with pytest.raises(KeyError) as e:
     jet(f, (1.,), ((1.,),))
   assert str(e.value) == name
+
+
+# ------------------------------------------------------------------ generated from the registry
+# Every primitive with a jet rule, on its registry cases: the factorial-scaled series out of
+# jet are the derivatives along the curve x(t) = x + sum_i t^i / i! x_i (inexact arguments;
+# the others held fixed), taken here by nested jvp (itself checked against central
+# differences in test_generated_transforms).
+
+from nbjax import dtypes, registry  # noqa: E402
+from nbjax import testing as T  # noqa: E402
+from nbjax.interpreters import jet as jet_interp  # noqa: E402
+
+JET_PRIMS = [p for p in registry.primitives(builtin_only=True) if p.jet is not None
+             and p.family != "call"]
+ORDER = 3
+
+
+def _float_dtype(prim):
+  ds = [np.dtype(d) for d in prim.meta.get("dtypes", ())]
+  return next((np.dtype(d) for d in (np.float64, np.complex128) if np.dtype(d) in ds), None)
+
+
+def _curve_derivatives(f, args, series, inexact):
+  """Derivatives of orders 1..ORDER at t = 0 of ``f`` along the curve, by nested jvp."""
+  def along(t):
+    return f(*[a + sum(t ** (i + 1) / math.factorial(i + 1) * s for i, s in enumerate(ss))
+               if ok else a for a, ss, ok in zip(args, series, inexact)])
+
+  def deriv(g):
+    return lambda t: nbjax.jvp(g, (t,), (jnp.ones_like(t),))[1]
+  outs, g = [], along
+  for _ in range(ORDER):
+    g = deriv(g)
+    outs.append(g(jnp.zeros((), np.float64)))
+  return outs
+
+
+def _tolerance(x):
+  d = np.asarray(x).dtype
+  return 2e-2 if d.itemsize <= 2 else 1e-5 if d in (np.float32, np.complex64) else 1e-6
+
+
+def _smooth_case(prim, args):
+  # JAX's clamp jvp gives the bounds no tangent where lo >= hi (the result is hi there):
+  # bounds pulled apart
+  if prim.name != "clamp":
+    return args
+  lo, x, hi = (np.asarray(a) for a in args)
+  return [np.minimum(lo, hi) - 0.25, x, np.maximum(lo, hi) + 0.25]
+
+
+@pytest.mark.parametrize("prim", JET_PRIMS, ids=lambda p: p.name)
+def test_jet_rule_vs_nested_jvp(prim):
+  dtype = _float_dtype(prim)
+  if dtype is None:
+    pytest.skip(f"'{prim.name}' accepts no float64/complex128 dtype")
+  cases = T.primitive_cases(prim, dtype, np.random.default_rng(0))[:4]
+  if not cases:
+    pytest.skip(f"'{prim.name}': no registry cases")
+  rng = np.random.default_rng(3)
+  checked = 0
+  for args, params in cases:
+    args = _smooth_case(prim, args)
+    f = T.prim_fun(prim, params)
+    inexact = [dtypes.is_inexact(np.asarray(a).dtype) for a in args]
+    series = [[np.asarray(T.rand_like(rng, a)) if ok else np.zeros_like(a)
+               for _ in range(ORDER)] for a, ok in zip(args, inexact)]
+    outs = f(*args)
+    outs = list(outs) if prim.multiple_results else [outs]
+    primal, terms = jet(f, args, series)
+    if not prim.multiple_results:
+      primal, terms = [primal], [terms]
+    for o, p in zip(outs, primal):  # (a rule by composition rounds its own way)
+      if dtypes.is_inexact(np.asarray(o).dtype):
+        with np.errstate(invalid="ignore"):  # (NaNs of bitcasts, cast for the comparison)
+          np.testing.assert_allclose(p, o, rtol=_tolerance(o), err_msg=f"'{prim.name}' primal")
+      else:
+        np.testing.assert_array_equal(p, o, err_msg=f"'{prim.name}' primal")
+    if not all(dtypes.is_inexact(np.asarray(o).dtype) for o in outs):
+      # comparisons and the like: a locally constant output has zero series (a conversion
+      # to an integer or bool maps its series through, as JAX's linear rule does)
+      if getattr(prim.jet, "func", None) is jet_interp.zero_prop:
+        assert all(not np.any(np.asarray(t)) for ts in terms for t in ts), prim.name
+      checked += 1
+      continue
+    want = _curve_derivatives(f, args, series, inexact)
+    want = [list(w) if prim.multiple_results else [w] for w in want]
+    if not all(np.all(np.isfinite(np.asarray(x))) for w in want for x in w):
+      continue  # the edge of the domain
+    for i, o in enumerate(outs):
+      tol = _tolerance(o)
+      for k in range(ORDER):
+        np.testing.assert_allclose(
+            np.asarray(terms[i][k], np.complex128 if np.iscomplexobj(o) else np.float64),
+            np.asarray(want[k][i], np.complex128 if np.iscomplexobj(o) else np.float64),
+            rtol=tol, atol=tol, err_msg=f"'{prim.name}' order {k + 1}, params {params}")
+    checked += 1
+  assert checked, f"no finite case for '{prim.name}'"

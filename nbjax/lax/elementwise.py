@@ -2240,8 +2240,16 @@ jet.def_comp(asinh_p, lambda x: log(x + sqrt(square(x) + 1)))
 jet.def_comp(acosh_p, lambda x: log(x + sqrt(square(x) - 1)))
 jet.def_comp(atanh_p, lambda x: 0.5 * log(div(1 + x, 1 - x)))
 jet.def_comp(erfc_p, lambda x: 1 - erf(x))
-jet.def_comp(rem_p, lambda x, y: x - y * floor(x / y))
 jet.def_comp(clamp_p, lambda lo, x, hi: min(max(lo, x), hi))
+
+
+def _rem_jet(primals, series):
+  # rem(x, y) = x - y q with q = trunc(x / y) locally constant (JAX's rule composes with
+  # floor, which gives a primal other than rem's for operands of opposite signs)
+  x, y = primals
+  q = div(x, y)
+  q = mul(sign(q), floor(abs(q)))
+  return rem(x, y), [a - b * q for a, b in zip(*series)]
 
 
 def _erf_inv_jet(primals, series):
@@ -2384,7 +2392,7 @@ def _minmax_jet(name, pick):
   return rule
 
 
-exp_p.jet, erf_inv_p.jet, pow_p.jet = _exp_jet, _erf_inv_jet, _pow_jet
+exp_p.jet, erf_inv_p.jet, pow_p.jet, rem_p.jet = _exp_jet, _erf_inv_jet, _pow_jet, _rem_jet
 integer_pow_p.jet, logistic_p.jet, tanh_p.jet = _integer_pow_jet, _logistic_taylor, _tanh_jet
 log_p.jet, atan2_p.jet, div_p.jet, abs_p.jet = _log_jet, _atan2_jet, _div_jet, _abs_jet
 select_n_p.jet = _select_n_jet
