@@ -76,7 +76,7 @@ from nbjax.callback import effects_barrier, pure_callback
 from nbjax import debug
 from nbjax import experimental
 from nbjax import test_util
-from nbjax import dlpack, export, ffi, monitoring, profiler, stages, typing, version
+from nbjax import dlpack, export, ffi, memory, monitoring, profiler, stages, typing, version
 from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
 
 

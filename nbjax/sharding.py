@@ -77,6 +77,15 @@ class Sharding:
             if d.process_index == p}
 
 
+def _check_memory_kind(kind, device):
+  """JAX's ValueError for a memory kind ``device`` cannot address (nbjax's CPU devices have
+  one memory, ``"device"``)."""
+  if kind is not None and kind != "device":
+    raise ValueError(f"Could not find memory addressable by device {device.device_kind}. "
+                     f"Device {device.device_kind} can address the following memory kinds: "
+                     f"device. Got memory kind: {kind}")
+
+
 def _process_index():
   from nbjax import xla
   return xla.process_index()
@@ -86,6 +95,7 @@ class SingleDeviceSharding(Sharding):
   """The whole array on one device."""
 
   def __init__(self, device, *, memory_kind=None):
+    _check_memory_kind(memory_kind, device)
     self._device = device
 
   _device_assignment = property(lambda s: (s._device,))
@@ -674,6 +684,8 @@ class NamedSharding(Sharding):
                            f"axis to at most one positional dimension, but {spec!r} has "
                            f"duplicate entries for `{a}`")
         used.append(a)
+    if memory_kind is not None and isinstance(mesh, Mesh):
+      _check_memory_kind(memory_kind, mesh.devices.flat[0])
 
   _device_assignment = property(lambda s: tuple(s.mesh.devices.flat))
   memory_kind = "device"
