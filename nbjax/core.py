@@ -245,6 +245,21 @@ def invalid_value_error(name, args):
   return None
 
 
+def _sds_sharding(s, shape):
+  """A ShapeDtypeStruct's sharding as JAX's: a PartitionSpec on the context mesh (if any),
+  checked against the rank."""
+  from nbjax import sharding as sh
+  if isinstance(s, sh.PartitionSpec):
+    if len(s) > len(shape):
+      raise ValueError(f"PartitionSpec {s} is only valid for values of rank at least {len(s)}, "
+                       f"but was applied to a value of rank {len(shape)}.")
+    m = sh._current_mesh()
+    return s if m is None or m.empty else sh.NamedSharding(m, s)
+  if isinstance(s, sh.NamedSharding):
+    s.check_compatible_aval(shape)
+  return s
+
+
 class ShapeDtypeStruct:
   """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
   __slots__ = ("shape", "dtype", "weak_type", "sharding")
@@ -256,6 +271,8 @@ class ShapeDtypeStruct:
     self.dtype = (dtype if isinstance(dtype, dtypes.ExtendedDType)
                   else dtypes.canonicalize_dtype(dtype))
     self.weak_type = weak_type
+    if sharding is not None:
+      sharding = _sds_sharding(sharding, self.shape)
     self.sharding = sharding
 
   ndim = property(lambda self: len(self.shape))

@@ -376,6 +376,9 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
   """A ``Mesh`` of shape ``axis_shapes`` over ``devices`` (default: all of them, in id order)."""
   from nbjax import xla
   axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
+  if not all(isinstance(k, (int, np.integer)) for k in axis_shapes):
+    raise ValueError("`axis_shapes` passed to `make_mesh` should be a sequence of ints. Got "
+                     f"{axis_shapes}")
   if len(axis_shapes) != len(axis_names):
     raise ValueError(f"Length of axis_shapes {axis_shapes} and axis_names {axis_names} should "
                      "match.")
@@ -663,10 +666,11 @@ class NamedSharding(Sharding):
   _spmd = True
 
   def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
-    if not isinstance(mesh, Mesh):
-      raise TypeError(f"NamedSharding's mesh must be a Mesh, got {mesh!r}")
-    if spec is None:
-      spec = PartitionSpec()
+    if not isinstance(mesh, (Mesh, AbstractMesh)):
+      raise TypeError(f"NamedSharding's mesh must be a Mesh or an AbstractMesh, got {mesh!r}")
+    if spec is None:  # (JAX's binding refuses it)
+      raise TypeError("NamedSharding: incompatible function arguments: spec must be a "
+                      "PartitionSpec (Unexpected None; did you mean P()?)")
     if not isinstance(spec, PartitionSpec):
       if not isinstance(spec, tuple):
         raise TypeError("spec of NamedSharding must be a PartitionSpec, got "

@@ -523,3 +523,58 @@ def test_key_arrays_and_constraints_in_sharded_jit():
     r = nbjax.jit(nbjax.smap(lambda a: a * 2, in_axes=0, out_axes=0, axis_name="x"))(
         np.arange(4.0))
   assert r.sharding == NamedSharding(m, P("x")) and r.addressable_data(0).shape == (2,)
+
+
+def test_sharding_argument_errors_as_jax():
+  """JAX 0.10.2's errors for None in with_sharding_constraint, P.UNCONSTRAINED in jit's
+  shardings, NamedSharding(mesh, None), non-int make_mesh shapes, ShapeDtypeStruct shardings
+  of too high rank, a constraint over the same devices in another order, and with an
+  AbstractMesh (pjit_test test_wsc_error_on_none, test_in_out_shardings_unconstrained_error,
+  test_jit_out_shardings_unconstrained, test_named_sharding_of_none,
+  test_make_mesh_non_int_error, test_sds_incompatible_sharding,
+  test_wsc_eager_different_order_devices, test_wsc_abstract_mesh_errors)."""
+  m = Mesh(np.array(nbjax.devices()[:2]), ("x",))
+  with pytest.raises(ValueError, match=r"^One of with_sharding_constraint arguments got sharding "
+                     r"None which is not allowed. Please only pass `jax.sharding.Sharding` "
+                     r"instances.$"):
+    lax.with_sharding_constraint({"a": jnp.arange(8)}, {"a": None})
+  for kw, spec in (("in_shardings", P(P.UNCONSTRAINED, "x")),
+                   ("out_shardings", P(P.UNCONSTRAINED, None))):
+    with pytest.raises(ValueError, match=r"^Unconstrained dims are not allowed when passed to "
+                       + kw + r": NamedSharding\(mesh=Mesh\('x': 2, axis_types=\(Auto,\)\), "
+                       r"spec=P\(UNCONSTRAINED, "):
+      nbjax.jit(lambda x: x, **{kw: NamedSharding(m, spec)})
+  with pytest.raises(TypeError, match="Unexpected None"):
+    NamedSharding(m, None)
+  with pytest.raises(ValueError, match=r"^`axis_shapes` passed to `make_mesh` should be a "
+                     r"sequence of ints. Got \(\(2,\), 1\)$"):
+    nbjax.make_mesh(((2,), 1), ("x", "y"))
+  assert nbjax.make_mesh((1, np.int32(1), np.int64(1)), ("x", "y", "z")).size == 1
+  with pytest.raises(ValueError, match=r"spec=P\(None, 'x', None\), memory_kind=device\) is only "
+                     r"valid for values of rank at least 3, but was applied to a value of rank "
+                     r"2.$"):
+    nbjax.ShapeDtypeStruct((128, 128), np.float32, sharding=NamedSharding(m, P(None, "x", None)))
+  with nbjax.set_mesh(m):
+    with pytest.raises(ValueError, match=r"^PartitionSpec P\(None, 'x', None\) is only valid for "
+                       r"values of rank at least 3, but was applied to a value of rank 2.$"):
+      nbjax.ShapeDtypeStruct((128, 128), np.float32, sharding=P(None, "x", None))
+    assert nbjax.ShapeDtypeStruct((4,), np.float32, sharding=P("x")).sharding == \
+        NamedSharding(m, P("x"))
+  m2 = Mesh(np.array(nbjax.devices()[1::-1]), ("x",))
+  inp = nbjax.device_put(np.arange(8), NamedSharding(m, P()))
+  with pytest.raises(ValueError, match=r"^Received incompatible devices for jitted computation. "
+                     r"Got argument x of _identity_fn with shape int64\[8\] and with device ids "
+                     r"\[0, 1\] on platform CPU and explicit output sharding with device ids "
+                     r"\[1, 0\] on platform CPU$"):
+    lax.with_sharding_constraint(inp, NamedSharding(m2, P("x")))
+  s_abs = NamedSharding(m.abstract_mesh, P("x"))
+  with pytest.raises(ValueError, match=r"requires the input passed should be a `jax.Array`"):
+    lax.with_sharding_constraint(np.arange(8), s_abs)
+  with pytest.raises(TypeError, match="The sharding on the input must be a `NamedSharding`"):
+    lax.with_sharding_constraint(jnp.arange(8), s_abs)
+  y = lax.with_sharding_constraint(nbjax.device_put(np.arange(8), NamedSharding(m, P())), s_abs)
+  assert y.sharding == NamedSharding(m, P("x"))
+  f = nbjax.jit(lambda v: lax.with_sharding_constraint(v, s_abs) * 2)
+  z = f(nbjax.device_put(np.arange(8.0), NamedSharding(m, P())))
+  close(z, np.arange(8.0) * 2)
+  assert z.sharding == NamedSharding(m, P("x"))

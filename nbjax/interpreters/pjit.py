@@ -465,6 +465,16 @@ def _has_pmap(jaxpr):
 _maps: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def _check_unconstrained(shardings, what):
+  """JAX's error for ``P.UNCONSTRAINED`` in jit's ``in_shardings``/``out_shardings``."""
+  from nbjax.sharding import NamedSharding, PartitionSpec
+  leaf = lambda x: x is None or isinstance(x, (PartitionSpec, NamedSharding))
+  for s in tree_util.tree_leaves(shardings, is_leaf=leaf):
+    spec = s.spec if isinstance(s, NamedSharding) else s
+    if isinstance(spec, PartitionSpec) and PartitionSpec.UNCONSTRAINED in tuple(spec):
+      raise ValueError(f"Unconstrained dims are not allowed when passed to {what}: {s}")
+
+
 _constraint_meshes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -482,7 +492,7 @@ def _find_constraint_mesh(jaxpr):
   for e in jaxpr.eqns:
     if e.primitive.name == "sharding_constraint":
       s = e.params["sharding"]
-      if getattr(s, "_spmd", False) and hasattr(s, "mesh"):
+      if getattr(s, "_spmd", False) and hasattr(getattr(s, "mesh", None), "devices"):
         return s.mesh
     for j in jaxprs_in_params(e.params):
       m = _find_constraint_mesh(getattr(j, "jaxpr", j))
@@ -1032,6 +1042,8 @@ class JitWrapped:
     self._keep_unused = keep_unused
     self._inline = inline
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
+    _check_unconstrained(in_shardings, "in_shardings")
+    _check_unconstrained(out_shardings, "out_shardings")
     self._sharded = in_shardings is not None or out_shardings is not None
     self._simple = not static_argnums and not static_argnames
     # donated inputs are deleted after a call (``_run_donating``), so no fast path serves it

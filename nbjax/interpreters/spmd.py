@@ -31,7 +31,7 @@ from nbjax import core, dtypes, registry, _tree_util as tree_util
 from nbjax.array import Array, _wrap
 from nbjax.core import Primitive
 from nbjax.interpreters import ad, batching
-from nbjax.sharding import GSPMDSharding, NamedSharding, PartitionSpec, Sharding
+from nbjax.sharding import AbstractMesh, GSPMDSharding, NamedSharding, PartitionSpec, Sharding
 
 __all__ = ["put", "from_pieces", "local_devices", "make_array_from_callback",
            "make_array_from_single_device_arrays", "make_array_from_process_local_data",
@@ -267,7 +267,13 @@ class _Meshes:
 
   def body(self, s, ndim):
     """``<@mesh, [{"x"}, {}]>``: ``s`` on an array of rank ``ndim``."""
-    if isinstance(s, NamedSharding):
+    if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh):
+      key = self.default  # (an AbstractMesh: the executable's own mesh, of its shape)
+      if key[0] != tuple(s.mesh.shape.items()):
+        raise ValueError(f"The mesh of the sharding {s} does not match the shape of the "
+                         f"computation's mesh {dict(key[0])}")
+      dims = [_sdy_dim(p) for p in tuple(s.spec) + (None,) * (ndim - len(s.spec))]
+    elif isinstance(s, NamedSharding):
       key = (tuple(s.mesh.shape.items()), self._ids(s.mesh.devices.flat))
       dims = [_sdy_dim(p) for p in tuple(s.spec) + (None,) * (ndim - len(s.spec))]
     elif s._hlo.is_replicated():
@@ -526,6 +532,15 @@ sharding_constraint_p = Primitive("sharding_constraint")
 
 
 def _sc_impl(x, *, sharding):
+  if is_sharded(x):  # as JAX's: a sharding over the same devices in another order is an error
+    have, want = x._pmap[0]._device_assignment, sharding._device_assignment
+    if set(have) == set(want) and tuple(have) != tuple(want):
+      a = core.get_aval(x)
+      raise ValueError(
+          "Received incompatible devices for jitted computation. Got argument x of "
+          f"_identity_fn with shape {a.str_short(short_dtypes=False)} and with device ids "
+          f"{[d.id for d in have]} on platform CPU and explicit output sharding with device "
+          f"ids {[d.id for d in want]} on platform CPU")
   return put(x if type(x) is Array else Array(*registry.coerce(x, sharding_constraint_p)),
              sharding)
 
@@ -575,8 +590,24 @@ def with_sharding_constraint(x, shardings):
   for v, s in zip(flat, shs):
     s = _resolve(s, None, "with_sharding_constraint")
     if s is None:
-      out.append(v)
-      continue
+      raise ValueError("One of with_sharding_constraint arguments got sharding None which is "
+                       "not allowed. Please only pass `jax.sharding.Sharding` instances.")
+    if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh) and \
+        not isinstance(v, core.Tracer):  # eagerly: the input's mesh, of the same shape
+      a = core.get_aval(v)
+      if not isinstance(v, Array):
+        raise ValueError("Target sharding contains a `jax.sharding.AbstractMesh` which "
+                         "requires the input passed should be a `jax.Array`. Got "
+                         f"{type(v)} with shape {a.str_short(short_dtypes=False)}")
+      if not isinstance(v.sharding, NamedSharding):
+        raise TypeError("The sharding on the input must be a `NamedSharding` since the "
+                        "target sharding has an `AbstractMesh` in it. Got sharding type "
+                        f"{type(v.sharding)} for shape {a.str_short(short_dtypes=False)}")
+      if v.sharding.mesh.shape_tuple != s.mesh.shape_tuple:
+        raise ValueError(f"Mesh shape of the input {v.sharding.mesh.shape_tuple} does not "
+                         "match the mesh shape of the target sharding "
+                         f"{s.mesh.shape_tuple} for shape {a.str_short(short_dtypes=False)}")
+      s = NamedSharding(v.sharding.mesh, s.spec)
     if isinstance(s, NamedSharding):
       s.check(np.shape(v), "with_sharding_constraint arguments")
     out.append(sharding_constraint_p.bind(v, sharding=s))
