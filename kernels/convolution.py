@@ -21,6 +21,8 @@ numpy only.
 """
 from numba import njit
 
+from kernels.microkernel import tile
+
 _J = dict(cache=True, nogil=True, error_model="numpy")
 
 
@@ -235,3 +237,143 @@ def shift_sum(z, P, k, s, d, out):
         add = z[r + t * d, t * O:(t + 1) * O]
         for i in range(O):
           acc[i] += add[i]
+
+
+# Direct convolutions: register tiles (``kernels.microkernel``) multiply the padded input in
+# place with the kernel, no patch matrix. Rows of a tile are output positions along the last
+# spatial axis (forward) or kernel taps of the last axis times input features (kernel
+# gradient); its vectors run along output features.
+_TILES = {nv: tuple((r, tile(r, nv)) for r in ((7, 4, 2, 1) if nv == 2 else (14, 4, 2, 1)))
+          for nv in (1, 2)}
+_t72, _t42, _t22, _t12 = (t for _, t in _TILES[2])
+_t141, _t41, _t21, _t11 = (t for _, t in _TILES[1])
+
+
+@njit(**_J)
+def _rows(nv, n, overlap, a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc):
+  """Rows ``[0, n)`` of a tile product in blocks of the largest register tiles; with
+  ``overlap`` (results written, not added) the last block may overlap the one before."""
+  r = 0
+  if nv == 2:
+    while n - r >= 7:
+      _t72(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      r += 7
+    if overlap and 7 < n and r < n:
+      r = n - 7
+      _t72(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      return
+    while n - r >= 4:
+      _t42(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      r += 4
+    while n - r >= 2:
+      _t22(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      r += 2
+    if r < n:
+      _t12(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+  else:
+    while n - r >= 14:
+      _t141(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last,
+            acc)
+      r += 14
+    if overlap and 14 < n and r < n:
+      r = n - 14
+      _t141(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last,
+            acc)
+      return
+    while n - r >= 4:
+      _t41(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      r += 4
+    while n - r >= 2:
+      _t21(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+      r += 2
+    if r < n:
+      _t11(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+
+
+@njit(**_J)
+def _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf):
+  """``buf[p0, p1, p2, :] = x5[n, p0 - lo0, p1 - lo1, p2 - lo2, :]`` (zero outside ``x5``) for
+  the rows ``p1a <= p1 < p1b`` of the padded image ``buf``."""
+  _, X0, X1, X2, C = x5.shape
+  P0, P1, P2, _ = buf.shape
+  x, o = x5.reshape(-1), buf.reshape(-1)
+  for p0 in range(P0):
+    i0 = p0 - lo0
+    for p1 in range(p1a, p1b):
+      i1 = p1 - lo1
+      at = (p0 * P1 + p1) * P2 * C
+      if i0 < 0 or i0 >= X0 or i1 < 0 or i1 >= X1:
+        _zero(o[at:at + P2 * C])
+        continue
+      a, b = max(0, lo2), min(P2, X2 + lo2)  # the padded row's span inside x5
+      _zero(o[at:at + a * C])
+      src = (((n * X0 + i0) * X1 + i1) * X2 + a - lo2) * C
+      _copy(o[at + a * C:at + b * C], x[src:src + (b - a) * C])
+      _zero(o[at + b * C:at + P2 * C])
+
+
+@njit(**_J)
+def direct_fwd(x5, n, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2, w, O, buf, out):
+  """Output lines ``l0 <= l < l1`` (of the ``(o0, o1)`` grid) of image ``n``:
+  ``out[n, i0, i1, q, o] = sum over taps and c of buf[i0*s0 + t0*d0, i1*s1 + t1*d1,
+  q*s2 + t2*d2, c] * w[(t0, t1, t2, c), o]``, ``buf`` the image padded by ``_pad_image``.
+  ``w`` is ``(k0 * k1 * k2 * C, Op)``, its columns padded to whole vectors."""
+  _, o0, o1, o2, _ = out.shape
+  P0, P1, P2, C = buf.shape
+  Op = w.shape[1]
+  L = 64 // w.itemsize  # (kernels.microkernel's vector lanes)
+  p1a = (l0 % o1) * s1 if o0 == 1 else 0
+  p1b = min(P1, ((l1 - 1) % o1) * s1 + (k1 - 1) * d1 + 1) if o0 == 1 else P1
+  _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf)
+  xb, wf, of = buf.reshape(-1), w.reshape(-1), out.reshape(-1)
+  if d2 == 1:  # (taps of the last axis, c) contiguous: one loop
+    a_k, b_k, k_n = (d0 * P1 * P2 * C, d1 * P2 * C, 1), (k1 * k2 * C * Op, k2 * C * Op, Op), (
+        k0, k1, k2 * C)
+    splits = 1
+  else:
+    a_k, b_k, k_n = (d1 * P2 * C, d2 * C, 1), (k2 * C * Op, C * Op, Op), (k1, k2, C)
+    splits = k0
+  for l in range(l0, l1):
+    i0, i1 = l // o1, l % o1
+    c_off = ((n * o0 + i0) * o1 + i1) * o2 * O
+    for oc in range(0, O, 2 * L):
+      nv = 2 if O - oc > L else 1
+      last = min(L, O - oc - (nv - 1) * L)
+      for t0 in range(splits):
+        a_off = ((i0 * s0 + t0 * d0) * P1 + i1 * s1) * P2 * C
+        _rows(nv, o2, splits == 1, xb, a_off, s2 * C, a_k, wf, t0 * k1 * k2 * C * Op + oc, b_k,
+              k_n, of, c_off + oc, O, last, t0 > 0)
+
+
+@njit(**_J)
+def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2, ct, buf, part):
+  """A kernel gradient (a convolution with batch and feature roles swapped) directly, as a
+  partial sum over images ``n0 <= n < n1`` and cotangent rows ``q1a <= q1 < q1b``:
+  ``part[t0, t1, (t2, c), o] = sum of buf[t0*s0 + q0*d0, t1*s1 + q1*d1, t2*s2 + q2*d2, c] *
+  ct[n, q0, q1, q2, o]``, ``buf`` image ``n`` padded; ``ct``'s features padded to whole
+  vectors. Sums run over images, then ``q0, q1, q2``, in order."""
+  _, Q0, Q1, Q2, Op = ct.shape
+  T0, T1, J, _ = part.shape
+  P0, P1, P2, C = buf.shape
+  T2 = J // C
+  L = 64 // ct.itemsize
+  xb, cf, pf = buf.reshape(-1), ct.reshape(-1), part.reshape(-1)
+  a_k, b_k = (d0 * P1 * P2 * C, d1 * P2 * C, d2 * C), (Q1 * Q2 * Op, Q2 * Op, Op)
+  k_n = (Q0, q1b - q1a, Q2)
+  p1b = min(P1, (T1 - 1) * s1 + (q1b - 1) * d1 + 1)
+  for n in range(n0, n1):
+    _pad_image(x5, n, lo0, lo1, lo2, q1a * d1, p1b, buf)
+    b_off0 = (n * Q0 * Q1 + q1a) * Q2 * Op
+    for t0 in range(T0):
+      for t1 in range(T1):
+        a_off = ((t0 * s0) * P1 + t1 * s1 + q1a * d1) * P2 * C
+        c_off = (t0 * T1 + t1) * J * Op
+        for oc in range(0, Op, 2 * L):
+          nv = 2 if Op - oc > L else 1
+          if s2 == 1:  # (t2, c) contiguous: rows of one tile product
+            _rows(nv, J, False, xb, a_off, 1, a_k, cf, b_off0 + oc, b_k, k_n, pf, c_off + oc, Op,
+                  L, n > n0)
+          else:
+            for t2 in range(T2):
+              _rows(nv, C, False, xb, a_off + t2 * s2 * C, 1, a_k, cf, b_off0 + oc, b_k, k_n, pf,
+                    c_off + t2 * C * Op + oc, Op, L, n > n0)

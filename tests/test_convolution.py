@@ -112,17 +112,21 @@ def test_matches_scipy_reference(case, dtype):
   np.testing.assert_allclose(np.asarray(jitted), want, **_tol(dtype))
 
 
-@pytest.mark.parametrize("layout", ["cl", "cf", "swap", "col2im", "rows"])
+@pytest.mark.parametrize("layout", ["cl", "cf", "swap", "col2im", "rows", "direct",
+                                    "direct_swap"])
 @pytest.mark.parametrize("budget", [None, 7, 100])
 def test_every_patch_strategy_and_chunking(monkeypatch, layout, budget):
-  """Each im2col strategy, and patches built a few rows at a time (chunks run by two
-  threads), give the same result."""
+  """Each strategy (im2col layouts, col2im, the direct register tiles computing a forward
+  convolution as such or by the kernel gradient's swapped roles), and patches built a few
+  rows at a time (chunks run by two threads), give the same result."""
   monkeypatch.setattr(conv_mod, "_strategy", lambda *a: layout)
   if budget:
     monkeypatch.setattr(conv_mod, "_PATCH_BUDGET", budget)
     monkeypatch.setattr(conv_mod, "_CHUNK", budget)
   ungrouped = layout in ("swap", "col2im", "rows")  # these take no groups
-  for case in (0, 1, 2, 4, 7, 9) if ungrouped else (0, 3, 4, 5, 7, 10):
+  cases = ((0, 1, 7, 9) if layout.startswith("direct") else  # (no groups, no input dilation)
+           (0, 1, 2, 4, 7, 9) if ungrouped else (0, 3, 4, 5, 7, 10))
+  for case in cases:
     xs, ws, strides, pads, ld, rd, G, Gb = CASES[case]
     rng = np.random.default_rng(case)
     x, w = _rand(rng, xs, np.float64), _rand(rng, ws, np.float64)
@@ -311,6 +315,43 @@ def test_benchmark_shape_nhwc_and_gradients():
   want_w00 = np.einsum("nhwc,nhwo->co", x[:, :-1, :-1].astype(np.float64),
                        ct[:, 1:, 1:].astype(np.float64))
   np.testing.assert_allclose(np.asarray(gw)[0, 0], want_w00, rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [
+    ((5, 9, 11, 3), (3, 3, 3, 16), dict(window_strides=(1, 1), padding="SAME")),
+    ((1, 12, 10, 6), (3, 2, 6, 40), dict(window_strides=(2, 1), padding=((2, 0), (1, 3)))),
+    ((2, 13, 9, 4), (2, 3, 4, 24), dict(window_strides=(1, 2), padding="VALID",
+                                        rhs_dilation=(2, 2))),
+    ((3, 8, 4, 1), (3, 3, 1, 8), dict(window_strides=(1, 1), padding=((-1, 2), (1, 1)))),
+    ((2, 17, 5), (5, 5, 12), dict(window_strides=(1,), padding="SAME", rhs_dilation=(3,))),
+    ((2, 5, 6, 7, 3), (2, 3, 2, 3, 20), dict(window_strides=(1, 1, 2), padding="SAME",
+                                             rhs_dilation=(2, 1, 1))),
+])
+def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw):
+  """The direct register-tile kernels (forward, stride-1 input gradient, kernel gradient)
+  against XLA, float64 and float32: features that fill no whole vector, a last partial
+  vector, one image (its lines split between threads), strides, dilations, a cropped input,
+  1-3 spatial axes; the kernels are the ones that ran."""
+  from kernels import convolution as K
+  ran = {"fwd": 0, "rhs": 0}
+  for name, key in (("direct_fwd", "fwd"), ("direct_rhs_grad", "rhs")):
+    real = getattr(K, name)
+    monkeypatch.setattr(K, name, lambda *a, _r=real, _k=key: (ran.__setitem__(_k, ran[_k] + 1),
+                                                               _r(*a))[1])
+  nd = len(xs) - 2
+  dn = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}[nd]
+  f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+  rng = np.random.default_rng(sum(xs) + ws[-1])
+  for dt, tol in ((np.float64, 1e-12), (np.float32, 3e-5)):
+    x, w = _rand(rng, xs, dt), _rand(rng, ws, dt)
+    y, vjp = jax.vjp(f, x, w)
+    ct = _rand(rng, y.shape, dt)
+    want_y, want_g = jax.jit(lambda x, w, c: (f(x, w), jax.vjp(f, x, w)[1](c)))(x, w, ct)
+    for got, want in zip((y, *vjp(ct)), (want_y, *want_g)):
+      assert got.dtype == want.dtype and got.shape == want.shape
+      scale = max(1.0, float(np.abs(np.asarray(want)).max()))
+      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * scale)
+  assert ran["fwd"] >= 2 and ran["rhs"] >= 2
 
 
 def test_inputs_not_aliased():
