@@ -728,3 +728,10 @@ def test_jax_array_protocol_operands():
   np.testing.assert_array_equal(jnp.where(W(np.array([True, False, True])), W(a), W(b)),
                                 [1.5, .5, 3.])
   np.testing.assert_array_equal(jnp.select([W(a > 0)], [W(a)], W(np.array(0.))), [1.5, 0., 3.])
+  # leaves of lists given to jnp.array / jnp.asarray (array_constructors' leaf protocol)
+  out = jnp.asarray([W(a), W(b)])
+  assert out.shape == (2, 3) and out.dtype == np.float64
+  np.testing.assert_array_equal(out, [a, b])
+  out = jnp.array([W(np.array(1.)), 2.])
+  assert out.dtype == np.float64 and not out.weak_type
+  np.testing.assert_array_equal(out, [1., 2.])

@@ -35,6 +35,8 @@ def _leaves(obj, out, dtype=None):
   elif obj is None:
     raise ValueError("None is not a valid value for jnp.array")
   else:
+    if hasattr(obj, "__jax_array__") and not isinstance(obj, (Array, Tracer)):
+      obj = obj.__jax_array__()  # (JAX's array-likes, as leaves too)
     if type(obj) is int and not -2 ** 63 <= obj < 2 ** 63 and not (
         dtype is not None and (dtype.kind not in "iub" or (
             dtype.kind == "u" and 0 <= obj <= np.iinfo(dtype).max))):
