@@ -119,6 +119,8 @@ def hlo_text(module, debug_info=False):
   from jaxlib import _hlo
   opts = _hlo.HloPrintOptions.short_parsable()
   opts.print_metadata = debug_info
+  if not isinstance(module, str):  # (the ops' locations: their names, and metadata)
+    module = module.operation.get_asm(enable_debug_info=True)
   return hlo_computation(module).as_hlo_module().to_string(opts)
 
 

@@ -923,3 +923,39 @@ def test_captured_constants_warning_as_jax():
     assert [(str(m.message), m.category) for m in w] == ([(msg, UserWarning)] if warned else [])
   with pytest.raises(ValueError, match="numpy masked arrays are not supported as direct inputs"):
     nbjax.device_put(np.ma.array([1, 2], mask=[True, False]), nbjax.devices()[0])
+
+
+def test_lowered_debug_info_and_compiled_shardings_as_jax():
+  """JAX's aot_test: ``as_text(debug_info=True)`` shows each op's location, its JAX name
+  (``jit(f)/sin``; in HLO the op_name metadata and the instruction's name), absent without;
+  ``Compiled`` gives JAX's ``input_shardings``/``output_shardings``/``input_formats``/
+  ``output_formats`` (None and an empty Format for an argument the program does not use),
+  ``out_tree`` and ``Compiled.call``."""
+  import re
+  from nbjax.experimental.layout import Format, Layout
+
+  def my_function(x):
+    return nbjax.numpy.sin(x)
+
+  low = nbjax.jit(my_function).lower(42.)
+  assert re.search(r'stablehlo.sine.* loc\(#loc\d+\)', low.as_text(debug_info=True))
+  assert '= loc("jit(my_function)/sin")' in low.as_text(debug_info=True)
+  assert " loc" not in low.as_text()
+  assert 'sin.1 = f64[] sine(Arg_0.1), metadata={op_name="jit(my_function)/sin"}' in \
+      low.as_text("hlo", debug_info=True)
+  assert "sin.1 = f64[] sine(Arg_0.1)\n" in low.as_text("hlo")
+  c = nbjax.jit(lambda x, y=1: (x * 2, {"a": x})).lower(np.arange(8.), y=np.ones(2)).compile()
+  s = nbjax.devices()[0]
+  s = nbjax.sharding.SingleDeviceSharding(s)
+  assert c.input_shardings == ((s,), {"y": None})
+  assert c.output_shardings == (s, {"a": s})
+  f = Format(Layout((0,), ()), s)
+  assert c.input_formats == ((f,), {"y": Format()})
+  assert c.output_formats == (f, {"a": f})
+  assert repr(f) == ("Format(layout=Layout(major_to_minor=(0,), tiling=(), "
+                     "sub_byte_element_size_in_bits=0), sharding=SingleDeviceSharding("
+                     "device=CpuDevice(id=0), memory_kind=device))")
+  assert c.out_tree == nbjax.tree_util.tree_structure((0, {"a": 0}))
+  np.testing.assert_array_equal(type(c).call(c, np.arange(8.), y=np.ones(2))[0], np.arange(8.) * 2)
+  k = nbjax.jit(lambda x, y: x, keep_unused=True).lower(1., 2.).compile()
+  assert k.input_shardings == ((s, s), {})

@@ -189,6 +189,9 @@ class ModuleContext:
     self.host_callbacks = []
     self.token = None
     self.axis_context = None  # pmap: named axes -> replica ids (pxla.AxisContext)
+    # each equation's op is located at a name ``f"{name_stack}/{primitive}"`` (JAX's name
+    # locations: shown by ``as_text(debug_info=True)``, XLA's op_name metadata)
+    self.name_stack = ""
 
   def add_host_callback(self, fn):
     """Register ``fn`` for the compiled module to call; returns its index."""
@@ -315,10 +318,13 @@ def jaxpr_subcomp(mctx, jaxpr, consts, args):
     env[v] = x
   for v, x in zip(jaxpr.invars, args):
     env[v] = x
+  loc = ir.Location.name
+  stack = mctx.name_stack + "/" if mctx.name_stack else ""
   for eqn in jaxpr.eqns:
     ins = [read(a) for a in eqn.invars]
-    outs = lower_eqn(mctx, eqn.primitive, eqn.params, [a.aval for a in eqn.invars],
-                     [v.aval for v in eqn.outvars], ins)
+    with loc(stack + eqn.primitive.name):
+      outs = lower_eqn(mctx, eqn.primitive, eqn.params, [a.aval for a in eqn.invars],
+                       [v.aval for v in eqn.outvars], ins)
     for v, o in zip(eqn.outvars, outs):
       env[v] = o
   return [read(v) for v in jaxpr.outvars]
@@ -421,6 +427,8 @@ def lower_jaxpr_to_module(closed_jaxpr, name="main", *, hoisted=(), platform="cp
       m.operation.attributes[k] = ir.IntegerAttr.get(i32, 1)
     mctx = ModuleContext(m, platform)
     mctx._names.add("main")
+    if name.startswith("jit_"):  # (JAX's name stack: jit(f))
+      mctx.name_stack = f"jit({name[4:]})"
     lower_jaxpr_to_fun(mctx, "main", closed_jaxpr, public=True, hoisted=hoisted)
   _hand_over(mctx, host_callbacks)
   return m

@@ -1523,6 +1523,7 @@ class _Stage:
         self._entry.closed.in_avals, _donated_flags(self._wrapped, tree))])
 
   in_tree = property(lambda self: self._entry.in_tree)
+  out_tree = property(lambda self: self._entry.out_tree)
   _no_kwargs = False  # (JAX's: True for stages whose callers pass no keyword arguments)
   in_avals = property(lambda self: tree_util.tree_map(lambda x: x._aval, self.args_info))
 
@@ -1561,12 +1562,15 @@ class Lowered(_Stage):
                                               host_callbacks=[])
 
   def as_text(self, dialect=None, *, debug_info=False, **_):
-    """The module's text: StableHLO (default), or XLA's HLO (``dialect='hlo'``), as JAX's."""
+    """The module's text: StableHLO (default), or XLA's HLO (``dialect='hlo'``), as JAX's;
+    ``debug_info``: with the ops' locations (HLO: their metadata)."""
     if dialect == "hlo":
       from nbjax import xla
       return xla.hlo_text(self._module, debug_info)
     if dialect not in (None, "stablehlo", "mhlo"):
       raise ValueError(f"unknown dialect: {dialect}")
+    if debug_info:
+      return self._module.operation.get_asm(enable_debug_info=True)
     return str(self._module)
 
   def compiler_ir(self, dialect=None):
@@ -1630,6 +1634,65 @@ class Compiled(_Stage):
 
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
+
+  def _shardings_flat(self):
+    """The flat input shardings (``in_shardings``' where given, else the device's; None for
+    an argument the program does not use, as JAX's, unless ``keep_unused``) and outputs'."""
+    from nbjax.array import _single_sharding
+    w, e = self._wrapped, self._entry
+    n_in, n_out = len(e.closed.in_avals), len(e.closed.out_avals)
+    ins, outs = [None] * n_in, [None] * n_out
+    default = _single_sharding()
+    if w._sharded:  # (unspecified ones: replicated over the given ones' mesh, as JAX's)
+      from nbjax.interpreters import spmd
+      args, kwargs = e.in_tree.unflatten([0] * n_in)
+      ins = spmd.flatten_shardings("pjit in_shardings", args, w._in_shardings)
+      ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
+      ins += [None] * (n_in - len(ins))
+      outs = spmd.flatten_shardings("pjit out_shardings", e.out_tree.unflatten([0] * n_out),
+                                    w._out_shardings)
+      outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
+      mesh = next((s.mesh for s in ins + outs if getattr(s, "mesh", None) is not None), None)
+      if mesh is not None:
+        from nbjax.sharding import NamedSharding, PartitionSpec
+        default = NamedSharding(mesh, PartitionSpec())
+    used = [True] * n_in if w._keep_unused else pe.dce_jaxpr(e.closed.jaxpr, True)[1]
+    ins = [(s or default) if u else None for s, u in zip(ins, used)]
+    return ins, [s or default for s in outs]
+
+  @property
+  def input_shardings(self):
+    """The arguments' shardings, a pytree as the (non-static) ``(args, kwargs)``; None for an
+    argument the compiled program does not use."""
+    return self._entry.in_tree.unflatten(self._shardings_flat()[0])
+
+  @property
+  def output_shardings(self):
+    """The outputs' shardings, a pytree as the outputs."""
+    return self._entry.out_tree.unflatten(self._shardings_flat()[1])
+
+  def _formats(self, avals, shardings):
+    from nbjax.experimental.layout import Format, Layout
+    return [Format() if s is None else
+            Format(Layout(tuple(range(len(a.shape))), ()), s) for a, s in zip(avals, shardings)]
+
+  @property
+  def input_formats(self):
+    """The arguments' ``Format``s (row-major layout and sharding; ``Format()`` for an
+    unused argument), a pytree as ``(args, kwargs)``."""
+    return self._entry.in_tree.unflatten(
+        self._formats(self._entry.closed.in_avals, self._shardings_flat()[0]))
+
+  @property
+  def output_formats(self):
+    """The outputs' ``Format``s, a pytree as the outputs."""
+    return self._entry.out_tree.unflatten(
+        self._formats(self._entry.closed.out_avals, self._shardings_flat()[1]))
+
+  @staticmethod
+  def call(*args, **kwargs):
+    """``Compiled.call(compiled, *args, **kwargs)``: ``compiled(*args, **kwargs)``."""
+    return args[0](*args[1:], **kwargs)
 
   def __call__(self, *args, **kwargs):
     # as JAX's: called with the lowered (non-static) arguments' pytree, static ones omitted
