@@ -129,6 +129,11 @@ _OPTIONS = {
     # (``nbjax.traceback_util``)
     "traceback_filtering": ("auto", _choice("off", "tracebackhide", "remove_frames",
                                             "quiet_remove_frames", "auto")),
+    # JAX's logging options (``_logging_hooks``): the level of the "nbjax" loggers (a stderr
+    # handler; C++ logging too), and modules whose loggers log everything to stderr
+    "logging_level": (None, _choice(None, "NOTSET", "DEBUG", "INFO", "WARNING", "ERROR",
+                                    "CRITICAL")),
+    "debug_log_modules": ("", _any),
     # lowering warns when a jaxpr's constants take this many bytes (-1: never), as JAX's
     "captured_constants_warn_bytes": (2 * 10 ** 9, _int),
     "captured_constants_report_frames": (0, _int),
@@ -283,6 +288,76 @@ class Config:
 
 
 config = Config()
+
+
+# ----------------------------------------------------------------------- logging (JAX's)
+
+import logging as _logging  # noqa: E402
+import sys as _sys  # noqa: E402
+
+_formatter = _logging.Formatter("{levelname}:{asctime}:{name}:{lineno}: {message}", style="{")
+_level_handler = _logging.StreamHandler(_sys.stderr)
+_level_handler.setFormatter(_formatter)
+_level_set = {}  # logger name -> its level before ``logging_level`` set it
+_debug_handler = _logging.StreamHandler(_sys.stderr)
+_debug_handler.setLevel(_logging.DEBUG)
+_debug_handler.setFormatter(_formatter)
+# (records the ``logging_level`` handler prints already are not printed twice)
+_debug_handler.addFilter(lambda r: not _level_set or _logging.getLogger(
+    "nbjax").getEffectiveLevel() > _logging.DEBUG)
+_debug_loggers = []
+_CPP_LEVELS = {"CRITICAL": 3, "FATAL": 3, "ERROR": 2, "WARN": 1, "WARNING": 1, "INFO": 0,
+               "DEBUG": 0}
+
+
+def _update_logging_level(level):
+  """JAX's ``jax_logging_level``: the "nbjax" logger at ``level`` with a stderr handler, and
+  XLA's C++ logging at the matching minimum level; None restores what it changed."""
+  for name, prev in _level_set.items():
+    logger = _logging.getLogger(name)
+    logger.removeHandler(_level_handler)
+    logger.setLevel(prev)
+  _level_set.clear()
+  if level is None:
+    return
+  if level != "NOTSET":
+    from nbjax import xla
+    xla.ensure_jaxlib()
+    from jaxlib import utils
+    utils.absl_set_min_log_level(_CPP_LEVELS[level])
+  logger = _logging.getLogger("nbjax")
+  _level_set[logger.name] = logger.level
+  logger.setLevel(level)
+  if level != "NOTSET":
+    logger.addHandler(_level_handler)
+
+
+def _update_debug_log_modules(names):
+  """JAX's ``jax_debug_log_modules``: the loggers of the comma-separated module ``names``
+  (``"nbjax"``: all of nbjax's) log everything to stderr."""
+  for logger, prev in _debug_loggers:
+    logger.removeHandler(_debug_handler)
+    logger.setLevel(prev)
+  _debug_loggers.clear()
+  for name in (names or "").split(","):
+    if name:
+      logger = _logging.getLogger(name)
+      _debug_loggers.append((logger, logger.level))
+      logger.addHandler(_debug_handler)
+      logger.setLevel(_logging.DEBUG)
+
+
+def _logging_hooks(name, value):
+  if name == "logging_level":
+    _update_logging_level(value)
+  elif name == "debug_log_modules":
+    _update_debug_log_modules(value)
+
+
+config.add_listener(_logging_hooks)
+for _n in ("logging_level", "debug_log_modules"):  # (set from the environment)
+  if config._flags[_n] != _OPTIONS[_n][0]:
+    _logging_hooks(_n, config._flags[_n])
 
 
 class UserConfig:

@@ -2,6 +2,7 @@
 configuration states as context managers and decorators, and the top-level helpers
 (devices, ``clear_caches``, ``ensure_compile_time_eval``, ``named_call``)."""
 import logging
+import os
 import re
 import warnings
 
@@ -618,3 +619,39 @@ def test_array_garbage_collection_guard(capsys):
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                      cwd=str(__import__("pathlib").Path(__file__).parent.parent))
   assert r.returncode != 0 and msg in r.stderr and "survived" not in r.stdout
+
+
+def test_logging_options_as_jax():
+  """JAX's jax_logging_level (the package logger's level, with a stderr handler; None
+  restores it) and jax_debug_log_modules (those modules' loggers log everything to stderr),
+  from the environment too (logging_test)."""
+  import subprocess
+  import sys
+  config_module = sys.modules["nbjax.config"]
+  pkg = logging.getLogger("nbjax")
+  prev = pkg.level
+  config.update("jax_logging_level", "INFO")
+  try:
+    assert pkg.level == logging.INFO and config_module._level_handler in pkg.handlers
+  finally:
+    config.update("jax_logging_level", None)
+  assert pkg.level == prev and config_module._level_handler not in pkg.handlers
+  with pytest.raises(ValueError, match=re.escape(
+      "new enum value must be None or in ['NOTSET', 'DEBUG', 'INFO', 'WARNING', 'ERROR', "
+      "'CRITICAL'], got LOUD of type <class 'str'>.")):
+    config.update("jax_logging_level", "LOUD")
+  mod = logging.getLogger("nbjax.interpreters.remat")
+  config.update("jax_debug_log_modules", "nbjax.interpreters.remat,nbjax.callback")
+  try:
+    assert mod.level == logging.DEBUG and config_module._debug_handler in mod.handlers
+    assert logging.getLogger("nbjax.callback").level == logging.DEBUG
+  finally:
+    config.update("jax_debug_log_modules", "")
+  assert mod.level == logging.NOTSET and not mod.handlers
+  prog = ("import sys, nbjax\nnbjax.jit(lambda x: x)(1)\nnbjax.config.update("
+          "'jax_logging_level', None)\nsys.stderr.write('---')\nnbjax.jit(lambda x: x)(2.)\n")
+  err = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                       env=dict(os.environ, JAX_LOGGING_LEVEL="DEBUG")).stderr
+  verbose, silent = err.split("---")
+  assert "DEBUG:" in verbose and "Finished tracing <lambda> for jit" in verbose
+  assert silent == ""
