@@ -82,7 +82,8 @@ class Array(metaclass=abc.ABCMeta):
   # materialises it on the first read of _value); unset (None) on every other array.
   # _committed: True for an array placed on a device explicitly (device_put with a device or
   # sharding, as JAX's); unset: whether it is sharded (jnp.array and eager results are not).
-  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "_committed", "__weakref__")
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "_committed", "__weakref__",
+               "__dict__")  # (attributes may be set on arrays, as on JAX's)
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):

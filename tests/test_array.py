@@ -26,8 +26,6 @@ def test_immutable():
   x = jnp.arange(3)
   with pytest.raises(TypeError, match=r"\.at\["):
     x[0] = 1
-  with pytest.raises((TypeError, AttributeError)):
-    x.foo = 1
   v = np.asarray(x)
   with pytest.raises(ValueError):
     v[0] = 5  # the NumPy view is read-only
@@ -722,3 +720,14 @@ def test_implicit_dtype_conversion_is_deprecated_as_jax():
   with warnings.catch_warnings():
     warnings.simplefilter("error")
     assert np.asarray(x).dtype == np.int32 and jnp.zeros(2, x.dtype).dtype == np.int32
+
+
+def test_array_takes_attributes():
+  # garbage_collection_guard_test builds cycles through attributes (n1.next = n2): jax.Array
+  # objects have a __dict__; copies and pickles do not carry it (as JAX 0.10.2's)
+  import copy
+  import pickle
+  x = jnp.ones(2)
+  x.foo = 3
+  assert x.foo == 3 and vars(x) == {"foo": 3}
+  assert not hasattr(copy.copy(x), "foo") and not hasattr(pickle.loads(pickle.dumps(x)), "foo")
