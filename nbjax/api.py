@@ -914,7 +914,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   ints count from the end); keyword arguments are mapped over axis 0. ``out_axes``: the
   same for the outputs (unmapped outputs are broadcast; ``None`` requires an unmapped
   output). ``axis_size`` is needed when no argument is mapped. ``axis_name`` names the
-  axis for collectives; ``spmd_axis_name`` is accepted and ignored (single device).
+  axis for collectives; ``spmd_axis_name`` (a mesh axis name or a tuple of them) splits the
+  batch axis over those mesh axes in the sharding constraints and shard_maps ``fun`` holds.
 
   At top level, a call whose signature repeats replays a compiled program of the batched
   computation when ``fun`` provably traces the same way again (``nbjax/eager_cache.py``).
@@ -933,7 +934,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
   if not all(spec(l) for l in tree_leaves(out_axes)):
     raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
                     f"types as leaves, but got {out_axes}.")
-  del spmd_axis_name
+  if spmd_axis_name is not None and not isinstance(spmd_axis_name, tuple):
+    spmd_axis_name = (spmd_axis_name,)
 
   @api_boundary
   @functools.wraps(fun)
@@ -976,7 +978,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
     try:
       outs = batch_flat(flat_fun, args_flat, in_axes_flat, size, out_axes_flat,
-                        axis_name=axis_name)
+                        axis_name=axis_name, spmd_axis_name=spmd_axis_name)
     except _SpecMatchError as e:
       raise e.at(store()[0]) from None
     return tree_unflatten(store()[0], outs)
@@ -1022,7 +1024,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
       return r
 
     try:
-      outs = batch_flat(flat_fun, args, in_axes_flat, sz, out_axes_flat, axis_name=axis_name)
+      outs = batch_flat(flat_fun, args, in_axes_flat, sz, out_axes_flat, axis_name=axis_name,
+                        spmd_axis_name=spmd_axis_name)
     except _SpecMatchError as e:
       raise e.at(tree_structure(0) if box[0] is None else box[0]) from None
     return (outs[0] if box[0] is None else tree_unflatten(box[0], outs),)
@@ -1079,19 +1082,30 @@ def _lax_iota(dtype, n):
   return lax.iota(dtype, n)
 
 
-def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None):
+def batch_flat(fun, args, in_axes, axis_size, out_axes_thunk, *, axis_name=None,
+               spmd_axis_name=None):
   """vmap of a flat function. ``in_axes``: int or None per flat argument; ``out_axes_thunk()``
   gives int or None per flat output (called after ``fun`` ran). Returns the flat outputs."""
   trace = batching.BatchTrace(core.get_current_trace(), core.new_trace_tag(), axis_size,
                               axis_name)
+  if spmd_axis_name is not None:
+    trace.spmd_name = spmd_axis_name
   tracers = [x if ax is None else batching.BatchTracer(trace, x, ax % np.ndim(x))
              for x, ax in zip(args, in_axes)]
   src = pe.user_site()  # where the inputs were made, for messages (formatted when needed)
   for i in range(len(tracers)):  # (no local may hold a tracer: the leak checker looks)
     if type(tracers[i]) is batching.BatchTracer:
       tracers[i].source_info = src
-  with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
-    outs = fun(*tracers)
+  if spmd_axis_name is None:
+    with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
+      outs = fun(*tracers)
+  else:
+    batching.spmd_names.append(spmd_axis_name)
+    try:
+      with core.set_current_trace(trace), core.extend_axis_env(axis_name, axis_size):
+        outs = fun(*tracers)
+    finally:
+      batching.spmd_names.pop()
   out_axes = out_axes_thunk()
   results = []
   for i, (o, dst) in enumerate(zip(outs, out_axes)):

@@ -578,3 +578,38 @@ def test_sharding_argument_errors_as_jax():
   z = f(nbjax.device_put(np.arange(8.0), NamedSharding(m, P())))
   close(z, np.arange(8.0) * 2)
   assert z.sharding == NamedSharding(m, P("x"))
+
+
+def test_vmap_spmd_axis_name():
+  """vmap's spmd_axis_name splits the batch axis over mesh axes in shard_map specs and
+  sharding constraints, grad of shard_map under it included (values, specs and errors from
+  JAX 0.10.2; shard_map_test test_vmap_spmd_axis_name*, test_vmap_of_grad_spmd_axis_name,
+  pjit_test test_with_sharding_constraint_vmap_spmd_axis_name_error)."""
+  m = meshes()["2x2"]
+  f = nbjax.shard_map(lambda x: x * 2, mesh=m, in_specs=P("x"), out_specs=P("x"))
+  x = jnp.arange(16.0).reshape(4, 4)
+  e, = nbjax.make_jaxpr(nbjax.vmap(f, spmd_axis_name="y"))(x).jaxpr.eqns
+  assert e.params["in_specs"] == (P("y", "x"),) and e.params["out_specs"] == (P("y", "x"),)
+  close(nbjax.vmap(f, spmd_axis_name="y")(x), np.arange(16.0).reshape(4, 4) * 2)
+  e, = nbjax.make_jaxpr(nbjax.vmap(
+      nbjax.shard_map(lambda v: v, mesh=m, in_specs=P(), out_specs=P()),
+      spmd_axis_name=("x", "y")))(x).jaxpr.eqns
+  assert e.params["in_specs"][0] == P(("x", "y")) and e.params["out_specs"][0] == P(("x", "y"))
+  g = nbjax.shard_map(lambda v: jnp.sin(jnp.sum(v)), mesh=m, in_specs=P("y"), out_specs=P(),
+                      check_vma=False)
+  xs = nbjax.device_put(np.arange(16.0, dtype=np.float32).reshape(4, 4),
+                        NamedSharding(m, P("x", "y")))
+  want = [[0.27015115, 0.27015115, 0.14183109, 0.14183109],
+          [-0.45556513, -0.45556513, 0.45372339, 0.45372339],
+          [-0.13758167, -0.13758167, -0.27386463, -0.27386463],
+          [0.49560141, 0.49560141, -0.37402876, -0.37402876]]
+  close(nbjax.vmap(nbjax.grad(g), spmd_axis_name="x")(xs), want)
+  close(nbjax.vmap(nbjax.grad(g))(xs), want)
+  with pytest.raises(ValueError, match="^vmap spmd_axis_name cannot appear in shard_map "
+                     "in_specs$"):
+    nbjax.vmap(f, spmd_axis_name="x")(x)
+  h = lambda v: lax.with_sharding_constraint(v, NamedSharding(m, P("x")))
+  with pytest.raises(ValueError, match=r"^vmap spmd_axis_name \('x',\) cannot appear in "
+                     r"with_sharding_constraint spec, but got spec P\('x',\)$"):
+    nbjax.vmap(h, spmd_axis_name="x")(x)
+  assert nbjax.jit(nbjax.vmap(h, spmd_axis_name="y"))(x).sharding == NamedSharding(m, P("y", "x"))

@@ -56,6 +56,8 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
+  spmd_name = None  # vmap's spmd_axis_name (a tuple of mesh axis names), if given
+
   def __init__(self, parent_trace, tag, axis_size, axis_name=None):
     self.parent_trace, self.tag = parent_trace, tag
     self.axis_size, self.axis_name = axis_size, axis_name
@@ -111,20 +113,27 @@ class BatchTrace(Trace):
     """This trace's tag and axis without its parent traces: what the batched rules of a
     custom function need (they run later, on a subtrace of the trace current then), so the
     staged equations that hold them keep no finished trace, nor its tracers, alive."""
-    return BatchTrace(None, self.tag, self.axis_size, self.axis_name)
+    t = BatchTrace(None, self.tag, self.axis_size, self.axis_name)
+    t.spmd_name = self.spmd_name
+    return t
 
   def axis_data(self):
-    return AxisData(self.axis_name, self.axis_size)
+    return AxisData(self.axis_name, self.axis_size, self.spmd_name)
 
   def __repr__(self):
     return "BatchTrace"
 
 
-class AxisData:
-  __slots__ = ("name", "size")
+# the spmd_axis_names of the vmaps being traced (innermost last): shard_map's partial eval
+# leaves them out of its residuals' specs, as JAX's (vmap then splits the batch axis over them)
+spmd_names: list = []
 
-  def __init__(self, name, size):
-    self.name, self.size = name, size
+
+class AxisData:
+  __slots__ = ("name", "size", "spmd_name")
+
+  def __init__(self, name, size, spmd_name=None):
+    self.name, self.size, self.spmd_name = name, size, spmd_name
 
 
 # ------------------------------------------------------------------------ vmappable types
@@ -255,7 +264,9 @@ def defvectorized(prim):
 
 
 def _subtrace(trace):
-  return BatchTrace(core.get_current_trace(), trace.tag, trace.axis_size, trace.axis_name)
+  t = BatchTrace(core.get_current_trace(), trace.tag, trace.axis_size, trace.axis_name)
+  t.spmd_name = trace.spmd_name
+  return t
 
 
 def _agree(agreed, dims):

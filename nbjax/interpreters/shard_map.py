@@ -164,8 +164,15 @@ def _jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, name, **params)
                     for a, nz in zip(avals, out_nz)]
 
 
+def _spmd_names():
+  """The mesh axes enclosing vmaps split their batch axes over (their ``spmd_axis_name``)."""
+  from nbjax.interpreters import batching
+  return {a for names in batching.spmd_names for a in names}
+
+
 def _unmentioned(mesh, spec):
-  named = {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())}
+  """The mesh axes ``spec`` does not name (an enclosing vmap's spmd axes aside, as JAX's)."""
+  named = {a for p in spec for a in ((p,) if isinstance(p, str) else p or ())} | _spmd_names()
   return tuple(a for a in mesh.axis_names if a not in named)
 
 
@@ -207,7 +214,8 @@ def _transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, name, **params):
             lax.psum(o, _unmentioned(mesh, s)) for o, s in zip(outs, specs)]
 
   per = _rule_cache.setdefault(jaxpr, {})
-  key = ("transpose", tuple(undef), mesh, in_specs, out_specs, core._axis_env.env)
+  key = ("transpose", tuple(undef), mesh, in_specs, out_specs, core._axis_env.env,
+         frozenset(_spmd_names()))
   if key not in per:
     avals = [a for a, u in zip(per_in, undef) if not u] + list(jaxpr.out_avals)
     with _env(mesh):
@@ -232,8 +240,9 @@ def _partial_eval(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **para
   value: it leaves with a leading axis of size 1 split over every mesh axis (global leading
   axis ``mesh.size``), and the unknown shard_map takes it back with that spec."""
   per = _rule_cache.setdefault(jaxpr, {})
+  from nbjax.interpreters import batching
   key = ("pe", tuple(in_unknowns), mesh, in_specs, out_specs, name, tuple(params.items()),
-         core._axis_env.env)
+         core._axis_env.env, tuple(batching.spmd_names))
   if key not in per:
     per[key] = _partial_eval_(in_unknowns, jaxpr=jaxpr, mesh=mesh, in_specs=in_specs,
                               out_specs=out_specs, name=name, **params)
@@ -244,7 +253,8 @@ def _partial_eval_(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **par
   lax = _lax()
   with _env(mesh):
     known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(jaxpr, in_unknowns)
-  rspec = PartitionSpec(tuple(mesh.axis_names))
+  spmd = _spmd_names()  # (an enclosing vmap's: it splits the batch axis over them)
+  rspec = PartitionSpec(tuple(a for a in mesh.axis_names if a not in spmd))
   nk = len(known.out_avals) - num_res
 
   def kfun(*xs):
@@ -270,10 +280,11 @@ def _partial_eval_(in_unknowns, *, jaxpr, mesh, in_specs, out_specs, name, **par
   return kp, up, out_unk, num_res
 
 
-def _insert(spec, ndim, d):
-  parts = [p or None for p in spec._normalized(ndim)]
-  parts = [None if p is None else p[0] if len(p) == 1 else p for p in parts]
-  return PartitionSpec(*parts[:d], None, *parts[d:])
+def _insert(spec, ndim, d, val=None):
+  """``spec`` with ``val`` inserted at ``d`` (padded with None up to ``d``: JAX's
+  ``batch_spec``)."""
+  parts = tuple(spec) + (None,) * (d - len(spec))
+  return PartitionSpec(*parts[:d], val, *parts[d:])
 
 
 def _batch(axis_data, vals, dims, *, jaxpr, mesh, in_specs, out_specs, name, **params):
@@ -283,11 +294,17 @@ def _batch(axis_data, vals, dims, *, jaxpr, mesh, in_specs, out_specs, name, **p
   vals = [x if d is batching.not_mapped else batching.moveaxis(x, d, 0)
           for x, d in zip(vals, dims)]
   inner = tuple(None if d is batching.not_mapped else 0 for d in dims)
+  spmd, size = axis_data.spmd_name, axis_data.size
+  if spmd is not None:  # the batch axis split over these mesh axes too (JAX's spmd_axis_name)
+    for what, specs in (("in_specs", in_specs), ("out_specs", out_specs)):
+      if set(spmd) & {a for s in specs for p in s._normalized(len(s)) for a in p}:
+        raise ValueError(f"vmap spmd_axis_name cannot appear in shard_map {what}")
+    size //= int(np.prod([mesh.shape[a] for a in spmd]))
   with _env(mesh):
-    new, odims = pjit.batch_jaxpr(jaxpr, axis_data.size, inner, axis_data.name, name)
-  ins = tuple(s if d is None else _insert(s, len(a.shape), 0)
+    new, odims = pjit.batch_jaxpr(jaxpr, size, inner, axis_data.name, name)
+  ins = tuple(s if d is None else _insert(s, len(a.shape), 0, spmd)
               for s, d, a in zip(in_specs, inner, jaxpr.in_avals))
-  outs = tuple(s if d is None else _insert(s, len(a.shape), d)
+  outs = tuple(s if d is None else _insert(s, len(a.shape), d, spmd)
                for s, d, a in zip(out_specs, odims, jaxpr.out_avals))
   res = shard_map_p.bind(*vals, jaxpr=new, mesh=mesh, in_specs=ins, out_specs=outs, name=name,
                          **params)

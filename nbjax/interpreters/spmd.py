@@ -555,10 +555,22 @@ def _sc_lowering(ctx, x, *, sharding):
 
 def _sc_batch(axis_data, vals, dims, *, sharding):
   x, d = vals[0], dims[0]
+  spmd = axis_data.spmd_name
+  if d is not batching.not_mapped and spmd is not None:
+    if not isinstance(sharding, NamedSharding):
+      raise ValueError(
+          "If you are using spmd_axis_name parameter of jax.vmap, please make sure to run "
+          "your jitted function inside the mesh context manager. Only "
+          "`jax.lax.with_sharding_constraint` with `jax.sharding.NamedSharding` as an input "
+          "can be transformed with spmd_axis_name batching rules outside of an explicit mesh "
+          f"context manager scope {sharding!r}")
+    if set(spmd) & {a for p in sharding.spec._normalized(len(sharding.spec)) for a in p}:
+      raise ValueError(f"vmap spmd_axis_name {spmd} cannot appear in with_sharding_constraint "
+                       f"spec, but got spec {sharding.spec}")
   if d is batching.not_mapped or not isinstance(sharding, NamedSharding):
     return sharding_constraint_p.bind(x, sharding=sharding), d
   spec = list(sharding.spec) + [None] * (x.ndim - 1 - len(sharding.spec))
-  spec.insert(d, None)
+  spec.insert(d, spmd)
   return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh,
                                                               PartitionSpec(*spec))), d
 
