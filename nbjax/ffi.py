@@ -369,3 +369,17 @@ registry.register(
     meta=dict(note="a foreign function (XLA FFI custom-call target): eager and jit run it "
                    "in an XLA executable"))
 lowering.register(ffi_call_p, _lowering)
+
+
+def _physical(in_avals, *args, input_layouts, result_avals, **params):
+  """Under jit, key-array operands pass their data (row-major over its shape), as JAX's
+  lowering passes their physical arrays."""
+  from nbjax.lax.prng import physical_aval
+  if any(isinstance(a.dtype, dtypes.ExtendedDType) for a in result_avals):
+    raise NotImplementedError("ffi_call with key array results under jit")
+  layouts = tuple(_layout(physical_aval(a)) if isinstance(a.dtype, dtypes.ExtendedDType) else l
+                  for a, l in zip(in_avals, input_layouts))
+  return ffi_call_p.bind(*args, input_layouts=layouts, result_avals=result_avals, **params)
+
+
+ffi_call_p.physical_rule = _physical

@@ -148,3 +148,13 @@ def test_float0_attribute_and_batch_partitionable_as_jax():
   f = lambda x: nbjax.ffi.ffi_call("t", x)(x, p=np.zeros((), dtypes.float0))
   assert "p = dense<false> : tensor<i1>" in nbjax.jit(f).lower(0.5).as_text()
   assert nbjax.ffi.register_ffi_target_as_batch_partitionable("nbjax_test_bp") is None
+
+
+def test_key_array_operand_under_jit_as_jax():
+  """JAX's ffi_test test_extended_dtype_lowering: a key array operand of an FFI call under
+  jit passes its data (uint32[2] for a threefry key, row-major)."""
+  f = lambda x: nbjax.ffi.ffi_call("edtype", (), has_side_effect=True)(x)
+  text = nbjax.jit(f).lower(nbjax.random.key(0)).as_text()
+  assert ("stablehlo.custom_call @edtype(%arg0) {backend_config = \"\", has_side_effect = true, "
+          "mhlo.backend_config = {}, operand_layouts = [dense<0> : tensor<1xindex>], "
+          "result_layouts = []} : (tensor<2xui32>) -> ()") in text

@@ -988,7 +988,9 @@ def _phys_eval(jaxpr, consts, args):
     phys = getattr(prim, "physical_rule", None)
     keys = any(type(a.dtype) is KeyTy for a in (*in_avals, *out_avals))
     if phys is not None:
-      outs = [phys(in_avals, *ins, **e.params)]
+      outs = phys(in_avals, *ins, **e.params)
+      if not prim.multiple_results:
+        outs = [outs]
     elif keys and prim in rules:
       outs = [rules[prim](in_avals, out_avals, *ins, **e.params)]
     else:
