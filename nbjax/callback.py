@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import logging
 import string
+import sys
 import warnings
 
 import numpy as np
@@ -47,11 +48,12 @@ __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "eff
 
 
 class _Effect:
-  """An effect an equation has (``JaxprEqn.effects``): it is never removed or merged."""
-  __slots__ = ("name",)
+  """An effect an equation has (``JaxprEqn.effects``): it is never removed or merged;
+  ``ordered``: kept in program order (a token threads them)."""
+  __slots__ = ("name", "ordered")
 
-  def __init__(self, name):
-    self.name = name
+  def __init__(self, name, ordered=False):
+    self.name, self.ordered = name, ordered
 
   def __repr__(self):
     return self.name
@@ -59,8 +61,8 @@ class _Effect:
   __str__ = __repr__
 
 
-IOEffect, OrderedIOEffect = _Effect("IO"), _Effect("OrderedIO")
-DebugEffect, OrderedDebugEffect = _Effect("Debug"), _Effect("OrderedDebug")
+IOEffect, OrderedIOEffect = _Effect("IO"), _Effect("OrderedIO", ordered=True)
+DebugEffect, OrderedDebugEffect = _Effect("Debug"), _Effect("OrderedDebug", ordered=True)
 remat_allowed_effects.update((DebugEffect, OrderedDebugEffect))
 
 # ----------------------------------------------------------------------- flat callables
@@ -146,7 +148,7 @@ class _Print(_Hashed):
     else:
       msg = " ".join((self.fmt, *(str(a) for a in args)))
     if self.logging_record is None:
-      print(msg)
+      sys.stdout.write(msg + "\n")  # (one write, as JAX's: replicas' lines stay whole)
     else:
       record = copy.copy(self.logging_record)
       record.msg = msg
@@ -411,7 +413,7 @@ def _pure_lowering(ctx, *args, callback, result_avals, sharding, vmap_method):
 
 io_callback_p = Primitive("io_callback")
 io_callback_p.multiple_results = True
-io_callback_p.effects = (IOEffect,)
+io_callback_p.effects = lambda params: (OrderedIOEffect if params["ordered"] else IOEffect,)
 
 
 def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=False, **kwargs):
@@ -462,7 +464,7 @@ def _io_lowering(ctx, *args, callback, result_avals, sharding, ordered):
 
 debug_callback_p = Primitive("debug_callback")
 debug_callback_p.multiple_results = True
-debug_callback_p.effects = (DebugEffect,)
+debug_callback_p.effects = lambda params: (params["effect"],)  # (ordered or not)
 
 
 def _split_callback_args(args, kwargs):
@@ -610,7 +612,8 @@ def _debug_lowering(ctx, *args, callback, effect, partitioned):
 
 debug_print_p = Primitive("debug_print")
 debug_print_p.multiple_results = True
-debug_print_p.effects = (DebugEffect,)
+debug_print_p.effects = lambda params: (
+    OrderedDebugEffect if params["ordered"] else DebugEffect,)
 
 
 def _printer(fmt, has_placeholders, in_tree, np_printoptions, static_args, logging_record,

@@ -1550,7 +1550,8 @@ class Replicated:
   replicas of its own devices (``local``, in ``devices`` order), a mapped input holds their
   rows only, and the replicas' collectives cross processes (gloo)."""
 
-  def __init__(self, module, devices, in_specs, *, name=None, compiler_options=None):
+  def __init__(self, module, devices, in_specs, *, name=None, compiler_options=None,
+               host_callbacks=()):
     jl = ensure_jaxlib()
     xc, rt = jl.xc, _runtime()
     n = len(devices)
@@ -1559,17 +1560,23 @@ class Replicated:
     text = module if isinstance(module, str) else str(module)
     options = option_items(compiler_options)
     key = (hashlib.sha256(text.encode()).hexdigest(), tuple(d.id for d in devices), options)
-    exe = _mem_cache.get(key)
+    cbs = HostCallbacks(host_callbacks) if host_callbacks else None
+    exe = _mem_cache.get(key) if cbs is None else None  # (with callbacks: its own, as compile's)
     if exe is None:
       opts = _compile_options(options)
       opts.num_replicas, opts.num_partitions = n, 1
       opts.device_assignment = xc.DeviceAssignment.create(
           np.array([d.id for d in devices], np.int32).reshape(n, 1))
+      dl = xc.DeviceList(tuple(devices))
       with _lock:
-        exe = _mem_cache[key] = rt.client.compile_and_load(text, xc.DeviceList(tuple(devices)),
-                                                           opts)
+        if cbs is None:
+          exe = _mem_cache[key] = rt.client.compile_and_load(text, dl, opts)
+        else:
+          with mlir_context():  # (only the ir.Module overload takes callbacks)
+            exe = rt.client.compile_and_load(get_ir().Module.parse(text), dl, opts,
+                                             host_callbacks=list(cbs))
       _stats["compiles"] += 1
-    self._exe = exe
+    self._exe, self.host_callbacks = exe, cbs
     dl = xc.DeviceList(tuple(devices))
     repl = rt.gspmd(dl, xc.HloSharding.replicate())
     self._ins = []
@@ -1615,8 +1622,11 @@ class Replicated:
     # take XLA's shared CPU thread pool with replicas parked at a collective's rendezvous,
     # while the replicas they wait for queue behind them: a deadlock XLA ends by aborting.
     with _replicated_lock:
-      res = self._exe.execute_sharded(bufs, with_tokens=True)
-      res.consume_token().block_until_ready()
+      if self.host_callbacks is not None:  # (a callback's exception raised as itself)
+        res = _raising(self._exe.execute_sharded, self.host_callbacks.errors)(bufs)
+      else:
+        res = self._exe.execute_sharded(bufs, with_tokens=True)
+        res.consume_token().block_until_ready()
     return res.disassemble_into_single_device_arrays()
 
 

@@ -1,6 +1,8 @@
 """pmap cases that need several CPU devices: run by ``tests/test_pmap.py`` in a subprocess
 with ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (the device count is fixed when
 the client is created). Not collected by the main run (no ``test_`` prefix)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -437,3 +439,42 @@ def test_in_axes_prefix_errors():
                      r"pytree has a subtree of the same type but of length 1.*each argument "
                      "passed by keyword is mapped over its leading axis"):
     nbjax.pmap(lambda x, y: x, in_axes=(0, 0))(x, y=x)
+
+
+def test_debug_callbacks_run_on_each_replica(capfd):
+  # as JAX's: each replica calls the callback with its row (in no fixed order), beside the
+  # collectives; a callback's exception comes out of the call
+  def f(x):
+    nbjax.debug.print("x={x}", x=x)
+    return lax.psum(x, "i")
+  close(nbjax.pmap(f, axis_name="i")(jnp.arange(4.)), [6.] * 4)
+  assert sorted(capfd.readouterr().out.splitlines()) == [f"x={i}.0" for i in range(4)]
+
+  def boom(v):
+    raise RuntimeError("boom")
+  with pytest.raises(RuntimeError, match="boom"):
+    nbjax.pmap(lambda x: (nbjax.debug.callback(boom, x), x)[1])(jnp.arange(4.))
+
+
+def test_breakpoint_on_each_replica():
+  import io
+  stdin, stdout = io.StringIO("p y\nc\n" * N), io.StringIO()
+
+  def f(x):
+    y = jnp.sin(x)
+    nbjax.debug.breakpoint(stdin=stdin, stdout=stdout, backend="cli")
+    return y
+  nbjax.pmap(f)(jnp.arange(4.))
+  text = stdout.getvalue()
+  assert text.count("Entering jdb:\n(jdb) Array(") == N, text
+  assert sorted(float(v) for v in re.findall(r"Array\(([-\d.e]+), dtype=float64\)", text)) == \
+      pytest.approx(sorted(np.sin(np.arange(4.))), abs=1e-7)
+
+
+def test_ordered_effects_not_supported_across_devices():
+  # JAX's error: an ordered effect has no order across the devices' programs
+  def f(x):
+    nbjax.debug.print("{}", x, ordered=True)
+  with pytest.raises(ValueError, match="The following ordered effects are not supported for "
+                     r"more than 1 device: \[OrderedDebug\]"):
+    nbjax.pmap(f)(jnp.arange(4.))

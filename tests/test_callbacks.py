@@ -688,3 +688,18 @@ def test_debug_callback_operands_keep_weak_type_eagerly():
   f64, f32 = np.dtype(np.float64), np.dtype(np.float32)
   assert seen == [(f64, True), (f64, True), (f32, False), (f64, True), (f64, False),
                   (f64, False)]
+
+
+def test_effects_of_ordered_callbacks():
+  # as JAX's jaxpr effects: an ordered callback has the ordered effect
+  assert [str(e) for e in make_jaxpr(lambda x: nbjax.debug.print("{}", x, ordered=True))(1.)
+          .effects] == ["OrderedDebug"]
+  assert [str(e) for e in make_jaxpr(lambda x: nbjax.debug.print("{}", x))(1.).effects] == \
+      ["Debug"]
+  assert [str(e) for e in make_jaxpr(lambda x: nbjax.debug.callback(print, x, ordered=True))(1.)
+          .effects] == ["OrderedDebug"]
+  sds = ShapeDtypeStruct((), np.float64)
+  assert [str(e) for e in make_jaxpr(lambda x: io_callback(lambda v: v, sds, x, ordered=True))(1.)
+          .effects] == ["OrderedIO"]
+  assert [str(e) for e in make_jaxpr(lambda x: io_callback(lambda v: v, sds, x))(1.).effects] == \
+      ["IO"]

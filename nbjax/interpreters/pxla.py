@@ -120,12 +120,19 @@ class _PmapExecutable:
     if inner < 0 or inner > 1 and devices is not None:
       raise ValueError("Nested pmap with explicit devices argument.")
     self.devs = _pick_devices(n * inner, devices)
+    if len(self.devs) > 1:  # JAX's: no order across devices' programs
+      from nbjax.jaxpr import jaxpr_effects
+      ordered = [e for e in jaxpr_effects(closed) if getattr(e, "ordered", False)]
+      if ordered:
+        raise ValueError("The following ordered effects are not supported for more than 1 "
+                         f"device: {ordered}")
     self.n, self.in_axes, self.out_axes, self.name = n, in_axes, out_axes, name
     self.in_avals, self.out_avals = in_avals, _ = closed.in_avals, closed.out_avals
-    module = _lower(closed, axis_name, n, in_axes, out_axes, name)
+    cbs = []  # debug callbacks (jax.debug.print, breakpoint): each replica runs them
+    module = _lower(closed, axis_name, n, in_axes, out_axes, name, host_callbacks=cbs)
     self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, ax is not None)
                                                  for a, ax in zip(in_avals, in_axes)],
-                              name=f"pmap_{name}")
+                              name=f"pmap_{name}", host_callbacks=cbs)
     _stats["compiles"] += 1
     from nbjax.sharding import PmapSharding
     self.shardings = [PmapSharding(self.devs, ax, n) for ax in out_axes]
@@ -240,11 +247,13 @@ def runner(call_jaxpr, consts, out_tree, miss, *, axis_name, axis_size, devices,
   return runs[out_tree]
 
 
-def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
+def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None, host_callbacks=None):
   """A module whose ``main`` takes ``(1, *shape)`` for a mapped input and returns ``(1,
   *shape)`` for a mapped output (one row of the global value per replica). ``axes``:
   ``((name, size), ...)`` for several named axes over the replicas (shard_map's mesh). Maps
-  nested in the body multiply the replicas: ``n * replicas(body)`` in all."""
+  nested in the body multiply the replicas: ``n * replicas(body)`` in all. The Python
+  callables of its callbacks are appended to ``host_callbacks`` (each replica calls them;
+  None: a module with callbacks is an error)."""
   axes = ((axis_name, n),) if axes is None else axes
   from nbjax import xla
   from nbjax.interpreters import mlir
@@ -274,8 +283,10 @@ def _lower(closed, axis_name, n, in_axes, out_axes, name, axes=None):
               for o, a, ax in zip(outs, out_avals, out_axes)]
       func.ReturnOp(outs)
   if mctx.host_callbacks:
-    raise NotImplementedError("nbjax's pmap does not run host callbacks (they would run once "
-                              "per device, each able to stall the others' collectives)")
+    if host_callbacks is None:
+      raise NotImplementedError("nbjax's pmap does not run host callbacks (they would run "
+                                "once per device, each able to stall the others' collectives)")
+    host_callbacks.extend(mctx.host_callbacks)
   return m
 
 
