@@ -120,7 +120,8 @@ def _result_avals(results):
 
 
 class _Attr:
-  """A hashable keyword attribute (arrays and dicts by content)."""
+  """A hashable keyword attribute (arrays and dicts by content), printed as JAX's
+  ``HashableArray``/``FrozenDict``."""
   __slots__ = ("val", "_key")
 
   def __init__(self, val):
@@ -135,7 +136,8 @@ class _Attr:
     return isinstance(other, _Attr) and self._key == other._key
 
   def __repr__(self):
-    return repr(self.val)
+    kind = "HashableArray" if isinstance(self.val, np.ndarray) else "FrozenDict"
+    return f"{kind}({self.val!r})"
 
 
 def _hashable_kwargs(kwargs):

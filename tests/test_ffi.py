@@ -158,3 +158,14 @@ def test_key_array_operand_under_jit_as_jax():
   assert ("stablehlo.custom_call @edtype(%arg0) {backend_config = \"\", has_side_effect = true, "
           "mhlo.backend_config = {}, operand_layouts = [dense<0> : tensor<1xindex>], "
           "result_layouts = []} : (tensor<2xui32>) -> ()") in text
+
+
+def test_non_hashable_attributes_as_jax():
+  """JAX's ffi_test: dict and array attributes are held by content in the equation's params,
+  printed as JAX's FrozenDict/HashableArray, and lowered as a dictionary and dense elements."""
+  f = lambda x: nbjax.ffi.ffi_call("t", x)(x, d={"a": 1}, arr=np.arange(3))
+  text = str(nbjax.make_jaxpr(f)(jnp.ones(5)))
+  assert "attributes=(('arr', HashableArray(array([0, 1, 2]))), ('d', FrozenDict({'a': 1})))" \
+      in text
+  hlo = nbjax.jit(f).lower(jnp.ones(5)).as_text()
+  assert "d = {a = 1 : i64}" in hlo and "arr = dense<[0, 1, 2]> : tensor<3xi64>" in hlo
