@@ -313,8 +313,9 @@ def _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf):
 
 
 @njit(**_J)
-def direct_fwd(x5, n, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2, w, O, buf, out):
-  """Output lines ``l0 <= l < l1`` (of the ``(o0, o1)`` grid) of image ``n``:
+def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2, w, O, buf,
+               out):
+  """Output lines ``l0 <= l < l1`` (of the ``(o0, o1)`` grid) of images ``n0 <= n < n1``:
   ``out[n, i0, i1, q, o] = sum over taps and c of buf[i0*s0 + t0*d0, i1*s1 + t1*d1,
   q*s2 + t2*d2, c] * w[(t0, t1, t2, c), o]``, ``buf`` the image padded by ``_pad_image``.
   ``w`` is ``(k0 * k1 * k2 * C, Op)``, its columns padded to whole vectors."""
@@ -324,7 +325,6 @@ def direct_fwd(x5, n, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2,
   L = 64 // w.itemsize  # (kernels.microkernel's vector lanes)
   p1a = (l0 % o1) * s1 if o0 == 1 else 0
   p1b = min(P1, ((l1 - 1) % o1) * s1 + (k1 - 1) * d1 + 1) if o0 == 1 else P1
-  _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf)
   xb, wf, of = buf.reshape(-1), w.reshape(-1), out.reshape(-1)
   if d2 == 1:  # (taps of the last axis, c) contiguous: one loop
     a_k, b_k, k_n = (d0 * P1 * P2 * C, d1 * P2 * C, 1), (k1 * k2 * C * Op, k2 * C * Op, Op), (
@@ -333,16 +333,18 @@ def direct_fwd(x5, n, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2,
   else:
     a_k, b_k, k_n = (d1 * P2 * C, d2 * C, 1), (k2 * C * Op, C * Op, Op), (k1, k2, C)
     splits = k0
-  for l in range(l0, l1):
-    i0, i1 = l // o1, l % o1
-    c_off = ((n * o0 + i0) * o1 + i1) * o2 * O
-    for oc in range(0, O, 2 * L):
-      nv = 2 if O - oc > L else 1
-      last = min(L, O - oc - (nv - 1) * L)
-      for t0 in range(splits):
-        a_off = ((i0 * s0 + t0 * d0) * P1 + i1 * s1) * P2 * C
-        _rows(nv, o2, splits == 1, xb, a_off, s2 * C, a_k, wf, t0 * k1 * k2 * C * Op + oc, b_k,
-              k_n, of, c_off + oc, O, last, t0 > 0)
+  for n in range(n0, n1):
+    _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf)
+    for l in range(l0, l1):
+      i0, i1 = l // o1, l % o1
+      c_off = ((n * o0 + i0) * o1 + i1) * o2 * O
+      for oc in range(0, O, 2 * L):
+        nv = 2 if O - oc > L else 1
+        last = min(L, O - oc - (nv - 1) * L)
+        for t0 in range(splits):
+          a_off = ((i0 * s0 + t0 * d0) * P1 + i1 * s1) * P2 * C
+          _rows(nv, o2, splits == 1, xb, a_off, s2 * C, a_k, wf, t0 * k1 * k2 * C * Op + oc,
+                b_k, k_n, of, c_off + oc, O, last, t0 > 0)
 
 
 @njit(**_J)

@@ -354,8 +354,8 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
   (an input gradient 32 -> 16 features, 3x3; interleaved medians). A float convolution
   without groups or input dilation whose output features fill half a vector or more runs
   ``'direct'`` instead (register tiles over the padded input, no patches:
-  ``kernels.convolution.direct_fwd``), or ``'direct_swap'`` where ``'swap'`` won (a kernel
-  gradient: ``direct_rhs_grad``): on issue 15's convolution 30% less CPU than the patches
+  ``kernels.convolution.direct_fwd``), or ``'direct_swap'`` where windows have more positions
+  than the output (a kernel gradient: ``direct_rhs_grad``): on issue 15's convolution 30% less CPU than the patches
   and gemm for the forward pass, 32% for forward and both gradients."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
@@ -387,9 +387,11 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
                       + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl)
   how = min(cost, key=cost.get)
   O = rhs.shape[rhs_spec[0]]
-  if (how != "col2im" and G == Gb == 1 and nsp and cd in (np.float32, np.float64)
+  if (G == Gb == 1 and nsp and cd in (np.float32, np.float64)
       and O * cd.itemsize >= 32 and all(d == 1 for d in lhs_dilation)):
-    return "direct_swap" if how == "swap" else "direct"
+    # (rows of output positions; or, where the windows outnumber the outputs, as in a
+    # kernel gradient, rows of taps times batch entries, contracting over lhs features)
+    return "direct_swap" if math.prod(osp) < math.prod(ksp) else "direct"
   if (how in ("cl", "col2im") and G == Gb == 1 and nsp and O < 32 <= O * last_k
       and all(d == 1 for d in lhs_dilation)):
     return "rows"
@@ -462,7 +464,7 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
 def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn, ksp,
                  osp, ext):
   """A convolution by register tiles over the padded input (``kernels.convolution.direct_fwd``):
-  lines of output positions of an image a chunk, each chunk padding the rows it reads."""
+  blocks of images a chunk (or of output lines, for few images), each image padded in turn."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1])).astype(cd, copy=False)
@@ -475,15 +477,16 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((o[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(3))
   lines = o[0] * o[1]
-  parts = 1 if N >= 4 else min(lines, -(-4 // N))
+  if N >= 4:  # (8 blocks of images: both threads busy, few calls)
+    nb = min(N, 8)
+    blocks = [(b * N // nb, (b + 1) * N // nb, 0, lines) for b in range(nb)]
+  else:
+    q = min(lines, -(-4 // N))
+    blocks = [(n, n + 1, j * lines // q, (j + 1) * lines // q) for n in range(N) for j in range(q)]
   out = _scratch((N, *o, O), cd)
   bufs = [_scratch((*P, C), cd) for _ in range(2)]
-
-  def chunk(t, i):
-    n, j = divmod(i, parts)
-    K.direct_fwd(x, n, j * lines // parts, (j + 1) * lines // parts, *lo, *k, *s, *d, w, O,
-                 bufs[t], out)
-  run_chunks(N * parts, chunk, blas=False)
+  run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O, bufs[t],
+                                                    out), blas=False)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
   return _result(z, od)
 
