@@ -4,6 +4,8 @@ NumPy (no im2col), across strides, dilations, paddings, groups, layouts, 1-3 spa
 dtypes; gradients against the same reference's adjoint; the API's errors as JAX words them.
 (The registry-generated checks cover jvp, transposes, vmap and jit per sample as well.)
 """
+import functools
+
 import numpy as np
 import pytest
 from scipy import signal
@@ -120,6 +122,7 @@ def test_every_patch_strategy_and_chunking(monkeypatch, layout, budget):
   convolution as such or by the kernel gradient's swapped roles), and patches built a few
   rows at a time (chunks run by two threads), give the same result."""
   monkeypatch.setattr(conv_mod, "_strategy", lambda *a: layout)
+  monkeypatch.setattr(conv_mod, "_plan", functools.lru_cache(conv_mod._plan.__wrapped__))
   if budget:
     monkeypatch.setattr(conv_mod, "_PATCH_BUDGET", budget)
     monkeypatch.setattr(conv_mod, "_CHUNK", budget)

@@ -29,6 +29,7 @@ axis into the batch dimension or into the feature groups, one bind, as JAX does.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import operator
 from typing import NamedTuple, Sequence, Union
@@ -526,32 +527,61 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   return _result(z, od)
 
 
-def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                dimension_numbers, feature_group_count, batch_group_count, precision,
-                preferred_element_type):
-  lhs_spec, rhs_spec, out_spec = dimension_numbers
-  out_shape = _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                          dimension_numbers, feature_group_count, batch_group_count)
+@functools.lru_cache(maxsize=512)
+def _plan(ls, ldt, rs, rdt, window_strides, padding, lhs_dilation, rhs_dilation, dn, G, Gb,
+          preferred_element_type):
+  """What an eager convolution of these shapes and dtypes runs (checked as JAX checks):
+  ``(out_shape, od, cd, ksp, osp, how)``, ``how`` None for an empty result; memoized per
+  signature (the checks and the cost model cost 20 us a call)."""
+  lhs, rhs = ShapedArray(ls, ldt), ShapedArray(rs, rdt)
+  lhs_spec, rhs_spec, out_spec = dn
+  out_shape = _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dn, G,
+                          Gb)
   od = _conv_dtype(lhs, rhs, preferred_element_type)
   nsp = len(lhs_spec) - 2
   if nsp > 3:
     raise NotImplementedError(f"conv_general_dilated: the eager kernel takes 1 to 3 spatial "
-                              f"dimensions, got {nsp} (lhs shape {lhs.shape}); use jit")
-  if math.prod(out_shape) == 0 or lhs.size == 0 or rhs.size == 0:
-    return np.zeros(out_shape, od)
+                              f"dimensions, got {nsp} (lhs shape {ls}); use jit")
   cd = _compute_dtype(od)
-  G, Gb = feature_group_count, batch_group_count
-  ksp = tuple(rhs.shape[i] for i in rhs_spec[2:])
+  ksp = tuple(rs[i] for i in rhs_spec[2:])
   osp = tuple(out_shape[i] for i in out_spec[2:])
+  O = rs[rhs_spec[0]]
+  if math.prod(out_shape) == 0 or math.prod(ls) == 0 or math.prod(rs) == 0:
+    how = None
+  elif (1 < Gb == ls[lhs_spec[0]] == O and G == 1 and nsp and rhs_dilation[-1] == 1
+        and all(d == 1 for d in lhs_dilation)):
+    how = "depthwise_rhs_grad"
+  elif 1 < G == ls[lhs_spec[1]] and Gb == 1:
+    how = "depthwise"
+  else:
+    how = _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation,
+                    lhs_dilation, G, Gb, cd)
+  return out_shape, od, cd, ksp, osp, how
+
+
+def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                dimension_numbers, feature_group_count, batch_group_count, precision,
+                preferred_element_type):
+  key = (lhs.shape, lhs.dtype, rhs.shape, rhs.dtype, window_strides, padding, lhs_dilation,
+         rhs_dilation, dimension_numbers, feature_group_count, batch_group_count,
+         preferred_element_type)
+  try:
+    hash(key)
+  except TypeError:  # (lists where tuples belong: checked, not memoized)
+    plan = _plan.__wrapped__(*key)
+  else:
+    plan = _plan(*key)
+  out_shape, od, cd, ksp, osp, how = plan
+  if how is None:
+    return np.zeros(out_shape, od)
+  lhs_spec, rhs_spec, out_spec = dimension_numbers
+  nsp = len(lhs_spec) - 2
+  G, Gb = feature_group_count, batch_group_count
   O = rhs.shape[rhs_spec[0]]
   ext = lambda t: (1,) * (3 - nsp) + tuple(t)  # size-1 axes first: runs stay long
-  if (1 < Gb == lhs.shape[lhs_spec[0]] == O and G == 1 and nsp and rhs_dilation[-1] == 1
-      and all(d == 1 for d in lhs_dilation)):
+  if how == "depthwise_rhs_grad":
     return _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding,
                                rhs_dilation, dimension_numbers, ksp, osp, ext)
-  how = "depthwise" if 1 < G == lhs.shape[lhs_spec[1]] and Gb == 1 else _strategy(
-      lhs, rhs, dimension_numbers, ksp, osp, out_shape, window_strides, rhs_dilation,
-      lhs_dilation, G, Gb, cd)
   if how in ("direct", "direct_swap"):
     return (_conv_direct if how == "direct" else _conv_direct_rhs_grad)(
         lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dimension_numbers,
