@@ -182,6 +182,9 @@ class Config:
 
   def __init__(self):
     self._flags = {k: _from_env(k, d, check) for k, (d, check) in _OPTIONS.items()}
+    if self._flags["transfer_guard"] is not None:  # ($JAX_TRANSFER_GUARD: each direction's)
+      for d in ("host_to_device", "device_to_device", "device_to_host"):
+        self._flags[f"transfer_guard_{d}"] = self._flags["transfer_guard"]
     # ``_flags`` holds the values in effect: an open context manager's value (``_overrides``,
     # innermost last) else the global one (``_global``, what ``update`` sets), as JAX's
     # context values take precedence over its global ones

@@ -650,6 +650,7 @@ def _on_config(name, value):
 
 
 config.add_listener(_on_config)
+_on_config("transfer_guard_host_to_device", config._flags["transfer_guard_host_to_device"])
 
 
 def get_current_trace():

@@ -655,3 +655,17 @@ def test_logging_options_as_jax():
   verbose, silent = err.split("---")
   assert "DEBUG:" in verbose and "Finished tracing <lambda> for jit" in verbose
   assert silent == ""
+
+
+def test_transfer_guard_from_environment_as_jax():
+  """$JAX_TRANSFER_GUARD sets every direction's level at start-up, and is in effect."""
+  import subprocess
+  import sys
+  prog = ("import numpy as np, nbjax, nbjax.numpy as jnp\n"
+          "assert nbjax.config.jax_transfer_guard_host_to_device == 'disallow'\n"
+          "try:\n  jnp.asarray(np.ones(2))\nexcept nbjax.errors.JaxRuntimeError as e:\n"
+          "  print(e)\n")
+  out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                       env=dict(os.environ, JAX_TRANSFER_GUARD="disallow"))
+  assert out.stdout.startswith("INVALID_ARGUMENT: Disallowed host-to-device transfer"), \
+      out.stdout + out.stderr
