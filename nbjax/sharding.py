@@ -455,6 +455,14 @@ def canonicalize_sharding(sharding, api_name):
   return sharding
 
 
+def device_sharding(out_sharding, device):
+  """``(out_sharding, device)`` with a ``NamedSharding`` passed as ``device`` (JAX's creation
+  functions take one there) moved to ``out_sharding`` when that is not given."""
+  if out_sharding is None and isinstance(device, NamedSharding):
+    return device, None
+  return out_sharding, device
+
+
 def apply_out_sharding(x, out_sharding, api_name, device=None):
   """``x`` placed as JAX's ``out_sharding`` argument of ``api_name`` says (None: as it is):
   ``device_put`` eagerly, a sharding constraint under a trace."""
@@ -464,10 +472,11 @@ def apply_out_sharding(x, out_sharding, api_name, device=None):
   s = canonicalize_sharding(out_sharding, api_name)
   if s is None:
     return x
-  from nbjax import lax
+  from nbjax import core, lax
   from nbjax.api import device_put
   from nbjax.array import Array
-  return device_put(x, s) if isinstance(x, Array) else lax.with_sharding_constraint(x, s)
+  return (device_put(x, s) if isinstance(x, Array) and core._ctx.trace is core.eval_trace
+          else lax.with_sharding_constraint(x, s))
 
 
 def reshard(xs, out_shardings):

@@ -613,3 +613,31 @@ def test_vmap_spmd_axis_name():
                      r"with_sharding_constraint spec, but got spec P\('x',\)$"):
     nbjax.vmap(h, spmd_axis_name="x")(x)
   assert nbjax.jit(nbjax.vmap(h, spmd_axis_name="y"))(x).sharding == NamedSharding(m, P("y", "x"))
+
+
+def test_creation_functions_take_a_sharding_as_device():
+  """jnp.array/asarray/zeros/ones/full/empty(device=NamedSharding) place the result, eagerly
+  and under jit; zeros_like/ones_like of a committed sharded array or a ShapeDtypeStruct with a
+  sharding keep it (as JAX 0.10.2's; pjit_test test_jnp_array_sharding,
+  test_jnp_array_inside_jit_sharding, test_sds_full_like)."""
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x", "y"))
+  inp = np.arange(16).reshape(8, 2)
+  o = jnp.array(inp, device=s)
+  np.testing.assert_array_equal(o, inp)
+  assert o.sharding == s
+  for f in (lambda: jnp.array(inp, dtype=np.float32, device=s),
+            lambda: jnp.asarray(inp, dtype=np.float32, device=s)):
+    o = nbjax.jit(f)()
+    np.testing.assert_array_equal(o, inp.astype(np.float32))
+    assert o.sharding == s and o.dtype == np.float32
+  o = nbjax.jit(lambda x: jnp.array(x, dtype=np.float32, device=s))(inp)
+  assert o.sharding == s and o.dtype == np.float32
+  for f in (jnp.zeros, jnp.ones, jnp.empty, lambda sh, device: jnp.full(sh, 3.0, device=device)):
+    assert f((4, 2), device=s).sharding == s
+  x = nbjax.ShapeDtypeStruct((4, 4), np.float32, sharding=s)
+  y = jnp.zeros_like(x)
+  assert y.sharding == s and jnp.zeros_like(x, device=y.sharding).sharding == s
+  a = nbjax.device_put(np.arange(8.0), NamedSharding(m, P("x")))
+  assert jnp.ones_like(a).sharding == NamedSharding(m, P("x"))
+  assert not isinstance(jnp.ones_like(a, shape=(2,)).sharding, NamedSharding)

@@ -19,7 +19,7 @@ from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._manip import stack
 from nbjax.numpy._ufuncs import exp, log, power
-from nbjax.sharding import apply_out_sharding
+from nbjax.sharding import NamedSharding, apply_out_sharding, device_sharding
 from nbjax.numpy._util import as_array, canonicalize_shape, canonicalize_user_dtype, lit
 
 _PY_SCALARS = (bool, int, float, complex)
@@ -87,6 +87,7 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
                   "deprecated. Use keyword arguments instead.", DeprecationWarning, stacklevel=2)
   if type(object) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["array"](object, dtype, copy=copy, ndmin=ndmin)
+  out_sharding, device = device_sharding(out_sharding, device)
   if out_sharding is not None:
     return apply_out_sharding(array(object, dtype, copy=copy, order=order, ndmin=ndmin),
                               out_sharding, "jnp.array", device)
@@ -165,6 +166,7 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=N
     >>> jnp.asarray(2.5, dtype=jnp.float32)
     Array(2.5, dtype=float32)
   """
+  out_sharding, device = device_sharding(out_sharding, device)
   if out_sharding is not None:
     return apply_out_sharding(asarray(a, dtype, order, copy=copy), out_sharding, "jnp.array",
                               device)
@@ -220,6 +222,7 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     Array([[7, 7],
            [7, 7]], dtype=int64, weak_type=True)
   """
+  out_sharding, device = device_sharding(out_sharding, device)
   if out_sharding is not None:
     return apply_out_sharding(full(shape, fill_value, dtype), out_sharding, "full", device)
   shape = canonicalize_shape(shape)
@@ -277,6 +280,7 @@ def zeros(shape, dtype=None, *, device=None, out_sharding=None):
     Array([[0, 0, 0],
            [0, 0, 0]], dtype=int64)
   """
+  out_sharding, device = device_sharding(out_sharding, device)
   out = _filled(np.zeros, shape, dtype)
   out = _zeros(shape, dtype) if out is None else out
   return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
@@ -306,6 +310,7 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
     Array([[1., 1.],
            [1., 1.]], dtype=float64)
   """
+  out_sharding, device = device_sharding(out_sharding, device)
   out = _filled(np.ones, shape, dtype)
   out = _ones(shape, dtype) if out is None else out
   return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.ones",
@@ -344,13 +349,14 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
     Array([0., 0.], dtype=float64)
   """
   _shape_dtype_hint("empty", shape, dtype)
+  out_sharding, device = device_sharding(out_sharding, device)
   out = zeros(shape, dtype if dtype is None else _named_dtype(dtype, "empty"))
   return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
                                                              device)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None,
-              _name="full_like"):
+              _name="full_like", _placed=False):
   """An array like ``a`` (shape, dtype; weak type kept) filled with ``fill_value``; ``a``
   may be any object with ``shape`` and ``dtype`` (e.g. a ``ShapeDtypeStruct``), as JAX.
 
@@ -370,8 +376,16 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
     >>> jnp.full_like(jnp.array([1.0, 2.0]), 3)
     Array([3., 3.], dtype=float64)
   """
+  out_sharding, device = device_sharding(out_sharding, device)
+  if out_sharding is None and device is None and not _placed and not isinstance(a, Tracer):
+    s = getattr(a, "sharding", None)  # as JAX's: a committed sharded ``a``'s layout
+    if isinstance(s, NamedSharding) and getattr(a, "_committed", True) and \
+        not getattr(a, "weak_type", getattr(a, "_weak", False)) and \
+        (shape is None or canonicalize_shape(shape) == tuple(a.shape) or s.is_fully_replicated):
+      out_sharding = s
   if out_sharding is not None:
-    return apply_out_sharding(full_like(a, fill_value, dtype, shape, _name=_name), out_sharding,
+    return apply_out_sharding(full_like(a, fill_value, dtype, shape, _name=_name, _placed=True),
+                              out_sharding,
                               "full_like" if _name == "full_like" else "jnp." + _name, device)
   if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None
