@@ -404,6 +404,10 @@ class set_mesh:
     from nbjax import core
     if core._ctx.trace is not core.eval_trace:
       raise ValueError("`set_mesh` can only be used outside of `jax.jit`.")
+    if mesh is not None and mesh.manual_axes:
+      raise ValueError(f"mesh {mesh} contains manual axes which is not allowed when using "
+                       "`jax.set_mesh`. Please use `jax.shard_map` to enter into `Manual` "
+                       "mode instead.")
     self._prev = getattr(_mesh_ctx, "stack", None)
     _mesh_ctx.stack = [] if mesh is None else [*(self._prev or ()), mesh]
 

@@ -225,3 +225,14 @@ def test_context_mesh_queries_and_auto_explicit_axes():
   with pytest.raises(ValueError, match=r"^Context mesh cannot be empty. Please use `jax.set_mesh`"
                      r" API to enter into a mesh context when using `explicit_axes` API.$"):
     explicit_axes(lambda x: x, in_sharding=P())(1.0)
+
+
+def test_set_mesh_refuses_manual_axes():
+  """JAX 0.10.2's error (pjit_test test_set_mesh_error); the context mesh is left as it was."""
+  from nbjax.sharding import get_mesh, set_mesh
+  m = Mesh(np.array(nbjax.devices()[:1]), ("x",), (AxisType.Manual,))
+  with pytest.raises(ValueError, match=r"^mesh Mesh\('x': 1, axis_types=\(Manual,\)\) contains "
+                     r"manual axes which is not allowed when using `jax.set_mesh`. Please use "
+                     r"`jax.shard_map` to enter into `Manual` mode instead.$"):
+    set_mesh(m)
+  assert get_mesh().empty
