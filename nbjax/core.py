@@ -246,15 +246,13 @@ def invalid_value_error(name, args):
 
 
 def _sds_sharding(s, shape):
-  """A ShapeDtypeStruct's sharding as JAX's: a PartitionSpec on the context mesh (if any),
-  checked against the rank."""
+  """A ShapeDtypeStruct's sharding checked against the rank, as JAX's."""
   from nbjax import sharding as sh
   if isinstance(s, sh.PartitionSpec):
     if len(s) > len(shape):
       raise ValueError(f"PartitionSpec {s} is only valid for values of rank at least {len(s)}, "
                        f"but was applied to a value of rank {len(shape)}.")
-    m = sh._current_mesh()
-    return s if m is None or m.empty else sh.NamedSharding(m, s)
+    return s  # (taken on the context mesh when read: ShapeDtypeStruct.sharding)
   if isinstance(s, sh.NamedSharding):
     s.check_compatible_aval(shape)
   return s
@@ -262,7 +260,7 @@ def _sds_sharding(s, shape):
 
 class ShapeDtypeStruct:
   """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
-  __slots__ = ("shape", "dtype", "weak_type", "sharding")
+  __slots__ = ("shape", "dtype", "weak_type", "_sharding")
 
   def __init__(self, shape, dtype, weak_type=False, sharding=None):
     self.shape = tuple(shape)
@@ -273,7 +271,20 @@ class ShapeDtypeStruct:
     self.weak_type = weak_type
     if sharding is not None:
       sharding = _sds_sharding(sharding, self.shape)
-    self.sharding = sharding
+    self._sharding = sharding
+
+  @property
+  def sharding(self):
+    """The sharding given; a PartitionSpec as a NamedSharding on the context mesh (JAX's)."""
+    s = self._sharding
+    if s is not None and type(s).__name__ == "PartitionSpec":
+      from nbjax import sharding as sh
+      m = sh._current_mesh()
+      if m is None or m.empty:
+        raise TypeError("When specifying PartitionSpec to `ShapeDtypeStruct`, the context mesh "
+                        "cannot be empty. Please use `jax.set_mesh` to set the mesh context.")
+      return sh.NamedSharding(m, s)
+    return s
 
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))

@@ -558,8 +558,15 @@ def test_sharding_argument_errors_as_jax():
     with pytest.raises(ValueError, match=r"^PartitionSpec P\(None, 'x', None\) is only valid for "
                        r"values of rank at least 3, but was applied to a value of rank 2.$"):
       nbjax.ShapeDtypeStruct((128, 128), np.float32, sharding=P(None, "x", None))
-    assert nbjax.ShapeDtypeStruct((4,), np.float32, sharding=P("x")).sharding == \
-        NamedSharding(m, P("x"))
+    sds = nbjax.ShapeDtypeStruct((4,), np.float32, sharding=P("x"))
+    assert sds.sharding == NamedSharding(m, P("x"))
+  with pytest.raises(TypeError, match=r"^When specifying PartitionSpec to `ShapeDtypeStruct`, "
+                     r"the context mesh cannot be empty. Please use `jax.set_mesh` to set the "
+                     r"mesh context.$"):
+    sds.sharding  # (a PartitionSpec is taken on the context mesh when read, as JAX's)
+  with nbjax.set_mesh(Mesh(np.array(nbjax.devices()[:2]), ("y",))):
+    with pytest.raises(ValueError, match=r"Resource axis: x of P\('x',\) is not found in mesh"):
+      sds.sharding
   m2 = Mesh(np.array(nbjax.devices()[1::-1]), ("x",))
   inp = nbjax.device_put(np.arange(8), NamedSharding(m, P()))
   with pytest.raises(ValueError, match=r"^Received incompatible devices for jitted computation. "

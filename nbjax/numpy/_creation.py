@@ -379,7 +379,8 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
   out_sharding, device = device_sharding(out_sharding, device)
   if out_sharding is None and device is None and not _placed and not isinstance(a, Tracer):
     s = getattr(a, "sharding", None)  # as JAX's: a committed sharded ``a``'s layout
-    if isinstance(s, NamedSharding) and getattr(a, "_committed", True) and \
+    if isinstance(s, NamedSharding) and hasattr(s.mesh, "devices") and \
+        getattr(a, "_committed", True) and \
         not getattr(a, "weak_type", getattr(a, "_weak", False)) and \
         (shape is None or canonicalize_shape(shape) == tuple(a.shape) or s.is_fully_replicated):
       out_sharding = s
