@@ -628,9 +628,12 @@ def host_to_device(x, explicit=False):
   if (level is None or _ctx.trace is not debug_trace
       or explicit and not level.endswith("_explicit")):
     return
+  try:
+    aval = get_aval(x if type(x) not in (list, tuple) else np.asarray(x))
+  except (TypeError, ValueError):
+    return  # (no JAX value: the operation's own error follows)
   from nbjax.array import _single_sharding
-  msg = (f"host-to-device transfer: aval={raise_to_shaped(get_aval(x))!r}, "
-         f"dst_sharding={_single_sharding()!r}")
+  msg = f"host-to-device transfer: aval={aval!r}, dst_sharding={_single_sharding()!r}"
   if level.startswith("log"):
     import logging
     logging.getLogger("nbjax").warning(msg)

@@ -510,8 +510,14 @@ def test_transfer_guard_as_jax(caplog):
       jnp.ones(1)
     with pytest.raises(JaxRuntimeError):
       jnp.ones(1)
+  with nbjax.transfer_guard("disallow"):  # (a list's transfer: its NumPy array's aval)
+    with pytest.raises(JaxRuntimeError, match=re.escape(_TG_MSG.format(
+        "ShapedArray(int64[2])"))):
+      jnp.array([1, 2])
   caplog.clear()
   with caplog.at_level(logging.WARNING, logger="nbjax"), nbjax.transfer_guard("log"):
+    np.testing.assert_array_equal(jnp.array([[1, 2]]), [[1, 2]])
+    caplog.clear()
     x + np.ones(3)
     nbjax.device_put(np.ones(2))  # (explicit: logged only under "log_explicit")
   assert [r.getMessage() for r in caplog.records] == [_TG_MSG.split("Disallowed ")[1].format(
