@@ -959,3 +959,9 @@ def test_lowered_debug_info_and_compiled_shardings_as_jax():
   np.testing.assert_array_equal(type(c).call(c, np.arange(8.), y=np.ones(2))[0], np.arange(8.) * 2)
   k = nbjax.jit(lambda x, y: x, keep_unused=True).lower(1., 2.).compile()
   assert k.input_shardings == ((s, s), {})
+  def f(x, y):
+    return x * 2, {"a": y}
+  t = nbjax.jit(f).trace(1., 2)
+  assert t.fun_name == "f" and t.out_tree == nbjax.tree_util.tree_structure((0, {"a": 0}))
+  assert str(t.out_avals) == ("(ShapedArray(float64[], weak_type=True), {'a': "
+                              "ShapedArray(int64[], weak_type=True)})")

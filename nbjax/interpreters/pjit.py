@@ -1541,6 +1541,9 @@ class Traced(_Stage):
   jaxpr = property(lambda self: self._entry.closed)
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
+  # (JAX's: the traced function's name, and the outputs' avals as a pytree)
+  fun_name = property(lambda self: self._entry.name)
+  out_avals = property(lambda self: self._entry.out_tree.unflatten(self._entry.closed.out_avals))
 
   def lower(self, *, lowering_platforms=None, _private_parameters=None):
     """The StableHLO module; ``lowering_platforms`` is accepted, as JAX's (nbjax lowers for
