@@ -206,6 +206,14 @@ def raise_to_shaped(aval, weak_type=None):
 _PY_SCALARS = (bool, int, float, complex)
 
 
+# JAX's error for an object with __jax_array__ reaching a primitive or a transformation
+# unconverted (jnp functions convert such objects; lax functions and jit do not)
+JAX_ARRAY_ABSTRACTIFY = (
+    "Triggering __jax_array__() during abstractification is no longer supported. To avoid "
+    "this error, either explicitly convert your object using jax.numpy.array(), or register "
+    "your object as a pytree.")
+
+
 def get_aval(x):
   """The abstract value of anything nbjax accepts as an operand."""
   aval = getattr(x, "aval", None)
@@ -221,7 +229,7 @@ def get_aval(x):
   if t in _PY_SCALARS or isinstance(x, _PY_SCALARS):
     return ShapedArray((), dtypes.dtype(x, canonicalize=True), t is not bool)
   if hasattr(x, "__jax_array__"):
-    return get_aval(x.__jax_array__())
+    raise ValueError(JAX_ARRAY_ABSTRACTIFY)
   if isinstance(x, str):
     raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
   raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
@@ -331,9 +339,7 @@ def abstractify(x):
   if isinstance(x, ShapedArray):  # an abstract value stands for itself (jit(f).lower(aval))
     return x
   if hasattr(x, "__jax_array__") and not isinstance(x, np.ndarray):
-    raise ValueError("Triggering __jax_array__() during abstractification is no longer "
-                     "supported. To avoid this error, either explicitly convert your object "
-                     "using jax.numpy.array(), or register your object as a pytree.")
+    raise ValueError(JAX_ARRAY_ABSTRACTIFY)
   return get_aval(x)
 
 

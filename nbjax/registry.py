@@ -409,7 +409,7 @@ def coerce(x, prim=None):
     except OverflowError:
       raise OverflowError(f"Python int {x} too large to convert to {aval.dtype}") from None
   if hasattr(x, "__jax_array__"):
-    return coerce(x.__jax_array__(), prim)
+    raise ValueError(core.JAX_ARRAY_ABSTRACTIFY)
   name = f"'{prim.name}' " if prim is not None else ""
   raise TypeError(f"primitive {name}got an argument of type {type(x).__name__} ({x!r:.80}), "
                   "which is not a valid nbjax type (arrays, NumPy arrays and Python scalars are)")

@@ -648,3 +648,17 @@ def test_creation_functions_take_a_sharding_as_device():
   a = nbjax.device_put(np.arange(8.0), NamedSharding(m, P("x")))
   assert jnp.ones_like(a).sharding == NamedSharding(m, P("x"))
   assert not isinstance(jnp.ones_like(a, shape=(2,)).sharding, NamedSharding)
+
+
+def test_committed_argument_and_constraint_on_other_devices():
+  """JAX's error for an argument committed to a device and a sharding constraint over other
+  devices inside the jit (pjit_test test_jit_with_sharding_constraint_committed_inp_error)."""
+  m = meshes()["2x2"]
+  f = nbjax.jit(lambda inp: lax.with_sharding_constraint(inp, NamedSharding(m, P("x", "y"))))
+  c = nbjax.device_put(jnp.zeros((8, 2), jnp.bfloat16), nbjax.devices()[0])
+  with pytest.raises(ValueError, match=r"^Received incompatible devices for jitted computation. "
+                     r"Got argument inp of <lambda> with shape bfloat16\[8,2\] and with device "
+                     r"ids \[0\] on platform CPU and sharding_constraint inside jit with device "
+                     r"ids \[0, 1, 2, 3\] on platform CPU"):
+    f(c)
+  assert f(jnp.zeros((8, 2))).sharding == NamedSharding(m, P("x", "y"))

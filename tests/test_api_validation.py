@@ -341,6 +341,14 @@ def test_jit_rejects_jax_array_protocol_arguments():
                           "supported. To avoid this error, either explicitly convert your "
                           "object using jax.numpy.array(), or register your object as a pytree.")
   np.testing.assert_array_equal(jnp.asarray(AlexArray(jnp.arange(4))), np.arange(4))
+  # nor do lax's functions (jnp's convert; lax.convert_element_type converts too), as JAX's
+  x = AlexArray(jnp.arange(4.))
+  for f in (lambda: nbjax.lax.add(x, x), lambda: nbjax.lax.neg(x),
+            lambda: nbjax.lax.reduce_sum(x, (0,)), lambda: nbjax.lax.slice(x, (0,), (2,))):
+    with pytest.raises(ValueError, match=r"Triggering __jax_array__\(\) during abstractification"):
+      f()
+  np.testing.assert_array_equal(jnp.add(x, x), 2 * np.arange(4.))
+  assert nbjax.lax.convert_element_type(x, np.int32).dtype == np.int32
 
 
 def test_jit_eval_shape_carries_out_shardings():

@@ -329,12 +329,17 @@ def test_benchmark_shape_nhwc_and_gradients():
     ((2, 17, 5), (5, 5, 12), dict(window_strides=(1,), padding="SAME", rhs_dilation=(3,))),
     ((2, 5, 6, 7, 3), (2, 3, 2, 3, 20), dict(window_strides=(1, 1, 2), padding="SAME",
                                              rhs_dilation=(2, 1, 1))),
+    # contractions over 1024 (kernels.convolution._KB): blocks of taps, of channels
+    ((2, 6, 7, 130), (3, 3, 130, 16), dict(window_strides=(1, 1), padding="SAME")),
+    ((2, 9, 400), (3, 400, 16), dict(window_strides=(1,), padding="VALID")),
+    ((1, 6, 9, 200), (2, 3, 200, 16), dict(window_strides=(1, 1), padding="VALID",
+                                           rhs_dilation=(1, 2))),
 ])
 def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw):
   """The direct register-tile kernels (forward, stride-1 input gradient, kernel gradient)
   against XLA, float64 and float32: features that fill no whole vector, a last partial
   vector, one image (its lines split between threads), strides, dilations, a cropped input,
-  1-3 spatial axes; the kernels are the ones that ran."""
+  1-3 spatial axes, long contractions in blocks; the kernels are the ones that ran."""
   from kernels import convolution as K
   ran = {"fwd": 0, "rhs": 0}
   for name, key in (("direct_fwd", "fwd"), ("direct_rhs_grad", "rhs")):

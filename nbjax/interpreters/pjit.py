@@ -487,6 +487,24 @@ def _constraint_mesh(closed):
   return hit
 
 
+def _check_committed(wrapped, args, kwargs, flat, mesh):
+  """JAX's error for an argument committed to other devices than those of a sharding
+  constraint inside the jit."""
+  want = set(mesh.devices.flat)
+  for i, x in enumerate(flat):
+    if type(x) is Array and x._committed and x._pmap is None and x.devices() != want:
+      names = pe.DebugInfo("jit", wrapped._fun, args, kwargs, wrapped._static_argnums,
+                           wrapped._static_argnames).arg_names
+      name = names[i] if names is not None and i < len(names) else f"args[{i}]"
+      a = _abstractify(x)
+      raise ValueError(
+          "Received incompatible devices for jitted computation. Got argument "
+          f"{name} of {wrapped._name} with shape {a.str_short(short_dtypes=False)} and with "
+          f"device ids {sorted(d.id for d in x.devices())} on platform CPU and "
+          "sharding_constraint inside jit with device ids "
+          f"{[d.id for d in mesh.devices.flat]} on platform CPU")
+
+
 def _find_constraint_mesh(jaxpr):
   from nbjax.jaxpr import jaxprs_in_params
   for e in jaxpr.eqns:
@@ -1274,8 +1292,10 @@ class JitWrapped:
     outs_tree = entry.out_tree.unflatten([0] * entry.out_tree.num_leaves)
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
     outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
-    return spmd.executable(entry.closed, self._name, ins, outs,
-                           mesh=_constraint_mesh(entry.closed))
+    mesh = _constraint_mesh(entry.closed)
+    if mesh is not None and all(s is None for s in ins + outs):
+      _check_committed(self, args, kwargs, flat, mesh)
+    return spmd.executable(entry.closed, self._name, ins, outs, mesh=mesh)
 
   def _spmd_mono(self, exe, entry, args):
     """Make ``exe``'s guarded runner (``SpmdExecutable.runner``) the monomorphic fast path:
