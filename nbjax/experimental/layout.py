@@ -4,7 +4,7 @@ sharding). nbjax's arrays are row-major; layouts are taken by ``nbjax.ffi``'s ca
 lowerings and reported by compiled functions."""
 from __future__ import annotations
 
-__all__ = ["Format", "Layout"]
+__all__ = ["Format", "Layout", "with_layout_constraint"]
 
 
 class AutoLayoutSingleton:
@@ -83,3 +83,34 @@ class Format:
   def __eq__(self, other):
     return (isinstance(other, Format) and self.layout == other.layout
             and self.sharding == other.sharding)
+
+
+def with_layout_constraint(x, layouts):
+  """``x`` (a pytree of arrays) with each leaf in the layout ``layouts`` gives (a ``Layout``,
+  or a pytree prefix of ``x`` of them).
+
+  Values are unchanged. Inside a traced function the constraint is met as the program
+  needs (nbjax's programs take and return row-major arrays); an eager array, always
+  row-major here, takes only the row-major layout ``major_to_minor == (0, ..., ndim - 1)``.
+  """
+  from nbjax import core, tree_util
+  from nbjax.api import _flatten_axes
+  leaves, tree = tree_util.tree_flatten(x)
+  flat = _flatten_axes("with_layout_constraint layouts", tree, layouts)
+  if any(not isinstance(l, Layout) for l in flat):
+    raise ValueError("layouts passed to `with_layout_constraint` must be of type `Layout`. "
+                     f"Got {[type(l) for l in flat]}")
+  for v, l in zip(leaves, flat):
+    shape = core.get_aval(v).shape
+    try:
+      l.check_compatible_aval(shape)
+    except ValueError as e:
+      raise ValueError("One of with_layout_constraint arguments is incompatible with its "
+                       f"layout annotation {l}: {e}") from None
+    if not isinstance(v, core.Tracer) and (
+        l.major_to_minor != tuple(range(len(shape))) or l.tiling):
+      raise NotImplementedError(
+          f"with_layout_constraint: nbjax's arrays are row-major; an eager array cannot take "
+          f"the layout {l}.")
+  return x
+
