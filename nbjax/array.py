@@ -140,6 +140,12 @@ class Array(metaclass=abc.ABCMeta):
     buf = self._buf
     return True if buf is None or not hasattr(buf, "is_ready") else bool(buf.is_ready())
 
+  @property
+  def format(self):
+    """The array's ``Format``: its layout (row-major, as every nbjax array's) and sharding."""
+    from nbjax.experimental.layout import Format, Layout
+    return Format(Layout(tuple(range(self.ndim)), ()), self.sharding)
+
   def is_deleted(self):
     e = _DELETED.get(id(self))
     return e is not None and e[0]() is self

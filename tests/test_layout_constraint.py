@@ -37,3 +37,16 @@ def test_with_layout_constraint_errors():
     with_layout_constraint((x, x), (Layout((0, 1)),))
   with pytest.raises(NotImplementedError, match="nbjax's arrays are row-major"):
     with_layout_constraint(x, Layout((1, 0)))
+
+
+def test_array_format():
+  # layout_test: an array's format is its (row-major) layout and its sharding (JAX 0.10.2's
+  # repr on CPU)
+  x = jnp.ones(3)
+  assert repr(x.format) == (
+      "Format(layout=Layout(major_to_minor=(0,), tiling=(), sub_byte_element_size_in_bits=0), "
+      "sharding=SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device))")
+  assert jnp.ones(()).format.layout.major_to_minor == ()
+  assert jnp.ones((2, 3)).format == jnp.zeros((2, 3)).format
+  assert jnp.ones((2, 3)).format.sharding == x.sharding
+  assert with_layout_constraint(x, x.format.layout) is x
