@@ -414,10 +414,11 @@ def _uniform(k, shape, dt, minval, maxval):
   lo, hi = (lax.convert_element_type(v, dt) for v in (minval, maxval))
   lo, hi = (lax.expand_dims(v, tuple(range(len(shape) - v.ndim))) for v in (lo, hi))
   if dt == np.float32:  # XLA fuses floats * (hi - lo) + lo into one multiply-add: float32's
-    f8 = np.dtype(np.float64)  # product is exact in float64, so one rounding gives its bits
-    w = lax.convert_element_type(lax.sub(hi, lo), f8)
-    v = lax.convert_element_type(lax.add(lax.mul(lax.convert_element_type(floats, f8), w),
-                                         lax.convert_element_type(lo, f8)), dt)
+    # product is exact in float64, so one rounding gives its bits (float64 bound directly: it
+    # is an intermediate, present with x64 off too, as inside XLA's fused kernel)
+    f8 = lambda v, d=np.dtype(np.float64): lax.convert_element_type_p.bind(
+        v, new_dtype=d, weak_type=False)
+    v = f8(lax.add(lax.mul(f8(floats), f8(lax.sub(hi, lo))), f8(lo)), np.dtype(dt))
     return lax.max(lo, v)
   return lax.max(lo, lax.add(lax.mul(floats, lax.sub(hi, lo)), lo))  # lax's shape errors, as JAX
 

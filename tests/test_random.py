@@ -793,3 +793,23 @@ def test_out_sharding_places_samples():
     R.normal(k, (2,), out_sharding=P("x"))
   import inspect
   assert "out_sharding" in inspect.signature(R.gamma).parameters
+
+
+def test_x32_uniform_and_normal_warn_nothing_and_match_jax(x32):
+  """With x64 off, uniform's float32 multiply-add (a float64 intermediate, as XLA's fused
+  kernel) requests no float64 from the user's config: no truncation warning, JAX's bits
+  (values from JAX 0.10.2 with x64 off), eagerly and under jit."""
+  import warnings
+  k = nbjax.random.PRNGKey(0)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    a = np.asarray(nbjax.random.uniform(k, (2000,), minval=-3.3, maxval=7.1))
+    b = np.asarray(nbjax.random.normal(k, (2000,)))
+    c = np.asarray(nbjax.jit(lambda k: nbjax.random.uniform(k, (2000,), minval=-3.3,
+                                                           maxval=7.1))(k))
+  assert a.dtype == b.dtype == np.float32
+  np.testing.assert_array_equal(a[:3], np.array([6.5557365, 6.8772306, 0.15583135], np.float32))
+  np.testing.assert_array_equal(b[:3], np.array([1.6226422, 2.0252647, -0.43359444], np.float32))
+  assert float(np.sum(a.astype(np.float64))) == 3698.0690913009457
+  assert float(np.sum(b.astype(np.float64))) == -44.73079532399424
+  np.testing.assert_array_equal(a, c)
