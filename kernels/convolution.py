@@ -251,44 +251,43 @@ _t141, _t41, _t21, _t11 = (t for _, t in _TILES[1])
 
 
 @njit(**_J)
+def _tile(nv, R, a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc):
+  """The ``R x nv`` register tile (``_TILES``) at rows ``a_off``/``c_off``."""
+  if nv == 2:
+    if R == 7:
+      _t72(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+    elif R == 4:
+      _t42(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+    elif R == 2:
+      _t22(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+    else:
+      _t12(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+  elif R == 14:
+    _t141(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+  elif R == 4:
+    _t41(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+  elif R == 2:
+    _t21(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+  else:
+    _t11(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
+
+
+@njit(**_J)
 def _rows(nv, n, overlap, a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc):
   """Rows ``[0, n)`` of a tile product in blocks of the largest register tiles; with
   ``overlap`` (results written, not added) the last block may overlap the one before."""
+  big = 7 if nv == 2 else 14
   r = 0
-  if nv == 2:
-    while n - r >= 7:
-      _t72(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-      r += 7
-    if overlap and 7 < n and r < n:
-      r = n - 7
-      _t72(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
+  for R in (big, 4, 2, 1):
+    while n - r >= R:
+      _tile(nv, R, a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs,
+            last, acc)
+      r += R
+    if R == big and overlap and big < n and r < n:
+      r = n - big
+      _tile(nv, R, a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs,
+            last, acc)
       return
-    while n - r >= 4:
-      _t42(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-      r += 4
-    while n - r >= 2:
-      _t22(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-      r += 2
-    if r < n:
-      _t12(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-  else:
-    while n - r >= 14:
-      _t141(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last,
-            acc)
-      r += 14
-    if overlap and 14 < n and r < n:
-      r = n - 14
-      _t141(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last,
-            acc)
-      return
-    while n - r >= 4:
-      _t41(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-      r += 4
-    while n - r >= 2:
-      _t21(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
-      r += 2
-    if r < n:
-      _t11(a, a_off + r * a_rs, a_rs, a_k, b, b_off, b_k, k_n, c, c_off + r * c_rs, c_rs, last, acc)
 
 
 @njit(**_J)
