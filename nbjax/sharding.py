@@ -189,6 +189,7 @@ class AxisType(enum.Enum):
 
 
 _mesh_ctx = threading.local()
+_manual_axes: list = []  # the manual axes of the shard_maps being traced (innermost last)
 
 
 def _normalize_axis_types(axis_names, axis_types, name):

@@ -662,3 +662,25 @@ def test_committed_argument_and_constraint_on_other_devices():
                      r"ids \[0, 1, 2, 3\] on platform CPU"):
     f(c)
   assert f(jnp.zeros((8, 2))).sharding == NamedSharding(m, P("x", "y"))
+
+
+def test_constraint_naming_manual_axes_inside_shard_map():
+  """with_sharding_constraint inside a shard_map body may not name its manual axes (JAX
+  0.10.2's error; shard_map_test test_partial_auto_error_wsc_manual); other axes are fine."""
+  m = meshes()["2x2"]
+
+  def body(spec):
+    return lambda v: lax.with_sharding_constraint(v, NamedSharding(m, spec)) * 2
+
+  v = jnp.arange(32.0).reshape(4, 8)
+  for names, bad in ((frozenset({"x"}), "('x',)"), (frozenset(), "('x', 'y')")):
+    f = nbjax.jit(nbjax.shard_map(body(P("x", "y")), mesh=m, in_specs=P("x", None),
+                                  out_specs=P("x", None), check_vma=False, axis_names=names))
+    with pytest.raises(ValueError, match=r"^pspec P\('x', 'y'\) contains a manual axes "
+                       + bad.replace("(", r"\(").replace(")", r"\)") + r" of mesh which is not "
+                       r"allowed. If you are using a with_sharding_constraint under a shard_map, "
+                       r"only use the mesh axis in PartitionSpec which are not manual.$"):
+      f(v)
+  g = nbjax.jit(nbjax.shard_map(body(P(None, "y")), mesh=m, in_specs=P("x", None),
+                                out_specs=P("x", None), axis_names=frozenset({"x"})))
+  close(g(v), np.arange(32.0).reshape(4, 8) * 2)

@@ -668,7 +668,7 @@ def _shard_map(f, *, out_specs, in_specs, mesh, axis_names, check_vma, _smap=Fal
   mesh_ = mesh
   cache = {}  # traces per mesh, input structure, block avals and enclosing axes
 
-  def _trace(m, in_tree, avals, ins, which, static):
+  def _trace(m, in_tree, avals, ins, which, static, names):
     box = []
 
     def body(*xs):
@@ -678,9 +678,14 @@ def _shard_map(f, *, out_specs, in_specs, mesh, axis_names, check_vma, _smap=Fal
       box.append(t)
       return leaves
 
-    with _env(m):
-      jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(body, avals,
-                                                   fun_name=getattr(f, "__name__", "f"))
+    from nbjax import sharding as sh
+    sh._manual_axes.append(names)  # (with_sharding_constraint in the body may not name them)
+    try:
+      with _env(m):
+        jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(body, avals,
+                                                     fun_name=getattr(f, "__name__", "f"))
+    finally:
+      sh._manual_axes.pop()
     out_tree = box[0]
     outs = _specs("out_specs", out_tree.unflatten([0] * out_tree.num_leaves), out_specs)
     fails = [(_spec_key(out_specs, k), sp, f"{_fun_name(f)}(*args){tree_util.keystr(k)}", a)
@@ -738,12 +743,12 @@ def _shard_map(f, *, out_specs, in_specs, mesh, axis_names, check_vma, _smap=Fal
       sh.check(a.shape, f"shard_map in_specs (argument {i})")
       avals.append(a.update(shape=sh.shard_shape(a.shape)))
     key = (m, in_tree, which, tuple((a.shape, a.dtype, a.weak_type) for a in avals),
-           core._axis_env.env)
+           core._axis_env.env, names)
     hit = None
     if not static:
       hit = cache.get(key)
     if hit is None:
-      hit = _trace(m, in_tree, avals, ins, which, static)
+      hit = _trace(m, in_tree, avals, ins, which, static, names)
       if not static and not any(isinstance(c, core.Tracer) for c in hit[1]):
         cache[key] = hit  # (closed-over tracers, static arguments: not kept)
     closed, consts, out_tree, outs = hit

@@ -622,6 +622,15 @@ def with_sharding_constraint(x, shardings):
       s = NamedSharding(v.sharding.mesh, s.spec)
     if isinstance(s, NamedSharding):
       s.check(np.shape(v), "with_sharding_constraint arguments")
+      from nbjax.sharding import _manual_axes
+      if _manual_axes:  # inside a shard_map: its manual axes may not be named (JAX's error)
+        used = {a for p in s.spec._normalized(len(s.spec)) for a in p}
+        bad = tuple(a for a in s.mesh.axis_names if a in used and a in _manual_axes[-1])
+        if bad:
+          raise ValueError(f"pspec {s.spec} contains a manual axes {bad} of mesh which is not "
+                           "allowed. If you are using a with_sharding_constraint under a "
+                           "shard_map, only use the mesh axis in PartitionSpec which are not "
+                           "manual.")
     out.append(sharding_constraint_p.bind(v, sharding=s))
   return tree_util.tree_unflatten(tree, out)
 
