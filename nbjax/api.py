@@ -1538,6 +1538,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         "device_put device", tree, device)
     srcs = [srcs] * len(flat) if srcs is not None or src is None else _flatten_axes(
         "device_put source", tree, src)
+    if src is None:  # JAX's source inference: a traced value's committed concrete array
+      srcs = [_infer_src(v) for v in flat]
     outs = device_put_p.bind(*[flat[i] for i in traced], devices=tuple(devs[i] for i in traced),
                              srcs=tuple(srcs[i] for i in traced),
                              copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * len(traced))
@@ -1547,12 +1549,22 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   if device is not None:  # placed on a device explicitly: committed to it, as JAX's
     devs = ([device] * len(out) if tree_leaves(device) == [device] else
             _flatten_axes("device_put device", tree, device))
-    out = [o._placed() if d is not None and type(o) is _Array else o for o, d in zip(out, devs)]
+    out = [o._placed(d) if d is not None and type(o) is _Array else
+           type(o)(o._impl, o._base_array._placed(d)) if d is not None and _is_key(o) and
+           type(o._base_array) is _Array else o for o, d in zip(out, devs)]
   return tree_unflatten(tree, out)
 
 
 from nbjax.interpreters import spmd as _spmd  # noqa: E402
 _spmd.device_put = device_put  # (make_array_from_process_local_data places with it)
+
+
+def _infer_src(x):
+  """JAX's ``_infer_src_sharding``: the device of the array a traced value stands for, when
+  that array is committed to one (the transpose puts cotangents back there)."""
+  v = x.to_concrete_value() if isinstance(x, Tracer) else x
+  placed, dev = core.placed_device(v)
+  return v.sharding._device if placed else None
 
 
 def _put_leaf(v):
@@ -1618,8 +1630,13 @@ def device_put_sharded(shards, devices):
       if a1 != a2:
         raise ValueError("the shards passed to device_put_sharded must have consistent shape "
                          f"and dtype, but got {a1} and {a2}.")
-    import nbjax.numpy as jnp
-    return device_put(jnp.stack(xs), sharding)
+    # the shards' data as they are (JAX's batched_device_put: already on their devices, no
+    # computation across them)
+    if _is_key(xs[0]):
+      data = np.stack([x._base_array._value for x in xs])
+      return device_put(type(xs[0])(xs[0]._impl, _Array(data)), sharding)
+    stacked = np.stack([x._value if type(x) is _Array else np.asarray(x) for x in xs])
+    return device_put(_Array(stacked, all(dtypes.is_weakly_typed(x) for x in xs)), sharding)
   return tree_map(one, *shards, is_leaf=_is_key)
 
 

@@ -81,9 +81,12 @@ class Array(metaclass=abc.ABCMeta):
   # _expr: the pending expression of a lazy elementwise result (``nbjax.fusion.Lazy``, which
   # materialises it on the first read of _value); unset (None) on every other array.
   # _committed: True for an array placed on a device explicitly (device_put with a device or
-  # sharding, as JAX's); unset: whether it is sharded (jnp.array and eager results are not).
-  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "_committed", "__weakref__",
-               "__dict__")  # (attributes may be set on arrays, as on JAX's)
+  # sharding, as JAX's), or computed from such arrays (computation follows data,
+  # ``core.placement``); unset: whether it is sharded (jnp.array and eager results are not).
+  # _dev: the device a committed single-device array is on (its data is on the host, as
+  # every array's); unset: the default device.
+  __slots__ = ("_value", "_weak", "_buf", "_pmap", "_expr", "_committed", "_dev",
+               "__weakref__", "__dict__")  # (attributes may be set on arrays, as on JAX's)
   __array_priority__ = 100
 
   def __init__(self, value, weak_type=False):
@@ -115,8 +118,8 @@ class Array(metaclass=abc.ABCMeta):
         g = p[2]
         v = self._value = _gather(p[0], p[1] or g._arrays, g.aval.shape, g.aval.dtype)
         return v
-    elif name == "_buf" or name == "_pmap" or name == "_expr":  # unset: no buffer / not pmap's
-      return None
+    elif name == "_buf" or name == "_pmap" or name == "_expr" or name == "_dev":
+      return None  # unset: no buffer / not pmap's / not lazy / on the default device
     elif name == "_committed":
       return self._pmap is not None
     elif name in _REMOVED:
@@ -243,9 +246,13 @@ class Array(metaclass=abc.ABCMeta):
   weak_type = property(lambda self: self._weak)
   @property
   def sharding(self):
-    """``SingleDeviceSharding`` on the first CPU device, or a pmap output's ``PmapSharding``."""
+    """``SingleDeviceSharding`` on the first CPU device (or the device the array is committed
+    to), or a pmap output's ``PmapSharding``, or a sharded array's ``NamedSharding``."""
     p = self._pmap
-    return _single_sharding() if p is None else p[0]
+    if p is not None:
+      return p[0]
+    d = self._dev
+    return _single_sharding() if d is None else _device_sharding(d)
 
   def devices(self):
     return set(self.sharding.device_set)
@@ -257,7 +264,7 @@ class Array(metaclass=abc.ABCMeta):
     from nbjax.sharding import Shard
     p = self._pmap
     if p is None:
-      return [Shard(_single_sharding()._device, (slice(None),) * self.ndim, self)]
+      return [Shard(self.sharding._device, (slice(None),) * self.ndim, self)]
     sh, bufs = p[0], p[1]
     if bufs is None:
       bufs = p[2]._arrays
@@ -308,14 +315,27 @@ class Array(metaclass=abc.ABCMeta):
   def committed(self):
     return self._committed
 
-  def _placed(self):
-    """This array's data as an Array committed to its device (``device_put`` with a device),
-    as JAX's; ``self`` itself stays as it is."""
-    if self._committed:
+  def _placed(self, device=None):
+    """This array's data as an Array committed to ``device`` (``device_put`` with a device;
+    None: the device it is on), as JAX's; ``self`` itself stays as it is."""
+    if device is None or self._pmap is not None:
+      if self._committed:
+        return self
+      device = self._dev
+    elif self._committed and self._dev == _default_device(device):
       return self
     a = _wrap(self._value, self._weak)
     a._buf, a._committed = self._buf, True
+    a._dev = _default_device(device)
+    core.mark_placed(a)
+    core.enable_placement()  # eager results and jit outputs now follow committed inputs
     return a
+
+  @property
+  def _arrays(self):
+    """The per-device pieces as single-device Arrays, each committed to its device (JAX's
+    ``ArrayImpl._arrays``)."""
+    return [s.data._placed(s.device) for s in self.addressable_shards]
 
   def __len__(self):
     if not self._value.ndim:
@@ -492,6 +512,24 @@ def own(o, foreign):
 
 
 _single = []
+
+
+def _default_device(d):
+  """A device or ``SingleDeviceSharding`` as the ``_dev`` slot holds it (None: the default
+  device)."""
+  d = getattr(d, "_device", d)
+  return None if d is None or d == _single_sharding()._device else d
+
+
+def _device_sharding(d):
+  s = _dev_shardings.get(d)
+  if s is None:
+    from nbjax.sharding import SingleDeviceSharding
+    s = _dev_shardings[d] = SingleDeviceSharding(d)
+  return s
+
+
+_dev_shardings = {}
 
 
 def _single_sharding():

@@ -17,6 +17,7 @@ import itertools
 import math
 import operator
 import threading
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
@@ -621,6 +622,115 @@ def _debugging():
 
 # JAX's host-to-device transfer guard (``jax.transfer_guard``): the level in effect, None
 # while transfers are allowed
+# Computation follows data (JAX's committed arrays): once an array has been committed to a
+# device (``device_put`` with a device: ``Array._placed`` calls ``enable_placement``), an
+# eager primitive or a jit whose inputs include arrays committed to one device gives outputs
+# committed to that device, and inputs committed to different devices are an error. Every
+# array's data is on the host: the device is a tag, kept as JAX keeps it (``Array.sharding``,
+# ``devices()``). Until then nothing is checked: ``enable_placement`` wraps every
+# primitive's ``eager`` (which ``bind`` and the numpy layer's fast paths call), so programs
+# that never place anything pay nothing.
+placement = [False]
+_placed_ids: dict = {}  # id -> weak reference of each array committed to one device
+
+
+def mark_placed(a):
+  """Record ``a`` (an Array whose ``_committed``/``_dev`` are set) as committed to a device."""
+  i = id(a)
+  _placed_ids[i] = weakref.ref(a, lambda _, i=i: _placed_ids.pop(i, None))
+
+
+def placed_device(a):
+  """``(True, device)`` for an array (or key array) committed to one device, else
+  ``(False, None)``: a dict lookup, so cheap for the uncommitted."""
+  a = a._base_array if type(a) is key_array_type else a
+  r = _placed_ids.get(id(a))
+  if r is None or r() is not a:
+    return False, None
+  return True, a._dev
+
+
+def enable_placement():
+  if not placement[0]:
+    placement[0] = True
+    for p in _all_primitives:
+      place_eager(p)
+
+
+def place_eager(prim):
+  """Wrap ``prim.eager`` with ``placed_call`` (once; the registry rewraps a re-selected one)."""
+  f = prim.eager
+  if getattr(f, "_placed", False) or f == prim._eager_unset:
+    return
+  name = prim.name
+
+  def eager(*args, **params):
+    return placed_call(name, f, args, params)
+  eager._placed = True
+  prim.eager = eager
+
+
+def committed_device(name, args, arg_names=None):
+  """``(committed, device)`` of ``args``' single-device committed arrays (key arrays: their
+  data's), ``device`` None for the default one; JAX's ValueError when two differ."""
+  found = None
+  for i, a in enumerate(args):
+    placed, dev = placed_device(a)
+    if placed:
+      if found is None:
+        found = (i, a, dev)
+      elif dev != found[2]:
+        j, c, d = found
+        ids = lambda dev: [0 if dev is None else dev.id]
+        names = arg_names() if callable(arg_names) else arg_names
+        nm = lambda k: names[k] if names and k < len(names) else f"args[{k}]"
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got argument "
+            f"{nm(j)} of {name} with shape {get_aval(c).str_short(short_dtypes=False)} and with "
+            f"device ids {ids(d)} on platform CPU and argument {nm(i)} of {name} with shape "
+            f"{get_aval(a).str_short(short_dtypes=False)} and with device ids {ids(dev)} on "
+            "platform CPU")
+  return (False, None) if found is None else (True, found[2])
+
+
+def commit_outputs(outs, device, args=()):
+  """``outs`` (an array or a sequence of them) committed to ``device`` (None: the default
+  one); an output that is one of ``args`` is rewrapped rather than retagged."""
+  if isinstance(outs, (list, tuple)):
+    return type(outs)([_commit(o, device, args) for o in outs])
+  return _commit(outs, device, args)
+
+
+def _commit(o, device, args):
+  b = getattr(o, "_base_array", None)
+  if b is not None:  # a key array: its data committed
+    return type(o)(o._impl, _commit(b, device, args))
+  if not hasattr(o, "_dev") or getattr(o, "_pmap", None) is not None:
+    return o
+  is_arg = any(o is a for a in args)
+  if not is_arg and placed_device(o)[0]:  # placed by the primitive itself (device_put)
+    return o
+  if is_arg:
+    return o._placed(device) if device is not None else o._placed()
+  o._committed, o._dev = True, device
+  mark_placed(o)
+  return o
+
+
+def follow(out, *args):
+  """A numpy-layer eager fast path's ``out`` (one that calls no primitive), committed as
+  ``placed_call`` would commit it (callers test ``placement[0]`` first)."""
+  committed, dev = committed_device("jit", args)
+  return commit_outputs(out, dev, args) if committed else out
+
+
+def placed_call(name, fn, args, params):
+  """``fn(*args, **params)`` (an eager primitive) with computation following data."""
+  committed, dev = committed_device(name, args)
+  out = fn(*args, **params)
+  return commit_outputs(out, dev, args) if committed else out
+
+
 h2d_guard = None
 
 

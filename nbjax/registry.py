@@ -389,6 +389,8 @@ def select(prim):
   prim.backend = backend_label(prim)
   prim.eager = make(prim, f_small, f_large, thr)
   prim._registry_eager = prim.eager
+  if core.placement[0]:  # (computation follows committed data: core.enable_placement)
+    core.place_eager(prim)
 
 
 def coerce(x, prim=None):

@@ -441,6 +441,58 @@ def test_in_axes_prefix_errors():
     nbjax.pmap(lambda x, y: x, in_axes=(0, 0))(x, y=x)
 
 
+def test_computation_follows_data():
+  # JAX's committed arrays (multi_device_test): device_put to a device commits; eager ops
+  # and jit give outputs on the committed inputs' device; two devices are an error
+  d = nbjax.devices()
+  x = jnp.ones(2)
+  assert not x.committed and x.devices() == {d[0]}
+  z = nbjax.device_put(1, d[1])
+  assert z.committed and z.devices() == {d[1]} and z.sharding.device_set == {d[1]}
+  for u in (z + x, jnp.sin(z) * x, z.reshape((1, 1)), (z + x)[0], lax.transpose(
+      nbjax.device_put(jnp.ones((2, 3)), d[2]) * 1, (1, 0)), jnp.sum(z + x)):
+    assert u.committed, u
+  assert (z + x).devices() == {d[1]} and jnp.sum(z + x).devices() == {d[1]}
+  assert (jnp.sin(x) + 2).devices() == {d[0]} and not (jnp.sin(x) + 2).committed
+  with pytest.raises(ValueError, match=r"Received incompatible devices for jitted computation\. "
+                     r"Got argument args\[0\] of add with shape float32\[2\] and with device ids "
+                     r"\[2\] on platform CPU and argument args\[1\] of add with shape float32\[2\] "
+                     r"and with device ids \[3\] on platform CPU"):
+    lax.add(nbjax.device_put(X[0, :2], d[2]), nbjax.device_put(X[1, :2], d[3]))
+  add = nbjax.jit(lambda a, b: a + b)
+  assert not add(1, 2).committed and add(1, 2).devices() == {d[0]}
+  r = add(1, nbjax.device_put(2, d[2]))
+  assert r.committed and r.devices() == {d[2]} and int(r) == 3
+  with pytest.raises(ValueError, match="Got argument a of <lambda> .* argument b of <lambda>"):
+    add(nbjax.device_put(x, d[2]), nbjax.device_put(x, d[3]))
+  assert nbjax.jit(lambda a: a, device=d[0])(1).committed  # (the default device too)
+  on3 = nbjax.jit(lambda a, b: a + b, device=d[3])
+  assert on3(1, 2).devices() == {d[3]} and on3(nbjax.device_put(x, d[2]), x).committed
+  outs = nbjax.jit(lambda a, b: (a, b))(nbjax.device_put(1, d[2]), jnp.array(2))
+  assert all(o.committed and o.devices() == {d[2]} for o in outs)
+  y = nbjax.device_put(nbjax.device_put(2, d[1]))  # device None keeps the placement
+  assert y.devices() == {d[1]} and nbjax.device_put(y, d[2]).devices() == {d[2]}
+  # full_like follows a committed x; lax.full / full_like take sharding=
+  w = nbjax.device_put(jnp.ones(3), d[1])
+  assert lax.full_like(w, 1.0, shape=()).sharding == w.sharding
+  assert lax.full_like(y, 1.0).devices() == {d[0]}  # (a weakly typed x: the default, as JAX's)
+  assert lax.full_like(jnp.arange(10, device=d[1]), 1, shape=(5,)).devices() == {d[1]}
+  m = nbjax.sharding.NamedSharding(nbjax.sharding.Mesh(np.array(d), ("i",)),
+                                   nbjax.sharding.PartitionSpec("i"))
+  assert lax.full((N,), 1.0, sharding=m).sharding == m
+  assert lax.full_like(lax.iota("float32", N), 1, sharding=m).sharding == m
+  # device_put under grad: the output on the target device, as JAX's
+  v, _ = nbjax.value_and_grad(lambda t: nbjax.device_put(t, d[1]))(nbjax.device_put(2.0, d[0]))
+  assert v.devices() == {d[1]} and v.committed
+  # device_put_sharded of pieces committed to their devices: no computation across them
+  s = nbjax.api.device_put_sharded([nbjax.device_put(i, dv) for i, dv in enumerate(d)], d)
+  assert s.tolist() == list(range(N)) and s.sharding.spec == ("_device_put_sharded",)
+  # a sharded array's per-device pieces, each committed to its device (JAX's _arrays)
+  p = nbjax.pmap(lambda v: v * 2)(X)
+  assert [list(b.devices())[0] for b in p._arrays] == d[:N]
+  close(np.stack([np.asarray(b) for b in p._arrays]), X * 2)
+
+
 def test_debug_callbacks_run_on_each_replica(capfd):
   # as JAX's: each replica calls the callback with its row (in no fixed order), beside the
   # collectives; a callback's exception comes out of the call

@@ -30,6 +30,7 @@ from nbjax import core, dtypes, monitoring, registry, traceback_util, _tree_util
 from nbjax.array import Array, _wrap
 from nbjax.config import config
 from nbjax.core import Primitive, ShapedArray, Tracer
+from nbjax.core import placement as _placement
 from nbjax.interpreters import ad, batching, jet
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
@@ -998,7 +999,7 @@ class JitWrapped:
 
   def __init__(self, fun, *, static_argnums=None, static_argnames=None, donate_argnums=None,
                donate_argnames=None, keep_unused=False, inline=False, name=None,
-               in_shardings=None, out_shardings=None, compiler_options=None):
+               in_shardings=None, out_shardings=None, compiler_options=None, device=None):
     if isinstance(fun, staticmethod):
       raise TypeError(f"staticmethod arguments are not supported, got {fun}")
     if not callable(fun):
@@ -1009,8 +1010,13 @@ class JitWrapped:
         static_argnums=static_argnums, static_argnames=static_argnames,
         donate_argnums=donate_argnums, donate_argnames=donate_argnames, keep_unused=keep_unused,
         inline=inline, name=name, in_shardings=in_shardings, out_shardings=out_shardings,
-        compiler_options=compiler_options)
+        compiler_options=compiler_options, device=device)
     self._fun = fun
+    self._device = device  # (outputs committed to it: _call_placed)
+    if device is not None:
+      from nbjax.array import _default_device
+      self._placed_dev = _default_device(device)
+      core.enable_placement()
     self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
     functools.update_wrapper(self, fun, updated=())
@@ -1101,6 +1107,8 @@ class JitWrapped:
     # keyed by their leaves (no avals built)
     __tracebackhide__ = True  # noqa: F841  (an API boundary: nbjax.traceback_util)
     try:
+      if _placement[0] and _ctx.trace is _eval_trace:  # (arrays have been committed)
+        return self._call_placed(args, kwargs)
       if not kwargs and _ctx.trace is _eval_trace:
         if not _state.disabled:
           r = self._mono(args)
@@ -1123,6 +1131,21 @@ class JitWrapped:
           raise
       traceback_util.reraise_filtered(e)
       raise
+
+  def _call_placed(self, args, kwargs):
+    """A call once arrays have been committed to devices (``core.enable_placement``): the
+    outputs committed to ``device=`` if given, else to the device of the committed inputs
+    (JAX's computation follows data; inputs committed to two devices are an error)."""
+    flat = tree_util.tree_leaves((args, kwargs))
+    if self._device is not None:
+      committed, dev = True, self._placed_dev
+    else:
+      committed, dev = core.committed_device(self._name, flat, lambda: pe.DebugInfo(
+          "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames).arg_names)
+    out = self._call_tree(args, kwargs)
+    if not committed:
+      return out
+    return tree_util.tree_map(lambda o: core.commit_outputs(o, dev, flat), out)
 
   def _overflow_error(self, args, kwargs):
     """JAX's OverflowError for a Python int argument out of the default int's range."""
@@ -1836,7 +1859,8 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
   return JitWrapped(fun, static_argnums=static_argnums, static_argnames=static_argnames,
                     donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                     keep_unused=keep_unused, inline=inline, in_shardings=in_shardings,
-                    out_shardings=out_shardings, compiler_options=compiler_options)
+                    out_shardings=out_shardings, compiler_options=compiler_options,
+                    device=device)
 
 
 # ----------------------------------------------------------------------- utilities

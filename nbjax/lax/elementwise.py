@@ -1864,8 +1864,22 @@ def _canonicalize_shape(shape):
     raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got {shape}.") from None
 
 
-def full(shape, fill_value, dtype=None):
-  """An array of ``shape`` filled with the scalar ``fill_value`` (cast to ``dtype`` if given)."""
+def full(shape, fill_value, dtype=None, *, sharding=None):
+  """An array of ``shape`` filled with the scalar ``fill_value`` (cast to ``dtype`` if given),
+  placed with ``sharding`` if given (ignored under a transformation, as JAX's)."""
+  out = _full_unplaced(shape, fill_value, dtype)
+  if sharding is not None and type(out) is Array:
+    from nbjax.interpreters import spmd
+    if not sharding._spmd:  # a device's
+      return spmd.device_put(out, sharding)
+    v = out._value  # each device's block (JAX's make_array_from_callback: no rank check)
+    placed = spmd.make_array_from_callback(v.shape, sharding, lambda idx: v[idx])
+    placed._weak = out._weak
+    return placed
+  return out
+
+
+def _full_unplaced(shape, fill_value, dtype):
   shape = _canonicalize_shape(shape)
   if np.shape(fill_value):
     raise TypeError(f"full must be called with scalar fill_value, got fill_value.shape "
@@ -1893,8 +1907,10 @@ def _full(shape, fill_value, d, weak):
   return lax.broadcast_in_dim(x, shape, ()) if shape else x
 
 
-def full_like(x, fill_value, dtype=None, shape=None):
-  """An array like ``x`` (shape, dtype, weak type) filled with ``fill_value``."""
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+  """An array like ``x`` (shape, dtype, weak type) filled with ``fill_value``; placed with
+  ``sharding``, or, as JAX's, with the sharding of a committed, not weakly typed ``x`` when
+  the shape is ``x``'s or that sharding is fully replicated."""
   fill_shape = np.shape(x) if shape is None else _canonicalize_shape(shape)
   weak = dtype is None and dtypes.is_weakly_typed(x)
   if dtype is None and isinstance(x, (Array, core.Tracer)):
@@ -1903,7 +1919,13 @@ def full_like(x, fill_value, dtype=None, shape=None):
     d = dtypes.dtype(x, canonicalize=True)
   else:
     d = dtypes.canonicalize_explicit_dtype(dtypes.dtype(dtype), "dtype")  # (JAX's _dtype)
-  return _full(tuple(fill_shape), fill_value, d, weak)
+  out = _full(tuple(fill_shape), fill_value, d, weak)
+  if sharding is None and not weak and core.placement[0] and core.placed_device(x)[0]:
+    sharding = x.sharding  # (a single-device sharding: fully replicated, whatever the shape)
+  if sharding is not None and type(out) is Array:
+    from nbjax.interpreters import spmd
+    return spmd.device_put(out, sharding)
+  return out
 
 
 def zeros_like_array(x):

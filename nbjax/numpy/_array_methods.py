@@ -94,7 +94,8 @@ def _astype(self, dtype, copy=False, device=None):
     if v.dtype.kind in "biu" and d.kind in "biuf" or v.dtype.kind == "f" and d.kind == "f":
       if d == v.dtype and not copy:
         return Array._new(v, False) if self._weak else self
-      return Array._new(quiet_run(v.astype, d), False)  # (overflow: inf, as XLA, unwarned)
+      out = Array._new(quiet_run(v.astype, d), False)  # (overflow: inf, as XLA, unwarned)
+      return core.follow(out, self) if core.placement[0] else out
   if dtype is None:
     dtype = dtypes.default_float_dtype()
   else:
@@ -247,7 +248,10 @@ def _T(self):
   """``x.T``: the axes reversed (``x`` itself below 2-D), straight to ``transpose_p``."""
   if type(self) is Array and _ctx.trace is _EVAL:  # eager: NumPy's reversed axes, in C order
     v = self._value
-    return self if v.ndim < 2 else Array._new(np.ascontiguousarray(v.T), self._weak)
+    if v.ndim < 2:
+      return self
+    out = Array._new(np.ascontiguousarray(v.T), self._weak)
+    return core.follow(out, self) if core.placement[0] else out
   perm = _REVERSED.get(self.ndim)
   if perm is None:
     return self if self.ndim < 2 else _manip.transpose(self)

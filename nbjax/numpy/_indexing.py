@@ -627,6 +627,8 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
 
 def getitem(self, idx):
   """``x[idx]`` (``Array.__getitem__`` / ``Tracer.__getitem__``)."""
+  if core.placement[0]:  # (the eager fast paths: computation follows committed data)
+    return core.follow(rewriting_take(self, idx), self, *(idx if type(idx) is tuple else (idx,)))
   return rewriting_take(self, idx)
 
 # ----------------------------------------------------------------- x.at[idx].op(y)

@@ -80,7 +80,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
   if type(a) is Array and _ctx.trace is _EVAL and order == "C" and newshape is None and (
       type(shape) is int or type(shape) is tuple and all(type(d) is int for d in shape)):
     try:  # eager, static shape: a view of the immutable buffer (as lax.reshape's NumPy run)
-      return Array._new(a._value.reshape(shape), a._weak)
+      out = Array._new(a._value.reshape(shape), a._weak)
+      return core.follow(out, a) if core.placement[0] else out
     except ValueError:  # (JAX's errors below)
       pass
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
