@@ -1582,6 +1582,8 @@ class Replicated:
     self._ins = []
     for shape, dt, mapped in in_specs:
       shape, dt = tuple(shape), np.dtype(dt)
+      if dt.kind == "V" and dt.itemsize == 0:  # float0: travels as bool, as JAX lowers it
+        dt = np.dtype(np.bool_)
       if mapped:
         sh = rt.gspmd(dl, xc.HloSharding.iota_tile([n] + [1] * len(shape)))
         self._ins.append((rt.aval((n, *shape), dt), sh, dt, True))

@@ -530,3 +530,14 @@ def test_ordered_effects_not_supported_across_devices():
   with pytest.raises(ValueError, match="The following ordered effects are not supported for "
                      r"more than 1 device: \[OrderedDebug\]"):
     nbjax.pmap(f)(jnp.arange(4.))
+
+
+def test_float0_in_and_out():
+  # float0 inputs travel as bool and float0 outputs come back as NumPy float0 zeros, as JAX's
+  # (pmap_test PmapShmapMergeTest test_float0_dtype_input / _output)
+  from nbjax import dtypes
+  z = np.zeros(N, dtypes.float0)
+  o, t = nbjax.pmap(lambda a, b: (a, b * 2))(z, np.ones(N))
+  assert o.dtype == dtypes.float0 and o.shape == (N,) and t.tolist() == [2.0] * N
+  o = nbjax.pmap(lambda a: jnp.array(b"", dtype=dtypes.float0))(np.ones(N))
+  assert o.dtype == dtypes.float0 and o.shape == (N,)

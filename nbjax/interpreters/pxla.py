@@ -142,6 +142,8 @@ class _PmapExecutable:
     host = []
     for x, ax in zip(args, self.in_axes):
       v = x._value if type(x) is Array else np.asarray(x)
+      if v.dtype == dtypes.float0:  # float0 travels as bool, as JAX lowers it
+        v = np.zeros(v.shape, np.bool_)
       v = v if not ax else np.moveaxis(v, ax, 0)
       host.append(v if ax is None or self.inner == 1 else np.repeat(v, self.inner, 0))
     res = self.rep.run(host)
@@ -149,6 +151,9 @@ class _PmapExecutable:
       res = [bufs[::self.inner] for bufs in res]
     outs, to_np = [], self._to_numpy
     for bufs, ax, aval, sh in zip(res, self.out_axes, self.out_avals, self.shardings):
+      if aval.dtype == dtypes.float0:  # (a NumPy float0 array, as JAX's)
+        outs.append(np.zeros(_unmap(aval, self.n, ax).shape, dtypes.float0))
+        continue
       if ax is None:
         v = to_np(bufs[0])
       else:
