@@ -334,18 +334,25 @@ def test_benchmark_shape_nhwc_and_gradients():
     ((2, 9, 400), (3, 400, 16), dict(window_strides=(1,), padding="VALID")),
     ((1, 6, 9, 200), (2, 3, 200, 16), dict(window_strides=(1, 1), padding="VALID",
                                            rhs_dilation=(1, 2))),
+    # strided: input gradients by residue classes (one with no taps: 1x1 windows)
+    ((2, 11, 10, 8), (3, 3, 8, 16), dict(window_strides=(2, 2), padding="SAME")),
+    ((2, 13, 12, 8), (3, 2, 8, 16), dict(window_strides=(2, 3), padding=((1, 2), (0, 1)),
+                                         rhs_dilation=(2, 1))),
+    ((2, 9, 9, 8), (1, 1, 8, 16), dict(window_strides=(2, 2), padding="VALID")),
 ])
 def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw):
   """The direct register-tile kernels (forward, stride-1 input gradient, kernel gradient)
   against XLA, float64 and float32: features that fill no whole vector, a last partial
   vector, one image (its lines split between threads), strides, dilations, a cropped input,
-  1-3 spatial axes, long contractions in blocks; the kernels are the ones that ran."""
+  1-3 spatial axes, long contractions in blocks, strided input gradients by residue classes;
+  the kernels are the ones that ran."""
   from kernels import convolution as K
-  ran = {"fwd": 0, "rhs": 0}
-  for name, key in (("direct_fwd", "fwd"), ("direct_rhs_grad", "rhs")):
-    real = getattr(K, name)
-    monkeypatch.setattr(K, name, lambda *a, _r=real, _k=key: (ran.__setitem__(_k, ran[_k] + 1),
-                                                               _r(*a))[1])
+  ran = {"fwd": 0, "rhs": 0, "residues": 0}
+  for mod, name, key in ((K, "direct_fwd", "fwd"), (K, "direct_rhs_grad", "rhs"),
+                         (conv_mod, "_conv_residues", "residues")):
+    real = getattr(mod, name)
+    monkeypatch.setattr(mod, name, lambda *a, _r=real, _k=key: (ran.__setitem__(_k, ran[_k] + 1),
+                                                                 _r(*a))[1])
   nd = len(xs) - 2
   dn = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}[nd]
   f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
@@ -360,6 +367,8 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
       scale = max(1.0, float(np.abs(np.asarray(want)).max()))
       np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * scale)
   assert ran["fwd"] >= 2 and ran["rhs"] >= 2
+  assert ran["residues"] == (2 if max(kw["window_strides"]) > 1 and ws[-2] >= 8 else
+                             1 if max(kw["window_strides"]) > 1 and ws[-2] >= 4 else 0)
 
 
 def test_inputs_not_aliased():

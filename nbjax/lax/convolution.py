@@ -356,8 +356,10 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
   without groups or input dilation whose output features fill half a vector or more runs
   ``'direct'`` instead (register tiles over the padded input, no patches:
   ``kernels.convolution.direct_fwd``), or ``'direct_swap'`` where windows have more positions
-  than the output (a kernel gradient: ``direct_rhs_grad``): on issue 15's convolution 30% less CPU than the patches
-  and gemm for the forward pass, 32% for forward and both gradients."""
+  than the output (a kernel gradient: ``direct_rhs_grad``): on issue 15's convolution 30% less
+  CPU than the patches and gemm for the forward pass, 32% for forward and both gradients. With
+  a dilated input and unit strides (a strided convolution's input gradient), ``'residues'``:
+  one direct convolution per residue class of the output positions modulo the dilation."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   B, C = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
@@ -388,6 +390,9 @@ def _strategy(lhs, rhs, dn, ksp, osp, out_shape, window_strides, rhs_dilation, l
                       + _moved(rhs.shape, (rhs_spec[1], *rhs_spec[2:], rhs_spec[0])) + out_cl)
   how = min(cost, key=cost.get)
   O = rhs.shape[rhs_spec[0]]
+  if (G == Gb == 1 and nsp and cd in (np.float32, np.float64) and O * cd.itemsize >= 32
+      and any(d > 1 for d in lhs_dilation) and all(s == 1 for s in window_strides)):
+    return "residues"  # (a strided convolution's input gradient)
   if (G == Gb == 1 and nsp and cd in (np.float32, np.float64)
       and O * cd.itemsize >= 32 and all(d == 1 for d in lhs_dilation)):
     # (rows of output positions; or, where the windows outnumber the outputs, as in a
@@ -527,6 +532,40 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   return _result(z, od)
 
 
+def _conv_residues(lhs, rhs, out_shape, od, padding, lhs_dilation, rhs_dilation, dn, ksp, osp,
+                   preferred_element_type):
+  """An input-dilated convolution with unit strides (a strided convolution's input gradient)
+  as one undilated convolution per residue class ``r`` of the output positions modulo the
+  dilation ``s``: on each axis only the taps ``t`` with ``r + t * d - lo`` a multiple of ``s``
+  reach input entries (every ``s // gcd(s, d)``-th tap, ``d // gcd(s, d)`` entries apart), so
+  ``out[r::s]`` is the convolution of the input as it is with those taps, cropped or padded
+  to the class's first entry; no dilated copy, no scatter-add."""
+  lhs_spec, rhs_spec, out_spec = dn
+  nsp = len(ksp)
+  out = np.zeros(out_shape, od)
+  for r in np.ndindex(*lhs_dilation):
+    taps, pads, dil, at = [slice(None)] * rhs.ndim, [], [], [slice(None)] * len(out_shape)
+    for i in range(nsp):
+      s, d, lo, Q = lhs_dilation[i], rhs_dilation[i], padding[i][0], lhs.shape[lhs_spec[2 + i]]
+      ks = [t for t in range(ksp[i]) if (r[i] + t * d - lo) % s == 0]
+      m = len(range(r[i], osp[i], s))
+      if not ks or not m:
+        break
+      g = math.gcd(s, d)
+      e0, nk, dd = (r[i] + ks[0] * d - lo) // s, len(ks), d // g
+      taps[rhs_spec[2 + i]] = slice(ks[0], ks[-1] + 1, s // g)
+      pads.append((-e0, m + (nk - 1) * dd - Q + e0))
+      dil.append(dd)
+      at[out_spec[2 + i]] = slice(r[i], None, s)
+    else:
+      out[tuple(at)] = _conv_numba(
+          lhs, rhs[tuple(taps)], window_strides=(1,) * nsp, padding=tuple(pads),
+          lhs_dilation=(1,) * nsp, rhs_dilation=tuple(dil), dimension_numbers=dn,
+          feature_group_count=1, batch_group_count=1, precision=None,
+          preferred_element_type=preferred_element_type)
+  return out
+
+
 @functools.lru_cache(maxsize=512)
 def _plan(ls, ldt, rs, rdt, window_strides, padding, lhs_dilation, rhs_dilation, dn, G, Gb,
           preferred_element_type):
@@ -586,6 +625,9 @@ def _conv_numba(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     return (_conv_direct if how == "direct" else _conv_direct_rhs_grad)(
         lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dimension_numbers,
         ksp, osp, ext)
+  if how == "residues":
+    return _conv_residues(lhs, rhs, out_shape, od, padding, lhs_dilation, rhs_dilation,
+                          dimension_numbers, ksp, osp, preferred_element_type)
   if how == "col2im":
     return _conv_col2im(lhs, rhs, out_shape, od, cd, window_strides, padding, lhs_dilation,
                         rhs_dilation, dimension_numbers, ksp, osp, ext)
