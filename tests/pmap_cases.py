@@ -484,6 +484,10 @@ def test_computation_follows_data():
   # device_put under grad: the output on the target device, as JAX's
   v, _ = nbjax.value_and_grad(lambda t: nbjax.device_put(t, d[1]))(nbjax.device_put(2.0, d[0]))
   assert v.devices() == {d[1]} and v.committed
+  # jnp.array / jnp.asarray(device=) commit, and boolean-mask indexing keeps the device
+  a, m = jnp.asarray([1], device=d[1]), jnp.asarray([False], device=d[1])
+  assert a.committed and a[m].devices() == {d[1]} and a[m].shape == (0,)
+  assert jnp.array([1.0], device=d[2]).devices() == {d[2]} and not jnp.asarray([1]).committed
   # device_put_sharded of pieces committed to their devices: no computation across them
   s = nbjax.api.device_put_sharded([nbjax.device_put(i, dv) for i, dv in enumerate(d)], d)
   assert s.tolist() == list(range(N)) and s.sharding.spec == ("_device_put_sharded",)

@@ -91,7 +91,8 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
   if out_sharding is not None:
     return apply_out_sharding(array(object, dtype, copy=copy, order=order, ndmin=ndmin),
                               out_sharding, "jnp.array", device)
-  del device  # (one device)
+  if device is not None:  # committed to that device, as JAX's device_put
+    return _on_device(array(object, dtype, copy=copy, order=order, ndmin=ndmin), device)
   if order not in (None, "K", "A", "C"):
     raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
   if object is None:
@@ -144,6 +145,15 @@ def _host_copy(object, leaves, dtype):  # noqa: A002
   return np.array(object, dtype=dtype, copy=True, order="C")  # NumPy's OverflowError, as JAX
 
 
+def _on_device(x, device):
+  """An eager ``x`` committed to ``device`` (a device or ``SingleDeviceSharding``), as JAX's
+  creation functions' ``device=`` (a traced one as it is)."""
+  if type(x) is not Array:
+    return x
+  from nbjax.api import device_put
+  return device_put(x, device)
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
   """Convert ``a`` to an array (no copy of an ``Array`` of the requested dtype).
 
@@ -170,7 +180,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=N
   if out_sharding is not None:
     return apply_out_sharding(asarray(a, dtype, order, copy=copy), out_sharding, "jnp.array",
                               device)
-  del device
+  if device is not None:  # committed to that device, as JAX's device_put
+    return _on_device(asarray(a, dtype, order, copy=copy), device)
   if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
     if type(a) is Array or a.to_concrete_value() is None:
       return a
