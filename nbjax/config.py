@@ -8,6 +8,7 @@ Sits beside ``core``: read by ``dtypes`` (default widths) and ``registry`` (eage
 overrides). Imports nothing from nbjax at module load.
 """
 import contextlib
+import enum
 import os
 
 
@@ -29,6 +30,8 @@ def _choice(*allowed):
 
 
 def _platforms(name, v):
+  if name == "platforms":
+    _optional_str(name, v)
   if v and "cpu" not in str(v).split(","):
     raise RuntimeError(f"Unable to initialize backend '{v}': nbjax runs on the CPU only "
                        "(platforms present: cpu)")
@@ -54,19 +57,85 @@ def _int(name, v):
   return v
 
 
+def _float(name, v):
+  if v is not None and not isinstance(v, (float, int)):
+    raise ValueError(f"new float config value must be None or of type float, got {v} of type "
+                     f"{type(v)}")
+  return v
+
+
+def _optional_str(name, v):
+  if v is not None and not isinstance(v, str):
+    raise ValueError(f"new string config value must be None or of type str, got {v} of type "
+                     f"{type(v)}.")
+  return v
+
+
+def _str(name, v):
+  if not isinstance(v, str):
+    raise TypeError(f"new string config value must be of type str, got {v} of type {type(v)}.")
+  return v
+
+
+def _bool_flag(name, v):  # JAX's ``bool_flag``/``int_flag``/``string_flag``: set unchecked
+  return v
+
+
+def _int_flag(name, v):
+  return v
+
+
+def _str_flag(name, v):
+  return v
+
+
 def _num_cpu_devices(name, v):
+  """JAX's ``_validate_backend_not_initialized``: an int option read when the CPU client is
+  created can change only before it is."""
   import sys
   xla = sys.modules.get("nbjax.xla")
   if xla is not None and xla._rt is not None and v != config._flags[name]:
-    raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
+    raise RuntimeError(f"jax_{name} config should be updated before backends are "
                        "initialized i.e. before any JAX operation is executed. You should "
                        "initialize this config immediately after `import jax`.")
   return int(v)
 
 
-# JAX's option names (without "jax_"), default and check. Options with no effect on a CPU
-# (precision of float32 dots, which the CPU computes in full; persistent-cache tuning;
-# traceback filtering) are accepted and kept, as JAX keeps them on a CPU.
+def _pjrt_options(name, v):
+  if v is not None and not isinstance(v, (str, dict)):
+    raise ValueError("new string config value must be None or of type dict | str, got "
+                     f"{v} of type {type(v)}.")
+  return v
+
+
+class RuntimeTracebackMode(enum.StrEnum):
+  """JAX's ``jax_send_traceback_to_runtime`` values (a name in any case is accepted)."""
+  OFF = "off"
+  ON = "on"
+  FULL = "full"
+
+  @classmethod
+  def _missing_(cls, value):
+    if isinstance(value, str):
+      try:
+        return cls[value.upper()]
+      except KeyError:
+        pass
+    return None
+
+
+def _runtime_traceback(name, v):
+  if isinstance(v, str):
+    return RuntimeTracebackMode(v)
+  if not isinstance(v, RuntimeTracebackMode):
+    raise TypeError(f"new enum value must be an instance of {RuntimeTracebackMode}, got {v} "
+                    f"of type {type(v)}.")
+  return v
+
+
+# JAX's option names (without "jax_"), default and check (JAX's: ``config.values`` has every
+# one of JAX 0.10.2's). Options with no effect on a CPU are accepted and kept, as JAX keeps
+# them on a CPU.
 _OPTIONS = {
     "enable_x64": (True, _boolean),   # x64 is on by default (NumPy's widths): ARCHITECTURE.md
     "eager_cache": (True, _boolean),
@@ -87,7 +156,7 @@ _OPTIONS = {
     "debug_nans": (False, _boolean),   # core.DebugNansTrace
     "debug_infs": (False, _boolean),
     "platform_name": ("", _platforms),
-    "platforms": ("", _platforms),
+    "platforms": (None, _platforms),
     "default_device": (None, _any),
     "num_cpu_devices": (-1, _num_cpu_devices),  # read when the XLA client is created
     "cpu_collectives_implementation": ("gloo", _choice(None, "gloo", "mpi", "megascale")),
@@ -133,13 +202,20 @@ _OPTIONS = {
     # handler; C++ logging too), and modules whose loggers log everything to stderr
     "logging_level": (None, _choice(None, "NOTSET", "DEBUG", "INFO", "WARNING", "ERROR",
                                     "CRITICAL")),
-    "debug_log_modules": ("", _any),
+    "debug_log_modules": ("", _str),
     # lowering warns when a jaxpr's constants take this many bytes (-1: never), as JAX's
     "captured_constants_warn_bytes": (2 * 10 ** 9, _int),
     "captured_constants_report_frames": (0, _int),
-    "compilation_cache_dir": (None, _any),
-    "persistent_cache_min_compile_time_secs": (1.0, _any),
-    "persistent_cache_min_entry_size_bytes": (0, _any),
+    # JAX's persistent compilation cache (``nbjax.xla``'s disk cache): a folder set here holds
+    # the programs whose compile took at least ``persistent_cache_min_compile_time_secs`` and
+    # whose executable has at least ``persistent_cache_min_entry_size_bytes`` (-1: none), the
+    # least recently used dropped past ``compilation_cache_max_size`` bytes (-1: no limit);
+    # ``enable_compilation_cache`` False turns the disk cache off ($NBJAX_CACHE_DIR's too)
+    "compilation_cache_dir": (None, _optional_str),
+    "enable_compilation_cache": (True, _boolean),
+    "persistent_cache_min_compile_time_secs": (1.0, _float),
+    "persistent_cache_min_entry_size_bytes": (0, _int),
+    "compilation_cache_max_size": (-1, _int),
     # JAX's transfer guards (``core.host_to_device``): the level of implicit (and explicit:
     # ``device_put``) host-to-device transfers; "transfer_guard" sets all directions
     **{f"transfer_guard{d}": (None, _choice(None, "allow", "log", "disallow", "log_explicit",
@@ -148,22 +224,103 @@ _OPTIONS = {
     # "log" / "fatal": an Array freed by Python's garbage collector (a reference cycle held
     # it) writes JAX's error to stderr / then aborts; None / "allow": nothing (nbjax.array)
     "array_garbage_collection_guard": (None, _choice(None, "allow", "log", "fatal")),
+    # JAX's options that have no effect in nbjax (CPU only: no GPU/TPU/Pallas/Mosaic, no
+    # sharding partitioner, no MLIR locations or dumps, no PGLE, export or jax2tf), accepted
+    # and kept with JAX's defaults and checks so that code setting them runs
+    **dict.fromkeys((
+        "check_vma", "eager_constant_folding", "jax2tf_associative_scan_reductions",
+        "bcoo_cusparse_lowering", "compilation_cache_check_contents",
+        "compilation_cache_expect_pgle", "compilation_cache_include_metadata_in_key",
+        "custom_vjp3", "debug_leaked_clients_on_clear_backends", "disable_vmap_shmap_error",
+        "disallow_mesh_context_manager", "distributed_debug", "enable_pgle",
+        "enable_recoverability", "experimental_unsafe_xla_runtime_errors",
+        "export_ignore_forward_compatibility", "mosaic_allow_hlo", "pallas_enable_debug_checks",
+        "pallas_poison_buffers", "ragged_dot_use_gpu_pallas_triton_lowering",
+        "raise_persistent_cache_errors", "refs_to_pins", "remat3",
+        "remove_custom_partitioning_ptr_from_cache_key", "remove_size_one_mesh_axis_from_type",
+        "scan3", "share_binary_between_hosts", "thread_guard", "threefry_gpu_kernel_lowering",
+        "use_emit_pipeline_primitive", "use_simplified_jaxpr_constants"), (False, _boolean)),
+    **dict.fromkeys((
+        "jax2tf_default_native_serialization", "auto_pcast", "compiler_enable_remat_pass",
+        "enable_preemption_service", "include_full_tracebacks_in_locations",
+        "mutable_array_checks", "pallas_use_mosaic_gpu", "pprint_use_color",
+        "ragged_dot_use_ragged_dot_instruction", "use_direct_linearize",
+        "use_shardy_partitioner"), (True, _boolean)),
+    **{f"error_checking_behavior_{k}": ("ignore", _choice("ignore", "raise"))
+       for k in ("divide", "nan", "oob")},
+    "memory_fitting_level": ("O2", _choice("UNKNOWN", "O0", "O1", "O2", "O3")),
+    "optimization_level": ("UNKNOWN", _choice("UNKNOWN", "O0", "O1", "O2", "O3")),
+    "use_magma": ("auto", _choice("off", "on", "auto")),
+    "exec_time_optimization_effort": (0.0, _float),
+    "memory_fitting_effort": (0.0, _float),
+    "cpu_get_global_topology_timeout_minutes": (5, _num_cpu_devices),
+    "cpu_get_local_topology_timeout_minutes": (2, _num_cpu_devices),
+    "embedded_constants_max_bytes": (32, _int),
+    "export_calling_convention_version": (10, _int),
+    "pgle_aggregation_percentile": (90, _int),
+    "pgle_profiling_runs": (3, _int),
+    "serialization_version": (0, _int),
+    "share_binary_between_hosts_timeout_ms": (1200000, _int),
+    "traceback_in_locations_limit": (100, _int),
+    "xla_profile_version": (0, _int),
+    "hlo_source_file_canonicalization_regex": (None, _optional_str),
+    "source_url_schema": (None, _optional_str),
+    "persistent_cache_enable_xla_caches": ("xla_gpu_per_fusion_autotune_cache_dir",
+                                           _optional_str),
+    "pjrt_client_create_options": (None, _pjrt_options),
+    "send_traceback_to_runtime": (RuntimeTracebackMode.OFF, _runtime_traceback),
+    # (JAX's flags: set without a check)
+    **dict.fromkeys(("check_proxy_envs", "cpu_enable_async_dispatch",
+                     "sort_devices_by_process_index", "include_debug_info_in_dumps"),
+                    (True, _bool_flag)),
+    **dict.fromkeys(("disable_most_optimizations", "force_dcn_cross_host_transfers",
+                     "pallas_verbose_errors"), (False, _bool_flag)),
+    "compiler_detailed_logging_min_ops": (10, _int_flag),
+    "tracer_error_num_traceback_frames": (5, _int_flag),
+    "mock_num_gpu_processes": (0, _int_flag),
+    "cross_host_transfer_timeout_seconds": (None, _int_flag),
+    "cross_host_transfer_transfer_size": (None, _int_flag),
+    **dict.fromkeys(("backend_target", "cross_host_transfer_socket_address",
+                     "cross_host_transport_addresses", "mock_gpu_topology", "xla_backend",
+                     "dump_ir_to"), ("", _str_flag)),
+    **dict.fromkeys(("cuda_visible_devices", "oneapi_visible_devices", "rocm_visible_devices"),
+                    ("all", _str_flag)),
+    "dump_ir_modes": ("stablehlo", _str_flag),
 }
+# JAX's option names without the "jax_" prefix
+_UNPREFIXED = ("check_vma", "eager_constant_folding", "jax2tf_associative_scan_reductions",
+               "jax2tf_default_native_serialization", "mock_num_gpu_processes")
+
+# JAX's flags whose defaults do not read the environment
+_NO_ENV = ("xla_backend", "cuda_visible_devices", "rocm_visible_devices",
+           "oneapi_visible_devices", "mock_num_gpu_processes", "mock_gpu_topology",
+           "cpu_enable_async_dispatch", "force_dcn_cross_host_transfers",
+           "sort_devices_by_process_index", "cross_host_transfer_socket_address",
+           "cross_host_transport_addresses", "cross_host_transfer_timeout_seconds",
+           "cross_host_transfer_transfer_size", "check_proxy_envs")
+
+
+def _jax_name(n):
+  """Option ``n``'s JAX name (and ``$``-variable name in lower case)."""
+  return n if n in _UNPREFIXED else "jax_" + n
 
 
 def _from_env(name, default, check):
   """An option's start value: ``$JAX_<NAME>`` (``JAX_ENABLE_X64=0``, as JAX reads it) or the
   default."""
-  v = os.environ.get(f"JAX_{name.upper()}")
+  v = None if name in _NO_ENV else os.environ.get(_jax_name(name).upper())
   if v is None:
     return default
-  if check is _boolean:
+  if check in (_boolean, _bool_flag):
     low = v.lower()
     if low not in ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"):
-      raise ValueError(f"invalid truth value {v!r} for environment 'JAX_{name.upper()}'")
+      raise ValueError(f"invalid truth value {v!r} for environment {_jax_name(name).upper()!r}")
     return low in ("y", "yes", "t", "true", "on", "1")
-  if isinstance(default, int) and not isinstance(default, bool):
-    return int(v)
+  if check in (_float, _int, _int_flag, _num_cpu_devices):
+    try:
+      return (float if check is _float else int)(v)
+    except ValueError:
+      raise ValueError(f'Invalid value "{v}" for JAX flag {_jax_name(name)}') from None
   return check(name, v)
 
 
@@ -233,10 +390,16 @@ class Config:
     return self._global[self._name(name)]
 
   def read(self, name):
+    """The value in effect of option ``name``."""
     return self._flags[self._name(name)]
 
+  @property
+  def values(self):
+    """Every option's value in effect, by JAX name (JAX's ``jax.config.values``)."""
+    return {_jax_name(n): v for n, v in self._flags.items()}
+
   def __getattr__(self, name):
-    if name.startswith("jax_"):
+    if name.startswith("jax_") or name in _UNPREFIXED:
       return self.read(name)
     raise AttributeError(f"'Config' object has no attribute '{name}'")
 
@@ -259,9 +422,11 @@ class Config:
       except AttributeError:
         continue
       check = _OPTIONS[n][1]
-      if check is _boolean:
+      if check in (_boolean, _bool_flag):
         value = value.lower() in ("1", "true", "t", "yes", "y", "on")
-      elif isinstance(_OPTIONS[n][0], int) and not isinstance(_OPTIONS[n][0], bool):
+      elif check is _float:
+        value = float(value)
+      elif check in (_int, _int_flag, _num_cpu_devices):
         value = int(value)
       self.update(n, value)
 

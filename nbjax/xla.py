@@ -25,6 +25,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from builtins import compile as compile_py
 
 import numpy as np
@@ -971,7 +972,39 @@ def _cache_dir():
   run saw jaxlib abort inside ``serialize_executable``/``deserialize_executable`` for a
   special-function program it serialises fine in a fresh process: not yet understood.)"""
   from nbjax.config import config
+  if not config._flags["enable_compilation_cache"]:
+    return None
   return os.environ.get("NBJAX_CACHE_DIR") or config._flags.get("compilation_cache_dir") or None
+
+
+def _store_policy():
+  """JAX's thresholds of a ``jax_compilation_cache_dir`` cache: (min compile seconds, min
+  entry bytes, max total bytes or -1); ``$NBJAX_CACHE_DIR``'s stores every program."""
+  from nbjax.config import config
+  f = config._flags
+  if os.environ.get("NBJAX_CACHE_DIR"):
+    return 0.0, 0, -1
+  return (f["persistent_cache_min_compile_time_secs"], f["persistent_cache_min_entry_size_bytes"],
+          f["compilation_cache_max_size"])
+
+
+def _evict(d, max_size):
+  """Remove the least recently used entries of folder ``d`` until they take at most
+  ``max_size`` bytes (JAX's ``LRUCache``; a hit touches its entry)."""
+  entries = []
+  for e in os.scandir(d):
+    if e.name.endswith(".xex") and not e.name.startswith("."):
+      st = e.stat()
+      entries.append((st.st_mtime, st.st_size, e.path))
+  total = sum(size for _, size, _ in entries)
+  for _, size, path in sorted(entries):
+    if total <= max_size:
+      break
+    try:
+      os.unlink(path)
+      total -= size
+    except OSError:
+      pass
 
 
 def _disk_key(text, rt, pack_inputs):
@@ -1014,9 +1047,14 @@ def _disk_load(path, rt):
     return None
 
 
-def _disk_store(path, exe):
+def _disk_store(path, exe, compile_secs=None):
   try:
+    min_secs, min_size, max_size = _store_policy()
+    if compile_secs is not None and compile_secs < min_secs:
+      return
     blob = exe._rt.client.serialize_executable(exe._exe)
+    if len(blob) < min_size or 0 <= max_size < len(blob):
+      return
     meta = json.dumps({"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
                        "in": _avals_json(exe.in_avals), "out": _avals_json(exe.out_avals),
                        "plan": exe._plan}).encode()
@@ -1027,6 +1065,8 @@ def _disk_store(path, exe):
       with os.fdopen(fd, "wb") as f:
         f.write(_MAGIC + len(meta).to_bytes(8, "little") + meta + blob)
       os.replace(tmp, path)
+      if max_size >= 0:
+        _evict(d, max_size)
     except BaseException:
       try:
         os.unlink(tmp)
@@ -1129,6 +1169,8 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_
       try:
         exe = Executable(hit[0], text, *hit[1:], name)
         _stats["disk_hits"] += 1
+        if _store_policy()[2] >= 0:  # (the LRU order of a size-limited cache)
+          os.utime(path)
       except Exception:
         _stats["disk_errors"] += 1
     differ = True
@@ -1142,11 +1184,12 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_
                                               host_callbacks=list(cbs))
         exe = Executable(loaded, text, ins, outs, plan, name, host_callbacks=cbs)
       else:
+        t0 = time.perf_counter()
         loaded = rt.client.compile_and_load(runtime_text, rt.devlist, opts)
         exe = Executable(loaded, text, ins, outs, plan, name)
       _stats["compiles"] += 1
       if use_disk:
-        _disk_store(path, exe)
+        _disk_store(path, exe, time.perf_counter() - t0)
     if not differ or (pack_inputs and not exe._plan["pack"]):
       cache.setdefault(other, exe)  # nothing to pack: both conventions are one program
     if len(cache) >= (_MAX_CB_EXECUTABLES if host_callbacks else _MAX_EXECUTABLES):

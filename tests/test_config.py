@@ -677,3 +677,160 @@ def test_transfer_guard_from_environment_as_jax():
                        env=dict(os.environ, JAX_TRANSFER_GUARD="disallow"))
   assert out.stdout.startswith("INVALID_ARGUMENT: Disallowed host-to-device transfer"), \
       out.stdout + out.stderr
+
+
+# JAX 0.10.2's options with their defaults (a sample of those nbjax does not act on)
+JAX_DEFAULTS = {
+    "jax_use_shardy_partitioner": True, "jax_include_full_tracebacks_in_locations": True,
+    "jax_threefry_gpu_kernel_lowering": False, "jax_enable_compilation_cache": True,
+    "jax_compilation_cache_max_size": -1, "jax_persistent_cache_min_compile_time_secs": 1.0,
+    "jax_persistent_cache_min_entry_size_bytes": 0, "jax_compilation_cache_dir": None,
+    "jax_persistent_cache_enable_xla_caches": "xla_gpu_per_fusion_autotune_cache_dir",
+    "jax_memory_fitting_level": "O2", "jax_optimization_level": "UNKNOWN",
+    "jax_exec_time_optimization_effort": 0.0, "jax_error_checking_behavior_nan": "ignore",
+    "jax_use_magma": "auto", "jax_export_calling_convention_version": 10,
+    "jax_share_binary_between_hosts_timeout_ms": 1200000, "jax_source_url_schema": None,
+    "jax_cuda_visible_devices": "all", "jax_dump_ir_modes": "stablehlo", "jax_dump_ir_to": "",
+    "jax_cross_host_transfer_timeout_seconds": None, "jax_tracer_error_num_traceback_frames": 5,
+    "jax_platforms": None, "check_vma": False, "eager_constant_folding": False,
+    "jax2tf_default_native_serialization": True, "mock_num_gpu_processes": 0,
+}
+
+
+@pytest.fixture
+def restore_config():
+  saved = dict(config._global)
+  yield
+  for k, v in saved.items():
+    if config._global[k] != v:
+      config.update(k, v)
+
+
+def test_jax_options_exist_with_jax_defaults(restore_config):
+  """Every JAX 0.10.2 option can be read and set (``jax.config.values`` has 133)."""
+  values = config.values
+  assert len(values) >= 135  # (JAX's and nbjax's eager_cache, eager_fusion)
+  from nbjax.config import _OPTIONS
+  for name, default in JAX_DEFAULTS.items():
+    start = _OPTIONS[name[4:] if name.startswith("jax_") else name][0]
+    assert start == default and type(start) is type(default), name
+    assert config.read(name) == values[name]
+  assert config.check_vma is False and config.jax_use_shardy_partitioner is True
+  assert str(config.jax_send_traceback_to_runtime) == "off"
+  config.update("jax_use_shardy_partitioner", False)
+  assert config.jax_use_shardy_partitioner is False
+  config.update("jax_exec_time_optimization_effort", 2)   # (ints are floats, as JAX's)
+  assert config.jax_exec_time_optimization_effort == 2
+  config.update("jax_cuda_visible_devices", 3)   # (JAX's flags are set unchecked)
+  assert config.values["jax_cuda_visible_devices"] == 3
+  config.update("jax_send_traceback_to_runtime", "FULL")
+  assert repr(config.jax_send_traceback_to_runtime) == "<RuntimeTracebackMode.FULL: 'full'>"
+  config.update("jax_pjrt_client_create_options", {"a": 1})
+  with pytest.raises(AttributeError, match="Unrecognized config option: no_such"):
+    config.read("jax_no_such")
+
+
+@pytest.mark.parametrize("name,value,exc,msg", [  # (JAX 0.10.2's errors)
+    ("jax_compilation_cache_max_size", 1.5, ValueError,
+     "new int config value must be None or of type int, got 1.5 of type <class 'float'>"),
+    ("jax_persistent_cache_min_entry_size_bytes", 1.0, ValueError,
+     "new int config value must be None or of type int, got 1.0 of type <class 'float'>"),
+    ("jax_exec_time_optimization_effort", "a", ValueError,
+     "new float config value must be None or of type float, got a of type <class 'str'>"),
+    ("jax_persistent_cache_min_compile_time_secs", "x", ValueError,
+     "new float config value must be None or of type float, got x of type <class 'str'>"),
+    ("jax_source_url_schema", 3, ValueError,
+     "new string config value must be None or of type str, got 3 of type <class 'int'>."),
+    ("jax_compilation_cache_dir", 3, ValueError,
+     "new string config value must be None or of type str, got 3 of type <class 'int'>."),
+    ("jax_platforms", 3, ValueError,
+     "new string config value must be None or of type str, got 3 of type <class 'int'>."),
+    ("jax_debug_log_modules", 3, TypeError,
+     "new string config value must be of type str, got 3 of type <class 'int'>."),
+    ("jax_use_magma", "x", ValueError,
+     "new enum value must be in ['off', 'on', 'auto'], got x of type <class 'str'>."),
+    ("jax_send_traceback_to_runtime", "bad", ValueError,
+     "'bad' is not a valid RuntimeTracebackMode"),
+    ("jax_send_traceback_to_runtime", 3, TypeError,
+     "new enum value must be an instance of <enum 'RuntimeTracebackMode'>, got 3 of type "
+     "<class 'int'>."),
+    ("jax_pjrt_client_create_options", 3, ValueError,
+     "new string config value must be None or of type dict | str, got 3 of type <class 'int'>."),
+])
+def test_jax_option_checks_as_jax(name, value, exc, msg):
+  old = config.read(name)
+  with pytest.raises(exc, match=re.escape(msg)):
+    config.update(name, value)
+  assert config.read(name) == old
+
+
+def test_cpu_topology_timeouts_fixed_once_the_backend_exists(restore_config):
+  jnp.ones(2).block_until_ready()
+  config.update("jax_cpu_get_local_topology_timeout_minutes", 2)  # (unchanged: allowed)
+  with pytest.raises(RuntimeError, match=re.escape(
+      "jax_cpu_get_local_topology_timeout_minutes config should be updated before backends "
+      "are initialized i.e. before any JAX operation is executed.")):
+    config.update("jax_cpu_get_local_topology_timeout_minutes", 3)
+
+
+def test_new_options_start_from_the_environment_as_jax():
+  import subprocess
+  import sys
+  code = ("import nbjax; c = nbjax.config; v = c.values; print(c.jax_exec_time_optimization_effort,"
+          " c.jax_compilation_cache_max_size, c.check_vma, v['jax_cpu_enable_async_dispatch'],"
+          " v['jax_dump_ir_modes'], c.jax_enable_compilation_cache)")
+  env = dict(os.environ, JAX_EXEC_TIME_OPTIMIZATION_EFFORT="0.5",
+             JAX_COMPILATION_CACHE_MAX_SIZE="100", CHECK_VMA="1",
+             JAX_CPU_ENABLE_ASYNC_DISPATCH="0", JAX_DUMP_IR_MODES="jaxpr",
+             JAX_ENABLE_COMPILATION_CACHE="false")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  # (JAX's jax_cpu_enable_async_dispatch flag does not read the environment)
+  assert out.stdout.split() == ["0.5", "100", "True", "True", "jaxpr", "False"], out.stderr
+  for var, value in [("JAX_COMPILATION_CACHE_MAX_SIZE", "1.5"),
+                     ("JAX_MEMORY_FITTING_EFFORT", "x")]:
+    out = subprocess.run([sys.executable, "-c", "import nbjax"], capture_output=True, text=True,
+                         env=dict(os.environ, **{var: value}))
+    assert (f'ValueError: Invalid value "{value}" for JAX flag {var.lower()}'
+            in out.stderr), out.stderr
+
+
+def test_persistent_compilation_cache_options_as_jax(tmp_path, monkeypatch, restore_config):
+  """A ``jax_compilation_cache_dir`` cache keeps programs that took at least
+  ``persistent_cache_min_compile_time_secs`` (1 s) to compile and at least
+  ``persistent_cache_min_entry_size_bytes``, the least recently used dropped past
+  ``compilation_cache_max_size`` bytes; ``enable_compilation_cache`` False: no disk cache."""
+  from nbjax import xla
+  monkeypatch.delenv("NBJAX_CACHE_DIR", raising=False)
+  monkeypatch.delenv("NBJAX_DISABLE_COMPILE_CACHE", raising=False)
+  d = tmp_path / "cache"
+  config.update("jax_compilation_cache_dir", str(d))
+  x = np.arange(3.0)
+  files = lambda: sorted(p.name for p in d.glob("*.xex")) if d.exists() else []
+
+  def run(k):  # a program compiled here the first time
+    return nbjax.jit(lambda v: v * k + 0.5 * k)(x)
+
+  run(1.25)  # (compiles in well under a second)
+  assert files() == []
+  config.update("jax_persistent_cache_min_compile_time_secs", 0)
+  run(2.25)
+  assert len(files()) == 1
+  size = next(d.glob("*.xex")).stat().st_size
+  config.update("jax_persistent_cache_min_entry_size_bytes", 10 * size)
+  run(3.25)
+  assert len(files()) == 1
+  config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  first = files()
+  config.update("jax_compilation_cache_max_size", size + size // 2)  # (room for one)
+  run(4.25)
+  assert len(files()) == 1 and files() != first
+  config.update("jax_compilation_cache_max_size", 0)  # (no entry fits: none written)
+  run(5.25)
+  assert len(files()) == 1
+  config.update("jax_compilation_cache_max_size", -1)
+  config.update("jax_enable_compilation_cache", False)
+  run(6.25)
+  assert len(files()) == 1
+  config.update("jax_enable_compilation_cache", True)
+  run(7.25)
+  assert len(files()) == 2
