@@ -854,3 +854,26 @@ def test_basic_indexing_promises_unique_sorted_indices():
   assert flags(lambda x, i: x[i], x, jnp.array([2, 0])) == (False, False)
   np.testing.assert_array_equal(nbjax.jit(lambda x, i: x.at[i, ::2].add(1.))(x, 1),
                                 [[1, 1, 1, 1], [2, 1, 2, 1], [1, 1, 1, 1]])
+
+
+def test_index_with_dunder_jax_array_raises_as_jax():
+  # JAX 0.10.2 abstractifies an index, and no longer calls __jax_array__ to do so; the
+  # indexed update's values are converted (as an operand of jnp functions)
+  class W:
+    def __init__(self, v):
+      self.v = v
+
+    def __jax_array__(self):
+      return jnp.asarray(self.v)
+
+  x = jnp.arange(5.0)
+  msg = re.escape("Triggering __jax_array__() during abstractification is no longer supported. "
+                  "To avoid this error, either explicitly convert your object using "
+                  "jax.numpy.array(), or register your object as a pytree.")
+  for f in (lambda: x[W(1)], lambda: x[W(np.array([0, 2]))], lambda: x[W(1), ...],
+            lambda: x.at[W(1)].set(7.0), lambda: x.at[W(1)].get(),
+            lambda: nbjax.jit(lambda a: a[W(1)])(x)):
+    with pytest.raises(ValueError, match=msg):
+      f()
+  np.testing.assert_array_equal(x.at[1].set(W(3.0)), [0., 3., 2., 3., 4.])
+  assert float(x[jnp.asarray(W(1))]) == 1.0

@@ -186,6 +186,8 @@ def _classify(i, pos):
       i = np.asarray(i) if len(i) else np.zeros((0,), np.int64)
     if isinstance(i, np.ndarray) and i.dtype == object:
       raise TypeError(f"Indexer must have integer or boolean type, got {i!r}")
+  if hasattr(i, "__jax_array__") and not isinstance(i, (np.ndarray, Tracer, Array)):
+    raise ValueError(core.JAX_ARRAY_ABSTRACTIFY)  # (JAX's: an index is abstractified)
   if not _util.is_arraylike(i):
     if isinstance(i, (float, complex, np.generic)):
       raise TypeError("Indexer must have integer or boolean type, got indexer with type "
