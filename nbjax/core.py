@@ -577,6 +577,9 @@ class DebugNansTrace(EvalTrace):
       for a in args:
         if getattr(a, "aval", None) is None:
           host_to_device(a)
+      if primitive.name == "slice" and params["strides"] is None:
+        for s in params["start_indices"]:  # (JAX's eager slice: a dynamic_slice of them)
+          host_to_device(s)
     out = EvalTrace.process_primitive(self, primitive, args, params)
     bad = _invalid(out if primitive.multiple_results else [out])
     if bad:

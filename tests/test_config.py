@@ -834,3 +834,50 @@ def test_persistent_compilation_cache_options_as_jax(tmp_path, monkeypatch, rest
   config.update("jax_enable_compilation_cache", True)
   run(7.25)
   assert len(files()) == 2
+
+
+def test_transfer_guard_of_eager_indexing_as_jax(caplog):
+  """JAX's eager indexing moves its index scalars to the device (an int or a unit-step
+  slice: the start indices of an eager ``slice``, which JAX runs as a ``dynamic_slice``), a
+  NumPy index array, a signed integer index's normalising constant, a mask's positions, and
+  ``x.at[i].set(v)``'s host ``v``; a strided slice, ``...``, ``None``, an unsigned index,
+  ``jnp.take`` (jitted in JAX) and a jitted indexing transfer nothing. (Avals: real JAX's,
+  with x64 on.)"""
+  x = jnp.arange(6.0).reshape(2, 3)
+  y = jnp.arange(3.0)
+  s64, s32, a64 = jnp.asarray(1), jnp.asarray(1, "int32"), jnp.asarray([0, 1])
+  u32, mask, ones = jnp.asarray([0, 1], "uint32"), jnp.asarray([True, False, True]), jnp.ones(2)
+  refused = [("ShapedArray(int64[], weak_type=True)", lambda: x[0]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[-1]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[0, 1]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[0:1]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[1, 1:]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[np.int32(1)]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: y[1]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x.at[0].get()),
+             ("ShapedArray(int64[2])", lambda: x[np.array([0, 1])]),
+             ("ShapedArray(int64[1])", lambda: x[True]),
+             ("ShapedArray(int64[0])", lambda: x[False]),
+             ("ShapedArray(int64[])", lambda: y[s64]),
+             ("ShapedArray(int32[])", lambda: y[s32]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: y[a64]),
+             ("ShapedArray(int64[], weak_type=True)", lambda: x[a64]),
+             ("ShapedArray(int64[2])", lambda: y[mask]),
+             ("ShapedArray(float64[], weak_type=True)", lambda: x.at[0].set(1.0)),
+             ("ShapedArray(int64[], weak_type=True)", lambda: y.at[a64].set(ones))]
+  allowed = [lambda: x[:, ::2], lambda: x[...], lambda: x[None], lambda: y[u32],
+             lambda: jnp.take(y, a64), lambda: jnp.take_along_axis(y, a64, axis=0),
+             lambda: nbjax.jit(lambda a: a[0])(x), lambda: nbjax.jit(lambda a, i: a[i])(y, a64)]
+  for g in allowed:
+    g()  # (compiled outside the guard)
+  with nbjax.transfer_guard("disallow"):
+    for aval, g in refused:
+      with pytest.raises(nbjax.errors.JaxRuntimeError, match=re.escape(_TG_MSG.format(aval))):
+        g()
+    for g in allowed:
+      g()
+  with nbjax.transfer_guard("log"), caplog.at_level(logging.WARNING, logger="nbjax"):
+    caplog.clear()
+    np.testing.assert_array_equal(x[1], [3., 4., 5.])
+    assert [r.getMessage().split(", dst")[0] for r in caplog.records] == [
+        "host-to-device transfer: aval=ShapedArray(int64[], weak_type=True)"] * 2

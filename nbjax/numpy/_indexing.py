@@ -558,8 +558,28 @@ def _basic(idx):
   return True
 
 
+def _guard_index(idx, normalize):
+  """JAX's transfer guard on an eager index (``core.host_to_device``): what JAX's eager
+  indexing moves to the device first, by entry: a NumPy array index itself; a Python bool's
+  gather positions; a signed integer Array index's normalising constant (a scalar index: of
+  its dtype; an array: a weak Python int); a boolean Array mask's indices (found on the
+  host). (Python ints and slices: the start indices of the eager ``slice``, which
+  ``DebugNansTrace`` checks.)"""
+  for e in (idx if type(idx) is tuple else (idx,)):
+    if isinstance(e, np.ndarray):
+      core.host_to_device(e)
+    elif type(e) is bool:  # (a scalar boolean index: JAX's gather of 1 or 0 positions)
+      core.host_to_device(np.zeros(int(e), dtypes.default_int_dtype()))
+    elif type(e) is Array:
+      d = e._value.dtype
+      if d == _BOOL and e.ndim:
+        core.host_to_device(np.flatnonzero(e._value).astype(dtypes.default_int_dtype()))
+      elif d.kind == "i" and normalize:
+        core.host_to_device(np.zeros((), d) if e.ndim == 0 else 0)
+
+
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                   fill_value=None, normalize_indices=True):
+                   fill_value=None, normalize_indices=True, _guard=True):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
   default; ``mode='fill'`` returns ``fill_value`` for them instead). Negative signed
   indices count from the end when ``normalize_indices``; unsigned ones never do."""
@@ -570,6 +590,8 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     if type(x) is Array and _ctx.trace is _EVAL:  # eager: the copy slice + squeeze make
       return Array._new(x._value[i, ...].copy(), x._weak)
     return lax.squeeze(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), (0,))
+  if core.h2d_guard is not None and _guard:  # (take's is JAX's jitted: no index transfers)
+    _guard_index(idx, normalize_indices)
   if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
     if _ctx.trace is _EVAL:  # eager x[i] of a 1-D x: one kernel call
       out = lax_indexing.take_points(x, idx, normalize_indices)
@@ -686,6 +708,10 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
       if 0 <= i < n:  # (out of bounds: the update is dropped, as JAX's default mode)
         quiet_run(_store if scatter_fn is lax.scatter else _store_add, out, i, y)
       return Array._new(out, x._weak)
+  if core.h2d_guard is not None:  # (JAX's transfer guard: the eager scatter's host y)
+    if not isinstance(y, (Array, Tracer)):
+      core.host_to_device(y)
+    _guard_index(idx, normalize_indices)
   if not (type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype
           and x._value.dtype.kind != "b"):  # (the hot path: y already of x's dtype, not bool)
     x = as_array(x)
@@ -895,7 +921,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     raise ValueError(f"Invalid mode '{mode}' for np.take")
   return rewriting_take(a, (slice(None),) * axis + (indices,), mode=mode, fill_value=fill_value,
                         unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
-                        normalize_indices=mode == "fill")
+                        normalize_indices=mode == "fill", _guard=False)
 
 
 def _along_axis_index(arr_shape, indices, axis):
@@ -956,7 +982,7 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     wrap_negative_indices = mode != "promise_in_bounds"
   return rewriting_take(arr, _along_axis_index(arr.shape, indices, axis),
                         mode="fill" if mode is None else mode, fill_value=fill_value,
-                        normalize_indices=wrap_negative_indices)
+                        normalize_indices=wrap_negative_indices, _guard=False)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
