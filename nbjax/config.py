@@ -101,6 +101,14 @@ def _num_cpu_devices(name, v):
   return int(v)
 
 
+def _default_device(name, v):
+  if v is not None and "Device" not in str(type(v)) and v not in ("cpu", "gpu", "tpu"):
+    raise ValueError("jax.default_device must be passed either a Device object (e.g. "
+                     "`jax.devices('cpu')[0]`) or a platform name string like 'cpu' or 'gpu', "
+                     f"got: {v!r}")
+  return v
+
+
 def _pjrt_options(name, v):
   if v is not None and not isinstance(v, (str, dict)):
     raise ValueError("new string config value must be None or of type dict | str, got "
@@ -157,7 +165,7 @@ _OPTIONS = {
     "debug_infs": (False, _boolean),
     "platform_name": ("", _platforms),
     "platforms": (None, _platforms),
-    "default_device": (None, _any),
+    "default_device": (None, _default_device),
     "num_cpu_devices": (-1, _num_cpu_devices),  # read when the XLA client is created
     "cpu_collectives_implementation": ("gloo", _choice(None, "gloo", "mpi", "megascale")),
     "default_matmul_precision": (None, _choice(
@@ -200,7 +208,7 @@ _OPTIONS = {
                                             "quiet_remove_frames", "auto")),
     # JAX's logging options (``_logging_hooks``): the level of the "nbjax" loggers (a stderr
     # handler; C++ logging too), and modules whose loggers log everything to stderr
-    "logging_level": (None, _choice(None, "NOTSET", "DEBUG", "INFO", "WARNING", "ERROR",
+    "logging_level": ("NOTSET", _choice(None, "NOTSET", "DEBUG", "INFO", "WARNING", "ERROR",
                                     "CRITICAL")),
     "debug_log_modules": ("", _str),
     # lowering warns when a jaxpr's constants take this many bytes (-1: never), as JAX's

@@ -692,7 +692,8 @@ JAX_DEFAULTS = {
     "jax_share_binary_between_hosts_timeout_ms": 1200000, "jax_source_url_schema": None,
     "jax_cuda_visible_devices": "all", "jax_dump_ir_modes": "stablehlo", "jax_dump_ir_to": "",
     "jax_cross_host_transfer_timeout_seconds": None, "jax_tracer_error_num_traceback_frames": 5,
-    "jax_platforms": None, "check_vma": False, "eager_constant_folding": False,
+    "jax_platforms": None, "jax_logging_level": "NOTSET", "jax_default_device": None,
+    "check_vma": False, "eager_constant_folding": False,
     "jax2tf_default_native_serialization": True, "mock_num_gpu_processes": 0,
 }
 
@@ -726,6 +727,8 @@ def test_jax_options_exist_with_jax_defaults(restore_config):
   config.update("jax_send_traceback_to_runtime", "FULL")
   assert repr(config.jax_send_traceback_to_runtime) == "<RuntimeTracebackMode.FULL: 'full'>"
   config.update("jax_pjrt_client_create_options", {"a": 1})
+  config.update("jax_default_device", nbjax.devices()[0])
+  config.update("jax_default_device", "cpu")
   with pytest.raises(AttributeError, match="Unrecognized config option: no_such"):
     config.read("jax_no_such")
 
@@ -756,6 +759,12 @@ def test_jax_options_exist_with_jax_defaults(restore_config):
      "<class 'int'>."),
     ("jax_pjrt_client_create_options", 3, ValueError,
      "new string config value must be None or of type dict | str, got 3 of type <class 'int'>."),
+    ("jax_default_device", "x", ValueError,
+     "jax.default_device must be passed either a Device object (e.g. `jax.devices('cpu')[0]`) "
+     "or a platform name string like 'cpu' or 'gpu', got: 'x'"),
+    ("jax_logging_level", "gpu", ValueError,
+     "new enum value must be None or in ['NOTSET', 'DEBUG', 'INFO', 'WARNING', 'ERROR', "
+     "'CRITICAL'], got gpu of type <class 'str'>."),
 ])
 def test_jax_option_checks_as_jax(name, value, exc, msg):
   old = config.read(name)
