@@ -580,6 +580,13 @@ class DebugNansTrace(EvalTrace):
       if primitive.name == "slice" and params["strides"] is None:
         for s in params["start_indices"]:  # (JAX's eager slice: a dynamic_slice of them)
           host_to_device(s)
+      if primitive.name in jitted_impls:  # (only the arguments of JAX's jitted impl transfer)
+        _ctx.trace = eval_trace
+        try:
+          out = EvalTrace.process_primitive(self, primitive, args, params)
+        finally:
+          _ctx.trace = self
+        return out
     out = EvalTrace.process_primitive(self, primitive, args, params)
     bad = _invalid(out if primitive.multiple_results else [out])
     if bad:
@@ -605,6 +612,8 @@ class DebugNansTrace(EvalTrace):
 def _invalid(outs):
   nans, infs = config._flags["debug_nans"], config._flags["debug_infs"]
   for o in outs:
+    if getattr(getattr(o, "dtype", None), "kind", None) not in ("f", "c"):
+      continue  # (no floating values: key arrays, which have no NumPy form, among them)
     v = np.asarray(o)
     if v.dtype.kind in "fc":
       if nans and np.isnan(v).any():
@@ -735,6 +744,10 @@ def placed_call(name, fn, args, params):
 
 
 h2d_guard = None
+# primitives whose eager implementation JAX runs as one jitted computation (JAX's
+# ``random_seed``): under a transfer guard only their arguments are checked, not the
+# constants their implementation binds
+jitted_impls = {"random_seed"}
 
 
 def host_to_device(x, explicit=False):

@@ -890,3 +890,24 @@ def test_transfer_guard_of_eager_indexing_as_jax(caplog):
     np.testing.assert_array_equal(x[1], [3., 4., 5.])
     assert [r.getMessage().split(", dst")[0] for r in caplog.records] == [
         "host-to-device transfer: aval=ShapedArray(int64[], weak_type=True)"] * 2
+
+
+def test_transfer_guard_of_prng_seeding_as_jax():
+  """JAX seeds keys in one jitted computation (random_test test_seed_no_implicit_transfers):
+  a device seed transfers nothing, a host seed itself is the transfer; key arrays pass the
+  guard's output check (they have no NumPy form)."""
+  seed, k = nbjax.device_put(42), nbjax.random.key(0)
+  data = nbjax.random.key_data(k)
+  with nbjax.transfer_guard("disallow"):
+    k1, k2 = nbjax.random.key(seed), nbjax.random.PRNGKey(seed)
+    k3 = nbjax.random.wrap_key_data(data)
+    for aval, g in [("ShapedArray(int64[])", lambda: nbjax.random.key(0)),
+                    ("ShapedArray(int32[])", lambda: nbjax.random.key(np.int32(3)))]:
+      with pytest.raises(nbjax.errors.JaxRuntimeError, match=re.escape(_TG_MSG.format(aval))):
+        g()
+  np.testing.assert_array_equal(nbjax.random.key_data(k1), nbjax.random.key_data(
+      nbjax.random.key(42)))
+  np.testing.assert_array_equal(k2, nbjax.random.PRNGKey(42))
+  np.testing.assert_array_equal(nbjax.random.key_data(k3), data)
+  with nbjax.debug_nans(True):
+    assert nbjax.random.wrap_key_data(data).shape == ()
