@@ -328,7 +328,8 @@ class Array(metaclass=abc.ABCMeta):
     a._buf, a._committed = self._buf, True
     a._dev = _default_device(device)
     core.mark_placed(a)
-    core.enable_placement()  # eager results and jit outputs now follow committed inputs
+    if a._dev is not None:  # eager results and jit outputs now follow committed inputs (a
+      core.enable_placement()  # commit to the default device changes no placement: no cost)
     return a
 
   @property

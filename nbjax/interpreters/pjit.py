@@ -1016,7 +1016,8 @@ class JitWrapped:
     if device is not None:
       from nbjax.array import _default_device
       self._placed_dev = _default_device(device)
-      core.enable_placement()
+      if self._placed_dev is not None:  # (the default device: outputs are where they'd be)
+        core.enable_placement()
     self._compiler_options = dict(compiler_options) if compiler_options else None
     self.__wrapped__ = fun
     functools.update_wrapper(self, fun, updated=())
