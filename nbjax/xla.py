@@ -1100,6 +1100,30 @@ _BUILD_OPTIONS = ("exec_time_optimization_effort", "memory_fitting_effort",
                   "optimization_level", "memory_fitting_level")
 
 
+_EFFORT_LEVELS = {"UNKNOWN": 0, "O0": 9, "O1": 19, "O2": 29, "O3": 39}  # (JAX's EffortLevel)
+
+
+def _config_compile_options():
+  """The compiler options JAX's configuration sets where they differ from its defaults
+  (JAX's ``get_compile_options``): ``jax_disable_most_optimizations`` (XLA's backend
+  optimisation level 0, no expensive LLVM passes), ``jax_compiler_enable_remat_pass``
+  False, and the effort and level options, as ``(name, value)`` pairs."""
+  from nbjax.config import config
+  f = config._flags
+  out = []
+  if f["disable_most_optimizations"]:
+    out += [("xla_backend_optimization_level", 0), ("xla_llvm_disable_expensive_passes", True)]
+  if not f["compiler_enable_remat_pass"]:
+    out.append(("xla_disable_hlo_passes", "rematerialization"))
+  for k in ("exec_time_optimization_effort", "memory_fitting_effort"):
+    if f[k]:
+      out.append((k, float(f[k])))
+  for k, default in (("optimization_level", "UNKNOWN"), ("memory_fitting_level", "O2")):
+    if f[k] != default:
+      out.append((k, _EFFORT_LEVELS[f[k]]))
+  return out
+
+
 def _compile_options(options):
   """jaxlib ``CompileOptions`` overriding XLA's debug options ``options`` (``option_items``;
   an unknown name raises XLA's error at compile time); JAX's effort and level options
@@ -1140,6 +1164,9 @@ def compile(module, *, name=None, pack_inputs=True, host_callbacks=(), compiler_
   host_callbacks = tuple(host_callbacks)
   key = hashlib.sha256(text.encode()).hexdigest()
   options = option_items(compiler_options)
+  settings = _config_compile_options()
+  if settings:
+    options = tuple(sorted({**dict(settings), **dict(options)}.items()))
   if options:
     key = (key, options)
   if host_callbacks:

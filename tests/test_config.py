@@ -911,3 +911,33 @@ def test_transfer_guard_of_prng_seeding_as_jax():
   np.testing.assert_array_equal(nbjax.random.key_data(k3), data)
   with nbjax.debug_nans(True):
     assert nbjax.random.wrap_key_data(data).shape == ()
+
+
+def test_compile_options_from_config_as_jax(restore_config):
+  """JAX's get_compile_options: jax_disable_most_optimizations, jax_compiler_enable_remat_pass,
+  the effort options and the effort levels (EffortLevel values) reach XLA's compile options
+  (a program is compiled anew under other settings)."""
+  from nbjax import xla
+  x = jnp.arange(3.0)
+  f = lambda a: a * 2.5 + 1
+  np.testing.assert_array_equal(nbjax.jit(f)(x), [1., 3.5, 6.])
+  assert xla._config_compile_options() == []
+  settings = [("jax_disable_most_optimizations", True, [
+                  ("xla_backend_optimization_level", 0),
+                  ("xla_llvm_disable_expensive_passes", True)]),
+              ("jax_compiler_enable_remat_pass", False,
+               [("xla_disable_hlo_passes", "rematerialization")]),
+              ("jax_exec_time_optimization_effort", 0.5,
+               [("exec_time_optimization_effort", 0.5)]),
+              ("jax_optimization_level", "O1", [("optimization_level", 19)]),
+              ("jax_memory_fitting_level", "O0", [("memory_fitting_level", 9)])]
+  for name, value, expected in settings:
+    old = config.read(name)
+    config.update(name, value)
+    try:
+      assert xla._config_compile_options() == expected
+      before = xla._stats["compiles"]
+      np.testing.assert_array_equal(nbjax.jit(lambda a: f(a))(x), [1., 3.5, 6.])  # (traced anew)
+      assert xla._stats["compiles"] == before + 1
+    finally:
+      config.update(name, old)
