@@ -234,7 +234,9 @@ _OPTIONS = {
     "array_garbage_collection_guard": (None, _choice(None, "allow", "log", "fatal")),
     # JAX's options that have no effect in nbjax (CPU only: no GPU/TPU/Pallas/Mosaic, no
     # sharding partitioner, no MLIR locations or dumps, no PGLE, export or jax2tf), accepted
-    # and kept with JAX's defaults and checks so that code setting them runs
+    # and kept with JAX's defaults and checks so that code setting them runs; except the
+    # compiler's: compiler_enable_remat_pass, the effort options and levels and
+    # disable_most_optimizations set XLA's compile options (``xla._config_compile_options``)
     **dict.fromkeys((
         "check_vma", "eager_constant_folding", "jax2tf_associative_scan_reductions",
         "bcoo_cusparse_lowering", "compilation_cache_check_contents",
