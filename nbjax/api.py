@@ -1577,8 +1577,12 @@ def _put_leaf(v):
   if type(v) in _PY_SCALAR_TYPES:  # weakly typed, as JAX's (an int out of range: OverflowError)
     from nbjax import registry
     return _Array(*registry.coerce(v))
-  if isinstance(v, np.ma.MaskedArray):
-    get_aval(v)  # (JAX's ValueError: masked arrays are not supported)
+  if isinstance(v, np.ndarray) and not isinstance(v, np.ma.MaskedArray):
+    if v.dtype.kind in "OUS":
+      raise TypeError(f"Dtype {v.dtype} is not a valid JAX array type. Only arrays of numeric "
+                      "types are supported by JAX.")
+  elif not hasattr(v, "__array__") or isinstance(v, np.ma.MaskedArray):
+    get_aval(v)  # (JAX's errors: masked arrays, __jax_array__ objects, strings, ...)
   return _Array(v)
 
 

@@ -50,6 +50,23 @@ def test_device_put_invalid_values():
   np.testing.assert_array_equal(nbjax.device_put(np.ones(2), donate=True), np.ones(2))
 
 
+def test_device_put_refuses_non_numeric_values():
+  # JAX 0.10.2's errors (device_put used to wrap them in an invalid Array)
+  class W:
+    def __jax_array__(self):
+      return np.ones(2)
+  with pytest.raises(TypeError, match="Argument 'abc' of type <class 'str'> is not a valid"):
+    nbjax.device_put("abc")
+  with pytest.raises(TypeError, match="Dtype <U1 is not a valid JAX array type. Only arrays of "
+                     "numeric types are supported by JAX."):
+    nbjax.device_put(np.array(["a"]))
+  with pytest.raises(ValueError, match="Triggering __jax_array__"):
+    nbjax.device_put(W())
+  with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+    nbjax.device_put(np.ma.array([1.0]))
+  assert nbjax.device_put(np.float32(2)).dtype == np.float32
+
+
 def test_vmap_axes_tree_prefix_errors():
   # api_test test_vmap_in_axes_tree_prefix_error, test_vmap_mismatched_axis_sizes_error_message
   with pytest.raises(ValueError) as e:
