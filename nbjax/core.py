@@ -611,6 +611,8 @@ class DebugNansTrace(EvalTrace):
 
 def _invalid(outs):
   nans, infs = config._flags["debug_nans"], config._flags["debug_infs"]
+  if not (nans or infs):  # (the bottom trace for a transfer guard alone: nothing to check)
+    return None
   for o in outs:
     if getattr(getattr(o, "dtype", None), "kind", None) not in ("f", "c"):
       continue  # (no floating values: key arrays, which have no NumPy form, among them)
