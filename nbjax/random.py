@@ -310,6 +310,32 @@ def _out_sharding(fun):
   return sampler
 
 
+def _jitted_in_jax(*dynamic):
+  """A sampler JAX runs as one jitted computation: under a transfer guard only its host
+  ``dynamic`` arguments transfer (``core.host_to_device``), not the constants it binds."""
+  import inspect
+
+  def wrap(fun):
+    sig = inspect.signature(fun)
+
+    @functools.wraps(fun)
+    def sampler(*args, **kw):
+      if core.h2d_guard is None or core._ctx.trace is not core.debug_trace:
+        return fun(*args, **kw)
+      bound = sig.bind(*args, **kw)
+      bound.apply_defaults()
+      for n in dynamic:
+        if getattr(bound.arguments[n], "aval", None) is None:
+          core.host_to_device(bound.arguments[n])
+      core._ctx.trace = core.eval_trace
+      try:
+        return fun(*args, **kw)
+      finally:
+        core._ctx.trace = core.debug_trace
+    return sampler
+  return wrap
+
+
 @_out_sharding
 def bits(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample uniform random bits as unsigned integers of the given shape."""
@@ -423,6 +449,7 @@ def _uniform(k, shape, dt, minval, maxval):
   return lax.max(lo, lax.add(lax.mul(floats, lax.sub(hi, lo)), lo))  # lax's shape errors, as JAX
 
 
+@_jitted_in_jax("minval", "maxval")
 def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=None):
   """Sample uniform floats in ``[minval, maxval)``."""
   k = _check_key("uniform", key)
@@ -437,6 +464,7 @@ def _normal_real(k, shape, dt):
   return lax.mul(jnp.full(shape, np.sqrt(2), dt), lax.erf_inv(u))
 
 
+@_jitted_in_jax()
 def normal(key, shape=(), dtype=None, *, out_sharding=None):
   """Sample standard normal values (real or complex)."""
   k = _check_key("normal", key)
@@ -512,6 +540,8 @@ def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
   dt = dtypes.dtype(p, canonicalize=True)
   if not dtypes.issubdtype(dt, np.floating):
     raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dt}.")
+  if core.h2d_guard is not None and getattr(p, "aval", None) is None:
+    core.host_to_device(np.asarray(p, dt))  # (JAX's transfer guard: p converted, then jitted)
   p = lax.convert_element_type(p, dt)
   if shape is None:
     shape = np.shape(p)
@@ -538,6 +568,7 @@ def _shuffle(k, x, axis):
   return x
 
 
+@_jitted_in_jax()
 @_out_sharding
 def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
   """Randomly permute ``x`` along ``axis`` (or return a permuted ``arange(x)``)."""
@@ -773,6 +804,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
   return sign * mag * lax.convert_element_type(scale, dt) + lax.convert_element_type(loc, dt)
 
 
+@_jitted_in_jax("lower", "upper")
 @_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=None):
   """Sample standard normal values truncated to ``(lower, upper)``."""

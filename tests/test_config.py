@@ -941,3 +941,21 @@ def test_compile_options_from_config_as_jax(restore_config):
       assert xla._stats["compiles"] == before + 1
     finally:
       config.update(name, old)
+
+
+def test_transfer_guard_of_samplers_as_jax():
+  """JAX's samplers are jitted: under "disallow" only their host dynamic arguments transfer
+  (uniform's minval, truncated_normal's bounds, bernoulli's converted p), not the constants
+  inside (normal, permutation, gumbel, split). (Avals: real JAX's, with x64 on.)"""
+  k = nbjax.random.key(0)
+  with nbjax.transfer_guard("disallow"):
+    assert nbjax.random.normal(k, (3,)).shape == (3,)
+    assert sorted(np.asarray(nbjax.random.permutation(k, 5)).tolist()) == [0, 1, 2, 3, 4]
+    nbjax.random.gumbel(k), nbjax.random.exponential(k), nbjax.random.split(k, 3)
+    for aval, g in [("ShapedArray(float64[], weak_type=True)", lambda: nbjax.random.uniform(k)),
+                    ("ShapedArray(float64[], weak_type=True)",
+                     lambda: nbjax.random.truncated_normal(k, -1., 1.)),
+                    ("ShapedArray(float64[])", lambda: nbjax.random.bernoulli(k))]:
+      with pytest.raises(nbjax.errors.JaxRuntimeError, match=re.escape(_TG_MSG.format(aval))):
+        g()
+  np.testing.assert_array_equal(nbjax.random.normal(k, (3,)), nbjax.random.normal(k, (3,)))
