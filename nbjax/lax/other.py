@@ -585,17 +585,21 @@ def _device_put_transpose(cts, *args, devices, srcs, copy_semantics):
   return out
 
 
-def _device_put_eager(*xs, devices, srcs, copy_semantics):
-  """The values, each committed to its device (a device or ``SingleDeviceSharding``; None
-  and a mesh's sharding leave it as it is), as JAX's: the data stays where it is (host)."""
-  del srcs, copy_semantics
+def _make_device_put_eager(prim, f_small, f_large, thr):
+  """The registry's eager entry (operands checked, results Arrays detached from NumPy
+  inputs), then each result committed to its device (a device or ``SingleDeviceSharding``;
+  None and a mesh's sharding leave it as it is), as JAX's: the data stays where it is."""
   from nbjax.array import Array
-  return [(x if type(x) is Array else Array(x, dtypes.is_weakly_typed(x)))._placed(d)
-          if d is not None and not getattr(d, "_spmd", False) and not isinstance(x, core.Tracer)
-          else x for x, d in zip(xs, devices)]
+  generic = registry.make_generic_eager(prim, f_small, f_large, thr)
+
+  def eager(*xs, devices, srcs, copy_semantics):
+    outs = generic(*xs, devices=devices, srcs=srcs, copy_semantics=copy_semantics)
+    return [o._placed(d) if d is not None and not getattr(d, "_spmd", False)
+            and type(o) is Array else o for o, d in zip(outs, devices)]
+  return eager
 
 
-device_put_p.make_eager = lambda prim, f_small, f_large, thr: _device_put_eager
+device_put_p.make_eager = _make_device_put_eager
 _DP_SAMPLE = dict(devices=(None, None), srcs=(None, None),
                   copy_semantics=(ArrayCopySemantics.REUSE_INPUT,) * 2)
 registry.register(
