@@ -467,6 +467,12 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
   return _result(z, od)
 
 
+# a direct convolution of fewer flops runs on the calling thread alone: handing chunks to the
+# worker costs about 100 us here (the CNN demo's 14.7 MFLOP convolution: 222 us on one
+# thread, 319 us on two; 116 MFLOP: 1370 against 851 us; medians, quiet machine)
+_PAR_FLOPS = 40e6
+
+
 def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn, ksp,
                  osp, ext):
   """A convolution by register tiles over the padded input (``kernels.convolution.direct_fwd``):
@@ -483,16 +489,20 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((o[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(3))
   lines = o[0] * o[1]
-  if N >= 4:  # (8 blocks of images: both threads busy, few calls)
+  two = 2 * N * math.prod(o) * math.prod(k) * C * O >= _PAR_FLOPS
+  if not two:  # (one call: a kernel call's arguments cost 5-10 us)
+    blocks = [(0, N, 0, lines)]
+  elif N >= 4:  # (8 blocks of images: both threads busy, few calls)
     nb = min(N, 8)
     blocks = [(b * N // nb, (b + 1) * N // nb, 0, lines) for b in range(nb)]
   else:
     q = min(lines, -(-4 // N))
     blocks = [(n, n + 1, j * lines // q, (j + 1) * lines // q) for n in range(N) for j in range(q)]
   out = _scratch((N, *o, O), cd)
-  bufs = [_scratch((*P, C), cd) for _ in range(2)]
+  bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O, bufs[t],
-                                                    out), blas=False)
+                                                    out), min_chunks=2 if two else 1 << 30,
+             blas=False)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
   return _result(z, od)
 
@@ -517,17 +527,22 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   T, Q, s, d = map(ext, (osp, ksp, window_strides, rhs_dilation))
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((T[i] - 1) * s[i] + (Q[i] - 1) * d[i] + 1 for i in range(3))
-  if N >= 4:
+  two = 2 * N * math.prod(Q) * math.prod(T) * C * O >= _PAR_FLOPS
+  if not two:
+    blocks = [(0, N, 0, Q[1])]
+  elif N >= 4:
     nb = min(N, 8)
     blocks = [(b * N // nb, (b + 1) * N // nb, 0, Q[1]) for b in range(nb)]
   else:
     q = min(Q[1], -(-4 // N))
     blocks = [(n, n + 1, j * Q[1] // q, (j + 1) * Q[1] // q) for n in range(N) for j in range(q)]
   parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
-  bufs = [_scratch((*P, C), cd) for _ in range(2)]
+  bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_rhs_grad(x, *blocks[b], *lo, *s, *d, ct,
-                                                           bufs[t], parts[b]), blas=False)
-  z = np.add.reduce(parts, axis=0).reshape(*T, C, Op)[..., :O].reshape((*osp, C, O))
+                                                           bufs[t], parts[b]),
+             min_chunks=2 if two else 1 << 30, blas=False)
+  z = (parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)).reshape(
+      *T, C, Op)[..., :O].reshape((*osp, C, O))
   z = z.transpose(np.argsort((*out_spec[2:], out_spec[0], out_spec[1])))
   return _result(z, od)
 
