@@ -345,8 +345,10 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
   against XLA, float64 and float32: features that fill no whole vector, a last partial
   vector, one image (its lines split between threads), strides, dilations, a cropped input,
   1-3 spatial axes, long contractions in blocks, strided input gradients by residue classes;
-  the kernels are the ones that ran."""
+  blocks of images, of lines and of cotangent rows on two threads (small convolutions
+  otherwise run as one block on the calling thread); the kernels are the ones that ran."""
   from kernels import convolution as K
+  monkeypatch.setattr(conv_mod, "_PAR_FLOPS", 0)  # blocks on two threads, however small
   ran = {"fwd": 0, "rhs": 0, "residues": 0}
   for mod, name, key in ((K, "direct_fwd", "fwd"), (K, "direct_rhs_grad", "rhs"),
                          (conv_mod, "_conv_residues", "residues")):
