@@ -355,19 +355,7 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
     real = getattr(mod, name)
     monkeypatch.setattr(mod, name, lambda *a, _r=real, _k=key: (ran.__setitem__(_k, ran[_k] + 1),
                                                                  _r(*a))[1])
-  nd = len(xs) - 2
-  dn = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}[nd]
-  f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
-  rng = np.random.default_rng(sum(xs) + ws[-1])
-  for dt, tol in ((np.float64, 1e-12), (np.float32, 3e-5)):
-    x, w = _rand(rng, xs, dt), _rand(rng, ws, dt)
-    y, vjp = jax.vjp(f, x, w)
-    ct = _rand(rng, y.shape, dt)
-    want_y, want_g = jax.jit(lambda x, w, c: (f(x, w), jax.vjp(f, x, w)[1](c)))(x, w, ct)
-    for got, want in zip((y, *vjp(ct)), (want_y, *want_g)):
-      assert got.dtype == want.dtype and got.shape == want.shape
-      scale = max(1.0, float(np.abs(np.asarray(want)).max()))
-      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * scale)
+  _check_vjp_against_xla(xs, ws, kw, np.random.default_rng(sum(xs) + ws[-1]), 3e-5, scaled=True)
   assert ran["fwd"] >= 2 and ran["rhs"] >= 2
   assert ran["residues"] == (2 if max(kw["window_strides"]) > 1 and ws[-2] >= 8 else
                              1 if max(kw["window_strides"]) > 1 and ws[-2] >= 4 else 0)
@@ -436,19 +424,26 @@ def test_depthwise_forward_and_gradients_match_xla(xs, ws, kw):
   """One input channel per group (depthwise, with channel multipliers): the direct eager
   kernels (forward, its input gradient, and the kernel gradient's batch-grouped form)
   against XLA, float64 and float32."""
+  _check_vjp_against_xla(xs, ws, dict(kw, feature_group_count=xs[-1]),
+                         np.random.default_rng(len(xs) + ws[-1]), 2e-5)
+
+
+def _check_vjp_against_xla(xs, ws, kw, rng, tol32, scaled=False):
+  """A channels-last convolution of ``xs``/``ws`` shapes (``kw`` its parameters), forward and
+  both gradients eagerly against the same under ``jit`` (XLA), float64 and float32; with
+  ``scaled`` the absolute tolerance grows with the largest result."""
   nd = len(xs) - 2
   dn = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}[nd]
-  f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn,
-                                            feature_group_count=xs[-1], **kw)
-  rng = np.random.default_rng(len(xs) + ws[-1])
-  for dt, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+  f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+  for dt, tol in ((np.float64, 1e-12), (np.float32, tol32)):
     x, w = _rand(rng, xs, dt), _rand(rng, ws, dt)
     y, vjp = jax.vjp(f, x, w)
     ct = _rand(rng, y.shape, dt)
     want_y, want_g = jax.jit(lambda x, w, c: (f(x, w), jax.vjp(f, x, w)[1](c)))(x, w, ct)
     for got, want in zip((y, *vjp(ct)), (want_y, *want_g)):
       assert got.dtype == want.dtype and got.shape == want.shape
-      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+      scale = max(1.0, float(np.abs(np.asarray(want)).max())) if scaled else 1.0
+      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * scale)
 
 
 @pytest.mark.parametrize("pads", [[(-1, 1)], [(2, 0)], [(1, -1)], [(-2, -1)]])
