@@ -244,15 +244,13 @@ def shift_sum(z, P, k, s, d, out):
 # spatial axis (forward) or kernel taps of the last axis times input features (kernel
 # gradient); its vectors run along output features.
 _KB = 1024  # contraction block of direct_fwd: 1024 x 32 float32 weights, 128 KiB (in L2)
-_TILES = {nv: tuple((r, tile(r, nv)) for r in ((7, 4, 2, 1) if nv == 2 else (14, 4, 2, 1)))
-          for nv in (1, 2)}
-_t72, _t42, _t22, _t12 = (t for _, t in _TILES[2])
-_t141, _t41, _t21, _t11 = (t for _, t in _TILES[1])
+_t72, _t42, _t22, _t12 = (tile(r, 2) for r in (7, 4, 2, 1))
+_t141, _t41, _t21, _t11 = (tile(r, 1) for r in (14, 4, 2, 1))
 
 
 @njit(**_J)
 def _tile(nv, R, a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc):
-  """The ``R x nv`` register tile (``_TILES``) at rows ``a_off``/``c_off``."""
+  """The ``R x nv`` register tile (``_t72`` ... ``_t11``) at rows ``a_off``/``c_off``."""
   if nv == 2:
     if R == 7:
       _t72(a, a_off, a_rs, a_k, b, b_off, b_k, k_n, c, c_off, c_rs, last, acc)
@@ -337,9 +335,11 @@ def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1
         k0, k1, k2 * C)
     t0s, cb = 1, C
   else:  # blocks: a tap of the first axis, channels in chunks of cb
-    a_k, b_k = (d1 * P2 * C, d2 * C, 1), (k2 * C * Op, C * Op, Op)
     t0s, cb = k0, min(C, max(1, _KB // (k1 * k2)))
-    k_n = (k1, k2, cb)
+    if d2 == 1 and cb == C:  # (a tap of the first axis a block, (taps, c) contiguous)
+      a_k, b_k, k_n = (0, d1 * P2 * C, 1), (0, k2 * C * Op, Op), (1, k1, k2 * C)
+    else:
+      a_k, b_k, k_n = (d1 * P2 * C, d2 * C, 1), (k2 * C * Op, C * Op, Op), (k1, k2, cb)
   for n in range(n0, n1):
     if inplace:
       xb = x5[n].reshape(-1)
@@ -351,9 +351,7 @@ def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1
       last = min(L, O - oc - (nv - 1) * L)
       for t0 in range(t0s):
         for c0 in range(0, C, cb):
-          if t0s > 1 and cb == C and d2 == 1:  # (a tap of the first axis a block)
-            a_k, b_k, k_n = (0, d1 * P2 * C, 1), (0, k2 * C * Op, Op), (1, k1, k2 * C)
-          elif cb < C:
+          if cb < C:
             k_n = (k1, k2, min(cb, C - c0))
           first = t0 == 0 and c0 == 0
           for l in range(l0, l1):
@@ -369,8 +367,9 @@ def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2,
   """A kernel gradient (a convolution with batch and feature roles swapped) directly, as a
   partial sum over images ``n0 <= n < n1`` and cotangent rows ``q1a <= q1 < q1b``:
   ``part[t0, t1, (t2, c), o] = sum of xp[t0*s0 + q0*d0, t1*s1 + q1*d1, t2*s2 + q2*d2, c] *
-  ct[n, q0, q1, q2, o]``, ``xp`` image ``n`` padded into ``buf`` (or itself, unpadded); ``ct``'s features padded to whole
-  vectors. Sums run over images, then ``q0, q1, q2``, in order."""
+  ct[n, q0, q1, q2, o]``, ``xp`` image ``n`` padded into ``buf`` (or itself, unpadded);
+  ``ct``'s features padded to whole vectors. Sums run over images, then ``q0, q1, q2``, in
+  order."""
   _, Q0, Q1, Q2, Op = ct.shape
   T0, T1, J, _ = part.shape
   P0, P1, P2, C = buf.shape

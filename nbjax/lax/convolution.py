@@ -37,6 +37,7 @@ from typing import NamedTuple, Sequence, Union
 import numpy as np
 
 from kernels import convolution as K
+from kernels.microkernel import lanes
 from kernels.threads import run_chunks
 from nbjax import dtypes, registry
 from nbjax.array import empty as _scratch
@@ -473,6 +474,20 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
 _PAR_FLOPS = 40e6
 
 
+def _direct_blocks(N, rows, two):
+  """The chunks of a direct convolution, ``(n0, n1, r0, r1)``: images ``[n0, n1)``, rows
+  ``[r0, r1)`` of each (output lines, or cotangent rows of a kernel gradient). One chunk on
+  one thread (a kernel call's arguments cost 5-10 us); on ``two`` threads 8 blocks of images,
+  or for under 4 images each image's rows split so that both threads are busy."""
+  if not two:
+    return [(0, N, 0, rows)]
+  if N >= 4:
+    nb = min(N, 8)
+    return [(b * N // nb, (b + 1) * N // nb, 0, rows) for b in range(nb)]
+  q = min(rows, -(-4 // N))
+  return [(n, n + 1, j * rows // q, (j + 1) * rows // q) for n in range(N) for j in range(q)]
+
+
 def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn, ksp,
                  osp, ext):
   """A convolution by register tiles over the padded input (``kernels.convolution.direct_fwd``):
@@ -482,7 +497,7 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1])).astype(cd, copy=False)
   N, C, O = x.shape[0], x.shape[-1], rhs.shape[rhs_spec[0]]
   x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:]))
-  Op = -(-O // (64 // cd.itemsize)) * (64 // cd.itemsize)
+  Op = -(-O // lanes(cd)) * lanes(cd)  # (whole vectors)
   w = np.zeros((math.prod(ksp) * C, Op), cd)
   w[:, :O] = rhs.transpose((*rhs_spec[2:], rhs_spec[1], rhs_spec[0])).reshape(-1, O)
   k, s, d, o = map(ext, (ksp, window_strides, rhs_dilation, osp))
@@ -490,14 +505,7 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   P = tuple((o[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(3))
   lines = o[0] * o[1]
   two = 2 * N * math.prod(o) * math.prod(k) * C * O >= _PAR_FLOPS
-  if not two:  # (one call: a kernel call's arguments cost 5-10 us)
-    blocks = [(0, N, 0, lines)]
-  elif N >= 4:  # (8 blocks of images: both threads busy, few calls)
-    nb = min(N, 8)
-    blocks = [(b * N // nb, (b + 1) * N // nb, 0, lines) for b in range(nb)]
-  else:
-    q = min(lines, -(-4 // N))
-    blocks = [(n, n + 1, j * lines // q, (j + 1) * lines // q) for n in range(N) for j in range(q)]
+  blocks = _direct_blocks(N, lines, two)
   out = _scratch((N, *o, O), cd)
   bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O, bufs[t],
@@ -520,7 +528,7 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   ct = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0])).astype(cd, copy=False)
   O = ct.shape[-1]
   ct = ct.reshape(ct.shape[:1] + (1,) * (3 - nsp) + ct.shape[1:])
-  Op = -(-O // (64 // cd.itemsize)) * (64 // cd.itemsize)
+  Op = -(-O // lanes(cd)) * lanes(cd)  # (whole vectors)
   if Op != O:
     ct = np.concatenate([ct, np.zeros((*ct.shape[:-1], Op - O), cd)], axis=-1)
   ct = np.ascontiguousarray(ct)
@@ -528,14 +536,7 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((T[i] - 1) * s[i] + (Q[i] - 1) * d[i] + 1 for i in range(3))
   two = 2 * N * math.prod(Q) * math.prod(T) * C * O >= _PAR_FLOPS
-  if not two:
-    blocks = [(0, N, 0, Q[1])]
-  elif N >= 4:
-    nb = min(N, 8)
-    blocks = [(b * N // nb, (b + 1) * N // nb, 0, Q[1]) for b in range(nb)]
-  else:
-    q = min(Q[1], -(-4 // N))
-    blocks = [(n, n + 1, j * Q[1] // q, (j + 1) * Q[1] // q) for n in range(N) for j in range(q)]
+  blocks = _direct_blocks(N, Q[1], two)
   parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
   bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_rhs_grad(x, *blocks[b], *lo, *s, *d, ct,
