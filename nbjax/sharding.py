@@ -71,6 +71,13 @@ class Sharding:
   def _hlo_key(self, ndim):
     return "{replicated}" if self.is_fully_replicated else self._to_hlo_string(ndim)
 
+  def _to_hlo_string(self, ndim):
+    return "{replicated}"
+
+  def _to_xla_hlo_sharding(self, num_dimensions):
+    """XLA's ``HloSharding`` of this sharding for an array of rank ``num_dimensions``."""
+    return _xc().HloSharding.from_string(self._to_hlo_string(num_dimensions))
+
   def addressable_devices_indices_map(self, global_shape):
     p = _process_index()
     return {d: i for d, i in self.devices_indices_map(global_shape).items()
@@ -84,6 +91,11 @@ def _check_memory_kind(kind, device):
     raise ValueError(f"Could not find memory addressable by device {device.device_kind}. "
                      f"Device {device.device_kind} can address the following memory kinds: "
                      f"device. Got memory kind: {kind}")
+
+
+def _xc():
+  from nbjax import xla
+  return xla.ensure_jaxlib().xc
 
 
 def _process_index():
@@ -262,6 +274,7 @@ class Mesh(_MeshAxes, contextlib.ContextDecorator):
     return (self.devices, self.axis_names, self.axis_types), {}
 
   axis_sizes = property(lambda s: tuple(s.devices.shape))
+  _flat_devices_tuple = property(lambda s: tuple(s.devices.flat))
   device_ids = property(lambda s: np.vectorize(lambda d: d.id, otypes=[int])(s.devices))
   local_devices = property(lambda s: [d for d in s.devices.flat
                                       if d.process_index == _process_index()])
@@ -802,22 +815,39 @@ class NamedSharding(Sharding):
 
 
 class GSPMDSharding(Sharding):
-  """A sharding XLA chose (an ``HloSharding`` over ``devices``), for outputs of sharded jit
-  whose layout matches no ``PartitionSpec`` of the mesh."""
+  """A sharding XLA chose (an ``HloSharding``, or the ``OpSharding`` proto of one, over
+  ``devices``), for outputs of sharded jit whose layout matches no ``PartitionSpec`` of the
+  mesh."""
   _spmd = True
 
-  def __init__(self, devices, hlo_sharding):
-    self._devices, self._hlo = tuple(devices), hlo_sharding
+  def __init__(self, devices, op_sharding, *, memory_kind=None):
+    xc = _xc()
+    self._devices = tuple(devices)
+    self._hlo = (xc.HloSharding.from_proto(op_sharding)
+                 if isinstance(op_sharding, xc.OpSharding) else op_sharding)
+    if memory_kind is not None:
+      _check_memory_kind(memory_kind, self._devices[0])
+
+  @classmethod
+  def get_replicated(cls, device_assignment, *, memory_kind=None):
+    return cls(device_assignment, _xc().HloSharding.replicate(), memory_kind=memory_kind)
 
   _device_assignment = property(lambda s: s._devices)
-  is_fully_replicated = property(lambda s: s._hlo.is_replicated())
+  _hlo_sharding = property(lambda s: s._hlo)
+  is_fully_replicated = property(lambda s: len(s._devices) == 1 or s._hlo.is_replicated())
 
   def _to_hlo_string(self, ndim):
     return str(self._hlo)
 
+  def _to_xla_hlo_sharding(self, num_dimensions):
+    return self._hlo
+
+  def with_memory_kind(self, kind):
+    return GSPMDSharding(self._devices, self._hlo, memory_kind=kind)
+
   def devices_indices_map(self, global_shape):
     h, n = self._hlo, len(self._devices)
-    if h.is_replicated():
+    if self.is_fully_replicated:
       return {d: (slice(None),) * len(global_shape) for d in self._devices}
     dims = list(h.tile_assignment_dimensions())
     ids = np.array(h.tile_assignment_devices()).reshape(dims)
@@ -838,12 +868,15 @@ class GSPMDSharding(Sharding):
   def _replica_ids(self, ndim):
     return np.zeros(len(self._devices), int)
 
+  def _hlo_eq_key(self):
+    return "{replicated}" if self.is_fully_replicated else str(self._hlo)
+
   def __eq__(self, other):
-    return isinstance(other, GSPMDSharding) and self._devices == other._devices and \
-        str(self._hlo) == str(other._hlo)
+    return (isinstance(other, GSPMDSharding) and self._devices == other._devices and
+            self._hlo_eq_key() == other._hlo_eq_key())
 
   def __hash__(self):
-    return hash((self._devices, str(self._hlo)))
+    return hash((self._devices, self._hlo_eq_key()))
 
   def __repr__(self):
-    return f"GSPMDSharding({self._hlo})"
+    return f"GSPMDSharding({self._hlo!r}, memory_kind=device)"

@@ -684,3 +684,42 @@ def test_constraint_naming_manual_axes_inside_shard_map():
   g = nbjax.jit(nbjax.shard_map(body(P(None, "y")), mesh=m, in_specs=P("x", None),
                                 out_specs=P("x", None), axis_names=frozenset({"x"})))
   close(g(v), np.arange(32.0).reshape(4, 8) * 2)
+
+
+def test_xla_hlo_sharding_and_gspmd_sharding():
+  # values from JAX 0.10.2 over 4 CPU devices
+  from nbjax.extend.sharding import GSPMDSharding
+  from nbjax import xla
+  xc = xla.ensure_jaxlib().xc
+  m = meshes()["2x2"]
+  h = NamedSharding(m, P("y", "x"))._to_xla_hlo_sharding(2)
+  assert h.is_tiled() and h.tile_assignment_dimensions() == [2, 2]
+  assert h.tile_assignment_devices() == [0, 2, 1, 3]
+  h = NamedSharding(m, P("y"))._to_xla_hlo_sharding(2)
+  assert h.tile_assignment_dimensions() == [2, 1, 2] and h.replicate_on_last_tile_dim()
+  assert NamedSharding(m, P())._to_xla_hlo_sharding(2).is_replicated()
+  single = nbjax.sharding.SingleDeviceSharding(nbjax.devices()[1])
+  assert single._to_xla_hlo_sharding(3).is_replicated()
+  op = xc.OpSharding()
+  op.type = xc.OpSharding.Type.OTHER
+  op.tile_assignment_dimensions = [1, 2, 2]
+  op.tile_assignment_devices = [0, 2, 1, 3]
+  op.replicate_on_last_tile_dim = True
+  g = GSPMDSharding(nbjax.devices(), op)  # an OpSharding proto is taken as its HloSharding
+  assert repr(g) == ("GSPMDSharding({devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}, "
+                     "memory_kind=device)")
+  assert not g.is_fully_replicated
+  assert g.devices_indices_map((4, 6)) == NamedSharding(m, P(None, "y")).devices_indices_map(
+      (4, 6))
+  assert g.is_equivalent_to(NamedSharding(m, P(None, "y")), 2)
+  d1 = nbjax.devices()[:1]
+  one = Mesh(np.array(d1).reshape(1, 1), ("x", "y"))
+  x1 = GSPMDSharding(d1, NamedSharding(one, P("x", "y"))._to_xla_hlo_sharding(2))
+  x2 = GSPMDSharding.get_replicated(d1)
+  assert x1 == x2 and hash(x1) == hash(x2) and repr(x2) == "GSPMDSharding({replicated}, " \
+      "memory_kind=device)"
+  rep = xc.OpSharding()
+  rep.type = xc.OpSharding.Type.REPLICATED
+  assert GSPMDSharding(nbjax.devices(), rep) == GSPMDSharding.get_replicated(nbjax.devices())
+  assert GSPMDSharding(d1, rep) != GSPMDSharding.get_replicated(nbjax.devices())
+  assert one._flat_devices_tuple == tuple(d1)
