@@ -335,8 +335,29 @@ class Array(metaclass=abc.ABCMeta):
   @property
   def _arrays(self):
     """The per-device pieces as single-device Arrays, each committed to its device (JAX's
-    ``ArrayImpl._arrays``)."""
+    ``ArrayImpl._arrays``); None once deleted."""
+    if _DELETED and self.is_deleted():
+      return None
     return [s.data._placed(s.device) for s in self.addressable_shards]
+
+  @property
+  def _npy_value(self):
+    """The host value if it has been made (JAX's cache of ``_value``), None before that (a
+    sharded jit output not yet read) and once deleted."""
+    try:
+      return _VALUE_SLOT.__get__(self)
+    except AttributeError:
+      return None
+
+  def _check_if_deleted(self):
+    if _DELETED and self.is_deleted():
+      raise RuntimeError(f"Array has been deleted with shape={_DELETED[id(self)][1]}.")
+
+  def _fully_replicated_shard(self):
+    """A fully replicated array's first piece, a single-device array committed to its
+    device."""
+    s = self.addressable_shards[0]
+    return s.data._placed(s.device)
 
   def __len__(self):
     if not self._value.ndim:
@@ -551,6 +572,7 @@ def _wrap(v, weak=False):
 
 
 Array._new = staticmethod(_wrap)
+_VALUE_SLOT = Array.__dict__["_value"]
 Array.register(core.Tracer)
 ArrayImpl = Array
 # the concrete array type's name is JAX's (errors say "unsupported operand type(s) for +:

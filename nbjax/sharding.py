@@ -656,6 +656,27 @@ class PartitionSpec(tuple):
 
   __hash__ = tuple.__hash__
 
+  def __add__(self, other):
+    if isinstance(other, PartitionSpec):
+      return PartitionSpec(*self, *other, unreduced={*self.unreduced, *other.unreduced},
+                           reduced={*self.reduced, *other.reduced})
+    if not isinstance(other, tuple):
+      return NotImplemented
+    self._check_tuple_operand(other, "__add__")
+    return PartitionSpec(*self, *other)
+
+  def __radd__(self, other):
+    if not isinstance(other, tuple):
+      return NotImplemented
+    self._check_tuple_operand(other, "__radd__")
+    return PartitionSpec(*other, *self)
+
+  def _check_tuple_operand(self, other, op):
+    for v, name in ((self.unreduced, "unreduced"), (self.reduced, "reduced")):
+      if v:
+        raise TypeError(f"other {other} cannot be of instance `tuple` when self {self} has "
+                        f"{name} in `{op}` of PartitionSpec.")
+
   def update(self, partitions=None, unreduced=None, reduced=None):
     return PartitionSpec(*(self if partitions is None else partitions),
                          unreduced=self.unreduced if unreduced is None else unreduced,
@@ -715,7 +736,20 @@ class NamedSharding(Sharding):
                            f"axis to at most one positional dimension, but {spec!r} has "
                            f"duplicate entries for `{a}`")
         used.append(a)
-    if memory_kind is not None and isinstance(mesh, Mesh):
+    for v, name in ((spec.unreduced, "Unreduced"), (spec.reduced, "Reduced")):
+      for u in v:
+        if u not in mesh.axis_names:
+          raise ValueError(f"{name} axes {u} is not found in mesh.axis_names="
+                           f"{mesh.axis_names!r}. Got pspec={spec!r}")
+        if mesh.axis_types[mesh.axis_names.index(u)] != AxisType.Explicit:
+          raise ValueError(f"{name} axes can only refer to mesh axes that is of type "
+                           f"`Explicit`. Got {name.lower()} axes: {v} and mesh: {mesh}")
+    if isinstance(mesh, AbstractMesh):  # (no devices: any memory kind XLA knows, as given)
+      if memory_kind not in (None, "device", "pinned_host", "unpinned_host"):
+        raise ValueError(f"Got invalid memory kind: {memory_kind}. Valid memory kinds are: "
+                         "device, pinned_host, unpinned_host")
+      self.memory_kind = memory_kind
+    elif memory_kind is not None:
       _check_memory_kind(memory_kind, mesh.devices.flat[0])
 
   _device_assignment = property(lambda s: tuple(s.mesh.devices.flat))
@@ -730,7 +764,7 @@ class NamedSharding(Sharding):
     s = list(self.spec._normalized(len(self.spec)))
     while s and s[-1] == ():
       s.pop()
-    return (self.mesh, tuple(s))
+    return (self.mesh, tuple(s), self.memory_kind)
 
   def __eq__(self, other):
     return isinstance(other, NamedSharding) and self._key() == other._key()
@@ -739,10 +773,18 @@ class NamedSharding(Sharding):
     return hash(self._key())
 
   def __repr__(self):
-    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
+    mem = "" if self.memory_kind is None else f", memory_kind={self.memory_kind}"
+    return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{mem})"
+
+  def is_equivalent_to(self, other, ndim):
+    if isinstance(self.mesh, AbstractMesh) and isinstance(getattr(other, "mesh", None),
+                                                          AbstractMesh):
+      return (self.memory_kind == other.memory_kind and
+              self._hlo_key(ndim) == other._hlo_key(ndim))
+    return super().is_equivalent_to(other, ndim)
 
   def with_spec(self, spec):
-    return NamedSharding(self.mesh, spec)
+    return NamedSharding(self.mesh, spec, memory_kind=self.memory_kind)
 
   def check_compatible_aval(self, aval_shape):
     """JAX's ValueError when the spec names more axes than ``aval_shape`` has."""
@@ -776,11 +818,11 @@ class NamedSharding(Sharding):
 
   def _tiles(self, ndim):
     """(tiles per dimension, logical device ids as an ndarray ``tiles + [replicas]``)."""
-    names, sizes = self.mesh.axis_names, self.mesh.devices.shape
+    names, sizes = self.mesh.axis_names, self.mesh.axis_sizes
     spec = self.spec._normalized(ndim)
     order = [names.index(a) for p in spec for a in p]
     rest = [i for i in range(len(names)) if i not in order]
-    iota = np.arange(self.mesh.size).reshape(sizes).transpose(order + rest)
+    iota = np.arange(math.prod(sizes)).reshape(sizes).transpose(order + rest)
     tiles = [int(np.prod([sizes[names.index(a)] for a in p], dtype=np.int64)) for p in spec]
     return tiles, iota.reshape(tiles + [-1])
 

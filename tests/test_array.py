@@ -535,6 +535,21 @@ def test_numpy_dlpack_copy_semantics():
   check(copies[0], np.arange(6.0).reshape(2, 3))
 
 
+def test_deleted_array_internals_as_jax():
+  # JAX's ArrayImpl: _npy_value (the cached host value), _check_if_deleted, _arrays, as
+  # array_test test_array_delete / test_device_put_array_delete read them
+  a = nbjax.device_put(np.array([1, 2, 3], np.int32), nbjax.devices()[0])
+  np.testing.assert_array_equal(a._npy_value, [1, 2, 3])
+  a._check_if_deleted()
+  assert len(a._arrays) == 1 and a._arrays[0]._committed
+  fs = a._fully_replicated_shard()
+  assert fs.sharding.num_devices == 1 and fs._committed
+  a.delete()
+  with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=int32\[3\]\.$"):
+    a._check_if_deleted()
+  assert a._npy_value is None and a._arrays is None
+
+
 def test_comparisons_with_containers_raise_as_jax():
   x = jnp.arange(3.0)
   with pytest.raises(TypeError, match=r"^unsupported operand type\(s\) for ==: 'ArrayImpl' and "

@@ -236,3 +236,41 @@ def test_set_mesh_refuses_manual_axes():
                      r"`jax.shard_map` to enter into `Manual` mode instead.$"):
     set_mesh(m)
   assert get_mesh().empty
+
+
+def test_pspec_add_and_named_sharding_checks_as_jax():
+  # messages and reprs from JAX 0.10.2
+  from nbjax.sharding import AbstractMesh
+  Ex, Au = AxisType.Explicit, AxisType.Auto
+  m = Mesh(np.array(nbjax.devices()[:1]).reshape(1, 1, 1), ("x", "y", "z"),
+           axis_types=(Ex, Au, Au))
+  with pytest.raises(ValueError, match=r"^Unreduced axes a is not found in mesh.axis_names="
+                     r"\('x', 'y', 'z'\)\. Got pspec=P\('x', unreduced=\{'a'\}\)$"):
+    NamedSharding(m, P("x", unreduced={"a"}))
+  with pytest.raises(ValueError, match=r"^Unreduced axes can only refer to mesh axes that is "
+                     r"of type `Explicit`\. Got unreduced axes: frozenset\(\{'y'\}\) and mesh: "
+                     r"Mesh\('x': 1, 'y': 1, 'z': 1, axis_types=\(Explicit, Auto, Auto\)\)$"):
+    NamedSharding(m, P("x", unreduced={"y"}))
+  s = P("x", unreduced={"z"}) + P("a", reduced={"b"})
+  assert repr(s) == "P('x', 'a', unreduced={'z'}, reduced={'b'})"
+  assert repr(P("x") + (None,)) == "P('x', None)"
+  r = (None,) + P("x")
+  assert type(r) is PartitionSpec and repr(r) == "P(None, 'x')"
+  with pytest.raises(TypeError, match=r"^other \(None,\) cannot be of instance `tuple` when "
+                     r"self P\('x', reduced=\{'z'\}\) has reduced in `__add__` of "
+                     r"PartitionSpec\.$"):
+    P("x", reduced={"z"}) + (None,)
+  with pytest.raises(TypeError, match="unreduced in `__radd__`"):
+    (None,) + P("x", unreduced={"z"})
+  am = AbstractMesh((2,), ("x",))
+  a = NamedSharding(am, P("x"))
+  assert a.memory_kind is None
+  assert repr(a) == "NamedSharding(mesh=AbstractMesh('x': 2, axis_types=(Auto,)), spec=P('x',))"
+  pinned = NamedSharding(am, P("x"), memory_kind="pinned_host")
+  assert pinned.memory_kind == "pinned_host" and pinned != a
+  assert a != NamedSharding(am, P("x"), memory_kind="device")
+  with pytest.raises(ValueError, match=r"^Got invalid memory kind: weird_device\. Valid memory "
+                     r"kinds are: device, pinned_host, unpinned_host$"):
+    NamedSharding(am, P(), memory_kind="weird_device")
+  assert a.is_equivalent_to(NamedSharding(am, P("x")), 2)
+  assert not a.is_equivalent_to(NamedSharding(am, P()), 2)
