@@ -247,22 +247,38 @@ def _batched_avals(size, avals):
   return tuple(a.update(shape=(size, *a.shape)) for a in avals)
 
 
-def _emit(ctx, host, args, effectful):
+def _emit(ctx, host, args, effectful, sharding=None, partitioned=False):
   """The custom call running ``host`` (registered with the module); an effectful one takes
-  and returns the module's token."""
+  and returns the module's token. In a sharded jit it runs on one device (``sharding``'s, a
+  ``SingleDeviceSharding``, else the first), on the whole value, as JAX's; a
+  ``partitioned`` one (debug callbacks) runs on each device's shards of its operands, with
+  no token unless ``effectful == "ordered"`` (as JAX's: XLA partitions no token)."""
   mctx = ctx.module_context
+  meshes = getattr(mctx, "spmd", None)
+  target, side_effect = "xla_ffi_python_cpu_callback", bool(effectful)
+  if partitioned and meshes:
+    target, effectful = "xla_ffi_partitioned_python_cpu_callback", effectful == "ordered"
+    host = _HostCall(host.callback, host.result_avals, effectful)
   index = mctx.add_host_callback(host)
   types = mlir.aval_to_ir_types(ctx.avals_out)
   operands = list(args)
+  ranks_in, ranks_out = [a.ndim for a in ctx.avals_in], [a.ndim for a in ctx.avals_out]
   if effectful:
     types, operands = [mlir.token_type(), *types], [mctx.get_token(), *operands]
+    ranks_in, ranks_out = [0, *ranks_in], [0, *ranks_out]
+  layouts = lambda ranks: ir.ArrayAttr.get([ir.DenseIntElementsAttr.get(
+      np.arange(r - 1, -1, -1, dtype=np.int64), type=ir.IndexType.get()) for r in ranks])
   op = hlo.CustomCallOp.build_generic(
       results=types, operands=operands,
-      attributes=dict(call_target_name=ir.StringAttr.get("xla_ffi_python_cpu_callback"),
-                      has_side_effect=ir.BoolAttr.get(effectful), api_version=mlir.i32_attr(4),
-                      backend_config=ir.DictAttr.get({"index": ir.IntegerAttr.get(
-                          ir.IntegerType.get_unsigned(64), index)}),
+      attributes=dict(call_target_name=ir.StringAttr.get(target),
+                      operand_layouts=layouts(ranks_in), result_layouts=layouts(ranks_out),
+                      has_side_effect=ir.BoolAttr.get(side_effect), api_version=mlir.i32_attr(1),
+                      backend_config=ir.StringAttr.get(""),
+                      **{"mhlo.backend_config": ir.DictAttr.get({"index": ir.IntegerAttr.get(
+                          ir.IntegerType.get_unsigned(64), index)})},
                       called_computations=ir.ArrayAttr.get([])))
+  if meshes:
+    op.attributes["sdy.sharding"] = meshes.callback_attr(sharding, len(types))
   outs = list(op.results)
   if effectful:
     mctx.token = outs.pop(0)
@@ -331,7 +347,8 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vectorize
     result_shape_dtypes: pytree whose leaves have ``shape`` and ``dtype`` (e.g.
       ``nbjax.ShapeDtypeStruct``), the structure of the callback's result.
     *args: arguments passed to ``callback``.
-    sharding: accepted for compatibility (nbjax runs on one CPU device).
+    sharding: a ``SingleDeviceSharding``: the device the callback runs on in a sharded jit
+      (default: the first of its devices).
     vectorized: deprecated; ``True`` is ``vmap_method="legacy_vectorized"``.
     vmap_method: how the callback is batched by ``vmap``: ``"sequential"`` (or
       ``"sequential_unrolled"``) calls it once per batch element; ``"expand_dims"`` calls it
@@ -375,7 +392,11 @@ def _result_abstract_eval(*avals, result_avals, **_):
 
 
 def _callback_impl(*args, callback, result_avals, **_):
-  return _invoke(callback, result_avals, args)
+  try:
+    return _invoke(callback, result_avals, args)
+  except Exception as e:  # (as from a compiled call, as JAX's)
+    from nbjax import xla
+    raise xla.callback_error(e) from None
 
 
 def _pure_jvp(primals, tangents, **params):
@@ -407,7 +428,7 @@ def _pure_batch(args, dims, *, callback, result_avals, sharding, vmap_method):
 
 
 def _pure_lowering(ctx, *args, callback, result_avals, sharding, vmap_method):
-  return _emit(ctx, _HostCall(callback, tuple(ctx.avals_out), False), args, False)
+  return _emit(ctx, _HostCall(callback, tuple(ctx.avals_out), False), args, False, sharding)
 
 # ----------------------------------------------------------------------- io_callback
 
@@ -427,7 +448,8 @@ def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=Fal
     result_shape_dtypes: pytree whose leaves have ``shape`` and ``dtype`` (e.g.
       ``nbjax.ShapeDtypeStruct``), the structure of the callback's result.
     *args: arguments passed to ``callback``.
-    sharding: accepted for compatibility (nbjax runs on one CPU device).
+    sharding: a ``SingleDeviceSharding``: the device the callback runs on in a sharded jit
+      (default: the first of its devices).
     ordered: whether the calls must keep their order with other ordered callbacks (such a
       callback cannot be ``vmap``-ed; an unordered one runs once per batch element).
     **kwargs: keyword arguments passed to ``callback``.
@@ -458,7 +480,7 @@ def _io_batch(args, dims, *, callback, result_avals, sharding, ordered):
 
 
 def _io_lowering(ctx, *args, callback, result_avals, sharding, ordered):
-  return _emit(ctx, _HostCall(callback, tuple(ctx.avals_out), True), args, True)
+  return _emit(ctx, _HostCall(callback, tuple(ctx.avals_out), True), args, True, sharding)
 
 # ----------------------------------------------------------------------- debug callbacks
 
@@ -494,7 +516,8 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
       JAX's (other arguments as they are).
     *args: positional arguments of the callback.
     ordered: whether to keep program order with the other ordered callbacks.
-    partitioned: accepted for compatibility (one device: every operand is whole).
+    partitioned: in a sharded jit, call ``callback`` once per device on its shards of the
+      operands (else once, on the whole values).
     **kwargs: keyword arguments of the callback.
 
   Returns:
@@ -554,7 +577,7 @@ def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_c
       after it, separated by spaces).
     *args: positional arguments to format.
     ordered: whether to keep program order with the other ordered callbacks.
-    partitioned: accepted for compatibility (one device).
+    partitioned: in a sharded jit, print each device's shards (else the whole values).
     skip_format_check: do not check ``fmt`` against the arguments.
     **kwargs: keyword arguments to format.
 
@@ -600,13 +623,24 @@ def _debug_transpose(cts, *args, **params):
   return [None] * len(args)
 
 
-def _debug_batch(args, dims, *, callback, effect, partitioned):
-  fn = _Sequential(callback, (), tuple(dims), _axis_size(args, dims))
-  return debug_callback_p.bind(*args, callback=fn, effect=effect, partitioned=partitioned), []
+def _unrolled(prim, args, dims, **params):
+  """JAX's batching rule of the debug primitives: one ``prim`` per batch element, on that
+  element of the batched operands (so nested maps print in JAX's order, and a partitioned
+  callback gets each device's part of every element)."""
+  from nbjax import lax
+  for i in range(_axis_size(args, dims)):
+    prim.bind(*[a if d is None else lax.index_in_dim(a, i, d, keepdims=False)
+                for a, d in zip(args, dims)], **params)
+  return [], []
+
+
+def _debug_batch(args, dims, **params):
+  return _unrolled(debug_callback_p, args, dims, **params)
 
 
 def _debug_lowering(ctx, *args, callback, effect, partitioned):
-  return _emit(ctx, _HostCall(callback, (), True), args, True)
+  return _emit(ctx, _HostCall(callback, (), True), args, "ordered" if effect.ordered else True,
+               partitioned=partitioned)
 
 # debug_print: its own primitive (as JAX's), run as a debug callback of its formatter
 
@@ -631,13 +665,19 @@ def _print_jvp(primals, tangents, **params):
 
 
 def _print_batch(args, dims, **params):
-  effect = OrderedDebugEffect if params["ordered"] else DebugEffect
-  return _debug_batch(args, dims, callback=_printer(**params), effect=effect,
-                      partitioned=params["partitioned"])
+  return _unrolled(debug_print_p, args, dims, **params)
 
 
 def _print_lowering(ctx, *args, **params):
-  return _emit(ctx, _HostCall(_printer(**params), (), True), args, True)
+  return _emit(ctx, _HostCall(_printer(**params), (), True), args,
+               "ordered" if params["ordered"] else True, partitioned=params["partitioned"])
+
+
+# key arrays: eagerly the callback gets them as they are; under jit their data (as JAX's)
+debug_callback_p.extended_eager, debug_print_p.extended_eager = _debug_impl, _print_impl
+debug_callback_p.physical_rule = lambda avals, *xs, **params: debug_callback_p.bind(*xs,
+                                                                                    **params)
+debug_print_p.physical_rule = lambda avals, *xs, **params: debug_print_p.bind(*xs, **params)
 
 
 def effects_barrier():

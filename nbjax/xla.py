@@ -877,10 +877,25 @@ def _host_entry(fn, errors):
   return entry
 
 
+def callback_error(e):
+  """What a call raises for the exception ``e`` of a host callback, as JAX's: a
+  ``JaxRuntimeError`` whose message ends with ``e``'s traceback (an exception that is not
+  an ``Exception``, e.g. ``KeyboardInterrupt``, is raised as itself)."""
+  if not isinstance(e, Exception):
+    return e
+  import traceback
+  frames = "".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+                   for f in traceback.extract_tb(e.__traceback__))
+  return ensure_jaxlib()._jax.JaxRuntimeError(
+      "INTERNAL: CpuCallback error calling callback: Traceback (most recent call last):\n"
+      f"{frames}{''.join(traceback.format_exception_only(e)).rstrip()}")
+
+
 def _raising(execute, errors):
   """``execute`` for a program with host callbacks: it returns when the program is done
   (XLA would run it asynchronously when an input is still being computed, and the callbacks'
-  effects would come after the call), raising, when a callback failed, that exception."""
+  effects would come after the call), raising, when a callback failed, ``callback_error``
+  of that exception."""
   runtime_error = ensure_jaxlib()._jax.JaxRuntimeError
 
   def run(args):
@@ -893,7 +908,7 @@ def _raising(execute, errors):
         raise
       e = errors[-1]
       errors.clear()
-      raise e from None
+      raise callback_error(e) from None
   return run
 
 

@@ -102,21 +102,36 @@ def test_pure_callback_result_shape_dtype_count_errors():
         f(x)
 
 
-def test_callback_exception_under_jit_is_the_python_exception():
+def test_callback_exception_is_a_jax_runtime_error():
+  # as JAX's (python_callback_test test_callback_with_wrong_number_of_args): the call raises
+  # JaxRuntimeError (a RuntimeError) whose message ends with the callback's traceback, eagerly
+  # and compiled; a debug callback's exception comes out as itself eagerly only
   class Boom(Exception):
     pass
 
-  def cb(x):
+  def cb(*_):
     raise Boom("from the callback")
 
+  msg = r"^INTERNAL: CpuCallback error calling callback: Traceback \(most recent call last\):" \
+      r"\n(.|\n)*line \d+, in cb\n.*Boom: from the callback$"
   f = jit(lambda x: nbjax.pure_callback(cb, _sds(x), x) + 1)
   for _ in range(2):  # and the executable still works afterwards
-    with pytest.raises(Boom, match="from the callback"):
+    with pytest.raises(nbjax.errors.JaxRuntimeError, match=msg):
       f(X)
   g = jit(lambda x: nbjax.pure_callback(np.cos, _sds(x), x) + 1)
   np.testing.assert_allclose(g(X), np.cos(X) + 1)
-  with pytest.raises(Boom):  # inside an eager loop: one XLA executable too
+  with pytest.raises(RuntimeError, match=msg):  # inside an eager loop: one XLA executable too
     lax.fori_loop(0, 2, lambda i, c: nbjax.pure_callback(cb, _sds(c), c), jnp.asarray(X))
+  for call in (lambda: nbjax.pure_callback(cb, _sds(X), X),
+               lambda: io_callback(cb, None, X),
+               jit(lambda: nbjax.debug.callback(cb, X))):
+    with pytest.raises(nbjax.errors.JaxRuntimeError, match=msg):
+      call()
+  with pytest.raises(nbjax.errors.JaxRuntimeError,
+                     match="TypeError: .*missing 1 required positional argument: 'x'$"):
+    jit(lambda: nbjax.pure_callback(lambda x: x, _sds(X)))()
+  with pytest.raises(Boom):
+    nbjax.debug.callback(cb, X)
 
 
 def test_result_dtypes_canonicalized_with_x64_off():
@@ -231,7 +246,7 @@ def test_compiled_callbacks_done_when_the_call_returns(capsys):
   def cb(c):
     raise ZeroDivisionError("late")
   fail = jit(lambda c: nbjax.pure_callback(cb, _sds(c), c))
-  with pytest.raises(ZeroDivisionError, match="late"):
+  with pytest.raises(RuntimeError, match="ZeroDivisionError: late"):
     fail(slow(x))
 
 
@@ -703,3 +718,105 @@ def test_effects_of_ordered_callbacks():
           .effects] == ["OrderedIO"]
   assert [str(e) for e in make_jaxpr(lambda x: io_callback(lambda v: v, sds, x))(1.).effects] == \
       ["IO"]
+
+
+def test_debug_print_nested_vmap_order(capsys):
+  # JAX's batching rule binds the print once per element of the innermost map's axis, so
+  # the inner axis is the outer loop (debugging_primitives_test
+  # tested_debug_print_with_nested_vmap)
+  f = lambda x: nbjax.debug.print("hello: {}", x)
+  vmap(vmap(f))(jnp.arange(6).reshape((3, 2)))
+  assert _lines(capsys) == ["hello: 0", "hello: 2", "hello: 4", "hello: 1", "hello: 3",
+                            "hello: 5"]
+  jit(vmap(vmap(f, in_axes=0), in_axes=1))(jnp.arange(6).reshape((3, 2)))
+  assert _lines(capsys) == [f"hello: {i}" for i in range(6)]
+  jaxpr = make_jaxpr(vmap(f))(jnp.arange(3))
+  assert [e.primitive.name for e in jaxpr.eqns].count("debug_print") == 3
+
+
+_SHARDED = r"""
+import numpy as np, nbjax, nbjax.numpy as jnp
+from nbjax.experimental import io_callback
+from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
+devs = nbjax.devices()
+mesh = Mesh(np.array(devs), ["x"])
+s = NamedSharding(mesh, P("x"))
+got = []
+def f(x):
+  io_callback(lambda v: got.append(("io", v.tolist())), None, x, ordered=True)
+  return nbjax.pure_callback(lambda v: np.asarray(v * 2), nbjax.ShapeDtypeStruct(x.shape, x.dtype),
+                             x, sharding=SingleDeviceSharding(devs[1]))
+g = nbjax.jit(f, in_shardings=s, out_shardings=s)
+print("A", g(jnp.arange(4.)).tolist(), g(jnp.arange(4.) + 1).tolist(), got)
+t = g.lower(jnp.arange(4.)).as_text()
+print("B", "sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_1, []>]>" in t,
+      "sdy.mesh @maximal_mesh_0 = <[], device_ids=[0]>" in t)
+try:
+  nbjax.jit(lambda x: nbjax.pure_callback(lambda v: v, nbjax.ShapeDtypeStruct(x.shape, x.dtype),
+                                          x, sharding=s), in_shardings=s)(jnp.arange(4.))
+except NotImplementedError as e:
+  print("C", e)
+got.clear()
+def h(x):
+  io_callback(lambda v: got.append(v.tolist()), None, x, ordered=True)
+  return x * 2
+out = nbjax.jit(nbjax.shard_map(h, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
+    jnp.arange(4.))
+print("D", sorted(got), out.tolist())
+def k(x):
+  nbjax.debug.print("p {}", x, partitioned=True)
+  nbjax.debug.print("w {}", x)
+nbjax.jit(k)(nbjax.device_put(jnp.arange(4), s))
+def bad(x):
+  raise ValueError("boom")
+try:
+  nbjax.jit(lambda x: nbjax.pure_callback(bad, nbjax.ShapeDtypeStruct(x.shape, x.dtype), x),
+            in_shardings=s)(jnp.arange(4.))
+except nbjax.errors.JaxRuntimeError as e:
+  print("E", str(e).splitlines()[-1])
+"""
+
+
+def test_callbacks_in_sharded_jit_and_shard_map():
+  # as JAX's (python_callback_test test_can_use_io_callback_in_pjit,
+  # test_can_shard_pure_callback_maximally_with_sharding, test_can_shard_io_callback_manually;
+  # debugging_primitives_test test_partitioned_debug_callback): in a sharded jit a callback
+  # runs once, on the whole value, on its sharding's device (MAXIMAL; else the first); in a
+  # shard_map once per device on its block; a partitioned debug print once per shard
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  e = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  e.update(PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  p = subprocess.run([sys.executable, "-c", _SHARDED], cwd=root, env=e, capture_output=True,
+                     text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  lines = p.stdout.splitlines()
+  assert lines[:4] == [
+      "A [0.0, 2.0, 4.0, 6.0] [2.0, 4.0, 6.0, 8.0] [('io', [0.0, 1.0, 2.0, 3.0]), "
+      "('io', [1.0, 2.0, 3.0, 4.0])]",
+      "B True True",
+      "C pure_callback only supports SingleDeviceSharding, but got "
+      "<class 'nbjax.sharding.NamedSharding'>",
+      "D [[0.0, 1.0], [2.0, 3.0]] [0.0, 2.0, 4.0, 6.0]"], p.stdout
+  assert sorted(lines[4:6]) == ["p [0 1]", "p [2 3]"] and lines[6:] == [
+      "w [0 1 2 3]", "E ValueError: boom"], p.stdout
+
+
+def test_debug_print_and_callback_of_key_arrays(capsys):
+  # as JAX's (debugging_primitives_test test_debug_print_extended_dtype): eagerly the key
+  # array itself; under jit the print runs on its data
+  k = nbjax.random.key(0)
+  nbjax.debug.print("{}", k)
+  assert _lines(capsys) == ["Array((), dtype=key<fry>) overlaying:", "[0 0]"]
+  got = []
+  nbjax.debug.callback(lambda v: got.append(v), nbjax.random.key(1))
+  assert type(got[0]) is type(k) and got[0].dtype == k.dtype
+  vmap(lambda k: nbjax.debug.print("{}", k))(nbjax.random.split(k, 2))
+  assert _lines(capsys) == ["Array((), dtype=key<fry>) overlaying:", "[1797259609 2579123966]",
+                            "Array((), dtype=key<fry>) overlaying:", "[ 928981903 3453687069]"]
+  out = jit(lambda k: (nbjax.debug.print("{}", k), nbjax.random.normal(k))[1])(k)
+  assert _lines(capsys)[-1] == "[0 0]"
+  np.testing.assert_allclose(out, nbjax.random.normal(k))

@@ -1605,6 +1605,16 @@ class Lowered(_Stage):
       from nbjax.interpreters import pxla
       self._module = pxla.replicated_module(entry.closed, f"jit_{entry.name}")[0]
       return
+    if wrapped._sharded:  # in_/out_shardings: the SPMD module the call compiles
+      from nbjax.interpreters import lowering, spmd
+      ins, outs = Compiled._given_shardings(wrapped, entry)
+      closed = entry.closed
+      if any(isinstance(a.dtype, dtypes.ExtendedDType) for a in closed.in_avals +
+             closed.out_avals):
+        closed = lowering.physicalize(closed)
+      self._module = spmd.sharded_module(closed, entry.name, ins, outs,
+                                         _constraint_mesh(entry.closed))[3]
+      return
     self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
                                               host_callbacks=[])
 
@@ -1682,6 +1692,20 @@ class Compiled(_Stage):
   out_info = property(lambda self: self._entry.out_tree.unflatten(
       [_sds(a) for a in self._entry.closed.out_avals]))
 
+  @staticmethod
+  def _given_shardings(w, e):
+    """The flat ``in_shardings`` and ``out_shardings`` of a sharded jit ``w`` (None where
+    not given) for the staged ``e``."""
+    from nbjax.interpreters import spmd
+    n_in, n_out = len(e.closed.in_avals), len(e.closed.out_avals)
+    args, kwargs = e.in_tree.unflatten([0] * n_in)
+    ins = spmd.flatten_shardings("pjit in_shardings", args, w._in_shardings)
+    ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
+    ins += [None] * (n_in - len(ins))
+    outs = spmd.flatten_shardings("pjit out_shardings", e.out_tree.unflatten([0] * n_out),
+                                  w._out_shardings)
+    return ins, [spmd._resolve(s, None, "jit out_shardings") for s in outs]
+
   def _shardings_flat(self):
     """The flat input shardings (``in_shardings``' where given, else the device's; None for
     an argument the program does not use, as JAX's, unless ``keep_unused``) and outputs'."""
@@ -1691,14 +1715,7 @@ class Compiled(_Stage):
     ins, outs = [None] * n_in, [None] * n_out
     default = _single_sharding()
     if w._sharded:  # (unspecified ones: replicated over the given ones' mesh, as JAX's)
-      from nbjax.interpreters import spmd
-      args, kwargs = e.in_tree.unflatten([0] * n_in)
-      ins = spmd.flatten_shardings("pjit in_shardings", args, w._in_shardings)
-      ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
-      ins += [None] * (n_in - len(ins))
-      outs = spmd.flatten_shardings("pjit out_shardings", e.out_tree.unflatten([0] * n_out),
-                                    w._out_shardings)
-      outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
+      ins, outs = self._given_shardings(w, e)
       mesh = next((s.mesh for s in ins + outs if getattr(s, "mesh", None) is not None), None)
       if mesh is not None:
         from nbjax.sharding import NamedSharding, PartitionSpec

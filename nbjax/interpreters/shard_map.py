@@ -80,10 +80,11 @@ class _Exe:
                                 "would need more devices than its mesh")
     self.devs = list(mesh.devices.flat)
     ins, outs = closed.in_avals, closed.out_avals
+    cbs = []  # host callbacks: each device runs them on its blocks, as JAX's
     module = pxla._lower(closed, None, n, (0,) * len(ins), (0,) * len(outs), name,
-                         axes=_axes(mesh))
+                         axes=_axes(mesh), host_callbacks=cbs)
     self.rep = xla.Replicated(module, self.devs, [(a.shape, a.dtype, True) for a in ins],
-                              name=f"shard_map_{name}")
+                              name=f"shard_map_{name}", host_callbacks=cbs)
 
   def run(self, args, mesh, in_specs, out_specs, out_avals):
     from nbjax import xla

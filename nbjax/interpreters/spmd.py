@@ -251,6 +251,7 @@ class _Meshes:
   def __init__(self, devs, mesh):
     self.pos = {d: i for i, d in enumerate(devs)}
     self.names = {}
+    self.maximal = set()  # logical ids of the one-device meshes host callbacks run on
     self.default = (tuple(mesh.shape.items()), self._ids(mesh.devices.flat)) \
         if mesh is not None else ((("_d", len(devs)),), tuple(range(len(devs))))
     if mesh is not None:
@@ -292,6 +293,28 @@ class _Meshes:
     from nbjax.interpreters.lowering import ir
     return ir.Attribute.parse("#sdy.sharding" + self.body(s, ndim))
 
+  def callback_attr(self, sharding, nresults):
+    """A host callback's ``sdy.sharding`` (JAX's ``_callback_op_sharding``): every result
+    on one device (MAXIMAL), the one ``sharding`` names (a ``SingleDeviceSharding``) or
+    the first, so the callback runs once, on the whole value."""
+    from nbjax.interpreters.lowering import ir
+    from nbjax.sharding import SingleDeviceSharding
+    index = 0
+    if sharding is not None:
+      scalar = isinstance(sharding, NamedSharding) and sharding.mesh.size == 1
+      if not scalar and not isinstance(sharding, SingleDeviceSharding):
+        raise NotImplementedError(
+            f"pure_callback only supports SingleDeviceSharding, but got {type(sharding)}")
+      device = next(iter(sharding.device_set))
+      if device not in self.pos:
+        raise ValueError(f"Sharding provided to pure_callback specifies a device {device} "
+                         f"that is not in the device assignment ({list(self.pos)})")
+      index = self.pos[device]
+    self.maximal.add(index)
+    one = f"<@maximal_mesh_{index}, []>"
+    return ir.Attribute.parse(
+        f"#sdy.sharding_per_value<[{', '.join([one] * max(1, nresults))}]>")
+
   def emit(self, module):
     """Put the ``sdy.mesh`` ops at the top of ``module`` (after lowering: all are known)."""
     from jaxlib.mlir.dialects import sdy
@@ -302,6 +325,8 @@ class _Meshes:
         dev = "" if ids == tuple(range(len(ids))) else \
             ", device_ids=[%s]" % ", ".join(map(str, ids))
         sdy.MeshOp(name, ir.Attribute.parse(f"#sdy.mesh<[{ax}]{dev}>"))
+      for i in sorted(self.maximal):
+        sdy.MeshOp(f"maximal_mesh_{i}", ir.Attribute.parse(f"#sdy.mesh<[], device_ids=[{i}]>"))
 
 
 # ----------------------------------------------------------------------- SPMD executable
@@ -343,13 +368,50 @@ def _named_for(hlo, mesh, devs, shape, prefer=()):
   return GSPMDSharding(devs, hlo)
 
 
+def sharded_module(closed, name, in_shs, out_shs, mesh=None):
+  """``(mesh, devices, in_shs, module, host callbacks)``: ``closed`` (physical avals) as
+  one SPMD module over the shardings' devices (``mesh``: a sharding constraint's, where no
+  input or output names one), inputs without a sharding replicated."""
+  from nbjax.interpreters import mlir
+  xla, xc, rt = _jl()
+  hint = mesh
+  mesh, devs = _mesh_of(list(in_shs) + list(out_shs))
+  if devs is None and hint is not None:  # (the mesh of a sharding constraint inside)
+    mesh, devs = hint, tuple(hint.devices.flat)
+  devs = list(devs)
+  in_avals, out_avals = closed.in_avals, closed.out_avals
+  repl = NamedSharding(mesh, PartitionSpec()) if mesh is not None else \
+      GSPMDSharding(devs, xc.HloSharding.replicate())
+  in_shs = [repl if s is None else s for s in in_shs]
+  for s, a in zip(in_shs, in_avals):
+    if isinstance(s, NamedSharding):
+      s.check(a.shape, "pjit arguments")
+  for s, a in zip(out_shs, out_avals):
+    if isinstance(s, NamedSharding):
+      s.check(a.shape, "pjit outputs")
+  with _context(), mlir.ir.Location.unknown():
+    ir = mlir.ir
+    m = mlir._new_module(f"jit_{name}")
+    mctx = mlir.ModuleContext(m)
+    mctx.spmd = meshes = _Meshes(devs, mesh)
+    mctx._names.add("main")
+    mlir.lower_jaxpr_to_fun(mctx, "main", closed, public=True)
+    main = xla._find_main(m)
+    attr = lambda s, a: ir.DictAttr.get(
+        {} if s is None else {"sdy.sharding": meshes.attr(s, a.ndim)})
+    main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(in_shs, in_avals)])
+    main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
+    meshes.emit(m)
+  return mesh, devs, in_shs, m, mctx.host_callbacks
+
+
 class SpmdExecutable:
   """``closed`` (on global avals) compiled as one SPMD program over the shardings' devices.
   ``in_shs``/``out_shs``: per flat input/output, a Sharding or None (inputs: replicated;
   outputs: XLA's choice)."""
 
   def __init__(self, closed, name, in_shs, out_shs, mesh=None):
-    from nbjax.interpreters import mlir, lowering
+    from nbjax.interpreters import lowering
     xla, xc, rt = _jl()
     # key arrays (extended dtypes) in and out: the program takes and gives their data, placed
     # as the keys' shardings say (the trailing key-data axes replicated)
@@ -358,36 +420,10 @@ class SpmdExecutable:
     self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
     if self.key_in or self.key_out:
       closed = lowering.physicalize(closed)
-    hint = mesh
-    mesh, devs = _mesh_of(list(in_shs) + list(out_shs))
-    if devs is None and hint is not None:  # (the mesh of a sharding constraint inside)
-      mesh, devs = hint, tuple(hint.devices.flat)
-    self.mesh, self.devs = mesh, list(devs)
-    in_avals, out_avals = closed.in_avals, closed.out_avals
-    repl = NamedSharding(mesh, PartitionSpec()) if mesh is not None else \
-        GSPMDSharding(devs, xc.HloSharding.replicate())
-    self.in_shs = [repl if s is None else s for s in in_shs]
-    for s, a in zip(self.in_shs, in_avals):
-      if isinstance(s, NamedSharding):
-        s.check(a.shape, "pjit arguments")
-    for s, a in zip(out_shs, out_avals):
-      if isinstance(s, NamedSharding):
-        s.check(a.shape, "pjit outputs")
-    with _context(), mlir.ir.Location.unknown():
-      ir = mlir.ir
-      m = mlir._new_module(f"jit_{name}")
-      mctx = mlir.ModuleContext(m)
-      mctx.spmd = meshes = _Meshes(self.devs, mesh)
-      mctx._names.add("main")
-      mlir.lower_jaxpr_to_fun(mctx, "main", closed, public=True)
-      if mctx.host_callbacks:
-        raise NotImplementedError("nbjax's sharded jit does not run host callbacks")
-      main = xla._find_main(m)
-      attr = lambda s, a: ir.DictAttr.get(
-          {} if s is None else {"sdy.sharding": meshes.attr(s, a.ndim)})
-      main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(self.in_shs, in_avals)])
-      main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
-      meshes.emit(m)
+    self.mesh, self.devs, self.in_shs, m, cbs = sharded_module(closed, name, in_shs, out_shs,
+                                                               mesh)
+    mesh, devs, in_avals, out_avals = self.mesh, self.devs, closed.in_avals, closed.out_avals
+    with _context():
       text = str(m)
     self.text = text
     n = len(devs)
@@ -399,8 +435,16 @@ class SpmdExecutable:
     eb.use_spmd_partitioning = True
     eb.allow_spmd_sharding_propagation_to_output = [s is None for s in out_shs]
     eb.use_shardy_partitioner = True
+    # host callbacks (each runs on one device, as its custom call's sharding says)
+    self.host_callbacks = cbs = xla.HostCallbacks(cbs) if cbs else None
     with xla._lock:
-      self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
+      if cbs is None:
+        self._exe = rt.client.compile_and_load(text, xc.DeviceList(tuple(devs)), opts)
+      else:
+        with xla.mlir_context():  # (only the ir.Module overload takes callbacks)
+          self._exe = rt.client.compile_and_load(xla.get_ir().Module.parse(text),
+                                                 xc.DeviceList(tuple(devs)), opts,
+                                                 host_callbacks=list(cbs))
     xla._stats["compiles"] += 1
     got = [h if isinstance(h, xc.HloSharding) else xc.HloSharding.from_proto(h)
            for h in self._exe.get_output_shardings() or
@@ -432,6 +476,8 @@ class SpmdExecutable:
   def _execute(self, gs):
     from nbjax import xla
     with xla._replicated_lock:  # one multi-device run in flight at a time (see xla.Replicated)
+      if self.host_callbacks is not None:
+        return xla._raising(self._exe.execute_sharded, self.host_callbacks.errors)(gs)
       res = self._exe.execute_sharded(gs, with_tokens=True)
       res.consume_token().block_until_ready()
     return res
@@ -462,9 +508,13 @@ class SpmdExecutable:
         outs.append(o)
       return outs
     with xla._replicated_lock:
-      res = self._exe.execute_sharded(gs, with_tokens=True)
+      if self.host_callbacks is not None and xla._dist is None:  # (run to its end)
+        res = xla._raising(self._exe.execute_sharded, self.host_callbacks.errors)(gs)
+      else:
+        res = self._exe.execute_sharded(gs, with_tokens=True)
       if xla._dist is None:
-        res.consume_token().block_until_ready()
+        if self.host_callbacks is None:
+          res.consume_token().block_until_ready()
         per_out = res.disassemble_into_single_device_arrays()
       else:  # other processes take part: wait in Python, watching for their failure
         per_out = res.disassemble_into_single_device_arrays()

@@ -1048,6 +1048,9 @@ def _extended_eager(prim, args, params):
   rule on their data (``core.eval_jaxpr`` of a jaxpr indexing keys, say)."""
   avals = [get_aval(a) for a in args]
   rules = struct_rules()
+  eager = getattr(prim, "extended_eager", None)  # (debug callbacks: the key arrays as they are)
+  if eager is not None:
+    return eager(*args, **params)
   if prim not in rules:
     if prim.abstract_eval_rule is not None:
       prim.abstract_eval(*avals, **params)  # its dtype check: JAX's message (as under jit)
