@@ -723,3 +723,18 @@ def test_xla_hlo_sharding_and_gspmd_sharding():
   assert GSPMDSharding(nbjax.devices(), rep) == GSPMDSharding.get_replicated(nbjax.devices())
   assert GSPMDSharding(d1, rep) != GSPMDSharding.get_replicated(nbjax.devices())
   assert one._flat_devices_tuple == tuple(d1)
+
+
+def test_sharded_jit_donation_deletes_the_input():
+  # as JAX's (api_test test_device_put_on_multi_device_donated_buffer_fails): a donated
+  # sharded input is deleted by the call; reading or placing it raises
+  f = nbjax.jit(lambda v: v * 2, donate_argnums=0)
+  s1 = NamedSharding(Mesh(nbjax.devices(), ("x",)), P("x"))
+  s2 = NamedSharding(Mesh(tuple(reversed(nbjax.devices())), ("x",)), P("x"))
+  x = nbjax.device_put(np.arange(4, dtype=np.float32), s1)
+  y = f(x)
+  close(y, np.arange(4) * 2)
+  assert x.is_deleted() and not y.is_deleted()
+  for s in (s1, s2):
+    with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[4\]"):
+      nbjax.device_put(x, s)

@@ -1217,6 +1217,8 @@ class JitWrapped:
                                for x in flat) or _constraint_mesh(entry.closed) is not None
           ) and not _holds_maps(entry.closed):
         exe = self._spmd_executable(entry, args, kwargs, flat)
+        if self._donating and not core._debugging():
+          return entry.unflatten(self._run_donating(entry, flat, exe.run))
         if self._simple and not kwargs:
           self._spmd_mono(exe, entry, args)
         return entry.unflatten(exe.run(flat))
@@ -1233,10 +1235,11 @@ class JitWrapped:
       outs = jit_p.bind(*flat, jaxpr=entry.closed, name=self._name)
     return entry.unflatten(outs)
 
-  def _run_donating(self, entry, flat):
-    """Run ``entry`` on ``flat``, then delete the donated input arrays an output reuses (each
-    output takes the first donated input of its shape and dtype left), as JAX's: reading one
-    afterwards raises 'Array has been deleted'. Passing such an array twice is JAX's error."""
+  def _run_donating(self, entry, flat, run=None):
+    """Run ``entry`` on ``flat`` (with ``run``, a sharded jit's executable, else its own),
+    then delete the donated input arrays an output reuses (each output takes the first
+    donated input of its shape and dtype left), as JAX's: reading one afterwards raises
+    'Array has been deleted'. Passing such an array twice is JAX's error."""
     used = self._donations.get(entry)
     if used is None:
       flags = _donated_flags(self, entry.in_tree)
@@ -1250,7 +1253,7 @@ class JitWrapped:
               "INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the "
               f"same call to Execute() (flattened argument {max(i, j)}, replica 0, partition "
               f"0, first use: {min(i, j)}). Toy example for this bug: `f(donate(a), a)`.")
-    outs = entry.executable().run(flat)
+    outs = (run or entry.executable().run)(flat)
     for i in used:
       x = flat[i]
       if type(x) is Array and not any(o is x for o in outs):
