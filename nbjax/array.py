@@ -395,6 +395,20 @@ class Array(metaclass=abc.ABCMeta):
     ro.flags.writeable = False  # DLPack 1.0 exports it with the read-only flag
     return ro.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
+  @property
+  def _buffer_export(self):
+    """What ``memoryview(x)`` exports (see ``_enable_buffer_protocol``): a read-only view of
+    the host buffer; JAX's BufferError for dtypes the buffer protocol lacks, and once
+    deleted."""
+    if _DELETED and self.is_deleted():
+      raise BufferError("INVALID_ARGUMENT: Array is null")
+    v = self._value.view()
+    v.flags.writeable = False
+    if v.dtype.kind == "V" or v.dtype.type.__module__.startswith("ml_dtypes"):
+      raise BufferError(f"INVALID_ARGUMENT: Buffers of type {_xla_type_name(v.dtype)} are not "
+                        "supported by the Python buffer protocol.")
+    return v
+
   def __dlpack_device__(self):
     return DLDeviceType.kDLCPU, 0
 
@@ -511,6 +525,64 @@ def _readonly(v):
   return m if m.dtype == v.dtype else m.view(v.dtype)
 
 
+def _xla_type_name(dtype):
+  """XLA's name of an ml_dtypes type: BF16, F8E4M3FN, S4, U2, F4E2M1FN..."""
+  n = dtype.name
+  if n == "bfloat16":
+    return "BF16"
+  if n.startswith("float"):
+    bits, _, rest = n[5:].partition("_")
+    return f"F{bits}{rest.upper()}"
+  return ("U" if n.startswith("u") else "S") + n.lstrip("uint")
+
+
+def _enable_buffer_protocol(cls, attr):
+  """Give ``cls`` Python's buffer protocol, as jax.Array has it (``memoryview(x)``,
+  ``bytes(x)``, ``np.frombuffer(x)``): the export is that of ``obj.<attr>`` (a NumPy array),
+  which the memoryview then holds. Python >= 3.12 takes ``__buffer__``; before that a class
+  defined in Python has no buffer slot, so its (heap) type's ``bf_getbuffer`` is set to a
+  three-call C function compiled with llvmlite (numba's, already loaded):
+  ``PyObject_GetBuffer(getattr(obj, attr))``; errors (a Python exception from ``attr``)
+  propagate as Python's own. Returns whether it is enabled."""
+  if sys.version_info >= (3, 12):
+    cls.__buffer__ = lambda self, flags: memoryview(getattr(self, attr))
+    return True
+  import ctypes
+  import llvmlite.binding as llvm
+  tp, ptr = id(cls), ctypes.sizeof(ctypes.c_void_p)
+  slot = ctypes.c_void_p.from_address(tp + 20 * ptr).value  # PyTypeObject.tp_as_buffer
+  if not slot or not tp < slot < tp + type(cls).__basicsize__:  # (a heap type's own struct)
+    return False
+  api = ctypes.pythonapi
+  for f in ("PyObject_GetAttrString", "PyObject_GetBuffer", "Py_DecRef"):
+    llvm.add_symbol(f, ctypes.cast(getattr(api, f), ctypes.c_void_p).value)
+  n = len(attr) + 1
+  mod = llvm.parse_assembly(f"""
+@name = private constant [{n} x i8] c"{attr}\\00"
+declare i8* @PyObject_GetAttrString(i8*, i8*)
+declare i32 @PyObject_GetBuffer(i8*, i8*, i32)
+declare void @Py_DecRef(i8*)
+define i32 @getbuffer(i8* %obj, i8* %view, i32 %flags) {{
+  %p = getelementptr [{n} x i8], [{n} x i8]* @name, i32 0, i32 0
+  %v = call i8* @PyObject_GetAttrString(i8* %obj, i8* %p)
+  %null = icmp eq i8* %v, null
+  br i1 %null, label %fail, label %ok
+ok:
+  %r = call i32 @PyObject_GetBuffer(i8* %v, i8* %view, i32 %flags)
+  call void @Py_DecRef(i8* %v)
+  ret i32 %r
+fail:
+  ret i32 -1
+}}""")
+  llvm.initialize_native_target()
+  llvm.initialize_native_asmprinter()
+  ee = llvm.create_mcjit_compiler(mod, llvm.Target.from_default_triple().create_target_machine())
+  ee.finalize_object()
+  _enable_buffer_protocol.engine = ee  # (the code lives as long as the engine)
+  ctypes.c_void_p.from_address(slot).value = ee.get_function_address("getbuffer")
+  return True
+
+
 def owned(x):
   """``x``, or an Array of its own when it is a NumPy array: a transformation's result that
   is a caller's input passed through (the identity, a rule returning its tangent)."""
@@ -573,6 +645,10 @@ def _wrap(v, weak=False):
 
 Array._new = staticmethod(_wrap)
 _VALUE_SLOT = Array.__dict__["_value"]
+try:
+  _enable_buffer_protocol(Array, "_buffer_export")
+except Exception:  # (no llvmlite target: arrays export through __array__/__dlpack__ alone)
+  pass
 Array.register(core.Tracer)
 ArrayImpl = Array
 # the concrete array type's name is JAX's (errors say "unsupported operand type(s) for +:

@@ -746,3 +746,30 @@ def test_array_takes_attributes():
   x.foo = 3
   assert x.foo == 3 and vars(x) == {"foo": 3}
   assert not hasattr(copy.copy(x), "foo") and not hasattr(pickle.loads(pickle.dumps(x)), "foo")
+
+
+def test_buffer_protocol_as_jax():
+  # memoryview(x) exports a read-only view (JAX's buffer protocol); the view outlives delete()
+  a = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+  m = memoryview(a)
+  assert m.readonly and m.shape == (2, 3) and m.strides == (12, 4) and m.format == "f"
+  assert m.tobytes() == np.arange(6.0, dtype=np.float32).tobytes()
+  assert bytes(jnp.array([0, 1], jnp.int8)) == b"\x00\x01"
+  assert np.frombuffer(jnp.array([1.5], jnp.float64)).tolist() == [1.5]
+  import ctypes
+  with pytest.raises(TypeError, match="not writable"):
+    ctypes.c_char.from_buffer(a)
+  a.delete()
+  assert m.tolist() == [[0, 1, 2], [3, 4, 5]]
+  with pytest.raises(BufferError, match="^INVALID_ARGUMENT: Array is null$"):
+    memoryview(a)
+  # JAX's BufferError for the dtypes the buffer protocol lacks (XLA's type names)
+  for dt, name in ((jnp.bfloat16, "BF16"), (jnp.float8_e4m3fn, "F8E4M3FN"), (jnp.int4, "S4"),
+                   (jnp.uint4, "U4"), (jnp.float4_e2m1fn, "F4E2M1FN")):
+    with pytest.raises(BufferError, match=f"^INVALID_ARGUMENT: Buffers of type {name} are not "
+                       "supported by the Python buffer protocol.$"):
+      memoryview(jnp.zeros(2, dt))
+  b = np.asarray(jnp.ones(2, jnp.bfloat16))  # NumPy falls back to __array__
+  assert b.dtype == jnp.bfloat16 and not b.flags.writeable
+  with pytest.raises(ValueError):
+    np.asarray(jnp.arange(3.0)).flags.writeable = True
