@@ -26,9 +26,11 @@ import math
 import re
 
 import numpy as np
-from numba import njit, prange, typeof, types
+from numba import carray, cfunc, njit, prange, typeof, types
 from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
+
+from kernels import threads
 
 _TEMPLATES = {
     1: """
@@ -1588,6 +1590,40 @@ def fused(src):
     f.__qualname__ = fn
     k = _compiled[fn] = njit(cache=True, nogil=True, error_model="numpy")(f)
   return k
+
+
+_CHUNK_SRC = """
+def {fn}(lo, hi, argv):
+  p = carray(voidptr(argv), 2 * MAX_ARGS, np.int64)
+{loads}
+  kern({names})
+"""
+_chunked = {}
+
+
+def chunked(kern, dtypes, nscalars=0):
+  """The address of a chunk function for ``kernels.threads.team_run`` that runs dispatcher
+  ``kern`` (flat operands, then the output) on elements ``[lo, hi)`` of arrays of ``dtypes``
+  (the output's last); an operand of size 1 is passed whole (a broadcast scalar), and the
+  ``nscalars`` before the output as the element of their size-1 array."""
+  key = (kern, tuple(dtypes), nscalars)
+  f = _chunked.get(key)
+  if f is None:
+    loads, names = [], []
+    for k, d in enumerate(dtypes):
+      d = np.dtype(d)
+      loads.append(f"  w{k} = p[MAX_ARGS + {k}] != 1\n  a{k} = carray(voidptr(p[{k}] + lo * "
+                   f"{d.itemsize} * w{k}), (hi - lo) if w{k} else 1, np.{d.name})")
+      names.append(f"a{k}[0]" if len(dtypes) - 1 - nscalars <= k < len(dtypes) - 1 else f"a{k}")
+    src = _CHUNK_SRC.format(loads="\n".join(loads), names=", ".join(names), fn="{fn}")
+    fn = "c_" + hashlib.sha1((kern.py_func.__name__ + src).encode()).hexdigest()[:20]
+    ns = dict(_NS, kern=kern, carray=carray, voidptr=threads.voidptr, MAX_ARGS=threads.MAX_ARGS)
+    exec(compile(src.format(fn=fn), __file__, "exec"), ns)
+    f = ns[fn]
+    f.__qualname__ = fn
+    f = _chunked[key] = cfunc(types.void(types.int64, types.int64, types.int64), nogil=True,
+                              cache=True, error_model="numpy")(f).address
+  return f
 
 
 def _numba_type(a):

@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from kernels import elementwise as KE
-from kernels.threads import run_chunks
+from kernels.threads import MAX_CHUNKS, team_run
 from nbjax import core, registry
 from nbjax.array import Array
 from nbjax.array import empty as pooled_empty
@@ -38,13 +38,12 @@ from nbjax.config import config
 # costs ~25 us of Python (building, materializing) and its loop runs on one core, where the
 # unfused kernels use two from 1e5: a chain gains from here, a single op still loses
 MIN_SIZE = 1 << 18
-# outputs from this many elements run their fused loop in chunks of THREAD_CHUNK on two
-# threads (kernels.threads.run_chunks: a descheduled worker holds back one chunk). Measured
-# (float32 `x + y`, medians; quiet, then with the other core busy): 4.2e6 elements 1.31 ->
-# 1.06 ms quiet but 1.26 -> 1.42 busy; 1e7 3.62 -> 3.30 quiet, 3.49 -> 3.94 busy; 4e7 15.6 ->
-# 13.3 quiet, 15.9 -> 14.5 busy (one thread already draws most of the memory bandwidth)
-THREADS_MIN = 1 << 24
-THREAD_CHUNK = 1 << 19
+# fused loops run in chunks of THREAD_CHUNK elements (at most MAX_CHUNKS) on the caller and the
+# native team worker (kernels.threads.team_run: a descheduled worker does not hold the caller
+# back). The Python-thread worker this replaced paid off only from 2^24 elements (float32
+# `x + y`, medians; quiet, then with the other core busy: 4.2e6 elements 1.31 -> 1.06 ms quiet
+# but 1.26 -> 1.42 busy).
+THREAD_CHUNK = 1 << 14
 MAX_NODES = 16      # primitives in one pending expression
 MAX_LEAVES = 8      # buffers (and scalars) one pending expression reads
 
@@ -148,7 +147,7 @@ def _unfused(x):
   return registry.quiet_run(e[6], *vals)
 
 
-_kernels = {}  # (steps, array dtypes, scalar dtypes) -> compiled entry point
+_kernels = {}  # (steps, array dtypes, scalar dtypes) -> its chunk function's address
 
 
 def _fused(root):
@@ -178,18 +177,12 @@ def _fused(root):
   key = (tuple(steps), tuple(x.dtype for x in arrays), tuple(s.dtype for s in scalars))
   shape, dt = root._expr[2], root._expr[1]
   out = pooled_empty(shape, dt)
-  flat = [x.reshape(-1) for x in arrays]
-  args = [*flat, *scalars, out.reshape(-1)]
-  ep = _kernels.get(key)
-  if ep is None:
-    ep = _kernels[key] = KE.entry(KE.fused(_source(steps, len(arrays), len(scalars))), *args)
-  n = out.size
-  if n < THREADS_MIN:
-    ep(*args)
-    return out
-  o, C = args[-1], THREAD_CHUNK
-  run_chunks(-(-n // C), lambda t, i: ep(*[a[i * C:(i + 1) * C] for a in flat], *scalars,
-                                         o[i * C:(i + 1) * C]), blas=False)
+  fn = _kernels.get(key)
+  if fn is None:
+    fn = _kernels[key] = KE.chunked(KE.fused(_source(steps, len(arrays), len(scalars))),
+                                    [*key[1], *key[2], dt], len(scalars))
+  team_run(fn, (*(x.reshape(-1) for x in arrays), *(np.reshape(s, 1) for s in scalars),
+                out.reshape(-1)), min(out.size // THREAD_CHUNK, MAX_CHUNKS))
   return out
 
 

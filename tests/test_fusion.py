@@ -91,9 +91,8 @@ def test_fused_chain_bits_equal_unfused(dtype, shape, ops, seed):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
 def test_fused_loop_in_chunks_on_two_threads(dtype, monkeypatch):
-  # from THREADS_MIN elements the fused loop runs in chunks taken by two threads: the same
-  # bits as one call (and as the unfused kernels), the last chunk a partial one
-  monkeypatch.setattr(fusion, "THREADS_MIN", fusion.MIN_SIZE)
+  # the fused loop runs in chunks taken by two threads (the native team): the same bits as
+  # one call (and as the unfused kernels), the last chunk a partial one
   monkeypatch.setattr(fusion, "THREAD_CHUNK", 4099)
   rng = np.random.default_rng(1)
   ops = [("scalar", 0, 0), ("mul", 1, 3), ("add", 4, 2), ("max", 5, 0)] if dtype != np.bool_ \

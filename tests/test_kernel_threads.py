@@ -131,3 +131,137 @@ def test_grouped_convolution_in_chunks_with_a_partial_last_one(monkeypatch, G):
   whole = conv()
   monkeypatch.setattr(C, "_CHUNK", 100 * 9 * 8)  # 100 of 864 rows a chunk
   np.testing.assert_array_equal(conv(), whole)
+
+
+# ----------------------------------------------------------------- the native team
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from kernels import elementwise as K  # noqa: E402
+import nbjax.numpy as jnp  # noqa: E402
+
+team = pytest.mark.skipif(not T.TEAM, reason="no native team on this machine")
+
+
+def _add_fn(dt):
+  return K.chunked(K.kernel("add"), [dt, dt, dt])
+
+
+@team
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.uint8])
+def test_team_jobs_equal_one_call(dt):
+  # every size, chunk count and broadcast operand: the bits of NumPy's add; repeated jobs
+  # (the worker takes chunks of some of them) never differ
+  rng = np.random.default_rng(0)
+  fn = _add_fn(dt)
+  for n in (1, 2, 63, 64, 1000, 65537):
+    x = (rng.standard_normal(n) * 50).astype(dt)
+    y = (rng.standard_normal(n) * 50).astype(dt)
+    with np.errstate(over="ignore"):
+      want, want1 = x + y, x + y[:1]
+    for nch in (1, 2, 7, T.MAX_CHUNKS):
+      nch = min(nch, n)
+      for _ in range(20):
+        out = np.full(n, 7, dt)
+        T.team_run(fn, (x, y, out), nch)
+        assert out.tobytes() == want.tobytes()
+      out = np.full(n, 7, dt)
+      T.team_run(fn, (x, y[:1], out), nch)
+      assert out.tobytes() == want1.tobytes()
+
+
+@team
+def test_worker_takes_chunks():
+  fn = _add_fn(np.float32)
+  x = np.ones(1 << 20, np.float32)
+  out = np.empty_like(x)
+  T.team_run(fn, (x, x, out), 63)
+  before, deadline = T._team.state[T._WORKED], time.time() + 20
+  while T._team.state[T._WORKED] == before and time.time() < deadline:
+    T.team_run(fn, (x, x, out), 63)
+  assert T._team.state[T._WORKED] > before
+  assert (out == 2).all()
+
+
+def _slow_last_copy():
+  from numba import carray, cfunc, types
+
+  @cfunc(types.void(types.int64, types.int64, types.int64), nogil=True)
+  def copy(lo, hi, argv):  # out = x; the last chunk takes ~2 ms longer
+    p = carray(T.voidptr(argv), 2 * T.MAX_ARGS, np.int64)
+    x = carray(T.voidptr(p[0]), p[T.MAX_ARGS], np.float64)
+    o = carray(T.voidptr(p[1]), p[T.MAX_ARGS + 1], np.float64)
+    for i in range(lo, hi):
+      o[i] = x[i]
+    if hi == o.size:
+      c0 = T._cycles()
+      while T._cycles() - c0 < 5_000_000:
+        T._pause()
+  return copy
+
+
+@team
+def test_abandoned_chunks_are_redone_and_their_arrays_kept():
+  # a caller that does not wait (patience 0) runs the chunks the worker holds itself: results
+  # are whole; while the worker is still in one, the job's arrays stay alive and later jobs
+  # run on the caller alone
+  copy = _slow_last_copy()
+  fn = copy.address
+  x = np.arange(4096, dtype=np.float64)
+  T.team_run(fn, (x, np.empty_like(x)), 2)
+  st = T._team.state
+  st[T._WAIT] = 0
+  try:
+    kept = solo = 0
+    for i in range(400):
+      y = x + i
+      out = np.empty_like(x)
+      before = T._team.inflight
+      busy = before is not None and st[T._BUSY]
+      T.team_run(fn, (y, out), 4)
+      assert (out == y).all()
+      solo += bool(busy)
+      now = T._team.inflight
+      if now is not None and now is not before:  # this job was abandoned
+        assert now[1] is out
+        kept += 1
+      if kept >= 3 and solo >= 1:
+        break
+    assert kept >= 3 and solo >= 1
+  finally:
+    st[T._WAIT] = 2
+  time.sleep(0.01)
+  out = np.empty_like(x)
+  T.team_run(fn, (x, out), 4)
+  assert (out == x).all()
+
+
+@team
+def test_threads_and_forked_children_get_correct_results():
+  x = np.random.default_rng(1).standard_normal(300_000).astype(np.float32)
+  X = jnp.asarray(x)
+  errors = []
+
+  def caller(k):
+    for _ in range(30):
+      if not np.array_equal(np.asarray(X * float(k) + X), x * np.float32(k) + x):
+        errors.append(k)
+  ts = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+  for t in ts:
+    t.start()
+  for t in ts:
+    t.join()
+  assert not errors
+  pid = os.fork()
+  if pid == 0:  # the child starts a worker of its own
+    ok = np.array_equal(np.asarray(X + X), x + x) and np.array_equal(np.asarray(jnp.sin(X)),
+                                                                      np.asarray(jnp.sin(X)))
+    os._exit(0 if ok else 1)
+  assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_a_process_with_a_sleeping_worker_exits():
+  code = ("import numpy as np, nbjax.numpy as jnp, time; x = jnp.ones(1 << 20, 'float32'); "
+          "[(x + x).block_until_ready() for _ in range(10)]; time.sleep(0.2)")
+  r = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True)
+  assert r.returncode == 0, r.stderr.decode()[-2000:]

@@ -31,7 +31,7 @@ import operator
 
 import numpy as np
 
-from kernels import elementwise as K
+from kernels import elementwise as K, threads
 from nbjax import core, dtypes, earray, fusion, registry
 from nbjax.array import Array, _wrap, own
 from nbjax.array import POOL_MIN, empty as pooled_empty  # large outputs reuse freed buffers
@@ -48,6 +48,11 @@ from nbjax.interpreters import partial_eval as pe
 # 2x, which from 1M elements (>= 5 ms of work) outweighs that risk.
 PAR_MIN = 1 << 62
 PAR_MIN_LIBM = 1 << 20
+# Output elements from which a kernel runs in chunks (at most 63) on the caller and the native
+# team worker (kernels.threads.team_run: a worker descheduled in mid-chunk does not hold the
+# caller back, and handing a job over costs about a microsecond).
+TEAM_MIN, TEAM_CHUNK = 1 << 16, 1 << 14
+TEAM_MIN_LIBM, TEAM_CHUNK_LIBM = 1 << 13, 1 << 12
 _LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2",
          "atan2_complex", "rem", "nextafter", "nextafter_f16", "erf", "erfc", "erf_inv",
@@ -293,9 +298,18 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
   extra = tuple(extra)
   eps = {}
   libm = kname in _LIBM
+  team = 1 << 62 if extra or not threads.TEAM else TEAM_MIN_LIBM if libm else TEAM_MIN
+  chunk = TEAM_CHUNK_LIBM if libm else TEAM_CHUNK
+  team_fn = []
 
   def call(flat, o):
-    par = o.size >= (PAR_MIN_LIBM if libm else PAR_MIN)
+    n = o.size
+    if n >= team:
+      if not team_fn:
+        team_fn.append(K.chunked(K.kernel(kname), [*work, wo]))
+      threads.team_run(team_fn[0], (*flat, o), builtins.min(n // chunk, threads.MAX_CHUNKS))
+      return
+    par = n >= (PAR_MIN_LIBM if libm else PAR_MIN)
     ep = eps.get(par)
     if ep is None:
       ep = eps[par] = K.entry(K.kernel(kname, par), *flat, *extra, o)
@@ -319,7 +333,7 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
     return run
   # the common calls, about 0.4 us less: one or two operands of one shape, a small fresh
   # output (below the pool and the threads' thresholds), the serial entry once resolved
-  small = builtins.min(PAR_MIN_LIBM if libm else PAR_MIN, POOL_MIN // wo.itemsize)
+  small = builtins.min(PAR_MIN_LIBM if libm else PAR_MIN, POOL_MIN // wo.itemsize, team)
   if len(in_dts) == 1:
     def fast(x):
       ep = eps.get(False)
