@@ -32,6 +32,7 @@ from nbjax import core, dtypes, registry
 from nbjax.array import Array
 from nbjax.core import Primitive
 from nbjax.interpreters import batching, lowering
+from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.lowering import hlo, ir, mlir
 from nbjax.jaxpr import remat_allowed_effects
 from nbjax._tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
@@ -672,6 +673,18 @@ def _print_lowering(ctx, *args, **params):
   return _emit(ctx, _HostCall(_printer(**params), (), True), args,
                "ordered" if params["ordered"] else True, partitioned=params["partitioned"])
 
+
+def _debug_pe_custom(saveable, inst_in, eqn):
+  """JAX's rule for a debug callback of known values under a ``checkpoint`` policy: it also
+  runs in the recomputation unless the policy saves it, or when its inputs are all the
+  checkpointed function's own (so a rematerialized print prints again)."""
+  saves = saveable is not None and saveable(eqn.primitive, *[v.aval for v in eqn.invars],
+                                            **eqn.params)
+  return True, not saves or all(inst_in)
+
+
+pe.partial_eval_jaxpr_custom_rules[debug_callback_p] = _debug_pe_custom
+pe.partial_eval_jaxpr_custom_rules[debug_print_p] = _debug_pe_custom
 
 # key arrays: eagerly the callback gets them as they are; under jit their data (as JAX's)
 debug_callback_p.extended_eager, debug_print_p.extended_eager = _debug_impl, _print_impl

@@ -820,3 +820,33 @@ def test_debug_print_and_callback_of_key_arrays(capsys):
   out = jit(lambda k: (nbjax.debug.print("{}", k), nbjax.random.normal(k))[1])(k)
   assert _lines(capsys)[-1] == "[0 0]"
   np.testing.assert_allclose(out, nbjax.random.normal(k))
+
+
+def test_debug_print_rematerialized_as_jax(capsys):
+  # JAX's partial-eval rule of debug callbacks under checkpoint (debugging_primitives_test
+  # test_remat_of_debug_print): the print runs again in the backward pass unless the policy
+  # saves it; a saved print runs again only when the values it reads are there anyway
+  from nbjax import ad_checkpoint
+  cp = nbjax.checkpoint_policies
+
+  def f(x):
+    y = ad_checkpoint.checkpoint_name(x + 1., "y")
+    z = ad_checkpoint.checkpoint_name(y * 2., "z")
+    nbjax.debug.print("y: {}, z: {}", y, z)
+    nbjax.debug.print("x: {}", x)
+    return ad_checkpoint.checkpoint_name(jnp.exp(z), "w")
+
+  def but(*names):
+    return lambda prim, *_, **params: (params["name"] not in names
+                                       if prim is ad_checkpoint.name_p else True)
+  both, yz, x = ["y: 3.0, z: 6.0", "x: 2.0"] * 2, ["y: 3.0, z: 6.0"], ["x: 2.0"]
+  for policy, want in [(None, both), (cp.nothing_saveable, both),
+                       (cp.everything_saveable, both[:2] + x),
+                       (cp.save_any_names_but_these("z"), both), (but("y"), both[:2] + x),
+                       (but("y", "z"), both)]:
+    grad(nbjax.checkpoint(f, policy=policy))(2.)
+    assert _lines(capsys) == want, policy
+  nbjax.vjp(nbjax.checkpoint(f), 2.)  # the forward pass only
+  assert _lines(capsys) == both[:2]
+  jit(grad(nbjax.checkpoint(f)))(2.)
+  assert sorted(_lines(capsys)) == sorted(both)

@@ -637,6 +637,14 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   return ClosedJaxpr(jk, closed.consts), ClosedJaxpr(ju, []), out_unknowns, len(res)
 
 
+# JAX's ``partial_eval_jaxpr_custom_rules``, here for an equation whose inputs are all known
+# (debug callbacks): ``rule(saveable, inst_in, eqn) -> (in_known, in_unknown)``, whether it
+# runs in the known part, and again in the unknown part (where the values it reads are then
+# recomputed or saved); ``inst_in``: per input, whether the unknown part has it anyway (an
+# input, a literal, or made by an equation the policy does not save, so recomputed).
+partial_eval_jaxpr_custom_rules = {}
+
+
 def partial_eval_jaxpr_custom(closed, in_unknowns, saveable, instantiate=False,
                               ensure_out=None):
   """``partial_eval_jaxpr`` under a ``checkpoint`` policy: the residuals are the known inputs
@@ -651,6 +659,7 @@ def partial_eval_jaxpr_custom(closed, in_unknowns, saveable, instantiate=False,
   unknown = {v for v, u in zip(j.invars, in_unknowns) if u}
   known_eqns, unknown_eqns = [], []
   saved = {v for v, u in zip(j.invars, in_unknowns) if not u}
+  inst = {*j.constvars, *j.invars}  # known values the unknown part has or would recompute
 
   def policy_saves(e):
     return saveable is not None and saveable(e.primitive, *[x.aval for x in e.invars],
@@ -672,9 +681,14 @@ def partial_eval_jaxpr_custom(closed, in_unknowns, saveable, instantiate=False,
       unknown_eqns.append(e)
       unknown.update(e.outvars)
     else:
-      known_eqns.append(e)
-      if policy_saves(e):
-        saved.update(e.outvars)
+      rule = partial_eval_jaxpr_custom_rules.get(e.primitive)
+      keep, again = (True, False) if rule is None else rule(
+          saveable, [type(x) is Literal or x in inst for x in e.invars], e)
+      if keep:
+        known_eqns.append(e)
+        (saved if policy_saves(e) else inst).update(e.outvars)
+      if again:
+        unknown_eqns.append(e)
   n_out = len(j.outvars)
   if isinstance(instantiate, bool):
     instantiate = [instantiate] * n_out
