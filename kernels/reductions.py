@@ -26,11 +26,12 @@ Kernels are generated from templates on first lookup (exec'd file-backed, so ``c
 works) and compile lazily per dtype signature. Imports numba and numpy only.
 """
 import numpy as np
-from numba import njit, prange, types
+from numba import carray, cfunc, njit, prange, types
 from numba.extending import overload
 
 from kernels import Lazy
 from kernels.elementwise import _fma
+from kernels.threads import MAX_ARGS, voidptr
 
 _J = dict(cache=True, nogil=True)
 
@@ -803,7 +804,8 @@ def {fn}(keys, perm, nbits):
 
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
            _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
-           _logaddexp=_logaddexp, _cmul=_cmul)
+           _logaddexp=_logaddexp, _cmul=_cmul, carray=carray, voidptr=voidptr,
+           MAX_ARGS=MAX_ARGS)
 
 
 def _make(src, fn, parallel=False, fastmath=False, **fmt):
@@ -863,6 +865,59 @@ def _rows(op):
 ROWS = Lazy(REDUCE_OPS, _rows)
 ROWS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_ROWS_PAR, f"reduce_{op}_rows_par", parallel=True,
                                               row=_row(op), expr=REDUCE_OPS[op][0]))
+# chunk i of a long row (elements [i * ch, (i + 1) * ch) of n) reduced into parts[i]: a chunk
+# function for kernels.threads.team_run over (row, [z], [ch], parts), the job's size parts'
+_ROW_CHUNKS = """
+def {fn}(lo, hi, argv):
+  p = carray(voidptr(argv), 2 * MAX_ARGS, np.int64)
+  n = p[MAX_ARGS]
+  z = carray(voidptr(p[1]), 1, np.{dt})[0]
+  ch = carray(voidptr(p[2]), 1, np.int64)[0]
+  parts = carray(voidptr(p[3]), p[MAX_ARGS + 3], np.{dt})
+  for i in range(lo, hi):
+    a = i * ch
+    b = min(a + ch, n)
+    {kern}(carray(voidptr(p[0] + a * {size}), (1, b - a), np.{dt}), parts[i:i + 1], z)
+"""
+_row_chunks = {}
+
+
+def row_chunks(op, dtype):
+  """The address of ``op``'s row-chunk function (``_ROW_CHUNKS``) on ``dtype`` rows."""
+  f = _row_chunks.get((op, dtype))
+  if f is None:
+    kern = ROWS[op]
+    fn = f"reduce_{op}_row_chunks_{dtype.name}"
+    exec(compile(_ROW_CHUNKS.format(fn=fn, kern=kern.py_func.__name__, dt=dtype.name,
+                                    size=dtype.itemsize), __file__, "exec"), _NS)
+    g = _NS[fn]
+    g.__qualname__ = fn
+    f = _row_chunks[(op, dtype)] = cfunc(types.void(types.int64, types.int64, types.int64),
+                                         error_model="numpy", **_J)(g).address
+  return f
+
+
+@njit(error_model="numpy", **_J)
+def cascade_parts(parts):
+  """The sum of ``parts``, the sums of consecutive whole subtrees of one cascade (the last
+  one's may be partial), combined as the cascade combines subtrees: the one-call bits."""
+  stack = np.empty(64, parts.dtype)
+  k = 0
+  for i in range(parts.size):
+    s = parts[i]
+    c = i + 1
+    while c & 1 == 0:
+      k -= 1
+      s = stack[k] + s
+      c >>= 1
+    stack[k] = s
+    k += 1
+  r = stack[k - 1]
+  for j in range(k - 2, -1, -1):
+    r = stack[j] + r
+  return r
+
+
 COLS = Lazy(REDUCE_OPS, lambda op: _make(_COLS, f"reduce_{op}_cols", expr=REDUCE_OPS[op][0]))
 COLS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_COLS_PAR, f"reduce_{op}_cols_par", parallel=True,
                                               expr=REDUCE_OPS[op][0]))

@@ -742,7 +742,7 @@ def test_long_row_reductions_on_two_threads_keep_the_bits(dtype, chunk, monkeypa
   from nbjax.lax import reductions as R
   import nbjax.numpy as jnp
   monkeypatch.setattr(R, "_ROW_CHUNK", chunk)
-  monkeypatch.setattr(R, "ROW_THREADS_MIN", 2 * chunk)
+  monkeypatch.setattr(R, "ROW_TEAM_MIN", 2 * chunk)
   rng = np.random.default_rng(7)
   for n in (2 * chunk, 5 * chunk + 3, 7 * chunk, 13 * chunk + chunk // 2, 16 * chunk - 1):
     if dtype == np.int32:

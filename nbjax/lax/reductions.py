@@ -24,7 +24,7 @@ import numpy as np
 
 from kernels import reductions as K
 from kernels.elementwise import entry as _entry
-from kernels.threads import run_chunks
+from kernels.threads import MAX_CHUNKS, team_run
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
@@ -42,44 +42,32 @@ PAR_MIN = 1 << 62
 _real = _int | _float
 
 # One row from this many elements (a full reduction of a large array) is reduced in chunks
-# of _ROW_CHUNK on two threads (kernels.threads: chunks taken in turn from a shared counter,
-# so a descheduled worker holds back one chunk, not half the row). Sums keep the bits of the
-# one-call cascade: a chunk is a whole subtree of its 256-element blocks, and the chunks'
-# sums are combined as the cascade combines subtrees; max/min are exact in any order.
-# Measured (float32 sum / max, medians; quiet, then with the other core busy): 4.2e6 elements
-# 247 -> 208 us quiet but 255 -> 329 busy; 1e7 863 -> 558 (max 939 -> 670) quiet and 1119 ->
-# 971 (max 912 -> 1031) busy; 4e7 5.56 -> 4.56 ms quiet, 5.52 -> 3.19 busy: from 2^23
-ROW_THREADS_MIN = 1 << 23
-_ROW_CHUNK = 1 << 20
+# of _ROW_CHUNK or more (at most MAX_CHUNKS) on the caller and the native team worker
+# (kernels.threads.team_run). Sums keep the bits of the one-call cascade: a chunk is a whole
+# subtree of its 256-element blocks, and the chunks' sums are combined as the cascade
+# combines subtrees; max/min are exact in any order.
+ROW_TEAM_MIN = 1 << 16
+_ROW_CHUNK = 1 << 14
 _ROW_OPS = ("sum", "max", "min")
 
 
 def _rows(kern, op, x, out, z):
   """``kern(x, out, z)`` on ``(O, N)`` rows; a single long row in chunks on two threads."""
   O, N = x.shape
-  if O != 1 or N < ROW_THREADS_MIN or op not in _ROW_OPS:
+  if O != 1 or N < ROW_TEAM_MIN or op not in _ROW_OPS:
     kern(x, out, z)
     return
-  n = -(-N // _ROW_CHUNK)
-  parts = np.empty((n, 1), out.dtype)
-  row = x[0]
-  run_chunks(n, lambda t, i: kern(row[i * _ROW_CHUNK:(i + 1) * _ROW_CHUNK].reshape(1, -1),
-                                  parts[i], z), blas=False)
+  ch = _ROW_CHUNK
+  while N > ch * MAX_CHUNKS:
+    ch *= 2
+  n = -(-N // ch)
+  parts = np.empty(n, out.dtype)
+  team_run(K.row_chunks(op, x.dtype), (x.reshape(-1), np.reshape(z, 1), np.full(1, ch), parts),
+           n)
   if op != "sum" or out.dtype.kind not in "fc":  # exact in any order: the kernel over parts
     kern(parts.reshape(1, n), out, z)
     return
-  stack = []  # the cascade's binary counter, over subtrees of 2^12 blocks
-  with np.errstate(all="ignore"):
-    for i in range(n):
-      s, c = parts[i, 0], i + 1
-      while c & 1 == 0:
-        s = stack.pop() + s
-        c >>= 1
-      stack.append(s)
-    r = stack.pop()
-    while stack:
-      r = stack.pop() + r
-  out[0] = r
+  out[0] = K.cascade_parts(parts)
 
 
 # From this many input elements XLA's CPU code hands float32/float64 sums to YNNPACK, whose
