@@ -367,6 +367,10 @@ class Array(metaclass=abc.ABCMeta):
   def __iter__(self):
     if not self._value.ndim:
       raise TypeError("iteration over a 0-d array")
+    p = self._pmap  # JAX's: a replicated (or one-device) sharded array's rows are placed as
+    if p is not None and p[0]._spmd and (  # XLA places x[i]; a split array's are host rows
+        p[0].is_fully_replicated or len(p[0]._device_assignment) == 1):
+      return (self[i] for i in range(len(self)))
     w = self._weak
     return (_wrap(np.asarray(v), w) for v in self._value)  # rows of an immutable buffer
 

@@ -369,6 +369,8 @@ class Primitive:
   call_primitive = False
   map_primitive = False
   named_axes = None  # collectives: params -> the axis names they act over (lax.parallel)
+  places_sharded = False  # its eager impl places sharded operands itself (no jitted run;
+  # call and map primitives do as well)
 
   def __init__(self, name: str):
     self.name = name
@@ -677,8 +679,11 @@ def place_eager(prim):
   if getattr(f, "_placed", False) or f == prim._eager_unset:
     return
   name = prim.name
+  mine = prim.places_sharded or prim.call_primitive or prim.map_primitive
 
   def eager(*args, **params):
+    if sharded_eager is not None and not mine and has_sharded(args):
+      return sharded_eager(prim, args, params)
     return placed_call(name, f, args, params)
   eager._placed = True
   prim.eager = eager
@@ -731,9 +736,28 @@ def _commit(o, device, args):
   return o
 
 
+# Sharded operands (a NamedSharding's or XLA's placement over devices): an eager primitive
+# runs as a jitted computation of its own, as JAX's eager ops do, so its result is placed as
+# XLA's sharding propagation says (``spmd.sharded_eager``; making a sharded array turns
+# placement on: ``spmd.sharded_arrays_exist``).
+sharded_eager = None
+
+
+def has_sharded(args):
+  """Whether one of ``args`` is an array placed by a NamedSharding / GSPMDSharding."""
+  for a in args:
+    p = getattr(a, "_pmap", None)
+    if p is not None and p[0]._spmd:
+      return True
+  return False
+
+
 def follow(out, *args):
   """A numpy-layer eager fast path's ``out`` (one that calls no primitive), committed as
-  ``placed_call`` would commit it (callers test ``placement[0]`` first)."""
+  ``placed_call`` would commit it (callers test ``placement[0]`` first); None when an
+  argument is sharded: the caller takes its primitive path (``sharded_eager``)."""
+  if sharded_eager is not None and has_sharded(args):
+    return None
   committed, dev = committed_device("jit", args)
   return commit_outputs(out, dev, args) if committed else out
 

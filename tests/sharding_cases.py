@@ -738,3 +738,62 @@ def test_sharded_jit_donation_deletes_the_input():
   for s in (s1, s2):
     with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[4\]"):
       nbjax.device_put(x, s)
+
+
+def test_eager_ops_on_sharded_arrays_are_placed_as_jax():
+  # an eager op with sharded operands runs as a jitted computation (JAX's), its result placed
+  # as XLA's propagation says; JAX's indexing of sharded arrays (partial slices are gathers,
+  # eager lax.slice a dynamic_slice). Specs and shard shapes from JAX 0.10.2, 4 CPU devices.
+  m = meshes()["2x2"]
+  X3 = np.arange(32.0).reshape(4, 4, 2)
+  a = nbjax.device_put(X3, NamedSharding(m, P("x", "y")))
+  b = nbjax.device_put(X3, NamedSharding(m, P("x")))
+
+  def placed(o, spec, shard_shape, value):
+    assert o.sharding.spec == spec and o.sharding.shard_shape(o.shape) == shard_shape
+    assert o._committed and o.sharding.mesh == m
+    close(o, value)
+    for s in o.addressable_shards:
+      close(s.data, np.asarray(value)[s.index])
+
+  placed(a + b, P("x", "y"), (2, 2, 2), X3 * 2)
+  placed(a.astype(np.float32), P("x", "y"), (2, 2, 2), X3)
+  placed(a.T, P(None, "y", "x"), (2, 2, 2), X3.T)
+  placed(jnp.sin(b), P("x"), (2, 4, 2), np.sin(X3))
+  placed(a.reshape(4, 8), P("x", "y"), (2, 4), X3.reshape(4, 8))
+  placed(a.sum(0), P("y"), (2, 2), X3.sum(0))
+  placed(jnp.array(a, copy=True), P("x", "y"), (2, 2, 2), X3)
+  for idx, spec, shard in [((0, slice(None, 2), 1), P(), (2,)),
+                           ((slice(None), slice(1, None, 2)), P("x"), (2, 2, 2)),
+                           (-1, P("y"), (2, 2)),
+                           ((slice(None), slice(-1, None)), P("x"), (2, 1, 2)),
+                           (np.array([0, 2]), P(None, "y"), (2, 2, 2)),
+                           (slice(1, 3), P(None, "y"), (2, 2, 2)),
+                           ((slice(None), slice(None)), P("x", "y"), (2, 2, 2))]:
+    placed(a[idx], spec, shard, X3[idx])
+  placed(lax.slice(a, (0, 0, 0), (2, 4, 2)), P(None, "y"), (2, 2, 2), X3[:2])
+  placed(lax.slice(a, (0, 0, 0), (4, 2, 2)), P("x"), (2, 2, 2), X3[:, :2])
+  # iteration: a split array's rows are uncommitted host rows; a replicated one's are placed
+  rows = list(a)
+  assert rows[0].sharding == nbjax.sharding.SingleDeviceSharding(nbjax.devices()[0])
+  assert not rows[0]._committed
+  close(rows[3], X3[3])
+  c = nbjax.device_put(X3, NamedSharding(m, P()))
+  for i, r in enumerate(c):
+    placed(r, P(), (4, 2), X3[i])
+  d = nbjax.device_put(X3, NamedSharding(Mesh(np.array(nbjax.devices()[1:2]), ("x",)), P("x")))
+  assert all(r.devices() == {nbjax.devices()[1]} and r._committed for r in d)
+
+
+def test_device_put_sharded_array_onto_one_device():
+  # as JAX's (api_test test_device_put_sharding): a sharded array put on a device is gathered
+  # there, committed to it; put on its own sharding (or nowhere) it is returned as it is
+  s = NamedSharding(Mesh(nbjax.devices(), ("x",)), P("x"))
+  y = nbjax.device_put(jnp.arange(4), s)
+  assert nbjax.device_put(y, s) is y and nbjax.device_put(y) is y
+  for d in nbjax.devices()[:2]:
+    u = nbjax.device_put(y, d)
+    assert u.devices() == {d} and u.committed
+    assert u.sharding == nbjax.sharding.SingleDeviceSharding(d)
+    np.testing.assert_array_equal(u, np.arange(4))
+  assert y.devices() == set(nbjax.devices())

@@ -42,6 +42,7 @@ __all__ = ["shard_map", "shard_map_p", "smap", "Infer"]
 
 shard_map_p = Primitive("shard_map")
 shard_map_p.multiple_results = True
+shard_map_p.places_sharded = True
 
 
 def _axes(mesh):
@@ -73,7 +74,8 @@ _compiled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class _Exe:
   def __init__(self, closed, mesh, name):
     from nbjax import xla
-    from nbjax.interpreters import pxla
+    from nbjax.interpreters import pxla, spmd
+    spmd.sharded_arrays_exist()  # (its outputs are sharded)
     n = mesh.size
     if pxla.replicas(closed.jaxpr) > 1:
       raise NotImplementedError(f"shard_map ({name}): a pmap or shard_map inside its body "

@@ -87,10 +87,19 @@ def _full_here(sharding, shape):
   return r
 
 
+def sharded_arrays_exist():
+  """Eager operations check their operands for sharded ones from now on (called where
+  sharded arrays are made: device_put, sharded jit and shard_map programs;
+  ``core.sharded_eager``)."""
+  if not core.placement[0]:
+    core.enable_placement()
+
+
 def _make(g, sharding, bufs, shape, dtype, weak):
   """The Array of the jaxlib global array ``g`` (this process's buffers ``bufs``, in
   ``local_devices(sharding)`` order): with a host value when this process holds all of it."""
   from nbjax import xla
+  sharded_arrays_exist()
   if sharding.is_fully_addressable or _full_here(sharding, shape):
     idx = sharding.devices_indices_map(shape)
     v = np.empty(shape, dtype)
@@ -413,6 +422,7 @@ class SpmdExecutable:
   def __init__(self, closed, name, in_shs, out_shs, mesh=None):
     from nbjax.interpreters import lowering
     xla, xc, rt = _jl()
+    sharded_arrays_exist()
     # key arrays (extended dtypes) in and out: the program takes and gives their data, placed
     # as the keys' shardings say (the trailing key-data axes replicated)
     ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
@@ -579,6 +589,7 @@ def executable(closed, name, in_shs, out_shs, mesh=None):
 # ----------------------------------------------------------------------- with_sharding_constraint
 
 sharding_constraint_p = Primitive("sharding_constraint")
+sharding_constraint_p.places_sharded = True
 
 
 def _sc_impl(x, *, sharding):
@@ -883,3 +894,34 @@ def _from_process_local_data(sharding, local_data, global_shape):
     pieces.append(local[tuple(slice(s.indices(n)[0] - o, s.indices(n)[1] - o)
                               for s, n, o in zip(i, global_shape, offsets))])
   return from_pieces(global_shape, local.dtype, sharding, pieces)
+
+
+_eager_jits: dict = {}
+
+
+def sharded_eager(prim, args, params):
+  """``prim`` applied eagerly to operands of which some are sharded: one jitted computation
+  of the primitive, as JAX's eager ops run, so the result is placed as XLA's sharding
+  propagation says (``core.sharded_eager``). Jits are kept per primitive and params."""
+  from nbjax import api
+  if prim.name == "slice" and params["strides"] is None:
+    # JAX's eager slice: a dynamic_slice from start indices passed as arguments, so XLA places
+    # the result without knowing where it starts
+    from nbjax import lax
+    x, = args
+    sizes = tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"]))
+    return sharded_eager(lax.dynamic_slice_p, (x, *map(np.int32, params["start_indices"])),
+                         {"slice_sizes": sizes})
+  try:
+    key = (prim, tuple(sorted(params.items())))
+    f = _eager_jits.get(key)
+  except TypeError:  # (unhashable params: a jit for this call)
+    key, f = None, None
+  if f is None:
+    f = api.jit(lambda *a: prim.bind(*a, **params))
+    if key is not None:
+      _eager_jits[key] = f
+  return f(*args)
+
+
+core.sharded_eager = sharded_eager

@@ -559,6 +559,7 @@ class ArrayCopySemantics(enum.Enum):
 
 
 device_put_p = Primitive("device_put")
+device_put_p.places_sharded = True
 device_put_p.multiple_results = True
 
 

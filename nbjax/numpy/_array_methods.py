@@ -95,7 +95,11 @@ def _astype(self, dtype, copy=False, device=None):
       if d == v.dtype and not copy:
         return Array._new(v, False) if self._weak else self
       out = Array._new(quiet_run(v.astype, d), False)  # (overflow: inf, as XLA, unwarned)
-      return core.follow(out, self) if core.placement[0] else out
+      if not core.placement[0]:
+        return out
+      out = core.follow(out, self)
+      if out is not None:  # (None: self is sharded, convert_element_type_p places the result)
+        return out
   if dtype is None:
     dtype = dtypes.default_float_dtype()
   else:
@@ -251,7 +255,11 @@ def _T(self):
     if v.ndim < 2:
       return self
     out = Array._new(np.ascontiguousarray(v.T), self._weak)
-    return core.follow(out, self) if core.placement[0] else out
+    if not core.placement[0]:
+      return out
+    out = core.follow(out, self)
+    if out is not None:  # (None: self is sharded, transpose_p places the result)
+      return out
   perm = _REVERSED.get(self.ndim)
   if perm is None:
     return self if self.ndim < 2 else _manip.transpose(self)

@@ -439,6 +439,20 @@ def _gather_mode(mode):
           lax.GatherScatterMode.from_any(mode))
 
 
+def _partial(shape, entries):
+  """Whether ``entries`` take part of an axis (an integer, or a slice that is not the whole
+  axis forwards or backwards): JAX's ``has_partial_slices``."""
+  for e, n in zip(entries, shape):
+    if not isinstance(e, slice):
+      if isinstance(e, (int, np.integer)):
+        return True
+      continue
+    a, b, st = e.indices(n)
+    if abs(st) != 1 or abs(b - a) != n:
+      return True
+  return False
+
+
 def _static_slice(x, entries):
   """``x[entries]`` for static in-bounds ints and slices: lax.slice, rev, squeeze."""
   nd = x.ndim
@@ -579,12 +593,12 @@ def _guard_index(idx, normalize):
 
 
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                   fill_value=None, normalize_indices=True, _guard=True):
+                   fill_value=None, normalize_indices=True, _guard=True, _sharded=False):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
   default; ``mode='fill'`` returns ``fill_value`` for them instead). Negative signed
   indices count from the end when ``normalize_indices``; unsigned ones never do."""
   x = as_array(x)
-  if type(idx) is int and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
+  if type(idx) is int and not _sharded and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
       normalize_indices or idx >= 0) and (mode is None or mode in _MODES):  # x[i] fast path
     i = idx + x.shape[0] if idx < 0 else idx
     if type(x) is Array and _ctx.trace is _EVAL:  # eager: the copy slice + squeeze make
@@ -626,9 +640,11 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     _check_static_indices(x.shape, parsed.static_ints, normalize_indices)
   if parsed.new_axes:
     x = lax.expand_dims(x, parsed.new_axes)
-  if _is_static_slicing(x.shape, parsed.entries, normalize_indices):
+  if _sharded and _partial(x.shape, parsed.entries):
+    pass  # JAX's: a sharded array's partial slices are a gather (slices would not propagate)
+  elif _is_static_slicing(x.shape, parsed.entries, normalize_indices):
     return _static_slice(x, parsed.entries)
-  if mode is None or gmode != lax.GatherScatterMode.FILL_OR_DROP:
+  elif mode is None or gmode != lax.GatherScatterMode.FILL_OR_DROP:
     out = _dynamic_slice_take(x, parsed.entries, normalize_indices)
     if out is not None:
       return out
@@ -652,6 +668,13 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
 def getitem(self, idx):
   """``x[idx]`` (``Array.__getitem__`` / ``Tracer.__getitem__``)."""
   if core.placement[0]:  # (the eager fast paths: computation follows committed data)
+    if core.sharded_eager is not None and core.has_sharded((self,)):
+      # a sharded array: JAX's eager indexing primitive by primitive (no NumPy fast path),
+      # each placed as XLA's propagation says (core.sharded_eager)
+      from nbjax import api
+      from nbjax.jaxpr import eval_jaxpr
+      closed = api.make_jaxpr(lambda x: rewriting_take(x, idx, _sharded=True))(self)
+      return eval_jaxpr(closed.jaxpr, closed.consts, self)[0]
     return core.follow(rewriting_take(self, idx), self, *(idx if type(idx) is tuple else (idx,)))
   return rewriting_take(self, idx)
 

@@ -81,7 +81,11 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
       type(shape) is int or type(shape) is tuple and all(type(d) is int for d in shape)):
     try:  # eager, static shape: a view of the immutable buffer (as lax.reshape's NumPy run)
       out = Array._new(a._value.reshape(shape), a._weak)
-      return core.follow(out, a) if core.placement[0] else out
+      if not core.placement[0]:
+        return out
+      out = core.follow(out, a)
+      if out is not None:  # (None: a is sharded, reshape_p places the result)
+        return out
     except ValueError:  # (JAX's errors below)
       pass
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
