@@ -318,12 +318,12 @@ class Array(metaclass=abc.ABCMeta):
   def _placed(self, device=None):
     """This array's data as an Array committed to ``device`` (``device_put`` with a device;
     None: the device it is on), as JAX's; ``self`` itself stays as it is."""
-    if device is None or self._pmap is not None:
+    if device is None:
       if self._committed:
         return self
       device = self._dev
-    elif self._committed and self._dev == _default_device(device):
-      return self
+    elif self._pmap is None and self._committed and self._dev == _default_device(device):
+      return self  # (a sharded array: gathered onto ``device``)
     a = _wrap(self._value, self._weak)
     a._buf, a._committed = self._buf, True
     a._dev = _default_device(device)

@@ -50,11 +50,12 @@ __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "eff
 
 class _Effect:
   """An effect an equation has (``JaxprEqn.effects``): it is never removed or merged;
-  ``ordered``: kept in program order (a token threads them)."""
-  __slots__ = ("name", "ordered")
+  ``ordered``: kept in program order (a token threads them); ``shardable``: an ordered
+  effect a program over several devices may have (JAX's ``shardable_ordered_effects``)."""
+  __slots__ = ("name", "ordered", "shardable")
 
-  def __init__(self, name, ordered=False):
-    self.name, self.ordered = name, ordered
+  def __init__(self, name, ordered=False, shardable=False):
+    self.name, self.ordered, self.shardable = name, ordered, shardable
 
   def __repr__(self):
     return self.name
@@ -62,7 +63,7 @@ class _Effect:
   __str__ = __repr__
 
 
-IOEffect, OrderedIOEffect = _Effect("IO"), _Effect("OrderedIO", ordered=True)
+IOEffect, OrderedIOEffect = _Effect("IO"), _Effect("OrderedIO", ordered=True, shardable=True)
 DebugEffect, OrderedDebugEffect = _Effect("Debug"), _Effect("OrderedDebug", ordered=True)
 remat_allowed_effects.update((DebugEffect, OrderedDebugEffect))
 

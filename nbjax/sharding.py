@@ -876,7 +876,9 @@ class GSPMDSharding(Sharding):
 
   _device_assignment = property(lambda s: s._devices)
   _hlo_sharding = property(lambda s: s._hlo)
-  is_fully_replicated = property(lambda s: len(s._devices) == 1 or s._hlo.is_replicated())
+  # (JAX's: a MAXIMAL sharding, one device's value, counts as replicated)
+  is_fully_replicated = property(lambda s: len(s._devices) == 1 or s._hlo.is_replicated()
+                                 or s._hlo.is_maximal())
 
   def _to_hlo_string(self, ndim):
     return str(self._hlo)

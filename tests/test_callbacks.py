@@ -774,6 +774,14 @@ try:
             in_shardings=s)(jnp.arange(4.))
 except nbjax.errors.JaxRuntimeError as e:
   print("E", str(e).splitlines()[-1])
+try:
+  nbjax.jit(lambda x: nbjax.debug.print("{}", x, ordered=True), in_shardings=s)(jnp.arange(4.))
+except ValueError as e:
+  print("F", e)
+r = nbjax.jit(lambda v: nbjax.pure_callback(lambda a: np.asarray(a) + 1,
+                                            nbjax.ShapeDtypeStruct(v.shape, v.dtype), v),
+              in_shardings=s)(jnp.arange(4.))
+print("G", r.tolist(), r.sharding, r.sharding.is_fully_replicated)
 """
 
 
@@ -802,7 +810,11 @@ def test_callbacks_in_sharded_jit_and_shard_map():
       "<class 'nbjax.sharding.NamedSharding'>",
       "D [[0.0, 1.0], [2.0, 3.0]] [0.0, 2.0, 4.0, 6.0]"], p.stdout
   assert sorted(lines[4:6]) == ["p [0 1]", "p [2 3]"] and lines[6:] == [
-      "w [0 1 2 3]", "E ValueError: boom"], p.stdout
+      "w [0 1 2 3]", "E ValueError: boom",
+      "F The following ordered effects are not supported for more than 1 device: "
+      "[OrderedDebug]",  # (ordered IO callbacks are)
+      "G [1.0, 2.0, 3.0, 4.0] GSPMDSharding({maximal device=0}, memory_kind=device) True"], \
+      p.stdout
 
 
 def test_debug_print_and_callback_of_key_arrays(capsys):

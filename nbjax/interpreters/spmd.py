@@ -388,6 +388,13 @@ def sharded_module(closed, name, in_shs, out_shs, mesh=None):
   if devs is None and hint is not None:  # (the mesh of a sharding constraint inside)
     mesh, devs = hint, tuple(hint.devices.flat)
   devs = list(devs)
+  if len(devs) > 1:  # as JAX's: only ordered IO callbacks have an order across devices
+    from nbjax.jaxpr import jaxpr_effects
+    bad = [e for e in jaxpr_effects(closed) if getattr(e, "ordered", False)
+           and not getattr(e, "shardable", False)]
+    if bad:
+      raise ValueError(f"The following ordered effects are not supported for more than 1 "
+                       f"device: {bad}")
   in_avals, out_avals = closed.in_avals, closed.out_avals
   repl = NamedSharding(mesh, PartitionSpec()) if mesh is not None else \
       GSPMDSharding(devs, xc.HloSharding.replicate())
