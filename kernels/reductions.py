@@ -865,35 +865,45 @@ def _rows(op):
 ROWS = Lazy(REDUCE_OPS, _rows)
 ROWS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_ROWS_PAR, f"reduce_{op}_rows_par", parallel=True,
                                               row=_row(op), expr=REDUCE_OPS[op][0]))
-# chunk i of a long row (elements [i * ch, (i + 1) * ch) of n) reduced into parts[i]: a chunk
-# function for kernels.threads.team_run over (row, [z], [ch], parts), the job's size parts'
+# Chunk functions for kernels.threads.team_run over (x, [z], [m], out), the job's size out's:
+# chunk i of one long row of n elements (elements [i * m, (i + 1) * m)) reduced into out[i],
+# or a block of rows of m elements each (rows [lo, hi)) into out[lo:hi]
 _ROW_CHUNKS = """
 def {fn}(lo, hi, argv):
   p = carray(voidptr(argv), 2 * MAX_ARGS, np.int64)
   n = p[MAX_ARGS]
   z = carray(voidptr(p[1]), 1, np.{dt})[0]
-  ch = carray(voidptr(p[2]), 1, np.int64)[0]
-  parts = carray(voidptr(p[3]), p[MAX_ARGS + 3], np.{dt})
+  m = carray(voidptr(p[2]), 1, np.int64)[0]
+  out = carray(voidptr(p[3]), p[MAX_ARGS + 3], np.{dt})
   for i in range(lo, hi):
-    a = i * ch
-    b = min(a + ch, n)
-    {kern}(carray(voidptr(p[0] + a * {size}), (1, b - a), np.{dt}), parts[i:i + 1], z)
+    a = i * m
+    b = min(a + m, n)
+    {kern}(carray(voidptr(p[0] + a * {size}), (1, b - a), np.{dt}), out[i:i + 1], z)
+"""
+_ROW_BLOCKS = """
+def {fn}(lo, hi, argv):
+  p = carray(voidptr(argv), 2 * MAX_ARGS, np.int64)
+  z = carray(voidptr(p[1]), 1, np.{dt})[0]
+  m = carray(voidptr(p[2]), 1, np.int64)[0]
+  out = carray(voidptr(p[3]), p[MAX_ARGS + 3], np.{dt})
+  {kern}(carray(voidptr(p[0] + lo * m * {size}), (hi - lo, m), np.{dt}), out[lo:hi], z)
 """
 _row_chunks = {}
 
 
-def row_chunks(op, dtype):
-  """The address of ``op``'s row-chunk function (``_ROW_CHUNKS``) on ``dtype`` rows."""
-  f = _row_chunks.get((op, dtype))
+def row_chunks(op, dtype, blocks=False):
+  """The address of ``op``'s chunk function on ``dtype`` rows: ``_ROW_BLOCKS`` (``blocks``)
+  or ``_ROW_CHUNKS``."""
+  f = _row_chunks.get((op, dtype, blocks))
   if f is None:
-    kern = ROWS[op]
-    fn = f"reduce_{op}_row_chunks_{dtype.name}"
-    exec(compile(_ROW_CHUNKS.format(fn=fn, kern=kern.py_func.__name__, dt=dtype.name,
-                                    size=dtype.itemsize), __file__, "exec"), _NS)
+    fn = f"reduce_{op}_row_{'blocks' if blocks else 'chunks'}_{dtype.name}"
+    src = (_ROW_BLOCKS if blocks else _ROW_CHUNKS).format(
+        fn=fn, kern=ROWS[op].py_func.__name__, dt=dtype.name, size=dtype.itemsize)
+    exec(compile(src, __file__, "exec"), _NS)
     g = _NS[fn]
     g.__qualname__ = fn
-    f = _row_chunks[(op, dtype)] = cfunc(types.void(types.int64, types.int64, types.int64),
-                                         error_model="numpy", **_J)(g).address
+    f = _row_chunks[(op, dtype, blocks)] = cfunc(
+        types.void(types.int64, types.int64, types.int64), error_model="numpy", **_J)(g).address
   return f
 
 

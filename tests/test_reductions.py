@@ -770,3 +770,25 @@ def test_long_row_reductions_on_two_threads_keep_the_bits(dtype, chunk, monkeypa
       if dtype != np.int32:
         y[n // 2 + 1] = np.nan
         assert np.isnan(np.asarray(f(A(y))))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_row_blocks_on_two_threads_keep_the_bits(dtype):
+  """Many rows of 64K elements in all run as blocks of rows on the caller and the team worker:
+  each row's result is the one-call kernel's (sums: the cascade's bits; max/min: the value,
+  NaN and signed zero)."""
+  import nbjax.numpy as jnp
+  rng = np.random.default_rng(3)
+  for shape in ((1000, 1000), (3, 40000), (40000, 2), (5, 13107), (64, 1024)):
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)).astype(dtype)
+    if dtype != np.int32:
+      x[1, ::7] = -0.0
+      x[2, -1] = np.nan
+    for op, f in (("sum", jnp.sum), ("max", jnp.max), ("min", jnp.min)):
+      if op == "sum" and dtype == np.int32:
+        continue  # (jnp.sum of int32 is int64's)
+      z = {"sum": dtype(0), "max": dtype(-np.inf), "min": dtype(np.inf)}[op] \
+          if dtype != np.int32 else (np.iinfo(dtype).min if op == "max" else np.iinfo(dtype).max)
+      want = np.empty(shape[0], dtype)
+      K.ROWS[op](x, want, z)
+      assert np.asarray(f(A(x), axis=1)).tobytes() == want.tobytes(), (shape, op)

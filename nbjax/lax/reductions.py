@@ -41,21 +41,26 @@ PAR_MIN = 1 << 62
 
 _real = _int | _float
 
-# One row from this many elements (a full reduction of a large array) is reduced in chunks
-# of _ROW_CHUNK or more (at most MAX_CHUNKS) on the caller and the native team worker
-# (kernels.threads.team_run). Sums keep the bits of the one-call cascade: a chunk is a whole
-# subtree of its 256-element blocks, and the chunks' sums are combined as the cascade
-# combines subtrees; max/min are exact in any order.
+# Rows of this many elements in all run on the caller and the native team worker
+# (kernels.threads.team_run): blocks of rows, or a single long row (a full reduction of a
+# large array) in chunks of _ROW_CHUNK or more (at most MAX_CHUNKS). Sums keep the bits of
+# the one-call cascade: a chunk is a whole subtree of its 256-element blocks, and the chunks'
+# sums are combined as the cascade combines subtrees; max/min are exact in any order.
 ROW_TEAM_MIN = 1 << 16
 _ROW_CHUNK = 1 << 14
 _ROW_OPS = ("sum", "max", "min")
 
 
 def _rows(kern, op, x, out, z):
-  """``kern(x, out, z)`` on ``(O, N)`` rows; a single long row in chunks on two threads."""
+  """``kern(x, out, z)`` on ``(O, N)`` rows; blocks of rows, or chunks of a single long row,
+  on two threads."""
   O, N = x.shape
-  if O != 1 or N < ROW_TEAM_MIN or op not in _ROW_OPS:
+  if O * N < ROW_TEAM_MIN or op not in _ROW_OPS:
     kern(x, out, z)
+    return
+  if O > 1:
+    team_run(K.row_chunks(op, x.dtype, True), (x.reshape(-1), np.reshape(z, 1), np.full(1, N),
+                                                out), min(O, O * N // _ROW_CHUNK, MAX_CHUNKS))
     return
   ch = _ROW_CHUNK
   while N > ch * MAX_CHUNKS:
