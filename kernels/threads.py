@@ -232,6 +232,7 @@ def voidptr(typingctx, x):
 # the team needs Linux's futex on x86-64 (``_futex``) and a second core
 TEAM = (_CPUS >= 2 and sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
         and os.environ.get("NBJAX_TEAM", "1") != "0")
+TEAM_USES = {}  # what runs on the team, from what size (filled by its callers; the registry prints it)
 MAX_ARGS = 16   # a chunk function's argv: MAX_ARGS addresses, then MAX_ARGS sizes
 MAX_CHUNKS = 63
 _SPIN = 200_000  # cycles the worker spins after a job before it sleeps (~80 us here)

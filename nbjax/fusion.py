@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from kernels import elementwise as KE
-from kernels.threads import MAX_CHUNKS, team_run
+from kernels.threads import MAX_CHUNKS, TEAM_USES, team_run
 from nbjax import core, registry
 from nbjax.array import Array
 from nbjax.array import empty as pooled_empty
@@ -44,6 +44,7 @@ MIN_SIZE = 1 << 18
 # `x + y`, medians; quiet, then with the other core busy: 4.2e6 elements 1.31 -> 1.06 ms quiet
 # but 1.26 -> 1.42 busy).
 THREAD_CHUNK = 1 << 14
+TEAM_USES["fused elementwise loops"] = f"from {MIN_SIZE} elements (all of them)"
 MAX_NODES = 16      # primitives in one pending expression
 MAX_LEAVES = 8      # buffers (and scalars) one pending expression reads
 

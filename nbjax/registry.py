@@ -1107,6 +1107,10 @@ def main(argv=None):
     counts = {b: sum(policy(p)[i] == b for p in ps) for b in BACKENDS}
     print(f"{which}: " + ", ".join(f"{b} {n}" for b, n in counts.items() if n))
   print(f"{len(ps)} primitives, {sum(bool(p.lowerings) for p in ps)} with a StableHLO lowering")
+  from kernels import threads
+  print(("threads: two (the native team, kernels.threads): " + "; ".join(
+      f"{k} {v}" for k, v in threads.TEAM_USES.items())) if threads.TEAM else
+      "threads: one (NBJAX_TEAM=0, one core, or not Linux on x86-64)")
   fuse = {}
   for p, d in probed():
     fuse.setdefault(bool(exact_kernel(p, (d,) * p.arity, {})), []).append(f"{p.name}:{d.name[5:]}")

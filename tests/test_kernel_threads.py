@@ -265,3 +265,15 @@ def test_a_process_with_a_sleeping_worker_exits():
           "[(x + x).block_until_ready() for _ in range(10)]; time.sleep(0.2)")
   r = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True)
   assert r.returncode == 0, r.stderr.decode()[-2000:]
+
+
+def test_registry_cli_says_what_runs_on_two_threads(capsys):
+  from nbjax import registry
+  registry.main([])
+  line, = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("threads: ")]
+  if T.TEAM:
+    for use in ("elementwise kernels from 65536", "fused elementwise loops",
+                "sum/max/min over contiguous rows from 65536"):
+      assert use in line
+  else:
+    assert line.startswith("threads: one")

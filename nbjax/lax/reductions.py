@@ -24,7 +24,7 @@ import numpy as np
 
 from kernels import reductions as K
 from kernels.elementwise import entry as _entry
-from kernels.threads import MAX_CHUNKS, team_run
+from kernels.threads import MAX_CHUNKS, TEAM_USES, team_run
 from nbjax import core, dtypes, registry
 from nbjax.array import Array, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
@@ -49,6 +49,7 @@ _real = _int | _float
 ROW_TEAM_MIN = 1 << 16
 _ROW_CHUNK = 1 << 14
 _ROW_OPS = ("sum", "max", "min")
+TEAM_USES["sum/max/min over contiguous rows"] = f"from {ROW_TEAM_MIN} elements"
 
 
 def _rows(kern, op, x, out, z):
