@@ -1,22 +1,28 @@
-"""Two-thread chunked execution for eager kernels that pair a numba gather with a BLAS gemm.
+"""Two-thread chunked execution for eager kernels: a Python worker for chunks that call BLAS,
+and a native team for numba chunk functions.
 
-Pipeline position: the bottom of eager execution, beside the numba kernels. A caller (an
-eager rule, e.g. ``nbjax.lax.convolution``'s im2col + gemm) splits its work into chunks
-whose scratch stays in the core's cache and calls ``run_chunks``: the calling thread and
-one persistent worker take chunks in turn from a shared counter, so a worker that a busy
-machine deschedules holds back one chunk, not half the work (the stall that made numba's
-``prange`` lose on these shared machines). While the chunks run, BLAS runs single-threaded
-(``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS, which sets the process's
-count in its pthreads build: another thread's matmul meanwhile runs on one thread too; the
-count is restored after): two threads each multiplying a cache-sized chunk beat one
-two-threaded gemm over the whole, whose threads stream the patch matrix from memory (issue
-15's convolution, quiet machine: forward 2.5 ms against 3.9 ms for the same chunks on one
-thread with a two-threaded BLAS, forward and both gradients 8.5 against 17 ms; a pooling
-split the same way measured slower than one call and was dropped). Results never depend on
-which thread ran a chunk: chunks write disjoint outputs, or partial sums the caller adds in
-chunk order.
+Pipeline position: the bottom of eager execution, beside the numba kernels.
 
-Imports numpy, ctypes and the standard library only.
+``run_chunks``: a caller (an eager rule, e.g. ``nbjax.lax.convolution``'s im2col + gemm)
+splits its work into chunks whose scratch stays in the core's cache: the calling thread and
+one persistent Python worker take chunks in turn from a shared counter, so a worker that a
+busy machine deschedules holds back one chunk, not half the work (the stall that made
+numba's ``prange`` lose on these shared machines). While the chunks run, BLAS runs
+single-threaded (``openblas_set_num_threads_local`` of NumPy's bundled OpenBLAS, which sets
+the process's count in its pthreads build: another thread's matmul meanwhile runs on one
+thread too; the count is restored after): two threads each multiplying a cache-sized chunk
+beat one two-threaded gemm over the whole, whose threads stream the patch matrix from memory
+(issue 15's convolution, quiet machine: forward 2.5 ms against 3.9 ms for the same chunks on
+one thread with a two-threaded BLAS, forward and both gradients 8.5 against 17 ms).
+
+``team_run`` (the section "a native team" below): memory-bound and libm-bound kernels of 10^4
+to 10^7 elements, where handing work to a Python thread costs more than it saves, run as C
+chunk functions on the caller and a worker that never takes the GIL (elementwise kernels and
+fused loops, ``nbjax.lax.elementwise``/``nbjax.fusion``; row reductions,
+``nbjax.lax.reductions``). Results never depend on which thread ran a chunk: chunks write
+disjoint outputs, or partial results the caller combines in chunk order.
+
+Imports numpy, numba, llvmlite, ctypes and the standard library.
 """
 import contextvars
 import ctypes
