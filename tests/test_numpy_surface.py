@@ -613,6 +613,11 @@ def test_creation_and_misc_as_jax():
   assert float(jnp.eye(3, dtype="uint64", k=2**63).sum()) == 0
   assert int(nbjax.jit(lambda x: x.itemsize + x.nbytes)(jnp.ones(3))) == 32
   assert jnp.iscomplexobj([1 + 1j]) and not jnp.iscomplexobj([1]) and not jnp.iscomplexobj(None)
+  with nbjax.transfer_guard("disallow"):  # scalars and arrays: no transfer (JAX's
+    # testIsComplexObjTransferGuard); a str is no complex object, as in JAX
+    assert [jnp.iscomplexobj(v) for v in (None, True, 1, 1.0, 1j, np.int32(0),
+                                          np.complex64(1), "a", np.arange(5))] == \
+        [False, False, False, False, True, False, True, False, False]
   assert jnp.zeros(jnp.array(3)).shape == (3,)
   with nbjax.numpy_rank_promotion("raise"):
     x = np.random.RandomState(0).randint(0, 2, (2, 3, 10)).astype(bool)

@@ -12,6 +12,7 @@ diagonals), ``_dot`` (dot, matmul, einsum), ``_dtype_api`` (scalar types, promot
 queries), ``linalg``, ``fft``.
 """
 import abc as _abc
+import builtins as _builtins
 import math as _math
 
 import numpy as _np
@@ -210,7 +211,9 @@ def iscomplexobj(x):
     >>> jnp.iscomplexobj([1.0, 2.0])
     False
   """
-  if x is None:
+  if isinstance(x, (complex, _np.complexfloating)):  # (no transfer for a scalar, as JAX's)
+    return True
+  if x is None or isinstance(x, (_builtins.bool, int, float, str, _np.generic)):
     return False
   try:
     typ = x.dtype.type
