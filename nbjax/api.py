@@ -1505,7 +1505,12 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
   ``NamedSharding``: each leaf split over the mesh, one XLA buffer per device
   (``addressable_shards``); a device or ``None``: host and device memory are the same here.
   ``src``, ``donate`` and ``may_alias`` (or pytree prefixes of them) are checked as JAX's;
-  host buffers are never donated."""
+  host buffers are never donated. A ``Format`` places by its sharding; its layout must be
+  concrete, and row-major (nbjax's arrays are)."""
+  from nbjax.experimental.layout import Format
+  if isinstance(device, Format) or device is not None and any(
+      isinstance(d, Format) for d in tree_leaves(device, is_leaf=_is_format)):
+    device = _format_shardings(x, device)
   if device is not None or src is not None or donate is not False or may_alias is not None:
     _check_device_put(x, device, src, donate, may_alias)
     if may_alias is False and donate is False:  # as JAX's: always a new Array
@@ -1587,6 +1592,36 @@ def _put_leaf(v):
 
 
 _PY_SCALAR_TYPES = (bool, int, float, complex)
+
+
+def _is_format(d):
+  from nbjax.experimental.layout import Format
+  return d is None or isinstance(d, Format)
+
+
+def _format_shardings(x, device):
+  """``device_put``'s ``device`` with each ``Format`` replaced by its sharding, after JAX's
+  checks of its layout against the value it places."""
+  from nbjax.experimental.layout import Format, Layout
+  from nbjax.interpreters import spmd
+  flat, tree = tree_flatten(x, is_leaf=_is_key)
+  devs = ([device] * len(flat) if isinstance(device, Format) else
+          _flatten_axes("device_put device", tree, device))
+  out = []
+  for v, d in zip(flat, devs):
+    if isinstance(d, Format):
+      aval = core.get_aval(v)
+      if not isinstance(d.layout, (Layout, type(None))):
+        raise ValueError("sharding and layout in `Layout` instance should be concrete. Got "
+                         f"layout: {d} for input {aval.str_short(short_dtypes=False)}")
+      try:
+        spmd.check_formats("device_put", [d], [aval])
+      except ValueError as e:
+        raise ValueError("One of jit outputs with pytree key path result is incompatible "
+                         f"with its layout annotation {d.layout}: {e}") from None
+      d = d.sharding
+    out.append(d)
+  return tree_unflatten(tree, out)
 
 
 def _check_device_put(x, device, src, donate, may_alias):

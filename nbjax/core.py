@@ -257,6 +257,16 @@ def invalid_value_error(name, args):
 def _sds_sharding(s, shape):
   """A ShapeDtypeStruct's sharding checked against the rank, as JAX's."""
   from nbjax import sharding as sh
+  from nbjax.experimental.layout import Format, Layout
+  if isinstance(s, Format):  # (nbjax's arrays are row-major: the layout is checked, not kept)
+    if not isinstance(s.layout, (Layout, type(None))):
+      raise TypeError("`Layout.AUTO` cannot be used in place of a device-local layout in a "
+                      f"`ShapeDtypeStruct`. Got {s}")
+    if s.layout is not None:
+      s.layout.check_compatible_aval(shape)
+    s = s.sharding
+    if s is None:
+      return None
   if isinstance(s, sh.PartitionSpec):
     if len(s) > len(shape):
       raise ValueError(f"PartitionSpec {s} is only valid for values of rank at least {len(s)}, "

@@ -797,3 +797,54 @@ def test_device_put_sharded_array_onto_one_device():
     assert u.sharding == nbjax.sharding.SingleDeviceSharding(d)
     np.testing.assert_array_equal(u, np.arange(4))
   assert y.devices() == set(nbjax.devices())
+
+
+def test_formats_place_by_their_sharding_as_jax():
+  # Format(layout, sharding) in jit's in_/out_shardings, with_sharding_constraint, device_put,
+  # ShapeDtypeStruct and make_array_from_callback: placed by the sharding; layouts row-major
+  # (nbjax's arrays are); JAX 0.10.2's messages
+  from nbjax.experimental.layout import Format, Layout
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x", "y"))
+  x = np.arange(32).reshape(4, 8)
+  rm = Format(Layout((0, 1)), s)
+  f = nbjax.jit(lambda v: v * 2, in_shardings=rm, out_shardings=Format(Layout.AUTO, s))
+  o = f(x)
+  assert o.sharding == s and o.format.layout.major_to_minor == (0, 1)
+  close(o, x * 2)
+  c = f.lower(x).compile()
+  assert c.input_formats[0][0].layout.major_to_minor == (0, 1)
+  assert c.output_formats.layout.major_to_minor == (0, 1) and c(x).sharding == s
+  assert not nbjax.jit(lambda v: v, in_shardings=Format(Layout.AUTO))._sharded
+  with pytest.raises(ValueError, match=r"^`jax.jit` does not accept device-local layouts "
+                     r"directly\. Create a `Format` instance wrapping this device-local layout "
+                     r"and pass that to `jit` instead\. Got AUTO$"):
+    nbjax.jit(lambda v: v, in_shardings=Layout.AUTO)(x)
+  with pytest.raises(ValueError, match=r"Length of major_to_minor and the rank of the value "
+                     r"should match\. Got major_to_minor=\(0, 1, 2\) and shape=\(4, 8\)$"):
+    nbjax.jit(lambda v: v, in_shardings=Format(Layout((0, 1, 2)), s))(x)
+  with pytest.raises(NotImplementedError, match="row-major"):
+    nbjax.jit(lambda v: v, in_shardings=Format(Layout((1, 0)), s))(x)
+  d = nbjax.device_put(x, rm)
+  assert d.sharding == s and d.format.layout.major_to_minor == (0, 1)
+  with pytest.raises(ValueError, match=r"^sharding and layout in `Layout` instance should be "
+                     r"concrete\. Got layout: Format\(layout=AUTO, sharding=NamedSharding"):
+    nbjax.device_put(x, Format(Layout.AUTO, s))
+  u = nbjax.device_put(x, Format(None, nbjax.sharding.SingleDeviceSharding(nbjax.devices()[1])))
+  assert u._committed and u.devices() == {nbjax.devices()[1]}
+  assert nbjax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rm).sharding == s
+  with pytest.raises(TypeError, match=r"^`Layout.AUTO` cannot be used in place of a "
+                     r"device-local layout in a `ShapeDtypeStruct`\. Got Format"):
+    nbjax.ShapeDtypeStruct(x.shape, x.dtype, sharding=Format(Layout.AUTO, s))
+  a = nbjax.make_array_from_callback(x.shape, rm, lambda i: x[i])
+  assert a.sharding == s
+  with pytest.raises(TypeError, match=r"^sharding should be an instance of `jax.sharding`\. "
+                     r"Got None of type <class 'NoneType'>$"):
+    nbjax.make_array_from_callback(x.shape, Format(None, None), lambda i: x[i])
+  w = nbjax.jit(lambda v: lax.with_sharding_constraint(v.T.T, rm))(x)
+  assert w.sharding == s
+  # a compiled function with shardings places its outputs as the jit's call does
+  sds = nbjax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
+  t = nbjax.jit(lambda v: v.T).lower(sds).compile()(nbjax.device_put(x, s))
+  assert t.sharding == NamedSharding(m, P("y", "x"))
+  close(t, x.T)

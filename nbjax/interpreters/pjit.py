@@ -1069,7 +1069,7 @@ class JitWrapped:
     self._in_shardings, self._out_shardings = in_shardings, out_shardings
     _check_unconstrained(in_shardings, "in_shardings")
     _check_unconstrained(out_shardings, "out_shardings")
-    self._sharded = in_shardings is not None or out_shardings is not None
+    self._sharded = any(_places(s) for s in (in_shardings, out_shardings))
     self._simple = not static_argnums and not static_argnames
     # donated inputs are deleted after a call (``_run_donating``), so no fast path serves it
     self._donating = bool(self._donate_argnums or self._donate_argnames)
@@ -1306,18 +1306,21 @@ class JitWrapped:
     raise TypeError(f"Argument '{name}' of shape {aval} of type {type(x)} is not a valid JAX "
                     "type.")
 
-  def _spmd_executable(self, entry, args, kwargs, flat):
+  def _spmd_executable(self, entry, args, kwargs, flat, dynamic=False):
     """The SPMD executable for these arguments: ``in_shardings`` (a prefix of the positional
-    arguments), else a sharded input's own sharding, else replicated; ``out_shardings``."""
+    arguments), else a sharded input's own sharding, else replicated; ``out_shardings``.
+    ``dynamic``: ``args``/``kwargs`` are the non-static ones already (a ``Compiled``'s)."""
     from nbjax.interpreters import spmd
-    dyn_args, dyn_kwargs, _ = self._split_statics(args, kwargs)
+    dyn_args, dyn_kwargs = (args, kwargs) if dynamic else self._split_statics(args, kwargs)[:2]
     n_kw = len(tree_util.tree_leaves(dyn_kwargs))
     ins = spmd.flatten_shardings("pjit in_shardings", dyn_args, self._in_shardings)
     ins = ins + [None] * n_kw
+    spmd.check_formats("jit in_shardings", ins, entry.closed.in_avals)
     ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
     ins = [x._pmap[0] if s is None and spmd.is_sharded(x) else s for s, x in zip(ins, flat)]
     outs_tree = entry.out_tree.unflatten([0] * entry.out_tree.num_leaves)
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
+    spmd.check_formats("jit out_shardings", outs, entry.closed.out_avals)
     outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
     mesh = _constraint_mesh(entry.closed)
     if mesh is not None and all(s is None for s in ins + outs):
@@ -1519,6 +1522,15 @@ class ArgInfo:
     return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
 
 
+def _places(shardings):
+  """Whether ``shardings`` (jit's in_/out_shardings) name a sharding anywhere (a ``Format``
+  without one only asks for a layout)."""
+  from nbjax.interpreters.spmd import _is_sh_leaf
+  return any(s is not None and getattr(s, "layout", False) is False or
+             getattr(s, "sharding", None) is not None
+             for s in tree_util.tree_leaves(shardings, is_leaf=_is_sh_leaf))
+
+
 def _donated_flags(w, tree):
   """One bool per flat traced argument of ``w`` (a jit) for the input tree ``tree``: donated
   (``donate_argnums``/``donate_argnames``)."""
@@ -1703,10 +1715,12 @@ class Compiled(_Stage):
     n_in, n_out = len(e.closed.in_avals), len(e.closed.out_avals)
     args, kwargs = e.in_tree.unflatten([0] * n_in)
     ins = spmd.flatten_shardings("pjit in_shardings", args, w._in_shardings)
+    spmd.check_formats("jit in_shardings", ins, e.closed.in_avals)
     ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
     ins += [None] * (n_in - len(ins))
     outs = spmd.flatten_shardings("pjit out_shardings", e.out_tree.unflatten([0] * n_out),
                                   w._out_shardings)
+    spmd.check_formats("jit out_shardings", outs, e.closed.out_avals)
     return ins, [spmd._resolve(s, None, "jit out_shardings") for s in outs]
 
   def _shardings_flat(self):
@@ -1783,7 +1797,12 @@ class Compiled(_Stage):
           "Argument types differ from the types for which this computation was compiled. "
           "Perhaps you are calling the compiled executable with a different enable_x64 mode "
           f"than when it was AOT compiled? {k} mismatches are:\n" + "\n".join(errors[:5]))
-    return self._entry.unflatten(self._exe.run(flat))
+    w, entry = self._wrapped, self._entry
+    if (w._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
+                          for x in flat) or _constraint_mesh(entry.closed) is not None
+        ) and not _holds_maps(entry.closed):  # placed as the jit's call places (its shardings)
+      return entry.unflatten(w._spmd_executable(entry, args, kwargs, flat, True).run(flat))
+    return entry.unflatten(self._exe.run(flat))
 
 
 def _in_tree_mismatch(new, old):

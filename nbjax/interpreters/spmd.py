@@ -181,12 +181,14 @@ def _global(x, sharding):
 
 
 def _is_sh_leaf(x):
-  return x is None or isinstance(x, (Sharding, PartitionSpec))
+  from nbjax.experimental.layout import Format
+  return x is None or isinstance(x, (Sharding, PartitionSpec, Format))
 
 
 def flatten_shardings(what, tree, shardings):
   """Broadcast the prefix tree ``shardings`` over ``tree``'s leaves (None: unspecified)."""
-  if shardings is None or isinstance(shardings, Sharding):
+  from nbjax.experimental.layout import Format
+  if shardings is None or isinstance(shardings, (Sharding, Format)):
     return [shardings] * len(tree_util.tree_leaves(tree))
   leaves, sdef = tree_util.tree_flatten(shardings, is_leaf=_is_sh_leaf)
   try:
@@ -201,7 +203,27 @@ def flatten_shardings(what, tree, shardings):
   return out
 
 
+def check_formats(what, shardings, avals):
+  """JAX's checks of the ``Format``s among ``shardings`` (flat, one per aval): a concrete
+  layout's rank; nbjax's arrays are row-major, so a layout is taken only when it is that
+  (``Layout.AUTO`` and None resolve to it)."""
+  from nbjax.experimental.layout import Format, Layout
+  for s, a in zip(shardings, avals):
+    if isinstance(s, Format) and isinstance(s.layout, Layout):
+      s.layout.check_compatible_aval(a.shape)
+      if s.layout.major_to_minor != tuple(range(len(a.shape))) or s.layout.tiling:
+        raise NotImplementedError(f"{what}: nbjax's arrays are row-major; the layout "
+                                  f"{s.layout} is not supported")
+
+
 def _resolve(s, mesh, what):
+  from nbjax.experimental.layout import Format, Layout, AutoLayoutSingleton
+  if isinstance(s, (Layout, AutoLayoutSingleton)):
+    raise ValueError("`jax.jit` does not accept device-local layouts directly. Create a "
+                     "`Format` instance wrapping this device-local layout and pass that to "
+                     f"`jit` instead. Got {s}")
+  if isinstance(s, Format):
+    s = s.sharding
   if isinstance(s, PartitionSpec):
     from nbjax.sharding import _current_mesh
     m = mesh or _current_mesh()
@@ -286,7 +308,7 @@ class _Meshes:
     elif isinstance(s, NamedSharding):
       key = (tuple(s.mesh.shape.items()), self._ids(s.mesh.devices.flat))
       dims = [_sdy_dim(p) for p in tuple(s.spec) + (None,) * (ndim - len(s.spec))]
-    elif s._hlo.is_replicated():
+    elif not isinstance(s, GSPMDSharding) or s._hlo.is_replicated():  # (one device's)
       key, dims = self.default, ["{}"] * ndim
     elif s._hlo.is_tiled() and not s._hlo.subgroup_types():
       tiles = list(s._hlo.tile_assignment_dimensions())
@@ -748,6 +770,16 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
   """An Array of global ``shape`` placed as ``sharding``: ``data_callback(index)`` gives the
   data of each of this process's devices (``index``: a tuple of slices into the global
   array), as ``jax.make_array_from_callback``. Key arrays (the callback's) give a key array."""
+  from nbjax.experimental.layout import Format, Layout
+  if isinstance(sharding, Format):  # (its layout checked: nbjax's arrays are row-major)
+    if not isinstance(sharding.layout, (Layout, type(None))):
+      raise TypeError("`Layout.AUTO` cannot be used in place of a device-local layout when "
+                      f"calling `jax.make_array_from_callback`. Got {sharding}")
+    check_formats("make_array_from_callback", [sharding], [core.ShapedArray(shape, np.int8)])
+    sharding = sharding.sharding
+  if not isinstance(sharding, Sharding):
+    raise TypeError(f"sharding should be an instance of `jax.sharding`. Got {sharding} of type "
+                    f"{type(sharding)}")
   shape = tuple(shape)
   callback = data_callback
 
