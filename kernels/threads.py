@@ -313,19 +313,30 @@ def _work(state):
 
 
 @njit(nogil=True, cache=True)
-def _launch(state, argv, nch, fn, arrs):
-  """Fill ``argv`` from ``arrs`` (their addresses and sizes; the last one's size is the
-  job's), then run ``fn`` over it: alone for ``nch < 2``, else as a published job (waking
-  the worker if it sleeps). Returns ``_work``'s result (0 alone)."""
+def _fill(argv, arrs):
+  """``argv`` from ``arrs``: their addresses, then from ``MAX_ARGS`` their sizes; returns the
+  last one's size (the job's)."""
   k, n = 0, 0
   for a in literal_unroll(arrs):
     argv[k] = a.ctypes.data
     argv[MAX_ARGS + k] = a.size
     n = a.size
     k += 1
-  if nch < 2:
-    _call(fn, 0, n, argv.ctypes.data)
-    return 0
+  return n
+
+
+@njit(nogil=True, cache=True)
+def _solo(fn, arrs):
+  """``fn`` over all of ``arrs`` on the calling thread (no atomics: any machine)."""
+  argv = np.empty(2 * MAX_ARGS, np.int64)
+  _call(fn, 0, _fill(argv, arrs), argv.ctypes.data)
+
+
+@njit(nogil=True, cache=True)
+def _launch(state, argv, nch, fn, arrs):
+  """Publish ``fn`` over ``arrs`` as a job of ``nch`` chunks (waking the worker if it
+  sleeps) and run the caller's part (``_work``, whose result it returns)."""
+  n = _fill(argv, arrs)
   state[_FN], state[_N], state[_NCH], state[_ARGV] = fn, n, nch, argv.ctypes.data
   job = state[_JOB] = (state[_JOB] + 1) & 0xFFFFFF
   state[_AT] = _cycles()
@@ -343,12 +354,13 @@ class _Team:
     self.argv = np.zeros(2 * MAX_ARGS, np.int64)
     self.lock = threading.Lock()
     self.inflight = None  # a job's arrays while the worker may still be in one of its chunks
+    self.entries = {}  # chunk function -> _launch's entry point for its arrays
     threading.Thread(target=_serve, args=(self.state,), name="nbjax-team-worker",
                      daemon=True).start()
 
 
 _team = None
-_entries = {}  # chunk function -> _launch's entry point for its arrays
+_entries = {}  # chunk function -> _solo's entry point for its arrays
 
 
 def _after_fork_team():  # a forked child has no worker: it starts its own on first use
@@ -371,25 +383,25 @@ def team_run(fn, arrays, nch):
   ep = _entries.get(fn)
   if ep is None:
     from kernels.elementwise import entry
-    ep = _entries[fn] = entry(_launch, np.zeros(48, np.int64), np.zeros(1, np.int64), 2, 0,
-                              tuple(arrays))
+    ep = _entries[fn] = entry(_solo, 0, tuple(arrays))
   t = _team
   if t is None:
-    if not TEAM:
-      return ep(_SOLO_STATE, np.zeros(2 * MAX_ARGS, np.int64), 1, fn, arrays)
+    if not TEAM or nch < 2:
+      return ep(fn, arrays)
     t = _team = _Team()
-  st = t.state
-  if not t.lock.acquire(blocking=False):
-    return ep(st, np.zeros(2 * MAX_ARGS, np.int64), 1, fn, arrays)
+  if nch < 2 or not t.lock.acquire(blocking=False):
+    return ep(fn, arrays)
   try:
+    st = t.state
     if t.inflight is not None:
       if st[_BUSY]:
-        return ep(st, np.zeros(2 * MAX_ARGS, np.int64), 1, fn, arrays)
+        return ep(fn, arrays)
       t.inflight = None
-    if ep(st, t.argv, nch, fn, arrays):
+    lp = t.entries.get(fn)
+    if lp is None:
+      from kernels.elementwise import entry
+      lp = t.entries[fn] = entry(_launch, st, t.argv, 2, 0, tuple(arrays))
+    if lp(st, t.argv, min(nch, MAX_CHUNKS), fn, arrays):
       t.inflight = arrays
   finally:
     t.lock.release()
-
-
-_SOLO_STATE = np.zeros(48, np.int64)

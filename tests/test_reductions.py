@@ -773,11 +773,13 @@ def test_long_row_reductions_on_two_threads_keep_the_bits(dtype, chunk, monkeypa
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
-def test_row_blocks_on_two_threads_keep_the_bits(dtype):
-  """Many rows of 64K elements in all run as blocks of rows on the caller and the team worker:
-  each row's result is the one-call kernel's (sums: the cascade's bits; max/min: the value,
-  NaN and signed zero)."""
+def test_row_blocks_on_two_threads_keep_the_bits(dtype, monkeypatch):
+  """Rows of ROW_TEAM_MIN elements in all run as blocks of rows on the caller and the team
+  worker: each row's result is the one-call kernel's (sums: the cascade's bits; max/min: the
+  value, NaN and signed zero)."""
   import nbjax.numpy as jnp
+  from nbjax.lax import reductions as R
+  monkeypatch.setattr(R, "ROW_TEAM_MIN", 1 << 16)
   rng = np.random.default_rng(3)
   for shape in ((1000, 1000), (3, 40000), (40000, 2), (5, 13107), (64, 1024)):
     x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)).astype(dtype)

@@ -46,7 +46,7 @@ _real = _int | _float
 # large array) in chunks of _ROW_CHUNK or more (at most MAX_CHUNKS). Sums keep the bits of
 # the one-call cascade: a chunk is a whole subtree of its 256-element blocks, and the chunks'
 # sums are combined as the cascade combines subtrees; max/min are exact in any order.
-ROW_TEAM_MIN = 1 << 16
+ROW_TEAM_MIN = 1 << 18
 _ROW_CHUNK = 1 << 14
 _ROW_OPS = ("sum", "max", "min")
 TEAM_USES["sum/max/min over contiguous rows"] = f"from {ROW_TEAM_MIN} elements"
