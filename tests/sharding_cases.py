@@ -848,3 +848,16 @@ def test_formats_place_by_their_sharding_as_jax():
   t = nbjax.jit(lambda v: v.T).lower(sds).compile()(nbjax.device_put(x, s))
   assert t.sharding == NamedSharding(m, P("y", "x"))
   close(t, x.T)
+
+
+def test_compiled_shardings_of_sharded_arguments_as_jax():
+  # lowered for a ShapeDtypeStruct with a sharding (or a sharded array): the Compiled reports
+  # it, and the output's sharding as XLA placed it (JAX 0.10.2's)
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x"))
+  sds = nbjax.ShapeDtypeStruct((8, 4), np.float32, sharding=s)
+  c = nbjax.jit(lambda a: (a * 2, a.sum())).lower(sds).compile()
+  assert c.input_shardings == ((s,), {})
+  assert c.output_shardings == (s, NamedSharding(m, P()))
+  c2 = nbjax.jit(lambda a: a.T).lower(nbjax.device_put(X, NamedSharding(m, P("x", "y")))).compile()
+  assert c2.output_shardings == NamedSharding(m, P("y", "x"))

@@ -1447,8 +1447,8 @@ class JitWrapped:
   @traceback_util.api_boundary
   def trace(self, *args, **kwargs):
     """Stage to a jaxpr for these arguments (arrays or ``ShapeDtypeStruct``s): a ``Traced``."""
-    entry, _ = self._entry(args, kwargs)
-    return Traced(self, entry)
+    entry, flat = self._entry(args, kwargs)
+    return Traced(self, entry, [_arg_sharding(x) for x in flat])
 
   @traceback_util.api_boundary
   def lower(self, *args, **kwargs):
@@ -1591,11 +1591,24 @@ class _Stage:
     return tuple(i for i, x in enumerate(tree_util.tree_leaves(self.args_info)) if x.donated)
 
 
+def _arg_sharding(x):
+  """The sharding a traced argument brings (a ShapeDtypeStruct's, a sharded array's), else
+  None."""
+  if type(x) is core.ShapeDtypeStruct:
+    try:
+      s = x.sharding
+    except (TypeError, ValueError):  # (a PartitionSpec without a context mesh)
+      return None
+    return s if getattr(s, "_spmd", False) else None
+  p = getattr(x, "_pmap", None) if type(x) is Array else None
+  return p[0] if p is not None and p[0]._spmd else None
+
+
 class Traced(_Stage):
   """``jit(f).trace(*args)``: the staged jaxpr (``.jaxpr``) and output structure."""
 
-  def __init__(self, wrapped, entry):
-    self._wrapped, self._entry = wrapped, entry
+  def __init__(self, wrapped, entry, arg_shardings=()):
+    self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
 
   jaxpr = property(lambda self: self._entry.closed)
   out_info = property(lambda self: self._entry.out_tree.unflatten(
@@ -1607,15 +1620,15 @@ class Traced(_Stage):
   def lower(self, *, lowering_platforms=None, _private_parameters=None):
     """The StableHLO module; ``lowering_platforms`` is accepted, as JAX's (nbjax lowers for
     the CPU)."""
-    return Lowered(self._wrapped, self._entry)
+    return Lowered(self._wrapped, self._entry, self._arg_shardings)
 
 
 class Lowered(_Stage):
   """``jit(f).lower(*args)``: the StableHLO module (``.as_text()``); ``.compile()`` builds it."""
 
-  def __init__(self, wrapped, entry):
+  def __init__(self, wrapped, entry, arg_shardings=()):
     from nbjax.interpreters import mlir
-    self._wrapped, self._entry = wrapped, entry
+    self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
     if _has_pmap(entry.closed.jaxpr):  # maps: one replicated module (pxla.ReplicatedJit)
       from nbjax.interpreters import pxla
       self._module = pxla.replicated_module(entry.closed, f"jit_{entry.name}")[0]
@@ -1666,14 +1679,14 @@ class Lowered(_Stage):
     """The executable, compiled with ``compiler_options`` (XLA options by name, added to the
     jit's own) if given."""
     opts = {**(self._entry.compiler_options or {}), **(compiler_options or {})}
-    return Compiled(self._wrapped, self._entry, opts or None)
+    return Compiled(self._wrapped, self._entry, opts or None, self._arg_shardings)
 
 
 class Compiled(_Stage):
   """``jit(f).lower(*args).compile()``: call it with arguments of the lowered signature."""
 
-  def __init__(self, wrapped, entry, compiler_options=None):
-    self._wrapped, self._entry = wrapped, entry
+  def __init__(self, wrapped, entry, compiler_options=None, arg_shardings=()):
+    self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
     self._exe = (entry.executable() if compiler_options == entry.compiler_options else
                  _executable_for(entry.closed, entry.name, compiler_options))
     if compiler_options and isinstance(self._exe, _Executable):
@@ -1737,6 +1750,12 @@ class Compiled(_Stage):
       if mesh is not None:
         from nbjax.sharding import NamedSharding, PartitionSpec
         default = NamedSharding(mesh, PartitionSpec())
+    elif any(s is not None for s in self._arg_shardings) and not _holds_maps(e.closed):
+      # lowered for sharded arguments: placed as their call is, outputs as XLA chose
+      from nbjax.interpreters import spmd
+      exe = spmd.executable(e.closed, e.name, list(self._arg_shardings), [None] * n_out,
+                            mesh=_constraint_mesh(e.closed))
+      ins, outs = list(exe.in_shs), list(exe.out_shs)
     used = [True] * n_in if w._keep_unused else pe.dce_jaxpr(e.closed.jaxpr, True)[1]
     ins = [(s or default) if u else None for s, u in zip(ins, used)]
     return ins, [s or default for s in outs]
