@@ -88,8 +88,11 @@ class _Hashed:
     except TypeError:  # an unhashable static argument: by identity
       return id(self)
 
+  _unshown = ("__weakref__",)  # (slots the repr leaves out: JAX's fields only)
+
   def __repr__(self):
-    fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if k != "__weakref__")
+    fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__
+                       if k not in self._unshown)
     return f"{type(self).__name__}({fields})"
 
 
@@ -98,6 +101,7 @@ class _FlatCallback(_Hashed):
   arrays; returns the leaves of its result. An exception it raises is logged (``api``,
   e.g. ``"jax.pure_callback failed"``, with the traceback, at ERROR) and re-raised, as JAX's."""
   __slots__ = ("callback_func", "in_tree", "api", "__weakref__")
+  _unshown = ("api", "__weakref__")
 
   def __init__(self, callback_func, in_tree, api):
     self.callback_func, self.in_tree, self.api = callback_func, in_tree, api

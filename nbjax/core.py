@@ -285,8 +285,8 @@ class ShapeDtypeStruct:
     self.shape = tuple(shape)
     if dtype is None:
       raise ValueError("ShapeDtypeStruct: dtype must be specified.")
-    self.dtype = (dtype if isinstance(dtype, dtypes.ExtendedDType)
-                  else dtypes.canonicalize_dtype(dtype))
+    self.dtype = (dtype if isinstance(dtype, dtypes.ExtendedDType)  # (not canonicalized:
+                  else np.dtype(dtype))  # JAX's; an aval of it is, ``abstractify``)
     self.weak_type = weak_type
     if sharding is not None:
       sharding = _sds_sharding(sharding, self.shape)
@@ -341,7 +341,9 @@ def abstractify(x):
   """The aval of an argument to a staged function: arrays, scalars, tracers,
   ``ShapeDtypeStruct``s or avals (NumPy scalars are never weakly typed, even ``np.float64``)."""
   if isinstance(x, ShapeDtypeStruct):
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
+    d = x.dtype
+    return ShapedArray(x.shape, d if isinstance(d, dtypes.ExtendedDType) else
+                       dtypes.canonicalize_dtype(d), x.weak_type)
   if isinstance(x, np.generic):
     return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
   aval = getattr(x, "aval", None)

@@ -147,6 +147,14 @@ def test_result_dtypes_canonicalized_with_x64_off():
     with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types "
                                          "when `jax_enable_x64` is disabled"):
       nbjax.pure_callback(np.sin, np.zeros(3), y)  # anything with .shape/.dtype
+    # a ShapeDtypeStruct keeps the dtype it is given (JAX's), so it is refused too
+    s64 = ShapeDtypeStruct((), jnp.float64)
+    assert s64.dtype == np.float64 and ShapeDtypeStruct((), int).dtype == np.int64
+    for cb in (nbjax.pure_callback, io_callback):
+      with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit"):
+        cb(lambda a: a, s64, 1.0)
+    out = nbjax.eval_shape(lambda v: v * 2, ShapeDtypeStruct((2,), np.int64))
+    assert out.dtype == np.int32 and out.shape == (2,)  # (its aval: canonical)
   finally:
     nbjax.config.update("enable_x64", True)
 
@@ -799,7 +807,7 @@ def test_callbacks_in_sharded_jit_and_shard_map():
   e.update(PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
            XLA_FLAGS="--xla_force_host_platform_device_count=2")
   p = subprocess.run([sys.executable, "-c", _SHARDED], cwd=root, env=e, capture_output=True,
-                     text=True, timeout=300)
+                     text=True, timeout=900)
   assert p.returncode == 0, p.stderr[-3000:]
   lines = p.stdout.splitlines()
   assert lines[:4] == [
