@@ -1731,6 +1731,8 @@ def eval_shape(fun, *args, **kwargs):
   by staging (no FLOPs). Arguments may be arrays or ``ShapeDtypeStruct``s."""
   from nbjax.prng import KeyTy, PRNGKeyArray
   _check_callable(fun)
+  if getattr(fun, "_out_shardings", None) is not None and hasattr(fun, "eval_shape"):
+    return fun.eval_shape(*args, **kwargs)  # a jit's outputs carry its out_shardings
   key_sds = lambda x: type(x) is ShapeDtypeStruct and type(x.dtype) is KeyTy
   args, kwargs = tree_map(  # a key-typed struct stands for a key array over uint32 data
       lambda x: PRNGKeyArray(x.dtype._impl, ShapeDtypeStruct(

@@ -258,7 +258,7 @@ def _sds_sharding(s, shape):
   """A ShapeDtypeStruct's sharding checked against the rank, as JAX's."""
   from nbjax import sharding as sh
   from nbjax.experimental.layout import Format, Layout
-  if isinstance(s, Format):  # (nbjax's arrays are row-major: the layout is checked, not kept)
+  if isinstance(s, Format):  # (its layout checked and kept apart: ShapeDtypeStruct._dll)
     if not isinstance(s.layout, (Layout, type(None))):
       raise TypeError("`Layout.AUTO` cannot be used in place of a device-local layout in a "
                       f"`ShapeDtypeStruct`. Got {s}")
@@ -279,7 +279,7 @@ def _sds_sharding(s, shape):
 
 class ShapeDtypeStruct:
   """A shape, dtype (and weak type) stand-in for an array (``eval_shape``, ``make_jaxpr``)."""
-  __slots__ = ("shape", "dtype", "weak_type", "_sharding")
+  __slots__ = ("shape", "dtype", "weak_type", "_sharding", "_dll")
 
   def __init__(self, shape, dtype, weak_type=False, sharding=None):
     self.shape = tuple(shape)
@@ -288,9 +288,16 @@ class ShapeDtypeStruct:
     self.dtype = (dtype if isinstance(dtype, dtypes.ExtendedDType)  # (not canonicalized:
                   else np.dtype(dtype))  # JAX's; an aval of it is, ``abstractify``)
     self.weak_type = weak_type
+    self._dll = getattr(sharding, "layout", None)  # (a Format's layout)
     if sharding is not None:
       sharding = _sds_sharding(sharding, self.shape)
     self._sharding = sharding
+
+  @property
+  def format(self):
+    """The ``Format``: the layout (a Format's, else None) and the sharding."""
+    from nbjax.experimental.layout import Format
+    return Format(self._dll, self.sharding)
 
   @property
   def sharding(self):
@@ -332,7 +339,8 @@ class ShapeDtypeStruct:
     return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
 
   def update(self, **kw):
-    d = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type, sharding=self.sharding)
+    d = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type,
+             sharding=self.sharding if self._dll is None else self.format)
     d.update(kw)
     return ShapeDtypeStruct(**d)
 

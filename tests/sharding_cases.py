@@ -861,3 +861,16 @@ def test_compiled_shardings_of_sharded_arguments_as_jax():
   assert c.output_shardings == (s, NamedSharding(m, P()))
   c2 = nbjax.jit(lambda a: a.T).lower(nbjax.device_put(X, NamedSharding(m, P("x", "y")))).compile()
   assert c2.output_shardings == NamedSharding(m, P("y", "x"))
+
+
+def test_eval_shape_of_a_jit_with_formats_as_jax():
+  from nbjax.experimental.layout import Format, Layout
+  m = meshes()["2x2"]
+  s = NamedSharding(m, P("x", "y"))
+  fmt = Format(Layout((0, 1)), s)
+  f = nbjax.jit(lambda x: x * x, in_shardings=fmt, out_shardings=fmt)
+  out = nbjax.eval_shape(f, nbjax.device_put(np.ones((8, 4)), fmt))
+  assert out.format == fmt and out.sharding == s and out.shape == (8, 4)
+  assert out.update(shape=(4, 4)).format == fmt
+  plain = nbjax.ShapeDtypeStruct((2,), np.float32)
+  assert plain.format == Format(None, None)
