@@ -129,8 +129,8 @@ def materialize(a):
       return _get_value(a)
     except AttributeError:
       pass
-    try:
-      out = _fused(a)
+    try:  # (one primitive over buffers: its own kernel, without building a loop's key)
+      out = _unfused(a) if a._expr[4] == 1 else _fused(a)
     except Exception:  # noqa: BLE001  (numba cannot compile it: the kernels run one by one)
       out = _unfused(a)
     a._value = out
