@@ -50,8 +50,12 @@ PAR_MIN = 1 << 62
 PAR_MIN_LIBM = 1 << 20
 # Output elements from which a kernel runs in chunks (at most 63) on the caller and the native
 # team worker (kernels.threads.team_run: a worker descheduled in mid-chunk does not hold the
-# caller back, and handing a job over costs about a microsecond).
-TEAM_MIN, TEAM_CHUNK = 1 << 16, 1 << 14
+# caller back, and handing a job over costs about a microsecond). Measured (float32, medians
+# of 4 processes, one thread -> team; quiet, then with the other core busy): x + y at 1e5
+# 13.5 -> 12.5 us quiet but 16.8 -> 18.5 busy, x * y + x (two kernels) 34 -> 54 busy; at 1e6
+# (fused) 195 -> 103 quiet, 196 -> 175 busy; tanh at 1e5 36 -> 20 quiet, 33 -> 27 busy: memory-
+# bound kernels from 2^18 elements (where fused loops start), libm-bound ones from 2^13
+TEAM_MIN, TEAM_CHUNK = 1 << 18, 1 << 14
 TEAM_MIN_LIBM, TEAM_CHUNK_LIBM = 1 << 13, 1 << 12
 threads.TEAM_USES["elementwise kernels"] = (f"from {TEAM_MIN} output elements (libm-based ones "
                                             f"from {TEAM_MIN_LIBM})")
