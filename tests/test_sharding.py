@@ -274,3 +274,24 @@ def test_pspec_add_and_named_sharding_checks_as_jax():
     NamedSharding(am, P(), memory_kind="weird_device")
   assert a.is_equivalent_to(NamedSharding(am, P("x")), 2)
   assert not a.is_equivalent_to(NamedSharding(am, P()), 2)
+
+
+def test_donation_with_auto_layout_on_one_side_is_jax_error():
+  import nbjax.numpy as jnp
+  from nbjax.experimental.layout import Format, Layout
+  f = nbjax.jit(lambda x: x * 2, donate_argnums=0, in_shardings=Format(Layout.AUTO))
+  with pytest.raises(ValueError, match=r"^Input layout being donated was AUTO while output "
+                     r"layout was None\. Did you mean to set the \*\*output layout\*\* to "
+                     r"\*\*Layout\.AUTO\*\*\?\nThis will allow for the input and output layout "
+                     r"to be chosen by XLA and not the layout of the output which might not be "
+                     r"optimal\.$"):
+    f(jnp.arange(8))
+  g = nbjax.jit(lambda x: x * 2, donate_argnums=0, out_shardings=Format(Layout.AUTO))
+  with pytest.raises(ValueError, match=r"^Input layout being donated was None while output "
+                     r"layout was AUTO\. Did you mean to set the \*\*input layout\*\*"):
+    g(jnp.arange(8))
+  h = nbjax.jit(lambda x: x * 2, donate_argnums=0, in_shardings=Format(Layout.AUTO),
+                out_shardings=Format(Layout.AUTO))
+  x = jnp.arange(8)
+  np.testing.assert_array_equal(h(x), np.arange(8) * 2)
+  assert x.is_deleted()

@@ -1243,6 +1243,8 @@ class JitWrapped:
     used = self._donations.get(entry)
     if used is None:
       flags = _donated_flags(self, entry.in_tree)
+      if self._sharded or self._in_shardings is not None or self._out_shardings is not None:
+        _check_donated_layouts(self, entry, flags)
       used = self._donations[entry] = _donation_plan(flags, entry.closed.in_avals,
                                                      entry.closed.out_avals)[0]
     for i in used:
@@ -1559,6 +1561,36 @@ def _donation_plan(flags, in_avals, out_avals):
     if ids:
       used.append(ids.pop(0))
   return used, [i for i, d in enumerate(flags) if d and i not in used]
+
+
+def _check_donated_layouts(w, entry, flags):
+  """JAX's errors for a donated input whose output (the first of its shape and dtype left)
+  has ``Layout.AUTO`` on one side only."""
+  from nbjax.experimental.layout import AutoLayoutSingleton
+  from nbjax.interpreters import spmd
+  n_in, n_out = len(entry.closed.in_avals), len(entry.closed.out_avals)
+  args, _ = entry.in_tree.unflatten([0] * n_in)
+  ins = spmd.flatten_shardings("pjit in_shardings", args, w._in_shardings)
+  outs = spmd.flatten_shardings("pjit out_shardings", entry.out_tree.unflatten([0] * n_out),
+                                w._out_shardings)
+  lay = lambda s: getattr(s, "layout", None)
+  free = {}
+  for i, (a, d) in enumerate(zip(entry.closed.in_avals, flags)):
+    if d and i < len(ins):
+      free.setdefault((a.shape, a.dtype), []).append(i)
+  for j, a in enumerate(entry.closed.out_avals):
+    ids = free.get((a.shape, a.dtype))
+    if not ids:
+      continue
+    li, lo = lay(ins[ids.pop(0)]), lay(outs[j])
+    auto_in, auto_out = (isinstance(v, AutoLayoutSingleton) for v in (li, lo))
+    if auto_in != auto_out:
+      which = "output" if auto_in else "input"
+      raise ValueError(
+          f"Input layout being donated was {li} while output layout was {lo}. Did you mean to "
+          f"set the **{which} layout** to **Layout.AUTO**?\nThis will allow for the input and "
+          f"output layout to be chosen by XLA and not the layout of the {which} which might "
+          "not be optimal.")
 
 
 def _warn_unusable_donations(flags, in_avals, out_avals):
