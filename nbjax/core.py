@@ -575,15 +575,17 @@ def _why_alive_container_info(container, obj_id):
 def escaped_tracer_error(tracer, primitive=None):
   name = type(tracer).__name__
   dbg = getattr(tracer._trace, "debug_info", None)
-  where = (f"The function being traced when the value leaked was {dbg.func_src_info} traced "
-           f"for {dbg.traced_for}.\n" if dbg is not None else "")
+  where = (f"\nThe function being traced when the value leaked was {dbg.func_src_info} traced "
+           f"for {dbg.traced_for}." if dbg is not None else "")
   return UnexpectedTracerError(
       "Encountered an unexpected tracer. A function transformed by JAX had a side effect, "
       f"allowing for a reference to an intermediate value with type "
       f"{tracer.aval.str_short(short_dtypes=False)} "
       f"wrapped in a {name} to escape the scope of the transformation.\nJAX transformations "
       "require that functions explicitly return their outputs, and disallow saving "
-      f"intermediate values to global state.\n{where}")
+      f"intermediate values to global state.{where}\nTo catch the leak earlier, try setting "
+      "the environment variable JAX_CHECK_TRACER_LEAKS or using the `jax.checking_leaks` "
+      "context manager.")
 
 
 class DebugNansTrace(EvalTrace):

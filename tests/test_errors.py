@@ -112,8 +112,57 @@ def test_unexpected_tracer_error():
       "DynamicJaxprTracer to escape the scope of the transformation.\nJAX transformations "
       "require that functions explicitly return their outputs, and disallow saving "
       "intermediate values to global state.\nThe function being traced when the value leaked "
-      f"was f at {__file__}:{f.__code__.co_firstlineno} traced for jit.\n")
+      f"was f at {__file__}:{f.__code__.co_firstlineno} traced for jit.\nTo catch the leak "
+      "earlier, try setting the environment variable JAX_CHECK_TRACER_LEAKS or using the "
+      "`jax.checking_leaks` context manager.\n")
   assert msg.endswith(_DOC + "UnexpectedTracerError")
+  box.clear()  # a scan body's (JAX's: traced for scan)
+
+  def body(c, x):
+    box.append(c)
+    return c, None
+  lax.scan(body, np.float32(0), None, length=1)
+  assert (f"leaked was body at {__file__}:{body.__code__.co_firstlineno} traced for scan.\n"
+          in _msg(errors.UnexpectedTracerError, jnp.sin, box[0]))
+
+
+def test_control_flow_bodies_named_in_errors_as_jax():
+  # JAX's debug info of cond/switch/while/scan/fori_loop bodies: the function and its
+  # argument in concretization errors, the output path of a non-JAX output
+  def where(fn, api, arg):
+    line = fn.__code__.co_firstlineno
+    return (f"\nThe error occurred while tracing the function {fn.__name__} at {__file__}:"
+            f"{line} for {api}. This concrete value was not available in Python because it "
+            f"depends on the value of the argument {arg}.")
+
+  def scan_body(c, x):
+    return (c if c > 0 else c), None
+
+  def branch(v):
+    return v if v > 0 else v
+
+  def while_cond(c):
+    return bool(c < 1)
+
+  def fori_body(i, c):
+    return c if c > 0 else c
+
+  for fn, api, arg, call in [
+      (scan_body, "scan", "c", lambda: lax.scan(scan_body, 0., None, length=1)),
+      (branch, "cond", "v", lambda: lax.cond(True, branch, branch, 1.)),
+      (branch, "switch", "v", lambda: lax.switch(0, [branch, branch], 1.)),
+      (while_cond, "while_cond", "c", lambda: lax.while_loop(while_cond, lambda c: c + 1, 0.)),
+      (fori_body, "fori_loop", "c", lambda: lax.fori_loop(0, 2, fori_body, 0.))]:
+    with pytest.raises(errors.TracerBoolConversionError) as info:
+      call()
+    assert where(fn, api, arg) in str(info.value), api
+
+  def bad(c, x):
+    return c, "s"
+  with pytest.raises(TypeError, match=re.escape(
+      f"function bad at {__file__}:{bad.__code__.co_firstlineno} traced for scan returned a "
+      "value of type <class 'str'> at output component [1], which is not a valid JAX type")):
+    lax.scan(bad, 0., None, length=1)
 
 
 def test_non_concrete_boolean_index():

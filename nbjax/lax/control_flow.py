@@ -79,9 +79,16 @@ def _avals_str(avals):
   return ", ".join(a.str_short() for a in avals)
 
 
-def _stage(fun, avals, name=None):
-  """``(closed, consts)``: ``fun`` staged on ``avals``; its consts become leading invars."""
-  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, list(avals), fun_name=name)
+def _stage(fun, avals, name=None, dbg=None):
+  """``(closed, consts)``: ``fun`` staged on ``avals``; its consts become leading invars.
+  ``dbg``: ``(traced_for, user function, input tree[, _flat_fun's box])``, for JAX's error
+  messages."""
+  if dbg is not None:
+    traced_for, user_fun, tree, *box = dbg
+    out_tree = (lambda: box[0][0][0] if box[0] else None) if box else None
+    dbg = pe.DebugInfo(traced_for, user_fun, tuple(tree_unflatten(tree, list(avals))),
+                       out_tree=out_tree)
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(fun, list(avals), fun_name=name, debug_info=dbg)
   return ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), []), list(consts)
 
 
@@ -941,7 +948,8 @@ def _cond(index, funs, operands, api, names):
     for f, name in zip(funs, names):
       if id(f) not in seen:  # one function given for several branches is traced once (JAX)
         box = []
-        closed, consts = _stage(_flat_fun(f, in_tree, box), avals, name)
+        closed, consts = _stage(_flat_fun(f, in_tree, box), avals, name,
+                                (api, f, in_tree, box))
         seen[id(f)] = (closed, consts, box[0][0])
       staged.append(seen[id(f)])
     t0 = staged[0][2]
@@ -1332,14 +1340,17 @@ def _while_loop(cond_fun, body_fun, init_val, cache_funs, tag):
 
   def build(avals):
     cbox, bbox = [], []
-    cj, cc = _stage(_flat_fun(cond_fun, call_tree, cbox), avals, "cond_fun")
+    user = tag != "fori_while"  # (fori_loop's own functions: no message names them)
+    cj, cc = _stage(_flat_fun(cond_fun, call_tree, cbox), avals, "cond_fun",
+                    ("while_cond", cond_fun, call_tree) if user else None)
     if cbox[0][0].num_leaves != 1 or cbox[0][0].node is not None:
       raise TypeError(f"cond_fun must return a boolean scalar, but got pytree {cbox[0][0]}.")
     pa = cj.out_avals[0]
     if pa.shape != () or pa.dtype != np.bool_:
       raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
                       f"{cj.out_avals!r}.")
-    bj, bc = _stage(_flat_fun(body_fun, call_tree, bbox), avals, "body_fun")
+    bj, bc = _stage(_flat_fun(body_fun, call_tree, bbox), avals, "body_fun",
+                    ("while_body", body_fun, call_tree) if user else None)
     return cj, cc, bj, bc, bbox[0][0]
 
   def build_checked():
@@ -1740,7 +1751,9 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
       return out
 
     closed, consts = _stage(_flat_fun(lambda c, x: body(c, x), in_tree, box),
-                            [*carry_avals, *x_avals], getattr(f, "__name__", "scan"))
+                            [*carry_avals, *x_avals], getattr(f, "__name__", "scan"),
+                            ("fori_loop", cache_funs[0], init_tree) if tag == "fori" else
+                            ("scan", f, in_tree, box))
     out_tree = box[0][0]
     carry_tree, ys_tree = out_tree.kids
     return closed, consts, carry_tree, ys_tree
