@@ -141,19 +141,9 @@ def {fn}(y, z):
   k = 0
   cnt = 0
   for i in range(0, n, B):
-    s = {leaf}(y[i:i + B], z)
     cnt += 1
-    c = cnt
-    while c & 1 == 0:
-      k -= 1
-      s = stack[k] + s
-      c >>= 1
-    stack[k] = s
-    k += 1
-  r = stack[k - 1]
-  for j in range(k - 2, -1, -1):
-    r = stack[j] + r
-  return r
+    k = _cascade_push(stack, k, {leaf}(y[i:i + B], z), cnt)
+  return _cascade_fold(stack, k)
 """
 
 _ROWS = """
@@ -802,10 +792,32 @@ def {fn}(keys, perm, nbits):
 
 # ----------------------------------------------------------------- generation
 
+@njit(error_model="numpy", **_J)
+def _cascade_push(stack, k, s, cnt):
+  """Push the ``cnt``-th block sum ``s`` onto the cascade's binary counter (``stack[:k]``,
+  the sums of whole subtrees, merging equal-sized ones); returns the new height."""
+  c = cnt
+  while c & 1 == 0:
+    k -= 1
+    s = stack[k] + s
+    c >>= 1
+  stack[k] = s
+  return k + 1
+
+
+@njit(error_model="numpy", **_J)
+def _cascade_fold(stack, k):
+  """The cascade's result: the counter's subtree sums added from the smallest up."""
+  r = stack[k - 1]
+  for j in range(k - 2, -1, -1):
+    r = stack[j] + r
+  return r
+
+
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
            _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
            _logaddexp=_logaddexp, _cmul=_cmul, carray=carray, voidptr=voidptr,
-           MAX_ARGS=MAX_ARGS)
+           MAX_ARGS=MAX_ARGS, _cascade_push=_cascade_push, _cascade_fold=_cascade_fold)
 
 
 def _make(src, fn, parallel=False, fastmath=False, **fmt):
@@ -914,18 +926,8 @@ def cascade_parts(parts):
   stack = np.empty(64, parts.dtype)
   k = 0
   for i in range(parts.size):
-    s = parts[i]
-    c = i + 1
-    while c & 1 == 0:
-      k -= 1
-      s = stack[k] + s
-      c >>= 1
-    stack[k] = s
-    k += 1
-  r = stack[k - 1]
-  for j in range(k - 2, -1, -1):
-    r = stack[j] + r
-  return r
+    k = _cascade_push(stack, k, parts[i], i + 1)
+  return _cascade_fold(stack, k)
 
 
 COLS = Lazy(REDUCE_OPS, lambda op: _make(_COLS, f"reduce_{op}_cols", expr=REDUCE_OPS[op][0]))
