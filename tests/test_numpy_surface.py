@@ -630,6 +630,16 @@ def test_creation_and_axis_errors_as_jax():
   import nbjax
   with pytest.raises(TypeError, match=r"Did you accidentally write `jax\.numpy\.zeros\(2, 3\)`"):
     jnp.zeros(2, 3)
+  with pytest.raises(TypeError, match=r"Cannot interpret 'True' as a data type\.\n\nDid you "
+                                      r"accidentally write `jax\.numpy\.zeros\(3, True\)`"):
+    jnp.zeros(3, True)  # (a bool is an int to JAX's check)
+  for f in (lambda: jnp.array(1, 1), lambda: jnp.zeros_like(jnp.ones(3), 3),
+            lambda: jnp.identity(3, 3), lambda: jnp.empty_like(2.0, 2.0)):
+    with pytest.raises(TypeError, match=r"^Cannot interpret '[0-9.]+' as a data type$"):
+      f()  # a value given for a dtype: NumPy's TypeError, as JAX's
+  with pytest.raises(ValueError, match="Passing an array as a dtype argument is no longer "
+                                       "supported; instead of dtype=arr use dtype=arr.dtype."):
+    jnp.array(2.0, jnp.ones(3))
   with pytest.raises(TypeError, match="broadcast_in_dim shape must have every element be "
                                       r"nonnegative, got \(-1, 1\)"):
     jnp.ones((-1, 1))

@@ -254,7 +254,7 @@ def _shape_dtype_hint(name, shape, dtype):
   """JAX's hint for ``jnp.zeros(2, 3)`` (a shape given as two arguments)."""
   if dtype is None or isinstance(dtype, dtypes.ExtendedDType):
     return
-  if isinstance(dtype, int) and not isinstance(dtype, bool):  # (no dtype is an int)
+  if isinstance(dtype, int):  # (no dtype is an int; nor a bool, which JAX's check counts)
     hint = ""
     if isinstance(shape, int):
       hint = (f"\n\nDid you accidentally write `jax.numpy.{name}({shape}, {dtype})` when you "

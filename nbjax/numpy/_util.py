@@ -268,6 +268,11 @@ def canonicalize_user_dtype(dtype, name=None):
   ``jax_explicit_x64_dtypes`` (``dtypes.canonicalize_explicit_dtype``), both naming ``name``."""
   if dtype is None:
     return None
+  if not isinstance(dtype, (np.dtype, type, str, dtypes.ExtendedDType)):
+    if isinstance(dtype, (Array, Tracer)):
+      raise ValueError("Passing an array as a dtype argument is no longer supported; instead "
+                       "of dtype=arr use dtype=arr.dtype.")
+    np.dtype(dtype)  # (a value is no dtype: NumPy's TypeError, as JAX's)
   try:
     d = dtypes.dtype(dtype)
   except TypeError:
