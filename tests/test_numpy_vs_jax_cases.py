@@ -43,6 +43,30 @@ def test_unary_weak_types():
   _check(jnp.i0(jnp.float32(2.5)), "float32", False)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_weak_types_of_rint_signbit_iscomplex_sign_dot(jit):
+  wrap = nbjax.jit if jit else (lambda f: f)
+  w, wi = jnp.asarray(2.0) * 1.0, jnp.asarray(2) * 1  # weak float64 / int64
+  _check(wrap(jnp.rint)(3), "float64", False, 3.)  # (an int's: convert_element_type, strong)
+  _check(wrap(jnp.rint)(wi), "float64", False, 2.)
+  _check(wrap(jnp.signbit)(3), "bool", False, False)  # (lt against a strong 0)
+  _check(wrap(jnp.signbit)(wi), "bool", False, False)
+  _check(wrap(jnp.iscomplex)(True), "bool", False, False)  # weak iff imag(x) is
+  _check(wrap(jnp.iscomplex)(w), "bool", True, False)
+  _check(wrap(jnp.iscomplex)(1j), "bool", True, True)
+  _check(wrap(jnp.isreal)(True), "bool", False, True)
+  _check(wrap(jnp.isreal)(3), "bool", True, True)
+  _check(wrap(jnp.isreal)(1j), "bool", True, False)
+  _check(wrap(jnp.sign)(1 + 2j), "complex128", True, (1 + 2j) / abs(1 + 2j))
+  _check(wrap(jnp.sign)(jnp.complex64(1j)), "complex64", False, 1j)
+  _check(wrap(jnp.dot)(2, 3), "int64", True, 6)  # scalar products of weak operands: weak
+  _check(wrap(jnp.dot)(2, 3.0), "float64", True, 6.)
+  _check(wrap(lambda a, b: jnp.tensordot(a, b, 0))(w, w), "float64", True, 4.)
+  _check(wrap(jnp.dot)(w, jnp.ones(2)), "float64", False, [2., 2.])
+  _check(wrap(lambda a, b: jnp.dot(a, b, preferred_element_type=float))(w, w), "float64",
+         False, 4.)
+
+
 def test_angle_of_0d_reals_is_default_float():
   _check(jnp.angle(2.5), "float64", False, 0.)
   _check(jnp.angle(jnp.asarray(np.float32(-2.5))), "float64", False, np.pi)

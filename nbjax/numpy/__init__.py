@@ -17,6 +17,8 @@ import math as _math
 
 import numpy as _np
 
+from nbjax import lax as _lax
+from nbjax.numpy import _ufuncs
 from nbjax.array import Array as _Array
 from nbjax.core import Tracer as _Tracer
 
@@ -251,7 +253,8 @@ def iscomplex(x):
     >>> jnp.iscomplex(jnp.array([1 + 1j, 2 + 0j]))
     Array([ True, False], dtype=bool)
   """
-  return not_equal(imag(asarray(x)), 0)
+  i = imag(asarray(x))
+  return _lax.ne(i, _ufuncs._const(i, 0))  # (weak iff the imaginary part is, as JAX's)
 
 
 def isreal(x):
@@ -267,7 +270,8 @@ def isreal(x):
     >>> jnp.isreal(jnp.array([1 + 1j, 2 + 0j]))
     Array([False,  True], dtype=bool)
   """
-  return equal(imag(asarray(x)), 0)
+  i = imag(asarray(x))
+  return _lax.eq(i, _ufuncs._const(i, 0))  # (weak iff the imaginary part is, as JAX's)
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

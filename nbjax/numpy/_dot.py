@@ -60,8 +60,8 @@ def _contract(a, b, contract, batch, precision, pet, weak, explicit=False):
         raise
       _MIXED_OK.add(key)
   if not dn[0][0] and not dn[1][0] and (a.ndim == 0 or b.ndim == 0):
-    if pet is not None:  # (a product with nothing to sum: the elementwise product)
-      a, b = _util.convert(a, pet), _util.convert(b, pet)
+    if pet is not None:  # (a product with nothing to sum: the elementwise product; weak
+      a, b = _util.convert(a, pet, weak), _util.convert(b, pet, weak)  # for weak operands)
     out = multiply(a, b)
   else:
     out = lax.dot_general(a, b, dn, precision=precision, preferred_element_type=pet)

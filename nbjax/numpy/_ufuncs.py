@@ -445,7 +445,7 @@ def _sign(x):
   if dtypes.is_complex(x.dtype):
     a = lax.abs(x)
     return lax.select(lax.eq(a, _const(a, 0)), lax.full_like(x, 0),
-                      lax.div(x, lax.convert_element_type(a, x.dtype)))
+                      lax.div(x, _util.convert(a, x.dtype, dtypes.is_weakly_typed(x))))
   if dtypes.is_float(x.dtype):  # sign(-0.0) is +0.0, as the Array API and NumPy have it
     return lax.select(lax.eq(x, _const(x, 0)), lax.full_like(x, 0), lax.sign(x))
   return lax.sign(x)
@@ -514,8 +514,8 @@ around = _ufunc_docs.alias(round, "around")
 def rint(x, /):
   """Round to the nearest integer, halves to even; integers give the default float."""
   x = ensure_arraylike("rint", x)
-  if _is_intlike(x.dtype):
-    return _util.convert(x, dtypes.default_float_dtype(), x.weak_type)
+  if _is_intlike(x.dtype):  # (strong, as JAX's convert_element_type)
+    return _util.convert(x, dtypes.default_float_dtype())
   return _round_even(x)
 
 # ----------------------------------------------------------------- transcendental
@@ -896,8 +896,8 @@ def signbit(x, /):
   """Elementwise test of the sign bit (true for negative values and -0.0)."""
   x = ensure_arraylike("signbit", x)
   d = x.dtype
-  if dtypes.is_int(d):
-    return lax.lt(x, _const(x, 0))
+  if dtypes.is_int(d):  # (against a strong 0, as JAX's: strong for weak x)
+    return lax.lt(x, np.array(0, d))
   if d == _BOOL:
     return lax.full_like(x, False, _BOOL)
   if not dtypes.is_float(d):
