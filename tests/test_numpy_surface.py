@@ -640,6 +640,13 @@ def test_creation_and_axis_errors_as_jax():
   with pytest.raises(ValueError, match="Passing an array as a dtype argument is no longer "
                                        "supported; instead of dtype=arr use dtype=arr.dtype."):
     jnp.array(2.0, jnp.ones(3))
+  for f in (lambda: jnp.tril_indices(2.5), lambda: jnp.triu_indices(3, 0, 2.0)):
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+      f()  # (JAX's concrete_dim_or_error: operator.index)
+  with pytest.raises(nbjax.errors.ConcretizationTypeError, match="n argument of jnp.tril_indices"):
+    nbjax.jit(jnp.tril_indices)(3)
+  assert [np.asarray(i).tolist() for i in jnp.triu_indices(jnp.array(3), 1, np.int32(4))] == \
+      [[0, 0, 0, 1, 1, 2], [1, 2, 3, 2, 3, 3]]
   with pytest.raises(TypeError, match="broadcast_in_dim shape must have every element be "
                                       r"nonnegative, got \(-1, 1\)"):
     jnp.ones((-1, 1))

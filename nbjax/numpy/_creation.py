@@ -902,6 +902,9 @@ def tril_indices(n, k=0, m=None):
     >>> jnp.tril_indices(3)
     (Array([0, 1, 1, 2, 2, 2], dtype=int64), Array([0, 0, 1, 0, 1, 2], dtype=int64))
   """
+  n = core.concrete_or_error(operator.index, n, "n argument of jnp.tril_indices")
+  m = n if m is None else core.concrete_or_error(operator.index, m,
+                                                 "m argument of jnp.tril_indices")
   return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.tril_indices(n, k, m))
 
 
@@ -920,6 +923,9 @@ def triu_indices(n, k=0, m=None):
     >>> jnp.triu_indices(3)
     (Array([0, 0, 0, 1, 1, 2], dtype=int64), Array([0, 1, 2, 1, 2, 2], dtype=int64))
   """
+  n = core.concrete_or_error(operator.index, n, "n argument of jnp.triu_indices")
+  m = n if m is None else core.concrete_or_error(operator.index, m,
+                                                 "m argument of jnp.triu_indices")
   return tuple(Array._new(i.astype(dtypes.default_int_dtype())) for i in np.triu_indices(n, k, m))
 
 
