@@ -942,22 +942,22 @@ def sharded_eager(prim, args, params):
   """``prim`` applied eagerly to operands of which some are sharded: one jitted computation
   of the primitive, as JAX's eager ops run, so the result is placed as XLA's sharding
   propagation says (``core.sharded_eager``). Jits are kept per primitive and params."""
-  from nbjax import api
+  from nbjax import registry
+  from nbjax.interpreters.pjit import jit
   if prim.name == "slice" and params["strides"] is None:
     # JAX's eager slice: a dynamic_slice from start indices passed as arguments, so XLA places
     # the result without knowing where it starts
-    from nbjax import lax
     x, = args
     sizes = tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"]))
-    return sharded_eager(lax.dynamic_slice_p, (x, *map(np.int32, params["start_indices"])),
-                         {"slice_sizes": sizes})
+    return sharded_eager(registry.get("dynamic_slice"),
+                         (x, *map(np.int32, params["start_indices"])), {"slice_sizes": sizes})
   try:
     key = (prim, tuple(sorted(params.items())))
     f = _eager_jits.get(key)
   except TypeError:  # (unhashable params: a jit for this call)
     key, f = None, None
   if f is None:
-    f = api.jit(lambda *a: prim.bind(*a, **params))
+    f = jit(lambda *a: prim.bind(*a, **params))
     if key is not None:
       _eager_jits[key] = f
   return f(*args)
