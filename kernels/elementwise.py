@@ -1609,6 +1609,8 @@ def chunked(kern, dtypes, nscalars=0):
   key = (kern, tuple(dtypes), nscalars)
   f = _chunked.get(key)
   if f is None:
+    if len(dtypes) > threads.MAX_ARGS:
+      raise ValueError(f"chunked: {len(dtypes)} arrays, at most {threads.MAX_ARGS}")
     loads, names = [], []
     for k, d in enumerate(dtypes):
       d = np.dtype(d)
@@ -1618,12 +1620,13 @@ def chunked(kern, dtypes, nscalars=0):
     src = _CHUNK_SRC.format(loads="\n".join(loads), names=", ".join(names), fn="{fn}")
     fn = "c_" + hashlib.sha1((kern.py_func.__name__ + src).encode()).hexdigest()[:20]
     ns = dict(_NS, kern=kern, carray=carray, voidptr=threads.voidptr, MAX_ARGS=threads.MAX_ARGS)
-    exec(compile(src.format(fn=fn), __file__, "exec"), ns)
+    exec(compile(src.format(fn=fn), kern.py_func.__code__.co_filename, "exec"), ns)
     f = ns[fn]
     f.__qualname__ = fn
-    f = _chunked[key] = cfunc(types.void(types.int64, types.int64, types.int64), nogil=True,
-                              cache=True, error_model="numpy")(f).address
-  return f
+    f = cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True,
+              error_model="numpy")(f)
+    _chunked[key] = f  # (the CFunc object itself: it owns the code at the address)
+  return f.address
 
 
 def _numba_type(a):

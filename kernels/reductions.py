@@ -915,8 +915,8 @@ def row_chunks(op, dtype, blocks=False):
     g = _NS[fn]
     g.__qualname__ = fn
     f = _row_chunks[(op, dtype, blocks)] = cfunc(
-        types.void(types.int64, types.int64, types.int64), error_model="numpy", **_J)(g).address
-  return f
+        types.void(types.int64, types.int64, types.int64), error_model="numpy", **_J)(g)
+  return f.address
 
 
 @njit(error_model="numpy", **_J)

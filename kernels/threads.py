@@ -74,7 +74,10 @@ class _Worker:
 
 
 _worker = None
-_CPUS = os.cpu_count() or 1  # (the call reads /sys: 12 us, once per process)
+try:  # the CPUs this process may run on (a taskset or container may allow fewer than exist)
+  _CPUS = len(os.sched_getaffinity(0))
+except (AttributeError, OSError):
+  _CPUS = os.cpu_count() or 1
 _lock = threading.Lock()  # one chunked run at a time uses the worker
 
 
@@ -133,7 +136,7 @@ def run_chunks(n, fn, min_chunks=2, blas=True):
 # `x + y` at 1e5-1e6 float32 elements in 0.6x NumPy's time), but only if handing work over
 # costs about a microsecond: a Python worker woken by a semaphore costs tens. So a second
 # worker runs a numba loop without the GIL that spins on a shared ticket for a while after
-# each job (then sleeps on a semaphore). A job is a C function ``fn(lo, hi, argv)`` over
+# each job (then sleeps on a futex). A job is a C function ``fn(lo, hi, argv)`` over
 # ``nch`` chunks of ``n`` elements; the caller and the worker claim chunks from the ticket
 # (job number, chunk count and next chunk in one atomic word), the worker marks each it
 # finishes in a bitmask. A worker that a busy machine deschedules in mid-chunk does not hold
@@ -351,6 +354,7 @@ class _Team:
   def __init__(self):
     self.state = np.zeros(48, np.int64)
     self.state[_WAIT] = 2
+    _serve.compile((types.int64[::1],))  # (before the thread: a failure reaches the caller)
     self.argv = np.zeros(2 * MAX_ARGS, np.int64)
     self.lock = threading.Lock()
     self.inflight = None  # a job's arrays while the worker may still be in one of its chunks
@@ -363,9 +367,12 @@ _team = None
 _entries = {}  # chunk function -> _solo's entry point for its arrays
 
 
+_team_lock = threading.Lock()
+
+
 def _after_fork_team():  # a forked child has no worker: it starts its own on first use
-  global _team
-  _team = None
+  global _team, _team_lock
+  _team, _team_lock = None, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_team)
@@ -379,7 +386,9 @@ def team_run(fn, arrays, nch):
   ``MAX_CHUNKS``) on the calling thread and the team's worker. Without a team (``TEAM``),
   from another thread while a job runs, or while the worker is still in an abandoned chunk,
   the caller runs it whole."""
-  global _team
+  global _team, TEAM
+  if len(arrays) > MAX_ARGS:
+    raise ValueError(f"team_run: {len(arrays)} arrays, at most {MAX_ARGS}")
   ep = _entries.get(fn)
   if ep is None:
     from kernels.elementwise import entry
@@ -388,7 +397,14 @@ def team_run(fn, arrays, nch):
   if t is None:
     if not TEAM or nch < 2:
       return ep(fn, arrays)
-    t = _team = _Team()
+    with _team_lock:
+      if _team is None:
+        try:
+          _team = _Team()
+        except Exception:  # noqa: BLE001  (its loops did not compile here: one thread)
+          TEAM = False
+          return ep(fn, arrays)
+    t = _team
   if nch < 2 or not t.lock.acquire(blocking=False):
     return ep(fn, arrays)
   try:

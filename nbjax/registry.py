@@ -1110,7 +1110,8 @@ def main(argv=None):
   from kernels import threads
   print(("threads: two (the native team, kernels.threads): " + "; ".join(
       f"{k} {v}" for k, v in threads.TEAM_USES.items())) if threads.TEAM else
-      "threads: one (NBJAX_TEAM=0, one core, or not Linux on x86-64)")
+      "threads: one for elementwise work and row reductions (NBJAX_TEAM=0, one allowed core, "
+      "or not Linux on x86-64)")
   fuse = {}
   for p, d in probed():
     fuse.setdefault(bool(exact_kernel(p, (d,) * p.arity, {})), []).append(f"{p.name}:{d.name[5:]}")

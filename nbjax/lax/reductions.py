@@ -53,8 +53,8 @@ TEAM_USES["sum/max/min over contiguous rows"] = f"from {ROW_TEAM_MIN} elements"
 
 
 def _rows(kern, op, x, out, z):
-  """``kern(x, out, z)`` on ``(O, N)`` rows; blocks of rows, or chunks of a single long row,
-  on two threads."""
+  """``kern(x, out, z)`` on ``(O, N)`` rows; from ROW_TEAM_MIN elements blocks of rows, or
+  chunks of a single long row, on the native team (one thread with ``NBJAX_TEAM=0``)."""
   O, N = x.shape
   if O * N < ROW_TEAM_MIN or op not in _ROW_OPS:
     kern(x, out, z)
