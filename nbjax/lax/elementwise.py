@@ -304,9 +304,10 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
   extra = tuple(extra)
   eps = {}
   libm = kname in _LIBM
+  heavy = libm or kname.endswith("_f32")  # (and XLA's float32 expansions: compute-bound)
   team = 1 << 62 if extra or len(in_dts) >= threads.MAX_ARGS or not threads.TEAM else \
-      TEAM_MIN_LIBM if libm else TEAM_MIN
-  chunk = TEAM_CHUNK_LIBM if libm else TEAM_CHUNK
+      TEAM_MIN_LIBM if heavy else TEAM_MIN
+  chunk = TEAM_CHUNK_LIBM if heavy else TEAM_CHUNK
   team_fn = []
 
   def call(flat, o):
