@@ -58,7 +58,7 @@ PAR_MIN_LIBM = 1 << 20
 TEAM_MIN, TEAM_CHUNK = 1 << 18, 1 << 14
 TEAM_MIN_LIBM, TEAM_CHUNK_LIBM = 1 << 13, 1 << 12
 threads.TEAM_USES["elementwise kernels"] = (f"from {TEAM_MIN} output elements (libm-based ones "
-                                            f"from {TEAM_MIN_LIBM})")
+                                            f"and XLA's float32 expansions from {TEAM_MIN_LIBM})")
 _LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2",
          "atan2_complex", "rem", "nextafter", "nextafter_f16", "erf", "erfc", "erf_inv",
