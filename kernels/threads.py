@@ -24,6 +24,7 @@ disjoint outputs, or partial results the caller combines in chunk order.
 
 Imports numpy, numba, llvmlite, ctypes and the standard library.
 """
+import atexit
 import contextvars
 import ctypes
 import glob
@@ -32,6 +33,7 @@ import os
 import platform
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -376,6 +378,22 @@ def _after_fork_team():  # a forked child has no worker: it starts its own on fi
 
 
 os.register_at_fork(after_in_child=_after_fork_team)
+
+
+def settle(timeout=1.0):
+  """Wait (at most ``timeout`` seconds) until the team's worker is out of any chunk a caller
+  abandoned, then drop that job's arrays (so their buffers may be reused). Also at exit."""
+  t = _team
+  if t is None or t.inflight is None:
+    return
+  end = time.monotonic() + timeout
+  while t.state[_BUSY] and time.monotonic() < end:
+    time.sleep(1e-4)
+  if not t.state[_BUSY]:
+    t.inflight = None
+
+
+atexit.register(settle)
 
 
 def team_run(fn, arrays, nch):

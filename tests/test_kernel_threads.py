@@ -183,17 +183,18 @@ def test_worker_takes_chunks():
   assert (out == 2).all()
 
 
-def _slow_last_copy():
+def _held_last_copy():
   from numba import carray, cfunc, types
 
   @cfunc(types.void(types.int64, types.int64, types.int64), nogil=True)
-  def copy(lo, hi, argv):  # out = x; the last chunk waits ~2 ms before it writes
-    p = carray(T.voidptr(argv), 2 * T.MAX_ARGS, np.int64)
+  def copy(lo, hi, argv):  # out = x; the first thread in the last chunk waits (up to ~0.2 s)
+    p = carray(T.voidptr(argv), 2 * T.MAX_ARGS, np.int64)  # until ctl[1] is set, then writes
     x = carray(T.voidptr(p[0]), p[T.MAX_ARGS], np.float64)
-    o = carray(T.voidptr(p[1]), p[T.MAX_ARGS + 1], np.float64)
-    if hi == o.size:
+    ctl = carray(T.voidptr(p[1]), 2, np.int64)
+    o = carray(T.voidptr(p[2]), p[T.MAX_ARGS + 2], np.float64)
+    if hi == o.size and T._aadd(ctl, 0, 1) == 0:
       c0 = T._cycles()
-      while T._cycles() - c0 < 5_000_000:
+      while T._aload(ctl, 1) == 0 and T._cycles() - c0 < 500_000_000:
         T._pause()
     for i in range(lo, hi):
       o[i] = x[i]
@@ -203,38 +204,38 @@ def _slow_last_copy():
 @team
 def test_abandoned_chunks_are_redone_and_their_arrays_kept():
   # a caller that does not wait (patience 0) runs the chunk the worker holds itself: the
-  # output is whole when team_run returns; while the worker is still in that chunk, the job's
-  # arrays stay alive and a later job runs on the caller alone (no job published)
-  copy = _slow_last_copy()
-  fn = copy.address
+  # output is whole when team_run returns; while the worker is still in that chunk the job's
+  # arrays stay alive and later jobs run on the caller alone (no job published); settle()
+  # drops them once the worker is out
+  fn = _held_last_copy().address
   x = np.arange(4096, dtype=np.float64)
-  T.team_run(fn, (x, np.empty_like(x)), 2)
-  st = T._team.state
-  st[T._WAIT] = 0
-  try:
-    kept = solo = 0
-    deadline = time.time() + 60
-    while time.time() < deadline and not (kept and solo):
-      y = x + kept
-      out = np.full_like(x, np.nan)
-      before, job = T._team.inflight, st[T._JOB]
-      busy = before is not None and st[T._BUSY]
-      T.team_run(fn, (y, out), 4)
-      assert (out == y).all()  # whole at return: the caller ran the worker's chunk
-      now = T._team.inflight
-      if busy and st[T._BUSY]:  # the worker was, and still is, in the old chunk
-        assert now is before and st[T._JOB] == job  # this job ran on the caller alone
-        solo += 1
-      elif now is not None and now is not before:  # this job was abandoned
-        assert now[1] is out
-        kept += 1
-    assert kept and solo
-  finally:
-    st[T._WAIT] = 2
-  time.sleep(0.01)
-  out = np.empty_like(x)
-  T.team_run(fn, (x, out), 4)
-  assert (out == x).all()
+  st = None
+  deadline = time.time() + 60
+  while time.time() < deadline:
+    ctl = np.zeros(2, np.int64)
+    out = np.full_like(x, np.nan)
+    T.team_run(fn, (x, ctl, out), 2)
+    st = T._team.state
+    st[T._WAIT] = 0
+    try:
+      T.team_run(fn, (x + 1, ctl, out), 4)
+    finally:
+      st[T._WAIT] = 2
+    assert (out == x + 1).all()  # whole at return
+    if T._team.inflight is None or not st[T._BUSY]:  # the caller got the held chunk first
+      ctl[1] = 1
+      T.settle(10.0)
+      continue
+    assert T._team.inflight[2] is out
+    job, out2 = st[T._JOB], np.empty_like(x)
+    T.team_run(fn, (x + 2, np.ones(2, np.int64), out2), 4)  # alone: the worker is held
+    assert st[T._JOB] == job and (out2 == x + 2).all()
+    ctl[1] = 1
+    T.settle(10.0)
+    assert T._team.inflight is None and not st[T._BUSY]
+    break
+  else:
+    pytest.fail("the worker never held the last chunk")
 
 
 @team
