@@ -134,7 +134,7 @@ def run_chunks(n, fn, min_chunks=2, blas=True):
 
 
 # ----------------------------------------------------------------- a native team
-# Memory-bound kernels from ~64K elements gain from a second core (PyTorch's two threads run
+# Kernels of 10^5-10^7 elements gain from a second core (PyTorch's two threads run
 # `x + y` at 1e5-1e6 float32 elements in 0.6x NumPy's time), but only if handing work over
 # costs about a microsecond: a Python worker woken by a semaphore costs tens. So a second
 # worker runs a numba loop without the GIL that spins on a shared ticket for a while after
@@ -142,7 +142,7 @@ def run_chunks(n, fn, min_chunks=2, blas=True):
 # ``nch`` chunks of ``n`` elements; the caller and the worker claim chunks from the ticket
 # (job number, chunk count and next chunk in one atomic word), the worker marks each it
 # finishes in a bitmask. A worker that a busy machine deschedules in mid-chunk does not hold
-# the caller back: after waiting twice its own chunks' time, the caller runs the unfinished
+# the caller back: after waiting twice the time of one of its chunks, the caller runs the unfinished
 # chunks itself and keeps the job's arrays alive until the worker is idle again (chunks are
 # idempotent: out-of-place loops rewrite the same bits). Results never depend on which thread
 # ran a chunk.
@@ -243,12 +243,13 @@ def voidptr(typingctx, x):
 # the team needs Linux's futex on x86-64 (``_futex``) and a second core
 TEAM = (_CPUS >= 2 and sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
         and os.environ.get("NBJAX_TEAM", "1") != "0")
-TEAM_USES = {}  # what runs on the team, from what size (filled by its callers; the registry prints it)
+TEAM_USES = {}  # what runs on the team from what size (its callers fill it; the registry prints it)
 MAX_ARGS = 16   # a chunk function's argv: MAX_ARGS addresses, then MAX_ARGS sizes
 MAX_CHUNKS = 63
 _SPIN = 200_000  # cycles the worker spins after a job before it sleeps (~80 us here)
 # state slots (int64; the contended ones on cache lines of their own)
-_TICKET, _DONE, _BUSY, _SLEEP, _FN, _N, _NCH, _ARGV, _JOB, _AT = 0, 8, 16, 24, 32, 33, 34, 35, 36, 37
+_TICKET, _DONE, _BUSY, _SLEEP = 0, 8, 16, 24
+_FN, _N, _NCH, _ARGV, _JOB, _AT = 32, 33, 34, 35, 36, 37
 _WAIT, _WORKED = 38, 40  # the caller's patience in chunks (tests: 0), chunks the worker ran
 _M16 = 0xFFFF
 _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the PRIVATE forms
