@@ -312,14 +312,17 @@ def _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf):
 
 @njit(**_J)
 def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1, d2, w, O, buf,
-               out):
+               out, by_image):
   """Output lines ``l0 <= l < l1`` (of the ``(o0, o1)`` grid) of images ``n0 <= n < n1``:
   ``out[n, i0, i1, q, o] = sum over taps and c of xp[i0*s0 + t0*d0, i1*s1 + t1*d1,
   q*s2 + t2*d2, c] * w[(t0, t1, t2, c), o]``, ``xp`` the image padded by ``_pad_image`` into
   ``buf`` (the image itself where it needs no padding). ``w`` is ``(k0 * k1 * k2 * C, Op)``,
   its columns padded to whole vectors. A contraction longer than ``_KB`` runs in blocks (first
   taps, then channels) whose weights stay in L2, each over all lines, adding to the outputs:
-  the same sums, in the same order (3x3x256 -> 256 features: 7% less time)."""
+  the same sums, in the same order (3x3x256 -> 256 features: 7% less time). ``by_image``
+  (``x5`` padded already, ``buf`` one of its images): the rows of a tile are the images at
+  one output position, not the positions of a line (for lines shorter than a tile: the
+  CNN demo's 4x4 images fill 7 x 32 tiles instead of 4 x 32 ones)."""
   _, o0, o1, o2, _ = out.shape
   P0, P1, P2, C = buf.shape
   _, X0, X1, X2, _ = x5.shape
@@ -340,12 +343,16 @@ def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1
       a_k, b_k, k_n = (0, d1 * P2 * C, 1), (0, k2 * C * Op, Op), (1, k1, k2 * C)
     else:
       a_k, b_k, k_n = (d1 * P2 * C, d2 * C, 1), (k2 * C * Op, C * Op, Op), (k1, k2, cb)
-  for n in range(n0, n1):
-    if inplace:
+  img = P0 * P1 * P2 * C
+  for n in range(n0, n0 + 1 if by_image else n1):
+    if by_image:
+      xb = x5.reshape(-1)
+    elif inplace:
       xb = x5[n].reshape(-1)
     else:
       _pad_image(x5, n, lo0, lo1, lo2, p1a, p1b, buf)
       xb = buf.reshape(-1)
+    x_off = n0 * img if by_image else 0
     for oc in range(0, O, 2 * L):
       nv = 2 if O - oc > L else 1
       last = min(L, O - oc - (nv - 1) * L)
@@ -354,22 +361,31 @@ def direct_fwd(x5, n0, n1, l0, l1, lo0, lo1, lo2, k0, k1, k2, s0, s1, s2, d0, d1
           if cb < C:
             k_n = (k1, k2, min(cb, C - c0))
           first = t0 == 0 and c0 == 0
+          b_off = (t0 * k1 * k2 * C + c0) * Op + oc
           for l in range(l0, l1):
             i0, i1 = l // o1, l % o1
-            a_off = ((i0 * s0 + t0 * d0) * P1 + i1 * s1) * P2 * C + c0
-            _rows(nv, o2, t0s == 1 and cb == C, xb, a_off, s2 * C, a_k, wf,
-                  (t0 * k1 * k2 * C + c0) * Op + oc, b_k, k_n, of,
-                  ((n * o0 + i0) * o1 + i1) * o2 * O + oc, O, last, not first)
+            a_off = x_off + ((i0 * s0 + t0 * d0) * P1 + i1 * s1) * P2 * C + c0
+            c_off = ((n * o0 + i0) * o1 + i1) * o2 * O + oc
+            if by_image:
+              for q in range(o2):
+                _rows(nv, n1 - n0, t0s == 1 and cb == C, xb, a_off + q * s2 * C, img, a_k, wf,
+                      b_off, b_k, k_n, of, c_off + q * O, o0 * o1 * o2 * O, last, not first)
+            else:
+              _rows(nv, o2, t0s == 1 and cb == C, xb, a_off, s2 * C, a_k, wf, b_off, b_k, k_n,
+                    of, c_off, O, last, not first)
 
 
 @njit(**_J)
-def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2, ct, buf, part):
+def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2, ct, buf, part,
+                    fold):
   """A kernel gradient (a convolution with batch and feature roles swapped) directly, as a
   partial sum over images ``n0 <= n < n1`` and cotangent rows ``q1a <= q1 < q1b``:
   ``part[t0, t1, (t2, c), o] = sum of xp[t0*s0 + q0*d0, t1*s1 + q1*d1, t2*s2 + q2*d2, c] *
   ct[n, q0, q1, q2, o]``, ``xp`` image ``n`` padded into ``buf`` (or itself, unpadded);
   ``ct``'s features padded to whole vectors. Sums run over images, then ``q0, q1, q2``, in
-  order."""
+  order. ``fold`` (``x5`` padded already, ``buf`` one of its images, one ``q0``): the images
+  are the contraction's outer loop, so each tile runs once over all of them (the same sums
+  in the same order, without a tile's load and store per image: small images)."""
   _, Q0, Q1, Q2, Op = ct.shape
   T0, T1, J, _ = part.shape
   P0, P1, P2, C = buf.shape
@@ -378,11 +394,15 @@ def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2,
   cf, pf = ct.reshape(-1), part.reshape(-1)
   a_k, b_k = (d0 * P1 * P2 * C, d1 * P2 * C, d2 * C), (Q1 * Q2 * Op, Q2 * Op, Op)
   k_n = (Q0, q1b - q1a, Q2)
+  if fold:  # (Q0 == 1: the first loop runs over images)
+    a_k, k_n = (P0 * P1 * P2 * C, a_k[1], a_k[2]), (n1 - n0, k_n[1], k_n[2])
   p1b = min(P1, (T1 - 1) * s1 + (q1b - 1) * d1 + 1)
   _, X0, X1, X2, _ = x5.shape
   inplace = lo0 == lo1 == lo2 == 0 and (P0, P1, P2) == (X0, X1, X2)
-  for n in range(n0, n1):
-    if inplace:
+  for n in range(n0, n0 + 1 if fold else n1):
+    if fold:
+      xb = x5.reshape(-1)[n0 * P0 * P1 * P2 * C:]
+    elif inplace:
       xb = x5[n].reshape(-1)
     else:
       _pad_image(x5, n, lo0, lo1, lo2, q1a * d1, p1b, buf)

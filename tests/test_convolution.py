@@ -361,6 +361,32 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
                              1 if max(kw["window_strides"]) > 1 and ws[-2] >= 4 else 0)
 
 
+@pytest.mark.parametrize("xs,ws,kw,par", [
+    ((100, 8, 8, 1), (3, 3, 1, 16), dict(window_strides=(1, 1), padding="SAME"), False),  # the
+    ((100, 4, 4, 16), (3, 3, 16, 32), dict(window_strides=(1, 1), padding="SAME"), False),  # demo's
+    ((100, 4, 4, 16), (3, 3, 16, 32), dict(window_strides=(1, 1), padding="SAME"), True),
+    ((120, 6, 4, 3), (3, 2, 3, 20), dict(window_strides=(1, 1), padding=((-1, 2), (1, 0))), True),
+    ((120, 5, 4), (3, 4, 24), dict(window_strides=(1,), padding=((3, 1),), rhs_dilation=(2,)),
+     False),
+    ((120, 5, 4), (3, 4, 24), dict(window_strides=(1,), padding=((3, 1),), rhs_dilation=(2,)),
+     True),
+])
+def test_small_images_tile_across_the_batch(monkeypatch, par, xs, ws, kw):
+  """A small batch whose lines are shorter than a register tile is padded whole and tiled
+  across images (``by_image``; its kernel gradient sums over all of a block's images in each
+  tile: ``fold``), on one thread and in blocks of images on two: forward and both gradients
+  against XLA; the tiled paths are the ones that ran."""
+  from kernels import convolution as K
+  if par:
+    monkeypatch.setattr(conv_mod, "_PAR_FLOPS", 0)
+  seen = {"fwd": set(), "rhs": set()}
+  for name, key in (("direct_fwd", "fwd"), ("direct_rhs_grad", "rhs")):
+    real = getattr(K, name)
+    monkeypatch.setattr(K, name, lambda *a, _r=real, _k=key: (seen[_k].add(a[-1]), _r(*a))[1])
+  _check_vjp_against_xla(xs, ws, kw, np.random.default_rng(sum(xs) + ws[-1]), 3e-5, scaled=True)
+  assert True in seen["fwd"] and True in seen["rhs"]
+
+
 def test_inputs_not_aliased():
   x, w = np.ones((1, 1, 4), np.float32), np.ones((1, 1, 2), np.float32)
   out = lax.conv_general_dilated(x, w, (1,), "VALID")

@@ -488,16 +488,42 @@ def _direct_blocks(N, rows, two):
   return [(n, n + 1, j * rows // q, (j + 1) * rows // q) for n in range(N) for j in range(q)]
 
 
+# a batch padded whole (instead of image by image in the kernel) up to this size, where the
+# kernels then tile across images (``by_image``, ``fold``): small images, whose lines are
+# shorter than a register tile and whose kernel gradient sums over few positions per image
+_WHOLE = 1 << 20
+
+
+def _padded(x, lo, P):
+  """``x`` ``(N, X0, X1, X2, C)`` (any strides) as a C-contiguous ``(N, P0, P1, P2, C)`` batch:
+  ``x[:, p - lo]`` at each position ``p`` inside ``x``, zeros elsewhere (``lo < 0``: a crop)."""
+  N, *X, C = x.shape
+  if not any(lo) and tuple(P) == tuple(X):
+    return np.ascontiguousarray(x)
+  out = _scratch((N, *P, C), x.dtype)
+  out.fill(0)
+  dst, src = [slice(None)], [slice(None)]
+  for l, p, n in zip(lo, P, X):
+    a = max(0, l)
+    b = max(a, min(p, n + l))
+    dst.append(slice(a, b))
+    src.append(slice(a - l, b - l))
+  out[tuple(dst)] = x[tuple(src)]
+  return out
+
+
 def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilation, dn, ksp,
                  osp, ext):
   """A convolution by register tiles over the padded input (``kernels.convolution.direct_fwd``):
-  blocks of images a chunk (or of output lines, for few images), each image padded in turn."""
+  blocks of images a chunk (or of output lines, for few images), each image padded in turn;
+  a small batch whose lines are shorter than a tile is padded whole and tiled across images."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   x = lhs.transpose((lhs_spec[0], *lhs_spec[2:], lhs_spec[1])).astype(cd, copy=False)
   N, C, O = x.shape[0], x.shape[-1], rhs.shape[rhs_spec[0]]
-  x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:]))
-  Op = -(-O // lanes(cd)) * lanes(cd)  # (whole vectors)
+  x = x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:])
+  L = lanes(cd)
+  Op = -(-O // L) * L  # (whole vectors)
   w = np.zeros((math.prod(ksp) * C, Op), cd)
   w[:, :O] = rhs.transpose((*rhs_spec[2:], rhs_spec[1], rhs_spec[0])).reshape(-1, O)
   k, s, d, o = map(ext, (ksp, window_strides, rhs_dilation, osp))
@@ -506,11 +532,18 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   lines = o[0] * o[1]
   two = 2 * N * math.prod(o) * math.prod(k) * C * O >= _PAR_FLOPS
   blocks = _direct_blocks(N, lines, two)
+  rows = 7 if O > L else 14  # (kernels.convolution._rows' tallest tile)
+  by_image = o[2] < rows <= N // len(blocks) and N * math.prod(P) * C * cd.itemsize <= _WHOLE
   out = _scratch((N, *o, O), cd)
-  bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
+  if by_image:
+    x = _padded(x, lo, P)
+    lo, bufs = (0, 0, 0), [x[0]] * 2
+  else:
+    x = np.ascontiguousarray(x)
+    bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O, bufs[t],
-                                                    out), min_chunks=2 if two else 1 << 30,
-             blas=False)
+                                                    out, by_image),
+             min_chunks=2 if two else 1 << 30, blas=False)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
   return _result(z, od)
 
@@ -519,12 +552,13 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
                           dn, ksp, osp, ext):
   """A kernel gradient (``'swap'``: lhs features are the images, its batch the input features,
   rhs the cotangent) by register tiles (``kernels.convolution.direct_rhs_grad``): partial sums
-  over blocks of images (or of cotangent rows, for few images), added in block order."""
+  over blocks of images (or of cotangent rows, for few images), added in block order; a small
+  batch is padded whole and each tile sums over all of a block's images at once."""
   lhs_spec, rhs_spec, out_spec = dn
   nsp = len(ksp)
   x = lhs.transpose((lhs_spec[1], *lhs_spec[2:], lhs_spec[0])).astype(cd, copy=False)
   N, C = x.shape[0], x.shape[-1]
-  x = np.ascontiguousarray(x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:]))
+  x = x.reshape(x.shape[:1] + (1,) * (3 - nsp) + x.shape[1:])
   ct = rhs.transpose((rhs_spec[1], *rhs_spec[2:], rhs_spec[0])).astype(cd, copy=False)
   O = ct.shape[-1]
   ct = ct.reshape(ct.shape[:1] + (1,) * (3 - nsp) + ct.shape[1:])
@@ -537,10 +571,16 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   P = tuple((T[i] - 1) * s[i] + (Q[i] - 1) * d[i] + 1 for i in range(3))
   two = 2 * N * math.prod(Q) * math.prod(T) * C * O >= _PAR_FLOPS
   blocks = _direct_blocks(N, Q[1], two)
+  fold = Q[0] == 1 and (N * math.prod(P) * C + ct.size) * cd.itemsize <= _WHOLE
   parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
-  bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
+  if fold:
+    x = _padded(x, lo, P)
+    lo, bufs = (0, 0, 0), [x[0]] * 2
+  else:
+    x = np.ascontiguousarray(x)
+    bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
   run_chunks(len(blocks), lambda t, b: K.direct_rhs_grad(x, *blocks[b], *lo, *s, *d, ct,
-                                                           bufs[t], parts[b]),
+                                                           bufs[t], parts[b], fold),
              min_chunks=2 if two else 1 << 30, blas=False)
   z = (parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)).reshape(
       *T, C, Op)[..., :O].reshape((*osp, C, O))
