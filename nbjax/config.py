@@ -116,6 +116,23 @@ def _pjrt_options(name, v):
   return v
 
 
+class ExplicitX64Mode(enum.StrEnum):
+  """JAX's ``jax_explicit_x64_dtypes`` values (the option holds the string, equal to them)."""
+  WARN = "warn"
+  ERROR = "error"
+  ALLOW = "allow"
+
+
+class EffortLevel(enum.IntEnum):
+  """JAX's XLA effort levels: ``jax_optimization_level``/``jax_memory_fitting_level`` take
+  their names, jit's ``compiler_options`` their values."""
+  UNKNOWN = 0
+  O0 = 9
+  O1 = 19
+  O2 = 29
+  O3 = 39
+
+
 class RuntimeTracebackMode(enum.StrEnum):
   """JAX's ``jax_send_traceback_to_runtime`` values (a name in any case is accepted)."""
   OFF = "off"
@@ -258,8 +275,8 @@ _OPTIONS = {
         "use_shardy_partitioner"), (True, _boolean)),
     **{f"error_checking_behavior_{k}": ("ignore", _choice("ignore", "raise"))
        for k in ("divide", "nan", "oob")},
-    "memory_fitting_level": ("O2", _choice("UNKNOWN", "O0", "O1", "O2", "O3")),
-    "optimization_level": ("UNKNOWN", _choice("UNKNOWN", "O0", "O1", "O2", "O3")),
+    "memory_fitting_level": ("O2", _choice(*EffortLevel.__members__)),
+    "optimization_level": ("UNKNOWN", _choice(*EffortLevel.__members__)),
     "use_magma": ("auto", _choice("off", "on", "auto")),
     "exec_time_optimization_effort": (0.0, _float),
     "memory_fitting_effort": (0.0, _float),

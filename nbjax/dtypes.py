@@ -124,14 +124,20 @@ def default_complex_dtype():
   return _defaults['c']
 
 
-def canonicalize_dtype(dtype):
-  """np.dtype of ``dtype``; with x64 off, 64-bit types map to their 32-bit counterparts."""
+def canonicalize_dtype(dtype, allow_extended_dtype=False):
+  """np.dtype of ``dtype``; with x64 off, 64-bit types map to their 32-bit counterparts. An
+  extended dtype (``key<fry>``) is returned as it is when ``allow_extended_dtype``."""
   try:
     return _canon_cache[dtype]
   except KeyError:
     pass
   except TypeError:  # unhashable dtype spec
     return _canonicalize(dtype)
+  if isinstance(dtype, ExtendedDType):
+    if allow_extended_dtype:
+      return dtype
+    raise ValueError(f"Internal: canonicalize_dtype called on extended dtype {dtype} with "
+                     "allow_extended_dtype=False")
   out = _canon_cache[dtype] = _canonicalize(dtype)
   return out
 

@@ -1115,15 +1115,12 @@ _BUILD_OPTIONS = ("exec_time_optimization_effort", "memory_fitting_effort",
                   "optimization_level", "memory_fitting_level")
 
 
-_EFFORT_LEVELS = {"UNKNOWN": 0, "O0": 9, "O1": 19, "O2": 29, "O3": 39}  # (JAX's EffortLevel)
-
-
 def _config_compile_options():
   """The compiler options JAX's configuration sets where they differ from its defaults
   (JAX's ``get_compile_options``): ``jax_disable_most_optimizations`` (XLA's backend
   optimisation level 0, no expensive LLVM passes), ``jax_compiler_enable_remat_pass``
   False, and the effort and level options, as ``(name, value)`` pairs."""
-  from nbjax.config import config
+  from nbjax.config import EffortLevel, config
   f = config._flags
   out = []
   if f["disable_most_optimizations"]:
@@ -1135,7 +1132,7 @@ def _config_compile_options():
       out.append((k, float(f[k])))
   for k, default in (("optimization_level", "UNKNOWN"), ("memory_fitting_level", "O2")):
     if f[k] != default:
-      out.append((k, _EFFORT_LEVELS[f[k]]))
+      out.append((k, int(EffortLevel[f[k]])))
   return out
 
 

@@ -931,6 +931,10 @@ def test_compile_options_from_config_as_jax(restore_config):
                [("exec_time_optimization_effort", 0.5)]),
               ("jax_optimization_level", "O1", [("optimization_level", 19)]),
               ("jax_memory_fitting_level", "O0", [("memory_fitting_level", 9)])]
+  from nbjax.config import EffortLevel  # (JAX's enum: jit's compiler_options take its values)
+  assert [(e.name, e.value) for e in EffortLevel] == [
+      ("UNKNOWN", 0), ("O0", 9), ("O1", 19), ("O2", 29), ("O3", 39)]
+  assert nbjax.jit(f, compiler_options={"optimization_level": EffortLevel.O1.value})(1.0) == 3.5
   for name, value, expected in settings:
     old = config.read(name)
     config.update(name, value)

@@ -112,6 +112,9 @@ def test_private_util_paths():
   # Writing_custom_interpreters_in_Jax / jax-primitives.md import these private paths
   from nbjax._src.util import safe_map, safe_zip, unzip2, split_list
   from nbjax._src.lax import lax as lax_mod
+  from nbjax._src import api  # (JAX's jax._src.api holds these too; its api_test uses them)
+  assert (api.named_call, api.device_put, api.device_get, api.clear_caches) == (
+      nbjax.named_call, nbjax.device_put, nbjax.device_get, nbjax.clear_caches)
   assert safe_map(lambda a, b: a + b, (1, 2), [3, 4]) == [4, 6]
   assert safe_zip((1,), (2,)) == [(1, 2)]
   assert unzip2([(1, 2), (3, 4)]) == ((1, 3), (2, 4))

@@ -401,6 +401,31 @@ def test_explicit_x64_dtype_with_x64_off_warns_or_raises(x64_off):
       config.update("jax_explicit_x64_dtypes", "warn")
 
 
+def test_explicit_x64_mode_enum_compares_with_the_option():
+  """JAX's ``config.ExplicitX64Mode``: the option's value equals its members (JAX's own
+  api_test/dtypes_test compare ``config.explicit_x64_dtypes.value == ExplicitX64Mode.X``)."""
+  from nbjax.config import ExplicitX64Mode
+  assert [m.name for m in ExplicitX64Mode] == ["WARN", "ERROR", "ALLOW"]
+  assert config.read("jax_explicit_x64_dtypes") == ExplicitX64Mode.WARN
+  config.update("jax_explicit_x64_dtypes", ExplicitX64Mode.ALLOW)
+  try:
+    assert config.read("jax_explicit_x64_dtypes") == ExplicitX64Mode.ALLOW != ExplicitX64Mode.WARN
+  finally:
+    config.update("jax_explicit_x64_dtypes", "warn")
+
+
+def test_canonicalize_dtype_of_an_extended_dtype():
+  """``allow_extended_dtype`` (JAX's keyword): a key dtype comes back as it is, else JAX's
+  ValueError; ordinary dtypes canonicalize either way."""
+  import nbjax
+  kd = nbjax.random.key(0).dtype
+  assert dtypes.canonicalize_dtype(kd, allow_extended_dtype=True) is kd
+  with pytest.raises(ValueError, match=r"^Internal: canonicalize_dtype called on extended "
+                     r"dtype key<fry> with allow_extended_dtype=False$"):
+    dtypes.canonicalize_dtype(kd)
+  assert dtypes.canonicalize_dtype("int16", allow_extended_dtype=True) == np.int16
+
+
 def _allow_cases():
   import nbjax.numpy as jnp
   from nbjax import lax
