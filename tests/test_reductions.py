@@ -773,6 +773,38 @@ def test_long_row_reductions_on_two_threads_keep_the_bits(dtype, chunk, monkeypa
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_column_ranges_on_two_threads_keep_the_bits(dtype, monkeypatch):
+  """Reductions over a leading or middle axis of ROW_TEAM_MIN elements run as ranges of
+  columns (or of outer blocks) on the caller and the team worker, the columns in tiles: each
+  result is the one-call column kernel's (float sums: XLA's windows; max/min: NaN, -0)."""
+  import nbjax.numpy as jnp
+  from nbjax.lax import reductions as R
+  monkeypatch.setattr(R, "ROW_TEAM_MIN", 1 << 16)
+  rng = np.random.default_rng(4)
+  for shape, axis in (((40, 5000), 0), ((3, 20, 6000), 1), ((200, 30, 40), 1),
+                      ((1, 70000, 3), 1), ((33, 9000), 0)):
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)).astype(dtype)
+    if dtype != np.int32:
+      x.reshape(-1)[::11] = -0.0
+      x.reshape(-1)[5::4001] = np.nan
+    O, N = math.prod(shape[:axis]), shape[axis]
+    x3 = x.reshape(O, N, -1)
+    for op, f in (("sum", jnp.sum), ("max", jnp.max), ("min", jnp.min)):
+      if op == "sum" and dtype == np.int32:
+        continue  # (jnp.sum of int32 is int64's)
+      z = {"sum": dtype(0), "max": dtype(-np.inf), "min": dtype(np.inf)}[op] \
+          if dtype != np.int32 else (np.iinfo(dtype).min if op == "max" else np.iinfo(dtype).max)
+      want = np.empty((O, x3.shape[2]), dtype)
+      (K.TREE_COLS if op == "sum" else K.COLS)[op](x3, want, z)
+      if op == "sum" and dtype != np.int32:  # the tiles: XLA's order as NumPy ops compute it
+        assert want.tobytes() == R._tree_np(x3, np.add, dtype(0)).tobytes(), shape
+      else:
+        np.testing.assert_array_equal(want, getattr(np, op)(x3, axis=1))
+      got = np.asarray(f(A(x), axis=axis))
+      assert got.tobytes() == want.tobytes(), (shape, op)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_row_blocks_on_two_threads_keep_the_bits(dtype, monkeypatch):
   """Rows of ROW_TEAM_MIN elements in all run as blocks of rows on the caller and the team
   worker: each row's result is the one-call kernel's (sums: the cascade's bits; max/min: the

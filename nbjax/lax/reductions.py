@@ -50,6 +50,7 @@ ROW_TEAM_MIN = 1 << 18
 _ROW_CHUNK = 1 << 14
 _ROW_OPS = ("sum", "max", "min")
 TEAM_USES["sum/max/min over contiguous rows"] = f"from {ROW_TEAM_MIN} elements"
+TEAM_USES["sum/max/min over a middle or leading axis"] = f"from {ROW_TEAM_MIN} elements"
 
 
 def _rows(kern, op, x, out, z):
@@ -74,6 +75,24 @@ def _rows(kern, op, x, out, z):
     kern(parts.reshape(1, n), out, z)
     return
   out[0] = K.cascade_parts(parts)
+
+
+def _cols(kern, op, x, out, z, tree=False):
+  """``kern(x, out, z)`` on an ``(O, N, I)`` block (``kern``: a column kernel, XLA's order when
+  ``tree``); from ROW_TEAM_MIN elements ranges of columns (or of outer blocks, when there are
+  enough) on the native team: each output element is one chunk's, so the bits are one call's."""
+  O, N, I = x.shape
+  n = O * N * I
+  nch = min(MAX_CHUNKS, n // _ROW_CHUNK)
+  by = O >= nch
+  if not by:  # (column ranges of whole tiles: short row segments stall the prefetchers)
+    nch = min(nch, I * x.itemsize // K.COL_TILE)
+  if n < ROW_TEAM_MIN or op not in _ROW_OPS or nch < 2:
+    kern(x, out, z)
+    return
+  o = out.reshape(-1)
+  team_run(K.col_chunks(op, x.dtype, tree), (x.reshape(-1), np.reshape(z, 1), np.array(
+      [O, N, I, by], np.int64), o, o[:O if by else I]), nch)
 
 
 # From this many input elements XLA's CPU code hands float32/float64 sums to YNNPACK, whose
@@ -351,7 +370,7 @@ def _reduce_numba(op):
         fast = op == "sum" and kd.kind == "f" and x.size >= _YNN_MIN
         _rows(K.ROWS[op] if fast else ks[0], op if fast else "", x3.reshape(O, N), out, z)
       else:
-        ks[1](x3, out.reshape(O, I), z)
+        _cols(ks[1], op, x3, out.reshape(O, I), z, True)
       return out.reshape(out_shape)
     cur = x if kd == x.dtype else x.astype(kd)
     big = x.size >= PAR_MIN
@@ -362,8 +381,10 @@ def _reduce_numba(op):
       out = np.empty(O * I, kd)
       if I == 1:
         _rows(K.ROWS_PAR[op] if big else K.ROWS[op], op, cur.reshape(O, N), out, z)
+      elif big:
+        K.COLS_PAR[op](cur.reshape(O, N, I), out.reshape(O, I), z)
       else:
-        (K.COLS_PAR[op] if big else K.COLS[op])(cur.reshape(O, N, I), out.reshape(O, I), z)
+        _cols(K.COLS[op], op, cur.reshape(O, N, I), out.reshape(O, I), z)
       out = out.reshape(shape[:a] + shape[a + 1:])
       return out if kd == x.dtype else out.astype(x.dtype)
     runs = _runs(axes)
@@ -405,10 +426,14 @@ def _reduce_numba(op):
           return out.reshape(out_shape)
       else:
         kc = _entry(K.TREE_COLS[kop], np.empty((O, N, I), kd), np.empty((O, I), kd), z)
+        team = O * N * I >= ROW_TEAM_MIN
 
         def k(x):
           out = np.empty((O, I), kd)
-          kc(x.reshape(O, N, I), out, z)
+          if team:
+            _cols(kc, op, x.reshape(O, N, I), out, z, True)
+          else:
+            kc(x.reshape(O, N, I), out, z)
           return out.reshape(out_shape)
       k.fresh = k.bare = True  # (registry: a new C buffer of x's dtype, numba code only)
       return k
@@ -429,9 +454,14 @@ def _reduce_numba(op):
         _rows(kern, op, x.reshape(O, N), out, z)
         return out.reshape(oshape)
     else:
+      team = O * N * I >= ROW_TEAM_MIN
+
       def k(x):
         out = np.empty((O, I), kd)
-        kern(x.reshape(O, N, I), out, z)
+        if team:
+          _cols(kern, op, x.reshape(O, N, I), out, z)
+        else:
+          kern(x.reshape(O, N, I), out, z)
         return out.reshape(oshape)
     k.fresh = k.bare = True  # a new C buffer of x's dtype, numba only (registry.eager_program)
     return k
