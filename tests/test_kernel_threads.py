@@ -287,7 +287,8 @@ def test_registry_cli_says_what_runs_on_two_threads(capsys):
   line, = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("threads: ")]
   if T.TEAM:
     for use in ("elementwise kernels from 262144", "fused elementwise loops",
-                "sum/max/min over contiguous rows from 262144"):
+                "sum/max/min over contiguous rows from 262144",
+                "sum/max/min over a middle or leading axis from 262144"):
       assert use in line
   else:
     assert line.startswith("threads: one")
