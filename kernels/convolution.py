@@ -19,9 +19,11 @@ gemm products into outputs; ``depthwise_cl`` and ``depthwise_rhs_grad`` compute 
 convolution and its kernel gradient directly. Callers allocate outputs. Imports numba and
 numpy only.
 """
-from numba import njit
+import numpy as np
+from numba import carray, cfunc, njit, types
 
 from kernels.microkernel import tile
+from kernels.threads import MAX_ARGS, voidptr
 
 _J = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -421,3 +423,48 @@ def direct_rhs_grad(x5, n0, n1, q1a, q1b, lo0, lo1, lo2, s0, s1, s2, d0, d1, d2,
             for t2 in range(T2):
               _rows(nv, C, False, xb, a_off + t2 * s2 * C, 1, a_k, cf, b_off0 + oc, b_k, k_n, pf,
                     c_off + t2 * C * Op + oc, Op, L, n > n0)
+
+
+# Chunk functions for ``kernels.threads.team_run`` (the native two-thread team): chunk ``b`` is
+# block ``b`` of a convolution tiled across images, whose tiles only write (so a chunk may run
+# twice, even at once, with the same result). Arrays: the padded batch, then the weights and
+# the output (forward) or the cotangent and the partial sums (kernel gradient), ``q`` (int64:
+# shapes, parameters, then four numbers a block), and the job (one element a block).
+_TEAM_SRC = """
+def {fn}(lo, hi, argv):
+  p = carray(voidptr(argv), 2 * MAX_ARGS, np.int64)
+  q = carray(voidptr(p[3]), p[MAX_ARGS + 3], np.int64)
+  x5 = carray(voidptr(p[0]), (q[0], q[1], q[2], q[3], q[4]), np.{dt})
+  {arrays}
+  for b in range(lo, hi):
+    n0, n1, r0, r1 = q[20 + 4 * b], q[21 + 4 * b], q[22 + 4 * b], q[23 + 4 * b]
+    {call}
+"""
+_TEAM_FWD = (  # q: x5's shape, w's, out's (o0, o1, o2, O), k, s, d
+    "w = carray(voidptr(p[1]), (q[5], q[6]), np.{dt})\n"
+    "  out = carray(voidptr(p[2]), (q[0], q[7], q[8], q[9], q[10]), np.{dt})",
+    "direct_fwd(x5, n0, n1, r0, r1, 0, 0, 0, q[11], q[12], q[13], q[14], q[15], q[16], q[17], "
+    "q[18], q[19], w, q[10], x5[0], out, True)")
+_TEAM_RHS = (  # q: x5's shape, blocks, J, ct's (Q0, Q1, Q2, Op), T0, T1, -, s, d
+    "ct = carray(voidptr(p[1]), (q[0], q[7], q[8], q[9], q[10]), np.{dt})\n"
+    "  parts = carray(voidptr(p[2]), (q[5], q[11], q[12], q[6], q[10]), np.{dt})",
+    "direct_rhs_grad(x5, n0, n1, r0, r1, 0, 0, 0, q[14], q[15], q[16], q[17], q[18], q[19], "
+    "ct, x5[0], parts[b], True)")
+_team_chunks = {}
+
+
+def team_chunks(fwd, dtype):
+  """The address of the chunk function of ``direct_fwd`` (``fwd``) or ``direct_rhs_grad``
+  tiled across images (``by_image``, ``fold``) on ``dtype`` arrays, for ``team_run``."""
+  f = _team_chunks.get((fwd, dtype))
+  if f is None:
+    fn = f"direct_{'fwd' if fwd else 'rhs_grad'}_team_{dtype.name}"
+    ns = dict(globals(), np=np, carray=carray, voidptr=voidptr, MAX_ARGS=MAX_ARGS)
+    arrays, call = _TEAM_FWD if fwd else _TEAM_RHS
+    src = _TEAM_SRC.format(fn=fn, dt=dtype.name, arrays=arrays.format(dt=dtype.name), call=call)
+    exec(compile(src, __file__, "exec"), ns)
+    g = ns[fn]
+    g.__qualname__ = fn
+    f = _team_chunks[(fwd, dtype)] = cfunc(types.void(types.int64, types.int64, types.int64),
+                                           **_J)(g)
+  return f.address

@@ -349,12 +349,16 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
   otherwise run as one block on the calling thread); the kernels are the ones that ran."""
   from kernels import convolution as K
   monkeypatch.setattr(conv_mod, "_PAR_FLOPS", 0)  # blocks on two threads, however small
+  monkeypatch.setattr(conv_mod, "_TEAM_FLOPS", 0)
   ran = {"fwd": 0, "rhs": 0, "residues": 0}
   for mod, name, key in ((K, "direct_fwd", "fwd"), (K, "direct_rhs_grad", "rhs"),
                          (conv_mod, "_conv_residues", "residues")):
     real = getattr(mod, name)
     monkeypatch.setattr(mod, name, lambda *a, _r=real, _k=key: (ran.__setitem__(_k, ran[_k] + 1),
                                                                  _r(*a))[1])
+  real = K.team_chunks  # (small batches: the kernels' chunk functions, on the native team)
+  monkeypatch.setattr(K, "team_chunks", lambda fwd, dt: (
+      ran.__setitem__("fwd" if fwd else "rhs", ran["fwd" if fwd else "rhs"] + 1), real(fwd, dt))[1])
   _check_vjp_against_xla(xs, ws, kw, np.random.default_rng(sum(xs) + ws[-1]), 3e-5, scaled=True)
   assert ran["fwd"] >= 2 and ran["rhs"] >= 2
   assert ran["residues"] == (2 if max(kw["window_strides"]) > 1 and ws[-2] >= 8 else
@@ -374,17 +378,17 @@ def test_direct_kernels_forward_and_gradients_match_xla(monkeypatch, xs, ws, kw)
 def test_small_images_tile_across_the_batch(monkeypatch, par, xs, ws, kw):
   """A small batch whose lines are shorter than a register tile is padded whole and tiled
   across images (``by_image``; its kernel gradient sums over all of a block's images in each
-  tile: ``fold``), on one thread and in blocks of images on two: forward and both gradients
-  against XLA; the tiled paths are the ones that ran."""
+  tile: ``fold``), in one block or in blocks of images on the native team: forward and both
+  gradients against XLA; the tiled paths are the ones that ran."""
   from kernels import convolution as K
-  if par:
-    monkeypatch.setattr(conv_mod, "_PAR_FLOPS", 0)
-  seen = {"fwd": set(), "rhs": set()}
-  for name, key in (("direct_fwd", "fwd"), ("direct_rhs_grad", "rhs")):
-    real = getattr(K, name)
-    monkeypatch.setattr(K, name, lambda *a, _r=real, _k=key: (seen[_k].add(a[-1]), _r(*a))[1])
+  monkeypatch.setattr(conv_mod, "_TEAM_FLOPS", 0 if par else 1e30)
+  seen = set()
+  real, fwd = K.team_chunks, K.direct_fwd  # (a dilated last axis: by_image in two passes)
+  monkeypatch.setattr(K, "team_chunks", lambda f, dt: (seen.add(f), real(f, dt))[1])
+  monkeypatch.setattr(K, "direct_fwd",
+                      lambda *a: (seen.add("by_image" if a[-1] else "lines"), fwd(*a))[1])
   _check_vjp_against_xla(xs, ws, kw, np.random.default_rng(sum(xs) + ws[-1]), 3e-5, scaled=True)
-  assert True in seen["fwd"] and True in seen["rhs"]
+  assert False in seen and (True in seen or "by_image" in seen)
 
 
 def test_inputs_not_aliased():

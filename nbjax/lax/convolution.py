@@ -38,7 +38,7 @@ import numpy as np
 
 from kernels import convolution as K
 from kernels.microkernel import lanes
-from kernels.threads import run_chunks
+from kernels.threads import run_chunks, team_run
 from nbjax import dtypes, registry
 from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
@@ -472,6 +472,9 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
 # worker costs about 100 us here (the CNN demo's 14.7 MFLOP convolution: 222 us on one
 # thread, 319 us on two; 116 MFLOP: 1370 against 851 us; medians, quiet machine)
 _PAR_FLOPS = 40e6
+# a small convolution tiled across images (whose tiles only write) runs in blocks on the native
+# team (kernels.threads.team_run: a worker that never takes the GIL) from this many flops
+_TEAM_FLOPS = 1e6
 
 
 def _direct_blocks(N, rows, two):
@@ -530,20 +533,32 @@ def _conv_direct(lhs, rhs, out_shape, od, cd, window_strides, padding, rhs_dilat
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((o[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(3))
   lines = o[0] * o[1]
-  two = 2 * N * math.prod(o) * math.prod(k) * C * O >= _PAR_FLOPS
-  blocks = _direct_blocks(N, lines, two)
-  rows = 7 if O > L else 14  # (kernels.convolution._rows' tallest tile)
-  by_image = o[2] < rows <= N // len(blocks) and N * math.prod(P) * C * cd.itemsize <= _WHOLE
+  flops = 2 * N * math.prod(o) * math.prod(k) * C * O
   out = _scratch((N, *o, O), cd)
-  if by_image:
+  rows = 7 if O > L else 14  # (kernels.convolution._rows' tallest tile)
+  small = o[2] < rows <= N and N * math.prod(P) * C * cd.itemsize <= _WHOLE
+  if small and d[2] == 1 and w.shape[0] <= K._KB:  # (one pass: the tiles only write)
     x = _padded(x, lo, P)
-    lo, bufs = (0, 0, 0), [x[0]] * 2
+    nb = min(8 if flops >= _TEAM_FLOPS else 1, -(-N // rows))  # blocks of whole tiles of images
+    q = np.array([*x.shape, *w.shape, *o, O, *k, *s, *d] + [
+        v for b in range(nb) for v in (b * -(-N // rows) // nb * rows,
+                                       min(N, (b + 1) * -(-N // rows) // nb * rows), 0, lines)],
+                 np.int64)
+    team_run(K.team_chunks(True, cd), (x.reshape(-1), w.reshape(-1), out.reshape(-1), q,
+                                       np.empty(nb, np.int64)), nb)
   else:
-    x = np.ascontiguousarray(x)
-    bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
-  run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O, bufs[t],
-                                                    out, by_image),
-             min_chunks=2 if two else 1 << 30, blas=False)
+    two = flops >= _PAR_FLOPS
+    blocks = _direct_blocks(N, lines, two)
+    by_image = small and rows <= N // len(blocks)
+    if by_image:
+      x = _padded(x, lo, P)
+      lo, bufs = (0, 0, 0), [x[0]] * 2
+    else:
+      x = np.ascontiguousarray(x)
+      bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
+    run_chunks(len(blocks), lambda t, b: K.direct_fwd(x, *blocks[b], *lo, *k, *s, *d, w, O,
+                                                      bufs[t], out, by_image),
+               min_chunks=2 if two else 1 << 30, blas=False)
   z = out.reshape((N, *osp, O)).transpose(np.argsort((out_spec[0], *out_spec[2:], out_spec[1])))
   return _result(z, od)
 
@@ -569,19 +584,25 @@ def _conv_direct_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, 
   T, Q, s, d = map(ext, (osp, ksp, window_strides, rhs_dilation))
   lo = (0,) * (3 - nsp) + tuple(p[0] for p in padding)
   P = tuple((T[i] - 1) * s[i] + (Q[i] - 1) * d[i] + 1 for i in range(3))
-  two = 2 * N * math.prod(Q) * math.prod(T) * C * O >= _PAR_FLOPS
-  blocks = _direct_blocks(N, Q[1], two)
+  flops = 2 * N * math.prod(Q) * math.prod(T) * C * O
   fold = Q[0] == 1 and (N * math.prod(P) * C + ct.size) * cd.itemsize <= _WHOLE
-  parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
-  if fold:
+  if fold:  # (the tiles only write)
+    blocks = _direct_blocks(N, Q[1], flops >= _TEAM_FLOPS)
+    parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
     x = _padded(x, lo, P)
-    lo, bufs = (0, 0, 0), [x[0]] * 2
+    q = np.array([*x.shape, len(blocks), T[2] * C, *ct.shape[1:], *T[:2], 0, *s, *d,
+                  *(v for b in blocks for v in b)], np.int64)
+    team_run(K.team_chunks(False, cd), (x.reshape(-1), ct.reshape(-1), parts.reshape(-1), q,
+                                        np.empty(len(blocks), np.int64)), len(blocks))
   else:
+    two = flops >= _PAR_FLOPS
+    blocks = _direct_blocks(N, Q[1], two)
+    parts = np.empty((len(blocks), T[0], T[1], T[2] * C, Op), cd)
     x = np.ascontiguousarray(x)
     bufs = [_scratch((*P, C), cd) for _ in range(1 + two)]
-  run_chunks(len(blocks), lambda t, b: K.direct_rhs_grad(x, *blocks[b], *lo, *s, *d, ct,
-                                                           bufs[t], parts[b], fold),
-             min_chunks=2 if two else 1 << 30, blas=False)
+    run_chunks(len(blocks), lambda t, b: K.direct_rhs_grad(x, *blocks[b], *lo, *s, *d, ct,
+                                                             bufs[t], parts[b], False),
+               min_chunks=2 if two else 1 << 30, blas=False)
   z = (parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)).reshape(
       *T, C, Op)[..., :O].reshape((*osp, C, O))
   z = z.transpose(np.argsort((*out_spec[2:], out_spec[0], out_spec[1])))
