@@ -129,6 +129,27 @@ def test_private_util_paths():
   assert float(lax_mod.add(lax_mod.mul(2., 2.), 10.)) == 14.
 
 
+def test_private_lax_helpers_as_jax():
+  """jax._src.lax.lax's helpers JAX's own tests call: asarray (no primitive bound, weak type
+  kept), _convert_element_type with weak_type, _const (the example's dtype), _delta."""
+  import numpy as np
+  from nbjax._src.lax import lax as li
+  for x, dtype, weak in [(1.0, np.float64, True), (np.float32(1), np.float32, False),
+                         (np.array(1.0), np.float64, False)]:
+    a = li.asarray(x)
+    assert isinstance(a, nbjax.Array) and (a.dtype, a.weak_type) == (dtype, weak)
+    assert not nbjax.make_jaxpr(li.asarray)(x).eqns
+    assert not nbjax.make_jaxpr(lambda: li.asarray(x))().eqns
+  assert li.asarray(a) is a
+  v = li._convert_element_type(0, np.dtype("int8"), weak_type=True)
+  assert (v.dtype, v.weak_type) == (np.int8, True)
+  assert li._const(v, 3).dtype == np.int8
+  want = np.broadcast_to(np.eye(3, dtype=np.float32)[:, None, :], (3, 2, 3))
+  np.testing.assert_array_equal(li._delta(np.float32, (3, 2, 3), (0, 2)), want)
+  np.testing.assert_array_equal(nbjax.jit(lambda: li._delta(np.int32, (3, 2, 3), (0, 2)))(),
+                                want.astype(np.int32))
+
+
 def test_primitive_rules_as_jax_calls_them():
   # jax-primitives.md: the staged tracer's type, tuples for JVP rules, register_lowering -> None
   from nbjax.extend import core
