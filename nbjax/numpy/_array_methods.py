@@ -48,10 +48,13 @@ def _forward(ufunc, opchar=None, rejected=()):
   return _ufuncs._binary(ufunc.__name__, deferring, ufunc._prim_name, ufunc._kinds)
 
 
+_SCALARS = frozenset({int, float, complex, bool})  # (checked before _accepted's slow ABC test)
+
+
 def _reflected(fn, opchar=None, rejected=()):
   """``other OP self`` (called when ``other`` did not handle the operation)."""
   def op(self, other):
-    if _accepted(other):
+    if type(other) in _SCALARS or _accepted(other):
       return fn(other, self)
     if type(other) in rejected:
       _unsupported(opchar, other, self)
