@@ -253,6 +253,9 @@ def test_linear_transpose():
   g = jax.jit(lambda x: (x * 2., x > 0))
   close(jax.linear_transpose(lambda x: g(x)[0], 1.)(1.)[0], 2.)
   close(grad(lambda x: g(x)[0])(1.), 2.)
+  # real/imag transpose a Python float cotangent (JAX's lax_autodiff_test)
+  assert jax.linear_transpose(lambda x: x.real, 1.j)(1.)[0] == 1.
+  assert jax.linear_transpose(lambda x: x.imag, 1.j)(1.)[0] == -1.j
 
 
 def test_jvp_rules_keep_weak_types_as_jax():

@@ -2166,8 +2166,8 @@ ad.defjvp2(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
 ad.defjvp(atan2_p, lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
           lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
 
-ad.deflinear2(real_p, lambda ct, x: [complex(ct, np.zeros((), ct.dtype))])  # (strong, as JAX's)
-ad.deflinear2(imag_p, lambda ct, x: [complex(np.zeros((), ct.dtype), neg(ct))])
+ad.deflinear2(real_p, lambda ct, x: [complex(ct, np.zeros((), dtypes.dtype(ct)))])  # (strong)
+ad.deflinear2(imag_p, lambda ct, x: [complex(np.zeros((), dtypes.dtype(ct)), neg(ct))])
 
 
 def _complex_transpose(ct, x, y):
