@@ -219,6 +219,30 @@ def is_inexact(d):
   c = _cat(d)
   return c == 'f' or c == 'c'
 
+# JAX's inexact counterparts (not canonicalized: int64 -> float64 even with x64 off).
+_to_inexact = {_BOOL: _F32, _I8: _F32, _U8: _F32, _I16: _F32, _U16: _F32, _I32: _F32,
+               _U32: _F32, _I64: _F64, _U64: _F64}
+_to_inexact.update({d: _F32 for d in _small_int_dtypes if d.name in ('int4', 'uint4')})
+
+def to_numeric_dtype(dtype):
+  """``dtype``, with bool promoted to int32."""
+  d = np.dtype(dtype)
+  return _I32 if d == _BOOL else d
+
+def to_inexact_dtype(dtype):
+  """``dtype`` if inexact, else its float: float32 for bool and integers up to 32 bits,
+  float64 for 64-bit integers."""
+  d = np.dtype(dtype)
+  return _to_inexact.get(d, d)
+
+def to_floating_dtype(dtype):
+  """The real floating dtype of ``dtype``'s precision (a complex dtype's component)."""
+  return np.dtype(finfo(to_inexact_dtype(dtype)).dtype)
+
+def to_complex_dtype(dtype):
+  """complex128 for float64/complex128 (and 64-bit integers), else complex64."""
+  return _C128 if to_inexact_dtype(dtype) in (_F64, _C128) else _C64
+
 def is_python_scalar(x):
   return type(x) in python_scalar_dtypes
 

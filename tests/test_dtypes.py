@@ -225,6 +225,25 @@ def test_weak_and_scalar_predicates():
   assert dtypes.python_scalar_dtypes[float] == np.float64
 
 
+def test_to_inexact_floating_complex_numeric_dtypes(x64_off):
+  # JAX's private helpers: fixed maps, not canonicalized (int64 -> float64 with x64 off too).
+  cases = {"bool": ("float32", "float32", "complex64", "int32"),
+           "int8": ("float32", "float32", "complex64", "int8"),
+           "uint32": ("float32", "float32", "complex64", "uint32"),
+           "int64": ("float64", "float64", "complex128", "int64"),
+           "uint64": ("float64", "float64", "complex128", "uint64"),
+           "float16": ("float16", "float16", "complex64", "float16"),
+           "bfloat16": ("bfloat16", "bfloat16", "complex64", "bfloat16"),
+           "complex64": ("complex64", "float32", "complex64", "complex64"),
+           "complex128": ("complex128", "float64", "complex128", "complex128")}
+  for d, (inexact, floating, cplx, numeric) in cases.items():
+    got = (dtypes.to_inexact_dtype(d), dtypes.to_floating_dtype(d),
+           dtypes.to_complex_dtype(d), dtypes.to_numeric_dtype(d))
+    assert got == tuple(np.dtype(dtypes.bfloat16 if n == "bfloat16" else n)
+                        for n in (inexact, floating, cplx, numeric)), d
+  assert dtypes.to_inexact_dtype(dtypes.int4) == np.float32
+
+
 def test_issubdtype_and_helpers():
   sub = dtypes.issubdtype
   assert sub(dtypes.bfloat16, np.floating) and sub(dtypes.bfloat16, np.inexact)
