@@ -1093,7 +1093,7 @@ def merge_lists(bs, l0, l1):
 _JAXPR_NAMES = frozenset({"Var", "DropVar", "Literal", "JaxprEqn", "new_jaxpr_eqn", "Jaxpr",
                           "ClosedJaxpr", "JaxprType", "JaxprTypeError", "check_jaxpr",
                           "typecheck_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
-                          "pp_jaxpr", "Atom"})
+                          "subjaxprs", "pp_jaxpr", "Atom"})
 
 
 def __getattr__(name):

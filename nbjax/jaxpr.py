@@ -189,6 +189,12 @@ def jaxprs_in_params(params):
   return out
 
 
+def subjaxprs(jaxpr):
+  """The jaxprs held by the params of ``jaxpr``'s equations, in order, not descending into
+  them (JAX's ``core.subjaxprs``)."""
+  return [j for eqn in jaxpr.eqns for j in jaxprs_in_params(eqn.params)]
+
+
 _effects_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # the effects checkpoint's partial evaluation may split (JAX's effects.remat_allowed_effects):
 # a debug print may run in both the forward and the recomputation, an IO callback may not

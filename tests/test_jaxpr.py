@@ -96,6 +96,9 @@ def test_nested_jaxpr_params_print_indented_with_unique_names():
   assert s.endswith("g:f64[] = neg c\n  in (g,) }"), s
   # and the equation evaluates through the impl
   np.testing.assert_allclose(jaxpr_as_fun(j)(0.3)[0], -np.cos(np.sin(np.exp(0.3))))
+  # core.subjaxprs (JAX's): the jaxprs the equations' params hold, one level down
+  assert core.subjaxprs(j.jaxpr) == [inner.jaxpr]
+  assert core.subjaxprs(inner.jaxpr) == []
 
 
 def test_multiple_results_eqn_prints_all_binders():
