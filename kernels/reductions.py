@@ -615,13 +615,12 @@ def {fn}(src, dst, z, reverse):
     pre = np.empty(nb, dst.dtype)
     {fn}(tot, pre, z, reverse)
     for b in range(nb):
-      lo = 16 * b
-      hi = min(lo + 16, n)
       e = z if b == (nb - 1 if reverse else 0) else pre[b + 1 if reverse else b - 1]
-      for k in range(lo, hi):
-        s = dst[k]
+      blk = dst[16 * b:min(16 * b + 16, n)]  # (a slice: no wraparound checks, vectorised)
+      for k in range(blk.size):
+        s = blk[k]
         v = e
-        dst[k] = {expr}
+        blk[k] = {expr}
 """
 
 _SCAN2 = """
