@@ -1286,6 +1286,21 @@ def _sort_numpy(*operands, dimension, is_stable, num_keys):
   return [np.take_along_axis(o, perm, axis=dimension) for o in operands]
 
 
+def _sort_numpy_specialize(avals, params):
+  """One real operand: the NumPy sort of ``_sort_numpy`` without its per-call dispatch (the
+  registry's hot path and eager programs call it on the raw array)."""
+  if len(avals) != 1 or avals[0].dtype.kind not in "biuf" or avals[0].dtype not in _FLOAT_BITS \
+      and avals[0].dtype.kind == "f":
+    return None
+  ax = params["dimension"]
+  if avals[0].dtype.kind != "f":
+    return lambda x: [np.sort(x, axis=ax)]
+  return lambda x: [np.sort(x, axis=ax, kind="stable" if _nan_or_negzero(x) else None)]
+
+
+_sort_numpy.specialize = _sort_numpy_specialize
+
+
 def _sort_batch(vals, dims, *, dimension, is_stable, num_keys):
   # every operand gets the batch axis where the first batched one has it (JAX's rule)
   bd = next(d for d in dims if d is not None)

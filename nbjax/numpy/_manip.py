@@ -1352,7 +1352,8 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   if type(a) is Array and type(axis) is int and not descending:  # the hot path: x.sort()
     nd = a._value.ndim
     if -nd <= axis < nd and a._value.shape[axis] > 1:
-      return lax.sort_p.bind(a, dimension=axis % nd, is_stable=bool(stable), num_keys=1)[0]
+      return (lax.sort_p.eager if _ctx.trace is _EVAL else lax.sort_p.bind)(
+          a, dimension=axis % nd, is_stable=bool(stable), num_keys=1)[0]
   a = ensure_arraylike("sort", a)
   a, axis = _sort_axis(a, axis)
   if a.ndim == 0 or a.shape[axis] <= 1:
