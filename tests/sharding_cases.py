@@ -650,6 +650,29 @@ def test_creation_functions_take_a_sharding_as_device():
   assert not isinstance(jnp.ones_like(a, shape=(2,)).sharding, NamedSharding)
 
 
+def test_creation_functions_place_on_a_device():
+  """zeros/ones/empty/full, the *_like functions and linspace with device= (a device or a
+  SingleDeviceSharding) commit the result there, as JAX's (lax_numpy_test
+  testArrayCreationWithDevice, testFullLikeWithDevice, testArangeEyeLinspaceArrayWithDevice)."""
+  d = nbjax.devices()[-1]
+  x = jnp.ones(3)
+  for dev in (d, nbjax.sharding.SingleDeviceSharding(d)):
+    outs = [f(device=dev) for f in (
+        lambda **k: jnp.zeros((2, 3), "float32", **k), lambda **k: jnp.ones(4, **k),
+        lambda **k: jnp.empty((2,), "int32", **k), lambda **k: jnp.full((2,), 3, **k),
+        lambda **k: jnp.zeros_like(x, **k), lambda **k: jnp.ones_like(x, **k),
+        lambda **k: jnp.empty_like(x, **k), lambda **k: jnp.full_like(x, 2.0, **k),
+        lambda **k: jnp.linspace(0, 1, 5, **k), lambda **k: jnp.eye(2, **k),
+        lambda **k: jnp.arange(4, **k))]
+    v, step = jnp.linspace(0, 1, 5, retstep=True, device=dev)
+    for o in outs + [v]:
+      assert o.devices() == {d} and o.committed
+    assert not step.committed and float(step) == 0.25
+  np.testing.assert_array_equal(jnp.full((2,), 3, device=d), [3, 3])
+  np.testing.assert_array_equal(jnp.linspace(0, 1, 3, device=d), [0., .5, 1.])
+  assert not jnp.zeros(3).committed
+
+
 def test_committed_argument_and_constraint_on_other_devices():
   """JAX's error for an argument committed to a device and a sharding constraint over other
   devices inside the jit (pjit_test test_jit_with_sharding_constraint_committed_inp_error)."""

@@ -234,8 +234,8 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
            [7, 7]], dtype=int64, weak_type=True)
   """
   out_sharding, device = device_sharding(out_sharding, device)
-  if out_sharding is not None:
-    return apply_out_sharding(full(shape, fill_value, dtype), out_sharding, "full", device)
+  if out_sharding is not None or device is not None:
+    return _place(full(shape, fill_value, dtype), out_sharding, device, "full")
   shape = canonicalize_shape(shape)
   if any(d < 0 for d in shape):
     raise TypeError(f"broadcast_in_dim shape must have every element be nonnegative, got "
@@ -294,8 +294,9 @@ def zeros(shape, dtype=None, *, device=None, out_sharding=None):
   out_sharding, device = device_sharding(out_sharding, device)
   out = _filled(np.zeros, shape, dtype)
   out = _zeros(shape, dtype) if out is None else out
-  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
-                                                             device)
+  if out_sharding is None and device is None:
+    return out
+  return _place(out, out_sharding, device, "jnp.zeros")
 
 
 def _zeros(shape, dtype):
@@ -324,8 +325,9 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
   out_sharding, device = device_sharding(out_sharding, device)
   out = _filled(np.ones, shape, dtype)
   out = _ones(shape, dtype) if out is None else out
-  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.ones",
-                                                             device)
+  if out_sharding is None and device is None:
+    return out
+  return _place(out, out_sharding, device, "jnp.ones")
 
 
 def _ones(shape, dtype):
@@ -362,8 +364,9 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
   _shape_dtype_hint("empty", shape, dtype)
   out_sharding, device = device_sharding(out_sharding, device)
   out = zeros(shape, dtype if dtype is None else _named_dtype(dtype, "empty"))
-  return out if out_sharding is None else apply_out_sharding(out, out_sharding, "jnp.zeros",
-                                                             device)
+  if out_sharding is None and device is None:
+    return out
+  return _place(out, out_sharding, device, "jnp.zeros")
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None,
@@ -395,10 +398,9 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
         not getattr(a, "weak_type", getattr(a, "_weak", False)) and \
         (shape is None or canonicalize_shape(shape) == tuple(a.shape) or s.is_fully_replicated):
       out_sharding = s
-  if out_sharding is not None:
-    return apply_out_sharding(full_like(a, fill_value, dtype, shape, _name=_name, _placed=True),
-                              out_sharding,
-                              "full_like" if _name == "full_like" else "jnp." + _name, device)
+  if out_sharding is not None or device is not None:
+    return _place(full_like(a, fill_value, dtype, shape, _name=_name, _placed=True),
+                  out_sharding, device, "full_like" if _name == "full_like" else "jnp." + _name)
   if type(a) in _util.key_types or isinstance(dtype, dtypes.ExtendedDType):  # (nbjax.prng)
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None
                 else dtype)
@@ -481,7 +483,7 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
     >>> jnp.empty_like(jnp.array([1, 2]))
     Array([0, 0], dtype=int64)
   """
-  return full_like(prototype, 0, dtype, shape, _name="ones_like")  # (JAX's name)
+  return full_like(prototype, 0, dtype, shape, device=device, _name="ones_like")  # (JAX's)
 
 
 def _concrete_scalar(x, name):
@@ -510,9 +512,15 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
     Array([1.  , 1.25, 1.5 , 1.75], dtype=float64)
   """
   out = _arange(start, stop, step, dtype)
+  return _place(out, out_sharding, device, "jnp.arange")
+
+
+def _place(x, out_sharding, device, name):
+  """``x`` on ``device`` (a device or a sharding) or as ``out_sharding`` (JAX's error if both
+  are given)."""
   if out_sharding is not None:
-    return apply_out_sharding(out, out_sharding, "jnp.arange", device)
-  return out if device is None else _put(out, device)
+    return apply_out_sharding(x, out_sharding, name, device)
+  return x if device is None else _put(x, device)
 
 
 def _put(x, device):
@@ -598,15 +606,17 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     >>> jnp.linspace(0.0, 1.0, 5)
     Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float64)
   """
-  del device
   num = _util.index(num, "num")
   if num < 0:
     raise ValueError(f"Number of samples, {num}, must be non-negative.")
   start, stop = _util.ensure_arraylike("linspace", start, stop)
   # jitted as JAX's (static num, endpoint, retstep, dtype, axis): eager values are XLA's,
   # JAX's bits (linspace(0, 25, 6)[3] is 15.0, not the op-by-op 15.000000000000002)
-  return _linspace_jit()(start, stop, num=num, endpoint=bool(endpoint), retstep=bool(retstep),
-                         dtype=dtype, axis=axis)
+  out = _linspace_jit()(start, stop, num=num, endpoint=bool(endpoint), retstep=bool(retstep),
+                        dtype=dtype, axis=axis)
+  if device is None:
+    return out
+  return (_put(out[0], device), out[1]) if retstep else _put(out, device)
 
 
 @functools.cache
