@@ -781,6 +781,24 @@ def test_scatter_unsafe_cast_warns_as_jax():
     jnp.arange(5.).at[0].set(jnp.array(1, jnp.int32))  # safe cast: no warning
 
 
+def test_scatter_int_in_range_of_the_target_dtype_with_x64_off():
+  """x.at[i].set(int) makes an int in range of an integer x's dtype of that dtype (JAX's, issue
+  15505: uint32 2**32 - 1 with x64 off); one out of range still overflows as JAX's."""
+  old = config.enable_x64
+  config.update("enable_x64", False)
+  try:
+    a = jnp.zeros(2, dtype=jnp.uint32)
+    assert int(a.at[0].set(2**32 - 1)[0]) == 2**32 - 1
+    assert int(a.at[1].add(2**32 - 1)[1]) == 2**32 - 1
+    assert int(nbjax.jit(lambda a: a.at[0].set(2**32 - 1))(a)[0]) == 2**32 - 1
+    assert a.at[0].set(7).dtype == np.uint32
+    with pytest.raises(OverflowError, match="Python int 2147483648 too large to convert to "
+                       "int32"):
+      jnp.zeros(1, jnp.int32).at[0].set(2**31)
+  finally:
+    config.update("enable_x64", old)
+
+
 def test_bfloat16_fill_and_searchsorted_nan_order_as_jax():
   """bfloat16's NumPy kind is 'V', not 'f': out-of-bounds 'fill' gives NaN and
   searchsorted puts NaN last, as for the other floats."""

@@ -686,6 +686,17 @@ def _creation():
   return _creation
 
 
+_INT_RANGE = {}
+
+
+def _int_range(d):
+  """``(min, max)`` of the integer dtype ``d``, as Python ints."""
+  r = _INT_RANGE.get(d)
+  if r is None:
+    r = _INT_RANGE[d] = (int(np.iinfo(d).min), int(np.iinfo(d).max))
+  return r
+
+
 def _warn_unsafe_scatter_cast(y, dtype):
   """JAX's check of ``x.at[i].set(y)``: a FutureWarning when ``y`` (weak Python scalars as
   weak values) does not cast safely to ``x``'s dtype, and the promotion error where the two
@@ -745,9 +756,10 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     if isinstance(y, (list, tuple)):  # traced elements are stacked, as jnp.asarray does
       y = (_creation().asarray(y) if any(isinstance(e, (Array, Tracer)) for e in y)
            else np.asarray(y))
-    elif type(y) is int:  # JAX's asarray then cast: out-of-range ints wrap
-      y = (Array(np.asarray(y, x.dtype)) if x.dtype.kind == "u" and 2 ** 63 <= y <=
-           np.iinfo(x.dtype).max else as_array(y))  # (a uint64 value past int64: as is)
+    elif type(y) is int:  # JAX's: an int in range of an integer x's dtype is made of that
+      d = x.dtype  # dtype (uint32 2**32 - 1 with x64 off); else asarray, then cast
+      y = (Array._new(np.asarray(y, d), False) if d.kind in "iu" and _int_range(d)[0] <= y <=
+           _int_range(d)[1] else as_array(y))
     _warn_unsafe_scatter_cast(y, x.dtype)
     y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
