@@ -363,6 +363,23 @@ def test_convert_wrapper_noop_weak_and_constants():
     lax.convert_element_type(x, object)
 
 
+def test_convert_python_int_wraps_as_numpy_whatever_the_x64_mode():
+  """A Python int converts as JAX's np.asarray(v).astype(dtype): it wraps to a narrow dtype,
+  with x64 off too (uint32 2**32 - 1 is no int32 overflow: jnp.min's where= fill)."""
+  from nbjax.config import config
+  old = config.enable_x64
+  try:
+    for x64 in (True, False):
+      config.update("enable_x64", x64)
+      assert int(lax.convert_element_type(2**32 - 1, np.uint32)) == 2**32 - 1
+      assert int(lax.convert_element_type(-1, np.uint32)) == 2**32 - 1
+      assert int(lax.convert_element_type(2**31, np.int32)) == -2**31
+      assert int(lax.convert_element_type(2**63, np.uint32)) == 0
+      assert lax.full((2,), 2**32 - 1, np.uint32).tolist() == [2**32 - 1] * 2
+  finally:
+    config.update("enable_x64", old)
+
+
 # ---------------------------------------------------------------- select_n, clamp
 
 

@@ -1859,8 +1859,8 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
     if t is int and new_dtype is not None:
       nd = np.dtype(new_dtype)
       v = np.asarray(operand).astype(nd) if nd.kind in "fc" else _np_convert(np.asarray(
-          operand, np.uint64 if operand > _I64_MAX else  # (to 2**64 - 1, as JAX's)
-          np.int64 if nd.itemsize == 8 else dtypes.dtype(int, canonicalize=True)), nd)
+          operand, np.uint64 if operand > _I64_MAX else np.int64), nd)  # (NumPy's, as JAX's:
+      # wraps to nd whatever the x64 mode; past int64's max through uint64, to 2**64 - 1)
     else:
       src = dtypes.dtype(operand, canonicalize=True) if t in _PY else None
       if src is not None and src.itemsize < 8 and new_dtype is not None and \
