@@ -895,3 +895,39 @@ def test_index_with_dunder_jax_array_raises_as_jax():
       f()
   np.testing.assert_array_equal(x.at[1].set(W(3.0)), [0., 3., 2., 3., 4.])
   assert float(x[jnp.asarray(W(1))]) == 1.0
+
+
+def test_rewriting_take_strategies_as_jax():
+  """rewriting_take(strategy=IndexingStrategy...) (JAX's lax_numpy_indexing_test): every
+  strategy gives x[idx] (clip mode clamps); STATIC_SLICE and DYNAMIC_SLICE raise JAX's
+  errors for indices or modes a slice cannot express; a non-enum strategy is a TypeError."""
+  from nbjax.numpy._indexing import IndexingStrategy as S, Slice, rewriting_take
+  x = np.arange(24.).reshape(2, 3, 4)
+  for idx in [(1,), (slice(0, 2), 1), (None, -1), (Ellipsis, 2), (5, 1), (0, slice(None, None, -1))]:
+    want = x[tuple(np.clip(i, -n, n - 1) if type(i) is int else i
+                   for i, n in zip(idx, x.shape))]
+    for s in (S.AUTO, S.GATHER, S.STATIC_SLICE, S.DYNAMIC_SLICE):
+      np.testing.assert_array_equal(rewriting_take(jnp.asarray(x), idx, strategy=s, mode="clip"),
+                                    want)
+  np.testing.assert_array_equal(
+      rewriting_take(jnp.asarray(x), (0, Slice(1, 2)), strategy=S.DYNAMIC_SLICE), x[0, 1:3])
+  z = jnp.zeros((2, 3))
+  for idx, err, msg in [
+      ((4,), IndexError, "index 4 out of bounds for axis 0 with size 2"),
+      ((Ellipsis, -4), IndexError, "index -4 out of bounds for axis 1 with size 3"),
+      (([1, 2], 0), TypeError, "static_slice: indices must be static scalars or slices. Got "
+       "index of type <class 'list'> at position 0"),
+      ((1, 2, 3), IndexError, "Too many indices: array is 2-dimensional, but 3 were indexed")]:
+    with pytest.raises(err, match=re.escape(msg)):
+      rewriting_take(z, idx, strategy=S.STATIC_SLICE)
+  with pytest.raises(ValueError, match="^static_slice requires mode='promise_in_bounds' or "
+                     "mode='clip'$"):
+    rewriting_take(z, 0, strategy=S.STATIC_SLICE, mode="fill")
+  with pytest.raises(TypeError, match=re.escape(
+      "dynamic_slice: only scalar indices allowed. Got index of type <class 'numpy.ndarray'> "
+      "at position 0")):
+    rewriting_take(z, (np.arange(2),), strategy=S.DYNAMIC_SLICE)
+  with pytest.raises(TypeError, match="^dynamic_slice: only unit steps supported in slice"):
+    rewriting_take(z, (slice(None, None, 2),), strategy=S.DYNAMIC_SLICE)
+  with pytest.raises(TypeError, match="^Expected strategy to be IndexingStrategy; got auto$"):
+    rewriting_take(z, 0, strategy="auto")

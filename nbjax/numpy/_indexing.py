@@ -15,6 +15,7 @@ Indices convert to the gather's int64 saturating, so uint64 2**64-1 stays past t
 """
 from __future__ import annotations
 
+import enum
 import math
 import operator
 from collections.abc import Sequence
@@ -592,11 +593,68 @@ def _guard_index(idx, normalize):
         core.host_to_device(np.zeros((), d) if e.ndim == 0 else 0)
 
 
+class IndexingStrategy(enum.Enum):
+  """How ``rewriting_take`` may compute ``x[idx]`` (JAX's): ``AUTO`` picks; ``STATIC_SLICE``
+  and ``DYNAMIC_SLICE`` accept only the indices a slice can express."""
+  AUTO = "auto"
+  GATHER = "gather"
+  SCATTER = "scatter"
+  STATIC_SLICE = "static_slice"
+  DYNAMIC_SLICE = "dynamic_slice"
+
+
+def _is_int(i):
+  return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
+def _check_strategy(shape, idx, strategy, mode, normalize):
+  """JAX's errors for a ``strategy`` that cannot express ``idx`` or ``mode`` (the value is
+  ``x[idx]`` whichever strategy computes it)."""
+  if not isinstance(strategy, IndexingStrategy):
+    raise TypeError(f"Expected strategy to be IndexingStrategy; got {strategy}")
+  if strategy not in (IndexingStrategy.STATIC_SLICE, IndexingStrategy.DYNAMIC_SLICE):
+    return
+  name, static = strategy.value, strategy is IndexingStrategy.STATIC_SLICE
+  parsed = _parse(shape, idx)
+  gmode = _gather_mode(mode)
+  if (mode is not None or static) and gmode not in (lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+                                                    lax.GatherScatterMode.CLIP):
+    raise ValueError(f"{name} requires mode='promise_in_bounds' or mode='clip'")
+  if static and gmode == lax.GatherScatterMode.PROMISE_IN_BOUNDS:
+    _check_static_indices(shape, parsed.static_ints, normalize)
+  for n, i in enumerate(_to_index_tuple(idx)):
+    if i is None or i is Ellipsis or _is_int(i):
+      continue
+    if isinstance(i, (slice, Slice)):
+      if static and isinstance(i, Slice):
+        raise TypeError(f"{name}: indices must be static scalars or slices. Got index of type "
+                        f"{type(i)} at position {n}")
+      step = i.stride if isinstance(i, Slice) else i.step
+      if not static and step not in (None, 1) and not (isinstance(i, slice) and step == -1):
+        raise TypeError(f"{name}: only unit steps supported in slice. Got {i} at position {n}")
+      continue
+    if static or isinstance(i, (bool, np.bool_)) or (
+        not isinstance(i, Sequence) and dtypes.dtype(i) == np.bool_):
+      raise TypeError(f"{name}: indices must be {'static ' if static else ''}scalars or slices."
+                      f" Got index of type {type(i)} at position {n}")
+    if isinstance(i, Sequence) or np.shape(i) != ():
+      raise TypeError(f"{name}: only scalar indices allowed. Got index of type {type(i)} at "
+                      f"position {n}")
+
+
+_AUTO = IndexingStrategy.AUTO
+
+
 def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                   fill_value=None, normalize_indices=True, _guard=True, _sharded=False):
+                   fill_value=None, normalize_indices=True, strategy=_AUTO,
+                   _guard=True, _sharded=False):
   """``x[idx]`` with NumPy semantics (JAX's: out-of-bounds integer indices clamp by
   default; ``mode='fill'`` returns ``fill_value`` for them instead). Negative signed
-  indices count from the end when ``normalize_indices``; unsigned ones never do."""
+  indices count from the end when ``normalize_indices``; unsigned ones never do.
+  ``strategy`` (an ``IndexingStrategy``) names how JAX would compute it; the value is the
+  same, and a strategy that cannot express ``idx`` raises JAX's error."""
+  if strategy is not _AUTO:
+    _check_strategy(np.shape(x), idx, strategy, mode, normalize_indices)
   x = as_array(x)
   if type(idx) is int and not _sharded and x.ndim and -x.shape[0] <= idx < x.shape[0] and (
       normalize_indices or idx >= 0) and (mode is None or mode in _MODES):  # x[i] fast path
