@@ -599,6 +599,26 @@ def test_like_functions_accept_shape_dtype_struct():
 
 # ------------------------------------------- as JAX 0.10.2's lax_numpy_test (x64 values)
 
+def test_tri_python_int_k_past_the_default_int_overflows_as_jax():
+  """jnp.tri/tril take k as an array of the default int: a Python int past it is JAX's
+  OverflowError (lax_numpy_test testTri, x64 off); eye clamps such a k, as JAX's."""
+  from nbjax.config import config
+  old = config.enable_x64
+  try:
+    config.update("enable_x64", False)
+    for f in (lambda: jnp.tri(0, 1, k=2**33), lambda: jnp.tril(jnp.ones((2, 2)), k=-2**33)):
+      with pytest.raises(OverflowError, match="^Python int -?8589934592 too large to convert "
+                         "to int32$"):
+        f()
+    assert float(jnp.eye(3, k=2**33).sum()) == 0
+    config.update("enable_x64", True)
+    np.testing.assert_array_equal(jnp.tri(2, 3, k=2**33), np.ones((2, 3)))
+    with pytest.raises(OverflowError, match="too large to convert to int64"):
+      jnp.tri(2, k=2**63)
+  finally:
+    config.update("enable_x64", old)
+
+
 def test_creation_and_misc_as_jax():
   import nbjax
   assert bool(jnp.isclose(6, 10, rtol=0.5))                  # ints compare as floats

@@ -747,6 +747,8 @@ def tri(N, M=None, k=0, dtype=None):
   N = canonicalize_shape((N,), "argument of 'N' jnp.tri()")[0]
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.tri()")[0]
   d = dtypes.default_int_dtype()
+  if type(k) is int and not np.iinfo(d).min <= k <= np.iinfo(d).max:  # (JAX's: k is an array)
+    raise OverflowError(f"Python int {k} too large to convert to {d}")
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
   # (JAX's default dtype here is float32, whatever the x64 mode)
