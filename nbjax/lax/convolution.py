@@ -473,8 +473,11 @@ def _depthwise_rhs_grad(lhs, rhs, out_shape, od, cd, window_strides, padding, rh
 # thread, 319 us on two; 116 MFLOP: 1370 against 851 us; medians, quiet machine)
 _PAR_FLOPS = 40e6
 # a small convolution tiled across images (whose tiles only write) runs in blocks on the native
-# team (kernels.threads.team_run: a worker that never takes the GIL) from this many flops
-_TEAM_FLOPS = 1e6
+# team (kernels.threads.team_run: a worker that never takes the GIL) from this many flops. The
+# CNN demo's convolutions (1.6-15 MFLOP) stay on one thread: its eager step on a quiet machine
+# gained nothing measurable from the team (3 alternating processes: 3.68-3.90 ms against
+# 3.77-4.66 with NBJAX_TEAM=0) and lost on a loaded one (medians 7.7 against 6.1 ms)
+_TEAM_FLOPS = 16e6
 
 
 def _direct_blocks(N, rows, two):
