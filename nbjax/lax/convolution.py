@@ -38,7 +38,7 @@ import numpy as np
 
 from kernels import convolution as K
 from kernels.microkernel import lanes
-from kernels.threads import run_chunks, team_run
+from kernels.threads import TEAM_USES, run_chunks, team_run
 from nbjax import dtypes, registry
 from nbjax.array import empty as _scratch
 from nbjax.core import Primitive, ShapedArray, get_aval
@@ -478,6 +478,7 @@ _PAR_FLOPS = 40e6
 # gained nothing measurable from the team (3 alternating processes: 3.68-3.90 ms against
 # 3.77-4.66 with NBJAX_TEAM=0) and lost on a loaded one (medians 7.7 against 6.1 ms)
 _TEAM_FLOPS = 16e6
+TEAM_USES["small convolutions tiled across images"] = f"from {_TEAM_FLOPS / 1e6:g} MFLOP"
 
 
 def _direct_blocks(N, rows, two):
