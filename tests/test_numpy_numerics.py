@@ -98,6 +98,20 @@ def test_trapezoid():
   jvp_matches(lambda v: jnp.trapezoid(y, v), x2)
 
 
+def test_trapezoid_bfloat16_eager_is_jits():
+  """jnp.trapezoid is jitted as JAX's: the product fused into the sum (no bfloat16 rounding
+  of each product), so eager and jit agree (lax_numpy_test test_trapezoid, bfloat16)."""
+  rng = np.random.RandomState(0)
+  y = (rng.randn(3, 10) * 5).astype(jnp.bfloat16)
+  x = (rng.randn(10) * 5).astype(jnp.bfloat16)
+  eager = np.asarray(jnp.trapezoid(y, x)).astype(np.float32)
+  np.testing.assert_array_equal(eager, np.asarray(nbjax.jit(jnp.trapezoid)(y, x)).astype(
+      np.float32))
+  np.testing.assert_array_equal(eager, [34, -5, -36.75])  # (JAX 0.10.2's; op by op 34.5...)
+  with pytest.raises(TypeError, match="trapezoid requires ndarray or scalar arguments"):
+    jnp.trapezoid([1.0, 2.0])
+
+
 def test_gradient():
   f = RNG.standard_normal((5, 7))
   check(jnp.gradient(f[0]), np.gradient(f[0]))

@@ -147,6 +147,18 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     >>> jnp.trapezoid(jnp.array([1.0, 2.0, 3.0]), dx=0.5)
     Array(2., dtype=float64)
   """
+  # jitted as JAX's (static axis): XLA fuses the product into the sum, so narrow floats
+  # (bfloat16, float16) round as JAX's, eagerly too
+  return _trapezoid_jit()(y, x, dx, axis=axis)
+
+
+@functools.cache
+def _trapezoid_jit():
+  from nbjax.interpreters.pjit import jit
+  return jit(_trapezoid, static_argnames=("axis",))
+
+
+def _trapezoid(y, x, dx, axis):
   if x is None:
     y = ensure_arraylike("trapezoid", y)
     y, = promote_dtypes_inexact(y)
