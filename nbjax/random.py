@@ -223,6 +223,12 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
   return PRNGKeyArray(impl, d)
 
 
+def default_prng_impl():
+  """The ``PRNGImpl`` that ``jax_default_prng_impl`` names (JAX's private
+  ``jax._src.random.default_prng_impl``)."""
+  return _keys.resolve_impl(None)
+
+
 def key_impl(keys):
   """Name of the PRNG implementation of ``keys`` (a ``PRNGSpec`` for an unregistered one)."""
   impl = _check_key("key_impl", keys, batched=True)._impl

@@ -81,8 +81,12 @@ def test_default_impl_config():
     assert R.key(0).dtype == R.key_dtype("rbg")
     assert R.PRNGKey(7).shape == (4,)
     np.testing.assert_array_equal(R.bits(R.PRNGKey(7), (5,), np.uint8), [177, 14, 225, 10, 220])
+    assert R.default_prng_impl() is nbjax.prng.prngs["rbg"]  # (JAX's private helper)
   finally:
     nbjax.config.update("jax_default_prng_impl", "threefry2x32")
+  assert R.default_prng_impl() is nbjax.prng.prngs["threefry2x32"]
+  with nbjax.default_prng_impl("philox4x32"):
+    assert R.default_prng_impl() is nbjax.prng.prngs["philox4x32"]
   with pytest.raises(ValueError, match=re.escape(  # (JAX's message)
       "new enum value must be in ['threefry2x32', 'threefry4x32', 'rbg', 'unsafe_rbg', "
       "'philox2x32', 'philox4x32'], got philox of type <class 'str'>.")):
