@@ -716,6 +716,26 @@ def test_where_clip_select():
   check(jnp.select([jx < -1, jx > 1], [jx, -jx], 5.0), np.select([x < -1, x > 1], [x, -x], 5.0))
 
 
+def test_searchsorted_index_dtype_past_int32_as_jax():
+  """searchsorted's index dtype is int64 past int32 (JAX's testSearchsortedDtype, by
+  eval_shape); with x64 off under 'warn' it warns, truncates and overflows as JAX's."""
+  a32 = nbjax.ShapeDtypeStruct((2**31 - 1,), np.float32)
+  a64 = nbjax.ShapeDtypeStruct((2**31,), np.float32)
+  v = nbjax.ShapeDtypeStruct((), np.float32)
+  assert nbjax.eval_shape(jnp.searchsorted, a32, v).dtype == np.int32
+  old = nbjax.config.enable_x64
+  try:
+    nbjax.config.update("enable_x64", True)
+    assert nbjax.eval_shape(jnp.searchsorted, a64, v).dtype == np.int64
+    nbjax.config.update("enable_x64", False)
+    with pytest.warns(UserWarning, match="Explicitly requested dtype int64 requested in "
+                      "searchsorted"):
+      with pytest.raises(OverflowError, match="Python integer 2147483648 out of bounds"):
+        nbjax.eval_shape(jnp.searchsorted, a64, v)
+  finally:
+    nbjax.config.update("enable_x64", old)
+
+
 def test_sort_argsort_searchsorted():
   x = rand((4, 5), np.float32)
   x[0, 0] = np.nan

@@ -1440,7 +1440,9 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     a = take(a, sorter, mode="clip")
   a, v = _util.promote_dtypes(a, v)
   n = a.shape[0]
-  d = np.dtype(np.int32 if n < 2 ** 31 else np.int64)
+  d = np.dtype(np.int32) if n < 2 ** 31 else dtypes.canonicalize_explicit_dtype(
+      np.dtype(np.int64), "searchsorted")
+  d.type(n)  # (JAX's early check: n past int32, int64 truncated with x64 off, overflows)
   if n == 0:
     return lax.full_like(v, 0, d)
   if dtypes.is_inexact(a.dtype):  # NaN sorts last; complex: lexicographic (lax.sort's order)
