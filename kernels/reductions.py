@@ -212,34 +212,14 @@ def {fn}(x, out, z):
   if O >= T:
     ch = (O + T - 1) // T
     for t in prange(T):
-      acc = np.empty(I, np.asarray(z).dtype)
-      for o in range(min(t * ch, O), min(t * ch + ch, O)):
-        acc[:] = z
-        for j in range(N):
-          r = x[o, j]
-          for i in range(I):
-            s = acc[i]
-            v = r[i]
-            acc[i] = {expr}
-        for i in range(I):
-          out[o, i] = acc[i]
+      a = min(t * ch, O)
+      b = min(a + ch, O)
+      {kern}(x[a:b], out[a:b], z, 0, I)
   else:
     ch = ((I + T - 1) // T + 15) // 16 * 16
-    for o in range(O):
-      for t in prange(T):
-        lo = min(t * ch, I)
-        hi = min(lo + ch, I)
-        acc = np.empty(hi - lo, np.asarray(z).dtype)
-        acc[:] = z
-        for j in range(N):
-          r = x[o, j, lo:hi]
-          for i in range(hi - lo):
-            s = acc[i]
-            v = r[i]
-            acc[i] = {expr}
-        oo = out[o, lo:hi]
-        for i in range(hi - lo):
-          oo[i] = acc[i]
+    for t in prange(T):
+      lo = min(t * ch, I)
+      {kern}(x, out, z, lo, min(lo + ch, I))
 """
 
 # ----------------------------------------------------------------- float max/min by bits
@@ -998,8 +978,8 @@ def _cols(op):
 
 
 COLS = Lazy(REDUCE_OPS, _cols)
-COLS_PAR = Lazy(REDUCE_OPS, lambda op: _make(_COLS_PAR, f"reduce_{op}_cols_par", parallel=True,
-                                              expr=REDUCE_OPS[op][0]))
+COLS_PAR = Lazy(REDUCE_OPS, lambda op: COLS[op] and _make(
+    _COLS_PAR, f"reduce_{op}_cols_par", parallel=True, kern=f"reduce_{op}_cols_range"))
 
 _ARG = {"argmax": (">", "max"), "argmin": ("<", "min")}
 
