@@ -476,6 +476,21 @@ def _weak_type_node(x):
   return 'i*' if x is int else 'f*' if x is float else 'c*' if x is complex else None
 
 
+def _dtype_and_weaktype(value):
+  """``(dtype, weak_type)`` of ``value`` (JAX's private helper): the Python scalar types
+  themselves are weak."""
+  return dtype(value), any(value is t for t in (int, float, complex)) or is_weakly_typed(value)
+
+
+def _jax_type(dtype_, weak_type):
+  """The promotion-lattice type of ``dtype_`` (JAX's private helper): when ``weak_type``, the
+  Python scalar type of its kind (bool stays a dtype); else the dtype."""
+  if not weak_type or dtype_ == np.bool_:
+    return dtype_
+  return float if dtype_ in _custom_float_dtypes else {"i": int, "u": int, "f": float,
+                                                       "c": complex}[np.dtype(dtype_).kind]
+
+
 def _dtype_and_weak(x):
   t = type(x)
   d = python_scalar_dtypes.get(t)

@@ -721,3 +721,15 @@ def test_extended_dtype_conversion_errors_as_jax():
                      "representation dtype, but tried to convert from dt to float32"):
     lax.convert_element_type(y, "float32")
   assert lax.convert_element_type(y, dt) is y
+
+
+def test_private_dtype_and_weaktype_and_jax_type(x64_off):
+  """JAX's private helpers dtypes_test uses: ``_dtype_and_weaktype`` (Python scalar types are
+  weak) and ``_jax_type`` (a weak dtype's lattice type is the Python type of its kind)."""
+  assert dtypes._dtype_and_weaktype(1.0) == (np.float32, True)
+  assert dtypes._dtype_and_weaktype(int) == (np.int32, True)
+  assert dtypes._dtype_and_weaktype(np.float32(1)) == (np.float32, False)
+  assert [dtypes._jax_type(np.dtype(d), True) for d in ("float32", "bool", "uint8", "complex64")
+          ] == [float, np.bool_, int, complex]
+  assert dtypes._jax_type(np.dtype(dtypes.bfloat16), True) is float
+  assert dtypes._jax_type(np.dtype("int8"), False) == np.int8
