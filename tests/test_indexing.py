@@ -931,3 +931,25 @@ def test_rewriting_take_strategies_as_jax():
     rewriting_take(z, (slice(None, None, 2),), strategy=S.DYNAMIC_SLICE)
   with pytest.raises(TypeError, match="^Expected strategy to be IndexingStrategy; got auto$"):
     rewriting_take(z, 0, strategy="auto")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint32, np.int64])
+def test_at_int_index_python_int_on_integer_arrays(dtype):
+  """x.at[i].set/add(python int) of an integer x (the eager one-store path): the scatter's
+  values (an add wraps as XLA's; an out-of-bounds index drops the update; negative wraps)."""
+  info = np.iinfo(dtype)
+  base = np.array([info.max, info.min, 3, 0, 7], dtype)
+  x = jnp.asarray(base)
+  for i in (0, 1, 4, -1, -5, 5, -6):
+    for v in (1, info.max, info.min, 0):
+      for op in ("set", "add"):
+        got = np.asarray(getattr(x.at[i], op)(v))
+        want = np.asarray(getattr(x.at[jnp.asarray(i)], op)(jnp.asarray(v, dtype)))
+        assert got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want, err_msg=f"{op} {i} {v}")
+        exp = base.copy()
+        if -5 <= i < 5:
+          with np.errstate(over="ignore"):
+            exp[i] = v if op == "set" else exp[i] + dtype(v)
+        np.testing.assert_array_equal(got, exp, err_msg=f"{op} {i} {v}")
+  np.testing.assert_array_equal(np.asarray(x), base)  # (x itself unchanged)

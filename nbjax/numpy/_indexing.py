@@ -792,8 +792,10 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
   if type(idx) is int and type(x) is Array and _ctx.trace is _EVAL and mode is None and (
       type(y) is float or type(y) is int and -2**53 <= y <= 2**53) and (
       scatter_fn is lax.scatter or scatter_fn is lax.scatter_add):
-    v = x._value  # eager x.at[i].set/add(python scalar) of a float x: one copy and one store
-    if v.ndim and v.dtype.kind == "f":
+    v = x._value  # eager x.at[i].set/add(python scalar) of a float x, or of an integer x and
+    k = v.dtype.kind  # an int in its dtype's range: one copy and one store (wrapping, as XLA)
+    if v.ndim and (k == "f" or k in "iu" and type(y) is int and
+                   _int_range(v.dtype)[0] <= y <= _int_range(v.dtype)[1]):
       n = v.shape[0]
       i = idx + n if idx < 0 and normalize_indices else idx
       out = copy_buffer(v)
