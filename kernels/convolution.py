@@ -451,6 +451,10 @@ _TEAM_RHS = (  # q: x5's shape, blocks, J, ct's (Q0, Q1, Q2, Op), T0, T1, -, s, 
     "direct_rhs_grad(x5, n0, n1, r0, r1, 0, 0, 0, q[14], q[15], q[16], q[17], q[18], q[19], "
     "ct, x5[0], parts[b], True)")
 _team_chunks = {}
+# the kernels the chunk functions call, as defined here (not whatever the module's globals hold
+# when one is first compiled: a wrapper put there would not type in numba)
+_TEAM_NS = dict(direct_fwd=direct_fwd, direct_rhs_grad=direct_rhs_grad, np=np, carray=carray,
+                voidptr=voidptr, MAX_ARGS=MAX_ARGS)
 
 
 def team_chunks(fwd, dtype):
@@ -459,7 +463,7 @@ def team_chunks(fwd, dtype):
   f = _team_chunks.get((fwd, dtype))
   if f is None:
     fn = f"direct_{'fwd' if fwd else 'rhs_grad'}_team_{dtype.name}"
-    ns = dict(globals(), np=np, carray=carray, voidptr=voidptr, MAX_ARGS=MAX_ARGS)
+    ns = dict(globals(), **_TEAM_NS)
     arrays, call = _TEAM_FWD if fwd else _TEAM_RHS
     src = _TEAM_SRC.format(fn=fn, dt=dtype.name, arrays=arrays.format(dt=dtype.name), call=call)
     exec(compile(src, __file__, "exec"), ns)

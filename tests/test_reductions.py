@@ -778,8 +778,12 @@ def test_column_ranges_on_two_threads_keep_the_bits(dtype, monkeypatch):
   columns (or of outer blocks) on the caller and the team worker, the columns in tiles: each
   result is the one-call column kernel's (float sums: XLA's windows; max/min: NaN, -0)."""
   import nbjax.numpy as jnp
+  from kernels import threads as T
   from nbjax.lax import reductions as R
   monkeypatch.setattr(R, "ROW_TEAM_MIN", 1 << 16)
+  jobs, team_run = [], R.team_run
+  monkeypatch.setattr(R, "team_run", lambda fn, arrays, nch: (jobs.append(nch),
+                                                              team_run(fn, arrays, nch))[1])
   rng = np.random.default_rng(4)
   for shape, axis in (((40, 5000), 0), ((3, 20, 6000), 1), ((200, 30, 40), 1),
                       ((1, 70000, 3), 1), ((33, 9000), 0)):
@@ -802,6 +806,7 @@ def test_column_ranges_on_two_threads_keep_the_bits(dtype, monkeypatch):
         np.testing.assert_array_equal(want, getattr(np, op)(x3, axis=1))
       got = np.asarray(f(A(x), axis=axis))
       assert got.tobytes() == want.tobytes(), (shape, op)
+  assert jobs and min(jobs) >= 2  # ((40, 5000) over axis 0: two column ranges at least)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
