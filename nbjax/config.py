@@ -123,7 +123,7 @@ class ExplicitX64Mode(enum.StrEnum):
   ALLOW = "allow"
 
 
-class EffortLevel(enum.IntEnum):
+class EffortLevel(enum.Enum):
   """JAX's XLA effort levels: ``jax_optimization_level``/``jax_memory_fitting_level`` take
   their names, jit's ``compiler_options`` their values."""
   UNKNOWN = 0

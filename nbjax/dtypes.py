@@ -479,7 +479,8 @@ def _weak_type_node(x):
 def _dtype_and_weaktype(value):
   """``(dtype, weak_type)`` of ``value`` (JAX's private helper): the Python scalar types
   themselves are weak."""
-  return dtype(value), any(value is t for t in (int, float, complex)) or is_weakly_typed(value)
+  return (dtype(value, canonicalize=True),
+          any(value is t for t in (int, float, complex)) or is_weakly_typed(value))
 
 
 def _jax_type(dtype_, weak_type):

@@ -1132,7 +1132,7 @@ def _config_compile_options():
       out.append((k, float(f[k])))
   for k, default in (("optimization_level", "UNKNOWN"), ("memory_fitting_level", "O2")):
     if f[k] != default:
-      out.append((k, int(EffortLevel[f[k]])))
+      out.append((k, EffortLevel[f[k]].value))
   return out
 
 

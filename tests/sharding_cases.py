@@ -670,6 +670,10 @@ def test_creation_functions_place_on_a_device():
     assert not step.committed and float(step) == 0.25
   np.testing.assert_array_equal(jnp.full((2,), 3, device=d), [3, 3])
   np.testing.assert_array_equal(jnp.linspace(0, 1, 3, device=d), [0., .5, 1.])
+  # placed eagerly, a weakly typed fill is strongly typed (JAX's); under jit it stays weak
+  assert jnp.full(3, 2.0).weak_type and not jnp.full(3, 2.0, device=d).weak_type
+  assert not jnp.ones_like(2.0, device=d).weak_type
+  assert nbjax.jit(lambda: jnp.full(3, 2, device=d))().weak_type
   assert not jnp.zeros(3).committed
 
 

@@ -729,6 +729,7 @@ def test_private_dtype_and_weaktype_and_jax_type(x64_off):
   assert dtypes._dtype_and_weaktype(1.0) == (np.float32, True)
   assert dtypes._dtype_and_weaktype(int) == (np.int32, True)
   assert dtypes._dtype_and_weaktype(np.float32(1)) == (np.float32, False)
+  assert dtypes._dtype_and_weaktype(np.array(1, np.int64)) == (np.int32, False)  # (canonical)
   assert [dtypes._jax_type(np.dtype(d), True) for d in ("float32", "bool", "uint8", "complex64")
           ] == [float, np.bool_, int, complex]
   assert dtypes._jax_type(np.dtype(dtypes.bfloat16), True) is float

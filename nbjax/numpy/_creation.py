@@ -516,11 +516,14 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
 
 
 def _place(x, out_sharding, device, name):
-  """``x`` on ``device`` (a device or a sharding) or as ``out_sharding`` (JAX's error if both
-  are given)."""
+  """``x`` on ``device`` (a device or a sharding; eagerly strongly typed there, as JAX's) or
+  as ``out_sharding`` (JAX's error if both are given)."""
   if out_sharding is not None:
     return apply_out_sharding(x, out_sharding, name, device)
-  return x if device is None else _put(x, device)
+  if device is None:
+    return x
+  return _put(_util.convert(x, x.dtype, False) if x.weak_type and _ctx.trace is _EVAL else x,
+              device)
 
 
 def _put(x, device):
