@@ -85,7 +85,7 @@ def _cols(kern, op, x, out, z, tree=False):
   n = O * N * I
   nch = min(MAX_CHUNKS, n // _ROW_CHUNK)
   by = O >= nch
-  if not by:  # (column ranges of whole tiles: short row segments stall the prefetchers)
+  if not by:  # (column ranges a tile wide at least: short row segments stall the prefetchers)
     nch = min(nch, I * x.itemsize // K.COL_TILE)
   if n < ROW_TEAM_MIN or op not in _ROW_OPS or nch < 2:
     kern(x, out, z)
@@ -1272,15 +1272,18 @@ def _nan_or_negzero(x):
   return K.has_nan_or_negzero(x.reshape(-1).view(u), absmask, inf, negzero)
 
 
+def _sort_one(x, axis):
+  # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
+  # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
+  # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks.
+  if x.dtype.kind in "biu" or x.dtype.kind == "f" and not _nan_or_negzero(x):
+    return np.sort(x, axis=axis)
+  return np.sort(x, axis=axis, kind="stable")
+
+
 def _sort_numpy(*operands, dimension, is_stable, num_keys):
   if len(operands) == 1 and operands[0].dtype.kind != "c":
-    x = operands[0]
-    # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
-    # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
-    # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks.
-    if x.dtype.kind in "biu" or x.dtype.kind == "f" and not _nan_or_negzero(x):
-      return [np.sort(x, axis=dimension)]
-    return [np.sort(x, axis=dimension, kind="stable")]
+    return [_sort_one(operands[0], dimension)]
   keys = _sort_keys(operands[:num_keys])
   perm = np.lexsort(tuple(reversed(keys)), axis=dimension)
   return [np.take_along_axis(o, perm, axis=dimension) for o in operands]
@@ -1289,13 +1292,10 @@ def _sort_numpy(*operands, dimension, is_stable, num_keys):
 def _sort_numpy_specialize(avals, params):
   """One real operand: the NumPy sort of ``_sort_numpy`` without its per-call dispatch (the
   registry's hot path and eager programs call it on the raw array)."""
-  if len(avals) != 1 or avals[0].dtype.kind not in "biuf" or avals[0].dtype not in _FLOAT_BITS \
-      and avals[0].dtype.kind == "f":
+  if len(avals) != 1 or not (avals[0].dtype.kind in "biu" or avals[0].dtype in _FLOAT_BITS):
     return None
   ax = params["dimension"]
-  if avals[0].dtype.kind != "f":
-    return lambda x: [np.sort(x, axis=ax)]
-  return lambda x: [np.sort(x, axis=ax, kind="stable" if _nan_or_negzero(x) else None)]
+  return lambda x: [_sort_one(x, ax)]
 
 
 _sort_numpy.specialize = _sort_numpy_specialize
