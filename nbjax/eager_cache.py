@@ -541,6 +541,7 @@ class TraceCache:
       args, kwargs = tree_unflatten(treedef, full)
       out, out_tree = tree_flatten(self.fun(*args, **kwargs))
       box.append(out_tree)
+      box.append(any(type(o) in (int, float, bool, complex) for o in out))
       return out
 
     try:
@@ -551,8 +552,9 @@ class TraceCache:
       program = registry.eager_program(jaxpr, consts)
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
-    if any(a.dtype == dtypes.float0 for a in out_avals):
-      return None  # float0 results are NumPy arrays (the per-call path's), not Arrays
+    if box[1] or any(a.dtype == dtypes.float0 for a in out_avals):
+      return None  # Python scalars passed through (vmap's out_axes=None) and float0 results
+      # (NumPy arrays) are the per-call path's; a replay would return Arrays
     e = _Entry()
     e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
