@@ -1,4 +1,5 @@
 """Argument validation and error texts of the public API, as JAX 0.10.2's (api_test)."""
+import functools
 import re
 import warnings
 
@@ -183,6 +184,25 @@ def test_pmap_argument_errors():
   assert str(e.value) == ("pmapped function has static_broadcasted_argnums=(1,) but was called "
                           "with only 1 positional argument. All static broadcasted arguments "
                           "must be passed positionally.")
+
+
+def test_jit_function_name():
+  # api_test JitTest.test_fun_name: JAX's name of a jitted function (a partial's function's;
+  # a callable without __name__ is "<unnamed function>", also in the jaxpr)
+  def my_function(x=1.0):
+    return x
+  for fun, name in [(my_function, "my_function"), (functools.partial(my_function), "my_function"),
+                    (functools.partial(functools.partial(my_function)), "my_function"),
+                    (lambda: my_function(), "<lambda>")]:
+    assert nbjax.jit(fun).__getstate__()["function_name"] == name
+  named = functools.partial(my_function)
+  named.__name__ = "my_partial"
+  assert nbjax.jit(named).__getstate__()["function_name"] == "my_partial"
+
+  class NoName:
+    def __call__(self, x):
+      return x
+  assert "name=<unnamed function>" in str(nbjax.make_jaxpr(nbjax.jit(NoName()))(1.0))
 
 
 def test_jit_repr_and_static_types():

@@ -979,7 +979,11 @@ def _shared_cache(fun, options):
 
 
 def _fun_name(fun):
-  return getattr(fun, "__name__", None) or type(fun).__name__
+  """JAX's name for a function: its ``__name__``, a partial's function's, else a default."""
+  name = getattr(fun, "__name__", None)
+  if name is not None:
+    return name
+  return _fun_name(fun.func) if isinstance(fun, functools.partial) else "<unnamed function>"
 
 
 def _ensure_tuple(x):
@@ -1101,6 +1105,10 @@ class JitWrapped:
 
   def __reduce__(self):  # as JAX's: the function and jit's options (cloudpickle of a jit)
     return _unpickle_jit, (self._fun, self._options)
+
+  def __getstate__(self):  # (JAX's keys that describe the function)
+    return {"function_name": self._name, "fun": self._fun,
+            "static_argnums": self._static_argnums, "static_argnames": self._static_argnames}
 
   # -------------------------------------------------------------- calling
   def __call__(self, *args, **kwargs):
