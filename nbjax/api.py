@@ -1768,6 +1768,16 @@ def _pmap_in_axes_error(msg, kwargs):
                 "prefix of the tuple of arguments passed positionally to the pmapped function.")
 
 
+def _delete_donated(ins, outs):
+  """Deletes the donated input arrays ``ins`` that an output reuses (the first of its shape
+  and dtype left, as ``jit``'s donation): reading one afterwards raises, as JAX's."""
+  from nbjax.interpreters.pjit import _donation_plan
+  used, _ = _donation_plan([True] * len(ins), list(map(get_aval, ins)), list(map(get_aval, outs)))
+  for i in used:
+    if type(ins[i]) is _Array and not any(o is ins[i] for o in outs):
+      ins[i].delete()
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -1777,7 +1787,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
   Outputs are stacked along ``out_axes``. The mapped axis size must not exceed the device
   count (``nbjax.device_count()``; ask for more CPU devices with
   ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``jax_num_cpu_devices``).
-  ``donate_argnums`` is accepted (host buffers are not donated)."""
+  The arrays of ``donate_argnums`` that an output reuses are deleted after the call, as JAX's.
+  """
   _check_callable(fun)
   if global_arg_shapes is not None:
     raise ValueError("global_arg_shapes only worked with sharded_jit which has long been "
@@ -1898,7 +1909,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         *consts, *flat, call_jaxpr=closed, axis_name=axis_name, axis_size=n,
         global_axis_size=n, devices=devs, backend=backend, in_axes=ax, out_axes=oax,
         name=name, donated_invars=(False,) * len(ax), is_explicit_global_axis_size=False)
-    if not statics and not kwargs and _ctx.trace is _eval_trace:
+    if donate and _ctx.trace is _eval_trace:
+      _delete_donated([x for i, a in enumerate(args) if i in donate and i not in statics
+                       for x in tree_util.tree_leaves(a)], outs)
+    elif not statics and not kwargs and _ctx.trace is _eval_trace:
       run = pxla.runner(closed, consts, out_tree, _MISS, axis_name=axis_name, axis_size=n,
                         devices=devs, in_axes=ax, out_axes=oax)
       kids = tree_util.tree_structure(dyn)

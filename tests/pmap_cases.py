@@ -331,6 +331,21 @@ def test_fast_path_keeps_outputs_on_devices(monkeypatch):
   close(f(p2, p2[0][:, :2])[1], ref2[0][:, :2].sum(1), 1e-4)  # another shape: retraced
 
 
+def test_donate_argnums_deletes_reused_inputs():
+  # api_test BufferDonationTest.test_pmap_donate_argnums_invalidates_input: a donated input
+  # an output reuses (same shape and dtype) is deleted; one no output can reuse is kept
+  move = nbjax.pmap(lambda x: x + x - x, donate_argnums=0)
+  x = nbjax.pmap(lambda x: x)(jnp.ones([N]))
+  y = move(x)
+  assert x.is_deleted() and not y.is_deleted()
+  close(y, np.ones(N))
+  with pytest.raises(RuntimeError, match="deleted"):
+    np.asarray(x)
+  kept = jnp.ones([N, 3])
+  nbjax.pmap(lambda a, b: (a * b).sum(), donate_argnums=0)(kept, jnp.ones([N, 3]))
+  assert not kept.is_deleted()
+
+
 def test_lower_compile():
   # JAX's pmap(f).lower(*args) (pmap_test testLowerCompile*): the Lowered of a jit over the
   # map, args_info of the non-static (args, kwargs), compiled then called with them
