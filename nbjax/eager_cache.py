@@ -166,6 +166,7 @@ def guards(fun):
   absent), ``"attr"`` (``getattr(container, key) is object``), ``"cell"``
   (``container.cell_contents is object``), ``"len"`` (``len(container) == object``),
   ``"empty"`` (``getattr(container, key)`` is empty)."""
+  from nbjax.custom_derivatives import custom_jvp, custom_vjp
   from nbjax.interpreters.pjit import JitWrapped
   from nbjax._tree_util import Partial
   pins, seen, names, modules = {}, set(), set(), {}
@@ -294,6 +295,30 @@ def guards(fun):
         pin("item", kw, k, v)
       return (safe(o.func, depth + 1, False) and safe(o.args, depth + 1)
               and all(safe(v, depth + 1) for v in kw.values()))
+    if t is custom_jvp or t is custom_vjp:  # (``jax.nn.relu``, user rules): a rule changes
+      # by defjvp/defvjp, which bump registry.epoch, or by assigning an attribute: all pinned
+      d = o.__dict__
+      if ("dict", id(o)) not in seen:
+        seen.add(("dict", id(o)))
+        pin("attr", o, "__dict__", d)
+        pin("len", d, None, len(d))
+        for k, v in d.items():
+          pin("item", d, k, v)
+      for k in ("fun", "jvp", "fwd", "bwd", "nondiff_argnums", "symbolic_zeros",
+                "optimize_remat"):
+        v = d.get(k)
+        if not safe(v, depth + 1, False):
+          return False
+        if type(v) is types.FunctionType and _library(v.__globals__.get("__name__")):
+          for c in v.__closure__ or ():  # (``defjvps``' rule calls the user's rules)
+            try:
+              w = c.cell_contents
+            except ValueError:
+              return False
+            pin("cell", c, None, w)
+            if w is not o and not safe(w, depth + 1):
+              return False
+      return True
     if t is JitWrapped:  # traced once per signature anyway; pin the function it holds
       pin("item", o.__dict__, "_fun", o._fun)
       return safe(o._fun, depth + 1, False)

@@ -637,6 +637,40 @@ def _ch_ndarray(v, stack):
   return _Chan(lambda x: x * a, lambda w: a.__setitem__((), float(w)), False, v)
 
 
+def _ch_custom_jvp_global(v, stack):  # a custom_jvp function and its rule read a global
+  m = _module(stack, "import nbjax\n@nbjax.custom_jvp\ndef f(x):\n  return x * W\n"
+              "f.defjvp(lambda p, t: (f(*p), t[0] * W))\ndef r(x):\n  return f(x)\n", W=v)
+  return _Chan(m.r, _set(m, "W"), True, v)
+
+
+def _ch_custom_jvp_rule(v, stack):  # a new function and rule: attribute, then defjvp
+  m = _module(stack, "import nbjax\ndef make(w):\n  return lambda x: x * w\n"
+              "f = nbjax.custom_jvp(make(W))\nf.defjvp(lambda p, t: (f(*p), t[0] * W))\n"
+              "def set_w(v):\n  global W\n  f.fun = make(v)\n  W = v\n"
+              "def r(x):\n  return f(x)\n", W=v)
+  return _Chan(m.r, m.set_w, True, v)
+
+
+def _ch_custom_jvp_attribute(v, stack):  # only an attribute changes (the rule calls f)
+  m = _module(stack, "import nbjax\ndef make(w):\n  return lambda x: x * w\n"
+              "f = nbjax.custom_jvp(make(W))\nf.defjvp(lambda p, t: (f(*p), f(t[0])))\n"
+              "def set_w(v):\n  f.fun = make(v)\ndef r(x):\n  return f(x)\n", W=v)
+  return _Chan(m.r, m.set_w, True, v)
+
+
+def _ch_custom_jvps_rules(v, stack):  # defjvps: the library's rule calls the user's
+  m = _module(stack, "import nbjax\n@nbjax.custom_jvp\ndef f(x):\n  return x * W\n"
+              "f.defjvps(lambda t, out, x: t * W)\ndef r(x):\n  return f(x)\n", W=v)
+  return _Chan(m.r, _set(m, "W"), True, v)
+
+
+def _ch_custom_jvp_mutable(v, stack):  # a rule reading a list: never replayed
+  box = [v]
+  f = nbjax.custom_jvp(lambda x: x * box[0])
+  f.defjvp(lambda p, t: (f(*p), t[0] * box[0]))
+  return _Chan(lambda x: f(x), lambda w: box.__setitem__(0, w), False, v)
+
+
 CHANNELS = {n[4:]: f for n, f in list(globals().items()) if n.startswith("_ch_")}
 _XB = jnp.asarray(np.arange(6.0).reshape(3, 2) - 2.0)
 _X, _T = jnp.asarray([0.5, -2.0]), jnp.asarray([1.0, 3.0])
@@ -727,6 +761,23 @@ def test_each_channel_is_pinned_or_refused(channel):
   for kind in ("vmap", "jvp", "jacfwd", "grad"):
     for bare in (False, True):
       _exercise(kind, [CHANNELS[channel]], [2.0], [(0, 3.0)], bare=bare)
+
+
+def _custom_vjp_global(v, stack):  # (not in CHANNELS: jvp of a custom_vjp function raises)
+  m = _module(stack, "import nbjax\n@nbjax.custom_vjp\ndef f(x):\n  return x * W\n"
+              "f.defvjp(lambda x: (f(x), None), lambda res, g: (g * W,))\n"
+              "def r(x):\n  return f(x)\n", W=v)
+  return _Chan(m.r, _set(m, "W"), True, v)
+
+
+@pytest.mark.needs_guard
+def test_custom_vjp_functions_replay_under_their_pins():
+  for kind in ("vmap", "grad"):
+    for bare in (False, True):
+      _exercise(kind, [_custom_vjp_global], [2.0], [(0, 3.0)], bare=bare)
+  with contextlib.ExitStack() as stack:  # a library custom_jvp (nn.relu) replays
+    m = _module(stack, "import nbjax\ndef r(x):\n  return nbjax.nn.relu(x) * 2.0\n")
+    assert eager_cache.guards(m.r) is not None
 
 
 _VALUES = st.one_of(st.sampled_from([0.5, 2.0, -1.25, 3.0, 0.75]),
