@@ -23,7 +23,9 @@ piece is covered:
   so is every dynamic or introspective route to state (``getattr``, ``vars``,
   ``globals``, ``eval``, ``attrgetter``, frames, any dunder attribute such as
   ``__dict__`` or ``__globals__``...), as are names with side effects or hidden state
-  (``print``, ``random``, ``open``, ``time``, ``config``, ``np.load``...).
+  (``print``, ``open``, ``time``, ``config``, ``np.load``...); NumPy's and Python's random
+  generators are methods of generator objects, or builtins of NumPy's random modules,
+  which ``safe`` refuses (``nbjax.random`` is pure: keys are explicit).
 - Globals: each name the code loads globally is pinned in ``f.__globals__`` (also when
   absent), and when absent there, in ``f.__builtins__`` (a global defined later shadows
   the builtin; a rebound builtin is seen too).
@@ -99,7 +101,7 @@ _LIBRARY = ("nbjax", "numpy", "math", "cmath", "operator", "functools", "itertoo
             "_operator", "_functools", "_collections")
 _UNSAFE_NAMES = frozenset({
     # side effects, or state outside the program
-    "print", "input", "open", "random", "time", "perf_counter", "breakpoint", "id", "hash",
+    "print", "input", "open", "time", "perf_counter", "breakpoint", "id", "hash",
     "callback", "pure_callback", "io_callback", "debug", "debug_callback", "debug_print",
     "seed", "set_printoptions",
     "seterr", "config", "update", "load", "loadtxt", "genfromtxt", "fromfile", "fromregex",
@@ -127,8 +129,10 @@ _MAX_DEPTH = 12
 
 
 def _library(name):
+  """Whether module ``name`` is the trusted base: NumPy's random modules hold global
+  generators (nbjax.random's keys are explicit)."""
   parts = name.split(".") if isinstance(name, str) else ()
-  return bool(parts) and parts[0] in _LIBRARY and "random" not in parts
+  return bool(parts) and parts[0] in _LIBRARY and ("random" not in parts or parts[0] == "nbjax")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -311,6 +311,25 @@ def test_guard_analysis():
   assert g(lambda x: x + len(urandom(1))) is None  # builtins of modules outside nbjax/numpy
   assert g(nbjax.jit(lambda x: x * LIST_GLOBAL[0])) is None
   assert g(nbjax.jit(lambda x: x * 2)) is not None
+  import random as pyrandom
+  assert g(lambda x: x * pyrandom.random()) is None
+  assert g(lambda x: x * np.random.default_rng(0).normal()) is None
+  # nbjax.random is pure (explicit keys): a dropout replays, and draws what the trace draws
+  drop = lambda k, x: jnp.sum(jnp.where(nbjax.random.bernoulli(k, 0.5, x.shape), x, 0.) ** 2)
+  assert g(drop) is not None
+  gd = nbjax.grad(drop, argnums=1)
+  keys = [nbjax.random.PRNGKey(i) for i in range(4)]
+  xs = jnp.arange(6.0)
+  got = [gd(k, xs) for k in keys * 2]
+  assert any(type(e) is eager_cache._Entry for e in gd._trace_cache.entries.values())
+  nbjax.config.update("eager_cache", False)
+  try:
+    want = [gd(k, xs) for k in keys * 2]
+  finally:
+    nbjax.config.update("eager_cache", True)
+  for a, b in zip(got, want):
+    np.testing.assert_array_equal(a, b)
+  assert len({tuple(np.asarray(a)) for a in got}) > 1
 
 
 def _branchy(x):
