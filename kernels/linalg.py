@@ -5,10 +5,10 @@ Pipeline position: the bottom of eager execution. ``nbjax.lax.linalg`` reduces e
 reshape) and calls ``matmul_blas`` (float/complex: numba's ``np.dot``, which calls BLAS gemm)
 or ``matmul_loop`` (integers: an i-k-j loop accumulating in the output dtype, wrapping as
 XLA does). The decompositions take operands with one leading batch axis ``(B, m, n)``:
-cholesky, triangular solve, LU and Householder QR are written out here (LAPACK's
+small cholesky, triangular solve, LU and Householder QR are written out here (LAPACK's
 conventions: potrf's lower factor with NaNs on failure, getf2's partial pivoting, geqrf's
-reflector signs); eigh, svd and eig call numba's LAPACK bindings (syevd / gesdd / geev) per
-matrix.
+reflector signs); larger cholesky, eigh, svd and eig call numba's LAPACK bindings (potrf /
+syevd / gesdd / geev) per matrix.
 Callers allocate outputs. Imports numba and numpy only.
 """
 import numpy as np
@@ -90,32 +90,59 @@ def matmul_loop_par(a, b, out):
 # ----------------------------------------------------------------- cholesky
 
 
+def _potrf(a, n):
+  """LAPACK ?potrf on the upper triangle of the Fortran-ordered ``a`` (n x n); returns info."""
+
+
+@overload(_potrf, jit_options=dict(cache=True))
+def _potrf_ov(a, n):
+  _nla.ensure_lapack()
+  potrf = _nla._LAPACK().numba_xxpotrf(a.dtype)
+  kind = ord(_nla.get_blas_kind(a.dtype, "cholesky"))
+  return lambda a, n: potrf(kind, ord("U"), n, a.ctypes, n)
+
+
+@njit(inline="always", **_J)
+def _cholesky_loop(A, L):
+  """The Cholesky-Banachiewicz loop into zeroed ``L``; False on failure (a pivot not > 0)."""
+  n = A.shape[0]
+  for j in range(n):
+    Lj = L[j]
+    d = A[j, j]
+    for k in range(j):
+      d -= Lj[k] * np.conj(Lj[k])
+    dr = d.real
+    if not dr > 0:
+      return False
+    ljj = np.sqrt(dr)
+    Lj[j] = ljj
+    for i in range(j + 1, n):
+      Li = L[i]
+      s = A[i, j]
+      for k in range(j):
+        s -= Li[k] * np.conj(Lj[k])
+      Li[j] = s / ljj
+  return True
+
+
 @njit(**_J)
 def cholesky(a, out):
-  """Lower Cholesky factor of each ``a[b]`` (reads its lower triangle); NaNs on failure."""
+  """Lower Cholesky factor of each ``a[b]`` (reads its lower triangle); NaNs on failure.
+  Below 32 x 32 a plain loop (a LAPACK call costs more than the work); from there LAPACK's
+  potrf, as JAX's CPU: a row-major matrix read column-major is its transpose, so potrf's
+  upper factor of that is the lower factor here. Eager and jit (its FFI handler) both run
+  this kernel, so they agree bit for bit."""
   B, n, _ = a.shape
   for bb in range(B):
-    A = a[bb]
     L = out[bb]
-    L[:] = 0
-    ok = True
-    for j in range(n):
-      Lj = L[j]
-      d = A[j, j]
-      for k in range(j):
-        d -= Lj[k] * np.conj(Lj[k])
-      dr = d.real
-      if not dr > 0:
-        ok = False
-        break
-      ljj = np.sqrt(dr)
-      Lj[j] = ljj
-      for i in range(j + 1, n):
-        Li = L[i]
-        s = A[i, j]
-        for k in range(j):
-          s -= Li[k] * np.conj(Lj[k])
-        Li[j] = s / ljj
+    if n < 32:
+      L[:] = 0
+      ok = _cholesky_loop(a[bb], L)
+    else:
+      L[:] = a[bb]
+      ok = _potrf(L, n) == 0
+      for i in range(n):
+        L[i, i + 1:] = 0
     if not ok:
       L[:] = _nan(L[0, 0])
 

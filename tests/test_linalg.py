@@ -487,6 +487,31 @@ def test_cholesky_failure_is_an_all_nan_matrix(engine, dtype):
     np.testing.assert_allclose(L[ok], np.linalg.cholesky(a[ok]), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("n", [5, 40, 200])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_cholesky_eager_and_jit_agree_bit_for_bit(n, dtype):
+  # one kernel (a loop below 32 x 32, LAPACK potrf from there) eagerly and as jit's FFI call:
+  # JAX's linalg_test compares the two at 1e-6 (XLA's own cholesky expansion differed by 4e-6)
+  rng = np.random.default_rng(21)
+  a = _spd(rng, (2, n, n), dtype)
+  a[1, n // 2, n // 2] = -1  # a failure in the batch stays a failure under both
+  f = lambda x: lax.linalg.cholesky(x, symmetrize_input=False)
+  eager, jitted = np.asarray(f(a)), np.asarray(nbjax.jit(f)(a))
+  np.testing.assert_array_equal(eager, jitted)
+  assert np.isnan(eager[1]).any() and not np.isnan(eager[0]).any()
+  tol = 1e-4 * n
+  np.testing.assert_allclose(eager[0] @ _H(eager[0]), a[0], rtol=tol, atol=tol)
+
+
+def test_geqrf_is_reachable_from_lax_linalg_as_jax():
+  # JAX's lax.linalg module holds geqrf (its tests call it from there with ormqr)
+  a = np.random.default_rng(22).standard_normal((2, 5, 3))
+  h, taus = LA.geqrf(a)
+  assert h.shape == (2, 5, 3) and taus.shape == (2, 3)
+  q = np.asarray(LA.householder_product(h, taus))
+  np.testing.assert_allclose(q @ np.triu(np.asarray(h)[:, :3]), a, atol=1e-12)
+
+
 SINGULAR = [  # (a, b, inv(a), solve(a, b)): LAPACK getrf + BLAS trsm (JAX's CPU solve) give these
     (np.array([[1., 2.], [2., 4.]]), np.array([1., 1.]),
      np.array([[-np.inf, np.inf], [np.inf, -np.inf]]), np.array([-np.inf, np.inf])),
