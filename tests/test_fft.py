@@ -174,6 +174,25 @@ def test_fftfreq_rfftfreq(n, d):
   assert jnp.fft.fftfreq(n, d, device=None).shape == (n,)
 
 
+def test_fftfreq_rfftfreq_place_on_device():
+  # JAX's: device= commits the result to that device (as jnp.arange(device=...))
+  dev = nbjax.devices()[-1]
+  for f in (jnp.fft.fftfreq, jnp.fft.rfftfreq):
+    assert not f(6, 0.5)._committed
+    r = f(6, 0.5, device=dev)
+    assert r._committed and r.devices() == {dev}
+    np.testing.assert_array_equal(np.asarray(r), np.asarray(f(6, 0.5)))
+
+
+def test_promote_dtypes_complex():
+  # JAX's private numpy util, used by its fft tests: reals to the complex of their precision
+  from nbjax.numpy import _util
+  a, b = _util.promote_dtypes_complex(np.float32(1), jnp.arange(3, dtype=jnp.int16))
+  assert a.dtype == b.dtype == np.complex64
+  c, = _util.promote_dtypes_complex(np.ones(2))
+  assert c.dtype == np.complex128
+
+
 def test_shifts():
   x = np.arange(30).reshape(5, 6)
   for axes in [None, 0, 1, -1, (0, 1), (1,), [1, 0]]:

@@ -205,6 +205,13 @@ def promote_dtypes_inexact(*args):
   return [convert(a, to, weak) for a in args]
 
 
+def promote_dtypes_complex(*args):
+  """Promote to a common complex dtype (reals to the complex of their precision)."""
+  to, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+  to = to_complex_dtype(to)
+  return [convert(a, to, weak) for a in args]
+
+
 def promote_dtypes_numeric(*args):
   """Promote to a common numeric dtype (bool goes to the default int)."""
   to, weak = dtypes.result_type(*args, return_weak_type_flag=True)

@@ -298,8 +298,9 @@ def _freq_args(name, n, d, dtype):
   return n, out
 
 
-def _freqs(k, n, d, dtype):
-  return _ufuncs.true_divide(_creation.asarray(k, dtype), _creation.asarray(d * n, dtype))
+def _freqs(k, n, d, dtype, device):
+  out = _ufuncs.true_divide(_creation.asarray(k, dtype), _creation.asarray(d * n, dtype))
+  return out if device is None else _creation._on_device(out, device)
 
 
 def fftfreq(n, d=1.0, *, dtype=None, device=None):
@@ -312,15 +313,14 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     n: the transform's length (a concrete int).
     d: the sample spacing (default 1.0).
     dtype: the result's (inexact) dtype; default: the default float dtype.
-    device: where to place the result (the CPU: accepted for the Array API).
+    device: optional :class:`Device` or :class:`Sharding` to place the result on.
 
   Returns:
     An array of ``n`` frequencies.
   """
-  del device
   n, dt = _freq_args("fftfreq", n, d, dtype)
   k = (np.arange(n) + n // 2) % max(n, 1) - n // 2
-  return _freqs(k, n, d, dt)
+  return _freqs(k, n, d, dt, device)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
@@ -333,14 +333,13 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     n: the transform's length (a concrete int).
     d: the sample spacing (default 1.0).
     dtype: the result's (inexact) dtype; default: the default float dtype.
-    device: where to place the result (the CPU: accepted for the Array API).
+    device: optional :class:`Device` or :class:`Sharding` to place the result on.
 
   Returns:
     An array of ``n // 2 + 1`` frequencies.
   """
-  del device
   n, dt = _freq_args("rfftfreq", n, d, dtype)
-  return _freqs(np.arange(n // 2 + 1), n, d, dt)
+  return _freqs(np.arange(n // 2 + 1), n, d, dt, device)
 
 
 def _shift(name, x, axes, sign):
