@@ -20,6 +20,11 @@ from nbjax.api import (ShapeDtypeStruct, copy_to_host_async, default_backend, de
                        print_environment_info, process_count, process_index, process_indices,
                        typeof, value_and_grad, vjp, vmap)
 from nbjax.dtypes import float0
+from nbjax import api as _api
+from types import SimpleNamespace as _SimpleNamespace
+# JAX's ``jax.ad``: what ``VJP.with_refs`` takes and gives
+ad = _SimpleNamespace(DontWant=_api.DontWant, DidntWant=_api.DidntWant, GradRef=_api.GradRef,
+                      GradValue=_api.GradValue)
 from nbjax.config import make_user_context, state as _state
 # JAX's configuration states: context managers and decorators (``with nbjax.numpy_rank_promotion
 # ("raise"):``), each setting the option of its name for its extent

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import inspect
 import operator
@@ -394,7 +395,7 @@ def linearize(fun, *primals, has_aux=False):
   >>> f_jvp(2.0)   # 2 * cos(1.0)
   """
   _check_callable(fun)
-  out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "linearize")
+  out_primals, lin, in_tree, out_tree, aux, _ = _linearize(fun, primals, has_aux, "linearize")
   consts, lin.consts = lin.consts, None  # held by the Partial only (they may be tracers)
   f_jvp = Partial(_JvpFun(lin, in_tree, out_tree, [get_aval(p) for p in tree_leaves(primals)]),
                   consts)
@@ -437,7 +438,7 @@ class _JvpFun:
     return id(self)
 
 
-def _linearize(fun, primals, has_aux, name):
+def _linearize(fun, primals, has_aux, name, array_consts=False):
   """Flatten, check, linearize: ``(out_primals_flat, Linearized, in_tree, out_tree, aux)``."""
   ps, in_tree = tree_flatten(primals)
   for i, p in enumerate(ps):
@@ -459,14 +460,14 @@ def _linearize(fun, primals, has_aux, name):
     return out
 
   flat_fun.__name__ = _fun_name(fun)
-  outs, lin = ad.linearize_flat(flat_fun, ps)
+  outs, lin = ad.linearize_flat(flat_fun, ps, array_consts=array_consts)
   outs = [_owned(o) for o in outs]  # (an input passed through: the caller's array)
   aux = None
   if has_aux:
     aux = tree_map(lambda x: _owned(x.primal if isinstance(x, ad.JVPTracer) else x), box[1])
     core.check_leaked([a for a in tree_leaves(aux)  # (an enclosing jit's tracers are fine)
                        if isinstance(a, pe.JaxprTracer) and not a._trace.valid])
-  return outs, lin, in_tree, box[0], aux
+  return outs, lin, in_tree, box[0], aux, ps
 
 
 @api_boundary
@@ -475,8 +476,11 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
 
   Returns ``(primals_out, f_vjp)`` (``(primals_out, f_vjp, aux)`` with ``has_aux``), where
   ``f_vjp(ct)`` takes a cotangent with the structure, shapes and dtypes of ``primals_out``
-  and returns a tuple with one cotangent per primal. ``f_vjp`` is a pytree
-  (``tree_util.Partial``) holding the residuals, so it can be passed through ``jit``.
+  and returns a tuple with one cotangent per primal. ``f_vjp`` is a ``VJP``: a pytree holding
+  the residuals (so it can be passed through ``jit``), the primal inputs among them in
+  ``args_res`` (one entry per primal; ``NotNeeded()`` where an input is not read) and the
+  others in ``opaque_residuals``; ``f_vjp.with_refs(*wants)`` gives the VJP function that
+  computes only the cotangents wanted (``jax.ad.DontWant()`` gives ``DidntWant()``).
 
   >>> y, f_vjp = vjp(nbjax.numpy.sin, 0.5)
   >>> f_vjp(1.0)   # (cos(0.5),)
@@ -484,11 +488,30 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
   if reduce_axes:
     raise NotImplementedError("reduce_axes argument to vjp is deprecated")
   _check_callable(fun)
-  out_primals, lin, in_tree, out_tree, aux = _linearize(fun, primals, has_aux, "vjp")
-  consts, lin.consts = lin.consts, None  # held by the Partial only (they may be tracers)
-  f_vjp = Partial(_VjpFun(lin, in_tree, out_tree, _fun_name(fun)), consts)
+  out_primals, lin, in_tree, out_tree, aux, ps = _linearize(fun, primals, has_aux, "vjp", True)
+  consts, lin.consts = lin.consts, None  # held by the VJP only (they may be tracers)
+  pos = {id(p): i for i, p in enumerate(ps)}
+  spec, used, opaque = [], set(), []  # spec: a primal's flat index, or ~(an opaque index)
+  for r in consts:
+    i = pos.get(id(r))
+    if i is None:
+      spec.append(~len(opaque))
+      opaque.append(r)
+    else:
+      spec.append(i)
+      used.add(i)
+  leaves = iter([p if i in used else NotNeeded() for i, p in enumerate(ps)])
+  f_vjp = VJP(_VjpFun(lin, in_tree, out_tree, _fun_name(fun), tuple(spec)), in_tree, out_tree,
+              [_tuptree(t, leaves) for t in in_tree.children()], opaque)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_vjp, aux) if has_aux else (out, f_vjp)
+
+
+def _tuptree(treedef, leaves):
+  """The next leaves of ``leaves`` in ``treedef``'s shape with every node a tuple."""
+  if tree_util.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
+    return next(leaves)
+  return tuple(_tuptree(t, leaves) for t in treedef.children())
 
 
 _VJP_TOO_MANY_ARGS = (
@@ -499,15 +522,20 @@ _VJP_TOO_MANY_ARGS = (
 
 
 class _VjpFun:
-  """The static half of a VJP function: the linear jaxpr and the trees; the residuals are
-  the leaves of the ``Partial`` that holds it."""
-  __slots__ = ("lin", "in_tree", "out_tree", "keys", "name")
+  """The static half of a VJP function: the linear jaxpr, the trees, and where each residual
+  comes from (``spec``); the residuals are the leaves of the ``VJP`` that holds it."""
+  __slots__ = ("lin", "in_tree", "out_tree", "keys", "name", "spec")
 
-  def __init__(self, lin, in_tree, out_tree, name="function"):
+  def __init__(self, lin, in_tree, out_tree, name="function", spec=None):
     self.lin, self.in_tree, self.out_tree, self.name = lin, in_tree, out_tree, name
     self.keys = tree_util.has_opaque(in_tree)  # key array inputs: float0 cotangents
+    self.spec = spec
 
-  def __call__(self, consts, *args):
+  def residuals(self, args_res, opaque):
+    leaves = tree_leaves(args_res, is_leaf=lambda x: type(x) is NotNeeded)
+    return [leaves[i] if i >= 0 else opaque[~i] for i in self.spec]
+
+  def __call__(self, consts, *args, wanted=None):
     if len(args) != 1:
       raise TypeError(_VJP_TOO_MANY_ARGS.format(self.name, len(args)))
     ct, lin = args[0], self.lin
@@ -530,7 +558,8 @@ class _VjpFun:
             f"{ca.str_short(False)}, but expected {want.str_short(False)} because the "
             "corresponding output of the differentiated function had JAX type "
             f"{want.str_short(False)}")
-    outs = [_tangent_out(ad.instantiate_zeros(c)) for c in lin.vjp(cts, consts)]
+    outs = [_tangent_out(ad.instantiate_zeros(c)) if w is None or w else DidntWant()
+            for c, w in zip(lin.vjp(cts, consts, wanted), wanted or [None] * len(lin.in_avals))]
     outs = tuple(tree_unflatten(self.in_tree, outs))
     return _keys_to_float0(outs) if self.keys else outs
 
@@ -539,6 +568,68 @@ class _VjpFun:
 
   def __hash__(self):
     return id(self)
+
+
+@tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotNeeded:
+  """Stands in ``VJP.args_res`` for a primal input the backward pass does not read."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GradValue:
+  """``VJP.with_refs``: compute this input's cotangent (the default)."""
+
+
+@tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, slots=True)
+class GradRef:
+  """A cotangent accumulated into a ref (refs are not supported here)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DontWant:
+  """``VJP.with_refs``: do not compute this input's cotangent (it comes back ``DidntWant()``)."""
+
+
+@tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, slots=True)
+class DidntWant:
+  """The cotangent of an input marked ``DontWant()`` in ``VJP.with_refs``."""
+
+
+class VJP:
+  """The VJP function ``vjp`` returns: ``f_vjp(ct)`` gives the input cotangents.
+
+  ``args_res`` holds the primal inputs the backward pass reads (one entry per primal,
+  containers as tuples, ``NotNeeded()`` for leaves not read; they may be replaced before a
+  call), ``opaque_residuals`` the other residuals. A pytree of those two."""
+  __slots__ = ("fun", "in_tree", "out_tree", "args_res", "opaque_residuals", "__weakref__")
+
+  def __init__(self, fun, in_tree, out_tree, args_res, opaque_residuals):
+    self.fun, self.in_tree, self.out_tree = fun, in_tree, out_tree
+    self.args_res, self.opaque_residuals = args_res, opaque_residuals
+
+  def __call__(self, out_ct, *extra_args):
+    if extra_args:
+      raise TypeError(_VJP_TOO_MANY_ARGS.format(self.fun.name, len(extra_args) + 1))
+    return self.fun(self.fun.residuals(self.args_res, self.opaque_residuals), out_ct)
+
+  def with_refs(self, *maybe_ct_refs):
+    """The VJP function computing only the cotangents wanted: ``maybe_ct_refs`` has the
+    structure of the primals, a leaf ``DontWant()`` where that input's cotangent is not
+    wanted (it comes back ``DidntWant()``), anything else (``GradValue()``) where it is."""
+    wants, tree = tree_flatten(maybe_ct_refs)
+    if tree != self.in_tree:
+      raise ValueError(f"VJP.with_refs takes the structure of the primals, {self.in_tree}, "
+                       f"but got {tree}")
+    return Partial(functools.partial(self.fun, wanted=[type(w) is not DontWant for w in wants]),
+                   self.fun.residuals(self.args_res, self.opaque_residuals))
+
+
+tree_util.register_pytree_node(
+    VJP, lambda v: ((v.args_res, v.opaque_residuals), (v.fun, v.in_tree, v.out_tree)),
+    lambda meta, res: VJP(*meta, *res))
 
 
 def _check_input_dtype_revderiv(name, holomorphic, allow_int, x):
@@ -706,7 +797,7 @@ def _seed(outs, out_tree, holomorphic):
 
 def _grad_linearize(f, primals, has_aux, holomorphic):
   """grad by linearize + transpose (any trace): ``(outs, grads, trees..., aux)``."""
-  outs, lin, in_tree, out_tree, aux = _linearize(f, primals, has_aux, "grad")
+  outs, lin, in_tree, out_tree, aux, _ = _linearize(f, primals, has_aux, "grad")
   cts = lin.vjp([_seed(outs, out_tree, holomorphic)])
   return outs, [_grad_leaf(c, a) for c, a in zip(cts, lin.in_avals)], in_tree, out_tree, aux
 

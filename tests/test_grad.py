@@ -216,6 +216,59 @@ def test_vjp_function_is_a_pytree_through_jit():
   close(jit(lambda f, c: f(c))(f_vjp, ct)[0], f_vjp(ct)[0])
 
 
+def test_vjp_input_saved_residuals():
+  # api_test InputSavedVJPTest (JAX 0.10's VJP object): the primal inputs the backward pass
+  # reads are in args_res (NotNeeded() for the others), replaceable before a call; the
+  # other residuals are opaque_residuals
+  x, w = jnp.ones((3, 4)), jnp.ones((4, 4))
+  y, f_vjp = vjp(lambda x, w: 2. * ((1. * x) @ w), x, w)
+  assert isinstance(f_vjp.args_res[0], jax.api.NotNeeded) and f_vjp.args_res[1] is w
+  one, xs, two = f_vjp.opaque_residuals  # (JAX's too: the scalars are residuals)
+  assert (float(one), float(two), xs.shape) == (1., 2., (3, 4))
+  f_vjp.args_res[1] = None
+  f_vjp.args_res[1] = w
+  x_ct, w_ct = f_vjp(jnp.ones_like(y))
+  close(x_ct, 2. * np.ones((3, 4)) @ np.ones((4, 4)).T)
+  close(w_ct, 2. * np.ones((3, 4)).T @ np.ones((3, 4)))
+  with pytest.raises(ValueError, match="unexpected JAX type"):
+    f_vjp(jnp.ones((2, 4)))
+  _, f_vjp = vjp(jnp.sin, 3.)  # a scalar residual is one too
+  assert isinstance(f_vjp.args_res[0], jax.api.NotNeeded) and f_vjp.opaque_residuals
+  close(f_vjp(1.)[0], np.cos(3.))
+  _, f_vjp = vjp(lambda d: d["hi"] * d["bye"], {"hi": 2., "bye": 3.})
+  close(f_vjp.args_res[0], (3., 2.))  # containers as tuples, in flattening order
+  f_vjp.args_res = [{"hi": 4., "bye": 5.}]
+  ct, = f_vjp(1.)
+  close(ct["hi"], 5.) and close(ct["bye"], 4.)
+
+  @jit
+  def g():
+    y, f_vjp = vjp(lambda a, b: a * b, 2., 3.)
+    f_vjp.args_res = [None, None]
+    return y, f_vjp
+  _, f_vjp = g()
+  f_vjp.args_res = [2., 3.]
+  close(jit(lambda f: f(1.))(f_vjp), (3., 2.))
+
+
+def test_vjp_with_refs_dont_want():
+  # api_test test_vjp3_dont_want(_bilinear): an input marked DontWant() gets DidntWant() and
+  # its cotangent is not computed
+  x = y = jnp.arange(3.)
+  z, f_vjp = vjp(lambda x, y: x * y, x, y)
+  ones = jnp.ones_like(z)
+  f_vjp = f_vjp.with_refs(jax.ad.DontWant(), jax.ad.GradValue())
+  g = jit(lambda: f_vjp(ones))
+  x_ct, y_ct = g()
+  assert x_ct == jax.ad.DidntWant()
+  close(y_ct, x)
+  assert len(g.trace().jaxpr.eqns) == 1
+  _, f_vjp = vjp(jit(lambda x, y: x + y), x, y)
+  a, b = f_vjp.with_refs(jax.ad.DontWant(), jax.ad.DontWant())(jnp.ones(3))
+  assert isinstance(a, jax.ad.DidntWant) and isinstance(b, jax.ad.DidntWant)
+  assert jax.tree_util.tree_leaves(a) == []
+
+
 def test_jacrev_matches_jacfwd_on_pytrees():
   def f(d):
     return {"s": jnp.sin(d["a"]) * d["b"][0], "t": jnp.outer(d["a"], d["b"])}

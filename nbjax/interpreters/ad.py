@@ -280,12 +280,13 @@ def defbilinear(prim, lhs_rule, rhs_rule):
 # ------------------------------------------------------------------------ transposition
 
 
-def backward_pass(jaxpr, consts, args, cts_out):
+def backward_pass(jaxpr, consts, args, cts_out, wanted=None):
   """Transpose a jaxpr that is linear in the ``args`` given as ``UndefinedPrimal``.
 
   Equations whose inputs are all known are evaluated forward (residual work); the rest are
   transposed in reverse order with each primitive's transpose rule. Returns the cotangents of
   the undefined args (``Zero`` when nothing flows back) and ``None`` for the known ones.
+  ``wanted`` (a bool per invar): only the equations that reach a wanted one are transposed.
   """
   from nbjax.jaxpr import Literal
   primal_env, ct_env = {}, {}
@@ -311,6 +312,10 @@ def backward_pass(jaxpr, consts, args, cts_out):
     outs = eqn.primitive.bind(*ins, **eqn.params)
     for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
       primal_env[v] = o
+  if wanted is not None:
+    live = {v for v, w in zip(jaxpr.invars, wanted) if w}
+    linear = [e for e in linear if any(type(x) is not Literal and x in live for x in e.invars)
+              and not live.update(e.outvars)]
   for v, ct in zip(jaxpr.outvars, cts_out):
     write_cotangent(v, ct)
   for eqn in reversed(linear):
@@ -392,12 +397,15 @@ class Linearized:
     outs = iter(eval_jaxpr(self.jaxpr, self.consts if consts is None else consts, *ts))
     return [next(outs) if nz else zeros_like_aval(a) for a, nz in zip(self.out_avals, self.out_nz)]
 
-  def vjp(self, cts, consts=None):
+  def vjp(self, cts, consts=None, wanted=None):
     """Input cotangents (``Zero`` where none flows back) for output cotangents; ``consts`` as
-    for ``jvp``."""
+    for ``jvp``; ``wanted`` (a bool per input): those not wanted may be ``Zero``."""
     cts = [c for c, nz in zip(cts, self.out_nz) if nz]  # symbolic zeros stay symbolic
     undef = [UndefinedPrimal(v.aval) for v in self.jaxpr.invars]
-    it = iter(backward_pass(self.jaxpr, self.consts if consts is None else consts, undef, cts))
+    if wanted is not None:
+      wanted = [w for w, nz in zip(wanted, self.in_nz) if nz]
+    it = iter(backward_pass(self.jaxpr, self.consts if consts is None else consts, undef, cts,
+                            wanted))
     return [next(it) if nz else Zero(a) for a, nz in zip(self.in_avals, self.in_nz)]
 
 
@@ -419,16 +427,17 @@ def _dce_linear(jaxpr, consts):
   return new, [c for c, u in zip(consts, used_consts) if u]
 
 
-def linearize_flat(fun, primals, in_nz=None):
+def linearize_flat(fun, primals, in_nz=None, array_consts=False):
   """Run ``fun`` (flat inputs -> flat outputs) under a JVP trace on a partial-evaluation trace:
   primal work runs now on the current trace, tangent work is staged. Returns
   ``(primals_out, Linearized)``. ``in_nz``: which inputs to differentiate (default: every
-  inexact one)."""
+  inexact one); ``array_consts``: scalar Array residuals are consts too, not literals."""
   from nbjax.interpreters import partial_eval as pe
   avals = [get_aval(p) for p in primals]
   if in_nz is None:
     in_nz = [dtypes.is_inexact(a.dtype) for a in avals]
   pt = pe.JaxprTrace(getattr(fun, "__name__", None), core.get_current_trace())
+  pt.array_consts = array_consts
   jt = JVPTrace(pt, core.new_trace_tag())
   jt.linearize = True
   ins = [JVPTracer(jt, p, pt.new_arg(a.to_tangent_aval())) if nz else p

@@ -215,6 +215,7 @@ class DynamicJaxprTrace(core.Trace):
   """The staging trace: ``process_primitive`` abstract-evaluates and records an equation."""
 
   debug_info = None
+  array_consts = False  # scalar Arrays staged as constvars too (vjp: its residuals, as JAX's)
 
   def __init__(self, fun_name=None, parent_trace=None):
     self.fun_name = fun_name
@@ -258,7 +259,7 @@ class DynamicJaxprTrace(core.Trace):
       return t
     if aval is None:
       aval = get_aval(c)
-    if is_literalable(c):
+    if is_literalable(c) and not (self.array_consts and hasattr(c, "_value")):
       return JaxprTracer(self, aval, Literal(c, aval))
     v = Var(aval)
     t = JaxprTracer(self, aval, v)
