@@ -346,6 +346,21 @@ def test_donate_argnums_deletes_reused_inputs():
   assert not kept.is_deleted()
 
 
+def test_pmap_with_default_devices_in_a_loop():
+  # lax_control_flow_test test_while_loop_of_pmap: a pmap given the first N devices in order
+  # (the default placement) is inlined in a staged loop as one without devices
+  devs = nbjax.devices()[:N]
+  body = lambda i, x: nbjax.pmap(lambda z: lax.psum(jnp.sin(z), "i"), devices=devs,
+                                 axis_name="i")(x) + x
+  ans = lax.fori_loop(0, 3, body, jnp.ones(N))
+  expected = lax.fori_loop(0, 3, lambda i, x: jnp.broadcast_to(jnp.sin(x).sum(), x.shape) + x,
+                           jnp.ones(N))
+  close(ans, expected)
+  with pytest.raises(ValueError, match="Nested pmap with explicit devices argument"):
+    lax.fori_loop(0, 3, lambda i, x: nbjax.pmap(lambda z: z, devices=devs[::-1])(x),
+                  jnp.ones(N))
+
+
 def test_lower_compile():
   # JAX's pmap(f).lower(*args) (pmap_test testLowerCompile*): the Lowered of a jit over the
   # map, args_info of the non-static (args, kwargs), compiled then called with them

@@ -327,12 +327,19 @@ def _pmap_impl(*args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_ax
 _inline_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def _placed(devices, n):
+  """Whether a pmap's ``devices`` place it other than the default (the first ``n`` local
+  devices in order, as a map inlined in a replicated program runs)."""
+  from nbjax import xla
+  return devices is not None and list(devices) != xla.local_devices()[:n]
+
+
 def replicas(jaxpr):
   """Replicas the maps in ``jaxpr`` need (the largest product of nested map sizes); -1 when
-  one is a pmap given ``devices`` (that runs as its own program)."""
+  one is a pmap given ``devices`` other than the default (that runs as its own program)."""
   best = 1
   for e in jaxpr.eqns:
-    if e.primitive is xla_pmap_p and e.params["devices"] is not None:
+    if e.primitive is xla_pmap_p and _placed(e.params["devices"], e.params["axis_size"]):
       return -1
     own = e.params["axis_size"] if e.primitive is xla_pmap_p else \
         e.params["mesh"].size if e.primitive.name == "shard_map" else 1
@@ -410,7 +417,8 @@ class _Unnamed:
 
 def _pmap_lowering(ctx, *args, call_jaxpr, axis_name, axis_size, devices, in_axes, out_axes,
                    name, **_):
-  if devices is not None:
+  ac = ctx.module_context.axis_context
+  if _placed(devices, axis_size) or (devices is not None and ac is not None and ac.names):
     raise ValueError("Nested pmap with explicit devices argument.")
   lax = batching._lax
   if axis_name is None:  # (an unnamed map: its body binds no collective; a private name)
