@@ -288,6 +288,42 @@ def _issubdtype(a, b):
     return b in (a, kind, np.integer, np.number, np.generic)
   return bool(np.issubdtype(a, b))
 
+_KINDS = {"bool": lambda d: d == np.bool_,
+          "signed integer": lambda d: is_int(d) and issubdtype(d, np.signedinteger),
+          "unsigned integer": lambda d: is_int(d) and issubdtype(d, np.unsignedinteger),
+          "integral": is_int, "real floating": is_float, "complex floating": is_complex,
+          "numeric": lambda d: is_int(d) or is_float(d) or is_complex(d)}
+
+
+def isdtype(dtype, kind):
+  """Whether ``dtype`` is of ``kind`` (JAX's ``jnp.isdtype``): a kind name of ``_KINDS``, a
+  dtype, or a tuple of those (any one matching)."""
+  d = np.dtype(dtype)
+  for k in kind if isinstance(kind, tuple) else (kind,):
+    if isinstance(k, str) and k in _KINDS:
+      if _KINDS[k](d):
+        return True
+      continue
+    try:
+      kd = np.dtype(k)
+    except TypeError as e:
+      if isinstance(k, str):
+        raise ValueError(f"Unrecognized kind={k!r} expected one of {list(_KINDS)}, or a "
+                         "compatible input for jnp.dtype()") from None
+      raise TypeError(f"Expected kind to be a dtype, string, or tuple; got kind={k!r}") from e
+    if d == kd:
+      return True
+  return False
+
+
+def safe_to_cast(input_dtype_or_value, output_dtype_or_value):
+  """Whether casting to the output dtype loses nothing under the promotion rules (JAX's
+  ``dtypes.safe_to_cast``): the input promoted with the (strong) output dtype is the output's.
+  Raises ``TypePromotionError`` where the two do not promote."""
+  out = dtype(output_dtype_or_value)
+  return dtype(input_dtype_or_value) == out or result_type(input_dtype_or_value, out) == out
+
+
 # ---- dtype of a value ---------------------------------------------------------------------
 
 def dtype(x, canonicalize=False):

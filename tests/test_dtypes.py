@@ -734,3 +734,28 @@ def test_private_dtype_and_weaktype_and_jax_type(x64_off):
           ] == [float, np.bool_, int, complex]
   assert dtypes._jax_type(np.dtype(dtypes.bfloat16), True) is float
   assert dtypes._jax_type(np.dtype("int8"), False) == np.int8
+
+
+def test_isdtype_kinds_dtype_names_and_errors():
+  # JAX's jnp.isdtype (dtypes.isdtype): a string naming a dtype is that dtype; bad kinds raise
+  # JAX's errors
+  import ml_dtypes
+  assert dtypes.isdtype(np.float32, "float32") and dtypes.isdtype(np.float32, ("bool", "float32"))
+  assert not dtypes.isdtype(np.int32, "float32")
+  assert dtypes.isdtype(ml_dtypes.int4, "signed integer")
+  assert dtypes.isdtype(ml_dtypes.uint2, "unsigned integer")
+  assert dtypes.isdtype(ml_dtypes.float8_e4m3fn, "real floating")
+  assert not dtypes.isdtype(np.bool_, "numeric") and not dtypes.isdtype(np.dtype("U3"), "numeric")
+  with pytest.raises(ValueError, match=r"Unrecognized kind='foo' expected one of \['bool', "):
+    dtypes.isdtype(np.float32, "foo")
+  with pytest.raises(TypeError, match="Expected kind to be a dtype, string, or tuple; got kind=3"):
+    dtypes.isdtype(np.float32, 3)
+
+
+def test_safe_to_cast():
+  # JAX's dtypes.safe_to_cast: the input promoted with the (strong) output is the output
+  assert dtypes.safe_to_cast(np.int16, np.float32) and not dtypes.safe_to_cast(np.float32, np.int16)
+  assert dtypes.safe_to_cast(np.float32, np.complex64)
+  assert not dtypes.safe_to_cast(np.complex64, np.float32)
+  assert dtypes.safe_to_cast(int, np.int8) and dtypes.safe_to_cast(float, np.float16)
+  assert not dtypes.safe_to_cast(np.uint64, np.int64)

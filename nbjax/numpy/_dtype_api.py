@@ -157,24 +157,7 @@ def isdtype(dtype, kind):
     >>> jnp.isdtype(jnp.float32, 'real floating')
     True
   """
-  d = np.dtype(dtype)
-  kinds = kind if isinstance(kind, tuple) else (kind,)
-  for k in kinds:
-    if isinstance(k, str):
-      ok = {"bool": d == np.bool_,
-            "signed integer": dtypes.issubdtype(d, np.signedinteger),
-            "unsigned integer": dtypes.issubdtype(d, np.unsignedinteger),
-            "integral": dtypes.is_int(d),
-            "real floating": dtypes.is_float(d),
-            "complex floating": dtypes.is_complex(d),
-            "numeric": d != np.bool_}.get(k)
-      if ok is None:
-        raise ValueError(f"Unrecognized {k=!r}")
-      if ok:
-        return True
-    elif d == np.dtype(k):
-      return True
-  return False
+  return dtypes.isdtype(dtype, kind)
 
 
 class finfo:
