@@ -524,8 +524,7 @@ def _jax_type(dtype_, weak_type):
   Python scalar type of its kind (bool stays a dtype); else the dtype."""
   if not weak_type or dtype_ == np.bool_:
     return dtype_
-  return float if dtype_ in _custom_float_dtypes else {"i": int, "u": int, "f": float,
-                                                       "c": complex}[np.dtype(dtype_).kind]
+  return {"i": int, "u": int, "f": float, "c": complex}[kind(dtype_)]
 
 
 def _dtype_and_weak(x):

@@ -759,3 +759,14 @@ def test_safe_to_cast():
   assert not dtypes.safe_to_cast(np.complex64, np.float32)
   assert dtypes.safe_to_cast(int, np.int8) and dtypes.safe_to_cast(float, np.float16)
   assert not dtypes.safe_to_cast(np.uint64, np.int64)
+
+
+def test_jax_type_of_weak_narrow_types():
+  # JAX's private dtypes._jax_type: a weak dtype's lattice node is its kind's Python type,
+  # the ml_dtypes narrow integers and floats included (NumPy's kind 'V' for them)
+  import ml_dtypes
+  for d, t in [(ml_dtypes.int4, int), (ml_dtypes.uint2, int), (ml_dtypes.bfloat16, float),
+               (ml_dtypes.float8_e5m2, float), (np.uint8, int), (np.complex64, complex)]:
+    assert dtypes._jax_type(np.dtype(d), True) is t
+  assert dtypes._jax_type(np.dtype(bool), True) == np.dtype(bool)
+  assert dtypes._jax_type(np.dtype(ml_dtypes.int4), False) == np.dtype(ml_dtypes.int4)
