@@ -908,6 +908,28 @@ def test_platform_dependent():
     lax.platform_dependent(1., default=3)
 
 
+def test_platform_dependent_lowers_only_the_cpu_branch_in_eager_loops():
+  # lax_control_flow_test test_platform_dependent_with_primitive_with_lowering_error: in an
+  # eager scan's body (whose Array literals become arguments) the other platforms' branches
+  # are still not lowered
+  from nbjax.core import Primitive
+  from nbjax.interpreters import mlir
+  prim = Primitive("test_only_on")
+  prim.def_abstract_eval(lambda x, **_: x)
+
+  def lowering(ctx, x, *, only_on):
+    if only_on != "cpu":
+      raise ValueError(f"lowered the {only_on} branch")
+    return [mlir.hlo.sine(x)]
+  mlir.register_lowering(prim, lowering)
+  prim.def_impl(lambda x, only_on: jit(lambda x: prim.bind(x, only_on=only_on))(x))
+  f = lambda x: lax.platform_dependent(x, cpu=lambda x: prim.bind(x, only_on="cpu"),
+                                       tpu=lambda x: prim.bind(x, only_on="tpu"))
+  np.testing.assert_allclose(float(jit(f)(1.)), np.sin(1.))
+  _, ys = lax.scan(lambda c, x: (c, f(x)), 0., np.arange(8.))
+  np.testing.assert_allclose(ys, np.sin(np.arange(8.)), rtol=1e-6)
+
+
 def test_cond_prunes_forwarded_outputs_as_jax():
   """An output every branch returns unchanged from the same input is that input itself,
   pruned from the branches (JAX 0.10.2: lax_control_flow_test

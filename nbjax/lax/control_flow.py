@@ -936,7 +936,9 @@ def platform_dependent(*args, default=None, **per_platform):
                               f"{tuple(platforms)})' not found for platform {_PLATFORM}")
   if not traced:
     return branches[index](*args)
-  return switch(np.int32(index), branches, *args)
+  # (a NumPy index: a literal an eager loop does not lift, so the lowering sees the constant)
+  return _cond(np.int32(index), branches, args, "switch",
+               [f"branch {i}" for i in range(len(branches))])
 
 
 def _cond(index, funs, operands, api, names):
