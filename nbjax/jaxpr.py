@@ -252,6 +252,17 @@ class JaxprTypeError(TypeError):
   pass
 
 
+def typecheck_param(prim, param, name, required, ok):
+  """JAX's ``JaxprTypeError`` for a primitive's parameter of the wrong kind (``ok`` false):
+  ``invalid scan param reverse of type int, bool required: 4``. A primitive's
+  ``typecheck_params(**params)`` (read by ``check_jaxpr``) calls it per parameter."""
+  if not ok:
+    text = str(param)
+    sep = "\n" if "\n" in text or len(text) > 60 else " "
+    raise JaxprTypeError(f"invalid {prim} param {name} of type {type(param).__name__}, "
+                         f"{required} required:{sep}{text}")
+
+
 class JaxprType(NamedTuple):
   in_types: list
   out_types: list
@@ -318,6 +329,8 @@ def check_jaxpr(jaxpr):
   for i, eqn in enumerate(jaxpr.eqns):
     in_avals = [read(x, where(i, eqn)) for x in eqn.invars]
     prim = eqn.primitive
+    if getattr(prim, "typecheck_params", None) is not None:
+      prim.typecheck_params(**eqn.params)
     try:
       out = prim.abstract_eval(*in_avals, **eqn.params)
     except NotImplementedError:

@@ -243,6 +243,31 @@ def test_nested_make_jaxpr():
 # ------------------------------------------------------------------ typecheck / eval
 
 
+def test_check_jaxpr_control_flow_params():
+  # lax_control_flow_test test_scan_typecheck_param / test_cond_typecheck_param: JAX's error
+  # for a scan or cond parameter of the wrong kind
+  def scan_eqn():
+    j = nbjax.make_jaxpr(lambda c, xs: lax.scan(lambda c, x: (c * x, x), c, xs))(
+        1.0, np.ones(3)).jaxpr
+    return j, next(e for e in j.eqns if e.primitive.name == "scan")
+  j, e = scan_eqn()
+  e.params["reverse"] = 4
+  with pytest.raises(JaxprTypeError, match=re.escape(
+      "invalid scan param reverse of type int, bool required: 4")):
+    check_jaxpr(j)
+  j, e = scan_eqn()
+  e.params["num_consts"] = -3
+  with pytest.raises(JaxprTypeError, match=re.escape(
+      "invalid scan param num_consts of type int, non-negative int required: -3")):
+    check_jaxpr(j)
+  j = nbjax.make_jaxpr(lambda x: lax.switch(0, [lax.sin, lax.cos], x))(1.).jaxpr
+  e = next(e for e in j.eqns if e.primitive.name == "cond")
+  e.params["branches"] = (4, 2)
+  with pytest.raises(JaxprTypeError, match=re.escape(
+      "invalid cond param branches of type tuple, tuple of ClosedJaxpr required: (4, 2)")):
+    check_jaxpr(j)
+
+
 def test_check_jaxpr_accepts_traced_jaxprs():
   j = nbjax.make_jaxpr(lambda x, y: lax.add(lax.mul(x, 2.0), lax.sin(y)))(np.ones(3), np.ones(3))
   t = check_jaxpr(j)

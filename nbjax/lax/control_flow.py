@@ -36,7 +36,7 @@ from nbjax.interpreters import ad, batching
 from nbjax.interpreters import partial_eval as pe
 from nbjax.interpreters.lowering import hlo, ir, mlir
 from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
-                         jaxpr_effects, params_axis_names)
+                         jaxpr_effects, params_axis_names, typecheck_param)
 from nbjax.lax import elementwise as _ew
 from nbjax.lax import indexing as _ix
 from nbjax.lax import shape as _sh
@@ -780,6 +780,9 @@ def _check_carry_type(name, body_fun, in_tree, in_avals, out_tree, out_avals):
 
 cond_p = Primitive("cond")
 cond_p.multiple_results = True
+cond_p.typecheck_params = lambda *, branches, **_: typecheck_param(
+    "cond", branches, "branches", "tuple of ClosedJaxpr",
+    type(branches) is tuple and all(type(b) is ClosedJaxpr for b in branches))
 _no_operand = object()
 
 
@@ -1691,6 +1694,19 @@ def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
 
 scan_p = Primitive("scan")
 scan_p.multiple_results = True
+
+
+def _scan_typecheck_params(*, reverse, length, num_consts, num_carry, jaxpr, unroll, **_):
+  tc = functools.partial(typecheck_param, "scan")
+  tc(reverse, "reverse", "bool", type(reverse) is bool)
+  tc(num_consts, "num_consts", "non-negative int", type(num_consts) is int and num_consts >= 0)
+  tc(num_carry, "num_carry", "non-negative int", type(num_carry) is int and num_carry >= 0)
+  tc(jaxpr, "jaxpr", "ClosedJaxpr", type(jaxpr) is ClosedJaxpr)
+  tc(unroll, "unroll", "non-negative int", type(unroll) is int and unroll >= 0)
+  tc(length, "length", "non-negative int", length >= 0)
+
+
+scan_p.typecheck_params = _scan_typecheck_params
 
 
 def _infer_length(xs_flat, length):
