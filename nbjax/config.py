@@ -422,8 +422,9 @@ class Config:
 
   @property
   def values(self):
-    """Every option's value in effect, by JAX name (JAX's ``jax.config.values``)."""
-    return {_jax_name(n): v for n, v in self._flags.items()}
+    """Every option's value in effect, by JAX name (JAX's ``jax.config.values``; user
+    contexts are not options there)."""
+    return {_jax_name(n): v for n, v in self._flags.items() if not n.startswith("user_context_")}
 
   def __getattr__(self, name):
     if name.startswith("jax_") or name in _UNPREFIXED:

@@ -399,8 +399,10 @@ def test_no_tracing_as_jax():
 def test_make_user_context_keys_jit_caches():
   # api_test test_user_trace_context_hooks / test_user_context_global: a user context's value
   # is part of the tracing context (a change traces anew), with a global value of its own
+  before = dict(nbjax.config.values)
   my = nbjax.make_user_context()
   other = nbjax.make_user_context(default_value=7)
+  assert nbjax.config.values == before  # (not options: JAX's config.values does not list them)
   traces = []
 
   @nbjax.jit
