@@ -460,6 +460,30 @@ def test_python_scalars_take_the_array_dtype_weakly():
   assert r.dtype == np.float64 and r.weak_type
 
 
+def test_repeated_python_scalars_keep_their_values_types_and_zero_signs():
+  # jnp's operators make a Python scalar's weak literal once per (type, value, dtype)
+  import nbjax.numpy as jnp
+  x = jnp.asarray(np.array([1.5, -2.0, 3.0], np.float32))
+  for _ in range(3):
+    assert np.signbit(np.asarray(x * 0.0)).tolist() == [False, True, False]
+    assert np.signbit(np.asarray(x * -0.0)).tolist() == [True, False, True]
+    assert np.isnan(np.asarray(x * float("nan"))).all()
+    r = 0.9 * x
+    assert r.dtype == np.float32 and not r.weak_type
+    np.testing.assert_array_equal(r, np.float32(0.9) * np.asarray(x))
+  b = jnp.asarray(np.array([True, False]))
+  i = jnp.asarray(np.array([1, 2], np.int8))
+  for _ in range(2):
+    assert (b & True).dtype == np.bool_ and (b & True).tolist() == [True, False]
+    assert (i + 1).dtype == np.int8 and (i + 1).tolist() == [2, 3]
+    assert (i + True).tolist() == [2, 3]
+    assert (i * 2.0).dtype == dtypes.default_float_dtype() and (i * 2.0).tolist() == [2., 4.]
+    assert (i + 1000).tolist() == [-23, -22]  # (JAX's wrap)
+  lit = jnp.ones(2, np.float32) * 2.5
+  w = jnp.ones(2, np.float32) * 2.5
+  assert lit.tolist() == w.tolist() == [2.5, 2.5] and lit is not w
+
+
 def test_errors_name_the_primitive():
   f32, i32 = Array(np.ones(3, np.float32)), Array(np.ones(3, np.int32))
   with pytest.raises(TypeError, match="sin does not accept dtype int32. Accepted dtypes are subtypes "

@@ -125,14 +125,28 @@ def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
 _SCALAR_FAST = {"f": (int, float), "c": (int, float, complex), "i": (int,), "u": (int,)}
 
 
+_LITERALS: dict = {}  # (type, value, dtype) -> its weak 0-d Array (never written to)
+
+
 def _weak_literal(s, d):
-  """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit)."""
+  """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit); the
+  scalars met again (an optimiser's ``0.9 * m``) are made once (not zeros: ``0.0 == -0.0``;
+  not NaN, which matches no key)."""
   if core.h2d_guard is not None:
     core.host_to_device(s)  # (JAX's transfer guard)
+  k = (type(s), s, d)
+  lit = _LITERALS.get(k)
+  if lit is not None:
+    return lit
   try:
-    return Array._new(np.asarray(s, d), True)
+    lit = Array._new(np.asarray(s, d), True)
   except OverflowError:
     return None
+  if s and s == s:
+    if len(_LITERALS) >= 512:
+      _LITERALS.clear()
+    _LITERALS[k] = lit
+  return lit
 
 
 _ARRAYS = (Array, Lazy)
