@@ -172,8 +172,9 @@ def _np32(x):
 
 
 def _to_array(v):
+  # (not canonicalized: 64-bit bits asked for under jax_explicit_x64_dtypes='allow' stay so)
   from nbjax.array import Array
-  return Array(np.array(v, order="C"))
+  return Array._new(np.array(v, order="C"))
 
 
 def _hash_np(name, keys, n, pos_hi, pos_lo, hi=None, lo=None):
@@ -364,7 +365,8 @@ def _r123_bits(name):
     xor = lax.bitwise_xor
     if width == 64:
       hi, lo = (xor(o[0], o[2]), xor(o[1], o[3])) if name == "threefry4x32" else (o[0], o[1])
-      v = lax.bitwise_or(lax.shift_left(lax.convert_element_type(hi, dt), np.uint64(32)),
+      v = lax.bitwise_or(lax.shift_left(lax.convert_element_type(hi, dt),
+                                       lax.convert_element_type(32, dt)),
                          lax.convert_element_type(lo, dt))
     else:
       v = o[0]

@@ -526,6 +526,24 @@ def test_explicit_x64_allow_keeps_requested_64bit_dtypes(x64_off):
     config.update("jax_explicit_x64_dtypes", "warn")
 
 
+def test_explicit_x64_allow_keeps_64bit_random_bits(x64_off):
+  """x64 off, jax_explicit_x64_dtypes='allow': random.bits(key, shape, uint64) is uint64 for
+  every PRNG implementation, eagerly and under jit, with JAX 0.10.2's values."""
+  import nbjax
+  want = {"threefry2x32": 3182764935064573181, "rbg": 2436515601188908477,
+          "unsafe_rbg": 2436515601188908477, "threefry4x32": 1104724020968469534,
+          "philox2x32": 1259436859689704863, "philox4x32": 836746587793907350}
+  config.update("jax_explicit_x64_dtypes", "allow")
+  try:
+    for impl, first in want.items():
+      k = nbjax.random.key(1701, impl=impl)
+      for got in (nbjax.random.bits(k, (3,), np.uint64),
+                  nbjax.jit(lambda k: nbjax.random.bits(k, (3,), np.uint64))(k)):
+        assert got.dtype == np.uint64 and int(np.asarray(got)[0]) == first, impl
+  finally:
+    config.update("jax_explicit_x64_dtypes", "warn")
+
+
 def test_explicit_x64_warning_and_error_name_the_function(x64_off):
   """x64 off, jax_explicit_x64_dtypes='warn'/'error': the warning (the first one) and the
   ValueError name the function JAX 0.10.2 names (its fun_name, quirks included: empty_like

@@ -185,7 +185,8 @@ def _bits_lax(keys, kb, shape, width, partitionable):
     y0, y1 = threefry2x32(keys[0], keys[1], lax.full((*kb, n), 0, _U32) if hi is None else hi, lo)
     if width == 64:
       hi = lax.convert_element_type(y0, dt)
-      b = lax.bitwise_or(lax.shift_left(hi, np.uint64(32)), lax.convert_element_type(y1, dt))
+      b = lax.bitwise_or(lax.shift_left(hi, lax.convert_element_type(32, dt)),
+                         lax.convert_element_type(y1, dt))
     else:
       b = lax.bitwise_xor(y0, y1)
       if width < 32:
