@@ -82,3 +82,20 @@ def test_errors(ls, rs, gs, dn, msg):
   with pytest.raises(TypeError, match="group_sizes.dtype is subtype of np.integer"):
     lax.ragged_dot_general(np.ones((11, 5)), np.ones((3, 5, 7)), np.ones(3),
                            R((([1], [1]), ([], [])), [0], [0]))
+
+
+def test_ragged_dot_out_sharding():
+  # JAX's signature: ragged_dot(..., group_offset=None, out_sharding=None); the result is
+  # placed as asked, eagerly and under jit
+  import inspect
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+  assert list(inspect.signature(lax.ragged_dot).parameters)[-1] == "out_sharding"
+  mesh = Mesh(np.array(nbjax.devices()[:1]), ("x",))
+  s = NamedSharding(mesh, P("x", None))
+  args = (np.ones((16, 4), np.float32), np.ones((2, 4, 3), np.float32), np.array([8, 8]))
+  out = lax.ragged_dot(*args, out_sharding=s)
+  assert out.sharding == s
+  np.testing.assert_array_equal(np.asarray(out), np.full((16, 3), 4, np.float32))
+  out = nbjax.jit(lax.ragged_dot, static_argnames="out_sharding")(*args, out_sharding=s)
+  assert out.sharding.is_equivalent_to(s, 2)  # (a constraint under jit, as JAX's)
+  np.testing.assert_array_equal(np.asarray(out), np.full((16, 3), 4, np.float32))

@@ -780,12 +780,12 @@ def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
 
 
 def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None,
-               group_offset=None):
+               group_offset=None, out_sharding=None):
   """Grouped matmul: rows ``[start_g, start_g + group_sizes[g])`` of ``lhs`` (m, k) times
   ``rhs[g]`` (k, n), for consecutive groups; rows past ``sum(group_sizes)`` are zero.
 
   Computed as one batched ``dot_general`` over the groups of ``lhs`` masked to each
-  group's rows, summed over the groups.
+  group's rows, summed over the groups. ``out_sharding``: the result's sharding (JAX's).
   """
   lax = _lax()
   if group_offset is not None:
@@ -808,7 +808,8 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
   lhs_g = lax.select(lax.broadcast_in_dim(mask, (g,) + la.shape, (0, 1)), lhs_g, zero)
   out = lax.dot_general(lhs_g, rhs, (((2,), (1,)), ((0,), (0,))), precision=precision,
                         preferred_element_type=preferred_element_type)
-  return lax.reduce_sum(out, (0,))
+  from nbjax.sharding import apply_out_sharding
+  return apply_out_sharding(lax.reduce_sum(out, (0,)), out_sharding, "ragged_dot")
 
 
 def _ragged_mode(ndim, dnums):
