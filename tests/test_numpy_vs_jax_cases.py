@@ -67,6 +67,22 @@ def test_weak_types_of_rint_signbit_iscomplex_sign_dot(jit):
          False, 4.)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_complex_sign_is_laxs_away_from_zero(jit):
+  # JAX 0.10.2's jnp.sign of a complex is lax.sign (x / |x| with real divisions): the zero
+  # imaginary part keeps its sign, an infinite part gives nan and a signed zero
+  f = nbjax.jit(jnp.sign) if jit else jnp.sign
+  inf = np.inf
+  z = np.array([-1.5 - 0j, complex(-1.5, -0.0), complex(-inf, -1.5), complex(2, inf), 3 + 4j,
+                complex(np.nan, 0)], np.complex64)
+  got = np.asarray(f(z))
+  want = [(-1, 0.0), (-1, -0.0), (np.nan, -0.0), (0.0, np.nan), (0.6, 0.8), (np.nan, np.nan)]
+  np.testing.assert_allclose(got.real, [w[0] for w in want], rtol=1e-6)
+  np.testing.assert_allclose(got.imag, [w[1] for w in want], rtol=1e-6)
+  assert np.signbit(got.imag[[0, 1, 2, 4]]).tolist() == [False, True, True, False]
+  assert np.asarray(f(np.complex64(0j))) == 0  # (zeros: +0, as for the reals)
+
+
 def test_angle_of_0d_reals_is_default_float():
   _check(jnp.angle(2.5), "float64", False, 0.)
   _check(jnp.angle(jnp.asarray(np.float32(-2.5))), "float64", False, np.pi)

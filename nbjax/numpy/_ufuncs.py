@@ -456,11 +456,9 @@ def _sign(x):
   if x.dtype == _BOOL:
     raise TypeError("sign does not accept dtype bool. Accepted dtypes are subtypes of integer, "
                     "floating, complexfloating.")
-  if dtypes.is_complex(x.dtype):
-    a = lax.abs(x)
-    return lax.select(lax.eq(a, _const(a, 0)), lax.full_like(x, 0),
-                      lax.div(x, _util.convert(a, x.dtype, dtypes.is_weakly_typed(x))))
-  if dtypes.is_float(x.dtype):  # sign(-0.0) is +0.0, as the Array API and NumPy have it
+  if dtypes.is_float(x.dtype) or dtypes.is_complex(x.dtype):
+    # sign(-0.0) is +0.0, as the Array API and NumPy have it; else lax.sign, as JAX's (for
+    # complex x / |x| with real divisions: sign(-1.5-0j) = -1-0j, sign(-inf-1.5j) = nan-0j)
     return lax.select(lax.eq(x, _const(x, 0)), lax.full_like(x, 0), lax.sign(x))
   return lax.sign(x)
 
