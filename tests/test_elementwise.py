@@ -484,6 +484,29 @@ def test_repeated_python_scalars_keep_their_values_types_and_zero_signs():
   assert lit.tolist() == w.tolist() == [2.5, 2.5] and lit is not w
 
 
+def test_power_fast_path_is_the_general_path():
+  # jnp.power (and **) binds pow directly for inexact operands of one dtype or a Python
+  # float (Adam's ``B1 ** t``): values, dtypes and weak types are the general path's
+  import nbjax.numpy as jnp
+  from nbjax.numpy import _ufuncs
+  rng = np.random.default_rng(0)
+  for d in (np.float32, np.float64, np.complex64):
+    a = jnp.asarray((rng.random(5) + 0.5).astype(d))
+    b = jnp.asarray((rng.random(5) * 3 - 1).astype(d))
+    t = jnp.asarray(np.asarray(3.0, d))
+    for x, y in ((a, b), (a, 2.5), (0.9, t), (2.0, a), (a, -0.5), (t, t), (a, 1.5 + 0.5j),
+                 (jnp.asarray(np.array([2.0, 3.0], np.float32)), jnp.asarray(np.array([1, 2], np.int32)))):
+      if isinstance(y, complex) and d != np.complex64:
+        continue
+      want = _ufuncs._power_general(x, y)
+      for got in (jnp.power(x, y), x ** y):
+        assert got.dtype == want.dtype and got.weak_type == want.weak_type
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  assert (jnp.asarray(np.float32(2.0)) ** 0.5).dtype == np.float32
+  np.testing.assert_allclose(nbjax.grad(lambda t: 0.9 ** t)(jnp.asarray(np.float32(2.0))),
+                             0.81 * np.log(0.9), rtol=1e-6)
+
+
 def test_errors_name_the_primitive():
   f32, i32 = Array(np.ones(3, np.float32)), Array(np.ones(3, np.int32))
   with pytest.raises(TypeError, match="sin does not accept dtype int32. Accepted dtypes are subtypes "

@@ -392,6 +392,10 @@ def power(x1, x2, /):
         else None
     if d is not None and d.kind in "fc":
       return lax.integer_pow(x1, x2)
+  return _power(x1, x2)  # (inexact operands of one dtype, or one and a Python float: one pow)
+
+
+def _power_general(x1, x2):
   check_arraylike("power", x1, x2)
   _util.check_no_float0s("power", x1, x2)
   if _util.is_concrete(x2) and (isinstance(x2, int) or _is_intlike(_util.as_array(x2).dtype)
@@ -415,6 +419,7 @@ def power(x1, x2, /):
   return out
 
 
+_power = _binary("_power", _power_general, "pow", kinds="fc")
 pow = _ufunc_docs.alias(power, "pow")  # noqa: A001 (NumPy's name)
 
 
