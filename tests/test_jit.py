@@ -81,6 +81,28 @@ def test_compile_once_no_retrace():
   assert fj.trace_count == 3 and _builds() == b0 + 3
 
 
+def test_vjp_of_jit_in_a_loop_lowers_once():
+  # api_test test_fwd_caching / test_vmap_caching: the split of a jit call (and of a
+  # checkpointed one) and its staged transpose are kept per jaxpr, so repeated vjp, grad
+  # and hessian find their executables instead of lowering again
+  f = nbjax.jit(lambda x: 2 * x)
+  ck = nbjax.checkpoint(nbjax.jit(lambda x: 3 * x))
+  h = nbjax.jit(lambda x: (x * x).mean())
+  x = Array(np.ones((8, 4), np.float32))
+  for _ in range(2):
+    _, g = nbjax.vjp(f, 1.)
+    g(1.)
+    nbjax.vjp(ck, 1.)[1](1.)
+    nbjax.hessian(h)(x)
+  n = pjit._stats["lowerings"]
+  for _ in range(3):
+    y, g = nbjax.vjp(f, 1.)
+    assert float(g(1.)[0]) == 2.
+    assert float(nbjax.vjp(ck, 1.)[1](1.)[0]) == 3.
+    nbjax.hessian(h)(x)
+  assert pjit._stats["lowerings"] == n
+
+
 def test_cache_key_has_weak_type_and_numpy_inputs():
   fj = nbjax.jit(lambda x: lax.mul(x, x))
   r = fj(2.0)                       # weak f64

@@ -23,6 +23,7 @@ import itertools
 import os
 import re
 import sys
+import weakref
 
 import numpy as np
 
@@ -780,6 +781,9 @@ def _split(split):
   return (*split, None, None, None)[:7]
 
 
+_forwarded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def forward_inputs(rule):
   """Wrap a call primitive's partial-eval rule so residuals that are just known inputs of the
   call are not outputs of its known part: the staged part takes those inputs directly (as
@@ -796,9 +800,14 @@ def forward_inputs(rule):
     fwd = [pos.get(v) if type(v) is Var else None for v in kj.outvars[n_out:]]
     if up is None or all(f is None for f in fwd):
       return split
-    kj = kj.replace(outvars=kj.outvars[:n_out] + [v for v, f in zip(kj.outvars[n_out:], fwd)
-                                                  if f is None])
-    kp = dict(kp, jaxpr=ClosedJaxpr(kj, kp["jaxpr"].consts))
+    kc = kp["jaxpr"]
+    per = _forwarded.setdefault(kc, {})
+    closed = per.get(num_res)  # (the same object for the same known jaxpr: found compiled)
+    if closed is None:
+      kj = kj.replace(outvars=kj.outvars[:n_out] + [v for v, f in zip(kj.outvars[n_out:], fwd)
+                                                    if f is None])
+      closed = per[num_res] = ClosedJaxpr(kj, kc.consts)
+    kp = dict(kp, jaxpr=closed)
 
     def select_unknown(res, kins, uins):
       res = iter(res)

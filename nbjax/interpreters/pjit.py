@@ -721,23 +721,41 @@ def _jit_transpose(cts, *args, jaxpr, name, **params):
   undef = [ad.is_undefined_primal(x) for x in args]
   res = [x for x, u in zip(args, undef) if not u]
   used = [type(c) is not ad.Zero for c in cts]
-  if not all(used):  # outputs with zero cotangents (a boolean one) are not transposed
-    jaxpr = ClosedJaxpr(pe.dce_jaxpr(jaxpr.jaxpr, used, instantiate=True)[0], jaxpr.consts)
-    cts = [c for c, u in zip(cts, used) if u]
+  cts = [c for c, u in zip(cts, used) if u]
   res_avals = [core.get_aval(x) for x in res]
   ct_avals = [core.get_aval(c) for c in cts]
+  # the staged transpose, kept per jaxpr (so a repeated backward pass finds it compiled)
+  per = _transpose_memo.setdefault(jaxpr, {})
+  key = (tuple(undef), tuple(used), tuple(res_avals), tuple(ct_avals), name)
+  got = per.get(key)
+  if got is None:
+    got = _stage_transpose(jaxpr, name, args, undef, used, res_avals, ct_avals)
+    if not any(isinstance(c, core.Tracer) for c in got[1]):
+      per[key] = got
+  tj, consts = got
+  outs = iter(jit_p.bind(*consts, *res, *cts, jaxpr=tj, name=f"transpose({name})", **params))
+  return [next(outs) if u else None for u in undef]
+
+
+_transpose_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _stage_transpose(jaxpr, name, args, undef, used, res_avals, ct_avals):
+  """``(closed jaxpr, consts)``: ``ad.backward_pass`` of ``jaxpr`` staged, taking the
+  residuals then the (used) output cotangents."""
+  if not all(used):  # outputs with zero cotangents (a boolean one) are not transposed
+    jaxpr = ClosedJaxpr(pe.dce_jaxpr(jaxpr.jaxpr, used, instantiate=True)[0], jaxpr.consts)
+  nres = len(res_avals)
 
   def fun(*ins):
-    r, c = iter(ins[:len(res)]), list(ins[len(res):])
+    r, c = iter(ins[:nres]), list(ins[nres:])
     full = [ad.UndefinedPrimal(a.aval) if u else next(r) for a, u in zip(args, undef)]
     outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, full, c)
     return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
 
   tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, [*res_avals, *ct_avals],
                                             fun_name=f"transpose({name})")
-  outs = iter(jit_p.bind(*consts, *res, *cts, jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []),
-                         name=f"transpose({name})", **params))
-  return [next(outs) if u else None for u in undef]
+  return ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), consts
 
 
 def _jit_partial_eval(in_unknowns, *, jaxpr, name, saveable=False, **params):
@@ -745,11 +763,25 @@ def _jit_partial_eval(in_unknowns, *, jaxpr, name, saveable=False, **params):
   call computes the known outputs and the residuals; the unknown call takes the residuals
   then the unknown inputs (seed 003's ``partial_eval_jaxpr`` on the inner jaxpr). Under a
   ``checkpoint`` policy (``saveable`` not False) the policy applies inside the call."""
-  known, unknown, out_unknowns, num_res = (
-      pe.partial_eval_jaxpr(jaxpr, in_unknowns) if saveable is False else
-      pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns, saveable))
+  # (kept per jaxpr, as JAX's: the known call's jaxpr is then the same object each time,
+  # found compiled: vjp in a loop)
+  per = _pe_memo.setdefault(jaxpr, {})
+  key = (tuple(in_unknowns), saveable)
+  try:
+    got = per.get(key)
+  except TypeError:  # (an unhashable policy)
+    key = got = None
+  if got is None:
+    got = (pe.partial_eval_jaxpr(jaxpr, in_unknowns) if saveable is False else
+           pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns, saveable))
+    if key is not None and got[0] is not jaxpr and got[1] is not jaxpr:  # (a value holding
+      per[key] = got                                                    # its key never dies)
+  known, unknown, out_unknowns, num_res = got
   return (dict(params, jaxpr=known, name=name), dict(params, jaxpr=unknown, name=name),
           out_unknowns, num_res)
+
+
+_pe_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # jaxpr -> {unknowns: split}
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, **_):
