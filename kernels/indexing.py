@@ -318,6 +318,20 @@ def take_clamped(op, idx, out, h, s0, w):
 
 
 @njit(cache=True, nogil=True)
+def take_rows_clamped(op, idx, out, w):
+  """``out[t] = op[clamp(i, 0, n - 1)]`` for rows of a 2-D ``op`` (``n`` rows), ``i`` as in
+  ``take_clamped``: x[idx] of an n-d x by one index array (x viewed as rows)."""
+  n, m = op.shape
+  if n == 0 or out.shape[0] != idx.size or out.shape[1] != m:
+    return
+  for t in range(idx.size):
+    i = np.int64(idx[t])
+    r = min(max(i + w if i < 0 else i, 0), n - 1)
+    for j in range(m):
+      out[t, j] = op[r, j]
+
+
+@njit(cache=True, nogil=True)
 def gather_points(op, idx, out, st, hi, mode, fillv):
   """Gather of single elements (every operand dim collapsed, windows of size 1, no batching
   dims): ``out[t] = op[sum_j clamp(idx[t, j]) * st[j]]``; ``mode`` 1 fills out-of-bounds
@@ -420,3 +434,34 @@ def _make_scatter_points(name, expr):
 
 
 SCATTER_POINTS = Lazy(COMBINERS, lambda name: _make_scatter_points(name, COMBINERS[name]))
+
+_SCATTER_ROWS = """
+def scatter_rows_{name}(op, idx, upd, drop, w):
+  n, m = op.shape
+  if n == 0 or upd.shape[0] != idx.size or upd.shape[1] != m:
+    return
+  for t in range(idx.size):
+    i = np.int64(idx[t])
+    if i < 0:
+      i += w
+    if i < 0 or i >= n:
+      if drop:
+        continue
+      i = min(max(i, 0), n - 1)
+    for j in range(m):
+      a = op[i, j]
+      b = upd[t, j]
+      op[i, j] = {expr}
+"""
+
+
+def _make_scatter_rows(name, expr):
+  """``op[clamp(idx[t])] = expr(op[...], upd[t])`` for rows of 2-D ``op`` and ``upd``: the
+  scatter of whole rows along the first axis (``x.at[i].add(v)`` of an n-d ``x`` viewed as
+  rows), updates applied in index order; ``drop`` and ``w`` as in ``scatter_points``."""
+  g = dict(_NS, _max=_max, _min=_min, _mul=_mul)
+  exec(compile(_SCATTER_ROWS.format(name=name, expr=expr), __file__, "exec"), g)
+  return njit(cache=True, nogil=True)(g["scatter_rows_" + name])
+
+
+SCATTER_ROWS = Lazy(COMBINERS, lambda name: _make_scatter_rows(name, COMBINERS[name]))

@@ -1,7 +1,7 @@
 """The eager fast paths of jnp (basic indexing, reshape, creation, joins, transposes, casts,
-where, at[].set/add, matrix-vector products, keepdims reductions) give what the traced path
-gives: the same values, shape, dtype and weak type as ``jit`` of the same call, for strong
-and weak operands, and results that own or share only immutable memory."""
+where, at[].set/add with a basic index, matrix-vector products, keepdims reductions) give
+what the traced path gives: the same values, shape, dtype and weak type as ``jit`` of the
+same call, for strong and weak operands, and results that own or share only immutable memory."""
 import numpy as np
 import pytest
 
@@ -44,6 +44,11 @@ CASES = {
     "at_set": lambda x: x.at[1].set(7.5),
     "at_add_neg": lambda x: x.at[-1].add(2),
     "at_set_oob": lambda x: x.at[9].set(1.0),
+    "at_slice_set_row": lambda x: x.at[1:3].set(x[0]),
+    "at_col_add": lambda x: x.at[:, -2].add(x[:, 0]),
+    "at_step_set_scalar": lambda x: x.at[::-2, 1].set(3.5),
+    "at_slice_add_int": lambda x: x.at[1:, ::2].add(2),
+    "at_oob_set_row": lambda x: x.at[7].set(x[0]),
     "matvec": lambda x: x @ x[0],
     "vecmat": lambda x: x[:, 0] @ x,
     "vecvec": lambda x: x[0] @ x[1],

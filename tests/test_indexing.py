@@ -8,6 +8,7 @@ scatter, dynamic slices) in every mode with negative and uint64 indices, eager a
 static out-of-bounds integer indices (clamped, or IndexError under check_static_indices).
 """
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -680,6 +681,48 @@ def test_point_take_and_update_of_a_1d_array(xdt, idt):
   np.testing.assert_array_equal(np.asarray(x), xv)
 
 
+_ROW_CASES = [(np.float32, np.int64, (7, 3)), (np.int32, np.int32, (7, 2, 2)),
+              (np.complex128, np.int64, (7, 1)), (np.uint8, np.uint8, (7, 4)),
+              (np.float64, np.int64, (7, 0))]
+
+
+@pytest.mark.parametrize("xdt,idt,shape", _ROW_CASES,
+                         ids=[f"{np.dtype(a).name}-{np.dtype(b).name}-{len(c)}d" for a, b, c in _ROW_CASES])
+def test_row_take_and_update_of_an_nd_array(xdt, idt, shape):
+  """Eager ``x[i]`` and ``x.at[i].op(y)`` of an n-d ``x`` by one index Array (whole rows:
+  one kernel call over ``x`` viewed as 2-D) against a NumPy loop: clamped gets, dropped
+  updates applied in index order (duplicates combine), scalar updates broadcast, the same
+  values as ``jit``; ``x`` itself unchanged and never shared with a result."""
+  rng = np.random.default_rng(0)
+  n = shape[0]
+  xv = rng.integers(1, 9, shape).astype(xdt)
+  x = jnp.asarray(xv)
+  iv = np.array([0, 3, 3, -1, n, -n - 1, 2, n - 1, 100], np.int64)
+  iv = (iv[iv >= 0] if np.dtype(idt).kind == "u" else iv).astype(idt).reshape(-1, 1)
+  j = np.where(iv.astype(np.int64) < 0, iv.astype(np.int64) + n, iv.astype(np.int64)).ravel()
+  got = x[jnp.asarray(iv)]
+  np.testing.assert_array_equal(np.asarray(got), xv[np.clip(j, 0, n - 1)].reshape(iv.shape + shape[1:]))
+  assert got.dtype == xv.dtype and not np.shares_memory(np.asarray(got), np.asarray(x))
+  yv = rng.integers(1, 5, iv.shape + shape[1:]).astype(xdt)
+  combs = {"set": lambda a, b: np.broadcast_to(b, a.shape), "add": np.add,
+           "subtract": np.subtract, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
+  for op, comb in combs.items():
+    if xdt == np.complex128 and op in ("min", "max"):
+      continue
+    for upd in (yv, yv.flat[0] if yv.size else xdt(1)):
+      want = xv.copy()
+      for t, k in enumerate(j):
+        if 0 <= k < n:
+          u = upd if np.ndim(upd) == 0 else upd.reshape(len(j), *shape[1:])[t]
+          want[k] = comb(want[k], np.asarray(u, xdt))
+      f = lambda x, i, y: getattr(x.at[i], op)(y)
+      out = f(x, jnp.asarray(iv), jnp.asarray(upd))
+      np.testing.assert_array_equal(np.asarray(out), want, err_msg=f"{op} {upd!r}")
+      np.testing.assert_array_equal(np.asarray(out), nbjax.jit(f)(x, jnp.asarray(iv), jnp.asarray(upd)))
+      assert out.dtype == xv.dtype and not np.shares_memory(np.asarray(out), np.asarray(x))
+  np.testing.assert_array_equal(np.asarray(x), xv)
+
+
 def test_point_hot_paths_follow_a_pinned_backend():
   """A backend pinned with ``config.set_eager_backend`` is what runs ``x[i]`` and ``x.at[i]``:
   the one-kernel hot paths step aside, and the results stay the same."""
@@ -697,6 +740,14 @@ def test_point_hot_paths_follow_a_pinned_backend():
     config.set_eager_backend(lax.gather_p, None)
     config.set_eager_backend(lax.scatter_add_p, None)
   assert L.scatter_points(lax.scatter_add_p, x, i, x[i], True) is not None
+  x2 = jnp.ones((5, 2))  # (rows of an n-d x: the same test)
+  assert L.take_points(x2, i, True) is not None
+  try:
+    config.set_eager_backend(lax.gather_p, "numpy")
+    assert L.take_points(x2, i, True) is None
+    np.testing.assert_array_equal(x2[i], np.ones((3, 2)))
+  finally:
+    config.set_eager_backend(lax.gather_p, None)
 
 
 # ------------------------------------------ as JAX 0.10.2's own indexing tests (x64 values)
@@ -953,3 +1004,75 @@ def test_at_int_index_python_int_on_integer_arrays(dtype):
             exp[i] = v if op == "set" else exp[i] + dtype(v)
         np.testing.assert_array_equal(got, exp, err_msg=f"{op} {i} {v}")
   np.testing.assert_array_equal(np.asarray(x), base)  # (x itself unchanged)
+
+
+_BASIC_IDX = [1, -1, 4, -5, 9, -10, slice(1, 3), slice(None, None, -2), slice(3, 3), slice(2, 99),
+              (slice(None), 1), (..., -1), (None, 2), (1, None, slice(3, 0, -1)), (0, 0), (),
+              (1, 9), (1, 2, 3)]
+_BASIC_DTYPES = [np.float32, np.float64, np.int32, np.uint8, np.int64, np.complex64, np.bool_,
+                 np.float16, jnp.bfloat16]
+
+
+def _bits(a):
+  a = np.asarray(a)
+  return a.dtype, a.shape, a.view(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("dtype", _BASIC_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_at_basic_index_update_is_the_scatter(dtype):
+  """Eager ``x.at[idx].set/add(y)`` with a basic index (static ints, slices, None, ...; the
+  NumPy-assignment path) against the same update through the scatter primitive (the eager
+  ``mode='drop'`` path, JAX's default for updates) and ``jit``: bit-identical values, dtype
+  and weak type, for Array updates (broadcast, leading unit axes, of another dtype) and
+  Python scalars (a float32 overflow, a NaN, an int), out-of-bounds ints dropped, negative
+  ones counted from the end; the same exception where one fails; ``x`` unchanged."""
+  rng = np.random.default_rng(1)
+  xv = (rng.standard_normal((5, 4)) * 10).astype(dtype)
+  for x in (jnp.asarray(xv), lax.full((5, 4), 2, None) if dtype == np.int32 else None):
+    if x is None:
+      continue
+    for idx in _BASIC_IDX:
+      try:
+        shape = np.empty((5, 4))[idx].shape
+      except IndexError:
+        shape = ()
+      ys = [jnp.asarray((rng.standard_normal(shape) * 9).astype(dtype)),
+            jnp.asarray((rng.standard_normal((1, 1) + shape) * 9).astype(dtype)),
+            jnp.asarray(np.ones(shape[-1:], dtype)), jnp.asarray(np.ones((2, 3), dtype)),
+            jnp.asarray(np.ones(shape, np.float64 if dtype != np.float64 else np.float32)),
+            2, -3, 2.5, 1e39, float("nan"), 2**40]
+      for op in ("set", "add"):
+        for y in ys:
+          res = []
+          for f in (lambda x, y: getattr(x.at[idx], op)(y),
+                    lambda x, y: getattr(x.at[idx], op)(y, mode="drop")):
+            try:
+              with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = f(x, y)
+              res.append((_bits(out), out.weak_type))
+            except Exception as e:  # noqa: BLE001 (the same exception either way)
+              res.append((type(e), str(e)))
+          assert res[0] == res[1], (idx, op, y)
+          if isinstance(res[0][0], tuple) and y is ys[0] and type(idx) is not int:
+            want = nbjax.jit(lambda x, y: getattr(x.at[idx], op)(y))(x, y)  # (and XLA's)
+            assert res[0] == (_bits(want), want.weak_type), (idx, op, y)
+  np.testing.assert_array_equal(np.asarray(jnp.asarray(xv)), xv)
+
+
+def test_at_basic_index_update_owns_its_result():
+  """The NumPy-assignment update copies: the result never shares memory with ``x`` or
+  ``y``, and neither later changes to the caller's buffers nor ``x`` see the update."""
+  v, w = np.arange(12.0).reshape(3, 4), np.full(4, -1.0)
+  x, y = jnp.asarray(v), jnp.asarray(w)
+  outs = [x.at[1].set(y), x.at[1:].add(y), x.at[:, 2].set(7.0), x.at[0, 0].add(1)]
+  v[:] = 0
+  w[:] = 0
+  for o in outs:
+    assert not np.shares_memory(np.asarray(o), np.asarray(x))
+    assert not np.shares_memory(np.asarray(o), np.asarray(y))
+  np.testing.assert_array_equal(outs[0][1], [-1.0] * 4)
+  np.testing.assert_array_equal(outs[1][1:], np.arange(4.0, 12.0).reshape(2, 4) - 1)
+  np.testing.assert_array_equal(outs[2][:, 2], [7.0] * 3)
+  assert float(outs[3][0, 0]) == 1.0
+  np.testing.assert_array_equal(np.asarray(x), np.arange(12.0).reshape(3, 4))

@@ -580,34 +580,43 @@ _POINT_INDEX = frozenset(map(np.dtype, (np.int32, np.int64, np.uint8, np.uint16,
 
 
 def _point_len(prim, vx, vi):
-  """The point hot paths' common test: the length of 1-D ``vx`` when ``vi`` is a point index
-  array for it and ``prim`` runs its numba kernel (not a backend pinned by
-  ``config.set_eager_backend``), else 0."""
-  n = vx.shape[0] if vx.ndim == 1 else 0
+  """The point hot paths' common test: the length of the first axis of a non-empty ``vx``
+  when ``vi`` is a point index array for it and ``prim`` runs its numba kernel (not a
+  backend pinned by ``config.set_eager_backend``), else 0."""
+  n = vx.shape[0] if vx.ndim and vx.size else 0
   return n if (n and vi.dtype in _POINT_INDEX and n < 1 << 31 and prim.backend == "numba") \
       else 0
 
 
 def take_points(x, i, normalize):
-  """Eager ``x[i]`` for a 1-D Array ``x`` and an int32/int64 (or narrow unsigned) Array
-  ``i``, jnp's hot path: ``gather_p``'s kernel with negative indices counted from the end in
-  the same loop when ``normalize`` (one kernel call, no normalised copy of ``i``), equal to
-  ``gather_p`` of jnp's normalised indices; None where it does not apply."""
+  """Eager ``x[i]`` for an Array ``x`` and an int32/int64 (or narrow unsigned) Array ``i``,
+  jnp's hot path: ``gather_p``'s kernel (elements of a 1-D ``x``, rows of ``x`` viewed as 2-D
+  otherwise) with negative indices counted from the end in the same loop when ``normalize``
+  (one kernel call, no normalised copy of ``i``), equal to ``gather_p`` of jnp's normalised
+  indices; None where it does not apply."""
   vx, vi = x._value, i._value
   n = _point_len(gather_p, vx, vi)
   if not n:
     return None
-  out = pooled_empty(vi.shape, vx.dtype)
-  bx, bo = bits(vx), bits(out if out.ndim == 1 else out.reshape(-1))
+  out = pooled_empty(vi.shape + vx.shape[1:], vx.dtype)
   vi = vi if vi.ndim == 1 else vi.reshape(-1)
-  k = _TAKE.get((bx.dtype, vi.dtype))
-  if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
-    k = _TAKE[bx.dtype, vi.dtype] = _entry(K.take_clamped, bx, vi, bo, 0, 0, 0)
-  k(bx, vi, bo, n - 1, 1, n if normalize else 0)
+  if vx.ndim == 1:
+    bx, bo = bits(vx), bits(out if out.ndim == 1 else out.reshape(-1))
+    k = _TAKE.get((bx.dtype, vi.dtype))
+    if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
+      k = _TAKE[bx.dtype, vi.dtype] = _entry(K.take_clamped, bx, vi, bo, 0, 0, 0)
+    k(bx, vi, bo, n - 1, 1, n if normalize else 0)
+  else:
+    m = vx.size // n
+    bx, bo = bits(vx).reshape(n, m), bits(out).reshape(vi.size, m)
+    k = _TAKE.get((bx.dtype, vi.dtype, 2))
+    if k is None:
+      k = _TAKE[bx.dtype, vi.dtype, 2] = _entry(K.take_rows_clamped, bx, vi, bo, 0)
+    k(bx, vi, bo, n if normalize else 0)
   return Array._new(out, x._weak)
 
 
-_TAKE = {}  # (bits dtype, index dtype) -> take_clamped's entry point
+_TAKE = {}  # (bits dtype, index dtype[, 2]) -> take_clamped's (take_rows_clamped's) entry
 
 
 def _operand_index_arrays(operand_shape, batch_shape, idx, batch_pos, window_pos, full_rank,
@@ -885,25 +894,30 @@ def _scatter_numba(combiner):
 
 
 def scatter_points(prim, x, i, y, normalize):
-  """Eager ``x.at[i].<op>(y)`` (``prim``: ``scatter_p``, ``scatter_add_p``...) for a 1-D
-  Array ``x`` of a dtype ``prim`` accepts and its numba kernel runs, an int32/int64 (or narrow
-  unsigned) Array ``i`` and ``y`` of ``x``'s dtype and ``i``'s shape: jnp's hot path, the
-  primitive's kernel (out-of-bounds updates dropped) with negative indices counted from the
-  end in its loop when ``normalize``; None where it does not apply."""
+  """Eager ``x.at[i].<op>(y)`` (``prim``: ``scatter_p``, ``scatter_add_p``...) for an Array
+  ``x`` of a dtype ``prim`` accepts and its numba kernel runs, an int32/int64 (or narrow
+  unsigned) Array ``i`` and ``y`` of ``x``'s dtype and shape ``i.shape + x.shape[1:]``: jnp's
+  hot path, the primitive's kernel (elements of a 1-D ``x``, rows of ``x`` viewed as 2-D
+  otherwise; out-of-bounds updates dropped, in index order) with negative indices counted
+  from the end in its loop when ``normalize``; None where it does not apply."""
   vx, vi, vy = x._value, i._value, y._value
   n, dt = _point_len(prim, vx, vi), vx.dtype
-  if not n or vy.dtype is not dt or vy.shape != vi.shape or dt not in _POINT_SCATTER[prim.name]:
+  if not n or vy.dtype is not dt or vy.shape != vi.shape + vx.shape[1:] or \
+      dt not in _POINT_SCATTER[prim.name]:
     return None
   combiner = _COMBINER[prim.name]
   idx = vi if vi.ndim == 1 else vi.reshape(-1)
+  w = n if normalize else 0
   if combiner == "set":
-    xo = pooled_copy(bits(vx))
-    K.SCATTER_POINTS["set"](xo, idx, bits(vy.reshape(-1)), n - 1, 1, 1, n if normalize else 0)
-    return Array._new(xo.view(dt), x._weak)
-  xo = pooled_copy(vx)
-  K.SCATTER_POINTS[combiner](xo, idx, vy if vy.ndim == 1 else vy.reshape(-1), n - 1, 1, 1,
-                             n if normalize else 0)
-  return Array._new(xo, x._weak)
+    xo, vy = pooled_copy(bits(vx)), bits(vy)
+  else:
+    xo = pooled_copy(vx)
+  if vx.ndim == 1:
+    K.SCATTER_POINTS[combiner](xo, idx, vy if vy.ndim == 1 else vy.reshape(-1), n - 1, 1, 1, w)
+  else:
+    m = vx.size // n
+    K.SCATTER_ROWS[combiner](xo.reshape(n, m), idx, vy.reshape(idx.size, m), 1, w)
+  return Array._new(xo if combiner != "set" else xo.view(dt), x._weak)
 
 
 _NP_COMBINE = {"set": None, "add": np.add, "sub": np.subtract, "mul": np.multiply,

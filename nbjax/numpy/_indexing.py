@@ -12,6 +12,9 @@ never do); out-of-bounds integer indices then clamp when gathering and are dropp
 scattering, as in JAX, static Python integers included (JAX's ``jax_check_static_indices``
 flag, ``nbjax.config.update("check_static_indices", True)``, makes those raise IndexError).
 Indices convert to the gather's int64 saturating, so uint64 2**64-1 stays past the end.
+Eager hot paths skip the primitives where the result is provably the same: basic indexing
+and basic-index ``.at[].set/add`` are NumPy's copy and assignment, one integer Array index
+is one kernel call (``take_points``/``scatter_points``) or a cached gather/scatter.
 """
 from __future__ import annotations
 
@@ -665,7 +668,7 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
   if core.h2d_guard is not None and _guard:  # (take's is JAX's jitted: no index transfers)
     _guard_index(idx, normalize_indices)
   if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
-    if _ctx.trace is _EVAL:  # eager x[i] of a 1-D x: one kernel call
+    if _ctx.trace is _EVAL:  # eager x[i]: one kernel call
       out = lax_indexing.take_points(x, idx, normalize_indices)
       if out is not None:
         return out
@@ -784,6 +787,58 @@ def _store_add(out, i, y):
   out[i] += out.dtype.type(y)
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+_F64 = np.dtype(np.float64)
+_F32 = np.dtype(np.float32)
+_SET, _ADD = lax.scatter, lax.scatter_add
+
+
+def _basic_update(x, idx, y, scatter_fn):
+  """Eager ``x.at[idx].set/add(y)`` for basic ``idx`` (``_basic``) and ``y`` an Array of
+  ``x``'s dtype or a Python scalar that converts exactly as the scatter's cast: a copy of
+  ``x`` updated by NumPy's assignment (or in-place add) of the indexed view, which is the
+  scatter's result (a basic index names each element once); None where that may differ
+  (an integer out of bounds, which the scatter drops; ``y`` not broadcastable: the general
+  path's errors)."""
+  v = x._value
+  d, ty = v.dtype, type(y)
+  if ty is Array:
+    y = y._value
+    if y.dtype is not d:
+      return None
+  elif ty is float:  # (a finite float beyond float32's range: NumPy's cast warns, XLA's not)
+    if not (d is _F64 or d is _F32 and (-_F32_MAX <= y <= _F32_MAX or y != y or
+                                        y in (math.inf, -math.inf))):
+      return None
+  elif not (ty is int and ((d is _F64 or d is _F32) and -2**53 <= y <= 2**53 or d.kind in "iu" and
+                           _int_range(d)[0] <= y <= _int_range(d)[1])):
+    return None
+  if scatter_fn is not _SET and not (d.kind in "iu" or d.kind in "fc" and d.itemsize > 2):
+    return None  # (bool: the add's TypeError; narrow floats: the kernel's rounding)
+  out = copy_buffer(v)
+  if scatter_fn is _SET:  # (NumPy's assignment broadcasts y as the scatter: leading 1s dropped)
+    try:
+      out[idx] = y
+    except (IndexError, ValueError, TypeError):  # (TypeError: ml_dtypes' 0-d into one element)
+      return None
+    return Array._new(out, x._weak)
+  t = idx if type(idx) is tuple else (idx,)
+  try:
+    view = out[t if Ellipsis in t else t + (Ellipsis,)]  # (a view even where all are ints)
+  except IndexError:
+    return None
+  if not view.size:
+    return x  # (as the scatter of no elements)
+  if ty is Array:
+    while y.ndim > view.ndim and y.shape[0] == 1:
+      y = y[0]
+    if y.shape != view.shape and (len(y.shape) > view.ndim or any(
+        a != 1 and a != b for a, b in zip(y.shape[::-1], view.shape[::-1]))):
+      return None
+  np.add(view, y, out=view)
+  return Array._new(out, x._weak)
+
+
 def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_indices=False,
                    mode=None, normalize_indices=True):
   """``x`` with ``scatter_fn`` (``lax.scatter``, ``lax.scatter_add``, ...) applied at ``idx``;
@@ -806,6 +861,12 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     if not isinstance(y, (Array, Tracer)):
       core.host_to_device(y)
     _guard_index(idx, normalize_indices)
+  if type(x) is Array and mode is None and _ctx.trace is _EVAL and normalize_indices and (
+      scatter_fn is _SET or scatter_fn is _ADD) and type(idx) is not Array and \
+      not core.placement[0] and _basic(idx):  # eager basic index: NumPy's update
+    out = _basic_update(x, idx, y, scatter_fn)
+    if out is not None:
+      return out
   if not (type(x) is Array and type(y) is Array and y._value.dtype is x._value.dtype
           and x._value.dtype.kind != "b"):  # (the hot path: y already of x's dtype, not bool)
     x = as_array(x)
@@ -823,9 +884,10 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     _warn_unsafe_scatter_cast(y, x.dtype)
     y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
-    if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager, 1-D x: one kernel call
-      yp = y if y._value.shape == idx._value.shape else \
-          Array._new(np.full(idx._value.shape, y._value), y._weak) if not y._value.ndim else None
+    if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager: one kernel call
+      shape = idx._value.shape + x._value.shape[1:]
+      yp = y if y._value.shape == shape else \
+          Array._new(np.full(shape, y._value), y._weak) if not y._value.ndim else None
       out = None if yp is None else lax_indexing.scatter_points(
           _SCATTER_P[scatter_fn], x, idx, yp, normalize_indices)
       if out is not None:
