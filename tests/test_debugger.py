@@ -37,6 +37,7 @@ def test_jit_sees_the_run_values():
                                "Array(0.90929743, dtype=float64))\n(jdb) ")
 
 
+@pytest.mark.needs_guard  # (the guard refuses breakpoints: they run on every call)
 def test_vmap_enters_once_per_element():
   stdin, stdout = session(["p x", "c", "p x", "c"])
   out = nbjax.vmap(lambda x: f(stdin, stdout, x))(jnp.array([1., 2.]))
@@ -45,6 +46,7 @@ def test_vmap_enters_once_per_element():
   assert out.shape == (2,)
 
 
+@pytest.mark.needs_guard  # (the guard refuses breakpoints: they run on every call)
 def test_grad_sees_primal_values():
   stdin, stdout = session(["p x", "c"])
   assert float(nbjax.grad(lambda x: f(stdin, stdout, x))(jnp.array(2.))) == pytest.approx(
