@@ -3,7 +3,6 @@ jaxpr structure, seed 003 Part 5's ``cond`` results, derivatives against central
 differences, vmap against Python loops (batched predicates and trip counts included), JAX's
 errors, nested control flow, and the eager caches (counted, not timed)."""
 import functools
-
 import os
 
 import numpy as np
