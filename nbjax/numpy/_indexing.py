@@ -861,8 +861,8 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     if not isinstance(y, (Array, Tracer)):
       core.host_to_device(y)
     _guard_index(idx, normalize_indices)
-  if type(x) is Array and mode is None and _ctx.trace is _EVAL and normalize_indices and (
-      scatter_fn is _SET or scatter_fn is _ADD) and type(idx) is not Array and \
+  if type(idx) is not Array and type(x) is Array and mode is None and _ctx.trace is _EVAL \
+      and normalize_indices and (scatter_fn is _SET or scatter_fn is _ADD) and \
       not core.placement[0] and _basic(idx):  # eager basic index: NumPy's update
     out = _basic_update(x, idx, y, scatter_fn)
     if out is not None:
