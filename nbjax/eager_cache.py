@@ -308,10 +308,10 @@ def guards(fun):
         pin("len", d, None, len(d))
         for k, v in d.items():
           pin("item", d, k, v)
-      for k in ("fun", "jvp", "fwd", "bwd", "nondiff_argnums", "symbolic_zeros",
-                "optimize_remat"):
-        v = d.get(k)
-        if not safe(v, depth + 1, False):
+      for k, v in d.items():
+        if k == "_resolve" or k[:2] == "__" == k[-2:]:  # (the signature cache made from
+          continue  # ``fun``; dunders no code reads)
+        if not safe(v, depth + 1):
           return False
         if type(v) is types.FunctionType and _library(v.__globals__.get("__name__")):
           for c in v.__closure__ or ():  # (``defjvps``' rule calls the user's rules)
@@ -340,8 +340,9 @@ def guards(fun):
     if t is _ARRAY_FUNCTION:
       return (_library(o.__module__) and o.__name__ not in _UNSAFE_NAMES
               and getattr(sys.modules.get(o.__module__), o.__name__, None) is o)
-    if isinstance(o, type):  # a user class is mutable (class attributes, methods)
-      return bool(o.__flags__ & _IMMUTABLE_TYPE) or _library(o.__module__)
+    if isinstance(o, type):  # a user class is mutable (class attributes, methods); other
+      # modules' C types can read state (``datetime.now``): builtins' and the library's only
+      return o.__module__ == "builtins" or _library(o.__module__)
     return False  # objects, bound methods, unknown C callables...
 
   return list(pins.values()) if safe(fun, 0, False) and attributes() else None
@@ -570,7 +571,7 @@ class TraceCache:
       args, kwargs = tree_unflatten(treedef, full)
       out, out_tree = tree_flatten(self.fun(*args, **kwargs))
       box.append(out_tree)
-      box.append(any(type(o) in (int, float, bool, complex) for o in out))
+      box.append(any(not isinstance(o, core.Tracer) for o in out))
       return out
 
     try:
@@ -582,8 +583,8 @@ class TraceCache:
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
     if box[1] or any(a.dtype == dtypes.float0 for a in out_avals):
-      return None  # Python scalars passed through (vmap's out_axes=None) and float0 results
-      # (NumPy arrays) are the per-call path's; a replay would return Arrays
+      return None  # values passed through untraced (vmap's out_axes=None, a NumPy aux) and
+      # float0 results (NumPy arrays) are the per-call path's; a replay would return Arrays
     e = _Entry()
     e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]

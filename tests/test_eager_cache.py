@@ -312,7 +312,9 @@ def test_guard_analysis():
   assert g(nbjax.jit(lambda x: x * LIST_GLOBAL[0])) is None
   assert g(nbjax.jit(lambda x: x * 2)) is not None
   import random as pyrandom
+  import datetime
   assert g(lambda x: x * pyrandom.random()) is None
+  assert g(lambda x: x + datetime.datetime.now().microsecond) is None  # (a C type's state)
   assert g(lambda x: x * np.random.default_rng(0).normal()) is None
   # nbjax.random is pure (explicit keys): a dropout replays, and draws what the trace draws
   drop = lambda k, x: jnp.sum(jnp.where(nbjax.random.bernoulli(k, 0.5, x.shape), x, 0.) ** 2)
@@ -683,6 +685,20 @@ def _ch_custom_jvps_rules(v, stack):  # defjvps: the library's rule calls the us
   return _Chan(m.r, _set(m, "W"), True, v)
 
 
+def _ch_custom_jvp_list_attribute(v, stack):  # a list held as an attribute: never replayed
+  f = nbjax.custom_jvp(lambda x: x * f.scale[0])
+  f.scale = [v]
+  f.defjvp(lambda p, t: (f(*p), t[0] * f.scale[0]))
+  return _Chan(lambda x: f(x), lambda w: f.scale.__setitem__(0, w), False, v)
+
+
+def _ch_custom_jvp_function_attribute(v, stack):  # the rule reads an attribute of f.fun
+  m = _module(stack, "import nbjax\ndef base(x):\n  return x * base.k\nbase.k = K\n"
+              "f = nbjax.custom_jvp(base)\nf.defjvp(lambda p, t: (f(*p), f.fun.k * t[0]))\n"
+              "def r(x):\n  return f(x)\n", K=v)
+  return _Chan(m.r, _set(m.base, "k"), True, v)
+
+
 def _ch_custom_jvp_mutable(v, stack):  # a rule reading a list: never replayed
   box = [v]
   f = nbjax.custom_jvp(lambda x: x * box[0])
@@ -787,6 +803,16 @@ def _custom_vjp_global(v, stack):  # (not in CHANNELS: jvp of a custom_vjp funct
               "f.defvjp(lambda x: (f(x), None), lambda res, g: (g * W,))\n"
               "def r(x):\n  return f(x)\n", W=v)
   return _Chan(m.r, _set(m, "W"), True, v)
+
+
+def test_untraced_outputs_keep_their_types():
+  # outputs the per-call path passes through untraced (a NumPy scalar aux, vmap's
+  # out_axes=None Python scalar) are never replaced by a replay's Arrays
+  x = jnp.asarray(np.float32(1.5))
+  g = nbjax.grad(lambda a: (a * 2, np.float32(3)), has_aux=True)
+  assert [type(g(x)[1]) for _ in range(4)] == [np.float32] * 4
+  v = nbjax.vmap(lambda a: (a, 2), out_axes=(0, None))
+  assert [type(v(jnp.ones(2))[1]) for _ in range(4)] == [int] * 4
 
 
 @pytest.mark.needs_guard

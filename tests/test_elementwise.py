@@ -479,9 +479,16 @@ def test_repeated_python_scalars_keep_their_values_types_and_zero_signs():
     assert (i + True).tolist() == [2, 3]
     assert (i * 2.0).dtype == dtypes.default_float_dtype() and (i * 2.0).tolist() == [2., 4.]
     assert (i + 1000).tolist() == [-23, -22]  # (JAX's wrap)
-  lit = jnp.ones(2, np.float32) * 2.5
-  w = jnp.ones(2, np.float32) * 2.5
-  assert lit.tolist() == w.tolist() == [2.5, 2.5] and lit is not w
+  y = jnp.asarray(np.array([complex(1, -0.0)], np.complex64))  # (2-0j == 2+0j)
+  y + complex(2.0, -0.0)
+  assert not np.signbit(np.asarray(y + complex(2.0, 0.0)).imag).any()
+  assert np.signbit(np.asarray(y + complex(2.0, -0.0)).imag).all()
+  # a literal that reaches the user (a vjp residual) is theirs to delete or donate
+  x = jnp.ones(3, np.float32)
+  _, f_vjp = nbjax.vjp(lambda a: jnp.sum(a * 0.75), x)
+  for leaf in nbjax.tree_util.tree_leaves(f_vjp):
+    leaf.delete()
+  assert (jnp.ones(3, np.float32) * 0.75).tolist() == [0.75] * 3
 
 
 def test_power_fast_path_is_the_general_path():

@@ -125,28 +125,28 @@ def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
 _SCALAR_FAST = {"f": (int, float), "c": (int, float, complex), "i": (int,), "u": (int,)}
 
 
-_LITERALS: dict = {}  # (type, value, dtype) -> its weak 0-d Array (never written to)
+_LITERALS: dict = {}  # (type, value, dtype) -> its 0-d buffer (never written to)
 
 
 def _weak_literal(s, d):
   """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit); the
-  scalars met again (an optimiser's ``0.9 * m``) are made once (not zeros: ``0.0 == -0.0``;
-  not NaN, which matches no key)."""
+  buffers of scalars met again (an optimiser's ``0.9 * m``) are made once, each call wrapping
+  it in a new Array (which a caller may delete or donate). Not cached: zeros (``0.0 ==
+  -0.0``; complex parts too) and NaN (which matches no key)."""
   if core.h2d_guard is not None:
     core.host_to_device(s)  # (JAX's transfer guard)
   k = (type(s), s, d)
-  lit = _LITERALS.get(k)
-  if lit is not None:
-    return lit
-  try:
-    lit = Array._new(np.asarray(s, d), True)
-  except OverflowError:
-    return None
-  if s and s == s:
-    if len(_LITERALS) >= 512:
-      _LITERALS.clear()
-    _LITERALS[k] = lit
-  return lit
+  v = _LITERALS.get(k)
+  if v is None:
+    try:
+      v = np.asarray(s, d)
+    except OverflowError:
+      return None
+    if s == s and (s.real and s.imag if type(s) is complex else s):
+      if len(_LITERALS) >= 512:
+        _LITERALS.clear()
+      _LITERALS[k] = v
+  return Array._new(v, True)
 
 
 _ARRAYS = (Array, Lazy)
