@@ -487,10 +487,11 @@ class TraceCache:
 
   def replay(self, args, kwargs):
     """A top-level call's result replayed (positional Arrays take the generated fast path),
-    or ``MISS``. Never in a run spanning processes (an array's host value may not exist)."""
+    or ``MISS``. Never in a run spanning processes (an array's host value may not exist),
+    nor with an argument committed to a device (outputs follow it per call)."""
     if xla._dist is not None:
       return MISS
-    fast = self.fast.get(len(args)) if not kwargs else None
+    fast = self.fast.get(len(args)) if not kwargs and not core.placement[0] else None
     if fast is not None:
       out = fast(*args)
       if out is not MISS:
@@ -504,6 +505,8 @@ class TraceCache:
     leaves, tree = _shallow(args) if not kwargs else (None, None)
     if leaves is None:
       leaves, tree = tree_flatten((args, kwargs))
+    if core.placement[0] and any(type(x) is Array and core.placed_device(x)[0] for x in leaves):
+      return MISS  # (outputs follow committed inputs per call: programs carry no placement)
     for x in leaves:
       t = type(x)
       if t is Array:
@@ -579,6 +582,8 @@ class TraceCache:
       jaxpr, out_avals, consts = pe.trace_to_jaxpr_dynamic(flat, avals)
       jaxpr, _ = pe.dce_jaxpr(jaxpr, True, instantiate=True)
       jaxpr = pe.inline_calls(jaxpr)
+      if _places(jaxpr):
+        return None  # (placements and maps over devices: the per-call path's)
       program = registry.eager_program(jaxpr, consts)
     except Exception:  # noqa: BLE001  (the per-call path raises it, or handles it)
       return None
@@ -592,6 +597,17 @@ class TraceCache:
     e.weak0 = e.weaks[0] if e.out_tree.node is None else None
     e.holds = _checker(pins)
     return e
+
+
+def _places(jaxpr):
+  """Whether ``jaxpr`` (or a jaxpr inside it) places values on devices or maps over them."""
+  from nbjax.jaxpr import subjaxprs
+  for e in jaxpr.eqns:
+    n = e.primitive.name
+    if n in ("shard_map", "xla_pmap", "sharding_constraint") or n == "device_put" and any(
+        d is not None for d in e.params["devices"]):
+      return True
+  return any(_places(getattr(j, "jaxpr", j)) for j in subjaxprs(jaxpr))
 
 
 FUSE_AFTER = 16
