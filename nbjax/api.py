@@ -490,21 +490,27 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
   _check_callable(fun)
   out_primals, lin, in_tree, out_tree, aux, ps = _linearize(fun, primals, has_aux, "vjp", True)
   consts, lin.consts = lin.consts, None  # held by the VJP only (they may be tracers)
-  pos = {id(p): i for i, p in enumerate(ps)}
+  pos = {}  # (JAX's: an input passed twice is read at both places; a Python scalar input's
+  for i, p in enumerate(ps):  # residual is opaque)
+    if type(p) not in _PY_SCALARS:
+      pos.setdefault(id(p), []).append(i)
   spec, used, opaque = [], set(), []  # spec: a primal's flat index, or ~(an opaque index)
   for r in consts:
-    i = pos.get(id(r))
-    if i is None:
+    at = pos.get(id(r))
+    if at is None:
       spec.append(~len(opaque))
       opaque.append(r)
     else:
-      spec.append(i)
-      used.add(i)
+      spec.append(at[0])
+      used.update(at)
   leaves = iter([p if i in used else NotNeeded() for i, p in enumerate(ps)])
   f_vjp = VJP(_VjpFun(lin, in_tree, out_tree, _fun_name(fun), tuple(spec)), in_tree, out_tree,
               [_tuptree(t, leaves) for t in in_tree.children()], opaque)
   out = tree_unflatten(out_tree, out_primals)
   return (out, f_vjp, aux) if has_aux else (out, f_vjp)
+
+
+_PY_SCALARS = (bool, int, float, complex)
 
 
 def _tuptree(treedef, leaves):

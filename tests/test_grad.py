@@ -232,6 +232,12 @@ def test_vjp_input_saved_residuals():
   close(w_ct, 2. * np.ones((3, 4)).T @ np.ones((3, 4)))
   with pytest.raises(ValueError, match="unexpected JAX type"):
     f_vjp(jnp.ones((2, 4)))
+  x3 = jnp.arange(3.)
+  _, f_vjp = vjp(lambda a, b: a * b, x3, x3)  # an input passed twice: read at both places
+  assert f_vjp.args_res[0] is x3 and f_vjp.args_res[1] is x3
+  _, f_vjp = vjp(lambda a, b: a * b, x3, 2.)  # a Python scalar's residual is opaque
+  assert f_vjp.args_res[0] is x3 and isinstance(f_vjp.args_res[1], jax.api.NotNeeded)
+  assert [float(r) for r in f_vjp.opaque_residuals] == [2.]
   _, f_vjp = vjp(jnp.sin, 3.)  # a scalar residual is one too
   assert isinstance(f_vjp.args_res[0], jax.api.NotNeeded) and f_vjp.opaque_residuals
   close(f_vjp(1.)[0], np.cos(3.))
