@@ -178,10 +178,11 @@ def guards(fun):
   def pin(kind, box, key, obj):
     pins[kind, id(box), key] = (kind, box, key, obj)
 
-  def own_dict(o, depth):
-    """A function's or partial's ``__dict__`` (replaceable, mutable): pinned whole where
-    code can hold the object (not the transformed function itself, unless it reaches
-    itself; not what a partial or wrapper only calls)."""
+  def own_dict(o, depth, skip=lambda k: False):
+    """A function's, partial's or custom rule's ``__dict__`` (replaceable, mutable): pinned
+    whole where code can hold the object (not the transformed function itself, unless it
+    reaches itself; not what a partial or wrapper only calls); values whose key ``skip``
+    names are pinned but not followed."""
     if ("dict", id(o)) in seen:
       return True
     seen.add(("dict", id(o)))
@@ -195,7 +196,7 @@ def guards(fun):
     pin("len", d, None, len(d))
     for k, v in d.items():
       pin("item", d, k, v)
-    return all(safe(v, depth + 1) for v in d.values())
+    return all(safe(v, depth + 1) for k, v in d.items() if not skip(k))
 
   def function(f, depth, held):
     if held and not own_dict(f, depth):
@@ -301,20 +302,12 @@ def guards(fun):
               and all(safe(v, depth + 1) for v in kw.values()))
     if t is custom_jvp or t is custom_vjp:  # (``jax.nn.relu``, user rules): a rule changes
       # by defjvp/defvjp, which bump registry.epoch, or by assigning an attribute: all pinned
-      d = o.__dict__
-      if ("dict", id(o)) not in seen:
-        seen.add(("dict", id(o)))
-        pin("attr", o, "__dict__", d)
-        pin("len", d, None, len(d))
-        for k, v in d.items():
-          pin("item", d, k, v)
-      for k, v in d.items():
-        if k == "_resolve" or k[:2] == "__" == k[-2:]:  # (the signature cache made from
-          continue  # ``fun``; dunders no code reads)
-        if not safe(v, depth + 1):
-          return False
+      # (``_resolve``: the signature cache made from ``fun``; dunders: no code reads them)
+      if not own_dict(o, depth, lambda k: k == "_resolve" or k[:2] == "__" == k[-2:]):
+        return False
+      for v in o.__dict__.values():  # (``defjvps``' library rule calls the user's rules)
         if type(v) is types.FunctionType and _library(v.__globals__.get("__name__")):
-          for c in v.__closure__ or ():  # (``defjvps``' rule calls the user's rules)
+          for c in v.__closure__ or ():
             try:
               w = c.cell_contents
             except ValueError:
