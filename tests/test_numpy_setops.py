@@ -470,6 +470,14 @@ def test_unique_axis():
   check(cnt, np.array([1, 1, 2]))
   check(jnp.unique(m, axis=1), np.array([[1, 2], [1, 2], [0, 5], [0, 4]]))
   check(jnp.unique(m, axis=0, size=4, fill_value=9), np.array([[0, 4], [0, 5], [1, 2], [9, 9]]))
+  # a fill_value shaped as one slice fills each padded slice (values from JAX 0.10.2)
+  check(jnp.unique(m, axis=0, size=4, fill_value=np.array([7, 8])),
+        np.array([[0, 4], [0, 5], [1, 2], [7, 8]]))
+  x = np.arange(24.0).reshape(2, 3, 4) % 3
+  fill = np.arange(6.0).reshape(2, 3) + 100
+  out = jnp.unique(x, axis=2, size=5, fill_value=fill)
+  check(out[..., :3], np.array([[[0, 1, 2], [1, 2, 0], [2, 0, 1]]] * 2, np.float64))
+  check(out[..., 3:], np.repeat(fill[..., None], 2, axis=-1))
   check(jnp.unique(np.array([[1.0, np.nan], [1.0, np.nan]]), axis=0), np.array([[1.0, np.nan]]))
   assert jnp.unique(np.array([[1.0, np.nan], [1.0, np.nan]]), axis=0, equal_nan=False).shape == (2, 2)
   check(jnp.unique(np.array([3, 1]), sorted=False), np.array([1, 3]))

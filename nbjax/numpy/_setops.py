@@ -449,10 +449,12 @@ def _unique1d(x, size=None, fill_value=None, equal_nan=True, index=False, invers
   else:
     ind = nonzero(mask, size=size)[0]
   vals = take(aux, ind, axis=0, mode="clip")
-  if size is not None and fill_value is not None:
-    valid = lax.lt(lax.iota(d, size), count)
-    vals = where(valid[:, None] if rest else valid, vals, _util.convert(fill_value, vals.dtype))
-  ret.append(reshape(vals, vals.shape[:1] + rest) if rest else vals)
+  if rest:
+    vals = reshape(vals, vals.shape[:1] + rest)
+  if size is not None and fill_value is not None:  # fill_value broadcasts against a row
+    valid = reshape(lax.lt(lax.iota(d, size), count), (size,) + (1,) * len(rest))
+    vals = where(valid, vals, _util.convert(fill_value, vals.dtype))
+  ret.append(vals)
   if index:
     ret.append(take(perm, ind, mode="clip"))
   if inverse:
