@@ -416,7 +416,7 @@ class set_mesh:
     if mesh is not None and not isinstance(mesh, Mesh):
       raise ValueError(f"Expected mesh of type `jax.sharding.Mesh`. Got {type(mesh)}")
     from nbjax import core
-    if core._ctx.trace is not core.eval_trace:
+    if not isinstance(core._ctx.trace, core.EvalTrace):  # (debug_nans' bottom trace is one)
       raise ValueError("`set_mesh` can only be used outside of `jax.jit`.")
     if mesh is not None and mesh.manual_axes:
       raise ValueError(f"mesh {mesh} contains manual axes which is not allowed when using "
@@ -436,7 +436,7 @@ class set_mesh:
 def get_mesh():
   """The context mesh ``set_mesh`` entered (an empty ``Mesh`` if none); only outside ``jit``."""
   from nbjax import core
-  if core._ctx.trace is not core.eval_trace:
+  if not isinstance(core._ctx.trace, core.EvalTrace):
     raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
                      "`jax.sharding.get_abstract_mesh()`?")
   m = _current_mesh()

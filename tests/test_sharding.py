@@ -238,6 +238,22 @@ def test_set_mesh_refuses_manual_axes():
   assert get_mesh().empty
 
 
+def test_set_mesh_and_get_mesh_under_debug_nans():
+  """debug_nans' bottom trace is not jit: set_mesh/get_mesh work there (JAX 0.10.2's
+  debug_nans_test test_jit raised "can only be used outside of `jax.jit`")."""
+  from nbjax.sharding import get_mesh, set_mesh
+  m = Mesh(np.array(nbjax.devices()[:1]), ("x",))
+  with nbjax.debug_nans(True):
+    with set_mesh(m):
+      assert get_mesh() is m
+      f = nbjax.jit(lambda x: 0. / x, in_shardings=P("x"), out_shardings=P("x"))
+      with pytest.raises(FloatingPointError):
+        f(nbjax.numpy.array([0.0]))
+    with pytest.raises(ValueError, match="^`get_mesh` can only be used outside of `jax.jit`"):
+      nbjax.jit(lambda x: get_mesh())(1.0)
+  assert get_mesh().empty
+
+
 def test_pspec_add_and_named_sharding_checks_as_jax():
   # messages and reprs from JAX 0.10.2
   from nbjax.sharding import AbstractMesh
