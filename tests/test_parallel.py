@@ -202,3 +202,20 @@ def test_psum_of_unmapped_python_scalar_in_eval_jaxpr():
   out = nbjax.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None),
                    out_axes=None)(nbjax.numpy.arange(4.), 2.)
   assert float(out) == 8.
+
+
+def test_pargmax_pargmin_as_jax():
+  # JAX 0.10.2's private parallel.pargmax/pargmin (batching_test, pmap_test): the member's
+  # index along the named axis, the first one on ties; a tuple of names is a TypeError
+  from nbjax.lax import parallel
+  x = jnp.array([[3., 1., 3.], [0., 5., 3.], [2., 5., -1.]])
+  for f, want in [(parallel.pargmax, [0, 1, 0]), (parallel.pargmin, [1, 0, 2])]:
+    out = nbjax.vmap(lambda v: f(v, "i"), axis_name="i")(x)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, np.broadcast_to(want, (3, 3)))
+    np.testing.assert_array_equal(nbjax.vmap(lambda v: f(v, "i"), axis_name="i")(x.T),
+                                  np.broadcast_to(np.argmax(x.T, 0) if f is parallel.pargmax
+                                                  else np.argmin(x.T, 0), (3, 3)))
+  with pytest.raises(TypeError, match=r"^pargmin only accepts a single axis, got \('i', 'j'\)$"):
+    nbjax.vmap(nbjax.vmap(lambda v: parallel.pargmax(v, ("i", "j")), axis_name="j"),
+               axis_name="i")(x)

@@ -533,6 +533,25 @@ def axis_index(axis_name):
   return out
 
 
+def pargmax(x, axis_name):
+  """Index along the named axis of the member holding the maximum of ``x``, elementwise (the
+  first one on ties): JAX's private ``parallel.pargmax``."""
+  return _parg("pargmax", x, pmax(x, axis_name), axis_name)
+
+
+def pargmin(x, axis_name):
+  """``pargmax``'s counterpart for the minimum."""
+  return _parg("pargmin", x, pmin(x, axis_name), axis_name)
+
+
+def _parg(who, x, best, axis_name):
+  if isinstance(axis_name, (tuple, list)):
+    raise TypeError(f"pargmin only accepts a single axis, got {axis_name}")  # (JAX's, both)
+  lax, i = _lax(), axis_index(axis_name)
+  big = lax.full(np.shape(x), np.iinfo(np.int32).max, np.int32)
+  return pmin(lax.select(lax.eq(best, x), lax.full(np.shape(x), i, np.int32), big), axis_name)
+
+
 # ----------------------------------------------------------------- lowering (pmap)
 
 from nbjax.interpreters.lowering import hlo, ir, mlir  # noqa: E402  (lazy: no jaxlib import)
