@@ -402,7 +402,7 @@ def test_sums_products_and_scans_associate_as_xla(backend, dtype):
   cases = [("reduce_sum", s, dict(axes=a)) for s, a in [
       ((7,), (0,)), ((300,), (0,)), ((4000,), (0,)), ((3, 40), (1,)), ((40, 3), (0,)),
       ((3, 100, 4), (1,)), ((5, 33), (1,)), ((3, 4), (0, 1)), ((2, 3, 4), (0, 2)),
-      ((4, 3, 2), (1, 2)), ((1, 5), (0,))]]
+      ((4, 3, 2), (1, 2)), ((1, 5), (0,)), ((50, 10), (1,)), ((9, 32), (1,))]]
   cases += [("reduce_prod", s, p) for _, s, p in cases[:8]]
   scans = ["cumsum", "cumprod"] + (["cumlogsumexp"] if d.kind == "f" else [])
   cases += [(n, s, dict(axis=a, reverse=r)) for n in scans for r in (False, True)
@@ -564,6 +564,23 @@ def test_float32_sum_error_is_pairwise_or_better(n):
     # and along the non-contiguous axis (column sums in XLA's windows)
     cols = np.asarray(lax.reduce_sum(A(np.stack([x, x[::-1]], 1)), (0,)))
     assert abs(float(cols[0]) - exact) <= max(2 * err_np, 40 * eps * scale), name
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_rows_sum_as_their_long_row_cascade(dtype):
+  """Row sums from 4096 elements (the vectorised cascade): rows of up to 256 elements take
+  the leaf directly, longer ones the cascade; a row's bits are the one-row call's at every
+  length around the boundary, and within the pairwise bound of an exact reference."""
+  rng = np.random.default_rng(7)
+  eps = np.finfo(dtype).eps
+  for n in (1, 3, 10, 255, 256, 257, 600):
+    x = (rng.standard_normal((max(1, 8192 // n), n)) * 1e3).astype(dtype)
+    got = np.asarray(lax.reduce_sum(A(x), (1,)))
+    for i in (0, x.shape[0] // 2, x.shape[0] - 1):  # (the row first in a block of zeros)
+      blk = np.pad(x[i:i + 1], ((0, -(-4096 // n)), (0, 0)))
+      assert got[i] == np.asarray(lax.reduce_sum(A(blk), (1,)))[0], (n, i)
+      r = x[i].astype(np.float64)
+      assert abs(float(got[i]) - math.fsum(r)) <= 8 * eps * math.fsum(np.abs(r)), (n, i)
 
 
 _SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -np.nan, 2.5, -2.5])
