@@ -332,12 +332,30 @@ def {fn}(x, out):
     out[o] = k
 """
 
-# rows: the extremum of each block of 16 KiB (floats: by bits, above), then the first index
+# rows: up to ARG_SHORT elements one pass (as _ARG_ROWS); longer ones the extremum of each
+# block of 16 KiB (floats: by bits, above), then the first index
 # in the first block holding the best one (== : -0 ties +0), or the first NaN (one pass);
 # columns: one branch-free pass, vectorised over the columns
+ARG_SHORT = 64
 _ARG_BITS_ROWS = """
 def {fn}(x, out):
   O, N = x.shape
+  if N <= ARG_SHORT:  # (one pass each: the blocks' calls cost ~250 ns a row)
+    for o in range(O):
+      r = x[o]
+      best = r[0]
+      k = 0
+      if best == best:
+        for j in range(1, N):
+          v = r[j]
+          if v != v:
+            k = j
+            break
+          if v {cmp} best:
+            best = v
+            k = j
+      out[o] = k
+    return
   t = np.empty(1, x.dtype)
   B = 16384 // x.itemsize
   for o in range(O):
@@ -497,14 +515,62 @@ def {fn}(y, z, buf):
   return {fold}(src[:n], z)
 """
 
+# Rows of one window are folded in the rows loop; rows of up to 8 windows (two levels:
+# the windows' folds folded in order as they come) four rows at a time, four independent
+# chains (a fold is latency-bound: ~1.3 ns an element on one chain); longer rows the tree.
 _TREE_ROWS = """
 def {fn}(x, out, z):
-  if x.shape[1] <= 32:  # (one window: the in-order fold, without the tree's frame)
-    for o in range(x.shape[0]):
+  O, N = x.shape
+  if N <= 32:
+    for o in range(O):
       out[o] = {fold}(x[o], z)
     return
-  buf = np.empty((x.shape[1] + 31) // 32, out.dtype)
-  for o in range(x.shape[0]):
+  if N <= 256:
+    nw = (N + 31) // 32
+    lo = (nw * 32 - N) // 2
+    o = 0
+    while o < O:
+      q4 = o + 4 <= O
+      r0 = x[o]
+      r1 = x[o + 1] if q4 else r0
+      r2 = x[o + 2] if q4 else r0
+      r3 = x[o + 3] if q4 else r0
+      u0 = z
+      u1 = z
+      u2 = z
+      u3 = z
+      for q in range(nw):
+        a = max(32 * q - lo, 0)
+        b = min(32 * q + 32 - lo, N)
+        s0 = z
+        s1 = z
+        s2 = z
+        s3 = z
+        for j in range(a, b):
+{body4}
+        s = u0
+        v = s0
+        u0 = {expr}
+        s = u1
+        v = s1
+        u1 = {expr}
+        s = u2
+        v = s2
+        u2 = {expr}
+        s = u3
+        v = s3
+        u3 = {expr}
+      out[o] = u0
+      if q4:
+        out[o + 1] = u1
+        out[o + 2] = u2
+        out[o + 3] = u3
+        o += 4
+      else:
+        o += 1
+    return
+  buf = np.empty((N + 31) // 32, out.dtype)
+  for o in range(O):
     out[o] = {tree}(x[o], z, buf)
 """
 
@@ -545,6 +611,17 @@ _TREE_COLS = """
 def {fn}(x, out, z, c0, c1):
   O, N, I = x.shape
   T = max(COL_TILE // x.itemsize, 1)
+  if N <= 32 and c1 - c0 <= T:  # one window, one tile: folded in place, in the outer loop
+    for o in range(O):
+      w = out[o, c0:c1]
+      w[:] = z
+      for j in range(N):
+        r = x[o, j, c0:c1]
+        for i in range(c1 - c0):
+          s = w[i]
+          v = r[i]
+          w[i] = {expr}
+    return
   w = min(T, max(c1 - c0, 0))
   buf = np.empty((N + 31) // 32 * w, out.dtype)
   acc = np.empty(w, out.dtype)
@@ -664,6 +741,35 @@ _SCAN_ROWS = """
 def {fn}(x, out, z, reverse):
   for o in range(x.shape[0]):
     {scan}(x[o], out[o], z, reverse)
+"""
+
+# rows of one block (up to 16): each output the fold in index order of its prefix (suffix),
+# in the rows loop (a call per row, with its buffer, cost ~100 ns)
+_SCAN_ROWS1 = """
+def {fn}(x, out, z, reverse):
+  O, N = x.shape
+  if N > 16:
+    for o in range(O):
+      {scan}(x[o], out[o], z, reverse)
+  elif reverse:
+    for o in range(O):
+      r = x[o]
+      w = out[o]
+      for k in range(N):
+        s = z
+        for j in range(k, N):
+          v = r[j]
+          s = {expr}
+        w[k] = s
+  else:
+    for o in range(O):
+      r = x[o]
+      w = out[o]
+      s = z
+      for j in range(N):
+        v = r[j]
+        s = {expr}
+        w[j] = s
 """
 
 # ----------------------------------------------------------------- sort (stable merge sort)
@@ -842,7 +948,8 @@ def _cascade_fold(stack, k):
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
            _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
            _logaddexp=_logaddexp, _cmul=_cmul, carray=carray, voidptr=voidptr,
-           _stack64=_stack64, COL_TILE=COL_TILE, MAX_ARGS=MAX_ARGS, _cascade_push=_cascade_push,
+           _stack64=_stack64, COL_TILE=COL_TILE, ARG_SHORT=ARG_SHORT, MAX_ARGS=MAX_ARGS,
+           _cascade_push=_cascade_push,
            _cascade_fold=_cascade_fold)
 
 
@@ -1028,12 +1135,15 @@ def _tree_rows(op):
   body = "\n".join(f"        v = a{c}[j]\n        s = s{c}\n        s{c} = {expr}"
                    for c in range(4))
   _make(_TREE, f"_tree_{op}", fold=f"_fold_{op}", body4=body)
-  return _make(_TREE_ROWS, f"tree_{op}_rows", tree=f"_tree_{op}", fold=f"_fold_{op}")
+  rows = "\n".join(f"          v = r{c}[j]\n          s = s{c}\n          s{c} = {expr}"
+                   for c in range(4))
+  return _make(_TREE_ROWS, f"tree_{op}_rows", tree=f"_tree_{op}", fold=f"_fold_{op}",
+               body4=rows, expr=expr)
 
 
 def _tree_cols(op):
   _make(_FOLD_ROWS, f"_fold_rows_{op}", expr=TREE_OPS[op])
-  _make(_TREE_COLS, f"tree_{op}_cols_range", fold=f"_fold_rows_{op}")
+  _make(_TREE_COLS, f"tree_{op}_cols_range", fold=f"_fold_rows_{op}", expr=TREE_OPS[op])
   return _make(_ALL_COLS, f"tree_{op}_cols", kern=f"tree_{op}_cols_range")
 
 
@@ -1061,7 +1171,7 @@ def _scan_rows(op):
             for c in range(8)]
     fwd.append("      b0 += 1\n    b0 *= 8")
   _make(_SCAN1, f"_scan1_{op}", expr=expr, rev16="\n".join(rev), fwd8="\n".join(fwd))
-  return _make(_SCAN_ROWS, f"scan_{op}_rows", scan=f"_scan1_{op}")
+  return _make(_SCAN_ROWS1, f"scan_{op}_rows", scan=f"_scan1_{op}", expr=expr)
 
 
 def _scan_cols(op):

@@ -402,12 +402,14 @@ def test_sums_products_and_scans_associate_as_xla(backend, dtype):
   cases = [("reduce_sum", s, dict(axes=a)) for s, a in [
       ((7,), (0,)), ((300,), (0,)), ((4000,), (0,)), ((3, 40), (1,)), ((40, 3), (0,)),
       ((3, 100, 4), (1,)), ((5, 33), (1,)), ((3, 4), (0, 1)), ((2, 3, 4), (0, 2)),
-      ((4, 3, 2), (1, 2)), ((1, 5), (0,)), ((50, 10), (1,)), ((9, 32), (1,))]]
-  cases += [("reduce_prod", s, p) for _, s, p in cases[:8]]
+      ((4, 3, 2), (1, 2)), ((1, 5), (0,)), ((50, 10), (1,)), ((9, 32), (1,)),
+      ((7, 100), (1,)), ((5, 256), (1,)), ((3, 257), (1,)), ((9, 10, 3), (1,))]]
+  cases += [("reduce_prod", s, p) for _, s, p in cases[:8] + cases[-6:]]
   scans = ["cumsum", "cumprod"] + (["cumlogsumexp"] if d.kind == "f" else [])
   cases += [(n, s, dict(axis=a, reverse=r)) for n in scans for r in (False, True)
             for s, a in [((1,), 0), ((16,), 0), ((17,), 0), ((300,), 0), ((3000,), 0),
-                         ((3, 40), 1), ((40, 3), 0), ((2, 300, 3), 1)]]
+                         ((3, 40), 1), ((40, 3), 0), ((2, 300, 3), 1), ((30, 10), 1),
+                         ((5, 16), 1), ((5, 17), 1)]]
   for name, shape, params in cases:
     prim = registry.get(name)
     x = _wide_range(rng, shape, d, name.split("_")[-1])
@@ -602,7 +604,7 @@ def test_bit_kernels_max_min_argmax_special_values(dtype):
   on mixes of signed zeros, infinities and NaNs of both signs, rows and columns layouts."""
   rng = np.random.default_rng(5)
   for _ in range(150):
-    O, N = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 33, 300, 700, 5000]))
+    O, N = int(rng.integers(1, 4)), int(rng.choice([1, 2, 7, 33, 64, 65, 300, 700, 5000]))
     pool = np.concatenate([_SPECIAL[rng.integers(0, _SPECIAL.size, rng.integers(1, 4))],
                            rng.standard_normal(2)])
     x = rng.choice(pool, size=(O, N)).astype(dtype)
