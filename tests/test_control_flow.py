@@ -422,6 +422,21 @@ def test_scan_length_and_no_xs():
   assert float(c) == 0 and ys.shape == (0, 3)
 
 
+def test_scan_body_under_enable_x64_with_x64_off():
+  # JAX 0.10.2's x64_context_test test_scan_with_contextmanager: a body tracing int64 values
+  # under enable_x64 while x64 is off keeps int64 outputs (the lowering failed to parse: the
+  # stacked ys buffer was made int32)
+  def body(carry, _):
+    with nbjax.enable_x64():
+      y = (carry + 3).astype(jnp.int64)
+      z = y.astype(jnp.int32)
+    return carry, (z, y)
+  with nbjax.enable_x64(False):
+    c, (zs, ys) = lax.scan(body, jnp.int32(2), jnp.arange(4))
+  assert c.dtype == np.int32 and zs.dtype == np.int32 and ys.dtype == np.int64
+  assert zs.tolist() == ys.tolist() == [5, 5, 5, 5]
+
+
 def test_map_and_associative_scan():
   xs = np.arange(10.).reshape(5, 2)
   np.testing.assert_allclose(lax.map(lambda x: x * 2 + 1, xs), xs * 2 + 1)

@@ -1974,7 +1974,7 @@ def _scan_as_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll)
   over run after the loop. (Its lowering is this function's jaxpr.)"""
   consts, init, xs = _split(args, [num_consts, num_carry])
   y_avals = jaxpr.out_avals[num_carry:]
-  ys0 = [_ew.full((length, *a.shape), 0, a.dtype) for a in y_avals]
+  ys0 = [_ew._full((length, *a.shape), 0, a.dtype, False) for a in y_avals]  # (exact dtype)
   unroll = max(1, min(unroll or length, length)) if length else 1
   trips, rem = divmod(length, unroll)
 
