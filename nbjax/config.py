@@ -420,6 +420,8 @@ class Config:
     """The value in effect of option ``name``."""
     return self._flags[self._name(name)]
 
+  _read = read  # (JAX's spelling, which its tests use)
+
   @property
   def values(self):
     """Every option's value in effect, by JAX name (JAX's ``jax.config.values``; user

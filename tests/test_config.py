@@ -21,6 +21,8 @@ RANK_MSG = ("Following NumPy automatic rank promotion for {} on shapes (2, 3) (3
 
 def test_options_by_jax_names():
   assert config.read("jax_enable_x64") is config.jax_enable_x64 is config.x64_enabled
+  with nbjax.enable_x64(not config.x64_enabled):  # (JAX's config._read: its tests read it)
+    assert config._read("jax_enable_x64") is config.x64_enabled is config.read("enable_x64")
   with pytest.raises(AttributeError, match="Unrecognized config option: no_such_option"):
     config.update("jax_no_such_option", 1)
   with pytest.raises(ValueError, match=re.escape(
