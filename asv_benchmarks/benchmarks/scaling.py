@@ -3,7 +3,8 @@ float32 elements in decades (capped per family by memory and run time), NumPy, n
 (eager) and PyTorch (its default threads) side by side.
 
 ``Scaling`` times the elementwise, reduction, scan, indexing, copy and sort families on
-``size`` elements (2-D cases use a near-square ``(r, c)`` shape of that size); ``ScalingMatmul``
+``size`` elements (2-D cases use a near-square ``(r, c)`` shape of that size, ``*_rows10``
+rows of 10, as a batch's logits); ``ScalingMatmul``
 an ``n x n`` matmul. ``python -m asv_benchmarks.compare --filter scaling`` prints each case's
 ratio to the fastest peer; ``python -m asv_benchmarks.plot_scaling`` draws time per element
 against size.
@@ -13,8 +14,8 @@ import numpy as np
 from . import _backends
 
 SIZES = [10**k for k in range(9)]
-FAMILIES = ["add", "mul_add", "tanh", "sum", "sum_axis0", "sum_axis1", "max", "argmax",
-            "cumsum", "gather", "scatter_add", "transpose", "sort"]
+FAMILIES = ["add", "mul_add", "tanh", "sum", "sum_axis0", "sum_axis1", "sum_rows10", "max",
+            "argmax", "argmax_rows10", "cumsum", "gather", "scatter_add", "transpose", "sort"]
 # the largest size each family runs at (memory: four systems' inputs and outputs side by
 # side; time: NumPy's np.add.at and every sort take seconds at 10^8)
 CAP = {"scatter_add": 10**7, "sort": 10**7, "gather": 10**7, "cumsum": 10**8}
@@ -44,6 +45,7 @@ def _ops(backend):
     return {
         "add": lambda x, y: x + y, "mul_add": lambda x, y: x * y + x, "tanh": t.tanh,
         "sum": t.sum, "sum_axis0": lambda x: t.sum(x, 0), "sum_axis1": lambda x: t.sum(x, 1),
+        "sum_rows10": lambda x: t.sum(x, 1), "argmax_rows10": lambda x: t.argmax(x, 1),
         "max": t.max, "argmax": t.argmax, "cumsum": lambda x: t.cumsum(x, 0),
         "gather": lambda x, i: x[i], "scatter_add": lambda x, i, v: x.index_add(0, i, v),
         "transpose": lambda x: x.T.contiguous(), "sort": lambda x: t.sort(x)[0]}
@@ -60,7 +62,8 @@ def _ops(backend):
   return {
       "add": lambda x, y: x + y, "mul_add": lambda x, y: x * y + x, "tanh": m.tanh,
       "sum": m.sum, "sum_axis0": lambda x: m.sum(x, axis=0),
-      "sum_axis1": lambda x: m.sum(x, axis=1), "max": m.max, "argmax": m.argmax,
+      "sum_axis1": lambda x: m.sum(x, axis=1), "sum_rows10": lambda x: m.sum(x, axis=1),
+      "argmax_rows10": lambda x: m.argmax(x, axis=1), "max": m.max, "argmax": m.argmax,
       "cumsum": m.cumsum, "gather": lambda x, i: x[i], "scatter_add": scatter_add,
       "transpose": transpose, "sort": m.sort}
 
@@ -78,6 +81,8 @@ def _inputs(family, n, rng):
     return x, rng.standard_normal(n, dtype=np.float32)
   if family in ("sum_axis0", "sum_axis1", "transpose"):
     return (x.reshape(_shape2(n)),)
+  if family.endswith("_rows10"):  # (a batch's logits: rows of 10 classes)
+    return (x.reshape(-1, 10) if n >= 10 else x.reshape(1, n),)
   if family == "gather":
     return x, rng.integers(0, n, n)
   if family == "scatter_add":

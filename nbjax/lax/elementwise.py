@@ -54,9 +54,12 @@ PAR_MIN_LIBM = 1 << 20
 # of 4 processes, one thread -> team; quiet, then with the other core busy): x + y at 1e5
 # 13.5 -> 12.5 us quiet but 16.8 -> 18.5 busy, x * y + x (two kernels) 34 -> 54 busy; at 1e6
 # (fused) 195 -> 103 quiet, 196 -> 175 busy; tanh at 1e5 36 -> 20 quiet, 33 -> 27 busy: memory-
-# bound kernels from 2^18 elements (where fused loops start), libm-bound ones from 2^13
+# bound kernels from 2^18 elements (where fused loops start), libm-bound ones from 2^15 (at
+# 2^13, the first choice, the hand-over lost: float32 tanh one thread -> team 5.1 -> 6.8 us
+# at 8192, 7.4 -> 11.8 at 16384, 13.4 -> 16.6 at 32768, 50 -> 36 at 1e5; sin 13.5 -> 17.4 at
+# 16384, 57 -> 63 at 1e5 (alternating processes, others paused, 2026-11-30)
 TEAM_MIN, TEAM_CHUNK = 1 << 18, 1 << 14
-TEAM_MIN_LIBM, TEAM_CHUNK_LIBM = 1 << 13, 1 << 12
+TEAM_MIN_LIBM, TEAM_CHUNK_LIBM = 1 << 15, 1 << 12
 threads.TEAM_USES["elementwise kernels"] = (f"from {TEAM_MIN} output elements (libm-based ones "
                                             f"and XLA's float32 expansions from {TEAM_MIN_LIBM})")
 _LIBM = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
