@@ -616,6 +616,9 @@ class VJP:
     self.fun, self.in_tree, self.out_tree = fun, in_tree, out_tree
     self.args_res, self.opaque_residuals = args_res, opaque_residuals
 
+  jaxpr = property(lambda self: self.fun.lin.jaxpr,
+                   doc="The linear jaxpr the backward pass transposes (residuals as consts).")
+
   def __call__(self, out_ct, *extra_args):
     if extra_args:
       raise TypeError(_VJP_TOO_MANY_ARGS.format(self.fun.name, len(extra_args) + 1))

@@ -275,6 +275,15 @@ def test_vjp_with_refs_dont_want():
   assert jax.tree_util.tree_leaves(a) == []
 
 
+def test_vjp_jaxpr_is_the_linear_jaxpr():
+  # JAX 0.10.2's VJP.jaxpr (pmap_test, scaled_matmul tests read it): the jaxpr the backward
+  # pass transposes, one input per differentiated primal, residuals (cos(x) here) as consts
+  _, f_vjp = vjp(lambda x, y: jnp.sin(x) * y, 0.5, 2.0)
+  j = f_vjp.jaxpr
+  assert len(j.invars) == 2 and [str(e.primitive) for e in j.eqns].count("cos") == 0
+  assert [str(e.primitive) for e in j.eqns].count("mul") == 3
+
+
 def test_jacrev_matches_jacfwd_on_pytrees():
   def f(d):
     return {"s": jnp.sin(d["a"]) * d["b"][0], "t": jnp.outer(d["a"], d["b"])}
