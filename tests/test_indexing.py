@@ -403,6 +403,10 @@ def _set(idx, mode, normalize, signed):
   return out
 
 
+def _i32(i):
+  return int(np.array(int(i) & 0xFFFFFFFF, np.uint32).view(np.int32))
+
+
 # (name, f(x, idx), expected(idx ints, signed) -> ndarray); idx is a 1-d index array
 _INDEX_OPS = [
     ("take-fill", lambda x, i: jnp.take(x, i),
@@ -416,10 +420,11 @@ _INDEX_OPS = [
      lambda ii, s: [_get(i, "clip", True, s) for i in ii]),
     ("at-get-fill", lambda x, i: x.at[i].get(mode="fill"),
      lambda ii, s: [_get(i, "fill", True, s) for i in ii]),
+    # (JAX's: the indices cast to int32 first, wrapping: uint64/int64 max is -1, the last)
     ("take_along_axis-fill", lambda x, i: jnp.take_along_axis(x, i, 0),
-     lambda ii, s: [_get(i, "fill", True, s) for i in ii]),
+     lambda ii, s: [_get(_i32(i), "fill", True, True) for i in ii]),
     ("take_along_axis-clip", lambda x, i: jnp.take_along_axis(x, i, 0, mode="clip"),
-     lambda ii, s: [_get(i, "clip", True, s) for i in ii]),  # wraps first (JAX's default)
+     lambda ii, s: [_get(_i32(i), "clip", True, True) for i in ii]),  # wraps first
     ("gather-clip", lambda x, i: lax.gather(x, i[:, None], _ROW, (1,), mode="clip"),
      lambda ii, s: [_get(i, "clip", False, s) for i in ii]),
     ("gather-fill", lambda x, i: lax.gather(x, i[:, None], _ROW, (1,), mode="fill"),
@@ -1076,3 +1081,33 @@ def test_at_basic_index_update_owns_its_result():
   np.testing.assert_array_equal(outs[2][:, 2], [7.0] * 3)
   assert float(outs[3][0, 0]) == 1.0
   np.testing.assert_array_equal(np.asarray(x), np.arange(12.0).reshape(3, 4))
+
+
+def test_take_along_axis_is_a_nested_jit_of_one_gather_as_jax():
+  """JAX's take_along_axis: a jit named take_along_axis around one gather whose indices are
+  the given ones along the axis (other axes batching dimensions), cast to int32 when
+  negative indices wrap, kept (int8 here) with promise_in_bounds and no wrapping."""
+  arr = jnp.arange(200, dtype=jnp.float32)
+  i8 = jnp.array([1, 2, 3], dtype=jnp.int8)
+  for wrap, want in ((False, np.int8), (True, np.int32)):
+    jaxpr = nbjax.make_jaxpr(lambda i: jnp.take_along_axis(
+        arr, i, axis=0, mode="promise_in_bounds", wrap_negative_indices=wrap))(i8)
+    [e] = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "jit"]
+    assert e.params["name"] == "take_along_axis"
+    [g] = [q for q in e.params["jaxpr"].jaxpr.eqns if q.primitive is lax.gather_p]
+    assert g.invars[1].aval.dtype == want
+  x = np.arange(24.0).reshape(2, 3, 4)
+  idx = np.array([[[0, 3]], [[-1, 2]]])  # (2, 1, 2): the middle axis whole
+  jaxpr = nbjax.make_jaxpr(lambda a, i: jnp.take_along_axis(a, i, axis=2))(x, idx)
+  [g] = [q for q in jaxpr.jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns if q.primitive is lax.gather_p]
+  dn = g.params["dimension_numbers"]
+  assert (dn.offset_dims, dn.collapsed_slice_dims, dn.operand_batching_dims) == ((1,), (2,), (0,))
+  np.testing.assert_array_equal(jnp.take_along_axis(x, idx, axis=2),
+                                np.take_along_axis(x, idx % 4, axis=2))
+  np.testing.assert_array_equal(nbjax.jit(lambda a, i: jnp.take_along_axis(a, i, axis=2))(x, idx),
+                                np.take_along_axis(x, idx % 4, axis=2))
+  # mode="one_hot": a one-hot product (out-of-range indices give 0)
+  y = jnp.arange(12.0).reshape(3, 4)
+  np.testing.assert_array_equal(
+      jnp.take_along_axis(y, jnp.array([[0, 3], [1, -1], [2, 5]]), axis=1, mode="one_hot"),
+      [[0.0, 3.0], [5.0, 7.0], [10.0, 0.0]])

@@ -734,14 +734,20 @@ def _gather_batch(vals, dims, *, dimension_numbers, slice_sizes, unique_indices,
 gather_p = Primitive("gather")
 
 
+_DEFAULT_FILL = {}  # dtype -> gather's default fill value (NaN, the minimum, True...)
+
+
 def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
            indices_are_sorted=False, mode=None, fill_value=None):
   """XLA's gather: slices of ``slice_sizes`` of ``operand`` at the index vectors in the last
   dimension of ``start_indices``, arranged by ``dimension_numbers``."""
   parsed = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
   if parsed == GatherScatterMode.FILL_OR_DROP:
-    if fill_value is None:
-      fill_value = _fill_scalar(core.get_aval(operand).dtype, None).item()
+    if fill_value is None:  # (one object per dtype: a fresh NaN would never equal the
+      d = core.get_aval(operand).dtype  # registry's cached params, re-checking every call)
+      fill_value = _DEFAULT_FILL.get(d)
+      if fill_value is None:
+        fill_value = _DEFAULT_FILL[d] = _fill_scalar(d, None).item()
   else:
     fill_value = None
   return gather_p.bind(operand, start_indices, dimension_numbers=_gdn(dimension_numbers),

@@ -216,6 +216,20 @@ def _broadcast_in_dim_numba(x, *, shape, broadcast_dimensions, sharding=None):
   return strided_copy(x, 0, sst, tuple(shape))
 
 
+def _broadcast_in_dim_specialize(avals, params):
+  """An expand_dims-like broadcast (no element repeated, dimensions in order): the reshape
+  view itself, with no per-call checks (the registry's hot path, eager programs)."""
+  shape, bd = params["shape"], params["broadcast_dimensions"]
+  if math.prod(avals[0].shape) != math.prod(shape) or list(bd) != sorted(bd):
+    return None
+  k = lambda x: x.reshape(shape)
+  k.bare = True  # (C order, the operand's dtype; not ``fresh``: a view of the operand)
+  return k
+
+
+_broadcast_in_dim_numba.specialize = _broadcast_in_dim_specialize
+
+
 def _broadcast_in_dim_numpy(x, *, shape, broadcast_dimensions, sharding=None):
   v = _expand_view(x, shape, broadcast_dimensions)
   if v is not None:
@@ -225,6 +239,9 @@ def _broadcast_in_dim_numpy(x, *, shape, broadcast_dimensions, sharding=None):
     expanded[d] = x.shape[i]
   x = np.transpose(x, np.argsort(broadcast_dimensions)) if x.ndim else x
   return _c(np.broadcast_to(x.reshape(expanded), shape))
+
+
+_broadcast_in_dim_numpy.specialize = _broadcast_in_dim_specialize
 
 
 def _broadcast_in_dim_transpose(ct, operand, *, shape, broadcast_dimensions, sharding=None):
@@ -310,8 +327,21 @@ def unstack(x, axis=0):
   return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(np.shape(x)[axis]))
 
 
+_EXPAND = {}  # (ndim, dimensions) -> (result positions of the inserted dims, kept ones), eager
+
+
 def expand_dims(array, dimensions):
   """Insert size-1 dimensions at ``dimensions`` (positions in the result)."""
+  from nbjax.array import Array
+  if type(array) is Array and core._ctx.trace is core.eval_trace and type(dimensions) is tuple:
+    sh = array.shape  # (eager: the registry's entry directly, dimensions worked out once)
+    plan = _EXPAND.get((len(sh), dimensions))
+    if plan is not None:
+      shape = list(sh)
+      for i in plan[0]:
+        shape.insert(i, 1)
+      return broadcast_in_dim_p.eager(array, shape=tuple(shape), broadcast_dimensions=plan[1],
+                                      sharding=None)
   if len(set(dimensions)) != len(dimensions):
     raise ValueError(f"repeated axis in lax.expand_dims: {dimensions}")
   ndim_out = np.ndim(array) + len(dimensions)
@@ -321,7 +351,11 @@ def expand_dims(array, dimensions):
   shape = list(np.shape(array))
   for i in sorted(dims):
     shape.insert(i, 1)
-  return broadcast_in_dim(array, shape, [i for i in range(ndim_out) if i not in set(dims)])
+  kept = tuple(i for i in range(ndim_out) if i not in set(dims))
+  if (type(dimensions) is tuple and dimensions and len(_EXPAND) < 1024
+      and all(type(d) is int for d in dimensions)):
+    _EXPAND[ndim_out - len(dims), dimensions] = (tuple(sorted(dims)), kept)
+  return broadcast_in_dim(array, shape, kept)
 
 
 # ----------------------------------------------------------------- reshape

@@ -19,6 +19,7 @@ is one kernel call (``take_points``/``scatter_points``) or a cached gather/scatt
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -1123,23 +1124,87 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     Array([[1, 2, 3],
            [4, 5, 6]], dtype=int64)
   """
-  arr, indices = ensure_arraylike("take_along_axis", arr, indices)
+  if _ctx.trace is _EVAL:  # (eagerly the primitives one by one, as JAX's jit would run them)
+    return _take_along_axis(arr, indices, axis, mode, fill_value, wrap_negative_indices)
+  return _take_along_axis_jit()(arr, indices, axis=axis, mode=mode, fill_value=fill_value,
+                                wrap_negative_indices=wrap_negative_indices)
+
+
+@functools.cache
+def _take_along_axis_jit():
+  from nbjax.interpreters.pjit import jit  # (JAX's take_along_axis is a jit: a nested call)
+
+  def take_along_axis(arr, indices, axis, mode, fill_value, wrap_negative_indices):
+    return _take_along_axis(arr, indices, axis, mode, fill_value, wrap_negative_indices)
+  return jit(take_along_axis, static_argnames=("axis", "mode", "fill_value",
+                                               "wrap_negative_indices"))
+
+
+def _take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None,
+                     wrap_negative_indices=None):
+  # JAX's gather: the indices along ``axis`` alone, the other axes batching dimensions (or
+  # whole slices where ``indices`` has size 1, or squeezed where ``arr`` has)
+  a, indices = ensure_arraylike("take_along_axis", arr, indices)
   if not dtypes.is_int(indices.dtype):
     raise TypeError(f"take_along_axis indices must be of integer type, got {indices.dtype}")
   if axis is None:
     if indices.ndim != 1:
       raise ValueError("take_along_axis indices must be 1D if axis=None, got shape "
                        f"{indices.shape}")
-    arr, axis = lax.reshape(arr, (arr.size,)), 0
-  axis = canonicalize_axis(axis, arr.ndim)
-  if arr.shape[axis] == 0 and indices.ndim == arr.ndim:  # as JAX: zeros, whatever the indices
-    shape = lax.broadcast_shapes(indices.shape, arr.shape[:axis] + (1,) + arr.shape[axis + 1:])
-    return lax.full(shape, 0, arr.dtype)
+    a, axis = lax.reshape(a, (a.size,)), 0
+  rank, idx_shape = a.ndim, indices.shape
+  if indices.ndim != rank:
+    raise ValueError("indices and arr must have the same number of dimensions; "
+                     f"{indices.ndim} vs. {rank}")
+  axis = canonicalize_axis(axis, rank)
+  n = a.shape[axis]
+  arr_shape = a.shape[:axis] + (1,) + a.shape[axis + 1:]
+  out_shape = lax.broadcast_shapes(idx_shape, arr_shape)
+  if n == 0:
+    return lax.full(out_shape, 0, a.dtype)
   if wrap_negative_indices is None:
     wrap_negative_indices = mode != "promise_in_bounds"
-  return rewriting_take(arr, _along_axis_index(arr.shape, indices, axis),
-                        mode="fill" if mode is None else mode, fill_value=fill_value,
-                        normalize_indices=wrap_negative_indices, _guard=False)
+  if wrap_negative_indices:  # (JAX's index dtype: int32 unless the axis needs int64)
+    indices = lax.convert_element_type(indices, np.int64 if n > 2**31 - 1 else np.int32)
+    if indices.dtype.kind == "i":
+      indices = lax.select(indices < 0, lax.add(indices, np.array(n, indices.dtype)), indices)
+  if mode == "one_hot":
+    from nbjax.numpy._dot import einsum
+    hot = lax.eq(lax.expand_dims(indices, (indices.ndim,)),
+                 lax.broadcasted_iota(indices.dtype, idx_shape + (n,), indices.ndim))
+    if rank == 1:
+      return einsum("...b,b->...", hot, a, preferred_element_type=a.dtype)
+    labels = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[:axis]
+    return einsum(f"{labels}y...z,{labels}z...->{labels}y...", hot, a,
+                  precision=lax.Precision.HIGHEST, preferred_element_type=a.dtype)
+  slice_sizes, offset, index_map, collapsed, op_batch, idx_batch, squeeze = ([] for _ in range(7))
+  i2 = j = 0  # (the position in the squeezed operand, in the indices)
+  for i in range(rank):
+    if i == axis:
+      slice_sizes.append(1)
+      index_map.append(i2)
+      collapsed.append(i2)
+      i2, j = i2 + 1, j + 1
+    elif idx_shape[i] == 1:  # the whole axis of ``arr``: no iota
+      offset.append(i)
+      slice_sizes.append(arr_shape[i])
+      i2 += 1
+    elif arr_shape[i] == 1:  # broadcast from ``arr``: squeezed
+      squeeze.append(i)
+      j += 1
+    else:
+      slice_sizes.append(1)
+      op_batch.append(i2)
+      idx_batch.append(j)
+      i2, j = i2 + 1, j + 1
+  gshape = tuple(d for i, d in enumerate(out_shape) if i == axis or idx_shape[i] != 1) + (1,)
+  dn = lax_indexing.GatherDimensionNumbers(
+      offset_dims=tuple(offset), collapsed_slice_dims=tuple(collapsed),
+      start_index_map=tuple(index_map), operand_batching_dims=tuple(op_batch),
+      start_indices_batching_dims=tuple(idx_batch))
+  return lax.gather(lax.squeeze(a, squeeze), lax.reshape(indices, gshape), dn,
+                    tuple(slice_sizes), mode="fill" if mode is None else mode,
+                    fill_value=fill_value)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):

@@ -85,10 +85,11 @@ _ALL_AXES = [tuple(range(n)) for n in range(65)]
 _LAX_P = {k: getattr(lax, v + "_p") for k, v in _LAX.items()}
 
 
-def _one_axis(a, axis, kinds="f"):
+def _one_axis(a, axis, kinds="f", one_tuple=False):
   """The hot paths' test: ``a`` a non-empty, strongly typed Array of a dtype of ``kinds``
-  (nothing to promote), reduced over all its axes (``axis`` None: ``_ALL``) or one int axis:
-  the axis (>= 0), ``_ALL`` or None (the general path)."""
+  (nothing to promote), reduced over all its axes (``axis`` None: ``_ALL``) or one int axis
+  (or, with ``one_tuple``, a tuple of one, as logsumexp's): the axis (>= 0), ``_ALL`` or None
+  (the general path)."""
   if type(a) is not Array:
     return None
   v = a._value
@@ -97,6 +98,8 @@ def _one_axis(a, axis, kinds="f"):
   nd = v.ndim
   if axis is None:
     return _ALL if nd else None
+  if one_tuple and type(axis) is tuple and len(axis) == 1:
+    axis, = axis
   if type(axis) is int and -nd <= axis < nd:
     return axis + nd if axis < 0 else axis
   return None
@@ -114,7 +117,8 @@ def _upcast_f16(d):
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
   if dtype is None and where is None and (initial is None or type(initial) is float and (
       initial == _NO_EFFECT.get(kind))):  # (a max's -inf initial: softmax's)
-    ax = _one_axis(a, axis)  # the common float reductions, without the normalisation below
+    ax = _one_axis(a, axis, one_tuple=True)  # the common float reductions, without the
+    # normalisation below
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
       p, nd = _LAX_P[kind], a._value.ndim
       axes = _ALL_AXES[nd] if ax == _ALL else (ax,)
