@@ -909,6 +909,23 @@ def test_experimental_pjit_is_deprecated_jit():
     mod.nope  # noqa: B018
 
 
+def test_experimental_pjit_none_sharding_is_replicated_in_a_mesh_context():
+  # JAX 0.10.2's pjit (pjit_test testBasic1D): inside `with mesh:` a None in_/out_shardings
+  # leaf is replicated over the mesh (jit's None, and pjit's default, leave it unspecified)
+  from nbjax.experimental.pjit import _pjit
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+  mesh = Mesh(np.array(nbjax.devices()[:1]), ("x",))
+  x = np.arange(8.0).reshape(2, 4)
+  with mesh:
+    out = _pjit(lambda a, b: (a + b, a), in_shardings=(P("x"), None), out_shardings=None)(x, x)
+    assert all(o.sharding == NamedSharding(mesh, P()) for o in out)
+    f = _pjit(lambda a: a * 2, in_shardings=P("x"))
+    assert f(x).sharding == NamedSharding(mesh, P("x"))
+    assert nbjax.jit(lambda a: a * 2, in_shardings=P("x"), out_shardings=None)(x).sharding == \
+        NamedSharding(mesh, P("x"))
+  np.testing.assert_array_equal(out[0], 2 * x)
+
+
 def test_first_call_leaves_no_reference_cycles():
   """Tracing, compiling and running a new function leaves no garbage that only the cycle
   collector frees: the generated fast-path functions are not in their own globals
