@@ -1284,9 +1284,23 @@ def _sort_one(x, axis):
 def _sort_numpy(*operands, dimension, is_stable, num_keys):
   if len(operands) == 1 and operands[0].dtype.kind != "c":
     return [_sort_one(operands[0], dimension)]
+  if operands[0].size == 0:
+    return [o.copy() for o in operands]
   keys = _sort_keys(operands[:num_keys])
-  perm = np.lexsort(tuple(reversed(keys)), axis=dimension)
-  return [np.take_along_axis(o, perm, axis=dimension) for o in operands]
+  perm = _rows_last(np.lexsort(tuple(reversed(keys)), axis=dimension), dimension)
+  outs = []
+  for o in operands:  # (the numba row gather: np.take_along_axis cost ~12 us of Python)
+    x = _rows_last(o, dimension)
+    xv = x.view(np.uint16) if x.dtype == np.float16 else x
+    out = np.empty_like(xv)
+    K.TAKE_ROWS(xv, perm, out)
+    if dimension == o.ndim - 1:
+      outs.append(out.view(o.dtype).reshape(o.shape))
+      continue
+    out = out.view(o.dtype).reshape(o.shape[:dimension] + o.shape[dimension + 1:]
+                                    + (o.shape[dimension],))
+    outs.append(np.ascontiguousarray(np.moveaxis(out, -1, dimension)))
+  return outs
 
 
 def _sort_numpy_specialize(avals, params):
