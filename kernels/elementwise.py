@@ -126,6 +126,16 @@ def {fn}(x, y, one, out):
   if x.size != out.size:
     return
   m = -y if y < 0 else y
+  if y == 2:  # (squares and cubes in loops of their own, vectorised: _ipow's products)
+    for i in {rng}(out.size):
+      v = x[i]
+      out[i] = v * v
+    return
+  if y == 3:
+    for i in {rng}(out.size):
+      v = x[i]
+      out[i] = v * (v * v)
+    return
   for i in {rng}(out.size):
     if m == 0:
       out[i] = one

@@ -286,6 +286,15 @@ def test_integer_pow_matches_repeated_multiplication(y):
   assert np.asarray(lax.integer_pow(Array(np.float32(np.nan)), 0)) == 1   # x**0 is 1 (JAX)
 
 
+@pytest.mark.parametrize("y", [2, 3, 4, -2])
+def test_integer_pow_kernel_multiplies_in_xla_order(y):
+  """The numba kernel (from 16384 elements; squares and cubes in loops of their own) gives
+  jit's bits: XLA's square-and-multiply order (``x * (x * x)`` for a cube)."""
+  x = np.random.default_rng(y + 10).standard_normal(20000).astype(np.float32) * 30
+  np.testing.assert_array_equal(lax.integer_pow(Array(x), y),
+                                nbjax.jit(lambda v: lax.integer_pow(v, y))(x))
+
+
 def test_integer_pow_negative_exponent_for_ints_is_an_error():
   with pytest.raises(TypeError, match="Integers cannot be raised to negative powers"):
     lax.integer_pow(Array(np.arange(3)), -1)
