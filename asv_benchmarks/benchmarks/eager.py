@@ -153,3 +153,58 @@ class SmallCalls:
 
   def time_call(self, backend, op):
     return _backends.block(self.run())
+
+
+def _lse_np(m, x):
+  mx = x.max(axis=1, keepdims=True)
+  return m.log(m.exp(x - mx).sum(axis=1)) + mx[:, 0]
+
+
+_COMPOSITES = {  # op: (numpy call, nbjax/jax call given the backend's nn, torch call)
+    "logsumexp": (_lse_np, lambda m, nn, x: nn.logsumexp(x, axis=1),
+                  lambda t, x: t.logsumexp(x, 1)),
+    "softmax": (lambda m, x: _softmax_np(m, x, None), lambda m, nn, x: nn.softmax(x, axis=1),
+                lambda t, x: t.softmax(x, 1)),
+    "norm": (lambda m, x: m.linalg.norm(x, axis=1), lambda m, nn, x: m.linalg.norm(x, axis=1),
+             lambda t, x: t.linalg.norm(x, dim=1)),
+    "var": (lambda m, x: m.var(x, axis=1), lambda m, nn, x: m.var(x, axis=1),
+            lambda t, x: t.var(x, 1, correction=0)),
+    "argsort": (lambda m, x: m.argsort(x, axis=1, kind="stable"),
+                lambda m, nn, x: m.argsort(x, axis=1), lambda t, x: t.sort(x, dim=1, stable=True)[1]),
+    "take_along_axis": (lambda m, x: m.take_along_axis(x, x.argmax(1)[:, None], 1),
+                        lambda m, nn, x: m.take_along_axis(x, m.argmax(x, 1)[:, None], 1),
+                        lambda t, x: t.take_along_dim(x, t.argmax(x, 1)[:, None], 1)),
+    "sum_rows10": (lambda m, x: x.reshape(-1, 10).sum(1), lambda m, nn, x: x.reshape(-1, 10).sum(1),
+                   lambda t, x: x.reshape(-1, 10).sum(1)),
+    "cumsum_rows10": (lambda m, x: m.cumsum(x.reshape(-1, 10), 1),
+                      lambda m, nn, x: m.cumsum(x.reshape(-1, 10), 1),
+                      lambda t, x: t.cumsum(x.reshape(-1, 10), 1)),
+}
+
+
+class Composites:
+  """jnp/nn functions users compose every model from, on a float32 (1000, 100) batch (rows
+  of 100; ``*_rows10``: the same data as rows of 10): one call each, side by side."""
+  params = (_backends.BACKENDS + ["torch"], list(_COMPOSITES))
+  param_names = ["backend", "op"]
+
+  def setup(self, backend, op):
+    x = np.random.default_rng(0).standard_normal((1000, 100)).astype(np.float32)
+    f_np, f_jx, f_t = _COMPOSITES[op]
+    if backend == "torch":
+      try:
+        import torch
+      except ImportError:
+        raise NotImplementedError("torch not installed") from None
+      x = torch.from_numpy(x)
+      self.run = lambda: f_t(torch, x)
+    elif backend == "numpy":
+      self.run = lambda: f_np(np, x)
+    else:
+      m, put = _backends.get(backend)
+      x, nn = put(x), __import__(f"{backend}.nn", fromlist=["softmax"])
+      self.run = lambda: f_jx(m, nn, x)
+    _backends.block(self.run())
+
+  def time_call(self, backend, op):
+    return _backends.block(self.run())
