@@ -930,25 +930,6 @@ def _gamma_impl(k, a, *, log_space):
   return jnp.reshape(out, a.shape)
 
 
-def _random_gamma_grad(a, x):
-  """d x / d a of a Gamma(a) sample ``x`` at a fixed CDF value (implicit differentiation):
-  ``-(dP/da) / (dP/dx)`` with ``P(a, x) = sum_i x^(a+i) e^-x / Gamma(a+i+1)`` differentiated
-  term by term, summed in a loop until past the terms' peak (``i ~ x``) and their tail.
-  (nbjax's own series; JAX calls ``lax.random_gamma_grad``.)"""
-  x = jnp.maximum(x, dtypes.finfo(a.dtype).tiny)
-  log_x = jnp.log(x)
-  n = jnp.ceil(jnp.max(x) + 12 * jnp.sqrt(jnp.max(x)) + 40) if x.size else jnp.zeros((), x.dtype)
-
-  def body(c):
-    i, acc = c
-    term = jnp.exp((a + i) * log_x - x - lax.lgamma(a + i + 1))
-    return i + 1, acc + term * (log_x - lax.digamma(a + i + 1))
-
-  _, dp_da = lax.while_loop(lambda c: c[0] < n, body, (jnp.zeros((), a.dtype), jnp.zeros_like(x)))
-  log_dp_dx = (a - 1) * log_x - x - lax.lgamma(a)
-  return -dp_da * jnp.exp(-log_dp_dx)
-
-
 def _make_gamma(log_space):
   from nbjax.custom_derivatives import custom_jvp
 
@@ -964,9 +945,9 @@ def _make_gamma(log_space):
     if log_space:
       x = jnp.exp(ans)
       x = jnp.where(x == 0, dtypes.finfo(x.dtype).tiny, x)
-      grad = _random_gamma_grad(a, x) / x
+      grad = lax.random_gamma_grad(a, x) / x
     else:
-      grad = _random_gamma_grad(a, ans)
+      grad = lax.random_gamma_grad(a, ans)
     return ans, ta * grad
   return g
 
