@@ -901,3 +901,19 @@ def test_eval_shape_of_a_jit_with_formats_as_jax():
   assert out.update(shape=(4, 4)).format == fmt
   plain = nbjax.ShapeDtypeStruct((2,), np.float32)
   assert plain.format == Format(None, None)
+
+
+def test_jit_shardings_over_an_abstract_mesh_take_the_context_mesh():
+  # JAX 0.10.2 (pjit_test test_jax_set_mesh_trace_only_once): a NamedSharding over an
+  # AbstractMesh in jit's in_/out_shardings lowers over the concrete mesh set_mesh entered
+  d = nbjax.devices()
+  mesh_a, mesh_b = Mesh(np.array(d[:2]), ("x",)), Mesh(np.array(d[2:4]), ("x",))
+  s = NamedSharding(mesh_a.abstract_mesh, P("x"))
+  f = nbjax.jit(lambda x: x * 2, in_shardings=s, out_shardings=s)
+  sds = nbjax.ShapeDtypeStruct((4,), np.float32)
+  for m in (mesh_a, mesh_b):
+    with nbjax.set_mesh(m):
+      c = f.trace(sds).lower().compile()
+      assert c.input_shardings == ((NamedSharding(m, P("x")),), {})
+      assert c.output_shardings == NamedSharding(m, P("x"))
+  assert f.trace_count == 1

@@ -231,6 +231,11 @@ def _resolve(s, mesh, what):
       raise RuntimeError(f"{what}: a PartitionSpec ({s!r}) needs a mesh: use a NamedSharding "
                          "or call under `with mesh:`")
     return NamedSharding(m, s)
+  if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh):
+    from nbjax.sharding import _current_mesh  # (over the concrete context mesh, as JAX's)
+    m = mesh or _current_mesh()
+    if m is not None and not isinstance(m, AbstractMesh) and m.abstract_mesh == s.mesh:
+      return NamedSharding(m, s.spec, memory_kind=s.memory_kind)
   if s is not None and not isinstance(s, Sharding):
     raise TypeError(f"{what} leaves must be Shardings or None, got {s!r}")
   return s
