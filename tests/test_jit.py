@@ -926,7 +926,26 @@ def test_experimental_pjit_none_sharding_is_replicated_in_a_mesh_context():
   np.testing.assert_array_equal(out[0], 2 * x)
 
 
-def test_first_call_leaves_no_reference_cycles():
+def test_jit_device_and_backend_checks_as_jax():
+  # JAX 0.10.2's (pjit_test test_pjit_device_backend_*_error): device/backend warn that they
+  # are deprecated; both together, or with in_/out_shardings, are errors
+  d = nbjax.devices()[0]
+  s = nbjax.sharding.SingleDeviceSharding(d)
+  with pytest.warns(DeprecationWarning, match="^backend and device argument on jit is "
+                    "deprecated. You can use `jax.device_put"):
+    f = nbjax.jit(lambda x: x + 1, device=d)
+  assert f(1) == 2
+  for kw, msg in [(dict(device=d, backend="cpu"), "^can't specify both a device and a backend "
+                   "for jit, got device=CpuDevice\\(id=0\\) and backend='cpu'$"),
+                  (dict(in_shardings=s, backend="cpu"), "^If backend or device is specified on "
+                   "jit, then in_shardings should not be specified.$"),
+                  (dict(out_shardings=s, device=d), "^If backend or device is specified on "
+                   "jit, then out_shardings should not be specified.$")]:
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match=msg):
+      nbjax.jit(lambda x: x, **kw)
+
+
+
   """Tracing, compiling and running a new function leaves no garbage that only the cycle
   collector frees: the generated fast-path functions are not in their own globals
   (core_test.test_reference_cycles_jit)."""

@@ -1985,6 +1985,18 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
                              donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                              keep_unused=keep_unused, device=device, backend=backend,
                              inline=inline, compiler_options=compiler_options)
+  if backend is not None or device is not None:  # (JAX's checks, warning and errors)
+    warnings.warn("backend and device argument on jit is deprecated. You can use "
+                  '`jax.device_put(..., jax.local_devices(backend="cpu")[0])` on the inputs to '
+                  "the jitted function to get the same behavior.", DeprecationWarning,
+                  stacklevel=2)
+    if device is not None and backend is not None:
+      raise ValueError("can't specify both a device and a backend for jit, "
+                       f"got {device=} and {backend=}")
+    for name, s in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+      if s is not None:
+        raise ValueError(f"If backend or device is specified on jit, then {name} should not "
+                         "be specified.")
   if backend not in (None, "cpu"):
     raise ValueError(f"nbjax.jit supports only backend='cpu', got {backend!r}")
   return JitWrapped(fun, static_argnums=static_argnums, static_argnames=static_argnames,
