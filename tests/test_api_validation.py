@@ -568,6 +568,21 @@ def test_donated_inputs_are_deleted_as_jax():
   assert a.tolist() == [0.0] * 3
 
 
+def test_compiler_options_only_on_a_top_level_jit():
+  # JAX 0.10.2's error (pjit_test test_compiler_options_nested_jit_error): staging a jit that
+  # has compiler_options (inside jit, make_jaxpr, grad) raises; eager vmap and jvp run it
+  g = nbjax.jit(lambda x: x * 2, compiler_options={"xla_backend_optimization_level": 0})
+  msg = (r"^`compiler_options` can only be passed to top-level `jax.jit`. Got "
+         r"compiler_options=\{'xla_backend_optimization_level': 0\} specified on a nested jit "
+         r"with name: <lambda> and source info: .*test_api_validation.py:\d+:\d+ \(")
+  for f in (lambda: nbjax.jit(lambda x: g(x + 2))(jnp.arange(4.)),
+            lambda: nbjax.make_jaxpr(g)(1.), lambda: nbjax.grad(lambda x: g(x).sum())(1.)):
+    with pytest.raises(ValueError, match=msg):
+      f()
+  assert nbjax.vmap(g)(jnp.arange(3.)).tolist() == [0., 2., 4.]
+  assert nbjax.jvp(g, (1.,), (1.,)) == (2., 2.) and g(1.) == 2.
+
+
 def test_effort_and_level_compiler_options_are_build_options():
   # api_test test_exec_time_optimization_effort_compiler_option,
   # test_optimization_level_compiler_option, test_memory_fitting_level_compiler_option: JAX

@@ -1265,6 +1265,11 @@ class JitWrapped:
       if self._donating and not core._debugging():  # (JAX's: no donation under debug_nans,
         return entry.unflatten(self._run_donating(entry, flat))  # which may rerun the call)
       return entry.unflatten(entry.executable().run(flat))
+    if self._compiler_options and _staging(trace):
+      raise ValueError(
+          "`compiler_options` can only be passed to top-level `jax.jit`. Got "
+          f"compiler_options={self._compiler_options} specified on a nested jit with name: "
+          f"{self._name} and source info: {pe.user_source_info()}")
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
     if any(isinstance(c, Tracer) for c in consts):
@@ -2007,6 +2012,17 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
 
 
 # ----------------------------------------------------------------------- utilities
+
+
+def _staging(trace):
+  """Whether ``trace`` stages into a jaxpr (jit, make_jaxpr, the linearization of grad) rather
+  than running the call (eager jvp, vmap)."""
+  from nbjax.interpreters.tape import TapeTrace  # (eager grad's linearization)
+  while trace is not None and trace is not core.eval_trace:
+    if isinstance(trace, (pe.DynamicJaxprTrace, pe.JaxprTrace, TapeTrace)):
+      return True
+    trace = getattr(trace, "parent_trace", None)
+  return False
 
 
 def block_until_ready(x):
