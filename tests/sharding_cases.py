@@ -917,3 +917,21 @@ def test_jit_shardings_over_an_abstract_mesh_take_the_context_mesh():
       assert c.input_shardings == ((NamedSharding(m, P("x")),), {})
       assert c.output_shardings == NamedSharding(m, P("x"))
   assert f.trace_count == 1
+
+
+def test_jit_in_shardings_refuse_a_committed_array_sharded_otherwise():
+  # JAX 0.10.2's error (pjit_test test_in_axis_resources_mismatch_error): jit does not reshard
+  # a committed array to a different in_sharding; an equivalent spelling, or an uncommitted
+  # input, is fine
+  m = meshes()["2x2"]
+  a = nbjax.device_put(np.arange(16.).reshape(8, 2), NamedSharding(m, P("x", "y")))
+  f = nbjax.jit(lambda x: x * 2, in_shardings=NamedSharding(m, P("x")))
+  with pytest.raises(ValueError, match=r"^Sharding passed to jit does not match the sharding on "
+                     r"the respective arg. Got jit sharding: NamedSharding\(.*spec=P\('x',\).*\),"
+                     r"\narg sharding: NamedSharding\(.*spec=P\('x', 'y'\).*\) for arg type: "
+                     r"float\d+\[8,2\]$"):
+    f(a)
+  b = nbjax.device_put(np.arange(16.).reshape(8, 2), NamedSharding(m, P("x")))
+  g = nbjax.jit(lambda x: x * 2, in_shardings=NamedSharding(m, P("x", None)))
+  np.testing.assert_array_equal(g(b), np.arange(16.).reshape(8, 2) * 2)
+  np.testing.assert_array_equal(f(np.arange(16.).reshape(8, 2)), np.arange(16.).reshape(8, 2) * 2)

@@ -1364,6 +1364,12 @@ class JitWrapped:
     ins = ins + [None] * n_kw
     spmd.check_formats("jit in_shardings", ins, entry.closed.in_avals)
     ins = [spmd._resolve(s, None, "jit in_shardings") for s in ins]
+    for s, x in zip(ins, flat):  # (JAX's: a committed array is not resharded to in_shardings)
+      if s is not None and spmd.is_sharded(x) and x.committed and \
+          s._hlo_key(x.ndim) != x._pmap[0]._hlo_key(x.ndim):
+        raise ValueError("Sharding passed to jit does not match the sharding on the "
+                         f"respective arg. Got jit sharding: {s},\narg sharding: "
+                         f"{x._pmap[0]} for arg type: {x.aval}")
     ins = [x._pmap[0] if s is None and spmd.is_sharded(x) else s for s, x in zip(ins, flat)]
     outs_tree = entry.out_tree.unflatten([0] * entry.out_tree.num_leaves)
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
