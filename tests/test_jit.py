@@ -945,7 +945,26 @@ def test_jit_device_and_backend_checks_as_jax():
       nbjax.jit(lambda x: x, **kw)
 
 
+def test_in_shardings_not_a_prefix_of_the_arguments_tuple_as_jax():
+  # JAX 0.10.2's messages (pjit_test testAxisResourcesMismatch), even with no placing sharding;
+  # a list is taken as the tuple
+  from collections import namedtuple
+  x = nbjax.numpy.ones([])
+  p = [None, None, None]
+  assert len(nbjax.jit(lambda x: x, in_shardings=(p,), out_shardings=p)([x, x, x])) == 3
+  head = ("^pjit in_shardings specification must be a tree prefix of the positional arguments "
+          "tuple. In particular, pjit in_shardings must either be a Sharding, a PartitionSpec, or"
+          " a tuple of length equal to the number of positional arguments. But pjit in_shardings ")
+  with pytest.raises(ValueError, match=head + "is the wrong length: got a tuple or list of "
+                     "length 3 for an args tuple of length 2.$"):
+    nbjax.jit(lambda x, y: x, in_shardings=p)(x, x)
+  Foo = namedtuple("Foo", ["x"])
+  with pytest.raises(ValueError, match=head + "is not a tuple: got <class '.*Foo'> instead.$"):
+    nbjax.jit(lambda x: x, in_shardings=Foo(None))(Foo(x))
+  assert nbjax.jit(lambda x: x, in_shardings=(Foo(None),))(Foo(x)).x == 1
 
+
+def test_first_call_leaves_no_reference_cycles():
   """Tracing, compiling and running a new function leaves no garbage that only the cycle
   collector frees: the generated fast-path functions are not in their own globals
   (core_test.test_reference_cycles_jit)."""

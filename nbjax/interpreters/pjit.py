@@ -1465,6 +1465,10 @@ class JitWrapped:
     return entry, flat
 
   def _trace(self, in_tree, avals, args, kwargs, statics):
+    if self._in_shardings is not None and not self._sharded:  # (checked when placing else)
+      from nbjax.interpreters import spmd
+      spmd.flatten_shardings("pjit in_shardings", in_tree.unflatten(avals)[0],
+                             self._in_shardings)
     static_pos = dict((i, v) for i, v, _ in statics if isinstance(i, int))
     static_kw = {k: v for k, v, _ in statics if isinstance(k, str)}
     nargs = len(args)

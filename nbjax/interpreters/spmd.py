@@ -190,10 +190,23 @@ def flatten_shardings(what, tree, shardings):
   from nbjax.experimental.layout import Format
   if shardings is None or isinstance(shardings, (Sharding, Format)):
     return [shardings] * len(tree_util.tree_leaves(tree))
+  args = what.endswith("in_shardings") and type(tree) is tuple  # (the positional arguments)
+  if args and isinstance(shardings, list):
+    shardings = tuple(shardings)  # (JAX's: a list is taken as the tuple)
   leaves, sdef = tree_util.tree_flatten(shardings, is_leaf=_is_sh_leaf)
   try:
     subs = sdef.flatten_up_to(tree)
   except (ValueError, TypeError) as e:
+    if args and (type(shardings) is not tuple or len(shardings) != len(tree)):
+      msg = (f"{what} specification must be a tree prefix of the positional arguments tuple. "
+             f"In particular, {what} must either be a Sharding, a PartitionSpec, or a tuple of "
+             "length equal to the number of positional arguments.")
+      if type(shardings) is not tuple:
+        msg += f" But {what} is not a tuple: got {type(shardings)} instead."
+      else:
+        msg += (f" But {what} is the wrong length: got a tuple or list of length "
+                f"{len(shardings)} for an args tuple of length {len(tree)}.")
+      raise ValueError(msg) from None
     raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
                      f"got specification {shardings} for value tree "
                      f"{tree_util.tree_structure(tree)}. ({e})") from None
