@@ -962,6 +962,12 @@ def test_in_shardings_not_a_prefix_of_the_arguments_tuple_as_jax():
   with pytest.raises(ValueError, match=head + "is not a tuple: got <class '.*Foo'> instead.$"):
     nbjax.jit(lambda x: x, in_shardings=Foo(None))(Foo(x))
   assert nbjax.jit(lambda x: x, in_shardings=(Foo(None),))(Foo(x)).x == 1
+  from nbjax.sharding import Mesh, P
+  with Mesh(np.array(nbjax.devices()[:1]), ("x",)):  # (P() leaves: the singleton-tuple hint)
+    with pytest.raises(ValueError, match=head + "is not a tuple: got <class '.*Foo'> instead. "
+                       "Given the corresponding argument being passed, it looks like pjit "
+                       "in_shardings might need to be wrapped in a singleton tuple.$"):
+      nbjax.jit(lambda x: x, in_shardings=Foo(P()))(Foo(x))
 
 
 def test_first_call_leaves_no_reference_cycles():

@@ -206,6 +206,14 @@ def flatten_shardings(what, tree, shardings):
       else:
         msg += (f" But {what} is the wrong length: got a tuple or list of length "
                 f"{len(shardings)} for an args tuple of length {len(tree)}.")
+      if len(tree) == 1 and None not in tree_util.tree_leaves(  # (JAX's None: no pytree)
+          shardings, is_leaf=lambda v: v is None or _is_sh_leaf(v)):
+        try:
+          flatten_shardings(what, tree, (shardings,))
+          msg += (f" Given the corresponding argument being passed, it looks like {what} "
+                  "might need to be wrapped in a singleton tuple.")
+        except ValueError:
+          pass
       raise ValueError(msg) from None
     raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
                      f"got specification {shardings} for value tree "
