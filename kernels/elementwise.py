@@ -69,6 +69,52 @@ def {fn}(x, y, out):
     for i in {rng}(n):
       out[i] = {expr}
 """,
+    # a binary kernel with one operand broadcast in blocks (``kernel(name + "@bc")``): ``y``
+    # (or ``x`` when ``swap``) holds one value per block of ``inner`` outputs (``inner`` > 0:
+    # a (rows, 1) column against (rows, cols)) or one per position in a block (``inner`` < 0:
+    # a (cols,) row), read in place instead of materialised at the output's shape
+    "bc": """
+def {fn}(x, y, out, inner, swap):
+  n = out.size
+  f = x if swap else y
+  w = y if swap else x
+  m = inner if inner > 0 else -inner
+  if m == 0 or n % m or w.size != n or f.size != (n // m if inner > 0 else m):
+    return
+  {pre}
+  if inner > 0 and swap:
+    for o in {rng}(n // m):
+      a = f[o]
+      wo = w[o * m:o * m + m]
+      oo = out[o * m:o * m + m]
+      for j in range(m):
+        b = wo[j]
+        oo[j] = {expr}
+  elif inner > 0:
+    for o in {rng}(n // m):
+      b = f[o]
+      wo = w[o * m:o * m + m]
+      oo = out[o * m:o * m + m]
+      for j in range(m):
+        a = wo[j]
+        oo[j] = {expr}
+  elif swap:
+    for o in {rng}(n // m):
+      wo = w[o * m:o * m + m]
+      oo = out[o * m:o * m + m]
+      for j in range(m):
+        a = f[j]
+        b = wo[j]
+        oo[j] = {expr}
+  else:
+    for o in {rng}(n // m):
+      wo = w[o * m:o * m + m]
+      oo = out[o * m:o * m + m]
+      for j in range(m):
+        a = wo[j]
+        b = f[j]
+        oo[j] = {expr}
+""",
     3: """
 def {fn}(x, y, z, out):
   n = out.size
@@ -1534,13 +1580,17 @@ def kernel(name, parallel=False):
     return k
   if name.startswith("select_n"):
     src = _select_n_source(int(name[len("select_n"):]))
+  elif name.endswith("@bc"):  # (a binary kernel's block-broadcast form: _TEMPLATES["bc"])
+    src, kw = _SOURCES[name[:-3]]
+    src = _TEMPLATES["bc"].format(fn="{fn}", rng="{rng}", **kw)
   else:
     src, kw = _SOURCES[name]
     src = src.format(fn="{fn}", rng="{rng}", **kw) if kw else src
-  fn = "k_" + name + ("_par" if parallel else "")
+  fn = "k_" + name.replace("@", "_") + ("_par" if parallel else "")
   src = src.format(fn=fn, rng="prange" if parallel else "range")
   ns = dict(_NS)
-  exec(compile(src, _FILES.get(name, __file__), "exec"), ns)  # file-backed: numba's disk cache
+  exec(compile(src, _FILES.get(name.split("@")[0], __file__), "exec"), ns)  # file-backed:
+  # numba's disk cache
   f = ns[fn]
   f.__qualname__ = fn
   k = _compiled[key] = njit(cache=True, parallel=parallel, nogil=True, error_model="numpy")(f)

@@ -866,3 +866,37 @@ def test_lax_dtype_errors_and_float_integer_pow_as_jax():
     lax.scatter_add(f32, np.zeros((1, 1), np.int32), i32[:1], lax.ScatterDimensionNumbers(
         (), (0,), (0,)))
   assert float(lax.integer_pow(2.0, 3.0)) == 8.0  # an integral float exponent, as JAX
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64])
+def test_block_broadcast_kernels_read_the_bias_in_place(dtype):
+  """A binary op whose second (or first) operand broadcasts in blocks (a column, a row, the
+  trailing axes of a 3-d operand) runs the kernel's ``bc`` form (from 16384 elements, below
+  the team's threshold): the same values as NumPy's broadcast and as jit, either order."""
+  from kernels import elementwise as KE
+  rng = np.random.default_rng(3)
+  mk = lambda s: (rng.standard_normal(s) * 10 + (1j * rng.standard_normal(s)
+                                                  if np.dtype(dtype).kind == "c" else 0)
+                  ).astype(dtype) + (1 if np.dtype(dtype).kind == "i" else 0)
+  cases = [((400, 50), (400, 1)), ((400, 50), (50,)), ((400, 50), (1, 50)),
+           ((20, 30, 40), (20, 1, 1)), ((20, 30, 40), (20, 30, 1)), ((20, 30, 40), (30, 40)),
+           ((20, 30, 40), (1, 1, 40))]
+  import nbjax.numpy as jnp
+  ops = [jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.equal]
+  if np.dtype(dtype).kind != "i":
+    ops.append(jnp.divide)
+  for big, small in cases:
+    x, b = mk(big), mk(small)
+    bb = np.broadcast_to(b, big)
+    for op in ops:
+      if op is jnp.maximum and np.dtype(dtype).kind == "c":
+        continue
+      for args, full in (((x, b), (x, bb)), ((b, x), (bb, x))):
+        got = np.asarray(op(*map(Array, args)))
+        if op is not jnp.divide:  # (a broadcast divisor: XLA's product with the reciprocal)
+          np.testing.assert_array_equal(got, np.asarray(op(*map(Array, full))),
+                                        err_msg=f"{op.__name__} {big} {small}")
+        if np.dtype(dtype).kind != "c":  # (XLA contracts complex products of a broadcast)
+          np.testing.assert_array_equal(got, np.asarray(nbjax.jit(op)(*args)),
+                                        err_msg=f"{op.__name__} {big} {small} jit")
+  assert any(k[0].endswith("@bc") for k in KE._compiled)  # (the path ran)

@@ -291,6 +291,55 @@ def _flat(x):
   return x if x.ndim == 1 else x.reshape(-1)
 
 
+def _block_plan(sf, so):
+  """How an operand of shape ``so`` broadcasts against ``sf`` (the output's) in blocks: one
+  value per block of the trailing ``inner`` outputs (``(rows, 1)`` against ``(rows, cols)``),
+  ``-inner`` for one value per position in such a block (``(cols,)``), else None."""
+  nd = len(sf)
+  if len(so) > nd:
+    return None
+  so = (1,) * (nd - len(so)) + tuple(so)
+  j = 0
+  while j < nd and so[j] == sf[j]:
+    j += 1
+  if 0 < j < nd and all(d == 1 for d in so[j:]):
+    return math.prod(sf[j:])
+  j = 0
+  while j < nd and so[j] == 1:
+    j += 1
+  if 0 < j < nd and so[j:] == tuple(sf[j:]):
+    return -math.prod(sf[j:])
+  return None
+
+
+def _block_broadcast(kname, in_dts, wo, team):
+  """``bc(x, y)``: binary kernel ``kname`` with one operand broadcast in blocks (a bias per
+  row or per column: ``kernels.elementwise``'s ``bc`` form) read in place, the other of the
+  output's shape; None where that does not apply (then the broadcast is materialised)."""
+  if kname not in K.BINARY or in_dts[0] != in_dts[1]:
+    return None
+  plans, eps = {}, []
+
+  def bc(x, y):
+    swap = x.size < y.size
+    sf, so = (y.shape, x.shape) if swap else (x.shape, y.shape)
+    key = (sf, so, swap)
+    inner = plans.get(key, False)
+    if inner is False:
+      n = math.prod(sf)
+      inner = plans[key] = _block_plan(sf, so) if 1 < math.prod(so) < n < team and (
+          np.broadcast_shapes(sf, so) == tuple(sf)) and len(plans) < 1024 else None
+    if inner is None:
+      return None
+    out = np.empty(sf, wo)
+    xf, yf, of = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+    if not eps:
+      eps.append(K.entry(K.kernel(kname + "@bc"), xf, yf, of, np.int64(0), np.int64(0)))
+    eps[0](xf, yf, of, np.int64(inner), np.int64(swap))
+    return out
+  return bc
+
+
 def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
   """``run(*arrays)``: kernel ``kname`` over operands of dtypes ``in_dts`` into a new
   ``out_dt`` array. Operands are converted to the ``work`` dtypes the kernel sees (float16
@@ -326,10 +375,17 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
       ep = eps[par] = K.entry(K.kernel(kname, par), *flat, *extra, o)
     ep(*flat, *extra, o)
 
+  bc = _block_broadcast(kname, in_dts, wo, team) if (
+      len(in_dts) == 2 and not conv_any and oconv is None and not extra) else None
+
   def run(*xs):
     shape = xs[0].shape
     for x in xs[1:]:
       if x.shape != shape:
+        if bc is not None:
+          out = bc(*xs)
+          if out is not None:
+            return out
         shape, xs = _broadcast_operands(xs)
         break
     if conv_any:
