@@ -25,6 +25,8 @@ may be negative makes numba emit wraparound checks that stop vectorisation.
 Kernels are generated from templates on first lookup (exec'd file-backed, so ``cache=True``
 works) and compile lazily per dtype signature. Imports numba and numpy only.
 """
+import textwrap
+
 import numpy as np
 from numba import carray, cfunc, njit, prange, types
 from numba.core import cgutils
@@ -313,10 +315,8 @@ def {fn}(x, out, z):
 # ----------------------------------------------------------------- argmin / argmax
 # first NaN wins; ties go to the first index (JAX)
 
-_ARG_ROWS = """
-def {fn}(x, out):
-  O, N = x.shape
-  for o in {rng}(O):
+# one row, one pass: the first NaN, else the first extremum (also _ARG_BITS_ROWS' short rows)
+_ARG_ONE_PASS = """
     r = x[o]
     best = r[0]
     k = 0
@@ -331,33 +331,23 @@ def {fn}(x, out):
           k = j
     out[o] = k
 """
+_ARG_ROWS = """
+def {fn}(x, out):
+  O, N = x.shape
+  for o in {rng}(O):""" + _ARG_ONE_PASS
 
-# rows: up to ARG_SHORT elements one pass (as _ARG_ROWS: ~1.3 ns an element, against ~250 ns
-# a row for the blocks' calls below); longer ones the extremum of each block of 16 KiB
-# (floats: by bits, above), then the first index in the first block holding the best one
-# (== : -0 ties +0), or the first NaN (one pass); columns: one branch-free pass, vectorised
-# over the columns
+# rows: up to ARG_SHORT elements one pass (~1.3 ns an element, against ~250 ns a row for the
+# blocks' calls below); longer ones the extremum of each block of 16 KiB (floats: by bits,
+# above), then the first index in the first block holding the best one (== : -0 ties +0),
+# or the first NaN (one pass); columns: one branch-free pass, vectorised over the columns
 ARG_SHORT = 256
 _ARG_BITS_ROWS = """
 def {fn}(x, out):
   O, N = x.shape
-  if N <= ARG_SHORT:  # (one pass each: the blocks' calls cost ~250 ns a row)
-    for o in range(O):
-      r = x[o]
-      best = r[0]
-      k = 0
-      if best == best:
-        for j in range(1, N):
-          v = r[j]
-          if v != v:
-            k = j
-            break
-          if v {cmp} best:
-            best = v
-            k = j
-      out[o] = k
-    return
-  t = np.empty(1, x.dtype)
+  if N <= ARG_SHORT:
+    for o in range(O):""" + textwrap.indent(_ARG_ONE_PASS, "  ") + """    return
+"""
+_ARG_BITS_ROWS += """  t = np.empty(1, x.dtype)
   B = 16384 // x.itemsize
   for o in range(O):
     r = x[o]
