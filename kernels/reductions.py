@@ -637,9 +637,9 @@ def {fn}(x, out, z, c0, c1):
       out[o, t0:t0 + k] = a
 """
 
-_SCAN1 = """
+_SCAN1_BLOCKS = """
 def {fn}(src, dst, z, reverse):
-  # XLA's scan of the 1-d ``src`` into ``dst``
+  # each block of 16 of the 1-d ``src`` scanned into ``dst``
   n = src.size
   nb = (n + 15) // 16
   acc = np.empty(16, dst.dtype)
@@ -666,22 +666,53 @@ def {fn}(src, dst, z, reverse):
         v = src[k]
         s = {expr}
         dst[k] = s
-  if nb > 1:
-    tot = np.empty(nb, dst.dtype)
-    for b in range(nb):
-      tot[b] = dst[16 * b] if reverse else dst[min(16 * b + 16, n) - 1]
-    pre = np.empty(nb, dst.dtype)
-    {fn}(tot, pre, z, reverse)
-    for b in range(nb):
-      e = z if b == (nb - 1 if reverse else 0) else pre[b + 1 if reverse else b - 1]
-      blk = dst[16 * b:min(16 * b + 16, n)]  # (a slice: no wraparound checks, vectorised)
+"""
+
+# XLA's scan of a 1-d ``src`` into ``dst``: blocks of 16 scanned ({blk}), the blocks' totals
+# scanned the same way, level by level up to one block, then every block combined with the
+# scan of the totals before it, level by level down (as XLA's recursive rewrite; a loop, not
+# a recursive call: numba's cached recursive functions crashed once jaxlib had run)
+_SCAN1 = """
+def {fn}(src, dst, z, reverse):
+  n = src.size
+  {blk}(src, dst, z, reverse)
+  if n <= 16:
+    return
+  sizes = np.empty(24, np.int64)
+  offs = np.empty(24, np.int64)
+  L = 0
+  m = n
+  total = 0
+  while m > 16:
+    m = (m + 15) // 16
+    sizes[L] = m
+    offs[L] = total
+    total += m
+    L += 1
+  buf = np.empty(total, dst.dtype)
+  t = np.empty(sizes[0], dst.dtype)
+  for l in range(L):
+    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    c = lvl.size
+    m = sizes[l]
+    for q in range(m):
+      t[q] = lvl[16 * q] if reverse else lvl[min(16 * q + 16, c) - 1]
+    {blk}(t[:m], buf[offs[l]:offs[l] + m], z, reverse)
+  for l in range(L - 1, -1, -1):
+    pre = buf[offs[l]:offs[l] + sizes[l]]
+    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    c = lvl.size
+    nb = sizes[l]
+    for q in range(nb):
+      e = z if q == (nb - 1 if reverse else 0) else pre[q + 1 if reverse else q - 1]
+      blk = lvl[16 * q:min(16 * q + 16, c)]  # (a slice: no wraparound checks, vectorised)
       for k in range(blk.size):
         s = blk[k]
         v = e
         blk[k] = {expr}
 """
 
-_SCAN2 = """
+_SCAN2_BLOCKS = """
 def {fn}(src, dst, z, reverse):
   # the same for each column of the 2-d ``src`` (n, I)
   n, I = src.shape
@@ -711,17 +742,45 @@ def {fn}(src, dst, z, reverse):
           s = {expr}
           acc[i] = s
           w[i] = s
-  if nb > 1:
-    tot = np.empty((nb, I), dst.dtype)
-    for b in range(nb):
-      tot[b] = dst[16 * b] if reverse else dst[min(16 * b + 16, n) - 1]
-    pre = np.empty((nb, I), dst.dtype)
-    {fn}(tot, pre, z, reverse)
-    acc[:] = z
-    for b in range(nb):
-      e = acc if b == (nb - 1 if reverse else 0) else pre[b + 1 if reverse else b - 1]
-      for k in range(16 * b, min(16 * b + 16, n)):
-        w = dst[k]
+"""
+
+_SCAN2 = """
+def {fn}(src, dst, z, reverse):
+  n, I = src.shape
+  {blk}(src, dst, z, reverse)
+  if n <= 16:
+    return
+  sizes = np.empty(24, np.int64)
+  offs = np.empty(24, np.int64)
+  L = 0
+  m = n
+  total = 0
+  while m > 16:
+    m = (m + 15) // 16
+    sizes[L] = m
+    offs[L] = total
+    total += m
+    L += 1
+  buf = np.empty((total, I), dst.dtype)
+  t = np.empty((sizes[0], I), dst.dtype)
+  acc = np.empty(I, dst.dtype)
+  acc[:] = z
+  for l in range(L):
+    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    c = lvl.shape[0]
+    m = sizes[l]
+    for q in range(m):
+      t[q] = lvl[16 * q] if reverse else lvl[min(16 * q + 16, c) - 1]
+    {blk}(t[:m], buf[offs[l]:offs[l] + m], z, reverse)
+  for l in range(L - 1, -1, -1):
+    pre = buf[offs[l]:offs[l] + sizes[l]]
+    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    c = lvl.shape[0]
+    nb = sizes[l]
+    for q in range(nb):
+      e = acc if q == (nb - 1 if reverse else 0) else pre[q + 1 if reverse else q - 1]
+      for k in range(16 * q, min(16 * q + 16, c)):
+        w = lvl[k]
         for i in range(I):
           s = w[i]
           v = e[i]
@@ -1161,12 +1220,14 @@ def _scan_rows(op):
     fwd += [f"        v = a{c}[k]\n        s = s{c}\n        s{c} = {expr}\n        d{c}[k] = s{c}"
             for c in range(8)]
     fwd.append("      b0 += 1\n    b0 *= 8")
-  _make(_SCAN1, f"_scan1_{op}", expr=expr, rev16="\n".join(rev), fwd8="\n".join(fwd))
+  _make(_SCAN1_BLOCKS, f"_scan1b_{op}", expr=expr, rev16="\n".join(rev), fwd8="\n".join(fwd))
+  _make(_SCAN1, f"_scan1_{op}", expr=expr, blk=f"_scan1b_{op}")
   return _make(_SCAN_ROWS1, f"scan_{op}_rows", scan=f"_scan1_{op}", expr=expr)
 
 
 def _scan_cols(op):
-  _make(_SCAN2, f"_scan2_{op}", expr=SCAN_OPS[op])
+  _make(_SCAN2_BLOCKS, f"_scan2b_{op}", expr=SCAN_OPS[op])
+  _make(_SCAN2, f"_scan2_{op}", expr=SCAN_OPS[op], blk=f"_scan2b_{op}")
   return _make(_SCAN_ROWS, f"scan_{op}_cols", scan=f"_scan2_{op}")
 
 

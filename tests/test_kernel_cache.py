@@ -78,3 +78,25 @@ def test_factory_kernels_load_from_disk_in_a_second_process():
     runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
   assert runs[1]["kernels"] >= 8 and runs[1]["hits"] >= 8, runs
   assert runs[1]["misses"] == 0, runs
+
+
+SCAN_AFTER_JIT = r"""
+import numpy as np, nbjax, nbjax.numpy as jnp
+x = jnp.asarray(np.random.default_rng(0).standard_normal((5000, 40)).astype(np.float32))
+nbjax.jit(lambda a: jnp.sum(a, axis=1))(x)
+for axis in (1, 0):
+  np.asarray(jnp.cumsum(x, axis=axis))
+print("ok")
+"""
+
+
+def test_cached_scan_kernels_run_after_jit(tmp_path):
+  """XLA-order scans loaded from the disk cache, in a process where jaxlib has compiled and
+  run: the scans were a recursive numba function, whose cached code segfaulted there (now a
+  loop over the levels). Three processes: the first compiles, the others load."""
+  env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+  for _ in range(3):
+    out = subprocess.run([sys.executable, "-c", SCAN_AFTER_JIT], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), (out.returncode,
+                                                                       out.stderr[-2000:])
