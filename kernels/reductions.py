@@ -678,31 +678,22 @@ def {fn}(src, dst, z, reverse):
   {blk}(src, dst, z, reverse)
   if n <= 16:
     return
-  sizes = np.empty(24, np.int64)
-  offs = np.empty(24, np.int64)
-  L = 0
-  m = n
-  total = 0
-  while m > 16:
-    m = (m + 15) // 16
-    sizes[L] = m
-    offs[L] = total
-    total += m
-    L += 1
-  buf = np.empty(total, dst.dtype)
-  t = np.empty(sizes[0], dst.dtype)
+  b = _scan_levels(n)
+  L = b.size - 1
+  buf = np.empty(b[L], dst.dtype)
+  t = np.empty(b[1], dst.dtype)
   for l in range(L):
-    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    lvl = dst if l == 0 else buf[b[l - 1]:b[l]]
     c = lvl.size
-    m = sizes[l]
+    m = b[l + 1] - b[l]
     for q in range(m):
       t[q] = lvl[16 * q] if reverse else lvl[min(16 * q + 16, c) - 1]
-    {blk}(t[:m], buf[offs[l]:offs[l] + m], z, reverse)
+    {blk}(t[:m], buf[b[l]:b[l + 1]], z, reverse)
   for l in range(L - 1, -1, -1):
-    pre = buf[offs[l]:offs[l] + sizes[l]]
-    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    pre = buf[b[l]:b[l + 1]]
+    lvl = dst if l == 0 else buf[b[l - 1]:b[l]]
     c = lvl.size
-    nb = sizes[l]
+    nb = b[l + 1] - b[l]
     for q in range(nb):
       e = z if q == (nb - 1 if reverse else 0) else pre[q + 1 if reverse else q - 1]
       blk = lvl[16 * q:min(16 * q + 16, c)]  # (a slice: no wraparound checks, vectorised)
@@ -750,33 +741,24 @@ def {fn}(src, dst, z, reverse):
   {blk}(src, dst, z, reverse)
   if n <= 16:
     return
-  sizes = np.empty(24, np.int64)
-  offs = np.empty(24, np.int64)
-  L = 0
-  m = n
-  total = 0
-  while m > 16:
-    m = (m + 15) // 16
-    sizes[L] = m
-    offs[L] = total
-    total += m
-    L += 1
-  buf = np.empty((total, I), dst.dtype)
-  t = np.empty((sizes[0], I), dst.dtype)
+  b = _scan_levels(n)
+  L = b.size - 1
+  buf = np.empty((b[L], I), dst.dtype)
+  t = np.empty((b[1], I), dst.dtype)
   acc = np.empty(I, dst.dtype)
   acc[:] = z
   for l in range(L):
-    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    lvl = dst if l == 0 else buf[b[l - 1]:b[l]]
     c = lvl.shape[0]
-    m = sizes[l]
+    m = b[l + 1] - b[l]
     for q in range(m):
       t[q] = lvl[16 * q] if reverse else lvl[min(16 * q + 16, c) - 1]
-    {blk}(t[:m], buf[offs[l]:offs[l] + m], z, reverse)
+    {blk}(t[:m], buf[b[l]:b[l + 1]], z, reverse)
   for l in range(L - 1, -1, -1):
-    pre = buf[offs[l]:offs[l] + sizes[l]]
-    lvl = dst if l == 0 else buf[offs[l - 1]:offs[l - 1] + sizes[l - 1]]
+    pre = buf[b[l]:b[l + 1]]
+    lvl = dst if l == 0 else buf[b[l - 1]:b[l]]
     c = lvl.shape[0]
-    nb = sizes[l]
+    nb = b[l + 1] - b[l]
     for q in range(nb):
       e = acc if q == (nb - 1 if reverse else 0) else pre[q + 1 if reverse else q - 1]
       for k in range(16 * q, min(16 * q + 16, c)):
@@ -995,12 +977,27 @@ def _cascade_fold(stack, k):
   return r
 
 
+@njit(error_model="numpy", **_J)
+def _scan_levels(n):
+  """Where a scan of ``n`` > 16 elements keeps its levels of block totals: level ``l`` (one
+  total per block of 16 of the level below) at ``buf[b[l]:b[l + 1]]``, up to one block;
+  ``b[-1]`` is the buffer's length."""
+  b = np.zeros(24, np.int64)
+  L = 0
+  m = n
+  while m > 16:
+    m = (m + 15) // 16
+    b[L + 1] = b[L] + m
+    L += 1
+  return b[:L + 1]
+
+
 _NS = dict(np=np, prange=prange, __name__=__name__, _max=_max, _min=_min, _lt=_lt,
            _ibits=_ibits, _ubits=_ubits, _kconst=_kconst,
            _logaddexp=_logaddexp, _cmul=_cmul, carray=carray, voidptr=voidptr,
            _stack64=_stack64, COL_TILE=COL_TILE, ARG_SHORT=ARG_SHORT, MAX_ARGS=MAX_ARGS,
            _cascade_push=_cascade_push,
-           _cascade_fold=_cascade_fold)
+           _cascade_fold=_cascade_fold, _scan_levels=_scan_levels)
 
 
 def _make(src, fn, parallel=False, fastmath=False, **fmt):
