@@ -564,7 +564,25 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
     out = as_output(out, out_aval)
     return _wrap(out if foreign is None else own(out, foreign), out_aval.weak_type)
 
+  eager.hot = hot
   return eager
+
+
+def bare_kernel(prim, x, params):
+  """``(kernel, weak_type)`` when ``prim.eager(x, **params)`` (``x`` an Array) last ran a
+  bare specialised kernel on its hot path (a function of the raw array returning the result's
+  own buffer) and ``prim.eager`` is still the registry's entry, else None: for callers that
+  memoise the call (``nbjax.numpy``'s reductions), keyed on the entry it came from."""
+  e = prim.eager
+  hot = getattr(e, "hot", None)
+  if hot is None or e is not getattr(prim, "_registry_eager", None) or prim.multiple_results:
+    return None
+  v = x._value
+  try:
+    h = hot.get((v.shape, v.dtype, x._weak, *params.items()))
+  except TypeError:
+    return None
+  return (h[0], h[2].weak_type) if h is not None and h[3] is _BARE else None
 
 
 # ----------------------------------------------------------------- eager programs

@@ -228,3 +228,51 @@ def test_split_takes_concrete_tracers_as_jax():
   assert len(nbjax.jvp(g, (2.,), (1.,))[0]) == 3
   with pytest.raises(TypeError):
     jnp.split(jnp.zeros(4), 2.)
+
+
+_MEMO_FNS = ["sum", "prod", "max", "min", "argmax", "argmin", "cumsum", "cumprod"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("axis", [None, 0, -1, (1,)])
+@pytest.mark.parametrize("name", _MEMO_FNS)
+def test_memoised_reductions_as_first_call_and_jit(name, axis, dtype):
+  """A repeated eager reduction runs the kernel its first call ran (``_memo_run``): same
+  value, dtype and weak type as the first call and as jit; a fresh buffer every call."""
+  from nbjax.numpy import _reductions
+  if name.startswith(("cum", "arg")) and type(axis) is tuple:
+    pytest.skip("scans and arg-reductions take one int axis")
+  f = getattr(jnp, name)
+  x = jnp.asarray((_X * 3).astype(dtype))
+  want = nbjax.jit(lambda x: f(x, axis=axis))(x)
+  first = f(x, axis=axis)
+  hit = _reductions._memo_run(name, x, axis)
+  if (np.dtype(dtype).kind == "f" or name.startswith("arg")) and (
+      axis is not None or name in ("sum", "prod", "max", "min")):
+    assert hit is not None  # the memo serves the repeated call (the reason it exists)
+  for got in (first, f(x, axis=axis), f(x, axis)):
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert not np.shares_memory(got._value, x._value)
+  assert f(x, axis=axis)._value is not f(x, axis=axis)._value
+
+
+def test_memoised_reductions_follow_the_registry_and_traces():
+  from nbjax import registry
+  from nbjax.numpy import _reductions
+  x = jnp.asarray(_X)
+  jnp.sum(x, axis=1)
+  assert _reductions._memo_run("sum", x, 1) is not None
+  registry.set_eager_backend("reduce_sum", "xla")  # a new eager entry: the memo steps aside
+  try:
+    assert _reductions._memo_run("sum", x, 1) is None
+    np.testing.assert_allclose(np.asarray(jnp.sum(x, axis=1)), _X.sum(1), rtol=1e-6)
+  finally:
+    registry.set_eager_backend("reduce_sum", None)
+  # traced and weak operands take the general path
+  g = nbjax.grad(lambda v: jnp.sum(v, axis=1).sum())(x)
+  np.testing.assert_array_equal(np.asarray(g), np.ones_like(_X))
+  w = _weak()
+  jnp.sum(w, axis=1)
+  assert jnp.sum(w, axis=1).weak_type == nbjax.jit(lambda v: jnp.sum(v, axis=1))(w).weak_type
+  assert _reductions._memo_run("sum", w, 1) is None

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import dtypes, lax, registry
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _ufunc_docs, _util
@@ -106,6 +106,42 @@ def _one_axis(a, axis, kinds="f", one_tuple=False):
 
 
 _ALL = -1
+# (function, shape, dtype, axis) -> (primitive, its eager entry then, (kernel, weak) or None):
+# the registry's bare kernel that the hot path below ran for a strong Array's reduction
+_MEMO: dict = {}
+_new = object.__new__
+
+
+def _memo_run(name, a, axis):
+  """``name(a, axis=axis)`` (no other arguments) straight on the kernel the registry's
+  eager entry ran for it before (``registry.bare_kernel``), while that entry is unchanged and
+  no trace is active: the argument handling below and the registry's lookup are skipped, the
+  result is the same. None: the general path."""
+  if type(a) is not Array:
+    return None
+  v = a._value
+  try:
+    e = _MEMO.get((name, v.shape, v.dtype, axis))
+  except TypeError:  # (an unhashable axis: a list)
+    return None
+  if e is None or e[2] is None or e[1] is not e[0].eager or a._weak or _ctx.trace is not _EVAL:
+    return None
+  r = _new(Array)
+  r._value, r._weak, r._buf = e[2][0](v), e[2][1], None
+  return r
+
+
+def _remember(name, a, axis, p, params):
+  """After ``p.eager(a, **params)`` ran as ``name(a, axis=axis)``: memoise its kernel."""
+  v = a._value
+  if len(_MEMO) > 4096:
+    _MEMO.clear()
+  try:
+    _MEMO[(name, v.shape, v.dtype, axis)] = (p, p.eager, registry.bare_kernel(p, a, params))
+  except TypeError:  # (an unhashable axis)
+    pass
+
+
 _NO_EFFECT = {"max": -np.inf, "min": np.inf}  # initial values that change no float reduction
 
 
@@ -124,6 +160,8 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
       axes = _ALL_AXES[nd] if ax == _ALL else (ax,)
       if _ctx.trace is _EVAL:  # (eager: the registry's entry directly, as the ufuncs call it)
         out = p.eager(a, axes=axes)
+        if not keepdims and initial is None:
+          _remember(kind, a, axis, p, {"axes": axes})
         if keepdims:  # (the result's own fresh buffer, viewed with the kept axes)
           sh = a._value.shape
           out = Array._new(out._value.reshape((1,) * nd if ax == _ALL else
@@ -218,6 +256,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     Array([[3],
            [7]], dtype=int64)
   """
+  if dtype is None and out is None and not keepdims and initial is None and where is None:
+    r = _memo_run("sum", a, axis)
+    if r is not None:
+      return r
   _no_out("sum", out)
   return _reduce("sum", "sum", a, axis, dtype, keepdims, initial, where, promote_integers)
 
@@ -244,6 +286,10 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     >>> jnp.prod(jnp.array([[1, 2], [3, 4]]), axis=1)
     Array([ 2, 12], dtype=int64)
   """
+  if dtype is None and out is None and not keepdims and initial is None and where is None:
+    r = _memo_run("prod", a, axis)
+    if r is not None:
+      return r
   _no_out("prod", out)
   return _reduce("prod", "prod", a, axis, dtype, keepdims, initial, where, promote_integers)
 
@@ -268,6 +314,10 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
     >>> jnp.max(jnp.array([1.0, jnp.nan]))
     Array(nan, dtype=float64)
   """
+  if out is None and not keepdims and initial is None and where is None:
+    r = _memo_run("max", a, axis)
+    if r is not None:
+      return r
   _no_out("max", out)
   return _reduce("max", "max", a, axis, None, keepdims, initial, where)
 
@@ -290,6 +340,10 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
     >>> jnp.min(jnp.array([[1, 5], [7, 2]]), axis=0)
     Array([1, 2], dtype=int64)
   """
+  if out is None and not keepdims and initial is None and where is None:
+    r = _memo_run("min", a, axis)
+    if r is not None:
+      return r
   _no_out("min", out)
   return _reduce("min", "min", a, axis, None, keepdims, initial, where)
 
@@ -516,8 +570,12 @@ def _arg_reduce(name, a, axis, keepdims):
   if not keepdims:
     ax = _one_axis(a, axis, "biuf")  # one axis of a 1-D or N-D array: no normalisation
     if ax is not None and (ax != _ALL or a._value.ndim == 1):
-      return (p.eager if _ctx.trace is _EVAL else p.bind)(
-          a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
+      if _ctx.trace is not _EVAL:
+        return p.bind(a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
+      params = {"axes": (0 if ax == _ALL else ax,), "index_dtype": idt}
+      out = p.eager(a, **params)
+      _remember(name, a, axis, p, params)
+      return out
   a = ensure_arraylike(name, a)
   if axis is None:
     if a.size == 0:
@@ -549,6 +607,10 @@ def argmax(a, axis=None, out=None, keepdims=None):
     >>> jnp.argmax(jnp.array([[1, 5, 2], [7, 0, 7]]), axis=1)
     Array([1, 0], dtype=int64)
   """
+  if out is None and not keepdims:
+    r = _memo_run("argmax", a, axis)
+    if r is not None:
+      return r
   _no_out("argmax", out)
   return _arg_reduce("argmax", a, axis, keepdims)
 
@@ -569,6 +631,10 @@ def argmin(a, axis=None, out=None, keepdims=None):
     >>> jnp.argmin(jnp.array([[1, 5, 2], [7, 0, 7]]), axis=1)
     Array([0, 1], dtype=int64)
   """
+  if out is None and not keepdims:
+    r = _memo_run("argmin", a, axis)
+    if r is not None:
+      return r
   _no_out("argmin", out)
   return _arg_reduce("argmin", a, axis, keepdims)
 
@@ -582,8 +648,13 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
     ax = _one_axis(a, axis, "iufc")  # a scan along one axis: nothing to promote
     if ax is not None and (ax != _ALL or a._value.ndim == 1):
       p = _CUM_P[lax_name]
-      return (p.eager if _ctx.trace is _EVAL else p.bind)(
-          a, axis=0 if ax == _ALL else ax, reverse=bool(reverse))
+      if _ctx.trace is not _EVAL:
+        return p.bind(a, axis=0 if ax == _ALL else ax, reverse=bool(reverse))
+      params = {"axis": 0 if ax == _ALL else ax, "reverse": bool(reverse)}
+      out = p.eager(a, **params)
+      if name == lax_name and not reverse:
+        _remember(name, a, axis, p, params)
+      return out
   a = ensure_arraylike(name, a)
   if axis is None:
     a = a if a.ndim == 1 else lax.reshape(a, (a.size,))
@@ -624,6 +695,10 @@ def cumsum(a, axis=None, dtype=None, out=None):
     Array([[1, 2],
            [4, 6]], dtype=int64)
   """
+  if dtype is None and out is None:
+    r = _memo_run("cumsum", a, axis)
+    if r is not None:
+      return r
   _no_out("cumsum", out)
   return _cumulative("cumsum", "cumsum", a, axis, dtype)
 
@@ -644,6 +719,10 @@ def cumprod(a, axis=None, dtype=None, out=None):
     >>> jnp.cumprod(jnp.array([1, 2, 3, 4]))
     Array([ 1,  2,  6, 24], dtype=int64)
   """
+  if dtype is None and out is None:
+    r = _memo_run("cumprod", a, axis)
+    if r is not None:
+      return r
   _no_out("cumprod", out)
   return _cumulative("cumprod", "cumprod", a, axis, dtype)
 
