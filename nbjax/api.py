@@ -1838,14 +1838,11 @@ def eval_shape(fun, *args, **kwargs):
       lambda x: PRNGKeyArray(x.dtype._impl, ShapeDtypeStruct(
           x.shape + x.dtype._impl.key_shape, np.uint32)) if key_sds(x) else x,
       (args, kwargs), is_leaf=lambda x: key_sds(x) or _is_key(x))
-  args_flat, in_tree = tree_flatten((args, kwargs))
-  flat_fun, store = _flatten_fun(fun, in_tree)
-  dbg = pe.DebugInfo("jit", fun, args, kwargs,
-                     out_tree=lambda: store()[0] if store() else None)
-  _, out_avals, _ = pe.trace_to_jaxpr_dynamic(flat_fun, [_shape_abstractify(x) for x in args_flat],
-                                              fun_name=_fun_name(fun), debug_info=dbg)
-  out = tree_unflatten(store()[0], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                    for a in out_avals])
+  try:  # as JAX's: jit's trace, so its trace cache (an unhashable callable is wrapped)
+    hash(fun)
+  except TypeError:
+    fun = functools.partial(fun)
+  out = jit(fun).eval_shape(*args, **kwargs)
   return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if _is_key(x) else x, out,
                   is_leaf=_is_key)
 

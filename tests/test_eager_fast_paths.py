@@ -196,6 +196,30 @@ def test_eval_shape_takes_avals_and_shape_dtype_objects():
     nbjax.jit(jnp.sin)(S())
 
 
+def test_eval_shape_uses_jits_trace_cache():
+  # JAX's eval_shape is jit(fun).trace(...).out_info: a second call with the same argument
+  # types does not trace again, and a weakly typed scalar stays weak (api_test
+  # test_eval_shape_weak_type)
+  n = []
+
+  def f(x):
+    n.append(1)
+    return jnp.array(x)
+
+  a, b = nbjax.eval_shape(f, 1), nbjax.eval_shape(f, 1)
+  assert len(n) == 1 and a == b and a.weak_type
+  nbjax.eval_shape(f, 1.0)
+  assert len(n) == 2
+
+  class Unhashable:
+    __hash__ = None
+
+    def __call__(self, x):
+      return x * 2
+
+  assert nbjax.eval_shape(Unhashable(), np.ones(3, np.float32)).shape == (3,)
+
+
 def test_array_constructor_as_jax():
   # JAX lax_numpy_test testArrayPositionalDeprecation, testArrayFromMasked,
   # testArrayUnsupportedDtypeError, testJaxArrayOps

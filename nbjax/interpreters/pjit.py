@@ -1419,9 +1419,14 @@ class JitWrapped:
     try:
       avals = [_abstractify(x) for x in flat]
     except TypeError:
-      pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
-          "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
-      raise
+      try:
+        if not abstract:  # trace/eval_shape, as JAX's: also avals, objects with shape and dtype
+          raise
+        avals = [_duck_aval(x) for x in flat]
+      except TypeError:
+        pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
+            "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
+        raise
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
            config.trace_key, core.axis_env())
     try:
@@ -1504,7 +1509,7 @@ class JitWrapped:
   @traceback_util.api_boundary
   def trace(self, *args, **kwargs):
     """Stage to a jaxpr for these arguments (arrays or ``ShapeDtypeStruct``s): a ``Traced``."""
-    entry, flat = self._entry(args, kwargs)
+    entry, flat = self._entry(args, kwargs, abstract=True)
     return Traced(self, entry, [_arg_sharding(x) for x in flat])
 
   @traceback_util.api_boundary
@@ -1516,7 +1521,7 @@ class JitWrapped:
   @traceback_util.api_boundary
   def eval_shape(self, *args, **kwargs):
     """Output shapes/dtypes (``ShapeDtypeStruct`` pytree), without compiling."""
-    entry, _ = self._entry(args, kwargs)
+    entry, _ = self._entry(args, kwargs, abstract=True)
     sds = [_sds(a) for a in entry.closed.out_avals]
     if self._out_shardings is not None:  # as JAX's: the outputs carry their out_shardings
       from nbjax.interpreters import spmd
@@ -1696,6 +1701,19 @@ class Traced(_Stage):
 
   def __init__(self, wrapped, entry, arg_shardings=()):
     self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
+def _duck_aval(x):
+  """An argument's aval for ``trace``/``eval_shape``: jit's, else (as JAX's) an aval itself or
+  an object with a ``shape`` and a ``dtype``."""
+  if isinstance(x, ShapedArray):
+    return x
+  try:
+    return _abstractify(x)
+  except TypeError:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+      return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype))
+    raise
+
+
 
   jaxpr = property(lambda self: self._entry.closed)
   out_info = property(lambda self: self._entry.out_tree.unflatten(
