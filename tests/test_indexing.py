@@ -1111,3 +1111,21 @@ def test_take_along_axis_is_a_nested_jit_of_one_gather_as_jax():
   np.testing.assert_array_equal(
       jnp.take_along_axis(y, jnp.array([[0, 3], [1, -1], [2, 5]]), axis=1, mode="one_hot"),
       [[0.0, 3.0], [5.0, 7.0], [10.0, 0.0]])
+
+
+def test_at_point_update_fast_path_as_scatter():
+  """x.at[i].set/add/... with an Array index and updates of x[i]'s shape and x's dtype (the
+  method's direct kernel call) equals the scatter primitives under jit, negative indices
+  wrapped or not, out-of-bounds updates dropped, duplicates applied in order."""
+  import nbjax
+  rng = np.random.default_rng(3)
+  for shape in [(7,), (7, 3)]:
+    x = jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+    i = jnp.asarray(np.array([0, 6, -1, 9, -9, 2, 2], np.int32))
+    y = jnp.asarray(rng.standard_normal((7,) + shape[1:]).astype(np.float32))
+    for op in ("set", "add", "multiply", "min", "max"):
+      for wrap in (True, False):
+        f = lambda x, i, y: getattr(x.at[i], op)(y, wrap_negative_indices=wrap)
+        got, want = f(x, i, y), nbjax.jit(f)(x, i, y)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{op} {wrap}")
+        assert got._value is not x._value and not np.shares_memory(got._value, y._value)

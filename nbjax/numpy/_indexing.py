@@ -988,8 +988,19 @@ _INT32 = np.dtype(np.int32)
 
 
 def _update_method(name, scatter, doc, via_ones=None):
+  prim = _SCATTER_P.get(scatter) if via_ones is None else None
+
   def method(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
              out_sharding=None, wrap_negative_indices=True):
+    if prim is not None and type(values) is Array and type(self.index) is Array and (
+        mode is None and type(self.array) is Array and _ctx.trace is _EVAL and
+        core.h2d_guard is None):
+      # eager x.at[i].op(y), y of x's dtype and of x[i]'s shape: scatter_update's one kernel
+      # call, without its argument handling
+      out = lax_indexing.scatter_points(prim, self.array, self.index, values,
+                                        wrap_negative_indices)
+      if out is not None:
+        return out
     kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
               mode=mode, normalize_indices=wrap_negative_indices)
     if via_ones is None:
