@@ -200,6 +200,78 @@ class ShapedArray:
 AbstractValue = ShapedArray
 
 
+class AbstractRef:
+  """A mutable array reference's abstract value, ``Ref{float32[3]}`` (JAX's ``AbstractRef``):
+  the ``ShapedArray`` it holds (``inner_aval``). Refs and their primitives: ``nbjax.state``."""
+  __slots__ = ("inner_aval", "memory_space", "kind")
+  array_abstraction_level = 1
+
+  def __init__(self, inner_aval, memory_space=None, kind=None):
+    self.inner_aval, self.memory_space, self.kind = inner_aval, memory_space, kind
+
+  shape = property(lambda self: self.inner_aval.shape)
+  dtype = property(lambda self: self.inner_aval.dtype)
+  weak_type = property(lambda self: self.inner_aval.weak_type)
+  ndim = property(lambda self: len(self.inner_aval.shape))
+  size = property(lambda self: self.inner_aval.size)
+
+  def update(self, inner_aval=None, **kw):
+    return AbstractRef(self.inner_aval if inner_aval is None else inner_aval,
+                       self.memory_space, self.kind)
+
+  def strip_weak_type(self):
+    return AbstractRef(self.inner_aval.strip_weak_type(), self.memory_space, self.kind)
+
+  def to_tangent_aval(self):
+    return AbstractRef(self.inner_aval.to_tangent_aval(), self.memory_space, self.kind)
+
+  def str_short(self, short_dtypes=True):
+    return f"Ref{{{self.inner_aval.str_short(short_dtypes)}}}"
+
+  def __eq__(self, other):
+    return type(other) is AbstractRef and self.inner_aval == other.inner_aval
+
+  def __hash__(self):
+    return hash((AbstractRef, self.inner_aval))
+
+  def __repr__(self):
+    return self.str_short(short_dtypes=False)
+
+  __str__ = __repr__
+
+
+class Ref:
+  """A mutable array reference (``nbjax.new_ref(x)``): it owns an immutable ``Array`` and a
+  write replaces it, so a value read from a ref never changes afterwards. Indexing, ``.at``
+  and the state primitives are attached by ``nbjax.state``."""
+  __slots__ = ("_ref_value", "aval", "__weakref__")
+
+  def __init__(self, value, aval):
+    self._ref_value, self.aval = value, aval
+
+  shape = property(lambda self: self.aval.shape)
+  dtype = property(lambda self: self.aval.dtype)
+  ndim = property(lambda self: len(self.aval.shape))
+  size = property(lambda self: self.aval.size)
+  weak_type = property(lambda self: self.aval.weak_type)
+
+  def __len__(self):
+    if not self.aval.shape:
+      raise TypeError("len() of unsized object")
+    return self.aval.shape[0]
+
+  def __repr__(self):
+    r = repr(self._ref_value)
+    return "Ref" + r[5:] if r.startswith("Array") else f"Ref({r})"
+
+  __hash__ = object.__hash__
+
+
+# installed by nbjax.state: run_state(closed, args, name) runs a jaxpr taking or closing over
+# eager refs (written back); run_with_refs(prim, args, params) one primitive with ref operands
+run_state = run_with_refs = None
+
+
 def raise_to_shaped(aval, weak_type=None):
   return aval if weak_type is None else aval.update(weak_type=weak_type)
 
@@ -1096,8 +1168,15 @@ _JAXPR_NAMES = frozenset({"Var", "DropVar", "Literal", "JaxprEqn", "new_jaxpr_eq
                           "subjaxprs", "pp_jaxpr", "Atom"})
 
 
+_STATE_NAMES = frozenset({"new_ref", "empty_ref", "free_ref", "freeze", "mutable_array_p",
+                          "ref_p", "freeze_p", "empty_ref_p", "free_ref_p", "typeof"})
+
+
 def __getattr__(name):
   if name in _JAXPR_NAMES:
     from nbjax import jaxpr
     return getattr(jaxpr, name)
+  if name in _STATE_NAMES:  # JAX's ``core.new_ref``..., defined with their rules in nbjax.state
+    from nbjax import state
+    return getattr(state, name)
   raise AttributeError(f"module 'nbjax.core' has no attribute {name!r}")

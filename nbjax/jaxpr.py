@@ -593,6 +593,10 @@ def _pp_params(params, ctx, name_first=True):
 
 def _pp_eqn_doc(eqn, ctx):
   lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
+  rule = getattr(eqn.primitive, "pp_eqn", None)  # its own layout (the state primitives')
+  if rule is not None:
+    return _Text(rule(eqn, lhs.format(1 << 30),
+                      [_pp_vars([a], ctx).format(1 << 30) for a in eqn.invars]))
   pp = getattr(eqn.primitive, "pp_params", None)  # a primitive may show its params its own way
   rhs = [_Text(eqn.primitive.name), _pp_params(pp(eqn.params) if pp else eqn.params, ctx,
                                               getattr(eqn.primitive, "pp_name_first",

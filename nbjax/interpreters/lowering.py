@@ -39,8 +39,17 @@ physicalize_hook = None
 key_wrap = None  # (impl, data) -> an eager key array (nbjax.prng.PRNGKeyArray)
 
 
+# ``(has_state(closed), discharge(closed))``, installed by ``nbjax.state``: a jaxpr creating
+# mutable array references is lowered with their values threaded through (state discharge).
+discharge_hook = None
+
+
 def physicalize(closed):
-  """``closed`` with its key avals replaced by their data's (identity when it has none)."""
+  """``closed`` with its key avals replaced by their data's and the refs it creates
+  discharged (identity when it has neither)."""
+  d = discharge_hook
+  if d is not None and d[0](closed):
+    closed = d[1](closed)
   h = physicalize_hook
   if h is not None and h[0](closed.jaxpr):
     return h[1](closed)

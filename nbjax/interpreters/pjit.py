@@ -575,7 +575,21 @@ jit_p.named_axes = _axes  # vmap(axis_name=...) batches it when its jaxpr uses t
 
 def _jit_impl(*args, jaxpr, name, **_):
   """Eager rule: compile the jaxpr (cached per jaxpr object) and run it."""
+  if _takes_refs(jaxpr):  # mutable array references in or closed over: nbjax.state runs it
+    return core.run_state(jaxpr, list(args), name)
   return _executable_for(jaxpr, name).run(args)
+
+
+_refs_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _takes_refs(closed):
+  """Whether ``closed`` takes or closes over mutable array references (eager ``core.Ref``s)."""
+  hit = _refs_memo.get(closed)
+  if hit is None:
+    hit = _refs_memo[closed] = any(type(v.aval) is core.AbstractRef for v in
+                                   (*closed.jaxpr.invars, *closed.jaxpr.constvars))
+  return hit
 
 
 def _jit_abstract_eval(*in_avals, jaxpr, name, **_):
@@ -890,13 +904,14 @@ _MAX_FLATTENERS = 4
 class _Entry:
   """One traced signature: the closed jaxpr, output treedef, and (lazily) its executable."""
   __slots__ = ("closed", "out_tree", "name", "exe", "unflatten", "compiler_options",
-               "in_tree", "__weakref__")
+               "in_tree", "refs", "__weakref__")
 
   def __init__(self, closed, out_tree, name, compiler_options=None, in_tree=None):
     self.closed, self.out_tree, self.name = closed, out_tree, name
     self.in_tree = in_tree  # of the (non-static) (args, kwargs)
     self.compiler_options = compiler_options
     self.exe = None
+    self.refs = _takes_refs(closed)  # mutable array references: run by nbjax.state
     self.unflatten = _first if out_tree.num_leaves == 1 and out_tree.node is None else \
         tree_util.unflattener(out_tree)
 
@@ -982,8 +997,8 @@ def _key_diff(new, old, avals, names):
     return 2, 1, "different static arguments."
   lines, weak = [], False
   for name, a, t0 in zip(names or [""] * len(avals), avals, types0):
-    b = ShapedArray(*t0)
-    if (a.shape, a.dtype, a.weak_type) != t0:
+    b = ShapedArray(*t0[:3])  # (a mutable array reference's has a 4th entry)
+    if (a.shape, a.dtype, a.weak_type) != t0[:3]:
       sa, sb = a.str_short(short_dtypes=True), b.str_short(short_dtypes=True)
       if a.weak_type != b.weak_type:
         weak = True
@@ -1253,6 +1268,8 @@ class JitWrapped:
     entry, flat = self._entry(args, kwargs, fast_key)
     consts = entry.closed.consts
     if trace is core.eval_trace:
+      if entry.refs:
+        return entry.unflatten(core.run_state(entry.closed, flat, self._name))
       if (self._sharded or any(type(x) is Array and x._pmap is not None and x._pmap[0]._spmd
                                for x in flat) or _constraint_mesh(entry.closed) is not None
           ) and not _holds_maps(entry.closed):
@@ -1272,8 +1289,9 @@ class JitWrapped:
           f"{self._name} and source info: {pe.user_source_info()}")
     if self._inline and isinstance(trace, pe.DynamicJaxprTrace):
       return entry.unflatten(eval_jaxpr(entry.closed.jaxpr, consts, *flat))
-    if any(isinstance(c, Tracer) for c in consts):
-      # closed over tracers of an enclosing transformation: pass them as explicit inputs
+    if any(isinstance(c, Tracer) or type(c) is core.Ref for c in consts):
+      # closed over tracers of an enclosing transformation (or mutable array references):
+      # pass them as explicit inputs
       closed = ClosedJaxpr(pe.convert_constvars_jaxpr(entry.closed.jaxpr), [])
       outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self._name)
     else:
@@ -1427,7 +1445,8 @@ class JitWrapped:
         pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
             "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
         raise
-    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) if type(a) is not core.AbstractRef
+                          else (a.shape, a.dtype, a.weak_type, "ref") for a in avals), statics,
            config.trace_key, core.axis_env())
     try:
       entry = self._cache.get(key)
@@ -1457,7 +1476,7 @@ class JitWrapped:
                                  entry.closed.out_avals)
       if not any(isinstance(c, Tracer) for c in entry.closed.consts):
         self._cache[key] = entry
-    if fast_key is not None and core._ctx.trace is core.eval_trace and \
+    if fast_key is not None and core._ctx.trace is core.eval_trace and not entry.refs and \
         self._cache.get(key) is entry and not self._sharded and \
         _constraint_mesh(entry.closed) is None:  # sharded: _spmd_mono
       exe = entry.executable()

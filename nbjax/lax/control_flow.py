@@ -489,6 +489,8 @@ _PY_SCALARS = (bool, int, float, complex)
 def _operand(x, prim):
   if isinstance(x, Tracer):
     raise core.escaped_tracer_error(x, prim)
+  if type(x) is core.Ref:  # a mutable array reference: the loop runs discharged (nbjax.state)
+    return x
   if isinstance(getattr(x, "dtype", None), dtypes.ExtendedDType) and hasattr(x, "aval"):
     return x  # an eager key array (nbjax.prng): the executable takes its data
   registry.coerce(x, prim)  # a TypeError naming the primitive for anything else
@@ -509,6 +511,8 @@ def _eager_loop(python_impl):
   def impl(*args, **params):
     args = [a if type(a) is Array else _scalar_array(a) if type(a) in _PY_SCALARS else
             _operand(a, impl.primitive) for a in args]
+    if any(type(a) is core.Ref for a in args):
+      return core.run_with_refs(impl.primitive, args, params)
     exe, lifted = _loop_executable(impl.primitive, args, params)
     if exe is None:
       return python_impl(*args, **params)
@@ -1033,6 +1037,8 @@ def _has_keys(closed):
 
 def _cond_eager(index, *args, branches):
   """Run the branch ``index`` picks (out of range: the last one, as XLA's case)."""
+  if any(type(a) is core.Ref for a in args):  # mutable array references (nbjax.state)
+    return core.run_with_refs(cond_p, (index, *args), dict(branches=branches))
   i = int(index) if type(index) is np.int32 else int(registry.coerce(index, cond_p)[0])
   n = len(branches)
   b = branches[i if 0 <= i < n else n - 1]

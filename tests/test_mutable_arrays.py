@@ -1,0 +1,263 @@
+"""Mutable array references (``nbjax.new_ref``, ``Ref``, ``freeze``, the state primitives):
+eager reads and writes, jit (refs as arguments, closed over, created inside: state
+discharge), loops and conds over closed-over refs, JVP and vmap. Expected values are JAX
+0.10.2's (checked with JAX on CPU)."""
+import numpy as np
+import pytest
+
+import nbjax
+import nbjax.numpy as jnp
+from nbjax import core, lax
+from nbjax.state import AbstractRef, RefEffect
+
+
+def f32(*xs):
+  return np.array(xs, np.float32)
+
+
+# ----------------------------------------------------------------------- eager
+
+
+def test_eager_read_write_and_types():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+  assert type(r) is nbjax.Ref and isinstance(nbjax.typeof(r), AbstractRef)
+  assert repr(nbjax.typeof(r)) == "Ref{float32[3]}"
+  assert (r.shape, r.dtype, r.ndim, len(r)) == ((3,), np.float32, 1, 3)
+  r[...] += 1.
+  r[0] += 1
+  r[1] += 5
+  np.testing.assert_array_equal(r[...], f32(2, 6, 1))
+  np.testing.assert_array_equal(r[1:], f32(6, 1))
+  assert repr(r) == "Ref([2., 6., 1.], dtype=float32)"
+  r.at[1:3][0] = 7.
+  np.testing.assert_array_equal(nbjax.freeze(r), f32(2, 7, 1))
+
+
+def test_value_read_never_changes():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+  x = r[...]
+  r[...] = jnp.ones(3, jnp.float32)
+  r[0] += 5
+  np.testing.assert_array_equal(x, f32(0, 0, 0))
+  np.testing.assert_array_equal(r[...], f32(6, 1, 1))
+
+
+def test_weak_scalar_ref():
+  r = nbjax.new_ref(0)
+  assert nbjax.typeof(r).weak_type
+  r[...] += 2
+  assert int(r[...]) == 2 and nbjax.typeof(r[...]).weak_type
+
+
+@pytest.mark.parametrize("shape,idx", [((3, 4), np.index_exp[1]), ((3, 4), np.index_exp[1:4]),
+                                       ((2, 3, 4), np.index_exp[..., 0]),
+                                       ((2, 3, 4), np.index_exp[:, 1]),
+                                       ((3, 4), np.index_exp[np.arange(2), np.arange(2)])])
+def test_indexing_patterns(shape, idx):
+  x = np.random.RandomState(0).uniform(size=shape).astype(np.float32)
+  np.testing.assert_array_equal(nbjax.new_ref(x)[idx], x[idx])
+
+
+def test_errors():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+  with pytest.raises(ValueError, match=r"Invalid shape for `swap`. Ref shape: \(3,\). "
+                     r"Expected shape: \(\). Value shape: \(2,\)"):
+    r[0] = jnp.ones(2, jnp.float32)
+  with pytest.raises(ValueError, match="Invalid dtype for `swap`. Ref dtype: float32. "
+                     "Value dtype: int32"):
+    r[0] = jnp.int32(2)
+  ri = nbjax.new_ref(jnp.zeros(3, jnp.int32))
+  with pytest.raises(ValueError, match="Invalid dtype for `swap`"):
+    ri[...] += 1.0
+  with pytest.raises(ValueError, match="Out of bound indexer: idx=5, dim=3."):
+    r[5]
+  np.testing.assert_array_equal(r[...], f32(0, 0, 0))  # nothing was written
+
+
+def test_free_ref():
+  r = nbjax.new_ref(jnp.ones(2, jnp.float32))
+  nbjax.free_ref(r)
+  with pytest.raises(ValueError, match="after free_ref"):
+    r[...]
+
+
+# ----------------------------------------------------------------------- staging and jit
+
+
+def test_jaxpr_printing_and_effects():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+
+  def f(r):
+    r[0] = r[1:2].sum() + 1.
+    r[...] += 1.
+
+  closed = nbjax.make_jaxpr(f)(r)
+  assert str(closed) == """\
+{ lambda ; a:Ref{f32[3]}. let
+    b:f32[1] <- a[1:2]
+    c:f32[] = reduce_sum[axes=(0,)] b
+    d:f32[] = add c 1.0:f32[]
+    a[0] <- d
+    e:f32[3] <- a[...]
+    f:f32[3] = add e 1.0:f32[]
+    a[...] <- f
+  in () }"""
+  assert any(isinstance(e, RefEffect) for e in closed.effects)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_ref_arguments(jit):
+  def f(x_mut, y, z_mut, w):
+    x_mut[...] += 1
+    z_mut[...] += 1
+    return x_mut[...] + y + z_mut[...] + w, y + w
+
+  f = nbjax.jit(f) if jit else f
+  x_mut = nbjax.new_ref(jnp.zeros((1, 3), jnp.float32))
+  z_mut = nbjax.new_ref(jnp.zeros((2, 3), jnp.float32))
+  y, w = jnp.ones((2, 3), jnp.float32), jnp.ones((2, 1), jnp.float32)
+  for k in (1, 2):  # (a second call runs the cached executable)
+    out1, out2 = f(x_mut, y, z_mut, w)
+    np.testing.assert_array_equal(x_mut[...], np.full((1, 3), k, np.float32))
+    np.testing.assert_array_equal(out1, np.full((2, 3), 2 * k + 2, np.float32))
+  np.testing.assert_array_equal(out2, np.full((2, 3), 2, np.float32))
+
+
+def test_jit_closed_over_nested_and_internal():
+  x_mut = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+
+  @nbjax.jit
+  def f(y_mut, z):
+    x_mut[...] += 1.
+    x_mut[1] += 5
+    y_mut[2] += 7
+    return z + 9
+
+  y_mut = nbjax.new_ref(np.zeros(3, np.float32))
+  assert int(nbjax.jit(f)(y_mut, 1)) == 10
+  assert int(f(y_mut, 1)) == 10
+  np.testing.assert_array_equal(x_mut[...], f32(2, 12, 2))
+  np.testing.assert_array_equal(y_mut[...], f32(0, 0, 14))
+
+  @nbjax.jit
+  def g():
+    r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+    r[0] += 1
+    r[0] += 1
+    r[2] += 1
+    return nbjax.freeze(r)
+  np.testing.assert_array_equal(g(), f32(2, 0, 1))
+
+
+def test_jit_keeps_array_argument_intact():
+  x = jnp.arange(3.)
+  out = nbjax.jit(lambda r: r[...])(nbjax.new_ref(x))
+  np.testing.assert_array_equal(out, x)
+  np.testing.assert_array_equal(x + 1, [1., 2., 3.])
+
+
+# ----------------------------------------------------------------------- control flow
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_scan_refs(jit):
+  def internal():
+    def body(_, x):
+      r = nbjax.new_ref(x)
+      r[...] += 2
+      return (), r[...]
+    return lax.scan(body, (), np.arange(5))[1]
+
+  x_mut = nbjax.new_ref(0)
+
+  def closed_over():
+    def body(_, x):
+      x_mut[...] += 2
+      return (), x_mut[...]
+    return lax.scan(body, (), np.arange(5))[1]
+
+  if jit:
+    internal, closed_over = nbjax.jit(internal), nbjax.jit(closed_over)
+  np.testing.assert_array_equal(internal(), np.arange(5) + 2)
+  np.testing.assert_array_equal(closed_over(), np.arange(5) * 2 + 2)
+  assert int(x_mut[...]) == 10
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_fori_and_cond_refs(jit):
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+
+  def g(n):
+    def body(i, c):
+      r[i % 3] += 1.
+      return c + r[0]
+    return lax.fori_loop(0, n, body, np.float32(0))
+
+  x_ref = nbjax.new_ref(np.float32(0))
+
+  def h(pred):
+    def true_fun():
+      x_ref[()] = np.float32(1)
+
+    def false_fun():
+      x_ref[()] = np.float32(2)
+    lax.cond(pred, true_fun, false_fun)
+
+  if jit:
+    g, h = nbjax.jit(g), nbjax.jit(h)
+  assert float(g(7)) == 12.
+  np.testing.assert_array_equal(r[...], f32(3, 2, 2))
+  h(True)
+  assert float(x_ref[...]) == 1.
+  h(False)
+  assert float(x_ref[...]) == 2.
+
+
+# ----------------------------------------------------------------------- transformations
+
+
+def test_jvp_of_internal_ref():
+  def f(x):
+    r = nbjax.new_ref(x)
+    r[()] = r[()] * r[()]
+    return nbjax.freeze(r)
+
+  y, t = nbjax.jvp(f, (np.float32(3),), (np.float32(1),))
+  assert (float(y), float(t)) == (9., 6.)
+
+
+def test_jvp_closed_over_ref_write_error():
+  ref = nbjax.new_ref(np.float32(0))
+
+  def f(x):
+    ref[...] = x
+    return x
+  with pytest.raises(Exception, match="Move the array reference"):
+    nbjax.jvp(f, (np.float32(1),), (np.float32(1),))
+
+
+def test_vmap_internal_and_argument_refs():
+  def f(x):
+    r = nbjax.new_ref(x)
+    r[...] = r[...] * r[...]
+    return r[...]
+  np.testing.assert_array_equal(nbjax.vmap(f)(jnp.arange(4.)), np.arange(4.) ** 2)
+
+  def g(x_ref, val):
+    x_ref[...] += val
+    x_ref[...] += val
+  xs_ref = nbjax.new_ref(jnp.array([0, 0, 0]))
+  nbjax.vmap(g)(xs_ref, jnp.arange(3))
+  np.testing.assert_array_equal(xs_ref[...], [0, 2, 4])
+
+
+def test_core_names():
+  assert core.new_ref is nbjax.new_ref and core.freeze is nbjax.freeze
+
+
+def test_jit_cache_tells_refs_from_arrays():
+  f = nbjax.jit(lambda x: x[...] + 1)
+  r = nbjax.new_ref(jnp.zeros(2, jnp.float32))
+  np.testing.assert_array_equal(f(r), f32(1, 1))
+  np.testing.assert_array_equal(f(jnp.ones(2, jnp.float32)), f32(2, 2))
+  np.testing.assert_array_equal(f(r), f32(1, 1))
