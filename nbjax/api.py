@@ -1059,6 +1059,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
       if out is not None:
         return out[0]
     args_flat, in_tree = tree_flatten((args, kwargs))
+    if any(type(x) is core.Ref for x in args_flat):  # JAX's error for a ref passed twice
+      pe.check_ref_args(pe.DebugInfo("vmap", fun, args, kwargs), args_flat)
     in_axes_flat = in_cache.get(in_tree)
     if in_axes_flat is None:
       in_axes_flat = _flatten_axes("vmap in_axes", in_tree, (in_axes, 0), kws=True)

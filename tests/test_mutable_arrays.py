@@ -261,3 +261,30 @@ def test_jit_cache_tells_refs_from_arrays():
   np.testing.assert_array_equal(f(r), f32(1, 1))
   np.testing.assert_array_equal(f(jnp.ones(2, jnp.float32)), f32(2, 2))
   np.testing.assert_array_equal(f(r), f32(1, 1))
+
+
+def test_vmap_twice_reads_current_ref():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+
+  def g(x_ref, val):
+    x_ref[...] += val
+  for k in (1, 2, 3):  # (repeated top-level calls may replay a staged program)
+    nbjax.vmap(g)(r, jnp.ones(3, jnp.float32))
+    np.testing.assert_array_equal(r[...], np.full(3, k, np.float32))
+
+
+def test_alias_and_return_errors():
+  x_ref = nbjax.new_ref(np.float32(0))
+  with pytest.raises(ValueError, match="traced for jit returned a mutable array reference.*"
+                     r"\n\n.*was passed in as the argument x_ref"):
+    nbjax.jit(lambda x_ref: x_ref)(x_ref)
+  with pytest.raises(ValueError, match="appeared at both x_ref and y_ref"):
+    nbjax.jit(lambda x_ref, y_ref: x_ref[...] + y_ref[...])(x_ref, x_ref)
+  with pytest.raises(ValueError, match="closed over and passed as the argument y_ref"):
+    nbjax.jit(lambda y_ref: x_ref[...] + y_ref[...])(x_ref)
+  with pytest.raises(ValueError, match=r"appeared at both c\[0\] and c\[1\]"):
+    lax.scan(lambda c, _: (None, None), (x_ref, x_ref), None, length=1)
+  with pytest.raises(ValueError, match="for cond.*at both x1 and x2"):
+    lax.cond(True, lambda x1, x2: None, lambda x1, x2: None, x_ref, x_ref)
+  with pytest.raises(ValueError, match="only one reference to a mutable array may be passed"):
+    nbjax.vmap(lambda a, b: None)(x_ref, x_ref)

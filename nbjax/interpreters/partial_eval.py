@@ -387,6 +387,10 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
         raise TypeError(f"function {src} traced for {traced_for} returned a value of type "
                         f"{type(x)}{extra}, which is not a valid JAX type")
     out_tracers = [trace.to_jaxpr_tracer(x) for x in ans]
+    if debug_info is not None and debug_info.traced_for != "make_jaxpr":
+      for t in out_tracers:
+        if type(t._aval) is core.AbstractRef:
+          raise _returned_ref_error(debug_info, trace, in_tracers, t)
     jaxpr, consts = trace.to_jaxpr(out_tracers)
     out_avals = [t._aval for t in out_tracers]
   finally:
@@ -394,6 +398,46 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
   in_tracers = ans = out_tracers = x = None  # (the leak check finds any tracer left)
   core.check_leaks(trace)
   return jaxpr, out_avals, consts
+
+
+def _returned_ref_error(dbg, trace, in_tracers, t):
+  """JAX's error for a traced function returning a mutable array reference: where the ref
+  came from (an argument, or the line that created it)."""
+  i = next((i for i, x in enumerate(in_tracers) if x is t), None)
+  if i is not None:
+    where = f"was passed in as the argument {dbg.arg_names[i]}"
+  else:
+    e = next((e for e in trace.eqns if any(v is t.atom for v in e.outvars)), None)
+    where = f"was created on line {(e.source_info if e is not None else None) or ''}"
+  return ValueError(f"function {dbg.func_src_info} traced for {dbg.traced_for} returned a "
+                    f"mutable array reference of type {t._aval}, but mutable array references "
+                    f"cannot be returned.\n\nThe returned mutable array {where}.")
+
+
+def _is_ref(x):
+  return type(x) is core.Ref or isinstance(x, Tracer) and type(x.aval) is core.AbstractRef
+
+
+def check_ref_args(dbg, flat, consts=()):
+  """JAX's errors for one mutable array reference passed as two arguments of a traced
+  function, or both closed over and passed."""
+  seen = {}
+  for i, x in enumerate(flat):
+    if _is_ref(x):
+      j = seen.setdefault(id(x), i)
+      if j != i:
+        names = dbg.arg_names
+        raise ValueError(
+            "only one reference to a mutable array may be passed as an argument to a "
+            f"function, but when tracing {dbg.func_src_info} for {dbg.traced_for} the mutable "
+            f"array reference of type {core.get_aval(x)} appeared at both {names[j]} and "
+            f"{names[i]}.")
+  for c in consts:
+    i = seen.get(id(c))
+    if i is not None and _is_ref(c):
+      raise ValueError(f"when tracing {dbg.func_src_info} for {dbg.traced_for}, a mutable "
+                       f"array reference of type {core.get_aval(c)} was both closed over and "
+                       f"passed as the argument {dbg.arg_names[i]}")
 
 
 def _memo_thunk(stage, rule, avals, fun):

@@ -1470,7 +1470,11 @@ class JitWrapped:
                            "but 'no_tracing' is set")
       if config._flags["explain_cache_misses"]:
         _explain_miss(self, key, avals, args, kwargs)
+      if any(type(a) is core.AbstractRef for a in avals):  # JAX's aliasing error, first
+        pe.check_ref_args(self._debug_info(args, kwargs), flat)
       entry = self._trace(in_tree, avals, args, kwargs, statics)
+      if entry.refs:
+        pe.check_ref_args(self._debug_info(args, kwargs), flat, entry.closed.consts)
       if self._donate_argnums or self._donate_argnames:
         _warn_unusable_donations(_donated_flags(self, in_tree), entry.closed.in_avals,
                                  entry.closed.out_avals)
@@ -1487,6 +1491,10 @@ class JitWrapped:
       if mono is not None and flat_fn is not None:
         self._mono, self._mono_flat = mono, flat_fn
     return entry, flat
+
+  def _debug_info(self, args, kwargs):
+    return pe.DebugInfo("jit", self._fun, args, kwargs, self._static_argnums,
+                        self._static_argnames)
 
   def _trace(self, in_tree, avals, args, kwargs, statics):
     if self._in_shardings is not None and not self._sharded:  # (checked when placing else)

@@ -979,7 +979,12 @@ def _cond(index, funs, operands, api, names):
       jaxprs = [_permute(c, range(len(c.jaxpr.invars)), keep) for c in jaxprs]
     return tuple(jaxprs), consts, t0, in_fwd
 
+  refs = any(type(x) is core.Ref or pe._is_ref(x) for x in flat)
+  if refs:  # JAX's errors for a mutable array reference passed twice, before tracing
+    pe.check_ref_args(pe.DebugInfo(api, funs[-1], operands), flat)
   branches, consts, out_tree, in_fwd = _cached(funs, (api, in_tree, _sig(flat, api)), build)
+  if refs and any(pe._is_ref(x) for x in consts):  # (or closed over and passed)
+    pe.check_ref_args(pe.DebugInfo(api, funs[-1], operands), flat, consts)
   outs = cond_p.bind(index, *consts, *flat, branches=branches)
   if len(outs) < len(in_fwd):
     ins, it = [*consts, *flat], iter(outs)
@@ -1807,9 +1812,14 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
                                       "a concrete `int` or `bool` value."))
   if unroll < 0:
     raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+  refs = any(type(x) is core.Ref or pe._is_ref(x) for x in init_flat)
+  if refs:  # JAX's errors for a mutable array reference passed twice, before tracing
+    pe.check_ref_args(pe.DebugInfo(tag, f, (init, xs)), init_flat)
   closed, consts, fwd, ext_fwd, ys_tree, promote = _cached(
       cache_funs, (tag, in_tree, _sig(init_flat, "scan"), _sig(xs_flat, "scan")),
       build_checked)
+  if refs and any(pe._is_ref(x) for x in consts):  # (or closed over and passed)
+    pe.check_ref_args(pe.DebugInfo(tag, f, (init, xs)), init_flat, consts)
   if promote is not None:
     init_flat = [x if d is None else _ew.convert_element_type(x, d)
                  for x, d in zip(init_flat, promote)]
