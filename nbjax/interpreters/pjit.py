@@ -1710,6 +1710,19 @@ class _Stage:
     return tuple(i for i, x in enumerate(tree_util.tree_leaves(self.args_info)) if x.donated)
 
 
+def _duck_aval(x):
+  """An argument's aval for ``trace``/``eval_shape``: jit's, else (as JAX's) an aval itself or
+  an object with a ``shape`` and a ``dtype``."""
+  if isinstance(x, ShapedArray):
+    return x
+  try:
+    return _abstractify(x)
+  except TypeError:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+      return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype))
+    raise
+
+
 def _arg_sharding(x):
   """The sharding a traced argument brings (a ShapeDtypeStruct's, a sharded array's), else
   None."""
@@ -1728,19 +1741,6 @@ class Traced(_Stage):
 
   def __init__(self, wrapped, entry, arg_shardings=()):
     self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
-def _duck_aval(x):
-  """An argument's aval for ``trace``/``eval_shape``: jit's, else (as JAX's) an aval itself or
-  an object with a ``shape`` and a ``dtype``."""
-  if isinstance(x, ShapedArray):
-    return x
-  try:
-    return _abstractify(x)
-  except TypeError:
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-      return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype))
-    raise
-
-
 
   jaxpr = property(lambda self: self._entry.closed)
   out_info = property(lambda self: self._entry.out_tree.unflatten(
