@@ -133,12 +133,13 @@ def test_saved_residuals_names_what_reverse_mode_keeps(capsys):
       ((), "output of mul")]
   line = f.__code__.co_firstlineno + 3  # where the product is computed, and its column
   assert res[5][1] == f"output of mul from {__file__}:{line}:17 ({f.__qualname__})"  # (JAX's)
-  # through jit: the call's inputs are forwarded, its intermediates named by the function
+  # through jit: the call's inputs and constants are forwarded, its intermediates named by
+  # the function (JAX 0.10.2's list, api_test test_saved_residuals_utility_jit)
   res = saved_residuals(jax.jit(f), (2., 3.), y=4.)
-  assert [s for _, s in res[:3]] == ["from the argument x[0]", "from the argument x[1]",
-                                     "from the argument y"]
-  assert all(s.startswith("output of jitted function 'f' from ") for _, s in res[3:])
-  assert [a.shape for a, _ in res] == [(), (), (), (), (), (1,)]
+  assert [s for _, s in res[:4]] == ["from a constant", "from the argument x[0]",
+                                     "from the argument x[1]", "from the argument y"]
+  assert all(s.startswith("output of jitted function 'f' from ") for _, s in res[4:])
+  assert [a.shape for a, _ in res] == [(1,), (), (), (), (), ()]
   # checkpoint saves only its input; plain reverse mode saves sin's and cos's outputs
   assert [s for _, s in saved_residuals(jax.checkpoint(lambda x: jnp.sin(jnp.sin(x))), 2.)] == [
       "from the argument x"]

@@ -829,22 +829,24 @@ _forwarded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def forward_inputs(rule):
-  """Wrap a call primitive's partial-eval rule so residuals that are just known inputs of the
-  call are not outputs of its known part: the staged part takes those inputs directly (as
-  JAX forwards them; fewer values cross, and ``saved_residuals`` names them as arguments)."""
+  """Wrap a call primitive's partial-eval rule so residuals that are just known inputs or
+  constants of the call are not outputs of its known part: the staged part takes those inputs
+  (constants) directly (as JAX forwards them; fewer values cross, and ``saved_residuals``
+  names them as arguments and constants)."""
   @functools.wraps(rule)
   def forwarding(in_unknowns, **params):
     split = rule(in_unknowns, **params)
     if split is None or len(split) > 4:
       return split
     kp, up, out_unknowns, num_res = split
-    kj = kp["jaxpr"].jaxpr
+    kc = kp["jaxpr"]
+    kj = kc.jaxpr
     n_out = len(kj.outvars) - num_res
     pos = {v: i for i, v in enumerate(kj.invars)}
+    pos.update({v: -1 - i for i, v in enumerate(kj.constvars)})  # (a constant: its value)
     fwd = [pos.get(v) if type(v) is Var else None for v in kj.outvars[n_out:]]
     if up is None or all(f is None for f in fwd):
       return split
-    kc = kp["jaxpr"]
     per = _forwarded.setdefault(kc, {})
     closed = per.get(num_res)  # (the same object for the same known jaxpr: found compiled)
     if closed is None:
@@ -855,7 +857,8 @@ def forward_inputs(rule):
 
     def select_unknown(res, kins, uins):
       res = iter(res)
-      return [next(res) if f is None else kins[f] for f in fwd] + list(uins)
+      return [next(res) if f is None else kins[f] if f >= 0 else kc.consts[-1 - f]
+              for f in fwd] + list(uins)
     return kp, up, out_unknowns, sum(f is None for f in fwd), None, select_unknown
   return forwarding
 
