@@ -310,11 +310,25 @@ def _addupdate_abstract_eval(ref_aval, val_aval, *idx_avals, tree):
   return []
 
 
+def _traced(f):
+  """An eager rule that, for a ref holding a traced value (eager reverse mode's tape),
+  applies its array operations on that value's trace."""
+  def impl(ref, *args, **params):
+    v = _freed(ref)
+    if isinstance(v, Tracer) and v._trace is not core._ctx.trace:
+      with core.set_current_trace(v._trace):
+        return f(ref, *args, **params)
+    return f(ref, *args, **params)
+  return impl
+
+
+@_traced
 def _get_impl(ref, *idx, tree):
   _get_abstract_eval(ref.aval, *[get_aval(i) for i in idx], tree=tree)
   return _apply_get(_freed(ref), tree, idx)
 
 
+@_traced
 def _swap_impl(ref, val, *idx, tree):
   _check_value("swap", ref.aval, get_aval(val), [get_aval(i) for i in idx], tree)
   cur = _freed(ref)
@@ -323,6 +337,7 @@ def _swap_impl(ref, val, *idx, tree):
   return old
 
 
+@_traced
 def _addupdate_impl(ref, val, *idx, tree):
   _check_value("addupdate", ref.aval, get_aval(val), [get_aval(i) for i in idx], tree)
   ref._ref_value = _apply_update(_freed(ref), tree, idx, lambda old: old + val)
@@ -353,15 +368,22 @@ def _tangent_ref(t, where):
   return t
 
 
-def _new_ref_jvp(primals, tangents, **params):
+_TANGENT = "tangent"  # the kind of a tangent ref: staged by linearize even from zeros
+mutable_array_p.force_unknown = lambda params: params.get("kind") is _TANGENT
+
+
+def _new_ref_jvp(primals, tangents, *, memory_space=None, kind=None):
   (x,), (t,) = primals, tangents
-  return mutable_array_p.bind(x, **params), mutable_array_p.bind(ad.instantiate_zeros(t),
-                                                                 **params)
+  return (mutable_array_p.bind(x, memory_space=memory_space,  # (a tangent ref's primal is
+                               kind=None if kind is _TANGENT else kind),  # known)
+          mutable_array_p.bind(ad.instantiate_zeros(t), memory_space=memory_space,
+                               kind=_TANGENT))
 
 
 def _empty_ref_jvp(primals, tangents, *, aval, memory_space=None):
   out = empty_ref_p.bind(aval=aval, memory_space=memory_space)
-  return out, empty_ref_p.bind(aval=aval.to_tangent_aval(), memory_space=memory_space)
+  return out, mutable_array_p.bind(ad.zeros_like_aval(aval.to_tangent_aval()),
+                                   memory_space=memory_space, kind=_TANGENT)
 
 
 def _free_ref_jvp(primals, tangents):
@@ -408,6 +430,7 @@ def _addupdate_jvp(primals, tangents, *, tree):
   return [], []
 
 
+mutable_array_p.jvp_always = empty_ref_p.jvp_always = True  # (a ref made inside is written)
 mutable_array_p.jvp, empty_ref_p.jvp, free_ref_p.jvp = _new_ref_jvp, _empty_ref_jvp, _free_ref_jvp
 freeze_p.jvp, get_p.jvp, swap_p.jvp, addupdate_p.jvp = (_freeze_jvp, _get_jvp, _swap_jvp,
                                                          _addupdate_jvp)
@@ -712,7 +735,9 @@ def _interpret(jaxpr, consts, args):
   """Evaluate ``jaxpr`` (binding on the current trace) with refs as ``_Box``es."""
   env = {}
   for v, x in zip(jaxpr.constvars, consts):
-    env[v] = _Box(x._ref_value) if type(x) is Ref else x
+    if type(x) is Ref:  # (callers pass refs as inputs, so that their writes come back)
+      raise TypeError("state discharge: a jaxpr closing over an eager ref")
+    env[v] = x
   for v, x in zip(jaxpr.invars, args):
     env[v] = x
   for eqn in jaxpr.eqns:
@@ -798,6 +823,15 @@ def run_state(closed, args, name="jit"):
   jaxpr, consts = closed.jaxpr, list(closed.consts)
   allargs = [*consts, *args]
   refs = [x for x in allargs if type(x) is Ref]
+  held = next((r._ref_value for r in refs if isinstance(r._ref_value, Tracer)), None)
+  if held is not None:  # refs holding traced values (eager grad's tape): run on that trace
+    boxes = [_Box(_freed(x)) if type(x) is Ref else x for x in allargs]
+    with core.set_current_trace(held._trace):
+      outs = _interpret(pe.convert_constvars_jaxpr(jaxpr) if consts else jaxpr, [], boxes)
+    for x, b in zip(allargs, boxes):
+      if type(x) is Ref:
+        x._ref_value = b.val
+    return outs
   mask = tuple(type(x) is Ref for x in allargs)
   runs = _runs.get(jaxpr)
   if runs is None:

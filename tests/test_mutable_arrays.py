@@ -288,3 +288,35 @@ def test_alias_and_return_errors():
     lax.cond(True, lambda x1, x2: None, lambda x1, x2: None, x_ref, x_ref)
   with pytest.raises(ValueError, match="only one reference to a mutable array may be passed"):
     nbjax.vmap(lambda a, b: None)(x_ref, x_ref)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_grad_through_internal_refs(jit):
+  def f(x):
+    r = nbjax.new_ref(x)
+    r[()] = r[()] + r[()]
+    return nbjax.freeze(r)
+
+  def g(x):
+    r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+    r[1] = x * 3.
+    r[...] += x
+    return r[...].sum()
+
+  def h(x):
+    r = nbjax.new_ref(x)
+
+    def body(_, c):
+      r[...] = r[...] * 2.
+      return c
+    lax.fori_loop(0, 3, body, np.float32(0))
+    return r[...]
+
+  def e(x):
+    r = nbjax.empty_ref(nbjax.ShapeDtypeStruct((), np.float32))
+    r[...] = 2. * x
+    return r[...]
+
+  for fun, want in ((f, 2.), (g, 6.), (h, 8.), (e, 2.)):
+    fun = nbjax.jit(fun) if jit else fun
+    assert float(nbjax.grad(fun)(np.float32(2))) == want

@@ -130,7 +130,7 @@ class JVPTrace(Trace):
   def process_primitive(self, prim, tracers, params):
     primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
     primals, tangents = tuple(primals), tuple(tangents)  # (a rule gets tuples, as JAX's)
-    if all(type(t) is Zero for t in tangents):
+    if all(type(t) is Zero for t in tangents) and not prim.jvp_always:
       with set_current_trace(self.parent_trace):
         return prim.bind(*primals, **params)
     rule = prim.jvp
@@ -288,7 +288,12 @@ def backward_pass(jaxpr, consts, args, cts_out, wanted=None):
   the undefined args (``Zero`` when nothing flows back) and ``None`` for the known ones.
   ``wanted`` (a bool per invar): only the equations that reach a wanted one are transposed.
   """
-  from nbjax.jaxpr import Literal
+  from nbjax.jaxpr import ClosedJaxpr, Literal
+  from nbjax.interpreters import lowering
+  d = lowering.discharge_hook  # refs created inside (nbjax.state): transposed discharged
+  if d is not None and d[0](jaxpr):
+    closed = d[1](ClosedJaxpr(jaxpr, consts))
+    jaxpr, consts = closed.jaxpr, closed.consts
   primal_env, ct_env = {}, {}
 
   def read_primal(x):

@@ -626,6 +626,13 @@ def inline_calls(jaxpr):
 # --------------------------------------------------------------------- known/unknown split
 
 
+def _forced_unknown(prim, params):
+  """Whether an equation is staged (unknown) even with known inputs: a primitive's
+  ``force_unknown(params)`` says so (the tangent ref JVP creates, nbjax.state)."""
+  f = getattr(prim, "force_unknown", None)
+  return f is not None and f(params)
+
+
 def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
   """Split ``closed`` into a known part and an unknown part (seed 003's partial evaluation).
 
@@ -652,7 +659,7 @@ def partial_eval_jaxpr(closed, in_unknowns, instantiate=False):
       unknown.update(v for v, u in zip(eqn.outvars, out_unk) if u)
       if unknown_eqn is not None:
         unknown_eqns.append(unknown_eqn)
-    elif any(unk):
+    elif any(unk) or _forced_unknown(eqn.primitive, eqn.params):
       unknown_eqns.append(eqn)
       unknown.update(eqn.outvars)
     else:
@@ -897,7 +904,7 @@ class JaxprTrace(DynamicJaxprTrace):
 
   def process_primitive(self, prim, tracers, params):
     unknowns = [type(t) is JaxprTracer and t._trace is self for t in tracers]
-    if not any(unknowns):
+    if not any(unknowns) and not _forced_unknown(prim, params):
       ctx = core._ctx
       prev, ctx.trace = ctx.trace, self.parent_trace
       try:

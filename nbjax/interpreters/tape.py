@@ -180,6 +180,13 @@ class TapeTrace(Trace):
       outs, lin = self._linearize(prim, args, params, [s is not None for s in ins])
       outs = self._record(prim, params, args, ins, outs, lin)
       return outs if prim.multiple_results else outs[0]
+    elif prim.family == "state":  # a ref holding traced values: its reads and writes are
+      ctx = core._ctx             # the array operations they apply, recorded here
+      prev, ctx.trace = ctx.trace, self
+      try:
+        return prim.impl(*tracers, **params)
+      finally:
+        ctx.trace = prev
     else:
       ctx = core._ctx
       prev, ctx.trace = ctx.trace, self.parent
