@@ -17,6 +17,8 @@ once per element) or, for ``vmap_method="expand_dims"``/``"broadcast_all"``/
 it with NumPy arrays on one of its threads. Effectful callbacks take and return the module's
 ``!stablehlo.token``, so they run in program order (``ordered=True`` or not). Every result is
 checked against ``result_shape_dtypes`` (JAX's messages) in all of these paths.
+``debug.inspect_array_sharding`` binds ``inspect_sharding`` (Debug effect): it calls back with
+the operand's sharding eagerly, when lowered (one device), or from XLA's SPMD partitioner.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ debug_logger = logging.getLogger("nbjax.debug")  # (``debug.log``'s records)
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "effects_barrier",
            "pure_callback_p",
            "io_callback_p", "debug_callback_p", "debug_print_p", "IOEffect", "OrderedIOEffect", "DebugEffect",
-           "OrderedDebugEffect"]
+           "OrderedDebugEffect", "inspect_array_sharding", "inspect_sharding_p"]
 
 # ----------------------------------------------------------------------- effects
 
@@ -698,6 +700,74 @@ debug_callback_p.physical_rule = lambda avals, *xs, **params: debug_callback_p.b
 debug_print_p.physical_rule = lambda avals, *xs, **params: debug_print_p.bind(*xs, **params)
 
 
+# ----------------------------------------------------------------------- inspect_array_sharding
+
+inspect_sharding_p = Primitive("inspect_sharding")
+inspect_sharding_p.multiple_results = True
+inspect_sharding_p.effects = lambda params: (DebugEffect,)  # (kept though it has no outputs)
+
+
+def _inspect_impl(x, *, callback):
+  if isinstance(x, Array):
+    callback(x.sharding)
+  else:
+    from nbjax.array import _single_sharding
+    callback(_single_sharding())
+  return []
+
+
+def _inspect_jvp(primals, tangents, **params):
+  return inspect_sharding_p.bind(*primals, **params), []
+
+
+def _inspect_batch(args, dims, **params):
+  return inspect_sharding_p.bind(*args, **params), []
+
+
+def _inspect_lowering(ctx, x, *, callback):
+  """As JAX's: one device, the value is replicated on it (the callback runs now); over several,
+  XLA's SPMD partitioner calls back with the sharding it chose (an ``InspectSharding`` custom
+  call, removed when partitioning)."""
+  from nbjax import xla
+  from nbjax.interpreters import spmd
+  from nbjax.sharding import GSPMDSharding
+  xc = xla.ensure_jaxlib().xc
+  meshes = getattr(ctx.module_context, "spmd", None)
+  if not meshes or len(meshes.devs) == 1:
+    from nbjax.array import _single_sharding
+    devs = meshes.devs if meshes else [_single_sharding()._device]
+    callback(GSPMDSharding.get_replicated(devs))
+    return []
+  shape = ctx.avals_in[0].shape
+
+  def on_hlo(hlo):
+    callback(spmd._named_for(hlo, meshes.mesh, meshes.devs, shape))
+  ctx.module_context.keepalives.append(on_hlo)  # (alive until the module is compiled)
+  hlo.CustomCallOp.build_generic(
+      results=[x.type], operands=[x],
+      attributes=dict(call_target_name=ir.StringAttr.get("InspectSharding"),
+                      has_side_effect=ir.BoolAttr.get(True), api_version=mlir.i32_attr(1),
+                      called_computations=ir.ArrayAttr.get([]),
+                      backend_config=ir.StringAttr.get(
+                          xc.encode_inspect_sharding_callback(on_hlo))))
+  return []
+
+
+def inspect_array_sharding(value, *, callback):
+  """Enables inspecting array sharding inside JIT-ted functions.
+
+  Calls ``callback`` with the ``Sharding`` of each array in ``value`` (a pytree) as early as
+  it is known: at once outside ``jit``; inside a ``jit``, when the function is lowered (one
+  device) or compiled (several: the sharding XLA chose). Once the function is compiled and
+  cached, the callback no longer runs.
+
+  Args:
+    value: A Pytree of JAX arrays.
+    callback: A callable that takes in a ``Sharding`` and doesn't return a value.
+  """
+  tree_map(lambda x: inspect_sharding_p.bind(x, callback=callback), value)
+
+
 def effects_barrier():
   """Waits until every effect issued so far has run. nbjax runs a program with callbacks to
   its end before the call returns (eagerly, and compiled: ``xla.compile``), so nothing is
@@ -767,3 +837,11 @@ registry.register(
     batch=_print_batch,
     meta=dict(differentiable=True, note="debug.print: formats and prints the primal values"))
 lowering.register(debug_print_p, _print_lowering)
+inspect_sharding_p.make_eager = lambda prim, f_small, f_large, thr: _inspect_impl
+registry.register(
+    inspect_sharding_p, family="callback", impls={"python": _inspect_impl},
+    abstract_eval=lambda aval, **_: [], jvp=_inspect_jvp, transpose=_debug_transpose,
+    batch=_inspect_batch,
+    meta=dict(differentiable=True, note="debug.inspect_array_sharding: calls back with the "
+              "operand's sharding (eagerly, when lowered, or from XLA's partitioner)"))
+lowering.register(inspect_sharding_p, _inspect_lowering)

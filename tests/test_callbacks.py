@@ -870,3 +870,57 @@ def test_debug_print_rematerialized_as_jax(capsys):
   assert _lines(capsys) == both[:2]
   jit(grad(nbjax.checkpoint(f)))(2.)
   assert sorted(_lines(capsys)) == sorted(both)
+
+
+_INSPECT = """
+import numpy as np
+import nbjax, nbjax.numpy as jnp
+from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
+got = []
+def f(x):
+  nbjax.debug.inspect_array_sharding(x, callback=got.append)
+  return x * 2
+mesh = Mesh(np.array(nbjax.devices()), ("x",))
+arr = nbjax.device_put(np.arange(8.).reshape(2, 2, 2), NamedSharding(mesh, P("x")))
+g = nbjax.jit(f)
+g(arr)
+g(arr)  # compiled and cached: no callback
+nbjax.jit(f, in_shardings=NamedSharding(mesh, P(None, "x")))(np.ones((2, 4)))
+print(got)
+"""
+
+
+def test_inspect_array_sharding_as_jax():
+  # JAX 0.10.2 (debugging_primitives_test InspectShardingTest): eagerly the array's sharding;
+  # in a one-device jit a replicated GSPMDSharding when lowered, also under grad and vmap; in
+  # a sharded jit what XLA's partitioner chose, once per compilation
+  import os
+  import subprocess
+  import sys
+  got = []
+
+  def f(x):
+    nbjax.debug.inspect_array_sharding(x, callback=got.append)
+    return jnp.square(x)
+
+  f(jnp.arange(3.))
+  nbjax.jit(f)(np.arange(8, dtype=np.int32))
+  nbjax.jit(nbjax.grad(lambda x: f(x).sum()))(np.arange(8, dtype=np.float32))
+  nbjax.vmap(f)(jnp.ones((2, 3)))
+  assert [repr(s) for s in got] == [
+      "SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)",
+      "GSPMDSharding({replicated}, memory_kind=device)",
+      "GSPMDSharding({replicated}, memory_kind=device)",
+      "SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)"]
+  assert all(len(s.device_set) == 1 for s in got)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  e = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  e.update(PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  p = subprocess.run([sys.executable, "-c", _INSPECT], cwd=root, env=e, capture_output=True,
+                     text=True, timeout=900)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert p.stdout.strip() == (
+      "[NamedSharding(mesh=Mesh('x': 2, axis_types=(Auto,)), spec=P('x',), "
+      "memory_kind=device), NamedSharding(mesh=Mesh('x': 2, axis_types=(Auto,)), "
+      "spec=P(None, 'x'), memory_kind=device)]")

@@ -306,6 +306,7 @@ class _Meshes:
   the executable's device assignment)."""
 
   def __init__(self, devs, mesh):
+    self.devs, self.mesh = devs, mesh
     self.pos = {d: i for i, d in enumerate(devs)}
     self.names = {}
     self.maximal = set()  # logical ids of the one-device meshes host callbacks run on
@@ -426,9 +427,9 @@ def _named_for(hlo, mesh, devs, shape, prefer=()):
 
 
 def sharded_module(closed, name, in_shs, out_shs, mesh=None):
-  """``(mesh, devices, in_shs, module, host callbacks)``: ``closed`` (physical avals) as
-  one SPMD module over the shardings' devices (``mesh``: a sharding constraint's, where no
-  input or output names one), inputs without a sharding replicated."""
+  """``(mesh, devices, in_shs, module, host callbacks, keepalives)``: ``closed`` (physical
+  avals) as one SPMD module over the shardings' devices (``mesh``: a sharding constraint's,
+  where no input or output names one), inputs without a sharding replicated."""
   from nbjax.interpreters import mlir
   xla, xc, rt = _jl()
   hint = mesh
@@ -466,7 +467,7 @@ def sharded_module(closed, name, in_shs, out_shs, mesh=None):
     main.arg_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(in_shs, in_avals)])
     main.result_attrs = ir.ArrayAttr.get([attr(s, a) for s, a in zip(out_shs, out_avals)])
     meshes.emit(m)
-  return mesh, devs, in_shs, m, mctx.host_callbacks
+  return mesh, devs, in_shs, m, mctx.host_callbacks, mctx.keepalives
 
 
 class SpmdExecutable:
@@ -485,8 +486,8 @@ class SpmdExecutable:
     self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
     if self.key_in or self.key_out:
       closed = lowering.physicalize(closed)
-    self.mesh, self.devs, self.in_shs, m, cbs = sharded_module(closed, name, in_shs, out_shs,
-                                                               mesh)
+    self.mesh, self.devs, self.in_shs, m, cbs, self._keepalive = sharded_module(
+        closed, name, in_shs, out_shs, mesh)
     mesh, devs, in_avals, out_avals = self.mesh, self.devs, closed.in_avals, closed.out_avals
     with _context():
       text = str(m)
