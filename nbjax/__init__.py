@@ -83,7 +83,7 @@ from nbjax import experimental
 from nbjax import test_util
 from nbjax import dlpack, export, ffi, memory, monitoring, profiler, stages, typing, version
 from nbjax import image, nn, ops, scipy  # noqa: F401  (library modules over numpy/lax)
-from nbjax import state as _state  # noqa: E402  (mutable array references)
+from nbjax import ref, state as _state  # noqa: E402  (mutable array references)
 from nbjax.state import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: E402
 
 

@@ -240,7 +240,12 @@ class AbstractRef:
   __str__ = __repr__
 
 
-class Ref:
+class _RefMeta(type):
+  def __instancecheck__(cls, x):  # a tracer standing for a ref is one too (JAX's)
+    return type(x) is cls or isinstance(x, Tracer) and type(x.aval) is AbstractRef
+
+
+class Ref(metaclass=_RefMeta):
   """A mutable array reference (``nbjax.new_ref(x)``): it owns an immutable ``Array`` and a
   write replaces it, so a value read from a ref never changes afterwards. Indexing, ``.at``
   and the state primitives are attached by ``nbjax.state``."""
@@ -269,7 +274,7 @@ class Ref:
 
 # installed by nbjax.state: run_state(closed, args, name) runs a jaxpr taking or closing over
 # eager refs (written back); run_with_refs(prim, args, params) one primitive with ref operands
-run_state = run_with_refs = None
+run_state = run_with_refs = discharged_call = None
 
 
 def raise_to_shaped(aval, weak_type=None):

@@ -199,6 +199,9 @@ _effects_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # the effects checkpoint's partial evaluation may split (JAX's effects.remat_allowed_effects):
 # a debug print may run in both the forward and the recomputation, an IO callback may not
 remat_allowed_effects = set()
+# effect types under which checkpoint saves every residual instead of recomputing (a ref
+# write recomputed would run twice): the state effects (nbjax.state)
+remat_saving_effects = set()
 
 
 def jaxpr_effects(jaxpr):

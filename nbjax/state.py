@@ -26,7 +26,8 @@ from nbjax.core import AbstractRef, Primitive, Ref, ShapedArray, Tracer, get_ava
 from nbjax.interpreters import ad, batching
 from nbjax.interpreters import lowering as _lowering
 from nbjax.interpreters import partial_eval as pe
-from nbjax.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, jaxpr_effects
+from nbjax.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, jaxpr_effects,
+                         remat_saving_effects)
 
 __all__ = ["Ref", "AbstractRef", "new_ref", "empty_ref", "free_ref", "freeze", "typeof",
            "ref_get", "ref_set", "ref_swap", "ref_addupdate", "get_p", "swap_p", "addupdate_p",
@@ -75,6 +76,7 @@ class InternalMutableArrayEffect:
 
 internal_mutable_array_effect = InternalMutableArrayEffect()
 _STATE_EFFECTS = (RefEffect, InternalMutableArrayEffect)
+remat_saving_effects.update((ReadEffect, WriteEffect, AccumEffect, InternalMutableArrayEffect))
 
 
 def shaped_array_ref(shape, dtype, weak_type=False):
@@ -354,18 +356,24 @@ for _p, _impl, _ae in ((mutable_array_p, _new_ref_impl, _new_ref_abstract_eval),
   _p.def_impl(_impl)
   _p.def_abstract_eval(_ae)
   _p.family = "state"
+  _p.places_sharded = True  # (a ref's value keeps its placement; no jitted run)
 
 # ----------------------------------------------------------------------- JVP
 # The tangent of a ref is a ref of tangents (created with it); a ref from outside the
 # differentiated function has a zero tangent, which may be read but not written.
 
 
-def _tangent_ref(t, where):
-  if type(t) is ad.Zero:
-    raise ValueError(f"{where}: a differentiated value was written to a mutable array reference "
-                     "created outside the differentiated function. Move the array reference "
-                     "inside the function, or pass it in as an argument.")
-  return t
+_NO_GRAD = "no_grad_no_remat"  # the kind of a ref whose writes are not differentiated
+
+
+def _zero_tangent_write(ref):
+  """A differentiated value written to a ref with no tangent: dropped for a ``no_grad`` ref,
+  else JAX's error."""
+  aval = get_aval(ref)
+  if aval.kind != _NO_GRAD:
+    raise Exception("performing a set/swap operation with a differentiated value on a "
+                    f"non-differentiated array reference of type {aval}. Move the array "
+                    "reference to be an argument of the differentiated function?")
 
 
 _TANGENT = "tangent"  # the kind of a tangent ref: staged by linearize even from zeros
@@ -411,9 +419,9 @@ def _swap_jvp(primals, tangents, *, tree):
   ref, val, *idx = primals
   tref, tval = tangents[:2]
   out = swap_p.bind(ref, val, *idx, tree=tree)
-  if type(tref) is ad.Zero:
-    if type(tval) is not ad.Zero:
-      _tangent_ref(tref, "swap")
+  if type(tref) is ad.Zero or get_aval(ref).kind == _NO_GRAD:
+    if type(tval) is not ad.Zero and type(tref) is ad.Zero:
+      _zero_tangent_write(ref)
     return out, ad.Zero(get_aval(out).to_tangent_aval())
   return out, swap_p.bind(tref, ad.instantiate_zeros(tval), *idx, tree=tree)
 
@@ -422,9 +430,9 @@ def _addupdate_jvp(primals, tangents, *, tree):
   ref, val, *idx = primals
   tref, tval = tangents[:2]
   addupdate_p.bind(ref, val, *idx, tree=tree)
-  if type(tref) is ad.Zero:
-    if type(tval) is not ad.Zero:
-      _tangent_ref(tref, "addupdate")
+  if type(tref) is ad.Zero or get_aval(ref).kind == _NO_GRAD:
+    if type(tval) is not ad.Zero and type(tref) is ad.Zero:
+      _zero_tangent_write(ref)
   elif type(tval) is not ad.Zero:
     addupdate_p.bind(tref, tval, *idx, tree=tree)
   return [], []
@@ -838,13 +846,7 @@ def run_state(closed, args, name="jit"):
     runs = _runs[jaxpr] = {}
   exe = runs.get(mask)
   if exe is None:
-    jx = pe.convert_constvars_jaxpr(jaxpr) if consts else jaxpr
-    if len(jx.invars) != len(allargs):
-      raise TypeError(f"{name}: expected {len(jx.invars)} arguments, got {len(allargs)}")
-    invars = [Var(x.aval) if r and type(v.aval) is not AbstractRef else v
-              for v, x, r in zip(jx.invars, allargs, mask)]
-    exe = runs[mask] = pjit._executable_for(
-        discharge_state(ClosedJaxpr(jx.replace(invars=invars), [])), name)
+    exe = runs[mask] = pjit._executable_for(discharged_call(closed), name)
   outs = exe.run([_freed(x) if r else x for x, r in zip(allargs, mask)])
   n = len(jaxpr.outvars)
   for r, v in zip(refs, outs[n:]):
@@ -852,6 +854,15 @@ def run_state(closed, args, name="jit"):
   return outs[:n]
 
 
+def discharged_call(closed):
+  """The program ``run_state`` compiles for ``closed``: its consts as leading inputs, refs
+  discharged (their final values appended to the outputs)."""
+  jaxpr = closed.jaxpr
+  jx = pe.convert_constvars_jaxpr(jaxpr) if closed.consts else jaxpr
+  return discharge_state(ClosedJaxpr(jx, []))
+
+
+core.discharged_call = discharged_call
 _runs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # jaxpr -> {ref mask: exe}
 _prim_jaxprs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -1077,11 +1088,20 @@ def _cond_discharge(ins, *, branches, **params):
   return outs[:len(outs) - nb]
 
 
-def _jit_discharge(ins, *, jaxpr, **params):
-  from nbjax.interpreters.pjit import jit_p
+def _call_discharge(call_p):
+  """The discharge rule of a call primitive whose ``jaxpr`` takes all its operands (jit,
+  checkpoint): the refs among them become extra operands and outputs."""
+  def rule(ins, *, jaxpr, **params):
+    return _call_discharge_rule(call_p, ins, jaxpr, params)
+  return rule
+
+
+def _call_discharge_rule(jit_p, ins, jaxpr, params):
   boxes = _unique_boxes(ins)
   if not boxes:
     return jit_p.bind(*ins, **_discharged_params(dict(params, jaxpr=jaxpr)))
+  if isinstance(jaxpr, Jaxpr):
+    jaxpr = ClosedJaxpr(jaxpr, [])
   run = _boxed(jaxpr, ins, boxes)
   plain = [x for x in ins if type(x) is not _Box]
 
@@ -1091,8 +1111,12 @@ def _jit_discharge(ins, *, jaxpr, **params):
   j, _, cs = pe.trace_to_jaxpr_dynamic(
       fun, _plain_avals(jaxpr.in_avals, ins) + [_box_aval(b) for b in boxes])
   new = ClosedJaxpr(pe.convert_constvars_jaxpr(j), [])
-  outs = jit_p.bind(*cs, *plain, *(b.val for b in boxes), jaxpr=new, **params)
   nb = len(boxes)
+  pc = params.get("prevent_cse")
+  if isinstance(pc, tuple):  # (checkpoint's, per operand)
+    params = dict(params, prevent_cse=(True,) * len(cs) + tuple(
+        p for p, x in zip(pc, ins) if type(x) is not _Box) + (True,) * nb)
+  outs = jit_p.bind(*cs, *plain, *(b.val for b in boxes), jaxpr=new, **params)
   for b, v in zip(boxes, outs[len(outs) - nb:]):
     b.val = v
   return outs[:len(outs) - nb]
@@ -1101,8 +1125,10 @@ def _jit_discharge(ins, *, jaxpr, **params):
 def _install_rules():
   from nbjax.interpreters.pjit import jit_p
   from nbjax.lax.control_flow import cond_p, scan_p, while_p
+  from nbjax.interpreters.remat import checkpoint_p
   discharge_rules.update({scan_p: _scan_discharge, while_p: _while_discharge,
-                          cond_p: _cond_discharge, jit_p: _jit_discharge})
+                          cond_p: _cond_discharge, jit_p: _call_discharge(jit_p),
+                          checkpoint_p: _call_discharge(checkpoint_p)})
 
 
 _install_rules()

@@ -232,7 +232,7 @@ def test_jvp_closed_over_ref_write_error():
   def f(x):
     ref[...] = x
     return x
-  with pytest.raises(Exception, match="Move the array reference"):
+  with pytest.raises(Exception, match="Move the array reference to be an argument"):
     nbjax.jvp(f, (np.float32(1),), (np.float32(1),))
 
 
@@ -320,3 +320,45 @@ def test_grad_through_internal_refs(jit):
   for fun, want in ((f, 2.), (g, 6.), (h, 8.), (e, 2.)):
     fun = nbjax.jit(fun) if jit else fun
     assert float(nbjax.grad(fun)(np.float32(2))) == want
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_remat_with_refs(jit):
+  def internal(y, x):
+    r = nbjax.new_ref(x)
+    out = y * r[...]
+    r[...] += 1
+    return out
+
+  def arg(y, x_ref):
+    out = y * y
+    x_ref[...] += out
+    return out
+
+  f, g = nbjax.remat(internal), nbjax.remat(arg)
+  if jit:
+    f, g = nbjax.jit(f), nbjax.jit(g)
+  assert float(nbjax.grad(f)(np.float32(2), np.float32(1))) == 1.
+  x_ref = nbjax.new_ref(np.float32(1), kind="no_grad_no_remat")
+  assert float(nbjax.grad(g)(np.float32(2), x_ref)) == 4.
+  assert float(x_ref[...]) == 5.  # written once: nothing is recomputed
+
+
+def test_aot_isinstance_and_ref_namespace():
+  r = nbjax.new_ref(jnp.zeros(3, jnp.float32))
+
+  @nbjax.jit
+  def f(x_ref):
+    assert isinstance(x_ref, nbjax.Ref)
+    x_ref[...] += 1.
+    x_ref[0] += 1
+
+  c = f.lower(r).compile()
+  c(r)
+  c(r)
+  np.testing.assert_array_equal(r[...], f32(4, 2, 2))
+  assert isinstance(r, nbjax.Ref) and not isinstance(r, nbjax.Array)
+  assert not isinstance(jnp.ones(3), nbjax.Ref)
+  assert float(nbjax.ref.swap(r, 1, np.float32(7))) == 2.
+  nbjax.ref.addupdate(r, 2, np.float32(1))
+  np.testing.assert_array_equal(nbjax.ref.get(r, ...), f32(4, 7, 3))

@@ -730,7 +730,7 @@ def partial_eval_jaxpr_custom(closed, in_unknowns, saveable, instantiate=False,
       if ue is not None:
         unknown_eqns.append(ue)
         unknown.update(v for v, u in zip(e.outvars, out_unk) if u)
-    elif any(unk):
+    elif any(unk) or _forced_unknown(e.primitive, e.params):
       unknown_eqns.append(e)
       unknown.update(e.outvars)
     else:

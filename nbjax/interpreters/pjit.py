@@ -1775,7 +1775,8 @@ class Lowered(_Stage):
       self._module = spmd.sharded_module(closed, entry.name, ins, outs,
                                          _constraint_mesh(entry.closed))[3]
       return
-    self._module = mlir.lower_jaxpr_to_module(entry.closed, f"jit_{entry.name}",
+    closed = core.discharged_call(entry.closed) if entry.refs else entry.closed  # (refs:
+    self._module = mlir.lower_jaxpr_to_module(closed, f"jit_{entry.name}",  # what runs)
                                               host_callbacks=[])
 
   def as_text(self, dialect=None, *, debug_info=False, **_):
@@ -1819,8 +1820,9 @@ class Compiled(_Stage):
 
   def __init__(self, wrapped, entry, compiler_options=None, arg_shardings=()):
     self._wrapped, self._entry, self._arg_shardings = wrapped, entry, arg_shardings
-    self._exe = (entry.executable() if compiler_options == entry.compiler_options else
-                 _executable_for(entry.closed, entry.name, compiler_options))
+    closed = core.discharged_call(entry.closed) if entry.refs else entry.closed
+    self._exe = (entry.executable() if compiler_options == entry.compiler_options and
+                 not entry.refs else _executable_for(closed, entry.name, compiler_options))
     if compiler_options and isinstance(self._exe, _Executable):
       self._exe.exe  # compiled now, as JAX's: invalid options raise XLA's error here
 
@@ -1953,6 +1955,8 @@ class Compiled(_Stage):
                           for x in flat) or _constraint_mesh(entry.closed) is not None
         ) and not _holds_maps(entry.closed):  # placed as the jit's call places (its shardings)
       return entry.unflatten(w._spmd_executable(entry, args, kwargs, flat, True).run(flat))
+    if entry.refs:  # mutable array references: read, then written back (nbjax.state)
+      return entry.unflatten(core.run_state(entry.closed, flat, entry.name))
     return entry.unflatten(self._exe.run(flat))
 
 

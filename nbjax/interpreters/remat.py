@@ -27,7 +27,7 @@ from nbjax.core import Primitive, get_aval
 from nbjax.interpreters import ad, pjit
 from nbjax.interpreters import partial_eval as pe
 from nbjax.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr, jaxpr_effects,
-                         remat_allowed_effects)
+                         remat_allowed_effects, remat_saving_effects)
 from nbjax._tree_util import broadcast_prefix, tree_flatten, tree_unflatten
 
 _log = logging.getLogger(__name__)
@@ -257,11 +257,13 @@ def _partial_eval(in_unknowns, *, jaxpr, policy, **params):
   """Known call: known outputs + the residuals ``policy`` saves (known inputs count as saved).
   Unknown call: recomputes every other known value it needs, then the unknown work."""
   effs = [e for e in jaxpr_effects(jaxpr) if e not in remat_allowed_effects]
-  if effs:
+  saveable = _saveable(policy)
+  if effs and all(type(e) in remat_saving_effects for e in effs):
+    saveable = _save_all  # (mutable array references: nothing is recomputed)
+  elif effs:
     raise NotImplementedError(f"Effects not supported in partial-eval of `checkpoint`/`remat`: "
                               f"{effs}")
-  jk, ju, out_unknowns, nres = pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns,
-                                                            _saveable(policy))
+  jk, ju, out_unknowns, nres = pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns, saveable)
   jk = ClosedJaxpr(_insert_reduce_precision(jk.jaxpr, nres), jk.consts)
   kp = dict(params, jaxpr=jk, policy=policy)
   up = dict(params, jaxpr=ju, policy=policy, differentiated=True)
@@ -332,6 +334,10 @@ def _log_residuals(level, jaxpr, nres):
            + "saving these intermediates:\n" * bool(body) + "  %s from %s\n" * len(body),
            *[a.str_short(short_dtypes=False) for a in inputs],
            *[x for a, s in body for x in (a.str_short(short_dtypes=False), s)])
+
+
+def _save_all(*_, **__):
+  return True
 
 
 def _saveable(policy):
