@@ -1122,10 +1122,19 @@ def _call_discharge_rule(jit_p, ins, jaxpr, params):
   return outs[:len(outs) - nb]
 
 
+def _inline_discharge(ins, *, call_jaxpr, **_):
+  """A custom-derivative call, discharged: its function inlined (its rules are no longer
+  needed once refs are discharged, which happens after differentiation)."""
+  return _interpret(call_jaxpr.jaxpr, call_jaxpr.consts, ins)
+
+
 def _install_rules():
   from nbjax.interpreters.pjit import jit_p
   from nbjax.lax.control_flow import cond_p, scan_p, while_p
   from nbjax.interpreters.remat import checkpoint_p
+  from nbjax.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
+  discharge_rules.update({custom_jvp_call_p: _inline_discharge,
+                          custom_vjp_call_p: _inline_discharge})
   discharge_rules.update({scan_p: _scan_discharge, while_p: _while_discharge,
                           cond_p: _cond_discharge, jit_p: _call_discharge(jit_p),
                           checkpoint_p: _call_discharge(checkpoint_p)})

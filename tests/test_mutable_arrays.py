@@ -362,3 +362,26 @@ def test_aot_isinstance_and_ref_namespace():
   assert float(nbjax.ref.swap(r, 1, np.float32(7))) == 2.
   nbjax.ref.addupdate(r, 2, np.float32(1))
   np.testing.assert_array_equal(nbjax.ref.get(r, ...), f32(4, 7, 3))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_bwd_writes_residual_ref(jit):
+  @nbjax.custom_vjp
+  def stash_grads(grads_ref, x):
+    return x
+
+  def fwd(grads_ref, x):
+    return x, grads_ref
+
+  def bwd(grads_ref, g):
+    grads_ref[...] = g
+    return None, g
+  stash_grads.defvjp(fwd, bwd)
+
+  def primal(grads_ref, x):
+    return jnp.sin(stash_grads(grads_ref, jnp.sin(x)))
+
+  primal = nbjax.jit(primal) if jit else primal
+  grads_ref = nbjax.new_ref(np.float32(0))
+  nbjax.grad(primal, 1)(grads_ref, np.float32(1))
+  np.testing.assert_allclose(grads_ref[...], np.cos(np.sin(np.float32(1))), rtol=1e-6)

@@ -291,7 +291,8 @@ def backward_pass(jaxpr, consts, args, cts_out, wanted=None):
   from nbjax.jaxpr import ClosedJaxpr, Literal
   from nbjax.interpreters import lowering
   d = lowering.discharge_hook  # refs created inside (nbjax.state): transposed discharged
-  if d is not None and d[0](jaxpr):
+  if d is not None and d[0](jaxpr) and not any(  # (refs it is given: used as they are)
+      type(v.aval) is core.AbstractRef for v in (*jaxpr.constvars, *jaxpr.invars)):
     closed = d[1](ClosedJaxpr(jaxpr, consts))
     jaxpr, consts = closed.jaxpr, closed.consts
   primal_env, ct_env = {}, {}

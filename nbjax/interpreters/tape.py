@@ -418,8 +418,9 @@ def _program(prim, params, args, nz, ct_mask):
   where params cannot key a cache. ``ct_mask``: per output, 0 (no cotangent), 1 (a strong
   one) or 2 (a weak one)."""
   for v in args:
-    if type(v) is not Array and isinstance(getattr(v, "dtype", None), dtypes.ExtendedDType):
-      return None  # a key array operand (nbjax.prng): linearize this node directly
+    if type(v) is not Array and (isinstance(getattr(v, "dtype", None), dtypes.ExtendedDType)
+                                 or type(v) is core.Ref):
+      return None  # a key array operand (nbjax.prng), a ref: linearize this node directly
   try:
     key = (prim, tuple(map(_key_part, args)), tuple(params.items()), nz, ct_mask,
            registry.epoch)
