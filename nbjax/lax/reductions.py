@@ -77,6 +77,27 @@ def _rows(kern, op, x, out, z):
   out[0] = K.cascade_parts(parts)
 
 
+def _rows_call(kern, op, shape, O, N, kd, out_shape, z):
+  """``x -> kern`` over ``x`` of ``shape`` viewed as ``(O, N)`` rows into a new ``out_shape``
+  array of ``kd`` (``_rows``), the team's and the views' decisions taken once."""
+  if O * N >= ROW_TEAM_MIN and op in _ROW_OPS:
+    def k(x):
+      out = np.empty(O, kd)
+      _rows(kern, op, x.reshape(O, N), out, z)
+      return out.reshape(out_shape)
+  elif tuple(shape) == (O, N) and out_shape == (O,):  # (rows as they are: no views)
+    def k(x):
+      out = np.empty(O, kd)
+      kern(x, out, z)
+      return out
+  else:
+    def k(x):
+      out = np.empty(O, kd)
+      kern(x.reshape(O, N), out, z)
+      return out.reshape(out_shape)
+  return k
+
+
 def _cols(kern, op, x, out, z, tree=False):
   """``kern(x, out, z)`` on an ``(O, N, I)`` block (``kern``: a column kernel, XLA's order when
   ``tree``); from ROW_TEAM_MIN elements ranges of columns (or of outer blocks, when there are
@@ -419,11 +440,7 @@ def _reduce_numba(op):
         rop = op if fast else ""
         # (the kernels' compiled entry points: no numba dispatch, 0.4 of 0.8 us a call)
         kr = _entry(kr, np.empty((O, N), kd), np.empty(O, kd), z)
-
-        def k(x):
-          out = np.empty(O, kd)
-          _rows(kr, rop, x.reshape(O, N), out, z)
-          return out.reshape(out_shape)
+        k = _rows_call(kr, rop, x.shape, O, N, kd, out_shape, z)
       else:
         kc = _entry(K.TREE_COLS[kop], np.empty((O, N, I), kd), np.empty((O, I), kd), z)
         team = O * N * I >= ROW_TEAM_MIN
@@ -449,10 +466,7 @@ def _reduce_numba(op):
     kern = _entry(kern, np.empty((O, N) if I == 1 else (O, N, I), kd),
                   np.empty(O if I == 1 else (O, I), kd), z)
     if I == 1:
-      def k(x):
-        out = np.empty(O, kd)
-        _rows(kern, op, x.reshape(O, N), out, z)
-        return out.reshape(oshape)
+      k = _rows_call(kern, op, x.shape, O, N, kd, oshape, z)
     else:
       team = O * N * I >= ROW_TEAM_MIN
 
