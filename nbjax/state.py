@@ -33,7 +33,7 @@ __all__ = ["Ref", "AbstractRef", "new_ref", "empty_ref", "free_ref", "freeze", "
            "ref_get", "ref_set", "ref_swap", "ref_addupdate", "get_p", "swap_p", "addupdate_p",
            "mutable_array_p", "freeze_p", "empty_ref_p", "free_ref_p", "RefEffect",
            "ReadEffect", "WriteEffect", "AccumEffect", "discharge_state", "discharge_rules",
-           "TransformedRef", "shaped_array_ref"]
+           "TransformedRef", "shaped_array_ref", "run_state", "run_state_reference"]
 
 # ----------------------------------------------------------------------- effects
 
@@ -550,6 +550,22 @@ def typeof(x):
   return api.typeof(x)
 
 
+def run_state(f):
+  """JAX's ``run_state``: ``run_state(f)(init)`` runs ``f`` on refs holding ``init`` (a
+  pytree of arrays) and returns their final values (``f`` returns nothing)."""
+  from nbjax import tree_util
+
+  def wrapped(init):
+    flat, tree = tree_util.tree_flatten(init)
+    refs = [new_ref(x) for x in flat]
+    f(tree_util.tree_unflatten(tree, refs))
+    return tree_util.tree_unflatten(tree, [freeze(r) for r in refs])
+  return wrapped
+
+
+run_state_reference = run_state
+
+
 def _split_ref(ref, idx):
   """``(ref, tree, dyn)`` of ``ref[idx]`` (``ref`` may be a ``TransformedRef``)."""
   tree, dyn = (), []
@@ -632,6 +648,16 @@ class TransformedRef:
 
   def __repr__(self):
     return f"TransformedRef(ref={self.ref!r}, transforms={_transforms_str(self.tree)})"
+
+
+def _register_transformed_ref():
+  from nbjax import tree_util  # (a pytree: jit and the loops take it as its ref, re-viewed)
+  tree_util.register_pytree_node(
+      TransformedRef, lambda t: ((t.ref, *t.dyn), t.tree),
+      lambda tree, kids: TransformedRef(kids[0], tree, kids[1:]))
+
+
+_register_transformed_ref()
 
 
 class _RefAt:
@@ -824,7 +850,7 @@ def discharge_state(closed, should_discharge=None):
   return out
 
 
-def run_state(closed, args, name="jit"):
+def run_with_refs(closed, args, name="jit"):
   """Run ``closed`` (refs among its inputs or consts) compiled: the discharged program on
   the refs' values, the final values written back into the refs. Returns the outputs."""
   from nbjax.interpreters import pjit
@@ -855,7 +881,7 @@ def run_state(closed, args, name="jit"):
 
 
 def discharged_call(closed):
-  """The program ``run_state`` compiles for ``closed``: its consts as leading inputs, refs
+  """The program ``run_with_refs`` compiles for ``closed``: its consts as leading inputs, refs
   discharged (their final values appended to the outputs)."""
   jaxpr = closed.jaxpr
   jx = pe.convert_constvars_jaxpr(jaxpr) if closed.consts else jaxpr
@@ -885,12 +911,12 @@ def _run_prim(prim, args, params):
     outvars = [Var(a) for a in outs_avals]
     eqn = JaxprEqn(invars, outvars, prim, params, pe.eqn_effects(prim, params))
     hit = per[key] = (params, ClosedJaxpr(Jaxpr([], invars, outvars, [eqn]), []))
-  outs = run_state(hit[1], list(args), prim.name)
+  outs = run_with_refs(hit[1], list(args), prim.name)
   return outs if prim.multiple_results else outs[0]
 
 
 core.run_with_refs = _run_prim
-core.run_state = run_state
+core.run_state = run_with_refs
 
 
 def _physicalize(closed):

@@ -385,3 +385,21 @@ def test_custom_vjp_bwd_writes_residual_ref(jit):
   grads_ref = nbjax.new_ref(np.float32(0))
   nbjax.grad(primal, 1)(grads_ref, np.float32(1))
   np.testing.assert_allclose(grads_ref[...], np.cos(np.sin(np.float32(1))), rtol=1e-6)
+
+
+def test_run_state_and_transformed_ref_arguments():
+  from nbjax.state import run_state
+
+  def body(refs):
+    a, b = refs
+    b[...] += a[...] * 2.
+  out = run_state(body)((np.float32(3), np.float32(1)))
+  assert (float(out[0]), float(out[1])) == (3., 7.)
+
+  r = nbjax.new_ref(jnp.zeros(6, jnp.float32))
+
+  @nbjax.jit
+  def f(view):
+    view[...] += 1.
+  f(r.at[2:4])
+  np.testing.assert_array_equal(r[...], f32(0, 0, 1, 1, 0, 0))
