@@ -511,6 +511,21 @@ def test_single_operand_sort_fast_path_matches_stable_sort():
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_nan_or_negzero_check_finds_one_anywhere(dtype):
+  # the stable-sort guard scans in blocks of 2048: one NaN/-0.0 at every block edge
+  from nbjax.lax.reductions import _nan_or_negzero
+  base = np.abs(np.random.default_rng(0).standard_normal(5000)).astype(dtype) + 1
+  assert not _nan_or_negzero(base) and not _nan_or_negzero(base[:0])
+  for special in (np.nan, -np.nan, -0.0):
+    for at in (0, 1, 2046, 2047, 2048, 4095, 4096, 4999):
+      x = base.copy()
+      x[at] = special
+      assert _nan_or_negzero(x), (special, at)
+      assert _nan_or_negzero(x[:at + 1]) and not _nan_or_negzero(x[:at])
+  assert not _nan_or_negzero(np.array([0.0, np.inf, -np.inf], dtype))
+
+
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int32])
 def test_specialized_kernel_is_the_impl_bit_for_bit(name, dtype):
