@@ -215,9 +215,9 @@ class AbstractRef:
   ndim = property(lambda self: len(self.inner_aval.shape))
   size = property(lambda self: self.inner_aval.size)
 
-  def update(self, inner_aval=None, **kw):
-    return AbstractRef(self.inner_aval if inner_aval is None else inner_aval,
-                       self.memory_space, self.kind)
+  def update(self, inner_aval=None, **kw):  # (shape=, dtype=, weak_type=: of the inner aval)
+    inner = self.inner_aval if inner_aval is None else inner_aval
+    return AbstractRef(inner.update(**kw) if kw else inner, self.memory_space, self.kind)
 
   def strip_weak_type(self):
     return AbstractRef(self.inner_aval.strip_weak_type(), self.memory_space, self.kind)

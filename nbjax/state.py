@@ -734,12 +734,32 @@ get_p.pp_eqn, swap_p.pp_eqn, addupdate_p.pp_eqn = _pp_get, _pp_swap, _pp_addupda
 # ----------------------------------------------------------------------- discharge
 
 
-class _Box:
+class _BoxBase:
+  __slots__ = ()
+
+
+class _Box(_BoxBase):
   """A ref's current value while a jaxpr is discharged."""
   __slots__ = ("val",)
 
   def __init__(self, val):
     self.val = val
+
+
+class _RowBox(_BoxBase):
+  """Row ``i`` of a ref (a loop's step over a ref it scans)."""
+  __slots__ = ("box", "i")
+
+  def __init__(self, box, i):
+    self.box, self.i = box, i
+
+  @property
+  def val(self):
+    return self.box.val[self.i]
+
+  @val.setter
+  def val(self, v):
+    self.box.val = self.box.val.at[self.i].set(v)
 
 
 discharge_rules: dict = {}  # primitive -> rule(operands (a _Box per ref), **params) -> outs
@@ -780,7 +800,7 @@ def _interpret(jaxpr, consts, args):
     rule = discharge_rules.get(prim)
     if rule is not None:
       outs = rule(ins, **eqn.params)
-    elif any(type(x) is _Box for x in ins):
+    elif any(isinstance(x, _BoxBase) for x in ins):
       raise NotImplementedError(f"State discharge rule for '{prim.name}' not implemented "
                                 "(a mutable array reference is one of its operands)")
     else:
@@ -837,7 +857,7 @@ def discharge_state(closed, should_discharge=None):
   def fun(*vals):
     args = [_Box(x) if r else x for x, r in zip(vals, is_ref)]
     outs = _interpret(jaxpr, closed.consts, args)
-    if any(type(o) is _Box for o in outs):
+    if any(isinstance(o, _BoxBase) for o in outs):
       raise ValueError("a jaxpr returning a mutable array reference cannot be discharged")
     return [*outs, *(b.val for b, r in zip(args, is_ref) if r)]
 
@@ -930,7 +950,7 @@ _lowering.discharge_hook = (has_state, _physicalize)
 
 
 def _box(x, name):
-  if type(x) is not _Box:
+  if not isinstance(x, _BoxBase):
     raise TypeError(f"{name}: expected a mutable array reference, got {get_aval(x)}")
   if x.val is None:
     raise ValueError(f"{name}: the mutable array reference was used after free_ref freed it")
@@ -981,7 +1001,7 @@ discharge_rules.update({mutable_array_p: _new_ref_discharge, empty_ref_p: _empty
 def _unique_boxes(xs):
   boxes = []
   for x in xs:
-    if type(x) is _Box and all(x is not b for b in boxes):
+    if isinstance(x, _BoxBase) and all(x is not b for b in boxes):
       boxes.append(x)
   return boxes
 
@@ -990,7 +1010,7 @@ def _boxed(closed, ins, boxes):
   """``run(plain, vals) -> (outs, finals)``: ``closed`` on ``ins``, whose refs (``boxes``)
   take the values ``vals`` and whose other operands are ``plain``; ``finals``: the refs'
   values afterwards."""
-  pos = [next(k for k, b in enumerate(boxes) if b is x) if type(x) is _Box else None
+  pos = [next(k for k, b in enumerate(boxes) if b is x) if isinstance(x, _BoxBase) else None
          for x in ins]
 
   def run(plain, vals):
@@ -1013,35 +1033,54 @@ def _box_aval(b):
 
 
 def _plain_avals(avals, ins):
-  return [a for a, x in zip(avals, ins) if type(x) is not _Box]
+  return [a for a, x in zip(avals, ins) if not isinstance(x, _BoxBase)]
 
 
-def _scan_discharge(ins, *, jaxpr, num_consts, num_carry, **params):
+def _scan_discharge(ins, *, jaxpr, num_consts, num_carry, length, reverse, **params):
+  """Refs a scan closes over become carries; a ref it scans over is carried whole, each step
+  reading and writing its row (a step counter is carried too)."""
   from nbjax.lax.control_flow import scan_p
   boxes = _unique_boxes(ins)
   if not boxes:
-    return scan_p.bind(*ins, **_discharged_params(dict(params, jaxpr=jaxpr,
-                                                       num_consts=num_consts,
-                                                       num_carry=num_carry)))
-  if any(type(x) is _Box for x in ins[num_consts:]):
+    return scan_p.bind(*ins, **_discharged_params(dict(
+        params, jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry, length=length,
+        reverse=reverse)))
+  nx = num_consts + num_carry
+  if any(isinstance(x, _BoxBase) for x in ins[num_consts:nx]):
     raise NotImplementedError("State discharge rule for 'scan' with a mutable array reference "
-                              "in its carry or scanned inputs not implemented")
-  run = _boxed(jaxpr, ins, boxes)
-  consts = [x for x in ins[:num_consts] if type(x) is not _Box]
+                              "in its carry not implemented")
+  pos = [next(k for k, b in enumerate(boxes) if b is x) if isinstance(x, _BoxBase) else None
+         for x in ins]
+  consts = [x for x in ins[:num_consts] if not isinstance(x, _BoxBase)]
+  xs = [x for x in ins[nx:] if not isinstance(x, _BoxBase)]
   nc, nb = len(consts), len(boxes)
 
   def body(*args):
-    outs, finals = run([*args[:nc], *args[nc + nb:]], args[nc:nc + nb])
-    return [*finals, *outs]
+    fresh = [_Box(v) for v in args[nc:nc + nb]]
+    i = args[nc + nb]
+    carry = args[nc + nb + 1:nc + nb + 1 + num_carry]
+    it_c, it_x = iter(args[:nc]), iter(args[nc + nb + 1 + num_carry:])
+    step = [fresh[p] if p is not None and k < num_consts else
+            _RowBox(fresh[p], i) if p is not None else
+            next(it_c) if k < num_consts else None for k, p in enumerate(pos)]
+    step = [*step[:num_consts], *carry,
+            *(s if s is not None else next(it_x) for s in step[nx:])]
+    outs = _interpret(jaxpr.jaxpr, jaxpr.consts, step)
+    return [*(b.val for b in fresh), i - 1 if reverse else i + 1, *outs]
 
-  avals = _plain_avals(jaxpr.in_avals[:num_consts], ins) + [_box_aval(b) for b in boxes] + \
-      list(jaxpr.in_avals[num_consts:])
-  new, cs = _stage(body, avals)
-  outs = scan_p.bind(*cs, *consts, *(b.val for b in boxes), *ins[num_consts:], jaxpr=new,
-                     num_consts=len(cs) + nc, num_carry=nb + num_carry, **params)
+  avals = jaxpr.in_avals
+  i_aval = ShapedArray((), np.dtype(np.int32))
+  in_avals = [a for a, x in zip(avals[:num_consts], ins) if not isinstance(x, _BoxBase)] + \
+      [_box_aval(b) for b in boxes] + [i_aval] + list(avals[num_consts:nx]) + \
+      [a for a, x in zip(avals[nx:], ins[nx:]) if not isinstance(x, _BoxBase)]
+  new, cs = _stage(body, in_avals)
+  i0 = np.int32(length - 1 if reverse else 0)
+  outs = scan_p.bind(*cs, *consts, *(b.val for b in boxes), i0, *ins[num_consts:nx], *xs,
+                     jaxpr=new, num_consts=len(cs) + nc, num_carry=nb + 1 + num_carry,
+                     length=length, reverse=reverse, **params)
   for b, v in zip(boxes, outs[:nb]):
     b.val = v
-  return outs[nb:]
+  return outs[nb + 1:]
 
 
 def _while_discharge(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
@@ -1052,14 +1091,14 @@ def _while_discharge(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
         cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
         body_nconsts=body_nconsts)))
   n = cond_nconsts + body_nconsts
-  if any(type(x) is _Box for x in ins[n:]):
+  if any(isinstance(x, _BoxBase) for x in ins[n:]):
     raise NotImplementedError("State discharge rule for 'while' with a mutable array "
                               "reference in its carry not implemented")
   cins, bins, init = ins[:cond_nconsts], ins[cond_nconsts:n], ins[n:]
   crun = _boxed(cond_jaxpr, [*cins, *init], boxes)
   brun = _boxed(body_jaxpr, [*bins, *init], boxes)
-  cc = [x for x in cins if type(x) is not _Box]
-  bc = [x for x in bins if type(x) is not _Box]
+  cc = [x for x in cins if not isinstance(x, _BoxBase)]
+  bc = [x for x in bins if not isinstance(x, _BoxBase)]
   nb = len(boxes)
 
   def cond(*args):
@@ -1087,7 +1126,7 @@ def _cond_discharge(ins, *, branches, **params):
   if not boxes:
     return cond_p.bind(*ins, **_discharged_params(dict(params, branches=branches)))
   index, ops = ins[0], ins[1:]
-  plain = [x for x in ops if type(x) is not _Box]
+  plain = [x for x in ops if not isinstance(x, _BoxBase)]
   nb = len(boxes)
   bavals = [_box_aval(b) for b in boxes]
   staged, all_consts = [], []
@@ -1129,7 +1168,7 @@ def _call_discharge_rule(jit_p, ins, jaxpr, params):
   if isinstance(jaxpr, Jaxpr):
     jaxpr = ClosedJaxpr(jaxpr, [])
   run = _boxed(jaxpr, ins, boxes)
-  plain = [x for x in ins if type(x) is not _Box]
+  plain = [x for x in ins if not isinstance(x, _BoxBase)]
 
   def fun(*args):
     outs, finals = run(args[:len(plain)], args[len(plain):])
@@ -1141,7 +1180,7 @@ def _call_discharge_rule(jit_p, ins, jaxpr, params):
   pc = params.get("prevent_cse")
   if isinstance(pc, tuple):  # (checkpoint's, per operand)
     params = dict(params, prevent_cse=(True,) * len(cs) + tuple(
-        p for p, x in zip(pc, ins) if type(x) is not _Box) + (True,) * nb)
+        p for p, x in zip(pc, ins) if not isinstance(x, _BoxBase)) + (True,) * nb)
   outs = jit_p.bind(*cs, *plain, *(b.val for b in boxes), jaxpr=new, **params)
   for b, v in zip(boxes, outs[len(outs) - nb:]):
     b.val = v

@@ -403,3 +403,18 @@ def test_run_state_and_transformed_ref_arguments():
     view[...] += 1.
   f(r.at[2:4])
   np.testing.assert_array_equal(r[...], f32(0, 0, 1, 1, 0, 0))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_over_a_ref(jit, reverse):
+  def body(_, index_x):
+    index, x = index_x
+    x[...] += index
+    return (), x[...]
+
+  x_mut = nbjax.new_ref(np.arange(5))
+  doit = lambda: lax.scan(body, (), (np.arange(5), x_mut), reverse=reverse)[1]
+  doit = nbjax.jit(doit) if jit else doit
+  np.testing.assert_array_equal(doit(), np.arange(5) * 2)
+  np.testing.assert_array_equal(x_mut[...], np.arange(5) * 2)

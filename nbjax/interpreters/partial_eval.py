@@ -395,7 +395,7 @@ def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
     out_avals = [t._aval for t in out_tracers]
   finally:
     trace.invalidate()
-  in_tracers = ans = out_tracers = x = None  # (the leak check finds any tracer left)
+  in_tracers = ans = out_tracers = x = t = None  # (the leak check finds any tracer left)
   core.check_leaks(trace)
   return jaxpr, out_avals, consts
 
