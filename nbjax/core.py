@@ -468,7 +468,7 @@ class Primitive:
   named_axes = None  # collectives: params -> the axis names they act over (lax.parallel)
   places_sharded = False  # its eager impl places sharded operands itself (no jitted run;
   # call and map primitives do as well)
-  jvp_always = False  # its JVP rule runs even when no operand has a tangent (new_ref)
+  rule_always = False  # its JVP and batching rules run even on untransformed operands (new_ref)
 
   def __init__(self, name: str):
     self.name = name

@@ -438,7 +438,8 @@ def _addupdate_jvp(primals, tangents, *, tree):
   return [], []
 
 
-mutable_array_p.jvp_always = empty_ref_p.jvp_always = True  # (a ref made inside is written)
+mutable_array_p.rule_always = empty_ref_p.rule_always = True  # (a ref made inside is
+# written with differentiated or batched values: it has a tangent and a batch axis)
 mutable_array_p.jvp, empty_ref_p.jvp, free_ref_p.jvp = _new_ref_jvp, _empty_ref_jvp, _free_ref_jvp
 freeze_p.jvp, get_p.jvp, swap_p.jvp, addupdate_p.jvp = (_freeze_jvp, _get_jvp, _swap_jvp,
                                                          _addupdate_jvp)
@@ -463,8 +464,25 @@ def _check_idx_unbatched(dims, name):
                               "implemented")
 
 
-def _new_ref_batch(vals, dims, **params):
-  return mutable_array_p.bind(_front(vals[0], dims[0]), **params), 0
+def _batched_new(x, size):
+  from nbjax import lax
+  shape = get_aval(x).shape
+  return lax.broadcast_in_dim(x, (size, *shape), tuple(range(1, len(shape) + 1)))
+
+
+def _new_ref_batch(axis_data, vals, dims, **params):
+  x, d = vals[0], dims[0]
+  x = _batched_new(x, axis_data.size) if d is batching.not_mapped else _front(x, d)
+  return mutable_array_p.bind(x, **params), 0
+
+
+def _empty_ref_batch(axis_data, vals, dims, *, aval, memory_space=None):
+  return empty_ref_p.bind(aval=aval.update(shape=(axis_data.size, *aval.shape)),
+                          memory_space=memory_space), 0
+
+
+_new_ref_batch.wants_axis_data = _empty_ref_batch.wants_axis_data = True
+empty_ref_p.batch = _empty_ref_batch
 
 
 def _freeze_batch(vals, dims):

@@ -418,3 +418,13 @@ def test_scan_over_a_ref(jit, reverse):
   doit = nbjax.jit(doit) if jit else doit
   np.testing.assert_array_equal(doit(), np.arange(5) * 2)
   np.testing.assert_array_equal(x_mut[...], np.arange(5) * 2)
+
+
+def test_vmap_ref_created_from_unbatched_value():
+  @nbjax.jit
+  def internally_pure(x):
+    ref = nbjax.new_ref(np.float32(1))
+    ref[...] += x
+    return ref[...]
+  np.testing.assert_array_equal(nbjax.vmap(internally_pure)(jnp.arange(4, dtype=jnp.float32)),
+                                f32(1, 2, 3, 4))

@@ -130,7 +130,7 @@ class JVPTrace(Trace):
   def process_primitive(self, prim, tracers, params):
     primals, tangents = core.unzip2(map(self.to_primal_tangent_pair, tracers))
     primals, tangents = tuple(primals), tuple(tangents)  # (a rule gets tuples, as JAX's)
-    if all(type(t) is Zero for t in tangents) and not prim.jvp_always:
+    if all(type(t) is Zero for t in tangents) and not prim.rule_always:
       with set_current_trace(self.parent_trace):
         return prim.bind(*primals, **params)
     rule = prim.jvp

@@ -71,7 +71,7 @@ class BatchTrace(Trace):
     vals, dims = core.unzip2(map(self.to_batch_info, tracers))
     ctx = core._ctx
     prev, ctx.trace = ctx.trace, self.parent_trace
-    if all(d is not_mapped for d in dims) and not (
+    if all(d is not_mapped for d in dims) and not prim.rule_always and not (
         prim.named_axes is not None and self.axis_name in prim.named_axes(params)):
       try:
         return prim.bind(*vals, **params)
