@@ -370,6 +370,53 @@ def custom_vjp_primal_tree_values(tree):
   return tree_map(value, tree)
 
 
+def _check_aliased_refs(f, nums, args):
+  """JAX's error for one mutable array reference passed as two (differentiable) arguments;
+  whether any argument is a ref."""
+  leaves = [x for i, a in enumerate(args) if i not in nums for x in tree_flatten(a)[0]]
+  seen, any_ref = {}, False
+  for i, x in enumerate(leaves):
+    if pe._is_ref(x):
+      any_ref = True
+      j = seen.setdefault(id(x), i)
+      if j != i:
+        names = pe.DebugInfo("custom_vjp", f, tuple(a for k, a in enumerate(args)
+                                                     if k not in nums)).arg_names
+        raise ValueError("only one reference to a mutable array may be passed as an argument "
+                         f"to a function, but custom_vjp function {f} got the same mutable "
+                         f"array reference of type {get_aval(x).str_short()} at {names[j]} "
+                         f"and {names[i]}.")
+  return any_ref
+
+
+def _check_returned_refs(f, out, kind, args, after):
+  """JAX's errors for a custom_vjp function (``kind``: primal or fwd) returning a mutable
+  array reference among its first ``after`` outputs, or one that is not an argument."""
+  ids = {id(x) for x in args if pe._is_ref(x)}
+  for i, (path, leaf) in enumerate(_tree_util.tree_flatten_with_path(out)[0]):
+    if pe._is_ref(leaf):
+      a, loc = get_aval(leaf).str_short(), f" at output tree path {keystr(path)}" if path else ""
+      if i < after:
+        raise ValueError(f"custom_vjp {kind} function {f} returned a mutable array reference "
+                         f"of type {a}{loc}, but mutable array references cannot be returned "
+                         "there.")
+      if id(leaf) not in ids:
+        raise ValueError(f"custom_vjp {kind} function {f} returned a mutable array reference "
+                         f"of type {a}{loc} that was not an argument.")
+
+
+def _checking_refs(f, kind):
+  def checked(*xs):
+    if kind == "fwd":
+      _check_aliased_refs(f, (), xs)
+    out = f(*xs)
+    _check_returned_refs(f, out, kind, tree_flatten(xs)[0], len(tree_flatten(out[0])[0])
+                         if kind == "fwd" and isinstance(out, (tuple, list)) and len(out) == 2
+                         else 0)
+    return out
+  return checked
+
+
 def _flat_fwd(fwd, in_tree, store, symbolic_zeros, fun_name, fwd_name):
   """The forward rule on interleaved ``(primal, perturbed)`` pairs, returning flat
   ``[*residuals, *primals_out]``; the residual treedef goes to ``store.res``."""
@@ -512,8 +559,12 @@ class custom_vjp:
     if nums:
       for i in nums:
         _check_for_tracers(args[i])
+    refs = _check_aliased_refs(self.fun, nums, args)
     if trace is core.eval_trace:
-      return self.fun(*args)
+      out = self.fun(*args)
+      if refs:
+        _check_returned_refs(self.fun, out, "primal", [], 0)
+      return out
     if nums:
       fun, dyn = _splice(self.fun, nums, args)
       fwd, _ = _splice(self.fwd, nums, args)
@@ -523,6 +574,8 @@ class custom_vjp:
     args_flat, in_tree = tree_flatten(dyn)
     in_avals = [get_aval(x) for x in args_flat]
     store = _Store()
+    if refs:  # (mutable array references: JAX's checks of what the functions return)
+      fun, fwd = _checking_refs(fun, "primal"), _checking_refs(fwd, "fwd")
     flat_fwd = _flat_fwd(fwd, in_tree, store, self.symbolic_zeros, name, _name(self.fwd))
     flat_bwd = _flat_bwd(bwd, in_tree, in_avals, store, self.fun)
     flat_bwd.__name__ = _name(self.bwd)

@@ -428,3 +428,30 @@ def test_vmap_ref_created_from_unbatched_value():
     return ref[...]
   np.testing.assert_array_equal(nbjax.vmap(internally_pure)(jnp.arange(4, dtype=jnp.float32)),
                                 f32(1, 2, 3, 4))
+
+
+def test_custom_vjp_ref_errors():
+  @nbjax.custom_vjp
+  def f(ref):
+    return ref
+  f.defvjp(lambda ref: (ref, None), lambda *_: (None,))
+  x_ref = nbjax.new_ref(np.float32(0))
+  with pytest.raises(ValueError, match="custom_vjp primal function .* returned a mutable array"):
+    f(x_ref)
+
+  @nbjax.custom_vjp
+  def g(x, ref):
+    return x
+
+  def g_fwd(x, _):
+    return x, nbjax.new_ref(0)
+  g.defvjp(g_fwd, lambda ref, g: (g, None))
+  with pytest.raises(ValueError, match="custom_vjp fwd function .* that was not an argument"):
+    nbjax.vjp(g, np.float32(3), x_ref)
+
+  @nbjax.custom_vjp
+  def h(x_ref, y_ref):
+    return None
+  h.defvjp(lambda x_ref, y_ref: (None, None), lambda _, g: (None, None))
+  with pytest.raises(ValueError, match="x_ref and y_ref"):
+    h(x_ref, x_ref)
