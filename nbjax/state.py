@@ -1211,12 +1211,20 @@ def _inline_discharge(ins, *, call_jaxpr, **_):
   return _interpret(call_jaxpr.jaxpr, call_jaxpr.consts, ins)
 
 
+def _custom_lin_discharge(ins, **params):
+  """The linear part of a custom_vjp call taking a (tangent) ref: it takes the ref's value,
+  and its transpose gives that value's cotangent."""
+  return ad.custom_lin_p.bind(*[x.val if isinstance(x, _BoxBase) else x for x in ins],
+                              **params)
+
+
 def _install_rules():
   from nbjax.interpreters.pjit import jit_p
   from nbjax.lax.control_flow import cond_p, scan_p, while_p
   from nbjax.interpreters.remat import checkpoint_p
   from nbjax.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
-  discharge_rules.update({custom_jvp_call_p: _inline_discharge,
+  discharge_rules.update({ad.custom_lin_p: _custom_lin_discharge,
+                          custom_jvp_call_p: _inline_discharge,
                           custom_vjp_call_p: _inline_discharge})
   discharge_rules.update({scan_p: _scan_discharge, while_p: _while_discharge,
                           cond_p: _cond_discharge, jit_p: _call_discharge(jit_p),

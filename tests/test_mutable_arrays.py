@@ -455,3 +455,24 @@ def test_custom_vjp_ref_errors():
   h.defvjp(lambda x_ref, y_ref: (None, None), lambda _, g: (None, None))
   with pytest.raises(ValueError, match="x_ref and y_ref"):
     h(x_ref, x_ref)
+
+
+def test_vjp_through_custom_vjp_of_a_ref_and_lower_fun_with_refs():
+  @nbjax.custom_vjp
+  def f(x_ref):
+    return x_ref[...]
+  f.defvjp(lambda x_ref: (f(x_ref), None), lambda _, g: (g,))
+  _, f_vjp = nbjax.vjp(lambda x: f(nbjax.new_ref(x)), np.float32(3.14))
+  assert float(f_vjp(np.float32(1))[0]) == 1.
+
+  from nbjax.interpreters import mlir
+  p = core.Primitive("plus_zero_by_refs")
+  p.def_abstract_eval(lambda aval: aval)
+
+  def lowering(x):
+    r = nbjax.new_ref(x)
+    r[...] += 1
+    r[...] += -1
+    return nbjax.freeze(r)
+  mlir.register_lowering(p, mlir.lower_fun(lowering, multiple_results=False))
+  assert float(nbjax.jit(p.bind)(np.float32(3))) == 3.

@@ -480,6 +480,12 @@ def lower_fun(fun, multiple_results=True):
 
     jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(
         flat, list(ctx.avals_in), fun_name=getattr(fun, "__name__", "lower_fun"))
+    from nbjax.interpreters import lowering
+    d = lowering.discharge_hook  # refs made inside: their values threaded (nbjax.state)
+    if d is not None and d[0](jaxpr):
+      from nbjax.jaxpr import ClosedJaxpr
+      closed = d[1](ClosedJaxpr(jaxpr, consts))
+      jaxpr, consts = closed.jaxpr, closed.consts
     cvals = _const_values(consts, [v.aval for v in jaxpr.constvars])
     return jaxpr_subcomp(ctx.module_context, jaxpr, cvals, list(args))
   return rule
