@@ -632,8 +632,20 @@ class VJP:
     if tree != self.in_tree:
       raise ValueError(f"VJP.with_refs takes the structure of the primals, {self.in_tree}, "
                        f"but got {tree}")
-    return Partial(functools.partial(self.fun, wanted=[type(w) is not DontWant for w in wants]),
-                   self.fun.residuals(self.args_res, self.opaque_residuals))
+    f = Partial(functools.partial(self.fun, wanted=[type(w) is not DontWant for w in wants]),
+                self.fun.residuals(self.args_res, self.opaque_residuals))
+    if not any(isinstance(w, core.Ref) for w in wants):
+      return f
+
+    def accumulate(out_ct):  # a mutable array reference leaf: its cotangent added into it
+      from nbjax.state import ref_addupdate
+      cts, ct_tree = tree_flatten(f(out_ct))
+      for i, (w, ct) in enumerate(zip(wants, cts)):
+        if isinstance(w, core.Ref):
+          ref_addupdate(w, ..., ct)
+          cts[i] = None
+      return tree_unflatten(ct_tree, cts)
+    return accumulate
 
 
 tree_util.register_pytree_node(

@@ -701,6 +701,7 @@ Ref.__getitem__, Ref.__setitem__ = _ref_getitem, _ref_setitem
 Ref.at = property(_RefAt)
 Ref.get, Ref.set = (lambda self, idx=...: ref_get(self, idx),
                     lambda self, value, idx=...: ref_set(self, idx, value))
+Ref.addupdate = lambda self, x, idx=(): ref_addupdate(self, idx, x)
 Ref.sharding = property(lambda self: self._ref_value.sharding)
 Ref.freeze = freeze
 
@@ -724,6 +725,7 @@ def _attach_tracer():
     return _RefAt(self) if type(self.aval) is AbstractRef else at.fget(self)
 
   Tracer.__getitem__, Tracer.__setitem__, Tracer.at = __getitem__, __setitem__, property(_at)
+  Tracer.addupdate = lambda self, x, idx=(): ref_addupdate(self, idx, x)
 
 
 _attach_tracer()

@@ -476,3 +476,18 @@ def test_vjp_through_custom_vjp_of_a_ref_and_lower_fun_with_refs():
     return nbjax.freeze(r)
   mlir.register_lowering(p, mlir.lower_fun(lowering, multiple_results=False))
   assert float(nbjax.jit(p.bind)(np.float32(3))) == 3.
+
+
+def test_vjp_with_refs_accumulates_cotangents():
+  def f(x):
+    return (x * jnp.arange(3, dtype=jnp.float32)).sum()
+  acc = nbjax.new_ref(jnp.ones(3, jnp.float32))
+  _, f_vjp = nbjax.vjp(f, jnp.ones(3, jnp.float32))
+  assert f_vjp.with_refs(acc)(np.float32(1)) == (None,)
+  np.testing.assert_array_equal(acc[...], f32(1, 2, 3))
+
+  def g(x):
+    x.addupdate(np.float32(1))
+  r = nbjax.new_ref(jnp.zeros(4, jnp.float32))
+  nbjax.vmap(g)(r)
+  np.testing.assert_array_equal(r[...], np.ones(4, np.float32))
