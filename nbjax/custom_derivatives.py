@@ -378,7 +378,7 @@ def _check_aliased_refs(f, nums, args):
   for i, x in enumerate(leaves):
     if pe._is_ref(x):
       any_ref = True
-      j = seen.setdefault(id(x), i)
+      j = seen.setdefault(id(pe._referent(x)), i)
       if j != i:
         names = pe.DebugInfo("custom_vjp", f, tuple(a for k, a in enumerate(args)
                                                      if k not in nums)).arg_names

@@ -418,13 +418,25 @@ def _is_ref(x):
   return type(x) is core.Ref or isinstance(x, Tracer) and type(x.aval) is core.AbstractRef
 
 
+def _referent(x):
+  """The ref a tracer stands for (JAX's ``get_referent``): under jvp/vmap, its primal's."""
+  while isinstance(x, Tracer):
+    nxt = getattr(x, "primal", None)
+    if nxt is None:
+      nxt = getattr(x, "val", None)
+    if nxt is None:
+      break
+    x = nxt
+  return x
+
+
 def check_ref_args(dbg, flat, consts=()):
   """JAX's errors for one mutable array reference passed as two arguments of a traced
   function, or both closed over and passed."""
   seen = {}
   for i, x in enumerate(flat):
     if _is_ref(x):
-      j = seen.setdefault(id(x), i)
+      j = seen.setdefault(id(_referent(x)), i)
       if j != i:
         names = dbg.arg_names
         raise ValueError(
@@ -433,7 +445,7 @@ def check_ref_args(dbg, flat, consts=()):
             f"array reference of type {core.get_aval(x)} appeared at both {names[j]} and "
             f"{names[i]}.")
   for c in consts:
-    i = seen.get(id(c))
+    i = seen.get(id(_referent(c)))
     if i is not None and _is_ref(c):
       raise ValueError(f"when tracing {dbg.func_src_info} for {dbg.traced_for}, a mutable "
                        f"array reference of type {core.get_aval(c)} was both closed over and "
