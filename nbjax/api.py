@@ -18,10 +18,12 @@ import inspect
 import operator
 import types
 import warnings
+import weakref
 
 import numpy as np
 
 from nbjax import core, dtypes, eager_cache, xla as _xla, _tree_util as tree_util
+from nbjax.config import config
 from nbjax.traceback_util import api_boundary
 from nbjax.array import Array as _Array, owned as _owned
 from nbjax.core import ShapeDtypeStruct, Tracer, get_aval
@@ -1889,6 +1891,19 @@ def _delete_donated(ins, outs):
       ins[i].delete()
 
 
+_pmap_traces: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _pmap_trace_cache(fun, options):
+  """The trace cache of the pmaps of ``fun`` with these options, shared by all of them (as
+  JAX's: ``pmap(f)(x)`` in a loop traces and compiles once); a fresh one when ``fun`` or the
+  options cannot key it."""
+  try:
+    return _pmap_traces.setdefault(fun, {}).setdefault(options, {})
+  except TypeError:  # unhashable (or not weakly referenceable) function or options
+    return {}
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(),
          global_arg_shapes=None):
@@ -1924,7 +1939,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     raise ValueError("static_broadcasted_argnums and donate_argnums cannot intersect.")
   devs = None if devices is None else tuple(devices)
   name = _fun_name(fun)
-  cache, axes_cache = {}, {}
+  cache = _pmap_trace_cache(fun, (axis_name, in_axes, out_axes, statics, devs, axis_size))
+  axes_cache = {}
 
   def trace(dyn_args, kwargs, static_vals):
     """-> (closed per-device jaxpr with consts as leading invars, consts, flat in axes, flat
@@ -1954,7 +1970,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
       avals.append(av)
     ax_flat = tuple(None if a is None else a % np.ndim(x) for x, a in zip(args_flat, ax_flat))
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), ax_flat, n,
-           static_vals)
+           static_vals, config.trace_key, core.axis_env())
     hit = cache.get(key)
     if hit is not None:
       return hit + (args_flat,)
@@ -1980,7 +1996,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                          f"{a.ndim + 1} (including the mapped axis)")
     out_ax = tuple(None if o is None else o % (a.ndim + 1) for a, o in zip(out_avals, out_ax))
     closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
-    hit = cache[key] = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
+    hit = (closed, consts, (None,) * len(consts) + ax_flat, out_ax, out_tree, n)
+    if not any(isinstance(c, core.Tracer) for c in consts):
+      cache[key] = hit
     return hit + (args_flat,)
 
   def split(args):

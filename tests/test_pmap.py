@@ -79,6 +79,31 @@ def test_single_device_default():
   np.testing.assert_allclose(g, 2 * x)
 
 
+def test_pmap_caches_per_function_as_jax():
+  # JAX's pmap caches by function (api_test test_pmap_global_cache): a new pmap of the same
+  # function (same options) traces and compiles once; its vjp's forward and backward maps
+  # compile once each
+  from nbjax.interpreters import pxla
+  traces = []
+
+  def f(x, y):
+    traces.append(1)
+    return x, y
+
+  x = np.ones((1, 1, 1), np.float32)
+  c0 = pxla._stats["compiles"]
+  for _ in range(2):
+    nbjax.pmap(f)(x, x)
+  assert len(traces) == 1 and pxla._stats["compiles"] - c0 == 1
+  nbjax.pmap(f, "i")(x, x)  # other options: another trace
+  assert len(traces) == 2
+  g = lambda a: a * 3.0  # noqa: E731
+  c0 = pxla._stats["compiles"]
+  for _ in range(2):
+    np.testing.assert_allclose(nbjax.vjp(nbjax.pmap(g), x)[1](x)[0], 3 * x)
+  assert pxla._stats["compiles"] - c0 == 2
+
+
 def test_ordinary_array_sharding():
   a = nbjax.numpy.arange(6.0).reshape(2, 3)
   dev = nbjax.devices()[0]

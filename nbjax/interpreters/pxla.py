@@ -519,8 +519,16 @@ def _pmap_jvp(primals, tangents, **params):
 
 
 def _pmap_partial_eval(in_unknowns, **params):
-  with _env(params):
-    known, unknown, out_unk, num_res = pe.partial_eval_jaxpr(params["call_jaxpr"], in_unknowns)
+  # (kept per jaxpr, as jit's: a repeated vjp finds the known and unknown maps compiled)
+  per = _pe_memo.setdefault(params["call_jaxpr"], {})
+  key = (tuple(in_unknowns), params["axis_name"], params["axis_size"])
+  got = per.get(key)
+  if got is None:
+    with _env(params):
+      got = pe.partial_eval_jaxpr(params["call_jaxpr"], in_unknowns)
+    if got[0] is not params["call_jaxpr"] is not got[1]:  # (else a value holds its key)
+      per[key] = got
+  known, unknown, out_unk, num_res = got
   ia, oa, don = params["in_axes"], params["out_axes"], params["donated_invars"]
   kp = dict(params, call_jaxpr=known,
             in_axes=tuple(a for a, u in zip(ia, in_unknowns) if not u),
@@ -531,6 +539,10 @@ def _pmap_partial_eval(in_unknowns, **params):
             out_axes=tuple(a for a, u in zip(oa, out_unk) if u),
             donated_invars=(False,) * (num_res + sum(map(bool, in_unknowns))))
   return kp, up, out_unk, num_res
+
+
+_pe_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_transpose_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _pmap_transpose(cts, *args, **params):
@@ -552,10 +564,18 @@ def _pmap_transpose(cts, *args, **params):
     return [ad.instantiate_zeros(o) for o, u in zip(outs, undef) if u]
 
   avals = ([a for a, u in zip(per_in, undef) if not u] + list(closed.out_avals))
-  with _env(params):
-    tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+  per = _transpose_memo.setdefault(closed, {})  # (as jit's: found compiled the next time)
+  key = (tuple(undef), out_axes, params["axis_name"], n)
+  got = per.get(key)
+  if got is None:
+    with _env(params):
+      tj, _, consts = pe.trace_to_jaxpr_dynamic(fun, avals, fun_name=f"transpose({name})")
+    got = ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []), consts
+    if not any(isinstance(c, core.Tracer) for c in consts):
+      per[key] = got
+  tj, consts = got
   t_out_axes = tuple(0 if a is None else a for a, u in zip(in_axes, undef) if u)
-  p = dict(params, call_jaxpr=ClosedJaxpr(pe.convert_constvars_jaxpr(tj), []),
+  p = dict(params, call_jaxpr=tj,
            name=f"transpose({name})",
            in_axes=(None,) * len(consts) + res_axes + out_axes, out_axes=t_out_axes,
            donated_invars=(False,) * (len(consts) + len(res) + len(cts)))
