@@ -571,18 +571,24 @@ def make_generic_eager(prim, f_small, f_large, thr, size=_out_size):
 def bare_kernel(prim, x, params):
   """``(kernel, weak_type)`` when ``prim.eager(x, **params)`` (``x`` an Array) last ran a
   bare specialised kernel on its hot path (a function of the raw array returning the result's
-  own buffer) and ``prim.eager`` is still the registry's entry, else None: for callers that
-  memoise the call (``nbjax.numpy``'s reductions), keyed on the entry it came from."""
+  own buffer, or a list of them with a tuple of weak types for a primitive of several
+  results) and ``prim.eager`` is still the registry's entry, else None: for callers that
+  memoise the call (``nbjax.numpy``'s reductions and sort), keyed on the entry it came from."""
   e = prim.eager
   hot = getattr(e, "hot", None)
-  if hot is None or e is not getattr(prim, "_registry_eager", None) or prim.multiple_results:
+  if hot is None or e is not getattr(prim, "_registry_eager", None):
     return None
   v = x._value
   try:
     h = hot.get((v.shape, v.dtype, x._weak, *params.items()))
   except TypeError:
     return None
-  return (h[0], h[2].weak_type) if h is not None and h[3] is _BARE else None
+  if h is None:
+    return None
+  if prim.multiple_results:
+    return (h[0], tuple(a.weak_type for a in h[2])) if h[3] is True and getattr(
+        h[0], "bare", False) else None
+  return (h[0], h[2].weak_type) if h[3] is _BARE else None
 
 
 # ----------------------------------------------------------------- eager programs

@@ -263,14 +263,14 @@ _MEMO_FNS = ["sum", "prod", "max", "min", "argmax", "argmin", "cumsum", "cumprod
 def test_memoised_reductions_as_first_call_and_jit(name, axis, dtype):
   """A repeated eager reduction runs the kernel its first call ran (``_memo_run``): same
   value, dtype and weak type as the first call and as jit; a fresh buffer every call."""
-  from nbjax.numpy import _reductions
+  from nbjax.numpy import _util
   if name.startswith(("cum", "arg")) and type(axis) is tuple:
     pytest.skip("scans and arg-reductions take one int axis")
   f = getattr(jnp, name)
   x = jnp.asarray((_X * 3).astype(dtype))
   want = nbjax.jit(lambda x: f(x, axis=axis))(x)
   first = f(x, axis=axis)
-  hit = _reductions._memo_run(name, x, axis)
+  hit = _util.memo_run(name, x, axis)
   if (np.dtype(dtype).kind == "f" or name.startswith("arg")) and (
       axis is not None or name in ("sum", "prod", "max", "min")):
     assert hit is not None  # the memo serves the repeated call (the reason it exists)
@@ -283,13 +283,13 @@ def test_memoised_reductions_as_first_call_and_jit(name, axis, dtype):
 
 def test_memoised_reductions_follow_the_registry_and_traces():
   from nbjax import registry
-  from nbjax.numpy import _reductions
+  from nbjax.numpy import _util
   x = jnp.asarray(_X)
   jnp.sum(x, axis=1)
-  assert _reductions._memo_run("sum", x, 1) is not None
+  assert _util.memo_run("sum", x, 1) is not None
   registry.set_eager_backend("reduce_sum", "xla")  # a new eager entry: the memo steps aside
   try:
-    assert _reductions._memo_run("sum", x, 1) is None
+    assert _util.memo_run("sum", x, 1) is None
     np.testing.assert_allclose(np.asarray(jnp.sum(x, axis=1)), _X.sum(1), rtol=1e-6)
   finally:
     registry.set_eager_backend("reduce_sum", None)
@@ -299,4 +299,21 @@ def test_memoised_reductions_follow_the_registry_and_traces():
   w = _weak()
   jnp.sum(w, axis=1)
   assert jnp.sum(w, axis=1).weak_type == nbjax.jit(lambda v: jnp.sum(v, axis=1))(w).weak_type
-  assert _reductions._memo_run("sum", w, 1) is None
+  assert _util.memo_run("sum", w, 1) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("stable", [True, False])
+def test_memoised_sort_as_first_call(dtype, stable):
+  from nbjax.numpy import _util
+  x = jnp.asarray(np.array([[3, -0.0, 1, 0.0, 2], [5, 4, np.nan, 4, -1]], np.float32).astype(
+      dtype) if dtype == np.float32 else (_X * 10).astype(dtype))
+  for axis in (0, 1, -1):
+    want = nbjax.jit(lambda v: jnp.sort(v, axis=axis, stable=stable))(x)
+    first = jnp.sort(x, axis=axis, stable=stable)
+    assert _util.memo_run("sort", x, (axis, stable)) is not None
+    for got in (first, jnp.sort(x, axis=axis, stable=stable)):
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))
+      assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+      assert not np.shares_memory(got._value, x._value)

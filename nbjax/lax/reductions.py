@@ -1295,8 +1295,9 @@ def _nan_or_negzero(x):
 def _sort_one(x, axis):
   # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
   # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
-  # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks.
-  if x.dtype.kind in "biu" or x.dtype.kind == "f" and not _nan_or_negzero(x):
+  # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks
+  # (up to 16 elements, both sorts are one insertion sort: no check).
+  if x.dtype.kind in "biu" or x.dtype.kind == "f" and x.size > 16 and not _nan_or_negzero(x):
     return np.sort(x, axis=axis)
   return np.sort(x, axis=axis, kind="stable")
 
@@ -1318,7 +1319,9 @@ def _sort_numpy_specialize(avals, params):
   if len(avals) != 1 or not (avals[0].dtype.kind in "biu" or avals[0].dtype in _FLOAT_BITS):
     return None
   ax = params["dimension"]
-  return lambda x: [_sort_one(x, ax)]
+  k = lambda x: [_sort_one(x, ax)]
+  k.bare = True  # (a new C buffer of x's dtype; no floating-point arithmetic to silence)
+  return k
 
 
 _sort_numpy.specialize = _sort_numpy_specialize

@@ -1350,10 +1350,17 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   if order is not None:
     raise TypeError("'order' argument to sort is not supported.")
   if type(a) is Array and type(axis) is int and not descending:  # the hot path: x.sort()
+    r = _util.memo_run("sort", a, (axis, stable))
+    if r is not None:
+      return r
     nd = a._value.ndim
     if -nd <= axis < nd and a._value.shape[axis] > 1:
-      return (lax.sort_p.eager if _ctx.trace is _EVAL else lax.sort_p.bind)(
-          a, dimension=axis % nd, is_stable=bool(stable), num_keys=1)[0]
+      params = {"dimension": axis % nd, "is_stable": bool(stable), "num_keys": 1}
+      if _ctx.trace is not _EVAL:
+        return lax.sort_p.bind(a, **params)[0]
+      out = lax.sort_p.eager(a, **params)[0]
+      _util.remember("sort", a, (axis, stable), lax.sort_p, params)
+      return out
   a = ensure_arraylike("sort", a)
   a, axis = _sort_axis(a, axis)
   if a.ndim == 0 or a.shape[axis] <= 1:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from nbjax import dtypes, lax, registry
+from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _ufunc_docs, _util
@@ -106,42 +106,6 @@ def _one_axis(a, axis, kinds="f", one_tuple=False):
 
 
 _ALL = -1
-# (function, shape, dtype, axis) -> (primitive, its eager entry then, (kernel, weak) or None):
-# the registry's bare kernel that the hot path below ran for a strong Array's reduction
-_MEMO: dict = {}
-_new = object.__new__
-
-
-def _memo_run(name, a, axis):
-  """``name(a, axis=axis)`` (no other arguments) straight on the kernel the registry's
-  eager entry ran for it before (``registry.bare_kernel``), while that entry is unchanged and
-  no trace is active: the argument handling below and the registry's lookup are skipped, the
-  result is the same. None: the general path."""
-  if type(a) is not Array:
-    return None
-  v = a._value
-  try:
-    e = _MEMO.get((name, v.shape, v.dtype, axis))
-  except TypeError:  # (an unhashable axis: a list)
-    return None
-  if e is None or e[2] is None or e[1] is not e[0].eager or a._weak or _ctx.trace is not _EVAL:
-    return None
-  r = _new(Array)
-  r._value, r._weak, r._buf = e[2][0](v), e[2][1], None
-  return r
-
-
-def _remember(name, a, axis, p, params):
-  """After ``p.eager(a, **params)`` ran as ``name(a, axis=axis)``: memoise its kernel."""
-  v = a._value
-  if len(_MEMO) > 4096:
-    _MEMO.clear()
-  try:
-    _MEMO[(name, v.shape, v.dtype, axis)] = (p, p.eager, registry.bare_kernel(p, a, params))
-  except TypeError:  # (an unhashable axis)
-    pass
-
-
 _NO_EFFECT = {"max": -np.inf, "min": np.inf}  # initial values that change no float reduction
 
 
@@ -161,7 +125,7 @@ def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_intege
       if _ctx.trace is _EVAL:  # (eager: the registry's entry directly, as the ufuncs call it)
         out = p.eager(a, axes=axes)
         if not keepdims and initial is None:
-          _remember(kind, a, axis, p, {"axes": axes})
+          _util.remember(kind, a, axis, p, {"axes": axes})
         if keepdims:  # (the result's own fresh buffer, viewed with the kept axes)
           sh = a._value.shape
           out = Array._new(out._value.reshape((1,) * nd if ax == _ALL else
@@ -257,7 +221,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
            [7]], dtype=int64)
   """
   if dtype is None and out is None and not keepdims and initial is None and where is None:
-    r = _memo_run("sum", a, axis)
+    r = _util.memo_run("sum", a, axis)
     if r is not None:
       return r
   _no_out("sum", out)
@@ -287,7 +251,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     Array([ 2, 12], dtype=int64)
   """
   if dtype is None and out is None and not keepdims and initial is None and where is None:
-    r = _memo_run("prod", a, axis)
+    r = _util.memo_run("prod", a, axis)
     if r is not None:
       return r
   _no_out("prod", out)
@@ -315,7 +279,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
     Array(nan, dtype=float64)
   """
   if out is None and not keepdims and initial is None and where is None:
-    r = _memo_run("max", a, axis)
+    r = _util.memo_run("max", a, axis)
     if r is not None:
       return r
   _no_out("max", out)
@@ -341,7 +305,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # no
     Array([1, 2], dtype=int64)
   """
   if out is None and not keepdims and initial is None and where is None:
-    r = _memo_run("min", a, axis)
+    r = _util.memo_run("min", a, axis)
     if r is not None:
       return r
   _no_out("min", out)
@@ -574,7 +538,7 @@ def _arg_reduce(name, a, axis, keepdims):
         return p.bind(a, axes=(0 if ax == _ALL else ax,), index_dtype=idt)
       params = {"axes": (0 if ax == _ALL else ax,), "index_dtype": idt}
       out = p.eager(a, **params)
-      _remember(name, a, axis, p, params)
+      _util.remember(name, a, axis, p, params)
       return out
   a = ensure_arraylike(name, a)
   if axis is None:
@@ -608,7 +572,7 @@ def argmax(a, axis=None, out=None, keepdims=None):
     Array([1, 0], dtype=int64)
   """
   if out is None and not keepdims:
-    r = _memo_run("argmax", a, axis)
+    r = _util.memo_run("argmax", a, axis)
     if r is not None:
       return r
   _no_out("argmax", out)
@@ -632,7 +596,7 @@ def argmin(a, axis=None, out=None, keepdims=None):
     Array([0, 1], dtype=int64)
   """
   if out is None and not keepdims:
-    r = _memo_run("argmin", a, axis)
+    r = _util.memo_run("argmin", a, axis)
     if r is not None:
       return r
   _no_out("argmin", out)
@@ -653,7 +617,7 @@ def _cumulative(name, lax_name, a, axis, dtype, fill_nan=None, reverse=False,
       params = {"axis": 0 if ax == _ALL else ax, "reverse": bool(reverse)}
       out = p.eager(a, **params)
       if name == lax_name and not reverse:
-        _remember(name, a, axis, p, params)
+        _util.remember(name, a, axis, p, params)
       return out
   a = ensure_arraylike(name, a)
   if axis is None:
@@ -696,7 +660,7 @@ def cumsum(a, axis=None, dtype=None, out=None):
            [4, 6]], dtype=int64)
   """
   if dtype is None and out is None:
-    r = _memo_run("cumsum", a, axis)
+    r = _util.memo_run("cumsum", a, axis)
     if r is not None:
       return r
   _no_out("cumsum", out)
@@ -720,7 +684,7 @@ def cumprod(a, axis=None, dtype=None, out=None):
     Array([ 1,  2,  6, 24], dtype=int64)
   """
   if dtype is None and out is None:
-    r = _memo_run("cumprod", a, axis)
+    r = _util.memo_run("cumprod", a, axis)
     if r is not None:
       return r
   _no_out("cumprod", out)

@@ -13,10 +13,10 @@ import warnings
 
 import numpy as np
 
-from nbjax import core, dtypes, lax
+from nbjax import core, dtypes, lax, registry
 from nbjax.array import Array
 from nbjax.config import config
-from nbjax.core import Tracer
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.lax.elementwise import _convert_element_type as _lax_convert
 from nbjax.lax.shape import broadcast_in_dim_p as _bid_p
 from nbjax.lax.shape import canonicalize_axis, canonicalize_shape  # noqa: F401 (re-exported)
@@ -487,3 +487,44 @@ def index(x, name):
 def lit(value, dtype, weak=False):
   """A 0-d literal (constant) of ``dtype``."""
   return _new(np.asarray(value, dtype), weak)
+
+
+# (function, shape, dtype, key) -> (primitive, its eager entry then, (kernel, weak) or None):
+# the registry's bare kernel that a jnp function's eager hot path ran for a strong Array
+_MEMO: dict = {}
+_blank = object.__new__
+
+
+def memo_run(name, a, key):
+  """``name(a, ...)`` (arguments summed up by the hashable ``key``) straight on the kernel the
+  registry's eager entry ran for it before (``registry.bare_kernel``, see ``remember``), while
+  that entry is unchanged and no trace is active: the function's argument handling and the
+  registry's lookup are skipped, the result is the same. None: the general path."""
+  if type(a) is not Array:
+    return None
+  v = a._value
+  try:
+    e = _MEMO.get((name, v.shape, v.dtype, key))
+  except TypeError:  # (an unhashable argument: an axis given as a list)
+    return None
+  if e is None or e[2] is None or e[1] is not e[0].eager or a._weak or _ctx.trace is not _EVAL:
+    return None
+  k, weak = e[2]
+  r = _blank(Array)
+  if type(weak) is tuple:  # (a primitive of several results: the first)
+    r._value, r._weak, r._buf = k(v)[0], weak[0], None
+  else:
+    r._value, r._weak, r._buf = k(v), weak, None
+  return r
+
+
+def remember(name, a, key, p, params):
+  """After ``p.eager(a, **params)`` ran as ``name(a, ...)``: memoise its kernel for
+  ``memo_run`` (a strong Array ``a``; the caller's hot path decided the rest)."""
+  v = a._value
+  if len(_MEMO) > 4096:
+    _MEMO.clear()
+  try:
+    _MEMO[(name, v.shape, v.dtype, key)] = (p, p.eager, registry.bare_kernel(p, a, params))
+  except TypeError:  # (an unhashable key)
+    pass
