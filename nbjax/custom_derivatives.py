@@ -26,6 +26,7 @@ import functools
 import inspect
 
 from nbjax import core, dtypes, registry
+from nbjax.array import Array
 from nbjax.config import config
 from nbjax.traceback_util import api_boundary
 from nbjax.core import Primitive, Tracer, get_aval, set_current_trace
@@ -370,9 +371,18 @@ def custom_vjp_primal_tree_values(tree):
   return tree_map(value, tree)
 
 
+_NOT_REFS = {Array, float, int, bool, complex}
+
+
 def _check_aliased_refs(f, nums, args):
   """JAX's error for one mutable array reference passed as two (differentiable) arguments;
   whether any argument is a ref."""
+  for a in args:  # (arrays, scalars, tracers of arrays: no ref, no pytree to look into)
+    if type(a) not in _NOT_REFS and (not isinstance(a, Tracer) or
+                                     type(a.aval) is core.AbstractRef):
+      break
+  else:
+    return False
   leaves = [x for i, a in enumerate(args) if i not in nums for x in tree_flatten(a)[0]]
   seen, any_ref = {}, False
   for i, x in enumerate(leaves):
