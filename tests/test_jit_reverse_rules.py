@@ -89,3 +89,21 @@ def test_jit_partial_eval_rule_splits_the_call():
   res = jit_p.bind(x, **kp)
   out = jit_p.bind(*res, y, **up)
   np.testing.assert_allclose(np.asarray(out[0]), np.exp(np.asarray(x)) * np.asarray(y), rtol=1e-12)
+
+
+def test_dce_of_a_call_is_memoized():
+  # as JAX's (dce_jaxpr is cached): pruning a jit call's unused outputs gives the same jaxpr
+  # object each time, so a repeated grad of a jit lowers nothing new (api_test
+  # test_grad_of_jit_compilation_caching2's second half)
+  from nbjax.interpreters import pjit
+  eqn = jax.make_jaxpr(jax.jit(lambda x: (jnp.sin(x), jnp.cos(x))))(1.0).eqns[0]
+  a, b = pe.dce_call_rule([True, False], eqn)[1], pe.dce_call_rule([True, False], eqn)[1]
+  assert a.params["jaxpr"] is b.params["jaxpr"] and len(a.params["jaxpr"].eqns) == 1
+  assert pe.dce_call_rule([True, True], eqn)[1] is eqn
+
+  f = jax.jit(lambda x: jnp.sin(x) * 2.0)
+  jax.grad(f)(3.0)
+  n = pjit._stats["lowerings"]
+  np.testing.assert_allclose(jax.grad(f)(4.0), 2 * np.cos(4.0), rtol=1e-6)
+  jax.grad(f)(5.0)
+  assert pjit._stats["lowerings"] == n

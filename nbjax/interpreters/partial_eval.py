@@ -535,6 +535,9 @@ def _default_dce_rule(used_outs, eqn):
   return [True] * len(eqn.invars), eqn
 
 
+_dce_memo: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def dce_call_rule(used_outs, eqn, fix_params=None):
   """DCE rule of a call whose ``jaxpr`` param is a ClosedJaxpr (JAX's
   ``dce_jaxpr_pjit_rule``/``remat_dce``): unused outputs and inputs leave the call and its
@@ -542,10 +545,16 @@ def dce_call_rule(used_outs, eqn, fix_params=None):
   if not any(used_outs) and not eqn.effects:
     return [False] * len(eqn.invars), None
   j = eqn.params["jaxpr"]
-  new, used_ins = dce_jaxpr(j.jaxpr, used_outs)
+  per = _dce_memo.setdefault(j, {})  # (the same pruned jaxpr each time: found compiled)
+  got = per.get(tuple(used_outs))
+  if got is None:
+    new, used_ins = dce_jaxpr(j.jaxpr, used_outs)
+    got = per[tuple(used_outs)] = (  # (None: the jaxpr itself, which the value may not hold)
+        None if new is j.jaxpr else ClosedJaxpr(new, j.consts), used_ins)
+  new, used_ins = got[0] or j, got[1]
   if all(used_outs) and all(used_ins):
     return used_ins, eqn
-  params = dict(eqn.params, jaxpr=ClosedJaxpr(new, j.consts))
+  params = dict(eqn.params, jaxpr=new)
   new_eqn = eqn.replace(invars=[x for x, u in zip(eqn.invars, used_ins) if u],
                         outvars=[v for v, u in zip(eqn.outvars, used_outs) if u],
                         params=fix_params(params, used_ins) if fix_params else params)
