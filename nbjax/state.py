@@ -69,6 +69,7 @@ class AccumEffect(RefEffect):
 
 class InternalMutableArrayEffect:
   """A ref created inside the jaxpr (``new_ref``/``empty_ref``)."""
+  local = True  # (not an effect of the jaxpr that makes it: jaxpr.effects leaves it out)
 
   def __repr__(self):
     return "InternalMutableArrayEffect"
@@ -140,7 +141,7 @@ def _fmt_indexer(entries, names):
       s = f"{'' if a is None else a}:{'' if b is None else b}"
       return s + ("" if c is None else f":{c}")
     return str(e)
-  return ", ".join(one(e) for e in entries) or "..."
+  return ",".join(one(e) for e in entries) or "..."
 
 
 def _transforms_str(tree, names=None):
@@ -458,12 +459,6 @@ def _batched_tree(tree):
       e for e in entries) if entries != (Ellipsis,) else (Ellipsis,) for entries in tree)
 
 
-def _check_idx_unbatched(dims, name):
-  if any(d is not batching.not_mapped for d in dims):
-    raise NotImplementedError(f"Batching rule for '{name}' with batched indices not "
-                              "implemented")
-
-
 def _batched_new(x, size):
   from nbjax import lax
   shape = get_aval(x).shape
@@ -489,16 +484,36 @@ def _freeze_batch(vals, dims):
   return freeze_p.bind(vals[0]), dims[0]
 
 
+def _vmap(f, in_axes, out_axes=0):
+  from nbjax import api
+  return api.vmap(f, in_axes=in_axes, out_axes=out_axes)
+
+
 def _get_batch(vals, dims, *, tree):
-  _check_idx_unbatched(dims[1:], "get")
+  if dims[0] not in (0, batching.not_mapped) or any(  # batched indices, or a ref batched
+      d is not batching.not_mapped for d in dims[1:]):  # along another axis: the whole
+    whole = get_p.bind(vals[0], tree=())  # ref read, indexed per batch element
+    return _vmap(lambda v, *i: _apply_get(v, tree, i), tuple(dims))(whole, *vals[1:]), 0
   if dims[0] is batching.not_mapped:
     return get_p.bind(*vals, tree=tree), batching.not_mapped
   return get_p.bind(vals[0], *vals[1:], tree=_batched_tree(tree)), 0
 
 
 def _write_batch(prim, vals, dims, tree):
-  _check_idx_unbatched(dims[2:], prim.name)
   ref, val = vals[:2]
+  if dims[0] not in (0, batching.not_mapped) or any(  # batched indices, or a ref batched
+      d is not batching.not_mapped for d in dims[2:]):  # along another axis: the whole ref
+    if dims[0] is batching.not_mapped:                  # read, updated per element, written
+      raise NotImplementedError(f"Batching rule for '{prim.name}' with batched indices into "
+                                "an unbatched array reference not implemented")
+    whole = get_p.bind(ref, tree=())
+    fn = (lambda old, v: v) if prim is swap_p else (lambda old, v: old + v)
+
+    def update(w, v, *i):
+      return _apply_get(w, tree, i), _apply_update(w, tree, i, lambda old: fn(old, v))
+    old, new = _vmap(update, tuple(dims), (0, dims[0]))(whole, val, *vals[2:])
+    swap_p.bind(ref, new, tree=())
+    return old if prim is swap_p else []
   if dims[0] is batching.not_mapped:
     if dims[1] is not batching.not_mapped:
       raise Exception(f"{prim.name}: a batched value was written to an unbatched array "

@@ -491,3 +491,31 @@ def test_vjp_with_refs_accumulates_cotangents():
   r = nbjax.new_ref(jnp.zeros(4, jnp.float32))
   nbjax.vmap(g)(r)
   np.testing.assert_array_equal(r[...], np.ones(4, np.float32))
+
+
+def test_vmap_batched_indices_and_ref_axes():
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+  r = nbjax.new_ref(x)
+  out = nbjax.vmap(lambda i: r[i, 1])(jnp.array([2, 0]))  # batched index, unbatched ref
+  np.testing.assert_array_equal(out, f32(9, 1))
+
+  def f(ref, i):
+    ref[i] += 1.
+    return ref[i]
+  r2 = nbjax.new_ref(x)
+  out = nbjax.vmap(f, in_axes=(1, 0))(r2, jnp.array([0, 1, 2, 0]))  # ref batched along axis 1
+  want = x.copy()
+  want[[0, 1, 2, 0], [0, 1, 2, 3]] += 1
+  np.testing.assert_array_equal(r2[...], want)
+  np.testing.assert_array_equal(out, want[[0, 1, 2, 0], [0, 1, 2, 3]])
+
+
+def test_staged_jaxpr_effects_name_the_ref_input():
+  from nbjax.interpreters import partial_eval as pe
+  from nbjax.state import ReadEffect, shaped_array_ref
+  jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(lambda r: [r[0]],
+                                          [shaped_array_ref((3,), np.float32)])
+  assert jaxpr.effects == {ReadEffect(jaxpr.invars[0])}
+  jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(lambda x: [nbjax.new_ref(x)[0]],
+                                          [core.ShapedArray((3,), np.float32)])
+  assert not jaxpr.effects

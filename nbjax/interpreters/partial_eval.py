@@ -353,11 +353,36 @@ class DynamicJaxprTrace(core.Trace):
     keep = [v in used for v in self.constvars]
     constvars = [v for v, k in zip(self.constvars, keep) if k]
     consts = [c for c, k in zip(self.constvals, keep) if k]
-    return Jaxpr(constvars, self.invars, outvars, self.eqns), consts
+    return Jaxpr(constvars, self.invars, outvars, self.eqns,
+                 _input_effects(self.eqns, self.invars)), consts
 
   def invalidate(self):
     self.valid = False
     self._const_ids = {}
+
+
+def _input_effects(eqns, invars):
+  """A staged jaxpr's own effects (JAX's ``jaxpr.effects``): a set of its equations' effects,
+  those on an equation's input (a ref: ``input_index``) restated on the jaxpr's input it is,
+  dropped when that is made inside; ``()`` when there are none."""
+  effs = None
+  for e in eqns:
+    if not e.effects:
+      continue
+    own = getattr(e.primitive, "effects", ())
+    for f in e.effects:
+      if getattr(f, "local", False):  # (a ref made inside: no effect outside)
+        continue
+      idx = getattr(f, "input_index", None)
+      if idx is None:
+        effs = effs or set()
+        effs.add(f)
+      elif type(own) is tuple and f in own and type(idx) is int:
+        atom = e.invars[idx]
+        if any(atom is v for v in invars):
+          effs = effs or set()
+          effs.add(type(f)(atom))
+  return () if effs is None else effs
 
 
 def trace_to_jaxpr_dynamic(fun, in_avals, *, fun_name=None, debug_info=None):
