@@ -150,6 +150,9 @@ class ClosedJaxpr:
   in_avals = property(lambda self: [v.aval for v in self.jaxpr.invars])
   out_avals = property(lambda self: [v.aval for v in self.jaxpr.outvars])
   eqns = property(lambda self: self.jaxpr.eqns)
+  constvars = property(lambda self: self.jaxpr.constvars)  # (JAX's)
+  invars = property(lambda self: self.jaxpr.invars)
+  outvars = property(lambda self: self.jaxpr.outvars)
   # (a set, as JAX's: the effects of its equations, those of inner jaxprs included)
   effects = property(lambda self: {*self.jaxpr.effects, *jaxpr_effects(self.jaxpr)})
   literals = property(lambda self: self.consts)  # the name seed 001 (TypedJaxpr) uses

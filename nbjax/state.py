@@ -214,6 +214,7 @@ get_p.effects = (ReadEffect(0),)
 swap_p.effects = (WriteEffect(0),)
 addupdate_p.effects = (AccumEffect(0),)
 _STATE_PRIMS = (mutable_array_p, empty_ref_p, free_ref_p, freeze_p, get_p, swap_p, addupdate_p)
+_ON_A_REF = frozenset(_STATE_PRIMS[2:])  # (a ref left undischarged: staged as it is)
 
 
 def _ref_aval(aval, where):
@@ -833,7 +834,7 @@ def _interpret(jaxpr, consts, args):
     ins = [_read(env, a) for a in eqn.invars]
     prim = eqn.primitive
     rule = discharge_rules.get(prim)
-    if rule is not None:
+    if rule is not None and (prim not in _ON_A_REF or isinstance(ins[0], _BoxBase)):
       outs = rule(ins, **eqn.params)
     elif any(isinstance(x, _BoxBase) for x in ins):
       raise NotImplementedError(f"State discharge rule for '{prim.name}' not implemented "
@@ -876,17 +877,22 @@ def _discharge_internal(j):
 _discharged: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def discharge_state(closed, should_discharge=None):
+def discharge_state(closed, should_discharge=True):
   """The jaxpr of ``closed`` (a ``ClosedJaxpr`` whose consts hold no eager refs) with its
   refs replaced by values: each ref input takes the ref's value and its final value is
   appended to the outputs (in input order). Refs created inside become values threaded
-  through. Cached per jaxpr."""
-  if not closed.consts:
-    hit = _discharged.get(closed.jaxpr)
+  through. ``should_discharge`` (a bool, or one per input): the ref inputs to discharge;
+  the others stay refs. Cached per jaxpr."""
+  jaxpr = closed.jaxpr
+  full = should_discharge is True
+  cache = not closed.consts and full
+  if cache:
+    hit = _discharged.get(jaxpr)
     if hit is not None:
       return hit
-  jaxpr = closed.jaxpr
-  is_ref = [type(v.aval) is AbstractRef for v in jaxpr.invars]
+  sd = [should_discharge] * len(jaxpr.invars) if isinstance(should_discharge, bool) else \
+      list(should_discharge)
+  is_ref = [type(v.aval) is AbstractRef and d for v, d in zip(jaxpr.invars, sd)]
   in_avals = [v.aval.inner_aval if r else v.aval for v, r in zip(jaxpr.invars, is_ref)]
 
   def fun(*vals):
@@ -900,8 +906,8 @@ def discharge_state(closed, should_discharge=None):
     j, _, consts = pe.trace_to_jaxpr_dynamic(fun, in_avals, fun_name="discharged")
   j, _ = pe.dce_jaxpr(j, True, instantiate=True)
   out = ClosedJaxpr(j, consts)
-  if not closed.consts:
-    _discharged[closed.jaxpr] = out
+  if cache:
+    _discharged[jaxpr] = out
   return out
 
 

@@ -519,3 +519,17 @@ def test_staged_jaxpr_effects_name_the_ref_input():
   jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(lambda x: [nbjax.new_ref(x)[0]],
                                           [core.ShapedArray((3,), np.float32)])
   assert not jaxpr.effects
+
+
+def test_partial_discharge_keeps_other_refs():
+  from nbjax.interpreters import partial_eval as pe
+  from nbjax.state import discharge_state, shaped_array_ref
+
+  def f(a_ref, b_ref):
+    a_ref[...] = b_ref[...] + 1.
+    return []
+  ref = shaped_array_ref((4,), np.float32)
+  jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(f, [ref, ref])
+  out = discharge_state(core.ClosedJaxpr(jaxpr, consts), should_discharge=[True, False])
+  assert [str(a) for a in out.in_avals] == ["float32[4]", "Ref{float32[4]}"]
+  assert len(out.outvars) == 1  # the discharged ref's final value
