@@ -627,6 +627,66 @@ def _warming(e, program, jaxpr, consts):
   return warming
 
 
+def _static_key(v):
+  """A static argument's part of a ``staged`` call's key: its type and value (floats by
+  ``repr``: 0.0 and -0.0 differ, NaN matches itself); TypeError for an array or a value that
+  cannot be hashed (the call then runs per call)."""
+  t = type(v)
+  if t is float or t is complex:
+    return t, repr(v)
+  if t is Array or t is np.ndarray or isinstance(v, core.Tracer):
+    raise TypeError("an array as a static argument")
+  if t is tuple:
+    return t, tuple(_static_key(x) for x in v)
+  hash(v)
+  return t, v
+
+
+STAGED_MAX = 1 << 18
+"""Operand elements from which ``staged`` composites run per call: there a primitive's
+dispatch is small against its work, and chains of elementwise primitives fuse per call
+(``nbjax.fusion``, on two threads)."""
+
+
+def staged(fun):
+  """``fun``, a composite of the library's own (``jnp.var``, ``nn.softmax``...): a function
+  of leading positional Arrays and static Python values (axes, flags, dtypes, Python
+  scalars) whose primitives depend on nothing else. Eagerly, a call signature (static values,
+  the Arrays' shapes, dtypes and weak types) that repeats replays one staged program of it
+  (``TraceCache`` without pins: the library's code reads no user state) instead of its
+  primitives' dispatch one by one, as ``nbjax.random``'s samplers do; the first two calls of
+  a signature, calls with other arguments (NumPy arrays, lists, Array keywords) or from
+  ``STAGED_MAX`` elements, under a transformation or the transfer guard run ``fun`` itself."""
+  caches = {}
+
+  @functools.wraps(fun)
+  def staged_fun(*args, **kwargs):
+    if core._ctx.trace is not core.eval_trace or core.h2d_guard is not None:
+      return fun(*args, **kwargs)
+    n = size = 0
+    for a in args:
+      if type(a) is not Array:
+        break
+      n += 1
+      size += a._value.size
+    if not n or size >= STAGED_MAX:
+      return fun(*args, **kwargs)
+    try:
+      sk = (n, *(_static_key(a) for a in args[n:]),
+            *((k, _static_key(v)) for k, v in kwargs.items()))
+      cache = caches.get(sk)
+    except TypeError:
+      return fun(*args, **kwargs)
+    if cache is None:
+      if len(caches) >= 256:
+        caches.clear()
+      rest = args[n:]
+      cache = caches[sk] = TraceCache(lambda *xs: fun(*xs, *rest, **kwargs), None)
+    out = cache.replay(args[:n], {})
+    return fun(*args, **kwargs) if out is MISS else out
+  return staged_fun
+
+
 _by_fun = weakref.WeakKeyDictionary()
 
 

@@ -1006,3 +1006,72 @@ def test_pins_are_checked_by_identity():
   p = functools.partial(lambda x, *, k=1.0: x * k, k=2.0)
   assert {q[0] for q in g(p)} == {"attr", "item", "len"}
   assert {q[0] for q in g(lambda x: p(x))} == {"attr", "item", "len", "cell", "empty"}
+
+
+_R3 = np.random.default_rng(7)
+_M = _R3.standard_normal((6, 33)).astype(np.float32)
+_STAGED_CASES = [
+    ("mean", lambda x: jnp.mean(x, axis=1)), ("mean_all", lambda x: jnp.mean(x)),
+    ("var", lambda x: jnp.var(x, axis=1)), ("var_ddof", lambda x: jnp.var(x, ddof=1.0)),
+    ("std_keep", lambda x: jnp.std(x, axis=0, keepdims=True)),
+    ("softmax", lambda x: nbjax.nn.softmax(x, axis=1)),
+    ("log_softmax", lambda x: nbjax.nn.log_softmax(x)),
+    ("logsumexp", lambda x: nbjax.nn.logsumexp(x, axis=1)),
+    ("logsumexp_sign", lambda x: nbjax.scipy.special.logsumexp(x, axis=0, return_sign=True)),
+    ("norm", lambda x: jnp.linalg.norm(x, axis=1)), ("norm_ord1", lambda x: jnp.linalg.norm(x, 1)),
+    ("clip", lambda x: jnp.clip(x, -0.5, 0.5)), ("clip_neg0", lambda x: jnp.clip(x, -0.0)),
+    ("take_along", lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)),
+    ("take_along_fill", lambda x: jnp.take_along_axis(
+        x, jnp.asarray(np.arange(-3, 3)[:, None] * 7), axis=1, mode="fill", fill_value=-1.5)),
+    ("one_hot", lambda x: nbjax.nn.one_hot(jnp.asarray(np.arange(6) - 1), 4)),
+    ("one_hot_axis0", lambda x: nbjax.nn.one_hot(jnp.asarray(np.arange(6)), 6, axis=0,
+                                                 dtype=jnp.int8)),
+    ("gelu", lambda x: nbjax.nn.gelu(x)), ("gelu_erf", lambda x: nbjax.nn.gelu(x, False)),
+    ("glu", lambda x: nbjax.nn.glu(x, axis=0)), ("log1mexp", lambda x: nbjax.nn.log1mexp(abs(x))),
+    ("logmeanexp", lambda x: nbjax.nn.logmeanexp(x, axis=1)),
+    ("standardize", lambda x: nbjax.nn.standardize(x, axis=1)),
+    ("squareplus", lambda x: nbjax.nn.squareplus(x, 2)),
+    ("elu", lambda x: nbjax.nn.elu(x, alpha=0.5)),
+    ("leaky_relu", lambda x: nbjax.nn.leaky_relu(x, negative_slope=-0.0)),
+    *((n, (lambda f: lambda x: f(x))(getattr(nbjax.nn, n))) for n in (
+        "softplus", "sparse_plus", "soft_sign", "sparse_sigmoid", "silu", "swish", "mish",
+        "log_sigmoid", "hard_tanh", "celu", "selu", "hard_sigmoid", "hard_silu")),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", [c[0] for c in _STAGED_CASES])
+def test_staged_library_composites_replay_the_per_call_result(name, dtype):
+  """``eager_cache.staged`` composites (jnp.var, nn.softmax, take_along_axis, ...): the
+  replayed program (from the third call of a signature) and its fused build (after
+  FUSE_AFTER replays) equal the per-call result bit for bit, and each call's result is new."""
+  f = dict(_STAGED_CASES)[name]
+  x = jnp.asarray(_M.astype(dtype))
+  first = f(x)
+  outs = [f(x) for _ in range(eager_cache.FUSE_AFTER + 3)]
+  for out in outs:
+    for a, b in zip(nbjax.tree_util.tree_leaves(out), nbjax.tree_util.tree_leaves(first)):
+      assert (a.shape, a.dtype, a.weak_type) == (b.shape, b.dtype, b.weak_type)
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+      np.testing.assert_array_equal(np.signbit(np.asarray(a)), np.signbit(np.asarray(b)))
+  leaves = [nbjax.tree_util.tree_leaves(o)[0] for o in outs[-2:]]
+  assert leaves[0]._value is not leaves[1]._value
+
+
+def test_staged_composites_replay_and_keep_errors():
+  f = nbjax.nn.softmax
+  x = jnp.asarray(_M)
+  for _ in range(3):
+    f(x, axis=1)
+  cache = next(c.cell_contents for c in f.__closure__ if type(c.cell_contents) is dict)
+  assert any(type(e) is eager_cache._Entry for c in cache.values() for e in c.entries.values())
+  for _ in range(3):  # a signature that fails keeps failing with the per-call error
+    with pytest.raises(ValueError):
+      jnp.var(x, axis=5)
+  with pytest.raises(TypeError, match="take_along_axis indices must be of integer type"):
+    for _ in range(3):
+      jnp.take_along_axis(x, x, axis=1)
+  # NumPy operands, list axes and traced calls take the per-call path
+  np.testing.assert_allclose(np.asarray(jnp.var(_M, axis=[1])), _M.var(axis=1), rtol=1e-5)
+  g = nbjax.grad(lambda v: nbjax.nn.logsumexp(v, axis=1).sum())(x)
+  np.testing.assert_allclose(np.asarray(g), np.asarray(nbjax.nn.softmax(x, axis=1)), rtol=1e-5)

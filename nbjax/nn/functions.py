@@ -19,6 +19,7 @@ from nbjax.config import config
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
 from nbjax.scipy.special import logsumexp  # noqa: F401 (jax.nn.logsumexp is the same function)
+from nbjax.eager_cache import staged
 
 __all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
            "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
@@ -57,23 +58,27 @@ def relu6(x):
 relu6.defjvps(lambda g, ans, x: _zero_where_not((x > 0) & (x < 6), g))
 
 
+@staged
 def squareplus(x, b=4):
   r"""Squareplus activation: :math:`(x + \sqrt{x^2 + b}) / 2`."""
   x, b = _util.ensure_arraylike("squareplus", x, b)
   return (x + jnp.sqrt(jnp.square(x) + b)) / 2
 
 
+@staged
 def softplus(x):
   r"""Softplus activation: :math:`\log(1 + e^x)`."""
   return jnp.logaddexp(x, 0)
 
 
+@staged
 def sparse_plus(x):
   r"""Sparse plus: 0 for :math:`x \le -1`, :math:`(x+1)^2/4` on :math:`(-1, 1)`, x above."""
   x = _util.ensure_arraylike("sparse_plus", x)
   return jnp.where(x <= -1.0, 0.0, jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
 
 
+@staged
 def soft_sign(x):
   r"""Soft-sign activation: :math:`x / (|x| + 1)`."""
   x = _util.ensure_arraylike("soft_sign", x)
@@ -85,12 +90,14 @@ def sigmoid(x):
   return lax.logistic(x)
 
 
+@staged
 def sparse_sigmoid(x):
   r"""Sparse sigmoid: :math:`\frac12\,\mathrm{clip}(x + 1, 0, 2)`, the derivative of
   ``sparse_plus``."""
   return 0.5 * jnp.clip(x + 1.0, 0.0, 2.0)
 
 
+@staged
 def silu(x):
   r"""SiLU (aka swish) activation: :math:`x \cdot \mathrm{sigmoid}(x)`."""
   x = _util.ensure_arraylike("silu", x)
@@ -100,48 +107,56 @@ def silu(x):
 swish = silu
 
 
+@staged
 def mish(x):
   r"""Mish activation: :math:`x \tanh(\mathrm{softplus}(x))`."""
   x = _util.ensure_arraylike("mish", x)
   return x * jnp.tanh(softplus(x))
 
 
+@staged
 def log_sigmoid(x):
   r"""Log-sigmoid activation: :math:`-\log(1 + e^{-x})`."""
   x = _util.ensure_arraylike("log_sigmoid", x)
   return -softplus(-x)
 
 
+@staged
 def elu(x, alpha=1.0):
   r"""Exponential linear unit: x for :math:`x > 0`, :math:`\alpha (e^x - 1)` otherwise."""
   x = _util.ensure_arraylike("elu", x)
   return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.where(x > 0, 0., x)))
 
 
+@staged
 def leaky_relu(x, negative_slope=1e-2):
   r"""Leaky ReLU: x for :math:`x \ge 0`, ``negative_slope * x`` otherwise."""
   x = _util.ensure_arraylike("leaky_relu", x)
   return jnp.where(x >= 0, x, negative_slope * x)
 
 
+@staged
 def hard_tanh(x):
   r"""Hard tanh: x clipped to :math:`[-1, 1]`."""
   x = _util.ensure_arraylike("hard_tanh", x)
   return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
+@staged
 def celu(x, alpha=1.0):
   r"""Continuously-differentiable ELU: :math:`\max(x, 0) + \alpha\,
   \mathrm{expm1}(\min(x, 0) / \alpha)`."""
   return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
 
 
+@staged
 def selu(x):
   r"""Scaled exponential linear unit: :math:`\lambda\,\mathrm{elu}(x, \alpha)` with
   :math:`\lambda \approx 1.0507`, :math:`\alpha \approx 1.6733`."""
   return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
 
 
+@staged
 def gelu(x, approximate: bool = True):
   r"""Gaussian error linear unit activation function.
 
@@ -156,6 +171,7 @@ def gelu(x, approximate: bool = True):
   return jnp.array(0.5 * x * lax.erfc(-x * np.sqrt(0.5).astype(x.dtype)), dtype=x.dtype)
 
 
+@staged
 def glu(x, axis: int = -1):
   r"""Gated linear unit: ``x1 * sigmoid(x2)``, ``x`` split in two halves along ``axis``."""
   x = _util.ensure_arraylike("glu", x)
@@ -164,11 +180,13 @@ def glu(x, axis: int = -1):
   return x1 * sigmoid(x2)
 
 
+@staged
 def hard_sigmoid(x):
   r"""Hard sigmoid: :math:`\mathrm{relu6}(x + 3) / 6`."""
   return relu6(x + 3.) / 6.
 
 
+@staged
 def hard_silu(x):
   r"""Hard SiLU (swish): :math:`x \cdot \mathrm{hard\_sigmoid}(x)`."""
   x = _util.ensure_arraylike("hard_silu", x)
@@ -178,6 +196,7 @@ def hard_silu(x):
 hard_swish = hard_silu
 
 
+@staged
 def log1mexp(x):
   r"""Numerically stable :math:`\log(1 - e^{-x})` for :math:`x \ge 0`."""
   x = _util.ensure_arraylike("log1mexp", x)
@@ -194,6 +213,7 @@ def _reduction_dims(a, axis):
   return axes, axes
 
 
+@staged
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
   r"""Log-mean-exp: :math:`\mathrm{logsumexp}(x) - \log n` over ``axis``."""
   x = _util.ensure_arraylike("logmeanexp", x)
@@ -206,6 +226,7 @@ def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
   return lse - jnp.log(count)
 
 
+@staged
 def log_softmax(x, axis=-1, where=None):
   r"""Log-softmax: :math:`x_i - \log \sum_j e^{x_j}` along ``axis``; masked-out elements
   (``where`` False) give ``-inf``."""
@@ -217,6 +238,7 @@ def log_softmax(x, axis=-1, where=None):
   return result if where is None else jnp.where(where, result, -np.inf)
 
 
+@staged
 def softmax(x, axis=-1, where=None):
   r"""Softmax: :math:`e^{x_i} / \sum_j e^{x_j}` along ``axis`` (an int, a tuple of ints or
   None); masked-out elements (``where`` False) give 0. With the ``softmax_custom_jvp``
@@ -250,6 +272,7 @@ def _softmax_jvp(axis, primals, tangents):
   return y, y * (x_dot - (y * x_dot).sum(axis, where=where, keepdims=True))
 
 
+@staged
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
                 algorithm: str = "fast"):
   r"""Standardizes ``x`` to zero mean and unit variance along ``axis``:
@@ -275,6 +298,7 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, 
   return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)
 
 
+@staged
 def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
   r"""One-hot encodes the integer indices ``x`` along a new axis ``axis`` of size
   ``num_classes``; indices outside :math:`[0, \text{num\_classes})` encode as zeros.

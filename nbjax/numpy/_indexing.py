@@ -40,6 +40,7 @@ from nbjax.numpy import _util
 from nbjax.numpy._reductions import sum as _sum
 from nbjax.numpy._ufuncs import divide, negative, power, remainder
 from nbjax.numpy._util import as_array, canonicalize_axis, ensure_arraylike
+from nbjax.eager_cache import staged
 
 _BOOL = np.dtype(np.bool_)
 _I64 = np.dtype(np.int64)
@@ -1135,8 +1136,8 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     Array([[1, 2, 3],
            [4, 5, 6]], dtype=int64)
   """
-  if _ctx.trace is _EVAL:  # (eagerly the primitives one by one, as JAX's jit would run them)
-    return _take_along_axis(arr, indices, axis, mode, fill_value, wrap_negative_indices)
+  if _ctx.trace is _EVAL:  # (eagerly the primitives, as JAX's jit would run them: replayed)
+    return _take_along_axis_eager(arr, indices, axis, mode, fill_value, wrap_negative_indices)
   return _take_along_axis_jit()(arr, indices, axis=axis, mode=mode, fill_value=fill_value,
                                 wrap_negative_indices=wrap_negative_indices)
 
@@ -1216,6 +1217,9 @@ def _take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None,
   return lax.gather(lax.squeeze(a, squeeze), lax.reshape(indices, gshape), dn,
                     tuple(slice_sizes), mode="fill" if mode is None else mode,
                     fill_value=fill_value)
+
+
+_take_along_axis_eager = staged(_take_along_axis)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):

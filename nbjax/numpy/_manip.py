@@ -24,6 +24,7 @@ from nbjax.numpy import _ufuncs
 from nbjax.numpy._ufuncs import maximum, minimum, remainder
 from nbjax.numpy._util import (as_array, canonicalize_axes, canonicalize_axis, canonicalize_shape,
                                ensure_arraylike)
+from nbjax.eager_cache import staged
 
 _BOOL = np.dtype(np.bool_)
 
@@ -1278,6 +1279,7 @@ def select(condlist, choicelist, default=0):
   return out
 
 
+@staged
 def clip(arr=None, /, min=None, max=None):  # noqa: A002
   """Limit values to ``[min, max]`` (either bound may be None).
 

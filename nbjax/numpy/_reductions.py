@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.eager_cache import staged
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _ufunc_docs, _util
@@ -387,6 +388,7 @@ def _mean_dtypes(a_dtype, dtype, name="mean"):
   return _util.to_inexact_dtype(a_dtype)
 
 
+@staged
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   """Arithmetic mean over ``axis`` (integers average in the default float).
 
@@ -421,6 +423,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   return _util.convert(lax.div(s, n), d, s.weak_type)
 
 
+@staged
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
   """Variance over ``axis`` with ``ddof`` (or ``correction``) degrees of freedom removed;
@@ -494,6 +497,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 _mean = mean
 
 
+@staged
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
   """Standard deviation over ``axis``: ``sqrt(var(...))``.

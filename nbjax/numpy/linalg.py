@@ -19,6 +19,7 @@ from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
                          _util)
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
+from nbjax.eager_cache import staged
 
 
 class EigResult(NamedTuple):
@@ -314,6 +315,7 @@ def _matrix_norm(x, ord, axis, keepdims):
   raise ValueError(f"Invalid order '{ord}' for matrix norm.")
 
 
+@staged
 def norm(x, ord=None, axis=None, keepdims=False):
   """Vector or matrix norm (NumPy's ``ord`` conventions)."""
   x = ensure_arraylike("norm", x)

@@ -19,6 +19,7 @@ from nbjax import core, dtypes, lax
 from nbjax import numpy as jnp
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy._util import promote_args_inexact, promote_dtypes_inexact, to_complex_dtype
+from nbjax.eager_cache import staged
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "erf", "erfc", "erfinv", "expit", "logit",
            "gammaln", "loggamma", "gammasgn", "gamma", "digamma", "polygamma", "betaln", "beta",
@@ -75,6 +76,7 @@ def _reduction_dims(ndim, axis):
   return tuple(sorted(set(out)))
 
 
+@staged
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
   r"""Log-sum-exp reduction: :math:`\log \sum_i b_i e^{a_i}` over ``axis``, computed stably.
 
