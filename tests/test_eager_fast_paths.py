@@ -317,3 +317,24 @@ def test_memoised_sort_as_first_call(dtype, stable):
       np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))
       assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
       assert not np.shares_memory(got._value, x._value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int32, np.float16])
+def test_matmul_eager_fast_path_as_jit(dtype):
+  """x @ y of eager Arrays (the direct np.dot path for BLAS dtypes): values, dtype, weak type
+  and errors as jit's, for every rank pair."""
+  rng = np.random.default_rng(5)
+  for sa, sb in [((3, 4), (4, 5)), ((3, 4), (4,)), ((4,), (4, 5)), ((4,), (4,)), ((2, 3, 4), (4,)),
+                 ((4,), (2, 4, 5)), ((2, 3, 4), (2, 4, 5)), ((1, 4), (4, 1))]:
+    a = jnp.asarray(rng.standard_normal(sa).astype(dtype))
+    b = jnp.asarray(rng.standard_normal(sb).astype(dtype))
+    got, want = a @ b, nbjax.jit(lambda a, b: a @ b)(a, b)
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2 if dtype == np.float16 else 1e-5)
+  s = jnp.asarray(np.array(2.0, np.float32))
+  with pytest.raises(ValueError, match="matmul input operand 0 must have ndim at least 1"):
+    s @ jnp.ones((2, 3, 4), np.float32)
+  with pytest.raises(TypeError):
+    jnp.ones((2, 3), np.float32) @ jnp.ones((4, 2), np.float32)
+  w = _weak()
+  assert (w @ w.T).weak_type == nbjax.jit(lambda v: v @ v.T)(w).weak_type

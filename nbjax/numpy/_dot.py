@@ -90,6 +90,9 @@ def _sig(x):
   return None
 
 
+_blank = object.__new__
+
+
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
   broadcast.
@@ -111,6 +114,19 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     Array([[3],
            [7]], dtype=int64)
   """
+  if type(a) is Array and type(b) is Array and _ctx.trace is _EVAL and precision is None and \
+      preferred_element_type is None and out_sharding is None:
+    va, vb = a._value, b._value  # eager matrices/vectors of one BLAS dtype and weak type: the
+    d, na, nb = va.dtype, va.ndim, vb.ndim  # registry's np.dot, without its lookups
+    if d is vb.dtype and d in _BLAS and a._weak is b._weak and 0 < na <= 2 and 0 < nb <= 2 and na + nb > 2 and \
+        va.shape[-1] == vb.shape[0] and lax.dot_general_p.backend.startswith("num"):
+      r = _blank(Array)
+      try:
+        r._value = quiet_run(np.dot, va, vb)
+      except RuntimeError as e:
+        r._value = quiet_retry(e, np.dot, va, vb)
+      r._weak, r._buf = a._weak, None
+      return r
   if out_sharding is not None:
     return _sharding.apply_out_sharding(
         matmul(a, b, precision=precision, preferred_element_type=preferred_element_type),
