@@ -1143,7 +1143,12 @@ def _while_discharge(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
   nb = len(boxes)
 
   def cond(*args):
-    return crun([*args[:len(cc)], *args[len(cc) + nb:]], args[len(cc):len(cc) + nb])[0]
+    vals = args[len(cc):len(cc) + nb]
+    outs, finals = crun([*args[:len(cc)], *args[len(cc) + nb:]], vals)
+    if any(f is not v for f, v in zip(finals, vals)):  # (never a silently lost write)
+      raise NotImplementedError("State discharge rule for 'while' with a write to a mutable "
+                                "array reference in its cond_fun not implemented")
+    return outs
 
   def body(*args):
     outs, finals = brun([*args[:len(bc)], *args[len(bc) + nb:]], args[len(bc):len(bc) + nb])

@@ -533,3 +533,15 @@ def test_partial_discharge_keeps_other_refs():
   out = discharge_state(core.ClosedJaxpr(jaxpr, consts), should_discharge=[True, False])
   assert [str(a) for a in out.in_avals] == ["float32[4]", "Ref{float32[4]}"]
   assert len(out.outvars) == 1  # the discharged ref's final value
+
+
+def test_write_in_while_cond_is_refused():
+  r = nbjax.new_ref(np.float32(0))
+
+  def cond(i):
+    r[...] += 1.
+    return i < 3
+  with pytest.raises(NotImplementedError, match="'while' with a write to a mutable array "
+                     "reference in its cond_fun"):
+    nbjax.jit(lambda: lax.while_loop(cond, lambda i: i + 1, 0))()
+  assert float(r[...]) == 0.
