@@ -318,6 +318,50 @@ def take_clamped(op, idx, out, h, s0, w):
 
 
 @njit(cache=True, nogil=True)
+def take_along(op, idx, out, fill, fv):
+  """``out[b, k, i] = op[b, j, i]`` with ``j = idx[b, k, i]``: a gather of single elements
+  along the middle axis of ``op`` (B, N, I), every other axis a batching axis (JAX's
+  ``take_along_axis``). Out-of-range ``j`` gives ``fv[0]`` when ``fill``, else the clamped
+  element. Checks the shapes, never trusts them."""
+  B, N, I = op.shape
+  K = idx.shape[1]
+  if N == 0 or idx.shape[0] != B or idx.shape[2] != I or out.shape != (B, K, I):
+    return
+  h = N - 1
+  for b in range(B):
+    r, ir, o = op[b], idx[b], out[b]  # (row views: 4x faster than 3-d indexing)
+    for k in range(K):
+      for i in range(I):
+        j = np.int64(ir[k, i])
+        if 0 <= j <= h:
+          o[k, i] = r[j, i]
+        elif fill:
+          o[k, i] = fv[0]
+        else:
+          o[k, i] = r[min(max(j, 0), h), i]
+
+
+@njit(cache=True, nogil=True)
+def take_along_rows(op, idx, out, fill, fv):
+  """``take_along`` along the last axis: ``out[b, k] = op[b, idx[b, k]]`` (``op`` (B, N))."""
+  B, N = op.shape
+  K = idx.shape[1]
+  if N == 0 or idx.shape[0] != B or out.shape != (B, K):
+    return
+  h = N - 1
+  for b in range(B):
+    r, ir, o = op[b], idx[b], out[b]
+    for k in range(K):
+      j = np.int64(ir[k])
+      if 0 <= j <= h:
+        o[k] = r[j]
+      elif fill:
+        o[k] = fv[0]
+      else:
+        o[k] = r[min(max(j, 0), h)]
+
+
+@njit(cache=True, nogil=True)
 def take_rows_clamped(op, idx, out, w):
   """``out[t] = op[clamp(i, 0, n - 1)]`` for rows of a 2-D ``op`` (``n`` rows), ``i`` as in
   ``take_clamped``: x[idx] of an n-d x by one index array (x viewed as rows)."""

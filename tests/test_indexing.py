@@ -1129,3 +1129,28 @@ def test_at_point_update_fast_path_as_scatter():
         got, want = f(x, i, y), nbjax.jit(f)(x, i, y)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{op} {wrap}")
         assert got._value is not x._value and not np.shares_memory(got._value, y._value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.bool_, np.complex128,
+                                   np.float16])
+def test_take_along_axis_kernel_as_jit(dtype):
+  """take_along_axis's gather (one element along an axis, every other axis batched: the
+  take_along/take_along_rows kernels) equals XLA's for every axis of 1-3-d operands, in- and
+  out-of-range indices (negative ones unwrapped too) and every mode."""
+  import nbjax
+  rng = np.random.default_rng(11)
+  for shape in [(7,), (4, 6), (3, 5, 4), (2, 1, 3)]:
+    x = jnp.asarray((rng.standard_normal(shape) * 4).astype(dtype))
+    for axis in range(len(shape)):
+      ishape = shape[:axis] + (5,) + shape[axis + 1:]
+      i = jnp.asarray(rng.integers(-shape[axis] - 2, shape[axis] + 2, ishape).astype(np.int32))
+      for mode, wrap in [(None, None), ("clip", None), ("fill", False), ("promise_in_bounds", True)]:
+        kw = dict(axis=axis, mode=mode, wrap_negative_indices=wrap)
+        if mode == "fill":
+          kw["fill_value"] = 3
+        if mode == "promise_in_bounds":
+          i = jnp.asarray(np.clip(np.asarray(i), 0, shape[axis] - 1).astype(np.int32))
+        got = jnp.take_along_axis(x, i, **kw)
+        want = nbjax.jit(lambda x, i: jnp.take_along_axis(x, i, **kw))(x, i)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{shape} {axis} {mode}")
+        assert got.dtype == want.dtype and not np.shares_memory(got._value, x._value)

@@ -546,6 +546,22 @@ def _point_take(operand_shape, indices_shape, dn, slice_sizes):
   return out_shape, None, None
 
 
+@functools.lru_cache(maxsize=512)
+def _along(operand_shape, indices_shape, dn, slice_sizes):
+  """The operand axis ``d`` when the gather takes one element along ``d`` with every other
+  axis of the operand batched against the same axis of the indices (``take_along_axis``'s
+  layout: indices of the operand's shape but for axis ``d``, one index column), else None."""
+  if dn.offset_dims or len(dn.start_index_map) != 1 or any(s != 1 for s in slice_sizes):
+    return None
+  d = dn.start_index_map[0]
+  rest = tuple(i for i in range(len(operand_shape)) if i != d)
+  if (tuple(dn.collapsed_slice_dims) != (d,) or tuple(dn.operand_batching_dims) != rest
+      or tuple(dn.start_indices_batching_dims) != rest or indices_shape[-1:] != (1,)
+      or len(indices_shape) != len(operand_shape) + 1):
+    return None
+  return d if all(indices_shape[i] == operand_shape[i] for i in rest) else None
+
+
 def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, indices_are_sorted,
                   mode, fill_value):
   idx = _signed(idx)
@@ -567,6 +583,17 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
                     1 if _fills(mode) else 0, bits(fv))
     return out
   if out.size == 0:
+    return out
+  d = _along(x.shape, idx.shape, dn, tuple(slice_sizes))
+  if d is not None:  # take_along_axis: one element along axis d, every other axis batching
+    B, N, k = math.prod(x.shape[:d]), x.shape[d], idx.shape[d]
+    fv = bits(_fill_scalar(x.dtype, fill_value).reshape(1))
+    if d == x.ndim - 1:
+      K.take_along_rows(bits(x).reshape(B, N), idx.reshape(B, k), bits(out).reshape(B, k),
+                        _fills(mode), fv)
+    else:
+      K.take_along(bits(x).reshape(B, N, -1), idx.reshape(B, k, -1),
+                   bits(out).reshape(B, k, -1), _fills(mode), fv)
     return out
   plan = gather_plan(x.shape, idx.shape, dimension_numbers, tuple(slice_sizes))
   fv = bits(_fill_scalar(x.dtype, fill_value).reshape(1))
