@@ -338,3 +338,24 @@ def test_matmul_eager_fast_path_as_jit(dtype):
     jnp.ones((2, 3), np.float32) @ jnp.ones((4, 2), np.float32)
   w = _weak()
   assert (w @ w.T).weak_type == nbjax.jit(lambda v: v @ v.T)(w).weak_type
+
+
+@pytest.mark.parametrize("n", [4095, 4096, 50000])
+def test_where_arrays_as_jit_both_sides_of_the_kernel_switch(n):
+  """jnp.where(c, x, y) of eager Arrays: np.where below _WHERE_KERNEL elements, select_n's
+  branch-free kernel from there; the same values (NaN, -0.0), dtype and weak type as jit."""
+  rng = np.random.default_rng(n)
+  for dtype in (np.float32, np.float64, np.complex64):
+    xv = rng.standard_normal(n).astype(dtype)
+    xv[::7] = np.nan
+    xv[1::7] = -0.0
+    x, y = jnp.asarray(xv), jnp.asarray(rng.standard_normal(n).astype(dtype))
+    c = jnp.asarray(rng.random(n) < 0.5)
+    for a, b in ((x, y), (y, x)):
+      got, want = jnp.where(c, a, b), nbjax.jit(jnp.where)(c, a, b)
+      assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      np.testing.assert_array_equal(np.signbit(np.asarray(got).real), np.signbit(np.asarray(want).real))
+      assert not np.shares_memory(got._value, a._value)
+    got = jnp.where(c, x, -0.0)
+    np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.where(np.asarray(c), xv, -0.0)))
