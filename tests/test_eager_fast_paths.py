@@ -358,4 +358,5 @@ def test_where_arrays_as_jit_both_sides_of_the_kernel_switch(n):
       np.testing.assert_array_equal(np.signbit(np.asarray(got).real), np.signbit(np.asarray(want).real))
       assert not np.shares_memory(got._value, a._value)
     got = jnp.where(c, x, -0.0)
-    np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.where(np.asarray(c), xv, -0.0)))
+    np.testing.assert_array_equal(np.signbit(np.asarray(got).real),
+                                  np.signbit(np.where(np.asarray(c), xv, -0.0).real))
