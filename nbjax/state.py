@@ -435,8 +435,8 @@ def _addupdate_jvp(primals, tangents, *, tree):
   if type(tref) is ad.Zero or get_aval(ref).kind == _NO_GRAD:
     if type(tval) is not ad.Zero and type(tref) is ad.Zero:
       _zero_tangent_write(ref)
-  elif type(tval) is not ad.Zero:
-    addupdate_p.bind(tref, tval, *idx, tree=tree)
+  else:  # (a zero tangent added too, as JAX's)
+    addupdate_p.bind(tref, ad.instantiate_zeros(tval), *idx, tree=tree)
   return [], []
 
 
