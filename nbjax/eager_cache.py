@@ -79,8 +79,10 @@ from __future__ import annotations
 import dis
 import enum
 import functools
+import struct
 import sys
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -476,6 +478,7 @@ class TraceCache:
     self.fun, self.guard_fun = fun, guard_fun
     self.entries: dict = {}
     self.enabled = True
+    self.fuse = True  # (hot programs rebuilt with fused loops: ``FUSE_AFTER``)
     self.fast: dict = {}  # arity -> generated replay of one structure of positional Arrays
 
   def replay(self, args, kwargs):
@@ -584,7 +587,8 @@ class TraceCache:
       return None  # values passed through untraced (vmap's out_axes=None, a NumPy aux) and
       # float0 results (NumPy arrays) are the per-call path's; a replay would return Arrays
     e = _Entry()
-    e.program, e.dyn, e.out_tree = _warming(e, program, jaxpr, consts), dyn, box[0]
+    e.program, e.dyn, e.out_tree = (_warming(e, program, jaxpr, consts) if self.fuse else
+                                    program), dyn, box[0]
     e.weaks = [a.weak_type for a in out_avals]
     e.finish = _finisher(e.out_tree, e.weaks)
     e.weak0 = e.weaks[0] if e.out_tree.node is None else None
@@ -629,11 +633,14 @@ def _warming(e, program, jaxpr, consts):
 
 def _static_key(v):
   """A static argument's part of a ``staged`` call's key: its type and value (floats by
-  ``repr``: 0.0 and -0.0 differ, NaN matches itself); TypeError for an array or a value that
-  cannot be hashed (the call then runs per call)."""
+  bits); TypeError for an array or a value that
+  cannot be hashed (the call then runs per call). Floats and NumPy scalars by their bits:
+  0.0 and -0.0 differ, a NaN matches itself."""
   t = type(v)
   if t is float or t is complex:
-    return t, repr(v)
+    return t, struct.pack("<2d", v.real, v.imag)  # (bits: -0.0, NaN signs and payloads differ)
+  if isinstance(v, np.generic):
+    return t, v.tobytes()
   if t is Array or t is np.ndarray or isinstance(v, core.Tracer):
     raise TypeError("an array as a static argument")
   if t is tuple:
@@ -654,8 +661,9 @@ def staged(fun):
   scalars) whose primitives depend on nothing else. Eagerly, a call signature (static values,
   the Arrays' shapes, dtypes and weak types) that repeats replays one staged program of it
   (``TraceCache`` without pins: the library's code reads no user state) instead of its
-  primitives' dispatch one by one, as ``nbjax.random``'s samplers do; the first two calls of
-  a signature, calls with other arguments (NumPy arrays, lists, Array keywords) or from
+  primitives' dispatch one by one, as ``nbjax.random``'s samplers do (unfused: a fused loop
+  may differ in a NaN's sign bit); the first two calls of a signature, signatures that warn,
+  calls with other arguments (NumPy arrays, lists, Array keywords) or from
   ``STAGED_MAX`` elements, under a transformation or the transfer guard run ``fun`` itself."""
   caches = {}
 
@@ -682,9 +690,27 @@ def staged(fun):
         caches.clear()
       rest = args[n:]
       cache = caches[sk] = TraceCache(lambda *xs: fun(*xs, *rest, **kwargs), None)
+      cache.fuse = False  # (a fused loop may give another NaN's sign than the per-call bits)
+    elif cache is _PER_CALL:
+      return fun(*args, **kwargs)
     out = cache.replay(args[:n], {})
-    return fun(*args, **kwargs) if out is MISS else out
+    if out is not MISS:
+      return out
+    caught = []
+    try:  # a signature whose call warns runs per call for good: a replay would not warn
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fun(*args, **kwargs)
+    finally:
+      if caught:
+        caches[sk] = _PER_CALL
+        for m in caught:
+          warnings.warn_explicit(m.message, m.category, m.filename, m.lineno)
+    return out
   return staged_fun
+
+
+_PER_CALL = object()
 
 
 _by_fun = weakref.WeakKeyDictionary()

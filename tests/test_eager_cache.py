@@ -1075,3 +1075,29 @@ def test_staged_composites_replay_and_keep_errors():
   np.testing.assert_allclose(np.asarray(jnp.var(_M, axis=[1])), _M.var(axis=1), rtol=1e-5)
   g = nbjax.grad(lambda v: nbjax.nn.logsumexp(v, axis=1).sum())(x)
   np.testing.assert_allclose(np.asarray(g), np.asarray(nbjax.nn.softmax(x, axis=1)), rtol=1e-5)
+
+
+def test_staged_statics_keyed_by_bits_and_warnings_kept():
+  import warnings
+  x = jnp.asarray(np.array([-1.0, -0.0, 0.0, 2.0], np.float32))
+  for z in (np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(-0.0), 0.0, -0.0):
+    got = jnp.clip(x, z)
+    want = jnp.clip.__wrapped__(x, z)
+    np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))
+    got = nbjax.nn.leaky_relu(x, z)
+    np.testing.assert_array_equal(np.signbit(np.asarray(got)),
+                                  np.signbit(np.asarray(nbjax.nn.leaky_relu.__wrapped__(x, z))))
+  f = jnp.asarray(np.array([0.0, 1.0, 2.0], np.float32))
+  for _ in range(4):  # a warning on every call, as per call
+    with warnings.catch_warnings(record=True) as w:
+      warnings.simplefilter("always")
+      nbjax.nn.one_hot(f, 3)
+    assert any("integer" in str(m.message) for m in w)
+
+
+def test_staged_replays_keep_nan_bits():
+  x = jnp.asarray(np.array([-0.0, np.inf, np.nan, -np.inf, 1.5], np.float32))
+  for f in (nbjax.nn.log_sigmoid, lambda v: nbjax.nn.gelu(v, approximate=False), nbjax.nn.softplus):
+    first = np.asarray(f(x)).view(np.uint32)
+    for _ in range(eager_cache.FUSE_AFTER + 3):
+      np.testing.assert_array_equal(np.asarray(f(x)).view(np.uint32), first)

@@ -360,3 +360,25 @@ def test_where_arrays_as_jit_both_sides_of_the_kernel_switch(n):
     got = jnp.where(c, x, -0.0)
     np.testing.assert_array_equal(np.signbit(np.asarray(got).real),
                                   np.signbit(np.where(np.asarray(c), xv, -0.0).real))
+
+
+def test_memo_keys_weak_types_config_and_argument_types():
+  """The reductions/sort memo never serves a call the general path would answer otherwise:
+  a weak operand's entry is not kept for strong ones, a config change (x64) starts over,
+  and 1.0 / True are not the axis 1."""
+  w = jnp.broadcast_to(2.0, (3,))
+  assert w.weak_type
+  jnp.sort(w), jnp.sort(w)
+  s = jnp.asarray(np.array([3.0, 1.0, 2.0], np.float32))
+  r = jnp.sort(s)
+  assert not r.weak_type and not jnp.sort(s).weak_type
+  x = jnp.asarray(_X)
+  jnp.sum(x, axis=1), jnp.sum(x, axis=1)
+  with pytest.raises(TypeError):
+    jnp.sum(x, axis=1.0)
+  want = np.dtype(np.int64) if nbjax.config.read("jax_enable_x64") else np.dtype(np.int32)
+  flip = not nbjax.config.read("jax_enable_x64")
+  jnp.argmax(x, axis=1), jnp.argmax(x, axis=1)
+  with nbjax.enable_x64(flip):
+    other = jnp.argmax(x, axis=1).dtype
+  assert other != want and jnp.argmax(x, axis=1).dtype == want

@@ -1296,7 +1296,7 @@ def _sort_one(x, axis):
   # One real operand (NumPy's complex order, NaNs included, is not JAX's: lexsort below):
   # equal keys are equal values, so NumPy's SIMD quicksort gives the stable result, unless
   # NaNs or -0.0 (keys that compare equal but differ) are present: one kernel pass checks
-  # (up to 16 elements, both sorts are one insertion sort: no check).
+  # (up to 16 elements the stable sort costs the same: no check).
   if x.dtype.kind in "biu" or x.dtype.kind == "f" and x.size > 16 and not _nan_or_negzero(x):
     return np.sort(x, axis=axis)
   return np.sort(x, axis=axis, kind="stable")

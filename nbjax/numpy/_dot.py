@@ -14,7 +14,7 @@ import numpy as np
 
 from nbjax import dtypes, lax, sharding as _sharding
 from nbjax.array import Array
-from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
+from nbjax.core import Tracer, _ctx, eval_trace as _EVAL, placement as _placement
 from nbjax.numpy import _util
 from nbjax.numpy._indexing import diagonal
 from nbjax.numpy._manip import moveaxis
@@ -115,7 +115,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
            [7]], dtype=int64)
   """
   if type(a) is Array and type(b) is Array and _ctx.trace is _EVAL and precision is None and \
-      preferred_element_type is None and out_sharding is None:
+      preferred_element_type is None and out_sharding is None and not _placement[0]:
     va, vb = a._value, b._value  # eager matrices/vectors of one BLAS dtype and weak type: the
     d, na, nb = va.dtype, va.ndim, vb.ndim  # registry's np.dot, without its lookups
     if d is vb.dtype and d in _BLAS and a._weak is b._weak and 0 < na <= 2 and 0 < nb <= 2 and na + nb > 2 and \
@@ -140,7 +140,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
       if _ctx.trace is _EVAL:
         va, vb = a._value, b._value
         if (sa[1] + sb[1] > 2 and sa[0] in _BLAS and va.shape[-1] == vb.shape[0] and
-            p.backend.startswith("num")):  # (the registry's np.dot, without its lookups)
+            p.backend.startswith("num") and not _placement[0]):  # (the registry's np.dot,
+          # without its lookups; committed devices: the placing entry)
           try:
             return Array._new(quiet_run(np.dot, va, vb), sa[2])
           except RuntimeError as e:

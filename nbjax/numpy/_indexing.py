@@ -886,7 +886,8 @@ def scatter_update(x, idx, y, scatter_fn, *, indices_are_sorted=False, unique_in
     _warn_unsafe_scatter_cast(y, x.dtype)
     y = _util.convert(y, x.dtype, x.weak_type)
   if type(idx) is Array and type(x) is Array and type(y) is Array and mode is None:
-    if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P:  # eager: one kernel call
+    if _ctx.trace is _EVAL and scatter_fn in _SCATTER_P and not core.placement[0]:  # eager:
+      # one kernel call
       shape = idx._value.shape + x._value.shape[1:]
       yp = y if y._value.shape == shape else \
           Array._new(np.full(shape, y._value), y._weak) if not y._value.ndim else None
@@ -995,7 +996,7 @@ def _update_method(name, scatter, doc, via_ones=None):
              out_sharding=None, wrap_negative_indices=True):
     if prim is not None and type(values) is Array and type(self.index) is Array and (
         mode is None and type(self.array) is Array and _ctx.trace is _EVAL and
-        core.h2d_guard is None):
+        core.h2d_guard is None and not core.placement[0]):
       # eager x.at[i].op(y), y of x's dtype and of x[i]'s shape: scatter_update's one kernel
       # call, without its argument handling
       out = lax_indexing.scatter_points(prim, self.array, self.index, values,

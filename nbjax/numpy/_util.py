@@ -489,8 +489,9 @@ def lit(value, dtype, weak=False):
   return _new(np.asarray(value, dtype), weak)
 
 
-# (function, shape, dtype, key) -> (primitive, its eager entry then, (kernel, weak) or None):
-# the registry's bare kernel that a jnp function's eager hot path ran for a strong Array
+# (function, shape, dtype, key, its types) -> (primitive, its eager entry then, (kernel, weak)
+# or None, registry.epoch then: config changes bump it): the registry's bare kernel that a
+# jnp function's eager hot path ran for a strong Array
 _MEMO: dict = {}
 _blank = object.__new__
 
@@ -504,10 +505,11 @@ def memo_run(name, a, key):
     return None
   v = a._value
   try:
-    e = _MEMO.get((name, v.shape, v.dtype, key))
+    e = _MEMO.get((name, v.shape, v.dtype, key, _types(key)))
   except TypeError:  # (an unhashable argument: an axis given as a list)
     return None
-  if e is None or e[2] is None or e[1] is not e[0].eager or a._weak or _ctx.trace is not _EVAL:
+  if e is None or e[2] is None or e[1] is not e[0].eager or e[3] != registry.epoch or \
+      a._weak or _ctx.trace is not _EVAL:
     return None
   k, weak = e[2]
   r = _blank(Array)
@@ -521,10 +523,18 @@ def memo_run(name, a, key):
 def remember(name, a, key, p, params):
   """After ``p.eager(a, **params)`` ran as ``name(a, ...)``: memoise its kernel for
   ``memo_run`` (a strong Array ``a``; the caller's hot path decided the rest)."""
+  if a._weak:  # (a weak result: only strong operands are looked up)
+    return
   v = a._value
   if len(_MEMO) > 4096:
     _MEMO.clear()
   try:
-    _MEMO[(name, v.shape, v.dtype, key)] = (p, p.eager, registry.bare_kernel(p, a, params))
+    _MEMO[(name, v.shape, v.dtype, key, _types(key))] = (
+        p, p.eager, registry.bare_kernel(p, a, params), registry.epoch)
   except TypeError:  # (an unhashable key)
     pass
+
+
+def _types(key):
+  """The exact types in a memo key (1, 1.0 and True are equal keys, not equal arguments)."""
+  return tuple(map(type, key)) if type(key) is tuple else type(key)
