@@ -214,6 +214,11 @@ get_p.effects = (ReadEffect(0),)
 swap_p.effects = (WriteEffect(0),)
 addupdate_p.effects = (AccumEffect(0),)
 _STATE_PRIMS = (mutable_array_p, empty_ref_p, free_ref_p, freeze_p, get_p, swap_p, addupdate_p)
+for _p in _STATE_PRIMS:  # (the registry table's notes: no kernel, no lowering of their own)
+  _p.meta["note"] = ("state primitive: eagerly a Ref holds an immutable Array that a write "
+                     "replaces (the read/update itself is jnp indexing on its kernels)")
+  _p.meta["lowering_note"] = ("discharged before lowering (state discharge: the ref's value "
+                              "threaded through the program as an ordinary value)")
 _ON_A_REF = frozenset(_STATE_PRIMS[2:])  # (a ref left undischarged: staged as it is)
 
 
