@@ -240,6 +240,45 @@ class AbstractRef:
   __str__ = __repr__
 
 
+class AbstractToken:
+  """The abstract value of an ordering token (``lax.create_token``), printed ``Tok``: no shape
+  or dtype. Staged, it lowers to ``!stablehlo.token``."""
+  __slots__ = ()
+  array_abstraction_level = 1
+
+  def str_short(self, short_dtypes=True):
+    return "Tok"
+
+  def to_tangent_aval(self):
+    return self
+
+  to_ct_aval = strip_weak_type = to_tangent_aval
+
+  def __repr__(self):
+    return "AbstractToken()"
+
+
+abstract_token = AbstractToken()
+
+
+def get_token_aval():
+  """The array a token stands for at the runtime's boundary: ``bool[0]``."""
+  return ShapedArray((0,), np.bool_)
+
+
+class Token:
+  """An ordering token (``lax.create_token``, a jit output): no data; ``_buf`` is the empty
+  ``bool[0]`` array it stands for."""
+  __slots__ = ("_buf",)
+  aval = abstract_token
+
+  def __init__(self, buf):
+    self._buf = buf
+
+  def block_until_ready(self):
+    self._buf.block_until_ready()
+
+
 class _RefMeta(type):
   def __instancecheck__(cls, x):  # a tracer standing for a ref is one too (JAX's)
     return type(x) is cls or isinstance(x, Tracer) and type(x.aval) is AbstractRef
@@ -445,7 +484,7 @@ def valid_jaxtype(x):
   """Whether ``x`` is a JAX value: not a string, object, datetime, void or structured array
   (whose avals ``get_aval`` does not refuse); float0 arrays are."""
   try:
-    d = get_aval(x).dtype
+    d = getattr(get_aval(x), "dtype", None)  # (a token has none)
   except TypeError:
     return False
   return not (isinstance(d, np.dtype) and (d.kind in "USOMm" or d.type is np.void)

@@ -495,12 +495,20 @@ def _ranked(t, what):
   return tuple(t.shape), ir_type_to_dtype(t.element_type)
 
 
+_TOKEN = ((0,), np.dtype(np.bool_))  # a token at the runtime's boundary: an empty bool array
+
+
 def _signature(main):
-  ir = get_ir()
+  """``(ins, outs, token_ins, token_outs)``: main's (shape, dtype)s, tokens as ``_TOKEN``."""
+  ir, hlo = get_ir(), get_hlo()
   ft = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
-  ins = tuple(_ranked(t, f"input {i}") for i, t in enumerate(ft.inputs))
-  outs = tuple(_ranked(t, f"output {i}") for i, t in enumerate(ft.results))
-  return ins, outs
+  tok = [[i for i, t in enumerate(ts) if hlo.TokenType.isinstance(t)]
+         for ts in (ft.inputs, ft.results)]
+  ins = tuple(_TOKEN if i in tok[0] else _ranked(t, f"input {i}")
+              for i, t in enumerate(ft.inputs))
+  outs = tuple(_TOKEN if i in tok[1] else _ranked(t, f"output {i}")
+               for i, t in enumerate(ft.results))
+  return ins, outs, tok[0], tok[1]
 
 
 _PACK_MAX_BYTES = 4096
@@ -533,7 +541,8 @@ def _plan(ins, outs, wrappable, pack_inputs=True):
       mem.append((i, off, n))
       off += n
     pack.append((name, off, mem))
-  return {"direct": [i for i in range(len(ins)) if i not in packed], "pack": pack, "bf16_out": bf16_out}
+  return {"direct": [i for i in range(len(ins)) if i not in packed], "pack": pack, "bf16_out": bf16_out,
+          "tok_in": [], "tok_out": []}
 
 
 def _wrap(module, main, ins, outs, plan):
@@ -542,6 +551,7 @@ def _wrap(module, main, ins, outs, plan):
   main.attributes["sym_name"] = ir.StringAttr.get("_nbjax_main")
   main.attributes["sym_visibility"] = ir.StringAttr.get("private")
   direct, pack, bf16_out = plan["direct"], plan["pack"], set(plan["bf16_out"])
+  tok_in, tok_out = plan.get("tok_in", ()), plan.get("tok_out", ())
   in_types = [aval_to_ir_type(*ins[i]) for i in direct]
   in_types += [aval_to_ir_type((n,), _name_to_dtype(name)) for name, n, _ in pack]
   out_types = [aval_to_ir_type(s, np.uint16 if i in bf16_out else d) for i, (s, d) in enumerate(outs)]
@@ -551,7 +561,7 @@ def _wrap(module, main, ins, outs, plan):
     with ir.InsertionPoint(entry):
       args = [None] * len(ins)
       for k, i in enumerate(direct):
-        args[i] = entry.arguments[k]
+        args[i] = hlo.create_token() if i in tok_in else entry.arguments[k]
       for g, (_, _, members) in enumerate(pack):
         buf = entry.arguments[len(direct) + g]
         for i, off, n in members:
@@ -559,7 +569,8 @@ def _wrap(module, main, ins, outs, plan):
                             ir.DenseI64ArrayAttr.get([1]))
           args[i] = hlo.reshape(aval_to_ir_type(*ins[i]), piece)
       res = func.CallOp(main.opview if hasattr(main, "opview") else main, args).results
-      res = [hlo.bitcast_convert(out_types[i], r) if i in bf16_out else r for i, r in enumerate(res)]
+      res = [hlo.bitcast_convert(out_types[i], r) if i in bf16_out else
+             ir_constant(np.zeros(0, np.bool_)) if i in tok_out else r for i, r in enumerate(res)]
       func.ReturnOp(res)
   return str(module)
 
@@ -571,11 +582,12 @@ def _prepare(text, pack_inputs=True):
   with mlir_context(), ir.Location.unknown():
     module = ir.Module.parse(text)
     main = _find_main(module)
-    ins, outs = _signature(main)
+    ins, outs, tok_in, tok_out = _signature(main)
     wrappable = "arg_attrs" not in main.attributes
     plan = _plan(ins, outs, wrappable, pack_inputs)
     differ = bool(_plan(ins, outs, wrappable, True)["pack"])
-    if plan["pack"] or plan["bf16_out"]:
+    plan["tok_in"], plan["tok_out"] = tok_in, tok_out  # tokens: passed as empty bool arrays
+    if plan["pack"] or plan["bf16_out"] or tok_in or tok_out:
       return ins, outs, plan, _wrap(module, main, ins, outs, plan), differ
   return ins, outs, plan, text, differ
 

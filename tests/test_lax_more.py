@@ -451,6 +451,32 @@ def test_tokens():
     lax.after_all(t, np.ones(2))
 
 
+def test_tokens_through_jit():
+  # JAX 0.10.2: tokens are jit inputs and outputs (AbstractToken, printed Tok), lowered as
+  # !stablehlo.token in main's signature; each output is a new Token
+  from nbjax import core
+  t = lax.create_token()
+  assert isinstance(t, core.Token) and core.get_aval(t) is core.abstract_token
+  assert str(nbjax.make_jaxpr(lambda x, t: (x, t))(np.float32(1), t)) == \
+      "{ lambda ; a:f32[] b:Tok. let  in (a, b) }"
+  assert str(nbjax.make_jaxpr(lambda: lax.after_all(lax.create_token(), lax.create_token()))()) \
+      == ("{ lambda ; . let\n    a:Tok = create_token \n    b:Tok = create_token \n"
+          "    c:Tok = after_all a b\n  in (c,) }")
+  text = nbjax.jit(lambda x, t: (x, t)).lower(np.float32(1), t).as_text()
+  assert "@main(%arg0: tensor<f32>, %arg1: !stablehlo.token)" in text
+  x, out = nbjax.jit(lambda x, t: (x * 2, t))(jnp.ones(3), t)
+  assert isinstance(out, core.Token) and out is not t
+  np.testing.assert_array_equal(x, [2., 2., 2.])
+  assert isinstance(nbjax.jit(lax.create_token)(1.0), core.Token)
+  y, tok = nbjax.jit(lambda x: (x + 2, t))(7)  # a captured token
+  assert int(y) == 9 and isinstance(tok, core.Token)
+  assert isinstance(nbjax.jit(lambda t: lax.after_all(t, t))(t), core.Token)
+  assert nbjax.eval_shape(lambda t: t, t) is core.abstract_token
+  with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
+    nbjax.jit(lax.after_all)(1.0)
+  out.block_until_ready()
+
+
 def test_small_classes():
   r = lax.RaggedDotDimensionNumbers(dot_dimension_numbers=(([1], [1]), ([], [])),
                                     lhs_ragged_dimensions=[0], rhs_group_dimensions=[0])

@@ -69,7 +69,9 @@ def dtype_to_ir_type(dtype):
 
 
 def aval_to_ir_type(aval):
-  """``ir.RankedTensorType`` of an aval (``ShapedArray``)."""
+  """``ir.RankedTensorType`` of an aval (``ShapedArray``); ``!stablehlo.token`` of a token's."""
+  if aval is core.abstract_token:
+    return hlo.TokenType.get()
   return ir.RankedTensorType.get([int(d) for d in aval.shape], dtype_to_ir_type(aval.dtype))
 
 
@@ -332,7 +334,7 @@ def jaxpr_subcomp(mctx, jaxpr, consts, args):
 
 def _const_values(consts, avals):
   try:
-    return [ir_constant(np.asarray(c, a.dtype)) for c, a in zip(consts, avals)]
+    return [_const(c, a) for c, a in zip(consts, avals)]
   except RuntimeError as e:  # a global array of another process's data is no constant
     if "spans non-addressable" not in str(e):
       raise
@@ -341,6 +343,11 @@ def _const_values(consts, avals):
     raise RuntimeError("Closing over jax.Array that spans non-addressable (non process "
                        "local) devices is not allowed. Please pass such arrays as arguments "
                        f"to the function. Got jax.Array: {a.str_short()}") from e
+
+
+def _const(c, aval):
+  return hlo.create_token() if aval is core.abstract_token else \
+      ir_constant(np.asarray(c, aval.dtype))
 
 
 def _consts_avals(closed_jaxpr):
@@ -376,7 +383,7 @@ def lower_jaxpr_to_fun(mctx, name, closed_jaxpr, *, public=False, hoisted=()):
     with ir.InsertionPoint(entry):
       args = list(entry.arguments)
       hv = dict(zip(hoisted, args[:len(hoisted)]))
-      consts = [hv[i] if i in hv else ir_constant(np.asarray(c, a.dtype))
+      consts = [hv[i] if i in hv else _const(c, a)
                 for i, (c, a) in enumerate(zip(closed_jaxpr.consts, cavals))]
       outs = jaxpr_subcomp(mctx, jaxpr, consts, args[len(hoisted):])
       func_dialect.ReturnOp(outs)

@@ -182,8 +182,10 @@ class _Executable:
     self.compiler_options = compiler_options
     # key arrays (extended dtypes) in and out: the executable takes and gives their data
     ext = lambda a: isinstance(a.dtype, dtypes.ExtendedDType)
-    self.key_in = [i for i, a in enumerate(closed.in_avals) if ext(a)]
-    self.key_out = [(i, a.dtype._impl) for i, a in enumerate(closed.out_avals) if ext(a)]
+    tok = core.abstract_token  # tokens: passed and returned as their empty bool arrays
+    self.key_in = [i for i, a in enumerate(closed.in_avals) if a is tok or ext(a)]
+    self.key_out = [(i, None if a is tok else a.dtype._impl)
+                    for i, a in enumerate(closed.out_avals) if a is tok or ext(a)]
     closed = lowering.physicalize(closed)
     consts = closed.consts
     hoisted = [i for i, c in enumerate(consts)
@@ -205,13 +207,14 @@ class _Executable:
     self.text = str(module)
     self.name = name
     self._exe = self._dexe = self._dcall = self._hcall = self.const_bufs = None
-    self.in_avals = closed.in_avals
+    phys = lambda avals: [core.get_token_aval() if a is tok else a for a in avals]
+    self.in_avals = phys(closed.in_avals)
     # (aval, dtype a NumPy argument may have to pass as is; None for float0)
     self.in_dtypes = [(a, None if a.dtype == dtypes.float0 else np.dtype(a.dtype))
                       for a in self.in_avals]
     self.big_in = [i for i, a in enumerate(self.in_avals)
                    if a.size * np.dtype(a.dtype).itemsize >= _ALIGN_MIN_BYTES]
-    out_avals = closed.out_avals
+    out_avals = phys(closed.out_avals)
     self.out_weak = [a.weak_type for a in out_avals]
     self.float0_out = [i for i, a in enumerate(out_avals) if a.dtype == dtypes.float0]
     self.out_avals = out_avals
@@ -350,13 +353,14 @@ class _Executable:
   def _keys_in(self, args):
     args = list(args)
     for i in self.key_in:
-      args[i] = args[i]._base_array
+      x = args[i]
+      args[i] = x._buf if type(x) is core.Token else x._base_array
     return args
 
   def _keys_out(self, outs):
     from nbjax.interpreters import lowering
     for i, impl in self.key_out:
-      outs[i] = lowering.key_wrap(impl, outs[i])
+      outs[i] = core.Token(outs[i]) if impl is None else lowering.key_wrap(impl, outs[i])
     return outs
 
   def _adopt(self, i, x):
@@ -860,6 +864,8 @@ def _valid(x):
 
 
 def _sds(aval):
+  if aval is core.abstract_token:
+    return aval
   return core.ShapeDtypeStruct(aval.shape, aval.dtype, aval.weak_type)
 
 
@@ -1445,7 +1451,8 @@ class JitWrapped:
         pe.abstractify_args(self._fun, flat, lambda: pe.DebugInfo(
             "jit", self._fun, args, kwargs, self._static_argnums, self._static_argnames))
         raise
-    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) if type(a) is not core.AbstractRef
+    key = (in_tree, tuple(a if a is core.abstract_token else
+                          (a.shape, a.dtype, a.weak_type) if type(a) is not core.AbstractRef
                           else (a.shape, a.dtype, a.weak_type, "ref") for a in avals), statics,
            config.trace_key, core.axis_env())
     try:

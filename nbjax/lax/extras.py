@@ -17,7 +17,7 @@ import numpy as np
 from nbjax._tree_util import tree_map
 
 __all__ = ["AccuracyMode", "DotDimensionNumbers", "PrecisionLike", "RaggedDotDimensionNumbers",
-           "Tolerance", "Token", "after_all", "composite", "create_token", "dce_sink",
+           "Tolerance", "after_all", "composite", "create_token", "dce_sink",
            "pbroadcast", "pcast", "pswapaxes", "reduce_window_shape_tuple", "shape_as_value",
            "stage"]
 
@@ -301,15 +301,6 @@ def _register_composite():
 composite_p = _register_composite()
 
 
-class Token:
-  """An ordering token (``lax.create_token``): it carries no data. Computations here run in
-  program order, so tokens only document a sequencing intent."""
-  __slots__ = ()
-
-  def __repr__(self):
-    return "Token()"
-
-
 def create_token(_=None):
   """Creates an XLA token value with no preconditions for sequencing effects.
 
@@ -317,14 +308,50 @@ def create_token(_=None):
 
   The argument is ignored. It exists for backward compatibility.
   """
-  return Token()
+  return create_token_p.bind()
 
 
 def after_all(*operands):
-  """Merges one or more XLA token values. Experimental."""
+  """Merges one or more XLA token values. Experimental.
+
+  Wraps the XLA after all operator."""
+  return after_all_p.bind(*operands)
+
+
+def _new_token(*operands):
+  from nbjax.array import Array
+  from nbjax.core import Token
   if any(type(x) is not Token for x in operands):
     raise TypeError("Arguments to after_all must be tokens")
-  return Token()
+  return Token(Array(np.zeros(0, np.bool_)))
+
+
+def _after_all_abstract_eval(*avals):
+  from nbjax.core import abstract_token
+  if any(a is not abstract_token for a in avals):
+    raise TypeError("Arguments to after_all must be tokens")
+  return abstract_token
+
+
+def _register_tokens():
+  from nbjax import registry
+  from nbjax.core import Primitive, abstract_token
+  from nbjax.interpreters.lowering import hlo
+  ps = []
+  for name, aeval, lower in (
+      ("create_token", lambda: abstract_token, lambda ctx: [hlo.create_token()]),
+      ("after_all", _after_all_abstract_eval, lambda ctx, *ts: [hlo.after_all(list(ts))])):
+    p = Primitive(name)
+    p.make_eager = lambda *_: _new_token
+    registry.register(p, family="other", impls={"python": _new_token}, abstract_eval=aeval,
+                      meta=dict(differentiable=False, note="tokens (no data): no jvp, "
+                                "transpose or batching rule, as JAX's"))
+    p.lowerings["cpu"] = lower
+    ps.append(p)
+  return ps
+
+
+create_token_p, after_all_p = _register_tokens()
 
 
 # ----------------------------------------------------------------------- collectives

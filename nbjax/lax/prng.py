@@ -935,11 +935,11 @@ def has_keys(jaxpr):
   """Whether ``jaxpr`` (or a jaxpr in its equations' parameters) holds a key aval."""
   for v in (*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars):
     a = getattr(v, "aval", None)
-    if a is not None and type(a.dtype) is KeyTy:
+    if type(getattr(a, "dtype", None)) is KeyTy:
       return True
   for e in jaxpr.eqns:
     for v in e.outvars:
-      if type(v.aval.dtype) is KeyTy:
+      if type(getattr(v.aval, "dtype", None)) is KeyTy:  # (a token's has none)
         return True
     if any(has_keys(j) for j in jaxprs_in_params(e.params)):
       return True
