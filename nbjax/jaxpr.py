@@ -13,6 +13,7 @@ short jaxpr on one line and breaks long ones one equation per line.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 import weakref
@@ -531,20 +532,37 @@ def _encode_alpha(n):
 
 
 class _PpContext:
-  """Variable names, assigned on first print, unique across nested jaxprs."""
+  """Variable names, assigned on first print, unique across nested jaxprs (none taken by a
+  shared jaxpr's name); ``shared``: jaxpr -> its name, for those printed once up front."""
 
   def __init__(self, names=None):
     self.names = dict(names or {})
     self.n = 0
+    self.shared = {}
 
   def name(self, v):
     if type(v) is DropVar:
       return "_"
     s = self.names.get(v)
     if s is None:
-      s = self.names[v] = _encode_alpha(self.n) + v.suffix
+      taken = self.shared.values()
+      while (s := _encode_alpha(self.n)) in taken:
+        self.n += 1
+      s = self.names[v] = s + v.suffix
       self.n += 1
     return s
+
+  def same_names(self, for_vars, like_vars):
+    """Name ``for_vars`` (an inner jaxpr's binders) as the ``like_vars`` they alias (JAX's
+    ``suggest_same_var_names``)."""
+    if len(for_vars) != len(like_vars):
+      return
+    used = set()
+    for f, like in zip(for_vars, like_vars):
+      if type(like) is not Literal and like not in used and type(f) is not Literal \
+          and f not in self.names:
+        used.add(like)
+        self.names[f] = self.name(like)
 
 
 def _pp_atom(x, ctx):
@@ -598,6 +616,11 @@ def _pp_params(params, ctx, name_first=True):
 
 
 def _pp_eqn_doc(eqn, ctx):
+  if getattr(eqn.primitive, "pp_same_names", False):  # (jit: the inner binders read as the
+    inner = eqn.params["jaxpr"].jaxpr                # call's operands and results)
+    if inner not in ctx.shared:
+      ctx.same_names(inner.invars, eqn.invars)
+      ctx.same_names(inner.outvars, eqn.outvars)
   lhs = _pp_vars(eqn.outvars, ctx, binders=True)  # outputs are named first, as JAX does
   rule = getattr(eqn.primitive, "pp_eqn", None)  # its own layout (the state primitives')
   if rule is not None:
@@ -614,6 +637,13 @@ def _pp_eqn_doc(eqn, ctx):
 
 
 def _pp_jaxpr_doc(jaxpr, ctx):
+  name = ctx.shared.get(jaxpr)
+  if name is not None:
+    return _Text(name)
+  return _pp_jaxpr_body(jaxpr, ctx)
+
+
+def _pp_jaxpr_body(jaxpr, ctx):
   constvars = _pp_vars(jaxpr.constvars, ctx, binders=True)
   invars = _pp_vars(jaxpr.invars, ctx, binders=True)
   eqns = _join(_Brk("; "), [_pp_eqn_doc(e, ctx) for e in jaxpr.eqns])
@@ -635,11 +665,42 @@ def _dropvars(jaxpr):
   return names
 
 
+def _shared_jaxprs(top):
+  """``[(name, jaxpr)]``: the inner jaxprs printed once up front as ``let name = ... in``
+  (JAX's): those used more than once, and those of more than 10 equations; each named after
+  the first equation holding it that has a ``name`` param, made unique with a count."""
+  counts, names, queue = {}, {}, collections.deque([top])
+  while queue:
+    j = queue.popleft()
+    counts[j] = counts.get(j, 0) + 1 + (j is not top and len(j.eqns) > 10)
+    for eqn in j.eqns:
+      name = eqn.params.get("name")
+      for sub in jaxprs_in_params(eqn.params):
+        queue.append(sub)
+        if isinstance(name, str):
+          names.setdefault(sub, name.strip("<>"))
+  used, shared = collections.Counter(), []
+  for j, c in counts.items():
+    if c > 1:
+      name = names.get(j, "jaxpr")
+      if (k := used[name]) > 0:
+        used[name] += 1
+        name += str(k)
+      used[name] += 1
+      shared.append((name, j))
+  return shared
+
+
 def pp_jaxpr(jaxpr, *, width=80, **_):
   """The jaxpr in today's JAX text format."""
   if isinstance(jaxpr, ClosedJaxpr):
     jaxpr = jaxpr.jaxpr
-  return _pp_jaxpr_doc(jaxpr, _PpContext(_dropvars(jaxpr))).format(width)
+  ctx = _PpContext(_dropvars(jaxpr))
+  shared = _shared_jaxprs(jaxpr)
+  ctx.shared = {j: name for name, j in shared}
+  docs = [_Text(f"let {name} = ") + _pp_jaxpr_body(j, ctx) + _Text(" in") + _Brk()
+          for name, j in shared]
+  return _Concat(docs + [_pp_jaxpr_doc(jaxpr, ctx)]).format(width)
 
 
 def pp_eqn_str(eqn, width=80):

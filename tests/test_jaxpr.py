@@ -101,6 +101,54 @@ def test_nested_jaxpr_params_print_indented_with_unique_names():
   assert core.subjaxprs(inner.jaxpr) == []
 
 
+def test_shared_jaxprs_print_once_and_jit_binders_take_operand_names():
+  # JAX 0.10.2's printing (its pjit_test test_pretty_print*): a jaxpr used twice prints once,
+  # up front, as ``let NAME = ... in``; a jit's inner binders read as its operands/results
+  f = nbjax.jit(lambda x: x ** 2)
+  g = nbjax.jit(lambda x: f(x) + f(x))
+  x = np.array([4.2], np.float32)
+  assert nbjax.make_jaxpr(g)(x).pretty_print(use_color=False) == (
+      "let lambda = { lambda ; a:f32[1]. let b:f32[1] = integer_pow[y=2] a in (b,) } in\n"
+      "{ lambda ; c:f32[1]. let\n"
+      "    d:f32[1] = jit[\n"
+      "      name=<lambda>\n"
+      "      jaxpr={ lambda ; c:f32[1]. let\n"
+      "          e:f32[1] = jit[name=<lambda> jaxpr=lambda] c\n"
+      "          f:f32[1] = jit[name=<lambda> jaxpr=lambda] c\n"
+      "          d:f32[1] = add e f\n"
+      "        in (d,) }\n"
+      "    ] c\n"
+      "  in (d,) }")
+
+  @nbjax.jit
+  def h(x, y):
+    @nbjax.jit
+    def f(x):
+      return x
+    return f(x) * f(x) + f(y) * f(y)
+  s = str(nbjax.make_jaxpr(h)(x, np.ones(2, np.float32)))
+  # names made unique with a count; no variable takes a shared jaxpr's name (f)
+  assert s.startswith("let f = { lambda ; a:f32[1]. let  in (a,) } in\n"
+                      "let f1 = { lambda ; b:f32[2]. let  in (b,) } in\n"
+                      "{ lambda ; c:f32[1] d:f32[2]. let\n"), s
+  assert "g:f32[1] = jit[name=f jaxpr=f] c" in s and "j:f32[2] = jit[name=f jaxpr=f1] d" in s
+  # an inner jaxpr of more than 10 equations is shared even when used once
+  big = nbjax.jit(lambda y: y + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1)
+  s = str(nbjax.make_jaxpr(big)(np.zeros(2, np.int32)))
+  assert s.startswith("let lambda = { lambda ; a:i32[2]. let\n    b:i32[2] = add a 1:i32[]"), s
+  assert s.endswith("  in (l,) } in\n"
+                    "{ lambda ; m:i32[2]. let n:i32[2] = jit[name=<lambda> jaxpr=lambda] m in (n,) }"), s
+  # a literal operand keeps the inner binder's own name
+  k = nbjax.jit(lambda x, y: x * y)
+  assert str(nbjax.make_jaxpr(lambda x: k(x, np.float32(1.0)))(x)) == (
+      "{ lambda ; a:f32[1]. let\n"
+      "    b:f32[1] = jit[\n"
+      "      name=<lambda>\n"
+      "      jaxpr={ lambda ; a:f32[1] c:f32[]. let b:f32[1] = mul a c in (b,) }\n"
+      "    ] a 1.0:f32[]\n"
+      "  in (b,) }")
+
+
 def test_multiple_results_eqn_prints_all_binders():
   p = core.Primitive("two_outs")
   p.multiple_results = True

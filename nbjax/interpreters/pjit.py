@@ -573,6 +573,7 @@ class _Interpreted:
 
 jit_p = Primitive("jit")
 jit_p.multiple_results = True
+jit_p.pp_same_names = True  # printed, its jaxpr's binders take its operands' names (JAX's)
 from nbjax.jaxpr import params_axis_names as _axes  # noqa: E402
 jit_p.named_axes = _axes  # vmap(axis_name=...) batches it when its jaxpr uses the name
 
