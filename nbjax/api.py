@@ -785,6 +785,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     else:
       outs, grads, in_tree, out_tree, aux = _grad_linearize(f_partial, dyn_args, has_aux,
                                                             holomorphic)
+    if core.sharding_rule_hook is not None:  # (Explicit mesh axes: a gradient as its input)
+      from nbjax.interpreters.sharding_types import match_cotangent
+      grads = [match_cotangent(g, get_aval(x)) for g, x in zip(grads, leaves)]
     g = tree_unflatten(in_tree, grads)
     g = _keys_to_float0(g) if has_keys else g
     g = g[0] if isinstance(argnums, int) else g

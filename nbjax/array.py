@@ -200,7 +200,7 @@ class Array(metaclass=abc.ABCMeta):
       v = self._value
     except RuntimeError:  # spans other processes: the global array's shape and dtype
       v = self._global_aval()
-    return core.ShapedArray(v.shape, v.dtype, self._weak)
+    return core.ShapedArray(v.shape, v.dtype, self._weak)  # (sharding_types.install: typed)
 
   @property
   def shape(self):

@@ -145,9 +145,29 @@ _FLOAT_CTX, _COMPLEX_CTX = (
 # --------------------------------------------------------------------- avals
 
 
+class ShardingTypeError(Exception):
+  """Operands' shardings (Explicit mesh axes) that an operation cannot combine (JAX's)."""
+
+
+# sharding in types (Explicit mesh axes): ``(out_avals, prim, in_avals, params) -> out_avals``
+# with the outputs' shardings, set by ``interpreters/sharding_types.py``; run by
+# ``Primitive.abstract_eval`` only when an operand's aval carries one
+sharding_rule_hook = None
+
+
+def _sharded(aval):
+  """An aval's sharding for comparisons: None also for one that names no mesh axis."""
+  sh = getattr(aval, "_sh", None)
+  if sh is None or (not sh.spec.unreduced and not sh.spec.reduced and
+                    all(p is None for p in sh.spec)):
+    return None
+  return sh
+
+
 class ShapedArray:
-  """Abstract value: shape, dtype and weak_type. ``ShapedArray((3,), np.float32)``."""
-  __slots__ = ("shape", "dtype", "weak_type")
+  """Abstract value: shape, dtype and weak_type. ``ShapedArray((3,), np.float32)``. Under a mesh
+  with Explicit axes it also carries a ``sharding`` (``_sh``, unset otherwise)."""
+  __slots__ = ("shape", "dtype", "weak_type", "_sh")
   array_abstraction_level = 1
 
   def __init__(self, shape, dtype, weak_type=False):
@@ -158,27 +178,46 @@ class ShapedArray:
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: math.prod(self.shape))
 
-  def update(self, shape=None, dtype=None, weak_type=None):
-    return ShapedArray(self.shape if shape is None else shape,
-                       self.dtype if dtype is None else dtype,
-                       self.weak_type if weak_type is None else weak_type)
+  def update(self, shape=None, dtype=None, weak_type=None, sharding=None):
+    a = ShapedArray(self.shape if shape is None else shape,
+                    self.dtype if dtype is None else dtype,
+                    self.weak_type if weak_type is None else weak_type)
+    sh = getattr(self, "_sh", None) if sharding is None else sharding
+    if sh is not None:
+      a._sh = sh
+    return a
+
+  @property
+  def sharding(self):
+    """The ``NamedSharding`` (over an ``AbstractMesh``) of an array of this type: its Explicit
+    mesh axes, else unsharded over the context mesh (JAX's ``aval.sharding``)."""
+    sh = getattr(self, "_sh", None)
+    if sh is None:
+      from nbjax.sharding import NamedSharding, PartitionSpec, get_abstract_mesh
+      sh = NamedSharding(get_abstract_mesh(), PartitionSpec(*(None,) * len(self.shape)))
+    return sh
 
   def strip_weak_type(self):
-    return ShapedArray(self.shape, self.dtype) if self.weak_type else self
+    return self.update(weak_type=False) if self.weak_type else self
 
   def to_tangent_aval(self):
-    if dtypes.is_inexact(self.dtype):
-      return ShapedArray(self.shape, self.dtype, self.weak_type)
-    return ShapedArray(self.shape, dtypes.float0, self.weak_type)
+    return self.update(dtype=self.dtype if dtypes.is_inexact(self.dtype) else dtypes.float0)
 
   def str_short(self, short_dtypes=True):
     d = (dtypes.short_dtype_name(self.dtype) if short_dtypes or self.dtype == dtypes.float0
          else self.dtype.name)
-    return f"{d}[{','.join(map(str, self.shape))}]"
+    sh = getattr(self, "_sh", None)
+    if sh is None:
+      return f"{d}[{','.join(map(str, self.shape))}]"
+    spec = tuple(sh.spec) + (None,) * (len(self.shape) - len(sh.spec))
+    dims = [f"{n}" if p is None else f"{n}@{p}" if isinstance(p, str) else
+            f"{n}@({','.join(p)})" for n, p in zip(self.shape, spec)]
+    return f"{d}[{','.join(dims)}]"
 
   def __eq__(self, other):
     return (type(other) is ShapedArray and self.shape == other.shape
-            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+            and self.dtype == other.dtype and self.weak_type == other.weak_type
+            and _sharded(self) == _sharded(other))
 
   def __hash__(self):
     return hash((self.shape, self.dtype, self.weak_type))
@@ -466,8 +505,15 @@ def abstractify(x):
   ``ShapeDtypeStruct``s or avals (NumPy scalars are never weakly typed, even ``np.float64``)."""
   if isinstance(x, ShapeDtypeStruct):
     d = x.dtype
-    return ShapedArray(x.shape, d if isinstance(d, dtypes.ExtendedDType) else
-                       dtypes.canonicalize_dtype(d), x.weak_type)
+    a = ShapedArray(x.shape, d if isinstance(d, dtypes.ExtendedDType) else
+                    dtypes.canonicalize_dtype(d), x.weak_type)
+    if x._sharding is not None and getattr(x._sharding, "mesh", None) is not None:
+      from nbjax.interpreters.sharding_types import aval_sharding, with_sharding
+      try:
+        a = with_sharding(a, aval_sharding(x.sharding, a.ndim))
+      except (TypeError, ValueError):  # (a PartitionSpec without a context mesh)
+        pass
+    return a
   if isinstance(x, np.generic):
     return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))
   aval = getattr(x, "aval", None)
@@ -565,7 +611,11 @@ class Primitive:
   def abstract_eval(self, *avals, **params):
     if self.abstract_eval_rule is None:
       raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
-    return self.abstract_eval_rule(*avals, **params)
+    out = self.abstract_eval_rule(*avals, **params)
+    if sharding_rule_hook is not None and any(getattr(a, "_sh", None) is not None
+                                               for a in avals):
+      out = sharding_rule_hook(out, self, avals, params)
+    return out
 
   def _eager_unset(self, *args, **params):
     raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")

@@ -215,6 +215,9 @@ def _normalize_axis_types(axis_names, axis_types, name):
   if len(axis_names) != len(axis_types):
     raise ValueError("Number of axis names should match the number of axis_types. Got "
                      f"axis_names={axis_names} and axis_types={axis_types}")
+  if AxisType.Explicit in axis_types:  # sharding in types from now on (its rules' hook)
+    from nbjax.interpreters import sharding_types
+    sharding_types.install()
   return axis_types
 
 
@@ -495,6 +498,18 @@ def apply_out_sharding(x, out_sharding, api_name, device=None):
   from nbjax.array import Array
   return (device_put(x, s) if isinstance(x, Array) and core._ctx.trace is core.eval_trace
           else lax.with_sharding_constraint(x, s))
+
+
+def out_sharding_of(thunk, out_sharding, api_name):
+  """``thunk()`` (a contraction) computed with ``out_sharding`` as its result's sharding
+  (``apply_out_sharding``): under Explicit mesh axes its dot_generals take it as theirs."""
+  s = canonicalize_sharding(out_sharding, api_name)
+  if s is None:
+    return thunk()
+  from nbjax.interpreters.sharding_types import forced
+  with forced(s):
+    x = thunk()
+  return apply_out_sharding(x, s, api_name)
 
 
 def reshard(xs, out_shardings):

@@ -935,3 +935,74 @@ def test_jit_in_shardings_refuse_a_committed_array_sharded_otherwise():
   g = nbjax.jit(lambda x: x * 2, in_shardings=NamedSharding(m, P("x", None)))
   np.testing.assert_array_equal(g(b), np.arange(16.).reshape(8, 2) * 2)
   np.testing.assert_array_equal(f(np.arange(16.).reshape(8, 2)), np.arange(16.).reshape(8, 2) * 2)
+
+
+# ----------------------------------------------------------------------- sharding in types
+# (expected values: JAX 0.10.2 on 8 forced CPU devices)
+
+
+def _explicit():
+  from nbjax.sharding import AxisType
+  m = nbjax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+  inp = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+  return m, inp
+
+
+def test_explicit_avals_carry_and_propagate_shardings_as_jax():
+  m, inp = _explicit()
+  with nbjax.set_mesh(m):
+    a = nbjax.device_put(inp, NamedSharding(m, P("x", "y")))
+    b = nbjax.device_put(inp, NamedSharding(m, P("x", None)))
+    assert str(nbjax.typeof(a)) == "float32[8@x,2@y]" and nbjax.typeof(a).sharding.spec == \
+        P("x", "y")
+    assert str(nbjax.typeof(b)) == "float32[8@x,2]"
+    outs = nbjax.jit(lambda x: (x * 2, x.sum(0), x.T, x.reshape(16), jnp.sin(x),
+                                x.reshape(4, 2, 2)))(a)
+    assert [str(nbjax.typeof(o)) for o in outs] == [
+        "float32[8@x,2@y]", "float32[2@y]", "float32[2@y,8@x]", "float32[16@(x,y)]",
+        "float32[8@x,2@y]", "float32[4@x,2,2@y]"]
+    assert [o.sharding.spec for o in outs[:4]] == [P("x", "y"), P("y"), P("y", "x"),
+                                                   P(("x", "y"))]
+    close(outs[3], inp.reshape(16))
+    assert str(nbjax.make_jaxpr(lambda x: x * 2)(a)) == (
+        "{ lambda ; a:f32[8@x,2@y]. let b:f32[8@x,2@y] = mul a 2.0:f32[] in (b,) }")
+    assert (a * 2).sharding == NamedSharding(m, P("x", "y"))  # eagerly too
+
+
+def test_explicit_shardings_conflicts_are_jax_errors():
+  m, inp = _explicit()
+  with nbjax.set_mesh(m):
+    a = nbjax.device_put(inp, NamedSharding(m, P("x", "y")))
+    with pytest.raises(nbjax.core.ShardingTypeError, match=r"mul got incompatible shardings "
+                       r"for broadcasting: \('x', 'y'\), \('y', 'x'\)\."):
+      nbjax.jit(lambda u, v: u * v)(a, nbjax.device_put(inp, NamedSharding(m, P("y", "x"))))
+    c = nbjax.device_put(inp.T, NamedSharding(m, P("y", None)))
+    with pytest.raises(nbjax.core.ShardingTypeError, match=r"Contracting dimensions are "
+                       r"sharded .* Got lhs_contracting_spec=\('y',\) and "
+                       r"rhs_contracting_spec=\('y',\)"):
+      nbjax.jit(lambda u, v: u @ v)(a, c)
+
+
+def test_explicit_dot_grad_and_out_sharding_as_jax():
+  m, inp = _explicit()
+  with nbjax.set_mesh(m):
+    b = nbjax.device_put(inp, NamedSharding(m, P("x", None)))
+    d = nbjax.device_put(inp.T, NamedSharding(m, P(None, "y")))
+    o = nbjax.jit(lambda u, v: u @ v)(b, d)
+    assert str(nbjax.typeof(o)) == "float32[8@x,8@y]" and o.sharding.spec == P("x", "y")
+    close(o, inp @ inp.T)
+    o = nbjax.jit(lambda u, v: jnp.matmul(u, v, out_sharding=P("x", None)))(b, d)
+    assert str(nbjax.typeof(o)) == "float32[8@x,8]" and o.sharding.spec == P("x", None)
+    a = nbjax.device_put(inp, NamedSharding(m, P("x", "y")))
+    g = nbjax.grad(lambda u: jnp.sum(jnp.sin(u)))(a)
+    assert g.sharding == a.sharding and str(nbjax.typeof(g)) == "float32[8@x,2@y]"
+    close(g, np.cos(inp))
+    g = nbjax.jit(nbjax.grad(lambda u: jnp.sum(jnp.sin(u))))(b)
+    assert g.sharding.spec == P("x", None)
+
+
+def test_auto_mesh_avals_carry_no_sharding():
+  m = nbjax.make_mesh((2, 2), ("x", "y"))
+  a = nbjax.device_put(np.ones((8, 2), np.float32), NamedSharding(m, P("x", "y")))
+  assert str(nbjax.typeof(a)) == "float32[8,2]" and nbjax.typeof(a).sharding.spec == \
+      P(None, None)

@@ -335,8 +335,13 @@ def backward_pass(jaxpr, consts, args, cts_out, wanted=None):
                *[read_primal(x) for x in eqn.invars], **eqn.params)
     for x, ct in zip(eqn.invars, cts):
       write_cotangent(x, ct)
-  return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(x) else None
-          for v, x in zip(jaxpr.invars, args)]
+  out = [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(x) else None
+         for v, x in zip(jaxpr.invars, args)]
+  if core.sharding_rule_hook is not None:  # (Explicit mesh axes: a cotangent as its primal)
+    from nbjax.interpreters.sharding_types import match_cotangent
+    out = [c if c is None or type(c) is Zero else match_cotangent(c, v.aval)
+           for c, v in zip(out, jaxpr.invars)]
+  return out
 
 
 # ------------------------------------------------------------------------ custom_vjp's linear part

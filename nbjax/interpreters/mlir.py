@@ -327,9 +327,21 @@ def jaxpr_subcomp(mctx, jaxpr, consts, args):
     with loc(stack + eqn.primitive.name):
       outs = lower_eqn(mctx, eqn.primitive, eqn.params, [a.aval for a in eqn.invars],
                        [v.aval for v in eqn.outvars], ins)
+      if core.sharding_rule_hook is not None and getattr(mctx, "spmd", None):
+        outs = _pin_typed(mctx, eqn, outs)
     for v, o in zip(eqn.outvars, outs):
       env[v] = o
   return [read(v) for v in jaxpr.outvars]
+
+
+def _pin_typed(mctx, eqn, outs):
+  """Each result whose aval carries a sharding (Explicit mesh axes) pinned to it by an
+  ``sdy.sharding_constraint``, as JAX's lowering of sharding in types."""
+  if eqn.primitive.name == "sharding_constraint":
+    return outs
+  from jaxlib.mlir.dialects import sdy
+  return [o if getattr(v.aval, "_sh", None) is None else sdy.ShardingConstraintOp(
+      o, mctx.spmd.attr(v.aval._sh, v.aval.ndim)).result for v, o in zip(eqn.outvars, outs)]
 
 
 def _const_values(consts, avals):

@@ -483,6 +483,11 @@ def _check_unconstrained(shardings, what):
 _constraint_meshes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def _sharding_key(avals):
+  from nbjax.interpreters.sharding_types import key
+  return key(avals)
+
+
 def _constraint_mesh(closed):
   """The mesh of the first ``with_sharding_constraint`` (a NamedSharding) in ``closed`` or
   its sub-jaxprs, else None: such a jit runs as one SPMD program over that mesh."""
@@ -1400,6 +1405,8 @@ class JitWrapped:
     outs = spmd.flatten_shardings("pjit out_shardings", outs_tree, self._out_shardings)
     spmd.check_formats("jit out_shardings", outs, entry.closed.out_avals)
     outs = [spmd._resolve(s, None, "jit out_shardings") for s in outs]
+    if core.sharding_rule_hook is not None:  # (Explicit mesh axes: as the out avals say)
+      outs = spmd.typed_out_shardings(outs, entry.closed.out_avals, ins)
     mesh = _constraint_mesh(entry.closed)
     if mesh is not None and all(s is None for s in ins + outs):
       _check_committed(self, args, kwargs, flat, mesh)
@@ -1455,7 +1462,7 @@ class JitWrapped:
     key = (in_tree, tuple(a if a is core.abstract_token else
                           (a.shape, a.dtype, a.weak_type) if type(a) is not core.AbstractRef
                           else (a.shape, a.dtype, a.weak_type, "ref") for a in avals), statics,
-           config.trace_key, core.axis_env())
+           config.trace_key, core.axis_env(), core.sharding_rule_hook and _sharding_key(avals))
     try:
       entry = self._cache.get(key)
     except Exception as e:  # noqa: BLE001 -- a static argument's __eq__ failed: JAX's error
@@ -1781,6 +1788,14 @@ class Lowered(_Stage):
              closed.out_avals):
         closed = lowering.physicalize(closed)
       self._module = spmd.sharded_module(closed, entry.name, ins, outs,
+                                         _constraint_mesh(entry.closed))[3]
+      return
+    if core.sharding_rule_hook is not None and any(
+        s is not None for s in arg_shardings) and not _holds_maps(entry.closed):
+      from nbjax.interpreters import spmd  # (sharded arguments: the SPMD module a call runs)
+      outs = spmd.typed_out_shardings([None] * len(entry.closed.out_avals),
+                                      entry.closed.out_avals, arg_shardings)
+      self._module = spmd.sharded_module(entry.closed, entry.name, list(arg_shardings), outs,
                                          _constraint_mesh(entry.closed))[3]
       return
     closed = core.discharged_call(entry.closed) if entry.refs else entry.closed  # (refs:

@@ -262,6 +262,22 @@ def _resolve(s, mesh, what):
   return s
 
 
+def typed_out_shardings(outs, out_avals, ins):
+  """``outs`` (jit's out shardings) with an unspecified one whose aval carries a sharding
+  (Explicit mesh axes) placed so, over the inputs' or the context's concrete mesh."""
+  from nbjax.sharding import _current_mesh
+  res = []
+  for s, a in zip(outs, out_avals):
+    sh = getattr(a, "_sh", None)
+    if s is None and sh is not None:
+      m = next((i.mesh for i in ins if isinstance(i, NamedSharding) and
+                i.mesh.abstract_mesh == sh.mesh), None) or _current_mesh()
+      if m is not None and not isinstance(m, AbstractMesh) and m.abstract_mesh == sh.mesh:
+        s = NamedSharding(m, sh.spec)
+    res.append(s)
+  return res
+
+
 def _mesh_of(shardings):
   mesh, devs = None, None
   for s in shardings:

@@ -67,7 +67,8 @@ _PY_SCALARS = (float, int, complex, bool)
 
 
 def _aval(v):
-  if type(v) is Array:  # canonical already: skip ShapedArray's normalizing __init__
+  if type(v) is Array and (core.sharding_rule_hook is None or v._pmap is None):
+    # canonical already: skip ShapedArray's __init__ (not for a type with a sharding)
     x = v._value
     a = _new(ShapedArray)
     a.shape, a.dtype, a.weak_type = x.shape, x.dtype, v._weak
@@ -210,6 +211,8 @@ class TapeTrace(Trace):
     a.shape = t.shape = x.shape
     a.dtype = t.dtype = dtype
     a.weak_type = out._weak
+    if core.sharding_rule_hook is not None and out._pmap is not None:  # (its sharding)
+      a = out.aval
     t._trace, t.val, t.slot, t.aval = self, out, s, a
     return t
 

@@ -601,9 +601,16 @@ def _dot_pp_params(params):
 dot_general_p.pp_params = _dot_pp_params
 
 
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
+                out_sharding=None):
   """General tensor contraction: ``dimension_numbers = ((lhs_contracting, rhs_contracting),
-  (lhs_batch, rhs_batch))``. Output: batch dims, lhs free dims, rhs free dims."""
+  (lhs_batch, rhs_batch))``. Output: batch dims, lhs free dims, rhs free dims, laid out as
+  ``out_sharding`` when given."""
+  if out_sharding is not None:
+    from nbjax.sharding import out_sharding_of
+    return out_sharding_of(lambda: dot_general(lhs, rhs, dimension_numbers, precision,
+                                               preferred_element_type), out_sharding,
+                           "dot_general")
   (lc, rc), (lb, rb) = dimension_numbers
   idx = lambda ds: tuple(map(operator.index, ds))
   dn = ((idx(lc), idx(rc)), (idx(lb), idx(rb)))

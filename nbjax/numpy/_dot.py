@@ -128,8 +128,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
       r._weak, r._buf = a._weak, None
       return r
   if out_sharding is not None:
-    return _sharding.apply_out_sharding(
-        matmul(a, b, precision=precision, preferred_element_type=preferred_element_type),
+    return _sharding.out_sharding_of(lambda: matmul(
+        a, b, precision=precision, preferred_element_type=preferred_element_type),
         out_sharding, "dot_general")
   if precision is None and preferred_element_type is None:
     # matrices and vectors of one float dtype (and weak type): the general path's equation
@@ -223,8 +223,8 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
     Array([3, 7], dtype=int64)
   """
   if out_sharding is not None:
-    return _sharding.apply_out_sharding(
-        dot(a, b, precision=precision, preferred_element_type=preferred_element_type),
+    return _sharding.out_sharding_of(lambda: dot(
+        a, b, precision=precision, preferred_element_type=preferred_element_type),
         out_sharding, "dot_general")
   a, b = ensure_arraylike("dot", a, b)
   pet, weak = _pet(a, b, preferred_element_type, "dot")
@@ -361,8 +361,8 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None, out_
     (2, 4)
   """
   if out_sharding is not None:
-    return _sharding.apply_out_sharding(
-        tensordot(a, b, axes, precision=precision, preferred_element_type=preferred_element_type),
+    return _sharding.out_sharding_of(lambda: tensordot(
+        a, b, axes, precision=precision, preferred_element_type=preferred_element_type),
         out_sharding, "dot_general")
   a, b = ensure_arraylike("tensordot", a, b)
   pet, weak = _pet(a, b, preferred_element_type, "tensordot")
@@ -558,9 +558,9 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
   """
   del _dot_general
   if out_sharding is not None:
-    return _sharding.apply_out_sharding(
-        einsum(subscripts, *operands, out=out, optimize=optimize, precision=precision,
-               preferred_element_type=preferred_element_type), out_sharding, "einsum")
+    return _sharding.out_sharding_of(lambda: einsum(
+        subscripts, *operands, out=out, optimize=optimize, precision=precision,
+        preferred_element_type=preferred_element_type), out_sharding, "einsum")
   if out is not None:
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
   if not isinstance(subscripts, str):
