@@ -66,7 +66,11 @@ def test_in_out_axes_and_pytrees():
   a, s = f(X, np.float32(3))
   close(a, 3 * X)
   close(s, X.sum(0))
-  assert s.shape == (3,) and s.sharding.sharded_dim is None
+  assert s.shape == (3,) and s.sharding.spec == nbjax.sharding.PartitionSpec()
+  assert [x.replica_id for x in s.addressable_shards] == list(range(N))
+  w = nbjax.pmap(lambda v: v * 2, in_axes=1, out_axes=1)(X.T)  # (no axis name: JAX's own)
+  assert w.sharding.spec == nbjax.sharding.PartitionSpec(None, "_internal_pmap_axis_name")
+  assert w.addressable_shards[1].index == (slice(None), slice(1, 2))
   g = nbjax.pmap(lambda d: {"y": d["a"] + d["b"][0]}, in_axes=({"a": 0, "b": (None,)},),
                  out_axes={"y": 1})
   out = g({"a": X, "b": (np.float32(1),)})
@@ -81,16 +85,19 @@ def test_in_out_axes_and_pytrees():
 
 
 def test_output_shards():
+  # JAX 0.10.2: a NamedSharding over a mesh of the devices named by the axis, the shards
+  # keeping the mapped axis (size 1)
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec as P
   y = nbjax.pmap(lambda v: v + lax.axis_index("i"), "i")(X)
   assert isinstance(y, nbjax.Array) and y.shape == (N, 3)
-  assert y.sharding.shard_shape(y.shape) == (3,)
-  assert list(y.sharding.devices) == nbjax.devices()
+  assert y.sharding == NamedSharding(Mesh(np.array(nbjax.devices()), ("i",)), P("i"))
+  assert y.sharding.shard_shape(y.shape) == (1, 3)
   assert y.devices() == set(nbjax.devices())
   shards = y.addressable_shards
   assert [s.device for s in shards] == nbjax.devices()
   for i, s in enumerate(shards):
-    assert s.index == (i, slice(None))
-    close(s.data, X[i] + i)
+    assert s.index == (slice(i, i + 1), slice(None))
+    close(s.data, X[i:i + 1] + i)
   close(y + 1, X + np.arange(N)[:, None] + 1)  # an ordinary Array to everything else
 
 
@@ -324,9 +331,9 @@ def test_fast_path_keeps_outputs_on_devices(monkeypatch):
   close(s, X.sum(1))
   close(s2, ref[0].sum(1), 1e-4)
   for w, r in zip(p2, ref2):
-    assert w.shape == r.shape and w.sharding.sharded_dim == 0
+    assert w.shape == r.shape and w.sharding.spec == ("i",)
     close(w, r, 1e-4)
-    close(np.stack([sh.data for sh in w.addressable_shards]), r, 1e-4)
+    close(np.concatenate([sh.data for sh in w.addressable_shards]), r, 1e-4)
   close(f(ref, np.asarray(ref[0]))[1], ref[0].sum(1), 1e-4)  # NumPy inputs: general path
   close(f(p2, p2[0][:, :2])[1], ref2[0][:, :2].sum(1), 1e-4)  # another shape: retraced
 
@@ -526,7 +533,7 @@ def test_computation_follows_data():
   # a sharded array's per-device pieces, each committed to its device (JAX's _arrays)
   p = nbjax.pmap(lambda v: v * 2)(X)
   assert [list(b.devices())[0] for b in p._arrays] == d[:N]
-  close(np.stack([np.asarray(b) for b in p._arrays]), X * 2)
+  close(np.concatenate([np.asarray(b) for b in p._arrays]), X * 2)
 
 
 def test_debug_callbacks_run_on_each_replica(capfd):

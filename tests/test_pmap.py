@@ -71,7 +71,7 @@ def test_single_device_default():
   x = np.arange(3.0, dtype=np.float32)[None]
   y = nbjax.pmap(lambda v: lax.psum(v, "i") + lax.axis_index("i"), "i")(x)
   np.testing.assert_allclose(y, x)
-  assert y.sharding.devices.tolist() == nbjax.devices()
+  assert y.sharding.mesh.devices.tolist() == nbjax.devices()
   with pytest.raises(ValueError, match="requires 2 logical devices, but only 1 XLA devices"):
     nbjax.pmap(lambda v: v)(np.ones((2, 3)))
   assert "xla_pmap[" in str(nbjax.make_jaxpr(nbjax.pmap(lambda v: v * 2))(x))

@@ -8,7 +8,8 @@ lowers the per-device jaxpr (``interpreters/mlir.py``, with an ``AxisContext`` m
 axis to replica ids) and compiles it with ``num_replicas = n`` over the chosen devices
 (``xla.Replicated``): mapped inputs are split one row per device, unmapped ones replicated,
 and the per-device outputs, XLA buffers, are gathered on the host along ``out_axes`` into an
-``Array`` that keeps them as its ``addressable_shards`` (``PmapSharding``). The primitive's
+``Array`` that keeps them as its ``addressable_shards`` (a ``NamedSharding`` over a one-axis
+mesh of the devices, as JAX 0.10.2's: ``out_shardings``). The primitive's
 jvp / partial-eval / transpose / batching rules follow ``jit_p``'s (``pjit.py``), mapping
 ``in_axes``/``out_axes`` as JAX's ``MapPrimitive`` does (an unmapped output's cotangent
 counts once, as JAX 0.10.2). Inside another pmap's body or a jit, a pmap (or shard_map) lowers
@@ -134,8 +135,7 @@ class _PmapExecutable:
                                                  for a, ax in zip(in_avals, in_axes)],
                               name=f"pmap_{name}", host_callbacks=cbs)
     _stats["compiles"] += 1
-    from nbjax.sharding import PmapSharding
-    self.shardings = [PmapSharding(self.devs, ax, n) for ax in out_axes]
+    self.shardings = out_shardings(self.devs, axis_name, out_axes, n, inner)
     self._to_numpy = xla._to_numpy
 
   def run(self, args):
@@ -161,7 +161,7 @@ class _PmapExecutable:
         if ax:
           v = np.ascontiguousarray(np.moveaxis(v, 0, ax))
       o = _wrap(v, aval.weak_type)
-      o._pmap = (sh, bufs)
+      o._pmap = (sh, bufs, None)
       outs.append(o)
     return outs
 
@@ -190,7 +190,8 @@ class _PmapExecutable:
       v = np.asarray(c._value if type(c) is Array else c, dtype=dt, order="C")
       cg.append(rt.bdp(av, sh, [v] * n, self.devs, True, False, rt.copy, True))
     env = {"_Array": Array, "_new": object.__new__, "_MISS": miss, "_config": config,
-           "_tkey": config.trace_key, "_len": len, "_PS": PmapSharding, "_devs": tuple(self.devs),
+           "_tkey": config.trace_key, "_len": len, "_PS": PmapSharding, "_rows": _rows,
+           "_devs": tuple(self.devs),
            "_Impl": rt.impl_type, "_xe": rep._exe, "_lock": xla._replicated_lock}
     env["_hs"] = [rt.handler(rt.aval(((n,) if ax == 0 else ()) + tuple(a.shape), np.dtype(a.dtype)),
                              rt.gspmd(dl, xc.HloSharding.iota_tile([n] + [1] * a.ndim))
@@ -219,8 +220,8 @@ class _PmapExecutable:
               f"    {x} = _bdp(_a{i}, _sh{i}, [{pieces}], _dl, True, False, _sem, True)",
               f"  else:",
               f"    q = p[0]",
-              f"    if type(q) is not _PS or q.sharded_dim != 0 or q._device_assignment != _devs: "
-              f"return _MISS",
+              f"    if not (type(q) is _PS and q.sharded_dim == 0 or _rows(q)) "
+              f"or q._device_assignment != _devs: return _MISS",
               f"    g = p[2] if _len(p) > 2 else None",
               f"    if g is None:",
               f"      g = _Impl(_a{i}, _sh{i}, p[1], True, True)",
@@ -237,6 +238,28 @@ class _PmapExecutable:
             "  o = res.consume_with_handlers(_hs)"]
     return pjit.finish_sharded_run(src, env, self.shardings, self.out_avals, out_tree,
                                    f"<nbjax.pmap {self.name} (fast path)>")
+
+
+def out_shardings(devs, axis_name, out_axes, n, inner=1):
+  """pmap's outputs' shardings, as JAX 0.10.2's: ``NamedSharding`` over a one-axis mesh of
+  the devices, named ``axis_name`` (``_internal_pmap_axis_name`` without one), mapped on the
+  output axis (``P()`` for an unmapped output); nested maps: ``PmapSharding``."""
+  from nbjax.sharding import Mesh, NamedSharding, PartitionSpec, PmapSharding
+  if inner > 1:
+    return [PmapSharding(devs, ax, n) for ax in out_axes]
+  name = "_internal_pmap_axis_name" if axis_name is None else axis_name
+  mesh = Mesh(np.array(devs, dtype=object), (name,))
+  return [NamedSharding(mesh, PartitionSpec() if ax is None else
+                        PartitionSpec(*(None,) * ax, name)) for ax in out_axes]
+
+
+def _rows(q):
+  """Whether sharding ``q`` puts row ``i`` of the leading axis on device ``i`` (one-axis
+  mesh, mapped on axis 0 alone): its buffers are a pmap's mapped input as they are."""
+  if not q._spmd or type(q).__name__ != "NamedSharding":
+    return False
+  names, spec = q.mesh.axis_names, tuple(q.spec)
+  return len(names) == 1 and spec[:1] == names and not any(spec[1:])
 
 
 def runner(call_jaxpr, consts, out_tree, miss, *, axis_name, axis_size, devices, in_axes,
