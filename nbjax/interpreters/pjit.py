@@ -992,7 +992,7 @@ def _explain_miss(wrapped, key, avals, args, kwargs):
 def _key_diff(new, old, avals, names):
   """``(severity, number of differences, explanation)`` of two trace cache keys (JAX's
   ``diff_tracing_cache_keys``; lower severity is closer)."""
-  (tree, types, statics, ctx, axes), (tree0, types0, statics0, ctx0, axes0) = new, old
+  (tree, types, statics, ctx, axes, *_), (tree0, types0, statics0, ctx0, axes0, *_) = new, old
   if ctx != ctx0 or axes != axes0:
     lines = [f"  * {'user_context' if n.startswith('user_context') else 'jax_' + n} differs: "
              f"now {a} and before {b}" for n, a, b in zip(config.trace_options, ctx, ctx0)
