@@ -443,6 +443,35 @@ def test_stage_dce_sink_composite():
   assert f.__name__ == "<lambda>"
 
 
+def test_dce_sink_staged():
+  # JAX 0.10.2: one dce_sink equation per leaf, kept by DCE; with prevent_mlir_dce a
+  # side-effecting dce_sink custom call keeps the value's computation in XLA too
+  def f(x):
+    y = x + 1
+    lax.dce_sink(y, prevent_mlir_dce=True)
+    lax.dce_sink((y, x))
+    return x
+  x = np.float32(1)
+  assert str(nbjax.make_jaxpr(f)(x)) == (
+      "{ lambda ; a:f32[]. let\n    b:f32[] = add a 1.0:f32[]\n"
+      "    dce_sink[prevent_mlir_dce=True] b\n    dce_sink[prevent_mlir_dce=False] b\n"
+      "    dce_sink[prevent_mlir_dce=False] a\n  in (a,) }")
+  text = nbjax.jit(f).lower(x).as_text()
+  assert "stablehlo.custom_call @dce_sink(%0) {backend_config = \"\", has_side_effect = true" in text
+  assert float(nbjax.jit(f)(x)) == 1.0
+
+  def g(x):
+    lax.dce_sink(x * 2)
+    return x * 3
+  assert str(nbjax.make_jaxpr(nbjax.grad(g))(x)) == (
+      "{ lambda ; a:f32[]. let\n    b:f32[] = mul a 2.0:f32[]\n"
+      "    dce_sink[prevent_mlir_dce=False] b\n    _:f32[] = mul a 3.0:f32[]\n"
+      "    c:f32[] = mul 1.0:f32[] 3.0:f32[]\n  in (c,) }")
+  assert "dce_sink" not in str(nbjax.make_jaxpr(nbjax.vmap(g))(np.ones(3, np.float32)))
+  assert str(nbjax.make_jaxpr(lambda x: nbjax.jvp(g, (x,), (x,)))(x)).count("dce_sink") == 2
+  assert float(nbjax.grad(g)(x)) == 3.0
+
+
 def test_tokens():
   t = lax.create_token()
   assert type(lax.after_all(t, lax.create_token(1))) is type(t)

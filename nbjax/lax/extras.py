@@ -146,11 +146,63 @@ def stage(x, /):
 def dce_sink(val, *, prevent_mlir_dce: bool = False):
   """Marks the leaves of ``val`` as used. Returns None.
 
-  Staged programs here keep every value a ``dce_sink`` names alive only as far as the
-  value itself is computed; the call has no other effect.
+  Staged, each leaf gets a ``dce_sink`` equation that dead-code elimination never removes,
+  so the computation producing it is kept; with ``prevent_mlir_dce``, XLA keeps it too (a
+  side-effecting ``dce_sink`` custom call).
   """
+  tree_map(lambda x: dce_sink_p.bind(x, prevent_mlir_dce=prevent_mlir_dce), val)
+
+
+class NoDCEEffect:
+  """The effect of ``dce_sink``'s equations (JAX's): they are never removed."""
+  __slots__ = ()
+  ordered = shardable = False
+
+  def __repr__(self):
+    return "NoDCEEffect()"
+
+
+no_dce_effect = NoDCEEffect()
+
+
+def _dce_sink_eager(x, **_):
   from nbjax.core import get_aval
-  tree_map(get_aval, val)  # (a TypeError for a non-array leaf, as binding would give)
+  get_aval(x)  # (JAX's TypeError for a value that is no array)
+  return []
+
+
+def _dce_sink_jvp(primals, tangents, **params):
+  from nbjax.interpreters import ad
+  dce_sink_p.bind(*primals, **params)
+  if type(tangents[0]) is not ad.Zero:
+    dce_sink_p.bind(*tangents, **params)
+  return [], []
+
+
+def _dce_sink_lowering(ctx, x, *, prevent_mlir_dce):
+  if not prevent_mlir_dce:
+    return []
+  from nbjax.ffi import ffi_lowering
+  return ffi_lowering("dce_sink", has_side_effect=True)(ctx, x)
+
+
+def _register_dce_sink():
+  from nbjax import registry
+  from nbjax.core import Primitive
+  p = Primitive("dce_sink")
+  p.multiple_results = True
+  p.effects = (no_dce_effect,)
+  p.make_eager = lambda *_: _dce_sink_eager
+  registry.register(p, family="other", impls={"python": _dce_sink_eager},
+                    abstract_eval=lambda x, **_: [], jvp=_dce_sink_jvp,
+                    transpose=lambda cts, x, **_: [None],
+                    batch=lambda vals, dims, **_: ([], []),  # (JAX's: dropped under vmap)
+                    meta=dict(linear=True, note="no outputs: an equation DCE keeps"))
+  p.lowerings["cpu"] = _dce_sink_lowering
+  return p
+
+
+dce_sink_p = _register_dce_sink()
 
 
 def composite(decomposition, name: str, version: int = 0):
