@@ -388,3 +388,30 @@ def test_memo_keys_weak_types_config_and_argument_types():
   with nbjax.enable_x64(flip):
     other = jnp.argmax(x, axis=1).dtype
   assert other != want and jnp.argmax(x, axis=1).dtype == want
+
+
+@pytest.mark.parametrize("n", [7, 1024, 20000])
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "minimum"])
+def test_one_element_operands_read_in_place_as_jit(name, n):
+  """A binary op with a one-element operand (``x * 2.0``, ``maximum(x, 0.0)``; shapes ``()``,
+  ``(1,)``, ``(1, 1)``, Python scalars) on either side, below and above the backend switch:
+  the numba kernels read that operand in place; the values (signed zeros, NaN), dtype and
+  weak type are jit's, and the result owns its memory."""
+  rng = np.random.default_rng(n)
+  xv = rng.standard_normal((2, n // 2 or 1)).astype(np.float32)
+  xv.flat[::5] = np.nan
+  xv.flat[1::5] = -0.0
+  xv.flat[2::5] = 0.0
+  x = jnp.asarray(xv)
+  f = getattr(jnp, name)
+  for s in (0.0, -0.0, 1.5):
+    for c in (s, jnp.asarray(np.float32(s)), jnp.asarray(np.full((1,), s, np.float32)),
+              jnp.asarray(np.full((1, 1), s, np.float32)), lax.full((), s, None)):
+      for a, b in ((x, c), (c, x)):
+        for _ in range(2):  # (the second call: the hot path of a seen signature)
+          got, want = f(a, b), nbjax.jit(f)(a, b)
+          assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+          g, w = np.asarray(got), np.asarray(want)  # (a NaN's sign is XLA's fusion's choice)
+          np.testing.assert_array_equal(g, w)
+          np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))
+          assert not np.shares_memory(got._value, x._value)

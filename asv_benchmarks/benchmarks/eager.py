@@ -122,13 +122,24 @@ _SMALL = {  # op: (nbjax/jax/numpy call, torch call) on x: float32[10], a: float
     "max_keepdims": (lambda m, x, a: m.max(a, axis=1, keepdims=True),
                      lambda t, x, a: t.amax(a, dim=1, keepdim=True)),
     "softmax": (_softmax_np, lambda t, x, a: t.softmax(x, -1)),
+    "at_add": (lambda m, x, a: _at_add(m, x), lambda t, x, a: _at_add(t, x)),
+    "relu": (lambda m, x, a: m.maximum(x, 0.0), lambda t, x, a: t.relu(x)),
 }
+
+
+def _at_add(m, x):
+  """``x.at[3].add(x[3])``; NumPy and PyTorch: a copy updated in place."""
+  if hasattr(x, "at"):
+    return x.at[3].add(x[3])
+  out = x.copy() if m is np else x.clone()
+  out[3] += x[3]
+  return out
 
 
 class SmallCalls:
   """Per-call cost of the small calls eager code makes most (issue 14's small sizes):
-  indexing, reshapes, creation, where, a matrix-vector product, a join, a keepdims reduction
-  and a softmax, on float32[10] and float32[8, 8]. ``softmax`` is JAX's composition for
+  indexing, reshapes, creation, where, a matrix-vector product, a join, a keepdims reduction,
+  a softmax, a point update (``.at[3].add``) and a relu, on float32[10] and float32[8, 8]. ``softmax`` is JAX's composition for
   nbjax/jax/numpy (``nn.softmax`` for nbjax and jax) and PyTorch's fused op."""
   params = (_backends.BACKENDS + ["torch"], list(_SMALL))
   param_names = ["backend", "op"]
@@ -176,6 +187,10 @@ _COMPOSITES = {  # op: (numpy call, nbjax/jax call given the backend's nn, torch
                         lambda t, x: t.take_along_dim(x, t.argmax(x, 1)[:, None], 1)),
     "sum_rows10": (lambda m, x: x.reshape(-1, 10).sum(1), lambda m, nn, x: x.reshape(-1, 10).sum(1),
                    lambda t, x: x.reshape(-1, 10).sum(1)),
+    "gelu": (lambda m, x: 0.5 * x * (1 + m.tanh(0.7978846 * (x + 0.044715 * x ** 3))),
+             lambda m, nn, x: nn.gelu(x), lambda t, x: t.nn.functional.gelu(x, approximate="tanh")),
+    "clip": (lambda m, x: m.clip(x, -1.0, 1.0), lambda m, nn, x: m.clip(x, -1.0, 1.0),
+             lambda t, x: t.clamp(x, -1.0, 1.0)),
     "cumsum_rows10": (lambda m, x: m.cumsum(x.reshape(-1, 10), 1),
                       lambda m, nn, x: m.cumsum(x.reshape(-1, 10), 1),
                       lambda t, x: t.cumsum(x.reshape(-1, 10), 1)),

@@ -131,18 +131,20 @@ _LITERALS: dict = {}  # (type, value, dtype) -> its 0-d buffer (never written to
 def _weak_literal(s, d):
   """Python scalar ``s`` as a weak 0-d Array of dtype ``d`` (None if it does not fit); the
   buffers of scalars met again (an optimiser's ``0.9 * m``) are made once, each call wrapping
-  it in a new Array (which a caller may delete or donate). Not cached: zeros (``0.0 ==
-  -0.0``; complex parts too) and NaN (which matches no key)."""
+  it in a new Array (which a caller may delete or donate). A float zero's key holds its
+  sign (``0.0 == -0.0``); not cached: complex numbers with a zero part and NaN (which matches
+  no key)."""
   if core.h2d_guard is not None:
     core.host_to_device(s)  # (JAX's transfer guard)
-  k = (type(s), s, d)
+  t = type(s)
+  k = (t, s, d) if s or t is not float else (t, s, d, str(s))
   v = _LITERALS.get(k)
   if v is None:
     try:
       v = np.asarray(s, d)
     except OverflowError:
       return None
-    if s == s and (s.real and s.imag if type(s) is complex else s):
+    if s == s and (s.real and s.imag if t is complex else True):
       if len(_LITERALS) >= 512:
         _LITERALS.clear()
       _LITERALS[k] = v
