@@ -506,9 +506,12 @@ def out_sharding_of(thunk, out_sharding, api_name):
   s = canonicalize_sharding(out_sharding, api_name)
   if s is None:
     return thunk()
+  from nbjax import core
   from nbjax.interpreters.sharding_types import forced
   with forced(s):
     x = thunk()
+  if isinstance(x, core.Tracer) and getattr(x.aval, "_sh", None) is not None:
+    return x  # (traced with sharding in types: its type says it already)
   return apply_out_sharding(x, s, api_name)
 
 

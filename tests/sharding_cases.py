@@ -1006,3 +1006,29 @@ def test_auto_mesh_avals_carry_no_sharding():
   a = nbjax.device_put(np.ones((8, 2), np.float32), NamedSharding(m, P("x", "y")))
   assert str(nbjax.typeof(a)) == "float32[8,2]" and nbjax.typeof(a).sharding.spec == \
       P(None, None)
+
+
+def test_explicit_reshape_pad_slice_cumsum_concat_vmap_as_jax():
+  m = nbjax.make_mesh((2, 2), ("x", "y"), axis_types=(nbjax.sharding.AxisType.Explicit,) * 2)
+  inp = np.arange(96.0, dtype=np.float32).reshape(4, 24)
+  with nbjax.set_mesh(m):
+    a = nbjax.device_put(inp, NamedSharding(m, P("x", "y")))
+    outs = nbjax.jit(lambda x: (x.reshape(4, 2, 12), x.reshape(96),
+                                lax.pad(x, np.float32(0), ((0, 0, 0), (2, 2, 0))), x[:, 2:6]))(a)
+    assert [str(nbjax.typeof(o)) for o in outs] == [
+        "float32[4@x,2@y,12]", "float32[96@(x,y)]", "float32[4@x,28@y]", "float32[4@x,4@y]"]
+    close(outs[1], inp.reshape(96))
+    err = nbjax.core.ShardingTypeError
+    with pytest.raises(err, match=r"This reshape is not supported\. .* Got operand type: "
+                       r"float32\[4@x,24@y\]"):
+      nbjax.jit(lambda x: x.reshape(4, 3, 8))(a)
+    with pytest.raises(err, match=r"Input should be unsharded over the axis being reduced\. "
+                       r"Got input type=float32\[4@x,24@y\] and axis=0"):
+      nbjax.jit(lambda x: jnp.cumsum(x, axis=0))(a)
+    b = nbjax.device_put(inp, NamedSharding(m, P("x", None)))
+    with pytest.raises(err, match="All operands should have the same sharding"):
+      nbjax.jit(lambda u, v: jnp.concatenate([u, v], axis=1))(a, b)
+    seen = []
+    o = nbjax.vmap(nbjax.jit(lambda r: seen.append(str(nbjax.typeof(r))) or r * 2))(a)
+    assert seen == ["float32[24@y]"] and o.sharding.spec == P("x", "y")
+    assert "all-reduce" in nbjax.jit(lambda x: jnp.sum(x, axis=1)).lower(a).compile().as_text()

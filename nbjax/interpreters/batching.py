@@ -38,6 +38,9 @@ class BatchTracer(Tracer):
         shape = list(a.shape)
         del shape[self.batch_dim]
         a = a.update(shape=tuple(shape))
+        if core.sharding_rule_hook is not None and getattr(a, "_sh", None) is not None:
+          from nbjax.interpreters.sharding_types import drop_dim  # (its spec's entry too)
+          a = drop_dim(a, self.batch_dim)
       self._aval = a
     return a
 

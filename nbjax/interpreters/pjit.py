@@ -703,15 +703,18 @@ def _jit_jet(primals, series, *, jaxpr, name, **params):
 _batch_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def batch_jaxpr(closed, axis_size, dims, axis_name, name):
-  """``(batched_closed_jaxpr, out_dims)`` for inputs batched along ``dims`` (None: unmapped)."""
+def batch_jaxpr(closed, axis_size, dims, axis_name, name, vals=None):
+  """``(batched_closed_jaxpr, out_dims)`` for inputs batched along ``dims`` (None: unmapped);
+  ``vals``: the batched operands, whose avals' shardings (Explicit mesh axes) it takes."""
   per = _batch_cache.setdefault(closed, {})
-  key = (axis_size, dims, axis_name)
+  typed = vals is not None and core.sharding_rule_hook is not None
+  key = (axis_size, dims, axis_name, typed and _sharding_key(map(core.get_aval, vals)))
   hit = per.get(key)
   if hit is not None:
     return hit
-  in_avals = [a if d is None else a.update(shape=(*a.shape[:d], axis_size, *a.shape[d:]))
-              for a, d in zip(closed.in_avals, dims)]
+  in_avals = [a if d is None else core.get_aval(v) if typed else
+              a.update(shape=(*a.shape[:d], axis_size, *a.shape[d:]))
+              for a, d, v in zip(closed.in_avals, dims, vals or dims)]
   box = []
 
   def fun(*args):
@@ -731,7 +734,7 @@ def batch_jaxpr(closed, axis_size, dims, axis_name, name):
 
 def _jit_batch(axis_data, vals, dims, *, jaxpr, name, **params):
   dims = tuple(None if d is batching.not_mapped else int(d) for d in dims)
-  new, out_dims = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, name)
+  new, out_dims = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, name, vals)
   outs = jit_p.bind(*vals, jaxpr=new, name=name, **params)
   return outs, [batching.not_mapped if d is None else d for d in out_dims]
 
@@ -1846,11 +1849,21 @@ class Compiled(_Stage):
     closed = core.discharged_call(entry.closed) if entry.refs else entry.closed
     self._exe = (entry.executable() if compiler_options == entry.compiler_options and
                  not entry.refs else _executable_for(closed, entry.name, compiler_options))
+    if core.sharding_rule_hook is not None and not wrapped._sharded and any(
+        s is not None for s in arg_shardings) and not _holds_maps(closed):
+      from nbjax.interpreters import spmd  # (sharded arguments: the SPMD program, its HLO)
+      outs = spmd.typed_out_shardings([None] * len(closed.out_avals), closed.out_avals,
+                                      arg_shardings)
+      exe = spmd.executable(closed, entry.name, list(arg_shardings), outs,
+                            mesh=_constraint_mesh(closed))
+      self._text = exe._exe.hlo_modules()[0].to_string()
     if compiler_options and isinstance(self._exe, _Executable):
       self._exe.exe  # compiled now, as JAX's: invalid options raise XLA's error here
 
+  _text = None
+
   def as_text(self):
-    return self._exe.text
+    return self._text or self._exe.text
 
   def _xla(self):  # the XLA executable (None for programs of maps run per equation)
     exe = self._exe

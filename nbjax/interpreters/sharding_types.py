@@ -6,10 +6,10 @@ names Explicit mesh axes has an aval with that sharding (over the mesh's ``Abstr
 its Auto axes dropped: ``aval_sharding``). The first mesh with Explicit axes installs
 ``_propagate`` as ``core.sharding_rule_hook``, which ``Primitive.abstract_eval`` runs when an
 operand carries a sharding, so the cost stays on the Explicit-mesh path (``Array.aval`` gives
-shardings, and jit's cache key looks at them, only once it is set). The rules are by primitive name, else
-by registry family (elementwise operands broadcast their specs, reductions drop the reduced
-dimensions); a primitive without one gives unsharded outputs, and call primitives keep what
-their inner jaxpr gave. Sharded jit (``interpreters/spmd.py``) places its outputs as their avals
+shardings, and jit's cache key looks at them, only once it is set). The rules are by primitive
+name, else by registry family (elementwise operands broadcast their specs, reductions drop the
+reduced dimensions); a primitive without one gives untyped outputs, and call primitives keep
+what their inner jaxpr gave. Sharded jit (``interpreters/spmd.py``) places its outputs as their avals
 say; ``sharding_constraint`` (``reshard``) sets its output's.
 """
 from __future__ import annotations
@@ -67,10 +67,9 @@ def _mesh(avals):
 
 
 def _named(mesh, parts):
-  """The aval sharding for ``parts`` on ``mesh`` (None when it names no axis)."""
-  if all(p is None for p in parts):
-    return None
-  return NamedSharding(mesh, PartitionSpec(*parts))
+  """The aval sharding for ``parts`` on ``mesh`` (unsharded ones too: the result is typed,
+  and pinned so when lowered, as JAX's)."""
+  return None if mesh is None else NamedSharding(mesh, PartitionSpec(*parts))
 
 
 def _broadcasting(name, avals):
@@ -138,83 +137,119 @@ def _same(prim, avals, params, outs):
   return [sh if o.shape == avals[0].shape else None for o in outs]
 
 
-def _kept_dims(prim, avals, params, outs):
-  """slice, pad, dynamic_slice: a dimension keeps its spec where its size is unchanged."""
-  x = avals[0]
-  spec = _spec(x)
-  return [_named(_mesh(avals), [s if a == b else None for s, a, b in
-                              zip(spec, x.shape, outs[0].shape)])]
+def _axes_size(mesh, p):
+  sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+  n = 1
+  for a in (p if isinstance(p, tuple) else (p,)):
+    n *= sizes[a]
+  return n
+
+
+def _varying(what):
+  """slice, pad, dynamic_slice: the operand's spec, where a sharded dimension whose size
+  changes still divides over its axes (JAX's error else)."""
+  def rule(prim, avals, params, outs):
+    x, mesh = avals[0], _mesh(avals)
+    spec = _spec(x)
+    for a, b, p in zip(x.shape, outs[0].shape, spec):
+      if a != b and p is not None and b % _axes_size(mesh, p):
+        raise ShardingTypeError(
+            f"{what} on sharded dims where out dim ({b}) is not divisible by mesh axes "
+            f"({_axes_size(mesh, p)}) with spec ({p}) is not implemented. Got input "
+            f"type={x} and output shape={outs[0].shape}")
+    return [_named(mesh, spec)]
+  return rule
+
+
+def _cumulative(prim, avals, params, outs):
+  x, ax = avals[0], params["axis"]
+  if _spec(x)[ax] is not None:
+    raise ShardingTypeError("Input should be unsharded over the axis being reduced. Got input "
+                            f"type={x} and axis={ax}")
+  return [getattr(x, "_sh", None)]
+
+
+def drop_dim(aval, d):
+  """``aval`` (already of the smaller shape) with dimension ``d``'s spec entry dropped (a
+  vmapped dimension)."""
+  spec = list(aval._sh.spec) + [None] * (len(aval.shape) + 1 - len(aval._sh.spec))
+  del spec[d]
+  return aval.update(sharding=NamedSharding(aval._sh.mesh, PartitionSpec(*spec)))
 
 
 def _concatenate(prim, avals, params, outs):
-  d = params["dimension"]
-  specs = [_spec(a) for a in avals]
-  if any(s[d] is not None for s in specs):
-    raise ShardingTypeError(f"concatenate along a sharded dimension {d}: "
-                            f"{', '.join(str(tuple(s)) for s in specs)}")
-  return [_broadcasting(prim.name, avals)]
+  specs = [s for s in map(_spec, avals) if any(p is not None for p in s)]  # (unsharded: any)
+  if not specs:
+    return [None]
+  if any(s != specs[0] for s in specs):
+    raise ShardingTypeError("All operands should have the same sharding. Got shardings "
+                            f"{', '.join(str(a.sharding) for a in avals)}")
+  return [_named(_mesh(avals), specs[0])]
 
 
 def _reshape(prim, avals, params, outs):
+  """JAX's rule: dims that only gain or lose size-1 neighbours keep their spec; a sharded dim
+  split into several gives its axes to them major first, several merged into one give it
+  theirs (each split dividing over its axes); anything else is an error."""
   x = avals[0]
-  spec, new = _spec(x), params["new_sizes"]
+  spec, new, mesh = _spec(x), tuple(params["new_sizes"]), _mesh(avals)
   if all(s is None for s in spec):
     return [None]
-  if [n for n in x.shape if n != 1] == [n for n in new if n != 1]:  # only size-1 dims change
-    it = iter(s for s, n in zip(spec, x.shape) if n != 1)
-    return [_named(_mesh(avals), [None if n == 1 else next(it) for n in new])]
-  # split or merge of dimensions whose major part is the sharded one
-  out, i, j, mesh = [], 0, 0, _mesh(avals)
   sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
-  while i < len(x.shape) and j < len(new):
-    a, b = x.shape[i], new[j]
-    if a == b:
-      out.append(spec[i])
-      i, j = i + 1, j + 1
+  ops = [(n, p) for n, p in zip(x.shape, spec) if n != 1]
+  news = [j for j, n in enumerate(new) if n != 1]
+  out, i, k, kinds = [None] * len(new), 0, 0, []
+
+  def split(axes, n):  # the axes (major first) that divide a dim of size n
+    got = []
+    while n > 1 and axes:
+      n, r = divmod(n, sizes[axes[0]])
+      if r:
+        _reshape_error(x, new)
+      got.append(axes.pop(0))
+    return _entry(got)
+
+  while i < len(ops) and k < len(news):
+    gi, gk = [ops[i]], [news[k]]
+    a, b = ops[i][0], new[news[k]]
+    i, k = i + 1, k + 1
+    while a != b:
+      if a < b:
+        gi.append(ops[i])
+        a *= ops[i][0]
+        i += 1
+      else:
+        gk.append(news[k])
+        b *= new[news[k]]
+        k += 1
+    parts = [p for _, p in gi]
+    if len(gi) == 1 and len(gk) == 1:
+      out[gk[0]] = parts[0]
       continue
-    if a > b:  # split x's dim i into new[j:k]
-      k, p = j, 1
-      while p < a:
-        p *= new[k]
-        k += 1
-      axes = list(spec[i] if isinstance(spec[i], tuple) else () if spec[i] is None
-                  else (spec[i],))
-      for n in new[j:k]:
-        got = []
-        while axes and n % sizes[axes[0]] == 0 and n > 1:
-          n //= sizes[axes[0]]
-          got.append(axes.pop(0))
-        out.append(_entry(got))
-      if axes:
-        _reshape_error(x, new)
-      i, j = i + 1, k
-    else:  # merge x's dims i..k into new[j]: their axes, major first, split it
-      k, p = i, 1
-      while p < b:
-        p *= x.shape[k]
-        k += 1
-      parts = spec[i:k]
-      while parts and parts[-1] is None:
-        parts.pop()
-      if None in parts:
-        _reshape_error(x, new)
-      axes = [a for q in parts for a in (q if isinstance(q, tuple) else (q,))]
-      n = b
-      for a in axes:
-        n, r = divmod(n, sizes[a])
-        if r:
-          _reshape_error(x, new)
-      out.append(_entry(axes))
-      i, j = k, j + 1
-  out += [None] * (len(new) - len(out))
+    kinds.append(gi)
+    if len(gi) > 1 and len(gk) > 1 or len(kinds) > 1:  # (JAX's: one axis split or merged)
+      _reshape_error(x, new)
+    if all(p is None for p in parts):
+      continue
+    if params.get("dimensions") is not None:
+      _reshape_error(x, new)
+    while parts[-1] is None:
+      parts.pop()
+    if None in parts:
+      _reshape_error(x, new)
+    axes = [a for p in parts for a in (p if isinstance(p, tuple) else (p,))]
+    for j in gk:
+      out[j] = split(axes, new[j])
+    if axes:
+      _reshape_error(x, new)
   return [_named(mesh, out)]
 
 
 def _reshape_error(x, new):
   raise ShardingTypeError(
       "This reshape is not supported. Please specify the sharding of the output via the "
-      f"`out_sharding` argument of jax.lax.reshape. Got operand shape: {x.shape}, new sizes: "
-      f"{tuple(new)} and operand spec: {x.sharding.spec}")
+      f"`out_sharding` argument of jax.lax.reshape. Got operand type: {x}, "
+      f"new sizes: {tuple(new)}")
 
 
 def _check_match(a, b, msg):
@@ -225,10 +260,14 @@ def _check_match(a, b, msg):
 
 def _dot_general(prim, avals, params, outs):
   lhs, rhs = avals
-  if _forced and _forced[-1] is not None:
-    return [aval_sharding(_forced[-1], len(outs[0].shape))]
   (lc, rc), (lb, rb) = params["dimension_numbers"]
   ls, rs = _spec(lhs), _spec(rhs)
+  if _forced and _forced[-1] is not None:  # an out_sharding (under vmap: the leading batch
+    f = _forced[-1]                         # dimensions the vmap added keep the lhs's)
+    n = len(outs[0].shape)
+    k = max(0, n - len(f.spec))
+    given = aval_sharding(f, n - k)
+    return [_named(_mesh(avals), [ls[i] for i in lb[:k]] + list(given.spec))]
   lcs, rcs = tuple(ls[i] for i in lc), tuple(rs[i] for i in rc)
   lbs, rbs = tuple(ls[i] for i in lb), tuple(rs[i] for i in rb)
   _check_match(lbs, rbs, "dot_general requires lhs batch dimensions and rhs batch dimensions "
@@ -279,14 +318,17 @@ def _unsharded(prim, avals, params, outs):
 
 rules = {
     "broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose, "squeeze": _squeeze,
-    "reshape": _reshape, "rev": _same, "slice": _kept_dims, "pad": _kept_dims,
-    "dynamic_slice": _kept_dims, "dynamic_update_slice": _same, "concatenate": _concatenate,
+    "reshape": _reshape, "rev": _same, "slice": _varying("slicing"),
+    "pad": _varying("padding"), "dynamic_slice": _varying("dynamic_slice"),
+    "dynamic_update_slice": _same, "concatenate": _concatenate, "cumsum": _cumulative,
+    "cumprod": _cumulative, "cummax": _cumulative, "cummin": _cumulative,
+    "cumlogsumexp": _cumulative,
     "dot_general": _dot_general, "sharding_constraint": _constraint,
     "copy": _same, "copy_p": _same, "optimization_barrier": lambda p, a, pr, o: [
         getattr(x, "_sh", None) for x in a],
     "scatter": _same, "scatter-add": _same, "scatter-mul": _same, "scatter-min": _same,
     "scatter-max": _same, "scatter-sub": _same,
-    "bitcast_convert_type": _kept_dims, "gather": _unsharded, "iota": _unsharded,
+    "bitcast_convert_type": _same, "gather": _unsharded, "iota": _unsharded,
 }
 _family = {"elementwise": _elementwise, "reduction": _reduction}
 

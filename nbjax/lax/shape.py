@@ -282,9 +282,26 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None)
   shape = canonicalize_shape(shape)
   if np.ndim(operand) == len(shape) and not len(broadcast_dimensions) and _is_array(operand):
     return operand
-  return broadcast_in_dim_p.bind(operand, shape=shape,
-                                 broadcast_dimensions=tuple(map(int, broadcast_dimensions)),
-                                 sharding=out_sharding)
+  s = _out_sharding(out_sharding, "broadcast_in_dim")
+  return _placed(broadcast_in_dim_p.bind(
+      operand, shape=shape, broadcast_dimensions=tuple(map(int, broadcast_dimensions)),
+      sharding=s), s, "broadcast_in_dim")
+
+
+def _out_sharding(s, name):
+  """An ``out_sharding`` argument as the primitive's ``sharding`` param (a NamedSharding)."""
+  if s is None:
+    return None
+  from nbjax.sharding import canonicalize_sharding
+  return canonicalize_sharding(s, name)
+
+
+def _placed(x, s, name):
+  """``x`` laid out as ``s`` (an ``out_sharding``; None: as it is)."""
+  if s is None:
+    return x
+  from nbjax.sharding import apply_out_sharding
+  return apply_out_sharding(x, s, name)
 
 
 def _is_array(x):
@@ -411,8 +428,9 @@ def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
   same_dims = dims is None or dims == tuple(range(np.ndim(operand)))
   if np.shape(operand) and np.shape(operand) == new_sizes and same_dims and _is_array(operand):
     return operand
-  return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=None if same_dims else dims,
-                        sharding=out_sharding)
+  s = _out_sharding(out_sharding, "reshape")
+  return _placed(reshape_p.bind(operand, new_sizes=new_sizes,
+                                dimensions=None if same_dims else dims, sharding=s), s, "reshape")
 
 
 def collapse(operand, start_dimension, stop_dimension=None):

@@ -437,7 +437,8 @@ def broadcast_to(array, shape, *, out_sharding=None):
     raise ValueError(f"Incompatible types for broadcasting: input type={'~' * a.weak_type}"
                      f"{a.str_short(short_dtypes=False)} and requested type="
                      f"{a.update(shape=shape).str_short(short_dtypes=False)}")
-  return lax.broadcast_in_dim(x, shape, tuple(range(nd - len(xs), nd)))
+  return lax.broadcast_in_dim(x, shape, tuple(range(nd - len(xs), nd)),
+                              out_sharding=out_sharding)
 
 
 def broadcast_arrays(*args):
