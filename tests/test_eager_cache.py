@@ -31,6 +31,7 @@ import nbjax.numpy as jnp
 from nbjax import eager_cache, registry
 from nbjax import testing as T
 from nbjax.array import Array
+from nbjax.numpy import _manip
 
 PRIMS = [p for p in registry.primitives(builtin_only=True) if p.family != "call"]
 
@@ -1082,7 +1083,7 @@ def test_staged_statics_keyed_by_bits_and_warnings_kept():
   x = jnp.asarray(np.array([-1.0, -0.0, 0.0, 2.0], np.float32))
   for z in (np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(-0.0), 0.0, -0.0):
     got = jnp.clip(x, z)
-    want = jnp.clip.__wrapped__(x, z)
+    want = _manip._clip.__wrapped__(x, z, None)  # (jnp.clip's staged body)
     np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))
     got = nbjax.nn.leaky_relu(x, z)
     np.testing.assert_array_equal(np.signbit(np.asarray(got)),

@@ -57,6 +57,10 @@ CASES = {
     "mean_keepdims": lambda x: jnp.mean(x, keepdims=True),
     "softmax": lambda x: nbjax.nn.softmax(x),
     "stop_gradient": lambda x: lax.stop_gradient(x) * 1,
+    "clip": lambda x: jnp.clip(x, -1.0, 1.5),
+    "clip_int_bounds": lambda x: jnp.clip(x, -1, 2),
+    "clip_reversed": lambda x: jnp.clip(x, 2.0, -1.0),
+    "clip_one_bound": lambda x: jnp.clip(x, max=0.5),
 }
 
 
@@ -415,3 +419,22 @@ def test_one_element_operands_read_in_place_as_jit(name, n):
           np.testing.assert_array_equal(g, w)
           np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))
           assert not np.shares_memory(got._value, x._value)
+
+
+@pytest.mark.parametrize("n", [5, 1024, 20000])
+def test_clip_python_bounds_one_pass_as_jit(n):
+  """jnp.clip of a float Array with Python bounds runs clamp's one-pass kernel eagerly: jit's
+  values bit for bit (NaN, signed zeros, infinities, NaN or reversed bounds), dtype and weak
+  type, for float32 and float64, below and above the backend switch."""
+  rng = np.random.default_rng(n)
+  for dtype in (np.float32, np.float64):
+    xv = (rng.standard_normal(n) * 3).astype(dtype)
+    xv[::6], xv[1::6], xv[2::6], xv[3::6] = np.nan, -0.0, 0.0, -np.inf
+    for x in (jnp.asarray(xv), jnp.asarray(xv) * 1.0, lax.full((n,), -0.0, None)):
+      for lo, hi in ((-1.0, 1.5), (0.0, 0.0), (-0.0, 0.0), (0.0, -0.0), (2, -1),
+                     (float("nan"), 1.0), (-1.0, float("inf")), (1, 3)):
+        got, want = jnp.clip(x, lo, hi), nbjax.jit(lambda v: jnp.clip(v, lo, hi))(x)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+        g, w = np.asarray(got), np.asarray(want)
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))

@@ -287,6 +287,21 @@ def _broadcast_operands(xs):
                  np.array(np.broadcast_to(x, shape), order="C") for x in xs]
 
 
+def _in_place_shape(xs):
+  """The output shape when every operand has it or holds one element (of no more axes),
+  else None."""
+  s = None
+  for x in xs:
+    if x.size != 1:
+      if s is None:
+        s = x.shape
+      elif x.shape != s:
+        return None
+  if s is None:
+    s = max((x.shape for x in xs), key=len)
+  return s if all(x.ndim <= len(s) for x in xs) else None
+
+
 def _flat(x):
   return x if x.ndim == 1 else x.reshape(-1)
 
@@ -382,13 +397,10 @@ def numba_run(kname, in_dts, out_dt, extra=(), work=None, work_out=None):
     shape = xs[0].shape
     for x in xs[1:]:
       if x.shape != shape:
-        if len(xs) == 2:  # a one-element operand (``x * 2.0``): the kernels read it in place
-          a, b = xs
-          if b.size == 1 and b.ndim <= a.ndim:
-            break
-          if a.size == 1 and a.ndim <= b.ndim:
-            shape = b.shape
-            break
+        s = _in_place_shape(xs)
+        if s is not None:  # one-element operands (``x * 2.0``): the kernels read them in place
+          shape = s
+          break
         if bc is not None:
           out = bc(*xs)
           if out is not None:
@@ -666,8 +678,8 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           va, vb, vc = a._value, b._value, c._value
           hit = checked.get((va.dtype, va.shape, vb.dtype, vb.shape, vc.dtype, vc.shape))
           if hit is not None:
-            e, small = hit
-            if not small and fuse_on[0]:
+            e, small, big = hit
+            if big and fuse_on[0]:
               r = deferred(args, params)
               if r is not None:
                 return r
@@ -685,9 +697,10 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
           out_aval = ae(*[ShapedArray(v.shape, v.dtype) for v in vals])
           if len(checked) > 4096:
             checked.clear()
-          hit = checked[key] = (resolve(vals, params, ()), out_aval.size < thr)
-        e, small = hit
-        if not small and fuse_on[0]:
+          hit = checked[key] = (resolve(vals, params, ()), out_aval.size < thr,
+                                out_aval.size >= fuse_min)
+        e, small, big = hit
+        if big and fuse_on[0]:
           r = deferred(args, params)
           if r is not None:
             return r

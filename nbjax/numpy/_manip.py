@@ -1284,7 +1284,6 @@ def select(condlist, choicelist, default=0):
   return out
 
 
-@staged
 def clip(arr=None, /, min=None, max=None):  # noqa: A002
   """Limit values to ``[min, max]`` (either bound may be None).
 
@@ -1300,6 +1299,22 @@ def clip(arr=None, /, min=None, max=None):  # noqa: A002
     >>> jnp.clip(jnp.array([-2, 0, 5]), 0, 3)
     Array([0, 0, 3], dtype=int64)
   """
+  if type(arr) is Array and _ctx.trace is _EVAL and type(min) in _BOUNDS and \
+      type(max) in _BOUNDS and arr._value.dtype.kind == "f":
+    # eagerly, Python bounds of a float array: one pass of clamp's kernel, which computes
+    # JAX's min(max, max(min, arr)) (IEEE max/min, weak bounds) in one loop
+    d = arr._value.dtype
+    lo, hi = _ufuncs._weak_literal(min, d), _ufuncs._weak_literal(max, d)
+    if lo is not None and hi is not None:
+      return lax.clamp(lo, arr, hi)
+  return _clip(arr, min, max)
+
+
+_BOUNDS = (int, float)
+
+
+@staged
+def _clip(arr, min, max):  # noqa: A002
   if arr is None:
     raise ValueError("No input was provided to the clip function.")
   arr = ensure_arraylike("clip", arr)
