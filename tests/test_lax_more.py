@@ -504,6 +504,11 @@ def test_tokens_through_jit():
   with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
     nbjax.jit(lax.after_all)(1.0)
   out.block_until_ready()
+  inner = nbjax.jit(lambda x, t: (x * 2, lax.after_all(t)))  # a nested jit takes and gives one
+  y, tok = nbjax.jit(lambda x, t: inner(x, t))(1.0, t)
+  assert float(y) == 2.0 and isinstance(tok, core.Token)
+  y, tok = nbjax.jit(lambda x, t: (x, t), donate_argnums=0)(np.ones(3), t)
+  assert isinstance(tok, core.Token)
 
 
 def test_small_classes():

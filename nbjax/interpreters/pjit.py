@@ -605,7 +605,8 @@ def _takes_refs(closed):
 def _jit_abstract_eval(*in_avals, jaxpr, name, **_):
   want = jaxpr.in_avals
   if len(in_avals) != len(want) or any(
-      a.shape != w.shape or a.dtype != w.dtype for a, w in zip(in_avals, want)):
+      a is not w and (a.shape != w.shape or a.dtype != w.dtype)  # (tokens: the same)
+      for a, w in zip(in_avals, want)):
     got = ", ".join(a.str_short() for a in in_avals)
     exp = ", ".join(a.str_short() for a in want)
     raise TypeError(f"jit[name={name}] got arguments ({got}) but its jaxpr takes ({exp})")
@@ -1662,7 +1663,7 @@ def _donation_plan(flags, in_avals, out_avals):
       free.setdefault((a.shape, a.dtype), []).append(i)
   used = []
   for a in out_avals:
-    ids = free.get((a.shape, a.dtype))
+    ids = a is not core.abstract_token and free.get((a.shape, a.dtype))
     if ids:
       used.append(ids.pop(0))
   return used, [i for i, d in enumerate(flags) if d and i not in used]
