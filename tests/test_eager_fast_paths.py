@@ -438,3 +438,20 @@ def test_clip_python_bounds_one_pass_as_jit(n):
         g, w = np.asarray(got), np.asarray(want)
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))
+
+
+def test_all_one_element_operands_of_mixed_ranks_as_jit():
+  """Operands that all hold one element but differ in rank (a (1, 1) array with 0-d bounds,
+  float16 operands that the kernels widen, complex ones that run numba's kernels at every
+  size): the output takes the largest rank, as jit's."""
+  for dt in (np.float32, np.float16, np.complex64):
+    x = jnp.asarray(np.full((1, 1), -0.5, dt))
+    lo, hi = jnp.asarray(np.array(0.0, dt)), jnp.asarray(np.array(2.0, dt))
+    fs = [lambda a, b, c: jnp.where(a.real > 0, b, c), lambda a, b, c: a * b + c / a]
+    if dt != np.complex64:
+      fs += [lambda a, b, c: lax.clamp(b, a, c), lambda a, b, c: jnp.clip(a, b, c)]
+    for f in fs:
+      for _ in range(2):
+        got, want = f(x, lo, hi), nbjax.jit(f)(x, lo, hi)
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

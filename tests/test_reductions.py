@@ -648,11 +648,11 @@ def test_argmax_across_kernel_blocks(dtype):
   x = np.full(n, -1, dtype)
   x[[30000, 35000]] = 3
   x[[20000, 39000]] = -5
-  for axis_last in (True, False):
-    xa = x[None] if axis_last else x[:, None]
-    ax = 1 if axis_last else 0
-    assert int(lax.argmax(A(xa), ax, np.int32)[0]) == 30000
-    assert int(lax.argmin(A(xa), ax, np.int32)[0]) == 20000
+  for axis_last in (True, False):  # (one row: NumPy's argmax; two: the numba kernel's blocks)
+    for xa in ((x[None], np.stack([x, x])) if axis_last else (x[:, None], np.stack([x, x], 1))):
+      ax = 1 if axis_last else 0
+      assert (np.asarray(lax.argmax(A(xa), ax, np.int32)) == 30000).all()
+      assert (np.asarray(lax.argmin(A(xa), ax, np.int32)) == 20000).all()
   if np.dtype(dtype).kind == "f":
     z = np.full(n, -0.0, dtype)
     z[25000:] = 0.0
@@ -677,6 +677,7 @@ def test_argmax_first_best_within_the_block(dtype):
       for f, np_f in ((lax.argmax, np.argmax), (lax.argmin, np.argmin)):
         y = x if f is lax.argmax else -x
         assert int(f(A(y), 0, np.int32)) == np_f(y) == first, (n, first)
+        assert (np.asarray(f(A(np.stack([y, y])), 1, np.int32)) == first).all()  # (numba)
   z = np.zeros(300, dtype)
   z[:130] = -1
   z[130] = 0.0
@@ -865,3 +866,24 @@ def test_row_blocks_on_two_threads_keep_the_bits(dtype, monkeypatch):
       want = np.empty(shape[0], dtype)
       K.ROWS[op](x, want, z)
       assert np.asarray(f(A(x), axis=1)).tobytes() == want.tobytes(), (shape, op)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, dtypes.bfloat16, np.int32,
+                                   np.uint8, np.bool_])
+def test_argmax_one_row_backend_switch_as_jit(dtype):
+  """argmax/argmin reducing one row: NumPy's argmax from 4096 elements (not float16/bfloat16),
+  numba's kernel below and for batches of rows; both give jit's index (the first NaN, else
+  the first extremum, -0.0 == 0.0) for every placement of the row's axis."""
+  assert registry.policy(lax.argmax_p) == ("numba", "numpy", 4096)
+  rng = np.random.default_rng(7)
+  for n in (4095, 4096, 70000):
+    x = (rng.standard_normal(n) * 50).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+      x[[5, 3000, n - 1]] = [-0.0, 0.0, np.nan]
+      x[n // 2] = np.nan
+    for op in (lax.argmax, lax.argmin):
+      for xa, ax in ((x, 0), (x[None], 1), (x[:, None], 0), (np.stack([x, x[::-1]]), 1)):
+        got = op(A(xa), ax, np.int32)
+        want = nbjax.jit(lambda v: op(v, ax, np.int32))(A(xa))
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert got.dtype == want.dtype and got.shape == want.shape

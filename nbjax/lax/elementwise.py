@@ -298,7 +298,7 @@ def _in_place_shape(xs):
       elif x.shape != s:
         return None
   if s is None:
-    s = max((x.shape for x in xs), key=len)
+    s = builtins.max((x.shape for x in xs), key=len)
   return s if all(x.ndim <= len(s) for x in xs) else None
 
 
