@@ -455,3 +455,20 @@ def test_all_one_element_operands_of_mixed_ranks_as_jit():
         got, want = f(x, lo, hi), nbjax.jit(f)(x, lo, hi)
         assert (got.shape, got.dtype) == (want.shape, want.dtype)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.bool_, np.int8, np.complex64,
+                                   np.complex128])
+def test_vector_point_gather_as_jit(dtype):
+  """x[i] of a vector by an integer index vector (the planned one-call path from the second
+  call of a dtype pair): negative indices from the end, out-of-range ones clamped, jit's
+  values and weak type, a result that owns its memory."""
+  xv = (np.arange(12) - 5).astype(dtype)
+  for idt in (np.int32, np.int64, np.uint8):
+    iv = np.array([0, 11, 3, 200, 7] + ([-1, -12, -300] if idt != np.uint8 else []), idt)
+    x, i = jnp.asarray(xv), jnp.asarray(iv)
+    for _ in range(3):
+      got, want = x[i], nbjax.jit(lambda a, b: a[b])(x, i)
+      assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      assert not np.shares_memory(got._value, x._value)

@@ -28,12 +28,13 @@ import numpy as np
 from kernels import indexing as K
 from kernels.elementwise import entry as _entry
 from nbjax import core, dtypes, registry
-from nbjax.array import Array, copy as pooled_copy, empty as pooled_empty  # large outputs reuse buffers
+# (large outputs reuse buffers)
+from nbjax.array import POOL_MIN, Array, copy as pooled_copy, empty as pooled_empty
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _any, _complex, _int, _num, accepts, check_same_dtypes
-from nbjax.lax.shape import (ALL_DTYPES, PAR_MIN, bits, broadcast_in_dim, c_strides, concatenate,
-                             random_array, reshape, zeros)
+from nbjax.lax.shape import (ALL_DTYPES, PAR_MIN, _UINT, bits, broadcast_in_dim, c_strides,
+                             concatenate, random_array, reshape, zeros)
 
 not_mapped = batching.not_mapped
 _I64_MAX = np.iinfo(np.int64).max
@@ -622,6 +623,15 @@ def take_points(x, i, normalize):
   (one kernel call, no normalised copy of ``i``), equal to ``gather_p`` of jnp's normalised
   indices; None where it does not apply."""
   vx, vi = x._value, i._value
+  if vx.ndim == 1 and vi.ndim == 1:  # elements of a vector: the plan made once per dtypes
+    e = _TAKE1.get((vx.dtype, vi.dtype))
+    n = vx.shape[0]
+    if e is not None and 0 < n < 1 << 31 and vi.size * vx.itemsize < POOL_MIN and \
+        gather_p.backend == "numba":
+      u, k = e
+      out = np.empty(vi.shape, u)
+      k(vx.view(u), vi, out, n - 1, 1, n if normalize else 0)
+      return Array._new(out.view(vx.dtype), x._weak)
   n = _point_len(gather_p, vx, vi)
   if not n:
     return None
@@ -632,6 +642,8 @@ def take_points(x, i, normalize):
     k = _TAKE.get((bx.dtype, vi.dtype))
     if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
       k = _TAKE[bx.dtype, vi.dtype] = _entry(K.take_clamped, bx, vi, bo, 0, 0, 0)
+      if vx.dtype.itemsize in _UINT:
+        _TAKE1[vx.dtype, vi.dtype] = (bx.dtype, k)
     k(bx, vi, bo, n - 1, 1, n if normalize else 0)
   else:
     m = vx.size // n
@@ -644,6 +656,7 @@ def take_points(x, i, normalize):
 
 
 _TAKE = {}  # (bits dtype, index dtype[, 2]) -> take_clamped's (take_rows_clamped's) entry
+_TAKE1 = {}  # (dtype, index dtype) -> (its bits dtype, take_clamped's entry): 1-D x[i]
 
 
 def _operand_index_arrays(operand_shape, batch_shape, idx, batch_pos, window_pos, full_rank,
