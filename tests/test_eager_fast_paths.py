@@ -472,3 +472,29 @@ def test_vector_point_gather_as_jit(dtype):
       assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
       np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
       assert not np.shares_memory(got._value, x._value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.float16, np.complex64])
+def test_vector_point_scatter_as_jit(dtype):
+  """x.at[i].<op>(y) of a vector by an integer index vector with y of x[i]'s shape (one
+  planned kernel call from the second call): duplicates combined in index order, negative
+  indices from the end, out-of-range updates dropped; jit's values, the input unchanged."""
+  xv = (np.arange(12) % 5 - 2).astype(dtype)
+  x = jnp.asarray(xv)
+  for idt in (np.int32, np.int64):
+    i = jnp.asarray(np.array([0, 11, 3, 3, 200, -1, -12, -300], idt))
+    y = jnp.asarray((np.arange(8) - 3).astype(dtype))
+    for op in ("set", "add", "mul", "min", "max"):
+      if op in ("min", "max") and np.dtype(dtype).kind == "c":
+        continue
+      f = lambda a, b, c: getattr(a.at[b], op)(c)
+      if op in ("add", "mul") and dtype == np.bool_:  # (JAX's error, eager and traced)
+        for g in (f, nbjax.jit(f), f):
+          with pytest.raises(TypeError, match=f"{op} does not accept dtype bool"):
+            g(x, i, y)
+        continue
+      for _ in range(3):
+        got, want = f(x, i, y), nbjax.jit(f)(x, i, y)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  np.testing.assert_array_equal(np.asarray(x), xv)

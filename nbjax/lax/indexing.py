@@ -959,11 +959,19 @@ def scatter_points(prim, x, i, y, normalize):
   else:
     xo = pooled_copy(vx)
   if vx.ndim == 1:
-    K.SCATTER_POINTS[combiner](xo, idx, vy if vy.ndim == 1 else vy.reshape(-1), n - 1, 1, 1, w)
+    vy = vy if vy.ndim == 1 else vy.reshape(-1)
+    k = _SCATTER1.get((combiner, xo.dtype, idx.dtype))
+    if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
+      k = _SCATTER1[combiner, xo.dtype, idx.dtype] = _entry(K.SCATTER_POINTS[combiner], xo, idx,
+                                                            vy, 0, 0, 0, 0)
+    k(xo, idx, vy, n - 1, 1, 1, w)
   else:
     m = vx.size // n
     K.SCATTER_ROWS[combiner](xo.reshape(n, m), idx, vy.reshape(idx.size, m), 1, w)
   return Array._new(xo if combiner != "set" else xo.view(dt), x._weak)
+
+
+_SCATTER1 = {}  # (combiner, bits or value dtype, index dtype) -> SCATTER_POINTS' entry
 
 
 _NP_COMBINE = {"set": None, "add": np.add, "sub": np.subtract, "mul": np.multiply,
