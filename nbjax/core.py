@@ -164,6 +164,17 @@ def _sharded(aval):
   return sh
 
 
+def _reranked(sh, old, new):
+  """A sharding for ``new``, the shape ``old`` with a leading dimension added (unsharded) or
+  removed (a scan's slice, a stacked output); None (untyped) for any other change of rank."""
+  spec = tuple(sh.spec) + (None,) * (len(old) - len(sh.spec))
+  if tuple(new[1:]) == tuple(old):
+    return sh.with_spec(type(sh.spec)(None, *spec))
+  if tuple(old[1:]) == tuple(new):
+    return sh.with_spec(type(sh.spec)(*spec[1:]))
+  return None
+
+
 class ShapedArray:
   """Abstract value: shape, dtype and weak_type. ``ShapedArray((3,), np.float32)``. Under a mesh
   with Explicit axes it also carries a ``sharding`` (``_sh``, unset otherwise)."""
@@ -184,7 +195,10 @@ class ShapedArray:
                     self.weak_type if weak_type is None else weak_type)
     sh = getattr(self, "_sh", None) if sharding is None else sharding
     if sh is not None:
-      a._sh = sh
+      if sharding is None and len(a.shape) != len(self.shape):
+        sh = _reranked(sh, self.shape, a.shape)
+      if sh is not None:
+        a._sh = sh
     return a
 
   @property

@@ -1032,3 +1032,34 @@ def test_explicit_reshape_pad_slice_cumsum_concat_vmap_as_jax():
     o = nbjax.vmap(nbjax.jit(lambda r: seen.append(str(nbjax.typeof(r))) or r * 2))(a)
     assert seen == ["float32[24@y]"] and o.sharding.spec == P("x", "y")
     assert "all-reduce" in nbjax.jit(lambda x: jnp.sum(x, axis=1)).lower(a).compile().as_text()
+
+
+def test_explicit_scan_with_contraction_out_shardings_as_jax():
+  # the out_sharding of a contraction is dot_general's param: it survives the scan's lowering
+  # (the body re-traced) and the transpose
+  m = nbjax.make_mesh((2, 2), ("x", "y"), axis_types=(nbjax.sharding.AxisType.Explicit,) * 2)
+  with nbjax.set_mesh(m):
+    c0 = nbjax.device_put(np.ones((2, 8), np.float32), NamedSharding(m, P(None, "x")))
+    xs = nbjax.device_put(np.full((8, 8, 2), 0.1, np.float32), NamedSharding(m, P(None, "x", "y")))
+    seen = []
+
+    @nbjax.jit
+    def f(c, xs):
+      def g(c, x):
+        seen.append((str(nbjax.typeof(c)), str(nbjax.typeof(x))))
+        y = jnp.einsum("xy,yz->xz", c, x, out_sharding=P(None, "y"))
+        return jnp.einsum("xy,yz->xz", y, x.T, out_sharding=P(None, "x")), y
+      return lax.scan(g, c, xs)
+    a, ys = f(c0, xs)
+    assert seen[0] == ("float32[2,8@x]", "float32[8@x,2@y]")
+    assert a.sharding.spec == P(None, "x") and ys.sharding.spec == P(None, None, "y")
+    assert str(nbjax.typeof(ys)) == "float32[8,2,2@y]"
+    want, w = np.ones((2, 8), np.float32), np.full((8, 2), 0.1, np.float32)
+    for _ in range(8):
+      want = (want @ w) @ w.T
+    close(a, want)
+    with pytest.raises(ValueError, match=r"0th dimension of all xs should be replicated\. Got "
+                       r"P\('x', None, None\)"):
+      f(c0, nbjax.device_put(xs, NamedSharding(m, P("x", None, None))))
+    g = nbjax.jit(nbjax.grad(lambda c, xs: jnp.sum(f(c, xs)[0]), argnums=(0, 1)))(c0, xs)
+    assert g[0].sharding.spec == P(None, "x") and g[1].sharding.spec == P(None, "x", "y")

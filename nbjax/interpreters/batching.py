@@ -35,12 +35,13 @@ class BatchTracer(Tracer):
     if a is None:
       a = get_aval(self.val)
       if self.batch_dim is not not_mapped:
-        shape = list(a.shape)
-        del shape[self.batch_dim]
-        a = a.update(shape=tuple(shape))
         if core.sharding_rule_hook is not None and getattr(a, "_sh", None) is not None:
           from nbjax.interpreters.sharding_types import drop_dim  # (its spec's entry too)
           a = drop_dim(a, self.batch_dim)
+        else:
+          shape = list(a.shape)
+          del shape[self.batch_dim]
+          a = a.update(shape=tuple(shape))
       self._aval = a
     return a
 

@@ -170,11 +170,11 @@ def _cumulative(prim, avals, params, outs):
 
 
 def drop_dim(aval, d):
-  """``aval`` (already of the smaller shape) with dimension ``d``'s spec entry dropped (a
-  vmapped dimension)."""
-  spec = list(aval._sh.spec) + [None] * (len(aval.shape) + 1 - len(aval._sh.spec))
-  del spec[d]
-  return aval.update(sharding=NamedSharding(aval._sh.mesh, PartitionSpec(*spec)))
+  """``aval`` without its dimension ``d`` (a vmapped one), in its shape and its spec."""
+  shape, spec = list(aval.shape), _spec(aval)
+  del shape[d], spec[d]
+  return aval.update(shape=tuple(shape), sharding=NamedSharding(aval._sh.mesh,
+                                                                PartitionSpec(*spec)))
 
 
 def _concatenate(prim, avals, params, outs):
@@ -262,12 +262,13 @@ def _dot_general(prim, avals, params, outs):
   lhs, rhs = avals
   (lc, rc), (lb, rb) = params["dimension_numbers"]
   ls, rs = _spec(lhs), _spec(rhs)
-  if _forced and _forced[-1] is not None:  # an out_sharding (under vmap: the leading batch
-    f = _forced[-1]                         # dimensions the vmap added keep the lhs's)
+  f = params.get("out_sharding") or (_forced[-1] if _forced else None)
+  if f is not None:  # (the param, or a jnp contraction's ``forced``: an out_sharding argument)
     n = len(outs[0].shape)
-    k = max(0, n - len(f.spec))
-    given = aval_sharding(f, n - k)
-    return [_named(_mesh(avals), [ls[i] for i in lb[:k]] + list(given.spec))]
+    k = max(0, n - len(f.spec))  # (vmapped: the leading batch dims it added keep the lhs's)
+    g = aval_sharding(f, n - k)
+    return [None if g is None else
+            _named(_mesh(avals), [ls[i] for i in lb[:k]] + list(g.spec))]
   lcs, rcs = tuple(ls[i] for i in lc), tuple(rs[i] for i in rc)
   lbs, rbs = tuple(ls[i] for i in lb), tuple(rs[i] for i in rb)
   _check_match(lbs, rbs, "dot_general requires lhs batch dimensions and rhs batch dimensions "
@@ -306,6 +307,18 @@ class forced:
 
   def __exit__(self, *exc):
     _forced.pop()
+
+
+def dot_out_sharding(out_sharding):
+  """``(params, place)`` for ``lax.dot_general``'s ``out_sharding`` argument (or the one of
+  the jnp contraction being bound, ``forced``): dot_general's ``out_sharding`` param (a
+  NamedSharding, absent when none), and the sharding to place the result on (None: none)."""
+  from nbjax.sharding import canonicalize_sharding
+  s = canonicalize_sharding(out_sharding, "dot_general") if out_sharding is not None else \
+      _forced[-1] if _forced else None
+  if s is None:
+    return None, None
+  return {"out_sharding": s}, (s if out_sharding is not None else None)
 
 
 def _constraint(prim, avals, params, outs):

@@ -1770,6 +1770,11 @@ def _scan(f, init, xs, length, reverse, unroll, cache_funs, tag):
   def build(carry_avals):
     box = []
     x_avals = [_abstractify(x, "scan") for x in xs_flat]
+    if core.sharding_rule_hook is not None and any(
+        getattr(a, "_sh", None) is not None and a._sh.spec and a._sh.spec[0] is not None
+        for a in x_avals):  # (Explicit mesh axes: JAX's error)
+      raise ValueError("0th dimension of all xs should be replicated. Got "
+                       f"{', '.join(str(a.sharding.spec) for a in x_avals)}")
     x_avals = [a.update(shape=a.shape[1:]) for a in x_avals]
 
     def body(carry, x):

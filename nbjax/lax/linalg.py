@@ -130,7 +130,8 @@ def _dot_dtype(ld, rd, preferred):
   return pref
 
 
-def _dot_abstract_eval(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+def _dot_abstract_eval(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+                       out_sharding=None):
   for a in (lhs, rhs):
     if not isinstance(a, ShapedArray):
       raise TypeError(f"dot_general got a non-array operand {a!r}")
@@ -270,7 +271,8 @@ def _direct(ls, rs, dtypes_, dimension_numbers, preferred_element_type):
   return k
 
 
-def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+def _dot_numba(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+               out_sharding=None):
   if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
     return np.dot(lhs, rhs)
   k = _direct(lhs.shape, rhs.shape, (lhs.dtype, rhs.dtype), dimension_numbers,
@@ -316,7 +318,8 @@ def _dot_specialize(avals, params):
 _dot_numba.specialize = _dot_specialize
 
 
-def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+def _dot_numpy(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+               out_sharding=None):
   if _plain_dot(lhs, rhs, dimension_numbers, preferred_element_type):
     return np.dot(lhs, rhs)
   k = _direct(lhs.shape, rhs.shape, (lhs.dtype, rhs.dtype), dimension_numbers,
@@ -346,7 +349,7 @@ def _ranges_like(*xs):
 
 
 def _dot_transpose_lhs(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
-                       swap_ans=False):
+                       swap_ans=False, out_sharding=None):
   (xc, yc), (xb, yb) = dimension_numbers
   x_aval = x.aval if ad.is_undefined_primal(x) else _aval(x)
   y_ndim = (y.aval if ad.is_undefined_primal(y) else _aval(y)).ndim
@@ -367,9 +370,24 @@ def _dot_transpose_lhs(ct, x, y, *, dimension_numbers, precision, preferred_elem
       precision = precision[::-1]
     return _cast_like(dot_general(y, ct, ((dims[0][1], dims[0][0]), (dims[1][1], dims[1][0])),
                                   precision=precision,
-                                  preferred_element_type=preferred_element_type), x_aval)
-  r = dot_general(ct, y, dims, precision=precision, preferred_element_type=preferred_element_type)
+                                  preferred_element_type=preferred_element_type,
+                                  out_sharding=_typed(x_aval, ident)), x_aval)
+  r = dot_general(ct, y, dims, precision=precision, preferred_element_type=preferred_element_type,
+                  out_sharding=_typed(x_aval, out_axes))
   return _cast_like(_lax().transpose(r, out_axes) if out_axes != ident else r, x_aval)
+
+
+def _typed(x_aval, out_axes):
+  """A cotangent's sharding as its primal's (Explicit mesh axes), in the layout ``out_axes``
+  transposes to x's; None where x's type carries none."""
+  sh = getattr(x_aval, "_sh", None)
+  if sh is None:
+    return None
+  spec = list(sh.spec) + [None] * (x_aval.ndim - len(sh.spec))
+  r = [None] * len(spec)
+  for i, a in enumerate(out_axes):
+    r[a] = spec[i]
+  return sh.with_spec(type(sh.spec)(*r))
 
 
 def _cast_like(x_bar, x_aval):
@@ -378,14 +396,16 @@ def _cast_like(x_bar, x_aval):
   return x_bar
 
 
-def _dot_transpose_rhs(ct, x, y, *, dimension_numbers, precision, preferred_element_type):
+def _dot_transpose_rhs(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
+                       out_sharding=None):
   (xc, yc), (xb, yb) = dimension_numbers
   return _dot_transpose_lhs(ct, y, x, dimension_numbers=((yc, xc), (yb, xb)),
                             precision=precision, preferred_element_type=preferred_element_type,
                             swap_ans=True)
 
 
-def _dot_batch(vals, dims, *, dimension_numbers, precision, preferred_element_type):
+def _dot_batch(vals, dims, *, dimension_numbers, precision, preferred_element_type,
+               out_sharding=None):
   """The vmapped axis joins the batch dimensions (both mapped) or the free dimensions of
   its side (one mapped): one dot_general over the whole batch."""
   lhs, rhs = vals
@@ -406,8 +426,16 @@ def _dot_batch(vals, dims, *, dimension_numbers, precision, preferred_element_ty
     tensor = [d for d in range(r_nd) if d not in rb and d not in rc]
     out_bd = _aval(lhs).ndim - len(lc) + sum(d < rbd for d in tensor)
     lb2, lc2, rb2, rc2 = tuple(lb), tuple(lc), bump(rb, rbd), bump(rc, rbd)
+  kw = {}
+  if out_sharding is not None:  # (the mapped dim: its operand's spec there)
+    d, v = (lbd, lhs) if lbd is not None else (rbd, rhs)
+    vs = getattr(_aval(v), "_sh", None)
+    spec = list(out_sharding.spec) + [None] * (_aval(v).ndim - 1 - len(out_sharding.spec))
+    spec.insert(out_bd, None if vs is None or d >= len(vs.spec) else vs.spec[d])
+    kw["out_sharding"] = out_sharding.with_spec(type(out_sharding.spec)(*spec))
   out = dot_general_p.bind(lhs, rhs, dimension_numbers=((lc2, rc2), (lb2, rb2)),
-                           precision=precision, preferred_element_type=preferred_element_type)
+                           precision=precision, preferred_element_type=preferred_element_type,
+                           **kw)
   return out, out_bd
 
 
@@ -606,18 +634,22 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   """General tensor contraction: ``dimension_numbers = ((lhs_contracting, rhs_contracting),
   (lhs_batch, rhs_batch))``. Output: batch dims, lhs free dims, rhs free dims, laid out as
   ``out_sharding`` when given."""
-  if out_sharding is not None:
-    from nbjax.sharding import out_sharding_of
-    return out_sharding_of(lambda: dot_general(lhs, rhs, dimension_numbers, precision,
-                                               preferred_element_type), out_sharding,
-                           "dot_general")
   (lc, rc), (lb, rb) = dimension_numbers
   idx = lambda ds: tuple(map(operator.index, ds))
   dn = ((idx(lc), idx(rc)), (idx(lb), idx(rb)))
   pet = (None if preferred_element_type is None
          else dtypes.canonicalize_explicit_dtype(preferred_element_type, "dot"))
-  return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=_canon_precision(precision),
-                            preferred_element_type=pet)
+  if out_sharding is None and core.sharding_rule_hook is None:
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+                              precision=_canon_precision(precision), preferred_element_type=pet)
+  from nbjax.interpreters.sharding_types import dot_out_sharding
+  kw, place = dot_out_sharding(out_sharding)  # ({"out_sharding": param} or None, to place)
+  out = dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=_canon_precision(precision),
+                           preferred_element_type=pet, **(kw or {}))
+  if place is None:
+    return out
+  from nbjax.sharding import apply_out_sharding
+  return apply_out_sharding(out, place, "dot_general")
 
 
 def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
