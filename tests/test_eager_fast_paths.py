@@ -498,3 +498,28 @@ def test_vector_point_scatter_as_jit(dtype):
         assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
   np.testing.assert_array_equal(np.asarray(x), xv)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul"])
+def test_same_shape_switch_to_numba_earlier_as_jit(name):
+  """add/sub/mul of two operands of one shape run numba's kernel from 8192 elements (a 0-d
+  operand keeps NumPy's loop up to ARITH's 16384; the registry's note says so): jit's values
+  on both sides of each switch, int overflow wrapping, signed zeros and NaN kept."""
+  p = getattr(lax, name + "_p")
+  assert p.same_shape_min == 8192 and "8192 for two operands of one shape" in p.meta["note"]
+  rng = np.random.default_rng(1)
+  f = getattr(lax, name)
+  for n in (8191, 8192, 12000, 16384):
+    for dt in (np.float32, np.int32, np.complex64):
+      xv = (rng.standard_normal(n) * 1e9).astype(dt)
+      yv = (rng.standard_normal(n) * 1e9).astype(dt)
+      if dt == np.float32:
+        xv[:3], yv[:3] = [-0.0, np.nan, 0.0], [-0.0, 1.0, -0.0]
+      x, y = jnp.asarray(xv), jnp.asarray(yv)
+      for a, b in ((x, y), (x, jnp.asarray(yv[:1].reshape(())))):
+        for _ in range(2):
+          got, want = f(a, b), nbjax.jit(f)(a, b)
+          g, w = np.asarray(got), np.asarray(want)
+          np.testing.assert_array_equal(g, w)
+          if dt == np.float32:
+            np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))

@@ -636,6 +636,7 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
 
   elif prim.arity == 2:
     sizes = {}  # (shape, shape) of one dtype -> output size, for operands broadcasting size-1 axes
+    same = builtins.min(thr, getattr(prim, "same_shape_min", thr))
 
     def eager(x, y, **params):
       if type(x) is Array and type(y) is Array and not params:
@@ -643,11 +644,15 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
         e = fast.get(vx.dtype)
         if e is not None and vy.dtype is e[4]:
           sx, sy = vx.shape, vy.shape
-          if sx == sy or not sy:
+          if sx == sy:
             n = vx.size
+            lim = same
+          elif not sy:
+            n, lim = vx.size, thr
           elif not sx:
-            n = vy.size
+            n, lim = vy.size, thr
           else:
+            lim = thr
             n = sizes.get((sx, sy))
             if n is None:  # validated once per shape pair: general's checks and errors
               out = general((x, y), params)
@@ -660,9 +665,9 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
               return r
           a = new(Array)
           try:
-            a._value = run(e[0], vx, vy) if n < thr else run(e[1], vx, vy)
+            a._value = run(e[0], vx, vy) if n < lim else run(e[1], vx, vy)
           except RuntimeError as err:
-            a._value = retry(err, e[0] if n < thr else e[1], vx, vy)
+            a._value = retry(err, e[0] if n < lim else e[1], vx, vy)
           a._weak = e[2] if (x._weak and y._weak) else e[3]
           a._buf = None
           return a
@@ -727,7 +732,7 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
                          abstract_eval=None, domain=None, differentiable=True, linear=False,
                          note=None, reference=None, samples=None, tol=None, weak_from=0,
                          bad_params=None, bad_inputs=None, complex_kernel=None,
-                         f32_kernel=None, f16_on_f32=True):
+                         f32_kernel=None, f16_on_f32=True, same_shape_min=None):
   """Define an elementwise primitive: numba kernel (a kernel name or a resolver), NumPy
   backend (a ufunc, a resolver, or None), abstract eval, batching, test metadata.
   ``complex_kernel``/``f32_kernel``: the numba kernels both backends run on complex and on
@@ -736,6 +741,8 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   p.arity = arity
   p.weak_from = weak_from
   p.make_eager = make_elementwise_eager
+  if same_shape_min is not None:  # (binary: operands of one shape switch to numba earlier)
+    p.same_shape_min = same_shape_min
   res = {"numba": _nb(numba, out_dtype) if isinstance(numba, str) else numba}
   if numpy is not None:
     res["numpy"] = _np(numpy) if isinstance(numpy, np.ufunc) else numpy
@@ -748,6 +755,8 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
   if note is None and numpy is not None and policy[0] == "numpy":
     note = ("numpy: ufunc SIMD loops beat libm-bound numba" if policy[1] == "numpy"
             else f"numpy < {policy[2]} elements (ufunc dispatch), numba kernels above")
+    if same_shape_min is not None:
+      note += f" (from {same_shape_min} for two operands of one shape)"
   meta = dict(arity=arity, dtypes=sorted(ok[0] if isinstance(ok, list) else ok, key=_dtype_str),
               reference=reference or impls.get("numpy"), domain=domain,
               differentiable=differentiable, linear=linear,
@@ -1416,11 +1425,19 @@ def _pow_abstract_eval(x, y):
 pow_p = standard_elementwise("pow", 2, [_inexact, _num], numba=_nb_pow, numpy=_np_fn(_np_pow),
                              abstract_eval=_pow_abstract_eval, samples=_pow_samples,
                              complex_kernel="pow_complex", **_TR)
-add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True)
-sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True)
+# add/sub/mul of two operands of one shape: numba's kernel from 8192 elements (float32 1.2e4:
+# NumPy 3.7-4.3 us, numba 2.8-3.0; with a 0-d operand NumPy's loop stays faster up to the
+# ARITH switch; comparisons and bitwise ops too; 2026-12-01, others paused)
+_SAME = 1 << 13
+add_p = standard_elementwise("add", 2, _num, numba="add", numpy=np.add, linear=True,
+                             same_shape_min=_SAME)
+sub_p = standard_elementwise("sub", 2, _num, numba="sub", numpy=np.subtract, linear=True,
+                             same_shape_min=_SAME)
 mul_p = standard_elementwise("mul", 2, _num,
                              numba=_nb(lambda d, p: "mul_complex" if d[0].kind == "c" else "mul"),
-                             numpy=_np_mul_resolve)
+                             numpy=_np_mul_resolve, same_shape_min=_SAME)
+
+
 def _np_div_recip(x, y):
   return np.multiply(x, _reciprocal(y), out=...)
 
@@ -1646,7 +1663,8 @@ stop_gradient_p = standard_elementwise("stop_gradient", 1, _any, numba="copy",
                                        numpy=_np_fn(_np_copy), differentiable=False)
 
 # add_any: tangent accumulation (JAX's add_jaxvals); same kernel as add, any dtype
-add_any_p = standard_elementwise("add_any", 2, _num, numba="add", numpy=np.add, linear=True)
+add_any_p = standard_elementwise("add_any", 2, _num, numba="add", numpy=np.add, linear=True,
+                                 same_shape_min=_SAME)
 
 
 # ----------------------------------------------------------------- wrappers
