@@ -947,6 +947,19 @@ def scatter_points(prim, x, i, y, normalize):
   otherwise; out-of-bounds updates dropped, in index order) with negative indices counted
   from the end in its loop when ``normalize``; None where it does not apply."""
   vx, vi, vy = x._value, i._value, y._value
+  if vx.ndim == 1 and vi.ndim == 1:  # elements of a vector: the plan made once per dtypes
+    e = _SCATTER_PLAN.get((prim, vx.dtype, vi.dtype))
+    n = vx.shape[0]
+    if e is not None and vy.dtype is vx.dtype and vy.shape == vi.shape and 0 < n < 1 << 31 \
+        and vx.nbytes < POOL_MIN and prim.backend == "numba":
+      u, k = e
+      if u is None:
+        xo = vx.copy()
+        k(xo, vi, vy, n - 1, 1, 1, n if normalize else 0)
+        return Array._new(xo, x._weak)
+      xo = vx.view(u).copy()
+      k(xo, vi, vy.view(u), n - 1, 1, 1, n if normalize else 0)
+      return Array._new(xo.view(vx.dtype), x._weak)
   n, dt = _point_len(prim, vx, vi), vx.dtype
   if not n or vy.dtype is not dt or vy.shape != vi.shape + vx.shape[1:] or \
       dt not in _POINT_SCATTER[prim.name]:
@@ -964,6 +977,8 @@ def scatter_points(prim, x, i, y, normalize):
     if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
       k = _SCATTER1[combiner, xo.dtype, idx.dtype] = _entry(K.SCATTER_POINTS[combiner], xo, idx,
                                                             vy, 0, 0, 0, 0)
+    if vi.ndim == 1 and vx.nbytes < POOL_MIN:
+      _SCATTER_PLAN[prim, dt, vi.dtype] = (xo.dtype if combiner == "set" else None, k)
     k(xo, idx, vy, n - 1, 1, 1, w)
   else:
     m = vx.size // n
@@ -972,6 +987,7 @@ def scatter_points(prim, x, i, y, normalize):
 
 
 _SCATTER1 = {}  # (combiner, bits or value dtype, index dtype) -> SCATTER_POINTS' entry
+_SCATTER_PLAN = {}  # (primitive, dtype, index dtype) -> (bits dtype for set, entry): 1-D x
 
 
 _NP_COMBINE = {"set": None, "add": np.add, "sub": np.subtract, "mul": np.multiply,
