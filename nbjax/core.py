@@ -177,7 +177,7 @@ def _reranked(sh, old, new):
 
 class ShapedArray:
   """Abstract value: shape, dtype and weak_type. ``ShapedArray((3,), np.float32)``. Under a mesh
-  with Explicit axes it also carries a ``sharding`` (``_sh``, unset otherwise)."""
+  with Explicit axes it also carries a ``sharding`` (``_sh``, None otherwise)."""
   __slots__ = ("shape", "dtype", "weak_type", "_sh")
   array_abstraction_level = 1
 
@@ -185,6 +185,7 @@ class ShapedArray:
     self.shape = tuple(shape)
     self.dtype = dtype if isinstance(dtype, dtypes.ExtendedDType) else np.dtype(dtype)
     self.weak_type = weak_type
+    self._sh = None  # (set: getattr(a, "_sh", None) never raises and catches inside)
 
   ndim = property(lambda self: len(self.shape))
   size = property(lambda self: math.prod(self.shape))

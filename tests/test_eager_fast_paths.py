@@ -523,3 +523,25 @@ def test_same_shape_switch_to_numba_earlier_as_jit(name):
           np.testing.assert_array_equal(g, w)
           if dt == np.float32:
             np.testing.assert_array_equal(np.signbit(g[g == g]), np.signbit(w[w == w]))
+
+
+@pytest.mark.parametrize("n", [1, 4, 1023])
+def test_float16_signed_zeros_and_unbroadcast_division_as_jit(n):
+  """float16 max/min/clip below the numba switch (NumPy's float16 loop keeps the first operand
+  of a tie, unlike its float32 one) give jit's signed zeros; a real division whose divisor
+  repeats no value ((1,) / ()) is exact, as XLA's, not a product with the reciprocal."""
+  xv = np.resize(np.array([-0.0, 1.0, -1.0, 0.0], np.float16), n)
+  x = jnp.asarray(xv)
+  fs = [lambda v: jnp.maximum(v, 0.0), lambda v: jnp.minimum(v, -0.0),
+        lambda v: jnp.maximum(0.0, v), lambda v: jnp.minimum(-0.0, v),
+        lambda v: jnp.clip(v, 0.0, 2.0), lambda v: jnp.maximum(v, v[::-1]),
+        lambda v: jnp.minimum(v[::-1], v)]
+  for f in fs:
+    got, want = np.asarray(f(x)), np.asarray(nbjax.jit(f)(x))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+  for dt in (np.float32, np.float16):
+    y, d = jnp.asarray(np.array([3.0], dt)), jnp.asarray(np.array(7.0, dt))
+    u = np.uint32 if dt == np.float32 else np.uint16
+    np.testing.assert_array_equal(np.asarray(y / d).view(u),
+                                  np.asarray(nbjax.jit(lambda a, b: a / b)(y, d)).view(u))

@@ -1065,8 +1065,8 @@ def _nb_pow(dts, params):
 def _broadcast_divisor(x, y):
   """Whether ``y`` is broadcast against ``x`` (its shape is not the result's: a scalar against
   an array, or a size-1 axis against a longer one)."""
-  ys, xs = y.shape, x.shape
-  return ys != xs and (not ys or y.size < x.size or any(
+  ys, xs = y.shape, x.shape  # ((1,) / (): no value repeated, XLA divides exactly)
+  return ys != xs and (not ys and x.size > 1 or y.size < x.size or any(
       b == 1 and a != 1 for a, b in zip(xs, ys)))
 
 
@@ -1112,6 +1112,12 @@ def _np_minmax(f, bits):
   neg = f is np.minimum  # the tie f gets wrong has its second operand negative for max
 
   def run(a, b):
+    if a.dtype == F16:  # (NumPy's float16 loop keeps the first operand of a tie: both orders)
+      r = f(a, b, out=...)
+      if np.count_nonzero(r) == r.size:
+        return r
+      u = _UNSIGNED[2]
+      return bits(r.view(u), f(b, a).view(u), out=r.view(u)).view(F16)
     if b.ndim == 0:
       v = b.item()
       return f(b, a, out=...) if (v == 0 and (math.copysign(1, v) < 0) != neg) else f(a, b, out=...)
