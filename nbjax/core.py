@@ -515,6 +515,11 @@ class ShapeDtypeStruct:
     return ShapeDtypeStruct(**d)
 
 
+abstractify_sharding = None
+"""``(aval, sharding) -> aval`` typed with a ``ShapeDtypeStruct``'s mesh sharding; installed
+by ``nbjax.sharding`` (a layer above: sharding in types lives in ``interpreters``)."""
+
+
 def abstractify(x):
   """The aval of an argument to a staged function: arrays, scalars, tracers,
   ``ShapeDtypeStruct``s or avals (NumPy scalars are never weakly typed, even ``np.float64``)."""
@@ -522,12 +527,9 @@ def abstractify(x):
     d = x.dtype
     a = ShapedArray(x.shape, d if isinstance(d, dtypes.ExtendedDType) else
                     dtypes.canonicalize_dtype(d), x.weak_type)
-    if x._sharding is not None and getattr(x._sharding, "mesh", None) is not None:
-      from nbjax.interpreters.sharding_types import aval_sharding, with_sharding
-      try:
-        a = with_sharding(a, aval_sharding(x.sharding, a.ndim))
-      except (TypeError, ValueError):  # (a PartitionSpec without a context mesh)
-        pass
+    if x._sharding is not None and getattr(x._sharding, "mesh", None) is not None and \
+        abstractify_sharding is not None:
+      a = abstractify_sharding(a, x.sharding)
     return a
   if isinstance(x, np.generic):
     return ShapedArray((), dtypes.canonicalize_dtype(x.dtype))

@@ -942,3 +942,16 @@ class GSPMDSharding(Sharding):
 
   def __repr__(self):
     return f"GSPMDSharding({self._hlo!r}, memory_kind=device)"
+
+
+def _abstractify_sharding(aval, sharding):
+  """``core.abstractify``'s hook: a ``ShapeDtypeStruct``'s mesh sharding in its aval's type."""
+  from nbjax.interpreters.sharding_types import aval_sharding, with_sharding
+  try:
+    return with_sharding(aval, aval_sharding(sharding, aval.ndim))
+  except (TypeError, ValueError):  # (a PartitionSpec without a context mesh)
+    return aval
+
+
+from nbjax import core as _core  # noqa: E402  (core never imports this module at its top)
+_core.abstractify_sharding = _abstractify_sharding
