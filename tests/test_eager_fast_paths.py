@@ -545,3 +545,150 @@ def test_float16_signed_zeros_and_unbroadcast_division_as_jit(n):
     u = np.uint32 if dt == np.float32 else np.uint16
     np.testing.assert_array_equal(np.asarray(y / d).view(u),
                                   np.asarray(nbjax.jit(lambda a, b: a / b)(y, d)).view(u))
+
+
+# ----------------------------------------------------------------- composites, replayed
+_I = _R.integers(-50, 50, (4, 5))
+_J = _R.integers(-4, 5, (4, 5))
+
+COMPOSITES = {  # f(x, i, j): x float32 (4, 5), i/j int64 (4, 5) (j with zeros)
+    "floordiv_scalar": lambda x, i, j: i // 3,
+    "floordiv_neg_scalar": lambda x, i, j: i // -7,
+    "mod_scalar": lambda x, i, j: i % 3,
+    "mod_neg_scalar": lambda x, i, j: jnp.remainder(i, -4),
+    "divmod_scalar": lambda x, i, j: divmod(i, 6),
+    "floordiv_arrays": lambda x, i, j: i // j,
+    "mod_arrays": lambda x, i, j: i % j,
+    "floordiv_zero": lambda x, i, j: jnp.floor_divide(i, 0),
+    "floordiv_i8_scalar": lambda x, i, j: i.astype(jnp.int8) // 5,
+    "mod_u16_scalar": lambda x, i, j: (i.astype(jnp.uint16) % 7),
+    "float_floordiv": lambda x, i, j: x // 0.3,
+    "float_mod": lambda x, i, j: x % -0.7,
+    "hypot": lambda x, i, j: jnp.hypot(x, x[0]),
+    "copysign": lambda x, i, j: jnp.copysign(x, -x[:, :1]),
+    "heaviside": lambda x, i, j: jnp.heaviside(x, 0.5),
+    "logaddexp": lambda x, i, j: jnp.logaddexp(x, x.T.reshape(4, 5)),
+    "sinc": lambda x, i, j: jnp.sinc(x),
+    "nan_to_num": lambda x, i, j: jnp.nan_to_num(x / (x > 0)),
+    "isclose": lambda x, i, j: jnp.isclose(x, x * 1.0000001),
+    "allclose": lambda x, i, j: jnp.allclose(x, x + 1e-9),
+    "roll": lambda x, i, j: jnp.roll(x, 3),
+    "repeat": lambda x, i, j: jnp.repeat(x, 2, axis=1),
+    "tile": lambda x, i, j: jnp.tile(x, (2, 1)),
+    "diff": lambda x, i, j: jnp.diff(x, axis=0),
+    "outer": lambda x, i, j: jnp.outer(x[0], x[1]),
+    "cross": lambda x, i, j: jnp.cross(x[:, :3], x[:, 1:4]),
+    "einsum": lambda x, i, j: jnp.einsum("ij,ij->i", x, x),
+    "argsort": lambda x, i, j: jnp.argsort(x, axis=1),
+    "median": lambda x, i, j: jnp.median(x, axis=0),
+    "percentile": lambda x, i, j: jnp.percentile(x, 30.0),
+    "nanmean": lambda x, i, j: jnp.nanmean(x / (x > 0)),
+    "searchsorted": lambda x, i, j: jnp.searchsorted(jnp.sort(x[0]), x[1]),
+    "histogram": lambda x, i, j: jnp.histogram(x, 4)[0],
+    "power_int_array": lambda x, i, j: x ** jnp.abs(j),
+    "int_power_int_array": lambda x, i, j: i ** jnp.abs(j),
+    "any": lambda x, i, j: jnp.any(x > 1.0),
+    "all_axis": lambda x, i, j: jnp.all(x > -3.0, axis=1),
+    "bool_mask": lambda x, i, j: x[x > 0.2],
+    "bool_mask_rows": lambda x, i, j: x[jnp.asarray([True, False, True, True])],
+    "zeros_like": lambda x, i, j: jnp.zeros_like(x),
+    "ones_like_dtype": lambda x, i, j: jnp.ones_like(i, dtype=jnp.float32),
+}
+_NOT_JITTABLE = {"bool_mask", "bool_mask_rows"}  # (a boolean mask's shape is its value's)
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composites_replay_as_per_call_and_jit(name):
+  # eager calls run per call twice, then replay one staged program (``eager_cache.staged``)
+  # or take a fast path: every call gives the first call's bits, and jit's shape, dtype, weak
+  # type and values (to an ulp: XLA may contract a product and a sum into one FMA)
+  f = COMPOSITES[name]
+  x, i, j = jnp.asarray(_X), jnp.asarray(_I), jnp.asarray(_J)
+  if name in _NOT_JITTABLE:  # NumPy's boolean indexing is JAX's concrete-mask gather
+    want = [_X[_X > 0.2] if name == "bool_mask" else _X[np.array([True, False, True, True])]]
+    avals = [(want[0].shape, want[0].dtype, False)]
+  else:
+    want = nbjax.tree_util.tree_leaves(nbjax.jit(f)(x, i, j))
+    avals = [(w.shape, w.dtype, w.weak_type) for w in want]
+  first = None
+  for _ in range(4):
+    got = nbjax.tree_util.tree_leaves(f(x, i, j))
+    assert [(g.shape, g.dtype, g.weak_type) for g in got] == avals
+    first = first or [np.asarray(g) for g in got]
+    for g, w, g0 in zip(got, want, first):
+      np.testing.assert_array_equal(np.asarray(g), g0)
+      np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-7, atol=0)
+      assert not np.shares_memory(np.asarray(g), np.asarray(x))
+
+
+def test_int_floor_divide_and_mod_by_python_ints_as_jit():
+  # the eager shortcut (NumPy's floor division and modulo by a nonzero Python int) gives
+  # XLA's composite's values on every integer dtype, at the extremes too (INT_MIN // -1 wraps)
+  for d in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64):
+    info = np.iinfo(d)
+    v = np.array([info.min, info.min + 1, -7, -1, 0, 1, 6, 7, info.max], d) if info.min else \
+        np.array([0, 1, 6, 7, info.max - 1, info.max], d)
+    x = jnp.asarray(v)
+    for s in (1, 2, 3, 7, 100, -1, -3) if info.min else (1, 2, 3, 7, 100):
+      if not info.min <= s <= info.max:
+        continue
+      for f in (lambda a, s=s: a // s, lambda a, s=s: a % s, lambda a, s=s: divmod(a, s)[0]):
+        np.testing.assert_array_equal(f(x), nbjax.jit(f)(x), err_msg=f"{d} {s}")
+
+
+def test_python_int_operands_overflow_as_jax():
+  x, i = jnp.arange(3.0), jnp.arange(3)
+  msg = "An overflow was encountered while parsing an argument to a jitted computation, " \
+        "whose argument path is {}"
+  for f, path in [(lambda: x + 2**70, "y"), (lambda: 2**64 + x, "x"), (lambda: x * 2**63, "y"),
+                  (lambda: jnp.maximum(x, -2**63 - 1), "y"), (lambda: i + 2**63, "y"),
+                  (lambda: jnp.arctan2(x, 2**70), "x2"), (lambda: jnp.clip(x, 0, 2**70), "max"),
+                  (lambda: jnp.clip(x, -2**70), "min"), (lambda: x < 2**64, "y"),
+                  (lambda: jnp.where(x > 1, x, 2**64), "y"),
+                  (lambda: nbjax.jit(lambda a: a + 2**70)(x), "y")]:
+    with pytest.raises(OverflowError, match=msg.format(path)):
+      f()
+  np.testing.assert_array_equal(x + (2**63 - 1), np.arange(3.0) + float(2**63 - 1))
+  np.testing.assert_array_equal(x + (-2**63), np.arange(3.0) - float(2**63))
+  with _x64_off():
+    with pytest.raises(OverflowError, match=msg.format("y")):
+      jnp.arange(3.0) + 2**31
+    assert (jnp.arange(3.0) + (2**31 - 1)).dtype == np.float32
+
+
+class _x64_off:
+  def __enter__(self):
+    nbjax.config.update("jax_enable_x64", False)
+
+  def __exit__(self, *a):
+    nbjax.config.update("jax_enable_x64", True)
+
+
+def test_integer_pow_of_huge_exponents_as_jax():
+  # past int64, x ** y depends on y's sign and parity (JAX computes it by squarings)
+  i, x = jnp.arange(4), jnp.arange(4.0)
+  odd = pow(3, 2**70 + 1, 2**64)  # (int64 wraparound: 3 ** y mod 2**64, as a signed value)
+  for f, want in [(lambda a: a ** (2**70), [0, 1, 0, 1]),
+                  (lambda a: a ** (2**70 + 1), [0, 1, 0, odd - 2**64 if odd >= 2**63 else odd])]:
+    np.testing.assert_array_equal(f(i), want)
+    np.testing.assert_array_equal(nbjax.jit(f)(i), want)
+  for e, want in [(2**70, [0, 1, np.inf, np.inf]), (-2**70, [np.inf, 1, 0, 0]),
+                  (2**70 + 1, [0, 1, np.inf, np.inf])]:
+    np.testing.assert_array_equal(x ** e, want)
+    np.testing.assert_array_equal(nbjax.jit(lambda a: a ** e)(x), want)
+  np.testing.assert_array_equal((-x) ** (2**70 + 1), [-0.0, -1, -np.inf, -np.inf])
+
+
+def test_creation_memo_returns_fresh_arrays_of_one_readonly_buffer():
+  a, b = jnp.eye(4), jnp.eye(4)
+  assert a is not b
+  np.testing.assert_array_equal(a, np.eye(4))
+  with pytest.raises(ValueError):
+    np.asarray(b)[0, 0] = 5.0
+  b.delete()
+  np.testing.assert_array_equal(jnp.eye(4), np.eye(4))  # a deleted result leaves the memo
+  np.testing.assert_array_equal(jnp.linspace(0, 25, 6), nbjax.jit(lambda: jnp.linspace(0, 25, 6))())
+  assert jnp.linspace(-0.0, 1, 3, endpoint=False)[0] == 0  # (keyed by bits: -0.0 != 0.0)
+  with _x64_off():
+    assert jnp.eye(2).dtype == np.float32 and jnp.linspace(0, 1, 3).dtype == np.float32
+  assert jnp.eye(2).dtype == np.float64 and jnp.linspace(0, 1, 3).dtype == np.float64

@@ -17,6 +17,7 @@ import math as _math
 
 import numpy as _np
 
+from nbjax.eager_cache import staged as _staged
 from nbjax import lax as _lax
 from nbjax.numpy import _ufuncs
 from nbjax.array import Array as _Array
@@ -274,6 +275,7 @@ def isreal(x):
   return _lax.eq(i, _ufuncs._const(i, 0))  # (weak iff the imaginary part is, as JAX's)
 
 
+@_staged
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's treatment of inf and NaN
   (JAX's formula: integers compare as the default float, ``a == b`` or finite ``b`` in range).
@@ -309,6 +311,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   return logical_or(out, logical_and(isnan(a), isnan(b))) if equal_nan else out
 
 
+@_staged
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   """Whether all elements are close (``isclose``), as a 0-d bool array.
 
@@ -329,6 +332,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
   return all(isclose(a, b, rtol, atol, equal_nan))
 
 
+@_staged
 def array_equal(a1, a2, equal_nan=False):
   """Whether two arrays have the same shape and elements (0-d bool array).
 

@@ -45,7 +45,8 @@ def _forward(ufunc, opchar=None, rejected=()):
     if type(y) in rejected:
       _unsupported(opchar, x, y)
     return NotImplemented
-  return _ufuncs._binary(ufunc.__name__, deferring, ufunc._prim_name, ufunc._kinds)
+  return _ufuncs._binary(ufunc.__name__, deferring, ufunc._prim_name, ufunc._kinds,
+                         fast=ufunc._fast)
 
 
 _SCALARS = frozenset({int, float, complex, bool})  # (checked before _accepted's slow ABC test)
@@ -64,7 +65,7 @@ def _reflected(fn, opchar=None, rejected=()):
 
 def _plain(fn):
   def op(self, other):
-    return fn(self, other) if _accepted(other) else NotImplemented
+    return fn(self, other) if type(other) in _SCALARS or _accepted(other) else NotImplemented
   return op
 
 

@@ -13,7 +13,9 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, lax
+from nbjax.eager_cache import staged
+from nbjax import core, dtypes, lax, registry
+from nbjax.registry import quiet_run
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
@@ -213,6 +215,31 @@ def copy(a, order=None):
   return array(a, copy=True, order=order)
 
 
+def _full_scalar(shape, fill_value, dtype):
+  """Eager ``full`` of a static shape and a Python scalar that converts exactly (a bool; an
+  int into an integer dtype holding it or a float dtype; a float into a float dtype), with no
+  or a plain dtype: the NumPy array made directly; None for the general path."""
+  t = type(fill_value)
+  if t not in _FILLS or _ctx.trace is not _EVAL or core.placement[0] or not (
+      type(shape) is int and shape >= 0 or type(shape) is tuple and all(
+          type(n) is int and n >= 0 for n in shape)):
+    return None
+  if dtype is None:
+    if t is int and not -2**63 <= fill_value < 2**63:
+      return None
+    d, weak = dtypes.dtype(fill_value), t is not bool
+  else:
+    d, weak = _util.plain_dtype(dtype), False
+    if d is None or d.kind not in "biuf" or t is float and d.kind != "f":
+      return None
+    if t is int and d.kind in "iu" and not np.iinfo(d).min <= fill_value <= np.iinfo(d).max:
+      return None
+  return Array._new(quiet_run(np.full, shape, fill_value, d), weak)
+
+
+_FILLS = frozenset({bool, int, float})
+
+
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
   """An array of ``shape`` filled with ``fill_value`` (an array fill broadcasts; a Python
   scalar fill with no dtype gives a weakly typed array, as JAX).
@@ -233,6 +260,10 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     Array([[7, 7],
            [7, 7]], dtype=int64, weak_type=True)
   """
+  out = _full_scalar(shape, fill_value, dtype) if device is None and out_sharding is None \
+      else None
+  if out is not None:
+    return out
   out_sharding, device = device_sharding(out_sharding, device)
   if out_sharding is not None or device is not None:
     return _place(full(shape, fill_value, dtype), out_sharding, device, "full")
@@ -423,6 +454,20 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
   return lax.full_like(a, fill_value, dtype, None if shape is None else canonicalize_shape(shape))
 
 
+def _filled_like(make, a, dtype, shape, device, out_sharding):
+  """Eager ``zeros_like``/``ones_like`` of an Array with no or a plain NumPy dtype, no shape,
+  device or sharding: the NumPy array made directly (the weak type kept without a dtype);
+  None for the general path."""
+  if type(a) is not Array or _ctx.trace is not _EVAL or shape is not None or \
+      device is not None or out_sharding is not None or core.placement[0]:
+    return None
+  v = a._value
+  if dtype is None:
+    return Array._new(make(v.shape, v.dtype), a._weak)
+  d = _util.plain_dtype(dtype)
+  return None if d is None or d.kind not in "biufc" else Array._new(make(v.shape, d))
+
+
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
   """Zeros with the shape and dtype of ``a``.
 
@@ -441,8 +486,9 @@ def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     >>> jnp.zeros_like(jnp.array([1.5, 2.5]))
     Array([0., 0.], dtype=float64)
   """
+  out = _filled_like(np.zeros, a, dtype, shape, device, out_sharding)
   return full_like(a, 0, dtype, shape, device=device, out_sharding=out_sharding,
-                   _name="zeros_like")
+                   _name="zeros_like") if out is None else out
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
@@ -463,8 +509,9 @@ def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     >>> jnp.ones_like(jnp.array([1, 2]))
     Array([1, 1], dtype=int64)
   """
+  out = _filled_like(np.ones, a, dtype, shape, device, out_sharding)
   return full_like(a, 1, dtype, shape, device=device, out_sharding=out_sharding,
-                   _name="ones_like")
+                   _name="ones_like") if out is None else out
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
@@ -586,6 +633,31 @@ def _space_dtypes(name, start, stop, dtype):
   return dtype, _util.to_inexact_dtype(dtype)
 
 
+_CREATED: dict = {}  # an eager creation call of static arguments -> its (read-only) buffer
+_STATIC = frozenset({int, float, bool, type(None)})
+
+
+def _static_call(name, args, device):
+  """The memo key of eager creation call ``name(*args)`` whose arguments are Python numbers,
+  None or plain dtypes (the config in force: ``registry.epoch``), else None. Repeated calls
+  (``jnp.eye(8)`` in a loop) wrap the first call's buffer in a new Array: buffers are never
+  written to, and NumPy sees them read-only."""
+  if device is not None or _ctx.trace is not _EVAL or core.h2d_guard is not None or \
+      core.placement[0]:
+    return None
+  for a in args:
+    if type(a) not in _STATIC and _util.plain_dtype(a) is None:
+      return None
+  return (name, registry.epoch, *((type(a), a.hex() if type(a) is float else a) for a in args))
+
+
+def _created(key, value):
+  if value.size <= 1 << 16:
+    if len(_CREATED) >= 256:
+      _CREATED.clear()
+    _CREATED[key] = value
+
+
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
   """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays):
@@ -609,6 +681,11 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     >>> jnp.linspace(0.0, 1.0, 5)
     Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float64)
   """
+  key = None if retstep else _static_call("linspace", (start, stop, num, endpoint, dtype, axis),
+                                           device)
+  out = _CREATED.get(key) if key is not None else None
+  if out is not None:
+    return Array._new(out, False)
   num = _util.index(num, "num")
   if num < 0:
     raise ValueError(f"Number of samples, {num}, must be non-negative.")
@@ -618,6 +695,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
   out = _linspace_jit()(start, stop, num=num, endpoint=bool(endpoint), retstep=bool(retstep),
                         dtype=dtype, axis=axis)
   if device is None:
+    if key is not None and not out._weak:
+      _created(key, out._value)
     return out
   return (_put(out[0], device), out[1]) if retstep else _put(out, device)
 
@@ -779,6 +858,10 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     Array([[0, 1, 0],
            [0, 0, 1]], dtype=int64)
   """
+  key = _static_call("eye", (N, M, k, dtype), device)
+  out = _CREATED.get(key) if key is not None else None
+  if out is not None:
+    return Array._new(out, False)
   N_, M_ = N, M
   N = canonicalize_shape((N,), "argument of 'N' jnp.eye()")[0]
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.eye()")[0]
@@ -788,6 +871,8 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
   out = _util.convert(mask, canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype())
+  if key is not None and not out._weak:
+    _created(key, out._value)
   return out if device is None else _put(out, device)
 
 
@@ -815,6 +900,7 @@ def _tri_mask(m, k, upper):
   return lax.bitwise_not(mask) if upper else mask
 
 
+@staged
 def tril(m, k=0):
   """Zero the elements above the ``k``-th diagonal (last two axes).
 
@@ -838,6 +924,7 @@ def tril(m, k=0):
   return lax.select(mask, m, lax.full_like(m, 0))
 
 
+@staged
 def triu(m, k=0):
   """Zero the elements below the ``k``-th diagonal (last two axes).
 

@@ -12,6 +12,7 @@ import string
 
 import numpy as np
 
+from nbjax.eager_cache import staged
 from nbjax import dtypes, lax, sharding as _sharding
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL, placement as _placement
@@ -317,6 +318,7 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
                    preferred_element_type=preferred_element_type)
 
 
+@staged
 def outer(a, b, out=None):
   """Outer product of the flattened arrays.
 
@@ -391,6 +393,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None, out_
                    preferred_element_type is not None)
 
 
+@staged
 def kron(a, b):
   """Kronecker product.
 
@@ -565,6 +568,18 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
     raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
   if not isinstance(subscripts, str):
     subscripts, operands = _interleaved_to_subscripts((subscripts,) + operands)
+  if operands and all(type(o) is Array for o in operands):
+    return _einsum_arrays(*operands, subscripts=subscripts, optimize=optimize,
+                          precision=precision, preferred_element_type=preferred_element_type)
+  return _einsum(subscripts, operands, optimize, precision, preferred_element_type)
+
+
+@staged  # (eagerly, a repeated signature replays one program)
+def _einsum_arrays(*operands, subscripts, optimize, precision, preferred_element_type):
+  return _einsum(subscripts, operands, optimize, precision, preferred_element_type)
+
+
+def _einsum(subscripts, operands, optimize, precision, preferred_element_type):
   ops = [ensure_arraylike("einsum", o) for o in operands]
   labels, out_labels, sizes = _parse_einsum(subscripts, [o.shape for o in ops])
   labels, out_labels = [list(ls) for ls in labels], list(out_labels)

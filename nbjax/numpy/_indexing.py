@@ -671,6 +671,10 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     _guard_index(idx, normalize_indices)
   if type(idx) is Array and type(x) is Array and mode is None and fill_value is None:
     if _ctx.trace is _EVAL:  # eager x[i]: one kernel call
+      m = idx._value
+      if m.dtype == np.bool_ and m.ndim and m.shape == x._value.shape[:m.ndim]:
+        return Array._new(x._value[m], x._weak)  # a boolean mask of leading axes: JAX's
+        # gather at its concrete nonzero indices, in row-major order, as NumPy's (a copy)
       out = lax_indexing.take_points(x, idx, normalize_indices)
       if out is not None:
         return out
@@ -1440,6 +1444,7 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
 # ----------------------------------------------------------------- diagonals
 
 
+@staged
 def diagonal(a, offset=0, axis1=0, axis2=1):
   """The ``offset`` diagonal of the ``(axis1, axis2)`` planes, as a last axis: one strided
   ``lax.slice`` of the flattened planes (no gather).
@@ -1480,6 +1485,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
                    (1,) * nb + (m + 1,))
 
 
+@staged
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
   """Sum along a diagonal.
 

@@ -693,6 +693,7 @@ def dsplit(ary, indices_or_sections):
 
 
 @_util.keys_lifted
+@staged
 def tile(A, reps):
   """``A`` repeated ``reps`` times along each axis.
 
@@ -722,6 +723,7 @@ def tile(A, reps):
 
 
 @_util.keys_lifted
+@staged
 def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
   """Repeat each element ``repeats`` times along ``axis`` (flattened when ``None``).
 
@@ -902,6 +904,7 @@ def rot90(m, k=1, axes=(0, 1)):
 
 
 @_util.keys_lifted
+@staged
 def roll(a, shift, axis=None):
   """Roll elements along ``axis`` (flattened when ``None``); ``shift`` may be traced.
 
@@ -1317,6 +1320,8 @@ _BOUNDS = (int, float)
 def _clip(arr, min, max):  # noqa: A002
   if arr is None:
     raise ValueError("No input was provided to the clip function.")
+  _util.check_int_arg("min", min)
+  _util.check_int_arg("max", max)
   arr = ensure_arraylike("clip", arr)
   if builtins.any(_is_complex_obj(t) for t in (arr, min, max)):
     raise ValueError(
@@ -1392,6 +1397,7 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
   return lax.sort(a, dimension=axis, is_stable=stable)
 
 
+@staged
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False, dtype=None):
   """Indices that sort ``a`` along ``axis`` (stable by default; descending keeps ties in
   order), of ``dtype`` (default: the default int).
@@ -1435,6 +1441,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
   return idx
 
 
+@staged
 def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
   """Insertion indices of ``v`` into the sorted 1-d ``a`` keeping it sorted (binary
   search: ``ceil(log2(n + 1))`` vectorized halving steps, in ``lax.sort``'s order, NaN

@@ -14,6 +14,7 @@ import functools
 import numpy as np
 
 from kernels import special as _special_kernels
+from nbjax.eager_cache import staged
 from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.custom_derivatives import custom_jvp
@@ -58,6 +59,7 @@ def _along(v, axis, nd):
 # ----------------------------------------------------------------- vectors and calculus
 
 
+@staged
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
   """Cross product of 2- or 3-vectors along the given axes (broadcasting the rest).
 
@@ -94,6 +96,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
   return moveaxis(stack(c), 0, axisc)
 
 
+@staged
 def vander(x, N=None, increasing=False):
   """Vandermonde matrix: columns are powers of the 1-d ``x`` (decreasing by default).
 
@@ -128,6 +131,7 @@ def vander(x, N=None, increasing=False):
   return out if increasing else flip(out, 1)
 
 
+@staged
 def trapezoid(y, x=None, dx=1.0, axis=-1):
   """Integral of ``y`` along ``axis`` by the trapezoidal rule (sample points ``x`` or
   uniform spacing ``dx``).
@@ -297,6 +301,7 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
   return concatenate([_sl(p, 0, 1, axis), _sl(p, 1, n, axis) + cumsum(fix, axis)], axis)
 
 
+@staged
 def interp(x, xp, fp, left=None, right=None, period=None):
   """Piecewise-linear interpolant of the points ``(xp, fp)`` evaluated at ``x``
   (``left``/``right`` values or ``'extrapolate'``; optional ``period``).
@@ -355,6 +360,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 # ----------------------------------------------------------------- polynomials
 
 
+@staged
 def polyval(p, x, *, unroll=16):
   """Value at ``x`` of the polynomial with coefficients ``p`` (highest degree first), by
   Horner's rule; ``unroll`` is accepted for JAX compatibility.
@@ -572,6 +578,7 @@ def _conv(name, a, v, mode, precision, preferred_element_type):
   return flip(out) if reverse else out
 
 
+@staged
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
   """Discrete linear convolution of two 1-d arrays (mode 'full', 'same' or 'valid').
 
@@ -592,6 +599,7 @@ def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
   return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
 
+@staged
 def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
   """Cross-correlation ``c[k] = sum_n a[n + k] * conj(v[n])`` of two 1-d arrays.
 

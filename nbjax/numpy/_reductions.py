@@ -118,8 +118,8 @@ def _upcast_f16(d):
 def _reduce(kind, name, a, axis, dtype, keepdims, initial, where, promote_integers=False):
   if dtype is None and where is None and (initial is None or type(initial) is float and (
       initial == _NO_EFFECT.get(kind))):  # (a max's -inf initial: softmax's)
-    ax = _one_axis(a, axis, one_tuple=True)  # the common float reductions, without the
-    # normalisation below
+    # the common float (and boolean any/all) reductions, without the normalisation below
+    ax = _one_axis(a, axis, "b" if kind in ("any", "all") else "f", one_tuple=True)
     if ax is not None and (kind in ("max", "min") or a._value.dtype not in _HALF):
       p, nd = _LAX_P[kind], a._value.ndim
       axes = _ALL_AXES[nd] if ax == _ALL else (ax,)
@@ -334,6 +334,10 @@ def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
     >>> jnp.all(jnp.array([[True, False], [True, True]]), axis=1)
     Array([False,  True], dtype=bool)
   """
+  if out is None and not keepdims and where is None:
+    r = _util.memo_run("all", a, axis)
+    if r is not None:
+      return r
   _no_out("all", out)
   a = ensure_arraylike("all", a)
   where = _check_where("all", where)
@@ -357,6 +361,10 @@ def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
     >>> jnp.any(jnp.array([[True, False], [False, False]]), axis=1)
     Array([ True, False], dtype=bool)
   """
+  if out is None and not keepdims and where is None:
+    r = _util.memo_run("any", a, axis)
+    if r is not None:
+      return r
   _no_out("any", out)
   a = ensure_arraylike("any", a)
   where = _check_where("any", where)
@@ -809,6 +817,7 @@ def _nan_fill(name, a, fill):
   return lax.select(nan, lax.full_like(a, fill), a), nan
 
 
+@staged
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
   """``sum`` treating NaN as 0.
 
@@ -861,6 +870,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
   return prod(a, axis, dtype, None, keepdims, initial, where)
 
 
+@staged
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
   """``mean`` ignoring NaNs (NaN where every element is NaN).
 
@@ -908,6 +918,7 @@ def _nan_extreme(kind, name, a, axis, keepdims, initial, where):
   return lax.select(all_nan, lax.full_like(out, np.nan), out)
 
 
+@staged
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   """``max`` ignoring NaNs.
 
@@ -930,6 +941,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   return _nan_extreme("max", "nanmax", a, axis, keepdims, initial, where)
 
 
+@staged
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   """``min`` ignoring NaNs.
 
@@ -952,6 +964,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   return _nan_extreme("min", "nanmin", a, axis, keepdims, initial, where)
 
 
+@staged
 def count_nonzero(a, axis=None, keepdims=False):
   """Number of non-zero elements over ``axis``.
 
@@ -971,6 +984,7 @@ def count_nonzero(a, axis=None, keepdims=False):
   return sum(_to_bool(a), axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
 
 
+@staged
 def ptp(a, axis=None, out=None, keepdims=False):
   """Range (max - min) over ``axis``.
 
@@ -991,6 +1005,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
   return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
+@staged
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
   """Weighted average over ``axis``.
 

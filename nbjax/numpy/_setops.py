@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nbjax.eager_cache import staged
 from nbjax import dtypes, lax
 from nbjax.array import Array
 from nbjax.core import Tracer
@@ -61,6 +62,7 @@ def _tile_to_size(x, size):
 # ----------------------------------------------------------------- differences
 
 
+@staged
 def diff(a, n=1, axis=-1, prepend=None, append=None):
   """``n``-th discrete difference along ``axis`` (``!=`` for booleans), after joining
   ``prepend``/``append`` (scalars broadcast to one slice).

@@ -15,6 +15,7 @@ import operator
 
 import numpy as np
 
+from nbjax.eager_cache import staged
 from nbjax import core, dtypes, lax, sharding as _sharding
 from nbjax.numpy import _reductions as _red
 from nbjax.numpy import _ufuncs as _uf
@@ -210,6 +211,7 @@ def _inverted_cdf(a, q, axis, weights, n, squash_nans, value, keepdims):
   return _where(lax.expand_dims(force, lead), np.nan, res)
 
 
+@staged
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
   """Quantile ``q`` (scalar or 1-d, in [0, 1]) of ``a`` along ``axis``; q's axis leads.
@@ -241,6 +243,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                    weights)
 
 
+@staged
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
   """``quantile`` ignoring NaNs (NaN where a lane is all NaN).
@@ -281,6 +284,7 @@ def _percent(name, a, q, weights):
   return _uf.multiply(q, 0.01)
 
 
+@staged
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, out_sharding=None):
   """Percentile ``q`` (in [0, 100]) of ``a`` along ``axis``: ``quantile(a, q / 100)``.
@@ -314,6 +318,7 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
                                                                        "jnp.percentile")
 
 
+@staged
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
   """``percentile`` ignoring NaNs.
@@ -341,6 +346,7 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
                      overwrite_input, method, keepdims, weights=weights)
 
 
+@staged
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
   """Median of ``a`` along ``axis`` (mean of the two middle values for even counts).
 
@@ -363,6 +369,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
   return quantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
 
 
+@staged
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
   """``median`` ignoring NaNs.
 
@@ -404,6 +411,7 @@ def _var_dtypes(a_dtype, dtype, name):
   return comp, np.dtype(dtype)
 
 
+@staged
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
   """Variance over ``axis`` ignoring NaNs (NaN where fewer than ``ddof + 1`` values).
 
@@ -444,6 +452,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
   return _util.convert(res, dtype)
 
 
+@staged
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
   """Standard deviation over ``axis`` ignoring NaNs: ``sqrt(nanvar(...))``.
 
@@ -535,6 +544,7 @@ def _sample_weights(w, n, kind):
   return _uf.abs(w)  # NumPy raises for negative weights; JAX takes absolute values
 
 
+@staged
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
         dtype=None):
   """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m`` (and ``y``).
@@ -608,6 +618,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
   return _uf.true_divide(dot(X, _uf.conj(X_T)), f).squeeze()
 
 
+@staged
 def corrcoef(x, y=None, rowvar=True, dtype=None):
   """Pearson correlation coefficients: ``cov`` normalised by the standard deviations.
 
@@ -681,6 +692,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
   return linspace(lo, hi, n + 1, dtype=dtype)
 
 
+@staged
 def histogram(a, bins=10, range=None, weights=None, density=None):
   """(counts, bin_edges) of ``a`` over ``bins``; the last bin includes its right edge.
   Counts are (weighted) sums in ``a``'s inexact dtype; ``density`` normalises them.

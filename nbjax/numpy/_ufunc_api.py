@@ -337,7 +337,7 @@ def _builtin(f, nin, *, identity=None, reduce=None, accumulate=None, at=None):
   cls = type("ufunc", (ufunc,), {"__call__": staticmethod(f), "__module__": __name__,
                                  "__qualname__": "ufunc", "__slots__": ()})
   u = cls(f, nin, 1, identity=identity, call=f, reduce=reduce, accumulate=accumulate, at=at)
-  for k in ("_general", "_prim_name", "_kinds"):  # the operators' fast paths read these
+  for k in ("_general", "_prim_name", "_kinds", "_fast"):  # the operators' fast paths read these
     if hasattr(f, k):
       setattr(u, k, getattr(f, k))
   return u

@@ -19,7 +19,9 @@ from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
+from nbjax.eager_cache import staged
 from nbjax.fusion import Lazy
+from nbjax.registry import quiet_run
 from nbjax.numpy import _ufunc_docs, _util
 from nbjax.numpy._util import (as_array, check_arraylike, ensure_arraylike, lit, promote_args,
                                promote_args_inexact, promote_args_numeric, promote_dtypes_inexact,
@@ -93,8 +95,8 @@ def _unary(name, general, prim_name=None, kinds="biufc", ufunc=False):
   """A unary ufunc: an Array of a dtype in ``kinds`` that the primitive accepts binds it
   directly; anything else goes through ``general`` (checks, promotion)."""
   prim = _prim(prim_name) if prim_name else None
-  general = _float0_checked(name, general)
-  if prim is None:
+  general = staged(_float0_checked(name, general))  # (eagerly, a composite's repeated
+  if prim is None:  # signature replays one program)
     def f(x, /):
       return general(x)
   elif ufunc:  # jnp.negative: a ufunc, taking (and rejecting) out=/where=
@@ -140,6 +142,9 @@ def _weak_literal(s, d):
   k = (t, s, d) if s or t is not float else (t, s, d, str(s))
   v = _LITERALS.get(k)
   if v is None:
+    if t is int and not -0x80000000 <= s <= 0x7FFFFFFF and not (
+        dtypes._x64 and -2**63 <= s < 2**63):
+      return None  # (out of the default int's range: the general path's OverflowError)
     try:
       v = np.asarray(s, d)
     except OverflowError:
@@ -182,15 +187,23 @@ def _no_out_where(name, ufunc, out, where):
   raise TypeError(f"{name}() got an unexpected keyword argument '{kw}'")
 
 
-def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
+def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False, fast=None):
   """A binary ufunc with the hot paths of ``x + y`` and ``x * 2.0``: two Arrays of one
   dtype (of ``kinds``, accepted by the primitive; shapes rank-promoted), or an Array and a Python
   scalar that JAX's promotion leaves at the Array's dtype, bind the primitive directly;
-  anything else goes through ``general`` (checks, promotion, broadcasting). ``out`` and
+  anything else goes through ``general`` (checks, promotion, broadcasting), after
+  ``fast(x, y)`` where one is given and returns a result. ``out`` and
   ``where`` (``jnp.ufunc.__call__``'s keywords; positional defaults cost nothing) are
   rejected as JAX does when ``ufunc``, else as unknown keywords."""
   prim = _prim(prim_name) if prim_name else None
-  if prim is None:
+  raw, general = general, staged(general)  # (eagerly, a repeated signature replays one
+  if prim is None and fast is not None:  # program)
+    def f(x, y, /, out=None, where=None):
+      if out is not None or where is not None:
+        _no_out_where(name, ufunc, out, where)
+      r = fast(x, y)
+      return general(x, y) if r is None else r
+  elif prim is None:
     def f(x, y, /, out=None, where=None):
       if out is not None or where is not None:
         _no_out_where(name, ufunc, out, where)
@@ -231,7 +244,7 @@ def _binary(name, general, prim_name=None, kinds="biufc", ufunc=False):
       return general(x, y)
   f.__name__ = f.__qualname__ = name
   f.__doc__ = _ufunc_docs.doc(name, f)
-  f._general, f._prim_name, f._kinds = general, prim_name, kinds
+  f._general, f._prim_name, f._kinds, f._fast = raw, prim_name, kinds, fast
   return f
 
 
@@ -325,7 +338,22 @@ def _floor_divide(x, y):
   return lax.select(special, lax.floor(lax.div(x, y)), _float_divmod(x, y)[0])
 
 
-floor_divide = _binary("floor_divide", _floor_divide)
+def _int_by_scalar(np_fn):
+  """Eagerly, an integer Array and a nonzero Python int divisor that fits its dtype: NumPy's
+  floor division or modulo, whose values are JAX's for nonzero divisors (INT_MIN // -1 wraps
+  in both); else None. (10 int64: ``i // 3`` 7.0 -> 1.x us, the composite's replay.)"""
+  def fast(x, y):
+    if type(x) is Array and type(y) is int and y and _ctx.trace is _EVAL:
+      v = x._value
+      if v.dtype.kind in "iu":
+        lit = _weak_literal(y, v.dtype)
+        if lit is not None:
+          return Array._new(quiet_run(np_fn, v, lit._value), x._weak)
+    return None
+  return fast
+
+
+floor_divide = _binary("floor_divide", _floor_divide, fast=_int_by_scalar(np.floor_divide))
 
 
 def _remainder(x, y):
@@ -346,8 +374,8 @@ def _remainder(x, y):
   return mod
 
 
-remainder = _binary("remainder", _remainder)
-mod = _binary("mod", _remainder)
+remainder = _binary("remainder", _remainder, fast=_int_by_scalar(np.remainder))
+mod = _binary("mod", _remainder, fast=remainder._fast)
 mod.__doc__ = "Alias of :func:`nbjax.numpy.remainder`."
 
 
@@ -364,6 +392,12 @@ fmod = _binary("fmod", _fmod)
 
 def divmod(x, y, /):  # noqa: A001 (NumPy's name)
   """Elementwise ``(x // y, x % y)`` (JAX implementation of :func:`numpy.divmod`)."""
+  q = floor_divide._fast(x, y)
+  return _divmod(x, y) if q is None else (q, remainder._fast(x, y))
+
+
+@staged
+def _divmod(x, y):
   x, y = promote_args_numeric("divmod", x, y)
   if dtypes.is_int(x.dtype) or x.dtype == _BOOL:
     return floor_divide(x, y), remainder(x, y)
@@ -398,7 +432,7 @@ def power(x1, x2, /):
 
 
 def _power_general(x1, x2):
-  check_arraylike("power", x1, x2)
+  check_arraylike("power", *((x1,) if type(x2) is int else (x1, x2)))  # (any int exponent)
   _util.check_no_float0s("power", x1, x2)
   if _util.is_concrete(x2) and (isinstance(x2, int) or _is_intlike(_util.as_array(x2).dtype)
                                  and _util.ndim(x2) == 0) and not isinstance(x2, bool):
@@ -627,6 +661,7 @@ def _strong_unless_both_weak(x1, x2, promoted):
   return [_util.convert(p, p.dtype) for p in promoted]
 
 
+@staged
 def hypot(x1, x2, /):
   """Elementwise ``sqrt(x1**2 + x2**2)`` without intermediate overflow."""
   x1, x2 = _strong_unless_both_weak(x1, x2, promote_args_inexact("hypot", x1, x2))
@@ -642,6 +677,7 @@ def hypot(x1, x2, /):
   return lax.select(inf, lax.full_like(r, np.inf), lax.select(zero, big, r))
 
 
+@staged
 def logaddexp(x1, x2, /, out=None, where=None):
   """Elementwise ``log(exp(x1) + exp(x2))`` without overflow (JAX's custom derivative:
   finite where an input is ``inf``)."""
@@ -650,6 +686,7 @@ def logaddexp(x1, x2, /, out=None, where=None):
   return _logaddexp(*_full_shape(*promote_args_inexact("logaddexp", x1, x2)))
 
 
+@staged
 def logaddexp2(x1, x2, /, out=None, where=None):
   """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
   if out is not None or where is not None:
@@ -705,6 +742,7 @@ _logaddexp.defjvp(_logaddexp_jvp_fn("logaddexp", _logaddexp, lax.exp))
 _logaddexp2.defjvp(_logaddexp_jvp_fn("logaddexp2", _logaddexp2, lax.exp2))
 
 
+@staged
 def sinc(x, /):
   """Elementwise normalized sinc: ``sin(pi x) / (pi x)``, 1 at 0 (with every derivative
   exact there, via a custom JVP); NaN at infinity, as JAX's and NumPy's."""
@@ -926,6 +964,7 @@ def signbit(x, /):
   return lax.lt(ints, _const(ints, 0))
 
 
+@staged
 def copysign(x1, x2, /):
   """Elementwise magnitude of ``x1`` with the sign of ``x2``."""
   x1, x2 = _full_shape(*promote_args_inexact("copysign", x1, x2))
@@ -935,6 +974,7 @@ def copysign(x1, x2, /):
   return lax.select(signbit(x2), lax.neg(a), a)
 
 
+@staged
 def heaviside(x1, x2, /):
   """Elementwise Heaviside step: 0 below 0, ``x2`` at 0, 1 above."""
   x1, x2 = _full_shape(*_strong_unless_both_weak(
@@ -950,6 +990,7 @@ def nextafter(x1, x2, /):
   return lax.nextafter(*_full_shape(*promote_args_inexact("nextafter", x1, x2)))
 
 
+@staged
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's
   extremes)."""

@@ -40,6 +40,8 @@ def check_arraylike(name, *args):
   """JAX's TypeError for lists, tuples and other non-array arguments, and for key arrays
   (``key_types``) where the function takes numbers."""
   for pos, a in enumerate(args):
+    if type(a) is int and not -0x80000000 <= a <= 0x7FFFFFFF:
+      check_int_arg(_arg_path(name, pos, len(args)), a)
     if type(a) in key_types or not is_arraylike(a):  # (key arrays are jax.Arrays too)
       if type(a) in key_types:
         if len(args) == 1:
@@ -53,6 +55,29 @@ def check_arraylike(name, *args):
         raise TypeError(f"{name} does not accept dtypes {names}.")
       raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
                       f"position {pos}.")
+
+
+# JAX's jnp functions whose two operands are named x1, x2 (the others: x, y)
+_X1X2 = frozenset("arctan2 atan2 bitwise_right_shift copysign divide divmod floor_divide fmax "
+                  "fmin fmod gcd heaviside hypot lcm ldexp matvec mod pow power remainder "
+                  "right_shift true_divide vecdot vecmat".split())
+
+
+def check_int_arg(path, a):
+  """JAX's OverflowError for a Python int operand ``a`` (argument ``path``) outside the
+  default integer dtype (int64; int32 with x64 off): JAX's jnp functions are jitted and parse
+  it as that dtype."""
+  info = np.iinfo(dtypes.dtype(int))
+  if type(a) is int and not info.min <= a <= info.max:
+    raise OverflowError("An overflow was encountered while parsing an argument to a jitted "
+                        f"computation, whose argument path is {path}. Got <class 'int'> with "
+                        f"value {a}")
+
+
+def _arg_path(name, pos, n):
+  if n == 2:
+    return ("x1", "x2")[pos] if name in _X1X2 else ("x", "y")[pos]
+  return ("condition", "x", "y")[pos] if name == "where" else "x" if n == 1 else f"args[{pos}]"
 
 
 # Key arrays (nbjax.prng fills these): their types, and by name the versions of the jnp
