@@ -692,3 +692,27 @@ def test_creation_memo_returns_fresh_arrays_of_one_readonly_buffer():
   with _x64_off():
     assert jnp.eye(2).dtype == np.float32 and jnp.linspace(0, 1, 3).dtype == np.float32
   assert jnp.eye(2).dtype == np.float64 and jnp.linspace(0, 1, 3).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.uint8,
+                                   jnp.bfloat16, np.complex64])
+def test_searchsorted_eager_as_jit(dtype):
+  # a sorted real ``a`` takes NumPy's binary search (lax.sort's order); an unsorted one, or
+  # one with NaNs, complex and bfloat16 take JAX's halving steps: every call is jit's
+  r = np.random.default_rng(1)
+  sorted_a = np.sort(r.integers(0, 40, 64)).astype(dtype)
+  cases = [sorted_a, r.integers(0, 40, 64).astype(dtype)]
+  if np.dtype(dtype).kind in "fc":
+    cases.append(np.concatenate([sorted_a[:60], np.full(4, np.nan, dtype)]))
+    cases.append(np.array([-0.0, 0.0, -0.0, 1.0], dtype))
+  v = np.concatenate([r.integers(-3, 45, 20), [0]]).astype(dtype)
+  if np.dtype(dtype).kind in "fc":
+    v = np.concatenate([v, np.array([np.nan, -0.0], dtype)])
+  for a in cases:
+    for side in ("left", "right"):
+      f = lambda a, v, side=side: jnp.searchsorted(a, v, side=side)
+      want = nbjax.jit(f)(jnp.asarray(a), jnp.asarray(v))
+      for _ in range(3):
+        got = f(jnp.asarray(a), jnp.asarray(v))
+        assert got.dtype == want.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
