@@ -716,3 +716,19 @@ def test_searchsorted_eager_as_jit(dtype):
         got = f(jnp.asarray(a), jnp.asarray(v))
         assert got.dtype == want.dtype == np.int32
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_power_one_half_as_c_pow(dtype):
+  # NumPy computes x ** 0.5 (a constant exponent) as sqrt: -0.0 and NaN for -0.0 and -inf,
+  # where C's pow, XLA's and JAX's give +0.0 and +inf
+  x = jnp.asarray(np.array([-0.0, 0.0, -np.inf, np.inf, 2.0, 7.0, -1.0, 1e-4], dtype))
+  want = nbjax.jit(lambda x: x ** 0.5)(x)
+  for got in (x ** 0.5, jnp.power(x, 0.5), lax.pow(x, jnp.asarray(0.5, dtype))):
+    np.testing.assert_array_equal(np.signbit(np.asarray(got))[:6], [False] * 6)
+    np.testing.assert_array_equal(got, want)
+  # an exponent constant along rows (NumPy's sqrt per row; its pow loop elsewhere, to an ulp)
+  got = jnp.power(jnp.stack([x, x]), jnp.asarray([[0.5], [2.0]], dtype))
+  np.testing.assert_array_equal(np.signbit(np.asarray(got[0]))[:6], [False] * 6)
+  np.testing.assert_allclose(got, nbjax.jit(jnp.power)(jnp.stack([x, x]), jnp.asarray(
+      [[0.5], [2.0]], dtype)), rtol=2e-7 if dtype != np.float16 else 1e-3)
