@@ -732,3 +732,23 @@ def test_power_one_half_as_c_pow(dtype):
   np.testing.assert_array_equal(np.signbit(np.asarray(got[0]))[:6], [False] * 6)
   np.testing.assert_allclose(got, nbjax.jit(jnp.power)(jnp.stack([x, x]), jnp.asarray(
       [[0.5], [2.0]], dtype)), rtol=2e-7 if dtype != np.float16 else 1e-3)
+
+
+@pytest.mark.parametrize("shape", [(40, 1, 10, 1), (20, 3, 3, 3), (16, 2, 5, 4), (15, 2, 5, 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_batched_small_dots_as_jit(shape, dtype):
+  # 16 batch items and more take NumPy's batched matmul on numba's path (fewer: a gemm per item)
+  B, M, K, N = shape
+  r = np.random.default_rng(2)
+  a = (r.standard_normal((B, M, K)) + (1j * r.standard_normal((B, M, K)) if dtype == np.complex64 else 0)).astype(dtype)
+  b = r.standard_normal((B, K, N)).astype(dtype)
+  dn = (((2,), (1,)), ((0,), (0,)))
+  got = lax.dot_general(jnp.asarray(a), jnp.asarray(b), dn)
+  want = nbjax.jit(lambda a, b: lax.dot_general(a, b, dn))(jnp.asarray(a), jnp.asarray(b))
+  assert got.dtype == want.dtype and got.shape == (B, M, N)
+  tol = 1e-5 if np.dtype(dtype).itemsize <= 8 and dtype != np.float64 else 1e-12
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+  np.testing.assert_allclose(got, np.matmul(a, b), rtol=tol, atol=tol)
+  v = jnp.asarray(a[:, 0, :])  # einsum's row-wise dot products
+  np.testing.assert_allclose(jnp.einsum("ij,ij->i", v, v), np.einsum("ij,ij->i", a[:, 0], a[:, 0]),
+                             rtol=tol, atol=tol)
