@@ -655,6 +655,9 @@ dispatch is small against its work, and chains of elementwise primitives fuse pe
 (``nbjax.fusion``, on two threads)."""
 
 
+staged_check = None  # tests/conftest.py's check of every ``staged`` replay (NBJAX_REPLAY_CHECK)
+
+
 def staged(fun):
   """``fun``, a composite of the library's own (``jnp.var``, ``nn.softmax``...): a function
   of leading positional Arrays and static Python values (axes, flags, dtypes, Python
@@ -695,6 +698,8 @@ def staged(fun):
       return fun(*args, **kwargs)
     out = cache.replay(args[:n], {})
     if out is not MISS:
+      if staged_check is not None:  # (tests: NBJAX_REPLAY_CHECK compares the per-call run)
+        staged_check(fun, args, kwargs, out)
       return out
     caught = []
     try:  # a signature whose call warns runs per call for good: a replay would not warn

@@ -102,28 +102,36 @@ class Matmul:
     return _backends.block(self.m.matmul(self.a, self.b))
 
 
-def _softmax_np(m, x, a):
+def _softmax_np(m, x, a, i=None):
   e = m.exp(x - x.max(axis=-1, keepdims=True))
   return e / e.sum(axis=-1, keepdims=True)
 
 
-_SMALL = {  # op: (nbjax/jax/numpy call, torch call) on x: float32[10], a: float32[8, 8]
-    "index_int": (lambda m, x, a: x[3], lambda t, x, a: x[3]),
-    "slice": (lambda m, x, a: x[2:5], lambda t, x, a: x[2:5]),
-    "new_axis": (lambda m, x, a: x[None], lambda t, x, a: x[None]),
-    "reshape": (lambda m, x, a: a.reshape(64), lambda t, x, a: a.reshape(64)),
-    "transpose": (lambda m, x, a: a.T, lambda t, x, a: a.T),
-    "zeros": (lambda m, x, a: m.zeros(10), lambda t, x, a: t.zeros(10)),
-    "arange": (lambda m, x, a: m.arange(10), lambda t, x, a: t.arange(10)),
-    "where_scalar": (lambda m, x, a: m.where(x > 0.5, x, 0.0),
-                     lambda t, x, a: t.where(x > 0.5, x, 0.0)),
-    "matvec": (lambda m, x, a: a @ x[:8], lambda t, x, a: a @ x[:8]),
-    "concatenate": (lambda m, x, a: m.concatenate([x, x]), lambda t, x, a: t.cat([x, x])),
-    "max_keepdims": (lambda m, x, a: m.max(a, axis=1, keepdims=True),
-                     lambda t, x, a: t.amax(a, dim=1, keepdim=True)),
-    "softmax": (_softmax_np, lambda t, x, a: t.softmax(x, -1)),
-    "at_add": (lambda m, x, a: _at_add(m, x), lambda t, x, a: _at_add(t, x)),
-    "relu": (lambda m, x, a: m.maximum(x, 0.0), lambda t, x, a: t.relu(x)),
+_SMALL = {  # op: (nbjax/jax/numpy call, torch call) on x: float32[10], a: float32[8, 8],
+    # i: int32[10]
+    "index_int": (lambda m, x, a, i: x[3], lambda t, x, a, i: x[3]),
+    "slice": (lambda m, x, a, i: x[2:5], lambda t, x, a, i: x[2:5]),
+    "new_axis": (lambda m, x, a, i: x[None], lambda t, x, a, i: x[None]),
+    "reshape": (lambda m, x, a, i: a.reshape(64), lambda t, x, a, i: a.reshape(64)),
+    "transpose": (lambda m, x, a, i: a.T, lambda t, x, a, i: a.T),
+    "zeros": (lambda m, x, a, i: m.zeros(10), lambda t, x, a, i: t.zeros(10)),
+    "arange": (lambda m, x, a, i: m.arange(10), lambda t, x, a, i: t.arange(10)),
+    "where_scalar": (lambda m, x, a, i: m.where(x > 0.5, x, 0.0),
+                     lambda t, x, a, i: t.where(x > 0.5, x, 0.0)),
+    "matvec": (lambda m, x, a, i: a @ x[:8], lambda t, x, a, i: a @ x[:8]),
+    "concatenate": (lambda m, x, a, i: m.concatenate([x, x]), lambda t, x, a, i: t.cat([x, x])),
+    "max_keepdims": (lambda m, x, a, i: m.max(a, axis=1, keepdims=True),
+                     lambda t, x, a, i: t.amax(a, dim=1, keepdim=True)),
+    "softmax": (_softmax_np, lambda t, x, a, i: t.softmax(x, -1)),
+    "at_add": (lambda m, x, a, i: _at_add(m, x), lambda t, x, a, i: _at_add(t, x)),
+    "relu": (lambda m, x, a, i: m.maximum(x, 0.0), lambda t, x, a, i: t.relu(x)),
+    "floordiv_int": (lambda m, x, a, i: i // 3, lambda t, x, a, i: i // 3),
+    "mod_int": (lambda m, x, a, i: i % 3, lambda t, x, a, i: i % 3),
+    "bool_mask": (lambda m, x, a, i: x[x > 0.5], lambda t, x, a, i: x[x > 0.5]),
+    "hypot": (lambda m, x, a, i: m.hypot(x, x), lambda t, x, a, i: t.hypot(x, x)),
+    "einsum_rows": (lambda m, x, a, i: m.einsum("ij,ij->i", a, a),
+                    lambda t, x, a, i: t.einsum("ij,ij->i", a, a)),
+    "eye": (lambda m, x, a, i: m.eye(8), lambda t, x, a, i: t.eye(8)),
 }
 
 
@@ -139,7 +147,9 @@ def _at_add(m, x):
 class SmallCalls:
   """Per-call cost of the small calls eager code makes most (issue 14's small sizes):
   indexing, reshapes, creation, where, a matrix-vector product, a join, a keepdims reduction,
-  a softmax, a point update (``.at[3].add``) and a relu, on float32[10] and float32[8, 8]. ``softmax`` is JAX's composition for
+  a softmax, a point update (``.at[3].add``), a relu, integer floor division and modulo by a
+  Python int, a boolean mask, hypot, row-wise dot products (einsum) and an identity matrix, on
+  float32[10], int32[10] and float32[8, 8]. ``softmax`` is JAX's composition for
   nbjax/jax/numpy (``nn.softmax`` for nbjax and jax) and PyTorch's fused op."""
   params = (_backends.BACKENDS + ["torch"], list(_SMALL))
   param_names = ["backend", "op"]
@@ -147,19 +157,20 @@ class SmallCalls:
   def setup(self, backend, op):
     rng = np.random.default_rng(0)
     x, a = rng.random(10, np.float32), rng.random((8, 8), np.float32)
+    i = rng.integers(0, 100, 10).astype(np.int32)
     if backend == "torch":
       try:
         import torch
       except ImportError:
         raise NotImplementedError("torch not installed") from None
-      f, m, x, a = _SMALL[op][1], torch, torch.tensor(x), torch.tensor(a)
+      f, m, x, a, i = _SMALL[op][1], torch, torch.tensor(x), torch.tensor(a), torch.tensor(i)
     else:
       m, put = _backends.get(backend)
-      f, x, a = _SMALL[op][0], put(x), put(a)
+      f, x, a, i = _SMALL[op][0], put(x), put(a), put(i)
       if op == "softmax" and backend != "numpy":
         nn = __import__(f"{backend}.nn", fromlist=["softmax"])
-        f = lambda m, x, a: nn.softmax(x)
-    self.run = lambda: f(m, x, a)
+        f = lambda m, x, a, i: nn.softmax(x)
+    self.run = lambda: f(m, x, a, i)
     _backends.block(self.run())
 
   def time_call(self, backend, op):
