@@ -591,6 +591,9 @@ COMPOSITES = {  # f(x, i, j): x float32 (4, 5), i/j int64 (4, 5) (j with zeros)
     "all_axis": lambda x, i, j: jnp.all(x > -3.0, axis=1),
     "bool_mask": lambda x, i, j: x[x > 0.2],
     "bool_mask_rows": lambda x, i, j: x[jnp.asarray([True, False, True, True])],
+    "count_nonzero": lambda x, i, j: jnp.count_nonzero(x > 0),
+    "count_nonzero_axis": lambda x, i, j: jnp.count_nonzero(j, axis=-1),
+    "count_nonzero_nan": lambda x, i, j: jnp.count_nonzero(x / (x > 0), axis=0),
     "zeros_like": lambda x, i, j: jnp.zeros_like(x),
     "ones_like_dtype": lambda x, i, j: jnp.ones_like(i, dtype=jnp.float32),
 }
@@ -634,6 +637,15 @@ def test_int_floor_divide_and_mod_by_python_ints_as_jit():
         continue
       for f in (lambda a, s=s: a // s, lambda a, s=s: a % s, lambda a, s=s: divmod(a, s)[0]):
         np.testing.assert_array_equal(f(x), nbjax.jit(f)(x), err_msg=f"{d} {s}")
+    # an Array divisor of the dtype and shape: NumPy's modulo (by zero: 0, as JAX's) and
+    # floor division where no divisor is zero (JAX's x // 0 is not NumPy's)
+    w = np.resize(np.array([-1, 3, 0, -3, 5, 2, -7] if info.min else [1, 3, 0, 5, 2, 7], d), v.shape)
+    for ys in (w, np.where(w == 0, np.ones_like(w), w)):
+      y = jnp.asarray(ys)
+      for f in (lambda a, b: a // b, lambda a, b: a % b, lambda a, b: jnp.divmod(a, b)[1]):
+        got, want = f(x, y), nbjax.jit(f)(x, y)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=f"{d} {ys}")
 
 
 def test_python_int_operands_overflow_as_jax():

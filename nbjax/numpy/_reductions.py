@@ -964,7 +964,6 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
   return _nan_extreme("min", "nanmin", a, axis, keepdims, initial, where)
 
 
-@staged
 def count_nonzero(a, axis=None, keepdims=False):
   """Number of non-zero elements over ``axis``.
 
@@ -980,6 +979,16 @@ def count_nonzero(a, axis=None, keepdims=False):
     >>> jnp.count_nonzero(jnp.array([[0, 1, 2], [3, 0, 0]]), axis=1)
     Array([2, 1], dtype=int64)
   """
+  if type(a) is Array and _ctx.trace is _EVAL and not keepdims and (
+      axis is None or type(axis) is int) and a._value.dtype.kind in "biufc":
+    v = a._value  # eagerly: NumPy's count (NaN counts, as != 0; complex by either part)
+    if axis is None or -v.ndim <= axis < v.ndim:
+      return Array._new(np.asarray(np.count_nonzero(v, axis), dtypes.default_int_dtype()))
+  return _count_nonzero(a, axis, keepdims)
+
+
+@staged
+def _count_nonzero(a, axis, keepdims):
   a = ensure_arraylike("count_nonzero", a)
   return sum(_to_bool(a), axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
 

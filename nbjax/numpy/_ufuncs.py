@@ -338,22 +338,30 @@ def _floor_divide(x, y):
   return lax.select(special, lax.floor(lax.div(x, y)), _float_divmod(x, y)[0])
 
 
-def _int_by_scalar(np_fn):
-  """Eagerly, an integer Array and a nonzero Python int divisor that fits its dtype: NumPy's
-  floor division or modulo, whose values are JAX's for nonzero divisors (INT_MIN // -1 wraps
-  in both); else None. (10 int64: ``i // 3`` 7.0 -> 1.x us, the composite's replay.)"""
+def _int_by_scalar(np_fn, zeros_ok):
+  """Eagerly, an integer Array divided by a nonzero Python int that fits its dtype, or by an
+  integer Array of its dtype and shape (with no zero, unless ``zeros_ok``: JAX's modulo by
+  zero is 0, as NumPy's): NumPy's floor division or modulo, whose values are JAX's there
+  (INT_MIN // -1 wraps in both); else None. (10 int64: ``i // 3`` 7.0 -> 1.4 us, the
+  composite's replay; 10^6 ``i % j`` 15.2 -> 3.4 ms.)"""
   def fast(x, y):
-    if type(x) is Array and type(y) is int and y and _ctx.trace is _EVAL:
+    if type(x) is Array and _ctx.trace is _EVAL:
       v = x._value
       if v.dtype.kind in "iu":
-        lit = _weak_literal(y, v.dtype)
-        if lit is not None:
-          return Array._new(quiet_run(np_fn, v, lit._value), x._weak)
+        if type(y) is int and y:
+          lit = _weak_literal(y, v.dtype)
+          if lit is not None:
+            return Array._new(quiet_run(np_fn, v, lit._value, out=...), x._weak)
+        elif type(y) is Array:
+          w = y._value
+          if w.dtype is v.dtype and w.shape == v.shape and (zeros_ok or w.all()):
+            return Array._new(quiet_run(np_fn, v, w, out=...), x._weak and y._weak)
     return None
   return fast
 
 
-floor_divide = _binary("floor_divide", _floor_divide, fast=_int_by_scalar(np.floor_divide))
+floor_divide = _binary("floor_divide", _floor_divide,
+                       fast=_int_by_scalar(np.floor_divide, False))
 
 
 def _remainder(x, y):
@@ -374,7 +382,7 @@ def _remainder(x, y):
   return mod
 
 
-remainder = _binary("remainder", _remainder, fast=_int_by_scalar(np.remainder))
+remainder = _binary("remainder", _remainder, fast=_int_by_scalar(np.remainder, True))
 mod = _binary("mod", _remainder, fast=remainder._fast)
 mod.__doc__ = "Alias of :func:`nbjax.numpy.remainder`."
 
