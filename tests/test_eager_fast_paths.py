@@ -591,6 +591,8 @@ COMPOSITES = {  # f(x, i, j): x float32 (4, 5), i/j int64 (4, 5) (j with zeros)
     "all_axis": lambda x, i, j: jnp.all(x > -3.0, axis=1),
     "bool_mask": lambda x, i, j: x[x > 0.2],
     "bool_mask_rows": lambda x, i, j: x[jnp.asarray([True, False, True, True])],
+    "bincount_length": lambda x, i, j: jnp.bincount(j.ravel(), length=4),
+    "bincount_minlength": lambda x, i, j: jnp.bincount(j.ravel(), minlength=9, length=9),
     "count_nonzero": lambda x, i, j: jnp.count_nonzero(x > 0),
     "count_nonzero_axis": lambda x, i, j: jnp.count_nonzero(j, axis=-1),
     "count_nonzero_nan": lambda x, i, j: jnp.count_nonzero(x / (x > 0), axis=0),

@@ -17,6 +17,8 @@ import numpy as np
 
 from nbjax.eager_cache import staged
 from nbjax import core, dtypes, lax, sharding as _sharding
+from nbjax.array import Array
+from nbjax.core import _ctx, eval_trace as _EVAL
 from nbjax.numpy import _reductions as _red
 from nbjax.numpy import _ufuncs as _uf
 from nbjax.numpy import _util
@@ -775,6 +777,10 @@ def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
         operator.index, length, "The error occurred because of argument 'length' of "
         "jnp.bincount.")
   if weights is None:
+    if type(x) is Array and _ctx.trace is _EVAL:  # eagerly: NumPy's count (negatives in
+      v = np.maximum(x._value, 0)  # bin 0, values past ``length`` dropped, as JAX's)
+      return Array._new(np.asarray(np.bincount(v, minlength=length)[:length],
+                                   dtypes.default_int_dtype()))
     weights = _util.lit(1, dtypes.default_int_dtype())
   else:
     weights = ensure_arraylike("bincount", weights)
