@@ -596,6 +596,19 @@ COMPOSITES = {  # f(x, i, j): x float32 (4, 5), i/j int64 (4, 5) (j with zeros)
     "count_nonzero": lambda x, i, j: jnp.count_nonzero(x > 0),
     "count_nonzero_axis": lambda x, i, j: jnp.count_nonzero(j, axis=-1),
     "count_nonzero_nan": lambda x, i, j: jnp.count_nonzero(x / (x > 0), axis=0),
+    "take": lambda x, i, j: jnp.take(x, j.ravel()),
+    "take_clip_axis": lambda x, i, j: jnp.take(x, j[0], axis=1, mode="clip"),
+    "unravel_index": lambda x, i, j: jnp.unravel_index(jnp.abs(i), (10, 10)),
+    "partition": lambda x, i, j: jnp.partition(x, 2, axis=1),
+    "argpartition": lambda x, i, j: jnp.argpartition(x[0], 3),
+    "diag": lambda x, i, j: jnp.diag(x[0], 1),
+    "vdot": lambda x, i, j: jnp.vdot(x, x),
+    "signbit": lambda x, i, j: jnp.signbit(x),
+    "isinf": lambda x, i, j: jnp.isinf(x / (x > 0)),
+    "nanargmax": lambda x, i, j: jnp.nanargmax(x / (x > -0.5), axis=1),
+    "inv": lambda x, i, j: jnp.linalg.inv(x[:, :4] + 4 * jnp.eye(4, dtype=x.dtype)),
+    "solve": lambda x, i, j: jnp.linalg.solve(x[:, :4] + 4 * jnp.eye(4, dtype=x.dtype), x[:, 4]),
+    "det": lambda x, i, j: jnp.linalg.det(x[:, :4]),
     "zeros_like": lambda x, i, j: jnp.zeros_like(x),
     "ones_like_dtype": lambda x, i, j: jnp.ones_like(i, dtype=jnp.float32),
 }
@@ -702,6 +715,13 @@ def test_creation_memo_returns_fresh_arrays_of_one_readonly_buffer():
   b.delete()
   np.testing.assert_array_equal(jnp.eye(4), np.eye(4))  # a deleted result leaves the memo
   np.testing.assert_array_equal(jnp.linspace(0, 25, 6), nbjax.jit(lambda: jnp.linspace(0, 25, 6))())
+  for f, args in [(jnp.tri, (4,)), (jnp.identity, (3,)), (jnp.logspace, (0, 2, 5)),
+                  (jnp.geomspace, (1, 8, 4))]:
+    first, again = f(*args), f(*args)
+    np.testing.assert_array_equal(first, again)
+    assert first is not again and not again.weak_type
+  lin, step = jnp.linspace(0, 1, 5, retstep=True)  # (tuples are not memoised)
+  assert float(step) == 0.25
   assert jnp.linspace(-0.0, 1, 3, endpoint=False)[0] == 0  # (keyed by bits: -0.0 != 0.0)
   with _x64_off():
     assert jnp.eye(2).dtype == np.float32 and jnp.linspace(0, 1, 3).dtype == np.float32

@@ -637,27 +637,37 @@ _CREATED: dict = {}  # an eager creation call of static arguments -> its (read-o
 _STATIC = frozenset({int, float, bool, type(None)})
 
 
-def _static_call(name, args, device):
-  """The memo key of eager creation call ``name(*args)`` whose arguments are Python numbers,
-  None or plain dtypes (the config in force: ``registry.epoch``), else None. Repeated calls
-  (``jnp.eye(8)`` in a loop) wrap the first call's buffer in a new Array: buffers are never
-  written to, and NumPy sees them read-only."""
-  if device is not None or _ctx.trace is not _EVAL or core.h2d_guard is not None or \
-      core.placement[0]:
-    return None
-  for a in args:
-    if type(a) not in _STATIC and _util.plain_dtype(a) is None:
-      return None
-  return (name, registry.epoch, *((type(a), a.hex() if type(a) is float else a) for a in args))
+def _memo_static(fun):
+  """``fun``, a creation function (``eye``, ``linspace``...), made once per eager call
+  signature whose arguments are all Python numbers, None or plain dtypes (and the config in
+  force: ``registry.epoch``): repeated calls (``jnp.eye(8)`` in a loop) wrap the first
+  call's buffer in a new Array. Buffers are never written to, and NumPy sees them read-only.
+  Other calls (tracers, arrays, devices; weak or tuple results) run ``fun`` as it is."""
+  name = fun.__name__
+
+  @functools.wraps(fun)
+  def memo(*args, **kwargs):
+    if _ctx.trace is not _EVAL or core.h2d_guard is not None or core.placement[0]:
+      return fun(*args, **kwargs)
+    key = [name, registry.epoch]
+    for a in (*args, *kwargs.values()):
+      if type(a) not in _STATIC and _util.plain_dtype(a) is None:
+        return fun(*args, **kwargs)
+      key.append((type(a), a.hex() if type(a) is float else a))  # (-0.0 differs from 0.0)
+    key = (*key, *kwargs)
+    v = _CREATED.get(key)
+    if v is not None:
+      return Array._new(v, False)
+    out = fun(*args, **kwargs)
+    if type(out) is Array and not out._weak and out._value.size <= 1 << 16:
+      if len(_CREATED) >= 256:
+        _CREATED.clear()
+      _CREATED[key] = out._value
+    return out
+  return memo
 
 
-def _created(key, value):
-  if value.size <= 1 << 16:
-    if len(_CREATED) >= 256:
-      _CREATED.clear()
-    _CREATED[key] = value
-
-
+@_memo_static
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
   """``num`` evenly spaced samples over ``[start, stop]`` (``start``/``stop`` may be arrays):
@@ -681,11 +691,6 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     >>> jnp.linspace(0.0, 1.0, 5)
     Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float64)
   """
-  key = None if retstep else _static_call("linspace", (start, stop, num, endpoint, dtype, axis),
-                                           device)
-  out = _CREATED.get(key) if key is not None else None
-  if out is not None:
-    return Array._new(out, False)
   num = _util.index(num, "num")
   if num < 0:
     raise ValueError(f"Number of samples, {num}, must be non-negative.")
@@ -695,8 +700,6 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
   out = _linspace_jit()(start, stop, num=num, endpoint=bool(endpoint), retstep=bool(retstep),
                         dtype=dtype, axis=axis)
   if device is None:
-    if key is not None and not out._weak:
-      _created(key, out._value)
     return out
   return (_put(out[0], device), out[1]) if retstep else _put(out, device)
 
@@ -739,6 +742,7 @@ def _linspace(start, stop, num, endpoint, retstep, dtype, axis):
   return (out, delta) if retstep else out
 
 
+@_memo_static
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
   """``base ** linspace(start, stop, num)``, computed in the inexact dtype and converted.
 
@@ -765,6 +769,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
   return _util.convert(power(base, lin), dtype)
 
 
+@_memo_static
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
   """Samples evenly spaced on a log scale between ``start`` and ``stop`` (the sign of
   ``start`` carried through, as JAX's).
@@ -808,6 +813,7 @@ def _diag_offset(k, N, M, d):
   return lit(min(max(k, -N - 1), M + 1), d, True)
 
 
+@_memo_static
 def tri(N, M=None, k=0, dtype=None):
   """Lower-triangular ones: ``out[i, j] = j <= i + k`` (``k`` may be traced).
 
@@ -837,6 +843,7 @@ def tri(N, M=None, k=0, dtype=None):
   return _util.convert(mask, canonicalize_user_dtype(dtype, "tri") or np.dtype(np.float32))
 
 
+@_memo_static
 def eye(N, M=None, k=0, dtype=None, *, device=None):
   """Ones on the ``k``-th diagonal, zeros elsewhere.
 
@@ -858,10 +865,6 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     Array([[0, 1, 0],
            [0, 0, 1]], dtype=int64)
   """
-  key = _static_call("eye", (N, M, k, dtype), device)
-  out = _CREATED.get(key) if key is not None else None
-  if out is not None:
-    return Array._new(out, False)
   N_, M_ = N, M
   N = canonicalize_shape((N,), "argument of 'N' jnp.eye()")[0]
   M = N if M is None else canonicalize_shape((M,), "argument 'M' of jnp.eye()")[0]
@@ -871,11 +874,10 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
   out = _util.convert(mask, canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype())
-  if key is not None and not out._weak:
-    _created(key, out._value)
   return out if device is None else _put(out, device)
 
 
+@_memo_static
 def identity(n, dtype=None):
   """The ``n x n`` identity matrix.
 

@@ -237,6 +237,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
                    preferred_element_type is not None)
 
 
+@staged
 def vdot(a, b, *, precision=None, preferred_element_type=None):
   """Dot product of the flattened arrays, conjugating ``a``.
 

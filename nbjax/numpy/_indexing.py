@@ -1043,6 +1043,7 @@ del _n, _s, _d, _v
 # ----------------------------------------------------------------- take & co
 
 
+@staged
 def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
   """Elements of ``a`` at ``indices`` along ``axis`` (flattened when ``None``).
@@ -1511,6 +1512,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
   return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
+@staged
 def diag(v, k=0):
   """The ``k``-th diagonal of a 2-d ``v``, or a 2-d array with 1-d ``v`` on it.
 

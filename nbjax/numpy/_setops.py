@@ -795,6 +795,7 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
 # ----------------------------------------------------------------- index utilities
 
 
+@staged
 def unravel_index(indices, shape):
   """Flat ``indices`` into ``shape`` as a tuple of coordinate arrays (out-of-bound indices
   clamp, as JAX).
@@ -1186,6 +1187,7 @@ def _bottom_k(arr, k):
   return lax.neg(v), i
 
 
+@staged
 def partition(a, kth, axis=-1):
   """``a`` partially sorted along ``axis``: entry ``kth`` in its sorted place, no larger
   entries before it, no smaller after (JAX's layout: the smallest ``kth + 1`` ascending,
@@ -1211,6 +1213,7 @@ def partition(a, kth, axis=-1):
   return moveaxis(lax.concatenate([bottom, top], arr.ndim - 1), -1, axis)
 
 
+@staged
 def argpartition(a, kth, axis=-1):
   """Indices that partition ``a`` along ``axis`` around ``kth`` (see ``partition``; the
   indices past ``kth`` in increasing order, as JAX's).

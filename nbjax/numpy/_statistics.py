@@ -495,6 +495,7 @@ def _nanarg(name, arg_fn, fill, a, axis, out, keepdims):
   return _where(_red.all(nan, axis, keepdims=keepdims), -1, res)
 
 
+@staged
 def nanargmax(a, axis=None, out=None, keepdims=None):
   """Index of the maximum along ``axis`` ignoring NaNs (-1 where a lane is all NaN).
 
@@ -514,6 +515,7 @@ def nanargmax(a, axis=None, out=None, keepdims=None):
   return _nanarg("nanargmax", _red.argmax, -np.inf, a, axis, out, keepdims)
 
 
+@staged
 def nanargmin(a, axis=None, out=None, keepdims=None):
   """Index of the minimum along ``axis`` ignoring NaNs (-1 where a lane is all NaN).
 

@@ -908,6 +908,7 @@ def isnan(x, /):
   return lax.ne(x, x)  # (integers too: a weak input gives a weak result, as JAX's)
 
 
+@staged
 def isinf(x, /):
   """Elementwise test for positive or negative infinity."""
   x = ensure_arraylike("isinf", x)
@@ -924,6 +925,7 @@ def _no_complex_inf(x):
     raise ValueError("isposinf/isneginf are not well defined for complex types")
 
 
+@staged
 def isposinf(x, /, out=None):
   """Elementwise test for +inf."""
   if out is not None:
@@ -935,6 +937,7 @@ def isposinf(x, /, out=None):
   return lax.eq(x, np.array(np.inf, x.dtype))  # (strong, as JAX's _constant_like)
 
 
+@staged
 def isneginf(x, /, out=None):
   """Elementwise test for -inf."""
   if out is not None:
@@ -957,6 +960,7 @@ def isfinite(x, /):
   return lax.is_finite(x)
 
 
+@staged
 def signbit(x, /):
   """Elementwise test of the sign bit (true for negative values and -0.0)."""
   x = ensure_arraylike("signbit", x)

@@ -73,6 +73,7 @@ def _diag(a):
   return _indexing.diagonal(a, 0, -2, -1)
 
 
+@staged
 def det(a):
   """Determinant: the cofactor expansion for 2x2 and 3x3 matrices (exact, and so are its
   derivatives at singular matrices), else the pivoted LU factorization, differentiated by
@@ -130,6 +131,7 @@ def _cofactor_solve(a, b):
   return partial_det[..., -1], _manip.where(bad, _creation.zeros_like(x), x)
 
 
+@staged
 def slogdet(a, *, method=None):
   """Sign (a unit complex number for complex input) and log of the absolute determinant."""
   a = _square("slogdet", a)
@@ -150,6 +152,7 @@ def slogdet(a, *, method=None):
   return SlogdetResult(sign, logdet)
 
 
+@staged
 def solve(a, b):
   """Solve ``a @ x = b``; ``b`` is a vector when 1-d, else a (batch of) matrices (NumPy 2)."""
   a = _square("solve", a)
@@ -171,6 +174,7 @@ def solve(a, b):
   return lax.squeeze(x, (x.ndim - 1,)) if vec else x
 
 
+@staged
 def inv(a):
   """Matrix inverse (``solve(a, I)``)."""
   a = _square("inv", a)
@@ -255,6 +259,7 @@ def svdvals(x, /):
   return svd(x, compute_uv=False)
 
 
+@staged
 def matrix_power(a, n):
   """``a`` raised to the integer power ``n`` by repeated squaring (``inv`` for ``n < 0``)."""
   a = ensure_arraylike("matrix_power", a)
@@ -416,6 +421,7 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
   return _reductions.sum(s > cut, axis=-1, dtype=dtypes.default_int_dtype())
 
 
+@staged
 def pinv(a, rtol=None, hermitian=False, *, rcond=None):
   """Moore-Penrose pseudo-inverse of each matrix, dropping singular values at or below
   ``rtol * max(singular values)`` (default ``rtol``: ``max(M, N) * eps``; ``rcond``: the
