@@ -479,6 +479,7 @@ class TraceCache:
     self.entries: dict = {}
     self.enabled = True
     self.fuse = True  # (hot programs rebuilt with fused loops: ``FUSE_AFTER``)
+    self.build_on = 2  # the call of a signature that builds its program (earlier: per call)
     self.fast: dict = {}  # arity -> generated replay of one structure of positional Arrays
 
   def replay(self, args, kwargs):
@@ -535,8 +536,13 @@ class TraceCache:
     if e is None:
       if len(self.entries) >= _MAX_ENTRIES:
         self.entries.clear()
-      self.entries[key] = _SEEN
+      self.entries[key] = _SEEN if self.build_on <= 2 else 1
       return MISS
+    if type(e) is int:  # (sightings so far, below ``build_on - 1``)
+      if e + 1 < self.build_on:
+        self.entries[key] = e + 1
+        return MISS
+      e = _SEEN
     if e is _SEEN:  # (stored under this call's key: the fast path's ``tree`` is its own)
       del self.entries[key]
       self.entries[key] = e = self._build(args, kwargs, leaves, tree) or _UNCACHEABLE
@@ -658,6 +664,13 @@ dispatch is small against its work, and chains of elementwise primitives fuse pe
 staged_check = None  # tests/conftest.py's check of every ``staged`` replay (NBJAX_REPLAY_CHECK)
 
 
+STAGED_BUILD_ON = 4
+"""The call of a ``staged`` signature that builds its program (~1-1.5 ms: the trace and the
+program's source): shapes met two or three times (the last, short batch of an epoch;
+sequences of varying lengths) keep the per-call path, whose first call at a new shape costs
+~0.2-0.9 ms and later ones ~10-100 us at 10 elements."""
+
+
 def staged(fun):
   """``fun``, a composite of the library's own (``jnp.var``, ``nn.softmax``...): a function
   of leading positional Arrays and static Python values (axes, flags, dtypes, Python
@@ -665,7 +678,7 @@ def staged(fun):
   the Arrays' shapes, dtypes and weak types) that repeats replays one staged program of it
   (``TraceCache`` without pins: the library's code reads no user state) instead of its
   primitives' dispatch one by one, as ``nbjax.random``'s samplers do (unfused: a fused loop
-  may differ in a NaN's sign bit); the first two calls of a signature, signatures that warn,
+  may differ in a NaN's sign bit); the first ``STAGED_BUILD_ON - 1`` calls of a signature, signatures that warn,
   calls with other arguments (NumPy arrays, lists, Array keywords) or from
   ``STAGED_MAX`` elements, under a transformation or the transfer guard run ``fun`` itself."""
   caches = {}
@@ -694,6 +707,7 @@ def staged(fun):
       rest = args[n:]
       cache = caches[sk] = TraceCache(lambda *xs: fun(*xs, *rest, **kwargs), None)
       cache.fuse = False  # (a fused loop may give another NaN's sign than the per-call bits)
+      cache.build_on = STAGED_BUILD_ON
     elif cache is _PER_CALL:
       return fun(*args, **kwargs)
     out = cache.replay(args[:n], {})
