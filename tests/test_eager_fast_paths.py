@@ -786,3 +786,14 @@ def test_batched_small_dots_as_jit(shape, dtype):
   v = jnp.asarray(a[:, 0, :])  # einsum's row-wise dot products
   np.testing.assert_allclose(jnp.einsum("ij,ij->i", v, v), np.einsum("ij,ij->i", a[:, 0], a[:, 0]),
                              rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, jnp.bfloat16])
+def test_float_bit_tests_as_jit(dtype):
+  # eagerly, isinf and signbit of a NumPy float take NumPy's ufunc (bfloat16: the composite)
+  x = jnp.asarray(np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, -np.nan, 1.0, -2.0], dtype))
+  for f in (jnp.isinf, jnp.signbit):
+    for _ in range(5):
+      got, want = f(x), nbjax.jit(f)(x)
+      assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type) == (np.bool_, False)
+      np.testing.assert_array_equal(got, want)

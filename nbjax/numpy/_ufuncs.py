@@ -10,6 +10,7 @@ semantics.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -908,6 +909,24 @@ def isnan(x, /):
   return lax.ne(x, x)  # (integers too: a weak input gives a weak result, as JAX's)
 
 
+_NP_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32, np.float64)))
+
+
+def _float_bits_test(np_fn):
+  """A test of a float's bits (``isinf``, ``signbit``): eagerly, an Array of a NumPy float
+  dtype takes NumPy's ufunc (the same test of the same bits: a strong boolean); anything
+  else the staged composite."""
+  def wrap(general):
+    @functools.wraps(general)
+    def f(x, /):
+      if type(x) is Array and _ctx.trace is _EVAL and x._value.dtype in _NP_FLOATS:
+        return Array._new(np_fn(x._value, out=...))
+      return general(x)
+    return f
+  return wrap
+
+
+@_float_bits_test(np.isinf)
 @staged
 def isinf(x, /):
   """Elementwise test for positive or negative infinity."""
@@ -960,6 +979,7 @@ def isfinite(x, /):
   return lax.is_finite(x)
 
 
+@_float_bits_test(np.signbit)
 @staged
 def signbit(x, /):
   """Elementwise test of the sign bit (true for negative values and -0.0)."""
