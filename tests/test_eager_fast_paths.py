@@ -797,3 +797,35 @@ def test_float_bit_tests_as_jit(dtype):
       got, want = f(x), nbjax.jit(f)(x)
       assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type) == (np.bool_, False)
       np.testing.assert_array_equal(got, want)
+
+
+def test_review_edge_cases_of_the_numpy_routes():
+  # bincount sizes its bins by ``length``, not by the largest value (NumPy's own would
+  # allocate max(x) + 1 bins)
+  np.testing.assert_array_equal(jnp.bincount(jnp.array([1, 10**15]), length=3), [0, 1, 0])
+  np.testing.assert_array_equal(jnp.bincount(jnp.array([-3, 0, 1, 1, 5])), [2, 2, 0, 0, 0, 1])
+  with pytest.raises(TypeError, match="must have every element be nonnegative"):
+    jnp.bincount(jnp.array([1]), length=-1)
+  d = jnp.array([1, 2, 3])  # *_like of a deleted array: its shape and dtype, as JAX's
+  d.delete()
+  np.testing.assert_array_equal(jnp.zeros_like(d), [0, 0, 0])
+  np.testing.assert_array_equal(jnp.ones_like(d), [1, 1, 1])
+  with _x64_off():  # a weak int fill past int32 wraps, as jit's (JAX's convert_element_type)
+    for v in (2**40, 2**31, -2**31 - 1):
+      got, want = jnp.full((2,), v), nbjax.jit(lambda v=v: jnp.full((2,), v))()
+      assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+      np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_jit_integer_division_by_a_constant_zero(dtype):
+  # a closed-over dividend and a zero divisor are both constants: XLA's constant folding
+  # used to divide by zero (SIGFPE, the process died); XLA's results are all ones / x
+  x = jnp.asarray(np.array([3, 5, 0], dtype))
+  z = jnp.asarray(np.array([0, 2, 0], dtype))
+  f = lambda: (lax.div(x, z), lax.rem(x, z))
+  for got, want in zip(nbjax.jit(f)(), f()):
+    np.testing.assert_array_equal(got, want)
+  ones = np.array(-1).astype(dtype)
+  np.testing.assert_array_equal(nbjax.jit(f)()[0], [ones, 2, ones])
+  np.testing.assert_array_equal(nbjax.jit(f)()[1], [3, 1, 0])

@@ -2688,7 +2688,7 @@ _DIRECT = {
     "lgamma": "chlo.lgamma", "digamma": "chlo.digamma", "real": "hlo.real", "imag": "hlo.imag",
     "population_count": "hlo.popcnt", "clz": "hlo.count_leading_zeros", "not": "hlo.not_",
     "add": "hlo.add", "add_any": "hlo.add", "sub": "hlo.subtract", "mul": "hlo.multiply",
-    "div": "hlo.divide", "rem": "hlo.remainder", "pow": "hlo.power", "atan2": "hlo.atan2",
+    "pow": "hlo.power", "atan2": "hlo.atan2",
     "nextafter": "chlo.next_after", "and": "hlo.and_", "or": "hlo.or_", "xor": "hlo.xor",
     "shift_left": "hlo.shift_left", "shift_right_logical": "hlo.shift_right_logical",
     "shift_right_arithmetic": "hlo.shift_right_arithmetic", "complex": "hlo.complex",
@@ -2696,6 +2696,28 @@ _DIRECT = {
 }
 for _name, _op in _DIRECT.items():  # op named, looked up when the rule runs (no jaxlib import here)
   _reg(_name, _nary(_op))
+
+
+def _division(op):
+  """div/rem: for integers, XLA's results for a zero divisor (all ones; the dividend) made
+  explicit around a divisor of 1 there, so that XLA's constant folding never divides by zero
+  (it traps, SIGFPE, when a closed-over dividend and a zero divisor are both constants)."""
+  def rule(ctx, x, y, **params):
+    aval = ctx.avals_out[0]
+    x, y = _bcast(ctx, (x, y))
+    f = getattr(hlo, op)
+    if _kind(aval) not in "iu":
+      return [f(x, y)]
+    zero = mlir.compare(y, mlir.full_like_aval(ctx, 0, aval), "EQ", aval.dtype)
+    out = f(x, hlo.select(zero, mlir.full_like_aval(ctx, 1, aval), y))
+    fill = x if op == "remainder" else mlir.full_like_aval(
+        ctx, -1 if _kind(aval) == "i" else np.iinfo(aval.dtype).max, aval)
+    return [hlo.select(zero, fill, out)]
+  return rule
+
+
+_reg("div", _division("divide"))
+_reg("rem", _division("remainder"))
 
 
 # The Array API's (C99 Annex G's) special values of complex results where XLA's expansions

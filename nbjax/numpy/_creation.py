@@ -225,9 +225,9 @@ def _full_scalar(shape, fill_value, dtype):
           type(n) is int and n >= 0 for n in shape)):
     return None
   if dtype is None:
-    if t is int and not -2**63 <= fill_value < 2**63:
-      return None
     d, weak = dtypes.dtype(fill_value), t is not bool
+    if t is int and not np.iinfo(d).min <= fill_value <= np.iinfo(d).max:
+      return None  # (JAX's weak int: an int32 fill wraps with x64 off, past int64 raises)
   else:
     d, weak = _util.plain_dtype(dtype), False
     if d is None or d.kind not in "biuf" or t is float and d.kind != "f":
@@ -459,7 +459,7 @@ def _filled_like(make, a, dtype, shape, device, out_sharding):
   device or sharding: the NumPy array made directly (the weak type kept without a dtype);
   None for the general path."""
   if type(a) is not Array or _ctx.trace is not _EVAL or shape is not None or \
-      device is not None or out_sharding is not None or core.placement[0]:
+      device is not None or out_sharding is not None or core.placement[0] or a.is_deleted():
     return None
   v = a._value
   if dtype is None:

@@ -779,10 +779,10 @@ def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
         operator.index, length, "The error occurred because of argument 'length' of "
         "jnp.bincount.")
   if weights is None:
-    if type(x) is Array and _ctx.trace is _EVAL:  # eagerly: NumPy's count (negatives in
-      v = np.maximum(x._value, 0)  # bin 0, values past ``length`` dropped, as JAX's)
-      return Array._new(np.asarray(np.bincount(v, minlength=length)[:length],
-                                   dtypes.default_int_dtype()))
+    if type(x) is Array and _ctx.trace is _EVAL and length >= 0:  # eagerly: NumPy's count
+      v = np.clip(x._value, 0, length)  # (negatives in bin 0, values past ``length``
+      return Array._new(np.asarray(  # dropped, as JAX's; NumPy sizes by the maximum)
+          np.bincount(v, minlength=length + 1)[:length], dtypes.default_int_dtype()))
     weights = _util.lit(1, dtypes.default_int_dtype())
   else:
     weights = ensure_arraylike("bincount", weights)
