@@ -1609,9 +1609,9 @@ def print_environment_info(return_string=False):
   import numba
 
   import nbjax
-  info = (f"nbjax:    {nbjax.__version__}\njaxlib:   {jaxlib.__version__}\n"
-          f"numpy:    {np.__version__}\n"
-          f"numba:    {numba.__version__}\npython:   {sys.version}\n"
+  info = (f"nbjax:    {nbjax.__version__}\njaxlib: {jaxlib.__version__}\n"  # (JAX's spacing:
+          f"numpy:  {np.__version__}\n"  # "jax:    ", "jaxlib: ", "numpy:  ")
+          f"numba:  {numba.__version__}\npython: {sys.version}\n"
           f"device info: cpu-{device_count()}, {local_device_count()} local devices\n"
           f"process_count: {process_count()}\nplatform: {platform.uname()}\n")
   if return_string:

@@ -194,7 +194,12 @@ def test_devices_and_names():
   with pytest.raises(TypeError):
     with nbjax.named_scope(3):
       pass
-  assert "numba" in nbjax.print_environment_info(return_string=True)
+  info = nbjax.print_environment_info(return_string=True)
+  assert "numba" in info
+  import jaxlib  # JAX's lines, as its api_test reads them
+  for line in (f"jax:    {nbjax.__version__}", f"jaxlib: {jaxlib.__version__}",
+               f"numpy:  {np.__version__}"):
+    assert line in info
 
 
 def test_small_top_level_names_as_jax():
