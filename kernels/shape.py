@@ -153,3 +153,26 @@ def copy_bytes(src, dst):
   """``dst[:] = src`` for flat uint8 buffers of one length (bitcast_convert_type)."""
   for i in range(min(src.size, dst.size)):
     dst[i] = src[i]
+
+
+@njit(cache=True, nogil=True)
+def tri_select(src, dst, rows, cols, k, upper, w):
+  """``tril``/``triu`` of a stack of ``rows x cols`` matrices in one pass, on flat buffers
+  (any element type viewed as ``w`` unsigned words per element: zero is all-zero bits): row
+  ``i`` keeps columns ``j <= i + k`` (lower) or ``j >= i + k`` (upper) and zeroes the rest.
+  ``k`` is clamped to ``[-rows - 1, cols + 1]`` by the caller."""
+  width = cols * w
+  n = rows * width
+  if n == 0:
+    return
+  for b in range(min(src.size, dst.size) // n):
+    for i in range(rows):
+      s = src[b * n + i * width:b * n + (i + 1) * width]
+      d = dst[b * n + i * width:b * n + (i + 1) * width]
+      cut = min(max(i + k + (0 if upper else 1), 0), cols) * w
+      if upper:
+        d[:cut] = 0
+        d[cut:] = s[cut:]
+      else:
+        d[:cut] = s[:cut]
+        d[cut:] = 0

@@ -829,3 +829,21 @@ def test_jit_integer_division_by_a_constant_zero(dtype):
   ones = np.array(-1).astype(dtype)
   np.testing.assert_array_equal(nbjax.jit(f)()[0], [ones, 2, ones])
   np.testing.assert_array_equal(nbjax.jit(f)()[1], [3, 1, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, jnp.bfloat16, np.float32,
+                                   np.int64, np.complex64, np.complex128])
+def test_tril_triu_kernel_as_jit(dtype):
+  # eagerly, tril/triu with a Python int k run one pass of kernels.shape.tri_select
+  rng = np.random.default_rng(0)
+  for shape in [(3, 5), (2, 5, 3), (3, 0), (2, 0, 3, 3)]:
+    a = (rng.standard_normal(shape) * 3 + 1j * rng.standard_normal(shape)).astype(dtype) \
+        if np.dtype(dtype).kind == "c" else (rng.standard_normal(shape) * 3).astype(dtype)
+    for x in (jnp.asarray(a), jnp.asarray(a).mT):
+      for k in (-(1 << 31) + 1, -4, -1, 0, 2, (1 << 31) - 1):
+        for f in (jnp.tril, jnp.triu):
+          got, want = f(x, k), nbjax.jit(f, static_argnums=1)(x, k)
+          assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+          np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  w = jnp.full((3, 3), 2.0)  # a weak operand keeps its weak type, as under jit
+  assert jnp.tril(w).weak_type == nbjax.jit(jnp.tril)(w).weak_type == w.weak_type == True

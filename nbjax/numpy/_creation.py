@@ -16,7 +16,8 @@ import numpy as np
 from nbjax.eager_cache import staged
 from nbjax import core, dtypes, lax, registry
 from nbjax.registry import quiet_run
-from nbjax.array import Array
+from nbjax.array import Array, empty as pooled_empty
+from kernels.shape import tri_select as _tri_kernel
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._manip import stack
@@ -896,12 +897,39 @@ def identity(n, dtype=None):
   return eye(n, dtype=canonicalize_user_dtype(dtype, "identity"))
 
 
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}
+
+
+def _tri_select_eager(upper):
+  """Eagerly, ``tril``/``triu`` of an Array with a Python int ``k`` run one pass of
+  ``kernels.shape.tri_select`` (where the composite builds a mask, broadcasts it and selects:
+  1000 x 1000 float32 ~9 -> ~0.5 ms); the values are the composite's (zero is all-zero bits in
+  every dtype). Traced calls and anything else keep the staged composite (JAX's jaxpr)."""
+  def wrap(general):
+    @functools.wraps(general)
+    def f(m, k=0):
+      if type(m) is Array and type(k) is int and -1 << 31 < k < 1 << 31 and \
+          _ctx.trace is _EVAL and m.ndim >= 2:
+        v = np.ascontiguousarray(m._value)
+        rows, cols = v.shape[-2:]
+        w = 2 if v.itemsize == 16 else 1
+        out = pooled_empty(v.shape, v.dtype)
+        word = _WORDS[v.itemsize]
+        _tri_kernel(v.reshape(-1).view(word), out.reshape(-1).view(word), rows, cols,
+                    builtins.min(builtins.max(k, -rows - 1), cols + 1), upper, w)
+        return Array._new(out, m._weak)
+      return general(m, k)
+    return f
+  return wrap
+
+
 def _tri_mask(m, k, upper):
   rows, cols = m.shape[-2:]
   mask = tri(rows, cols, k - 1 if upper else k, dtype=np.bool_)
   return lax.bitwise_not(mask) if upper else mask
 
 
+@_tri_select_eager(upper=False)
 @staged
 def tril(m, k=0):
   """Zero the elements above the ``k``-th diagonal (last two axes).
@@ -926,6 +954,7 @@ def tril(m, k=0):
   return lax.select(mask, m, lax.full_like(m, 0))
 
 
+@_tri_select_eager(upper=True)
 @staged
 def triu(m, k=0):
   """Zero the elements below the ``k``-th diagonal (last two axes).
