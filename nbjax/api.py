@@ -592,7 +592,8 @@ class GradValue:
 @tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True, slots=True)
 class GradRef:
-  """A cotangent accumulated into a ref (refs are not supported here)."""
+  """What ``VJP.with_refs`` returns for an input whose cotangent it accumulated into the
+  mutable array reference given for it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -645,7 +646,7 @@ class VJP:
       for i, (w, ct) in enumerate(zip(wants, cts)):
         if isinstance(w, core.Ref):
           ref_addupdate(w, ..., ct)
-          cts[i] = None
+          cts[i] = GradRef()  # (JAX's: the cotangent went into the ref)
       return tree_unflatten(ct_tree, cts)
     return accumulate
 
