@@ -318,6 +318,21 @@ def take_clamped(op, idx, out, h, s0, w):
 
 
 @njit(cache=True, nogil=True)
+def take_filled(op, idx, out, h, s0, w, fv):
+  """``take_clamped`` with out-of-range indices (after adding ``w`` to negative ones) giving
+  ``fv[0]``: a gather's fill mode, jnp.take's default. The read is clamped and the fill
+  selected after it, so the loop has no branch."""
+  if out.size != idx.size or h < 0 or h * s0 >= op.size:
+    return
+  f = fv[0]
+  for t in range(idx.size):
+    i = np.int64(idx[t])
+    j = i + w if i < 0 else i
+    v = op[min(max(j, 0), h) * s0]
+    out[t] = v if 0 <= j <= h else f
+
+
+@njit(cache=True, nogil=True)
 def take_along(op, idx, out, fill, fv):
   """``out[b, k, i] = op[b, j, i]`` with ``j = idx[b, k, i]``: a gather of single elements
   along the middle axis of ``op`` (B, N, I), every other axis a batching axis (JAX's

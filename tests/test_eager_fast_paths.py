@@ -848,3 +848,36 @@ def test_tril_triu_kernel_as_jit(dtype):
           np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
   w = jnp.full((3, 3), 2.0)  # a weak operand keeps its weak type, as under jit
   assert jnp.tril(w).weak_type == nbjax.jit(jnp.tril)(w).weak_type == w.weak_type == True
+
+
+def test_tri_numpy_route_as_jit():
+  # eagerly, tri with a Python int k is NumPy's np.tri (memoised up to 2^16 elements)
+  jtri = nbjax.jit(jnp.tri, static_argnums=(0, 1, 2, 3))
+  for dtype in (None, jnp.bfloat16, np.float16, bool, np.int8, np.complex64, int):
+    for n, m in ((3, None), (3, 5), (0, 2), (4, 0), (300, 301)):
+      for k in (-5, -1, 0, 2, 7):
+        got, want = jnp.tri(n, m, k, dtype), jtri(n, m, k, dtype)
+        assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  for k in (-(1 << 62), 1 << 62):  # clamped: NumPy's arange(-k, M - k) would overflow
+    np.testing.assert_array_equal(jnp.tri(3, 4, k), jnp.tri(3, 4, jnp.asarray(k)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint16, np.bool_, jnp.bfloat16,
+                                   np.complex128])
+def test_take_fill_kernel_as_jit(dtype):
+  # eagerly, jnp.take's default fill mode of a vector is one pass of take_filled (negative
+  # indices from the end, out-of-range ones filled), as is a gather's fill of single elements
+  rng = np.random.default_rng(1)
+  x = jnp.asarray((rng.standard_normal(50) * 10).astype(dtype))
+  for idt in (np.int32, np.int64, np.uint8, np.int16):
+    lo = 0 if np.dtype(idt).kind == "u" else -70
+    for shape in ((0,), (9,), (3, 4), ()):
+      i = jnp.asarray(rng.integers(lo, 70, shape).astype(idt))
+      for fv in (None, 3):
+        f = lambda x, i: jnp.take(x, i, fill_value=fv)
+        g = lambda x, i: x.at[i].get(mode="fill", fill_value=fv)
+        for h in (f, g):
+          got, want = h(x, i), nbjax.jit(h)(x, i)
+          assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+          np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -569,9 +569,13 @@ def _gather_numba(x, idx, *, dimension_numbers, slice_sizes, unique_indices, ind
   dn = dimension_numbers
   out_shape, d, st = _point_take(x.shape, idx.shape, dn, slice_sizes)
   out = pooled_empty(out_shape, x.dtype)
-  if d is not None and x.size and out.size and not _fills(mode):
-    K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
-                   x.shape[d] - 1, st, 0)
+  if d is not None and x.size and out.size:
+    if _fills(mode):
+      K.take_filled(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
+                    x.shape[d] - 1, st, 0, bits(_fill_scalar(x.dtype, fill_value).reshape(1)))
+    else:
+      K.take_clamped(bits(x.reshape(-1)), idx.reshape(-1), bits(out.reshape(-1)),
+                     x.shape[d] - 1, st, 0)
     return out
   if (not dn.offset_dims and not dn.operand_batching_dims and x.size and out.size
       and sorted(dn.collapsed_slice_dims) == list(range(x.ndim))):  # x[i, j]: single elements
@@ -616,13 +620,26 @@ def _point_len(prim, vx, vi):
       else 0
 
 
-def take_points(x, i, normalize):
+def take_points(x, i, normalize, fill=False, fill_value=None):
   """Eager ``x[i]`` for an Array ``x`` and an int32/int64 (or narrow unsigned) Array ``i``,
   jnp's hot path: ``gather_p``'s kernel (elements of a 1-D ``x``, rows of ``x`` viewed as 2-D
   otherwise) with negative indices counted from the end in the same loop when ``normalize``
   (one kernel call, no normalised copy of ``i``), equal to ``gather_p`` of jnp's normalised
-  indices; None where it does not apply."""
+  indices; None where it does not apply. ``fill`` (a 1-D ``x`` only): out-of-range indices
+  give ``fill_value`` (jnp.take's default mode)."""
   vx, vi = x._value, i._value
+  if fill:
+    n = _point_len(gather_p, vx, vi) if vx.ndim == 1 else 0
+    if not n:
+      return None
+    out = pooled_empty(vi.shape, vx.dtype)
+    args = (bits(vx), vi.reshape(-1), bits(out).reshape(-1), n - 1, 1, n if normalize else 0,
+            bits(_fill_scalar(vx.dtype, fill_value).reshape(1)))
+    k = _TAKE.get((args[0].dtype, vi.dtype, "fill"))
+    if k is None:  # (the kernel's compiled entry point: no numba dispatch per call)
+      k = _TAKE[args[0].dtype, vi.dtype, "fill"] = _entry(K.take_filled, *args)
+    k(*args)
+    return Array._new(out, x._weak)
   if vx.ndim == 1 and vi.ndim == 1:  # elements of a vector: the plan made once per dtypes
     e = _TAKE1.get((vx.dtype, vi.dtype))
     n = vx.shape[0]
@@ -655,7 +672,8 @@ def take_points(x, i, normalize):
   return Array._new(out, x._weak)
 
 
-_TAKE = {}  # (bits dtype, index dtype[, 2]) -> take_clamped's (take_rows_clamped's) entry
+_TAKE = {}  # (bits dtype, index dtype[, 2 | "fill"]) -> the entry of take_clamped
+# (take_rows_clamped's, take_filled's)
 _TAKE1 = {}  # (dtype, index dtype) -> (its bits dtype, take_clamped's entry): 1-D x[i]
 
 

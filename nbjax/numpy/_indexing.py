@@ -1095,6 +1095,11 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     mode = "fill"
   elif mode not in ("fill", "clip"):
     raise ValueError(f"Invalid mode '{mode}' for np.take")
+  if mode == "fill" and type(a) is Array and type(indices) is Array and _ctx.trace is _EVAL \
+      and a.ndim == 1:  # eagerly one pass of the kernel: negative indices and fills in it
+    out = lax_indexing.take_points(a, indices, True, True, fill_value)
+    if out is not None:
+      return out
   return rewriting_take(a, (slice(None),) * axis + (indices,), mode=mode, fill_value=fill_value,
                         unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
                         normalize_indices=mode == "fill", _guard=False)
