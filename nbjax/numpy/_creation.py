@@ -838,10 +838,12 @@ def tri(N, M=None, k=0, dtype=None):
   d = dtypes.default_int_dtype()
   if type(k) is int and not np.iinfo(d).min <= k <= np.iinfo(d).max:  # (JAX's: k is an array)
     raise OverflowError(f"Python int {k} too large to convert to {d}")
-  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
-  mask = lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1))
   # (JAX's default dtype here is float32, whatever the x64 mode)
-  return _util.convert(mask, canonicalize_user_dtype(dtype, "tri") or np.dtype(np.float32))
+  dtype = canonicalize_user_dtype(dtype, "tri") or np.dtype(np.float32)
+  if type(k) is int and _ctx.trace is _EVAL:  # eagerly NumPy's ones and zeros, in one pass
+    return Array._new(np.tri(N, M, builtins.min(builtins.max(k, -N - 1), M + 1), dtype))
+  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
+  return _util.convert(lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1)), dtype)
 
 
 @_memo_static
