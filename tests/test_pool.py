@@ -49,3 +49,32 @@ def test_chained_expression_matches_numpy():
   for _ in range(3):  # steady state reuses the temporaries' buffers
     got = jx[0] * jx[1] + jx[2]
     np.testing.assert_allclose(np.asarray(got), xs[0] * xs[1] + xs[2], rtol=1e-6)
+
+
+_BURST = """
+import resource, sys, numpy as np, nbjax
+def burst():  # a composite's intermediates: twelve 4 MB buffers alive at once, then freed
+  bufs = [np.ones(10**6, np.float32) for _ in range(12)]
+burst()
+r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+  burst()
+print(nbjax.array.malloc_tuned, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0) // 10)
+"""
+
+
+@pytest.mark.skipif(not A.malloc_tuned, reason="glibc's malloc only")
+def test_mid_size_temporaries_do_not_refault_their_pages():
+  # with glibc's dynamic thresholds each burst hands its pages back and faults them in again
+  # (~11700 minor faults per burst); nbjax's mallopt keeps them (NBJAX_MALLOC_TUNING=0: off)
+  import os
+  import subprocess
+  import sys
+  env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+  out = {}
+  for tune in ("1", "0"):
+    r = subprocess.run([sys.executable, "-c", _BURST], env={**env, "NBJAX_MALLOC_TUNING": tune},
+                       capture_output=True, text=True, check=True)
+    out[tune] = r.stdout.split()
+  assert out["1"][0] == "True" and int(out["1"][1]) < 100
+  assert out["0"][0] == "False" and int(out["0"][1]) > 5000
