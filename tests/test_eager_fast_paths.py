@@ -881,3 +881,46 @@ def test_take_fill_kernel_as_jit(dtype):
           got, want = h(x, i), nbjax.jit(h)(x, i)
           assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
           np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_histogram_kernel_as_composite(dtype):
+  # eagerly, float32/64 counts are one pass of histogram_counts over the composite's edges
+  rng = np.random.default_rng(2)
+  composite = jnp.histogram.__wrapped__
+  for n in (0, 10, 1000):
+    a = rng.standard_normal(n).astype(dtype)
+    if n >= 100:  # specials, and values on the edges used below
+      a[:19] = [np.nan, np.inf, -np.inf, 0.0, -0.0, *np.linspace(-1, 1, 8, dtype=dtype),
+                -1, -0.5, 0, 0, 0.5, 2]
+    x, w = jnp.asarray(a), jnp.asarray(rng.random(n).astype(dtype))
+    edges = jnp.asarray(np.array([-1, -0.5, 0, 0, 0.5, 2], dtype))  # (a repeated edge)
+    for bins in (1, 7, edges, jnp.zeros(3, dtype)):
+      for rng_ in (None, (-1, 1), (0, 0)):
+        for weights, density in ((None, None), (w, None), (w, True)):
+          args = (x, bins, rng_, weights, density)
+          try:
+            want = composite(*args)
+          except Exception as e:  # (inf in the data with range None: the same error)
+            with pytest.raises(type(e)):
+              jnp.histogram(*args)
+            continue
+          for g, v in zip(jnp.histogram(*args), want):
+            assert (g.dtype, g.shape, g.weak_type) == (v.dtype, v.shape, v.weak_type)
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(v))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint32, np.int64])
+def test_searchsorted_kernel_as_numpy(dtype):
+  # from 256 queries, a sorted NaN-free ``a`` is searched by kernels.indexing.search_sorted
+  rng = np.random.default_rng(3)
+  for na in (1, 2, 51, 1000):
+    a = np.sort((rng.standard_normal(na) * 50).astype(dtype))
+    v = (rng.standard_normal(777) * 60).astype(dtype)
+    v[:3] = a[0], a[-1], a[na // 2]
+    if v.dtype.kind == "f":
+      v[3:6] = np.nan, -0.0, np.inf
+    for side in ("left", "right"):
+      got = jnp.searchsorted(jnp.asarray(a), jnp.asarray(v.reshape(7, 111)), side=side)
+      assert got.dtype == np.int32 and got.shape == (7, 111)
+      np.testing.assert_array_equal(got, np.searchsorted(a, v, side).reshape(7, 111))

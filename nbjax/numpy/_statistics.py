@@ -10,11 +10,13 @@ need concrete values, as in JAX.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
 import numpy as np
 
+from kernels.indexing import histogram_counts as _histogram_counts
 from nbjax.eager_cache import staged
 from nbjax import core, dtypes, lax, sharding as _sharding
 from nbjax.array import Array
@@ -696,6 +698,34 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
   return linspace(lo, hi, n + 1, dtype=dtype)
 
 
+_HIST_FLOATS = frozenset(map(np.dtype, (np.float32, np.float64)))
+
+
+def _histogram_eager(general):
+  """Eagerly, the counts of a float32/float64 Array (weights of its dtype and shape, or
+  none) are one pass of ``kernels.indexing.histogram_counts`` over the composite's edges:
+  the composite's bins, sums in element order (10^6 float32 in 50 bins ~33 -> ~3 ms)."""
+  @functools.wraps(general)
+  def f(a, bins=10, range=None, weights=None, density=None):
+    if type(a) is Array and _ctx.trace is _EVAL and a.dtype in _HIST_FLOATS and (
+        weights is None or type(weights) is Array and weights.dtype == a.dtype
+        and weights.shape == a.shape):
+      edges = histogram_bin_edges(a, bins, range, weights)
+      if type(edges) is Array and edges.dtype == a.dtype and edges.ndim == 1:
+        counts = np.zeros(max(edges.shape[0] - 1, 0), a.dtype)
+        w = np.empty(0, a.dtype) if weights is None else weights._value.reshape(-1)
+        _histogram_counts(np.ascontiguousarray(a._value).reshape(-1), np.ascontiguousarray(w),
+                          np.ascontiguousarray(edges._value), counts)
+        return _density(Array._new(counts), edges) if density else Array._new(counts), edges
+    return general(a, bins, range, weights, density)
+  return f
+
+
+def _density(counts, edges):
+  return _uf.divide(_uf.divide(counts, _uf.subtract(edges[1:], edges[:-1])), _red.sum(counts))
+
+
+@_histogram_eager
 @staged
 def histogram(a, bins=10, range=None, weights=None, density=None):
   """(counts, bin_edges) of ``a`` over ``bins``; the last bin includes its right edge.
@@ -730,10 +760,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
   idx = searchsorted(edges, a, side="right")
   idx = _where(_uf.equal(a, edges[-1]), nb - 1, idx)
   counts = zeros(nb, weights.dtype).at[idx].add(weights)[1:]
-  if density:
-    widths = _uf.subtract(edges[1:], edges[:-1])
-    counts = _uf.divide(_uf.divide(counts, widths), _red.sum(counts))
-  return counts, edges
+  return _density(counts, edges) if density else counts, edges
 
 
 def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
