@@ -456,3 +456,26 @@ def test_partial_eval_logs_saved_residuals(caplog):
     assert len(logged(jax.remat(f), logging.WARNING)) == 1
   finally:
     jax.config.update("jax_log_checkpoint_residuals", False)
+
+
+@pytest.mark.parametrize("policy", [cp.nothing_saveable, cp.everything_saveable])
+def test_grad_of_checkpointed_scan_over_jit_closing_over_an_array(policy):
+  """A jitted scan body closing over a NumPy array, the scan under checkpoint (JAX's
+  lax_control_flow_test testScanGrad, impl=new_checkpoint, jit_f): splitting the body's jit
+  equation forwarded the array constant itself as an operand of the staged equation, which
+  broke the next partial evaluation (TypeError: unhashable type: 'ArrayImpl')."""
+  from nbjax import lax
+  d = np.array([0.3, -0.2], np.float32)
+
+  def f(c, a):
+    b = jnp.sum(jnp.sin(a)) + jnp.sum(jnp.sin(c)) + jnp.sum(jnp.sin(d))
+    return jnp.sin(c * b), b
+
+  def loss(body, c, xs):
+    return lax.scan(body, c, xs)[0].sum()
+
+  c = np.linspace(0.1, 0.4, 4).astype(np.float32)
+  xs = np.linspace(-1, 1, 15).astype(np.float32).reshape(5, 3)
+  want = jax.grad(functools.partial(loss, f))(c, xs)
+  got = jax.grad(jax.checkpoint(functools.partial(loss, jax.jit(f)), policy=policy))(c, xs)
+  np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)

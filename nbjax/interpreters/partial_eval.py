@@ -851,6 +851,9 @@ def split_eqn(eqn, unk, custom=False, saveable=None):
   if up is None:  # every output is known: nothing to stage
     return known_eqn, None, out_unk
   uins_ = sel_unknown(res, kins, uins) if sel_unknown else res + uins
+  # a constant of the call forwarded to the staged equation (``forward_inputs``) is a value,
+  # not an atom: inline it (a jaxpr equation's operands are variables and literals)
+  uins_ = [x if isinstance(x, (Var, Literal)) else Literal(x) for x in uins_]
   uouts = [v for v, u in zip(eqn.outvars, out_unk) if u]
   if staged_outs is not None:  # the staged equation's other outputs are dropped
     it = iter(uouts)
