@@ -850,17 +850,18 @@ def test_tril_triu_kernel_as_jit(dtype):
   assert jnp.tril(w).weak_type == nbjax.jit(jnp.tril)(w).weak_type == w.weak_type == True
 
 
-def test_tri_numpy_route_as_jit():
-  # eagerly, tri with a Python int k is NumPy's np.tri (memoised up to 2^16 elements)
-  jtri = nbjax.jit(jnp.tri, static_argnums=(0, 1, 2, 3))
+@pytest.mark.parametrize("fun", [jnp.tri, jnp.eye])
+def test_tri_eye_numpy_route_as_jit(fun):
+  # eagerly, tri and eye with a Python int k are NumPy's (memoised up to 2^16 elements)
+  jfun = nbjax.jit(fun, static_argnums=(0, 1, 2, 3))
   for dtype in (None, jnp.bfloat16, np.float16, bool, np.int8, np.complex64, int):
     for n, m in ((3, None), (3, 5), (0, 2), (4, 0), (300, 301)):
       for k in (-5, -1, 0, 2, 7):
-        got, want = jnp.tri(n, m, k, dtype), jtri(n, m, k, dtype)
+        got, want = fun(n, m, k, dtype), jfun(n, m, k, dtype)
         assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
   for k in (-(1 << 62), 1 << 62):  # clamped: NumPy's arange(-k, M - k) would overflow
-    np.testing.assert_array_equal(jnp.tri(3, 4, k), jnp.tri(3, 4, jnp.asarray(k)))
+    np.testing.assert_array_equal(fun(3, 4, k), fun(3, 4, jnp.asarray(k)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint16, np.bool_, jnp.bfloat16,

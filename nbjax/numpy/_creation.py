@@ -874,9 +874,12 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
   if N < 0 or M < 0:
     raise ValueError(f"negative dimensions are not allowed, got {N_} and {M_}")
   d = dtypes.default_int_dtype()
-  rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
-  mask = lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1))
-  out = _util.convert(mask, canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype())
+  dtype = canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype()
+  if type(k) is int and _ctx.trace is _EVAL:  # eagerly NumPy's ones on a diagonal
+    out = Array._new(np.eye(N, M, builtins.min(builtins.max(k, -N - 1), M + 1), dtype))
+  else:
+    rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
+    out = _util.convert(lax.eq(rows, lax.broadcasted_iota(d, (N, M), 1)), dtype)
   return out if device is None else _put(out, device)
 
 
