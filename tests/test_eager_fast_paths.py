@@ -925,3 +925,19 @@ def test_searchsorted_kernel_as_numpy(dtype):
       got = jnp.searchsorted(jnp.asarray(a), jnp.asarray(v.reshape(7, 111)), side=side)
       assert got.dtype == np.int32 and got.shape == (7, 111)
       np.testing.assert_array_equal(got, np.searchsorted(a, v, side).reshape(7, 111))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_convolve_correlate_numpy_route_as_composite(dtype):
+  # eagerly, 1-d convolve/correlate of one float or complex dtype are NumPy's
+  rng = np.random.default_rng(4)
+  tol = 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
+  for f in (jnp.convolve, jnp.correlate):
+    for na, nv in ((1, 1), (5, 3), (3, 5), (10, 4), (4, 10), (100, 6)):
+      a, v = (rng.standard_normal(n) + (1j * rng.standard_normal(n) if np.dtype(dtype).kind == "c"
+                                        else 0) for n in (na, nv))
+      a, v = jnp.asarray(a.astype(dtype)), jnp.asarray(v.astype(dtype))
+      for mode in ("full", "same", "valid"):
+        got, want = f(a, v, mode), f.__wrapped__(a, v, mode)
+        assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)

@@ -17,6 +17,7 @@ from kernels import special as _special_kernels
 from nbjax.eager_cache import staged
 from nbjax import dtypes, lax
 from nbjax.array import Array
+from nbjax.core import _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.numpy import _util
 from nbjax.numpy._creation import arange, asarray, eye, full, ones, zeros, zeros_like
@@ -578,6 +579,31 @@ def _conv(name, a, v, mode, precision, preferred_element_type):
   return flip(out) if reverse else out
 
 
+_CONV_NP = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
+
+
+def _conv_eager(np_fn):
+  """Eagerly, ``convolve``/``correlate`` of two 1-d Arrays of one NumPy float or complex
+  dtype (no ``preferred_element_type``) are NumPy's (the same sums of products, in its loop:
+  10^6 float32 by 5 taps 18.8 -> ~0.6 ms, where the composite builds the (n, 5) windows);
+  anything else the staged composite."""
+  def wrap(general):
+    @functools.wraps(general)
+    def f(a, v, mode=_DEFAULT_MODE[np_fn], *, precision=None, preferred_element_type=None):
+      if type(a) is Array and type(v) is Array and preferred_element_type is None and \
+          _ctx.trace is _EVAL and a.ndim == v.ndim == 1 and a.size and v.size and \
+          a.dtype == v.dtype and a.dtype in _CONV_NP and mode in ("full", "same", "valid"):
+        return Array._new(np_fn(a._value, v._value, mode))
+      return general(a, v, mode, precision=precision,
+                     preferred_element_type=preferred_element_type)
+    return f
+  return wrap
+
+
+_DEFAULT_MODE = {np.convolve: "full", np.correlate: "valid"}
+
+
+@_conv_eager(np.convolve)
 @staged
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
   """Discrete linear convolution of two 1-d arrays (mode 'full', 'same' or 'valid').
@@ -599,6 +625,7 @@ def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
   return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
 
+@_conv_eager(np.correlate)
 @staged
 def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
   """Cross-correlation ``c[k] = sum_n a[n + k] * conj(v[n])`` of two 1-d arrays.
