@@ -205,6 +205,10 @@ def _broadcast_in_dim_numba(x, *, shape, broadcast_dimensions, sharding=None):
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
       expanded[d] = x.shape[i]
+    if expanded[-1] == 1 and 1 < shape[-1] <= 64 and expanded[:-1] == list(shape[:-1]):
+      # each element repeated along a short new last axis (jnp.repeat, tile's inner copies):
+      # NumPy's repeat, not copyto's per-row loop (2e6 float32 outputs, r=2: 2.7 -> 1.05 ms)
+      return np.repeat(x.reshape(expanded), shape[-1], axis=-1)
     out = np.empty(shape, x.dtype)
     np.copyto(out, x.reshape(expanded))
     return out
