@@ -2,6 +2,8 @@
 where, at[].set/add with a basic index, matrix-vector products, keepdims reductions) give
 what the traced path gives: the same values, shape, dtype and weak type as ``jit`` of the
 same call, for strong and weak operands, and results that own or share only immutable memory."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -941,3 +943,24 @@ def test_convolve_correlate_numpy_route_as_composite(dtype):
         got, want = f(a, v, mode), f.__wrapped__(a, v, mode)
         assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_norm_blas_route_as_jit(dtype):
+  # eagerly, the 2-norm of a whole float32/64 Array is NumPy's sqrt(dot(v, v)), quietly
+  rng = np.random.default_rng(5)
+  tol = 2e-6 if dtype == np.float32 else 1e-14
+  for x in [jnp.asarray(rng.standard_normal(s).astype(dtype)) for s in ((0,), (7,), (999,), (3, 4), ())] + \
+      [jnp.full(3, 2.0, dtype), jnp.asarray(np.array([np.nan, np.inf], dtype))]:
+    for ord_, keepdims in ((None, False), (None, True), (2, False)):
+      f = lambda x: jnp.linalg.norm(x, ord_, None, keepdims)
+      try:
+        want = nbjax.jit(f)(x)
+      except ValueError:
+        continue  # (ord=2 of a matrix: the composite's error)
+      got = f(x)
+      assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # (overflow to inf without NumPy's warning)
+    assert np.isinf(jnp.linalg.norm(jnp.full(2, 1e30, np.float32)))

@@ -7,6 +7,7 @@ axes are batch axes throughout.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import NamedTuple
@@ -14,6 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from nbjax import dtypes, lax
+from nbjax.array import Array
+from nbjax.core import _ctx, eval_trace as _EVAL
+from nbjax.registry import quiet_run
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
@@ -320,6 +324,29 @@ def _matrix_norm(x, ord, axis, keepdims):
   raise ValueError(f"Invalid order '{ord}' for matrix norm.")
 
 
+_BLAS_REAL = frozenset(map(np.dtype, (np.float32, np.float64)))
+
+
+def _sqrt_dot(v):
+  return np.sqrt(np.dot(v, v))
+
+
+def _norm_eager(general):
+  """Eagerly, the 2-norm of a whole float32/float64 Array (``ord`` None, or 2 of a vector;
+  ``axis`` None) is NumPy's: the square root of BLAS's dot, one pass where the composite
+  squares and then sums (10^6 float32: 131 -> ~50 us); anything else the staged composite."""
+  @functools.wraps(general)
+  def norm(x, ord=None, axis=None, keepdims=False):
+    if type(x) is Array and axis is None and (ord is None or x.ndim == 1 and ord == 2) and \
+        _ctx.trace is _EVAL and x.dtype in _BLAS_REAL:
+      v = x._value.reshape(-1)
+      r = quiet_run(_sqrt_dot, v)  # (overflow to inf without NumPy's warning, as JAX)
+      return Array._new(np.full((1,) * x.ndim if keepdims else (), r, v.dtype))  # (strong: a sum)
+    return general(x, ord, axis, keepdims)
+  return norm
+
+
+@_norm_eager
 @staged
 def norm(x, ord=None, axis=None, keepdims=False):
   """Vector or matrix norm (NumPy's ``ord`` conventions)."""
