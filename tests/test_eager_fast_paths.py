@@ -964,3 +964,21 @@ def test_norm_blas_route_as_jit(dtype):
   with warnings.catch_warnings():
     warnings.simplefilter("error")  # (overflow to inf without NumPy's warning)
     assert np.isinf(jnp.linalg.norm(jnp.full(2, 1e30, np.float32)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_nan_to_num_numpy_route_as_jit(dtype):
+  # eagerly, nan_to_num of a NumPy float with Python-number replacements is NumPy's
+  a = np.array([np.nan, np.inf, -np.inf, -0.0, 1.5, -2.0, 6e4], dtype)
+  for kw in ({}, dict(nan=1.0), dict(posinf=1e40, neginf=-1e40), dict(nan=5, posinf=7, neginf=-7),
+             dict(nan=-0.0)):
+    for x in (jnp.asarray(a), jnp.full(3, np.nan, dtype)):
+      with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (1e40 rounds to inf quietly)
+        got = jnp.nan_to_num(x, **kw)
+      with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = nbjax.jit(lambda x: jnp.nan_to_num(x, **kw))(x)
+      assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))

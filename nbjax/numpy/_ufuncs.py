@@ -1022,6 +1022,25 @@ def nextafter(x1, x2, /):
   return lax.nextafter(*_full_shape(*promote_args_inexact("nextafter", x1, x2)))
 
 
+def _nan_to_num_eager(general):
+  """Eagerly, ``nan_to_num`` of a float16/32/64 Array with Python-number (or default)
+  replacements is NumPy's (the replacements rounded to the dtype first, as the composite's
+  ``full_like``): 10^6 float32 1.57 -> ~0.6 ms, where the composite fills three full arrays."""
+  @functools.wraps(general)
+  def f(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    if type(x) is Array and _ctx.trace is _EVAL and x._value.dtype in _NP_FLOATS and all(
+        v is None or type(v) in (int, float) for v in (nan, posinf, neginf)):
+      v = x._value
+      info = np.finfo(v.dtype)
+      with np.errstate(over="ignore"):  # (1e40 as float32 is inf, quietly, as JAX's)
+        nan, posinf, neginf = (np.array(r, v.dtype) for r in (
+            nan, info.max if posinf is None else posinf, info.min if neginf is None else neginf))
+      return Array._new(np.nan_to_num(v, True, nan, posinf, neginf))
+    return general(x, copy, nan, posinf, neginf)
+  return f
+
+
+@_nan_to_num_eager
 @staged
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's
