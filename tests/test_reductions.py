@@ -872,8 +872,9 @@ def test_row_blocks_on_two_threads_keep_the_bits(dtype, monkeypatch):
                                    np.uint8, np.bool_])
 def test_argmax_one_row_backend_switch_as_jit(dtype):
   """argmax/argmin reducing one row: NumPy's argmax from 4096 elements (not float16/bfloat16),
-  numba's kernel below and for batches of rows; both give jit's index (the first NaN, else
-  the first extremum, -0.0 == 0.0) for every placement of the row's axis."""
+  numba's kernel below and for batches of rows (but float32/float64 rows of 64+ along the last
+  axis: NumPy's); both give jit's index (the first NaN, else the first extremum, -0.0 == 0.0)
+  for every placement of the row's axis."""
   assert registry.policy(lax.argmax_p) == ("numba", "numpy", 4096)
   rng = np.random.default_rng(7)
   for n in (4095, 4096, 70000):
@@ -887,3 +888,22 @@ def test_argmax_one_row_backend_switch_as_jit(dtype):
         want = nbjax.jit(lambda v: op(v, ax, np.int32))(A(xa))
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         assert got.dtype == want.dtype and got.shape == want.shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_argmax_rows_numpy_as_jit(dtype):
+  """Float32/float64 rows of 64+ along the last axis take NumPy's per-row argmax: jit's index
+  (first NaN, else first extremum, -0.0 == 0.0) in every row, for 63/64 and other lengths."""
+  rng = np.random.default_rng(8)
+  for shape in ((5, 63), (5, 64), (3, 4, 100), (7, 1000), (3, 64)):
+    x = (rng.standard_normal(shape) * 50).astype(dtype)
+    x[..., 0, 3] = x[..., 0, :].max() + 1  # then its -0.0/0.0 ties and NaNs below
+    x[..., -1, :] = 0.0
+    x[..., -1, 5] = -0.0
+    x[..., 1, [7, 40]] = np.nan
+    for op in (lax.argmax, lax.argmin):
+      for idt in (np.int32, np.int64):
+        got = op(A(x), x.ndim - 1, idt)
+        want = nbjax.jit(lambda v: op(v, x.ndim - 1, idt))(A(x))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
