@@ -3,6 +3,7 @@ jvp/vmap (seed 003 Part 3), the AOT API (lower/compile/trace), errors (concretiz
 leaked tracers, missing lowerings), disable_jit, and a run of this file in a process where
 ``import jax`` fails (nbjax reaches XLA through jaxlib alone).
 """
+import functools
 import os
 import subprocess
 import sys
@@ -184,11 +185,11 @@ def test_closed_over_arrays_become_constants():
   fb = nbjax.jit(lambda x: lax.add(x, big))
   np.testing.assert_allclose(fs(np.ones(4)), small)
   np.testing.assert_allclose(fb(np.ones(4096)), big + 1)
-  text_s = fs.lower(np.ones(4)).compile().as_text()
-  text_b = fb.lower(np.ones(4096)).compile().as_text()
+  text_s = fs.lower(np.ones(4)).as_text()
+  text_b = fb.lower(np.ones(4096)).compile().as_text()  # (XLA's HLO of the executable)
   assert "stablehlo.constant dense<[0.000000e+00, 1.000000e+00" in text_s
-  main_b = next(l for l in text_b.splitlines() if "@main" in l)
-  assert main_b.count("tensor<4096xf64>") == 3, main_b   # const arg, x, result
+  layout = next(l for l in text_b.splitlines() if "entry_computation_layout" in l)
+  assert "{(f64[4096]{0}, f64[4096]{0})->f64[4096]{0}}" in layout, layout  # const arg, x
 
 
 def test_outputs_without_computation():
@@ -1048,3 +1049,19 @@ def test_lowered_debug_info_and_compiled_shardings_as_jax():
   assert t.fun_name == "f" and t.out_tree == nbjax.tree_util.tree_structure((0, {"a": 0}))
   assert str(t.out_avals) == ("(ShapedArray(float64[], weak_type=True), {'a': "
                               "ShapedArray(int64[], weak_type=True)})")
+
+
+def test_compiled_as_text_is_xlas_optimized_hlo():
+  """Compiled.as_text() is XLA's optimized HLO, as JAX's (lax_test
+  test_dce_sink_prevents_xla_dce): a value only a plain dce_sink reads is gone from it, one
+  kept by prevent_mlir_dce stays (a custom call); Lowered.as_text() is the StableHLO."""
+  def f(x, keep):
+    lax.dce_sink(x + 1, prevent_mlir_dce=keep)
+    return x
+  x = np.float32(1)
+  low = nbjax.jit(functools.partial(f, keep=False)).lower(x)
+  assert "stablehlo.add" in low.as_text()
+  text = low.compile().as_text()
+  assert text.startswith("HloModule") and "add" not in text, text
+  text = nbjax.jit(functools.partial(f, keep=True)).lower(x).compile().as_text()
+  assert "custom_call" in text and "dce_sink" in text and "add" in text, text

@@ -1864,7 +1864,15 @@ class Compiled(_Stage):
   _text = None
 
   def as_text(self):
-    return self._text or self._exe.text
+    """XLA's optimized HLO text of the compiled program, as JAX's ``Compiled.as_text`` (what
+    XLA made of the module: dead code gone, fusions formed); ``Lowered.as_text()`` is the
+    StableHLO module it was compiled from."""
+    if self._text is None:
+      exe = self._xla()
+      mods = getattr(exe, "_exe", None)
+      self._text = (mods.hlo_modules()[0].to_string() if mods is not None
+                    else self._exe.text)  # (programs of maps: their module's text)
+    return self._text
 
   def _xla(self):  # the XLA executable (None for programs of maps run per equation)
     exe = self._exe
