@@ -1043,6 +1043,25 @@ del _n, _s, _d, _v
 # ----------------------------------------------------------------- take & co
 
 
+def _take_eager(general):
+  """Eagerly, ``take`` of a vector Array by an integer Array in the default fill mode is one
+  pass of ``take_filled`` (negative indices from the end and out-of-range fills in the loop,
+  no normalised copy of the indices; 10^6 float32 18.7 -> ~1.3 ms, NumPy's take 1.2-1.6),
+  at every size (the staged composite's replay is the same gather); else the composite."""
+  @functools.wraps(general)
+  def f(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+        indices_are_sorted=False, fill_value=None):
+    if type(a) is Array and type(indices) is Array and out is None and (
+        mode is None or mode == "fill") and a.ndim == 1 and axis in (None, 0, -1) and \
+        _ctx.trace is _EVAL:
+      r = lax_indexing.take_points(a, indices, True, True, fill_value)
+      if r is not None:
+        return r
+    return general(a, indices, axis, out, mode, unique_indices, indices_are_sorted, fill_value)
+  return f
+
+
+@_take_eager
 @staged
 def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
@@ -1095,11 +1114,6 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     mode = "fill"
   elif mode not in ("fill", "clip"):
     raise ValueError(f"Invalid mode '{mode}' for np.take")
-  if mode == "fill" and type(a) is Array and type(indices) is Array and _ctx.trace is _EVAL \
-      and a.ndim == 1:  # eagerly one pass of the kernel: negative indices and fills in it
-    out = lax_indexing.take_points(a, indices, True, True, fill_value)
-    if out is not None:
-      return out
   return rewriting_take(a, (slice(None),) * axis + (indices,), mode=mode, fill_value=fill_value,
                         unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
                         normalize_indices=mode == "fill", _guard=False)
