@@ -840,7 +840,7 @@ def tri(N, M=None, k=0, dtype=None):
     raise OverflowError(f"Python int {k} too large to convert to {d}")
   # (JAX's default dtype here is float32, whatever the x64 mode)
   dtype = canonicalize_user_dtype(dtype, "tri") or np.dtype(np.float32)
-  if type(k) is int and _ctx.trace is _EVAL:  # eagerly NumPy's ones and zeros, in one pass
+  if type(k) is int and _ctx.trace is _EVAL and not core.placement[0]:  # eagerly NumPy's
     return Array._new(np.tri(N, M, builtins.min(builtins.max(k, -N - 1), M + 1), dtype))
   rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
   return _util.convert(lax.ge(rows, lax.broadcasted_iota(d, (N, M), 1)), dtype)
@@ -875,7 +875,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     raise ValueError(f"negative dimensions are not allowed, got {N_} and {M_}")
   d = dtypes.default_int_dtype()
   dtype = canonicalize_user_dtype(dtype, "eye") or dtypes.default_float_dtype()
-  if type(k) is int and _ctx.trace is _EVAL:  # eagerly NumPy's ones on a diagonal
+  if type(k) is int and _ctx.trace is _EVAL and not core.placement[0]:  # eagerly NumPy's
     out = Array._new(np.eye(N, M, builtins.min(builtins.max(k, -N - 1), M + 1), dtype))
   else:
     rows = lax.add(lax.broadcasted_iota(d, (N, M), 0), _diag_offset(k, N, M, d))
@@ -914,7 +914,7 @@ def _tri_select_eager(upper):
     @functools.wraps(general)
     def f(m, k=0):
       if type(m) is Array and type(k) is int and -1 << 31 < k < 1 << 31 and \
-          _ctx.trace is _EVAL and m.ndim >= 2:
+          _ctx.trace is _EVAL and m.ndim >= 2 and not core.placement[0]:
         v = np.ascontiguousarray(m._value)
         rows, cols = v.shape[-2:]
         w = 2 if v.itemsize == 16 else 1

@@ -1053,7 +1053,7 @@ def _take_eager(general):
         indices_are_sorted=False, fill_value=None):
     if type(a) is Array and type(indices) is Array and out is None and (
         mode is None or mode == "fill") and a.ndim == 1 and axis in (None, 0, -1) and \
-        _ctx.trace is _EVAL:
+        _ctx.trace is _EVAL and not core.placement[0]:
       r = lax_indexing.take_points(a, indices, True, True, fill_value)
       if r is not None:
         return r

@@ -15,7 +15,7 @@ import numpy as np
 
 from kernels import special as _special_kernels
 from nbjax.eager_cache import staged
-from nbjax import dtypes, lax
+from nbjax import core, dtypes, lax
 from nbjax.array import Array
 from nbjax.core import _ctx, eval_trace as _EVAL
 from nbjax.custom_derivatives import custom_jvp
@@ -591,7 +591,8 @@ def _conv_eager(np_fn):
     @functools.wraps(general)
     def f(a, v, mode=_DEFAULT_MODE[np_fn], *, precision=None, preferred_element_type=None):
       if type(a) is Array and type(v) is Array and preferred_element_type is None and \
-          _ctx.trace is _EVAL and a.ndim == v.ndim == 1 and a.size and v.size and \
+          _ctx.trace is _EVAL and not core.placement[0] and a.ndim == v.ndim == 1 and \
+          a.size and v.size and \
           a.dtype == v.dtype and a.dtype in _CONV_NP and mode in ("full", "same", "valid"):
         return Array._new(np_fn(a._value, v._value, mode))
       return general(a, v, mode, precision=precision,

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nbjax import dtypes, lax
+from nbjax import core, dtypes, lax
 from nbjax.array import Array
 from nbjax.core import _ctx, eval_trace as _EVAL
 from nbjax.registry import quiet_run
@@ -338,7 +338,7 @@ def _norm_eager(general):
   @functools.wraps(general)
   def norm(x, ord=None, axis=None, keepdims=False):
     if type(x) is Array and axis is None and (ord is None or x.ndim == 1 and ord == 2) and \
-        _ctx.trace is _EVAL and x.dtype in _BLAS_REAL:
+        _ctx.trace is _EVAL and not core.placement[0] and x.dtype in _BLAS_REAL:
       v = x._value.reshape(-1)
       r = quiet_run(_sqrt_dot, v)  # (overflow to inf without NumPy's warning, as JAX)
       return Array._new(np.full((1,) * x.ndim if keepdims else (), r, v.dtype))  # (strong: a sum)
