@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import nbjax
 import nbjax.numpy as jnp
+from nbjax import lax
 from nbjax.array import Array
 
 rng = np.random.default_rng(1)
@@ -722,6 +723,19 @@ def test_committed_as_jax():
   sds = nbjax.ShapeDtypeStruct.like(nbjax.device_put(x, dev))
   assert sds.sharding == SingleDeviceSharding(dev) and sds.shape == (3,)
   assert nbjax.ShapeDtypeStruct.like(np.array(1.)).sharding is None
+
+
+def test_full_like_of_a_committed_array_is_committed_as_jax():
+  """lax.full_like (and jnp's zeros_like/ones_like/full_like over it) of an array committed to
+  a device, the default one included, is committed with its sharding (lax_numpy_test
+  test_full_like_committed); of an uncommitted one, uncommitted."""
+  x = jnp.array((1, 2, 3), dtype=np.int32)
+  assert not lax.full_like(x, 1.1)._committed and not jnp.zeros_like(x)._committed
+  x = nbjax.device_put(x, nbjax.devices()[-1])
+  for y in (lax.full_like(x, 1.1), jnp.zeros_like(x), jnp.ones_like(x), jnp.full_like(x, 2),
+            jnp.zeros_like(x, dtype=float)):
+    assert y._committed and y.sharding == x.sharding
+  np.testing.assert_array_equal(lax.full_like(x, 1.1), [1, 1, 1])
 
 
 def test_implicit_dtype_conversion_is_deprecated_as_jax():

@@ -2069,7 +2069,7 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
   else:
     d = dtypes.canonicalize_explicit_dtype(dtypes.dtype(dtype), "dtype")  # (JAX's _dtype)
   out = _full(tuple(fill_shape), fill_value, d, weak)
-  if sharding is None and not weak and core.placement[0] and core.placed_device(x)[0]:
+  if sharding is None and not weak and core.placed_device(x)[0]:
     sharding = x.sharding  # (a single-device sharding: fully replicated, whatever the shape)
   if sharding is not None and type(out) is Array:
     from nbjax.interpreters import spmd

@@ -460,7 +460,8 @@ def _filled_like(make, a, dtype, shape, device, out_sharding):
   device or sharding: the NumPy array made directly (the weak type kept without a dtype);
   None for the general path."""
   if type(a) is not Array or _ctx.trace is not _EVAL or shape is not None or \
-      device is not None or out_sharding is not None or core.placement[0] or a.is_deleted():
+      device is not None or out_sharding is not None or core.placement[0] or a.is_deleted() \
+      or core.placed_device(a)[0]:  # (committed, if only to the default device: full_like's)
     return None
   v = a._value
   if dtype is None:
