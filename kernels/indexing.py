@@ -574,7 +574,8 @@ def histogram_counts(a, w, edges, out):
   ``edges[i] <= a[t] < edges[i + 1]``, the last bin closed (jnp.histogram's searchsorted,
   equality test and scatter-add; values outside the edges and NaN dropped), in element order.
   The bin is guessed as for uniform edges and corrected by comparisons with the edges, so any
-  sorted edges give the searched bin."""
+  sorted edges give the searched bin (the caller checks they are sorted and NaN-free; the
+  guess stays in range whatever they are)."""
   ne = edges.size
   if ne < 2 or out.size != ne - 1 or (w.size and w.size != a.size):
     return
@@ -589,8 +590,8 @@ def histogram_counts(a, w, edges, out):
     if x == hi:
       i = last
     else:
-      g = (np.float64(x) - np.float64(lo)) * scale
-      i = int(min(max(g, 0.0), np.float64(last)))
+      g = (np.float64(x) - np.float64(lo)) * scale if scale > 0.0 else 0.0
+      i = int(g) if 0.0 <= g < last else (last if g >= last else 0)  # (NaN: 0)
       while i > 0 and x < edges[i]:
         i -= 1
       while i < last and x >= edges[i + 1]:

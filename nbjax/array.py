@@ -728,36 +728,45 @@ def _view(base, nbytes, shape, dtype):
 # 13 ms per call against 3 ms without them; nanmean 5.9 -> 0.8 ms, take 18.7 -> 6.7 ms). So
 # at import nbjax fixes both (setting either turns the dynamic rule off): blocks below
 # 32 MiB (glibc's largest mmap threshold) come from the heap, and up to 256 MiB of free heap
-# top stays mapped. Skipped where the user set MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_,
-# with NBJAX_MALLOC_TUNING=0, and off glibc.
+# top stays mapped. The cost: freed memory stays with the process (a thread's arena, whose
+# heaps are at most 64 MiB, is never trimmed at all) until ``clear_pool`` (and so
+# ``jax.clear_caches``) calls malloc_trim. Skipped with NBJAX_MALLOC_TUNING=0, where the user
+# tuned these (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_, GLIBC_TUNABLES), and off glibc.
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 
 
 def _tune_malloc():
+  """glibc's thresholds set as above; the libc handle, or None where untouched."""
   import os
   if os.environ.get("NBJAX_MALLOC_TUNING", "1") == "0" or sys.platform != "linux" or any(
-      k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
-    return False
+      k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")) or \
+      "threshold" in os.environ.get("GLIBC_TUNABLES", ""):
+    return None
   import ctypes
   try:
     libc = ctypes.CDLL(None)
     libc.gnu_get_libc_version  # glibc (musl has a mallopt that ignores these)
     mallopt = libc.mallopt
   except (OSError, AttributeError):
-    return False
+    return None
   mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-  return mallopt(-3, MMAP_THRESHOLD) == 1 and mallopt(-1, TRIM_THRESHOLD) == 1  # M_MMAP_, M_TRIM_
+  ok = mallopt(-3, MMAP_THRESHOLD) == 1 and mallopt(-1, TRIM_THRESHOLD) == 1  # M_MMAP_, M_TRIM_
+  return libc if ok else None
 
 
-malloc_tuned = _tune_malloc()
+_libc = _tune_malloc()
+malloc_tuned = _libc is not None
 
 
 def clear_pool():
-  """Drop the pool's free buffers (buffers still in use stay with their arrays)."""
+  """Drop the pool's free buffers (buffers still in use stay with their arrays) and, where
+  nbjax tuned glibc's malloc, hand the free heap memory of every arena back (malloc_trim)."""
   global _pool_bytes
   _pool.clear()
   _pool_bytes = 0
+  if _libc is not None:
+    _libc.malloc_trim(0)
 
 
 # jax_array_garbage_collection_guard: while it is "log" or "fatal", Array has a __del__

@@ -877,11 +877,14 @@ def test_take_fill_kernel_as_jit(dtype):
     lo = 0 if np.dtype(idt).kind == "u" else -70
     for shape in ((0,), (9,), (3, 4), ()):
       i = jnp.asarray(rng.integers(lo, 70, shape).astype(idt))
-      for fv in (None, 3):
+      for fv in (None, 3, 1e40):  # (1e40: inf or a wrapped int, without a warning)
         f = lambda x, i: jnp.take(x, i, fill_value=fv)
         g = lambda x, i: x.at[i].get(mode="fill", fill_value=fv)
         for h in (f, g):
-          got, want = h(x, i), nbjax.jit(h)(x, i)
+          with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = h(x, i)
+          want = nbjax.jit(h)(x, i)
           assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
           np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
@@ -898,7 +901,9 @@ def test_histogram_kernel_as_composite(dtype):
                 -1, -0.5, 0, 0, 0.5, 2]
     x, w = jnp.asarray(a), jnp.asarray(rng.random(n).astype(dtype))
     edges = jnp.asarray(np.array([-1, -0.5, 0, 0, 0.5, 2], dtype))  # (a repeated edge)
-    for bins in (1, 7, edges, jnp.zeros(3, dtype)):
+    odd = [jnp.asarray(np.array(e, dtype)) for e in ([-np.inf, 0, np.inf], [-np.inf, 5],
+                                                         [3, 2, 1, 0], [np.nan, 0, 1])]
+    for bins in (1, 7, edges, jnp.zeros(3, dtype), *odd):  # (infinite, unsorted, NaN edges)
       for rng_ in (None, (-1, 1), (0, 0)):
         for weights, density in ((None, None), (w, None), (w, True)):
           args = (x, bins, rng_, weights, density)
@@ -939,10 +944,13 @@ def test_convolve_correlate_numpy_route_as_composite(dtype):
       a, v = (rng.standard_normal(n) + (1j * rng.standard_normal(n) if np.dtype(dtype).kind == "c"
                                         else 0) for n in (na, nv))
       a, v = jnp.asarray(a.astype(dtype)), jnp.asarray(v.astype(dtype))
-      for mode in ("full", "same", "valid"):
-        got, want = f(a, v, mode), f.__wrapped__(a, v, mode)
-        assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+      w = jnp.full(4, 2.0, dtype)  # (weak)
+      inf = jnp.asarray(np.array([np.inf, 1.0], dtype))  # (the composite's inf * 0 = NaN)
+      for x, y in ((a, v), (w, w), (a, inf), (inf, a)):
+        for mode in ("full", "same", "valid"):
+          got, want = f(x, y, mode), f.__wrapped__(x, y, mode)
+          assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
+          np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

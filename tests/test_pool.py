@@ -78,3 +78,28 @@ def test_mid_size_temporaries_do_not_refault_their_pages():
     out[tune] = r.stdout.split()
   assert out["1"][0] == "True" and int(out["1"][1]) < 100
   assert out["0"][0] == "False" and int(out["0"][1]) > 5000
+
+
+_THREAD = """
+import threading, numpy as np, nbjax
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+def work():  # 800 MiB of 2 MiB buffers in a thread's own malloc arena, then freed
+  bufs = [np.ones(2 << 20, np.uint8) for _ in range(400)]
+t = threading.Thread(target=work)
+t.start()
+t.join()
+kept = rss()
+nbjax.clear_caches()
+print(kept, rss())
+"""
+
+
+@pytest.mark.skipif(not A.malloc_tuned, reason="glibc's malloc only")
+def test_clear_caches_hands_back_what_the_tuned_heap_keeps():
+  # with the tuned thresholds a thread arena's freed memory stays mapped (its heaps are
+  # never trimmed); jax.clear_caches -> array.clear_pool -> malloc_trim(0) returns it
+  import subprocess
+  import sys
+  kept, after = map(int, subprocess.run([sys.executable, "-c", _THREAD], capture_output=True,
+                                        text=True, check=True).stdout.split())
+  assert kept - after > 400, (kept, after)

@@ -950,12 +950,14 @@ _all_jitted: "weakref.WeakSet[JitWrapped]" = weakref.WeakSet()
 
 def clear_caches():
   """Forget every jitted function's traces and executables (each retraces on its next
-  call), and the in-process compile cache, as ``jax.clear_caches``."""
-  from nbjax import xla
+  call), and the in-process compile cache, as ``jax.clear_caches``; also drop the eager
+  output pool's free buffers and trim the heap (``array.clear_pool``)."""
+  from nbjax import array, xla
   for f in list(_all_jitted):
     f.clear_cache()
   _compiled.clear()
   xla.clear_compile_cache()
+  array.clear_pool()
 
 
 _trace_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -517,7 +517,8 @@ def _fill_scalar(dtype, fill_value):
       fill_value = np.iinfo(dtype).max
     else:
       fill_value = True
-  return np.asarray(fill_value).astype(dtype)
+  with np.errstate(over="ignore", invalid="ignore"):  # (1e40 as float32 is inf, quietly)
+    return np.asarray(fill_value).astype(dtype)
 
 
 def _index_matrix(idx):
@@ -1611,12 +1612,7 @@ def _gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, unique_ind
   mask = hlo.broadcast_in_dim(
       ir.RankedTensorType.get(list(out_aval.shape), ir.IntegerType.get_signless(1)),
       red.result, i64_array(bdims))
-  dt = np.dtype(out_aval.dtype)
-  if fill_value is None:
-    fill_value = (np.nan if dt.kind in "fc" or dtypes.is_inexact(dt) else
-                  np.iinfo(dt).min if dt.kind == "i"
-                  else np.iinfo(dt).max if dt.kind == "u" else True)
-  fill = mlir.full_like_aval(ctx, np.asarray(fill_value).astype(dt), out_aval)
+  fill = mlir.full_like_aval(ctx, _fill_scalar(np.dtype(out_aval.dtype), fill_value), out_aval)
   return [hlo.select(mask, out, fill)]
 
 

@@ -593,8 +593,11 @@ def _conv_eager(np_fn):
       if type(a) is Array and type(v) is Array and preferred_element_type is None and \
           _ctx.trace is _EVAL and not core.placement[0] and a.ndim == v.ndim == 1 and \
           a.size and v.size and \
-          a.dtype == v.dtype and a.dtype in _CONV_NP and mode in ("full", "same", "valid"):
-        return Array._new(np_fn(a._value, v._value, mode))
+          a.dtype == v.dtype and a.dtype in _CONV_NP and mode in ("full", "same", "valid") \
+          and np.isfinite(a._value).all() and np.isfinite(v._value).all():
+        # (an inf or NaN: the composite, as XLA, also multiplies the padding's zeros by it,
+        # where NumPy skips those products, and complex infinities multiply as XLA's)
+        return Array._new(np_fn(a._value, v._value, mode), a._weak and v._weak)
       return general(a, v, mode, precision=precision,
                      preferred_element_type=preferred_element_type)
     return f
