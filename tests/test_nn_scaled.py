@@ -75,8 +75,10 @@ def test_scaled_dot_general_matches_jax(mode, jit):
   ga, gb = g(a, b)
   assert out.dtype == np.float32 and out.shape == (32, 32)
   np.testing.assert_array_equal(np.asarray(out)[0, :6], np.float32(out_w))
-  np.testing.assert_allclose(np.asarray(ga)[0, :6], ga_w, rtol=1e-6, atol=1e-7)
-  np.testing.assert_allclose(np.asarray(gb)[:3, :2].ravel(), gb_w, rtol=1e-6)
+  # (JAX's figures from its machine: the gradients' float32 dots round 1.3e-6 apart on an
+  # AVX-512 AMD machine's BLAS)
+  np.testing.assert_allclose(np.asarray(ga)[0, :6], ga_w, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(np.asarray(gb)[:3, :2].ravel(), gb_w, rtol=1e-5)
   np.testing.assert_allclose([float(np.sum(np.asarray(x, np.float64))) for x in (out, ga, gb)],
                              sums, rtol=1e-6)
 
