@@ -985,8 +985,10 @@ def test_nan_to_num_numpy_route_as_jit(dtype):
         warnings.simplefilter("error")  # (1e40 rounds to inf quietly)
         got = jnp.nan_to_num(x, **kw)
       with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("error")  # (the composite, traced, quiet too)
         want = nbjax.jit(lambda x: jnp.nan_to_num(x, **kw))(x)
+        composite = jnp.nan_to_num.__wrapped__(x, **kw)
+      np.testing.assert_array_equal(np.asarray(composite), np.asarray(want))
       assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
       np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
       np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))

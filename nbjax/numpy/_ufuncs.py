@@ -1057,6 +1057,9 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   info = dtypes.finfo(d)
   posinf = info.max if posinf is None else posinf
   neginf = info.min if neginf is None else neginf
+  if all(type(r) in (int, float) for r in (nan, posinf, neginf)):
+    with np.errstate(over="ignore"):  # (1e40 as float32 is inf, quietly, as JAX's)
+      nan, posinf, neginf = (np.array(r, d) for r in (nan, posinf, neginf))
   x = _util.convert(x, d)  # strong, as JAX's
   out = lax.select(isnan(x), lax.full_like(x, nan), x)
   out = lax.select(isposinf(out), lax.full_like(x, posinf), out)
