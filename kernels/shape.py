@@ -156,20 +156,19 @@ def copy_bytes(src, dst):
 
 
 @njit(cache=True, nogil=True)
-def tri_select(src, dst, rows, cols, k, upper, w):
+def tri_select(src, dst, rows, cols, k, upper):
   """``tril``/``triu`` of a stack of ``rows x cols`` matrices in one pass, on flat buffers
-  (any element type viewed as ``w`` unsigned words per element: zero is all-zero bits): row
-  ``i`` keeps columns ``j <= i + k`` (lower) or ``j >= i + k`` (upper) and zeroes the rest.
-  ``k`` is clamped to ``[-rows - 1, cols + 1]`` by the caller."""
-  width = cols * w
-  n = rows * width
+  (any element type viewed as unsigned words of its size: zero is all-zero bits): row ``i``
+  keeps columns ``j <= i + k`` (lower) or ``j >= i + k`` (upper) and zeroes the rest. ``k``
+  is clamped to ``[-rows - 1, cols + 1]`` by the caller."""
+  n = rows * cols
   if n == 0:
     return
   for b in range(min(src.size, dst.size) // n):
     for i in range(rows):
-      s = src[b * n + i * width:b * n + (i + 1) * width]
-      d = dst[b * n + i * width:b * n + (i + 1) * width]
-      cut = min(max(i + k + (0 if upper else 1), 0), cols) * w
+      s = src[b * n + i * cols:b * n + (i + 1) * cols]
+      d = dst[b * n + i * cols:b * n + (i + 1) * cols]
+      cut = min(max(i + k + (0 if upper else 1), 0), cols)
       if upper:
         d[:cut] = 0
         d[cut:] = s[cut:]

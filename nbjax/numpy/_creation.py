@@ -18,6 +18,7 @@ from nbjax import core, dtypes, lax, registry
 from nbjax.registry import quiet_run
 from nbjax.array import Array, empty as pooled_empty
 from kernels.shape import tri_select as _tri_kernel
+from nbjax.lax.shape import bits
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
 from nbjax.numpy import _util
 from nbjax.numpy._manip import stack
@@ -903,9 +904,6 @@ def identity(n, dtype=None):
   return eye(n, dtype=canonicalize_user_dtype(dtype, "identity"))
 
 
-_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}
-
-
 def _tri_select_eager(upper):
   """Eagerly, ``tril``/``triu`` of an Array with a Python int ``k`` run one pass of
   ``kernels.shape.tri_select`` (where the composite builds a mask, broadcasts it and selects:
@@ -918,11 +916,9 @@ def _tri_select_eager(upper):
           _ctx.trace is _EVAL and m.ndim >= 2 and not core.placement[0]:
         v = np.ascontiguousarray(m._value)
         rows, cols = v.shape[-2:]
-        w = 2 if v.itemsize == 16 else 1
         out = pooled_empty(v.shape, v.dtype)
-        word = _WORDS[v.itemsize]
-        _tri_kernel(v.reshape(-1).view(word), out.reshape(-1).view(word), rows, cols,
-                    builtins.min(builtins.max(k, -rows - 1), cols + 1), upper, w)
+        _tri_kernel(bits(v.reshape(-1)), bits(out.reshape(-1)), rows, cols,
+                    builtins.min(builtins.max(k, -rows - 1), cols + 1), upper)
         return Array._new(out, m._weak)
       return general(m, k)
     return f
