@@ -1022,6 +1022,17 @@ def nextafter(x1, x2, /):
   return lax.nextafter(*_full_shape(*promote_args_inexact("nextafter", x1, x2)))
 
 
+def _nan_to_num_fills(d, nan, posinf, neginf):
+  """``nan_to_num``'s replacements for dtype ``d`` (infinities: its extremes by default),
+  Python numbers rounded to ``d`` quietly (1e40 as float32 is inf, as JAX's, no warning)."""
+  info = dtypes.finfo(d)
+  fills = (nan, info.max if posinf is None else posinf, info.min if neginf is None else neginf)
+  if all(type(r) in (int, float) for r in fills):
+    with np.errstate(over="ignore"):
+      fills = tuple(np.array(r, d) for r in fills)
+  return fills
+
+
 def _nan_to_num_eager(general):
   """Eagerly, ``nan_to_num`` of a float16/32/64 Array with Python-number (or default)
   replacements is NumPy's (the replacements rounded to the dtype first, as the composite's
@@ -1032,11 +1043,7 @@ def _nan_to_num_eager(general):
         x._value.dtype in _NP_FLOATS and all(
         v is None or type(v) in (int, float) for v in (nan, posinf, neginf)):
       v = x._value
-      info = np.finfo(v.dtype)
-      with np.errstate(over="ignore"):  # (1e40 as float32 is inf, quietly, as JAX's)
-        nan, posinf, neginf = (np.array(r, v.dtype) for r in (
-            nan, info.max if posinf is None else posinf, info.min if neginf is None else neginf))
-      return Array._new(np.nan_to_num(v, True, nan, posinf, neginf))
+      return Array._new(np.nan_to_num(v, True, *_nan_to_num_fills(v.dtype, nan, posinf, neginf)))
     return general(x, copy, nan, posinf, neginf)
   return f
 
@@ -1054,12 +1061,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   if dtypes.is_complex(d):
     return lax.complex(nan_to_num(lax.real(x), nan=nan, posinf=posinf, neginf=neginf),
                        nan_to_num(lax.imag(x), nan=nan, posinf=posinf, neginf=neginf))
-  info = dtypes.finfo(d)
-  posinf = info.max if posinf is None else posinf
-  neginf = info.min if neginf is None else neginf
-  if all(type(r) in (int, float) for r in (nan, posinf, neginf)):
-    with np.errstate(over="ignore"):  # (1e40 as float32 is inf, quietly, as JAX's)
-      nan, posinf, neginf = (np.array(r, d) for r in (nan, posinf, neginf))
+  nan, posinf, neginf = _nan_to_num_fills(d, nan, posinf, neginf)
   x = _util.convert(x, d)  # strong, as JAX's
   out = lax.select(isnan(x), lax.full_like(x, nan), x)
   out = lax.select(isposinf(out), lax.full_like(x, posinf), out)
