@@ -757,6 +757,9 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
             else f"numpy < {policy[2]} elements (ufunc dispatch), numba kernels above")
     if same_shape_min is not None:
       note += f" (from {same_shape_min} for two operands of one shape)"
+  nb_numpy = _numba_path_numpy(arity, ok) if "numba" in policy[:2] else None
+  if nb_numpy:
+    note = f"{note}; {nb_numpy}" if note else nb_numpy
   meta = dict(arity=arity, dtypes=sorted(ok[0] if isinstance(ok, list) else ok, key=_dtype_str),
               reference=reference or impls.get("numpy"), domain=domain,
               differentiable=differentiable, linear=linear,
@@ -773,6 +776,21 @@ def standard_elementwise(name, arity, ok, *, numba, numpy=None, out_dtype=None, 
       batch=batching.broadcast_batcher(p) if arity > 1 else batching_unary(p),
       policy=policy, meta=meta)
   return p
+
+
+def _numba_path_numpy(arity, ok):
+  """What NumPy does on an elementwise primitive's numba path (``numba_run``), for its note:
+  float16 operands widened to float32 and results rounded back by ``astype`` (``_WORK``:
+  numba has no float16), and operands broadcast other than in place (one element) or in
+  blocks (``_block_broadcast``: a row/column operand of two, below the threads' threshold)
+  copied to full size first (``_broadcast_operands``)."""
+  parts = []
+  if F16 in (set().union(*ok) if isinstance(ok, list) else ok):
+    parts.append("float16 cast to/from float32 by NumPy")
+  if arity > 1:
+    parts.append("broadcast operands (but one-element ones and small row/column ones) copied "
+                 "full-size by NumPy")
+  return "numba path: " + ", ".join(parts) if parts else None
 
 
 def batching_unary(p):
@@ -1478,7 +1496,8 @@ div_p = standard_elementwise("div", 2, _num, numba=_nb_div, numpy=_np_div_resolv
                              domain=(None, "nonzero"), samples=_int_div_samples,
                              complex_kernel="div_complex")
 div_p.meta["note"] += ("; a real divisor broadcast against the dividend: the product with its "
-                       "reciprocal (mul kernel, as XLA compiles it); integers: numba at every size")
+                       "reciprocal (the reciprocal by NumPy, the product by the mul kernel, as "
+                       "XLA compiles it); integers: numba at every size")
 rem_p = standard_elementwise("rem", 2, _int | _float, numba=_nb_rem,
                              numpy=_ints_on_numba(_np_fn(_np_rem), _nb_rem),
                              domain=(None, "nonzero"), samples=_int_div_samples, **_TR)
