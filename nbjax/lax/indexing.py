@@ -1505,6 +1505,7 @@ registry.register(
     transpose=_dynamic_update_slice_transpose, batch=_dynamic_update_slice_batch, policy=None,
     meta=dict(reference=_dynamic_update_slice_numpy, dtypes=ALL_DTYPES, samples=_dus_samples,
               differentiable=True, linear=True,
+              note="numba writes the update into a copy of the operand made by NumPy (memcpy)",
               bad_inputs=lambda rng: _index_bad(rng)["dynamic_update_slice"]))
 registry.register(
     gather_p, family="indexing", impls={"numba": _gather_numba, "numpy": _gather_numpy},
@@ -1512,6 +1513,7 @@ registry.register(
     batch=_gather_batch, policy=None,
     meta=dict(reference=_gather_numpy, dtypes=ALL_DTYPES, samples=_gather_samples,
               differentiable=True, linear=True, bad_inputs=lambda rng: _index_bad(rng)["gather"],
+              note="numba; uint64 indices: saturated to int64 by NumPy first",
               error_names=("Gather op",)))  # (JAX's shape errors say "Gather op")
 
 _COMBINER = {"scatter": "set", "scatter-add": "add", "scatter-sub": "sub", "scatter-mul": "mul",
@@ -1519,6 +1521,10 @@ _COMBINER = {"scatter": "set", "scatter-add": "add", "scatter-sub": "sub", "scat
 # scatter_points' dtypes: those numba computes natively (no bool/or-and, no half precision)
 _POINT_SCATTER = {k: frozenset(d for d in v if d.kind in "iu" or d.kind in "fc" and d.itemsize > 2)
                   for k, v in _SCATTER_DTYPES.items()}
+_SCATTER_NOTE = ("numba combines the updates into a copy of the operand made by NumPy "
+                 "(memcpy); uint64 indices: saturated to int64 by NumPy first")
+_SCATTER_F16_NOTE = ("; float16: numpy (ufunc.at: numba has no float16, NumPy rounds each "
+                     "combination as XLA)")
 for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p):
   _comb = _COMBINER[_p.name]
   _lin = _comb in ("set", "add", "sub")
@@ -1529,6 +1535,7 @@ for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p
       meta=dict(reference=_scatter_numpy(_comb), dtypes=sorted(_SCATTER_DTYPES[_p.name], key=str),
                 samples=_scatter_samples(unique=_comb in ("set", "mul")),
                 differentiable=True, linear=_lin, bad_inputs=_scatter_bad(_p.name),
+                note=_SCATTER_NOTE + ("" if _comb == "set" else _SCATTER_F16_NOTE),
                 error_names=("lax.scatter", "Scatter op"),  # (JAX's names: the family)
                 # float8, int4: XLA rounds after each combined update
                 **({"narrow": "xla"} if _comb in ("add", "sub", "mul") else {})))

@@ -608,19 +608,30 @@ NUMBA = ("numba", "numba", 1 << 62)
 # all/any: NumPy's stop at the first decisive element
 _CHOOSER_POLICY = ("numba", "numpy", 1 << 14)
 
-reduce_sum_p = _standard_reduction("sum", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
+# where the numba backend hands work to NumPy (float16: numba has none)
+_NO_AXES = "no axes: a NumPy copy"
+_TREE_NOTE = ("numba; float16: numpy (XLA's windows of 32 as NumPy ops, a Python loop over each "
+              "window's positions; NumPy rounds each step as XLA); float/complex over axes that "
+              "are not one contiguous run: moved last by a NumPy copy first; " + _NO_AXES +
+              " (float/complex: also for size-1 axes only)")
+_WIDEN_NOTE = ("numba; float16: widened to float32 and rounded back by NumPy's astype; "
+               + _NO_AXES)
+reduce_sum_p = _standard_reduction("sum", _num, "number", bad_dtype=np.bool_, policy=NUMBA,
+                                   note=_TREE_NOTE)
 # allow_f16_reductions changes what reduce_sum's abstract eval accepts: rebuild its eager
 # entry (whose per-signature caches hold abstract eval results)
 core.config.add_listener(lambda name, _: registry.select(reduce_sum_p)
                          if name == "allow_f16_reductions" else None)
-reduce_prod_p = _standard_reduction("prod", _num, "number", bad_dtype=np.bool_, policy=NUMBA)
+reduce_prod_p = _standard_reduction("prod", _num, "number", bad_dtype=np.bool_, policy=NUMBA,
+                                    note=_TREE_NOTE)
 # float max/min/argmax/argmin: integer reductions over the bits (kernels.reductions), which
 # vectorise: numba at every size
 reduce_max_p = _standard_reduction("max", _real | _bool, "bool, integer, floating",
-                                   bad_dtype=np.complex64, policy=NUMBA)
+                                   bad_dtype=np.complex64, policy=NUMBA, note=_WIDEN_NOTE)
 reduce_min_p = _standard_reduction("min", _real | _bool, "bool, integer, floating",
-                                   bad_dtype=np.complex64, policy=NUMBA)
-_LOGICAL_NOTE = "numpy from 16384 elements (its all/any stop at the first decisive element)"
+                                   bad_dtype=np.complex64, policy=NUMBA, note=_WIDEN_NOTE)
+_LOGICAL_NOTE = ("numpy from 16384 elements (its all/any stop at the first decisive element); "
+                 "numba below; " + _NO_AXES)
 reduce_and_p = _standard_reduction("and", _int | _bool, "bool, integer", bad_dtype=np.float32,
                                    differentiable=False, keep_weak=False, policy=_CHOOSER_POLICY,
                                    note=_LOGICAL_NOTE)
@@ -628,7 +639,8 @@ reduce_or_p = _standard_reduction("or", _int | _bool, "bool, integer", bad_dtype
                                   differentiable=False, keep_weak=False, policy=_CHOOSER_POLICY,
                                   note=_LOGICAL_NOTE)
 reduce_xor_p = _standard_reduction("xor", _int | _bool, "bool, integer", bad_dtype=np.float32,
-                                   differentiable=False, keep_weak=False, policy=NUMBA)
+                                   differentiable=False, keep_weak=False, policy=NUMBA,
+                                   note="numba; " + _NO_AXES)
 
 
 def reduce_sum(operand, axes):
@@ -937,7 +949,8 @@ def _argminmax(name, f):
                 differentiable=False, linear=False, bad_inputs=_argminmax_bad(name),
                 note=f"numpy from {_ARG_NUMPY_MIN} elements when one row is reduced (SIMD "
                      "argmax, ~2x numba's), except float16/bfloat16, and for float32/float64 "
-                     f"rows of {_ARG_ROW_MIN}+ along the last axis; numba kernels otherwise",
+                     f"rows of {_ARG_ROW_MIN}+ along the last axis; numba kernels otherwise "
+                     "(float16 widened to float32 by NumPy's astype first)",
                 # JAX's message for a complex operand names the comparator it would use
                 error_names=("gt" if name == "argmax" else "lt",)))
   ad.defjvp_zero(p)
@@ -1105,6 +1118,14 @@ def _cum_bad(name, bad_dtype):
   return bad
 
 
+# where the numba backend hands work to NumPy (float16: numba has none)
+_CUM_WIDEN = "numba; float16: widened to float32 and rounded back by NumPy's astype"
+_CUM_TREE = ("numba; float16: numpy (XLA's blocks of 16 as NumPy ops, a Python loop over each "
+             "block's positions; NumPy rounds each step as XLA)")
+_CUM_NOTES = {"cumsum": _CUM_TREE + "; float/complex over a length-1 axis: a NumPy copy",
+              "cumprod": _CUM_TREE, "cumlogsumexp": _CUM_TREE}
+
+
 def _cumulative(name, ok, accepted, bad_dtype):
   p = Primitive(name)
   p.make_eager = make_work_eager
@@ -1113,6 +1134,7 @@ def _cumulative(name, ok, accepted, bad_dtype):
       p, family="reduction", impls={"numba": _cum_numba(name), "numpy": ref},
       abstract_eval=_cum_abstract_eval(name, ok, accepted), batch=_cum_batch(p), policy=NUMBA,
       meta=dict(dtypes=_sorted(ok), reference=ref, samples=_cum_samples(name),
+                note=_CUM_NOTES.get(name, _CUM_WIDEN),
                 differentiable=True, linear=name == "cumsum",
                 bad_inputs=_cum_bad(name, bad_dtype), tol=_TOL))
   return p
@@ -1463,7 +1485,9 @@ registry.register(
     meta=dict(dtypes=_sorted(_num | _bool), reference=_sort_numpy, samples=_sort_samples,
               differentiable=True, linear=False, bad_inputs=_sort_bad,
               note="one operand: numpy sort at every size (SIMD quicksort, stable sort if NaN/-0.0); "
-                   "several operands: numpy lexsort below 8192 elements, numba radix sort above"))
+                   "several operands: numpy lexsort below 8192 elements, numba radix sort above "
+                   "(keys made sortable integers by NumPy ops but for signed ints/bool, a sort "
+                   "dimension other than the last moved there and back by NumPy copies)"))
 
 
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
