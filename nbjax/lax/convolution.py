@@ -1072,7 +1072,9 @@ registry.register(
                    "forward and kernel gradient by direct numba kernels, a line of outputs "
                    "at a time; 'rows' (im2col of all spatial axes but the last, the last "
                    "one's taps stacked in the gemm's columns, then a numba shifted sum) "
-                   "where the gemm would have under 32 columns; scratch from the buffer pool"))
+                   "where the gemm would have under 32 columns; scratch from the buffer pool; "
+                   "NumPy copies lay out, cast and pad/dilate the operands of the im2col and "
+                   "col2im paths"))
 ad.defbilinear(conv_general_dilated_p, _conv_transpose_lhs, _conv_transpose_rhs)
 
 

@@ -522,7 +522,8 @@ registry.register(
                    "when none is contracted; else numba (a BLAS gemm per batch item below "
                    "16 items, NumPy's batched matmul from 16; an integer i-k-j loop at any "
                    "size: 2-10x NumPy's from 16K outputs) below 4096 float outputs, numpy "
-                   "(batched matmul) from 4096"))
+                   "(batched matmul) from 4096; numba path: operands put in batched layout "
+                   "(transposes) and cast by NumPy copies"))
 ad.defbilinear(dot_general_p, _dot_transpose_lhs, _dot_transpose_rhs)
 
 
@@ -1059,7 +1060,10 @@ def _ts_bad(rng):
 
 _register(triangular_solve_p, numba=_ts_numba, numpy=_ts_numpy, abstract_eval=_ts_abstract_eval,
           samples=_ts_samples, bad=_ts_bad, policy=("numba", "numba", 1 << 62),
-          note="numpy backend: substitution row by row (BLAS trsm's special values)")
+          note="numba trsm; conjugate_a (complex): A conjugated by NumPy; left_side=False "
+               "or transpose_a: operands (and for left_side=False the result) transposed by "
+               "NumPy copies; numpy backend: substitution row by row (BLAS trsm's special "
+               "values)")
 ad.defjvp2(triangular_solve_p, _ts_jvp_a,
            lambda g_b, ans, a, b, **kw: triangular_solve_p.bind(a, g_b, **kw))
 triangular_solve_p.transpose = _ts_transpose
@@ -1385,7 +1389,8 @@ def _eigh_bad(rng):
 _register(eigh_p, numba=_eigh_numba, numpy=_eigh_numpy, abstract_eval=_eigh_abstract_eval,
           samples=_eigh_samples, bad=_eigh_bad, policy=("numba", "numba", 1 << 62),
           note="LAPACK syevd/heevd through numba's binding (SciPy's LAPACK, which jit's FFI "
-               "call runs too: the same bits; NumPy's OpenBLAS rounds otherwise)")
+               "call runs too: the same bits; NumPy's OpenBLAS rounds otherwise); "
+               "subset_by_index: the kept eigenpairs copied out by NumPy")
 eigh_p.jvp = _eigh_jvp
 
 
@@ -1729,7 +1734,9 @@ def _svd_bad(rng):
 _register(svd_p, numba=_svd_numba, numpy=_svd_numpy, abstract_eval=_svd_abstract_eval,
           samples=_svd_samples, bad=_svd_bad, policy=("numba", "numba", 1 << 62),
           note="LAPACK gesdd through numba's binding (SciPy's LAPACK, which jit's FFI call "
-               "runs too: the same bits; NumPy's OpenBLAS rounds otherwise)")
+               "runs too: the same bits; NumPy's OpenBLAS rounds otherwise); subset_by_index: "
+               "the kept singular triplets copied out by NumPy; empty matrices: identity bases "
+               "filled by NumPy")
 svd_p.jvp = _svd_jvp
 
 

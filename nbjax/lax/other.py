@@ -482,7 +482,8 @@ registry.register(
     mulhi_p, family="elementwise", impls={"numba": _mulhi_numba},
     abstract_eval=_mulhi_abstract_eval,
     meta=dict(dtypes=_sorted(_int), reference=_mulhi_reference, samples=_mulhi_samples,
-              differentiable=False))
+              differentiable=False,
+              note="numba; operands of different shapes: broadcast by NumPy copies first"))
 ad.defjvp_zero(mulhi_p)
 batching.defbroadcasting(mulhi_p)
 

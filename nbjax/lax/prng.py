@@ -382,7 +382,9 @@ registry.register(
     batch=_batch,
     meta=dict(dtypes=[np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64", "float32",
                                             "float64")],
-              reference=_reference, samples=_samples, bad_inputs=_bad, differentiable=False))
+              reference=_reference, samples=_samples, bad_inputs=_bad, differentiable=False,
+              note="numba; bernoulli: p's integer thresholds computed by NumPy (clip, ceil); "
+                   "a p (or fold_in data) that broadcasts: copied to full size by NumPy"))
 
 
 def threefry_sample(keys, *p, shape, op, dtype, partitionable):

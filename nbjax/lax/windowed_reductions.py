@@ -365,13 +365,19 @@ _SUM_T = sorted(_num, key=lambda d: (d.kind, d.itemsize))
 _CHOOSE_T = sorted(_int | _float | {np.dtype(np.bool_)}, key=lambda d: (d.kind, d.itemsize))
 
 
+# where the numba backends hand work to NumPy (float16: numba has none)
+_RW_NOTE = ("numba; padding or base dilation: the padded operand built by NumPy (np.full and a "
+            "strided assignment) first; float16: widened to float32 and rounded back by "
+            "NumPy's astype")
+
+
 def _standard(op, ok, accepted):
   p = Primitive(f"reduce_window_{op}")
   registry.register(
       p, family="windowed_reduction", impls={"numba": _reduce_window_numba(op)},
       abstract_eval=_rw_abstract_eval(p.name, set(ok), accepted), batch=_rw_batch(p),
       meta=dict(dtypes=ok, reference=_reduce_window_reference(op), samples=_rw_samples(op),
-                bad_inputs=_rw_bad, linear=op == "sum", tol=_TOL))
+                bad_inputs=_rw_bad, linear=op == "sum", tol=_TOL, note=_RW_NOTE))
   return p
 
 
@@ -495,7 +501,8 @@ registry.register(
     abstract_eval=_select_and_gather_add_abstract_eval,
     transpose=_select_and_gather_add_transpose,
     meta=dict(dtypes=_SEL_T, reference=_select_and_gather_add_reference,
-              samples=_gather_samples, tol=_TOL))
+              samples=_gather_samples, tol=_TOL,
+              note=_RW_NOTE + "; the window-validity mask filled by NumPy"))
 ad.defjvp(select_and_gather_add_p,
           lambda g, t, x, **p: select_and_gather_add_p.bind(g, x, **p), None)
 select_and_gather_add_p.batch = _pair_batch(select_and_gather_add_p, _WPARAMS)
@@ -615,7 +622,8 @@ registry.register(
     abstract_eval=_select_and_scatter_add_abstract_eval,
     transpose=_select_and_scatter_add_transpose,
     meta=dict(dtypes=_SEL_T, reference=_select_and_scatter_add_reference,
-              samples=_scatter_samples, tol=_TOL))
+              samples=_scatter_samples, tol=_TOL,
+              note=_RW_NOTE + "; padding: the result cropped out by a NumPy copy"))
 ad.defjvp(select_and_scatter_add_p,
           lambda g, s, x, **p: select_and_scatter_add_p.bind(g, x, **p), None)
 select_and_scatter_add_p.batch = _pair_batch(select_and_scatter_add_p, _SPARAMS)
