@@ -352,6 +352,44 @@ def test_matmul_eager_fast_path_as_jit(dtype):
   assert (w @ w.T).weak_type == nbjax.jit(lambda v: v @ v.T)(w).weak_type
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int32])
+def test_vector_products_eager_as_jit(dtype):
+  """jnp.dot / matmul / vdot / inner of eager vectors (np.dot, a NumPy scalar made a 0-d
+  Array): shape (), dtype, weak type and value as jit's, for both operand orders of a
+  matrix-vector pair too; vdot of complex vectors conjugates its first operand."""
+  rng = np.random.default_rng(7)
+  mk = lambda *s: jnp.asarray((rng.standard_normal(s) + (1j * rng.standard_normal(s)
+                                                          if dtype == np.complex64 else 0)).astype(dtype))
+  a, b, m = mk(50), mk(50), mk(3, 50)
+  for f in (jnp.dot, jnp.matmul, jnp.vdot, jnp.inner, lambda x, y: x @ y):
+    for x, y in ((a, b), (m, b)) if f is not jnp.vdot else ((a, b),):
+      got, want = f(x, y), nbjax.jit(f)(x, y)
+      assert type(got) is type(want) and isinstance(got._value, np.ndarray)
+      assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+      np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+  w = _weak().reshape(-1)
+  assert jnp.dot(w, w).weak_type and jnp.dot(w, w).shape == ()
+  with pytest.raises(TypeError):
+    jnp.dot(a, mk(49))
+
+
+def test_shape_bare_kernels_as_jit():
+  """transpose / rev / slice on their bare specialised kernels (the registry's hot path and
+  eager programs): values as jit's, C-order buffers that never alias a live operand's
+  elements in the wrong order, and repeated calls equal to the first."""
+  x = jnp.asarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+  cases = [lambda v: lax.transpose(v, (2, 0, 1)), lambda v: jnp.transpose(v),
+           lambda v: jnp.transpose(v, (1, 0, 2)), lambda v: lax.rev(v, (0, 2)),
+           lambda v: lax.slice(v, (0, 1, 0), (2, 3, 4), (1, 1, 2)), lambda v: v[:, 1:]]
+  for f in cases:
+    want = np.asarray(nbjax.jit(f)(x))
+    for _ in range(3):
+      got = f(x)
+      np.testing.assert_array_equal(np.asarray(got), want)
+      assert got._value.flags.c_contiguous
+  assert jnp.transpose(jnp.ones(3)).shape == (3,)
+
+
 @pytest.mark.parametrize("n", [4095, 4096, 50000])
 def test_where_arrays_as_jit_both_sides_of_the_kernel_switch(n):
   """jnp.where(c, x, y) of eager Arrays: np.where below _WHERE_KERNEL elements, select_n's

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import functools
 import operator
 
 import numpy as np
@@ -468,6 +469,18 @@ def _transpose_numpy(x, *, permutation):
   return _c(np.transpose(x, permutation))
 
 
+def _bare(k):
+  """``k`` marked as the registry's bare kernel: a function of the arrays alone that runs no
+  floating-point arithmetic (nothing to silence) and returns the result's own buffer (C
+  order, the operand's dtype; possibly a view of it)."""
+  k.bare = True
+  return k
+
+
+_transpose_numpy.specialize = lambda avals, params: _bare(
+    functools.partial(lambda perm, x: _c(x.transpose(perm)), params["permutation"]))
+
+
 def _transpose_batch(vals, dims, *, permutation):
   (x,), (b,) = vals, dims
   perm = [p + (p >= b) for p in permutation]
@@ -480,7 +493,7 @@ transpose_p = Primitive("transpose")
 
 def transpose(operand, permutation):
   """Permute the dimensions of ``operand``: result dim i is operand dim ``permutation[i]``."""
-  permutation = tuple(operator.index(d) for d in permutation)
+  permutation = tuple(map(operator.index, permutation))
   if permutation == tuple(range(np.ndim(operand))) and _is_array(operand):
     return operand
   return transpose_p.bind(operand, permutation=permutation)
@@ -549,6 +562,10 @@ def _rev_numba(x, *, dimensions):
 
 def _rev_numpy(x, *, dimensions):
   return _c(np.flip(x, dimensions)) if dimensions else x.copy()
+
+
+_rev_numpy.specialize = lambda avals, params: _bare(
+    functools.partial(_rev_numpy, dimensions=params["dimensions"]))
 
 
 rev_p = Primitive("rev")
@@ -871,6 +888,15 @@ def _slice_numba(x, *, start_indices, limit_indices, strides=None):
 def _slice_numpy(x, *, start_indices, limit_indices, strides=None):
   strides = strides or (1,) * x.ndim
   return _c(x[tuple(map(_pyslice, start_indices, limit_indices, strides))])
+
+
+def _slice_specialize(avals, params):
+  idx = tuple(map(_pyslice, params["start_indices"], params["limit_indices"],
+                  params["strides"] or (1,) * len(avals[0].shape)))
+  return _bare(lambda x: _c(x[idx]))
+
+
+_slice_numpy.specialize = _slice_specialize
 
 
 def _slice_transpose(ct, operand, *, start_indices, limit_indices, strides=None):

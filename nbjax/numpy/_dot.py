@@ -94,6 +94,29 @@ def _sig(x):
 _blank = object.__new__
 
 
+def _eager_blas(a, b):
+  """``np.dot(a, b)`` as an Array, in the quiet context as the registry would run it but
+  without its lookups, for eager Arrays of one BLAS dtype and weak type that are vectors or
+  matrices with a matching contraction (``dot_general`` on its numba/numpy backend, nothing
+  committed to devices); None otherwise (the general path, its errors included). 8x8 float32
+  ``a @ b``: 4.4 -> 1.9 us; a 100-vector ``jnp.dot``: 21 -> 3 us (slow AMD machine)."""
+  if type(a) is Array and type(b) is Array and _ctx.trace is _EVAL and not _placement[0]:
+    va, vb = a._value, b._value
+    d, na, nb = va.dtype, va.ndim, vb.ndim
+    if d is vb.dtype and d in _BLAS and a._weak is b._weak and 0 < na <= 2 and \
+        0 < nb <= 2 and va.shape[-1] == vb.shape[0] and \
+        lax.dot_general_p.backend.startswith("num"):
+      try:
+        v = quiet_run(np.dot, va, vb)
+      except RuntimeError as e:
+        v = quiet_retry(e, np.dot, va, vb)
+      r = _blank(Array)
+      r._value = v if na + nb > 2 else np.asarray(v)  # (a vector product: a NumPy scalar)
+      r._weak, r._buf = a._weak, None
+      return r
+  return None
+
+
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
   """Matrix product with NumPy's rules: 1-d operands are vectors, leading (batch) axes
   broadcast.
@@ -115,18 +138,9 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     Array([[3],
            [7]], dtype=int64)
   """
-  if type(a) is Array and type(b) is Array and _ctx.trace is _EVAL and precision is None and \
-      preferred_element_type is None and out_sharding is None and not _placement[0]:
-    va, vb = a._value, b._value  # eager matrices/vectors of one BLAS dtype and weak type: the
-    d, na, nb = va.dtype, va.ndim, vb.ndim  # registry's np.dot, without its lookups
-    if d is vb.dtype and d in _BLAS and a._weak is b._weak and 0 < na <= 2 and 0 < nb <= 2 and na + nb > 2 and \
-        va.shape[-1] == vb.shape[0] and lax.dot_general_p.backend.startswith("num"):
-      r = _blank(Array)
-      try:
-        r._value = quiet_run(np.dot, va, vb)
-      except RuntimeError as e:
-        r._value = quiet_retry(e, np.dot, va, vb)
-      r._weak, r._buf = a._weak, None
+  if precision is None and preferred_element_type is None and out_sharding is None:
+    r = _eager_blas(a, b)
+    if r is not None:
       return r
   if out_sharding is not None:
     return _sharding.out_sharding_of(lambda: matmul(
@@ -139,14 +153,6 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
         sa[0].kind in "fc" and (sa[1], sb[1]) in _MV:
       p = lax.dot_general_p
       if _ctx.trace is _EVAL:
-        va, vb = a._value, b._value
-        if (sa[1] + sb[1] > 2 and sa[0] in _BLAS and va.shape[-1] == vb.shape[0] and
-            p.backend.startswith("num") and not _placement[0]):  # (the registry's np.dot,
-          # without its lookups; committed devices: the placing entry)
-          try:
-            return Array._new(quiet_run(np.dot, va, vb), sa[2])
-          except RuntimeError as e:
-            return Array._new(quiet_retry(e, np.dot, va, vb), sa[2])
         return p.eager(a, b, dimension_numbers=_MV[sa[1], sb[1]],
                        precision=lax.canonicalize_precision(None), preferred_element_type=sa[0])
       return p.bind(a, b, dimension_numbers=_MV[sa[1], sb[1]],
@@ -227,6 +233,10 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
     return _sharding.out_sharding_of(lambda: dot(
         a, b, precision=precision, preferred_element_type=preferred_element_type),
         out_sharding, "dot_general")
+  if precision is None and preferred_element_type is None:
+    r = _eager_blas(a, b)
+    if r is not None:
+      return r
   a, b = ensure_arraylike("dot", a, b)
   pet, weak = _pet(a, b, preferred_element_type, "dot")
   if a.ndim == 0 or b.ndim == 0:
@@ -254,6 +264,11 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
     >>> jnp.vdot(jnp.array([1 + 1j, 2]), jnp.array([1, 1j]))
     Array(1.+1.j, dtype=complex128)
   """
+  if precision is None and preferred_element_type is None and type(a) is Array and \
+      type(b) is Array and a.ndim == b.ndim == 1 and a.dtype.kind == "f":
+    r = _eager_blas(a, b)  # (real vectors: the dot product)
+    if r is not None:
+      return r
   a, b = ensure_arraylike("vdot", a, b)
   if dtypes.is_complex(a.dtype):
     a = lax.conj(a)
@@ -309,6 +324,11 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
     >>> jnp.inner(jnp.array([1, 2, 3]), jnp.array([0, 1, 0]))
     Array(2, dtype=int64)
   """
+  if precision is None and preferred_element_type is None and type(b) is Array and \
+      b.ndim == 1:
+    r = _eager_blas(a, b)  # (against a vector: the dot product)
+    if r is not None:
+      return r
   a, b = ensure_arraylike("inner", a, b)
   if a.ndim == 0 or b.ndim == 0:
     if preferred_element_type is not None:

@@ -149,6 +149,8 @@ def transpose(a, axes=None):
     Array([[1, 3],
            [2, 4]], dtype=int64)
   """
+  if axes is None and type(a) is Array:
+    return a.T  # (eagerly NumPy's reversed axes, copied in C order)
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["transpose"](a, axes)
   a = ensure_arraylike("transpose", a)
