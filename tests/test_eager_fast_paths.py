@@ -1030,3 +1030,19 @@ def test_nan_to_num_numpy_route_as_jit(dtype):
       assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type)
       np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
       np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(np.asarray(want)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sign_numpy_route_bits_as_jit(dtype):
+  """jnp.sign of an eager float Array (NumPy's sign): the composite's bits, as jit's, for
+  -0.0 (+0.0), NaNs of either sign, infinities; weak type kept."""
+  x = np.random.default_rng(3).standard_normal(40).astype(dtype)
+  x[:8] = [-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -2, 3]
+  for a in (jnp.asarray(x), _weak() if dtype == np.float32 else jnp.asarray(x)):
+    got, want = jnp.sign(a), nbjax.jit(jnp.sign)(a)
+    assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8))
+  from nbjax.numpy import _ufuncs
+  composite = _ufuncs._sign(jnp.asarray(x))  # (the composite's primitives, one by one)
+  np.testing.assert_array_equal(np.asarray(composite).view(np.uint8),
+                                np.asarray(jnp.sign(jnp.asarray(x))).view(np.uint8))

