@@ -900,3 +900,22 @@ def test_block_broadcast_kernels_read_the_bias_in_place(dtype):
           np.testing.assert_array_equal(got, np.asarray(nbjax.jit(op)(*args)),
                                         err_msg=f"{op.__name__} {big} {small} jit")
   assert any(k[0].endswith("@bc") for k in KE._compiled)  # (the path ran)
+
+
+def test_bitwise_and_negative_integer_pow_errors_as_jax():
+  import nbjax.numpy as jnp
+  # JAX's messages (0.10.2): lax's dtype rule names "integer, bool"; integer_pow the real aval
+  f = jnp.ones(2, jnp.float32)
+  for call, msg in [(lambda: jnp.bitwise_and(f, 1), "and does not accept dtype float32 at position "
+                     "0. Accepted dtypes at position 0 are subtypes of integer, bool."),
+                    (lambda: f | 1, "or does not accept dtype float32 at position 0. Accepted "
+                     "dtypes at position 0 are subtypes of integer, bool."),
+                    (lambda: ~f, "not does not accept dtype float32. Accepted dtypes are subtypes "
+                     "of integer, bool."),
+                    (lambda: jnp.power(jnp.array([2, 3]), -1), "Integers cannot be raised to "
+                     "negative powers, got integer_pow(int64[2], -1)"),
+                    (lambda: lax.integer_pow(jnp.asarray(2), -2), "Integers cannot be raised to "
+                     "negative powers, got integer_pow(~int64[], -2)")]:
+    with pytest.raises(TypeError) as e:
+      call()
+    assert str(e.value) == msg

@@ -1528,3 +1528,28 @@ def test_out_sharding_arguments():
       f(3)
   with pytest.raises(ValueError, match="Only one of `device` or `out_sharding` can be set"):
     jnp.arange(3, device=nbjax.devices()[0], out_sharding=s)
+
+
+def test_manipulation_errors_as_jax():
+  # JAX 0.10.2's types and messages
+  x = jnp.ones((2, 3))
+  cases = [(lambda: jnp.reshape(x, newshape=6), TypeError,
+            "reshape() got an unexpected keyword argument 'newshape'"),
+           (lambda: jnp.transpose(x, (0, 0)), TypeError, "transpose permutation isn't a "
+            "permutation of operand dimensions, got permutation (0, 0) for operand shape (2, 3)."),
+           (lambda: jnp.transpose(x, (-1,)), TypeError, "transpose permutation isn't a "
+            "permutation of operand dimensions, got permutation (1,) for operand shape (2, 3)."),
+           (lambda: jnp.expand_dims(x, (0, 0)), ValueError,
+            "repeated axis in lax.expand_dims: (0, 0)"),
+           (lambda: jnp.expand_dims(x, (0, -4)), ValueError,
+            "repeated axis in lax.expand_dims: [0, 0]"),
+           (lambda: jnp.asarray([1, 2], order="C"), NotImplementedError,
+            "Only implemented for order='K'"),
+           (lambda: jnp.repeat(jnp.arange(3), -1), TypeError, "broadcast_in_dim shape must have "
+            "every element be nonnegative, got (3, -1)."),
+           (lambda: jnp.rot90(x, axes=(0, -2)), ValueError, "Axes must be different")]
+  for call, exc, msg in cases:
+    with pytest.raises(exc) as e:
+      call()
+    assert str(e.value) == msg
+  assert jnp.asarray([1, 2], order="K").shape == (2,)

@@ -92,6 +92,8 @@ class _NamedDtypes(frozenset):
 
 _ordered = _NamedDtypes(_int | _float | _bool)
 _ordered.names = "integer, floating, bool"
+_bool_or_int = _NamedDtypes(_int | _bool)
+_bool_or_int.names = "integer, bool"
 _KIND_NAMES = [(_bool, "bool"), (_int, "integer"), (_sint, "signedinteger"),
                (_uint, "unsignedinteger"), (_float, "floating"), (_complex, "complexfloating")]
 
@@ -615,7 +617,8 @@ def make_elementwise_eager(prim, f_small, f_large, thr):
         if params:
           k = (v.dtype, *params.items())
           e = pfast.get(k)
-          if e is None:
+          if e is None:  # (validated once with the real aval: errors name its shape)
+            ae(ShapedArray(v.shape, v.dtype, x._weak), **params)
             e = pfast[k] = resolve([v], params, _params_key(params))
         else:
           e = fast.get(v.dtype)
@@ -1441,7 +1444,7 @@ def _integer_pow_abstract_eval(x, *, y):
     raise TypeError(f"integer_pow requires an integer exponent y, got {y!r}")
   out = nary_abstract_eval("integer_pow", _num)(x)
   if y < 0 and x.dtype in _int:
-    raise TypeError(f"Integers cannot be raised to negative powers, got integer_pow({x.str_short()}, {y})")
+    raise TypeError(f"Integers cannot be raised to negative powers, got integer_pow({x}, {y})")
   return out
 
 
@@ -1526,10 +1529,10 @@ le_p = standard_elementwise("le", 2, _ordered, numba="le", numpy=np.less_equal, 
 gt_p = standard_elementwise("gt", 2, _ordered, numba="gt", numpy=np.greater, **_cmp)
 ge_p = standard_elementwise("ge", 2, _ordered, numba="ge", numpy=np.greater_equal, **_cmp)
 _bits = dict(differentiable=False)
-not_p = standard_elementwise("not", 1, _int | _bool, numba=_nb_not, numpy=np.invert, **_bits)
-and_p = standard_elementwise("and", 2, _int | _bool, numba="and", numpy=np.bitwise_and, **_bits)
-or_p = standard_elementwise("or", 2, _int | _bool, numba="or", numpy=np.bitwise_or, **_bits)
-xor_p = standard_elementwise("xor", 2, _int | _bool, numba="xor", numpy=np.bitwise_xor, **_bits)
+not_p = standard_elementwise("not", 1, _bool_or_int, numba=_nb_not, numpy=np.invert, **_bits)
+and_p = standard_elementwise("and", 2, _bool_or_int, numba="and", numpy=np.bitwise_and, **_bits)
+or_p = standard_elementwise("or", 2, _bool_or_int, numba="or", numpy=np.bitwise_or, **_bits)
+xor_p = standard_elementwise("xor", 2, _bool_or_int, numba="xor", numpy=np.bitwise_xor, **_bits)
 population_count_p = standard_elementwise(
     "population_count", 1, _int, numba=_nb_popcount, numpy=_np_fn(_np_popcount), policy=KERNEL,
     **_bits)

@@ -97,8 +97,8 @@ def array(object, dtype=None, *args, copy=True, order="K", ndmin=0, device=None,
                               out_sharding, "jnp.array", device)
   if device is not None:  # committed to that device, as JAX's device_put
     return _on_device(array(object, dtype, copy=copy, order=order, ndmin=ndmin), device)
-  if order not in (None, "K", "A", "C"):
-    raise NotImplementedError(f"Only implemented for order='K', 'A' or 'C', got {order!r}")
+  if order is not None and order != "K":
+    raise NotImplementedError("Only implemented for order='K'")
   if object is None:
     raise ValueError("None is not a valid value for jnp.array")
   dtype = canonicalize_user_dtype(dtype, "array")

@@ -62,7 +62,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
     a: input array (or array-like).
     shape: int or tuple of ints: the new shape (one entry may be -1).
     order: ``'C'`` (row-major, default) or ``'F'`` (column-major) element order.
-    newshape: deprecated alias of ``shape``.
+    newshape: removed in JAX 0.10 (``shape``): passing it raises JAX's TypeError.
     copy: accepted for NumPy compatibility (arrays are immutable).
     out_sharding: optional ``NamedSharding`` or ``PartitionSpec`` (of the context mesh) to
       place the result as.
@@ -75,8 +75,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
     Array([[0, 1, 2],
            [3, 4, 5]], dtype=int64)
   """
+  if newshape is not None:
+    raise TypeError("reshape() got an unexpected keyword argument 'newshape'")
   if out_sharding is not None:
-    return _sharding.apply_out_sharding(reshape(a, shape, order, newshape=newshape),
+    return _sharding.apply_out_sharding(reshape(a, shape, order),
                                         out_sharding, "reshape")
   del copy
   if type(a) is Array and _ctx.trace is _EVAL and order == "C" and newshape is None and (
@@ -94,9 +96,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=
     return _util.key_impls["reshape"](a, shape, order, newshape=newshape)
   a = ensure_arraylike("reshape", a)
   if shape is None:
-    if newshape is None:
-      raise TypeError("reshape() missing required argument 'shape'")
-    shape = newshape
+    raise TypeError("reshape() missing 1 required positional argument: 'shape'")
   if order == "A":
     raise NotImplementedError("np.reshape order=A is not implemented.")
   shape = _infer_shape(a.size, shape, a.shape)
@@ -158,7 +158,8 @@ def transpose(a, axes=None):
   perm = tuple(range(nd - 1, -1, -1)) if axes is None else tuple(
       canonicalize_axis(i, nd) for i in axes)
   if sorted(perm) != list(range(nd)):
-    raise ValueError(f"axes {axes} don't match array of {nd} dimensions")
+    raise TypeError("transpose permutation isn't a permutation of operand dimensions, got "
+                    f"permutation {perm} for operand shape {a.shape}.")
   return a if perm == tuple(range(nd)) else lax.transpose(a, perm)
 
 
@@ -327,6 +328,8 @@ def expand_dims(a, axis):
     axes = (operator.index(axis),)
   except TypeError:
     axes = tuple(map(operator.index, axis))
+  if len(set(axes)) != len(axes):  # (JAX's lax.expand_dims: the axes as given, then canonical)
+    raise ValueError(f"repeated axis in lax.expand_dims: {axes}")
   nd = a.ndim + len(axes)
   canon = [canonicalize_axis(x, nd) for x in axes]
   if len(set(canon)) != len(canon):
@@ -770,9 +773,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
   axis = canonicalize_axis(axis, a.ndim)
   n = a.shape[axis]
   if _util.ndim(repeats) == 0 and _util.is_concrete(repeats):
-    r = _util.index(repeats, "repeats")
-    if r < 0:
-      raise ValueError("negative dimensions are not allowed")
+    r = _util.index(repeats, "repeats")  # (r < 0: broadcast_in_dim's error, as JAX)
     shape = a.shape[:axis + 1] + (r,) + a.shape[axis + 1:]
     dims = tuple(i for i in range(a.ndim + 1) if i != axis + 1)
     out = lax.broadcast_in_dim(a, shape, dims)
@@ -893,7 +894,8 @@ def rot90(m, k=1, axes=(0, 1)):
   if m.ndim < 2:
     raise ValueError("rot90 requires its first argument to have ndim at least two, "
                      f"but got first argument of shape {m.shape}, which has ndim {m.ndim}")
-  ax1, ax2 = canonicalize_axes(axes, m.ndim)
+  ax1, ax2 = axes
+  ax1, ax2 = canonicalize_axis(ax1, m.ndim), canonicalize_axis(ax2, m.ndim)
   if ax1 == ax2:
     raise ValueError("Axes must be different")
   k = _util.index(k, "k") % 4
