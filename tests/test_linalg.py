@@ -910,3 +910,47 @@ def test_eigh_and_svd_eager_equal_jit_above_32x32(dtype):
   for f in (jnp.linalg.eigh, jnp.linalg.svd):
     for x, y in zip(f(a), nbjax.jit(f)(a)):
       np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_linalg_argument_errors_and_results_as_jax():
+  # JAX 0.10.2's messages and result types
+  la = jnp.linalg
+  cases = [(lambda: la.inv(jnp.ones((2, 3))), "Argument to inv must have shape [..., n, n], got (2, 3)."),
+           (lambda: la.slogdet(jnp.ones(3)), "Argument to slogdet() must have shape [..., n, n], got (3,)"),
+           (lambda: la.slogdet(jnp.eye(2), method="foo"),
+            "Unknown slogdet method 'foo'. Supported methods are 'lu' (`None`), and 'qr'."),
+           (lambda: la.solve(jnp.ones(3), jnp.ones(3)),
+            "left hand array must be at least two dimensional; got a.shape=(3,)"),
+           (lambda: la.solve(jnp.ones((3, 2, 2)), jnp.ones((3, 2))),
+            "Invalid shapes for solve: (3, 2, 2), (3, 2). Prior to JAX v0.5.0, this would have been "
+            "treated as a batched 1-dimensional solve. To recover this behavior, use "
+            "solve(a, b[..., None]).squeeze(-1)."),
+           (lambda: la.solve(jnp.eye(2), jnp.ones(3)), "inconsistent size for core dimension 'm': "
+            "3 vs 2 on vectorized function with excluded=frozenset() and signature='(m,m),(m)->(m)'"),
+           (lambda: la.solve(jnp.eye(2), 1.0), "input with shape () does not have enough dimensions "
+            "for all core dimensions ('m', 'n') on vectorized function with excluded=frozenset() and "
+            "signature='(m,m),(m,n)->(m,n)'"),
+           (lambda: la.norm(jnp.ones((2, 2, 2)), axis=(0, 1, 2)), "Improper number of axes for norm: "
+            "axis=(0, 1, 2). Pass one axis to compute a vector-norm, or two axes to compute a "
+            "matrix-norm."),
+           (lambda: la.outer(jnp.ones((2, 2)), jnp.ones(2)),
+            "Input arrays must be one-dimensional, but they are x1.ndim=2 x2.ndim=1"),
+           (lambda: la.cross(jnp.ones(2), jnp.ones(2)), "Both input arrays must be (arrays of) "
+            "3-dimensional vectors, but they have x1.shape[axis]=2 and x2.shape[axis]=2"),
+           (lambda: la.matrix_transpose(jnp.ones(3)),
+            "matrix_transpose requires at least 2 dimensions; got ndim=1")]
+  for call, msg in cases:
+    with pytest.raises(ValueError) as e:
+      call()
+    assert str(e.value) == msg
+  for call, msg in [(lambda: la.svd(jnp.ones(3)), "Input 0 to svd must have rank at least 2, but got "
+                     "shape=(3,)"),
+                    (lambda: la.matrix_power(jnp.eye(2), 1.5), "exponent must be an integer, got 1.5")]:
+    with pytest.raises(TypeError) as e:
+      call()
+    assert str(e.value) == msg
+  res = la.lstsq(jnp.array([[1., 0], [1, 1], [1, 2]]), jnp.array([1., 2, 4]))
+  assert type(res) is tuple and len(res) == 4
+  np.testing.assert_allclose(res[0], [0.8333333333333334, 1.5])
+  assert la.matrix_rank(jnp.ones(3)).dtype == np.int32 and int(la.matrix_rank(jnp.ones(3))) == 1
+  np.testing.assert_allclose(la.slogdet(jnp.eye(2) * 2, method="qr").logabsdet, 1.3862943611198906)

@@ -21,7 +21,7 @@ from nbjax.registry import quiet_run
 from nbjax.custom_derivatives import custom_jvp
 from nbjax.lax.elementwise import binary_power
 from nbjax.numpy import (_creation, _dot, _indexing, _manip, _numerics, _reductions, _ufuncs,
-                         _util)
+                         _util, _vectorize)
 from nbjax.numpy._util import canonicalize_axis, ensure_arraylike
 from nbjax.eager_cache import staged
 
@@ -52,11 +52,16 @@ class QRResult(NamedTuple):
   R: object
 
 
+_SQUARE_MSG = {"inv": "Argument to inv must have shape [..., n, n], got {}.",  # (JAX's)
+               "slogdet": "Argument to slogdet() must have shape [..., n, n], got {}"}
+
+
 def _square(name, a):
   a = ensure_arraylike(name, a)
   a, = _util.promote_dtypes_inexact(a)
   if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-    raise ValueError(f"{name}: argument must be a square matrix or stack of square matrices, "
+    raise ValueError(_SQUARE_MSG[name].format(a.shape) if name in _SQUARE_MSG else
+                     f"{name}: argument must be a square matrix or stack of square matrices, "
                      f"got shape {a.shape}")
   return a
 
@@ -139,6 +144,9 @@ def _cofactor_solve(a, b):
 def slogdet(a, *, method=None):
   """Sign (a unit complex number for complex input) and log of the absolute determinant."""
   a = _square("slogdet", a)
+  if method not in (None, "lu", "qr"):
+    raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`), "
+                     "and 'qr'.")
   lu, pivots, _ = _lu(a)
   diag = _diag(lu)
   absdiag = lax.abs(diag)
@@ -159,15 +167,20 @@ def slogdet(a, *, method=None):
 @staged
 def solve(a, b):
   """Solve ``a @ x = b``; ``b`` is a vector when 1-d, else a (batch of) matrices (NumPy 2)."""
-  a = _square("solve", a)
-  b = ensure_arraylike("solve", b)
+  a, b = ensure_arraylike("jnp.linalg.solve", a, b)
   a, b = _util.promote_dtypes_inexact(a, b)
+  if a.ndim < 2:  # (JAX's errors, its vectorize's for the core dimensions)
+    raise ValueError(f"left hand array must be at least two dimensional; got a.shape={a.shape}")
+  if b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1] != b.shape[-2]:
+    raise ValueError(f"Invalid shapes for solve: {a.shape}, {b.shape}. Prior to JAX v0.5.0, this "
+                     "would have been treated as a batched 1-dimensional solve. To recover this "
+                     "behavior, use solve(a, b[..., None]).squeeze(-1).")
+  sig = "(m,m),(m)->(m)" if b.ndim == 1 else "(m,m),(m,n)->(m,n)"
+  _vectorize._core_sizes((a, b), _vectorize._parse_signature(sig)[0],
+                         f"on vectorized function with excluded=frozenset() and signature={sig!r}")
   vec = b.ndim == 1
   if vec:
     b = lax.reshape(b, b.shape + (1,))
-  if b.shape[-2] != a.shape[-1]:
-    raise ValueError(f"solve: a has shape {a.shape} and b has shape {b.shape}, which are "
-                     "incompatible")
   batch = _util.broadcast_shapes(a.shape[:-2], b.shape[:-2])
   a = _util.broadcast_to(a, batch + a.shape[-2:])
   b = _util.broadcast_to(b, batch + b.shape[-2:])
@@ -248,8 +261,6 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
   ``eigh``)."""
   a = ensure_arraylike("svd", a)
   a, = _util.promote_dtypes_inexact(a)
-  if a.ndim < 2:
-    raise ValueError(f"svd requires an array of at least two dimensions, got {a.shape}")
   if hermitian:
     a = (a + _ufuncs.conj(_manip.matrix_transpose(a))) / 2
   if not compute_uv:
@@ -269,7 +280,10 @@ def matrix_power(a, n):
   a = ensure_arraylike("matrix_power", a)
   if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
     raise ValueError(f"matrix_power: argument must be a square matrix, got shape {a.shape}")
-  n = _util.index(n, "n")
+  try:
+    n = operator.index(n)
+  except TypeError as err:
+    raise TypeError(f"exponent must be an integer, got {n}") from err
   if n == 0:
     return _util.broadcast_to(_creation.eye(a.shape[-1], dtype=a.dtype), a.shape)
   if n < 0:
@@ -365,7 +379,8 @@ def norm(x, ord=None, axis=None, keepdims=False):
     return _vector_norm(x, ord, axis[0], keepdims)
   if len(axis) == 2:
     return _matrix_norm(x, ord, axis, keepdims)
-  raise ValueError(f"Invalid axis values ({axis}) for jnp.linalg.norm.")
+  raise ValueError(f"Improper number of axes for norm: axis={axis}. Pass one axis to compute a "
+                   "vector-norm, or two axes to compute a matrix-norm.")
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
@@ -389,7 +404,11 @@ def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
 
 
 def outer(x1, x2, /):
-  """Array-API ``linalg.outer``: ``jnp.outer``."""
+  """Array-API ``linalg.outer``: ``jnp.outer`` of two 1-d arrays."""
+  x1, x2 = ensure_arraylike("jnp.linalg.outer", x1, x2)
+  if x1.ndim != 1 or x2.ndim != 1:
+    raise ValueError("Input arrays must be one-dimensional, but they are "
+                     f"x1.ndim={x1.ndim} x2.ndim={x2.ndim}")
   return _dot.outer(x1, x2)
 
 
@@ -400,6 +419,9 @@ def trace(x, /, *, offset=0, dtype=None):
 
 def matrix_transpose(x, /):
   """Transpose of the last two axes."""
+  x = ensure_arraylike("jnp.linalg.matrix_transpose", x)
+  if x.ndim < 2:
+    raise ValueError(f"matrix_transpose requires at least 2 dimensions; got ndim={x.ndim}")
   return _manip.matrix_transpose(x)
 
 
@@ -420,7 +442,7 @@ def cross(x1, x2, /, *, axis=-1):
   x1, x2 = ensure_arraylike("cross", x1, x2)
   if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
     raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
-                     f"have shape {x1.shape} and {x2.shape} along axis {axis}")
+                     f"have x1.shape[axis]={x1.shape[axis]} and x2.shape[axis]={x2.shape[axis]}")
   return _numerics.cross(x1, x2, axisa=axis, axisb=axis, axisc=axis)
 
 
@@ -442,7 +464,7 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
   M = ensure_arraylike("matrix_rank", M)
   M, = _util.promote_dtypes_inexact(M)
   if M.ndim < 2:
-    return _creation.asarray(_reductions.any(M != 0), dtype=dtypes.default_int_dtype())
+    return _creation.asarray(_reductions.any(M != 0), dtype=np.int32)  # (int32, as JAX)
   s = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian)
   cut = _creation.asarray(tol, dtype=s.dtype) if tol is not None else _singular_cutoff(s, M.shape, rtol)
   return _reductions.sum(s > cut, axis=-1, dtype=dtypes.default_int_dtype())
@@ -501,13 +523,6 @@ def diagonal(x, /, *, offset=0):
   return _indexing.diagonal(x, offset, axis1=-2, axis2=-1)
 
 
-class LstsqResult(NamedTuple):
-  x: object
-  residuals: object
-  rank: object
-  s: object
-
-
 def lstsq(a, b, rcond=None, *, numpy_resid=False):
   """Least-squares solution of ``a @ x = b`` by the SVD: ``(x, resid, rank, s)``.
 
@@ -549,7 +564,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     resid = norm(b - _dot.matmul(a, x), axis=0) ** 2
   if vec:
     x = x.ravel()
-  return LstsqResult(x, resid, rank, s)
+  return x, resid, rank, s  # (a plain tuple, as JAX's)
 
 
 def cond(x, p=None):
