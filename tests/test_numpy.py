@@ -1553,3 +1553,14 @@ def test_manipulation_errors_as_jax():
       call()
     assert str(e.value) == msg
   assert jnp.asarray([1, 2], order="K").shape == (2,)
+
+
+def test_removed_names_raise_jaxs_deprecation_errors():
+  import nbjax.lax as lax
+  with pytest.raises(AttributeError, match=r"^jax.numpy.fix was deprecated in JAX v0.9.0, and will "
+                     r"be removed in JAX v0.10.0. Use jax.numpy.trunc instead.$"):
+    jnp.fix
+  with pytest.raises(AttributeError, match=r"^jax.lax.pvary was deprecated in JAX v0.8.2 and "
+                     r"removed in JAX v0.10.0; use `jax.lax.pcast\(..., to='varying'\)$"):
+    lax.pvary
+  assert not hasattr(jnp, "msort") and not hasattr(jnp, "fix")

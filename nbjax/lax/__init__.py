@@ -91,3 +91,10 @@ _ad._lax = _batching._lax = _jet._lax = _sys.modules[__name__]
 import sys as _sys  # noqa: E402
 from nbjax.interpreters import shard_map as _shard_map  # noqa: E402
 _shard_map._LAX[:] = [_sys.modules[__name__]]  # shard_map's rules build lax ops
+
+
+def __getattr__(name):  # JAX's deprecation error for a removed name
+  if name == "pvary":
+    raise AttributeError("jax.lax.pvary was deprecated in JAX v0.8.2 and removed in JAX v0.10.0; "
+                         "use `jax.lax.pcast(..., to='varying')")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

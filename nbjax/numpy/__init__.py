@@ -413,3 +413,10 @@ from nbjax import eager_cache as _eager_cache  # noqa: E402
 _eager_cache.pure_instances.append(
     (ufunc, lambda o: getattr(_sys.modules[__name__], o.__name__, None) is o))
 from nbjax.numpy._surface import *  # noqa: E402,F401,F403
+
+
+def __getattr__(name):  # JAX's deprecation error for a removed name
+  if name == "fix":
+    raise AttributeError("jax.numpy.fix was deprecated in JAX v0.9.0, and will be removed in JAX "
+                         "v0.10.0. Use jax.numpy.trunc instead.")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
