@@ -1154,3 +1154,14 @@ def test_take_along_axis_kernel_as_jit(dtype):
         want = nbjax.jit(lambda x, i: jnp.take_along_axis(x, i, **kw))(x, i)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{shape} {axis} {mode}")
         assert got.dtype == want.dtype and not np.shares_memory(got._value, x._value)
+
+
+def test_bool_index_shape_error_and_signbit_error_are_jaxs():
+  import nbjax.numpy as jnp
+  with pytest.raises(IndexError) as e:
+    jnp.ones((2, 3))[jnp.ones((3, 2), bool)]
+  assert str(e.value) == ("boolean index did not match shape of indexed array in index 0: got "
+                          "(3, 2), expected [2, 3]")
+  with pytest.raises(ValueError) as e:
+    jnp.signbit(jnp.ones(2, jnp.complex64))
+  assert str(e.value) == "jax.numpy.signbit is not well defined for complex64"

@@ -250,3 +250,12 @@ def test_pad_batched_padding_value():
   pv = np.array([1.0, 2.0, 3.0])
   testing.check_vmap(lambda a, v: lax.pad(a, v, [(1, 2, 1)]), [x, pv], in_axes=(0, 0))
   testing.check_vmap(lambda a, v: lax.pad(a, v, [(-1, 2, 1)]), [x[0], pv], in_axes=(None, 0))
+
+
+def test_squeeze_errors_are_jaxs_messages():
+  import nbjax.numpy as jnp
+  for call in (lambda: lax.squeeze(jnp.ones((2, 3)), (0,)), lambda: jnp.squeeze(jnp.ones((2, 3)), 0)):
+    with pytest.raises(ValueError) as e:
+      call()
+    assert str(e.value) == ("cannot select an axis to squeeze out which has size not equal to one, "
+                            "got shape=(2, 3) and dimensions=(0,)")

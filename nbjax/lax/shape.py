@@ -505,11 +505,11 @@ def transpose(operand, permutation):
 def _squeeze_abstract_eval(operand, *, dimensions):
   shape = operand.shape
   if len(set(dimensions)) != len(dimensions):
-    raise ValueError(f"squeeze: dimensions are not unique: {dimensions}")
+    raise ValueError(f"dimensions are not unique: {dimensions}")
   if not all(0 <= d < len(shape) for d in dimensions):
-    raise ValueError(f"squeeze: dimensions outside range [0, ndim): {dimensions} for shape {shape}")
+    raise ValueError(f"dimensions outside range [0, ndim): {dimensions}")
   if any(shape[d] != 1 for d in dimensions):
-    raise ValueError("squeeze: cannot select an axis to squeeze out which has size not equal to "
+    raise ValueError("cannot select an axis to squeeze out which has size not equal to "
                      f"one, got shape={shape} and dimensions={dimensions}")
   return _same_aval(operand, tuple(s for i, s in enumerate(shape) if i not in set(dimensions)))
 

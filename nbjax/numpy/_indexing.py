@@ -249,7 +249,7 @@ def _parse(shape, idx):
       sub = _dims_of(shape, new_axes, ax, m.ndim)
       if len(m.shape) != len(sub) or not all(a in (0, b) for a, b in zip(m.shape, sub)):
         raise IndexError(f"boolean index did not match shape of indexed array in index "
-                         f"{ax}: got {m.shape}, expected {sub}")
+                         f"{ax}: got {m.shape}, expected {list(sub)}")
       entries.extend(np.nonzero(m))
       ax += m.ndim
     else:

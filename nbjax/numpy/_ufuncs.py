@@ -997,7 +997,7 @@ def signbit(x, /):
   if d == _BOOL:
     return lax.full_like(x, False, _BOOL)
   if not dtypes.is_float(d):
-    raise ValueError(f"jnp.signbit is not well defined for {d}")
+    raise ValueError(f"jax.numpy.signbit is not well defined for {d}")
   bits = {2: np.int16, 4: np.int32, 8: np.int64}[d.itemsize]  # the sign bit (NaNs too)
   ints = lax.bitcast_convert_type(x, bits)
   return lax.lt(ints, _const(ints, 0))
