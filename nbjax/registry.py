@@ -605,6 +605,11 @@ def _raw_kernel(eqn):
   if small in ("numba", "numpy") and large in ("numba", "numpy") and (
       prim.family != "user" or prim.meta.get("pure")):  # pure: a numba_primitive's kernel
     n = eager_size(prim)(in_avals, out_avals if prim.multiple_results else out_avals[0])
+    if n >= thr and (small, large) == ("numpy", "numba") and prim.family == "elementwise" and \
+        len(in_avals) == 2 and in_avals[0].shape and in_avals[1].shape and \
+        in_avals[0].shape != in_avals[1].shape and \
+        exact_kernel(prim, tuple(a.dtype for a in in_avals), params):
+      n = 0  # operands broadcasting size-1 axes: NumPy's loops, as the eager entry runs them
     impl = prim.impls[small if n < thr else large]
     if needs_roundtrip(prim, [a.dtype for a in in_avals], params):
       resolve = getattr(impl, "resolve", None)

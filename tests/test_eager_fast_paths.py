@@ -1046,3 +1046,83 @@ def test_sign_numpy_route_bits_as_jit(dtype):
   composite = _ufuncs._sign(jnp.asarray(x))  # (the composite's primitives, one by one)
   np.testing.assert_array_equal(np.asarray(composite).view(np.uint8),
                                 np.asarray(jnp.sign(jnp.asarray(x))).view(np.uint8))
+
+
+def test_diagonal_numpy_route_as_jit():
+  """jnp.diagonal / jnp.diag of an eager Array (NumPy's diagonal, copied): values, shape,
+  dtype and weak type as jit's for offsets in and out of range and any axes; a fresh buffer;
+  JAX's errors for bad axes."""
+  rng = np.random.default_rng(11)
+  for shape in ((4, 6), (6, 4), (3, 4, 5), (1, 1)):
+    x = jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+    nd = len(shape)
+    for off in (-7, -2, -1, 0, 1, 3, 9):
+      for ax1, ax2 in ((0, 1), (1, 0), (-1, 0), (nd - 1, nd - 2)):
+        f = lambda v: jnp.diagonal(v, off, ax1, ax2)
+        got, want = f(x), nbjax.jit(f)(x)
+        assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert got._value.flags.c_contiguous and got._value.flags.owndata
+      if nd == 2:
+        for k in (-3, 0, 2):
+          np.testing.assert_array_equal(np.asarray(jnp.diag(x, k)),
+                                        np.asarray(nbjax.jit(lambda v: jnp.diag(v, k))(x)))
+  assert jnp.diagonal(_weak()).weak_type
+  with pytest.raises(ValueError, match="axis1 and axis2 must not be equal"):
+    jnp.diagonal(jnp.ones((3, 3)), 0, 1, 1)
+  with pytest.raises(ValueError):
+    jnp.diagonal(jnp.ones(3))
+  with pytest.raises(Exception):
+    jnp.diagonal(jnp.ones((3, 3)), 0, 0, 2)
+
+
+def test_lax_reshape_eager_view_and_errors():
+  """lax.reshape of an eager Array to a tuple of ints (NumPy's view): values and weak type as
+  jit's; -1, negative sizes and a wrong element count still raise JAX's TypeError."""
+  x = jnp.asarray(np.arange(12, dtype=np.float32))
+  for shape in ((3, 4), (12,), (2, 2, 3), (1, 12, 1)):
+    got, want = lax.reshape(x, shape), nbjax.jit(lambda v: lax.reshape(v, shape))(x)
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  assert lax.reshape(_weak(), (20,)).weak_type
+  for bad in ((5, 3), (-1, 3), (-3, -4)):
+    with pytest.raises(TypeError):
+      lax.reshape(x, bad)
+    with pytest.raises(TypeError):
+      nbjax.jit(lambda v: lax.reshape(v, bad))(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+def test_broadcasting_binary_ops_above_the_kernel_switch_as_jit(dtype):
+  """Binary ops whose operands broadcast size-1 axes, above the numpy/numba switch (NumPy's
+  broadcasting loops for exact kernels, per call and in replayed programs such as jnp.outer's):
+  the values, dtype and weak type of jit, equal to NumPy's for exact arithmetic."""
+  rng = np.random.default_rng(13)
+  col = (rng.standard_normal((300, 1)) * 8).astype(dtype)
+  row = (rng.standard_normal((1, 300)) * 8).astype(dtype)
+  full = (rng.standard_normal((300, 300)) * 8).astype(dtype)
+  ops = [(lax.add, np.add), (lax.sub, np.subtract), (lax.mul, np.multiply),
+         (lax.max, np.maximum), (lax.lt, np.less)]
+  for a, b in ((col, row), (full, row), (col, full), (row[0][None], full)):
+    ja, jb = jnp.asarray(a), jnp.asarray(b)
+    for op, ref in ops:
+      for _ in range(2):  # (the shape pair's first call validates; the second takes the cache)
+        got = op(ja, jb)
+      want = nbjax.jit(op)(ja, jb)
+      assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      np.testing.assert_array_equal(np.asarray(got), ref(a, b))
+  v, w = jnp.asarray(col[:, 0]), jnp.asarray(row[0])
+  outs = [np.asarray(jnp.outer(v, w)) for _ in range(4)]  # per call, then replayed
+  for o in outs:
+    np.testing.assert_array_equal(o, np.multiply.outer(col[:, 0], row[0]))
+
+
+def test_numpy_routes_of_0d_arrays_hold_arrays():
+  """NumPy's ufunc-like routines return NumPy scalars for 0-d arrays: the eager routes (sign,
+  nan_to_num, a vector dot) still hold 0-d ndarrays, as jit's results."""
+  x = jnp.asarray(np.float32(-np.inf))
+  for f in (jnp.sign, jnp.nan_to_num, lambda v: jnp.dot(v.reshape(1), v.reshape(1)) * 0):
+    got, want = f(x), nbjax.jit(f)(x)
+    assert type(got._value) is np.ndarray and got.shape == want.shape == ()
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -132,6 +132,10 @@ _SMALL = {  # op: (nbjax/jax/numpy call, torch call) on x: float32[10], a: float
     "einsum_rows": (lambda m, x, a, i: m.einsum("ij,ij->i", a, a),
                     lambda t, x, a, i: t.einsum("ij,ij->i", a, a)),
     "eye": (lambda m, x, a, i: m.eye(8), lambda t, x, a, i: t.eye(8)),
+    "vector_dot": (lambda m, x, a, i: m.dot(x, x), lambda t, x, a, i: t.dot(x, x)),
+    "sign": (lambda m, x, a, i: m.sign(x), lambda t, x, a, i: t.sign(x)),
+    "diagonal": (lambda m, x, a, i: m.diagonal(a), lambda t, x, a, i: t.diagonal(a)),
+    "transpose_fn": (lambda m, x, a, i: m.transpose(a), lambda t, x, a, i: t.transpose(a, 0, 1)),
 }
 
 
@@ -202,6 +206,11 @@ _COMPOSITES = {  # op: (numpy call, nbjax/jax call given the backend's nn, torch
              lambda m, nn, x: nn.gelu(x), lambda t, x: t.nn.functional.gelu(x, approximate="tanh")),
     "clip": (lambda m, x: m.clip(x, -1.0, 1.0), lambda m, nn, x: m.clip(x, -1.0, 1.0),
              lambda t, x: t.clamp(x, -1.0, 1.0)),
+    "outer_bcast": (lambda m, x: x[:, :1] * x[:1, :], lambda m, nn, x: x[:, :1] * x[:1, :],
+                    lambda t, x: x[:, :1] * x[:1, :]),
+    "minus_col_mean": (lambda m, x: x - x.mean(1, keepdims=True),
+                       lambda m, nn, x: x - x.mean(1, keepdims=True),
+                       lambda t, x: x - x.mean(1, keepdim=True)),
     "cumsum_rows10": (lambda m, x: m.cumsum(x.reshape(-1, 10), 1),
                       lambda m, nn, x: m.cumsum(x.reshape(-1, 10), 1),
                       lambda t, x: t.cumsum(x.reshape(-1, 10), 1)),

@@ -21,6 +21,7 @@ import numpy as np
 
 from kernels import shape as K
 from nbjax import core, dtypes, registry
+from nbjax.array import Array
 from nbjax.core import Primitive, ShapedArray
 from nbjax.interpreters import ad, batching, jet
 from nbjax.lax.elementwise import _any, _convert_element_type, _num, accepts, check_same_dtypes
@@ -310,7 +311,6 @@ def _placed(x, s, name):
 
 
 def _is_array(x):
-  from nbjax.array import Array
   return isinstance(x, (Array, core.Tracer))
 
 
@@ -354,7 +354,6 @@ _EXPAND = {}  # (ndim, dimensions) -> (result positions of the inserted dims, ke
 
 def expand_dims(array, dimensions):
   """Insert size-1 dimensions at ``dimensions`` (positions in the result)."""
-  from nbjax.array import Array
   if type(array) is Array and core._ctx.trace is core.eval_trace and type(dimensions) is tuple:
     sh = array.shape  # (eager: the registry's entry directly, dimensions worked out once)
     plan = _EXPAND.get((len(sh), dimensions))
@@ -428,6 +427,11 @@ reshape_p = Primitive("reshape")
 
 def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
   """Reshape ``operand`` to ``new_sizes`` (after permuting by ``dimensions`` if given)."""
+  if type(operand) is Array and type(new_sizes) is tuple and dimensions is None and \
+      out_sharding is None and core._ctx.trace is core.eval_trace and not core.placement[0]:
+    v = operand._value  # eager, sizes of ints alone: NumPy's view (C order), or the checks'
+    if all(type(d) is int and d >= 0 for d in new_sizes) and math.prod(new_sizes) == v.size:
+      return Array._new(v.reshape(new_sizes), operand._weak)  # (errors) below
   new_sizes = canonicalize_shape(new_sizes)
   dims = None if dimensions is None else tuple(operator.index(d) for d in dimensions)
   same_dims = dims is None or dims == tuple(range(np.ndim(operand)))

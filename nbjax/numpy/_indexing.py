@@ -1464,6 +1464,27 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
 # ----------------------------------------------------------------- diagonals
 
 
+def _np_diagonal(a, offset, axis1=0, axis2=1):
+  """Eagerly (an Array, int arguments JAX accepts), NumPy's diagonal view of ``a``, copied:
+  data movement, the composite's bits (1000x1000 float32 48 -> ~8 us); else None."""
+  if type(a) is Array and _ctx.trace is _EVAL and not core.placement[0] and \
+      type(offset) is int and type(axis1) is int and type(axis2) is int:
+    v = a._value
+    nd = v.ndim
+    if nd >= 2 and -nd <= axis1 < nd and -nd <= axis2 < nd and axis1 % nd != axis2 % nd:
+      return Array._new(np.diagonal(v, offset, axis1, axis2).copy(), a._weak)
+  return None
+
+
+def _diagonal_eager(general):
+  @functools.wraps(general)
+  def diagonal(a, offset=0, axis1=0, axis2=1):
+    r = _np_diagonal(a, offset, axis1, axis2)
+    return general(a, offset, axis1, axis2) if r is None else r
+  return diagonal
+
+
+@_diagonal_eager
 @staged
 def diagonal(a, offset=0, axis1=0, axis2=1):
   """The ``offset`` diagonal of the ``(axis1, axis2)`` planes, as a last axis: one strided
@@ -1531,6 +1552,15 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
   return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
+def _diag_eager(general):
+  @functools.wraps(general)
+  def diag(v, k=0):
+    r = _np_diagonal(v, k) if type(v) is Array and v.ndim == 2 else None
+    return general(v, k) if r is None else r
+  return diag
+
+
+@_diag_eager
 @staged
 def diag(v, k=0):
   """The ``k``-th diagonal of a 2-d ``v``, or a 2-d array with 1-d ``v`` on it.
