@@ -1564,3 +1564,14 @@ def test_removed_names_raise_jaxs_deprecation_errors():
                      r"removed in JAX v0.10.0; use `jax.lax.pcast\(..., to='varying'\)$"):
     lax.pvary
   assert not hasattr(jnp, "msort") and not hasattr(jnp, "fix")
+
+
+def test_logical_ops_promote_first_as_jax():
+  # JAX promotes the operands before testing them against zero: a Python bool with a weak float
+  # gives a weak bool; a bool array with it a strong one (JAX's constant is strong there)
+  wf, b = jnp.asarray(2.0), jnp.array([True, False])
+  assert jnp.logical_and(True, wf).weak_type and jnp.logical_xor(True, jnp.asarray(3)).weak_type
+  assert not jnp.logical_and(b, wf).weak_type and not jnp.logical_and(jnp.asarray(3), b).weak_type
+  assert jnp.logical_and(wf, wf).weak_type
+  np.testing.assert_array_equal(jnp.logical_and(jnp.array([1, 0, 2]), jnp.array([1.0, 1, 0])),
+                                [True, False, False])

@@ -850,14 +850,13 @@ def fmin(x1, x2, /):
 
 
 def _to_bool(x):
-  return x if x.dtype == _BOOL else lax.ne(x, _const(x, 0))
+  # (against JAX's lax._const: strong for a weak x of more than 0 dimensions)
+  return x if x.dtype == _BOOL else lax.ne(x, lit(0, x.dtype, not (x.weak_type and x.ndim)))
 
 
 def _logical(name, op):
-  def general(x, y):
-    check_arraylike(name, x, y)
-    x, y = _util.promote_shapes(name, _to_bool(as_array(x)), _to_bool(as_array(y)))
-    return op(x, y)
+  def general(x, y):  # (promoted first, as JAX: True and a weak float give a weak bool)
+    return op(*map(_to_bool, promote_args(name, x, y)))
   return _binary(name, general, ufunc=True)
 
 
