@@ -262,7 +262,7 @@ UNARY = {
     "round_even": "np.rint(a)",
     "is_finite": "np.isfinite(a)",
     "exp": "np.exp(a)",
-    "exp2": "np.exp2(a)",
+    "exp2": "np.exp(a * 0.6931471805599453)",  # (XLA's exp2: exp(x * log(2)))
     "exp_complex": "_c(_s_exp(a.real, a.imag, _cexp(a.real, a.imag), 0))",
     "exp2_complex": "_c(_cexp2(a.real, a.imag))",
     "expm1_complex": "_c(_s_exp(a.real, a.imag, _cexpm1(a.real, a.imag), -1))",
@@ -316,6 +316,7 @@ UNARY = {
     "erf_inv": "_xla_erf_inv_f64(np.float64(a))",
     "erf_inv_f32": "_erf_inv_xla_f32(np.float32(a))",
     "exp_f32": "_xla_exp_f32(np.float32(a))",
+    "exp2_f32": "_xla_exp_f32(np.float32(a) * np.float32(0.6931471805599453))",
     "expm1_f32": "_xla_expm1_f32(np.float32(a))",
     "tanh_f32": "_xla_tanh_f32(np.float32(a))",
     "logistic_f32": "_xla_logistic_f32(np.float32(a))",
@@ -1636,7 +1637,7 @@ EXACT = frozenset({
 PROBED = frozenset({
     "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "rsqrt", "sign",
-    "round_away", "erf", "erf_f32", "erfc", "erf_inv", "erf_inv_f32", "exp_f32", "expm1_f32",
+    "round_away", "erf", "erf_f32", "erfc", "erf_inv", "erf_inv_f32", "exp_f32", "exp2_f32", "expm1_f32",
     "tanh_f32", "logistic_f32", "log_f32", "log1p_f32", "lgamma", "lgamma_f32", "digamma", "digamma_f32", "pow",
     "atan2", "rem", "nextafter", "polygamma"})
 

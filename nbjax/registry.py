@@ -230,7 +230,8 @@ BF16, F32 = dtypes._bf16, np.dtype(np.float32)
 
 
 def bf16_mode(prim):
-  """"f32" (round trip through float32), "native", "-" (bf16 is not accepted), or "n/a" (no
+  """"f32" (round trip through float32), "native", "xla" (compiled by XLA alone, where XLA
+  rounds to bf16 between the steps of an expansion), "-" (bf16 is not accepted), or "n/a" (no
   kernels of its own: control flow and calls bind the primitives of their bodies)."""
   m = prim.meta.get("bf16")
   if m is not None:
@@ -283,7 +284,8 @@ def _wide(d, prim):
   if not isinstance(d, np.dtype) or d not in _WIDE:
     return d
   if d not in _NARROW:
-    return _WIDE[d] if bf16_mode(prim) == "f32" else d
+    m = bf16_mode(prim)
+    return _WIDE[d] if m == "f32" else _XLA if m == "xla" else d
   m = narrow_mode(prim)
   if m == "xla" or d == _E8M0 and m != "own" and "cpu" in prim.lowerings:
     return _XLA

@@ -919,3 +919,19 @@ def test_bitwise_and_negative_integer_pow_errors_as_jax():
     with pytest.raises(TypeError) as e:
       call()
     assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_exp2_logistic_log1p_eager_bits_as_jit(dtype):
+  """XLA computes exp2 as exp(x * log(2)) in the operand's dtype (np.exp2(3.) is 8, XLA's
+  7.999999999999998); bfloat16 exp2/logistic/log1p round between the steps of XLA's
+  expansions (the "xla" bf16 mode): eager gives jit's bits for every input."""
+  import nbjax.numpy as jnp
+  d = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+  x = jnp.asarray(np.linspace(-10, 10, 2001).astype(d))
+  p = jnp.asarray(np.linspace(0.01, 10, 2001).astype(d))
+  for f, a in ((jnp.exp2, x), (nbjax.nn.sigmoid, x), (jnp.log1p, p)):
+    e, j = np.asarray(f(a)), np.asarray(nbjax.jit(f)(a))
+    w = np.uint16 if e.dtype.itemsize == 2 else np.uint32
+    np.testing.assert_array_equal(e.view(w), j.view(w), err_msg=f"{f.__name__} {dtype}")
+  assert float(jnp.exp2(jnp.asarray(2.0, d))) == float(nbjax.jit(jnp.exp2)(jnp.asarray(2.0, d)))

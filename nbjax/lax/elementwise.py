@@ -838,6 +838,11 @@ def _np_sign(x):
   return np.sign(x, out=...)
 
 
+def _np_exp2(x):  # XLA's exp2: exp(x * log(2)) in x's dtype (np.exp2(3.) is 8, XLA's not)
+  t = np.multiply(x, x.dtype.type(np.log(2)), out=...)
+  return np.exp(t, out=t)
+
+
 def _np_logistic(x):
   t = np.negative(x, out=...)
   np.exp(t, out=t)
@@ -1389,8 +1394,10 @@ _XLA_F32_ONLY = _XLA_F32.replace("/float16", "").replace("float64:", "float64, f
 exp_p = standard_elementwise("exp", 1, _inexact, numba="exp", numpy=np.exp, domain="small",
                              complex_kernel="exp_complex", f32_kernel="exp_f32", note=_XLA_F32,
                              **_TR)
-exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=np.exp2, domain="small",
-                              complex_kernel="exp2_complex", **_TR)
+exp2_p = standard_elementwise("exp2", 1, _inexact, numba="exp2", numpy=_np_fn(_np_exp2),
+                              domain="small", complex_kernel="exp2_complex",
+                              f32_kernel="exp2_f32", f16_on_f32=False, note=_XLA_F32_ONLY,
+                              **_TR)
 log_p = standard_elementwise("log", 1, _inexact, numba="log", numpy=np.log, domain="positive",
                              complex_kernel="log_complex", f32_kernel="log_f32", note=_XLA_F32,
                              **_TR)
@@ -1411,6 +1418,10 @@ logistic_p = standard_elementwise("logistic", 1, _inexact, numba="logistic",
 # exp(log(2) * x), logistic 1 / (1 + exp(-x)), lgamma's expansion) in the operand's type
 for _p in (exp2_p, logistic_p):
   _p.meta["narrow"] = "xla"
+# bfloat16 too (exp2, logistic, log1p: a float32 kernel rounded once gave other bits for
+# 30-45% of inputs)
+for _p in (exp2_p, logistic_p, log1p_p):
+  _p.meta["bf16"] = "xla"
 sin_p = standard_elementwise("sin", 1, _inexact, numba="sin", numpy=np.sin,
                              complex_kernel="sin_complex", **_TR)
 cos_p = standard_elementwise("cos", 1, _inexact, numba="cos", numpy=np.cos,
