@@ -1471,7 +1471,8 @@ def _np_diagonal(a, offset, axis1=0, axis2=1):
       type(offset) is int and type(axis1) is int and type(axis2) is int:
     v = a._value
     nd = v.ndim
-    if nd >= 2 and -nd <= axis1 < nd and -nd <= axis2 < nd and axis1 % nd != axis2 % nd:
+    if nd >= 2 and -nd <= axis1 < nd and -nd <= axis2 < nd and axis1 % nd != axis2 % nd and \
+        -v.shape[axis1] < offset < v.shape[axis2]:  # (NumPy's C int offset: in range only)
       return Array._new(np.diagonal(v, offset, axis1, axis2).copy(), a._weak)
   return None
 

@@ -149,7 +149,7 @@ def transpose(a, axes=None):
     Array([[1, 3],
            [2, 4]], dtype=int64)
   """
-  if axes is None and type(a) is Array:
+  if axes is None and type(a) is Array and _ctx.trace is _EVAL:
     return a.T  # (eagerly NumPy's reversed axes, copied in C order)
   if type(a) in _util.key_types:  # a key array (nbjax.prng)
     return _util.key_impls["transpose"](a, axes)

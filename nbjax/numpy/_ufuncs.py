@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from nbjax import core, dtypes, lax
+from nbjax import core, dtypes, lax, registry
 from nbjax.config import config
 from nbjax.array import Array
 from nbjax.core import Tracer, _ctx, eval_trace as _EVAL
@@ -520,7 +520,8 @@ def _sign_eager(f):
   @functools.wraps(f)
   def sign(x, /):
     if type(x) is Array and _ctx.trace is _EVAL and not core.placement[0] and \
-        x._value.dtype in _NP_FLOATS:
+        x._value.dtype in _NP_FLOATS and not registry._overrides and \
+        registry._override_all is None:  # (a pinned backend runs the composite)
       return Array._new(np.asarray(np.sign(x._value)), x._weak)  # (0-d: a NumPy scalar)
     return f(x)
   return sign
@@ -1049,8 +1050,9 @@ def _nan_to_num_eager(general):
         x._value.dtype in _NP_FLOATS and all(
         v is None or type(v) in (int, float) for v in (nan, posinf, neginf)):
       v = x._value
-      return Array._new(np.asarray(np.nan_to_num(  # (0-d: a NumPy scalar)
-          v, True, *_nan_to_num_fills(v.dtype, nan, posinf, neginf))))
+      with np.errstate(all="ignore"):  # (fills rounded to float16 warned as casts)
+        return Array._new(np.asarray(np.nan_to_num(  # (0-d: a NumPy scalar)
+            v, True, *_nan_to_num_fills(v.dtype, nan, posinf, neginf))))
     return general(x, copy, nan, posinf, neginf)
   return f
 
