@@ -674,8 +674,10 @@ def test_creation_and_axis_errors_as_jax():
     nbjax.jit(jnp.zeros)(2)
   with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
     nbjax.jit(lambda n: jnp.tri(n))(3)
+  with pytest.raises(ValueError, match=r"repeated axis in lax.expand_dims: \(1, 1\)"):
+    jnp.expand_dims(jnp.ones(3), (1, 1))  # (JAX 0.10.2: the axes as given, then canonical)
   with pytest.raises(ValueError, match=r"repeated axis in lax.expand_dims: \[1, 1\]"):
-    jnp.expand_dims(jnp.ones(3), (1, 1))
+    jnp.expand_dims(jnp.ones(3), (1, -2))
   # axis: an index or any iterable of them (JAX's _ensure_index_tuple; qdwh_test passes a range)
   assert jnp.expand_dims(jnp.ones(3), range(2)).shape == (1, 1, 3)
   assert jnp.expand_dims(jnp.ones(3), np.int64(1)).shape == (3, 1)

@@ -1069,7 +1069,9 @@ _SQUEEZE = dict(
     bad_inputs=_bad(lambda r: [
         ([r((2, 3))], dict(dimensions=(0,)), ValueError),
         ([r((1, 3))], dict(dimensions=(2,)), ValueError),
-    ]))
+    ]),
+    # (JAX's messages name no primitive)
+    error_names=("squeeze", "dimensions outside range", "dimensions are not unique"))
 _REV = dict(
     samples=_samples(lambda r: [
         ([r(())], dict(dimensions=())),
